@@ -1,0 +1,211 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Options configure the actor system.
+type Options struct {
+	Self   *memory.Self
+	LLM    llm.LLM
+	Config config.Config
+	Clock  memory.Clock
+	Logger *slog.Logger
+	Knobs  TestingKnobs
+}
+
+// TestingKnobs let tests inject faults. They are nil in production.
+type TestingKnobs struct {
+	// BeforeAppend runs in a sona actor before it plans an append of the
+	// memory at seq; a panic here crashes the actor.
+	BeforeAppend func(sona string, seq int64)
+}
+
+// System is the running actor tree and the entry point for writes to
+// sonas. Reads (recall, get, list) do not go through actors: use the
+// memory.Self directly.
+type System struct {
+	as    *actor.ActorSystem
+	root  *actor.PID
+	sonas *actor.PID
+	self  *memory.Self
+	llm   llm.LLM
+	cfg   config.Config
+	clock memory.Clock
+	log   *slog.Logger
+	knobs TestingKnobs
+}
+
+// Start builds the actor tree.
+func Start(o Options) (*System, error) {
+	if o.Self == nil || o.LLM == nil {
+		return nil, fmt.Errorf("actors: Start needs a Self and an LLM")
+	}
+	if o.Clock == nil {
+		o.Clock = memory.SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	logger := o.Logger.With("component", "actors")
+	as := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
+		actor.WithDeadLetterRequestLogging(false),
+	)
+	s := &System{as: as, self: o.Self, llm: o.LLM, cfg: o.Config, clock: o.Clock, log: logger, knobs: o.Knobs}
+
+	ac := o.Config.Actors
+	rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{sys: s} },
+		actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 100*time.Millisecond, 30*time.Second, o.Clock)))
+	root, err := as.Root.SpawnNamed(rootProps, "root")
+	if err != nil {
+		return nil, fmt.Errorf("actors: spawn root: %w", err)
+	}
+	s.root = root
+	res, err := as.Root.RequestFuture(root, &messages.Lookup{Name: "sonas"}, ac.AskTimeout.D()).Result()
+	pid, ok := res.(*actor.PID)
+	if err != nil || !ok {
+		as.Shutdown()
+		return nil, fmt.Errorf("actors: root did not start: %v", err)
+	}
+	s.sonas = pid
+	return s, nil
+}
+
+// Stop stops every actor, waiting for the tree to shut down.
+func (s *System) Stop() {
+	_ = s.as.Root.StopFuture(s.root).Wait()
+	s.as.Shutdown()
+}
+
+// ActorSystem exposes the protoactor system (for cluster wiring and tests).
+func (s *System) ActorSystem() *actor.ActorSystem { return s.as }
+
+// rootActor supervises the top-level actors.
+type rootActor struct {
+	sys   *System
+	sonas *actor.PID
+}
+
+func (r *rootActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		ac := r.sys.cfg.Actors
+		props := actor.PropsFromProducer(func() actor.Actor { return newSonasActor(r.sys) },
+			actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 0, 0, r.sys.clock)))
+		pid, err := ctx.SpawnNamed(props, "sonas")
+		if err != nil {
+			panic(fmt.Sprintf("actors: spawn sonas supervisor: %v", err))
+		}
+		r.sonas = pid
+	case *messages.Lookup:
+		if msg.Name == "sonas" {
+			ctx.Respond(r.sonas)
+		} else {
+			ctx.Respond(&messages.Failure{Code: CodeNotFound, Message: "no child " + msg.Name})
+		}
+	}
+}
+
+// ask sends msg to the sonas supervisor and waits for the reply.
+func ask[T any](s *System, msg proto.Message, timeout time.Duration) (T, error) {
+	return reply[T](s.as.Root.RequestFuture(s.sonas, msg, timeout).Result())
+}
+
+// Advance runs one step of a sona (DESIGN.md §4.1) and returns once the
+// input and response memories are durable.
+func (s *System) Advance(ctx context.Context, sona string, req *messages.ChatRequest) (*messages.ChatResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return ask[*messages.ChatResponse](s, &messages.Advance{Sona: sona, Request: req}, s.stepTimeout())
+}
+
+// stepTimeout bounds a whole advance: two embeddings, recall, the model
+// call and two durable writes.
+func (s *System) stepTimeout() time.Duration {
+	return s.cfg.LLM.Timeout.D() + 2*s.cfg.Actors.AskTimeout.D()
+}
+
+// Append adds a prepared memory to a sona's chain and returns once it is
+// durable. A memory already in the sona is not appended again.
+func (s *System) Append(ctx context.Context, sona string, p *memory.Prepared) (*messages.Appended, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	msg := &messages.AppendMemory{Sona: sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta}
+	return ask[*messages.Appended](s, msg, s.cfg.Actors.AskTimeout.D())
+}
+
+// Query recalls and answers like Advance but stores nothing. It needs no
+// actor: it only reads.
+func (s *System) Query(ctx context.Context, sona string, req *messages.ChatRequest) (*messages.QueryResponse, error) {
+	rec, err := s.self.Sona(sona)
+	if err != nil {
+		return nil, err
+	}
+	vecs, err := s.self.Embed(ctx, req.Content)
+	if err != nil {
+		return nil, err
+	}
+	recalled, err := s.self.Recall(ctx, memory.Query{
+		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars),
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.complete(ctx, rec.Name, recalled, req)
+	if err != nil {
+		return nil, err
+	}
+	return &messages.QueryResponse{
+		Response: &messages.Reply{Content: resp.Content, Model: resp.Model, StopReason: string(resp.StopReason)},
+		Recalled: scoredRefs(recalled),
+	}, nil
+}
+
+// complete builds the step's prompt and calls the model.
+func (s *System) complete(ctx context.Context, sonaName string, recalled []*memory.Recalled, req *messages.ChatRequest) (llm.Response, error) {
+	prompt := memory.BuildPrompt(memory.PromptInput{
+		SonaName:  sonaName,
+		Recalled:  recalled,
+		Input:     req.Content,
+		InputName: req.Name,
+		MaxTokens: s.cfg.LLM.MaxTokens,
+	})
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LLM.Timeout.D())
+	defer cancel()
+	resp, err := s.llm.Complete(ctx, prompt)
+	if err != nil {
+		return resp, fmt.Errorf("%w: %v", ErrLLM, err)
+	}
+	return resp, nil
+}
+
+func scoredRefs(rs []*memory.Recalled) []*messages.ScoredRef {
+	out := make([]*messages.ScoredRef, len(rs))
+	for i, r := range rs {
+		out[i] = &messages.ScoredRef{Cid: r.CID.String(), Score: r.Score}
+	}
+	return out
+}
+
+func cids(rs []*memory.Recalled) []cid.Cid {
+	out := make([]cid.Cid, len(rs))
+	for i, r := range rs {
+		out[i] = r.CID
+	}
+	return out
+}

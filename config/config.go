@@ -1,0 +1,468 @@
+// Package config is Memoria's one typed configuration. Every default of the
+// design (DESIGN.md §8) lives here with the seed it comes from. A Config is
+// built by Default, overlaid by a YAML file (unknown keys rejected), then by
+// MEMORIA_* environment variables, then by command-line flags, and checked by
+// Validate before anything starts.
+//
+// Environment variables name a leaf by its YAML path joined with "_" and
+// upper-cased: recall.top_k is MEMORIA_RECALL_TOP_K, server.listen is
+// MEMORIA_SERVER_LISTEN. Lists and maps (kinds) are set in the file only.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Config is the whole configuration of a Memoria process.
+type Config struct {
+	// DataDir holds the Badger store and derived indexes.
+	DataDir string `yaml:"data_dir"`
+
+	Server    Server          `yaml:"server"`
+	Store     Store           `yaml:"store"`
+	Index     Index           `yaml:"index"`
+	Recall    Recall          `yaml:"recall"`
+	Threshold Thresholds      `yaml:"thresholds"`
+	Kinds     map[string]Kind `yaml:"kinds"`
+	// DefaultKind is the XmetaV kind given to memories stored without one.
+	DefaultKind string    `yaml:"default_kind"`
+	Tiers       Tiers     `yaml:"tiers"`
+	Living      Living    `yaml:"living"`
+	Heartbeat   Heartbeat `yaml:"heartbeat"`
+	LLM         LLM       `yaml:"llm"`
+	Embedder    Embedder  `yaml:"embedder"`
+	Actors      Actors    `yaml:"actors"`
+	Log         Log       `yaml:"log"`
+}
+
+// Server configures the HTTP listener (REST, later MCP and the gateway).
+type Server struct {
+	Listen string `yaml:"listen"`
+	// MaxBodyBytes caps request bodies; larger ones get 413.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// RequestTimeout bounds one request, LLM call included.
+	RequestTimeout Duration `yaml:"request_timeout"`
+	// MaxK caps the k of a recall request.
+	MaxK int `yaml:"max_k"`
+	// MaxBudgetChars caps the character budget of a recall request.
+	MaxBudgetChars int `yaml:"max_budget_chars"`
+	// MaxListLimit caps the page size of list routes.
+	MaxListLimit int `yaml:"max_list_limit"`
+}
+
+// Store configures the Badger store and its group commit.
+type Store struct {
+	// MaxBatch is the most writes one group commit (one fsync) acknowledges.
+	MaxBatch int `yaml:"max_batch"`
+	// MaxBlockBytes caps one block (a memory or a file).
+	MaxBlockBytes int `yaml:"max_block_bytes"`
+	// CacheMB is Badger's block cache size.
+	CacheMB int `yaml:"cache_mb"`
+}
+
+// Index configures the HNSW vector index (derived state, rebuilt at start).
+type Index struct {
+	M        int `yaml:"m"`
+	EfSearch int `yaml:"ef_search"`
+	// Seed makes HNSW level assignment reproducible.
+	Seed int64 `yaml:"seed"`
+}
+
+// Recall configures scoring and injection (DESIGN.md §5).
+type Recall struct {
+	// TopK memories are taken before edge expansion (Living Memory injection.top_n = 10).
+	TopK int `yaml:"top_k"`
+	// BudgetChars is the hard character cap of the injected context (Living Memory injection.budget_chars = 4000).
+	BudgetChars int `yaml:"budget_chars"`
+	// Candidates is how many dense neighbours are scored per recall (at least TopK).
+	Candidates int `yaml:"candidates"`
+	// Lambda is the Ebbinghaus decay rate over activity-relative inactivity (Living Memory decay.lambda = 0.5).
+	Lambda float64 `yaml:"lambda"`
+	// Weights of the additive score components (Memoria: recency, relevance, importance, sona similarity).
+	Weights Weights `yaml:"weights"`
+	// ExpandDecay multiplies a memory's score along each edge hop during expansion.
+	ExpandDecay float64 `yaml:"expand_decay"`
+	// ExpandDepth bounds how many hops expansion follows.
+	ExpandDepth int `yaml:"expand_depth"`
+	// ImportanceAlpha is the EWMA rate of importance updates.
+	ImportanceAlpha float64 `yaml:"importance_alpha"`
+	// ImportanceHopDecay scales the importance signal per edge hop of back-propagation.
+	ImportanceHopDecay float64 `yaml:"importance_hop_decay"`
+	// ImportanceDepth bounds back-propagation of importance along edges.
+	ImportanceDepth int `yaml:"importance_depth"`
+}
+
+// Weights of the recall score: relevance×kind×decay is the base, importance
+// and sona similarity are added with these weights.
+type Weights struct {
+	Relevance  float64 `yaml:"relevance"`
+	Importance float64 `yaml:"importance"`
+	Sona       float64 `yaml:"sona"`
+}
+
+// Thresholds are Living Memory's SDT parameters: threshold = mean_sim +
+// log(β)·std_sim over the live similarity distribution.
+type Thresholds struct {
+	RetrievalBeta float64 `yaml:"retrieval_beta"` // 0.3: a miss is 3x worse than a false alarm
+	DedupBeta     float64 `yaml:"dedup_beta"`     // 3.0: losing distinct info is 3x worse
+	ConsensusBeta float64 `yaml:"consensus_beta"` // 5.0: a bad permanent memory is 5x worse
+	// Below BootstrapMin nodes the bootstrap distribution is used.
+	BootstrapMin  int     `yaml:"bootstrap_min"`  // 10
+	BootstrapMean float64 `yaml:"bootstrap_mean"` // 0.60
+	BootstrapStd  float64 `yaml:"bootstrap_std"`  // 0.10
+}
+
+// Kind is one row of XmetaV's kind table.
+type Kind struct {
+	Weight float64 `yaml:"weight"`
+	// TTL hides the memory from recall after this long; 0 = permanent.
+	TTL Duration `yaml:"ttl"`
+}
+
+// Tiers are MemoryOS's STM/MTM/LPM parameters (seed 003).
+type Tiers struct {
+	STMPages    int      `yaml:"stm_pages"`    // 7
+	MTMSegments int      `yaml:"mtm_segments"` // 200
+	Theta       float64  `yaml:"theta"`        // 0.6 Fscore merge threshold
+	Alpha       float64  `yaml:"alpha"`        // 1 heat weight of N_visit
+	Beta        float64  `yaml:"beta"`         // 1 heat weight of L_interaction
+	Gamma       float64  `yaml:"gamma"`        // 1 heat weight of recency
+	Mu          Duration `yaml:"mu"`           // 1e7 s recency time constant
+	Tau         float64  `yaml:"tau"`          // 5 promotion heat
+	TopM        int      `yaml:"top_m"`        // 5 segments
+	TopK        int      `yaml:"top_k"`        // 5 pages (10 in the LoCoMo setting)
+	KBSize      int      `yaml:"kb_size"`      // 100 user KB entries
+	AgentTraits int      `yaml:"agent_traits"` // 100 agent traits
+	TraitDims   int      `yaml:"trait_dims"`   // 90 user trait dimensions
+	LPMTopK     int      `yaml:"lpm_top_k"`    // 10 KB entries and traits recalled
+}
+
+// Living holds Living Memory's compression and consensus parameters (seed 001).
+type Living struct {
+	Phi              float64 `yaml:"phi"`                // 1.618 branch compression trigger
+	MinCompressNodes int     `yaml:"min_compress_nodes"` // 3
+	ColdBranchRatio  float64 `yaml:"cold_branch_ratio"`  // 0.1
+	StakesHigh       float64 `yaml:"stakes_high"`        // 1.25 consensus threshold multiplier
+}
+
+// Heartbeat configures XmetaV's heartbeat and dream mode (seed 002).
+type Heartbeat struct {
+	Interval  Duration `yaml:"interval"`   // 30 s
+	DreamIdle Duration `yaml:"dream_idle"` // 6 h
+}
+
+// LLM selects the language model that advances sonas.
+type LLM struct {
+	// Provider: offline (built-in, deterministic, no network).
+	Provider  string   `yaml:"provider"`
+	BaseURL   string   `yaml:"base_url"`
+	Model     string   `yaml:"model"`
+	APIKeyEnv string   `yaml:"api_key_env"`
+	MaxTokens int      `yaml:"max_tokens"`
+	Timeout   Duration `yaml:"timeout"`
+}
+
+// Embedder selects the embedding model.
+type Embedder struct {
+	// Provider: hashed (built-in, deterministic, no network).
+	Provider string `yaml:"provider"`
+	Dims     int    `yaml:"dims"`
+}
+
+// Actors configures the actor system.
+type Actors struct {
+	// SonaIdle passivates a sona actor after this long without a message.
+	SonaIdle Duration `yaml:"sona_idle"`
+	// MaxRestarts within RestartWindow before a supervisor stops a child.
+	MaxRestarts   int      `yaml:"max_restarts"`
+	RestartWindow Duration `yaml:"restart_window"`
+	// AskTimeout bounds a request to an actor that does not call an LLM.
+	AskTimeout Duration `yaml:"ask_timeout"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error
+	Format string `yaml:"format"` // console | json
+}
+
+// Default returns the configuration with every default of the design.
+func Default() Config {
+	return Config{
+		DataDir: "./memoria-data",
+		Server: Server{
+			Listen:         "127.0.0.1:7777",
+			MaxBodyBytes:   8 << 20,
+			RequestTimeout: Duration(2 * time.Minute),
+			MaxK:           100,
+			MaxBudgetChars: 100_000,
+			MaxListLimit:   1000,
+		},
+		Store: Store{
+			MaxBatch:      1024,
+			MaxBlockBytes: 1 << 20, // the IPFS block size limit
+			CacheMB:       256,
+		},
+		Index: Index{M: 16, EfSearch: 64, Seed: 1},
+		Recall: Recall{
+			TopK:               10,
+			BudgetChars:        4000,
+			Candidates:         64,
+			Lambda:             0.5,
+			Weights:            Weights{Relevance: 1.0, Importance: 0.2, Sona: 0.1},
+			ExpandDecay:        0.5,
+			ExpandDepth:        3,
+			ImportanceAlpha:    0.2,
+			ImportanceHopDecay: 0.5,
+			ImportanceDepth:    2,
+		},
+		Threshold: Thresholds{
+			RetrievalBeta: 0.3,
+			DedupBeta:     3.0,
+			ConsensusBeta: 5.0,
+			BootstrapMin:  10,
+			BootstrapMean: 0.60,
+			BootstrapStd:  0.10,
+		},
+		Kinds:       DefaultKinds(),
+		DefaultKind: "note",
+		Tiers: Tiers{
+			STMPages: 7, MTMSegments: 200, Theta: 0.6,
+			Alpha: 1, Beta: 1, Gamma: 1, Mu: Duration(1e7 * time.Second), Tau: 5,
+			TopM: 5, TopK: 5, KBSize: 100, AgentTraits: 100, TraitDims: 90, LPMTopK: 10,
+		},
+		Living:    Living{Phi: 1.618, MinCompressNodes: 3, ColdBranchRatio: 0.1, StakesHigh: 1.25},
+		Heartbeat: Heartbeat{Interval: Duration(30 * time.Second), DreamIdle: Duration(6 * time.Hour)},
+		LLM:       LLM{Provider: "offline", MaxTokens: 1024, Timeout: Duration(60 * time.Second)},
+		Embedder:  Embedder{Provider: "hashed", Dims: 384},
+		Actors: Actors{
+			SonaIdle:      Duration(5 * time.Minute),
+			MaxRestarts:   10,
+			RestartWindow: Duration(time.Minute),
+			AskTimeout:    Duration(30 * time.Second),
+		},
+		Log: Log{Level: "info", Format: "console"},
+	}
+}
+
+// DefaultKinds is XmetaV's kind table (seed 002): weight and TTL. The note
+// TTL "varies" in XmetaV; here it is permanent unless configured.
+func DefaultKinds() map[string]Kind {
+	const day = 24 * time.Hour
+	return map[string]Kind{
+		"outcome":     {Weight: 1.0, TTL: Duration(3 * day)},
+		"fact":        {Weight: 1.0},
+		"error":       {Weight: 0.9, TTL: Duration(3 * day)},
+		"goal":        {Weight: 0.8},
+		"observation": {Weight: 0.6, TTL: Duration(3 * day)},
+		"note":        {Weight: 0.5},
+	}
+}
+
+// Validate reports every problem of the configuration at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	positive := func(key string, v int) {
+		if v <= 0 {
+			bad(key, "must be positive, got %d", v)
+		}
+	}
+	unit := func(key string, v float64) {
+		if math.IsNaN(v) || v < 0 || v > 1 {
+			bad(key, "must be within 0..1, got %v", v)
+		}
+	}
+	nonNeg := func(key string, v float64) {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			bad(key, "must be a non-negative number, got %v", v)
+		}
+	}
+	posDur := func(key string, d Duration) {
+		if d <= 0 {
+			bad(key, "must be a positive duration, got %s", d)
+		}
+	}
+
+	if strings.TrimSpace(c.DataDir) == "" {
+		bad("data_dir", "must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
+		bad("server.listen", "want host:port, got %q", c.Server.Listen)
+	}
+	if c.Server.MaxBodyBytes <= 0 {
+		bad("server.max_body_bytes", "must be positive, got %d", c.Server.MaxBodyBytes)
+	}
+	posDur("server.request_timeout", c.Server.RequestTimeout)
+	positive("server.max_k", c.Server.MaxK)
+	positive("server.max_budget_chars", c.Server.MaxBudgetChars)
+	positive("server.max_list_limit", c.Server.MaxListLimit)
+
+	positive("store.max_batch", c.Store.MaxBatch)
+	positive("store.max_block_bytes", c.Store.MaxBlockBytes)
+	if c.Store.MaxBlockBytes > 4<<20 {
+		bad("store.max_block_bytes", "must be at most 4 MiB, got %d", c.Store.MaxBlockBytes)
+	}
+	positive("store.cache_mb", c.Store.CacheMB)
+
+	if c.Index.M < 2 {
+		bad("index.m", "must be at least 2, got %d", c.Index.M)
+	}
+	positive("index.ef_search", c.Index.EfSearch)
+
+	positive("recall.top_k", c.Recall.TopK)
+	positive("recall.budget_chars", c.Recall.BudgetChars)
+	if c.Recall.Candidates < c.Recall.TopK {
+		bad("recall.candidates", "must be at least recall.top_k (%d), got %d", c.Recall.TopK, c.Recall.Candidates)
+	}
+	nonNeg("recall.lambda", c.Recall.Lambda)
+	nonNeg("recall.weights.relevance", c.Recall.Weights.Relevance)
+	nonNeg("recall.weights.importance", c.Recall.Weights.Importance)
+	nonNeg("recall.weights.sona", c.Recall.Weights.Sona)
+	unit("recall.expand_decay", c.Recall.ExpandDecay)
+	if c.Recall.ExpandDepth < 0 {
+		bad("recall.expand_depth", "must not be negative, got %d", c.Recall.ExpandDepth)
+	}
+	unit("recall.importance_alpha", c.Recall.ImportanceAlpha)
+	unit("recall.importance_hop_decay", c.Recall.ImportanceHopDecay)
+	if c.Recall.ImportanceDepth < 0 {
+		bad("recall.importance_depth", "must not be negative, got %d", c.Recall.ImportanceDepth)
+	}
+
+	for key, beta := range map[string]float64{
+		"thresholds.retrieval_beta": c.Threshold.RetrievalBeta,
+		"thresholds.dedup_beta":     c.Threshold.DedupBeta,
+		"thresholds.consensus_beta": c.Threshold.ConsensusBeta,
+	} {
+		if !(beta > 0) || math.IsInf(beta, 0) {
+			bad(key, "β must be a positive number (log β is taken), got %v", beta)
+		}
+	}
+	positive("thresholds.bootstrap_min", c.Threshold.BootstrapMin)
+	if !(c.Threshold.BootstrapMean >= -1 && c.Threshold.BootstrapMean <= 1) {
+		bad("thresholds.bootstrap_mean", "must be a cosine within -1..1, got %v", c.Threshold.BootstrapMean)
+	}
+	nonNeg("thresholds.bootstrap_std", c.Threshold.BootstrapStd)
+
+	if len(c.Kinds) == 0 {
+		bad("kinds", "must not be empty")
+	}
+	for _, name := range sortedKeys(c.Kinds) {
+		k := c.Kinds[name]
+		if !validName(name) {
+			bad("kinds."+name, "kind names are lower-case letters, digits, '_' or '-'")
+		}
+		if math.IsNaN(k.Weight) || k.Weight <= 0 || k.Weight > 1 {
+			bad("kinds."+name+".weight", "must be within (0, 1], got %v", k.Weight)
+		}
+		if k.TTL < 0 {
+			bad("kinds."+name+".ttl", "must not be negative, got %s", k.TTL)
+		}
+	}
+	if _, ok := c.Kinds[c.DefaultKind]; !ok {
+		bad("default_kind", "%q is not in kinds (%s)", c.DefaultKind, strings.Join(sortedKeys(c.Kinds), ", "))
+	}
+
+	t := c.Tiers
+	positive("tiers.stm_pages", t.STMPages)
+	positive("tiers.mtm_segments", t.MTMSegments)
+	nonNeg("tiers.theta", t.Theta)
+	nonNeg("tiers.alpha", t.Alpha)
+	nonNeg("tiers.beta", t.Beta)
+	nonNeg("tiers.gamma", t.Gamma)
+	posDur("tiers.mu", t.Mu)
+	nonNeg("tiers.tau", t.Tau)
+	positive("tiers.top_m", t.TopM)
+	positive("tiers.top_k", t.TopK)
+	positive("tiers.kb_size", t.KBSize)
+	positive("tiers.agent_traits", t.AgentTraits)
+	positive("tiers.trait_dims", t.TraitDims)
+	positive("tiers.lpm_top_k", t.LPMTopK)
+
+	if !(c.Living.Phi > 1) {
+		bad("living.phi", "must be greater than 1, got %v", c.Living.Phi)
+	}
+	positive("living.min_compress_nodes", c.Living.MinCompressNodes)
+	unit("living.cold_branch_ratio", c.Living.ColdBranchRatio)
+	if !(c.Living.StakesHigh >= 1) {
+		bad("living.stakes_high", "must be at least 1, got %v", c.Living.StakesHigh)
+	}
+
+	posDur("heartbeat.interval", c.Heartbeat.Interval)
+	posDur("heartbeat.dream_idle", c.Heartbeat.DreamIdle)
+
+	switch c.LLM.Provider {
+	case "offline":
+	default:
+		bad("llm.provider", "unknown provider %q (available: offline)", c.LLM.Provider)
+	}
+	if c.LLM.MaxTokens < 0 {
+		bad("llm.max_tokens", "must not be negative, got %d", c.LLM.MaxTokens)
+	}
+	posDur("llm.timeout", c.LLM.Timeout)
+
+	switch c.Embedder.Provider {
+	case "hashed":
+	default:
+		bad("embedder.provider", "unknown provider %q (available: hashed)", c.Embedder.Provider)
+	}
+	if c.Embedder.Dims < 8 || c.Embedder.Dims > 8192 {
+		bad("embedder.dims", "must be within 8..8192, got %d", c.Embedder.Dims)
+	}
+
+	posDur("actors.sona_idle", c.Actors.SonaIdle)
+	if c.Actors.MaxRestarts < 0 {
+		bad("actors.max_restarts", "must not be negative, got %d", c.Actors.MaxRestarts)
+	}
+	posDur("actors.restart_window", c.Actors.RestartWindow)
+	posDur("actors.ask_timeout", c.Actors.AskTimeout)
+
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "console", "json":
+	default:
+		bad("log.format", "want console or json, got %q", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// KindWeight returns the weight of an XmetaV kind, or the default kind's.
+func (c *Config) KindWeight(kind string) float64 {
+	if k, ok := c.Kinds[kind]; ok {
+		return k.Weight
+	}
+	return c.Kinds[c.DefaultKind].Weight
+}
+
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

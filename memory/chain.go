@@ -1,0 +1,243 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Prepared is a memory ready to join a chain: validated, encoded,
+// addressed and embedded. Preparing is the costly part of a write and needs
+// no ownership of the chain, so it runs before the owner appends.
+type Prepared struct {
+	Memory *Memory
+	CID    cid.Cid
+	Block  []byte
+	Vector []float32
+	// Meta carries the initial metadata: kind, agent_id, labels, backbone.
+	// The store fills in sonas, times and counters.
+	Meta *messages.MemoryMeta
+}
+
+// Prepare validates and encodes m. vec is m's embedding (see Self.Embed).
+func (s *Self) Prepare(m *Memory, vec []float32, meta *messages.MemoryMeta) (*Prepared, error) {
+	c, block, err := m.Encode()
+	if err != nil {
+		return nil, err
+	}
+	if len(block) > s.cfg.Store.MaxBlockBytes {
+		return nil, fmt.Errorf("%w: memory of %d bytes exceeds %d", ErrTooLarge, len(block), s.cfg.Store.MaxBlockBytes)
+	}
+	return s.prepared(m, c, block, vec, meta)
+}
+
+// PrepareBlock prepares a memory given as its encoded block.
+func (s *Self) PrepareBlock(block []byte, vec []float32, meta *messages.MemoryMeta) (*Prepared, error) {
+	m, err := DecodeMemory(block)
+	if err != nil {
+		return nil, err
+	}
+	c, err := SumCID(CodecDagCBOR, block)
+	if err != nil {
+		return nil, err
+	}
+	return s.prepared(m, c, block, vec, meta)
+}
+
+func (s *Self) prepared(m *Memory, c cid.Cid, block []byte, vec []float32, meta *messages.MemoryMeta) (*Prepared, error) {
+	if len(vec) != s.index.Dims() {
+		return nil, fmt.Errorf("%w: embedding has %d dims, the store uses %d", ErrInvalid, len(vec), s.index.Dims())
+	}
+	if meta == nil {
+		meta = &messages.MemoryMeta{}
+	} else {
+		meta = proto.Clone(meta).(*messages.MemoryMeta)
+	}
+	if meta.Kind == "" {
+		meta.Kind = s.cfg.DefaultKind
+	}
+	if _, ok := s.cfg.Kinds[meta.Kind]; !ok {
+		return nil, fmt.Errorf("%w: unknown kind %q", ErrInvalid, meta.Kind)
+	}
+	return &Prepared{Memory: m, CID: c, Block: block, Vector: vec, Meta: meta}, nil
+}
+
+// Append is a planned append of one memory to a sona's chain: the ACT that
+// will become the new head. The chain's owner plans appends one after the
+// other, each extending the previous plan, and submits them in order.
+type Append struct {
+	Sona     string
+	Prev     *cid.Cid // current head, nil for an empty chain
+	Seq      int64    // current length
+	Act      cid.Cid
+	ActBlock []byte
+	Item     *Prepared
+	Now      int64 // unix seconds, the store time of the memory
+}
+
+// PlanAppend builds the ACT that appends item to a chain whose head is
+// head and whose length is length.
+func PlanAppend(sona string, head *cid.Cid, length int64, item *Prepared, now int64) (*Append, error) {
+	act := Act{Sona: sona, Memory: item.CID, Prev: head, Seq: length}
+	c, block, err := act.Encode()
+	if err != nil {
+		return nil, err
+	}
+	return &Append{Sona: sona, Prev: head, Seq: length, Act: c, ActBlock: block, Item: item, Now: now}, nil
+}
+
+// Next returns the head and length after a.
+func (a *Append) Next() (head *cid.Cid, length int64) {
+	c := a.Act
+	return &c, a.Seq + 1
+}
+
+// InSona reports whether memory c is (durably) in sona id.
+func (s *Self) InSona(c cid.Cid, id string) (bool, error) {
+	meta, err := s.Meta(c)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(meta.Sonas, id), nil
+}
+
+// AppendOp returns the store operation that carries out a: memory block,
+// ACT block, metadata, embedding, chain index, head and centroid, in one
+// transaction. It fails with ErrChainConflict unless the chain's head is
+// still a.Prev, so a chain never forks, and with ErrInvalid when an edge
+// or file points at nothing stored.
+func (s *Self) AppendOp(a *Append) Op {
+	return func(tx *Tx) error {
+		raw, err := tx.Get(sonaKey(a.Sona))
+		if errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("%w: sona %s", ErrNotFound, a.Sona)
+		}
+		if err != nil {
+			return err
+		}
+		rec := &messages.Sona{}
+		if err := proto.Unmarshal(raw, rec); err != nil {
+			return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
+		}
+		if rec.Length != a.Seq || !sameHead(rec.Head, a.Prev) {
+			return fmt.Errorf("%w: sona %s is at seq %d, append expected %d", ErrChainConflict, a.Sona, rec.Length, a.Seq)
+		}
+		item := a.Item
+		for _, e := range item.Memory.Edges {
+			ok, err := tx.Has(metaKey(e.Target))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%w: edge target %s is not a stored memory", ErrInvalid, e.Target)
+			}
+		}
+		if f := item.Memory.Data.File; f != nil {
+			ok, err := tx.Has(blockKey(f.Content))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%w: file content %s is not stored (upload it to /files first)", ErrInvalid, f.Content)
+			}
+		}
+
+		meta := &messages.MemoryMeta{}
+		raw, err = tx.Get(metaKey(item.CID))
+		isNew := errors.Is(err, ErrNotFound)
+		switch {
+		case isNew:
+			meta = proto.Clone(item.Meta).(*messages.MemoryMeta)
+			meta.Sonas = []string{a.Sona}
+			meta.CreatedAt = a.Now
+			meta.LastAccessTick = a.Seq + 1
+			if ttl := s.cfg.Kinds[meta.Kind].TTL.D(); ttl > 0 && meta.ExpiresAt == 0 {
+				meta.ExpiresAt = a.Now + int64(ttl.Seconds())
+			}
+			if err := tx.PutBlock(item.CID, item.Block); err != nil {
+				return err
+			}
+			tx.Set(vectorKey(item.CID), encodeVector(item.Vector))
+		case err != nil:
+			return err
+		default:
+			if err := proto.Unmarshal(raw, meta); err != nil {
+				return fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, item.CID, err)
+			}
+			if slices.Contains(meta.Sonas, a.Sona) {
+				return fmt.Errorf("%w: %s is already in sona %s", ErrChainConflict, item.CID, a.Sona)
+			}
+			meta.Sonas = append(meta.Sonas, a.Sona)
+		}
+		metaRaw, err := proto.Marshal(meta)
+		if err != nil {
+			return err
+		}
+		tx.Set(metaKey(item.CID), metaRaw)
+		if err := tx.PutBlock(a.Act, a.ActBlock); err != nil {
+			return err
+		}
+		tx.Set(chainKey(a.Sona, a.Seq), encodeChainEntry(a.Act, item.CID))
+
+		rec.Head = proto.String(a.Act.String())
+		rec.Length = a.Seq + 1
+		rec.LastMemory = proto.String(item.CID.String())
+		recRaw, err := proto.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		tx.Set(sonaKey(a.Sona), recRaw)
+
+		count, centroid := int64(0), make([]float32, len(item.Vector))
+		if craw, err := tx.Get(centroidKey(a.Sona)); err == nil {
+			if count, centroid, err = decodeCentroid(craw); err != nil {
+				return err
+			}
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		centroid = updateCentroid(centroid, count, item.Vector)
+		count++
+		tx.Set(centroidKey(a.Sona), encodeCentroid(count, centroid))
+
+		tx.OnCommit(func() {
+			if isNew {
+				s.index.Add(item.CID.KeyString(), item.Vector)
+				s.memories.Add(1)
+			}
+			s.smu.Lock()
+			s.sonas[a.Sona] = &sonaState{rec: rec, centroid: centroid, count: count}
+			s.smu.Unlock()
+		})
+		return nil
+	}
+}
+
+// updateCentroid returns the running mean of count vectors and v.
+func updateCentroid(c []float32, count int64, v []float32) []float32 {
+	if len(c) != len(v) {
+		c = make([]float32, len(v))
+		count = 0
+	}
+	out := make([]float32, len(v))
+	n := float32(count)
+	for i := range v {
+		out[i] = (c[i]*n + v[i]) / (n + 1)
+	}
+	return out
+}
+
+func sameHead(head *string, prev *cid.Cid) bool {
+	if head == nil || *head == "" {
+		return prev == nil
+	}
+	return prev != nil && prev.String() == *head
+}

@@ -1,0 +1,44 @@
+// Package memory is Memoria's domain: the immutable IPLD memory model, the
+// Badger store that is its source of truth, the derived vector index, and
+// recall. It is pure of transports: it never imports protoactor, net/http or
+// a model provider SDK (a test enforces it). Actors and servers adapt it.
+//
+// # Data model
+//
+// A Memory (schema.ipldsch) is a DAG-CBOR block addressed by its CIDv1
+// (codec dag-cbor 0x71, sha2-256); the same memory always has the same CID.
+// An Act is one step of a sona's strictly linear chain: {sona, memory, prev,
+// seq}. Files are raw blocks (codec 0x55). Mutable state lives beside the
+// blocks in Badger and is never part of a block.
+//
+// # Invariants
+//
+//   - Every block enters through Tx.PutBlock, which re-hashes it, and leaves
+//     through Store.Block, which re-hashes it again: a stored block whose
+//     bytes do not match its CID is ErrCorrupt, never served.
+//   - Every write passes the committer (Store.Submit): operations run in
+//     submission order, are applied in batches of one Badger transaction,
+//     and are acknowledged only after that transaction's fsync.
+//   - Appending to a chain (memory block, ACT block, head move, metadata,
+//     embedding, chain index, centroid) is one operation, and it checks that
+//     the head it extends is still the head: a chain can never fork.
+//   - The vector index is derived: rebuilt from the embeddings key space at
+//     start, never the only copy of anything.
+//
+// # Key spaces
+//
+// Keys begin with a short prefix naming their space:
+//
+//	prefix  key                         value
+//	b/      multihash                   block bytes (memories, ACTs, files)
+//	m/      memory CID bytes            MemoryMeta (protobuf): sonas, agent_id, kind,
+//	                                    backbone, archived, expires_at, importance,
+//	                                    access_count, last_access_tick, created_at, labels
+//	v/      memory CID bytes            embedding: little-endian float32 × dims
+//	s/      sona uuid                   Sona (protobuf): uuid, name, head, length,
+//	                                    created_at, last_memory
+//	n/      name 0x00 uuid              empty: sonas by name (names need not be unique)
+//	c/      uuid 0x00 seq (8 bytes BE)  ACT CID bytes ‖ memory CID bytes: the chain by seq
+//	k/      uuid                        sona centroid: count (8 bytes BE) ‖ float32 × dims
+//	x/      "version" | "embedder"      store schema version; embedding space identity
+package memory

@@ -1,0 +1,568 @@
+package memory
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ipfs/go-cid"
+	ipld "github.com/ipld/go-ipld-prime"
+	"github.com/ipld/go-ipld-prime/codec/dagcbor"
+	"github.com/ipld/go-ipld-prime/datamodel"
+	"github.com/ipld/go-ipld-prime/node/basicnode"
+	"github.com/ipld/go-ipld-prime/node/bindnode"
+	"github.com/ipld/go-ipld-prime/schema"
+	"github.com/multiformats/go-multihash"
+)
+
+// Multicodec codes of the blocks Memoria writes.
+const (
+	CodecDagCBOR = 0x71
+	CodecRaw     = 0x55
+)
+
+// Data union discriminants (the "kind" key of a memory's data).
+const (
+	KindSelf  = "self"
+	KindOther = "other"
+	KindText  = "text"
+	KindFile  = "file"
+)
+
+//go:embed schema.ipldsch
+var schemaText []byte
+
+var (
+	typeSystem = mustLoadSchema()
+	typeSelf   = typeSystem.TypeByName("Self")
+	typeOther  = typeSystem.TypeByName("Other")
+	typeText   = typeSystem.TypeByName("Text")
+	typeFile   = typeSystem.TypeByName("File")
+	typeEdge   = typeSystem.TypeByName("Edge")
+	typeAct    = typeSystem.TypeByName("Act")
+)
+
+func mustLoadSchema() *schema.TypeSystem {
+	ts, err := ipld.LoadSchemaBytes(schemaText)
+	if err != nil {
+		panic("memory: embedded schema does not load: " + err.Error())
+	}
+	return ts
+}
+
+// Schema returns the IPLD schema (DSL) of memories and ACTs.
+func Schema() string { return string(schemaText) }
+
+// Memory is one immutable node of the DAG (DESIGN.md §3.1).
+type Memory struct {
+	Data      Data
+	Timestamp *int64 // unix seconds, optional
+	Edges     []Edge // sorted by target bytes; see SortEdges
+}
+
+// Data is the union of what a memory holds; exactly one member is set.
+// Its IPLD representation is inline, discriminated by "kind".
+type Data struct {
+	Self  *SelfData
+	Other *OtherData
+	Text  *TextData
+	File  *FileData
+}
+
+// SelfData is something the sona itself said or thought.
+type SelfData struct {
+	Name       string
+	Parts      []Part
+	StopReason *string // endTurn | stopSequence | maxTokens
+}
+
+// Part is one piece of a self memory, optionally naming the model that wrote it.
+type Part struct {
+	Content string
+	Model   *string
+}
+
+// OtherData is something another party said.
+type OtherData struct {
+	Name    *string
+	Content string
+}
+
+// TextData is plain text (an observation, a note, a fact).
+type TextData struct {
+	Content string
+}
+
+// FileData references a file block by CID.
+type FileData struct {
+	Name     *string
+	MimeType *string
+	Content  cid.Cid
+}
+
+// Edge is a weighted link to a memory that supports this one.
+type Edge struct {
+	Target cid.Cid
+	Weight float64
+}
+
+// Act is one step of a sona's chain (DESIGN.md §3.2).
+type Act struct {
+	Sona   string
+	Memory cid.Cid
+	Prev   *cid.Cid // nil for the first ACT
+	Seq    int64
+}
+
+// Errors of the data model.
+var (
+	// ErrInvalid marks a memory or block that breaks the schema.
+	ErrInvalid = errors.New("memory: invalid")
+	// ErrCorrupt marks a stored block whose bytes do not hash to its CID.
+	ErrCorrupt = errors.New("memory: corrupt block")
+)
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// Kind returns the data's discriminant, or "" when no member is set.
+func (d Data) Kind() string {
+	switch {
+	case d.Self != nil:
+		return KindSelf
+	case d.Other != nil:
+		return KindOther
+	case d.Text != nil:
+		return KindText
+	case d.File != nil:
+		return KindFile
+	}
+	return ""
+}
+
+// Text returns the memory's text as it is embedded, indexed and shown to a
+// model: a self memory's parts joined, another party's words prefixed by
+// their name, a file as a short description.
+func (m *Memory) Text() string {
+	d := m.Data
+	switch {
+	case d.Self != nil:
+		var b strings.Builder
+		for i, p := range d.Self.Parts {
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(p.Content)
+		}
+		return b.String()
+	case d.Other != nil:
+		if d.Other.Name != nil && *d.Other.Name != "" {
+			return *d.Other.Name + ": " + d.Other.Content
+		}
+		return d.Other.Content
+	case d.Text != nil:
+		return d.Text.Content
+	case d.File != nil:
+		desc := "[file"
+		if d.File.Name != nil {
+			desc += " " + *d.File.Name
+		}
+		if d.File.MimeType != nil {
+			desc += " (" + *d.File.MimeType + ")"
+		}
+		return desc + " " + d.File.Content.String() + "]"
+	}
+	return ""
+}
+
+// SortEdges sorts edges by target bytes, the canonical order.
+func SortEdges(edges []Edge) {
+	sort.Slice(edges, func(i, j int) bool {
+		return bytes.Compare(edges[i].Target.Bytes(), edges[j].Target.Bytes()) < 0
+	})
+}
+
+// Validate checks what the schema cannot: exactly one union member, valid
+// UTF-8, finite weights, defined links, edges sorted and unique.
+func (m *Memory) Validate() error {
+	n := 0
+	for _, set := range []bool{m.Data.Self != nil, m.Data.Other != nil, m.Data.Text != nil, m.Data.File != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return invalidf("data must have exactly one kind (self, other, text or file), has %d", n)
+	}
+	var strs []string
+	switch d := m.Data; {
+	case d.Self != nil:
+		if len(d.Self.Parts) == 0 {
+			return invalidf("self memory needs at least one part")
+		}
+		strs = append(strs, d.Self.Name)
+		for _, p := range d.Self.Parts {
+			strs = append(strs, p.Content)
+			if p.Model != nil {
+				strs = append(strs, *p.Model)
+			}
+		}
+		if r := d.Self.StopReason; r != nil {
+			switch *r {
+			case "endTurn", "stopSequence", "maxTokens":
+			default:
+				return invalidf("stop_reason must be endTurn, stopSequence or maxTokens, got %q", *r)
+			}
+		}
+	case d.Other != nil:
+		strs = append(strs, d.Other.Content)
+		if d.Other.Name != nil {
+			strs = append(strs, *d.Other.Name)
+		}
+	case d.Text != nil:
+		strs = append(strs, d.Text.Content)
+	case d.File != nil:
+		if !d.File.Content.Defined() {
+			return invalidf("file memory needs a content CID")
+		}
+		for _, s := range []*string{d.File.Name, d.File.MimeType} {
+			if s != nil {
+				strs = append(strs, *s)
+			}
+		}
+	}
+	for _, s := range strs {
+		if !utf8.ValidString(s) {
+			return invalidf("strings must be valid UTF-8")
+		}
+	}
+	for i, e := range m.Edges {
+		if !e.Target.Defined() {
+			return invalidf("edge %d has no target", i)
+		}
+		if math.IsNaN(e.Weight) || math.IsInf(e.Weight, 0) {
+			return invalidf("edge %d weight must be finite", i)
+		}
+		if i > 0 {
+			switch c := bytes.Compare(m.Edges[i-1].Target.Bytes(), e.Target.Bytes()); {
+			case c == 0:
+				return invalidf("duplicate edge to %s", e.Target)
+			case c > 0:
+				return invalidf("edges must be sorted by target")
+			}
+		}
+	}
+	return nil
+}
+
+// member is a union member as bindnode sees it: Go value and schema type.
+func (d Data) member() (kind string, ptr any, typ schema.Type) {
+	switch {
+	case d.Self != nil:
+		return KindSelf, d.Self, typeSelf
+	case d.Other != nil:
+		return KindOther, d.Other, typeOther
+	case d.Text != nil:
+		return KindText, d.Text, typeText
+	case d.File != nil:
+		return KindFile, d.File, typeFile
+	}
+	return "", nil, nil
+}
+
+// Node builds the memory's IPLD data-model node. The data union is written
+// inline: the member's fields plus "kind".
+func (m *Memory) Node() (datamodel.Node, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	kind, ptr, typ := m.Data.member()
+	member := bindnode.Wrap(ptr, typ).Representation()
+
+	nb := basicnode.Prototype.Map.NewBuilder()
+	size := int64(2)
+	if m.Timestamp != nil {
+		size = 3
+	}
+	ma, err := nb.BeginMap(size)
+	if err != nil {
+		return nil, err
+	}
+	// data
+	if err := ma.AssembleKey().AssignString("data"); err != nil {
+		return nil, err
+	}
+	dma, err := ma.AssembleValue().BeginMap(member.Length() + 1)
+	if err != nil {
+		return nil, err
+	}
+	if err := dma.AssembleKey().AssignString("kind"); err != nil {
+		return nil, err
+	}
+	if err := dma.AssembleValue().AssignString(kind); err != nil {
+		return nil, err
+	}
+	for it := member.MapIterator(); !it.Done(); {
+		k, v, err := it.Next()
+		if err != nil {
+			return nil, err
+		}
+		if err := dma.AssembleKey().AssignNode(k); err != nil {
+			return nil, err
+		}
+		if err := dma.AssembleValue().AssignNode(v); err != nil {
+			return nil, err
+		}
+	}
+	if err := dma.Finish(); err != nil {
+		return nil, err
+	}
+	// timestamp
+	if m.Timestamp != nil {
+		if err := ma.AssembleKey().AssignString("timestamp"); err != nil {
+			return nil, err
+		}
+		if err := ma.AssembleValue().AssignInt(*m.Timestamp); err != nil {
+			return nil, err
+		}
+	}
+	// edges
+	if err := ma.AssembleKey().AssignString("edges"); err != nil {
+		return nil, err
+	}
+	la, err := ma.AssembleValue().BeginList(int64(len(m.Edges)))
+	if err != nil {
+		return nil, err
+	}
+	for i := range m.Edges {
+		if err := la.AssembleValue().AssignNode(bindnode.Wrap(&m.Edges[i], typeEdge).Representation()); err != nil {
+			return nil, err
+		}
+	}
+	if err := la.Finish(); err != nil {
+		return nil, err
+	}
+	if err := ma.Finish(); err != nil {
+		return nil, err
+	}
+	return nb.Build(), nil
+}
+
+// Encode returns the memory's canonical DAG-CBOR block and its CID.
+func (m *Memory) Encode() (cid.Cid, []byte, error) {
+	n, err := m.Node()
+	if err != nil {
+		return cid.Undef, nil, err
+	}
+	return encodeNode(n)
+}
+
+func encodeNode(n datamodel.Node) (cid.Cid, []byte, error) {
+	var buf bytes.Buffer
+	if err := dagcbor.Encode(n, &buf); err != nil {
+		return cid.Undef, nil, err
+	}
+	c, err := SumCID(CodecDagCBOR, buf.Bytes())
+	if err != nil {
+		return cid.Undef, nil, err
+	}
+	return c, buf.Bytes(), nil
+}
+
+// SumCID returns the CIDv1 (sha2-256) of a block of the given codec.
+func SumCID(codec uint64, block []byte) (cid.Cid, error) {
+	return cid.Prefix{Version: 1, Codec: codec, MhType: multihash.SHA2_256, MhLength: -1}.Sum(block)
+}
+
+// DecodeMemory decodes a memory block, checking it against the schema.
+func DecodeMemory(block []byte) (*Memory, error) {
+	nb := basicnode.Prototype.Any.NewBuilder()
+	if err := dagcbor.Decode(nb, bytes.NewReader(block)); err != nil {
+		return nil, invalidf("not dag-cbor: %v", err)
+	}
+	return MemoryFromNode(nb.Build())
+}
+
+// MemoryFromNode reads a memory from a data-model node (decoded from
+// DAG-CBOR or DAG-JSON), checking it against the schema.
+func MemoryFromNode(n datamodel.Node) (*Memory, error) {
+	if n.Kind() != datamodel.Kind_Map {
+		return nil, invalidf("a memory is a map, got %s", n.Kind())
+	}
+	var m Memory
+	seen := map[string]bool{}
+	for it := n.MapIterator(); !it.Done(); {
+		k, v, err := it.Next()
+		if err != nil {
+			return nil, invalidf("%v", err)
+		}
+		key, err := k.AsString()
+		if err != nil {
+			return nil, invalidf("map keys must be strings")
+		}
+		if seen[key] {
+			return nil, invalidf("duplicate key %q", key)
+		}
+		seen[key] = true
+		switch key {
+		case "data":
+			d, err := DataFromNode(v)
+			if err != nil {
+				return nil, err
+			}
+			m.Data = d
+		case "timestamp":
+			if v.IsNull() {
+				return nil, invalidf("timestamp is optional, not nullable: omit it")
+			}
+			ts, err := v.AsInt()
+			if err != nil {
+				return nil, invalidf("timestamp must be an integer")
+			}
+			m.Timestamp = &ts
+		case "edges":
+			if v.Kind() != datamodel.Kind_List {
+				return nil, invalidf("edges must be a list")
+			}
+			for it := v.ListIterator(); !it.Done(); {
+				_, en, err := it.Next()
+				if err != nil {
+					return nil, invalidf("%v", err)
+				}
+				e, err := buildRepr[Edge](en, typeEdge)
+				if err != nil {
+					return nil, invalidf("edge: %v", err)
+				}
+				m.Edges = append(m.Edges, *e)
+			}
+		default:
+			return nil, invalidf("unknown field %q (a memory has data, timestamp, edges)", key)
+		}
+	}
+	if !seen["data"] {
+		return nil, invalidf("missing data")
+	}
+	if !seen["edges"] {
+		return nil, invalidf("missing edges (use an empty list)")
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// DataFromNode reads the inline data union: a map with "kind" and the
+// member's fields.
+func DataFromNode(n datamodel.Node) (Data, error) {
+	if n.Kind() != datamodel.Kind_Map {
+		return Data{}, invalidf("data must be a map with a kind, got %s", n.Kind())
+	}
+	kn, err := n.LookupByString("kind")
+	if err != nil {
+		return Data{}, invalidf("data needs a kind (self, other, text or file)")
+	}
+	kind, err := kn.AsString()
+	if err != nil {
+		return Data{}, invalidf("kind must be a string")
+	}
+	// The member's fields are the map without its discriminant.
+	fb := basicnode.Prototype.Map.NewBuilder()
+	fma, err := fb.BeginMap(n.Length() - 1)
+	if err != nil {
+		return Data{}, err
+	}
+	for it := n.MapIterator(); !it.Done(); {
+		k, v, err := it.Next()
+		if err != nil {
+			return Data{}, invalidf("%v", err)
+		}
+		if s, _ := k.AsString(); s == "kind" {
+			continue
+		}
+		if err := fma.AssembleKey().AssignNode(k); err != nil {
+			return Data{}, invalidf("%v", err)
+		}
+		if err := fma.AssembleValue().AssignNode(v); err != nil {
+			return Data{}, invalidf("%v", err)
+		}
+	}
+	if err := fma.Finish(); err != nil {
+		return Data{}, invalidf("%v", err)
+	}
+	fields := fb.Build()
+	var d Data
+	switch kind {
+	case KindSelf:
+		d.Self, err = buildRepr[SelfData](fields, typeSelf)
+		if err != nil {
+			return Data{}, invalidf("self: %v", err)
+		}
+	case KindOther:
+		d.Other, err = buildRepr[OtherData](fields, typeOther)
+		if err != nil {
+			return Data{}, invalidf("other: %v", err)
+		}
+	case KindText:
+		d.Text, err = buildRepr[TextData](fields, typeText)
+		if err != nil {
+			return Data{}, invalidf("text: %v", err)
+		}
+	case KindFile:
+		d.File, err = buildRepr[FileData](fields, typeFile)
+		if err != nil {
+			return Data{}, invalidf("file: %v", err)
+		}
+	default:
+		return Data{}, invalidf("unknown kind %q (want self, other, text or file)", kind)
+	}
+	return d, nil
+}
+
+// buildRepr builds a Go value of type T from a node through bindnode's
+// representation prototype, which enforces the schema type.
+func buildRepr[T any](n datamodel.Node, typ schema.Type) (v *T, err error) {
+	defer func() {
+		// bindnode panics on some malformed inputs; keep bad data an error.
+		if r := recover(); r != nil {
+			v, err = nil, fmt.Errorf("%v", r)
+		}
+	}()
+	proto := bindnode.Prototype((*T)(nil), typ)
+	nb := proto.Representation().NewBuilder()
+	if err := datamodel.Copy(n, nb); err != nil {
+		return nil, err
+	}
+	return bindnode.Unwrap(nb.Build()).(*T), nil
+}
+
+// Node builds the ACT's IPLD node.
+func (a *Act) Node() datamodel.Node {
+	return bindnode.Wrap(a, typeAct).Representation()
+}
+
+// Encode returns the ACT's canonical DAG-CBOR block and its CID.
+func (a *Act) Encode() (cid.Cid, []byte, error) {
+	if !a.Memory.Defined() {
+		return cid.Undef, nil, invalidf("act without memory")
+	}
+	return encodeNode(a.Node())
+}
+
+// DecodeAct decodes an ACT block.
+func DecodeAct(block []byte) (*Act, error) {
+	nb := basicnode.Prototype.Any.NewBuilder()
+	if err := dagcbor.Decode(nb, bytes.NewReader(block)); err != nil {
+		return nil, invalidf("not dag-cbor: %v", err)
+	}
+	a, err := buildRepr[Act](nb.Build(), typeAct)
+	if err != nil {
+		return nil, invalidf("act: %v", err)
+	}
+	return a, nil
+}

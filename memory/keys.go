@@ -1,0 +1,92 @@
+package memory
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/ipfs/go-cid"
+)
+
+// StoreVersion is the layout version of the key spaces in doc.go. A store
+// written by a newer layout is refused.
+const StoreVersion = 1
+
+var (
+	prefixBlock    = []byte("b/")
+	prefixMeta     = []byte("m/")
+	prefixVector   = []byte("v/")
+	prefixSona     = []byte("s/")
+	prefixName     = []byte("n/")
+	prefixChain    = []byte("c/")
+	prefixCentroid = []byte("k/")
+	keyVersion     = []byte("x/version")
+	keyEmbedder    = []byte("x/embedder")
+)
+
+func join(parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func blockKey(c cid.Cid) []byte { return join(prefixBlock, c.Hash()) }
+func metaKey(c cid.Cid) []byte  { return join(prefixMeta, c.Bytes()) }
+func vectorKey(c cid.Cid) []byte {
+	return join(prefixVector, c.Bytes())
+}
+func sonaKey(uuid string) []byte     { return join(prefixSona, []byte(uuid)) }
+func centroidKey(uuid string) []byte { return join(prefixCentroid, []byte(uuid)) }
+func nameKey(name, uuid string) []byte {
+	return join(prefixName, []byte(name), []byte{0}, []byte(uuid))
+}
+func namePrefix(name string) []byte { return join(prefixName, []byte(name), []byte{0}) }
+func chainPrefix(uuid string) []byte {
+	return join(prefixChain, []byte(uuid), []byte{0})
+}
+func chainKey(uuid string, seq int64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(seq))
+	return join(chainPrefix(uuid), b[:])
+}
+
+// encodeVector writes v as little-endian float32s.
+func encodeVector(v []float32) []byte {
+	out := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
+	}
+	return out
+}
+
+func decodeVector(b []byte) ([]float32, error) {
+	if len(b)%4 != 0 {
+		return nil, fmt.Errorf("%w: vector of %d bytes", ErrCorrupt, len(b))
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v, nil
+}
+
+// chainEntry is the value of a c/ key: the ACT and its memory.
+func encodeChainEntry(act, mem cid.Cid) []byte { return join(act.Bytes(), mem.Bytes()) }
+
+func decodeChainEntry(b []byte) (act, mem cid.Cid, err error) {
+	n, act, err := cid.CidFromBytes(b)
+	if err != nil {
+		return cid.Undef, cid.Undef, fmt.Errorf("%w: chain entry: %v", ErrCorrupt, err)
+	}
+	_, mem, err = cid.CidFromBytes(b[n:])
+	if err != nil {
+		return cid.Undef, cid.Undef, fmt.Errorf("%w: chain entry: %v", ErrCorrupt, err)
+	}
+	return act, mem, nil
+}

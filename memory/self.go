@@ -1,0 +1,445 @@
+package memory
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/vector"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Clock tells the time. Everything that depends on time takes one, so
+// tests can fix it.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Options configure a Self.
+type Options struct {
+	Config   config.Config
+	Embedder llm.Embedder
+	Clock    Clock
+	Logger   *slog.Logger
+	// InMemory keeps the store in RAM (for benchmarks of logic only).
+	InMemory bool
+}
+
+// Self is the aggregate of an agent's memories across all sonas: the store,
+// the derived vector index, and the sona records. It is safe for
+// concurrent use. Writes to a sona's chain must come from that sona's one
+// owner (its actor); everything else may be called from anywhere.
+type Self struct {
+	store *Store
+	index *vector.Index
+	emb   llm.Embedder
+	cfg   config.Config
+	clock Clock
+	log   *slog.Logger
+
+	smu   sync.RWMutex
+	sonas map[string]*sonaState // committed sona records, by uuid
+
+	memories atomic.Int64 // count of memory metadata records
+}
+
+// sonaState is the committed state of a sona, cached for recall.
+type sonaState struct {
+	rec      *messages.Sona
+	centroid []float32
+	count    int64
+}
+
+// ErrEmbedderMismatch means the store was written with another embedding space.
+var ErrEmbedderMismatch = errors.New("memory: store was built with another embedder")
+
+// Open opens the self stored under cfg.DataDir.
+func Open(ctx context.Context, o Options) (*Self, error) {
+	if o.Clock == nil {
+		o.Clock = SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Embedder == nil {
+		return nil, errors.New("memory: Open needs an embedder")
+	}
+	dir := o.Config.DataDir
+	st, err := OpenStore(filepath.Join(dir, "store"), StoreOptions{
+		MaxBatch:      o.Config.Store.MaxBatch,
+		MaxBlockBytes: o.Config.Store.MaxBlockBytes,
+		CacheMB:       o.Config.Store.CacheMB,
+		InMemory:      o.InMemory,
+		Logger:        o.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Self{
+		store: st,
+		emb:   o.Embedder,
+		cfg:   o.Config,
+		clock: o.Clock,
+		log:   o.Logger,
+		sonas: map[string]*sonaState{},
+		index: vector.New(vector.Options{
+			Dims:     o.Embedder.Dims(),
+			M:        o.Config.Index.M,
+			EfSearch: o.Config.Index.EfSearch,
+			Seed:     o.Config.Index.Seed,
+		}),
+	}
+	if err := s.load(ctx); err != nil {
+		s.index.Close()
+		st.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the index and the store, after every submitted write.
+func (s *Self) Close() error {
+	s.index.Close()
+	return s.store.Close()
+}
+
+// Store returns the underlying store.
+func (s *Self) Store() *Store { return s.store }
+
+// Index returns the vector index.
+func (s *Self) Index() *vector.Index { return s.index }
+
+// Config returns the configuration the self was opened with.
+func (s *Self) Config() config.Config { return s.cfg }
+
+// Embedder returns the embedder of the store's embedding space.
+func (s *Self) Embedder() llm.Embedder { return s.emb }
+
+// Clock returns the self's clock.
+func (s *Self) Clock() Clock { return s.clock }
+
+// Counts returns the number of sonas and memories.
+func (s *Self) Counts() (sonas, memories int64) {
+	s.smu.RLock()
+	defer s.smu.RUnlock()
+	return int64(len(s.sonas)), s.memories.Load()
+}
+
+// load checks the store's version and embedder, then loads the sona
+// records and rebuilds the vector index from the stored embeddings.
+func (s *Self) load(ctx context.Context) error {
+	if err := s.checkIdentity(ctx); err != nil {
+		return err
+	}
+	start := s.clock.Now()
+	var vectors int
+	err := s.store.View(func(txn *badger.Txn) error {
+		if err := iteratePrefix(txn, prefixSona, func(_, v []byte) error {
+			rec := &messages.Sona{}
+			if err := proto.Unmarshal(v, rec); err != nil {
+				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
+			}
+			s.sonas[rec.Uuid] = &sonaState{rec: rec}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := iteratePrefix(txn, prefixCentroid, func(k, v []byte) error {
+			st, ok := s.sonas[string(k[len(prefixCentroid):])]
+			if !ok {
+				return nil
+			}
+			var err error
+			st.count, st.centroid, err = decodeCentroid(v)
+			return err
+		}); err != nil {
+			return err
+		}
+		var n int64
+		if err := iterateKeys(txn, prefixMeta, func([]byte) { n++ }); err != nil {
+			return err
+		}
+		s.memories.Store(n)
+		return iteratePrefix(txn, prefixVector, func(k, v []byte) error {
+			c, err := cid.Cast(k[len(prefixVector):])
+			if err != nil {
+				return fmt.Errorf("%w: vector key: %v", ErrCorrupt, err)
+			}
+			vec, err := decodeVector(v)
+			if err != nil {
+				return err
+			}
+			if len(vec) != s.index.Dims() {
+				return fmt.Errorf("%w: vector of %s has %d dims, want %d", ErrCorrupt, c, len(vec), s.index.Dims())
+			}
+			s.index.Add(c.KeyString(), vec)
+			vectors++
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	s.log.Info("self loaded", "sonas", len(s.sonas), "memories", s.memories.Load(),
+		"vectors", vectors, "took", s.clock.Now().Sub(start))
+	return nil
+}
+
+// checkIdentity refuses a store of an unknown layout or another embedding
+// space, and stamps a new store with both.
+func (s *Self) checkIdentity(ctx context.Context) error {
+	want := s.emb.ID()
+	return s.store.Update(ctx, func(tx *Tx) error {
+		v, err := tx.Get(keyVersion)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			tx.Set(keyVersion, []byte(fmt.Sprint(StoreVersion)))
+		case err != nil:
+			return err
+		case string(v) != fmt.Sprint(StoreVersion):
+			return fmt.Errorf("memory: store layout version %s, this build reads %d", v, StoreVersion)
+		}
+		got, err := tx.Get(keyEmbedder)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			tx.Set(keyEmbedder, []byte(want))
+		case err != nil:
+			return err
+		case string(got) != want:
+			return fmt.Errorf("%w: the store's vectors are %q, the configured embedder is %q", ErrEmbedderMismatch, got, want)
+		}
+		return nil
+	})
+}
+
+func iteratePrefix(txn *badger.Txn, prefix []byte, fn func(k, v []byte) error) error {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		err := item.Value(func(v []byte) error { return fn(item.Key(), v) })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func iterateKeys(txn *badger.Txn, prefix []byte, fn func(k []byte)) error {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		fn(it.Item().Key())
+	}
+	return nil
+}
+
+// Embed returns unit-length embeddings of texts in the store's space.
+func (s *Self) Embed(ctx context.Context, texts ...string) ([][]float32, error) {
+	vecs, err := s.emb.Embed(ctx, texts)
+	if err != nil {
+		return nil, fmt.Errorf("memory: embed: %w", err)
+	}
+	if len(vecs) != len(texts) {
+		return nil, fmt.Errorf("memory: embedder returned %d vectors for %d texts", len(vecs), len(texts))
+	}
+	for i, v := range vecs {
+		if len(v) != s.index.Dims() {
+			return nil, fmt.Errorf("memory: embedder returned %d dims, the store uses %d", len(v), s.index.Dims())
+		}
+		if !normalize(v) {
+			return nil, fmt.Errorf("memory: embedder returned a zero or non-finite vector for text %d", i)
+		}
+	}
+	return vecs, nil
+}
+
+// normalize scales v to unit length in place; false if it cannot.
+func normalize(v []float32) bool {
+	var sum float64
+	for _, f := range v {
+		sum += float64(f) * float64(f)
+	}
+	if sum == 0 || math.IsNaN(sum) || math.IsInf(sum, 0) {
+		return false
+	}
+	if math.Abs(sum-1) < 1e-6 {
+		return true
+	}
+	inv := float32(1 / math.Sqrt(sum))
+	for i := range v {
+		v[i] *= inv
+	}
+	return true
+}
+
+func dot(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+// Meta returns a memory's metadata.
+func (s *Self) Meta(c cid.Cid) (*messages.MemoryMeta, error) {
+	var meta *messages.MemoryMeta
+	err := s.store.View(func(txn *badger.Txn) error {
+		var err error
+		meta, err = getMeta(txn, c)
+		return err
+	})
+	return meta, err
+}
+
+func getMeta(txn *badger.Txn, c cid.Cid) (*messages.MemoryMeta, error) {
+	item, err := txn.Get(metaKey(c))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: memory %s", ErrNotFound, c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	meta := &messages.MemoryMeta{}
+	err = item.Value(func(v []byte) error { return proto.Unmarshal(v, meta) })
+	if err != nil {
+		return nil, fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, c, err)
+	}
+	return meta, nil
+}
+
+// Get returns a stored memory with its metadata.
+func (s *Self) Get(c cid.Cid) (*Memory, *messages.MemoryMeta, error) {
+	var (
+		m    *Memory
+		meta *messages.MemoryMeta
+	)
+	err := s.store.View(func(txn *badger.Txn) error {
+		var err error
+		if meta, err = getMeta(txn, c); err != nil {
+			return err
+		}
+		m, err = loadMemory(txn, c)
+		return err
+	})
+	return m, meta, err
+}
+
+func loadMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
+	b, err := readBlock(txn, c)
+	if err != nil {
+		return nil, err
+	}
+	m, err := DecodeMemory(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s does not decode as a memory: %v", ErrCorrupt, c, err)
+	}
+	return m, nil
+}
+
+// Vector returns the stored embedding of a memory.
+func (s *Self) Vector(c cid.Cid) ([]float32, error) {
+	var vec []float32
+	err := s.store.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(vectorKey(c))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return fmt.Errorf("%w: vector of %s", ErrNotFound, c)
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			vec, err = decodeVector(v)
+			return err
+		})
+	})
+	return vec, err
+}
+
+// Block returns a verified block.
+func (s *Self) Block(c cid.Cid) ([]byte, error) { return s.store.Block(c) }
+
+// PutFile stores a file as one raw block and returns its CID.
+func (s *Self) PutFile(ctx context.Context, data []byte) (cid.Cid, error) {
+	c, err := SumCID(CodecRaw, data)
+	if err != nil {
+		return cid.Undef, err
+	}
+	err = s.store.Update(ctx, func(tx *Tx) error { return tx.PutBlock(c, data) })
+	return c, err
+}
+
+// Page is one page of a listing.
+type Page[T any] struct {
+	Items []T
+	// Next is the cursor of the following page, or "" at the end.
+	Next string
+}
+
+// ListMemories lists memories in CID order, after cursor (a CID string).
+func (s *Self) ListMemories(cursor string, limit int) (Page[cid.Cid], error) {
+	var start []byte
+	if cursor != "" {
+		c, err := cid.Decode(cursor)
+		if err != nil {
+			return Page[cid.Cid]{}, fmt.Errorf("%w: cursor: %v", ErrInvalid, err)
+		}
+		start = metaKey(c)
+	}
+	var page Page[cid.Cid]
+	err := s.store.View(func(txn *badger.Txn) error {
+		return listKeys(txn, prefixMeta, start, limit, func(k []byte) error {
+			c, err := cid.Cast(k[len(prefixMeta):])
+			if err != nil {
+				return fmt.Errorf("%w: meta key: %v", ErrCorrupt, err)
+			}
+			page.Items = append(page.Items, c)
+			return nil
+		}, func() { page.Next = page.Items[len(page.Items)-1].String() })
+	})
+	return page, err
+}
+
+// listKeys visits up to limit keys under prefix strictly after start and
+// calls more when further keys exist.
+func listKeys(txn *badger.Txn, prefix, start []byte, limit int, visit func(k []byte) error, more func()) error {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	seek := prefix
+	if start != nil {
+		seek = start
+	}
+	n := 0
+	for it.Seek(seek); it.Valid(); it.Next() {
+		k := it.Item().Key()
+		if start != nil && bytes.Equal(k, start) {
+			continue
+		}
+		if n == limit {
+			more()
+			return nil
+		}
+		if err := visit(k); err != nil {
+			return err
+		}
+		n++
+	}
+	return nil
+}

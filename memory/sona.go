@@ -1,0 +1,207 @@
+package memory
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/google/uuid"
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Sona errors.
+var (
+	// ErrChainConflict means an append did not extend the current head:
+	// someone else wrote the chain, which the one-writer rule forbids.
+	ErrChainConflict = errors.New("memory: chain head moved")
+	// ErrAmbiguous means a name matches more than one sona.
+	ErrAmbiguous = errors.New("memory: ambiguous sona name")
+)
+
+// MaxSonaName is the longest sona name, in bytes.
+const MaxSonaName = 200
+
+// ValidateSonaName checks a sona name: non-empty, printable UTF-8, short.
+func ValidateSonaName(name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return fmt.Errorf("%w: sona name must not be empty", ErrInvalid)
+	case len(name) > MaxSonaName:
+		return fmt.Errorf("%w: sona name longer than %d bytes", ErrInvalid, MaxSonaName)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: sona name must be UTF-8", ErrInvalid)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return fmt.Errorf("%w: sona name must not contain control characters", ErrInvalid)
+	}
+	return nil
+}
+
+// CreateSona creates a sona with a fresh uuid. Its centroid starts at the
+// embedding of its name, so sona similarity works from the first memory.
+func (s *Self) CreateSona(ctx context.Context, name string) (*messages.Sona, error) {
+	if err := ValidateSonaName(name); err != nil {
+		return nil, err
+	}
+	vecs, err := s.Embed(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	rec := &messages.Sona{
+		Uuid:      uuid.NewString(),
+		Name:      name,
+		CreatedAt: s.clock.Now().Unix(),
+	}
+	raw, err := proto.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	err = s.store.Update(ctx, func(tx *Tx) error {
+		tx.Set(sonaKey(rec.Uuid), raw)
+		tx.Set(nameKey(name, rec.Uuid), nil)
+		tx.Set(centroidKey(rec.Uuid), encodeCentroid(1, vecs[0]))
+		tx.OnCommit(func() {
+			s.smu.Lock()
+			s.sonas[rec.Uuid] = &sonaState{rec: rec, centroid: vecs[0], count: 1}
+			s.smu.Unlock()
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return proto.Clone(rec).(*messages.Sona), nil
+}
+
+// Sona returns the committed record of a sona.
+func (s *Self) Sona(id string) (*messages.Sona, error) {
+	s.smu.RLock()
+	defer s.smu.RUnlock()
+	st, ok := s.sonas[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: sona %q", ErrNotFound, id)
+	}
+	return proto.Clone(st.rec).(*messages.Sona), nil
+}
+
+// SonasNamed returns the uuids of the sonas called name.
+func (s *Self) SonasNamed(name string) ([]string, error) {
+	var ids []string
+	err := s.store.View(func(txn *badger.Txn) error {
+		p := namePrefix(name)
+		return iterateKeys(txn, p, func(k []byte) { ids = append(ids, string(k[len(p):])) })
+	})
+	return ids, err
+}
+
+// ResolveSona finds a sona by uuid or, when unambiguous, by name.
+func (s *Self) ResolveSona(ref string) (*messages.Sona, error) {
+	if rec, err := s.Sona(ref); err == nil {
+		return rec, nil
+	}
+	ids, err := s.SonasNamed(ref)
+	if err != nil {
+		return nil, err
+	}
+	switch len(ids) {
+	case 0:
+		return nil, fmt.Errorf("%w: no sona with uuid or name %q", ErrNotFound, ref)
+	case 1:
+		return s.Sona(ids[0])
+	}
+	return nil, fmt.Errorf("%w: %d sonas are named %q (%s): use a uuid", ErrAmbiguous, len(ids), ref, strings.Join(ids, ", "))
+}
+
+// ListSonas lists sonas in uuid order after cursor (a uuid).
+func (s *Self) ListSonas(cursor string, limit int) (Page[*messages.Sona], error) {
+	s.smu.RLock()
+	ids := make([]string, 0, len(s.sonas))
+	for id := range s.sonas {
+		if id > cursor {
+			ids = append(ids, id)
+		}
+	}
+	s.smu.RUnlock()
+	slices.Sort(ids)
+	var page Page[*messages.Sona]
+	if len(ids) > limit {
+		ids = ids[:limit]
+		page.Next = ids[limit-1]
+	}
+	for _, id := range ids {
+		rec, err := s.Sona(id)
+		if err != nil {
+			return page, err
+		}
+		page.Items = append(page.Items, rec)
+	}
+	return page, nil
+}
+
+// sonaSnapshot returns the committed centroid and length of a sona.
+func (s *Self) sonaSnapshot(id string) (centroid []float32, length int64, ok bool) {
+	s.smu.RLock()
+	defer s.smu.RUnlock()
+	st, ok := s.sonas[id]
+	if !ok {
+		return nil, 0, false
+	}
+	return st.centroid, st.rec.Length, true
+}
+
+func encodeCentroid(count int64, v []float32) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(count))
+	return append(b[:], encodeVector(v)...)
+}
+
+func decodeCentroid(b []byte) (int64, []float32, error) {
+	if len(b) < 8 {
+		return 0, nil, fmt.Errorf("%w: centroid of %d bytes", ErrCorrupt, len(b))
+	}
+	v, err := decodeVector(b[8:])
+	return int64(binary.BigEndian.Uint64(b[:8])), v, err
+}
+
+// ChainEntry is one ACT of a chain.
+type ChainEntry struct {
+	Seq    int64
+	Act    cid.Cid
+	Memory cid.Cid
+}
+
+// Chain lists a sona's ACTs by seq, starting at from.
+func (s *Self) Chain(id string, from int64, limit int) (Page[ChainEntry], error) {
+	var page Page[ChainEntry]
+	if _, err := s.Sona(id); err != nil {
+		return page, err
+	}
+	prefix := chainPrefix(id)
+	var start []byte
+	if from > 0 {
+		start = chainKey(id, from-1)
+	}
+	err := s.store.View(func(txn *badger.Txn) error {
+		return listKeys(txn, prefix, start, limit, func(k []byte) error {
+			item, err := txn.Get(k)
+			if err != nil {
+				return err
+			}
+			seq := int64(binary.BigEndian.Uint64(k[len(prefix):]))
+			return item.Value(func(v []byte) error {
+				act, mem, err := decodeChainEntry(v)
+				page.Items = append(page.Items, ChainEntry{Seq: seq, Act: act, Memory: mem})
+				return err
+			})
+		}, func() { page.Next = fmt.Sprint(page.Items[len(page.Items)-1].Seq + 1) })
+	})
+	return page, err
+}

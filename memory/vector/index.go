@@ -1,0 +1,274 @@
+// Package vector is Memoria's dense index: coder/hnsw over unit-length
+// embeddings (cosine similarity as a dot product), safe for concurrent
+// search and add.
+//
+// Adds are cheap and immediately searchable: a new vector first joins a
+// small pending set that every search scans exactly, and a background
+// builder moves pending vectors into the HNSW graph, one exclusive-lock
+// insertion at a time. So an acknowledged write is found by the next
+// search (read-your-writes) without paying for graph insertion on the
+// write path, and a graph rebuilt at start serves exact results while it
+// fills. The index is derived state: the store's embeddings are the copy
+// of record, and the index is rebuilt from them at start.
+package vector
+
+import (
+	"cmp"
+	"container/heap"
+	"math/rand"
+	"slices"
+	"sync"
+
+	"github.com/coder/hnsw"
+	"github.com/viterin/vek/vek32"
+)
+
+// Hit is one search result.
+type Hit struct {
+	Key        string
+	Similarity float32 // cosine similarity, -1..1
+}
+
+// Options configure an Index.
+type Options struct {
+	Dims     int
+	M        int   // HNSW neighbours per node (16)
+	EfSearch int   // HNSW candidate list size (64)
+	Seed     int64 // seeds HNSW level assignment
+}
+
+// Index is a concurrent vector index. The zero value is not usable; call New.
+type Index struct {
+	dims int
+
+	gmu   sync.RWMutex // graph: Search under RLock, Add under Lock
+	graph *hnsw.Graph[uint64]
+
+	kmu  sync.RWMutex // ids and keys
+	ids  map[string]uint64
+	keys []string
+
+	pmu     sync.RWMutex // pending vectors not yet in the graph
+	pending []uint64
+	pvecs   []float32
+	idle    *sync.Cond // signalled when pending drains; uses pmu
+
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New returns an empty index and starts its builder.
+func New(o Options) *Index {
+	if o.M <= 0 {
+		o.M = 16
+	}
+	if o.EfSearch <= 0 {
+		o.EfSearch = 64
+	}
+	g := hnsw.NewGraph[uint64]()
+	g.M = o.M
+	g.EfSearch = o.EfSearch
+	g.Distance = dotDistance
+	g.Rng = rand.New(rand.NewSource(o.Seed))
+	x := &Index{
+		dims:  o.Dims,
+		graph: g,
+		ids:   map[string]uint64{},
+		wake:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	x.idle = sync.NewCond(&x.pmu)
+	go x.build()
+	return x
+}
+
+// dotDistance is cosine distance for unit vectors.
+func dotDistance(a, b []float32) float32 { return 1 - vek32.Dot(a, b) }
+
+// Dims is the length of every vector in the index.
+func (x *Index) Dims() int { return x.dims }
+
+// Add inserts vec under key. A key already present is left as it is:
+// memories are immutable, so the same key always has the same vector.
+// vec must have Dims elements and unit length; the index keeps it.
+func (x *Index) Add(key string, vec []float32) {
+	if len(vec) != x.dims {
+		panic("vector: dimension mismatch")
+	}
+	x.kmu.Lock()
+	if _, ok := x.ids[key]; ok {
+		x.kmu.Unlock()
+		return
+	}
+	id := uint64(len(x.keys))
+	x.ids[key] = id
+	x.keys = append(x.keys, key)
+	x.kmu.Unlock()
+
+	x.pmu.Lock()
+	x.pending = append(x.pending, id)
+	x.pvecs = append(x.pvecs, vec...)
+	x.pmu.Unlock()
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Len is the number of vectors in the index.
+func (x *Index) Len() int {
+	x.kmu.RLock()
+	defer x.kmu.RUnlock()
+	return len(x.keys)
+}
+
+// Pending is the number of vectors not yet in the HNSW graph.
+func (x *Index) Pending() int {
+	x.pmu.RLock()
+	defer x.pmu.RUnlock()
+	return len(x.pending)
+}
+
+// WaitBuilt blocks until every added vector is in the graph or the index
+// is closed.
+func (x *Index) WaitBuilt() {
+	x.pmu.Lock()
+	defer x.pmu.Unlock()
+	for len(x.pending) > 0 {
+		select {
+		case <-x.done:
+			return
+		default:
+		}
+		x.idle.Wait()
+	}
+}
+
+// Close stops the builder. Searches keep working on what is there.
+func (x *Index) Close() {
+	select {
+	case <-x.stop:
+	default:
+		close(x.stop)
+	}
+	<-x.done
+	x.pmu.Lock()
+	x.idle.Broadcast()
+	x.pmu.Unlock()
+}
+
+// build moves pending vectors into the graph in small chunks, so that a
+// search never waits for more than one insertion.
+func (x *Index) build() {
+	defer close(x.done)
+	const chunk = 64
+	for {
+		select {
+		case <-x.stop:
+			return
+		case <-x.wake:
+		}
+		for {
+			x.pmu.RLock()
+			n := min(len(x.pending), chunk)
+			ids := slices.Clone(x.pending[:n])
+			vecs := x.pvecs[: n*x.dims : n*x.dims]
+			x.pmu.RUnlock()
+			if n == 0 {
+				break
+			}
+			for i, id := range ids {
+				select {
+				case <-x.stop:
+					return
+				default:
+				}
+				// The graph keeps its own copy: pvecs is compacted below.
+				v := slices.Clone(vecs[i*x.dims : (i+1)*x.dims])
+				x.gmu.Lock()
+				x.graph.Add(hnsw.MakeNode(id, v))
+				x.gmu.Unlock()
+			}
+			x.pmu.Lock()
+			x.pending = append(x.pending[:0], x.pending[n:]...)
+			x.pvecs = append(x.pvecs[:0], x.pvecs[n*x.dims:]...)
+			if len(x.pending) == 0 {
+				x.idle.Broadcast()
+			}
+			x.pmu.Unlock()
+		}
+	}
+}
+
+// Search returns up to k keys nearest to q (unit length), most similar
+// first; ties are broken by insertion order.
+func (x *Index) Search(q []float32, k int) []Hit {
+	if k <= 0 || len(q) != x.dims {
+		return nil
+	}
+	best := make(map[uint64]float32, 2*k)
+
+	x.gmu.RLock()
+	for _, r := range x.graph.SearchWithDistance(q, k) {
+		best[r.Key] = 1 - r.Distance
+	}
+	x.gmu.RUnlock()
+
+	x.pmu.RLock()
+	top := &minHeap{}
+	for i, id := range x.pending {
+		sim := vek32.Dot(q, x.pvecs[i*x.dims:(i+1)*x.dims])
+		if top.Len() < k {
+			heap.Push(top, scored{id, sim})
+		} else if sim > (*top)[0].sim {
+			(*top)[0] = scored{id, sim}
+			heap.Fix(top, 0)
+		}
+	}
+	x.pmu.RUnlock()
+	for _, s := range *top {
+		best[s.id] = s.sim
+	}
+
+	out := make([]scored, 0, len(best))
+	for id, sim := range best {
+		out = append(out, scored{id, sim})
+	}
+	slices.SortFunc(out, func(a, b scored) int {
+		if c := cmp.Compare(b.sim, a.sim); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	if len(out) > k {
+		out = out[:k]
+	}
+	hits := make([]Hit, len(out))
+	x.kmu.RLock()
+	for i, s := range out {
+		hits[i] = Hit{Key: x.keys[s.id], Similarity: s.sim}
+	}
+	x.kmu.RUnlock()
+	return hits
+}
+
+type scored struct {
+	id  uint64
+	sim float32
+}
+
+// minHeap keeps the k best by similarity, worst on top.
+type minHeap []scored
+
+func (h minHeap) Len() int           { return len(h) }
+func (h minHeap) Less(i, j int) bool { return h[i].sim < h[j].sim }
+func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *minHeap) Push(v any)        { *h = append(*h, v.(scored)) }
+func (h *minHeap) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
+}
