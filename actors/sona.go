@@ -310,7 +310,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 				finish(failure(r.err))
 				return
 			}
-			self.Reinforce(cids(t.recalled))
+			self.Reinforce(t.recalled)
 			finish(&messages.ChatResponse{
 				Input: &messages.MemoryRef{Cid: input.CID.String()},
 				Response: &messages.Reply{

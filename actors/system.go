@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
@@ -198,14 +197,6 @@ func scoredRefs(rs []*memory.Recalled) []*messages.ScoredRef {
 	out := make([]*messages.ScoredRef, len(rs))
 	for i, r := range rs {
 		out[i] = &messages.ScoredRef{Cid: r.CID.String(), Score: r.Score}
-	}
-	return out
-}
-
-func cids(rs []*memory.Recalled) []cid.Cid {
-	out := make([]cid.Cid, len(rs))
-	for i, r := range rs {
-		out[i] = r.CID
 	}
 	return out
 }

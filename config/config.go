@@ -64,6 +64,8 @@ type Store struct {
 	MaxBlockBytes int `yaml:"max_block_bytes"`
 	// CacheMB is Badger's block cache size.
 	CacheMB int `yaml:"cache_mb"`
+	// MemoryCache is how many decoded memories are kept in RAM.
+	MemoryCache int `yaml:"memory_cache"`
 }
 
 // Index configures the HNSW vector index (derived state, rebuilt at start).
@@ -96,6 +98,8 @@ type Recall struct {
 	ImportanceHopDecay float64 `yaml:"importance_hop_decay"`
 	// ImportanceDepth bounds back-propagation of importance along edges.
 	ImportanceDepth int `yaml:"importance_depth"`
+	// ImportanceFloor stops back-propagation where the signal falls below it.
+	ImportanceFloor float64 `yaml:"importance_floor"`
 }
 
 // Weights of the recall score: relevance×kind×decay is the base, importance
@@ -208,6 +212,7 @@ func Default() Config {
 			MaxBatch:      1024,
 			MaxBlockBytes: 1 << 20, // the IPFS block size limit
 			CacheMB:       256,
+			MemoryCache:   100_000,
 		},
 		Index: Index{M: 16, EfSearch: 64, Seed: 1},
 		Recall: Recall{
@@ -221,6 +226,7 @@ func Default() Config {
 			ImportanceAlpha:    0.2,
 			ImportanceHopDecay: 0.5,
 			ImportanceDepth:    2,
+			ImportanceFloor:    0.05,
 		},
 		Threshold: Thresholds{
 			RetrievalBeta: 0.3,
@@ -312,6 +318,7 @@ func (c *Config) Validate() error {
 		bad("store.max_block_bytes", "must be at most 4 MiB, got %d", c.Store.MaxBlockBytes)
 	}
 	positive("store.cache_mb", c.Store.CacheMB)
+	positive("store.memory_cache", c.Store.MemoryCache)
 
 	if c.Index.M < 2 {
 		bad("index.m", "must be at least 2, got %d", c.Index.M)
@@ -333,6 +340,7 @@ func (c *Config) Validate() error {
 	}
 	unit("recall.importance_alpha", c.Recall.ImportanceAlpha)
 	unit("recall.importance_hop_decay", c.Recall.ImportanceHopDecay)
+	unit("recall.importance_floor", c.Recall.ImportanceFloor)
 	if c.Recall.ImportanceDepth < 0 {
 		bad("recall.importance_depth", "must not be negative, got %d", c.Recall.ImportanceDepth)
 	}

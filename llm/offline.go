@@ -26,9 +26,10 @@ const (
 // text: it answers by quoting the context sentences that best match the
 // question, or says it does not remember.
 //
-// The input is the content of the last RoleUser message; every message
-// before it (system or otherwise) is context, and messages after it are
-// ignored. The context is split into sentences:
+// The input is the content of the last RoleUser message; the RoleUser
+// messages before it are context (system instructions and the model's own
+// earlier answers are not quoted), and messages after it are ignored. The
+// context is split into sentences:
 //
 //   - on newlines, then within each line after '.', '!' or '?' (a run of
 //     them) followed by white space or the end of the line, so "v1.5" and
@@ -126,6 +127,9 @@ func recall(input string, history []Message) []string {
 
 	var cands []candidate
 	for _, m := range history {
+		if m.Role != RoleUser {
+			continue // instructions and its own earlier answers are not memories to quote
+		}
 		for _, s := range splitSentences(m.Content) {
 			key := normalizeSentence(s)
 			if key == "" || seen[key] || strings.HasSuffix(s, "?") {

@@ -16,6 +16,8 @@ const memories = `# Relevant memories
 ---
 Ada's favourite editor is version 1.5 of Vim.`
 
+// mem is a recalled memory replayed as a user turn, as the prompt builder does.
+func mem(content string) Message  { return Message{Role: RoleUser, Content: content} }
 func sys(content string) Message  { return Message{Role: RoleSystem, Content: content} }
 func user(content string) Message { return Message{Role: RoleUser, Content: content} }
 func asst(content string) Message { return Message{Role: RoleAssistant, Content: content} }
@@ -28,12 +30,21 @@ func TestOfflineComplete(t *testing.T) {
 	}{
 		{
 			name: "picks the overlapping sentence",
-			msgs: []Message{sys(memories), user("What do I like to paint?")},
+			msgs: []Message{mem(memories), user("What do I like to paint?")},
 			want: "[offline model] From memory: I love painting sunsets.",
 		},
 		{
+			name: "system instructions and own answers are not quoted",
+			msgs: []Message{
+				sys("You are a sona. If you do not remember something, say so."),
+				asst("[offline model] From memory: I remember the painting."),
+				user("Do you remember the painting?"),
+			},
+			want: "[offline model] I don't remember anything about that.",
+		},
+		{
 			name: "nothing overlaps",
-			msgs: []Message{sys(memories), user("Which car do I drive?")},
+			msgs: []Message{mem(memories), user("Which car do I drive?")},
 			want: "[offline model] I don't remember anything about that.",
 		},
 		{
@@ -43,36 +54,36 @@ func TestOfflineComplete(t *testing.T) {
 		},
 		{
 			name: "input of stop words only",
-			msgs: []Message{sys(memories), user("What is it?")},
+			msgs: []Message{mem(memories), user("What is it?")},
 			want: "[offline model] I don't remember anything about that.",
 		},
 		{
 			name: "ranks by overlap then position, at most three",
 			msgs: []Message{
-				sys("Lisbon is sunny. My sister paints. My sister lives in Lisbon. Lisbon has trams. My sister sings."),
+				mem("Lisbon is sunny. My sister paints. My sister lives in Lisbon. Lisbon has trams. My sister sings."),
 				user("Does my sister live in Lisbon?"),
 			},
 			want: "[offline model] From memory: My sister lives in Lisbon. Lisbon is sunny. My sister paints.",
 		},
 		{
 			name: "does not split decimals",
-			msgs: []Message{sys(memories), user("Which editor version?")},
+			msgs: []Message{mem(memories), user("Which editor version?")},
 			want: "[offline model] From memory: Ada's favourite editor is version 1.5 of Vim.",
 		},
 		{
 			name: "skips headers and rules",
-			msgs: []Message{sys("# Relevant memories\n--- memories about memories ---\nNothing else."), user("Any relevant memories?")},
+			msgs: []Message{mem("# Relevant memories\n--- memories about memories ---\nNothing else."), user("Any relevant memories?")},
 			want: "[offline model] I don't remember anything about that.",
 		},
 		{
 			name: "never quotes the input back",
 			msgs: []Message{
-				sys("My sister lives in Lisbon."),
+				mem("My sister lives in Lisbon."),
 				user("where does my sister live"),
 				asst("She lives in Lisbon."),
 				user("Where does my sister LIVE?"),
 			},
-			want: "[offline model] From memory: My sister lives in Lisbon. She lives in Lisbon.",
+			want: "[offline model] From memory: My sister lives in Lisbon.",
 		},
 		{
 			name: "never quotes earlier questions",
@@ -86,13 +97,13 @@ func TestOfflineComplete(t *testing.T) {
 		},
 		{
 			name: "repeated sentences quoted once",
-			msgs: []Message{sys("I love painting."), asst("I love painting!"), user("painting?")},
+			msgs: []Message{mem("I love painting."), asst("I love painting!"), user("painting?")},
 			want: "[offline model] From memory: I love painting.",
 		},
 		{
 			name: "last user message is the input, later messages ignored",
 			msgs: []Message{
-				sys(memories),
+				mem(memories),
 				user("Tell me about taxes."),
 				asst("Sunsets are nice."),
 			},
@@ -147,7 +158,7 @@ func TestOfflineErrors(t *testing.T) {
 }
 
 func TestOfflineDeterministic(t *testing.T) {
-	req := Request{Messages: []Message{sys(memories), user("Where does my sister live, and when is the tax deadline?")}}
+	req := Request{Messages: []Message{mem(memories), user("Where does my sister live, and when is the tax deadline?")}}
 	first, err := NewOffline().Complete(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +172,7 @@ func TestOfflineDeterministic(t *testing.T) {
 }
 
 func TestOfflineMaxTokens(t *testing.T) {
-	msgs := []Message{sys(memories), user("Where does my sister live and what do I love painting?")}
+	msgs := []Message{mem(memories), user("Where does my sister live and what do I love painting?")}
 	full, err := NewOffline().Complete(context.Background(), Request{Messages: msgs})
 	if err != nil {
 		t.Fatal(err)

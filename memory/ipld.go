@@ -13,6 +13,7 @@ import (
 	"github.com/ipfs/go-cid"
 	ipld "github.com/ipld/go-ipld-prime"
 	"github.com/ipld/go-ipld-prime/codec/dagcbor"
+	"github.com/ipld/go-ipld-prime/codec/dagjson"
 	"github.com/ipld/go-ipld-prime/datamodel"
 	"github.com/ipld/go-ipld-prime/node/basicnode"
 	"github.com/ipld/go-ipld-prime/node/bindnode"
@@ -276,36 +277,20 @@ func (d Data) member() (kind string, ptr any, typ schema.Type) {
 	return "", nil, nil
 }
 
-// Node builds the memory's IPLD data-model node. The data union is written
-// inline: the member's fields plus "kind".
-func (m *Memory) Node() (datamodel.Node, error) {
-	if err := m.Validate(); err != nil {
-		return nil, err
+// Node builds the data union's IPLD node, written inline: the member's
+// fields plus "kind".
+func (d Data) Node() (datamodel.Node, error) {
+	kind, ptr, typ := d.member()
+	if typ == nil {
+		return nil, invalidf("data has no kind")
 	}
-	kind, ptr, typ := m.Data.member()
 	member := bindnode.Wrap(ptr, typ).Representation()
-
 	nb := basicnode.Prototype.Map.NewBuilder()
-	size := int64(2)
-	if m.Timestamp != nil {
-		size = 3
-	}
-	ma, err := nb.BeginMap(size)
+	ma, err := nb.BeginMap(member.Length() + 1)
 	if err != nil {
 		return nil, err
 	}
-	// data
-	if err := ma.AssembleKey().AssignString("data"); err != nil {
-		return nil, err
-	}
-	dma, err := ma.AssembleValue().BeginMap(member.Length() + 1)
-	if err != nil {
-		return nil, err
-	}
-	if err := dma.AssembleKey().AssignString("kind"); err != nil {
-		return nil, err
-	}
-	if err := dma.AssembleValue().AssignString(kind); err != nil {
+	if err := assemble(ma, "kind", basicnode.NewString(kind)); err != nil {
 		return nil, err
 	}
 	for it := member.MapIterator(); !it.Done(); {
@@ -313,30 +298,35 @@ func (m *Memory) Node() (datamodel.Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := dma.AssembleKey().AssignNode(k); err != nil {
-			return nil, err
-		}
-		if err := dma.AssembleValue().AssignNode(v); err != nil {
+		ks, _ := k.AsString()
+		if err := assemble(ma, ks, v); err != nil {
 			return nil, err
 		}
 	}
-	if err := dma.Finish(); err != nil {
+	if err := ma.Finish(); err != nil {
 		return nil, err
 	}
-	// timestamp
-	if m.Timestamp != nil {
-		if err := ma.AssembleKey().AssignString("timestamp"); err != nil {
-			return nil, err
-		}
-		if err := ma.AssembleValue().AssignInt(*m.Timestamp); err != nil {
-			return nil, err
-		}
+	return nb.Build(), nil
+}
+
+func assemble(ma datamodel.MapAssembler, key string, v datamodel.Node) error {
+	if err := ma.AssembleKey().AssignString(key); err != nil {
+		return err
 	}
-	// edges
-	if err := ma.AssembleKey().AssignString("edges"); err != nil {
+	return ma.AssembleValue().AssignNode(v)
+}
+
+// Node builds the memory's IPLD data-model node.
+func (m *Memory) Node() (datamodel.Node, error) {
+	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	la, err := ma.AssembleValue().BeginList(int64(len(m.Edges)))
+	data, err := m.Data.Node()
+	if err != nil {
+		return nil, err
+	}
+	edges := basicnode.Prototype.List.NewBuilder()
+	la, err := edges.BeginList(int64(len(m.Edges)))
 	if err != nil {
 		return nil, err
 	}
@@ -348,10 +338,55 @@ func (m *Memory) Node() (datamodel.Node, error) {
 	if err := la.Finish(); err != nil {
 		return nil, err
 	}
+
+	nb := basicnode.Prototype.Map.NewBuilder()
+	size := int64(2)
+	if m.Timestamp != nil {
+		size = 3
+	}
+	ma, err := nb.BeginMap(size)
+	if err != nil {
+		return nil, err
+	}
+	if err := assemble(ma, "data", data); err != nil {
+		return nil, err
+	}
+	if m.Timestamp != nil {
+		if err := assemble(ma, "timestamp", basicnode.NewInt(*m.Timestamp)); err != nil {
+			return nil, err
+		}
+	}
+	if err := assemble(ma, "edges", edges.Build()); err != nil {
+		return nil, err
+	}
 	if err := ma.Finish(); err != nil {
 		return nil, err
 	}
 	return nb.Build(), nil
+}
+
+// DataJSON renders the data union as DAG-JSON: {"kind": ..., fields},
+// links as {"/": "<cid>"}.
+func (d Data) DataJSON() ([]byte, error) {
+	n, err := d.Node()
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := dagjson.Encode(n, &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// DataFromJSON reads the data union from DAG-JSON and checks it against
+// the schema.
+func DataFromJSON(b []byte) (Data, error) {
+	nb := basicnode.Prototype.Any.NewBuilder()
+	if err := dagjson.Decode(nb, bytes.NewReader(b)); err != nil {
+		return Data{}, invalidf("data is not valid DAG-JSON: %v", err)
+	}
+	return DataFromNode(nb.Build())
 }
 
 // Encode returns the memory's canonical DAG-CBOR block and its CID.

@@ -123,6 +123,8 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 
 	var out []*Recalled
 	err := s.store.View(func(txn *badger.Txn) error {
+		// Score every candidate from its metadata; read bodies only for
+		// the ones that may be chosen.
 		var cands []*Recalled
 		for _, h := range hits {
 			c, err := cid.Cast([]byte(h.Key))
@@ -132,7 +134,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 			if excluded[c] {
 				continue
 			}
-			r, err := sc.load(txn, c)
+			r, err := sc.score(txn, c)
 			if errors.Is(err, errHidden) {
 				continue
 			}
@@ -152,6 +154,11 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 			if len(out) == q.K {
 				break
 			}
+			m, err := s.loadMemory(txn, r.CID)
+			if err != nil {
+				return err
+			}
+			r.Memory = m
 			if n := r.Chars(); n <= budget {
 				budget -= n
 				out = append(out, r)
@@ -192,8 +199,9 @@ type scorer struct {
 	sims     map[string]float64 // sona similarity by sona uuid
 }
 
-// load reads a memory and computes its parts other than relevance.
-func (sc *scorer) load(txn *badger.Txn, c cid.Cid) (*Recalled, error) {
+// score reads a memory's metadata and computes its parts other than
+// relevance. The memory body is not read.
+func (sc *scorer) score(txn *badger.Txn, c cid.Cid) (*Recalled, error) {
 	meta, err := getMeta(txn, c)
 	if err != nil {
 		return nil, err
@@ -201,19 +209,14 @@ func (sc *scorer) load(txn *badger.Txn, c cid.Cid) (*Recalled, error) {
 	if meta.Archived || (meta.ExpiresAt > 0 && sc.now >= meta.ExpiresAt) {
 		return nil, errHidden
 	}
-	m, err := loadMemory(txn, c)
-	if err != nil {
-		return nil, err
-	}
 	s := sc.self
 	var activity int64
 	if len(meta.Sonas) > 0 {
 		_, activity, _ = s.sonaSnapshot(meta.Sonas[0])
 	}
 	return &Recalled{
-		CID:    c,
-		Memory: m,
-		Meta:   meta,
+		CID:  c,
+		Meta: meta,
 		Parts: ScoreParts{
 			KindWeight:     s.cfg.KindWeight(meta.Kind),
 			Decay:          Decay(s.cfg.Recall.Lambda, meta.Importance, meta.Backbone, activity, meta.LastAccessTick),
@@ -279,11 +282,14 @@ func (sc *scorer) expand(txn *badger.Txn, from []*Recalled, chosen map[cid.Cid]b
 			continue
 		}
 		chosen[e.target] = true
-		r, err := sc.load(txn, e.target)
+		r, err := sc.score(txn, e.target)
 		if errors.Is(err, errHidden) || errors.Is(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
+			return nil, err
+		}
+		if r.Memory, err = sc.self.loadMemory(txn, e.target); err != nil {
 			return nil, err
 		}
 		n := r.Chars()
@@ -441,38 +447,53 @@ func (s *Self) metaOp(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) Op
 	}
 }
 
-// Reinforce raises the importance of memories used in a response, an EWMA
-// step toward 1, and propagates the rise along their edges with the
-// configured per-hop decay and depth. Importance only rises here: a
-// signal below a memory's importance leaves it as it is.
-func (s *Self) Reinforce(used []cid.Cid) *Pending {
+// Reinforce raises the importance of the memories a response used: each
+// takes an EWMA step toward its signal, its score relative to the best
+// score of the recall (so the strongest support moves most), and the rise
+// propagates along its edges with the configured per-hop decay and depth.
+// Importance only rises here: a signal below a memory's importance leaves
+// it as it is.
+func (s *Self) Reinforce(used []*Recalled) *Pending {
 	rc := s.cfg.Recall
+	best := 0.0
+	for _, r := range used {
+		best = math.Max(best, r.Score)
+	}
+	seeds := map[cid.Cid]float64{}
+	if best > 0 {
+		for _, r := range used {
+			seeds[r.CID] = math.Max(seeds[r.CID], r.Score/best)
+		}
+	}
 	return s.store.Submit(func(tx *Tx) error {
 		signal := map[cid.Cid]float64{}
-		frontier := used
-		for depth, strength := 0, 1.0; depth <= rc.ImportanceDepth && len(frontier) > 0; depth, strength = depth+1, strength*rc.ImportanceHopDecay {
-			var next []cid.Cid
-			for _, c := range frontier {
-				if signal[c] >= strength {
-					continue
-				}
-				signal[c] = strength
-				if depth == rc.ImportanceDepth {
-					continue
-				}
-				b, err := tx.Get(blockKey(c))
-				if err != nil || verifyBlock(c, b) != nil {
-					continue
-				}
-				m, err := DecodeMemory(b)
-				if err != nil {
-					continue
-				}
-				for _, e := range m.Edges {
-					next = append(next, e.Target)
-				}
+		type visit struct {
+			c        cid.Cid
+			strength float64
+			depth    int
+		}
+		var queue []visit
+		for c, v := range seeds {
+			queue = append(queue, visit{c, v, 0})
+		}
+		slices.SortFunc(queue, func(a, b visit) int { return bytes.Compare(a.c.Bytes(), b.c.Bytes()) })
+		for len(queue) > 0 {
+			v := queue[0]
+			queue = queue[1:]
+			if v.strength < rc.ImportanceFloor || signal[v.c] >= v.strength {
+				continue
 			}
-			frontier = next
+			signal[v.c] = v.strength
+			if v.depth == rc.ImportanceDepth {
+				continue
+			}
+			m, err := s.memoryIn(tx, v.c)
+			if err != nil {
+				continue // not a memory (or gone): nothing to propagate
+			}
+			for _, e := range m.Edges {
+				queue = append(queue, visit{e.Target, v.strength * rc.ImportanceHopDecay, v.depth + 1})
+			}
 		}
 		cids := make([]cid.Cid, 0, len(signal))
 		for c := range signal {
@@ -480,10 +501,29 @@ func (s *Self) Reinforce(used []cid.Cid) *Pending {
 		}
 		slices.SortFunc(cids, func(a, b cid.Cid) int { return bytes.Compare(a.Bytes(), b.Bytes()) })
 		return s.metaOp(cids, func(meta *messages.MemoryMeta, c cid.Cid) {
-			target := signal[c]
-			if target > meta.Importance {
+			if target := signal[c]; target > meta.Importance {
 				meta.Importance += rc.ImportanceAlpha * (target - meta.Importance)
 			}
 		})(tx)
 	})
+}
+
+// memoryIn returns a decoded memory as seen by a store operation.
+func (s *Self) memoryIn(tx *Tx, c cid.Cid) (*Memory, error) {
+	if m, ok := s.cache.get(c); ok {
+		return m, nil
+	}
+	b, err := tx.Get(blockKey(c))
+	if err != nil {
+		return nil, err
+	}
+	if err := verifyBlock(c, b); err != nil {
+		return nil, err
+	}
+	m, err := DecodeMemory(b)
+	if err != nil {
+		return nil, err
+	}
+	s.cache.put(c, m)
+	return m, nil
 }

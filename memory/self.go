@@ -58,6 +58,7 @@ type Self struct {
 	sonas map[string]*sonaState // committed sona records, by uuid
 
 	memories atomic.Int64 // count of memory metadata records
+	cache    *memCache    // decoded memories by CID
 }
 
 // sonaState is the committed state of a sona, cached for recall.
@@ -99,6 +100,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		clock: o.Clock,
 		log:   o.Logger,
 		sonas: map[string]*sonaState{},
+		cache: newMemCache(o.Config.Store.MemoryCache),
 		index: vector.New(vector.Options{
 			Dims:     o.Embedder.Dims(),
 			M:        o.Config.Index.M,
@@ -336,13 +338,18 @@ func (s *Self) Get(c cid.Cid) (*Memory, *messages.MemoryMeta, error) {
 		if meta, err = getMeta(txn, c); err != nil {
 			return err
 		}
-		m, err = loadMemory(txn, c)
+		m, err = s.loadMemory(txn, c)
 		return err
 	})
 	return m, meta, err
 }
 
-func loadMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
+// loadMemory returns the decoded memory c, from the cache or from its
+// verified block. The result is shared: do not modify it.
+func (s *Self) loadMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
+	if m, ok := s.cache.get(c); ok {
+		return m, nil
+	}
 	b, err := readBlock(txn, c)
 	if err != nil {
 		return nil, err
@@ -351,6 +358,7 @@ func loadMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s does not decode as a memory: %v", ErrCorrupt, c, err)
 	}
+	s.cache.put(c, m)
 	return m, nil
 }
 

@@ -125,11 +125,23 @@ func (s *Self) ListSonas(cursor string, limit int) (Page[*messages.Sona], error)
 	s.smu.RLock()
 	ids := make([]string, 0, len(s.sonas))
 	for id := range s.sonas {
-		if id > cursor {
-			ids = append(ids, id)
-		}
+		ids = append(ids, id)
 	}
 	s.smu.RUnlock()
+	return s.sonaPage(ids, cursor, limit)
+}
+
+// ListSonasNamed lists the sonas called name, like ListSonas.
+func (s *Self) ListSonasNamed(name, cursor string, limit int) (Page[*messages.Sona], error) {
+	ids, err := s.SonasNamed(name)
+	if err != nil {
+		return Page[*messages.Sona]{}, err
+	}
+	return s.sonaPage(ids, cursor, limit)
+}
+
+func (s *Self) sonaPage(ids []string, cursor string, limit int) (Page[*messages.Sona], error) {
+	ids = slices.DeleteFunc(ids, func(id string) bool { return id <= cursor })
 	slices.Sort(ids)
 	var page Page[*messages.Sona]
 	if len(ids) > limit {

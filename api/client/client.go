@@ -1,0 +1,240 @@
+// Package client is a Go client of Memoria's REST API. The CLI uses it
+// against a running server, and against an embedded server in the same
+// process (see Embedded), so both paths run the same code.
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/api"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Client talks to one Memoria server.
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+// New returns a client of the server at base (e.g. http://127.0.0.1:7777).
+func New(base string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &Client{base: strings.TrimRight(base, "/"), hc: hc}
+}
+
+// Embedded returns a client that calls h in process, without a network.
+func Embedded(h http.Handler) *Client {
+	return New("http://embedded", &http.Client{Transport: handlerTransport{h}})
+}
+
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+// Error is an error answer of the server.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s (%d %s)", e.Message, e.Status, e.Code) }
+
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader, contentType string, out proto.Message) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e messages.ErrorResponse
+		if protojson.Unmarshal(data, &e) == nil && e.Error != nil {
+			return &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+		}
+		return &Error{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(data))}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, out); err != nil {
+		return fmt.Errorf("client: bad response from %s: %w", path, err)
+	}
+	return nil
+}
+
+func (c *Client) post(ctx context.Context, path string, in, out proto.Message) error {
+	body, err := api.MarshalJSON(in)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPost, path, bytes.NewReader(body), "application/json", out)
+}
+
+func (c *Client) get(ctx context.Context, path string, out proto.Message) error {
+	return c.do(ctx, http.MethodGet, path, nil, "", out)
+}
+
+// Health returns the server's health summary.
+func (c *Client) Health(ctx context.Context) (*messages.Health, error) {
+	out := &messages.Health{}
+	return out, c.get(ctx, "/healthz", out)
+}
+
+// CreateSona creates a sona.
+func (c *Client) CreateSona(ctx context.Context, name string) (*messages.Sona, error) {
+	out := &messages.Sona{}
+	return out, c.post(ctx, "/sonas", &messages.CreateSonaRequest{Name: name}, out)
+}
+
+// Sona returns a sona by uuid.
+func (c *Client) Sona(ctx context.Context, uuid string) (*messages.Sona, error) {
+	out := &messages.Sona{}
+	return out, c.get(ctx, "/sona/"+url.PathEscape(uuid), out)
+}
+
+// ListSonas returns one page of sonas; name filters by exact name.
+func (c *Client) ListSonas(ctx context.Context, name, cursor string, limit int) (*messages.ListSonasResponse, error) {
+	q := url.Values{}
+	if name != "" {
+		q.Set("name", name)
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	out := &messages.ListSonasResponse{}
+	return out, c.get(ctx, "/sonas/list?"+q.Encode(), out)
+}
+
+// ListMemories returns one page of memories; sona (uuid or name) lists one
+// sona's chain.
+func (c *Client) ListMemories(ctx context.Context, sona, cursor string, limit int) (*messages.ListMemoriesResponse, error) {
+	q := url.Values{}
+	if sona != "" {
+		q.Set("sona", sona)
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	out := &messages.ListMemoriesResponse{}
+	return out, c.get(ctx, "/memories/list?"+q.Encode(), out)
+}
+
+// Memory returns a memory by CID.
+func (c *Client) Memory(ctx context.Context, cid string) (*messages.Memory, error) {
+	out := &messages.Memory{}
+	return out, c.get(ctx, "/memory/"+url.PathEscape(cid), out)
+}
+
+// Chat advances a sona with an input and returns its response.
+func (c *Client) Chat(ctx context.Context, uuid string, req *messages.ChatRequest) (*messages.ChatResponse, error) {
+	out := &messages.ChatResponse{}
+	return out, c.post(ctx, "/sona/"+url.PathEscape(uuid)+"/chat", req, out)
+}
+
+// Query answers like Chat but stores nothing.
+func (c *Client) Query(ctx context.Context, uuid string, req *messages.ChatRequest) (*messages.QueryResponse, error) {
+	out := &messages.QueryResponse{}
+	return out, c.post(ctx, "/sona/"+url.PathEscape(uuid)+"/query", req, out)
+}
+
+// Recall returns the memories that matter for a query in a sona.
+func (c *Client) Recall(ctx context.Context, uuid string, req *messages.RecallRequest) (*messages.RecallResponse, error) {
+	out := &messages.RecallResponse{}
+	return out, c.post(ctx, "/sona/"+url.PathEscape(uuid)+"/recall", req, out)
+}
+
+// Insert stores a memory into a sona.
+func (c *Client) Insert(ctx context.Context, req *messages.InsertRequest) (*messages.InsertResponse, error) {
+	out := &messages.InsertResponse{}
+	return out, c.post(ctx, "/memories", req, out)
+}
+
+// PutFile stores a file and returns its CID.
+func (c *Client) PutFile(ctx context.Context, r io.Reader) (*messages.FileResponse, error) {
+	out := &messages.FileResponse{}
+	return out, c.do(ctx, http.MethodPost, "/files", r, "application/octet-stream", out)
+}
+
+// Block fetches a block's exact bytes through the gateway route.
+func (c *Client) Block(ctx context.Context, cid string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/ipfs/"+url.PathEscape(cid), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/vnd.ipld.raw")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e messages.ErrorResponse
+		if protojson.Unmarshal(data, &e) == nil && e.Error != nil {
+			return nil, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+		}
+		return nil, &Error{Status: resp.StatusCode, Code: "http", Message: resp.Status}
+	}
+	return data, nil
+}
+
+// ResolveSona finds a sona by uuid, or by name when exactly one has it.
+// With create, a missing name is created.
+func (c *Client) ResolveSona(ctx context.Context, ref string, create bool) (*messages.Sona, error) {
+	if s, err := c.Sona(ctx, ref); err == nil {
+		return s, nil
+	} else if e, ok := err.(*Error); !ok || (e.Status != http.StatusNotFound && e.Status != http.StatusBadRequest) {
+		return nil, err
+	}
+	page, err := c.ListSonas(ctx, ref, "", 2)
+	if err != nil {
+		return nil, err
+	}
+	switch len(page.Items) {
+	case 1:
+		return page.Items[0], nil
+	case 0:
+		if create {
+			return c.CreateSona(ctx, ref)
+		}
+		return nil, fmt.Errorf("no sona with uuid or name %q (create it with `memoria sonas create %s`)", ref, ref)
+	}
+	return nil, fmt.Errorf("more than one sona is named %q: use its uuid (see `memoria sonas`)", ref)
+}

@@ -1,0 +1,495 @@
+package api
+
+import (
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	sonas, mems := s.self.Counts()
+	writeJSON(w, http.StatusOK, &messages.Health{
+		Status: "ok", Sonas: sonas, Memories: mems, Indexed: int64(s.self.Index().Len()),
+	})
+}
+
+// parseCID reads a CID path or query value.
+func parseCID(v string) (cid.Cid, error) {
+	c, err := cid.Decode(v)
+	if err != nil {
+		return cid.Undef, badRequest("invalid_cid", "malformed CID %q: %v", v, err)
+	}
+	return c, nil
+}
+
+// sonaParam reads the {uuid} path value and checks the sona exists.
+func (s *Server) sonaParam(r *http.Request) (*messages.Sona, error) {
+	id := r.PathValue("uuid")
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, badRequest("invalid_uuid", "malformed sona uuid %q", id)
+	}
+	return s.self.Sona(id)
+}
+
+func (s *Server) limit(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return min(50, s.cfg.Server.MaxListLimit), nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > s.cfg.Server.MaxListLimit {
+		return 0, badRequest("invalid_limit", "limit must be an integer within 1..%d", s.cfg.Server.MaxListLimit)
+	}
+	return n, nil
+}
+
+// renderMemory turns a stored memory into its API form.
+func renderMemory(c cid.Cid, m *memory.Memory, meta *messages.MemoryMeta) (*messages.Memory, error) {
+	raw, err := m.Data.DataJSON()
+	if err != nil {
+		return nil, err
+	}
+	data := &structpb.Struct{}
+	if err := protojson.Unmarshal(raw, data); err != nil {
+		return nil, err
+	}
+	out := &messages.Memory{Cid: c.String(), Data: data, Timestamp: m.Timestamp, Meta: meta}
+	for _, e := range m.Edges {
+		out.Edges = append(out.Edges, &messages.Edge{Target: &messages.Link{Cid: e.Target.String()}, Weight: e.Weight})
+	}
+	return out, nil
+}
+
+func (s *Server) loadRendered(c cid.Cid) (*messages.Memory, error) {
+	m, meta, err := s.self.Get(c)
+	if err != nil {
+		return nil, err
+	}
+	return renderMemory(c, m, meta)
+}
+
+func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
+	c, err := parseCID(r.PathValue("cid"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	out, err := s.loadRendered(c)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listMemories lists all memories in CID order, or with ?sona= one sona's
+// memories in chain order (the cursor is then an ACT seq).
+func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
+	limit, err := s.limit(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	cursor := r.URL.Query().Get("cursor")
+	var ids []cid.Cid
+	var next string
+	if ref := r.URL.Query().Get("sona"); ref != "" {
+		rec, err := s.self.ResolveSona(ref)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		var from int64
+		if cursor != "" {
+			if from, err = strconv.ParseInt(cursor, 10, 64); err != nil || from < 0 {
+				s.fail(w, badRequest("invalid_cursor", "cursor of a sona listing is an ACT seq, got %q", cursor))
+				return
+			}
+		}
+		page, err := s.self.Chain(rec.Uuid, from, limit)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		for _, e := range page.Items {
+			ids = append(ids, e.Memory)
+		}
+		next = page.Next
+	} else {
+		if cursor != "" {
+			if _, err := parseCID(cursor); err != nil {
+				s.fail(w, badRequest("invalid_cursor", "cursor must be a memory CID from next_cursor, got %q", cursor))
+				return
+			}
+		}
+		page, err := s.self.ListMemories(cursor, limit)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		ids, next = page.Items, page.Next
+	}
+	resp := &messages.ListMemoriesResponse{Items: []*messages.Memory{}}
+	for _, c := range ids {
+		m, err := s.loadRendered(c)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		resp.Items = append(resp.Items, m)
+	}
+	if next != "" {
+		resp.NextCursor = &next
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) getSona(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.sonaParam(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func (s *Server) listSonas(w http.ResponseWriter, r *http.Request) {
+	limit, err := s.limit(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	var page memory.Page[*messages.Sona]
+	if name := r.URL.Query().Get("name"); name != "" {
+		page, err = s.self.ListSonasNamed(name, r.URL.Query().Get("cursor"), limit)
+	} else {
+		page, err = s.self.ListSonas(r.URL.Query().Get("cursor"), limit)
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	resp := &messages.ListSonasResponse{Items: page.Items}
+	if resp.Items == nil {
+		resp.Items = []*messages.Sona{}
+	}
+	if page.Next != "" {
+		resp.NextCursor = &page.Next
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) createSona(w http.ResponseWriter, r *http.Request) {
+	var req messages.CreateSonaRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	rec, err := s.self.CreateSona(r.Context(), req.Name)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	w.Header().Set("Location", "/sona/"+rec.Uuid)
+	writeJSON(w, http.StatusCreated, rec)
+}
+
+// chatRequest decodes and checks a chat or query body.
+func (s *Server) chatRequest(r *http.Request) (*messages.Sona, *messages.ChatRequest, error) {
+	rec, err := s.sonaParam(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	var req messages.ChatRequest
+	if err := decode(r, &req); err != nil {
+		return nil, nil, err
+	}
+	if strings.TrimSpace(req.Content) == "" {
+		return nil, nil, badRequest("invalid", "content must not be empty")
+	}
+	if err := s.checkRecallBounds(req.K, req.BudgetChars); err != nil {
+		return nil, nil, err
+	}
+	return rec, &req, nil
+}
+
+func (s *Server) checkRecallBounds(k, budget int32) error {
+	if k < 0 || int(k) > s.cfg.Server.MaxK {
+		return badRequest("invalid", "k must be within 0..%d (0 = default %d)", s.cfg.Server.MaxK, s.cfg.Recall.TopK)
+	}
+	if budget < 0 || int(budget) > s.cfg.Server.MaxBudgetChars {
+		return badRequest("invalid", "budget_chars must be within 0..%d (0 = default %d)", s.cfg.Server.MaxBudgetChars, s.cfg.Recall.BudgetChars)
+	}
+	return nil
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	rec, req, err := s.chatRequest(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	resp, err := s.sys.Advance(r.Context(), rec.Uuid, req)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) query(w http.ResponseWriter, r *http.Request) {
+	rec, req, err := s.chatRequest(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	resp, err := s.sys.Query(r.Context(), rec.Uuid, req)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) recall(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.sonaParam(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	var req messages.RecallRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if strings.TrimSpace(req.Query) == "" {
+		s.fail(w, badRequest("invalid", "query must not be empty"))
+		return
+	}
+	if err := s.checkRecallBounds(req.K, req.BudgetChars); err != nil {
+		s.fail(w, err)
+		return
+	}
+	recalled, err := s.self.Recall(r.Context(), memory.Query{
+		Sona: rec.Uuid, Text: req.Query, K: int(req.K), Budget: int(req.BudgetChars),
+	})
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	resp := &messages.RecallResponse{Memories: []*messages.RecalledMemory{}}
+	for _, rc := range recalled {
+		m, err := renderMemory(rc.CID, rc.Memory, rc.Meta)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		resp.Memories = append(resp.Memories, &messages.RecalledMemory{
+			Cid: rc.CID.String(), Score: rc.Score, Via: rc.Via, Memory: m,
+			Parts: &messages.ScoreParts{
+				Relevance: rc.Parts.Relevance, KindWeight: rc.Parts.KindWeight, Decay: rc.Parts.Decay,
+				Importance: rc.Parts.Importance, SonaSimilarity: rc.Parts.SonaSimilarity,
+			},
+		})
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// insert stores a memory into a sona without calling the model.
+func (s *Server) insert(w http.ResponseWriter, r *http.Request) {
+	var req messages.InsertRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if req.Sona == "" {
+		s.fail(w, badRequest("invalid", "sona is required (uuid or unambiguous name)"))
+		return
+	}
+	rec, err := s.self.ResolveSona(req.Sona)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	m, err := memoryFromInsert(&req)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	vecs, err := s.self.Embed(r.Context(), m.Text())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	p, err := s.self.Prepare(m, vecs[0], &messages.MemoryMeta{Kind: req.Kind, AgentId: req.AgentId, Labels: req.Labels})
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	res, err := s.sys.Append(r.Context(), rec.Uuid, p)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	status := http.StatusCreated
+	if res.Seq == nil {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, &messages.InsertResponse{Cid: res.Cid, Seq: res.Seq, Existed: res.Seq == nil})
+}
+
+// memoryFromInsert builds the memory an insert request describes.
+func memoryFromInsert(req *messages.InsertRequest) (*memory.Memory, error) {
+	if req.Data == nil {
+		return nil, badRequest("invalid", `data is required, e.g. {"kind":"text","content":"..."}`)
+	}
+	raw, err := protojson.Marshal(req.Data)
+	if err != nil {
+		return nil, badRequest("invalid", "data: %v", err)
+	}
+	data, err := memory.DataFromJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	m := &memory.Memory{Data: data, Timestamp: req.Timestamp}
+	for i, e := range req.Edges {
+		if e.GetTarget().GetCid() == "" {
+			return nil, badRequest("invalid", `edge %d needs a target {"/": "<cid>"}`, i)
+		}
+		c, err := parseCID(e.Target.Cid)
+		if err != nil {
+			return nil, err
+		}
+		m.Edges = append(m.Edges, memory.Edge{Target: c, Weight: e.Weight})
+	}
+	memory.SortEdges(m.Edges)
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if len(data) > s.cfg.Store.MaxBlockBytes {
+		s.fail(w, &apiError{http.StatusRequestEntityTooLarge, "too_large",
+			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(data), s.cfg.Store.MaxBlockBytes)})
+		return
+	}
+	c, err := s.self.PutFile(r.Context(), data)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, &messages.FileResponse{Cid: c.String(), Size: int64(len(data))})
+}
+
+// immutable marks a response as never changing (it is addressed by CID).
+func immutable(w http.ResponseWriter, etag string) {
+	w.Header().Set("Cache-Control", "public, max-age=29030400, immutable")
+	w.Header().Set("ETag", `"`+etag+`"`)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+}
+
+// getFile serves a file: a raw block by its CID, or the content of a file
+// memory with its mimeType and name.
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
+	c, err := parseCID(r.PathValue("cid"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	mimeType, name := "", ""
+	content := c
+	if c.Prefix().Codec == memory.CodecDagCBOR {
+		m, _, err := s.self.Get(c)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		f := m.Data.File
+		if f == nil {
+			s.fail(w, badRequest("not_a_file", "%s is a %s memory, not a file", c, m.Data.Kind()))
+			return
+		}
+		content = f.Content
+		if f.MimeType != nil {
+			mimeType = *f.MimeType
+		}
+		if f.Name != nil {
+			name = *f.Name
+		}
+	}
+	data, err := s.self.Block(content)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if mimeType == "" {
+		mimeType = http.DetectContentType(data)
+	}
+	immutable(w, c.String())
+	w.Header().Set("Content-Type", mimeType)
+	if name != "" {
+		w.Header().Set("Content-Disposition", mime.FormatMediaType("inline", map[string]string{"filename": name}))
+	}
+	w.Write(data)
+}
+
+// getIPFS serves a block as the trustless gateway's raw response. CAR
+// responses and path traversal are not served yet.
+func (s *Server) getIPFS(w http.ResponseWriter, r *http.Request) {
+	path := r.PathValue("path")
+	first, rest, _ := strings.Cut(path, "/")
+	c, err := parseCID(first)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if rest != "" {
+		s.fail(w, &apiError{http.StatusNotImplemented, "not_implemented", "path traversal under /ipfs/{cid} is not supported yet"})
+		return
+	}
+	if !wantsRaw(r) {
+		s.fail(w, &apiError{http.StatusNotAcceptable, "not_acceptable",
+			"ask for Accept: application/vnd.ipld.raw (or ?format=raw)"})
+		return
+	}
+	data, err := s.self.Block(c)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	immutable(w, c.String()+".raw")
+	w.Header().Set("Content-Type", "application/vnd.ipld.raw")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.Write(data)
+}
+
+func wantsRaw(r *http.Request) bool {
+	if f := r.URL.Query().Get("format"); f != "" {
+		return f == "raw"
+	}
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err == nil && mt == "application/vnd.ipld.raw" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,168 @@
+package api
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// MarshalJSON renders an API payload as JSON with Memoria's conventions,
+// which differ from protojson's where clients care:
+//
+//   - keys are the proto field names (snake_case, as the .proto files write them);
+//   - 64-bit integers are JSON numbers, not strings;
+//   - repeated fields are always present ([] when empty), maps likewise ({});
+//   - a field with presence that is unset (a message, or a proto3
+//     `optional` scalar) is null; other scalars are always written;
+//   - memoria.v1.Link is {"/": "<cid>"} and google.protobuf.Struct/Value
+//     are the plain JSON they hold.
+func MarshalJSON(m proto.Message) ([]byte, error) {
+	var b bytes.Buffer
+	if err := writeMessage(&b, m.ProtoReflect()); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON parses a request payload strictly: unknown fields and
+// malformed values are errors. Field names may be snake_case or camelCase.
+func UnmarshalJSON(data []byte, m proto.Message) error {
+	return protojson.UnmarshalOptions{}.Unmarshal(data, m)
+}
+
+func writeMessage(b *bytes.Buffer, m protoreflect.Message) error {
+	desc := m.Descriptor()
+	switch desc.FullName() {
+	case "google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue":
+		out, err := protojson.Marshal(m.Interface())
+		if err != nil {
+			return err
+		}
+		b.Write(out)
+		return nil
+	case "memoria.v1.Link":
+		b.WriteString(`{"/":`)
+		writeString(b, m.Get(desc.Fields().ByName("cid")).String())
+		b.WriteByte('}')
+		return nil
+	}
+	b.WriteByte('{')
+	fields := desc.Fields()
+	first := true
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() && !m.Has(fd) {
+			continue // only the set member of a real oneof
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		writeString(b, string(fd.Name()))
+		b.WriteByte(':')
+		switch {
+		case fd.IsList():
+			if err := writeList(b, fd, m.Get(fd).List()); err != nil {
+				return err
+			}
+		case fd.IsMap():
+			if err := writeMap(b, fd, m.Get(fd).Map()); err != nil {
+				return err
+			}
+		case fd.HasPresence() && !m.Has(fd):
+			b.WriteString("null")
+		default:
+			if err := writeValue(b, fd, m.Get(fd)); err != nil {
+				return err
+			}
+		}
+	}
+	b.WriteByte('}')
+	return nil
+}
+
+func writeList(b *bytes.Buffer, fd protoreflect.FieldDescriptor, l protoreflect.List) error {
+	b.WriteByte('[')
+	for i := 0; i < l.Len(); i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if err := writeValue(b, fd, l.Get(i)); err != nil {
+			return err
+		}
+	}
+	b.WriteByte(']')
+	return nil
+}
+
+func writeMap(b *bytes.Buffer, fd protoreflect.FieldDescriptor, mp protoreflect.Map) error {
+	keys := make([]protoreflect.MapKey, 0, mp.Len())
+	mp.Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
+		keys = append(keys, k)
+		return true
+	})
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeString(b, k.String())
+		b.WriteByte(':')
+		if err := writeValue(b, fd.MapValue(), mp.Get(k)); err != nil {
+			return err
+		}
+	}
+	b.WriteByte('}')
+	return nil
+}
+
+func writeValue(b *bytes.Buffer, fd protoreflect.FieldDescriptor, v protoreflect.Value) error {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return writeMessage(b, v.Message())
+	case protoreflect.BoolKind:
+		b.WriteString(strconv.FormatBool(v.Bool()))
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind,
+		protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		b.WriteString(strconv.FormatInt(v.Int(), 10))
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind, protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		b.WriteString(strconv.FormatUint(v.Uint(), 10))
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		f := v.Float()
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("api: %s is not a finite number", fd.FullName())
+		}
+		bits := 64
+		if fd.Kind() == protoreflect.FloatKind {
+			bits = 32
+		}
+		b.WriteString(strconv.FormatFloat(f, 'g', -1, bits))
+	case protoreflect.StringKind:
+		writeString(b, v.String())
+	case protoreflect.BytesKind:
+		writeString(b, base64.StdEncoding.EncodeToString(v.Bytes()))
+	case protoreflect.EnumKind:
+		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
+			writeString(b, string(ev.Name()))
+		} else {
+			b.WriteString(strconv.Itoa(int(v.Enum())))
+		}
+	default:
+		return fmt.Errorf("api: cannot render %s of kind %s", fd.FullName(), fd.Kind())
+	}
+	return nil
+}
+
+func writeString(b *bytes.Buffer, s string) {
+	out, _ := json.Marshal(s) // a string always marshals
+	b.Write(out)
+}

@@ -1,0 +1,188 @@
+// Package api holds Memoria's transports. This file is the REST API: JSON
+// in and out on one listener, every error as {"error":{"code","message"}}
+// with its HTTP status. Reads go straight to the memory.Self; writes to a
+// sona's chain go through its actor.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/memoria-ai/memoria/actors"
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
+	"google.golang.org/protobuf/proto"
+)
+
+// Server serves the REST API.
+type Server struct {
+	self *memory.Self
+	sys  *actors.System
+	cfg  config.Config
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// NewServer builds the REST API over a self and its actor system.
+func NewServer(self *memory.Self, sys *actors.System, cfg config.Config, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{self: self, sys: sys, cfg: cfg, log: log, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /healthz", s.health)
+	m.HandleFunc("GET /memory/{cid}", s.getMemory)
+	m.HandleFunc("GET /memories/list", s.listMemories)
+	m.HandleFunc("POST /memories", s.insert)
+	m.HandleFunc("GET /sona/{uuid}", s.getSona)
+	m.HandleFunc("GET /sonas/list", s.listSonas)
+	m.HandleFunc("POST /sonas", s.createSona)
+	m.HandleFunc("POST /sona/{uuid}/chat", s.chat)
+	m.HandleFunc("POST /sona/{uuid}/query", s.query)
+	m.HandleFunc("POST /sona/{uuid}/recall", s.recall)
+	m.HandleFunc("POST /files", s.putFile)
+	m.HandleFunc("GET /file/{cid}", s.getFile)
+	m.HandleFunc("GET /ipfs/{path...}", s.getIPFS)
+}
+
+// ServeHTTP applies the request limits, turns panics into 500s and the
+// mux's own 404/405 answers into JSON errors.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		}
+	}()
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Server.RequestTimeout.D())
+	defer cancel()
+	r = r.WithContext(ctx)
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Server.MaxBodyBytes)
+
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		// Not found or method not allowed: keep the mux's status and Allow header.
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if allow := rec.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		if rec.status == http.StatusMethodNotAllowed {
+			writeError(w, rec.status, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow")))
+		} else {
+			writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
+		}
+		return
+	}
+	s.mux.ServeHTTP(w, r) // sets the path values h reads
+	s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "took", time.Since(start))
+}
+
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header         { return r.header }
+func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *statusRecorder) WriteHeader(code int)        { r.status = code }
+
+// apiError is an error with its HTTP status and code.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(code, format string, args ...any) error {
+	return &apiError{http.StatusBadRequest, code, fmt.Sprintf(format, args...)}
+}
+
+// fail writes err as a JSON error with the status its class deserves.
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	var ae *apiError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		writeError(w, ae.status, ae.code, ae.msg)
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+	case errors.Is(err, memory.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, memory.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, memory.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())
+	case errors.Is(err, memory.ErrAmbiguous), errors.Is(err, memory.ErrChainConflict):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, actors.ErrLLM):
+		writeError(w, http.StatusBadGateway, "llm_failed", err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusGatewayTimeout, "timeout", err.Error())
+	case errors.Is(err, context.Canceled):
+		writeError(w, 499, "canceled", "the client went away")
+	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, memory.ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+	case errors.Is(err, memory.ErrCorrupt):
+		s.log.Error("corruption", "err", err)
+		writeError(w, http.StatusInternalServerError, "corrupt", err.Error())
+	default:
+		s.log.Error("internal error", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, &messages.ErrorResponse{Error: &messages.ErrorBody{Code: code, Message: msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, m proto.Message) {
+	body, err := MarshalJSON(m)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"error":{"code":"internal","message":"response cannot be rendered"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+	w.Write([]byte("\n"))
+}
+
+// decode reads a JSON request body into m.
+func decode(r *http.Request, m proto.Message) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+			return &apiError{http.StatusUnsupportedMediaType, "unsupported_media_type",
+				fmt.Sprintf("send JSON with Content-Type: application/json, not %q", ct)}
+		}
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return badRequest("malformed_json", "request body is empty: send a JSON object")
+	}
+	if err := UnmarshalJSON(body, m); err != nil {
+		return badRequest("malformed_json", "malformed JSON: %s", strings.TrimPrefix(err.Error(), "proto: "))
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/memoria-ai/memoria/messages"
+)
+
+func chatCmd(g *globals) *cobra.Command {
+	var sona, name, agent string
+	var k int
+	cmd := &cobra.Command{
+		Use:   "chat --sona NAME [MESSAGE]",
+		Short: "Chat with a sona: one message from the arguments, or one per line from stdin",
+		Long: "Chat with a sona. Each message advances the sona: the input is stored, memories are recalled,\n" +
+			"the model answers, and the answer is stored. With a MESSAGE argument it sends that one message;\n" +
+			"otherwise it reads messages line by line (interactive on a terminal; /quit ends).\n" +
+			"The sona is created when no sona has that name.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if sona == "" {
+				return fmt.Errorf("--sona is required")
+			}
+			ctx := cmd.Context()
+			c, release, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer release()
+			rec, err := c.ResolveSona(ctx, sona, true)
+			if err != nil {
+				return err
+			}
+			send := func(text string) error {
+				resp, err := c.Chat(ctx, rec.Uuid, &messages.ChatRequest{Content: text, Name: name, AgentId: agent, K: int32(k)})
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return printJSON(cmd.OutOrStdout(), resp)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", rec.Name, resp.Response.Content)
+				return nil
+			}
+			if len(args) > 0 {
+				return send(strings.Join(args, " "))
+			}
+			interactive := term.IsTerminal(int(os.Stdin.Fd()))
+			if interactive {
+				fmt.Fprintf(cmd.ErrOrStderr(), "chatting with %s (%s); /quit to end\n", rec.Name, rec.Uuid)
+			}
+			in := bufio.NewScanner(cmd.InOrStdin())
+			in.Buffer(make([]byte, 64<<10), 4<<20)
+			for {
+				if interactive {
+					fmt.Fprint(cmd.ErrOrStderr(), "> ")
+				}
+				if !in.Scan() {
+					return in.Err()
+				}
+				line := strings.TrimSpace(in.Text())
+				switch line {
+				case "":
+					continue
+				case "/quit", "/exit":
+					return nil
+				}
+				if err := send(line); err != nil {
+					return err
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVar(&sona, "sona", "", "sona uuid or name (created if no sona has the name)")
+	cmd.Flags().StringVar(&name, "name", "", "speaker name of your messages (stored as `other` memories)")
+	cmd.Flags().StringVar(&agent, "agent", "", "agent id recorded as provenance")
+	cmd.Flags().IntVarP(&k, "k", "k", 0, "memories to recall per message (default from config)")
+	clientFlags(cmd, g)
+	return cmd
+}

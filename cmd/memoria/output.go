@@ -1,0 +1,40 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/api"
+)
+
+// printJSON writes m as one line of JSON (the REST API's rendering).
+func printJSON(w io.Writer, m proto.Message) error {
+	b, err := api.MarshalJSON(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// excerpt shortens s to n characters on one line.
+func excerpt(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// shortCID abbreviates a CID for tables.
+func shortCID(c string) string {
+	if len(c) <= 16 {
+		return c
+	}
+	return c[:8] + "…" + c[len(c)-6:]
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memoria-ai/memoria/internal/app"
+)
+
+func serveCmd(g *globals) *cobra.Command {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the server (REST API) on the data directory",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.loadConfig("")
+			if err != nil {
+				return err
+			}
+			if listen != "" {
+				cfg.Server.Listen = listen
+				if err := cfg.Validate(); err != nil {
+					return err
+				}
+			}
+			log, sync := app.NewLogger(cfg.Log, os.Stderr)
+			defer sync()
+			ctx := cmd.Context()
+			a, err := app.Open(ctx, cfg, log, app.Options{})
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			ln, err := net.Listen("tcp", cfg.Server.Listen)
+			if err != nil {
+				return err
+			}
+			srv := &http.Server{Handler: a.API, ReadHeaderTimeout: 10 * time.Second}
+			done := make(chan error, 1)
+			go func() { done <- srv.Serve(ln) }()
+			log.Info("memoria serving", "listen", "http://"+ln.Addr().String(), "data", cfg.DataDir)
+			select {
+			case err := <-done:
+				return err
+			case <-ctx.Done():
+			}
+			log.Info("shutting down")
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default 127.0.0.1:7777)")
+	return cmd
+}

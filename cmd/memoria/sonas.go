@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memoria-ai/memoria/messages"
+)
+
+func sonasCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sonas",
+		Short: "List sonas",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			c, release, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer release()
+			all := &messages.ListSonasResponse{}
+			cursor := ""
+			for {
+				page, err := c.ListSonas(ctx, "", cursor, 1000)
+				if err != nil {
+					return err
+				}
+				all.Items = append(all.Items, page.Items...)
+				if page.NextCursor == nil {
+					break
+				}
+				cursor = *page.NextCursor
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), all)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "UUID\tNAME\tLENGTH\tHEAD")
+			for _, s := range all.Items {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", s.Uuid, s.Name, s.Length, s.GetHead())
+			}
+			return tw.Flush()
+		},
+	}
+	clientFlags(cmd, g)
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a sona and print its uuid",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, release, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer release()
+			s, err := c.CreateSona(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), s)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), s.Uuid)
+			return nil
+		},
+	}
+	clientFlags(create, g)
+	cmd.AddCommand(create)
+	return cmd
+}
