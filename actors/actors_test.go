@@ -2,10 +2,14 @@ package actors_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
@@ -14,49 +18,435 @@ import (
 	"github.com/memoria-ai/memoria/messages"
 )
 
-func open(t testing.TB, dir string, knobs actors.TestingKnobs) (*memory.Self, *actors.System) {
-	t.Helper()
+type env struct {
+	self *memory.Self
+	sys  *actors.System
+}
+
+func testConfig(dir string) config.Config {
 	cfg := config.Default()
 	cfg.DataDir = dir
 	cfg.Actors.AskTimeout = config.Duration(5 * time.Second)
-	self, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: llm.NewHashedEmbedder(384)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys, err := actors.Start(actors.Options{Self: self, LLM: llm.NewOffline(), Config: cfg, Knobs: knobs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return self, sys
+	cfg.LLM.Timeout = config.Duration(10 * time.Second)
+	return cfg
 }
 
-func TestConcurrentChatsOneSona(t *testing.T) {
-	dir := t.TempDir()
-	self, sys := open(t, dir, actors.TestingKnobs{})
-	ctx := context.Background()
-	sona, err := self.CreateSona(ctx, "alice")
+func start(t testing.TB, cfg config.Config, model llm.LLM, knobs actors.TestingKnobs) *env {
+	t.Helper()
+	self, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 100)
-	for i := 0; i < 100; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: fmt.Sprintf("message number %d about painting", i)})
-			errs <- err
-		}()
+	if model == nil {
+		model = llm.NewOffline()
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	sys, err := actors.Start(actors.Options{Self: self, LLM: model, Config: cfg, Knobs: knobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{self: self, sys: sys}
+	t.Cleanup(e.close)
+	return e
+}
+
+func (e *env) close() {
+	if e.sys != nil {
+		e.sys.Stop()
+		e.self.Close()
+		e.sys = nil
+	}
+}
+
+// open is the shared setup of the benchmarks.
+func open(t testing.TB, dir string, knobs actors.TestingKnobs) (*memory.Self, *actors.System) {
+	e := start(t, testConfig(dir), nil, knobs)
+	return e.self, e.sys
+}
+
+// walkChain follows a sona's chain from its head through the ACT blocks
+// and returns the memory CIDs in seq order, checking that seq runs from
+// length-1 down to 0 without gaps and the chain index agrees.
+func walkChain(t *testing.T, self *memory.Self, sona string) []cid.Cid {
+	t.Helper()
+	rec, err := self.Sona(sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mems := make([]cid.Cid, rec.Length)
+	if rec.Head == nil {
+		if rec.Length != 0 {
+			t.Fatalf("no head, length %d", rec.Length)
+		}
+		return mems
+	}
+	next, err := cid.Decode(*rec.Head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := rec.Length - 1
+	for {
+		block, err := self.Block(next)
 		if err != nil {
 			t.Fatal(err)
 		}
+		act, err := memory.DecodeAct(block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if act.Seq != seq || act.Sona != sona {
+			t.Fatalf("ACT %s: seq %d sona %s, want seq %d", next, act.Seq, act.Sona, seq)
+		}
+		if _, err := self.Block(act.Memory); err != nil {
+			t.Fatalf("memory of seq %d: %v", seq, err)
+		}
+		mems[seq] = act.Memory
+		if act.Prev == nil {
+			if seq != 0 {
+				t.Fatalf("chain ends at seq %d", seq)
+			}
+			break
+		}
+		next, seq = *act.Prev, seq-1
 	}
-	rec, _ := self.Sona(sona.Uuid)
-	t.Log(rec)
-	sys.Stop()
-	self.Close()
+	page, err := self.Chain(sona, 0, int(rec.Length)+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != int(rec.Length) {
+		t.Fatalf("chain index has %d entries, chain %d", len(page.Items), rec.Length)
+	}
+	for _, e := range page.Items {
+		if mems[e.Seq] != e.Memory {
+			t.Fatalf("chain index seq %d: %s, chain says %s", e.Seq, e.Memory, mems[e.Seq])
+		}
+	}
+	return mems
+}
+
+func TestConcurrentChatsOneSona(t *testing.T) {
+	e := start(t, testConfig(t.TempDir()), nil, actors.TestingKnobs{})
+	ctx := context.Background()
+	sona, err := e.self.CreateSona(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	var wg sync.WaitGroup
+	resps := make([]*messages.ChatResponse, n)
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resps[i], errs[i] = e.sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: fmt.Sprintf("message %d about painting the %d fences", i, i)})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("chat %d: %v", i, err)
+		}
+	}
+	mems := walkChain(t, e.self, sona.Uuid)
+	if len(mems) != 2*n {
+		t.Fatalf("chain has %d ACTs, want %d", len(mems), 2*n)
+	}
+	inChain := map[cid.Cid]int{}
+	for seq, c := range mems {
+		if _, dup := inChain[c]; dup {
+			t.Fatalf("memory %s twice in the chain", c)
+		}
+		inChain[c] = seq
+	}
+	for i, r := range resps {
+		in, _ := cid.Decode(r.Input.Cid)
+		out, _ := cid.Decode(r.Response.Cid)
+		si, ok1 := inChain[in]
+		so, ok2 := inChain[out]
+		if !ok1 || !ok2 {
+			t.Fatalf("chat %d: input or response not in the chain", i)
+		}
+		if so <= si {
+			t.Fatalf("chat %d: response at seq %d before its input at %d", i, so, si)
+		}
+		// The response's edges support it with its input and what it recalled.
+		m, _, err := e.self.Get(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		linked := map[cid.Cid]bool{}
+		for _, edge := range m.Edges {
+			linked[edge.Target] = true
+		}
+		if !linked[in] {
+			t.Fatalf("chat %d: response has no edge to its input", i)
+		}
+		for _, rc := range r.Recalled {
+			c, _ := cid.Decode(rc.Cid)
+			if !linked[c] {
+				t.Fatalf("chat %d: recalled %s is not an edge of the response", i, c)
+			}
+		}
+	}
+}
+
+func TestReopenKeepsEverything(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	e := start(t, cfg, nil, actors.TestingKnobs{})
+	ctx := context.Background()
+	var ids []string
+	for _, name := range []string{"alice", "bob", "carol"} {
+		rec, err := e.self.CreateSona(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rec.Uuid)
+		for i := 0; i < 5; i++ {
+			if _, err := e.sys.Advance(ctx, rec.Uuid, &messages.ChatRequest{Content: fmt.Sprintf("%s likes topic %d and the colour %d", name, i, i*7)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	q := func(e *env, id string) []cid.Cid {
+		if err := e.self.Store().Barrier(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := e.self.Recall(ctx, memory.Query{Sona: id, Text: "which colour does she like?", Peek: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []cid.Cid
+		for _, r := range rs {
+			out = append(out, r.CID)
+		}
+		return out
+	}
+	before := map[string]*messages.Sona{}
+	recalls := map[string][]cid.Cid{}
+	for _, id := range ids {
+		before[id], _ = e.self.Sona(id)
+		recalls[id] = q(e, id)
+	}
+	_, mems := e.self.Counts()
+	e.close()
+
+	e2 := start(t, cfg, nil, actors.TestingKnobs{})
+	if _, m2 := e2.self.Counts(); m2 != mems {
+		t.Fatalf("memories %d after reopen, %d before", m2, mems)
+	}
+	for _, id := range ids {
+		after, err := e2.self.Sona(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.GetHead() != before[id].GetHead() || after.Length != before[id].Length {
+			t.Fatalf("sona %s: %v, before %v", id, after, before[id])
+		}
+		walkChain(t, e2.self, id)
+		got := q(e2, id)
+		if fmt.Sprint(got) != fmt.Sprint(recalls[id]) {
+			t.Fatalf("recall in %s changed:\n%v\n%v", id, got, recalls[id])
+		}
+	}
+	// The chain continues from where it was.
+	if _, err := e2.sys.Advance(ctx, ids[0], &messages.ChatRequest{Content: "after the restart"}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := e2.self.Sona(ids[0]); rec.Length != before[ids[0]].Length+2 {
+		t.Fatalf("length %d after one more chat", rec.Length)
+	}
+}
+
+// TestPanickingSonaRestartsLosingNothing crashes a sona actor in the middle
+// of concurrent inserts; the supervisor restarts it, every acknowledged
+// memory is in the chain, and the chain stays linear.
+func TestPanickingSonaRestartsLosingNothing(t *testing.T) {
+	var crashes atomic.Int32
+	knobs := actors.TestingKnobs{BeforeAppend: func(_ string, seq int64) {
+		if (seq == 17 || seq == 41) && crashes.Add(1) <= 2 {
+			panic(fmt.Sprintf("injected crash at seq %d", seq))
+		}
+	}}
+	cfg := testConfig(t.TempDir())
+	cfg.Actors.AskTimeout = config.Duration(time.Second) // the crashed request's caller waits this long
+	e := start(t, cfg, nil, knobs)
+	ctx := context.Background()
+	sona, err := e.self.CreateSona(ctx, "fragile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 80
+	var wg sync.WaitGroup
+	acked := make([]cid.Cid, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := &memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: fmt.Sprintf("fact number %d", i)}}}
+			vecs, err := e.self.Embed(ctx, m.Text())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			p, err := e.self.Prepare(m, vecs[0], nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := e.sys.Append(ctx, sona.Uuid, p); err == nil {
+				acked[i] = p.CID
+			}
+		}()
+	}
+	wg.Wait()
+	if crashes.Load() < 1 {
+		t.Fatal("no crash was injected")
+	}
+	mems := walkChain(t, e.self, sona.Uuid)
+	inChain := map[cid.Cid]bool{}
+	for _, c := range mems {
+		inChain[c] = true
+	}
+	nacked := 0
+	for i, c := range acked {
+		if !c.Defined() {
+			continue
+		}
+		nacked++
+		if !inChain[c] {
+			t.Fatalf("acknowledged memory %d (%s) is not in the chain", i, c)
+		}
+	}
+	if nacked < n-int(crashes.Load()) {
+		t.Fatalf("only %d of %d inserts acknowledged with %d crashes", nacked, n, crashes.Load())
+	}
+	// The restarted actor keeps serving.
+	if _, err := e.sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: "still there?"}); err != nil {
+		t.Fatal(err)
+	}
+	walkChain(t, e.self, sona.Uuid)
+}
+
+func TestIdleSonasPassivateAndReactivate(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Actors.SonaIdle = config.Duration(20 * time.Millisecond)
+	e := start(t, cfg, nil, actors.TestingKnobs{})
+	ctx := context.Background()
+	var ids []string
+	for i := 0; i < 20; i++ {
+		rec, _ := e.self.CreateSona(ctx, fmt.Sprintf("s%d", i))
+		ids = append(ids, rec.Uuid)
+		if _, err := e.sys.Advance(ctx, rec.Uuid, &messages.ChatRequest{Content: "hello"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "all sonas passivated", func() bool {
+		n, err := e.sys.ActiveSonas()
+		return err == nil && n == 0
+	})
+	for _, id := range ids {
+		if _, err := e.sys.Advance(ctx, id, &messages.ChatRequest{Content: "back again"}); err != nil {
+			t.Fatal(err)
+		}
+		if rec, _ := e.self.Sona(id); rec.Length != 4 {
+			t.Fatalf("length %d after reactivation", rec.Length)
+		}
+		walkChain(t, e.self, id)
+	}
+}
+
+// waitFor polls cond until it holds or a deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(time.Millisecond) // polling interval, not a wait for an outcome
+	}
+}
+
+// gatedLLM blocks every call until released, so a test can hold a sona in
+// the middle of its model call.
+type gatedLLM struct {
+	entered chan struct{}
+	release chan struct{}
+	fail    error
+}
+
+func (g *gatedLLM) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	g.entered <- struct{}{}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return llm.Response{}, ctx.Err()
+	}
+	if g.fail != nil {
+		return llm.Response{}, g.fail
+	}
+	return llm.NewOffline().Complete(ctx, req)
+}
+
+func TestModelCallDoesNotBlockTheSona(t *testing.T) {
+	model := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	e := start(t, testConfig(t.TempDir()), model, actors.TestingKnobs{})
+	ctx := context.Background()
+	sona, _ := e.self.CreateSona(ctx, "busy")
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: "a slow question"})
+		done <- err
+	}()
+	<-model.entered // the sona is now waiting for its model
+	// Reads answer, and the same sona's actor takes another write.
+	if _, err := e.self.Recall(ctx, memory.Query{Sona: sona.Uuid, Text: "question"}); err != nil {
+		t.Fatal(err)
+	}
+	m := &memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: "inserted meanwhile"}}}
+	vecs, _ := e.self.Embed(ctx, m.Text())
+	p, _ := e.self.Prepare(m, vecs[0], nil)
+	if _, err := e.sys.Append(ctx, sona.Uuid, p); err != nil {
+		t.Fatalf("insert while the model thinks: %v", err)
+	}
+	close(model.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if mems := walkChain(t, e.self, sona.Uuid); len(mems) != 3 {
+		t.Fatalf("chain of %d, want input, insert, response", len(mems))
+	}
+}
+
+func TestFailedModelCallKeepsTheInput(t *testing.T) {
+	model := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{}), fail: errors.New("provider exploded")}
+	close(model.release)
+	e := start(t, testConfig(t.TempDir()), model, actors.TestingKnobs{})
+	ctx := context.Background()
+	sona, _ := e.self.CreateSona(ctx, "unlucky")
+	go func() {
+		for range model.entered {
+		}
+	}()
+	_, err := e.sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: "will this work?"})
+	if !errors.Is(err, actors.ErrLLM) {
+		t.Fatalf("err = %v, want ErrLLM", err)
+	}
+	mems := walkChain(t, e.self, sona.Uuid)
+	if len(mems) != 1 {
+		t.Fatalf("chain of %d after a failed model call, want the input only", len(mems))
+	}
+	m, _, _ := e.self.Get(mems[0])
+	if m.Text() != "will this work?" {
+		t.Fatalf("stored %q", m.Text())
+	}
+}
+
+func TestUnknownSona(t *testing.T) {
+	e := start(t, testConfig(t.TempDir()), nil, actors.TestingKnobs{})
+	_, err := e.sys.Advance(context.Background(), "00000000-0000-0000-0000-000000000000", &messages.ChatRequest{Content: "hi"})
+	if !errors.Is(err, memory.ErrNotFound) {
+		t.Fatalf("err = %v, want ErrNotFound", err)
+	}
 }

@@ -52,7 +52,7 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 		a.stopIfIdle(ctx)
 	case *actor.ReceiveTimeout:
 		if a.idle() {
-			ctx.Send(ctx.Parent(), &messages.Idle{Sona: a.id})
+			ctx.Request(ctx.Parent(), &messages.Idle{Sona: a.id}) // Request: the parent checks the sender
 		}
 	}
 }

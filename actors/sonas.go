@@ -38,6 +38,8 @@ func (a *sonasActor) Receive(ctx actor.Context) {
 		a.route(ctx, msg.Sona, msg)
 	case *messages.AppendMemory:
 		a.route(ctx, msg.Sona, msg)
+	case *messages.CountActive:
+		ctx.Respond(&messages.ActiveCount{Sonas: int64(len(a.children))})
 	case *messages.Idle:
 		c := a.children[msg.Sona]
 		if c != nil && !c.stopping && c.pid.Equal(ctx.Sender()) {

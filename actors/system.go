@@ -148,6 +148,15 @@ func (s *System) Append(ctx context.Context, sona string, p *memory.Prepared) (*
 	return ask[*messages.Appended](s, msg, s.cfg.Actors.AskTimeout.D())
 }
 
+// ActiveSonas returns how many sona actors are alive (not passivated).
+func (s *System) ActiveSonas() (int, error) {
+	r, err := ask[*messages.ActiveCount](s, &messages.CountActive{}, s.cfg.Actors.AskTimeout.D())
+	if err != nil {
+		return 0, err
+	}
+	return int(r.Sonas), nil
+}
+
 // Query recalls and answers like Advance but stores nothing. It needs no
 // actor: it only reads.
 func (s *System) Query(ctx context.Context, sona string, req *messages.ChatRequest) (*messages.QueryResponse, error) {

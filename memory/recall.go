@@ -34,6 +34,9 @@ type Query struct {
 	Budget int       // characters of the result; 0 = config
 	// Exclude keeps memories out (e.g. the input being answered).
 	Exclude []cid.Cid
+	// Peek leaves no trace: the access of the returned memories is not
+	// recorded (for inspection, which should not change what it inspects).
+	Peek bool
 }
 
 // ScoreParts are the components of a memory's recall score (DESIGN.md §5).
@@ -176,7 +179,9 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 		return nil, err
 	}
 	out = TopoSort(out)
-	s.store.Submit(s.touchOp(out))
+	if !q.Peek {
+		s.store.Submit(s.touchOp(out))
+	}
 	return out, nil
 }
 

@@ -25,6 +25,10 @@ var (
 	ErrLocked = errors.New("memory: data directory in use by another process")
 )
 
+// valueThreshold is the size from which Badger keeps a value in its value
+// log rather than in the LSM tree.
+const valueThreshold = 64 << 10
+
 // StoreOptions configure a Store.
 type StoreOptions struct {
 	// MaxBatch is the most operations acknowledged by one group commit.
@@ -104,6 +108,8 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		WithDetectConflicts(false). // the committer is the only writer
 		WithBlockCacheSize(int64(o.CacheMB) << 20).
 		WithChecksumVerificationMode(options.OnBlockRead).
+		WithValueThreshold(valueThreshold). // large blocks (files) live in the value log
+
 		WithLogger(badgerLogger{o.Logger}).
 		WithLoggingLevel(badger.WARNING)
 	if o.InMemory {

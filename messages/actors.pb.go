@@ -494,6 +494,88 @@ func (*Settled) Descriptor() ([]byte, []int) {
 	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{8}
 }
 
+// CountActive asks the sonas supervisor how many sona actors are alive.
+// Reply: ActiveCount.
+type CountActive struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountActive) Reset() {
+	*x = CountActive{}
+	mi := &file_memoria_v1_actors_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountActive) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountActive) ProtoMessage() {}
+
+func (x *CountActive) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_actors_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountActive.ProtoReflect.Descriptor instead.
+func (*CountActive) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{9}
+}
+
+type ActiveCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sonas         int64                  `protobuf:"varint,1,opt,name=sonas,proto3" json:"sonas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActiveCount) Reset() {
+	*x = ActiveCount{}
+	mi := &file_memoria_v1_actors_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActiveCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActiveCount) ProtoMessage() {}
+
+func (x *ActiveCount) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_actors_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActiveCount.ProtoReflect.Descriptor instead.
+func (*ActiveCount) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ActiveCount) GetSonas() int64 {
+	if x != nil {
+		return x.Sonas
+	}
+	return 0
+}
+
 var File_memoria_v1_actors_proto protoreflect.FileDescriptor
 
 const file_memoria_v1_actors_proto_rawDesc = "" +
@@ -525,7 +607,10 @@ const file_memoria_v1_actors_proto_rawDesc = "" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\"\x1c\n" +
 	"\x06Lookup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\t\n" +
-	"\aSettledB1Z/github.com/memoria-ai/memoria/messages;messagesb\x06proto3"
+	"\aSettled\"\r\n" +
+	"\vCountActive\"#\n" +
+	"\vActiveCount\x12\x14\n" +
+	"\x05sonas\x18\x01 \x01(\x03R\x05sonasB1Z/github.com/memoria-ai/memoria/messages;messagesb\x06proto3"
 
 var (
 	file_memoria_v1_actors_proto_rawDescOnce sync.Once
@@ -539,7 +624,7 @@ func file_memoria_v1_actors_proto_rawDescGZIP() []byte {
 	return file_memoria_v1_actors_proto_rawDescData
 }
 
-var file_memoria_v1_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_memoria_v1_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_memoria_v1_actors_proto_goTypes = []any{
 	(*Advance)(nil),      // 0: memoria.v1.Advance
 	(*AppendMemory)(nil), // 1: memoria.v1.AppendMemory
@@ -550,12 +635,14 @@ var file_memoria_v1_actors_proto_goTypes = []any{
 	(*Reload)(nil),       // 6: memoria.v1.Reload
 	(*Lookup)(nil),       // 7: memoria.v1.Lookup
 	(*Settled)(nil),      // 8: memoria.v1.Settled
-	(*ChatRequest)(nil),  // 9: memoria.v1.ChatRequest
-	(*MemoryMeta)(nil),   // 10: memoria.v1.MemoryMeta
+	(*CountActive)(nil),  // 9: memoria.v1.CountActive
+	(*ActiveCount)(nil),  // 10: memoria.v1.ActiveCount
+	(*ChatRequest)(nil),  // 11: memoria.v1.ChatRequest
+	(*MemoryMeta)(nil),   // 12: memoria.v1.MemoryMeta
 }
 var file_memoria_v1_actors_proto_depIdxs = []int32{
-	9,  // 0: memoria.v1.Advance.request:type_name -> memoria.v1.ChatRequest
-	10, // 1: memoria.v1.AppendMemory.meta:type_name -> memoria.v1.MemoryMeta
+	11, // 0: memoria.v1.Advance.request:type_name -> memoria.v1.ChatRequest
+	12, // 1: memoria.v1.AppendMemory.meta:type_name -> memoria.v1.MemoryMeta
 	2,  // [2:2] is the sub-list for method output_type
 	2,  // [2:2] is the sub-list for method input_type
 	2,  // [2:2] is the sub-list for extension type_name
@@ -577,7 +664,7 @@ func file_memoria_v1_actors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoria_v1_actors_proto_rawDesc), len(file_memoria_v1_actors_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
