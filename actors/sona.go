@@ -118,6 +118,10 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(a
 		done(appended{&messages.Appended{Cid: item.CID.String()}, err})
 		return
 	}
+	if err := a.sys.self.CheckLinks(item.Memory, func(c cid.Cid) bool { return a.inflight[c] != nil }); err != nil {
+		done(appended{nil, err})
+		return
+	}
 	if k := a.sys.knobs.BeforeAppend; k != nil {
 		k(a.id, a.length)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -45,6 +46,7 @@ type System struct {
 	clock memory.Clock
 	log   *slog.Logger
 	knobs TestingKnobs
+	stop  sync.Once
 }
 
 // Start builds the actor tree.
@@ -83,10 +85,13 @@ func Start(o Options) (*System, error) {
 	return s, nil
 }
 
-// Stop stops every actor, waiting for the tree to shut down.
+// Stop stops every actor, waiting for the tree to shut down. Calling it
+// again does nothing.
 func (s *System) Stop() {
-	_ = s.as.Root.StopFuture(s.root).Wait()
-	s.as.Shutdown()
+	s.stop.Do(func() {
+		_ = s.as.Root.StopFuture(s.root).Wait()
+		s.as.Shutdown()
+	})
 }
 
 // ActorSystem exposes the protoactor system (for cluster wiring and tests).
@@ -170,6 +175,7 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 	}
 	recalled, err := s.self.Recall(ctx, memory.Query{
 		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars),
+		Peek: true, // a query leaves no trace
 	})
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multibase"
 
 	"github.com/memoria-ai/memoria/config"
 )
@@ -220,6 +221,31 @@ func TestInsertEdgesAndSonas(t *testing.T) {
 	}
 	if h.sonaLength(other) != 1 || h.sona(other)["last_memory"] != a {
 		t.Fatalf("bob after join: %v", h.sona(other))
+	}
+
+	// The CID depends on the data, timestamp and edges only: key order and
+	// spacing of the request do not matter, nor do kind, labels or agent.
+	x := h.do("POST", "/memories", `{"sona":"`+id+`","data":{"kind":"text","content":"canonical"},"timestamp":5}`).obj(t, http.StatusCreated)
+	y := h.do("POST", "/memories", `{ "timestamp" : 5, "data" : { "content" : "canonical", "kind" : "text" }, "sona" : "`+id+`", "kind":"fact", "labels":{"k":"v"}, "agent_id":"z" }`).obj(t, http.StatusOK)
+	if x["cid"] != y["cid"] || y["existed"] != true {
+		t.Fatalf("same memory spelled differently: %v vs %v", x, y)
+	}
+	if meta := object(t, h.memory(str(t, x["cid"]))["meta"]); meta["kind"] != "note" || len(object(t, meta["labels"])) != 0 {
+		t.Fatalf("re-insert changed the metadata: %v", meta)
+	}
+	z := h.do("POST", "/memories", `{"sona":"`+id+`","data":{"kind":"text","content":"canonical"},"timestamp":6}`).obj(t, http.StatusCreated)
+	w := h.do("POST", "/memories", `{"sona":"`+id+`","data":{"kind":"text","content":"canonical"}}`).obj(t, http.StatusCreated)
+	if z["cid"] == x["cid"] || w["cid"] == x["cid"] || w["cid"] == z["cid"] {
+		t.Fatalf("timestamps do not change the CID: %v %v %v", x["cid"], z["cid"], w["cid"])
+	}
+	// A CID in another multibase names the same memory.
+	parsed, _ := cid.Decode(a)
+	b58, err := parsed.StringOfBase(multibase.Base58BTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.memory(b58); got["cid"] != a {
+		t.Fatalf("GET /memory/%s = cid %v, want %s", b58, got["cid"], a)
 	}
 
 	// An ambiguous name is a conflict.
@@ -441,7 +467,7 @@ func TestListMemories(t *testing.T) {
 			}
 		}
 		// A cursor jumps into the chain.
-		page := h.get("/memories/list?sona=" + a + "&cursor=3").obj(t, http.StatusOK)
+		page := h.get("/memories/list?sona="+a+"&cursor=3").obj(t, http.StatusOK)
 		var got []string
 		for _, it := range array(t, page["items"]) {
 			got = append(got, str(t, object(t, it)["cid"]))
@@ -450,13 +476,13 @@ func TestListMemories(t *testing.T) {
 			t.Fatalf("cursor=3: %v, want %v", got, chainA[3:])
 		}
 		// A cursor past the end is an empty page.
-		page = h.get("/memories/list?sona=" + a + "&cursor=99").obj(t, http.StatusOK)
+		page = h.get("/memories/list?sona="+a+"&cursor=99").obj(t, http.StatusOK)
 		if len(array(t, page["items"])) != 0 || page["next_cursor"] != nil {
 			t.Fatalf("cursor past the end: %v", page)
 		}
 		// A new sona lists nothing.
 		empty := h.newSona("empty")
-		page = h.get("/memories/list?sona=" + empty).obj(t, http.StatusOK)
+		page = h.get("/memories/list?sona="+empty).obj(t, http.StatusOK)
 		if len(array(t, page["items"])) != 0 || page["next_cursor"] != nil {
 			t.Fatalf("empty sona: %v", page)
 		}
@@ -642,6 +668,12 @@ func TestIPFSGateway(t *testing.T) {
 				if cl := r.header.Get("Content-Length"); cl != strconv.Itoa(len(r.body)) {
 					t.Fatalf("Content-Length %q for %d bytes", cl, len(r.body))
 				}
+				if cc := r.header.Get("Cache-Control"); !strings.Contains(cc, "immutable") {
+					t.Fatalf("Cache-Control %q is not immutable", cc)
+				}
+				if r.header.Get("ETag") == "" {
+					t.Fatal("no ETag")
+				}
 			})
 		}
 	}
@@ -677,5 +709,32 @@ func TestIPFSGateway(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			wantError(t, h.do("GET", tc.path, nil, "Accept", tc.accept), tc.status, tc.code)
 		})
+	}
+}
+
+func TestGatewayCachingAndSafety(t *testing.T) {
+	h := newHarness(t)
+	id := h.newSona("alice")
+	mc := h.insertText(id, "cache me")
+
+	// q=0 refuses the raw format.
+	wantError(t, h.do("GET", "/ipfs/"+mc, nil, "Accept", "application/vnd.ipld.raw;q=0"), 406, "not_acceptable")
+
+	// A client holding the block gets 304 without a body.
+	r := h.do("GET", "/ipfs/"+mc, nil, "Accept", "application/vnd.ipld.raw")
+	etag := r.header.Get("Etag")
+	if etag != `"`+mc+`.raw"` {
+		t.Fatalf("ETag %q", etag)
+	}
+	r = h.do("GET", "/ipfs/"+mc, nil, "Accept", "application/vnd.ipld.raw", "If-None-Match", etag)
+	if r.status != 304 || len(r.body) != 0 {
+		t.Fatalf("If-None-Match: %s", r)
+	}
+
+	// An HTML file is served sandboxed, never as a page of the API's origin.
+	fc := h.putFile([]byte("<script>alert(1)</script>"))
+	r = h.get("/file/" + fc)
+	if r.status != 200 || !strings.Contains(r.header.Get("Content-Security-Policy"), "sandbox") {
+		t.Fatalf("file served without a sandbox: %s %v", r, r.header)
 	}
 }

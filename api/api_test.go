@@ -126,7 +126,7 @@ func (h *harness) do(method, path string, body any, headers ...string) response 
 	return response{status: resp.StatusCode, header: resp.Header, body: data, method: method, path: path}
 }
 
-func (h *harness) get(path string) response             { h.t.Helper(); return h.do("GET", path, nil) }
+func (h *harness) get(path string) response            { h.t.Helper(); return h.do("GET", path, nil) }
 func (h *harness) post(path string, body any) response { h.t.Helper(); return h.do("POST", path, body) }
 
 // decodeJSON decodes a JSON body with numbers kept as json.Number, so a
@@ -322,7 +322,7 @@ func (h *harness) newSona(name string) string {
 
 func (h *harness) sona(id string) map[string]any {
 	h.t.Helper()
-	return h.get("/sona/" + id).obj(h.t, http.StatusOK)
+	return h.get("/sona/"+id).obj(h.t, http.StatusOK)
 }
 
 func (h *harness) sonaLength(id string) int64 {
@@ -347,7 +347,7 @@ func (h *harness) insertText(sona, content string) string {
 
 func (h *harness) memory(c string) map[string]any {
 	h.t.Helper()
-	return h.get("/memory/" + c).obj(h.t, http.StatusOK)
+	return h.get("/memory/"+c).obj(h.t, http.StatusOK)
 }
 
 // checkSonaShape checks the JSON of a sona record.
@@ -527,6 +527,33 @@ func TestGetSona(t *testing.T) {
 	}
 }
 
+// A uuid that passes the route's uuid check must not be "not found" for an
+// existing sona: either it is found (uuids are case-insensitive) or it is
+// rejected as malformed.
+func TestSonaUUIDSpellings(t *testing.T) {
+	h := newHarness(t)
+	id := h.newSona("alice")
+	for _, spelling := range []string{strings.ToUpper(id), "urn:uuid:" + id, "{" + id + "}"} {
+		for _, r := range []response{
+			h.get("/sona/" + spelling),
+			h.post("/sona/"+spelling+"/recall", map[string]any{"query": "x"}),
+		} {
+			switch r.status {
+			case http.StatusOK:
+				if r.path == "/sona/"+spelling {
+					if got := r.obj(t, http.StatusOK)["uuid"]; got != id {
+						t.Fatalf("%s: uuid %v, want the canonical %s", spelling, got, id)
+					}
+				}
+			case http.StatusBadRequest:
+				wantError(t, r, http.StatusBadRequest, "invalid_uuid")
+			default:
+				t.Fatalf("uuid spelled %q of an existing sona: %s", spelling, r)
+			}
+		}
+	}
+}
+
 // ---------------------------------------------------------------------------
 // GET /sonas/list
 
@@ -621,7 +648,7 @@ func TestListSonas(t *testing.T) {
 		if len(array(t, p1["items"])) != 1 || p1["next_cursor"] == nil {
 			t.Fatalf("first page of twins: %v", p1)
 		}
-		p2 := h.get("/sonas/list?name=twin&limit=1&cursor=" + str(t, p1["next_cursor"])).obj(t, http.StatusOK)
+		p2 := h.get("/sonas/list?name=twin&limit=1&cursor="+str(t, p1["next_cursor"])).obj(t, http.StatusOK)
 		if len(array(t, p2["items"])) != 1 || p2["next_cursor"] != nil {
 			t.Fatalf("second page of twins: %v", p2)
 		}
@@ -630,7 +657,7 @@ func TestListSonas(t *testing.T) {
 		}
 		// The name is matched exactly.
 		for _, q := range []string{"nobody", "twi", "Twin", "sona"} {
-			page := h.get("/sonas/list?name=" + q).obj(t, http.StatusOK)
+			page := h.get("/sonas/list?name="+q).obj(t, http.StatusOK)
 			if len(array(t, page["items"])) != 0 || page["next_cursor"] != nil {
 				t.Fatalf("?name=%s = %v, want no items", q, page)
 			}

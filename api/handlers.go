@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -35,8 +34,8 @@ func parseCID(v string) (cid.Cid, error) {
 
 // sonaParam reads the {uuid} path value and checks the sona exists.
 func (s *Server) sonaParam(r *http.Request) (*messages.Sona, error) {
-	id := r.PathValue("uuid")
-	if _, err := uuid.Parse(id); err != nil {
+	id, ok := memory.CanonicalUUID(r.PathValue("uuid"))
+	if !ok {
 		return nil, badRequest("invalid_uuid", "malformed sona uuid %q", id)
 	}
 	return s.self.Sona(id)
@@ -444,6 +443,9 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		mimeType = http.DetectContentType(data)
 	}
 	immutable(w, c.String())
+	// Files are user content served from the API's origin: never let one
+	// run as a page of that origin.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; sandbox")
 	w.Header().Set("Content-Type", mimeType)
 	if name != "" {
 		w.Header().Set("Content-Disposition", mime.FormatMediaType("inline", map[string]string{"filename": name}))
@@ -470,6 +472,9 @@ func (s *Server) getIPFS(w http.ResponseWriter, r *http.Request) {
 			"ask for Accept: application/vnd.ipld.raw (or ?format=raw)"})
 		return
 	}
+	if notModified(w, r, c.String()+".raw") {
+		return
+	}
 	data, err := s.self.Block(c)
 	if err != nil {
 		s.fail(w, err)
@@ -486,8 +491,26 @@ func wantsRaw(r *http.Request) bool {
 		return f == "raw"
 	}
 	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err == nil && mt == "application/vnd.ipld.raw" {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil || mt != "application/vnd.ipld.raw" {
+			continue
+		}
+		if q, ok := params["q"]; ok {
+			if v, err := strconv.ParseFloat(q, 64); err != nil || v <= 0 {
+				continue // q=0: explicitly not acceptable
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// notModified answers 304 when the client already has this exact content.
+func notModified(w http.ResponseWriter, r *http.Request, etag string) bool {
+	for _, v := range strings.Split(r.Header.Get("If-None-Match"), ",") {
+		if v = strings.TrimSpace(v); v == "*" || v == `"`+etag+`"` || v == `W/"`+etag+`"` {
+			immutable(w, etag)
+			w.WriteHeader(http.StatusNotModified)
 			return true
 		}
 	}

@@ -345,13 +345,16 @@ func (c *Config) Validate() error {
 		bad("recall.importance_depth", "must not be negative, got %d", c.Recall.ImportanceDepth)
 	}
 
-	for key, beta := range map[string]float64{
-		"thresholds.retrieval_beta": c.Threshold.RetrievalBeta,
-		"thresholds.dedup_beta":     c.Threshold.DedupBeta,
-		"thresholds.consensus_beta": c.Threshold.ConsensusBeta,
+	for _, b := range []struct {
+		key  string
+		beta float64
+	}{
+		{"thresholds.retrieval_beta", c.Threshold.RetrievalBeta},
+		{"thresholds.dedup_beta", c.Threshold.DedupBeta},
+		{"thresholds.consensus_beta", c.Threshold.ConsensusBeta},
 	} {
-		if !(beta > 0) || math.IsInf(beta, 0) {
-			bad(key, "β must be a positive number (log β is taken), got %v", beta)
+		if !(b.beta > 0) || math.IsInf(b.beta, 0) {
+			bad(b.key, "β must be a positive number (log β is taken), got %v", b.beta)
 		}
 	}
 	positive("thresholds.bootstrap_min", c.Threshold.BootstrapMin)
@@ -395,12 +398,12 @@ func (c *Config) Validate() error {
 	positive("tiers.trait_dims", t.TraitDims)
 	positive("tiers.lpm_top_k", t.LPMTopK)
 
-	if !(c.Living.Phi > 1) {
+	if !(c.Living.Phi > 1) || math.IsInf(c.Living.Phi, 0) {
 		bad("living.phi", "must be greater than 1, got %v", c.Living.Phi)
 	}
 	positive("living.min_compress_nodes", c.Living.MinCompressNodes)
 	unit("living.cold_branch_ratio", c.Living.ColdBranchRatio)
-	if !(c.Living.StakesHigh >= 1) {
+	if !(c.Living.StakesHigh >= 1) || math.IsInf(c.Living.StakesHigh, 0) {
 		bad("living.stakes_high", "must be at least 1, got %v", c.Living.StakesHigh)
 	}
 

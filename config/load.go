@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"sort"
@@ -50,7 +51,7 @@ func parseDuration(s string) (Duration, error) {
 	}
 	// Seconds in float notation, e.g. MemoryOS's µ = 1e7 s.
 	if num, ok := strings.CutSuffix(s, "s"); ok {
-		if f, err := strconv.ParseFloat(num, 64); err == nil && f >= 0 && f < 1e11 {
+		if f, err := strconv.ParseFloat(num, 64); err == nil && f >= 0 && f <= float64(math.MaxInt64)/float64(time.Second) {
 			return Duration(f * float64(time.Second)), nil
 		}
 	}

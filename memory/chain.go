@@ -2,6 +2,8 @@ package memory
 
 import (
 	"errors"
+
+	"github.com/dgraph-io/badger/v4"
 	"fmt"
 	"slices"
 
@@ -95,6 +97,34 @@ func PlanAppend(sona string, head *cid.Cid, length int64, item *Prepared, now in
 func (a *Append) Next() (head *cid.Cid, length int64) {
 	c := a.Act
 	return &c, a.Seq + 1
+}
+
+// CheckLinks verifies that what m links to is stored: every edge target a
+// memory, a file's content a block. inflight reports memories appended but
+// not yet durable by the caller (a chain owner), which count as stored.
+// Checking before planning keeps a bad link from failing inside the store,
+// where the appends planned after it would fail too.
+func (s *Self) CheckLinks(m *Memory, inflight func(cid.Cid) bool) error {
+	return s.store.View(func(txn *badger.Txn) error {
+		for _, e := range m.Edges {
+			if inflight(e.Target) {
+				continue
+			}
+			if _, err := txn.Get(metaKey(e.Target)); errors.Is(err, badger.ErrKeyNotFound) {
+				return fmt.Errorf("%w: edge target %s is not a stored memory", ErrInvalid, e.Target)
+			} else if err != nil {
+				return err
+			}
+		}
+		if f := m.Data.File; f != nil {
+			if _, err := txn.Get(blockKey(f.Content)); errors.Is(err, badger.ErrKeyNotFound) {
+				return fmt.Errorf("%w: file content %s is not stored (upload it to /files first)", ErrInvalid, f.Content)
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // InSona reports whether memory c is (durably) in sona id.

@@ -102,10 +102,23 @@ func (s *Self) SonasNamed(name string) ([]string, error) {
 	return ids, err
 }
 
-// ResolveSona finds a sona by uuid or, when unambiguous, by name.
+// CanonicalUUID returns the canonical (lower-case, hyphenated) form of a
+// uuid in any spelling uuid.Parse accepts, and whether ref is a uuid.
+func CanonicalUUID(ref string) (string, bool) {
+	u, err := uuid.Parse(ref)
+	if err != nil {
+		return ref, false
+	}
+	return u.String(), true
+}
+
+// ResolveSona finds a sona by uuid (in any spelling) or, when unambiguous,
+// by name.
 func (s *Self) ResolveSona(ref string) (*messages.Sona, error) {
-	if rec, err := s.Sona(ref); err == nil {
-		return rec, nil
+	if id, ok := CanonicalUUID(ref); ok {
+		if rec, err := s.Sona(id); err == nil {
+			return rec, nil
+		}
 	}
 	ids, err := s.SonasNamed(ref)
 	if err != nil {

@@ -218,6 +218,9 @@ func (c *Client) Block(ctx context.Context, cid string) ([]byte, error) {
 // ResolveSona finds a sona by uuid, or by name when exactly one has it.
 // With create, a missing name is created.
 func (c *Client) ResolveSona(ctx context.Context, ref string, create bool) (*messages.Sona, error) {
+	if strings.TrimSpace(ref) == "" {
+		return nil, fmt.Errorf("no sona given: name a sona by uuid or name")
+	}
 	if s, err := c.Sona(ctx, ref); err == nil {
 		return s, nil
 	} else if e, ok := err.(*Error); !ok || (e.Status != http.StatusNotFound && e.Status != http.StatusBadRequest) {
@@ -231,10 +234,25 @@ func (c *Client) ResolveSona(ctx context.Context, ref string, create bool) (*mes
 	case 1:
 		return page.Items[0], nil
 	case 0:
-		if create {
+		if create && !looksLikeUUID(ref) {
 			return c.CreateSona(ctx, ref)
 		}
 		return nil, fmt.Errorf("no sona with uuid or name %q (create it with `memoria sonas create %s`)", ref, ref)
 	}
 	return nil, fmt.Errorf("more than one sona is named %q: use its uuid (see `memoria sonas`)", ref)
+}
+
+// looksLikeUUID reports whether ref has the shape of a uuid: such a ref
+// names a sona that does not exist, not a new sona to create.
+func looksLikeUUID(ref string) bool {
+	ref = strings.Trim(strings.TrimPrefix(strings.ToLower(ref), "urn:uuid:"), "{}")
+	if len(ref) != 36 && len(ref) != 32 {
+		return false
+	}
+	for _, r := range ref {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,299 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/memoria-ai/memoria/messages"
+)
+
+func marshal(t *testing.T, m proto.Message) string {
+	t.Helper()
+	out, err := MarshalJSON(m)
+	if err != nil {
+		t.Fatalf("MarshalJSON(%v): %v", m, err)
+	}
+	if !json.Valid(out) {
+		t.Fatalf("MarshalJSON(%v) is not valid JSON: %s", m, out)
+	}
+	return string(out)
+}
+
+// decodeAny decodes JSON with numbers as json.Number.
+func decodeAny(t *testing.T, s string) any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+	return v
+}
+
+func TestMarshalInt64AsNumbers(t *testing.T) {
+	got := marshal(t, &messages.Health{Status: "ok", Sonas: 3, Memories: math.MaxInt64, Indexed: -1})
+	want := `{"status":"ok","sonas":3,"memories":9223372036854775807,"indexed":-1}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	// Zero scalars are written, not omitted.
+	if got := marshal(t, &messages.Health{}); got != `{"status":"","sonas":0,"memories":0,"indexed":0}` {
+		t.Fatalf("zero Health = %s", got)
+	}
+	if got := marshal(t, &messages.InsertResponse{Cid: "c", Seq: proto.Int64(1 << 60), Existed: false}); got != `{"cid":"c","seq":1152921504606846976,"existed":false}` {
+		t.Fatalf("InsertResponse = %s", got)
+	}
+}
+
+func TestMarshalNulls(t *testing.T) {
+	// An unset message field is null.
+	if got := marshal(t, &messages.ErrorResponse{}); got != `{"error":null}` {
+		t.Fatalf("ErrorResponse{} = %s", got)
+	}
+	if got := marshal(t, &messages.ChatResponse{}); got != `{"input":null,"response":null,"recalled":[]}` {
+		t.Fatalf("ChatResponse{} = %s", got)
+	}
+	// An unset proto3 optional is null; a set one is its value, even zero.
+	got := marshal(t, &messages.Sona{Uuid: "u", Name: "n"})
+	if want := `{"uuid":"u","name":"n","head":null,"length":0,"created_at":0,"last_memory":null}`; got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	got = marshal(t, &messages.Sona{Head: proto.String(""), LastMemory: proto.String("m")})
+	if want := `{"uuid":"","name":"","head":"","length":0,"created_at":0,"last_memory":"m"}`; got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if got := marshal(t, &messages.InsertResponse{Seq: proto.Int64(0)}); got != `{"cid":"","seq":0,"existed":false}` {
+		t.Fatalf("seq 0 = %s", got)
+	}
+	if got := marshal(t, &messages.InsertResponse{Existed: true}); got != `{"cid":"","seq":null,"existed":true}` {
+		t.Fatalf("seq unset = %s", got)
+	}
+	if got := marshal(t, &messages.ListSonasResponse{}); got != `{"items":[],"next_cursor":null}` {
+		t.Fatalf("ListSonasResponse{} = %s", got)
+	}
+}
+
+func TestMarshalEmptyCollections(t *testing.T) {
+	got := marshal(t, &messages.Memory{Cid: "c"})
+	want := `{"cid":"c","data":null,"timestamp":null,"edges":[],"meta":null}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	got = marshal(t, &messages.MemoryMeta{})
+	m := decodeAny(t, got).(map[string]any)
+	if !reflect.DeepEqual(m["sonas"], []any{}) || !reflect.DeepEqual(m["labels"], map[string]any{}) {
+		t.Fatalf("empty repeated/map fields: %s", got)
+	}
+	if len(m) != 11 {
+		t.Fatalf("MemoryMeta{} has %d keys, want all 11: %s", len(m), got)
+	}
+}
+
+func TestMarshalMapKeysSorted(t *testing.T) {
+	meta := &messages.MemoryMeta{Labels: map[string]string{"zeta": "1", "alpha": "2", "Mid": "3", "b": "", "a\"q": "x"}}
+	got := marshal(t, meta)
+	want := `"labels":{"Mid":"3","a\"q":"x","alpha":"2","b":"","zeta":"1"}`
+	if !strings.Contains(got, want) {
+		t.Fatalf("labels not sorted/escaped: %s", got)
+	}
+	// The output is the same every time.
+	for range 20 {
+		if again := marshal(t, meta); again != got {
+			t.Fatalf("unstable output:\n%s\n%s", got, again)
+		}
+	}
+}
+
+func TestMarshalLink(t *testing.T) {
+	e := &messages.Edge{Target: &messages.Link{Cid: "bafyabc"}, Weight: 0.5}
+	if got := marshal(t, e); got != `{"target":{"/":"bafyabc"},"weight":0.5}` {
+		t.Fatalf("Edge = %s", got)
+	}
+	if got := marshal(t, &messages.Link{Cid: "bafy\"x"}); got != `{"/":"bafy\"x"}` {
+		t.Fatalf("Link = %s", got)
+	}
+	if got := marshal(t, &messages.Edge{}); got != `{"target":null,"weight":0}` {
+		t.Fatalf("Edge{} = %s", got)
+	}
+}
+
+func TestMarshalStruct(t *testing.T) {
+	data, err := structpb.NewStruct(map[string]any{
+		"kind": "file", "name": "a<b>&c", "content": map[string]any{"/": "bafkq"},
+		"n": 1.5, "list": []any{"x", true, nil}, "nested": map[string]any{"deep": map[string]any{}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := marshal(t, &messages.Memory{Cid: "c", Data: data, Timestamp: proto.Int64(7)})
+	var parsed struct {
+		Data      map[string]any `json:"data"`
+		Timestamp json.Number    `json:"timestamp"`
+	}
+	dec := json.NewDecoder(strings.NewReader(got))
+	dec.UseNumber()
+	if err := dec.Decode(&parsed); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"kind": "file", "name": "a<b>&c", "content": map[string]any{"/": "bafkq"},
+		"n": json.Number("1.5"), "list": []any{"x", true, nil}, "nested": map[string]any{"deep": map[string]any{}},
+	}
+	if !reflect.DeepEqual(parsed.Data, want) {
+		t.Fatalf("data passed through as %v, want %v", parsed.Data, want)
+	}
+	if parsed.Timestamp != "7" {
+		t.Fatalf("timestamp %q", parsed.Timestamp)
+	}
+	// A bare Struct and Value are their plain JSON.
+	if got := decodeAny(t, marshal(t, data)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Struct = %v", got)
+	}
+	if got := marshal(t, structpb.NewStringValue("x")); strings.TrimSpace(got) != `"x"` {
+		t.Fatalf("Value = %s", got)
+	}
+}
+
+func TestMarshalFloats(t *testing.T) {
+	got := marshal(t, &messages.ScoreParts{Relevance: 0.1, KindWeight: 1, Decay: 1e-9, Importance: 0, SonaSimilarity: 123456789.25})
+	m := decodeAny(t, got).(map[string]any)
+	for k, want := range map[string]float64{"relevance": 0.1, "kind_weight": 1, "decay": 1e-9, "importance": 0, "sona_similarity": 123456789.25} {
+		n, ok := m[k].(json.Number)
+		if !ok {
+			t.Fatalf("%s is %T in %s", k, m[k], got)
+		}
+		if f, _ := n.Float64(); f != want {
+			t.Fatalf("%s = %v, want %v", k, f, want)
+		}
+	}
+	// float32 values render at float32 precision.
+	got = marshal(t, &messages.AppendMemory{Embedding: []float32{0.1, -2.5, 1e-7}})
+	if !strings.Contains(got, `"embedding":[0.1,-2.5,1e-07]`) {
+		t.Fatalf("float32 list = %s", got)
+	}
+	// Bytes are base64.
+	if !strings.Contains(marshal(t, &messages.AppendMemory{Block: []byte{0xff, 0, 1}}), `"block":"/wAB"`) {
+		t.Fatal("bytes are not standard base64")
+	}
+}
+
+func TestMarshalNonFinite(t *testing.T) {
+	for _, m := range []proto.Message{
+		&messages.ScoredRef{Cid: "c", Score: math.NaN()},
+		&messages.ScoredRef{Cid: "c", Score: math.Inf(1)},
+		&messages.Edge{Weight: math.Inf(-1)},
+		&messages.ChatResponse{Recalled: []*messages.ScoredRef{{Score: 1}, {Score: math.NaN()}}},
+		&messages.AppendMemory{Embedding: []float32{float32(math.NaN())}},
+		&messages.Memory{Data: &structpb.Struct{Fields: map[string]*structpb.Value{"x": structpb.NewNumberValue(math.NaN())}}},
+	} {
+		if out, err := MarshalJSON(m); err == nil {
+			t.Fatalf("MarshalJSON(%v) = %s, want an error", m, out)
+		}
+	}
+}
+
+func TestMarshalErrorResponseShape(t *testing.T) {
+	rec := httptest.NewRecorder()
+	writeError(rec, http.StatusTeapot, "code_x", `msg "quoted" <b>`)
+	if rec.Code != http.StatusTeapot || rec.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("writeError: %d %q", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	var body map[string]map[string]string
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(body, map[string]map[string]string{"error": {"code": "code_x", "message": `msg "quoted" <b>`}}) {
+		t.Fatalf("body %v", body)
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	data, err := structpb.NewStruct(map[string]any{"kind": "text", "content": "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []proto.Message{
+		&messages.Sona{Uuid: "u", Name: "alice", Length: 3, CreatedAt: 1700000000, Head: proto.String("bafyhead")},
+		&messages.Sona{Uuid: "u", Name: "empty"},
+		&messages.InsertRequest{
+			Sona: "alice", Data: data, Kind: "fact", AgentId: "a", Timestamp: proto.Int64(math.MaxInt64),
+			Labels: map[string]string{"b": "2", "a": "1"},
+			Edges:  []*messages.Edge{{Target: &messages.Link{Cid: "bafy1"}, Weight: 0.25}, {Target: &messages.Link{Cid: "bafy2"}, Weight: 1}},
+		},
+		&messages.InsertRequest{Sona: "s"},
+		&messages.ChatRequest{Content: "hi", Name: "bob", AgentId: "x", K: 5, BudgetChars: 100},
+		&messages.RecallResponse{Memories: []*messages.RecalledMemory{{
+			Cid: "c", Score: 0.75, Via: "hit", Parts: &messages.ScoreParts{Relevance: 0.5},
+			Memory: &messages.Memory{Cid: "c", Data: data, Edges: []*messages.Edge{{Target: &messages.Link{Cid: "t"}, Weight: 1}},
+				Meta: &messages.MemoryMeta{Sonas: []string{"u"}, Kind: "note", CreatedAt: 5, Labels: map[string]string{"k": "v"}}},
+		}}},
+		&messages.ListMemoriesResponse{NextCursor: proto.String("")},
+		&messages.ListSonasResponse{Items: []*messages.Sona{{Uuid: "a"}}, NextCursor: proto.String("a")},
+		&messages.Health{Status: "ok", Sonas: 1, Memories: 2, Indexed: 2},
+		&messages.ErrorResponse{Error: &messages.ErrorBody{Code: "c", Message: "m"}},
+		&messages.ErrorResponse{},
+		&messages.AppendMemory{Sona: "s", Block: []byte{1, 2, 3}, Embedding: []float32{0.5, -1}},
+	} {
+		out := marshal(t, m)
+		back := m.ProtoReflect().New().Interface()
+		if err := UnmarshalJSON([]byte(out), back); err != nil {
+			t.Fatalf("UnmarshalJSON(%s): %v", out, err)
+		}
+		if !proto.Equal(back, m) {
+			t.Fatalf("round trip of %s gave %v, want %v", out, back, m)
+		}
+		if again := marshal(t, back); again != out {
+			t.Fatalf("second marshal differs:\n%s\n%s", out, again)
+		}
+	}
+}
+
+func TestUnmarshalStrict(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		m  proto.Message
+	}{
+		{`{"name":"a","extra":1}`, &messages.CreateSonaRequest{}},
+		{`{"name":1}`, &messages.CreateSonaRequest{}},
+		{`{"k":"five","content":"x"}`, &messages.ChatRequest{}},
+		{`{"k":1.5,"content":"x"}`, &messages.ChatRequest{}},
+		{`{"k":3000000000,"content":"x"}`, &messages.ChatRequest{}},
+		{`[]`, &messages.ChatRequest{}},
+		{`{"content":"x"} trailing`, &messages.ChatRequest{}},
+		{`{"data":"text"}`, &messages.InsertRequest{}},
+		{`{"labels":{"a":1}}`, &messages.InsertRequest{}},
+		{`{"edges":[{"target":"bafy"}]}`, &messages.InsertRequest{}},
+	} {
+		if err := UnmarshalJSON([]byte(tc.in), tc.m); err == nil {
+			t.Fatalf("UnmarshalJSON(%s) into %T succeeded: %v", tc.in, tc.m, tc.m)
+		}
+	}
+	// Both spellings of field names are accepted, and int64 as a string.
+	var req messages.ChatRequest
+	if err := UnmarshalJSON([]byte(`{"content":"x","agentId":"a","budget_chars":9}`), &req); err != nil {
+		t.Fatal(err)
+	}
+	if req.AgentId != "a" || req.BudgetChars != 9 {
+		t.Fatalf("%v", &req)
+	}
+	var ins messages.InsertRequest
+	if err := UnmarshalJSON([]byte(`{"timestamp":"12","edges":[{"target":{"/":"bafy"},"weight":1}]}`), &ins); err != nil {
+		t.Fatal(err)
+	}
+	if ins.GetTimestamp() != 12 || ins.Edges[0].GetTarget().GetCid() != "bafy" {
+		t.Fatalf("%v", &ins)
+	}
+	if !bytes.Contains([]byte(marshal(t, &ins)), []byte(`"timestamp":12`)) {
+		t.Fatal("timestamp not rendered as a number")
+	}
+}

@@ -1,0 +1,281 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memoria-ai/memoria/api/client"
+	"github.com/memoria-ai/memoria/messages"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "memoria-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "memoria")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run runs the binary to completion and returns stdout, stderr and the
+// exit code.
+func run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = cleanEnv()
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MEMORIA_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func TestDemo(t *testing.T) {
+	out, errOut, code := run(t, "demo", "--json", "--per-theme", "2", "--rounds", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Sonas    int   `json:"sonas"`
+		Advances int64 `json:"advances"`
+		ACTs     int64 `json:"acts"`
+		Verified bool  `json:"chains_verified"`
+		Recall   []struct {
+			Text string `json:"text"`
+		} `json:"recall"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rep.Sonas != 8 || rep.Advances != 80 || rep.ACTs != 160 || !rep.Verified || len(rep.Recall) == 0 {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+// server is a `memoria serve` child process.
+type server struct {
+	cmd    *exec.Cmd
+	url    string
+	exited chan struct{} // closed when the process has exited
+	err    error         // its exit status, once exited
+}
+
+func startServer(t *testing.T, dataDir string) *server {
+	t.Helper()
+	cmd := exec.Command(binary, "serve", "--data", dataDir, "--listen", "127.0.0.1:0")
+	cmd.Env = cleanEnv()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd, exited: make(chan struct{})}
+	found := make(chan string, 1)
+	var once sync.Once
+	go func() {
+		re := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "memoria serving") {
+				once.Do(func() { found <- re.FindString(sc.Text()) })
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	go func() { s.err = cmd.Wait(); close(s.exited) }()
+	t.Cleanup(func() { s.cmd.Process.Kill(); <-s.exited })
+	select {
+	case s.url = <-found:
+	case <-s.exited:
+		t.Fatalf("serve exited: %v", s.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	return s
+}
+
+func (s *server) stop(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	s.cmd.Process.Signal(sig)
+	select {
+	case <-s.exited:
+		if sig == syscall.SIGTERM && s.err != nil {
+			t.Fatalf("serve exited with %v after SIGTERM", s.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+func TestServeAndClients(t *testing.T) {
+	data := t.TempDir()
+	srv := startServer(t, data)
+
+	out, errOut, code := run(t, "chat", "--server", srv.url, "--sona", "bob", "I keep my bicycle in the blue shed")
+	if code != 0 || !strings.HasPrefix(out, "bob: [offline model]") {
+		t.Fatalf("chat: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = run(t, "insert", "--server", srv.url, "--sona", "bob", "--kind", "fact", "--label", "source=test", "The shed key hangs by the door")
+	if code != 0 || !strings.HasPrefix(out, "bafyrei") {
+		t.Fatalf("insert: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = run(t, "recall", "--server", srv.url, "--sona", "bob", "--json", "where is the bicycle?")
+	if code != 0 {
+		t.Fatalf("recall: exit %d\n%s", code, errOut)
+	}
+	var rec struct {
+		Memories []struct {
+			Memory struct {
+				Data map[string]any `json:"data"`
+			} `json:"memory"`
+		} `json:"memories"`
+	}
+	if err := json.Unmarshal([]byte(out), &rec); err != nil || len(rec.Memories) == 0 {
+		t.Fatalf("recall output %v: %s", err, out)
+	}
+	// Interactive chat reads one message per line.
+	cmd := exec.Command(binary, "chat", "--server", srv.url, "--sona", "bob")
+	cmd.Env = cleanEnv()
+	cmd.Stdin = strings.NewReader("where is my bicycle?\n\nwhat hangs by the door?\n/quit\nnot sent\n")
+	lines, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(lines), "bob: "); got != 2 {
+		t.Fatalf("interactive chat answered %d times:\n%s", got, lines)
+	}
+	if !strings.Contains(string(lines), "blue shed") {
+		t.Fatalf("chat did not recall the bicycle:\n%s", lines)
+	}
+
+	// The data directory is locked while the server runs.
+	_, errOut, code = run(t, "sonas", "--data", data)
+	if code == 0 || !strings.Contains(errOut, "in use") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("embedded open of a served data dir: exit %d, stderr %q", code, errOut)
+	}
+
+	srv.stop(t, syscall.SIGTERM)
+	// Embedded mode now works on the same directory and sees everything.
+	out, errOut, code = run(t, "sonas", "--data", data, "--json")
+	if code != 0 || !strings.Contains(out, `"name":"bob"`) || !strings.Contains(out, `"length":7`) {
+		t.Fatalf("sonas after restart: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestKillLosesNothingAcknowledged kills the server with SIGKILL while
+// clients write, restarts it, and checks every acknowledged memory.
+func TestKillLosesNothingAcknowledged(t *testing.T) {
+	data := t.TempDir()
+	srv := startServer(t, data)
+	ctx := context.Background()
+	c := client.New(srv.url, nil)
+	sona, err := c.CreateSona(ctx, "witness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var acked []string
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, _ := structpb.NewStruct(map[string]any{"kind": "text", "content": fmt.Sprintf("writer %d line %d", w, i)})
+				r, err := c.Insert(ctx, &messages.InsertRequest{Sona: sona.Uuid, Data: d})
+				if err != nil {
+					return // the server died: this write was not acknowledged
+				}
+				mu.Lock()
+				acked = append(acked, r.Cid)
+				n := len(acked)
+				mu.Unlock()
+				if n == 300 {
+					srv.cmd.Process.Kill()
+				}
+			}
+		}()
+	}
+	<-srv.exited
+	close(stop)
+	wg.Wait()
+	if len(acked) < 300 {
+		t.Fatalf("only %d writes acknowledged", len(acked))
+	}
+	srv2 := startServer(t, data)
+	c2 := client.New(srv2.url, nil)
+	for _, id := range acked {
+		if _, err := c2.Memory(ctx, id); err != nil {
+			t.Fatalf("acknowledged memory %s lost: %v", id, err)
+		}
+	}
+	got, err := c2.Sona(ctx, sona.Uuid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Length < int64(len(acked)) {
+		t.Fatalf("chain length %d < %d acknowledged", got.Length, len(acked))
+	}
+}
+
+func TestCLIErrorsAreOneLine(t *testing.T) {
+	data := t.TempDir()
+	for _, args := range [][]string{
+		{"insert", "--data", data, "hello"},                           // no --sona
+		{"recall", "--data", data, "--sona", "nobody", "q"},           // unknown sona
+		{"insert", "--data", data, "--sona", "x", "--edge", "zz", "a"}, // bad edge
+		{"serve", "--data", data, "--listen", "nonsense"},              // bad address
+		{"chat", "--server", "http://127.0.0.1:1", "--sona", "a", "hi"}, // no server
+		{"config", "--log-level", "loud"},                              // bad config
+	} {
+		_, errOut, code := run(t, args...)
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		if code == 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], "memoria: ") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
