@@ -3,8 +3,8 @@ package memory
 import (
 	"errors"
 
-	"github.com/dgraph-io/badger/v4"
 	"fmt"
+	"github.com/dgraph-io/badger/v4"
 	"slices"
 
 	"github.com/ipfs/go-cid"

@@ -265,12 +265,12 @@ func TestKillLosesNothingAcknowledged(t *testing.T) {
 func TestCLIErrorsAreOneLine(t *testing.T) {
 	data := t.TempDir()
 	for _, args := range [][]string{
-		{"insert", "--data", data, "hello"},                           // no --sona
-		{"recall", "--data", data, "--sona", "nobody", "q"},           // unknown sona
-		{"insert", "--data", data, "--sona", "x", "--edge", "zz", "a"}, // bad edge
-		{"serve", "--data", data, "--listen", "nonsense"},              // bad address
+		{"insert", "--data", data, "hello"},                             // no --sona
+		{"recall", "--data", data, "--sona", "nobody", "q"},             // unknown sona
+		{"insert", "--data", data, "--sona", "x", "--edge", "zz", "a"},  // bad edge
+		{"serve", "--data", data, "--listen", "nonsense"},               // bad address
 		{"chat", "--server", "http://127.0.0.1:1", "--sona", "a", "hi"}, // no server
-		{"config", "--log-level", "loud"},                              // bad config
+		{"config", "--log-level", "loud"},                               // bad config
 	} {
 		_, errOut, code := run(t, args...)
 		lines := strings.Split(strings.TrimSpace(errOut), "\n")
