@@ -82,6 +82,15 @@ func (s *strategy) recordFailure(id string) int {
 	}
 	kept = append(kept, now)
 	s.failures[id] = kept
+	if len(s.failures) > 1024 {
+		// Forget children whose failures all left the window (passivated
+		// sonas never fail again under the same id).
+		for other, times := range s.failures {
+			if now.Sub(times[len(times)-1]) >= s.window {
+				delete(s.failures, other)
+			}
+		}
+	}
 	return len(kept)
 }
 

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // MarshalJSON renders an API payload as JSON with Memoria's conventions,
@@ -42,7 +43,22 @@ func writeMessage(b *bytes.Buffer, m protoreflect.Message) error {
 	desc := m.Descriptor()
 	switch desc.FullName() {
 	case "google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue":
-		out, err := protojson.Marshal(m.Interface())
+		// Through encoding/json, not protojson, whose whitespace is
+		// deliberately unstable: the same value renders the same bytes.
+		var v any
+		var check *structpb.Value
+		switch x := m.Interface().(type) {
+		case *structpb.Struct:
+			v, check = x.AsMap(), structpb.NewStructValue(x)
+		case *structpb.Value:
+			v, check = x.AsInterface(), x
+		case *structpb.ListValue:
+			v, check = x.AsSlice(), structpb.NewListValue(x)
+		}
+		if !finite(check) {
+			return fmt.Errorf("api: %s holds a non-finite number", desc.FullName())
+		}
+		out, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
@@ -165,4 +181,26 @@ func writeValue(b *bytes.Buffer, fd protoreflect.FieldDescriptor, v protoreflect
 func writeString(b *bytes.Buffer, s string) {
 	out, _ := json.Marshal(s) // a string always marshals
 	b.Write(out)
+}
+
+// finite reports whether every number in v is finite (JSON has no NaN or
+// infinity; structpb would render them as strings).
+func finite(v *structpb.Value) bool {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_NumberValue:
+		return !math.IsNaN(k.NumberValue) && !math.IsInf(k.NumberValue, 0)
+	case *structpb.Value_StructValue:
+		for _, f := range k.StructValue.GetFields() {
+			if !finite(f) {
+				return false
+			}
+		}
+	case *structpb.Value_ListValue:
+		for _, e := range k.ListValue.GetValues() {
+			if !finite(e) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -297,3 +297,26 @@ func TestUnmarshalStrict(t *testing.T) {
 		t.Fatal("timestamp not rendered as a number")
 	}
 }
+
+// TestMarshalStructIsStable: the same value always renders the same bytes
+// (protojson varies its whitespace from run to run on purpose).
+func TestMarshalStructIsStable(t *testing.T) {
+	data, err := structpb.NewStruct(map[string]any{"kind": "text", "content": "a, b", "n": 1.5, "list": []any{"x", map[string]any{"/": "bafy"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &messages.Memory{Cid: "c", Data: data}
+	first, err := MarshalJSON(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"cid":"c","data":{"content":"a, b","kind":"text","list":["x",{"/":"bafy"}],"n":1.5},"timestamp":null,"edges":[],"meta":null}`
+	if string(first) != want {
+		t.Fatalf("got  %s\nwant %s", first, want)
+	}
+	for i := 0; i < 20; i++ {
+		if again, _ := MarshalJSON(m); string(again) != string(first) {
+			t.Fatalf("unstable rendering:\n%s\n%s", first, again)
+		}
+	}
+}

@@ -57,32 +57,44 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (%d %s)", e.Message, e.Status, e.Code) }
 
-func (c *Client) do(ctx context.Context, method, path string, body io.Reader, contentType string, out proto.Message) error {
+// send makes one request and returns the body of a successful answer, or
+// the server's error as an *Error.
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, header ...string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode >= 300 {
 		var e messages.ErrorResponse
 		if protojson.Unmarshal(data, &e) == nil && e.Error != nil {
-			return &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+			return nil, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
 		}
-		return &Error{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(data))}
+		return nil, &Error{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(data))}
 	}
-	if out == nil {
-		return nil
+	return data, nil
+}
+
+// do makes one request and decodes its JSON answer into out.
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader, contentType string, out proto.Message) error {
+	var header []string
+	if contentType != "" {
+		header = []string{"Content-Type", contentType}
+	}
+	data, err := c.send(ctx, method, path, body, header...)
+	if err != nil {
+		return err
 	}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, out); err != nil {
 		return fmt.Errorf("client: bad response from %s: %w", path, err)
@@ -191,28 +203,7 @@ func (c *Client) PutFile(ctx context.Context, r io.Reader) (*messages.FileRespon
 
 // Block fetches a block's exact bytes through the gateway route.
 func (c *Client) Block(ctx context.Context, cid string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/ipfs/"+url.PathEscape(cid), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/vnd.ipld.raw")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e messages.ErrorResponse
-		if protojson.Unmarshal(data, &e) == nil && e.Error != nil {
-			return nil, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
-		}
-		return nil, &Error{Status: resp.StatusCode, Code: "http", Message: resp.Status}
-	}
-	return data, nil
+	return c.send(ctx, http.MethodGet, "/ipfs/"+url.PathEscape(cid), nil, "Accept", "application/vnd.ipld.raw")
 }
 
 // ResolveSona finds a sona by uuid, or by name when exactly one has it.
