@@ -212,7 +212,7 @@ func Default() Config {
 			MaxBatch:      1024,
 			MaxBlockBytes: 1 << 20, // the IPFS block size limit
 			CacheMB:       256,
-			MemoryCache:   100_000,
+			MemoryCache:   50_000,
 		},
 		Index: Index{M: 16, EfSearch: 64, Seed: 1},
 		Recall: Recall{

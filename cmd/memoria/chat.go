@@ -23,19 +23,12 @@ func chatCmd(g *globals) *cobra.Command {
 			"otherwise it reads messages line by line (interactive on a terminal; /quit ends).\n" +
 			"The sona is created when no sona has that name.",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if sona == "" {
-				return fmt.Errorf("--sona is required")
-			}
 			ctx := cmd.Context()
-			c, release, err := g.connect(ctx)
+			c, rec, release, err := g.connectSona(ctx, sona, true)
 			if err != nil {
 				return err
 			}
 			defer release()
-			rec, err := c.ResolveSona(ctx, sona, true)
-			if err != nil {
-				return err
-			}
 			send := func(text string) error {
 				resp, err := c.Chat(ctx, rec.Uuid, &messages.ChatRequest{Content: text, Name: name, AgentId: agent, K: int32(k)})
 				if err != nil {

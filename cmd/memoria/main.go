@@ -3,9 +3,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,6 +13,7 @@ import (
 	"github.com/memoria-ai/memoria/api/client"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/app"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 func main() {
@@ -104,6 +103,20 @@ func (g *globals) connect(ctx context.Context) (*client.Client, func(), error) {
 	}, nil
 }
 
-func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-var errUsage = errors.New("usage")
+// connectSona connects (see connect) and resolves the sona named by ref;
+// with create, a name no sona has is created.
+func (g *globals) connectSona(ctx context.Context, ref string, create bool) (*client.Client, *messages.Sona, func(), error) {
+	if ref == "" {
+		return nil, nil, nil, fmt.Errorf("--sona is required")
+	}
+	c, release, err := g.connect(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rec, err := c.ResolveSona(ctx, ref, create)
+	if err != nil {
+		release()
+		return nil, nil, nil, err
+	}
+	return c, rec, release, nil
+}

@@ -18,19 +18,12 @@ func recallCmd(g *globals) *cobra.Command {
 		Short: "Show the memories a sona would recall for a query, with their scores",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if sona == "" {
-				return fmt.Errorf("--sona is required")
-			}
 			ctx := cmd.Context()
-			c, release, err := g.connect(ctx)
+			c, rec, release, err := g.connectSona(ctx, sona, false)
 			if err != nil {
 				return err
 			}
 			defer release()
-			rec, err := c.ResolveSona(ctx, sona, false)
-			if err != nil {
-				return err
-			}
 			resp, err := c.Recall(ctx, rec.Uuid, &messages.RecallRequest{Query: strings.Join(args, " "), K: int32(k), BudgetChars: int32(budget)})
 			if err != nil {
 				return err
