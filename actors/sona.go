@@ -255,6 +255,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 			finish(failure(err))
 			return
 		}
+		input.EdgeType = memory.AssocSequential
 		a.append(ctx, input, func(r appended) {
 			if r.err != nil {
 				finish(failure(r.err))
@@ -279,7 +280,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		c, cancel := context.WithTimeout(context.Background(), a.sys.stepTimeout())
 		defer cancel()
 		recalled, err := self.Recall(c, memory.Query{
-			Sona: a.id, Text: req.Content, Vector: input.Vector,
+			Sona: a.id, Text: req.Content, Vector: input.Vector, AgentID: req.AgentId,
 			K: int(req.K), Budget: int(req.BudgetChars), Exclude: []cid.Cid{input.CID},
 		})
 		if err != nil {
@@ -309,6 +310,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 			finish(failure(err))
 			return
 		}
+		out.EdgeType = memory.AssocCausal
 		a.append(ctx, out, func(r appended) {
 			if r.err != nil {
 				finish(failure(r.err))

@@ -255,7 +255,7 @@ func TestRecall(t *testing.T) {
 	})
 	length := h.sonaLength(id)
 
-	r := h.post("/sona/"+id+"/recall", map[string]any{"query": "roses and tulips in the garden", "k": 1}).obj(t, http.StatusOK)
+	r := h.post("/sona/"+id+"/recall", map[string]any{"query": "roses and tulips in the garden", "k": 1, "explain": true}).obj(t, http.StatusOK)
 	wantKeys(t, r, "memories")
 	mems := array(t, r["memories"])
 	if len(mems) == 0 {
@@ -265,21 +265,26 @@ func TestRecall(t *testing.T) {
 	var cids []string
 	for _, it := range mems {
 		rm := object(t, it)
-		wantKeys(t, rm, "cid", "score", "via", "parts", "memory")
+		wantKeys(t, rm, "cid", "score", "via", "explain", "memory")
 		c := str(t, rm["cid"])
 		cids = append(cids, c)
 		fnum(t, rm["score"])
 		switch rm["via"] {
 		case "hit":
 			hits++
-		case "expansion":
+		case "expansion", "coaccess":
 		default:
 			t.Fatalf("via %v", rm["via"])
 		}
-		parts := object(t, rm["parts"])
-		wantKeys(t, parts, "relevance", "kind_weight", "decay", "importance", "sona_similarity")
-		for _, v := range parts {
-			fnum(t, v)
+		ex := object(t, rm["explain"])
+		wantKeys(t, ex, "dense", "bm25", "affinity", "dense_rank", "bm25_rank", "affinity_rank", "relevance",
+			"kind_weight", "recency", "importance", "sona_similarity", "coaccess", "contributions")
+		sum := 0.0
+		for _, v := range object(t, ex["contributions"]) {
+			sum += fnum(t, v)
+		}
+		if d := sum - fnum(t, rm["score"]); d > 1e-9 || d < -1e-9 {
+			t.Fatalf("contributions add up to %v, score %v", sum, rm["score"])
 		}
 		m := object(t, rm["memory"])
 		wantKeys(t, m, "cid", "data", "timestamp", "edges", "meta")

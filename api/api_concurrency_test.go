@@ -151,7 +151,8 @@ func TestFailedInsertDoesNotFailOthers(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			good[i] = h.post("/memories", map[string]any{"sona": id,
+			// dedup off: "good 1" and "good 2" are near-duplicates by design.
+			good[i] = h.post("/memories", map[string]any{"sona": id, "dedup": false,
 				"data": map[string]any{"kind": "text", "content": fmt.Sprintf("good %d", i)}})
 		}()
 	}

@@ -83,7 +83,10 @@ func TestInsertUnionMembers(t *testing.T) {
 			}
 			_, before, _ := h.health()
 			res := h.post("/memories", req).obj(t, http.StatusCreated)
-			wantKeys(t, res, "cid", "seq", "existed")
+			wantKeys(t, res, "cid", "seq", "existed", "deduplicated", "similarity", "threshold")
+			if res["deduplicated"] != false {
+				t.Fatalf("distinct memory deduplicated: %v", res)
+			}
 			c := str(t, res["cid"])
 			if got := num(t, res["seq"]); got != seq {
 				t.Fatalf("seq %d, want %d", got, seq)
@@ -143,7 +146,7 @@ func TestInsertUnionMembers(t *testing.T) {
 
 			// The same body again is the same memory, already there.
 			again := h.post("/memories", req).obj(t, http.StatusOK)
-			wantKeys(t, again, "cid", "seq", "existed")
+			wantKeys(t, again, "cid", "seq", "existed", "deduplicated", "similarity", "threshold")
 			if again["cid"] != c || again["existed"] != true || again["seq"] != nil {
 				t.Fatalf("second insert %v, want cid %s, existed true, seq null", again, c)
 			}

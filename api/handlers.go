@@ -282,6 +282,7 @@ func (s *Server) recall(w http.ResponseWriter, r *http.Request) {
 	}
 	recalled, err := s.self.Recall(r.Context(), memory.Query{
 		Sona: rec.Uuid, Text: req.Query, K: int(req.K), Budget: int(req.BudgetChars),
+		AgentID: req.AgentId, Scope: req.Scope, AsOf: req.AsOf, IncludeHidden: req.IncludeHidden,
 	})
 	if err != nil {
 		s.fail(w, err)
@@ -294,15 +295,26 @@ func (s *Server) recall(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, err)
 			return
 		}
-		resp.Memories = append(resp.Memories, &messages.RecalledMemory{
-			Cid: rc.CID.String(), Score: rc.Score, Via: rc.Via, Memory: m,
-			Parts: &messages.ScoreParts{
-				Relevance: rc.Parts.Relevance, KindWeight: rc.Parts.KindWeight, Decay: rc.Parts.Decay,
-				Importance: rc.Parts.Importance, SonaSimilarity: rc.Parts.SonaSimilarity,
-			},
-		})
+		out := &messages.RecalledMemory{Cid: rc.CID.String(), Score: rc.Score, Via: rc.Via, Memory: m}
+		if req.Explain {
+			out.Explain = renderExplain(rc.Explain)
+		}
+		resp.Memories = append(resp.Memories, out)
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+func renderExplain(e memory.Explain) *messages.Explain {
+	return &messages.Explain{
+		Dense: e.Evidence.Dense, Bm25: e.Evidence.BM25, Affinity: e.Evidence.Affinity,
+		DenseRank: int32(e.Evidence.DenseRank), Bm25Rank: int32(e.Evidence.BM25Rank), AffinityRank: int32(e.Evidence.AffinityRank),
+		Relevance: e.Fused.Relevance, KindWeight: e.KindWeight, Recency: e.Recency,
+		Importance: e.Importance, SonaSimilarity: e.SonaSimilarity, Coaccess: e.CoAccess,
+		Contributions: &messages.Contributions{
+			Dense: e.Contrib.Dense, Bm25: e.Contrib.BM25, Affinity: e.Contrib.Affinity,
+			Importance: e.Contrib.Importance, SonaSimilarity: e.Contrib.SonaSimilarity, Path: e.Contrib.Path,
+		},
+	}
 }
 
 // insert stores a memory into a sona without calling the model.
@@ -326,14 +338,29 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	vecs, err := s.self.Embed(r.Context(), m.Text())
+	if err := memory.ValidateAgentID(req.AgentId); err != nil {
+		s.fail(w, err)
+		return
+	}
+	dedup := s.cfg.Recall.Dedup
+	if req.Dedup != nil {
+		dedup = *req.Dedup
+	}
+	meta := &messages.MemoryMeta{Kind: req.Kind, AgentId: req.AgentId, Labels: req.Labels}
+	p, dup, err := s.self.PrepareInsert(r.Context(), rec.Uuid, m, meta, dedup)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	p, err := s.self.Prepare(m, vecs[0], &messages.MemoryMeta{Kind: req.Kind, AgentId: req.AgentId, Labels: req.Labels})
-	if err != nil {
-		s.fail(w, err)
+	if dup != nil {
+		if err := s.self.ReinforceDuplicate(r.Context(), dup.Existing); err != nil {
+			s.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, &messages.InsertResponse{
+			Cid: dup.Existing.String(), Deduplicated: true,
+			Similarity: &dup.Similarity, Threshold: &dup.Threshold.Value,
+		})
 		return
 	}
 	res, err := s.sys.Append(r.Context(), rec.Uuid, p)

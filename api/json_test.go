@@ -50,7 +50,7 @@ func TestMarshalInt64AsNumbers(t *testing.T) {
 	if got := marshal(t, &messages.Health{}); got != `{"status":"","sonas":0,"memories":0,"indexed":0}` {
 		t.Fatalf("zero Health = %s", got)
 	}
-	if got := marshal(t, &messages.InsertResponse{Cid: "c", Seq: proto.Int64(1 << 60), Existed: false}); got != `{"cid":"c","seq":1152921504606846976,"existed":false}` {
+	if got := marshal(t, &messages.InsertResponse{Cid: "c", Seq: proto.Int64(1 << 60), Existed: false}); got != `{"cid":"c","seq":1152921504606846976,"existed":false,"deduplicated":false,"similarity":null,"threshold":null}` {
 		t.Fatalf("InsertResponse = %s", got)
 	}
 }
@@ -72,10 +72,10 @@ func TestMarshalNulls(t *testing.T) {
 	if want := `{"uuid":"","name":"","head":"","length":0,"created_at":0,"last_memory":"m"}`; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
-	if got := marshal(t, &messages.InsertResponse{Seq: proto.Int64(0)}); got != `{"cid":"","seq":0,"existed":false}` {
+	if got := marshal(t, &messages.InsertResponse{Seq: proto.Int64(0)}); got != `{"cid":"","seq":0,"existed":false,"deduplicated":false,"similarity":null,"threshold":null}` {
 		t.Fatalf("seq 0 = %s", got)
 	}
-	if got := marshal(t, &messages.InsertResponse{Existed: true}); got != `{"cid":"","seq":null,"existed":true}` {
+	if got := marshal(t, &messages.InsertResponse{Existed: true}); got != `{"cid":"","seq":null,"existed":true,"deduplicated":false,"similarity":null,"threshold":null}` {
 		t.Fatalf("seq unset = %s", got)
 	}
 	if got := marshal(t, &messages.ListSonasResponse{}); got != `{"items":[],"next_cursor":null}` {
@@ -94,8 +94,8 @@ func TestMarshalEmptyCollections(t *testing.T) {
 	if !reflect.DeepEqual(m["sonas"], []any{}) || !reflect.DeepEqual(m["labels"], map[string]any{}) {
 		t.Fatalf("empty repeated/map fields: %s", got)
 	}
-	if len(m) != 11 {
-		t.Fatalf("MemoryMeta{} has %d keys, want all 11: %s", len(m), got)
+	if len(m) != 12 {
+		t.Fatalf("MemoryMeta{} has %d keys, want all 12: %s", len(m), got)
 	}
 }
 
@@ -165,9 +165,9 @@ func TestMarshalStruct(t *testing.T) {
 }
 
 func TestMarshalFloats(t *testing.T) {
-	got := marshal(t, &messages.ScoreParts{Relevance: 0.1, KindWeight: 1, Decay: 1e-9, Importance: 0, SonaSimilarity: 123456789.25})
+	got := marshal(t, &messages.Explain{Relevance: 0.1, KindWeight: 1, Recency: 1e-9, Importance: 0, SonaSimilarity: 123456789.25})
 	m := decodeAny(t, got).(map[string]any)
-	for k, want := range map[string]float64{"relevance": 0.1, "kind_weight": 1, "decay": 1e-9, "importance": 0, "sona_similarity": 123456789.25} {
+	for k, want := range map[string]float64{"relevance": 0.1, "kind_weight": 1, "recency": 1e-9, "importance": 0, "sona_similarity": 123456789.25} {
 		n, ok := m[k].(json.Number)
 		if !ok {
 			t.Fatalf("%s is %T in %s", k, m[k], got)
@@ -233,7 +233,7 @@ func TestJSONRoundTrip(t *testing.T) {
 		&messages.InsertRequest{Sona: "s"},
 		&messages.ChatRequest{Content: "hi", Name: "bob", AgentId: "x", K: 5, BudgetChars: 100},
 		&messages.RecallResponse{Memories: []*messages.RecalledMemory{{
-			Cid: "c", Score: 0.75, Via: "hit", Parts: &messages.ScoreParts{Relevance: 0.5},
+			Cid: "c", Score: 0.75, Via: "hit", Explain: &messages.Explain{Relevance: 0.5},
 			Memory: &messages.Memory{Cid: "c", Data: data, Edges: []*messages.Edge{{Target: &messages.Link{Cid: "t"}, Weight: 1}},
 				Meta: &messages.MemoryMeta{Sonas: []string{"u"}, Kind: "note", CreatedAt: 5, Labels: map[string]string{"k": "v"}}},
 		}}},

@@ -100,6 +100,39 @@ type Recall struct {
 	ImportanceDepth int `yaml:"importance_depth"`
 	// ImportanceFloor stops back-propagation where the signal falls below it.
 	ImportanceFloor float64 `yaml:"importance_floor"`
+	// Fusion of the retrieval paths: "rrf" (reciprocal rank fusion) or
+	// "weighted" (calibrated sum: cosine, BM25 over the best BM25, affinity).
+	Fusion string `yaml:"fusion"`
+	// RRFK is reciprocal rank fusion's k.
+	RRFK float64 `yaml:"rrf_k"`
+	// Paths weighs the retrieval paths in the fusion; 0 turns a path off.
+	Paths PathWeights `yaml:"paths"`
+	// Scope: "self" recalls from every sona weighted by sona similarity,
+	// "sona" from the recalling sona and the backbone.
+	Scope string `yaml:"scope"`
+	// AffinitySeeds is how many of the best dense/BM25 candidates lend
+	// their associations and co-access partners to the affinity path.
+	AffinitySeeds int `yaml:"affinity_seeds"`
+	// CoAccessRate is the Hebbian learning rate: memories returned together
+	// move their co-access weight this far toward 1.
+	CoAccessRate float64 `yaml:"coaccess_rate"`
+	// CoAccessPartners is how many co-access partners of each hit are
+	// pulled in after the hits, within the remaining budget (0 = off).
+	CoAccessPartners int `yaml:"coaccess_partners"`
+	// Dedup makes inserts of near-duplicates reinforce the existing memory.
+	Dedup bool `yaml:"dedup"`
+	// SimilarNeighbors is how many strong neighbours a new memory is
+	// associated with as "similar".
+	SimilarNeighbors int `yaml:"similar_neighbors"`
+	// QueryLog records every recall (XmetaV memory_queries).
+	QueryLog bool `yaml:"query_log"`
+}
+
+// PathWeights weigh the retrieval paths.
+type PathWeights struct {
+	Dense    float64 `yaml:"dense"`
+	BM25     float64 `yaml:"bm25"`
+	Affinity float64 `yaml:"affinity"`
 }
 
 // Weights of the recall score: relevance×kind×decay is the base, importance
@@ -227,6 +260,16 @@ func Default() Config {
 			ImportanceHopDecay: 0.5,
 			ImportanceDepth:    2,
 			ImportanceFloor:    0.05,
+			Fusion:             "rrf",
+			RRFK:               60,
+			Paths:              PathWeights{Dense: 1, BM25: 1, Affinity: 0.5},
+			Scope:              "self",
+			AffinitySeeds:      5,
+			CoAccessRate:       0.2,
+			CoAccessPartners:   2,
+			Dedup:              true,
+			SimilarNeighbors:   3,
+			QueryLog:           true,
 		},
 		Threshold: Thresholds{
 			RetrievalBeta: 0.3,
@@ -341,6 +384,35 @@ func (c *Config) Validate() error {
 	unit("recall.importance_alpha", c.Recall.ImportanceAlpha)
 	unit("recall.importance_hop_decay", c.Recall.ImportanceHopDecay)
 	unit("recall.importance_floor", c.Recall.ImportanceFloor)
+	switch c.Recall.Fusion {
+	case "rrf", "weighted":
+	default:
+		bad("recall.fusion", "want rrf or weighted, got %q", c.Recall.Fusion)
+	}
+	if !(c.Recall.RRFK > 0) || math.IsInf(c.Recall.RRFK, 0) {
+		bad("recall.rrf_k", "must be a positive number, got %v", c.Recall.RRFK)
+	}
+	nonNeg("recall.paths.dense", c.Recall.Paths.Dense)
+	nonNeg("recall.paths.bm25", c.Recall.Paths.BM25)
+	nonNeg("recall.paths.affinity", c.Recall.Paths.Affinity)
+	if c.Recall.Paths.Dense+c.Recall.Paths.BM25 == 0 {
+		bad("recall.paths", "the dense or the bm25 path must be on")
+	}
+	switch c.Recall.Scope {
+	case "self", "sona":
+	default:
+		bad("recall.scope", "want self or sona, got %q", c.Recall.Scope)
+	}
+	if c.Recall.AffinitySeeds < 0 {
+		bad("recall.affinity_seeds", "must not be negative, got %d", c.Recall.AffinitySeeds)
+	}
+	unit("recall.coaccess_rate", c.Recall.CoAccessRate)
+	if c.Recall.CoAccessPartners < 0 {
+		bad("recall.coaccess_partners", "must not be negative, got %d", c.Recall.CoAccessPartners)
+	}
+	if c.Recall.SimilarNeighbors < 0 {
+		bad("recall.similar_neighbors", "must not be negative, got %d", c.Recall.SimilarNeighbors)
+	}
 	if c.Recall.ImportanceDepth < 0 {
 		bad("recall.importance_depth", "must not be negative, got %d", c.Recall.ImportanceDepth)
 	}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"encoding/binary"
 	"errors"
 
 	"fmt"
@@ -24,6 +25,19 @@ type Prepared struct {
 	// Meta carries the initial metadata: kind, agent_id, labels, backbone.
 	// The store fills in sonas, times and counters.
 	Meta *messages.MemoryMeta
+	// Neighbors are the sona's memories nearest to this one when it was
+	// prepared, best first (see PrepareInsert); they become "similar"
+	// associations and feed the sona's similarity distribution.
+	Neighbors []Neighbor
+	// EdgeType is the association type of the memory's edges: "causal"
+	// for a response and what it drew on, "related" (default) otherwise.
+	EdgeType string
+}
+
+// Neighbor is a nearby memory and its cosine similarity.
+type Neighbor struct {
+	CID cid.Cid
+	Sim float64
 }
 
 // Prepare validates and encodes m. vec is m's embedding (see Self.Embed).
@@ -183,9 +197,15 @@ func (s *Self) AppendOp(a *Append) Op {
 		meta := &messages.MemoryMeta{}
 		raw, err = tx.Get(metaKey(item.CID))
 		isNew := errors.Is(err, ErrNotFound)
+		var logSeq uint64
 		switch {
 		case isNew:
 			meta = proto.Clone(item.Meta).(*messages.MemoryMeta)
+			if logSeq, err = nextLogSeq(tx); err != nil {
+				return err
+			}
+			tx.Set(logKey(logSeq), item.CID.Bytes())
+			meta.Seq = logSeq
 			meta.Sonas = []string{a.Sona}
 			meta.CreatedAt = a.Now
 			meta.LastAccessTick = a.Seq + 1
@@ -215,8 +235,14 @@ func (s *Self) AppendOp(a *Append) Op {
 		if err := tx.PutBlock(a.Act, a.ActBlock); err != nil {
 			return err
 		}
-		tx.Set(chainKey(a.Sona, a.Seq), encodeChainEntry(a.Act, item.CID))
+		if !isNew {
+			if logSeq, err = currentLogSeq(tx); err != nil {
+				return err
+			}
+		}
+		tx.Set(chainKey(a.Sona, a.Seq), encodeChainEntry(a.Act, item.CID, logSeq))
 
+		prevMemory := rec.LastMemory
 		rec.Head = proto.String(a.Act.String())
 		rec.Length = a.Seq + 1
 		rec.LastMemory = proto.String(item.CID.String())
@@ -225,6 +251,10 @@ func (s *Self) AppendOp(a *Append) Op {
 			return err
 		}
 		tx.Set(sonaKey(a.Sona), recRaw)
+
+		if err := s.appendAssociations(tx, a, prevMemory); err != nil {
+			return err
+		}
 
 		count, centroid := int64(0), make([]float32, len(item.Vector))
 		if craw, err := tx.Get(centroidKey(a.Sona)); err == nil {
@@ -242,6 +272,7 @@ func (s *Self) AppendOp(a *Append) Op {
 			if isNew {
 				s.index.Add(item.CID.KeyString(), item.Vector)
 				s.memories.Add(1)
+				s.text.enqueue(logSeq, item.CID, item.Memory.Text())
 			}
 			s.smu.Lock()
 			s.sonas[a.Sona] = &sonaState{rec: rec, centroid: centroid, count: count}
@@ -270,4 +301,87 @@ func sameHead(head *string, prev *cid.Cid) bool {
 		return prev == nil
 	}
 	return prev != nil && prev.String() == *head
+}
+
+// currentLogSeq is the last position of the insertion log.
+func currentLogSeq(tx *Tx) (uint64, error) {
+	v, err := tx.Get(keyMemSeq)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: insertion log counter", ErrCorrupt)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// nextLogSeq takes the next insertion-log position.
+func nextLogSeq(tx *Tx) (uint64, error) {
+	n, err := currentLogSeq(tx)
+	if err != nil {
+		return 0, err
+	}
+	tx.Set(keyMemSeq, u64(n+1))
+	return n + 1, nil
+}
+
+// appendAssociations records the associations a new member of a chain
+// brings: sequential to the sona's previous memory, its edges (causal or
+// related, strength relative to its strongest edge), and similar to its
+// strong neighbours — those at least as close as the sona's typical
+// nearest neighbour — whose distribution it then joins.
+func (s *Self) appendAssociations(tx *Tx, a *Append, prevMemory *string) error {
+	item := a.Item
+	if prevMemory != nil {
+		prev, err := cid.Decode(*prevMemory)
+		if err != nil {
+			return fmt.Errorf("%w: last memory of %s: %v", ErrCorrupt, a.Sona, err)
+		}
+		if err := putAssociation(tx, prev, item.CID, AssocSequential, 1, a.Now); err != nil {
+			return err
+		}
+	}
+	edgeType := item.EdgeType
+	if edgeType == "" {
+		edgeType = AssocRelated
+	}
+	best := 0.0
+	for _, e := range item.Memory.Edges {
+		best = max(best, e.Weight)
+	}
+	for _, e := range item.Memory.Edges {
+		strength := 1.0
+		if best > 0 {
+			strength = e.Weight / best
+		}
+		if err := putAssociation(tx, item.CID, e.Target, edgeType, strength, a.Now); err != nil {
+			return err
+		}
+	}
+	if len(item.Neighbors) == 0 {
+		return nil
+	}
+	stats := SimStats{}
+	if raw, err := tx.Get(simStatsKey(a.Sona)); err == nil {
+		if stats, err = decodeStats(raw); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	strong := EmergentThreshold(s.cfg.Threshold, 1, stats, a.Seq)
+	for i, n := range item.Neighbors {
+		if i == s.cfg.Recall.SimilarNeighbors || n.Sim < strong.Value {
+			break
+		}
+		if err := putAssociation(tx, item.CID, n.CID, AssocSimilar, n.Sim, a.Now); err != nil {
+			return err
+		}
+	}
+	stats.Add(item.Neighbors[0].Sim)
+	tx.Set(simStatsKey(a.Sona), encodeStats(stats))
+	return nil
 }

@@ -38,7 +38,11 @@
 //	s/      sona uuid                   Sona (protobuf): uuid, name, head, length,
 //	                                    created_at, last_memory
 //	n/      name 0x00 uuid              empty: sonas by name (names need not be unique)
-//	c/      uuid 0x00 seq (8 bytes BE)  ACT CID bytes ‖ memory CID bytes: the chain by seq
+//	c/      uuid 0x00 seq (8 bytes BE)  ACT CID ‖ memory CID ‖ insertion-log position (8 bytes BE)
+//	                                    when the ACT was appended: the chain by seq
 //	k/      uuid                        sona centroid: count (8 bytes BE) ‖ float32 × dims
-//	x/      "version" | "embedder"      store schema version; embedding space identity
+//	q/      log seq (8 bytes BE)        memory CID bytes: the insertion log, in the order memories
+//	                                    came to exist (derived indexes catch up from it)
+//	x/      "version" | "embedder" |    store layout version; embedding space identity;
+//	        "memseq"                    last insertion-log position
 package memory

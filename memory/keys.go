@@ -10,7 +10,7 @@ import (
 
 // StoreVersion is the layout version of the key spaces in doc.go. A store
 // written by a newer layout is refused.
-const StoreVersion = 1
+const StoreVersion = 2
 
 var (
 	prefixBlock    = []byte("b/")
@@ -20,8 +20,10 @@ var (
 	prefixName     = []byte("n/")
 	prefixChain    = []byte("c/")
 	prefixCentroid = []byte("k/")
+	prefixLog      = []byte("q/")
 	keyVersion     = []byte("x/version")
 	keyEmbedder    = []byte("x/embedder")
+	keyMemSeq      = []byte("x/memseq")
 )
 
 func join(parts ...[]byte) []byte {
@@ -56,6 +58,14 @@ func chainKey(uuid string, seq int64) []byte {
 	return join(chainPrefix(uuid), b[:])
 }
 
+func logKey(seq uint64) []byte { return join(prefixLog, u64(seq)) }
+
+func u64(v uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return b[:]
+}
+
 // encodeVector writes v as little-endian float32s.
 func encodeVector(v []float32) []byte {
 	out := make([]byte, 4*len(v))
@@ -76,17 +86,20 @@ func decodeVector(b []byte) ([]float32, error) {
 	return v, nil
 }
 
-// chainEntry is the value of a c/ key: the ACT and its memory.
-func encodeChainEntry(act, mem cid.Cid) []byte { return join(act.Bytes(), mem.Bytes()) }
+// A chain entry (the value of a c/ key) is the ACT, its memory, and the
+// insertion-log position of the store when the ACT was appended.
+func encodeChainEntry(act, mem cid.Cid, logSeq uint64) []byte {
+	return join(act.Bytes(), mem.Bytes(), u64(logSeq))
+}
 
-func decodeChainEntry(b []byte) (act, mem cid.Cid, err error) {
+func decodeChainEntry(b []byte) (act, mem cid.Cid, logSeq uint64, err error) {
 	n, act, err := cid.CidFromBytes(b)
 	if err != nil {
-		return cid.Undef, cid.Undef, fmt.Errorf("%w: chain entry: %v", ErrCorrupt, err)
+		return cid.Undef, cid.Undef, 0, fmt.Errorf("%w: chain entry: %v", ErrCorrupt, err)
 	}
-	_, mem, err = cid.CidFromBytes(b[n:])
-	if err != nil {
-		return cid.Undef, cid.Undef, fmt.Errorf("%w: chain entry: %v", ErrCorrupt, err)
+	m, mem, err := cid.CidFromBytes(b[n:])
+	if err != nil || len(b[n+m:]) != 8 {
+		return cid.Undef, cid.Undef, 0, fmt.Errorf("%w: chain entry: %v", ErrCorrupt, err)
 	}
-	return act, mem, nil
+	return act, mem, binary.BigEndian.Uint64(b[n+m:]), nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
 	"unicode/utf8"
 
 	"github.com/dgraph-io/badger/v4"
@@ -16,14 +17,26 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/messages"
 )
 
 // How a recalled memory entered the result.
 const (
 	ViaHit       = "hit"       // one of the top-k scored candidates
-	ViaExpansion = "expansion" // reached along an edge from a hit
+	ViaCoAccess  = "coaccess"  // a strong co-access partner of a hit
+	ViaExpansion = "expansion" // reached along an edge
 )
+
+// Recall scopes.
+const (
+	ScopeSelf = "self" // every sona, weighted by sona similarity
+	ScopeSona = "sona" // the recalling sona and the backbone
+)
+
+// AsOfTimeCutoff separates the two meanings of Query.AsOf: below it, an ACT
+// seq of the recalling sona; from it on, unix seconds (2001-09-09).
+const AsOfTimeCutoff = 1_000_000_000
 
 // Query asks for the memories that matter for a prompt in a sona.
 type Query struct {
@@ -34,24 +47,54 @@ type Query struct {
 	Budget int       // characters of the result; 0 = config
 	// Exclude keeps memories out (e.g. the input being answered).
 	Exclude []cid.Cid
-	// Peek leaves no trace: the access of the returned memories is not
-	// recorded (for inspection, which should not change what it inspects).
+	// Peek leaves no trace: no access, co-access or query log is recorded
+	// (for inspection, which should not change what it inspects).
 	Peek bool
+	// AgentID partitions co-access learning and use.
+	AgentID string
+	// Scope is ScopeSelf or ScopeSona; "" = config.
+	Scope string
+	// AsOf, when set, recalls only what existed at that point (see AsOfTimeCutoff).
+	AsOf *int64
+	// IncludeHidden returns archived and expired memories too.
+	IncludeHidden bool
+	// Paths, when set, overrides the configured retrieval paths and
+	// stages (for evaluation).
+	Paths *Paths
 }
 
-// ScoreParts are the components of a memory's recall score (DESIGN.md §5).
-type ScoreParts struct {
-	Relevance      float64 // cosine similarity to the query, at least 0
-	KindWeight     float64 // XmetaV kind weight
-	Decay          float64 // activity-relative Ebbinghaus factor, 1 for backbone
-	Importance     float64 // EWMA of past use
-	SonaSimilarity float64 // closeness of the memory's sonas to the recalling sona
+// Paths turns the stages of recall on and off.
+type Paths struct {
+	Weights  config.PathWeights // dense, BM25, affinity; 0 = off
+	CoAccess bool               // pull in co-access partners of the hits
+	Expand   bool               // expand along edges
+	Fusion   string             // "rrf" | "weighted"
 }
 
-// Score combines the parts: relevance × kind × decay, plus weighted
-// importance and sona similarity.
-func Score(p ScoreParts, w config.Weights) float64 {
-	return w.Relevance*p.Relevance*p.KindWeight*p.Decay + w.Importance*p.Importance + w.Sona*p.SonaSimilarity
+// Explain is how a recalled memory came to its score. The contributions
+// add up to the score.
+type Explain struct {
+	Evidence       Evidence
+	Fused          Fused
+	KindWeight     float64
+	Recency        float64 // activity-relative decay factor
+	Importance     float64
+	SonaSimilarity float64
+	CoAccess       float64 // weight of the co-access link that pulled it in
+	Contrib        Contributions
+}
+
+// Contributions are the additive parts of a score.
+type Contributions struct {
+	Dense, BM25, Affinity float64 // w_relevance × fused part × kind × recency
+	Importance            float64 // w_importance × importance
+	SonaSimilarity        float64 // w_sona × sona similarity
+	Path                  float64 // score carried from a hit (co-access, expansion)
+}
+
+// Sum is the score the contributions make.
+func (c Contributions) Sum() float64 {
+	return c.Dense + c.BM25 + c.Affinity + c.Importance + c.SonaSimilarity + c.Path
 }
 
 // Decay is Living Memory's activity-relative forgetting:
@@ -68,15 +111,28 @@ func Decay(lambda, importance float64, backbone bool, activity, lastTick int64) 
 	return math.Exp(-lambda / (1 + importance) * ratio)
 }
 
+// ScoreHit computes a candidate's contributions: relevance × kind weight ×
+// recency split by path, plus weighted importance and sona similarity.
+func ScoreHit(e *Explain, w config.Weights) {
+	f := w.Relevance * e.KindWeight * e.Recency
+	e.Contrib = Contributions{
+		Dense:          f * e.Fused.Dense,
+		BM25:           f * e.Fused.BM25,
+		Affinity:       f * e.Fused.Affinity,
+		Importance:     w.Importance * e.Importance,
+		SonaSimilarity: w.Sona * e.SonaSimilarity,
+	}
+}
+
 // Recalled is one memory of a recall result.
 type Recalled struct {
-	CID    cid.Cid
-	Memory *Memory
-	Meta   *messages.MemoryMeta
-	Score  float64
-	Parts  ScoreParts
-	Via    string
-	Depth  int // edge hops from a hit
+	CID     cid.Cid
+	Memory  *Memory // shared: do not modify
+	Meta    *messages.MemoryMeta
+	Score   float64
+	Explain Explain
+	Via     string
+	Depth   int // hops from a hit
 }
 
 // Chars is the memory's size against the budget: its text in characters.
@@ -90,153 +146,270 @@ func (r *Recalled) Time() int64 {
 	return r.Meta.CreatedAt
 }
 
-// Recall returns the memories that matter for q: the top-k scored dense
-// candidates that fit the budget, expanded along weighted edges until the
-// budget is spent, in topological order (supports before what they
-// support, timestamp as tie-breaker). It also records the access.
+// Recall returns the memories that matter for q (DESIGN.md §5):
+//
+//  1. candidates from the dense (HNSW) and full-text (BM25) paths, and an
+//     affinity path of the associations and co-access partners of the best
+//     of them, fused (reciprocal rank fusion or a calibrated sum);
+//  2. each scored: relevance × kind weight × activity-relative recency,
+//     plus importance and sona similarity;
+//  3. those below the emergent retrieval threshold dropped: a candidate is
+//     kept when its dense similarity reaches mean + log(0.3)·std of the
+//     candidates' similarities (bootstrap below the configured size) or
+//     another path vouches for it;
+//  4. the top k that fit the character budget; then the strongest co-access
+//     partners of those hits and a best-first expansion along edges, while
+//     budget remains; all in topological order (supports first, time as
+//     tie-breaker).
+//
+// Unless q.Peek, it records the access, strengthens the co-access of the
+// hits and logs the query.
 func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	rc := s.cfg.Recall
+	paths := Paths{Weights: rc.Paths, CoAccess: rc.CoAccessPartners > 0, Expand: rc.ExpandDepth > 0, Fusion: rc.Fusion}
+	if q.Paths != nil {
+		paths = *q.Paths
+	}
 	if q.K <= 0 {
 		q.K = rc.TopK
 	}
 	if q.Budget <= 0 {
 		q.Budget = rc.BudgetChars
 	}
-	if q.Vector == nil {
+	if q.Scope == "" {
+		q.Scope = rc.Scope
+	}
+	if q.Scope != ScopeSelf && q.Scope != ScopeSona {
+		return nil, fmt.Errorf("%w: scope must be %q or %q", ErrInvalid, ScopeSelf, ScopeSona)
+	}
+	if err := ValidateAgentID(q.AgentID); err != nil {
+		return nil, err
+	}
+	if q.Vector == nil && paths.Weights.Dense > 0 || q.Vector == nil && paths.Weights.Affinity > 0 {
 		vecs, err := s.Embed(ctx, q.Text)
 		if err != nil {
 			return nil, err
 		}
 		q.Vector = vecs[0]
 	}
-	if len(q.Vector) != s.index.Dims() {
+	if q.Vector != nil && len(q.Vector) != s.index.Dims() {
 		return nil, fmt.Errorf("%w: query vector has %d dims, want %d", ErrInvalid, len(q.Vector), s.index.Dims())
 	}
-	centroid, _, ok := s.sonaSnapshot(q.Sona)
+	centroid, activity, ok := s.sonaSnapshot(q.Sona)
 	if !ok {
 		return nil, fmt.Errorf("%w: sona %q", ErrNotFound, q.Sona)
 	}
-	sc := &scorer{self: s, query: q.Vector, sona: q.Sona, centroid: centroid, now: s.clock.Now().Unix(), sims: map[string]float64{}}
-
-	excluded := map[cid.Cid]bool{}
-	for _, c := range q.Exclude {
-		excluded[c] = true
+	sc := &scorer{
+		self: s, q: &q, centroid: centroid, now: s.clock.Now().Unix(),
+		sims: map[string]float64{}, activity: map[string]int64{q.Sona: activity},
+		excluded: map[cid.Cid]bool{},
 	}
-	hits := s.index.Search(q.Vector, max(rc.Candidates, q.K)+len(q.Exclude))
+	for _, c := range q.Exclude {
+		sc.excluded[c] = true
+	}
+	if err := sc.resolveAsOf(); err != nil {
+		return nil, err
+	}
+
+	n := rc.Candidates + len(q.Exclude)
+	if q.AsOf != nil {
+		n *= 4 // later memories are filtered out after the search
+	}
+	var dense []pathHit
+	if paths.Weights.Dense > 0 {
+		for _, h := range s.index.Search(q.Vector, n) {
+			dense = append(dense, pathHit{key: h.Key, score: float64(h.Similarity)})
+		}
+	}
+	var bm25 []pathHit
+	if paths.Weights.BM25 > 0 {
+		hits, err := s.text.idx.Search(q.Text, n)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range hits {
+			c, err := cid.Decode(h.ID)
+			if err != nil {
+				return nil, fmt.Errorf("%w: text index id %q", ErrCorrupt, h.ID)
+			}
+			bm25 = append(bm25, pathHit{key: c.KeyString(), score: h.Score})
+		}
+	}
 
 	var out []*Recalled
 	err := s.store.View(func(txn *badger.Txn) error {
-		// Score every candidate from its metadata; read bodies only for
-		// the ones that may be chosen.
-		var cands []*Recalled
-		for _, h := range hits {
-			c, err := cid.Cast([]byte(h.Key))
-			if err != nil {
-				return fmt.Errorf("%w: index key: %v", ErrCorrupt, err)
-			}
-			if excluded[c] {
-				continue
-			}
-			r, err := sc.score(txn, c)
-			if errors.Is(err, errHidden) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			r.Parts.Relevance = math.Max(0, float64(h.Similarity))
-			r.Score = Score(r.Parts, rc.Weights)
-			r.Via = ViaHit
-			cands = append(cands, r)
+		sc.txn = txn
+		cands, err := sc.gather(dense, bm25, paths)
+		if err != nil {
+			return err
 		}
-		slices.SortFunc(cands, byScore)
-
-		budget := q.Budget
+		hits, budget, err := sc.choose(cands, q.K, q.Budget)
+		if err != nil {
+			return err
+		}
+		out = hits
 		chosen := map[cid.Cid]bool{}
-		for _, r := range cands {
-			if len(out) == q.K {
-				break
-			}
-			m, err := s.loadMemory(txn, r.CID)
-			if err != nil {
-				return err
-			}
-			r.Memory = m
-			if n := r.Chars(); n <= budget {
-				budget -= n
-				out = append(out, r)
-				chosen[r.CID] = true
-			}
-		}
-		for c := range excluded {
+		for c := range sc.excluded {
 			chosen[c] = true
 		}
-		more, err := sc.expand(txn, out, chosen, budget, rc)
-		out = append(out, more...)
-		return err
+		for _, r := range hits {
+			chosen[r.CID] = true
+		}
+		if paths.CoAccess && rc.CoAccessPartners > 0 {
+			more, left, err := sc.pullCoAccess(hits, chosen, budget)
+			if err != nil {
+				return err
+			}
+			out, budget = append(out, more...), left
+		}
+		if paths.Expand && rc.ExpandDepth > 0 {
+			more, err := sc.expand(out, chosen, budget, rc)
+			if err != nil {
+				return err
+			}
+			out = append(out, more...)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	hits := make([]cid.Cid, 0, q.K)
+	for _, r := range out {
+		if r.Via == ViaHit {
+			hits = append(hits, r.CID)
+		}
+	}
 	out = TopoSort(out)
 	if !q.Peek {
 		s.store.Submit(s.touchOp(out))
+		if len(hits) > 1 && rc.CoAccessRate > 0 {
+			s.store.Submit(coAccessOp(q.AgentID, hits, rc.CoAccessRate))
+		}
+		if rc.QueryLog {
+			s.store.Submit(s.queryLogOp(q, out))
+		}
 	}
 	return out, nil
 }
 
-func byScore(a, b *Recalled) int {
-	if c := cmp.Compare(b.Score, a.Score); c != 0 {
-		return c
-	}
-	return bytes.Compare(a.CID.Bytes(), b.CID.Bytes())
+type pathHit struct {
+	key   string // CID key
+	score float64
 }
 
-// errHidden marks a memory recall must not return (archived or expired).
-var errHidden = errors.New("hidden")
-
+// scorer carries one recall's state through its stages.
 type scorer struct {
 	self     *Self
-	query    []float32
-	sona     string
+	q        *Query
+	txn      *badger.Txn
 	centroid []float32
 	now      int64
 	sims     map[string]float64 // sona similarity by sona uuid
+	activity map[string]int64   // chain length by sona uuid
+	excluded map[cid.Cid]bool
+
+	// Time travel: memories with a log seq above maxSeq, or stored after
+	// maxTime, did not exist yet.
+	maxSeq  uint64
+	maxTime int64
 }
 
-// score reads a memory's metadata and computes its parts other than
-// relevance. The memory body is not read.
-func (sc *scorer) score(txn *badger.Txn, c cid.Cid) (*Recalled, error) {
-	meta, err := getMeta(txn, c)
+// resolveAsOf turns Query.AsOf into the limits of what existed.
+func (sc *scorer) resolveAsOf() error {
+	sc.maxSeq, sc.maxTime = math.MaxUint64, math.MaxInt64
+	if sc.q.AsOf == nil {
+		return nil
+	}
+	v := *sc.q.AsOf
+	switch {
+	case v < 0:
+		return fmt.Errorf("%w: as_of must not be negative", ErrInvalid)
+	case v >= AsOfTimeCutoff:
+		sc.maxTime = v
+		return nil
+	}
+	page, err := sc.self.Chain(sc.q.Sona, v, 1)
+	if err != nil {
+		return err
+	}
+	if len(page.Items) == 0 || page.Items[0].Seq != v {
+		return fmt.Errorf("%w: as_of %d: the sona has no ACT with that seq", ErrInvalid, v)
+	}
+	sc.maxSeq = page.Items[0].LogSeq
+	sc.activity[sc.q.Sona] = v + 1
+	return nil
+}
+
+// candidate reads a memory's metadata and computes its parts other than
+// relevance; errHidden when recall must not return it.
+func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
+	if sc.excluded[c] {
+		return nil, errHidden
+	}
+	meta, err := getMeta(sc.txn, c)
+	if errors.Is(err, ErrNotFound) {
+		return nil, errHidden // indexed but gone
+	}
 	if err != nil {
 		return nil, err
 	}
-	if meta.Archived || (meta.ExpiresAt > 0 && sc.now >= meta.ExpiresAt) {
+	if !sc.visible(meta) {
 		return nil, errHidden
 	}
 	s := sc.self
 	var activity int64
 	if len(meta.Sonas) > 0 {
-		_, activity, _ = s.sonaSnapshot(meta.Sonas[0])
+		activity = sc.activityOf(meta.Sonas[0])
 	}
 	return &Recalled{
 		CID:  c,
 		Meta: meta,
-		Parts: ScoreParts{
+		Explain: Explain{
 			KindWeight:     s.cfg.KindWeight(meta.Kind),
-			Decay:          Decay(s.cfg.Recall.Lambda, meta.Importance, meta.Backbone, activity, meta.LastAccessTick),
+			Recency:        Decay(s.cfg.Recall.Lambda, meta.Importance, meta.Backbone, activity, meta.LastAccessTick),
 			Importance:     meta.Importance,
-			SonaSimilarity: sc.sonaSimilarity(meta.Sonas),
+			SonaSimilarity: sc.sonaSimilarity(meta),
 		},
 	}, nil
 }
 
+// visible applies scope, time travel, archive and expiry.
+func (sc *scorer) visible(meta *messages.MemoryMeta) bool {
+	if sc.q.Scope == ScopeSona && !meta.Backbone && !slices.Contains(meta.Sonas, sc.q.Sona) {
+		return false
+	}
+	if meta.Seq > sc.maxSeq || meta.CreatedAt > sc.maxTime {
+		return false
+	}
+	if sc.q.IncludeHidden {
+		return true
+	}
+	return !meta.Archived && (meta.ExpiresAt == 0 || sc.now < meta.ExpiresAt)
+}
+
+func (sc *scorer) activityOf(sona string) int64 {
+	if a, ok := sc.activity[sona]; ok {
+		return a
+	}
+	_, a, _ := sc.self.sonaSnapshot(sona)
+	sc.activity[sona] = a
+	return a
+}
+
+// errHidden marks a memory recall must not return.
+var errHidden = errors.New("hidden")
+
 // sonaSimilarity is the best cosine between the recalling sona's centroid
-// and the centroids of the sonas a memory belongs to (1 for its own).
-func (sc *scorer) sonaSimilarity(sonas []string) float64 {
+// and the centroids of the sonas a memory belongs to (1 for its own and
+// for the backbone, which is every sona's).
+func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
+	if meta.Backbone {
+		return 1
+	}
 	best := 0.0
-	for _, id := range sonas {
-		if id == sc.sona {
+	for _, id := range meta.Sonas {
+		if id == sc.q.Sona {
 			return 1
 		}
 		sim, ok := sc.sims[id]
@@ -259,14 +432,260 @@ func cosine(a, b []float32) float64 {
 	return dot(a, b) / math.Sqrt(na*nb)
 }
 
+// gather builds the scored, fused candidate set of the three paths.
+func (sc *scorer) gather(dense, bm25 []pathHit, paths Paths) ([]*Recalled, error) {
+	byKey := map[string]*Recalled{}
+	var order []*Recalled
+	add := func(key string) (*Recalled, error) {
+		if r, ok := byKey[key]; ok {
+			return r, nil
+		}
+		c, err := cid.Cast([]byte(key))
+		if err != nil {
+			return nil, fmt.Errorf("%w: index key: %v", ErrCorrupt, err)
+		}
+		r, err := sc.candidate(c)
+		if errors.Is(err, errHidden) {
+			byKey[key] = nil
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		byKey[key] = r
+		order = append(order, r)
+		return r, nil
+	}
+	rank := 0
+	for _, h := range dense {
+		r, err := add(h.key)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			rank++
+			r.Explain.Evidence.Dense, r.Explain.Evidence.DenseRank = h.score, rank
+		}
+	}
+	rank = 0
+	bestBM25 := 0.0
+	for _, h := range bm25 {
+		r, err := add(h.key)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			rank++
+			r.Explain.Evidence.BM25, r.Explain.Evidence.BM25Rank = h.score, rank
+			bestBM25 = math.Max(bestBM25, h.score)
+		}
+	}
+	fuse := func(r *Recalled) {
+		if paths.Fusion == "weighted" {
+			r.Explain.Fused = FuseWeighted(r.Explain.Evidence, paths.Weights, bestBM25)
+		} else {
+			r.Explain.Fused = FuseRRF(r.Explain.Evidence, paths.Weights, sc.self.cfg.Recall.RRFK)
+		}
+	}
+	for _, r := range order {
+		fuse(r)
+	}
+
+	// Affinity: the associations and co-access partners of the best
+	// candidates so far, scored by the seed's relevance × link strength.
+	if paths.Weights.Affinity > 0 && sc.self.cfg.Recall.AffinitySeeds > 0 && len(order) > 0 {
+		seeds := slices.Clone(order)
+		slices.SortFunc(seeds, func(a, b *Recalled) int { return byRelevance(a, b) })
+		seeds = seeds[:min(len(seeds), sc.self.cfg.Recall.AffinitySeeds)]
+		top := seeds[0].Explain.Fused.Relevance
+		affinity := map[string]float64{}
+		for _, seed := range seeds {
+			links, err := associations(sc.txn, seed.CID)
+			if err != nil {
+				return nil, err
+			}
+			partners, err := coPartners(sc.txn, sc.q.AgentID, seed.CID)
+			if err != nil {
+				return nil, err
+			}
+			for _, l := range append(links, partners...) {
+				v := l.Strength
+				if top > 0 {
+					v *= seed.Explain.Fused.Relevance / top
+				}
+				k := l.Target.KeyString()
+				affinity[k] = math.Max(affinity[k], v)
+			}
+		}
+		ranked := make([]pathHit, 0, len(affinity))
+		for k, v := range affinity {
+			ranked = append(ranked, pathHit{key: k, score: v})
+		}
+		slices.SortFunc(ranked, func(a, b pathHit) int {
+			if c := cmp.Compare(b.score, a.score); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.key, b.key)
+		})
+		rank = 0
+		for _, h := range ranked {
+			r, err := add(h.key)
+			if err != nil {
+				return nil, err
+			}
+			if r != nil {
+				rank++
+				r.Explain.Evidence.Affinity, r.Explain.Evidence.AffinityRank = h.score, rank
+			}
+		}
+		for _, r := range order {
+			fuse(r)
+		}
+	}
+
+	// Dense similarity of candidates the dense path did not return, for
+	// the threshold and the explanation.
+	if sc.q.Vector != nil {
+		for _, r := range order {
+			if r.Explain.Evidence.DenseRank == 0 {
+				if vec, err := readVector(sc.txn, r.CID); err == nil {
+					r.Explain.Evidence.Dense = dot(sc.q.Vector, vec)
+				}
+			}
+		}
+	}
+	return sc.admit(order), nil
+}
+
+// admit applies the emergent retrieval threshold: a candidate stays if
+// its dense similarity reaches mean + log(β)·std of the candidates'
+// similarities, or the full-text or affinity path vouches for it.
+func (sc *scorer) admit(cands []*Recalled) []*Recalled {
+	s := sc.self
+	if sc.q.Vector == nil {
+		return cands
+	}
+	sims := make([]float64, len(cands))
+	for i, r := range cands {
+		sims[i] = r.Explain.Evidence.Dense
+	}
+	_, nodes := s.Counts()
+	th := EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.RetrievalBeta, StatsOf(sims), nodes)
+	kept := cands[:0]
+	for _, r := range cands {
+		if r.Explain.Evidence.Dense >= th.Value || r.Explain.Evidence.BM25Rank > 0 || r.Explain.Evidence.AffinityRank > 0 {
+			ScoreHit(&r.Explain, s.cfg.Recall.Weights)
+			r.Score = r.Explain.Contrib.Sum()
+			r.Via = ViaHit
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
+
+func byRelevance(a, b *Recalled) int {
+	if c := cmp.Compare(b.Explain.Fused.Relevance, a.Explain.Fused.Relevance); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.CID.Bytes(), b.CID.Bytes())
+}
+
+func byScore(a, b *Recalled) int {
+	if c := cmp.Compare(b.Score, a.Score); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.CID.Bytes(), b.CID.Bytes())
+}
+
+// choose takes the best k candidates that fit the budget, reading their
+// bodies, and returns them with the budget left.
+func (sc *scorer) choose(cands []*Recalled, k, budget int) ([]*Recalled, int, error) {
+	slices.SortFunc(cands, byScore)
+	var out []*Recalled
+	for _, r := range cands {
+		if len(out) == k {
+			break
+		}
+		m, err := sc.self.loadMemory(sc.txn, r.CID)
+		if err != nil {
+			return nil, 0, err
+		}
+		r.Memory = m
+		if n := r.Chars(); n <= budget {
+			budget -= n
+			out = append(out, r)
+		}
+	}
+	return out, budget, nil
+}
+
+// reach loads a memory reached from a hit along a link, if visible and not
+// yet chosen, scoring it by the path: parent score × strength.
+func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen map[cid.Cid]bool) (*Recalled, error) {
+	if chosen[c] {
+		return nil, nil
+	}
+	chosen[c] = true
+	r, err := sc.candidate(c)
+	if errors.Is(err, errHidden) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.Memory, err = sc.self.loadMemory(sc.txn, c); err != nil {
+		return nil, err
+	}
+	if sc.q.Vector != nil {
+		if vec, err := readVector(sc.txn, c); err == nil {
+			r.Explain.Evidence.Dense = dot(sc.q.Vector, vec)
+		}
+	}
+	r.Score, r.Via, r.Depth = score, via, depth
+	r.Explain.Contrib = Contributions{Path: score}
+	return r, nil
+}
+
+// pullCoAccess adds, for each hit best first, its strongest co-access
+// partners (of this agent) that fit the remaining budget.
+func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget int) ([]*Recalled, int, error) {
+	var out []*Recalled
+	for _, h := range hits {
+		partners, err := coPartners(sc.txn, sc.q.AgentID, h.CID)
+		if err != nil {
+			return nil, 0, err
+		}
+		taken := 0
+		for _, p := range partners {
+			if taken == sc.self.cfg.Recall.CoAccessPartners || budget <= 0 {
+				break
+			}
+			if chosen[p.Target] {
+				continue
+			}
+			r, err := sc.reach(p.Target, h.Score*p.Strength, ViaCoAccess, 1, chosen)
+			if err != nil {
+				return nil, 0, err
+			}
+			if r == nil {
+				continue
+			}
+			if n := r.Chars(); n <= budget {
+				r.Explain.CoAccess = p.Strength
+				budget -= n
+				out = append(out, r)
+				taken++
+			}
+		}
+	}
+	return out, budget, nil
+}
+
 // expand follows edges from the chosen memories, best first, adding each
 // reachable memory that fits the remaining budget with the score of the
 // path that reached it: parent score × edge weight (capped at 1) × decay
 // per hop, up to the configured depth.
-func (sc *scorer) expand(txn *badger.Txn, from []*Recalled, chosen map[cid.Cid]bool, budget int, rc config.Recall) ([]*Recalled, error) {
-	if rc.ExpandDepth == 0 {
-		return nil, nil
-	}
+func (sc *scorer) expand(from []*Recalled, chosen map[cid.Cid]bool, budget int, rc config.Recall) ([]*Recalled, error) {
 	frontier := &edgeHeap{}
 	push := func(r *Recalled) {
 		for _, e := range r.Memory.Edges {
@@ -283,29 +702,18 @@ func (sc *scorer) expand(txn *badger.Txn, from []*Recalled, chosen map[cid.Cid]b
 	var out []*Recalled
 	for frontier.Len() > 0 && budget > 0 {
 		e := heap.Pop(frontier).(edgeCand)
-		if chosen[e.target] {
-			continue
-		}
-		chosen[e.target] = true
-		r, err := sc.score(txn, e.target)
-		if errors.Is(err, errHidden) || errors.Is(err, ErrNotFound) {
-			continue
-		}
+		r, err := sc.reach(e.target, e.score, ViaExpansion, e.depth, chosen)
 		if err != nil {
 			return nil, err
 		}
-		if r.Memory, err = sc.self.loadMemory(txn, e.target); err != nil {
-			return nil, err
+		if r == nil {
+			continue
 		}
 		n := r.Chars()
 		if n > budget {
 			continue
 		}
 		budget -= n
-		if vec, err := readVector(txn, e.target); err == nil {
-			r.Parts.Relevance = math.Max(0, dot(sc.query, vec))
-		}
-		r.Score, r.Via, r.Depth = e.score, ViaExpansion, e.depth
 		out = append(out, r)
 		if e.depth < rc.ExpandDepth {
 			push(r)
@@ -352,183 +760,33 @@ func (h *edgeHeap) Pop() any {
 	return v
 }
 
-// TopoSort orders memories so that every memory comes after the memories
-// its edges point to (its supports), breaking ties by time, then CID.
-func TopoSort(rs []*Recalled) []*Recalled {
-	index := make(map[cid.Cid]int, len(rs))
-	for i, r := range rs {
-		index[r.CID] = i
+// queryLogOp records a recall in the query log.
+func (s *Self) queryLogOp(q Query, out []*Recalled) Op {
+	e := &messages.QueryLog{Sona: q.Sona, AgentId: q.AgentID, Keywords: Keywords(q.Text), Time: s.clock.Now().UnixNano()}
+	for _, r := range out {
+		e.Cids = append(e.Cids, r.CID.String())
+		e.Scores = append(e.Scores, r.Score)
 	}
-	pending := make([]int, len(rs))      // unresolved supports within the set
-	dependents := make([][]int, len(rs)) // who waits on whom
-	for i, r := range rs {
-		for _, e := range r.Memory.Edges {
-			if j, ok := index[e.Target]; ok && j != i {
-				pending[i]++
-				dependents[j] = append(dependents[j], i)
-			}
-		}
-	}
-	ready := &readyHeap{rs: rs}
-	for i := range rs {
-		if pending[i] == 0 {
-			heap.Push(ready, i)
-		}
-	}
-	out := make([]*Recalled, 0, len(rs))
-	for ready.Len() > 0 {
-		i := heap.Pop(ready).(int)
-		out = append(out, rs[i])
-		for _, d := range dependents[i] {
-			if pending[d]--; pending[d] == 0 {
-				heap.Push(ready, d)
-			}
-		}
-	}
-	return out
-}
-
-type readyHeap struct {
-	rs  []*Recalled
-	idx []int
-}
-
-func (h *readyHeap) Len() int { return len(h.idx) }
-func (h *readyHeap) Less(i, j int) bool {
-	a, b := h.rs[h.idx[i]], h.rs[h.idx[j]]
-	if ta, tb := a.Time(), b.Time(); ta != tb {
-		return ta < tb
-	}
-	return bytes.Compare(a.CID.Bytes(), b.CID.Bytes()) < 0
-}
-func (h *readyHeap) Swap(i, j int) { h.idx[i], h.idx[j] = h.idx[j], h.idx[i] }
-func (h *readyHeap) Push(v any)    { h.idx = append(h.idx, v.(int)) }
-func (h *readyHeap) Pop() any {
-	v := h.idx[len(h.idx)-1]
-	h.idx = h.idx[:len(h.idx)-1]
-	return v
-}
-
-// touchOp records that memories were recalled: access count, and the
-// activity tick from which their decay counts.
-func (s *Self) touchOp(rs []*Recalled) Op {
-	cids := make([]cid.Cid, len(rs))
-	for i, r := range rs {
-		cids[i] = r.CID
-	}
-	return s.metaOp(cids, func(meta *messages.MemoryMeta, _ cid.Cid) {
-		meta.AccessCount++
-		if len(meta.Sonas) > 0 {
-			if _, activity, ok := s.sonaSnapshot(meta.Sonas[0]); ok {
-				meta.LastAccessTick = max(meta.LastAccessTick, activity)
-			}
-		}
-	})
-}
-
-// metaOp applies fn to the metadata of each memory that still exists.
-func (s *Self) metaOp(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) Op {
+	raw, err := proto.Marshal(e)
 	return func(tx *Tx) error {
-		for _, c := range cids {
-			raw, err := tx.Get(metaKey(c))
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			meta := &messages.MemoryMeta{}
-			if err := proto.Unmarshal(raw, meta); err != nil {
-				return fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, c, err)
-			}
-			fn(meta, c)
-			out, err := proto.Marshal(meta)
-			if err != nil {
-				return err
-			}
-			tx.Set(metaKey(c), out)
+		if err != nil {
+			return err
 		}
+		tx.Set(queryLogKey(e.Time, q.Sona), raw)
 		return nil
 	}
 }
 
-// Reinforce raises the importance of the memories a response used: each
-// takes an EWMA step toward its signal, its score relative to the best
-// score of the recall (so the strongest support moves most), and the rise
-// propagates along its edges with the configured per-hop decay and depth.
-// Importance only rises here: a signal below a memory's importance leaves
-// it as it is.
-func (s *Self) Reinforce(used []*Recalled) *Pending {
-	rc := s.cfg.Recall
-	best := 0.0
-	for _, r := range used {
-		best = math.Max(best, r.Score)
-	}
-	seeds := map[cid.Cid]float64{}
-	if best > 0 {
-		for _, r := range used {
-			seeds[r.CID] = math.Max(seeds[r.CID], r.Score/best)
+// Keywords are the distinct content words of a text (stemmed, stop words
+// removed), in order of first appearance.
+func Keywords(text string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range llm.Tokenize(text) {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
 		}
 	}
-	return s.store.Submit(func(tx *Tx) error {
-		signal := map[cid.Cid]float64{}
-		type visit struct {
-			c        cid.Cid
-			strength float64
-			depth    int
-		}
-		var queue []visit
-		for c, v := range seeds {
-			queue = append(queue, visit{c, v, 0})
-		}
-		slices.SortFunc(queue, func(a, b visit) int { return bytes.Compare(a.c.Bytes(), b.c.Bytes()) })
-		for len(queue) > 0 {
-			v := queue[0]
-			queue = queue[1:]
-			if v.strength < rc.ImportanceFloor || signal[v.c] >= v.strength {
-				continue
-			}
-			signal[v.c] = v.strength
-			if v.depth == rc.ImportanceDepth {
-				continue
-			}
-			m, err := s.memoryIn(tx, v.c)
-			if err != nil {
-				continue // not a memory (or gone): nothing to propagate
-			}
-			for _, e := range m.Edges {
-				queue = append(queue, visit{e.Target, v.strength * rc.ImportanceHopDecay, v.depth + 1})
-			}
-		}
-		cids := make([]cid.Cid, 0, len(signal))
-		for c := range signal {
-			cids = append(cids, c)
-		}
-		slices.SortFunc(cids, func(a, b cid.Cid) int { return bytes.Compare(a.Bytes(), b.Bytes()) })
-		return s.metaOp(cids, func(meta *messages.MemoryMeta, c cid.Cid) {
-			if target := signal[c]; target > meta.Importance {
-				meta.Importance += rc.ImportanceAlpha * (target - meta.Importance)
-			}
-		})(tx)
-	})
-}
-
-// memoryIn returns a decoded memory as seen by a store operation.
-func (s *Self) memoryIn(tx *Tx, c cid.Cid) (*Memory, error) {
-	if m, ok := s.cache.get(c); ok {
-		return m, nil
-	}
-	b, err := tx.Get(blockKey(c))
-	if err != nil {
-		return nil, err
-	}
-	if err := verifyBlock(c, b); err != nil {
-		return nil, err
-	}
-	m, err := DecodeMemory(b)
-	if err != nil {
-		return nil, err
-	}
-	s.cache.put(c, m)
-	return m, nil
+	return out
 }

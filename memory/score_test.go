@@ -33,20 +33,22 @@ func TestDecay(t *testing.T) {
 	}
 }
 
-func TestScore(t *testing.T) {
+func TestScoreHit(t *testing.T) {
 	w := config.Weights{Relevance: 1, Importance: 0.2, Sona: 0.1}
+	rel := func(dense, bm25 float64) Fused { return Fused{Relevance: dense + bm25, Dense: dense, BM25: bm25} }
 	cases := []struct {
-		p    ScoreParts
+		e    Explain
 		want float64
 	}{
-		{ScoreParts{Relevance: 0.8, KindWeight: 1, Decay: 1}, 0.8},
-		{ScoreParts{Relevance: 0.8, KindWeight: 0.5, Decay: 1}, 0.4},
-		{ScoreParts{Relevance: 0.8, KindWeight: 1, Decay: 0.5, Importance: 0.5, SonaSimilarity: 1}, 0.4 + 0.1 + 0.1},
-		{ScoreParts{Relevance: 0, KindWeight: 1, Decay: 1, Importance: 1}, 0.2},
+		{Explain{Fused: rel(0.8, 0), KindWeight: 1, Recency: 1}, 0.8},
+		{Explain{Fused: rel(0.5, 0.3), KindWeight: 0.5, Recency: 1}, 0.4},
+		{Explain{Fused: rel(0.8, 0), KindWeight: 1, Recency: 0.5, Importance: 0.5, SonaSimilarity: 1}, 0.4 + 0.1 + 0.1},
+		{Explain{Fused: rel(0, 0), KindWeight: 1, Recency: 1, Importance: 1}, 0.2},
 	}
 	for _, c := range cases {
-		if got := Score(c.p, w); math.Abs(got-c.want) > 1e-12 {
-			t.Errorf("%+v: %v, want %v", c.p, got, c.want)
+		ScoreHit(&c.e, w)
+		if got := c.e.Contrib.Sum(); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%+v: %v, want %v", c.e, got, c.want)
 		}
 	}
 }

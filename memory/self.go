@@ -40,6 +40,12 @@ type Options struct {
 	Logger   *slog.Logger
 	// InMemory keeps the store in RAM (for benchmarks of logic only).
 	InMemory bool
+	// Progress, when set, is told how rebuilding derived state advances.
+	Progress func(stage string, done, total uint64)
+	// Normalize, when set, canonicalises a new memory's text before it is
+	// compared with its nearest neighbour for dedup (Living Memory's
+	// normalize_fn, e.g. an LLM call).
+	Normalize func(ctx context.Context, text string) (string, error)
 }
 
 // Self is the aggregate of an agent's memories across all sonas: the store,
@@ -57,8 +63,11 @@ type Self struct {
 	smu   sync.RWMutex
 	sonas map[string]*sonaState // committed sona records, by uuid
 
-	memories atomic.Int64 // count of memory metadata records
-	cache    *memCache    // decoded memories by CID
+	memories  atomic.Int64 // count of memory metadata records
+	cache     *memCache    // decoded memories by CID
+	text      *textIndexer // full-text index, kept in step by the committer
+	progress  func(stage string, done, total uint64)
+	normalize func(ctx context.Context, text string) (string, error)
 }
 
 // sonaState is the committed state of a sona, cached for recall.
@@ -94,13 +103,15 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		return nil, err
 	}
 	s := &Self{
-		store: st,
-		emb:   o.Embedder,
-		cfg:   o.Config,
-		clock: o.Clock,
-		log:   o.Logger,
-		sonas: map[string]*sonaState{},
-		cache: newMemCache(o.Config.Store.MemoryCache),
+		store:     st,
+		emb:       o.Embedder,
+		cfg:       o.Config,
+		clock:     o.Clock,
+		log:       o.Logger,
+		sonas:     map[string]*sonaState{},
+		cache:     newMemCache(o.Config.Store.MemoryCache),
+		progress:  o.Progress,
+		normalize: o.Normalize,
 		index: vector.New(vector.Options{
 			Dims:     o.Embedder.Dims(),
 			M:        o.Config.Index.M,
@@ -109,17 +120,23 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		}),
 	}
 	if err := s.load(ctx); err != nil {
-		s.index.Close()
-		st.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// Close closes the index and the store, after every submitted write.
+// Close closes the indexes and the store, after every submitted write.
 func (s *Self) Close() error {
 	s.index.Close()
-	return s.store.Close()
+	err := s.store.Close()
+	if s.text != nil {
+		s.text.close()
+		if cerr := s.text.idx.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 // Store returns the underlying store.
@@ -148,6 +165,9 @@ func (s *Self) Counts() (sonas, memories int64) {
 // records and rebuilds the vector index from the stored embeddings.
 func (s *Self) load(ctx context.Context) error {
 	if err := s.checkIdentity(ctx); err != nil {
+		return err
+	}
+	if err := s.openText(filepath.Join(s.cfg.DataDir, "text")); err != nil {
 		return err
 	}
 	start := s.clock.Now()
@@ -205,8 +225,21 @@ func (s *Self) load(ctx context.Context) error {
 }
 
 // checkIdentity refuses a store of an unknown layout or another embedding
-// space, and stamps a new store with both.
+// space, migrates an older layout, and stamps a new store with both.
 func (s *Self) checkIdentity(ctx context.Context) error {
+	err := s.identityOp(ctx)
+	if errors.Is(err, errMigrate) {
+		if err := s.migrateV1(ctx); err != nil {
+			return fmt.Errorf("memory: migrating the store to layout %d: %w", StoreVersion, err)
+		}
+		err = s.identityOp(ctx)
+	}
+	return err
+}
+
+var errMigrate = errors.New("memory: store needs migration")
+
+func (s *Self) identityOp(ctx context.Context) error {
 	want := s.emb.ID()
 	return s.store.Update(ctx, func(tx *Tx) error {
 		v, err := tx.Get(keyVersion)
@@ -215,6 +248,8 @@ func (s *Self) checkIdentity(ctx context.Context) error {
 			tx.Set(keyVersion, []byte(fmt.Sprint(StoreVersion)))
 		case err != nil:
 			return err
+		case string(v) == "1":
+			return errMigrate
 		case string(v) != fmt.Sprint(StoreVersion):
 			return fmt.Errorf("memory: store layout version %s, this build reads %d", v, StoreVersion)
 		}

@@ -201,6 +201,9 @@ type ChainEntry struct {
 	Seq    int64
 	Act    cid.Cid
 	Memory cid.Cid
+	// LogSeq is the insertion-log position of the store when the ACT was
+	// appended: the memories that existed then have Seq ≤ LogSeq.
+	LogSeq uint64
 }
 
 // Chain lists a sona's ACTs by seq, starting at from.
@@ -222,8 +225,8 @@ func (s *Self) Chain(id string, from int64, limit int) (Page[ChainEntry], error)
 			}
 			seq := int64(binary.BigEndian.Uint64(k[len(prefix):]))
 			return item.Value(func(v []byte) error {
-				act, mem, err := decodeChainEntry(v)
-				page.Items = append(page.Items, ChainEntry{Seq: seq, Act: act, Memory: mem})
+				act, mem, logSeq, err := decodeChainEntry(v)
+				page.Items = append(page.Items, ChainEntry{Seq: seq, Act: act, Memory: mem, LogSeq: logSeq})
 				return err
 			})
 		}, func() { page.Next = fmt.Sprint(page.Items[len(page.Items)-1].Seq + 1) })

@@ -425,10 +425,22 @@ func (x *QueryResponse) GetRecalled() []*ScoredRef {
 }
 
 type RecallRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Query         string                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
-	K             int32                  `protobuf:"varint,2,opt,name=k,proto3" json:"k,omitempty"`
-	BudgetChars   int32                  `protobuf:"varint,3,opt,name=budget_chars,json=budgetChars,proto3" json:"budget_chars,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Query       string                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	K           int32                  `protobuf:"varint,2,opt,name=k,proto3" json:"k,omitempty"`
+	BudgetChars int32                  `protobuf:"varint,3,opt,name=budget_chars,json=budgetChars,proto3" json:"budget_chars,omitempty"`
+	// Return each memory's score components and the path it came by.
+	Explain bool `protobuf:"varint,4,opt,name=explain,proto3" json:"explain,omitempty"`
+	// Time travel: recall only what existed at that point. A value below
+	// 1,000,000,000 is an ACT seq of this sona; above, unix seconds.
+	AsOf *int64 `protobuf:"varint,5,opt,name=as_of,json=asOf,proto3,oneof" json:"as_of,omitempty"`
+	// "self" (every sona, weighted by sona similarity) or "sona" (this sona
+	// and the backbone); default from config.
+	Scope string `protobuf:"bytes,6,opt,name=scope,proto3" json:"scope,omitempty"`
+	// Co-access weights are learnt and used per agent.
+	AgentId string `protobuf:"bytes,7,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// Include archived and expired memories.
+	IncludeHidden bool `protobuf:"varint,8,opt,name=include_hidden,json=includeHidden,proto3" json:"include_hidden,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -484,32 +496,81 @@ func (x *RecallRequest) GetBudgetChars() int32 {
 	return 0
 }
 
-// Components of a recalled memory's score.
-type ScoreParts struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Relevance      float64                `protobuf:"fixed64,1,opt,name=relevance,proto3" json:"relevance,omitempty"`
-	KindWeight     float64                `protobuf:"fixed64,2,opt,name=kind_weight,json=kindWeight,proto3" json:"kind_weight,omitempty"`
-	Decay          float64                `protobuf:"fixed64,3,opt,name=decay,proto3" json:"decay,omitempty"`
-	Importance     float64                `protobuf:"fixed64,4,opt,name=importance,proto3" json:"importance,omitempty"`
-	SonaSimilarity float64                `protobuf:"fixed64,5,opt,name=sona_similarity,json=sonaSimilarity,proto3" json:"sona_similarity,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+func (x *RecallRequest) GetExplain() bool {
+	if x != nil {
+		return x.Explain
+	}
+	return false
 }
 
-func (x *ScoreParts) Reset() {
-	*x = ScoreParts{}
+func (x *RecallRequest) GetAsOf() int64 {
+	if x != nil && x.AsOf != nil {
+		return *x.AsOf
+	}
+	return 0
+}
+
+func (x *RecallRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *RecallRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *RecallRequest) GetIncludeHidden() bool {
+	if x != nil {
+		return x.IncludeHidden
+	}
+	return false
+}
+
+// Explain breaks a recalled memory's score into its parts. The
+// contributions add up to the score.
+type Explain struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Raw evidence of each retrieval path (0 when the path did not find it)
+	// and its rank in that path (0 = absent).
+	Dense        float64 `protobuf:"fixed64,1,opt,name=dense,proto3" json:"dense,omitempty"`
+	Bm25         float64 `protobuf:"fixed64,2,opt,name=bm25,proto3" json:"bm25,omitempty"`
+	Affinity     float64 `protobuf:"fixed64,3,opt,name=affinity,proto3" json:"affinity,omitempty"`
+	DenseRank    int32   `protobuf:"varint,4,opt,name=dense_rank,json=denseRank,proto3" json:"dense_rank,omitempty"`
+	Bm25Rank     int32   `protobuf:"varint,5,opt,name=bm25_rank,json=bm25Rank,proto3" json:"bm25_rank,omitempty"`
+	AffinityRank int32   `protobuf:"varint,6,opt,name=affinity_rank,json=affinityRank,proto3" json:"affinity_rank,omitempty"`
+	// Fused relevance, 0..1.
+	Relevance  float64 `protobuf:"fixed64,7,opt,name=relevance,proto3" json:"relevance,omitempty"`
+	KindWeight float64 `protobuf:"fixed64,8,opt,name=kind_weight,json=kindWeight,proto3" json:"kind_weight,omitempty"`
+	// Activity-relative decay factor (1 for backbone).
+	Recency        float64 `protobuf:"fixed64,9,opt,name=recency,proto3" json:"recency,omitempty"`
+	Importance     float64 `protobuf:"fixed64,10,opt,name=importance,proto3" json:"importance,omitempty"`
+	SonaSimilarity float64 `protobuf:"fixed64,11,opt,name=sona_similarity,json=sonaSimilarity,proto3" json:"sona_similarity,omitempty"`
+	// Hebbian co-access weight with the hit that pulled it in (co-access path).
+	Coaccess      float64        `protobuf:"fixed64,12,opt,name=coaccess,proto3" json:"coaccess,omitempty"`
+	Contributions *Contributions `protobuf:"bytes,13,opt,name=contributions,proto3" json:"contributions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Explain) Reset() {
+	*x = Explain{}
 	mi := &file_memoria_v1_api_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ScoreParts) String() string {
+func (x *Explain) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ScoreParts) ProtoMessage() {}
+func (*Explain) ProtoMessage() {}
 
-func (x *ScoreParts) ProtoReflect() protoreflect.Message {
+func (x *Explain) ProtoReflect() protoreflect.Message {
 	mi := &file_memoria_v1_api_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -521,42 +582,185 @@ func (x *ScoreParts) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ScoreParts.ProtoReflect.Descriptor instead.
-func (*ScoreParts) Descriptor() ([]byte, []int) {
+// Deprecated: Use Explain.ProtoReflect.Descriptor instead.
+func (*Explain) Descriptor() ([]byte, []int) {
 	return file_memoria_v1_api_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *ScoreParts) GetRelevance() float64 {
+func (x *Explain) GetDense() float64 {
+	if x != nil {
+		return x.Dense
+	}
+	return 0
+}
+
+func (x *Explain) GetBm25() float64 {
+	if x != nil {
+		return x.Bm25
+	}
+	return 0
+}
+
+func (x *Explain) GetAffinity() float64 {
+	if x != nil {
+		return x.Affinity
+	}
+	return 0
+}
+
+func (x *Explain) GetDenseRank() int32 {
+	if x != nil {
+		return x.DenseRank
+	}
+	return 0
+}
+
+func (x *Explain) GetBm25Rank() int32 {
+	if x != nil {
+		return x.Bm25Rank
+	}
+	return 0
+}
+
+func (x *Explain) GetAffinityRank() int32 {
+	if x != nil {
+		return x.AffinityRank
+	}
+	return 0
+}
+
+func (x *Explain) GetRelevance() float64 {
 	if x != nil {
 		return x.Relevance
 	}
 	return 0
 }
 
-func (x *ScoreParts) GetKindWeight() float64 {
+func (x *Explain) GetKindWeight() float64 {
 	if x != nil {
 		return x.KindWeight
 	}
 	return 0
 }
 
-func (x *ScoreParts) GetDecay() float64 {
+func (x *Explain) GetRecency() float64 {
 	if x != nil {
-		return x.Decay
+		return x.Recency
 	}
 	return 0
 }
 
-func (x *ScoreParts) GetImportance() float64 {
+func (x *Explain) GetImportance() float64 {
 	if x != nil {
 		return x.Importance
 	}
 	return 0
 }
 
-func (x *ScoreParts) GetSonaSimilarity() float64 {
+func (x *Explain) GetSonaSimilarity() float64 {
 	if x != nil {
 		return x.SonaSimilarity
+	}
+	return 0
+}
+
+func (x *Explain) GetCoaccess() float64 {
+	if x != nil {
+		return x.Coaccess
+	}
+	return 0
+}
+
+func (x *Explain) GetContributions() *Contributions {
+	if x != nil {
+		return x.Contributions
+	}
+	return nil
+}
+
+type Contributions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// relevance × kind × recency, split by retrieval path.
+	Dense          float64 `protobuf:"fixed64,1,opt,name=dense,proto3" json:"dense,omitempty"`
+	Bm25           float64 `protobuf:"fixed64,2,opt,name=bm25,proto3" json:"bm25,omitempty"`
+	Affinity       float64 `protobuf:"fixed64,3,opt,name=affinity,proto3" json:"affinity,omitempty"`
+	Importance     float64 `protobuf:"fixed64,4,opt,name=importance,proto3" json:"importance,omitempty"`
+	SonaSimilarity float64 `protobuf:"fixed64,5,opt,name=sona_similarity,json=sonaSimilarity,proto3" json:"sona_similarity,omitempty"`
+	// For memories reached from a hit (expansion, co-access): the score
+	// carried along the path; the other contributions are then 0.
+	Path          float64 `protobuf:"fixed64,6,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Contributions) Reset() {
+	*x = Contributions{}
+	mi := &file_memoria_v1_api_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Contributions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Contributions) ProtoMessage() {}
+
+func (x *Contributions) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_api_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Contributions.ProtoReflect.Descriptor instead.
+func (*Contributions) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_api_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Contributions) GetDense() float64 {
+	if x != nil {
+		return x.Dense
+	}
+	return 0
+}
+
+func (x *Contributions) GetBm25() float64 {
+	if x != nil {
+		return x.Bm25
+	}
+	return 0
+}
+
+func (x *Contributions) GetAffinity() float64 {
+	if x != nil {
+		return x.Affinity
+	}
+	return 0
+}
+
+func (x *Contributions) GetImportance() float64 {
+	if x != nil {
+		return x.Importance
+	}
+	return 0
+}
+
+func (x *Contributions) GetSonaSimilarity() float64 {
+	if x != nil {
+		return x.SonaSimilarity
+	}
+	return 0
+}
+
+func (x *Contributions) GetPath() float64 {
+	if x != nil {
+		return x.Path
 	}
 	return 0
 }
@@ -565,17 +769,19 @@ type RecalledMemory struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Cid   string                 `protobuf:"bytes,1,opt,name=cid,proto3" json:"cid,omitempty"`
 	Score float64                `protobuf:"fixed64,2,opt,name=score,proto3" json:"score,omitempty"`
-	// "hit" for a top-k result, "expansion" when reached along an edge.
-	Via           string      `protobuf:"bytes,3,opt,name=via,proto3" json:"via,omitempty"`
-	Parts         *ScoreParts `protobuf:"bytes,4,opt,name=parts,proto3" json:"parts,omitempty"`
-	Memory        *Memory     `protobuf:"bytes,5,opt,name=memory,proto3" json:"memory,omitempty"`
+	// "hit": a top-k result; "coaccess": pulled in as a hit's co-access
+	// partner; "expansion": reached along an edge.
+	Via string `protobuf:"bytes,3,opt,name=via,proto3" json:"via,omitempty"`
+	// With explain.
+	Explain       *Explain `protobuf:"bytes,4,opt,name=explain,proto3" json:"explain,omitempty"`
+	Memory        *Memory  `protobuf:"bytes,5,opt,name=memory,proto3" json:"memory,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecalledMemory) Reset() {
 	*x = RecalledMemory{}
-	mi := &file_memoria_v1_api_proto_msgTypes[9]
+	mi := &file_memoria_v1_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +793,7 @@ func (x *RecalledMemory) String() string {
 func (*RecalledMemory) ProtoMessage() {}
 
 func (x *RecalledMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_api_proto_msgTypes[9]
+	mi := &file_memoria_v1_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +806,7 @@ func (x *RecalledMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecalledMemory.ProtoReflect.Descriptor instead.
 func (*RecalledMemory) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_api_proto_rawDescGZIP(), []int{9}
+	return file_memoria_v1_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RecalledMemory) GetCid() string {
@@ -624,9 +830,9 @@ func (x *RecalledMemory) GetVia() string {
 	return ""
 }
 
-func (x *RecalledMemory) GetParts() *ScoreParts {
+func (x *RecalledMemory) GetExplain() *Explain {
 	if x != nil {
-		return x.Parts
+		return x.Explain
 	}
 	return nil
 }
@@ -647,7 +853,7 @@ type RecallResponse struct {
 
 func (x *RecallResponse) Reset() {
 	*x = RecallResponse{}
-	mi := &file_memoria_v1_api_proto_msgTypes[10]
+	mi := &file_memoria_v1_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +865,7 @@ func (x *RecallResponse) String() string {
 func (*RecallResponse) ProtoMessage() {}
 
 func (x *RecallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_api_proto_msgTypes[10]
+	mi := &file_memoria_v1_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +878,7 @@ func (x *RecallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallResponse.ProtoReflect.Descriptor instead.
 func (*RecallResponse) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_api_proto_rawDescGZIP(), []int{10}
+	return file_memoria_v1_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RecallResponse) GetMemories() []*RecalledMemory {
@@ -690,17 +896,19 @@ type InsertRequest struct {
 	Data  *structpb.Struct `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
 	Edges []*Edge          `protobuf:"bytes,3,rep,name=edges,proto3" json:"edges,omitempty"`
 	// XmetaV kind (default: note).
-	Kind          string            `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
-	Timestamp     *int64            `protobuf:"varint,5,opt,name=timestamp,proto3,oneof" json:"timestamp,omitempty"`
-	AgentId       string            `protobuf:"bytes,6,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	Labels        map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Kind      string            `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	Timestamp *int64            `protobuf:"varint,5,opt,name=timestamp,proto3,oneof" json:"timestamp,omitempty"`
+	AgentId   string            `protobuf:"bytes,6,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Labels    map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Near-duplicate detection against the sona (default true).
+	Dedup         *bool `protobuf:"varint,8,opt,name=dedup,proto3,oneof" json:"dedup,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InsertRequest) Reset() {
 	*x = InsertRequest{}
-	mi := &file_memoria_v1_api_proto_msgTypes[11]
+	mi := &file_memoria_v1_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +920,7 @@ func (x *InsertRequest) String() string {
 func (*InsertRequest) ProtoMessage() {}
 
 func (x *InsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_api_proto_msgTypes[11]
+	mi := &file_memoria_v1_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +933,7 @@ func (x *InsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InsertRequest.ProtoReflect.Descriptor instead.
 func (*InsertRequest) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_api_proto_rawDescGZIP(), []int{11}
+	return file_memoria_v1_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InsertRequest) GetSona() string {
@@ -777,20 +985,33 @@ func (x *InsertRequest) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *InsertRequest) GetDedup() bool {
+	if x != nil && x.Dedup != nil {
+		return *x.Dedup
+	}
+	return false
+}
+
 type InsertResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Cid   string                 `protobuf:"bytes,1,opt,name=cid,proto3" json:"cid,omitempty"`
-	// Seq of the ACT that added it to the sona; null when it already was there.
+	// Seq of the ACT that added it to the sona; null when nothing was appended.
 	Seq *int64 `protobuf:"varint,2,opt,name=seq,proto3,oneof" json:"seq,omitempty"`
 	// True when the memory was already in the sona (no new ACT).
-	Existed       bool `protobuf:"varint,3,opt,name=existed,proto3" json:"existed,omitempty"`
+	Existed bool `protobuf:"varint,3,opt,name=existed,proto3" json:"existed,omitempty"`
+	// True when a near-duplicate was already in the sona: cid is that memory,
+	// which was reinforced instead of storing the new one.
+	Deduplicated bool `protobuf:"varint,4,opt,name=deduplicated,proto3" json:"deduplicated,omitempty"`
+	// Similarity to the existing memory and the dedup threshold it crossed.
+	Similarity    *float64 `protobuf:"fixed64,5,opt,name=similarity,proto3,oneof" json:"similarity,omitempty"`
+	Threshold     *float64 `protobuf:"fixed64,6,opt,name=threshold,proto3,oneof" json:"threshold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InsertResponse) Reset() {
 	*x = InsertResponse{}
-	mi := &file_memoria_v1_api_proto_msgTypes[12]
+	mi := &file_memoria_v1_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +1023,7 @@ func (x *InsertResponse) String() string {
 func (*InsertResponse) ProtoMessage() {}
 
 func (x *InsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_api_proto_msgTypes[12]
+	mi := &file_memoria_v1_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +1036,7 @@ func (x *InsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InsertResponse.ProtoReflect.Descriptor instead.
 func (*InsertResponse) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_api_proto_rawDescGZIP(), []int{12}
+	return file_memoria_v1_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InsertResponse) GetCid() string {
@@ -839,6 +1060,27 @@ func (x *InsertResponse) GetExisted() bool {
 	return false
 }
 
+func (x *InsertResponse) GetDeduplicated() bool {
+	if x != nil {
+		return x.Deduplicated
+	}
+	return false
+}
+
+func (x *InsertResponse) GetSimilarity() float64 {
+	if x != nil && x.Similarity != nil {
+		return *x.Similarity
+	}
+	return 0
+}
+
+func (x *InsertResponse) GetThreshold() float64 {
+	if x != nil && x.Threshold != nil {
+		return *x.Threshold
+	}
+	return 0
+}
+
 type ListMemoriesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*Memory              `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -849,7 +1091,7 @@ type ListMemoriesResponse struct {
 
 func (x *ListMemoriesResponse) Reset() {
 	*x = ListMemoriesResponse{}
-	mi := &file_memoria_v1_api_proto_msgTypes[13]
+	mi := &file_memoria_v1_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +1103,7 @@ func (x *ListMemoriesResponse) String() string {
 func (*ListMemoriesResponse) ProtoMessage() {}
 
 func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_api_proto_msgTypes[13]
+	mi := &file_memoria_v1_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1116,7 @@ func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListMemoriesResponse) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_api_proto_rawDescGZIP(), []int{13}
+	return file_memoria_v1_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListMemoriesResponse) GetItems() []*Memory {
@@ -901,7 +1143,7 @@ type ListSonasResponse struct {
 
 func (x *ListSonasResponse) Reset() {
 	*x = ListSonasResponse{}
-	mi := &file_memoria_v1_api_proto_msgTypes[14]
+	mi := &file_memoria_v1_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1155,7 @@ func (x *ListSonasResponse) String() string {
 func (*ListSonasResponse) ProtoMessage() {}
 
 func (x *ListSonasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_api_proto_msgTypes[14]
+	mi := &file_memoria_v1_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1168,7 @@ func (x *ListSonasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSonasResponse.ProtoReflect.Descriptor instead.
 func (*ListSonasResponse) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_api_proto_rawDescGZIP(), []int{14}
+	return file_memoria_v1_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListSonasResponse) GetItems() []*Sona {
@@ -953,7 +1195,7 @@ type FileResponse struct {
 
 func (x *FileResponse) Reset() {
 	*x = FileResponse{}
-	mi := &file_memoria_v1_api_proto_msgTypes[15]
+	mi := &file_memoria_v1_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1207,7 @@ func (x *FileResponse) String() string {
 func (*FileResponse) ProtoMessage() {}
 
 func (x *FileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_api_proto_msgTypes[15]
+	mi := &file_memoria_v1_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1220,7 @@ func (x *FileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileResponse.ProtoReflect.Descriptor instead.
 func (*FileResponse) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_api_proto_rawDescGZIP(), []int{15}
+	return file_memoria_v1_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FileResponse) GetCid() string {
@@ -1005,7 +1247,7 @@ type ErrorBody struct {
 
 func (x *ErrorBody) Reset() {
 	*x = ErrorBody{}
-	mi := &file_memoria_v1_api_proto_msgTypes[16]
+	mi := &file_memoria_v1_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1259,7 @@ func (x *ErrorBody) String() string {
 func (*ErrorBody) ProtoMessage() {}
 
 func (x *ErrorBody) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_api_proto_msgTypes[16]
+	mi := &file_memoria_v1_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1272,7 @@ func (x *ErrorBody) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBody.ProtoReflect.Descriptor instead.
 func (*ErrorBody) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_api_proto_rawDescGZIP(), []int{16}
+	return file_memoria_v1_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ErrorBody) GetCode() string {
@@ -1056,7 +1298,7 @@ type ErrorResponse struct {
 
 func (x *ErrorResponse) Reset() {
 	*x = ErrorResponse{}
-	mi := &file_memoria_v1_api_proto_msgTypes[17]
+	mi := &file_memoria_v1_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1310,7 @@ func (x *ErrorResponse) String() string {
 func (*ErrorResponse) ProtoMessage() {}
 
 func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_api_proto_msgTypes[17]
+	mi := &file_memoria_v1_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1323,7 @@ func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorResponse.ProtoReflect.Descriptor instead.
 func (*ErrorResponse) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_api_proto_rawDescGZIP(), []int{17}
+	return file_memoria_v1_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ErrorResponse) GetError() *ErrorBody {
@@ -1103,7 +1345,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_memoria_v1_api_proto_msgTypes[18]
+	mi := &file_memoria_v1_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1357,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_api_proto_msgTypes[18]
+	mi := &file_memoria_v1_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1370,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_api_proto_rawDescGZIP(), []int{18}
+	return file_memoria_v1_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Health) GetStatus() string {
@@ -1190,29 +1432,53 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\brecalled\x18\x03 \x03(\v2\x15.memoria.v1.ScoredRefR\brecalled\"q\n" +
 	"\rQueryResponse\x12-\n" +
 	"\bresponse\x18\x01 \x01(\v2\x11.memoria.v1.ReplyR\bresponse\x121\n" +
-	"\brecalled\x18\x02 \x03(\v2\x15.memoria.v1.ScoredRefR\brecalled\"V\n" +
+	"\brecalled\x18\x02 \x03(\v2\x15.memoria.v1.ScoredRefR\brecalled\"\xec\x01\n" +
 	"\rRecallRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12\f\n" +
 	"\x01k\x18\x02 \x01(\x05R\x01k\x12!\n" +
-	"\fbudget_chars\x18\x03 \x01(\x05R\vbudgetChars\"\xaa\x01\n" +
+	"\fbudget_chars\x18\x03 \x01(\x05R\vbudgetChars\x12\x18\n" +
+	"\aexplain\x18\x04 \x01(\bR\aexplain\x12\x18\n" +
+	"\x05as_of\x18\x05 \x01(\x03H\x00R\x04asOf\x88\x01\x01\x12\x14\n" +
+	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x19\n" +
+	"\bagent_id\x18\a \x01(\tR\aagentId\x12%\n" +
+	"\x0einclude_hidden\x18\b \x01(\bR\rincludeHiddenB\b\n" +
+	"\x06_as_of\"\xaf\x03\n" +
+	"\aExplain\x12\x14\n" +
+	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
+	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
+	"\baffinity\x18\x03 \x01(\x01R\baffinity\x12\x1d\n" +
 	"\n" +
-	"ScoreParts\x12\x1c\n" +
-	"\trelevance\x18\x01 \x01(\x01R\trelevance\x12\x1f\n" +
-	"\vkind_weight\x18\x02 \x01(\x01R\n" +
-	"kindWeight\x12\x14\n" +
-	"\x05decay\x18\x03 \x01(\x01R\x05decay\x12\x1e\n" +
+	"dense_rank\x18\x04 \x01(\x05R\tdenseRank\x12\x1b\n" +
+	"\tbm25_rank\x18\x05 \x01(\x05R\bbm25Rank\x12#\n" +
+	"\raffinity_rank\x18\x06 \x01(\x05R\faffinityRank\x12\x1c\n" +
+	"\trelevance\x18\a \x01(\x01R\trelevance\x12\x1f\n" +
+	"\vkind_weight\x18\b \x01(\x01R\n" +
+	"kindWeight\x12\x18\n" +
+	"\arecency\x18\t \x01(\x01R\arecency\x12\x1e\n" +
+	"\n" +
+	"importance\x18\n" +
+	" \x01(\x01R\n" +
+	"importance\x12'\n" +
+	"\x0fsona_similarity\x18\v \x01(\x01R\x0esonaSimilarity\x12\x1a\n" +
+	"\bcoaccess\x18\f \x01(\x01R\bcoaccess\x12?\n" +
+	"\rcontributions\x18\r \x01(\v2\x19.memoria.v1.ContributionsR\rcontributions\"\xb2\x01\n" +
+	"\rContributions\x12\x14\n" +
+	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
+	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
+	"\baffinity\x18\x03 \x01(\x01R\baffinity\x12\x1e\n" +
 	"\n" +
 	"importance\x18\x04 \x01(\x01R\n" +
 	"importance\x12'\n" +
-	"\x0fsona_similarity\x18\x05 \x01(\x01R\x0esonaSimilarity\"\xa4\x01\n" +
+	"\x0fsona_similarity\x18\x05 \x01(\x01R\x0esonaSimilarity\x12\x12\n" +
+	"\x04path\x18\x06 \x01(\x01R\x04path\"\xa5\x01\n" +
 	"\x0eRecalledMemory\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x10\n" +
-	"\x03via\x18\x03 \x01(\tR\x03via\x12,\n" +
-	"\x05parts\x18\x04 \x01(\v2\x16.memoria.v1.ScorePartsR\x05parts\x12*\n" +
+	"\x03via\x18\x03 \x01(\tR\x03via\x12-\n" +
+	"\aexplain\x18\x04 \x01(\v2\x13.memoria.v1.ExplainR\aexplain\x12*\n" +
 	"\x06memory\x18\x05 \x01(\v2\x12.memoria.v1.MemoryR\x06memory\"H\n" +
 	"\x0eRecallResponse\x126\n" +
-	"\bmemories\x18\x01 \x03(\v2\x1a.memoria.v1.RecalledMemoryR\bmemories\"\xd2\x02\n" +
+	"\bmemories\x18\x01 \x03(\v2\x1a.memoria.v1.RecalledMemoryR\bmemories\"\xf7\x02\n" +
 	"\rInsertRequest\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x12+\n" +
 	"\x04data\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x04data\x12&\n" +
@@ -1220,17 +1486,27 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x04kind\x18\x04 \x01(\tR\x04kind\x12!\n" +
 	"\ttimestamp\x18\x05 \x01(\x03H\x00R\ttimestamp\x88\x01\x01\x12\x19\n" +
 	"\bagent_id\x18\x06 \x01(\tR\aagentId\x12=\n" +
-	"\x06labels\x18\a \x03(\v2%.memoria.v1.InsertRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\a \x03(\v2%.memoria.v1.InsertRequest.LabelsEntryR\x06labels\x12\x19\n" +
+	"\x05dedup\x18\b \x01(\bH\x01R\x05dedup\x88\x01\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +
 	"\n" +
-	"_timestamp\"[\n" +
+	"_timestampB\b\n" +
+	"\x06_dedup\"\xe4\x01\n" +
 	"\x0eInsertResponse\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x15\n" +
 	"\x03seq\x18\x02 \x01(\x03H\x00R\x03seq\x88\x01\x01\x12\x18\n" +
-	"\aexisted\x18\x03 \x01(\bR\aexistedB\x06\n" +
-	"\x04_seq\"v\n" +
+	"\aexisted\x18\x03 \x01(\bR\aexisted\x12\"\n" +
+	"\fdeduplicated\x18\x04 \x01(\bR\fdeduplicated\x12#\n" +
+	"\n" +
+	"similarity\x18\x05 \x01(\x01H\x01R\n" +
+	"similarity\x88\x01\x01\x12!\n" +
+	"\tthreshold\x18\x06 \x01(\x01H\x02R\tthreshold\x88\x01\x01B\x06\n" +
+	"\x04_seqB\r\n" +
+	"\v_similarityB\f\n" +
+	"\n" +
+	"_threshold\"v\n" +
 	"\x14ListMemoriesResponse\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.memoria.v1.MemoryR\x05items\x12$\n" +
 	"\vnext_cursor\x18\x02 \x01(\tH\x00R\n" +
@@ -1267,7 +1543,7 @@ func file_memoria_v1_api_proto_rawDescGZIP() []byte {
 	return file_memoria_v1_api_proto_rawDescData
 }
 
-var file_memoria_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_memoria_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_memoria_v1_api_proto_goTypes = []any{
 	(*CreateSonaRequest)(nil),    // 0: memoria.v1.CreateSonaRequest
 	(*ChatRequest)(nil),          // 1: memoria.v1.ChatRequest
@@ -1277,22 +1553,23 @@ var file_memoria_v1_api_proto_goTypes = []any{
 	(*ChatResponse)(nil),         // 5: memoria.v1.ChatResponse
 	(*QueryResponse)(nil),        // 6: memoria.v1.QueryResponse
 	(*RecallRequest)(nil),        // 7: memoria.v1.RecallRequest
-	(*ScoreParts)(nil),           // 8: memoria.v1.ScoreParts
-	(*RecalledMemory)(nil),       // 9: memoria.v1.RecalledMemory
-	(*RecallResponse)(nil),       // 10: memoria.v1.RecallResponse
-	(*InsertRequest)(nil),        // 11: memoria.v1.InsertRequest
-	(*InsertResponse)(nil),       // 12: memoria.v1.InsertResponse
-	(*ListMemoriesResponse)(nil), // 13: memoria.v1.ListMemoriesResponse
-	(*ListSonasResponse)(nil),    // 14: memoria.v1.ListSonasResponse
-	(*FileResponse)(nil),         // 15: memoria.v1.FileResponse
-	(*ErrorBody)(nil),            // 16: memoria.v1.ErrorBody
-	(*ErrorResponse)(nil),        // 17: memoria.v1.ErrorResponse
-	(*Health)(nil),               // 18: memoria.v1.Health
-	nil,                          // 19: memoria.v1.InsertRequest.LabelsEntry
-	(*Memory)(nil),               // 20: memoria.v1.Memory
-	(*structpb.Struct)(nil),      // 21: google.protobuf.Struct
-	(*Edge)(nil),                 // 22: memoria.v1.Edge
-	(*Sona)(nil),                 // 23: memoria.v1.Sona
+	(*Explain)(nil),              // 8: memoria.v1.Explain
+	(*Contributions)(nil),        // 9: memoria.v1.Contributions
+	(*RecalledMemory)(nil),       // 10: memoria.v1.RecalledMemory
+	(*RecallResponse)(nil),       // 11: memoria.v1.RecallResponse
+	(*InsertRequest)(nil),        // 12: memoria.v1.InsertRequest
+	(*InsertResponse)(nil),       // 13: memoria.v1.InsertResponse
+	(*ListMemoriesResponse)(nil), // 14: memoria.v1.ListMemoriesResponse
+	(*ListSonasResponse)(nil),    // 15: memoria.v1.ListSonasResponse
+	(*FileResponse)(nil),         // 16: memoria.v1.FileResponse
+	(*ErrorBody)(nil),            // 17: memoria.v1.ErrorBody
+	(*ErrorResponse)(nil),        // 18: memoria.v1.ErrorResponse
+	(*Health)(nil),               // 19: memoria.v1.Health
+	nil,                          // 20: memoria.v1.InsertRequest.LabelsEntry
+	(*Memory)(nil),               // 21: memoria.v1.Memory
+	(*structpb.Struct)(nil),      // 22: google.protobuf.Struct
+	(*Edge)(nil),                 // 23: memoria.v1.Edge
+	(*Sona)(nil),                 // 24: memoria.v1.Sona
 }
 var file_memoria_v1_api_proto_depIdxs = []int32{
 	2,  // 0: memoria.v1.ChatResponse.input:type_name -> memoria.v1.MemoryRef
@@ -1300,20 +1577,21 @@ var file_memoria_v1_api_proto_depIdxs = []int32{
 	4,  // 2: memoria.v1.ChatResponse.recalled:type_name -> memoria.v1.ScoredRef
 	3,  // 3: memoria.v1.QueryResponse.response:type_name -> memoria.v1.Reply
 	4,  // 4: memoria.v1.QueryResponse.recalled:type_name -> memoria.v1.ScoredRef
-	8,  // 5: memoria.v1.RecalledMemory.parts:type_name -> memoria.v1.ScoreParts
-	20, // 6: memoria.v1.RecalledMemory.memory:type_name -> memoria.v1.Memory
-	9,  // 7: memoria.v1.RecallResponse.memories:type_name -> memoria.v1.RecalledMemory
-	21, // 8: memoria.v1.InsertRequest.data:type_name -> google.protobuf.Struct
-	22, // 9: memoria.v1.InsertRequest.edges:type_name -> memoria.v1.Edge
-	19, // 10: memoria.v1.InsertRequest.labels:type_name -> memoria.v1.InsertRequest.LabelsEntry
-	20, // 11: memoria.v1.ListMemoriesResponse.items:type_name -> memoria.v1.Memory
-	23, // 12: memoria.v1.ListSonasResponse.items:type_name -> memoria.v1.Sona
-	16, // 13: memoria.v1.ErrorResponse.error:type_name -> memoria.v1.ErrorBody
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	9,  // 5: memoria.v1.Explain.contributions:type_name -> memoria.v1.Contributions
+	8,  // 6: memoria.v1.RecalledMemory.explain:type_name -> memoria.v1.Explain
+	21, // 7: memoria.v1.RecalledMemory.memory:type_name -> memoria.v1.Memory
+	10, // 8: memoria.v1.RecallResponse.memories:type_name -> memoria.v1.RecalledMemory
+	22, // 9: memoria.v1.InsertRequest.data:type_name -> google.protobuf.Struct
+	23, // 10: memoria.v1.InsertRequest.edges:type_name -> memoria.v1.Edge
+	20, // 11: memoria.v1.InsertRequest.labels:type_name -> memoria.v1.InsertRequest.LabelsEntry
+	21, // 12: memoria.v1.ListMemoriesResponse.items:type_name -> memoria.v1.Memory
+	24, // 13: memoria.v1.ListSonasResponse.items:type_name -> memoria.v1.Sona
+	17, // 14: memoria.v1.ErrorResponse.error:type_name -> memoria.v1.ErrorBody
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_memoria_v1_api_proto_init() }
@@ -1322,17 +1600,18 @@ func file_memoria_v1_api_proto_init() {
 		return
 	}
 	file_memoria_v1_memory_proto_init()
-	file_memoria_v1_api_proto_msgTypes[11].OneofWrappers = []any{}
+	file_memoria_v1_api_proto_msgTypes[7].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[12].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[13].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[14].OneofWrappers = []any{}
+	file_memoria_v1_api_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoria_v1_api_proto_rawDesc), len(file_memoria_v1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

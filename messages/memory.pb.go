@@ -145,7 +145,11 @@ type MemoryMeta struct {
 	// Unix seconds when the memory was first stored.
 	CreatedAt int64 `protobuf:"varint,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Free-form labels given at insert.
-	Labels        map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Position of the memory in the store's insertion log (1, 2, …): the
+	// order in which memories came to exist, used by time travel and by the
+	// derived indexes to catch up.
+	Seq           uint64 `protobuf:"varint,12,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -255,6 +259,13 @@ func (x *MemoryMeta) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *MemoryMeta) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
 }
 
 // Memory is how a memory is rendered to clients: the fields of its block
@@ -425,6 +436,158 @@ func (x *Sona) GetLastMemory() string {
 	return ""
 }
 
+// Association is a typed, weighted link between two memories, kept beside
+// the DAG (XmetaV memory_associations). It is mutable: it strengthens,
+// weakens and can be pruned; edges inside blocks never change.
+type Association struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// causal | similar | sequential | related
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// 0..1
+	Strength float64 `protobuf:"fixed64,2,opt,name=strength,proto3" json:"strength,omitempty"`
+	// Unix seconds when it was made or last strengthened.
+	UpdatedAt     int64 `protobuf:"varint,3,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Association) Reset() {
+	*x = Association{}
+	mi := &file_memoria_v1_memory_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Association) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Association) ProtoMessage() {}
+
+func (x *Association) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_memory_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Association.ProtoReflect.Descriptor instead.
+func (*Association) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Association) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Association) GetStrength() float64 {
+	if x != nil {
+		return x.Strength
+	}
+	return 0
+}
+
+func (x *Association) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// QueryLog records one recall (XmetaV memory_queries).
+type QueryLog struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Sona     string                 `protobuf:"bytes,1,opt,name=sona,proto3" json:"sona,omitempty"`
+	AgentId  string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Keywords []string               `protobuf:"bytes,3,rep,name=keywords,proto3" json:"keywords,omitempty"`
+	Cids     []string               `protobuf:"bytes,4,rep,name=cids,proto3" json:"cids,omitempty"`
+	Scores   []float64              `protobuf:"fixed64,5,rep,packed,name=scores,proto3" json:"scores,omitempty"`
+	// Unix nanoseconds.
+	Time          int64 `protobuf:"varint,6,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryLog) Reset() {
+	*x = QueryLog{}
+	mi := &file_memoria_v1_memory_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryLog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryLog) ProtoMessage() {}
+
+func (x *QueryLog) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_memory_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryLog.ProtoReflect.Descriptor instead.
+func (*QueryLog) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *QueryLog) GetSona() string {
+	if x != nil {
+		return x.Sona
+	}
+	return ""
+}
+
+func (x *QueryLog) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *QueryLog) GetKeywords() []string {
+	if x != nil {
+		return x.Keywords
+	}
+	return nil
+}
+
+func (x *QueryLog) GetCids() []string {
+	if x != nil {
+		return x.Cids
+	}
+	return nil
+}
+
+func (x *QueryLog) GetScores() []float64 {
+	if x != nil {
+		return x.Scores
+	}
+	return nil
+}
+
+func (x *QueryLog) GetTime() int64 {
+	if x != nil {
+		return x.Time
+	}
+	return 0
+}
+
 var File_memoria_v1_memory_proto protoreflect.FileDescriptor
 
 const file_memoria_v1_memory_proto_rawDesc = "" +
@@ -435,7 +598,7 @@ const file_memoria_v1_memory_proto_rawDesc = "" +
 	"\x03cid\x18\x01 \x01(\tR\x01/\"H\n" +
 	"\x04Edge\x12(\n" +
 	"\x06target\x18\x01 \x01(\v2\x10.memoria.v1.LinkR\x06target\x12\x16\n" +
-	"\x06weight\x18\x02 \x01(\x01R\x06weight\"\xab\x03\n" +
+	"\x06weight\x18\x02 \x01(\x01R\x06weight\"\xbd\x03\n" +
 	"\n" +
 	"MemoryMeta\x12\x14\n" +
 	"\x05sonas\x18\x01 \x03(\tR\x05sonas\x12\x19\n" +
@@ -453,7 +616,8 @@ const file_memoria_v1_memory_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\n" +
 	" \x01(\x03R\tcreatedAt\x12:\n" +
-	"\x06labels\x18\v \x03(\v2\".memoria.v1.MemoryMeta.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\v \x03(\v2\".memoria.v1.MemoryMeta.LabelsEntryR\x06labels\x12\x10\n" +
+	"\x03seq\x18\f \x01(\x04R\x03seq\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcc\x01\n" +
@@ -475,7 +639,19 @@ const file_memoria_v1_memory_proto_rawDesc = "" +
 	"\vlast_memory\x18\x06 \x01(\tH\x01R\n" +
 	"lastMemory\x88\x01\x01B\a\n" +
 	"\x05_headB\x0e\n" +
-	"\f_last_memoryB1Z/github.com/memoria-ai/memoria/messages;messagesb\x06proto3"
+	"\f_last_memory\"\\\n" +
+	"\vAssociation\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1a\n" +
+	"\bstrength\x18\x02 \x01(\x01R\bstrength\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x03 \x01(\x03R\tupdatedAt\"\x95\x01\n" +
+	"\bQueryLog\x12\x12\n" +
+	"\x04sona\x18\x01 \x01(\tR\x04sona\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1a\n" +
+	"\bkeywords\x18\x03 \x03(\tR\bkeywords\x12\x12\n" +
+	"\x04cids\x18\x04 \x03(\tR\x04cids\x12\x16\n" +
+	"\x06scores\x18\x05 \x03(\x01R\x06scores\x12\x12\n" +
+	"\x04time\x18\x06 \x01(\x03R\x04timeB1Z/github.com/memoria-ai/memoria/messages;messagesb\x06proto3"
 
 var (
 	file_memoria_v1_memory_proto_rawDescOnce sync.Once
@@ -489,20 +665,22 @@ func file_memoria_v1_memory_proto_rawDescGZIP() []byte {
 	return file_memoria_v1_memory_proto_rawDescData
 }
 
-var file_memoria_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_memoria_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_memoria_v1_memory_proto_goTypes = []any{
 	(*Link)(nil),            // 0: memoria.v1.Link
 	(*Edge)(nil),            // 1: memoria.v1.Edge
 	(*MemoryMeta)(nil),      // 2: memoria.v1.MemoryMeta
 	(*Memory)(nil),          // 3: memoria.v1.Memory
 	(*Sona)(nil),            // 4: memoria.v1.Sona
-	nil,                     // 5: memoria.v1.MemoryMeta.LabelsEntry
-	(*structpb.Struct)(nil), // 6: google.protobuf.Struct
+	(*Association)(nil),     // 5: memoria.v1.Association
+	(*QueryLog)(nil),        // 6: memoria.v1.QueryLog
+	nil,                     // 7: memoria.v1.MemoryMeta.LabelsEntry
+	(*structpb.Struct)(nil), // 8: google.protobuf.Struct
 }
 var file_memoria_v1_memory_proto_depIdxs = []int32{
 	0, // 0: memoria.v1.Edge.target:type_name -> memoria.v1.Link
-	5, // 1: memoria.v1.MemoryMeta.labels:type_name -> memoria.v1.MemoryMeta.LabelsEntry
-	6, // 2: memoria.v1.Memory.data:type_name -> google.protobuf.Struct
+	7, // 1: memoria.v1.MemoryMeta.labels:type_name -> memoria.v1.MemoryMeta.LabelsEntry
+	8, // 2: memoria.v1.Memory.data:type_name -> google.protobuf.Struct
 	1, // 3: memoria.v1.Memory.edges:type_name -> memoria.v1.Edge
 	2, // 4: memoria.v1.Memory.meta:type_name -> memoria.v1.MemoryMeta
 	5, // [5:5] is the sub-list for method output_type
@@ -525,7 +703,7 @@ func file_memoria_v1_memory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoria_v1_memory_proto_rawDesc), len(file_memoria_v1_memory_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

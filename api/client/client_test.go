@@ -132,14 +132,14 @@ func TestClientFlow(t *testing.T) {
 			t.Fatalf("memory %v", m)
 		}
 
-		rec, err := c.Recall(ctx, s.Uuid, &messages.RecallRequest{Query: "honey from bees", K: 3})
+		rec, err := c.Recall(ctx, s.Uuid, &messages.RecallRequest{Query: "honey from bees", K: 3, Explain: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var recalled []string
 		for _, r := range rec.Memories {
 			recalled = append(recalled, r.Cid)
-			if r.Memory.GetCid() != r.Cid || r.Parts == nil || (r.Via != "hit" && r.Via != "expansion") {
+			if r.Memory.GetCid() != r.Cid || r.Explain == nil || (r.Via != "hit" && r.Via != "expansion" && r.Via != "coaccess") {
 				t.Fatalf("recalled %v", r)
 			}
 		}

@@ -250,7 +250,7 @@ func runDemo(ctx context.Context, c *client.Client, perTheme, rounds int, say fu
 		return nil, err
 	}
 	say("recall in %s for %q (top 5, expanded along edges, topologically sorted):\n", first.rec.Name, rep.RecallQuery)
-	printRecall(writerFunc(func(p []byte) (int, error) { say("%s", p); return len(p), nil }), rc)
+	printRecall(writerFunc(func(p []byte) (int, error) { say("%s", p); return len(p), nil }), rc, false)
 	for _, m := range rc.Memories {
 		rep.Recall = append(rep.Recall, demoRecalls{CID: m.Cid, Score: m.Score, Via: m.Via, Text: memoryText(m.Memory)})
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/memoria-ai/memoria/api/client"
 	"github.com/memoria-ai/memoria/messages"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -226,7 +227,8 @@ func TestKillLosesNothingAcknowledged(t *testing.T) {
 				default:
 				}
 				d, _ := structpb.NewStruct(map[string]any{"kind": "text", "content": fmt.Sprintf("writer %d line %d", w, i)})
-				r, err := c.Insert(ctx, &messages.InsertRequest{Sona: sona.Uuid, Data: d})
+				// Lines differing by a number are near-duplicates: keep them all.
+				r, err := c.Insert(ctx, &messages.InsertRequest{Sona: sona.Uuid, Data: d, Dedup: proto.Bool(false)})
 				if err != nil {
 					return // the server died: this write was not acknowledged
 				}
