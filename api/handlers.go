@@ -312,7 +312,7 @@ func renderExplain(e memory.Explain) *messages.Explain {
 		Importance: e.Importance, SonaSimilarity: e.SonaSimilarity, Coaccess: e.CoAccess,
 		Contributions: &messages.Contributions{
 			Dense: e.Contrib.Dense, Bm25: e.Contrib.BM25, Affinity: e.Contrib.Affinity,
-			Importance: e.Contrib.Importance, SonaSimilarity: e.Contrib.SonaSimilarity, Path: e.Contrib.Path,
+			Recency: e.Contrib.Recency, Importance: e.Contrib.Importance, SonaSimilarity: e.Contrib.SonaSimilarity, Path: e.Contrib.Path,
 		},
 	}
 }

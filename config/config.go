@@ -113,6 +113,13 @@ type Recall struct {
 	// AffinitySeeds is how many of the best dense/BM25 candidates lend
 	// their associations and co-access partners to the affinity path.
 	AffinitySeeds int `yaml:"affinity_seeds"`
+	// AffinityDepth is how many association hops the affinity path follows.
+	AffinityDepth int `yaml:"affinity_depth"`
+	// BM25K1 and BM25B are BM25's term-saturation and length-normalisation
+	// parameters. They apply to the whole process (bleve's scorer reads them
+	// from package variables).
+	BM25K1 float64 `yaml:"bm25_k1"`
+	BM25B  float64 `yaml:"bm25_b"`
 	// CoAccessRate is the Hebbian learning rate: memories returned together
 	// move their co-access weight this far toward 1.
 	CoAccessRate float64 `yaml:"coaccess_rate"`
@@ -126,6 +133,9 @@ type Recall struct {
 	SimilarNeighbors int `yaml:"similar_neighbors"`
 	// QueryLog records every recall (XmetaV memory_queries).
 	QueryLog bool `yaml:"query_log"`
+	// ExactScanMax: in sona scope, a sona of up to this many memories is
+	// searched exactly among its own memories instead of through the graph.
+	ExactScanMax int `yaml:"exact_scan_max"`
 }
 
 // PathWeights weigh the retrieval paths.
@@ -135,10 +145,12 @@ type PathWeights struct {
 	Affinity float64 `yaml:"affinity"`
 }
 
-// Weights of the recall score: relevance×kind×decay is the base, importance
-// and sona similarity are added with these weights.
+// Weights of the recall score (DESIGN.md §5): relevance × kind weight,
+// plus recency (Living Memory's activity-relative decay), importance and
+// sona similarity, each with its weight.
 type Weights struct {
 	Relevance  float64 `yaml:"relevance"`
+	Recency    float64 `yaml:"recency"`
 	Importance float64 `yaml:"importance"`
 	Sona       float64 `yaml:"sona"`
 }
@@ -253,23 +265,27 @@ func Default() Config {
 			BudgetChars:        4000,
 			Candidates:         64,
 			Lambda:             0.5,
-			Weights:            Weights{Relevance: 1.0, Importance: 0.2, Sona: 0.1},
+			Weights:            Weights{Relevance: 1.0, Recency: 0.1, Importance: 0.2, Sona: 0.1},
 			ExpandDecay:        0.5,
 			ExpandDepth:        3,
 			ImportanceAlpha:    0.2,
 			ImportanceHopDecay: 0.5,
 			ImportanceDepth:    2,
 			ImportanceFloor:    0.05,
-			Fusion:             "rrf",
+			Fusion:             "weighted",
 			RRFK:               60,
-			Paths:              PathWeights{Dense: 1, BM25: 1, Affinity: 0.5},
+			Paths:              PathWeights{Dense: 0.5, BM25: 1, Affinity: 0.5},
 			Scope:              "self",
 			AffinitySeeds:      5,
-			CoAccessRate:       0.2,
+			AffinityDepth:      2,
+			BM25K1:             1.2,
+			BM25B:              0.3,
+			CoAccessRate:       0.05,
 			CoAccessPartners:   2,
 			Dedup:              true,
 			SimilarNeighbors:   3,
 			QueryLog:           true,
+			ExactScanMax:       20_000,
 		},
 		Threshold: Thresholds{
 			RetrievalBeta: 0.3,
@@ -375,6 +391,7 @@ func (c *Config) Validate() error {
 	}
 	nonNeg("recall.lambda", c.Recall.Lambda)
 	nonNeg("recall.weights.relevance", c.Recall.Weights.Relevance)
+	nonNeg("recall.weights.recency", c.Recall.Weights.Recency)
 	nonNeg("recall.weights.importance", c.Recall.Weights.Importance)
 	nonNeg("recall.weights.sona", c.Recall.Weights.Sona)
 	unit("recall.expand_decay", c.Recall.ExpandDecay)
@@ -406,9 +423,17 @@ func (c *Config) Validate() error {
 	if c.Recall.AffinitySeeds < 0 {
 		bad("recall.affinity_seeds", "must not be negative, got %d", c.Recall.AffinitySeeds)
 	}
+	if c.Recall.AffinityDepth < 1 {
+		bad("recall.affinity_depth", "must be at least 1, got %d", c.Recall.AffinityDepth)
+	}
+	nonNeg("recall.bm25_k1", c.Recall.BM25K1)
+	unit("recall.bm25_b", c.Recall.BM25B)
 	unit("recall.coaccess_rate", c.Recall.CoAccessRate)
 	if c.Recall.CoAccessPartners < 0 {
 		bad("recall.coaccess_partners", "must not be negative, got %d", c.Recall.CoAccessPartners)
+	}
+	if c.Recall.ExactScanMax < 0 {
+		bad("recall.exact_scan_max", "must not be negative, got %d", c.Recall.ExactScanMax)
 	}
 	if c.Recall.SimilarNeighbors < 0 {
 		bad("recall.similar_neighbors", "must not be negative, got %d", c.Recall.SimilarNeighbors)

@@ -3,7 +3,6 @@ package memory
 import (
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -23,7 +22,12 @@ const (
 	AssocSimilar    = "similar"    // a memory and its strong neighbours when it was stored
 	AssocSequential = "sequential" // consecutive memories of a sona
 	AssocRelated    = "related"    // explicit edges given at insert
+	AssocCoAccess   = "coaccess"   // Hebbian co-access partners
 )
+
+// maxLinks bounds the associations (and the co-access partners per agent)
+// a memory keeps: the weakest are forgotten first.
+const maxLinks = 32
 
 var (
 	prefixAssoc    = []byte("a/")
@@ -32,14 +36,10 @@ var (
 	prefixQueryLog = []byte("l/")
 )
 
-func assocKey(from, to cid.Cid) []byte { return join(prefixAssoc, from.Bytes(), to.Bytes()) }
-func assocPrefix(from cid.Cid) []byte  { return join(prefixAssoc, from.Bytes()) }
-func simStatsKey(uuid string) []byte   { return join(prefixSimStats, []byte(uuid)) }
-func coAccessPrefix(agent string, a cid.Cid) []byte {
-	return join(prefixCoAccess, []byte(agent), []byte{0}, a.Bytes())
-}
-func coAccessKey(agent string, a, b cid.Cid) []byte {
-	return join(coAccessPrefix(agent, a), b.Bytes())
+func assocKey(c cid.Cid) []byte      { return join(prefixAssoc, c.Bytes()) }
+func simStatsKey(uuid string) []byte { return join(prefixSimStats, []byte(uuid)) }
+func coAccessKey(agent string, c cid.Cid) []byte {
+	return join(prefixCoAccess, []byte(agent), []byte{0}, c.Bytes())
 }
 
 // ValidateAgentID checks an agent id: printable, short.
@@ -53,103 +53,147 @@ func ValidateAgentID(id string) error {
 // Link is a typed association or a co-access partnership seen from one memory.
 type Link struct {
 	Target   cid.Cid
-	Type     string // association type, or "coaccess"
+	Type     string
 	Strength float64
 }
 
-// putAssociation records a typed association both ways, keeping the
-// stronger of an existing one and the new one.
-func putAssociation(tx *Tx, a, b cid.Cid, typ string, strength float64, now int64) error {
-	if a == b {
-		return nil
+// links reads a link list, strongest first.
+func decodeLinks(raw []byte) ([]Link, error) {
+	list := &messages.Associations{}
+	if err := proto.Unmarshal(raw, list); err != nil {
+		return nil, fmt.Errorf("%w: link list: %v", ErrCorrupt, err)
 	}
-	strength = math.Max(0, math.Min(1, strength))
-	for _, k := range [][]byte{assocKey(a, b), assocKey(b, a)} {
-		cur := &messages.Association{}
-		raw, err := tx.Get(k)
-		switch {
-		case errors.Is(err, ErrNotFound):
-		case err != nil:
-			return err
-		default:
-			if err := proto.Unmarshal(raw, cur); err != nil {
-				return fmt.Errorf("%w: association: %v", ErrCorrupt, err)
-			}
-			if cur.Strength >= strength {
-				continue
+	out := make([]Link, 0, len(list.Links))
+	for _, l := range list.Links {
+		c, err := cid.Cast(l.Target)
+		if err != nil {
+			return nil, fmt.Errorf("%w: link target: %v", ErrCorrupt, err)
+		}
+		out = append(out, Link{Target: c, Type: l.Type, Strength: l.Strength})
+	}
+	return out, nil
+}
+
+// updateLinks applies change to the link list under key (read through tx)
+// and writes it back strongest first, keeping at most maxLinks.
+func updateLinks(tx *Tx, key []byte, now int64, change func(map[cid.Cid]*messages.Association, func(cid.Cid) *messages.Association)) error {
+	list := &messages.Associations{}
+	if raw, err := tx.Get(key); err == nil {
+		if err := proto.Unmarshal(raw, list); err != nil {
+			return fmt.Errorf("%w: link list: %v", ErrCorrupt, err)
+		}
+	} else if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	byTarget := map[cid.Cid]*messages.Association{}
+	for _, l := range list.Links {
+		c, err := cid.Cast(l.Target)
+		if err != nil {
+			return fmt.Errorf("%w: link target: %v", ErrCorrupt, err)
+		}
+		byTarget[c] = l
+	}
+	get := func(c cid.Cid) *messages.Association {
+		l, ok := byTarget[c]
+		if !ok {
+			l = &messages.Association{Target: c.Bytes()}
+			byTarget[c] = l
+		}
+		l.UpdatedAt = now
+		return l
+	}
+	change(byTarget, get)
+	links := make([]*messages.Association, 0, len(byTarget))
+	for _, l := range byTarget {
+		links = append(links, l)
+	}
+	slices.SortFunc(links, func(a, b *messages.Association) int {
+		if c := cmp.Compare(b.Strength, a.Strength); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.Target, b.Target)
+	})
+	list.Links = links[:min(len(links), maxLinks)]
+	out, err := proto.Marshal(list)
+	if err != nil {
+		return err
+	}
+	tx.Set(key, out)
+	return nil
+}
+
+// putAssociations records typed associations between from and each of
+// links' targets, both ways, keeping the stronger of an existing link and
+// the new one. from's own list is rewritten once.
+func putAssociations(tx *Tx, from cid.Cid, links []Link, now int64) error {
+	keep := func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association, to cid.Cid, typ string, strength float64) {
+		if l, ok := have[to]; ok && l.Strength >= strength {
+			return
+		}
+		l := get(to)
+		l.Type, l.Strength = typ, strength
+	}
+	for i := range links {
+		links[i].Strength = math.Max(0, math.Min(1, links[i].Strength))
+	}
+	err := updateLinks(tx, assocKey(from), now, func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association) {
+		for _, l := range links {
+			if l.Target != from {
+				keep(have, get, l.Target, l.Type, l.Strength)
 			}
 		}
-		out, err := proto.Marshal(&messages.Association{Type: typ, Strength: strength, UpdatedAt: now})
+	})
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		if l.Target == from {
+			continue
+		}
+		err := updateLinks(tx, assocKey(l.Target), now, func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association) {
+			keep(have, get, from, l.Type, l.Strength)
+		})
 		if err != nil {
 			return err
 		}
-		tx.Set(k, out)
 	}
 	return nil
 }
 
-// associations lists the associations of c, strongest first.
-func associations(txn *badger.Txn, c cid.Cid) ([]Link, error) {
-	p := assocPrefix(c)
+func readLinks(txn *badger.Txn, key []byte) ([]Link, error) {
+	item, err := txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	var out []Link
-	err := iteratePrefix(txn, p, func(k, v []byte) error {
-		to, err := cid.Cast(bytes.Clone(k[len(p):]))
-		if err != nil {
-			return fmt.Errorf("%w: association key: %v", ErrCorrupt, err)
-		}
-		a := &messages.Association{}
-		if err := proto.Unmarshal(v, a); err != nil {
-			return fmt.Errorf("%w: association: %v", ErrCorrupt, err)
-		}
-		out = append(out, Link{Target: to, Type: a.Type, Strength: a.Strength})
-		return nil
-	})
-	sortLinks(out)
-	return out, err
-}
-
-// coPartners lists the co-access partners of c for an agent, strongest first.
-func coPartners(txn *badger.Txn, agent string, c cid.Cid) ([]Link, error) {
-	p := coAccessPrefix(agent, c)
-	var out []Link
-	err := iteratePrefix(txn, p, func(k, v []byte) error {
-		to, err := cid.Cast(bytes.Clone(k[len(p):]))
-		if err != nil || len(v) != 8 {
-			return fmt.Errorf("%w: co-access entry", ErrCorrupt)
-		}
-		out = append(out, Link{Target: to, Type: "coaccess", Strength: math.Float64frombits(binary.BigEndian.Uint64(v))})
-		return nil
-	})
-	sortLinks(out)
-	return out, err
-}
-
-func sortLinks(ls []Link) {
-	slices.SortFunc(ls, func(a, b Link) int {
-		if c := cmp.Compare(b.Strength, a.Strength); c != 0 {
-			return c
-		}
-		return bytes.Compare(a.Target.Bytes(), b.Target.Bytes())
-	})
-}
-
-// Associations returns the typed associations of a memory.
-func (s *Self) Associations(c cid.Cid) ([]Link, error) {
-	var out []Link
-	err := s.store.View(func(txn *badger.Txn) error {
-		var err error
-		out, err = associations(txn, c)
+	err = item.Value(func(v []byte) error {
+		out, err = decodeLinks(v)
 		return err
 	})
 	return out, err
 }
 
-// CoAccess returns the co-access partners of a memory for an agent.
+// Associations returns the typed associations of a memory, strongest first.
+func (s *Self) Associations(c cid.Cid) ([]Link, error) {
+	var out []Link
+	err := s.store.View(func(txn *badger.Txn) error {
+		var err error
+		out, err = readLinks(txn, assocKey(c))
+		return err
+	})
+	return out, err
+}
+
+// CoAccess returns the co-access partners of a memory for an agent,
+// strongest first.
 func (s *Self) CoAccess(agent string, c cid.Cid) ([]Link, error) {
 	var out []Link
 	err := s.store.View(func(txn *badger.Txn) error {
 		var err error
-		out, err = coPartners(txn, agent, c)
+		out, err = readLinks(txn, coAccessKey(agent, c))
 		return err
 	})
 	return out, err
@@ -157,25 +201,20 @@ func (s *Self) CoAccess(agent string, c cid.Cid) ([]Link, error) {
 
 // coAccessOp strengthens the Hebbian co-access weight of every pair of
 // memories returned together, for one agent: w ← w + rate·(1 − w).
-func coAccessOp(agent string, together []cid.Cid, rate float64) Op {
+func coAccessOp(agent string, together []cid.Cid, rate float64, now int64) Op {
 	return func(tx *Tx) error {
-		for i, a := range together {
-			for _, b := range together[i+1:] {
-				if a == b {
-					continue
-				}
-				for _, k := range [][]byte{coAccessKey(agent, a, b), coAccessKey(agent, b, a)} {
-					w := 0.0
-					if raw, err := tx.Get(k); err == nil && len(raw) == 8 {
-						w = math.Float64frombits(binary.BigEndian.Uint64(raw))
-					} else if err != nil && !errors.Is(err, ErrNotFound) {
-						return err
+		for _, a := range together {
+			err := updateLinks(tx, coAccessKey(agent, a), now, func(_ map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association) {
+				for _, b := range together {
+					if b != a {
+						l := get(b)
+						l.Type = AssocCoAccess
+						l.Strength += rate * (1 - l.Strength)
 					}
-					w += rate * (1 - w)
-					var v [8]byte
-					binary.BigEndian.PutUint64(v[:], math.Float64bits(w))
-					tx.Set(k, v[:])
 				}
+			})
+			if err != nil {
+				return err
 			}
 		}
 		return nil

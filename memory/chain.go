@@ -269,13 +269,20 @@ func (s *Self) AppendOp(a *Append) Op {
 		tx.Set(centroidKey(a.Sona), encodeCentroid(count, centroid))
 
 		tx.OnCommit(func() {
+			doc := s.docOf(item.CID, item.Memory, meta.Sonas)
 			if isNew {
 				s.index.Add(item.CID.KeyString(), item.Vector)
 				s.memories.Add(1)
-				s.text.enqueue(logSeq, item.CID, item.Memory.Text())
+				s.text.enqueue(logSeq, doc)
+			} else {
+				s.text.enqueue(0, doc)
 			}
 			s.smu.Lock()
-			s.sonas[a.Sona] = &sonaState{rec: rec, centroid: centroid, count: count}
+			var members []string
+			if old := s.sonas[a.Sona]; old != nil {
+				members = old.members
+			}
+			s.sonas[a.Sona] = &sonaState{rec: rec, centroid: centroid, count: count, members: append(members, item.CID.KeyString())}
 			s.smu.Unlock()
 		})
 		return nil
@@ -335,14 +342,13 @@ func nextLogSeq(tx *Tx) (uint64, error) {
 // nearest neighbour — whose distribution it then joins.
 func (s *Self) appendAssociations(tx *Tx, a *Append, prevMemory *string) error {
 	item := a.Item
+	var links []Link
 	if prevMemory != nil {
 		prev, err := cid.Decode(*prevMemory)
 		if err != nil {
 			return fmt.Errorf("%w: last memory of %s: %v", ErrCorrupt, a.Sona, err)
 		}
-		if err := putAssociation(tx, prev, item.CID, AssocSequential, 1, a.Now); err != nil {
-			return err
-		}
+		links = append(links, Link{Target: prev, Type: AssocSequential, Strength: 1})
 	}
 	edgeType := item.EdgeType
 	if edgeType == "" {
@@ -357,31 +363,26 @@ func (s *Self) appendAssociations(tx *Tx, a *Append, prevMemory *string) error {
 		if best > 0 {
 			strength = e.Weight / best
 		}
-		if err := putAssociation(tx, item.CID, e.Target, edgeType, strength, a.Now); err != nil {
+		links = append(links, Link{Target: e.Target, Type: edgeType, Strength: strength})
+	}
+	if len(item.Neighbors) > 0 {
+		stats := SimStats{}
+		if raw, err := tx.Get(simStatsKey(a.Sona)); err == nil {
+			if stats, err = decodeStats(raw); err != nil {
+				return err
+			}
+		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-	}
-	if len(item.Neighbors) == 0 {
-		return nil
-	}
-	stats := SimStats{}
-	if raw, err := tx.Get(simStatsKey(a.Sona)); err == nil {
-		if stats, err = decodeStats(raw); err != nil {
-			return err
+		strong := EmergentThreshold(s.cfg.Threshold, 1, stats, a.Seq)
+		for i, n := range item.Neighbors {
+			if i == s.cfg.Recall.SimilarNeighbors || n.Sim < strong.Value {
+				break
+			}
+			links = append(links, Link{Target: n.CID, Type: AssocSimilar, Strength: n.Sim})
 		}
-	} else if !errors.Is(err, ErrNotFound) {
-		return err
+		stats.Add(item.Neighbors[0].Sim)
+		tx.Set(simStatsKey(a.Sona), encodeStats(stats))
 	}
-	strong := EmergentThreshold(s.cfg.Threshold, 1, stats, a.Seq)
-	for i, n := range item.Neighbors {
-		if i == s.cfg.Recall.SimilarNeighbors || n.Sim < strong.Value {
-			break
-		}
-		if err := putAssociation(tx, item.CID, n.CID, AssocSimilar, n.Sim, a.Now); err != nil {
-			return err
-		}
-	}
-	stats.Add(item.Neighbors[0].Sim)
-	tx.Set(simStatsKey(a.Sona), encodeStats(stats))
-	return nil
+	return putAssociations(tx, item.CID, links, a.Now)
 }

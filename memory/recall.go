@@ -14,10 +14,12 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
+	"github.com/viterin/vek/vek32"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -86,7 +88,8 @@ type Explain struct {
 
 // Contributions are the additive parts of a score.
 type Contributions struct {
-	Dense, BM25, Affinity float64 // w_relevance × fused part × kind × recency
+	Dense, BM25, Affinity float64 // w_relevance × fused part × kind weight
+	Recency               float64 // w_recency × activity-relative decay
 	Importance            float64 // w_importance × importance
 	SonaSimilarity        float64 // w_sona × sona similarity
 	Path                  float64 // score carried from a hit (co-access, expansion)
@@ -94,7 +97,7 @@ type Contributions struct {
 
 // Sum is the score the contributions make.
 func (c Contributions) Sum() float64 {
-	return c.Dense + c.BM25 + c.Affinity + c.Importance + c.SonaSimilarity + c.Path
+	return c.Dense + c.BM25 + c.Affinity + c.Recency + c.Importance + c.SonaSimilarity + c.Path
 }
 
 // Decay is Living Memory's activity-relative forgetting:
@@ -111,14 +114,16 @@ func Decay(lambda, importance float64, backbone bool, activity, lastTick int64) 
 	return math.Exp(-lambda / (1 + importance) * ratio)
 }
 
-// ScoreHit computes a candidate's contributions: relevance × kind weight ×
-// recency split by path, plus weighted importance and sona similarity.
+// ScoreHit computes a candidate's contributions (DESIGN.md §5):
+// relevance × kind weight, split by path, plus weighted recency,
+// importance and sona similarity.
 func ScoreHit(e *Explain, w config.Weights) {
-	f := w.Relevance * e.KindWeight * e.Recency
+	f := w.Relevance * e.KindWeight
 	e.Contrib = Contributions{
 		Dense:          f * e.Fused.Dense,
 		BM25:           f * e.Fused.BM25,
 		Affinity:       f * e.Fused.Affinity,
+		Recency:        w.Recency * e.Recency,
 		Importance:     w.Importance * e.Importance,
 		SonaSimilarity: w.Sona * e.SonaSimilarity,
 	}
@@ -217,13 +222,17 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	}
 	var dense []pathHit
 	if paths.Weights.Dense > 0 {
-		for _, h := range s.index.Search(q.Vector, n) {
+		for _, h := range s.denseCandidates(q, n) {
 			dense = append(dense, pathHit{key: h.Key, score: float64(h.Similarity)})
 		}
 	}
 	var bm25 []pathHit
 	if paths.Weights.BM25 > 0 {
-		hits, err := s.text.idx.Search(q.Text, n)
+		filter := ""
+		if q.Scope == ScopeSona {
+			filter = q.Sona
+		}
+		hits, err := s.text.idx.Search(q.Text, n, filter)
 		if err != nil {
 			return nil, err
 		}
@@ -284,13 +293,32 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	if !q.Peek {
 		s.store.Submit(s.touchOp(out))
 		if len(hits) > 1 && rc.CoAccessRate > 0 {
-			s.store.Submit(coAccessOp(q.AgentID, hits, rc.CoAccessRate))
+			s.store.Submit(coAccessOp(q.AgentID, hits, rc.CoAccessRate, s.clock.Now().Unix()))
 		}
 		if rc.QueryLog {
 			s.store.Submit(s.queryLogOp(q, out))
 		}
 	}
 	return out, nil
+}
+
+// denseCandidates runs the dense path. In sona scope a sona of up to
+// recall.exact_scan_max memories is searched exactly among its own
+// memories; a larger one through the graph, fetching more to make up for
+// the other sonas' memories filtered out afterwards.
+func (s *Self) denseCandidates(q Query, n int) []vector.Hit {
+	if q.Scope != ScopeSona {
+		return s.index.Search(q.Vector, n)
+	}
+	s.smu.RLock()
+	members := s.sonas[q.Sona].members
+	s.smu.RUnlock()
+	if len(members) <= s.cfg.Recall.ExactScanMax {
+		return s.index.SearchAmong(q.Vector, members, n)
+	}
+	total := max(1, s.index.Len())
+	factor := min(16, max(1, total/max(1, len(members))))
+	return s.index.Search(q.Vector, n*factor)
 }
 
 type pathHit struct {
@@ -480,42 +508,38 @@ func (sc *scorer) gather(dense, bm25 []pathHit, paths Paths) ([]*Recalled, error
 			bestBM25 = math.Max(bestBM25, h.score)
 		}
 	}
-	fuse := func(r *Recalled) {
-		if paths.Fusion == "weighted" {
-			r.Explain.Fused = FuseWeighted(r.Explain.Evidence, paths.Weights, bestBM25)
-		} else {
-			r.Explain.Fused = FuseRRF(r.Explain.Evidence, paths.Weights, sc.self.cfg.Recall.RRFK)
+	// Every candidate's dense similarity, also for those the dense path did
+	// not return: the calibrated fusion, the threshold and the
+	// explanation use it.
+	denseDone := 0
+	fuseAll := func() {
+		for _, r := range order[denseDone:] {
+			if r.Explain.Evidence.DenseRank == 0 && sc.q.Vector != nil {
+				r.Explain.Evidence.Dense = sc.denseSim(r.CID)
+			}
+		}
+		denseDone = len(order)
+		for _, r := range order {
+			if paths.Fusion == "weighted" {
+				r.Explain.Fused = FuseWeighted(r.Explain.Evidence, paths.Weights, bestBM25)
+			} else {
+				r.Explain.Fused = FuseRRF(r.Explain.Evidence, paths.Weights, sc.self.cfg.Recall.RRFK)
+			}
 		}
 	}
-	for _, r := range order {
-		fuse(r)
-	}
+	fuseAll()
 
-	// Affinity: the associations and co-access partners of the best
-	// candidates so far, scored by the seed's relevance × link strength.
+	// Affinity: what the best candidates so far are associated with, up
+	// to recall.affinity_depth hops, and their co-access partners, scored
+	// by the seed's relevance (relative to the best) × the strengths along
+	// the path × recall.expand_decay per hop after the first.
 	if paths.Weights.Affinity > 0 && sc.self.cfg.Recall.AffinitySeeds > 0 && len(order) > 0 {
 		seeds := slices.Clone(order)
 		slices.SortFunc(seeds, func(a, b *Recalled) int { return byRelevance(a, b) })
 		seeds = seeds[:min(len(seeds), sc.self.cfg.Recall.AffinitySeeds)]
-		top := seeds[0].Explain.Fused.Relevance
-		affinity := map[string]float64{}
-		for _, seed := range seeds {
-			links, err := associations(sc.txn, seed.CID)
-			if err != nil {
-				return nil, err
-			}
-			partners, err := coPartners(sc.txn, sc.q.AgentID, seed.CID)
-			if err != nil {
-				return nil, err
-			}
-			for _, l := range append(links, partners...) {
-				v := l.Strength
-				if top > 0 {
-					v *= seed.Explain.Fused.Relevance / top
-				}
-				k := l.Target.KeyString()
-				affinity[k] = math.Max(affinity[k], v)
-			}
+		affinity, err := sc.affinity(seeds)
+		if err != nil {
+			return nil, err
 		}
 		ranked := make([]pathHit, 0, len(affinity))
 		for k, v := range affinity {
@@ -538,21 +562,7 @@ func (sc *scorer) gather(dense, bm25 []pathHit, paths Paths) ([]*Recalled, error
 				r.Explain.Evidence.Affinity, r.Explain.Evidence.AffinityRank = h.score, rank
 			}
 		}
-		for _, r := range order {
-			fuse(r)
-		}
-	}
-
-	// Dense similarity of candidates the dense path did not return, for
-	// the threshold and the explanation.
-	if sc.q.Vector != nil {
-		for _, r := range order {
-			if r.Explain.Evidence.DenseRank == 0 {
-				if vec, err := readVector(sc.txn, r.CID); err == nil {
-					r.Explain.Evidence.Dense = dot(sc.q.Vector, vec)
-				}
-			}
-		}
+		fuseAll()
 	}
 	return sc.admit(order), nil
 }
@@ -562,18 +572,18 @@ func (sc *scorer) gather(dense, bm25 []pathHit, paths Paths) ([]*Recalled, error
 // similarities, or the full-text or affinity path vouches for it.
 func (sc *scorer) admit(cands []*Recalled) []*Recalled {
 	s := sc.self
-	if sc.q.Vector == nil {
-		return cands
+	th := math.Inf(-1) // without a query vector, every candidate came from a path that vouches for it
+	if sc.q.Vector != nil {
+		sims := make([]float64, len(cands))
+		for i, r := range cands {
+			sims[i] = r.Explain.Evidence.Dense
+		}
+		_, nodes := s.Counts()
+		th = EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.RetrievalBeta, StatsOf(sims), nodes).Value
 	}
-	sims := make([]float64, len(cands))
-	for i, r := range cands {
-		sims[i] = r.Explain.Evidence.Dense
-	}
-	_, nodes := s.Counts()
-	th := EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.RetrievalBeta, StatsOf(sims), nodes)
 	kept := cands[:0]
 	for _, r := range cands {
-		if r.Explain.Evidence.Dense >= th.Value || r.Explain.Evidence.BM25Rank > 0 || r.Explain.Evidence.AffinityRank > 0 {
+		if r.Explain.Evidence.Dense >= th || r.Explain.Evidence.BM25Rank > 0 || r.Explain.Evidence.AffinityRank > 0 {
 			ScoreHit(&r.Explain, s.cfg.Recall.Weights)
 			r.Score = r.Explain.Contrib.Sum()
 			r.Via = ViaHit
@@ -581,6 +591,61 @@ func (sc *scorer) admit(cands []*Recalled) []*Recalled {
 		}
 	}
 	return kept
+}
+
+// affinity scores what the seeds reach through associations (breadth
+// first, up to the configured depth) and co-access partners (one hop).
+func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
+	rc := sc.self.cfg.Recall
+	top := seeds[0].Explain.Fused.Relevance
+	affinity := map[string]float64{}
+	type step struct {
+		c     cid.Cid
+		score float64
+		depth int
+	}
+	for _, seed := range seeds {
+		start := 1.0
+		if top > 0 {
+			start = seed.Explain.Fused.Relevance / top
+		}
+		partners, err := readLinks(sc.txn, coAccessKey(sc.q.AgentID, seed.CID))
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range partners {
+			k := l.Target.KeyString()
+			affinity[k] = math.Max(affinity[k], start*l.Strength)
+		}
+		queue := []step{{seed.CID, start, 0}}
+		for len(queue) > 0 {
+			cur := queue[0]
+			queue = queue[1:]
+			if cur.depth == rc.AffinityDepth {
+				continue
+			}
+			links, err := readLinks(sc.txn, assocKey(cur.c))
+			if err != nil {
+				return nil, err
+			}
+			for _, l := range links {
+				if l.Target == seed.CID {
+					continue
+				}
+				v := cur.score * l.Strength
+				if cur.depth > 0 {
+					v *= rc.ExpandDecay
+				}
+				k := l.Target.KeyString()
+				if v <= affinity[k] {
+					continue
+				}
+				affinity[k] = v
+				queue = append(queue, step{l.Target, v, cur.depth + 1})
+			}
+		}
+	}
+	return affinity, nil
 }
 
 func byRelevance(a, b *Recalled) int {
@@ -637,9 +702,7 @@ func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen 
 		return nil, err
 	}
 	if sc.q.Vector != nil {
-		if vec, err := readVector(sc.txn, c); err == nil {
-			r.Explain.Evidence.Dense = dot(sc.q.Vector, vec)
-		}
+		r.Explain.Evidence.Dense = sc.denseSim(c)
 	}
 	r.Score, r.Via, r.Depth = score, via, depth
 	r.Explain.Contrib = Contributions{Path: score}
@@ -651,7 +714,7 @@ func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen 
 func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget int) ([]*Recalled, int, error) {
 	var out []*Recalled
 	for _, h := range hits {
-		partners, err := coPartners(sc.txn, sc.q.AgentID, h.CID)
+		partners, err := readLinks(sc.txn, coAccessKey(sc.q.AgentID, h.CID))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -720,6 +783,17 @@ func (sc *scorer) expand(from []*Recalled, chosen map[cid.Cid]bool, budget int, 
 		}
 	}
 	return out, nil
+}
+
+// denseSim is the query's cosine similarity with a memory's embedding.
+func (sc *scorer) denseSim(c cid.Cid) float64 {
+	if vec, ok := sc.self.index.Lookup(c.KeyString()); ok {
+		return float64(vek32.Dot(sc.q.Vector, vec))
+	}
+	if vec, err := readVector(sc.txn, c); err == nil {
+		return dot(sc.q.Vector, vec)
+	}
+	return 0
 }
 
 func readVector(txn *badger.Txn, c cid.Cid) ([]float32, error) {

@@ -34,16 +34,16 @@ func TestDecay(t *testing.T) {
 }
 
 func TestScoreHit(t *testing.T) {
-	w := config.Weights{Relevance: 1, Importance: 0.2, Sona: 0.1}
+	w := config.Weights{Relevance: 1, Recency: 0.1, Importance: 0.2, Sona: 0.1}
 	rel := func(dense, bm25 float64) Fused { return Fused{Relevance: dense + bm25, Dense: dense, BM25: bm25} }
 	cases := []struct {
 		e    Explain
 		want float64
 	}{
-		{Explain{Fused: rel(0.8, 0), KindWeight: 1, Recency: 1}, 0.8},
-		{Explain{Fused: rel(0.5, 0.3), KindWeight: 0.5, Recency: 1}, 0.4},
-		{Explain{Fused: rel(0.8, 0), KindWeight: 1, Recency: 0.5, Importance: 0.5, SonaSimilarity: 1}, 0.4 + 0.1 + 0.1},
-		{Explain{Fused: rel(0, 0), KindWeight: 1, Recency: 1, Importance: 1}, 0.2},
+		{Explain{Fused: rel(0.8, 0), KindWeight: 1}, 0.8},
+		{Explain{Fused: rel(0.5, 0.3), KindWeight: 0.5}, 0.4},
+		{Explain{Fused: rel(0.8, 0), KindWeight: 1, Recency: 0.5, Importance: 0.5, SonaSimilarity: 1}, 0.8 + 0.05 + 0.1 + 0.1},
+		{Explain{Fused: rel(0, 0), KindWeight: 1, Recency: 1, Importance: 1}, 0.1 + 0.2},
 	}
 	for _, c := range cases {
 		ScoreHit(&c.e, w)

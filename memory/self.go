@@ -75,6 +75,7 @@ type sonaState struct {
 	rec      *messages.Sona
 	centroid []float32
 	count    int64
+	members  []string // CID keys of its memories, in chain order (append only)
 }
 
 // ErrEmbedderMismatch means the store was written with another embedding space.
@@ -167,9 +168,6 @@ func (s *Self) load(ctx context.Context) error {
 	if err := s.checkIdentity(ctx); err != nil {
 		return err
 	}
-	if err := s.openText(filepath.Join(s.cfg.DataDir, "text")); err != nil {
-		return err
-	}
 	start := s.clock.Now()
 	var vectors int
 	err := s.store.View(func(txn *badger.Txn) error {
@@ -191,6 +189,22 @@ func (s *Self) load(ctx context.Context) error {
 			var err error
 			st.count, st.centroid, err = decodeCentroid(v)
 			return err
+		}); err != nil {
+			return err
+		}
+		if err := iteratePrefix(txn, prefixChain, func(k, v []byte) error {
+			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
+			if !ok {
+				return fmt.Errorf("%w: chain key", ErrCorrupt)
+			}
+			_, mem, _, err := decodeChainEntry(v)
+			if err != nil {
+				return err
+			}
+			if st, ok := s.sonas[string(id)]; ok {
+				st.members = append(st.members, mem.KeyString())
+			}
+			return nil
 		}); err != nil {
 			return err
 		}
@@ -217,6 +231,9 @@ func (s *Self) load(ctx context.Context) error {
 		})
 	})
 	if err != nil {
+		return err
+	}
+	if err := s.openText(filepath.Join(s.cfg.DataDir, "text")); err != nil {
 		return err
 	}
 	s.log.Info("self loaded", "sonas", len(s.sonas), "memories", s.memories.Load(),

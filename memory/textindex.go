@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
@@ -22,28 +23,33 @@ type textIndexer struct {
 	idx *text.Index
 	log *slog.Logger
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	queue    []text.Doc
-	queueEnd uint64 // log seq of the last enqueued doc
-	indexed  uint64 // log seq up to which the index is applied (or given up)
-	closed   bool
-	failed   error // last failure; the watermark stays behind, restart catches up
-	done     chan struct{}
+	mu        sync.Mutex
+	cond      *sync.Cond
+	queue     []text.Doc
+	watermark uint64 // log seq of the last new memory enqueued
+	enqueued  uint64 // docs enqueued so far
+	applied   uint64 // docs applied (or given up) so far
+	closed    bool
+	failed    error // last failure; the watermark stays behind, restart catches up
+	done      chan struct{}
 }
 
 func newTextIndexer(idx *text.Index, watermark uint64, log *slog.Logger) *textIndexer {
-	t := &textIndexer{idx: idx, log: log, queueEnd: watermark, indexed: watermark, done: make(chan struct{})}
+	t := &textIndexer{idx: idx, log: log, watermark: watermark, done: make(chan struct{})}
 	t.cond = sync.NewCond(&t.mu)
 	go t.run()
 	return t
 }
 
-// enqueue adds a new memory; called in insertion-log order.
-func (t *textIndexer) enqueue(seq uint64, c cid.Cid, content string) {
+// enqueue adds a memory's document: a new memory with its log seq (in
+// log order), or, with seq 0, a memory that joined another sona.
+func (t *textIndexer) enqueue(seq uint64, doc text.Doc) {
 	t.mu.Lock()
-	t.queue = append(t.queue, text.Doc{ID: c.String(), Text: content})
-	t.queueEnd = seq
+	t.queue = append(t.queue, doc)
+	if seq > 0 {
+		t.watermark = seq
+	}
+	t.enqueued++
 	t.mu.Unlock()
 	t.cond.Broadcast()
 }
@@ -51,15 +57,15 @@ func (t *textIndexer) enqueue(seq uint64, c cid.Cid, content string) {
 // gate returns a wait for everything enqueued so far (an AckGate).
 func (t *textIndexer) gate() func() {
 	t.mu.Lock()
-	target := t.queueEnd
-	ready := t.indexed >= target
+	target := t.enqueued
+	ready := t.applied >= target
 	t.mu.Unlock()
 	if ready {
 		return nil
 	}
 	return func() {
 		t.mu.Lock()
-		for t.indexed < target && !t.closed {
+		for t.applied < target && !t.closed {
 			t.cond.Wait()
 		}
 		t.mu.Unlock()
@@ -77,20 +83,20 @@ func (t *textIndexer) run() {
 			t.mu.Unlock()
 			return
 		}
-		docs, end := t.queue, t.queueEnd
+		docs, wm := t.queue, t.watermark
 		t.queue = nil
 		t.mu.Unlock()
 
-		err := t.idx.Apply(docs, end)
+		err := t.idx.Apply(docs, wm)
 		if err != nil {
-			err = t.idx.Apply(docs, end) // one retry; then give up until restart
+			err = t.idx.Apply(docs, wm) // one retry; then give up until restart
 		}
 		t.mu.Lock()
 		if err != nil {
 			t.failed = err
 			t.log.Error("full-text indexing failed; the index catches up at the next start", "docs", len(docs), "err", err)
 		}
-		t.indexed = end
+		t.applied += uint64(len(docs))
 		t.mu.Unlock()
 		t.cond.Broadcast()
 	}
@@ -105,16 +111,17 @@ func (t *textIndexer) close() {
 	<-t.done
 }
 
-// status reports the indexer's position and last failure.
-func (t *textIndexer) status() (indexed uint64, failed error) {
+// status reports the indexer's last failure.
+func (t *textIndexer) status() (failed error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.indexed, t.failed
+	return t.failed
 }
 
 // openText opens the full-text index under dir, rebuilding it when it is
 // stale, and replays the insertion log from its watermark.
 func (s *Self) openText(dir string) error {
+	text.SetBM25(s.cfg.Recall.BM25K1, s.cfg.Recall.BM25B)
 	idx, err := text.Open(dir)
 	if errors.Is(err, text.ErrStale) {
 		s.log.Warn("rebuilding the full-text index", "reason", err)
@@ -167,11 +174,11 @@ func (s *Self) catchUpText(idx *text.Index, watermark uint64) (uint64, error) {
 			}); err != nil {
 				return fmt.Errorf("%w: insertion log %d: %v", ErrCorrupt, seq, err)
 			}
-			m, err := s.loadMemory(txn, c)
+			doc, err := s.textDoc(txn, c)
 			if err != nil {
 				return err
 			}
-			docs = append(docs, text.Doc{ID: c.String(), Text: m.Text()})
+			docs = append(docs, doc)
 			if len(docs) == batch {
 				if err := idx.Apply(docs, seq); err != nil {
 					return err
@@ -194,7 +201,68 @@ func (s *Self) catchUpText(idx *text.Index, watermark uint64) (uint64, error) {
 	if s.progress != nil {
 		s.progress("text index", watermark, last)
 	}
-	return watermark, err
+	if err != nil {
+		return watermark, err
+	}
+	return watermark, s.catchUpJoins(idx, watermark)
+}
+
+// textDoc is the full-text document of a stored memory.
+func (s *Self) textDoc(txn *badger.Txn, c cid.Cid) (text.Doc, error) {
+	m, err := s.loadMemory(txn, c)
+	if err != nil {
+		return text.Doc{}, err
+	}
+	meta, err := getMeta(txn, c)
+	if err != nil {
+		return text.Doc{}, err
+	}
+	return s.docOf(c, m, meta.Sonas), nil
+}
+
+// docOf builds a memory's full-text document.
+func (s *Self) docOf(c cid.Cid, m *Memory, sonas []string) text.Doc {
+	return text.Doc{ID: c.String(), Text: m.Text(), Sonas: slices.Clone(sonas)}
+}
+
+// catchUpJoins re-indexes the memories appended to chains at or after the
+// watermark: among them, memories that joined another sona (which the
+// insertion log does not record) after the index last persisted.
+func (s *Self) catchUpJoins(idx *text.Index, watermark uint64) error {
+	var docs []text.Doc
+	err := s.store.View(func(txn *badger.Txn) error {
+		for id := range s.sonas {
+			p := chainPrefix(id)
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: p, Reverse: true, PrefetchValues: true})
+			for it.Seek(append(slices.Clone(p), 0xff)); it.Valid(); it.Next() {
+				var mem cid.Cid
+				var logSeq uint64
+				if err := it.Item().Value(func(v []byte) error {
+					var err error
+					_, mem, logSeq, err = decodeChainEntry(v)
+					return err
+				}); err != nil {
+					it.Close()
+					return err
+				}
+				if logSeq < watermark {
+					break
+				}
+				doc, err := s.textDoc(txn, mem)
+				if err != nil {
+					it.Close()
+					return err
+				}
+				docs = append(docs, doc)
+			}
+			it.Close()
+		}
+		return nil
+	})
+	if err != nil || len(docs) == 0 {
+		return err
+	}
+	return idx.Apply(docs, watermark)
 }
 
 func decodeLogKey(k []byte) uint64 {

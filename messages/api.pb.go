@@ -680,7 +680,7 @@ func (x *Explain) GetContributions() *Contributions {
 
 type Contributions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// relevance × kind × recency, split by retrieval path.
+	// relevance × kind weight, split by retrieval path.
 	Dense          float64 `protobuf:"fixed64,1,opt,name=dense,proto3" json:"dense,omitempty"`
 	Bm25           float64 `protobuf:"fixed64,2,opt,name=bm25,proto3" json:"bm25,omitempty"`
 	Affinity       float64 `protobuf:"fixed64,3,opt,name=affinity,proto3" json:"affinity,omitempty"`
@@ -689,6 +689,7 @@ type Contributions struct {
 	// For memories reached from a hit (expansion, co-access): the score
 	// carried along the path; the other contributions are then 0.
 	Path          float64 `protobuf:"fixed64,6,opt,name=path,proto3" json:"path,omitempty"`
+	Recency       float64 `protobuf:"fixed64,7,opt,name=recency,proto3" json:"recency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -761,6 +762,13 @@ func (x *Contributions) GetSonaSimilarity() float64 {
 func (x *Contributions) GetPath() float64 {
 	if x != nil {
 		return x.Path
+	}
+	return 0
+}
+
+func (x *Contributions) GetRecency() float64 {
+	if x != nil {
+		return x.Recency
 	}
 	return 0
 }
@@ -1461,7 +1469,7 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"importance\x12'\n" +
 	"\x0fsona_similarity\x18\v \x01(\x01R\x0esonaSimilarity\x12\x1a\n" +
 	"\bcoaccess\x18\f \x01(\x01R\bcoaccess\x12?\n" +
-	"\rcontributions\x18\r \x01(\v2\x19.memoria.v1.ContributionsR\rcontributions\"\xb2\x01\n" +
+	"\rcontributions\x18\r \x01(\v2\x19.memoria.v1.ContributionsR\rcontributions\"\xcc\x01\n" +
 	"\rContributions\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1470,7 +1478,8 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"importance\x18\x04 \x01(\x01R\n" +
 	"importance\x12'\n" +
 	"\x0fsona_similarity\x18\x05 \x01(\x01R\x0esonaSimilarity\x12\x12\n" +
-	"\x04path\x18\x06 \x01(\x01R\x04path\"\xa5\x01\n" +
+	"\x04path\x18\x06 \x01(\x01R\x04path\x12\x18\n" +
+	"\arecency\x18\a \x01(\x01R\arecency\"\xa5\x01\n" +
 	"\x0eRecalledMemory\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x10\n" +

@@ -441,12 +441,14 @@ func (x *Sona) GetLastMemory() string {
 // weakens and can be pruned; edges inside blocks never change.
 type Association struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// causal | similar | sequential | related
+	// causal | similar | sequential | related, or coaccess.
 	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
 	// 0..1
 	Strength float64 `protobuf:"fixed64,2,opt,name=strength,proto3" json:"strength,omitempty"`
 	// Unix seconds when it was made or last strengthened.
-	UpdatedAt     int64 `protobuf:"varint,3,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt int64 `protobuf:"varint,3,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// CID bytes of the associated memory.
+	Target        []byte `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -502,6 +504,59 @@ func (x *Association) GetUpdatedAt() int64 {
 	return 0
 }
 
+func (x *Association) GetTarget() []byte {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+// Associations are the strongest links of one memory (bounded), strongest
+// first: its typed associations, or its co-access partners for one agent.
+type Associations struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Links         []*Association         `protobuf:"bytes,1,rep,name=links,proto3" json:"links,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Associations) Reset() {
+	*x = Associations{}
+	mi := &file_memoria_v1_memory_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Associations) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Associations) ProtoMessage() {}
+
+func (x *Associations) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_memory_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Associations.ProtoReflect.Descriptor instead.
+func (*Associations) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Associations) GetLinks() []*Association {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
 // QueryLog records one recall (XmetaV memory_queries).
 type QueryLog struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -518,7 +573,7 @@ type QueryLog struct {
 
 func (x *QueryLog) Reset() {
 	*x = QueryLog{}
-	mi := &file_memoria_v1_memory_proto_msgTypes[6]
+	mi := &file_memoria_v1_memory_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +585,7 @@ func (x *QueryLog) String() string {
 func (*QueryLog) ProtoMessage() {}
 
 func (x *QueryLog) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_memory_proto_msgTypes[6]
+	mi := &file_memoria_v1_memory_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +598,7 @@ func (x *QueryLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryLog.ProtoReflect.Descriptor instead.
 func (*QueryLog) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{6}
+	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *QueryLog) GetSona() string {
@@ -639,12 +694,15 @@ const file_memoria_v1_memory_proto_rawDesc = "" +
 	"\vlast_memory\x18\x06 \x01(\tH\x01R\n" +
 	"lastMemory\x88\x01\x01B\a\n" +
 	"\x05_headB\x0e\n" +
-	"\f_last_memory\"\\\n" +
+	"\f_last_memory\"t\n" +
 	"\vAssociation\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1a\n" +
 	"\bstrength\x18\x02 \x01(\x01R\bstrength\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x03 \x01(\x03R\tupdatedAt\"\x95\x01\n" +
+	"updated_at\x18\x03 \x01(\x03R\tupdatedAt\x12\x16\n" +
+	"\x06target\x18\x04 \x01(\fR\x06target\"=\n" +
+	"\fAssociations\x12-\n" +
+	"\x05links\x18\x01 \x03(\v2\x17.memoria.v1.AssociationR\x05links\"\x95\x01\n" +
 	"\bQueryLog\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x1a\n" +
@@ -665,7 +723,7 @@ func file_memoria_v1_memory_proto_rawDescGZIP() []byte {
 	return file_memoria_v1_memory_proto_rawDescData
 }
 
-var file_memoria_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_memoria_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_memoria_v1_memory_proto_goTypes = []any{
 	(*Link)(nil),            // 0: memoria.v1.Link
 	(*Edge)(nil),            // 1: memoria.v1.Edge
@@ -673,21 +731,23 @@ var file_memoria_v1_memory_proto_goTypes = []any{
 	(*Memory)(nil),          // 3: memoria.v1.Memory
 	(*Sona)(nil),            // 4: memoria.v1.Sona
 	(*Association)(nil),     // 5: memoria.v1.Association
-	(*QueryLog)(nil),        // 6: memoria.v1.QueryLog
-	nil,                     // 7: memoria.v1.MemoryMeta.LabelsEntry
-	(*structpb.Struct)(nil), // 8: google.protobuf.Struct
+	(*Associations)(nil),    // 6: memoria.v1.Associations
+	(*QueryLog)(nil),        // 7: memoria.v1.QueryLog
+	nil,                     // 8: memoria.v1.MemoryMeta.LabelsEntry
+	(*structpb.Struct)(nil), // 9: google.protobuf.Struct
 }
 var file_memoria_v1_memory_proto_depIdxs = []int32{
 	0, // 0: memoria.v1.Edge.target:type_name -> memoria.v1.Link
-	7, // 1: memoria.v1.MemoryMeta.labels:type_name -> memoria.v1.MemoryMeta.LabelsEntry
-	8, // 2: memoria.v1.Memory.data:type_name -> google.protobuf.Struct
+	8, // 1: memoria.v1.MemoryMeta.labels:type_name -> memoria.v1.MemoryMeta.LabelsEntry
+	9, // 2: memoria.v1.Memory.data:type_name -> google.protobuf.Struct
 	1, // 3: memoria.v1.Memory.edges:type_name -> memoria.v1.Edge
 	2, // 4: memoria.v1.Memory.meta:type_name -> memoria.v1.MemoryMeta
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	5, // 5: memoria.v1.Associations.links:type_name -> memoria.v1.Association
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_memoria_v1_memory_proto_init() }
@@ -703,7 +763,7 @@ func file_memoria_v1_memory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoria_v1_memory_proto_rawDesc), len(file_memoria_v1_memory_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

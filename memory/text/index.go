@@ -19,15 +19,18 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/search"
+	blevequery "github.com/blevesearch/bleve/v2/search/query"
 	bleveindex "github.com/blevesearch/bleve_index_api"
 )
 
 // Version is the index layout: bump it when the mapping or the analysis
 // changes, and existing indexes will be rebuilt.
-const Version = "1"
+const Version = "2"
 
 const (
 	fieldText    = "text"
+	fieldSonas   = "sonas"
 	keyVersion   = "memoria.version"
 	keyWatermark = "memoria.watermark"
 )
@@ -38,8 +41,9 @@ var ErrStale = errors.New("text: index is stale: rebuild it")
 
 // Doc is one memory to index.
 type Doc struct {
-	ID   string // the memory's CID
-	Text string
+	ID    string // the memory's CID
+	Text  string
+	Sonas []string // uuids of the sonas it belongs to
 }
 
 // Hit is one search result.
@@ -53,10 +57,32 @@ type Index struct {
 	idx bleve.Index
 }
 
+// runtimeConfig tunes scorch for a derived index. Batches return once
+// searchable, without waiting for bleve to persist them ("unsafe_batch"):
+// the watermark is persisted with the segments that hold it, and the
+// owner replays the log past it after a crash. The persister naps so that
+// small batches merge in memory before they reach disk.
+func runtimeConfig() map[string]any {
+	return map[string]any{
+		"unsafe_batch": true,
+		"scorchPersisterOptions": map[string]any{
+			"PersisterNapTimeMSec":      500,
+			"PersisterNapUnderNumFiles": 1000,
+		},
+	}
+}
+
+// SetBM25 sets BM25's k1 and b. bleve's scorer reads them from package
+// variables, so they apply to every index of the process; call it before
+// searching.
+func SetBM25(k1, b float64) {
+	search.BM25_k1, search.BM25_b = k1, b
+}
+
 // Open opens the index in dir, creating it if dir does not exist.
 func Open(dir string) (*Index, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		idx, err := bleve.NewUsing(dir, indexMapping(), scorch.Name, scorch.Name, nil)
+		idx, err := bleve.NewUsing(dir, indexMapping(), scorch.Name, scorch.Name, runtimeConfig())
 		if err != nil {
 			return nil, fmt.Errorf("text: create %s: %w", dir, err)
 		}
@@ -66,7 +92,7 @@ func Open(dir string) (*Index, error) {
 		}
 		return &Index{idx: idx}, nil
 	}
-	idx, err := bleve.Open(dir)
+	idx, err := bleve.OpenUsing(dir, runtimeConfig())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStale, err)
 	}
@@ -87,8 +113,13 @@ func indexMapping() mapping.IndexMapping {
 	tf.IncludeTermVectors = false
 	tf.IncludeInAll = false
 	tf.DocValues = false
+	sf := mapping.NewKeywordFieldMapping()
+	sf.Store = false
+	sf.IncludeInAll = false
+	sf.DocValues = false
 	dm := mapping.NewDocumentStaticMapping()
 	dm.AddFieldMappingsAt(fieldText, tf)
+	dm.AddFieldMappingsAt(fieldSonas, sf)
 	m.DefaultMapping = dm
 	m.DefaultAnalyzer = en.AnalyzerName
 	return m
@@ -110,7 +141,7 @@ func (x *Index) Watermark() (uint64, error) {
 func (x *Index) Apply(docs []Doc, watermark uint64) error {
 	b := x.idx.NewBatch()
 	for _, d := range docs {
-		if err := b.Index(d.ID, map[string]any{fieldText: d.Text}); err != nil {
+		if err := b.Index(d.ID, map[string]any{fieldText: d.Text, fieldSonas: d.Sonas}); err != nil {
 			return fmt.Errorf("text: index %s: %w", d.ID, err)
 		}
 	}
@@ -122,14 +153,23 @@ func (x *Index) Apply(docs []Doc, watermark uint64) error {
 func (x *Index) Len() (uint64, error) { return x.idx.DocCount() }
 
 // Search returns up to k documents matching any analysed term of q, best
-// BM25 score first.
-func (x *Index) Search(q string, k int) ([]Hit, error) {
+// BM25 score first; with sona set, only documents of that sona.
+func (x *Index) Search(q string, k int, sona string) ([]Hit, error) {
 	if k <= 0 {
 		return nil, nil
 	}
 	mq := bleve.NewMatchQuery(q)
 	mq.SetField(fieldText)
-	req := bleve.NewSearchRequestOptions(mq, k, 0, false)
+	var query blevequery.Query = mq
+	if sona != "" {
+		tq := bleve.NewTermQuery(sona)
+		tq.SetField(fieldSonas)
+		bq := bleve.NewBooleanQuery()
+		bq.AddMust(mq)
+		bq.AddFilter(tq)
+		query = bq
+	}
+	req := bleve.NewSearchRequestOptions(query, k, 0, false)
 	res, err := x.idx.Search(req)
 	if err != nil {
 		return nil, fmt.Errorf("text: search: %w", err)

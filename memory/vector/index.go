@@ -44,13 +44,13 @@ type Index struct {
 	gmu   sync.RWMutex // graph: Search under RLock, Add under Lock
 	graph *hnsw.Graph[uint64]
 
-	kmu  sync.RWMutex // ids and keys
+	kmu  sync.RWMutex // ids, keys and vecs
 	ids  map[string]uint64
 	keys []string
+	vecs [][]float32 // by id; the graph holds the same slices
 
-	pmu     sync.RWMutex // pending vectors not yet in the graph
+	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64
-	pvecs   []float32
 	idle    *sync.Cond // signalled when pending drains; uses pmu
 
 	wake chan struct{}
@@ -105,16 +105,27 @@ func (x *Index) Add(key string, vec []float32) {
 	id := uint64(len(x.keys))
 	x.ids[key] = id
 	x.keys = append(x.keys, key)
+	x.vecs = append(x.vecs, vec)
 	x.kmu.Unlock()
 
 	x.pmu.Lock()
 	x.pending = append(x.pending, id)
-	x.pvecs = append(x.pvecs, vec...)
 	x.pmu.Unlock()
 	select {
 	case x.wake <- struct{}{}:
 	default:
 	}
+}
+
+// Lookup returns the vector stored under key (shared: do not modify).
+func (x *Index) Lookup(key string) ([]float32, bool) {
+	x.kmu.RLock()
+	defer x.kmu.RUnlock()
+	id, ok := x.ids[key]
+	if !ok {
+		return nil, false
+	}
+	return x.vecs[id], true
 }
 
 // Len is the number of vectors in the index.
@@ -174,26 +185,25 @@ func (x *Index) build() {
 			x.pmu.RLock()
 			n := min(len(x.pending), chunk)
 			ids := slices.Clone(x.pending[:n])
-			vecs := x.pvecs[: n*x.dims : n*x.dims]
 			x.pmu.RUnlock()
 			if n == 0 {
 				break
 			}
-			for i, id := range ids {
+			for _, id := range ids {
 				select {
 				case <-x.stop:
 					return
 				default:
 				}
-				// The graph keeps its own copy: pvecs is compacted below.
-				v := slices.Clone(vecs[i*x.dims : (i+1)*x.dims])
+				x.kmu.RLock()
+				v := x.vecs[id]
+				x.kmu.RUnlock()
 				x.gmu.Lock()
 				x.graph.Add(hnsw.MakeNode(id, v))
 				x.gmu.Unlock()
 			}
 			x.pmu.Lock()
 			x.pending = append(x.pending[:0], x.pending[n:]...)
-			x.pvecs = append(x.pvecs[:0], x.pvecs[n*x.dims:]...)
 			if len(x.pending) == 0 {
 				x.idle.Broadcast()
 			}
@@ -217,9 +227,25 @@ func (x *Index) Search(q []float32, k int) []Hit {
 	x.gmu.RUnlock()
 
 	x.pmu.RLock()
+	pending := slices.Clone(x.pending)
+	x.pmu.RUnlock()
+	for _, s := range x.exact(q, pending, k) {
+		best[s.id] = s.sim
+	}
+	out := make([]scored, 0, len(best))
+	for id, sim := range best {
+		out = append(out, scored{id, sim})
+	}
+	return x.hits(out, k)
+}
+
+// exact returns the k best of ids by exact similarity to q.
+func (x *Index) exact(q []float32, ids []uint64, k int) []scored {
 	top := &minHeap{}
-	for i, id := range x.pending {
-		sim := vek32.Dot(q, x.pvecs[i*x.dims:(i+1)*x.dims])
+	x.kmu.RLock()
+	defer x.kmu.RUnlock()
+	for _, id := range ids {
+		sim := vek32.Dot(q, x.vecs[id])
 		if top.Len() < k {
 			heap.Push(top, scored{id, sim})
 		} else if sim > (*top)[0].sim {
@@ -227,15 +253,11 @@ func (x *Index) Search(q []float32, k int) []Hit {
 			heap.Fix(top, 0)
 		}
 	}
-	x.pmu.RUnlock()
-	for _, s := range *top {
-		best[s.id] = s.sim
-	}
+	return *top
+}
 
-	out := make([]scored, 0, len(best))
-	for id, sim := range best {
-		out = append(out, scored{id, sim})
-	}
+// hits sorts scored ids best first (ties by insertion order) and keeps k.
+func (x *Index) hits(out []scored, k int) []Hit {
 	slices.SortFunc(out, func(a, b scored) int {
 		if c := cmp.Compare(b.sim, a.sim); c != 0 {
 			return c
@@ -252,6 +274,24 @@ func (x *Index) Search(q []float32, k int) []Hit {
 	}
 	x.kmu.RUnlock()
 	return hits
+}
+
+// SearchAmong returns up to k of keys nearest to q by exact search: for
+// a small subset (one sona's memories), exact and cheaper than filtering a
+// graph search. Unknown keys are skipped.
+func (x *Index) SearchAmong(q []float32, keys []string, k int) []Hit {
+	if k <= 0 || len(q) != x.dims {
+		return nil
+	}
+	ids := make([]uint64, 0, len(keys))
+	x.kmu.RLock()
+	for _, key := range keys {
+		if id, ok := x.ids[key]; ok {
+			ids = append(ids, id)
+		}
+	}
+	x.kmu.RUnlock()
+	return x.hits(x.exact(q, ids, k), k)
 }
 
 type scored struct {

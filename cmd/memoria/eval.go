@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/memoria-ai/memoria/api/client"
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/app"
+	"github.com/memoria-ai/memoria/internal/eval"
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+func evalCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "eval", Short: "Measure recall quality on evaluation data"}
+	cmd.AddCommand(locomoCmd(g))
+	return cmd
+}
+
+// evalConfig is one configuration of the recall engine to measure.
+type evalConfig struct {
+	name  string
+	paths memory.Paths
+	learn bool // record co-access while answering (online learning)
+}
+
+func evalConfigs(rc config.Recall) map[string]evalConfig {
+	dense := config.PathWeights{Dense: rc.Paths.Dense}
+	bm25 := config.PathWeights{BM25: rc.Paths.BM25}
+	return map[string]evalConfig{
+		"dense":     {name: "dense only", paths: memory.Paths{Weights: dense, Fusion: rc.Fusion}},
+		"bm25":      {name: "BM25 only", paths: memory.Paths{Weights: bm25, Fusion: rc.Fusion}},
+		"fused":     {name: "fused (" + rc.Fusion + ")", paths: memory.Paths{Weights: rc.Paths, Fusion: rc.Fusion}},
+		"expansion": {name: "+ expansion", paths: memory.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true}},
+		"coaccess":  {name: "+ co-access", paths: memory.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true, CoAccess: true}, learn: true},
+	}
+}
+
+func locomoCmd(g *globals) *cobra.Command {
+	var dataDir, ks, configs, fusion, scope string
+	var misses int
+	cmd := &cobra.Command{
+		Use:   "locomo [--data DIR]",
+		Short: "Evidence recall on LoCoMo conversations, per configuration and category",
+		Long: "Ingests each conversation into its own sona of a fresh store (each turn an `other` memory named by\n" +
+			"its speaker, timestamped from its session, image captions appended, its dia_id as a label, linked to\n" +
+			"the turn before it), then recalls with every question of categories 1-4 and scores evidence recall:\n" +
+			"recall@k among the top-k hits before expansion, and budget recall within the default character budget\n" +
+			"after co-access and expansion. --data is the folder of conversation files here, not a data directory.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			kList, err := parseKs(ks)
+			if err != nil {
+				return err
+			}
+			convs, err := eval.Load(dataDir)
+			if err != nil {
+				return err
+			}
+			store, err := os.MkdirTemp("", "memoria-eval-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(store)
+			saved := g.dataDir
+			g.dataDir = store
+			cfg, err := g.loadConfig("warn")
+			g.dataDir = saved
+			if err != nil {
+				return err
+			}
+			if fusion != "" {
+				cfg.Recall.Fusion = fusion
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			all := evalConfigs(cfg.Recall)
+			var run []string
+			for _, c := range strings.Split(configs, ",") {
+				c = strings.TrimSpace(c)
+				if _, ok := all[c]; !ok {
+					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, expansion, coaccess)", c)
+				}
+				run = append(run, c)
+			}
+			log, sync := app.NewLogger(cfg.Log, os.Stderr)
+			defer sync()
+			ctx := cmd.Context()
+			a, err := app.Open(ctx, cfg, log, app.Options{})
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+
+			prog := newProgress(cmd.ErrOrStderr(), g.json)
+			ing, err := ingestLoCoMo(ctx, client.Embedded(a.API), convs, prog)
+			if err != nil {
+				return err
+			}
+			results := map[string]*eval.Accumulator{}
+			for _, name := range run {
+				acc, err := scoreLoCoMo(ctx, a.Self, cfg, ing, all[name], kList, scope, prog, misses, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				results[name] = acc
+			}
+			prog.done()
+
+			out := cmd.OutOrStdout()
+			main := run[len(run)-1]
+			if slices.Contains(run, "fused") {
+				main = "fused"
+			}
+			if g.json {
+				rep := results[main].Report()
+				rep["configuration"] = main
+				others := map[string]any{}
+				for _, name := range run {
+					others[name] = results[name].Report()
+				}
+				rep["configurations"] = others
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			fmt.Fprintf(out, "LoCoMo evidence recall: %d conversations, %d turns, %d questions (categories 1-4), scope %s\n\n",
+				len(convs), len(ing.dia), results[run[0]].Report()["n"], orDefault(scope, cfg.Recall.Scope))
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			header := "configuration\tn"
+			for _, k := range kList {
+				header += fmt.Sprintf("\trecall@%d", k)
+			}
+			fmt.Fprintln(tw, header+"\tbudget recall")
+			row := func(label string, acc *eval.Accumulator, cat int) {
+				n, at, budget := acc.Row(cat)
+				line := fmt.Sprintf("%s\t%d", label, n)
+				for _, v := range at {
+					line += fmt.Sprintf("\t%.3f", v)
+				}
+				fmt.Fprintf(tw, "%s\t%.3f\n", line, budget)
+			}
+			for _, name := range run {
+				row(all[name].name, results[name], 0)
+			}
+			tw.Flush()
+			fmt.Fprintf(out, "\nby category, %s:\n", all[main].name)
+			tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, strings.Replace(header, "configuration", "category", 1)+"\tbudget recall")
+			names := map[int]string{1: "1 multi-hop", 2: "2 temporal", 3: "3 open-domain", 4: "4 single-hop"}
+			for _, c := range results[main].Categories() {
+				row(names[c], results[main], c)
+			}
+			row("all", results[main], 0)
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data", "../shared/data/locomo", "folder of LoCoMo conversation files (*.json)")
+	cmd.Flags().StringVar(&ks, "k", "5,10,25", "comma-separated k of recall@k")
+	cmd.Flags().StringVar(&configs, "configs", "dense,bm25,fused,expansion,coaccess", "configurations to measure")
+	cmd.Flags().StringVar(&fusion, "fusion", "", "rrf or weighted (default from config)")
+	cmd.Flags().StringVar(&scope, "scope", "sona", "recall scope: sona (each conversation's own) or self (all)")
+	cmd.Flags().IntVar(&misses, "misses", 0, "print up to this many questions whose evidence was missed in the top 10, per configuration")
+	cmd.Flags().BoolVar(&g.json, "json", false, "print JSON")
+	return cmd
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func parseKs(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 || k > 1000 {
+			return nil, fmt.Errorf("--k wants comma-separated integers within 1..1000, got %q", s)
+		}
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// ingested is what scoring needs to know about the ingested conversations.
+type ingested struct {
+	convs []eval.Conversation
+	sonas []string          // sona uuid per conversation
+	dia   map[string]string // memory CID → dia id
+}
+
+// ingestLoCoMo stores every turn through the insert API, one goroutine per
+// conversation.
+func ingestLoCoMo(ctx context.Context, c *client.Client, convs []eval.Conversation, prog *progress) (*ingested, error) {
+	ing := &ingested{convs: convs, sonas: make([]string, len(convs)), dia: map[string]string{}}
+	total := 0
+	for _, cv := range convs {
+		for _, s := range cv.Sessions {
+			total += len(s.Turns)
+		}
+	}
+	prog.start("ingesting", total)
+	var mu sync.Mutex
+	eg, ectx := errgroup.WithContext(ctx)
+	for i, cv := range convs {
+		eg.Go(func() error {
+			sona, err := c.CreateSona(ectx, "locomo-"+cv.ID)
+			if err != nil {
+				return err
+			}
+			ing.sonas[i] = sona.Uuid
+			for _, s := range cv.Sessions {
+				var prev string
+				for j, t := range s.Turns {
+					data, err := structpb.NewStruct(map[string]any{"kind": "other", "name": t.Speaker, "content": t.Content()})
+					if err != nil {
+						return err
+					}
+					req := &messages.InsertRequest{
+						Sona: sona.Uuid, Data: data, Kind: "observation",
+						Timestamp: proto.Int64(s.Time.Unix() + int64(j)),
+						Labels:    map[string]string{"dia_id": t.DiaID, "conversation": cv.ID},
+						Dedup:     proto.Bool(false),
+					}
+					if prev != "" {
+						req.Edges = []*messages.Edge{{Target: &messages.Link{Cid: prev}, Weight: 1}}
+					}
+					res, err := c.Insert(ectx, req)
+					if err != nil {
+						return fmt.Errorf("%s %s: %w", cv.ID, t.DiaID, err)
+					}
+					prev = res.Cid
+					mu.Lock()
+					ing.dia[res.Cid] = t.DiaID
+					mu.Unlock()
+					prog.add(1)
+				}
+			}
+			return nil
+		})
+	}
+	return ing, eg.Wait()
+}
+
+// scoreLoCoMo asks every scored question of every conversation in its
+// sona under one configuration.
+func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing *ingested, ec evalConfig, ks []int, scope string, prog *progress, misses int, w io.Writer) (*eval.Accumulator, error) {
+	text := map[string]string{}
+	for _, cv := range ing.convs {
+		for _, s := range cv.Sessions {
+			for _, t := range s.Turns {
+				text[cv.ID+"/"+t.DiaID] = t.Speaker + ": " + t.Content()
+			}
+		}
+	}
+	acc := eval.NewAccumulator(ks)
+	total := 0
+	for _, cv := range ing.convs {
+		for _, q := range cv.QA {
+			if eval.Scored(q.Category) {
+				total++
+			}
+		}
+	}
+	prog.start(ec.name, total)
+	paths := ec.paths
+	ranking := paths
+	ranking.Expand, ranking.CoAccess = false, false
+	for i, cv := range ing.convs {
+		for _, q := range cv.QA {
+			if !eval.Scored(q.Category) {
+				continue
+			}
+			// recall@k: the top hits by score, with room for the largest k.
+			rs, err := self.Recall(ctx, memory.Query{Sona: ing.sonas[i], Text: q.Question, K: ks[len(ks)-1],
+				Budget: 1 << 30, Scope: scope, Paths: &ranking, Peek: true})
+			if err != nil {
+				return nil, err
+			}
+			var ranked []string
+			for _, r := range byScoreHits(rs) {
+				ranked = append(ranked, ing.dia[r.CID.String()])
+			}
+			// Budget recall: what a step would inject (default k and budget).
+			rs, err = self.Recall(ctx, memory.Query{Sona: ing.sonas[i], Text: q.Question, Scope: scope, Paths: &paths, Peek: !ec.learn})
+			if err != nil {
+				return nil, err
+			}
+			var injected []string
+			for _, r := range rs {
+				injected = append(injected, ing.dia[r.CID.String()])
+			}
+			acc.Add(q.Category, q.Evidence, ranked, injected)
+			prog.add(1)
+			if missed := missing(q.Evidence, ranked[:min(10, len(ranked))]); len(missed) > 0 && misses > 0 {
+				misses--
+				fmt.Fprintf(w, "\n[%s] cat %d: %s\n", ec.name, q.Category, q.Question)
+				for _, m := range missed {
+					fmt.Fprintf(w, "  missed %s: %s\n", m, text[cv.ID+"/"+m])
+				}
+				for i, d := range ranked[:min(3, len(ranked))] {
+					fmt.Fprintf(w, "  got #%d %s: %s\n", i+1, d, text[cv.ID+"/"+d])
+				}
+			}
+		}
+	}
+	if ec.learn {
+		if err := self.Store().Barrier(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return acc, nil
+}
+
+// missing lists the evidence not in got.
+func missing(evidence, got []string) []string {
+	var out []string
+	for _, e := range evidence {
+		if !slices.Contains(got, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// byScoreHits returns the hits of a recall, best score first.
+func byScoreHits(rs []*memory.Recalled) []*memory.Recalled {
+	var hits []*memory.Recalled
+	for _, r := range rs {
+		if r.Via == memory.ViaHit {
+			hits = append(hits, r)
+		}
+	}
+	slices.SortStableFunc(hits, func(a, b *memory.Recalled) int {
+		switch {
+		case a.Score > b.Score:
+			return -1
+		case a.Score < b.Score:
+			return 1
+		}
+		return strings.Compare(a.CID.String(), b.CID.String())
+	})
+	return hits
+}
