@@ -741,3 +741,34 @@ func TestGatewayCachingAndSafety(t *testing.T) {
 		t.Fatalf("file served without a sandbox: %s %v", r, r.header)
 	}
 }
+
+func TestInsertDedupAndRecallOptions(t *testing.T) {
+	h := newHarness(t)
+	id := h.newSona("notes")
+	first := h.post("/memories", map[string]any{"sona": id, "data": map[string]any{"kind": "text", "content": "My sister Maya lives in Lisbon near the river"}}).obj(t, http.StatusCreated)
+	dup := h.post("/memories", map[string]any{"sona": id, "data": map[string]any{"kind": "text", "content": "my sister Maya lives in Lisbon, near the river!"}}).obj(t, http.StatusOK)
+	if dup["deduplicated"] != true || dup["cid"] != first["cid"] || dup["seq"] != nil || fnum(t, dup["similarity"]) < fnum(t, dup["threshold"]) {
+		t.Fatalf("near-duplicate insert: %v", dup)
+	}
+	kept := h.post("/memories", map[string]any{"sona": id, "dedup": false, "data": map[string]any{"kind": "text", "content": "my sister Maya lives in Lisbon, near the river!"}}).obj(t, http.StatusCreated)
+	if kept["deduplicated"] != false || kept["cid"] == first["cid"] {
+		t.Fatalf("dedup:false: %v", kept)
+	}
+	h.insertText(id, "The train to Porto takes three hours")
+
+	// Time travel: as of seq 0 only the first memory existed.
+	r := h.post("/sona/"+id+"/recall", map[string]any{"query": "Maya Lisbon train Porto", "as_of": 0}).obj(t, http.StatusOK)
+	for _, m := range array(t, r["memories"]) {
+		if object(t, m)["cid"] != first["cid"] {
+			t.Fatalf("as_of 0 recalled %v", object(t, m)["cid"])
+		}
+	}
+	wantError(t, h.post("/sona/"+id+"/recall", map[string]any{"query": "x", "as_of": 99}), 400, "invalid")
+	wantError(t, h.post("/sona/"+id+"/recall", map[string]any{"query": "x", "scope": "all"}), 400, "invalid")
+	wantError(t, h.post("/sona/"+id+"/recall", map[string]any{"query": "x", "agent_id": "a\x01b"}), 400, "invalid")
+	// Without explain there is no explanation.
+	r = h.post("/sona/"+id+"/recall", map[string]any{"query": "Maya", "scope": "sona"}).obj(t, http.StatusOK)
+	if m := object(t, array(t, r["memories"])[0]); m["explain"] != nil {
+		t.Fatalf("explain without asking: %v", m["explain"])
+	}
+}

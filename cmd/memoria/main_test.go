@@ -281,3 +281,28 @@ func TestCLIErrorsAreOneLine(t *testing.T) {
 		}
 	}
 }
+
+// TestLoCoMoRecallTarget runs `memoria eval locomo` on the LoCoMo
+// conversations beside the repository and holds recall@10 of the default
+// configuration at the issue's target.
+func TestLoCoMoRecallTarget(t *testing.T) {
+	data := filepath.Join("..", "..", "..", "shared", "data", "locomo")
+	if _, err := os.Stat(data); err != nil {
+		t.Skipf("LoCoMo data not found at %s", data)
+	}
+	out, errOut, code := run(t, "eval", "locomo", "--data", data, "--configs", "fused", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if n := rep["n"].(float64); n < 700 {
+		t.Fatalf("scored %v questions", n)
+	}
+	if r := rep["recall@10"].(float64); r < 0.70 {
+		t.Fatalf("recall@10 = %.3f, below the 0.70 target", r)
+	}
+	t.Logf("recall@10 %.3f, budget recall %.3f", rep["recall@10"], rep["budget_recall"])
+}

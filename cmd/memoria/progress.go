@@ -63,6 +63,13 @@ func (p *progress) draw(force bool) {
 	fmt.Fprintf(p.w, "\r%-24s [%s] %d/%d", p.label, bar, p.n, p.tot)
 }
 
+func (p *progress) set(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n = n
+	p.draw(p.n == p.tot)
+}
+
 func (p *progress) done() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -34,6 +34,8 @@ type App struct {
 type Options struct {
 	Clock memory.Clock
 	Knobs actors.TestingKnobs
+	// Progress is told how rebuilding derived indexes advances.
+	Progress func(stage string, done, total uint64)
 }
 
 // Open validates cfg, opens its data directory and starts the actors.
@@ -45,7 +47,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 	if err != nil {
 		return nil, err
 	}
-	self, err := memory.Open(ctx, memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log})
+	self, err := memory.Open(ctx, memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress})
 	if err != nil {
 		return nil, err
 	}

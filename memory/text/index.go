@@ -66,7 +66,7 @@ func runtimeConfig() map[string]any {
 	return map[string]any{
 		"unsafe_batch": true,
 		"scorchPersisterOptions": map[string]any{
-			"PersisterNapTimeMSec":      500,
+			"PersisterNapTimeMSec":      200,
 			"PersisterNapUnderNumFiles": 1000,
 		},
 	}
@@ -125,8 +125,28 @@ func indexMapping() mapping.IndexMapping {
 	return m
 }
 
-// Close closes the index.
-func (x *Index) Close() error { return x.idx.Close() }
+// Close persists what the index holds and closes it. (Batches return
+// before bleve persists them; scorch's own Close would drop what is not yet
+// on disk.)
+func (x *Index) Close() error {
+	ferr := x.Flush()
+	if err := x.idx.Close(); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// Flush waits until every batch applied so far is persisted.
+func (x *Index) Flush() error {
+	done := make(chan error, 1)
+	b := x.idx.NewBatch()
+	b.SetInternal([]byte(keyVersion), []byte(Version))
+	b.SetPersistedCallback(func(err error) { done <- err })
+	if err := x.idx.Batch(b); err != nil {
+		return err
+	}
+	return <-done
+}
 
 // Watermark is the insertion-log position of the last memory indexed.
 func (x *Index) Watermark() (uint64, error) {
@@ -144,6 +164,17 @@ func (x *Index) Apply(docs []Doc, watermark uint64) error {
 		if err := b.Index(d.ID, map[string]any{fieldText: d.Text, fieldSonas: d.Sonas}); err != nil {
 			return fmt.Errorf("text: index %s: %w", d.ID, err)
 		}
+	}
+	b.SetInternal([]byte(keyWatermark), []byte(strconv.FormatUint(watermark, 10)))
+	return x.idx.Batch(b)
+}
+
+// Delete removes documents and sets the watermark (for tools and tests
+// that repair an index).
+func (x *Index) Delete(docs []Doc, watermark uint64) error {
+	b := x.idx.NewBatch()
+	for _, d := range docs {
+		b.Delete(d.ID)
 	}
 	b.SetInternal([]byte(keyWatermark), []byte(strconv.FormatUint(watermark, 10)))
 	return x.idx.Batch(b)

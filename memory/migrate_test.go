@@ -1,0 +1,125 @@
+package memory
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// TestMigrateFromLayout1 writes a store, rewrites it into layout 1 (no
+// insertion log, chain entries without log positions), and checks that
+// opening it migrates everything back.
+func TestMigrateFromLayout1(t *testing.T) {
+	dir := t.TempDir()
+	clock := &fixedClock{t: epoch}
+	cfg := testConfig(dir)
+	s := openSelf(t, cfg, clock)
+	o := newOwner(t, s, "old")
+	var mems []cid.Cid
+	for i, txt := range []string{"first memory", "second memory", "third memory"} {
+		clock.Set(epoch.Add(time.Duration(i) * time.Hour))
+		mems = append(mems, o.text(txt))
+	}
+	db := s.Store().DB()
+	err := db.Update(func(txn *badger.Txn) error {
+		for _, c := range mems {
+			item, err := txn.Get(metaKey(c))
+			if err != nil {
+				return err
+			}
+			meta := &messages.MemoryMeta{}
+			if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, meta) }); err != nil {
+				return err
+			}
+			meta.Seq = 0
+			raw, _ := proto.Marshal(meta)
+			if err := txn.Set(metaKey(c), raw); err != nil {
+				return err
+			}
+		}
+		for seq := int64(0); seq < 3; seq++ {
+			item, err := txn.Get(chainKey(o.sona, seq))
+			if err != nil {
+				return err
+			}
+			v, _ := item.ValueCopy(nil)
+			act, mem, _, err := decodeChainEntry(v)
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(chainKey(o.sona, seq), join(act.Bytes(), mem.Bytes())); err != nil {
+				return err
+			}
+		}
+		for seq := uint64(1); seq <= 3; seq++ {
+			if err := txn.Delete(logKey(seq)); err != nil {
+				return err
+			}
+		}
+		if err := txn.Delete(keyMemSeq); err != nil {
+			return err
+		}
+		return txn.Set(keyVersion, []byte("1"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openSelf(t, cfg, clock)
+	defer s.Close()
+	for i, c := range mems {
+		meta, err := s.Meta(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if meta.Seq != uint64(i+1) {
+			t.Fatalf("memory %d has log seq %d, want %d", i, meta.Seq, i+1)
+		}
+	}
+	page, err := s.Chain(o.sona, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range page.Items {
+		if e.Memory != mems[i] || e.LogSeq != uint64(i+1) {
+			t.Fatalf("chain entry %d: %+v", i, e)
+		}
+	}
+	err = s.Store().View(func(txn *badger.Txn) error {
+		v, err := txn.Get(keyVersion)
+		if err != nil {
+			return err
+		}
+		b, _ := v.ValueCopy(nil)
+		if !bytes.Equal(b, []byte("2")) {
+			t.Fatalf("layout %s after migration", b)
+		}
+		end, err := logEnd(txn)
+		if end != 3 {
+			t.Fatalf("insertion log ends at %d", end)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The migrated store keeps working.
+	o2 := &owner{t: t, s: s, sona: o.sona, head: o.head, n: o.n}
+	c := o2.text("fourth memory")
+	if meta, _ := s.Meta(c); meta.Seq != 4 {
+		t.Fatalf("new memory after migration has log seq %d", meta.Seq)
+	}
+	if _, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "memory"}); err != nil {
+		t.Fatal(err)
+	}
+}
