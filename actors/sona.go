@@ -29,6 +29,7 @@ type sonaActor struct {
 
 	inflight map[cid.Cid]*memory.Pending // appended, not yet durable
 	busy     int                         // advances in progress
+	idleDue  bool                        // the idle time passed while work was in flight
 	stopping bool                        // passivate once idle
 }
 
@@ -42,26 +43,35 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 		a.reload(ctx)
 		ctx.SetReceiveTimeout(a.sys.cfg.Actors.SonaIdle.D())
 	case *messages.AppendMemory:
+		a.idleDue = false
 		a.appendMemory(ctx, msg)
 	case *messages.Advance:
+		a.idleDue = false
 		a.advance(ctx, msg)
 	case *messages.Reload:
 		a.reload(ctx)
 	case *messages.Passivate:
 		a.stopping = true
-		a.stopIfIdle(ctx)
+		a.settle(ctx)
 	case *actor.ReceiveTimeout:
-		if a.idle() {
-			ctx.Request(ctx.Parent(), &messages.Idle{Sona: a.id}) // Request: the parent checks the sender
-		}
+		a.idleDue = true
+		a.settle(ctx)
 	}
 }
 
 func (a *sonaActor) idle() bool { return a.busy == 0 && len(a.inflight) == 0 }
 
-func (a *sonaActor) stopIfIdle(ctx actor.Context) {
-	if a.stopping && a.idle() {
+// settle runs whenever work finishes: an idle actor that was told to
+// passivate stops, and one whose idle time passed (possibly while work
+// was still in flight) asks its parent to passivate it.
+func (a *sonaActor) settle(ctx actor.Context) {
+	switch {
+	case !a.idle():
+	case a.stopping:
 		ctx.Stop(ctx.Self())
+	case a.idleDue:
+		a.idleDue = false
+		ctx.Request(ctx.Parent(), &messages.Idle{Sona: a.id}) // Request: the parent checks the sender
 	}
 }
 
@@ -204,7 +214,7 @@ func (a *sonaActor) appendMemory(ctx actor.Context, msg *messages.AppendMemory) 
 		} else {
 			tell(ctx, sender, r.result)
 		}
-		a.stopIfIdle(ctx)
+		a.settle(ctx)
 	})
 }
 
@@ -222,7 +232,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 	finish := func(reply proto.Message) {
 		tell(ctx, sender, reply)
 		a.busy--
-		a.stopIfIdle(ctx)
+		a.settle(ctx)
 	}
 	timeout := a.sys.stepTimeout()
 	received := a.sys.clock.Now().Unix()
