@@ -70,8 +70,17 @@ type Store struct {
 
 // Index configures the HNSW vector index (derived state, rebuilt at start).
 type Index struct {
-	M        int `yaml:"m"`
-	EfSearch int `yaml:"ef_search"`
+	M              int `yaml:"m"`
+	EfSearch       int `yaml:"ef_search"`
+	EfConstruction int `yaml:"ef_construction"`
+	// Backlog: while at most this many new vectors wait to join the graph
+	// (they are searched exactly meanwhile), the graph builder runs at a
+	// third of its pace so bursts of writes keep the CPU; above it, at full
+	// pace.
+	Backlog int `yaml:"backlog"`
+	// TextBacklog: likewise for documents waiting for the full-text index.
+	// A recall waiting for its sona's latest documents speeds it up.
+	TextBacklog int `yaml:"text_backlog"`
 	// Seed makes HNSW level assignment reproducible.
 	Seed int64 `yaml:"seed"`
 }
@@ -259,11 +268,11 @@ func Default() Config {
 			CacheMB:       256,
 			MemoryCache:   50_000,
 		},
-		Index: Index{M: 16, EfSearch: 64, Seed: 1},
+		Index: Index{M: 16, EfSearch: 64, EfConstruction: 32, Backlog: 8192, TextBacklog: 50_000, Seed: 1},
 		Recall: Recall{
 			TopK:               10,
 			BudgetChars:        4000,
-			Candidates:         64,
+			Candidates:         32,
 			Lambda:             0.5,
 			Weights:            Weights{Relevance: 1.0, Recency: 0.1, Importance: 0.2, Sona: 0.1},
 			ExpandDecay:        0.5,
@@ -383,6 +392,13 @@ func (c *Config) Validate() error {
 		bad("index.m", "must be at least 2, got %d", c.Index.M)
 	}
 	positive("index.ef_search", c.Index.EfSearch)
+	positive("index.ef_construction", c.Index.EfConstruction)
+	if c.Index.Backlog < 0 {
+		bad("index.backlog", "must not be negative, got %d", c.Index.Backlog)
+	}
+	if c.Index.TextBacklog < 0 {
+		bad("index.text_backlog", "must not be negative, got %d", c.Index.TextBacklog)
+	}
 
 	positive("recall.top_k", c.Recall.TopK)
 	positive("recall.budget_chars", c.Recall.BudgetChars)

@@ -154,8 +154,8 @@ func (s *Self) InSona(c cid.Cid, id string) (bool, error) {
 }
 
 // AppendOp returns the store operation that carries out a: memory block,
-// ACT block, metadata, embedding, chain index, head and centroid, in one
-// transaction. It fails with ErrChainConflict unless the chain's head is
+// ACT block, metadata, embedding, chain index, head and associations, in
+// one transaction. It fails with ErrChainConflict unless the chain's head is
 // still a.Prev, so a chain never forks, and with ErrInvalid when an edge
 // or file points at nothing stored.
 func (s *Self) AppendOp(a *Append) Op {
@@ -256,33 +256,25 @@ func (s *Self) AppendOp(a *Append) Op {
 			return err
 		}
 
-		count, centroid := int64(0), make([]float32, len(item.Vector))
-		if craw, err := tx.Get(centroidKey(a.Sona)); err == nil {
-			if count, centroid, err = decodeCentroid(craw); err != nil {
-				return err
-			}
-		} else if !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		centroid = updateCentroid(centroid, count, item.Vector)
-		count++
-		tx.Set(centroidKey(a.Sona), encodeCentroid(count, centroid))
-
 		tx.OnCommit(func() {
 			doc := s.docOf(item.CID, item.Memory, meta.Sonas)
+			var textPos uint64
 			if isNew {
 				s.index.Add(item.CID.KeyString(), item.Vector)
 				s.memories.Add(1)
-				s.text.enqueue(logSeq, doc)
+				textPos = s.text.enqueue(logSeq, doc)
 			} else {
-				s.text.enqueue(0, doc)
+				textPos = s.text.enqueue(0, doc)
 			}
 			s.smu.Lock()
-			var members []string
+			st := &sonaState{rec: rec, textPos: textPos}
 			if old := s.sonas[a.Sona]; old != nil {
-				members = old.members
+				st.members = old.members
+				st.centroid = updateCentroid(old.centroid, old.count, item.Vector)
+				st.count = old.count + 1
 			}
-			s.sonas[a.Sona] = &sonaState{rec: rec, centroid: centroid, count: count, members: append(members, item.CID.KeyString())}
+			st.members = append(st.members, item.CID.KeyString())
+			s.sonas[a.Sona] = st
 			s.smu.Unlock()
 		})
 		return nil

@@ -20,8 +20,8 @@
 //     submission order, are applied in batches of one Badger transaction,
 //     and are acknowledged only after that transaction's fsync.
 //   - Appending to a chain (memory block, ACT block, head move, metadata,
-//     embedding, chain index, centroid) is one operation, and it checks that
-//     the head it extends is still the head: a chain can never fork.
+//     embedding, chain index, associations) is one operation, and it checks
+//     that the head it extends is still the head: a chain can never fork.
 //   - The vector index is derived: rebuilt from the embeddings key space at
 //     start, never the only copy of anything.
 //
@@ -40,7 +40,8 @@
 //	n/      name 0x00 uuid              empty: sonas by name (names need not be unique)
 //	c/      uuid 0x00 seq (8 bytes BE)  ACT CID ‖ memory CID ‖ insertion-log position (8 bytes BE)
 //	                                    when the ACT was appended: the chain by seq
-//	k/      uuid                        sona centroid: count (8 bytes BE) ‖ float32 × dims
+//	k/      uuid                        embedding of the sona's name (its centroid is the mean of
+//	                                    this and its memories' embeddings, computed at start)
 //	q/      log seq (8 bytes BE)        memory CID bytes: the insertion log, in the order memories
 //	                                    came to exist (derived indexes catch up from it)
 //	x/      "version" | "embedder" |    store layout version; embedding space identity;

@@ -325,7 +325,10 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	o := newOwner(t, s, "a")
 	mems := seededConversation(t, s, clock, o, 40, 11)
 	bm25 := func(s *Self, q string) map[string]bool {
-		hits, err := s.text.idx.Search(q, 100, "")
+		if err := s.text.settle(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		hits, err := s.text.idx.Search(q, text.SearchOptions{K: 100})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -117,7 +117,7 @@ func (s *Self) neighbors(vec []float32, sona string, k int, self cid.Cid) ([]Nei
 			if c == self {
 				continue
 			}
-			meta, err := getMeta(txn, c)
+			meta, err := s.meta(txn, c)
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}

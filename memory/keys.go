@@ -13,17 +13,17 @@ import (
 const StoreVersion = 2
 
 var (
-	prefixBlock    = []byte("b/")
-	prefixMeta     = []byte("m/")
-	prefixVector   = []byte("v/")
-	prefixSona     = []byte("s/")
-	prefixName     = []byte("n/")
-	prefixChain    = []byte("c/")
-	prefixCentroid = []byte("k/")
-	prefixLog      = []byte("q/")
-	keyVersion     = []byte("x/version")
-	keyEmbedder    = []byte("x/embedder")
-	keyMemSeq      = []byte("x/memseq")
+	prefixBlock   = []byte("b/")
+	prefixMeta    = []byte("m/")
+	prefixVector  = []byte("v/")
+	prefixSona    = []byte("s/")
+	prefixName    = []byte("n/")
+	prefixChain   = []byte("c/")
+	prefixNameVec = []byte("k/")
+	prefixLog     = []byte("q/")
+	keyVersion    = []byte("x/version")
+	keyEmbedder   = []byte("x/embedder")
+	keyMemSeq     = []byte("x/memseq")
 )
 
 func join(parts ...[]byte) []byte {
@@ -43,8 +43,8 @@ func metaKey(c cid.Cid) []byte  { return join(prefixMeta, c.Bytes()) }
 func vectorKey(c cid.Cid) []byte {
 	return join(prefixVector, c.Bytes())
 }
-func sonaKey(uuid string) []byte     { return join(prefixSona, []byte(uuid)) }
-func centroidKey(uuid string) []byte { return join(prefixCentroid, []byte(uuid)) }
+func sonaKey(uuid string) []byte       { return join(prefixSona, []byte(uuid)) }
+func nameVectorKey(uuid string) []byte { return join(prefixNameVec, []byte(uuid)) }
 func nameKey(name, uuid string) []byte {
 	return join(prefixName, []byte(name), []byte{0}, []byte(uuid))
 }

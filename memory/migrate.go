@@ -108,6 +108,33 @@ func (s *Self) migrateV1(ctx context.Context) error {
 			return err
 		}
 	}
+	// Layout 1 kept a running centroid under k/; layout 2 keeps the name's
+	// embedding there and computes the centroid at start.
+	var names []*messages.Sona
+	if err := s.store.View(func(txn *badger.Txn) error {
+		return iteratePrefix(txn, prefixSona, func(_, v []byte) error {
+			rec := &messages.Sona{}
+			if err := proto.Unmarshal(v, rec); err != nil {
+				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
+			}
+			names = append(names, rec)
+			return nil
+		})
+	}); err != nil {
+		return err
+	}
+	for _, rec := range names {
+		vecs, err := s.Embed(ctx, rec.Name)
+		if err != nil {
+			return err
+		}
+		if err := s.store.Update(ctx, func(tx *Tx) error {
+			tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0]))
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
 	s.log.Info("store migrated", "from", 1, "to", StoreVersion, "memories", len(mems), "acts", len(chain))
 	return s.store.Update(ctx, func(tx *Tx) error {
 		tx.Set(keyVersion, []byte(fmt.Sprint(StoreVersion)))

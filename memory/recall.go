@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
-
+	"sync"
 	"unicode/utf8"
 
 	"github.com/dgraph-io/badger/v4"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/text"
 	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -220,19 +221,44 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	if q.AsOf != nil {
 		n *= 4 // later memories are filtered out after the search
 	}
+	// The dense and full-text paths run side by side; the full-text path
+	// also scores the dense candidates.
 	var dense []pathHit
+	var denseDone sync.WaitGroup
 	if paths.Weights.Dense > 0 {
-		for _, h := range s.denseCandidates(q, n) {
-			dense = append(dense, pathHit{key: h.Key, score: float64(h.Similarity)})
-		}
+		denseDone.Add(1)
+		go func() {
+			defer denseDone.Done()
+			for _, h := range s.denseCandidates(q, n) {
+				dense = append(dense, pathHit{key: h.Key, score: float64(h.Similarity)})
+			}
+		}()
 	}
 	var bm25 []pathHit
 	if paths.Weights.BM25 > 0 {
-		filter := ""
-		if q.Scope == ScopeSona {
-			filter = q.Sona
+		// Read-your-writes: the index has everything this sona wrote.
+		s.smu.RLock()
+		pos := s.sonas[q.Sona].textPos
+		s.smu.RUnlock()
+		if err := s.text.waitApplied(ctx, pos); err != nil {
+			denseDone.Wait()
+			return nil, err
 		}
-		hits, err := s.text.idx.Search(q.Text, n, filter)
+		opts := text.SearchOptions{K: n, Also: func() []string {
+			denseDone.Wait()
+			ids := make([]string, 0, len(dense))
+			for _, h := range dense {
+				if c, err := cid.Cast([]byte(h.key)); err == nil {
+					ids = append(ids, c.String())
+				}
+			}
+			return ids
+		}}
+		if q.Scope == ScopeSona {
+			opts.Sona = q.Sona
+		}
+		hits, err := s.text.idx.Search(q.Text, opts)
+		denseDone.Wait()
 		if err != nil {
 			return nil, err
 		}
@@ -244,6 +270,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 			bm25 = append(bm25, pathHit{key: c.KeyString(), score: h.Score})
 		}
 	}
+	denseDone.Wait()
 
 	var out []*Recalled
 	err := s.store.View(func(txn *badger.Txn) error {
@@ -375,7 +402,7 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 	if sc.excluded[c] {
 		return nil, errHidden
 	}
-	meta, err := getMeta(sc.txn, c)
+	meta, err := sc.self.meta(sc.txn, c)
 	if errors.Is(err, ErrNotFound) {
 		return nil, errHidden // indexed but gone
 	}

@@ -65,6 +65,7 @@ type Self struct {
 
 	memories  atomic.Int64 // count of memory metadata records
 	cache     *memCache    // decoded memories by CID
+	metas     *metaCache   // memory metadata by CID key
 	text      *textIndexer // full-text index, kept in step by the committer
 	progress  func(stage string, done, total uint64)
 	normalize func(ctx context.Context, text string) (string, error)
@@ -76,6 +77,7 @@ type sonaState struct {
 	centroid []float32
 	count    int64
 	members  []string // CID keys of its memories, in chain order (append only)
+	textPos  uint64   // full-text position of its latest memory (read-your-writes)
 }
 
 // ErrEmbedderMismatch means the store was written with another embedding space.
@@ -111,15 +113,19 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		log:       o.Logger,
 		sonas:     map[string]*sonaState{},
 		cache:     newMemCache(o.Config.Store.MemoryCache),
+		metas:     newMetaCache(o.Config.Store.MemoryCache),
 		progress:  o.Progress,
 		normalize: o.Normalize,
 		index: vector.New(vector.Options{
-			Dims:     o.Embedder.Dims(),
-			M:        o.Config.Index.M,
-			EfSearch: o.Config.Index.EfSearch,
-			Seed:     o.Config.Index.Seed,
+			Dims:           o.Embedder.Dims(),
+			M:              o.Config.Index.M,
+			EfSearch:       o.Config.Index.EfSearch,
+			EfConstruction: o.Config.Index.EfConstruction,
+			Backlog:        o.Config.Index.Backlog,
+			Seed:           o.Config.Index.Seed,
 		}),
 	}
+	st.Watch(prefixMeta, func(k []byte) { s.metas.invalidate(string(k[len(prefixMeta):])) })
 	if err := s.load(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -181,13 +187,14 @@ func (s *Self) load(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		if err := iteratePrefix(txn, prefixCentroid, func(k, v []byte) error {
-			st, ok := s.sonas[string(k[len(prefixCentroid):])]
+		if err := iteratePrefix(txn, prefixNameVec, func(k, v []byte) error {
+			st, ok := s.sonas[string(k[len(prefixNameVec):])]
 			if !ok {
 				return nil
 			}
 			var err error
-			st.count, st.centroid, err = decodeCentroid(v)
+			st.centroid, err = decodeVector(v)
+			st.count = 1
 			return err
 		}); err != nil {
 			return err
@@ -233,12 +240,44 @@ func (s *Self) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.computeCentroids()
 	if err := s.openText(filepath.Join(s.cfg.DataDir, "text")); err != nil {
 		return err
 	}
 	s.log.Info("self loaded", "sonas", len(s.sonas), "memories", s.memories.Load(),
 		"vectors", vectors, "took", s.clock.Now().Sub(start))
 	return nil
+}
+
+// computeCentroids sets each sona's centroid to the mean of its name's
+// embedding and its memories' embeddings.
+func (s *Self) computeCentroids() {
+	for _, st := range s.sonas {
+		sum := make([]float64, s.index.Dims())
+		n := 0
+		if len(st.centroid) == len(sum) {
+			for i, f := range st.centroid {
+				sum[i] = float64(f)
+			}
+			n = 1
+		}
+		for _, key := range st.members {
+			if v, ok := s.index.Lookup(key); ok {
+				for i, f := range v {
+					sum[i] += float64(f)
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		c := make([]float32, len(sum))
+		for i := range sum {
+			c[i] = float32(sum[i] / float64(n))
+		}
+		st.centroid, st.count = c, int64(n)
+	}
 }
 
 // checkIdentity refuses a store of an unknown layout or another embedding
@@ -357,7 +396,7 @@ func (s *Self) Meta(c cid.Cid) (*messages.MemoryMeta, error) {
 	var meta *messages.MemoryMeta
 	err := s.store.View(func(txn *badger.Txn) error {
 		var err error
-		meta, err = getMeta(txn, c)
+		meta, err = s.meta(txn, c)
 		return err
 	})
 	return meta, err
@@ -387,7 +426,7 @@ func (s *Self) Get(c cid.Cid) (*Memory, *messages.MemoryMeta, error) {
 	)
 	err := s.store.View(func(txn *badger.Txn) error {
 		var err error
-		if meta, err = getMeta(txn, c); err != nil {
+		if meta, err = s.meta(txn, c); err != nil {
 			return err
 		}
 		m, err = s.loadMemory(txn, c)

@@ -45,8 +45,10 @@ func ValidateSonaName(name string) error {
 	return nil
 }
 
-// CreateSona creates a sona with a fresh uuid. Its centroid starts at the
-// embedding of its name, so sona similarity works from the first memory.
+// CreateSona creates a sona with a fresh uuid. Its centroid — the mean of
+// its name's embedding and its memories' embeddings, kept in memory and
+// recomputed at start — starts at the name, so sona similarity works from
+// the first memory.
 func (s *Self) CreateSona(ctx context.Context, name string) (*messages.Sona, error) {
 	if err := ValidateSonaName(name); err != nil {
 		return nil, err
@@ -67,7 +69,7 @@ func (s *Self) CreateSona(ctx context.Context, name string) (*messages.Sona, err
 	err = s.store.Update(ctx, func(tx *Tx) error {
 		tx.Set(sonaKey(rec.Uuid), raw)
 		tx.Set(nameKey(name, rec.Uuid), nil)
-		tx.Set(centroidKey(rec.Uuid), encodeCentroid(1, vecs[0]))
+		tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0]))
 		tx.OnCommit(func() {
 			s.smu.Lock()
 			s.sonas[rec.Uuid] = &sonaState{rec: rec, centroid: vecs[0], count: 1}
@@ -180,20 +182,6 @@ func (s *Self) sonaSnapshot(id string) (centroid []float32, length int64, ok boo
 		return nil, 0, false
 	}
 	return st.centroid, st.rec.Length, true
-}
-
-func encodeCentroid(count int64, v []float32) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(count))
-	return append(b[:], encodeVector(v)...)
-}
-
-func decodeCentroid(b []byte) (int64, []float32, error) {
-	if len(b) < 8 {
-		return 0, nil, fmt.Errorf("%w: centroid of %d bytes", ErrCorrupt, len(b))
-	}
-	v, err := decodeVector(b[8:])
-	return int64(binary.BigEndian.Uint64(b[:8])), v, err
 }
 
 // ChainEntry is one ACT of a chain.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -58,23 +57,19 @@ type Store struct {
 	mu      sync.RWMutex // guards closed against Submit racing Close
 	closed  bool
 	stopped chan struct{}
-
-	gate     atomic.Pointer[AckGate]
-	acks     chan ackBatch // committed batches waiting for their gate
-	finished chan struct{}
+	watches []watch // set before the first write
 }
 
-// AckGate is called on the committer after a batch's hooks ran and returns
-// what must happen before that batch is acknowledged; the wait runs on
-// another goroutine, so the committer moves on to the next batch. Derived
-// indexes use it to give read-your-writes to every acknowledged write
-// without holding up the group commit.
-type AckGate func() (wait func())
+type watch struct {
+	prefix []byte
+	fn     func(key []byte)
+}
 
-type ackBatch struct {
-	ops  []appliedOp
-	err  error
-	wait func()
+// Watch calls fn, after each commit, for every key under prefix that the
+// commit wrote or deleted: caches of mutable state invalidate themselves
+// with it. Register watches before the first write.
+func (s *Store) Watch(prefix []byte, fn func(key []byte)) {
+	s.watches = append(s.watches, watch{prefix, fn})
 }
 
 // Op is one atomic write: it reads and writes through tx, and either all of
@@ -147,30 +142,9 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		log:      o.Logger,
 		queue:    make(chan *Pending, o.MaxBatch),
 		stopped:  make(chan struct{}),
-		acks:     make(chan ackBatch, 64),
-		finished: make(chan struct{}),
 	}
 	go s.commitLoop()
-	go s.ackLoop()
 	return s, nil
-}
-
-// SetAckGate installs the gate every later batch passes before it is
-// acknowledged.
-func (s *Store) SetAckGate(g AckGate) { s.gate.Store(&g) }
-
-// ackLoop acknowledges committed batches in order, each after its gate.
-func (s *Store) ackLoop() {
-	defer close(s.finished)
-	for b := range s.acks {
-		if b.wait != nil {
-			b.wait()
-		}
-		for _, a := range b.ops {
-			a.p.err = b.err
-			close(a.p.done)
-		}
-	}
 }
 
 // DB exposes the underlying Badger database for read-only iteration in
@@ -189,8 +163,6 @@ func (s *Store) Close() error {
 	close(s.queue)
 	s.mu.Unlock()
 	<-s.stopped
-	close(s.acks)
-	<-s.finished
 	return s.db.Close()
 }
 
@@ -251,21 +223,20 @@ func (s *Store) commitBatch(batch []*Pending) {
 	var applied []appliedOp
 
 	commit := func() {
-		b := ackBatch{ops: append([]appliedOp(nil), applied...)}
-		if err := txn.Commit(); err != nil {
-			b.err = fmt.Errorf("memory: commit: %w", err)
+		err := txn.Commit()
+		if err != nil {
+			err = fmt.Errorf("memory: commit: %w", err)
 			s.log.Error("group commit failed", "ops", len(applied), "err", err)
-		} else {
-			for _, a := range applied {
+		}
+		for _, a := range applied {
+			if err == nil {
 				for _, h := range a.hooks {
 					h()
 				}
 			}
-			if g := s.gate.Load(); g != nil {
-				b.wait = (*g)()
-			}
+			a.p.err = err
+			close(a.p.done)
 		}
-		s.acks <- b
 		applied = applied[:0]
 		txn = s.db.NewTransaction(true)
 	}
@@ -420,6 +391,12 @@ func (t *Tx) OnCommit(fn func()) { t.hooks = append(t.hooks, fn) }
 
 func (t *Tx) apply() error {
 	for _, k := range t.order {
+		for _, wt := range t.store.watches {
+			if strings.HasPrefix(k, string(wt.prefix)) {
+				key := []byte(k)
+				t.hooks = append(t.hooks, func() { wt.fn(key) })
+			}
+		}
 		w := t.writes[k]
 		var err error
 		if w.delete {

@@ -1,12 +1,14 @@
 package memory
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
@@ -14,11 +16,13 @@ import (
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
-// textIndexer keeps the full-text index in step with the store. The
-// committer enqueues every new memory (in insertion-log order) and gates
-// each batch's acknowledgement on the indexer having applied it, so every
-// acknowledged memory is searchable (read-your-writes) while indexing runs
-// beside the group commit rather than inside it.
+// textIndexer keeps the full-text index in step with the store, off the
+// acknowledgement path: the committer enqueues every new memory (in
+// insertion-log order) and every memory joining another sona, and the
+// indexer applies whatever has accumulated as one batch. A sona remembers
+// the position of its latest document and its recalls wait for the
+// indexer to pass it, so a sona always finds what it wrote
+// (read-your-writes) while writes never wait for the index.
 type textIndexer struct {
 	idx *text.Index
 	log *slog.Logger
@@ -31,45 +35,65 @@ type textIndexer struct {
 	applied   uint64 // docs applied (or given up) so far
 	closed    bool
 	failed    error // last failure; the watermark stays behind, restart catches up
+	waiters   int   // readers waiting for a position (waitApplied)
+	backlog   int   // below this many queued documents, index at a third of full pace
 	done      chan struct{}
 }
 
-func newTextIndexer(idx *text.Index, watermark uint64, log *slog.Logger) *textIndexer {
-	t := &textIndexer{idx: idx, log: log, watermark: watermark, done: make(chan struct{})}
+func newTextIndexer(idx *text.Index, watermark uint64, backlog int, log *slog.Logger) *textIndexer {
+	t := &textIndexer{idx: idx, log: log, watermark: watermark, backlog: backlog, done: make(chan struct{})}
 	t.cond = sync.NewCond(&t.mu)
 	go t.run()
 	return t
 }
 
 // enqueue adds a memory's document: a new memory with its log seq (in
-// log order), or, with seq 0, a memory that joined another sona.
-func (t *textIndexer) enqueue(seq uint64, doc text.Doc) {
+// log order), or, with seq 0, a memory that joined another sona. It
+// returns the document's position, for waitApplied.
+func (t *textIndexer) enqueue(seq uint64, doc text.Doc) uint64 {
 	t.mu.Lock()
 	t.queue = append(t.queue, doc)
 	if seq > 0 {
 		t.watermark = seq
 	}
 	t.enqueued++
+	pos := t.enqueued
 	t.mu.Unlock()
 	t.cond.Broadcast()
+	return pos
 }
 
-// gate returns a wait for everything enqueued so far (an AckGate).
-func (t *textIndexer) gate() func() {
+// settle waits until everything enqueued so far is searchable.
+func (t *textIndexer) settle(ctx context.Context) error {
 	t.mu.Lock()
-	target := t.enqueued
-	ready := t.applied >= target
+	pos := t.enqueued
 	t.mu.Unlock()
-	if ready {
+	return t.waitApplied(ctx, pos)
+}
+
+// waitApplied waits until the document at pos is searchable.
+func (t *textIndexer) waitApplied(ctx context.Context, pos uint64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.applied >= pos {
 		return nil
 	}
-	return func() {
+	stop := context.AfterFunc(ctx, func() {
 		t.mu.Lock()
-		for t.applied < target && !t.closed {
-			t.cond.Wait()
-		}
+		t.cond.Broadcast()
 		t.mu.Unlock()
+	})
+	defer stop()
+	t.waiters++
+	defer func() { t.waiters-- }()
+	t.cond.Broadcast() // wake a resting indexer: someone waits
+	for t.applied < pos && !t.closed {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t.cond.Wait()
 	}
+	return nil
 }
 
 func (t *textIndexer) run() {
@@ -87,6 +111,7 @@ func (t *textIndexer) run() {
 		t.queue = nil
 		t.mu.Unlock()
 
+		start := time.Now()
 		err := t.idx.Apply(docs, wm)
 		if err != nil {
 			err = t.idx.Apply(docs, wm) // one retry; then give up until restart
@@ -99,6 +124,25 @@ func (t *textIndexer) run() {
 		t.applied += uint64(len(docs))
 		t.mu.Unlock()
 		t.cond.Broadcast()
+		t.rest(2 * time.Since(start))
+	}
+}
+
+// rest pauses the indexer after a batch — so that indexing takes at most a
+// third of a core from the writes it would otherwise compete with — unless
+// a reader waits, the backlog is over its bound, or the indexer closes.
+func (t *textIndexer) rest(d time.Duration) {
+	wake := time.AfterFunc(d, func() {
+		t.mu.Lock()
+		t.cond.Broadcast()
+		t.mu.Unlock()
+	})
+	defer wake.Stop()
+	deadline := time.Now().Add(d)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for t.waiters == 0 && len(t.queue) <= t.backlog && !t.closed && time.Now().Before(deadline) {
+		t.cond.Wait()
 	}
 }
 
@@ -142,8 +186,7 @@ func (s *Self) openText(dir string) error {
 		idx.Close()
 		return err
 	}
-	s.text = newTextIndexer(idx, wm, s.log)
-	s.store.SetAckGate(s.text.gate)
+	s.text = newTextIndexer(idx, wm, s.cfg.Index.TextBacklog, s.log)
 	return nil
 }
 
@@ -213,7 +256,7 @@ func (s *Self) textDoc(txn *badger.Txn, c cid.Cid) (text.Doc, error) {
 	if err != nil {
 		return text.Doc{}, err
 	}
-	meta, err := getMeta(txn, c)
+	meta, err := s.meta(txn, c)
 	if err != nil {
 		return text.Doc{}, err
 	}

@@ -10,9 +10,12 @@
 package text
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/blevesearch/bleve/v2"
@@ -183,25 +186,90 @@ func (x *Index) Delete(docs []Doc, watermark uint64) error {
 // Len is the number of documents.
 func (x *Index) Len() (uint64, error) { return x.idx.DocCount() }
 
-// Search returns up to k documents matching any analysed term of q, best
-// BM25 score first; with sona set, only documents of that sona.
-func (x *Index) Search(q string, k int, sona string) ([]Hit, error) {
-	if k <= 0 {
+// SearchOptions shape a search.
+type SearchOptions struct {
+	K    int    // documents to return
+	Sona string // only documents of this sona, when set
+	// Also, when set, is called after the first pass for documents to
+	// score too, wherever they rank (the dense path's candidates, so
+	// fusion sees their BM25 evidence; the caller may still be finding
+	// them while the first pass runs).
+	Also func() []string
+}
+
+// Candidates per result drawn before exact scoring, and the collection
+// size from which the first pass uses only the query's rarer terms.
+const (
+	candidateFactor = 4
+	pruneFrom       = 20_000
+	rareShare       = 0.01
+)
+
+// Search returns the documents that best match q by BM25, best first, in
+// two passes. The first draws candidates: on a collection under 20,000
+// documents by the whole query; on a larger one by the query's rarer terms
+// only (those in at most 5% of documents, or the two rarest), whose
+// postings are short — the common terms' long postings are what makes an
+// exhaustive BM25 slow. The second scores the candidates, and opts.Also,
+// exactly by the whole query.
+func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
+	if opts.K <= 0 {
 		return nil, nil
 	}
-	mq := bleve.NewMatchQuery(q)
-	mq.SetField(fieldText)
-	var query blevequery.Query = mq
+	terms, err := x.terms(q)
+	if err != nil || len(terms) == 0 {
+		return nil, err
+	}
+	n, err := x.idx.DocCount()
+	if err != nil {
+		return nil, err
+	}
+	draw := terms
+	if n >= pruneFrom {
+		if draw, err = x.rareTerms(terms, n); err != nil {
+			return nil, err
+		}
+	}
+	first, err := x.run(disjunction(draw), opts.Sona, candidateFactor*opts.K)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, h := range first {
+		ids = append(ids, h.ID)
+	}
+	if opts.Also != nil {
+		ids = append(ids, opts.Also()...)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	only := bleve.NewDocIDQuery(ids)
+	only.SetBoost(0) // selects without scoring
+	return x.run(bleve.NewConjunctionQuery(only, disjunction(terms)), opts.Sona, opts.K)
+}
+
+func disjunction(terms []string) blevequery.Query {
+	qs := make([]blevequery.Query, len(terms))
+	for i, t := range terms {
+		tq := bleve.NewTermQuery(t)
+		tq.SetField(fieldText)
+		qs[i] = tq
+	}
+	return bleve.NewDisjunctionQuery(qs...)
+}
+
+// run executes q, restricted to a sona's documents when sona is set.
+func (x *Index) run(q blevequery.Query, sona string, k int) ([]Hit, error) {
 	if sona != "" {
 		tq := bleve.NewTermQuery(sona)
 		tq.SetField(fieldSonas)
 		bq := bleve.NewBooleanQuery()
-		bq.AddMust(mq)
+		bq.AddMust(q)
 		bq.AddFilter(tq)
-		query = bq
+		q = bq
 	}
-	req := bleve.NewSearchRequestOptions(query, k, 0, false)
-	res, err := x.idx.Search(req)
+	res, err := x.idx.Search(bleve.NewSearchRequestOptions(q, k, 0, false))
 	if err != nil {
 		return nil, fmt.Errorf("text: search: %w", err)
 	}
@@ -210,4 +278,57 @@ func (x *Index) Search(q string, k int, sona string) ([]Hit, error) {
 		hits[i] = Hit{ID: h.ID, Score: h.Score}
 	}
 	return hits, nil
+}
+
+// terms analyses q as the text field is analysed, without repeats.
+func (x *Index) terms(q string) ([]string, error) {
+	a := x.idx.Mapping().AnalyzerNamed(en.AnalyzerName)
+	if a == nil {
+		return nil, fmt.Errorf("text: no %q analyzer", en.AnalyzerName)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, tok := range a.Analyze([]byte(q)) {
+		t := string(tok.Term)
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// rareTerms keeps the terms in at most rareShare of the n documents, or
+// the two rarest when none is.
+func (x *Index) rareTerms(terms []string, n uint64) ([]string, error) {
+	adv, err := x.idx.Advanced()
+	if err != nil {
+		return nil, err
+	}
+	r, err := adv.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	type df struct {
+		term string
+		n    uint64
+	}
+	dfs := make([]df, 0, len(terms))
+	for _, t := range terms {
+		tfr, err := r.TermFieldReader(context.Background(), []byte(t), fieldText, false, false, false)
+		if err != nil {
+			return nil, err
+		}
+		dfs = append(dfs, df{t, tfr.Count()})
+		tfr.Close()
+	}
+	slices.SortFunc(dfs, func(a, b df) int { return cmp.Compare(a.n, b.n) })
+	var rare []string
+	for i, d := range dfs {
+		if float64(d.n) <= rareShare*float64(n) || i < 2 {
+			rare = append(rare, d.term)
+		}
+	}
+	return rare, nil
 }

@@ -21,11 +21,11 @@ func TestIndexPersistsAndReopens(t *testing.T) {
 	}
 	// Stemming: "painted" finds "painting" and "paints"; the sona filter
 	// keeps one sona's documents.
-	hits, err := x.Search("painted sunset", 10, "")
+	hits, err := x.Search("painted sunset", SearchOptions{K: 10})
 	if err != nil || len(hits) != 2 || hits[0].ID != "a" {
 		t.Fatalf("hits %v %v", hits, err)
 	}
-	if hits, _ := x.Search("painted", 10, "s2"); len(hits) != 1 || hits[0].ID != "b" {
+	if hits, _ := x.Search("painted", SearchOptions{K: 10, Sona: "s2"}); len(hits) != 1 || hits[0].ID != "b" {
 		t.Fatalf("sona filter: %v", hits)
 	}
 	if err := x.Close(); err != nil {
@@ -45,7 +45,7 @@ func TestIndexPersistsAndReopens(t *testing.T) {
 	if err := x.Delete([]Doc{{ID: "a"}}, 2); err != nil {
 		t.Fatal(err)
 	}
-	if hits, _ := x.Search("sunset", 10, ""); len(hits) != 0 {
+	if hits, _ := x.Search("sunset", SearchOptions{K: 10}); len(hits) != 0 {
 		t.Fatalf("deleted document found: %v", hits)
 	}
 	if wm, _ := x.Watermark(); wm != 2 {

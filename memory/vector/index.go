@@ -18,6 +18,7 @@ import (
 	"math/rand"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/coder/hnsw"
 	"github.com/viterin/vek/vek32"
@@ -32,14 +33,24 @@ type Hit struct {
 // Options configure an Index.
 type Options struct {
 	Dims     int
-	M        int   // HNSW neighbours per node (16)
-	EfSearch int   // HNSW candidate list size (64)
-	Seed     int64 // seeds HNSW level assignment
+	M        int // HNSW neighbours per node (16)
+	EfSearch int // HNSW candidate list size when searching (64)
+	// EfConstruction is the candidate list size when inserting (32): a
+	// cheaper insertion for a slightly less connected graph.
+	EfConstruction int
+	// Backlog: while at most this many vectors wait for the graph, the
+	// builder works at a third of its pace, leaving the CPU to writes and
+	// searches; above it, at full pace. 0 = always full pace.
+	Backlog int
+	Seed    int64 // seeds HNSW level assignment
 }
 
 // Index is a concurrent vector index. The zero value is not usable; call New.
 type Index struct {
-	dims int
+	dims           int
+	efSearch       int
+	efConstruction int
+	backlog        int
 
 	gmu   sync.RWMutex // graph: Search under RLock, Add under Lock
 	graph *hnsw.Graph[uint64]
@@ -66,18 +77,24 @@ func New(o Options) *Index {
 	if o.EfSearch <= 0 {
 		o.EfSearch = 64
 	}
+	if o.EfConstruction <= 0 {
+		o.EfConstruction = 32
+	}
 	g := hnsw.NewGraph[uint64]()
 	g.M = o.M
 	g.EfSearch = o.EfSearch
 	g.Distance = dotDistance
 	g.Rng = rand.New(rand.NewSource(o.Seed))
 	x := &Index{
-		dims:  o.Dims,
-		graph: g,
-		ids:   map[string]uint64{},
-		wake:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		dims:           o.Dims,
+		efSearch:       o.EfSearch,
+		efConstruction: o.EfConstruction,
+		backlog:        o.Backlog,
+		graph:          g,
+		ids:            map[string]uint64{},
+		wake:           make(chan struct{}, 1),
+		stop:           make(chan struct{}),
+		done:           make(chan struct{}),
 	}
 	x.idle = sync.NewCond(&x.pmu)
 	go x.build()
@@ -185,10 +202,12 @@ func (x *Index) build() {
 			x.pmu.RLock()
 			n := min(len(x.pending), chunk)
 			ids := slices.Clone(x.pending[:n])
+			backlog := len(x.pending)
 			x.pmu.RUnlock()
 			if n == 0 {
 				break
 			}
+			start := time.Now()
 			for _, id := range ids {
 				select {
 				case <-x.stop:
@@ -198,8 +217,12 @@ func (x *Index) build() {
 				x.kmu.RLock()
 				v := x.vecs[id]
 				x.kmu.RUnlock()
+				// coder/hnsw has one ef for both: insert with the smaller one;
+				// no search runs while the write lock is held.
 				x.gmu.Lock()
+				x.graph.EfSearch = x.efConstruction
 				x.graph.Add(hnsw.MakeNode(id, v))
+				x.graph.EfSearch = x.efSearch
 				x.gmu.Unlock()
 			}
 			x.pmu.Lock()
@@ -208,6 +231,17 @@ func (x *Index) build() {
 				x.idle.Broadcast()
 			}
 			x.pmu.Unlock()
+			// Below the backlog bound, rest twice as long as the chunk
+			// took: graph insertion takes at most a third of a core from
+			// the writes and searches it would otherwise compete with; the
+			// pending vectors are searched exactly meanwhile.
+			if x.backlog > 0 && backlog <= x.backlog {
+				select {
+				case <-x.stop:
+					return
+				case <-time.After(2 * time.Since(start)):
+				}
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package vector
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"slices"
@@ -171,3 +172,43 @@ func TestSearchEdgeCases(t *testing.T) {
 		t.Fatal("k=0 must return nothing")
 	}
 }
+
+// BenchmarkBuild measures HNSW insertion (the background builder's work
+// per vector) into a graph of 10,000 clustered 384-dim vectors.
+func BenchmarkBuild(b *testing.B) {
+	for _, efc := range []int{16, 32, 64} {
+		b.Run(fmt.Sprintf("efc=%d", efc), func(b *testing.B) {
+			rng := rand.New(rand.NewSource(1))
+			vecs := clustered(rng, 10_000+b.N, 384, 50)
+			x := New(Options{Dims: 384, M: benchM, EfSearch: 64, EfConstruction: efc, Seed: 1})
+			defer x.Close()
+			for i := 0; i < 10_000; i++ {
+				x.Add(key(i), vecs[i])
+			}
+			x.WaitBuilt()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				x.Add(key(10_000+i), vecs[10_000+i])
+			}
+			x.WaitBuilt()
+			b.StopTimer()
+			found, total := 0, 0
+			for q := 0; q < 50; q++ {
+				query := vecs[rng.Intn(len(vecs))]
+				want := map[string]bool{}
+				for _, i := range exact(vecs[:x.Len()], query, 10) {
+					want[key(i)] = true
+				}
+				for _, h := range x.Search(query, 10) {
+					if want[h.Key] {
+						found++
+					}
+				}
+				total += 10
+			}
+			b.ReportMetric(float64(found)/float64(total), "recall@10")
+		})
+	}
+}
+
+var benchM = 16
