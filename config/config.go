@@ -75,7 +75,7 @@ type Index struct {
 	EfConstruction int `yaml:"ef_construction"`
 	// Backlog: while at most this many new vectors wait to join the graph
 	// (they are searched exactly meanwhile), the graph builder runs at a
-	// third of its pace so bursts of writes keep the CPU; above it, at full
+	// fifth of its pace so bursts of writes keep the CPU; above it, at full
 	// pace.
 	Backlog int `yaml:"backlog"`
 	// TextBacklog: likewise for documents waiting for the full-text index.

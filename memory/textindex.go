@@ -36,7 +36,7 @@ type textIndexer struct {
 	closed    bool
 	failed    error // last failure; the watermark stays behind, restart catches up
 	waiters   int   // readers waiting for a position (waitApplied)
-	backlog   int   // below this many queued documents, index at a third of full pace
+	backlog   int   // below this many queued documents, index at a fifth of full pace
 	done      chan struct{}
 }
 
@@ -124,12 +124,12 @@ func (t *textIndexer) run() {
 		t.applied += uint64(len(docs))
 		t.mu.Unlock()
 		t.cond.Broadcast()
-		t.rest(2 * time.Since(start))
+		t.rest(restFactor * time.Since(start))
 	}
 }
 
-// rest pauses the indexer after a batch — so that indexing takes at most a
-// third of a core from the writes it would otherwise compete with — unless
+// rest pauses the indexer after a batch — so that indexing takes a small
+// share of a core from the writes it would otherwise compete with — unless
 // a reader waits, the backlog is over its bound, or the indexer closes.
 func (t *textIndexer) rest(d time.Duration) {
 	wake := time.AfterFunc(d, func() {
@@ -337,3 +337,8 @@ func logEnd(txn *badger.Txn) (uint64, error) {
 	})
 	return n, err
 }
+
+// restFactor is how much longer than it worked the indexer rests below its
+// backlog bound when no reader waits: it then takes at most
+// 1/(1+restFactor) of a core.
+const restFactor = 4

@@ -190,10 +190,10 @@ func (x *Index) Len() (uint64, error) { return x.idx.DocCount() }
 type SearchOptions struct {
 	K    int    // documents to return
 	Sona string // only documents of this sona, when set
-	// Also, when set, is called after the first pass for documents to
-	// score too, wherever they rank (the dense path's candidates, so
-	// fusion sees their BM25 evidence; the caller may still be finding
-	// them while the first pass runs).
+	// Also, when set, is called after the first pass of a two-pass search
+	// for documents to score too, wherever they rank (the dense path's
+	// candidates, which the rare terms may miss; the caller may still be
+	// finding them while the first pass runs).
 	Also func() []string
 }
 
@@ -205,13 +205,13 @@ const (
 	rareShare       = 0.01
 )
 
-// Search returns the documents that best match q by BM25, best first, in
-// two passes. The first draws candidates: on a collection under 20,000
-// documents by the whole query; on a larger one by the query's rarer terms
-// only (those in at most 5% of documents, or the two rarest), whose
+// Search returns the documents that best match q by BM25, best first. On
+// a collection under 20,000 documents it scores every match. On a larger
+// one it works in two passes: candidates drawn by the query's rarer terms
+// only (those in at most 1% of the documents, or the two rarest), whose
 // postings are short — the common terms' long postings are what makes an
-// exhaustive BM25 slow. The second scores the candidates, and opts.Also,
-// exactly by the whole query.
+// exhaustive BM25 slow — then exact scores by the whole query for those
+// candidates and for opts.Also.
 func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	if opts.K <= 0 {
 		return nil, nil
@@ -224,13 +224,14 @@ func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	if err != nil {
 		return nil, err
 	}
-	draw := terms
-	if n >= pruneFrom {
-		if draw, err = x.rareTerms(terms, n); err != nil {
-			return nil, err
-		}
+	if n < pruneFrom {
+		return x.run(disjunction(terms), opts.Sona, opts.K)
 	}
-	first, err := x.run(disjunction(draw), opts.Sona, candidateFactor*opts.K)
+	rare, err := x.rareTerms(terms, n)
+	if err != nil {
+		return nil, err
+	}
+	first, err := x.run(disjunction(rare), opts.Sona, candidateFactor*opts.K)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ type Options struct {
 	// cheaper insertion for a slightly less connected graph.
 	EfConstruction int
 	// Backlog: while at most this many vectors wait for the graph, the
-	// builder works at a third of its pace, leaving the CPU to writes and
+	// builder works at a fifth of its pace, leaving the CPU to writes and
 	// searches; above it, at full pace. 0 = always full pace.
 	Backlog int
 	Seed    int64 // seeds HNSW level assignment
@@ -231,15 +231,15 @@ func (x *Index) build() {
 				x.idle.Broadcast()
 			}
 			x.pmu.Unlock()
-			// Below the backlog bound, rest twice as long as the chunk
-			// took: graph insertion takes at most a third of a core from
+			// Below the backlog bound, rest restFactor times as long as the
+			// chunk took: graph insertion takes a small share of a core from
 			// the writes and searches it would otherwise compete with; the
 			// pending vectors are searched exactly meanwhile.
 			if x.backlog > 0 && backlog <= x.backlog {
 				select {
 				case <-x.stop:
 					return
-				case <-time.After(2 * time.Since(start)):
+				case <-time.After(restFactor * time.Since(start)):
 				}
 			}
 		}
@@ -346,3 +346,7 @@ func (h *minHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return v
 }
+
+// restFactor is how much longer than it worked the builder rests below its
+// backlog bound: it then takes at most 1/(1+restFactor) of a core.
+const restFactor = 4

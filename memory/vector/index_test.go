@@ -180,7 +180,7 @@ func BenchmarkBuild(b *testing.B) {
 		b.Run(fmt.Sprintf("efc=%d", efc), func(b *testing.B) {
 			rng := rand.New(rand.NewSource(1))
 			vecs := clustered(rng, 10_000+b.N, 384, 50)
-			x := New(Options{Dims: 384, M: benchM, EfSearch: 64, EfConstruction: efc, Seed: 1})
+			x := New(Options{Dims: 384, M: 16, EfSearch: 64, EfConstruction: efc, Seed: 1})
 			defer x.Close()
 			for i := 0; i < 10_000; i++ {
 				x.Add(key(i), vecs[i])
@@ -210,5 +210,3 @@ func BenchmarkBuild(b *testing.B) {
 		})
 	}
 }
-
-var benchM = 16
