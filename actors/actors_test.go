@@ -209,7 +209,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 		}
 	}
 	q := func(e *env, id string) []cid.Cid {
-		if err := e.self.Store().Barrier(ctx); err != nil {
+		if err := e.self.Settle(ctx); err != nil {
 			t.Fatal(err)
 		}
 		rs, err := e.self.Recall(ctx, memory.Query{Sona: id, Text: "which colour does she like?", Peek: true})

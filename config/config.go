@@ -6,10 +6,13 @@
 //
 // Environment variables name a leaf by its YAML path joined with "_" and
 // upper-cased: recall.top_k is MEMORIA_RECALL_TOP_K, server.listen is
-// MEMORIA_SERVER_LISTEN. Lists and maps (kinds) are set in the file only.
+// MEMORIA_SERVER_LISTEN. Lists and maps (kinds, tiers.traits,
+// tiers.agent_profile) are set in the file only.
 package config
 
 import (
+	_ "embed"
+
 	"errors"
 	"fmt"
 	"math"
@@ -17,6 +20,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Config is the whole configuration of a Memoria process.
@@ -54,6 +59,11 @@ type Server struct {
 	MaxBudgetChars int `yaml:"max_budget_chars"`
 	// MaxListLimit caps the page size of list routes.
 	MaxListLimit int `yaml:"max_list_limit"`
+	// GCPercent is the Go garbage collector's target (GOGC), unless the
+	// GOGC environment variable sets it. Most of a memory server's heap is
+	// its indexes, which live as long as the process: collecting less often
+	// cuts the collector's share of every request.
+	GCPercent int `yaml:"gc_percent"`
 }
 
 // Store configures the Badger store and its group commit.
@@ -197,8 +207,21 @@ type Tiers struct {
 	TopK        int      `yaml:"top_k"`        // 5 pages (10 in the LoCoMo setting)
 	KBSize      int      `yaml:"kb_size"`      // 100 user KB entries
 	AgentTraits int      `yaml:"agent_traits"` // 100 agent traits
-	TraitDims   int      `yaml:"trait_dims"`   // 90 user trait dimensions
 	LPMTopK     int      `yaml:"lpm_top_k"`    // 10 KB entries and traits recalled
+	// Traits are the user trait dimensions (90 in three groups by
+	// default, from traits.yaml).
+	Traits []TraitDimension `yaml:"traits"`
+	// AgentProfile is the agent persona's fixed settings.
+	AgentProfile map[string]string `yaml:"agent_profile"`
+}
+
+// TraitDimension is one user trait dimension of the persona.
+type TraitDimension struct {
+	Name  string `yaml:"name"`
+	Group string `yaml:"group"`
+	// Cues are words whose presence in a first-person statement shows the
+	// trait to the offline extractor.
+	Cues []string `yaml:"cues"`
 }
 
 // Living holds Living Memory's compression and consensus parameters (seed 001).
@@ -261,6 +284,7 @@ func Default() Config {
 			MaxK:           100,
 			MaxBudgetChars: 100_000,
 			MaxListLimit:   1000,
+			GCPercent:      400,
 		},
 		Store: Store{
 			MaxBatch:      1024,
@@ -309,7 +333,12 @@ func Default() Config {
 		Tiers: Tiers{
 			STMPages: 7, MTMSegments: 200, Theta: 0.6,
 			Alpha: 1, Beta: 1, Gamma: 1, Mu: Duration(1e7 * time.Second), Tau: 5,
-			TopM: 5, TopK: 5, KBSize: 100, AgentTraits: 100, TraitDims: 90, LPMTopK: 10,
+			TopM: 5, TopK: 5, KBSize: 100, AgentTraits: 100, LPMTopK: 10,
+			Traits: DefaultTraits(),
+			AgentProfile: map[string]string{
+				"role":      "an assistant with a long-term memory",
+				"character": "attentive, honest about what it does not remember",
+			},
 		},
 		Living:    Living{Phi: 1.618, MinCompressNodes: 3, ColdBranchRatio: 0.1, StakesHigh: 1.25},
 		Heartbeat: Heartbeat{Interval: Duration(30 * time.Second), DreamIdle: Duration(6 * time.Hour)},
@@ -379,6 +408,7 @@ func (c *Config) Validate() error {
 	positive("server.max_k", c.Server.MaxK)
 	positive("server.max_budget_chars", c.Server.MaxBudgetChars)
 	positive("server.max_list_limit", c.Server.MaxListLimit)
+	positive("server.gc_percent", c.Server.GCPercent)
 
 	positive("store.max_batch", c.Store.MaxBatch)
 	positive("store.max_block_bytes", c.Store.MaxBlockBytes)
@@ -508,7 +538,19 @@ func (c *Config) Validate() error {
 	positive("tiers.top_k", t.TopK)
 	positive("tiers.kb_size", t.KBSize)
 	positive("tiers.agent_traits", t.AgentTraits)
-	positive("tiers.trait_dims", t.TraitDims)
+	if len(t.Traits) == 0 {
+		bad("tiers.traits", "must list at least one trait dimension")
+	}
+	seenTrait := map[string]bool{}
+	for i, d := range t.Traits {
+		switch {
+		case strings.TrimSpace(d.Name) == "" || strings.TrimSpace(d.Group) == "":
+			bad(fmt.Sprintf("tiers.traits[%d]", i), "needs a name and a group")
+		case seenTrait[d.Name]:
+			bad(fmt.Sprintf("tiers.traits[%d]", i), "repeats the dimension %q", d.Name)
+		}
+		seenTrait[d.Name] = true
+	}
 	positive("tiers.lpm_top_k", t.LPMTopK)
 
 	if !(c.Living.Phi > 1) || math.IsInf(c.Living.Phi, 0) {
@@ -589,4 +631,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+//go:embed traits.yaml
+var traitsYAML []byte
+
+// DefaultTraits are MemoryOS's 90 user trait dimensions in three groups
+// (traits.yaml).
+func DefaultTraits() []TraitDimension {
+	var dims []TraitDimension
+	if err := yaml.Unmarshal(traitsYAML, &dims); err != nil {
+		panic(fmt.Sprintf("config: traits.yaml: %v", err))
+	}
+	return dims
 }

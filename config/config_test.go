@@ -358,13 +358,16 @@ func TestEnvNames(t *testing.T) {
 	var walk func(prefix string, v any)
 	walk = func(prefix string, v any) {
 		if m, ok := v.(map[string]any); ok {
-			if prefix == "MEMORIA_KINDS" {
-				return
+			if prefix == "MEMORIA_KINDS" || prefix == "MEMORIA_TIERS_AGENT_PROFILE" {
+				return // maps are set in the file only
 			}
 			for k, sub := range m {
 				walk(prefix+"_"+strings.ToUpper(k), sub)
 			}
 			return
+		}
+		if _, ok := v.([]any); ok {
+			return // lists too
 		}
 		flat[prefix] = fmt.Sprint(v)
 	}

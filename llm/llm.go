@@ -59,6 +59,19 @@ type Request struct {
 	Messages []Message
 	// MaxTokens caps the length of the reply; 0 means the provider default.
 	MaxTokens int
+	// Schema, when set, asks for a reply that is one JSON value valid
+	// against it (structured output). A model that cannot honour it
+	// returns ErrUnsupported; callers then fall back to their own
+	// deterministic logic.
+	Schema *Schema
+}
+
+// Schema is a JSON schema for a structured reply.
+type Schema struct {
+	// Name identifies the schema to the provider (letters, digits, _ and -).
+	Name string
+	// JSON is the schema document.
+	JSON []byte
 }
 
 // StopReason says why a model stopped generating. Values follow the Memoria
@@ -113,4 +126,7 @@ var (
 	// ErrNoUserMessage is returned by LLM.Complete for a request that has
 	// messages but none with RoleUser.
 	ErrNoUserMessage = errors.New("llm: request has no user message")
+	// ErrUnsupported is returned by LLM.Complete for a request the model
+	// cannot serve, such as a structured reply from a model without one.
+	ErrUnsupported = errors.New("llm: not supported by this model")
 )

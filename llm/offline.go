@@ -68,10 +68,14 @@ func NewOffline() *OfflineLLM { return &OfflineLLM{} }
 
 // Complete answers req extractively; see OfflineLLM. It returns
 // ErrEmptyRequest if req has no messages, ErrNoUserMessage if none has
-// RoleUser, and ctx.Err() if ctx is done before work starts.
+// RoleUser, ErrUnsupported for a structured request (it only quotes), and
+// ctx.Err() if ctx is done before work starts.
 func (o *OfflineLLM) Complete(ctx context.Context, req Request) (Response, error) {
 	if err := ctx.Err(); err != nil {
 		return Response{}, err
+	}
+	if req.Schema != nil {
+		return Response{}, ErrUnsupported
 	}
 	if len(req.Messages) == 0 {
 		return Response{}, ErrEmptyRequest
@@ -170,6 +174,10 @@ func overlap(want map[string]struct{}, sentence string) int {
 	}
 	return n
 }
+
+// Sentences splits text into trimmed, non-empty sentences, skipping header
+// lines, with OfflineLLM's rules.
+func Sentences(text string) []string { return splitSentences(text) }
 
 // splitSentences splits text into trimmed, non-empty sentences, skipping
 // header lines; see OfflineLLM for the rules.

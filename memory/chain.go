@@ -32,6 +32,10 @@ type Prepared struct {
 	// EdgeType is the association type of the memory's edges: "causal"
 	// for a response and what it drew on, "related" (default) otherwise.
 	EdgeType string
+	// PageOf, when set, makes this memory the response of an advance whose
+	// input is PageOf: the dialogue page (input, response) is handed to the
+	// sona's STM in the same transaction as the append.
+	PageOf *cid.Cid
 }
 
 // Neighbor is a nearby memory and its cosine similarity.
@@ -255,12 +259,17 @@ func (s *Self) AppendOp(a *Append) Op {
 		if err := s.appendAssociations(tx, a, prevMemory); err != nil {
 			return err
 		}
+		if item.PageOf != nil {
+			if err := enqueuePage(tx, a.Sona, *item.PageOf, item.CID, a.Now); err != nil {
+				return err
+			}
+		}
 
 		tx.OnCommit(func() {
 			doc := s.docOf(item.CID, item.Memory, meta.Sonas)
 			var textPos uint64
+			vid := s.index.Add(item.CID.KeyString(), item.Vector) // the existing id when not new
 			if isNew {
-				s.index.Add(item.CID.KeyString(), item.Vector)
 				s.memories.Add(1)
 				textPos = s.text.enqueue(logSeq, doc)
 			} else {
@@ -273,7 +282,7 @@ func (s *Self) AppendOp(a *Append) Op {
 				st.centroid = updateCentroid(old.centroid, old.count, item.Vector)
 				st.count = old.count + 1
 			}
-			st.members = append(st.members, item.CID.KeyString())
+			st.members = append(st.members, vid)
 			s.sonas[a.Sona] = st
 			s.smu.Unlock()
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand"
 	"os"
@@ -351,7 +352,7 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openSelf(t, cfg, clock)
-	if got := bm25(s, "tomato lisbon sunset"); !maps(got, want) {
+	if got := bm25(s, "tomato lisbon sunset"); !maps.Equal(got, want) {
 		t.Fatalf("rebuilt index finds %d, before %d", len(got), len(want))
 	}
 	s.Close()
@@ -376,22 +377,10 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	idx.Close()
 	s = openSelf(t, cfg, clock)
 	defer s.Close()
-	if got := bm25(s, "tomato lisbon sunset"); !maps(got, want) {
+	if got := bm25(s, "tomato lisbon sunset"); !maps.Equal(got, want) {
 		t.Fatalf("caught-up index finds %d, before %d", len(got), len(want))
 	}
 	if n, _ := s.text.idx.Len(); n != uint64(len(mems)) {
 		t.Fatalf("index holds %d docs, store %d memories", n, len(mems))
 	}
-}
-
-func maps(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k := range a {
-		if !b[k] {
-			return false
-		}
-	}
-	return true
 }

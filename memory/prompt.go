@@ -60,6 +60,14 @@ func speaker(m *Memory) string {
 	return ""
 }
 
+// said is what a memory says, without its speaker's name.
+func said(m *Memory) string {
+	if o := m.Data.Other; o != nil {
+		return o.Content
+	}
+	return m.Text()
+}
+
 // TextMemory builds an input memory: `other` when the speaker is named,
 // else `text`.
 func TextMemory(content, name string, ts int64, edges []Edge) *Memory {

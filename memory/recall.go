@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -329,23 +330,44 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	return out, nil
 }
 
-// denseCandidates runs the dense path. In sona scope a sona of up to
+// denseCandidates runs the dense path. A sona of up to
 // recall.exact_scan_max memories is searched exactly among its own
-// memories; a larger one through the graph, fetching more to make up for
-// the other sonas' memories filtered out afterwards.
+// memories; in self scope the graph adds the other sonas' nearest, and the
+// best of both are kept. In sona scope a larger sona goes through the
+// graph, fetching more to make up for the other sonas' memories filtered
+// out afterwards.
 func (s *Self) denseCandidates(q Query, n int) []vector.Hit {
-	if q.Scope != ScopeSona {
-		return s.index.Search(q.Vector, n)
-	}
 	s.smu.RLock()
 	members := s.sonas[q.Sona].members
 	s.smu.RUnlock()
-	if len(members) <= s.cfg.Recall.ExactScanMax {
+	exact := len(members) <= s.cfg.Recall.ExactScanMax
+	switch {
+	case q.Scope == ScopeSona && exact:
 		return s.index.SearchAmong(q.Vector, members, n)
+	case q.Scope == ScopeSona:
+		total := max(1, s.index.Len())
+		factor := min(16, max(1, total/max(1, len(members))))
+		return s.index.Search(q.Vector, n*factor)
+	case !exact:
+		return s.index.Search(q.Vector, n)
 	}
-	total := max(1, s.index.Len())
-	factor := min(16, max(1, total/max(1, len(members))))
-	return s.index.Search(q.Vector, n*factor)
+	hits := s.index.Search(q.Vector, n)
+	seen := make(map[string]bool, len(hits))
+	for _, h := range hits {
+		seen[h.Key] = true
+	}
+	for _, h := range s.index.SearchAmong(q.Vector, members, n) {
+		if !seen[h.Key] {
+			hits = append(hits, h)
+		}
+	}
+	slices.SortFunc(hits, func(a, b vector.Hit) int {
+		if c := cmp.Compare(b.Similarity, a.Similarity); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return hits[:min(n, len(hits))]
 }
 
 type pathHit struct {

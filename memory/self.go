@@ -76,7 +76,7 @@ type sonaState struct {
 	rec      *messages.Sona
 	centroid []float32
 	count    int64
-	members  []string // CID keys of its memories, in chain order (append only)
+	members  []uint64 // vector index ids of its memories, in chain order (append only)
 	textPos  uint64   // full-text position of its latest memory (read-your-writes)
 }
 
@@ -199,28 +199,12 @@ func (s *Self) load(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		if err := iteratePrefix(txn, prefixChain, func(k, v []byte) error {
-			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
-			if !ok {
-				return fmt.Errorf("%w: chain key", ErrCorrupt)
-			}
-			_, mem, _, err := decodeChainEntry(v)
-			if err != nil {
-				return err
-			}
-			if st, ok := s.sonas[string(id)]; ok {
-				st.members = append(st.members, mem.KeyString())
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
 		var n int64
 		if err := iterateKeys(txn, prefixMeta, func([]byte) { n++ }); err != nil {
 			return err
 		}
 		s.memories.Store(n)
-		return iteratePrefix(txn, prefixVector, func(k, v []byte) error {
+		if err := iteratePrefix(txn, prefixVector, func(k, v []byte) error {
 			c, err := cid.Cast(k[len(prefixVector):])
 			if err != nil {
 				return fmt.Errorf("%w: vector key: %v", ErrCorrupt, err)
@@ -234,6 +218,28 @@ func (s *Self) load(ctx context.Context) error {
 			}
 			s.index.Add(c.KeyString(), vec)
 			vectors++
+			return nil
+		}); err != nil {
+			return err
+		}
+		return iteratePrefix(txn, prefixChain, func(k, v []byte) error {
+			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
+			if !ok {
+				return fmt.Errorf("%w: chain key", ErrCorrupt)
+			}
+			_, mem, _, err := decodeChainEntry(v)
+			if err != nil {
+				return err
+			}
+			st, ok := s.sonas[string(id)]
+			if !ok {
+				return nil
+			}
+			vid, ok := s.index.ID(mem.KeyString())
+			if !ok {
+				return fmt.Errorf("%w: memory %s of sona %s has no embedding", ErrCorrupt, mem, id)
+			}
+			st.members = append(st.members, vid)
 			return nil
 		})
 	})
@@ -261,13 +267,11 @@ func (s *Self) computeCentroids() {
 			}
 			n = 1
 		}
-		for _, key := range st.members {
-			if v, ok := s.index.Lookup(key); ok {
-				for i, f := range v {
-					sum[i] += float64(f)
-				}
-				n++
+		for _, id := range st.members {
+			for i, f := range s.index.Vector(id) {
+				sum[i] += float64(f)
 			}
+			n++
 		}
 		if n == 0 {
 			continue

@@ -155,6 +155,18 @@ func (t *textIndexer) close() {
 	<-t.done
 }
 
+// Settle waits until everything submitted so far is durable and every
+// memory acknowledged so far is searchable by full text. Recall in a
+// sona already sees that sona's own writes; Settle is for callers that
+// need the whole corpus in step (BM25 statistics span every sona), such
+// as tests comparing recalls across a restart and offline evaluations.
+func (s *Self) Settle(ctx context.Context) error {
+	if err := s.store.Barrier(ctx); err != nil {
+		return err
+	}
+	return s.text.settle(ctx)
+}
+
 // status reports the indexer's last failure.
 func (t *textIndexer) status() (failed error) {
 	t.mu.Lock()

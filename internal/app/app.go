@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
@@ -46,6 +47,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 	model, emb, err := Models(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(cfg.Server.GCPercent)
 	}
 	self, err := memory.Open(ctx, memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress})
 	if err != nil {

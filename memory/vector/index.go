@@ -107,17 +107,18 @@ func dotDistance(a, b []float32) float32 { return 1 - vek32.Dot(a, b) }
 // Dims is the length of every vector in the index.
 func (x *Index) Dims() int { return x.dims }
 
-// Add inserts vec under key. A key already present is left as it is:
-// memories are immutable, so the same key always has the same vector.
-// vec must have Dims elements and unit length; the index keeps it.
-func (x *Index) Add(key string, vec []float32) {
+// Add inserts vec under key and returns the key's id. A key already
+// present is left as it is: memories are immutable, so the same key always
+// has the same vector. vec must have Dims elements and unit length; the
+// index keeps it.
+func (x *Index) Add(key string, vec []float32) uint64 {
 	if len(vec) != x.dims {
 		panic("vector: dimension mismatch")
 	}
 	x.kmu.Lock()
-	if _, ok := x.ids[key]; ok {
+	if id, ok := x.ids[key]; ok {
 		x.kmu.Unlock()
-		return
+		return id
 	}
 	id := uint64(len(x.keys))
 	x.ids[key] = id
@@ -132,6 +133,23 @@ func (x *Index) Add(key string, vec []float32) {
 	case x.wake <- struct{}{}:
 	default:
 	}
+	return id
+}
+
+// ID returns the id of key: ids number the keys 0, 1, … in the order they
+// were added.
+func (x *Index) ID(key string) (uint64, bool) {
+	x.kmu.RLock()
+	defer x.kmu.RUnlock()
+	id, ok := x.ids[key]
+	return id, ok
+}
+
+// Vector returns the vector of id (shared: do not modify).
+func (x *Index) Vector(id uint64) []float32 {
+	x.kmu.RLock()
+	defer x.kmu.RUnlock()
+	return x.vecs[id]
 }
 
 // Lookup returns the vector stored under key (shared: do not modify).
@@ -310,21 +328,13 @@ func (x *Index) hits(out []scored, k int) []Hit {
 	return hits
 }
 
-// SearchAmong returns up to k of keys nearest to q by exact search: for
-// a small subset (one sona's memories), exact and cheaper than filtering a
-// graph search. Unknown keys are skipped.
-func (x *Index) SearchAmong(q []float32, keys []string, k int) []Hit {
+// SearchAmong returns up to k of ids (from Add or ID) nearest to q by
+// exact search: for a small subset (one sona's memories), exact and
+// cheaper than filtering a graph search.
+func (x *Index) SearchAmong(q []float32, ids []uint64, k int) []Hit {
 	if k <= 0 || len(q) != x.dims {
 		return nil
 	}
-	ids := make([]uint64, 0, len(keys))
-	x.kmu.RLock()
-	for _, key := range keys {
-		if id, ok := x.ids[key]; ok {
-			ids = append(ids, id)
-		}
-	}
-	x.kmu.RUnlock()
 	return x.hits(x.exact(q, ids, k), k)
 }
 

@@ -1,0 +1,260 @@
+package memory
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/memory/tiers"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// TierRecall is what MemoryOS retrieval gives a step (seed 003 §3): every
+// STM page, the best pages of the best MTM segments, and the persona with
+// its most relevant knowledge and agent traits.
+type TierRecall struct {
+	// STM holds the short-term pages, oldest first, with the pages still
+	// on their way in.
+	STM []tiers.PageText
+	// MTM holds the retrieved mid-term pages, best first.
+	MTM []RecalledPage
+	// Segments are the segments selected, best first: their visits are
+	// recorded through VisitSegments.
+	Segments []uint64
+	// Persona is the LPM with Knowledge and Agent.Traits cut to the most
+	// relevant, best first, and the agent profile from configuration.
+	Persona *messages.Persona
+}
+
+// RecalledPage is a retrieved MTM page.
+type RecalledPage struct {
+	tiers.PageText
+	Segment uint64
+	Score   float64
+}
+
+// queryKeywords are the TF-IDF keywords of a query against the sona's
+// mid-term corpus.
+const queryKeywords = 8
+
+// RecallTiers retrieves from the tiers of sona for a query (text and its
+// embedding): top-m segments by Fscore, then the top-k pages among them
+// by similarity (k = 0: tiers.top_k), and the top KB entries and agent
+// traits. It only reads; the caller records the visits.
+func (s *Self) RecallTiers(sona, text string, vec []float32, k int) (*TierRecall, error) {
+	p := s.cfg.Tiers
+	if k <= 0 {
+		k = p.TopK
+	}
+	out := &TierRecall{}
+	err := s.store.View(func(txn *badger.Txn) error {
+		stm := &messages.StmState{}
+		if _, err := readProto(txn, stmKey(sona), stm); err != nil {
+			return err
+		}
+		pending, err := inbox(txn, sona, tiers.STM, 0)
+		if err != nil {
+			return err
+		}
+		pages := slices.Clone(stm.Pages)
+		for _, w := range pending {
+			pages = append(pages, w.GetPage())
+		}
+		for _, pg := range pages[max(0, len(pages)-p.STMPages):] {
+			t, err := s.pageText(txn, pg)
+			if err != nil {
+				return err
+			}
+			out.STM = append(out.STM, t)
+		}
+
+		state := &messages.MtmState{}
+		if _, err := readProto(txn, mtmKey(sona), state); err != nil {
+			return err
+		}
+		segs, err := segments(txn, sona)
+		if err != nil {
+			return err
+		}
+		df := func(term string) uint64 {
+			item, err := txn.Get(dfKey(sona, term))
+			if err != nil {
+				return 0
+			}
+			var n uint64
+			_ = item.Value(func(v []byte) error { n = decodeU64(v); return nil })
+			return n
+		}
+		qk := tiers.Terms(tiers.Keywords(text, df, state.Pages, queryKeywords))
+		var cands []*messages.Page
+		var owner []uint64
+		for _, r := range tiers.TopSegments(segs, vec, qk, p.TopM) {
+			id := segs[r.Index].Id
+			out.Segments = append(out.Segments, id)
+			ps, err := segmentPages(txn, sona, id)
+			if err != nil {
+				return err
+			}
+			for _, pg := range ps {
+				cands = append(cands, pg)
+				owner = append(owner, id)
+			}
+		}
+		for _, r := range tiers.TopPages(cands, vec, k) {
+			t, err := s.pageText(txn, cands[r.Index])
+			if err != nil {
+				return err
+			}
+			out.MTM = append(out.MTM, RecalledPage{PageText: t, Segment: owner[r.Index], Score: r.Score})
+		}
+
+		persona := &messages.Persona{}
+		if _, err := readProto(txn, personaKey(sona), persona); err != nil {
+			return err
+		}
+		out.Persona = s.relevantPersona(persona, vec)
+		return nil
+	})
+	return out, err
+}
+
+// relevantPersona cuts a persona's knowledge and agent traits to the most
+// relevant to vec, best first, and adds the configured agent profile.
+func (s *Self) relevantPersona(persona *messages.Persona, vec []float32) *messages.Persona {
+	p := s.cfg.Tiers
+	out := proto.Clone(persona).(*messages.Persona)
+	if out.User == nil {
+		out.User = &messages.UserPersona{}
+	}
+	if out.Agent == nil {
+		out.Agent = &messages.AgentPersona{}
+	}
+	pick := func(facts []*messages.Fact) []*messages.Fact {
+		var picked []*messages.Fact
+		for _, r := range tiers.TopFacts(facts, vec, p.LPMTopK) {
+			picked = append(picked, facts[r.Index])
+		}
+		return picked
+	}
+	out.User.Knowledge = pick(out.User.Knowledge)
+	out.Agent.Traits = pick(out.Agent.Traits)
+	out.Agent.Profile = s.agentProfile()
+	return out
+}
+
+func (s *Self) agentProfile() map[string]string {
+	return maps.Clone(s.cfg.Tiers.AgentProfile)
+}
+
+// Tiers returns the state of sona's tiers for display: STM pages, MTM
+// segments hottest first with their pages and heat, the work in flight
+// between the tiers, and the persona (embeddings left out).
+func (s *Self) Tiers(sona string) (*messages.Tiers, error) {
+	if _, err := s.Sona(sona); err != nil {
+		return nil, err
+	}
+	now := s.clock.Now().Unix()
+	out := &messages.Tiers{Stm: &messages.StmView{}, Mtm: &messages.MtmView{}, Lpm: &messages.Persona{}}
+	err := s.store.View(func(txn *badger.Txn) error {
+		show := func(p *messages.Page) (*messages.Page, error) {
+			p = proto.Clone(p).(*messages.Page)
+			p.Embedding = nil
+			t, err := s.pageText(txn, p)
+			if err != nil {
+				return nil, err
+			}
+			lines := t.Lines()
+			p.QText, p.RText = lines[0], lines[1]
+			return p, nil
+		}
+		showAll := func(ps []*messages.Page) ([]*messages.Page, error) {
+			out := make([]*messages.Page, 0, len(ps))
+			for _, p := range ps {
+				shown, err := show(p)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, shown)
+			}
+			return out, nil
+		}
+		pagesOf := func(tier string) ([]*messages.Page, error) {
+			ws, err := inbox(txn, sona, tier, 0)
+			var ps []*messages.Page
+			for _, w := range ws {
+				ps = append(ps, w.GetPage())
+			}
+			return ps, err
+		}
+
+		stm := &messages.StmState{}
+		if _, err := readProto(txn, stmKey(sona), stm); err != nil {
+			return err
+		}
+		var err error
+		if out.Stm.Pages, err = showAll(stm.Pages); err != nil {
+			return err
+		}
+		pending, err := pagesOf(tiers.STM)
+		if err != nil {
+			return err
+		}
+		if out.Stm.Pending, err = showAll(pending); err != nil {
+			return err
+		}
+
+		segs, err := segments(txn, sona)
+		if err != nil {
+			return err
+		}
+		for _, seg := range segs {
+			seg.Embedding, seg.Weights = nil, nil
+			seg.Heat = tiers.Heat(seg, now, s.cfg.Tiers)
+			ps, err := segmentPages(txn, sona, seg.Id)
+			if err != nil {
+				return err
+			}
+			if seg.Pages, err = showAll(ps); err != nil {
+				return err
+			}
+		}
+		slices.SortStableFunc(segs, func(a, b *messages.Segment) int { return cmp.Compare(b.Heat, a.Heat) })
+		out.Mtm.Segments = segs
+		if pending, err = pagesOf(tiers.MTM); err != nil {
+			return err
+		}
+		if out.Mtm.Pending, err = showAll(pending); err != nil {
+			return err
+		}
+		promos, err := inbox(txn, sona, tiers.LPM, 0)
+		if err != nil {
+			return err
+		}
+		for _, w := range promos {
+			out.Mtm.Promoting = append(out.Mtm.Promoting, w.GetPromotion())
+		}
+
+		if _, err := readProto(txn, personaKey(sona), out.Lpm); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	lpm := out.Lpm
+	if lpm.User == nil {
+		lpm.User = &messages.UserPersona{}
+	}
+	if lpm.Agent == nil {
+		lpm.Agent = &messages.AgentPersona{}
+	}
+	lpm.Agent.Profile = s.agentProfile()
+	for _, f := range append(slices.Clone(lpm.User.Knowledge), lpm.Agent.Traits...) {
+		f.Embedding = nil
+	}
+	return out, nil
+}

@@ -1,0 +1,786 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/tiers"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// MemoryOS tiers in the store (DESIGN.md §4.2). Each sona's tier state
+// lives under t/<uuid>\x00 (see doc.go). Work flows between the tiers
+// through durable inboxes: a step that hands work on writes it into the
+// next tier's inbox in the same transaction as its own change, and the
+// step that consumes an entry deletes it in the same transaction as its
+// own change. A page is therefore never dropped, and a step that runs
+// twice (a worker restarted mid-step) changes nothing the second time.
+// Each step reads outside the committer, asks the tier model (which may
+// call an LLM), then commits only if the tier's version is unchanged.
+
+// Tier transitions, as TierEvent.Kind.
+const (
+	TierPageAdded       = "page_added"       // a page entered the STM
+	TierPageMoved       = "page_moved"       // the STM handed its oldest page to the MTM
+	TierSegmentCreated  = "segment_created"  // a page started a new MTM segment
+	TierSegmentMerged   = "segment_merged"   // a page joined an MTM segment
+	TierSegmentEvicted  = "segment_evicted"  // the coldest segment left the MTM
+	TierSegmentPromoted = "segment_promoted" // a hot segment's new pages went to the LPM
+	TierSegmentVisited  = "segment_visited"  // retrieval selected a segment
+	TierPersonaUpdated  = "persona_updated"  // the LPM applied a promotion
+)
+
+// TierEvent is one tier transition.
+type TierEvent struct {
+	Sona    string
+	Kind    string
+	Segment uint64 // 0 when not about a segment
+	Page    uint64 // 0 when not about a page
+}
+
+// TierStep is what one step of a tier did.
+type TierStep struct {
+	// Done: an inbox entry was consumed; false when the inbox was empty.
+	Done   bool
+	Events []TierEvent
+	// Wake lists the tiers that received work.
+	Wake []string
+}
+
+// errTierConflict: the tier changed while a step was thinking; the step
+// is retried on the new state.
+var errTierConflict = errors.New("memory: tier changed during the step")
+
+var prefixTier = []byte("t/")
+
+func tierPrefix(sona string) []byte             { return join(prefixTier, []byte(sona), []byte{0}) }
+func stmKey(sona string) []byte                 { return join(tierPrefix(sona), []byte("s")) }
+func mtmKey(sona string) []byte                 { return join(tierPrefix(sona), []byte("m")) }
+func segmentPrefix(sona string) []byte          { return join(tierPrefix(sona), []byte("g")) }
+func segmentKey(sona string, id uint64) []byte  { return join(segmentPrefix(sona), u64(id)) }
+func pagePrefix(sona string, seg uint64) []byte { return join(tierPrefix(sona), []byte("p"), u64(seg)) }
+func pageKey(sona string, seg, seq uint64) []byte {
+	return join(pagePrefix(sona, seg), u64(seq))
+}
+func personaKey(sona string) []byte  { return join(tierPrefix(sona), []byte("l")) }
+func dfKey(sona, term string) []byte { return join(tierPrefix(sona), []byte("f"), []byte(term)) }
+func inboxPrefix(sona, tier string) []byte {
+	return join(tierPrefix(sona), []byte("i"), []byte(tier), []byte{0})
+}
+func counterKey(sona, counter string) []byte {
+	return join(tierPrefix(sona), []byte("n"), []byte(counter))
+}
+func inboxKey(sona, tier string, seq uint64) []byte {
+	return join(inboxPrefix(sona, tier), u64(seq))
+}
+
+// counterPage numbers pages; the tier names number their inboxes.
+const counterPage = "page"
+
+// nextCounter takes the next value of a tier counter.
+func nextCounter(tx *Tx, key []byte) (uint64, error) {
+	var n uint64
+	v, err := tx.Get(key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return 0, err
+	case len(v) != 8:
+		return 0, fmt.Errorf("%w: tier counter", ErrCorrupt)
+	default:
+		n = decodeU64(v)
+	}
+	tx.Set(key, u64(n+1))
+	return n + 1, nil
+}
+
+func decodeU64(b []byte) uint64 {
+	var n uint64
+	for _, c := range b {
+		n = n<<8 | uint64(c)
+	}
+	return n
+}
+
+// enqueueTier writes w into a tier's inbox.
+func enqueueTier(tx *Tx, sona, tier string, w *messages.TierWork) error {
+	seq, err := nextCounter(tx, counterKey(sona, tier))
+	if err != nil {
+		return err
+	}
+	w.Seq = seq
+	raw, err := proto.Marshal(w)
+	if err != nil {
+		return err
+	}
+	tx.Set(inboxKey(sona, tier, seq), raw)
+	return nil
+}
+
+// enqueuePage numbers a new dialogue page (q, r) and hands it to the STM.
+func enqueuePage(tx *Tx, sona string, q, r cid.Cid, t int64) error {
+	seq, err := nextCounter(tx, counterKey(sona, counterPage))
+	if err != nil {
+		return err
+	}
+	return enqueueTier(tx, sona, tiers.STM, &messages.TierWork{Work: &messages.TierWork_Page{
+		Page: &messages.Page{Seq: seq, Q: q.String(), R: r.String(), T: t},
+	}})
+}
+
+// PushPage hands the dialogue page (q, r) of sona to its STM, outside an
+// advance (an advance does it in the response's own transaction). Both
+// memories must be in the sona.
+func (s *Self) PushPage(ctx context.Context, sona string, q, r cid.Cid) error {
+	t := s.clock.Now().Unix()
+	return s.store.Update(ctx, func(tx *Tx) error {
+		for _, c := range []cid.Cid{q, r} {
+			raw, err := tx.Get(metaKey(c))
+			if errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("%w: memory %s", ErrNotFound, c)
+			}
+			if err != nil {
+				return err
+			}
+			meta := &messages.MemoryMeta{}
+			if err := proto.Unmarshal(raw, meta); err != nil {
+				return fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, c, err)
+			}
+			if !slices.Contains(meta.Sonas, sona) {
+				return fmt.Errorf("%w: memory %s is not in sona %s", ErrInvalid, c, sona)
+			}
+		}
+		return enqueuePage(tx, sona, q, r, t)
+	})
+}
+
+// readProto reads key into m; false when it is absent.
+func readProto(txn *badger.Txn, key []byte, m proto.Message) (bool, error) {
+	item, err := txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err != nil {
+		return false, fmt.Errorf("%w: tier record %q: %v", ErrCorrupt, key, err)
+	}
+	return true, nil
+}
+
+// txProto reads key into m through an op's view; false when it is absent.
+func txProto(tx *Tx, key []byte, m proto.Message) (bool, error) {
+	raw, err := tx.Get(key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := proto.Unmarshal(raw, m); err != nil {
+		return false, fmt.Errorf("%w: tier record %q: %v", ErrCorrupt, key, err)
+	}
+	return true, nil
+}
+
+func setProto(tx *Tx, key []byte, m proto.Message) error {
+	raw, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	tx.Set(key, raw)
+	return nil
+}
+
+// inbox lists the work waiting in a tier's inbox, oldest first, at most
+// limit entries (0: all).
+func inbox(txn *badger.Txn, sona, tier string, limit int) ([]*messages.TierWork, error) {
+	var out []*messages.TierWork
+	prefix := inboxPrefix(sona, tier)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+	defer it.Close()
+	for it.Rewind(); it.Valid() && (limit == 0 || len(out) < limit); it.Next() {
+		w := &messages.TierWork{}
+		if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, w) }); err != nil {
+			return nil, fmt.Errorf("%w: %s inbox of %s: %v", ErrCorrupt, tier, sona, err)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// segments reads the MTM segment headers of a sona, oldest first.
+func segments(txn *badger.Txn, sona string) ([]*messages.Segment, error) {
+	var out []*messages.Segment
+	err := iteratePrefix(txn, segmentPrefix(sona), func(_, v []byte) error {
+		seg := &messages.Segment{}
+		if err := proto.Unmarshal(v, seg); err != nil {
+			return fmt.Errorf("%w: segment of %s: %v", ErrCorrupt, sona, err)
+		}
+		out = append(out, seg)
+		return nil
+	})
+	return out, err
+}
+
+// segmentPages reads the pages of one segment, oldest first.
+func segmentPages(txn *badger.Txn, sona string, seg uint64) ([]*messages.Page, error) {
+	var out []*messages.Page
+	err := iteratePrefix(txn, pagePrefix(sona, seg), func(_, v []byte) error {
+		p := &messages.Page{}
+		if err := proto.Unmarshal(v, p); err != nil {
+			return fmt.Errorf("%w: page of %s: %v", ErrCorrupt, sona, err)
+		}
+		out = append(out, p)
+		return nil
+	})
+	return out, err
+}
+
+// consume checks, inside an op, that the inbox entry w is still there and
+// deletes it: a step that lost a race changes nothing.
+func consume(tx *Tx, sona, tier string, w *messages.TierWork) error {
+	key := inboxKey(sona, tier, w.Seq)
+	ok, err := tx.Has(key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errTierConflict
+	}
+	tx.Delete(key)
+	return nil
+}
+
+// StepTier processes the oldest entry of one tier's inbox of sona with
+// model, durably. A tier's steps must not run concurrently with each other
+// (its actor runs them one at a time); if they do, one of them retries.
+func (s *Self) StepTier(ctx context.Context, sona, tier string, model tiers.Model) (TierStep, error) {
+	step := map[string]func(context.Context, string, tiers.Model) (TierStep, error){
+		tiers.STM: s.stepSTM, tiers.MTM: s.stepMTM, tiers.LPM: s.stepLPM,
+	}[tier]
+	if step == nil {
+		return TierStep{}, fmt.Errorf("%w: no tier %q", ErrInvalid, tier)
+	}
+	return retryConflicts(func() (TierStep, error) { return step(ctx, sona, model) })
+}
+
+// retryConflicts runs a tier step again while another worker's commit got
+// in its way. A conflict always means that the other worker made progress,
+// so after a few attempts it reports progress and lets the caller go on.
+func retryConflicts(step func() (TierStep, error)) (TierStep, error) {
+	for range 3 {
+		res, err := step()
+		if !errors.Is(err, errTierConflict) {
+			return res, err
+		}
+	}
+	return TierStep{Done: true}, nil
+}
+
+// SettleTiers runs the steps of every tier of sona until no work is left.
+func (s *Self) SettleTiers(ctx context.Context, sona string, model tiers.Model) ([]TierEvent, error) {
+	var events []TierEvent
+	for {
+		progress := false
+		for _, tier := range tiers.Names {
+			for {
+				res, err := s.StepTier(ctx, sona, tier, model)
+				if err != nil {
+					return events, err
+				}
+				if !res.Done {
+					break
+				}
+				progress = true
+				events = append(events, res.Events...)
+			}
+		}
+		if !progress {
+			return events, nil
+		}
+	}
+}
+
+// oldestWork returns the first entry of a tier's inbox, or nil.
+func (s *Self) oldestWork(txn *badger.Txn, sona, tier string) (*messages.TierWork, error) {
+	ws, err := inbox(txn, sona, tier, 1)
+	if err != nil || len(ws) == 0 {
+		return nil, err
+	}
+	return ws[0], nil
+}
+
+// pageText loads the texts of a page's memories.
+func (s *Self) pageText(txn *badger.Txn, p *messages.Page) (tiers.PageText, error) {
+	pt := tiers.PageText{Page: p}
+	load := func(ref string) (*Memory, error) {
+		c, err := cid.Decode(ref)
+		if err != nil {
+			return nil, fmt.Errorf("%w: page %d memory %q: %v", ErrCorrupt, p.Seq, ref, err)
+		}
+		return s.loadMemory(txn, c)
+	}
+	q, err := load(p.Q)
+	if err != nil {
+		return pt, err
+	}
+	r, err := load(p.R)
+	if err != nil {
+		return pt, err
+	}
+	pt.QName, pt.Q = speaker(q), said(q)
+	pt.RName, pt.R = speaker(r), said(r)
+	if self := r.Data.Self; self != nil {
+		pt.RSelf = true
+		pt.RQuotes = slices.ContainsFunc(self.Parts, func(p Part) bool { return p.Model != nil && *p.Model == llm.OfflineModel })
+	}
+	return pt, nil
+}
+
+// pageVector is the embedding of a page from its memories' embeddings.
+func (s *Self) pageVector(p *messages.Page) ([]float32, error) {
+	var vecs [2][]float32
+	for i, ref := range []string{p.Q, p.R} {
+		c, err := cid.Decode(ref)
+		if err != nil {
+			return nil, fmt.Errorf("%w: page %d memory %q: %v", ErrCorrupt, p.Seq, ref, err)
+		}
+		v, ok := s.index.Lookup(c.KeyString())
+		if !ok {
+			return nil, fmt.Errorf("%w: memory %s has no embedding", ErrNotFound, c)
+		}
+		vecs[i] = v
+	}
+	return tiers.PageVector(vecs[0], vecs[1]), nil
+}
+
+func (s *Self) stepSTM(ctx context.Context, sona string, model tiers.Model) (TierStep, error) {
+	var (
+		w    *messages.TierWork
+		stm  = &messages.StmState{}
+		prev []tiers.PageText
+		pt   tiers.PageText
+	)
+	err := s.store.View(func(txn *badger.Txn) error {
+		var err error
+		if w, err = s.oldestWork(txn, sona, tiers.STM); err != nil || w == nil {
+			return err
+		}
+		if w.GetPage() == nil {
+			return fmt.Errorf("%w: STM inbox entry %d holds no page", ErrCorrupt, w.Seq)
+		}
+		if _, err := readProto(txn, stmKey(sona), stm); err != nil {
+			return err
+		}
+		for _, p := range stm.Pages {
+			t, err := s.pageText(txn, p)
+			if err != nil {
+				return err
+			}
+			prev = append(prev, t)
+		}
+		pt, err = s.pageText(txn, w.GetPage())
+		return err
+	})
+	if err != nil || w == nil {
+		return TierStep{}, err
+	}
+	page := w.GetPage()
+	if page.Embedding, err = s.pageVector(page); err != nil {
+		return TierStep{}, err
+	}
+	stats := SimStats{N: int64(stm.SimN), Mean: stm.SimMean, M2: stm.SimM2}
+	var sim float64
+	if len(stm.Pages) > 0 {
+		sim = tiers.Cosine(stm.Pages[len(stm.Pages)-1].Embedding, page.Embedding)
+	}
+	th := EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.RetrievalBeta, stats, stats.N)
+	if page.MetaChain, err = model.Chain(ctx, tiers.ChainInput{Prev: prev, Page: pt, Similarity: sim, Threshold: th.Value}); err != nil {
+		return TierStep{}, err
+	}
+	next := proto.Clone(stm).(*messages.StmState)
+	moved := tiers.PushSTM(next, page, s.cfg.Tiers.STMPages)
+	if len(stm.Pages) > 0 {
+		stats.Add(sim)
+		next.SimN, next.SimMean, next.SimM2 = uint64(stats.N), stats.Mean, stats.M2
+	}
+	next.Version++
+	err = s.store.Update(ctx, func(tx *Tx) error {
+		cur := &messages.StmState{}
+		if _, err := txProto(tx, stmKey(sona), cur); err != nil {
+			return err
+		}
+		if cur.Version != stm.Version {
+			return errTierConflict
+		}
+		if err := consume(tx, sona, tiers.STM, w); err != nil {
+			return err
+		}
+		for _, p := range moved {
+			if err := enqueueTier(tx, sona, tiers.MTM, &messages.TierWork{Work: &messages.TierWork_Page{Page: p}}); err != nil {
+				return err
+			}
+		}
+		return setProto(tx, stmKey(sona), next)
+	})
+	if err != nil {
+		return TierStep{}, err
+	}
+	res := TierStep{Done: true, Events: []TierEvent{{Sona: sona, Kind: TierPageAdded, Page: page.Seq}}}
+	for _, p := range moved {
+		res.Events = append(res.Events, TierEvent{Sona: sona, Kind: TierPageMoved, Page: p.Seq})
+	}
+	if len(moved) > 0 {
+		res.Wake = []string{tiers.MTM}
+	}
+	return res, nil
+}
+
+// mtmChange is what one MTM step or visit writes.
+type mtmChange struct {
+	state    *messages.MtmState
+	base     uint64                // the version it was computed on
+	changed  []*messages.Segment   // headers to write
+	page     *messages.Page        // a new page, with its segment
+	pageSeg  uint64                //
+	terms    []string              // document frequencies to count
+	evicted  []uint64              // segments to delete with their pages
+	promoted []*messages.Promotion // to hand to the LPM
+}
+
+// commitMTM writes an MTM change if the MTM is still at its base version,
+// consuming w (when not nil) in the same transaction.
+func (s *Self) commitMTM(ctx context.Context, sona string, w *messages.TierWork, c *mtmChange) error {
+	return s.store.Update(ctx, func(tx *Tx) error {
+		cur := &messages.MtmState{}
+		if _, err := txProto(tx, mtmKey(sona), cur); err != nil {
+			return err
+		}
+		if cur.Version != c.base {
+			return errTierConflict
+		}
+		if w != nil {
+			if err := consume(tx, sona, tiers.MTM, w); err != nil {
+				return err
+			}
+		}
+		for _, seg := range c.changed {
+			if slices.Contains(c.evicted, seg.Id) {
+				continue
+			}
+			if err := setProto(tx, segmentKey(sona, seg.Id), seg); err != nil {
+				return err
+			}
+		}
+		if c.page != nil && !slices.Contains(c.evicted, c.pageSeg) {
+			if err := setProto(tx, pageKey(sona, c.pageSeg, c.page.Seq), c.page); err != nil {
+				return err
+			}
+		}
+		for _, term := range c.terms {
+			key := dfKey(sona, term)
+			var n uint64
+			if v, err := tx.Get(key); err == nil {
+				n = decodeU64(v)
+			} else if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			tx.Set(key, u64(n+1))
+		}
+		for _, id := range c.evicted {
+			tx.Delete(segmentKey(sona, id))
+			var keys [][]byte
+			if err := iterateKeys(tx.txn, pagePrefix(sona, id), func(k []byte) { keys = append(keys, slices.Clone(k)) }); err != nil {
+				return err
+			}
+			for _, k := range keys {
+				tx.Delete(k)
+			}
+		}
+		for _, p := range c.promoted {
+			if err := enqueueTier(tx, sona, tiers.LPM, &messages.TierWork{Work: &messages.TierWork_Promotion{Promotion: p}}); err != nil {
+				return err
+			}
+		}
+		return setProto(tx, mtmKey(sona), c.state)
+	})
+}
+
+// promote finds the promotable segments of segs at now, marks them
+// promoted and returns their promotions; pages lists a segment's pages
+// (stored and new).
+func (s *Self) promote(segs []*messages.Segment, now int64, pages func(*messages.Segment) ([]*messages.Page, error)) ([]*messages.Segment, []*messages.Promotion, error) {
+	var changed []*messages.Segment
+	var out []*messages.Promotion
+	for _, i := range tiers.Promotable(segs, now, s.cfg.Tiers) {
+		seg := segs[i]
+		ps, err := pages(seg)
+		if err != nil {
+			return nil, nil, err
+		}
+		promo := &messages.Promotion{Segment: seg.Id, Summary: seg.Summary, Keywords: slices.Clone(seg.Keywords)}
+		through := seg.PromotedThrough
+		for _, p := range ps {
+			if p.Seq > seg.PromotedThrough {
+				promo.Pages = append(promo.Pages, &messages.Page{Seq: p.Seq, Q: p.Q, R: p.R, T: p.T})
+				through = max(through, p.Seq)
+			}
+		}
+		tiers.Promote(seg, through)
+		changed = append(changed, seg)
+		out = append(out, promo)
+	}
+	return changed, out, nil
+}
+
+func (s *Self) stepMTM(ctx context.Context, sona string, model tiers.Model) (TierStep, error) {
+	var (
+		w     *messages.TierWork
+		state = &messages.MtmState{}
+		segs  []*messages.Segment
+		pt    tiers.PageText
+		df    = map[string]uint64{}
+	)
+	err := s.store.View(func(txn *badger.Txn) error {
+		var err error
+		if w, err = s.oldestWork(txn, sona, tiers.MTM); err != nil || w == nil {
+			return err
+		}
+		if w.GetPage() == nil {
+			return fmt.Errorf("%w: MTM inbox entry %d holds no page", ErrCorrupt, w.Seq)
+		}
+		if _, err := readProto(txn, mtmKey(sona), state); err != nil {
+			return err
+		}
+		if segs, err = segments(txn, sona); err != nil {
+			return err
+		}
+		if pt, err = s.pageText(txn, w.GetPage()); err != nil {
+			return err
+		}
+		for _, t := range Keywords(pt.Text()) {
+			item, err := txn.Get(dfKey(sona, t))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if err := item.Value(func(v []byte) error { df[t] = decodeU64(v); return nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil || w == nil {
+		return TierStep{}, err
+	}
+	page := proto.Clone(w.GetPage()).(*messages.Page)
+	if len(page.Embedding) == 0 {
+		if page.Embedding, err = s.pageVector(page); err != nil {
+			return TierStep{}, err
+		}
+	}
+	weights, err := model.PageKeywords(ctx, tiers.KeywordInput{Page: pt, DF: func(t string) uint64 { return df[t] }, N: state.Pages})
+	if err != nil {
+		return TierStep{}, err
+	}
+	page.Keywords = tiers.Terms(weights)
+	now := s.clock.Now().Unix()
+	p := s.cfg.Tiers
+
+	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version, page: page, terms: Keywords(pt.Text())}
+	res := TierStep{Done: true}
+	var seg *messages.Segment
+	if i, _ := tiers.Place(segs, page.Embedding, page.Keywords, p.Theta); i >= 0 {
+		seg = proto.Clone(segs[i]).(*messages.Segment)
+		segs[i] = seg
+		tiers.Join(seg, page, weights)
+		res.Events = append(res.Events, TierEvent{Sona: sona, Kind: TierSegmentMerged, Segment: seg.Id, Page: page.Seq})
+	} else {
+		c.state.NextSegment++
+		seg = tiers.NewSegment(c.state.NextSegment, page, weights, now)
+		segs = append(segs, seg)
+		res.Events = append(res.Events, TierEvent{Sona: sona, Kind: TierSegmentCreated, Segment: seg.Id, Page: page.Seq})
+	}
+	summary, keywords, err := model.Digest(ctx, tiers.DigestInput{Segment: seg, Page: pt})
+	if err != nil {
+		return TierStep{}, err
+	}
+	seg.Summary = summary
+	if keywords != nil {
+		seg.Keywords = tiers.NormalizeKeywords(keywords)
+	}
+	c.changed, c.pageSeg = append(c.changed, seg), seg.Id
+	for len(segs) > p.MTMSegments {
+		i := tiers.Coldest(segs, now, p)
+		c.evicted = append(c.evicted, segs[i].Id)
+		res.Events = append(res.Events, TierEvent{Sona: sona, Kind: TierSegmentEvicted, Segment: segs[i].Id})
+		segs = slices.Delete(segs, i, i+1)
+	}
+	if err := s.promoteInto(c, &res, sona, segs, now, page, seg.Id); err != nil {
+		return TierStep{}, err
+	}
+	c.state.Pages++
+	c.state.Version++
+	if err := s.commitMTM(ctx, sona, w, c); err != nil {
+		return TierStep{}, err
+	}
+	return res, nil
+}
+
+// promoteInto adds the promotions of segs at now to c and res. A page not
+// yet stored (newPage, of segment newSeg) counts among its segment's.
+func (s *Self) promoteInto(c *mtmChange, res *TierStep, sona string, segs []*messages.Segment, now int64, newPage *messages.Page, newSeg uint64) error {
+	changed, promos, err := s.promote(segs, now, func(seg *messages.Segment) ([]*messages.Page, error) {
+		var ps []*messages.Page
+		err := s.store.View(func(txn *badger.Txn) error {
+			var err error
+			ps, err = segmentPages(txn, sona, seg.Id)
+			return err
+		})
+		if newPage != nil && seg.Id == newSeg {
+			ps = append(ps, newPage)
+		}
+		return ps, err
+	})
+	if err != nil {
+		return err
+	}
+	for _, seg := range changed {
+		if !slices.Contains(c.changed, seg) {
+			c.changed = append(c.changed, seg)
+		}
+		res.Events = append(res.Events, TierEvent{Sona: sona, Kind: TierSegmentPromoted, Segment: seg.Id})
+	}
+	c.promoted = promos
+	if len(promos) > 0 {
+		res.Wake = append(res.Wake, tiers.LPM)
+	}
+	return nil
+}
+
+// VisitSegments records that retrieval selected the segments ids of sona
+// at unix time at (their N_visit and last access move), then promotes
+// every segment hot enough. With no ids it only evaluates heat. It must
+// run in step with the MTM's steps (the mtm actor runs both).
+func (s *Self) VisitSegments(ctx context.Context, sona string, ids []uint64, at int64) (TierStep, error) {
+	return retryConflicts(func() (TierStep, error) { return s.visitSegments(ctx, sona, ids, at) })
+}
+
+func (s *Self) visitSegments(ctx context.Context, sona string, ids []uint64, at int64) (TierStep, error) {
+	state := &messages.MtmState{}
+	var segs []*messages.Segment
+	err := s.store.View(func(txn *badger.Txn) error {
+		if _, err := readProto(txn, mtmKey(sona), state); err != nil {
+			return err
+		}
+		var err error
+		segs, err = segments(txn, sona)
+		return err
+	})
+	if err != nil {
+		return TierStep{}, err
+	}
+	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version}
+	var res TierStep
+	for _, seg := range segs {
+		if slices.Contains(ids, seg.Id) {
+			tiers.Visit(seg, at)
+			c.changed = append(c.changed, seg)
+			res.Events = append(res.Events, TierEvent{Sona: sona, Kind: TierSegmentVisited, Segment: seg.Id})
+		}
+	}
+	if err := s.promoteInto(c, &res, sona, segs, max(at, s.clock.Now().Unix()), nil, 0); err != nil {
+		return TierStep{}, err
+	}
+	if len(c.changed) == 0 {
+		return res, nil
+	}
+	c.state.Version++
+	return res, s.commitMTM(ctx, sona, nil, c)
+}
+
+func (s *Self) stepLPM(ctx context.Context, sona string, model tiers.Model) (TierStep, error) {
+	var (
+		w       *messages.TierWork
+		persona = &messages.Persona{}
+		texts   []tiers.PageText
+	)
+	err := s.store.View(func(txn *badger.Txn) error {
+		var err error
+		if w, err = s.oldestWork(txn, sona, tiers.LPM); err != nil || w == nil {
+			return err
+		}
+		if w.GetPromotion() == nil {
+			return fmt.Errorf("%w: LPM inbox entry %d holds no promotion", ErrCorrupt, w.Seq)
+		}
+		if _, err := readProto(txn, personaKey(sona), persona); err != nil {
+			return err
+		}
+		for _, p := range w.GetPromotion().Pages {
+			t, err := s.pageText(txn, p)
+			if err != nil {
+				return err
+			}
+			texts = append(texts, t)
+		}
+		return nil
+	})
+	if err != nil || w == nil {
+		return TierStep{}, err
+	}
+	promo := w.GetPromotion()
+	upd, err := model.Persona(ctx, tiers.PersonaInput{Promotion: promo, Pages: texts, Persona: persona, Traits: s.cfg.Tiers.Traits})
+	if err != nil {
+		return TierStep{}, err
+	}
+	var stmts []*tiers.Statement
+	for i := range upd.Facts {
+		stmts = append(stmts, &upd.Facts[i])
+	}
+	for i := range upd.AgentTraits {
+		stmts = append(stmts, &upd.AgentTraits[i])
+	}
+	if len(stmts) > 0 {
+		texts := make([]string, len(stmts))
+		for i, st := range stmts {
+			texts[i] = st.Text
+		}
+		vecs, err := s.Embed(ctx, texts...)
+		if err != nil {
+			return TierStep{}, err
+		}
+		for i, st := range stmts {
+			st.Embedding = vecs[i]
+		}
+	}
+	next := proto.Clone(persona).(*messages.Persona)
+	tiers.ApplyPersona(next, upd, s.cfg.Tiers, promo.Segment, s.clock.Now().Unix())
+	err = s.store.Update(ctx, func(tx *Tx) error {
+		cur := &messages.Persona{}
+		if _, err := txProto(tx, personaKey(sona), cur); err != nil {
+			return err
+		}
+		if cur.Updates != persona.Updates {
+			return errTierConflict
+		}
+		if err := consume(tx, sona, tiers.LPM, w); err != nil {
+			return err
+		}
+		return setProto(tx, personaKey(sona), next)
+	})
+	if err != nil {
+		return TierStep{}, err
+	}
+	return TierStep{Done: true, Events: []TierEvent{{Sona: sona, Kind: TierPersonaUpdated, Segment: promo.Segment}}}, nil
+}

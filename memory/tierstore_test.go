@@ -1,0 +1,329 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/memory/tiers"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// say stores a turn of a named speaker.
+func (o *owner) say(name, text string) *Memory {
+	ts := o.s.clock.Now().Unix()
+	return &Memory{Data: Data{Other: &OtherData{Name: &name, Content: text}}, Timestamp: &ts}
+}
+
+// page stores two turns and hands them to the STM as a page.
+func (o *owner) page(q, r string) {
+	o.t.Helper()
+	qc := o.add(o.say("Caroline", q), nil)
+	rc := o.add(o.say("Melanie", r), nil)
+	if err := o.s.PushPage(context.Background(), o.sona, qc, rc); err != nil {
+		o.t.Fatal(err)
+	}
+}
+
+func settle(t *testing.T, s *Self, sona string) []TierEvent {
+	t.Helper()
+	events, err := s.SettleTiers(context.Background(), sona, tiers.Heuristic{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events
+}
+
+func count(events []TierEvent, kind string) int {
+	n := 0
+	for _, e := range events {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// randomWords makes a text that shares no word with another one.
+func randomWords(rng *rand.Rand, n int) string {
+	words := make([]string, n)
+	for i := range words {
+		b := make([]byte, 7)
+		for j := range b {
+			b[j] = byte('a' + rng.Intn(26))
+		}
+		words[i] = string(b)
+	}
+	return strings.Join(words, " ")
+}
+
+func TestSTMOverflowMovesOnePagePerPageToMTM(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	for i := range 7 {
+		o.page(fmt.Sprintf("I planted tomatoes in bed %d.", i), fmt.Sprintf("Tomatoes in bed %d need sun.", i))
+		if ev := settle(t, s, o.sona); count(ev, TierPageMoved) != 0 || count(ev, TierPageAdded) != 1 {
+			t.Fatalf("page %d: events %v", i, ev)
+		}
+	}
+	for i := 7; i < 12; i++ {
+		o.page(fmt.Sprintf("My sister visited Lisbon for the %dth time.", i), fmt.Sprintf("Lisbon is lovely, visit %d.", i))
+		ev := settle(t, s, o.sona)
+		if count(ev, TierPageAdded) != 1 || count(ev, TierPageMoved) != 1 {
+			t.Fatalf("page %d: events %v", i, ev)
+		}
+	}
+	v, err := s.Tiers(o.sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Stm.Pages) != 7 || v.Stm.Pages[0].Seq != 6 || len(v.Stm.Pending) != 0 {
+		t.Fatalf("STM holds %d pages from %d", len(v.Stm.Pages), v.Stm.Pages[0].Seq)
+	}
+	inMTM := 0
+	for _, seg := range v.Mtm.Segments {
+		inMTM += len(seg.Pages)
+	}
+	if inMTM != 5 {
+		t.Fatalf("MTM holds %d pages, want 5", inMTM)
+	}
+	if got := v.Stm.Pages[6].QText; got != "Caroline: My sister visited Lisbon for the 11th time." {
+		t.Fatalf("page text %q", got)
+	}
+}
+
+func TestSimilarPagesShareASegmentAndHeatPromotesToPersona(t *testing.T) {
+	clock := &fixedClock{t: epoch}
+	s := openSelf(t, testConfig(t.TempDir()), clock)
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	// Seven pages to fill the STM, then five on one topic: they reach the
+	// MTM one per page.
+	rng := rand.New(rand.NewSource(1))
+	for range 7 {
+		o.page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	settle(t, s, o.sona)
+	var events []TierEvent
+	for i := range 12 {
+		o.page(fmt.Sprintf("I love my garden and I grow tomatoes and basil there, batch %d.", i),
+			fmt.Sprintf("Your garden tomatoes and basil sound great, batch %d.", i))
+		events = append(events, settle(t, s, o.sona)...)
+	}
+	v, err := s.Tiers(o.sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var garden *messages.Segment
+	for _, seg := range v.Mtm.Segments {
+		if strings.Contains(seg.Summary, "garden") {
+			garden = seg
+		}
+	}
+	if garden == nil || garden.PageCount != 5 {
+		t.Fatalf("no garden segment of 5 pages: %v", v.Mtm.Segments)
+	}
+	// L 5 + recency 1 = 6 > τ: promoted at the fifth page, then reset.
+	if count(events, TierSegmentPromoted) != 1 || count(events, TierPersonaUpdated) != 1 {
+		t.Fatalf("events %v", events)
+	}
+	if garden.LInteraction != 0 || garden.Promotions != 1 {
+		t.Fatalf("garden segment after promotion: L %d promotions %d", garden.LInteraction, garden.Promotions)
+	}
+	kb := v.Lpm.User.Knowledge
+	if len(kb) == 0 || !strings.HasPrefix(kb[0].Text, "Caroline loves Caroline's garden") {
+		t.Fatalf("knowledge %v", kb)
+	}
+	if len(v.Lpm.User.Traits) == 0 || v.Lpm.Agent.Profile["role"] == "" {
+		t.Fatalf("persona %v", v.Lpm)
+	}
+
+	// Retrieval finds the garden pages; recording the visit moves heat.
+	vecs, _ := s.Embed(context.Background(), "what grows in the garden")
+	tr, err := s.RecallTiers(o.sona, "what grows in the garden", vecs[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Segments) == 0 || tr.Segments[0] != garden.Id || len(tr.MTM) == 0 || tr.MTM[0].Segment != garden.Id {
+		t.Fatalf("retrieval: segments %v pages %d", tr.Segments, len(tr.MTM))
+	}
+	if len(tr.STM) != 7 || len(tr.Persona.User.Knowledge) == 0 {
+		t.Fatalf("retrieval: %d STM pages, %d facts", len(tr.STM), len(tr.Persona.User.Knowledge))
+	}
+	clock.Set(epoch.Add(time.Hour))
+	res, err := s.VisitSegments(context.Background(), o.sona, tr.Segments[:1], clock.Now().Unix())
+	if err != nil || count(res.Events, TierSegmentVisited) != 1 {
+		t.Fatalf("visit: %v %v", res, err)
+	}
+	v, _ = s.Tiers(o.sona)
+	for _, seg := range v.Mtm.Segments {
+		if seg.Id == garden.Id && (seg.NVisit != 1 || seg.LastAccess != clock.Now().Unix()) {
+			t.Fatalf("visited segment: N %d last access %d", seg.NVisit, seg.LastAccess)
+		}
+	}
+}
+
+func TestMTMEvictsTheColdestSegmentAt201(t *testing.T) {
+	clock := &fixedClock{t: epoch}
+	cfg := testConfig(t.TempDir())
+	s := openSelf(t, cfg, clock)
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(2))
+	// 7 pages fill the STM; the next 200 make 200 unrelated segments, one
+	// second apart, so older segments are slightly colder.
+	for i := range 207 {
+		clock.Set(epoch.Add(time.Duration(i) * time.Second))
+		o.page(randomWords(rng, 8), randomWords(rng, 8))
+		settle(t, s, o.sona)
+	}
+	v, _ := s.Tiers(o.sona)
+	if len(v.Mtm.Segments) != 200 {
+		t.Fatalf("%d segments, want 200", len(v.Mtm.Segments))
+	}
+	// Visiting segment 1 warms it: segment 2 is now the coldest.
+	if _, err := s.VisitSegments(context.Background(), o.sona, []uint64{1}, clock.Now().Unix()); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(epoch.Add(300 * time.Second))
+	o.page(randomWords(rng, 8), randomWords(rng, 8))
+	ev := settle(t, s, o.sona)
+	if count(ev, TierSegmentEvicted) != 1 || count(ev, TierSegmentCreated) != 1 {
+		t.Fatalf("events %v", ev)
+	}
+	for _, e := range ev {
+		if e.Kind == TierSegmentEvicted && e.Segment != 2 {
+			t.Fatalf("evicted segment %d, want 2 (the coldest)", e.Segment)
+		}
+	}
+	v, _ = s.Tiers(o.sona)
+	if len(v.Mtm.Segments) != 200 {
+		t.Fatalf("%d segments after eviction", len(v.Mtm.Segments))
+	}
+	var pages int
+	for _, seg := range v.Mtm.Segments {
+		if seg.Id == 2 {
+			t.Fatal("segment 2 still there")
+		}
+		pages += len(seg.Pages)
+	}
+	if pages != 200 {
+		t.Fatalf("%d pages in the MTM, want 200 (the evicted segment's page forgotten by the tier)", pages)
+	}
+	// The memories of the forgotten page stay in the DAG.
+	if _, n := s.Counts(); n != 2*208 {
+		t.Fatalf("%d memories in the store", n)
+	}
+}
+
+func TestTiersSurviveReopenExactly(t *testing.T) {
+	clock := &fixedClock{t: epoch}
+	cfg := testConfig(t.TempDir())
+	s := openSelf(t, cfg, clock)
+	o := newOwner(t, s, "a")
+	for i := range 14 {
+		o.page(fmt.Sprintf("I ride my bike to work on day %d.", i), fmt.Sprintf("Cycling is healthy, day %d.", i))
+	}
+	// Settle part of the work: some pages stay in the inboxes.
+	for range 10 {
+		if _, err := s.StepTier(context.Background(), o.sona, tiers.STM, tiers.Heuristic{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.StepTier(context.Background(), o.sona, tiers.MTM, tiers.Heuristic{}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Tiers(o.sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before.Stm.Pending) != 4 || len(before.Mtm.Pending) != 2 {
+		t.Fatalf("pending: %d STM, %d MTM", len(before.Stm.Pending), len(before.Mtm.Pending))
+	}
+	s.Close()
+	s = openSelf(t, cfg, clock)
+	defer s.Close()
+	after, err := s.Tiers(o.sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(before, after) {
+		t.Fatalf("tiers changed across a reopen:\n%v\n%v", before, after)
+	}
+	settle(t, s, o.sona)
+	after, _ = s.Tiers(o.sona)
+	inMTM := 0
+	for _, seg := range after.Mtm.Segments {
+		inMTM += len(seg.Pages)
+	}
+	if len(after.Stm.Pages) != 7 || inMTM != 7 {
+		t.Fatalf("after settling: %d STM, %d MTM pages", len(after.Stm.Pages), inMTM)
+	}
+}
+
+func TestConcurrentTierWorkersProcessEachPageOnce(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	for i := range 20 {
+		o.page(fmt.Sprintf("Note %d about the river.", i), fmt.Sprintf("Rivers flow %d.", i))
+	}
+	// Two workers race over the same inboxes (as after an actor restart
+	// while the old step was still running): every page lands once.
+	var wg sync.WaitGroup
+	events := make([][]TierEvent, 2)
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev, err := s.SettleTiers(context.Background(), o.sona, tiers.Heuristic{})
+			if err != nil {
+				t.Error(err)
+			}
+			events[w] = ev
+		}()
+	}
+	wg.Wait()
+	all := append(events[0], events[1]...)
+	if count(all, TierPageAdded) != 20 || count(all, TierPageMoved) != 13 {
+		t.Fatalf("%d pages added, %d moved", count(all, TierPageAdded), count(all, TierPageMoved))
+	}
+	v, _ := s.Tiers(o.sona)
+	seen := map[uint64]bool{}
+	for _, p := range v.Stm.Pages {
+		seen[p.Seq] = true
+	}
+	for _, seg := range v.Mtm.Segments {
+		for _, p := range seg.Pages {
+			if seen[p.Seq] {
+				t.Fatalf("page %d twice", p.Seq)
+			}
+			seen[p.Seq] = true
+		}
+	}
+	if len(seen) != 20 {
+		t.Fatalf("%d distinct pages in the tiers, want 20", len(seen))
+	}
+}
+
+func TestPushPageRefusesForeignMemories(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	defer s.Close()
+	a, b := newOwner(t, s, "a"), newOwner(t, s, "b")
+	qa := a.text("in a")
+	qb := b.text("in b")
+	if err := s.PushPage(context.Background(), a.sona, qa, qb); err == nil {
+		t.Fatal("a page with another sona's memory was accepted")
+	}
+	v, _ := s.Tiers(a.sona)
+	if len(v.Stm.Pending) != 0 {
+		t.Fatal("a refused page was written")
+	}
+}
