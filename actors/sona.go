@@ -11,6 +11,7 @@ import (
 
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -30,7 +31,12 @@ type sonaActor struct {
 	inflight map[cid.Cid]*memory.Pending // appended, not yet durable
 	busy     int                         // advances in progress
 	idleDue  bool                        // the idle time passed while work was in flight
+	traffic  time.Time                   // last append or advance (monotonic)
+	idleTick *time.Timer                 // sends IdleCheck
 	stopping bool                        // passivate once idle
+
+	tiers    map[string]*actor.PID // the stm, mtm and lpm children
+	tierBusy map[string]bool       // tiers with work, by name
 }
 
 func newSonaActor(sys *System, id string) *sonaActor {
@@ -41,25 +47,91 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		a.reload(ctx)
-		ctx.SetReceiveTimeout(a.sys.cfg.Actors.SonaIdle.D())
+		a.spawnTiers(ctx)
+		a.traffic = time.Now()
+		a.checkIdleIn(ctx, a.sys.cfg.Actors.SonaIdle.D())
+	case *actor.Stopping:
+		if a.idleTick != nil {
+			a.idleTick.Stop()
+		}
 	case *messages.AppendMemory:
-		a.idleDue = false
+		a.traffic, a.idleDue = time.Now(), false
 		a.appendMemory(ctx, msg)
 	case *messages.Advance:
-		a.idleDue = false
+		a.traffic, a.idleDue = time.Now(), false
 		a.advance(ctx, msg)
 	case *messages.Reload:
 		a.reload(ctx)
 	case *messages.Passivate:
 		a.stopping = true
 		a.settle(ctx)
-	case *actor.ReceiveTimeout:
+	case *messages.IdleCheck:
+		idle := a.sys.cfg.Actors.SonaIdle.D()
+		if quiet := time.Since(a.traffic); quiet < idle {
+			a.checkIdleIn(ctx, idle-quiet)
+			return
+		}
 		a.idleDue = true
+		a.checkIdleIn(ctx, idle) // until the parent passivates it
+		a.settle(ctx)
+	case *messages.TierWake:
+		a.wakeTier(ctx, msg.Tier)
+	case *messages.TierIdle:
+		if a.isTier(ctx.Sender(), msg.Tier) {
+			delete(a.tierBusy, msg.Tier)
+			a.settle(ctx)
+		}
+	case *actor.Terminated:
+		// A tier actor that failed more often than its restart budget
+		// allows stays down until the sona is activated again; its work
+		// waits in its inbox.
+		for name, pid := range a.tiers {
+			if pid.Equal(msg.Who) {
+				a.sys.log.Error("tier actor stopped after repeated failures", "sona", a.id, "tier", name)
+				delete(a.tiers, name)
+				delete(a.tierBusy, name)
+			}
+		}
 		a.settle(ctx)
 	}
 }
 
-func (a *sonaActor) idle() bool { return a.busy == 0 && len(a.inflight) == 0 }
+// checkIdleIn sends the actor an IdleCheck after d.
+func (a *sonaActor) checkIdleIn(ctx actor.Context, d time.Duration) {
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	a.idleTick = time.AfterFunc(d, func() { root.Send(self, &messages.IdleCheck{}) })
+}
+
+func (a *sonaActor) idle() bool {
+	return a.busy == 0 && len(a.inflight) == 0 && len(a.tierBusy) == 0
+}
+
+// spawnTiers starts the stm, mtm and lpm children, each of which looks at
+// its inbox first.
+func (a *sonaActor) spawnTiers(ctx actor.Context) {
+	a.tiers, a.tierBusy = map[string]*actor.PID{}, map[string]bool{}
+	for _, name := range tiers.Names {
+		props := actor.PropsFromProducer(func() actor.Actor { return newTierActor(a.sys, a.id, name) })
+		pid, err := ctx.SpawnNamed(props, name)
+		if err != nil {
+			panic(fmt.Errorf("actors: sona %s: spawn %s: %w", a.id, name, err))
+		}
+		a.tiers[name], a.tierBusy[name] = pid, true
+	}
+}
+
+func (a *sonaActor) isTier(pid *actor.PID, name string) bool {
+	p := a.tiers[name]
+	return p != nil && p.Equal(pid)
+}
+
+// wakeTier tells a tier that its inbox has work.
+func (a *sonaActor) wakeTier(ctx actor.Context, name string) {
+	if pid := a.tiers[name]; pid != nil {
+		a.tierBusy[name] = true
+		ctx.Send(pid, &messages.TierWake{Tier: name})
+	}
+}
 
 // settle runs whenever work finishes: an idle actor that was told to
 // passivate stops, and one whose idle time passed (possibly while work
@@ -179,16 +251,21 @@ func (a *sonaActor) await(ctx actor.Context, p *memory.Pending, cont func(error)
 	})
 }
 
-// async runs fn off the mailbox and calls cont in the actor's context with
+// async runs fn off the mailbox, with a context that ends after timeout
+// or when the system stops, and calls cont in the actor's context with
 // its result.
-func async[T any](ctx actor.Context, timeout time.Duration, fn func() (T, error), cont func(T, error)) {
+func async[T any](ctx actor.Context, sys *System, timeout time.Duration, fn func(context.Context) (T, error), cont func(T, error)) {
 	f := actor.NewFuture(ctx.ActorSystem(), timeout)
 	var (
 		res T
 		err error
 	)
+	sys.work.Add(1)
 	go func() {
-		res, err = fn()
+		defer sys.work.Done()
+		c, cancel := context.WithTimeout(sys.base, timeout)
+		defer cancel()
+		res, err = fn(c)
 		ctx.ActorSystem().Root.Send(f.PID(), &messages.Settled{})
 	}()
 	ctx.ReenterAfter(f, func(_ any, ferr error) {
@@ -238,20 +315,18 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 	received := a.sys.clock.Now().Unix()
 	meta := &messages.MemoryMeta{AgentId: req.AgentId}
 
-	embed := func(text string) func() ([]float32, error) {
-		return func() ([]float32, error) {
-			c, cancel := context.WithTimeout(context.Background(), a.sys.cfg.LLM.Timeout.D())
-			defer cancel()
-			vecs, err := self.Embed(c, text)
-			if err != nil {
-				return nil, err
-			}
-			return vecs[0], nil
+	embed := func(c context.Context, text string) ([]float32, error) {
+		c, cancel := context.WithTimeout(c, a.sys.cfg.LLM.Timeout.D())
+		defer cancel()
+		vecs, err := self.Embed(c, text)
+		if err != nil {
+			return nil, err
 		}
+		return vecs[0], nil
 	}
 
 	// 1. Store the input, linked to the previous step.
-	async(ctx, timeout, embed(req.Content), func(vec []float32, err error) {
+	async(ctx, a.sys, timeout, func(c context.Context) ([]float32, error) { return embed(c, req.Content) }, func(vec []float32, err error) {
 		if err != nil {
 			finish(failure(err))
 			return
@@ -276,19 +351,21 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 	})
 }
 
-// respond is steps 2–4 of advance, once the input is durable.
+// respond is steps 2–4 of advance, once the input is durable. The
+// response makes the dialogue page (input, response), which goes to the
+// stm's inbox in the response's transaction; the mid-term segments the
+// tiers' retrieval used are visited.
 func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input *memory.Prepared,
-	finish func(proto.Message), embed func(string) func() ([]float32, error)) {
+	finish func(proto.Message), embed func(context.Context, string) ([]float32, error)) {
 	self := a.sys.self
 	name := a.name
 	type thought struct {
 		recalled []*memory.Recalled
+		tiers    *memory.TierRecall
 		resp     llm.Response
 		vec      []float32
 	}
-	async(ctx, a.sys.stepTimeout(), func() (thought, error) {
-		c, cancel := context.WithTimeout(context.Background(), a.sys.stepTimeout())
-		defer cancel()
+	async(ctx, a.sys, a.sys.stepTimeout(), func(c context.Context) (thought, error) {
 		recalled, err := self.Recall(c, memory.Query{
 			Sona: a.id, Text: req.Content, Vector: input.Vector, AgentID: req.AgentId,
 			K: int(req.K), Budget: int(req.BudgetChars), Exclude: []cid.Cid{input.CID},
@@ -296,15 +373,19 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		if err != nil {
 			return thought{}, err
 		}
-		resp, err := a.sys.complete(c, name, recalled, req)
+		tr, err := self.RecallTiers(a.id, req.Content, input.Vector, 0)
 		if err != nil {
 			return thought{}, err
 		}
-		vec, err := embed(resp.Content)()
+		resp, err := a.sys.complete(c, name, recalled, tr, req)
 		if err != nil {
 			return thought{}, err
 		}
-		return thought{recalled, resp, vec}, nil
+		vec, err := embed(c, resp.Content)
+		if err != nil {
+			return thought{}, err
+		}
+		return thought{recalled, tr, resp, vec}, nil
 	}, func(t thought, err error) {
 		if err != nil {
 			finish(failure(err))
@@ -321,12 +402,20 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 			return
 		}
 		out.EdgeType = memory.AssocCausal
+		out.PageOf = &input.CID
 		a.append(ctx, out, func(r appended) {
 			if r.err != nil {
 				finish(failure(r.err))
 				return
 			}
 			self.Reinforce(t.recalled)
+			a.wakeTier(ctx, tiers.STM)
+			if len(t.tiers.Segments) > 0 {
+				if pid := a.tiers[tiers.MTM]; pid != nil {
+					a.tierBusy[tiers.MTM] = true
+					ctx.Send(pid, &messages.SegmentsVisited{Ids: t.tiers.Segments, At: a.sys.clock.Now().Unix()})
+				}
+			}
 			finish(&messages.ChatResponse{
 				Input: &messages.MemoryRef{Cid: input.CID.String()},
 				Response: &messages.Reply{

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
@@ -74,7 +76,10 @@ func (a *sonasActor) deliver(ctx actor.Context, id string, e envelope) {
 			}
 			return
 		}
-		props := actor.PropsFromProducer(func() actor.Actor { return newSonaActor(a.sys, id) })
+		ac := a.sys.cfg.Actors
+		props := actor.PropsFromProducer(func() actor.Actor { return newSonaActor(a.sys, id) },
+			// for the sona's tier actors: restart with backoff
+			actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 100*time.Millisecond, 30*time.Second, a.sys.clock)))
 		pid := ctx.SpawnPrefix(props, "sona-"+id+"-")
 		ctx.Watch(pid)
 		c = &child{pid: pid}

@@ -11,8 +11,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -24,6 +26,11 @@ type Options struct {
 	Clock  memory.Clock
 	Logger *slog.Logger
 	Knobs  TestingKnobs
+	// Metrics, when set, count tier transitions and failures.
+	Metrics *metrics.Set
+	// TierModel does the tiers' language work; nil: the LLM with a JSON
+	// schema per decision, falling back to the offline heuristic.
+	TierModel tiers.Model
 }
 
 // TestingKnobs let tests inject faults. They are nil in production.
@@ -31,6 +38,10 @@ type TestingKnobs struct {
 	// BeforeAppend runs in a sona actor before it plans an append of the
 	// memory at seq; a panic here crashes the actor.
 	BeforeAppend func(sona string, seq int64)
+	// TierStep runs in a tier actor before each step (when "before") and
+	// after each step that did work, before its result is passed on
+	// (when "after"); a panic here crashes the tier actor.
+	TierStep func(sona, tier, when string)
 }
 
 // System is the running actor tree and the entry point for writes to
@@ -46,7 +57,16 @@ type System struct {
 	clock memory.Clock
 	log   *slog.Logger
 	knobs TestingKnobs
-	stop  sync.Once
+
+	metrics   *metrics.Set
+	tierModel tiers.Model
+
+	// base is cancelled by Stop, which then waits for work, the steps
+	// running off the actors' mailboxes.
+	base   context.Context
+	cancel context.CancelFunc
+	work   sync.WaitGroup
+	stop   sync.Once
 }
 
 // Start builds the actor tree.
@@ -65,7 +85,15 @@ func Start(o Options) (*System, error) {
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
 		actor.WithDeadLetterRequestLogging(false),
 	)
-	s := &System{as: as, self: o.Self, llm: o.LLM, cfg: o.Config, clock: o.Clock, log: logger, knobs: o.Knobs}
+	s := &System{as: as, self: o.Self, llm: o.LLM, cfg: o.Config, clock: o.Clock, log: logger, knobs: o.Knobs,
+		metrics: o.Metrics, tierModel: o.TierModel}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	if s.tierModel == nil {
+		s.tierModel = &tiers.LLMModel{LLM: o.LLM, MaxTokens: o.Config.LLM.MaxTokens, Fallback: func(op string, err error) {
+			s.metrics.TierFallback(op)
+			logger.Debug("tier model fell back to the heuristic", "op", op, "err", err)
+		}}
+	}
 
 	ac := o.Config.Actors
 	rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{sys: s} },
@@ -85,11 +113,14 @@ func Start(o Options) (*System, error) {
 	return s, nil
 }
 
-// Stop stops every actor, waiting for the tree to shut down. Calling it
+// Stop stops every actor, waiting for the tree to shut down, then cancels
+// the work still running off the mailboxes and waits for it. Calling it
 // again does nothing.
 func (s *System) Stop() {
 	s.stop.Do(func() {
 		_ = s.as.Root.StopFuture(s.root).Wait()
+		s.cancel()
+		s.work.Wait()
 		s.as.Shutdown()
 	})
 }
@@ -143,6 +174,11 @@ func (s *System) stepTimeout() time.Duration {
 	return s.cfg.LLM.Timeout.D() + 2*s.cfg.Actors.AskTimeout.D()
 }
 
+// tierTimeout bounds one tier step: a model call and a durable write.
+func (s *System) tierTimeout() time.Duration {
+	return s.cfg.LLM.Timeout.D() + s.cfg.Actors.AskTimeout.D()
+}
+
 // Append adds a prepared memory to a sona's chain and returns once it is
 // durable. A memory already in the sona is not appended again.
 func (s *System) Append(ctx context.Context, sona string, p *memory.Prepared) (*messages.Appended, error) {
@@ -180,7 +216,11 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.complete(ctx, rec.Name, recalled, req)
+	tr, err := s.self.RecallTiers(sona, req.Content, vecs[0], 0)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.complete(ctx, rec.Name, recalled, tr, req)
 	if err != nil {
 		return nil, err
 	}
@@ -191,13 +231,15 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 }
 
 // complete builds the step's prompt and calls the model.
-func (s *System) complete(ctx context.Context, sonaName string, recalled []*memory.Recalled, req *messages.ChatRequest) (llm.Response, error) {
+func (s *System) complete(ctx context.Context, sonaName string, recalled []*memory.Recalled, tr *memory.TierRecall, req *messages.ChatRequest) (llm.Response, error) {
 	prompt := memory.BuildPrompt(memory.PromptInput{
-		SonaName:  sonaName,
-		Recalled:  recalled,
-		Input:     req.Content,
-		InputName: req.Name,
-		MaxTokens: s.cfg.LLM.MaxTokens,
+		SonaName:      sonaName,
+		Recalled:      recalled,
+		Tiers:         tr,
+		Input:         req.Content,
+		InputName:     req.Name,
+		MaxTokens:     s.cfg.LLM.MaxTokens,
+		ContextTokens: s.cfg.LLM.ContextTokens,
 	})
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LLM.Timeout.D())
 	defer cancel()

@@ -241,12 +241,15 @@ type Heartbeat struct {
 // LLM selects the language model that advances sonas.
 type LLM struct {
 	// Provider: offline (built-in, deterministic, no network).
-	Provider  string   `yaml:"provider"`
-	BaseURL   string   `yaml:"base_url"`
-	Model     string   `yaml:"model"`
-	APIKeyEnv string   `yaml:"api_key_env"`
-	MaxTokens int      `yaml:"max_tokens"`
-	Timeout   Duration `yaml:"timeout"`
+	Provider  string `yaml:"provider"`
+	BaseURL   string `yaml:"base_url"`
+	Model     string `yaml:"model"`
+	APIKeyEnv string `yaml:"api_key_env"`
+	MaxTokens int    `yaml:"max_tokens"`
+	// ContextTokens is the model's context window: prompts are cut to fit
+	// it with max_tokens left for the reply (0: no limit).
+	ContextTokens int      `yaml:"context_tokens"`
+	Timeout       Duration `yaml:"timeout"`
 }
 
 // Embedder selects the embedding model.
@@ -342,7 +345,7 @@ func Default() Config {
 		},
 		Living:    Living{Phi: 1.618, MinCompressNodes: 3, ColdBranchRatio: 0.1, StakesHigh: 1.25},
 		Heartbeat: Heartbeat{Interval: Duration(30 * time.Second), DreamIdle: Duration(6 * time.Hour)},
-		LLM:       LLM{Provider: "offline", MaxTokens: 1024, Timeout: Duration(60 * time.Second)},
+		LLM:       LLM{Provider: "offline", MaxTokens: 1024, ContextTokens: 8192, Timeout: Duration(60 * time.Second)},
 		Embedder:  Embedder{Provider: "hashed", Dims: 384},
 		Actors: Actors{
 			SonaIdle:      Duration(5 * time.Minute),
@@ -572,6 +575,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LLM.MaxTokens < 0 {
 		bad("llm.max_tokens", "must not be negative, got %d", c.LLM.MaxTokens)
+	}
+	if c.LLM.ContextTokens < 0 || (c.LLM.ContextTokens > 0 && c.LLM.ContextTokens <= c.LLM.MaxTokens) {
+		bad("llm.context_tokens", "must be 0 (no limit) or more than llm.max_tokens (%d), got %d", c.LLM.MaxTokens, c.LLM.ContextTokens)
 	}
 	posDur("llm.timeout", c.LLM.Timeout)
 

@@ -2,10 +2,17 @@ package memory
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/tiers"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 // PromptInput is what a sona step shows its model.
@@ -13,41 +20,193 @@ type PromptInput struct {
 	SonaName string
 	// Recalled memories in topological order (as Recall returns them).
 	Recalled []*Recalled
+	// Tiers is what MemoryOS retrieval found (nil: none).
+	Tiers *TierRecall
 	// Input is the new input, and InputName its speaker (optional).
 	Input     string
 	InputName string
 	MaxTokens int
+	// ContextTokens is the model's context window (0: unbounded); the
+	// prompt is cut to fit it with MaxTokens left for the reply.
+	ContextTokens int
 }
 
 // BuildPrompt assembles the model request for one step, deterministically:
 //
-//  1. a system message naming the sona and explaining the memories;
+//  1. a system message naming the sona and explaining the memories, with
+//     the long-term persona (the user's profile, knowledge and traits; the
+//     agent's profile and traits) and the mid-term pages retrieved for the
+//     input, when the tiers gave any;
 //  2. the recalled memories replayed in order, each as the turn it was:
 //     the sona's own words as assistant turns, everything else as user
 //     turns, each prefixed with its date;
-//  3. the input as the last user turn.
+//  3. the short-term pages (the latest dialogue), as turns, oldest first;
+//  4. the input as the last user turn.
+//
+// A memory shows once: recalled memories that are part of a short- or
+// mid-term page are shown there. When the prompt exceeds the context
+// budget, the lowest-scored recalled memories go first, then the
+// lowest-scored mid-term pages, then the least relevant knowledge and
+// agent traits, then the oldest short-term pages; the input always stays.
 //
 // Memories are immutable and shown as what happened when, so the model
 // sees a consistent, append-only past (seed 000, "Theory").
 func BuildPrompt(in PromptInput) llm.Request {
-	msgs := make([]llm.Message, 0, len(in.Recalled)+2)
-	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: fmt.Sprintf(
-		"You are %s, one sona of a self whose memories are replayed below in the order they happened. "+
-			"Memories are immutable records of the past; answer the last message in the light of them. "+
-			"If you do not remember something, say so.", in.SonaName)})
-	for _, r := range in.Recalled {
+	p := newPromptParts(in)
+	if in.ContextTokens > 0 {
+		p.fit(in.ContextTokens - in.MaxTokens)
+	}
+	return llm.Request{Messages: p.messages(), MaxTokens: in.MaxTokens}
+}
+
+// promptParts are the droppable pieces of a prompt.
+type promptParts struct {
+	in       PromptInput
+	recalled []*Recalled // topological order
+	mtm      []RecalledPage
+	persona  *messages.Persona
+	stm      []tiers.PageText
+}
+
+func newPromptParts(in PromptInput) *promptParts {
+	p := &promptParts{in: in, recalled: in.Recalled}
+	if t := in.Tiers; t != nil {
+		p.stm, p.mtm, p.persona = t.STM, t.MTM, t.Persona
+		if p.persona != nil {
+			p.persona = proto.Clone(p.persona).(*messages.Persona)
+		}
+		shown := map[string]bool{}
+		for _, pg := range append(slices.Clone(t.STM), pageTexts(t.MTM)...) {
+			shown[pg.Page.Q], shown[pg.Page.R] = true, true
+		}
+		p.recalled = slices.DeleteFunc(slices.Clone(in.Recalled), func(r *Recalled) bool { return shown[r.CID.String()] })
+	}
+	return p
+}
+
+func pageTexts(rs []RecalledPage) []tiers.PageText {
+	out := make([]tiers.PageText, len(rs))
+	for i, r := range rs {
+		out[i] = r.PageText
+	}
+	return out
+}
+
+// fit drops pieces, least valuable first, until the prompt's estimated
+// tokens fit budget.
+func (p *promptParts) fit(budget int) {
+	over := func() bool { return EstimateTokens(p.messages()) > budget }
+	for over() && len(p.recalled) > 0 {
+		worst := 0
+		for i, r := range p.recalled {
+			if r.Score < p.recalled[worst].Score {
+				worst = i
+			}
+		}
+		p.recalled = slices.Delete(p.recalled, worst, worst+1)
+	}
+	for over() && len(p.mtm) > 0 {
+		p.mtm = p.mtm[:len(p.mtm)-1] // best first
+	}
+	for over() && p.persona != nil && (len(p.persona.GetUser().GetKnowledge()) > 0 || len(p.persona.GetAgent().GetTraits()) > 0) {
+		if u := p.persona.User; len(u.GetKnowledge()) >= len(p.persona.GetAgent().GetTraits()) {
+			u.Knowledge = u.Knowledge[:len(u.Knowledge)-1] // best first
+		} else {
+			a := p.persona.Agent
+			a.Traits = a.Traits[:len(a.Traits)-1]
+		}
+	}
+	for over() && len(p.stm) > 0 {
+		p.stm = p.stm[1:]
+	}
+}
+
+// EstimateTokens estimates a request's prompt tokens: a token per four
+// characters and four per message.
+func EstimateTokens(msgs []llm.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += 4 + (utf8.RuneCountInString(m.Content)+utf8.RuneCountInString(m.Name)+3)/4
+	}
+	return n
+}
+
+func (p *promptParts) messages() []llm.Message {
+	msgs := make([]llm.Message, 0, len(p.recalled)+2*len(p.stm)+2)
+	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: p.system()})
+	for _, r := range p.recalled {
 		role := llm.RoleUser
 		if r.Memory.Data.Self != nil {
 			role = llm.RoleAssistant
 		}
-		msgs = append(msgs, llm.Message{
-			Role:    role,
-			Name:    speaker(r.Memory),
-			Content: "[" + time.Unix(r.Time(), 0).UTC().Format("2006-01-02 15:04") + "] " + r.Memory.Text(),
-		})
+		msgs = append(msgs, llm.Message{Role: role, Name: speaker(r.Memory), Content: stamp(r.Time()) + r.Memory.Text()})
 	}
-	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Name: in.InputName, Content: in.Input})
-	return llm.Request{Messages: msgs, MaxTokens: in.MaxTokens}
+	for _, pg := range p.stm {
+		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Name: pg.QName, Content: stamp(pg.Page.T) + pg.Q})
+		role := llm.RoleUser
+		if pg.RSelf {
+			role = llm.RoleAssistant
+		}
+		msgs = append(msgs, llm.Message{Role: role, Name: pg.RName, Content: stamp(pg.Page.T) + pg.R})
+	}
+	return append(msgs, llm.Message{Role: llm.RoleUser, Name: p.in.InputName, Content: p.in.Input})
+}
+
+func stamp(unix int64) string {
+	return "[" + time.Unix(unix, 0).UTC().Format("2006-01-02 15:04") + "] "
+}
+
+// system is the system message: who the sona is, its persona and the
+// mid-term pages.
+func (p *promptParts) system() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "You are %s, one sona of a self whose memories are replayed below in the order they happened. "+
+		"Memories are immutable records of the past; answer the last message in the light of them. "+
+		"If you do not remember something, say so.", p.in.SonaName)
+	if u := p.persona.GetUser(); len(u.GetProfile()) > 0 || len(u.GetKnowledge()) > 0 || len(u.GetTraits()) > 0 {
+		b.WriteString("\n\nWhat you know about the user (long-term memory):")
+		writeProfile(&b, u.GetProfile())
+		for _, f := range u.GetKnowledge() {
+			b.WriteString("\n- " + f.Text)
+		}
+		if len(u.GetTraits()) > 0 {
+			b.WriteString("\nTraits:")
+			for i, t := range u.GetTraits() {
+				if i > 0 {
+					b.WriteString(",")
+				}
+				fmt.Fprintf(&b, " %s %.2f", t.Dimension, t.Level)
+			}
+		}
+	}
+	if a := p.persona.GetAgent(); len(a.GetProfile()) > 0 || len(a.GetTraits()) > 0 {
+		b.WriteString("\n\nYour own persona:")
+		writeProfile(&b, a.GetProfile())
+		for _, f := range a.GetTraits() {
+			b.WriteString("\n- " + f.Text)
+		}
+	}
+	if len(p.mtm) > 0 {
+		b.WriteString("\n\nEarlier conversations that bear on this (mid-term memory):")
+		for _, pg := range p.mtm {
+			b.WriteString("\n" + stamp(pg.Page.T))
+			b.WriteString(strings.Join(pg.Lines(), " / "))
+		}
+	}
+	return b.String()
+}
+
+func writeProfile(b *strings.Builder, profile map[string]string) {
+	if len(profile) == 0 {
+		return
+	}
+	b.WriteString("\nProfile:")
+	for i, k := range slices.Sorted(maps.Keys(profile)) {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(b, " %s: %s", k, profile[k])
+	}
 }
 
 func speaker(m *Memory) string {

@@ -318,6 +318,45 @@ func (x *Idle) GetSona() string {
 	return ""
 }
 
+// IdleCheck asks a sona actor, from its own idle timer, whether it has had
+// no traffic for the configured idle time. (The actor keeps its own timer:
+// protoactor's receive timeout fires once and races with the mailbox.)
+type IdleCheck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdleCheck) Reset() {
+	*x = IdleCheck{}
+	mi := &file_memoria_v1_actors_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdleCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdleCheck) ProtoMessage() {}
+
+func (x *IdleCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_actors_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdleCheck.ProtoReflect.Descriptor instead.
+func (*IdleCheck) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{5}
+}
+
 // Passivate tells an idle sona actor to stop once its work in flight is
 // done. Its state is all in the store; the next message reactivates it.
 type Passivate struct {
@@ -329,7 +368,7 @@ type Passivate struct {
 
 func (x *Passivate) Reset() {
 	*x = Passivate{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[5]
+	mi := &file_memoria_v1_actors_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +380,7 @@ func (x *Passivate) String() string {
 func (*Passivate) ProtoMessage() {}
 
 func (x *Passivate) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[5]
+	mi := &file_memoria_v1_actors_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +393,7 @@ func (x *Passivate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Passivate.ProtoReflect.Descriptor instead.
 func (*Passivate) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{5}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Passivate) GetSona() string {
@@ -375,7 +414,7 @@ type Reload struct {
 
 func (x *Reload) Reset() {
 	*x = Reload{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[6]
+	mi := &file_memoria_v1_actors_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +426,7 @@ func (x *Reload) String() string {
 func (*Reload) ProtoMessage() {}
 
 func (x *Reload) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[6]
+	mi := &file_memoria_v1_actors_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +439,7 @@ func (x *Reload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reload.ProtoReflect.Descriptor instead.
 func (*Reload) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{6}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Reload) GetSona() string {
@@ -421,7 +460,7 @@ type Lookup struct {
 
 func (x *Lookup) Reset() {
 	*x = Lookup{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[7]
+	mi := &file_memoria_v1_actors_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +472,7 @@ func (x *Lookup) String() string {
 func (*Lookup) ProtoMessage() {}
 
 func (x *Lookup) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[7]
+	mi := &file_memoria_v1_actors_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +485,7 @@ func (x *Lookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lookup.ProtoReflect.Descriptor instead.
 func (*Lookup) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{7}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Lookup) GetName() string {
@@ -466,7 +505,7 @@ type Settled struct {
 
 func (x *Settled) Reset() {
 	*x = Settled{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[8]
+	mi := &file_memoria_v1_actors_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +517,7 @@ func (x *Settled) String() string {
 func (*Settled) ProtoMessage() {}
 
 func (x *Settled) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[8]
+	mi := &file_memoria_v1_actors_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +530,7 @@ func (x *Settled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settled.ProtoReflect.Descriptor instead.
 func (*Settled) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{8}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{9}
 }
 
 // CountActive asks the sonas supervisor how many sona actors are alive.
@@ -504,7 +543,7 @@ type CountActive struct {
 
 func (x *CountActive) Reset() {
 	*x = CountActive{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[9]
+	mi := &file_memoria_v1_actors_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +555,7 @@ func (x *CountActive) String() string {
 func (*CountActive) ProtoMessage() {}
 
 func (x *CountActive) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[9]
+	mi := &file_memoria_v1_actors_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +568,7 @@ func (x *CountActive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountActive.ProtoReflect.Descriptor instead.
 func (*CountActive) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{9}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{10}
 }
 
 type ActiveCount struct {
@@ -541,7 +580,7 @@ type ActiveCount struct {
 
 func (x *ActiveCount) Reset() {
 	*x = ActiveCount{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[10]
+	mi := &file_memoria_v1_actors_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +592,7 @@ func (x *ActiveCount) String() string {
 func (*ActiveCount) ProtoMessage() {}
 
 func (x *ActiveCount) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[10]
+	mi := &file_memoria_v1_actors_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +605,7 @@ func (x *ActiveCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActiveCount.ProtoReflect.Descriptor instead.
 func (*ActiveCount) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{10}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ActiveCount) GetSonas() int64 {
@@ -600,7 +639,8 @@ const file_memoria_v1_actors_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\x1a\n" +
 	"\x04Idle\x12\x12\n" +
-	"\x04sona\x18\x01 \x01(\tR\x04sona\"\x1f\n" +
+	"\x04sona\x18\x01 \x01(\tR\x04sona\"\v\n" +
+	"\tIdleCheck\"\x1f\n" +
 	"\tPassivate\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\"\x1c\n" +
 	"\x06Reload\x12\x12\n" +
@@ -624,25 +664,26 @@ func file_memoria_v1_actors_proto_rawDescGZIP() []byte {
 	return file_memoria_v1_actors_proto_rawDescData
 }
 
-var file_memoria_v1_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_memoria_v1_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_memoria_v1_actors_proto_goTypes = []any{
 	(*Advance)(nil),      // 0: memoria.v1.Advance
 	(*AppendMemory)(nil), // 1: memoria.v1.AppendMemory
 	(*Appended)(nil),     // 2: memoria.v1.Appended
 	(*Failure)(nil),      // 3: memoria.v1.Failure
 	(*Idle)(nil),         // 4: memoria.v1.Idle
-	(*Passivate)(nil),    // 5: memoria.v1.Passivate
-	(*Reload)(nil),       // 6: memoria.v1.Reload
-	(*Lookup)(nil),       // 7: memoria.v1.Lookup
-	(*Settled)(nil),      // 8: memoria.v1.Settled
-	(*CountActive)(nil),  // 9: memoria.v1.CountActive
-	(*ActiveCount)(nil),  // 10: memoria.v1.ActiveCount
-	(*ChatRequest)(nil),  // 11: memoria.v1.ChatRequest
-	(*MemoryMeta)(nil),   // 12: memoria.v1.MemoryMeta
+	(*IdleCheck)(nil),    // 5: memoria.v1.IdleCheck
+	(*Passivate)(nil),    // 6: memoria.v1.Passivate
+	(*Reload)(nil),       // 7: memoria.v1.Reload
+	(*Lookup)(nil),       // 8: memoria.v1.Lookup
+	(*Settled)(nil),      // 9: memoria.v1.Settled
+	(*CountActive)(nil),  // 10: memoria.v1.CountActive
+	(*ActiveCount)(nil),  // 11: memoria.v1.ActiveCount
+	(*ChatRequest)(nil),  // 12: memoria.v1.ChatRequest
+	(*MemoryMeta)(nil),   // 13: memoria.v1.MemoryMeta
 }
 var file_memoria_v1_actors_proto_depIdxs = []int32{
-	11, // 0: memoria.v1.Advance.request:type_name -> memoria.v1.ChatRequest
-	12, // 1: memoria.v1.AppendMemory.meta:type_name -> memoria.v1.MemoryMeta
+	12, // 0: memoria.v1.Advance.request:type_name -> memoria.v1.ChatRequest
+	13, // 1: memoria.v1.AppendMemory.meta:type_name -> memoria.v1.MemoryMeta
 	2,  // [2:2] is the sub-list for method output_type
 	2,  // [2:2] is the sub-list for method input_type
 	2,  // [2:2] is the sub-list for extension type_name
@@ -664,7 +705,7 @@ func file_memoria_v1_actors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoria_v1_actors_proto_rawDesc), len(file_memoria_v1_actors_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1337,6 +1337,51 @@ func (x *SegmentsVisited) GetAt() int64 {
 	return 0
 }
 
+// TierIdle tells a sona that one of its tier actors has emptied its inbox.
+type TierIdle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tier          string                 `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierIdle) Reset() {
+	*x = TierIdle{}
+	mi := &file_memoria_v1_tiers_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierIdle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierIdle) ProtoMessage() {}
+
+func (x *TierIdle) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_tiers_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierIdle.ProtoReflect.Descriptor instead.
+func (*TierIdle) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_tiers_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TierIdle) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
 var File_memoria_v1_tiers_proto protoreflect.FileDescriptor
 
 const file_memoria_v1_tiers_proto_rawDesc = "" +
@@ -1447,7 +1492,9 @@ const file_memoria_v1_tiers_proto_rawDesc = "" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\"3\n" +
 	"\x0fSegmentsVisited\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x04R\x03ids\x12\x0e\n" +
-	"\x02at\x18\x02 \x01(\x03R\x02atB1Z/github.com/memoria-ai/memoria/messages;messagesb\x06proto3"
+	"\x02at\x18\x02 \x01(\x03R\x02at\"\x1e\n" +
+	"\bTierIdle\x12\x12\n" +
+	"\x04tier\x18\x01 \x01(\tR\x04tierB1Z/github.com/memoria-ai/memoria/messages;messagesb\x06proto3"
 
 var (
 	file_memoria_v1_tiers_proto_rawDescOnce sync.Once
@@ -1461,7 +1508,7 @@ func file_memoria_v1_tiers_proto_rawDescGZIP() []byte {
 	return file_memoria_v1_tiers_proto_rawDescData
 }
 
-var file_memoria_v1_tiers_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_memoria_v1_tiers_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_memoria_v1_tiers_proto_goTypes = []any{
 	(*Page)(nil),            // 0: memoria.v1.Page
 	(*MetaChain)(nil),       // 1: memoria.v1.MetaChain
@@ -1481,17 +1528,18 @@ var file_memoria_v1_tiers_proto_goTypes = []any{
 	(*MtmView)(nil),         // 15: memoria.v1.MtmView
 	(*TierWake)(nil),        // 16: memoria.v1.TierWake
 	(*SegmentsVisited)(nil), // 17: memoria.v1.SegmentsVisited
-	nil,                     // 18: memoria.v1.UserPersona.ProfileEntry
-	nil,                     // 19: memoria.v1.AgentPersona.ProfileEntry
+	(*TierIdle)(nil),        // 18: memoria.v1.TierIdle
+	nil,                     // 19: memoria.v1.UserPersona.ProfileEntry
+	nil,                     // 20: memoria.v1.AgentPersona.ProfileEntry
 }
 var file_memoria_v1_tiers_proto_depIdxs = []int32{
 	1,  // 0: memoria.v1.Page.meta_chain:type_name -> memoria.v1.MetaChain
 	2,  // 1: memoria.v1.Segment.weights:type_name -> memoria.v1.Keyword
 	0,  // 2: memoria.v1.Segment.pages:type_name -> memoria.v1.Page
-	18, // 3: memoria.v1.UserPersona.profile:type_name -> memoria.v1.UserPersona.ProfileEntry
+	19, // 3: memoria.v1.UserPersona.profile:type_name -> memoria.v1.UserPersona.ProfileEntry
 	4,  // 4: memoria.v1.UserPersona.knowledge:type_name -> memoria.v1.Fact
 	5,  // 5: memoria.v1.UserPersona.traits:type_name -> memoria.v1.Trait
-	19, // 6: memoria.v1.AgentPersona.profile:type_name -> memoria.v1.AgentPersona.ProfileEntry
+	20, // 6: memoria.v1.AgentPersona.profile:type_name -> memoria.v1.AgentPersona.ProfileEntry
 	4,  // 7: memoria.v1.AgentPersona.traits:type_name -> memoria.v1.Fact
 	6,  // 8: memoria.v1.Persona.user:type_name -> memoria.v1.UserPersona
 	7,  // 9: memoria.v1.Persona.agent:type_name -> memoria.v1.AgentPersona
@@ -1529,7 +1577,7 @@ func file_memoria_v1_tiers_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoria_v1_tiers_proto_rawDesc), len(file_memoria_v1_tiers_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

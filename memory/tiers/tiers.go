@@ -299,13 +299,20 @@ func sortRanked(rs []Ranked, order func(int) uint64) {
 // whose document frequencies df gives, and returns the strongest limit.
 // idf = ln((n+1)/(df+1)) + 1, so unseen terms weigh most.
 func Keywords(text string, df func(term string) uint64, n uint64, limit int) []*messages.Keyword {
+	return Weigh(distinct(llm.Tokenize(text)), text, df, n, limit)
+}
+
+// Weigh gives chosen terms (a model's keywords) their TF-IDF weights in
+// text, counting a term the text does not contain once, and returns the
+// strongest limit.
+func Weigh(terms []string, text string, df func(term string) uint64, n uint64, limit int) []*messages.Keyword {
 	tf := map[string]float64{}
 	for _, t := range llm.Tokenize(text) {
 		tf[t]++
 	}
-	w := make(map[string]float64, len(tf))
-	for t, f := range tf {
-		w[t] = f * (math.Log(float64(n+1)/float64(df(t)+1)) + 1)
+	w := make(map[string]float64, len(terms))
+	for _, t := range terms {
+		w[t] = max(1, tf[t]) * (math.Log(float64(n+1)/float64(df(t)+1)) + 1)
 	}
 	return TopTerms(w, limit)
 }

@@ -1,0 +1,198 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/memoria-ai/memoria/actors"
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// settledTiers waits until the sona's tiers have no work between them and
+// hold pages pages, and returns their state.
+func settledTiers(t *testing.T, self *memory.Self, sona string, pages int) *messages.Tiers {
+	t.Helper()
+	var v *messages.Tiers
+	waitFor(t, fmt.Sprintf("tiers holding %d pages", pages), func() bool {
+		var err error
+		if v, err = self.Tiers(sona); err != nil {
+			t.Fatal(err)
+		}
+		n := len(v.Stm.Pages)
+		for _, s := range v.Mtm.Segments {
+			n += int(s.PageCount)
+		}
+		return len(v.Stm.Pending) == 0 && len(v.Mtm.Pending) == 0 && len(v.Mtm.Promoting) == 0 && n == pages
+	})
+	return v
+}
+
+// checkPages checks that the tiers hold every advance's page exactly once,
+// (input, response) as the advance answered, and that the STM holds the
+// latest stm_pages in the order the responses joined the chain.
+func checkPages(t *testing.T, self *memory.Self, sona string, v *messages.Tiers, answered map[string]string, stmPages int) {
+	t.Helper()
+	held := map[string]string{} // response → input
+	add := func(p *messages.Page) {
+		if _, ok := held[p.R]; ok {
+			t.Fatalf("page %d (%s) held twice", p.Seq, p.R)
+		}
+		held[p.R] = p.Q
+	}
+	for _, s := range v.Mtm.Segments {
+		for _, p := range s.Pages {
+			add(p)
+		}
+	}
+	for _, p := range v.Stm.Pages {
+		add(p)
+	}
+	if fmt.Sprint(held) != fmt.Sprint(answered) {
+		t.Fatalf("the tiers hold %d pages %v,\nthe advances answered %d %v", len(held), held, len(answered), answered)
+	}
+	var responses []string // in chain order
+	for _, c := range walkChain(t, self, sona) {
+		if _, ok := answered[c.String()]; ok {
+			responses = append(responses, c.String())
+		}
+	}
+	latest := responses[max(0, len(responses)-stmPages):]
+	if len(v.Stm.Pages) != len(latest) {
+		t.Fatalf("STM holds %d pages", len(v.Stm.Pages))
+	}
+	for i, p := range v.Stm.Pages {
+		if p.R != latest[i] {
+			t.Fatalf("STM page %d is not the %dth latest response", i, len(latest)-i)
+		}
+	}
+}
+
+// advance runs one advance and records its page.
+func advance(t *testing.T, e *env, sona, content string, mu *sync.Mutex, answered map[string]string) error {
+	r, err := e.sys.Advance(context.Background(), sona, &messages.ChatRequest{Content: content, Name: "Caroline"})
+	if err != nil {
+		return err
+	}
+	mu.Lock()
+	answered[r.Response.Cid] = r.Input.Cid
+	mu.Unlock()
+	return nil
+}
+
+var topics = []string{
+	"I planted tomatoes and basil in my garden this spring.",
+	"My garden tomatoes need more water in the summer heat.",
+	"I took the night train from Lisbon to Madrid last week.",
+	"The train to Madrid was late but the views were lovely.",
+}
+
+func TestAdvancesFillTheTiers(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	e := start(t, cfg, nil, actors.TestingKnobs{})
+	ctx := context.Background()
+	sona, err := e.self.CreateSona(ctx, "mel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	var mu sync.Mutex
+	answered := map[string]string{}
+	for i := range n {
+		if err := advance(t, e, sona.Uuid, topics[i%len(topics)], &mu, answered); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := settledTiers(t, e.self, sona.Uuid, n)
+	checkPages(t, e.self, sona.Uuid, v, answered, cfg.Tiers.STMPages)
+	if len(v.Mtm.Segments) == 0 {
+		t.Fatal("no MTM segment")
+	}
+	// Retrieval in later advances visits segments and the prompt carries
+	// the tiers; the query path reads them too.
+	if _, err := e.sys.Query(ctx, sona.Uuid, &messages.ChatRequest{Content: "tomatoes in the garden"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKillingTierActorsLosesNoPage crashes the mtm actor before and after
+// steps (after: the step committed, its result not yet passed on) and the
+// stm actor once, while advances stream in: every page still arrives
+// exactly once, and the chain is untouched.
+func TestKillingTierActorsLosesNoPage(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	var (
+		mu    sync.Mutex
+		calls = map[string]int{}
+		kills = map[string]int{}
+	)
+	knobs := actors.TestingKnobs{TierStep: func(_, tier, when string) {
+		mu.Lock()
+		defer mu.Unlock()
+		key := tier + " " + when
+		calls[key]++
+		kill := (key == "mtm before" && calls[key]%4 == 2) || (key == "mtm after" && calls[key]%3 == 1) ||
+			(key == "stm after" && calls[key] == 9)
+		if kill && kills[tier] < 4 {
+			kills[tier]++
+			panic("injected tier crash: " + key)
+		}
+	}}
+	e := start(t, cfg, nil, knobs)
+	ctx := context.Background()
+	sona, err := e.self.CreateSona(ctx, "mel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	answered := map[string]string{}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		if i%5 == 4 {
+			wg.Wait() // a few advances at a time
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- advance(t, e, sona.Uuid, topics[i%len(topics)], &mu, answered)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := settledTiers(t, e.self, sona.Uuid, n)
+	mu.Lock()
+	if kills["mtm"] < 3 || kills["stm"] != 1 {
+		t.Fatalf("crashes injected: %v", kills)
+	}
+	mu.Unlock()
+	if chain := walkChain(t, e.self, sona.Uuid); len(chain) != 2*n {
+		t.Fatalf("chain length %d after %d advances", len(chain), n)
+	}
+	checkPages(t, e.self, sona.Uuid, v, answered, cfg.Tiers.STMPages)
+
+	// The tiers come back exactly after a restart of the process.
+	before, _ := e.self.Tiers(sona.Uuid)
+	e.close()
+	e2 := start(t, cfg, nil, actors.TestingKnobs{})
+	after := settledTiers(t, e2.self, sona.Uuid, n)
+	for _, v := range []*messages.Tiers{before, after} {
+		for _, s := range v.Mtm.Segments {
+			s.Heat = 0 // moves with the wall clock
+		}
+	}
+	if fmt.Sprint(after.Stm, after.Mtm.Segments) != fmt.Sprint(before.Stm, before.Mtm.Segments) {
+		t.Fatal("tiers changed across a restart")
+	}
+	if err := advance(t, e2, sona.Uuid, "back again", &mu, answered); err != nil {
+		t.Fatal(err)
+	}
+	checkPages(t, e2.self, sona.Uuid, settledTiers(t, e2.self, sona.Uuid, n+1), answered, cfg.Tiers.STMPages)
+}
