@@ -163,6 +163,23 @@ func (s *Server) getSona(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec)
 }
 
+// getTiers shows the sona's MemoryOS tiers: STM pages, MTM segments
+// hottest first with their pages, the work between the tiers, and the
+// persona.
+func (s *Server) getTiers(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.sonaParam(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	v, err := s.self.Tiers(rec.Uuid)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
 func (s *Server) listSonas(w http.ResponseWriter, r *http.Request) {
 	limit, err := s.limit(r)
 	if err != nil {

@@ -42,6 +42,11 @@ func NewServer(self *memory.Self, sys *actors.System, cfg config.Config, log *sl
 	return s
 }
 
+// ServeMetrics serves h (the Prometheus metrics) at GET /metrics.
+func (s *Server) ServeMetrics(h http.Handler) {
+	s.mux.Handle("GET /metrics", h)
+}
+
 func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /healthz", s.health)
@@ -49,6 +54,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /memories/list", s.listMemories)
 	m.HandleFunc("POST /memories", s.insert)
 	m.HandleFunc("GET /sona/{uuid}", s.getSona)
+	m.HandleFunc("GET /sona/{uuid}/tiers", s.getTiers)
 	m.HandleFunc("GET /sonas/list", s.listSonas)
 	m.HandleFunc("POST /sonas", s.createSona)
 	m.HandleFunc("POST /sona/{uuid}/chat", s.chat)

@@ -132,6 +132,12 @@ func (c *Client) Sona(ctx context.Context, uuid string) (*messages.Sona, error) 
 	return out, c.get(ctx, "/sona/"+url.PathEscape(uuid), out)
 }
 
+// Tiers returns the state of a sona's MemoryOS tiers.
+func (c *Client) Tiers(ctx context.Context, uuid string) (*messages.Tiers, error) {
+	out := &messages.Tiers{}
+	return out, c.get(ctx, "/sona/"+url.PathEscape(uuid)+"/tiers", out)
+}
+
 // ListSonas returns one page of sonas; name filters by exact name.
 func (c *Client) ListSonas(ctx context.Context, name, cursor string, limit int) (*messages.ListSonasResponse, error) {
 	q := url.Values{}

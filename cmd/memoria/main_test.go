@@ -199,6 +199,24 @@ func TestServeAndClients(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"name":"bob"`) || !strings.Contains(out, `"length":7`) {
 		t.Fatalf("sonas after restart: exit %d\n%s%s", code, out, errOut)
 	}
+	// The three chats are the STM's three pages (or on their way in).
+	out, errOut, code = run(t, "tiers", "--data", data, "--sona", "bob")
+	var tiers struct {
+		STM struct {
+			Pages []struct {
+				QText string `json:"q_text"`
+			} `json:"pages"`
+			Pending []struct {
+				QText string `json:"q_text"`
+			} `json:"pending"`
+		} `json:"stm"`
+	}
+	if err := json.Unmarshal([]byte(out), &tiers); code != 0 || err != nil {
+		t.Fatalf("tiers: exit %d %v\n%s%s", code, err, out, errOut)
+	}
+	if n := len(tiers.STM.Pages) + len(tiers.STM.Pending); n != 3 {
+		t.Fatalf("STM holds %d pages after three chats:\n%s", n, out)
+	}
 }
 
 // TestKillLosesNothingAcknowledged kills the server with SIGKILL while
@@ -273,6 +291,7 @@ func TestCLIErrorsAreOneLine(t *testing.T) {
 		{"serve", "--data", data, "--listen", "nonsense"},               // bad address
 		{"chat", "--server", "http://127.0.0.1:1", "--sona", "a", "hi"}, // no server
 		{"config", "--log-level", "loud"},                               // bad config
+		{"tiers", "--data", data, "--sona", "nobody"},                   // unknown sona
 	} {
 		_, errOut, code := run(t, args...)
 		lines := strings.Split(strings.TrimSpace(errOut), "\n")

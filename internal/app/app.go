@@ -18,6 +18,7 @@ import (
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 )
@@ -29,6 +30,8 @@ type App struct {
 	Self   *memory.Self
 	System *actors.System
 	API    *api.Server
+	// Metrics are served at GET /metrics.
+	Metrics *metrics.Set
 }
 
 // Options adjust Open.
@@ -55,12 +58,15 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 	if err != nil {
 		return nil, err
 	}
-	sys, err := actors.Start(actors.Options{Self: self, LLM: model, Config: cfg, Clock: o.Clock, Logger: log, Knobs: o.Knobs})
+	m := metrics.New()
+	sys, err := actors.Start(actors.Options{Self: self, LLM: model, Config: cfg, Clock: o.Clock, Logger: log, Knobs: o.Knobs, Metrics: m})
 	if err != nil {
 		self.Close()
 		return nil, err
 	}
-	return &App{Config: cfg, Log: log, Self: self, System: sys, API: api.NewServer(self, sys, cfg, log)}, nil
+	srv := api.NewServer(self, sys, cfg, log)
+	srv.ServeMetrics(m.Handler())
+	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m}, nil
 }
 
 // Close stops the actors, then closes the store after every write.
