@@ -34,6 +34,7 @@ type sonaActor struct {
 	traffic  time.Time                   // last append or advance (monotonic)
 	idleTick *time.Timer                 // sends IdleCheck
 	stopping bool                        // passivate once idle
+	down     bool                        // stopping now
 
 	tiers    map[string]*actor.PID // the stm, mtm and lpm children
 	tierBusy map[string]bool       // tiers with work, by name
@@ -51,6 +52,7 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 		a.traffic = time.Now()
 		a.checkIdleIn(ctx, a.sys.cfg.Actors.SonaIdle.D())
 	case *actor.Stopping:
+		a.down = true // the tier children stop with it
 		if a.idleTick != nil {
 			a.idleTick.Stop()
 		}
@@ -86,7 +88,7 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 		// allows stays down until the sona is activated again; its work
 		// waits in its inbox.
 		for name, pid := range a.tiers {
-			if pid.Equal(msg.Who) {
+			if pid.Equal(msg.Who) && !a.down {
 				a.sys.log.Error("tier actor stopped after repeated failures", "sona", a.id, "tier", name)
 				delete(a.tiers, name)
 				delete(a.tierBusy, name)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"text/tabwriter"
 
+	"github.com/ipfs/go-cid"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
@@ -22,6 +23,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/app"
 	"github.com/memoria-ai/memoria/internal/eval"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -36,6 +38,7 @@ type evalConfig struct {
 	name  string
 	paths memory.Paths
 	learn bool // record co-access while answering (online learning)
+	tiers bool // MemoryOS retrieval from the tiers instead of the recall engine
 }
 
 func evalConfigs(rc config.Recall) map[string]evalConfig {
@@ -47,12 +50,14 @@ func evalConfigs(rc config.Recall) map[string]evalConfig {
 		"fused":     {name: "fused (" + rc.Fusion + ")", paths: memory.Paths{Weights: rc.Paths, Fusion: rc.Fusion}},
 		"expansion": {name: "+ expansion", paths: memory.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true}},
 		"coaccess":  {name: "+ co-access", paths: memory.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true, CoAccess: true}, learn: true},
+		"tiers":     {name: "MemoryOS tiers", tiers: true},
 	}
 }
 
 func locomoCmd(g *globals) *cobra.Command {
 	var dataDir, ks, configs, fusion, scope string
 	var misses int
+	var withTiers bool
 	cmd := &cobra.Command{
 		Use:   "locomo [--data DIR]",
 		Short: "Evidence recall on LoCoMo conversations, per configuration and category",
@@ -60,7 +65,11 @@ func locomoCmd(g *globals) *cobra.Command {
 			"its speaker, timestamped from its session, image captions appended, its dia_id as a label, linked to\n" +
 			"the turn before it), then recalls with every question of categories 1-4 and scores evidence recall:\n" +
 			"recall@k among the top-k hits before expansion, and budget recall within the default character budget\n" +
-			"after co-access and expansion. --data is the folder of conversation files here, not a data directory.",
+			"after co-access and expansion. --data is the folder of conversation files here, not a data directory.\n\n" +
+			"--tiers adds MemoryOS's tiered retrieval as a row: each conversation's consecutive turn pairs are its\n" +
+			"dialogue pages, pushed through STM, MTM and LPM with the offline tier model; a question retrieves the\n" +
+			"top-5 segments and their top-10 pages by similarity, then the STM's pages newest first. recall@k counts\n" +
+			"the first k turns of those pages; budget recall, all of them.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			kList, err := parseKs(ks)
@@ -94,10 +103,14 @@ func locomoCmd(g *globals) *cobra.Command {
 			for _, c := range strings.Split(configs, ",") {
 				c = strings.TrimSpace(c)
 				if _, ok := all[c]; !ok {
-					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, expansion, coaccess)", c)
+					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, expansion, coaccess, tiers)", c)
 				}
 				run = append(run, c)
 			}
+			if withTiers && !slices.Contains(run, "tiers") {
+				run = append(run, "tiers")
+			}
+			cfg.Tiers.TopK = 10 // MemoryOS's LoCoMo setting
 			log, sync := app.NewLogger(cfg.Log, os.Stderr)
 			defer sync()
 			ctx := cmd.Context()
@@ -112,9 +125,22 @@ func locomoCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := a.Self.Settle(ctx); err != nil { // BM25 statistics over every conversation
+				return err
+			}
+			var transitions map[string]int
+			if slices.Contains(run, "tiers") {
+				if transitions, err = pageLoCoMo(ctx, a.Self, ing, prog); err != nil {
+					return err
+				}
+			}
 			results := map[string]*eval.Accumulator{}
 			for _, name := range run {
-				acc, err := scoreLoCoMo(ctx, a.Self, cfg, ing, all[name], kList, scope, prog, misses, cmd.ErrOrStderr())
+				score := scoreLoCoMo
+				if all[name].tiers {
+					score = scoreTiers
+				}
+				acc, err := score(ctx, a.Self, cfg, ing, all[name], kList, scope, prog, misses, cmd.ErrOrStderr())
 				if err != nil {
 					return err
 				}
@@ -126,6 +152,8 @@ func locomoCmd(g *globals) *cobra.Command {
 			main := run[len(run)-1]
 			if slices.Contains(run, "fused") {
 				main = "fused"
+			} else if main == "tiers" && len(run) > 1 {
+				main = run[len(run)-2]
 			}
 			if g.json {
 				rep := results[main].Report()
@@ -167,7 +195,15 @@ func locomoCmd(g *globals) *cobra.Command {
 				row(names[c], results[main], c)
 			}
 			row("all", results[main], 0)
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if transitions != nil {
+				fmt.Fprintf(out, "\ntiers: %d pages, %d segments created, %d pages joined a segment, %d segments evicted, %d promotions\n",
+					transitions[memory.TierPageAdded], transitions[memory.TierSegmentCreated], transitions[memory.TierSegmentMerged],
+					transitions[memory.TierSegmentEvicted], transitions[memory.TierSegmentPromoted])
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data", "../shared/data/locomo", "folder of LoCoMo conversation files (*.json)")
@@ -175,6 +211,7 @@ func locomoCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&configs, "configs", "dense,bm25,fused,expansion,coaccess", "configurations to measure")
 	cmd.Flags().StringVar(&fusion, "fusion", "", "rrf or weighted (default from config)")
 	cmd.Flags().StringVar(&scope, "scope", "sona", "recall scope: sona (each conversation's own) or self (all)")
+	cmd.Flags().BoolVar(&withTiers, "tiers", false, "add the MemoryOS tiers as a configuration")
 	cmd.Flags().IntVar(&misses, "misses", 0, "print up to this many questions whose evidence was missed in the top 10, per configuration")
 	cmd.Flags().BoolVar(&g.json, "json", false, "print JSON")
 	return cmd
@@ -204,13 +241,14 @@ func parseKs(s string) ([]int, error) {
 type ingested struct {
 	convs []eval.Conversation
 	sonas []string          // sona uuid per conversation
+	turns [][]cid.Cid       // memory per turn, in order, per conversation
 	dia   map[string]string // memory CID → dia id
 }
 
 // ingestLoCoMo stores every turn through the insert API, one goroutine per
 // conversation.
 func ingestLoCoMo(ctx context.Context, c *client.Client, convs []eval.Conversation, prog *progress) (*ingested, error) {
-	ing := &ingested{convs: convs, sonas: make([]string, len(convs)), dia: map[string]string{}}
+	ing := &ingested{convs: convs, sonas: make([]string, len(convs)), turns: make([][]cid.Cid, len(convs)), dia: map[string]string{}}
 	total := 0
 	for _, cv := range convs {
 		for _, s := range cv.Sessions {
@@ -248,6 +286,11 @@ func ingestLoCoMo(ctx context.Context, c *client.Client, convs []eval.Conversati
 						return fmt.Errorf("%s %s: %w", cv.ID, t.DiaID, err)
 					}
 					prev = res.Cid
+					c, err := cid.Decode(res.Cid)
+					if err != nil {
+						return err
+					}
+					ing.turns[i] = append(ing.turns[i], c)
 					mu.Lock()
 					ing.dia[res.Cid] = t.DiaID
 					mu.Unlock()
@@ -325,6 +368,84 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 	if ec.learn {
 		if err := self.Store().Barrier(ctx); err != nil {
 			return nil, err
+		}
+	}
+	return acc, nil
+}
+
+// pageLoCoMo makes each conversation's consecutive turn pairs its sona's
+// dialogue pages and runs the tiers (offline model) until every page has
+// settled. It counts the tier transitions by kind.
+func pageLoCoMo(ctx context.Context, self *memory.Self, ing *ingested, prog *progress) (map[string]int, error) {
+	var mu sync.Mutex
+	transitions := map[string]int{}
+	total := 0
+	for _, ts := range ing.turns {
+		total += len(ts) / 2
+	}
+	prog.start("tiers", total)
+	eg, ectx := errgroup.WithContext(ctx)
+	for i, ts := range ing.turns {
+		eg.Go(func() error {
+			for j := 0; j+1 < len(ts); j += 2 {
+				if err := self.PushPage(ectx, ing.sonas[i], ts[j], ts[j+1]); err != nil {
+					return err
+				}
+				// Settle page by page, as an agent's advances would.
+				events, err := self.SettleTiers(ectx, ing.sonas[i], tiers.Heuristic{})
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				for _, e := range events {
+					transitions[e.Kind]++
+				}
+				mu.Unlock()
+				prog.add(1)
+			}
+			return nil
+		})
+	}
+	return transitions, eg.Wait()
+}
+
+// scoreTiers asks every scored question of every conversation of the
+// tiers: the retrieved MTM pages best first, then the STM pages newest
+// first, each page's two turns in order.
+func scoreTiers(ctx context.Context, self *memory.Self, cfg config.Config, ing *ingested, ec evalConfig, ks []int, _ string, prog *progress, _ int, _ io.Writer) (*eval.Accumulator, error) {
+	acc := eval.NewAccumulator(ks)
+	total := 0
+	for _, cv := range ing.convs {
+		for _, q := range cv.QA {
+			if eval.Scored(q.Category) {
+				total++
+			}
+		}
+	}
+	prog.start(ec.name, total)
+	for i, cv := range ing.convs {
+		for _, q := range cv.QA {
+			if !eval.Scored(q.Category) {
+				continue
+			}
+			vecs, err := self.Embed(ctx, q.Question)
+			if err != nil {
+				return nil, err
+			}
+			tr, err := self.RecallTiers(ing.sonas[i], q.Question, vecs[0], cfg.Tiers.TopK)
+			if err != nil {
+				return nil, err
+			}
+			var turns []string
+			add := func(p *messages.Page) { turns = append(turns, ing.dia[p.Q], ing.dia[p.R]) }
+			for _, p := range tr.MTM {
+				add(p.Page)
+			}
+			for j := len(tr.STM) - 1; j >= 0; j-- {
+				add(tr.STM[j].Page)
+			}
+			acc.Add(q.Category, q.Evidence, turns, turns)
+			prog.add(1)
 		}
 	}
 	return acc, nil
