@@ -46,4 +46,19 @@
 //	                                    came to exist (derived indexes catch up from it)
 //	x/      "version" | "embedder" |    store layout version; embedding space identity;
 //	        "memseq"                    last insertion-log position
+//	a/      memory CID bytes            Associations (protobuf): the memory's typed links
+//	                                    (causal, similar, sequential, related), strongest first
+//	h/      agent_id 0x00 memory CID    Associations: Hebbian co-access partners, per agent
+//	d/      sona uuid                   similarity statistics of the sona (n, mean, M2 as
+//	                                    8-byte BE each): the emergent thresholds
+//	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall
+//	t/      uuid 0x00 …                 MemoryOS tiers of the sona (tierstore.go):
+//	          "s"                       StmState: the short-term pages, version, page similarity stats
+//	          "m"                       MtmState: next segment id, page count, version
+//	          "g" segment (8 BE)        Segment
+//	          "p" segment seq (8+8 BE)  Page of a mid-term segment
+//	          "l"                       Persona (user profile, knowledge, traits; agent traits)
+//	          "f" term                  document frequency of a term in the mid-term pages (8 BE)
+//	          "i" tier 0x00 seq (8 BE)  TierWork: the tier's durable inbox, oldest first
+//	          "n" counter               page and inbox sequence counters (8 BE)
 package memory
