@@ -25,7 +25,7 @@ func TestTiers(t *testing.T) {
 	var v map[string]any
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		v = h.get("/sona/" + id + "/tiers").obj(t, http.StatusOK)
+		v = h.get("/sona/"+id+"/tiers").obj(t, http.StatusOK)
 		stm, mtm := object(t, v["stm"]), object(t, v["mtm"])
 		if len(array(t, stm["pending"])) == 0 && len(array(t, mtm["pending"])) == 0 && len(array(t, mtm["segments"])) > 0 {
 			break
