@@ -51,8 +51,8 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 		a.spawnTiers(ctx)
 		a.traffic = time.Now()
 		a.checkIdleIn(ctx, a.sys.cfg.Actors.SonaIdle.D())
-	case *actor.Stopping:
-		a.down = true // the tier children stop with it
+	case *actor.Stopping, *actor.Restarting:
+		a.down = true // the tier children stop with it (a restart respawns them)
 		if a.idleTick != nil {
 			a.idleTick.Stop()
 		}

@@ -245,6 +245,19 @@ type ingested struct {
 	dia   map[string]string // memory CID → dia id
 }
 
+// questions counts the scored questions.
+func (ing *ingested) questions() int {
+	n := 0
+	for _, cv := range ing.convs {
+		for _, q := range cv.QA {
+			if eval.Scored(q.Category) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // ingestLoCoMo stores every turn through the insert API, one goroutine per
 // conversation.
 func ingestLoCoMo(ctx context.Context, c *client.Client, convs []eval.Conversation, prog *progress) (*ingested, error) {
@@ -315,15 +328,7 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 		}
 	}
 	acc := eval.NewAccumulator(ks)
-	total := 0
-	for _, cv := range ing.convs {
-		for _, q := range cv.QA {
-			if eval.Scored(q.Category) {
-				total++
-			}
-		}
-	}
-	prog.start(ec.name, total)
+	prog.start(ec.name, ing.questions())
 	paths := ec.paths
 	ranking := paths
 	ranking.Expand, ranking.CoAccess = false, false
@@ -414,15 +419,7 @@ func pageLoCoMo(ctx context.Context, self *memory.Self, ing *ingested, prog *pro
 // first, each page's two turns in order.
 func scoreTiers(ctx context.Context, self *memory.Self, cfg config.Config, ing *ingested, ec evalConfig, ks []int, _ string, prog *progress, _ int, _ io.Writer) (*eval.Accumulator, error) {
 	acc := eval.NewAccumulator(ks)
-	total := 0
-	for _, cv := range ing.convs {
-		for _, q := range cv.QA {
-			if eval.Scored(q.Category) {
-				total++
-			}
-		}
-	}
-	prog.start(ec.name, total)
+	prog.start(ec.name, ing.questions())
 	for i, cv := range ing.convs {
 		for _, q := range cv.QA {
 			if !eval.Scored(q.Category) {
