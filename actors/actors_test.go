@@ -359,7 +359,7 @@ func TestIdleSonasPassivateAndReactivate(t *testing.T) {
 // waitFor polls cond until it holds or a deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a ceiling for slow, shared machines
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting: %s", what)
