@@ -18,14 +18,7 @@ func BenchmarkAdvance(b *testing.B) {
 	self, sys := open(b, b.TempDir(), actors.TestingKnobs{})
 	ctx := context.Background()
 	const sonas = 1000
-	ids := make([]string, sonas)
-	for i := range ids {
-		rec, err := self.CreateSona(ctx, fmt.Sprintf("sona-%d", i))
-		if err != nil {
-			b.Fatal(err)
-		}
-		ids[i] = rec.Uuid
-	}
+	ids := createSonas(b, self, sonas)
 	var n atomic.Int64
 	b.SetParallelism(16)
 	b.ResetTimer()
@@ -49,14 +42,7 @@ func BenchmarkInsert(b *testing.B) {
 	self, sys := open(b, b.TempDir(), actors.TestingKnobs{})
 	ctx := context.Background()
 	const sonas = 64
-	ids := make([]string, sonas)
-	for i := range ids {
-		rec, err := self.CreateSona(ctx, fmt.Sprintf("sona-%d", i))
-		if err != nil {
-			b.Fatal(err)
-		}
-		ids[i] = rec.Uuid
-	}
+	ids := createSonas(b, self, sonas)
 	var n atomic.Int64
 	b.SetParallelism(32) // 64 goroutines on 2 cores
 	b.ResetTimer()
@@ -78,4 +64,17 @@ func BenchmarkInsert(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "memories/s")
+}
+
+// createSonas creates n sonas and returns their uuids.
+func createSonas(b *testing.B, self *memory.Self, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		rec, err := self.CreateSona(context.Background(), fmt.Sprintf("sona-%d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = rec.Uuid
+	}
+	return ids
 }

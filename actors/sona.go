@@ -129,9 +129,14 @@ func (a *sonaActor) isTier(pid *actor.PID, name string) bool {
 
 // wakeTier tells a tier that its inbox has work.
 func (a *sonaActor) wakeTier(ctx actor.Context, name string) {
+	a.tellTier(ctx, name, &messages.TierWake{Tier: name})
+}
+
+// tellTier sends a tier work (it counts as busy until it reports idle).
+func (a *sonaActor) tellTier(ctx actor.Context, name string, msg proto.Message) {
 	if pid := a.tiers[name]; pid != nil {
 		a.tierBusy[name] = true
-		ctx.Send(pid, &messages.TierWake{Tier: name})
+		ctx.Send(pid, msg)
 	}
 }
 
@@ -413,10 +418,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 			self.Reinforce(t.recalled)
 			a.wakeTier(ctx, tiers.STM)
 			if len(t.tiers.Segments) > 0 {
-				if pid := a.tiers[tiers.MTM]; pid != nil {
-					a.tierBusy[tiers.MTM] = true
-					ctx.Send(pid, &messages.SegmentsVisited{Ids: t.tiers.Segments, At: a.sys.clock.Now().Unix()})
-				}
+				a.tellTier(ctx, tiers.MTM, &messages.SegmentsVisited{Ids: t.tiers.Segments, At: a.sys.clock.Now().Unix()})
 			}
 			finish(&messages.ChatResponse{
 				Input: &messages.MemoryRef{Cid: input.CID.String()},

@@ -80,12 +80,7 @@ func (s *Self) RecallTiers(sona, text string, vec []float32, k int) (*TierRecall
 			return err
 		}
 		df := func(term string) uint64 {
-			item, err := txn.Get(dfKey(sona, term))
-			if err != nil {
-				return 0
-			}
-			var n uint64
-			_ = item.Value(func(v []byte) error { n = decodeU64(v); return nil })
+			n, _ := docFreq(txn, sona, term) // unreadable: as if unseen
 			return n
 		}
 		qk := tiers.Terms(tiers.Keywords(text, df, state.Pages, queryKeywords))

@@ -142,16 +142,13 @@ func (s *Self) PushPage(ctx context.Context, sona string, q, r cid.Cid) error {
 	t := s.clock.Now().Unix()
 	return s.store.Update(ctx, func(tx *Tx) error {
 		for _, c := range []cid.Cid{q, r} {
-			raw, err := tx.Get(metaKey(c))
-			if errors.Is(err, ErrNotFound) {
-				return fmt.Errorf("%w: memory %s", ErrNotFound, c)
-			}
+			meta := &messages.MemoryMeta{}
+			found, err := txProto(tx, metaKey(c), meta)
 			if err != nil {
 				return err
 			}
-			meta := &messages.MemoryMeta{}
-			if err := proto.Unmarshal(raw, meta); err != nil {
-				return fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, c, err)
+			if !found {
+				return fmt.Errorf("%w: memory %s", ErrNotFound, c)
 			}
 			if !slices.Contains(meta.Sonas, sona) {
 				return fmt.Errorf("%w: memory %s is not in sona %s", ErrInvalid, c, sona)
@@ -186,9 +183,23 @@ func txProto(tx *Tx, key []byte, m proto.Message) (bool, error) {
 		return false, err
 	}
 	if err := proto.Unmarshal(raw, m); err != nil {
-		return false, fmt.Errorf("%w: tier record %q: %v", ErrCorrupt, key, err)
+		return false, fmt.Errorf("%w: record %q: %v", ErrCorrupt, key, err)
 	}
 	return true, nil
+}
+
+// docFreq reads how many of sona's mid-term pages hold term.
+func docFreq(txn *badger.Txn, sona, term string) (uint64, error) {
+	item, err := txn.Get(dfKey(sona, term))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	err = item.Value(func(v []byte) error { n = decodeU64(v); return nil })
+	return n, err
 }
 
 func setProto(tx *Tx, key []byte, m proto.Message) error {
@@ -548,6 +559,7 @@ func (s *Self) stepMTM(ctx context.Context, sona string, model tiers.Model) (Tie
 		state = &messages.MtmState{}
 		segs  []*messages.Segment
 		pt    tiers.PageText
+		terms []string // the page's distinct terms
 		df    = map[string]uint64{}
 	)
 	err := s.store.View(func(txn *badger.Txn) error {
@@ -567,15 +579,9 @@ func (s *Self) stepMTM(ctx context.Context, sona string, model tiers.Model) (Tie
 		if pt, err = s.pageText(txn, w.GetPage()); err != nil {
 			return err
 		}
-		for _, t := range Keywords(pt.Text()) {
-			item, err := txn.Get(dfKey(sona, t))
-			if errors.Is(err, badger.ErrKeyNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if err := item.Value(func(v []byte) error { df[t] = decodeU64(v); return nil }); err != nil {
+		terms = Keywords(pt.Text())
+		for _, t := range terms {
+			if df[t], err = docFreq(txn, sona, t); err != nil {
 				return err
 			}
 		}
@@ -598,7 +604,7 @@ func (s *Self) stepMTM(ctx context.Context, sona string, model tiers.Model) (Tie
 	now := s.clock.Now().Unix()
 	p := s.cfg.Tiers
 
-	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version, page: page, terms: Keywords(pt.Text())}
+	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version, page: page, terms: terms}
 	res := TierStep{Done: true}
 	var seg *messages.Segment
 	if i, _ := tiers.Place(segs, page.Embedding, page.Keywords, p.Theta); i >= 0 {

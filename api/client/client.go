@@ -140,26 +140,23 @@ func (c *Client) Tiers(ctx context.Context, uuid string) (*messages.Tiers, error
 
 // ListSonas returns one page of sonas; name filters by exact name.
 func (c *Client) ListSonas(ctx context.Context, name, cursor string, limit int) (*messages.ListSonasResponse, error) {
-	q := url.Values{}
-	if name != "" {
-		q.Set("name", name)
-	}
-	if cursor != "" {
-		q.Set("cursor", cursor)
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
 	out := &messages.ListSonasResponse{}
-	return out, c.get(ctx, "/sonas/list?"+q.Encode(), out)
+	return out, c.get(ctx, "/sonas/list?"+pageQuery("name", name, cursor, limit), out)
 }
 
 // ListMemories returns one page of memories; sona (uuid or name) lists one
 // sona's chain.
 func (c *Client) ListMemories(ctx context.Context, sona, cursor string, limit int) (*messages.ListMemoriesResponse, error) {
+	out := &messages.ListMemoriesResponse{}
+	return out, c.get(ctx, "/memories/list?"+pageQuery("sona", sona, cursor, limit), out)
+}
+
+// pageQuery is the query of a list route: an optional filter, the cursor
+// and the limit, each left out when empty.
+func pageQuery(filter, value, cursor string, limit int) string {
 	q := url.Values{}
-	if sona != "" {
-		q.Set("sona", sona)
+	if value != "" {
+		q.Set(filter, value)
 	}
 	if cursor != "" {
 		q.Set("cursor", cursor)
@@ -167,8 +164,7 @@ func (c *Client) ListMemories(ctx context.Context, sona, cursor string, limit in
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	out := &messages.ListMemoriesResponse{}
-	return out, c.get(ctx, "/memories/list?"+q.Encode(), out)
+	return q.Encode()
 }
 
 // Memory returns a memory by CID.
