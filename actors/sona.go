@@ -288,6 +288,9 @@ func async[T any](ctx actor.Context, sys *System, timeout time.Duration, fn func
 func (a *sonaActor) appendMemory(ctx actor.Context, msg *messages.AppendMemory) {
 	sender := ctx.Sender()
 	item, err := a.sys.self.PrepareBlock(msg.Block, msg.Embedding, msg.Meta)
+	if err == nil {
+		item.Archive, err = castCIDs(msg.Archive)
+	}
 	if err != nil {
 		ctx.Respond(failure(err))
 		return
@@ -430,4 +433,17 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 			})
 		})
 	})
+}
+
+// castCIDs reads CIDs carried as bytes.
+func castCIDs(raw [][]byte) ([]cid.Cid, error) {
+	out := make([]cid.Cid, len(raw))
+	for i, b := range raw {
+		c, err := cid.Cast(b)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cid: %v", memory.ErrInvalid, err)
+		}
+		out[i] = c
+	}
+	return out, nil
 }

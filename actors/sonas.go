@@ -42,6 +42,12 @@ func (a *sonasActor) Receive(ctx actor.Context) {
 		a.route(ctx, msg.Sona, msg)
 	case *messages.CountActive:
 		ctx.Respond(&messages.ActiveCount{Sonas: int64(len(a.children))})
+	case *messages.TierWake: // from the heartbeat: to every active sona
+		for _, c := range a.children {
+			if !c.stopping {
+				ctx.Send(c.pid, msg)
+			}
+		}
 	case *messages.Idle:
 		c := a.children[msg.Sona]
 		if c != nil && !c.stopping && c.pid.Equal(ctx.Sender()) {

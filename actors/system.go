@@ -42,21 +42,28 @@ type TestingKnobs struct {
 	// after each step that did work, before its result is passed on
 	// (when "after"); a panic here crashes the tier actor.
 	TierStep func(sona, tier, when string)
+	// BeforeTick runs in the heartbeat actor before each tick, and
+	// BeforeConsensus in the consensus actor before each contribution; a
+	// panic there crashes the actor.
+	BeforeTick      func()
+	BeforeConsensus func()
 }
 
 // System is the running actor tree and the entry point for writes to
 // sonas. Reads (recall, get, list) do not go through actors: use the
 // memory.Self directly.
 type System struct {
-	as    *actor.ActorSystem
-	root  *actor.PID
-	sonas *actor.PID
-	self  *memory.Self
-	llm   llm.LLM
-	cfg   config.Config
-	clock memory.Clock
-	log   *slog.Logger
-	knobs TestingKnobs
+	as        *actor.ActorSystem
+	root      *actor.PID
+	sonas     *actor.PID
+	heartbeat *actor.PID
+	consensus *actor.PID
+	self      *memory.Self
+	llm       llm.LLM
+	cfg       config.Config
+	clock     memory.Clock
+	log       *slog.Logger
+	knobs     TestingKnobs
 
 	metrics   *metrics.Set
 	tierModel tiers.Model
@@ -103,13 +110,15 @@ func Start(o Options) (*System, error) {
 		return nil, fmt.Errorf("actors: spawn root: %w", err)
 	}
 	s.root = root
-	res, err := as.Root.RequestFuture(root, &messages.Lookup{Name: "sonas"}, ac.AskTimeout.D()).Result()
-	pid, ok := res.(*actor.PID)
-	if err != nil || !ok {
-		as.Shutdown()
-		return nil, fmt.Errorf("actors: root did not start: %v", err)
+	for name, dst := range map[string]**actor.PID{"sonas": &s.sonas, "heartbeat": &s.heartbeat, "consensus": &s.consensus} {
+		res, err := as.Root.RequestFuture(root, &messages.Lookup{Name: name}, ac.AskTimeout.D()).Result()
+		pid, ok := res.(*actor.PID)
+		if err != nil || !ok {
+			as.Shutdown()
+			return nil, fmt.Errorf("actors: root did not start %s: %v", name, err)
+		}
+		*dst = pid
 	}
-	s.sonas = pid
 	return s, nil
 }
 
@@ -130,8 +139,8 @@ func (s *System) ActorSystem() *actor.ActorSystem { return s.as }
 
 // rootActor supervises the top-level actors.
 type rootActor struct {
-	sys   *System
-	sonas *actor.PID
+	sys      *System
+	children map[string]*actor.PID
 }
 
 func (r *rootActor) Receive(ctx actor.Context) {
@@ -140,14 +149,24 @@ func (r *rootActor) Receive(ctx actor.Context) {
 		ac := r.sys.cfg.Actors
 		props := actor.PropsFromProducer(func() actor.Actor { return newSonasActor(r.sys) },
 			actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 0, 0, r.sys.clock)))
-		pid, err := ctx.SpawnNamed(props, "sonas")
-		if err != nil {
-			panic(fmt.Sprintf("actors: spawn sonas supervisor: %v", err))
+		// The heartbeat and consensus actors restart with backoff: their
+		// state is in the store.
+		backoff := newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 100*time.Millisecond, 10*time.Second, r.sys.clock)
+		r.children = map[string]*actor.PID{}
+		for name, p := range map[string]*actor.Props{
+			"sonas":     props,
+			"heartbeat": actor.PropsFromProducer(func() actor.Actor { return &heartbeatActor{sys: r.sys} }, actor.WithSupervisor(backoff)),
+			"consensus": actor.PropsFromProducer(func() actor.Actor { return &consensusActor{sys: r.sys} }, actor.WithSupervisor(backoff)),
+		} {
+			pid, err := ctx.SpawnNamed(p, name)
+			if err != nil {
+				panic(fmt.Sprintf("actors: spawn %s: %v", name, err))
+			}
+			r.children[name] = pid
 		}
-		r.sonas = pid
 	case *messages.Lookup:
-		if msg.Name == "sonas" {
-			ctx.Respond(r.sonas)
+		if pid, ok := r.children[msg.Name]; ok {
+			ctx.Respond(pid)
 		} else {
 			ctx.Respond(&messages.Failure{Code: CodeNotFound, Message: "no child " + msg.Name})
 		}
@@ -156,13 +175,16 @@ func (r *rootActor) Receive(ctx actor.Context) {
 
 // ask sends msg to the sonas supervisor and waits for the reply.
 func ask[T any](s *System, msg proto.Message, timeout time.Duration) (T, error) {
-	return reply[T](s.as.Root.RequestFuture(s.sonas, msg, timeout).Result())
+	return askPID[T](s, s.sonas, msg, timeout)
 }
 
 // Advance runs one step of a sona (DESIGN.md §4.1) and returns once the
 // input and response memories are durable.
 func (s *System) Advance(ctx context.Context, sona string, req *messages.ChatRequest) (*messages.ChatResponse, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.checkNotBackbone(sona); err != nil {
 		return nil, err
 	}
 	return ask[*messages.ChatResponse](s, &messages.Advance{Sona: sona, Request: req}, s.stepTimeout())
@@ -185,7 +207,13 @@ func (s *System) Append(ctx context.Context, sona string, p *memory.Prepared) (*
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := s.checkNotBackbone(sona); err != nil {
+		return nil, err
+	}
 	msg := &messages.AppendMemory{Sona: sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta}
+	for _, c := range p.Archive {
+		msg.Archive = append(msg.Archive, c.Bytes())
+	}
 	return ask[*messages.Appended](s, msg, s.cfg.Actors.AskTimeout.D())
 }
 
@@ -256,4 +284,64 @@ func scoredRefs(rs []*memory.Recalled) []*messages.ScoredRef {
 		out[i] = &messages.ScoredRef{Cid: r.CID.String(), Score: r.Score}
 	}
 	return out
+}
+
+// tickTimeout bounds one heartbeat tick: the sweep, the merges and the
+// insights it appends.
+func (s *System) tickTimeout() time.Duration {
+	return s.tierTimeout() + time.Duration(s.cfg.Heartbeat.MaxCompressions+1)*s.cfg.Actors.AskTimeout.D()
+}
+
+// askPID sends msg to pid and waits for the reply.
+func askPID[T any](s *System, pid *actor.PID, msg proto.Message, timeout time.Duration) (T, error) {
+	return reply[T](s.as.Root.RequestFuture(pid, msg, timeout).Result())
+}
+
+// Heartbeat runs one heartbeat tick now; dream forces dream mode.
+func (s *System) Heartbeat(ctx context.Context, dream bool) (*messages.TickReport, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return askPID[*messages.TickReport](s, s.heartbeat, &messages.Heartbeat{Dream: dream}, 2*s.tickTimeout())
+}
+
+// Compact sweeps every memory and folds the cold branches now.
+func (s *System) Compact(ctx context.Context) (*messages.TickReport, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return askPID[*messages.TickReport](s, s.heartbeat, &messages.Compact{}, 2*s.tickTimeout()+s.cfg.Actors.AskTimeout.D())
+}
+
+// Contribute offers an agent's version of a concept to the backbone.
+func (s *System) Contribute(ctx context.Context, c *messages.Contribute) (*messages.ContributeResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return askPID[*messages.ContributeResult](s, s.consensus, c, 2*s.cfg.Actors.AskTimeout.D())
+}
+
+// WriteBackbone writes one agent's memory straight to the backbone.
+func (s *System) WriteBackbone(ctx context.Context, w *messages.WriteBackbone) (*messages.BackboneWritten, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return askPID[*messages.BackboneWritten](s, s.consensus, w, 2*s.cfg.Actors.AskTimeout.D())
+}
+
+// Resolve settles a conflict by writing content to the backbone.
+func (s *System) Resolve(ctx context.Context, r *messages.Resolve) (*messages.BackboneWritten, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return askPID[*messages.BackboneWritten](s, s.consensus, r, 2*s.cfg.Actors.AskTimeout.D())
+}
+
+// checkNotBackbone refuses chain writes to the backbone's sona from
+// anywhere but the consensus actor.
+func (s *System) checkNotBackbone(sona string) error {
+	if s.self.IsBackbone(sona) {
+		return fmt.Errorf("%w: the backbone sona is written through /backbone and /backbone/contribute", memory.ErrInvalid)
+	}
+	return nil
 }

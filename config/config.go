@@ -236,6 +236,16 @@ type Living struct {
 type Heartbeat struct {
 	Interval  Duration `yaml:"interval"`   // 30 s
 	DreamIdle Duration `yaml:"dream_idle"` // 6 h
+	// SweepBatch bounds a tick's work: the memories whose metadata and
+	// associations it examines (a pass over every memory spans ticks).
+	SweepBatch int `yaml:"sweep_batch"` // 2000
+	// MaxCompressions bounds the branches compressed per tick.
+	MaxCompressions int `yaml:"max_compressions"` // 4
+	// DreamRecent is how many of a sona's latest memories a dream consolidates.
+	DreamRecent int `yaml:"dream_recent"` // 50
+	// InsightConfidence is the confidence from which recall brings an
+	// insight into context (XmetaV: 0.4).
+	InsightConfidence float64 `yaml:"insight_confidence"` // 0.4
 }
 
 // LLM selects the language model that advances sonas.
@@ -344,7 +354,8 @@ func Default() Config {
 			},
 		},
 		Living:    Living{Phi: 1.618, MinCompressNodes: 3, ColdBranchRatio: 0.1, StakesHigh: 1.25},
-		Heartbeat: Heartbeat{Interval: Duration(30 * time.Second), DreamIdle: Duration(6 * time.Hour)},
+		Heartbeat: Heartbeat{Interval: Duration(30 * time.Second), DreamIdle: Duration(6 * time.Hour),
+			SweepBatch: 2000, MaxCompressions: 4, DreamRecent: 50, InsightConfidence: 0.4},
 		LLM:       LLM{Provider: "offline", MaxTokens: 1024, ContextTokens: 8192, Timeout: Duration(60 * time.Second)},
 		Embedder:  Embedder{Provider: "hashed", Dims: 384},
 		Actors: Actors{
@@ -567,6 +578,10 @@ func (c *Config) Validate() error {
 
 	posDur("heartbeat.interval", c.Heartbeat.Interval)
 	posDur("heartbeat.dream_idle", c.Heartbeat.DreamIdle)
+	positive("heartbeat.sweep_batch", c.Heartbeat.SweepBatch)
+	positive("heartbeat.max_compressions", c.Heartbeat.MaxCompressions)
+	positive("heartbeat.dream_recent", c.Heartbeat.DreamRecent)
+	unit("heartbeat.insight_confidence", c.Heartbeat.InsightConfidence)
 
 	switch c.LLM.Provider {
 	case "offline":

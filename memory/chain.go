@@ -36,6 +36,9 @@ type Prepared struct {
 	// input is PageOf: the dialogue page (input, response) is handed to the
 	// sona's STM in the same transaction as the append.
 	PageOf *cid.Cid
+	// Archive are memories of the sona to archive in the same transaction
+	// as the append: the sources of a merge (see Merge).
+	Archive []cid.Cid
 }
 
 // Neighbor is a nearby memory and its cosine similarity.
@@ -220,6 +223,9 @@ func (s *Self) AppendOp(a *Append) Op {
 				return err
 			}
 			tx.Set(vectorKey(item.CID), encodeVector(item.Vector))
+			if meta.Insight != nil {
+				tx.Set(insightKey(logSeq), item.CID.Bytes())
+			}
 		case err != nil:
 			return err
 		default:
@@ -259,6 +265,9 @@ func (s *Self) AppendOp(a *Append) Op {
 		if err := s.appendAssociations(tx, a, prevMemory); err != nil {
 			return err
 		}
+		if err := archiveIn(tx, a.Sona, item.Archive); err != nil {
+			return err
+		}
 		if item.PageOf != nil {
 			if err := enqueuePage(tx, a.Sona, *item.PageOf, item.CID, a.Now); err != nil {
 				return err
@@ -266,6 +275,9 @@ func (s *Self) AppendOp(a *Append) Op {
 		}
 
 		tx.OnCommit(func() {
+			if item.Archive == nil && meta.Insight == nil {
+				s.lastActivity.Store(a.Now) // the heartbeat's own writes are not activity
+			}
 			doc := s.docOf(item.CID, item.Memory, meta.Sonas)
 			var textPos uint64
 			vid := s.index.Add(item.CID.KeyString(), item.Vector) // the existing id when not new

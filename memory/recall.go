@@ -462,7 +462,8 @@ func (sc *scorer) visible(meta *messages.MemoryMeta) bool {
 	if sc.q.IncludeHidden {
 		return true
 	}
-	return !meta.Archived && (meta.ExpiresAt == 0 || sc.now < meta.ExpiresAt)
+	return !meta.Archived && (meta.ExpiresAt == 0 || sc.now < meta.ExpiresAt) &&
+		(meta.Insight == nil || meta.Insight.Confidence >= sc.self.cfg.Heartbeat.InsightConfidence)
 }
 
 func (sc *scorer) activityOf(sona string) int64 {

@@ -63,12 +63,15 @@ type Self struct {
 	smu   sync.RWMutex
 	sonas map[string]*sonaState // committed sona records, by uuid
 
-	memories  atomic.Int64 // count of memory metadata records
-	cache     *memCache    // decoded memories by CID
-	metas     *metaCache   // memory metadata by CID key
-	text      *textIndexer // full-text index, kept in step by the committer
-	progress  func(stage string, done, total uint64)
-	normalize func(ctx context.Context, text string) (string, error)
+	memories atomic.Int64 // count of memory metadata records
+	// lastActivity is the unix second of the latest append that was not
+	// the heartbeat's own (a merge or an insight); the clock at open.
+	lastActivity atomic.Int64
+	cache        *memCache    // decoded memories by CID
+	metas        *metaCache   // memory metadata by CID key
+	text         *textIndexer // full-text index, kept in step by the committer
+	progress     func(stage string, done, total uint64)
+	normalize    func(ctx context.Context, text string) (string, error)
 }
 
 // sonaState is the committed state of a sona, cached for recall.
@@ -125,6 +128,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 			Seed:           o.Config.Index.Seed,
 		}),
 	}
+	s.lastActivity.Store(o.Clock.Now().Unix())
 	st.Watch(prefixMeta, func(k []byte) { s.metas.invalidate(string(k[len(prefixMeta):])) })
 	if err := s.load(ctx); err != nil {
 		s.Close()
@@ -132,6 +136,11 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	}
 	return s, nil
 }
+
+// LastActivity is when a memory was last appended by anything but the
+// heartbeat (or when the self was opened, if later): what dream mode's
+// idle time counts from.
+func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load(), 0) }
 
 // Close closes the indexes and the store, after every submitted write.
 func (s *Self) Close() error {

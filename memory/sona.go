@@ -50,6 +50,11 @@ func ValidateSonaName(name string) error {
 // recomputed at start — starts at the name, so sona similarity works from
 // the first memory.
 func (s *Self) CreateSona(ctx context.Context, name string) (*messages.Sona, error) {
+	return s.createSona(ctx, name, nil)
+}
+
+// createSona creates a sona; also, when set, writes in the same transaction.
+func (s *Self) createSona(ctx context.Context, name string, also func(tx *Tx, rec *messages.Sona)) (*messages.Sona, error) {
 	if err := ValidateSonaName(name); err != nil {
 		return nil, err
 	}
@@ -70,6 +75,9 @@ func (s *Self) CreateSona(ctx context.Context, name string) (*messages.Sona, err
 		tx.Set(sonaKey(rec.Uuid), raw)
 		tx.Set(nameKey(name, rec.Uuid), nil)
 		tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0]))
+		if also != nil {
+			also(tx, rec)
+		}
 		tx.OnCommit(func() {
 			s.smu.Lock()
 			s.sonas[rec.Uuid] = &sonaState{rec: rec, centroid: vecs[0], count: 1}

@@ -168,7 +168,7 @@ func readProto(txn *badger.Txn, key []byte, m proto.Message) (bool, error) {
 		return false, err
 	}
 	if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err != nil {
-		return false, fmt.Errorf("%w: tier record %q: %v", ErrCorrupt, key, err)
+		return false, fmt.Errorf("%w: record %q: %v", ErrCorrupt, key, err)
 	}
 	return true, nil
 }

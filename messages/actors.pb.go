@@ -85,7 +85,10 @@ type AppendMemory struct {
 	// Embedding of the memory's text, in the store's embedding space.
 	Embedding []float32 `protobuf:"fixed32,3,rep,packed,name=embedding,proto3" json:"embedding,omitempty"`
 	// Initial metadata (kind, agent_id, labels); sonas and counters are set by the store.
-	Meta          *MemoryMeta `protobuf:"bytes,4,opt,name=meta,proto3" json:"meta,omitempty"`
+	Meta *MemoryMeta `protobuf:"bytes,4,opt,name=meta,proto3" json:"meta,omitempty"`
+	// CID bytes of memories to archive in the same transaction: the sources
+	// of a compression's centroid.
+	Archive       [][]byte `protobuf:"bytes,5,rep,name=archive,proto3" json:"archive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -144,6 +147,13 @@ func (x *AppendMemory) GetEmbedding() []float32 {
 func (x *AppendMemory) GetMeta() *MemoryMeta {
 	if x != nil {
 		return x.Meta
+	}
+	return nil
+}
+
+func (x *AppendMemory) GetArchive() [][]byte {
+	if x != nil {
+		return x.Archive
 	}
 	return nil
 }
@@ -623,12 +633,13 @@ const file_memoria_v1_actors_proto_rawDesc = "" +
 	"memoria.v1\x1a\x14memoria/v1/api.proto\x1a\x17memoria/v1/memory.proto\"P\n" +
 	"\aAdvance\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x121\n" +
-	"\arequest\x18\x02 \x01(\v2\x17.memoria.v1.ChatRequestR\arequest\"\x82\x01\n" +
+	"\arequest\x18\x02 \x01(\v2\x17.memoria.v1.ChatRequestR\arequest\"\x9c\x01\n" +
 	"\fAppendMemory\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x12\x14\n" +
 	"\x05block\x18\x02 \x01(\fR\x05block\x12\x1c\n" +
 	"\tembedding\x18\x03 \x03(\x02R\tembedding\x12*\n" +
-	"\x04meta\x18\x04 \x01(\v2\x16.memoria.v1.MemoryMetaR\x04meta\"g\n" +
+	"\x04meta\x18\x04 \x01(\v2\x16.memoria.v1.MemoryMetaR\x04meta\x12\x18\n" +
+	"\aarchive\x18\x05 \x03(\fR\aarchive\"g\n" +
 	"\bAppended\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x15\n" +
 	"\x03seq\x18\x02 \x01(\x03H\x00R\x03seq\x88\x01\x01\x12\x10\n" +

@@ -1,0 +1,208 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// heartbeatActor ticks every heartbeat.interval (XmetaV): a bounded sweep
+// (TTL, pruning, branch statistics), a wake of the active sonas' mid-term
+// tiers, Living Memory compression of oversized branches and, after
+// heartbeat.dream_idle without activity, dream mode. Its state is in the
+// store (memory.HeartbeatState), so a restart loses nothing. The merges
+// and insights it makes are appended through the sonas' own actors, so a
+// tick never writes to a chain behind its owner's back, and sona traffic
+// never waits for a tick.
+type heartbeatActor struct {
+	sys   *System
+	timer *time.Timer
+}
+
+// tick is the heartbeat's own timer message (never sent from outside).
+type tick struct{}
+
+func (a *heartbeatActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		a.schedule(ctx)
+	case *actor.Stopping, *actor.Restarting:
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+	case tick:
+		if _, err := a.tick(false, false); err != nil {
+			a.sys.log.Warn("heartbeat tick failed", "err", err)
+		}
+		a.schedule(ctx)
+	case *messages.Heartbeat:
+		r, err := a.tick(msg.Dream, false)
+		respondTo(ctx, r, err)
+	case *messages.Compact:
+		r, err := a.tick(false, true)
+		respondTo(ctx, r, err)
+	}
+}
+
+func (a *heartbeatActor) schedule(ctx actor.Context) {
+	self, as := ctx.Self(), ctx.ActorSystem()
+	a.timer = time.AfterFunc(a.sys.cfg.Heartbeat.Interval.D(), func() { as.Root.Send(self, tick{}) })
+}
+
+// tick runs one heartbeat. dream forces dream mode; compact sweeps a whole
+// pass first and folds cold branches.
+func (a *heartbeatActor) tick(dream, compact bool) (*messages.TickReport, error) {
+	sys, self, hb := a.sys, a.sys.self, a.sys.cfg.Heartbeat
+	if sys.knobs.BeforeTick != nil {
+		sys.knobs.BeforeTick()
+	}
+	ctx, cancel := context.WithTimeout(sys.base, sys.tierTimeout()+time.Duration(hb.MaxCompressions+1)*sys.cfg.Actors.AskTimeout.D())
+	defer cancel()
+	now := sys.clock.Now()
+	rep := &messages.TickReport{At: now.Unix()}
+	for {
+		sw, err := self.Sweep(ctx, hb.SweepBatch)
+		if err != nil {
+			return nil, err
+		}
+		rep.Swept += sw.Swept
+		rep.Expired += sw.Expired
+		rep.Pruned += sw.Pruned
+		rep.PruneThreshold = sw.Threshold.Value
+		rep.PassComplete = rep.PassComplete || sw.PassComplete
+		if !compact || sw.PassComplete {
+			break
+		}
+	}
+	if n, err := sys.ActiveSonas(); err == nil && n > 0 {
+		sys.as.Root.Send(sys.sonas, &messages.TierWake{Tier: "mtm"})
+		rep.TierWakes = int64(n)
+	}
+	merges, err := self.PlanCompressions(ctx, hb.MaxCompressions)
+	if err != nil {
+		return nil, err
+	}
+	if rep.Compressions, err = a.apply(ctx, merges); err != nil {
+		return rep, err
+	}
+
+	st, err := self.HeartbeatState()
+	if err != nil {
+		return nil, err
+	}
+	idleSince := self.LastActivity()
+	if last := time.Unix(st.LastDream, 0); last.After(idleSince) {
+		idleSince = last
+	}
+	if dream || now.Sub(idleSince) >= hb.DreamIdle.D() {
+		if err := a.dream(ctx, rep); err != nil {
+			return rep, err
+		}
+		compact = true // a dream is a session boundary
+	}
+	if compact {
+		folds, err := self.PlanFolds(ctx, hb.MaxCompressions)
+		if err != nil {
+			return nil, err
+		}
+		if rep.Folds, err = a.apply(ctx, folds); err != nil {
+			return rep, err
+		}
+	}
+	sys.log.Debug("heartbeat", "swept", rep.Swept, "expired", rep.Expired, "pruned", rep.Pruned,
+		"compressions", len(rep.Compressions), "dreamed", rep.Dreamed, "insights", len(rep.Insights), "folds", len(rep.Folds))
+	return rep, nil
+}
+
+// apply appends each merge through its sona's actor.
+func (a *heartbeatActor) apply(ctx context.Context, merges []*memory.Merge) ([]*messages.Compression, error) {
+	var out []*messages.Compression
+	for _, m := range merges {
+		r, err := a.sys.Append(ctx, m.Sona, m.Prepared)
+		if err != nil {
+			return out, err
+		}
+		c := &messages.Compression{Sona: m.Sona, Cid: r.Cid}
+		for _, s := range m.Sources {
+			c.Sources = append(c.Sources, s.String())
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// dream stores each sona's insights and records that it dreamed.
+func (a *heartbeatActor) dream(ctx context.Context, rep *messages.TickReport) error {
+	self := a.sys.self
+	plans, err := self.PlanDream(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range plans {
+		for _, in := range p.Insights {
+			r, err := a.sys.Append(ctx, p.Sona, in)
+			if err != nil {
+				return err
+			}
+			it := &messages.Insight{Cid: r.Cid, Insight: in.Memory.Text(), Category: in.Meta.Insight.Category,
+				Confidence: in.Meta.Insight.Confidence, Sona: p.Sona, GeneratedAt: rep.At}
+			for _, e := range in.Memory.Edges {
+				it.Sources = append(it.Sources, e.Target.String())
+			}
+			rep.Insights = append(rep.Insights, it)
+		}
+	}
+	rep.Dreamed = true
+	return self.NoteDream(ctx, plans, a.sys.clock.Now())
+}
+
+// consensusActor is the one writer of the backbone (Living Memory): direct
+// single-agent writes, multi-agent contributions and conflict resolutions,
+// one at a time, each one durable transaction. Pending concepts and
+// conflicts are in the store, so a restart loses nothing.
+type consensusActor struct {
+	sys *System
+}
+
+func (a *consensusActor) Receive(ctx actor.Context) {
+	self := a.sys.self
+	switch msg := ctx.Message().(type) {
+	case *messages.Contribute:
+		if a.sys.knobs.BeforeConsensus != nil {
+			a.sys.knobs.BeforeConsensus()
+		}
+		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
+		defer cancel()
+		r, err := self.Contribute(c, msg)
+		respondTo(ctx, r, err)
+	case *messages.WriteBackbone:
+		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
+		defer cancel()
+		labels := msg.Labels
+		if msg.ConceptKey != "" {
+			labels = map[string]string{memory.LabelConcept: msg.ConceptKey}
+			for k, v := range msg.Labels {
+				labels[k] = v
+			}
+		}
+		id, existed, err := self.WriteBackbone(c, msg.AgentId, msg.Content, labels)
+		respondTo(ctx, &messages.BackboneWritten{Cid: id.String(), Existed: existed}, err)
+	case *messages.Resolve:
+		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
+		defer cancel()
+		id, err := self.Resolve(c, msg.ConflictId, msg.Content, msg.AgentId)
+		respondTo(ctx, &messages.BackboneWritten{Cid: id.String()}, err)
+	}
+}
+
+func respondTo[T any](ctx actor.Context, r T, err error) {
+	if err != nil {
+		ctx.Respond(failure(err))
+		return
+	}
+	ctx.Respond(r)
+}

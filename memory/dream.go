@@ -1,0 +1,349 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/tiers"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Dream mode (XmetaV): after a long idle time, each sona's recent memories
+// are consolidated into insights, stored as `note` memories with edges to
+// their sources and indexed under g/.
+
+// Insight categories.
+const (
+	InsightPattern        = "pattern"
+	InsightRecommendation = "recommendation"
+	InsightSummary        = "summary"
+	InsightCorrection     = "correction"
+)
+
+var prefixInsight = []byte("g/")
+
+func insightKey(logSeq uint64) []byte { return join(prefixInsight, u64(logSeq)) }
+
+// DreamInput is one recent memory a dream consolidates.
+type DreamInput struct {
+	CID  cid.Cid
+	Text string
+	Kind string
+	Vec  []float32 // unit length
+}
+
+// InsightDraft is an insight before it is stored.
+type InsightDraft struct {
+	Insight    string
+	Category   string
+	Confidence float64
+	Sources    []cid.Cid
+}
+
+// Dream consolidates recent memories (oldest first) into insights, without
+// a model: every group of memories that are similar to its first one (at
+// least similar, the emergent threshold of the sona's similarity
+// distribution) is a pattern, confident as the group is tight and large;
+// errors make a correction, goals a recommendation; and the whole window a
+// summary, trusted when it spans at least three memories. Deterministic.
+func Dream(recent []DreamInput, similar float64) []InsightDraft {
+	if len(recent) == 0 {
+		return nil
+	}
+	var out []InsightDraft
+	type group struct {
+		members []int
+		sim     float64 // sum of the members' similarity to the first
+	}
+	var groups []*group
+	for i, in := range recent {
+		joined := false
+		for _, g := range groups {
+			if sim := dot(recent[g.members[0]].Vec, in.Vec); sim >= similar {
+				g.members = append(g.members, i)
+				g.sim += sim
+				joined = true
+				break
+			}
+		}
+		if !joined {
+			groups = append(groups, &group{members: []int{i}})
+		}
+	}
+	for _, g := range groups {
+		if len(g.members) < 2 {
+			continue
+		}
+		var texts []string
+		var srcs []cid.Cid
+		for _, i := range g.members {
+			texts = append(texts, recent[i].Text)
+			srcs = append(srcs, recent[i].CID)
+		}
+		tight := g.sim / float64(len(g.members)-1)
+		size := math.Min(1, float64(len(g.members))/5)
+		out = append(out, InsightDraft{
+			Insight:    fmt.Sprintf("Recurring theme (%s) across %d memories: %s", strings.Join(topTerms(texts, 3), ", "), len(g.members), summarize(texts, 1, 300)),
+			Category:   InsightPattern,
+			Confidence: clamp01(0.5*math.Max(0, tight) + 0.5*size),
+			Sources:    srcs,
+		})
+	}
+	for _, k := range []struct{ kind, category, lead string }{
+		{"error", InsightCorrection, "Avoid repeating what went wrong"},
+		{"goal", InsightRecommendation, "Keep working toward"},
+	} {
+		var texts []string
+		var srcs []cid.Cid
+		for _, in := range recent {
+			if in.Kind == k.kind {
+				texts = append(texts, in.Text)
+				srcs = append(srcs, in.CID)
+			}
+		}
+		if len(srcs) > 0 {
+			out = append(out, InsightDraft{
+				Insight:    k.lead + ": " + summarize(texts, 2, 400),
+				Category:   k.category,
+				Confidence: clamp01(0.5 + 0.1*float64(len(srcs)-1)),
+				Sources:    srcs,
+			})
+		}
+	}
+	if len(recent) >= 2 {
+		var texts []string
+		var srcs []cid.Cid
+		for _, in := range recent {
+			texts = append(texts, in.Text)
+			srcs = append(srcs, in.CID)
+		}
+		conf := 0.3
+		if len(recent) >= 3 {
+			conf = 0.5
+		}
+		out = append(out, InsightDraft{
+			Insight:    "Summary of recent memories: " + summarize(texts, 3, 600),
+			Category:   InsightSummary,
+			Confidence: conf,
+			Sources:    srcs,
+		})
+	}
+	return out
+}
+
+func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
+
+func summarize(texts []string, sentences, chars int) string {
+	var all []string
+	for _, t := range texts {
+		all = append(all, llm.Sentences(t)...)
+	}
+	return tiers.Summarize(all, nil, sentences, chars)
+}
+
+// topTerms returns the n terms most frequent across texts.
+func topTerms(texts []string, n int) []string {
+	w := map[string]float64{}
+	for _, t := range texts {
+		for _, term := range llm.Tokenize(t) {
+			w[term]++
+		}
+	}
+	return tiers.Terms(tiers.TopTerms(w, n))
+}
+
+// DreamPlan is one sona's dream: the insight memories to append and the
+// chain length it covers.
+type DreamPlan struct {
+	Sona     string
+	Length   int64
+	Insights []*Prepared
+}
+
+// PlanDream plans a dream for every sona whose chain grew since it last
+// dreamed: Dream over its latest heartbeat.dream_recent memories (not
+// insights, merges or archived), each insight embedded and prepared as a
+// `note` memory with edges to its sources.
+func (s *Self) PlanDream(ctx context.Context) ([]*DreamPlan, error) {
+	st, err := s.HeartbeatState()
+	if err != nil {
+		return nil, err
+	}
+	s.smu.RLock()
+	lengths := map[string]int64{}
+	for id, ss := range s.sonas {
+		lengths[id] = ss.rec.Length
+	}
+	s.smu.RUnlock()
+	backbone, err := s.BackboneSona()
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(lengths))
+	for id, n := range lengths {
+		if n > st.Dreamed[id] && id != backbone {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var out []*DreamPlan
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		recent, err := s.recentForDream(id, lengths[id])
+		if err != nil {
+			return nil, err
+		}
+		stats, n, err := s.sonaSimStats(id)
+		if err != nil {
+			return nil, err
+		}
+		similar := EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.RetrievalBeta, stats, n).Value
+		plan := &DreamPlan{Sona: id, Length: lengths[id]}
+		now := s.clock.Now().Unix()
+		for _, d := range Dream(recent, similar) {
+			p, err := s.prepareInsight(ctx, d, now)
+			if err != nil {
+				return nil, err
+			}
+			plan.Insights = append(plan.Insights, p)
+		}
+		out = append(out, plan)
+	}
+	return out, nil
+}
+
+// recentForDream reads the sona's latest memories that a dream considers,
+// oldest first.
+func (s *Self) recentForDream(id string, length int64) ([]DreamInput, error) {
+	var out []DreamInput
+	err := s.store.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: chainPrefix(id), Reverse: true})
+		defer it.Close()
+		for it.Seek(chainKey(id, length)); it.Valid() && len(out) < s.cfg.Heartbeat.DreamRecent; it.Next() {
+			var c cid.Cid
+			err := it.Item().Value(func(v []byte) error {
+				var err error
+				_, c, _, err = decodeChainEntry(v)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			meta, err := getMeta(txn, c)
+			if err != nil {
+				return err
+			}
+			if meta.Insight != nil || meta.Archived || meta.Labels[LabelMerge] != "" {
+				continue
+			}
+			m, err := s.loadMemory(txn, c)
+			if err != nil {
+				return err
+			}
+			vec, err := readVector(txn, c)
+			if err != nil {
+				return err
+			}
+			out = append(out, DreamInput{CID: c, Text: m.Text(), Kind: meta.Kind, Vec: vec})
+		}
+		return nil
+	})
+	slices.Reverse(out)
+	return out, err
+}
+
+func (s *Self) prepareInsight(ctx context.Context, d InsightDraft, now int64) (*Prepared, error) {
+	vecs, err := s.Embed(ctx, d.Insight)
+	if err != nil {
+		return nil, err
+	}
+	m := &Memory{Data: Data{Text: &TextData{Content: d.Insight}}, Timestamp: &now}
+	for _, c := range d.Sources {
+		m.Edges = append(m.Edges, Edge{Target: c, Weight: d.Confidence})
+	}
+	SortEdges(m.Edges)
+	return s.Prepare(m, vecs[0], &messages.MemoryMeta{
+		Kind:    "note",
+		Insight: &messages.InsightMark{Category: d.Category, Confidence: d.Confidence},
+	})
+}
+
+// NoteDream records that the sonas of plans dreamed (up to the chain
+// length each plan covered), at now.
+func (s *Self) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Time) error {
+	return s.store.Update(ctx, func(tx *Tx) error {
+		st := &messages.HeartbeatState{}
+		if _, err := txProto(tx, keyHeartbeat, st); err != nil {
+			return err
+		}
+		if st.Dreamed == nil {
+			st.Dreamed = map[string]int64{}
+		}
+		for _, p := range plans {
+			st.Dreamed[p.Sona] = max(st.Dreamed[p.Sona], p.Length)
+		}
+		st.LastDream = now.Unix()
+		raw, err := proto.Marshal(st)
+		if err != nil {
+			return err
+		}
+		tx.Set(keyHeartbeat, raw)
+		return nil
+	})
+}
+
+// Insights lists stored insights, newest first, up to limit.
+func (s *Self) Insights(limit int) ([]*messages.Insight, error) {
+	var out []*messages.Insight
+	err := s.store.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixInsight, Reverse: true})
+		defer it.Close()
+		for it.Seek(append(slices.Clone(prefixInsight), 0xff)); it.Valid() && len(out) < limit; it.Next() {
+			var c cid.Cid
+			err := it.Item().Value(func(v []byte) error {
+				var err error
+				c, err = cid.Cast(v)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("%w: insight index: %v", ErrCorrupt, err)
+			}
+			meta, err := getMeta(txn, c)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			m, err := s.loadMemory(txn, c)
+			if err != nil {
+				return err
+			}
+			in := &messages.Insight{Cid: c.String(), Insight: m.Text(), GeneratedAt: meta.CreatedAt}
+			if meta.Insight != nil {
+				in.Category, in.Confidence = meta.Insight.Category, meta.Insight.Confidence
+			}
+			if len(meta.Sonas) > 0 {
+				in.Sona = meta.Sonas[0]
+			}
+			for _, e := range m.Edges {
+				in.Sources = append(in.Sources, e.Target.String())
+			}
+			out = append(out, in)
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,528 @@
+package memory
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/tiers"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// The heartbeat's memory work (XmetaV heartbeat, Living Memory OLS
+// compression). Everything here is bounded per call and reads the clock
+// it is given; the heartbeat actor only schedules it.
+
+var keyHeartbeat = []byte("x/heartbeat")
+
+// Labels a merge puts on the memory it makes.
+const (
+	LabelMerged = "merged" // how many memories it merges
+	LabelMerge  = "merge"  // "compression" or "cold-branch"
+)
+
+// ErrSweepConflict means two sweeps ran at once; the later one wrote nothing.
+var ErrSweepConflict = errors.New("memory: another heartbeat sweep moved the cursor")
+
+// HeartbeatState returns the heartbeat's durable state.
+func (s *Self) HeartbeatState() (*messages.HeartbeatState, error) {
+	var st *messages.HeartbeatState
+	err := s.store.View(func(txn *badger.Txn) error {
+		var err error
+		st, err = readHeartbeat(txn)
+		return err
+	})
+	return st, err
+}
+
+func readHeartbeat(txn *badger.Txn) (*messages.HeartbeatState, error) {
+	st := &messages.HeartbeatState{}
+	if _, err := readProto(txn, keyHeartbeat, st); err != nil {
+		return nil, err
+	}
+	if st.Pass == nil {
+		st.Pass = map[string]*messages.BranchStat{}
+	}
+	if st.Last == nil {
+		st.Last = map[string]*messages.BranchStat{}
+	}
+	if st.Dreamed == nil {
+		st.Dreamed = map[string]int64{}
+	}
+	return st, nil
+}
+
+// SweepReport is what one sweep did.
+type SweepReport struct {
+	Swept        int64
+	PassComplete bool
+	Expired      int64     // memories whose TTL ran out since the previous sweep
+	Pruned       int64     // associations removed
+	Threshold    Threshold // the strength under which a decayed link is pruned
+}
+
+// Sweep examines the metadata and associations of up to batch memories,
+// continuing where the previous sweep stopped, and:
+//
+//   - counts the memories whose TTL ran out since the last sweep (recall
+//     hides them from the exact second their TTL ends; nothing is deleted);
+//   - prunes weak associations: a link whose strength, decayed by its
+//     memory's activity-relative inactivity (Decay), fell below the
+//     emergent threshold of the live strength distribution of the last
+//     complete pass (retrieval β; bootstrap below the minimum);
+//   - counts each sona's active memories and their accesses, the branch
+//     statistics compression decides on once a pass is complete.
+//
+// The reading runs on a snapshot; only the pruning and the new state go
+// through the committer, in one transaction.
+func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
+	now := s.clock.Now().Unix()
+	var rep SweepReport
+	type prune struct {
+		c       cid.Cid
+		targets map[cid.Cid]float64 // target → the strength that was judged
+	}
+	var prunes []prune
+	var st *messages.HeartbeatState
+	var start []byte
+	err := s.store.View(func(txn *badger.Txn) error {
+		var err error
+		if st, err = readHeartbeat(txn); err != nil {
+			return err
+		}
+		start = slices.Clone(st.Cursor)
+		last := st.LastLinks
+		if last == nil {
+			last = &messages.LinkStats{}
+		}
+		rep.Threshold = EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.RetrievalBeta,
+			SimStats{N: last.N, Mean: last.Mean, M2: last.M2}, last.N)
+		links := SimStats{}
+		if pl := st.PassLinks; pl != nil {
+			links = SimStats{N: pl.N, Mean: pl.Mean, M2: pl.M2}
+		}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixMeta, PrefetchValues: true, PrefetchSize: 256})
+		defer it.Close()
+		seek := prefixMeta
+		if len(st.Cursor) > 0 {
+			seek = append(slices.Clone(st.Cursor), 0)
+		}
+		for it.Seek(seek); it.Valid(); it.Next() {
+			if rep.Swept == int64(batch) {
+				break
+			}
+			key := it.Item().KeyCopy(nil)
+			c, err := cid.Cast(key[len(prefixMeta):])
+			if err != nil {
+				return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
+			}
+			meta := &messages.MemoryMeta{}
+			if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, meta) }); err != nil {
+				return fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, c, err)
+			}
+			rep.Swept++
+			st.Cursor = key
+			expired := meta.ExpiresAt > 0 && meta.ExpiresAt <= now
+			if expired && meta.ExpiresAt > st.LastTick {
+				rep.Expired++
+			}
+			if !meta.Backbone && !meta.Archived && !expired {
+				for _, id := range meta.Sonas {
+					b := st.Pass[id]
+					if b == nil {
+						b = &messages.BranchStat{}
+						st.Pass[id] = b
+					}
+					b.Active++
+					b.Access += meta.AccessCount
+				}
+			}
+			ls, err := readLinks(txn, assocKey(c))
+			if err != nil {
+				return err
+			}
+			var activity int64
+			if len(meta.Sonas) > 0 {
+				_, activity, _ = s.sonaSnapshot(meta.Sonas[0])
+			}
+			decay := Decay(s.cfg.Recall.Lambda, meta.Importance, meta.Backbone, activity, meta.LastAccessTick)
+			var p prune
+			for _, l := range ls {
+				links.Add(l.Strength)
+				if l.Strength*decay < rep.Threshold.Value {
+					if p.targets == nil {
+						p = prune{c: c, targets: map[cid.Cid]float64{}}
+					}
+					p.targets[l.Target] = l.Strength
+				}
+			}
+			if p.targets != nil {
+				prunes = append(prunes, p)
+			}
+		}
+		st.PassLinks = &messages.LinkStats{N: links.N, Mean: links.Mean, M2: links.M2}
+		if rep.Swept < int64(batch) {
+			rep.PassComplete = true
+			st.Cursor = nil
+			st.Last, st.Pass = st.Pass, map[string]*messages.BranchStat{}
+			st.LastLinks, st.PassLinks = st.PassLinks, nil
+			st.Passes++
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	st.LastTick = now
+	raw, err := proto.Marshal(st)
+	if err != nil {
+		return rep, err
+	}
+	err = s.store.Update(ctx, func(tx *Tx) error {
+		cur := &messages.HeartbeatState{}
+		if _, err := txProto(tx, keyHeartbeat, cur); err != nil {
+			return err
+		}
+		if !bytes.Equal(cur.Cursor, start) || cur.LastTick > now {
+			return ErrSweepConflict
+		}
+		rep.Pruned = 0
+		for _, p := range prunes {
+			err := updateLinks(tx, assocKey(p.c), now, func(have map[cid.Cid]*messages.Association, _ func(cid.Cid) *messages.Association) {
+				for t, judged := range p.targets {
+					// A link strengthened since it was judged stays.
+					if l, ok := have[t]; ok && l.Strength == judged {
+						delete(have, t)
+						rep.Pruned++
+					}
+				}
+			})
+			if err != nil {
+				return err
+			}
+		}
+		tx.Set(keyHeartbeat, raw)
+		return nil
+	})
+	return rep, err
+}
+
+// OversizedBranches returns the branches Living Memory's OLS compresses:
+// those with more than phi × the mean active size of the branches (those
+// with any active memory) and at least minNodes, largest excess first.
+func OversizedBranches(stats map[string]*messages.BranchStat, phi float64, minNodes int) []string {
+	mean := meanActive(stats)
+	var out []string
+	for id, b := range stats {
+		if b.Active >= int64(minNodes) && float64(b.Active) > phi*mean {
+			out = append(out, id)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		if c := cmp.Compare(stats[b].Active, stats[a].Active); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return out
+}
+
+func meanActive(stats map[string]*messages.BranchStat) float64 {
+	var sum, n float64
+	for _, b := range stats {
+		if b.Active > 0 {
+			sum += float64(b.Active)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / n
+}
+
+// ColdBranches returns the branches whose access ratio (accesses per
+// active memory) is below ratio × the mean ratio of the branches, with at
+// least minNodes active memories: Living Memory's root-level compression
+// folds each into one archive memory. Coldest first.
+func ColdBranches(stats map[string]*messages.BranchStat, ratio float64, minNodes int) []string {
+	rate := func(b *messages.BranchStat) float64 { return float64(b.Access) / float64(b.Active) }
+	var sum, n float64
+	for _, b := range stats {
+		if b.Active > 0 {
+			sum += rate(b)
+			n++
+		}
+	}
+	if n == 0 || sum == 0 {
+		return nil // nothing was ever accessed: no branch is colder than another
+	}
+	mean := sum / n
+	var out []string
+	for id, b := range stats {
+		if b.Active >= int64(minNodes) && rate(b) < ratio*mean {
+			out = append(out, id)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		if c := cmp.Compare(rate(stats[a]), rate(stats[b])); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return out
+}
+
+// Merge is a planned merge of a sona's memories into one memory whose
+// edges point to every source; appending it archives the sources in the
+// same transaction.
+type Merge struct {
+	Sona     string
+	Sources  []cid.Cid
+	Prepared *Prepared
+}
+
+// member is an active memory of a branch.
+type member struct {
+	c    cid.Cid
+	m    *Memory
+	meta *messages.MemoryMeta
+	vec  []float32
+}
+
+// maxMergeSources bounds one merge, so the merged memory's block (an edge
+// per source) stays small; the rest waits for the next merge.
+const maxMergeSources = 1000
+
+// activeMembers lists a sona's active memories (not backbone, archived or
+// expired) in chain order.
+func (s *Self) activeMembers(id string) ([]member, error) {
+	now := s.clock.Now().Unix()
+	var out []member
+	seen := map[cid.Cid]bool{}
+	err := s.store.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: chainPrefix(id), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var c cid.Cid
+			err := it.Item().Value(func(v []byte) error {
+				var err error
+				_, c, _, err = decodeChainEntry(v)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			meta, err := getMeta(txn, c)
+			if err != nil {
+				return err
+			}
+			if meta.Backbone || meta.Archived || meta.ExpiresAt > 0 && meta.ExpiresAt <= now {
+				continue
+			}
+			m, err := s.loadMemory(txn, c)
+			if err != nil {
+				return err
+			}
+			vec, err := readVector(txn, c)
+			if err != nil {
+				return err
+			}
+			out = append(out, member{c: c, m: m, meta: meta, vec: vec})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PlanCompressions plans Living Memory's OLS compression for up to max
+// branches that the last complete sweep found oversized: each branch's
+// least important related memories — the least important one and those
+// nearest it among the 2n least important — merge into one centroid
+// memory, n being what brings the branch back to the mean size (at least
+// living.min_compress_nodes). A branch's size is counted afresh before it
+// is planned, so a branch compressed since the sweep is not compressed
+// twice.
+func (s *Self) PlanCompressions(ctx context.Context, limit int) ([]*Merge, error) {
+	st, err := s.HeartbeatState()
+	if err != nil {
+		return nil, err
+	}
+	lc := s.cfg.Living
+	var out []*Merge
+	for _, id := range OversizedBranches(st.Last, lc.Phi, lc.MinCompressNodes) {
+		if len(out) == limit {
+			break
+		}
+		if _, err := s.Sona(id); err != nil {
+			continue // a sona the sweep saw in a memory's list but that has no record
+		}
+		members, err := s.activeMembers(id)
+		if err != nil {
+			return nil, err
+		}
+		stats := map[string]*messages.BranchStat{}
+		for k, v := range st.Last {
+			stats[k] = v
+		}
+		stats[id] = &messages.BranchStat{Active: int64(len(members))}
+		mean := meanActive(stats)
+		if !slices.Contains(OversizedBranches(stats, lc.Phi, lc.MinCompressNodes), id) {
+			continue
+		}
+		n := len(members) - int(math.Ceil(mean)) + 1
+		n = min(maxMergeSources, len(members), max(n, lc.MinCompressNodes))
+		srcs := leastImportantRelated(members, n)
+		p, err := s.merge(ctx, srcs, "compression")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &Merge{Sona: id, Sources: p.Archive, Prepared: p})
+	}
+	return out, nil
+}
+
+// PlanFolds plans Living Memory's root-level compression: each cold branch
+// of the last complete sweep (see ColdBranches) folds, up to max of them,
+// into one archive memory.
+func (s *Self) PlanFolds(ctx context.Context, limit int) ([]*Merge, error) {
+	st, err := s.HeartbeatState()
+	if err != nil {
+		return nil, err
+	}
+	var out []*Merge
+	for _, id := range ColdBranches(st.Last, s.cfg.Living.ColdBranchRatio, s.cfg.Living.MinCompressNodes) {
+		if len(out) == limit {
+			break
+		}
+		if _, err := s.Sona(id); err != nil {
+			continue
+		}
+		members, err := s.activeMembers(id)
+		if err != nil {
+			return nil, err
+		}
+		if len(members) < s.cfg.Living.MinCompressNodes {
+			continue
+		}
+		p, err := s.merge(ctx, members[:min(len(members), maxMergeSources)], "cold-branch")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &Merge{Sona: id, Sources: p.Archive, Prepared: p})
+	}
+	return out, nil
+}
+
+// leastImportantRelated picks n members: the least important (the oldest
+// among equals), then the n−1 nearest to it among the 2n least important;
+// returned in chain order.
+func leastImportantRelated(members []member, n int) []member {
+	order := make([]int, len(members))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Compare(members[a].meta.Importance, members[b].meta.Importance)
+	})
+	pool := order[:min(len(order), 2*n)]
+	seed := members[pool[0]]
+	rest := slices.Clone(pool[1:])
+	slices.SortStableFunc(rest, func(a, b int) int {
+		return cmp.Compare(dot(seed.vec, members[b].vec), dot(seed.vec, members[a].vec))
+	})
+	chosen := append([]int{pool[0]}, rest[:n-1]...)
+	slices.Sort(chosen)
+	out := make([]member, len(chosen))
+	for i, j := range chosen {
+		out[i] = members[j]
+	}
+	return out
+}
+
+// merge builds the memory that stands for srcs: an extractive summary of
+// their text, their mean embedding, an edge to each (weighted by its
+// similarity to the mean), their most common kind and highest importance.
+// Appending it archives srcs.
+func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared, error) {
+	var sentences []string
+	var centroid []float32
+	kinds := map[string]int{}
+	var latest int64
+	importance := 0.0
+	for i, src := range srcs {
+		sentences = append(sentences, llm.Sentences(src.m.Text())...)
+		centroid = updateCentroid(centroid, int64(i), src.vec)
+		kinds[src.meta.Kind]++
+		importance = math.Max(importance, src.meta.Importance)
+		latest = max(latest, (&Recalled{Memory: src.m, Meta: src.meta}).Time())
+	}
+	if !normalize(centroid) {
+		return nil, fmt.Errorf("%w: the merged memories have no direction", ErrInvalid)
+	}
+	text := tiers.Summarize(sentences, nil, 5, 1500)
+	if text == "" {
+		text = fmt.Sprintf("%d memories without text", len(srcs))
+	}
+	m := &Memory{Data: Data{Text: &TextData{Content: text}}, Timestamp: &latest}
+	archive := make([]cid.Cid, len(srcs))
+	for i, src := range srcs {
+		m.Edges = append(m.Edges, Edge{Target: src.c, Weight: math.Max(0, dot(centroid, src.vec))})
+		archive[i] = src.c
+	}
+	SortEdges(m.Edges)
+	kind := ""
+	for k, n := range kinds {
+		if kind == "" || n > kinds[kind] || n == kinds[kind] && s.cfg.KindWeight(k) > s.cfg.KindWeight(kind) {
+			kind = k
+		}
+	}
+	meta := &messages.MemoryMeta{
+		Kind:       kind,
+		Importance: importance,
+		Labels:     map[string]string{LabelMerge: how, LabelMerged: strconv.Itoa(len(srcs))},
+	}
+	p, err := s.Prepare(m, centroid, meta)
+	if err != nil {
+		return nil, err
+	}
+	p.Archive = archive
+	return p, ctx.Err()
+}
+
+// archiveIn marks cs archived in tx; every one must be an active member of
+// sona, or the append that carries them fails (a merge planned on a state
+// that changed since).
+func archiveIn(tx *Tx, sona string, cs []cid.Cid) error {
+	for _, c := range cs {
+		meta := &messages.MemoryMeta{}
+		ok, err := txProto(tx, metaKey(c), meta)
+		if err != nil {
+			return err
+		}
+		if !ok || meta.Archived || meta.Backbone || !slices.Contains(meta.Sonas, sona) {
+			return fmt.Errorf("%w: %s is no longer an active memory of sona %s", ErrChainConflict, c, sona)
+		}
+		meta.Archived = true
+		raw, err := proto.Marshal(meta)
+		if err != nil {
+			return err
+		}
+		tx.Set(metaKey(c), raw)
+	}
+	return nil
+}
