@@ -109,22 +109,10 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, err)
 			return
 		}
-		var from int64
-		if cursor != "" {
-			if from, err = strconv.ParseInt(cursor, 10, 64); err != nil || from < 0 {
-				s.fail(w, badRequest("invalid_cursor", "cursor of a sona listing is an ACT seq, got %q", cursor))
-				return
-			}
-		}
-		page, err := s.self.Chain(rec.Uuid, from, limit)
-		if err != nil {
+		if ids, next, err = s.chainPage(rec.Uuid, cursor, limit); err != nil {
 			s.fail(w, err)
 			return
 		}
-		for _, e := range page.Items {
-			ids = append(ids, e.Memory)
-		}
-		next = page.Next
 	} else {
 		if cursor != "" {
 			if _, err := parseCID(cursor); err != nil {
@@ -139,6 +127,31 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
 		}
 		ids, next = page.Items, page.Next
 	}
+	s.writeMemories(w, ids, next)
+}
+
+// chainPage reads a page of a sona's chain: the cursor is an ACT seq.
+func (s *Server) chainPage(id, cursor string, limit int) ([]cid.Cid, string, error) {
+	var from int64
+	if cursor != "" {
+		var err error
+		if from, err = strconv.ParseInt(cursor, 10, 64); err != nil || from < 0 {
+			return nil, "", badRequest("invalid_cursor", "cursor of a chain listing is an ACT seq, got %q", cursor)
+		}
+	}
+	page, err := s.self.Chain(id, from, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	ids := make([]cid.Cid, len(page.Items))
+	for i, e := range page.Items {
+		ids[i] = e.Memory
+	}
+	return ids, page.Next, nil
+}
+
+// writeMemories renders a page of memories.
+func (s *Server) writeMemories(w http.ResponseWriter, ids []cid.Cid, next string) {
 	resp := &messages.ListMemoriesResponse{Items: []*messages.Memory{}}
 	for _, c := range ids {
 		m, err := s.loadRendered(c)

@@ -63,6 +63,15 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /files", s.putFile)
 	m.HandleFunc("GET /file/{cid}", s.getFile)
 	m.HandleFunc("GET /ipfs/{path...}", s.getIPFS)
+	m.HandleFunc("POST /admin/heartbeat", s.heartbeat)
+	m.HandleFunc("POST /admin/compact", s.compact)
+	m.HandleFunc("GET /insights", s.insights)
+	m.HandleFunc("POST /backbone", s.writeBackbone)
+	m.HandleFunc("GET /backbone", s.listBackbone)
+	m.HandleFunc("POST /backbone/contribute", s.contribute)
+	m.HandleFunc("GET /backbone/pending", s.pending)
+	m.HandleFunc("GET /conflicts", s.conflicts)
+	m.HandleFunc("POST /conflicts/{id}/resolve", s.resolve)
 }
 
 // ServeHTTP applies the request limits, turns panics into 500s and the

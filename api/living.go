@@ -1,0 +1,167 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Routes of the self's upkeep: heartbeat and dream (XmetaV), the backbone
+// and its consensus (Living Memory).
+
+// heartbeat runs one tick now; ?dream=1 forces dream mode.
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	dream := false
+	switch v := r.URL.Query().Get("dream"); v {
+	case "", "0", "false":
+	case "1", "true":
+		dream = true
+	default:
+		s.fail(w, badRequest("invalid", "dream must be 1 or 0, got %q", v))
+		return
+	}
+	rep, err := s.sys.Heartbeat(r.Context(), dream)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// compact sweeps every memory and folds the cold branches now.
+func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.sys.Compact(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (s *Server) insights(w http.ResponseWriter, r *http.Request) {
+	limit, err := s.limit(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	items, err := s.self.Insights(limit)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, &messages.InsightList{Items: items})
+}
+
+// writeBackbone writes one agent's memory straight to the backbone.
+func (s *Server) writeBackbone(w http.ResponseWriter, r *http.Request) {
+	var req messages.WriteBackbone
+	if err := decode(r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	res, err := s.sys.WriteBackbone(r.Context(), &req)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	status := http.StatusCreated
+	if res.Existed {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, res)
+}
+
+func (s *Server) contribute(w http.ResponseWriter, r *http.Request) {
+	var req messages.Contribute
+	if err := decode(r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	res, err := s.sys.Contribute(r.Context(), &req)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// listBackbone lists the backbone's memories in the order they were written.
+func (s *Server) listBackbone(w http.ResponseWriter, r *http.Request) {
+	limit, err := s.limit(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	id, err := s.self.BackboneSona()
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if id == "" {
+		s.writeMemories(w, nil, "")
+		return
+	}
+	ids, next, err := s.chainPage(id, r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.writeMemories(w, ids, next)
+}
+
+// withoutEmbeddings drops the versions' embeddings from an API reply.
+func withoutEmbeddings(vs []*messages.Version) []*messages.Version {
+	out := make([]*messages.Version, len(vs))
+	for i, v := range vs {
+		v = proto.Clone(v).(*messages.Version)
+		v.Embedding = nil
+		out[i] = v
+	}
+	return out
+}
+
+func (s *Server) conflicts(w http.ResponseWriter, r *http.Request) {
+	items, err := s.self.Conflicts()
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	for _, c := range items {
+		c.Versions = withoutEmbeddings(c.Versions)
+	}
+	writeJSON(w, http.StatusOK, &messages.ConflictList{Items: items})
+}
+
+func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
+	items, err := s.self.PendingConcepts()
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	for _, p := range items {
+		p.Versions = withoutEmbeddings(p.Versions)
+	}
+	writeJSON(w, http.StatusOK, &messages.PendingList{Items: items})
+}
+
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
+	var req messages.Resolve
+	if err := decode(r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if req.ConflictId != "" && req.ConflictId != r.PathValue("id") {
+		s.fail(w, badRequest("invalid", "conflict_id in the body differs from the path"))
+		return
+	}
+	req.ConflictId = strings.TrimSpace(r.PathValue("id"))
+	res, err := s.sys.Resolve(r.Context(), &req)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, res)
+}
