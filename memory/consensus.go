@@ -54,6 +54,9 @@ func conflictKey(id string) []byte     { return join(prefixConflict, []byte(id))
 // BackboneSona returns the uuid of the backbone's sona, or "" when nothing
 // was written to the backbone yet.
 func (s *Self) BackboneSona() (string, error) {
+	if id := s.backbone.Load(); id != nil {
+		return *id, nil // once made, it never changes
+	}
 	var id string
 	err := s.store.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(keyBackbone)
@@ -67,6 +70,9 @@ func (s *Self) BackboneSona() (string, error) {
 		id = string(v)
 		return err
 	})
+	if err == nil && id != "" {
+		s.backbone.Store(&id)
+	}
 	return id, err
 }
 

@@ -218,6 +218,11 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 		return nil, err
 	}
 
+	// The backbone is every sona's: in sona scope its memories join the sona's.
+	backbone, err := s.BackboneSona()
+	if err != nil {
+		return nil, err
+	}
 	n := rc.Candidates + len(q.Exclude)
 	if q.AsOf != nil {
 		n *= 4 // later memories are filtered out after the search
@@ -230,7 +235,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 		denseDone.Add(1)
 		go func() {
 			defer denseDone.Done()
-			for _, h := range s.denseCandidates(q, n) {
+			for _, h := range s.denseCandidates(q, n, backbone) {
 				dense = append(dense, pathHit{key: h.Key, score: float64(h.Similarity)})
 			}
 		}()
@@ -256,7 +261,10 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 			return ids
 		}}
 		if q.Scope == ScopeSona {
-			opts.Sona = q.Sona
+			opts.Sonas = []string{q.Sona}
+			if backbone != "" {
+				opts.Sonas = append(opts.Sonas, backbone)
+			}
 		}
 		hits, err := s.text.idx.Search(q.Text, opts)
 		denseDone.Wait()
@@ -274,7 +282,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	denseDone.Wait()
 
 	var out []*Recalled
-	err := s.store.View(func(txn *badger.Txn) error {
+	err = s.store.View(func(txn *badger.Txn) error {
 		sc.txn = txn
 		cands, err := sc.gather(dense, bm25, paths)
 		if err != nil {
@@ -336,9 +344,12 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 // best of both are kept. In sona scope a larger sona goes through the
 // graph, fetching more to make up for the other sonas' memories filtered
 // out afterwards.
-func (s *Self) denseCandidates(q Query, n int) []vector.Hit {
+func (s *Self) denseCandidates(q Query, n int, backbone string) []vector.Hit {
 	s.smu.RLock()
 	members := s.sonas[q.Sona].members
+	if bb := s.sonas[backbone]; bb != nil && backbone != q.Sona && q.Scope == ScopeSona {
+		members = append(slices.Clip(members), bb.members...)
+	}
 	s.smu.RUnlock()
 	exact := len(members) <= s.cfg.Recall.ExactScanMax
 	switch {

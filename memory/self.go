@@ -67,9 +67,10 @@ type Self struct {
 	// lastActivity is the unix second of the latest append that was not
 	// the heartbeat's own (a merge or an insight); the clock at open.
 	lastActivity atomic.Int64
-	cache        *memCache    // decoded memories by CID
-	metas        *metaCache   // memory metadata by CID key
-	text         *textIndexer // full-text index, kept in step by the committer
+	backbone     atomic.Pointer[string] // uuid of the backbone's sona, once it exists
+	cache        *memCache              // decoded memories by CID
+	metas        *metaCache             // memory metadata by CID key
+	text         *textIndexer           // full-text index, kept in step by the committer
 	progress     func(stage string, done, total uint64)
 	normalize    func(ctx context.Context, text string) (string, error)
 }

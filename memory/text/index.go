@@ -189,7 +189,7 @@ func (x *Index) Len() (uint64, error) { return x.idx.DocCount() }
 // SearchOptions shape a search.
 type SearchOptions struct {
 	K    int    // documents to return
-	Sona string // only documents of this sona, when set
+	Sonas []string // only documents of these sonas, when set
 	// Also, when set, is called after the first pass of a two-pass search
 	// for documents to score too, wherever they rank (the dense path's
 	// candidates, which the rare terms may miss; the caller may still be
@@ -225,13 +225,13 @@ func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 		return nil, err
 	}
 	if n < pruneFrom {
-		return x.run(disjunction(terms), opts.Sona, opts.K)
+		return x.run(disjunction(terms), opts.Sonas, opts.K)
 	}
 	rare, err := x.rareTerms(terms, n)
 	if err != nil {
 		return nil, err
 	}
-	first, err := x.run(disjunction(rare), opts.Sona, candidateFactor*opts.K)
+	first, err := x.run(disjunction(rare), opts.Sonas, candidateFactor*opts.K)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	}
 	only := bleve.NewDocIDQuery(ids)
 	only.SetBoost(0) // selects without scoring
-	return x.run(bleve.NewConjunctionQuery(only, disjunction(terms)), opts.Sona, opts.K)
+	return x.run(bleve.NewConjunctionQuery(only, disjunction(terms)), opts.Sonas, opts.K)
 }
 
 func disjunction(terms []string) blevequery.Query {
@@ -261,13 +261,17 @@ func disjunction(terms []string) blevequery.Query {
 }
 
 // run executes q, restricted to a sona's documents when sona is set.
-func (x *Index) run(q blevequery.Query, sona string, k int) ([]Hit, error) {
-	if sona != "" {
-		tq := bleve.NewTermQuery(sona)
-		tq.SetField(fieldSonas)
+func (x *Index) run(q blevequery.Query, sonas []string, k int) ([]Hit, error) {
+	if len(sonas) > 0 {
+		var any []blevequery.Query
+		for _, id := range sonas {
+			tq := bleve.NewTermQuery(id)
+			tq.SetField(fieldSonas)
+			any = append(any, tq)
+		}
 		bq := bleve.NewBooleanQuery()
 		bq.AddMust(q)
-		bq.AddFilter(tq)
+		bq.AddFilter(bleve.NewDisjunctionQuery(any...))
 		q = bq
 	}
 	res, err := x.idx.Search(bleve.NewSearchRequestOptions(q, k, 0, false))

@@ -25,7 +25,7 @@ func TestIndexPersistsAndReopens(t *testing.T) {
 	if err != nil || len(hits) != 2 || hits[0].ID != "a" {
 		t.Fatalf("hits %v %v", hits, err)
 	}
-	if hits, _ := x.Search("painted", SearchOptions{K: 10, Sona: "s2"}); len(hits) != 1 || hits[0].ID != "b" {
+	if hits, _ := x.Search("painted", SearchOptions{K: 10, Sonas: []string{"s2"}}); len(hits) != 1 || hits[0].ID != "b" {
 		t.Fatalf("sona filter: %v", hits)
 	}
 	if err := x.Close(); err != nil {

@@ -1,0 +1,408 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/messages"
+)
+
+func branches(sizes map[string]int64) map[string]*messages.BranchStat {
+	out := map[string]*messages.BranchStat{}
+	for k, v := range sizes {
+		out[k] = &messages.BranchStat{Active: v}
+	}
+	return out
+}
+
+func TestOversizedBranchesAtPhi(t *testing.T) {
+	// mean = (a+10)/2; a > 1.618·mean ⇔ a > 42.36
+	if got := OversizedBranches(branches(map[string]int64{"a": 43, "b": 10}), 1.618, 3); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("43 vs 10: %v, want [a]", got)
+	}
+	if got := OversizedBranches(branches(map[string]int64{"a": 42, "b": 10}), 1.618, 3); len(got) != 0 {
+		t.Fatalf("42 vs 10: %v, want none", got)
+	}
+	// A lone branch is its own mean: never oversized.
+	if got := OversizedBranches(branches(map[string]int64{"a": 1000}), 1.618, 3); len(got) != 0 {
+		t.Fatalf("lone branch: %v", got)
+	}
+	// Below the minimum of nodes nothing compresses.
+	if got := OversizedBranches(branches(map[string]int64{"a": 2, "b": 0, "c": 0}), 1.1, 3); len(got) != 0 {
+		t.Fatalf("tiny branch: %v", got)
+	}
+}
+
+func TestColdBranches(t *testing.T) {
+	stats := map[string]*messages.BranchStat{
+		"hot":  {Active: 10, Access: 100}, // 10 per memory
+		"warm": {Active: 10, Access: 50},  // 5
+		"cold": {Active: 10, Access: 1},   // 0.1 < 0.1 × mean(5.03)
+		"tiny": {Active: 2, Access: 0},    // cold but below the minimum
+	}
+	if got := ColdBranches(stats, 0.1, 3); !slices.Equal(got, []string{"cold"}) {
+		t.Fatalf("cold branches %v, want [cold]", got)
+	}
+	if got := ColdBranches(map[string]*messages.BranchStat{"a": {Active: 5}, "b": {Active: 5}}, 0.1, 3); got != nil {
+		t.Fatalf("never accessed: %v, want none", got)
+	}
+}
+
+func TestDecideConsensus(t *testing.T) {
+	upper, lower := 0.76, 0.44
+	for _, tc := range []struct {
+		signal float64
+		agents int
+		high   bool
+		want   string
+	}{
+		{0.80, 2, false, StatusCommitted},
+		{0.76, 3, false, StatusCommitted}, // crossing is reaching
+		{0.80, 2, true, StatusPending},    // high stakes: 0.76 × 1.25 = 0.95
+		{0.96, 2, true, StatusCommitted},
+		{0.60, 2, false, StatusPending},
+		{0.30, 2, false, StatusConflict},
+		{0.30, 1, false, StatusPending}, // one agent cannot diverge
+		{1.00, 1, false, StatusPending}, // nor agree
+	} {
+		u := upper
+		if tc.high {
+			u *= 1.25
+		}
+		if got := Decide(tc.signal, tc.agents, u, lower); got != tc.want {
+			t.Errorf("signal %v agents %d high %v: %s, want %s", tc.signal, tc.agents, tc.high, got, tc.want)
+		}
+	}
+}
+
+func TestSignalIsMeanPairwiseCosine(t *testing.T) {
+	v := func(x, y float32) *messages.Version { return &messages.Version{Embedding: []float32{x, y}} }
+	got := Signal([]*messages.Version{v(1, 0), v(1, 0), v(0, 1)}) // pairs: 1, 0, 0
+	if got < 0.333 || got > 0.334 {
+		t.Fatalf("signal %v, want 1/3", got)
+	}
+	if Signal([]*messages.Version{v(1, 0)}) != 0 {
+		t.Fatal("one version has no signal")
+	}
+}
+
+func TestDreamInsights(t *testing.T) {
+	c := func(i int) cid.Cid {
+		id, _ := SumCID(CodecRaw, []byte{byte(i)})
+		return id
+	}
+	in := []DreamInput{
+		{CID: c(1), Text: "The deploy of the staking contract failed on gas.", Kind: "error", Vec: []float32{1, 0, 0}},
+		{CID: c(2), Text: "Deploy staking contract again with more gas.", Kind: "goal", Vec: []float32{0.96, 0.28, 0}},
+		{CID: c(3), Text: "The staking contract deploy succeeded.", Kind: "outcome", Vec: []float32{0.96, 0, 0.28}},
+		{CID: c(4), Text: "Lunch was pasta.", Kind: "note", Vec: []float32{0, 0, 1}},
+	}
+	got := Dream(in, 0.9)
+	byCat := map[string]InsightDraft{}
+	for _, d := range got {
+		if d.Confidence < 0 || d.Confidence > 1 {
+			t.Fatalf("%s confidence %v", d.Category, d.Confidence)
+		}
+		byCat[d.Category] = d
+	}
+	p, ok := byCat[InsightPattern]
+	if !ok || !slices.Equal(p.Sources, []cid.Cid{c(1), c(2), c(3)}) {
+		t.Fatalf("pattern %+v: want the three deploy memories", p)
+	}
+	if d := byCat[InsightCorrection]; !slices.Equal(d.Sources, []cid.Cid{c(1)}) {
+		t.Fatalf("correction %+v", d)
+	}
+	if d := byCat[InsightRecommendation]; !slices.Equal(d.Sources, []cid.Cid{c(2)}) {
+		t.Fatalf("recommendation %+v", d)
+	}
+	if d := byCat[InsightSummary]; len(d.Sources) != 4 || d.Confidence < 0.4 {
+		t.Fatalf("summary %+v", d)
+	}
+	if !slices.EqualFunc(got, Dream(in, 0.9), func(a, b InsightDraft) bool { return a.Insight == b.Insight && a.Confidence == b.Confidence }) {
+		t.Fatal("dream is not deterministic")
+	}
+	if Dream(nil, 0.9) != nil {
+		t.Fatal("nothing to dream of")
+	}
+}
+
+func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
+	clock := &fixedClock{t: epoch}
+	s := openSelf(t, testConfig(t.TempDir()), clock)
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	obs := o.add(&Memory{Data: Data{Text: &TextData{Content: "the build is red"}}}, &messages.MemoryMeta{Kind: "observation"})
+	o.add(&Memory{Data: Data{Text: &TextData{Content: "the build uses go"}}}, &messages.MemoryMeta{Kind: "fact"})
+	ctx := context.Background()
+	end := epoch.Add(72 * time.Hour)
+
+	clock.Set(end.Add(-time.Second))
+	rep, err := s.Sweep(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.HeartbeatState()
+	if rep.Expired != 0 || !rep.PassComplete || st.Last[o.sona].GetActive() != 2 {
+		t.Fatalf("before the TTL: %+v, active %d", rep, st.Last[o.sona].GetActive())
+	}
+	recall := func() []cid.Cid {
+		rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "the build is red", Peek: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []cid.Cid
+		for _, r := range rs {
+			out = append(out, r.CID)
+		}
+		return out
+	}
+	if !slices.Contains(recall(), obs) {
+		t.Fatal("observation hidden before its TTL")
+	}
+
+	clock.Set(end)
+	if rep, err = s.Sweep(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = s.HeartbeatState()
+	if rep.Expired != 1 || st.Last[o.sona].GetActive() != 1 {
+		t.Fatalf("at the TTL: %+v, active %d", rep, st.Last[o.sona].GetActive())
+	}
+	if slices.Contains(recall(), obs) {
+		t.Fatal("observation recalled at its TTL")
+	}
+	if rep, _ = s.Sweep(ctx, 100); rep.Expired != 0 {
+		t.Fatalf("expiry counted twice: %+v", rep)
+	}
+}
+
+func TestSweepIsBoundedAndResumes(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	for i := range 5 {
+		o.text(fmt.Sprintf("memory number %d", i))
+	}
+	var swept int64
+	for i, want := range []bool{false, false, true} {
+		rep, err := s.Sweep(context.Background(), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Swept > 2 || rep.PassComplete != want {
+			t.Fatalf("sweep %d: %+v", i, rep)
+		}
+		swept += rep.Swept
+	}
+	st, _ := s.HeartbeatState()
+	if swept != 5 || st.Passes != 1 || st.Last[o.sona].GetActive() != 5 {
+		t.Fatalf("swept %d, passes %d, active %d", swept, st.Passes, st.Last[o.sona].GetActive())
+	}
+}
+
+func TestSweepPrunesWeakLinks(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	a := o.text("alpha")
+	o.text("beta")
+	strong, weak := o.text("gamma"), o.text("delta") // not a's sequential neighbours
+	ctx := context.Background()
+	err := s.Store().Update(ctx, func(tx *Tx) error {
+		return putAssociations(tx, a, []Link{{Target: weak, Type: AssocRelated, Strength: 0.3}, {Target: strong, Type: AssocRelated, Strength: 0.9}}, epoch.Unix())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Sweep(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bootstrap threshold: 0.60 + log(0.3)·0.10 ≈ 0.48. The weak link goes
+	// (from both ends), the strong one and the sequential ones (1.0) stay.
+	if !rep.Threshold.Bootstrap || rep.Pruned != 2 {
+		t.Fatalf("%+v, want 2 pruned on the bootstrap threshold", rep)
+	}
+	links, _ := s.Associations(a)
+	var targets []cid.Cid
+	for _, l := range links {
+		targets = append(targets, l.Target)
+	}
+	if slices.Contains(targets, weak) || !slices.Contains(targets, strong) {
+		t.Fatalf("links of a after pruning: %v", links)
+	}
+}
+
+// appendMerge appends a planned merge as the sona's owner would.
+func appendMerge(t *testing.T, s *Self, m *Merge) {
+	t.Helper()
+	rec, err := s.Sona(m.Sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _ := cid.Decode(*rec.Head)
+	plan, err := PlanAppend(m.Sona, &head, rec.Length, m.Prepared, s.clock.Now().Unix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Store().Update(context.Background(), s.AppendOp(plan)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
+	for _, tc := range []struct {
+		big  int
+		want bool
+	}{{42, false}, {43, true}} {
+		t.Run(fmt.Sprint(tc.big), func(t *testing.T) {
+			s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+			defer s.Close()
+			ctx := context.Background()
+			big, small := newOwner(t, s, "big"), newOwner(t, s, "small")
+			for i := range tc.big {
+				big.text(fmt.Sprintf("big branch memory %d on topic %d", i, i%4))
+			}
+			for i := range 10 {
+				small.text(fmt.Sprintf("small branch memory %d", i))
+			}
+			if _, err := s.Sweep(ctx, 1000); err != nil {
+				t.Fatal(err)
+			}
+			merges, err := s.PlanCompressions(ctx, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.want {
+				if len(merges) != 0 {
+					t.Fatalf("%d vs 10 compressed: %+v", tc.big, merges)
+				}
+				return
+			}
+			if len(merges) != 1 || merges[0].Sona != big.sona {
+				t.Fatalf("merges %+v, want one of the big branch", merges)
+			}
+			m := merges[0]
+			// Back to the mean: 43 − ceil(26.5) + 1 = 17 merged into one.
+			if len(m.Sources) != 17 {
+				t.Fatalf("%d sources, want 17", len(m.Sources))
+			}
+			appendMerge(t, s, m)
+			centroid, meta, err := s.Get(m.Prepared.CID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var targets []cid.Cid
+			for _, e := range centroid.Edges {
+				targets = append(targets, e.Target)
+			}
+			for _, src := range m.Sources {
+				if !slices.Contains(targets, src) {
+					t.Fatalf("source %s not reachable from the centroid", src)
+				}
+				sm, err := s.Meta(src)
+				if err != nil || !sm.Archived {
+					t.Fatalf("source %s not archived: %v %v", src, sm, err)
+				}
+			}
+			if meta.Labels[LabelMerged] != "17" || meta.Archived {
+				t.Fatalf("centroid meta %+v", meta)
+			}
+			// Planned again, the branch is back under φ × mean: no second merge.
+			if again, err := s.PlanCompressions(ctx, 4); err != nil || len(again) != 0 {
+				t.Fatalf("compressed twice: %+v %v", again, err)
+			}
+			// The same merge cannot apply twice: its sources are archived.
+			rec, _ := s.Sona(m.Sona)
+			head, _ := cid.Decode(*rec.Head)
+			plan, _ := PlanAppend(m.Sona, &head, rec.Length, m.Prepared, epoch.Unix())
+			if err := s.Store().Update(ctx, s.AppendOp(plan)); err == nil {
+				t.Fatal("a merge of archived sources applied")
+			}
+		})
+	}
+}
+
+func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	s := openSelf(t, cfg, &fixedClock{t: epoch})
+	ctx := context.Background()
+	contribute := func(s *Self, agent, key, content, stakes string) *messages.ContributeResult {
+		t.Helper()
+		r, err := s.Contribute(ctx, &messages.Contribute{AgentId: agent, ConceptKey: key, Content: content, Stakes: stakes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := contribute(s, "grok", "design", "Memory must self-organize.", ""); r.Status != StatusPending || r.Agents != 1 {
+		t.Fatalf("one agent: %+v", r)
+	}
+	r := contribute(s, "kimi", "design", "Memory must self-organize.", "")
+	if r.Status != StatusCommitted || r.Cid == nil || r.Signal < 0.999 {
+		t.Fatalf("agreeing agents: %+v", r)
+	}
+	bb, _ := s.Backbone(0, 10)
+	if len(bb.Items) != 1 || bb.Items[0].Memory.String() != *r.Cid {
+		t.Fatalf("backbone %+v", bb.Items)
+	}
+	if meta, _ := s.Meta(bb.Items[0].Memory); !meta.Backbone || meta.Labels[LabelConcept] != "design" || meta.Labels[LabelAgents] != "grok,kimi" {
+		t.Fatalf("backbone meta %+v", meta)
+	}
+
+	contribute(s, "grok", "weather", "The sky over the harbour is blue and calm today.", "high")
+	r = contribute(s, "kimi", "weather", "Quarterly revenue in Europe fell by a third.", "")
+	if r.Status != StatusConflict || r.ConflictId == nil || r.Threshold <= r.Lower {
+		t.Fatalf("diverging agents: %+v", r)
+	}
+	contribute(s, "solo", "later", "Only one agent said this.", "")
+	s.Close()
+
+	s = openSelf(t, cfg, &fixedClock{t: epoch})
+	defer s.Close()
+	conflicts, _ := s.Conflicts()
+	pending, _ := s.PendingConcepts()
+	if len(conflicts) != 1 || conflicts[0].ConflictId != *r.ConflictId || len(conflicts[0].Versions) != 2 || len(pending) != 2 {
+		t.Fatalf("after restart: conflicts %v, pending %v", conflicts, pending)
+	}
+	if _, err := s.Resolve(ctx, "no-such-conflict", "x", ""); err == nil {
+		t.Fatal("resolved a conflict that does not exist")
+	}
+	c, err := s.Resolve(ctx, *r.ConflictId, "Both happened: calm sky, falling revenue.", "ceo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conflicts, _ = s.Conflicts()
+	pending, _ = s.PendingConcepts()
+	bb, _ = s.Backbone(0, 10)
+	if len(conflicts) != 0 || len(pending) != 1 || len(bb.Items) != 2 || bb.Items[1].Memory != c {
+		t.Fatalf("after resolve: conflicts %v, pending %v, backbone %v", conflicts, pending, bb.Items)
+	}
+
+	// The backbone is visible to every sona, whatever its scope.
+	o := newOwner(t, s, "other")
+	o.text("an unrelated memory")
+	rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "falling revenue and a calm sky", Scope: ScopeSona, Peek: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(rs, func(x *Recalled) bool { return x.CID == c }) {
+		t.Fatal("a sona does not see the backbone")
+	}
+	for _, bad := range []*messages.Contribute{
+		{AgentId: "a", ConceptKey: "", Content: "x"},
+		{AgentId: "a", ConceptKey: "k", Content: " "},
+		{AgentId: "", ConceptKey: "k", Content: "x"},
+		{AgentId: "a", ConceptKey: "k", Content: "x", Stakes: "huge"},
+	} {
+		if _, err := s.Contribute(ctx, bad); err == nil {
+			t.Fatalf("accepted %+v", bad)
+		}
+	}
+}
