@@ -35,8 +35,10 @@ func (a *heartbeatActor) Receive(ctx actor.Context) {
 			a.timer.Stop()
 		}
 	case tick:
-		if _, err := a.tick(false, false); err != nil {
-			a.sys.log.Warn("heartbeat tick failed", "err", err)
+		if a.sys.ready.Load() { // Start has wired the tree
+			if _, err := a.tick(false, false); err != nil {
+				a.sys.log.Warn("heartbeat tick failed", "err", err)
+			}
 		}
 		a.schedule(ctx)
 	case *messages.Heartbeat:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -74,6 +75,7 @@ type System struct {
 	cancel context.CancelFunc
 	work   sync.WaitGroup
 	stop   sync.Once
+	ready  atomic.Bool // the PIDs above are set
 }
 
 // Start builds the actor tree.
@@ -119,6 +121,7 @@ func Start(o Options) (*System, error) {
 		}
 		*dst = pid
 	}
+	s.ready.Store(true)
 	return s, nil
 }
 

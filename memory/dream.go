@@ -281,7 +281,7 @@ func (s *Self) prepareInsight(ctx context.Context, d InsightDraft, now int64) (*
 }
 
 // NoteDream records that the sonas of plans dreamed (up to the chain
-// length each plan covered), at now.
+// length each plan covered, and its insights), at now.
 func (s *Self) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Time) error {
 	return s.store.Update(ctx, func(tx *Tx) error {
 		st := &messages.HeartbeatState{}
@@ -292,7 +292,8 @@ func (s *Self) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Time)
 			st.Dreamed = map[string]int64{}
 		}
 		for _, p := range plans {
-			st.Dreamed[p.Sona] = max(st.Dreamed[p.Sona], p.Length)
+			// The insights themselves lengthen the chain: not news for the next dream.
+			st.Dreamed[p.Sona] = max(st.Dreamed[p.Sona], p.Length+int64(len(p.Insights)))
 		}
 		st.LastDream = now.Unix()
 		raw, err := proto.Marshal(st)

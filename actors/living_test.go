@@ -1,0 +1,162 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/memoria-ai/memoria/actors"
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// setClock is a settable clock.
+type setClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *setClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *setClock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+func startClocked(t *testing.T, cfg config.Config, clock memory.Clock, knobs actors.TestingKnobs) *env {
+	t.Helper()
+	self, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := actors.Start(actors.Options{Self: self, LLM: llm.NewOffline(), Config: cfg, Clock: clock, Knobs: knobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{self: self, sys: sys}
+	t.Cleanup(e.close)
+	return e
+}
+
+func appendText(t *testing.T, e *env, sona, text, kind string) {
+	t.Helper()
+	ctx := context.Background()
+	vecs, err := e.self.Embed(ctx, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.self.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: text}}}, vecs[0], &messages.MemoryMeta{Kind: kind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sys.Append(ctx, sona, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDreamAfterTheIdleWindowAndNotBefore(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := &setClock{t: t0}
+	cfg := testConfig(t.TempDir())
+	cfg.Heartbeat.Interval = config.Duration(time.Hour) // ticks only when asked
+	e := startClocked(t, cfg, clock, actors.TestingKnobs{})
+	ctx := context.Background()
+	rec, err := e.self.CreateSona(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"The deploy failed on gas.", "Retry the deploy with more gas.", "The deploy succeeded."} {
+		appendText(t, e, rec.Uuid, s, "outcome")
+	}
+
+	clock.Set(t0.Add(6*time.Hour - time.Second))
+	rep, err := e.sys.Heartbeat(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Dreamed || len(rep.Insights) != 0 {
+		t.Fatalf("dreamed before the idle window: %+v", rep)
+	}
+	clock.Set(t0.Add(6 * time.Hour))
+	if rep, err = e.sys.Heartbeat(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Dreamed || len(rep.Insights) == 0 {
+		t.Fatalf("no dream after the idle window: %+v", rep)
+	}
+	stored, err := e.self.Insights(100)
+	if err != nil || len(stored) != len(rep.Insights) {
+		t.Fatalf("insights stored %d, reported %d (%v)", len(stored), len(rep.Insights), err)
+	}
+	for _, in := range stored {
+		if in.Sona != rec.Uuid || len(in.Sources) == 0 || in.Category == "" {
+			t.Fatalf("insight %+v", in)
+		}
+	}
+	// The insights are the heartbeat's own writes, not activity; and the
+	// sona has not grown since: the next dream has nothing to add.
+	clock.Set(t0.Add(12*time.Hour + time.Second))
+	if rep, err = e.sys.Heartbeat(ctx, false); err != nil || !rep.Dreamed || len(rep.Insights) != 0 {
+		t.Fatalf("second dream: %+v %v", rep, err)
+	}
+}
+
+func TestHeartbeatAndConsensusRestartKeepingState(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Heartbeat.Interval = config.Duration(5 * time.Millisecond)
+	cfg.Actors.AskTimeout = config.Duration(time.Second)
+	var ticks, contributions atomic.Int32
+	e := start(t, cfg, nil, actors.TestingKnobs{
+		BeforeTick: func() {
+			if ticks.Add(1) == 3 {
+				panic("heartbeat crash (test)")
+			}
+		},
+		BeforeConsensus: func() {
+			if contributions.Add(1) == 2 {
+				panic("consensus crash (test)")
+			}
+		},
+	})
+	ctx := context.Background()
+	waitFor(t, "heartbeat ticks after its crash", func() bool { return ticks.Load() >= 6 })
+	st, err := e.self.HeartbeatState()
+	if err != nil || st.Passes < 4 {
+		t.Fatalf("passes %d after 6 ticks with one crash (%v)", st.GetPasses(), err)
+	}
+
+	contribute := func(agent string) (*messages.ContributeResult, error) {
+		return e.sys.Contribute(ctx, &messages.Contribute{AgentId: agent, ConceptKey: "k", Content: "Ship it on Friday."})
+	}
+	if r, err := contribute("a"); err != nil || r.Status != memory.StatusPending {
+		t.Fatalf("first contribution: %+v %v", r, err)
+	}
+	if _, err := contribute("x"); !errors.Is(err, actors.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && err == nil {
+		t.Fatalf("crashed contribution answered: %v", err)
+	}
+	r, err := contribute("b")
+	if err != nil || r.Status != memory.StatusCommitted {
+		t.Fatalf("after the crash: %+v %v (the pending version of a was lost?)", r, err)
+	}
+}
+
+func TestBackboneSonaIsWrittenOnlyByConsensus(t *testing.T) {
+	e := start(t, testConfig(t.TempDir()), nil, actors.TestingKnobs{})
+	ctx := context.Background()
+	w, err := e.sys.WriteBackbone(ctx, &messages.WriteBackbone{AgentId: "a", Content: "The user is Demos."})
+	if err != nil || w.Existed {
+		t.Fatalf("write: %+v %v", w, err)
+	}
+	if again, err := e.sys.WriteBackbone(ctx, &messages.WriteBackbone{AgentId: "a", Content: "The user is Demos."}); err != nil || !again.Existed || again.Cid != w.Cid {
+		t.Fatalf("rewrite: %+v %v", again, err)
+	}
+	id, _ := e.self.BackboneSona()
+	_, err = e.sys.Advance(ctx, id, &messages.ChatRequest{Content: "hi"})
+	if !errors.Is(err, memory.ErrInvalid) {
+		t.Fatalf("chat on the backbone sona: %v", err)
+	}
+	if _, err := e.sys.WriteBackbone(ctx, &messages.WriteBackbone{AgentId: "a", Content: "  "}); !errors.Is(err, memory.ErrInvalid) {
+		t.Fatalf("empty content: %v", err)
+	}
+}
