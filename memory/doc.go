@@ -45,13 +45,17 @@
 //	q/      log seq (8 bytes BE)        memory CID bytes: the insertion log, in the order memories
 //	                                    came to exist (derived indexes catch up from it)
 //	x/      "version" | "embedder" |    store layout version; embedding space identity;
-//	        "memseq"                    last insertion-log position
+//	        "memseq"                    last insertion-log position;
+//	        "heartbeat" | "backbone"    HeartbeatState (protobuf); uuid of the backbone's sona
 //	a/      memory CID bytes            Associations (protobuf): the memory's typed links
 //	                                    (causal, similar, sequential, related), strongest first
 //	h/      agent_id 0x00 memory CID    Associations: Hebbian co-access partners, per agent
 //	d/      sona uuid                   similarity statistics of the sona (n, mean, M2 as
 //	                                    8-byte BE each): the emergent thresholds
 //	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall
+//	g/      log seq (8 bytes BE)        memory CID bytes: a dream insight (dream.go)
+//	p/      concept key                 PendingConcept (protobuf): versions awaiting consensus
+//	r/      conflict id                 Conflict (protobuf): an open consensus conflict
 //	t/      uuid 0x00 …                 MemoryOS tiers of the sona (tierstore.go):
 //	          "s"                       StmState: the short-term pages, version, page similarity stats
 //	          "m"                       MtmState: next segment id, page count, version

@@ -188,7 +188,7 @@ func (x *Index) Len() (uint64, error) { return x.idx.DocCount() }
 
 // SearchOptions shape a search.
 type SearchOptions struct {
-	K    int    // documents to return
+	K     int      // documents to return
 	Sonas []string // only documents of these sonas, when set
 	// Also, when set, is called after the first pass of a two-pass search
 	// for documents to score too, wherever they rank (the dense path's
