@@ -8,7 +8,6 @@ require (
 	github.com/blevesearch/bleve_index_api v1.4.1
 	github.com/bufbuild/protocompile v0.14.1
 	github.com/cockroachdb/datadriven v1.0.3
-	github.com/coder/hnsw v0.6.2-0.20260622133054-36cab6028fed
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/google/uuid v1.6.0
 	github.com/ipfs/go-cid v0.6.1
@@ -57,7 +56,6 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/golang/snappy v1.0.0 // indirect
 	github.com/google/flatbuffers v25.2.10+incompatible // indirect
-	github.com/google/renameio v1.0.1 // indirect
 	github.com/grafana/regexp v0.0.0-20250905093917-f7b3be9d1853 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect

@@ -1,26 +1,11 @@
-// Package vector is Memoria's dense index: coder/hnsw over unit-length
-// embeddings (cosine similarity as a dot product), safe for concurrent
-// search and add.
-//
-// Adds are cheap and immediately searchable: a new vector first joins a
-// small pending set that every search scans exactly, and a background
-// builder moves pending vectors into the HNSW graph, one exclusive-lock
-// insertion at a time. So an acknowledged write is found by the next
-// search (read-your-writes) without paying for graph insertion on the
-// write path, and a graph rebuilt at start serves exact results while it
-// fills. The index is derived state: the store's embeddings are the copy
-// of record, and the index is rebuilt from them at start.
 package vector
 
 import (
-	"cmp"
-	"container/heap"
-	"math/rand"
+	"math"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/coder/hnsw"
 	"github.com/viterin/vek/vek32"
 )
 
@@ -33,7 +18,7 @@ type Hit struct {
 // Options configure an Index.
 type Options struct {
 	Dims     int
-	M        int // HNSW neighbours per node (16)
+	M        int // HNSW links per node on upper layers, twice as many on layer 0 (16; at least 2)
 	EfSearch int // HNSW candidate list size when searching (64)
 	// EfConstruction is the candidate list size when inserting (32): a
 	// cheaper insertion for a slightly less connected graph.
@@ -47,18 +32,18 @@ type Options struct {
 
 // Index is a concurrent vector index. The zero value is not usable; call New.
 type Index struct {
-	dims           int
-	efSearch       int
-	efConstruction int
-	backlog        int
+	dims     int
+	efSearch int
+	backlog  int
 
-	gmu   sync.RWMutex // graph: Search under RLock, Add under Lock
-	graph *hnsw.Graph[uint64]
+	gmu     sync.RWMutex // graph: Search under RLock, insertion under Lock
+	graph   *graph
+	scratch sync.Pool // *scratch for searches
 
 	kmu  sync.RWMutex // ids, keys and vecs
 	ids  map[string]uint64
 	keys []string
-	vecs [][]float32 // by id; the graph holds the same slices
+	vecs chunked[float32] // by id; the graph shares the chunks
 
 	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64
@@ -74,35 +59,29 @@ func New(o Options) *Index {
 	if o.M <= 0 {
 		o.M = 16
 	}
+	o.M = max(o.M, 2) // the level multiplier is 1/ln(M)
 	if o.EfSearch <= 0 {
 		o.EfSearch = 64
 	}
 	if o.EfConstruction <= 0 {
 		o.EfConstruction = 32
 	}
-	g := hnsw.NewGraph[uint64]()
-	g.M = o.M
-	g.EfSearch = o.EfSearch
-	g.Distance = dotDistance
-	g.Rng = rand.New(rand.NewSource(o.Seed))
 	x := &Index{
-		dims:           o.Dims,
-		efSearch:       o.EfSearch,
-		efConstruction: o.EfConstruction,
-		backlog:        o.Backlog,
-		graph:          g,
-		ids:            map[string]uint64{},
-		wake:           make(chan struct{}, 1),
-		stop:           make(chan struct{}),
-		done:           make(chan struct{}),
+		dims:     o.Dims,
+		efSearch: o.EfSearch,
+		backlog:  o.Backlog,
+		graph:    newGraph(o.Dims, o.M, o.EfConstruction, o.Seed),
+		scratch:  sync.Pool{New: func() any { return new(scratch) }},
+		ids:      map[string]uint64{},
+		vecs:     chunked[float32]{stride: o.Dims},
+		wake:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	x.idle = sync.NewCond(&x.pmu)
 	go x.build()
 	return x
 }
-
-// dotDistance is cosine distance for unit vectors.
-func dotDistance(a, b []float32) float32 { return 1 - vek32.Dot(a, b) }
 
 // Dims is the length of every vector in the index.
 func (x *Index) Dims() int { return x.dims }
@@ -110,7 +89,7 @@ func (x *Index) Dims() int { return x.dims }
 // Add inserts vec under key and returns the key's id. A key already
 // present is left as it is: memories are immutable, so the same key always
 // has the same vector. vec must have Dims elements and unit length; the
-// index keeps it.
+// index keeps a copy.
 func (x *Index) Add(key string, vec []float32) uint64 {
 	if len(vec) != x.dims {
 		panic("vector: dimension mismatch")
@@ -120,10 +99,15 @@ func (x *Index) Add(key string, vec []float32) uint64 {
 		x.kmu.Unlock()
 		return id
 	}
+	if uint64(len(x.keys)) > math.MaxUint32 {
+		x.kmu.Unlock()
+		panic("vector: more than 2^32 vectors")
+	}
 	id := uint64(len(x.keys))
 	x.ids[key] = id
 	x.keys = append(x.keys, key)
-	x.vecs = append(x.vecs, vec)
+	x.vecs.grow(len(x.keys))
+	copy(x.vecs.at(uint32(id)), vec)
 	x.kmu.Unlock()
 
 	x.pmu.Lock()
@@ -149,7 +133,10 @@ func (x *Index) ID(key string) (uint64, bool) {
 func (x *Index) Vector(id uint64) []float32 {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	return x.vecs[id]
+	if id >= uint64(len(x.keys)) {
+		panic("vector: no such id")
+	}
+	return x.vecs.at(uint32(id))
 }
 
 // Lookup returns the vector stored under key (shared: do not modify).
@@ -160,7 +147,7 @@ func (x *Index) Lookup(key string) ([]float32, bool) {
 	if !ok {
 		return nil, false
 	}
-	return x.vecs[id], true
+	return x.vecs.at(uint32(id)), true
 }
 
 // Len is the number of vectors in the index.
@@ -226,21 +213,20 @@ func (x *Index) build() {
 				break
 			}
 			start := time.Now()
+			// The chunks hold every pending vector: Add stores a vector
+			// before it makes its id pending.
+			x.kmu.RLock()
+			vecs := x.vecs
+			x.kmu.RUnlock()
 			for _, id := range ids {
 				select {
 				case <-x.stop:
 					return
 				default:
 				}
-				x.kmu.RLock()
-				v := x.vecs[id]
-				x.kmu.RUnlock()
-				// coder/hnsw has one ef for both: insert with the smaller one;
-				// no search runs while the write lock is held.
 				x.gmu.Lock()
-				x.graph.EfSearch = x.efConstruction
-				x.graph.Add(hnsw.MakeNode(id, v))
-				x.graph.EfSearch = x.efSearch
+				x.graph.vecs = vecs
+				x.graph.insert(uint32(id))
 				x.gmu.Unlock()
 			}
 			x.pmu.Lock()
@@ -270,59 +256,53 @@ func (x *Index) Search(q []float32, k int) []Hit {
 	if k <= 0 || len(q) != x.dims {
 		return nil
 	}
-	best := make(map[uint64]float32, 2*k)
-
-	x.gmu.RLock()
-	for _, r := range x.graph.SearchWithDistance(q, k) {
-		best[r.Key] = 1 - r.Distance
-	}
-	x.gmu.RUnlock()
-
+	// Pending before the graph: an id leaves the pending set only once it
+	// is in the graph, so in this order none slips between the two.
 	x.pmu.RLock()
 	pending := slices.Clone(x.pending)
 	x.pmu.RUnlock()
-	for _, s := range x.exact(q, pending, k) {
-		best[s.id] = s.sim
+
+	s := x.scratch.Get().(*scratch)
+	x.gmu.RLock()
+	found := x.graph.search(s, q, k, x.efSearch, make([]item, 0, 2*k))
+	x.gmu.RUnlock()
+	x.scratch.Put(s)
+
+	if len(pending) > 0 {
+		found = append(found, x.exact(q, pending, k)...)
+		// An id that joined the graph meanwhile is in both, with the same
+		// similarity: adjacent once sorted.
+		slices.SortFunc(found, byBest)
+		found = slices.CompactFunc(found, func(a, b item) bool { return a.id == b.id })
 	}
-	out := make([]scored, 0, len(best))
-	for id, sim := range best {
-		out = append(out, scored{id, sim})
-	}
-	return x.hits(out, k)
+	return x.hits(found, k)
 }
 
-// exact returns the k best of ids by exact similarity to q.
-func (x *Index) exact(q []float32, ids []uint64, k int) []scored {
-	top := &minHeap{}
+// exact returns the k best of ids by exact similarity to q, in no order.
+func (x *Index) exact(q []float32, ids []uint64, k int) []item {
+	top := make(minHeap, 0, min(k, len(ids)))
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
 	for _, id := range ids {
-		sim := vek32.Dot(q, x.vecs[id])
-		if top.Len() < k {
-			heap.Push(top, scored{id, sim})
-		} else if sim > (*top)[0].sim {
-			(*top)[0] = scored{id, sim}
-			heap.Fix(top, 0)
+		it := item{vek32.Dot(q, x.vecs.at(uint32(id))), uint32(id)}
+		switch {
+		case len(top) < k:
+			top.push(it)
+		case worse(top[0], it):
+			top.replaceTop(it)
 		}
 	}
-	return *top
+	return top
 }
 
-// hits sorts scored ids best first (ties by insertion order) and keeps k.
-func (x *Index) hits(out []scored, k int) []Hit {
-	slices.SortFunc(out, func(a, b scored) int {
-		if c := cmp.Compare(b.sim, a.sim); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id, b.id)
-	})
-	if len(out) > k {
-		out = out[:k]
-	}
-	hits := make([]Hit, len(out))
+// hits sorts items best first (ties by insertion order) and keeps k.
+func (x *Index) hits(found []item, k int) []Hit {
+	slices.SortFunc(found, byBest)
+	found = found[:min(k, len(found))]
+	hits := make([]Hit, len(found))
 	x.kmu.RLock()
-	for i, s := range out {
-		hits[i] = Hit{Key: x.keys[s.id], Similarity: s.sim}
+	for i, it := range found {
+		hits[i] = Hit{Key: x.keys[it.id], Similarity: it.sim}
 	}
 	x.kmu.RUnlock()
 	return hits
@@ -336,25 +316,6 @@ func (x *Index) SearchAmong(q []float32, ids []uint64, k int) []Hit {
 		return nil
 	}
 	return x.hits(x.exact(q, ids, k), k)
-}
-
-type scored struct {
-	id  uint64
-	sim float32
-}
-
-// minHeap keeps the k best by similarity, worst on top.
-type minHeap []scored
-
-func (h minHeap) Len() int           { return len(h) }
-func (h minHeap) Less(i, j int) bool { return h[i].sim < h[j].sim }
-func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *minHeap) Push(v any)        { *h = append(*h, v.(scored)) }
-func (h *minHeap) Pop() any {
-	old := *h
-	v := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return v
 }
 
 // restFactor is how much longer than it worked the builder rests below its
