@@ -224,43 +224,16 @@ func (s *Self) PlanDream(ctx context.Context) ([]*DreamPlan, error) {
 	return out, nil
 }
 
-// recentForDream reads the sona's latest memories that a dream considers,
-// oldest first.
+// recentForDream reads the sona's latest memories that a dream considers
+// (not insights, merges or archived), oldest first.
 func (s *Self) recentForDream(id string, length int64) ([]DreamInput, error) {
-	var out []DreamInput
-	err := s.store.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: chainPrefix(id), Reverse: true})
-		defer it.Close()
-		for it.Seek(chainKey(id, length)); it.Valid() && len(out) < s.cfg.Heartbeat.DreamRecent; it.Next() {
-			var c cid.Cid
-			err := it.Item().Value(func(v []byte) error {
-				var err error
-				_, c, _, err = decodeChainEntry(v)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			meta, err := getMeta(txn, c)
-			if err != nil {
-				return err
-			}
-			if meta.Insight != nil || meta.Archived || meta.Labels[LabelMerge] != "" {
-				continue
-			}
-			m, err := s.loadMemory(txn, c)
-			if err != nil {
-				return err
-			}
-			vec, err := readVector(txn, c)
-			if err != nil {
-				return err
-			}
-			out = append(out, DreamInput{CID: c, Text: m.Text(), Kind: meta.Kind, Vec: vec})
-		}
-		return nil
+	members, err := s.chainMembers(id, length, s.cfg.Heartbeat.DreamRecent, func(meta *messages.MemoryMeta) bool {
+		return meta.Insight == nil && !meta.Archived && meta.Labels[LabelMerge] == ""
 	})
-	slices.Reverse(out)
+	out := make([]DreamInput, len(members))
+	for i, m := range members {
+		out[i] = DreamInput{CID: m.c, Text: m.m.Text(), Kind: m.meta.Kind, Vec: m.vec}
+	}
 	return out, err
 }
 

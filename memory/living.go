@@ -308,12 +308,21 @@ const maxMergeSources = 1000
 // expired) in chain order.
 func (s *Self) activeMembers(id string) ([]member, error) {
 	now := s.clock.Now().Unix()
+	return s.chainMembers(id, math.MaxInt64, 0, func(meta *messages.MemoryMeta) bool {
+		return !meta.Backbone && !meta.Archived && (meta.ExpiresAt == 0 || meta.ExpiresAt > now)
+	})
+}
+
+// chainMembers reads, with their metadata and embeddings, the memories of
+// a sona's chain at seqs up to upto that keep accepts: the newest limit of
+// them (0 = all), in chain order.
+func (s *Self) chainMembers(id string, upto int64, limit int, keep func(*messages.MemoryMeta) bool) ([]member, error) {
 	var out []member
 	seen := map[cid.Cid]bool{}
 	err := s.store.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: chainPrefix(id), PrefetchValues: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: chainPrefix(id), Reverse: true, PrefetchValues: true})
 		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
+		for it.Seek(chainKey(id, upto)); it.Valid() && (limit == 0 || len(out) < limit); it.Next() {
 			var c cid.Cid
 			err := it.Item().Value(func(v []byte) error {
 				var err error
@@ -331,7 +340,7 @@ func (s *Self) activeMembers(id string) ([]member, error) {
 			if err != nil {
 				return err
 			}
-			if meta.Backbone || meta.Archived || meta.ExpiresAt > 0 && meta.ExpiresAt <= now {
+			if !keep(meta) {
 				continue
 			}
 			m, err := s.loadMemory(txn, c)
@@ -346,6 +355,7 @@ func (s *Self) activeMembers(id string) ([]member, error) {
 		}
 		return nil
 	})
+	slices.Reverse(out)
 	return out, err
 }
 
