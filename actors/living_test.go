@@ -151,7 +151,7 @@ func TestBackboneSonaIsWrittenOnlyByConsensus(t *testing.T) {
 	if again, err := e.sys.WriteBackbone(ctx, &messages.WriteBackbone{AgentId: "a", Content: "The user is Demos."}); err != nil || !again.Existed || again.Cid != w.Cid {
 		t.Fatalf("rewrite: %+v %v", again, err)
 	}
-	id, _ := e.self.BackboneSona()
+	id := e.self.BackboneSona()
 	_, err = e.sys.Advance(ctx, id, &messages.ChatRequest{Content: "hi"})
 	if !errors.Is(err, memory.ErrInvalid) {
 		t.Fatalf("chat on the backbone sona: %v", err)

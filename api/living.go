@@ -95,11 +95,7 @@ func (s *Server) listBackbone(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	id, err := s.self.BackboneSona()
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
+	id := s.self.BackboneSona()
 	if id == "" {
 		s.writeMemories(w, nil, "")
 		return

@@ -52,46 +52,48 @@ func pendingKey(concept string) []byte { return join(prefixPending, []byte(conce
 func conflictKey(id string) []byte     { return join(prefixConflict, []byte(id)) }
 
 // BackboneSona returns the uuid of the backbone's sona, or "" when nothing
-// was written to the backbone yet.
-func (s *Self) BackboneSona() (string, error) {
+// was written to the backbone yet. It is read from x/backbone at open and
+// set when the sona is made; it never changes after.
+func (s *Self) BackboneSona() string {
 	if id := s.backbone.Load(); id != nil {
-		return *id, nil // once made, it never changes
+		return *id
 	}
-	var id string
-	err := s.store.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(keyBackbone)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		v, err := item.ValueCopy(nil)
-		id = string(v)
+	return ""
+}
+
+// loadBackbone reads the backbone sona's uuid at open.
+func (s *Self) loadBackbone(txn *badger.Txn) error {
+	item, err := txn.Get(keyBackbone)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
 		return err
-	})
-	if err == nil && id != "" {
+	}
+	v, err := item.ValueCopy(nil)
+	if err == nil {
+		id := string(v)
 		s.backbone.Store(&id)
 	}
-	return id, err
+	return err
 }
 
 // IsBackbone reports whether sona is the backbone's: only the consensus
 // actor writes to it.
 func (s *Self) IsBackbone(sona string) bool {
-	id, err := s.BackboneSona()
-	return err == nil && id != "" && id == sona
+	id := s.BackboneSona()
+	return id != "" && id == sona
 }
 
 // ensureBackbone returns the backbone sona's uuid, creating it (and its
 // record under x/backbone, in the same transaction) on first use.
 func (s *Self) ensureBackbone(ctx context.Context) (string, error) {
-	id, err := s.BackboneSona()
-	if err != nil || id != "" {
-		return id, err
+	if id := s.BackboneSona(); id != "" {
+		return id, nil
 	}
 	rec, err := s.createSona(ctx, BackboneName, func(tx *Tx, rec *messages.Sona) {
 		tx.Set(keyBackbone, []byte(rec.Uuid))
+		tx.OnCommit(func() { s.backbone.Store(&rec.Uuid) })
 	})
 	if err != nil {
 		return "", err
@@ -457,9 +459,9 @@ func listProtos[T proto.Message](s *Self, prefix []byte, mk func() T) ([]T, erro
 
 // Backbone lists the backbone's memories in the order they were written.
 func (s *Self) Backbone(from int64, limit int) (Page[ChainEntry], error) {
-	id, err := s.BackboneSona()
-	if err != nil || id == "" {
-		return Page[ChainEntry]{}, err
+	id := s.BackboneSona()
+	if id == "" {
+		return Page[ChainEntry]{}, nil
 	}
 	return s.Chain(id, from, limit)
 }

@@ -185,10 +185,7 @@ func (s *Self) PlanDream(ctx context.Context) ([]*DreamPlan, error) {
 		lengths[id] = ss.rec.Length
 	}
 	s.smu.RUnlock()
-	backbone, err := s.BackboneSona()
-	if err != nil {
-		return nil, err
-	}
+	backbone := s.BackboneSona()
 	ids := make([]string, 0, len(lengths))
 	for id, n := range lengths {
 		if n > st.Dreamed[id] && id != backbone {

@@ -219,10 +219,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	}
 
 	// The backbone is every sona's: in sona scope its memories join the sona's.
-	backbone, err := s.BackboneSona()
-	if err != nil {
-		return nil, err
-	}
+	backbone := s.BackboneSona()
 	n := rc.Candidates + len(q.Exclude)
 	if q.AsOf != nil {
 		n *= 4 // later memories are filtered out after the search
@@ -282,7 +279,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	denseDone.Wait()
 
 	var out []*Recalled
-	err = s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn *badger.Txn) error {
 		sc.txn = txn
 		cands, err := sc.gather(dense, bm25, paths)
 		if err != nil {

@@ -197,6 +197,9 @@ func (s *Self) load(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
+		if err := s.loadBackbone(txn); err != nil {
+			return err
+		}
 		if err := iteratePrefix(txn, prefixNameVec, func(k, v []byte) error {
 			st, ok := s.sonas[string(k[len(prefixNameVec):])]
 			if !ok {
