@@ -62,7 +62,7 @@ func (a *heartbeatActor) tick(dream, compact bool) (*messages.TickReport, error)
 	if sys.knobs.BeforeTick != nil {
 		sys.knobs.BeforeTick()
 	}
-	ctx, cancel := context.WithTimeout(sys.base, sys.tierTimeout()+time.Duration(hb.MaxCompressions+1)*sys.cfg.Actors.AskTimeout.D())
+	ctx, cancel := context.WithTimeout(sys.base, sys.tickTimeout())
 	defer cancel()
 	now := sys.clock.Now()
 	rep := &messages.TickReport{At: now.Unix()}
