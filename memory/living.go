@@ -479,7 +479,7 @@ func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared,
 		centroid = updateCentroid(centroid, int64(i), src.vec)
 		kinds[src.meta.Kind]++
 		importance = math.Max(importance, src.meta.Importance)
-		latest = max(latest, (&Recalled{Memory: src.m, Meta: src.meta}).Time())
+		latest = max(latest, memoryTime(src.m, src.meta))
 	}
 	if !normalize(centroid) {
 		return nil, fmt.Errorf("%w: the merged memories have no direction", ErrInvalid)

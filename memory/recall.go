@@ -146,11 +146,13 @@ type Recalled struct {
 func (r *Recalled) Chars() int { return utf8.RuneCountInString(r.Memory.Text()) }
 
 // Time orders memories: the memory's timestamp, else when it was stored.
-func (r *Recalled) Time() int64 {
-	if r.Memory.Timestamp != nil {
-		return *r.Memory.Timestamp
+func (r *Recalled) Time() int64 { return memoryTime(r.Memory, r.Meta) }
+
+func memoryTime(m *Memory, meta *messages.MemoryMeta) int64 {
+	if m.Timestamp != nil {
+		return *m.Timestamp
 	}
-	return r.Meta.CreatedAt
+	return meta.CreatedAt
 }
 
 // Recall returns the memories that matter for q (DESIGN.md §5):
