@@ -80,6 +80,7 @@ func (a *heartbeatActor) tick(dream, compact bool) (*messages.TickReport, error)
 			break
 		}
 	}
+	sys.wakeEvaluator()
 	if n, err := sys.ActiveSonas(); err == nil && n > 0 {
 		sys.as.Root.Send(sys.sonas, &messages.TierWake{Tier: "mtm"})
 		rep.TierWakes = int64(n)

@@ -232,6 +232,9 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(a
 				a.reload(ctx)
 			}
 		}
+		if err == nil {
+			a.sys.wakeEvaluator()
+		}
 		done(appended{&messages.Appended{Cid: item.CID.String(), Seq: proto.Int64(plan.Seq), Act: plan.Act.String()}, err})
 	})
 }

@@ -48,6 +48,8 @@ type TestingKnobs struct {
 	// panic there crashes the actor.
 	BeforeTick      func()
 	BeforeConsensus func()
+	// BeforeEvaluate runs in the evaluator actor before each step.
+	BeforeEvaluate func()
 }
 
 // System is the running actor tree and the entry point for writes to
@@ -59,6 +61,7 @@ type System struct {
 	sonas     *actor.PID
 	heartbeat *actor.PID
 	consensus *actor.PID
+	evaluator *actor.PID
 	self      *memory.Self
 	llm       llm.LLM
 	cfg       config.Config
@@ -112,7 +115,7 @@ func Start(o Options) (*System, error) {
 		return nil, fmt.Errorf("actors: spawn root: %w", err)
 	}
 	s.root = root
-	for name, dst := range map[string]**actor.PID{"sonas": &s.sonas, "heartbeat": &s.heartbeat, "consensus": &s.consensus} {
+	for name, dst := range map[string]**actor.PID{"sonas": &s.sonas, "heartbeat": &s.heartbeat, "consensus": &s.consensus, "evaluator": &s.evaluator} {
 		res, err := as.Root.RequestFuture(root, &messages.Lookup{Name: name}, ac.AskTimeout.D()).Result()
 		pid, ok := res.(*actor.PID)
 		if err != nil || !ok {
@@ -152,14 +155,15 @@ func (r *rootActor) Receive(ctx actor.Context) {
 		ac := r.sys.cfg.Actors
 		props := actor.PropsFromProducer(func() actor.Actor { return newSonasActor(r.sys) },
 			actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 0, 0, r.sys.clock)))
-		// The heartbeat and consensus actors restart with backoff: their
-		// state is in the store.
+		// The heartbeat, consensus and evaluator actors restart with
+		// backoff: their state is in the store.
 		backoff := newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 100*time.Millisecond, 10*time.Second, r.sys.clock)
 		r.children = map[string]*actor.PID{}
 		for name, p := range map[string]*actor.Props{
 			"sonas":     props,
 			"heartbeat": actor.PropsFromProducer(func() actor.Actor { return &heartbeatActor{sys: r.sys} }, actor.WithSupervisor(backoff)),
 			"consensus": actor.PropsFromProducer(func() actor.Actor { return &consensusActor{sys: r.sys} }, actor.WithSupervisor(backoff)),
+			"evaluator": actor.PropsFromProducer(func() actor.Actor { return &evaluatorActor{sys: r.sys} }, actor.WithSupervisor(backoff)),
 		} {
 			pid, err := ctx.SpawnNamed(p, name)
 			if err != nil {

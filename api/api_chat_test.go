@@ -277,7 +277,7 @@ func TestRecall(t *testing.T) {
 			t.Fatalf("via %v", rm["via"])
 		}
 		ex := object(t, rm["explain"])
-		wantKeys(t, ex, "dense", "bm25", "affinity", "dense_rank", "bm25_rank", "affinity_rank", "relevance",
+		wantKeys(t, ex, "dense", "bm25", "affinity", "metric", "dense_rank", "bm25_rank", "affinity_rank", "metric_rank", "relevance",
 			"kind_weight", "recency", "importance", "sona_similarity", "coaccess", "contributions")
 		sum := 0.0
 		for _, v := range object(t, ex["contributions"]) {

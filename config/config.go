@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -36,14 +37,15 @@ type Config struct {
 	Threshold Thresholds      `yaml:"thresholds"`
 	Kinds     map[string]Kind `yaml:"kinds"`
 	// DefaultKind is the XmetaV kind given to memories stored without one.
-	DefaultKind string    `yaml:"default_kind"`
-	Tiers       Tiers     `yaml:"tiers"`
-	Living      Living    `yaml:"living"`
-	Heartbeat   Heartbeat `yaml:"heartbeat"`
-	LLM         LLM       `yaml:"llm"`
-	Embedder    Embedder  `yaml:"embedder"`
-	Actors      Actors    `yaml:"actors"`
-	Log         Log       `yaml:"log"`
+	DefaultKind string     `yaml:"default_kind"`
+	Tiers       Tiers      `yaml:"tiers"`
+	Living      Living     `yaml:"living"`
+	Heartbeat   Heartbeat  `yaml:"heartbeat"`
+	Evaluation  Evaluation `yaml:"evaluation"`
+	LLM         LLM        `yaml:"llm"`
+	Embedder    Embedder   `yaml:"embedder"`
+	Actors      Actors     `yaml:"actors"`
+	Log         Log        `yaml:"log"`
 }
 
 // Server configures the HTTP listener (REST, later MCP and the gateway).
@@ -162,6 +164,9 @@ type PathWeights struct {
 	Dense    float64 `yaml:"dense"`
 	BM25     float64 `yaml:"bm25"`
 	Affinity float64 `yaml:"affinity"`
+	// Metric is EUMAS's metric path: memories whose evaluation metrics
+	// are near the query's.
+	Metric float64 `yaml:"metric"`
 }
 
 // Weights of the recall score (DESIGN.md §5): relevance × kind weight,
@@ -248,6 +253,39 @@ type Heartbeat struct {
 	InsightConfidence float64 `yaml:"insight_confidence"` // 0.4
 }
 
+// Evaluation configures EUMAS's per-memory evaluation (seed 004).
+type Evaluation struct {
+	// Mode: llm (the configured model with a JSON schema per archetype,
+	// the heuristic when it has no structured output), heuristic, or off.
+	Mode string `yaml:"mode"`
+	// Batch is how many memories the evaluator takes per step (32).
+	Batch int `yaml:"batch"`
+	// ImportanceSeed: a memory's importance is raised to at least
+	// importance_seed × its priority when it is evaluated (0.5).
+	ImportanceSeed float64 `yaml:"importance_seed"`
+	// Archetypes evaluate every memory (default from archetypes.yaml).
+	Archetypes []Archetype `yaml:"archetypes"`
+}
+
+// Archetype is an evaluating personality: EUMAS asks each archetype for
+// its metrics, annotations and priority.
+type Archetype struct {
+	Name        string `yaml:"name"`
+	Personality string `yaml:"personality"`
+	// Focus names the metrics that weigh in the archetype's priority.
+	Focus   []string `yaml:"focus"`
+	Metrics []Metric `yaml:"metrics"`
+}
+
+// Metric is one scalar (0..1) an archetype measures.
+type Metric struct {
+	Name       string `yaml:"name"`
+	Definition string `yaml:"definition"`
+	// Cues are the words by which the offline heuristic measures the
+	// metric (compared after stemming).
+	Cues []string `yaml:"cues"`
+}
+
 // LLM selects the language model that advances sonas.
 type LLM struct {
 	// Provider: offline (built-in, deterministic, no network).
@@ -320,7 +358,7 @@ func Default() Config {
 			ImportanceFloor:    0.05,
 			Fusion:             "weighted",
 			RRFK:               60,
-			Paths:              PathWeights{Dense: 0.5, BM25: 1, Affinity: 0.5},
+			Paths:              PathWeights{Dense: 0.5, BM25: 1, Affinity: 0.5, Metric: 0.05},
 			Scope:              "self",
 			AffinitySeeds:      5,
 			AffinityDepth:      2,
@@ -356,8 +394,9 @@ func Default() Config {
 		Living: Living{Phi: 1.618, MinCompressNodes: 3, ColdBranchRatio: 0.1, StakesHigh: 1.25},
 		Heartbeat: Heartbeat{Interval: Duration(30 * time.Second), DreamIdle: Duration(6 * time.Hour),
 			SweepBatch: 2000, MaxCompressions: 4, DreamRecent: 50, InsightConfidence: 0.4},
-		LLM:      LLM{Provider: "offline", MaxTokens: 1024, ContextTokens: 8192, Timeout: Duration(60 * time.Second)},
-		Embedder: Embedder{Provider: "hashed", Dims: 384},
+		Evaluation: Evaluation{Mode: "llm", Batch: 32, ImportanceSeed: 0.2, Archetypes: DefaultArchetypes()},
+		LLM:        LLM{Provider: "offline", MaxTokens: 1024, ContextTokens: 8192, Timeout: Duration(60 * time.Second)},
+		Embedder:   Embedder{Provider: "hashed", Dims: 384},
 		Actors: Actors{
 			SonaIdle:      Duration(5 * time.Minute),
 			MaxRestarts:   10,
@@ -582,6 +621,8 @@ func (c *Config) Validate() error {
 	positive("heartbeat.max_compressions", c.Heartbeat.MaxCompressions)
 	positive("heartbeat.dream_recent", c.Heartbeat.DreamRecent)
 	unit("heartbeat.insight_confidence", c.Heartbeat.InsightConfidence)
+	nonNeg("recall.paths.metric", c.Recall.Paths.Metric)
+	c.validateEvaluation(bad, positive, unit)
 
 	switch c.LLM.Provider {
 	case "offline":
@@ -654,6 +695,18 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+//go:embed archetypes.yaml
+var archetypesYAML []byte
+
+// DefaultArchetypes are the evaluating archetypes of archetypes.yaml.
+func DefaultArchetypes() []Archetype {
+	var as []Archetype
+	if err := yaml.Unmarshal(archetypesYAML, &as); err != nil {
+		panic(fmt.Sprintf("config: archetypes.yaml: %v", err))
+	}
+	return as
+}
+
 //go:embed traits.yaml
 var traitsYAML []byte
 
@@ -665,4 +718,51 @@ func DefaultTraits() []TraitDimension {
 		panic(fmt.Sprintf("config: traits.yaml: %v", err))
 	}
 	return dims
+}
+
+// metricName is what a metric may be called: it is a JSON property of the
+// evaluation schema and a key of the stored metrics.
+var metricName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+func (c *Config) validateEvaluation(bad func(string, string, ...any), positive func(string, int), unit func(string, float64)) {
+	e := c.Evaluation
+	switch e.Mode {
+	case "llm", "heuristic":
+	case "off":
+		return
+	default:
+		bad("evaluation.mode", "must be llm, heuristic or off, got %q", e.Mode)
+		return
+	}
+	positive("evaluation.batch", e.Batch)
+	unit("evaluation.importance_seed", e.ImportanceSeed)
+	if len(e.Archetypes) == 0 {
+		bad("evaluation.archetypes", "must list at least one archetype (or set evaluation.mode: off)")
+	}
+	names := map[string]bool{}
+	for i, a := range e.Archetypes {
+		key := fmt.Sprintf("evaluation.archetypes[%d]", i)
+		if a.Name == "" || names[a.Name] {
+			bad(key, "needs a name of its own, got %q", a.Name)
+		}
+		names[a.Name] = true
+		if len(a.Metrics) == 0 {
+			bad(key, "must define at least one metric")
+		}
+		metrics := map[string]bool{}
+		for j, m := range a.Metrics {
+			if !metricName.MatchString(m.Name) || metrics[m.Name] {
+				bad(fmt.Sprintf("%s.metrics[%d]", key, j), "needs a unique name of lower-case letters, digits and _, got %q", m.Name)
+			}
+			metrics[m.Name] = true
+			if m.Definition == "" {
+				bad(fmt.Sprintf("%s.metrics[%d]", key, j), "needs a definition")
+			}
+		}
+		for _, f := range a.Focus {
+			if !metrics[f] {
+				bad(key+".focus", "names %q, which is not one of its metrics", f)
+			}
+		}
+	}
 }

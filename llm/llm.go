@@ -28,6 +28,7 @@ package llm
 import (
 	"context"
 	"errors"
+	"strings"
 )
 
 // Role of a chat message.
@@ -130,3 +131,16 @@ var (
 	// cannot serve, such as a structured reply from a model without one.
 	ErrUnsupported = errors.New("llm: not supported by this model")
 )
+
+// Unfence strips a Markdown code fence around a structured (JSON) reply,
+// which some models add even when asked for JSON only.
+func Unfence(s string) string {
+	s = strings.TrimSpace(s)
+	if rest, ok := strings.CutPrefix(s, "```"); ok {
+		if i := strings.IndexByte(rest, '\n'); i >= 0 {
+			rest = rest[i+1:]
+		}
+		s = strings.TrimSuffix(strings.TrimSpace(rest), "```")
+	}
+	return s
+}

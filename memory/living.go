@@ -155,7 +155,7 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 			if len(meta.Sonas) > 0 {
 				_, activity, _ = s.sonaSnapshot(meta.Sonas[0])
 			}
-			decay := Decay(s.cfg.Recall.Lambda, meta.Importance, meta.Backbone, activity, meta.LastAccessTick)
+			decay := s.decay(meta, activity)
 			var p prune
 			for _, l := range ls {
 				links.Add(l.Strength)

@@ -69,7 +69,7 @@ type Query struct {
 
 // Paths turns the stages of recall on and off.
 type Paths struct {
-	Weights  config.PathWeights // dense, BM25, affinity; 0 = off
+	Weights  config.PathWeights // dense, BM25, affinity, metric; 0 = off
 	CoAccess bool               // pull in co-access partners of the hits
 	Expand   bool               // expand along edges
 	Fusion   string             // "rrf" | "weighted"
@@ -90,16 +90,16 @@ type Explain struct {
 
 // Contributions are the additive parts of a score.
 type Contributions struct {
-	Dense, BM25, Affinity float64 // w_relevance × fused part × kind weight
-	Recency               float64 // w_recency × activity-relative decay
-	Importance            float64 // w_importance × importance
-	SonaSimilarity        float64 // w_sona × sona similarity
-	Path                  float64 // score carried from a hit (co-access, expansion)
+	Dense, BM25, Affinity, Metric float64 // w_relevance × fused part × kind weight
+	Recency                       float64 // w_recency × activity-relative decay
+	Importance                    float64 // w_importance × importance
+	SonaSimilarity                float64 // w_sona × sona similarity
+	Path                          float64 // score carried from a hit (co-access, expansion)
 }
 
 // Sum is the score the contributions make.
 func (c Contributions) Sum() float64 {
-	return c.Dense + c.BM25 + c.Affinity + c.Recency + c.Importance + c.SonaSimilarity + c.Path
+	return c.Dense + c.BM25 + c.Affinity + c.Metric + c.Recency + c.Importance + c.SonaSimilarity + c.Path
 }
 
 // Decay is Living Memory's activity-relative forgetting:
@@ -125,6 +125,7 @@ func ScoreHit(e *Explain, w config.Weights) {
 		Dense:          f * e.Fused.Dense,
 		BM25:           f * e.Fused.BM25,
 		Affinity:       f * e.Fused.Affinity,
+		Metric:         f * e.Fused.Metric,
 		Recency:        w.Recency * e.Recency,
 		Importance:     w.Importance * e.Importance,
 		SonaSimilarity: w.Sona * e.SonaSimilarity,
@@ -280,10 +281,28 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	}
 	denseDone.Wait()
 
+	// The metric path (EUMAS): memories whose metric profile is near the
+	// query's, the query evaluated as memories are. Off when nothing
+	// stands out in the query or nothing is evaluated.
+	var metric []pathHit
+	if paths.Weights.Metric > 0 {
+		prof, err := s.queryProfile(ctx, q.Text)
+		if err != nil {
+			return nil, err
+		}
+		sc.profile = prof
+		if prof == nil {
+			paths.Weights.Metric = 0
+		}
+		for _, h := range s.metricCandidates(q, prof, n) {
+			metric = append(metric, pathHit{key: h.Key, score: float64(h.Similarity)})
+		}
+	}
+
 	var out []*Recalled
 	err := s.store.View(func(txn *badger.Txn) error {
 		sc.txn = txn
-		cands, err := sc.gather(dense, bm25, paths)
+		cands, err := sc.gather(dense, bm25, metric, paths)
 		if err != nil {
 			return err
 		}
@@ -391,6 +410,7 @@ type scorer struct {
 	q        *Query
 	txn      *badger.Txn
 	centroid []float32
+	profile  []float32 // the query's metric profile (nil: no metric path)
 	now      int64
 	sims     map[string]float64 // sona similarity by sona uuid
 	activity map[string]int64   // chain length by sona uuid
@@ -454,7 +474,7 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 		Meta: meta,
 		Explain: Explain{
 			KindWeight:     s.cfg.KindWeight(meta.Kind),
-			Recency:        Decay(s.cfg.Recall.Lambda, meta.Importance, meta.Backbone, activity, meta.LastAccessTick),
+			Recency:        s.decay(meta, activity),
 			Importance:     meta.Importance,
 			SonaSimilarity: sc.sonaSimilarity(meta),
 		},
@@ -521,7 +541,7 @@ func cosine(a, b []float32) float64 {
 }
 
 // gather builds the scored, fused candidate set of the three paths.
-func (sc *scorer) gather(dense, bm25 []pathHit, paths Paths) ([]*Recalled, error) {
+func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalled, error) {
 	byKey := map[string]*Recalled{}
 	var order []*Recalled
 	add := func(key string) (*Recalled, error) {
@@ -568,14 +588,28 @@ func (sc *scorer) gather(dense, bm25 []pathHit, paths Paths) ([]*Recalled, error
 			bestBM25 = math.Max(bestBM25, h.score)
 		}
 	}
-	// Every candidate's dense similarity, also for those the dense path did
-	// not return: the calibrated fusion, the threshold and the
-	// explanation use it.
+	rank = 0
+	for _, h := range metric {
+		r, err := add(h.key)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			rank++
+			r.Explain.Evidence.Metric, r.Explain.Evidence.MetricRank = h.score, rank
+		}
+	}
+	// Every candidate's dense (and metric-profile) similarity, also for
+	// those the path did not return: the calibrated fusion, the threshold
+	// and the explanation use it.
 	denseDone := 0
 	fuseAll := func() {
 		for _, r := range order[denseDone:] {
 			if r.Explain.Evidence.DenseRank == 0 && sc.q.Vector != nil {
 				r.Explain.Evidence.Dense = sc.denseSim(r.CID)
+			}
+			if r.Explain.Evidence.MetricRank == 0 && sc.profile != nil {
+				r.Explain.Evidence.Metric = sc.metricSim(r.CID)
 			}
 		}
 		denseDone = len(order)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -46,6 +47,9 @@ type Options struct {
 	// compared with its nearest neighbour for dedup (Living Memory's
 	// normalize_fn, e.g. an LLM call).
 	Normalize func(ctx context.Context, text string) (string, error)
+	// Evaluator evaluates queries for recall's metric path (EUMAS), as
+	// the evaluator actor evaluates memories; nil turns the path off.
+	Evaluator eumas.Evaluator
 }
 
 // Self is the aggregate of an agent's memories across all sonas: the store,
@@ -73,6 +77,10 @@ type Self struct {
 	text         *textIndexer           // full-text index, kept in step by the committer
 	progress     func(stage string, done, total uint64)
 	normalize    func(ctx context.Context, text string) (string, error)
+
+	evaluator   eumas.Evaluator
+	metricNames []string      // the dimensions of a metric profile
+	profiles    *vector.Index // metric profiles of the evaluated memories (evaluation.go)
 }
 
 // sonaState is the committed state of a sona, cached for recall.
@@ -129,6 +137,11 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 			Seed:           o.Config.Index.Seed,
 		}),
 	}
+	if o.Config.Evaluation.Mode != "off" {
+		s.evaluator = o.Evaluator
+		s.metricNames = eumas.Metrics(o.Config.Evaluation.Archetypes)
+	}
+	s.profiles = s.newProfiles()
 	s.lastActivity.Store(o.Clock.Now().Unix())
 	st.Watch(prefixMeta, func(k []byte) { s.metas.invalidate(string(k[len(prefixMeta):])) })
 	if err := s.load(ctx); err != nil {
@@ -146,6 +159,7 @@ func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load()
 // Close closes the indexes and the store, after every submitted write.
 func (s *Self) Close() error {
 	s.index.Close()
+	s.profiles.Close()
 	err := s.store.Close()
 	if s.text != nil {
 		s.text.close()
@@ -213,7 +227,14 @@ func (s *Self) load(ctx context.Context) error {
 			return err
 		}
 		var n int64
-		if err := iterateKeys(txn, prefixMeta, func([]byte) { n++ }); err != nil {
+		if err := iteratePrefix(txn, prefixMeta, func(k, v []byte) error {
+			n++
+			c, err := cid.Cast(k[len(prefixMeta):])
+			if err != nil {
+				return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
+			}
+			return s.loadProfile(c, v)
+		}); err != nil {
 			return err
 		}
 		s.memories.Store(n)

@@ -329,8 +329,11 @@ func decodeLogKey(k []byte) uint64 {
 }
 
 // logEnd reads the last insertion-log position.
-func logEnd(txn *badger.Txn) (uint64, error) {
-	item, err := txn.Get(keyMemSeq)
+func logEnd(txn *badger.Txn) (uint64, error) { return readU64(txn, keyMemSeq) }
+
+// readU64 reads an 8-byte big-endian counter; 0 when absent.
+func readU64(txn *badger.Txn, key []byte) (uint64, error) {
+	item, err := txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return 0, nil
 	}
@@ -340,11 +343,9 @@ func logEnd(txn *badger.Txn) (uint64, error) {
 	var n uint64
 	err = item.Value(func(v []byte) error {
 		if len(v) != 8 {
-			return fmt.Errorf("%w: insertion log counter", ErrCorrupt)
+			return fmt.Errorf("%w: counter %s", ErrCorrupt, key)
 		}
-		for _, b := range v {
-			n = n<<8 | uint64(b)
-		}
+		n = decodeU64(v)
 		return nil
 	})
 	return n, err

@@ -553,6 +553,9 @@ type Explain struct {
 	// Hebbian co-access weight with the hit that pulled it in (co-access path).
 	Coaccess      float64        `protobuf:"fixed64,12,opt,name=coaccess,proto3" json:"coaccess,omitempty"`
 	Contributions *Contributions `protobuf:"bytes,13,opt,name=contributions,proto3" json:"contributions,omitempty"`
+	// EUMAS's metric path: cosine of the metric profiles and rank.
+	Metric        float64 `protobuf:"fixed64,14,opt,name=metric,proto3" json:"metric,omitempty"`
+	MetricRank    int32   `protobuf:"varint,15,opt,name=metric_rank,json=metricRank,proto3" json:"metric_rank,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -678,6 +681,20 @@ func (x *Explain) GetContributions() *Contributions {
 	return nil
 }
 
+func (x *Explain) GetMetric() float64 {
+	if x != nil {
+		return x.Metric
+	}
+	return 0
+}
+
+func (x *Explain) GetMetricRank() int32 {
+	if x != nil {
+		return x.MetricRank
+	}
+	return 0
+}
+
 type Contributions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// relevance × kind weight, split by retrieval path.
@@ -690,6 +707,7 @@ type Contributions struct {
 	// carried along the path; the other contributions are then 0.
 	Path          float64 `protobuf:"fixed64,6,opt,name=path,proto3" json:"path,omitempty"`
 	Recency       float64 `protobuf:"fixed64,7,opt,name=recency,proto3" json:"recency,omitempty"`
+	Metric        float64 `protobuf:"fixed64,8,opt,name=metric,proto3" json:"metric,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -769,6 +787,13 @@ func (x *Contributions) GetPath() float64 {
 func (x *Contributions) GetRecency() float64 {
 	if x != nil {
 		return x.Recency
+	}
+	return 0
+}
+
+func (x *Contributions) GetMetric() float64 {
+	if x != nil {
+		return x.Metric
 	}
 	return 0
 }
@@ -1450,7 +1475,7 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x19\n" +
 	"\bagent_id\x18\a \x01(\tR\aagentId\x12%\n" +
 	"\x0einclude_hidden\x18\b \x01(\bR\rincludeHiddenB\b\n" +
-	"\x06_as_of\"\xaf\x03\n" +
+	"\x06_as_of\"\xe8\x03\n" +
 	"\aExplain\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1469,7 +1494,10 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"importance\x12'\n" +
 	"\x0fsona_similarity\x18\v \x01(\x01R\x0esonaSimilarity\x12\x1a\n" +
 	"\bcoaccess\x18\f \x01(\x01R\bcoaccess\x12?\n" +
-	"\rcontributions\x18\r \x01(\v2\x19.memoria.v1.ContributionsR\rcontributions\"\xcc\x01\n" +
+	"\rcontributions\x18\r \x01(\v2\x19.memoria.v1.ContributionsR\rcontributions\x12\x16\n" +
+	"\x06metric\x18\x0e \x01(\x01R\x06metric\x12\x1f\n" +
+	"\vmetric_rank\x18\x0f \x01(\x05R\n" +
+	"metricRank\"\xe4\x01\n" +
 	"\rContributions\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1479,7 +1507,8 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"importance\x12'\n" +
 	"\x0fsona_similarity\x18\x05 \x01(\x01R\x0esonaSimilarity\x12\x12\n" +
 	"\x04path\x18\x06 \x01(\x01R\x04path\x12\x18\n" +
-	"\arecency\x18\a \x01(\x01R\arecency\"\xa5\x01\n" +
+	"\arecency\x18\a \x01(\x01R\arecency\x12\x16\n" +
+	"\x06metric\x18\b \x01(\x01R\x06metric\"\xa5\x01\n" +
 	"\x0eRecalledMemory\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x10\n" +

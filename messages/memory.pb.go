@@ -151,7 +151,10 @@ type MemoryMeta struct {
 	// derived indexes to catch up.
 	Seq uint64 `protobuf:"varint,12,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Set on a dream insight: its category and confidence.
-	Insight       *InsightMark `protobuf:"bytes,13,opt,name=insight,proto3" json:"insight,omitempty"`
+	Insight *InsightMark `protobuf:"bytes,13,opt,name=insight,proto3" json:"insight,omitempty"`
+	// EUMAS: the aggregate of the memory's evaluation (eumas.proto); unset
+	// until the evaluator has seen the memory.
+	Evaluation    *EvalSummary `protobuf:"bytes,14,opt,name=evaluation,proto3" json:"evaluation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -273,6 +276,13 @@ func (x *MemoryMeta) GetSeq() uint64 {
 func (x *MemoryMeta) GetInsight() *InsightMark {
 	if x != nil {
 		return x.Insight
+	}
+	return nil
+}
+
+func (x *MemoryMeta) GetEvaluation() *EvalSummary {
+	if x != nil {
+		return x.Evaluation
 	}
 	return nil
 }
@@ -657,12 +667,12 @@ var File_memoria_v1_memory_proto protoreflect.FileDescriptor
 const file_memoria_v1_memory_proto_rawDesc = "" +
 	"\n" +
 	"\x17memoria/v1/memory.proto\x12\n" +
-	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17memoria/v1/living.proto\"\x16\n" +
+	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16memoria/v1/eumas.proto\x1a\x17memoria/v1/living.proto\"\x16\n" +
 	"\x04Link\x12\x0e\n" +
 	"\x03cid\x18\x01 \x01(\tR\x01/\"H\n" +
 	"\x04Edge\x12(\n" +
 	"\x06target\x18\x01 \x01(\v2\x10.memoria.v1.LinkR\x06target\x12\x16\n" +
-	"\x06weight\x18\x02 \x01(\x01R\x06weight\"\xf0\x03\n" +
+	"\x06weight\x18\x02 \x01(\x01R\x06weight\"\xa9\x04\n" +
 	"\n" +
 	"MemoryMeta\x12\x14\n" +
 	"\x05sonas\x18\x01 \x03(\tR\x05sonas\x12\x19\n" +
@@ -682,7 +692,10 @@ const file_memoria_v1_memory_proto_rawDesc = "" +
 	" \x01(\x03R\tcreatedAt\x12:\n" +
 	"\x06labels\x18\v \x03(\v2\".memoria.v1.MemoryMeta.LabelsEntryR\x06labels\x12\x10\n" +
 	"\x03seq\x18\f \x01(\x04R\x03seq\x121\n" +
-	"\ainsight\x18\r \x01(\v2\x17.memoria.v1.InsightMarkR\ainsight\x1a9\n" +
+	"\ainsight\x18\r \x01(\v2\x17.memoria.v1.InsightMarkR\ainsight\x127\n" +
+	"\n" +
+	"evaluation\x18\x0e \x01(\v2\x17.memoria.v1.EvalSummaryR\n" +
+	"evaluation\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcc\x01\n" +
@@ -745,21 +758,23 @@ var file_memoria_v1_memory_proto_goTypes = []any{
 	(*QueryLog)(nil),        // 7: memoria.v1.QueryLog
 	nil,                     // 8: memoria.v1.MemoryMeta.LabelsEntry
 	(*InsightMark)(nil),     // 9: memoria.v1.InsightMark
-	(*structpb.Struct)(nil), // 10: google.protobuf.Struct
+	(*EvalSummary)(nil),     // 10: memoria.v1.EvalSummary
+	(*structpb.Struct)(nil), // 11: google.protobuf.Struct
 }
 var file_memoria_v1_memory_proto_depIdxs = []int32{
 	0,  // 0: memoria.v1.Edge.target:type_name -> memoria.v1.Link
 	8,  // 1: memoria.v1.MemoryMeta.labels:type_name -> memoria.v1.MemoryMeta.LabelsEntry
 	9,  // 2: memoria.v1.MemoryMeta.insight:type_name -> memoria.v1.InsightMark
-	10, // 3: memoria.v1.Memory.data:type_name -> google.protobuf.Struct
-	1,  // 4: memoria.v1.Memory.edges:type_name -> memoria.v1.Edge
-	2,  // 5: memoria.v1.Memory.meta:type_name -> memoria.v1.MemoryMeta
-	5,  // 6: memoria.v1.Associations.links:type_name -> memoria.v1.Association
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	10, // 3: memoria.v1.MemoryMeta.evaluation:type_name -> memoria.v1.EvalSummary
+	11, // 4: memoria.v1.Memory.data:type_name -> google.protobuf.Struct
+	1,  // 5: memoria.v1.Memory.edges:type_name -> memoria.v1.Edge
+	2,  // 6: memoria.v1.Memory.meta:type_name -> memoria.v1.MemoryMeta
+	5,  // 7: memoria.v1.Associations.links:type_name -> memoria.v1.Association
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_memoria_v1_memory_proto_init() }
@@ -767,6 +782,7 @@ func file_memoria_v1_memory_proto_init() {
 	if File_memoria_v1_memory_proto != nil {
 		return
 	}
+	file_memoria_v1_eumas_proto_init()
 	file_memoria_v1_living_proto_init()
 	file_memoria_v1_memory_proto_msgTypes[3].OneofWrappers = []any{}
 	file_memoria_v1_memory_proto_msgTypes[4].OneofWrappers = []any{}

@@ -44,10 +44,17 @@ type evalConfig struct {
 func evalConfigs(rc config.Recall) map[string]evalConfig {
 	dense := config.PathWeights{Dense: rc.Paths.Dense}
 	bm25 := config.PathWeights{BM25: rc.Paths.BM25}
+	noMetric, metric := rc.Paths, rc.Paths
+	noMetric.Metric = 0
+	if metric.Metric == 0 {
+		metric.Metric = 0.5
+	}
 	return map[string]evalConfig{
 		"dense":     {name: "dense only", paths: memory.Paths{Weights: dense, Fusion: rc.Fusion}},
 		"bm25":      {name: "BM25 only", paths: memory.Paths{Weights: bm25, Fusion: rc.Fusion}},
 		"fused":     {name: "fused (" + rc.Fusion + ")", paths: memory.Paths{Weights: rc.Paths, Fusion: rc.Fusion}},
+		"nometric":  {name: "fused without the metric path", paths: memory.Paths{Weights: noMetric, Fusion: rc.Fusion}},
+		"metric":    {name: fmt.Sprintf("fused with the metric path (weight %g)", metric.Metric), paths: memory.Paths{Weights: metric, Fusion: rc.Fusion}},
 		"expansion": {name: "+ expansion", paths: memory.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true}},
 		"coaccess":  {name: "+ co-access", paths: memory.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true, CoAccess: true}, learn: true},
 		"tiers":     {name: "MemoryOS tiers", tiers: true},
@@ -103,7 +110,7 @@ func locomoCmd(g *globals) *cobra.Command {
 			for _, c := range strings.Split(configs, ",") {
 				c = strings.TrimSpace(c)
 				if _, ok := all[c]; !ok {
-					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, expansion, coaccess, tiers)", c)
+					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, nometric, metric, expansion, coaccess, tiers)", c)
 				}
 				run = append(run, c)
 			}
@@ -126,6 +133,9 @@ func locomoCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if err := a.Self.Settle(ctx); err != nil { // BM25 statistics over every conversation
+				return err
+			}
+			if err := a.Self.SettleEvaluation(ctx); err != nil { // metric profiles of every turn
 				return err
 			}
 			var transitions map[string]int

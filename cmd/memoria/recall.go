@@ -59,7 +59,7 @@ func recallCmd(g *globals) *cobra.Command {
 func printRecall(w io.Writer, resp *messages.RecallResponse, explain bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if explain {
-		fmt.Fprintln(tw, "#\tSCORE\tVIA\tDENSE\tBM25\tAFFIN\tREL\tKIND\tRECENCY\tIMP\tSONA\tCOACC\tPATH\tCID\tMEMORY")
+		fmt.Fprintln(tw, "#\tSCORE\tVIA\tDENSE\tBM25\tAFFIN\tMETRIC\tREL\tKIND\tRECENCY\tIMP\tSONA\tCOACC\tPATH\tCID\tMEMORY")
 	} else {
 		fmt.Fprintln(tw, "#\tSCORE\tVIA\tCID\tMEMORY")
 	}
@@ -70,8 +70,8 @@ func printRecall(w io.Writer, resp *messages.RecallResponse, explain bool) {
 			continue
 		}
 		e := m.GetExplain()
-		fmt.Fprintf(tw, "%d\t%.3f\t%s\t%s\t%s\t%s\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%s\t%s\n", i+1, m.Score, m.Via,
-			ranked(e.GetDense(), e.GetDenseRank()), ranked(e.GetBm25(), e.GetBm25Rank()), ranked(e.GetAffinity(), e.GetAffinityRank()),
+		fmt.Fprintf(tw, "%d\t%.3f\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%s\t%s\n", i+1, m.Score, m.Via,
+			ranked(e.GetDense(), e.GetDenseRank()), ranked(e.GetBm25(), e.GetBm25Rank()), ranked(e.GetAffinity(), e.GetAffinityRank()), ranked(e.GetMetric(), e.GetMetricRank()),
 			e.GetRelevance(), e.GetKindWeight(), e.GetRecency(), e.GetImportance(), e.GetSonaSimilarity(), e.GetCoaccess(),
 			e.GetContributions().GetPath(), shortCID(m.Cid), text)
 	}

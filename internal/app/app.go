@@ -21,6 +21,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/eumas"
 )
 
 // App is an open data directory with everything running on it.
@@ -54,11 +55,12 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.Server.GCPercent)
 	}
-	self, err := memory.Open(ctx, memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress})
+	m := metrics.New()
+	self, err := memory.Open(ctx, memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress,
+		Evaluator: Evaluator(cfg, model, o.Clock, m, log)})
 	if err != nil {
 		return nil, err
 	}
-	m := metrics.New()
 	sys, err := actors.Start(actors.Options{Self: self, LLM: model, Config: cfg, Clock: o.Clock, Logger: log, Knobs: o.Knobs, Metrics: m})
 	if err != nil {
 		self.Close()
@@ -92,6 +94,28 @@ func Models(cfg config.Config) (llm.LLM, llm.Embedder, error) {
 		return nil, nil, fmt.Errorf("config: embedder.provider %q is not available", cfg.Embedder.Provider)
 	}
 	return model, emb, nil
+}
+
+// Evaluator is the configured EUMAS evaluator (evaluation.mode): the
+// model with a JSON schema per archetype, falling back to the heuristic
+// when it has no structured output; the heuristic; or none.
+func Evaluator(cfg config.Config, model llm.LLM, clock memory.Clock, m *metrics.Set, log *slog.Logger) eumas.Evaluator {
+	ec := cfg.Evaluation
+	switch ec.Mode {
+	case "llm":
+		if clock == nil {
+			clock = memory.SystemClock{}
+		}
+		e := eumas.NewLLM(model, ec.Archetypes, cfg.LLM.MaxTokens, func() int64 { return clock.Now().Unix() })
+		e.Failed = func(archetype string, err error) {
+			m.EvaluationFailure(archetype)
+			log.Warn("evaluation failed", "archetype", archetype, "err", err)
+		}
+		return e
+	case "heuristic":
+		return eumas.NewHeuristic(ec.Archetypes)
+	}
+	return nil
 }
 
 // NewLogger builds the process logger: zap, bridged to slog (which

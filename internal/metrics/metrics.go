@@ -24,6 +24,12 @@ type Set struct {
 	// TierFailures counts tier steps that failed (and were retried by a
 	// restart of the tier actor), by tier.
 	TierFailures *prometheus.CounterVec
+	// Evaluations counts memories the EUMAS evaluator stored, by result
+	// (evaluated, failed: every archetype failed).
+	Evaluations *prometheus.CounterVec
+	// EvaluationFailures counts archetype answers that were invalid
+	// twice (recorded, not stored), by archetype.
+	EvaluationFailures *prometheus.CounterVec
 }
 
 // New registers the metrics, with Go runtime and process collectors.
@@ -43,8 +49,16 @@ func New() *Set {
 			Name: "memoria_tier_step_failures_total",
 			Help: "Tier steps that failed and were retried, by tier.",
 		}, []string{"tier"}),
+		Evaluations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memoria_evaluations_total",
+			Help: "Memories evaluated by the EUMAS evaluator, by result (evaluated, failed).",
+		}, []string{"result"}),
+		EvaluationFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memoria_evaluation_failures_total",
+			Help: "Archetype evaluations whose answer was invalid twice and was recorded as failed, by archetype.",
+		}, []string{"archetype"}),
 	}
-	r.MustRegister(s.TierTransitions, s.TierFallbacks, s.TierFailures,
+	r.MustRegister(s.TierTransitions, s.TierFallbacks, s.TierFailures, s.Evaluations, s.EvaluationFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s
 }
@@ -75,5 +89,20 @@ func (s *Set) TierFallback(op string) {
 func (s *Set) TierFailure(tier string) {
 	if s != nil {
 		s.TierFailures.WithLabelValues(tier).Inc()
+	}
+}
+
+// Evaluated counts an evaluator step's memories.
+func (s *Set) Evaluated(evaluated, failed int) {
+	if s != nil {
+		s.Evaluations.WithLabelValues("evaluated").Add(float64(evaluated - failed))
+		s.Evaluations.WithLabelValues("failed").Add(float64(failed))
+	}
+}
+
+// EvaluationFailure counts an archetype that failed twice.
+func (s *Set) EvaluationFailure(archetype string) {
+	if s != nil {
+		s.EvaluationFailures.WithLabelValues(archetype).Inc()
 	}
 }

@@ -208,7 +208,7 @@ func (m *LLMModel) ask(ctx context.Context, name string, schema []byte, system, 
 	if resp.StopReason == llm.StopMaxTokens {
 		return errors.New("reply cut at max tokens")
 	}
-	dec := json.NewDecoder(strings.NewReader(unfence(resp.Content)))
+	dec := json.NewDecoder(strings.NewReader(llm.Unfence(resp.Content)))
 	if err := dec.Decode(out); err != nil {
 		return fmt.Errorf("reply is not the schema's JSON: %w", err)
 	}
@@ -225,18 +225,6 @@ func fallback[T any](ctx context.Context, m *LLMModel, op string, err error, heu
 		m.Fallback(op, err)
 	}
 	return heuristic()
-}
-
-// unfence strips a Markdown code fence around a JSON reply.
-func unfence(s string) string {
-	s = strings.TrimSpace(s)
-	if rest, ok := strings.CutPrefix(s, "```"); ok {
-		if i := strings.IndexByte(rest, '\n'); i >= 0 {
-			rest = rest[i+1:]
-		}
-		s = strings.TrimSuffix(strings.TrimSpace(rest), "```")
-	}
-	return s
 }
 
 func orNone(s string) string {

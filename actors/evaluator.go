@@ -1,0 +1,81 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// evaluatorActor runs EUMAS evaluation behind the writes: woken after
+// each acknowledged append, by every heartbeat tick and when it starts, it
+// evaluates the insertion log behind its watermark one batch at a time,
+// off its mailbox, until it has caught up. Its state is the watermark in
+// the store, so a restart loses nothing; a failed step panics, and the
+// root restarts it with backoff. Acknowledgements never wait for it.
+type evaluatorActor struct {
+	sys     *System
+	running bool // a step is under way
+	again   bool // woken while it ran
+}
+
+func (a *evaluatorActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started, *messages.EvaluatorWake:
+		if a.running {
+			a.again = true
+			return
+		}
+		a.step(ctx)
+	}
+}
+
+func (a *evaluatorActor) step(ctx actor.Context) {
+	sys := a.sys
+	ev := sys.self.Evaluator()
+	if ev == nil {
+		return
+	}
+	if k := sys.knobs.BeforeEvaluate; k != nil {
+		k()
+	}
+	a.running, a.again = true, false
+	async(ctx, sys, sys.evalTimeout(), func(c context.Context) (memory.EvalStep, error) {
+		return sys.self.EvaluatePending(c, ev, sys.cfg.Evaluation.Batch)
+	}, func(res memory.EvalStep, err error) {
+		a.running = false
+		switch {
+		case sys.base.Err() != nil:
+			return // stopping
+		case errors.Is(err, memory.ErrEvalConflict):
+			// A step of the instance before a restart committed first.
+		case err != nil:
+			panic(fmt.Errorf("actors: evaluator: %w", err))
+		default:
+			sys.metrics.Evaluated(res.Evaluated, res.Failed)
+		}
+		if res.More || a.again || err != nil {
+			a.step(ctx)
+		}
+	})
+}
+
+// evalTimeout bounds one evaluator step: per memory of the batch and
+// archetype, two model calls; then a durable write.
+func (s *System) evalTimeout() time.Duration {
+	ec := s.cfg.Evaluation
+	calls := time.Duration(2 * ec.Batch * max(1, len(ec.Archetypes)))
+	return calls*s.cfg.LLM.Timeout.D() + s.cfg.Actors.AskTimeout.D()
+}
+
+// wakeEvaluator tells the evaluator that memories await evaluation.
+func (s *System) wakeEvaluator() {
+	if s.ready.Load() {
+		s.as.Root.Send(s.evaluator, &messages.EvaluatorWake{})
+	}
+}
