@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -186,11 +187,12 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
 		defer cancel()
 		labels := msg.Labels
-		if msg.ConceptKey != "" {
-			labels = map[string]string{memory.LabelConcept: msg.ConceptKey}
-			for k, v := range msg.Labels {
-				labels[k] = v
+		if msg.ConceptKey != "" { // the field wins over a label of the same name
+			labels = maps.Clone(msg.Labels)
+			if labels == nil {
+				labels = map[string]string{}
 			}
+			labels[memory.LabelConcept] = msg.ConceptKey
 		}
 		id, existed, err := self.WriteBackbone(c, msg.AgentId, msg.Content, labels)
 		respondTo(ctx, &messages.BackboneWritten{Cid: id.String(), Existed: existed}, err)

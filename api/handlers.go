@@ -132,12 +132,9 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
 
 // chainPage reads a page of a sona's chain: the cursor is an ACT seq.
 func (s *Server) chainPage(id, cursor string, limit int) ([]cid.Cid, string, error) {
-	var from int64
-	if cursor != "" {
-		var err error
-		if from, err = strconv.ParseInt(cursor, 10, 64); err != nil || from < 0 {
-			return nil, "", badRequest("invalid_cursor", "cursor of a chain listing is an ACT seq, got %q", cursor)
-		}
+	from, err := seqCursor(cursor)
+	if err != nil {
+		return nil, "", err
 	}
 	page, err := s.self.Chain(id, from, limit)
 	if err != nil {
@@ -148,6 +145,18 @@ func (s *Server) chainPage(id, cursor string, limit int) ([]cid.Cid, string, err
 		ids[i] = e.Memory
 	}
 	return ids, page.Next, nil
+}
+
+// seqCursor parses the cursor of a chain listing: an ACT seq, 0 when empty.
+func seqCursor(cursor string) (int64, error) {
+	if cursor == "" {
+		return 0, nil
+	}
+	from, err := strconv.ParseInt(cursor, 10, 64)
+	if err != nil || from < 0 {
+		return 0, badRequest("invalid_cursor", "cursor of a chain listing is an ACT seq, got %q", cursor)
+	}
+	return from, nil
 }
 
 // writeMemories renders a page of memories.

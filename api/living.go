@@ -95,12 +95,18 @@ func (s *Server) listBackbone(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	cursor := r.URL.Query().Get("cursor")
 	id := s.self.BackboneSona()
 	if id == "" {
+		// Nothing written yet; a bad cursor is still a bad request.
+		if _, err := seqCursor(cursor); err != nil {
+			s.fail(w, err)
+			return
+		}
 		s.writeMemories(w, nil, "")
 		return
 	}
-	ids, next, err := s.chainPage(id, r.URL.Query().Get("cursor"), limit)
+	ids, next, err := s.chainPage(id, cursor, limit)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -108,13 +114,11 @@ func (s *Server) listBackbone(w http.ResponseWriter, r *http.Request) {
 	s.writeMemories(w, ids, next)
 }
 
-// withoutEmbeddings drops the versions' embeddings from an API reply.
-func withoutEmbeddings(vs []*messages.Version) []*messages.Version {
-	out := make([]*messages.Version, len(vs))
+// versionViews drops the versions' embeddings from an API reply.
+func versionViews(vs []*messages.Version) []*messages.VersionView {
+	out := make([]*messages.VersionView, len(vs))
 	for i, v := range vs {
-		v = proto.Clone(v).(*messages.Version)
-		v.Embedding = nil
-		out[i] = v
+		out[i] = &messages.VersionView{AgentId: v.AgentId, Content: v.Content, At: v.At}
 	}
 	return out
 }
@@ -125,10 +129,12 @@ func (s *Server) conflicts(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	for _, c := range items {
-		c.Versions = withoutEmbeddings(c.Versions)
+	out := &messages.ConflictList{Items: make([]*messages.ConflictView, len(items))}
+	for i, c := range items {
+		out.Items[i] = &messages.ConflictView{ConflictId: c.ConflictId, ConceptKey: c.ConceptKey,
+			Versions: versionViews(c.Versions), Signal: c.Signal, Threshold: c.Threshold, CreatedAt: c.CreatedAt}
 	}
-	writeJSON(w, http.StatusOK, &messages.ConflictList{Items: items})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
@@ -137,10 +143,16 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	for _, p := range items {
-		p.Versions = withoutEmbeddings(p.Versions)
+	out := &messages.PendingList{Items: make([]*messages.PendingView, len(items))}
+	for i, p := range items {
+		v := &messages.PendingView{ConceptKey: p.ConceptKey, Versions: versionViews(p.Versions),
+			HighStakes: p.HighStakes, CreatedAt: p.CreatedAt}
+		if p.ConflictId != "" {
+			v.ConflictId = proto.String(p.ConflictId)
+		}
+		out.Items[i] = v
 	}
-	writeJSON(w, http.StatusOK, &messages.PendingList{Items: items})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
@@ -159,5 +171,5 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, res)
+	writeJSON(w, http.StatusCreated, &messages.MemoryRef{Cid: res.Cid})
 }

@@ -121,6 +121,9 @@ func (s *Self) WriteBackbone(ctx context.Context, agent, content string, labels 
 	if err := validText("content", content, maxContentBytes); err != nil {
 		return cid.Undef, false, err
 	}
+	if err := validText("agent_id", agent, 200); err != nil {
+		return cid.Undef, false, err
+	}
 	if err := ValidateAgentID(agent); err != nil {
 		return cid.Undef, false, err
 	}
@@ -295,8 +298,12 @@ func (s *Self) Contribute(ctx context.Context, c *messages.Contribute) (*message
 	}
 	now := s.clock.Now().Unix()
 	pc := &messages.PendingConcept{}
+	prev := &messages.Conflict{} // the concept's open conflict, if any
 	err = s.store.View(func(txn *badger.Txn) error {
-		_, err := readProto(txn, pendingKey(c.ConceptKey), pc)
+		if _, err := readProto(txn, pendingKey(c.ConceptKey), pc); err != nil || pc.ConflictId == "" {
+			return err
+		}
+		_, err := readProto(txn, conflictKey(pc.ConflictId), prev)
 		return err
 	})
 	if err != nil {
@@ -347,8 +354,12 @@ func (s *Self) Contribute(ctx context.Context, c *messages.Contribute) (*message
 			pc.ConflictId = uuid.NewString()
 		}
 		res.ConflictId = proto.String(pc.ConflictId)
+		created := now
+		if prev.CreatedAt != 0 {
+			created = prev.CreatedAt // the conflict keeps the time it began
+		}
 		cf := &messages.Conflict{ConflictId: pc.ConflictId, ConceptKey: c.ConceptKey, Versions: pc.Versions,
-			Signal: res.Signal, Threshold: res.Threshold, CreatedAt: now}
+			Signal: res.Signal, Threshold: res.Threshold, CreatedAt: created}
 		if err := s.putProtos(ctx, pendingKey(c.ConceptKey), pc, conflictKey(pc.ConflictId), cf); err != nil {
 			return nil, err
 		}

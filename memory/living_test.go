@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -331,7 +332,8 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)
-	s := openSelf(t, cfg, &fixedClock{t: epoch})
+	clock := &fixedClock{t: epoch}
+	s := openSelf(t, cfg, clock)
 	ctx := context.Background()
 	contribute := func(s *Self, agent, key, content, stakes string) *messages.ContributeResult {
 		t.Helper()
@@ -361,6 +363,14 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	if r.Status != StatusConflict || r.ConflictId == nil || r.Threshold <= r.Lower {
 		t.Fatalf("diverging agents: %+v", r)
 	}
+	// A conflict keeps the time it began while more versions come in.
+	clock.Set(epoch.Add(time.Hour))
+	if again := contribute(s, "qwen", "weather", "The sky is calm but revenue fell.", ""); again.Status != StatusConflict || *again.ConflictId != *r.ConflictId {
+		t.Fatalf("third agent on a conflict: %+v", again)
+	}
+	if cs, _ := s.Conflicts(); len(cs) != 1 || cs[0].CreatedAt != epoch.Unix() || len(cs[0].Versions) != 3 {
+		t.Fatalf("after a third version: %d conflicts; want one created at %d with 3 versions", len(cs), epoch.Unix())
+	}
 	contribute(s, "solo", "later", "Only one agent said this.", "")
 	s.Close()
 
@@ -368,7 +378,7 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	defer s.Close()
 	conflicts, _ := s.Conflicts()
 	pending, _ := s.PendingConcepts()
-	if len(conflicts) != 1 || conflicts[0].ConflictId != *r.ConflictId || len(conflicts[0].Versions) != 2 || len(pending) != 2 {
+	if len(conflicts) != 1 || conflicts[0].ConflictId != *r.ConflictId || len(conflicts[0].Versions) != 3 || len(pending) != 2 {
 		t.Fatalf("after restart: conflicts %v, pending %v", conflicts, pending)
 	}
 	if _, err := s.Resolve(ctx, "no-such-conflict", "x", ""); err == nil {
@@ -394,6 +404,10 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	}
 	if !slices.ContainsFunc(rs, func(x *Recalled) bool { return x.CID == c }) {
 		t.Fatal("a sona does not see the backbone")
+	}
+	// A direct write names its agent.
+	if _, _, err := s.WriteBackbone(ctx, "", "Unattributed.", nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("backbone write without an agent: %v", err)
 	}
 	for _, bad := range []*messages.Contribute{
 		{AgentId: "a", ConceptKey: "", Content: "x"},

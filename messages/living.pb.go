@@ -649,9 +649,10 @@ func (x *PendingConcept) GetConflictId() string {
 	return ""
 }
 
+// PendingList is GET /backbone/pending.
 type PendingList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Items         []*PendingConcept      `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Items         []*PendingView         `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,11 +687,150 @@ func (*PendingList) Descriptor() ([]byte, []int) {
 	return file_memoria_v1_living_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *PendingList) GetItems() []*PendingConcept {
+func (x *PendingList) GetItems() []*PendingView {
 	if x != nil {
 		return x.Items
 	}
 	return nil
+}
+
+// PendingView is a PendingConcept as the API shows it: versions without
+// their embeddings, and conflict_id null unless the concept is in conflict.
+type PendingView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ConceptKey    string                 `protobuf:"bytes,1,opt,name=concept_key,json=conceptKey,proto3" json:"concept_key,omitempty"`
+	Versions      []*VersionView         `protobuf:"bytes,2,rep,name=versions,proto3" json:"versions,omitempty"`
+	HighStakes    bool                   `protobuf:"varint,3,opt,name=high_stakes,json=highStakes,proto3" json:"high_stakes,omitempty"`
+	CreatedAt     int64                  `protobuf:"varint,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ConflictId    *string                `protobuf:"bytes,5,opt,name=conflict_id,json=conflictId,proto3,oneof" json:"conflict_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingView) Reset() {
+	*x = PendingView{}
+	mi := &file_memoria_v1_living_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingView) ProtoMessage() {}
+
+func (x *PendingView) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_living_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingView.ProtoReflect.Descriptor instead.
+func (*PendingView) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PendingView) GetConceptKey() string {
+	if x != nil {
+		return x.ConceptKey
+	}
+	return ""
+}
+
+func (x *PendingView) GetVersions() []*VersionView {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *PendingView) GetHighStakes() bool {
+	if x != nil {
+		return x.HighStakes
+	}
+	return false
+}
+
+func (x *PendingView) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *PendingView) GetConflictId() string {
+	if x != nil && x.ConflictId != nil {
+		return *x.ConflictId
+	}
+	return ""
+}
+
+// VersionView is a Version as the API shows it: without its embedding.
+type VersionView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AgentId       string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	At            int64                  `protobuf:"varint,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VersionView) Reset() {
+	*x = VersionView{}
+	mi := &file_memoria_v1_living_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionView) ProtoMessage() {}
+
+func (x *VersionView) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_living_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionView.ProtoReflect.Descriptor instead.
+func (*VersionView) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *VersionView) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *VersionView) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *VersionView) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
 }
 
 // Conflict is a concept on which agents diverged.
@@ -708,7 +848,7 @@ type Conflict struct {
 
 func (x *Conflict) Reset() {
 	*x = Conflict{}
-	mi := &file_memoria_v1_living_proto_msgTypes[10]
+	mi := &file_memoria_v1_living_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +860,7 @@ func (x *Conflict) String() string {
 func (*Conflict) ProtoMessage() {}
 
 func (x *Conflict) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_living_proto_msgTypes[10]
+	mi := &file_memoria_v1_living_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +873,7 @@ func (x *Conflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Conflict.ProtoReflect.Descriptor instead.
 func (*Conflict) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_living_proto_rawDescGZIP(), []int{10}
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Conflict) GetConflictId() string {
@@ -778,16 +918,17 @@ func (x *Conflict) GetCreatedAt() int64 {
 	return 0
 }
 
+// ConflictList is GET /conflicts.
 type ConflictList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Items         []*Conflict            `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Items         []*ConflictView        `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConflictList) Reset() {
 	*x = ConflictList{}
-	mi := &file_memoria_v1_living_proto_msgTypes[11]
+	mi := &file_memoria_v1_living_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +940,7 @@ func (x *ConflictList) String() string {
 func (*ConflictList) ProtoMessage() {}
 
 func (x *ConflictList) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_living_proto_msgTypes[11]
+	mi := &file_memoria_v1_living_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,14 +953,100 @@ func (x *ConflictList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictList.ProtoReflect.Descriptor instead.
 func (*ConflictList) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_living_proto_rawDescGZIP(), []int{11}
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{13}
 }
 
-func (x *ConflictList) GetItems() []*Conflict {
+func (x *ConflictList) GetItems() []*ConflictView {
 	if x != nil {
 		return x.Items
 	}
 	return nil
+}
+
+// ConflictView is a Conflict as the API shows it: versions without their
+// embeddings.
+type ConflictView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ConflictId    string                 `protobuf:"bytes,1,opt,name=conflict_id,json=conflictId,proto3" json:"conflict_id,omitempty"`
+	ConceptKey    string                 `protobuf:"bytes,2,opt,name=concept_key,json=conceptKey,proto3" json:"concept_key,omitempty"`
+	Versions      []*VersionView         `protobuf:"bytes,3,rep,name=versions,proto3" json:"versions,omitempty"`
+	Signal        float64                `protobuf:"fixed64,4,opt,name=signal,proto3" json:"signal,omitempty"`
+	Threshold     float64                `protobuf:"fixed64,5,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	CreatedAt     int64                  `protobuf:"varint,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictView) Reset() {
+	*x = ConflictView{}
+	mi := &file_memoria_v1_living_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictView) ProtoMessage() {}
+
+func (x *ConflictView) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_living_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictView.ProtoReflect.Descriptor instead.
+func (*ConflictView) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ConflictView) GetConflictId() string {
+	if x != nil {
+		return x.ConflictId
+	}
+	return ""
+}
+
+func (x *ConflictView) GetConceptKey() string {
+	if x != nil {
+		return x.ConceptKey
+	}
+	return ""
+}
+
+func (x *ConflictView) GetVersions() []*VersionView {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *ConflictView) GetSignal() float64 {
+	if x != nil {
+		return x.Signal
+	}
+	return 0
+}
+
+func (x *ConflictView) GetThreshold() float64 {
+	if x != nil {
+		return x.Threshold
+	}
+	return 0
+}
+
+func (x *ConflictView) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
 }
 
 // Contribute offers one agent's version of a concept for the backbone.
@@ -837,7 +1064,7 @@ type Contribute struct {
 
 func (x *Contribute) Reset() {
 	*x = Contribute{}
-	mi := &file_memoria_v1_living_proto_msgTypes[12]
+	mi := &file_memoria_v1_living_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +1076,7 @@ func (x *Contribute) String() string {
 func (*Contribute) ProtoMessage() {}
 
 func (x *Contribute) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_living_proto_msgTypes[12]
+	mi := &file_memoria_v1_living_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +1089,7 @@ func (x *Contribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contribute.ProtoReflect.Descriptor instead.
 func (*Contribute) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_living_proto_rawDescGZIP(), []int{12}
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Contribute) GetAgentId() string {
@@ -897,7 +1124,7 @@ type ContributeResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// committed | pending | conflict
 	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
-	// Mean pairwise cosine of the agents' latest versions (1 for one agent).
+	// Mean pairwise cosine of the agents' latest versions (0 for one agent).
 	Signal float64 `protobuf:"fixed64,2,opt,name=signal,proto3" json:"signal,omitempty"`
 	// The emergent consensus threshold it was compared with.
 	Threshold float64 `protobuf:"fixed64,3,opt,name=threshold,proto3" json:"threshold,omitempty"`
@@ -913,7 +1140,7 @@ type ContributeResult struct {
 
 func (x *ContributeResult) Reset() {
 	*x = ContributeResult{}
-	mi := &file_memoria_v1_living_proto_msgTypes[13]
+	mi := &file_memoria_v1_living_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1152,7 @@ func (x *ContributeResult) String() string {
 func (*ContributeResult) ProtoMessage() {}
 
 func (x *ContributeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_living_proto_msgTypes[13]
+	mi := &file_memoria_v1_living_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1165,7 @@ func (x *ContributeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContributeResult.ProtoReflect.Descriptor instead.
 func (*ContributeResult) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_living_proto_rawDescGZIP(), []int{13}
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ContributeResult) GetStatus() string {
@@ -1004,7 +1231,7 @@ type WriteBackbone struct {
 
 func (x *WriteBackbone) Reset() {
 	*x = WriteBackbone{}
-	mi := &file_memoria_v1_living_proto_msgTypes[14]
+	mi := &file_memoria_v1_living_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1243,7 @@ func (x *WriteBackbone) String() string {
 func (*WriteBackbone) ProtoMessage() {}
 
 func (x *WriteBackbone) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_living_proto_msgTypes[14]
+	mi := &file_memoria_v1_living_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1256,7 @@ func (x *WriteBackbone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteBackbone.ProtoReflect.Descriptor instead.
 func (*WriteBackbone) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_living_proto_rawDescGZIP(), []int{14}
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WriteBackbone) GetAgentId() string {
@@ -1073,7 +1300,7 @@ type Resolve struct {
 
 func (x *Resolve) Reset() {
 	*x = Resolve{}
-	mi := &file_memoria_v1_living_proto_msgTypes[15]
+	mi := &file_memoria_v1_living_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1312,7 @@ func (x *Resolve) String() string {
 func (*Resolve) ProtoMessage() {}
 
 func (x *Resolve) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_living_proto_msgTypes[15]
+	mi := &file_memoria_v1_living_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1325,7 @@ func (x *Resolve) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resolve.ProtoReflect.Descriptor instead.
 func (*Resolve) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_living_proto_rawDescGZIP(), []int{15}
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Resolve) GetConflictId() string {
@@ -1133,7 +1360,7 @@ type BackboneWritten struct {
 
 func (x *BackboneWritten) Reset() {
 	*x = BackboneWritten{}
-	mi := &file_memoria_v1_living_proto_msgTypes[16]
+	mi := &file_memoria_v1_living_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1372,7 @@ func (x *BackboneWritten) String() string {
 func (*BackboneWritten) ProtoMessage() {}
 
 func (x *BackboneWritten) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_living_proto_msgTypes[16]
+	mi := &file_memoria_v1_living_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1385,7 @@ func (x *BackboneWritten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackboneWritten.ProtoReflect.Descriptor instead.
 func (*BackboneWritten) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_living_proto_rawDescGZIP(), []int{16}
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BackboneWritten) GetCid() string {
@@ -1188,7 +1415,7 @@ type BranchStat struct {
 
 func (x *BranchStat) Reset() {
 	*x = BranchStat{}
-	mi := &file_memoria_v1_living_proto_msgTypes[17]
+	mi := &file_memoria_v1_living_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1427,7 @@ func (x *BranchStat) String() string {
 func (*BranchStat) ProtoMessage() {}
 
 func (x *BranchStat) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_living_proto_msgTypes[17]
+	mi := &file_memoria_v1_living_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1440,7 @@ func (x *BranchStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchStat.ProtoReflect.Descriptor instead.
 func (*BranchStat) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_living_proto_rawDescGZIP(), []int{17}
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BranchStat) GetActive() int64 {
@@ -1242,7 +1469,7 @@ type LinkStats struct {
 
 func (x *LinkStats) Reset() {
 	*x = LinkStats{}
-	mi := &file_memoria_v1_living_proto_msgTypes[18]
+	mi := &file_memoria_v1_living_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1481,7 @@ func (x *LinkStats) String() string {
 func (*LinkStats) ProtoMessage() {}
 
 func (x *LinkStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_living_proto_msgTypes[18]
+	mi := &file_memoria_v1_living_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1494,7 @@ func (x *LinkStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkStats.ProtoReflect.Descriptor instead.
 func (*LinkStats) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_living_proto_rawDescGZIP(), []int{18}
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LinkStats) GetN() int64 {
@@ -1316,7 +1543,7 @@ type HeartbeatState struct {
 
 func (x *HeartbeatState) Reset() {
 	*x = HeartbeatState{}
-	mi := &file_memoria_v1_living_proto_msgTypes[19]
+	mi := &file_memoria_v1_living_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1555,7 @@ func (x *HeartbeatState) String() string {
 func (*HeartbeatState) ProtoMessage() {}
 
 func (x *HeartbeatState) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_living_proto_msgTypes[19]
+	mi := &file_memoria_v1_living_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1568,7 @@ func (x *HeartbeatState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatState.ProtoReflect.Descriptor instead.
 func (*HeartbeatState) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_living_proto_rawDescGZIP(), []int{19}
+	return file_memoria_v1_living_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeartbeatState) GetCursor() []byte {
@@ -1466,9 +1693,24 @@ const file_memoria_v1_living_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x04 \x01(\x03R\tcreatedAt\x12\x1f\n" +
 	"\vconflict_id\x18\x05 \x01(\tR\n" +
-	"conflictId\"?\n" +
-	"\vPendingList\x120\n" +
-	"\x05items\x18\x01 \x03(\v2\x1a.memoria.v1.PendingConceptR\x05items\"\xd2\x01\n" +
+	"conflictId\"<\n" +
+	"\vPendingList\x12-\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.memoria.v1.PendingViewR\x05items\"\xd9\x01\n" +
+	"\vPendingView\x12\x1f\n" +
+	"\vconcept_key\x18\x01 \x01(\tR\n" +
+	"conceptKey\x123\n" +
+	"\bversions\x18\x02 \x03(\v2\x17.memoria.v1.VersionViewR\bversions\x12\x1f\n" +
+	"\vhigh_stakes\x18\x03 \x01(\bR\n" +
+	"highStakes\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\x03R\tcreatedAt\x12$\n" +
+	"\vconflict_id\x18\x05 \x01(\tH\x00R\n" +
+	"conflictId\x88\x01\x01B\x0e\n" +
+	"\f_conflict_id\"R\n" +
+	"\vVersionView\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x12\x0e\n" +
+	"\x02at\x18\x03 \x01(\x03R\x02at\"\xd2\x01\n" +
 	"\bConflict\x12\x1f\n" +
 	"\vconflict_id\x18\x01 \x01(\tR\n" +
 	"conflictId\x12\x1f\n" +
@@ -1478,9 +1720,19 @@ const file_memoria_v1_living_proto_rawDesc = "" +
 	"\x06signal\x18\x04 \x01(\x01R\x06signal\x12\x1c\n" +
 	"\tthreshold\x18\x05 \x01(\x01R\tthreshold\x12\x1d\n" +
 	"\n" +
-	"created_at\x18\x06 \x01(\x03R\tcreatedAt\":\n" +
-	"\fConflictList\x12*\n" +
-	"\x05items\x18\x01 \x03(\v2\x14.memoria.v1.ConflictR\x05items\"z\n" +
+	"created_at\x18\x06 \x01(\x03R\tcreatedAt\">\n" +
+	"\fConflictList\x12.\n" +
+	"\x05items\x18\x01 \x03(\v2\x18.memoria.v1.ConflictViewR\x05items\"\xda\x01\n" +
+	"\fConflictView\x12\x1f\n" +
+	"\vconflict_id\x18\x01 \x01(\tR\n" +
+	"conflictId\x12\x1f\n" +
+	"\vconcept_key\x18\x02 \x01(\tR\n" +
+	"conceptKey\x123\n" +
+	"\bversions\x18\x03 \x03(\v2\x17.memoria.v1.VersionViewR\bversions\x12\x16\n" +
+	"\x06signal\x18\x04 \x01(\x01R\x06signal\x12\x1c\n" +
+	"\tthreshold\x18\x05 \x01(\x01R\tthreshold\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\x03R\tcreatedAt\"z\n" +
 	"\n" +
 	"Contribute\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1f\n" +
@@ -1559,7 +1811,7 @@ func file_memoria_v1_living_proto_rawDescGZIP() []byte {
 	return file_memoria_v1_living_proto_rawDescData
 }
 
-var file_memoria_v1_living_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_memoria_v1_living_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_memoria_v1_living_proto_goTypes = []any{
 	(*Insight)(nil),          // 0: memoria.v1.Insight
 	(*InsightList)(nil),      // 1: memoria.v1.InsightList
@@ -1571,20 +1823,23 @@ var file_memoria_v1_living_proto_goTypes = []any{
 	(*Version)(nil),          // 7: memoria.v1.Version
 	(*PendingConcept)(nil),   // 8: memoria.v1.PendingConcept
 	(*PendingList)(nil),      // 9: memoria.v1.PendingList
-	(*Conflict)(nil),         // 10: memoria.v1.Conflict
-	(*ConflictList)(nil),     // 11: memoria.v1.ConflictList
-	(*Contribute)(nil),       // 12: memoria.v1.Contribute
-	(*ContributeResult)(nil), // 13: memoria.v1.ContributeResult
-	(*WriteBackbone)(nil),    // 14: memoria.v1.WriteBackbone
-	(*Resolve)(nil),          // 15: memoria.v1.Resolve
-	(*BackboneWritten)(nil),  // 16: memoria.v1.BackboneWritten
-	(*BranchStat)(nil),       // 17: memoria.v1.BranchStat
-	(*LinkStats)(nil),        // 18: memoria.v1.LinkStats
-	(*HeartbeatState)(nil),   // 19: memoria.v1.HeartbeatState
-	nil,                      // 20: memoria.v1.WriteBackbone.LabelsEntry
-	nil,                      // 21: memoria.v1.HeartbeatState.PassEntry
-	nil,                      // 22: memoria.v1.HeartbeatState.LastEntry
-	nil,                      // 23: memoria.v1.HeartbeatState.DreamedEntry
+	(*PendingView)(nil),      // 10: memoria.v1.PendingView
+	(*VersionView)(nil),      // 11: memoria.v1.VersionView
+	(*Conflict)(nil),         // 12: memoria.v1.Conflict
+	(*ConflictList)(nil),     // 13: memoria.v1.ConflictList
+	(*ConflictView)(nil),     // 14: memoria.v1.ConflictView
+	(*Contribute)(nil),       // 15: memoria.v1.Contribute
+	(*ContributeResult)(nil), // 16: memoria.v1.ContributeResult
+	(*WriteBackbone)(nil),    // 17: memoria.v1.WriteBackbone
+	(*Resolve)(nil),          // 18: memoria.v1.Resolve
+	(*BackboneWritten)(nil),  // 19: memoria.v1.BackboneWritten
+	(*BranchStat)(nil),       // 20: memoria.v1.BranchStat
+	(*LinkStats)(nil),        // 21: memoria.v1.LinkStats
+	(*HeartbeatState)(nil),   // 22: memoria.v1.HeartbeatState
+	nil,                      // 23: memoria.v1.WriteBackbone.LabelsEntry
+	nil,                      // 24: memoria.v1.HeartbeatState.PassEntry
+	nil,                      // 25: memoria.v1.HeartbeatState.LastEntry
+	nil,                      // 26: memoria.v1.HeartbeatState.DreamedEntry
 }
 var file_memoria_v1_living_proto_depIdxs = []int32{
 	0,  // 0: memoria.v1.InsightList.items:type_name -> memoria.v1.Insight
@@ -1592,22 +1847,24 @@ var file_memoria_v1_living_proto_depIdxs = []int32{
 	0,  // 2: memoria.v1.TickReport.insights:type_name -> memoria.v1.Insight
 	5,  // 3: memoria.v1.TickReport.folds:type_name -> memoria.v1.Compression
 	7,  // 4: memoria.v1.PendingConcept.versions:type_name -> memoria.v1.Version
-	8,  // 5: memoria.v1.PendingList.items:type_name -> memoria.v1.PendingConcept
-	7,  // 6: memoria.v1.Conflict.versions:type_name -> memoria.v1.Version
-	10, // 7: memoria.v1.ConflictList.items:type_name -> memoria.v1.Conflict
-	20, // 8: memoria.v1.WriteBackbone.labels:type_name -> memoria.v1.WriteBackbone.LabelsEntry
-	21, // 9: memoria.v1.HeartbeatState.pass:type_name -> memoria.v1.HeartbeatState.PassEntry
-	18, // 10: memoria.v1.HeartbeatState.pass_links:type_name -> memoria.v1.LinkStats
-	22, // 11: memoria.v1.HeartbeatState.last:type_name -> memoria.v1.HeartbeatState.LastEntry
-	18, // 12: memoria.v1.HeartbeatState.last_links:type_name -> memoria.v1.LinkStats
-	23, // 13: memoria.v1.HeartbeatState.dreamed:type_name -> memoria.v1.HeartbeatState.DreamedEntry
-	17, // 14: memoria.v1.HeartbeatState.PassEntry.value:type_name -> memoria.v1.BranchStat
-	17, // 15: memoria.v1.HeartbeatState.LastEntry.value:type_name -> memoria.v1.BranchStat
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	10, // 5: memoria.v1.PendingList.items:type_name -> memoria.v1.PendingView
+	11, // 6: memoria.v1.PendingView.versions:type_name -> memoria.v1.VersionView
+	7,  // 7: memoria.v1.Conflict.versions:type_name -> memoria.v1.Version
+	14, // 8: memoria.v1.ConflictList.items:type_name -> memoria.v1.ConflictView
+	11, // 9: memoria.v1.ConflictView.versions:type_name -> memoria.v1.VersionView
+	23, // 10: memoria.v1.WriteBackbone.labels:type_name -> memoria.v1.WriteBackbone.LabelsEntry
+	24, // 11: memoria.v1.HeartbeatState.pass:type_name -> memoria.v1.HeartbeatState.PassEntry
+	21, // 12: memoria.v1.HeartbeatState.pass_links:type_name -> memoria.v1.LinkStats
+	25, // 13: memoria.v1.HeartbeatState.last:type_name -> memoria.v1.HeartbeatState.LastEntry
+	21, // 14: memoria.v1.HeartbeatState.last_links:type_name -> memoria.v1.LinkStats
+	26, // 15: memoria.v1.HeartbeatState.dreamed:type_name -> memoria.v1.HeartbeatState.DreamedEntry
+	20, // 16: memoria.v1.HeartbeatState.PassEntry.value:type_name -> memoria.v1.BranchStat
+	20, // 17: memoria.v1.HeartbeatState.LastEntry.value:type_name -> memoria.v1.BranchStat
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_memoria_v1_living_proto_init() }
@@ -1615,14 +1872,15 @@ func file_memoria_v1_living_proto_init() {
 	if File_memoria_v1_living_proto != nil {
 		return
 	}
-	file_memoria_v1_living_proto_msgTypes[13].OneofWrappers = []any{}
+	file_memoria_v1_living_proto_msgTypes[10].OneofWrappers = []any{}
+	file_memoria_v1_living_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoria_v1_living_proto_rawDesc), len(file_memoria_v1_living_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -208,6 +208,66 @@ func (c *Client) Block(ctx context.Context, cid string) ([]byte, error) {
 	return c.send(ctx, http.MethodGet, "/ipfs/"+url.PathEscape(cid), nil, "Accept", "application/vnd.ipld.raw")
 }
 
+// Heartbeat runs one heartbeat tick now; dream forces dream mode.
+func (c *Client) Heartbeat(ctx context.Context, dream bool) (*messages.TickReport, error) {
+	path := "/admin/heartbeat"
+	if dream {
+		path += "?dream=1"
+	}
+	out := &messages.TickReport{}
+	return out, c.do(ctx, http.MethodPost, path, nil, "", out)
+}
+
+// Compact sweeps every memory and folds the cold branches now.
+func (c *Client) Compact(ctx context.Context) (*messages.TickReport, error) {
+	out := &messages.TickReport{}
+	return out, c.do(ctx, http.MethodPost, "/admin/compact", nil, "", out)
+}
+
+// Insights returns the stored insights, newest first (limit 0: the
+// server's default).
+func (c *Client) Insights(ctx context.Context, limit int) (*messages.InsightList, error) {
+	out := &messages.InsightList{}
+	return out, c.get(ctx, "/insights?"+pageQuery("", "", "", limit), out)
+}
+
+// WriteBackbone writes one agent's memory straight to the backbone.
+func (c *Client) WriteBackbone(ctx context.Context, req *messages.WriteBackbone) (*messages.BackboneWritten, error) {
+	out := &messages.BackboneWritten{}
+	return out, c.post(ctx, "/backbone", req, out)
+}
+
+// Backbone returns one page of the backbone's memories, in the order written.
+func (c *Client) Backbone(ctx context.Context, cursor string, limit int) (*messages.ListMemoriesResponse, error) {
+	out := &messages.ListMemoriesResponse{}
+	return out, c.get(ctx, "/backbone?"+pageQuery("", "", cursor, limit), out)
+}
+
+// Contribute offers an agent's version of a concept to the backbone.
+func (c *Client) Contribute(ctx context.Context, req *messages.Contribute) (*messages.ContributeResult, error) {
+	out := &messages.ContributeResult{}
+	return out, c.post(ctx, "/backbone/contribute", req, out)
+}
+
+// Pending returns the concepts waiting for consensus.
+func (c *Client) Pending(ctx context.Context) (*messages.PendingList, error) {
+	out := &messages.PendingList{}
+	return out, c.get(ctx, "/backbone/pending", out)
+}
+
+// Conflicts returns the open conflicts.
+func (c *Client) Conflicts(ctx context.Context) (*messages.ConflictList, error) {
+	out := &messages.ConflictList{}
+	return out, c.get(ctx, "/conflicts", out)
+}
+
+// ResolveConflict settles a conflict: content (by agent, which may be
+// empty) goes to the backbone. It returns the resolution's CID.
+func (c *Client) ResolveConflict(ctx context.Context, id, content, agent string) (*messages.MemoryRef, error) {
+	out := &messages.MemoryRef{}
+	return out, c.post(ctx, "/conflicts/"+url.PathEscape(id)+"/resolve", &messages.Resolve{Content: content, AgentId: agent}, out)
+}
+
 // ResolveSona finds a sona by uuid, or by name when exactly one has it.
 // With create, a missing name is created.
 func (c *Client) ResolveSona(ctx context.Context, ref string, create bool) (*messages.Sona, error) {
