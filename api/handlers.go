@@ -92,6 +92,22 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// getEvaluation returns a memory's EUMAS evaluation: every archetype's
+// metrics, justifications, annotations and priority, and the failures.
+func (s *Server) getEvaluation(w http.ResponseWriter, r *http.Request) {
+	c, err := parseCID(r.PathValue("cid"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	e, err := s.self.Evaluation(c)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
 // listMemories lists all memories in CID order, or with ?sona= one sona's
 // memories in chain order (the cursor is then an ACT seq).
 func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {

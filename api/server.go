@@ -51,6 +51,7 @@ func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /healthz", s.health)
 	m.HandleFunc("GET /memory/{cid}", s.getMemory)
+	m.HandleFunc("GET /memory/{cid}/evaluation", s.getEvaluation)
 	m.HandleFunc("GET /memories/list", s.listMemories)
 	m.HandleFunc("POST /memories", s.insert)
 	m.HandleFunc("GET /sona/{uuid}", s.getSona)

@@ -1,0 +1,239 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// openEvaluated opens a self whose queries are evaluated by ev.
+func openEvaluated(t *testing.T, cfg config.Config, ev eumas.Evaluator) *Self {
+	t.Helper()
+	s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: &fixedClock{t: epoch}, Evaluator: ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func metaOf(t *testing.T, s *Self, c cid.Cid) *messages.MemoryMeta {
+	t.Helper()
+	meta, err := s.Meta(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta
+}
+
+func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	ev := eumas.NewHeuristic(cfg.Evaluation.Archetypes)
+	s := openEvaluated(t, cfg, ev)
+	o := newOwner(t, s, "ella")
+	moved := o.text("I felt so happy and loved when we finally adopted the puppy.")
+	plain := o.text("The meeting is at ten.")
+	ctx := context.Background()
+
+	step, err := s.EvaluatePending(ctx, ev, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if step.Evaluated != 1 || !step.More || step.Watermark != 1 {
+		t.Fatalf("first step = %+v, want one memory and more to come", step)
+	}
+	if metaOf(t, s, plain).Evaluation != nil {
+		t.Fatal("the second memory was evaluated in a batch of one")
+	}
+	if step, err = s.EvaluatePending(ctx, ev, 10); err != nil || step.Evaluated != 1 || step.More {
+		t.Fatalf("second step = %+v, %v", step, err)
+	}
+	if step, err = s.EvaluatePending(ctx, ev, 10); err != nil || step.Evaluated != 0 || step.Watermark != 2 {
+		t.Fatalf("a step with nothing to do = %+v, %v", step, err)
+	}
+
+	meta := metaOf(t, s, moved)
+	sum := meta.Evaluation
+	if sum == nil || sum.Failed || sum.Metrics["emotional_depth"] == 0 || sum.Priority.Score == 0 {
+		t.Fatalf("evaluation in the metadata = %v", sum)
+	}
+	if want := cfg.Evaluation.ImportanceSeed * sum.Priority.Score; meta.Importance != want {
+		t.Errorf("importance = %v, want seeded %v", meta.Importance, want)
+	}
+	full, err := s.Evaluation(moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full.Archetypes) != len(cfg.Evaluation.Archetypes) || full.Evaluator != eumas.HeuristicName || full.EvaluatedAt != epoch.Unix() {
+		t.Errorf("stored evaluation = %v", full)
+	}
+	if got := eumas.Aggregate(full).String(); got != sum.String() {
+		t.Errorf("the metadata's aggregate %v is not the stored evaluation's %v", sum, got)
+	}
+	if _, ok := s.profiles.Lookup(moved.KeyString()); !ok {
+		t.Error("the evaluated memory has no metric profile")
+	}
+	if _, ok := s.profiles.Lookup(plain.KeyString()); ok {
+		t.Error("a memory in which nothing stands out has a metric profile")
+	}
+	before := s.profiles.Len()
+
+	// The decay of a memory that matters is slower.
+	slow, normal := s.decay(meta, 10), Decay(cfg.Recall.Lambda, meta.Importance, false, 10, meta.LastAccessTick)
+	if sum.Priority.DecayRate < 0.5 && slow <= normal {
+		t.Errorf("decay with decay_rate %v = %v, not slower than %v", sum.Priority.DecayRate, slow, normal)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openEvaluated(t, cfg, ev)
+	defer s.Close()
+	if s.profiles.Len() != before {
+		t.Errorf("after reopen %d metric profiles, want %d", s.profiles.Len(), before)
+	}
+	if step, err := s.EvaluatePending(ctx, ev, 10); err != nil || step.Evaluated != 0 {
+		t.Errorf("after reopen the watermark was lost: %+v, %v", step, err)
+	}
+}
+
+// garbage is a model whose structured replies never fit.
+type garbage struct{ calls int }
+
+func (g *garbage) Complete(context.Context, llm.Request) (llm.Response, error) {
+	g.calls++
+	return llm.Response{Content: `{"metrics": "lots"}`, Model: "garbage-1", StopReason: llm.StopEndTurn}, nil
+}
+
+func TestFailedEvaluationIsRecordedNotStoredAsMetrics(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	s := openEvaluated(t, cfg, nil)
+	defer s.Close()
+	c := newOwner(t, s, "ella").text("I was so happy today.")
+	model := &garbage{}
+	ev := eumas.NewLLM(model, cfg.Evaluation.Archetypes, 0, nil)
+	step, err := s.EvaluatePending(context.Background(), ev, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if step.Evaluated != 1 || step.Failed != 1 {
+		t.Fatalf("step = %+v", step)
+	}
+	if want := 2 * len(cfg.Evaluation.Archetypes); model.calls != want {
+		t.Errorf("the model was asked %d times, want %d (each archetype twice)", model.calls, want)
+	}
+	meta := metaOf(t, s, c)
+	if !meta.Evaluation.GetFailed() || len(meta.Evaluation.Metrics) != 0 || meta.Importance != 0 {
+		t.Errorf("metadata of a failed evaluation = %v (importance %v)", meta.Evaluation, meta.Importance)
+	}
+	full, err := s.Evaluation(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full.Archetypes) != 0 || len(full.Failures) != len(cfg.Evaluation.Archetypes) {
+		t.Errorf("stored evaluation = %v", full)
+	}
+	if _, ok := s.profiles.Lookup(c.KeyString()); ok {
+		t.Error("a failed evaluation has a metric profile")
+	}
+}
+
+func TestConcurrentEvaluatorsNeverWriteTwice(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	s := openEvaluated(t, cfg, nil)
+	defer s.Close()
+	o := newOwner(t, s, "ella")
+	for i := range 20 {
+		o.text(fmt.Sprintf("I felt happy and curious about the new book, chapter %d.", i))
+	}
+	ev := eumas.NewHeuristic(cfg.Evaluation.Archetypes)
+	ctx := context.Background()
+	results := make(chan error, 2)
+	counts := make(chan int, 2)
+	for range 2 {
+		go func() {
+			total := 0
+			for {
+				step, err := s.EvaluatePending(ctx, ev, 3)
+				if errors.Is(err, ErrEvalConflict) {
+					continue
+				}
+				if err != nil || !step.More {
+					counts <- total + step.Evaluated
+					results <- err
+					return
+				}
+				total += step.Evaluated
+			}
+		}()
+	}
+	total := 0
+	for range 2 {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+		total += <-counts
+	}
+	_, n := s.Counts()
+	if int64(total) != n {
+		t.Errorf("the two evaluators evaluated %d memories together, want each of the %d once", total, n)
+	}
+}
+
+// A crafted case: by BM25 alone the shorter memory ranks first; the
+// metric path (the query asks how something felt) brings up the one that
+// says how it felt.
+func TestMetricPathChangesRanking(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Evaluation.ImportanceSeed = 0 // the ranking must move by the metric path alone
+	ev := eumas.NewHeuristic(cfg.Evaluation.Archetypes)
+	s := openEvaluated(t, cfg, ev)
+	defer s.Close()
+	o := newOwner(t, s, "ella")
+	felt := o.text("The party was at the lake house, I loved it and felt happy.")
+	plain := o.text("The party was at the lake house.") // later, so also more recent
+	if err := s.SettleEvaluation(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// recall returns the two memories by score, best first (recall
+	// itself returns them in topological order).
+	recall := func(metric float64) []*Recalled {
+		t.Helper()
+		rs, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "how did the party at the lake house feel", K: 2, Peek: true,
+			Paths: &Paths{Weights: config.PathWeights{BM25: 1, Metric: metric}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 2 {
+			t.Fatalf("recalled %v", describe(rs))
+		}
+		if rs[1].Score > rs[0].Score {
+			rs[0], rs[1] = rs[1], rs[0]
+		}
+		return rs
+	}
+	rs := recall(0)
+	if rs[0].CID != plain {
+		t.Fatalf("without the metric path the best is %s, want the plain memory %s", rs[0].CID, plain)
+	}
+	if rs[0].Explain.Evidence.MetricRank != 0 || rs[1].Explain.Contrib.Metric != 0 {
+		t.Errorf("the metric path ran at weight 0: %+v", rs[1].Explain)
+	}
+	rs = recall(1)
+	if rs[0].CID != felt {
+		t.Fatalf("with the metric path the best is %s, want the felt memory %s", rs[0].CID, felt)
+	}
+	if e := rs[0].Explain; e.Evidence.MetricRank != 1 || e.Evidence.Metric <= 0 || e.Contrib.Metric <= 0 {
+		t.Errorf("the felt memory's explanation = %+v", e)
+	}
+}
