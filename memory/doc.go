@@ -33,7 +33,8 @@
 //	b/      multihash                   block bytes (memories, ACTs, files)
 //	m/      memory CID bytes            MemoryMeta (protobuf): sonas, agent_id, kind,
 //	                                    backbone, archived, expires_at, importance,
-//	                                    access_count, last_access_tick, created_at, labels
+//	                                    access_count, last_access_tick, created_at, labels,
+//	                                    insight mark, evaluation (EUMAS aggregate)
 //	v/      memory CID bytes            embedding: little-endian float32 × dims
 //	s/      sona uuid                   Sona (protobuf): uuid, name, head, length,
 //	                                    created_at, last_memory
@@ -46,7 +47,8 @@
 //	                                    came to exist (derived indexes catch up from it)
 //	x/      "version" | "embedder" |    store layout version; embedding space identity;
 //	        "memseq"                    last insertion-log position;
-//	        "heartbeat" | "backbone"    HeartbeatState (protobuf); uuid of the backbone's sona
+//	        "heartbeat" | "backbone" |  HeartbeatState (protobuf); uuid of the backbone's sona;
+//	        "evalseq"                   last insertion-log position evaluated (8 BE)
 //	a/      memory CID bytes            Associations (protobuf): the memory's typed links
 //	                                    (causal, similar, sequential, related), strongest first
 //	h/      agent_id 0x00 memory CID    Associations: Hebbian co-access partners, per agent
@@ -54,6 +56,8 @@
 //	                                    8-byte BE each): the emergent thresholds
 //	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall
 //	g/      log seq (8 bytes BE)        memory CID bytes: a dream insight (dream.go)
+//	e/      memory CID bytes            Evaluation (protobuf): every archetype's metrics,
+//	                                    justifications, annotations, priority; failures (evaluation.go)
 //	p/      concept key                 PendingConcept (protobuf): versions awaiting consensus
 //	r/      conflict id                 Conflict (protobuf): an open consensus conflict
 //	t/      uuid 0x00 …                 MemoryOS tiers of the sona (tierstore.go):
