@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dgraph-io/badger/v4"
@@ -12,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/eumas"
-	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -152,7 +152,7 @@ func (s *Self) EvaluatePending(ctx context.Context, ev eumas.Evaluator, batch in
 		tx.Set(keyEvalSeq, u64(last))
 		tx.OnCommit(func() {
 			for c, p := range profiles {
-				s.profiles.Add(c.KeyString(), p)
+				s.setProfile(c, p)
 			}
 		})
 		return nil
@@ -178,12 +178,12 @@ func (s *Self) Evaluation(c cid.Cid) (*messages.Evaluation, error) {
 	return e, err
 }
 
-// newProfiles is the metric-profile index: unit vectors over the metric
-// names, compared by cosine.
-func (s *Self) newProfiles() *vector.Index {
-	dims := max(1, len(s.metricNames))
-	ic := s.cfg.Index
-	return vector.New(vector.Options{Dims: dims, M: ic.M, EfSearch: ic.EfSearch, EfConstruction: ic.EfConstruction, Seed: ic.Seed})
+// setProfile records a memory's metric profile under its vector id (every
+// stored memory has an embedding, added before it is evaluated).
+func (s *Self) setProfile(c cid.Cid, p []float32) {
+	if id, ok := s.index.ID(c.KeyString()); ok {
+		s.profiles.set(id, p)
+	}
 }
 
 // loadProfile adds a memory's metric profile to the index; raw is its
@@ -208,7 +208,7 @@ func (s *Self) loadProfile(c cid.Cid, raw []byte) error {
 				return fmt.Errorf("%w: evaluation of %s: %v", ErrCorrupt, c, err)
 			}
 			if p := eumas.Profile(sum, s.metricNames); p != nil {
-				s.profiles.Add(c.KeyString(), p)
+				s.setProfile(c, p)
 			}
 			return nil
 		}
@@ -227,7 +227,7 @@ var metaEvaluationField = (&messages.MemoryMeta{}).ProtoReflect().Descriptor().F
 // queryProfile evaluates the query as memories are evaluated; nil when
 // the metric path cannot run or nothing stands out in the query.
 func (s *Self) queryProfile(ctx context.Context, q string) ([]float32, error) {
-	if s.evaluator == nil || s.profiles.Len() == 0 || strings.TrimSpace(q) == "" {
+	if s.evaluator == nil || s.profiles.len() == 0 || strings.TrimSpace(q) == "" {
 		return nil, nil
 	}
 	e, err := s.evaluator.Evaluate(ctx, eumas.Input{Text: q})
@@ -244,23 +244,35 @@ func (s *Self) decay(meta *messages.MemoryMeta, activity int64) float64 {
 	return Decay(lambda, meta.Importance, meta.Backbone, activity, meta.LastAccessTick)
 }
 
-// metricCandidates are the memories whose metric profiles are nearest
-// prof. In sona scope more are drawn, since recall keeps only the sona's.
-func (s *Self) metricCandidates(q Query, prof []float32, n int) []vector.Hit {
+// metricCandidates are the n memories of the sona (and the backbone)
+// whose metric profiles are nearest prof: the metric path matches the
+// query against the sona's own experience, in either scope.
+func (s *Self) metricCandidates(sona, backbone string, prof []float32, n int) []pathHit {
 	if prof == nil {
 		return nil
 	}
-	if q.Scope == ScopeSona {
-		n *= 16
+	s.smu.RLock()
+	members := s.sonas[sona].members
+	if bb := s.sonas[backbone]; bb != nil && backbone != sona {
+		members = append(slices.Clip(members), bb.members...)
 	}
-	return s.profiles.Search(prof, n)
+	s.smu.RUnlock()
+	var out []pathHit
+	for _, h := range s.profiles.nearest(prof, members, n) {
+		if key, ok := s.index.Key(h.id); ok {
+			out = append(out, pathHit{key: key, score: h.sim})
+		}
+	}
+	return out
 }
 
 // metricSim is the cosine between the query's metric profile and the
 // memory's; 0 when the memory has none.
 func (sc *scorer) metricSim(c cid.Cid) float64 {
-	if p, ok := sc.self.profiles.Lookup(c.KeyString()); ok {
-		return dot(sc.profile, p)
+	if id, ok := sc.self.index.ID(c.KeyString()); ok {
+		if p := sc.self.profiles.get(id); p != nil {
+			return dot(sc.profile, p)
+		}
 	}
 	return 0
 }

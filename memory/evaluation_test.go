@@ -24,6 +24,11 @@ func openEvaluated(t *testing.T, cfg config.Config, ev eumas.Evaluator) *Self {
 	return s
 }
 
+func hasProfile(s *Self, c cid.Cid) bool {
+	id, ok := s.index.ID(c.KeyString())
+	return ok && s.profiles.get(id) != nil
+}
+
 func metaOf(t *testing.T, s *Self, c cid.Cid) *messages.MemoryMeta {
 	t.Helper()
 	meta, err := s.Meta(c)
@@ -77,13 +82,13 @@ func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
 	if got := eumas.Aggregate(full).String(); got != sum.String() {
 		t.Errorf("the metadata's aggregate %v is not the stored evaluation's %v", sum, got)
 	}
-	if _, ok := s.profiles.Lookup(moved.KeyString()); !ok {
+	if !hasProfile(s, moved) {
 		t.Error("the evaluated memory has no metric profile")
 	}
-	if _, ok := s.profiles.Lookup(plain.KeyString()); ok {
+	if hasProfile(s, plain) {
 		t.Error("a memory in which nothing stands out has a metric profile")
 	}
-	before := s.profiles.Len()
+	before := s.profiles.len()
 
 	// The decay of a memory that matters is slower.
 	slow, normal := s.decay(meta, 10), Decay(cfg.Recall.Lambda, meta.Importance, false, 10, meta.LastAccessTick)
@@ -96,8 +101,8 @@ func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
 	}
 	s = openEvaluated(t, cfg, ev)
 	defer s.Close()
-	if s.profiles.Len() != before {
-		t.Errorf("after reopen %d metric profiles, want %d", s.profiles.Len(), before)
+	if s.profiles.len() != before {
+		t.Errorf("after reopen %d metric profiles, want %d", s.profiles.len(), before)
 	}
 	if step, err := s.EvaluatePending(ctx, ev, 10); err != nil || step.Evaluated != 0 {
 		t.Errorf("after reopen the watermark was lost: %+v, %v", step, err)
@@ -140,7 +145,7 @@ func TestFailedEvaluationIsRecordedNotStoredAsMetrics(t *testing.T) {
 	if len(full.Archetypes) != 0 || len(full.Failures) != len(cfg.Evaluation.Archetypes) {
 		t.Errorf("stored evaluation = %v", full)
 	}
-	if _, ok := s.profiles.Lookup(c.KeyString()); ok {
+	if hasProfile(s, c) {
 		t.Error("a failed evaluation has a metric profile")
 	}
 }

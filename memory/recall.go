@@ -294,9 +294,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 		if prof == nil {
 			paths.Weights.Metric = 0
 		}
-		for _, h := range s.metricCandidates(q, prof, n) {
-			metric = append(metric, pathHit{key: h.Key, score: float64(h.Similarity)})
-		}
+		metric = s.metricCandidates(q.Sona, backbone, prof, n)
 	}
 
 	var out []*Recalled

@@ -80,7 +80,7 @@ type Self struct {
 
 	evaluator   eumas.Evaluator
 	metricNames []string      // the dimensions of a metric profile
-	profiles    *vector.Index // metric profiles of the evaluated memories (evaluation.go)
+	profiles    profileTable // metric profiles of the evaluated memories (evaluation.go)
 }
 
 // sonaState is the committed state of a sona, cached for recall.
@@ -141,7 +141,6 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		s.evaluator = o.Evaluator
 		s.metricNames = eumas.Metrics(o.Config.Evaluation.Archetypes)
 	}
-	s.profiles = s.newProfiles()
 	s.lastActivity.Store(o.Clock.Now().Unix())
 	st.Watch(prefixMeta, func(k []byte) { s.metas.invalidate(string(k[len(prefixMeta):])) })
 	if err := s.load(ctx); err != nil {
@@ -159,7 +158,6 @@ func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load()
 // Close closes the indexes and the store, after every submitted write.
 func (s *Self) Close() error {
 	s.index.Close()
-	s.profiles.Close()
 	err := s.store.Close()
 	if s.text != nil {
 		s.text.close()
@@ -226,18 +224,6 @@ func (s *Self) load(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		var n int64
-		if err := iteratePrefix(txn, prefixMeta, func(k, v []byte) error {
-			n++
-			c, err := cid.Cast(k[len(prefixMeta):])
-			if err != nil {
-				return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
-			}
-			return s.loadProfile(c, v)
-		}); err != nil {
-			return err
-		}
-		s.memories.Store(n)
 		if err := iteratePrefix(txn, prefixVector, func(k, v []byte) error {
 			c, err := cid.Cast(k[len(prefixVector):])
 			if err != nil {
@@ -256,6 +242,19 @@ func (s *Self) load(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
+		// After the vectors: a metric profile is kept under its memory's vector id.
+		var n int64
+		if err := iteratePrefix(txn, prefixMeta, func(k, v []byte) error {
+			n++
+			c, err := cid.Cast(k[len(prefixMeta):])
+			if err != nil {
+				return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
+			}
+			return s.loadProfile(c, v)
+		}); err != nil {
+			return err
+		}
+		s.memories.Store(n)
 		return iteratePrefix(txn, prefixChain, func(k, v []byte) error {
 			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
 			if !ok {

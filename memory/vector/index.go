@@ -129,6 +129,16 @@ func (x *Index) ID(key string) (uint64, bool) {
 	return id, ok
 }
 
+// Key returns the key of id.
+func (x *Index) Key(id uint64) (string, bool) {
+	x.kmu.RLock()
+	defer x.kmu.RUnlock()
+	if id >= uint64(len(x.keys)) {
+		return "", false
+	}
+	return x.keys[id], true
+}
+
 // Vector returns the vector of id (shared: do not modify).
 func (x *Index) Vector(id uint64) []float32 {
 	x.kmu.RLock()
