@@ -483,6 +483,17 @@ func TestCompactFoldsColdBranches(t *testing.T) {
 		h.post("/sona/"+hot+"/recall", map[string]any{"query": "tomatoes, the train and the cat", "scope": "sona"}).obj(t, http.StatusOK)
 	}
 	hotChain := h.chain(hot)
+	// A recall records its accesses behind its answer: wait until they are
+	// stored, or the sweep may count none.
+	deadline := time.Now().Add(30 * time.Second) // a ceiling for slow, shared machines
+	for _, c := range hotChain {
+		for fnum(t, object(t, h.memory(c)["meta"])["access_count"]) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the accesses of %s were never stored", c)
+			}
+			time.Sleep(time.Millisecond) // polling the server under test, with a deadline
+		}
+	}
 
 	rep := checkTick(t, h.post("/admin/compact", nil).obj(t, http.StatusOK))
 	if !rep.passComplete || rep.swept != 6 || rep.dreamed || len(rep.insights) != 0 {
