@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/eumas"
 )
 
 // corpus returns n realistic texts: the turns of the LoCoMo conversations
@@ -130,10 +132,20 @@ func populated(b *testing.B, n int) *benchStore {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := openSelf(b, testConfig(dir), nil)
+	cfg := testConfig(dir)
+	// As the server runs: every memory evaluated (the heuristic), so the
+	// metric path takes part.
+	s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims),
+		Evaluator: eumas.NewHeuristic(cfg.Evaluation.Archetypes)})
+	if err != nil {
+		b.Fatal(err)
+	}
 	st := &benchStore{s: s, dir: dir, owners: populate(b, s, 100, corpus(b, n))}
 	s.Index().WaitBuilt()
 	if err := s.text.settle(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.SettleEvaluation(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	benchStores[n] = st

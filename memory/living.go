@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
@@ -469,13 +470,13 @@ func leastImportantRelated(members []member, n int) []member {
 // similarity to the mean), their most common kind and highest importance.
 // Appending it archives srcs.
 func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared, error) {
-	var sentences []string
+	var texts []string
 	var centroid []float32
 	kinds := map[string]int{}
 	var latest int64
 	importance := 0.0
 	for i, src := range srcs {
-		sentences = append(sentences, llm.Sentences(src.m.Text())...)
+		texts = append(texts, src.m.Text())
 		centroid = updateCentroid(centroid, int64(i), src.vec)
 		kinds[src.meta.Kind]++
 		importance = math.Max(importance, src.meta.Importance)
@@ -484,7 +485,10 @@ func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared,
 	if !normalize(centroid) {
 		return nil, fmt.Errorf("%w: the merged memories have no direction", ErrInvalid)
 	}
-	text := tiers.Summarize(sentences, nil, 5, 1500)
+	text, err := s.summary(ctx, texts)
+	if err != nil {
+		return nil, err
+	}
 	if text == "" {
 		text = fmt.Sprintf("%d memories without text", len(srcs))
 	}
@@ -513,6 +517,30 @@ func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared,
 	p.Archive = archive
 	return p, ctx.Err()
 }
+
+// summary is the text of a merge: the configured summarizer's (an LLM
+// summary), else — or when it fails — an extractive one. Only a done
+// context is an error.
+func (s *Self) summary(ctx context.Context, texts []string) (string, error) {
+	if s.summarize != nil {
+		text, err := s.summarize(ctx, texts)
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		if err == nil && strings.TrimSpace(text) != "" {
+			return tiers.Truncate(strings.TrimSpace(text), maxSummaryChars), nil
+		}
+		s.log.Warn("summary failed; the merge is summarised extractively", "err", err)
+	}
+	var sentences []string
+	for _, t := range texts {
+		sentences = append(sentences, llm.Sentences(t)...)
+	}
+	return tiers.Summarize(sentences, nil, 5, maxSummaryChars), nil
+}
+
+// maxSummaryChars bounds a merge's text.
+const maxSummaryChars = 1500
 
 // archiveIn marks cs archived in tx; every one must be an active member of
 // sona, or the append that carries them fails (a merge planned on a state

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -418,5 +420,50 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 		if _, err := s.Contribute(ctx, bad); err == nil {
 			t.Fatalf("accepted %+v", bad)
 		}
+	}
+}
+
+// A merge's text comes from the summarizer when one is set, and from the
+// extractive summary when it fails.
+func TestMergeSummaryFromTheSummarizerOrExtractive(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprint("fail=", fail), func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			var got []string
+			s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: &fixedClock{t: epoch},
+				Summarize: func(_ context.Context, texts []string) (string, error) {
+					got = texts
+					if fail {
+						return "", errors.New("model down")
+					}
+					return "  Bob planted tomatoes and took a late train.  ", nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			o := newOwner(t, s, "cold")
+			for _, line := range []string{"Bob planted tomatoes.", "The train was late.", "Bob likes trains."} {
+				o.text(line)
+			}
+			members, err := s.activeMembers(o.sona)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := s.merge(context.Background(), members, "cold-branch")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 3 || got[0] != "Bob planted tomatoes." {
+				t.Errorf("the summarizer saw %q", got)
+			}
+			text := p.Memory.Text()
+			if !fail && text != "Bob planted tomatoes and took a late train." {
+				t.Errorf("summary %q, want the summarizer's (trimmed)", text)
+			}
+			if fail && !strings.Contains(text, "Bob planted tomatoes.") {
+				t.Errorf("summary %q, want the extractive one", text)
+			}
+		})
 	}
 }

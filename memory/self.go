@@ -47,6 +47,11 @@ type Options struct {
 	// compared with its nearest neighbour for dedup (Living Memory's
 	// normalize_fn, e.g. an LLM call).
 	Normalize func(ctx context.Context, text string) (string, error)
+	// Summarize, when set, writes the text of a compression's centroid or
+	// a cold branch's archive memory from its sources' texts (Living
+	// Memory's LLM summary); when unset or when it fails, an extractive
+	// summary is used.
+	Summarize func(ctx context.Context, texts []string) (string, error)
 	// Evaluator evaluates queries for recall's metric path (EUMAS), as
 	// the evaluator actor evaluates memories; nil turns the path off.
 	Evaluator eumas.Evaluator
@@ -77,9 +82,10 @@ type Self struct {
 	text         *textIndexer           // full-text index, kept in step by the committer
 	progress     func(stage string, done, total uint64)
 	normalize    func(ctx context.Context, text string) (string, error)
+	summarize    func(ctx context.Context, texts []string) (string, error)
 
 	evaluator   eumas.Evaluator
-	metricNames []string      // the dimensions of a metric profile
+	metricNames []string     // the dimensions of a metric profile
 	profiles    profileTable // metric profiles of the evaluated memories (evaluation.go)
 }
 
@@ -128,6 +134,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		metas:     newMetaCache(o.Config.Store.MemoryCache),
 		progress:  o.Progress,
 		normalize: o.Normalize,
+		summarize: o.Summarize,
 		index: vector.New(vector.Options{
 			Dims:           o.Embedder.Dims(),
 			M:              o.Config.Index.M,

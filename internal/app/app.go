@@ -5,11 +5,13 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
@@ -57,7 +59,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 	}
 	m := metrics.New()
 	self, err := memory.Open(ctx, memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress,
-		Evaluator: Evaluator(cfg, model, o.Clock, m, log)})
+		Evaluator: Evaluator(cfg, model, o.Clock, m, log), Summarize: Summarizer(cfg, model)})
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +118,36 @@ func Evaluator(cfg config.Config, model llm.LLM, clock memory.Clock, m *metrics.
 		return eumas.NewHeuristic(ec.Archetypes)
 	}
 	return nil
+}
+
+// Summarizer is Living Memory's LLM summary of the memories a compression
+// or fold merges, with the configured model; nil with the offline model,
+// whose replies quote rather than summarise (the merge is then summarised
+// extractively).
+func Summarizer(cfg config.Config, model llm.LLM) func(context.Context, []string) (string, error) {
+	if cfg.LLM.Provider == "offline" {
+		return nil
+	}
+	return func(ctx context.Context, texts []string) (string, error) {
+		var b strings.Builder
+		for i, t := range texts {
+			fmt.Fprintf(&b, "[%d] %s\n", i+1, t)
+		}
+		resp, err := model.Complete(ctx, llm.Request{
+			Messages: []llm.Message{
+				{Role: llm.RoleSystem, Content: "You consolidate an AI agent's memories. Write one memory of at most five sentences that keeps every fact of the memories below (names, dates, numbers, decisions) and adds nothing."},
+				{Role: llm.RoleUser, Content: b.String()},
+			},
+			MaxTokens: cfg.LLM.MaxTokens,
+		})
+		if err != nil {
+			return "", err
+		}
+		if resp.StopReason == llm.StopMaxTokens {
+			return "", errors.New("summary cut at max tokens")
+		}
+		return resp.Content, nil
+	}
 }
 
 // NewLogger builds the process logger: zap, bridged to slog (which

@@ -59,7 +59,7 @@ func (m *LLMModel) Chain(ctx context.Context, in ChainInput) (*messages.MetaChai
 	if err != nil {
 		return fallback(ctx, m, "chain", err, func() (*messages.MetaChain, error) { return Heuristic{}.Chain(ctx, in) })
 	}
-	return chainOf(in, reply.Linked && len(in.Prev) > 0, truncate(strings.TrimSpace(reply.Summary), chainChars)), nil
+	return chainOf(in, reply.Linked && len(in.Prev) > 0, Truncate(strings.TrimSpace(reply.Summary), chainChars)), nil
 }
 
 // PageKeywords asks for the page's keywords and weighs the model's terms
@@ -105,7 +105,7 @@ func (m *LLMModel) Digest(ctx context.Context, in DigestInput) (string, []string
 		})
 		return d.summary, d.keywords, err
 	}
-	return truncate(strings.TrimSpace(reply.Summary), summaryChars), NormalizeKeywords(reply.Keywords), nil
+	return Truncate(strings.TrimSpace(reply.Summary), summaryChars), NormalizeKeywords(reply.Keywords), nil
 }
 
 // Persona asks for what the promoted pages teach about the user and the

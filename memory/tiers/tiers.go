@@ -403,7 +403,7 @@ func Summarize(sentences, keywords []string, maxSentences, maxChars int) string 
 	for i, c := range chosen {
 		parts[i] = c.text
 	}
-	return truncate(strings.Join(parts, " "), maxChars)
+	return Truncate(strings.Join(parts, " "), maxChars)
 }
 
 func distinct(ts []string) []string {
@@ -418,8 +418,8 @@ func distinct(ts []string) []string {
 	return out
 }
 
-// truncate cuts s to at most n bytes at a word boundary, marking the cut.
-func truncate(s string, n int) string {
+// Truncate cuts s to at most n bytes at a word boundary, marking the cut.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
