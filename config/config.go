@@ -699,25 +699,22 @@ func sortedKeys[V any](m map[string]V) []string {
 var archetypesYAML []byte
 
 // DefaultArchetypes are the evaluating archetypes of archetypes.yaml.
-func DefaultArchetypes() []Archetype {
-	var as []Archetype
-	if err := yaml.Unmarshal(archetypesYAML, &as); err != nil {
-		panic(fmt.Sprintf("config: archetypes.yaml: %v", err))
-	}
-	return as
-}
+func DefaultArchetypes() []Archetype { return embedded[[]Archetype]("archetypes.yaml", archetypesYAML) }
 
 //go:embed traits.yaml
 var traitsYAML []byte
 
 // DefaultTraits are MemoryOS's 90 user trait dimensions in three groups
 // (traits.yaml).
-func DefaultTraits() []TraitDimension {
-	var dims []TraitDimension
-	if err := yaml.Unmarshal(traitsYAML, &dims); err != nil {
-		panic(fmt.Sprintf("config: traits.yaml: %v", err))
+func DefaultTraits() []TraitDimension { return embedded[[]TraitDimension]("traits.yaml", traitsYAML) }
+
+// embedded decodes a YAML file built into the binary.
+func embedded[T any](name string, b []byte) T {
+	var v T
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		panic(fmt.Sprintf("config: %s: %v", name, err))
 	}
-	return dims
+	return v
 }
 
 // metricName is what a metric may be called: it is a JSON property of the
