@@ -73,6 +73,8 @@ type Self struct {
 	text         *textIndexer           // full-text index, kept in step by the committer
 	progress     func(stage string, done, total uint64)
 	normalize    func(ctx context.Context, text string) (string, error)
+	anchorRules  AnchorRules            // config.Anchoring, compiled
+	anchorHook   atomic.Pointer[func()] // see OnAnchor
 }
 
 // sonaState is the committed state of a sona, cached for recall.
@@ -110,16 +112,17 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		return nil, err
 	}
 	s := &Self{
-		store:     st,
-		emb:       o.Embedder,
-		cfg:       o.Config,
-		clock:     o.Clock,
-		log:       o.Logger,
-		sonas:     map[string]*sonaState{},
-		cache:     newMemCache(o.Config.Store.MemoryCache),
-		metas:     newMetaCache(o.Config.Store.MemoryCache),
-		progress:  o.Progress,
-		normalize: o.Normalize,
+		store:       st,
+		emb:         o.Embedder,
+		cfg:         o.Config,
+		clock:       o.Clock,
+		log:         o.Logger,
+		sonas:       map[string]*sonaState{},
+		cache:       newMemCache(o.Config.Store.MemoryCache),
+		metas:       newMetaCache(o.Config.Store.MemoryCache),
+		progress:    o.Progress,
+		normalize:   o.Normalize,
+		anchorRules: CompileAnchorRules(o.Config.Anchoring),
 		index: vector.New(vector.Options{
 			Dims:           o.Embedder.Dims(),
 			M:              o.Config.Index.M,
