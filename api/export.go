@@ -62,7 +62,11 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, err)
 			return
 		}
-		s.log.Error("export failed after its first byte: response cut short", "err", err)
+		if r.Context().Err() != nil { // the client left, or the transfer timeout passed
+			s.log.Info("export stopped after its first byte: response cut short", "err", err)
+		} else {
+			s.log.Error("export failed after its first byte: response cut short", "err", err)
+		}
 		panic(http.ErrAbortHandler)
 	}
 }
