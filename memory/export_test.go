@@ -443,3 +443,36 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 		t.Fatalf("pending after the import: %v %v", pcs, err)
 	}
 }
+
+// A memory appended to several sonas at the same insertion-log position
+// is created by the sona it joined first, and joins the others in order,
+// whatever their uuids.
+func TestImportKeepsTheJoinOrderAtOnePosition(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	defer s.Close()
+	o1, o2, o3 := newOwner(t, s, "one"), newOwner(t, s, "two"), newOwner(t, s, "three")
+	owners := []*owner{o1, o2, o3}
+	slices.SortFunc(owners, func(a, b *owner) int { return strings.Compare(b.sona, a.sona) }) // largest uuid first
+	shared := &Memory{Data: Data{Text: &TextData{Content: "said in every sona"}}}
+	for _, o := range owners {
+		o.add(shared, nil)
+	}
+	doc, _ := exportDoc(t, s, "")
+	fresh := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	defer fresh.Close()
+	plan, err := fresh.PlanImport(context.Background(), doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range plan.Steps() {
+		if st.Sona != owners[i].sona {
+			t.Fatalf("step %d appends to %s, want %s (the order the memory joined its sonas)", i, st.Sona, owners[i].sona)
+		}
+	}
+	applyPlan(t, fresh, plan)
+	again, _ := exportDoc(t, fresh, "")
+	again.ExportedAt = doc.ExportedAt
+	if !proto.Equal(doc, again) {
+		t.Fatal("the import exports differently")
+	}
+}

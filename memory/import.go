@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -608,8 +609,9 @@ func (s *Self) embedImport(ctx context.Context, p *ImportPlan, mems []*importMem
 
 // replay orders the appends: each chain in seq order, a memory created
 // (its first append) only after everything it links to, and otherwise in
-// the order the exported store appended the ACTs (their log_seq; a
-// memory's creation before other ACTs of the same position). An export
+// the order the exported store appended the ACTs (their log_seq; at one
+// position a memory's creation first, then appends of existing memories
+// in the order their meta.sonas gives). An export
 // without positions falls back on the memories' insertion order, with
 // appends of existing memories as early as they can go.
 func (s *Self) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored map[cid.Cid]bool) error {
@@ -685,11 +687,20 @@ func (s *Self) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored map[
 		}
 		return true
 	}
+	// rank is where a sona stands in the order a memory joined its sonas.
+	rank := func(q *queue, c cid.Cid) int {
+		if im := mems[c]; im != nil {
+			if i := slices.Index(im.meta.Sonas, q.is.exp.Uuid); i >= 0 {
+				return i
+			}
+		}
+		return math.MaxInt
+	}
 	for remaining > 0 {
 		var best *queue
 		var bestC cid.Cid
 		var bestKey uint64
-		bestJoin := false
+		bestJoin, bestRank := false, 0
 		for _, q := range queues {
 			c, ok := head(q)
 			if !ok {
@@ -703,8 +714,12 @@ func (s *Self) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored map[
 			if key == 0 && !join { // an export without positions: the memory's
 				key = mems[c].order
 			}
-			if best == nil || key < bestKey || key == bestKey && bestJoin && !join {
-				best, bestC, bestKey, bestJoin = q, c, key, join
+			r := rank(q, c)
+			// At one position, a creation first, then appends of existing
+			// memories; either by the order the memory joined its sonas
+			// (its creation is by the first).
+			if best == nil || key < bestKey || key == bestKey && (bestJoin && !join || join == bestJoin && r < bestRank) {
+				best, bestC, bestKey, bestJoin, bestRank = q, c, key, join, r
 			}
 		}
 		if best == nil {

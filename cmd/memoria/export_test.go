@@ -121,3 +121,25 @@ func TestExportImportAnchorsCLI(t *testing.T) {
 	}
 	srv.stop(t, syscall.SIGTERM)
 }
+
+// The demo's store — many sonas advanced concurrently, memories shared
+// between sonas — exports, imports and exports again to the same document.
+func TestDemoStoreRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	mustRun(t, "demo", "--data", a, "--json", "--per-theme", "2", "--rounds", "2")
+	file := filepath.Join(dir, "demo.json")
+	mustRun(t, "export", "--all", "--data", a, "--out", file)
+	mustRun(t, "import", "--data", b, file)
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := parseExport(t, raw)
+	if sonas, _ := want["sonas"].([]any); len(sonas) < 8 {
+		t.Fatalf("the demo store exported %d sonas", len(sonas))
+	}
+	if got := parseExport(t, []byte(mustRun(t, "export", "--all", "--data", b))); !reflect.DeepEqual(want, got) {
+		t.Fatal("the demo store's export differs after an import")
+	}
+}
