@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"time"
 
@@ -37,7 +38,9 @@ func (a *heartbeatActor) Receive(ctx actor.Context) {
 		}
 	case tick:
 		if a.sys.ready.Load() { // Start has wired the tree
-			if _, err := a.tick(false, false); err != nil {
+			if _, err := a.tick(false, false); errors.Is(err, errImportRunning) {
+				a.sys.log.Debug("heartbeat tick skipped: an import is running")
+			} else if err != nil {
 				a.sys.log.Warn("heartbeat tick failed", "err", err)
 			}
 		}
@@ -60,9 +63,16 @@ func (a *heartbeatActor) schedule(ctx actor.Context) {
 // pass first and folds cold branches.
 func (a *heartbeatActor) tick(dream, compact bool) (*messages.TickReport, error) {
 	sys, self, hb := a.sys, a.sys.self, a.sys.cfg.Heartbeat
+	// An import replays chains with exact seqs: a merge or an insight
+	// appended meanwhile would make it fail. Ticks wait for it to end.
+	if !sys.upkeep.TryLock() {
+		return nil, errImportRunning
+	}
+	defer sys.upkeep.Unlock()
 	if sys.knobs.BeforeTick != nil {
 		sys.knobs.BeforeTick()
 	}
+	sys.wakeAnchors() // anchors a failing sink left behind are offered again
 	ctx, cancel := context.WithTimeout(sys.base, sys.tickTimeout())
 	defer cancel()
 	now := sys.clock.Now()
@@ -196,6 +206,16 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 		}
 		id, existed, err := self.WriteBackbone(c, msg.AgentId, msg.Content, labels)
 		respondTo(ctx, &messages.BackboneWritten{Cid: id.String(), Existed: existed}, err)
+	case *messages.AppendMemory: // an import replaying the backbone's chain
+		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
+		defer cancel()
+		p, err := prepareAppend(self, msg)
+		if err != nil {
+			respondTo[*messages.Appended](ctx, nil, err)
+			return
+		}
+		r, err := self.AppendBackbone(c, p)
+		respondTo(ctx, r, err)
 	case *messages.Resolve:
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
 		defer cancel()

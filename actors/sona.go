@@ -196,6 +196,10 @@ type appended struct {
 // done in the actor's context once it is durable or failed. A memory
 // already in the chain (durably or in flight) is not appended again.
 func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(appended)) {
+	if item.ExpectSeq != nil && *item.ExpectSeq != a.length {
+		done(appended{nil, fmt.Errorf("%w: sona %s is at seq %d, the append expected %d", memory.ErrChainConflict, a.id, a.length, *item.ExpectSeq)})
+		return
+	}
 	if p, ok := a.inflight[item.CID]; ok {
 		a.await(ctx, p, func(err error) {
 			done(appended{&messages.Appended{Cid: item.CID.String()}, err})
@@ -290,10 +294,7 @@ func async[T any](ctx actor.Context, sys *System, timeout time.Duration, fn func
 
 func (a *sonaActor) appendMemory(ctx actor.Context, msg *messages.AppendMemory) {
 	sender := ctx.Sender()
-	item, err := a.sys.self.PrepareBlock(msg.Block, msg.Embedding, msg.Meta)
-	if err == nil {
-		item.Archive, err = castCIDs(msg.Archive)
-	}
+	item, err := prepareAppend(a.sys.self, msg)
 	if err != nil {
 		ctx.Respond(failure(err))
 		return
@@ -438,8 +439,32 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 	})
 }
 
+// prepareAppend reads an AppendMemory into the memory to append.
+func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*memory.Prepared, error) {
+	item, err := self.PrepareBlock(msg.Block, msg.Embedding, msg.Meta)
+	if err != nil {
+		return nil, err
+	}
+	item.ExpectSeq, item.Imported = msg.ExpectSeq, msg.Imported
+	item.Archive, err = castCIDs(msg.Archive)
+	return item, err
+}
+
+// appendMessage is the AppendMemory that carries p to sona's writer.
+func appendMessage(sona string, p *memory.Prepared) *messages.AppendMemory {
+	msg := &messages.AppendMemory{Sona: sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta,
+		ExpectSeq: p.ExpectSeq, Imported: p.Imported}
+	for _, c := range p.Archive {
+		msg.Archive = append(msg.Archive, c.Bytes())
+	}
+	return msg
+}
+
 // castCIDs reads CIDs carried as bytes.
 func castCIDs(raw [][]byte) ([]cid.Cid, error) {
+	if len(raw) == 0 {
+		return nil, nil // no archive: not a merge
+	}
 	out := make([]cid.Cid, len(raw))
 	for i, b := range raw {
 		c, err := cid.Cast(b)

@@ -32,6 +32,10 @@ type Options struct {
 	// TierModel does the tiers' language work; nil: the LLM with a JSON
 	// schema per decision, falling back to the offline heuristic.
 	TierModel tiers.Model
+	// AnchorSink, when set, hears every anchor (XmetaV's significant
+	// memories) from an anchors actor, off the appends' acknowledgement
+	// path. None by default.
+	AnchorSink memory.AnchorSink
 }
 
 // TestingKnobs let tests inject faults. They are nil in production.
@@ -62,6 +66,7 @@ type System struct {
 	heartbeat *actor.PID
 	consensus *actor.PID
 	evaluator *actor.PID
+	anchors   *actor.PID // nil without an anchor sink
 	self      *memory.Self
 	llm       llm.LLM
 	cfg       config.Config
@@ -69,8 +74,14 @@ type System struct {
 	log       *slog.Logger
 	knobs     TestingKnobs
 
-	metrics   *metrics.Set
-	tierModel tiers.Model
+	metrics    *metrics.Set
+	tierModel  tiers.Model
+	anchorSink memory.AnchorSink
+
+	// importing is set while an import runs (one at a time); upkeep is
+	// held by a heartbeat tick and by an import, which never overlap.
+	importing atomic.Bool
+	upkeep    sync.Mutex
 
 	// base is cancelled by Stop, which then waits for work, the steps
 	// running off the actors' mailboxes.
@@ -98,7 +109,7 @@ func Start(o Options) (*System, error) {
 		actor.WithDeadLetterRequestLogging(false),
 	)
 	s := &System{as: as, self: o.Self, llm: o.LLM, cfg: o.Config, clock: o.Clock, log: logger, knobs: o.Knobs,
-		metrics: o.Metrics, tierModel: o.TierModel}
+		metrics: o.Metrics, tierModel: o.TierModel, anchorSink: o.AnchorSink}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	if s.tierModel == nil {
 		s.tierModel = &tiers.LLMModel{LLM: o.LLM, MaxTokens: o.Config.LLM.MaxTokens, Fallback: func(op string, err error) {
@@ -115,7 +126,11 @@ func Start(o Options) (*System, error) {
 		return nil, fmt.Errorf("actors: spawn root: %w", err)
 	}
 	s.root = root
-	for name, dst := range map[string]**actor.PID{"sonas": &s.sonas, "heartbeat": &s.heartbeat, "consensus": &s.consensus, "evaluator": &s.evaluator} {
+	children := map[string]**actor.PID{"sonas": &s.sonas, "heartbeat": &s.heartbeat, "consensus": &s.consensus, "evaluator": &s.evaluator}
+	if s.anchorSink != nil {
+		children["anchors"] = &s.anchors
+	}
+	for name, dst := range children {
 		res, err := as.Root.RequestFuture(root, &messages.Lookup{Name: name}, ac.AskTimeout.D()).Result()
 		pid, ok := res.(*actor.PID)
 		if err != nil || !ok {
@@ -123,6 +138,10 @@ func Start(o Options) (*System, error) {
 			return nil, fmt.Errorf("actors: root did not start %s: %v", name, err)
 		}
 		*dst = pid
+	}
+	if s.anchors != nil {
+		s.self.OnAnchor(s.wakeAnchors)
+		s.wakeAnchors() // anchors made while no sink listened
 	}
 	s.ready.Store(true)
 	return s, nil
@@ -159,12 +178,16 @@ func (r *rootActor) Receive(ctx actor.Context) {
 		// backoff: their state is in the store.
 		backoff := newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 100*time.Millisecond, 10*time.Second, r.sys.clock)
 		r.children = map[string]*actor.PID{}
-		for name, p := range map[string]*actor.Props{
+		children := map[string]*actor.Props{
 			"sonas":     props,
 			"heartbeat": actor.PropsFromProducer(func() actor.Actor { return &heartbeatActor{sys: r.sys} }, actor.WithSupervisor(backoff)),
 			"consensus": actor.PropsFromProducer(func() actor.Actor { return &consensusActor{sys: r.sys} }, actor.WithSupervisor(backoff)),
 			"evaluator": actor.PropsFromProducer(func() actor.Actor { return &evaluatorActor{sys: r.sys} }, actor.WithSupervisor(backoff)),
-		} {
+		}
+		if r.sys.anchorSink != nil {
+			children["anchors"] = actor.PropsFromProducer(func() actor.Actor { return &anchorsActor{sys: r.sys} }, actor.WithSupervisor(backoff))
+		}
+		for name, p := range children {
 			pid, err := ctx.SpawnNamed(p, name)
 			if err != nil {
 				panic(fmt.Sprintf("actors: spawn %s: %v", name, err))
@@ -217,11 +240,7 @@ func (s *System) Append(ctx context.Context, sona string, p *memory.Prepared) (*
 	if err := s.checkNotBackbone(sona); err != nil {
 		return nil, err
 	}
-	msg := &messages.AppendMemory{Sona: sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta}
-	for _, c := range p.Archive {
-		msg.Archive = append(msg.Archive, c.Bytes())
-	}
-	return ask[*messages.Appended](s, msg, s.cfg.Actors.AskTimeout.D())
+	return ask[*messages.Appended](s, appendMessage(sona, p), s.cfg.Actors.AskTimeout.D())
 }
 
 // ActiveSonas returns how many sona actors are alive (not passivated).

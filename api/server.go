@@ -5,6 +5,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -73,7 +74,15 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /backbone/pending", s.pending)
 	m.HandleFunc("GET /conflicts", s.conflicts)
 	m.HandleFunc("POST /conflicts/{id}/resolve", s.resolve)
+	m.HandleFunc("GET /export", s.export)
+	m.HandleFunc("POST /import", s.importExport)
+	m.HandleFunc("GET /anchors", s.anchors)
 }
+
+// transfers are the routes that move a whole self: they get
+// server.transfer_timeout and server.max_import_bytes instead of the
+// request limits.
+var transfers = map[string]bool{"GET /export": true, "POST /import": true}
 
 // ServeHTTP applies the request limits, turns panics into 500s and the
 // mux's own 404/405 answers into JSON errors.
@@ -81,16 +90,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	defer func() {
 		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p) // a response cut short on purpose (see export)
+			}
 			s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			writeError(w, http.StatusInternalServerError, "internal", "internal error")
 		}
 	}()
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Server.RequestTimeout.D())
+	h, pattern := s.mux.Handler(r)
+	timeout, limit := s.cfg.Server.RequestTimeout.D(), s.cfg.Server.MaxBodyBytes
+	if transfers[pattern] {
+		timeout, limit = s.cfg.Server.TransferTimeout.D(), s.cfg.Server.MaxImportBytes
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	r = r.WithContext(ctx)
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Server.MaxBodyBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 
-	h, pattern := s.mux.Handler(r)
 	if pattern == "" {
 		// Not found or method not allowed: keep the mux's status and Allow header.
 		rec := &statusRecorder{header: http.Header{}}
@@ -183,22 +199,31 @@ func writeJSON(w http.ResponseWriter, status int, m proto.Message) {
 
 // decode reads a JSON request body into m.
 func decode(r *http.Request, m proto.Message) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-			return &apiError{http.StatusUnsupportedMediaType, "unsupported_media_type",
-				fmt.Sprintf("send JSON with Content-Type: application/json, not %q", ct)}
-		}
-	}
-	body, err := io.ReadAll(r.Body)
+	body, err := readJSON(r)
 	if err != nil {
 		return err
-	}
-	if len(strings.TrimSpace(string(body))) == 0 {
-		return badRequest("malformed_json", "request body is empty: send a JSON object")
 	}
 	if err := UnmarshalJSON(body, m); err != nil {
 		return badRequest("malformed_json", "malformed JSON: %s", strings.TrimPrefix(err.Error(), "proto: "))
 	}
 	return nil
+}
+
+// readJSON reads a non-empty JSON request body.
+func readJSON(r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+			return nil, &apiError{http.StatusUnsupportedMediaType, "unsupported_media_type",
+				fmt.Sprintf("send JSON with Content-Type: application/json, not %q", ct)}
+		}
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, badRequest("malformed_json", "request body is empty: send a JSON object")
+	}
+	return body, nil
 }

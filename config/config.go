@@ -42,6 +42,7 @@ type Config struct {
 	Living      Living     `yaml:"living"`
 	Heartbeat   Heartbeat  `yaml:"heartbeat"`
 	Evaluation  Evaluation `yaml:"evaluation"`
+	Anchoring   Anchoring  `yaml:"anchoring"`
 	LLM         LLM        `yaml:"llm"`
 	Embedder    Embedder   `yaml:"embedder"`
 	Actors      Actors     `yaml:"actors"`
@@ -66,6 +67,12 @@ type Server struct {
 	// its indexes, which live as long as the process: collecting less often
 	// cuts the collector's share of every request.
 	GCPercent int `yaml:"gc_percent"`
+	// MaxImportBytes caps the body of POST /import (the export is read
+	// whole and validated before anything is written).
+	MaxImportBytes int64 `yaml:"max_import_bytes"`
+	// TransferTimeout bounds GET /export and POST /import, instead of
+	// request_timeout.
+	TransferTimeout Duration `yaml:"transfer_timeout"`
 }
 
 // Store configures the Badger store and its group commit.
@@ -286,6 +293,27 @@ type Metric struct {
 	Cues []string `yaml:"cues"`
 }
 
+// Anchoring is XmetaV's significance check (seed 002): a memory that a
+// rule matches when it is appended is recorded as an anchor of the rule's
+// category, in the same transaction. Rules are tried in order; the first
+// that matches gives the category. No rules: nothing is anchored.
+type Anchoring struct {
+	Rules []AnchorRule `yaml:"rules"`
+}
+
+// AnchorRule matches a memory when every condition it sets holds: one of
+// Words occurs in the memory's text (case-insensitive, whole words or
+// phrases), its XmetaV kind is one of Kinds, it carries every label of
+// Labels ("*" matches any value), and its data kind (self, other, text,
+// file) is one of Data. A rule sets at least one of Words, Kinds, Labels.
+type AnchorRule struct {
+	Category string            `yaml:"category"`
+	Words    []string          `yaml:"words,omitempty"`
+	Kinds    []string          `yaml:"kinds,omitempty"`
+	Labels   map[string]string `yaml:"labels,omitempty"`
+	Data     []string          `yaml:"data,omitempty"`
+}
+
 // LLM selects the language model that advances sonas.
 type LLM struct {
 	// Provider: offline (built-in, deterministic, no network).
@@ -329,13 +357,15 @@ func Default() Config {
 	return Config{
 		DataDir: "./memoria-data",
 		Server: Server{
-			Listen:         "127.0.0.1:7777",
-			MaxBodyBytes:   8 << 20,
-			RequestTimeout: Duration(2 * time.Minute),
-			MaxK:           100,
-			MaxBudgetChars: 100_000,
-			MaxListLimit:   1000,
-			GCPercent:      400,
+			Listen:          "127.0.0.1:7777",
+			MaxBodyBytes:    8 << 20,
+			RequestTimeout:  Duration(2 * time.Minute),
+			MaxK:            100,
+			MaxBudgetChars:  100_000,
+			MaxListLimit:    1000,
+			GCPercent:       400,
+			MaxImportBytes:  256 << 20,
+			TransferTimeout: Duration(time.Hour),
 		},
 		Store: Store{
 			MaxBatch:      1024,
@@ -397,6 +427,7 @@ func Default() Config {
 		Evaluation: Evaluation{Mode: "llm", Batch: 32, ImportanceSeed: 0.2, Archetypes: DefaultArchetypes()},
 		LLM:        LLM{Provider: "offline", MaxTokens: 1024, ContextTokens: 8192, Timeout: Duration(60 * time.Second)},
 		Embedder:   Embedder{Provider: "hashed", Dims: 384},
+		Anchoring:  Anchoring{Rules: DefaultAnchorRules()},
 		Actors: Actors{
 			SonaIdle:      Duration(5 * time.Minute),
 			MaxRestarts:   10,
@@ -418,6 +449,27 @@ func DefaultKinds() map[string]Kind {
 		"goal":        {Weight: 0.8},
 		"observation": {Weight: 0.6, TTL: Duration(3 * day)},
 		"note":        {Weight: 0.5},
+	}
+}
+
+// DefaultAnchorRules are XmetaV's anchoring categories (seed 002:
+// "milestone/decision/incident keywords"): an explicit `anchor` label
+// first, then cue words and phrases, incidents before milestones before
+// decisions (a rollback after an outage is an incident first). The cue
+// words judge what is reported to a sona (text and other memories), not
+// the model's own responses, which restate what they recall.
+func DefaultAnchorRules() []AnchorRule {
+	reported := func() []string { return []string{"text", "other"} }
+	return []AnchorRule{
+		{Category: "milestone", Labels: map[string]string{"anchor": "milestone"}},
+		{Category: "decision", Labels: map[string]string{"anchor": "decision"}},
+		{Category: "incident", Labels: map[string]string{"anchor": "incident"}},
+		{Category: "incident", Data: reported(), Words: []string{"incident", "outage", "went down", "root cause",
+			"postmortem", "post-mortem", "rolled back", "data loss", "breach"}},
+		{Category: "milestone", Data: reported(), Words: []string{"milestone", "shipped", "launched", "went live",
+			"released", "deployed to production"}},
+		{Category: "decision", Data: reported(), Words: []string{"decided", "decision", "we agreed",
+			"agreed to", "chose to", "approved"}},
 	}
 }
 
@@ -462,6 +514,10 @@ func (c *Config) Validate() error {
 	positive("server.max_budget_chars", c.Server.MaxBudgetChars)
 	positive("server.max_list_limit", c.Server.MaxListLimit)
 	positive("server.gc_percent", c.Server.GCPercent)
+	if c.Server.MaxImportBytes <= 0 {
+		bad("server.max_import_bytes", "must be positive, got %d", c.Server.MaxImportBytes)
+	}
+	posDur("server.transfer_timeout", c.Server.TransferTimeout)
 
 	positive("store.max_batch", c.Store.MaxBatch)
 	positive("store.max_block_bytes", c.Store.MaxBlockBytes)
@@ -623,6 +679,38 @@ func (c *Config) Validate() error {
 	unit("heartbeat.insight_confidence", c.Heartbeat.InsightConfidence)
 	nonNeg("recall.paths.metric", c.Recall.Paths.Metric)
 	c.validateEvaluation(bad, positive, unit)
+
+	for i, r := range c.Anchoring.Rules {
+		key := fmt.Sprintf("anchoring.rules[%d]", i)
+		if !validName(r.Category) {
+			bad(key+".category", "want lower-case letters, digits, '_' or '-', got %q", r.Category)
+		}
+		if len(r.Words) == 0 && len(r.Kinds) == 0 && len(r.Labels) == 0 {
+			bad(key, "needs words, kinds or labels")
+		}
+		for _, w := range r.Words {
+			if strings.TrimSpace(w) == "" {
+				bad(key+".words", "must not hold an empty word")
+			}
+		}
+		for _, k := range r.Kinds {
+			if _, ok := c.Kinds[k]; !ok {
+				bad(key+".kinds", "%q is not in kinds (%s)", k, strings.Join(sortedKeys(c.Kinds), ", "))
+			}
+		}
+		for k := range r.Labels {
+			if k == "" {
+				bad(key+".labels", "label names must not be empty")
+			}
+		}
+		for _, d := range r.Data {
+			switch d {
+			case "self", "other", "text", "file":
+			default:
+				bad(key+".data", "want self, other, text or file, got %q", d)
+			}
+		}
+	}
 
 	switch c.LLM.Provider {
 	case "offline":

@@ -39,6 +39,12 @@ type Prepared struct {
 	// Archive are memories of the sona to archive in the same transaction
 	// as the append: the sources of a merge (see Merge).
 	Archive []cid.Cid
+	// ExpectSeq, when set, is the seq the append must land at: an import
+	// replaying an exported chain fails rather than append elsewhere.
+	ExpectSeq *int64
+	// Imported marks a memory from an export: the anchoring rules are not
+	// applied to it (the export lists its anchors).
+	Imported bool
 }
 
 // Neighbor is a nearby memory and its cosine similarity.
@@ -178,6 +184,9 @@ func (s *Self) AppendOp(a *Append) Op {
 		if err := proto.Unmarshal(raw, rec); err != nil {
 			return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
 		}
+		if a.Item.ExpectSeq != nil && *a.Item.ExpectSeq != a.Seq {
+			return fmt.Errorf("%w: sona %s: append planned at seq %d, expected at %d", ErrChainConflict, a.Sona, a.Seq, *a.Item.ExpectSeq)
+		}
 		if rec.Length != a.Seq || !sameHead(rec.Head, a.Prev) {
 			return fmt.Errorf("%w: sona %s is at seq %d, append expected %d", ErrChainConflict, a.Sona, rec.Length, a.Seq)
 		}
@@ -225,6 +234,12 @@ func (s *Self) AppendOp(a *Append) Op {
 			tx.Set(vectorKey(item.CID), encodeVector(item.Vector))
 			if meta.Insight != nil {
 				tx.Set(insightKey(logSeq), item.CID.Bytes())
+			}
+			if category, ok := s.anchorFor(item, meta); ok {
+				err := s.putAnchor(tx, logSeq, &messages.Anchor{Cid: item.CID.String(), Category: category, Time: a.Now, Sona: a.Sona})
+				if err != nil {
+					return err
+				}
 			}
 		case err != nil:
 			return err

@@ -149,28 +149,54 @@ func (s *Self) appendBackbone(ctx context.Context, agent, content string, labels
 	if err != nil {
 		return cid.Undef, false, err
 	}
-	existed, err := s.InSona(p.CID, id)
+	res, err := s.appendPreparedBackbone(ctx, id, p, also)
 	if err != nil {
 		return cid.Undef, false, err
 	}
+	return p.CID, res.Seq == nil, nil
+}
+
+// AppendBackbone appends a prepared memory to the backbone's chain: how
+// an import replays the backbone's exported chain (the backbone sona must
+// exist). Only the consensus actor calls it.
+func (s *Self) AppendBackbone(ctx context.Context, p *Prepared) (*messages.Appended, error) {
+	id := s.BackboneSona()
+	if id == "" {
+		return nil, fmt.Errorf("%w: no backbone yet", ErrNotFound)
+	}
+	return s.appendPreparedBackbone(ctx, id, p, nil)
+}
+
+// appendPreparedBackbone appends p to the backbone sona id and runs also
+// in the same transaction (also runs even when p already was there).
+func (s *Self) appendPreparedBackbone(ctx context.Context, id string, p *Prepared, also Op) (*messages.Appended, error) {
+	rec, err := s.Sona(id)
+	if err != nil {
+		return nil, err
+	}
+	if p.ExpectSeq != nil && *p.ExpectSeq != rec.Length {
+		return nil, fmt.Errorf("%w: the backbone is at seq %d, append expected at %d", ErrChainConflict, rec.Length, *p.ExpectSeq)
+	}
+	existed, err := s.InSona(p.CID, id)
+	if err != nil {
+		return nil, err
+	}
+	res := &messages.Appended{Cid: p.CID.String(), Existed: existed}
 	op := also
 	if !existed {
-		rec, err := s.Sona(id)
-		if err != nil {
-			return cid.Undef, false, err
-		}
 		var head *cid.Cid
 		if rec.Head != nil {
 			h, err := cid.Decode(*rec.Head)
 			if err != nil {
-				return cid.Undef, false, fmt.Errorf("%w: backbone head: %v", ErrCorrupt, err)
+				return nil, fmt.Errorf("%w: backbone head: %v", ErrCorrupt, err)
 			}
 			head = &h
 		}
 		plan, err := PlanAppend(id, head, rec.Length, p, s.clock.Now().Unix())
 		if err != nil {
-			return cid.Undef, false, err
+			return nil, err
 		}
+		res.Seq, res.Act = proto.Int64(plan.Seq), plan.Act.String()
 		appendOp := s.AppendOp(plan)
 		op = func(tx *Tx) error {
 			if err := appendOp(tx); err != nil {
@@ -184,10 +210,10 @@ func (s *Self) appendBackbone(ctx context.Context, agent, content string, labels
 	}
 	if op != nil {
 		if err := s.store.Update(ctx, op); err != nil {
-			return cid.Undef, false, err
+			return nil, err
 		}
 	}
-	return p.CID, existed, nil
+	return res, nil
 }
 
 // Signal is Living Memory's consensus signal: the mean pairwise cosine of

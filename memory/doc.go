@@ -24,6 +24,10 @@
 //     that the head it extends is still the head: a chain can never fork.
 //   - The vector index is derived: rebuilt from the embeddings key space at
 //     start, never the only copy of anything.
+//   - An anchor (y/) is written by the same transaction as the append that
+//     created its memory; a sink hears it only after that commit.
+//   - An import (import.go) is checked whole before anything is written,
+//     and replays chains through their writers at the exported seqs.
 //
 // # Key spaces
 //
@@ -48,7 +52,8 @@
 //	x/      "version" | "embedder" |    store layout version; embedding space identity;
 //	        "memseq"                    last insertion-log position;
 //	        "heartbeat" | "backbone" |  HeartbeatState (protobuf); uuid of the backbone's sona;
-//	        "evalseq"                   last insertion-log position evaluated (8 BE)
+//	        "evalseq" | "anchored"      last insertion-log position evaluated (8 BE); last anchor
+//	                                    (y/ position, 8 bytes BE) the AnchorSink took
 //	a/      memory CID bytes            Associations (protobuf): the memory's typed links
 //	                                    (causal, similar, sequential, related), strongest first
 //	h/      agent_id 0x00 memory CID    Associations: Hebbian co-access partners, per agent
@@ -60,6 +65,8 @@
 //	                                    justifications, annotations, priority; failures (evaluation.go)
 //	p/      concept key                 PendingConcept (protobuf): versions awaiting consensus
 //	r/      conflict id                 Conflict (protobuf): an open consensus conflict
+//	y/      log seq (8 bytes BE)        Anchor (protobuf): a significant memory, written in the
+//	                                    transaction of the append that created it (anchor.go)
 //	t/      uuid 0x00 …                 MemoryOS tiers of the sona (tierstore.go):
 //	          "s"                       StmState: the short-term pages, version, page similarity stats
 //	          "m"                       MtmState: next segment id, page count, version

@@ -85,8 +85,10 @@ type Self struct {
 	summarize    func(ctx context.Context, texts []string) (string, error)
 
 	evaluator   eumas.Evaluator
-	metricNames []string     // the dimensions of a metric profile
-	profiles    profileTable // metric profiles of the evaluated memories (evaluation.go)
+	metricNames []string               // the dimensions of a metric profile
+	profiles    profileTable           // metric profiles of the evaluated memories (evaluation.go)
+	anchorRules AnchorRules            // config.Anchoring, compiled
+	anchorHook  atomic.Pointer[func()] // see OnAnchor
 }
 
 // sonaState is the committed state of a sona, cached for recall.
@@ -124,17 +126,18 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		return nil, err
 	}
 	s := &Self{
-		store:     st,
-		emb:       o.Embedder,
-		cfg:       o.Config,
-		clock:     o.Clock,
-		log:       o.Logger,
-		sonas:     map[string]*sonaState{},
-		cache:     newMemCache(o.Config.Store.MemoryCache),
-		metas:     newMetaCache(o.Config.Store.MemoryCache),
-		progress:  o.Progress,
-		normalize: o.Normalize,
-		summarize: o.Summarize,
+		store:       st,
+		emb:         o.Embedder,
+		cfg:         o.Config,
+		clock:       o.Clock,
+		log:         o.Logger,
+		sonas:       map[string]*sonaState{},
+		cache:       newMemCache(o.Config.Store.MemoryCache),
+		metas:       newMetaCache(o.Config.Store.MemoryCache),
+		progress:    o.Progress,
+		normalize:   o.Normalize,
+		summarize:   o.Summarize,
+		anchorRules: CompileAnchorRules(o.Config.Anchoring),
 		index: vector.New(vector.Options{
 			Dims:           o.Embedder.Dims(),
 			M:              o.Config.Index.M,

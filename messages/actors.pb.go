@@ -88,7 +88,13 @@ type AppendMemory struct {
 	Meta *MemoryMeta `protobuf:"bytes,4,opt,name=meta,proto3" json:"meta,omitempty"`
 	// CID bytes of memories to archive in the same transaction: the sources
 	// of a compression's centroid.
-	Archive       [][]byte `protobuf:"bytes,5,rep,name=archive,proto3" json:"archive,omitempty"`
+	Archive [][]byte `protobuf:"bytes,5,rep,name=archive,proto3" json:"archive,omitempty"`
+	// When set, the append must land at this seq, or it fails with a chain
+	// conflict: an import replaying an exported chain.
+	ExpectSeq *int64 `protobuf:"varint,6,opt,name=expect_seq,json=expectSeq,proto3,oneof" json:"expect_seq,omitempty"`
+	// An imported memory: the anchoring rules are not applied (the export
+	// says which memories are anchors).
+	Imported      bool `protobuf:"varint,7,opt,name=imported,proto3" json:"imported,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -156,6 +162,20 @@ func (x *AppendMemory) GetArchive() [][]byte {
 		return x.Archive
 	}
 	return nil
+}
+
+func (x *AppendMemory) GetExpectSeq() int64 {
+	if x != nil && x.ExpectSeq != nil {
+		return *x.ExpectSeq
+	}
+	return 0
+}
+
+func (x *AppendMemory) GetImported() bool {
+	if x != nil {
+		return x.Imported
+	}
+	return false
 }
 
 type Appended struct {
@@ -633,13 +653,17 @@ const file_memoria_v1_actors_proto_rawDesc = "" +
 	"memoria.v1\x1a\x14memoria/v1/api.proto\x1a\x17memoria/v1/memory.proto\"P\n" +
 	"\aAdvance\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x121\n" +
-	"\arequest\x18\x02 \x01(\v2\x17.memoria.v1.ChatRequestR\arequest\"\x9c\x01\n" +
+	"\arequest\x18\x02 \x01(\v2\x17.memoria.v1.ChatRequestR\arequest\"\xeb\x01\n" +
 	"\fAppendMemory\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x12\x14\n" +
 	"\x05block\x18\x02 \x01(\fR\x05block\x12\x1c\n" +
 	"\tembedding\x18\x03 \x03(\x02R\tembedding\x12*\n" +
 	"\x04meta\x18\x04 \x01(\v2\x16.memoria.v1.MemoryMetaR\x04meta\x12\x18\n" +
-	"\aarchive\x18\x05 \x03(\fR\aarchive\"g\n" +
+	"\aarchive\x18\x05 \x03(\fR\aarchive\x12\"\n" +
+	"\n" +
+	"expect_seq\x18\x06 \x01(\x03H\x00R\texpectSeq\x88\x01\x01\x12\x1a\n" +
+	"\bimported\x18\a \x01(\bR\bimportedB\r\n" +
+	"\v_expect_seq\"g\n" +
 	"\bAppended\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x15\n" +
 	"\x03seq\x18\x02 \x01(\x03H\x00R\x03seq\x88\x01\x01\x12\x10\n" +
@@ -709,6 +733,7 @@ func file_memoria_v1_actors_proto_init() {
 	}
 	file_memoria_v1_api_proto_init()
 	file_memoria_v1_memory_proto_init()
+	file_memoria_v1_actors_proto_msgTypes[1].OneofWrappers = []any{}
 	file_memoria_v1_actors_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -42,8 +42,17 @@ func Embedded(h http.Handler) *Client {
 
 type handlerTransport struct{ h http.Handler }
 
-func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+func (t handlerTransport) RoundTrip(r *http.Request) (resp *http.Response, err error) {
 	rec := httptest.NewRecorder()
+	defer func() {
+		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler {
+				panic(p)
+			}
+			// The server cut the response short (as a real connection would end).
+			resp, err = nil, fmt.Errorf("%s %s: the server cut the response short", r.Method, r.URL.Path)
+		}
+	}()
 	t.h.ServeHTTP(rec, r)
 	return rec.Result(), nil
 }
@@ -60,6 +69,17 @@ func (e *Error) Error() string { return fmt.Sprintf("%s (%d %s)", e.Message, e.S
 // send makes one request and returns the body of a successful answer, or
 // the server's error as an *Error.
 func (c *Client) send(ctx context.Context, method, path string, body io.Reader, header ...string) ([]byte, error) {
+	rc, err := c.open(ctx, method, path, body, header...)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// open makes one request and returns the body of a successful answer to
+// read, or the server's error as an *Error.
+func (c *Client) open(ctx context.Context, method, path string, body io.Reader, header ...string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return nil, err
@@ -71,19 +91,19 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 	if err != nil {
 		return nil, err
 	}
+	if resp.StatusCode < 300 {
+		return resp.Body, nil
+	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode >= 300 {
-		var e messages.ErrorResponse
-		if protojson.Unmarshal(data, &e) == nil && e.Error != nil {
-			return nil, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
-		}
-		return nil, &Error{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(data))}
+	var e messages.ErrorResponse
+	if protojson.Unmarshal(data, &e) == nil && e.Error != nil {
+		return nil, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
 	}
-	return data, nil
+	return nil, &Error{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(data))}
 }
 
 // do makes one request and decodes its JSON answer into out.
@@ -266,6 +286,33 @@ func (c *Client) Conflicts(ctx context.Context) (*messages.ConflictList, error) 
 func (c *Client) ResolveConflict(ctx context.Context, id, content, agent string) (*messages.MemoryRef, error) {
 	out := &messages.MemoryRef{}
 	return out, c.post(ctx, "/conflicts/"+url.PathEscape(id)+"/resolve", &messages.Resolve{Content: content, AgentId: agent}, out)
+}
+
+// Export opens the JSON export (format memoria-export/1) of one sona —
+// sona is its uuid or unambiguous name — or, with all, of every sona. The
+// caller reads and closes it; a read error means the export was cut
+// short and is incomplete.
+func (c *Client) Export(ctx context.Context, sona string, all bool) (io.ReadCloser, error) {
+	q := url.Values{}
+	if all {
+		q.Set("all", "1")
+	}
+	if sona != "" {
+		q.Set("sona", sona)
+	}
+	return c.open(ctx, http.MethodGet, "/export?"+q.Encode(), nil)
+}
+
+// Import imports a JSON export read from r.
+func (c *Client) Import(ctx context.Context, r io.Reader) (*messages.ImportResult, error) {
+	out := &messages.ImportResult{}
+	return out, c.do(ctx, http.MethodPost, "/import", r, "application/json", out)
+}
+
+// Anchors returns one page of the anchor list.
+func (c *Client) Anchors(ctx context.Context, cursor string, limit int) (*messages.AnchorList, error) {
+	out := &messages.AnchorList{}
+	return out, c.get(ctx, "/anchors?"+pageQuery("", "", cursor, limit), out)
 }
 
 // ResolveSona finds a sona by uuid, or by name when exactly one has it.

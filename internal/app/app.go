@@ -43,6 +43,8 @@ type Options struct {
 	Knobs actors.TestingKnobs
 	// Progress is told how rebuilding derived indexes advances.
 	Progress func(stage string, done, total uint64)
+	// AnchorSink hears the anchors (none by default).
+	AnchorSink memory.AnchorSink
 }
 
 // Open validates cfg, opens its data directory and starts the actors.
@@ -63,7 +65,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 	if err != nil {
 		return nil, err
 	}
-	sys, err := actors.Start(actors.Options{Self: self, LLM: model, Config: cfg, Clock: o.Clock, Logger: log, Knobs: o.Knobs, Metrics: m})
+	sys, err := actors.Start(actors.Options{Self: self, LLM: model, Config: cfg, Clock: o.Clock, Logger: log, Knobs: o.Knobs,
+		Metrics: m, AnchorSink: o.AnchorSink})
 	if err != nil {
 		self.Close()
 		return nil, err

@@ -1,0 +1,84 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// anchorsActor hands the anchor list to the configured memory.AnchorSink
+// (XmetaV pins a significant memory to IPFS and anchors its CID on chain;
+// such a bridge is a sink). It runs only when a sink is configured. An
+// append records its anchor in its own transaction and acknowledges
+// without waiting for the sink; the commit wakes this actor, which offers
+// the sink every anchor after the durable cursor (memory.AnchorCursor),
+// in list order, moving the cursor after each one the sink accepts. The
+// sink is called off the mailbox. A failure is logged and the anchor is
+// offered again at the next wake (a new anchor or a heartbeat tick):
+// delivery is at least once, and the list never loses an entry.
+type anchorsActor struct {
+	sys   *System
+	busy  bool // a delivery pass is running
+	again bool // woken while it ran
+}
+
+// anchorPage bounds one delivery pass.
+const anchorPage = 16
+
+func (a *anchorsActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started, *messages.AnchorsAdded:
+		a.deliver(ctx)
+	}
+}
+
+func (a *anchorsActor) deliver(ctx actor.Context) {
+	if a.busy {
+		a.again = true
+		return
+	}
+	a.busy, a.again = true, false
+	async(ctx, a.sys, 2*a.sys.cfg.Actors.AskTimeout.D(), a.pass, func(more bool, err error) {
+		a.busy = false
+		if err != nil {
+			a.sys.log.Warn("anchor sink failed; the anchor stays listed and is offered again at the next wake", "err", err)
+			more = false // not before a wake
+		}
+		if a.again || more { // a wake that came during the pass is not lost
+			a.deliver(ctx)
+		}
+	})
+}
+
+// pass offers the sink the anchors after the cursor, up to a page; more
+// reports that others wait.
+func (a *anchorsActor) pass(ctx context.Context) (bool, error) {
+	self := a.sys.self
+	cursor, err := self.AnchorCursor()
+	if err != nil {
+		return false, err
+	}
+	page, err := self.Anchors(cursor, anchorPage)
+	if err != nil {
+		return false, err
+	}
+	for _, an := range page.Items {
+		if err := a.sys.anchorSink.Anchor(ctx, an); err != nil {
+			return false, fmt.Errorf("anchor %s (%s): %w", an.CID, an.Category, err)
+		}
+		if err := self.SetAnchorCursor(ctx, an.Seq); err != nil {
+			return false, err
+		}
+	}
+	return page.Next != "", nil
+}
+
+// wakeAnchors tells the anchors actor that anchors may wait (without a
+// sink, there is none to tell).
+func (s *System) wakeAnchors() {
+	if s.anchors != nil {
+		s.as.Root.Send(s.anchors, &messages.AnchorsAdded{})
+	}
+}

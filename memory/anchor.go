@@ -1,0 +1,304 @@
+package memory
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// XmetaV's anchoring: a memory that is significant — a milestone, a
+// decision, an incident — is recorded as an anchor when it is appended,
+// in the same transaction as the append. The anchor list (y/) is what an
+// external sink (XmetaV pins it to IPFS and anchors it on chain) and the
+// CAR exporter read; an anchor is never lost to a failing sink.
+
+var (
+	prefixAnchor    = []byte("y/")
+	keyAnchorCursor = []byte("x/anchored")
+)
+
+// anchorKey orders anchors by the insertion-log position of their memory.
+func anchorKey(logSeq uint64) []byte { return join(prefixAnchor, u64(logSeq)) }
+
+// Anchor is a significant memory.
+type Anchor struct {
+	// Seq is the memory's insertion-log position: the anchor list's order
+	// and its cursor.
+	Seq      uint64
+	CID      cid.Cid
+	Category string
+	// Time is the unix second of the append that made the anchor.
+	Time int64
+	// Sona is the uuid of the sona the memory was appended to.
+	Sona string
+}
+
+// Proto returns the anchor as its API message.
+func (a Anchor) Proto() *messages.Anchor {
+	return &messages.Anchor{Cid: a.CID.String(), Category: a.Category, Time: a.Time, Sona: a.Sona}
+}
+
+// AnchorSink hears new anchors, after they are durable and off the
+// acknowledgement path of the append that made them. Delivery is at least
+// once and in list order; a sink identifies an anchor by its CID. A
+// failing sink is retried later; the anchor list keeps the anchor either
+// way.
+type AnchorSink interface {
+	Anchor(ctx context.Context, a Anchor) error
+}
+
+// AnchorRules are the compiled significance rules of config.Anchoring.
+type AnchorRules []anchorRule
+
+type anchorRule struct {
+	category string
+	words    []string // lower case
+	kinds    []string
+	labels   map[string]string
+	data     []string
+}
+
+// CompileAnchorRules prepares the rules of a validated configuration.
+func CompileAnchorRules(c config.Anchoring) AnchorRules {
+	out := make(AnchorRules, len(c.Rules))
+	for i, r := range c.Rules {
+		words := make([]string, 0, len(r.Words))
+		for _, w := range r.Words {
+			words = append(words, strings.ToLower(strings.Join(strings.Fields(w), " ")))
+		}
+		out[i] = anchorRule{category: r.Category, words: words, kinds: r.Kinds, labels: r.Labels, data: r.Data}
+	}
+	return out
+}
+
+// Match returns the category of the first rule that m, with its
+// metadata, satisfies.
+func (rs AnchorRules) Match(m *Memory, meta *messages.MemoryMeta) (string, bool) {
+	var text string // lower-cased on first use
+	for _, r := range rs {
+		if len(r.kinds) > 0 && !slices.Contains(r.kinds, meta.GetKind()) {
+			continue
+		}
+		if len(r.data) > 0 && !slices.Contains(r.data, m.Data.Kind()) {
+			continue
+		}
+		if !labelsMatch(r.labels, meta.GetLabels()) {
+			continue
+		}
+		if len(r.words) > 0 {
+			if text == "" {
+				text = strings.ToLower(m.Text())
+			}
+			if !slices.ContainsFunc(r.words, func(w string) bool { return containsPhrase(text, w) }) {
+				continue
+			}
+		}
+		return r.category, true
+	}
+	return "", false
+}
+
+func labelsMatch(want, have map[string]string) bool {
+	for k, v := range want {
+		got, ok := have[k]
+		if !ok || (v != "*" && !strings.EqualFold(got, v)) {
+			return false
+		}
+	}
+	return true
+}
+
+// containsPhrase reports whether phrase occurs in text as whole words:
+// neither preceded nor followed by a letter or digit. Runs of white space
+// in text match the single spaces of phrase.
+func containsPhrase(text, phrase string) bool {
+	if phrase == "" {
+		return false
+	}
+	words := strings.Fields(phrase)
+	for i := 0; i < len(text); {
+		j := strings.Index(text[i:], words[0])
+		if j < 0 {
+			return false
+		}
+		start := i + j
+		if end, ok := matchWords(text, start, words); ok && boundaryBefore(text, start) && boundaryAfter(text, end) {
+			return true
+		}
+		_, size := utf8.DecodeRuneInString(text[start:])
+		i = start + size
+	}
+	return false
+}
+
+// matchWords matches words at text[start:], separated by white space.
+func matchWords(text string, start int, words []string) (int, bool) {
+	pos := start
+	for k, w := range words {
+		if k > 0 {
+			n := pos
+			for n < len(text) {
+				r, size := utf8.DecodeRuneInString(text[n:])
+				if !unicode.IsSpace(r) {
+					break
+				}
+				n += size
+			}
+			if n == pos {
+				return 0, false
+			}
+			pos = n
+		}
+		if !strings.HasPrefix(text[pos:], w) {
+			return 0, false
+		}
+		pos += len(w)
+	}
+	return pos, true
+}
+
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+func boundaryBefore(text string, i int) bool {
+	if i == 0 {
+		return true
+	}
+	r, _ := utf8.DecodeLastRuneInString(text[:i])
+	return !isWordRune(r)
+}
+
+func boundaryAfter(text string, i int) bool {
+	if i >= len(text) {
+		return true
+	}
+	r, _ := utf8.DecodeRuneInString(text[i:])
+	return !isWordRune(r)
+}
+
+// anchorFor decides, inside an append, whether a new memory is an anchor.
+// The heartbeat's own memories (merges and insights restate others) and
+// imported memories (the export lists its anchors) are not judged.
+func (s *Self) anchorFor(item *Prepared, meta *messages.MemoryMeta) (string, bool) {
+	if item.Imported || len(item.Archive) > 0 || meta.Insight != nil {
+		return "", false
+	}
+	return s.anchorRules.Match(item.Memory, meta)
+}
+
+// putAnchor writes an anchor record in tx and has the sink woken after
+// the commit.
+func (s *Self) putAnchor(tx *Tx, logSeq uint64, a *messages.Anchor) error {
+	raw, err := proto.Marshal(a)
+	if err != nil {
+		return err
+	}
+	tx.Set(anchorKey(logSeq), raw)
+	tx.OnCommit(s.anchorsAdded)
+	return nil
+}
+
+// OnAnchor registers fn to be called, on the committer's goroutine, after
+// every commit that added anchors: it must only signal (the actors wake
+// the sink's deliverer with it). Call it before the first write.
+func (s *Self) OnAnchor(fn func()) { s.anchorHook.Store(&fn) }
+
+func (s *Self) anchorsAdded() {
+	if fn := s.anchorHook.Load(); fn != nil {
+		(*fn)()
+	}
+}
+
+// Anchors lists the anchor list in order, after the anchor at seq after
+// (0: from the start), up to limit. The list is append-only: the CAR
+// exporter takes its roots from it.
+func (s *Self) Anchors(after uint64, limit int) (Page[Anchor], error) {
+	var page Page[Anchor]
+	err := s.store.View(func(txn *badger.Txn) error {
+		var start []byte
+		if after > 0 {
+			start = anchorKey(after)
+		}
+		return listKeys(txn, prefixAnchor, start, limit, func(k []byte) error {
+			item, err := txn.Get(k)
+			if err != nil {
+				return err
+			}
+			a, err := decodeAnchor(k, item)
+			if err != nil {
+				return err
+			}
+			page.Items = append(page.Items, a)
+			return nil
+		}, func() { page.Next = fmt.Sprint(page.Items[len(page.Items)-1].Seq) })
+	})
+	return page, err
+}
+
+func decodeAnchor(k []byte, item *badger.Item) (Anchor, error) {
+	if len(k) != len(prefixAnchor)+8 {
+		return Anchor{}, fmt.Errorf("%w: anchor key %q", ErrCorrupt, k)
+	}
+	rec := &messages.Anchor{}
+	if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, rec) }); err != nil {
+		return Anchor{}, fmt.Errorf("%w: anchor: %v", ErrCorrupt, err)
+	}
+	c, err := cid.Decode(rec.Cid)
+	if err != nil {
+		return Anchor{}, fmt.Errorf("%w: anchor CID: %v", ErrCorrupt, err)
+	}
+	return Anchor{
+		Seq: binary.BigEndian.Uint64(k[len(prefixAnchor):]), CID: c,
+		Category: rec.Category, Time: rec.Time, Sona: rec.Sona,
+	}, nil
+}
+
+// AnchorCursor is the seq of the last anchor the sink acknowledged (0:
+// none yet).
+func (s *Self) AnchorCursor() (uint64, error) {
+	var n uint64
+	err := s.store.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(keyAnchorCursor)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("%w: anchor cursor", ErrCorrupt)
+			}
+			n = binary.BigEndian.Uint64(v)
+			return nil
+		})
+	})
+	return n, err
+}
+
+// SetAnchorCursor records that the sink acknowledged every anchor up to
+// seq. The cursor only moves forward.
+func (s *Self) SetAnchorCursor(ctx context.Context, seq uint64) error {
+	return s.store.Update(ctx, func(tx *Tx) error {
+		if v, err := tx.Get(keyAnchorCursor); err == nil {
+			if len(v) == 8 && binary.BigEndian.Uint64(v) >= seq {
+				return nil
+			}
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		tx.Set(keyAnchorCursor, u64(seq))
+		return nil
+	})
+}

@@ -1,0 +1,203 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+func TestContainsPhrase(t *testing.T) {
+	for _, tc := range []struct {
+		text, phrase string
+		want         bool
+	}{
+		{"the api had an outage.", "outage", true},
+		{"outages happen", "outage", false}, // whole words only
+		{"a blackoutage", "outage", false},
+		{"it went   down at noon", "went down", true}, // any white space between words
+		{"it went\ndown", "went down", true},
+		{"wentdown", "went down", false},
+		{"we went downstairs", "went down", false},
+		{"see the post-mortem", "post-mortem", true},
+		{"v2 released, v1 shipped", "shipped", true},
+		{"décision prise", "décision", true},
+		{"", "x", false},
+		{"x", "", false},
+	} {
+		if got := containsPhrase(tc.text, tc.phrase); got != tc.want {
+			t.Errorf("containsPhrase(%q, %q) = %v, want %v", tc.text, tc.phrase, got, tc.want)
+		}
+	}
+}
+
+func TestAnchorRulesMatch(t *testing.T) {
+	rules := CompileAnchorRules(config.Anchoring{Rules: []config.AnchorRule{
+		{Category: "milestone", Labels: map[string]string{"anchor": "milestone"}},
+		{Category: "flagged", Labels: map[string]string{"flag": "*"}},
+		{Category: "incident", Kinds: []string{"error"}, Words: []string{"Went Down"}},
+		{Category: "incident", Data: []string{"text"}, Words: []string{"outage"}},
+		{Category: "decision", Words: []string{"decided"}},
+	}})
+	text := func(s string) *Memory { return &Memory{Data: Data{Text: &TextData{Content: s}}} }
+	self := func(s string) *Memory {
+		return &Memory{Data: Data{Self: &SelfData{Name: "a", Parts: []Part{{Content: s}}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		m    *Memory
+		meta *messages.MemoryMeta
+		want string
+	}{
+		{"label", text("nothing special"), &messages.MemoryMeta{Labels: map[string]string{"anchor": "Milestone"}}, "milestone"},
+		{"other label value", text("nothing special"), &messages.MemoryMeta{Labels: map[string]string{"anchor": "other"}}, ""},
+		{"any value", text("x"), &messages.MemoryMeta{Labels: map[string]string{"flag": "red"}}, "flagged"},
+		{"kind and words", text("The API went down"), &messages.MemoryMeta{Kind: "error"}, "incident"},
+		{"words without the kind", text("The API went down"), &messages.MemoryMeta{Kind: "note"}, ""},
+		{"data kind", text("an OUTAGE today"), &messages.MemoryMeta{}, "incident"},
+		{"not that data kind", self("an outage today"), &messages.MemoryMeta{}, ""},
+		{"first match wins", text("we decided after the outage"), &messages.MemoryMeta{}, "incident"},
+		{"later rule", self("I decided"), &messages.MemoryMeta{}, "decision"},
+		{"nothing", text("lunch was pasta"), &messages.MemoryMeta{}, ""},
+	} {
+		got, ok := rules.Match(tc.m, tc.meta)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: Match = %q, %v; want %q", tc.name, got, ok, tc.want)
+		}
+	}
+	if _, ok := CompileAnchorRules(config.Anchoring{}).Match(text("outage"), &messages.MemoryMeta{}); ok {
+		t.Error("no rules anchored something")
+	}
+}
+
+// An anchor is written by the append's own transaction: it is there with
+// its memory, under the memory's insertion-log position, or neither is.
+func TestAnchorIsWrittenByTheAppend(t *testing.T) {
+	clock := &fixedClock{t: epoch}
+	s := openSelf(t, testConfig(t.TempDir()), clock)
+	defer s.Close()
+	woken := make(chan struct{}, 16)
+	s.OnAnchor(func() { woken <- struct{}{} })
+	o := newOwner(t, s, "ops")
+
+	plain := o.text("lunch was pasta")
+	incident := o.text("The payment API had an outage for an hour.")
+	milestone := o.add(&Memory{Data: Data{Text: &TextData{Content: "v1 is out"}}}, &messages.MemoryMeta{Labels: map[string]string{"anchor": "milestone"}})
+	page, err := s.Anchors(0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != 2 || page.Next != "" {
+		t.Fatalf("anchors %+v, want two", page)
+	}
+	for i, want := range []struct {
+		c        cid.Cid
+		category string
+	}{{incident, "incident"}, {milestone, "milestone"}} {
+		a := page.Items[i]
+		meta, err := s.Meta(want.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.CID != want.c || a.Category != want.category || a.Time != epoch.Unix() || a.Sona != o.sona || a.Seq != meta.Seq {
+			t.Fatalf("anchor %d = %+v, want %s %s at seq %d", i, a, want.c, want.category, meta.Seq)
+		}
+	}
+	if len(woken) != 2 {
+		t.Fatalf("the anchor hook ran %d times, want once per anchoring commit (2)", len(woken))
+	}
+
+	// A refused append (a dangling edge) writes no anchor either.
+	nowhere := mustCIDOf(t, CodecDagCBOR, []byte("nowhere"))
+	bad := &Memory{Data: Data{Text: &TextData{Content: "another outage"}}, Edges: []Edge{{Target: nowhere, Weight: 1}}}
+	if _, err := o.tryAdd(bad, nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("dangling edge: %v", err)
+	}
+	if page, _ := s.Anchors(0, 10); len(page.Items) != 2 {
+		t.Fatalf("a refused append left an anchor: %+v", page.Items)
+	}
+
+	// The heartbeat's merges and insights, and imported memories, are not judged.
+	ctx := context.Background()
+	for name, prep := range map[string]func(p *Prepared){
+		"merge":    func(p *Prepared) { p.Archive = []cid.Cid{plain} },
+		"imported": func(p *Prepared) { p.Imported = true },
+		"insight":  func(p *Prepared) { p.Meta.Insight = &messages.InsightMark{Category: InsightSummary, Confidence: 0.5} },
+	} {
+		m := &Memory{Data: Data{Text: &TextData{Content: name + ": the outage again"}}}
+		vecs, err := s.Embed(ctx, m.Text())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.Prepare(m, vecs[0], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prep(p)
+		plan, err := PlanAppend(o.sona, o.head, o.n, p, epoch.Unix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Store().Update(ctx, s.AppendOp(plan)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		o.head, o.n = plan.Next()
+		plain = p.CID // the next merge archives this one
+	}
+	if page, _ := s.Anchors(0, 10); len(page.Items) != 2 {
+		t.Fatalf("merges, insights or imports were anchored: %+v", page.Items)
+	}
+}
+
+func TestAnchorsPageAndCursor(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	defer s.Close()
+	o := newOwner(t, s, "ops")
+	var want []cid.Cid
+	for _, text := range []string{"we decided to move", "the db went down", "filler", "we shipped it", "postmortem written"} {
+		c := o.text(text)
+		if text != "filler" {
+			want = append(want, c)
+		}
+	}
+	var got []cid.Cid
+	var after uint64
+	for pages := 0; ; pages++ {
+		page, err := s.Anchors(after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range page.Items {
+			got = append(got, a.CID)
+		}
+		if page.Next == "" {
+			if pages != 1 {
+				t.Fatalf("%d pages of 3 for 4 anchors", pages+1)
+			}
+			break
+		}
+		after = page.Items[len(page.Items)-1].Seq
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("anchors %v, want %v in append order", got, want)
+	}
+
+	// The sink's cursor is durable and only moves forward.
+	ctx := context.Background()
+	if c, err := s.AnchorCursor(); err != nil || c != 0 {
+		t.Fatalf("fresh cursor %d, %v", c, err)
+	}
+	for _, seq := range []uint64{4, 2} {
+		if err := s.SetAnchorCursor(ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, _ := s.AnchorCursor(); c != 4 {
+		t.Fatalf("cursor %d after 4 then 2, want 4", c)
+	}
+}

@@ -1,0 +1,475 @@
+package memory
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Living Memory's JSON export: the self's memories with their metadata,
+// associations and embeddings, the sonas with their chains, the backbone,
+// pending consensus and conflicts, and the anchors — everything an import
+// needs to rebuild the same chains. The document is written in one pass
+// over one consistent snapshot; the transport renders it (see
+// ExportWriter).
+
+// ExportFormat names and versions the export document.
+const ExportFormat = "memoria-export/1"
+
+// Export scopes.
+const (
+	ExportScopeAll  = "all"
+	ExportScopeSona = "sona"
+)
+
+// ExportSections are the sections of an export document, in the order
+// they are written.
+var ExportSections = []string{"sonas", "memories", "blocks", "anchors", "pending", "conflicts"}
+
+// ExportWriter receives an export as it is read: the header, then the
+// items of each section, the sections in ExportSections order (a section
+// may have no item).
+type ExportWriter interface {
+	Header(*messages.ExportHeader) error
+	Item(section string, m proto.Message) error
+}
+
+// exportChain is the part of a sona's chain an export carries.
+type exportChain struct {
+	rec      *messages.Sona
+	backbone bool
+	rows     []ChainEntry // the whole chain
+	upto     int          // rows[:upto] are exported
+	listed   bool         // in exporter.order
+}
+
+// Export writes one consistent snapshot of the self to w: with sona ""
+// every sona; with a sona's uuid that sona, the backbone, and the prefixes
+// of other sonas' chains that their memories' edges reach (transitively),
+// so the export imports on its own.
+func (s *Self) Export(ctx context.Context, sona string, w ExportWriter) error {
+	return s.store.View(func(txn *badger.Txn) error {
+		x := &exporter{s: s, txn: txn, ctx: ctx, chains: map[string]*exportChain{}, exported: map[cid.Cid]bool{}}
+		return x.run(sona, w)
+	})
+}
+
+type exporter struct {
+	s        *Self
+	txn      *badger.Txn
+	ctx      context.Context
+	chains   map[string]*exportChain
+	order    []*exportChain
+	exported map[cid.Cid]bool
+	mems     []cid.Cid // in export order: by sona, in chain order
+}
+
+func (x *exporter) run(sona string, w ExportWriter) error {
+	backbone := ""
+	if item, err := x.txn.Get(keyBackbone); err == nil {
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		backbone = string(v)
+	} else if !errors.Is(err, badger.ErrKeyNotFound) {
+		return err
+	}
+	recs := map[string]*messages.Sona{}
+	if err := iteratePrefix(x.txn, prefixSona, func(_, v []byte) error {
+		rec := &messages.Sona{}
+		if err := proto.Unmarshal(v, rec); err != nil {
+			return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
+		}
+		recs[rec.Uuid] = rec
+		return nil
+	}); err != nil {
+		return err
+	}
+	scope := ExportScopeAll
+	var selected []string
+	if sona != "" {
+		if _, ok := recs[sona]; !ok {
+			return fmt.Errorf("%w: sona %q", ErrNotFound, sona)
+		}
+		scope, selected = ExportScopeSona, []string{sona}
+	} else {
+		for id := range recs {
+			selected = append(selected, id)
+		}
+	}
+	if backbone != "" && !slices.Contains(selected, backbone) && recs[backbone] != nil {
+		selected = append(selected, backbone)
+	}
+	slices.SortFunc(selected, func(a, b string) int { // the backbone first, then by uuid
+		switch {
+		case a == backbone:
+			return -1
+		case b == backbone:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	for _, id := range selected {
+		ch, err := x.chain(recs[id], id == backbone)
+		if err != nil {
+			return err
+		}
+		x.extend(ch, len(ch.rows))
+	}
+	if scope == ExportScopeSona {
+		if err := x.closure(recs, backbone); err != nil {
+			return err
+		}
+	}
+
+	err := w.Header(&messages.ExportHeader{
+		Format: ExportFormat, ExportedAt: x.s.clock.Now().Unix(),
+		Embedder: x.s.emb.ID(), Dims: int32(x.s.index.Dims()), Scope: scope, Sona: sona,
+	})
+	if err != nil {
+		return err
+	}
+	for _, ch := range x.order {
+		if err := w.Item("sonas", x.sonaItem(ch)); err != nil {
+			return err
+		}
+	}
+	files, err := x.memories(w)
+	if err != nil {
+		return err
+	}
+	for _, c := range files {
+		data, err := readBlock(x.txn, c)
+		if err != nil {
+			return err
+		}
+		if err := w.Item("blocks", &messages.ExportBlock{Cid: c.String(), Data: data}); err != nil {
+			return err
+		}
+	}
+	if err := x.anchors(w); err != nil {
+		return err
+	}
+	pending, err := readAll(x.txn, prefixPending, func() *messages.PendingConcept { return &messages.PendingConcept{} })
+	if err != nil {
+		return err
+	}
+	for _, p := range pending {
+		p.Versions = stripEmbeddings(p.Versions)
+		if err := w.Item("pending", p); err != nil {
+			return err
+		}
+	}
+	conflicts, err := readAll(x.txn, prefixConflict, func() *messages.Conflict { return &messages.Conflict{} })
+	if err != nil {
+		return err
+	}
+	for _, c := range conflicts {
+		c.Versions = stripEmbeddings(c.Versions)
+		if err := w.Item("conflicts", c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chain reads a sona's chain entries (once).
+func (x *exporter) chain(rec *messages.Sona, backbone bool) (*exportChain, error) {
+	if ch, ok := x.chains[rec.Uuid]; ok {
+		return ch, nil
+	}
+	ch := &exportChain{rec: rec, backbone: backbone}
+	prefix := chainPrefix(rec.Uuid)
+	err := iteratePrefix(x.txn, prefix, func(k, v []byte) error {
+		act, mem, logSeq, err := decodeChainEntry(v)
+		if err != nil {
+			return err
+		}
+		ch.rows = append(ch.rows, ChainEntry{Seq: int64(binary.BigEndian.Uint64(k[len(prefix):])), Act: act, Memory: mem, LogSeq: logSeq})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range ch.rows {
+		if r.Seq != int64(i) {
+			return nil, fmt.Errorf("%w: chain of sona %s has seq %d at position %d", ErrCorrupt, rec.Uuid, r.Seq, i)
+		}
+	}
+	x.chains[rec.Uuid] = ch
+	return ch, nil
+}
+
+// extend exports ch's chain up to upto ACTs.
+func (x *exporter) extend(ch *exportChain, upto int) {
+	if !ch.listed {
+		ch.listed = true
+		x.order = append(x.order, ch)
+	}
+	for _, r := range ch.rows[ch.upto:upto] {
+		if !x.exported[r.Memory] {
+			x.exported[r.Memory] = true
+			x.mems = append(x.mems, r.Memory)
+		}
+	}
+	ch.upto = max(ch.upto, upto)
+}
+
+// closure adds the chain prefixes that hold what the exported memories'
+// edges reach, until nothing is missing.
+func (x *exporter) closure(recs map[string]*messages.Sona, backbone string) error {
+	for i := 0; i < len(x.mems); i++ {
+		m, err := x.s.loadMemory(x.txn, x.mems[i])
+		if err != nil {
+			return err
+		}
+		for _, e := range m.Edges {
+			if x.exported[e.Target] {
+				continue
+			}
+			meta, err := getMeta(x.txn, e.Target)
+			if err != nil {
+				return err
+			}
+			if len(meta.Sonas) == 0 || recs[meta.Sonas[0]] == nil {
+				return fmt.Errorf("%w: memory %s belongs to no sona", ErrCorrupt, e.Target)
+			}
+			ch, err := x.chain(recs[meta.Sonas[0]], meta.Sonas[0] == backbone)
+			if err != nil {
+				return err
+			}
+			at := slices.IndexFunc(ch.rows, func(r ChainEntry) bool { return r.Memory == e.Target })
+			if at < 0 {
+				return fmt.Errorf("%w: memory %s is not in the chain of its sona %s", ErrCorrupt, e.Target, meta.Sonas[0])
+			}
+			x.extend(ch, at+1)
+		}
+	}
+	return nil
+}
+
+func (x *exporter) sonaItem(ch *exportChain) *messages.ExportSona {
+	out := &messages.ExportSona{
+		Uuid: ch.rec.Uuid, Name: ch.rec.Name, CreatedAt: ch.rec.CreatedAt, Backbone: ch.backbone,
+		Length: int64(ch.upto), Partial: ch.upto < len(ch.rows),
+		Chain: make([]*messages.ExportAct, ch.upto),
+	}
+	for i, r := range ch.rows[:ch.upto] {
+		out.Chain[i] = &messages.ExportAct{Seq: r.Seq, Act: r.Act.String(), Memory: r.Memory.String(), LogSeq: r.LogSeq}
+	}
+	if ch.upto > 0 {
+		last := ch.rows[ch.upto-1]
+		out.Head, out.LastMemory = proto.String(last.Act.String()), proto.String(last.Memory.String())
+	}
+	if item, err := x.txn.Get(simStatsKey(ch.rec.Uuid)); err == nil {
+		_ = item.Value(func(v []byte) error {
+			st, err := decodeStats(v)
+			if err == nil {
+				out.Similarity = &messages.SimilarityStats{N: st.N, Mean: st.Mean, M2: st.M2}
+			}
+			return err
+		})
+	}
+	return out
+}
+
+// memories writes the memories and returns the file blocks they point at.
+func (x *exporter) memories(w ExportWriter) ([]cid.Cid, error) {
+	coaccess, err := x.coAccess()
+	if err != nil {
+		return nil, err
+	}
+	var files []cid.Cid
+	seenFile := map[cid.Cid]bool{}
+	for i, c := range x.mems {
+		if i%256 == 0 {
+			if err := x.ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		m, err := x.s.loadMemory(x.txn, c)
+		if err != nil {
+			return nil, err
+		}
+		out, err := ExportedMemory(c, m)
+		if err != nil {
+			return nil, err
+		}
+		if out.Meta, err = getMeta(x.txn, c); err != nil {
+			return nil, err
+		}
+		item, err := x.txn.Get(vectorKey(c))
+		if err != nil {
+			return nil, fmt.Errorf("%w: memory %s has no embedding: %v", ErrCorrupt, c, err)
+		}
+		if out.Vector, err = item.ValueCopy(nil); err != nil {
+			return nil, err
+		}
+		assoc := &messages.Associations{}
+		if _, err := readProto(x.txn, assocKey(c), assoc); err != nil {
+			return nil, err
+		}
+		if out.Associations, err = x.links(assoc); err != nil {
+			return nil, err
+		}
+		out.Coaccess = coaccess[c]
+		if f := m.Data.File; f != nil && !seenFile[f.Content] {
+			seenFile[f.Content] = true
+			files = append(files, f.Content)
+		}
+		if err := w.Item("memories", out); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// links renders the links of a list whose targets are exported.
+func (x *exporter) links(list *messages.Associations) ([]*messages.ExportLink, error) {
+	out := []*messages.ExportLink{}
+	for _, l := range list.Links {
+		t, err := cid.Cast(l.Target)
+		if err != nil {
+			return nil, fmt.Errorf("%w: link target: %v", ErrCorrupt, err)
+		}
+		if x.exported[t] {
+			out = append(out, &messages.ExportLink{Target: &messages.Link{Cid: t.String()}, Type: l.Type, Strength: l.Strength, UpdatedAt: l.UpdatedAt})
+		}
+	}
+	return out, nil
+}
+
+// coAccess reads the co-access partners of the exported memories, per
+// agent in agent order.
+func (x *exporter) coAccess() (map[cid.Cid][]*messages.ExportCoAccess, error) {
+	out := map[cid.Cid][]*messages.ExportCoAccess{}
+	err := iteratePrefix(x.txn, prefixCoAccess, func(k, v []byte) error {
+		agent, raw, ok := bytes.Cut(k[len(prefixCoAccess):], []byte{0})
+		if !ok {
+			return fmt.Errorf("%w: co-access key %q", ErrCorrupt, k)
+		}
+		c, err := cid.Cast(raw)
+		if err != nil {
+			return fmt.Errorf("%w: co-access key: %v", ErrCorrupt, err)
+		}
+		if !x.exported[c] {
+			return nil
+		}
+		list := &messages.Associations{}
+		if err := proto.Unmarshal(v, list); err != nil {
+			return fmt.Errorf("%w: co-access of %s: %v", ErrCorrupt, c, err)
+		}
+		links, err := x.links(list)
+		if err != nil {
+			return err
+		}
+		if len(links) > 0 {
+			out[c] = append(out[c], &messages.ExportCoAccess{AgentId: string(agent), Links: links})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// anchors writes the anchors of the exported memories, in list order.
+func (x *exporter) anchors(w ExportWriter) error {
+	it := x.txn.NewIterator(badger.IteratorOptions{Prefix: prefixAnchor, PrefetchValues: true})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		a, err := decodeAnchor(it.Item().Key(), it.Item())
+		if err != nil {
+			return err
+		}
+		if x.exported[a.CID] {
+			if err := w.Item("anchors", a.Proto()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func readAll[T proto.Message](txn *badger.Txn, prefix []byte, mk func() T) ([]T, error) {
+	var out []T
+	err := iteratePrefix(txn, prefix, func(k, v []byte) error {
+		m := mk()
+		if err := proto.Unmarshal(v, m); err != nil {
+			return fmt.Errorf("%w: record %q: %v", ErrCorrupt, k, err)
+		}
+		out = append(out, m)
+		return nil
+	})
+	return out, err
+}
+
+// stripEmbeddings drops the versions' embeddings (an import embeds the
+// content again).
+func stripEmbeddings(vs []*messages.Version) []*messages.Version {
+	for _, v := range vs {
+		v.Embedding = nil
+	}
+	return vs
+}
+
+// ExportedMemory renders a memory's block fields as an export (and the
+// API) writes them: the data union as DAG-JSON, timestamp and edges.
+func ExportedMemory(c cid.Cid, m *Memory) (*messages.ExportMemory, error) {
+	raw, err := m.Data.DataJSON()
+	if err != nil {
+		return nil, err
+	}
+	data := &structpb.Struct{}
+	if err := protojson.Unmarshal(raw, data); err != nil {
+		return nil, err
+	}
+	out := &messages.ExportMemory{Cid: c.String(), Data: data, Timestamp: m.Timestamp, Edges: []*messages.Edge{}}
+	for _, e := range m.Edges {
+		out.Edges = append(out.Edges, &messages.Edge{Target: &messages.Link{Cid: e.Target.String()}, Weight: e.Weight})
+	}
+	return out, nil
+}
+
+// MemoryFromExport reads a memory's block fields back: the inverse of
+// ExportedMemory, checked against the schema.
+func MemoryFromExport(data *structpb.Struct, timestamp *int64, edges []*messages.Edge) (*Memory, error) {
+	if data == nil {
+		return nil, invalidf(`data is required, e.g. {"kind":"text","content":"..."}`)
+	}
+	raw, err := protojson.Marshal(data)
+	if err != nil {
+		return nil, invalidf("data: %v", err)
+	}
+	d, err := DataFromJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	m := &Memory{Data: d, Timestamp: timestamp}
+	for i, e := range edges {
+		if e.GetTarget().GetCid() == "" {
+			return nil, invalidf(`edge %d needs a target {"/": "<cid>"}`, i)
+		}
+		c, err := cid.Decode(e.Target.Cid)
+		if err != nil {
+			return nil, invalidf("edge %d: malformed CID %q: %v", i, e.Target.Cid, err)
+		}
+		m.Edges = append(m.Edges, Edge{Target: c, Weight: e.Weight})
+	}
+	SortEdges(m.Edges)
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

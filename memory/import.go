@@ -1,0 +1,914 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Importing an export (ExportFormat) is planned here and carried out by
+// the actors: PlanImport reads and checks the whole document against the
+// schema and the store, writing nothing; ImportBlocks and ImportSonas
+// write the file blocks and the sona records; the plan's steps are then
+// appended, in order, by each chain's one writer; FinishImport restores
+// what appends do not carry — metadata, associations, co-access,
+// similarity statistics, anchors, pending concepts and conflicts.
+//
+// The steps replay the chains so that every memory is created after what
+// it links to and, when the store was empty, in the exported store's
+// insertion order: the same memory CIDs, the same ACT CIDs, the same
+// insertion log. A sona the store already holds with a prefix of the
+// exported chain is continued (an interrupted import is run again); any
+// other difference is a conflict.
+
+// ImportStep is one append of an import.
+type ImportStep struct {
+	Sona string
+	// Backbone: the step goes to the backbone's writer, the consensus actor.
+	Backbone bool
+	// Item has ExpectSeq (the exported seq) and Imported set.
+	Item *Prepared
+}
+
+// ImportPlan is a checked import.
+type ImportPlan struct {
+	sonas     []*importSona
+	steps     []ImportStep
+	blocks    []importBlock // not stored yet
+	nBlocks   int
+	mems      []*importMemory // in export order
+	anchors   map[cid.Cid]*messages.Anchor
+	pending   []*messages.PendingConcept
+	conflicts []*messages.Conflict
+	embedded  int
+}
+
+type importSona struct {
+	exp      *messages.ExportSona
+	chain    []cid.Cid // memories by seq
+	create   bool
+	start    int64 // ACTs the store already holds
+	appended int64
+}
+
+type importMemory struct {
+	c        cid.Cid
+	m        *Memory
+	block    []byte
+	meta     *messages.MemoryMeta // as exported
+	vec      []float32
+	assoc    *messages.Associations
+	coaccess map[string]*messages.Associations
+	order    uint64 // the exported store's insertion-log position
+}
+
+type importBlock struct {
+	c    cid.Cid
+	data []byte
+}
+
+// Steps are the plan's appends, in the order they must be made.
+func (p *ImportPlan) Steps() []ImportStep { return p.steps }
+
+// Runs splits the steps into runs of consecutive appends to one sona: a
+// run may be pipelined through its chain's writer, but a run must be
+// durable before the next starts (it may link to what the run wrote).
+func (p *ImportPlan) Runs() [][]ImportStep {
+	var out [][]ImportStep
+	for i := 0; i < len(p.steps); {
+		j := i + 1
+		for j < len(p.steps) && p.steps[j].Sona == p.steps[i].Sona {
+			j++
+		}
+		out = append(out, p.steps[i:j])
+		i = j
+	}
+	return out
+}
+
+// Result reports what the plan does.
+func (p *ImportPlan) Result() *messages.ImportResult {
+	r := &messages.ImportResult{
+		Format: ExportFormat, Memories: int64(len(p.mems)), Appended: int64(len(p.steps)),
+		Blocks: int64(p.nBlocks), Anchors: int64(len(p.anchors)), Pending: int64(len(p.pending)),
+		Conflicts: int64(len(p.conflicts)), Embedded: int64(p.embedded), Sonas: []*messages.ImportedSona{},
+	}
+	for _, is := range p.sonas {
+		r.Sonas = append(r.Sonas, &messages.ImportedSona{
+			Uuid: is.exp.Uuid, Name: is.exp.Name, Length: int64(len(is.chain)), Appended: is.appended, Created: is.create,
+		})
+	}
+	return r
+}
+
+// PlanImport checks an export document against the schema and the store
+// and plans its import. Nothing is written. A malformed or inconsistent
+// document is ErrInvalid (or ErrTooLarge for an oversized block); a store
+// whose sonas or backbone differ from the export's is ErrChainConflict.
+func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPlan, error) {
+	if doc.Format != ExportFormat {
+		return nil, invalidf("format %q is not %q", doc.Format, ExportFormat)
+	}
+	p := &ImportPlan{anchors: map[cid.Cid]*messages.Anchor{}}
+	mems := map[cid.Cid]*importMemory{}
+	sameSpace := doc.Embedder == s.emb.ID() && int(doc.Dims) == s.index.Dims()
+	var toEmbed []*importMemory
+	for i, em := range doc.Memories {
+		im, err := s.importMemory(em, sameSpace)
+		if err != nil {
+			return nil, fmt.Errorf("memories[%d]: %w", i, err)
+		}
+		if mems[im.c] != nil {
+			return nil, invalidf("memories[%d]: %s is listed twice", i, im.c)
+		}
+		mems[im.c] = im
+		p.mems = append(p.mems, im)
+		if im.vec == nil {
+			toEmbed = append(toEmbed, im)
+		}
+	}
+	blocks := map[cid.Cid]bool{}
+	for i, eb := range doc.Blocks {
+		c, err := cid.Decode(eb.Cid)
+		if err != nil {
+			return nil, invalidf("blocks[%d]: malformed CID %q: %v", i, eb.Cid, err)
+		}
+		if c.Prefix().Codec != CodecRaw {
+			return nil, invalidf("blocks[%d]: %s is not a raw block", i, c)
+		}
+		if len(eb.Data) > s.cfg.Store.MaxBlockBytes {
+			return nil, fmt.Errorf("%w: blocks[%d]: %d bytes exceed the block limit of %d", ErrTooLarge, i, len(eb.Data), s.cfg.Store.MaxBlockBytes)
+		}
+		if err := verifyBlock(c, eb.Data); err != nil {
+			return nil, invalidf("blocks[%d]: the bytes do not hash to %s", i, c)
+		}
+		if !blocks[c] {
+			blocks[c] = true
+			p.blocks = append(p.blocks, importBlock{c, eb.Data})
+		}
+	}
+	p.nBlocks = len(p.blocks)
+
+	stored, storedBlocks, err := s.presence(doc, mems)
+	if err != nil {
+		return nil, err
+	}
+	have := func(c cid.Cid) bool { return mems[c] != nil || stored[c] }
+	p.blocks = filterBlocks(p.blocks, storedBlocks)
+
+	inChain := map[cid.Cid]bool{}
+	seen := map[string]bool{}
+	backbones := 0
+	for i, es := range doc.Sonas {
+		is, err := s.importSona(es, have)
+		if err != nil {
+			return nil, fmt.Errorf("sonas[%d]: %w", i, err)
+		}
+		if seen[es.Uuid] {
+			return nil, invalidf("sonas[%d]: sona %s is listed twice", i, es.Uuid)
+		}
+		seen[es.Uuid] = true
+		if es.Backbone {
+			if backbones++; backbones > 1 {
+				return nil, invalidf("sonas[%d]: more than one sona is the backbone", i)
+			}
+		}
+		for _, c := range is.chain {
+			inChain[c] = true
+		}
+		p.sonas = append(p.sonas, is)
+	}
+	for i, im := range p.mems {
+		if !inChain[im.c] {
+			return nil, invalidf("memories[%d]: %s is in no exported chain", i, im.c)
+		}
+		if err := im.checkLinks(have, func(c cid.Cid) bool { return blocks[c] || storedBlocks[c] }); err != nil {
+			return nil, fmt.Errorf("memories[%d] (%s): %w", i, im.c, err)
+		}
+	}
+	for i, a := range doc.Anchors {
+		c, err := cid.Decode(a.Cid)
+		if err != nil {
+			return nil, invalidf("anchors[%d]: malformed CID %q: %v", i, a.Cid, err)
+		}
+		switch {
+		case mems[c] == nil:
+			return nil, invalidf("anchors[%d]: %s is not an exported memory", i, c)
+		case p.anchors[c] != nil:
+			return nil, invalidf("anchors[%d]: %s is anchored twice", i, c)
+		case !printable(a.Category, 100):
+			return nil, invalidf("anchors[%d]: category must be 1 to 100 printable characters", i)
+		}
+		p.anchors[c] = proto.Clone(a).(*messages.Anchor)
+	}
+	if err := p.checkConsensus(doc); err != nil {
+		return nil, err
+	}
+	if err := s.embedImport(ctx, p, toEmbed); err != nil {
+		return nil, err
+	}
+	if err := s.replay(p, mems, stored); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// importMemory reads and checks one exported memory: its block fields
+// must encode to its CID.
+func (s *Self) importMemory(em *messages.ExportMemory, sameSpace bool) (*importMemory, error) {
+	c, err := cid.Decode(em.Cid)
+	if err != nil {
+		return nil, invalidf("malformed CID %q: %v", em.Cid, err)
+	}
+	m, err := MemoryFromExport(em.Data, em.Timestamp, em.Edges)
+	if err != nil {
+		return nil, err
+	}
+	got, block, err := m.Encode()
+	if err != nil {
+		return nil, invalidf("%v", err)
+	}
+	if got != c {
+		return nil, invalidf("the data, timestamp and edges encode to %s, not %s", got, c)
+	}
+	if len(block) > s.cfg.Store.MaxBlockBytes {
+		return nil, fmt.Errorf("%w: memory of %d bytes exceeds %d", ErrTooLarge, len(block), s.cfg.Store.MaxBlockBytes)
+	}
+	meta := &messages.MemoryMeta{}
+	if em.Meta != nil {
+		meta = proto.Clone(em.Meta).(*messages.MemoryMeta)
+	}
+	if meta.Kind == "" {
+		meta.Kind = s.cfg.DefaultKind
+	}
+	if _, ok := s.cfg.Kinds[meta.Kind]; !ok {
+		return nil, invalidf("unknown kind %q", meta.Kind)
+	}
+	if err := ValidateAgentID(meta.AgentId); err != nil {
+		return nil, err
+	}
+	for _, f := range []float64{meta.Importance, meta.Insight.GetConfidence()} {
+		if math.IsNaN(f) || f < 0 || f > 1 {
+			return nil, invalidf("importance and insight confidence must be within 0..1")
+		}
+	}
+	im := &importMemory{c: c, m: m, block: block, meta: meta, order: meta.Seq, coaccess: map[string]*messages.Associations{}}
+	if len(em.Vector) > 0 && sameSpace {
+		if len(em.Vector) != 4*s.index.Dims() {
+			return nil, invalidf("vector of %d bytes, want %d (%d float32s)", len(em.Vector), 4*s.index.Dims(), s.index.Dims())
+		}
+		vec, err := decodeVector(em.Vector)
+		if err != nil || !normalize(vec) {
+			return nil, invalidf("vector is not a finite, non-zero embedding")
+		}
+		im.vec = vec
+	}
+	if im.assoc, err = importLinks(em.Associations); err != nil {
+		return nil, fmt.Errorf("associations: %w", err)
+	}
+	for _, ca := range em.Coaccess {
+		if err := ValidateAgentID(ca.AgentId); err != nil {
+			return nil, err
+		}
+		if im.coaccess[ca.AgentId] != nil {
+			return nil, invalidf("co-access of agent %q is listed twice", ca.AgentId)
+		}
+		if im.coaccess[ca.AgentId], err = importLinks(ca.Links); err != nil {
+			return nil, fmt.Errorf("co-access of agent %q: %w", ca.AgentId, err)
+		}
+	}
+	return im, nil
+}
+
+// importLinks reads exported links into a stored link list.
+func importLinks(ls []*messages.ExportLink) (*messages.Associations, error) {
+	out := &messages.Associations{}
+	seen := map[cid.Cid]bool{}
+	for i, l := range ls {
+		c, err := cid.Decode(l.GetTarget().GetCid())
+		if err != nil {
+			return nil, invalidf("link %d: malformed target %q", i, l.GetTarget().GetCid())
+		}
+		switch l.Type {
+		case AssocCausal, AssocSimilar, AssocSequential, AssocRelated, AssocCoAccess:
+		default:
+			return nil, invalidf("link %d: unknown type %q", i, l.Type)
+		}
+		if math.IsNaN(l.Strength) || l.Strength < 0 || l.Strength > 1 {
+			return nil, invalidf("link %d: strength must be within 0..1, got %v", i, l.Strength)
+		}
+		if seen[c] {
+			return nil, invalidf("link %d: target %s is listed twice", i, c)
+		}
+		seen[c] = true
+		out.Links = append(out.Links, &messages.Association{Type: l.Type, Strength: l.Strength, UpdatedAt: l.UpdatedAt, Target: c.Bytes()})
+	}
+	if len(out.Links) > maxLinks {
+		return nil, invalidf("%d links, at most %d are kept", len(out.Links), maxLinks)
+	}
+	return out, nil
+}
+
+// checkLinks checks that what the memory links to will be stored: edge,
+// association and co-access targets, and a file's content.
+func (im *importMemory) checkLinks(have func(cid.Cid) bool, haveBlock func(cid.Cid) bool) error {
+	for _, e := range im.m.Edges {
+		if !have(e.Target) {
+			return invalidf("edge target %s is neither in the export nor in this store", e.Target)
+		}
+	}
+	if f := im.m.Data.File; f != nil && !haveBlock(f.Content) {
+		return invalidf("file content %s is neither in the export's blocks nor in this store", f.Content)
+	}
+	lists := []*messages.Associations{im.assoc}
+	for _, l := range im.coaccess {
+		lists = append(lists, l)
+	}
+	for _, list := range lists {
+		for _, l := range list.Links {
+			c, _ := cid.Cast(l.Target)
+			if !have(c) {
+				return invalidf("link target %s is neither in the export nor in this store", c)
+			}
+		}
+	}
+	return nil
+}
+
+// presence finds which memories the export mentions are already stored,
+// and which of its blocks.
+func (s *Self) presence(doc *messages.Export, mems map[cid.Cid]*importMemory) (map[cid.Cid]bool, map[cid.Cid]bool, error) {
+	want := map[cid.Cid]bool{}
+	for c, im := range mems {
+		want[c] = true
+		for _, e := range im.m.Edges {
+			want[e.Target] = true
+		}
+		for _, l := range im.assoc.Links {
+			if t, err := cid.Cast(l.Target); err == nil {
+				want[t] = true
+			}
+		}
+		for _, list := range im.coaccess {
+			for _, l := range list.Links {
+				if t, err := cid.Cast(l.Target); err == nil {
+					want[t] = true
+				}
+			}
+		}
+	}
+	for _, es := range doc.Sonas {
+		for _, a := range es.Chain {
+			if c, err := cid.Decode(a.Memory); err == nil {
+				want[c] = true
+			}
+		}
+	}
+	wantBlocks := map[cid.Cid]bool{}
+	for _, im := range mems {
+		if f := im.m.Data.File; f != nil {
+			wantBlocks[f.Content] = true
+		}
+	}
+	stored, storedBlocks := map[cid.Cid]bool{}, map[cid.Cid]bool{}
+	err := s.store.View(func(txn *badger.Txn) error {
+		for c := range want {
+			if _, err := txn.Get(metaKey(c)); err == nil {
+				stored[c] = true
+			} else if !errors.Is(err, badger.ErrKeyNotFound) {
+				return err
+			}
+		}
+		for c := range wantBlocks {
+			if _, err := txn.Get(blockKey(c)); err == nil {
+				storedBlocks[c] = true
+			} else if !errors.Is(err, badger.ErrKeyNotFound) {
+				return err
+			}
+		}
+		return nil
+	})
+	return stored, storedBlocks, err
+}
+
+func filterBlocks(bs []importBlock, stored map[cid.Cid]bool) []importBlock {
+	out := bs[:0:0]
+	for _, b := range bs {
+		if !stored[b.c] {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// importSona checks an exported sona: its chain must be the chain its
+// memories make, and the store must hold nothing of it or a prefix of it.
+func (s *Self) importSona(es *messages.ExportSona, have func(cid.Cid) bool) (*importSona, error) {
+	if id, ok := CanonicalUUID(es.Uuid); !ok || id != es.Uuid {
+		return nil, invalidf("uuid %q is not a canonical uuid", es.Uuid)
+	}
+	if err := ValidateSonaName(es.Name); err != nil {
+		return nil, err
+	}
+	if es.Length != int64(len(es.Chain)) {
+		return nil, invalidf("length %d, but the chain has %d ACTs", es.Length, len(es.Chain))
+	}
+	is := &importSona{exp: es, chain: make([]cid.Cid, len(es.Chain))}
+	var prev *cid.Cid
+	inSona := map[cid.Cid]bool{}
+	acts := make([]cid.Cid, len(es.Chain))
+	for i, a := range es.Chain {
+		if a.Seq != int64(i) {
+			return nil, invalidf("chain[%d] has seq %d", i, a.Seq)
+		}
+		m, err := cid.Decode(a.Memory)
+		if err != nil {
+			return nil, invalidf("chain[%d]: malformed memory CID %q", i, a.Memory)
+		}
+		if !have(m) {
+			return nil, invalidf("chain[%d]: memory %s is neither in the export nor in this store", i, m)
+		}
+		if inSona[m] {
+			return nil, invalidf("chain[%d]: memory %s is in the chain twice", i, m)
+		}
+		inSona[m] = true
+		act, _, err := (&Act{Sona: es.Uuid, Memory: m, Prev: prev, Seq: int64(i)}).Encode()
+		if err != nil {
+			return nil, err
+		}
+		if act.String() != a.Act {
+			return nil, invalidf("chain[%d]: the ACT {sona, memory, prev, seq} is %s, not %s", i, act, a.Act)
+		}
+		is.chain[i], acts[i], prev = m, act, &acts[i]
+	}
+	head, last := "", ""
+	if n := len(es.Chain); n > 0 {
+		head, last = acts[n-1].String(), is.chain[n-1].String()
+	}
+	if (es.Head == nil) != (head == "") || es.GetHead() != head {
+		return nil, invalidf("head %q is not the last ACT of the chain", es.GetHead())
+	}
+	if (es.LastMemory == nil) != (last == "") || es.GetLastMemory() != last {
+		return nil, invalidf("last_memory %q is not the memory of the last ACT", es.GetLastMemory())
+	}
+	if st := es.Similarity; st != nil && (st.N < 0 || math.IsNaN(st.Mean) || math.IsNaN(st.M2) || st.M2 < 0) {
+		return nil, invalidf("similarity statistics are not a distribution")
+	}
+
+	backbone := s.BackboneSona()
+	rec, err := s.Sona(es.Uuid)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if es.Backbone && backbone != "" {
+			return nil, fmt.Errorf("%w: this store already has a backbone (sona %s); the export's is %s", ErrChainConflict, backbone, es.Uuid)
+		}
+		is.create = true
+		return is, nil
+	case err != nil:
+		return nil, err
+	}
+	switch {
+	case rec.Name != es.Name:
+		return nil, fmt.Errorf("%w: sona %s is called %q in this store, %q in the export", ErrChainConflict, es.Uuid, rec.Name, es.Name)
+	case es.Backbone != (backbone == es.Uuid):
+		return nil, fmt.Errorf("%w: sona %s is the backbone in only one of the export and this store", ErrChainConflict, es.Uuid)
+	case rec.Length > int64(len(es.Chain)):
+		return nil, fmt.Errorf("%w: sona %s has %d ACTs in this store, more than the export's %d", ErrChainConflict, es.Uuid, rec.Length, len(es.Chain))
+	}
+	page, err := s.Chain(es.Uuid, 0, int(rec.Length)+1)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range page.Items {
+		if e.Act != acts[i] {
+			return nil, fmt.Errorf("%w: sona %s holds another chain than the export's (they differ at seq %d)", ErrChainConflict, es.Uuid, i)
+		}
+	}
+	is.start = rec.Length
+	return is, nil
+}
+
+// printable reports whether v is 1 to n bytes of printable UTF-8.
+func printable(v string, n int) bool {
+	return strings.TrimSpace(v) != "" && len(v) <= n && strings.IndexFunc(v, unicode.IsControl) < 0 && strings.ToValidUTF8(v, "\uFFFD") == v
+}
+
+// checkConsensus checks the pending concepts and conflicts.
+func (p *ImportPlan) checkConsensus(doc *messages.Export) error {
+	versions := func(where string, vs []*messages.Version) error {
+		if len(vs) == 0 {
+			return invalidf("%s has no version", where)
+		}
+		for j, v := range vs {
+			if err := validText("agent_id", v.AgentId, 200); err != nil {
+				return fmt.Errorf("%s.versions[%d]: %w", where, j, err)
+			}
+			if err := ValidateAgentID(v.AgentId); err != nil {
+				return fmt.Errorf("%s.versions[%d]: %w", where, j, err)
+			}
+			if err := validText("content", v.Content, maxContentBytes); err != nil {
+				return fmt.Errorf("%s.versions[%d]: %w", where, j, err)
+			}
+		}
+		return nil
+	}
+	keys := map[string]bool{}
+	for i, pc := range doc.Pending {
+		where := fmt.Sprintf("pending[%d]", i)
+		if err := validText("concept_key", pc.ConceptKey, maxConceptKey); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if keys[pc.ConceptKey] {
+			return invalidf("%s: concept %q is listed twice", where, pc.ConceptKey)
+		}
+		keys[pc.ConceptKey] = true
+		if pc.ConflictId != "" && !printable(pc.ConflictId, 200) {
+			return invalidf("%s: malformed conflict_id", where)
+		}
+		if err := versions(where, pc.Versions); err != nil {
+			return err
+		}
+		p.pending = append(p.pending, proto.Clone(pc).(*messages.PendingConcept))
+	}
+	ids := map[string]bool{}
+	for i, cf := range doc.Conflicts {
+		where := fmt.Sprintf("conflicts[%d]", i)
+		if !printable(cf.ConflictId, 200) {
+			return invalidf("%s: conflict_id must be 1 to 200 printable characters", where)
+		}
+		if ids[cf.ConflictId] {
+			return invalidf("%s: conflict %q is listed twice", where, cf.ConflictId)
+		}
+		ids[cf.ConflictId] = true
+		if err := validText("concept_key", cf.ConceptKey, maxConceptKey); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if math.IsNaN(cf.Signal) || math.IsNaN(cf.Threshold) {
+			return invalidf("%s: signal and threshold must be numbers", where)
+		}
+		if err := versions(where, cf.Versions); err != nil {
+			return err
+		}
+		p.conflicts = append(p.conflicts, proto.Clone(cf).(*messages.Conflict))
+	}
+	return nil
+}
+
+// embedImport embeds the memories the export gave no usable vector and
+// the consensus versions (exports carry no version embeddings).
+func (s *Self) embedImport(ctx context.Context, p *ImportPlan, mems []*importMemory) error {
+	const batch = 256
+	for i := 0; i < len(mems); i += batch {
+		part := mems[i:min(i+batch, len(mems))]
+		texts := make([]string, len(part))
+		for j, im := range part {
+			texts[j] = im.m.Text()
+		}
+		vecs, err := s.Embed(ctx, texts...)
+		if err != nil {
+			return err
+		}
+		for j, im := range part {
+			im.vec = vecs[j]
+		}
+	}
+	p.embedded = len(mems)
+	var vs []*messages.Version
+	for _, pc := range p.pending {
+		vs = append(vs, pc.Versions...)
+	}
+	for _, cf := range p.conflicts {
+		vs = append(vs, cf.Versions...)
+	}
+	for i := 0; i < len(vs); i += batch {
+		part := vs[i:min(i+batch, len(vs))]
+		texts := make([]string, len(part))
+		for j, v := range part {
+			texts[j] = v.Content
+		}
+		vecs, err := s.Embed(ctx, texts...)
+		if err != nil {
+			return err
+		}
+		for j, v := range part {
+			v.Embedding = vecs[j]
+		}
+	}
+	return nil
+}
+
+// replay orders the appends: each chain in seq order, a memory created
+// (its first append) only after everything it links to, and otherwise in
+// the order the exported store appended the ACTs (their log_seq; at one
+// position a memory's creation first, then appends of existing memories
+// in the order their meta.sonas gives). An export
+// without positions falls back on the memories' insertion order, with
+// appends of existing memories as early as they can go.
+func (s *Self) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored map[cid.Cid]bool) error {
+	created := map[cid.Cid]bool{}
+	for c := range stored {
+		created[c] = true
+	}
+	base := map[cid.Cid]*Prepared{}
+	prepared := func(c cid.Cid) (*Prepared, error) {
+		if pr := base[c]; pr != nil {
+			return pr, nil
+		}
+		var pr *Prepared
+		var err error
+		if im := mems[c]; im != nil {
+			meta := proto.Clone(im.meta).(*messages.MemoryMeta)
+			meta.Sonas, meta.Seq = nil, 0
+			pr, err = s.prepared(im.m, c, im.block, im.vec, meta)
+		} else { // a memory of this store the export only appends to a chain
+			m, meta, gerr := s.Get(c)
+			if gerr != nil {
+				return nil, gerr
+			}
+			block, berr := s.Block(c)
+			vec, verr := s.Vector(c)
+			if err = errors.Join(berr, verr); err == nil {
+				pr, err = s.prepared(m, c, block, vec, &messages.MemoryMeta{Kind: meta.Kind, AgentId: meta.AgentId})
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		pr.Imported = true
+		base[c] = pr
+		return pr, nil
+	}
+	type queue struct {
+		is   *importSona
+		next int64
+	}
+	var queues []*queue
+	remaining := 0
+	for _, is := range p.sonas {
+		if is.start < int64(len(is.chain)) {
+			queues = append(queues, &queue{is, is.start})
+			remaining += len(is.chain) - int(is.start)
+		}
+	}
+	head := func(q *queue) (cid.Cid, bool) {
+		if q.next >= int64(len(q.is.chain)) {
+			return cid.Undef, false
+		}
+		return q.is.chain[q.next], true
+	}
+	emit := func(q *queue, c cid.Cid) error {
+		pr, err := prepared(c)
+		if err != nil {
+			return err
+		}
+		step := *pr
+		step.ExpectSeq = proto.Int64(q.next)
+		p.steps = append(p.steps, ImportStep{Sona: q.is.exp.Uuid, Backbone: q.is.exp.Backbone, Item: &step})
+		q.next++
+		q.is.appended++
+		remaining--
+		return nil
+	}
+	ready := func(c cid.Cid) bool {
+		for _, e := range mems[c].m.Edges {
+			if !created[e.Target] {
+				return false
+			}
+		}
+		return true
+	}
+	// rank is where a sona stands in the order a memory joined its sonas.
+	rank := func(q *queue, c cid.Cid) int {
+		if im := mems[c]; im != nil {
+			if i := slices.Index(im.meta.Sonas, q.is.exp.Uuid); i >= 0 {
+				return i
+			}
+		}
+		return math.MaxInt
+	}
+	for remaining > 0 {
+		var best *queue
+		var bestC cid.Cid
+		var bestKey uint64
+		bestJoin, bestRank := false, 0
+		for _, q := range queues {
+			c, ok := head(q)
+			if !ok {
+				continue
+			}
+			join := created[c]
+			if !join && !ready(c) {
+				continue
+			}
+			key := q.is.exp.Chain[q.next].LogSeq
+			if key == 0 && !join { // an export without positions: the memory's
+				key = mems[c].order
+			}
+			r := rank(q, c)
+			// At one position, a creation first, then appends of existing
+			// memories; either by the order the memory joined its sonas
+			// (its creation is by the first).
+			if best == nil || key < bestKey || key == bestKey && (bestJoin && !join || join == bestJoin && r < bestRank) {
+				best, bestC, bestKey, bestJoin, bestRank = q, c, key, join, r
+			}
+		}
+		if best == nil {
+			for _, q := range queues {
+				if c, ok := head(q); ok {
+					return invalidf("the chains cannot be replayed: sona %s at seq %d needs memory %s, which links to memories no chain holds before it", q.is.exp.Uuid, q.next, c)
+				}
+			}
+		}
+		if err := emit(best, bestC); err != nil {
+			return err
+		}
+		created[bestC] = true
+	}
+	return nil
+}
+
+// ImportBlocks writes the file blocks of a plan that the store lacks.
+func (s *Self) ImportBlocks(ctx context.Context, p *ImportPlan) error {
+	const perOp = 8 << 20
+	for i := 0; i < len(p.blocks); {
+		j, size := i, 0
+		for j < len(p.blocks) && (j == i || size+len(p.blocks[j].data) <= perOp) {
+			size += len(p.blocks[j].data)
+			j++
+		}
+		part := p.blocks[i:j]
+		if err := s.store.Update(ctx, func(tx *Tx) error {
+			for _, b := range part {
+				if err := tx.PutBlock(b.c, b.data); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+// ImportSonas creates, in one transaction, the sonas of a plan that the
+// store lacks, with their exported uuids, names and creation times (and
+// the backbone's record, if the export has one).
+func (s *Self) ImportSonas(ctx context.Context, p *ImportPlan) error {
+	var create []*importSona
+	var names []string
+	for _, is := range p.sonas {
+		if is.create {
+			create = append(create, is)
+			names = append(names, is.exp.Name)
+		}
+	}
+	if len(create) == 0 {
+		return nil
+	}
+	vecs, err := s.Embed(ctx, names...)
+	if err != nil {
+		return err
+	}
+	recs := make([]*messages.Sona, len(create))
+	raws := make([][]byte, len(create))
+	for i, is := range create {
+		recs[i] = &messages.Sona{Uuid: is.exp.Uuid, Name: is.exp.Name, CreatedAt: is.exp.CreatedAt}
+		if raws[i], err = proto.Marshal(recs[i]); err != nil {
+			return err
+		}
+	}
+	return s.store.Update(ctx, func(tx *Tx) error {
+		backbone := ""
+		for i, is := range create {
+			id := is.exp.Uuid
+			if ok, err := tx.Has(sonaKey(id)); err != nil {
+				return err
+			} else if ok {
+				return fmt.Errorf("%w: sona %s was created while the import was planned", ErrChainConflict, id)
+			}
+			tx.Set(sonaKey(id), raws[i])
+			tx.Set(nameKey(is.exp.Name, id), nil)
+			tx.Set(nameVectorKey(id), encodeVector(vecs[i]))
+			if is.exp.Backbone {
+				if ok, err := tx.Has(keyBackbone); err != nil {
+					return err
+				} else if ok {
+					return fmt.Errorf("%w: a backbone was made while the import was planned", ErrChainConflict)
+				}
+				tx.Set(keyBackbone, []byte(id))
+				backbone = id
+			}
+		}
+		tx.OnCommit(func() {
+			s.smu.Lock()
+			for i, rec := range recs {
+				s.sonas[rec.Uuid] = &sonaState{rec: proto.Clone(rec).(*messages.Sona), centroid: vecs[i], count: 1}
+			}
+			s.smu.Unlock()
+			if backbone != "" {
+				s.backbone.Store(&backbone)
+			}
+		})
+		return nil
+	})
+}
+
+// FinishImport restores, once the steps are appended, what the appends
+// do not carry: each memory's exported metadata (its sonas and
+// insertion-log position stay this store's), associations, co-access
+// partners and anchor; each sona's similarity statistics; the pending
+// concepts and conflicts. The import's values replace the store's.
+func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
+	const perOp = 256
+	for i := 0; i < len(p.mems); i += perOp {
+		part := p.mems[i:min(i+perOp, len(p.mems))]
+		if err := s.store.Update(ctx, func(tx *Tx) error { return s.restoreOp(tx, p, part) }); err != nil {
+			return err
+		}
+	}
+	raws := map[string][]byte{}
+	for _, is := range p.sonas {
+		if st := is.exp.Similarity; st != nil {
+			raws[string(simStatsKey(is.exp.Uuid))] = encodeStats(SimStats{N: st.N, Mean: st.Mean, M2: st.M2})
+		}
+	}
+	for _, pc := range p.pending {
+		raw, err := proto.Marshal(pc)
+		if err != nil {
+			return err
+		}
+		raws[string(pendingKey(pc.ConceptKey))] = raw
+	}
+	for _, cf := range p.conflicts {
+		raw, err := proto.Marshal(cf)
+		if err != nil {
+			return err
+		}
+		raws[string(conflictKey(cf.ConflictId))] = raw
+	}
+	return s.store.Update(ctx, func(tx *Tx) error {
+		for k, v := range raws {
+			tx.Set([]byte(k), v)
+		}
+		return nil
+	})
+}
+
+func (s *Self) restoreOp(tx *Tx, p *ImportPlan, part []*importMemory) error {
+	anchored := false
+	for _, im := range part {
+		cur := &messages.MemoryMeta{}
+		ok, err := txProto(tx, metaKey(im.c), cur)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: memory %s is not stored after its appends", ErrNotFound, im.c)
+		}
+		meta := proto.Clone(im.meta).(*messages.MemoryMeta)
+		meta.Sonas, meta.Seq = cur.Sonas, cur.Seq
+		raw, err := proto.Marshal(meta)
+		if err != nil {
+			return err
+		}
+		tx.Set(metaKey(im.c), raw)
+		if len(im.assoc.Links) == 0 {
+			tx.Delete(assocKey(im.c))
+		} else if raw, err = proto.Marshal(im.assoc); err != nil {
+			return err
+		} else {
+			tx.Set(assocKey(im.c), raw)
+		}
+		for agent, list := range im.coaccess {
+			raw, err := proto.Marshal(list)
+			if err != nil {
+				return err
+			}
+			tx.Set(coAccessKey(agent, im.c), raw)
+		}
+		if a := p.anchors[im.c]; a != nil {
+			raw, err := proto.Marshal(a)
+			if err != nil {
+				return err
+			}
+			tx.Set(anchorKey(cur.Seq), raw)
+			anchored = true
+		}
+	}
+	if anchored {
+		tx.OnCommit(s.anchorsAdded)
+	}
+	return nil
+}
