@@ -5,6 +5,7 @@ package api_test
 // exported again.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -75,6 +76,11 @@ func populate(t *testing.T, h *harness) {
 // exportAll returns the export of every sona, parsed, without exported_at.
 func (h *harness) exportAll(t *testing.T) (map[string]any, []byte) {
 	t.Helper()
+	// The evaluator works behind the writes: export once it has caught up,
+	// so that a round trip compares like with like.
+	if err := h.app.Self.SettleEvaluation(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	r := h.get("/export?all=1")
 	if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("export: %s", r)

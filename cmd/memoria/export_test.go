@@ -36,6 +36,7 @@ func mustRun(t *testing.T, args ...string) string {
 }
 
 func TestExportImportAnchorsCLI(t *testing.T) {
+	withoutEvaluation(t)
 	dir := t.TempDir()
 	a, b, c := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")
 	mustRun(t, "sonas", "create", "--data", a, "ops")
@@ -125,6 +126,7 @@ func TestExportImportAnchorsCLI(t *testing.T) {
 // The demo's store — many sonas advanced concurrently, memories shared
 // between sonas — exports, imports and exports again to the same document.
 func TestDemoStoreRoundTrip(t *testing.T) {
+	withoutEvaluation(t)
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	mustRun(t, "demo", "--data", a, "--json", "--per-theme", "2", "--rounds", "2")

@@ -64,7 +64,19 @@ func cleanEnv() []string {
 			env = append(env, kv)
 		}
 	}
-	return env
+	return append(env, testEnv...)
+}
+
+// testEnv is added to every command's environment (see withoutEvaluation).
+var testEnv []string
+
+// withoutEvaluation turns EUMAS evaluation off in the commands the test
+// runs: the evaluator works behind the writes of each short-lived process,
+// so how far it got would otherwise differ between two stores that a
+// round trip compares.
+func withoutEvaluation(t *testing.T) {
+	testEnv = []string{"MEMORIA_EVALUATION_MODE=off"}
+	t.Cleanup(func() { testEnv = nil })
 }
 
 func TestDemo(t *testing.T) {
