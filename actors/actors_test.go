@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -57,9 +58,11 @@ func (e *env) close() {
 	}
 }
 
-// open is the shared setup of the benchmarks.
+// open is the shared setup of the benchmarks: as the server runs, with
+// every memory evaluated behind the writes (the heuristic).
 func open(t testing.TB, dir string, knobs actors.TestingKnobs) (*memory.Self, *actors.System) {
-	e := start(t, testConfig(dir), nil, knobs)
+	cfg := testConfig(dir)
+	e := startEvaluated(t, cfg, eumas.NewHeuristic(cfg.Evaluation.Archetypes), knobs)
 	return e.self, e.sys
 }
 

@@ -15,7 +15,7 @@ import (
 
 // startEvaluated starts a system whose self has ev as its evaluator (nil:
 // evaluation waits).
-func startEvaluated(t *testing.T, cfg config.Config, ev eumas.Evaluator, knobs actors.TestingKnobs) *env {
+func startEvaluated(t testing.TB, cfg config.Config, ev eumas.Evaluator, knobs actors.TestingKnobs) *env {
 	t.Helper()
 	self, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Evaluator: ev})
 	if err != nil {
