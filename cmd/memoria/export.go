@@ -169,19 +169,14 @@ func anchorsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer release()
-			all := &messages.AnchorList{Items: []*messages.Anchor{}}
-			cursor := ""
-			for {
+			items, err := allPages(func(cursor string) ([]*messages.Anchor, string, error) {
 				page, err := c.Anchors(ctx, cursor, 1000)
-				if err != nil {
-					return err
-				}
-				all.Items = append(all.Items, page.Items...)
-				if page.NextCursor == nil {
-					break
-				}
-				cursor = *page.NextCursor
+				return page.GetItems(), page.GetNextCursor(), err
+			})
+			if err != nil {
+				return err
 			}
+			all := &messages.AnchorList{Items: append([]*messages.Anchor{}, items...)}
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), all)
 			}

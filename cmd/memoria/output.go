@@ -38,3 +38,21 @@ func shortCID(c string) string {
 	}
 	return c[:8] + "…" + c[len(c)-6:]
 }
+
+// allPages collects every page of a listing: fetch returns a page's items
+// and the next cursor, "" after the last page.
+func allPages[T any](fetch func(cursor string) ([]T, string, error)) ([]T, error) {
+	var all []T
+	cursor := ""
+	for {
+		items, next, err := fetch(cursor)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if next == "" {
+			return all, nil
+		}
+		cursor = next
+	}
+}

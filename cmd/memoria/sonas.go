@@ -21,19 +21,14 @@ func sonasCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer release()
-			all := &messages.ListSonasResponse{}
-			cursor := ""
-			for {
+			items, err := allPages(func(cursor string) ([]*messages.Sona, string, error) {
 				page, err := c.ListSonas(ctx, "", cursor, 1000)
-				if err != nil {
-					return err
-				}
-				all.Items = append(all.Items, page.Items...)
-				if page.NextCursor == nil {
-					break
-				}
-				cursor = *page.NextCursor
+				return page.GetItems(), page.GetNextCursor(), err
+			})
+			if err != nil {
+				return err
 			}
+			all := &messages.ListSonasResponse{Items: items}
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), all)
 			}
