@@ -482,14 +482,9 @@ func (s *Self) PendingConcepts() ([]*messages.PendingConcept, error) {
 func listProtos[T proto.Message](s *Self, prefix []byte, mk func() T) ([]T, error) {
 	var out []T
 	err := s.store.View(func(txn *badger.Txn) error {
-		return iteratePrefix(txn, prefix, func(k, v []byte) error {
-			m := mk()
-			if err := proto.Unmarshal(v, m); err != nil {
-				return fmt.Errorf("%w: record %q: %v", ErrCorrupt, k, err)
-			}
-			out = append(out, m)
-			return nil
-		})
+		var err error
+		out, err = readAll(txn, prefix, mk)
+		return err
 	})
 	return out, err
 }

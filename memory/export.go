@@ -402,6 +402,7 @@ func (x *exporter) anchors(w ExportWriter) error {
 	return nil
 }
 
+// readAll decodes every record under prefix.
 func readAll[T proto.Message](txn *badger.Txn, prefix []byte, mk func() T) ([]T, error) {
 	var out []T
 	err := iteratePrefix(txn, prefix, func(k, v []byte) error {
