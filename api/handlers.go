@@ -10,7 +10,6 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
@@ -53,21 +52,14 @@ func (s *Server) limit(r *http.Request) (int, error) {
 	return n, nil
 }
 
-// renderMemory turns a stored memory into its API form.
+// renderMemory turns a stored memory into its API form: its block fields
+// as an export writes them, and its metadata.
 func renderMemory(c cid.Cid, m *memory.Memory, meta *messages.MemoryMeta) (*messages.Memory, error) {
-	raw, err := m.Data.DataJSON()
+	e, err := memory.ExportedMemory(c, m)
 	if err != nil {
 		return nil, err
 	}
-	data := &structpb.Struct{}
-	if err := protojson.Unmarshal(raw, data); err != nil {
-		return nil, err
-	}
-	out := &messages.Memory{Cid: c.String(), Data: data, Timestamp: m.Timestamp, Meta: meta}
-	for _, e := range m.Edges {
-		out.Edges = append(out.Edges, &messages.Edge{Target: &messages.Link{Cid: e.Target.String()}, Weight: e.Weight})
-	}
-	return out, nil
+	return &messages.Memory{Cid: e.Cid, Data: e.Data, Timestamp: e.Timestamp, Edges: e.Edges, Meta: meta}, nil
 }
 
 func (s *Server) loadRendered(c cid.Cid) (*messages.Memory, error) {
