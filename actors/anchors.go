@@ -20,8 +20,7 @@ import (
 // delivery is at least once, and the list never loses an entry.
 type anchorsActor struct {
 	sys   *System
-	busy  bool // a delivery pass is running
-	again bool // woken while it ran
+	steps drain
 }
 
 // anchorPage bounds one delivery pass.
@@ -30,26 +29,15 @@ const anchorPage = 16
 func (a *anchorsActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started, *messages.AnchorsAdded:
-		a.deliver(ctx)
+		a.steps.wake(ctx, a.sys, drainStep{
+			timeout: 2 * a.sys.cfg.Actors.AskTimeout.D(),
+			run:     a.pass,
+			failed: func(err error) bool {
+				a.sys.log.Warn("anchor sink failed; the anchor stays listed and is offered again at the next wake", "err", err)
+				return false // not before a wake
+			},
+		})
 	}
-}
-
-func (a *anchorsActor) deliver(ctx actor.Context) {
-	if a.busy {
-		a.again = true
-		return
-	}
-	a.busy, a.again = true, false
-	async(ctx, a.sys, 2*a.sys.cfg.Actors.AskTimeout.D(), a.pass, func(more bool, err error) {
-		a.busy = false
-		if err != nil {
-			a.sys.log.Warn("anchor sink failed; the anchor stays listed and is offered again at the next wake", "err", err)
-			more = false // not before a wake
-		}
-		if a.again || more { // a wake that came during the pass is not lost
-			a.deliver(ctx)
-		}
-	})
 }
 
 // pass offers the sink the anchors after the cursor, up to a page; more

@@ -19,50 +19,36 @@ import (
 // the store, so a restart loses nothing; a failed step panics, and the
 // root restarts it with backoff. Acknowledgements never wait for it.
 type evaluatorActor struct {
-	sys     *System
-	running bool // a step is under way
-	again   bool // woken while it ran
+	sys   *System
+	steps drain
 }
 
 func (a *evaluatorActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started, *messages.EvaluatorWake:
-		if a.running {
-			a.again = true
+		sys := a.sys
+		ev := sys.self.Evaluator()
+		if ev == nil {
 			return
 		}
-		a.step(ctx)
+		a.steps.wake(ctx, sys, drainStep{
+			timeout: sys.evalTimeout(),
+			before:  sys.knobs.BeforeEvaluate,
+			run: func(c context.Context) (bool, error) {
+				res, err := sys.self.EvaluatePending(c, ev, sys.cfg.Evaluation.Batch)
+				if err == nil {
+					sys.metrics.Evaluated(res.Evaluated, res.Failed)
+				}
+				return res.More, err
+			},
+			failed: func(err error) bool {
+				if errors.Is(err, memory.ErrEvalConflict) {
+					return true // a step of the instance before a restart committed first
+				}
+				panic(fmt.Errorf("actors: evaluator: %w", err))
+			},
+		})
 	}
-}
-
-func (a *evaluatorActor) step(ctx actor.Context) {
-	sys := a.sys
-	ev := sys.self.Evaluator()
-	if ev == nil {
-		return
-	}
-	if k := sys.knobs.BeforeEvaluate; k != nil {
-		k()
-	}
-	a.running, a.again = true, false
-	async(ctx, sys, sys.evalTimeout(), func(c context.Context) (memory.EvalStep, error) {
-		return sys.self.EvaluatePending(c, ev, sys.cfg.Evaluation.Batch)
-	}, func(res memory.EvalStep, err error) {
-		a.running = false
-		switch {
-		case sys.base.Err() != nil:
-			return // stopping
-		case errors.Is(err, memory.ErrEvalConflict):
-			// A step of the instance before a restart committed first.
-		case err != nil:
-			panic(fmt.Errorf("actors: evaluator: %w", err))
-		default:
-			sys.metrics.Evaluated(res.Evaluated, res.Failed)
-		}
-		if res.More || a.again || err != nil {
-			a.step(ctx)
-		}
-	})
 }
 
 // evalTimeout bounds one evaluator step: per memory of the batch and
