@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/dgraph-io/badger/v4"
@@ -251,14 +250,8 @@ func (s *Self) metricCandidates(sona, backbone string, prof []float32, n int) []
 	if prof == nil {
 		return nil
 	}
-	s.smu.RLock()
-	members := s.sonas[sona].members
-	if bb := s.sonas[backbone]; bb != nil && backbone != sona {
-		members = append(slices.Clip(members), bb.members...)
-	}
-	s.smu.RUnlock()
 	var out []pathHit
-	for _, h := range s.profiles.nearest(prof, members, n) {
+	for _, h := range s.profiles.nearest(prof, s.ownMembers(sona, backbone, true), n) {
 		if key, ok := s.index.Key(h.id); ok {
 			out = append(out, pathHit{key: key, score: h.sim})
 		}

@@ -354,6 +354,18 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	return out, nil
 }
 
+// ownMembers returns the vector ids of the sona's memories, with the
+// backbone's when withBackbone.
+func (s *Self) ownMembers(sona, backbone string, withBackbone bool) []uint64 {
+	s.smu.RLock()
+	defer s.smu.RUnlock()
+	members := s.sonas[sona].members
+	if bb := s.sonas[backbone]; withBackbone && bb != nil && backbone != sona {
+		members = append(slices.Clip(members), bb.members...)
+	}
+	return members
+}
+
 // denseCandidates runs the dense path. A sona of up to
 // recall.exact_scan_max memories is searched exactly among its own
 // memories; in self scope the graph adds the other sonas' nearest, and the
@@ -361,12 +373,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 // graph, fetching more to make up for the other sonas' memories filtered
 // out afterwards.
 func (s *Self) denseCandidates(q Query, n int, backbone string) []vector.Hit {
-	s.smu.RLock()
-	members := s.sonas[q.Sona].members
-	if bb := s.sonas[backbone]; bb != nil && backbone != q.Sona && q.Scope == ScopeSona {
-		members = append(slices.Clip(members), bb.members...)
-	}
-	s.smu.RUnlock()
+	members := s.ownMembers(q.Sona, backbone, q.Scope == ScopeSona)
 	exact := len(members) <= s.cfg.Recall.ExactScanMax
 	switch {
 	case q.Scope == ScopeSona && exact:
