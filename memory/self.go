@@ -167,6 +167,9 @@ func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load()
 
 // Close closes the indexes and the store, after every submitted write.
 func (s *Self) Close() error {
+	if s.text != nil {
+		s.text.stopPriming()
+	}
 	s.index.Close()
 	err := s.store.Close()
 	if s.text != nil {

@@ -38,10 +38,14 @@ type textIndexer struct {
 	waiters   int   // readers waiting for a position (waitApplied)
 	backlog   int   // below this many queued documents, index at a fifth of full pace
 	done      chan struct{}
+
+	stop     chan struct{} // closed by stopPriming
+	stopOnce sync.Once
+	priming  sync.WaitGroup // the forward index's priming, when under way
 }
 
 func newTextIndexer(idx *text.Index, watermark uint64, backlog int, log *slog.Logger) *textIndexer {
-	t := &textIndexer{idx: idx, log: log, watermark: watermark, backlog: backlog, done: make(chan struct{})}
+	t := &textIndexer{idx: idx, log: log, watermark: watermark, backlog: backlog, done: make(chan struct{}), stop: make(chan struct{})}
 	t.cond = sync.NewCond(&t.mu)
 	go t.run()
 	return t
@@ -146,6 +150,13 @@ func (t *textIndexer) rest(d time.Duration) {
 	}
 }
 
+// stopPriming ends the forward index's priming, if under way: before the
+// store it reads closes.
+func (t *textIndexer) stopPriming() {
+	t.stopOnce.Do(func() { close(t.stop) })
+	t.priming.Wait()
+}
+
 // close indexes what is queued and stops.
 func (t *textIndexer) close() {
 	t.mu.Lock()
@@ -194,11 +205,83 @@ func (s *Self) openText(dir string) error {
 		idx.Close()
 		return fmt.Errorf("%w: full-text watermark: %v", ErrCorrupt, err)
 	}
+	opened := wm
 	if wm, err = s.catchUpText(idx, wm); err != nil {
 		idx.Close()
 		return err
 	}
 	s.text = newTextIndexer(idx, wm, s.cfg.Index.TextBacklog, s.log)
+	if opened == 0 {
+		idx.MarkPrimed() // a new index: everything in it went through Apply
+		return nil
+	}
+	s.text.priming.Add(1)
+	go func() {
+		defer s.text.priming.Done()
+		start := time.Now()
+		if err := s.primeText(idx, opened, s.text.stop); errors.Is(err, ErrClosed) {
+			return
+		} else if err != nil {
+			s.log.Warn("full-text forward index not primed; BM25 takes its slower path", "err", err)
+			return
+		}
+		idx.MarkPrimed()
+		s.log.Info("full-text forward index primed", "documents", opened, "took", time.Since(start))
+	}()
+	return nil
+}
+
+// primeText gives the forward index of a text index opened from disk the
+// documents it held at open — the insertion log up to its watermark then
+// (documents since went through Apply) — reading a batch per transaction.
+func (s *Self) primeText(idx *text.Index, upTo uint64, stop <-chan struct{}) error {
+	const batch = 1024
+	for next := uint64(1); next <= upTo; {
+		select {
+		case <-stop:
+			return ErrClosed
+		default:
+		}
+		var docs []text.Doc
+		err := s.store.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixLog, PrefetchValues: true})
+			defer it.Close()
+			for it.Seek(logKey(next)); it.Valid() && len(docs) < batch; it.Next() {
+				seq := decodeLogKey(it.Item().Key())
+				if seq > upTo {
+					break
+				}
+				next = seq + 1
+				var c cid.Cid
+				if err := it.Item().Value(func(v []byte) error {
+					var err error
+					c, err = cid.Cast(v)
+					return err
+				}); err != nil {
+					return fmt.Errorf("%w: insertion log %d: %v", ErrCorrupt, seq, err)
+				}
+				b, err := readBlock(txn, c) // not through the cache: this is a scan
+				if err != nil {
+					return err
+				}
+				m, err := DecodeMemory(b)
+				if err != nil {
+					return fmt.Errorf("%w: %s does not decode as a memory: %v", ErrCorrupt, c, err)
+				}
+				docs = append(docs, text.Doc{ID: c.String(), Text: m.Text()})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(docs) == 0 {
+			return nil
+		}
+		if err := idx.Prime(docs); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

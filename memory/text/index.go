@@ -14,11 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
@@ -57,7 +59,9 @@ type Hit struct {
 
 // Index is a BM25 full-text index. It is safe for concurrent use.
 type Index struct {
-	idx bleve.Index
+	idx       bleve.Index
+	fwd       *forward
+	pruneFrom uint64 // collection size from which searches take two passes
 }
 
 // runtimeConfig tunes scorch for a derived index. Batches return once
@@ -93,7 +97,7 @@ func Open(dir string) (*Index, error) {
 			idx.Close()
 			return nil, err
 		}
-		return &Index{idx: idx}, nil
+		return newIndex(idx, true), nil
 	}
 	idx, err := bleve.OpenUsing(dir, runtimeConfig())
 	if err != nil {
@@ -104,7 +108,34 @@ func Open(dir string) (*Index, error) {
 		idx.Close()
 		return nil, fmt.Errorf("%w: version %q, this build writes %s", ErrStale, v, Version)
 	}
-	return &Index{idx: idx}, nil
+	return newIndex(idx, false), nil
+}
+
+func newIndex(idx bleve.Index, primed bool) *Index {
+	return &Index{idx: idx, fwd: newForward(primed), pruneFrom: pruneFrom}
+}
+
+// Prime adds documents the index already holds to its in-memory forward
+// index. An index opened from disk is searched without it (more slowly)
+// until its owner has primed it with every document and called MarkPrimed;
+// documents applied meanwhile need no priming.
+func (x *Index) Prime(docs []Doc) error {
+	a, err := x.analyzer()
+	if err != nil {
+		return err
+	}
+	x.fwd.add(a, docs)
+	return nil
+}
+
+// MarkPrimed says every document the index held at open has been primed.
+func (x *Index) MarkPrimed() { x.fwd.markPrimed() }
+
+// Forward reports the forward index's size and whether it is primed.
+func (x *Index) Forward() (docs int, primed bool) {
+	x.fwd.mu.RLock()
+	defer x.fwd.mu.RUnlock()
+	return len(x.fwd.docs), x.fwd.primed
 }
 
 func indexMapping() mapping.IndexMapping {
@@ -169,7 +200,10 @@ func (x *Index) Apply(docs []Doc, watermark uint64) error {
 		}
 	}
 	b.SetInternal([]byte(keyWatermark), []byte(strconv.FormatUint(watermark, 10)))
-	return x.idx.Batch(b)
+	if err := x.idx.Batch(b); err != nil {
+		return err
+	}
+	return x.Prime(docs)
 }
 
 // Delete removes documents and sets the watermark (for tools and tests
@@ -180,7 +214,11 @@ func (x *Index) Delete(docs []Doc, watermark uint64) error {
 		b.Delete(d.ID)
 	}
 	b.SetInternal([]byte(keyWatermark), []byte(strconv.FormatUint(watermark, 10)))
-	return x.idx.Batch(b)
+	if err := x.idx.Batch(b); err != nil {
+		return err
+	}
+	x.fwd.remove(docs)
+	return nil
 }
 
 // Len is the number of documents.
@@ -211,7 +249,9 @@ const (
 // only (those in at most 1% of the documents, or the two rarest), whose
 // postings are short — the common terms' long postings are what makes an
 // exhaustive BM25 slow — then exact scores by the whole query for those
-// candidates and for opts.Also.
+// candidates and for opts.Also, from the forward index. The documents
+// opts.Also names are scored wherever they belong: the caller names only
+// documents of opts.Sonas.
 func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	if opts.K <= 0 {
 		return nil, nil
@@ -224,14 +264,14 @@ func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n < pruneFrom {
+	if n < x.pruneFrom {
 		return x.run(disjunction(terms), opts.Sonas, opts.K)
 	}
-	rare, err := x.rareTerms(terms, n)
+	st, err := x.stats(terms)
 	if err != nil {
 		return nil, err
 	}
-	first, err := x.run(disjunction(rare), opts.Sonas, candidateFactor*opts.K)
+	first, err := x.run(disjunction(rareTerms(terms, st)), opts.Sonas, candidateFactor*opts.K)
 	if err != nil {
 		return nil, err
 	}
@@ -244,6 +284,9 @@ func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	}
 	if len(ids) == 0 {
 		return nil, nil
+	}
+	if hits, ok := x.fwd.score(terms, st, ids, opts.K); ok {
+		return hits, nil
 	}
 	only := bleve.NewDocIDQuery(ids)
 	only.SetBoost(0) // selects without scoring
@@ -285,11 +328,20 @@ func (x *Index) run(q blevequery.Query, sonas []string, k int) ([]Hit, error) {
 	return hits, nil
 }
 
-// terms analyses q as the text field is analysed, without repeats.
-func (x *Index) terms(q string) ([]string, error) {
+// analyzer is the text field's analyzer.
+func (x *Index) analyzer() (analysis.Analyzer, error) {
 	a := x.idx.Mapping().AnalyzerNamed(en.AnalyzerName)
 	if a == nil {
 		return nil, fmt.Errorf("text: no %q analyzer", en.AnalyzerName)
+	}
+	return a, nil
+}
+
+// terms analyses q as the text field is analysed, without repeats.
+func (x *Index) terms(q string) ([]string, error) {
+	a, err := x.analyzer()
+	if err != nil {
+		return nil, err
 	}
 	var out []string
 	seen := map[string]bool{}
@@ -303,37 +355,55 @@ func (x *Index) terms(q string) ([]string, error) {
 	return out, nil
 }
 
-// rareTerms keeps the terms in at most rareShare of the n documents, or
-// the two rarest when none is.
-func (x *Index) rareTerms(terms []string, n uint64) ([]string, error) {
+// stats reads the collection statistics of BM25 for terms, as bleve's
+// scorer reads them: the document count, the average field length (which
+// bleve takes as the field's distinct terms per document, rounded up) and
+// each term's document frequency.
+func (x *Index) stats(terms []string) (stats, error) {
 	adv, err := x.idx.Advanced()
 	if err != nil {
-		return nil, err
+		return stats{}, err
 	}
 	r, err := adv.Reader()
 	if err != nil {
-		return nil, err
+		return stats{}, err
 	}
 	defer r.Close()
-	type df struct {
-		term string
-		n    uint64
+	st := stats{df: make([]uint64, len(terms))}
+	if st.n, err = r.DocCount(); err != nil {
+		return stats{}, err
 	}
-	dfs := make([]df, 0, len(terms))
-	for _, t := range terms {
+	if br, ok := r.(bleveindex.BM25Reader); ok && st.n > 0 {
+		card, err := br.FieldCardinality(fieldText)
+		if err != nil {
+			return stats{}, err
+		}
+		st.avgLen = math.Ceil(float64(card) / float64(st.n))
+	}
+	for i, t := range terms {
 		tfr, err := r.TermFieldReader(context.Background(), []byte(t), fieldText, false, false, false)
 		if err != nil {
-			return nil, err
+			return stats{}, err
 		}
-		dfs = append(dfs, df{t, tfr.Count()})
+		st.df[i] = tfr.Count()
 		tfr.Close()
 	}
-	slices.SortFunc(dfs, func(a, b df) int { return cmp.Compare(a.n, b.n) })
+	return st, nil
+}
+
+// rareTerms keeps the terms in at most rareShare of the documents, or the
+// two rarest when none is.
+func rareTerms(terms []string, st stats) []string {
+	order := make([]int, len(terms))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(st.df[a], st.df[b]) })
 	var rare []string
-	for i, d := range dfs {
-		if float64(d.n) <= rareShare*float64(n) || i < 2 {
-			rare = append(rare, d.term)
+	for i, t := range order {
+		if float64(st.df[t]) <= rareShare*float64(st.n) || i < 2 {
+			rare = append(rare, terms[t])
 		}
 	}
-	return rare, nil
+	return rare
 }

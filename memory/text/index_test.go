@@ -2,6 +2,10 @@ package text
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -67,5 +71,92 @@ func TestIndexPersistsAndReopens(t *testing.T) {
 	}
 	if _, err := Open(dir); !errors.Is(err, ErrStale) {
 		t.Fatalf("stale index: err = %v, want ErrStale", err)
+	}
+}
+
+// The second pass scores candidates from the forward index exactly as
+// bleve scores the whole query: every candidate's score and the order
+// match an exhaustive search, before priming (bleve's intersection),
+// after it, and across a reopen.
+func TestForwardScoresAsBleve(t *testing.T) {
+	dir := t.TempDir() + "/idx"
+	x, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	words := strings.Fields("the garden tomato basil river train lisbon novel lighthouse painting sister dog concert recipe hiking sunset lake city job guitar")
+	var docs []Doc
+	var ids []string
+	for i := range 3000 {
+		var b strings.Builder
+		for range 4 + rng.IntN(20) {
+			// Zipf-like: early words are common, late ones rare.
+			b.WriteString(words[int(float64(len(words))*rng.Float64()*rng.Float64())] + " ")
+		}
+		id := fmt.Sprintf("d%04d", i)
+		docs = append(docs, Doc{ID: id, Text: b.String(), Sonas: []string{"s"}})
+		ids = append(ids, id)
+	}
+	if err := x.Apply(docs, 1); err != nil {
+		t.Fatal(err)
+	}
+	queries := []string{"painting the sunset by the lake", "guitar concert", "my sister's dog went hiking", "a recipe with tomato and basil from the garden", "unknownword"}
+	check := func(stage string, x *Index, primed bool) {
+		t.Helper()
+		x.pruneFrom = 0 // two passes at any size
+		for _, q := range queries {
+			terms, err := x.terms(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := x.run(disjunction(terms), nil, 25)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := x.Search(q, SearchOptions{K: 25, Also: func() []string { return ids }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := x.fwd.score(terms, stats{df: make([]uint64, len(terms))}, nil, 1); ok != primed {
+				t.Fatalf("%s: forward index primed = %v, want %v", stage, ok, primed)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%s %q: %d hits, want %d", stage, q, len(got), len(want))
+			}
+			for i := range want {
+				if math.Abs(got[i].Score-want[i].Score) > 1e-6*want[i].Score {
+					t.Fatalf("%s %q: hit %d = %v, want %v", stage, q, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	check("new", x, true)
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if x, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	check("reopened", x, false)
+	if err := x.Prime(docs); err != nil {
+		t.Fatal(err)
+	}
+	x.MarkPrimed()
+	check("primed", x, true)
+
+	// A deleted document leaves the forward index too.
+	if err := x.Delete(docs[:1], 1); err != nil {
+		t.Fatal(err)
+	}
+	hits, err := x.Search(docs[0].Text, SearchOptions{K: 10, Also: func() []string { return ids[:1] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hits {
+		if h.ID == docs[0].ID {
+			t.Fatalf("deleted document scored: %v", h)
+		}
 	}
 }
