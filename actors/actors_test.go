@@ -453,3 +453,58 @@ func TestUnknownSona(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
 }
+
+// An insert through the sona's writer keeps what PrepareInsert found: the
+// new memory is associated with its strong neighbours as "similar", and
+// the sona's similarity distribution grows, so the dedup threshold leaves
+// its bootstrap once the sona has enough memories.
+func TestAppendKeepsNeighbours(t *testing.T) {
+	e := start(t, testConfig(t.TempDir()), nil, actors.TestingKnobs{})
+	ctx := context.Background()
+	sona, err := e.self.CreateSona(ctx, "gardener")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Memories of different times are never duplicates of each other.
+	insert := func(text string, ts int64) (*memory.Prepared, *memory.Duplicate) {
+		t.Helper()
+		p, dup, err := e.self.PrepareInsert(ctx, sona.Uuid, memory.TextMemory(text, "user", ts, nil), &messages.MemoryMeta{}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dup == nil {
+			if _, err := e.sys.Append(ctx, sona.Uuid, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p, dup
+	}
+	crops := []string{"tomatoes", "basil", "peppers", "beans", "lettuce", "carrots", "onions", "garlic", "squash", "peas", "kale", "leeks"}
+	var last *memory.Prepared
+	similar := 0
+	for i, c := range crops {
+		var dup *memory.Duplicate
+		if last, dup = insert(fmt.Sprintf("In week %d I planted %s in the raised garden bed by the fence", i, c), int64(1000+i)); dup != nil {
+			t.Fatalf("memory %d deduplicated", i)
+		}
+		links, err := e.self.Associations(last.CID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range links {
+			if l.Type == memory.AssocSimilar {
+				similar++
+			}
+		}
+	}
+	if similar == 0 {
+		t.Fatal("no similar associations")
+	}
+	_, dup := insert("In week 11 I planted leeks in the raised garden bed by the fence!", 1011)
+	if dup == nil {
+		t.Fatal("near-duplicate stored")
+	}
+	if dup.Existing != last.CID || dup.Threshold.Bootstrap {
+		t.Fatalf("duplicate of %s (want %s), threshold %+v: want the live distribution", dup.Existing, last.CID, dup.Threshold)
+	}
+}

@@ -446,6 +446,13 @@ func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*memory.Prepa
 		return nil, err
 	}
 	item.ExpectSeq, item.Imported = msg.ExpectSeq, msg.Imported
+	for _, n := range msg.Neighbors {
+		c, err := cid.Cast(n.Cid)
+		if err != nil {
+			return nil, fmt.Errorf("%w: neighbour cid: %v", memory.ErrInvalid, err)
+		}
+		item.Neighbors = append(item.Neighbors, memory.Neighbor{CID: c, Sim: n.Sim})
+	}
 	item.Archive, err = castCIDs(msg.Archive)
 	return item, err
 }
@@ -456,6 +463,9 @@ func appendMessage(sona string, p *memory.Prepared) *messages.AppendMemory {
 		ExpectSeq: p.ExpectSeq, Imported: p.Imported}
 	for _, c := range p.Archive {
 		msg.Archive = append(msg.Archive, c.Bytes())
+	}
+	for _, n := range p.Neighbors {
+		msg.Neighbors = append(msg.Neighbors, &messages.Neighbor{Cid: n.CID.Bytes(), Sim: n.Sim})
 	}
 	return msg
 }

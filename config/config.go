@@ -143,6 +143,9 @@ type Recall struct {
 	AffinitySeeds int `yaml:"affinity_seeds"`
 	// AffinityDepth is how many association hops the affinity path follows.
 	AffinityDepth int `yaml:"affinity_depth"`
+	// AffinityLinks weigh the association types on the affinity path: a
+	// link's strength counts times its type's weight (0: not followed).
+	AffinityLinks LinkWeights `yaml:"affinity_links"`
 	// BM25K1 and BM25B are BM25's term-saturation and length-normalisation
 	// parameters. They apply to the whole process (bleve's scorer reads them
 	// from package variables).
@@ -164,6 +167,15 @@ type Recall struct {
 	// ExactScanMax: in sona scope, a sona of up to this many memories is
 	// searched exactly among its own memories instead of through the graph.
 	ExactScanMax int `yaml:"exact_scan_max"`
+}
+
+// LinkWeights weigh the association types (and co-access partnerships).
+type LinkWeights struct {
+	Causal     float64 `yaml:"causal"`
+	Similar    float64 `yaml:"similar"`
+	Sequential float64 `yaml:"sequential"`
+	Related    float64 `yaml:"related"`
+	CoAccess   float64 `yaml:"coaccess"`
 }
 
 // PathWeights weigh the retrieval paths.
@@ -392,6 +404,7 @@ func Default() Config {
 			Scope:              "self",
 			AffinitySeeds:      5,
 			AffinityDepth:      2,
+			AffinityLinks:      LinkWeights{Causal: 1, Similar: 0, Sequential: 1, Related: 1, CoAccess: 1},
 			BM25K1:             1.2,
 			BM25B:              0.3,
 			CoAccessRate:       0.05,
@@ -581,6 +594,11 @@ func (c *Config) Validate() error {
 	if c.Recall.AffinityDepth < 1 {
 		bad("recall.affinity_depth", "must be at least 1, got %d", c.Recall.AffinityDepth)
 	}
+	unit("recall.affinity_links.causal", c.Recall.AffinityLinks.Causal)
+	unit("recall.affinity_links.similar", c.Recall.AffinityLinks.Similar)
+	unit("recall.affinity_links.sequential", c.Recall.AffinityLinks.Sequential)
+	unit("recall.affinity_links.related", c.Recall.AffinityLinks.Related)
+	unit("recall.affinity_links.coaccess", c.Recall.AffinityLinks.CoAccess)
 	nonNeg("recall.bm25_k1", c.Recall.BM25K1)
 	unit("recall.bm25_b", c.Recall.BM25B)
 	unit("recall.coaccess_rate", c.Recall.CoAccessRate)

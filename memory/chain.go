@@ -305,30 +305,15 @@ func (s *Self) AppendOp(a *Append) Op {
 			s.smu.Lock()
 			st := &sonaState{rec: rec, textPos: textPos}
 			if old := s.sonas[a.Sona]; old != nil {
-				st.members = old.members
-				st.centroid = updateCentroid(old.centroid, old.count, item.Vector)
-				st.count = old.count + 1
+				st.members, st.mean = old.members, old.mean
 			}
+			st.mean, st.centroid = st.mean.add(item.Vector)
 			st.members = append(st.members, vid)
 			s.sonas[a.Sona] = st
 			s.smu.Unlock()
 		})
 		return nil
 	}
-}
-
-// updateCentroid returns the running mean of count vectors and v.
-func updateCentroid(c []float32, count int64, v []float32) []float32 {
-	if len(c) != len(v) {
-		c = make([]float32, len(v))
-		count = 0
-	}
-	out := make([]float32, len(v))
-	n := float32(count)
-	for i := range v {
-		out[i] = (c[i]*n + v[i]) / (n + 1)
-	}
-	return out
 }
 
 func sameHead(head *string, prev *cid.Cid) bool {

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
@@ -258,6 +260,49 @@ func TestAssociationsOnAppend(t *testing.T) {
 	}
 	if l := links(first)[p.CID]; l.Type != AssocCausal {
 		t.Fatalf("associations are kept both ways: %+v", l)
+	}
+}
+
+// The affinity path follows an association as far as its type's weight
+// lets it: a similar link with weight 0 is not followed (the default,
+// chosen on LoCoMo), with weight w its strength counts w times.
+func TestAffinityLinkWeights(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	apples := o.text("apples grow in the orchard")
+	o.text("the train to lisbon was late")
+	vecs, err := s.Embed(context.Background(), "pears ripen in the orchard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Prepare(&Memory{Data: Data{Text: &TextData{Content: "pears ripen in the orchard"}}}, vecs[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Neighbors = []Neighbor{{CID: apples, Sim: 0.9}}
+	o.addPrepared(p)
+	reach := func(w config.LinkWeights) map[string]float64 {
+		s.cfg.Recall.AffinityLinks = w
+		var got map[string]float64
+		err := s.store.View(func(txn *badger.Txn) error {
+			sc := &scorer{self: s, q: &Query{}, txn: txn}
+			var err error
+			got, err = sc.affinity([]*Recalled{{CID: apples, Explain: Explain{Fused: Fused{Relevance: 1}}}})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// Two sequential hops through the train (× expand_decay 0.5), not the
+	// similar link's 0.9.
+	if got := reach(config.LinkWeights{Sequential: 1}); math.Abs(got[p.CID.KeyString()]-0.5) > 1e-9 {
+		t.Fatalf("similar link followed with weight 0: %v, want 0.5", got[p.CID.KeyString()])
+	}
+	if got := reach(config.LinkWeights{Similar: 0.5}); math.Abs(got[p.CID.KeyString()]-0.45) > 1e-9 {
+		t.Fatalf("similar link of strength 0.9 at weight 0.5: %v, want 0.45", got[p.CID.KeyString()])
 	}
 }
 

@@ -814,7 +814,7 @@ func (s *Self) ImportSonas(ctx context.Context, p *ImportPlan) error {
 		tx.OnCommit(func() {
 			s.smu.Lock()
 			for i, rec := range recs {
-				s.sonas[rec.Uuid] = &sonaState{rec: proto.Clone(rec).(*messages.Sona), centroid: vecs[i], count: 1}
+				s.sonas[rec.Uuid] = newSonaState(proto.Clone(rec).(*messages.Sona), vecs[i])
 			}
 			s.smu.Unlock()
 			if backbone != "" {

@@ -471,13 +471,14 @@ func leastImportantRelated(members []member, n int) []member {
 // Appending it archives srcs.
 func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared, error) {
 	var texts []string
+	var mean runningMean
 	var centroid []float32
 	kinds := map[string]int{}
 	var latest int64
 	importance := 0.0
-	for i, src := range srcs {
+	for _, src := range srcs {
 		texts = append(texts, src.m.Text())
-		centroid = updateCentroid(centroid, int64(i), src.vec)
+		mean, centroid = mean.add(src.vec)
 		kinds[src.meta.Kind]++
 		importance = math.Max(importance, src.meta.Importance)
 		latest = max(latest, memoryTime(src.m, src.meta))

@@ -708,13 +708,16 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 		if top > 0 {
 			start = seed.Explain.Fused.Relevance / top
 		}
-		partners, err := readLinks(sc.txn, coAccessKey(sc.q.AgentID, seed.CID))
-		if err != nil {
-			return nil, err
+		var partners []Link
+		if rc.AffinityLinks.CoAccess > 0 {
+			var err error
+			if partners, err = readLinks(sc.txn, coAccessKey(sc.q.AgentID, seed.CID)); err != nil {
+				return nil, err
+			}
 		}
 		for _, l := range partners {
 			k := l.Target.KeyString()
-			affinity[k] = math.Max(affinity[k], start*l.Strength)
+			affinity[k] = math.Max(affinity[k], start*l.Strength*rc.AffinityLinks.CoAccess)
 		}
 		queue := []step{{seed.CID, start, 0}}
 		for len(queue) > 0 {
@@ -728,10 +731,11 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 				return nil, err
 			}
 			for _, l := range links {
-				if l.Target == seed.CID {
+				w := linkWeight(rc.AffinityLinks, l.Type)
+				if l.Target == seed.CID || w == 0 {
 					continue
 				}
-				v := cur.score * l.Strength
+				v := cur.score * l.Strength * w
 				if cur.depth > 0 {
 					v *= rc.ExpandDecay
 				}
@@ -745,6 +749,23 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 		}
 	}
 	return affinity, nil
+}
+
+// linkWeight is an association type's weight on the affinity path.
+func linkWeight(w config.LinkWeights, typ string) float64 {
+	switch typ {
+	case AssocCausal:
+		return w.Causal
+	case AssocSimilar:
+		return w.Similar
+	case AssocSequential:
+		return w.Sequential
+	case AssocRelated:
+		return w.Related
+	case AssocCoAccess:
+		return w.CoAccess
+	}
+	return 0
 }
 
 func byRelevance(a, b *Recalled) int {

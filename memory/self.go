@@ -94,8 +94,8 @@ type Self struct {
 // sonaState is the committed state of a sona, cached for recall.
 type sonaState struct {
 	rec      *messages.Sona
-	centroid []float32
-	count    int64
+	centroid []float32 // mean of its name's embedding and its memories'
+	mean     runningMean
 	members  []uint64 // vector index ids of its memories, in chain order (append only)
 	textPos  uint64   // full-text position of its latest memory (read-your-writes)
 }
@@ -231,8 +231,7 @@ func (s *Self) load(ctx context.Context) error {
 				return nil
 			}
 			var err error
-			st.centroid, err = decodeVector(v)
-			st.count = 1
+			st.centroid, err = decodeVector(v) // its name's, until computeCentroids
 			return err
 		}); err != nil {
 			return err
@@ -302,32 +301,50 @@ func (s *Self) load(ctx context.Context) error {
 }
 
 // computeCentroids sets each sona's centroid to the mean of its name's
-// embedding and its memories' embeddings.
+// embedding and its memories' embeddings, added up in the order appends
+// add them, so that a reopened self scores exactly as before.
 func (s *Self) computeCentroids() {
 	for _, st := range s.sonas {
-		sum := make([]float64, s.index.Dims())
-		n := 0
-		if len(st.centroid) == len(sum) {
-			for i, f := range st.centroid {
-				sum[i] = float64(f)
-			}
-			n = 1
+		name := st.centroid
+		st.centroid, st.mean = nil, runningMean{}
+		if len(name) == s.index.Dims() {
+			st.mean, st.centroid = st.mean.add(name)
 		}
 		for _, id := range st.members {
-			for i, f := range s.index.Vector(id) {
-				sum[i] += float64(f)
-			}
-			n++
+			st.mean, st.centroid = st.mean.add(s.index.Vector(id))
 		}
-		if n == 0 {
-			continue
-		}
-		c := make([]float32, len(sum))
-		for i := range sum {
-			c[i] = float32(sum[i] / float64(n))
-		}
-		st.centroid, st.count = c, int64(n)
 	}
+}
+
+// newSonaState is a new sona's state: its centroid is its name's embedding.
+func newSonaState(rec *messages.Sona, name []float32) *sonaState {
+	st := &sonaState{rec: rec}
+	st.mean, st.centroid = st.mean.add(name)
+	return st
+}
+
+// runningMean is the mean of vectors, summed in float64.
+type runningMean struct {
+	sum []float64
+	n   int64
+}
+
+// add returns the mean with v added, and its value. The result shares
+// nothing with m: readers may still hold m's.
+func (m runningMean) add(v []float32) (runningMean, []float32) {
+	out := runningMean{sum: make([]float64, len(v)), n: 1}
+	if len(m.sum) == len(v) {
+		copy(out.sum, m.sum)
+		out.n = m.n + 1
+	}
+	for i, f := range v {
+		out.sum[i] += float64(f)
+	}
+	mean := make([]float32, len(v))
+	for i, x := range out.sum {
+		mean[i] = float32(x / float64(out.n))
+	}
+	return out, mean
 }
 
 // checkIdentity refuses a store of an unknown layout or another embedding

@@ -80,7 +80,7 @@ func (s *Self) createSona(ctx context.Context, name string, also func(tx *Tx, re
 		}
 		tx.OnCommit(func() {
 			s.smu.Lock()
-			s.sonas[rec.Uuid] = &sonaState{rec: rec, centroid: vecs[0], count: 1}
+			s.sonas[rec.Uuid] = newSonaState(rec, vecs[0])
 			s.smu.Unlock()
 		})
 		return nil

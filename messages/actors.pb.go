@@ -94,7 +94,11 @@ type AppendMemory struct {
 	ExpectSeq *int64 `protobuf:"varint,6,opt,name=expect_seq,json=expectSeq,proto3,oneof" json:"expect_seq,omitempty"`
 	// An imported memory: the anchoring rules are not applied (the export
 	// says which memories are anchors).
-	Imported      bool `protobuf:"varint,7,opt,name=imported,proto3" json:"imported,omitempty"`
+	Imported bool `protobuf:"varint,7,opt,name=imported,proto3" json:"imported,omitempty"`
+	// The sona's memories nearest to this one when it was prepared, best
+	// first: the writer associates the strong ones as "similar" and adds
+	// the nearest similarity to the sona's similarity distribution.
+	Neighbors     []*Neighbor `protobuf:"bytes,8,rep,name=neighbors,proto3" json:"neighbors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -178,6 +182,66 @@ func (x *AppendMemory) GetImported() bool {
 	return false
 }
 
+func (x *AppendMemory) GetNeighbors() []*Neighbor {
+	if x != nil {
+		return x.Neighbors
+	}
+	return nil
+}
+
+// A memory near another, by the cosine similarity of their embeddings.
+type Neighbor struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cid           []byte                 `protobuf:"bytes,1,opt,name=cid,proto3" json:"cid,omitempty"`
+	Sim           float64                `protobuf:"fixed64,2,opt,name=sim,proto3" json:"sim,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Neighbor) Reset() {
+	*x = Neighbor{}
+	mi := &file_memoria_v1_actors_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Neighbor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Neighbor) ProtoMessage() {}
+
+func (x *Neighbor) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_actors_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Neighbor.ProtoReflect.Descriptor instead.
+func (*Neighbor) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Neighbor) GetCid() []byte {
+	if x != nil {
+		return x.Cid
+	}
+	return nil
+}
+
+func (x *Neighbor) GetSim() float64 {
+	if x != nil {
+		return x.Sim
+	}
+	return 0
+}
+
 type Appended struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Cid   string                 `protobuf:"bytes,1,opt,name=cid,proto3" json:"cid,omitempty"`
@@ -193,7 +257,7 @@ type Appended struct {
 
 func (x *Appended) Reset() {
 	*x = Appended{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[2]
+	mi := &file_memoria_v1_actors_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -205,7 +269,7 @@ func (x *Appended) String() string {
 func (*Appended) ProtoMessage() {}
 
 func (x *Appended) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[2]
+	mi := &file_memoria_v1_actors_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -218,7 +282,7 @@ func (x *Appended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Appended.ProtoReflect.Descriptor instead.
 func (*Appended) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{2}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Appended) GetCid() string {
@@ -260,7 +324,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[3]
+	mi := &file_memoria_v1_actors_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -272,7 +336,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[3]
+	mi := &file_memoria_v1_actors_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -285,7 +349,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{3}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Failure) GetCode() string {
@@ -313,7 +377,7 @@ type Idle struct {
 
 func (x *Idle) Reset() {
 	*x = Idle{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[4]
+	mi := &file_memoria_v1_actors_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +389,7 @@ func (x *Idle) String() string {
 func (*Idle) ProtoMessage() {}
 
 func (x *Idle) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[4]
+	mi := &file_memoria_v1_actors_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +402,7 @@ func (x *Idle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Idle.ProtoReflect.Descriptor instead.
 func (*Idle) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{4}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Idle) GetSona() string {
@@ -359,7 +423,7 @@ type IdleCheck struct {
 
 func (x *IdleCheck) Reset() {
 	*x = IdleCheck{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[5]
+	mi := &file_memoria_v1_actors_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +435,7 @@ func (x *IdleCheck) String() string {
 func (*IdleCheck) ProtoMessage() {}
 
 func (x *IdleCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[5]
+	mi := &file_memoria_v1_actors_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +448,7 @@ func (x *IdleCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdleCheck.ProtoReflect.Descriptor instead.
 func (*IdleCheck) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{5}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{6}
 }
 
 // Passivate tells an idle sona actor to stop once its work in flight is
@@ -398,7 +462,7 @@ type Passivate struct {
 
 func (x *Passivate) Reset() {
 	*x = Passivate{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[6]
+	mi := &file_memoria_v1_actors_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +474,7 @@ func (x *Passivate) String() string {
 func (*Passivate) ProtoMessage() {}
 
 func (x *Passivate) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[6]
+	mi := &file_memoria_v1_actors_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +487,7 @@ func (x *Passivate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Passivate.ProtoReflect.Descriptor instead.
 func (*Passivate) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{6}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Passivate) GetSona() string {
@@ -444,7 +508,7 @@ type Reload struct {
 
 func (x *Reload) Reset() {
 	*x = Reload{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[7]
+	mi := &file_memoria_v1_actors_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +520,7 @@ func (x *Reload) String() string {
 func (*Reload) ProtoMessage() {}
 
 func (x *Reload) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[7]
+	mi := &file_memoria_v1_actors_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +533,7 @@ func (x *Reload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reload.ProtoReflect.Descriptor instead.
 func (*Reload) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{7}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Reload) GetSona() string {
@@ -490,7 +554,7 @@ type Lookup struct {
 
 func (x *Lookup) Reset() {
 	*x = Lookup{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[8]
+	mi := &file_memoria_v1_actors_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +566,7 @@ func (x *Lookup) String() string {
 func (*Lookup) ProtoMessage() {}
 
 func (x *Lookup) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[8]
+	mi := &file_memoria_v1_actors_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +579,7 @@ func (x *Lookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lookup.ProtoReflect.Descriptor instead.
 func (*Lookup) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{8}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Lookup) GetName() string {
@@ -535,7 +599,7 @@ type Settled struct {
 
 func (x *Settled) Reset() {
 	*x = Settled{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[9]
+	mi := &file_memoria_v1_actors_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +611,7 @@ func (x *Settled) String() string {
 func (*Settled) ProtoMessage() {}
 
 func (x *Settled) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[9]
+	mi := &file_memoria_v1_actors_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +624,7 @@ func (x *Settled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settled.ProtoReflect.Descriptor instead.
 func (*Settled) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{9}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{10}
 }
 
 // CountActive asks the sonas supervisor how many sona actors are alive.
@@ -573,7 +637,7 @@ type CountActive struct {
 
 func (x *CountActive) Reset() {
 	*x = CountActive{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[10]
+	mi := &file_memoria_v1_actors_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +649,7 @@ func (x *CountActive) String() string {
 func (*CountActive) ProtoMessage() {}
 
 func (x *CountActive) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[10]
+	mi := &file_memoria_v1_actors_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +662,7 @@ func (x *CountActive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountActive.ProtoReflect.Descriptor instead.
 func (*CountActive) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{10}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{11}
 }
 
 type ActiveCount struct {
@@ -610,7 +674,7 @@ type ActiveCount struct {
 
 func (x *ActiveCount) Reset() {
 	*x = ActiveCount{}
-	mi := &file_memoria_v1_actors_proto_msgTypes[11]
+	mi := &file_memoria_v1_actors_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +686,7 @@ func (x *ActiveCount) String() string {
 func (*ActiveCount) ProtoMessage() {}
 
 func (x *ActiveCount) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_actors_proto_msgTypes[11]
+	mi := &file_memoria_v1_actors_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +699,7 @@ func (x *ActiveCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActiveCount.ProtoReflect.Descriptor instead.
 func (*ActiveCount) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{11}
+	return file_memoria_v1_actors_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ActiveCount) GetSonas() int64 {
@@ -653,7 +717,7 @@ const file_memoria_v1_actors_proto_rawDesc = "" +
 	"memoria.v1\x1a\x14memoria/v1/api.proto\x1a\x17memoria/v1/memory.proto\"P\n" +
 	"\aAdvance\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x121\n" +
-	"\arequest\x18\x02 \x01(\v2\x17.memoria.v1.ChatRequestR\arequest\"\xeb\x01\n" +
+	"\arequest\x18\x02 \x01(\v2\x17.memoria.v1.ChatRequestR\arequest\"\x9f\x02\n" +
 	"\fAppendMemory\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x12\x14\n" +
 	"\x05block\x18\x02 \x01(\fR\x05block\x12\x1c\n" +
@@ -662,8 +726,12 @@ const file_memoria_v1_actors_proto_rawDesc = "" +
 	"\aarchive\x18\x05 \x03(\fR\aarchive\x12\"\n" +
 	"\n" +
 	"expect_seq\x18\x06 \x01(\x03H\x00R\texpectSeq\x88\x01\x01\x12\x1a\n" +
-	"\bimported\x18\a \x01(\bR\bimportedB\r\n" +
-	"\v_expect_seq\"g\n" +
+	"\bimported\x18\a \x01(\bR\bimported\x122\n" +
+	"\tneighbors\x18\b \x03(\v2\x14.memoria.v1.NeighborR\tneighborsB\r\n" +
+	"\v_expect_seq\".\n" +
+	"\bNeighbor\x12\x10\n" +
+	"\x03cid\x18\x01 \x01(\fR\x03cid\x12\x10\n" +
+	"\x03sim\x18\x02 \x01(\x01R\x03sim\"g\n" +
 	"\bAppended\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x15\n" +
 	"\x03seq\x18\x02 \x01(\x03H\x00R\x03seq\x88\x01\x01\x12\x10\n" +
@@ -699,31 +767,33 @@ func file_memoria_v1_actors_proto_rawDescGZIP() []byte {
 	return file_memoria_v1_actors_proto_rawDescData
 }
 
-var file_memoria_v1_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_memoria_v1_actors_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_memoria_v1_actors_proto_goTypes = []any{
 	(*Advance)(nil),      // 0: memoria.v1.Advance
 	(*AppendMemory)(nil), // 1: memoria.v1.AppendMemory
-	(*Appended)(nil),     // 2: memoria.v1.Appended
-	(*Failure)(nil),      // 3: memoria.v1.Failure
-	(*Idle)(nil),         // 4: memoria.v1.Idle
-	(*IdleCheck)(nil),    // 5: memoria.v1.IdleCheck
-	(*Passivate)(nil),    // 6: memoria.v1.Passivate
-	(*Reload)(nil),       // 7: memoria.v1.Reload
-	(*Lookup)(nil),       // 8: memoria.v1.Lookup
-	(*Settled)(nil),      // 9: memoria.v1.Settled
-	(*CountActive)(nil),  // 10: memoria.v1.CountActive
-	(*ActiveCount)(nil),  // 11: memoria.v1.ActiveCount
-	(*ChatRequest)(nil),  // 12: memoria.v1.ChatRequest
-	(*MemoryMeta)(nil),   // 13: memoria.v1.MemoryMeta
+	(*Neighbor)(nil),     // 2: memoria.v1.Neighbor
+	(*Appended)(nil),     // 3: memoria.v1.Appended
+	(*Failure)(nil),      // 4: memoria.v1.Failure
+	(*Idle)(nil),         // 5: memoria.v1.Idle
+	(*IdleCheck)(nil),    // 6: memoria.v1.IdleCheck
+	(*Passivate)(nil),    // 7: memoria.v1.Passivate
+	(*Reload)(nil),       // 8: memoria.v1.Reload
+	(*Lookup)(nil),       // 9: memoria.v1.Lookup
+	(*Settled)(nil),      // 10: memoria.v1.Settled
+	(*CountActive)(nil),  // 11: memoria.v1.CountActive
+	(*ActiveCount)(nil),  // 12: memoria.v1.ActiveCount
+	(*ChatRequest)(nil),  // 13: memoria.v1.ChatRequest
+	(*MemoryMeta)(nil),   // 14: memoria.v1.MemoryMeta
 }
 var file_memoria_v1_actors_proto_depIdxs = []int32{
-	12, // 0: memoria.v1.Advance.request:type_name -> memoria.v1.ChatRequest
-	13, // 1: memoria.v1.AppendMemory.meta:type_name -> memoria.v1.MemoryMeta
-	2,  // [2:2] is the sub-list for method output_type
-	2,  // [2:2] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	13, // 0: memoria.v1.Advance.request:type_name -> memoria.v1.ChatRequest
+	14, // 1: memoria.v1.AppendMemory.meta:type_name -> memoria.v1.MemoryMeta
+	2,  // 2: memoria.v1.AppendMemory.neighbors:type_name -> memoria.v1.Neighbor
+	3,  // [3:3] is the sub-list for method output_type
+	3,  // [3:3] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_memoria_v1_actors_proto_init() }
@@ -734,14 +804,14 @@ func file_memoria_v1_actors_proto_init() {
 	file_memoria_v1_api_proto_init()
 	file_memoria_v1_memory_proto_init()
 	file_memoria_v1_actors_proto_msgTypes[1].OneofWrappers = []any{}
-	file_memoria_v1_actors_proto_msgTypes[2].OneofWrappers = []any{}
+	file_memoria_v1_actors_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoria_v1_actors_proto_rawDesc), len(file_memoria_v1_actors_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
