@@ -31,8 +31,8 @@ type forward struct {
 // termVec is one document's terms: ids ascending, with their frequencies.
 type termVec struct {
 	ids    []uint32
-	freqs  []uint32
-	length uint32 // tokens, as bleve counts a field's length
+	freqs  []uint16 // saturated at 65,535
+	length uint32   // tokens, as bleve counts a field's length
 }
 
 func newForward(primed bool) *forward {
@@ -69,9 +69,9 @@ func (f *forward) add(a analysis.Analyzer, docs []Doc) {
 			pairs = append(pairs, pair{id, n})
 		}
 		slices.SortFunc(pairs, func(a, b pair) int { return cmp.Compare(a.id, b.id) })
-		v := termVec{ids: make([]uint32, len(pairs)), freqs: make([]uint32, len(pairs)), length: d.length}
+		v := termVec{ids: make([]uint32, len(pairs)), freqs: make([]uint16, len(pairs)), length: d.length}
 		for i, p := range pairs {
-			v.ids[i], v.freqs[i] = p.id, p.n
+			v.ids[i], v.freqs[i] = p.id, uint16(min(p.n, math.MaxUint16))
 		}
 		f.docs[d.id] = v
 	}

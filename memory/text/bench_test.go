@@ -1,0 +1,105 @@
+package text
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// locomo returns the LoCoMo turns and questions beside the repository
+// (../shared/data/locomo), or skips.
+func locomo(b *testing.B) (turns, questions []string) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "shared", "data", "locomo", "conv-*.json"))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var conv map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &conv); err != nil {
+			b.Fatal(err)
+		}
+		for k, v := range conv {
+			if k == "qa" {
+				var qa []struct{ Question string }
+				if json.Unmarshal(v, &qa) == nil {
+					for _, q := range qa {
+						questions = append(questions, q.Question)
+					}
+				}
+				continue
+			}
+			var session []struct{ Speaker, Text string }
+			if strings.HasPrefix(k, "session_") && json.Unmarshal(v, &session) == nil {
+				for _, t := range session {
+					turns = append(turns, t.Speaker+": "+t.Text)
+				}
+			}
+		}
+	}
+	if len(turns) == 0 || len(questions) == 0 {
+		b.Skip("no LoCoMo data in ../shared/data/locomo")
+	}
+	slices.Sort(turns)
+	return turns, questions
+}
+
+// BenchmarkSearch measures a BM25 search over 100,000 documents (LoCoMo
+// turns, repeated) in 100 sonas, with 32 results and the dense path's 32
+// candidates to score too, as recall asks it: the second pass from the
+// forward index, and from bleve's postings (an index not yet primed).
+// Reports p50 and p99 in microseconds.
+func BenchmarkSearch(b *testing.B) {
+	turns, questions := locomo(b)
+	x, err := Open(b.TempDir() + "/idx")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	const n, sonas = 100_000, 100
+	ids := make([]string, n)
+	for lo := 0; lo < n; lo += 4096 {
+		var docs []Doc
+		for i := lo; i < min(lo+4096, n); i++ {
+			ids[i] = fmt.Sprintf("doc-%06d", i)
+			docs = append(docs, Doc{ID: ids[i], Text: fmt.Sprintf("%s (%d)", turns[i%len(turns)], i/len(turns)), Sonas: []string{fmt.Sprint(i % sonas)}})
+		}
+		if err := x.Apply(docs, uint64(lo+len(docs))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := x.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	for _, pass := range []string{"forward", "bleve"} {
+		b.Run("second="+pass, func(b *testing.B) {
+			x.fwd.mu.Lock()
+			x.fwd.primed = pass == "forward"
+			x.fwd.mu.Unlock()
+			rng := rand.New(rand.NewPCG(1, 2))
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				also := make([]string, 32)
+				for j := range also {
+					also[j] = ids[rng.IntN(n)]
+				}
+				start := time.Now()
+				if _, err := x.Search(questions[i%len(questions)], SearchOptions{K: 32, Also: func() []string { return also }}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
