@@ -382,7 +382,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 	async(ctx, a.sys, a.sys.stepTimeout(), func(c context.Context) (thought, error) {
 		recalled, err := self.Recall(c, memory.Query{
 			Sona: a.id, Text: req.Content, Vector: input.Vector, AgentID: req.AgentId,
-			K: int(req.K), Budget: int(req.BudgetChars), Exclude: []cid.Cid{input.CID},
+			K: int(req.K), Budget: int(req.BudgetChars), Exclude: []cid.Cid{input.CID}, Scope: req.Scope,
 		})
 		if err != nil {
 			return thought{}, err

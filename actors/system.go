@@ -265,7 +265,7 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 	}
 	recalled, err := s.self.Recall(ctx, memory.Query{
 		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars),
-		AgentID: req.AgentId, Peek: true, // a query leaves no trace
+		AgentID: req.AgentId, Scope: req.Scope, Peek: true, // a query leaves no trace
 	})
 	if err != nil {
 		return nil, err
