@@ -305,3 +305,14 @@ func requireUnscoped(ctx context.Context, what string) error {
 	}
 	return nil
 }
+
+// PolicyPatterns lists the routes with a policy of their own, sorted (the
+// auth matrix test covers each).
+func PolicyPatterns() []string {
+	out := make([]string, 0, len(policies))
+	for p := range policies {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
