@@ -265,7 +265,10 @@ func TestLimits(t *testing.T) {
 
 	// The request timeout: with a deadline already past, a chat is refused
 	// with the setting named, and nothing is stored.
-	th := newHarness(t, func(c *config.Config) { c.Evaluation.Mode = "off"; c.Server.RequestTimeout = config.Duration(time.Nanosecond) })
+	th := newHarness(t, func(c *config.Config) {
+		c.Evaluation.Mode = "off"
+		c.Server.RequestTimeout = config.Duration(time.Nanosecond)
+	})
 	rec, err := th.app.Self.CreateSona(context.Background(), "slow")
 	if err != nil {
 		t.Fatal(err)
