@@ -55,7 +55,7 @@ func newRoot() *cobra.Command {
 
 // clientFlags adds --server and --json to a command that talks to Memoria.
 func clientFlags(cmd *cobra.Command, g *globals) {
-	cmd.Flags().StringVar(&g.server, "server", "", "URL of a running server (default: open the data directory in this process)")
+	cmd.Flags().StringVar(&g.server, "server", "", "URL of a running server (default: open the data directory in this process); its token from $"+config.EnvToken)
 	cmd.Flags().BoolVar(&g.json, "json", false, "print JSON")
 }
 
@@ -84,7 +84,7 @@ func (g *globals) loadConfig(defaultLevel string) (config.Config, error) {
 // server on the data directory, and a function that releases it.
 func (g *globals) connect(ctx context.Context) (*client.Client, func(), error) {
 	if g.server != "" {
-		return client.New(g.server, nil), func() {}, nil
+		return client.New(g.server, nil).WithToken(os.Getenv(config.EnvToken)), func() {}, nil
 	}
 	cfg, err := g.loadConfig("warn")
 	if err != nil {
