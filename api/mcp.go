@@ -21,6 +21,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/memoria-ai/memoria/memory"
@@ -525,7 +526,12 @@ func (m *mcpTools) readMemory(ctx context.Context, req *mcp.ReadResourceRequest)
 	if err != nil {
 		return nil, m.resourceError(uri, err)
 	}
-	body, err := MarshalJSON(out)
+	return m.jsonResource(uri, out)
+}
+
+// jsonResource renders an API message as a JSON resource.
+func (m *mcpTools) jsonResource(uri string, msg proto.Message) (*mcp.ReadResourceResult, error) {
+	body, err := MarshalJSON(msg)
 	if err != nil {
 		return nil, m.resourceError(uri, err)
 	}
@@ -579,9 +585,5 @@ func (m *mcpTools) readSona(ctx context.Context, req *mcp.ReadResourceRequest) (
 	if err != nil {
 		return nil, m.resourceError(uri, err)
 	}
-	body, err := MarshalJSON(rec)
-	if err != nil {
-		return nil, m.resourceError(uri, err)
-	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(body)}}}, nil
+	return m.jsonResource(uri, rec)
 }
