@@ -113,7 +113,7 @@ func (a *sonaActor) idle() bool {
 func (a *sonaActor) spawnTiers(ctx actor.Context) {
 	a.tiers, a.tierBusy = map[string]*actor.PID{}, map[string]bool{}
 	for _, name := range tiers.Names {
-		props := actor.PropsFromProducer(func() actor.Actor { return newTierActor(a.sys, a.id, name) })
+		props := actor.PropsFromProducer(func() actor.Actor { return newTierActor(a.sys, a.id, name) }, a.sys.mailbox("tier"))
 		pid, err := ctx.SpawnNamed(props, name)
 		if err != nil {
 			panic(fmt.Errorf("actors: sona %s: spawn %s: %w", a.id, name, err))
@@ -380,10 +380,12 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		vec      []float32
 	}
 	async(ctx, a.sys, a.sys.stepTimeout(), func(c context.Context) (thought, error) {
+		start := time.Now()
 		recalled, err := self.Recall(c, memory.Query{
 			Sona: a.id, Text: req.Content, Vector: input.Vector, AgentID: req.AgentId,
-			K: int(req.K), Budget: int(req.BudgetChars), Exclude: []cid.Cid{input.CID},
+			K: int(req.K), Budget: int(req.BudgetChars), Exclude: []cid.Cid{input.CID}, Scope: req.Scope,
 		})
+		a.sys.metrics.ObserveRecall("chat", time.Since(start))
 		if err != nil {
 			return thought{}, err
 		}

@@ -83,7 +83,7 @@ func (a *sonasActor) deliver(ctx actor.Context, id string, e envelope) {
 			return
 		}
 		ac := a.sys.cfg.Actors
-		props := actor.PropsFromProducer(func() actor.Actor { return newSonaActor(a.sys, id) },
+		props := actor.PropsFromProducer(func() actor.Actor { return newSonaActor(a.sys, id) }, a.sys.mailbox("sona"),
 			// for the sona's tier actors: restart with backoff
 			actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 100*time.Millisecond, 30*time.Second, a.sys.clock)))
 		pid := ctx.SpawnPrefix(props, "sona-"+id+"-")

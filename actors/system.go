@@ -119,7 +119,8 @@ func Start(o Options) (*System, error) {
 	}
 
 	ac := o.Config.Actors
-	rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{sys: s} },
+	s.observeRestarts()
+	rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{sys: s} }, s.mailbox("root"),
 		actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 100*time.Millisecond, 30*time.Second, o.Clock)))
 	root, err := as.Root.SpawnNamed(rootProps, "root")
 	if err != nil {
@@ -172,7 +173,7 @@ func (r *rootActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		ac := r.sys.cfg.Actors
-		props := actor.PropsFromProducer(func() actor.Actor { return newSonasActor(r.sys) },
+		props := actor.PropsFromProducer(func() actor.Actor { return newSonasActor(r.sys) }, r.sys.mailbox("sonas"),
 			actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 0, 0, r.sys.clock)))
 		// The heartbeat, consensus and evaluator actors restart with
 		// backoff: their state is in the store.
@@ -180,12 +181,12 @@ func (r *rootActor) Receive(ctx actor.Context) {
 		r.children = map[string]*actor.PID{}
 		children := map[string]*actor.Props{
 			"sonas":     props,
-			"heartbeat": actor.PropsFromProducer(func() actor.Actor { return &heartbeatActor{sys: r.sys} }, actor.WithSupervisor(backoff)),
-			"consensus": actor.PropsFromProducer(func() actor.Actor { return &consensusActor{sys: r.sys} }, actor.WithSupervisor(backoff)),
-			"evaluator": actor.PropsFromProducer(func() actor.Actor { return &evaluatorActor{sys: r.sys} }, actor.WithSupervisor(backoff)),
+			"heartbeat": actor.PropsFromProducer(func() actor.Actor { return &heartbeatActor{sys: r.sys} }, r.sys.mailbox("heartbeat"), actor.WithSupervisor(backoff)),
+			"consensus": actor.PropsFromProducer(func() actor.Actor { return &consensusActor{sys: r.sys} }, r.sys.mailbox("consensus"), actor.WithSupervisor(backoff)),
+			"evaluator": actor.PropsFromProducer(func() actor.Actor { return &evaluatorActor{sys: r.sys} }, r.sys.mailbox("evaluator"), actor.WithSupervisor(backoff)),
 		}
 		if r.sys.anchorSink != nil {
-			children["anchors"] = actor.PropsFromProducer(func() actor.Actor { return &anchorsActor{sys: r.sys} }, actor.WithSupervisor(backoff))
+			children["anchors"] = actor.PropsFromProducer(func() actor.Actor { return &anchorsActor{sys: r.sys} }, r.sys.mailbox("anchors"), actor.WithSupervisor(backoff))
 		}
 		for name, p := range children {
 			pid, err := ctx.SpawnNamed(p, name)
@@ -263,10 +264,12 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	recalled, err := s.self.Recall(ctx, memory.Query{
 		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars),
-		AgentID: req.AgentId, Peek: true, // a query leaves no trace
+		AgentID: req.AgentId, Scope: req.Scope, Peek: true, // a query leaves no trace
 	})
+	s.metrics.ObserveRecall("query", time.Since(start))
 	if err != nil {
 		return nil, err
 	}

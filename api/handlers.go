@@ -31,13 +31,10 @@ func parseCID(v string) (cid.Cid, error) {
 	return c, nil
 }
 
-// sonaParam reads the {uuid} path value and checks the sona exists.
+// sonaParam reads the {uuid} path value and checks the principal may use
+// the sona and that it exists.
 func (s *Server) sonaParam(r *http.Request) (*messages.Sona, error) {
-	id, ok := memory.CanonicalUUID(r.PathValue("uuid"))
-	if !ok {
-		return nil, badRequest("invalid_uuid", "malformed sona uuid %q", id)
-	}
-	return s.self.Sona(id)
+	return s.sonaByUUID(r.Context(), r.PathValue("uuid"))
 }
 
 func (s *Server) limit(r *http.Request) (int, error) {
@@ -76,7 +73,7 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	out, err := s.loadRendered(c)
+	out, err := s.memoryOp(r.Context(), c)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -89,6 +86,10 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getEvaluation(w http.ResponseWriter, r *http.Request) {
 	c, err := parseCID(r.PathValue("cid"))
 	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if err := s.allowMemory(r.Context(), c); err != nil {
 		s.fail(w, err)
 		return
 	}
@@ -112,7 +113,7 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
 	var ids []cid.Cid
 	var next string
 	if ref := r.URL.Query().Get("sona"); ref != "" {
-		rec, err := s.self.ResolveSona(ref)
+		rec, err := s.resolveSona(r.Context(), ref)
 		if err != nil {
 			s.fail(w, err)
 			return
@@ -122,6 +123,10 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	} else {
+		if err := requireUnscoped(r.Context(), "listing every memory (name one with ?sona=)"); err != nil {
+			s.fail(w, err)
+			return
+		}
 		if cursor != "" {
 			if _, err := parseCID(cursor); err != nil {
 				s.fail(w, badRequest("invalid_cursor", "cursor must be a memory CID from next_cursor, got %q", cursor))
@@ -216,22 +221,11 @@ func (s *Server) listSonas(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	var page memory.Page[*messages.Sona]
-	if name := r.URL.Query().Get("name"); name != "" {
-		page, err = s.self.ListSonasNamed(name, r.URL.Query().Get("cursor"), limit)
-	} else {
-		page, err = s.self.ListSonas(r.URL.Query().Get("cursor"), limit)
-	}
+	q := r.URL.Query()
+	resp, err := s.listSonasOp(r.Context(), q.Get("name"), q.Get("cursor"), limit)
 	if err != nil {
 		s.fail(w, err)
 		return
-	}
-	resp := &messages.ListSonasResponse{Items: page.Items}
-	if resp.Items == nil {
-		resp.Items = []*messages.Sona{}
-	}
-	if page.Next != "" {
-		resp.NextCursor = &page.Next
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -242,7 +236,7 @@ func (s *Server) createSona(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	rec, err := s.self.CreateSona(r.Context(), req.Name)
+	rec, err := s.createSonaOp(r.Context(), req.Name)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -251,7 +245,7 @@ func (s *Server) createSona(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, rec)
 }
 
-// chatRequest decodes and checks a chat or query body.
+// chatRequest decodes a chat or query body (chatOp and queryOp check it).
 func (s *Server) chatRequest(r *http.Request) (*messages.Sona, *messages.ChatRequest, error) {
 	rec, err := s.sonaParam(r)
 	if err != nil {
@@ -261,23 +255,7 @@ func (s *Server) chatRequest(r *http.Request) (*messages.Sona, *messages.ChatReq
 	if err := decode(r, &req); err != nil {
 		return nil, nil, err
 	}
-	if strings.TrimSpace(req.Content) == "" {
-		return nil, nil, badRequest("invalid", "content must not be empty")
-	}
-	if err := s.checkRecallBounds(req.K, req.BudgetChars); err != nil {
-		return nil, nil, err
-	}
 	return rec, &req, nil
-}
-
-func (s *Server) checkRecallBounds(k, budget int32) error {
-	if k < 0 || int(k) > s.cfg.Server.MaxK {
-		return badRequest("invalid", "k must be within 0..%d (0 = default %d)", s.cfg.Server.MaxK, s.cfg.Recall.TopK)
-	}
-	if budget < 0 || int(budget) > s.cfg.Server.MaxBudgetChars {
-		return badRequest("invalid", "budget_chars must be within 0..%d (0 = default %d)", s.cfg.Server.MaxBudgetChars, s.cfg.Recall.BudgetChars)
-	}
-	return nil
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -286,7 +264,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	resp, err := s.sys.Advance(r.Context(), rec.Uuid, req)
+	resp, err := s.chatOp(r.Context(), rec, req)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -300,7 +278,7 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	resp, err := s.sys.Query(r.Context(), rec.Uuid, req)
+	resp, err := s.queryOp(r.Context(), rec, req)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -319,18 +297,7 @@ func (s *Server) recall(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	if strings.TrimSpace(req.Query) == "" {
-		s.fail(w, badRequest("invalid", "query must not be empty"))
-		return
-	}
-	if err := s.checkRecallBounds(req.K, req.BudgetChars); err != nil {
-		s.fail(w, err)
-		return
-	}
-	recalled, err := s.self.Recall(r.Context(), memory.Query{
-		Sona: rec.Uuid, Text: req.Query, K: int(req.K), Budget: int(req.BudgetChars),
-		AgentID: req.AgentId, Scope: req.Scope, AsOf: req.AsOf, IncludeHidden: req.IncludeHidden,
-	})
+	recalled, err := s.recallOp(r.Context(), rec, &req)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -372,55 +339,16 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	if req.Sona == "" {
-		s.fail(w, badRequest("invalid", "sona is required (uuid or unambiguous name)"))
-		return
-	}
-	rec, err := s.self.ResolveSona(req.Sona)
+	resp, created, err := s.insertOp(r.Context(), &req)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	m, err := memoryFromInsert(&req)
-	if err != nil {
-		s.fail(w, err)
-		return
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
 	}
-	if err := memory.ValidateAgentID(req.AgentId); err != nil {
-		s.fail(w, err)
-		return
-	}
-	dedup := s.cfg.Recall.Dedup
-	if req.Dedup != nil {
-		dedup = *req.Dedup
-	}
-	meta := &messages.MemoryMeta{Kind: req.Kind, AgentId: req.AgentId, Labels: req.Labels}
-	p, dup, err := s.self.PrepareInsert(r.Context(), rec.Uuid, m, meta, dedup)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	if dup != nil {
-		if err := s.self.ReinforceDuplicate(r.Context(), dup.Existing); err != nil {
-			s.fail(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, &messages.InsertResponse{
-			Cid: dup.Existing.String(), Deduplicated: true,
-			Similarity: &dup.Similarity, Threshold: &dup.Threshold.Value,
-		})
-		return
-	}
-	res, err := s.sys.Append(r.Context(), rec.Uuid, p)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	status := http.StatusCreated
-	if res.Seq == nil {
-		status = http.StatusOK
-	}
-	writeJSON(w, status, &messages.InsertResponse{Cid: res.Cid, Seq: res.Seq, Existed: res.Seq == nil})
+	writeJSON(w, status, resp)
 }
 
 // memoryFromInsert builds the memory an insert request describes.
@@ -488,34 +416,10 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	mimeType, name := "", ""
-	content := c
-	if c.Prefix().Codec == memory.CodecDagCBOR {
-		m, _, err := s.self.Get(c)
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
-		f := m.Data.File
-		if f == nil {
-			s.fail(w, badRequest("not_a_file", "%s is a %s memory, not a file", c, m.Data.Kind()))
-			return
-		}
-		content = f.Content
-		if f.MimeType != nil {
-			mimeType = *f.MimeType
-		}
-		if f.Name != nil {
-			name = *f.Name
-		}
-	}
-	data, err := s.self.Block(content)
+	data, mimeType, name, err := s.fileOp(r.Context(), c)
 	if err != nil {
 		s.fail(w, err)
 		return
-	}
-	if mimeType == "" {
-		mimeType = http.DetectContentType(data)
 	}
 	immutable(w, c.String())
 	// Files are user content served from the API's origin: never let one

@@ -19,18 +19,22 @@ import (
 
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
 	"google.golang.org/protobuf/proto"
 )
 
-// Server serves the REST API.
+// Server serves the REST API, MCP over streamable HTTP at /mcp, and
+// whatever else is mounted on its mux, behind one authentication check.
 type Server struct {
-	self *memory.Self
-	sys  *actors.System
-	cfg  config.Config
-	log  *slog.Logger
-	mux  *http.ServeMux
+	self    *memory.Self
+	sys     *actors.System
+	cfg     config.Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	tokens  *tokens
+	metrics *metrics.Set // nil: nothing is recorded
 }
 
 // NewServer builds the REST API over a self and its actor system.
@@ -38,15 +42,22 @@ func NewServer(self *memory.Self, sys *actors.System, cfg config.Config, log *sl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{self: self, sys: sys, cfg: cfg, log: log, mux: http.NewServeMux()}
+	s := &Server{self: self, sys: sys, cfg: cfg, log: log, mux: http.NewServeMux(), tokens: newTokens(cfg.Server.Auth)}
 	s.routes()
 	return s
 }
 
-// ServeMetrics serves h (the Prometheus metrics) at GET /metrics.
-func (s *Server) ServeMetrics(h http.Handler) {
-	s.mux.Handle("GET /metrics", h)
+// ServeMetrics records the HTTP and recall metrics in m and serves m at
+// GET /metrics.
+func (s *Server) ServeMetrics(m *metrics.Set) {
+	s.metrics = m
+	s.mux.Handle("GET /metrics", m.Handler())
 }
+
+// Mux is the mux the routes are registered on, for transports mounted
+// beside the REST API (the gateway): whatever it serves is behind
+// ServeHTTP's authentication, limits and metrics.
+func (s *Server) Mux() *http.ServeMux { return s.mux }
 
 func (s *Server) routes() {
 	m := s.mux
@@ -77,6 +88,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /export", s.export)
 	m.HandleFunc("POST /import", s.importExport)
 	m.HandleFunc("GET /anchors", s.anchors)
+	m.Handle("/mcp", s.mcpHTTP())
 }
 
 // transfers are the routes that move a whole self: they get
@@ -84,10 +96,15 @@ func (s *Server) routes() {
 // request limits.
 var transfers = map[string]bool{"GET /export": true, "POST /import": true}
 
-// ServeHTTP applies the request limits, turns panics into 500s and the
-// mux's own 404/405 answers into JSON errors.
+// ServeHTTP authenticates the request, applies the request limits, turns
+// panics into 500s and the mux's own 404/405 answers into JSON errors, and
+// records the request's metrics by route (the mux pattern).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	h, pattern := s.mux.Handler(r)
+	rw := &statusWriter{ResponseWriter: w}
+	w = rw
+	defer func() { s.metrics.ObserveHTTP(pattern, r.Method, rw.code(), time.Since(start)) }()
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
@@ -97,12 +114,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "internal", "internal error")
 		}
 	}()
-	h, pattern := s.mux.Handler(r)
+	// A principal already in the context was set in process (the embedded
+	// client, tests): a remote request cannot carry one.
+	p, inProcess := r.Context().Value(principalKey{}).(*Principal)
+	if !inProcess || p == nil {
+		if p = s.authorize(w, r, pattern); p == nil {
+			return
+		}
+	}
 	timeout, limit := s.cfg.Server.RequestTimeout.D(), s.cfg.Server.MaxBodyBytes
 	if transfers[pattern] {
 		timeout, limit = s.cfg.Server.TransferTimeout.D(), s.cfg.Server.MaxImportBytes
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	ctx, cancel := context.WithTimeout(WithPrincipal(r.Context(), p), timeout)
 	defer cancel()
 	r = r.WithContext(ctx)
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
@@ -123,6 +147,43 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mux.ServeHTTP(w, r) // sets the path values h reads
 	s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "took", time.Since(start))
+}
+
+// statusWriter remembers the status a handler answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets streamed responses (MCP's event streams, exports) through.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
 }
 
 type statusRecorder struct {
@@ -149,35 +210,43 @@ func badRequest(code, format string, args ...any) error {
 
 // fail writes err as a JSON error with the status its class deserves.
 func (s *Server) fail(w http.ResponseWriter, err error) {
+	status, code, msg := s.classify(err)
+	writeError(w, status, code, msg)
+}
+
+// classify gives an error its HTTP status, code and message (REST writes
+// them as a JSON error, MCP as a tool error), and logs the server's own
+// failures.
+func (s *Server) classify(err error) (status int, code, msg string) {
 	var ae *apiError
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &ae):
-		writeError(w, ae.status, ae.code, ae.msg)
+		return ae.status, ae.code, ae.msg
 	case errors.As(err, &mbe):
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+		return http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)
 	case errors.Is(err, memory.ErrInvalid):
-		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return http.StatusBadRequest, "invalid", err.Error()
 	case errors.Is(err, memory.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		return http.StatusNotFound, "not_found", err.Error()
 	case errors.Is(err, memory.ErrTooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())
+		return http.StatusRequestEntityTooLarge, "too_large", err.Error()
 	case errors.Is(err, memory.ErrAmbiguous), errors.Is(err, memory.ErrChainConflict):
-		writeError(w, http.StatusConflict, "conflict", err.Error())
+		return http.StatusConflict, "conflict", err.Error()
 	case errors.Is(err, actors.ErrLLM):
-		writeError(w, http.StatusBadGateway, "llm_failed", err.Error())
+		return http.StatusBadGateway, "llm_failed", err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusGatewayTimeout, "timeout", err.Error())
+		return http.StatusGatewayTimeout, "timeout", fmt.Sprintf("the request took longer than allowed (server.request_timeout %s): %v", s.cfg.Server.RequestTimeout, err)
 	case errors.Is(err, context.Canceled):
-		writeError(w, 499, "canceled", "the client went away")
+		return 499, "canceled", "the client went away"
 	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, memory.ErrClosed):
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		return http.StatusServiceUnavailable, "unavailable", err.Error()
 	case errors.Is(err, memory.ErrCorrupt):
 		s.log.Error("corruption", "err", err)
-		writeError(w, http.StatusInternalServerError, "corrupt", err.Error())
+		return http.StatusInternalServerError, "corrupt", err.Error()
 	default:
 		s.log.Error("internal error", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return http.StatusInternalServerError, "internal", err.Error()
 	}
 }
 

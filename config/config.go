@@ -11,13 +11,16 @@
 package config
 
 import (
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 
 	"errors"
 	"fmt"
 	"math"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -73,6 +76,67 @@ type Server struct {
 	// TransferTimeout bounds GET /export and POST /import, instead of
 	// request_timeout.
 	TransferTimeout Duration `yaml:"transfer_timeout"`
+	// Auth holds the bearer tokens. With none, every request is allowed,
+	// and serve refuses to listen on anything but a loopback address.
+	Auth Auth `yaml:"auth"`
+}
+
+// Auth is the server's bearer-token authentication (REST, /mcp, /ipfs/).
+type Auth struct {
+	// Tokens that may call the server. Stored hashed: `memoria token new`
+	// makes a token and its entry, `memoria token hash` hashes one.
+	Tokens []Token `yaml:"tokens,omitempty"`
+}
+
+// Token is one bearer token: a name for logs, the SHA-256 of the secret,
+// its scopes and optionally the sonas it is limited to.
+type Token struct {
+	// Name identifies the token in logs and errors (never the secret).
+	Name string `yaml:"name"`
+	// Hash is "sha256:" and the hex SHA-256 of the token (see HashToken).
+	Hash string `yaml:"hash"`
+	// Scopes: read, write, admin; each includes the ones before it.
+	Scopes []string `yaml:"scopes"`
+	// Sonas, when set, limits the token to these sona uuids: it cannot
+	// read, recall from or list any other sona's memories, nor use the
+	// routes that are not tied to a sona (see README, Auth).
+	Sonas []string `yaml:"sonas,omitempty"`
+}
+
+// TokenHashPrefix starts every stored token hash.
+const TokenHashPrefix = "sha256:"
+
+// HashToken is the form in which a token is stored in the config.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return TokenHashPrefix + hex.EncodeToString(sum[:])
+}
+
+// Scopes a token may carry, weakest first.
+var Scopes = []string{"read", "write", "admin"}
+
+// IsLoopback reports whether a listen address (host:port) only accepts
+// connections from this machine: a loopback IP or "localhost". An empty
+// host, 0.0.0.0, :: or any other name listens beyond the machine.
+func IsLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckExposure refuses a listen address beyond this machine unless
+// tokens are configured.
+func (s Server) CheckExposure(listen string) error {
+	if len(s.Auth.Tokens) == 0 && !IsLoopback(listen) {
+		return fmt.Errorf("config: server.auth.tokens: refusing to listen on %s (not a loopback address) without tokens: add one with `memoria token new`, or listen on 127.0.0.1", listen)
+	}
+	return nil
 }
 
 // Store configures the Badger store and its group commit.
@@ -531,6 +595,7 @@ func (c *Config) Validate() error {
 		bad("server.max_import_bytes", "must be positive, got %d", c.Server.MaxImportBytes)
 	}
 	posDur("server.transfer_timeout", c.Server.TransferTimeout)
+	c.validateTokens(bad)
 
 	positive("store.max_batch", c.Store.MaxBatch)
 	positive("store.max_block_bytes", c.Store.MaxBlockBytes)
@@ -869,3 +934,38 @@ func (c *Config) validateEvaluation(bad func(string, string, ...any), positive f
 		}
 	}
 }
+
+var tokenHash = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+func (c *Config) validateTokens(bad func(string, string, ...any)) {
+	names := map[string]bool{}
+	hashes := map[string]bool{}
+	for i, t := range c.Server.Auth.Tokens {
+		key := fmt.Sprintf("server.auth.tokens[%d]", i)
+		if strings.TrimSpace(t.Name) == "" || names[t.Name] {
+			bad(key+".name", "needs a name of its own, got %q", t.Name)
+		}
+		names[t.Name] = true
+		if !tokenHash.MatchString(t.Hash) {
+			bad(key+".hash", "want sha256:<64 lower-case hex digits> (from `memoria token hash`), not the token itself")
+		} else if hashes[t.Hash] {
+			bad(key+".hash", "repeats the hash of another token")
+		}
+		hashes[t.Hash] = true
+		if len(t.Scopes) == 0 {
+			bad(key+".scopes", "must list at least one of read, write, admin")
+		}
+		for _, sc := range t.Scopes {
+			if !slices.Contains(Scopes, sc) {
+				bad(key+".scopes", "want read, write or admin, got %q", sc)
+			}
+		}
+		for _, id := range t.Sonas {
+			if !uuidPattern.MatchString(id) {
+				bad(key+".sonas", "want sona uuids (lower-case, hyphenated), got %q", id)
+			}
+		}
+	}
+}
+
+var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)

@@ -22,6 +22,10 @@ const EnvPrefix = "MEMORIA_"
 // EnvConfigFile names the config file when --config is not given.
 const EnvConfigFile = EnvPrefix + "CONFIG"
 
+// EnvToken is the bearer token the CLI sends to a server given with
+// --server (never read from a flag, which other users may see).
+const EnvToken = EnvPrefix + "TOKEN"
+
 // Duration is a time.Duration written as "30s", "6h" or "1e7s" in YAML and
 // the environment.
 type Duration time.Duration
@@ -129,7 +133,7 @@ func applyEnv(c *Config, environ []string) error {
 	if len(env) == 0 {
 		return nil
 	}
-	known := map[string]bool{EnvConfigFile: true}
+	known := map[string]bool{EnvConfigFile: true, EnvToken: true}
 	var errs []error
 	walkLeaves(reflect.ValueOf(c).Elem(), nil, func(path []string, v reflect.Value) {
 		name := envName(path)

@@ -609,3 +609,15 @@ func listKeys(txn *badger.Txn, prefix, start []byte, limit int, visit func(k []b
 	}
 	return nil
 }
+
+// IndexSizes reports the derived indexes' sizes: the vectors in the HNSW
+// index and the documents in the full-text index.
+func (s *Self) IndexSizes() map[string]int64 {
+	out := map[string]int64{"vector": int64(s.index.Len())}
+	if s.text != nil {
+		if n, err := s.text.idx.Len(); err == nil {
+			out["text"] = int64(n)
+		}
+	}
+	return out
+}

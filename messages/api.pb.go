@@ -77,7 +77,11 @@ type ChatRequest struct {
 	// Memories to recall before expansion (default from config).
 	K int32 `protobuf:"varint,4,opt,name=k,proto3" json:"k,omitempty"`
 	// Character budget of the recalled context (default from config).
-	BudgetChars   int32 `protobuf:"varint,5,opt,name=budget_chars,json=budgetChars,proto3" json:"budget_chars,omitempty"`
+	BudgetChars int32 `protobuf:"varint,5,opt,name=budget_chars,json=budgetChars,proto3" json:"budget_chars,omitempty"`
+	// Recall scope: "self" (every sona, weighted by sona similarity) or
+	// "sona" (this sona and the backbone); "" = recall.scope. A sona-scoped
+	// token always recalls in "sona" scope.
+	Scope         string `protobuf:"bytes,6,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -145,6 +149,13 @@ func (x *ChatRequest) GetBudgetChars() int32 {
 		return x.BudgetChars
 	}
 	return 0
+}
+
+func (x *ChatRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
 }
 
 type MemoryRef struct {
@@ -1441,13 +1452,14 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x14memoria/v1/api.proto\x12\n" +
 	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17memoria/v1/memory.proto\"'\n" +
 	"\x11CreateSonaRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x87\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x9d\x01\n" +
 	"\vChatRequest\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
 	"\bagent_id\x18\x03 \x01(\tR\aagentId\x12\f\n" +
 	"\x01k\x18\x04 \x01(\x05R\x01k\x12!\n" +
-	"\fbudget_chars\x18\x05 \x01(\x05R\vbudgetChars\"\x1d\n" +
+	"\fbudget_chars\x18\x05 \x01(\x05R\vbudgetChars\x12\x14\n" +
+	"\x05scope\x18\x06 \x01(\tR\x05scope\"\x1d\n" +
 	"\tMemoryRef\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\"j\n" +
 	"\x05Reply\x12\x10\n" +

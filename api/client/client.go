@@ -23,8 +23,15 @@ import (
 
 // Client talks to one Memoria server.
 type Client struct {
-	base string
-	hc   *http.Client
+	base  string
+	hc    *http.Client
+	token string
+}
+
+// WithToken sends token as Authorization: Bearer on every request.
+func (c *Client) WithToken(token string) *Client {
+	c.token = token
+	return c
 }
 
 // New returns a client of the server at base (e.g. http://127.0.0.1:7777).
@@ -35,7 +42,9 @@ func New(base string, hc *http.Client) *Client {
 	return &Client{base: strings.TrimRight(base, "/"), hc: hc}
 }
 
-// Embedded returns a client that calls h in process, without a network.
+// Embedded returns a client that calls h in process, without a network,
+// as the local user (api.Local: no token needed, whatever tokens the
+// server's config names).
 func Embedded(h http.Handler) *Client {
 	return New("http://embedded", &http.Client{Transport: handlerTransport{h}})
 }
@@ -53,7 +62,7 @@ func (t handlerTransport) RoundTrip(r *http.Request) (resp *http.Response, err e
 			resp, err = nil, fmt.Errorf("%s %s: the server cut the response short", r.Method, r.URL.Path)
 		}
 	}()
-	t.h.ServeHTTP(rec, r)
+	t.h.ServeHTTP(rec, r.WithContext(api.WithPrincipal(r.Context(), api.Local)))
 	return rec.Result(), nil
 }
 
@@ -86,6 +95,9 @@ func (c *Client) open(ctx context.Context, method, path string, body io.Reader, 
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

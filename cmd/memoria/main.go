@@ -48,14 +48,14 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.configFile, "config", "", "YAML config file (default $"+config.EnvConfigFile+")")
 	pf.StringVar(&g.dataDir, "data", "", "data directory (default ./memoria-data)")
 	pf.StringVar(&g.logLevel, "log-level", "", "debug | info | warn | error")
-	root.AddCommand(serveCmd(g), chatCmd(g), insertCmd(g), recallCmd(g), sonasCmd(g), demoCmd(g), configCmd(g), evalCmd(g), reindexCmd(g), tiersCmd(g),
+	root.AddCommand(serveCmd(g), mcpCmd(g), tokenCmd(g), chatCmd(g), insertCmd(g), recallCmd(g), sonasCmd(g), demoCmd(g), configCmd(g), evalCmd(g), reindexCmd(g), tiersCmd(g),
 		heartbeatCmd(g), compactCmd(g), exportCmd(g), importCmd(g), anchorsCmd(g))
 	return root
 }
 
 // clientFlags adds --server and --json to a command that talks to Memoria.
 func clientFlags(cmd *cobra.Command, g *globals) {
-	cmd.Flags().StringVar(&g.server, "server", "", "URL of a running server (default: open the data directory in this process)")
+	cmd.Flags().StringVar(&g.server, "server", "", "URL of a running server (default: open the data directory in this process); its token from $"+config.EnvToken)
 	cmd.Flags().BoolVar(&g.json, "json", false, "print JSON")
 }
 
@@ -84,7 +84,7 @@ func (g *globals) loadConfig(defaultLevel string) (config.Config, error) {
 // server on the data directory, and a function that releases it.
 func (g *globals) connect(ctx context.Context) (*client.Client, func(), error) {
 	if g.server != "" {
-		return client.New(g.server, nil), func() {}, nil
+		return client.New(g.server, nil).WithToken(os.Getenv(config.EnvToken)), func() {}, nil
 	}
 	cfg, err := g.loadConfig("warn")
 	if err != nil {

@@ -109,9 +109,10 @@ type server struct {
 	err    error         // its exit status, once exited
 }
 
-func startServer(t *testing.T, dataDir string) *server {
+// startServer runs `memoria serve` on dataDir, with extra arguments.
+func startServer(t *testing.T, dataDir string, extra ...string) *server {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--data", dataDir, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(binary, append([]string{"serve", "--data", dataDir, "--listen", "127.0.0.1:0"}, extra...)...)
 	cmd.Env = cleanEnv()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

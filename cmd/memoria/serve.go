@@ -17,7 +17,7 @@ func serveCmd(g *globals) *cobra.Command {
 	var listen string
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the server (REST API) on the data directory",
+		Short: "Run the server (REST API, MCP at /mcp, metrics) on the data directory",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.loadConfig("")
@@ -29,6 +29,9 @@ func serveCmd(g *globals) *cobra.Command {
 				if err := cfg.Validate(); err != nil {
 					return err
 				}
+			}
+			if err := cfg.Server.CheckExposure(cfg.Server.Listen); err != nil {
+				return err
 			}
 			log, sync := app.NewLogger(cfg.Log, os.Stderr)
 			defer sync()
@@ -45,7 +48,8 @@ func serveCmd(g *globals) *cobra.Command {
 			srv := &http.Server{Handler: a.API, ReadHeaderTimeout: 10 * time.Second}
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
-			log.Info("memoria serving", "listen", "http://"+ln.Addr().String(), "data", cfg.DataDir)
+			log.Info("memoria serving", "listen", "http://"+ln.Addr().String(), "data", cfg.DataDir,
+				"tokens", len(cfg.Server.Auth.Tokens)) // how many, never which
 			select {
 			case err := <-done:
 				return err

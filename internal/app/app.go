@@ -72,7 +72,12 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 		return nil, err
 	}
 	srv := api.NewServer(self, sys, cfg, log)
-	srv.ServeMetrics(m.Handler())
+	srv.ServeMetrics(m)
+	m.WatchState(func() metrics.State {
+		sonas, mems := self.Counts()
+		lsm, vlog := self.Store().DB().Size()
+		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), LSMBytes: lsm, VlogBytes: vlog}
+	})
 	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m}, nil
 }
 

@@ -5,6 +5,8 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -30,6 +32,19 @@ type Set struct {
 	// EvaluationFailures counts archetype answers that were invalid
 	// twice (recorded, not stored), by archetype.
 	EvaluationFailures *prometheus.CounterVec
+
+	// HTTPRequests counts requests by route (the mux pattern, "unmatched"
+	// for none), method and status; HTTPDuration times them.
+	HTTPRequests *prometheus.CounterVec
+	HTTPDuration *prometheus.HistogramVec
+	// RecallDuration times recalls, by operation (recall, chat, query).
+	RecallDuration *prometheus.HistogramVec
+	// ActorRestarts counts actor restarts by supervisor decision, by actor
+	// kind (sona, tier, heartbeat, …).
+	ActorRestarts *prometheus.CounterVec
+	// MailboxDepth is how many messages wait in the mailboxes of each actor
+	// kind.
+	MailboxDepth *prometheus.GaugeVec
 }
 
 // New registers the metrics, with Go runtime and process collectors.
@@ -58,6 +73,29 @@ func New() *Set {
 			Help: "Archetype evaluations whose answer was invalid twice and was recorded as failed, by archetype.",
 		}, []string{"archetype"}),
 	}
+	s.HTTPRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "memoria_http_requests_total",
+		Help: "HTTP requests, by route (mux pattern), method and status.",
+	}, []string{"route", "method", "status"})
+	s.HTTPDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "memoria_http_request_duration_seconds",
+		Help:    "HTTP request latency, by route (mux pattern) and status.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5 ms … 131 s
+	}, []string{"route", "status"})
+	s.RecallDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "memoria_recall_duration_seconds",
+		Help:    "Recall latency, by operation (recall, chat, query).",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12), // 0.1 ms … 18 s
+	}, []string{"op"})
+	s.ActorRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "memoria_actor_restarts_total",
+		Help: "Actor restarts decided by a supervisor, by actor kind.",
+	}, []string{"actor"})
+	s.MailboxDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "memoria_actor_mailbox_depth",
+		Help: "Messages waiting in actor mailboxes, by actor kind.",
+	}, []string{"actor"})
+	r.MustRegister(s.HTTPRequests, s.HTTPDuration, s.RecallDuration, s.ActorRestarts, s.MailboxDepth)
 	r.MustRegister(s.TierTransitions, s.TierFallbacks, s.TierFailures, s.Evaluations, s.EvaluationFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s
@@ -105,4 +143,88 @@ func (s *Set) EvaluationFailure(archetype string) {
 	if s != nil {
 		s.EvaluationFailures.WithLabelValues(archetype).Inc()
 	}
+}
+
+// ObserveHTTP records a request answered by route (a mux pattern; ""
+// when none matched).
+func (s *Set) ObserveHTTP(route, method string, status int, took time.Duration) {
+	if s == nil {
+		return
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	code := strconv.Itoa(status)
+	s.HTTPRequests.WithLabelValues(route, method, code).Inc()
+	s.HTTPDuration.WithLabelValues(route, code).Observe(took.Seconds())
+}
+
+// ObserveRecall records how long a recall took.
+func (s *Set) ObserveRecall(op string, took time.Duration) {
+	if s != nil {
+		s.RecallDuration.WithLabelValues(op).Observe(took.Seconds())
+	}
+}
+
+// ActorRestart counts a restart of an actor of this kind.
+func (s *Set) ActorRestart(kind string) {
+	if s != nil {
+		s.ActorRestarts.WithLabelValues(kind).Inc()
+	}
+}
+
+// MailboxPosted and MailboxReceived move the mailbox depth of an actor
+// kind.
+func (s *Set) MailboxPosted(kind string) {
+	if s != nil {
+		s.MailboxDepth.WithLabelValues(kind).Inc()
+	}
+}
+
+// MailboxReceived: see MailboxPosted.
+func (s *Set) MailboxReceived(kind string) {
+	if s != nil {
+		s.MailboxDepth.WithLabelValues(kind).Dec()
+	}
+}
+
+// State is what the store gauges read at each scrape.
+type State struct {
+	Sonas, Memories int64
+	// Indexes are the derived indexes' sizes by name (vectors, text, …).
+	Indexes map[string]int64
+	// LSMBytes and VlogBytes are Badger's LSM tree and value log sizes.
+	LSMBytes, VlogBytes int64
+}
+
+// WatchState registers gauges that call read at each scrape.
+func (s *Set) WatchState(read func() State) {
+	s.registry.MustRegister(&stateCollector{read: read})
+}
+
+var (
+	sonasDesc    = prometheus.NewDesc("memoria_sonas", "Sonas in the store.", nil, nil)
+	memoriesDesc = prometheus.NewDesc("memoria_memories", "Memories in the store.", nil, nil)
+	indexDesc    = prometheus.NewDesc("memoria_index_entries", "Entries in each derived index.", []string{"index"}, nil)
+	badgerDesc   = prometheus.NewDesc("memoria_badger_bytes", "Badger's on-disk size, by part (lsm, vlog).", []string{"part"}, nil)
+)
+
+type stateCollector struct{ read func() State }
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sonasDesc
+	ch <- memoriesDesc
+	ch <- indexDesc
+	ch <- badgerDesc
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.read()
+	ch <- prometheus.MustNewConstMetric(sonasDesc, prometheus.GaugeValue, float64(st.Sonas))
+	ch <- prometheus.MustNewConstMetric(memoriesDesc, prometheus.GaugeValue, float64(st.Memories))
+	for name, n := range st.Indexes {
+		ch <- prometheus.MustNewConstMetric(indexDesc, prometheus.GaugeValue, float64(n), name)
+	}
+	ch <- prometheus.MustNewConstMetric(badgerDesc, prometheus.GaugeValue, float64(st.LSMBytes), "lsm")
+	ch <- prometheus.MustNewConstMetric(badgerDesc, prometheus.GaugeValue, float64(st.VlogBytes), "vlog")
 }

@@ -1,0 +1,589 @@
+package api
+
+// MCP (seed 000, "MCP"; DESIGN.md §6.3) with the official Go SDK: the
+// tools recall, insert, query, chat, list_sonas and create_sona, and the
+// resource templates ipfs://{cid}, memoria://memory/{cid},
+// memoria://file/{cid} and memoria://sona/{uuid}. Every tool and resource
+// calls the same operations as the REST API (ops.go), so writes go through
+// the sona actors and the principal's scopes and sonas are checked the
+// same way. Served over stdio (`memoria mcp`) and streamable HTTP at /mcp.
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ipfs/go-cid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Version is the server version MCP clients are told.
+var Version = "0.1.0"
+
+// mcpSchemas caches the tools' JSON schemas: /mcp builds one server per
+// request (each bound to the request's principal).
+var mcpSchemas = mcp.NewSchemaCache()
+
+const mcpInstructions = `Memoria is a long-term memory: memories are grouped into sonas (sub-personas), each advancing one linear chain of thought.
+Start with list_sonas (or create_sona), then insert memories, recall the ones that matter for a prompt, or chat (stored) / query (not stored) with the sona's model.
+Read memories as memoria://memory/{cid}, files as memoria://file/{cid}, sonas as memoria://sona/{uuid} and raw blocks as ipfs://{cid}.`
+
+// MCPServer returns an MCP server whose tools and resources act as p
+// (Local over stdio; the request's token over HTTP).
+func (s *Server) MCPServer(p *Principal) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "memoria", Title: "Memoria", Version: Version}, &mcp.ServerOptions{
+		Instructions: mcpInstructions,
+		SchemaCache:  mcpSchemas,
+		Logger:       s.log.With("component", "mcp"),
+	})
+	m := &mcpTools{s: s, p: p}
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	mcp.AddTool(srv, &mcp.Tool{Name: "recall", Title: "Recall memories",
+		Description: "Recall the memories of a sona that matter for a query: scored, expanded along their edges within a character budget, in topological order.",
+		Annotations: readOnly}, withErrors(m, m.recall))
+	mcp.AddTool(srv, &mcp.Tool{Name: "insert", Title: "Insert a memory",
+		Description: "Store a memory in a sona without calling the model. A near-duplicate of one of the sona's memories reinforces it instead (its CID is returned)."},
+		withErrors(m, m.insert))
+	mcp.AddTool(srv, &mcp.Tool{Name: "query", Title: "Ask a sona (not stored)",
+		Description: "Recall memories for the content and have the sona's model answer, storing nothing.",
+		Annotations: readOnly}, withErrors(m, m.query))
+	mcp.AddTool(srv, &mcp.Tool{Name: "chat", Title: "Chat with a sona (stored)",
+		Description: "One turn with a sona: the input is stored, memories are recalled, the model answers, and the answer is stored with edges to what it recalled."},
+		withErrors(m, m.chat))
+	mcp.AddTool(srv, &mcp.Tool{Name: "list_sonas", Title: "List sonas",
+		Description: "List the sonas (optionally those with a name), in uuid order, a page at a time.",
+		Annotations: readOnly}, withErrors(m, m.listSonas))
+	mcp.AddTool(srv, &mcp.Tool{Name: "create_sona", Title: "Create a sona",
+		Description: "Create a sona (a sub-persona with its own chain of thought) and return it."},
+		withErrors(m, m.createSona))
+
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "ipfs", Title: "IPFS block",
+		URITemplate: "ipfs://{cid}", MIMEType: "application/vnd.ipld.raw",
+		Description: "The exact bytes of a block (a memory, an ACT or a file), verifiable against its CID."}, m.readBlock)
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "memory", Title: "Memory",
+		URITemplate: "memoria://memory/{cid}", MIMEType: "application/json",
+		Description: "A memory: its data, timestamp, edges and metadata, as JSON."}, m.readMemory)
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "file", Title: "File",
+		URITemplate: "memoria://file/{cid}",
+		Description: "A file: by a file memory's CID (with its MIME type) or by the raw block's CID."}, m.readFile)
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "sona", Title: "Sona",
+		URITemplate: "memoria://sona/{uuid}", MIMEType: "application/json",
+		Description: "A sona: its uuid, name, head ACT and chain length, as JSON."}, m.readSona)
+	return srv
+}
+
+// mcpHTTP is the streamable HTTP transport at /mcp. It is stateless: every
+// POST is a whole exchange, served by a server bound to that request's
+// principal (ServeHTTP authenticated it), so a session can never outlive
+// or borrow a token.
+func (s *Server) mcpHTTP() http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		return s.MCPServer(principalFrom(r.Context()))
+	}, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		JSONResponse:        true,
+		Logger:              s.log.With("component", "mcp"),
+		MaxRequestBodyBytes: s.cfg.Server.MaxBodyBytes,
+	})
+}
+
+// ServeMCPStdio serves MCP on stdin/stdout until the client leaves or ctx
+// ends. Nothing else may write to stdout meanwhile.
+func (s *Server) ServeMCPStdio(ctx context.Context) error {
+	return s.MCPServer(Local).Run(ctx, &mcp.StdioTransport{})
+}
+
+type mcpTools struct {
+	s *Server
+	p *Principal
+}
+
+// call gives a tool or resource handler the principal and the request
+// timeout.
+func (m *mcpTools) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(WithPrincipal(ctx, m.p), m.s.cfg.Server.RequestTimeout.D())
+}
+
+// withErrors runs a typed tool with the principal and the request timeout,
+// and turns its errors into tool errors (isError, with a message naming
+// the error's class) rather than protocol errors: the model sees what went
+// wrong.
+func withErrors[In, Out any](m *mcpTools, fn func(context.Context, In) (Out, error)) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		ctx, cancel := m.call(ctx)
+		defer cancel()
+		out, err := fn(ctx, in)
+		if err != nil {
+			var zero Out
+			return nil, zero, m.toolError(err)
+		}
+		return nil, out, nil
+	}
+}
+
+func (m *mcpTools) toolError(err error) error {
+	_, code, msg := m.s.classify(err)
+	return fmt.Errorf("%s: %s", code, msg)
+}
+
+// int32Arg narrows a tool's integer argument; out-of-range values stay out
+// of range (the bound checks reject them).
+func int32Arg(v int) int32 {
+	return int32(max(min(v, math.MaxInt32), math.MinInt32))
+}
+
+// Tool inputs and outputs. The SDK derives their JSON schemas: fields
+// without omitempty are required.
+
+// RecallInput is the recall tool's input.
+type RecallInput struct {
+	Sona        string `json:"sona" jsonschema:"the sona to recall in: its uuid or unambiguous name"`
+	Query       string `json:"query" jsonschema:"what to recall memories for"`
+	K           int    `json:"k,omitempty" jsonschema:"memories to take before edge expansion; 0 or absent: the configured default"`
+	BudgetChars int    `json:"budget_chars,omitempty" jsonschema:"character budget of the recalled memories; 0 or absent: the configured default"`
+	Scope       string `json:"scope,omitempty" jsonschema:"self (every sona, weighted by similarity) or sona (this sona and the backbone); absent: the configured default"`
+	AgentID     string `json:"agent_id,omitempty" jsonschema:"the recalling agent, for its co-access weights"`
+}
+
+// RecallOutput is the recall tool's output.
+type RecallOutput struct {
+	Memories []MemoryOutput `json:"memories" jsonschema:"the recalled memories, in topological order"`
+}
+
+// MemoryOutput is a memory as a tool returns it.
+type MemoryOutput struct {
+	CID  string `json:"cid"`
+	URI  string `json:"uri" jsonschema:"the memory as a resource"`
+	Kind string `json:"kind" jsonschema:"self, other, text or file"`
+	// Text is the memory's text (a file memory's name).
+	Text      string  `json:"text"`
+	Name      string  `json:"name,omitempty" jsonschema:"the speaker of an other or self memory, or the file name"`
+	MimeType  string  `json:"mime_type,omitempty"`
+	FileURI   string  `json:"file_uri,omitempty" jsonschema:"a file memory's content as a resource"`
+	Timestamp int64   `json:"timestamp,omitempty" jsonschema:"unix seconds"`
+	Score     float64 `json:"score,omitempty" jsonschema:"recall score"`
+	Via       string  `json:"via,omitempty" jsonschema:"how recall reached it (hit, edge, coaccess, …)"`
+}
+
+func memoryOutput(c cid.Cid, m *memory.Memory) MemoryOutput {
+	out := MemoryOutput{CID: c.String(), URI: "memoria://memory/" + c.String(), Kind: m.Data.Kind(), Text: m.Text()}
+	if m.Timestamp != nil {
+		out.Timestamp = *m.Timestamp
+	}
+	switch d := m.Data; {
+	case d.Self != nil:
+		out.Name = d.Self.Name
+	case d.Other != nil && d.Other.Name != nil:
+		out.Name = *d.Other.Name
+	case d.File != nil:
+		if d.File.Name != nil {
+			out.Name = *d.File.Name
+		}
+		if d.File.MimeType != nil {
+			out.MimeType = *d.File.MimeType
+		}
+		out.FileURI = "memoria://file/" + c.String()
+	}
+	return out
+}
+
+func (m *mcpTools) recall(ctx context.Context, in RecallInput) (RecallOutput, error) {
+	rec, err := m.s.resolveSona(ctx, in.Sona)
+	if err != nil {
+		return RecallOutput{}, err
+	}
+	recalled, err := m.s.recallOp(ctx, rec, &messages.RecallRequest{
+		Query: in.Query, K: int32Arg(in.K), BudgetChars: int32Arg(in.BudgetChars), Scope: in.Scope, AgentId: in.AgentID,
+	})
+	if err != nil {
+		return RecallOutput{}, err
+	}
+	out := RecallOutput{Memories: []MemoryOutput{}}
+	for _, rc := range recalled {
+		mo := memoryOutput(rc.CID, rc.Memory)
+		mo.Score, mo.Via = rc.Score, rc.Via
+		out.Memories = append(out.Memories, mo)
+	}
+	return out, nil
+}
+
+// InsertInput is the insert tool's input.
+type InsertInput struct {
+	Sona    string `json:"sona" jsonschema:"the sona to store the memory in: its uuid or unambiguous name"`
+	Content string `json:"content,omitempty" jsonschema:"the memory's text (required unless file is given)"`
+	Name    string `json:"name,omitempty" jsonschema:"who said it: stores an other memory with this speaker instead of a text memory"`
+	// File stores a file memory instead of a text one.
+	File *FileInput `json:"file,omitempty" jsonschema:"a file to store (as a block) and remember as a file memory, instead of content"`
+	Kind string     `json:"kind,omitempty" jsonschema:"outcome, fact, error, goal, observation or note (the configured default when absent)"`
+	// Edges name the memories this one is supported by.
+	Edges     []EdgeInput       `json:"edges,omitempty" jsonschema:"memories this one builds on"`
+	Labels    map[string]string `json:"labels,omitempty" jsonschema:"free-form labels"`
+	AgentID   string            `json:"agent_id,omitempty" jsonschema:"the writing agent (provenance)"`
+	Timestamp int64             `json:"timestamp,omitempty" jsonschema:"unix seconds; absent: no timestamp"`
+	Dedup     *bool             `json:"dedup,omitempty" jsonschema:"reinforce a near-duplicate instead of storing (default from config)"`
+}
+
+// FileInput is a file given to the insert tool.
+type FileInput struct {
+	Base64   string `json:"base64" jsonschema:"the file's bytes, base64-encoded"`
+	MimeType string `json:"mime_type,omitempty" jsonschema:"its MIME type, e.g. text/plain"`
+	Name     string `json:"name,omitempty" jsonschema:"its file name"`
+}
+
+// EdgeInput is an edge of an inserted memory.
+type EdgeInput struct {
+	Target string  `json:"target" jsonschema:"CID of the supporting memory"`
+	Weight float64 `json:"weight" jsonschema:"how strongly it supports this one"`
+}
+
+// InsertOutput is the insert tool's output.
+type InsertOutput struct {
+	CID          string   `json:"cid"`
+	URI          string   `json:"uri"`
+	Seq          *int64   `json:"seq,omitempty" jsonschema:"position of the new ACT in the sona's chain"`
+	Existed      bool     `json:"existed" jsonschema:"the memory was already in the sona"`
+	Deduplicated bool     `json:"deduplicated" jsonschema:"a near-duplicate was reinforced instead; cid is that memory"`
+	Similarity   *float64 `json:"similarity,omitempty"`
+}
+
+func (m *mcpTools) insert(ctx context.Context, in InsertInput) (InsertOutput, error) {
+	data, err := m.insertData(ctx, in)
+	if err != nil {
+		return InsertOutput{}, err
+	}
+	st, err := structpb.NewStruct(data)
+	if err != nil {
+		return InsertOutput{}, badRequest("invalid", "content: %v", err)
+	}
+	req := &messages.InsertRequest{Sona: in.Sona, Data: st, Kind: in.Kind, AgentId: in.AgentID, Labels: in.Labels, Dedup: in.Dedup}
+	if in.Timestamp != 0 {
+		req.Timestamp = &in.Timestamp
+	}
+	for _, e := range in.Edges {
+		req.Edges = append(req.Edges, &messages.Edge{Target: &messages.Link{Cid: e.Target}, Weight: e.Weight})
+	}
+	resp, _, err := m.s.insertOp(ctx, req)
+	if err != nil {
+		return InsertOutput{}, err
+	}
+	return InsertOutput{CID: resp.Cid, URI: "memoria://memory/" + resp.Cid, Seq: resp.Seq, Existed: resp.Existed,
+		Deduplicated: resp.Deduplicated, Similarity: resp.Similarity}, nil
+}
+
+// insertData is the data union an insert describes. A file is stored as
+// a block first (like POST /files); its memory then goes through insertOp.
+func (m *mcpTools) insertData(ctx context.Context, in InsertInput) (map[string]any, error) {
+	if in.File == nil {
+		if strings.TrimSpace(in.Content) == "" {
+			return nil, badRequest("invalid", "content must not be empty (or give a file)")
+		}
+		if in.Name != "" {
+			return map[string]any{"kind": "other", "name": in.Name, "content": in.Content}, nil
+		}
+		return map[string]any{"kind": "text", "content": in.Content}, nil
+	}
+	if in.Content != "" {
+		return nil, badRequest("invalid", "give content or file, not both")
+	}
+	if err := requireScope(ctx, ScopeWrite); err != nil {
+		return nil, err
+	}
+	raw, err := base64.StdEncoding.DecodeString(in.File.Base64)
+	if err != nil {
+		return nil, badRequest("invalid", "file.base64 is not valid base64: %v", err)
+	}
+	if len(raw) > m.s.cfg.Store.MaxBlockBytes {
+		return nil, &apiError{http.StatusRequestEntityTooLarge, "too_large",
+			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(raw), m.s.cfg.Store.MaxBlockBytes)}
+	}
+	if _, err := m.s.resolveSona(ctx, in.Sona); err != nil {
+		return nil, err // before storing the block: nothing written for a refused insert
+	}
+	c, err := m.s.self.PutFile(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]any{"kind": "file", "content": map[string]any{"/": c.String()}}
+	if in.File.Name != "" {
+		data["name"] = in.File.Name
+	}
+	if in.File.MimeType != "" {
+		data["mimeType"] = in.File.MimeType
+	}
+	return data, nil
+}
+
+// ChatInput is the chat and query tools' input.
+type ChatInput struct {
+	Sona        string `json:"sona" jsonschema:"the sona to talk to: its uuid or unambiguous name"`
+	Content     string `json:"content" jsonschema:"the message"`
+	Name        string `json:"name,omitempty" jsonschema:"who is speaking (stored as an other memory's speaker)"`
+	AgentID     string `json:"agent_id,omitempty" jsonschema:"the calling agent (provenance)"`
+	K           int    `json:"k,omitempty" jsonschema:"memories to recall before edge expansion; 0 or absent: the configured default"`
+	BudgetChars int    `json:"budget_chars,omitempty" jsonschema:"character budget of the recalled context; 0 or absent: the configured default"`
+	Scope       string `json:"scope,omitempty" jsonschema:"self or sona recall scope; absent: the configured default"`
+}
+
+func (in ChatInput) request() *messages.ChatRequest {
+	return &messages.ChatRequest{Content: in.Content, Name: in.Name, AgentId: in.AgentID,
+		K: int32Arg(in.K), BudgetChars: int32Arg(in.BudgetChars), Scope: in.Scope}
+}
+
+// ScoredOutput is a recalled memory a reply was built on.
+type ScoredOutput struct {
+	CID   string  `json:"cid"`
+	Score float64 `json:"score"`
+}
+
+func scoredOutputs(refs []*messages.ScoredRef) []ScoredOutput {
+	out := []ScoredOutput{}
+	for _, r := range refs {
+		out = append(out, ScoredOutput{CID: r.Cid, Score: r.Score})
+	}
+	return out
+}
+
+// QueryOutput is the query tool's output.
+type QueryOutput struct {
+	Response   string         `json:"response" jsonschema:"the model's answer"`
+	Model      string         `json:"model"`
+	StopReason string         `json:"stop_reason"`
+	Recalled   []ScoredOutput `json:"recalled" jsonschema:"the memories the answer was built on"`
+}
+
+func (m *mcpTools) query(ctx context.Context, in ChatInput) (QueryOutput, error) {
+	rec, err := m.s.resolveSona(ctx, in.Sona)
+	if err != nil {
+		return QueryOutput{}, err
+	}
+	resp, err := m.s.queryOp(ctx, rec, in.request())
+	if err != nil {
+		return QueryOutput{}, err
+	}
+	r := resp.GetResponse()
+	return QueryOutput{Response: r.GetContent(), Model: r.GetModel(), StopReason: r.GetStopReason(), Recalled: scoredOutputs(resp.Recalled)}, nil
+}
+
+// ChatOutput is the chat tool's output.
+type ChatOutput struct {
+	Response    string         `json:"response" jsonschema:"the model's answer"`
+	Model       string         `json:"model"`
+	StopReason  string         `json:"stop_reason"`
+	InputCID    string         `json:"input_cid" jsonschema:"the stored input memory"`
+	ResponseCID string         `json:"response_cid" jsonschema:"the stored response memory"`
+	Recalled    []ScoredOutput `json:"recalled" jsonschema:"the memories the answer was built on (its edges)"`
+}
+
+func (m *mcpTools) chat(ctx context.Context, in ChatInput) (ChatOutput, error) {
+	rec, err := m.s.resolveSona(ctx, in.Sona)
+	if err != nil {
+		return ChatOutput{}, err
+	}
+	resp, err := m.s.chatOp(ctx, rec, in.request())
+	if err != nil {
+		return ChatOutput{}, err
+	}
+	r := resp.GetResponse()
+	return ChatOutput{Response: r.GetContent(), Model: r.GetModel(), StopReason: r.GetStopReason(),
+		InputCID: resp.GetInput().GetCid(), ResponseCID: r.GetCid(), Recalled: scoredOutputs(resp.Recalled)}, nil
+}
+
+// ListSonasInput is the list_sonas tool's input.
+type ListSonasInput struct {
+	Name   string `json:"name,omitempty" jsonschema:"only the sonas with this name"`
+	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page"`
+	Limit  int    `json:"limit,omitempty" jsonschema:"page size; absent: 50"`
+}
+
+// SonaOutput is a sona as a tool returns it.
+type SonaOutput struct {
+	UUID      string `json:"uuid"`
+	Name      string `json:"name"`
+	URI       string `json:"uri" jsonschema:"the sona as a resource"`
+	Length    int64  `json:"length" jsonschema:"ACTs in its chain"`
+	Head      string `json:"head,omitempty" jsonschema:"CID of the head ACT"`
+	CreatedAt int64  `json:"created_at" jsonschema:"unix seconds"`
+}
+
+func sonaOutput(r *messages.Sona) SonaOutput {
+	return SonaOutput{UUID: r.Uuid, Name: r.Name, URI: "memoria://sona/" + r.Uuid, Length: r.Length, Head: r.GetHead(), CreatedAt: r.CreatedAt}
+}
+
+// ListSonasOutput is the list_sonas tool's output.
+type ListSonasOutput struct {
+	Sonas      []SonaOutput `json:"sonas"`
+	NextCursor string       `json:"next_cursor,omitempty" jsonschema:"pass as cursor for the next page; absent on the last"`
+}
+
+func (m *mcpTools) listSonas(ctx context.Context, in ListSonasInput) (ListSonasOutput, error) {
+	max := m.s.cfg.Server.MaxListLimit
+	limit := in.Limit
+	if limit == 0 {
+		limit = min(50, max)
+	}
+	if limit < 1 || limit > max {
+		return ListSonasOutput{}, badRequest("invalid_limit", "limit must be within 1..%d", max)
+	}
+	resp, err := m.s.listSonasOp(ctx, in.Name, in.Cursor, limit)
+	if err != nil {
+		return ListSonasOutput{}, err
+	}
+	out := ListSonasOutput{Sonas: []SonaOutput{}, NextCursor: resp.GetNextCursor()}
+	for _, r := range resp.Items {
+		out.Sonas = append(out.Sonas, sonaOutput(r))
+	}
+	return out, nil
+}
+
+// CreateSonaInput is the create_sona tool's input.
+type CreateSonaInput struct {
+	Name string `json:"name" jsonschema:"the sona's name (need not be unique; a uuid identifies it)"`
+}
+
+func (m *mcpTools) createSona(ctx context.Context, in CreateSonaInput) (SonaOutput, error) {
+	rec, err := m.s.createSonaOp(ctx, in.Name)
+	if err != nil {
+		return SonaOutput{}, err
+	}
+	return sonaOutput(rec), nil
+}
+
+// Resources.
+
+// resourceError turns an operation's error into the resource read's: the
+// SDK's resource-not-found for what does not exist, invalid params for a
+// malformed URI, and the classified message otherwise.
+func (m *mcpTools) resourceError(uri string, err error) error {
+	status, code, msg := m.s.classify(err)
+	switch status {
+	case http.StatusNotFound:
+		return mcp.ResourceNotFoundError(uri)
+	case http.StatusBadRequest:
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: %s", code, msg)}
+	}
+	return fmt.Errorf("%s: %s", code, msg)
+}
+
+// uriParam is the part of uri after prefix.
+func uriParam(uri, prefix string) (string, error) {
+	v, ok := strings.CutPrefix(uri, prefix)
+	if !ok || v == "" || strings.ContainsAny(v, "/?#") {
+		return "", badRequest("invalid", "want %s{id}, got %q", prefix, uri)
+	}
+	return v, nil
+}
+
+func (m *mcpTools) cidParam(uri, prefix string) (cid.Cid, error) {
+	v, err := uriParam(uri, prefix)
+	if err != nil {
+		return cid.Undef, err
+	}
+	return parseCID(v)
+}
+
+func (m *mcpTools) readBlock(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	ctx, cancel := m.call(ctx)
+	defer cancel()
+	c, err := m.cidParam(uri, "ipfs://")
+	if err != nil {
+		return nil, m.resourceError(uri, err)
+	}
+	// Like the gateway: a block is not tied to a sona.
+	if err := requireUnscoped(ctx, "reading raw blocks"); err != nil {
+		return nil, m.resourceError(uri, err)
+	}
+	data, err := m.s.self.Block(c)
+	if err != nil {
+		return nil, m.resourceError(uri, err)
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/vnd.ipld.raw", Blob: data}}}, nil
+}
+
+func (m *mcpTools) readMemory(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	ctx, cancel := m.call(ctx)
+	defer cancel()
+	c, err := m.cidParam(uri, "memoria://memory/")
+	if err != nil {
+		return nil, m.resourceError(uri, err)
+	}
+	if c.Prefix().Codec != memory.CodecDagCBOR {
+		return nil, mcp.ResourceNotFoundError(uri) // a raw block is never a memory
+	}
+	out, err := m.s.memoryOp(ctx, c)
+	if err != nil {
+		return nil, m.resourceError(uri, err)
+	}
+	return m.jsonResource(uri, out)
+}
+
+// jsonResource renders an API message as a JSON resource.
+func (m *mcpTools) jsonResource(uri string, msg proto.Message) (*mcp.ReadResourceResult, error) {
+	body, err := MarshalJSON(msg)
+	if err != nil {
+		return nil, m.resourceError(uri, err)
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(body)}}}, nil
+}
+
+func (m *mcpTools) readFile(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	ctx, cancel := m.call(ctx)
+	defer cancel()
+	c, err := m.cidParam(uri, "memoria://file/")
+	if err != nil {
+		return nil, m.resourceError(uri, err)
+	}
+	data, mimeType, _, err := m.s.fileOp(ctx, c)
+	if err != nil {
+		return nil, m.resourceError(uri, err)
+	}
+	rc := &mcp.ResourceContents{URI: uri, MIMEType: mimeType}
+	if textual(mimeType) && utf8.Valid(data) {
+		rc.Text = string(data)
+	} else {
+		rc.Blob = data
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{rc}}, nil
+}
+
+// textual reports whether a MIME type is text a client shows as such.
+func textual(mimeType string) bool {
+	mt, _, _ := strings.Cut(mimeType, ";")
+	mt = strings.TrimSpace(mt)
+	return strings.HasPrefix(mt, "text/") || mt == "application/json" || strings.HasSuffix(mt, "+json") ||
+		mt == "application/xml" || strings.HasSuffix(mt, "+xml")
+}
+
+func (m *mcpTools) readSona(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	ctx, cancel := m.call(ctx)
+	defer cancel()
+	id, err := uriParam(uri, "memoria://sona/")
+	if err != nil {
+		return nil, m.resourceError(uri, err)
+	}
+	if err := requireScope(ctx, ScopeRead); err != nil {
+		return nil, m.resourceError(uri, err)
+	}
+	rec, err := m.s.sonaByUUID(ctx, id)
+	if errors.Is(err, memory.ErrNotFound) {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	if err != nil {
+		return nil, m.resourceError(uri, err)
+	}
+	return m.jsonResource(uri, rec)
+}

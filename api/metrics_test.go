@@ -1,0 +1,284 @@
+package api_test
+
+// GET /metrics: every family appears and moves with the work that feeds
+// it. Limits: body size, k and budget caps, the request timeout, over REST
+// and /mcp.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/memoria-ai/memoria/actors"
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/app"
+)
+
+// metric returns the value of the series name{labels…} in a Prometheus
+// text exposition, and whether it is there.
+func metric(body, name string, labels ...string) (float64, bool) {
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		series, val := line[:i], line[i+1:]
+		n, lbl, _ := strings.Cut(series, "{")
+		if n != name {
+			continue
+		}
+		match := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			if !strings.Contains(lbl, fmt.Sprintf("%s=%q", labels[i], labels[i+1])) {
+				match = false
+			}
+		}
+		if match {
+			v, err := strconv.ParseFloat(val, 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+func (h *harness) scrape() string {
+	h.t.Helper()
+	r := h.get("/metrics")
+	if r.status != 200 {
+		h.t.Fatalf("metrics: %s", r)
+	}
+	return string(r.body)
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll interval, not a wait for an outcome
+	}
+}
+
+func TestMetricsAppearAndMove(t *testing.T) {
+	h := newHarness(t, func(c *config.Config) { c.Evaluation.Mode = "off" })
+	before := h.scrape()
+	for _, name := range []string{"memoria_sonas", "memoria_memories", "memoria_index_entries", "memoria_badger_bytes"} {
+		if _, ok := metric(before, name); !ok {
+			t.Errorf("%s missing from /metrics", name)
+		}
+	}
+	if v, _ := metric(before, "memoria_memories"); v != 0 {
+		t.Fatalf("memories before any insert: %v", v)
+	}
+
+	id := str(t, h.post("/sonas", map[string]any{"name": "metered"}).obj(t, 201)["uuid"])
+	for i := range 3 {
+		h.post("/memories", map[string]any{"sona": id, "data": map[string]any{"kind": "text", "content": fmt.Sprintf("metered fact %d about llamas", i)}, "dedup": false}).obj(t, 201)
+	}
+	h.post("/sona/"+id+"/recall", map[string]any{"query": "llamas"}).obj(t, 200)
+	h.post("/sona/"+id+"/chat", map[string]any{"content": "tell me about llamas"}).obj(t, 200)
+	h.post("/sona/"+id+"/query", map[string]any{"content": "llamas?"}).obj(t, 200)
+	h.get("/sona/not-a-uuid")
+	h.get("/no/such/route")
+
+	after := h.scrape()
+	checks := []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"memoria_sonas", nil, 1},
+		{"memoria_memories", nil, 5}, // 3 inserts + the chat's input and response
+		{"memoria_http_requests_total", []string{"route", "POST /sonas", "method", "POST", "status", "201"}, 1},
+		{"memoria_http_requests_total", []string{"route", "POST /memories", "status", "201"}, 3},
+		{"memoria_http_requests_total", []string{"route", "GET /sona/{uuid}", "status", "400"}, 1},
+		{"memoria_http_requests_total", []string{"route", "unmatched", "status", "404"}, 1},
+		{"memoria_http_request_duration_seconds_count", []string{"route", "POST /sona/{uuid}/recall", "status", "200"}, 1},
+		{"memoria_recall_duration_seconds_count", []string{"op", "recall"}, 1},
+		{"memoria_recall_duration_seconds_count", []string{"op", "chat"}, 1},
+		{"memoria_recall_duration_seconds_count", []string{"op", "query"}, 1},
+	}
+	for _, c := range checks {
+		if v, ok := metric(after, c.name, c.labels...); !ok || v != c.want {
+			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, v, ok, c.want)
+		}
+	}
+	if _, ok := metric(after, "memoria_actor_mailbox_depth", "actor", "sona"); !ok {
+		t.Errorf("no mailbox depth for sona actors")
+	}
+	// The derived indexes catch up with the five memories.
+	eventually(t, "the vector and text indexes to hold 5 entries", func() bool {
+		b := h.scrape()
+		v, _ := metric(b, "memoria_index_entries", "index", "vector")
+		x, _ := metric(b, "memoria_index_entries", "index", "text")
+		return v >= 5 && x >= 5
+	})
+}
+
+// Badger sizes move once the store has been written and reopened (Badger
+// measures its files at open and then once a minute).
+func TestMetricsBadgerSizes(t *testing.T) {
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Evaluation.Mode = "off"
+	open := func() (*harness, func()) {
+		a, err := app.Open(context.Background(), cfg, slog.New(slog.DiscardHandler), app.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(a.API)
+		return &harness{t: t, app: a, url: srv.URL, hc: srv.Client()}, func() {
+			srv.Close()
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h, closeIt := open()
+	if v, _ := metric(h.scrape(), "memoria_badger_bytes", "part", "lsm"); v != 0 {
+		t.Fatalf("a fresh store's LSM is %v bytes", v)
+	}
+	id := str(t, h.post("/sonas", map[string]any{"name": "disk"}).obj(t, 201)["uuid"])
+	for i := range 20 {
+		h.post("/memories", map[string]any{"sona": id, "data": map[string]any{"kind": "text", "content": fmt.Sprintf("fact %d %s", i, strings.Repeat("x", 500))}, "dedup": false}).obj(t, 201)
+	}
+	closeIt()
+	h, closeIt = open()
+	defer closeIt()
+	b := h.scrape()
+	lsm, _ := metric(b, "memoria_badger_bytes", "part", "lsm")
+	vlog, _ := metric(b, "memoria_badger_bytes", "part", "vlog")
+	if lsm+vlog <= 0 {
+		t.Fatalf("badger sizes after writes: lsm %v, vlog %v", lsm, vlog)
+	}
+}
+
+// A crashing sona actor is counted as a restart; messages queued behind a
+// busy sona actor show as mailbox depth, and drain back to zero.
+func TestMetricsActorRestartsAndMailbox(t *testing.T) {
+	var mu sync.Mutex
+	crashed := false
+	block := make(chan struct{})
+	blocking := false
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Evaluation.Mode = "off"
+	cfg.Actors.AskTimeout = config.Duration(300 * time.Millisecond) // the crashed insert's caller waits this long
+	knobs := actors.TestingKnobs{BeforeAppend: func(_ string, seq int64) {
+		mu.Lock()
+		crash, wait := !crashed, blocking
+		crashed = true
+		mu.Unlock()
+		if crash {
+			panic("injected crash")
+		}
+		if wait {
+			<-block
+		}
+	}}
+	a, err := app.Open(context.Background(), cfg, slog.New(slog.DiscardHandler), app.Options{Knobs: knobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.API)
+	t.Cleanup(func() {
+		srv.Close()
+		a.Close()
+	})
+	h := &harness{t: t, app: a, url: srv.URL, hc: srv.Client()}
+	id := str(t, h.post("/sonas", map[string]any{"name": "fragile"}).obj(t, 201)["uuid"])
+	insert := func(s string) response {
+		return h.post("/memories", map[string]any{"sona": id, "data": map[string]any{"kind": "text", "content": s}})
+	}
+	if r := insert("the first insert crashes the actor"); r.status < 500 {
+		t.Fatalf("crashed insert: %s", r)
+	}
+	eventually(t, "a sona restart in the metrics", func() bool {
+		v, _ := metric(h.scrape(), "memoria_actor_restarts_total", "actor", "sona")
+		return v >= 1
+	})
+
+	mu.Lock()
+	blocking = true
+	mu.Unlock()
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.hc.Post(h.url+"/memories", "application/json",
+				strings.NewReader(fmt.Sprintf(`{"sona":%q,"data":{"kind":"text","content":"queued %d"},"dedup":false}`, id, i)))
+		}()
+	}
+	eventually(t, "messages waiting in the sona's mailbox", func() bool {
+		v, _ := metric(h.scrape(), "memoria_actor_mailbox_depth", "actor", "sona")
+		return v >= 1
+	})
+	mu.Lock()
+	blocking = false
+	mu.Unlock()
+	close(block)
+	wg.Wait()
+	eventually(t, "the sona's mailbox to drain", func() bool {
+		v, _ := metric(h.scrape(), "memoria_actor_mailbox_depth", "actor", "sona")
+		return v == 0
+	})
+}
+
+func TestLimits(t *testing.T) {
+	h := newHarness(t, func(c *config.Config) {
+		c.Evaluation.Mode = "off"
+		c.Server.MaxBodyBytes = 1024
+		c.Server.MaxK = 5
+		c.Server.MaxBudgetChars = 300
+	})
+	id := str(t, h.post("/sonas", map[string]any{"name": "limited"}).obj(t, 201)["uuid"])
+	wantError(t, h.post("/sona/"+id+"/recall", map[string]any{"query": "x", "k": 6}), 400, "invalid")
+	wantError(t, h.post("/sona/"+id+"/recall", map[string]any{"query": "x", "budget_chars": 301}), 400, "invalid")
+	wantError(t, h.post("/sona/"+id+"/chat", map[string]any{"content": "x", "k": 6}), 400, "invalid")
+	wantError(t, h.post("/sona/"+id+"/query", map[string]any{"content": "x", "budget_chars": 301}), 400, "invalid")
+	h.post("/sona/"+id+"/recall", map[string]any{"query": "x", "k": 5, "budget_chars": 300}).obj(t, 200)
+
+	big := map[string]any{"sona": id, "data": map[string]any{"kind": "text", "content": strings.Repeat("y", 2000)}}
+	wantError(t, h.post("/memories", big), 413, "too_large")
+	// /mcp has the same body limit.
+	r := h.do("POST", "/mcp", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":%q}}`, strings.Repeat("z", 2000)),
+		"Accept", "application/json, text/event-stream")
+	if r.status != 413 {
+		t.Fatalf("oversized /mcp body: %s", r)
+	}
+	if _, mems := h.app.Self.Counts(); mems != 0 {
+		t.Fatalf("refused requests stored %d memories", mems)
+	}
+
+	// The request timeout: with a deadline already past, a chat is refused
+	// with the setting named, and nothing is stored.
+	th := newHarness(t, func(c *config.Config) {
+		c.Evaluation.Mode = "off"
+		c.Server.RequestTimeout = config.Duration(time.Nanosecond)
+	})
+	rec, err := th.app.Self.CreateSona(context.Background(), "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = th.post("/sona/"+rec.Uuid+"/chat", map[string]any{"content": "hello"})
+	wantError(t, r, 504, "timeout")
+	if !strings.Contains(string(r.body), "server.request_timeout") {
+		t.Fatalf("timeout error does not name the setting: %s", r)
+	}
+	if _, mems := th.app.Self.Counts(); mems != 0 {
+		t.Fatalf("a timed-out chat stored %d memories", mems)
+	}
+}
