@@ -79,11 +79,19 @@ func (h *harness) block(c string) []byte {
 
 // readCAR parses a CAR v1 answer and re-hashes every block; it returns
 // the roots and the blocks' CIDs in order.
-func readCAR(t *testing.T, r response) (roots []string, blocks []string) {
+func readCAR(t *testing.T, r response) (roots []string, order []string) {
 	t.Helper()
-	br, err := carv2.NewBlockReader(bytes.NewReader(r.body))
+	roots, order, _ = readCARData(t, r.body)
+	return roots, order
+}
+
+// readCARData parses a CAR v1 and re-hashes every block; it returns the
+// roots, the blocks' CIDs in order and their bytes.
+func readCARData(t *testing.T, body []byte) (roots []string, order []string, data map[string][]byte) {
+	t.Helper()
+	br, err := carv2.NewBlockReader(bytes.NewReader(body))
 	if err != nil {
-		t.Fatalf("not a CAR: %v: %s", err, r)
+		t.Fatalf("not a CAR: %v", err)
 	}
 	if br.Version != 1 {
 		t.Fatalf("CAR version %d, want 1", br.Version)
@@ -91,21 +99,23 @@ func readCAR(t *testing.T, r response) (roots []string, blocks []string) {
 	for _, c := range br.Roots {
 		roots = append(roots, c.String())
 	}
+	data = map[string][]byte{}
 	for {
 		b, err := br.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			t.Fatalf("CAR block %d: %v", len(blocks), err)
+			t.Fatalf("CAR block %d: %v", len(order), err)
 		}
 		sum, err := b.Cid().Prefix().Sum(b.RawData())
 		if err != nil || !sum.Equals(b.Cid()) {
 			t.Fatalf("CAR block %s does not verify: its bytes hash to %s (%v)", b.Cid(), sum, err)
 		}
-		blocks = append(blocks, b.Cid().String())
+		order = append(order, b.Cid().String())
+		data[b.Cid().String()] = b.RawData()
 	}
-	return roots, blocks
+	return roots, order, data
 }
 
 func set(cs ...[]string) []string {
