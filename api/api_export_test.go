@@ -369,7 +369,7 @@ func TestExportErrors(t *testing.T) {
 		{"/export", 400, "invalid"},
 		{"/export?all=1&sona=twin", 400, "invalid"},
 		{"/export?all=maybe", 400, "invalid"},
-		{"/export?all=1&format=car", 400, "invalid"},
+		{"/export?all=1&format=tar", 400, "invalid"},
 		{"/export?sona=nobody", 404, "not_found"},
 		{"/export?sona=twin", 409, "conflict"},
 	} {

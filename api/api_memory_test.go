@@ -634,109 +634,13 @@ func TestBodyLimit(t *testing.T) {
 	}
 }
 
-// ---------------------------------------------------------------------------
-// GET /ipfs/{cid}
+// The trustless gateway (GET /ipfs/{cid}) is tested in gateway_test.go.
 
-func TestIPFSGateway(t *testing.T) {
+func TestFileIsSandboxed(t *testing.T) {
 	h := newHarness(t)
-	id := h.newSona("alice")
-	mc := h.insertText(id, "a block")
-	fc := h.putFile([]byte("file bytes"))
-	act := str(t, h.sona(id)["head"])
-
-	for _, c := range []string{mc, fc, act} {
-		for _, how := range []struct {
-			name   string
-			query  string
-			accept string
-		}{
-			{"accept", "", "application/vnd.ipld.raw"},
-			{"accept list", "", "text/html, application/vnd.ipld.raw;q=0.9"},
-			{"format", "?format=raw", ""},
-			{"format beats accept", "?format=raw", "application/json"},
-		} {
-			t.Run(how.name+"/"+c, func(t *testing.T) {
-				r := h.do("GET", "/ipfs/"+c+how.query, nil, "Accept", how.accept)
-				if r.status != 200 {
-					t.Fatalf("%s", r)
-				}
-				if ct := r.header.Get("Content-Type"); ct != "application/vnd.ipld.raw" {
-					t.Fatalf("Content-Type %q", ct)
-				}
-				want, _ := cid.Decode(c)
-				sum, err := want.Prefix().Sum(r.body)
-				if err != nil || !sum.Equals(want) {
-					t.Fatalf("block bytes hash to %s, want %s (%v)", sum, want, err)
-				}
-				if cl := r.header.Get("Content-Length"); cl != strconv.Itoa(len(r.body)) {
-					t.Fatalf("Content-Length %q for %d bytes", cl, len(r.body))
-				}
-				if cc := r.header.Get("Cache-Control"); !strings.Contains(cc, "immutable") {
-					t.Fatalf("Cache-Control %q is not immutable", cc)
-				}
-				if r.header.Get("ETag") == "" {
-					t.Fatal("no ETag")
-				}
-			})
-		}
-	}
-
-	t.Run("HEAD", func(t *testing.T) {
-		r := h.do("HEAD", "/ipfs/"+mc, nil, "Accept", "application/vnd.ipld.raw")
-		if r.status != 200 || len(r.body) != 0 {
-			t.Fatalf("HEAD: %s", r)
-		}
-		full := h.do("GET", "/ipfs/"+mc, nil, "Accept", "application/vnd.ipld.raw")
-		if cl := r.header.Get("Content-Length"); cl != strconv.Itoa(len(full.body)) {
-			t.Fatalf("HEAD Content-Length %q, GET has %d bytes", cl, len(full.body))
-		}
-		if r.header.Get("Content-Type") != "application/vnd.ipld.raw" {
-			t.Fatalf("HEAD Content-Type %q", r.header.Get("Content-Type"))
-		}
-	})
-
-	unknown, _ := cid.Prefix{Version: 1, Codec: 0x71, MhType: 0x12, MhLength: -1}.Sum([]byte("nothing"))
-	for _, tc := range []struct {
-		name, path, accept string
-		status             int
-		code               string
-	}{
-		{"no Accept", "/ipfs/" + mc, "", 406, "not_acceptable"},
-		{"Accept JSON", "/ipfs/" + mc, "application/json", 406, "not_acceptable"},
-		{"Accept any", "/ipfs/" + mc, "*/*", 406, "not_acceptable"},
-		{"format car", "/ipfs/" + mc + "?format=car", "application/vnd.ipld.raw", 406, "not_acceptable"},
-		{"malformed CID", "/ipfs/not-a-cid", "application/vnd.ipld.raw", 400, "invalid_cid"},
-		{"unknown CID", "/ipfs/" + unknown.String(), "application/vnd.ipld.raw", 404, "not_found"},
-		{"path traversal", "/ipfs/" + mc + "/data", "application/vnd.ipld.raw", 501, "not_implemented"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			wantError(t, h.do("GET", tc.path, nil, "Accept", tc.accept), tc.status, tc.code)
-		})
-	}
-}
-
-func TestGatewayCachingAndSafety(t *testing.T) {
-	h := newHarness(t)
-	id := h.newSona("alice")
-	mc := h.insertText(id, "cache me")
-
-	// q=0 refuses the raw format.
-	wantError(t, h.do("GET", "/ipfs/"+mc, nil, "Accept", "application/vnd.ipld.raw;q=0"), 406, "not_acceptable")
-
-	// A client holding the block gets 304 without a body.
-	r := h.do("GET", "/ipfs/"+mc, nil, "Accept", "application/vnd.ipld.raw")
-	etag := r.header.Get("Etag")
-	if etag != `"`+mc+`.raw"` {
-		t.Fatalf("ETag %q", etag)
-	}
-	r = h.do("GET", "/ipfs/"+mc, nil, "Accept", "application/vnd.ipld.raw", "If-None-Match", etag)
-	if r.status != 304 || len(r.body) != 0 {
-		t.Fatalf("If-None-Match: %s", r)
-	}
-
 	// An HTML file is served sandboxed, never as a page of the API's origin.
 	fc := h.putFile([]byte("<script>alert(1)</script>"))
-	r = h.get("/file/" + fc)
+	r := h.get("/file/" + fc)
 	if r.status != 200 || !strings.Contains(r.header.Get("Content-Security-Policy"), "sandbox") {
 		t.Fatalf("file served without a sandbox: %s %v", r, r.header)
 	}

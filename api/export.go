@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -19,14 +20,16 @@ import (
 // Routes that move a whole self (Living Memory's JSON export and its
 // import) and XmetaV's anchor list.
 
-// export streams the JSON export of one sona (?sona=uuid|name) or of every
-// sona (?all=1). Errors found before the first byte are JSON errors; a
-// failure after it cuts the response short, so a client never holds a
-// complete-looking document that is not.
+// export streams the JSON export (or, with ?format=car, the CAR export:
+// car.go) of one sona (?sona=uuid|name) or of every sona (?all=1). Errors
+// found before the first byte are JSON errors; a failure after it cuts
+// the response short, so a client never holds a complete-looking document
+// that is not.
 func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if f := q.Get("format"); f != "" && f != "json" {
-		s.fail(w, badRequest("invalid", "format %q is not served: ask for json (CAR export comes with the gateway)", f))
+	format := q.Get("format")
+	if format != "" && format != "json" && format != "car" {
+		s.fail(w, badRequest("invalid", "format %q is not served: ask for json or car", format))
 		return
 	}
 	all := false
@@ -51,6 +54,10 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		sona = rec.Uuid
+	}
+	if format == "car" {
+		s.exportCAR(w, r, sona)
+		return
 	}
 	jw := &jsonExport{rw: w}
 	err := s.self.Export(r.Context(), sona, jw)
@@ -138,9 +145,14 @@ func (j *jsonExport) finish() error {
 	return j.w.Flush()
 }
 
-// importExport imports a JSON export. The whole document is read and
-// checked before anything is written.
+// importExport imports a JSON export, or a CAR export (Content-Type
+// application/vnd.ipld.car). The whole document is read and checked before
+// anything is written.
 func (s *Server) importExport(w http.ResponseWriter, r *http.Request) {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == CARMediaType {
+		s.importCAR(w, r)
+		return
+	}
 	body, err := readJSON(r)
 	if err != nil {
 		s.fail(w, err)

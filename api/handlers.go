@@ -6,7 +6,6 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -430,68 +429,4 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Disposition", mime.FormatMediaType("inline", map[string]string{"filename": name}))
 	}
 	w.Write(data)
-}
-
-// getIPFS serves a block as the trustless gateway's raw response. CAR
-// responses and path traversal are not served yet.
-func (s *Server) getIPFS(w http.ResponseWriter, r *http.Request) {
-	path := r.PathValue("path")
-	first, rest, _ := strings.Cut(path, "/")
-	c, err := parseCID(first)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	if rest != "" {
-		s.fail(w, &apiError{http.StatusNotImplemented, "not_implemented", "path traversal under /ipfs/{cid} is not supported yet"})
-		return
-	}
-	if !wantsRaw(r) {
-		s.fail(w, &apiError{http.StatusNotAcceptable, "not_acceptable",
-			"ask for Accept: application/vnd.ipld.raw (or ?format=raw)"})
-		return
-	}
-	if notModified(w, r, c.String()+".raw") {
-		return
-	}
-	data, err := s.self.Block(c)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	immutable(w, c.String()+".raw")
-	w.Header().Set("Content-Type", "application/vnd.ipld.raw")
-	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-	w.Write(data)
-}
-
-func wantsRaw(r *http.Request) bool {
-	if f := r.URL.Query().Get("format"); f != "" {
-		return f == "raw"
-	}
-	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil || mt != "application/vnd.ipld.raw" {
-			continue
-		}
-		if q, ok := params["q"]; ok {
-			if v, err := strconv.ParseFloat(q, 64); err != nil || v <= 0 {
-				continue // q=0: explicitly not acceptable
-			}
-		}
-		return true
-	}
-	return false
-}
-
-// notModified answers 304 when the client already has this exact content.
-func notModified(w http.ResponseWriter, r *http.Request, etag string) bool {
-	for _, v := range strings.Split(r.Header.Get("If-None-Match"), ",") {
-		if v = strings.TrimSpace(v); v == "*" || v == `"`+etag+`"` || v == `W/"`+etag+`"` {
-			immutable(w, etag)
-			w.WriteHeader(http.StatusNotModified)
-			return true
-		}
-	}
-	return false
 }

@@ -35,6 +35,8 @@ type Server struct {
 	mux     *http.ServeMux
 	tokens  *tokens
 	metrics *metrics.Set // nil: nothing is recorded
+	// gateway is the IPFS trustless gateway (gateway.go).
+	gateway http.Handler
 }
 
 // NewServer builds the REST API over a self and its actor system.
@@ -43,6 +45,14 @@ func NewServer(self *memory.Self, sys *actors.System, cfg config.Config, log *sl
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{self: self, sys: sys, cfg: cfg, log: log, mux: http.NewServeMux(), tokens: newTokens(cfg.Server.Auth)}
+	gw, err := newGateway(self.Store(), nil)
+	if err != nil { // boxo fails only on bad options: a broken build
+		log.Error("the IPFS gateway cannot start", "err", err)
+		gw = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "the IPFS gateway failed to start: "+err.Error())
+		})
+	}
+	s.gateway = gw
 	s.routes()
 	return s
 }
@@ -75,7 +85,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /sona/{uuid}/recall", s.recall)
 	m.HandleFunc("POST /files", s.putFile)
 	m.HandleFunc("GET /file/{cid}", s.getFile)
-	m.HandleFunc("GET /ipfs/{path...}", s.getIPFS)
+	m.Handle("GET /ipfs/{path...}", s.gateway) // GET and HEAD
 	m.HandleFunc("POST /admin/heartbeat", s.heartbeat)
 	m.HandleFunc("POST /admin/compact", s.compact)
 	m.HandleFunc("GET /insights", s.insights)
@@ -94,7 +104,8 @@ func (s *Server) routes() {
 // transfers are the routes that move a whole self: they get
 // server.transfer_timeout and server.max_import_bytes instead of the
 // request limits.
-var transfers = map[string]bool{"GET /export": true, "POST /import": true}
+// A CAR of a whole DAG from the gateway is one too.
+var transfers = map[string]bool{"GET /export": true, "POST /import": true, "GET /ipfs/{path...}": true}
 
 // ServeHTTP authenticates the request, applies the request limits, turns
 // panics into 500s and the mux's own 404/405 answers into JSON errors, and

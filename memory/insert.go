@@ -73,6 +73,11 @@ func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *
 	if sim < th.Value {
 		return p, nil, nil
 	}
+	// Only a valid memory is a duplicate: one that links to what is not
+	// stored is refused, as its append would be.
+	if err := s.CheckLinks(m, func(cid.Cid) bool { return false }); err != nil {
+		return nil, nil, err
+	}
 	return p, &Duplicate{Existing: nearest.CID, Similarity: sim, Threshold: th}, nil
 }
 

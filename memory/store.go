@@ -451,6 +451,43 @@ func (s *Store) HasBlock(c cid.Cid) (bool, error) {
 	return err == nil, err
 }
 
+// BlockSize returns the size of block c without reading its bytes.
+func (s *Store) BlockSize(c cid.Cid) (int, error) {
+	var n int64
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(blockKey(c))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return fmt.Errorf("%w: block %s", ErrNotFound, c)
+		}
+		if err != nil {
+			return classifyBadger(err)
+		}
+		n = item.ValueSize()
+		return nil
+	})
+	return int(n), err
+}
+
+// BlockHashes calls fn with the multihash of every stored block, in key
+// order, from one snapshot. Blocks are keyed by multihash alone: the
+// codec of the CIDs they were stored under is not kept.
+func (s *Store) BlockHashes(ctx context.Context, fn func(multihash.Multihash) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixBlock})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			k := it.Item().KeyCopy(nil)
+			if err := fn(multihash.Multihash(k[len(prefixBlock):])); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 func readBlock(txn *badger.Txn, c cid.Cid) ([]byte, error) {
 	item, err := txn.Get(blockKey(c))
 	if errors.Is(err, badger.ErrKeyNotFound) {

@@ -89,6 +89,15 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 // open makes one request and returns the body of a successful answer to
 // read, or the server's error as an *Error.
 func (c *Client) open(ctx context.Context, method, path string, body io.Reader, header ...string) (io.ReadCloser, error) {
+	resp, err := c.openResponse(ctx, method, path, body, header...)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// openResponse is open with the whole response (its headers, its length).
+func (c *Client) openResponse(ctx context.Context, method, path string, body io.Reader, header ...string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return nil, err
@@ -104,7 +113,7 @@ func (c *Client) open(ctx context.Context, method, path string, body io.Reader, 
 		return nil, err
 	}
 	if resp.StatusCode < 300 {
-		return resp.Body, nil
+		return resp, nil
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
@@ -313,6 +322,31 @@ func (c *Client) Export(ctx context.Context, sona string, all bool) (io.ReadClos
 		q.Set("sona", sona)
 	}
 	return c.open(ctx, http.MethodGet, "/export?"+q.Encode(), nil)
+}
+
+// ExportCAR opens the CAR export (CAR v1: roots the sonas' heads, the
+// anchored memories and a manifest) of one sona or, with all, of every
+// sona. size is its length in bytes, or -1 when the server did not say.
+// The caller reads and closes it; a read error means it was cut short.
+func (c *Client) ExportCAR(ctx context.Context, sona string, all bool) (rc io.ReadCloser, size int64, err error) {
+	q := url.Values{"format": {"car"}}
+	if all {
+		q.Set("all", "1")
+	}
+	if sona != "" {
+		q.Set("sona", sona)
+	}
+	resp, err := c.openResponse(ctx, http.MethodGet, "/export?"+q.Encode(), nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
+// ImportCAR imports a CAR export read from r.
+func (c *Client) ImportCAR(ctx context.Context, r io.Reader) (*messages.ImportResult, error) {
+	out := &messages.ImportResult{}
+	return out, c.do(ctx, http.MethodPost, "/import", r, api.CARMediaType, out)
 }
 
 // Import imports a JSON export read from r.

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,30 +15,88 @@ import (
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// checkFormat accepts the one export format there is.
-func checkFormat(format string) error {
-	if format != "json" {
-		return fmt.Errorf("--format %q is not supported: use json (CAR export comes with the gateway)", format)
+// exportFormat picks the export format: --format, else car for an --out
+// file named *.car, else json.
+func exportFormat(format, out string) (string, error) {
+	switch format {
+	case "json", "car":
+		return format, nil
+	case "":
+		if strings.EqualFold(filepath.Ext(out), ".car") {
+			return "car", nil
+		}
+		return "json", nil
 	}
-	return nil
+	return "", fmt.Errorf("--format %q is not supported: use json or car", format)
+}
+
+// importFormat picks the import format: --format, else by the file's name
+// (*.car, *.json), else by its first byte (a JSON export starts with {).
+func importFormat(format, name string, in *bufio.Reader) (string, error) {
+	switch format {
+	case "json", "car":
+		return format, nil
+	case "":
+	default:
+		return "", fmt.Errorf("--format %q is not supported: use json or car", format)
+	}
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".car":
+		return "car", nil
+	case ".json":
+		return "json", nil
+	}
+	for {
+		b, err := in.Peek(1)
+		if err != nil {
+			return "", fmt.Errorf("%s: cannot read: %v", name, err)
+		}
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			in.ReadByte()
+			continue
+		case '{':
+			return "json", nil
+		}
+		return "car", nil
+	}
+}
+
+// counter counts the bytes read through it into a progress bar.
+type counter struct {
+	r    io.Reader
+	n    int64
+	prog *progress
+}
+
+func (c *counter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	c.prog.set(int(c.n))
+	return n, err
 }
 
 func exportCmd(g *globals) *cobra.Command {
 	var format, sona, out string
 	var all bool
 	cmd := &cobra.Command{
-		Use:   "export --format json (--sona NAME | --all) [--out FILE]",
-		Short: "Write Living Memory's JSON export of a sona or of every sona",
-		Long: "Write the JSON export (format memoria-export/1) of one sona — with the backbone and the chain\n" +
-			"prefixes of other sonas its memories link to — or of every sona: memories with their metadata,\n" +
-			"associations and embeddings, the chains, pending consensus, conflicts and anchors. It is one\n" +
-			"consistent snapshot; `memoria import` reads it back. With --out the file appears only once\n" +
-			"the export is complete.",
-		Example: "  memoria export --format json --all --out self.json\n" +
+		Use:   "export (--sona NAME | --all) [--format json|car] [--out FILE]",
+		Short: "Write the export of a sona or of every sona: Living Memory's JSON, or a CAR",
+		Long: "Write the export of one sona — with the backbone and the chain prefixes of other sonas its\n" +
+			"memories link to — or of every sona, from one consistent snapshot.\n\n" +
+			"--format json (memoria-export/1): memories with their metadata, associations and embeddings,\n" +
+			"the chains, pending consensus, conflicts and anchors, as one JSON document.\n" +
+			"--format car (the default for an --out FILE.car): a CAR v1 whose roots are the sonas' heads,\n" +
+			"the anchored memories and a manifest holding what blocks cannot (names, metadata, …), with\n" +
+			"every block they reach. `memoria import` reads either back. With --out the file appears only\n" +
+			"once the export is complete.",
+		Example: "  memoria export --all --out self.car\n" +
+			"  memoria export --format json --all --out self.json\n" +
 			"  memoria export --format json --sona alice > alice.json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(format); err != nil {
+			format, err := exportFormat(format, out)
+			if err != nil {
 				return err
 			}
 			if all == (sona != "") {
@@ -48,27 +108,45 @@ func exportCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer release()
-			rc, err := c.Export(ctx, sona, all)
+			var rc io.ReadCloser
+			size := int64(-1)
+			if format == "car" {
+				rc, size, err = c.ExportCAR(ctx, sona, all)
+			} else {
+				rc, err = c.Export(ctx, sona, all)
+			}
 			if err != nil {
 				return err
 			}
 			defer rc.Close()
+			var body io.Reader = rc
+			prog := newProgress(cmd.ErrOrStderr(), g.json || size < 0)
+			if size >= 0 {
+				prog.start("exporting bytes", int(size))
+				body = &counter{r: rc, prog: prog}
+			}
 			if out == "" || out == "-" {
-				if _, err := io.Copy(cmd.OutOrStdout(), rc); err != nil {
+				_, err := io.Copy(cmd.OutOrStdout(), body)
+				prog.done()
+				if err != nil {
 					return fmt.Errorf("export cut short: %v", err)
 				}
 				return nil
 			}
-			n, err := writeFileAtomic(out, rc)
+			n, err := writeFileAtomic(out, body)
+			prog.done()
 			if err != nil {
 				return err
+			}
+			if size >= 0 && n != size {
+				return fmt.Errorf("export cut short: %d of %d bytes", n, size)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "exported %d bytes to %s\n", n, out)
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&format, "format", "json", "export format: json")
+	f.StringVar(&format, "format", "", "export format: json or car (default: car for an --out FILE.car, else json)")
 	f.StringVar(&sona, "sona", "", "sona uuid or name")
 	f.BoolVar(&all, "all", false, "export every sona")
 	f.StringVarP(&out, "out", "o", "", "write to FILE instead of stdout")
@@ -106,27 +184,43 @@ func writeFileAtomic(path string, r io.Reader) (int64, error) {
 func importCmd(g *globals) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
-		Use:   "import --format json FILE",
-		Short: "Import a JSON export: sonas, chains, metadata, associations, backbone, consensus, anchors",
-		Long: "Import a JSON export (FILE, or - for stdin). The whole file is checked before anything is\n" +
-			"written. Sonas keep their uuids and chains their memory and ACT CIDs: each chain is replayed\n" +
-			"through its sona's actor. A sona the store already holds with a prefix of the exported chain\n" +
-			"is continued, so an interrupted import can be run again; any other difference is refused.",
-		Example: "  memoria import --format json self.json\n" +
+		Use:   "import [--format json|car] FILE",
+		Short: "Import an export (JSON or CAR): sonas, chains, metadata, associations, backbone, consensus, anchors",
+		Long: "Import an export (FILE, or - for stdin): a JSON export, or a CAR written by `memoria export`\n" +
+			"(the format is told by --format, else by the file's name, else by its first byte). The whole\n" +
+			"file is checked before anything is written — every block of a CAR is re-hashed against its\n" +
+			"CID, and a corrupt or truncated file is refused. Sonas keep their uuids and chains their\n" +
+			"memory and ACT CIDs: each chain is replayed through its sona's actor. A sona the store\n" +
+			"already holds with a prefix of the exported chain is continued, so an interrupted import can\n" +
+			"be run again; any other difference is refused.",
+		Example: "  memoria import self.car\n" +
+			"  memoria import --format json self.json\n" +
 			"  memoria import --format json --server http://127.0.0.1:7777 - < self.json",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
 			var in io.Reader = cmd.InOrStdin()
+			size := int64(-1)
 			if args[0] != "-" {
 				f, err := os.Open(args[0])
 				if err != nil {
 					return err
 				}
 				defer f.Close()
+				if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+					size = st.Size()
+				}
 				in = f
+			}
+			prog := newProgress(cmd.ErrOrStderr(), g.json || size < 0)
+			defer prog.done()
+			if size >= 0 {
+				prog.start("reading "+filepath.Base(args[0]), int(size))
+				in = &counter{r: in, prog: prog}
+			}
+			br := bufio.NewReader(in)
+			format, err := importFormat(format, args[0], br)
+			if err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			c, release, err := g.connect(ctx)
@@ -134,7 +228,13 @@ func importCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer release()
-			res, err := c.Import(ctx, in)
+			var res *messages.ImportResult
+			if format == "car" {
+				res, err = c.ImportCAR(ctx, br)
+			} else {
+				res, err = c.Import(ctx, br)
+			}
+			prog.done()
 			if err != nil {
 				return err
 			}
@@ -152,7 +252,7 @@ func importCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "json", "export format: json")
+	cmd.Flags().StringVar(&format, "format", "", "export format: json or car (default: by the file's name, else its first byte)")
 	clientFlags(cmd, g)
 	return cmd
 }

@@ -25,6 +25,8 @@ type forward struct {
 	mu     sync.RWMutex
 	terms  map[string]uint32  // term → term id
 	docs   map[string]termVec // document id → its terms
+	df     []uint32           // by term id: documents holding the term
+	live   int                // terms some document holds
 	primed bool
 }
 
@@ -73,7 +75,17 @@ func (f *forward) add(a analysis.Analyzer, docs []Doc) {
 		for i, p := range pairs {
 			v.ids[i], v.freqs[i] = p.id, uint16(min(p.n, math.MaxUint16))
 		}
+		f.drop(d.id)
 		f.docs[d.id] = v
+		for _, id := range v.ids {
+			for int(id) >= len(f.df) {
+				f.df = append(f.df, 0)
+			}
+			if f.df[id] == 0 {
+				f.live++
+			}
+			f.df[id]++
+		}
 	}
 }
 
@@ -81,8 +93,49 @@ func (f *forward) remove(docs []Doc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, d := range docs {
-		delete(f.docs, d.ID)
+		f.drop(d.ID)
 	}
+}
+
+// drop forgets a document, if held. The caller holds mu.
+func (f *forward) drop(id string) {
+	v, ok := f.docs[id]
+	if !ok {
+		return
+	}
+	for _, t := range v.ids {
+		if f.df[t]--; f.df[t] == 0 {
+			f.live--
+		}
+	}
+	delete(f.docs, id)
+}
+
+// stats are the collection statistics of terms as bleve's BM25 scorer
+// would read them from a fully merged index — the document count, the
+// average field length (which bleve takes as the field's distinct terms
+// per document, rounded up) and each term's document frequency — but
+// from the documents held now, where bleve's own count what its segments
+// still hold of deleted and replaced documents until they merge. So
+// scores do not depend on an index's history: two stores of the same
+// documents score alike. It reports false when the forward index is not
+// primed.
+func (f *forward) stats(terms []string) (stats, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if !f.primed {
+		return stats{}, false
+	}
+	st := stats{n: uint64(len(f.docs)), df: make([]uint64, len(terms))}
+	if st.n > 0 {
+		st.avgLen = math.Ceil(float64(f.live) / float64(st.n))
+	}
+	for i, t := range terms {
+		if id, ok := f.terms[t]; ok {
+			st.df[i] = uint64(f.df[id])
+		}
+	}
+	return st, true
 }
 
 func (f *forward) markPrimed() {
@@ -91,7 +144,7 @@ func (f *forward) markPrimed() {
 	f.mu.Unlock()
 }
 
-// stats are the collection statistics bleve's BM25 scorer uses.
+// stats are the collection statistics BM25 scores with.
 type stats struct {
 	n      uint64   // documents
 	avgLen float64  // bleve's average field length
@@ -153,14 +206,17 @@ func (f *forward) score(terms []string, st stats, ids []string, k int) ([]Hit, b
 			hits = append(hits, Hit{ID: id, Score: sum * float64(matched) / float64(len(terms))})
 		}
 	}
-	slices.SortFunc(hits, func(a, b Hit) int {
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+	slices.SortFunc(hits, byScore)
 	if len(hits) > k {
 		hits = hits[:k]
 	}
 	return hits, true
+}
+
+// byScore orders hits best first, ties by id.
+func byScore(a, b Hit) int {
+	if c := cmp.Compare(b.Score, a.Score); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.ID, b.ID)
 }

@@ -243,15 +243,16 @@ const (
 	rareShare       = 0.01
 )
 
-// Search returns the documents that best match q by BM25, best first. On
-// a collection under 20,000 documents it scores every match. On a larger
-// one it works in two passes: candidates drawn by the query's rarer terms
-// only (those in at most 1% of the documents, or the two rarest), whose
+// Search returns the documents that best match q by BM25, best first, in
+// two passes. Bleve draws candidates: by the whole query on a collection
+// under 20,000 documents; on a larger one by the query's rarer terms only
+// (those in at most 1% of the documents, or the two rarest), whose
 // postings are short — the common terms' long postings are what makes an
-// exhaustive BM25 slow — then exact scores by the whole query for those
-// candidates and for opts.Also, from the forward index. The documents
-// opts.Also names are scored wherever they belong: the caller names only
-// documents of opts.Sonas.
+// exhaustive BM25 slow. Then the forward index scores those candidates
+// and opts.Also by the whole query, with the statistics of the documents
+// held now (see forward.stats). The documents opts.Also names are scored
+// wherever they belong: the caller names only documents of opts.Sonas.
+// Until the forward index is primed, bleve scores.
 func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	if opts.K <= 0 {
 		return nil, nil
@@ -260,6 +261,32 @@ func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	if err != nil || len(terms) == 0 {
 		return nil, err
 	}
+	st, primed := x.fwd.stats(terms)
+	if !primed {
+		return x.searchUnprimed(terms, opts)
+	}
+	first := disjunction(terms)
+	if st.n >= x.pruneFrom {
+		first = disjunction(rareTerms(terms, st))
+	}
+	hits, err := x.run(first, opts.Sonas, candidateFactor*opts.K)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(hits))
+	for _, h := range hits {
+		ids = append(ids, h.ID)
+	}
+	if opts.Also != nil {
+		ids = append(ids, opts.Also()...)
+	}
+	hits, _ = x.fwd.score(terms, st, ids, opts.K)
+	return hits, nil
+}
+
+// searchUnprimed is Search before the forward index is primed: bleve
+// scores, with bleve's statistics.
+func (x *Index) searchUnprimed(terms []string, opts SearchOptions) ([]Hit, error) {
 	n, err := x.idx.DocCount()
 	if err != nil {
 		return nil, err
@@ -284,9 +311,6 @@ func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	}
 	if len(ids) == 0 {
 		return nil, nil
-	}
-	if hits, ok := x.fwd.score(terms, st, ids, opts.K); ok {
-		return hits, nil
 	}
 	only := bleve.NewDocIDQuery(ids)
 	only.SetBoost(0) // selects without scoring
@@ -325,6 +349,7 @@ func (x *Index) run(q blevequery.Query, sonas []string, k int) ([]Hit, error) {
 	for i, h := range res.Hits {
 		hits[i] = Hit{ID: h.ID, Score: h.Score}
 	}
+	slices.SortFunc(hits, byScore) // ties by id, not by bleve's internal order
 	return hits, nil
 }
 
