@@ -286,6 +286,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	if req.Stream || acceptsEventStream(r) {
+		s.chatStream(w, r, rec, req)
+		return
+	}
 	resp, err := s.sys.Advance(r.Context(), rec.Uuid, req)
 	if err != nil {
 		s.fail(w, err)
@@ -296,6 +300,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) query(w http.ResponseWriter, r *http.Request) {
 	rec, req, err := s.chatRequest(r)
+	if err == nil && req.Stream {
+		err = badRequest("invalid", "stream is for chat only")
+	}
 	if err != nil {
 		s.fail(w, err)
 		return

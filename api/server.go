@@ -19,6 +19,7 @@ import (
 
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
 	"google.golang.org/protobuf/proto"
@@ -149,35 +150,43 @@ func badRequest(code, format string, args ...any) error {
 
 // fail writes err as a JSON error with the status its class deserves.
 func (s *Server) fail(w http.ResponseWriter, err error) {
+	status, code, msg := s.classify(err)
+	writeError(w, status, code, msg)
+}
+
+// classify gives an error its HTTP status, code and message.
+func (s *Server) classify(err error) (status int, code, msg string) {
 	var ae *apiError
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &ae):
-		writeError(w, ae.status, ae.code, ae.msg)
+		return ae.status, ae.code, ae.msg
 	case errors.As(err, &mbe):
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+		return http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)
 	case errors.Is(err, memory.ErrInvalid):
-		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return http.StatusBadRequest, "invalid", err.Error()
 	case errors.Is(err, memory.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		return http.StatusNotFound, "not_found", err.Error()
 	case errors.Is(err, memory.ErrTooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())
+		return http.StatusRequestEntityTooLarge, "too_large", err.Error()
 	case errors.Is(err, memory.ErrAmbiguous), errors.Is(err, memory.ErrChainConflict):
-		writeError(w, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, actors.ErrLLM):
-		writeError(w, http.StatusBadGateway, "llm_failed", err.Error())
+		return http.StatusConflict, "conflict", err.Error()
+	case errors.Is(err, llm.ErrCircuitOpen):
+		return http.StatusServiceUnavailable, "llm_unavailable", err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusGatewayTimeout, "timeout", err.Error())
+		return http.StatusGatewayTimeout, "timeout", err.Error()
+	case errors.Is(err, actors.ErrLLM):
+		return http.StatusBadGateway, "llm_failed", err.Error()
 	case errors.Is(err, context.Canceled):
-		writeError(w, 499, "canceled", "the client went away")
+		return 499, "canceled", "the client went away"
 	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, memory.ErrClosed):
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		return http.StatusServiceUnavailable, "unavailable", err.Error()
 	case errors.Is(err, memory.ErrCorrupt):
 		s.log.Error("corruption", "err", err)
-		writeError(w, http.StatusInternalServerError, "corrupt", err.Error())
+		return http.StatusInternalServerError, "corrupt", err.Error()
 	default:
 		s.log.Error("internal error", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return http.StatusInternalServerError, "internal", err.Error()
 	}
 }
 

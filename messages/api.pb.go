@@ -77,7 +77,10 @@ type ChatRequest struct {
 	// Memories to recall before expansion (default from config).
 	K int32 `protobuf:"varint,4,opt,name=k,proto3" json:"k,omitempty"`
 	// Character budget of the recalled context (default from config).
-	BudgetChars   int32 `protobuf:"varint,5,opt,name=budget_chars,json=budgetChars,proto3" json:"budget_chars,omitempty"`
+	BudgetChars int32 `protobuf:"varint,5,opt,name=budget_chars,json=budgetChars,proto3" json:"budget_chars,omitempty"`
+	// Stream the reply as server-sent events (chat only; also asked for
+	// with Accept: text/event-stream).
+	Stream        bool `protobuf:"varint,6,opt,name=stream,proto3" json:"stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -145,6 +148,13 @@ func (x *ChatRequest) GetBudgetChars() int32 {
 		return x.BudgetChars
 	}
 	return 0
+}
+
+func (x *ChatRequest) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
 }
 
 type MemoryRef struct {
@@ -1441,13 +1451,14 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x14memoria/v1/api.proto\x12\n" +
 	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17memoria/v1/memory.proto\"'\n" +
 	"\x11CreateSonaRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x87\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x9f\x01\n" +
 	"\vChatRequest\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
 	"\bagent_id\x18\x03 \x01(\tR\aagentId\x12\f\n" +
 	"\x01k\x18\x04 \x01(\x05R\x01k\x12!\n" +
-	"\fbudget_chars\x18\x05 \x01(\x05R\vbudgetChars\"\x1d\n" +
+	"\fbudget_chars\x18\x05 \x01(\x05R\vbudgetChars\x12\x16\n" +
+	"\x06stream\x18\x06 \x01(\bR\x06stream\"\x1d\n" +
 	"\tMemoryRef\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\"j\n" +
 	"\x05Reply\x12\x10\n" +

@@ -4,15 +4,18 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -42,20 +45,69 @@ func Embedded(h http.Handler) *Client {
 
 type handlerTransport struct{ h http.Handler }
 
-func (t handlerTransport) RoundTrip(r *http.Request) (resp *http.Response, err error) {
-	rec := httptest.NewRecorder()
-	defer func() {
-		if p := recover(); p != nil {
-			if p != http.ErrAbortHandler {
-				panic(p)
+// RoundTrip runs the handler in its own goroutine and hands its response
+// over a pipe, so a streamed answer (server-sent events) arrives as it is
+// written, as over a network.
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	pr, pw := io.Pipe()
+	rw := &pipeResponse{header: http.Header{}, pw: pw, ready: make(chan struct{})}
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				// The server cut the response short (as a real connection would end).
+				rw.cut = fmt.Errorf("%s %s: the server cut the response short", r.Method, r.URL.Path)
+				rw.markReady()
+				pw.CloseWithError(rw.cut)
+				return
 			}
-			// The server cut the response short (as a real connection would end).
-			resp, err = nil, fmt.Errorf("%s %s: the server cut the response short", r.Method, r.URL.Path)
-		}
+			rw.WriteHeader(http.StatusOK)
+			pw.Close()
+		}()
+		t.h.ServeHTTP(rw, r)
 	}()
-	t.h.ServeHTTP(rec, r)
-	return rec.Result(), nil
+	select {
+	case <-rw.ready:
+	case <-r.Context().Done():
+		pr.CloseWithError(r.Context().Err())
+		return nil, r.Context().Err()
+	}
+	if !rw.wrote { // ready without a header: the handler was cut short
+		return nil, rw.cut
+	}
+	return &http.Response{StatusCode: rw.status, Status: http.StatusText(rw.status), Header: rw.header.Clone(),
+		Body: pr, Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
 }
+
+// pipeResponse is the in-process ResponseWriter of handlerTransport.
+type pipeResponse struct {
+	header http.Header
+	pw     *io.PipeWriter
+	status int
+	wrote  bool // the header was sent
+	cut    error
+	ready  chan struct{}
+	once   sync.Once
+}
+
+func (p *pipeResponse) Header() http.Header { return p.header }
+
+func (p *pipeResponse) markReady() { p.once.Do(func() { close(p.ready) }) }
+
+func (p *pipeResponse) WriteHeader(code int) {
+	if p.wrote {
+		return
+	}
+	p.status, p.wrote = code, true
+	p.markReady()
+}
+
+func (p *pipeResponse) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return p.pw.Write(b)
+}
+
+// Flush: every Write already reaches the reader.
+func (p *pipeResponse) Flush() {}
 
 // Error is an error answer of the server.
 type Error struct {
@@ -198,6 +250,69 @@ func (c *Client) Chat(ctx context.Context, uuid string, req *messages.ChatReques
 	out := &messages.ChatResponse{}
 	return out, c.post(ctx, "/sona/"+url.PathEscape(uuid)+"/chat", req, out)
 }
+
+// ChatStream chats like Chat with the reply streamed: onToken hears each
+// piece as the server sends it, and the stored step is returned at the
+// end.
+func (c *Client) ChatStream(ctx context.Context, uuid string, req *messages.ChatRequest, onToken func(string)) (*messages.ChatResponse, error) {
+	in := proto.Clone(req).(*messages.ChatRequest)
+	in.Stream = true
+	body, err := api.MarshalJSON(in)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := c.open(ctx, http.MethodPost, "/sona/"+url.PathEscape(uuid)+"/chat", bytes.NewReader(body),
+		"Content-Type", "application/json", "Accept", "text/event-stream")
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	event, data := "", ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "data:"):
+			data += strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")
+		case line == "":
+			switch event {
+			case "token":
+				var t struct {
+					Content string `json:"content"`
+				}
+				if err := json.Unmarshal([]byte(data), &t); err != nil {
+					return nil, fmt.Errorf("client: bad token event: %w", err)
+				}
+				onToken(t.Content)
+			case "done":
+				out := &messages.ChatResponse{}
+				if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(data), out); err != nil {
+					return nil, fmt.Errorf("client: bad done event: %w", err)
+				}
+				return out, nil
+			case "error":
+				var e messages.ErrorResponse
+				if err := protojson.Unmarshal([]byte(data), &e); err != nil || e.Error == nil {
+					return nil, fmt.Errorf("client: bad error event: %s", data)
+				}
+				return nil, &Error{Status: streamStatus[e.Error.Code], Code: e.Error.Code, Message: e.Error.Message}
+			}
+			event, data = "", ""
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errors.New("client: the stream ended before the step was stored")
+}
+
+// streamStatus is the status a chat would have answered with for an error
+// reported in a stream.
+var streamStatus = map[string]int{"llm_failed": http.StatusBadGateway, "llm_unavailable": http.StatusServiceUnavailable,
+	"timeout": http.StatusGatewayTimeout, "internal": http.StatusInternalServerError}
 
 // Query answers like Chat but stores nothing.
 func (c *Client) Query(ctx context.Context, uuid string, req *messages.ChatRequest) (*messages.QueryResponse, error) {

@@ -30,6 +30,8 @@ type Set struct {
 	// EvaluationFailures counts archetype answers that were invalid
 	// twice (recorded, not stored), by archetype.
 	EvaluationFailures *prometheus.CounterVec
+
+	llm *llmMetrics // model providers (llm.go)
 }
 
 // New registers the metrics, with Go runtime and process collectors.
@@ -60,6 +62,7 @@ func New() *Set {
 	}
 	r.MustRegister(s.TierTransitions, s.TierFallbacks, s.TierFailures, s.Evaluations, s.EvaluationFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.llm = newLLMMetrics(r)
 	return s
 }
 
