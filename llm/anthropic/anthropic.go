@@ -229,7 +229,7 @@ func (c *Chat) convertError(ctx context.Context, err error) error {
 		return out
 	}
 	var se *json.SyntaxError
-	if errors.As(err, &se) || strings.Contains(err.Error(), "invalid character") || strings.Contains(err.Error(), "unexpected end of JSON") {
+	if errors.As(err, &se) || strings.Contains(err.Error(), "error parsing response json") || strings.Contains(err.Error(), "invalid character") || strings.Contains(err.Error(), "unexpected end of JSON") {
 		return fmt.Errorf("%w: anthropic: %v", llm.ErrMalformed, err)
 	}
 	return fmt.Errorf("anthropic: %w", err)

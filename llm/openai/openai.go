@@ -313,7 +313,7 @@ func convertError(ctx context.Context, err error, now func() time.Time) error {
 	}
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
-	if errors.As(err, &se) || errors.As(err, &te) || strings.Contains(err.Error(), "invalid character") ||
+	if errors.As(err, &se) || errors.As(err, &te) || strings.Contains(err.Error(), "invalid character") || strings.Contains(err.Error(), "error parsing response json") ||
 		strings.Contains(err.Error(), "unexpected end of JSON") {
 		return fmt.Errorf("%w: openai: %v", llm.ErrMalformed, err)
 	}
