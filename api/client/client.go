@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -45,10 +46,12 @@ func Embedded(h http.Handler) *Client {
 
 type handlerTransport struct{ h http.Handler }
 
-// RoundTrip runs the handler in its own goroutine and hands its response
-// over a pipe, so a streamed answer (server-sent events) arrives as it is
-// written, as over a network.
+// RoundTrip runs the handler. A request for server-sent events gets its
+// answer over a pipe, as it is written (as over a network); any other, whole.
 func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		return t.buffered(r)
+	}
 	pr, pw := io.Pipe()
 	rw := &pipeResponse{header: http.Header{}, pw: pw, ready: make(chan struct{})}
 	go func() {
@@ -76,6 +79,22 @@ func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return &http.Response{StatusCode: rw.status, Status: http.StatusText(rw.status), Header: rw.header.Clone(),
 		Body: pr, Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+}
+
+// buffered runs the handler to the end and hands over its whole response.
+func (t handlerTransport) buffered(r *http.Request) (resp *http.Response, err error) {
+	rec := httptest.NewRecorder()
+	defer func() {
+		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler {
+				panic(p)
+			}
+			// The server cut the response short (as a real connection would end).
+			resp, err = nil, fmt.Errorf("%s %s: the server cut the response short", r.Method, r.URL.Path)
+		}
+	}()
+	t.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
 }
 
 // pipeResponse is the in-process ResponseWriter of handlerTransport.
