@@ -214,23 +214,16 @@ func stopReason(r sdk.StopReason) llm.StopReason {
 // convertError turns an SDK error into *llm.APIError, llm.ErrMalformed or
 // the context's error.
 func (c *Chat) convertError(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%w: %v", cerr, err)
-	}
+	var api *llm.APIError
 	var ae *sdk.Error
 	if errors.As(err, &ae) {
-		out := &llm.APIError{Provider: Provider, Status: ae.StatusCode, Message: ae.RawJSON()}
-		if out.Message == "" {
-			out.Message = http.StatusText(ae.StatusCode)
+		api = &llm.APIError{Provider: Provider, Status: ae.StatusCode, Message: ae.RawJSON()}
+		if api.Message == "" {
+			api.Message = http.StatusText(ae.StatusCode)
 		}
 		if ae.Response != nil {
-			out.RetryAfter = llm.ParseRetryAfter(ae.Response.Header.Get("Retry-After"), ae.Response.Header.Get("Retry-After-Ms"), c.now())
+			api.RetryAfter = llm.ParseRetryAfter(ae.Response.Header.Get("Retry-After"), ae.Response.Header.Get("Retry-After-Ms"), c.now())
 		}
-		return out
 	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) || strings.Contains(err.Error(), "error parsing response json") || strings.Contains(err.Error(), "invalid character") || strings.Contains(err.Error(), "unexpected end of JSON") {
-		return fmt.Errorf("%w: anthropic: %v", llm.ErrMalformed, err)
-	}
-	return fmt.Errorf("anthropic: %w", err)
+	return llm.ProviderError(ctx, Provider, err, api)
 }

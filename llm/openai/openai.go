@@ -300,24 +300,15 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 // convertError turns an SDK error into *llm.APIError, llm.ErrMalformed or
 // the context's error.
 func convertError(ctx context.Context, err error, now func() time.Time) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%w: %v", cerr, err)
-	}
+	var api *llm.APIError
 	var ae *sdk.Error
 	if errors.As(err, &ae) {
-		out := &llm.APIError{Provider: Provider, Status: ae.StatusCode, Message: apiMessage(ae)}
+		api = &llm.APIError{Provider: Provider, Status: ae.StatusCode, Message: apiMessage(ae)}
 		if ae.Response != nil {
-			out.RetryAfter = llm.ParseRetryAfter(ae.Response.Header.Get("Retry-After"), ae.Response.Header.Get("Retry-After-Ms"), now())
+			api.RetryAfter = llm.ParseRetryAfter(ae.Response.Header.Get("Retry-After"), ae.Response.Header.Get("Retry-After-Ms"), now())
 		}
-		return out
 	}
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &se) || errors.As(err, &te) || strings.Contains(err.Error(), "invalid character") || strings.Contains(err.Error(), "error parsing response json") ||
-		strings.Contains(err.Error(), "unexpected end of JSON") {
-		return fmt.Errorf("%w: openai: %v", llm.ErrMalformed, err)
-	}
-	return fmt.Errorf("openai: %w", err)
+	return llm.ProviderError(ctx, Provider, err, api)
 }
 
 func apiMessage(ae *sdk.Error) string {
