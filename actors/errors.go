@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -21,7 +22,9 @@ const (
 	CodeTimeout     = "timeout"
 	CodeUnavailable = "unavailable"
 	CodeLLM         = "llm_failed"
-	CodeInternal    = "internal"
+	// CodeLLMUnavailable: the model's circuit breaker is open.
+	CodeLLMUnavailable = "llm_unavailable"
+	CodeInternal       = "internal"
 )
 
 // ErrLLM marks a failed model call. The input memory of the step is kept.
@@ -43,6 +46,8 @@ func failure(err error) *messages.Failure {
 		code = CodeConflict
 	case errors.Is(err, memory.ErrTooLarge):
 		code = CodeTooLarge
+	case errors.Is(err, llm.ErrCircuitOpen):
+		code = CodeLLMUnavailable
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, actor.ErrTimeout):
 		code = CodeTimeout
 	case errors.Is(err, ErrLLM):
@@ -77,6 +82,8 @@ func (e *Error) Is(target error) bool {
 		return target == context.DeadlineExceeded
 	case CodeLLM:
 		return target == ErrLLM
+	case CodeLLMUnavailable:
+		return target == ErrLLM || target == llm.ErrCircuitOpen
 	case CodeUnavailable:
 		return target == ErrUnavailable
 	}

@@ -360,7 +360,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 				finish(failure(r.err))
 				return
 			}
-			a.respond(ctx, req, input, finish, embed)
+			a.respond(ctx, req, input, finish, embed, a.sys.callOf(msg.Call))
 		})
 	})
 }
@@ -370,7 +370,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 // stm's inbox in the response's transaction; the mid-term segments the
 // tiers' retrieval used are visited.
 func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input *memory.Prepared,
-	finish func(proto.Message), embed func(context.Context, string) ([]float32, error)) {
+	finish func(proto.Message), embed func(context.Context, string) ([]float32, error), caller *call) {
 	self := a.sys.self
 	name := a.name
 	type thought struct {
@@ -393,7 +393,9 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		if err != nil {
 			return thought{}, err
 		}
-		resp, err := a.sys.complete(c, name, recalled, tr, req)
+		lc, onToken, release := caller.bind(c)
+		resp, err := a.sys.complete(lc, name, recalled, tr, req, onToken)
+		release()
 		if err != nil {
 			return thought{}, err
 		}

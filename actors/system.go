@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -87,9 +88,14 @@ type System struct {
 	// running off the actors' mailboxes.
 	base   context.Context
 	cancel context.CancelFunc
-	work   sync.WaitGroup
-	stop   sync.Once
-	ready  atomic.Bool // the PIDs above are set
+
+	// calls are the callers of AdvanceStream waiting in this process, by
+	// Advance.call: their contexts and token sinks.
+	calls    sync.Map // uint64 → *call
+	nextCall atomic.Uint64
+	work     sync.WaitGroup
+	stop     sync.Once
+	ready    atomic.Bool // the PIDs above are set
 }
 
 // Start builds the actor tree.
@@ -212,13 +218,68 @@ func ask[T any](s *System, msg proto.Message, timeout time.Duration) (T, error) 
 // Advance runs one step of a sona (DESIGN.md §4.1) and returns once the
 // input and response memories are durable.
 func (s *System) Advance(ctx context.Context, sona string, req *messages.ChatRequest) (*messages.ChatResponse, error) {
+	return s.AdvanceStream(ctx, sona, req, nil)
+}
+
+// AdvanceStream runs one step like Advance; onToken, when set, hears the
+// reply as the model generates it (from another goroutine; an error from
+// it ends the model call). ctx reaches the model call: cancelling it (a
+// client that went away) cancels the call, and the step then fails with
+// its input kept. While the model's circuit breaker is open it fails at
+// once with an error wrapping llm.ErrCircuitOpen, before anything is
+// written.
+func (s *System) AdvanceStream(ctx context.Context, sona string, req *messages.ChatRequest, onToken func(string) error) (*messages.ChatResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if err := s.checkNotBackbone(sona); err != nil {
 		return nil, err
 	}
-	return ask[*messages.ChatResponse](s, &messages.Advance{Sona: sona, Request: req}, s.stepTimeout())
+	if err := s.modelAvailable(); err != nil {
+		return nil, err
+	}
+	id := s.nextCall.Add(1)
+	s.calls.Store(id, &call{ctx: ctx, token: onToken})
+	defer s.calls.Delete(id)
+	return ask[*messages.ChatResponse](s, &messages.Advance{Sona: sona, Request: req, Call: id}, s.stepTimeout())
+}
+
+// modelAvailable fails when the model's circuit breaker is open.
+func (s *System) modelAvailable() error {
+	if av, ok := s.llm.(llm.Availability); ok {
+		if err := av.Available(); err != nil {
+			return fmt.Errorf("%w: %w", ErrLLM, err)
+		}
+	}
+	return nil
+}
+
+// call is a caller waiting for an advance in this process.
+type call struct {
+	ctx   context.Context
+	token func(string) error
+}
+
+// callOf returns the caller registered as id, or nil.
+func (s *System) callOf(id uint64) *call {
+	if id == 0 {
+		return nil
+	}
+	if c, ok := s.calls.Load(id); ok {
+		return c.(*call)
+	}
+	return nil
+}
+
+// bind returns ctx, also cancelled when the caller's context ends (with its
+// cause), and the caller's token sink.
+func (c *call) bind(ctx context.Context) (context.Context, func(string) error, context.CancelFunc) {
+	if c == nil {
+		return ctx, nil, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.ctx, func() { cancel(context.Cause(c.ctx)) })
+	return ctx, c.token, func() { stop(); cancel(nil) }
 }
 
 // stepTimeout bounds a whole advance: two embeddings, recall, the model
@@ -277,7 +338,7 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.complete(ctx, rec.Name, recalled, tr, req)
+	resp, err := s.complete(ctx, rec.Name, recalled, tr, req, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -287,8 +348,10 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 	}, nil
 }
 
-// complete builds the step's prompt and calls the model.
-func (s *System) complete(ctx context.Context, sonaName string, recalled []*memory.Recalled, tr *memory.TierRecall, req *messages.ChatRequest) (llm.Response, error) {
+// complete builds the step's prompt and calls the model, streaming the
+// reply to onToken when it is set.
+func (s *System) complete(ctx context.Context, sonaName string, recalled []*memory.Recalled, tr *memory.TierRecall, req *messages.ChatRequest,
+	onToken func(string) error) (llm.Response, error) {
 	prompt := memory.BuildPrompt(memory.PromptInput{
 		SonaName:      sonaName,
 		Recalled:      recalled,
@@ -300,9 +363,18 @@ func (s *System) complete(ctx context.Context, sonaName string, recalled []*memo
 	})
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LLM.Timeout.D())
 	defer cancel()
-	resp, err := s.llm.Complete(ctx, prompt)
+	var resp llm.Response
+	var err error
+	if onToken != nil {
+		resp, err = llm.Stream(ctx, s.llm, prompt, onToken)
+	} else {
+		resp, err = s.llm.Complete(ctx, prompt)
+	}
 	if err != nil {
-		return resp, fmt.Errorf("%w: %v", ErrLLM, err)
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w (%v)", cause, err)
+		}
+		return resp, fmt.Errorf("%w: %w", ErrLLM, err)
 	}
 	return resp, nil
 }

@@ -263,6 +263,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	if req.Stream || acceptsEventStream(r) {
+		s.chatStream(w, r, rec, req)
+		return
+	}
 	resp, err := s.chatOp(r.Context(), rec, req)
 	if err != nil {
 		s.fail(w, err)
@@ -273,6 +277,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) query(w http.ResponseWriter, r *http.Request) {
 	rec, req, err := s.chatRequest(r)
+	if err == nil && req.Stream {
+		err = badRequest("invalid", "stream is for chat only")
+	}
 	if err != nil {
 		s.fail(w, err)
 		return

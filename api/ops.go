@@ -251,16 +251,22 @@ func (s *Server) checkRecallBounds(k, budget int32) error {
 // chatOp advances a sona: the input and the response are stored through
 // the sona's actor.
 func (s *Server) chatOp(ctx context.Context, rec *messages.Sona, req *messages.ChatRequest) (*messages.ChatResponse, error) {
-	if err := requireScope(ctx, ScopeWrite); err != nil {
-		return nil, err
-	}
-	if err := allowSona(ctx, rec.Uuid); err != nil {
-		return nil, err
-	}
-	if err := s.checkChat(ctx, req); err != nil {
+	if err := s.chatAllowed(ctx, rec, req); err != nil {
 		return nil, err
 	}
 	return s.sys.Advance(ctx, rec.Uuid, req)
+}
+
+// chatAllowed checks a chat, streamed or not: the write scope, the sona,
+// the request.
+func (s *Server) chatAllowed(ctx context.Context, rec *messages.Sona, req *messages.ChatRequest) error {
+	if err := requireScope(ctx, ScopeWrite); err != nil {
+		return err
+	}
+	if err := allowSona(ctx, rec.Uuid); err != nil {
+		return err
+	}
+	return s.checkChat(ctx, req)
 }
 
 // queryOp recalls and answers without storing anything.

@@ -20,6 +20,7 @@ import (
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/metrics"
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
 	"google.golang.org/protobuf/proto"
@@ -244,10 +245,12 @@ func (s *Server) classify(err error) (status int, code, msg string) {
 		return http.StatusRequestEntityTooLarge, "too_large", err.Error()
 	case errors.Is(err, memory.ErrAmbiguous), errors.Is(err, memory.ErrChainConflict):
 		return http.StatusConflict, "conflict", err.Error()
-	case errors.Is(err, actors.ErrLLM):
-		return http.StatusBadGateway, "llm_failed", err.Error()
+	case errors.Is(err, llm.ErrCircuitOpen):
+		return http.StatusServiceUnavailable, "llm_unavailable", err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, "timeout", fmt.Sprintf("the request took longer than allowed (server.request_timeout %s): %v", s.cfg.Server.RequestTimeout, err)
+	case errors.Is(err, actors.ErrLLM):
+		return http.StatusBadGateway, "llm_failed", err.Error()
 	case errors.Is(err, context.Canceled):
 		return 499, "canceled", "the client went away"
 	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, memory.ErrClosed):

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -392,23 +393,66 @@ type AnchorRule struct {
 
 // LLM selects the language model that advances sonas.
 type LLM struct {
-	// Provider: offline (built-in, deterministic, no network).
-	Provider  string `yaml:"provider"`
-	BaseURL   string `yaml:"base_url"`
-	Model     string `yaml:"model"`
+	// Provider: offline (built-in, deterministic, no network), openai
+	// (any OpenAI-compatible server: OpenAI, Ollama, vLLM, llama.cpp,
+	// LM Studio) or anthropic.
+	Provider string `yaml:"provider"`
+	// BaseURL of the provider's API; empty: the provider's own
+	// (https://api.openai.com/v1, https://api.anthropic.com).
+	BaseURL string `yaml:"base_url"`
+	Model   string `yaml:"model"`
+	// APIKeyEnv names the environment variable holding the API key
+	// (default OPENAI_API_KEY or ANTHROPIC_API_KEY); the key itself never
+	// sits in the configuration.
 	APIKeyEnv string `yaml:"api_key_env"`
 	MaxTokens int    `yaml:"max_tokens"`
 	// ContextTokens is the model's context window: prompts are cut to fit
 	// it with max_tokens left for the reply (0: no limit).
-	ContextTokens int      `yaml:"context_tokens"`
-	Timeout       Duration `yaml:"timeout"`
+	ContextTokens int `yaml:"context_tokens"`
+	// Timeout bounds one model call: its queueing, attempts and the waits
+	// between them.
+	Timeout Duration `yaml:"timeout"`
+	// MaxRetries repeats a call that met a rate limit (429), a server
+	// error (5xx) or a network error; other 4xx are not retried.
+	MaxRetries int `yaml:"max_retries"`
+	// RetryBase is the first backoff, doubled per retry up to RetryMax and
+	// jittered to between half and all of it; a longer Retry-After wins.
+	RetryBase Duration `yaml:"retry_base"`
+	RetryMax  Duration `yaml:"retry_max"`
+	// MaxConcurrency bounds the calls in flight to the provider; the rest
+	// wait (memoria_llm_queue_wait_seconds). 0: unbounded.
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// BreakerFailures consecutive failed attempts open the provider's
+	// circuit breaker (0: never); chat then answers 503 at once until
+	// BreakerCooldown has passed and a probe call succeeds.
+	BreakerFailures int      `yaml:"breaker_failures"`
+	BreakerCooldown Duration `yaml:"breaker_cooldown"`
 }
 
-// Embedder selects the embedding model.
+// Embedder selects the embedding model. Its identity (provider, model,
+// dims) is recorded in the store; a store opened with another embedder is
+// refused until `memoria reindex` re-embeds it.
 type Embedder struct {
-	// Provider: hashed (built-in, deterministic, no network).
+	// Provider: hashed (built-in, deterministic, no network), openai (an
+	// OpenAI-compatible embeddings endpoint) or model2vec (a local static
+	// model folder).
 	Provider string `yaml:"provider"`
-	Dims     int    `yaml:"dims"`
+	// Dims is the vector length; it must match the model's.
+	Dims int `yaml:"dims"`
+	// BaseURL, Model and APIKeyEnv as for llm (openai).
+	BaseURL   string `yaml:"base_url"`
+	Model     string `yaml:"model"`
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Path is the model2vec folder (tokenizer.json, model.safetensors,
+	// config.json).
+	Path string `yaml:"path"`
+	// Timeout bounds one embedding call (retries and the breaker follow
+	// the llm settings).
+	Timeout Duration `yaml:"timeout"`
+	// MaxConcurrency bounds the embedding calls in flight (0: unbounded).
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// BatchSize bounds the texts of one embeddings request.
+	BatchSize int `yaml:"batch_size"`
 }
 
 // Actors configures the actor system.
@@ -502,9 +546,11 @@ func Default() Config {
 		Heartbeat: Heartbeat{Interval: Duration(30 * time.Second), DreamIdle: Duration(6 * time.Hour),
 			SweepBatch: 2000, MaxCompressions: 4, DreamRecent: 50, InsightConfidence: 0.4},
 		Evaluation: Evaluation{Mode: "llm", Batch: 32, ImportanceSeed: 0.2, Archetypes: DefaultArchetypes()},
-		LLM:        LLM{Provider: "offline", MaxTokens: 1024, ContextTokens: 8192, Timeout: Duration(60 * time.Second)},
-		Embedder:   Embedder{Provider: "hashed", Dims: 384},
-		Anchoring:  Anchoring{Rules: DefaultAnchorRules()},
+		LLM: LLM{Provider: "offline", MaxTokens: 1024, ContextTokens: 8192, Timeout: Duration(60 * time.Second),
+			MaxRetries: 3, RetryBase: Duration(500 * time.Millisecond), RetryMax: Duration(20 * time.Second),
+			MaxConcurrency: 16, BreakerFailures: 5, BreakerCooldown: Duration(30 * time.Second)},
+		Embedder:  Embedder{Provider: "hashed", Dims: 384, Timeout: Duration(30 * time.Second), MaxConcurrency: 16, BatchSize: 256},
+		Anchoring: Anchoring{Rules: DefaultAnchorRules()},
 		Actors: Actors{
 			SonaIdle:      Duration(5 * time.Minute),
 			MaxRestarts:   10,
@@ -797,9 +843,14 @@ func (c *Config) Validate() error {
 
 	switch c.LLM.Provider {
 	case "offline":
+	case "openai", "anthropic":
+		if strings.TrimSpace(c.LLM.Model) == "" {
+			bad("llm.model", "must name the model for provider %s", c.LLM.Provider)
+		}
 	default:
-		bad("llm.provider", "unknown provider %q (available: offline)", c.LLM.Provider)
+		bad("llm.provider", "unknown provider %q (available: offline, openai, anthropic)", c.LLM.Provider)
 	}
+	validURL("llm.base_url", c.LLM.BaseURL, bad)
 	if c.LLM.MaxTokens < 0 {
 		bad("llm.max_tokens", "must not be negative, got %d", c.LLM.MaxTokens)
 	}
@@ -807,15 +858,43 @@ func (c *Config) Validate() error {
 		bad("llm.context_tokens", "must be 0 (no limit) or more than llm.max_tokens (%d), got %d", c.LLM.MaxTokens, c.LLM.ContextTokens)
 	}
 	posDur("llm.timeout", c.LLM.Timeout)
+	if c.LLM.MaxRetries < 0 || c.LLM.MaxRetries > 20 {
+		bad("llm.max_retries", "must be within 0..20, got %d", c.LLM.MaxRetries)
+	}
+	posDur("llm.retry_base", c.LLM.RetryBase)
+	if c.LLM.RetryMax < c.LLM.RetryBase {
+		bad("llm.retry_max", "must be at least llm.retry_base (%s), got %s", c.LLM.RetryBase, c.LLM.RetryMax)
+	}
+	if c.LLM.MaxConcurrency < 0 {
+		bad("llm.max_concurrency", "must not be negative (0 = unbounded), got %d", c.LLM.MaxConcurrency)
+	}
+	if c.LLM.BreakerFailures < 0 {
+		bad("llm.breaker_failures", "must not be negative (0 = never open), got %d", c.LLM.BreakerFailures)
+	}
+	posDur("llm.breaker_cooldown", c.LLM.BreakerCooldown)
 
 	switch c.Embedder.Provider {
 	case "hashed":
+	case "openai":
+		if strings.TrimSpace(c.Embedder.Model) == "" {
+			bad("embedder.model", "must name the embedding model for provider openai")
+		}
+	case "model2vec":
+		if strings.TrimSpace(c.Embedder.Path) == "" {
+			bad("embedder.path", "must name the model2vec folder (tokenizer.json, model.safetensors, config.json)")
+		}
 	default:
-		bad("embedder.provider", "unknown provider %q (available: hashed)", c.Embedder.Provider)
+		bad("embedder.provider", "unknown provider %q (available: hashed, openai, model2vec)", c.Embedder.Provider)
 	}
+	validURL("embedder.base_url", c.Embedder.BaseURL, bad)
 	if c.Embedder.Dims < 8 || c.Embedder.Dims > 8192 {
 		bad("embedder.dims", "must be within 8..8192, got %d", c.Embedder.Dims)
 	}
+	posDur("embedder.timeout", c.Embedder.Timeout)
+	if c.Embedder.MaxConcurrency < 0 {
+		bad("embedder.max_concurrency", "must not be negative (0 = unbounded), got %d", c.Embedder.MaxConcurrency)
+	}
+	positive("embedder.batch_size", c.Embedder.BatchSize)
 
 	posDur("actors.sona_idle", c.Actors.SonaIdle)
 	if c.Actors.MaxRestarts < 0 {
@@ -843,6 +922,17 @@ func (c *Config) KindWeight(kind string) float64 {
 		return k.Weight
 	}
 	return c.Kinds[c.DefaultKind].Weight
+}
+
+// validURL checks an optional http(s) base URL.
+func validURL(key, raw string, bad func(string, string, ...any)) {
+	if raw == "" {
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad(key, "want an http(s) URL such as http://localhost:11434/v1, got %q", raw)
+	}
 }
 
 func validName(s string) bool {

@@ -27,8 +27,12 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Role of a chat message.
@@ -97,6 +101,49 @@ type Response struct {
 	Model string
 	// StopReason says why generation stopped.
 	StopReason StopReason
+	// Usage is the token count the provider reported (zero when it
+	// reports none, as the offline model).
+	Usage Usage
+}
+
+// Usage counts the tokens of one call.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// Streamer is an LLM that can hand out its reply while it is generated.
+// Stream calls onToken with each piece of text, in order, and returns the
+// whole Response (whose Content is the concatenation of the pieces) when
+// generation ends. An error from onToken stops the stream and is returned.
+type Streamer interface {
+	LLM
+	Stream(ctx context.Context, req Request, onToken func(string) error) (Response, error)
+}
+
+// Stream asks m for a streamed reply when it is a Streamer, and otherwise
+// completes req and hands the whole reply to onToken at once.
+func Stream(ctx context.Context, m LLM, req Request, onToken func(string) error) (Response, error) {
+	if s, ok := m.(Streamer); ok {
+		return s.Stream(ctx, req, onToken)
+	}
+	resp, err := m.Complete(ctx, req)
+	if err != nil {
+		return resp, err
+	}
+	if resp.Content != "" {
+		if err := onToken(resp.Content); err != nil {
+			return Response{}, err
+		}
+	}
+	return resp, nil
+}
+
+// Availability is implemented by an LLM that can tell, before a call, that
+// the call would fail at once (a provider behind an open circuit breaker):
+// Available returns nil or an error wrapping ErrCircuitOpen.
+type Availability interface {
+	Available() error
 }
 
 // LLM completes conversations.
@@ -130,7 +177,61 @@ var (
 	// ErrUnsupported is returned by LLM.Complete for a request the model
 	// cannot serve, such as a structured reply from a model without one.
 	ErrUnsupported = errors.New("llm: not supported by this model")
+	// ErrCircuitOpen is returned without calling the provider while its
+	// circuit breaker is open (after consecutive failures).
+	ErrCircuitOpen = errors.New("llm: provider unavailable (circuit open)")
+	// ErrMalformed marks a provider reply that could not be read (not the
+	// wire format, or a reply that breaks the Embedder contract).
+	ErrMalformed = errors.New("llm: malformed provider reply")
 )
+
+// APIError is a provider's HTTP error reply, classified for retries.
+type APIError struct {
+	// Provider names the provider (openai, anthropic).
+	Provider string
+	// Status is the HTTP status of the reply.
+	Status int
+	// RetryAfter is the wait the provider asked for (Retry-After,
+	// retry-after-ms), 0 when it named none.
+	RetryAfter time.Duration
+	// Message is the provider's error message.
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("llm: %s answered %d: %s", e.Provider, e.Status, e.Message)
+}
+
+// Retryable reports whether the call may succeed if repeated: rate limits
+// (429), request timeouts (408) and server errors (5xx); never other 4xx.
+func (e *APIError) Retryable() bool {
+	return e.Status == 429 || e.Status == 408 || e.Status >= 500
+}
+
+// ParseRetryAfter reads a Retry-After header value (seconds or an HTTP
+// date, relative to now) and, when set, retry-after-ms (milliseconds,
+// which wins). It returns 0 when neither gives a wait.
+func ParseRetryAfter(retryAfter, retryAfterMS string, now time.Time) time.Duration {
+	if ms, err := strconv.ParseFloat(strings.TrimSpace(retryAfterMS), 64); err == nil && ms > 0 {
+		return time.Duration(ms * float64(time.Millisecond))
+	}
+	v := strings.TrimSpace(retryAfter)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs > 0 {
+			return time.Duration(secs * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := time.Parse(time.RFC1123, v); err == nil { // the HTTP date format
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
 
 // Unfence strips a Markdown code fence around a structured (JSON) reply,
 // which some models add even when asked for JSON only.
@@ -143,4 +244,30 @@ func Unfence(s string) string {
 		s = strings.TrimSuffix(strings.TrimSpace(rest), "```")
 	}
 	return s
+}
+
+// Normalize scales v to unit length in place; false when v is zero or not
+// finite (and cannot be).
+func Normalize(v []float32) bool { return normalize(v) }
+
+// ProviderError classifies the error of a provider SDK's call: the
+// context's error when ctx is done; api, the HTTP error reply the SDK
+// decoded, when it is not nil; ErrMalformed for a reply that was not the
+// wire format; otherwise err itself (a network error), named after the
+// provider.
+func ProviderError(ctx context.Context, provider string, err error, api *APIError) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%w: %v", cerr, err)
+	}
+	if api != nil {
+		return api
+	}
+	msg := err.Error()
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &se) || errors.As(err, &te) || strings.Contains(msg, "error parsing response json") ||
+		strings.Contains(msg, "invalid character") || strings.Contains(msg, "unexpected end of JSON") {
+		return fmt.Errorf("%w: %s: %v", ErrMalformed, provider, err)
+	}
+	return fmt.Errorf("%s: %w", provider, err)
 }

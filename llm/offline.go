@@ -293,3 +293,44 @@ func byteOffset(s string, n int) int {
 	}
 	return len(s)
 }
+
+var _ Streamer = (*OfflineLLM)(nil)
+
+// Stream answers like Complete and hands the reply out word by word (each
+// piece is a word with the white space before it), so streaming clients
+// work without a network.
+func (o *OfflineLLM) Stream(ctx context.Context, req Request, onToken func(string) error) (Response, error) {
+	resp, err := o.Complete(ctx, req)
+	if err != nil {
+		return resp, err
+	}
+	for _, piece := range wordPieces(resp.Content) {
+		if err := ctx.Err(); err != nil {
+			return Response{}, err
+		}
+		if err := onToken(piece); err != nil {
+			return Response{}, err
+		}
+	}
+	return resp, nil
+}
+
+// wordPieces splits s into pieces that concatenate to s: each is a run of
+// white space followed by a run of other characters.
+func wordPieces(s string) []string {
+	var out []string
+	start := 0
+	inWord := false
+	for i, r := range s {
+		space := unicode.IsSpace(r)
+		if space && inWord {
+			out = append(out, s[start:i])
+			start = i
+		}
+		inWord = !space
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}

@@ -383,7 +383,7 @@ func (s *Self) identityOp(ctx context.Context) error {
 		case err != nil:
 			return err
 		case string(got) != want:
-			return fmt.Errorf("%w: the store's vectors are %q, the configured embedder is %q", ErrEmbedderMismatch, got, want)
+			return fmt.Errorf("%w: the store's vectors are %q, the configured embedder is %q; run `memoria reindex` to re-embed the store with the configured embedder (or configure %q again)", ErrEmbedderMismatch, got, want, got)
 		}
 		return nil
 	})

@@ -24,9 +24,13 @@ const (
 // Advance runs one step of the sona: store the input, recall, call the
 // LLM, store the response. Reply: ChatResponse or Failure.
 type Advance struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sona          string                 `protobuf:"bytes,1,opt,name=sona,proto3" json:"sona,omitempty"`
-	Request       *ChatRequest           `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Sona    string                 `protobuf:"bytes,1,opt,name=sona,proto3" json:"sona,omitempty"`
+	Request *ChatRequest           `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// The caller's registration in its process (System.AdvanceStream): its
+	// context cancels the step's model call and its token sink hears the
+	// reply as it is generated. 0: none.
+	Call          uint64 `protobuf:"varint,3,opt,name=call,proto3" json:"call,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -73,6 +77,13 @@ func (x *Advance) GetRequest() *ChatRequest {
 		return x.Request
 	}
 	return nil
+}
+
+func (x *Advance) GetCall() uint64 {
+	if x != nil {
+		return x.Call
+	}
+	return 0
 }
 
 // AppendMemory adds a prepared memory block to the sona's chain.
@@ -714,10 +725,11 @@ var File_memoria_v1_actors_proto protoreflect.FileDescriptor
 const file_memoria_v1_actors_proto_rawDesc = "" +
 	"\n" +
 	"\x17memoria/v1/actors.proto\x12\n" +
-	"memoria.v1\x1a\x14memoria/v1/api.proto\x1a\x17memoria/v1/memory.proto\"P\n" +
+	"memoria.v1\x1a\x14memoria/v1/api.proto\x1a\x17memoria/v1/memory.proto\"d\n" +
 	"\aAdvance\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x121\n" +
-	"\arequest\x18\x02 \x01(\v2\x17.memoria.v1.ChatRequestR\arequest\"\x9f\x02\n" +
+	"\arequest\x18\x02 \x01(\v2\x17.memoria.v1.ChatRequestR\arequest\x12\x12\n" +
+	"\x04call\x18\x03 \x01(\x04R\x04call\"\x9f\x02\n" +
 	"\fAppendMemory\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x12\x14\n" +
 	"\x05block\x18\x02 \x01(\fR\x05block\x12\x1c\n" +

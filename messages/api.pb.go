@@ -81,7 +81,10 @@ type ChatRequest struct {
 	// Recall scope: "self" (every sona, weighted by sona similarity) or
 	// "sona" (this sona and the backbone); "" = recall.scope. A sona-scoped
 	// token always recalls in "sona" scope.
-	Scope         string `protobuf:"bytes,6,opt,name=scope,proto3" json:"scope,omitempty"`
+	Scope string `protobuf:"bytes,6,opt,name=scope,proto3" json:"scope,omitempty"`
+	// Stream the reply as server-sent events (chat only; also asked for
+	// with Accept: text/event-stream).
+	Stream        bool `protobuf:"varint,7,opt,name=stream,proto3" json:"stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -156,6 +159,13 @@ func (x *ChatRequest) GetScope() string {
 		return x.Scope
 	}
 	return ""
+}
+
+func (x *ChatRequest) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
 }
 
 type MemoryRef struct {
@@ -1452,14 +1462,15 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x14memoria/v1/api.proto\x12\n" +
 	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17memoria/v1/memory.proto\"'\n" +
 	"\x11CreateSonaRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x9d\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xb5\x01\n" +
 	"\vChatRequest\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
 	"\bagent_id\x18\x03 \x01(\tR\aagentId\x12\f\n" +
 	"\x01k\x18\x04 \x01(\x05R\x01k\x12!\n" +
 	"\fbudget_chars\x18\x05 \x01(\x05R\vbudgetChars\x12\x14\n" +
-	"\x05scope\x18\x06 \x01(\tR\x05scope\"\x1d\n" +
+	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x16\n" +
+	"\x06stream\x18\a \x01(\bR\x06stream\"\x1d\n" +
 	"\tMemoryRef\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\"j\n" +
 	"\x05Reply\x12\x10\n" +

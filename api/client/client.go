@@ -4,8 +4,11 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +16,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -51,7 +55,43 @@ func Embedded(h http.Handler) *Client {
 
 type handlerTransport struct{ h http.Handler }
 
-func (t handlerTransport) RoundTrip(r *http.Request) (resp *http.Response, err error) {
+// RoundTrip runs the handler. A request for server-sent events gets its
+// answer over a pipe, as it is written (as over a network); any other, whole.
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		return t.buffered(r)
+	}
+	pr, pw := io.Pipe()
+	rw := &pipeResponse{header: http.Header{}, pw: pw, ready: make(chan struct{})}
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				// The server cut the response short (as a real connection would end).
+				rw.cut = fmt.Errorf("%s %s: the server cut the response short", r.Method, r.URL.Path)
+				rw.markReady()
+				pw.CloseWithError(rw.cut)
+				return
+			}
+			rw.WriteHeader(http.StatusOK)
+			pw.Close()
+		}()
+		t.h.ServeHTTP(rw, r)
+	}()
+	select {
+	case <-rw.ready:
+	case <-r.Context().Done():
+		pr.CloseWithError(r.Context().Err())
+		return nil, r.Context().Err()
+	}
+	if !rw.wrote { // ready without a header: the handler was cut short
+		return nil, rw.cut
+	}
+	return &http.Response{StatusCode: rw.status, Status: http.StatusText(rw.status), Header: rw.header.Clone(),
+		Body: pr, Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+}
+
+// buffered runs the handler to the end and hands over its whole response.
+func (t handlerTransport) buffered(r *http.Request) (resp *http.Response, err error) {
 	rec := httptest.NewRecorder()
 	defer func() {
 		if p := recover(); p != nil {
@@ -65,6 +105,37 @@ func (t handlerTransport) RoundTrip(r *http.Request) (resp *http.Response, err e
 	t.h.ServeHTTP(rec, r.WithContext(api.WithPrincipal(r.Context(), api.Local)))
 	return rec.Result(), nil
 }
+
+// pipeResponse is the in-process ResponseWriter of handlerTransport.
+type pipeResponse struct {
+	header http.Header
+	pw     *io.PipeWriter
+	status int
+	wrote  bool // the header was sent
+	cut    error
+	ready  chan struct{}
+	once   sync.Once
+}
+
+func (p *pipeResponse) Header() http.Header { return p.header }
+
+func (p *pipeResponse) markReady() { p.once.Do(func() { close(p.ready) }) }
+
+func (p *pipeResponse) WriteHeader(code int) {
+	if p.wrote {
+		return
+	}
+	p.status, p.wrote = code, true
+	p.markReady()
+}
+
+func (p *pipeResponse) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return p.pw.Write(b)
+}
+
+// Flush: every Write already reaches the reader.
+func (p *pipeResponse) Flush() {}
 
 // Error is an error answer of the server.
 type Error struct {
@@ -219,6 +290,69 @@ func (c *Client) Chat(ctx context.Context, uuid string, req *messages.ChatReques
 	out := &messages.ChatResponse{}
 	return out, c.post(ctx, "/sona/"+url.PathEscape(uuid)+"/chat", req, out)
 }
+
+// ChatStream chats like Chat with the reply streamed: onToken hears each
+// piece as the server sends it, and the stored step is returned at the
+// end.
+func (c *Client) ChatStream(ctx context.Context, uuid string, req *messages.ChatRequest, onToken func(string)) (*messages.ChatResponse, error) {
+	in := proto.Clone(req).(*messages.ChatRequest)
+	in.Stream = true
+	body, err := api.MarshalJSON(in)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := c.open(ctx, http.MethodPost, "/sona/"+url.PathEscape(uuid)+"/chat", bytes.NewReader(body),
+		"Content-Type", "application/json", "Accept", "text/event-stream")
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	event, data := "", ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "data:"):
+			data += strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")
+		case line == "":
+			switch event {
+			case "token":
+				var t struct {
+					Content string `json:"content"`
+				}
+				if err := json.Unmarshal([]byte(data), &t); err != nil {
+					return nil, fmt.Errorf("client: bad token event: %w", err)
+				}
+				onToken(t.Content)
+			case "done":
+				out := &messages.ChatResponse{}
+				if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(data), out); err != nil {
+					return nil, fmt.Errorf("client: bad done event: %w", err)
+				}
+				return out, nil
+			case "error":
+				var e messages.ErrorResponse
+				if err := protojson.Unmarshal([]byte(data), &e); err != nil || e.Error == nil {
+					return nil, fmt.Errorf("client: bad error event: %s", data)
+				}
+				return nil, &Error{Status: streamStatus[e.Error.Code], Code: e.Error.Code, Message: e.Error.Message}
+			}
+			event, data = "", ""
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errors.New("client: the stream ended before the step was stored")
+}
+
+// streamStatus is the status a chat would have answered with for an error
+// reported in a stream.
+var streamStatus = map[string]int{"llm_failed": http.StatusBadGateway, "llm_unavailable": http.StatusServiceUnavailable,
+	"timeout": http.StatusGatewayTimeout, "internal": http.StatusInternalServerError}
 
 // Query answers like Chat but stores nothing.
 func (c *Client) Query(ctx context.Context, uuid string, req *messages.ChatRequest) (*messages.QueryResponse, error) {

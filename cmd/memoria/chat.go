@@ -30,15 +30,32 @@ func chatCmd(g *globals) *cobra.Command {
 			}
 			defer release()
 			send := func(text string) error {
-				resp, err := c.Chat(ctx, rec.Uuid, &messages.ChatRequest{Content: text, Name: name, AgentId: agent, K: int32(k)})
-				if err != nil {
-					return err
-				}
+				req := &messages.ChatRequest{Content: text, Name: name, AgentId: agent, K: int32(k)}
 				if g.json {
+					resp, err := c.Chat(ctx, rec.Uuid, req)
+					if err != nil {
+						return err
+					}
 					return printJSON(cmd.OutOrStdout(), resp)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", rec.Name, resp.Response.Content)
-				return nil
+				// The reply is printed as the model generates it.
+				out := cmd.OutOrStdout()
+				started := false
+				_, err := c.ChatStream(ctx, rec.Uuid, req, func(t string) {
+					if !started {
+						fmt.Fprintf(out, "%s: ", rec.Name)
+						started = true
+					}
+					fmt.Fprint(out, t)
+				})
+				if err == nil && !started {
+					fmt.Fprintf(out, "%s: ", rec.Name)
+					started = true
+				}
+				if started {
+					fmt.Fprintln(out)
+				}
+				return err
 			}
 			if len(args) > 0 {
 				return send(strings.Join(args, " "))

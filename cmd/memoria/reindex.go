@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,16 +9,20 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memoria-ai/memoria/internal/app"
+	"github.com/memoria-ai/memoria/llm/providers"
 	"github.com/memoria-ai/memoria/memory"
 )
 
 func reindexCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "reindex",
-		Short: "Rebuild the derived indexes (full text) of the data directory from the store",
+		Short: "Rebuild the derived indexes of the data directory; re-embed it when the embedder changed",
 		Long: "The full-text index is derived from the memories in the store: reindex deletes it and builds it\n" +
-			"again, with a progress bar on a terminal. (The vector index is rebuilt at every start.) The server\n" +
-			"must not be running on the data directory.",
+			"again. When the configured embedder (embedder.provider, model, dims) is not the one the store was\n" +
+			"built with, every memory is first embedded again from the DAG — and the sona names, consensus\n" +
+			"versions and tier statements with it — and the store takes the new embedder's identity. Progress\n" +
+			"bars on a terminal. (The vector index is rebuilt at every start.) The server must not be running\n" +
+			"on the data directory.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.loadConfig("warn")
@@ -26,16 +31,39 @@ func reindexCmd(g *globals) *cobra.Command {
 			}
 			log, sync := app.NewLogger(cfg.Log, os.Stderr)
 			defer sync()
-			// Take the data directory's lock before touching its indexes.
+			emb, err := providers.Embedder(cfg, providers.Options{})
+			if err != nil {
+				return err
+			}
+			// Take the data directory's lock and read its embedder.
 			st, err := memory.OpenStore(filepath.Join(cfg.DataDir, "store"), memory.StoreOptions{Logger: log})
 			if err != nil {
 				return err
 			}
-			if err := os.RemoveAll(filepath.Join(cfg.DataDir, "text")); err != nil {
-				st.Close()
+			stored, err := st.EmbedderID()
+			if cerr := st.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
 				return err
 			}
-			if err := st.Close(); err != nil {
+			if stored != "" && stored != emb.ID() {
+				prog := newProgress(cmd.ErrOrStderr(), false)
+				prog.start("re-embedding memories", 0)
+				rep, err := memory.Reembed(cmd.Context(), cfg, emb, func(done, total int) {
+					prog.mu.Lock()
+					prog.tot = total
+					prog.mu.Unlock()
+					prog.set(done)
+				})
+				prog.done()
+				if err != nil {
+					return fmt.Errorf("re-embedding with %s: %w (the store still has %s; run reindex again)", emb.ID(), err, stored)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "re-embedded %d memories, %d sona names, %d tier records and %d consensus versions: %s → %s\n",
+					rep.Memories, rep.Sonas, rep.Tiers, rep.Versions, rep.From, rep.To)
+			}
+			if err := os.RemoveAll(filepath.Join(cfg.DataDir, "text")); err != nil {
 				return err
 			}
 			prog := newProgress(cmd.ErrOrStderr(), false)
@@ -47,6 +75,9 @@ func reindexCmd(g *globals) *cobra.Command {
 				}
 				prog.set(int(done))
 			}})
+			if errors.Is(err, memory.ErrEmbedderMismatch) {
+				return fmt.Errorf("the store's embedder is still not the configured one: %w", err)
+			}
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/llm/providers"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/eumas"
 )
@@ -45,6 +47,10 @@ type Options struct {
 	Progress func(stage string, done, total uint64)
 	// AnchorSink hears the anchors (none by default).
 	AnchorSink memory.AnchorSink
+	// Getenv reads the providers' API keys (default os.Getenv).
+	Getenv func(string) string
+	// HTTPClient replaces http.DefaultClient for the model providers.
+	HTTPClient *http.Client
 }
 
 // Open validates cfg, opens its data directory and starts the actors.
@@ -52,14 +58,14 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	model, emb, err := Models(cfg)
+	m := metrics.New()
+	model, emb, err := providers.New(cfg, providers.Options{Observer: m, Getenv: o.Getenv, HTTPClient: o.HTTPClient})
 	if err != nil {
 		return nil, err
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.Server.GCPercent)
 	}
-	m := metrics.New()
 	self, err := memory.Open(ctx, memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress,
 		Evaluator: Evaluator(cfg, model, o.Clock, m, log), Summarize: Summarizer(cfg, model)})
 	if err != nil {
@@ -85,25 +91,6 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 func (a *App) Close() error {
 	a.System.Stop()
 	return a.Self.Close()
-}
-
-// Models returns the configured model and embedder.
-func Models(cfg config.Config) (llm.LLM, llm.Embedder, error) {
-	var model llm.LLM
-	switch cfg.LLM.Provider {
-	case "offline":
-		model = llm.NewOffline()
-	default:
-		return nil, nil, fmt.Errorf("config: llm.provider %q is not available", cfg.LLM.Provider)
-	}
-	var emb llm.Embedder
-	switch cfg.Embedder.Provider {
-	case "hashed":
-		emb = llm.NewHashedEmbedder(cfg.Embedder.Dims)
-	default:
-		return nil, nil, fmt.Errorf("config: embedder.provider %q is not available", cfg.Embedder.Provider)
-	}
-	return model, emb, nil
 }
 
 // Evaluator is the configured EUMAS evaluator (evaluation.mode): the

@@ -45,6 +45,8 @@ type Set struct {
 	// MailboxDepth is how many messages wait in the mailboxes of each actor
 	// kind.
 	MailboxDepth *prometheus.GaugeVec
+
+	llm *llmMetrics // model providers (llm.go)
 }
 
 // New registers the metrics, with Go runtime and process collectors.
@@ -98,6 +100,7 @@ func New() *Set {
 	r.MustRegister(s.HTTPRequests, s.HTTPDuration, s.RecallDuration, s.ActorRestarts, s.MailboxDepth)
 	r.MustRegister(s.TierTransitions, s.TierFallbacks, s.TierFailures, s.Evaluations, s.EvaluationFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.llm = newLLMMetrics(r)
 	return s
 }
 
