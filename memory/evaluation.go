@@ -73,14 +73,10 @@ func (s *Self) EvaluatePending(ctx context.Context, ev eumas.Evaluator, batch in
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixLog, PrefetchValues: true, PrefetchSize: batch})
 		defer it.Close()
 		for it.Seek(logKey(mark + 1)); it.Valid() && len(items) < batch; it.Next() {
-			last = decodeLogKey(it.Item().Key())
-			v, err := it.Item().ValueCopy(nil)
-			if err != nil {
+			var c cid.Cid
+			var err error
+			if last, c, err = logEntry(it.Item()); err != nil {
 				return err
-			}
-			c, err := cid.Cast(v)
-			if err != nil {
-				return fmt.Errorf("%w: insertion log %d: %v", ErrCorrupt, last, err)
 			}
 			m, err := s.loadMemory(txn, c)
 			if err != nil {

@@ -247,19 +247,14 @@ func (s *Self) primeText(idx *text.Index, upTo uint64, stop <-chan struct{}) err
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixLog, PrefetchValues: true})
 			defer it.Close()
 			for it.Seek(logKey(next)); it.Valid() && len(docs) < batch; it.Next() {
-				seq := decodeLogKey(it.Item().Key())
+				seq, c, err := logEntry(it.Item())
+				if err != nil {
+					return err
+				}
 				if seq > upTo {
 					break
 				}
 				next = seq + 1
-				var c cid.Cid
-				if err := it.Item().Value(func(v []byte) error {
-					var err error
-					c, err = cid.Cast(v)
-					return err
-				}); err != nil {
-					return fmt.Errorf("%w: insertion log %d: %v", ErrCorrupt, seq, err)
-				}
 				b, err := readBlock(txn, c) // not through the cache: this is a scan
 				if err != nil {
 					return err
@@ -303,14 +298,9 @@ func (s *Self) catchUpText(idx *text.Index, watermark uint64) (uint64, error) {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixLog, PrefetchValues: true})
 		defer it.Close()
 		for it.Seek(logKey(watermark + 1)); it.Valid(); it.Next() {
-			seq := decodeLogKey(it.Item().Key())
-			var c cid.Cid
-			if err := it.Item().Value(func(v []byte) error {
-				var err error
-				c, err = cid.Cast(v)
+			seq, c, err := logEntry(it.Item())
+			if err != nil {
 				return err
-			}); err != nil {
-				return fmt.Errorf("%w: insertion log %d: %v", ErrCorrupt, seq, err)
 			}
 			doc, err := s.textDoc(txn, c)
 			if err != nil {
@@ -401,6 +391,21 @@ func (s *Self) catchUpJoins(idx *text.Index, watermark uint64) error {
 		return err
 	}
 	return idx.Apply(docs, watermark)
+}
+
+// logEntry reads an insertion-log entry: its position and its memory.
+func logEntry(item *badger.Item) (uint64, cid.Cid, error) {
+	seq := decodeLogKey(item.Key())
+	var c cid.Cid
+	err := item.Value(func(v []byte) error {
+		var err error
+		c, err = cid.Cast(v)
+		return err
+	})
+	if err != nil {
+		return seq, cid.Undef, fmt.Errorf("%w: insertion log %d: %v", ErrCorrupt, seq, err)
+	}
+	return seq, c, nil
 }
 
 func decodeLogKey(k []byte) uint64 {
