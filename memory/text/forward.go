@@ -155,17 +155,13 @@ type stats struct {
 // of the query's term queries (see bleve's TermQueryScorer and
 // DisjunctionQueryScorer): for each matching term, idf·sat(tf, length)
 // weighted by idf·queryNorm, summed and multiplied by the share of the
-// terms matched. It reports false when the forward index is not primed.
-func (f *forward) score(terms []string, st stats, ids []string, k int) ([]Hit, bool) {
+// terms matched. The caller has checked that the index is primed.
+func (f *forward) score(terms []string, st stats, ids []string, k int) []Hit {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if !f.primed {
-		return nil, false
-	}
 	type qterm struct {
-		id     uint32
-		weight float64 // idf · (idf · queryNorm)
-		idf    float64
+		id  uint32
+		idf float64
 	}
 	var qs []qterm
 	var sumSquares float64
@@ -178,7 +174,7 @@ func (f *forward) score(terms []string, st stats, ids []string, k int) ([]Hit, b
 		}
 	}
 	if len(qs) == 0 {
-		return nil, true
+		return nil
 	}
 	norm := 1 / math.Sqrt(sumSquares)
 	k1, b := search.BM25_k1, search.BM25_b
@@ -210,7 +206,7 @@ func (f *forward) score(terms []string, st stats, ids []string, k int) ([]Hit, b
 	if len(hits) > k {
 		hits = hits[:k]
 	}
-	return hits, true
+	return hits
 }
 
 // byScore orders hits best first, ties by id.

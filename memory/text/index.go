@@ -280,8 +280,7 @@ func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	if opts.Also != nil {
 		ids = append(ids, opts.Also()...)
 	}
-	hits, _ = x.fwd.score(terms, st, ids, opts.K)
-	return hits, nil
+	return x.fwd.score(terms, st, ids, opts.K), nil
 }
 
 // searchUnprimed is Search before the forward index is primed: bleve

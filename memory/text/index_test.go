@@ -118,7 +118,7 @@ func TestForwardScoresAsBleve(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := x.fwd.score(terms, stats{df: make([]uint64, len(terms))}, nil, 1); ok != primed {
+			if _, ok := x.Forward(); ok != primed {
 				t.Fatalf("%s: forward index primed = %v, want %v", stage, ok, primed)
 			}
 			if len(got) != len(want) {
