@@ -263,7 +263,16 @@ func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	}
 	st, primed := x.fwd.stats(terms)
 	if !primed {
-		return x.searchUnprimed(terms, opts)
+		n, err := x.idx.DocCount()
+		if err != nil {
+			return nil, err
+		}
+		if n < x.pruneFrom {
+			return x.run(disjunction(terms), opts.Sonas, opts.K)
+		}
+		if st, err = x.stats(terms); err != nil {
+			return nil, err
+		}
 	}
 	first := disjunction(terms)
 	if st.n >= x.pruneFrom {
@@ -280,37 +289,13 @@ func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	if opts.Also != nil {
 		ids = append(ids, opts.Also()...)
 	}
-	return x.fwd.score(terms, st, ids, opts.K), nil
-}
-
-// searchUnprimed is Search before the forward index is primed: bleve
-// scores, with bleve's statistics.
-func (x *Index) searchUnprimed(terms []string, opts SearchOptions) ([]Hit, error) {
-	n, err := x.idx.DocCount()
-	if err != nil {
-		return nil, err
-	}
-	if n < x.pruneFrom {
-		return x.run(disjunction(terms), opts.Sonas, opts.K)
-	}
-	st, err := x.stats(terms)
-	if err != nil {
-		return nil, err
-	}
-	first, err := x.run(disjunction(rareTerms(terms, st)), opts.Sonas, candidateFactor*opts.K)
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, h := range first {
-		ids = append(ids, h.ID)
-	}
-	if opts.Also != nil {
-		ids = append(ids, opts.Also()...)
+	if primed {
+		return x.fwd.score(terms, st, ids, opts.K), nil
 	}
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	// Not primed yet: bleve scores the candidates, with its own statistics.
 	only := bleve.NewDocIDQuery(ids)
 	only.SetBoost(0) // selects without scoring
 	return x.run(bleve.NewConjunctionQuery(only, disjunction(terms)), opts.Sonas, opts.K)
