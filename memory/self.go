@@ -508,6 +508,16 @@ func (s *Self) loadMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
 	if m, ok := s.cache.get(c); ok {
 		return m, nil
 	}
+	m, err := readMemory(txn, c)
+	if err != nil {
+		return nil, err
+	}
+	s.cache.put(c, m)
+	return m, nil
+}
+
+// readMemory reads and decodes a memory's block, past the cache.
+func readMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
 	b, err := readBlock(txn, c)
 	if err != nil {
 		return nil, err
@@ -516,7 +526,6 @@ func (s *Self) loadMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s does not decode as a memory: %v", ErrCorrupt, c, err)
 	}
-	s.cache.put(c, m)
 	return m, nil
 }
 

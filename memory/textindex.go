@@ -255,13 +255,9 @@ func (s *Self) primeText(idx *text.Index, upTo uint64, stop <-chan struct{}) err
 					break
 				}
 				next = seq + 1
-				b, err := readBlock(txn, c) // not through the cache: this is a scan
+				m, err := readMemory(txn, c) // not through the cache: this is a scan
 				if err != nil {
 					return err
-				}
-				m, err := DecodeMemory(b)
-				if err != nil {
-					return fmt.Errorf("%w: %s does not decode as a memory: %v", ErrCorrupt, c, err)
 				}
 				docs = append(docs, text.Doc{ID: c.String(), Text: m.Text()})
 			}
