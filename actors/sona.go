@@ -325,6 +325,11 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 		a.busy--
 		a.settle(ctx)
 	}
+	// Whatever the step is given is checked before its input is stored.
+	if err := memory.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
+		finish(failure(err))
+		return
+	}
 	timeout := a.sys.stepTimeout()
 	received := a.sys.clock.Now().Unix()
 	meta := &messages.MemoryMeta{AgentId: req.AgentId}

@@ -152,6 +152,13 @@ func TestChatErrors(t *testing.T) {
 		{"budget too large", id, `{"content":"hi","budget_chars":100000000}`, 400, "invalid"},
 		{"budget negative", id, `{"content":"hi","budget_chars":-5}`, 400, "invalid"},
 		{"k not a number", id, `{"content":"hi","k":"ten"}`, 400, "malformed_json"},
+		// Every field is checked before the input is stored (issue 13 #1).
+		{"agent_id with a NUL", id, `{"content":"x","agent_id":"\u0000"}`, 400, "invalid"},
+		{"agent_id too long", id, `{"content":"x","agent_id":"` + strings.Repeat("a", 201) + `"}`, 400, "invalid"},
+		{"name with a control character", id, `{"content":"x","name":"bo\u0007b"}`, 400, "invalid"},
+		{"name too long", id, `{"content":"x","name":"` + strings.Repeat("n", 201) + `"}`, 400, "invalid"},
+		{"content not UTF-8", id, "{\"content\":\"\xff\xfe\"}", 400, ""},
+		{"unknown scope", id, `{"content":"x","scope":"everything"}`, 400, "invalid"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -103,6 +103,10 @@ func TestMCPToolValidation(t *testing.T) {
 		{"chat", map[string]any{"sona": id, "content": "x", "budget_chars": -5}, "budget_chars must be within"},
 		{"chat", map[string]any{"sona": id, "content": "x", "scope": "everyone"}, "scope must be"},
 		{"chat", map[string]any{"sona": "not a sona", "content": "x"}, "not_found"},
+		// Every field is checked before the input is stored (issue 13 #1).
+		{"chat", map[string]any{"sona": id, "content": "x", "agent_id": "\x00"}, "agent_id"},
+		{"chat", map[string]any{"sona": id, "content": "x", "agent_id": strings.Repeat("a", 201)}, "agent_id"},
+		{"chat", map[string]any{"sona": id, "content": "x", "name": "\u202eevil"}, "name"},
 	}
 	for _, c := range cases {
 		res, _ := callTool(t, cs, c.tool, c.args)

@@ -227,6 +227,9 @@ func (s *Server) checkChat(ctx context.Context, req *messages.ChatRequest) error
 	if strings.TrimSpace(req.Content) == "" {
 		return badRequest("invalid", "content must not be empty")
 	}
+	if err := memory.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
+		return err
+	}
 	if err := s.checkRecallBounds(req.K, req.BudgetChars); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -56,6 +57,21 @@ func chainKey(uuid string, seq int64) []byte {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], uint64(seq))
 	return join(chainPrefix(uuid), b[:])
+}
+
+// maxKeyText bounds the bytes of text from users in a key (Badger refuses
+// keys over 65,000 bytes, and one long word must not poison a key space):
+// longer text is keyed by its first bytes, 0xff (never in UTF-8), and the
+// SHA-256 of the whole, in maxKeyText bytes.
+const maxKeyText = 128
+
+// keyText is text as a bounded key part (see maxKeyText).
+func keyText(s string) []byte {
+	if len(s) <= maxKeyText {
+		return []byte(s)
+	}
+	sum := sha256.Sum256([]byte(s))
+	return join([]byte(s[:maxKeyText-1-len(sum)]), []byte{0xff}, sum[:])
 }
 
 func logKey(seq uint64) []byte { return join(prefixLog, u64(seq)) }

@@ -30,19 +30,79 @@ var (
 // MaxSonaName is the longest sona name, in bytes.
 const MaxSonaName = 200
 
-// ValidateSonaName checks a sona name: non-empty, printable UTF-8, short.
+// ValidateSonaName checks a sona name: a printable name (see
+// validPrintable) of at most MaxSonaName bytes that is no path: no "/" or
+// "\\", not "." or "..".
 func ValidateSonaName(name string) error {
-	switch {
-	case strings.TrimSpace(name) == "":
-		return fmt.Errorf("%w: sona name must not be empty", ErrInvalid)
-	case len(name) > MaxSonaName:
-		return fmt.Errorf("%w: sona name longer than %d bytes", ErrInvalid, MaxSonaName)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: sona name must be UTF-8", ErrInvalid)
-	case strings.IndexFunc(name, unicode.IsControl) >= 0:
-		return fmt.Errorf("%w: sona name must not contain control characters", ErrInvalid)
+	if err := validPrintable("sona name", name, MaxSonaName); err != nil {
+		return err
+	}
+	if strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		return fmt.Errorf("%w: sona name %q must not look like a path (no / or \\, not . or ..)", ErrInvalid, name)
 	}
 	return nil
+}
+
+// ValidateSpeaker checks the speaker name of a chat's input: empty, or a
+// printable name (see validPrintable) of at most MaxSonaName bytes.
+func ValidateSpeaker(name string) error {
+	if name == "" {
+		return nil
+	}
+	return validPrintable("name", name, MaxSonaName)
+}
+
+// ValidateStep checks what a step of a sona (an advance) is given besides
+// its content, so that nothing is stored for a step that cannot run: the
+// speaker name, the agent id and the recall scope.
+func ValidateStep(name, agentID, scope string) error {
+	if err := ValidateSpeaker(name); err != nil {
+		return err
+	}
+	if err := ValidateAgentID(agentID); err != nil {
+		return err
+	}
+	switch scope {
+	case "", ScopeSelf, ScopeSona:
+		return nil
+	}
+	return fmt.Errorf("%w: scope must be %q or %q", ErrInvalid, ScopeSelf, ScopeSona)
+}
+
+// validPrintable checks a name shown to people: non-empty UTF-8 of at most
+// maxBytes, no blanks around it, no control characters, and none of the
+// invisible characters that reorder or hide the text around them when it
+// is displayed (bidirectional controls such as U+202E, zero-width spaces).
+func validPrintable(field, v string, maxBytes int) error {
+	switch {
+	case strings.TrimSpace(v) == "":
+		return fmt.Errorf("%w: %s must not be empty", ErrInvalid, field)
+	case len(v) > maxBytes:
+		return fmt.Errorf("%w: %s longer than %d bytes", ErrInvalid, field, maxBytes)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: %s must be UTF-8", ErrInvalid, field)
+	case strings.TrimSpace(v) != v:
+		return fmt.Errorf("%w: %s must not begin or end with blanks", ErrInvalid, field)
+	case strings.IndexFunc(v, unicode.IsControl) >= 0:
+		return fmt.Errorf("%w: %s must not contain control characters", ErrInvalid, field)
+	case strings.IndexFunc(v, hidesText) >= 0:
+		return fmt.Errorf("%w: %s must not contain bidirectional controls or invisible characters", ErrInvalid, field)
+	}
+	return nil
+}
+
+// hidesText reports the format characters that change how the text around
+// them is displayed or hide text: bidirectional marks, embeddings,
+// overrides and isolates, zero-width spaces, the BOM. The zero-width
+// joiners that emoji sequences need are allowed.
+func hidesText(r rune) bool {
+	switch {
+	case r == 0x200B, r == 0x200E, r == 0x200F, r == 0x061C, r == 0x2060, r == 0xFEFF:
+		return true
+	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }
 
 // CreateSona creates a sona with a fresh uuid. Its centroid — the mean of

@@ -70,7 +70,7 @@ func pageKey(sona string, seg, seq uint64) []byte {
 	return join(pagePrefix(sona, seg), u64(seq))
 }
 func personaKey(sona string) []byte  { return join(tierPrefix(sona), []byte("l")) }
-func dfKey(sona, term string) []byte { return join(tierPrefix(sona), []byte("f"), []byte(term)) }
+func dfKey(sona, term string) []byte { return join(tierPrefix(sona), []byte("f"), keyText(term)) }
 func inboxPrefix(sona, tier string) []byte {
 	return join(tierPrefix(sona), []byte("i"), []byte(tier), []byte{0})
 }
@@ -357,7 +357,9 @@ func (s *Self) pageText(txn *badger.Txn, p *messages.Page) (tiers.PageText, erro
 	return pt, nil
 }
 
-// pageVector is the embedding of a page from its memories' embeddings.
+// pageVector is the embedding of a page from its memories' embeddings:
+// from the vector index, or from the store when the index has not caught
+// up with the commit that queued the page yet.
 func (s *Self) pageVector(p *messages.Page) ([]float32, error) {
 	var vecs [2][]float32
 	for i, ref := range []string{p.Q, p.R} {
@@ -367,7 +369,9 @@ func (s *Self) pageVector(p *messages.Page) ([]float32, error) {
 		}
 		v, ok := s.index.Lookup(c.KeyString())
 		if !ok {
-			return nil, fmt.Errorf("%w: memory %s has no embedding", ErrNotFound, c)
+			if v, err = s.Vector(c); err != nil {
+				return nil, fmt.Errorf("%w: page %d: %v", ErrCorrupt, p.Seq, err)
+			}
 		}
 		vecs[i] = v
 	}

@@ -2,8 +2,10 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -325,5 +327,122 @@ func TestPushPageRefusesForeignMemories(t *testing.T) {
 	v, _ := s.Tiers(a.sona)
 	if len(v.Stm.Pending) != 0 {
 		t.Fatal("a refused page was written")
+	}
+}
+
+// A word longer than a Badger key may be (65,000 bytes) reaches the MTM's
+// document frequencies as a bounded key: the page moves like any other
+// (issue 13 #6: it used to fail the tier step on every restart).
+func TestHugeWordReachesMTM(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	huge := strings.Repeat("w", 70000)
+	o.page("The word is "+huge+" indeed.", "What a "+huge+" word.")
+	o.page("Another "+huge+"x here.", "Yes, "+huge+"x.")
+	for i := range 7 {
+		o.page(fmt.Sprintf("Filler question %d.", i), fmt.Sprintf("Filler answer %d.", i))
+	}
+	if ev := settle(t, s, o.sona); count(ev, TierPageMoved) != 2 {
+		t.Fatalf("events %v: want the two pages with huge words moved to the MTM", ev)
+	}
+	// Both huge terms are counted under distinct bounded keys.
+	for _, term := range []string{huge, huge + "x"} {
+		key := dfKey(o.sona, term)
+		if len(key) > 200 {
+			t.Fatalf("df key of a %d-byte term is %d bytes", len(term), len(key))
+		}
+	}
+	if string(dfKey(o.sona, huge)) == string(dfKey(o.sona, huge+"x")) {
+		t.Fatal("two long terms share a key")
+	}
+}
+
+// chainReached is the heuristic tier model, telling when the STM step has
+// read its page and asks for the meta-chain link.
+type chainReached struct {
+	tiers.Heuristic
+	once    sync.Once
+	reached chan struct{}
+}
+
+func (m *chainReached) Chain(ctx context.Context, in tiers.ChainInput) (*messages.MetaChain, error) {
+	m.once.Do(func() { close(m.reached) })
+	return m.Heuristic.Chain(ctx, in)
+}
+
+// The STM step reads what was committed: a page queued by a commit whose
+// hooks (which add its vectors to the index) have not run yet still has
+// its vectors (issue 13 #14: the tier actor crashed on "has no embedding").
+func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	ctx := context.Background()
+	q := o.add(o.say("Caroline", "Where is the blue shed?"), nil)
+	m := o.say("Melanie", "Behind the house.")
+	vecs, err := s.Embed(ctx, m.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Prepare(m, vecs[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.PageOf = &q
+	plan, err := PlanAppend(o.sona, o.head, o.n, p, s.clock.Now().Unix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first hook of the commit holds the committer until the step has
+	// read the page: the response's vector is durable, not yet indexed.
+	release := make(chan struct{})
+	appendOp := s.AppendOp(plan)
+	pending := s.Store().Submit(func(tx *Tx) error {
+		tx.OnCommit(func() { <-release })
+		return appendOp(tx)
+	})
+	model := &chainReached{reached: make(chan struct{})}
+	settled := make(chan error, 1)
+	go func() {
+		// Wait for the commit to be visible (its hook is holding).
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if time.Now().After(deadline) {
+				settled <- errors.New("the commit never became visible")
+				return
+			}
+			v, err := s.Tiers(o.sona)
+			if err != nil {
+				settled <- err
+				return
+			}
+			if len(v.Stm.Pending) > 0 {
+				break
+			}
+			runtime.Gosched()
+		}
+		_, err := s.SettleTiers(ctx, o.sona, model)
+		settled <- err
+	}()
+	select {
+	case <-model.reached:
+	case err := <-settled:
+		close(release)
+		t.Fatalf("the STM step failed before the index caught up: %v", err)
+	}
+	close(release)
+	if err := pending.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-settled; err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Tiers(o.sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Stm.Pages) != 1 {
+		t.Fatalf("STM pages %d, want 1", len(v.Stm.Pages))
 	}
 }
