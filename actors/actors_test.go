@@ -468,7 +468,7 @@ func TestAppendKeepsNeighbours(t *testing.T) {
 	// Memories of different times are never duplicates of each other.
 	insert := func(text string, ts int64) (*memory.Prepared, *memory.Duplicate) {
 		t.Helper()
-		p, dup, err := e.self.PrepareInsert(ctx, sona.Uuid, memory.TextMemory(text, "user", ts, nil), &messages.MemoryMeta{}, true)
+		p, dup, err := e.self.PrepareInsert(ctx, sona.Uuid, memory.TextMemory(text, "user", ts, nil), &messages.MemoryMeta{}, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -211,7 +211,11 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(a
 		done(appended{&messages.Appended{Cid: item.CID.String()}, err})
 		return
 	}
-	if err := a.sys.self.CheckLinks(item.Memory, func(c cid.Cid) bool { return a.inflight[c] != nil }); err != nil {
+	inline := func(c cid.Cid) bool {
+		f := item.Memory.Data.File
+		return item.File != nil && f != nil && f.Content == c
+	}
+	if err := a.sys.self.CheckLinks(item.Memory, func(c cid.Cid) bool { return a.inflight[c] != nil || inline(c) }); err != nil {
 		done(appended{nil, err})
 		return
 	}
@@ -454,7 +458,7 @@ func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*memory.Prepa
 	if err != nil {
 		return nil, err
 	}
-	item.ExpectSeq, item.Imported = msg.ExpectSeq, msg.Imported
+	item.ExpectSeq, item.Imported, item.File = msg.ExpectSeq, msg.Imported, msg.File
 	for _, n := range msg.Neighbors {
 		c, err := cid.Cast(n.Cid)
 		if err != nil {
@@ -469,7 +473,7 @@ func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*memory.Prepa
 // appendMessage is the AppendMemory that carries p to sona's writer.
 func appendMessage(sona string, p *memory.Prepared) *messages.AppendMemory {
 	msg := &messages.AppendMemory{Sona: sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta,
-		ExpectSeq: p.ExpectSeq, Imported: p.Imported}
+		ExpectSeq: p.ExpectSeq, Imported: p.Imported, File: p.File}
 	for _, c := range p.Archive {
 		msg.Archive = append(msg.Archive, c.Bytes())
 	}

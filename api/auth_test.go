@@ -445,3 +445,96 @@ func TestTokenConfigValidation(t *testing.T) {
 		t.Errorf("scopes %v", config.Scopes)
 	}
 }
+
+// A sona-scoped token learns nothing about other sonas by naming their
+// CIDs (issue 13 #2, #3): edges and file contents must name what it may
+// see, and are refused exactly as a CID stored nowhere is; a memory it
+// stores that another sona also holds shows it only its own write.
+func TestSonaScopedTokenCannotProbeOtherSonas(t *testing.T) {
+	w := newAuthWorld(t)
+	admin, readerA, writerA := principals[4], principals[5], principals[6]
+	// B's file, uploaded for B, and a file memory of it in B.
+	rawB := str(t, w.as(admin, "POST", "/files?sona="+w.b, []byte("beta's private file")).obj(t, 201)["cid"])
+	w.as(admin, "POST", "/memories", map[string]any{"sona": w.b, "labels": map[string]any{"owner": "beta"}, "agent_id": "beta-agent",
+		"data": map[string]any{"kind": "file", "name": "b.txt", "content": map[string]any{"/": rawB}}}).obj(t, 201)
+	// CIDs stored nowhere, of the same codecs.
+	missingMem := "bafyreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"
+	missingRaw := "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+
+	// sameAnswer inserts twice, naming target and then absent, and wants
+	// the same refusal but for the CID.
+	sameAnswer := func(name string, body func(target string) map[string]any, target, absent string) {
+		t.Helper()
+		r1 := w.as(writerA, "POST", "/memories", body(target))
+		r2 := w.as(writerA, "POST", "/memories", body(absent))
+		wantError(t, r1, 400, "invalid")
+		wantError(t, r2, 400, "invalid")
+		if strings.ReplaceAll(string(r1.body), target, "X") != strings.ReplaceAll(string(r2.body), absent, "X") {
+			t.Fatalf("%s: another sona's CID and a CID stored nowhere are told apart:\n%s\n%s", name, r1.body, r2.body)
+		}
+	}
+	edge := func(target string) map[string]any {
+		return map[string]any{"sona": w.a, "dedup": false, "data": map[string]any{"kind": "text", "content": "points at " + target},
+			"edges": []any{map[string]any{"target": map[string]any{"/": target}, "weight": 1}}}
+	}
+	file := func(content string) map[string]any {
+		return map[string]any{"sona": w.a, "dedup": false, "data": map[string]any{"kind": "file", "content": map[string]any{"/": content}}}
+	}
+	sameAnswer("edge to B's memory", edge, w.memB, missingMem)
+	sameAnswer("file of B's raw block", file, rawB, missingRaw)
+	// A memory is no file content, for anyone.
+	wantError(t, w.as(writerA, "POST", "/memories", file(w.memB)), 400, "invalid")
+	wantError(t, w.as(admin, "POST", "/memories", file(w.memB)), 400, "invalid")
+	// What A may see it may name: its memory, the backbone, its file.
+	w.as(writerA, "POST", "/memories", edge(w.memA)).obj(t, 201)
+	w.as(writerA, "POST", "/memories", edge(w.backboneMem)).obj(t, 201)
+	w.as(writerA, "POST", "/memories", map[string]any{"sona": w.a, "dedup": false, "data": map[string]any{"kind": "file", "name": "again.txt",
+		"content": map[string]any{"/": w.rawCID}}}).obj(t, 201)
+	// An upload by an A token is A's file, to name and to read back.
+	rawA := str(t, w.as(writerA, "POST", "/files", []byte("uploaded by an A token")).obj(t, 201)["cid"])
+	fm := str(t, w.as(writerA, "POST", "/memories", file(rawA)).obj(t, 201)["cid"])
+	if got := w.as(readerA, "GET", "/file/"+fm, nil); got.status != 200 || string(got.body) != "uploaded by an A token" {
+		t.Fatalf("A's own upload: %s", got)
+	}
+	wantError(t, w.as(writerA, "POST", "/files?sona="+w.b, []byte("x")), 403, "forbidden")
+
+	// The same text as B's memory: the same CID, but A sees only its own write.
+	ins := w.as(writerA, "POST", "/memories", map[string]any{"sona": w.a, "agent_id": "alpha-agent", "kind": "fact",
+		"labels": map[string]any{"owner": "alpha"},
+		"data":   map[string]any{"kind": "text", "content": "beta keeps the secret red code 4711"}}).obj(t, 201)
+	if ins["cid"] != w.memB || ins["existed"] != false {
+		t.Fatalf("insert of B's text: %v", ins)
+	}
+	got := w.as(readerA, "GET", "/memory/"+w.memB, nil)
+	meta := object(t, got.obj(t, 200)["meta"])
+	if strings.Contains(string(got.body), w.b) {
+		t.Fatalf("an A token sees B's uuid: %s", got.body)
+	}
+	if array(t, meta["sonas"])[0] != w.a || len(array(t, meta["sonas"])) != 1 || meta["agent_id"] != "alpha-agent" || meta["kind"] != "fact" ||
+		object(t, meta["labels"])["owner"] != "alpha" || num(t, meta["seq"]) != 0 || len(array(t, meta["joins"])) != 0 {
+		t.Fatalf("A's view of a memory B wrote first: %v", meta)
+	}
+	// Fresh text gives a view of the same shape.
+	fresh := str(t, w.as(writerA, "POST", "/memories", map[string]any{"sona": w.a, "agent_id": "alpha-agent", "kind": "fact",
+		"labels": map[string]any{"owner": "alpha"},
+		"data":   map[string]any{"kind": "text", "content": "alpha writes something new"}}).obj(t, 201)["cid"])
+	freshMeta := object(t, w.as(readerA, "GET", "/memory/"+fresh, nil).obj(t, 200)["meta"])
+	if !jsonEqual(t, keysOf(freshMeta), keysOf(meta)) || freshMeta["created_at"] == nil {
+		t.Fatalf("views differ in shape:\n%v\n%v", freshMeta, meta)
+	}
+	// An unscoped reader sees both writes.
+	all := object(t, w.as(admin, "GET", "/memory/"+w.memB, nil).obj(t, 200)["meta"])
+	joins := array(t, all["joins"])
+	if len(array(t, all["sonas"])) != 2 || len(joins) != 1 || object(t, joins[0])["agent_id"] != "alpha-agent" || object(t, joins[0])["sona"] != w.a {
+		t.Fatalf("the unscoped view: %v", all)
+	}
+}
+
+func keysOf(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

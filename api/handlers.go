@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"mime"
@@ -49,21 +50,22 @@ func (s *Server) limit(r *http.Request) (int, error) {
 }
 
 // renderMemory turns a stored memory into its API form: its block fields
-// as an export writes them, and its metadata.
-func renderMemory(c cid.Cid, m *memory.Memory, meta *messages.MemoryMeta) (*messages.Memory, error) {
+// as an export writes them, and its metadata as the principal of ctx may
+// see it.
+func (s *Server) renderMemory(ctx context.Context, c cid.Cid, m *memory.Memory, meta *messages.MemoryMeta) (*messages.Memory, error) {
 	e, err := memory.ExportedMemory(c, m)
 	if err != nil {
 		return nil, err
 	}
-	return &messages.Memory{Cid: e.Cid, Data: e.Data, Timestamp: e.Timestamp, Edges: e.Edges, Meta: meta}, nil
+	return &messages.Memory{Cid: e.Cid, Data: e.Data, Timestamp: e.Timestamp, Edges: e.Edges, Meta: s.metaView(ctx, meta)}, nil
 }
 
-func (s *Server) loadRendered(c cid.Cid) (*messages.Memory, error) {
+func (s *Server) loadRendered(ctx context.Context, c cid.Cid) (*messages.Memory, error) {
 	m, meta, err := s.self.Get(c)
 	if err != nil {
 		return nil, err
 	}
-	return renderMemory(c, m, meta)
+	return s.renderMemory(ctx, c, m, meta)
 }
 
 func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
@@ -139,7 +141,7 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
 		}
 		ids, next = page.Items, page.Next
 	}
-	s.writeMemories(w, ids, next)
+	s.writeMemories(w, r, ids, next)
 }
 
 // chainPage reads a page of a sona's chain: the cursor is an ACT seq.
@@ -172,10 +174,10 @@ func seqCursor(cursor string) (int64, error) {
 }
 
 // writeMemories renders a page of memories.
-func (s *Server) writeMemories(w http.ResponseWriter, ids []cid.Cid, next string) {
+func (s *Server) writeMemories(w http.ResponseWriter, r *http.Request, ids []cid.Cid, next string) {
 	resp := &messages.ListMemoriesResponse{Items: []*messages.Memory{}}
 	for _, c := range ids {
-		m, err := s.loadRendered(c)
+		m, err := s.loadRendered(r.Context(), c)
 		if err != nil {
 			s.fail(w, err)
 			return
@@ -310,7 +312,7 @@ func (s *Server) recall(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := &messages.RecallResponse{Memories: []*messages.RecalledMemory{}}
 	for _, rc := range recalled {
-		m, err := renderMemory(rc.CID, rc.Memory, rc.Meta)
+		m, err := s.renderMemory(r.Context(), rc.CID, rc.Memory, rc.Meta)
 		if err != nil {
 			s.fail(w, err)
 			return
@@ -345,7 +347,7 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	resp, created, err := s.insertOp(r.Context(), &req)
+	resp, created, err := s.insertOp(r.Context(), &req, nil)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -370,6 +372,9 @@ func memoryFromInsert(req *messages.InsertRequest) (*memory.Memory, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f := data.File; f != nil && f.Content.Prefix().Codec != memory.CodecRaw {
+		return nil, badRequest("invalid", "a file memory's content must be a raw block (a CID from POST /files), not %s", f.Content)
+	}
 	m := &memory.Memory{Data: data, Timestamp: req.Timestamp}
 	for i, e := range req.Edges {
 		if e.GetTarget().GetCid() == "" {
@@ -388,7 +393,15 @@ func memoryFromInsert(req *messages.InsertRequest) (*memory.Memory, error) {
 	return m, nil
 }
 
+// putFile stores a file as a raw block; ?sona= (a uuid or unambiguous
+// name) records it as that sona's file, which a sona-scoped token must
+// name (its only sona when it has one).
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
+	sona, err := s.fileSona(r.Context(), r.URL.Query().Get("sona"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		s.fail(w, err)
@@ -399,7 +412,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(data), s.cfg.Store.MaxBlockBytes)})
 		return
 	}
-	c, err := s.self.PutFile(r.Context(), data)
+	c, err := s.self.PutFile(r.Context(), data, sona)
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -94,8 +94,8 @@ func TestMarshalEmptyCollections(t *testing.T) {
 	if !reflect.DeepEqual(m["sonas"], []any{}) || !reflect.DeepEqual(m["labels"], map[string]any{}) {
 		t.Fatalf("empty repeated/map fields: %s", got)
 	}
-	if len(m) != 14 {
-		t.Fatalf("MemoryMeta{} has %d keys, want all 14: %s", len(m), got)
+	if len(m) != 15 {
+		t.Fatalf("MemoryMeta{} has %d keys, want all 15: %s", len(m), got)
 	}
 }
 

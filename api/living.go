@@ -103,7 +103,7 @@ func (s *Server) listBackbone(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, err)
 			return
 		}
-		s.writeMemories(w, nil, "")
+		s.writeMemories(w, r, nil, "")
 		return
 	}
 	ids, next, err := s.chainPage(id, cursor, limit)
@@ -111,7 +111,7 @@ func (s *Server) listBackbone(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.writeMemories(w, ids, next)
+	s.writeMemories(w, r, ids, next)
 }
 
 // versionViews drops the versions' embeddings from an API reply.

@@ -88,14 +88,14 @@ func (s *Server) MCPServer(p *Principal) *mcp.Server {
 // principal (ServeHTTP authenticated it), so a session can never outlive
 // or borrow a token.
 func (s *Server) mcpHTTP() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+	return jsonErrors(mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		return s.MCPServer(principalFrom(r.Context()))
 	}, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		JSONResponse:        true,
 		Logger:              s.log.With("component", "mcp"),
 		MaxRequestBodyBytes: s.cfg.Server.MaxBodyBytes,
-	})
+	}))
 }
 
 // ServeMCPStdio serves MCP on stdin/stdout until the client leaves or ctx
@@ -258,7 +258,7 @@ type InsertOutput struct {
 }
 
 func (m *mcpTools) insert(ctx context.Context, in InsertInput) (InsertOutput, error) {
-	data, err := m.insertData(ctx, in)
+	data, file, err := m.insertData(in)
 	if err != nil {
 		return InsertOutput{}, err
 	}
@@ -273,7 +273,7 @@ func (m *mcpTools) insert(ctx context.Context, in InsertInput) (InsertOutput, er
 	for _, e := range in.Edges {
 		req.Edges = append(req.Edges, &messages.Edge{Target: &messages.Link{Cid: e.Target}, Weight: e.Weight})
 	}
-	resp, _, err := m.s.insertOp(ctx, req)
+	resp, _, err := m.s.insertOp(ctx, req, file)
 	if err != nil {
 		return InsertOutput{}, err
 	}
@@ -281,38 +281,33 @@ func (m *mcpTools) insert(ctx context.Context, in InsertInput) (InsertOutput, er
 		Deduplicated: resp.Deduplicated, Similarity: resp.Similarity}, nil
 }
 
-// insertData is the data union an insert describes. A file is stored as
-// a block first (like POST /files); its memory then goes through insertOp.
-func (m *mcpTools) insertData(ctx context.Context, in InsertInput) (map[string]any, error) {
+// insertData is the data union an insert describes, and the file that
+// comes with a file memory: stored by the memory's append, so a refused
+// insert stores nothing.
+func (m *mcpTools) insertData(in InsertInput) (map[string]any, []byte, error) {
 	if in.File == nil {
 		if strings.TrimSpace(in.Content) == "" {
-			return nil, badRequest("invalid", "content must not be empty (or give a file)")
+			return nil, nil, badRequest("invalid", "content must not be empty (or give a file)")
 		}
 		if in.Name != "" {
-			return map[string]any{"kind": "other", "name": in.Name, "content": in.Content}, nil
+			return map[string]any{"kind": "other", "name": in.Name, "content": in.Content}, nil, nil
 		}
-		return map[string]any{"kind": "text", "content": in.Content}, nil
+		return map[string]any{"kind": "text", "content": in.Content}, nil, nil
 	}
 	if in.Content != "" {
-		return nil, badRequest("invalid", "give content or file, not both")
-	}
-	if err := requireScope(ctx, ScopeWrite); err != nil {
-		return nil, err
+		return nil, nil, badRequest("invalid", "give content or file, not both")
 	}
 	raw, err := base64.StdEncoding.DecodeString(in.File.Base64)
 	if err != nil {
-		return nil, badRequest("invalid", "file.base64 is not valid base64: %v", err)
+		return nil, nil, badRequest("invalid", "file.base64 is not valid base64: %v", err)
 	}
 	if len(raw) > m.s.cfg.Store.MaxBlockBytes {
-		return nil, &apiError{http.StatusRequestEntityTooLarge, "too_large",
+		return nil, nil, &apiError{http.StatusRequestEntityTooLarge, "too_large",
 			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(raw), m.s.cfg.Store.MaxBlockBytes)}
 	}
-	if _, err := m.s.resolveSona(ctx, in.Sona); err != nil {
-		return nil, err // before storing the block: nothing written for a refused insert
-	}
-	c, err := m.s.self.PutFile(ctx, raw)
+	c, err := memory.SumCID(memory.CodecRaw, raw)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	data := map[string]any{"kind": "file", "content": map[string]any{"/": c.String()}}
 	if in.File.Name != "" {
@@ -321,7 +316,7 @@ func (m *mcpTools) insertData(ctx context.Context, in InsertInput) (map[string]a
 	if in.File.MimeType != "" {
 		data["mimeType"] = in.File.MimeType
 	}
-	return data, nil
+	return data, raw, nil
 }
 
 // ChatInput is the chat and query tools' input.

@@ -68,30 +68,102 @@ func (s *Server) resolveSona(ctx context.Context, ref string) (*messages.Sona, e
 	return nil, &apiError{http.StatusConflict, "conflict", "several sonas this token may use are named " + ref + ": use a uuid"}
 }
 
-// allowMemory checks the principal may read the memory c: a sona-scoped
-// token reads the memories of its sonas and the backbone (visible to every
-// sona). A memory that does not exist is refused the same way, so a
-// sona-scoped token cannot probe for other sonas' memories.
+// What a sona-scoped principal sees (README "Auth and limits"): the
+// memories of its sonas and of the backbone (every sona's), and the files
+// of its sonas; anything else is answered as if it did not exist, so that
+// naming a CID never tells it whether another sona holds it. Reads of
+// what it may not see are 403 whether or not the CID exists; an insert
+// whose edges or file name what it may not see is refused exactly as one
+// naming a CID stored nowhere; metadata is rendered per principal
+// (metaView).
+
+// sees reports whether p may see the memory c (false when c is no memory).
+func (s *Server) sees(p *Principal, c cid.Cid) (bool, error) {
+	if !p.SonaScoped() {
+		return true, nil
+	}
+	meta, err := s.self.Meta(c)
+	if errors.Is(err, memory.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return meta.Backbone || slices.ContainsFunc(meta.Sonas, p.MaySona), nil
+}
+
+// allowMemory checks the principal may read the memory c. A memory that
+// does not exist is refused the same way as another sona's.
 func (s *Server) allowMemory(ctx context.Context, c cid.Cid) error {
+	p := principalFrom(ctx)
+	ok, err := s.sees(p, c)
+	if err != nil || ok {
+		return err
+	}
+	return forbidden("token %q may not read %s: it is not a memory of a sona the token may use", p.Name, c)
+}
+
+// checkLinksSeen refuses a sona-scoped principal an insert whose edges or
+// file content name what it may not see, with the error a CID stored
+// nowhere gets. inline is the file that comes with the memory, if any.
+func (s *Server) checkLinksSeen(ctx context.Context, m *memory.Memory, inline cid.Cid) error {
 	p := principalFrom(ctx)
 	if !p.SonaScoped() {
 		return nil
 	}
-	meta, err := s.self.Meta(c)
-	if err != nil && !errors.Is(err, memory.ErrNotFound) {
-		return err
-	}
-	if meta != nil {
-		if meta.Backbone {
-			return nil
+	for _, e := range m.Edges {
+		ok, err := s.sees(p, e.Target)
+		if err != nil {
+			return err
 		}
-		for _, id := range meta.Sonas {
-			if p.MaySona(id) {
-				return nil
+		if !ok {
+			return memory.EdgeNotStored(e.Target)
+		}
+	}
+	if f := m.Data.File; f != nil && f.Content != inline {
+		ok, err := s.self.FileInSonas(f.Content, p.MaySona)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return memory.FileNotStored(f.Content)
+		}
+	}
+	return nil
+}
+
+// metaView is a memory's metadata as the principal of ctx may see it. A
+// sona-scoped principal sees the sonas it may use among the memory's, the
+// provenance (agent_id, kind, labels, created_at, expires_at, insight) of
+// the first of them the memory joined — what its own write recorded —,
+// whether it is archived or on the backbone, and its evaluation (derived
+// from its content); not the self's learning about it (importance, access
+// count and tick, insertion-log position), which other sonas' use shapes.
+func (s *Server) metaView(ctx context.Context, meta *messages.MemoryMeta) *messages.MemoryMeta {
+	p := principalFrom(ctx)
+	if !p.SonaScoped() || meta == nil {
+		return meta
+	}
+	v := &messages.MemoryMeta{Backbone: meta.Backbone, Archived: meta.Archived, Evaluation: meta.Evaluation}
+	for _, id := range meta.Sonas {
+		if p.MaySona(id) {
+			v.Sonas = append(v.Sonas, id)
+		}
+	}
+	if meta.Backbone || len(meta.Sonas) > 0 && p.MaySona(meta.Sonas[0]) {
+		v.AgentId, v.Kind, v.Labels, v.CreatedAt, v.ExpiresAt, v.Insight = meta.AgentId, meta.Kind, meta.Labels, meta.CreatedAt, meta.ExpiresAt, meta.Insight
+		return v
+	}
+	for _, j := range meta.Joins {
+		if p.MaySona(j.Sona) {
+			v.AgentId, v.Kind, v.Labels, v.CreatedAt = j.AgentId, j.Kind, j.Labels, j.JoinedAt
+			if ttl := s.cfg.Kinds[j.Kind].TTL.D(); ttl > 0 {
+				v.ExpiresAt = j.JoinedAt + int64(ttl.Seconds())
 			}
+			break
 		}
 	}
-	return forbidden("token %q may not read %s: it is not a memory of a sona the token may use", p.Name, c)
+	return v
 }
 
 // memoryOp reads a memory in its API form.
@@ -99,12 +171,13 @@ func (s *Server) memoryOp(ctx context.Context, c cid.Cid) (*messages.Memory, err
 	if err := s.allowMemory(ctx, c); err != nil {
 		return nil, err
 	}
-	return s.loadRendered(c)
+	return s.loadRendered(ctx, c)
 }
 
 // fileOp reads a file: a raw block by its CID, or the content of a file
 // memory with its mimeType and name. Sona-scoped tokens read files through
-// their file memory (a raw block is not tied to a sona).
+// their file memory (a raw block is not tied to a sona), whose content
+// must be a file of their sonas.
 func (s *Server) fileOp(ctx context.Context, c cid.Cid) (data []byte, mimeType, name string, err error) {
 	content := c
 	if c.Prefix().Codec == memory.CodecDagCBOR {
@@ -120,6 +193,15 @@ func (s *Server) fileOp(ctx context.Context, c cid.Cid) (data []byte, mimeType, 
 			return nil, "", "", badRequest("not_a_file", "%s is a %s memory, not a file", c, m.Data.Kind())
 		}
 		content = f.Content
+		if p := principalFrom(ctx); p.SonaScoped() {
+			ok, err := s.self.FileInSonas(content, p.MaySona)
+			if err != nil {
+				return nil, "", "", err
+			}
+			if !ok {
+				return nil, "", "", forbidden("token %q may not read %s: its content is not a file of a sona the token may use", p.Name, c)
+			}
+		}
 		if f.MimeType != nil {
 			mimeType = *f.MimeType
 		}
@@ -137,6 +219,27 @@ func (s *Server) fileOp(ctx context.Context, c cid.Cid) (data []byte, mimeType, 
 		mimeType = http.DetectContentType(data)
 	}
 	return data, mimeType, name, nil
+}
+
+// fileSona is the sona an upload is recorded for: ref (a uuid or an
+// unambiguous name), or a sona-scoped principal's only sona; "" for none.
+func (s *Server) fileSona(ctx context.Context, ref string) (string, error) {
+	p := principalFrom(ctx)
+	if ref == "" {
+		ids := p.Sonas()
+		if !p.SonaScoped() {
+			return "", nil
+		}
+		if len(ids) != 1 {
+			return "", badRequest("invalid", "token %q may use several sonas: name the one the file is for with ?sona=", p.Name)
+		}
+		ref = ids[0]
+	}
+	rec, err := s.resolveSona(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	return rec.Uuid, nil
 }
 
 // createSonaOp creates a sona (not for sona-scoped tokens: they could not
@@ -315,8 +418,9 @@ func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages
 
 // insertOp stores a memory into a sona without calling the model: dedup
 // first, then an append through the sona's actor. created is false when
-// nothing new was appended (a duplicate, or a memory already there).
-func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest) (resp *messages.InsertResponse, created bool, err error) {
+// nothing new was appended (a duplicate, or a memory already there). file,
+// when set, is a file memory's content, stored with it.
+func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file []byte) (resp *messages.InsertResponse, created bool, err error) {
 	if err := requireScope(ctx, ScopeWrite); err != nil {
 		return nil, false, err
 	}
@@ -331,12 +435,21 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest) (res
 	if err := memory.ValidateAgentID(req.AgentId); err != nil {
 		return nil, false, err
 	}
+	var inline cid.Cid
+	if file != nil {
+		if inline, err = memory.SumCID(memory.CodecRaw, file); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := s.checkLinksSeen(ctx, m, inline); err != nil {
+		return nil, false, err
+	}
 	dedup := s.cfg.Recall.Dedup
 	if req.Dedup != nil {
 		dedup = *req.Dedup
 	}
 	meta := &messages.MemoryMeta{Kind: req.Kind, AgentId: req.AgentId, Labels: req.Labels}
-	p, dup, err := s.self.PrepareInsert(ctx, rec.Uuid, m, meta, dedup)
+	p, dup, err := s.self.PrepareInsert(ctx, rec.Uuid, m, meta, dedup, file)
 	if err != nil {
 		return nil, false, err
 	}

@@ -38,6 +38,7 @@ type Server struct {
 	metrics *metrics.Set // nil: nothing is recorded
 	// gateway is the IPFS trustless gateway (gateway.go).
 	gateway http.Handler
+	guard   *browserGuard
 }
 
 // NewServer builds the REST API over a self and its actor system.
@@ -45,7 +46,8 @@ func NewServer(self *memory.Self, sys *actors.System, cfg config.Config, log *sl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{self: self, sys: sys, cfg: cfg, log: log, mux: http.NewServeMux(), tokens: newTokens(cfg.Server.Auth)}
+	s := &Server{self: self, sys: sys, cfg: cfg, log: log, mux: http.NewServeMux(), tokens: newTokens(cfg.Server.Auth),
+		guard: newBrowserGuard(cfg.Server)}
 	gw, err := newGateway(self.Store(), nil)
 	if err != nil { // boxo fails only on bad options: a broken build
 		log.Error("the IPFS gateway cannot start", "err", err)
@@ -130,6 +132,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// client, tests): a remote request cannot carry one.
 	p, inProcess := r.Context().Value(principalKey{}).(*Principal)
 	if !inProcess || p == nil {
+		if err := s.guard.check(r); err != nil {
+			writeError(w, err.status, err.code, err.msg)
+			return
+		}
 		if p = s.authorize(w, r, pattern); p == nil {
 			return
 		}

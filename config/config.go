@@ -80,6 +80,16 @@ type Server struct {
 	// Auth holds the bearer tokens. With none, every request is allowed,
 	// and serve refuses to listen on anything but a loopback address.
 	Auth Auth `yaml:"auth"`
+	// AllowedHosts are host names (or IPs) the server answers to besides
+	// loopback ones (localhost, *.localhost, 127.0.0.1, ::1) and the
+	// listen address's host: a request whose Host header names another is
+	// refused (403), so that a web page cannot reach a tokenless server by
+	// DNS rebinding. With tokens and no list, any Host is accepted.
+	AllowedHosts []string `yaml:"allowed_hosts,omitempty"`
+	// AllowedOrigins are web origins (scheme://host[:port]) whose pages may
+	// write to the server; any other page's cross-origin POST is refused
+	// (403), whatever the token.
+	AllowedOrigins []string `yaml:"allowed_origins,omitempty"`
 }
 
 // Auth is the server's bearer-token authentication (REST, /mcp, /ipfs/).
@@ -625,6 +635,16 @@ func (c *Config) Validate() error {
 
 	if strings.TrimSpace(c.DataDir) == "" {
 		bad("data_dir", "must not be empty")
+	}
+	for _, h := range c.Server.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/:@ ") && net.ParseIP(strings.Trim(h, "[]")) == nil {
+			bad("server.allowed_hosts", "want a host name or IP without scheme or port, got %q", h)
+		}
+	}
+	for _, o := range c.Server.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
+			bad("server.allowed_origins", "want scheme://host[:port], got %q", o)
+		}
 	}
 	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
 		bad("server.listen", "want host:port, got %q", c.Server.Listen)

@@ -45,6 +45,10 @@ type Prepared struct {
 	// Imported marks a memory from an export: the anchoring rules are not
 	// applied to it (the export lists its anchors).
 	Imported bool
+	// File, when set, is the raw block a file memory's content names,
+	// stored by the append's transaction (it counts as stored for the
+	// memory's own link check).
+	File []byte
 }
 
 // Neighbor is a nearby memory and its cosine similarity.
@@ -138,20 +142,30 @@ func (s *Self) CheckLinks(m *Memory, inflight func(cid.Cid) bool) error {
 				continue
 			}
 			if _, err := txn.Get(metaKey(e.Target)); errors.Is(err, badger.ErrKeyNotFound) {
-				return fmt.Errorf("%w: edge target %s is not a stored memory", ErrInvalid, e.Target)
+				return EdgeNotStored(e.Target)
 			} else if err != nil {
 				return err
 			}
 		}
-		if f := m.Data.File; f != nil {
+		if f := m.Data.File; f != nil && !inflight(f.Content) {
 			if _, err := txn.Get(blockKey(f.Content)); errors.Is(err, badger.ErrKeyNotFound) {
-				return fmt.Errorf("%w: file content %s is not stored (upload it to /files first)", ErrInvalid, f.Content)
+				return FileNotStored(f.Content)
 			} else if err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// FileNotStored is the error of a file memory whose content is not stored.
+func FileNotStored(c cid.Cid) error {
+	return fmt.Errorf("%w: file content %s is not stored (upload it to /files first)", ErrInvalid, c)
+}
+
+// EdgeNotStored is the error of an edge whose target is not a stored memory.
+func EdgeNotStored(c cid.Cid) error {
+	return fmt.Errorf("%w: edge target %s is not a stored memory", ErrInvalid, c)
 }
 
 // InSona reports whether memory c is (durably) in sona id.
@@ -197,17 +211,23 @@ func (s *Self) AppendOp(a *Append) Op {
 				return err
 			}
 			if !ok {
-				return fmt.Errorf("%w: edge target %s is not a stored memory", ErrInvalid, e.Target)
+				return EdgeNotStored(e.Target)
 			}
 		}
 		if f := item.Memory.Data.File; f != nil {
+			if item.File != nil {
+				if err := tx.PutBlock(f.Content, item.File); err != nil {
+					return err
+				}
+			}
 			ok, err := tx.Has(blockKey(f.Content))
 			if err != nil {
 				return err
 			}
 			if !ok {
-				return fmt.Errorf("%w: file content %s is not stored (upload it to /files first)", ErrInvalid, f.Content)
+				return FileNotStored(f.Content)
 			}
+			tx.Set(fileSonaKey(f.Content, a.Sona), nil)
 		}
 
 		meta := &messages.MemoryMeta{}
@@ -251,6 +271,8 @@ func (s *Self) AppendOp(a *Append) Op {
 				return fmt.Errorf("%w: %s is already in sona %s", ErrChainConflict, item.CID, a.Sona)
 			}
 			meta.Sonas = append(meta.Sonas, a.Sona)
+			meta.Joins = append(meta.Joins, &messages.SonaJoin{Sona: a.Sona, AgentId: item.Meta.AgentId,
+				Kind: item.Meta.Kind, Labels: item.Meta.Labels, JoinedAt: a.Now})
 		}
 		metaRaw, err := proto.Marshal(meta)
 		if err != nil {

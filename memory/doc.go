@@ -65,6 +65,9 @@
 //	                                    justifications, annotations, priority; failures (evaluation.go)
 //	p/      concept key                 PendingConcept (protobuf): versions awaiting consensus
 //	r/      conflict id                 Conflict (protobuf): an open consensus conflict
+//	f/      multihash 0x00 uuid         empty: the sona may name this raw block as a file memory's
+//	                                    content (uploaded for it, or held by one of its file
+//	                                    memories; files.go)
 //	y/      log seq (8 bytes BE)        Anchor (protobuf): a significant memory, written in the
 //	                                    transaction of the append that created it (anchor.go)
 //	t/      uuid 0x00 …                 MemoryOS tiers of the sona (tierstore.go):

@@ -150,7 +150,7 @@ func TestDedupOnInsert(t *testing.T) {
 	orig := o.text("My sister Maya lives in Lisbon near the river")
 	prep := func(content string, ts *int64) (*Prepared, *Duplicate) {
 		m := &Memory{Data: Data{Text: &TextData{Content: content}}, Timestamp: ts}
-		p, dup, err := s.PrepareInsert(ctx, o.sona, m, nil, true)
+		p, dup, err := s.PrepareInsert(ctx, o.sona, m, nil, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestDedupOnInsert(t *testing.T) {
 	// nearest-neighbour similarities sets the threshold.
 	for i := 0; i < 12; i++ {
 		m := &Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("note %d about topic %s", i, strings.Repeat("x", i+1))}}}
-		p, _, err := s.PrepareInsert(ctx, o.sona, m, nil, false)
+		p, _, err := s.PrepareInsert(ctx, o.sona, m, nil, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +221,7 @@ func TestAssociationsOnAppend(t *testing.T) {
 	first := o.text("apples grow in the orchard")
 	second := o.text("the orchard has apple trees", Edge{Target: first, Weight: 0.5})
 	m := &Memory{Data: Data{Text: &TextData{Content: "apples from the orchard trees"}}}
-	p, _, err := s.PrepareInsert(ctx, o.sona, m, nil, false)
+	p, _, err := s.PrepareInsert(ctx, o.sona, m, nil, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

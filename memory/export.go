@@ -58,8 +58,15 @@ type exportChain struct {
 // Export writes one consistent snapshot of the self to w: with sona ""
 // every sona; with a sona's uuid that sona, the backbone, and the prefixes
 // of other sonas' chains that their memories' edges reach (transitively),
-// so the export imports on its own.
+// so the export imports on its own. The snapshot is taken once every
+// write submitted before the call is durable: an export holds what the
+// caller's earlier requests did, the traces they left included. (The
+// wait is for writes already queued, a group commit or two: ctx bounds the
+// export, not it.)
 func (s *Self) Export(ctx context.Context, sona string, w ExportWriter) error {
+	if err := s.store.Barrier(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
 	return s.store.View(func(txn *badger.Txn) error {
 		x := &exporter{s: s, txn: txn, ctx: ctx, chains: map[string]*exportChain{}, exported: map[cid.Cid]bool{}}
 		return x.run(sona, w)

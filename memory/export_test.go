@@ -76,7 +76,7 @@ func newTwoSonas(t *testing.T) *twoSonas {
 	x.a2 = x.a.text("beta: we decided to keep going")
 	x.b1 = x.b.text("gamma builds on beta", Edge{Target: x.a2, Weight: 0.7})
 	var err error
-	if x.file, err = s.PutFile(context.Background(), []byte("file bytes")); err != nil {
+	if x.file, err = s.PutFile(context.Background(), []byte("file bytes"), ""); err != nil {
 		t.Fatal(err)
 	}
 	x.bFile = x.b.add(&Memory{Data: Data{File: &FileData{Content: x.file}}}, &messages.MemoryMeta{Kind: "fact", Labels: map[string]string{"src": "upload"}})

@@ -26,8 +26,9 @@ type Duplicate struct {
 // bootstrap below the configured size). Only a neighbour with the same
 // timestamp (or none, like the new one) can be a duplicate. A memory
 // already in the sona is not a duplicate of itself: appending it is a
-// no-op (existed).
-func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *messages.MemoryMeta, dedup bool) (*Prepared, *Duplicate, error) {
+// no-op (existed). file, when set, is the raw block a file memory's
+// content names, stored with the memory (Prepared.File).
+func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *messages.MemoryMeta, dedup bool, file []byte) (*Prepared, *Duplicate, error) {
 	text := m.Text()
 	vecs, err := s.Embed(ctx, text)
 	if err != nil {
@@ -36,6 +37,12 @@ func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *
 	p, err := s.Prepare(m, vecs[0], meta)
 	if err != nil {
 		return nil, nil, err
+	}
+	if file != nil {
+		if f := m.Data.File; f == nil || verifyBlock(f.Content, file) != nil {
+			return nil, nil, fmt.Errorf("%w: the file given with the memory is not its content", ErrInvalid)
+		}
+		p.File = file
 	}
 	p.Neighbors, err = s.neighbors(p.Vector, sona, max(1, s.cfg.Recall.SimilarNeighbors), p.CID)
 	if err != nil || !dedup || len(p.Neighbors) == 0 {
@@ -75,7 +82,7 @@ func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *
 	}
 	// Only a valid memory is a duplicate: one that links to what is not
 	// stored is refused, as its append would be.
-	if err := s.CheckLinks(m, func(cid.Cid) bool { return false }); err != nil {
+	if err := s.CheckLinks(m, func(c cid.Cid) bool { return file != nil && c == m.Data.File.Content }); err != nil {
 		return nil, nil, err
 	}
 	return p, &Duplicate{Existing: nearest.CID, Similarity: sim, Threshold: th}, nil

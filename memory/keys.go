@@ -11,7 +11,7 @@ import (
 
 // StoreVersion is the layout version of the key spaces in doc.go. A store
 // written by a newer layout is refused.
-const StoreVersion = 2
+const StoreVersion = 3
 
 var (
 	prefixBlock   = []byte("b/")

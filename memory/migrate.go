@@ -135,9 +135,57 @@ func (s *Self) migrateV1(ctx context.Context) error {
 			return err
 		}
 	}
-	s.log.Info("store migrated", "from", 1, "to", StoreVersion, "memories", len(mems), "acts", len(chain))
+	s.log.Info("store migrated", "from", 1, "to", 2, "memories", len(mems), "acts", len(chain))
+	return s.setLayout(ctx, 2)
+}
+
+func (s *Self) setLayout(ctx context.Context, v int) error {
 	return s.store.Update(ctx, func(tx *Tx) error {
-		tx.Set(keyVersion, []byte(fmt.Sprint(StoreVersion)))
+		tx.Set(keyVersion, []byte(fmt.Sprint(v)))
 		return nil
 	})
+}
+
+// migrateV2 brings a layout-2 store to layout 3: it records, for every
+// file memory of every chain, that its sona may name the file's raw
+// block (f/, files.go).
+func (s *Self) migrateV2(ctx context.Context) error {
+	var keys [][]byte
+	err := s.store.View(func(txn *badger.Txn) error {
+		return iteratePrefix(txn, prefixChain, func(k, v []byte) error {
+			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
+			if !ok {
+				return fmt.Errorf("%w: chain key", ErrCorrupt)
+			}
+			_, mem, _, err := decodeChainEntry(v)
+			if err != nil {
+				return err
+			}
+			m, err := readMemory(txn, mem)
+			if err != nil {
+				return err
+			}
+			if f := m.Data.File; f != nil {
+				keys = append(keys, fileSonaKey(f.Content, string(id)))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	const per = 1000
+	for start := 0; start < len(keys); start += per {
+		part := keys[start:min(start+per, len(keys))]
+		if err := s.store.Update(ctx, func(tx *Tx) error {
+			for _, k := range part {
+				tx.Set(k, nil)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	s.log.Info("store migrated", "from", 2, "to", 3, "file_records", len(keys))
+	return s.setLayout(ctx, 3)
 }

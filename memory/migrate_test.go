@@ -3,6 +3,7 @@ package memory
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,7 +102,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 			return err
 		}
 		b, _ := v.ValueCopy(nil)
-		if !bytes.Equal(b, []byte("2")) {
+		if !bytes.Equal(b, []byte(fmt.Sprint(StoreVersion))) {
 			t.Fatalf("layout %s after migration", b)
 		}
 		end, err := logEnd(txn)
@@ -121,5 +122,46 @@ func TestMigrateFromLayout1(t *testing.T) {
 	}
 	if _, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "memory"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMigrateFromLayout2 rewrites a store into layout 2 (no file records)
+// and checks that opening it records each file memory's block as a file
+// of its sonas again.
+func TestMigrateFromLayout2(t *testing.T) {
+	dir := t.TempDir()
+	clock := &fixedClock{t: epoch}
+	cfg := testConfig(dir)
+	s := openSelf(t, cfg, clock)
+	a, b := newOwner(t, s, "a"), newOwner(t, s, "b")
+	ctx := context.Background()
+	file, err := s.PutFile(ctx, []byte("the file's bytes"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "notes.txt"
+	fm := &Memory{Data: Data{File: &FileData{Name: &name, Content: file}}}
+	a.add(fm, nil)
+	b.text("no file here")
+	mine := func(id string) func(string) bool { return func(s string) bool { return s == id } }
+	err = s.Store().DB().Update(func(txn *badger.Txn) error {
+		if err := txn.Delete(fileSonaKey(file, a.sona)); err != nil {
+			return err
+		}
+		return txn.Set(keyVersion, []byte("2"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.FileInSonas(file, mine(a.sona)); ok {
+		t.Fatal("the file record was not removed")
+	}
+	s.Close()
+	s = openSelf(t, cfg, clock)
+	defer s.Close()
+	for id, want := range map[string]bool{a.sona: true, b.sona: false} {
+		if ok, err := s.FileInSonas(file, mine(id)); err != nil || ok != want {
+			t.Fatalf("file of sona %s: %v %v, want %v", id, ok, err, want)
+		}
 	}
 }

@@ -350,17 +350,34 @@ func (m runningMean) add(v []float32) (runningMean, []float32) {
 // checkIdentity refuses a store of an unknown layout or another embedding
 // space, migrates an older layout, and stamps a new store with both.
 func (s *Self) checkIdentity(ctx context.Context) error {
-	err := s.identityOp(ctx)
-	if errors.Is(err, errMigrate) {
-		if err := s.migrateV1(ctx); err != nil {
-			return fmt.Errorf("memory: migrating the store to layout %d: %w", StoreVersion, err)
+	for {
+		err := s.identityOp(ctx)
+		var m *migrationNeeded
+		if !errors.As(err, &m) {
+			return err
 		}
-		err = s.identityOp(ctx)
+		if err := m.migrate(s, ctx); err != nil {
+			return fmt.Errorf("memory: migrating the store from layout %d to %d: %w", m.from, m.from+1, err)
+		}
 	}
-	return err
 }
 
-var errMigrate = errors.New("memory: store needs migration")
+// migrationNeeded says the store is of an older layout, and how to bring
+// it one layout further.
+type migrationNeeded struct {
+	from    int
+	migrate func(s *Self, ctx context.Context) error
+}
+
+func (m *migrationNeeded) Error() string {
+	return fmt.Sprintf("memory: store of layout %d needs migration", m.from)
+}
+
+// migrations bring a store of layout n (the key) to layout n+1.
+var migrations = map[string]*migrationNeeded{
+	"1": {1, (*Self).migrateV1},
+	"2": {2, (*Self).migrateV2},
+}
 
 func (s *Self) identityOp(ctx context.Context) error {
 	want := s.emb.ID()
@@ -371,8 +388,8 @@ func (s *Self) identityOp(ctx context.Context) error {
 			tx.Set(keyVersion, []byte(fmt.Sprint(StoreVersion)))
 		case err != nil:
 			return err
-		case string(v) == "1":
-			return errMigrate
+		case migrations[string(v)] != nil:
+			return migrations[string(v)]
 		case string(v) != fmt.Sprint(StoreVersion):
 			return fmt.Errorf("memory: store layout version %s, this build reads %d", v, StoreVersion)
 		}
@@ -550,16 +567,6 @@ func (s *Self) Vector(c cid.Cid) ([]float32, error) {
 
 // Block returns a verified block.
 func (s *Self) Block(c cid.Cid) ([]byte, error) { return s.store.Block(c) }
-
-// PutFile stores a file as one raw block and returns its CID.
-func (s *Self) PutFile(ctx context.Context, data []byte) (cid.Cid, error) {
-	c, err := SumCID(CodecRaw, data)
-	if err != nil {
-		return cid.Undef, err
-	}
-	err = s.store.Update(ctx, func(tx *Tx) error { return tx.PutBlock(c, data) })
-	return c, err
-}
 
 // Page is one page of a listing.
 type Page[T any] struct {

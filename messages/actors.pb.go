@@ -109,7 +109,11 @@ type AppendMemory struct {
 	// The sona's memories nearest to this one when it was prepared, best
 	// first: the writer associates the strong ones as "similar" and adds
 	// the nearest similarity to the sona's similarity distribution.
-	Neighbors     []*Neighbor `protobuf:"bytes,8,rep,name=neighbors,proto3" json:"neighbors,omitempty"`
+	Neighbors []*Neighbor `protobuf:"bytes,8,rep,name=neighbors,proto3" json:"neighbors,omitempty"`
+	// The raw block a file memory's content names, when it comes with the
+	// memory (MCP's insert of a file): stored in the append's transaction,
+	// so a refused insert stores nothing.
+	File          []byte `protobuf:"bytes,9,opt,name=file,proto3" json:"file,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -196,6 +200,13 @@ func (x *AppendMemory) GetImported() bool {
 func (x *AppendMemory) GetNeighbors() []*Neighbor {
 	if x != nil {
 		return x.Neighbors
+	}
+	return nil
+}
+
+func (x *AppendMemory) GetFile() []byte {
+	if x != nil {
+		return x.File
 	}
 	return nil
 }
@@ -729,7 +740,7 @@ const file_memoria_v1_actors_proto_rawDesc = "" +
 	"\aAdvance\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x121\n" +
 	"\arequest\x18\x02 \x01(\v2\x17.memoria.v1.ChatRequestR\arequest\x12\x12\n" +
-	"\x04call\x18\x03 \x01(\x04R\x04call\"\x9f\x02\n" +
+	"\x04call\x18\x03 \x01(\x04R\x04call\"\xb3\x02\n" +
 	"\fAppendMemory\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x12\x14\n" +
 	"\x05block\x18\x02 \x01(\fR\x05block\x12\x1c\n" +
@@ -739,7 +750,8 @@ const file_memoria_v1_actors_proto_rawDesc = "" +
 	"\n" +
 	"expect_seq\x18\x06 \x01(\x03H\x00R\texpectSeq\x88\x01\x01\x12\x1a\n" +
 	"\bimported\x18\a \x01(\bR\bimported\x122\n" +
-	"\tneighbors\x18\b \x03(\v2\x14.memoria.v1.NeighborR\tneighborsB\r\n" +
+	"\tneighbors\x18\b \x03(\v2\x14.memoria.v1.NeighborR\tneighbors\x12\x12\n" +
+	"\x04file\x18\t \x01(\fR\x04fileB\r\n" +
 	"\v_expect_seq\".\n" +
 	"\bNeighbor\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\fR\x03cid\x12\x10\n" +

@@ -154,7 +154,11 @@ type MemoryMeta struct {
 	Insight *InsightMark `protobuf:"bytes,13,opt,name=insight,proto3" json:"insight,omitempty"`
 	// EUMAS: the aggregate of the memory's evaluation (eumas.proto); unset
 	// until the evaluator has seen the memory.
-	Evaluation    *EvalSummary `protobuf:"bytes,14,opt,name=evaluation,proto3" json:"evaluation,omitempty"`
+	Evaluation *EvalSummary `protobuf:"bytes,14,opt,name=evaluation,proto3" json:"evaluation,omitempty"`
+	// The provenance of each later sona the memory joined (sonas[1:], in
+	// order): the fields above are those of its first sona's write. A
+	// sona-scoped token sees the provenance of its own sona's write.
+	Joins         []*SonaJoin `protobuf:"bytes,15,rep,name=joins,proto3" json:"joins,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,6 +291,92 @@ func (x *MemoryMeta) GetEvaluation() *EvalSummary {
 	return nil
 }
 
+func (x *MemoryMeta) GetJoins() []*SonaJoin {
+	if x != nil {
+		return x.Joins
+	}
+	return nil
+}
+
+// SonaJoin is the provenance of a memory's append to a sona after its
+// first: who wrote it there, with which kind and labels, and when.
+type SonaJoin struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Sona    string                 `protobuf:"bytes,1,opt,name=sona,proto3" json:"sona,omitempty"`
+	AgentId string                 `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	Kind    string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Labels  map[string]string      `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Unix seconds of the append.
+	JoinedAt      int64 `protobuf:"varint,5,opt,name=joined_at,json=joinedAt,proto3" json:"joined_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SonaJoin) Reset() {
+	*x = SonaJoin{}
+	mi := &file_memoria_v1_memory_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SonaJoin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SonaJoin) ProtoMessage() {}
+
+func (x *SonaJoin) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_memory_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SonaJoin.ProtoReflect.Descriptor instead.
+func (*SonaJoin) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SonaJoin) GetSona() string {
+	if x != nil {
+		return x.Sona
+	}
+	return ""
+}
+
+func (x *SonaJoin) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *SonaJoin) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *SonaJoin) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *SonaJoin) GetJoinedAt() int64 {
+	if x != nil {
+		return x.JoinedAt
+	}
+	return 0
+}
+
 // Memory is how a memory is rendered to clients: the fields of its block
 // (data, timestamp, edges) plus its CID and mutable metadata.
 type Memory struct {
@@ -303,7 +393,7 @@ type Memory struct {
 
 func (x *Memory) Reset() {
 	*x = Memory{}
-	mi := &file_memoria_v1_memory_proto_msgTypes[3]
+	mi := &file_memoria_v1_memory_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +405,7 @@ func (x *Memory) String() string {
 func (*Memory) ProtoMessage() {}
 
 func (x *Memory) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_memory_proto_msgTypes[3]
+	mi := &file_memoria_v1_memory_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +418,7 @@ func (x *Memory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Memory.ProtoReflect.Descriptor instead.
 func (*Memory) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{3}
+	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Memory) GetCid() string {
@@ -385,7 +475,7 @@ type Sona struct {
 
 func (x *Sona) Reset() {
 	*x = Sona{}
-	mi := &file_memoria_v1_memory_proto_msgTypes[4]
+	mi := &file_memoria_v1_memory_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +487,7 @@ func (x *Sona) String() string {
 func (*Sona) ProtoMessage() {}
 
 func (x *Sona) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_memory_proto_msgTypes[4]
+	mi := &file_memoria_v1_memory_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +500,7 @@ func (x *Sona) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sona.ProtoReflect.Descriptor instead.
 func (*Sona) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{4}
+	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Sona) GetUuid() string {
@@ -474,7 +564,7 @@ type Association struct {
 
 func (x *Association) Reset() {
 	*x = Association{}
-	mi := &file_memoria_v1_memory_proto_msgTypes[5]
+	mi := &file_memoria_v1_memory_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -486,7 +576,7 @@ func (x *Association) String() string {
 func (*Association) ProtoMessage() {}
 
 func (x *Association) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_memory_proto_msgTypes[5]
+	mi := &file_memoria_v1_memory_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -499,7 +589,7 @@ func (x *Association) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Association.ProtoReflect.Descriptor instead.
 func (*Association) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{5}
+	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Association) GetType() string {
@@ -541,7 +631,7 @@ type Associations struct {
 
 func (x *Associations) Reset() {
 	*x = Associations{}
-	mi := &file_memoria_v1_memory_proto_msgTypes[6]
+	mi := &file_memoria_v1_memory_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +643,7 @@ func (x *Associations) String() string {
 func (*Associations) ProtoMessage() {}
 
 func (x *Associations) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_memory_proto_msgTypes[6]
+	mi := &file_memoria_v1_memory_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +656,7 @@ func (x *Associations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Associations.ProtoReflect.Descriptor instead.
 func (*Associations) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{6}
+	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Associations) GetLinks() []*Association {
@@ -592,7 +682,7 @@ type QueryLog struct {
 
 func (x *QueryLog) Reset() {
 	*x = QueryLog{}
-	mi := &file_memoria_v1_memory_proto_msgTypes[7]
+	mi := &file_memoria_v1_memory_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +694,7 @@ func (x *QueryLog) String() string {
 func (*QueryLog) ProtoMessage() {}
 
 func (x *QueryLog) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_memory_proto_msgTypes[7]
+	mi := &file_memoria_v1_memory_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +707,7 @@ func (x *QueryLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryLog.ProtoReflect.Descriptor instead.
 func (*QueryLog) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{7}
+	return file_memoria_v1_memory_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *QueryLog) GetSona() string {
@@ -672,7 +762,7 @@ const file_memoria_v1_memory_proto_rawDesc = "" +
 	"\x03cid\x18\x01 \x01(\tR\x01/\"H\n" +
 	"\x04Edge\x12(\n" +
 	"\x06target\x18\x01 \x01(\v2\x10.memoria.v1.LinkR\x06target\x12\x16\n" +
-	"\x06weight\x18\x02 \x01(\x01R\x06weight\"\xa9\x04\n" +
+	"\x06weight\x18\x02 \x01(\x01R\x06weight\"\xd5\x04\n" +
 	"\n" +
 	"MemoryMeta\x12\x14\n" +
 	"\x05sonas\x18\x01 \x03(\tR\x05sonas\x12\x19\n" +
@@ -695,7 +785,17 @@ const file_memoria_v1_memory_proto_rawDesc = "" +
 	"\ainsight\x18\r \x01(\v2\x17.memoria.v1.InsightMarkR\ainsight\x127\n" +
 	"\n" +
 	"evaluation\x18\x0e \x01(\v2\x17.memoria.v1.EvalSummaryR\n" +
-	"evaluation\x1a9\n" +
+	"evaluation\x12*\n" +
+	"\x05joins\x18\x0f \x03(\v2\x14.memoria.v1.SonaJoinR\x05joins\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x01\n" +
+	"\bSonaJoin\x12\x12\n" +
+	"\x04sona\x18\x01 \x01(\tR\x04sona\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x128\n" +
+	"\x06labels\x18\x04 \x03(\v2 .memoria.v1.SonaJoin.LabelsEntryR\x06labels\x12\x1b\n" +
+	"\tjoined_at\x18\x05 \x01(\x03R\bjoinedAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcc\x01\n" +
@@ -746,35 +846,39 @@ func file_memoria_v1_memory_proto_rawDescGZIP() []byte {
 	return file_memoria_v1_memory_proto_rawDescData
 }
 
-var file_memoria_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_memoria_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_memoria_v1_memory_proto_goTypes = []any{
 	(*Link)(nil),            // 0: memoria.v1.Link
 	(*Edge)(nil),            // 1: memoria.v1.Edge
 	(*MemoryMeta)(nil),      // 2: memoria.v1.MemoryMeta
-	(*Memory)(nil),          // 3: memoria.v1.Memory
-	(*Sona)(nil),            // 4: memoria.v1.Sona
-	(*Association)(nil),     // 5: memoria.v1.Association
-	(*Associations)(nil),    // 6: memoria.v1.Associations
-	(*QueryLog)(nil),        // 7: memoria.v1.QueryLog
-	nil,                     // 8: memoria.v1.MemoryMeta.LabelsEntry
-	(*InsightMark)(nil),     // 9: memoria.v1.InsightMark
-	(*EvalSummary)(nil),     // 10: memoria.v1.EvalSummary
-	(*structpb.Struct)(nil), // 11: google.protobuf.Struct
+	(*SonaJoin)(nil),        // 3: memoria.v1.SonaJoin
+	(*Memory)(nil),          // 4: memoria.v1.Memory
+	(*Sona)(nil),            // 5: memoria.v1.Sona
+	(*Association)(nil),     // 6: memoria.v1.Association
+	(*Associations)(nil),    // 7: memoria.v1.Associations
+	(*QueryLog)(nil),        // 8: memoria.v1.QueryLog
+	nil,                     // 9: memoria.v1.MemoryMeta.LabelsEntry
+	nil,                     // 10: memoria.v1.SonaJoin.LabelsEntry
+	(*InsightMark)(nil),     // 11: memoria.v1.InsightMark
+	(*EvalSummary)(nil),     // 12: memoria.v1.EvalSummary
+	(*structpb.Struct)(nil), // 13: google.protobuf.Struct
 }
 var file_memoria_v1_memory_proto_depIdxs = []int32{
 	0,  // 0: memoria.v1.Edge.target:type_name -> memoria.v1.Link
-	8,  // 1: memoria.v1.MemoryMeta.labels:type_name -> memoria.v1.MemoryMeta.LabelsEntry
-	9,  // 2: memoria.v1.MemoryMeta.insight:type_name -> memoria.v1.InsightMark
-	10, // 3: memoria.v1.MemoryMeta.evaluation:type_name -> memoria.v1.EvalSummary
-	11, // 4: memoria.v1.Memory.data:type_name -> google.protobuf.Struct
-	1,  // 5: memoria.v1.Memory.edges:type_name -> memoria.v1.Edge
-	2,  // 6: memoria.v1.Memory.meta:type_name -> memoria.v1.MemoryMeta
-	5,  // 7: memoria.v1.Associations.links:type_name -> memoria.v1.Association
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	9,  // 1: memoria.v1.MemoryMeta.labels:type_name -> memoria.v1.MemoryMeta.LabelsEntry
+	11, // 2: memoria.v1.MemoryMeta.insight:type_name -> memoria.v1.InsightMark
+	12, // 3: memoria.v1.MemoryMeta.evaluation:type_name -> memoria.v1.EvalSummary
+	3,  // 4: memoria.v1.MemoryMeta.joins:type_name -> memoria.v1.SonaJoin
+	10, // 5: memoria.v1.SonaJoin.labels:type_name -> memoria.v1.SonaJoin.LabelsEntry
+	13, // 6: memoria.v1.Memory.data:type_name -> google.protobuf.Struct
+	1,  // 7: memoria.v1.Memory.edges:type_name -> memoria.v1.Edge
+	2,  // 8: memoria.v1.Memory.meta:type_name -> memoria.v1.MemoryMeta
+	6,  // 9: memoria.v1.Associations.links:type_name -> memoria.v1.Association
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_memoria_v1_memory_proto_init() }
@@ -784,15 +888,15 @@ func file_memoria_v1_memory_proto_init() {
 	}
 	file_memoria_v1_eumas_proto_init()
 	file_memoria_v1_living_proto_init()
-	file_memoria_v1_memory_proto_msgTypes[3].OneofWrappers = []any{}
 	file_memoria_v1_memory_proto_msgTypes[4].OneofWrappers = []any{}
+	file_memoria_v1_memory_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoria_v1_memory_proto_rawDesc), len(file_memoria_v1_memory_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -75,7 +75,7 @@ func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			rw.WriteHeader(http.StatusOK)
 			pw.Close()
 		}()
-		t.h.ServeHTTP(rw, r)
+		t.h.ServeHTTP(rw, r.WithContext(api.WithPrincipal(r.Context(), api.Local)))
 	}()
 	select {
 	case <-rw.ready:
