@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -65,9 +64,7 @@ func loadCmd(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if g.json {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
+				if err := printIndented(out, rep); err != nil {
 					return err
 				}
 			} else {

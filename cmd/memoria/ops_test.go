@@ -6,24 +6,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memoria-ai/memoria/internal/loadgen"
+	"github.com/memoria-ai/memoria/internal/torture"
 )
 
 // TestTortureShort kills a server five times under write load and checks
 // that nothing acknowledged was lost (`memoria torture`, short).
 func TestTortureShort(t *testing.T) {
 	out, errOut, code := run(t, "torture", "--cycles", "5", "--writers", "4", "--sonas", "8", "--duration", "2s", "--seed", "1", "--json")
-	var rep struct {
-		Seed         int64     `json:"seed"`
-		Cycles       int       `json:"cycles"`
-		Acknowledged int       `json:"acknowledged"`
-		Inserts      int       `json:"inserts"`
-		Chats        int       `json:"chats"`
-		Losses       int       `json:"losses"`
-		Violations   int       `json:"violations"`
-		Problems     []string  `json:"problems"`
-		RestartMs    []float64 `json:"restart_ms"`
-		ACTs         int64     `json:"acts"`
-	}
+	var rep torture.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errOut)
 	}
@@ -43,33 +35,18 @@ func TestTortureShort(t *testing.T) {
 // are reported.
 func TestLoadShort(t *testing.T) {
 	out, errOut, code := run(t, "load", "--clients", "24", "--duration", "3s", "--sonas", "4", "--json")
-	var rep struct {
-		Requests int64            `json:"requests"`
-		Errors   int64            `json:"errors"`
-		ByStatus map[string]int64 `json:"errors_by_status"`
-		Samples  []string         `json:"error_samples"`
-		Routes   []struct {
-			Op       string  `json:"op"`
-			Requests int64   `json:"requests"`
-			P50      float64 `json:"p50_ms"`
-			P99      float64 `json:"p99_ms"`
-		} `json:"routes"`
-		Memory []struct {
-			At  string `json:"at"`
-			RSS int64  `json:"rss_bytes"`
-		} `json:"server_memory"`
-	}
+	var rep loadgen.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errOut)
 	}
 	if code != 0 || rep.Errors != 0 {
-		t.Fatalf("exit %d, %d errors %v %v\n%s", code, rep.Errors, rep.ByStatus, rep.Samples, errOut)
+		t.Fatalf("exit %d, %d errors %v %v\n%s", code, rep.Errors, rep.ErrorsByStatus, rep.ErrorSamples, errOut)
 	}
 	if len(rep.Routes) != 5 || len(rep.Memory) != 3 || rep.Memory[0].At != "start" || rep.Memory[2].At != "end" {
 		t.Fatalf("report %s", out)
 	}
 	for _, r := range rep.Routes {
-		if r.Requests == 0 || r.P50 <= 0 || r.P99 < r.P50 {
+		if r.Requests == 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms {
 			t.Fatalf("route %+v", r)
 		}
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -81,9 +80,7 @@ func tortureCmd(g *globals) *cobra.Command {
 			if rep != nil {
 				out := cmd.OutOrStdout()
 				if g.json {
-					enc := json.NewEncoder(out)
-					enc.SetIndent("", "  ")
-					if err := enc.Encode(rep); err != nil {
+					if err := printIndented(out, rep); err != nil {
 						return err
 					}
 				} else {
