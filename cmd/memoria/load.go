@@ -58,7 +58,7 @@ func loadCmd(g *globals) *cobra.Command {
 			if srv != nil {
 				select {
 				case <-srv.Exited():
-					return fmt.Errorf("load: the server exited during the run (%v): %s", srv.Err(), srv.Tail())
+					return fmt.Errorf("load: the server exited during the run (%v): %s", srv.Err(), srv.LastLog())
 				default:
 				}
 			}

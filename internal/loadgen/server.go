@@ -51,7 +51,9 @@ type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error // the exit status, once exited is closed
-	tail   *tail
+
+	mu   sync.Mutex
+	last string // the last line it logged
 }
 
 // StartServer starts the child and returns once it logs the address it
@@ -72,7 +74,7 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cmd: cmd, exited: make(chan struct{}), tail: &tail{max: 40}, Started: time.Now()}
+	s := &Server{cmd: cmd, exited: make(chan struct{}), Started: time.Now()}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("loadgen: start %s: %w", o.Binary, err)
 	}
@@ -84,7 +86,9 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			s.tail.add(line)
+			s.mu.Lock()
+			s.last = line
+			s.mu.Unlock()
 			if o.Stderr != nil {
 				fmt.Fprintln(o.Stderr, line)
 			}
@@ -106,7 +110,7 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 	case s.URL = <-found:
 		return s, nil
 	case <-s.exited:
-		return nil, fmt.Errorf("%w before serving (%v): %s", ErrExited, s.err, s.Tail())
+		return nil, fmt.Errorf("%w before serving (%v): %s", ErrExited, s.err, s.LastLog())
 	case <-ctx.Done():
 		s.Kill()
 		return nil, ctx.Err()
@@ -138,8 +142,13 @@ func (s *Server) Exited() <-chan struct{} { return s.exited }
 // Err is the process's exit status, once Exited is closed.
 func (s *Server) Err() error { return s.err }
 
-// Tail returns the last lines the server logged.
-func (s *Server) Tail() string { return s.tail.String() }
+// LastLog returns the last line the server logged (a server that fails
+// to start ends with its error; see ServerOptions.Stderr for the rest).
+func (s *Server) LastLog() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
 
 // Kill ends the process with SIGKILL and waits for it to exit.
 func (s *Server) Kill() {
@@ -183,7 +192,7 @@ func (s *Server) WaitHealthy(ctx context.Context) error {
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("%w (%v): %s", ErrExited, s.err, s.Tail())
+			return fmt.Errorf("%w (%v): %s", ErrExited, s.err, s.LastLog())
 		case <-ctx.Done():
 			return fmt.Errorf("loadgen: the server at %s was not healthy in time: %w", s.URL, ctx.Err())
 		case <-tick.C:
@@ -193,25 +202,3 @@ func (s *Server) WaitHealthy(ctx context.Context) error {
 
 // Memory reads the process's memory from /proc.
 func (s *Server) Memory() (ProcMemory, error) { return ReadProcMemory(s.PID()) }
-
-// tail keeps the last lines of a log.
-type tail struct {
-	mu    sync.Mutex
-	max   int
-	lines []string
-}
-
-func (t *tail) add(line string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.lines = append(t.lines, line)
-	if len(t.lines) > t.max {
-		t.lines = t.lines[len(t.lines)-t.max:]
-	}
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.Join(t.lines, "\n")
-}

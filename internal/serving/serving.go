@@ -76,7 +76,9 @@ func New(o Options) *Server {
 		ReadTimeout:       o.Config.ReadTimeout.D(),
 		IdleTimeout:       o.Config.IdleTimeout.D(),
 		MaxHeaderBytes:    o.Config.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
+		// net/http's own complaints: accept errors (out of descriptors),
+		// handlers that misuse the writer.
+		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn),
 	}
 	return s
 }

@@ -109,6 +109,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	began := time.Now()
 	t := &run{o: o, rng: rand.New(rand.NewPCG(uint64(o.Seed), 0)), rep: &Report{Seed: o.Seed}}
+	defer func() { t.finish(time.Since(began)) }() // a report of what was done, whatever stopped it
 	srv, err := loadgen.StartServer(ctx, o.Server)
 	if err != nil {
 		return nil, err
@@ -137,9 +138,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		cr.Acknowledged = t.ledger.count() - before
 
 		start := time.Now()
-		if srv, err = loadgen.StartServer(ctx, o.Server); err != nil {
+		next, err := loadgen.StartServer(ctx, o.Server)
+		if err != nil {
 			return t.rep, fmt.Errorf("torture: restart after kill %d: %w", cycle, err)
 		}
+		srv = next
 		if err := srv.WaitHealthy(ctx); err != nil {
 			return t.rep, fmt.Errorf("torture: restart after kill %d: %w", cycle, err)
 		}
@@ -158,7 +161,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := srv.Stop(time.Minute); err != nil {
 		t.violation("the server did not shut down cleanly after the last check: %v", err)
 	}
-	t.finish(time.Since(began))
 	if t.rep.Losses > 0 || t.rep.Violations > 0 {
 		return t.rep, fmt.Errorf("%w: %d losses, %d violations (seed %d)", ErrLoss, t.rep.Losses, t.rep.Violations, o.Seed)
 	}
