@@ -110,6 +110,20 @@ func (s *Server) routes() {
 // A CAR of a whole DAG from the gateway is one too.
 var transfers = map[string]bool{"GET /export": true, "POST /import": true, "GET /ipfs/{path...}": true}
 
+// RequestLimit is the time a request may take (server.request_timeout,
+// or transfer_timeout for the transfer routes), and whether it is a
+// transfer: the listener sets the connection's deadlines from it.
+func (s *Server) RequestLimit(r *http.Request) (time.Duration, bool) {
+	if _, pattern := s.mux.Handler(r); transfers[pattern] {
+		return s.cfg.Server.TransferTimeout.D(), true
+	}
+	return s.cfg.Server.RequestTimeout.D(), false
+}
+
+// ErrBodyTimeout marks a request body that did not arrive within its
+// deadline (server.read_timeout; transfer_timeout for the transfers).
+var ErrBodyTimeout = errors.New("api: the request body was not received in time")
+
 // ServeHTTP authenticates the request, applies the request limits, turns
 // panics into 500s and the mux's own 404/405 answers into JSON errors, and
 // records the request's metrics by route (the mux pattern).
@@ -243,6 +257,8 @@ func (s *Server) classify(err error) (status int, code, msg string) {
 		return ae.status, ae.code, ae.msg
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)
+	case errors.Is(err, ErrBodyTimeout):
+		return http.StatusRequestTimeout, "timeout", err.Error()
 	case errors.Is(err, memory.ErrInvalid):
 		return http.StatusBadRequest, "invalid", err.Error()
 	case errors.Is(err, memory.ErrNotFound):

@@ -77,6 +77,28 @@ type Server struct {
 	// TransferTimeout bounds GET /export and POST /import, instead of
 	// request_timeout.
 	TransferTimeout Duration `yaml:"transfer_timeout"`
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	// ReadTimeout bounds reading a request, headers and body, from its
+	// first byte: a client that sends slower is cut (408). The transfer
+	// routes (export, import, the gateway) get transfer_timeout instead
+	// once their handler starts reading the body (after authentication).
+	ReadTimeout Duration `yaml:"read_timeout"`
+	// IdleTimeout closes a kept-alive connection that has waited this long
+	// for its next request.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// MaxHeaderBytes caps a request's headers (431 beyond).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxConnections bounds the open connections: more wait in the listen
+	// queue until one closes. 0: no limit.
+	MaxConnections int `yaml:"max_connections"`
+	// MemoryLimit is the Go runtime's soft memory limit, unless the
+	// GOMEMLIMIT environment variable sets it: "auto" (3/4 of the cgroup's
+	// memory limit, or 1/2 of the machine's memory without one), a share
+	// such as "40%" of the same, a size such as "2GiB" or "1500MB", or
+	// "off". Near the limit the collector runs more often and returns
+	// freed memory to the system sooner.
+	MemoryLimit MemoryLimit `yaml:"memory_limit"`
 	// Auth holds the bearer tokens. With none, every request is allowed,
 	// and serve refuses to listen on anything but a loopback address.
 	Auth Auth `yaml:"auth"`
@@ -158,6 +180,12 @@ type Store struct {
 	MaxBlockBytes int `yaml:"max_block_bytes"`
 	// CacheMB is Badger's block cache size.
 	CacheMB int `yaml:"cache_mb"`
+	// MemTableMB is the size of each of Badger's memtables (the write
+	// buffer before a flush to disk; a transaction may use 15% of one),
+	// and Memtables how many it holds at most: the one written and those
+	// waiting to be flushed. Each is allocated whole on the Go heap.
+	MemTableMB int `yaml:"memtable_mb"`
+	Memtables  int `yaml:"memtables"`
 	// MemoryCache is how many decoded memories are kept in RAM.
 	MemoryCache int `yaml:"memory_cache"`
 }
@@ -487,20 +515,30 @@ func Default() Config {
 	return Config{
 		DataDir: "./memoria-data",
 		Server: Server{
-			Listen:          "127.0.0.1:7777",
-			MaxBodyBytes:    8 << 20,
-			RequestTimeout:  Duration(2 * time.Minute),
-			MaxK:            100,
-			MaxBudgetChars:  100_000,
-			MaxListLimit:    1000,
-			GCPercent:       400,
-			MaxImportBytes:  256 << 20,
-			TransferTimeout: Duration(time.Hour),
+			Listen:            "127.0.0.1:7777",
+			MaxBodyBytes:      8 << 20,
+			RequestTimeout:    Duration(2 * time.Minute),
+			MaxK:              100,
+			MaxBudgetChars:    100_000,
+			MaxListLimit:      1000,
+			GCPercent:         400,
+			MaxImportBytes:    256 << 20,
+			TransferTimeout:   Duration(time.Hour),
+			ReadHeaderTimeout: Duration(10 * time.Second),
+			// A client on a slow link still sends max_body_bytes (8 MiB)
+			// in time (140 KB/s); a trickle is cut.
+			ReadTimeout:    Duration(time.Minute),
+			IdleTimeout:    Duration(30 * time.Second),
+			MaxHeaderBytes: 64 << 10,
+			MaxConnections: 2048,
+			MemoryLimit:    "auto",
 		},
 		Store: Store{
 			MaxBatch:      1024,
 			MaxBlockBytes: 1 << 20, // the IPFS block size limit
 			CacheMB:       256,
+			MemTableMB:    64,
+			Memtables:     5,
 			MemoryCache:   50_000,
 		},
 		Index: Index{M: 16, EfSearch: 64, EfConstruction: 32, Backlog: 8192, TextBacklog: 50_000, Seed: 1},
@@ -661,6 +699,18 @@ func (c *Config) Validate() error {
 		bad("server.max_import_bytes", "must be positive, got %d", c.Server.MaxImportBytes)
 	}
 	posDur("server.transfer_timeout", c.Server.TransferTimeout)
+	posDur("server.read_header_timeout", c.Server.ReadHeaderTimeout)
+	posDur("server.read_timeout", c.Server.ReadTimeout)
+	posDur("server.idle_timeout", c.Server.IdleTimeout)
+	if c.Server.MaxHeaderBytes < 4<<10 || c.Server.MaxHeaderBytes > 16<<20 {
+		bad("server.max_header_bytes", "must be within 4 KiB..16 MiB, got %d", c.Server.MaxHeaderBytes)
+	}
+	if c.Server.MaxConnections < 0 {
+		bad("server.max_connections", "must not be negative (0 = no limit), got %d", c.Server.MaxConnections)
+	}
+	if _, err := c.Server.MemoryLimit.Parse(); err != nil {
+		bad("server.memory_limit", "%v", err)
+	}
 	c.validateTokens(bad)
 
 	positive("store.max_batch", c.Store.MaxBatch)
@@ -669,6 +719,12 @@ func (c *Config) Validate() error {
 		bad("store.max_block_bytes", "must be at most 4 MiB, got %d", c.Store.MaxBlockBytes)
 	}
 	positive("store.cache_mb", c.Store.CacheMB)
+	if c.Store.MemTableMB < 16 || c.Store.MemTableMB > 1024 {
+		bad("store.memtable_mb", "must be within 16..1024, got %d", c.Store.MemTableMB)
+	}
+	if c.Store.Memtables < 2 || c.Store.Memtables > 16 {
+		bad("store.memtables", "must be within 2..16, got %d", c.Store.Memtables)
+	}
 	positive("store.memory_cache", c.Store.MemoryCache)
 
 	if c.Index.M < 2 {

@@ -280,6 +280,14 @@ func TestValidate(t *testing.T) {
 		{"data dir", func(c *config.Config) { c.DataDir = " " }, []string{"data_dir"}},
 		{"listen", func(c *config.Config) { c.Server.Listen = "localhost" }, []string{"server.listen"}},
 		{"body limit", func(c *config.Config) { c.Server.MaxBodyBytes = 0 }, []string{"server.max_body_bytes"}},
+		{"server timeouts", func(c *config.Config) {
+			c.Server.ReadTimeout, c.Server.IdleTimeout, c.Server.ReadHeaderTimeout = 0, -1, 0
+		}, []string{"server.read_timeout", "server.idle_timeout", "server.read_header_timeout"}},
+		{"header cap", func(c *config.Config) { c.Server.MaxHeaderBytes = 100 }, []string{"server.max_header_bytes"}},
+		{"connections", func(c *config.Config) { c.Server.MaxConnections = -1 }, []string{"server.max_connections"}},
+		{"memory limit", func(c *config.Config) { c.Server.MemoryLimit = "lots" }, []string{"server.memory_limit", "lots"}},
+		{"memory limit small", func(c *config.Config) { c.Server.MemoryLimit = "1MiB" }, []string{"server.memory_limit", "64MiB"}},
+		{"memtables", func(c *config.Config) { c.Store.MemTableMB, c.Store.Memtables = 4, 1 }, []string{"store.memtable_mb", "store.memtables"}},
 		{"block limit", func(c *config.Config) { c.Store.MaxBlockBytes = 5 << 20 }, []string{"store.max_block_bytes"}},
 		{"candidates", func(c *config.Config) { c.Recall.Candidates = 5 }, []string{"recall.candidates"}},
 		{"beta", func(c *config.Config) { c.Threshold.DedupBeta = 0 }, []string{"thresholds.dedup_beta"}},
@@ -447,5 +455,30 @@ func TestDuration(t *testing.T) {
 	}
 	if s := config.Duration(90 * time.Second).String(); s != "1m30s" {
 		t.Fatalf("String() = %q", s)
+	}
+}
+
+func TestMemoryLimitParse(t *testing.T) {
+	for in, want := range map[config.MemoryLimit]config.MemoryLimitSpec{
+		"auto":       {Auto: true},
+		" OFF ":      {Off: true},
+		"40%":        {Fraction: 0.4},
+		"100%":       {Fraction: 1},
+		"2GiB":       {Bytes: 2 << 30},
+		"512 MiB":    {Bytes: 512 << 20},
+		"1500MB":     {Bytes: 1_500_000_000},
+		"1.5GB":      {Bytes: 1_500_000_000},
+		"1073741824": {Bytes: 1 << 30},
+		"67108864B":  {Bytes: 64 << 20},
+	} {
+		got, err := in.Parse()
+		if err != nil || got != want {
+			t.Errorf("%q: %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []config.MemoryLimit{"", "0", "0%", "101%", "-1GiB", "2XB", "1MiB", "NaN", "lots", "%"} {
+		if got, err := in.Parse(); err == nil {
+			t.Errorf("%q accepted as %+v", in, got)
+		}
 	}
 }

@@ -119,6 +119,8 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		MaxBatch:      o.Config.Store.MaxBatch,
 		MaxBlockBytes: o.Config.Store.MaxBlockBytes,
 		CacheMB:       o.Config.Store.CacheMB,
+		MemTableMB:    o.Config.Store.MemTableMB,
+		Memtables:     o.Config.Store.Memtables,
 		InMemory:      o.InMemory,
 		Logger:        o.Logger,
 	})

@@ -37,6 +37,10 @@ type StoreOptions struct {
 	MaxBlockBytes int
 	// CacheMB sizes Badger's block cache.
 	CacheMB int
+	// MemTableMB sizes each of Badger's memtables, and Memtables bounds
+	// how many are held (the one written and those waiting for a flush).
+	// 0: Badger's defaults (64 MiB, 5).
+	MemTableMB, Memtables int
 	// InMemory keeps everything in RAM (tests and benchmarks of the logic only).
 	InMemory bool
 	Logger   *slog.Logger
@@ -113,6 +117,12 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	if o.CacheMB <= 0 {
 		o.CacheMB = 64
 	}
+	if o.MemTableMB <= 0 {
+		o.MemTableMB = 64
+	}
+	if o.Memtables <= 0 {
+		o.Memtables = 5
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -120,6 +130,8 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		WithSyncWrites(true).       // one fsync per transaction, and one transaction per batch
 		WithDetectConflicts(false). // the committer is the only writer
 		WithBlockCacheSize(int64(o.CacheMB) << 20).
+		WithMemTableSize(int64(o.MemTableMB) << 20).
+		WithNumMemtables(o.Memtables).
 		WithChecksumVerificationMode(options.OnBlockRead).
 		WithValueThreshold(valueThreshold). // large blocks (files) live in the value log
 

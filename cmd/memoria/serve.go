@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/memoria-ai/memoria/internal/app"
+	"github.com/memoria-ai/memoria/internal/serving"
 )
 
 func serveCmd(g *globals) *cobra.Command {
@@ -45,11 +45,13 @@ func serveCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv := &http.Server{Handler: a.API, ReadHeaderTimeout: 10 * time.Second}
+			srv := serving.New(serving.Options{Config: cfg.Server, Handler: a.API, Limit: a.API.RequestLimit,
+				Metrics: a.Metrics, Log: log})
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
 			log.Info("memoria serving", "listen", "http://"+ln.Addr().String(), "data", cfg.DataDir,
-				"tokens", len(cfg.Server.Auth.Tokens)) // how many, never which
+				"tokens", len(cfg.Server.Auth.Tokens), // how many, never which
+				"max_connections", cfg.Server.MaxConnections)
 			select {
 			case err := <-done:
 				return err

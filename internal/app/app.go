@@ -21,6 +21,7 @@ import (
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/memlimit"
 	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/llm/providers"
@@ -66,6 +67,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.Server.GCPercent)
 	}
+	if err := applyMemoryLimit(cfg.Server.MemoryLimit, log); err != nil {
+		return nil, err
+	}
 	self, err := memory.Open(ctx, memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress,
 		Evaluator: Evaluator(cfg, model, o.Clock, m, log), Summarize: Summarizer(cfg, model)})
 	if err != nil {
@@ -85,6 +89,21 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), LSMBytes: lsm, VlogBytes: vlog}
 	})
 	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m}, nil
+}
+
+// applyMemoryLimit sets the runtime's soft memory limit (see memlimit). A
+// machine whose memory cannot be read runs without one under "auto".
+func applyMemoryLimit(ml config.MemoryLimit, log *slog.Logger) error {
+	lim, err := memlimit.Apply(ml, os.Getenv, os.DirFS("/"))
+	if err != nil {
+		if spec, _ := ml.Parse(); spec.Auto && errors.Is(err, memlimit.ErrUnknown) {
+			log.Warn("no memory limit: the memory available is unknown", "err", err)
+			return nil
+		}
+		return err
+	}
+	log.Info("memory limit", "mib", lim.Bytes>>20, "from", lim.Source)
+	return nil
 }
 
 // Close stops the actors, then closes the store after every write.

@@ -45,6 +45,11 @@ type Set struct {
 	// MailboxDepth is how many messages wait in the mailboxes of each actor
 	// kind.
 	MailboxDepth *prometheus.GaugeVec
+	// Connections is how many HTTP connections are open; ConnectionWaits
+	// counts the times the listener waited for one to close
+	// (server.max_connections reached).
+	Connections     prometheus.Gauge
+	ConnectionWaits prometheus.Counter
 
 	llm *llmMetrics // model providers (llm.go)
 }
@@ -97,7 +102,15 @@ func New() *Set {
 		Name: "memoria_actor_mailbox_depth",
 		Help: "Messages waiting in actor mailboxes, by actor kind.",
 	}, []string{"actor"})
-	r.MustRegister(s.HTTPRequests, s.HTTPDuration, s.RecallDuration, s.ActorRestarts, s.MailboxDepth)
+	s.Connections = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "memoria_http_connections",
+		Help: "Open HTTP connections.",
+	})
+	s.ConnectionWaits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "memoria_http_connection_waits_total",
+		Help: "Times the listener waited for a connection to close before accepting another (server.max_connections reached).",
+	})
+	r.MustRegister(s.HTTPRequests, s.HTTPDuration, s.RecallDuration, s.ActorRestarts, s.MailboxDepth, s.Connections, s.ConnectionWaits)
 	r.MustRegister(s.TierTransitions, s.TierFallbacks, s.TierFailures, s.Evaluations, s.EvaluationFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.llm = newLLMMetrics(r)
@@ -111,6 +124,26 @@ func (s *Set) Handler() http.Handler {
 
 // Registry is the registry the metrics live in.
 func (s *Set) Registry() *prometheus.Registry { return s.registry }
+
+// ConnOpened and ConnClosed follow the open connections; ConnWaited
+// counts a wait for a free connection slot.
+func (s *Set) ConnOpened() {
+	if s != nil {
+		s.Connections.Inc()
+	}
+}
+
+func (s *Set) ConnClosed() {
+	if s != nil {
+		s.Connections.Dec()
+	}
+}
+
+func (s *Set) ConnWaited() {
+	if s != nil {
+		s.ConnectionWaits.Inc()
+	}
+}
 
 // TierTransition counts a tier transition of kind.
 func (s *Set) TierTransition(kind string) {

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/loadgen"
+)
+
+func loadCmd(g *globals) *cobra.Command {
+	var (
+		o          loadgen.Options
+		mix        string
+		keep       bool
+		serverLogs string
+	)
+	cmd := &cobra.Command{
+		Use:   "load",
+		Short: "Start a server on loopback and drive it with many concurrent clients; report errors, latency and its memory",
+		Long: "Start `memoria serve` (this binary) on a temporary data directory (or --data) on loopback, or use\n" +
+			"a running one (--server), create --sonas sonas, then run --clients concurrent clients for --duration,\n" +
+			"each sending one request after the other, drawn from --mix (insert, recall, chat, get, list).\n" +
+			"Reports requests, errors by status, p50/p99 per route, throughput and the server's RSS at the\n" +
+			"start, middle and end. Exits non-zero when any request failed.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := loadgen.ParseMix(mix)
+			if err != nil {
+				return err
+			}
+			o.Mix = m
+			ctx := cmd.Context()
+			var srv *loadgen.Server
+			if g.server != "" {
+				o.URL, o.Token = g.server, os.Getenv(config.EnvToken)
+			} else {
+				var cleanup func()
+				srv, cleanup, err = g.startChild(cmd, keep, serverLogs)
+				if err != nil {
+					return err
+				}
+				defer cleanup()
+				o.URL, o.Memory = srv.URL, srv.Memory
+			}
+			stopProgress := showElapsed(cmd.ErrOrStderr(), g.json, "load", o.Duration)
+			rep, err := loadgen.Run(ctx, o)
+			stopProgress()
+			if err != nil {
+				return err
+			}
+			if srv != nil {
+				select {
+				case <-srv.Exited():
+					return fmt.Errorf("load: the server exited during the run (%v): %s", srv.Err(), srv.LastLog())
+				default:
+				}
+			}
+			out := cmd.OutOrStdout()
+			if g.json {
+				if err := printIndented(out, rep); err != nil {
+					return err
+				}
+			} else {
+				printLoad(out, rep)
+			}
+			if rep.Errors > 0 {
+				return fmt.Errorf("load: %d of %d requests failed (%s)", rep.Errors, rep.Requests, statusCounts(rep.ErrorsByStatus))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Clients, "clients", 300, "concurrent clients")
+	f.DurationVar(&o.Duration, "duration", time.Minute, "how long the load lasts")
+	f.IntVar(&o.Sonas, "sonas", 50, "sonas the clients spread over")
+	f.IntVar(&o.SeedMemories, "seed-memories", 4, "memories inserted into each sona before the load")
+	f.StringVar(&mix, "mix", loadgen.DefaultMix().String(), "weights of the operations")
+	f.Int64Var(&o.Seed, "seed", 1, "seed of the workload")
+	f.BoolVar(&keep, "keep", false, "keep the temporary data directory")
+	f.StringVar(&serverLogs, "server-log", "", "append the server's log to this file")
+	clientFlags(cmd, g)
+	return cmd
+}
+
+// startChild starts `memoria serve` from this binary on --data (or a
+// temporary directory, removed by cleanup unless keep) with --config, and
+// waits until it is healthy.
+func (g *globals) startChild(cmd *cobra.Command, keep bool, logFile string) (*loadgen.Server, func(), error) {
+	bin, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	var undo []func()
+	cleanup := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	dir := g.dataDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "memoria-"+cmd.Name()+"-"); err != nil {
+			return nil, nil, err
+		}
+		if keep {
+			undo = append(undo, func() { fmt.Fprintf(cmd.ErrOrStderr(), "data directory kept: %s\n", dir) })
+		} else {
+			undo = append(undo, func() { os.RemoveAll(dir) })
+		}
+	}
+	so := loadgen.ServerOptions{Binary: bin, DataDir: dir}
+	if g.configFile != "" {
+		so.Args = []string{"--config", g.configFile}
+	}
+	if logFile != "" {
+		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		so.Stderr = f
+		undo = append(undo, func() { f.Close() })
+	}
+	srv, err := loadgen.StartServer(cmd.Context(), so)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	undo = append(undo, func() { _ = srv.Stop(time.Minute) })
+	if err := srv.WaitHealthy(cmd.Context()); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return srv, cleanup, nil
+}
+
+// showElapsed draws a progress bar of elapsed seconds on a terminal until
+// the returned function is called.
+func showElapsed(w io.Writer, quiet bool, label string, total time.Duration) func() {
+	p := newProgress(w, quiet)
+	p.start(label, int(total.Seconds()))
+	start := time.Now()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				p.set(min(int(time.Since(start).Seconds()), int(total.Seconds())))
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+		p.done()
+	}
+}
+
+func printLoad(w io.Writer, rep *loadgen.Report) {
+	fmt.Fprintf(w, "%d clients over %d sonas for %.1f s (mix %s): %d requests, %.0f/s, %d errors\n\n",
+		rep.Clients, rep.Sonas, rep.Seconds, rep.Mix, rep.Requests, rep.PerSecond, rep.Errors)
+	fmt.Fprintf(w, "%-26s %9s %7s %8s %9s %9s %9s\n", "route", "requests", "errors", "per s", "p50 ms", "p99 ms", "max ms")
+	for _, r := range rep.Routes {
+		fmt.Fprintf(w, "%-26s %9d %7d %8.1f %9.1f %9.1f %9.1f\n", r.Route, r.Requests, r.Errors, r.PerSecond, r.P50Ms, r.P99Ms, r.MaxMs)
+	}
+	if len(rep.Memory) > 0 {
+		fmt.Fprintln(w, "\nserver memory (MiB)     RSS    anon    file    peak")
+		for _, m := range rep.Memory {
+			fmt.Fprintf(w, "  %-18s %7.0f %7.0f %7.0f %7.0f\n", m.At, mib(m.RSS), mib(m.Anon), mib(m.File), mib(m.Peak))
+		}
+	}
+	for _, s := range rep.ErrorSamples {
+		fmt.Fprintf(w, "error: %s\n", s)
+	}
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// statusCounts renders {"503": 2, "transport": 1} as "503: 2, transport: 1".
+func statusCounts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s: %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,80 @@
+package main_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memoria-ai/memoria/internal/loadgen"
+	"github.com/memoria-ai/memoria/internal/torture"
+)
+
+// TestTortureShort kills a server five times under write load and checks
+// that nothing acknowledged was lost (`memoria torture`, short).
+func TestTortureShort(t *testing.T) {
+	out, errOut, code := run(t, "torture", "--cycles", "5", "--writers", "4", "--sonas", "8", "--duration", "2s", "--seed", "1", "--json")
+	var rep torture.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	if code != 0 || rep.Losses != 0 || rep.Violations != 0 {
+		t.Fatalf("exit %d, %d losses, %d violations (seed %d):\n%s\n%s", code, rep.Losses, rep.Violations, rep.Seed,
+			strings.Join(rep.Problems, "\n"), errOut)
+	}
+	if rep.Cycles != 5 || len(rep.RestartMs) != 5 || rep.Inserts == 0 || rep.Chats == 0 ||
+		rep.ACTs < int64(rep.Acknowledged) {
+		t.Fatalf("report %+v", rep)
+	}
+	t.Logf("%d acknowledged, %d ACTs, restarts %v ms", rep.Acknowledged, rep.ACTs, rep.RestartMs)
+}
+
+// TestLoadShort runs `memoria load` for a few seconds with a few dozen
+// clients: no request may fail, and every route and the server's memory
+// are reported.
+func TestLoadShort(t *testing.T) {
+	out, errOut, code := run(t, "load", "--clients", "24", "--duration", "3s", "--sonas", "4", "--json")
+	var rep loadgen.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	if code != 0 || rep.Errors != 0 {
+		t.Fatalf("exit %d, %d errors %v %v\n%s", code, rep.Errors, rep.ErrorsByStatus, rep.ErrorSamples, errOut)
+	}
+	if len(rep.Routes) != 5 || len(rep.Memory) != 3 || rep.Memory[0].At != "start" || rep.Memory[2].At != "end" {
+		t.Fatalf("report %s", out)
+	}
+	for _, r := range rep.Routes {
+		if r.Requests == 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms {
+			t.Fatalf("route %+v", r)
+		}
+	}
+	for _, m := range rep.Memory {
+		if m.RSS <= 0 {
+			t.Fatalf("memory %+v", rep.Memory)
+		}
+	}
+}
+
+// TestLoadFailsOnErrors: a load whose requests fail exits non-zero with
+// one line naming the statuses.
+func TestLoadFailsOnErrors(t *testing.T) {
+	srv := startServer(t, t.TempDir(), "--config", writeConfig(t, "server:\n  max_body_bytes: 64\n"))
+	_, errOut, code := run(t, "load", "--server", srv.url, "--clients", "2", "--duration", "1s", "--sonas", "1",
+		"--seed-memories", "0", "--mix", "insert=1")
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "413:") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// writeConfig writes a YAML config file and returns its path.
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "memoria.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
