@@ -77,6 +77,10 @@ type Server struct {
 	// TransferTimeout bounds GET /export and POST /import, instead of
 	// request_timeout.
 	TransferTimeout Duration `yaml:"transfer_timeout"`
+	// MaxPathSegments caps the path after the CID of a gateway request
+	// (/ipfs/{cid}/prev/prev/…): a longer one is a 400 before any block is
+	// read. Walking a path costs a block read a link.
+	MaxPathSegments int `yaml:"max_path_segments"`
 	// Auth holds the bearer tokens. With none, every request is allowed,
 	// and serve refuses to listen on anything but a loopback address.
 	Auth Auth `yaml:"auth"`
@@ -486,6 +490,7 @@ func Default() Config {
 			GCPercent:       400,
 			MaxImportBytes:  256 << 20,
 			TransferTimeout: Duration(time.Hour),
+			MaxPathSegments: 1024,
 		},
 		Store: Store{
 			MaxBatch:      1024,
@@ -641,6 +646,7 @@ func (c *Config) Validate() error {
 		bad("server.max_import_bytes", "must be positive, got %d", c.Server.MaxImportBytes)
 	}
 	posDur("server.transfer_timeout", c.Server.TransferTimeout)
+	positive("server.max_path_segments", c.Server.MaxPathSegments)
 	c.validateTokens(bad)
 
 	positive("store.max_batch", c.Store.MaxBatch)
