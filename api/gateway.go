@@ -153,22 +153,17 @@ func parseGatewayPath(p string, maxSegments int) (cid.Cid, []string, error) {
 	return c, segs, nil
 }
 
-const (
-	fmtRaw = RawMediaType
-	fmtCAR = CARMediaType
-)
-
 // negotiate picks raw or CAR: ?format= when given, else the Accept entry
-// of highest q that is either (a CAR entry only with parameters this
-// gateway honours). accepted holds the parameters of the best CAR entry of
-// Accept, if any. Nothing else is served: 406.
+// of highest q (the first of equals) that is either, a CAR entry only with
+// parameters this gateway honours. accepted holds the parameters of the
+// best such CAR entry, if any. Nothing else is served: 406.
 func negotiate(format string, accept []string) (car bool, accepted map[string]string, err error) {
 	var best string // the best format Accept offers
-	q := -1.0
+	q, carQ := 0.0, 0.0
 	for _, part := range accept {
 		for entry := range strings.SplitSeq(part, ",") {
 			mt, params, err := mime.ParseMediaType(strings.TrimSpace(entry))
-			if err != nil || (mt != fmtRaw && mt != fmtCAR) {
+			if err != nil || (mt != RawMediaType && mt != CARMediaType) {
 				continue
 			}
 			eq := 1.0
@@ -178,16 +173,17 @@ func negotiate(format string, accept []string) (car bool, accepted map[string]st
 				}
 				delete(params, "q")
 			}
-			if eq == 0 || eq <= q {
-				continue
-			}
-			if mt == fmtCAR {
+			if mt == CARMediaType {
 				if _, err := carVariant(params); err != nil {
 					continue
 				}
-				accepted = params
+				if eq > carQ {
+					accepted, carQ = params, eq
+				}
 			}
-			best, q = mt, eq
+			if eq > q {
+				best, q = mt, eq
+			}
 		}
 	}
 	switch format {
@@ -197,7 +193,7 @@ func negotiate(format string, accept []string) (car bool, accepted map[string]st
 		return true, accepted, nil
 	case "":
 		if best != "" {
-			return best == fmtCAR, accepted, nil
+			return best == CARMediaType, accepted, nil
 		}
 	}
 	what := "no trustless format was asked for"

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -150,11 +151,9 @@ func seedCAR(t testing.TB) []byte {
 	if err := cw.header([]cid.Cid{ac, manifest}); err != nil {
 		t.Fatal(err)
 	}
-	for c, b := range map[cid.Cid][]byte{ac: ab, mc: mb} {
-		extra[c] = b
-	}
-	for c, b := range extra {
-		if err := cw.section(c, b); err != nil {
+	extra[ac], extra[mc] = ab, mb
+	for _, c := range slices.SortedFunc(maps.Keys(extra), func(a, b cid.Cid) int { return strings.Compare(a.KeyString(), b.KeyString()) }) {
+		if err := cw.section(c, extra[c]); err != nil {
 			t.Fatal(err)
 		}
 	}
