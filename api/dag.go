@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ipfs/go-cid"
 	"github.com/ipld/go-ipld-prime/codec/dagcbor"
@@ -243,8 +244,8 @@ func resolvePath(store *memory.Store, root cid.Cid, segs []string) (*resolved, e
 // pathError says where on a path err happened.
 func pathError(err error, root cid.Cid, segs []string) error {
 	at := "/ipfs/" + root.String()
-	for _, s := range segs {
-		at += "/" + s
+	if len(segs) > 0 {
+		at += "/" + strings.Join(segs, "/")
 	}
 	return fmt.Errorf("%s: %w", clip(at, 200), err)
 }
