@@ -1,10 +1,8 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -14,13 +12,11 @@ import (
 	"strings"
 
 	"github.com/ipfs/go-cid"
-	carv2 "github.com/ipld/go-car/v2"
 	"github.com/ipld/go-ipld-prime/codec/dagcbor"
 	"github.com/ipld/go-ipld-prime/datamodel"
 	"github.com/ipld/go-ipld-prime/fluent/qp"
 	cidlink "github.com/ipld/go-ipld-prime/linking/cid"
 	"github.com/ipld/go-ipld-prime/node/basicnode"
-	"github.com/ipld/go-ipld-prime/traversal"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory"
@@ -46,9 +42,6 @@ import (
 
 // CARFormat names the manifest of a Memoria CAR.
 const CARFormat = "memoria-car/1"
-
-// CARMediaType is the CAR v1 media type, as the gateway answers it.
-const CARMediaType = "application/vnd.ipld.car"
 
 // manifestChunk is the size of the manifest's raw chunks.
 const manifestChunk = 1 << 20
@@ -145,39 +138,25 @@ func planCAR(ctx context.Context, self *memory.Self, sona string) (*carPlan, err
 	p.roots = append(p.roots, manifest)
 
 	// Depth-first from each root in turn, each block once.
-	seen := map[cid.Cid]bool{}
-	var stack []cid.Cid
-	for _, r := range p.roots {
-		stack = append(stack[:0], r)
-		for len(stack) > 0 {
-			c := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if seen[c] {
-				continue
-			}
-			seen[c] = true
-			size, links, err := p.visit(self, c)
-			if err != nil {
-				return nil, err
-			}
-			p.order = append(p.order, c)
-			p.sizes = append(p.sizes, size)
-			for i := len(links) - 1; i >= 0; i-- { // the first link is visited first
-				if !seen[links[i]] {
-					stack = append(stack, links[i])
-				}
-			}
-		}
-		if err := ctx.Err(); err != nil {
+	seen := map[cid.Cid]struct{}{}
+	err = walkDAG(ctx, p.roots, seen, func(c cid.Cid) ([]cid.Cid, error) {
+		size, links, err := p.visit(self, c)
+		if err != nil {
 			return nil, err
 		}
+		p.order = append(p.order, c)
+		p.sizes = append(p.sizes, size)
+		return links, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if p.header, err = carHeader(p.roots); err != nil {
 		return nil, err
 	}
 	p.length = int64(len(p.header))
 	for i, c := range p.order {
-		p.length += int64(sectionHead(c, p.sizes[i]).Len() + p.sizes[i])
+		p.length += sectionLen(c, p.sizes[i])
 	}
 	return p, nil
 }
@@ -198,35 +177,6 @@ func (p *carPlan) visit(self *memory.Self, c cid.Cid) (int, []cid.Cid, error) {
 	}
 	links, err := blockLinks(c, data)
 	return len(data), links, err
-}
-
-// blockLinks returns the links of a DAG-CBOR block in document order
-// (none for a raw block).
-func blockLinks(c cid.Cid, data []byte) ([]cid.Cid, error) {
-	switch c.Prefix().Codec {
-	case cid.Raw:
-		return nil, nil
-	case cid.DagCBOR:
-	default:
-		return nil, fmt.Errorf("%w: block %s has codec 0x%x, not dag-cbor or raw", memory.ErrInvalid, c, c.Prefix().Codec)
-	}
-	nb := basicnode.Prototype.Any.NewBuilder()
-	if err := dagcbor.Decode(nb, bytes.NewReader(data)); err != nil {
-		return nil, fmt.Errorf("%w: block %s: %v", memory.ErrInvalid, c, err)
-	}
-	ls, err := traversal.SelectLinks(nb.Build())
-	if err != nil {
-		return nil, err
-	}
-	out := make([]cid.Cid, 0, len(ls))
-	for _, l := range ls {
-		cl, ok := l.(cidlink.Link)
-		if !ok {
-			return nil, fmt.Errorf("%w: block %s has a link that is not a CID", memory.ErrInvalid, c)
-		}
-		out = append(out, cl.Cid)
-	}
-	return out, nil
 }
 
 // buildManifest renders doc as JSON in raw chunks under a DAG-CBOR root,
@@ -269,39 +219,10 @@ func buildManifest(doc *messages.Export, blocks map[cid.Cid][]byte) (cid.Cid, er
 	return root, nil
 }
 
-// carHeader encodes a CAR v1 header {roots, version: 1} with its length.
-func carHeader(roots []cid.Cid) ([]byte, error) {
-	n, err := qp.BuildMap(basicnode.Prototype.Any, 2, func(ma datamodel.MapAssembler) {
-		qp.MapEntry(ma, "roots", qp.List(int64(len(roots)), func(la datamodel.ListAssembler) {
-			for _, c := range roots {
-				qp.ListEntry(la, qp.Link(cidlink.Link{Cid: c}))
-			}
-		}))
-		qp.MapEntry(ma, "version", qp.Int(1))
-	})
-	if err != nil {
-		return nil, err
-	}
-	var body bytes.Buffer
-	if err := dagcbor.Encode(n, &body); err != nil {
-		return nil, err
-	}
-	out := binary.AppendUvarint(nil, uint64(body.Len()))
-	return append(out, body.Bytes()...), nil
-}
-
-// sectionHead is a CAR section's length varint and CID.
-func sectionHead(c cid.Cid, size int) *bytes.Buffer {
-	cb := c.Bytes()
-	b := bytes.NewBuffer(binary.AppendUvarint(nil, uint64(len(cb)+size)))
-	b.Write(cb)
-	return b
-}
-
 // write streams the planned CAR to w.
 func (p *carPlan) write(ctx context.Context, self *memory.Self, w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	if _, err := bw.Write(p.header); err != nil {
+	cw := newCARWriter(w)
+	if _, err := cw.w.Write(p.header); err != nil {
 		return err
 	}
 	for i, c := range p.order {
@@ -320,14 +241,11 @@ func (p *carPlan) write(ctx context.Context, self *memory.Self, w io.Writer) err
 		if len(data) != p.sizes[i] {
 			return fmt.Errorf("%w: block %s changed size during the export", memory.ErrCorrupt, c)
 		}
-		if _, err := sectionHead(c, len(data)).WriteTo(bw); err != nil {
-			return err
-		}
-		if _, err := bw.Write(data); err != nil {
+		if err := cw.section(c, data); err != nil {
 			return err
 		}
 	}
-	return bw.Flush()
+	return cw.flush()
 }
 
 // exportCAR answers GET /export?format=car. Errors found before the first
@@ -340,7 +258,7 @@ func (s *Server) exportCAR(w http.ResponseWriter, r *http.Request, sona string) 
 		return
 	}
 	h := w.Header()
-	h.Set("Content-Type", CARMediaType+"; version=1; order=dfs; dups=n")
+	h.Set("Content-Type", carContentType(false))
 	h.Set("Content-Disposition", `attachment; filename="memoria-export.car"`)
 	h.Set("Content-Length", strconv.FormatInt(p.length, 10))
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -396,38 +314,37 @@ func carError(format string, args ...any) error {
 // every block the manifest names — the chains' ACTs and memories, the
 // file blocks — must be in the CAR, as must every root.
 func ExportFromCAR(body []byte) (*messages.Export, error) {
-	br, err := carv2.NewBlockReader(bytes.NewReader(body))
+	br, err := newCARReader(body)
 	if err != nil {
-		return nil, carError("not a CAR: %v", err)
+		return nil, carError("%v", err)
 	}
 	blocks := map[cid.Cid][]byte{}
 	for i := 0; ; i++ {
-		b, err := br.Next()
+		c, data, err := br.next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, carError("block %d: the CAR is malformed or cut short: %v", i, err)
+			return nil, carError("block %d: %v", i, err)
 		}
-		c := b.Cid()
-		sum, err := c.Prefix().Sum(b.RawData())
+		sum, err := c.Prefix().Sum(data)
 		if err != nil {
 			return nil, carError("block %d (%s): cannot hash: %v", i, c, err)
 		}
 		if !sum.Equals(c) {
 			return nil, carError("block %d: its bytes do not hash to its CID %s (the file is corrupt)", i, c)
 		}
-		blocks[c] = b.RawData()
+		blocks[c] = data
 	}
-	if len(br.Roots) == 0 {
+	if len(br.roots) == 0 {
 		return nil, carError("the CAR has no roots")
 	}
-	for _, root := range br.Roots {
-		if blocks[root] == nil {
+	for _, root := range br.roots {
+		if _, ok := blocks[root]; !ok {
 			return nil, carError("root %s is not in the CAR", root)
 		}
 	}
-	raw, err := readManifest(br.Roots[len(br.Roots)-1], blocks)
+	raw, err := readManifest(br.roots[len(br.roots)-1], blocks)
 	if err != nil {
 		return nil, err
 	}
@@ -443,8 +360,8 @@ func ExportFromCAR(body []byte) (*messages.Export, error) {
 		if err != nil {
 			return nil, carError("%s: malformed CID %q", where, s)
 		}
-		data := blocks[c]
-		if data == nil {
+		data, ok := blocks[c]
+		if !ok {
 			return nil, carError("%s: block %s is not in the CAR", where, c)
 		}
 		return data, nil

@@ -36,8 +36,6 @@ type Server struct {
 	mux     *http.ServeMux
 	tokens  *tokens
 	metrics *metrics.Set // nil: nothing is recorded
-	// gateway is the IPFS trustless gateway (gateway.go).
-	gateway http.Handler
 	guard   *browserGuard
 }
 
@@ -48,14 +46,6 @@ func NewServer(self *memory.Self, sys *actors.System, cfg config.Config, log *sl
 	}
 	s := &Server{self: self, sys: sys, cfg: cfg, log: log, mux: http.NewServeMux(), tokens: newTokens(cfg.Server.Auth),
 		guard: newBrowserGuard(cfg.Server)}
-	gw, err := newGateway(self.Store(), nil)
-	if err != nil { // boxo fails only on bad options: a broken build
-		log.Error("the IPFS gateway cannot start", "err", err)
-		gw = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "the IPFS gateway failed to start: "+err.Error())
-		})
-	}
-	s.gateway = gw
 	s.routes()
 	return s
 }
@@ -88,7 +78,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /sona/{uuid}/recall", s.recall)
 	m.HandleFunc("POST /files", s.putFile)
 	m.HandleFunc("GET /file/{cid}", s.getFile)
-	m.Handle("GET /ipfs/{path...}", s.gateway) // GET and HEAD
+	m.HandleFunc("GET /ipfs/{path...}", s.serveGateway) // GET and HEAD (gateway.go)
 	m.HandleFunc("POST /admin/heartbeat", s.heartbeat)
 	m.HandleFunc("POST /admin/compact", s.compact)
 	m.HandleFunc("GET /insights", s.insights)

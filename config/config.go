@@ -99,6 +99,10 @@ type Server struct {
 	// "off". Near the limit the collector runs more often and returns
 	// freed memory to the system sooner.
 	MemoryLimit MemoryLimit `yaml:"memory_limit"`
+	// MaxPathSegments caps the path after the CID of a gateway request
+	// (/ipfs/{cid}/prev/prev/…): a longer one is a 400 before any block is
+	// read. Walking a path costs a block read a link.
+	MaxPathSegments int `yaml:"max_path_segments"`
 	// Auth holds the bearer tokens. With none, every request is allowed,
 	// and serve refuses to listen on anything but a loopback address.
 	Auth Auth `yaml:"auth"`
@@ -527,11 +531,12 @@ func Default() Config {
 			ReadHeaderTimeout: Duration(10 * time.Second),
 			// A client on a slow link still sends max_body_bytes (8 MiB)
 			// in time (140 KB/s); a trickle is cut.
-			ReadTimeout:    Duration(time.Minute),
-			IdleTimeout:    Duration(30 * time.Second),
-			MaxHeaderBytes: 64 << 10,
-			MaxConnections: 2048,
-			MemoryLimit:    "auto",
+			ReadTimeout:     Duration(time.Minute),
+			IdleTimeout:     Duration(30 * time.Second),
+			MaxHeaderBytes:  64 << 10,
+			MaxConnections:  2048,
+			MemoryLimit:     "auto",
+			MaxPathSegments: 1024,
 		},
 		Store: Store{
 			MaxBatch:      1024,
@@ -711,6 +716,7 @@ func (c *Config) Validate() error {
 	if _, err := c.Server.MemoryLimit.Parse(); err != nil {
 		bad("server.memory_limit", "%v", err)
 	}
+	positive("server.max_path_segments", c.Server.MaxPathSegments)
 	c.validateTokens(bad)
 
 	positive("store.max_batch", c.Store.MaxBatch)
