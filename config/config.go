@@ -150,6 +150,23 @@ type Store struct {
 	CacheMB int `yaml:"cache_mb"`
 	// MemoryCache is how many decoded memories are kept in RAM.
 	MemoryCache int `yaml:"memory_cache"`
+	// MemTableMB sizes each of Badger's memtables, its write buffers (up
+	// to five of them in RAM); a full one is flushed to a table file of
+	// about this size. Default 64 (Badger's own default).
+	MemTableMB int `yaml:"memtable_mb"`
+	// MinFreeMB is the free space kept on the data directory's file
+	// system: a write that would leave less is refused (507
+	// insufficient_storage) while reads go on, and writes resume once
+	// space is freed. Badger writes through memory-mapped files, where a
+	// full disk kills the process, so the reserve must also cover what
+	// Badger writes on its own after the last accepted write: a memtable
+	// flush and the compactions that follow. Default 256; at least
+	// 2 × memtable_mb, and more for large stores (see the README).
+	MinFreeMB int `yaml:"min_free_mb"`
+	// VerifyTables checks every Badger table against its checksums before
+	// the store opens (about a second per 100,000 memories), so that a
+	// damaged table is named at once rather than read past. Default true.
+	VerifyTables bool `yaml:"verify_tables"`
 }
 
 // Index configures the HNSW vector index (derived state, rebuilt at start).
@@ -492,6 +509,9 @@ func Default() Config {
 			MaxBlockBytes: 1 << 20, // the IPFS block size limit
 			CacheMB:       256,
 			MemoryCache:   50_000,
+			MemTableMB:    64,
+			MinFreeMB:     256,
+			VerifyTables:  true,
 		},
 		Index: Index{M: 16, EfSearch: 64, EfConstruction: 32, Backlog: 8192, TextBacklog: 50_000, Seed: 1},
 		Recall: Recall{
@@ -650,6 +670,12 @@ func (c *Config) Validate() error {
 	}
 	positive("store.cache_mb", c.Store.CacheMB)
 	positive("store.memory_cache", c.Store.MemoryCache)
+	if c.Store.MemTableMB < 1 || c.Store.MemTableMB > 1024 {
+		bad("store.memtable_mb", "must be within 1..1024, got %d", c.Store.MemTableMB)
+	}
+	if c.Store.MinFreeMB < 2*c.Store.MemTableMB {
+		bad("store.min_free_mb", "must be at least 2 × store.memtable_mb (%d), got %d: the reserve covers a memtable flush", 2*c.Store.MemTableMB, c.Store.MinFreeMB)
+	}
 
 	if c.Index.M < 2 {
 		bad("index.m", "must be at least 2, got %d", c.Index.M)
