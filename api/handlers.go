@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
@@ -18,7 +19,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	sonas, mems := s.self.Counts()
 	h := &messages.Health{Status: "ok", Sonas: sonas, Memories: mems, Indexed: int64(s.self.Index().Len())}
 	if err := s.self.Store().CheckSpace(); err != nil {
-		h.Status, h.Reason = "degraded", "disk_full" // writes are refused; reads go on
+		h.Status, h.Reason = "degraded", proto.String("disk_full") // writes are refused; reads go on
 	}
 	writeJSON(w, http.StatusOK, h)
 }

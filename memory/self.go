@@ -122,18 +122,9 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		return nil, errors.New("memory: Open needs an embedder")
 	}
 	dir := o.Config.DataDir
-	st, err := OpenStore(filepath.Join(dir, "store"), StoreOptions{
-		MaxBatch:       o.Config.Store.MaxBatch,
-		MaxBlockBytes:  o.Config.Store.MaxBlockBytes,
-		CacheMB:        o.Config.Store.CacheMB,
-		MemTableMB:     o.Config.Store.MemTableMB,
-		MinFreeBytes:   uint64(o.Config.Store.MinFreeMB) << 20,
-		FreeSpace:      o.FreeSpace,
-		SkipTableCheck: !o.Config.Store.VerifyTables,
-		AcceptLoss:     o.AcceptLoss,
-		InMemory:       o.InMemory,
-		Logger:         o.Logger,
-	})
+	so := storeOptions(o.Config.Store)
+	so.FreeSpace, so.AcceptLoss, so.InMemory, so.Logger = o.FreeSpace, o.AcceptLoss, o.InMemory, o.Logger
+	st, err := OpenStore(filepath.Join(dir, "store"), so)
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +161,18 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// storeOptions are the store's options of the configuration.
+func storeOptions(c config.Store) StoreOptions {
+	return StoreOptions{
+		MaxBatch:       c.MaxBatch,
+		MaxBlockBytes:  c.MaxBlockBytes,
+		CacheMB:        c.CacheMB,
+		MemTableMB:     c.MemTableMB,
+		MinFreeBytes:   uint64(c.MinFreeMB) << 20,
+		SkipTableCheck: !c.VerifyTables,
+	}
 }
 
 // LastActivity is when a memory was last appended by anything but the

@@ -460,7 +460,9 @@ func (s *Store) commitBatch(batch []*Pending) {
 		for _, a := range applied {
 			aerr := err
 			if errors.Is(err, ErrDiskFull) && a.bytes == 0 {
-				aerr = nil // it wrote nothing: nothing to refuse
+				// It wrote nothing, but may have read what the refused
+				// ops wrote: run it again alone, on what is committed.
+				a, aerr = s.rerun(a, err)
 			}
 			if aerr == nil {
 				for _, h := range a.hooks {
@@ -505,6 +507,19 @@ func (s *Store) commitBatch(batch []*Pending) {
 		commit()
 	}
 	txn.Discard()
+}
+
+// rerun runs an op that wrote nothing, in a batch refused, again alone
+// in a transaction that is discarded: its result stands if it still
+// writes nothing; if it now writes, it is refused too.
+func (s *Store) rerun(a appliedOp, refused error) (appliedOp, error) {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	again, _, err := runOp(txn, s, a.p)
+	if err == nil && again.bytes > 0 {
+		err = refused
+	}
+	return again, err
 }
 
 // newTxn starts a transaction that counts itself as the next commit

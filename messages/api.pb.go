@@ -1395,7 +1395,7 @@ type Health struct {
 	Memories int64  `protobuf:"varint,3,opt,name=memories,proto3" json:"memories,omitempty"`
 	Indexed  int64  `protobuf:"varint,4,opt,name=indexed,proto3" json:"indexed,omitempty"`
 	// Why the status is degraded ("disk_full"), or empty.
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason        *string `protobuf:"bytes,5,opt,name=reason,proto3,oneof" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1459,8 +1459,8 @@ func (x *Health) GetIndexed() int64 {
 }
 
 func (x *Health) GetReason() string {
-	if x != nil {
-		return x.Reason
+	if x != nil && x.Reason != nil {
+		return *x.Reason
 	}
 	return ""
 }
@@ -1595,13 +1595,14 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"<\n" +
 	"\rErrorResponse\x12+\n" +
-	"\x05error\x18\x01 \x01(\v2\x15.memoria.v1.ErrorBodyR\x05error\"\x84\x01\n" +
+	"\x05error\x18\x01 \x01(\v2\x15.memoria.v1.ErrorBodyR\x05error\"\x94\x01\n" +
 	"\x06Health\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x14\n" +
 	"\x05sonas\x18\x02 \x01(\x03R\x05sonas\x12\x1a\n" +
 	"\bmemories\x18\x03 \x01(\x03R\bmemories\x12\x18\n" +
-	"\aindexed\x18\x04 \x01(\x03R\aindexed\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reasonB1Z/github.com/memoria-ai/memoria/messages;messagesb\x06proto3"
+	"\aindexed\x18\x04 \x01(\x03R\aindexed\x12\x1b\n" +
+	"\x06reason\x18\x05 \x01(\tH\x00R\x06reason\x88\x01\x01B\t\n" +
+	"\a_reasonB1Z/github.com/memoria-ai/memoria/messages;messagesb\x06proto3"
 
 var (
 	file_memoria_v1_api_proto_rawDescOnce sync.Once
@@ -1677,6 +1678,7 @@ func file_memoria_v1_api_proto_init() {
 	file_memoria_v1_api_proto_msgTypes[13].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[14].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[15].OneofWrappers = []any{}
+	file_memoria_v1_api_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
