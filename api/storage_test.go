@@ -48,7 +48,7 @@ func TestDiskFullAnswers507(t *testing.T) {
 	}
 	wantError(t, h.post("/sonas", map[string]any{"name": "bob"}), http.StatusInsufficientStorage, "insufficient_storage")
 	wantError(t, h.post("/sona/"+sona+"/chat", map[string]any{"content": "Where is the key?"}), http.StatusInsufficientStorage, "insufficient_storage")
-	h.get("/memory/" + kept).obj(t, http.StatusOK)
+	h.get("/memory/"+kept).obj(t, http.StatusOK)
 	h.post("/sona/"+sona+"/recall", map[string]any{"query": "shed key"}).obj(t, http.StatusOK)
 	health := h.get("/healthz").obj(t, http.StatusOK)
 	if health["status"] != "degraded" || health["reason"] != "disk_full" || num(t, health["memories"]) != 1 {
