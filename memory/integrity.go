@@ -431,8 +431,8 @@ func syncDir(dir string) error {
 
 // ackFile is the acknowledged mark: the number of commits the store has
 // acknowledged and its insertion-log end then, in a small file beside
-// Badger's, rewritten in place after every commit before the commit's
-// operations are acknowledged.
+// Badger's, rewritten in place and made durable after every commit,
+// before the commit's operations are acknowledged.
 type ackFile struct {
 	f    *os.File
 	path string
@@ -492,23 +492,15 @@ func openAckFile(dir string) (a *ackFile, m ackMark, ok bool, err error) {
 	return &ackFile{f: f, path: path}, m, ok, nil
 }
 
-// write records m (without syncing: the mark is read back after a crash
-// of the process, which keeps what it wrote; see Store.commitBatch).
-func (a *ackFile) write(m ackMark) error {
-	_, err := a.f.WriteAt(encodeAck(m), 0)
-	return err
-}
-
-// sync makes the mark durable.
-func (a *ackFile) sync() error { return a.f.Sync() }
-
-func (a *ackFile) close() error {
-	err := a.sync()
-	if cerr := a.f.Close(); err == nil {
-		err = cerr
+// record makes m the durable mark.
+func (a *ackFile) record(m ackMark) error {
+	if _, err := a.f.WriteAt(encodeAck(m), 0); err != nil {
+		return err
 	}
-	return err
+	return unix.Fdatasync(int(a.f.Fd()))
 }
+
+func (a *ackFile) close() error { return a.f.Close() }
 
 // badgerFile names the file a Badger error is about, when it says: a
 // table's path, a value pointer's value log, a memtable's log.

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -89,10 +88,12 @@ type Store struct {
 	lost       string // the loss of acknowledged writes accepted at open
 
 	// Owned by the committer once it runs:
+	mark     ackMark    // commits made and the insertion log's end
+	answered []*Pending // answered by the batch, to acknowledge in order
+	acks     chan ackBatch
+	// Owned by the acknowledger (ackLoop) once it runs:
 	acked  *ackFile // the acknowledged mark (integrity.go); nil in memory
 	ackErr error    // the mark's last write failure, logged once
-	mark   ackMark  // commits made and the insertion log's end
-	synced time.Time
 
 	queue   chan *Pending
 	mu      sync.RWMutex // guards closed against Submit racing Close
@@ -198,6 +199,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		space:      spaceGuard{free: o.FreeSpace, reserve: o.MinFreeBytes, log: o.Logger},
 		unreadable: unreadable,
 		queue:      make(chan *Pending, o.MaxBatch),
+		acks:       make(chan ackBatch, 4),
 		stopped:    make(chan struct{}),
 	}
 	if err := db.View(func(txn *badger.Txn) error {
@@ -281,11 +283,7 @@ func (s *Store) openAcked(wals []logDamage, accept bool) error {
 		}
 	}
 	s.acked = a
-	if err := a.write(s.mark); err != nil {
-		return err
-	}
-	s.synced = time.Now()
-	return a.sync()
+	return a.record(s.mark)
 }
 
 // lossReport says what a store that lost acknowledged writes lost.
@@ -414,6 +412,12 @@ func (s *Store) View(fn func(txn *badger.Txn) error) error {
 
 func (s *Store) commitLoop() {
 	defer close(s.stopped)
+	acked := make(chan struct{})
+	go s.ackLoop(acked)
+	defer func() {
+		close(s.acks)
+		<-acked
+	}()
 	batch := make([]*Pending, 0, s.maxBatch)
 	for first := range s.queue {
 		batch = append(batch[:0], first)
@@ -434,9 +438,10 @@ func (s *Store) commitLoop() {
 }
 
 // commitBatch applies the batch in as few Badger transactions as fit, each
-// committed with one fsync, and then acknowledges every operation. A
-// transaction that would take the file system below its reserve is not
-// committed: its operations that write fail with ErrDiskFull.
+// committed with one fsync, and has every operation acknowledged once the
+// acknowledged mark covers it (ackLoop). A transaction that would take the
+// file system below its reserve is not committed: its operations that
+// write fail with ErrDiskFull.
 func (s *Store) commitBatch(batch []*Pending) {
 	txn := s.newTxn()
 	var applied []appliedOp
@@ -447,12 +452,18 @@ func (s *Store) commitBatch(batch []*Pending) {
 			need += a.bytes
 		}
 		err := s.space.check(need)
+		var mark *ackMark
 		if err == nil {
 			if err = txn.Commit(); err != nil {
 				err = fmt.Errorf("memory: commit: %w", classifyBadger(err))
 				s.log.Error("group commit failed", "ops", len(applied), "err", err)
 			} else {
-				s.committed(applied)
+				s.mark.commits++
+				for _, a := range applied {
+					s.mark.memSeq = max(s.mark.memSeq, a.memSeq)
+				}
+				m := s.mark
+				mark = &m
 			}
 		} else {
 			txn.Discard()
@@ -469,9 +480,9 @@ func (s *Store) commitBatch(batch []*Pending) {
 					h()
 				}
 			}
-			a.p.err = aerr
-			close(a.p.done)
+			s.answer(a.p, aerr)
 		}
+		s.acknowledge(mark)
 		applied = applied[:0]
 		txn = s.newTxn()
 	}
@@ -497,8 +508,7 @@ func (s *Store) commitBatch(batch []*Pending) {
 			applied = s.replay(txn, applied)
 		}
 		if err != nil {
-			p.err = err
-			close(p.done)
+			s.answer(p, err)
 			continue
 		}
 		applied = append(applied, a)
@@ -507,6 +517,50 @@ func (s *Store) commitBatch(batch []*Pending) {
 		commit()
 	}
 	txn.Discard()
+	s.acknowledge(nil)
+}
+
+// answer sets p's result, to be acknowledged with its batch's commit.
+func (s *Store) answer(p *Pending, err error) {
+	p.err = err
+	s.answered = append(s.answered, p)
+}
+
+// ackBatch is answered operations to acknowledge once mark (if any) is
+// recorded.
+type ackBatch struct {
+	mark *ackMark
+	ops  []*Pending
+}
+
+// acknowledge hands what the batch answered so far to the acknowledger,
+// with the mark of its commit (nil when nothing was committed).
+func (s *Store) acknowledge(mark *ackMark) {
+	if len(s.answered) > 0 || mark != nil {
+		s.acks <- ackBatch{mark, s.answered}
+		s.answered = nil
+	}
+}
+
+// ackLoop records the acknowledged mark of each commit, durably, and then
+// acknowledges its operations, in commit order. It runs beside the
+// committer, so that the mark's fsync overlaps the next commit's.
+func (s *Store) ackLoop(done chan<- struct{}) {
+	defer close(done)
+	for b := range s.acks {
+		if b.mark != nil && s.acked != nil {
+			err := s.acked.record(*b.mark)
+			if err != nil && s.ackErr == nil {
+				s.log.Error("cannot record the acknowledged mark: a loss of acknowledged writes may go unnoticed", "file", s.acked.path, "err", err)
+			} else if err == nil && s.ackErr != nil {
+				s.log.Warn("recording the acknowledged mark again", "file", s.acked.path)
+			}
+			s.ackErr = err
+		}
+		for _, p := range b.ops {
+			close(p.done)
+		}
+	}
 }
 
 // rerun runs an op that wrote nothing, in a batch refused, again alone
@@ -530,41 +584,6 @@ func (s *Store) newTxn() *badger.Txn {
 		panic(fmt.Sprintf("memory: counting a commit in an empty transaction: %v", err))
 	}
 	return txn
-}
-
-// ackSyncEvery is how often the acknowledged mark is made durable while
-// commits come: it is rewritten after every commit, and a crash of the
-// process keeps what it wrote; a power loss may set it back by this much
-// (so that a loss in the last moments before it goes unnoticed).
-var ackSyncEvery = func() time.Duration {
-	d, err := time.ParseDuration(os.Getenv("ACKSYNC"))
-	if err != nil {
-		return time.Second
-	}
-	return d
-}()
-
-// committed records a durable commit in the acknowledged mark, before
-// its operations are acknowledged.
-func (s *Store) committed(applied []appliedOp) {
-	s.mark.commits++
-	for _, a := range applied {
-		s.mark.memSeq = max(s.mark.memSeq, a.memSeq)
-	}
-	if s.acked == nil {
-		return
-	}
-	err := s.acked.write(s.mark)
-	if err == nil && time.Since(s.synced) >= ackSyncEvery {
-		err = s.acked.sync()
-		s.synced = time.Now()
-	}
-	if err != nil && s.ackErr == nil {
-		s.log.Error("cannot record the acknowledged mark: a loss of acknowledged writes may go unnoticed", "file", s.acked.path, "err", err)
-	} else if err == nil && s.ackErr != nil {
-		s.log.Warn("recording the acknowledged mark again", "file", s.acked.path)
-	}
-	s.ackErr = err
 }
 
 type appliedOp struct {
@@ -596,8 +615,7 @@ func (s *Store) replay(txn *badger.Txn, ops []appliedOp) []appliedOp {
 	for _, a := range ops {
 		again, _, err := runOp(txn, s, a.p)
 		if err != nil {
-			a.p.err = fmt.Errorf("memory: replay after split: %w", err)
-			close(a.p.done)
+			s.answer(a.p, fmt.Errorf("memory: replay after split: %w", err))
 			continue
 		}
 		kept = append(kept, again)
