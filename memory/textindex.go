@@ -26,9 +26,10 @@ import (
 // (read-your-writes) while writes never wait for the index.
 //
 // The index is derived from the store, so a damaged one is rebuilt: a
-// search that finds it corrupt marks it broken, recall goes on without
-// its BM25 path, and the indexer's goroutine rebuilds it from the
-// insertion log (rebuild) before it indexes anything more.
+// search that finds it corrupt, or a batch that fails, marks it broken,
+// recall goes on without its BM25 path, and the indexer's goroutine
+// rebuilds it from the insertion log (rebuild) before it indexes
+// anything more.
 type textIndexer struct {
 	imu sync.RWMutex // guards idx: held by searches, taken to swap it
 	idx *text.Index  // nil while rebuilt, or when rebuilding failed
@@ -44,7 +45,6 @@ type textIndexer struct {
 	enqueued  uint64 // docs enqueued so far
 	applied   uint64 // docs applied (or given up) so far
 	closed    bool
-	failed    error // last failure; the watermark stays behind, restart catches up
 	waiters   int   // readers waiting for a position (waitApplied)
 	backlog   int   // below this many queued documents, index at a fifth of full pace
 	broken    error // why the index is being rebuilt (nil: it is not)
@@ -216,13 +216,15 @@ func (t *textIndexer) run() {
 			}
 		}
 		t.mu.Lock()
-		if err != nil {
-			t.failed = err
-			t.log.Error("full-text indexing failed; the index catches up at the next start", "docs", len(docs), "err", err)
-		}
 		t.applied += uint64(len(docs))
 		t.mu.Unlock()
 		t.cond.Broadcast()
+		if err != nil {
+			// The index misses these documents: rebuilt from the store,
+			// which has them, it will not.
+			t.markBroken(err)
+			continue
+		}
 		t.rest(restFactor * time.Since(start))
 	}
 }

@@ -54,8 +54,8 @@ const (
 // delete it and rebuild.
 var ErrStale = errors.New("text: index is stale: rebuild it")
 
-// ErrCorrupt means the index's files are damaged (or bleve cannot open
-// them): delete it and rebuild.
+// ErrCorrupt means the index's files are damaged (bleve cannot open
+// them, or a search or a batch fails in bleve): delete it and rebuild.
 var ErrCorrupt = errors.New("text: index is corrupt: rebuild it")
 
 // Doc is one memory to index.
@@ -264,7 +264,13 @@ func (x *Index) Watermark() (uint64, error) {
 }
 
 // Apply indexes docs and moves the watermark to watermark, atomically.
-func (x *Index) Apply(docs []Doc, watermark uint64) error {
+// A batch that fails or panics in bleve reports ErrCorrupt.
+func (x *Index) Apply(docs []Doc, watermark uint64) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: indexing panicked: %v", ErrCorrupt, r)
+		}
+	}()
 	b := x.idx.NewBatch()
 	for _, d := range docs {
 		if err := b.Index(d.ID, map[string]any{fieldText: d.Text, fieldSonas: d.Sonas}); err != nil {
@@ -273,7 +279,7 @@ func (x *Index) Apply(docs []Doc, watermark uint64) error {
 	}
 	b.SetInternal([]byte(keyWatermark), []byte(strconv.FormatUint(watermark, 10)))
 	if err := x.idx.Batch(b); err != nil {
-		return err
+		return fmt.Errorf("%w: indexing: %v", ErrCorrupt, err)
 	}
 	return x.Prime(docs)
 }
