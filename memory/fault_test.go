@@ -428,8 +428,8 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 			t.Fatalf("the error does not say %q: %v", want, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "store.damaged", wal)); err != nil {
-		t.Fatalf("no copy of the damaged log: %v", err)
+	if copies, _ := filepath.Glob(filepath.Join(dir, "store.damaged", wal+"-*")); len(copies) != 1 {
+		t.Fatalf("copies of the damaged log: %v, want one", copies)
 	}
 	t.Logf("refused: %v", err)
 	// Refused again, though the first open's replay cut the log.
@@ -716,6 +716,28 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 	if got := bm25(s); !maps.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("rebuilt while running: %v, fresh: %v", got, want)
 	}
+
+	// Closed while a rebuild may be under way: it stops, and the next
+	// open rebuilds.
+	if err := s.text.idx.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	damageSegments(t, filepath.Join(dir, "text"))
+	if _, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: queries[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openSelf(t, cfg, clock)
+	// (Opened from disk if the rebuild finished: scored by bleve until its
+	// forward index is primed, the same documents in the same order.)
+	sameDocs := func(a, b []text.Hit) bool {
+		return slices.EqualFunc(a, b, func(x, y text.Hit) bool { return x.ID == y.ID })
+	}
+	if got := bm25(s); !maps.EqualFunc(got, want, sameDocs) {
+		t.Fatalf("after a close during the rebuild: %v, fresh: %v", got, want)
+	}
 }
 
 // damageSegments overwrites the middle of every segment file in place.
@@ -801,4 +823,38 @@ func TestRefusedBatchAcknowledgesOnlyWhatIsCommitted(t *testing.T) {
 	if err := b.Wait(ctx); err != nil || saw.Load() {
 		t.Fatalf("the read: err = %v, saw the refused write: %v", err, saw.Load())
 	}
+}
+
+// A damaged acknowledged mark cannot tell whether writes were lost: the
+// store says so and refuses, until the loss (if any) is accepted.
+func TestUnreadableMarkRefusesUntilAccepted(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	s := openSelf(t, cfg, nil)
+	c := newOwner(t, s, "a").text("a memory")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mark := filepath.Join(dir, "store", ackFileName)
+	b, err := os.ReadFile(mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[30] ^= 1
+	if err := os.WriteFile(mark, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openWith(Options{Config: cfg}); !errors.Is(err, ErrLostWrites) || !strings.Contains(err.Error(), "unreadable") ||
+		!strings.Contains(err.Error(), "memoria repair --accept-loss") {
+		t.Fatalf("err = %v, want ErrLostWrites naming the unreadable mark", err)
+	}
+	s, err = openWith(Options{Config: cfg, AcceptLoss: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(c); err != nil || !strings.Contains(s.Store().AcceptedLoss(), "unreadable") {
+		t.Fatalf("after accepting: %v, %q", err, s.Store().AcceptedLoss())
+	}
+	s.Close()
+	openSelf(t, cfg, nil).Close()
 }

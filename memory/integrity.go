@@ -83,9 +83,9 @@ func verifyTables(dir string, bo badger.Options) error {
 	return verifyTableFiles(dir, tables, bo.BlockSize, false)
 }
 
-// Verify checks every table of the open store against its checksums, as
-// at open (tables a compaction removes meanwhile are skipped).
-func (s *Store) Verify() error {
+// checkTables checks every table of the open store against its checksums,
+// as at open (tables a compaction removes meanwhile are skipped).
+func (s *Store) checkTables() error {
 	if s.acked == nil {
 		return nil // in memory
 	}
@@ -100,7 +100,7 @@ func (s *Store) Verify() error {
 // explain adds to a broken invariant of the stored data (err) the damaged
 // table behind it, when the tables say.
 func (s *Store) explain(err error) error {
-	if verr := s.Verify(); verr != nil {
+	if verr := s.checkTables(); verr != nil {
 		return fmt.Errorf("%w (found because %v)", verr, err)
 	}
 	return err
@@ -133,7 +133,19 @@ func verifyTableFiles(dir string, tables map[uint64]options.CompressionType, blo
 	}
 	close(next)
 	wg.Wait()
-	return errors.Join(errs...)
+	var failed []error
+	for _, err := range errs {
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	switch len(failed) {
+	case 0:
+		return nil
+	case 1:
+		return failed[0]
+	}
+	return fmt.Errorf("%w (and %d more tables fail their checks)", failed[0], len(failed)-1)
 }
 
 // verifyTable opens one table read-only with checksum verification, in
@@ -305,13 +317,13 @@ func dataEnd(f *os.File) (int64, error) {
 // checkLogs scans the store's write-ahead logs before Badger opens it:
 // every memtable's .mem file and the newest value log (the files Badger
 // replays and cuts at their first bad entry). A damaged .mem file whose
-// damage is followed by entries is copied aside into damagedDir, since
+// damage is followed by entries is copied aside (damagedDir), since
 // Badger will cut it; a damaged newest value log is kept whole by giving
 // it an empty successor, since Badger cuts only the newest — its other
 // values stay readable, and the bad entry's reads as corrupt. It returns
 // the damaged .mem files, for the report of what was lost (if any was:
 // see Store.openAcked).
-func checkLogs(dir, damagedDir string, log *slog.Logger) ([]logDamage, error) {
+func checkLogs(dir string, log *slog.Logger) ([]logDamage, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -331,7 +343,7 @@ func checkLogs(dir, damagedDir string, log *slog.Logger) ([]logDamage, error) {
 				continue
 			}
 			if d.followed { // Badger will cut it: keep a copy
-				if err := copyAside(d.path, damagedDir); err != nil {
+				if err := copyAside(d.path, damagedDir(dir)); err != nil {
 					return nil, err
 				}
 			}
@@ -367,6 +379,9 @@ func checkLogs(dir, damagedDir string, log *slog.Logger) ([]logDamage, error) {
 	return wals, nil
 }
 
+// damagedDir is where the damaged logs of the store in dir are copied.
+func damagedDir(dir string) string { return dir + ".damaged" }
+
 func vlogPath(dir string, fid uint64) string {
 	return filepath.Join(dir, fmt.Sprintf("%06d.vlog", fid))
 }
@@ -385,7 +400,7 @@ func copyAside(path, dir string) error {
 	if err != nil {
 		return err
 	}
-	dst, err := os.Create(filepath.Join(dir, filepath.Base(path)))
+	dst, err := os.CreateTemp(dir, filepath.Base(path)+"-*") // never over an earlier copy
 	if err != nil {
 		return err
 	}
@@ -481,7 +496,8 @@ func openAckFile(dir string) (a *ackFile, m ackMark, ok bool, err error) {
 		return nil, m, false, err
 	default:
 		if m, err = decodeAck(b); err != nil {
-			return nil, m, false, fmt.Errorf("%w: %s: %v", ErrLostWrites, ackFileName, err)
+			return nil, m, false, fmt.Errorf("%w? the acknowledged mark %s is unreadable (%v): whether writes were lost cannot be told",
+				ErrLostWrites, path, err)
 		}
 		ok = true
 	}

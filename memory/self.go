@@ -183,7 +183,7 @@ func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load()
 // Close closes the indexes and the store, after every submitted write.
 func (s *Self) Close() error {
 	if s.text != nil {
-		s.text.stopPriming()
+		s.text.stopBackground()
 	}
 	s.index.Close()
 	err := s.store.Close()

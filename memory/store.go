@@ -251,14 +251,19 @@ func checkDir(dir string, bo badger.Options, o StoreOptions) ([]logDamage, error
 			return nil, err
 		}
 	}
-	return checkLogs(dir, dir+".damaged", o.Logger)
+	return checkLogs(dir, o.Logger)
 }
 
 // openAcked compares the store's commits with the acknowledged mark.
 func (s *Store) openAcked(wals []logDamage, accept bool) error {
+	const remedy = ". Run `memoria repair --accept-loss` to serve what remains (it logs what is gone), or restore the data directory from a backup"
 	a, acked, ok, err := openAckFile(s.dir)
-	if errors.Is(err, ErrLostWrites) && accept {
-		s.log.Error("the acknowledged mark is unreadable; accepted: the store's state is taken as acknowledged", "err", err)
+	if errors.Is(err, ErrLostWrites) {
+		if !accept {
+			return fmt.Errorf("%w%s", err, remedy)
+		}
+		s.log.Error("accepted an unreadable acknowledged mark: the store's state is taken as acknowledged", "err", err)
+		s.lost = err.Error()
 		os.Remove(filepath.Join(s.dir, ackFileName))
 		a, acked, ok, err = openAckFile(s.dir)
 	}
@@ -269,8 +274,7 @@ func (s *Store) openAcked(wals []logDamage, accept bool) error {
 		lost := lossReport(acked, s.mark, wals)
 		if !accept {
 			a.f.Close()
-			return fmt.Errorf("%w: %s. Run `memoria repair --accept-loss` to serve what remains (it logs what is gone), or restore the data directory from a backup",
-				ErrLostWrites, lost)
+			return fmt.Errorf("%w: %s%s", ErrLostWrites, lost, remedy)
 		}
 		s.log.Error("accepted the loss of acknowledged writes", "lost", lost)
 		s.lost = lost
@@ -278,7 +282,7 @@ func (s *Store) openAcked(wals []logDamage, accept bool) error {
 		for _, d := range wals {
 			if d.followed {
 				s.log.Warn("a write-ahead log was damaged past its acknowledged writes: Badger cut it there (a copy is kept)",
-					"damage", d.String(), "copy", filepath.Dir(d.path)+".damaged")
+					"damage", d.String(), "copy", damagedDir(s.dir))
 			}
 		}
 	}
@@ -299,7 +303,7 @@ func lossReport(acked, now ackMark, wals []logDamage) string {
 	for _, d := range wals {
 		msg += "; the write-ahead log " + d.String()
 		if d.followed {
-			msg += " (a copy is kept in " + filepath.Dir(d.path) + ".damaged)"
+			msg += " (a copy is kept in " + damagedDir(filepath.Dir(d.path)) + ")"
 		}
 	}
 	return msg
@@ -451,9 +455,11 @@ func (s *Store) commitBatch(batch []*Pending) {
 		for _, a := range applied {
 			need += a.bytes
 		}
-		err := s.space.check(need)
+		var err error
 		var mark *ackMark
-		if err == nil {
+		if need == 0 {
+			txn.Discard() // nothing written: nothing to commit
+		} else if err = s.space.check(need); err == nil {
 			if err = txn.Commit(); err != nil {
 				err = fmt.Errorf("memory: commit: %w", classifyBadger(err))
 				s.log.Error("group commit failed", "ops", len(applied), "err", err)
@@ -846,7 +852,7 @@ func classifyBadger(err error) error {
 	if f := badgerFile(err); f != "" {
 		return corruptFile(f, err)
 	}
-	return fmt.Errorf("%w: corrupt store: %v", ErrCorrupt, err)
+	return fmt.Errorf("%w store: %v", ErrCorrupt, err)
 }
 
 var corruptionSigns = []string{

@@ -34,8 +34,9 @@ type textIndexer struct {
 	imu sync.RWMutex // guards idx: held by searches, taken to swap it
 	idx *text.Index  // nil while rebuilt, or when rebuilding failed
 	log *slog.Logger
-	// rebuild deletes the index and builds it again from the store.
-	rebuild  func() (*text.Index, error)
+	// rebuild deletes the index and builds it again from the store,
+	// unless cancel closes first (ErrClosed).
+	rebuild  func(cancel <-chan struct{}) (*text.Index, error)
 	rebuilds *atomic.Int64 // the Self's count of rebuilds (metrics)
 
 	mu        sync.Mutex
@@ -49,7 +50,10 @@ type textIndexer struct {
 	backlog   int   // below this many queued documents, index at a fifth of full pace
 	broken    error // why the index is being rebuilt (nil: it is not)
 	gaveUp    bool  // rebuilding failed: without the index until restart
+	rebuildOn bool  // a rebuild is under way
 	done      chan struct{}
+	closing   chan struct{} // closed by stopBackground
+	closeOnce sync.Once
 
 	stop     chan struct{} // closed by stopPriming
 	stopOnce sync.Once
@@ -57,9 +61,9 @@ type textIndexer struct {
 }
 
 func newTextIndexer(idx *text.Index, watermark uint64, backlog int, log *slog.Logger,
-	rebuild func() (*text.Index, error), rebuilds *atomic.Int64) *textIndexer {
+	rebuild func(cancel <-chan struct{}) (*text.Index, error), rebuilds *atomic.Int64) *textIndexer {
 	t := &textIndexer{idx: idx, log: log, watermark: watermark, backlog: backlog, done: make(chan struct{}), stop: make(chan struct{}),
-		rebuild: rebuild, rebuilds: rebuilds}
+		closing: make(chan struct{}), rebuild: rebuild, rebuilds: rebuilds}
 	t.cond = sync.NewCond(&t.mu)
 	go t.run()
 	return t
@@ -160,6 +164,22 @@ func (t *textIndexer) markBroken(err error) {
 
 // rebuildIndex replaces a broken index with one built from the store.
 func (t *textIndexer) rebuildIndex() {
+	t.mu.Lock()
+	select {
+	case <-t.closing: // closing: the next start rebuilds
+		t.gaveUp = true
+		t.mu.Unlock()
+		return
+	default:
+	}
+	t.rebuildOn = true
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.rebuildOn = false
+		t.cond.Broadcast()
+		t.mu.Unlock()
+	}()
 	t.stopPriming()
 	start := time.Now()
 	t.imu.Lock()
@@ -169,12 +189,14 @@ func (t *textIndexer) rebuildIndex() {
 	if old != nil {
 		old.Discard() // damaged: whatever it says
 	}
-	idx, err := t.rebuild()
+	idx, err := t.rebuild(t.closing)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil {
 		t.gaveUp = true
-		t.log.Error("rebuilding the full-text index failed: recall goes on without BM25; it is rebuilt at the next start", "err", err)
+		if !errors.Is(err, ErrClosed) {
+			t.log.Error("rebuilding the full-text index failed: recall goes on without BM25; it is rebuilt at the next start", "err", err)
+		}
 		return
 	}
 	t.imu.Lock()
@@ -247,6 +269,18 @@ func (t *textIndexer) rest(d time.Duration) {
 	}
 }
 
+// stopBackground ends the forward index's priming and a rebuild of the
+// index, if under way: before the store they read closes.
+func (t *textIndexer) stopBackground() {
+	t.stopPriming()
+	t.closeOnce.Do(func() { close(t.closing) })
+	t.mu.Lock()
+	for t.rebuildOn {
+		t.cond.Wait()
+	}
+	t.mu.Unlock()
+}
+
 // stopPriming ends the forward index's priming, if under way: before the
 // store it reads closes.
 func (t *textIndexer) stopPriming() {
@@ -282,6 +316,9 @@ func (t *textIndexer) closeIndex() error {
 	if t.idx == nil {
 		return nil
 	}
+	if t.status() != nil {
+		return t.idx.Discard() // damaged: the next start rebuilds it
+	}
 	return t.idx.Close()
 }
 
@@ -305,12 +342,12 @@ func (s *Self) openText(dir string) error {
 		return err
 	}
 	opened := wm
-	if wm, err = s.catchUpText(idx, wm); err != nil {
+	if wm, err = s.catchUpText(idx, wm, nil); err != nil {
 		idx.Close()
 		return err
 	}
-	s.text = newTextIndexer(idx, wm, s.cfg.Index.TextBacklog, s.log, func() (*text.Index, error) {
-		return s.rebuildText(dir)
+	s.text = newTextIndexer(idx, wm, s.cfg.Index.TextBacklog, s.log, func(cancel <-chan struct{}) (*text.Index, error) {
+		return s.rebuildText(dir, cancel)
 	}, &s.textRebuilds)
 	if opened == 0 {
 		idx.MarkPrimed() // a new index: everything in it went through Apply
@@ -382,8 +419,9 @@ func (s *Self) TextIndexRebuilds() int64 { return s.textRebuilds.Load() }
 var errTextAhead = errors.New("memory: the full-text index is ahead of the store")
 
 // rebuildText deletes the full-text index and builds it again from the
-// store (while the server runs: the indexer's goroutine calls it).
-func (s *Self) rebuildText(dir string) (*text.Index, error) {
+// store (while the server runs: the indexer's goroutine calls it), unless
+// cancel closes first (ErrClosed).
+func (s *Self) rebuildText(dir string, cancel <-chan struct{}) (*text.Index, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -391,7 +429,7 @@ func (s *Self) rebuildText(dir string) (*text.Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.catchUpText(idx, 0); err != nil {
+	if _, err := s.catchUpText(idx, 0, cancel); err != nil {
 		idx.Discard()
 		return nil, err
 	}
@@ -444,8 +482,9 @@ func (s *Self) primeText(idx *text.Index, upTo uint64, stop <-chan struct{}) err
 	return nil
 }
 
-// catchUpText indexes the insertion log after watermark.
-func (s *Self) catchUpText(idx *text.Index, watermark uint64) (uint64, error) {
+// catchUpText indexes the insertion log after watermark, unless cancel
+// closes first (ErrClosed).
+func (s *Self) catchUpText(idx *text.Index, watermark uint64, cancel <-chan struct{}) (uint64, error) {
 	var last uint64
 	err := s.store.View(func(txn *badger.Txn) error {
 		var err error
@@ -472,6 +511,11 @@ func (s *Self) catchUpText(idx *text.Index, watermark uint64) (uint64, error) {
 			}
 			docs = append(docs, doc)
 			if len(docs) == batch {
+				select {
+				case <-cancel:
+					return ErrClosed
+				default:
+				}
 				if err := idx.Apply(docs, seq); err != nil {
 					return err
 				}
