@@ -255,6 +255,8 @@ func (s *Server) classify(err error) (status int, code, msg string) {
 		return http.StatusNotFound, "not_found", err.Error()
 	case errors.Is(err, memory.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, "too_large", err.Error()
+	case errors.Is(err, memory.ErrDiskFull):
+		return http.StatusInsufficientStorage, "insufficient_storage", err.Error()
 	case errors.Is(err, memory.ErrAmbiguous), errors.Is(err, memory.ErrChainConflict):
 		return http.StatusConflict, "conflict", err.Error()
 	case errors.Is(err, llm.ErrCircuitOpen):
