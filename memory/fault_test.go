@@ -145,7 +145,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	}
 	file := make([]byte, 512<<10)
 	rand.Read(file)
-	fc, err := s.PutFile(context.Background(), file)
+	fc, err := s.PutFile(context.Background(), file, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	acked = append(acked, o.text("a small memory still fits"))
 	big := make([]byte, 512<<10)
 	rand.Read(big)
-	if _, err := s.PutFile(context.Background(), big); !errors.Is(err, ErrDiskFull) {
+	if _, err := s.PutFile(context.Background(), big, ""); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("a file past the reserve: err = %v, want ErrDiskFull", err)
 	}
 
@@ -295,7 +295,7 @@ func diskFullChild(t *testing.T) {
 		if i%4 == 0 {
 			b := make([]byte, 100<<10) // into the value log
 			rand.Read(b)
-			return s.PutFile(context.Background(), b)
+			return s.PutFile(context.Background(), b, "")
 		}
 		return o.tryAdd(&Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("memory %d: %s", i, strings.Repeat("filling the disk ", 200))}}}, nil)
 	}
@@ -574,7 +574,7 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 	for range 6 {
 		b := make([]byte, 100<<10)
 		rand.Read(b)
-		c, err := s.PutFile(context.Background(), b)
+		c, err := s.PutFile(context.Background(), b, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -630,7 +630,7 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 		}
 		b := make([]byte, 100<<10)
 		rand.Read(b)
-		if _, err := s.PutFile(context.Background(), b); err != nil {
+		if _, err := s.PutFile(context.Background(), b, ""); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Close(); err != nil {
