@@ -311,3 +311,44 @@ func openHarness(t *testing.T, cfg config.Config) (*harness, func()) {
 	t.Cleanup(closeIt)
 	return &harness{t: t, app: a, url: srv.URL, hc: srv.Client()}, closeIt
 }
+
+// BenchmarkUIFile serves the explorer's largest module through the whole
+// handler (guard, auth, metrics), gzip and 304 alike:
+// go test -run '^$' -bench UIFile ./api
+func BenchmarkUIFile(b *testing.B) {
+	cfg := config.Default()
+	cfg.DataDir = b.TempDir()
+	cfg.Evaluation.Mode = "off"
+	a, err := app.Open(context.Background(), cfg, slog.New(slog.DiscardHandler), app.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	get := func(headers ...string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "http://127.0.0.1/ui/js/views/recall.js", nil)
+		for i := 0; i+1 < len(headers); i += 2 {
+			r.Header.Set(headers[i], headers[i+1])
+		}
+		w := httptest.NewRecorder()
+		a.API.ServeHTTP(w, r)
+		return w
+	}
+	etag := get("Accept-Encoding", "gzip").Header().Get("ETag")
+	for _, c := range []struct {
+		name    string
+		headers []string
+		status  int
+	}{
+		{"identity", nil, http.StatusOK},
+		{"gzip", []string{"Accept-Encoding", "gzip"}, http.StatusOK},
+		{"not-modified", []string{"Accept-Encoding", "gzip", "If-None-Match", etag}, http.StatusNotModified},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if w := get(c.headers...); w.Code != c.status {
+					b.Fatalf("status %d", w.Code)
+				}
+			}
+		})
+	}
+}

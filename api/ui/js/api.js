@@ -77,3 +77,11 @@ export function qs(params) {
   const q = u.toString();
   return q ? '?' + q : '';
 }
+
+// sonaName resolves a sona's uuid to its name once per page (names never
+// change); a sona the token may not read keeps its uuid.
+const names = new Map();
+export function sonaName(uuid) {
+  if (!names.has(uuid)) names.set(uuid, get('/sona/' + encodeURIComponent(uuid)).then(s => s.name, () => null));
+  return names.get(uuid);
+}

@@ -1,6 +1,8 @@
 // Small DOM helpers. Text from the server is only ever set as text
 // (textContent, attributes), never parsed as HTML.
 
+import {sonaName} from './api.js';
+
 const SVG = 'http://www.w3.org/2000/svg';
 
 function build(el, attrs, children) {
@@ -97,4 +99,11 @@ export function section(title, ...children) {
 
 export function empty(text) {
   return h('p', {class: 'muted empty'}, text);
+}
+
+// sonaLink links to a sona, showing its name once known.
+export function sonaLink(uuid) {
+  const a = h('a', {href: '#/sona/' + uuid, 'data-sona': uuid, title: uuid}, uuid.slice(0, 8) + '…');
+  sonaName(uuid).then(name => { if (name) a.textContent = name; });
+  return a;
 }

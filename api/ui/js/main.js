@@ -2,6 +2,7 @@
 // Each view is an async function of a context that renders into <main>;
 // a view left behind is told so (ctx.alive() turns false, its cleanups run).
 
+import {ApiError} from './api.js';
 import {h} from './dom.js';
 import {status, errorBox, initTokenDialog} from './shell.js';
 import {sonasView} from './views/sonas.js';
@@ -29,6 +30,7 @@ const routes = [
 
 const main = document.getElementById('main');
 let current = null; // {cleanups, alive}
+let renders = 0;
 
 function parseHash() {
   const raw = location.hash.replace(/^#/, '') || '/';
@@ -66,16 +68,22 @@ async function render() {
     title: t => { document.title = t + ' · Memoria explorer'; },
     status,
   };
+  const hash = location.hash || '#/';
   main.setAttribute('aria-busy', 'true');
+  main.dataset.route = '';
+  main.dataset.renders = String(++renders);
   try {
     await match.view(ctx);
   } catch (e) {
     if (me.alive) {
       main.append(errorBox(e));
-      console.warn(e);
+      if (!(e instanceof ApiError)) console.error(e); // a bug, not an answer of the server
     }
   } finally {
-    if (me.alive) main.setAttribute('aria-busy', 'false');
+    if (me.alive) {
+      main.setAttribute('aria-busy', 'false');
+      main.dataset.route = hash; // the view of this route is complete
+    }
   }
 }
 

@@ -47,7 +47,7 @@ export async function backboneView(ctx) {
     });
     return h('li', {class: 'conflict card', 'data-conflict': c.conflict_id},
       h('h3', {}, c.concept_key),
-      h('p', {class: 'muted small'}, `signal ${fmtNum(c.signal)} below ${fmtNum(c.threshold)} · since ${fmtTime(c.created_at)} · id `, h('span', {class: 'mono'}, c.conflict_id)),
+      h('p', {class: 'muted small'}, `signal ${fmtNum(c.signal)} (threshold ${fmtNum(c.threshold)}) · since ${fmtTime(c.created_at)} · id `, h('span', {class: 'mono'}, c.conflict_id)),
       versions(c.versions), form);
   }
 
@@ -55,7 +55,7 @@ export async function backboneView(ctx) {
     const {items} = await get('/backbone/pending');
     if (!ctx.alive()) return;
     pendingEl.replaceChildren(items.length ? h('ul', {}, items.map(p => h('li', {},
-      h('strong', {}, p.concept_key), p.high_stakes ? h('span', {class: 'badge archived'}, 'high stakes') : null,
+      h('strong', {}, p.concept_key), ' ', p.high_stakes ? h('span', {class: 'badge archived'}, 'high stakes') : null,
       p.conflict_id ? h('span', {class: 'badge bad'}, 'in conflict') : null,
       h('span', {class: 'muted small'}, ' since ' + fmtTime(p.created_at)), versions(p.versions)))) : empty('Nothing pending.'));
   }

@@ -7,7 +7,7 @@ import {get} from '../api.js';
 import {h, s, memoryText, memorySpeaker, snippet, fmtNum, kindBadge, shortCID} from '../dom.js';
 import {errorBox} from '../shell.js';
 
-const W = 200, H = 46, GAP_X = 260, GAP_Y = 60, PAD = 24;
+const W = 220, H = 46, GAP_X = 280, GAP_Y = 60, PAD = 24;
 const MAX_ASSOC = 8, MAX_COACCESS = 6, MAX_EDGES = 16;
 // Symmetric link types are drawn once per pair.
 const SYMMETRIC = new Set(['similar', 'sequential', 'coaccess', 'related', 'causal']);
@@ -107,7 +107,7 @@ export async function graphView(ctx) {
   function draw() {
     const {width, height} = layout();
     const svg = s('svg', {class: 'graph', width, height, viewBox: `0 0 ${width} ${height}`, role: 'group', 'aria-label': 'Memory graph'},
-      s('defs', {}, TYPES.map(t => s('marker', {id: 'arrow-' + t, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse'},
+      s('defs', {}, TYPES.map(t => s('marker', {id: 'arrow-' + t, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: 'userSpaceOnUse', orient: 'auto-start-reverse'},
         s('path', {d: 'M0,0 L10,5 L0,10 z', class: 'arrow link-' + t})))));
     let shown = 0;
     for (const l of links.values()) {
@@ -120,7 +120,7 @@ export async function graphView(ctx) {
     }
     for (const n of nodes.values()) {
       const m = n.memory;
-      const label = m ? snippet((memorySpeaker(m) ? memorySpeaker(m) + ': ' : '') + memoryText(m), 30) : n.error ? `(${n.error.status} ${n.error.code})` : shortCID(n.cid);
+      const label = m ? snippet((memorySpeaker(m) ? memorySpeaker(m) + ': ' : '') + memoryText(m), 28) : n.error ? `(${n.error.status} ${n.error.code})` : shortCID(n.cid);
       const g = s('g', {class: `gnode ${m ? 'kind-' + m.data.kind : 'unknown'} ${n.cid === selected ? 'selected' : ''} ${n.expanded ? 'expanded' : ''}`,
         transform: `translate(${n.x},${n.y})`, tabindex: 0, role: 'button', 'data-cid': n.cid,
         'aria-label': `${m ? m.data.kind : 'memory'} ${label}${n.expanded ? ' (expanded)' : ''}`},
@@ -144,7 +144,7 @@ export async function graphView(ctx) {
     if (!m) { panel.replaceChildren(n && n.error ? errorBox(n.error) : h('p', {}, '…')); return; }
     const around = [...links.values()].filter(l => l.from === n.cid || l.to === n.cid);
     panel.replaceChildren(
-      h('h2', {}, kindBadge(m.data.kind), ' ', memorySpeaker(m) || 'memory'),
+      h('h2', {}, kindBadge(m.data.kind), ' ', memorySpeaker(m) || 'Memory'),
       h('p', {class: 'text'}, snippet(memoryText(m), 600)),
       h('p', {class: 'mono small break'}, n.cid),
       h('p', {class: 'actions'},

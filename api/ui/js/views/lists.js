@@ -1,7 +1,7 @@
 // Dream insights (GET /insights) and anchors (GET /anchors).
 
 import {get, qs} from '../api.js';
-import {h, fmtTime, fmtNum, bar, memoryText, snippet, memoryLink, empty} from '../dom.js';
+import {h, fmtTime, fmtNum, bar, memoryText, snippet, memoryLink, sonaLink, empty} from '../dom.js';
 
 export async function insightsView(ctx) {
   ctx.title('Insights');
@@ -13,7 +13,7 @@ export async function insightsView(ctx) {
       h('p', {}, h('span', {class: 'badge cat-' + i.category}, i.category), ' ',
         bar(i.confidence, 1, 'confidence'), h('span', {class: 'num'}, ' confidence ' + fmtNum(i.confidence, 2)), ' ',
         h('span', {class: 'muted small'}, fmtTime(i.generated_at)), ' ',
-        i.sona ? h('a', {href: '#/sona/' + i.sona}, 'sona') : null, ' ', memoryLink(i.cid, 'memory')),
+        i.sona ? sonaLink(i.sona) : null, ' ', memoryLink(i.cid, 'memory')),
       h('p', {class: 'text'}, i.insight),
       h('p', {class: 'small'}, `${i.sources.length} sources: `, i.sources.slice(0, 12).map(s => [memoryLink(s), ' ']))))) :
       empty('No insights yet: they come from dream mode (after heartbeat.dream_idle, or POST /admin/heartbeat?dream=1).'));
@@ -33,7 +33,7 @@ export async function anchorsView(ctx) {
     list.append(...page.items.map((a, i) => h('li', {class: 'anchor'},
       h('span', {class: 'badge cat-' + a.category}, a.category), ' ',
       h('span', {class: 'muted small'}, fmtTime(a.time)), ' ',
-      h('a', {href: '#/sona/' + a.sona}, 'sona'), ' ', memoryLink(a.cid), ' ',
+      sonaLink(a.sona), ' ', memoryLink(a.cid), ' ',
       mems[i] ? snippet(memoryText(mems[i]), 160) : '')));
     cursor = page.next_cursor || '';
     more.hidden = !cursor;

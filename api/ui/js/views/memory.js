@@ -2,8 +2,8 @@
 // and co-access partners, its EUMAS evaluation, and its raw block re-hashed
 // here against the CID.
 
-import {get, request} from '../api.js';
-import {h, fmtTime, fmtNum, bar, memoryText, memorySpeaker, snippet, kindBadge, memoryLink, section, empty} from '../dom.js';
+import {get, request, qs} from '../api.js';
+import {h, fmtTime, fmtNum, bar, memoryText, memorySpeaker, snippet, kindBadge, sonaLink, section, empty} from '../dom.js';
 import {errorBox} from '../shell.js';
 import {verifyBlock, hex} from '../cid.js';
 
@@ -16,12 +16,20 @@ export async function memoryView(ctx) {
   const {main} = ctx;
   const verify = h('div', {id: 'verify', class: 'verify', 'aria-live': 'polite'}, 'Fetching the raw block…');
   const links = h('div', {}, 'Loading…');
+  // Co-access is learnt per agent: the memory's own agent by default.
+  const coAgent = h('input', {id: 'coaccess-agent', type: 'text', value: meta.agent_id || '', autocomplete: 'off', placeholder: '(default agent)'});
+  const coAgentForm = h('form', {class: 'toolbar'}, h('label', {for: 'coaccess-agent'}, 'Co-access of agent'), coAgent,
+    h('button', {type: 'submit', class: 'secondary'}, 'Show'));
+  coAgentForm.addEventListener('submit', e => {
+    e.preventDefault();
+    loadLinks(cid, coAgent.value, links).catch(err => links.replaceChildren(errorBox(err)));
+  });
   const evaluation = h('div', {}, 'Loading…');
-  const sonaLinks = (meta.sonas || []).map(id => h('a', {href: '#/sona/' + id, class: 'mono', 'data-sona': id}, id));
+  const sonaLinks = (meta.sonas || []).slice(0, 20).map(sonaLink);
 
   main.append(
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/'}, 'Sonas'), ' / ',
-      sonaLinks.length ? h('a', {href: '#/sona/' + meta.sonas[0]}, 'sona') : 'memory', ' / ', h('span', {class: 'mono'}, cid.slice(0, 12) + '…')),
+      sonaLinks.length ? sonaLink(meta.sonas[0]) : 'memory', ' / ', h('span', {class: 'mono'}, cid.slice(0, 12) + '…')),
     h('h1', {}, kindBadge(m.data.kind), ' ', memorySpeaker(m) || 'Memory'),
     h('p', {class: 'actions'},
       h('a', {class: 'button', href: '#/graph/' + cid}, 'Graph around this memory')),
@@ -30,7 +38,7 @@ export async function memoryView(ctx) {
       fact('CID', h('span', {class: 'mono break', id: 'memory-cid'}, cid)),
       fact('timestamp', fmtTime(m.timestamp)),
       fact('kind', meta.kind || '—'),
-      fact('sonas', sonaLinks.length ? h('span', {class: 'list'}, sonaLinks) : '—'),
+      fact('sonas', sonaLinks.length ? h('span', {class: 'list'}, sonaLinks, meta.sonas.length > 20 ? `and ${meta.sonas.length - 20} more` : null) : '—'),
       fact('agent_id', meta.agent_id || '—'),
       'importance' in meta ? fact('importance', h('span', {}, bar(meta.importance, 1, 'importance'), ' ', fmtNum(meta.importance))) : null,
       'access_count' in meta ? fact('access count', String(meta.access_count)) : null,
@@ -41,13 +49,13 @@ export async function memoryView(ctx) {
         ? Object.entries(meta.labels).map(([k, v]) => h('span', {class: 'badge label'}, `${k}=${v}`)) : '—'),
       meta.insight ? fact('insight', `${meta.insight.category} (confidence ${fmtNum(meta.insight.confidence, 2)})`) : null)),
     section(`Edges (${m.edges.length}): what this memory rests on`, edgeList(m.edges)),
-    section('Associations and co-access', links),
+    section('Associations and co-access', coAgentForm, links),
     section('Evaluation (EUMAS)', evaluation),
     section('Raw block', verify));
 
   // The rest loads side by side; each part shows its own error.
   await Promise.all([
-    loadLinks(cid, links).catch(e => links.replaceChildren(errorBox(e))),
+    loadLinks(cid, coAgent.value, links).catch(e => links.replaceChildren(errorBox(e))),
     loadEvaluation(cid, evaluation).catch(e => evaluation.replaceChildren(errorBox(e))),
     verifyRaw(cid, verify).catch(e => verify.replaceChildren(errorBox(e))),
     fillSnippets(main),
@@ -96,8 +104,8 @@ function linkRow(target, strength, max, type) {
     h('span', {class: 'snippet muted', 'data-snippet': target}, ''));
 }
 
-async function loadLinks(cid, el) {
-  const l = await get('/memory/' + cid + '/links');
+async function loadLinks(cid, agent, el) {
+  const l = await get('/memory/' + cid + '/links' + qs({agent_id: agent}));
   const rows = [...l.associations.map(a => ({...a, kind: a.type})), ...l.coaccess.map(a => ({...a, kind: 'coaccess'}))];
   if (!rows.length) { el.replaceChildren(empty('No associations or co-access partners.')); return; }
   const max = Math.max(...rows.map(r => r.strength), 1e-9);
@@ -150,7 +158,7 @@ async function verifyRaw(cid, el) {
     h('p', {class: r.ok ? 'ok' : 'bad', id: 'verify-result'},
       r.ok ? '✓ verified: ' : '✗ mismatch: ',
       r.ok ? `the ${bytes.length}-byte ${r.codec} block hashes (${r.algorithm}, by ${r.by}) to the CID's digest`
-        : `the block's ${r.algorithm} does not match the CID — the server sent other bytes than the CID names`),
+        : `the ${bytes.length} bytes received do not hash (${r.algorithm}, by ${r.by}) to the CID's digest: they are not the block the CID names`),
     h('dl', {class: 'facts'},
       fact('CID digest', h('span', {class: 'mono break'}, r.expected)),
       fact('block digest', h('span', {class: 'mono break'}, r.actual))),

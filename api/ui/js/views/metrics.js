@@ -81,15 +81,18 @@ function chart(title, unit, series = ['value']) {
   function draw() {
     const vals = data.flat().filter(v => v !== null);
     const max = Math.max(1e-9, ...vals) * 1.1;
-    const x = i => (Wd * i) / Math.max(1, KEEP - 1);
+    // Newest at the right edge, older samples to the left.
+    const x = i => Wd - 4 - ((data.length - 1 - i) * (Wd - 8)) / (KEEP - 1);
     const y = v => Ht - (Ht * v) / max;
     const svg = s('svg', {viewBox: `0 0 ${Wd} ${Ht + 14}`, class: 'spark', role: 'img', 'aria-label': `${title}: latest ${last.textContent}`},
       s('line', {x1: 0, y1: Ht, x2: Wd, y2: Ht, class: 'axis'}),
       s('text', {x: 2, y: 10, class: 'tick'}, `${fmtNum(max, 1)} ${unit}`),
-      s('text', {x: 2, y: Ht + 12, class: 'tick'}, `0 · last ${data.length} samples`));
+      s('text', {x: 2, y: Ht + 12, class: 'tick'}, `0 · ${data.length} samples, newest right`));
     series.forEach((_, k) => {
       const pts = data.map((d, i) => (d[k] === null ? null : `${x(i).toFixed(1)},${y(d[k]).toFixed(1)}`)).filter(Boolean);
       if (pts.length) svg.append(s('polyline', {points: pts.join(' '), class: `line line-${k}`}));
+      const lastPt = pts[pts.length - 1];
+      if (lastPt) svg.append(s('circle', {cx: lastPt.split(',')[0], cy: lastPt.split(',')[1], r: 2.5, class: `dot line-${k}`}));
     });
     svgBox.replaceChildren(svg);
   }
@@ -99,7 +102,9 @@ function chart(title, unit, series = ['value']) {
     push(values) {
       data.push(values);
       if (data.length > KEEP) data.shift();
-      last.textContent = series.map((name, k) => (series.length > 1 ? name + ' ' : '') + (values[k] === null ? '—' : fmtNum(values[k], 2) + ' ' + unit)).join(' · ');
+      last.replaceChildren(...series.flatMap((name, k) => [k ? ' · ' : '',
+        series.length > 1 ? h('span', {class: `swatch series-${k}`}) : '', series.length > 1 ? ` ${name} ` : '',
+        values[k] === null ? '—' : fmtNum(values[k], 2) + ' ' + unit]));
       draw();
     },
   };

@@ -109,5 +109,4 @@ export async function sonasView(ctx) {
   sort.addEventListener('change', draw);
   more.addEventListener('click', () => load().catch(err => list.prepend(errorBox(err))));
   await load();
-  search.focus();
 }

@@ -34,7 +34,7 @@ export async function tiersView(ctx) {
 function page(p) {
   return h('li', {class: 'page'},
     h('div', {class: 'small muted'}, `page ${p.seq} · ${fmtTime(p.t)}` + (p.meta_chain && p.meta_chain.linked ? ' · continues the thread' : ''), ' ',
-      memoryLink(p.q, 'Q'), ' ', memoryLink(p.r, 'R')),
+      memoryLink(p.q, 'input'), ' ', memoryLink(p.r, 'response')),
     h('p', {class: 'q'}, snippet(p.q_text, 300)),
     h('p', {class: 'r'}, snippet(p.r_text, 300)));
 }
