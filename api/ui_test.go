@@ -111,8 +111,13 @@ func TestUIFiles(t *testing.T) {
 	if err != nil || !bytes.Equal(plain, js.body) || len(gz.body) >= len(js.body) {
 		t.Fatalf("gzip body: %d bytes inflate to %d (%v), want the %d plain bytes", len(gz.body), len(plain), err, len(js.body))
 	}
-	if r := h.send("GET", "/ui/js/views/memory.js", "", "", "Accept-Encoding", "gzip;q=0"); r.header.Get("Content-Encoding") != "" {
-		t.Fatalf("gzip;q=0 got %v", r.header)
+	for _, ae := range []string{"gzip;q=0", "br, gzip; q=0.0", "identity"} {
+		if r := h.send("GET", "/ui/js/views/memory.js", "", "", "Accept-Encoding", ae); r.header.Get("Content-Encoding") != "" {
+			t.Fatalf("Accept-Encoding %q got %v", ae, r.header)
+		}
+	}
+	if r := h.send("GET", "/ui/js/views/memory.js", "", "", "Accept-Encoding", "br;q=1, gzip;q=0.5"); r.header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("gzip;q=0.5 got %v", r.header)
 	}
 
 	wantError(t, h.get("/ui/nope.js"), http.StatusNotFound, "not_found")

@@ -79,6 +79,7 @@ export async function sonasView(ctx) {
     shown.sort(by);
     const max = Math.max(1, ...sonas.map(s => s.length));
     count.textContent = `${shown.length} of ${sonas.length}${next ? '+' : ''} sonas` + (q ? ` matching “${search.value.trim()}”` : '');
+    observer.disconnect(); // the rows are drawn anew
     list.replaceChildren();
     if (!shown.length) {
       list.append(empty(sonas.length ? 'No sona matches.' : 'No sonas yet: chat or insert to make one.'));
