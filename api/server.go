@@ -92,6 +92,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /import", s.importExport)
 	m.HandleFunc("GET /anchors", s.anchors)
 	m.Handle("/mcp", s.mcpHTTP())
+	s.uiRoutes(m) // the web explorer (ui.go)
 }
 
 // transfers are the routes that move a whole self: they get
