@@ -303,6 +303,7 @@ func TestStreamEdgeCases(t *testing.T) {
 		{"ended in the middle of an event", chunk("In", "") + `data: {"choices":[{"index":0,"delta":{"content":" the"}}]}`, false, "malformed"},
 		{"broken off in transfer", chunk("In", ""), true, "network"},
 		{"not JSON", chunk("In", "") + "data: {\"choices\":[\n\n", false, "malformed"},
+		{"a line over 4 MiB", chunk("In", "") + "data: " + strings.Repeat("x", 4<<20) + "\n\n", false, "malformed"},
 	} {
 		got, resp, err := streamed(t, tc.events, tc.abort)
 		if err == nil || resilience.Classify(err) != tc.class {

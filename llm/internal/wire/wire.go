@@ -8,6 +8,7 @@
 package wire
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -79,10 +80,12 @@ func (c *Client) Stream(ctx context.Context, path string, body any, fn func(Even
 	sse := NewSSEReader(resp.Body)
 	for {
 		ev, err := sse.Next()
-		if errors.Is(err, io.EOF) {
+		switch {
+		case errors.Is(err, io.EOF):
 			return fmt.Errorf("%w: %s: %w", llm.ErrMalformed, c.Provider, ErrEnded)
-		}
-		if err != nil {
+		case errors.Is(err, bufio.ErrTooLong):
+			return c.malformed(fmt.Errorf("an event stream line over %d MiB", maxLine>>20))
+		case err != nil:
 			return c.failed(ctx, err)
 		}
 		if ev.Name == "error" || strings.Contains(ev.Data, `"error"`) {
