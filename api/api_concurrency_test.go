@@ -73,7 +73,11 @@ func TestConcurrentDistinctInserts(t *testing.T) {
 			if i%3 == 0 {
 				sona = b
 			}
-			res[i] = h.post("/memories", map[string]any{"sona": sona, "data": map[string]any{"kind": "text", "content": fmt.Sprintf("memory %d", i)}})
+			// dedup off: "memory 7" and "memory 17" are near-duplicates
+			// under a threshold that learns from what came before, so
+			// the order of the concurrent inserts decided whether two
+			// merged. This test is about seqs, not dedup.
+			res[i] = h.post("/memories", map[string]any{"sona": sona, "dedup": false, "data": map[string]any{"kind": "text", "content": fmt.Sprintf("memory %d", i)}})
 		}()
 	}
 	wg.Wait()
