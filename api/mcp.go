@@ -3,7 +3,9 @@ package api
 // MCP (seed 000, "MCP"; DESIGN.md §6.3) with the official Go SDK: the
 // tools recall, insert, query, chat, list_sonas and create_sona, and the
 // resource templates ipfs://{cid}, memoria://memory/{cid},
-// memoria://file/{cid} and memoria://sona/{uuid}. Every tool and resource
+// memoria://file/{cid} and memoria://sona/{uuid}, and the prompts
+// recall_and_answer and remember (mcp_prompts.go); the tools' schemas and
+// annotations are in mcp_schema.go. Every tool and resource
 // calls the same operations as the REST API (ops.go), so writes go through
 // the sona actors and the principal's scopes and sonas are checked the
 // same way. Served over stdio (`memoria mcp`) and streamable HTTP at /mcp.
@@ -31,12 +33,9 @@ import (
 // Version is the server version MCP clients are told.
 var Version = "0.1.0"
 
-// mcpSchemas caches the tools' JSON schemas: /mcp builds one server per
-// request (each bound to the request's principal).
-var mcpSchemas = mcp.NewSchemaCache()
-
 const mcpInstructions = `Memoria is a long-term memory: memories are grouped into sonas (sub-personas), each advancing one linear chain of thought.
 Start with list_sonas (or create_sona), then insert memories, recall the ones that matter for a prompt, or chat (stored) / query (not stored) with the sona's model.
+The prompt recall_and_answer recalls for a question and asks for an answer from the memories; remember asks to store a text's facts.
 Read memories as memoria://memory/{cid}, files as memoria://file/{cid}, sonas as memoria://sona/{uuid} and raw blocks as ipfs://{cid}.`
 
 // MCPServer returns an MCP server whose tools and resources act as p
@@ -44,29 +43,19 @@ Read memories as memoria://memory/{cid}, files as memoria://file/{cid}, sonas as
 func (s *Server) MCPServer(p *Principal) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "memoria", Title: "Memoria", Version: Version}, &mcp.ServerOptions{
 		Instructions: mcpInstructions,
-		SchemaCache:  mcpSchemas,
+		SchemaCache:  s.mcp.cache,
 		Logger:       s.log.With("component", "mcp"),
 	})
 	m := &mcpTools{s: s, p: p}
-	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
-	mcp.AddTool(srv, &mcp.Tool{Name: "recall", Title: "Recall memories",
-		Description: "Recall the memories of a sona that matter for a query: scored, expanded along their edges within a character budget, in topological order.",
-		Annotations: readOnly}, withErrors(m, m.recall))
-	mcp.AddTool(srv, &mcp.Tool{Name: "insert", Title: "Insert a memory",
-		Description: "Store a memory in a sona without calling the model. A near-duplicate of one of the sona's memories reinforces it instead (its CID is returned)."},
-		withErrors(m, m.insert))
-	mcp.AddTool(srv, &mcp.Tool{Name: "query", Title: "Ask a sona (not stored)",
-		Description: "Recall memories for the content and have the sona's model answer, storing nothing.",
-		Annotations: readOnly}, withErrors(m, m.query))
-	mcp.AddTool(srv, &mcp.Tool{Name: "chat", Title: "Chat with a sona (stored)",
-		Description: "One turn with a sona: the input is stored, memories are recalled, the model answers, and the answer is stored with edges to what it recalled."},
-		withErrors(m, m.chat))
-	mcp.AddTool(srv, &mcp.Tool{Name: "list_sonas", Title: "List sonas",
-		Description: "List the sonas (optionally those with a name), in uuid order, a page at a time.",
-		Annotations: readOnly}, withErrors(m, m.listSonas))
-	mcp.AddTool(srv, &mcp.Tool{Name: "create_sona", Title: "Create a sona",
-		Description: "Create a sona (a sub-persona with its own chain of thought) and return it."},
-		withErrors(m, m.createSona))
+	d := s.mcp
+	srv.AddReceivingMiddleware(dropNullArgs)
+	mcp.AddTool(srv, d.recall, withErrors(m, m.recall))
+	mcp.AddTool(srv, d.insert, withErrors(m, m.insert))
+	mcp.AddTool(srv, d.query, withErrors(m, m.query))
+	mcp.AddTool(srv, d.chat, withErrors(m, m.chat))
+	mcp.AddTool(srv, d.listSonas, withErrors(m, m.listSonas))
+	mcp.AddTool(srv, d.createSona, withErrors(m, m.createSona))
+	m.addPrompts(srv)
 
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "ipfs", Title: "IPFS block",
 		URITemplate: "ipfs://{cid}", MIMEType: "application/vnd.ipld.raw",
@@ -163,17 +152,17 @@ type RecallOutput struct {
 
 // MemoryOutput is a memory as a tool returns it.
 type MemoryOutput struct {
-	CID  string `json:"cid"`
+	CID  string `json:"cid" jsonschema:"the memory's content identifier"`
 	URI  string `json:"uri" jsonschema:"the memory as a resource"`
-	Kind string `json:"kind" jsonschema:"self, other, text or file"`
+	Kind string `json:"kind" jsonschema:"what the memory holds: the sona's own words (self), another party's (other), a text or a file"`
 	// Text is the memory's text (a file memory's name).
-	Text      string  `json:"text"`
+	Text      string  `json:"text" jsonschema:"the memory's text (a file memory: a short description of the file)"`
 	Name      string  `json:"name,omitempty" jsonschema:"the speaker of an other or self memory, or the file name"`
-	MimeType  string  `json:"mime_type,omitempty"`
+	MimeType  string  `json:"mime_type,omitempty" jsonschema:"a file memory's MIME type"`
 	FileURI   string  `json:"file_uri,omitempty" jsonschema:"a file memory's content as a resource"`
 	Timestamp int64   `json:"timestamp,omitempty" jsonschema:"unix seconds"`
 	Score     float64 `json:"score,omitempty" jsonschema:"recall score"`
-	Via       string  `json:"via,omitempty" jsonschema:"how recall reached it (hit, edge, coaccess, …)"`
+	Via       string  `json:"via,omitempty" jsonschema:"how recall reached it: a scored hit, a hit's co-access partner, or along an edge (expansion)"`
 }
 
 func memoryOutput(c cid.Cid, m *memory.Memory) MemoryOutput {
@@ -249,12 +238,12 @@ type EdgeInput struct {
 
 // InsertOutput is the insert tool's output.
 type InsertOutput struct {
-	CID          string   `json:"cid"`
-	URI          string   `json:"uri"`
+	CID          string   `json:"cid" jsonschema:"the stored (or reinforced) memory's content identifier"`
+	URI          string   `json:"uri" jsonschema:"the memory as a resource"`
 	Seq          *int64   `json:"seq,omitempty" jsonschema:"position of the new ACT in the sona's chain"`
 	Existed      bool     `json:"existed" jsonschema:"the memory was already in the sona"`
 	Deduplicated bool     `json:"deduplicated" jsonschema:"a near-duplicate was reinforced instead; cid is that memory"`
-	Similarity   *float64 `json:"similarity,omitempty"`
+	Similarity   *float64 `json:"similarity,omitempty" jsonschema:"cosine similarity to the reinforced near-duplicate"`
 }
 
 func (m *mcpTools) insert(ctx context.Context, in InsertInput) (InsertOutput, error) {
@@ -337,8 +326,8 @@ func (in ChatInput) request() *messages.ChatRequest {
 
 // ScoredOutput is a recalled memory a reply was built on.
 type ScoredOutput struct {
-	CID   string  `json:"cid"`
-	Score float64 `json:"score"`
+	CID   string  `json:"cid" jsonschema:"the recalled memory's content identifier"`
+	Score float64 `json:"score" jsonschema:"its recall score"`
 }
 
 func scoredOutputs(refs []*messages.ScoredRef) []ScoredOutput {
@@ -352,8 +341,8 @@ func scoredOutputs(refs []*messages.ScoredRef) []ScoredOutput {
 // QueryOutput is the query tool's output.
 type QueryOutput struct {
 	Response   string         `json:"response" jsonschema:"the model's answer"`
-	Model      string         `json:"model"`
-	StopReason string         `json:"stop_reason"`
+	Model      string         `json:"model" jsonschema:"the model that answered"`
+	StopReason string         `json:"stop_reason" jsonschema:"why the model stopped: it finished, hit a stop sequence or reached its token limit"`
 	Recalled   []ScoredOutput `json:"recalled" jsonschema:"the memories the answer was built on"`
 }
 
@@ -373,8 +362,8 @@ func (m *mcpTools) query(ctx context.Context, in ChatInput) (QueryOutput, error)
 // ChatOutput is the chat tool's output.
 type ChatOutput struct {
 	Response    string         `json:"response" jsonschema:"the model's answer"`
-	Model       string         `json:"model"`
-	StopReason  string         `json:"stop_reason"`
+	Model       string         `json:"model" jsonschema:"the model that answered"`
+	StopReason  string         `json:"stop_reason" jsonschema:"why the model stopped: it finished, hit a stop sequence or reached its token limit"`
 	InputCID    string         `json:"input_cid" jsonschema:"the stored input memory"`
 	ResponseCID string         `json:"response_cid" jsonschema:"the stored response memory"`
 	Recalled    []ScoredOutput `json:"recalled" jsonschema:"the memories the answer was built on (its edges)"`
@@ -403,8 +392,8 @@ type ListSonasInput struct {
 
 // SonaOutput is a sona as a tool returns it.
 type SonaOutput struct {
-	UUID      string `json:"uuid"`
-	Name      string `json:"name"`
+	UUID      string `json:"uuid" jsonschema:"the sona's identifier"`
+	Name      string `json:"name" jsonschema:"the sona's name"`
 	URI       string `json:"uri" jsonschema:"the sona as a resource"`
 	Length    int64  `json:"length" jsonschema:"ACTs in its chain"`
 	Head      string `json:"head,omitempty" jsonschema:"CID of the head ACT"`
@@ -417,7 +406,7 @@ func sonaOutput(r *messages.Sona) SonaOutput {
 
 // ListSonasOutput is the list_sonas tool's output.
 type ListSonasOutput struct {
-	Sonas      []SonaOutput `json:"sonas"`
+	Sonas      []SonaOutput `json:"sonas" jsonschema:"this page of sonas"`
 	NextCursor string       `json:"next_cursor,omitempty" jsonschema:"pass as cursor for the next page; absent on the last"`
 }
 

@@ -82,7 +82,7 @@ func TestMCPToolValidation(t *testing.T) {
 		{"recall", map[string]any{"sona": id, "query": "x", "k": -1}, "k must be within"},
 		{"recall", map[string]any{"sona": id, "query": "x", "k": 1 << 40}, "k must be within"},
 		{"recall", map[string]any{"sona": id, "query": "x", "budget_chars": 5001}, "budget_chars must be within 0..5000"},
-		{"recall", map[string]any{"sona": id, "query": "x", "scope": "all"}, "scope must be"},
+		{"recall", map[string]any{"sona": id, "query": "x", "scope": "all"}, "scope: enum"},
 		{"recall", map[string]any{"sona": missing, "query": "x"}, "not_found"},
 		{"recall", map[string]any{"sona": "", "query": "x"}, "sona is required"},
 		{"recall", map[string]any{"sona": id, "query": "x", "extra": 1}, "extra"},
@@ -101,7 +101,7 @@ func TestMCPToolValidation(t *testing.T) {
 		{"query", map[string]any{"sona": missing, "content": "x"}, "not_found"},
 		{"chat", map[string]any{"sona": id, "content": "\n"}, "content must not be empty"},
 		{"chat", map[string]any{"sona": id, "content": "x", "budget_chars": -5}, "budget_chars must be within"},
-		{"chat", map[string]any{"sona": id, "content": "x", "scope": "everyone"}, "scope must be"},
+		{"chat", map[string]any{"sona": id, "content": "x", "scope": "everyone"}, "scope: enum"},
 		{"chat", map[string]any{"sona": "not a sona", "content": "x"}, "not_found"},
 		// Every field is checked before the input is stored (issue 13 #1).
 		{"chat", map[string]any{"sona": id, "content": "x", "agent_id": "\x00"}, "agent_id"},

@@ -114,6 +114,12 @@ async function suite(label, client) {
   assert.deepEqual([...byName.chat.inputSchema.required].sort(), ["content", "sona"]);
   assert.deepEqual(byName.create_sona.inputSchema.required, ["name"]);
   assert.ok(byName.recall.outputSchema.properties.memories, "recall output has memories");
+  for (const t of tools) {
+    assert.equal(t.annotations?.title, t.title, `${t.name} annotations`);
+    assert.equal(t.annotations.readOnlyHint, ["list_sonas", "query", "recall"].includes(t.name), `${t.name} readOnlyHint`);
+  }
+  assert.deepEqual(byName.recall.inputSchema.properties.scope.enum, ["self", "sona"]);
+  assert.equal(byName.insert.inputSchema.properties.file.type, "object", "one type, not [null, object]");
   log(`tools: ${TOOLS.join(", ")}`);
 
   // Resource templates with their MIME types.
@@ -198,12 +204,22 @@ async function suite(label, client) {
   assert.equal(fileRes.text, "hello from a file\n");
   log("resources ok");
 
+  // Prompts: recall_and_answer recalls on the server.
+  const { prompts } = await client.listPrompts();
+  assert.deepEqual(prompts.map((p) => p.name).sort(), ["recall_and_answer", "remember"]);
+  const prompt = await client.getPrompt({ name: "recall_and_answer", arguments: { sona: sona.uuid, question: "What is the launch codename?" } });
+  assert.equal(prompt.messages.length, 1);
+  assert.match(prompt.messages[0].content.text, /Bluebird/);
+  assert.ok(prompt.messages[0].content.text.includes(fact.cid), "the prompt names the memory's CID");
+  await assert.rejects(client.getPrompt({ name: "recall_and_answer", arguments: { sona: sona.uuid } }), /question is required/);
+  log("prompts ok");
+
   // Errors are tool errors with a clear message, not crashes.
   await callError(client, "recall", { sona: "00000000-0000-4000-8000-000000000000", query: "x" }, /not_found/);
   await callError(client, "recall", { sona: sona.uuid, query: "x", k: 1000000 }, /k must be within/);
   await callError(client, "recall", { sona: sona.uuid, query: "   " }, /query must not be empty/);
   await callError(client, "recall", { sona: sona.uuid }, /query/);
-  await callError(client, "chat", { sona: sona.uuid, content: "hi", scope: "everything" }, /scope must be/);
+  await callError(client, "chat", { sona: sona.uuid, content: "hi", scope: "everything" }, /scope/);
   await callError(client, "insert", { sona: sona.uuid, content: "x", edges: [{ target: "nope", weight: 1 }] }, /malformed CID/);
   await callError(client, "create_sona", { name: "" }, /name/);
   await wantNotFound(client, `memoria://sona/00000000-0000-4000-8000-000000000000`);
