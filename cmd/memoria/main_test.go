@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/memoria-ai/memoria/api/client"
+	"github.com/memoria-ai/memoria/internal/testdeps"
 	"github.com/memoria-ai/memoria/messages"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -318,10 +319,7 @@ func TestCLIErrorsAreOneLine(t *testing.T) {
 // conversations beside the repository and holds recall@10 of the default
 // configuration at the target.
 func TestLoCoMoRecallTarget(t *testing.T) {
-	data := filepath.Join("..", "..", "..", "shared", "data", "locomo")
-	if _, err := os.Stat(data); err != nil {
-		t.Skipf("LoCoMo data not found at %s", data)
-	}
+	data := testdeps.LoCoMo(t)
 	out, errOut, code := run(t, "eval", "locomo", "--data", data, "--configs", "fused", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)

@@ -10,24 +10,15 @@ import (
 	"testing"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/testdeps"
 )
 
 // TestMCPNodeClient runs mcptest/harness.mjs: the official TypeScript MCP
 // SDK's client against `memoria mcp` over stdio and against `memoria serve`
-// over streamable HTTP at /mcp (with a bearer token). It needs node and
-// `npm ci` in mcptest/ (.ci/run does it); without them it skips, saying so.
+// over streamable HTTP at /mcp (with a bearer token). It needs node; it
+// installs mcptest/'s modules itself when they are missing or stale.
 func TestMCPNodeClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: skipping the MCP TypeScript client harness (mcptest/)")
-	}
-	harness, err := filepath.Abs(filepath.Join("..", "..", "mcptest"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(harness, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Skip("mcptest/node_modules is missing: run `npm ci` in mcptest/ to run the MCP TypeScript client harness")
-	}
+	node, harness := testdeps.Node(t, "mcptest")
 
 	const token = "mem_harness-token-0123456789"
 	cfgFile := filepath.Join(t.TempDir(), "memoria.yaml")
@@ -63,18 +54,8 @@ func TestMCPNodeClient(t *testing.T) {
 // of every tool schema: no warnings allowed), tools/call (create a sona,
 // insert, recall, a refused call), prompts/list and prompts/get.
 func TestMCPInspectorCLI(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: skipping the MCP Inspector CLI (mcptest/)")
-	}
-	dir, err := filepath.Abs(filepath.Join("..", "..", "mcptest"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, dir := testdeps.Node(t, "mcptest")
 	cli := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
-	if _, err := os.Stat(cli); err != nil {
-		t.Skip("mcptest/node_modules is missing: run `npm ci` in mcptest/ to run the MCP Inspector CLI")
-	}
 
 	const token = "mem_inspector-token-0123456789"
 	cfgFile := filepath.Join(t.TempDir(), "memoria.yaml")
