@@ -15,9 +15,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
@@ -41,14 +43,15 @@ Read memories as memoria://memory/{cid}, files as memoria://file/{cid}, sonas as
 // MCPServer returns an MCP server whose tools and resources act as p
 // (Local over stdio; the request's token over HTTP).
 func (s *Server) MCPServer(p *Principal) *mcp.Server {
+	log := s.log.With("component", "mcp")
 	srv := mcp.NewServer(&mcp.Implementation{Name: "memoria", Title: "Memoria", Version: Version}, &mcp.ServerOptions{
 		Instructions: mcpInstructions,
 		SchemaCache:  s.mcp.cache,
-		Logger:       s.log.With("component", "mcp"),
+		Logger:       sdkLogger(log),
 	})
 	m := &mcpTools{s: s, p: p}
 	d := s.mcp
-	srv.AddReceivingMiddleware(dropNullArgs)
+	srv.AddReceivingMiddleware(logRequests(log), dropNullArgs)
 	mcp.AddTool(srv, d.recall, withErrors(m, m.recall))
 	mcp.AddTool(srv, d.insert, withErrors(m, m.insert))
 	mcp.AddTool(srv, d.query, withErrors(m, m.query))
@@ -82,7 +85,7 @@ func (s *Server) mcpHTTP() http.Handler {
 	}, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		JSONResponse:        true,
-		Logger:              s.log.With("component", "mcp"),
+		Logger:              sdkLogger(s.log.With("component", "mcp")),
 		MaxRequestBodyBytes: s.cfg.Server.MaxBodyBytes,
 	}))
 }
@@ -91,6 +94,62 @@ func (s *Server) mcpHTTP() http.Handler {
 // ends. Nothing else may write to stdout meanwhile.
 func (s *Server) ServeMCPStdio(ctx context.Context) error {
 	return s.MCPServer(Local).Run(ctx, &mcp.StdioTransport{})
+}
+
+// sdkLogger is the MCP SDK's logger: its warnings and errors only. Its
+// INFO lines tell a session's life (connecting, connected, disconnected),
+// which over stateless HTTP is three lines a request, saying nothing
+// logRequests does not.
+func sdkLogger(log *slog.Logger) *slog.Logger {
+	return slog.New(minLevel{log.Handler(), slog.LevelWarn})
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
+}
+
+// logRequests logs one DEBUG line per MCP request: the method, the tool,
+// prompt or resource it names, how long it took and how it failed.
+func logRequests(log *slog.Logger) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if !log.Enabled(ctx, slog.LevelDebug) {
+				return next(ctx, method, req)
+			}
+			start := time.Now()
+			res, err := next(ctx, method, req)
+			attrs := []any{"method", method}
+			switch p := req.GetParams().(type) {
+			case *mcp.CallToolParamsRaw:
+				attrs = append(attrs, "tool", p.Name)
+			case *mcp.GetPromptParams:
+				attrs = append(attrs, "prompt", p.Name)
+			case *mcp.ReadResourceParams:
+				attrs = append(attrs, "uri", p.URI)
+			}
+			attrs = append(attrs, "took", time.Since(start))
+			if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
+				attrs = append(attrs, "tool_error", true)
+			}
+			if err != nil {
+				attrs = append(attrs, "error", err)
+			}
+			log.DebugContext(ctx, "mcp request", attrs...)
+			return res, err
+		}
+	}
 }
 
 type mcpTools struct {
