@@ -303,7 +303,7 @@ func decode(r *http.Request, m proto.Message) error {
 		return err
 	}
 	if err := UnmarshalJSON(body, m); err != nil {
-		return badRequest("malformed_json", "malformed JSON: %s", strings.TrimPrefix(err.Error(), "proto: "))
+		return badRequest("malformed_json", "%s", jsonProblem("the body", body, err))
 	}
 	return nil
 }
