@@ -201,6 +201,18 @@ func TestServeAndClients(t *testing.T) {
 		t.Fatalf("chat did not recall the bicycle:\n%s", lines)
 	}
 
+	// --server takes host:port alone too.
+	out, errOut, code = run(t, "sonas", "--server", strings.TrimPrefix(srv.url, "http://"), "--json")
+	if code != 0 || !strings.Contains(out, `"name":"bob"`) {
+		t.Fatalf("sonas --server host:port: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, bad := range []string{"ftp://127.0.0.1:7777", "http://", "127.0.0.1:7777/?x=1", "http://u:p@127.0.0.1:7777"} {
+		_, errOut, code = run(t, "sonas", "--server", bad)
+		if want := fmt.Sprintf("memoria: --server %q: want the server's address as http://host:port", bad); code == 0 || !strings.HasPrefix(errOut, want) {
+			t.Errorf("--server %s: exit %d, %q", bad, code, errOut)
+		}
+	}
+
 	// The data directory is locked while the server runs.
 	_, errOut, code = run(t, "sonas", "--data", data)
 	if code == 0 || !strings.Contains(errOut, "in use") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
