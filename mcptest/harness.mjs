@@ -6,7 +6,9 @@
 //   MEMORIA_BIN=./memoria MEMORIA_STDIO_DATA=$(mktemp -d) \
 //   MEMORIA_HTTP_URL=http://127.0.0.1:7777/mcp MEMORIA_TOKEN=... node harness.mjs
 //
-// Either transport may be left out by leaving its variable unset. Exits
+// MEMORIA_RELAY_SERVER=127.0.0.1:7777 (with MEMORIA_BIN) also runs the
+// suite over stdio through `memoria mcp --server`, relayed to that server.
+// Any of them may be left out by leaving its variable unset. Exits
 // non-zero with the failed assertion on stderr.
 
 import assert from "node:assert/strict";
@@ -256,6 +258,20 @@ if (env.MEMORIA_BIN && env.MEMORIA_STDIO_DATA) {
   }));
   ran++;
 }
+if (env.MEMORIA_BIN && env.MEMORIA_RELAY_SERVER) {
+  // `memoria mcp --server`: stdio relayed to a running server's /mcp.
+  await run("relay", new StdioClientTransport({
+    command: env.MEMORIA_BIN,
+    args: ["mcp", "--server", env.MEMORIA_RELAY_SERVER],
+    env: {
+      ...Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith("MEMORIA_"))),
+      MEMORIA_LOG_LEVEL: "warn",
+      ...(env.MEMORIA_TOKEN ? { MEMORIA_TOKEN: env.MEMORIA_TOKEN } : {}),
+    },
+    stderr: "inherit",
+  }));
+  ran++;
+}
 if (env.MEMORIA_HTTP_URL) {
   const headers = env.MEMORIA_TOKEN ? { Authorization: `Bearer ${env.MEMORIA_TOKEN}` } : {};
   if (env.MEMORIA_TOKEN) {
@@ -273,6 +289,6 @@ if (env.MEMORIA_HTTP_URL) {
   ran++;
 }
 if (ran === 0) {
-  console.error("harness: set MEMORIA_BIN and MEMORIA_STDIO_DATA (stdio) and/or MEMORIA_HTTP_URL (streamable HTTP)");
+  console.error("harness: set MEMORIA_BIN and MEMORIA_STDIO_DATA (stdio), MEMORIA_BIN and MEMORIA_RELAY_SERVER (stdio relayed) and/or MEMORIA_HTTP_URL (streamable HTTP)");
   process.exit(2);
 }

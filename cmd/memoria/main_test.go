@@ -219,6 +219,12 @@ func TestServeAndClients(t *testing.T) {
 		t.Fatalf("embedded open of a served data dir: exit %d, stderr %q", code, errOut)
 	}
 
+	// So is it for `memoria mcp`, which is told to use --server, and can.
+	_, errOut, code = run(t, "mcp", "--data", data)
+	if code == 0 || !strings.Contains(errOut, "in use") || !strings.Contains(errOut, "--server") {
+		t.Fatalf("mcp on a served data dir: exit %d, stderr %q", code, errOut)
+	}
+
 	srv.stop(t, syscall.SIGTERM)
 	// Embedded mode now works on the same directory and sees everything.
 	out, errOut, code = run(t, "sonas", "--data", data, "--json")

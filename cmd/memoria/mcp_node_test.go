@@ -14,7 +14,8 @@ import (
 )
 
 // TestMCPNodeClient runs mcptest/harness.mjs: the official TypeScript MCP
-// SDK's client against `memoria mcp` over stdio and against `memoria serve`
+// SDK's client against `memoria mcp` over stdio, against `memoria mcp
+// --server` relaying stdio to `memoria serve`, and against `memoria serve`
 // over streamable HTTP at /mcp (with a bearer token). It needs node; it
 // installs mcptest/'s modules itself when they are missing or stale.
 func TestMCPNodeClient(t *testing.T) {
@@ -34,18 +35,25 @@ func TestMCPNodeClient(t *testing.T) {
 		"MEMORIA_BIN="+binary,
 		"MEMORIA_STDIO_DATA="+t.TempDir(),
 		"MEMORIA_HTTP_URL="+srv.url+"/mcp",
+		"MEMORIA_RELAY_SERVER="+strings.TrimPrefix(srv.url, "http://"), // host:port, as a user may write it
 		"MEMORIA_TOKEN="+token,
 	)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("harness: %v\n%s", err, out)
 	}
-	for _, want := range []string{"[stdio] PASS", "[http] PASS"} {
+	for _, want := range []string{"[stdio] PASS", "[relay] PASS", "[http] PASS"} {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("harness output lacks %q:\n%s", want, out)
 		}
 	}
 	t.Logf("%s", out)
+
+	// Without the token the relay refuses at once, in one line.
+	_, errOut, code := run(t, "mcp", "--server", srv.url)
+	if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 || !strings.Contains(errOut, "--server "+srv.url) || !strings.Contains(errOut, "Unauthorized") {
+		t.Fatalf("relay without a token: exit %d, %q", code, errOut)
+	}
 }
 
 // TestMCPInspectorCLI drives memoria with the official MCP Inspector's CLI
