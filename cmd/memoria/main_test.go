@@ -103,6 +103,27 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// On a terminal the demo shows its progress: the turns as they are
+// answered and the chains as they are verified (script(1) gives it a
+// pseudo-terminal). Without a terminal (above) it draws nothing.
+func TestDemoProgressOnATerminal(t *testing.T) {
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Fatal("script(1) is not installed (Debian: bsdutils): it gives the demo a terminal")
+	}
+	cmd := exec.Command(script, "-qec", binary+" demo --per-theme 1 --rounds 1", "/dev/null")
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo on a terminal: %v\n%s", err, out)
+	}
+	for _, want := range []string{"conversation turns", "] 0/40", "] 40/40", "verifying chains", "] 4/4", "all 4 chains linear and complete"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // server is a `memoria serve` child process.
 type server struct {
 	cmd    *exec.Cmd
