@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -39,13 +40,7 @@ type mcpDefs struct {
 }
 
 func newMCPDefs(cfg config.Config) *mcpDefs {
-	kinds := slices.Sorted(func(yield func(string) bool) {
-		for k := range cfg.Kinds {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	kinds := slices.Sorted(maps.Keys(cfg.Kinds))
 	f := false
 	// Recall, query and list only read: recall's learning (access counts,
 	// co-access) is the store's bookkeeping, not a change a user made. The
