@@ -47,6 +47,13 @@ func run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = cleanEnv()
+	return runCmd(t, cmd)
+}
+
+// runCmd runs cmd to completion and returns stdout, stderr and the exit
+// code.
+func runCmd(t *testing.T, cmd *exec.Cmd) (string, string, int) {
+	t.Helper()
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

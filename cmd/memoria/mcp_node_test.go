@@ -22,12 +22,7 @@ func TestMCPNodeClient(t *testing.T) {
 	node, harness := testdeps.Node(t, "mcptest")
 
 	const token = "mem_harness-token-0123456789"
-	cfgFile := filepath.Join(t.TempDir(), "memoria.yaml")
-	cfg := "server:\n  auth:\n    tokens:\n      - name: harness\n        hash: " + config.HashToken(token) + "\n        scopes: [write]\n"
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServer(t, t.TempDir(), "--config", cfgFile)
+	srv := startServerWithToken(t, token)
 
 	cmd := exec.Command(node, filepath.Join(harness, "harness.mjs"))
 	cmd.Dir = harness
@@ -66,12 +61,7 @@ func TestMCPInspectorCLI(t *testing.T) {
 	cli := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
 
 	const token = "mem_inspector-token-0123456789"
-	cfgFile := filepath.Join(t.TempDir(), "memoria.yaml")
-	cfg := "server:\n  auth:\n    tokens:\n      - name: inspector\n        hash: " + config.HashToken(token) + "\n        scopes: [write]\n"
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServer(t, t.TempDir(), "--config", cfgFile)
+	srv := startServerWithToken(t, token)
 	stdioData := t.TempDir()
 	targets := map[string][]string{
 		"stdio": {binary, "mcp", "--data", stdioData},
@@ -87,21 +77,13 @@ func TestMCPInspectorCLI(t *testing.T) {
 				cmd := exec.Command(node, args...)
 				cmd.Dir = dir
 				cmd.Env = cleanEnv()
-				var stdout, stderr strings.Builder
-				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				err := cmd.Run()
-				code := 0
-				if ee, ok := err.(*exec.ExitError); ok {
-					code = ee.ExitCode()
-				} else if err != nil {
-					t.Fatal(err)
-				}
+				stdout, stderr, code := runCmd(t, cmd)
 				if out != nil {
-					if err := json.Unmarshal([]byte(stdout.String()), out); err != nil {
-						t.Fatalf("inspector %v: exit %d, %v\nstdout: %s\nstderr: %s", args[2:], code, err, stdout.String(), stderr.String())
+					if err := json.Unmarshal([]byte(stdout), out); err != nil {
+						t.Fatalf("inspector %v: exit %d, %v\nstdout: %s\nstderr: %s", args[2:], code, err, stdout, stderr)
 					}
 				}
-				return code, stderr.String()
+				return code, stderr
 			}
 
 			var tools struct {
@@ -171,4 +153,16 @@ func TestMCPInspectorCLI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startServerWithToken runs `memoria serve` whose one token, with the
+// write scope, is token.
+func startServerWithToken(t *testing.T, token string) *server {
+	t.Helper()
+	cfgFile := filepath.Join(t.TempDir(), "memoria.yaml")
+	cfg := "server:\n  auth:\n    tokens:\n      - name: test\n        hash: " + config.HashToken(token) + "\n        scopes: [write]\n"
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startServer(t, t.TempDir(), "--config", cfgFile)
 }
