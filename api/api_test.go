@@ -822,3 +822,36 @@ func TestGarbageBodies(t *testing.T) {
 		t.Fatalf("garbage changed the chain: length %d -> %d", length, got)
 	}
 }
+
+// A body the server cannot read is answered with what is wrong, in words
+// (not protojson's "proto: unexpected EOF"), in the JSON error shape.
+func TestMalformedJSONMessages(t *testing.T) {
+	h := newHarness(t)
+	sona := h.newSona("words")
+	for _, tc := range []struct {
+		path, body, want string
+	}{
+		{"/sonas", `{"name":"alice"`, "the body is not valid JSON: unexpected end at byte 15"},
+		{"/sonas", `{"name":`, "the body is not valid JSON: unexpected end at byte 8"},
+		{"/sonas", `{not json}`, "the body is not valid JSON: invalid character 'n' looking for beginning of object key string, at byte 2 (line 1, column 2)"},
+		{"/sonas", "{\n  \"name\": tru\n}", "the body is not valid JSON: invalid character '\\n' in literal true (expecting 'e'), at byte 16 (line 2, column 14)"},
+		{"/sonas", `{"name":"a"} {}`, "the body is not valid JSON: invalid character '{' after top-level value, at byte 14 (line 1, column 14)"},
+		{"/sonas", `{"name":"a",}`, "the body is not valid JSON: invalid character '}' looking for beginning of object key string, at byte 13 (line 1, column 13)"},
+		{"/sonas", `{"name":"a","color":"red"}`, `unknown field "color" (line 1, column 13)`},
+		{"/sonas", `{"name":42}`, `field "name" takes a string, not 42 (line 1, column 9)`},
+		{"/sonas", `{"name":"\ud800"}`, "a string holds an escape that is not a character (a lone UTF-16 surrogate?)"},
+		{"/sona/" + sona + "/recall", `{"query":"x","k":"ten"}`, `field "k" takes a 32-bit whole number, not "ten" (line 1, column 18)`},
+		{"/sona/" + sona + "/recall", `{"query":"x","k":1.5}`, `field "k" takes a 32-bit whole number, not 1.5 (line 1, column 18)`},
+		{"/sona/" + sona + "/recall", `{"query":"x","k":99999999999}`, `field "k" takes a 32-bit whole number, not 99999999999 (line 1, column 18)`},
+		{"/sona/" + sona + "/chat", `{"content":"x","stream":"yes"}`, `field "stream" takes true or false, not "yes" (line 1, column 25)`},
+		{"/import", `{"format":"memoria-export/1","sonas":`, "not an export: the body is not valid JSON: unexpected end at byte 37"},
+	} {
+		r := h.do("POST", tc.path, tc.body)
+		wantError(t, r, 400, "malformed_json")
+		var e struct{ Error struct{ Message string } }
+		json.Unmarshal(r.body, &e)
+		if e.Error.Message != tc.want {
+			t.Errorf("%s %s:\n got %q\nwant %q", tc.path, tc.body, e.Error.Message, tc.want)
+		}
+	}
+}

@@ -371,6 +371,29 @@ func TestMCPAuthMatrix(t *testing.T) {
 				}
 			})
 		}
+		for _, pc := range []struct {
+			name  string
+			args  map[string]string
+			scope int
+			rel   int
+		}{
+			{"recall_and_answer", map[string]string{"sona": w.a, "question": "red?"}, 1, relA},
+			{"recall_and_answer", map[string]string{"sona": w.b, "question": "red?"}, 1, relB},
+			{"recall_and_answer", map[string]string{"sona": "beta", "question": "red?"}, 1, relB},
+			{"remember", map[string]string{"sona": w.a, "text": "red"}, 2, relA},
+			{"remember", map[string]string{"sona": w.b, "text": "red"}, 2, relB},
+		} {
+			t.Run(fmt.Sprintf("prompt %s as %s %v", pc.name, p.name, pc.args["sona"]), func(t *testing.T) {
+				res, err := s.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: pc.name, Arguments: pc.args})
+				denied := p.scope < pc.scope || p.scoped && pc.rel == relB
+				if denied != (err != nil) || denied && !strings.Contains(err.Error(), "forbidden") {
+					t.Fatalf("want denied=%v, got %v", denied, err)
+				}
+				if !denied && len(res.Messages) != 1 {
+					t.Fatalf("%d messages", len(res.Messages))
+				}
+			})
+		}
 		for _, rc := range resources {
 			t.Run(fmt.Sprintf("read %s as %s", rc.uri, p.name), func(t *testing.T) {
 				_, err := s.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: rc.uri})

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/ipfs/go-cid"
 	"github.com/ipld/go-ipld-prime/codec/dagcbor"
@@ -350,7 +349,7 @@ func ExportFromCAR(body []byte) (*messages.Export, error) {
 	}
 	doc := &messages.Export{}
 	if err := UnmarshalJSON(raw, doc); err != nil {
-		return nil, carError("the manifest is not an export: %s", strings.TrimPrefix(err.Error(), "proto: "))
+		return nil, carError("the manifest is not an export: %s", jsonProblem("the manifest", raw, err))
 	}
 	if doc.Format != memory.ExportFormat {
 		return nil, carError("the manifest holds format %q, this server reads %q", doc.Format, memory.ExportFormat)

@@ -8,26 +8,18 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/memoria-ai/memoria/internal/testdeps"
 )
 
 // TestCARNodeVerifies has independent JavaScript IPLD libraries
 // (cartest/verify.mjs: @ipld/car, @ipld/dag-cbor, multiformats) read the
 // gateway's CAR of a chain deeper than 1,024 ACTs and the CAR export of
 // the same self: every block must hash to its CID, every link be answered
-// and every block follow one that links to it. It needs node and
-// `npm ci` in cartest/ (.ci/run does it), and fails without them.
+// and every block follow one that links to it. It needs node; it installs
+// cartest/'s modules itself when they are missing or stale.
 func TestCARNodeVerifies(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed: the CAR check needs node 20 and `npm ci` in cartest/")
-	}
-	dir, err := filepath.Abs(filepath.Join("..", "cartest"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@ipld", "car")); err != nil {
-		t.Fatalf("cartest/node_modules is missing: run `npm ci` in %s", dir)
-	}
+	node, dir := testdeps.Node(t, "cartest")
 
 	const n = 3000
 	h := newHarness(t, quiet, noEvaluation)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -164,7 +163,7 @@ func (s *Server) importExport(w http.ResponseWriter, r *http.Request) {
 	}
 	var doc messages.Export
 	if err := UnmarshalJSON(body, &doc); err != nil {
-		s.fail(w, badRequest("malformed_json", "malformed export: %s", strings.TrimPrefix(err.Error(), "proto: ")))
+		s.fail(w, badRequest("malformed_json", "not an export: %s", jsonProblem("the body", body, err)))
 		return
 	}
 	res, err := s.sys.Import(r.Context(), &doc)

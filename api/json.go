@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -37,6 +40,57 @@ func MarshalJSON(m proto.Message) ([]byte, error) {
 // malformed values are errors. Field names may be snake_case or camelCase.
 func UnmarshalJSON(data []byte, m proto.Message) error {
 	return protojson.UnmarshalOptions{}.Unmarshal(data, m)
+}
+
+// jsonProblem says what is wrong with JSON that UnmarshalJSON refused
+// (what: "the body", "the manifest") in words for whoever wrote it: where
+// the JSON breaks (byte offset, line and column), or which field holds
+// what, rather than protojson's "proto: unexpected EOF".
+func jsonProblem(what string, body []byte, err error) string {
+	var syn *json.SyntaxError
+	if jerr := json.Unmarshal(body, new(json.RawMessage)); errors.As(jerr, &syn) {
+		if strings.HasPrefix(syn.Error(), "unexpected end") {
+			return fmt.Sprintf("%s is not valid JSON: unexpected end at byte %d", what, len(body))
+		}
+		line, col := lineColumn(body, syn.Offset)
+		return fmt.Sprintf("%s is not valid JSON: %s, at byte %d (line %d, column %d)", what, syn.Error(), syn.Offset, line, col)
+	}
+	msg := protoPrefix.ReplaceAllString(err.Error(), "")
+	where := ""
+	if m := protoPosition.FindStringSubmatch(msg); m != nil {
+		where, msg = fmt.Sprintf(" (line %s, column %s)", m[1], m[2]), m[3]
+	}
+	if m := protoBadValue.FindStringSubmatch(msg); m != nil {
+		msg = fmt.Sprintf("field %q takes %s, not %s", m[2], valueKinds[m[1]], m[3])
+	} else if msg == "unexpected EOF" {
+		// protojson's word for what encoding/json lets through, such as a
+		// lone UTF-16 surrogate in a string.
+		msg = "a string holds an escape that is not a character (a lone UTF-16 surrogate?)"
+	}
+	return msg + where
+}
+
+var (
+	protoPrefix   = regexp.MustCompile(`^proto:[ \x{00a0}]`) // protobuf picks the space at random
+	protoPosition = regexp.MustCompile(`^(?:syntax error )?\(line (\d+):(\d+)\): (.*)$`)
+	protoBadValue = regexp.MustCompile(`^invalid value for (\w+) field (\w+): (.*)$`)
+	valueKinds    = map[string]string{
+		"int32": "a 32-bit whole number", "sint32": "a 32-bit whole number", "sfixed32": "a 32-bit whole number",
+		"uint32": "a 32-bit whole number ≥ 0", "fixed32": "a 32-bit whole number ≥ 0",
+		"int64": "a 64-bit whole number", "sint64": "a 64-bit whole number", "sfixed64": "a 64-bit whole number",
+		"uint64": "a 64-bit whole number ≥ 0", "fixed64": "a 64-bit whole number ≥ 0",
+		"float": "a number", "double": "a number", "bool": "true or false", "string": "a string",
+		"bytes": "base64 text", "enum": "one of its names",
+	}
+)
+
+// lineColumn is the 1-based line and column of the byte encoding/json's
+// SyntaxError.Offset points at (it counts the bytes read, the bad one
+// included).
+func lineColumn(b []byte, off int64) (line, col int) {
+	i := int(min(max(off-1, 0), int64(len(b))))
+	before := b[:i]
+	return bytes.Count(before, []byte("\n")) + 1, i - bytes.LastIndexByte(before, '\n')
 }
 
 func writeMessage(b *bytes.Buffer, m protoreflect.Message) error {

@@ -3,7 +3,9 @@ package api
 // MCP (seed 000, "MCP"; DESIGN.md §6.3) with the official Go SDK: the
 // tools recall, insert, query, chat, list_sonas and create_sona, and the
 // resource templates ipfs://{cid}, memoria://memory/{cid},
-// memoria://file/{cid} and memoria://sona/{uuid}. Every tool and resource
+// memoria://file/{cid} and memoria://sona/{uuid}, and the prompts
+// recall_and_answer and remember (mcp_prompts.go); the tools' schemas and
+// annotations are in mcp_schema.go. Every tool and resource
 // calls the same operations as the REST API (ops.go), so writes go through
 // the sona actors and the principal's scopes and sonas are checked the
 // same way. Served over stdio (`memoria mcp`) and streamable HTTP at /mcp.
@@ -13,9 +15,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
@@ -31,42 +35,30 @@ import (
 // Version is the server version MCP clients are told.
 var Version = "0.1.0"
 
-// mcpSchemas caches the tools' JSON schemas: /mcp builds one server per
-// request (each bound to the request's principal).
-var mcpSchemas = mcp.NewSchemaCache()
-
 const mcpInstructions = `Memoria is a long-term memory: memories are grouped into sonas (sub-personas), each advancing one linear chain of thought.
 Start with list_sonas (or create_sona), then insert memories, recall the ones that matter for a prompt, or chat (stored) / query (not stored) with the sona's model.
+The prompt recall_and_answer recalls for a question and asks for an answer from the memories; remember asks to store a text's facts.
 Read memories as memoria://memory/{cid}, files as memoria://file/{cid}, sonas as memoria://sona/{uuid} and raw blocks as ipfs://{cid}.`
 
 // MCPServer returns an MCP server whose tools and resources act as p
 // (Local over stdio; the request's token over HTTP).
 func (s *Server) MCPServer(p *Principal) *mcp.Server {
+	log := s.log.With("component", "mcp")
 	srv := mcp.NewServer(&mcp.Implementation{Name: "memoria", Title: "Memoria", Version: Version}, &mcp.ServerOptions{
 		Instructions: mcpInstructions,
-		SchemaCache:  mcpSchemas,
-		Logger:       s.log.With("component", "mcp"),
+		SchemaCache:  s.mcp.cache,
+		Logger:       sdkLogger(log),
 	})
 	m := &mcpTools{s: s, p: p}
-	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
-	mcp.AddTool(srv, &mcp.Tool{Name: "recall", Title: "Recall memories",
-		Description: "Recall the memories of a sona that matter for a query: scored, expanded along their edges within a character budget, in topological order.",
-		Annotations: readOnly}, withErrors(m, m.recall))
-	mcp.AddTool(srv, &mcp.Tool{Name: "insert", Title: "Insert a memory",
-		Description: "Store a memory in a sona without calling the model. A near-duplicate of one of the sona's memories reinforces it instead (its CID is returned)."},
-		withErrors(m, m.insert))
-	mcp.AddTool(srv, &mcp.Tool{Name: "query", Title: "Ask a sona (not stored)",
-		Description: "Recall memories for the content and have the sona's model answer, storing nothing.",
-		Annotations: readOnly}, withErrors(m, m.query))
-	mcp.AddTool(srv, &mcp.Tool{Name: "chat", Title: "Chat with a sona (stored)",
-		Description: "One turn with a sona: the input is stored, memories are recalled, the model answers, and the answer is stored with edges to what it recalled."},
-		withErrors(m, m.chat))
-	mcp.AddTool(srv, &mcp.Tool{Name: "list_sonas", Title: "List sonas",
-		Description: "List the sonas (optionally those with a name), in uuid order, a page at a time.",
-		Annotations: readOnly}, withErrors(m, m.listSonas))
-	mcp.AddTool(srv, &mcp.Tool{Name: "create_sona", Title: "Create a sona",
-		Description: "Create a sona (a sub-persona with its own chain of thought) and return it."},
-		withErrors(m, m.createSona))
+	d := s.mcp
+	srv.AddReceivingMiddleware(logRequests(log), dropNullArgs)
+	mcp.AddTool(srv, d.recall, withErrors(m, m.recall))
+	mcp.AddTool(srv, d.insert, withErrors(m, m.insert))
+	mcp.AddTool(srv, d.query, withErrors(m, m.query))
+	mcp.AddTool(srv, d.chat, withErrors(m, m.chat))
+	mcp.AddTool(srv, d.listSonas, withErrors(m, m.listSonas))
+	mcp.AddTool(srv, d.createSona, withErrors(m, m.createSona))
+	m.addPrompts(srv)
 
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "ipfs", Title: "IPFS block",
 		URITemplate: "ipfs://{cid}", MIMEType: "application/vnd.ipld.raw",
@@ -93,7 +85,7 @@ func (s *Server) mcpHTTP() http.Handler {
 	}, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		JSONResponse:        true,
-		Logger:              s.log.With("component", "mcp"),
+		Logger:              sdkLogger(s.log.With("component", "mcp")),
 		MaxRequestBodyBytes: s.cfg.Server.MaxBodyBytes,
 	}))
 }
@@ -102,6 +94,62 @@ func (s *Server) mcpHTTP() http.Handler {
 // ends. Nothing else may write to stdout meanwhile.
 func (s *Server) ServeMCPStdio(ctx context.Context) error {
 	return s.MCPServer(Local).Run(ctx, &mcp.StdioTransport{})
+}
+
+// sdkLogger is the MCP SDK's logger: its warnings and errors only. Its
+// INFO lines tell a session's life (connecting, connected, disconnected),
+// which over stateless HTTP is three lines a request, saying nothing
+// logRequests does not.
+func sdkLogger(log *slog.Logger) *slog.Logger {
+	return slog.New(minLevel{log.Handler(), slog.LevelWarn})
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
+}
+
+// logRequests logs one DEBUG line per MCP request: the method, the tool,
+// prompt or resource it names, how long it took and how it failed.
+func logRequests(log *slog.Logger) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if !log.Enabled(ctx, slog.LevelDebug) {
+				return next(ctx, method, req)
+			}
+			start := time.Now()
+			res, err := next(ctx, method, req)
+			attrs := []any{"method", method}
+			switch p := req.GetParams().(type) {
+			case *mcp.CallToolParamsRaw:
+				attrs = append(attrs, "tool", p.Name)
+			case *mcp.GetPromptParams:
+				attrs = append(attrs, "prompt", p.Name)
+			case *mcp.ReadResourceParams:
+				attrs = append(attrs, "uri", p.URI)
+			}
+			attrs = append(attrs, "took", time.Since(start))
+			if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
+				attrs = append(attrs, "tool_error", true)
+			}
+			if err != nil {
+				attrs = append(attrs, "error", err)
+			}
+			log.DebugContext(ctx, "mcp request", attrs...)
+			return res, err
+		}
+	}
 }
 
 type mcpTools struct {
@@ -163,17 +211,17 @@ type RecallOutput struct {
 
 // MemoryOutput is a memory as a tool returns it.
 type MemoryOutput struct {
-	CID  string `json:"cid"`
+	CID  string `json:"cid" jsonschema:"the memory's content identifier"`
 	URI  string `json:"uri" jsonschema:"the memory as a resource"`
-	Kind string `json:"kind" jsonschema:"self, other, text or file"`
+	Kind string `json:"kind" jsonschema:"what the memory holds: the sona's own words (self), another party's (other), a text or a file"`
 	// Text is the memory's text (a file memory's name).
-	Text      string  `json:"text"`
+	Text      string  `json:"text" jsonschema:"the memory's text (a file memory: a short description of the file)"`
 	Name      string  `json:"name,omitempty" jsonschema:"the speaker of an other or self memory, or the file name"`
-	MimeType  string  `json:"mime_type,omitempty"`
+	MimeType  string  `json:"mime_type,omitempty" jsonschema:"a file memory's MIME type"`
 	FileURI   string  `json:"file_uri,omitempty" jsonschema:"a file memory's content as a resource"`
 	Timestamp int64   `json:"timestamp,omitempty" jsonschema:"unix seconds"`
 	Score     float64 `json:"score,omitempty" jsonschema:"recall score"`
-	Via       string  `json:"via,omitempty" jsonschema:"how recall reached it (hit, edge, coaccess, …)"`
+	Via       string  `json:"via,omitempty" jsonschema:"how recall reached it: a scored hit, a hit's co-access partner, or along an edge (expansion)"`
 }
 
 func memoryOutput(c cid.Cid, m *memory.Memory) MemoryOutput {
@@ -249,12 +297,12 @@ type EdgeInput struct {
 
 // InsertOutput is the insert tool's output.
 type InsertOutput struct {
-	CID          string   `json:"cid"`
-	URI          string   `json:"uri"`
+	CID          string   `json:"cid" jsonschema:"the stored (or reinforced) memory's content identifier"`
+	URI          string   `json:"uri" jsonschema:"the memory as a resource"`
 	Seq          *int64   `json:"seq,omitempty" jsonschema:"position of the new ACT in the sona's chain"`
 	Existed      bool     `json:"existed" jsonschema:"the memory was already in the sona"`
 	Deduplicated bool     `json:"deduplicated" jsonschema:"a near-duplicate was reinforced instead; cid is that memory"`
-	Similarity   *float64 `json:"similarity,omitempty"`
+	Similarity   *float64 `json:"similarity,omitempty" jsonschema:"cosine similarity to the reinforced near-duplicate"`
 }
 
 func (m *mcpTools) insert(ctx context.Context, in InsertInput) (InsertOutput, error) {
@@ -337,8 +385,8 @@ func (in ChatInput) request() *messages.ChatRequest {
 
 // ScoredOutput is a recalled memory a reply was built on.
 type ScoredOutput struct {
-	CID   string  `json:"cid"`
-	Score float64 `json:"score"`
+	CID   string  `json:"cid" jsonschema:"the recalled memory's content identifier"`
+	Score float64 `json:"score" jsonschema:"its recall score"`
 }
 
 func scoredOutputs(refs []*messages.ScoredRef) []ScoredOutput {
@@ -352,8 +400,8 @@ func scoredOutputs(refs []*messages.ScoredRef) []ScoredOutput {
 // QueryOutput is the query tool's output.
 type QueryOutput struct {
 	Response   string         `json:"response" jsonschema:"the model's answer"`
-	Model      string         `json:"model"`
-	StopReason string         `json:"stop_reason"`
+	Model      string         `json:"model" jsonschema:"the model that answered"`
+	StopReason string         `json:"stop_reason" jsonschema:"why the model stopped: it finished, hit a stop sequence or reached its token limit"`
 	Recalled   []ScoredOutput `json:"recalled" jsonschema:"the memories the answer was built on"`
 }
 
@@ -373,8 +421,8 @@ func (m *mcpTools) query(ctx context.Context, in ChatInput) (QueryOutput, error)
 // ChatOutput is the chat tool's output.
 type ChatOutput struct {
 	Response    string         `json:"response" jsonschema:"the model's answer"`
-	Model       string         `json:"model"`
-	StopReason  string         `json:"stop_reason"`
+	Model       string         `json:"model" jsonschema:"the model that answered"`
+	StopReason  string         `json:"stop_reason" jsonschema:"why the model stopped: it finished, hit a stop sequence or reached its token limit"`
 	InputCID    string         `json:"input_cid" jsonschema:"the stored input memory"`
 	ResponseCID string         `json:"response_cid" jsonschema:"the stored response memory"`
 	Recalled    []ScoredOutput `json:"recalled" jsonschema:"the memories the answer was built on (its edges)"`
@@ -403,8 +451,8 @@ type ListSonasInput struct {
 
 // SonaOutput is a sona as a tool returns it.
 type SonaOutput struct {
-	UUID      string `json:"uuid"`
-	Name      string `json:"name"`
+	UUID      string `json:"uuid" jsonschema:"the sona's identifier"`
+	Name      string `json:"name" jsonschema:"the sona's name"`
 	URI       string `json:"uri" jsonschema:"the sona as a resource"`
 	Length    int64  `json:"length" jsonschema:"ACTs in its chain"`
 	Head      string `json:"head,omitempty" jsonschema:"CID of the head ACT"`
@@ -417,7 +465,7 @@ func sonaOutput(r *messages.Sona) SonaOutput {
 
 // ListSonasOutput is the list_sonas tool's output.
 type ListSonasOutput struct {
-	Sonas      []SonaOutput `json:"sonas"`
+	Sonas      []SonaOutput `json:"sonas" jsonschema:"this page of sonas"`
 	NextCursor string       `json:"next_cursor,omitempty" jsonschema:"pass as cursor for the next page; absent on the last"`
 }
 

@@ -6,15 +6,21 @@ package api_test
 // keeps answering.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/app"
 )
 
 // mcpLocal connects a client to the harness's MCP server as the local
@@ -82,7 +88,7 @@ func TestMCPToolValidation(t *testing.T) {
 		{"recall", map[string]any{"sona": id, "query": "x", "k": -1}, "k must be within"},
 		{"recall", map[string]any{"sona": id, "query": "x", "k": 1 << 40}, "k must be within"},
 		{"recall", map[string]any{"sona": id, "query": "x", "budget_chars": 5001}, "budget_chars must be within 0..5000"},
-		{"recall", map[string]any{"sona": id, "query": "x", "scope": "all"}, "scope must be"},
+		{"recall", map[string]any{"sona": id, "query": "x", "scope": "all"}, "scope: enum"},
 		{"recall", map[string]any{"sona": missing, "query": "x"}, "not_found"},
 		{"recall", map[string]any{"sona": "", "query": "x"}, "sona is required"},
 		{"recall", map[string]any{"sona": id, "query": "x", "extra": 1}, "extra"},
@@ -101,7 +107,7 @@ func TestMCPToolValidation(t *testing.T) {
 		{"query", map[string]any{"sona": missing, "content": "x"}, "not_found"},
 		{"chat", map[string]any{"sona": id, "content": "\n"}, "content must not be empty"},
 		{"chat", map[string]any{"sona": id, "content": "x", "budget_chars": -5}, "budget_chars must be within"},
-		{"chat", map[string]any{"sona": id, "content": "x", "scope": "everyone"}, "scope must be"},
+		{"chat", map[string]any{"sona": id, "content": "x", "scope": "everyone"}, "scope: enum"},
 		{"chat", map[string]any{"sona": "not a sona", "content": "x"}, "not_found"},
 		// Every field is checked before the input is stored (issue 13 #1).
 		{"chat", map[string]any{"sona": id, "content": "x", "agent_id": "\x00"}, "agent_id"},
@@ -177,5 +183,82 @@ func TestMCPResources(t *testing.T) {
 	_, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "memoria://memory/bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"})
 	if err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("raw CID as a memory: %v", err)
+	}
+}
+
+// lockedBuffer collects log output written from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines are the JSON log lines of the MCP component so far.
+func (l *lockedBuffer) mcpLines(t *testing.T) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["component"] == "mcp" {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// A stateless MCP request over HTTP logs nothing at INFO (the SDK's
+// session lines were three a request) and one DEBUG line at debug level.
+func TestMCPHTTPLogging(t *testing.T) {
+	for _, level := range []string{"info", "debug"} {
+		t.Run(level, func(t *testing.T) {
+			var buf lockedBuffer
+			log, flush := app.NewLogger(config.Log{Level: level, Format: "json"}, &buf)
+			cfg := config.Default()
+			cfg.DataDir = t.TempDir()
+			cfg.Evaluation.Mode = "off"
+			a, err := app.Open(context.Background(), cfg, log, app.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(a.API)
+			defer func() { srv.Close(); a.Close(); flush() }()
+			before := len(buf.mcpLines(t))
+			for i, body := range []string{
+				`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+				`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_sonas","arguments":{}}}`,
+			} {
+				req, _ := http.NewRequest("POST", srv.URL+"/mcp", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				resp, err := srv.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Fatalf("request %d: %d", i, resp.StatusCode)
+				}
+			}
+			lines := buf.mcpLines(t)[before:]
+			want := map[string]int{"info": 0, "debug": 2}[level]
+			if len(lines) != want {
+				t.Fatalf("%d MCP log lines at %s, want %d: %v", len(lines), level, want, lines)
+			}
+			if level == "debug" {
+				if lines[0]["method"] != "tools/list" || lines[1]["tool"] != "list_sonas" || lines[1]["msg"] != "mcp request" {
+					t.Fatalf("debug lines: %v", lines)
+				}
+			}
+		})
 	}
 }

@@ -37,6 +37,7 @@ type Server struct {
 	tokens  *tokens
 	metrics *metrics.Set // nil: nothing is recorded
 	guard   *browserGuard
+	mcp     *mcpDefs // the MCP tools' definitions
 }
 
 // NewServer builds the REST API over a self and its actor system.
@@ -45,7 +46,7 @@ func NewServer(self *memory.Self, sys *actors.System, cfg config.Config, log *sl
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{self: self, sys: sys, cfg: cfg, log: log, mux: http.NewServeMux(), tokens: newTokens(cfg.Server.Auth),
-		guard: newBrowserGuard(cfg.Server)}
+		guard: newBrowserGuard(cfg.Server), mcp: newMCPDefs(cfg)}
 	s.routes()
 	return s
 }
@@ -302,7 +303,7 @@ func decode(r *http.Request, m proto.Message) error {
 		return err
 	}
 	if err := UnmarshalJSON(body, m); err != nil {
-		return badRequest("malformed_json", "malformed JSON: %s", strings.TrimPrefix(err.Error(), "proto: "))
+		return badRequest("malformed_json", "%s", jsonProblem("the body", body, err))
 	}
 	return nil
 }

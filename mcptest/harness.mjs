@@ -6,7 +6,9 @@
 //   MEMORIA_BIN=./memoria MEMORIA_STDIO_DATA=$(mktemp -d) \
 //   MEMORIA_HTTP_URL=http://127.0.0.1:7777/mcp MEMORIA_TOKEN=... node harness.mjs
 //
-// Either transport may be left out by leaving its variable unset. Exits
+// MEMORIA_RELAY_SERVER=127.0.0.1:7777 (with MEMORIA_BIN) also runs the
+// suite over stdio through `memoria mcp --server`, relayed to that server.
+// Any of them may be left out by leaving its variable unset. Exits
 // non-zero with the failed assertion on stderr.
 
 import assert from "node:assert/strict";
@@ -114,6 +116,12 @@ async function suite(label, client) {
   assert.deepEqual([...byName.chat.inputSchema.required].sort(), ["content", "sona"]);
   assert.deepEqual(byName.create_sona.inputSchema.required, ["name"]);
   assert.ok(byName.recall.outputSchema.properties.memories, "recall output has memories");
+  for (const t of tools) {
+    assert.equal(t.annotations?.title, t.title, `${t.name} annotations`);
+    assert.equal(t.annotations.readOnlyHint, ["list_sonas", "query", "recall"].includes(t.name), `${t.name} readOnlyHint`);
+  }
+  assert.deepEqual(byName.recall.inputSchema.properties.scope.enum, ["self", "sona"]);
+  assert.equal(byName.insert.inputSchema.properties.file.type, "object", "one type, not [null, object]");
   log(`tools: ${TOOLS.join(", ")}`);
 
   // Resource templates with their MIME types.
@@ -198,12 +206,22 @@ async function suite(label, client) {
   assert.equal(fileRes.text, "hello from a file\n");
   log("resources ok");
 
+  // Prompts: recall_and_answer recalls on the server.
+  const { prompts } = await client.listPrompts();
+  assert.deepEqual(prompts.map((p) => p.name).sort(), ["recall_and_answer", "remember"]);
+  const prompt = await client.getPrompt({ name: "recall_and_answer", arguments: { sona: sona.uuid, question: "What is the launch codename?" } });
+  assert.equal(prompt.messages.length, 1);
+  assert.match(prompt.messages[0].content.text, /Bluebird/);
+  assert.ok(prompt.messages[0].content.text.includes(fact.cid), "the prompt names the memory's CID");
+  await assert.rejects(client.getPrompt({ name: "recall_and_answer", arguments: { sona: sona.uuid } }), /question is required/);
+  log("prompts ok");
+
   // Errors are tool errors with a clear message, not crashes.
   await callError(client, "recall", { sona: "00000000-0000-4000-8000-000000000000", query: "x" }, /not_found/);
   await callError(client, "recall", { sona: sona.uuid, query: "x", k: 1000000 }, /k must be within/);
   await callError(client, "recall", { sona: sona.uuid, query: "   " }, /query must not be empty/);
   await callError(client, "recall", { sona: sona.uuid }, /query/);
-  await callError(client, "chat", { sona: sona.uuid, content: "hi", scope: "everything" }, /scope must be/);
+  await callError(client, "chat", { sona: sona.uuid, content: "hi", scope: "everything" }, /scope/);
   await callError(client, "insert", { sona: sona.uuid, content: "x", edges: [{ target: "nope", weight: 1 }] }, /malformed CID/);
   await callError(client, "create_sona", { name: "" }, /name/);
   await wantNotFound(client, `memoria://sona/00000000-0000-4000-8000-000000000000`);
@@ -240,6 +258,20 @@ if (env.MEMORIA_BIN && env.MEMORIA_STDIO_DATA) {
   }));
   ran++;
 }
+if (env.MEMORIA_BIN && env.MEMORIA_RELAY_SERVER) {
+  // `memoria mcp --server`: stdio relayed to a running server's /mcp.
+  await run("relay", new StdioClientTransport({
+    command: env.MEMORIA_BIN,
+    args: ["mcp", "--server", env.MEMORIA_RELAY_SERVER],
+    env: {
+      ...Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith("MEMORIA_"))),
+      MEMORIA_LOG_LEVEL: "warn",
+      ...(env.MEMORIA_TOKEN ? { MEMORIA_TOKEN: env.MEMORIA_TOKEN } : {}),
+    },
+    stderr: "inherit",
+  }));
+  ran++;
+}
 if (env.MEMORIA_HTTP_URL) {
   const headers = env.MEMORIA_TOKEN ? { Authorization: `Bearer ${env.MEMORIA_TOKEN}` } : {};
   if (env.MEMORIA_TOKEN) {
@@ -257,6 +289,6 @@ if (env.MEMORIA_HTTP_URL) {
   ran++;
 }
 if (ran === 0) {
-  console.error("harness: set MEMORIA_BIN and MEMORIA_STDIO_DATA (stdio) and/or MEMORIA_HTTP_URL (streamable HTTP)");
+  console.error("harness: set MEMORIA_BIN and MEMORIA_STDIO_DATA (stdio), MEMORIA_BIN and MEMORIA_RELAY_SERVER (stdio relayed) and/or MEMORIA_HTTP_URL (streamable HTTP)");
   process.exit(2);
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,7 +141,9 @@ func demoCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(out, format, args...)
 				}
 			}
-			rep, err := runDemo(ctx, c, perTheme, rounds, say)
+			prog := newProgress(cmd.ErrOrStderr(), g.json)
+			defer prog.done()
+			rep, err := runDemo(ctx, c, perTheme, rounds, say, prog)
 			if err != nil {
 				return err
 			}
@@ -166,7 +169,9 @@ func demoCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func runDemo(ctx context.Context, c *client.Client, perTheme, rounds int, say func(string, ...any)) (*demoReport, error) {
+// runDemo runs the demo; prog shows the turns and the chain checks as
+// they go (on a terminal).
+func runDemo(ctx context.Context, c *client.Client, perTheme, rounds int, say func(string, ...any), prog *progress) (*demoReport, error) {
 	rep := &demoReport{}
 	type sonaRun struct {
 		rec   *messages.Sona
@@ -187,6 +192,7 @@ func runDemo(ctx context.Context, c *client.Client, perTheme, rounds int, say fu
 	say("created %d sonas; running %d conversation turns concurrently through their actors…\n", len(runs), total)
 
 	start := time.Now()
+	prog.start("conversation turns", total)
 	var done atomic.Int64
 	var mu sync.Mutex
 	last := map[string]*messages.ChatResponse{}
@@ -200,6 +206,7 @@ func runDemo(ctx context.Context, c *client.Client, perTheme, rounds int, say fu
 						return fmt.Errorf("sona %s: %w", r.rec.Name, err)
 					}
 					done.Add(1)
+					prog.add(1)
 					mu.Lock()
 					last[r.rec.Uuid] = resp
 					mu.Unlock()
@@ -208,7 +215,9 @@ func runDemo(ctx context.Context, c *client.Client, perTheme, rounds int, say fu
 			return nil
 		})
 	}
-	if err := eg.Wait(); err != nil {
+	err := eg.Wait()
+	prog.done()
+	if err != nil {
 		return nil, err
 	}
 	took := time.Since(start)
@@ -218,7 +227,8 @@ func runDemo(ctx context.Context, c *client.Client, perTheme, rounds int, say fu
 	say("%d advances in %s (%.0f advances/s, each one input and one response memory, durable)\n\n",
 		rep.Advances, took.Round(time.Millisecond), rep.AdvancesPS)
 
-	say("chains (each verified from its head back to seq 0 through the ACT blocks):\n")
+	prog.start("verifying chains", len(runs))
+	var lines []string
 	for _, r := range runs {
 		rec, err := c.Sona(ctx, r.rec.Uuid)
 		if err != nil {
@@ -230,8 +240,11 @@ func runDemo(ctx context.Context, c *client.Client, perTheme, rounds int, say fu
 		}
 		rep.ACTs += n
 		rep.Chains = append(rep.Chains, demoChain{Name: rec.Name, UUID: rec.Uuid, Length: rec.Length, Head: rec.GetHead()})
-		say("  %-12s %s  length %3d  head %s\n", rec.Name, rec.Uuid, rec.Length, rec.GetHead())
+		lines = append(lines, fmt.Sprintf("  %-12s %s  length %3d  head %s\n", rec.Name, rec.Uuid, rec.Length, rec.GetHead()))
+		prog.add(1)
 	}
+	prog.done()
+	say("chains (each verified from its head back to seq 0 through the ACT blocks):\n%s", strings.Join(lines, ""))
 	rep.Verified = true
 	h, err := c.Health(ctx)
 	if err != nil {

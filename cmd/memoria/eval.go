@@ -83,6 +83,11 @@ func locomoCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if dataDir == "" {
+				if dataDir, err = eval.FindData(); err != nil {
+					return err
+				}
+			}
 			convs, err := eval.Load(dataDir)
 			if err != nil {
 				return err
@@ -165,9 +170,11 @@ func locomoCmd(g *globals) *cobra.Command {
 			} else if main == "tiers" && len(run) > 1 {
 				main = run[len(run)-2]
 			}
+			_, noEvidence := ing.questions()
 			if g.json {
 				rep := results[main].Report()
 				rep["configuration"] = main
+				rep["left_out"] = noEvidence // questions of categories 1-4 without evidence turns
 				others := map[string]any{}
 				for _, name := range run {
 					others[name] = results[name].Report()
@@ -177,8 +184,8 @@ func locomoCmd(g *globals) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(rep)
 			}
-			fmt.Fprintf(out, "LoCoMo evidence recall: %d conversations, %d turns, %d questions (categories 1-4), scope %s\n\n",
-				len(convs), len(ing.dia), results[run[0]].Report()["n"], orDefault(scope, cfg.Recall.Scope))
+			fmt.Fprintf(out, "LoCoMo evidence recall: %d conversations, %d turns, %d questions (categories 1-4; %d more have no evidence turns to find and are left out), scope %s\n\n",
+				len(convs), len(ing.dia), results[run[0]].Report()["n"], noEvidence, orDefault(scope, cfg.Recall.Scope))
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			header := "configuration\tn"
 			for _, k := range kList {
@@ -216,7 +223,7 @@ func locomoCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data", "../shared/data/locomo", "folder of LoCoMo conversation files (*.json)")
+	cmd.Flags().StringVar(&dataDir, "data", "", "folder of LoCoMo conversation files (*.json) (default $"+eval.DataEnv+", else ../shared/data/locomo beside the checkout)")
 	cmd.Flags().StringVar(&ks, "k", "5,10,25", "comma-separated k of recall@k")
 	cmd.Flags().StringVar(&configs, "configs", "dense,bm25,fused,expansion,coaccess", "configurations to measure")
 	cmd.Flags().StringVar(&fusion, "fusion", "", "rrf or weighted (default from config)")
@@ -255,17 +262,19 @@ type ingested struct {
 	dia   map[string]string // memory CID → dia id
 }
 
-// questions counts the scored questions.
-func (ing *ingested) questions() int {
-	n := 0
+// questions counts the questions scored (categories 1-4 with evidence)
+// and those of categories 1-4 left out for want of evidence turns.
+func (ing *ingested) questions() (scored, noEvidence int) {
 	for _, cv := range ing.convs {
 		for _, q := range cv.QA {
-			if eval.Scored(q.Category) {
-				n++
+			if q.Scorable() {
+				scored++
+			} else if eval.Scored(q.Category) {
+				noEvidence++
 			}
 		}
 	}
-	return n
+	return scored, noEvidence
 }
 
 // ingestLoCoMo stores every turn through the insert API, one goroutine per
@@ -338,13 +347,14 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 		}
 	}
 	acc := eval.NewAccumulator(ks)
-	prog.start(ec.name, ing.questions())
+	n, _ := ing.questions()
+	prog.start(ec.name, n)
 	paths := ec.paths
 	ranking := paths
 	ranking.Expand, ranking.CoAccess = false, false
 	for i, cv := range ing.convs {
 		for _, q := range cv.QA {
-			if !eval.Scored(q.Category) {
+			if !q.Scorable() {
 				continue
 			}
 			// recall@k: the top hits by score, with room for the largest k.
@@ -429,10 +439,11 @@ func pageLoCoMo(ctx context.Context, self *memory.Self, ing *ingested, prog *pro
 // first, each page's two turns in order.
 func scoreTiers(ctx context.Context, self *memory.Self, cfg config.Config, ing *ingested, ec evalConfig, ks []int, _ string, prog *progress, _ int, _ io.Writer) (*eval.Accumulator, error) {
 	acc := eval.NewAccumulator(ks)
-	prog.start(ec.name, ing.questions())
+	n, _ := ing.questions()
+	prog.start(ec.name, n)
 	for i, cv := range ing.convs {
 		for _, q := range cv.QA {
-			if !eval.Scored(q.Category) {
+			if !q.Scorable() {
 				continue
 			}
 			vecs, err := self.Embed(ctx, q.Question)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -222,12 +224,24 @@ func importCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A refused import into a data directory that did not exist
+			// leaves none behind: the store checks everything before it
+			// writes, but opening it creates the directory.
+			created := ""
+			if g.server == "" {
+				cfg, err := g.loadConfig("warn")
+				if err != nil {
+					return err
+				}
+				if created, err = missingRoot(cfg.DataDir); err != nil {
+					return err
+				}
+			}
 			ctx := cmd.Context()
 			c, release, err := g.connect(ctx)
 			if err != nil {
-				return err
+				return removeCreated(created, err)
 			}
-			defer release()
 			var res *messages.ImportResult
 			if format == "car" {
 				res, err = c.ImportCAR(ctx, br)
@@ -235,8 +249,9 @@ func importCmd(g *globals) *cobra.Command {
 				res, err = c.Import(ctx, br)
 			}
 			prog.done()
+			release()
 			if err != nil {
-				return err
+				return removeCreated(created, err)
 			}
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), res)
@@ -255,6 +270,43 @@ func importCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&format, "format", "", "export format: json or car (default: by the file's name, else its first byte)")
 	clientFlags(cmd, g)
 	return cmd
+}
+
+// missingRoot is the outermost directory on dir's path that does not
+// exist yet — what opening a store on dir creates —, or "" when dir
+// exists.
+func missingRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	root := ""
+	for {
+		_, err := os.Stat(dir)
+		if err == nil {
+			return root, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		root = dir
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return root, nil
+		}
+		dir = parent
+	}
+}
+
+// removeCreated removes the directory a failed command created (see
+// missingRoot) and returns err.
+func removeCreated(created string, err error) error {
+	if created != "" {
+		if rerr := os.RemoveAll(created); rerr != nil {
+			return fmt.Errorf("%w (and %s, created for it, could not be removed: %v)", err, created, rerr)
+		}
+	}
+	return err
 }
 
 func anchorsCmd(g *globals) *cobra.Command {

@@ -3,6 +3,8 @@ package main_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,10 +173,21 @@ func TestCARExportImportCLI(t *testing.T) {
 		if err := os.WriteFile(bad, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, errOut, code := run(t, "import", "--data", c, bad)
+		_, errOut, code := run(t, "import", "--data", filepath.Join(c, "nested"), bad)
 		lines := strings.Split(strings.TrimSpace(errOut), "\n")
 		if code == 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], "memoria: ") {
 			t.Errorf("import %s: exit %d, stderr %q", name, code, errOut)
+		}
+		// Into a data directory that did not exist: none is left behind.
+		if _, err := os.Stat(c); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a refused import of %s created %s: %v", name, c, err)
+		}
+		// Into one that exists: it stays, with nothing written.
+		if out := mustRun(t, "sonas", "--data", c, "--json"); !strings.Contains(out, `"items":[]`) {
+			t.Fatalf("sonas of a new data directory: %s", out)
+		}
+		if _, errOut, code := run(t, "import", "--data", c, bad); code == 0 {
+			t.Fatalf("import %s into an existing directory: %q", name, errOut)
 		}
 		if out := mustRun(t, "sonas", "--data", c, "--json"); !strings.Contains(out, `"items":[]`) {
 			t.Fatalf("a refused import of %s left sonas: %s", name, out)

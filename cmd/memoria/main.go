@@ -4,8 +4,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -43,6 +45,10 @@ func newRoot() *cobra.Command {
 		Long:          "Memoria stores every input, output and reasoning step of an agent as an immutable, content-addressed\nmemory in a DAG, grouped into sonas that each advance one linear chain of thought.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) (err error) {
+			g.server, err = serverURL(g.server)
+			return err
+		},
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configFile, "config", "", "YAML config file (default $"+config.EnvConfigFile+")")
@@ -57,6 +63,24 @@ func newRoot() *cobra.Command {
 func clientFlags(cmd *cobra.Command, g *globals) {
 	cmd.Flags().StringVar(&g.server, "server", "", "URL of a running server (default: open the data directory in this process); its token from $"+config.EnvToken)
 	cmd.Flags().BoolVar(&g.json, "json", false, "print JSON")
+}
+
+// serverURL is --server as a base URL: host:port alone (127.0.0.1:7777,
+// localhost:7777, [::1]:7777) means http://host:port.
+func serverURL(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	given := s
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Port() == "" && strings.HasSuffix(u.Host, ":") ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("--server %q: want the server's address as http://host:port (or host:port; https:// behind TLS), e.g. http://127.0.0.1:7777", given)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
 }
 
 // loadConfig applies defaults, the file, the environment, then flags.

@@ -186,6 +186,12 @@ func ParseSessionTime(s string) (time.Time, error) {
 // Scored categories: 5 (adversarial, unanswerable) is left out.
 func Scored(category int) bool { return category >= 1 && category <= 4 }
 
+// Scorable reports whether q's evidence recall is measured: a scored
+// category and at least one evidence turn (evidence recall of a question
+// without evidence is undefined; in the release, two open-domain questions
+// of conv-26 have none).
+func (q QA) Scorable() bool { return Scored(q.Category) && len(q.Evidence) > 0 }
+
 // Accumulator sums evidence recall, overall and by category.
 type Accumulator struct {
 	ks    []int
