@@ -64,7 +64,7 @@ func evalConfigs(rc config.Recall) map[string]evalConfig {
 func locomoCmd(g *globals) *cobra.Command {
 	var dataDir, ks, configs, fusion, scope string
 	var misses int
-	var withTiers bool
+	var withTiers, loo bool
 	cmd := &cobra.Command{
 		Use:   "locomo [--data DIR]",
 		Short: "Evidence recall on LoCoMo conversations, per configuration and category",
@@ -82,6 +82,10 @@ func locomoCmd(g *globals) *cobra.Command {
 			kList, err := parseKs(ks)
 			if err != nil {
 				return err
+			}
+			if loo && !slices.Contains(kList, looK) { // the figure the settings are chosen for
+				kList = append(kList, looK)
+				slices.Sort(kList)
 			}
 			convs, err := eval.Load(dataDir)
 			if err != nil {
@@ -145,6 +149,7 @@ func locomoCmd(g *globals) *cobra.Command {
 				}
 			}
 			results := map[string]*eval.Accumulator{}
+			looResults, looChoice := map[string]*eval.Accumulator{}, map[string]map[string]string{}
 			for _, name := range run {
 				score := scoreLoCoMo
 				if all[name].tiers {
@@ -155,6 +160,16 @@ func locomoCmd(g *globals) *cobra.Command {
 					return err
 				}
 				results[name] = acc
+				switch {
+				case !loo:
+				case all[name].tiers: // nothing of it is tuned here: held out, it scores the same
+					looResults[name] = acc
+				case all[name].learn: // learning changes the store question by question: no grid over one ingest
+				default:
+					if looResults[name], looChoice[name], err = looLoCoMo(ctx, a.Self, cfg, ing, all[name], kList, scope, prog); err != nil {
+						return err
+					}
+				}
 			}
 			prog.done()
 
@@ -168,9 +183,17 @@ func locomoCmd(g *globals) *cobra.Command {
 			if g.json {
 				rep := results[main].Report()
 				rep["configuration"] = main
+				if l := looResults[main]; l != nil {
+					rep["leave_one_out"] = l.Report()
+				}
 				others := map[string]any{}
 				for _, name := range run {
-					others[name] = results[name].Report()
+					r := results[name].Report()
+					if l := looResults[name]; l != nil {
+						r["leave_one_out"] = l.Report()
+						r["leave_one_out_choice"] = looChoice[name]
+					}
+					others[name] = r
 				}
 				rep["configurations"] = others
 				enc := json.NewEncoder(out)
@@ -184,29 +207,49 @@ func locomoCmd(g *globals) *cobra.Command {
 			for _, k := range kList {
 				header += fmt.Sprintf("\trecall@%d", k)
 			}
-			fmt.Fprintln(tw, header+"\tbudget recall")
-			row := func(label string, acc *eval.Accumulator, cat int) {
+			header += "\tbudget recall"
+			if loo {
+				header += fmt.Sprintf("\tLOO recall@%d\tLOO budget recall", looK)
+			}
+			fmt.Fprintln(tw, header)
+			row := func(label string, acc, held *eval.Accumulator, cat int) {
 				n, at, budget := acc.Row(cat)
 				line := fmt.Sprintf("%s\t%d", label, n)
 				for _, v := range at {
 					line += fmt.Sprintf("\t%.3f", v)
 				}
-				fmt.Fprintf(tw, "%s\t%.3f\n", line, budget)
+				line += fmt.Sprintf("\t%.3f", budget)
+				if loo && held == nil {
+					line += "\t-\t-"
+				} else if loo {
+					_, at, budget := held.Row(cat)
+					line += fmt.Sprintf("\t%.3f\t%.3f", at[slices.Index(kList, looK)], budget)
+				}
+				fmt.Fprintln(tw, line)
 			}
 			for _, name := range run {
-				row(all[name].name, results[name], 0)
+				row(all[name].name, results[name], looResults[name], 0)
 			}
 			tw.Flush()
 			fmt.Fprintf(out, "\nby category, %s:\n", all[main].name)
 			tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, strings.Replace(header, "configuration", "category", 1)+"\tbudget recall")
+			fmt.Fprintln(tw, strings.Replace(header, "configuration", "category", 1))
 			names := map[int]string{1: "1 multi-hop", 2: "2 temporal", 3: "3 open-domain", 4: "4 single-hop"}
 			for _, c := range results[main].Categories() {
-				row(names[c], results[main], c)
+				row(names[c], results[main], looResults[main], c)
 			}
-			row("all", results[main], 0)
+			row("all", results[main], looResults[main], 0)
 			if err := tw.Flush(); err != nil {
 				return err
+			}
+			for _, name := range run {
+				if looChoice[name] == nil {
+					continue
+				}
+				fmt.Fprintf(out, "\nleave-one-out, %s: each conversation held out scored with the settings best on the other four\n", all[name].name)
+				for _, cv := range convs {
+					fmt.Fprintf(out, "  %s: %s\n", cv.ID, looChoice[name][cv.ID])
+				}
 			}
 			if transitions != nil {
 				fmt.Fprintf(out, "\ntiers: %d pages, %d segments created, %d pages joined a segment, %d segments evicted, %d promotions\n",
@@ -222,6 +265,7 @@ func locomoCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&fusion, "fusion", "", "rrf or weighted (default from config)")
 	cmd.Flags().StringVar(&scope, "scope", "sona", "recall scope: sona (each conversation's own) or self (all)")
 	cmd.Flags().BoolVar(&withTiers, "tiers", false, "add the MemoryOS tiers as a configuration")
+	cmd.Flags().BoolVar(&loo, "loo", false, "add the leave-one-conversation-out figures: settings chosen on four conversations, scored on the fifth")
 	cmd.Flags().IntVar(&misses, "misses", 0, "print up to this many questions whose evidence was missed in the top 10, per configuration")
 	cmd.Flags().BoolVar(&g.json, "json", false, "print JSON")
 	return cmd
@@ -253,25 +297,25 @@ type ingested struct {
 	sonas []string          // sona uuid per conversation
 	turns [][]cid.Cid       // memory per turn, in order, per conversation
 	dia   map[string]string // memory CID → dia id
-}
-
-// questions counts the scored questions.
-func (ing *ingested) questions() int {
-	n := 0
-	for _, cv := range ing.convs {
-		for _, q := range cv.QA {
-			if eval.Scored(q.Category) {
-				n++
-			}
-		}
-	}
-	return n
+	// The scored questions, conversation by conversation: each one's
+	// text and conversation index.
+	qs    []eval.Question
+	text  []string
+	qconv []int
 }
 
 // ingestLoCoMo stores every turn through the insert API, one goroutine per
 // conversation.
 func ingestLoCoMo(ctx context.Context, c *client.Client, convs []eval.Conversation, prog *progress) (*ingested, error) {
-	ing := &ingested{convs: convs, sonas: make([]string, len(convs)), turns: make([][]cid.Cid, len(convs)), dia: map[string]string{}}
+	ing := &ingested{convs: convs, sonas: make([]string, len(convs)), turns: make([][]cid.Cid, len(convs)), dia: map[string]string{},
+		qs: eval.Questions(convs)}
+	for i, cv := range convs {
+		for _, q := range cv.QA {
+			if eval.Scored(q.Category) {
+				ing.text, ing.qconv = append(ing.text, q.Question), append(ing.qconv, i)
+			}
+		}
+	}
 	total := 0
 	for _, cv := range convs {
 		for _, s := range cv.Sessions {
@@ -338,45 +382,28 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 		}
 	}
 	acc := eval.NewAccumulator(ks)
-	prog.start(ec.name, ing.questions())
-	paths := ec.paths
-	ranking := paths
-	ranking.Expand, ranking.CoAccess = false, false
-	for i, cv := range ing.convs {
-		for _, q := range cv.QA {
-			if !eval.Scored(q.Category) {
-				continue
+	prog.start(ec.name, len(ing.qs))
+	// One question after the other: with learning, each recall sees what
+	// the ones before it taught.
+	for i, q := range ing.qs {
+		ranked, err := ing.rank(ctx, self, i, ec.paths, ks[len(ks)-1], scope)
+		if err != nil {
+			return nil, err
+		}
+		injected, err := ing.inject(ctx, self, i, ec.paths, scope, !ec.learn)
+		if err != nil {
+			return nil, err
+		}
+		acc.Add(q.Category, q.Evidence, ranked, injected)
+		prog.add(1)
+		if missed := missing(q.Evidence, ranked[:min(10, len(ranked))]); len(missed) > 0 && misses > 0 {
+			misses--
+			fmt.Fprintf(w, "\n[%s] cat %d: %s\n", ec.name, q.Category, ing.text[i])
+			for _, m := range missed {
+				fmt.Fprintf(w, "  missed %s: %s\n", m, text[q.Conv+"/"+m])
 			}
-			// recall@k: the top hits by score, with room for the largest k.
-			rs, err := self.Recall(ctx, memory.Query{Sona: ing.sonas[i], Text: q.Question, K: ks[len(ks)-1],
-				Budget: 1 << 30, Scope: scope, Paths: &ranking, Peek: true})
-			if err != nil {
-				return nil, err
-			}
-			var ranked []string
-			for _, r := range byScoreHits(rs) {
-				ranked = append(ranked, ing.dia[r.CID.String()])
-			}
-			// Budget recall: what a step would inject (default k and budget).
-			rs, err = self.Recall(ctx, memory.Query{Sona: ing.sonas[i], Text: q.Question, Scope: scope, Paths: &paths, Peek: !ec.learn})
-			if err != nil {
-				return nil, err
-			}
-			var injected []string
-			for _, r := range rs {
-				injected = append(injected, ing.dia[r.CID.String()])
-			}
-			acc.Add(q.Category, q.Evidence, ranked, injected)
-			prog.add(1)
-			if missed := missing(q.Evidence, ranked[:min(10, len(ranked))]); len(missed) > 0 && misses > 0 {
-				misses--
-				fmt.Fprintf(w, "\n[%s] cat %d: %s\n", ec.name, q.Category, q.Question)
-				for _, m := range missed {
-					fmt.Fprintf(w, "  missed %s: %s\n", m, text[cv.ID+"/"+m])
-				}
-				for i, d := range ranked[:min(3, len(ranked))] {
-					fmt.Fprintf(w, "  got #%d %s: %s\n", i+1, d, text[cv.ID+"/"+d])
-				}
+			for i, d := range ranked[:min(3, len(ranked))] {
+				fmt.Fprintf(w, "  got #%d %s: %s\n", i+1, d, text[q.Conv+"/"+d])
 			}
 		}
 	}
@@ -386,6 +413,36 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 		}
 	}
 	return acc, nil
+}
+
+// rank returns the dia ids of question i's top k hits by score, before
+// co-access and expansion, without a trace.
+func (ing *ingested) rank(ctx context.Context, self *memory.Self, i int, paths memory.Paths, k int, scope string) ([]string, error) {
+	paths.Expand, paths.CoAccess = false, false
+	rs, err := self.Recall(ctx, memory.Query{Sona: ing.sonas[ing.qconv[i]], Text: ing.text[i], K: k,
+		Budget: 1 << 30, Scope: scope, Paths: &paths, Peek: true})
+	if err != nil {
+		return nil, err
+	}
+	var ranked []string
+	for _, r := range byScoreHits(rs) {
+		ranked = append(ranked, ing.dia[r.CID.String()])
+	}
+	return ranked, nil
+}
+
+// inject returns the dia ids of what a step would inject for question i
+// (default k and budget); peek false records the traces (learning).
+func (ing *ingested) inject(ctx context.Context, self *memory.Self, i int, paths memory.Paths, scope string, peek bool) ([]string, error) {
+	rs, err := self.Recall(ctx, memory.Query{Sona: ing.sonas[ing.qconv[i]], Text: ing.text[i], Scope: scope, Paths: &paths, Peek: peek})
+	if err != nil {
+		return nil, err
+	}
+	var injected []string
+	for _, r := range rs {
+		injected = append(injected, ing.dia[r.CID.String()])
+	}
+	return injected, nil
 }
 
 // pageLoCoMo makes each conversation's consecutive turn pairs its sona's
@@ -429,7 +486,7 @@ func pageLoCoMo(ctx context.Context, self *memory.Self, ing *ingested, prog *pro
 // first, each page's two turns in order.
 func scoreTiers(ctx context.Context, self *memory.Self, cfg config.Config, ing *ingested, ec evalConfig, ks []int, _ string, prog *progress, _ int, _ io.Writer) (*eval.Accumulator, error) {
 	acc := eval.NewAccumulator(ks)
-	prog.start(ec.name, ing.questions())
+	prog.start(ec.name, len(ing.qs))
 	for i, cv := range ing.convs {
 		for _, q := range cv.QA {
 			if !eval.Scored(q.Category) {
