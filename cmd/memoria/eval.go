@@ -12,11 +12,8 @@ import (
 	"sync"
 	"text/tabwriter"
 
-	"github.com/ipfs/go-cid"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/memoria-ai/memoria/api/client"
 	"github.com/memoria-ai/memoria/config"
@@ -132,7 +129,8 @@ func locomoCmd(g *globals) *cobra.Command {
 			defer a.Close()
 
 			prog := newProgress(cmd.ErrOrStderr(), g.json)
-			ing, err := ingestLoCoMo(ctx, client.Embedded(a.API), convs, prog)
+			prog.start("ingesting", eval.Turns(convs))
+			ing, err := eval.Ingest(ctx, client.Embedded(a.API), convs, func() { prog.add(1) })
 			if err != nil {
 				return err
 			}
@@ -201,7 +199,7 @@ func locomoCmd(g *globals) *cobra.Command {
 				return enc.Encode(rep)
 			}
 			fmt.Fprintf(out, "LoCoMo evidence recall: %d conversations, %d turns, %d questions (categories 1-4), scope %s\n\n",
-				len(convs), len(ing.dia), results[run[0]].Report()["n"], orDefault(scope, cfg.Recall.Scope))
+				len(convs), len(ing.Dia), results[run[0]].Report()["n"], orDefault(scope, cfg.Recall.Scope))
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			header := "configuration\tn"
 			for _, k := range kList {
@@ -291,90 +289,11 @@ func parseKs(s string) ([]int, error) {
 	return slices.Compact(out), nil
 }
 
-// ingested is what scoring needs to know about the ingested conversations.
-type ingested struct {
-	convs []eval.Conversation
-	sonas []string          // sona uuid per conversation
-	turns [][]cid.Cid       // memory per turn, in order, per conversation
-	dia   map[string]string // memory CID → dia id
-	// The scored questions, conversation by conversation: each one's
-	// text and conversation index.
-	qs    []eval.Question
-	text  []string
-	qconv []int
-}
-
-// ingestLoCoMo stores every turn through the insert API, one goroutine per
-// conversation.
-func ingestLoCoMo(ctx context.Context, c *client.Client, convs []eval.Conversation, prog *progress) (*ingested, error) {
-	ing := &ingested{convs: convs, sonas: make([]string, len(convs)), turns: make([][]cid.Cid, len(convs)), dia: map[string]string{},
-		qs: eval.Questions(convs)}
-	for i, cv := range convs {
-		for _, q := range cv.QA {
-			if eval.Scored(q.Category) {
-				ing.text, ing.qconv = append(ing.text, q.Question), append(ing.qconv, i)
-			}
-		}
-	}
-	total := 0
-	for _, cv := range convs {
-		for _, s := range cv.Sessions {
-			total += len(s.Turns)
-		}
-	}
-	prog.start("ingesting", total)
-	var mu sync.Mutex
-	eg, ectx := errgroup.WithContext(ctx)
-	for i, cv := range convs {
-		eg.Go(func() error {
-			sona, err := c.CreateSona(ectx, "locomo-"+cv.ID)
-			if err != nil {
-				return err
-			}
-			ing.sonas[i] = sona.Uuid
-			for _, s := range cv.Sessions {
-				var prev string
-				for j, t := range s.Turns {
-					data, err := structpb.NewStruct(map[string]any{"kind": "other", "name": t.Speaker, "content": t.Content()})
-					if err != nil {
-						return err
-					}
-					req := &messages.InsertRequest{
-						Sona: sona.Uuid, Data: data, Kind: "observation",
-						Timestamp: proto.Int64(s.Time.Unix() + int64(j)),
-						Labels:    map[string]string{"dia_id": t.DiaID, "conversation": cv.ID},
-						Dedup:     proto.Bool(false),
-					}
-					if prev != "" {
-						req.Edges = []*messages.Edge{{Target: &messages.Link{Cid: prev}, Weight: 1}}
-					}
-					res, err := c.Insert(ectx, req)
-					if err != nil {
-						return fmt.Errorf("%s %s: %w", cv.ID, t.DiaID, err)
-					}
-					prev = res.Cid
-					c, err := cid.Decode(res.Cid)
-					if err != nil {
-						return err
-					}
-					ing.turns[i] = append(ing.turns[i], c)
-					mu.Lock()
-					ing.dia[res.Cid] = t.DiaID
-					mu.Unlock()
-					prog.add(1)
-				}
-			}
-			return nil
-		})
-	}
-	return ing, eg.Wait()
-}
-
 // scoreLoCoMo asks every scored question of every conversation in its
 // sona under one configuration.
-func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing *ingested, ec evalConfig, ks []int, scope string, prog *progress, misses int, w io.Writer) (*eval.Accumulator, error) {
+func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing *eval.Ingested, ec evalConfig, ks []int, scope string, prog *progress, misses int, w io.Writer) (*eval.Accumulator, error) {
 	text := map[string]string{}
-	for _, cv := range ing.convs {
+	for _, cv := range ing.Convs {
 		for _, s := range cv.Sessions {
 			for _, t := range s.Turns {
 				text[cv.ID+"/"+t.DiaID] = t.Speaker + ": " + t.Content()
@@ -382,15 +301,15 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 		}
 	}
 	acc := eval.NewAccumulator(ks)
-	prog.start(ec.name, len(ing.qs))
+	prog.start(ec.name, len(ing.Qs))
 	// One question after the other: with learning, each recall sees what
 	// the ones before it taught.
-	for i, q := range ing.qs {
-		ranked, err := ing.rank(ctx, self, i, ec.paths, ks[len(ks)-1], scope)
+	for i, q := range ing.Qs {
+		ranked, err := rank(ctx, self, ing, i, ec.paths, ks[len(ks)-1], scope)
 		if err != nil {
 			return nil, err
 		}
-		injected, err := ing.inject(ctx, self, i, ec.paths, scope, !ec.learn)
+		injected, err := inject(ctx, self, ing, i, ec.paths, scope, !ec.learn)
 		if err != nil {
 			return nil, err
 		}
@@ -398,7 +317,7 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 		prog.add(1)
 		if missed := missing(q.Evidence, ranked[:min(10, len(ranked))]); len(missed) > 0 && misses > 0 {
 			misses--
-			fmt.Fprintf(w, "\n[%s] cat %d: %s\n", ec.name, q.Category, ing.text[i])
+			fmt.Fprintf(w, "\n[%s] cat %d: %s\n", ec.name, q.Category, ing.Text[i])
 			for _, m := range missed {
 				fmt.Fprintf(w, "  missed %s: %s\n", m, text[q.Conv+"/"+m])
 			}
@@ -417,30 +336,30 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 
 // rank returns the dia ids of question i's top k hits by score, before
 // co-access and expansion, without a trace.
-func (ing *ingested) rank(ctx context.Context, self *memory.Self, i int, paths memory.Paths, k int, scope string) ([]string, error) {
+func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths memory.Paths, k int, scope string) ([]string, error) {
 	paths.Expand, paths.CoAccess = false, false
-	rs, err := self.Recall(ctx, memory.Query{Sona: ing.sonas[ing.qconv[i]], Text: ing.text[i], K: k,
+	rs, err := self.Recall(ctx, memory.Query{Sona: ing.Sonas[ing.QConv[i]], Text: ing.Text[i], K: k,
 		Budget: 1 << 30, Scope: scope, Paths: &paths, Peek: true})
 	if err != nil {
 		return nil, err
 	}
 	var ranked []string
 	for _, r := range byScoreHits(rs) {
-		ranked = append(ranked, ing.dia[r.CID.String()])
+		ranked = append(ranked, ing.Dia[r.CID.String()])
 	}
 	return ranked, nil
 }
 
 // inject returns the dia ids of what a step would inject for question i
 // (default k and budget); peek false records the traces (learning).
-func (ing *ingested) inject(ctx context.Context, self *memory.Self, i int, paths memory.Paths, scope string, peek bool) ([]string, error) {
-	rs, err := self.Recall(ctx, memory.Query{Sona: ing.sonas[ing.qconv[i]], Text: ing.text[i], Scope: scope, Paths: &paths, Peek: peek})
+func inject(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths memory.Paths, scope string, peek bool) ([]string, error) {
+	rs, err := self.Recall(ctx, memory.Query{Sona: ing.Sonas[ing.QConv[i]], Text: ing.Text[i], Scope: scope, Paths: &paths, Peek: peek})
 	if err != nil {
 		return nil, err
 	}
 	var injected []string
 	for _, r := range rs {
-		injected = append(injected, ing.dia[r.CID.String()])
+		injected = append(injected, ing.Dia[r.CID.String()])
 	}
 	return injected, nil
 }
@@ -448,23 +367,23 @@ func (ing *ingested) inject(ctx context.Context, self *memory.Self, i int, paths
 // pageLoCoMo makes each conversation's consecutive turn pairs its sona's
 // dialogue pages and runs the tiers (offline model) until every page has
 // settled. It counts the tier transitions by kind.
-func pageLoCoMo(ctx context.Context, self *memory.Self, ing *ingested, prog *progress) (map[string]int, error) {
+func pageLoCoMo(ctx context.Context, self *memory.Self, ing *eval.Ingested, prog *progress) (map[string]int, error) {
 	var mu sync.Mutex
 	transitions := map[string]int{}
 	total := 0
-	for _, ts := range ing.turns {
+	for _, ts := range ing.Turns {
 		total += len(ts) / 2
 	}
 	prog.start("tiers", total)
 	eg, ectx := errgroup.WithContext(ctx)
-	for i, ts := range ing.turns {
+	for i, ts := range ing.Turns {
 		eg.Go(func() error {
 			for j := 0; j+1 < len(ts); j += 2 {
-				if err := self.PushPage(ectx, ing.sonas[i], ts[j], ts[j+1]); err != nil {
+				if err := self.PushPage(ectx, ing.Sonas[i], ts[j], ts[j+1]); err != nil {
 					return err
 				}
 				// Settle page by page, as an agent's advances would.
-				events, err := self.SettleTiers(ectx, ing.sonas[i], tiers.Heuristic{})
+				events, err := self.SettleTiers(ectx, ing.Sonas[i], tiers.Heuristic{})
 				if err != nil {
 					return err
 				}
@@ -484,10 +403,10 @@ func pageLoCoMo(ctx context.Context, self *memory.Self, ing *ingested, prog *pro
 // scoreTiers asks every scored question of every conversation of the
 // tiers: the retrieved MTM pages best first, then the STM pages newest
 // first, each page's two turns in order.
-func scoreTiers(ctx context.Context, self *memory.Self, cfg config.Config, ing *ingested, ec evalConfig, ks []int, _ string, prog *progress, _ int, _ io.Writer) (*eval.Accumulator, error) {
+func scoreTiers(ctx context.Context, self *memory.Self, cfg config.Config, ing *eval.Ingested, ec evalConfig, ks []int, _ string, prog *progress, _ int, _ io.Writer) (*eval.Accumulator, error) {
 	acc := eval.NewAccumulator(ks)
-	prog.start(ec.name, len(ing.qs))
-	for i, cv := range ing.convs {
+	prog.start(ec.name, len(ing.Qs))
+	for i, cv := range ing.Convs {
 		for _, q := range cv.QA {
 			if !eval.Scored(q.Category) {
 				continue
@@ -496,12 +415,12 @@ func scoreTiers(ctx context.Context, self *memory.Self, cfg config.Config, ing *
 			if err != nil {
 				return nil, err
 			}
-			tr, err := self.RecallTiers(ing.sonas[i], q.Question, vecs[0], cfg.Tiers.TopK)
+			tr, err := self.RecallTiers(ing.Sonas[i], q.Question, vecs[0], cfg.Tiers.TopK)
 			if err != nil {
 				return nil, err
 			}
 			var turns []string
-			add := func(p *messages.Page) { turns = append(turns, ing.dia[p.Q], ing.dia[p.R]) }
+			add := func(p *messages.Page) { turns = append(turns, ing.Dia[p.Q], ing.Dia[p.R]) }
 			for _, p := range tr.MTM {
 				add(p.Page)
 			}

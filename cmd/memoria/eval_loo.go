@@ -98,21 +98,21 @@ func containsFloat(s []float64, v float64) bool {
 // under it (recall@k from those rankings, budget recall from a recall
 // with the chosen setting). It returns the figure and each
 // conversation's choice.
-func looLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing *ingested, ec evalConfig, ks []int, scope string, prog *progress) (*eval.Accumulator, map[string]string, error) {
+func looLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing *eval.Ingested, ec evalConfig, ks []int, scope string, prog *progress) (*eval.Accumulator, map[string]string, error) {
 	grid := looGrid(cfg.Recall, ec)
 	defer text.SetBM25(cfg.Recall.BM25K1, cfg.Recall.BM25B)
 	k := max(ks[len(ks)-1], looK)
 	ranked := make([][][]string, len(grid))
-	prog.start(fmt.Sprintf("%s, leave-one-out over %d settings", ec.name, len(grid)), len(grid)*len(ing.qs))
+	prog.start(fmt.Sprintf("%s, leave-one-out over %d settings", ec.name, len(grid)), len(grid)*len(ing.Qs))
 	for s, st := range grid {
 		// b is a process-wide BM25 parameter: one setting at a time.
 		text.SetBM25(cfg.Recall.BM25K1, st.bm25B)
-		ranked[s] = make([][]string, len(ing.qs))
+		ranked[s] = make([][]string, len(ing.Qs))
 		eg, ectx := errgroup.WithContext(ctx)
 		eg.SetLimit(2)
-		for i := range ing.qs {
+		for i := range ing.Qs {
 			eg.Go(func() error {
-				r, err := ing.rank(ectx, self, i, st.paths, k, scope)
+				r, err := rank(ectx, self, ing, i, st.paths, k, scope)
 				ranked[s][i] = r
 				prog.add(1)
 				return err
@@ -122,17 +122,17 @@ func looLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing *i
 			return nil, nil, err
 		}
 	}
-	choice, err := eval.LeaveOneOut(ing.qs, ranked, looK)
+	choice, err := eval.LeaveOneOut(ing.Qs, ranked, looK)
 	if err != nil {
 		return nil, nil, err
 	}
 	acc := eval.NewAccumulator(ks)
 	labels := map[string]string{}
-	for i, q := range ing.qs {
+	for i, q := range ing.Qs {
 		st := grid[choice[q.Conv]]
 		labels[q.Conv] = st.label
 		text.SetBM25(cfg.Recall.BM25K1, st.bm25B)
-		injected, err := ing.inject(ctx, self, i, st.paths, scope, true)
+		injected, err := inject(ctx, self, ing, i, st.paths, scope, true)
 		if err != nil {
 			return nil, nil, err
 		}
