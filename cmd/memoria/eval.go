@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -119,6 +120,10 @@ func locomoCmd(g *globals) *cobra.Command {
 				run = append(run, "tiers")
 			}
 			cfg.Tiers.TopK = 10 // MemoryOS's LoCoMo setting
+			// The store stays as ingested while it is measured: no heartbeat
+			// tick (association pruning, compression, dreams) changes it
+			// halfway through a long run.
+			cfg.Heartbeat.Interval = config.Duration(100 * 365 * 24 * time.Hour)
 			log, sync := app.NewLogger(cfg.Log, os.Stderr)
 			defer sync()
 			ctx := cmd.Context()
