@@ -74,7 +74,10 @@ func locomoCmd(g *globals) *cobra.Command {
 			"--tiers adds MemoryOS's tiered retrieval as a row: each conversation's consecutive turn pairs are its\n" +
 			"dialogue pages, pushed through STM, MTM and LPM with the offline tier model; a question retrieves the\n" +
 			"top-5 segments and their top-10 pages by similarity, then the STM's pages newest first. recall@k counts\n" +
-			"the first k turns of those pages; budget recall, all of them.",
+			"the first k turns of those pages; budget recall, all of them.\n\n" +
+			"--loo adds each configuration's leave-one-conversation-out figure: every question is ranked under every\n" +
+			"setting of a small declared grid of recall-time settings (score weights, path weights, BM25's b) over the\n" +
+			"one ingested store; each conversation is scored with the setting best (recall@10) on the others.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			kList, err := parseKs(ks)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/llm/model2vec/glove"
 )
 
@@ -69,9 +70,10 @@ func TestParaphrase(t *testing.T) {
 	}
 }
 
-// BenchmarkEmbed reports texts/s for LoCoMo-sized turns.
+// BenchmarkEmbed reports texts/s for LoCoMo-sized turns, for the table
+// and for the hashed embedder beside it.
 func BenchmarkEmbed(b *testing.B) {
-	e, err := glove.New()
+	table, err := glove.New()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,11 +84,15 @@ func BenchmarkEmbed(b *testing.B) {
 		"What are your plans for the summer? We are thinking about going camping in the mountains with the kids.",
 	}
 	ctx := context.Background()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := e.Embed(ctx, texts); err != nil {
-			b.Fatal(err)
-		}
+	for _, e := range []llm.Embedder{table, llm.NewHashedEmbedder(llm.DefaultDims)} {
+		b.Run(e.ID(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.Embed(ctx, texts); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*len(texts))/b.Elapsed().Seconds(), "texts/s")
+		})
 	}
-	b.ReportMetric(float64(b.N*len(texts))/b.Elapsed().Seconds(), "texts/s")
 }
