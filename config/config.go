@@ -488,7 +488,8 @@ type LLM struct {
 // dims) is recorded in the store; a store opened with another embedder is
 // refused until `memoria reindex` re-embeds it.
 type Embedder struct {
-	// Provider: hashed (built-in, deterministic, no network), openai (an
+	// Provider: hashed (built-in, deterministic, no network), glove (the
+	// built-in GloVe word vectors, 100 dims, no network), openai (an
 	// OpenAI-compatible embeddings endpoint) or model2vec (a local static
 	// model folder).
 	Provider string `yaml:"provider"`
@@ -983,8 +984,12 @@ func (c *Config) Validate() error {
 		if strings.TrimSpace(c.Embedder.Path) == "" {
 			bad("embedder.path", "must name the model2vec folder (tokenizer.json, model.safetensors, config.json)")
 		}
+	case "glove":
+		if c.Embedder.Dims != 100 {
+			bad("embedder.dims", "must be 100 for provider glove (the built-in GloVe table), got %d", c.Embedder.Dims)
+		}
 	default:
-		bad("embedder.provider", "unknown provider %q (available: hashed, openai, model2vec)", c.Embedder.Provider)
+		bad("embedder.provider", "unknown provider %q (available: hashed, glove, openai, model2vec)", c.Embedder.Provider)
 	}
 	validURL("embedder.base_url", c.Embedder.BaseURL, bad)
 	if c.Embedder.Dims < 8 || c.Embedder.Dims > 8192 {

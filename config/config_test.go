@@ -300,6 +300,7 @@ func TestValidate(t *testing.T) {
 		{"retries", func(c *config.Config) { c.LLM.MaxRetries = -1; c.LLM.RetryMax = config.Duration(time.Millisecond) }, []string{"llm.max_retries", "llm.retry_max"}},
 		{"breaker", func(c *config.Config) { c.LLM.BreakerFailures = -1; c.LLM.BreakerCooldown = 0 }, []string{"llm.breaker_failures", "llm.breaker_cooldown"}},
 		{"model2vec path", func(c *config.Config) { c.Embedder.Provider = "model2vec" }, []string{"embedder.path"}},
+		{"glove dims", func(c *config.Config) { c.Embedder.Provider = "glove" }, []string{"embedder.dims"}},
 		{"embedder model", func(c *config.Config) { c.Embedder.Provider = "openai"; c.Embedder.BatchSize = 0 }, []string{"embedder.model", "embedder.batch_size"}},
 		{"embedder", func(c *config.Config) { c.Embedder.Provider = "bert" }, []string{"embedder.provider"}},
 		{"index m", func(c *config.Config) { c.Index.M = 1 }, []string{"index.m"}},

@@ -73,6 +73,9 @@ type Paths struct {
 	CoAccess bool               // pull in co-access partners of the hits
 	Expand   bool               // expand along edges
 	Fusion   string             // "rrf" | "weighted"
+	// Score, when set, replaces recall.weights (relevance, recency,
+	// importance, sona similarity) for this recall.
+	Score *config.Weights
 }
 
 // Explain is how a recalled memory came to its score. The contributions
@@ -212,7 +215,10 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	sc := &scorer{
 		self: s, q: &q, centroid: centroid, now: s.clock.Now().Unix(),
 		sims: map[string]float64{}, activity: map[string]int64{q.Sona: activity},
-		excluded: map[cid.Cid]bool{},
+		excluded: map[cid.Cid]bool{}, weights: rc.Weights,
+	}
+	if paths.Score != nil {
+		sc.weights = *paths.Score
 	}
 	for _, c := range q.Exclude {
 		sc.excluded[c] = true
@@ -419,6 +425,7 @@ type scorer struct {
 	sims     map[string]float64 // sona similarity by sona uuid
 	activity map[string]int64   // chain length by sona uuid
 	excluded map[cid.Cid]bool
+	weights  config.Weights // of the score: recall.weights or Paths.Score
 
 	// Time travel: memories with a log seq above maxSeq, or stored after
 	// maxTime, did not exist yet.
@@ -682,7 +689,7 @@ func (sc *scorer) admit(cands []*Recalled) []*Recalled {
 	kept := cands[:0]
 	for _, r := range cands {
 		if r.Explain.Evidence.Dense >= th || r.Explain.Evidence.BM25Rank > 0 || r.Explain.Evidence.AffinityRank > 0 {
-			ScoreHit(&r.Explain, s.cfg.Recall.Weights)
+			ScoreHit(&r.Explain, sc.weights)
 			r.Score = r.Explain.Contrib.Sum()
 			r.Via = ViaHit
 			kept = append(kept, r)

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -94,4 +95,41 @@ func TestTopoSort(t *testing.T) {
 		t.Fatal("tie not broken by CID")
 	}
 	_ = cid.Undef
+}
+
+// Paths.Score replaces recall.weights for one recall (the LoCoMo
+// evaluation tunes them over one ingested store).
+func TestPathsScoreOverridesWeights(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	o.text("the lake house party")
+	o.text("a quiet evening at the lake")
+	recall := func(w *config.Weights) []*Recalled {
+		t.Helper()
+		rs, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "lake party", Peek: true,
+			Paths: &Paths{Weights: config.PathWeights{Dense: 0.5, BM25: 1}, Fusion: "weighted", Score: w}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 2 {
+			t.Fatalf("recalled %v", describe(rs))
+		}
+		return rs
+	}
+	for _, r := range recall(nil) {
+		if r.Explain.Contrib.Recency == 0 || r.Explain.Contrib.SonaSimilarity == 0 {
+			t.Fatalf("configured weights: %+v", r.Explain.Contrib)
+		}
+	}
+	for _, r := range recall(&config.Weights{Relevance: 2}) {
+		c := r.Explain.Contrib
+		if c.Recency != 0 || c.Importance != 0 || c.SonaSimilarity != 0 {
+			t.Fatalf("Paths.Score ignored: %+v", c)
+		}
+		want := 2 * r.Explain.KindWeight * r.Explain.Fused.Relevance
+		if math.Abs(r.Score-want) > 1e-9 {
+			t.Fatalf("score %v, want 2 × kind weight × relevance = %v", r.Score, want)
+		}
+	}
 }

@@ -11,12 +11,10 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
-	"github.com/ipfs/go-cid"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/memoria-ai/memoria/api/client"
 	"github.com/memoria-ai/memoria/config"
@@ -64,7 +62,7 @@ func evalConfigs(rc config.Recall) map[string]evalConfig {
 func locomoCmd(g *globals) *cobra.Command {
 	var dataDir, ks, configs, fusion, scope string
 	var misses int
-	var withTiers bool
+	var withTiers, loo bool
 	cmd := &cobra.Command{
 		Use:   "locomo [--data DIR]",
 		Short: "Evidence recall on LoCoMo conversations, per configuration and category",
@@ -76,7 +74,10 @@ func locomoCmd(g *globals) *cobra.Command {
 			"--tiers adds MemoryOS's tiered retrieval as a row: each conversation's consecutive turn pairs are its\n" +
 			"dialogue pages, pushed through STM, MTM and LPM with the offline tier model; a question retrieves the\n" +
 			"top-5 segments and their top-10 pages by similarity, then the STM's pages newest first. recall@k counts\n" +
-			"the first k turns of those pages; budget recall, all of them.",
+			"the first k turns of those pages; budget recall, all of them.\n\n" +
+			"--loo adds each configuration's leave-one-conversation-out figure: every question is ranked under every\n" +
+			"setting of a small declared grid of recall-time settings (score weights, path weights, BM25's b) over the\n" +
+			"one ingested store; each conversation is scored with the setting best (recall@10) on the others.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			kList, err := parseKs(ks)
@@ -87,6 +88,10 @@ func locomoCmd(g *globals) *cobra.Command {
 				if dataDir, err = eval.FindData(); err != nil {
 					return err
 				}
+			}
+			if loo && !slices.Contains(kList, looK) { // the figure the settings are chosen for
+				kList = append(kList, looK)
+				slices.Sort(kList)
 			}
 			convs, err := eval.Load(dataDir)
 			if err != nil {
@@ -123,6 +128,10 @@ func locomoCmd(g *globals) *cobra.Command {
 				run = append(run, "tiers")
 			}
 			cfg.Tiers.TopK = 10 // MemoryOS's LoCoMo setting
+			// The store stays as ingested while it is measured: no heartbeat
+			// tick (association pruning, compression, dreams) changes it
+			// halfway through a long run.
+			cfg.Heartbeat.Interval = config.Duration(100 * 365 * 24 * time.Hour)
 			log, sync := app.NewLogger(cfg.Log, os.Stderr)
 			defer sync()
 			ctx := cmd.Context()
@@ -133,7 +142,8 @@ func locomoCmd(g *globals) *cobra.Command {
 			defer a.Close()
 
 			prog := newProgress(cmd.ErrOrStderr(), g.json)
-			ing, err := ingestLoCoMo(ctx, client.Embedded(a.API), convs, prog)
+			prog.start("ingesting", eval.Turns(convs))
+			ing, err := eval.Ingest(ctx, client.Embedded(a.API), convs, func() { prog.add(1) })
 			if err != nil {
 				return err
 			}
@@ -150,6 +160,7 @@ func locomoCmd(g *globals) *cobra.Command {
 				}
 			}
 			results := map[string]*eval.Accumulator{}
+			looResults, looChoice := map[string]*eval.Accumulator{}, map[string]map[string]string{}
 			for _, name := range run {
 				score := scoreLoCoMo
 				if all[name].tiers {
@@ -160,6 +171,16 @@ func locomoCmd(g *globals) *cobra.Command {
 					return err
 				}
 				results[name] = acc
+				switch {
+				case !loo:
+				case all[name].tiers: // nothing of it is tuned here: held out, it scores the same
+					looResults[name] = acc
+				case all[name].learn: // learning changes the store question by question: no grid over one ingest
+				default:
+					if looResults[name], looChoice[name], err = looLoCoMo(ctx, a.Self, cfg, ing, all[name], kList, scope, prog); err != nil {
+						return err
+					}
+				}
 			}
 			prog.done()
 
@@ -170,14 +191,21 @@ func locomoCmd(g *globals) *cobra.Command {
 			} else if main == "tiers" && len(run) > 1 {
 				main = run[len(run)-2]
 			}
-			_, noEvidence := ing.questions()
 			if g.json {
 				rep := results[main].Report()
 				rep["configuration"] = main
-				rep["left_out"] = noEvidence // questions of categories 1-4 without evidence turns
+				rep["left_out"] = eval.NoEvidence(convs) // questions of categories 1-4 without evidence turns
+				if l := looResults[main]; l != nil {
+					rep["leave_one_out"] = l.Report()
+				}
 				others := map[string]any{}
 				for _, name := range run {
-					others[name] = results[name].Report()
+					r := results[name].Report()
+					if l := looResults[name]; l != nil {
+						r["leave_one_out"] = l.Report()
+						r["leave_one_out_choice"] = looChoice[name]
+					}
+					others[name] = r
 				}
 				rep["configurations"] = others
 				enc := json.NewEncoder(out)
@@ -185,35 +213,55 @@ func locomoCmd(g *globals) *cobra.Command {
 				return enc.Encode(rep)
 			}
 			fmt.Fprintf(out, "LoCoMo evidence recall: %d conversations, %d turns, %d questions (categories 1-4; %d more have no evidence turns to find and are left out), scope %s\n\n",
-				len(convs), len(ing.dia), results[run[0]].Report()["n"], noEvidence, orDefault(scope, cfg.Recall.Scope))
+				len(convs), len(ing.Dia), results[run[0]].Report()["n"], eval.NoEvidence(convs), orDefault(scope, cfg.Recall.Scope))
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			header := "configuration\tn"
 			for _, k := range kList {
 				header += fmt.Sprintf("\trecall@%d", k)
 			}
-			fmt.Fprintln(tw, header+"\tbudget recall")
-			row := func(label string, acc *eval.Accumulator, cat int) {
+			header += "\tbudget recall"
+			if loo {
+				header += fmt.Sprintf("\tLOO recall@%d\tLOO budget recall", looK)
+			}
+			fmt.Fprintln(tw, header)
+			row := func(label string, acc, held *eval.Accumulator, cat int) {
 				n, at, budget := acc.Row(cat)
 				line := fmt.Sprintf("%s\t%d", label, n)
 				for _, v := range at {
 					line += fmt.Sprintf("\t%.3f", v)
 				}
-				fmt.Fprintf(tw, "%s\t%.3f\n", line, budget)
+				line += fmt.Sprintf("\t%.3f", budget)
+				if loo && held == nil {
+					line += "\t-\t-"
+				} else if loo {
+					_, at, budget := held.Row(cat)
+					line += fmt.Sprintf("\t%.3f\t%.3f", at[slices.Index(kList, looK)], budget)
+				}
+				fmt.Fprintln(tw, line)
 			}
 			for _, name := range run {
-				row(all[name].name, results[name], 0)
+				row(all[name].name, results[name], looResults[name], 0)
 			}
 			tw.Flush()
 			fmt.Fprintf(out, "\nby category, %s:\n", all[main].name)
 			tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, strings.Replace(header, "configuration", "category", 1)+"\tbudget recall")
+			fmt.Fprintln(tw, strings.Replace(header, "configuration", "category", 1))
 			names := map[int]string{1: "1 multi-hop", 2: "2 temporal", 3: "3 open-domain", 4: "4 single-hop"}
 			for _, c := range results[main].Categories() {
-				row(names[c], results[main], c)
+				row(names[c], results[main], looResults[main], c)
 			}
-			row("all", results[main], 0)
+			row("all", results[main], looResults[main], 0)
 			if err := tw.Flush(); err != nil {
 				return err
+			}
+			for _, name := range run {
+				if looChoice[name] == nil {
+					continue
+				}
+				fmt.Fprintf(out, "\nleave-one-out, %s: each conversation held out scored with the settings best on the other four\n", all[name].name)
+				for _, cv := range convs {
+					fmt.Fprintf(out, "  %s: %s\n", cv.ID, looChoice[name][cv.ID])
+				}
 			}
 			if transitions != nil {
 				fmt.Fprintf(out, "\ntiers: %d pages, %d segments created, %d pages joined a segment, %d segments evicted, %d promotions\n",
@@ -229,6 +277,7 @@ func locomoCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&fusion, "fusion", "", "rrf or weighted (default from config)")
 	cmd.Flags().StringVar(&scope, "scope", "sona", "recall scope: sona (each conversation's own) or self (all)")
 	cmd.Flags().BoolVar(&withTiers, "tiers", false, "add the MemoryOS tiers as a configuration")
+	cmd.Flags().BoolVar(&loo, "loo", false, "add the leave-one-conversation-out figures: settings chosen on four conversations, scored on the fifth")
 	cmd.Flags().IntVar(&misses, "misses", 0, "print up to this many questions whose evidence was missed in the top 10, per configuration")
 	cmd.Flags().BoolVar(&g.json, "json", false, "print JSON")
 	return cmd
@@ -254,92 +303,11 @@ func parseKs(s string) ([]int, error) {
 	return slices.Compact(out), nil
 }
 
-// ingested is what scoring needs to know about the ingested conversations.
-type ingested struct {
-	convs []eval.Conversation
-	sonas []string          // sona uuid per conversation
-	turns [][]cid.Cid       // memory per turn, in order, per conversation
-	dia   map[string]string // memory CID → dia id
-}
-
-// questions counts the questions scored (categories 1-4 with evidence)
-// and those of categories 1-4 left out for want of evidence turns.
-func (ing *ingested) questions() (scored, noEvidence int) {
-	for _, cv := range ing.convs {
-		for _, q := range cv.QA {
-			if q.Scorable() {
-				scored++
-			} else if eval.Scored(q.Category) {
-				noEvidence++
-			}
-		}
-	}
-	return scored, noEvidence
-}
-
-// ingestLoCoMo stores every turn through the insert API, one goroutine per
-// conversation.
-func ingestLoCoMo(ctx context.Context, c *client.Client, convs []eval.Conversation, prog *progress) (*ingested, error) {
-	ing := &ingested{convs: convs, sonas: make([]string, len(convs)), turns: make([][]cid.Cid, len(convs)), dia: map[string]string{}}
-	total := 0
-	for _, cv := range convs {
-		for _, s := range cv.Sessions {
-			total += len(s.Turns)
-		}
-	}
-	prog.start("ingesting", total)
-	var mu sync.Mutex
-	eg, ectx := errgroup.WithContext(ctx)
-	for i, cv := range convs {
-		eg.Go(func() error {
-			sona, err := c.CreateSona(ectx, "locomo-"+cv.ID)
-			if err != nil {
-				return err
-			}
-			ing.sonas[i] = sona.Uuid
-			for _, s := range cv.Sessions {
-				var prev string
-				for j, t := range s.Turns {
-					data, err := structpb.NewStruct(map[string]any{"kind": "other", "name": t.Speaker, "content": t.Content()})
-					if err != nil {
-						return err
-					}
-					req := &messages.InsertRequest{
-						Sona: sona.Uuid, Data: data, Kind: "observation",
-						Timestamp: proto.Int64(s.Time.Unix() + int64(j)),
-						Labels:    map[string]string{"dia_id": t.DiaID, "conversation": cv.ID},
-						Dedup:     proto.Bool(false),
-					}
-					if prev != "" {
-						req.Edges = []*messages.Edge{{Target: &messages.Link{Cid: prev}, Weight: 1}}
-					}
-					res, err := c.Insert(ectx, req)
-					if err != nil {
-						return fmt.Errorf("%s %s: %w", cv.ID, t.DiaID, err)
-					}
-					prev = res.Cid
-					c, err := cid.Decode(res.Cid)
-					if err != nil {
-						return err
-					}
-					ing.turns[i] = append(ing.turns[i], c)
-					mu.Lock()
-					ing.dia[res.Cid] = t.DiaID
-					mu.Unlock()
-					prog.add(1)
-				}
-			}
-			return nil
-		})
-	}
-	return ing, eg.Wait()
-}
-
 // scoreLoCoMo asks every scored question of every conversation in its
 // sona under one configuration.
-func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing *ingested, ec evalConfig, ks []int, scope string, prog *progress, misses int, w io.Writer) (*eval.Accumulator, error) {
+func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing *eval.Ingested, ec evalConfig, ks []int, scope string, prog *progress, misses int, w io.Writer) (*eval.Accumulator, error) {
 	text := map[string]string{}
-	for _, cv := range ing.convs {
+	for _, cv := range ing.Convs {
 		for _, s := range cv.Sessions {
 			for _, t := range s.Turns {
 				text[cv.ID+"/"+t.DiaID] = t.Speaker + ": " + t.Content()
@@ -347,46 +315,28 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 		}
 	}
 	acc := eval.NewAccumulator(ks)
-	n, _ := ing.questions()
-	prog.start(ec.name, n)
-	paths := ec.paths
-	ranking := paths
-	ranking.Expand, ranking.CoAccess = false, false
-	for i, cv := range ing.convs {
-		for _, q := range cv.QA {
-			if !q.Scorable() {
-				continue
+	prog.start(ec.name, len(ing.Qs))
+	// One question after the other: with learning, each recall sees what
+	// the ones before it taught.
+	for i, q := range ing.Qs {
+		ranked, err := rank(ctx, self, ing, i, ec.paths, ks[len(ks)-1], scope)
+		if err != nil {
+			return nil, err
+		}
+		injected, err := inject(ctx, self, ing, i, ec.paths, scope, !ec.learn)
+		if err != nil {
+			return nil, err
+		}
+		acc.Add(q.Category, q.Evidence, ranked, injected)
+		prog.add(1)
+		if missed := missing(q.Evidence, ranked[:min(10, len(ranked))]); len(missed) > 0 && misses > 0 {
+			misses--
+			fmt.Fprintf(w, "\n[%s] cat %d: %s\n", ec.name, q.Category, ing.Text[i])
+			for _, m := range missed {
+				fmt.Fprintf(w, "  missed %s: %s\n", m, text[q.Conv+"/"+m])
 			}
-			// recall@k: the top hits by score, with room for the largest k.
-			rs, err := self.Recall(ctx, memory.Query{Sona: ing.sonas[i], Text: q.Question, K: ks[len(ks)-1],
-				Budget: 1 << 30, Scope: scope, Paths: &ranking, Peek: true})
-			if err != nil {
-				return nil, err
-			}
-			var ranked []string
-			for _, r := range byScoreHits(rs) {
-				ranked = append(ranked, ing.dia[r.CID.String()])
-			}
-			// Budget recall: what a step would inject (default k and budget).
-			rs, err = self.Recall(ctx, memory.Query{Sona: ing.sonas[i], Text: q.Question, Scope: scope, Paths: &paths, Peek: !ec.learn})
-			if err != nil {
-				return nil, err
-			}
-			var injected []string
-			for _, r := range rs {
-				injected = append(injected, ing.dia[r.CID.String()])
-			}
-			acc.Add(q.Category, q.Evidence, ranked, injected)
-			prog.add(1)
-			if missed := missing(q.Evidence, ranked[:min(10, len(ranked))]); len(missed) > 0 && misses > 0 {
-				misses--
-				fmt.Fprintf(w, "\n[%s] cat %d: %s\n", ec.name, q.Category, q.Question)
-				for _, m := range missed {
-					fmt.Fprintf(w, "  missed %s: %s\n", m, text[cv.ID+"/"+m])
-				}
-				for i, d := range ranked[:min(3, len(ranked))] {
-					fmt.Fprintf(w, "  got #%d %s: %s\n", i+1, d, text[cv.ID+"/"+d])
-				}
+			for i, d := range ranked[:min(3, len(ranked))] {
+				fmt.Fprintf(w, "  got #%d %s: %s\n", i+1, d, text[q.Conv+"/"+d])
 			}
 		}
 	}
@@ -398,26 +348,56 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 	return acc, nil
 }
 
+// rank returns the dia ids of question i's top k hits by score, before
+// co-access and expansion, without a trace.
+func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths memory.Paths, k int, scope string) ([]string, error) {
+	paths.Expand, paths.CoAccess = false, false
+	rs, err := self.Recall(ctx, memory.Query{Sona: ing.Sonas[ing.QConv[i]], Text: ing.Text[i], K: k,
+		Budget: 1 << 30, Scope: scope, Paths: &paths, Peek: true})
+	if err != nil {
+		return nil, err
+	}
+	var ranked []string
+	for _, r := range byScoreHits(rs) {
+		ranked = append(ranked, ing.Dia[r.CID.String()])
+	}
+	return ranked, nil
+}
+
+// inject returns the dia ids of what a step would inject for question i
+// (default k and budget); peek false records the traces (learning).
+func inject(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths memory.Paths, scope string, peek bool) ([]string, error) {
+	rs, err := self.Recall(ctx, memory.Query{Sona: ing.Sonas[ing.QConv[i]], Text: ing.Text[i], Scope: scope, Paths: &paths, Peek: peek})
+	if err != nil {
+		return nil, err
+	}
+	var injected []string
+	for _, r := range rs {
+		injected = append(injected, ing.Dia[r.CID.String()])
+	}
+	return injected, nil
+}
+
 // pageLoCoMo makes each conversation's consecutive turn pairs its sona's
 // dialogue pages and runs the tiers (offline model) until every page has
 // settled. It counts the tier transitions by kind.
-func pageLoCoMo(ctx context.Context, self *memory.Self, ing *ingested, prog *progress) (map[string]int, error) {
+func pageLoCoMo(ctx context.Context, self *memory.Self, ing *eval.Ingested, prog *progress) (map[string]int, error) {
 	var mu sync.Mutex
 	transitions := map[string]int{}
 	total := 0
-	for _, ts := range ing.turns {
+	for _, ts := range ing.Turns {
 		total += len(ts) / 2
 	}
 	prog.start("tiers", total)
 	eg, ectx := errgroup.WithContext(ctx)
-	for i, ts := range ing.turns {
+	for i, ts := range ing.Turns {
 		eg.Go(func() error {
 			for j := 0; j+1 < len(ts); j += 2 {
-				if err := self.PushPage(ectx, ing.sonas[i], ts[j], ts[j+1]); err != nil {
+				if err := self.PushPage(ectx, ing.Sonas[i], ts[j], ts[j+1]); err != nil {
 					return err
 				}
 				// Settle page by page, as an agent's advances would.
-				events, err := self.SettleTiers(ectx, ing.sonas[i], tiers.Heuristic{})
+				events, err := self.SettleTiers(ectx, ing.Sonas[i], tiers.Heuristic{})
 				if err != nil {
 					return err
 				}
@@ -437,11 +417,10 @@ func pageLoCoMo(ctx context.Context, self *memory.Self, ing *ingested, prog *pro
 // scoreTiers asks every scored question of every conversation of the
 // tiers: the retrieved MTM pages best first, then the STM pages newest
 // first, each page's two turns in order.
-func scoreTiers(ctx context.Context, self *memory.Self, cfg config.Config, ing *ingested, ec evalConfig, ks []int, _ string, prog *progress, _ int, _ io.Writer) (*eval.Accumulator, error) {
+func scoreTiers(ctx context.Context, self *memory.Self, cfg config.Config, ing *eval.Ingested, ec evalConfig, ks []int, _ string, prog *progress, _ int, _ io.Writer) (*eval.Accumulator, error) {
 	acc := eval.NewAccumulator(ks)
-	n, _ := ing.questions()
-	prog.start(ec.name, n)
-	for i, cv := range ing.convs {
+	prog.start(ec.name, len(ing.Qs))
+	for i, cv := range ing.Convs {
 		for _, q := range cv.QA {
 			if !q.Scorable() {
 				continue
@@ -450,12 +429,12 @@ func scoreTiers(ctx context.Context, self *memory.Self, cfg config.Config, ing *
 			if err != nil {
 				return nil, err
 			}
-			tr, err := self.RecallTiers(ing.sonas[i], q.Question, vecs[0], cfg.Tiers.TopK)
+			tr, err := self.RecallTiers(ing.Sonas[i], q.Question, vecs[0], cfg.Tiers.TopK)
 			if err != nil {
 				return nil, err
 			}
 			var turns []string
-			add := func(p *messages.Page) { turns = append(turns, ing.dia[p.Q], ing.dia[p.R]) }
+			add := func(p *messages.Page) { turns = append(turns, ing.Dia[p.Q], ing.Dia[p.R]) }
 			for _, p := range tr.MTM {
 				add(p.Page)
 			}

@@ -192,6 +192,20 @@ func Scored(category int) bool { return category >= 1 && category <= 4 }
 // of conv-26 have none).
 func (q QA) Scorable() bool { return Scored(q.Category) && len(q.Evidence) > 0 }
 
+// NoEvidence counts the questions of the scored categories that are left
+// out because they have no evidence turns to find.
+func NoEvidence(convs []Conversation) int {
+	n := 0
+	for _, cv := range convs {
+		for _, q := range cv.QA {
+			if Scored(q.Category) && !q.Scorable() {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Accumulator sums evidence recall, overall and by category.
 type Accumulator struct {
 	ks    []int

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"maps"
 	"math"
 	"testing"
 	"time"
@@ -95,5 +96,53 @@ func TestAccumulator(t *testing.T) {
 	rep := a.Report()
 	if rep["recall@2"] != 0.75 || rep["by_category"].(Report)["2"].(Report)["recall@2"] != 1.0 {
 		t.Fatalf("report %v", rep)
+	}
+}
+
+func TestQuestions(t *testing.T) {
+	convs := []Conversation{
+		{ID: "a", QA: []QA{{Question: "q1", Category: 1, Evidence: []string{"D1:1"}}, {Question: "adv", Category: 5}}},
+		{ID: "b", QA: []QA{{Question: "q2", Category: 4, Evidence: []string{"D2:2"}}}},
+	}
+	qs := Questions(convs)
+	if len(qs) != 2 || qs[0].Conv != "a" || qs[1].Conv != "b" || qs[1].Category != 4 || qs[1].Evidence[0] != "D2:2" {
+		t.Fatalf("questions %+v", qs)
+	}
+}
+
+func TestLeaveOneOut(t *testing.T) {
+	// Three conversations, two questions each (evidence "x").
+	var qs []Question
+	for _, c := range []string{"a", "b", "c"} {
+		qs = append(qs, Question{Conv: c, Category: 1, Evidence: []string{"x"}}, Question{Conv: c, Category: 1, Evidence: []string{"x"}})
+	}
+	hit, miss := []string{"x"}, []string{"y", "x"} // recall@1: 1 and 0
+	ranked := [][][]string{
+		{hit, miss, hit, miss, hit, hit}, // setting 0: a 1, b 1, c 2
+		{hit, hit, hit, hit, miss, miss}, // setting 1: a 2, b 2, c 0
+		{hit, miss, hit, miss, hit, hit}, // setting 2: ties setting 0 everywhere
+	}
+	choice, err := LeaveOneOut(qs, ranked, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Held out a: b+c is 3 for setting 0, 2 for setting 1 → 0. Held out
+	// b: a+c 3 vs 2 → 0. Held out c: a+b 2 vs 4 → 1. Setting 2 never
+	// wins: ties go to the lower index.
+	if want := map[string]int{"a": 0, "b": 0, "c": 1}; !maps.Equal(choice, want) {
+		t.Fatalf("choice %v, want %v", choice, want)
+	}
+	// At k 2 every setting finds everything: the first (configured) is kept.
+	if choice, _ := LeaveOneOut(qs, ranked, 2); !maps.Equal(choice, map[string]int{"a": 0, "b": 0, "c": 0}) {
+		t.Fatalf("at k 2: %v", choice)
+	}
+	if _, err := LeaveOneOut(qs, [][][]string{ranked[0][:5]}, 1); err == nil {
+		t.Fatal("a setting with a missing answer accepted")
+	}
+	if _, err := LeaveOneOut(qs[:2], [][][]string{ranked[0][:2]}, 1); err == nil {
+		t.Fatal("one conversation accepted")
+	}
+	if _, err := LeaveOneOut(qs, nil, 1); err == nil {
+		t.Fatal("no settings accepted")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -51,11 +52,22 @@ func Load(dir, name string, dims int) (*Embedder, error) {
 	if name == "" {
 		name = filepath.Base(filepath.Clean(dir))
 	}
+	return load(os.DirFS(dir), dir, name, dims)
+}
+
+// LoadFS reads the model at the root of fsys (e.g. one built in with
+// go:embed) as Load does; name names it in the embedder's ID.
+func LoadFS(fsys fs.FS, name string, dims int) (*Embedder, error) {
+	return load(fsys, name, name, dims)
+}
+
+// load reads the model in fsys; dir names it in errors.
+func load(fsys fs.FS, dir, name string, dims int) (*Embedder, error) {
 	e := &Embedder{unk: -1}
-	if err := e.loadTokenizer(filepath.Join(dir, "tokenizer.json")); err != nil {
+	if err := e.loadTokenizer(fsys, dir, "tokenizer.json"); err != nil {
 		return nil, err
 	}
-	rows, d, err := loadSafetensors(filepath.Join(dir, "model.safetensors"))
+	rows, d, err := loadSafetensors(fsys, dir, "model.safetensors")
 	if err != nil {
 		return nil, err
 	}
@@ -65,12 +77,12 @@ func Load(dir, name string, dims int) (*Embedder, error) {
 	if len(rows)/d < len(e.vocab) {
 		return nil, fmt.Errorf("model2vec: %s: the vocabulary has %d tokens, the embeddings %d rows", dir, len(e.vocab), len(rows)/d)
 	}
-	if raw, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
+	if raw, err := fs.ReadFile(fsys, "config.json"); err == nil {
 		var cfg map[string]any
 		if err := json.Unmarshal(raw, &cfg); err != nil {
 			return nil, fmt.Errorf("model2vec: config.json: %w", err)
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("model2vec: %w", err)
 	}
 	e.vectors, e.dims = rows, d
@@ -93,10 +105,11 @@ type tokenizerJSON struct {
 	} `json:"model"`
 }
 
-func (e *Embedder) loadTokenizer(path string) error {
-	raw, err := os.ReadFile(path)
+func (e *Embedder) loadTokenizer(fsys fs.FS, dir, file string) error {
+	path := filepath.Join(dir, file)
+	raw, err := fs.ReadFile(fsys, file)
 	if err != nil {
-		return fmt.Errorf("model2vec: %w", err)
+		return fmt.Errorf("model2vec: %s: %w", dir, err)
 	}
 	var t tokenizerJSON
 	if err := json.Unmarshal(raw, &t); err != nil {
@@ -142,10 +155,11 @@ func (e *Embedder) loadTokenizer(path string) error {
 
 // loadSafetensors reads the one 2-D tensor of a safetensors file ("embeddings"
 // when there are several) as float32 rows.
-func loadSafetensors(path string) ([]float32, int, error) {
-	raw, err := os.ReadFile(path)
+func loadSafetensors(fsys fs.FS, dir, file string) ([]float32, int, error) {
+	path := filepath.Join(dir, file)
+	raw, err := fs.ReadFile(fsys, file)
 	if err != nil {
-		return nil, 0, fmt.Errorf("model2vec: %w", err)
+		return nil, 0, fmt.Errorf("model2vec: %s: %w", dir, err)
 	}
 	if len(raw) < 8 {
 		return nil, 0, fmt.Errorf("model2vec: %s: too short for safetensors", path)

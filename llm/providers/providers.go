@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/llm/anthropic"
 	"github.com/memoria-ai/memoria/llm/model2vec"
+	"github.com/memoria-ai/memoria/llm/model2vec/glove"
 	"github.com/memoria-ai/memoria/llm/openai"
 	"github.com/memoria-ai/memoria/llm/resilience"
 )
@@ -88,6 +89,8 @@ func Embedder(cfg config.Config, o Options) (llm.Embedder, error) {
 		return llm.NewHashedEmbedder(c.Dims), nil
 	case "model2vec":
 		return model2vec.Load(c.Path, c.Model, c.Dims)
+	case glove.Provider:
+		return glove.New()
 	case "openai":
 		key, err := apiKey(o, c.APIKeyEnv, "OPENAI_API_KEY", "embedder", c.BaseURL)
 		if err != nil {

@@ -41,4 +41,10 @@ func TestNew(t *testing.T) {
 	if err != nil || e.ID() != "openai/nomic-embed-text/768" || e.Dims() != 768 {
 		t.Fatalf("embedder %v: %v", e, err)
 	}
+	cfg.Embedder = config.Default().Embedder
+	cfg.Embedder.Provider, cfg.Embedder.Dims = "glove", 100
+	_, e, err = providers.New(cfg, providers.Options{Getenv: noEnv})
+	if err != nil || e.ID() != "model2vec/glove-6b-100d-30k/100" || e.Dims() != 100 {
+		t.Fatalf("built-in GloVe embedder %v: %v", e, err)
+	}
 }

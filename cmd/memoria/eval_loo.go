@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/eval"
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/text"
+)
+
+// looK is the k of the recall@k the leave-one-out figure tunes for.
+const looK = 10
+
+// setting is one point of the leave-one-out grid.
+type setting struct {
+	label string
+	paths memory.Paths // path weights, fusion, stages and score weights
+	bm25B float64
+}
+
+// looGrid is the declared grid of recall-time settings the
+// leave-one-conversation-out figure of ec chooses from, the configured
+// setting first. It spans what the evaluation decided on these
+// conversations (README, "What the evaluation decided") as far as ec uses
+// it: the score's recency and importance weights (each as configured, 0
+// and doubled), the affinity path's weight (as configured, 0 = off,
+// doubled), the dense path's weight beside BM25 (as configured, doubled)
+// and BM25's b (as configured, the usual 0.75). The sona-similarity
+// weight is left as configured (in sona scope every candidate shares it);
+// so are the settings recall reads only from the configuration or that
+// are set at ingest or learnt: the association types' weights, RRF's k,
+// the importance seed, the co-access rate.
+func looGrid(rc config.Recall, ec evalConfig) []setting {
+	w := rc.Weights
+	first := ec.paths
+	first.Score = &w
+	grid := []setting{{paths: first, bm25B: rc.BM25B}}
+	type axis struct {
+		name   string
+		values []float64
+		set    func(*setting, float64)
+	}
+	pw := ec.paths.Weights
+	axes := []axis{
+		{"recency", []float64{w.Recency, 0, 2 * w.Recency}, func(s *setting, v float64) { s.paths.Score.Recency = v }},
+		{"importance", []float64{w.Importance, 0, 2 * w.Importance}, func(s *setting, v float64) { s.paths.Score.Importance = v }},
+	}
+	if pw.Affinity > 0 {
+		axes = append(axes, axis{"affinity", []float64{pw.Affinity, 0, 2 * pw.Affinity}, func(s *setting, v float64) { s.paths.Weights.Affinity = v }})
+	}
+	if pw.Dense > 0 && pw.BM25 > 0 {
+		axes = append(axes, axis{"dense", []float64{pw.Dense, 2 * pw.Dense}, func(s *setting, v float64) { s.paths.Weights.Dense = v }})
+	}
+	if pw.BM25 > 0 {
+		axes = append(axes, axis{"b", []float64{rc.BM25B, 0.75}, func(s *setting, v float64) { s.bm25B = v }})
+	}
+	for _, a := range axes {
+		var next []setting
+		for _, s := range grid {
+			var seen []float64
+			for _, v := range a.values {
+				if containsFloat(seen, v) {
+					continue
+				}
+				seen = append(seen, v)
+				n := s
+				score := *s.paths.Score
+				n.paths.Score = &score
+				a.set(&n, v)
+				n.label = strings.TrimPrefix(s.label+", "+a.name+" "+strconv.FormatFloat(v, 'g', -1, 64), ", ")
+				next = append(next, n)
+			}
+		}
+		grid = next
+	}
+	return grid
+}
+
+func containsFloat(s []float64, v float64) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// looLoCoMo is ec's leave-one-conversation-out figure: every question
+// is ranked under every setting of the grid over the one ingested store;
+// for each conversation the setting best on the other conversations
+// (recall@10) is chosen, and that conversation's questions are scored
+// under it (recall@k from those rankings, budget recall from a recall
+// with the chosen setting). It returns the figure and each
+// conversation's choice.
+func looLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing *eval.Ingested, ec evalConfig, ks []int, scope string, prog *progress) (*eval.Accumulator, map[string]string, error) {
+	grid := looGrid(cfg.Recall, ec)
+	defer text.SetBM25(cfg.Recall.BM25K1, cfg.Recall.BM25B)
+	k := max(ks[len(ks)-1], looK)
+	ranked := make([][][]string, len(grid))
+	prog.start(fmt.Sprintf("%s, leave-one-out over %d settings", ec.name, len(grid)), len(grid)*len(ing.Qs))
+	for s, st := range grid {
+		// b is a process-wide BM25 parameter: one setting at a time.
+		text.SetBM25(cfg.Recall.BM25K1, st.bm25B)
+		ranked[s] = make([][]string, len(ing.Qs))
+		eg, ectx := errgroup.WithContext(ctx)
+		eg.SetLimit(2)
+		for i := range ing.Qs {
+			eg.Go(func() error {
+				r, err := rank(ectx, self, ing, i, st.paths, k, scope)
+				ranked[s][i] = r
+				prog.add(1)
+				return err
+			})
+		}
+		if err := eg.Wait(); err != nil {
+			return nil, nil, err
+		}
+	}
+	choice, err := eval.LeaveOneOut(ing.Qs, ranked, looK)
+	if err != nil {
+		return nil, nil, err
+	}
+	acc := eval.NewAccumulator(ks)
+	labels := map[string]string{}
+	for i, q := range ing.Qs {
+		st := grid[choice[q.Conv]]
+		labels[q.Conv] = st.label
+		text.SetBM25(cfg.Recall.BM25K1, st.bm25B)
+		injected, err := inject(ctx, self, ing, i, st.paths, scope, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		acc.Add(q.Category, q.Evidence, ranked[choice[q.Conv]][i], injected)
+	}
+	return acc, labels, nil
+}

@@ -1,0 +1,142 @@
+package eval_test
+
+import (
+	"cmp"
+	"context"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/memoria-ai/memoria/api/client"
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/app"
+	"github.com/memoria-ai/memoria/internal/eval"
+	"github.com/memoria-ai/memoria/llm/model2vec/glove"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// knownFailure is the variable that runs the tests of known bugs.
+const knownFailure = "MEMORIA_RUN_KNOWN_FAILURES"
+
+// TestDenseOnlyRanksAsCosine is issue 17's golden test: with a supplied
+// embedder (the built-in GloVe table) and only the dense path on, recall
+// through the public API must rank a conversation's turns exactly as their
+// plain cosine to the question does. It does not today: the additive
+// recency, importance and sona terms outweigh the narrow cosine spread of
+// a real embedder.
+func TestDenseOnlyRanksAsCosine(t *testing.T) {
+	if os.Getenv(knownFailure) == "" {
+		t.Skip("issue 17: FAILS until fusion is calibrated: on LoCoMo conv-26 with the GloVe table, dense-only recall@10 0.299 " +
+			"through the API vs 0.315 by plain cosine, 152 of 152 questions ranked differently; run it with " + knownFailure + "=1")
+	}
+	path := filepath.Join("..", "..", "..", "shared", "data", "locomo", "conv-26.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("LoCoMo data (read from ../shared/data/locomo beside the repository): %v", err)
+	}
+	conv, err := eval.Parse("conv-26", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Embedder.Provider, cfg.Embedder.Dims = glove.Provider, glove.Dims
+	cfg.Recall.Paths = config.PathWeights{Dense: 1}
+	log, sync := app.NewLogger(cfg.Log, io.Discard)
+	defer sync()
+	a, err := app.Open(ctx, cfg, log, app.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	c := client.Embedded(a.API)
+	ing, err := eval.Ingest(ctx, c, []eval.Conversation{conv}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Self.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Self.SettleEvaluation(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The plain cosine of every turn, embedded as the store embeds it.
+	e, err := glove.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts, dia []string
+	for _, s := range conv.Sessions {
+		for _, tr := range s.Turns {
+			texts, dia = append(texts, tr.Speaker+": "+tr.Content()), append(dia, tr.DiaID)
+		}
+	}
+	turns, err := e.Embed(ctx, texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cosine := func(a, b []float32) float64 {
+		s := 0.0
+		for i := range a {
+			s += float64(a[i]) * float64(b[i])
+		}
+		return s
+	}
+
+	const k = 10
+	api, plain := eval.NewAccumulator([]int{k}), eval.NewAccumulator([]int{k})
+	differ := 0
+	for i, q := range ing.Qs {
+		res, err := c.Recall(ctx, ing.Sonas[0], &messages.RecallRequest{Query: ing.Text[i], K: k, BudgetChars: 100000, Explain: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hits []*messages.RecalledMemory
+		for _, m := range res.Memories {
+			if m.Via == "hit" {
+				hits = append(hits, m)
+			}
+		}
+		slices.SortStableFunc(hits, func(a, b *messages.RecalledMemory) int { return cmp.Compare(b.Score, a.Score) })
+		qv, err := e.Embed(ctx, []string{ing.Text[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		order := make([]int, len(turns))
+		sims := make([]float64, len(turns))
+		for j := range turns {
+			order[j], sims[j] = j, cosine(qv[0], turns[j])
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(sims[b], sims[a]) })
+		var got, want []string
+		for _, h := range hits {
+			got = append(got, ing.Dia[h.Cid])
+		}
+		for _, j := range order[:k] {
+			want = append(want, dia[j])
+		}
+		// The API's dense evidence is this cosine: the comparison is fair.
+		if len(hits) > 0 {
+			j := slices.Index(dia, got[0])
+			if d := hits[0].Explain.GetDense(); math.Abs(d-sims[j]) > 1e-4 {
+				t.Fatalf("%q: the API's cosine of %s is %v, the table's %v", ing.Text[i], got[0], d, sims[j])
+			}
+		}
+		if !slices.Equal(got, want) {
+			differ++
+		}
+		api.Add(q.Category, q.Evidence, got, got)
+		plain.Add(q.Category, q.Evidence, want, want)
+	}
+	_, apiAt, _ := api.Row(0)
+	_, plainAt, _ := plain.Row(0)
+	t.Logf("recall@%d dense-only through the API %.3f, by plain cosine %.3f; %d of %d questions ranked differently", k, apiAt[0], plainAt[0], differ, len(ing.Qs))
+	if differ > 0 {
+		t.Fatalf("dense-only recall ranks %d of %d questions unlike the plain cosine (recall@%d %.3f vs %.3f)", differ, len(ing.Qs), k, apiAt[0], plainAt[0])
+	}
+}
