@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -51,6 +52,9 @@ func (s *Server) MCPServer(p *Principal) *mcp.Server {
 	})
 	m := &mcpTools{s: s, p: p}
 	d := s.mcp
+	if s.tp != nil {
+		srv.AddReceivingMiddleware(traceMCP) // outermost: the request's log line carries its span
+	}
 	srv.AddReceivingMiddleware(logRequests(log), dropNullArgs)
 	mcp.AddTool(srv, d.recall, withErrors(m, m.recall))
 	mcp.AddTool(srv, d.insert, withErrors(m, m.insert))
@@ -93,7 +97,7 @@ func (s *Server) mcpHTTP() http.Handler {
 // ServeMCPStdio serves MCP on stdin/stdout until the client leaves or ctx
 // ends. Nothing else may write to stdout meanwhile.
 func (s *Server) ServeMCPStdio(ctx context.Context) error {
-	return s.MCPServer(Local).Run(ctx, &mcp.StdioTransport{})
+	return s.MCPServer(Local).Run(trace.WithProvider(ctx, s.tp), &mcp.StdioTransport{})
 }
 
 // sdkLogger is the MCP SDK's logger: its warnings and errors only. Its
@@ -174,14 +178,14 @@ func withErrors[In, Out any](m *mcpTools, fn func(context.Context, In) (Out, err
 		out, err := fn(ctx, in)
 		if err != nil {
 			var zero Out
-			return nil, zero, m.toolError(err)
+			return nil, zero, m.toolError(ctx, err)
 		}
 		return nil, out, nil
 	}
 }
 
-func (m *mcpTools) toolError(err error) error {
-	_, code, msg := m.s.classify(err)
+func (m *mcpTools) toolError(ctx context.Context, err error) error {
+	_, code, msg := m.s.classify(ctx, err)
 	return fmt.Errorf("%s: %s", code, msg)
 }
 
@@ -507,8 +511,8 @@ func (m *mcpTools) createSona(ctx context.Context, in CreateSonaInput) (SonaOutp
 // resourceError turns an operation's error into the resource read's: the
 // SDK's resource-not-found for what does not exist, invalid params for a
 // malformed URI, and the classified message otherwise.
-func (m *mcpTools) resourceError(uri string, err error) error {
-	status, code, msg := m.s.classify(err)
+func (m *mcpTools) resourceError(ctx context.Context, uri string, err error) error {
+	status, code, msg := m.s.classify(ctx, err)
 	switch status {
 	case http.StatusNotFound:
 		return mcp.ResourceNotFoundError(uri)
@@ -541,15 +545,15 @@ func (m *mcpTools) readBlock(ctx context.Context, req *mcp.ReadResourceRequest) 
 	defer cancel()
 	c, err := m.cidParam(uri, "ipfs://")
 	if err != nil {
-		return nil, m.resourceError(uri, err)
+		return nil, m.resourceError(ctx, uri, err)
 	}
 	// Like the gateway: a block is not tied to a sona.
 	if err := requireUnscoped(ctx, "reading raw blocks"); err != nil {
-		return nil, m.resourceError(uri, err)
+		return nil, m.resourceError(ctx, uri, err)
 	}
 	data, err := m.s.self.Block(c)
 	if err != nil {
-		return nil, m.resourceError(uri, err)
+		return nil, m.resourceError(ctx, uri, err)
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/vnd.ipld.raw", Blob: data}}}, nil
 }
@@ -560,14 +564,14 @@ func (m *mcpTools) readMemory(ctx context.Context, req *mcp.ReadResourceRequest)
 	defer cancel()
 	c, err := m.cidParam(uri, "memoria://memory/")
 	if err != nil {
-		return nil, m.resourceError(uri, err)
+		return nil, m.resourceError(ctx, uri, err)
 	}
 	if c.Prefix().Codec != memory.CodecDagCBOR {
 		return nil, mcp.ResourceNotFoundError(uri) // a raw block is never a memory
 	}
 	out, err := m.s.memoryOp(ctx, c)
 	if err != nil {
-		return nil, m.resourceError(uri, err)
+		return nil, m.resourceError(ctx, uri, err)
 	}
 	return m.jsonResource(uri, out)
 }
@@ -576,7 +580,7 @@ func (m *mcpTools) readMemory(ctx context.Context, req *mcp.ReadResourceRequest)
 func (m *mcpTools) jsonResource(uri string, msg proto.Message) (*mcp.ReadResourceResult, error) {
 	body, err := MarshalJSON(msg)
 	if err != nil {
-		return nil, m.resourceError(uri, err)
+		return nil, m.resourceError(context.Background(), uri, err) // cannot happen: a message we built
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(body)}}}, nil
 }
@@ -587,11 +591,11 @@ func (m *mcpTools) readFile(ctx context.Context, req *mcp.ReadResourceRequest) (
 	defer cancel()
 	c, err := m.cidParam(uri, "memoria://file/")
 	if err != nil {
-		return nil, m.resourceError(uri, err)
+		return nil, m.resourceError(ctx, uri, err)
 	}
 	data, mimeType, _, err := m.s.fileOp(ctx, c)
 	if err != nil {
-		return nil, m.resourceError(uri, err)
+		return nil, m.resourceError(ctx, uri, err)
 	}
 	rc := &mcp.ResourceContents{URI: uri, MIMEType: mimeType}
 	if textual(mimeType) && utf8.Valid(data) {
@@ -616,17 +620,17 @@ func (m *mcpTools) readSona(ctx context.Context, req *mcp.ReadResourceRequest) (
 	defer cancel()
 	id, err := uriParam(uri, "memoria://sona/")
 	if err != nil {
-		return nil, m.resourceError(uri, err)
+		return nil, m.resourceError(ctx, uri, err)
 	}
 	if err := requireScope(ctx, ScopeRead); err != nil {
-		return nil, m.resourceError(uri, err)
+		return nil, m.resourceError(ctx, uri, err)
 	}
 	rec, err := m.s.sonaByUUID(ctx, id)
 	if errors.Is(err, memory.ErrNotFound) {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	if err != nil {
-		return nil, m.resourceError(uri, err)
+		return nil, m.resourceError(ctx, uri, err)
 	}
 	return m.jsonResource(uri, rec)
 }

@@ -56,8 +56,8 @@ func promptArgs(req *mcp.GetPromptRequest, required []string, optional ...string
 // promptError is a prompt's error as the protocol carries it: invalid
 // params for bad or unknown arguments (the sona included), the classified
 // message otherwise.
-func (m *mcpTools) promptError(err error) error {
-	status, code, msg := m.s.classify(err)
+func (m *mcpTools) promptError(ctx context.Context, err error) error {
+	status, code, msg := m.s.classify(ctx, err)
 	if status == http.StatusBadRequest || status == http.StatusNotFound || status == http.StatusConflict {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: %s", code, msg)}
 	}
@@ -74,15 +74,15 @@ func (m *mcpTools) recallAndAnswer(ctx context.Context, req *mcp.GetPromptReques
 	defer cancel()
 	args, err := promptArgs(req, []string{"sona", "question"}, "scope")
 	if err != nil {
-		return nil, m.promptError(err)
+		return nil, m.promptError(ctx, err)
 	}
 	rec, err := m.s.resolveSona(ctx, args["sona"])
 	if err != nil {
-		return nil, m.promptError(err)
+		return nil, m.promptError(ctx, err)
 	}
 	recalled, err := m.s.recallOp(ctx, rec, &messages.RecallRequest{Query: args["question"], Scope: args["scope"]})
 	if err != nil {
-		return nil, m.promptError(err)
+		return nil, m.promptError(ctx, err)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Answer the question below from what the sona %q remembers. Memoria recalled these memories for it, "+
@@ -114,14 +114,14 @@ func (m *mcpTools) remember(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 	defer cancel()
 	args, err := promptArgs(req, []string{"sona", "text"})
 	if err != nil {
-		return nil, m.promptError(err)
+		return nil, m.promptError(ctx, err)
 	}
 	rec, err := m.s.resolveSona(ctx, args["sona"])
 	if err != nil {
-		return nil, m.promptError(err)
+		return nil, m.promptError(ctx, err)
 	}
 	if err := requireScope(ctx, ScopeWrite); err != nil { // what the prompt asks for
-		return nil, m.promptError(err)
+		return nil, m.promptError(ctx, err)
 	}
 	text := fmt.Sprintf("Store what is worth remembering from the text below in the sona %q (uuid %s) with Memoria's insert tool: "+
 		"one call per durable fact, preference, goal, decision or event, each a sentence that stands on its own "+

@@ -38,7 +38,9 @@ func (s *Server) sonaByUUID(ctx context.Context, ref string) (*messages.Sona, er
 	if err := allowSona(ctx, id); err != nil {
 		return nil, err
 	}
-	return s.self.Sona(id)
+	rec, err := s.self.Sona(id)
+	tagSona(ctx, rec)
+	return rec, err
 }
 
 // resolveSona finds a sona by uuid or unambiguous name among the sonas the
@@ -49,7 +51,9 @@ func (s *Server) resolveSona(ctx context.Context, ref string) (*messages.Sona, e
 	}
 	p := principalFrom(ctx)
 	if !p.SonaScoped() {
-		return s.self.ResolveSona(ref)
+		rec, err := s.self.ResolveSona(ref)
+		tagSona(ctx, rec)
+		return rec, err
 	}
 	if id, ok := memory.CanonicalUUID(ref); ok {
 		return s.sonaByUUID(ctx, id)
@@ -63,7 +67,7 @@ func (s *Server) resolveSona(ctx context.Context, ref string) (*messages.Sona, e
 	case 0:
 		return nil, forbidden("token %q may use no sona named %q", p.Name, ref)
 	case 1:
-		return s.self.Sona(ids[0])
+		return s.sonaByUUID(ctx, ids[0])
 	}
 	return nil, &apiError{http.StatusConflict, "conflict", "several sonas this token may use are named " + ref + ": use a uuid"}
 }

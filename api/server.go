@@ -20,9 +20,11 @@ import (
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/metrics"
+	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -37,7 +39,9 @@ type Server struct {
 	tokens  *tokens
 	metrics *metrics.Set // nil: nothing is recorded
 	guard   *browserGuard
-	mcp     *mcpDefs // the MCP tools' definitions
+	mcp     *mcpDefs                 // the MCP tools' definitions
+	tp      oteltrace.TracerProvider // nil: tracing is off (tracing.go)
+	tracer  oteltrace.Tracer
 }
 
 // NewServer builds the REST API over a self and its actor system.
@@ -125,12 +129,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw := &statusWriter{ResponseWriter: w}
 	w = rw
 	defer func() { s.metrics.ObserveHTTP(pattern, r.Method, rw.code(), time.Since(start)) }()
+	if s.tracer != nil {
+		var end func()
+		r, end = s.startSpan(r, pattern, rw)
+		defer end()
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
 				panic(p) // a response cut short on purpose (see export)
 			}
-			s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			s.log.ErrorContext(r.Context(), "handler panic", "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			writeError(w, http.StatusInternalServerError, "internal", "internal error")
 		}
 	}()
@@ -153,6 +162,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(WithPrincipal(r.Context(), p), timeout)
 	defer cancel()
 	r = r.WithContext(ctx)
+	rw.ctx = ctx
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 
 	if pattern == "" {
@@ -170,13 +180,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r) // sets the path values h reads
-	s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "took", time.Since(start))
+	s.log.DebugContext(ctx, "request", "method", r.Method, "path", r.URL.Path, "took", time.Since(start))
 }
 
-// statusWriter remembers the status a handler answered with.
+// statusWriter remembers the status a handler answered with, and gives
+// fail the request's context (for its trace ids in log lines and span).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	ctx    context.Context
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -234,14 +246,18 @@ func badRequest(code, format string, args ...any) error {
 
 // fail writes err as a JSON error with the status its class deserves.
 func (s *Server) fail(w http.ResponseWriter, err error) {
-	status, code, msg := s.classify(err)
+	ctx := context.Background()
+	if sw, ok := w.(*statusWriter); ok && sw.ctx != nil {
+		ctx = sw.ctx
+	}
+	status, code, msg := s.classify(ctx, err)
 	writeError(w, status, code, msg)
 }
 
 // classify gives an error its HTTP status, code and message (REST writes
 // them as a JSON error, MCP as a tool error), and logs the server's own
-// failures.
-func (s *Server) classify(err error) (status int, code, msg string) {
+// failures (with ctx, so the lines carry its trace ids, and on its span).
+func (s *Server) classify(ctx context.Context, err error) (status int, code, msg string) {
 	var ae *apiError
 	var mbe *http.MaxBytesError
 	switch {
@@ -272,10 +288,12 @@ func (s *Server) classify(err error) (status int, code, msg string) {
 	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, memory.ErrClosed):
 		return http.StatusServiceUnavailable, "unavailable", err.Error()
 	case errors.Is(err, memory.ErrCorrupt):
-		s.log.Error("corruption", "err", err)
+		s.log.ErrorContext(ctx, "corruption", "err", err)
+		trace.Fail(oteltrace.SpanFromContext(ctx), err)
 		return http.StatusInternalServerError, "corrupt", err.Error()
 	default:
-		s.log.Error("internal error", "err", err)
+		s.log.ErrorContext(ctx, "internal error", "err", err)
+		trace.Fail(oteltrace.SpanFromContext(ctx), err)
 		return http.StatusInternalServerError, "internal", err.Error()
 	}
 }

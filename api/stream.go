@@ -50,7 +50,7 @@ func (s *Server) chatStream(w http.ResponseWriter, r *http.Request, rec *message
 	defer sink.mu.Unlock()
 	sink.closed = true
 	if err != nil {
-		status, code, msg := s.classify(err)
+		status, code, msg := s.classify(r.Context(), err)
 		if !sink.started {
 			writeError(w, status, code, msg)
 			return
