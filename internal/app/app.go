@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
@@ -23,6 +24,8 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/memlimit"
 	"github.com/memoria-ai/memoria/internal/metrics"
+	"github.com/memoria-ai/memoria/internal/otlp"
+	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/llm/providers"
 	"github.com/memoria-ai/memoria/memory"
@@ -38,6 +41,9 @@ type App struct {
 	API    *api.Server
 	// Metrics are served at GET /metrics.
 	Metrics *metrics.Set
+	// Tracing exports spans by OTLP; nil when the OTEL_* variables leave
+	// it off (the default).
+	Tracing *otlp.Tracing
 }
 
 // Options adjust Open.
@@ -48,7 +54,8 @@ type Options struct {
 	Progress func(stage string, done, total uint64)
 	// AnchorSink hears the anchors (none by default).
 	AnchorSink memory.AnchorSink
-	// Getenv reads the providers' API keys (default os.Getenv).
+	// Getenv reads the providers' API keys and the OTEL_* variables
+	// (default os.Getenv).
 	Getenv func(string) string
 	// HTTPClient replaces http.DefaultClient for the model providers.
 	HTTPClient *http.Client
@@ -64,6 +71,23 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	tracing, err := otlp.New(log, otlp.Options{Getenv: getenv, Version: api.Version})
+	if err != nil {
+		return nil, err
+	}
+	a, err := open(ctx, cfg, log, o, tracing)
+	if err != nil {
+		shutdownTracing(tracing, log)
+		return nil, err
+	}
+	return a, nil
+}
+
+func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, tracing *otlp.Tracing) (*App, error) {
 	m := metrics.New()
 	model, emb, err := providers.New(cfg, providers.Options{Observer: m, Getenv: o.Getenv, HTTPClient: o.HTTPClient})
 	if err != nil {
@@ -89,14 +113,30 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 	}
 	srv := api.NewServer(self, sys, cfg, log)
 	srv.ServeMetrics(m)
+	if tracing != nil {
+		srv.Trace(tracing.Provider)
+	}
 	m.WatchState(func() metrics.State {
 		sonas, mems := self.Counts()
 		lsm, vlog := self.Store().DB().Size()
 		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), LSMBytes: lsm, VlogBytes: vlog,
 			WritesRefused: self.Store().CheckSpace() != nil, TextRebuilds: self.TextIndexRebuilds()}
 	})
-	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m}, nil
+	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing}, nil
 }
+
+// shutdownTracing exports the spans still held, giving the collector
+// tracingFlush at most.
+func shutdownTracing(t *otlp.Tracing, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), tracingFlush)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("tracing shutdown", "err", err)
+	}
+}
+
+// tracingFlush bounds the last export at Close.
+const tracingFlush = 5 * time.Second
 
 // applyMemoryLimit sets the runtime's soft memory limit (see memlimit). A
 // machine whose memory cannot be read runs without one under "auto".
@@ -113,10 +153,13 @@ func applyMemoryLimit(ml config.MemoryLimit, log *slog.Logger) error {
 	return nil
 }
 
-// Close stops the actors, then closes the store after every write.
+// Close stops the actors, then closes the store after every write, then
+// exports the last spans.
 func (a *App) Close() error {
 	a.System.Stop()
-	return a.Self.Close()
+	err := a.Self.Close()
+	shutdownTracing(a.Tracing, a.Log)
+	return err
 }
 
 // Evaluator is the configured EUMAS evaluator (evaluation.mode): the
@@ -172,7 +215,8 @@ func Summarizer(cfg config.Config, model llm.LLM) func(context.Context, []string
 }
 
 // NewLogger builds the process logger: zap, bridged to slog (which
-// protoactor and the packages take), writing to w.
+// protoactor and the packages take), writing to w; a line logged with a
+// context that carries a span gets its trace_id and span_id.
 func NewLogger(c config.Log, w io.Writer) (*slog.Logger, func()) {
 	level := zapcore.InfoLevel
 	_ = level.Set(c.Level)
@@ -191,5 +235,5 @@ func NewLogger(c config.Log, w io.Writer) (*slog.Logger, func()) {
 	}
 	core := zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), level)
 	z := zap.New(core)
-	return slog.New(zapslog.NewHandler(core)), func() { _ = z.Sync() }
+	return slog.New(trace.LogHandler(zapslog.NewHandler(core))), func() { _ = z.Sync() }
 }

@@ -18,11 +18,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -249,12 +251,16 @@ func New(log *slog.Logger, o Options) (*Tracing, error) {
 	if err != nil || cfg.Endpoint == "" {
 		return nil, err
 	}
-	res := append([]attribute.KeyValue{
-		attribute.String("telemetry.sdk.name", "opentelemetry"),
-		attribute.String("telemetry.sdk.language", "go"),
+	for _, kv := range []attribute.KeyValue{ // unless OTEL_RESOURCE_ATTRIBUTES says otherwise
 		attribute.String("service.version", o.Version),
-	}, cfg.Resource...)
-	cfg.Resource = res
+		attribute.String("telemetry.sdk.language", "go"),
+		attribute.String("telemetry.sdk.name", "opentelemetry"),
+		attribute.String("telemetry.sdk.version", sdk.Version()),
+	} {
+		if !slices.ContainsFunc(cfg.Resource, func(r attribute.KeyValue) bool { return r.Key == kv.Key }) {
+			cfg.Resource = append(cfg.Resource, kv)
+		}
+	}
 	exp := NewExporter(cfg, o.HTTPClient, log, o.Now)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(cfg.Sampler))
 	log.Info("tracing", "endpoint", cfg.Endpoint)
