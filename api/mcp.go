@@ -52,10 +52,10 @@ func (s *Server) MCPServer(p *Principal) *mcp.Server {
 	})
 	m := &mcpTools{s: s, p: p}
 	d := s.mcp
-	if s.tp != nil {
-		srv.AddReceivingMiddleware(traceMCP) // outermost: the request's log line carries its span
-	}
 	srv.AddReceivingMiddleware(logRequests(log), dropNullArgs)
+	if s.tp != nil {
+		srv.AddReceivingMiddleware(traceMCP) // added last, runs first: logRequests's line carries the span
+	}
 	mcp.AddTool(srv, d.recall, withErrors(m, m.recall))
 	mcp.AddTool(srv, d.insert, withErrors(m, m.insert))
 	mcp.AddTool(srv, d.query, withErrors(m, m.query))

@@ -1,0 +1,262 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/otlp"
+	"github.com/memoria-ai/memoria/internal/otlp/otlptest"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+)
+
+// syncBuffer collects the log lines of the process.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// lines are the JSON log lines with msg.
+func (s *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for l := range strings.Lines(s.b.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// traced is a served process whose OTEL_* variables are vars.
+type traced struct {
+	app   *App
+	srv   *httptest.Server
+	logs  *syncBuffer
+	close func() error // stops the server, then closes the app (once)
+}
+
+func openTraced(t *testing.T, vars map[string]string) *traced {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Evaluation.Mode = "off"
+	cfg.Log = config.Log{Level: "debug", Format: "json"}
+	logs := &syncBuffer{}
+	log, flush := NewLogger(cfg.Log, logs)
+	a, err := Open(context.Background(), cfg, log, Options{Getenv: func(k string) string { return vars[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.API)
+	close := sync.OnceValue(func() error {
+		srv.Close()
+		defer flush()
+		return a.Close()
+	})
+	t.Cleanup(func() { close() })
+	return &traced{app: a, srv: srv, logs: logs, close: close}
+}
+
+// do sends a request with headers (name, value, …) and returns the
+// response with its body read.
+func (p *traced) do(t *testing.T, method, path, body string, headers ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, p.srv.URL+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := p.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+const (
+	callerTrace  = "4bf92f3577b34da6a3ce929d0e0e4736"
+	callerSpan   = "00f067aa0ba902b7"
+	callerParent = "00-" + callerTrace + "-" + callerSpan + "-01"
+)
+
+// TestTracingRequests: requests through the real server (REST, MCP,
+// gateway, an unknown route) reach an OTLP collector as server spans named
+// by route, under the caller's traceparent, with the sona they worked on,
+// and the request's log line carries the span's ids.
+func TestTracingRequests(t *testing.T) {
+	c := otlptest.New(t)
+	p := openTraced(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": c.URL, "OTEL_SERVICE_NAME": "memoria-it"})
+	if p.app.Tracing == nil {
+		t.Fatal("tracing is off with an endpoint set")
+	}
+
+	resp, body := p.do(t, "POST", "/sonas", `{"name":"bob"}`)
+	var sona struct{ UUID string }
+	if resp.StatusCode != 201 || json.Unmarshal(body, &sona) != nil || sona.UUID == "" {
+		t.Fatalf("create sona: %d %s", resp.StatusCode, body)
+	}
+	resp, body = p.do(t, "POST", "/memories", `{"sona":"bob","kind":"fact","data":{"kind":"text","content":"The shed key hangs by the door."}}`)
+	var mem struct{ CID string }
+	if resp.StatusCode != 201 && resp.StatusCode != 200 || json.Unmarshal(body, &mem) != nil || mem.CID == "" {
+		t.Fatalf("insert: %d %s", resp.StatusCode, body)
+	}
+	resp, body = p.do(t, "POST", "/sona/"+sona.UUID+"/recall", `{"query":"where is the key?","k":5}`, "traceparent", callerParent)
+	if resp.StatusCode != 200 {
+		t.Fatalf("recall: %d %s", resp.StatusCode, body)
+	}
+	if tp := resp.Header.Get("traceparent"); tp != "" {
+		t.Errorf("traceparent %q in a response", tp)
+	}
+	p.do(t, "GET", "/ipfs/"+mem.CID, "", "Accept", "application/vnd.ipld.raw")
+	p.do(t, "GET", "/no/such/route", "")
+	resp, body = p.do(t, "POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"recall","arguments":{"sona":"bob","query":"key"}}}`,
+		"Accept", "application/json, text/event-stream")
+	if resp.StatusCode != 200 || bytes.Contains(body, []byte(`"isError":true`)) {
+		t.Fatalf("mcp recall: %d %s", resp.StatusCode, body)
+	}
+	if err := p.app.Tracing.Provider.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	one := func(name string) otlptest.Span {
+		t.Helper()
+		s := c.Named(name)
+		if len(s) != 1 {
+			var names []string
+			for _, s := range c.Spans() {
+				names = append(names, s.Name)
+			}
+			t.Fatalf("%d spans named %q; spans: %q", len(s), name, names)
+		}
+		return s[0]
+	}
+	recall := one("POST /sona/{uuid}/recall")
+	if recall.TraceID() != callerTrace || recall.ParentID() != callerSpan || recall.Kind != tracepb.Span_SPAN_KIND_SERVER {
+		t.Errorf("recall span: trace %s parent %s kind %v; want the caller's trace and span", recall.TraceID(), recall.ParentID(), recall.Kind)
+	}
+	for k, want := range map[string]string{"http.route": "/sona/{uuid}/recall", "http.request.method": "POST",
+		"url.path": "/sona/" + sona.UUID + "/recall", "memoria.sona.uuid": sona.UUID, "client.address": "127.0.0.1"} {
+		if got := recall.Attr(k).GetStringValue(); got != want {
+			t.Errorf("recall span %s = %q, want %q", k, got, want)
+		}
+	}
+	if code := recall.Attr("http.response.status_code").GetIntValue(); code != 200 {
+		t.Errorf("status code %d", code)
+	}
+	if recall.Resource["service.name"].GetStringValue() != "memoria-it" {
+		t.Errorf("resource %v", recall.Resource)
+	}
+	if insert := one("POST /memories"); insert.Attr("memoria.sona.uuid").GetStringValue() != sona.UUID || insert.ParentID() != "" ||
+		insert.TraceID() == callerTrace {
+		t.Errorf("insert: sona %v, parent %q (a request without traceparent starts a trace)", insert.Attr("memoria.sona.uuid"), insert.ParentID())
+	}
+	one("POST /sonas")
+	one("GET /ipfs/{path...}")
+	if nf := one("GET"); nf.Attr("http.response.status_code").GetIntValue() != 404 || nf.Status.GetCode() != tracepb.Status_STATUS_CODE_UNSET ||
+		nf.Attr("http.route") != nil {
+		t.Errorf("unmatched route: status %v, span status %v, route %v", nf.Attr("http.response.status_code"), nf.Status, nf.Attr("http.route"))
+	}
+	mcpReq, tool := one("POST /mcp"), one("tools/call recall")
+	if tool.ParentID() != mcpReq.SpanID() || tool.TraceID() != mcpReq.TraceID() || tool.Attr("gen_ai.tool.name").GetStringValue() != "recall" {
+		t.Errorf("MCP tool span: parent %s (request %s), tool %v", tool.ParentID(), mcpReq.SpanID(), tool.Attr("gen_ai.tool.name"))
+	}
+	if tool.Attr("memoria.sona.uuid").GetStringValue() != sona.UUID {
+		t.Errorf("the MCP tool span does not name the sona: %v", tool.Attributes)
+	}
+
+	// The request's log line carries its span's ids.
+	var found bool
+	for _, l := range p.logs.lines(t, "request") {
+		if l["path"] == "/sona/"+sona.UUID+"/recall" {
+			found = true
+			if l["trace_id"] != callerTrace || l["span_id"] != recall.SpanID() {
+				t.Errorf("log line %v; want trace %s span %s", l, callerTrace, recall.SpanID())
+			}
+		}
+	}
+	if !found {
+		t.Error("no request log line for the recall")
+	}
+	if l := p.logs.lines(t, "mcp request"); len(l) != 1 || l[0]["span_id"] != tool.SpanID() {
+		t.Errorf("mcp log lines %v; want the tool span %s", l, tool.SpanID())
+	}
+}
+
+// TestTracingOffByDefault: without an endpoint, or with the SDK disabled,
+// no tracer provider runs, no collector hears anything (even at Close,
+// which flushes), and log lines carry no trace ids even when the caller
+// sends a traceparent.
+func TestTracingOffByDefault(t *testing.T) {
+	c := otlptest.New(t)
+	for _, vars := range []map[string]string{
+		{},
+		{"OTEL_SERVICE_NAME": "x", "OTEL_EXPORTER_OTLP_HEADERS": "a=b"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT": c.URL, "OTEL_SDK_DISABLED": "true"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT": c.URL, "OTEL_TRACES_EXPORTER": "none"},
+	} {
+		p := openTraced(t, vars)
+		if p.app.Tracing != nil {
+			t.Errorf("%v: tracing is on", vars)
+		}
+		if resp, body := p.do(t, "POST", "/sonas", `{"name":"bob"}`, "traceparent", callerParent); resp.StatusCode != 201 {
+			t.Fatalf("%v: %d %s", vars, resp.StatusCode, body)
+		}
+		if err := p.close(); err != nil {
+			t.Fatal(err)
+		}
+		lines := p.logs.lines(t, "request")
+		if len(lines) != 1 {
+			t.Fatalf("%v: request lines %v", vars, lines)
+		}
+		if _, ok := lines[0]["trace_id"]; ok {
+			t.Errorf("%v: a trace id in the log while tracing is off: %v", vars, lines[0])
+		}
+	}
+	if n := len(c.Requests()); n != 0 {
+		t.Errorf("the collector got %d requests with tracing off", n)
+	}
+}
+
+// TestTracingBadConfig: an OTEL_* value Memoria cannot honour stops Open
+// with an error naming it, before anything is written.
+func TestTracingBadConfig(t *testing.T) {
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	log, flush := NewLogger(cfg.Log, io.Discard)
+	defer flush()
+	vars := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+	_, err := Open(context.Background(), cfg, log, Options{Getenv: func(k string) string { return vars[k] }})
+	if !errors.Is(err, otlp.ErrConfig) || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
+		t.Fatalf("Open: %v", err)
+	}
+	if _, err := os.Stat(cfg.DataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the data directory was made: %v", err)
+	}
+}
