@@ -66,10 +66,11 @@ func runCmd(t *testing.T, cmd *exec.Cmd) (string, string, int) {
 	return stdout.String(), stderr.String(), code
 }
 
+// cleanEnv is the environment without MEMORIA_* and OTEL_* variables.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MEMORIA_") {
+		if !strings.HasPrefix(kv, "MEMORIA_") && !strings.HasPrefix(kv, "OTEL_") {
 			env = append(env, kv)
 		}
 	}
