@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -258,5 +259,65 @@ func TestTracingBadConfig(t *testing.T) {
 	}
 	if _, err := os.Stat(cfg.DataDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the data directory was made: %v", err)
+	}
+}
+
+// BenchmarkRequestTracing is the cost of tracing a request: GET /healthz
+// and POST /sona/{uuid}/recall served in process (no network), with
+// tracing off and exporting to a collector on loopback.
+//
+//	go test ./internal/app -run '^$' -bench RequestTracing -count 5
+func BenchmarkRequestTracing(b *testing.B) {
+	for _, mode := range []string{"off", "on"} {
+		vars := map[string]string{}
+		if mode == "on" {
+			vars["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlptest.New(b).URL
+		}
+		cfg := config.Default()
+		cfg.DataDir = b.TempDir()
+		cfg.Evaluation.Mode = "off"
+		log, flush := NewLogger(cfg.Log, io.Discard)
+		a, err := Open(context.Background(), cfg, log, Options{Getenv: func(k string) string { return vars[k] }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		serve := func(method, path, body string) int {
+			req := httptest.NewRequest(method, "http://127.0.0.1:7777"+path, strings.NewReader(body))
+			req.Header.Set("traceparent", callerParent)
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			w := httptest.NewRecorder()
+			a.API.ServeHTTP(w, req)
+			return w.Code
+		}
+		rec := httptest.NewRecorder()
+		a.API.ServeHTTP(rec, httptest.NewRequest("POST", "http://127.0.0.1:7777/sonas", strings.NewReader(`{"name":"bob"}`)))
+		var sona struct{ UUID string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &sona); err != nil || sona.UUID == "" {
+			b.Fatalf("create sona: %s", rec.Body)
+		}
+		for i := range 50 {
+			body := fmt.Sprintf(`{"sona":"bob","data":{"kind":"text","content":"memory %d about the %s"}}`, i, strings.Repeat("shed ", i%7+1))
+			if code := serve("POST", "/memories", body); code != 201 && code != 200 {
+				b.Fatalf("insert: %d", code)
+			}
+		}
+		b.Run("healthz/"+mode, func(b *testing.B) {
+			for b.Loop() {
+				if code := serve("GET", "/healthz", ""); code != 200 {
+					b.Fatal(code)
+				}
+			}
+		})
+		b.Run("recall/"+mode, func(b *testing.B) {
+			for b.Loop() {
+				if code := serve("POST", "/sona/"+sona.UUID+"/recall", `{"query":"memory number x","k":5}`); code != 200 {
+					b.Fatal(code)
+				}
+			}
+		})
+		a.Close()
+		flush()
 	}
 }
