@@ -21,25 +21,11 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
-// syncBuffer collects the log lines of the process.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// lines are the JSON log lines with msg.
-func (s *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
+// logLines are the JSON log lines of logs with msg.
+func logLines(t *testing.T, logs *otlptest.Buffer, msg string) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	for l := range strings.Lines(s.b.String()) {
+	for l := range strings.Lines(logs.String()) {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("log line %q: %v", l, err)
@@ -55,7 +41,7 @@ func (s *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
 type traced struct {
 	app   *App
 	srv   *httptest.Server
-	logs  *syncBuffer
+	logs  *otlptest.Buffer
 	close func() error // stops the server, then closes the app (once)
 }
 
@@ -65,7 +51,7 @@ func openTraced(t *testing.T, vars map[string]string) *traced {
 	cfg.DataDir = t.TempDir()
 	cfg.Evaluation.Mode = "off"
 	cfg.Log = config.Log{Level: "debug", Format: "json"}
-	logs := &syncBuffer{}
+	logs := &otlptest.Buffer{}
 	log, flush := NewLogger(cfg.Log, logs)
 	a, err := Open(context.Background(), cfg, log, Options{Getenv: func(k string) string { return vars[k] }})
 	if err != nil {
@@ -194,7 +180,7 @@ func TestTracingRequests(t *testing.T) {
 
 	// The request's log line carries its span's ids.
 	var found bool
-	for _, l := range p.logs.lines(t, "request") {
+	for _, l := range logLines(t, p.logs, "request") {
 		if l["path"] == "/sona/"+sona.UUID+"/recall" {
 			found = true
 			if l["trace_id"] != callerTrace || l["span_id"] != recall.SpanID() {
@@ -205,7 +191,7 @@ func TestTracingRequests(t *testing.T) {
 	if !found {
 		t.Error("no request log line for the recall")
 	}
-	if l := p.logs.lines(t, "mcp request"); len(l) != 1 || l[0]["span_id"] != tool.SpanID() {
+	if l := logLines(t, p.logs, "mcp request"); len(l) != 1 || l[0]["span_id"] != tool.SpanID() {
 		t.Errorf("mcp log lines %v; want the tool span %s", l, tool.SpanID())
 	}
 }
@@ -232,7 +218,7 @@ func TestTracingOffByDefault(t *testing.T) {
 		if err := p.close(); err != nil {
 			t.Fatal(err)
 		}
-		lines := p.logs.lines(t, "request")
+		lines := logLines(t, p.logs, "request")
 		if len(lines) != 1 {
 			t.Fatalf("%v: request lines %v", vars, lines)
 		}

@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -35,6 +36,7 @@ var ErrExport = errors.New("otlp: export failed")
 // Exporter is an sdktrace.SpanExporter POSTing ExportTraceServiceRequests.
 type Exporter struct {
 	cfg    Config
+	where  string // the endpoint without a password, for messages
 	client *http.Client
 	log    *slog.Logger
 	now    func() time.Time
@@ -61,7 +63,7 @@ func NewExporter(cfg Config, client *http.Client, log *slog.Logger, now func() t
 	if now == nil {
 		now = time.Now
 	}
-	return &Exporter{cfg: cfg, client: client, log: log, now: now}
+	return &Exporter{cfg: cfg, where: redacted(cfg.Endpoint), client: client, log: log, now: now}
 }
 
 var _ sdktrace.SpanExporter = (*Exporter)(nil)
@@ -150,9 +152,9 @@ func (e *Exporter) post(ctx context.Context, body []byte, encoding string) (time
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
 			wait = max(time.Duration(s)*time.Second, time.Nanosecond)
 		}
-		return wait, fmt.Errorf("%w: %s from %s", ErrExport, resp.Status, e.cfg.Endpoint)
+		return wait, fmt.Errorf("%w: %s from %s", ErrExport, resp.Status, e.where)
 	default:
-		return -1, fmt.Errorf("%w: %s from %s: %.200s", ErrExport, resp.Status, e.cfg.Endpoint, reply)
+		return -1, fmt.Errorf("%w: %s from %s: %.200s", ErrExport, resp.Status, e.where, reply)
 	}
 }
 
@@ -215,8 +217,17 @@ func (e *Exporter) failed(err error) {
 	suppressed := e.suppressed
 	e.lastLogged, e.suppressed = now, 0
 	e.mu.Unlock()
-	e.log.Warn("trace export failed; spans dropped", "err", err, "endpoint", e.cfg.Endpoint,
+	e.log.Warn("trace export failed; spans dropped", "err", err, "endpoint", e.where,
 		"failures_not_logged", suppressed)
+}
+
+// redacted is endpoint with any password in it replaced.
+func redacted(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return endpoint
+	}
+	return u.Redacted()
 }
 
 // Shutdown stops exporting; the provider has flushed what it held.
@@ -263,7 +274,7 @@ func New(log *slog.Logger, o Options) (*Tracing, error) {
 	}
 	exp := NewExporter(cfg, o.HTTPClient, log, o.Now)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(cfg.Sampler))
-	log.Info("tracing", "endpoint", cfg.Endpoint)
+	log.Info("tracing", "endpoint", exp.where)
 	return &Tracing{Provider: tp}, nil
 }
 

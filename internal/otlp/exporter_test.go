@@ -1,7 +1,6 @@
 package otlp_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -23,24 +22,6 @@ import (
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
-// syncBuffer is a log destination safe for the exporter's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func newTracing(t *testing.T, vars map[string]string, log *slog.Logger) *otlp.Tracing {
 	t.Helper()
@@ -184,11 +165,12 @@ func TestExportFailuresAreLoggedRateLimited(t *testing.T) {
 		http.Error(w, "no such tenant", http.StatusBadRequest)
 		return true
 	})
-	var logs syncBuffer
+	var logs otlptest.Buffer
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var clockMu sync.Mutex
 	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
-	cfg, err := otlp.FromEnv(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": c.URL}))
+	withPassword := "http://memoria:s3cret@" + strings.TrimPrefix(c.URL, "http://")
+	cfg, err := otlp.FromEnv(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": withPassword}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +189,9 @@ func TestExportFailuresAreLoggedRateLimited(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "400 Bad Request") || !strings.Contains(logs.String(), "no such tenant") {
 		t.Errorf("the line does not say why: %s", logs.String())
+	}
+	if strings.Contains(logs.String(), "s3cret") {
+		t.Errorf("the endpoint's password was logged: %s", logs.String())
 	}
 	clockMu.Lock()
 	now = now.Add(time.Minute)
@@ -230,7 +215,7 @@ func TestPartialSuccessIsLogged(t *testing.T) {
 		w.Write([]byte{0x0a, 0x0b, 0x08, 0x01, 0x12, 0x07, 't', 'o', 'o', ' ', 'o', 'l', 'd'})
 		return true
 	})
-	var logs syncBuffer
+	var logs otlptest.Buffer
 	tr := newTracing(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": c.URL}, slog.New(slog.NewTextHandler(&logs, nil)))
 	_, s := tr.Provider.Tracer("t").Start(context.Background(), "x")
 	s.End()
