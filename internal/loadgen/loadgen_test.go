@@ -52,7 +52,7 @@ func TestPercentile(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		d = append(d, time.Duration(i))
 	}
-	if percentile(d, 0.5) != 50 || percentile(d, 0.99) != 99 || percentile(d, 1) != 100 || percentile(d[:1], 0.99) != 1 {
-		t.Fatalf("p50 %d p99 %d p100 %d", percentile(d, 0.5), percentile(d, 0.99), percentile(d, 1))
+	if Percentile(d, 0.5) != 50 || Percentile(d, 0.99) != 99 || Percentile(d, 1) != 100 || Percentile(d[:1], 0.99) != 1 {
+		t.Fatalf("p50 %d p99 %d p100 %d", Percentile(d, 0.5), Percentile(d, 0.99), Percentile(d, 1))
 	}
 }

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/bench"
+)
+
+func benchCmd(g *globals) *cobra.Command {
+	var (
+		o                      bench.Options
+		sizes, clients, locomo string
+		svgFile, serverLogs    string
+		keep                   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench [scenario…]",
+		Short: "Measure what users run: a real server on loopback driven over HTTP, beside the references it is judged against",
+		Long: "Start `memoria serve` (this binary) on loopback and drive it over HTTP with many clients, then report\n" +
+			"p50/p99/max latency, throughput, the server's CPU time per operation and its RSS. Scenarios (default: all):\n" +
+			"  insert   POST /memories, --clients (64) into as many sonas, on an empty store\n" +
+			"  recall   POST /sona/{uuid}/recall with 1 and 16 clients on a store of each --sizes, queries that hit\n" +
+			"  restart  SIGTERM, then SIGKILL, of a store of each size: until /healthz, until recall is at its steady\n" +
+			"           latency, until the server is idle, and its RSS\n" +
+			"  ann      Memoria's HNSW in process over the store's vectors: recall@10 against exact search\n" +
+			"  refs     raw Badger (one fsynced transaction per write, as many writers as insert), exact search,\n" +
+			"           coder/hnsw and chromem-go over the same vectors\n" +
+			"  advance  POST /sona/{uuid}/chat (offline model) over --advance-sonas sonas, 64 and 128 clients\n" +
+			"The store of --sizes is grown through POST /memories and kept in --data DIR (a temporary directory\n" +
+			"without it), so a later run with the same corpus, seed and binary continues it.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			o.Scenarios = args
+			if o.Sizes, err = parseList(sizes, bench.ParseSize); err != nil {
+				return err
+			}
+			if o.Clients, err = parseList(clients, func(s string) (int, error) {
+				n, err := strconv.Atoi(s)
+				if err != nil || n < 1 {
+					return 0, fmt.Errorf("--clients: %q is not a positive number", s)
+				}
+				return n, nil
+			}); err != nil {
+				return err
+			}
+			cfg, err := g.loadConfig("")
+			if err != nil {
+				return err
+			}
+			o.Config = &cfg
+			if cfg.Embedder.Provider != "hashed" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench: the server embeds with %s; ann and refs embed with the hashed embedder, not the server's vectors\n", cfg.Embedder.Provider)
+			}
+			if o.Binary, err = os.Executable(); err != nil {
+				return err
+			}
+			if g.configFile != "" {
+				o.ServerArgs = []string{"--config", g.configFile}
+			}
+			o.Token = os.Getenv(config.EnvToken)
+			if locomo != "" {
+				if o.Corpus, err = bench.LoadLoCoMo(locomo, o.Seed); err != nil {
+					return err
+				}
+			}
+			if serverLogs != "" {
+				f, err := os.OpenFile(serverLogs, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				o.ServerLog = f
+			}
+			o.Dir = g.dataDir
+			if o.Dir == "" {
+				if o.Dir, err = os.MkdirTemp("", "memoria-bench-"); err != nil {
+					return err
+				}
+				defer func() {
+					if keep {
+						fmt.Fprintf(cmd.ErrOrStderr(), "data directory kept: %s\n", o.Dir)
+					} else {
+						os.RemoveAll(o.Dir)
+					}
+				}()
+			}
+			p := newProgress(cmd.ErrOrStderr(), g.json)
+			phase := ""
+			o.Progress = func(s bench.Progress) {
+				if s.Phase != phase {
+					phase = s.Phase
+					p.start(s.Phase, s.Total)
+				}
+				p.set(s.Done)
+			}
+			rep, err := bench.Run(cmd.Context(), o)
+			p.done()
+			if rep == nil {
+				return err
+			}
+			rep.Command = "memoria " + strings.Join(os.Args[1:], " ")
+			out := cmd.OutOrStdout()
+			if g.json {
+				if perr := printIndented(out, rep); perr != nil {
+					return perr
+				}
+			} else {
+				bench.WriteTable(out, rep)
+			}
+			if svgFile != "" {
+				if serr := writeSVG(svgFile, rep); serr != nil && err == nil {
+					err = serr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			for _, r := range rep.Results {
+				if r.Errors > 0 {
+					return fmt.Errorf("bench: %d of %d operations of %s (%s) failed: %s", r.Errors, r.Ops, r.Scenario, r.Name, r.ErrorStatuses)
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&sizes, "sizes", sizeList(bench.DefaultSizes), "store sizes of recall, restart, ann and refs' searches (10k, 1m, …)")
+	f.StringVar(&clients, "clients", "", "client counts, replacing every scenario's own (insert 64; recall 1,16; advance 64,128)")
+	f.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "length of each measured window of load")
+	f.IntVar(&o.AdvanceSonas, "advance-sonas", bench.DefaultAdvanceSonas, "sonas the advance scenario chats with")
+	f.IntVar(&o.StoreSonas, "store-sonas", bench.DefaultStoreSonas, "sonas the sized store's memories are spread over")
+	f.IntVar(&o.Queries, "queries", bench.DefaultQueries, "searches of each in-process vector index")
+	f.Int64Var(&o.Seed, "seed", 1, "seed of the texts, queries and workload")
+	f.StringVar(&locomo, "locomo", "", "directory of LoCoMo conversations: their turns, repeated and perturbed to size, as the texts")
+	f.StringVar(&svgFile, "svg", "", "write plots of latency, throughput and restart times against store size to this SVG file")
+	f.BoolVar(&keep, "keep", false, "keep the temporary data directory (with --data the directory is always kept)")
+	f.StringVar(&serverLogs, "server-log", "", "append the servers' logs to this file")
+	f.BoolVar(&g.json, "json", false, "print JSON")
+	return cmd
+}
+
+func parseList(s string, parse func(string) (int, error)) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		n, err := parse(part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func sizeList(sizes []int) string {
+	parts := make([]string, len(sizes))
+	for i, n := range sizes {
+		parts[i] = bench.FormatSize(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+func writeSVG(path string, rep *bench.Report) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteSVG(f, rep); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
