@@ -15,10 +15,12 @@ import (
 // Failure codes carried by messages.Failure; the REST layer maps them to
 // HTTP statuses.
 const (
-	CodeNotFound    = "not_found"
-	CodeInvalid     = "invalid"
-	CodeConflict    = "conflict"
-	CodeTooLarge    = "too_large"
+	CodeNotFound = "not_found"
+	CodeInvalid  = "invalid"
+	CodeConflict = "conflict"
+	CodeTooLarge = "too_large"
+	// CodeDiskFull: the store refused a write below its free-space reserve.
+	CodeDiskFull    = "insufficient_storage"
 	CodeTimeout     = "timeout"
 	CodeUnavailable = "unavailable"
 	CodeLLM         = "llm_failed"
@@ -46,6 +48,8 @@ func failure(err error) *messages.Failure {
 		code = CodeConflict
 	case errors.Is(err, memory.ErrTooLarge):
 		code = CodeTooLarge
+	case errors.Is(err, memory.ErrDiskFull):
+		code = CodeDiskFull
 	case errors.Is(err, llm.ErrCircuitOpen):
 		code = CodeLLMUnavailable
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, actor.ErrTimeout):
@@ -78,6 +82,8 @@ func (e *Error) Is(target error) bool {
 		return target == memory.ErrChainConflict
 	case CodeTooLarge:
 		return target == memory.ErrTooLarge
+	case CodeDiskFull:
+		return target == memory.ErrDiskFull
 	case CodeTimeout:
 		return target == context.DeadlineExceeded
 	case CodeLLM:

@@ -378,8 +378,8 @@ func checkSonaShape(t *testing.T, s map[string]any) {
 func TestHealth(t *testing.T) {
 	h := newHarness(t)
 	m := h.get("/healthz").obj(t, http.StatusOK)
-	wantKeys(t, m, "status", "sonas", "memories", "indexed")
-	if m["status"] != "ok" {
+	wantKeys(t, m, "status", "sonas", "memories", "indexed", "reason")
+	if m["status"] != "ok" || m["reason"] != nil {
 		t.Fatalf("status %v", m["status"])
 	}
 	for _, k := range []string{"sonas", "memories", "indexed"} {

@@ -183,9 +183,12 @@ type policy struct {
 // added without a policy) needs admin and is global: closed by default.
 var policies = map[string]policy{
 	"GET /healthz":                 {ScopeNone, public},
+	"GET /ui":                      {ScopeNone, public}, // the web explorer's files hold no data (ui.go)
+	"GET /ui/{file...}":            {ScopeNone, public},
 	"GET /metrics":                 {ScopeAdmin, global},
 	"GET /memory/{cid}":            {ScopeRead, bound},
 	"GET /memory/{cid}/evaluation": {ScopeRead, bound},
+	"GET /memory/{cid}/links":      {ScopeRead, bound}, // the web explorer's graph (ui.go)
 	"GET /memories/list":           {ScopeRead, bound}, // ?sona= required for sona-scoped tokens
 	"POST /memories":               {ScopeWrite, bound},
 	"GET /sona/{uuid}":             {ScopeRead, bound},

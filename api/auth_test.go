@@ -142,12 +142,16 @@ func TestAuthMatrix(t *testing.T) {
 	mcpInit := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
 	cases := []routeCase{
 		{"GET /healthz", "GET", "/healthz", nil, 0, relPublic, 200},
+		{"GET /ui", "GET", "/ui", nil, 0, relPublic, 200}, // redirected to /ui/
+		{"GET /ui/{file...}", "GET", "/ui/js/main.js", nil, 0, relPublic, 200},
 		{"GET /metrics", "GET", "/metrics", nil, 3, relGlobal, 200},
 		{"GET /memory/{cid}", "GET", "/memory/" + w.memA, nil, 1, relA, 200},
 		{"GET /memory/{cid}", "GET", "/memory/" + w.memB, nil, 1, relB, 200},
 		{"GET /memory/{cid}", "GET", "/memory/" + w.backboneMem, nil, 1, relA, 200}, // the backbone is every sona's
 		{"GET /memory/{cid}/evaluation", "GET", "/memory/" + w.memA + "/evaluation", nil, 1, relA, 0},
 		{"GET /memory/{cid}/evaluation", "GET", "/memory/" + w.memB + "/evaluation", nil, 1, relB, 0},
+		{"GET /memory/{cid}/links", "GET", "/memory/" + w.memA + "/links", nil, 1, relA, 200},
+		{"GET /memory/{cid}/links", "GET", "/memory/" + w.memB + "/links", nil, 1, relB, 200},
 		{"GET /memories/list", "GET", "/memories/list", nil, 1, relGlobal, 200},
 		{"GET /memories/list", "GET", "/memories/list?sona=" + w.a, nil, 1, relA, 200},
 		{"GET /memories/list", "GET", "/memories/list?sona=" + w.b, nil, 1, relB, 200},

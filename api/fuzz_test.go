@@ -198,4 +198,3 @@ func FuzzMCPTools(f *testing.F) {
 		}
 	})
 }
-

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
@@ -17,9 +18,11 @@ import (
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	sonas, mems := s.self.Counts()
-	writeJSON(w, http.StatusOK, &messages.Health{
-		Status: "ok", Sonas: sonas, Memories: mems, Indexed: int64(s.self.Index().Len()),
-	})
+	h := &messages.Health{Status: "ok", Sonas: sonas, Memories: mems, Indexed: int64(s.self.Index().Len())}
+	if err := s.self.Store().CheckSpace(); err != nil {
+		h.Status, h.Reason = "degraded", proto.String("disk_full") // writes are refused; reads go on
+	}
+	writeJSON(w, http.StatusOK, h)
 }
 
 // parseCID reads a CID path or query value.

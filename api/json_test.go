@@ -42,12 +42,12 @@ func decodeAny(t *testing.T, s string) any {
 
 func TestMarshalInt64AsNumbers(t *testing.T) {
 	got := marshal(t, &messages.Health{Status: "ok", Sonas: 3, Memories: math.MaxInt64, Indexed: -1})
-	want := `{"status":"ok","sonas":3,"memories":9223372036854775807,"indexed":-1}`
+	want := `{"status":"ok","sonas":3,"memories":9223372036854775807,"indexed":-1,"reason":null}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 	// Zero scalars are written, not omitted.
-	if got := marshal(t, &messages.Health{}); got != `{"status":"","sonas":0,"memories":0,"indexed":0}` {
+	if got := marshal(t, &messages.Health{}); got != `{"status":"","sonas":0,"memories":0,"indexed":0,"reason":null}` {
 		t.Fatalf("zero Health = %s", got)
 	}
 	if got := marshal(t, &messages.InsertResponse{Cid: "c", Seq: proto.Int64(1 << 60), Existed: false}); got != `{"cid":"c","seq":1152921504606846976,"existed":false,"deduplicated":false,"similarity":null,"threshold":null}` {

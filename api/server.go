@@ -92,6 +92,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /import", s.importExport)
 	m.HandleFunc("GET /anchors", s.anchors)
 	m.Handle("/mcp", s.mcpHTTP())
+	s.uiRoutes(m) // the web explorer (ui.go)
 }
 
 // transfers are the routes that move a whole self: they get
@@ -255,6 +256,8 @@ func (s *Server) classify(err error) (status int, code, msg string) {
 		return http.StatusNotFound, "not_found", err.Error()
 	case errors.Is(err, memory.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, "too_large", err.Error()
+	case errors.Is(err, memory.ErrDiskFull):
+		return http.StatusInsufficientStorage, "insufficient_storage", err.Error()
 	case errors.Is(err, memory.ErrAmbiguous), errors.Is(err, memory.ErrChainConflict):
 		return http.StatusConflict, "conflict", err.Error()
 	case errors.Is(err, llm.ErrCircuitOpen):

@@ -192,6 +192,19 @@ type Store struct {
 	Memtables  int `yaml:"memtables"`
 	// MemoryCache is how many decoded memories are kept in RAM.
 	MemoryCache int `yaml:"memory_cache"`
+	// MinFreeMB is the free space kept on the data directory's file
+	// system: a write that would leave less is refused (507
+	// insufficient_storage) while reads go on, and writes resume once
+	// space is freed. Badger writes through memory-mapped files, where a
+	// full disk kills the process, so the reserve must also cover what
+	// Badger writes on its own after the last accepted write: a memtable
+	// flush and the compactions that follow. Default 256; at least
+	// 2 × memtable_mb, and more for large stores (see the README).
+	MinFreeMB int `yaml:"min_free_mb"`
+	// VerifyTables checks every Badger table against its checksums before
+	// the store opens (about 0.3 s per 100,000 memories), so that a
+	// damaged table is named at once rather than read past. Default true.
+	VerifyTables bool `yaml:"verify_tables"`
 }
 
 // Index configures the HNSW vector index (derived state, rebuilt at start).
@@ -545,6 +558,8 @@ func Default() Config {
 			MemTableMB:    64,
 			Memtables:     5,
 			MemoryCache:   50_000,
+			MinFreeMB:     256,
+			VerifyTables:  true,
 		},
 		Index: Index{M: 16, EfSearch: 64, EfConstruction: 32, Backlog: 8192, TextBacklog: 50_000, Seed: 1},
 		Recall: Recall{
@@ -725,13 +740,16 @@ func (c *Config) Validate() error {
 		bad("store.max_block_bytes", "must be at most 4 MiB, got %d", c.Store.MaxBlockBytes)
 	}
 	positive("store.cache_mb", c.Store.CacheMB)
-	if c.Store.MemTableMB < 16 || c.Store.MemTableMB > 1024 {
-		bad("store.memtable_mb", "must be within 16..1024, got %d", c.Store.MemTableMB)
-	}
 	if c.Store.Memtables < 2 || c.Store.Memtables > 16 {
 		bad("store.memtables", "must be within 2..16, got %d", c.Store.Memtables)
 	}
 	positive("store.memory_cache", c.Store.MemoryCache)
+	if c.Store.MemTableMB < 1 || c.Store.MemTableMB > 1024 {
+		bad("store.memtable_mb", "must be within 1..1024, got %d", c.Store.MemTableMB)
+	}
+	if c.Store.MinFreeMB < 2*c.Store.MemTableMB {
+		bad("store.min_free_mb", "must be at least 2 × store.memtable_mb (%d), got %d: the reserve covers a memtable flush", 2*c.Store.MemTableMB, c.Store.MinFreeMB)
+	}
 
 	if c.Index.M < 2 {
 		bad("index.m", "must be at least 2, got %d", c.Index.M)

@@ -18,12 +18,21 @@
 //     bytes do not match its CID is ErrCorrupt, never served.
 //   - Every write passes the committer (Store.Submit): operations run in
 //     submission order, are applied in batches of one Badger transaction,
-//     and are acknowledged only after that transaction's fsync.
+//     and are acknowledged only after that transaction's fsync and the
+//     acknowledged mark (the commit count, in a file beside Badger's) moved.
+//     A store that opens with fewer commits than its mark lost acknowledged
+//     writes and refuses to serve (ErrLostWrites) until the loss is accepted.
+//   - A batch that would leave less than the free-space reserve on the
+//     store's file system is not committed (ErrDiskFull); reads go on.
+//   - Before Badger opens the store, every table is verified and the
+//     write-ahead logs are scanned (integrity.go): damage is named, never
+//     read past.
 //   - Appending to a chain (memory block, ACT block, head move, metadata,
 //     embedding, chain index, associations) is one operation, and it checks
 //     that the head it extends is still the head: a chain can never fork.
 //   - The vector index is derived: rebuilt from the embeddings key space at
-//     start, never the only copy of anything.
+//     start, never the only copy of anything. So is the full-text index:
+//     caught up from the insertion log at start, rebuilt from it when damaged.
 //   - An anchor (y/) is written by the same transaction as the append that
 //     created its memory; a sink hears it only after that commit.
 //   - An import (import.go) is checked whole before anything is written,
@@ -50,7 +59,8 @@
 //	q/      log seq (8 bytes BE)        memory CID bytes: the insertion log, in the order memories
 //	                                    came to exist (derived indexes catch up from it)
 //	x/      "version" | "embedder" |    store layout version; embedding space identity;
-//	        "memseq"                    last insertion-log position;
+//	        "memseq" | "commits"        last insertion-log position; commits made (8 BE each:
+//	                                    every group commit counts itself, see integrity.go);
 //	        "heartbeat" | "backbone" |  HeartbeatState (protobuf); uuid of the backbone's sona;
 //	        "evalseq" | "anchored"      last insertion-log position evaluated (8 BE); last anchor
 //	                                    (y/ position, 8 bytes BE) the AnchorSink took

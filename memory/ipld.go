@@ -124,8 +124,10 @@ type Act struct {
 var (
 	// ErrInvalid marks a memory or block that breaks the schema.
 	ErrInvalid = errors.New("memory: invalid")
-	// ErrCorrupt marks a stored block whose bytes do not hash to its CID.
-	ErrCorrupt = errors.New("memory: corrupt block")
+	// ErrCorrupt marks damaged stored data: a block whose bytes do not
+	// hash to its CID, a record that does not decode, a store file that
+	// fails its checksums (the error names the file).
+	ErrCorrupt = errors.New("memory: corrupt")
 )
 
 func invalidf(format string, args ...any) error {

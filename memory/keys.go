@@ -25,6 +25,7 @@ var (
 	keyVersion    = []byte("x/version")
 	keyEmbedder   = []byte("x/embedder")
 	keyMemSeq     = []byte("x/memseq")
+	keyCommits    = []byte("x/commits")
 )
 
 func join(parts ...[]byte) []byte {

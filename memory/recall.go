@@ -246,10 +246,6 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 		s.smu.RLock()
 		pos := s.sonas[q.Sona].textPos
 		s.smu.RUnlock()
-		if err := s.text.waitApplied(ctx, pos); err != nil {
-			denseDone.Wait()
-			return nil, err
-		}
 		opts := text.SearchOptions{K: n, Also: func() []string {
 			denseDone.Wait()
 			ids := make([]string, 0, len(dense))
@@ -266,8 +262,11 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 				opts.Sonas = append(opts.Sonas, backbone)
 			}
 		}
-		hits, err := s.text.idx.Search(q.Text, opts)
+		hits, err := s.text.search(ctx, pos, q.Text, opts)
 		denseDone.Wait()
+		if errors.Is(err, errTextUnavailable) {
+			hits, err = nil, nil // being rebuilt: the other paths answer
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -36,8 +36,7 @@ type ReembedReport struct {
 // again. progress hears the memories done. The store must not be open
 // elsewhere (it takes the directory's lock).
 func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress func(done, total int)) (ReembedReport, error) {
-	st, err := OpenStore(filepath.Join(cfg.DataDir, "store"), StoreOptions{MaxBatch: cfg.Store.MaxBatch,
-		MaxBlockBytes: cfg.Store.MaxBlockBytes, CacheMB: cfg.Store.CacheMB, MemTableMB: cfg.Store.MemTableMB, Memtables: cfg.Store.Memtables})
+	st, err := OpenStore(filepath.Join(cfg.DataDir, "store"), storeOptions(cfg.Store))
 	if err != nil {
 		return ReembedReport{}, err
 	}

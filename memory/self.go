@@ -41,6 +41,12 @@ type Options struct {
 	Logger   *slog.Logger
 	// InMemory keeps the store in RAM (for benchmarks of logic only).
 	InMemory bool
+	// FreeSpace reports the bytes available on the data directory's file
+	// system (default: statfs); tests inject it.
+	FreeSpace func() (uint64, error)
+	// AcceptLoss opens a store that lost acknowledged writes (see
+	// ErrLostWrites): what is gone is logged, what remains is served.
+	AcceptLoss bool
 	// Progress, when set, is told how rebuilding derived state advances.
 	Progress func(stage string, done, total uint64)
 	// Normalize, when set, canonicalises a new memory's text before it is
@@ -80,6 +86,7 @@ type Self struct {
 	cache        *memCache              // decoded memories by CID
 	metas        *metaCache             // memory metadata by CID key
 	text         *textIndexer           // full-text index, kept in step by the committer
+	textRebuilds atomic.Int64           // times the full-text index was found damaged and rebuilt
 	progress     func(stage string, done, total uint64)
 	normalize    func(ctx context.Context, text string) (string, error)
 	summarize    func(ctx context.Context, texts []string) (string, error)
@@ -115,15 +122,9 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		return nil, errors.New("memory: Open needs an embedder")
 	}
 	dir := o.Config.DataDir
-	st, err := OpenStore(filepath.Join(dir, "store"), StoreOptions{
-		MaxBatch:      o.Config.Store.MaxBatch,
-		MaxBlockBytes: o.Config.Store.MaxBlockBytes,
-		CacheMB:       o.Config.Store.CacheMB,
-		MemTableMB:    o.Config.Store.MemTableMB,
-		Memtables:     o.Config.Store.Memtables,
-		InMemory:      o.InMemory,
-		Logger:        o.Logger,
-	})
+	so := storeOptions(o.Config.Store)
+	so.FreeSpace, so.AcceptLoss, so.InMemory, so.Logger = o.FreeSpace, o.AcceptLoss, o.InMemory, o.Logger
+	st, err := OpenStore(filepath.Join(dir, "store"), so)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +163,19 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	return s, nil
 }
 
+// storeOptions are the store's options of the configuration.
+func storeOptions(c config.Store) StoreOptions {
+	return StoreOptions{
+		MaxBatch:       c.MaxBatch,
+		MaxBlockBytes:  c.MaxBlockBytes,
+		CacheMB:        c.CacheMB,
+		MemTableMB:     c.MemTableMB,
+		Memtables:      c.Memtables,
+		MinFreeBytes:   uint64(c.MinFreeMB) << 20,
+		SkipTableCheck: !c.VerifyTables,
+	}
+}
+
 // LastActivity is when a memory was last appended by anything but the
 // heartbeat (or when the self was opened, if later): what dream mode's
 // idle time counts from.
@@ -170,13 +184,13 @@ func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load()
 // Close closes the indexes and the store, after every submitted write.
 func (s *Self) Close() error {
 	if s.text != nil {
-		s.text.stopPriming()
+		s.text.stopBackground()
 	}
 	s.index.Close()
 	err := s.store.Close()
 	if s.text != nil {
 		s.text.close()
-		if cerr := s.text.idx.Close(); err == nil {
+		if cerr := s.text.closeIndex(); err == nil {
 			err = cerr
 		}
 	}
@@ -269,6 +283,9 @@ func (s *Self) load(ctx context.Context) error {
 			return err
 		}
 		s.memories.Store(n)
+		if err := s.checkEnds(txn); err != nil {
+			return err
+		}
 		return iteratePrefix(txn, prefixChain, func(k, v []byte) error {
 			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
 			if !ok {
@@ -284,7 +301,7 @@ func (s *Self) load(ctx context.Context) error {
 			}
 			vid, ok := s.index.ID(mem.KeyString())
 			if !ok {
-				return fmt.Errorf("%w: memory %s of sona %s has no embedding", ErrCorrupt, mem, id)
+				return s.store.explain(fmt.Errorf("%w: memory %s of sona %s has no embedding", ErrCorrupt, mem, id))
 			}
 			st.members = append(st.members, vid)
 			return nil
@@ -299,6 +316,41 @@ func (s *Self) load(ctx context.Context) error {
 	}
 	s.log.Info("self loaded", "sonas", len(s.sonas), "memories", s.memories.Load(),
 		"vectors", vectors, "took", s.clock.Now().Sub(start))
+	return nil
+}
+
+// checkEnds checks that what the store wrote last is readable: every
+// sona's head ACT block and the memory at the end of the insertion log.
+// (A store that lost its last writes whole is caught by the acknowledged
+// mark; this catches damage to the tables that hold them.)
+func (s *Self) checkEnds(txn *badger.Txn) error {
+	for id, st := range s.sonas {
+		if st.rec.Head == nil {
+			continue
+		}
+		head, err := cid.Decode(st.rec.GetHead())
+		if err != nil {
+			return fmt.Errorf("%w: head of sona %s: %v", ErrCorrupt, id, err)
+		}
+		if _, err := readBlock(txn, head); err != nil {
+			return s.store.explain(fmt.Errorf("%w: the head ACT %s of sona %s is unreadable: %v", ErrCorrupt, head, id, err))
+		}
+	}
+	end, err := logEnd(txn)
+	if err != nil || end == 0 {
+		return err
+	}
+	item, err := txn.Get(logKey(end))
+	if err != nil {
+		return s.store.explain(fmt.Errorf("%w: the insertion log's last entry (%d) is unreadable: %v", ErrCorrupt, end, err))
+	}
+	_, c, err := logEntry(item)
+	if err == nil {
+		_, err = readBlock(txn, c)
+	}
+	if err != nil {
+		return s.store.explain(fmt.Errorf("%w: the memory at the end of the insertion log (%d) is unreadable: %v", ErrCorrupt, end, err))
+	}
 	return nil
 }
 
@@ -413,9 +465,16 @@ func iteratePrefix(txn *badger.Txn, prefix []byte, fn func(k, v []byte) error) e
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		item := it.Item()
-		err := item.Value(func(v []byte) error { return fn(item.Key(), v) })
+		var ferr error
+		err := item.Value(func(v []byte) error {
+			ferr = fn(item.Key(), v)
+			return ferr
+		})
+		if ferr != nil {
+			return ferr
+		}
 		if err != nil {
-			return err
+			return classifyBadger(err)
 		}
 	}
 	return nil
@@ -633,7 +692,7 @@ func listKeys(txn *badger.Txn, prefix, start []byte, limit int, visit func(k []b
 func (s *Self) IndexSizes() map[string]int64 {
 	out := map[string]int64{"vector": int64(s.index.Len())}
 	if s.text != nil {
-		if n, err := s.text.idx.Len(); err == nil {
+		if n, err := s.text.len(); err == nil {
 			out["text"] = int64(n)
 		}
 	}

@@ -5,14 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/y"
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
+	"golang.org/x/sys/unix"
 )
 
 // Store errors.
@@ -23,6 +28,11 @@ var (
 	ErrTooLarge = errors.New("memory: too large")
 	// ErrLocked means another process has the data directory open.
 	ErrLocked = errors.New("memory: data directory in use by another process")
+	// ErrDiskFull means a write was refused because it would take the
+	// store's file system below its free-space reserve
+	// (store.min_free_mb): reads go on, and writes resume once space is
+	// freed.
+	ErrDiskFull = errors.New("memory: insufficient storage")
 )
 
 // valueThreshold is the size from which Badger keeps a value in its value
@@ -37,10 +47,27 @@ type StoreOptions struct {
 	MaxBlockBytes int
 	// CacheMB sizes Badger's block cache.
 	CacheMB int
-	// MemTableMB sizes each of Badger's memtables, and Memtables bounds
-	// how many are held (the one written and those waiting for a flush).
-	// 0: Badger's defaults (64 MiB, 5).
-	MemTableMB, Memtables int
+	// MemTableMB sizes each of Badger's memtables, its write buffers
+	// (0: 64). A full one is flushed to a table file of about this size.
+	MemTableMB int
+	// Memtables bounds how many memtables are held (the one written and
+	// those waiting for a flush); 0: 5, Badger's default.
+	Memtables int
+	// MinFreeBytes is the free space the committer keeps on the store's
+	// file system: a batch that would leave less is refused with
+	// ErrDiskFull. Badger writes through memory-mapped files, so running
+	// out of space would kill the process (SIGBUS); the reserve must cover
+	// what Badger writes on its own: memtable flushes and compactions.
+	MinFreeBytes uint64
+	// FreeSpace reports the bytes available on the store's file system
+	// (default: statfs of its directory). Tests inject it.
+	FreeSpace func() (uint64, error)
+	// SkipTableCheck opens without verifying every table first (see
+	// integrity.go).
+	SkipTableCheck bool
+	// AcceptLoss opens a store that lost acknowledged writes: it logs
+	// what is gone and takes what remains as acknowledged from now on.
+	AcceptLoss bool
 	// InMemory keeps everything in RAM (tests and benchmarks of the logic only).
 	InMemory bool
 	Logger   *slog.Logger
@@ -53,9 +80,23 @@ type StoreOptions struct {
 // that transaction's single fsync (group commit).
 type Store struct {
 	db       *badger.DB
+	dir      string
 	maxBlock int
 	maxBatch int
 	log      *slog.Logger
+	space    spaceGuard
+	// unreadable is the last value Badger could not read from a value
+	// log, and why (Badger logs it and returns no bytes, not an error).
+	unreadable *atomic.Pointer[string]
+	lost       string // the loss of acknowledged writes accepted at open
+
+	// Owned by the committer once it runs:
+	mark     ackMark    // commits made and the insertion log's end
+	answered []*Pending // answered by the batch, to acknowledge in order
+	acks     chan ackBatch
+	// Owned by the acknowledger (ackLoop) once it runs:
+	acked  *ackFile // the acknowledged mark (integrity.go); nil in memory
+	ackErr error    // the mark's last write failure, logged once
 
 	queue   chan *Pending
 	mu      sync.RWMutex // guards closed against Submit racing Close
@@ -106,7 +147,10 @@ func (p *Pending) Wait(ctx context.Context) error {
 	}
 }
 
-// OpenStore opens (creating if needed) the store in dir.
+// OpenStore opens (creating if needed) the store in dir. Before Badger
+// opens it, its tables and write-ahead logs are checked (integrity.go);
+// after, a store holding fewer commits than it acknowledged is refused
+// with ErrLostWrites, unless o.AcceptLoss.
 func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 1024
@@ -126,6 +170,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	unreadable := &atomic.Pointer[string]{}
 	bo := badger.DefaultOptions(dir).
 		WithSyncWrites(true).       // one fsync per transaction, and one transaction per batch
 		WithDetectConflicts(false). // the committer is the only writer
@@ -133,31 +178,194 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		WithMemTableSize(int64(o.MemTableMB) << 20).
 		WithNumMemtables(o.Memtables).
 		WithChecksumVerificationMode(options.OnBlockRead).
+		WithVerifyValueChecksum(true).      // a damaged value is an error, not other bytes
 		WithValueThreshold(valueThreshold). // large blocks (files) live in the value log
-
-		WithLogger(badgerLogger{o.Logger}).
-		WithLoggingLevel(badger.WARNING)
+		WithLogger(badgerLogger{o.Logger, unreadable})
+	var wals []logDamage
 	if o.InMemory {
 		bo = bo.WithInMemory(true).WithDir("").WithValueDir("")
+	} else {
+		var err error
+		if wals, err = checkDir(dir, bo, o); err != nil {
+			return nil, err
+		}
 	}
 	db, err := badger.Open(bo)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
 			return nil, fmt.Errorf("%w: %s (is `memoria serve` running? use --server)", ErrLocked, dir)
 		}
-		return nil, fmt.Errorf("memory: open %s: %w", dir, err)
+		return nil, fmt.Errorf("memory: open %s: %w", dir, classifyBadger(err))
 	}
 	s := &Store{
-		db:       db,
-		maxBlock: o.MaxBlockBytes,
-		maxBatch: o.MaxBatch,
-		log:      o.Logger,
-		queue:    make(chan *Pending, o.MaxBatch),
-		stopped:  make(chan struct{}),
+		db:         db,
+		dir:        dir,
+		maxBlock:   o.MaxBlockBytes,
+		maxBatch:   o.MaxBatch,
+		log:        o.Logger,
+		space:      spaceGuard{free: o.FreeSpace, reserve: o.MinFreeBytes, log: o.Logger},
+		unreadable: unreadable,
+		queue:      make(chan *Pending, o.MaxBatch),
+		acks:       make(chan ackBatch, 4),
+		stopped:    make(chan struct{}),
+	}
+	if err := db.View(func(txn *badger.Txn) error {
+		var err error
+		if s.mark.commits, err = readU64(txn, keyCommits); err != nil {
+			return err
+		}
+		s.mark.memSeq, err = readU64(txn, keyMemSeq)
+		return err
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("memory: open %s: %w", dir, classifyBadger(err))
+	}
+	if !o.InMemory {
+		if s.space.free == nil {
+			s.space.free = func() (uint64, error) { return freeSpace(dir) }
+		}
+		if err := s.openAcked(wals, o.AcceptLoss); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	go s.commitLoop()
 	return s, nil
 }
+
+// checkDir makes sure dir is a writable directory and runs the checks of
+// integrity.go on it, holding the directory's lock as Badger will.
+func checkDir(dir string, bo badger.Options, o StoreOptions) ([]logDamage, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("memory: cannot create the data directory: %w", err)
+	}
+	probe, err := os.CreateTemp(dir, ".probe-")
+	if err != nil {
+		return nil, fmt.Errorf("memory: the data directory %s is not writable: %w", dir, errors.Unwrap(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close() // releases the lock for Badger to take
+	if err := unix.Flock(int(d.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil, fmt.Errorf("%w: %s (is `memoria serve` running? use --server)", ErrLocked, dir)
+	}
+	if !o.SkipTableCheck {
+		if err := verifyTables(dir, bo); err != nil {
+			return nil, err
+		}
+	}
+	return checkLogs(dir, o.Logger)
+}
+
+// openAcked compares the store's commits with the acknowledged mark.
+func (s *Store) openAcked(wals []logDamage, accept bool) error {
+	const remedy = ". Run `memoria repair --accept-loss` to serve what remains (it logs what is gone), or restore the data directory from a backup"
+	a, acked, ok, err := openAckFile(s.dir)
+	if errors.Is(err, ErrLostWrites) {
+		if !accept {
+			return fmt.Errorf("%w%s", err, remedy)
+		}
+		s.log.Error("accepted an unreadable acknowledged mark: the store's state is taken as acknowledged", "err", err)
+		s.lost = err.Error()
+		os.Remove(filepath.Join(s.dir, ackFileName))
+		a, acked, ok, err = openAckFile(s.dir)
+	}
+	if err != nil {
+		return err
+	}
+	if ok && s.mark.commits < acked.commits {
+		lost := lossReport(acked, s.mark, wals)
+		if !accept {
+			a.f.Close()
+			return fmt.Errorf("%w: %s%s", ErrLostWrites, lost, remedy)
+		}
+		s.log.Error("accepted the loss of acknowledged writes", "lost", lost)
+		s.lost = lost
+	} else {
+		for _, d := range wals {
+			if d.followed {
+				s.log.Warn("a write-ahead log was damaged past its acknowledged writes: Badger cut it there (a copy is kept)",
+					"damage", d.String(), "copy", damagedDir(s.dir))
+			}
+		}
+	}
+	s.acked = a
+	return a.record(s.mark)
+}
+
+// lossReport says what a store that lost acknowledged writes lost.
+func lossReport(acked, now ackMark, wals []logDamage) string {
+	msg := fmt.Sprintf("the store holds %d commits, the last acknowledged was %d", now.commits, acked.commits)
+	if now.memSeq < acked.memSeq {
+		msg += fmt.Sprintf("; the insertion log ends at %d, the last acknowledged memory was %d (%d memories lost)",
+			now.memSeq, acked.memSeq, acked.memSeq-now.memSeq)
+	}
+	if len(wals) == 0 {
+		return msg + "; no damaged write-ahead log remains (a restart already replayed it)"
+	}
+	for _, d := range wals {
+		msg += "; the write-ahead log " + d.String()
+		if d.followed {
+			msg += " (a copy is kept in " + damagedDir(filepath.Dir(d.path)) + ")"
+		}
+	}
+	return msg
+}
+
+// freeSpace is the space available to unprivileged users on the file
+// system of dir.
+func freeSpace(dir string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// spaceGuard refuses writes that would leave less than reserve bytes free.
+type spaceGuard struct {
+	free     func() (uint64, error) // nil: in memory
+	reserve  uint64
+	log      *slog.Logger
+	refusing atomic.Bool
+}
+
+// check returns ErrDiskFull when writing need bytes would leave less than
+// the reserve free, and logs when writes start and stop being refused.
+func (g *spaceGuard) check(need uint64) error {
+	if g.free == nil {
+		return nil
+	}
+	free, err := g.free()
+	if err == nil && free < g.reserve+need {
+		err = fmt.Errorf("%w: %d MiB free on the data directory's file system, %d MiB are kept in reserve (store.min_free_mb); writes are refused until space is freed",
+			ErrDiskFull, free>>20, g.reserve>>20)
+	} else if err != nil {
+		err = fmt.Errorf("%w: cannot read the free space of the data directory's file system: %v", ErrDiskFull, err)
+	}
+	if err != nil {
+		if !g.refusing.Swap(true) {
+			g.log.Error("refusing writes: the disk is nearly full; reads go on", "err", err)
+		}
+		return err
+	}
+	if g.refusing.Swap(false) {
+		g.log.Warn("accepting writes again: space was freed", "free_mb", free>>20, "reserve_mb", g.reserve>>20)
+	}
+	return nil
+}
+
+// AcceptedLoss says what the store had lost when it was opened with
+// AcceptLoss, or "" when it had lost nothing.
+func (s *Store) AcceptedLoss() string { return s.lost }
+
+// CheckSpace reports whether writes are accepted now: nil, or why not
+// (ErrDiskFull).
+func (s *Store) CheckSpace() error { return s.space.check(0) }
 
 // DB exposes the underlying Badger database for read-only iteration in
 // this package's tests and tools.
@@ -175,7 +383,13 @@ func (s *Store) Close() error {
 	close(s.queue)
 	s.mu.Unlock()
 	<-s.stopped
-	return s.db.Close()
+	err := s.db.Close()
+	if s.acked != nil {
+		if aerr := s.acked.close(); err == nil {
+			err = aerr
+		}
+	}
+	return err
 }
 
 // Submit queues op for the committer and returns at once.
@@ -209,6 +423,12 @@ func (s *Store) View(fn func(txn *badger.Txn) error) error {
 
 func (s *Store) commitLoop() {
 	defer close(s.stopped)
+	acked := make(chan struct{})
+	go s.ackLoop(acked)
+	defer func() {
+		close(s.acks)
+		<-acked
+	}()
 	batch := make([]*Pending, 0, s.maxBatch)
 	for first := range s.queue {
 		batch = append(batch[:0], first)
@@ -229,40 +449,67 @@ func (s *Store) commitLoop() {
 }
 
 // commitBatch applies the batch in as few Badger transactions as fit, each
-// committed with one fsync, and then acknowledges every operation.
+// committed with one fsync, and has every operation acknowledged once the
+// acknowledged mark covers it (ackLoop). A transaction that would take the
+// file system below its reserve is not committed: its operations that
+// write fail with ErrDiskFull.
 func (s *Store) commitBatch(batch []*Pending) {
-	txn := s.db.NewTransaction(true)
+	txn := s.newTxn()
 	var applied []appliedOp
 
 	commit := func() {
-		err := txn.Commit()
-		if err != nil {
-			err = fmt.Errorf("memory: commit: %w", err)
-			s.log.Error("group commit failed", "ops", len(applied), "err", err)
+		var need uint64
+		for _, a := range applied {
+			need += a.bytes
+		}
+		var err error
+		var mark *ackMark
+		if need == 0 {
+			txn.Discard() // nothing written: nothing to commit
+		} else if err = s.space.check(need); err == nil {
+			if err = txn.Commit(); err != nil {
+				err = fmt.Errorf("memory: commit: %w", classifyBadger(err))
+				s.log.Error("group commit failed", "ops", len(applied), "err", err)
+			} else {
+				s.mark.commits++
+				for _, a := range applied {
+					s.mark.memSeq = max(s.mark.memSeq, a.memSeq)
+				}
+				m := s.mark
+				mark = &m
+			}
+		} else {
+			txn.Discard()
 		}
 		for _, a := range applied {
-			if err == nil {
+			aerr := err
+			if errors.Is(err, ErrDiskFull) && a.bytes == 0 {
+				// It wrote nothing, but may have read what the refused
+				// ops wrote: run it again alone, on what is committed.
+				a, aerr = s.rerun(a, err)
+			}
+			if aerr == nil {
 				for _, h := range a.hooks {
 					h()
 				}
 			}
-			a.p.err = err
-			close(a.p.done)
+			s.answer(a.p, aerr)
 		}
+		s.acknowledge(mark)
 		applied = applied[:0]
-		txn = s.db.NewTransaction(true)
+		txn = s.newTxn()
 	}
 
 	for _, p := range batch {
-		hooks, partial, err := runOp(txn, s, p.op)
+		a, partial, err := runOp(txn, s, p)
 		if errors.Is(err, badger.ErrTxnTooBig) && len(applied) > 0 {
 			// Commit the earlier ops without this one's partial writes,
 			// then retry it alone in a fresh transaction.
 			txn.Discard()
-			txn = s.db.NewTransaction(true)
+			txn = s.newTxn()
 			applied = s.replay(txn, applied)
 			commit()
-			hooks, partial, err = runOp(txn, s, p.op)
+			a, partial, err = runOp(txn, s, p)
 		}
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			err = fmt.Errorf("%w: one write exceeds a transaction", ErrTooLarge)
@@ -270,39 +517,106 @@ func (s *Store) commitBatch(batch []*Pending) {
 		if partial {
 			// Drop this op's partial writes: rebuild the batch without it.
 			txn.Discard()
-			txn = s.db.NewTransaction(true)
+			txn = s.newTxn()
 			applied = s.replay(txn, applied)
 		}
 		if err != nil {
-			p.err = err
-			close(p.done)
+			s.answer(p, err)
 			continue
 		}
-		applied = append(applied, appliedOp{p, hooks})
+		applied = append(applied, a)
 	}
 	if len(applied) > 0 {
 		commit()
-	} else {
-		txn.Discard()
 	}
+	txn.Discard()
+	s.acknowledge(nil)
+}
+
+// answer sets p's result, to be acknowledged with its batch's commit.
+func (s *Store) answer(p *Pending, err error) {
+	p.err = err
+	s.answered = append(s.answered, p)
+}
+
+// ackBatch is answered operations to acknowledge once mark (if any) is
+// recorded.
+type ackBatch struct {
+	mark *ackMark
+	ops  []*Pending
+}
+
+// acknowledge hands what the batch answered so far to the acknowledger,
+// with the mark of its commit (nil when nothing was committed).
+func (s *Store) acknowledge(mark *ackMark) {
+	if len(s.answered) > 0 || mark != nil {
+		s.acks <- ackBatch{mark, s.answered}
+		s.answered = nil
+	}
+}
+
+// ackLoop records the acknowledged mark of each commit, durably, and then
+// acknowledges its operations, in commit order. It runs beside the
+// committer, so that the mark's fsync overlaps the next commit's.
+func (s *Store) ackLoop(done chan<- struct{}) {
+	defer close(done)
+	for b := range s.acks {
+		if b.mark != nil && s.acked != nil {
+			err := s.acked.record(*b.mark)
+			if err != nil && s.ackErr == nil {
+				s.log.Error("cannot record the acknowledged mark: a loss of acknowledged writes may go unnoticed", "file", s.acked.path, "err", err)
+			} else if err == nil && s.ackErr != nil {
+				s.log.Warn("recording the acknowledged mark again", "file", s.acked.path)
+			}
+			s.ackErr = err
+		}
+		for _, p := range b.ops {
+			close(p.done)
+		}
+	}
+}
+
+// rerun runs an op that wrote nothing, in a batch refused, again alone
+// in a transaction that is discarded: its result stands if it still
+// writes nothing; if it now writes, it is refused too.
+func (s *Store) rerun(a appliedOp, refused error) (appliedOp, error) {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	again, _, err := runOp(txn, s, a.p)
+	if err == nil && again.bytes > 0 {
+		err = refused
+	}
+	return again, err
+}
+
+// newTxn starts a transaction that counts itself as the next commit
+// (x/commits) — first, so that it is never what makes it too big.
+func (s *Store) newTxn() *badger.Txn {
+	txn := s.db.NewTransaction(true)
+	if err := txn.Set(keyCommits, u64(s.mark.commits+1)); err != nil {
+		panic(fmt.Sprintf("memory: counting a commit in an empty transaction: %v", err))
+	}
+	return txn
 }
 
 type appliedOp struct {
-	p     *Pending
-	hooks []func()
+	p      *Pending
+	hooks  []func()
+	bytes  uint64 // what its writes take on disk, about
+	memSeq uint64 // the insertion-log end it wrote, if any
 }
 
-// runOp runs op against txn. An op that fails leaves nothing in txn,
+// runOp runs p's op against txn. An op that fails leaves nothing in txn,
 // except when applying its buffered writes fails part way (partial).
-func runOp(txn *badger.Txn, s *Store, op Op) (hooks []func(), partial bool, err error) {
+func runOp(txn *badger.Txn, s *Store, p *Pending) (a appliedOp, partial bool, err error) {
 	tx := &Tx{txn: txn, store: s, writes: map[string]*write{}}
-	if err := op(tx); err != nil {
-		return nil, false, err
+	if err := p.op(tx); err != nil {
+		return a, false, err
 	}
 	if err := tx.apply(); err != nil {
-		return nil, true, err
+		return a, true, err
 	}
-	return tx.hooks, false, nil
+	return appliedOp{p: p, hooks: tx.hooks, bytes: tx.bytes, memSeq: tx.memSeq}, false, nil
 }
 
 // replay re-runs already applied ops into a fresh transaction after the
@@ -312,13 +626,12 @@ func runOp(txn *badger.Txn, s *Store, op Op) (hooks []func(), partial bool, err 
 func (s *Store) replay(txn *badger.Txn, ops []appliedOp) []appliedOp {
 	kept := ops[:0]
 	for _, a := range ops {
-		hooks, _, err := runOp(txn, s, a.p.op)
+		again, _, err := runOp(txn, s, a.p)
 		if err != nil {
-			a.p.err = fmt.Errorf("memory: replay after split: %w", err)
-			close(a.p.done)
+			s.answer(a.p, fmt.Errorf("memory: replay after split: %w", err))
 			continue
 		}
-		kept = append(kept, appliedOp{a.p, hooks})
+		kept = append(kept, again)
 	}
 	return kept
 }
@@ -332,7 +645,13 @@ type Tx struct {
 	writes map[string]*write
 	order  []string
 	hooks  []func()
+	bytes  uint64 // of its applied writes, with Badger's overhead
+	memSeq uint64 // the insertion-log end it wrote
 }
+
+// entryOverhead is, about, what Badger adds to a key and value on disk
+// (entry header, version, checksum).
+const entryOverhead = 64
 
 type write struct {
 	val    []byte
@@ -410,6 +729,10 @@ func (t *Tx) apply() error {
 			}
 		}
 		w := t.writes[k]
+		t.bytes += uint64(len(k)+len(w.val)) + entryOverhead
+		if k == string(keyMemSeq) && len(w.val) == 8 {
+			t.memSeq = decodeU64(w.val)
+		}
 		var err error
 		if w.delete {
 			err = t.txn.Delete([]byte(k))
@@ -448,6 +771,9 @@ func (s *Store) Block(c cid.Cid) ([]byte, error) {
 		out = b
 		return err
 	})
+	if why := s.unreadable.Load(); errors.Is(err, errValueUnreadable) && why != nil {
+		err = fmt.Errorf("%w store: %s (block %s)", ErrCorrupt, *why, c)
+	}
 	return out, err
 }
 
@@ -512,24 +838,67 @@ func readBlock(txn *badger.Txn, c cid.Cid) ([]byte, error) {
 	if err != nil {
 		return nil, classifyBadger(err)
 	}
+	if len(b) == 0 && item.ValueSize() > 0 {
+		return nil, fmt.Errorf("%w: block %s: %w", ErrCorrupt, c, errValueUnreadable)
+	}
 	if err := verifyBlock(c, b); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// classifyBadger marks Badger's checksum failures as corruption.
+// classifyBadger marks Badger's failures to read damaged files — a
+// checksum that does not match, a block that does not decode, a value
+// pointer past the end of its log — as corruption (ErrCorrupt), naming
+// the file when Badger's error does. Badger flattens the errors it wraps
+// into text, so they are recognised by it.
 func classifyBadger(err error) error {
-	if errors.Is(err, y.ErrChecksumMismatch) || strings.Contains(err.Error(), "checksum") {
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	if err == nil || errors.Is(err, ErrCorrupt) || !isCorruption(err) {
+		return err
 	}
-	return err
+	if f := badgerFile(err); f != "" {
+		return corruptFile(f, err)
+	}
+	return fmt.Errorf("%w store: %v", ErrCorrupt, err)
 }
 
-type badgerLogger struct{ l *slog.Logger }
+var corruptionSigns = []string{
+	y.ErrChecksumMismatch.Error(), // a table block, a table index, a value
+	"failed to decompress",        // a table block
+	"invalid checksum length",     // a table block
+	"Data corrupted",              // a table index
+	y.ErrEOF.Error(),              // a value pointer past the end of its log
+	"Invalid read",                // a value shorter than its pointer says
+	"Invalid value pointer offset",
+}
+
+func isCorruption(err error) bool {
+	if errors.Is(err, y.ErrChecksumMismatch) || errors.Is(err, y.ErrEOF) {
+		return true
+	}
+	msg := err.Error()
+	return slices.ContainsFunc(corruptionSigns, func(s string) bool { return strings.Contains(msg, s) })
+}
+
+// errValueUnreadable: Badger could not read a value from its value log.
+var errValueUnreadable = errors.New("its value cannot be read from the value log")
+
+// badgerLogger passes Badger's log to the store's, and keeps the last
+// value Badger could not read, with the file it names.
+type badgerLogger struct {
+	l          *slog.Logger
+	unreadable *atomic.Pointer[string]
+}
 
 func (b badgerLogger) Errorf(f string, a ...any) {
-	b.l.Error(fmt.Sprintf(f, a...), "component", "badger")
+	msg := fmt.Sprintf(f, a...)
+	if _, why, ok := strings.Cut(msg, " Error: "); ok && strings.HasPrefix(msg, "Unable to read") {
+		if file := badgerFile(errors.New(why)); file != "" {
+			why = file + ": " + why
+			b.unreadable.Store(&why)
+		}
+	}
+	b.l.Error(msg, "component", "badger")
 }
 func (b badgerLogger) Warningf(f string, a ...any) {
 	b.l.Warn(fmt.Sprintf(f, a...), "component", "badger")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -23,9 +24,20 @@ import (
 // the position of its latest document and its recalls wait for the
 // indexer to pass it, so a sona always finds what it wrote
 // (read-your-writes) while writes never wait for the index.
+//
+// The index is derived from the store, so a damaged one is rebuilt: a
+// search that finds it corrupt, or a batch that fails, marks it broken,
+// recall goes on without its BM25 path, and the indexer's goroutine
+// rebuilds it from the insertion log (rebuild) before it indexes
+// anything more.
 type textIndexer struct {
-	idx *text.Index
+	imu sync.RWMutex // guards idx: held by searches, taken to swap it
+	idx *text.Index  // nil while rebuilt, or when rebuilding failed
 	log *slog.Logger
+	// rebuild deletes the index and builds it again from the store,
+	// unless cancel closes first (ErrClosed).
+	rebuild  func(cancel <-chan struct{}) (*text.Index, error)
+	rebuilds *atomic.Int64 // the Self's count of rebuilds (metrics)
 
 	mu        sync.Mutex
 	cond      *sync.Cond
@@ -34,18 +46,24 @@ type textIndexer struct {
 	enqueued  uint64 // docs enqueued so far
 	applied   uint64 // docs applied (or given up) so far
 	closed    bool
-	failed    error // last failure; the watermark stays behind, restart catches up
 	waiters   int   // readers waiting for a position (waitApplied)
 	backlog   int   // below this many queued documents, index at a fifth of full pace
+	broken    error // why the index is being rebuilt (nil: it is not)
+	gaveUp    bool  // rebuilding failed: without the index until restart
+	rebuildOn bool  // a rebuild is under way
 	done      chan struct{}
+	closing   chan struct{} // closed by stopBackground
+	closeOnce sync.Once
 
 	stop     chan struct{} // closed by stopPriming
 	stopOnce sync.Once
 	priming  sync.WaitGroup // the forward index's priming, when under way
 }
 
-func newTextIndexer(idx *text.Index, watermark uint64, backlog int, log *slog.Logger) *textIndexer {
-	t := &textIndexer{idx: idx, log: log, watermark: watermark, backlog: backlog, done: make(chan struct{}), stop: make(chan struct{})}
+func newTextIndexer(idx *text.Index, watermark uint64, backlog int, log *slog.Logger,
+	rebuild func(cancel <-chan struct{}) (*text.Index, error), rebuilds *atomic.Int64) *textIndexer {
+	t := &textIndexer{idx: idx, log: log, watermark: watermark, backlog: backlog, done: make(chan struct{}), stop: make(chan struct{}),
+		closing: make(chan struct{}), rebuild: rebuild, rebuilds: rebuilds}
 	t.cond = sync.NewCond(&t.mu)
 	go t.run()
 	return t
@@ -91,7 +109,7 @@ func (t *textIndexer) waitApplied(ctx context.Context, pos uint64) error {
 	t.waiters++
 	defer func() { t.waiters-- }()
 	t.cond.Broadcast() // wake a resting indexer: someone waits
-	for t.applied < pos && !t.closed {
+	for t.applied < pos && !t.closed && t.broken == nil {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -100,12 +118,107 @@ func (t *textIndexer) waitApplied(ctx context.Context, pos uint64) error {
 	return nil
 }
 
+// errTextUnavailable: the index is being rebuilt; recall goes without it.
+var errTextUnavailable = errors.New("memory: the full-text index is being rebuilt")
+
+// search waits until the document at pos is searchable and searches the
+// index, or returns errTextUnavailable while it is broken — also when
+// this search is what finds it corrupt.
+func (t *textIndexer) search(ctx context.Context, pos uint64, q string, opts text.SearchOptions) ([]text.Hit, error) {
+	if err := t.waitApplied(ctx, pos); err != nil {
+		return nil, err
+	}
+	t.imu.RLock()
+	idx := t.idx
+	var hits []text.Hit
+	err := errTextUnavailable
+	if idx != nil && t.status() == nil {
+		hits, err = idx.Search(q, opts)
+	}
+	t.imu.RUnlock()
+	if errors.Is(err, text.ErrCorrupt) {
+		t.markBroken(err)
+		return nil, errTextUnavailable
+	}
+	return hits, err
+}
+
+// status is why the index is unavailable, or nil.
+func (t *textIndexer) status() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.broken
+}
+
+// markBroken takes the index out of recall and has the indexer rebuild it.
+func (t *textIndexer) markBroken(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.broken != nil {
+		return
+	}
+	t.broken = err
+	t.log.Error("the full-text index is corrupt: recall goes on without BM25 while it is rebuilt from the store", "err", err)
+	t.cond.Broadcast()
+}
+
+// rebuildIndex replaces a broken index with one built from the store.
+func (t *textIndexer) rebuildIndex() {
+	t.mu.Lock()
+	select {
+	case <-t.closing: // closing: the next start rebuilds
+		t.gaveUp = true
+		t.mu.Unlock()
+		return
+	default:
+	}
+	t.rebuildOn = true
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.rebuildOn = false
+		t.cond.Broadcast()
+		t.mu.Unlock()
+	}()
+	t.stopPriming()
+	start := time.Now()
+	t.imu.Lock()
+	old := t.idx
+	t.idx = nil
+	t.imu.Unlock()
+	if old != nil {
+		old.Discard() // damaged: whatever it says
+	}
+	idx, err := t.rebuild(t.closing)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		t.gaveUp = true
+		if !errors.Is(err, ErrClosed) {
+			t.log.Error("rebuilding the full-text index failed: recall goes on without BM25; it is rebuilt at the next start", "err", err)
+		}
+		return
+	}
+	t.imu.Lock()
+	t.idx = idx
+	t.imu.Unlock()
+	t.broken = nil
+	t.rebuilds.Add(1)
+	t.log.Info("full-text index rebuilt", "took", time.Since(start))
+	t.cond.Broadcast()
+}
+
 func (t *textIndexer) run() {
 	defer close(t.done)
 	for {
 		t.mu.Lock()
-		for len(t.queue) == 0 && !t.closed {
+		for len(t.queue) == 0 && !t.closed && (t.broken == nil || t.gaveUp) {
 			t.cond.Wait()
+		}
+		if t.broken != nil && !t.gaveUp && !t.closed {
+			t.mu.Unlock()
+			t.rebuildIndex()
+			continue
 		}
 		if len(t.queue) == 0 && t.closed {
 			t.mu.Unlock()
@@ -113,21 +226,27 @@ func (t *textIndexer) run() {
 		}
 		docs, wm := t.queue, t.watermark
 		t.queue = nil
+		idx := t.idx // only this goroutine changes it
 		t.mu.Unlock()
 
 		start := time.Now()
-		err := t.idx.Apply(docs, wm)
-		if err != nil {
-			err = t.idx.Apply(docs, wm) // one retry; then give up until restart
+		var err error
+		if idx != nil { // nil when rebuilding failed: the next start rebuilds
+			err = idx.Apply(docs, wm)
+			if err != nil {
+				err = idx.Apply(docs, wm) // one retry; then give up until restart
+			}
 		}
 		t.mu.Lock()
-		if err != nil {
-			t.failed = err
-			t.log.Error("full-text indexing failed; the index catches up at the next start", "docs", len(docs), "err", err)
-		}
 		t.applied += uint64(len(docs))
 		t.mu.Unlock()
 		t.cond.Broadcast()
+		if err != nil {
+			// The index misses these documents: rebuilt from the store,
+			// which has them, it will not.
+			t.markBroken(err)
+			continue
+		}
 		t.rest(restFactor * time.Since(start))
 	}
 }
@@ -148,6 +267,18 @@ func (t *textIndexer) rest(d time.Duration) {
 	for t.waiters == 0 && len(t.queue) <= t.backlog && !t.closed && time.Now().Before(deadline) {
 		t.cond.Wait()
 	}
+}
+
+// stopBackground ends the forward index's priming and a rebuild of the
+// index, if under way: before the store they read closes.
+func (t *textIndexer) stopBackground() {
+	t.stopPriming()
+	t.closeOnce.Do(func() { close(t.closing) })
+	t.mu.Lock()
+	for t.rebuildOn {
+		t.cond.Wait()
+	}
+	t.mu.Unlock()
 }
 
 // stopPriming ends the forward index's priming, if under way: before the
@@ -178,39 +309,46 @@ func (s *Self) Settle(ctx context.Context) error {
 	return s.text.settle(ctx)
 }
 
-// status reports the indexer's last failure.
-func (t *textIndexer) status() (failed error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.failed
+// closeIndex persists and closes the index (after close).
+func (t *textIndexer) closeIndex() error {
+	t.imu.Lock()
+	defer t.imu.Unlock()
+	if t.idx == nil {
+		return nil
+	}
+	if t.status() != nil {
+		return t.idx.Discard() // damaged: the next start rebuilds it
+	}
+	return t.idx.Close()
 }
 
-// openText opens the full-text index under dir, rebuilding it when it is
-// stale, and replays the insertion log from its watermark.
+// len is the number of documents in the index.
+func (t *textIndexer) len() (uint64, error) {
+	t.imu.RLock()
+	defer t.imu.RUnlock()
+	if t.idx == nil {
+		return 0, errTextUnavailable
+	}
+	return t.idx.Len()
+}
+
+// openText opens the full-text index under dir — rebuilding it when it
+// is stale, damaged, or ahead of the store (which lost writes it held) —
+// and replays the insertion log from its watermark.
 func (s *Self) openText(dir string) error {
 	text.SetBM25(s.cfg.Recall.BM25K1, s.cfg.Recall.BM25B)
-	idx, err := text.Open(dir)
-	if errors.Is(err, text.ErrStale) {
-		s.log.Warn("rebuilding the full-text index", "reason", err)
-		if err := os.RemoveAll(dir); err != nil {
-			return err
-		}
-		idx, err = text.Open(dir)
-	}
+	idx, wm, err := s.openTextIndex(dir)
 	if err != nil {
 		return err
-	}
-	wm, err := idx.Watermark()
-	if err != nil {
-		idx.Close()
-		return fmt.Errorf("%w: full-text watermark: %v", ErrCorrupt, err)
 	}
 	opened := wm
-	if wm, err = s.catchUpText(idx, wm); err != nil {
+	if wm, err = s.catchUpText(idx, wm, nil); err != nil {
 		idx.Close()
 		return err
 	}
-	s.text = newTextIndexer(idx, wm, s.cfg.Index.TextBacklog, s.log)
+	s.text = newTextIndexer(idx, wm, s.cfg.Index.TextBacklog, s.log, func(cancel <-chan struct{}) (*text.Index, error) {
+		return s.rebuildText(dir, cancel)
+	}, &s.textRebuilds)
 	if opened == 0 {
 		idx.MarkPrimed() // a new index: everything in it went through Apply
 		return nil
@@ -229,6 +367,74 @@ func (s *Self) openText(dir string) error {
 		s.log.Info("full-text forward index primed", "documents", opened, "took", time.Since(start))
 	}()
 	return nil
+}
+
+// openTextIndex opens the index and reads its watermark, starting a new
+// index instead of one that cannot be used.
+func (s *Self) openTextIndex(dir string) (*text.Index, uint64, error) {
+	var end uint64
+	if err := s.store.View(func(txn *badger.Txn) error {
+		var err error
+		end, err = logEnd(txn)
+		return err
+	}); err != nil {
+		return nil, 0, err
+	}
+	idx, err := text.Open(dir)
+	var wm uint64
+	if err == nil {
+		if wm, err = idx.Watermark(); err != nil {
+			err = fmt.Errorf("%w: watermark: %v", text.ErrCorrupt, err)
+		} else if wm > end {
+			err = fmt.Errorf("%w: it holds the insertion log up to %d, the store's ends at %d", errTextAhead, wm, end)
+		}
+		if err != nil {
+			idx.Discard()
+		}
+	}
+	switch {
+	case err == nil:
+		return idx, wm, nil
+	case errors.Is(err, text.ErrStale):
+		s.log.Warn("rebuilding the full-text index", "reason", err)
+	case errors.Is(err, text.ErrCorrupt), errors.Is(err, errTextAhead):
+		s.log.Error("rebuilding the full-text index", "reason", err)
+		s.textRebuilds.Add(1)
+	default:
+		return nil, 0, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, 0, err
+	}
+	idx, err = text.Open(dir)
+	return idx, 0, err
+}
+
+// TextIndexRebuilds is how many times the full-text index was found
+// damaged (or ahead of the store) and rebuilt, at open or while serving.
+func (s *Self) TextIndexRebuilds() int64 { return s.textRebuilds.Load() }
+
+// errTextAhead: the full-text index holds memories the store does not,
+// after the loss of acknowledged writes was accepted.
+var errTextAhead = errors.New("memory: the full-text index is ahead of the store")
+
+// rebuildText deletes the full-text index and builds it again from the
+// store (while the server runs: the indexer's goroutine calls it), unless
+// cancel closes first (ErrClosed).
+func (s *Self) rebuildText(dir string, cancel <-chan struct{}) (*text.Index, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	idx, err := text.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.catchUpText(idx, 0, cancel); err != nil {
+		idx.Discard()
+		return nil, err
+	}
+	idx.MarkPrimed()
+	return idx, nil
 }
 
 // primeText gives the forward index of a text index opened from disk the
@@ -276,8 +482,9 @@ func (s *Self) primeText(idx *text.Index, upTo uint64, stop <-chan struct{}) err
 	return nil
 }
 
-// catchUpText indexes the insertion log after watermark.
-func (s *Self) catchUpText(idx *text.Index, watermark uint64) (uint64, error) {
+// catchUpText indexes the insertion log after watermark, unless cancel
+// closes first (ErrClosed).
+func (s *Self) catchUpText(idx *text.Index, watermark uint64, cancel <-chan struct{}) (uint64, error) {
 	var last uint64
 	err := s.store.View(func(txn *badger.Txn) error {
 		var err error
@@ -304,6 +511,11 @@ func (s *Self) catchUpText(idx *text.Index, watermark uint64) (uint64, error) {
 			}
 			docs = append(docs, doc)
 			if len(docs) == batch {
+				select {
+				case <-cancel:
+					return ErrClosed
+				default:
+				}
 				if err := idx.Apply(docs, seq); err != nil {
 					return err
 				}

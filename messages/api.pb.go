@@ -1388,11 +1388,14 @@ func (x *ErrorResponse) GetError() *ErrorBody {
 }
 
 type Health struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
-	Sonas         int64                  `protobuf:"varint,2,opt,name=sonas,proto3" json:"sonas,omitempty"`
-	Memories      int64                  `protobuf:"varint,3,opt,name=memories,proto3" json:"memories,omitempty"`
-	Indexed       int64                  `protobuf:"varint,4,opt,name=indexed,proto3" json:"indexed,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "ok", or "degraded" while writes are refused (reason "disk_full")
+	Status   string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Sonas    int64  `protobuf:"varint,2,opt,name=sonas,proto3" json:"sonas,omitempty"`
+	Memories int64  `protobuf:"varint,3,opt,name=memories,proto3" json:"memories,omitempty"`
+	Indexed  int64  `protobuf:"varint,4,opt,name=indexed,proto3" json:"indexed,omitempty"`
+	// Why the status is degraded ("disk_full"), or empty.
+	Reason        *string `protobuf:"bytes,5,opt,name=reason,proto3,oneof" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1453,6 +1456,13 @@ func (x *Health) GetIndexed() int64 {
 		return x.Indexed
 	}
 	return 0
+}
+
+func (x *Health) GetReason() string {
+	if x != nil && x.Reason != nil {
+		return *x.Reason
+	}
+	return ""
 }
 
 var File_memoria_v1_api_proto protoreflect.FileDescriptor
@@ -1585,12 +1595,14 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"<\n" +
 	"\rErrorResponse\x12+\n" +
-	"\x05error\x18\x01 \x01(\v2\x15.memoria.v1.ErrorBodyR\x05error\"l\n" +
+	"\x05error\x18\x01 \x01(\v2\x15.memoria.v1.ErrorBodyR\x05error\"\x94\x01\n" +
 	"\x06Health\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x14\n" +
 	"\x05sonas\x18\x02 \x01(\x03R\x05sonas\x12\x1a\n" +
 	"\bmemories\x18\x03 \x01(\x03R\bmemories\x12\x18\n" +
-	"\aindexed\x18\x04 \x01(\x03R\aindexedB1Z/github.com/memoria-ai/memoria/messages;messagesb\x06proto3"
+	"\aindexed\x18\x04 \x01(\x03R\aindexed\x12\x1b\n" +
+	"\x06reason\x18\x05 \x01(\tH\x00R\x06reason\x88\x01\x01B\t\n" +
+	"\a_reasonB1Z/github.com/memoria-ai/memoria/messages;messagesb\x06proto3"
 
 var (
 	file_memoria_v1_api_proto_rawDescOnce sync.Once
@@ -1666,6 +1678,7 @@ func file_memoria_v1_api_proto_init() {
 	file_memoria_v1_api_proto_msgTypes[13].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[14].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[15].OneofWrappers = []any{}
+	file_memoria_v1_api_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -49,7 +49,7 @@ func serveCmd(g *globals) *cobra.Command {
 				Metrics: a.Metrics, Log: log})
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
-			log.Info("memoria serving", "listen", "http://"+ln.Addr().String(), "data", cfg.DataDir,
+			log.Info("memoria serving", "listen", "http://"+ln.Addr().String(), "ui", "http://"+ln.Addr().String()+"/ui/", "data", cfg.DataDir,
 				"tokens", len(cfg.Server.Auth.Tokens), // how many, never which
 				"max_connections", cfg.Server.MaxConnections)
 			select {

@@ -52,6 +52,11 @@ type Options struct {
 	Getenv func(string) string
 	// HTTPClient replaces http.DefaultClient for the model providers.
 	HTTPClient *http.Client
+	// FreeSpace replaces the data directory's free space (tests).
+	FreeSpace func() (uint64, error)
+	// AcceptLoss opens a store that lost acknowledged writes (`memoria
+	// repair --accept-loss`).
+	AcceptLoss bool
 }
 
 // Open validates cfg, opens its data directory and starts the actors.
@@ -71,7 +76,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 		return nil, err
 	}
 	self, err := memory.Open(ctx, memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress,
-		Evaluator: Evaluator(cfg, model, o.Clock, m, log), Summarize: Summarizer(cfg, model)})
+		Evaluator: Evaluator(cfg, model, o.Clock, m, log), Summarize: Summarizer(cfg, model),
+		FreeSpace: o.FreeSpace, AcceptLoss: o.AcceptLoss})
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +92,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 	m.WatchState(func() metrics.State {
 		sonas, mems := self.Counts()
 		lsm, vlog := self.Store().DB().Size()
-		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), LSMBytes: lsm, VlogBytes: vlog}
+		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), LSMBytes: lsm, VlogBytes: vlog,
+			WritesRefused: self.Store().CheckSpace() != nil, TextRebuilds: self.TextIndexRebuilds()}
 	})
 	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m}, nil
 }

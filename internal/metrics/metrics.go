@@ -231,6 +231,10 @@ type State struct {
 	Indexes map[string]int64
 	// LSMBytes and VlogBytes are Badger's LSM tree and value log sizes.
 	LSMBytes, VlogBytes int64
+	// WritesRefused: the store is below its free-space reserve.
+	WritesRefused bool
+	// TextRebuilds counts the full-text index rebuilds after damage.
+	TextRebuilds int64
 }
 
 // WatchState registers gauges that call read at each scrape.
@@ -243,6 +247,8 @@ var (
 	memoriesDesc = prometheus.NewDesc("memoria_memories", "Memories in the store.", nil, nil)
 	indexDesc    = prometheus.NewDesc("memoria_index_entries", "Entries in each derived index.", []string{"index"}, nil)
 	badgerDesc   = prometheus.NewDesc("memoria_badger_bytes", "Badger's on-disk size, by part (lsm, vlog).", []string{"part"}, nil)
+	refusedDesc  = prometheus.NewDesc("memoria_writes_refused", "1 while writes are refused because the data directory's file system is below store.min_free_mb, else 0.", nil, nil)
+	rebuildsDesc = prometheus.NewDesc("memoria_text_index_rebuilds_total", "Full-text index rebuilds after it was found damaged (at open or while serving).", nil, nil)
 )
 
 type stateCollector struct{ read func() State }
@@ -252,6 +258,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- memoriesDesc
 	ch <- indexDesc
 	ch <- badgerDesc
+	ch <- refusedDesc
+	ch <- rebuildsDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -263,4 +271,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(badgerDesc, prometheus.GaugeValue, float64(st.LSMBytes), "lsm")
 	ch <- prometheus.MustNewConstMetric(badgerDesc, prometheus.GaugeValue, float64(st.VlogBytes), "vlog")
+	refused := 0.0
+	if st.WritesRefused {
+		refused = 1
+	}
+	ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.GaugeValue, refused)
+	ch <- prometheus.MustNewConstMetric(rebuildsDesc, prometheus.CounterValue, float64(st.TextRebuilds))
 }

@@ -7,15 +7,24 @@
 // memory it holds — written atomically with each batch, so after a crash
 // the owner replays the log from the watermark. An index of another
 // version is refused (ErrStale) and rebuilt by the owner from the store.
+//
+// A damaged index is refused too (ErrCorrupt): at open, every segment the
+// index uses is checked against the CRC-32 in its footer before bleve
+// works on it (a damaged segment makes bleve panic, and in its merger's
+// goroutine nothing can recover that), and a search that fails or
+// panics reports ErrCorrupt; the owner then rebuilds the index.
 package text
 
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -27,6 +36,7 @@ import (
 	"github.com/blevesearch/bleve/v2/search"
 	blevequery "github.com/blevesearch/bleve/v2/search/query"
 	bleveindex "github.com/blevesearch/bleve_index_api"
+	segment "github.com/blevesearch/scorch_segment_api/v2"
 )
 
 // Version is the index layout: bump it when the mapping or the analysis
@@ -40,9 +50,13 @@ const (
 	keyWatermark = "memoria.watermark"
 )
 
-// ErrStale means the directory holds an index of another version (or an
-// unreadable one): delete it and rebuild.
+// ErrStale means the directory holds an index of another version:
+// delete it and rebuild.
 var ErrStale = errors.New("text: index is stale: rebuild it")
+
+// ErrCorrupt means the index's files are damaged (bleve cannot open
+// them, or a search or a batch fails in bleve): delete it and rebuild.
+var ErrCorrupt = errors.New("text: index is corrupt: rebuild it")
 
 // Doc is one memory to index.
 type Doc struct {
@@ -99,9 +113,12 @@ func Open(dir string) (*Index, error) {
 		}
 		return newIndex(idx, true), nil
 	}
+	if err := verify(dir); err != nil {
+		return nil, err
+	}
 	idx, err := bleve.OpenUsing(dir, runtimeConfig())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrStale, err)
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	v, err := idx.GetInternal([]byte(keyVersion))
 	if err != nil || string(v) != Version {
@@ -109,6 +126,58 @@ func Open(dir string) (*Index, error) {
 		return nil, fmt.Errorf("%w: version %q, this build writes %s", ErrStale, v, Version)
 	}
 	return newIndex(idx, false), nil
+}
+
+// verify opens the index read-only — no merger, no persister — in this
+// goroutine, and checks every segment its snapshot uses against the
+// CRC-32 of everything before it that zap keeps in the last four bytes
+// of a segment file.
+func verify(dir string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: opening it panicked: %v", ErrCorrupt, r)
+		}
+	}()
+	cfg := runtimeConfig()
+	cfg["read_only"] = true
+	idx, err := bleve.OpenUsing(dir, cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	defer idx.Close()
+	adv, err := idx.Advanced()
+	if err != nil {
+		return err
+	}
+	r, err := adv.Reader()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	snap, ok := r.(*scorch.IndexSnapshot)
+	if !ok {
+		return fmt.Errorf("text: unexpected index reader %T", r)
+	}
+	for _, ss := range snap.Segments() {
+		if ps, ok := ss.Segment().(segment.PersistedSegment); ok {
+			if err := checkSegment(ps.Path()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkSegment checks a zap segment file against its CRC.
+func checkSegment(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if len(b) < 4 || crc32.ChecksumIEEE(b[:len(b)-4]) != binary.BigEndian.Uint32(b[len(b)-4:]) {
+		return fmt.Errorf("%w: segment %s does not match its checksum", ErrCorrupt, filepath.Base(path))
+	}
+	return nil
 }
 
 func newIndex(idx bleve.Index, primed bool) *Index {
@@ -159,6 +228,9 @@ func indexMapping() mapping.IndexMapping {
 	return m
 }
 
+// Discard closes a damaged index without persisting anything more.
+func (x *Index) Discard() error { return x.idx.Close() }
+
 // Close persists what the index holds and closes it. (Batches return
 // before bleve persists them; scorch's own Close would drop what is not yet
 // on disk.)
@@ -192,7 +264,13 @@ func (x *Index) Watermark() (uint64, error) {
 }
 
 // Apply indexes docs and moves the watermark to watermark, atomically.
-func (x *Index) Apply(docs []Doc, watermark uint64) error {
+// A batch that fails or panics in bleve reports ErrCorrupt.
+func (x *Index) Apply(docs []Doc, watermark uint64) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: indexing panicked: %v", ErrCorrupt, r)
+		}
+	}()
 	b := x.idx.NewBatch()
 	for _, d := range docs {
 		if err := b.Index(d.ID, map[string]any{fieldText: d.Text, fieldSonas: d.Sonas}); err != nil {
@@ -201,7 +279,7 @@ func (x *Index) Apply(docs []Doc, watermark uint64) error {
 	}
 	b.SetInternal([]byte(keyWatermark), []byte(strconv.FormatUint(watermark, 10)))
 	if err := x.idx.Batch(b); err != nil {
-		return err
+		return fmt.Errorf("%w: indexing: %v", ErrCorrupt, err)
 	}
 	return x.Prime(docs)
 }
@@ -252,8 +330,14 @@ const (
 // and opts.Also by the whole query, with the statistics of the documents
 // held now (see forward.stats). The documents opts.Also names are scored
 // wherever they belong: the caller names only documents of opts.Sonas.
-// Until the forward index is primed, bleve scores.
-func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
+// Until the forward index is primed, bleve scores. A search that fails
+// or panics in bleve reports ErrCorrupt.
+func (x *Index) Search(q string, opts SearchOptions) (hits []Hit, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			hits, err = nil, fmt.Errorf("%w: search panicked: %v", ErrCorrupt, r)
+		}
+	}()
 	if opts.K <= 0 {
 		return nil, nil
 	}
@@ -278,12 +362,12 @@ func (x *Index) Search(q string, opts SearchOptions) ([]Hit, error) {
 	if st.n >= x.pruneFrom {
 		first = disjunction(rareTerms(terms, st))
 	}
-	hits, err := x.run(first, opts.Sonas, candidateFactor*opts.K)
+	cands, err := x.run(first, opts.Sonas, candidateFactor*opts.K)
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]string, 0, len(hits))
-	for _, h := range hits {
+	ids := make([]string, 0, len(cands))
+	for _, h := range cands {
 		ids = append(ids, h.ID)
 	}
 	if opts.Also != nil {
@@ -327,7 +411,7 @@ func (x *Index) run(q blevequery.Query, sonas []string, k int) ([]Hit, error) {
 	}
 	res, err := x.idx.Search(bleve.NewSearchRequestOptions(q, k, 0, false))
 	if err != nil {
-		return nil, fmt.Errorf("text: search: %w", err)
+		return nil, fmt.Errorf("%w: search: %v", ErrCorrupt, err)
 	}
 	hits := make([]Hit, len(res.Hits))
 	for i, h := range res.Hits {

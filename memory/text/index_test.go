@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -157,6 +159,48 @@ func TestForwardScoresAsBleve(t *testing.T) {
 	for _, h := range hits {
 		if h.ID == docs[0].ID {
 			t.Fatalf("deleted document scored: %v", h)
+		}
+	}
+}
+
+// A damaged segment is refused at open (ErrCorrupt), before bleve reads
+// it: however it is damaged, Open reports, never panics.
+func TestDamagedSegmentIsRefused(t *testing.T) {
+	for _, at := range []float64{0, 0.3, 0.6, 0.99} {
+		dir := t.TempDir() + "/idx"
+		x, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var docs []Doc
+		for i := range 300 {
+			docs = append(docs, Doc{ID: fmt.Sprintf("d%d", i), Text: fmt.Sprintf("word%d about the lake %d", i, i%7)})
+		}
+		if err := x.Apply(docs, 300); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Close(); err != nil {
+			t.Fatal(err)
+		}
+		zaps, _ := filepath.Glob(filepath.Join(dir, "store", "*.zap"))
+		if len(zaps) == 0 {
+			t.Fatal("no segment")
+		}
+		for _, z := range zaps {
+			b, err := os.ReadFile(z)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[int(float64(len(b)-1)*at)] ^= 0xff
+			if err := os.WriteFile(z, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if x, err := Open(dir); !errors.Is(err, ErrCorrupt) {
+			if err == nil {
+				x.Close()
+			}
+			t.Fatalf("damage at %v: err = %v, want ErrCorrupt", at, err)
 		}
 	}
 }
