@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -36,6 +39,17 @@ func benchCmd(g *globals) *cobra.Command {
 			"without it), so a later run with the same corpus, seed and binary continues it.",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
+			if o.Duration <= 0 {
+				return fmt.Errorf("--duration: %s is not above zero", o.Duration)
+			}
+			for _, f := range []struct {
+				name string
+				n    int
+			}{{"advance-sonas", o.AdvanceSonas}, {"store-sonas", o.StoreSonas}, {"queries", o.Queries}} {
+				if f.n < 1 {
+					return fmt.Errorf("--%s: %d is not a positive number", f.name, f.n)
+				}
+			}
 			o.Scenarios = args
 			if o.Sizes, err = parseList(sizes, bench.ParseSize); err != nil {
 				return err
@@ -77,6 +91,14 @@ func benchCmd(g *globals) *cobra.Command {
 				defer f.Close()
 				o.ServerLog = f
 			}
+			var svg *os.File
+			if svgFile != "" { // refused now rather than after the run
+				if svg, err = os.Create(svgFile + ".tmp"); err != nil {
+					return fmt.Errorf("--svg: %w", err)
+				}
+				defer os.Remove(svg.Name())
+				defer svg.Close()
+			}
 			o.Dir = g.dataDir
 			if o.Dir == "" {
 				if o.Dir, err = os.MkdirTemp("", "memoria-bench-"); err != nil {
@@ -90,15 +112,8 @@ func benchCmd(g *globals) *cobra.Command {
 					}
 				}()
 			}
-			p := newProgress(cmd.ErrOrStderr(), g.json)
-			phase := ""
-			o.Progress = func(s bench.Progress) {
-				if s.Phase != phase {
-					phase = s.Phase
-					p.start(s.Phase, s.Total)
-				}
-				p.set(s.Done)
-			}
+			p := newBenchProgress(cmd.ErrOrStderr())
+			o.Progress = p.report
 			rep, err := bench.Run(cmd.Context(), o)
 			p.done()
 			if rep == nil {
@@ -113,8 +128,8 @@ func benchCmd(g *globals) *cobra.Command {
 			} else {
 				bench.WriteTable(out, rep)
 			}
-			if svgFile != "" {
-				if serr := writeSVG(svgFile, rep); serr != nil && err == nil {
+			if svg != nil {
+				if serr := writeSVG(svg, svgFile, rep); serr != nil && err == nil {
 					err = serr
 				}
 			}
@@ -168,18 +183,48 @@ func sizeList(sizes []int) string {
 	return strings.Join(parts, ",")
 }
 
-func writeSVG(path string, rep *bench.Report) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
+// writeSVG writes the plots into f, a temporary file, and renames it to
+// path.
+func writeSVG(f *os.File, path string, rep *bench.Report) error {
 	if err := bench.WriteSVG(f, rep); err != nil {
-		f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return os.Rename(f.Name(), path)
 }
+
+// benchProgress shows a run's progress on stderr: a bar on a terminal,
+// else one line as each phase begins. Progress is reported from many
+// goroutines.
+type benchProgress struct {
+	mu    sync.Mutex
+	bar   *progress
+	lines io.Writer // when not a terminal
+	phase string
+	start time.Time
+}
+
+func newBenchProgress(w io.Writer) *benchProgress {
+	p := &benchProgress{bar: newProgress(w, false), start: time.Now()}
+	if !p.bar.on {
+		p.lines = w
+	}
+	return p
+}
+
+func (p *benchProgress) report(s bench.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s.Phase != p.phase {
+		p.phase = s.Phase
+		if p.lines != nil {
+			fmt.Fprintf(p.lines, "bench %5.0fs %s\n", time.Since(p.start).Seconds(), s.Phase)
+		}
+		p.bar.start(s.Phase, s.Total)
+	}
+	p.bar.set(s.Done)
+}
+
+func (p *benchProgress) done() { p.bar.done() }

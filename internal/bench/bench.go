@@ -72,7 +72,7 @@ type Options struct {
 	// Clients, when set, replaces every scenario's client counts (insert
 	// 64; recall 1 and 16; advance 64 and 128).
 	Clients []int
-	// Duration of each measured window of load (20 s).
+	// Duration of each measured window of load (10 s).
 	Duration time.Duration
 	// AdvanceSonas is how many sonas the advance scenario chats with
 	// (10,000); StoreSonas how many the sized store's memories are spread
@@ -108,14 +108,15 @@ type Progress struct {
 
 // Defaults of Options.
 const (
-	DefaultDuration     = 20 * time.Second
+	DefaultDuration     = 10 * time.Second
 	DefaultAdvanceSonas = 10_000
 	DefaultStoreSonas   = 100
 	DefaultQueries      = 200
 )
 
-// DefaultSizes keep a default run near ten minutes on a 2-core machine.
-var DefaultSizes = []int{10_000, 50_000}
+// DefaultSizes keep a default run within a few minutes on a 2-core
+// machine (two sizes: the plots draw lines).
+var DefaultSizes = []int{10_000, 20_000}
 
 // clientsOf are the default client counts of each scenario.
 var clientsOf = map[string][]int{Insert: {64}, Recall: {1, 16}, Advance: {64, 128}}
@@ -148,6 +149,9 @@ func (o *Options) fill() error {
 		if c < 1 {
 			return fmt.Errorf("%w: clients must be positive", ErrOptions)
 		}
+	}
+	if o.Duration < 0 || o.AdvanceSonas < 0 || o.StoreSonas < 0 || o.Queries < 0 {
+		return fmt.Errorf("%w: a negative duration or count", ErrOptions)
 	}
 	if o.Duration <= 0 {
 		o.Duration = DefaultDuration
@@ -315,7 +319,7 @@ func (r *run) all(ctx context.Context) error {
 			}
 		}
 	} else if o.has(Refs) {
-		if err := r.badger(ctx, clientsOf[Insert][0]); err != nil {
+		if err := r.badger(ctx, o.clients(Insert)[0]); err != nil {
 			return err
 		}
 	}
