@@ -83,14 +83,6 @@ func benchCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			if serverLogs != "" {
-				f, err := os.OpenFile(serverLogs, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				o.ServerLog = f
-			}
 			var svg *os.File
 			if svgFile != "" { // refused now rather than after the run
 				if svg, err = os.Create(svgFile + ".tmp"); err != nil {
@@ -98,6 +90,14 @@ func benchCmd(g *globals) *cobra.Command {
 				}
 				defer os.Remove(svg.Name())
 				defer svg.Close()
+			}
+			if serverLogs != "" {
+				f, err := os.OpenFile(serverLogs, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				o.ServerLog = f
 			}
 			o.Dir = g.dataDir
 			if o.Dir == "" {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -19,7 +20,7 @@ import (
 
 func runBench(t *testing.T, args ...string) *bench.Report {
 	t.Helper()
-	out, errOut, code := run(t, append([]string{"bench", "--json", "--data", t.TempDir(), "--duration", "2s"}, args...)...)
+	out, errOut, code := run(t, append([]string{"bench", "--json", "--data", t.TempDir(), "--duration", "1s"}, args...)...)
 	var rep bench.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errOut)
@@ -61,6 +62,7 @@ func sane(t *testing.T, r bench.Result) {
 }
 
 func TestBenchInsertAndRefs(t *testing.T) {
+	t.Parallel()
 	rep := runBench(t, "insert", "refs", "--clients", "4", "--sizes", "400", "--queries", "20")
 	ins := find(t, rep, bench.Insert)
 	if len(ins) != 1 {
@@ -96,9 +98,10 @@ func TestBenchInsertAndRefs(t *testing.T) {
 	}
 }
 
-func TestBenchRecallRestartANN(t *testing.T) {
+func TestBenchRecallANNPlots(t *testing.T) {
+	t.Parallel()
 	svg := filepath.Join(t.TempDir(), "bench.svg")
-	rep := runBench(t, "recall", "restart", "ann", "--sizes", "150,300", "--store-sonas", "3", "--clients", "2",
+	rep := runBench(t, "recall", "ann", "--sizes", "150,300", "--store-sonas", "3", "--clients", "2",
 		"--queries", "20", "--svg", svg)
 	builds := find(t, rep, bench.Build)
 	if len(builds) != 2 || builds[0].StoreSize != 150 || builds[1].StoreSize != 300 {
@@ -111,7 +114,7 @@ func TestBenchRecallRestartANN(t *testing.T) {
 		}
 	}
 	recalls := find(t, rep, bench.Recall)
-	if len(recalls) != 2 {
+	if len(recalls) != 2 || recalls[0].StoreSize != 150 || recalls[1].StoreSize != 300 {
 		t.Fatalf("recalls %+v", recalls)
 	}
 	for _, r := range recalls {
@@ -120,25 +123,13 @@ func TestBenchRecallRestartANN(t *testing.T) {
 			t.Fatalf("recall %+v", r)
 		}
 	}
-	restarts := find(t, rep, bench.Restart)
-	if len(restarts) != 4 {
-		t.Fatalf("restarts %+v", restarts)
-	}
-	for i, r := range restarts {
-		f := r.Restart
-		if f == nil || f.Signal != []string{"SIGTERM", "SIGKILL"}[i%2] || f.HealthzMs <= 0 || f.LoadedMs <= 0 ||
-			f.SteadyMs < f.HealthzMs || f.IdleMs <= 0 || f.ReferenceP50Ms <= 0 || f.CPUSeconds <= 0 ||
-			f.RSSHealthz <= 0 || f.RSSSteady <= 0 || f.RSSIdle <= 0 || (f.Signal == "SIGTERM") != (f.StopMs > 0) {
-			t.Fatalf("restart %d: %+v %+v", i, r, f)
-		}
-	}
 	anns := find(t, rep, bench.ANN)
 	if len(anns) != 2 {
 		t.Fatalf("ann %+v", anns)
 	}
 	for _, r := range anns {
 		sane(t, r)
-		if r.RecallAt10 == nil || *r.RecallAt10 < 0.5 || *r.RecallAt10 > 1 {
+		if r.RecallAt10 == nil || *r.RecallAt10 < 0.5 || *r.RecallAt10 > 1 || r.BuildSeconds == nil {
 			t.Fatalf("ann %+v", r)
 		}
 	}
@@ -161,12 +152,41 @@ func TestBenchRecallRestartANN(t *testing.T) {
 			elems[se.Name.Local]++
 		}
 	}
-	if elems["svg"] != 1 || elems["polyline"] == 0 || elems["circle"] == 0 {
+	// lines of two points: recall's p50 and p99, throughput, the ANN's
+	if elems["svg"] != 1 || elems["polyline"] < 5 || elems["circle"] < 10 {
 		t.Fatalf("SVG elements %v", elems)
+	}
+	if _, err := os.Stat(svg + ".tmp"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the temporary SVG is left: %v", err)
+	}
+}
+
+// TestBenchRestart: a SIGTERM and a SIGKILL of a small store, each
+// followed until the new server answers, recalls at its warm speed and
+// is idle.
+func TestBenchRestart(t *testing.T) {
+	t.Parallel()
+	rep := runBench(t, "restart", "--sizes", "200", "--store-sonas", "2")
+	restarts := find(t, rep, bench.Restart)
+	if len(restarts) != 2 {
+		t.Fatalf("restarts %+v", restarts)
+	}
+	for i, r := range restarts {
+		f := r.Restart
+		if f == nil || f.Signal != []string{"SIGTERM", "SIGKILL"}[i] || r.StoreSize != 200 || r.Errors != 0 ||
+			f.LoadedMs <= 0 || f.HealthzMs < f.LoadedMs || f.SteadyMs < f.HealthzMs || f.IdleMs <= 0 ||
+			f.ReferenceP50Ms <= 0 || f.CPUSeconds <= 0 || f.RSSHealthz <= 0 || f.RSSSteady <= 0 || f.RSSIdle <= 0 ||
+			(f.Signal == "SIGTERM") != (f.StopMs > 0) || r.Ops < 10 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms {
+			t.Fatalf("restart %d: %+v %+v", i, r, f)
+		}
+	}
+	if len(rep.Notes) != 0 {
+		t.Fatalf("notes %q", rep.Notes)
 	}
 }
 
 func TestBenchAdvance(t *testing.T) {
+	t.Parallel()
 	rep := runBench(t, "advance", "--advance-sonas", "40", "--clients", "3,6")
 	adv := find(t, rep, bench.Advance)
 	if len(adv) != 2 || adv[0].Clients != 3 || adv[1].Clients != 6 {
@@ -180,12 +200,36 @@ func TestBenchAdvance(t *testing.T) {
 	}
 }
 
-// TestBenchRefusesBadOptions: one readable line and a non-zero exit.
+// TestBenchTable: without --json, the table on stdout and the progress
+// on stderr (no terminal: a line a phase).
+func TestBenchTable(t *testing.T) {
+	t.Parallel()
+	out, errOut, code := run(t, "bench", "advance", "--data", t.TempDir(), "--duration", "1s", "--advance-sonas", "5", "--clients", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	if !strings.HasPrefix(out, "memoria bench, ") || !regexp.MustCompile(`(?m)^advance +POST /sona/\{uuid\}/chat +\d+ +2 +[1-9]\d* `).MatchString(out) {
+		t.Fatalf("table:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^bench +\d+s advance: 5 sonas, 2 clients$`).MatchString(errOut) {
+		t.Fatalf("progress:\n%s", errOut)
+	}
+}
+
+// TestBenchRefusesBadOptions: one readable line, a non-zero exit, and
+// nothing written.
 func TestBenchRefusesBadOptions(t *testing.T) {
-	for _, args := range [][]string{{"nonsense"}, {"--sizes", "12q"}, {"--sizes", "0"}, {"--clients", "-1"}} {
-		_, errOut, code := run(t, append([]string{"bench", "--data", t.TempDir()}, args...)...)
-		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 {
-			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+	t.Parallel()
+	for _, args := range [][]string{{"nonsense"}, {"--sizes", "12q"}, {"--sizes", "0"}, {"--clients", "-1"}, {"--clients", "4,x"},
+		{"--duration", "0s"}, {"--duration", "-3s"}, {"--queries", "0"}, {"--advance-sonas", "-5"}, {"--store-sonas", "0"},
+		{"--svg", filepath.Join(t.TempDir(), "missing", "b.svg")}, {"--locomo", filepath.Join(t.TempDir(), "missing")}} {
+		dir := t.TempDir()
+		out, errOut, code := run(t, append([]string{"bench", "--data", dir}, args...)...)
+		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+			t.Errorf("%v: wrote %v (%v)", args, ents, err)
 		}
 	}
 }
