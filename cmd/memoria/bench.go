@@ -196,15 +196,18 @@ func writeSVG(f *os.File, path string, rep *bench.Report) error {
 }
 
 // benchProgress shows a run's progress on stderr: a bar on a terminal,
-// else one line as each phase begins. Progress is reported from many
-// goroutines.
+// else a line as each phase begins and every linesEvery within a long one.
+// Progress is reported from many goroutines.
 type benchProgress struct {
 	mu    sync.Mutex
 	bar   *progress
 	lines io.Writer // when not a terminal
 	phase string
 	start time.Time
+	last  time.Time // of the last line
 }
+
+const linesEvery = 30 * time.Second
 
 func newBenchProgress(w io.Writer) *benchProgress {
 	p := &benchProgress{bar: newProgress(w, false), start: time.Now()}
@@ -217,14 +220,24 @@ func newBenchProgress(w io.Writer) *benchProgress {
 func (p *benchProgress) report(s bench.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if s.Phase != p.phase {
+	changed := s.Phase != p.phase
+	if changed {
 		p.phase = s.Phase
-		if p.lines != nil {
-			fmt.Fprintf(p.lines, "bench %5.0fs %s\n", time.Since(p.start).Seconds(), s.Phase)
-		}
 		p.bar.start(s.Phase, s.Total)
 	}
 	p.bar.set(s.Done)
+	if p.lines != nil && (changed || time.Since(p.last) >= linesEvery) {
+		p.last = time.Now()
+		fmt.Fprintf(p.lines, "bench %5.0fs %s", p.last.Sub(p.start).Seconds(), s.Phase)
+		switch {
+		case changed:
+		case s.Total > 0:
+			fmt.Fprintf(p.lines, " %d/%d", s.Done, s.Total)
+		default:
+			fmt.Fprintf(p.lines, " %d", s.Done)
+		}
+		fmt.Fprintln(p.lines)
+	}
 }
 
 func (p *benchProgress) done() { p.bar.done() }

@@ -410,6 +410,23 @@ func (r *run) scratch(name string) (string, error) {
 	return dir, os.MkdirAll(dir, 0o755)
 }
 
+// scratchServer starts a server on an empty scratch directory; stop
+// stops it and removes the directory.
+func (r *run) scratchServer(ctx context.Context, name string) (srv *loadgen.Server, stop func(), err error) {
+	dir, err := r.scratch(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if srv, err = r.startServer(ctx, dir); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return srv, func() {
+		srv.Stop(5 * time.Minute)
+		os.RemoveAll(dir)
+	}, nil
+}
+
 // fromLoad turns a load report of one operation into a result.
 func fromLoad(scenario string, rep *loadgen.Report) Result {
 	res := Result{Scenario: scenario, Path: "http", Clients: rep.Clients, Ops: rep.Requests, Errors: rep.Errors,

@@ -258,3 +258,22 @@ func TestOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeLoad: the growth of the store in parts (a window, then
+// top-ups) adds up to one report.
+func TestMergeLoad(t *testing.T) {
+	a := &loadgen.Report{Requests: 900, Seconds: 3, ServerCPUSeconds: 1.8, PeakRSS: 200,
+		Routes: []loadgen.RouteReport{{Route: "POST /memories", P50Ms: 10}},
+		Memory: []loadgen.MemorySample{{At: "start"}, {At: "end"}}}
+	b := &loadgen.Report{Requests: 100, Seconds: 1, Errors: 2, ServerCPUSeconds: 0.2, PeakRSS: 300,
+		Routes: []loadgen.RouteReport{{Route: "POST /memories", P50Ms: 99}},
+		Memory: []loadgen.MemorySample{{At: "start"}, {At: "end", ProcMemory: loadgen.ProcMemory{RSS: 7}}}}
+	if mergeLoad(nil, a) != a {
+		t.Fatal("the first part is not the whole")
+	}
+	m := mergeLoad(a, b)
+	if m.Requests != 1000 || m.Errors != 2 || m.Seconds != 4 || m.PerSecond != 250 || m.ServerCPUPerRequestMs != 2 ||
+		m.PeakRSS != 300 || m.Routes[0].P50Ms != 10 || len(m.Memory) != 3 || m.Memory[2].RSS != 7 {
+		t.Fatalf("%+v", m)
+	}
+}

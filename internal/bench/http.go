@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -17,16 +16,11 @@ import (
 // inserting into its own sona (the dedup search included: the path users
 // hit).
 func (r *run) insert(ctx context.Context, clients int) error {
-	dir, err := r.scratch("insert")
+	srv, stop, err := r.scratchServer(ctx, "insert")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	srv, err := r.startServer(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer srv.Stop(5 * time.Minute)
+	defer stop()
 	c, closeClient := loadgen.NewClient(srv.URL, r.o.Token, clients)
 	defer closeClient()
 	sonas, err := createSonas(ctx, c, clients, "insert-%d", nil)
@@ -92,16 +86,11 @@ func recalled(resp *messages.RecallResponse, text string) bool {
 // server's configuration names another) over AdvanceSonas sonas made on
 // an empty store.
 func (r *run) advance(ctx context.Context) error {
-	dir, err := r.scratch("advance")
+	srv, stop, err := r.scratchServer(ctx, "advance")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	srv, err := r.startServer(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer srv.Stop(5 * time.Minute)
+	defer stop()
 	n := r.o.AdvanceSonas
 	most := slices.Max(r.o.clients(Advance))
 	c, closeClient := loadgen.NewClient(srv.URL, r.o.Token, most)
