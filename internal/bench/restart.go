@@ -14,19 +14,19 @@ import (
 // A restart is measured from outside, as an operator sees it: the server
 // exposes no readiness of its derived indexes (the HNSW graph, the
 // full-text forward index, the evaluator's backlog), so after /healthz
-// answers, one client asks a recall every probeEvery, and
-//   - the server serves at full speed once the median of the last
-//     probeWindow recalls is within steadyFactor of the warm server's
-//     median (measured the same way before the stop) and stays so for
-//     the hold — steadyHold, or half of Options.Duration when shorter —
-//     (SteadyMs: when that stretch began);
-//   - its background work is done once, over idleSpan, it used less CPU
-//     than the probe cost the warm server plus idleShare of a core
-//     (IdleMs: when that span began).
+// answers, one client asks a recall every probeEvery until the server
+// serves at full speed: the median of the last probeWindow recalls is
+// within steadyFactor of the warm server's median (measured the same way
+// before the stop) and stays so for the hold — steadyHold, or half of
+// Options.Duration when shorter — (SteadyMs: when that stretch began), or
+// until steadyLimit. Then, the probe stopped, the server's background work
+// is done once it uses less than idleShare of a core over idleSpan
+// (IdleMs: when that span began; see waitIdle). The probe is stopped first
+// because its own cost would hide background work held to a small share of
+// a core (the HNSW builder works at a fifth of one under a small backlog).
 //
-// The probe runs until both are seen (or steadyLimit). The reference is
-// the median of referenceN probes (fewer when Options.Duration is
-// shorter than referenceN probes).
+// The reference is the median of referenceN probes (fewer when
+// Options.Duration is shorter than referenceN probes).
 const (
 	probeEvery   = 100 * time.Millisecond
 	probeWindow  = 10
@@ -61,8 +61,9 @@ type RestartFigures struct {
 	// the stop.
 	SteadyMs       float64 `json:"steady_ms"`
 	ReferenceP50Ms float64 `json:"reference_p50_ms"`
-	// IdleMs is when the server's background work was done (-1: not
-	// within steadyLimit); CPUSeconds is the new process's CPU time then.
+	// IdleMs is when the server's background work was done (see waitIdle:
+	// the present after idleTimeout, with a note); CPUSeconds is the new
+	// process's CPU time when that was seen.
 	IdleMs     float64 `json:"idle_ms"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 	// RSS when /healthz answered, at steady recall and when idle.
@@ -81,17 +82,12 @@ func (r *run) restart(ctx context.Context, kill bool) error {
 
 	// The reference: the warm, idle server under the probe.
 	var ref []time.Duration
-	var first, last loadgen.ProcSample
 	if err := r.probe(ctx, s, rng, phase+", reference", func(p *probeState) bool {
-		if first.At.IsZero() {
-			first = p.sample
-		}
-		ref, last = p.lat, p.sample
+		ref = p.lat
 		return len(p.lat) >= r.references()
 	}); err != nil {
 		return err
 	}
-	probeShare := float64(last.CPU-first.CPU) / float64(last.At.Sub(first.At))
 	fig := &RestartFigures{Signal: "SIGTERM", ReferenceP50Ms: ms(median(ref))}
 
 	if kill {
@@ -122,17 +118,10 @@ func (r *run) restart(ctx context.Context, kill bool) error {
 	}
 
 	bound := time.Duration(steadyFactor * float64(median(ref)))
-	q := &quiet{share: probeShare + idleShare}
-	var streak, idleAt time.Time
+	var streak time.Time
 	var ramp []time.Duration // the probes until steady
 	var failed int
-	err = r.probe(ctx, s, rng, phase+", until steady and idle", func(p *probeState) bool {
-		if idleAt.IsZero() {
-			if at, ok := q.add(p.sample); ok {
-				idleAt = at
-				fig.IdleMs, fig.RSSIdle, fig.CPUSeconds = since(at), p.sample.RSS, p.sample.CPU.Seconds()
-			}
-		}
+	err = r.probe(ctx, s, rng, phase+", until steady", func(p *probeState) bool {
 		failed = p.errors
 		steady := !streak.IsZero() && p.at.Sub(streak) >= r.hold()
 		if !steady && len(p.lat) >= probeWindow {
@@ -144,19 +133,25 @@ func (r *run) restart(ctx context.Context, kill bool) error {
 				fig.RSSSteady = p.sample.RSS
 			}
 		}
-		return steady && !idleAt.IsZero() || time.Since(srv.Started) > steadyLimit
+		return steady || time.Since(srv.Started) > steadyLimit
 	})
 	if err != nil {
 		return err
+	}
+	// Idle is looked for without the probe, whose cost would hide
+	// background work held to a small share of a core.
+	idleAt, err := r.waitIdle(ctx, srv, phase+", until idle")
+	if err != nil {
+		return err
+	}
+	fig.IdleMs = since(idleAt)
+	if m, err := srv.Sample(); err == nil {
+		fig.RSSIdle, fig.CPUSeconds = m.RSS, m.CPU.Seconds()
 	}
 	fig.SteadyMs = since(streak)
 	if streak.IsZero() || time.Since(streak) < r.hold() {
 		r.note("%s after %s: recall did not stay within %.1f× its warm median (%.1f ms) within %s", phase, fig.Signal, steadyFactor, fig.ReferenceP50Ms, steadyLimit)
 		fig.SteadyMs = -1
-	}
-	if idleAt.IsZero() {
-		r.note("%s after %s: the server was still busy after %s", phase, fig.Signal, steadyLimit)
-		fig.IdleMs = -1
 	}
 	if t, ok := srv.Logged("self loaded"); ok {
 		fig.LoadedMs = since(t)
