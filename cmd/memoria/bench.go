@@ -36,7 +36,9 @@ func benchCmd(g *globals) *cobra.Command {
 			"           coder/hnsw and chromem-go over the same vectors\n" +
 			"  advance  POST /sona/{uuid}/chat (offline model) over --advance-sonas sonas, 64 and 128 clients\n" +
 			"The store of --sizes is grown through POST /memories and kept in --data DIR (a temporary directory\n" +
-			"without it), so a later run with the same corpus, seed and binary continues it.",
+			"without it), so a later run with the same corpus, seed and binary continues it. A default run takes a\n" +
+			"few minutes on two cores; --sizes 100k,1m and --duration scale it up (coder/hnsw's build alone takes\n" +
+			"minutes at 100k).",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
 			if o.Duration <= 0 {
