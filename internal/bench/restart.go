@@ -121,9 +121,10 @@ func (r *run) restart(ctx context.Context, kill bool) error {
 	var streak time.Time
 	var ramp []time.Duration // the probes until steady
 	var failed int
+	steady := false
 	err = r.probe(ctx, s, rng, phase+", until steady", func(p *probeState) bool {
 		failed = p.errors
-		steady := !streak.IsZero() && p.at.Sub(streak) >= r.hold()
+		steady = !streak.IsZero() && p.at.Sub(streak) >= r.hold()
 		if !steady && len(p.lat) >= probeWindow {
 			if median(p.lat[len(p.lat)-probeWindow:]) > bound {
 				streak = time.Time{}
@@ -149,7 +150,7 @@ func (r *run) restart(ctx context.Context, kill bool) error {
 		fig.RSSIdle, fig.CPUSeconds = m.RSS, m.CPU.Seconds()
 	}
 	fig.SteadyMs = since(streak)
-	if streak.IsZero() || time.Since(streak) < r.hold() {
+	if !steady {
 		r.note("%s after %s: recall did not stay within %.1f× its warm median (%.1f ms) within %s", phase, fig.Signal, steadyFactor, fig.ReferenceP50Ms, steadyLimit)
 		fig.SteadyMs = -1
 	}
