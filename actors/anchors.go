@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/memoria-ai/memoria/messages"
 )
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -22,7 +23,7 @@ import (
 // never waits for a tick.
 type heartbeatActor struct {
 	sys   *System
-	timer *time.Timer
+	timer clock.Timer
 }
 
 // tick is the heartbeat's own timer message (never sent from outside).
@@ -56,7 +57,7 @@ func (a *heartbeatActor) Receive(ctx actor.Context) {
 
 func (a *heartbeatActor) schedule(ctx actor.Context) {
 	self, as := ctx.Self(), ctx.ActorSystem()
-	a.timer = time.AfterFunc(a.sys.cfg.Heartbeat.Interval.D(), func() { as.Root.Send(self, tick{}) })
+	a.timer = a.sys.clock.AfterFunc(a.sys.cfg.Heartbeat.Interval.D(), func() { as.Root.Send(self, tick{}) })
 }
 
 // tick runs one heartbeat. dream forces dream mode; compact sweeps a whole

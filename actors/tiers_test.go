@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/memoria-ai/memoria/actors"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -16,7 +17,7 @@ import (
 func settledTiers(t *testing.T, self *memory.Self, sona string, pages int) *messages.Tiers {
 	t.Helper()
 	var v *messages.Tiers
-	waitFor(t, fmt.Sprintf("tiers holding %d pages", pages), func() bool {
+	testutil.Eventually(t, fmt.Sprintf("tiers holding %d pages", pages), func() bool {
 		var err error
 		if v, err = self.Tiers(sona); err != nil {
 			t.Fatal(err)

@@ -287,7 +287,7 @@ func TestValidate(t *testing.T) {
 		{"connections", func(c *config.Config) { c.Server.MaxConnections = -1 }, []string{"server.max_connections"}},
 		{"memory limit", func(c *config.Config) { c.Server.MemoryLimit = "lots" }, []string{"server.memory_limit", "lots"}},
 		{"memory limit small", func(c *config.Config) { c.Server.MemoryLimit = "1MiB" }, []string{"server.memory_limit", "64MiB"}},
-		{"memtables", func(c *config.Config) { c.Store.MemTableMB, c.Store.Memtables = 4, 1 }, []string{"store.memtable_mb", "store.memtables"}},
+		{"memtables", func(c *config.Config) { c.Store.MemTableMB, c.Store.Memtables = 0, 1 }, []string{"store.memtable_mb", "store.memtables"}},
 		{"block limit", func(c *config.Config) { c.Store.MaxBlockBytes = 5 << 20 }, []string{"store.max_block_bytes"}},
 		{"candidates", func(c *config.Config) { c.Recall.Candidates = 5 }, []string{"recall.candidates"}},
 		{"beta", func(c *config.Config) { c.Threshold.DedupBeta = 0 }, []string{"thresholds.dedup_beta"}},

@@ -9,6 +9,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -78,7 +79,7 @@ func TestAnchorRulesMatch(t *testing.T) {
 // An anchor is written by the append's own transaction: it is there with
 // its memory, under the memory's insertion-log position, or neither is.
 func TestAnchorIsWrittenByTheAppend(t *testing.T) {
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	woken := make(chan struct{}, 16)
@@ -155,7 +156,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 }
 
 func TestAnchorsPageAndCursor(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "ops")
 	var want []cid.Cid

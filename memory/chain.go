@@ -5,8 +5,9 @@ import (
 	"errors"
 
 	"fmt"
-	"github.com/dgraph-io/badger/v4"
 	"slices"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"

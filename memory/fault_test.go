@@ -30,6 +30,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/text"
 )
@@ -61,7 +62,7 @@ func openWith(o Options) (*Self, error) {
 		o.Embedder = llm.NewHashedEmbedder(llm.DefaultDims)
 	}
 	if o.Clock == nil {
-		o.Clock = &fixedClock{t: epoch}
+		o.Clock = clock.NewFake(epoch)
 	}
 	return Open(context.Background(), o)
 }
@@ -645,7 +646,7 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 // rebuild, BM25 finds what a fresh index finds.
 func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 	dir := t.TempDir()
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	cfg := testConfig(dir)
 	s := openSelf(t, cfg, clock)
 	o := newOwner(t, s, "a")

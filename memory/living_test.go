@@ -11,6 +11,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -135,7 +136,7 @@ func TestDreamInsights(t *testing.T) {
 }
 
 func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	o := newOwner(t, s, "a")
@@ -185,7 +186,7 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 }
 
 func TestSweepIsBoundedAndResumes(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	for i := range 5 {
@@ -209,7 +210,7 @@ func TestSweepIsBoundedAndResumes(t *testing.T) {
 }
 
 func TestSweepPrunesWeakLinks(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	a := o.text("alpha")
@@ -264,7 +265,7 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 		want bool
 	}{{42, false}, {43, true}} {
 		t.Run(fmt.Sprint(tc.big), func(t *testing.T) {
-			s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+			s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 			defer s.Close()
 			ctx := context.Background()
 			big, small := newOwner(t, s, "big"), newOwner(t, s, "small")
@@ -334,7 +335,7 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, cfg, clock)
 	ctx := context.Background()
 	contribute := func(s *Self, agent, key, content, stakes string) *messages.ContributeResult {
@@ -376,7 +377,8 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	contribute(s, "solo", "later", "Only one agent said this.", "")
 	s.Close()
 
-	s = openSelf(t, cfg, &fixedClock{t: epoch})
+	clock.Set(epoch)
+	s = openSelf(t, cfg, clock)
 	defer s.Close()
 	conflicts, _ := s.Conflicts()
 	pending, _ := s.PendingConcepts()
@@ -430,7 +432,7 @@ func TestMergeSummaryFromTheSummarizerOrExtractive(t *testing.T) {
 		t.Run(fmt.Sprint("fail=", fail), func(t *testing.T) {
 			cfg := testConfig(t.TempDir())
 			var got []string
-			s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: &fixedClock{t: epoch},
+			s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: clock.NewFake(epoch),
 				Summarize: func(_ context.Context, texts []string) (string, error) {
 					got = texts
 					if fail {

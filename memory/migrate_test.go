@@ -11,6 +11,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -19,7 +20,7 @@ import (
 // opening it migrates everything back.
 func TestMigrateFromLayout1(t *testing.T) {
 	dir := t.TempDir()
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	cfg := testConfig(dir)
 	s := openSelf(t, cfg, clock)
 	o := newOwner(t, s, "old")
@@ -130,7 +131,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 // of its sonas again.
 func TestMigrateFromLayout2(t *testing.T) {
 	dir := t.TempDir()
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	cfg := testConfig(dir)
 	s := openSelf(t, cfg, clock)
 	a, b := newOwner(t, s, "a"), newOwner(t, s, "b")

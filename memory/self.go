@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/memoria-ai/memoria/internal/clock"
+
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
@@ -23,21 +25,11 @@ import (
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// Clock tells the time. Everything that depends on time takes one, so
-// tests can fix it.
-type Clock interface{ Now() time.Time }
-
-// SystemClock is the wall clock.
-type SystemClock struct{}
-
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
-
 // Options configure a Self.
 type Options struct {
 	Config   config.Config
 	Embedder llm.Embedder
-	Clock    Clock
+	Clock    clock.Clock
 	Logger   *slog.Logger
 	// InMemory keeps the store in RAM (for benchmarks of logic only).
 	InMemory bool
@@ -72,7 +64,7 @@ type Self struct {
 	index *vector.Index
 	emb   llm.Embedder
 	cfg   config.Config
-	clock Clock
+	clock clock.Clock
 	log   *slog.Logger
 
 	smu   sync.RWMutex
@@ -112,9 +104,7 @@ var ErrEmbedderMismatch = errors.New("memory: store was built with another embed
 
 // Open opens the self stored under cfg.DataDir.
 func Open(ctx context.Context, o Options) (*Self, error) {
-	if o.Clock == nil {
-		o.Clock = SystemClock{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -148,6 +138,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 			EfConstruction: o.Config.Index.EfConstruction,
 			Backlog:        o.Config.Index.Backlog,
 			Seed:           o.Config.Index.Seed,
+			Clock:          o.Clock,
 		}),
 	}
 	if o.Config.Evaluation.Mode != "off" {
@@ -210,7 +201,7 @@ func (s *Self) Config() config.Config { return s.cfg }
 func (s *Self) Embedder() llm.Embedder { return s.emb }
 
 // Clock returns the self's clock.
-func (s *Self) Clock() Clock { return s.clock }
+func (s *Self) Clock() clock.Clock { return s.clock }
 
 // Counts returns the number of sonas and memories.
 func (s *Self) Counts() (sonas, memories int64) {

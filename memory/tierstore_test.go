@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -66,7 +67,7 @@ func randomWords(rng *rand.Rand, n int) string {
 }
 
 func TestSTMOverflowMovesOnePagePerPageToMTM(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	for i := range 7 {
@@ -102,7 +103,7 @@ func TestSTMOverflowMovesOnePagePerPageToMTM(t *testing.T) {
 }
 
 func TestSimilarPagesShareASegmentAndHeatPromotesToPersona(t *testing.T) {
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	o := newOwner(t, s, "a")
@@ -173,7 +174,7 @@ func TestSimilarPagesShareASegmentAndHeatPromotesToPersona(t *testing.T) {
 }
 
 func TestMTMEvictsTheColdestSegmentAt201(t *testing.T) {
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	cfg := testConfig(t.TempDir())
 	s := openSelf(t, cfg, clock)
 	defer s.Close()
@@ -226,7 +227,7 @@ func TestMTMEvictsTheColdestSegmentAt201(t *testing.T) {
 }
 
 func TestTiersSurviveReopenExactly(t *testing.T) {
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	cfg := testConfig(t.TempDir())
 	s := openSelf(t, cfg, clock)
 	o := newOwner(t, s, "a")
@@ -271,7 +272,7 @@ func TestTiersSurviveReopenExactly(t *testing.T) {
 }
 
 func TestConcurrentTierWorkersProcessEachPageOnce(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	for i := range 20 {
@@ -316,7 +317,7 @@ func TestConcurrentTierWorkersProcessEachPageOnce(t *testing.T) {
 }
 
 func TestPushPageRefusesForeignMemories(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	a, b := newOwner(t, s, "a"), newOwner(t, s, "b")
 	qa := a.text("in a")
@@ -334,7 +335,7 @@ func TestPushPageRefusesForeignMemories(t *testing.T) {
 // document frequencies as a bounded key: the page moves like any other
 // (issue 13 #6: it used to fail the tier step on every restart).
 func TestHugeWordReachesMTM(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	huge := strings.Repeat("w", 70000)
@@ -375,7 +376,7 @@ func (m *chainReached) Chain(ctx context.Context, in tiers.ChainInput) (*message
 // hooks (which add its vectors to the index) have not run yet still has
 // its vectors (issue 13 #14: the tier actor crashed on "has no embedding").
 func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/ipfs/go-cid"
 	"github.com/spf13/cobra"
@@ -118,6 +119,9 @@ func locomoCmd(g *globals) *cobra.Command {
 				run = append(run, "tiers")
 			}
 			cfg.Tiers.TopK = 10 // MemoryOS's LoCoMo setting
+			// No heartbeat tick while measuring: its pruning and merges
+			// would make the figures depend on how long the run takes.
+			cfg.Heartbeat.Interval = config.Duration(100 * 365 * 24 * time.Hour)
 			log, sync := app.NewLogger(cfg.Log, os.Stderr)
 			defer sync()
 			ctx := cmd.Context()
