@@ -129,7 +129,12 @@ func walkChain(t *testing.T, self *memory.Self, sona string) []cid.Cid {
 }
 
 func TestConcurrentChatsOneSona(t *testing.T) {
-	e := start(t, testConfig(t.TempDir()), nil, actors.TestingKnobs{})
+	// A hundred steps of one sona run one after the other: under -race on
+	// a busy machine the last waits for all the others, so the step
+	// timeout is generous (this is a test of order, not of speed).
+	cfg := testConfig(t.TempDir())
+	cfg.Actors.AskTimeout = config.Duration(time.Minute)
+	e := start(t, cfg, nil, actors.TestingKnobs{})
 	ctx := context.Background()
 	sona, err := e.self.CreateSona(ctx, "alice")
 	if err != nil {

@@ -255,9 +255,12 @@ func tell(ctx actor.Context, to *actor.PID, msg proto.Message) {
 	}
 }
 
-// await calls cont in the actor's context once p settles.
+// await calls cont in the actor's context once p settles. The wait is
+// bounded by a step's timeout, not an ask's: a write that takes longer to
+// become durable than an ask may wait (a busy disk) still settles, and
+// giving up on it early would report as failed a write that then lands.
 func (a *sonaActor) await(ctx actor.Context, p *memory.Pending, cont func(error)) {
-	f := actor.NewFuture(ctx.ActorSystem(), a.sys.cfg.Actors.AskTimeout.D())
+	f := actor.NewFuture(ctx.ActorSystem(), a.sys.stepTimeout())
 	go func() {
 		<-p.Done()
 		ctx.ActorSystem().Root.Send(f.PID(), &messages.Settled{})

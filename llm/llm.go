@@ -27,7 +27,6 @@ package llm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -249,25 +248,3 @@ func Unfence(s string) string {
 // Normalize scales v to unit length in place; false when v is zero or not
 // finite (and cannot be).
 func Normalize(v []float32) bool { return normalize(v) }
-
-// ProviderError classifies the error of a provider SDK's call: the
-// context's error when ctx is done; api, the HTTP error reply the SDK
-// decoded, when it is not nil; ErrMalformed for a reply that was not the
-// wire format; otherwise err itself (a network error), named after the
-// provider.
-func ProviderError(ctx context.Context, provider string, err error, api *APIError) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%w: %v", cerr, err)
-	}
-	if api != nil {
-		return api
-	}
-	msg := err.Error()
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &se) || errors.As(err, &te) || strings.Contains(msg, "error parsing response json") ||
-		strings.Contains(msg, "invalid character") || strings.Contains(msg, "unexpected end of JSON") {
-		return fmt.Errorf("%w: %s: %v", ErrMalformed, provider, err)
-	}
-	return fmt.Errorf("%s: %w", provider, err)
-}

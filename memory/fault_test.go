@@ -352,6 +352,14 @@ func writerChild(t *testing.T, n int) {
 		c := o.text(fmt.Sprintf("acknowledged memory %d about the orchard", i))
 		fmt.Printf("ACK %s\n", c)
 	}
+	// The full-text index persisted up to the last write: a store that
+	// loses writes afterwards finds the index ahead of it, every time.
+	if err := s.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.text.idx.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	fmt.Println("DONE")
 	io.Copy(io.Discard, os.Stdin) // until killed
 	t.Fatal("not killed")

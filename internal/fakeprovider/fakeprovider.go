@@ -37,6 +37,12 @@ type Reply struct {
 	Hang bool
 	// Vectors answer an embeddings request.
 	Vectors [][]float64
+	// Events, when set, is the body of a 200 text/event-stream answer
+	// written as it is: a test's own events, comments and cuts.
+	Events string
+	// Abort, with Events, breaks the connection after them, in the middle
+	// of the chunked body (a stream cut off in transfer).
+	Abort bool
 }
 
 // Request is one request the server saw.
@@ -51,6 +57,24 @@ func (r Request) JSON() map[string]any {
 	var m map[string]any
 	_ = json.Unmarshal(r.Body, &m)
 	return m
+}
+
+// JSONEquals reports, as an error showing both, whether the body is not
+// the JSON document want (key order and spacing aside).
+func (r Request) JSONEquals(want string) error {
+	var got, exp any
+	if err := json.Unmarshal(r.Body, &got); err != nil {
+		return fmt.Errorf("the body is not JSON: %v: %s", err, r.Body)
+	}
+	if err := json.Unmarshal([]byte(want), &exp); err != nil {
+		return fmt.Errorf("the wanted body is not JSON: %v", err)
+	}
+	g, _ := json.Marshal(got)
+	e, _ := json.Marshal(exp)
+	if string(g) != string(e) {
+		return fmt.Errorf("body\n got %s\nwant %s", g, e)
+	}
+	return nil
 }
 
 // Server is a scripted provider.
@@ -100,6 +124,15 @@ func newServer(script func(int, Request) Reply, serve func(*Server, http.Respons
 		if reply.Hang {
 			<-r.Context().Done()
 			s.Canceled <- struct{}{}
+			return
+		}
+		if reply.Events != "" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, reply.Events)
+			w.(http.Flusher).Flush()
+			if reply.Abort {
+				panic(http.ErrAbortHandler) // net/http drops the connection mid-body
+			}
 			return
 		}
 		if reply.Raw != "" && (reply.Status == 0 || reply.Status == 200) {

@@ -1,13 +1,15 @@
 // Package openai is the OpenAI-compatible provider: chat completions
 // (plain, streamed, and structured with a json_schema response format) and
-// embeddings, through the official SDK (github.com/openai/openai-go). One
-// provider serves OpenAI and every server that speaks its API: Ollama
-// (http://localhost:11434/v1), vLLM, the llama.cpp server, LM Studio.
+// embeddings, spoken directly over net/http in the API's documented wire
+// format. One provider serves OpenAI and every server that speaks its API:
+// Ollama (http://localhost:11434/v1), vLLM, the llama.cpp server, LM
+// Studio.
 //
-// The SDK's own retries are turned off: the resilience package retries,
-// with the backoff, Retry-After handling and breaker the server needs.
-// Errors come back as *llm.APIError (an HTTP error reply), llm.ErrMalformed
-// (a reply that is not the wire format) or the context's error.
+// The client never retries: the resilience package does, with the
+// backoff, Retry-After handling and breaker the server needs. Errors come
+// back as *llm.APIError (an HTTP error reply, or an error inside a
+// stream), llm.ErrMalformed (a reply that is not the wire format, or a
+// stream cut short) or the context's error.
 package openai
 
 import (
@@ -19,16 +21,15 @@ import (
 	"strings"
 	"time"
 
-	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/shared"
-
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/llm/internal/wire"
 )
 
 // Provider is the provider's name in errors, metrics and embedder IDs.
 const Provider = "openai"
+
+// DefaultBaseURL is OpenAI's own API.
+const DefaultBaseURL = "https://api.openai.com/v1"
 
 // Options configure a client.
 type Options struct {
@@ -45,22 +46,21 @@ type Options struct {
 	Now func() time.Time
 }
 
-func (o Options) client() sdk.Client {
-	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithAPIKey(o.APIKey)}
-	if o.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(o.BaseURL))
+func (o Options) client() *wire.Client {
+	c := &wire.Client{Provider: Provider, BaseURL: o.BaseURL, Header: http.Header{}, HTTP: o.HTTPClient, Now: o.Now}
+	if c.BaseURL == "" {
+		c.BaseURL = DefaultBaseURL
 	}
-	if o.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(o.HTTPClient))
+	if o.APIKey != "" {
+		c.Header.Set("Authorization", "Bearer "+o.APIKey)
 	}
-	return sdk.NewClient(opts...)
+	return c
 }
 
 // Chat is an llm.LLM and llm.Streamer over the chat completions API.
 type Chat struct {
-	c     sdk.Client
+	c     *wire.Client
 	model string
-	now   func() time.Time
 }
 
 var _ llm.Streamer = (*Chat)(nil)
@@ -70,42 +70,101 @@ func NewChat(o Options) (*Chat, error) {
 	if o.Model == "" {
 		return nil, errors.New("openai: a model is needed (llm.model)")
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	return &Chat{c: o.client(), model: o.Model, now: o.Now}, nil
+	return &Chat{c: o.client(), model: o.Model}, nil
 }
 
-func (c *Chat) params(req llm.Request) (sdk.ChatCompletionNewParams, error) {
+// chatRequest is the body of POST /chat/completions.
+type chatRequest struct {
+	Model          string          `json:"model"`
+	Messages       []chatMessage   `json:"messages"`
+	MaxTokens      int             `json:"max_tokens,omitempty"`
+	ResponseFormat *responseFormat `json:"response_format,omitempty"`
+	Stream         bool            `json:"stream,omitempty"`
+	StreamOptions  *streamOptions  `json:"stream_options,omitempty"`
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	Name    string `json:"name,omitempty"`
+}
+
+type responseFormat struct {
+	Type       string     `json:"type"` // json_schema
+	JSONSchema jsonSchema `json:"json_schema"`
+}
+
+type jsonSchema struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+	Strict bool            `json:"strict"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+func (u *usage) llm() llm.Usage {
+	if u == nil {
+		return llm.Usage{}
+	}
+	return llm.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+}
+
+// chatResponse is the reply of POST /chat/completions.
+type chatResponse struct {
+	Model   string `json:"model"`
+	Choices []struct {
+		Index   int `json:"index"`
+		Message struct {
+			Content string `json:"content"`
+			Refusal string `json:"refusal"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usage `json:"usage"`
+}
+
+// chatChunk is one event of a streamed reply.
+type chatChunk struct {
+	Model   string `json:"model"`
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content string `json:"content"`
+			Refusal string `json:"refusal"`
+		} `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usage `json:"usage"`
+}
+
+func (c *Chat) request(req llm.Request) (chatRequest, error) {
 	if len(req.Messages) == 0 {
-		return sdk.ChatCompletionNewParams{}, llm.ErrEmptyRequest
+		return chatRequest{}, llm.ErrEmptyRequest
 	}
-	p := sdk.ChatCompletionNewParams{Model: shared.ChatModel(c.model)}
+	p := chatRequest{Model: c.model, MaxTokens: max(req.MaxTokens, 0)}
 	for _, m := range req.Messages {
+		msg := chatMessage{Role: string(llm.RoleUser), Content: m.Content}
 		switch m.Role {
-		case llm.RoleSystem:
-			p.Messages = append(p.Messages, sdk.SystemMessage(m.Content))
-		case llm.RoleAssistant:
-			p.Messages = append(p.Messages, sdk.AssistantMessage(m.Content))
+		case llm.RoleSystem, llm.RoleAssistant:
+			msg.Role = string(m.Role)
 		default:
-			u := sdk.UserMessage(m.Content)
-			if m.Name != "" && u.OfUser != nil {
-				u.OfUser.Name = param.NewOpt(m.Name)
-			}
-			p.Messages = append(p.Messages, u)
+			msg.Name = m.Name
 		}
-	}
-	if req.MaxTokens > 0 {
-		p.MaxTokens = param.NewOpt(int64(req.MaxTokens))
+		p.Messages = append(p.Messages, msg)
 	}
 	if req.Schema != nil {
-		var schema map[string]any
-		if err := json.Unmarshal(req.Schema.JSON, &schema); err != nil {
-			return p, fmt.Errorf("openai: schema %s: %w", req.Schema.Name, err)
+		schema, err := wire.Schema(Provider, req.Schema)
+		if err != nil {
+			return p, err
 		}
-		p.ResponseFormat = sdk.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
-			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: req.Schema.Name, Schema: schema, Strict: param.NewOpt(true)},
-		}}
+		p.ResponseFormat = &responseFormat{Type: "json_schema", JSONSchema: jsonSchema{Name: req.Schema.Name, Schema: schema, Strict: true}}
 	}
 	return p, nil
 }
@@ -115,76 +174,93 @@ func (c *Chat) Complete(ctx context.Context, req llm.Request) (llm.Response, err
 	if err := ctx.Err(); err != nil {
 		return llm.Response{}, err
 	}
-	p, err := c.params(req)
+	p, err := c.request(req)
 	if err != nil {
 		return llm.Response{}, err
 	}
-	out, err := c.c.Chat.Completions.New(ctx, p)
-	if err != nil {
-		return llm.Response{}, convertError(ctx, err, c.now)
+	var out chatResponse
+	if err := c.c.PostJSON(ctx, "/chat/completions", p, &out); err != nil {
+		return llm.Response{}, err
 	}
 	if len(out.Choices) == 0 {
 		return llm.Response{}, fmt.Errorf("%w: openai: the reply has no choices", llm.ErrMalformed)
 	}
 	ch := out.Choices[0]
-	if ch.Message.Content == "" && ch.Message.Refusal != "" {
-		return llm.Response{}, &llm.APIError{Provider: Provider, Status: http.StatusUnprocessableEntity, Message: "refused: " + ch.Message.Refusal}
+	if err := refused(ch.Message.Content, ch.Message.Refusal); err != nil {
+		return llm.Response{}, err
 	}
 	return llm.Response{
 		Content:    ch.Message.Content,
 		Model:      modelOr(out.Model, c.model),
 		StopReason: stopReason(ch.FinishReason),
-		Usage:      llm.Usage{PromptTokens: int(out.Usage.PromptTokens), CompletionTokens: int(out.Usage.CompletionTokens)},
+		Usage:      out.Usage.llm(),
 	}, nil
 }
 
-// Stream asks for a streamed chat completion and hands out each content
-// delta as it arrives.
+// Stream asks for a streamed chat completion (with the usage in its last
+// chunk) and hands out each content delta as it arrives. The stream ends
+// at `data: [DONE]`; one that ends before it is a whole reply only when
+// its finish_reason came, and ErrMalformed otherwise.
 func (c *Chat) Stream(ctx context.Context, req llm.Request, onToken func(string) error) (llm.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return llm.Response{}, err
 	}
-	p, err := c.params(req)
+	p, err := c.request(req)
 	if err != nil {
 		return llm.Response{}, err
 	}
-	p.StreamOptions = sdk.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)}
-	st := c.c.Chat.Completions.NewStreaming(ctx, p)
-	defer st.Close()
-	var b strings.Builder
+	p.Stream, p.StreamOptions = true, &streamOptions{IncludeUsage: true}
+	var content, refusal strings.Builder
 	resp := llm.Response{Model: c.model}
 	finish := ""
-	for st.Next() {
-		chunk := st.Current()
-		if chunk.Model != "" {
-			resp.Model = chunk.Model
+	err = c.c.Stream(ctx, "/chat/completions", p, func(ev wire.Event) (bool, error) {
+		if ev.Data == "[DONE]" {
+			return true, nil
 		}
-		if chunk.Usage.PromptTokens > 0 || chunk.Usage.CompletionTokens > 0 {
-			resp.Usage = llm.Usage{PromptTokens: int(chunk.Usage.PromptTokens), CompletionTokens: int(chunk.Usage.CompletionTokens)}
+		var chunk chatChunk
+		if err := c.c.Decode(ev, &chunk); err != nil {
+			return false, err
+		}
+		resp.Model = modelOr(chunk.Model, resp.Model)
+		if chunk.Usage != nil {
+			resp.Usage = chunk.Usage.llm()
 		}
 		for _, ch := range chunk.Choices {
 			if ch.Index != 0 {
 				continue
 			}
+			refusal.WriteString(ch.Delta.Refusal)
 			if d := ch.Delta.Content; d != "" {
-				b.WriteString(d)
+				content.WriteString(d)
 				if err := onToken(d); err != nil {
-					return llm.Response{}, err
+					return false, err
 				}
 			}
 			if ch.FinishReason != "" {
 				finish = ch.FinishReason
 			}
 		}
-	}
-	if err := st.Err(); err != nil {
-		return llm.Response{}, convertError(ctx, err, c.now)
+		return false, nil
+	})
+	if err != nil && !(errors.Is(err, wire.ErrEnded) && finish != "") {
+		return llm.Response{}, err
 	}
 	if finish == "" {
 		return llm.Response{}, fmt.Errorf("%w: openai: the stream ended without a finish reason", llm.ErrMalformed)
 	}
-	resp.Content, resp.StopReason = b.String(), stopReason(finish)
+	if err := refused(content.String(), refusal.String()); err != nil {
+		return llm.Response{}, err
+	}
+	resp.Content, resp.StopReason = content.String(), stopReason(finish)
 	return resp, nil
+}
+
+// refused is the error of a reply that is a refusal and no content.
+func refused(content, refusal string) error {
+	if content == "" && refusal != "" {
+		return &llm.APIError{Provider: Provider, Status: http.StatusUnprocessableEntity, Message: "refused: " + refusal}
+	}
+	return nil
 }
 
 // stopReason maps finish_reason to the schema's stop reasons.
@@ -192,12 +268,10 @@ func stopReason(finish string) llm.StopReason {
 	switch finish {
 	case "length":
 		return llm.StopMaxTokens
-	case "stop":
-		return llm.StopEndTurn
 	case "content_filter":
 		return llm.StopSequence
 	}
-	return llm.StopEndTurn
+	return llm.StopEndTurn // stop, tool_calls, function_call
 }
 
 func modelOr(got, want string) string {
@@ -209,12 +283,11 @@ func modelOr(got, want string) string {
 
 // Embedder is an llm.Embedder over the embeddings API.
 type Embedder struct {
-	c        sdk.Client
+	c        *wire.Client
 	model    string
 	dims     int
 	sendDims bool
 	batch    int
-	now      func() time.Time
 	id       string
 }
 
@@ -234,10 +307,7 @@ func NewEmbedder(o Options, dims, batch int) (*Embedder, error) {
 	if batch <= 0 {
 		batch = 256
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	return &Embedder{c: o.client(), model: o.Model, dims: dims, batch: batch, now: o.Now,
+	return &Embedder{c: o.client(), model: o.Model, dims: dims, batch: batch,
 		sendDims: strings.HasPrefix(o.Model, "text-embedding-3"),
 		id:       fmt.Sprintf("%s/%s/%d", Provider, o.Model, dims)}, nil
 }
@@ -248,6 +318,22 @@ func (e *Embedder) Dims() int { return e.dims }
 // ID is "openai/<model>/<dims>".
 func (e *Embedder) ID() string { return e.id }
 
+// embeddingRequest is the body of POST /embeddings.
+type embeddingRequest struct {
+	Model          string   `json:"model"`
+	Input          []string `json:"input"`
+	EncodingFormat string   `json:"encoding_format"`
+	Dimensions     int      `json:"dimensions,omitempty"`
+}
+
+// embeddingResponse is its reply.
+type embeddingResponse struct {
+	Data []struct {
+		Index     int       `json:"index"`
+		Embedding []float64 `json:"embedding"`
+	} `json:"data"`
+}
+
 // Embed embeds texts in batches; vectors are normalised.
 func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	if err := ctx.Err(); err != nil {
@@ -256,28 +342,26 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 	out := make([][]float32, 0, len(texts))
 	for start := 0; start < len(texts); start += e.batch {
 		part := texts[start:min(start+e.batch, len(texts))]
-		in := make([]string, len(part))
+		p := embeddingRequest{Model: e.model, Input: make([]string, len(part)), EncodingFormat: "float"}
 		for i, t := range part {
-			in[i] = t
+			p.Input[i] = t
 			if strings.TrimSpace(t) == "" {
-				in[i] = " " // the API refuses empty inputs
+				p.Input[i] = " " // the API refuses empty inputs
 			}
 		}
-		p := sdk.EmbeddingNewParams{Model: sdk.EmbeddingModel(e.model),
-			Input: sdk.EmbeddingNewParamsInputUnion{OfArrayOfStrings: in}, EncodingFormat: sdk.EmbeddingNewParamsEncodingFormatFloat}
 		if e.sendDims {
-			p.Dimensions = param.NewOpt(int64(e.dims))
+			p.Dimensions = e.dims
 		}
-		res, err := e.c.Embeddings.New(ctx, p)
-		if err != nil {
-			return nil, convertError(ctx, err, e.now)
+		var res embeddingResponse
+		if err := e.c.PostJSON(ctx, "/embeddings", p, &res); err != nil {
+			return nil, err
 		}
 		if len(res.Data) != len(part) {
 			return nil, fmt.Errorf("%w: openai: %d embeddings for %d texts", llm.ErrMalformed, len(res.Data), len(part))
 		}
 		vecs := make([][]float32, len(part))
 		for _, d := range res.Data {
-			if d.Index < 0 || int(d.Index) >= len(part) || vecs[d.Index] != nil {
+			if d.Index < 0 || d.Index >= len(part) || vecs[d.Index] != nil {
 				return nil, fmt.Errorf("%w: openai: embedding index %d out of place", llm.ErrMalformed, d.Index)
 			}
 			if len(d.Embedding) != e.dims {
@@ -295,28 +379,4 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 		out = append(out, vecs...)
 	}
 	return out, nil
-}
-
-// convertError turns an SDK error into *llm.APIError, llm.ErrMalformed or
-// the context's error.
-func convertError(ctx context.Context, err error, now func() time.Time) error {
-	var api *llm.APIError
-	var ae *sdk.Error
-	if errors.As(err, &ae) {
-		api = &llm.APIError{Provider: Provider, Status: ae.StatusCode, Message: apiMessage(ae)}
-		if ae.Response != nil {
-			api.RetryAfter = llm.ParseRetryAfter(ae.Response.Header.Get("Retry-After"), ae.Response.Header.Get("Retry-After-Ms"), now())
-		}
-	}
-	return llm.ProviderError(ctx, Provider, err, api)
-}
-
-func apiMessage(ae *sdk.Error) string {
-	if ae.Message != "" {
-		return ae.Message
-	}
-	if raw := ae.RawJSON(); raw != "" {
-		return raw
-	}
-	return http.StatusText(ae.StatusCode)
 }

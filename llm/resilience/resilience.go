@@ -3,8 +3,8 @@
 // backoff and jitter on rate limits and server errors (honouring
 // Retry-After, never on other 4xx), a concurrency limit with a visible
 // queue, and a circuit breaker. It wraps any llm.LLM or llm.Embedder; the
-// provider packages turn their SDKs' errors into *llm.APIError so the
-// guard can classify them, and disable the SDKs' own retries.
+// provider packages turn HTTP error replies into *llm.APIError so the
+// guard can classify them, and never retry on their own.
 //
 // Time and chance are inputs: Options.Now, Options.Sleep and Options.Rand
 // default to the wall clock, a timer and math/rand, and tests replace them.
