@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -30,7 +31,7 @@ var (
 )
 
 // anchorKey orders anchors by the insertion-log position of their memory.
-func anchorKey(logSeq uint64) []byte { return join(prefixAnchor, u64(logSeq)) }
+func anchorKey(logSeq uint64) []byte { return base.Join(prefixAnchor, base.U64(logSeq)) }
 
 // Anchor is a significant memory.
 type Anchor struct {
@@ -298,7 +299,7 @@ func (s *Self) SetAnchorCursor(ctx context.Context, seq uint64) error {
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		tx.Set(keyAnchorCursor, u64(seq))
+		tx.Set(keyAnchorCursor, base.U64(seq))
 		return nil
 	})
 }

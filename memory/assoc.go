@@ -13,6 +13,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -36,10 +37,10 @@ var (
 	prefixQueryLog = []byte("l/")
 )
 
-func assocKey(c cid.Cid) []byte      { return join(prefixAssoc, c.Bytes()) }
-func simStatsKey(uuid string) []byte { return join(prefixSimStats, []byte(uuid)) }
+func assocKey(c cid.Cid) []byte      { return base.Join(prefixAssoc, c.Bytes()) }
+func simStatsKey(uuid string) []byte { return base.Join(prefixSimStats, []byte(uuid)) }
 func coAccessKey(agent string, c cid.Cid) []byte {
-	return join(prefixCoAccess, []byte(agent), []byte{0}, c.Bytes())
+	return base.Join(prefixCoAccess, []byte(agent), []byte{0}, c.Bytes())
 }
 
 // ValidateAgentID checks an agent id: printable, short.
@@ -225,7 +226,7 @@ func coAccessOp(agent string, together []cid.Cid, rate float64, now int64) Op {
 type QueryLogEntry = messages.QueryLog
 
 func queryLogKey(ns int64, sona string) []byte {
-	return join(prefixQueryLog, u64(uint64(ns)), []byte(sona))
+	return base.Join(prefixQueryLog, base.U64(uint64(ns)), []byte(sona))
 }
 
 // QueryLog returns the latest logged recalls, newest first.

@@ -12,6 +12,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -367,7 +368,7 @@ func nextLogSeq(tx *Tx) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	tx.Set(keyMemSeq, u64(n+1))
+	tx.Set(keyMemSeq, base.U64(n+1))
 	return n + 1, nil
 }
 

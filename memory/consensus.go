@@ -14,6 +14,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -48,8 +49,8 @@ var (
 	maxContentBytes = 64 << 10
 )
 
-func pendingKey(concept string) []byte { return join(prefixPending, []byte(concept)) }
-func conflictKey(id string) []byte     { return join(prefixConflict, []byte(id)) }
+func pendingKey(concept string) []byte { return base.Join(prefixPending, []byte(concept)) }
+func conflictKey(id string) []byte     { return base.Join(prefixConflict, []byte(id)) }
 
 // BackboneSona returns the uuid of the backbone's sona, or "" when nothing
 // was written to the backbone yet. It is read from x/backbone at open and
@@ -223,7 +224,7 @@ func Signal(versions []*messages.Version) float64 {
 	var n int
 	for i := range versions {
 		for j := i + 1; j < len(versions); j++ {
-			sum += cosine(versions[i].Embedding, versions[j].Embedding)
+			sum += base.Cosine(versions[i].Embedding, versions[j].Embedding)
 			n++
 		}
 	}
@@ -422,7 +423,7 @@ func medoid(vs []*messages.Version) *messages.Version {
 		sum := 0.0
 		for j, b := range vs {
 			if i != j {
-				sum += cosine(a.Embedding, b.Embedding)
+				sum += base.Cosine(a.Embedding, b.Embedding)
 			}
 		}
 		if sum > bestSum {

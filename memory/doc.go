@@ -88,7 +88,7 @@
 //	          "l"                       Persona (user profile, knowledge, traits; agent traits)
 //	          "f" term                  document frequency of a term in the mid-term pages (8 BE);
 //	                                    a term over 128 bytes is keyed by its first 95 bytes,
-//	                                    0xff and its SHA-256 (keys.go keyText)
+//	                                    0xff and its SHA-256 (base.KeyText)
 //	          "i" tier 0x00 seq (8 BE)  TierWork: the tier's durable inbox, oldest first
 //	          "n" counter               page and inbox sequence counters (8 BE)
 package memory

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -32,7 +33,7 @@ const (
 
 var prefixInsight = []byte("g/")
 
-func insightKey(logSeq uint64) []byte { return join(prefixInsight, u64(logSeq)) }
+func insightKey(logSeq uint64) []byte { return base.Join(prefixInsight, base.U64(logSeq)) }
 
 // DreamInput is one recent memory a dream consolidates.
 type DreamInput struct {
@@ -69,7 +70,7 @@ func Dream(recent []DreamInput, similar float64) []InsightDraft {
 	for i, in := range recent {
 		joined := false
 		for _, g := range groups {
-			if sim := dot(recent[g.members[0]].Vec, in.Vec); sim >= similar {
+			if sim := base.Dot(recent[g.members[0]].Vec, in.Vec); sim >= similar {
 				g.members = append(g.members, i)
 				g.sim += sim
 				joined = true

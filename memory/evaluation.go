@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -28,7 +29,7 @@ var (
 	keyEvalSeq = []byte("x/evalseq")
 )
 
-func evalKey(c cid.Cid) []byte { return join(prefixEval, c.Bytes()) }
+func evalKey(c cid.Cid) []byte { return base.Join(prefixEval, c.Bytes()) }
 
 // ErrEvalConflict means two evaluators ran at once; the one that lost
 // wrote nothing.
@@ -144,7 +145,7 @@ func (s *Self) EvaluatePending(ctx context.Context, ev eumas.Evaluator, batch in
 		})(tx); err != nil {
 			return err
 		}
-		tx.Set(keyEvalSeq, u64(last))
+		tx.Set(keyEvalSeq, base.U64(last))
 		tx.OnCommit(func() {
 			for c, p := range profiles {
 				s.setProfile(c, p)
@@ -260,7 +261,7 @@ func (s *Self) metricCandidates(sona, backbone string, prof []float32, n int) []
 func (sc *scorer) metricSim(c cid.Cid) float64 {
 	if id, ok := sc.self.index.ID(c.KeyString()); ok {
 		if p := sc.self.profiles.get(id); p != nil {
-			return dot(sc.profile, p)
+			return base.Dot(sc.profile, p)
 		}
 	}
 	return 0

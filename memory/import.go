@@ -13,6 +13,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -268,7 +269,7 @@ func (s *Self) importMemory(em *messages.ExportMemory, sameSpace bool) (*importM
 			return nil, invalidf("vector of %d bytes, want %d (%d float32s)", len(em.Vector), 4*s.index.Dims(), s.index.Dims())
 		}
 		vec, err := decodeVector(em.Vector)
-		if err != nil || !normalize(vec) {
+		if err != nil || !base.Normalize(vec) {
 			return nil, invalidf("vector is not a finite, non-zero embedding")
 		}
 		im.vec = vec

@@ -9,6 +9,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -70,7 +71,7 @@ func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *
 		if err != nil {
 			return nil, nil, err
 		}
-		sim = dot(nv[0], other)
+		sim = base.Dot(nv[0], other)
 	}
 	stats, length, err := s.sonaSimStats(sona)
 	if err != nil {

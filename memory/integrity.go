@@ -49,11 +49,6 @@ import (
 //     it acknowledged lost acknowledged writes, and refuses to serve
 //     (ErrLostWrites) until the operator accepts the loss.
 
-// ErrLostWrites means the store holds fewer writes than it acknowledged:
-// a write-ahead log was damaged (see the error for which). It refuses to
-// serve until the loss is accepted (`memoria repair --accept-loss`).
-var ErrLostWrites = errors.New("memory: store lost acknowledged writes")
-
 // corruptFile marks err, met reading one of the store's files, as
 // corruption of that file.
 func corruptFile(path string, err error) error {

@@ -3,7 +3,6 @@ package memory
 import (
 	"bytes"
 	_ "embed"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -119,16 +118,6 @@ type Act struct {
 	Prev   *cid.Cid // nil for the first ACT
 	Seq    int64
 }
-
-// Errors of the data model.
-var (
-	// ErrInvalid marks a memory or block that breaks the schema.
-	ErrInvalid = errors.New("memory: invalid")
-	// ErrCorrupt marks damaged stored data: a block whose bytes do not
-	// hash to its CID, a record that does not decode, a store file that
-	// fails its checksums (the error names the file).
-	ErrCorrupt = errors.New("memory: corrupt")
-)
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -454,7 +455,7 @@ func leastImportantRelated(members []member, n int) []member {
 	seed := members[pool[0]]
 	rest := slices.Clone(pool[1:])
 	slices.SortStableFunc(rest, func(a, b int) int {
-		return cmp.Compare(dot(seed.vec, members[b].vec), dot(seed.vec, members[a].vec))
+		return cmp.Compare(base.Dot(seed.vec, members[b].vec), base.Dot(seed.vec, members[a].vec))
 	})
 	chosen := append([]int{pool[0]}, rest[:n-1]...)
 	slices.Sort(chosen)
@@ -483,7 +484,7 @@ func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared,
 		importance = math.Max(importance, src.meta.Importance)
 		latest = max(latest, memoryTime(src.m, src.meta))
 	}
-	if !normalize(centroid) {
+	if !base.Normalize(centroid) {
 		return nil, fmt.Errorf("%w: the merged memories have no direction", ErrInvalid)
 	}
 	text, err := s.summary(ctx, texts)
@@ -496,7 +497,7 @@ func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared,
 	m := &Memory{Data: Data{Text: &TextData{Content: text}}, Timestamp: &latest}
 	archive := make([]cid.Cid, len(srcs))
 	for i, src := range srcs {
-		m.Edges = append(m.Edges, Edge{Target: src.c, Weight: math.Max(0, dot(centroid, src.vec))})
+		m.Edges = append(m.Edges, Edge{Target: src.c, Weight: math.Max(0, base.Dot(centroid, src.vec))})
 		archive[i] = src.c
 	}
 	SortEdges(m.Edges)

@@ -11,6 +11,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -78,7 +79,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 				tx.Set(metaKey(e.c), out)
 				tx.Set(logKey(seq), e.c.Bytes())
 			}
-			tx.Set(keyMemSeq, u64(first+uint64(len(part))-1))
+			tx.Set(keyMemSeq, base.U64(first+uint64(len(part))-1))
 			return nil
 		}); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -56,7 +57,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if err := txn.Set(chainKey(o.sona, seq), join(act.Bytes(), mem.Bytes())); err != nil {
+			if err := txn.Set(chainKey(o.sona, seq), base.Join(act.Bytes(), mem.Bytes())); err != nil {
 				return err
 			}
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/text"
 	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
@@ -527,21 +528,13 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 		sim, ok := sc.sims[id]
 		if !ok {
 			if c, _, ok := sc.self.sonaSnapshot(id); ok && len(c) == len(sc.centroid) {
-				sim = cosine(sc.centroid, c)
+				sim = base.Cosine(sc.centroid, c)
 			}
 			sc.sims[id] = sim
 		}
 		best = math.Max(best, sim)
 	}
 	return best
-}
-
-func cosine(a, b []float32) float64 {
-	na, nb := dot(a, a), dot(b, b)
-	if na == 0 || nb == 0 {
-		return 0
-	}
-	return dot(a, b) / math.Sqrt(na*nb)
 }
 
 // gather builds the scored, fused candidate set of the three paths.
@@ -910,7 +903,7 @@ func (sc *scorer) denseSim(c cid.Cid) float64 {
 		return float64(vek32.Dot(sc.q.Vector, vec))
 	}
 	if vec, err := readVector(sc.txn, c); err == nil {
-		return dot(sc.q.Vector, vec)
+		return base.Dot(sc.q.Vector, vec)
 	}
 	return 0
 }

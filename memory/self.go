@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
@@ -98,9 +98,6 @@ type sonaState struct {
 	members  []uint64 // vector index ids of its memories, in chain order (append only)
 	textPos  uint64   // full-text position of its latest memory (read-your-writes)
 }
-
-// ErrEmbedderMismatch means the store was written with another embedding space.
-var ErrEmbedderMismatch = errors.New("memory: store was built with another embedder")
 
 // Open opens the self stored under cfg.DataDir.
 func Open(ctx context.Context, o Options) (*Self, error) {
@@ -493,38 +490,11 @@ func (s *Self) Embed(ctx context.Context, texts ...string) ([][]float32, error) 
 		if len(v) != s.index.Dims() {
 			return nil, fmt.Errorf("memory: embedder returned %d dims, the store uses %d", len(v), s.index.Dims())
 		}
-		if !normalize(v) {
+		if !base.Normalize(v) {
 			return nil, fmt.Errorf("memory: embedder returned a zero or non-finite vector for text %d", i)
 		}
 	}
 	return vecs, nil
-}
-
-// normalize scales v to unit length in place; false if it cannot.
-func normalize(v []float32) bool {
-	var sum float64
-	for _, f := range v {
-		sum += float64(f) * float64(f)
-	}
-	if sum == 0 || math.IsNaN(sum) || math.IsInf(sum, 0) {
-		return false
-	}
-	if math.Abs(sum-1) < 1e-6 {
-		return true
-	}
-	inv := float32(1 / math.Sqrt(sum))
-	for i := range v {
-		v[i] *= inv
-	}
-	return true
-}
-
-func dot(a, b []float32) float64 {
-	var s float64
-	for i := range a {
-		s += float64(a[i]) * float64(b[i])
-	}
-	return s
 }
 
 // Meta returns a memory's metadata.
@@ -619,13 +589,6 @@ func (s *Self) Vector(c cid.Cid) ([]float32, error) {
 
 // Block returns a verified block.
 func (s *Self) Block(c cid.Cid) ([]byte, error) { return s.store.Block(c) }
-
-// Page is one page of a listing.
-type Page[T any] struct {
-	Items []T
-	// Next is the cursor of the following page, or "" at the end.
-	Next string
-}
 
 // ListMemories lists memories in CID order, after cursor (a CID string).
 func (s *Self) ListMemories(cursor string, limit int) (Page[cid.Cid], error) {

@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,15 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/messages"
-)
-
-// Sona errors.
-var (
-	// ErrChainConflict means an append did not extend the current head:
-	// someone else wrote the chain, which the one-writer rule forbids.
-	ErrChainConflict = errors.New("memory: chain head moved")
-	// ErrAmbiguous means a name matches more than one sona.
-	ErrAmbiguous = errors.New("memory: ambiguous sona name")
 )
 
 // MaxSonaName is the longest sona name, in bytes.

@@ -16,23 +16,9 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/y"
 	"github.com/ipfs/go-cid"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/multiformats/go-multihash"
 	"golang.org/x/sys/unix"
-)
-
-// Store errors.
-var (
-	ErrNotFound = errors.New("memory: not found")
-	ErrClosed   = errors.New("memory: store closed")
-	// ErrTooLarge marks a block or a write over the store's limits.
-	ErrTooLarge = errors.New("memory: too large")
-	// ErrLocked means another process has the data directory open.
-	ErrLocked = errors.New("memory: data directory in use by another process")
-	// ErrDiskFull means a write was refused because it would take the
-	// store's file system below its free-space reserve
-	// (store.min_free_mb): reads go on, and writes resume once space is
-	// freed.
-	ErrDiskFull = errors.New("memory: insufficient storage")
 )
 
 // valueThreshold is the size from which Badger keeps a value in its value
@@ -593,7 +579,7 @@ func (s *Store) rerun(a appliedOp, refused error) (appliedOp, error) {
 // (x/commits) — first, so that it is never what makes it too big.
 func (s *Store) newTxn() *badger.Txn {
 	txn := s.db.NewTransaction(true)
-	if err := txn.Set(keyCommits, u64(s.mark.commits+1)); err != nil {
+	if err := txn.Set(keyCommits, base.U64(s.mark.commits+1)); err != nil {
 		panic(fmt.Sprintf("memory: counting a commit in an empty transaction: %v", err))
 	}
 	return txn

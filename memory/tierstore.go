@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -60,25 +61,29 @@ var errTierConflict = errors.New("memory: tier changed during the step")
 
 var prefixTier = []byte("t/")
 
-func tierPrefix(sona string) []byte             { return join(prefixTier, []byte(sona), []byte{0}) }
-func stmKey(sona string) []byte                 { return join(tierPrefix(sona), []byte("s")) }
-func mtmKey(sona string) []byte                 { return join(tierPrefix(sona), []byte("m")) }
-func segmentPrefix(sona string) []byte          { return join(tierPrefix(sona), []byte("g")) }
-func segmentKey(sona string, id uint64) []byte  { return join(segmentPrefix(sona), u64(id)) }
-func pagePrefix(sona string, seg uint64) []byte { return join(tierPrefix(sona), []byte("p"), u64(seg)) }
-func pageKey(sona string, seg, seq uint64) []byte {
-	return join(pagePrefix(sona, seg), u64(seq))
+func tierPrefix(sona string) []byte            { return base.Join(prefixTier, []byte(sona), []byte{0}) }
+func stmKey(sona string) []byte                { return base.Join(tierPrefix(sona), []byte("s")) }
+func mtmKey(sona string) []byte                { return base.Join(tierPrefix(sona), []byte("m")) }
+func segmentPrefix(sona string) []byte         { return base.Join(tierPrefix(sona), []byte("g")) }
+func segmentKey(sona string, id uint64) []byte { return base.Join(segmentPrefix(sona), base.U64(id)) }
+func pagePrefix(sona string, seg uint64) []byte {
+	return base.Join(tierPrefix(sona), []byte("p"), base.U64(seg))
 }
-func personaKey(sona string) []byte  { return join(tierPrefix(sona), []byte("l")) }
-func dfKey(sona, term string) []byte { return join(tierPrefix(sona), []byte("f"), keyText(term)) }
+func pageKey(sona string, seg, seq uint64) []byte {
+	return base.Join(pagePrefix(sona, seg), base.U64(seq))
+}
+func personaKey(sona string) []byte { return base.Join(tierPrefix(sona), []byte("l")) }
+func dfKey(sona, term string) []byte {
+	return base.Join(tierPrefix(sona), []byte("f"), base.KeyText(term))
+}
 func inboxPrefix(sona, tier string) []byte {
-	return join(tierPrefix(sona), []byte("i"), []byte(tier), []byte{0})
+	return base.Join(tierPrefix(sona), []byte("i"), []byte(tier), []byte{0})
 }
 func counterKey(sona, counter string) []byte {
-	return join(tierPrefix(sona), []byte("n"), []byte(counter))
+	return base.Join(tierPrefix(sona), []byte("n"), []byte(counter))
 }
 func inboxKey(sona, tier string, seq uint64) []byte {
-	return join(inboxPrefix(sona, tier), u64(seq))
+	return base.Join(inboxPrefix(sona, tier), base.U64(seq))
 }
 
 // counterPage numbers pages; the tier names number their inboxes.
@@ -97,7 +102,7 @@ func nextCounter(tx *Tx, key []byte) (uint64, error) {
 	default:
 		n = decodeU64(v)
 	}
-	tx.Set(key, u64(n+1))
+	tx.Set(key, base.U64(n+1))
 	return n + 1, nil
 }
 
@@ -416,7 +421,7 @@ func (s *Self) stepSTM(ctx context.Context, sona string, model tiers.Model) (Tie
 	stats := SimStats{N: int64(stm.SimN), Mean: stm.SimMean, M2: stm.SimM2}
 	var sim float64
 	if len(stm.Pages) > 0 {
-		sim = tiers.Cosine(stm.Pages[len(stm.Pages)-1].Embedding, page.Embedding)
+		sim = base.Cosine(stm.Pages[len(stm.Pages)-1].Embedding, page.Embedding)
 	}
 	th := EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.RetrievalBeta, stats, stats.N)
 	if page.MetaChain, err = model.Chain(ctx, tiers.ChainInput{Prev: prev, Page: pt, Similarity: sim, Threshold: th.Value}); err != nil {
@@ -509,7 +514,7 @@ func (s *Self) commitMTM(ctx context.Context, sona string, w *messages.TierWork,
 			} else if !errors.Is(err, ErrNotFound) {
 				return err
 			}
-			tx.Set(key, u64(n+1))
+			tx.Set(key, base.U64(n+1))
 		}
 		for _, id := range c.evicted {
 			tx.Delete(segmentKey(sona, id))

@@ -23,6 +23,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -35,25 +36,6 @@ const (
 
 // Names lists the tiers in the order work flows through them.
 var Names = []string{STM, MTM, LPM}
-
-// Cosine is the cosine similarity of a and b; 0 when either is zero or
-// their lengths differ.
-func Cosine(a, b []float32) float64 {
-	if len(a) != len(b) || len(a) == 0 {
-		return 0
-	}
-	var dot, na, nb float64
-	for i := range a {
-		x, y := float64(a[i]), float64(b[i])
-		dot += x * y
-		na += x * x
-		nb += y * y
-	}
-	if na == 0 || nb == 0 {
-		return 0
-	}
-	return dot / math.Sqrt(na*nb)
-}
 
 // Jaccard is |a ∩ b| / |a ∪ b| of two keyword sets; 0 when both are empty.
 func Jaccard(a, b []string) float64 {
@@ -82,7 +64,7 @@ func Jaccard(a, b []string) float64 {
 
 // Fscore is MemoryOS's page-to-segment (and query-to-segment) score.
 func Fscore(seg *messages.Segment, vec []float32, keywords []string) float64 {
-	return Cosine(seg.Embedding, vec) + Jaccard(seg.Keywords, keywords)
+	return base.Cosine(seg.Embedding, vec) + Jaccard(seg.Keywords, keywords)
 }
 
 // Heat is a segment's heat at now (unix seconds).
@@ -269,7 +251,7 @@ func TopSegments(segs []*messages.Segment, vec []float32, keywords []string, m i
 func TopPages(pages []*messages.Page, vec []float32, k int) []Ranked {
 	out := make([]Ranked, len(pages))
 	for i, p := range pages {
-		out[i] = Ranked{i, Cosine(p.Embedding, vec)}
+		out[i] = Ranked{i, base.Cosine(p.Embedding, vec)}
 	}
 	sortRanked(out, func(i int) uint64 { return pages[i].Seq })
 	return out[:min(k, len(out))]
@@ -280,7 +262,7 @@ func TopPages(pages []*messages.Page, vec []float32, k int) []Ranked {
 func TopFacts(facts []*messages.Fact, vec []float32, k int) []Ranked {
 	out := make([]Ranked, len(facts))
 	for i, f := range facts {
-		out[i] = Ranked{i, Cosine(f.Embedding, vec)}
+		out[i] = Ranked{i, base.Cosine(f.Embedding, vec)}
 	}
 	sortRanked(out, func(i int) uint64 { return uint64(i) })
 	return out[:min(k, len(out))]
