@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -454,11 +455,11 @@ func ExportedMemory(c cid.Cid, m *Memory) (*messages.ExportMemory, error) {
 // ExportedMemory, checked against the schema.
 func MemoryFromExport(data *structpb.Struct, timestamp *int64, edges []*messages.Edge) (*Memory, error) {
 	if data == nil {
-		return nil, invalidf(`data is required, e.g. {"kind":"text","content":"..."}`)
+		return nil, base.Invalidf(`data is required, e.g. {"kind":"text","content":"..."}`)
 	}
 	raw, err := protojson.Marshal(data)
 	if err != nil {
-		return nil, invalidf("data: %v", err)
+		return nil, base.Invalidf("data: %v", err)
 	}
 	d, err := DataFromJSON(raw)
 	if err != nil {
@@ -467,11 +468,11 @@ func MemoryFromExport(data *structpb.Struct, timestamp *int64, edges []*messages
 	m := &Memory{Data: d, Timestamp: timestamp}
 	for i, e := range edges {
 		if e.GetTarget().GetCid() == "" {
-			return nil, invalidf(`edge %d needs a target {"/": "<cid>"}`, i)
+			return nil, base.Invalidf(`edge %d needs a target {"/": "<cid>"}`, i)
 		}
 		c, err := cid.Decode(e.Target.Cid)
 		if err != nil {
-			return nil, invalidf("edge %d: malformed CID %q: %v", i, e.Target.Cid, err)
+			return nil, base.Invalidf("edge %d: malformed CID %q: %v", i, e.Target.Cid, err)
 		}
 		m.Edges = append(m.Edges, Edge{Target: c, Weight: e.Weight})
 	}

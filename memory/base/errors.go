@@ -1,6 +1,9 @@
 package base
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The error classes. Every error of memory/ wraps one of them (or is a
 // context's error), so that transports map it with errors.Is: ErrInvalid
@@ -48,4 +51,9 @@ type Page[T any] struct {
 	Items []T
 	// Next is the cursor of the following page, or "" at the end.
 	Next string
+}
+
+// Invalidf is an ErrInvalid error with a formatted message.
+func Invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
