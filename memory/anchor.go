@@ -10,7 +10,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
@@ -226,13 +225,13 @@ func (s *Self) anchorsAdded() {
 // exporter takes its roots from it.
 func (s *Self) Anchors(after uint64, limit int) (Page[Anchor], error) {
 	var page Page[Anchor]
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var start []byte
 		if after > 0 {
 			start = anchorKey(after)
 		}
 		return listKeys(txn, prefixAnchor, start, limit, func(k []byte) error {
-			item, err := txn.Get(k)
+			item, err := txn.Item(k)
 			if err != nil {
 				return err
 			}
@@ -247,7 +246,7 @@ func (s *Self) Anchors(after uint64, limit int) (Page[Anchor], error) {
 	return page, err
 }
 
-func decodeAnchor(k []byte, item *badger.Item) (Anchor, error) {
+func decodeAnchor(k []byte, item Item) (Anchor, error) {
 	if len(k) != len(prefixAnchor)+8 {
 		return Anchor{}, fmt.Errorf("%w: anchor key %q", ErrCorrupt, k)
 	}
@@ -269,9 +268,9 @@ func decodeAnchor(k []byte, item *badger.Item) (Anchor, error) {
 // none yet).
 func (s *Self) AnchorCursor() (uint64, error) {
 	var n uint64
-	err := s.store.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(keyAnchorCursor)
-		if errors.Is(err, badger.ErrKeyNotFound) {
+	err := s.store.View(func(txn Reader) error {
+		item, err := txn.Item(keyAnchorCursor)
+		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
@@ -161,9 +160,9 @@ func putAssociations(tx *Tx, from cid.Cid, links []Link, now int64) error {
 	return nil
 }
 
-func readLinks(txn *badger.Txn, key []byte) ([]Link, error) {
-	item, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
+func readLinks(txn Reader, key []byte) ([]Link, error) {
+	item, err := txn.Item(key)
+	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -180,7 +179,7 @@ func readLinks(txn *badger.Txn, key []byte) ([]Link, error) {
 // Associations returns the typed associations of a memory, strongest first.
 func (s *Self) Associations(c cid.Cid) ([]Link, error) {
 	var out []Link
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		out, err = readLinks(txn, assocKey(c))
 		return err
@@ -192,7 +191,7 @@ func (s *Self) Associations(c cid.Cid) ([]Link, error) {
 // strongest first.
 func (s *Self) CoAccess(agent string, c cid.Cid) ([]Link, error) {
 	var out []Link
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		out, err = readLinks(txn, coAccessKey(agent, c))
 		return err
@@ -232,8 +231,8 @@ func queryLogKey(ns int64, sona string) []byte {
 // QueryLog returns the latest logged recalls, newest first.
 func (s *Self) QueryLog(limit int) ([]*QueryLogEntry, error) {
 	var out []*QueryLogEntry
-	err := s.store.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixQueryLog, Reverse: true, PrefetchValues: true})
+	err := s.store.View(func(txn Reader) error {
+		it := txn.NewIterator(IterOptions{Prefix: prefixQueryLog, Reverse: true, PrefetchValues: true})
 		defer it.Close()
 		for it.Seek(append(bytes.Clone(prefixQueryLog), 0xff)); it.Valid() && len(out) < limit; it.Next() {
 			e := &QueryLogEntry{}

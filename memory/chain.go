@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
@@ -65,19 +63,19 @@ func (s *Self) prepared(m *Memory, c cid.Cid, block []byte, vec []float32, meta 
 // Checking before planning keeps a bad link from failing inside the store,
 // where the appends planned after it would fail too.
 func (s *Self) CheckLinks(m *Memory, inflight func(cid.Cid) bool) error {
-	return s.store.View(func(txn *badger.Txn) error {
+	return s.store.View(func(txn Reader) error {
 		for _, e := range m.Edges {
 			if inflight(e.Target) {
 				continue
 			}
-			if _, err := txn.Get(metaKey(e.Target)); errors.Is(err, badger.ErrKeyNotFound) {
+			if _, err := txn.Item(metaKey(e.Target)); errors.Is(err, ErrNotFound) {
 				return EdgeNotStored(e.Target)
 			} else if err != nil {
 				return err
 			}
 		}
 		if f := m.Data.File; f != nil && !inflight(f.Content) {
-			if _, err := txn.Get(blockKey(f.Content)); errors.Is(err, badger.ErrKeyNotFound) {
+			if _, err := txn.Item(blockKey(f.Content)); errors.Is(err, ErrNotFound) {
 				return FileNotStored(f.Content)
 			} else if err != nil {
 				return err

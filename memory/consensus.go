@@ -9,7 +9,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/google/uuid"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
@@ -63,9 +62,9 @@ func (s *Self) BackboneSona() string {
 }
 
 // loadBackbone reads the backbone sona's uuid at open.
-func (s *Self) loadBackbone(txn *badger.Txn) error {
-	item, err := txn.Get(keyBackbone)
-	if errors.Is(err, badger.ErrKeyNotFound) {
+func (s *Self) loadBackbone(txn Reader) error {
+	item, err := txn.Item(keyBackbone)
+	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -270,7 +269,7 @@ func (s *Self) ConsensusBounds(highStakes bool) (upper, lower float64, err error
 // distribution (Chan et al.'s parallel update).
 func (s *Self) liveSimStats() (SimStats, error) {
 	var all SimStats
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		return iteratePrefix(txn, prefixSimStats, func(_, v []byte) error {
 			st, err := decodeStats(v)
 			if err != nil {
@@ -326,7 +325,7 @@ func (s *Self) Contribute(ctx context.Context, c *messages.Contribute) (*message
 	now := s.clock.Now().Unix()
 	pc := &messages.PendingConcept{}
 	prev := &messages.Conflict{} // the concept's open conflict, if any
-	err = s.store.View(func(txn *badger.Txn) error {
+	err = s.store.View(func(txn Reader) error {
 		if _, err := readProto(txn, pendingKey(c.ConceptKey), pc); err != nil || pc.ConflictId == "" {
 			return err
 		}
@@ -444,7 +443,7 @@ func (s *Self) Resolve(ctx context.Context, conflictID, content, agent string) (
 	}
 	cf := &messages.Conflict{}
 	var ok bool
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		ok, err = readProto(txn, conflictKey(conflictID), cf)
 		return err
@@ -482,7 +481,7 @@ func (s *Self) PendingConcepts() ([]*messages.PendingConcept, error) {
 
 func listProtos[T proto.Message](s *Self, prefix []byte, mk func() T) ([]T, error) {
 	var out []T
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		out, err = readAll(txn, prefix, mk)
 		return err

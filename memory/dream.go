@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
@@ -279,8 +278,8 @@ func (s *Self) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Time)
 // Insights lists stored insights, newest first, up to limit.
 func (s *Self) Insights(limit int) ([]*messages.Insight, error) {
 	var out []*messages.Insight
-	err := s.store.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixInsight, Reverse: true})
+	err := s.store.View(func(txn Reader) error {
+		it := txn.NewIterator(IterOptions{Prefix: prefixInsight, Reverse: true})
 		defer it.Close()
 		for it.Seek(append(slices.Clone(prefixInsight), 0xff)); it.Valid() && len(out) < limit; it.Next() {
 			var c cid.Cid

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
@@ -286,7 +285,7 @@ func TestAffinityLinkWeights(t *testing.T) {
 	reach := func(w config.LinkWeights) map[string]float64 {
 		s.cfg.Recall.AffinityLinks = w
 		var got map[string]float64
-		err := s.store.View(func(txn *badger.Txn) error {
+		err := s.store.View(func(txn Reader) error {
 			sc := &scorer{self: s, q: &Query{}, txn: txn}
 			var err error
 			got, err = sc.affinity([]*Recalled{{CID: apples, Explain: Explain{Fused: Fused{Relevance: 1}}}})

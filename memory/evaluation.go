@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -63,7 +62,7 @@ func (s *Self) EvaluatePending(ctx context.Context, ev eumas.Evaluator, batch in
 		mark, last uint64
 		end        uint64
 	)
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		if mark, err = readU64(txn, keyEvalSeq); err != nil {
 			return err
@@ -71,7 +70,7 @@ func (s *Self) EvaluatePending(ctx context.Context, ev eumas.Evaluator, batch in
 		if end, err = logEnd(txn); err != nil {
 			return err
 		}
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixLog, PrefetchValues: true, PrefetchSize: batch})
+		it := txn.NewIterator(IterOptions{Prefix: prefixLog, PrefetchValues: true, PrefetchSize: batch})
 		defer it.Close()
 		for it.Seek(logKey(mark + 1)); it.Valid() && len(items) < batch; it.Next() {
 			var c cid.Cid
@@ -163,7 +162,7 @@ func (s *Self) EvaluatePending(ctx context.Context, ev eumas.Evaluator, batch in
 func (s *Self) Evaluation(c cid.Cid) (*messages.Evaluation, error) {
 	e := &messages.Evaluation{}
 	var found bool
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		found, err = readProto(txn, evalKey(c), e)
 		return err

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -68,7 +67,7 @@ func (s *Self) Export(ctx context.Context, sona string, w ExportWriter) error {
 	if err := s.store.Barrier(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	return s.store.View(func(txn *badger.Txn) error {
+	return s.store.View(func(txn Reader) error {
 		x := &exporter{s: s, txn: txn, ctx: ctx, chains: map[string]*exportChain{}, exported: map[cid.Cid]bool{}}
 		return x.run(sona, w)
 	})
@@ -76,7 +75,7 @@ func (s *Self) Export(ctx context.Context, sona string, w ExportWriter) error {
 
 type exporter struct {
 	s        *Self
-	txn      *badger.Txn
+	txn      Reader
 	ctx      context.Context
 	chains   map[string]*exportChain
 	order    []*exportChain
@@ -86,13 +85,13 @@ type exporter struct {
 
 func (x *exporter) run(sona string, w ExportWriter) error {
 	backbone := ""
-	if item, err := x.txn.Get(keyBackbone); err == nil {
+	if item, err := x.txn.Item(keyBackbone); err == nil {
 		v, err := item.ValueCopy(nil)
 		if err != nil {
 			return err
 		}
 		backbone = string(v)
-	} else if !errors.Is(err, badger.ErrKeyNotFound) {
+	} else if !errors.Is(err, ErrNotFound) {
 		return err
 	}
 	recs := map[string]*messages.Sona{}
@@ -282,7 +281,7 @@ func (x *exporter) sonaItem(ch *exportChain) *messages.ExportSona {
 		last := ch.rows[ch.upto-1]
 		out.Head, out.LastMemory = proto.String(last.Act.String()), proto.String(last.Memory.String())
 	}
-	if item, err := x.txn.Get(simStatsKey(ch.rec.Uuid)); err == nil {
+	if item, err := x.txn.Item(simStatsKey(ch.rec.Uuid)); err == nil {
 		_ = item.Value(func(v []byte) error {
 			st, err := decodeStats(v)
 			if err == nil {
@@ -319,7 +318,7 @@ func (x *exporter) memories(w ExportWriter) ([]cid.Cid, error) {
 		if out.Meta, err = getMeta(x.txn, c); err != nil {
 			return nil, err
 		}
-		item, err := x.txn.Get(vectorKey(c))
+		item, err := x.txn.Item(vectorKey(c))
 		if err != nil {
 			return nil, fmt.Errorf("%w: memory %s has no embedding: %v", ErrCorrupt, c, err)
 		}
@@ -394,7 +393,7 @@ func (x *exporter) coAccess() (map[cid.Cid][]*messages.ExportCoAccess, error) {
 
 // anchors writes the anchors of the exported memories, in list order.
 func (x *exporter) anchors(w ExportWriter) error {
-	it := x.txn.NewIterator(badger.IteratorOptions{Prefix: prefixAnchor, PrefetchValues: true})
+	it := x.txn.NewIterator(IterOptions{Prefix: prefixAnchor, PrefetchValues: true})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		a, err := decodeAnchor(it.Item().Key(), it.Item())
@@ -411,7 +410,7 @@ func (x *exporter) anchors(w ExportWriter) error {
 }
 
 // readAll decodes every record under prefix.
-func readAll[T proto.Message](txn *badger.Txn, prefix []byte, mk func() T) ([]T, error) {
+func readAll[T proto.Message](txn Reader, prefix []byte, mk func() T) ([]T, error) {
 	var out []T
 	err := iteratePrefix(txn, prefix, func(k, v []byte) error {
 		m := mk()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"github.com/memoria-ai/memoria/memory/base"
 )
@@ -52,8 +51,8 @@ func (s *Self) PutFile(ctx context.Context, data []byte, sona string) (cid.Cid, 
 func (s *Self) FileInSonas(c cid.Cid, allowed func(sona string) bool) (bool, error) {
 	prefix := base.Join(prefixFileSona, c.Hash(), []byte{0})
 	found := false
-	err := s.store.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	err := s.store.View(func(txn Reader) error {
+		it := txn.NewIterator(IterOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			if sona := bytes.TrimPrefix(it.Item().Key(), prefix); allowed(string(sona)) {

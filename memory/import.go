@@ -9,7 +9,6 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
@@ -382,18 +381,18 @@ func (s *Self) presence(doc *messages.Export, mems map[cid.Cid]*importMemory) (m
 		}
 	}
 	stored, storedBlocks := map[cid.Cid]bool{}, map[cid.Cid]bool{}
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		for c := range want {
-			if _, err := txn.Get(metaKey(c)); err == nil {
+			if _, err := txn.Item(metaKey(c)); err == nil {
 				stored[c] = true
-			} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			} else if !errors.Is(err, ErrNotFound) {
 				return err
 			}
 		}
 		for c := range wantBlocks {
-			if _, err := txn.Get(blockKey(c)); err == nil {
+			if _, err := txn.Item(blockKey(c)); err == nil {
 				storedBlocks[c] = true
-			} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			} else if !errors.Is(err, ErrNotFound) {
 				return err
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/memory/base"
@@ -121,7 +120,7 @@ func (s *Self) ReinforceDuplicate(ctx context.Context, c cid.Cid) error {
 func (s *Self) neighbors(vec []float32, sona string, k int, self cid.Cid) ([]Neighbor, error) {
 	hits := s.index.Search(vec, max(4*k, 16))
 	var out []Neighbor
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		for _, h := range hits {
 			c, err := cid.Cast([]byte(h.Key))
 			if err != nil {
@@ -158,9 +157,9 @@ func (s *Self) sonaSimStats(sona string) (SimStats, int64, error) {
 		return SimStats{}, 0, err
 	}
 	var stats SimStats
-	err = s.store.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(simStatsKey(sona))
-		if errors.Is(err, badger.ErrKeyNotFound) {
+	err = s.store.View(func(txn Reader) error {
+		item, err := txn.Item(simStatsKey(sona))
+		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		if err != nil {

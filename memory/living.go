@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
@@ -39,7 +38,7 @@ var ErrSweepConflict = errors.New("memory: another heartbeat sweep moved the cur
 // HeartbeatState returns the heartbeat's durable state.
 func (s *Self) HeartbeatState() (*messages.HeartbeatState, error) {
 	var st *messages.HeartbeatState
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		st, err = readHeartbeat(txn)
 		return err
@@ -47,7 +46,7 @@ func (s *Self) HeartbeatState() (*messages.HeartbeatState, error) {
 	return st, err
 }
 
-func readHeartbeat(txn *badger.Txn) (*messages.HeartbeatState, error) {
+func readHeartbeat(txn Reader) (*messages.HeartbeatState, error) {
 	st := &messages.HeartbeatState{}
 	if _, err := readProto(txn, keyHeartbeat, st); err != nil {
 		return nil, err
@@ -97,7 +96,7 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 	var prunes []prune
 	var st *messages.HeartbeatState
 	var start []byte
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		if st, err = readHeartbeat(txn); err != nil {
 			return err
@@ -113,7 +112,7 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 		if pl := st.PassLinks; pl != nil {
 			links = SimStats{N: pl.N, Mean: pl.Mean, M2: pl.M2}
 		}
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixMeta, PrefetchValues: true, PrefetchSize: 256})
+		it := txn.NewIterator(IterOptions{Prefix: prefixMeta, PrefetchValues: true, PrefetchSize: 256})
 		defer it.Close()
 		seek := prefixMeta
 		if len(st.Cursor) > 0 {
@@ -321,8 +320,8 @@ func (s *Self) activeMembers(id string) ([]member, error) {
 func (s *Self) chainMembers(id string, upto int64, limit int, keep func(*messages.MemoryMeta) bool) ([]member, error) {
 	var out []member
 	seen := map[cid.Cid]bool{}
-	err := s.store.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: chainPrefix(id), Reverse: true, PrefetchValues: true})
+	err := s.store.View(func(txn Reader) error {
+		it := txn.NewIterator(IterOptions{Prefix: chainPrefix(id), Reverse: true, PrefetchValues: true})
 		defer it.Close()
 		for it.Seek(chainKey(id, upto)); it.Valid() && (limit == 0 || len(out) < limit); it.Next() {
 			var c cid.Cid

@@ -4,7 +4,6 @@ import (
 	"hash/maphash"
 	"sync"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/messages"
@@ -74,7 +73,7 @@ func (c *metaCache) invalidate(key string) {
 }
 
 // meta reads a memory's metadata through the cache.
-func (s *Self) meta(txn *badger.Txn, c cid.Cid) (*messages.MemoryMeta, error) {
+func (s *Self) meta(txn Reader, c cid.Cid) (*messages.MemoryMeta, error) {
 	key := c.KeyString()
 	m, gen := s.metas.get(key)
 	if m != nil {

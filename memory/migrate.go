@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
@@ -26,7 +25,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	}
 	var mems []entry
 	var chain [][2][]byte // key, value
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		if err := iteratePrefix(txn, prefixMeta, func(k, v []byte) error {
 			meta := &messages.MemoryMeta{}
 			if err := proto.Unmarshal(v, meta); err != nil {
@@ -112,7 +111,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	// Layout 1 kept a running centroid under k/; layout 2 keeps the name's
 	// embedding there and computes the centroid at start.
 	var names []*messages.Sona
-	if err := s.store.View(func(txn *badger.Txn) error {
+	if err := s.store.View(func(txn Reader) error {
 		return iteratePrefix(txn, prefixSona, func(_, v []byte) error {
 			rec := &messages.Sona{}
 			if err := proto.Unmarshal(v, rec); err != nil {
@@ -152,7 +151,7 @@ func (s *Self) setLayout(ctx context.Context, v int) error {
 // block (f/, files.go).
 func (s *Self) migrateV2(ctx context.Context) error {
 	var keys [][]byte
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		return iteratePrefix(txn, prefixChain, func(k, v []byte) error {
 			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
 			if !ok {

@@ -98,8 +98,8 @@ func TestMigrateFromLayout1(t *testing.T) {
 			t.Fatalf("chain entry %d: %+v", i, e)
 		}
 	}
-	err = s.Store().View(func(txn *badger.Txn) error {
-		v, err := txn.Get(keyVersion)
+	err = s.Store().View(func(txn Reader) error {
+		v, err := txn.Item(keyVersion)
 		if err != nil {
 			return err
 		}

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"github.com/viterin/vek/vek32"
 	"google.golang.org/protobuf/proto"
@@ -298,7 +297,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	}
 
 	var out []*Recalled
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		sc.txn = txn
 		cands, err := sc.gather(dense, bm25, metric, paths)
 		if err != nil {
@@ -413,7 +412,7 @@ type pathHit struct {
 type scorer struct {
 	self     *Self
 	q        *Query
-	txn      *badger.Txn
+	txn      Reader
 	centroid []float32
 	profile  []float32 // the query's metric profile (nil: no metric path)
 	now      int64
@@ -908,8 +907,8 @@ func (sc *scorer) denseSim(c cid.Cid) float64 {
 	return 0
 }
 
-func readVector(txn *badger.Txn, c cid.Cid) ([]float32, error) {
-	item, err := txn.Get(vectorKey(c))
+func readVector(txn Reader, c cid.Cid) ([]float32, error) {
+	item, err := txn.Item(vectorKey(c))
 	if err != nil {
 		return nil, err
 	}

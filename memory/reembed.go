@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -63,7 +62,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 
 	// Memories: every memory with metadata, from its block.
 	var mems []cid.Cid
-	if err := st.View(func(txn *badger.Txn) error {
+	if err := st.View(func(txn Reader) error {
 		return iterateKeys(txn, prefixMeta, func(k []byte) {
 			if c, err := cid.Cast(bytes.Clone(k[len(prefixMeta):])); err == nil {
 				mems = append(mems, c)
@@ -109,7 +108,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 
 	// Sona names.
 	var sonas []*messages.Sona
-	if err := st.View(func(txn *badger.Txn) error {
+	if err := st.View(func(txn Reader) error {
 		return iteratePrefix(txn, prefixSona, func(_, v []byte) error {
 			rec := &messages.Sona{}
 			if err := proto.Unmarshal(v, rec); err != nil {
@@ -140,7 +139,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	}
 	var pages, others []record
 	readAll := func(prefix []byte, newMsg func(k []byte) proto.Message, into *[]record, filter func(k []byte) bool) error {
-		return st.View(func(txn *badger.Txn) error {
+		return st.View(func(txn Reader) error {
 			return iteratePrefix(txn, prefix, func(k, v []byte) error {
 				if filter != nil && !filter(k) {
 					return nil
@@ -310,7 +309,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	// Similarity statistics were cosines in the old space: start afresh
 	// (the emergent thresholds bootstrap until they fill again).
 	var stats [][]byte
-	if err := st.View(func(txn *badger.Txn) error {
+	if err := st.View(func(txn Reader) error {
 		return iterateKeys(txn, prefixSimStats, func(k []byte) { stats = append(stats, bytes.Clone(k)) })
 	}); err != nil {
 		return rep, err
@@ -328,9 +327,9 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 // a new store).
 func (s *Store) EmbedderID() (string, error) {
 	var id string
-	err := s.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(keyEmbedder)
-		if errors.Is(err, badger.ErrKeyNotFound) {
+	err := s.View(func(txn Reader) error {
+		item, err := txn.Item(keyEmbedder)
+		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
@@ -215,7 +214,7 @@ func (s *Self) load(ctx context.Context) error {
 	}
 	start := s.clock.Now()
 	var vectors int
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		if err := iteratePrefix(txn, prefixSona, func(_, v []byte) error {
 			rec := &messages.Sona{}
 			if err := proto.Unmarshal(v, rec); err != nil {
@@ -311,7 +310,7 @@ func (s *Self) load(ctx context.Context) error {
 // sona's head ACT block and the memory at the end of the insertion log.
 // (A store that lost its last writes whole is caught by the acknowledged
 // mark; this catches damage to the tables that hold them.)
-func (s *Self) checkEnds(txn *badger.Txn) error {
+func (s *Self) checkEnds(txn Reader) error {
 	for id, st := range s.sonas {
 		if st.rec.Head == nil {
 			continue
@@ -328,7 +327,7 @@ func (s *Self) checkEnds(txn *badger.Txn) error {
 	if err != nil || end == 0 {
 		return err
 	}
-	item, err := txn.Get(logKey(end))
+	item, err := txn.Item(logKey(end))
 	if err != nil {
 		return s.store.explain(fmt.Errorf("%w: the insertion log's last entry (%d) is unreadable: %v", ErrCorrupt, end, err))
 	}
@@ -448,8 +447,8 @@ func (s *Self) identityOp(ctx context.Context) error {
 	})
 }
 
-func iteratePrefix(txn *badger.Txn, prefix []byte, fn func(k, v []byte) error) error {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
+func iteratePrefix(txn Reader, prefix []byte, fn func(k, v []byte) error) error {
+	it := txn.NewIterator(IterOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		item := it.Item()
@@ -468,8 +467,8 @@ func iteratePrefix(txn *badger.Txn, prefix []byte, fn func(k, v []byte) error) e
 	return nil
 }
 
-func iterateKeys(txn *badger.Txn, prefix []byte, fn func(k []byte)) error {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+func iterateKeys(txn Reader, prefix []byte, fn func(k []byte)) error {
+	it := txn.NewIterator(IterOptions{Prefix: prefix})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		fn(it.Item().Key())
@@ -500,7 +499,7 @@ func (s *Self) Embed(ctx context.Context, texts ...string) ([][]float32, error) 
 // Meta returns a memory's metadata.
 func (s *Self) Meta(c cid.Cid) (*messages.MemoryMeta, error) {
 	var meta *messages.MemoryMeta
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		meta, err = s.meta(txn, c)
 		return err
@@ -508,9 +507,9 @@ func (s *Self) Meta(c cid.Cid) (*messages.MemoryMeta, error) {
 	return meta, err
 }
 
-func getMeta(txn *badger.Txn, c cid.Cid) (*messages.MemoryMeta, error) {
-	item, err := txn.Get(metaKey(c))
-	if errors.Is(err, badger.ErrKeyNotFound) {
+func getMeta(txn Reader, c cid.Cid) (*messages.MemoryMeta, error) {
+	item, err := txn.Item(metaKey(c))
+	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: memory %s", ErrNotFound, c)
 	}
 	if err != nil {
@@ -530,7 +529,7 @@ func (s *Self) Get(c cid.Cid) (*Memory, *messages.MemoryMeta, error) {
 		m    *Memory
 		meta *messages.MemoryMeta
 	)
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		if meta, err = s.meta(txn, c); err != nil {
 			return err
@@ -543,7 +542,7 @@ func (s *Self) Get(c cid.Cid) (*Memory, *messages.MemoryMeta, error) {
 
 // loadMemory returns the decoded memory c, from the cache or from its
 // verified block. The result is shared: do not modify it.
-func (s *Self) loadMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
+func (s *Self) loadMemory(txn Reader, c cid.Cid) (*Memory, error) {
 	if m, ok := s.cache.get(c); ok {
 		return m, nil
 	}
@@ -556,7 +555,7 @@ func (s *Self) loadMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
 }
 
 // readMemory reads and decodes a memory's block, past the cache.
-func readMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
+func readMemory(txn Reader, c cid.Cid) (*Memory, error) {
 	b, err := readBlock(txn, c)
 	if err != nil {
 		return nil, err
@@ -571,9 +570,9 @@ func readMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
 // Vector returns the stored embedding of a memory.
 func (s *Self) Vector(c cid.Cid) ([]float32, error) {
 	var vec []float32
-	err := s.store.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(vectorKey(c))
-		if errors.Is(err, badger.ErrKeyNotFound) {
+	err := s.store.View(func(txn Reader) error {
+		item, err := txn.Item(vectorKey(c))
+		if errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("%w: vector of %s", ErrNotFound, c)
 		}
 		if err != nil {
@@ -601,7 +600,7 @@ func (s *Self) ListMemories(cursor string, limit int) (Page[cid.Cid], error) {
 		start = metaKey(c)
 	}
 	var page Page[cid.Cid]
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		return listKeys(txn, prefixMeta, start, limit, func(k []byte) error {
 			c, err := cid.Cast(k[len(prefixMeta):])
 			if err != nil {
@@ -616,8 +615,8 @@ func (s *Self) ListMemories(cursor string, limit int) (Page[cid.Cid], error) {
 
 // listKeys visits up to limit keys under prefix strictly after start and
 // calls more when further keys exist.
-func listKeys(txn *badger.Txn, prefix, start []byte, limit int, visit func(k []byte) error, more func()) error {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+func listKeys(txn Reader, prefix, start []byte, limit int, visit func(k []byte) error, more func()) error {
+	it := txn.NewIterator(IterOptions{Prefix: prefix})
 	defer it.Close()
 	seek := prefix
 	if start != nil {

@@ -9,7 +9,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/google/uuid"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
@@ -155,7 +154,7 @@ func (s *Self) Sona(id string) (*messages.Sona, error) {
 // SonasNamed returns the uuids of the sonas called name.
 func (s *Self) SonasNamed(name string) ([]string, error) {
 	var ids []string
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		p := namePrefix(name)
 		return iterateKeys(txn, p, func(k []byte) { ids = append(ids, string(k[len(p):])) })
 	})
@@ -263,9 +262,9 @@ func (s *Self) Chain(id string, from int64, limit int) (Page[ChainEntry], error)
 	if from > 0 {
 		start = chainKey(id, from-1)
 	}
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		return listKeys(txn, prefix, start, limit, func(k []byte) error {
-			item, err := txn.Get(k)
+			item, err := txn.Item(k)
 			if err != nil {
 				return err
 			}

@@ -197,10 +197,10 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	}
 	if err := db.View(func(txn *badger.Txn) error {
 		var err error
-		if s.mark.commits, err = readU64(txn, keyCommits); err != nil {
+		if s.mark.commits, err = readU64(badgerReader{txn}, keyCommits); err != nil {
 			return err
 		}
-		s.mark.memSeq, err = readU64(txn, keyMemSeq)
+		s.mark.memSeq, err = readU64(badgerReader{txn}, keyMemSeq)
 		return err
 	}); err != nil {
 		db.Close()
@@ -402,9 +402,9 @@ func (s *Store) Barrier(ctx context.Context) error {
 	return s.Update(ctx, func(*Tx) error { return nil })
 }
 
-// View runs a read-only transaction.
-func (s *Store) View(fn func(txn *badger.Txn) error) error {
-	return s.db.View(fn)
+// View runs fn on a consistent snapshot of what is committed.
+func (s *Store) View(fn func(r Reader) error) error {
+	return s.db.View(func(txn *badger.Txn) error { return fn(badgerReader{txn}) })
 }
 
 func (s *Store) commitLoop() {
@@ -652,24 +652,32 @@ func (t *Tx) Get(key []byte) ([]byte, error) {
 		}
 		return w.val, nil
 	}
-	item, err := t.txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
+	return badgerReader{t.txn}.Get(key)
+}
+
+// Item returns key's entry, or ErrNotFound.
+func (t *Tx) Item(key []byte) (Item, error) {
+	if w, ok := t.writes[string(key)]; ok {
+		if w.delete {
+			return nil, ErrNotFound
+		}
+		return valueItem{key, w.val}, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	return item.ValueCopy(nil)
+	return badgerReader{t.txn}.Item(key)
 }
 
 // Has reports whether key exists.
 func (t *Tx) Has(key []byte) (bool, error) {
-	_, err := t.Get(key)
+	_, err := t.Item(key)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
 	return err == nil, err
 }
+
+// NewIterator iterates over what is committed and what the earlier
+// operations of the batch wrote, not over the op's own buffered writes.
+func (t *Tx) NewIterator(o IterOptions) Iterator { return badgerReader{t.txn}.NewIterator(o) }
 
 // Set buffers a write of key.
 func (t *Tx) Set(key, val []byte) {
@@ -753,7 +761,7 @@ func verifyBlock(c cid.Cid, block []byte) error {
 func (s *Store) Block(c cid.Cid) ([]byte, error) {
 	var out []byte
 	err := s.db.View(func(txn *badger.Txn) error {
-		b, err := readBlock(txn, c)
+		b, err := readBlock(badgerReader{txn}, c)
 		out = b
 		return err
 	})
@@ -812,17 +820,17 @@ func (s *Store) BlockHashes(ctx context.Context, fn func(multihash.Multihash) er
 	})
 }
 
-func readBlock(txn *badger.Txn, c cid.Cid) ([]byte, error) {
-	item, err := txn.Get(blockKey(c))
-	if errors.Is(err, badger.ErrKeyNotFound) {
+func readBlock(r Reader, c cid.Cid) ([]byte, error) {
+	item, err := r.Item(blockKey(c))
+	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: block %s", ErrNotFound, c)
 	}
 	if err != nil {
-		return nil, classifyBadger(err)
+		return nil, err
 	}
 	b, err := item.ValueCopy(nil)
 	if err != nil {
-		return nil, classifyBadger(err)
+		return nil, err
 	}
 	if len(b) == 0 && item.ValueSize() > 0 {
 		return nil, fmt.Errorf("%w: block %s: %w", ErrCorrupt, c, errValueUnreadable)

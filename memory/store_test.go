@@ -25,15 +25,15 @@ func openTestStore(t *testing.T, dir string) *Store {
 func get(t *testing.T, s *Store, key string) ([]byte, bool) {
 	t.Helper()
 	var v []byte
-	err := s.View(func(txn *badger.Txn) error {
-		item, err := txn.Get([]byte(key))
+	err := s.View(func(txn Reader) error {
+		item, err := txn.Item([]byte(key))
 		if err != nil {
 			return err
 		}
 		v, err = item.ValueCopy(nil)
 		return err
 	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		return nil, false
 	}
 	if err != nil {

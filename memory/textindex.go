@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
@@ -375,7 +374,7 @@ func (s *Self) openText(dir string) error {
 // index instead of one that cannot be used.
 func (s *Self) openTextIndex(dir string) (*text.Index, uint64, error) {
 	var end uint64
-	if err := s.store.View(func(txn *badger.Txn) error {
+	if err := s.store.View(func(txn Reader) error {
 		var err error
 		end, err = logEnd(txn)
 		return err
@@ -451,8 +450,8 @@ func (s *Self) primeText(idx *text.Index, upTo uint64, stop <-chan struct{}) err
 		default:
 		}
 		var docs []text.Doc
-		err := s.store.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixLog, PrefetchValues: true})
+		err := s.store.View(func(txn Reader) error {
+			it := txn.NewIterator(IterOptions{Prefix: prefixLog, PrefetchValues: true})
 			defer it.Close()
 			for it.Seek(logKey(next)); it.Valid() && len(docs) < batch; it.Next() {
 				seq, c, err := logEntry(it.Item())
@@ -488,7 +487,7 @@ func (s *Self) primeText(idx *text.Index, upTo uint64, stop <-chan struct{}) err
 // closes first (ErrClosed).
 func (s *Self) catchUpText(idx *text.Index, watermark uint64, cancel <-chan struct{}) (uint64, error) {
 	var last uint64
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		last, err = logEnd(txn)
 		return err
@@ -499,8 +498,8 @@ func (s *Self) catchUpText(idx *text.Index, watermark uint64, cancel <-chan stru
 	s.log.Info("catching up the full-text index", "from", watermark, "to", last)
 	const batch = 512
 	var docs []text.Doc
-	err = s.store.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixLog, PrefetchValues: true})
+	err = s.store.View(func(txn Reader) error {
+		it := txn.NewIterator(IterOptions{Prefix: prefixLog, PrefetchValues: true})
 		defer it.Close()
 		for it.Seek(logKey(watermark + 1)); it.Valid(); it.Next() {
 			seq, c, err := logEntry(it.Item())
@@ -546,7 +545,7 @@ func (s *Self) catchUpText(idx *text.Index, watermark uint64, cancel <-chan stru
 }
 
 // textDoc is the full-text document of a stored memory.
-func (s *Self) textDoc(txn *badger.Txn, c cid.Cid) (text.Doc, error) {
+func (s *Self) textDoc(txn Reader, c cid.Cid) (text.Doc, error) {
 	m, err := s.loadMemory(txn, c)
 	if err != nil {
 		return text.Doc{}, err
@@ -568,10 +567,10 @@ func (s *Self) docOf(c cid.Cid, m *Memory, sonas []string) text.Doc {
 // insertion log does not record) after the index last persisted.
 func (s *Self) catchUpJoins(idx *text.Index, watermark uint64) error {
 	var docs []text.Doc
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		for id := range s.sonas {
 			p := chainPrefix(id)
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: p, Reverse: true, PrefetchValues: true})
+			it := txn.NewIterator(IterOptions{Prefix: p, Reverse: true, PrefetchValues: true})
 			for it.Seek(append(slices.Clone(p), 0xff)); it.Valid(); it.Next() {
 				var mem cid.Cid
 				var logSeq uint64
@@ -604,7 +603,7 @@ func (s *Self) catchUpJoins(idx *text.Index, watermark uint64) error {
 }
 
 // logEntry reads an insertion-log entry: its position and its memory.
-func logEntry(item *badger.Item) (uint64, cid.Cid, error) {
+func logEntry(item Item) (uint64, cid.Cid, error) {
 	seq := decodeLogKey(item.Key())
 	var c cid.Cid
 	err := item.Value(func(v []byte) error {
@@ -627,12 +626,12 @@ func decodeLogKey(k []byte) uint64 {
 }
 
 // logEnd reads the last insertion-log position.
-func logEnd(txn *badger.Txn) (uint64, error) { return readU64(txn, keyMemSeq) }
+func logEnd(txn Reader) (uint64, error) { return readU64(txn, keyMemSeq) }
 
 // readU64 reads an 8-byte big-endian counter; 0 when absent.
-func readU64(txn *badger.Txn, key []byte) (uint64, error) {
-	item, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
+func readU64(txn Reader, key []byte) (uint64, error) {
+	item, err := txn.Item(key)
+	if errors.Is(err, ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {

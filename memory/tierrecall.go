@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/tiers"
@@ -50,7 +49,7 @@ func (s *Self) RecallTiers(sona, text string, vec []float32, k int) (*TierRecall
 		k = p.TopK
 	}
 	out := &TierRecall{}
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		stm := &messages.StmState{}
 		if _, err := readProto(txn, stmKey(sona), stm); err != nil {
 			return err
@@ -153,7 +152,7 @@ func (s *Self) Tiers(sona string) (*messages.Tiers, error) {
 	}
 	now := s.clock.Now().Unix()
 	out := &messages.Tiers{Stm: &messages.StmView{}, Mtm: &messages.MtmView{}, Lpm: &messages.Persona{}}
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		show := func(p *messages.Page) (*messages.Page, error) {
 			p = proto.Clone(p).(*messages.Page)
 			p.Embedding = nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
@@ -164,9 +163,9 @@ func (s *Self) PushPage(ctx context.Context, sona string, q, r cid.Cid) error {
 }
 
 // readProto reads key into m; false when it is absent.
-func readProto(txn *badger.Txn, key []byte, m proto.Message) (bool, error) {
-	item, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
+func readProto(txn Reader, key []byte, m proto.Message) (bool, error) {
+	item, err := txn.Item(key)
+	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
@@ -194,9 +193,9 @@ func txProto(tx *Tx, key []byte, m proto.Message) (bool, error) {
 }
 
 // docFreq reads how many of sona's mid-term pages hold term.
-func docFreq(txn *badger.Txn, sona, term string) (uint64, error) {
-	item, err := txn.Get(dfKey(sona, term))
-	if errors.Is(err, badger.ErrKeyNotFound) {
+func docFreq(txn Reader, sona, term string) (uint64, error) {
+	item, err := txn.Item(dfKey(sona, term))
+	if errors.Is(err, ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {
@@ -218,10 +217,10 @@ func setProto(tx *Tx, key []byte, m proto.Message) error {
 
 // inbox lists the work waiting in a tier's inbox, oldest first, at most
 // limit entries (0: all).
-func inbox(txn *badger.Txn, sona, tier string, limit int) ([]*messages.TierWork, error) {
+func inbox(txn Reader, sona, tier string, limit int) ([]*messages.TierWork, error) {
 	var out []*messages.TierWork
 	prefix := inboxPrefix(sona, tier)
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+	it := txn.NewIterator(IterOptions{Prefix: prefix, PrefetchValues: true})
 	defer it.Close()
 	for it.Rewind(); it.Valid() && (limit == 0 || len(out) < limit); it.Next() {
 		w := &messages.TierWork{}
@@ -234,7 +233,7 @@ func inbox(txn *badger.Txn, sona, tier string, limit int) ([]*messages.TierWork,
 }
 
 // segments reads the MTM segment headers of a sona, oldest first.
-func segments(txn *badger.Txn, sona string) ([]*messages.Segment, error) {
+func segments(txn Reader, sona string) ([]*messages.Segment, error) {
 	var out []*messages.Segment
 	err := iteratePrefix(txn, segmentPrefix(sona), func(_, v []byte) error {
 		seg := &messages.Segment{}
@@ -248,7 +247,7 @@ func segments(txn *badger.Txn, sona string) ([]*messages.Segment, error) {
 }
 
 // segmentPages reads the pages of one segment, oldest first.
-func segmentPages(txn *badger.Txn, sona string, seg uint64) ([]*messages.Page, error) {
+func segmentPages(txn Reader, sona string, seg uint64) ([]*messages.Page, error) {
 	var out []*messages.Page
 	err := iteratePrefix(txn, pagePrefix(sona, seg), func(_, v []byte) error {
 		p := &messages.Page{}
@@ -327,7 +326,7 @@ func (s *Self) SettleTiers(ctx context.Context, sona string, model tiers.Model) 
 }
 
 // oldestWork returns the first entry of a tier's inbox, or nil.
-func (s *Self) oldestWork(txn *badger.Txn, sona, tier string) (*messages.TierWork, error) {
+func (s *Self) oldestWork(txn Reader, sona, tier string) (*messages.TierWork, error) {
 	ws, err := inbox(txn, sona, tier, 1)
 	if err != nil || len(ws) == 0 {
 		return nil, err
@@ -336,7 +335,7 @@ func (s *Self) oldestWork(txn *badger.Txn, sona, tier string) (*messages.TierWor
 }
 
 // pageText loads the texts of a page's memories.
-func (s *Self) pageText(txn *badger.Txn, p *messages.Page) (tiers.PageText, error) {
+func (s *Self) pageText(txn Reader, p *messages.Page) (tiers.PageText, error) {
 	pt := tiers.PageText{Page: p}
 	load := func(ref string) (*Memory, error) {
 		c, err := cid.Decode(ref)
@@ -390,7 +389,7 @@ func (s *Self) stepSTM(ctx context.Context, sona string, model tiers.Model) (Tie
 		prev []tiers.PageText
 		pt   tiers.PageText
 	)
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		if w, err = s.oldestWork(txn, sona, tiers.STM); err != nil || w == nil {
 			return err
@@ -519,7 +518,7 @@ func (s *Self) commitMTM(ctx context.Context, sona string, w *messages.TierWork,
 		for _, id := range c.evicted {
 			tx.Delete(segmentKey(sona, id))
 			var keys [][]byte
-			if err := iterateKeys(tx.txn, pagePrefix(sona, id), func(k []byte) { keys = append(keys, slices.Clone(k)) }); err != nil {
+			if err := iterateKeys(tx, pagePrefix(sona, id), func(k []byte) { keys = append(keys, slices.Clone(k)) }); err != nil {
 				return err
 			}
 			for _, k := range keys {
@@ -571,7 +570,7 @@ func (s *Self) stepMTM(ctx context.Context, sona string, model tiers.Model) (Tie
 		terms []string // the page's distinct terms
 		df    = map[string]uint64{}
 	)
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		if w, err = s.oldestWork(txn, sona, tiers.MTM); err != nil || w == nil {
 			return err
@@ -658,7 +657,7 @@ func (s *Self) stepMTM(ctx context.Context, sona string, model tiers.Model) (Tie
 func (s *Self) promoteInto(c *mtmChange, res *TierStep, sona string, segs []*messages.Segment, now int64, newPage *messages.Page, newSeg uint64) error {
 	changed, promos, err := s.promote(segs, now, func(seg *messages.Segment) ([]*messages.Page, error) {
 		var ps []*messages.Page
-		err := s.store.View(func(txn *badger.Txn) error {
+		err := s.store.View(func(txn Reader) error {
 			var err error
 			ps, err = segmentPages(txn, sona, seg.Id)
 			return err
@@ -695,7 +694,7 @@ func (s *Self) VisitSegments(ctx context.Context, sona string, ids []uint64, at 
 func (s *Self) visitSegments(ctx context.Context, sona string, ids []uint64, at int64) (TierStep, error) {
 	state := &messages.MtmState{}
 	var segs []*messages.Segment
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		if _, err := readProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
@@ -731,7 +730,7 @@ func (s *Self) stepLPM(ctx context.Context, sona string, model tiers.Model) (Tie
 		persona = &messages.Persona{}
 		texts   []tiers.PageText
 	)
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		if w, err = s.oldestWork(txn, sona, tiers.LPM); err != nil || w == nil {
 			return err
