@@ -199,7 +199,7 @@ func (s *Self) anchorFor(item *Prepared, meta *messages.MemoryMeta) (string, boo
 
 // putAnchor writes an anchor record in tx and has the sink woken after
 // the commit.
-func (s *Self) putAnchor(tx *Tx, logSeq uint64, a *messages.Anchor) error {
+func (s *Self) putAnchor(tx Tx, logSeq uint64, a *messages.Anchor) error {
 	raw, err := proto.Marshal(a)
 	if err != nil {
 		return err
@@ -290,7 +290,7 @@ func (s *Self) AnchorCursor() (uint64, error) {
 // SetAnchorCursor records that the sink acknowledged every anchor up to
 // seq. The cursor only moves forward.
 func (s *Self) SetAnchorCursor(ctx context.Context, seq uint64) error {
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		if v, err := tx.Get(keyAnchorCursor); err == nil {
 			if len(v) == 8 && binary.BigEndian.Uint64(v) >= seq {
 				return nil

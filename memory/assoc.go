@@ -76,7 +76,7 @@ func decodeLinks(raw []byte) ([]Link, error) {
 
 // updateLinks applies change to the link list under key (read through tx)
 // and writes it back strongest first, keeping at most maxLinks.
-func updateLinks(tx *Tx, key []byte, now int64, change func(map[cid.Cid]*messages.Association, func(cid.Cid) *messages.Association)) error {
+func updateLinks(tx Tx, key []byte, now int64, change func(map[cid.Cid]*messages.Association, func(cid.Cid) *messages.Association)) error {
 	list := &messages.Associations{}
 	if raw, err := tx.Get(key); err == nil {
 		if err := proto.Unmarshal(raw, list); err != nil {
@@ -125,7 +125,7 @@ func updateLinks(tx *Tx, key []byte, now int64, change func(map[cid.Cid]*message
 // putAssociations records typed associations between from and each of
 // links' targets, both ways, keeping the stronger of an existing link and
 // the new one. from's own list is rewritten once.
-func putAssociations(tx *Tx, from cid.Cid, links []Link, now int64) error {
+func putAssociations(tx Tx, from cid.Cid, links []Link, now int64) error {
 	keep := func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association, to cid.Cid, typ string, strength float64) {
 		if l, ok := have[to]; ok && l.Strength >= strength {
 			return
@@ -202,7 +202,7 @@ func (s *Self) CoAccess(agent string, c cid.Cid) ([]Link, error) {
 // coAccessOp strengthens the Hebbian co-access weight of every pair of
 // memories returned together, for one agent: w ← w + rate·(1 − w).
 func coAccessOp(agent string, together []cid.Cid, rate float64, now int64) Op {
-	return func(tx *Tx) error {
+	return func(tx Tx) error {
 		for _, a := range together {
 			err := updateLinks(tx, coAccessKey(agent, a), now, func(_ map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association) {
 				for _, b := range together {

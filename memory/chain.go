@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -75,7 +76,7 @@ func (s *Self) CheckLinks(m *Memory, inflight func(cid.Cid) bool) error {
 			}
 		}
 		if f := m.Data.File; f != nil && !inflight(f.Content) {
-			if _, err := txn.Item(blockKey(f.Content)); errors.Is(err, ErrNotFound) {
+			if _, err := txn.Item(store.BlockKey(f.Content)); errors.Is(err, ErrNotFound) {
 				return FileNotStored(f.Content)
 			} else if err != nil {
 				return err
@@ -113,7 +114,7 @@ func (s *Self) InSona(c cid.Cid, id string) (bool, error) {
 // still a.Prev, so a chain never forks, and with ErrInvalid when an edge
 // or file points at nothing stored.
 func (s *Self) AppendOp(a *Append) Op {
-	return func(tx *Tx) error {
+	return func(tx Tx) error {
 		raw, err := tx.Get(sonaKey(a.Sona))
 		if errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("%w: sona %s", ErrNotFound, a.Sona)
@@ -147,7 +148,7 @@ func (s *Self) AppendOp(a *Append) Op {
 					return err
 				}
 			}
-			ok, err := tx.Has(blockKey(f.Content))
+			ok, err := tx.Has(store.BlockKey(f.Content))
 			if err != nil {
 				return err
 			}
@@ -273,8 +274,8 @@ func sameHead(head *string, prev *cid.Cid) bool {
 }
 
 // currentLogSeq is the last position of the insertion log.
-func currentLogSeq(tx *Tx) (uint64, error) {
-	v, err := tx.Get(keyMemSeq)
+func currentLogSeq(tx Tx) (uint64, error) {
+	v, err := tx.Get(store.KeyMemSeq)
 	if errors.Is(err, ErrNotFound) {
 		return 0, nil
 	}
@@ -288,12 +289,12 @@ func currentLogSeq(tx *Tx) (uint64, error) {
 }
 
 // nextLogSeq takes the next insertion-log position.
-func nextLogSeq(tx *Tx) (uint64, error) {
+func nextLogSeq(tx Tx) (uint64, error) {
 	n, err := currentLogSeq(tx)
 	if err != nil {
 		return 0, err
 	}
-	tx.Set(keyMemSeq, base.U64(n+1))
+	tx.Set(store.KeyMemSeq, base.U64(n+1))
 	return n + 1, nil
 }
 
@@ -302,7 +303,7 @@ func nextLogSeq(tx *Tx) (uint64, error) {
 // related, strength relative to its strongest edge), and similar to its
 // strong neighbours — those at least as close as the sona's typical
 // nearest neighbour — whose distribution it then joins.
-func (s *Self) appendAssociations(tx *Tx, a *Append, prevMemory *string) error {
+func (s *Self) appendAssociations(tx Tx, a *Append, prevMemory *string) error {
 	item := a.Item
 	var links []Link
 	if prevMemory != nil {

@@ -91,7 +91,7 @@ func (s *Self) ensureBackbone(ctx context.Context) (string, error) {
 	if id := s.BackboneSona(); id != "" {
 		return id, nil
 	}
-	rec, err := s.createSona(ctx, BackboneName, func(tx *Tx, rec *messages.Sona) {
+	rec, err := s.createSona(ctx, BackboneName, func(tx Tx, rec *messages.Sona) {
 		tx.Set(keyBackbone, []byte(rec.Uuid))
 		tx.OnCommit(func() { s.backbone.Store(&rec.Uuid) })
 	})
@@ -198,7 +198,7 @@ func (s *Self) appendPreparedBackbone(ctx context.Context, id string, p *Prepare
 		}
 		res.Seq, res.Act = proto.Int64(plan.Seq), plan.Act.String()
 		appendOp := s.AppendOp(plan)
-		op = func(tx *Tx) error {
+		op = func(tx Tx) error {
 			if err := appendOp(tx); err != nil {
 				return err
 			}
@@ -364,7 +364,7 @@ func (s *Self) Contribute(ctx context.Context, c *messages.Contribute) (*message
 		}
 		labels := map[string]string{LabelConcept: c.ConceptKey, LabelAgents: strings.Join(agents, ",")}
 		conflict := pc.ConflictId
-		id, _, err := s.appendBackbone(ctx, best.AgentId, best.Content, labels, func(tx *Tx) error {
+		id, _, err := s.appendBackbone(ctx, best.AgentId, best.Content, labels, func(tx Tx) error {
 			tx.Delete(pendingKey(c.ConceptKey))
 			if conflict != "" {
 				tx.Delete(conflictKey(conflict))
@@ -407,7 +407,7 @@ func (s *Self) putProtos(ctx context.Context, kv ...any) error {
 		}
 		raws[i/2] = raw
 	}
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		for i := 0; i < len(kv); i += 2 {
 			tx.Set(kv[i].([]byte), raws[i/2])
 		}
@@ -455,7 +455,7 @@ func (s *Self) Resolve(ctx context.Context, conflictID, content, agent string) (
 		return cid.Undef, fmt.Errorf("%w: conflict %q", ErrNotFound, conflictID)
 	}
 	labels := map[string]string{LabelConcept: cf.ConceptKey, LabelConflict: conflictID}
-	id, _, err := s.appendBackbone(ctx, agent, content, labels, func(tx *Tx) error {
+	id, _, err := s.appendBackbone(ctx, agent, content, labels, func(tx Tx) error {
 		if ok, err := tx.Has(conflictKey(conflictID)); err != nil {
 			return err
 		} else if !ok {

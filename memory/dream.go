@@ -253,7 +253,7 @@ func (s *Self) prepareInsight(ctx context.Context, d InsightDraft, now int64) (*
 // NoteDream records that the sonas of plans dreamed (up to the chain
 // length each plan covered, and its insights), at now.
 func (s *Self) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Time) error {
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		st := &messages.HeartbeatState{}
 		if _, err := txProto(tx, keyHeartbeat, st); err != nil {
 			return err

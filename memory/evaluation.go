@@ -12,6 +12,7 @@ import (
 
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -64,7 +65,7 @@ func (s *Self) EvaluatePending(ctx context.Context, ev eumas.Evaluator, batch in
 	)
 	err := s.store.View(func(txn Reader) error {
 		var err error
-		if mark, err = readU64(txn, keyEvalSeq); err != nil {
+		if mark, err = store.ReadU64(txn, keyEvalSeq); err != nil {
 			return err
 		}
 		if end, err = logEnd(txn); err != nil {
@@ -112,12 +113,12 @@ func (s *Self) EvaluatePending(ctx context.Context, ev eumas.Evaluator, batch in
 	}
 	seed := s.cfg.Evaluation.ImportanceSeed
 	profiles := map[cid.Cid][]float32{}
-	err = s.store.Update(ctx, func(tx *Tx) error {
+	err = s.store.Update(ctx, func(tx Tx) error {
 		raw, err := tx.Get(keyEvalSeq)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if decodeU64(raw) != mark {
+		if base.DecodeU64(raw) != mark {
 			return ErrEvalConflict
 		}
 		for _, c := range cids {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -159,7 +160,7 @@ func (x *exporter) run(sona string, w ExportWriter) error {
 		return err
 	}
 	for _, c := range files {
-		data, err := readBlock(x.txn, c)
+		data, err := store.ReadBlock(x.txn, c)
 		if err != nil {
 			return err
 		}

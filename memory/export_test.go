@@ -392,7 +392,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	x := newTwoSonas(t)
 	ctx := context.Background()
 	s := x.s
-	if err := s.Store().Update(ctx, func(tx *Tx) error {
+	if err := s.Store().Update(ctx, func(tx Tx) error {
 		tx.Set(simStatsKey(x.a.sona), encodeStats(SimStats{N: 3, Mean: 0.4, M2: 0.02}))
 		return nil
 	}); err != nil {

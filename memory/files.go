@@ -31,7 +31,7 @@ func (s *Self) PutFile(ctx context.Context, data []byte, sona string) (cid.Cid, 
 	if err != nil {
 		return cid.Undef, err
 	}
-	err = s.store.Update(ctx, func(tx *Tx) error {
+	err = s.store.Update(ctx, func(tx Tx) error {
 		if sona != "" {
 			if ok, err := tx.Has(sonaKey(sona)); err != nil {
 				return err

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -149,7 +150,7 @@ func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPla
 		if len(eb.Data) > s.cfg.Store.MaxBlockBytes {
 			return nil, fmt.Errorf("%w: blocks[%d]: %d bytes exceed the block limit of %d", ErrTooLarge, i, len(eb.Data), s.cfg.Store.MaxBlockBytes)
 		}
-		if err := verifyBlock(c, eb.Data); err != nil {
+		if err := store.VerifyBlock(c, eb.Data); err != nil {
 			return nil, base.Invalidf("blocks[%d]: the bytes do not hash to %s", i, c)
 		}
 		if !blocks[c] {
@@ -390,7 +391,7 @@ func (s *Self) presence(doc *messages.Export, mems map[cid.Cid]*importMemory) (m
 			}
 		}
 		for c := range wantBlocks {
-			if _, err := txn.Item(blockKey(c)); err == nil {
+			if _, err := txn.Item(store.BlockKey(c)); err == nil {
 				storedBlocks[c] = true
 			} else if !errors.Is(err, ErrNotFound) {
 				return err
@@ -747,7 +748,7 @@ func (s *Self) ImportBlocks(ctx context.Context, p *ImportPlan) error {
 			j++
 		}
 		part := p.blocks[i:j]
-		if err := s.store.Update(ctx, func(tx *Tx) error {
+		if err := s.store.Update(ctx, func(tx Tx) error {
 			for _, b := range part {
 				if err := tx.PutBlock(b.c, b.data); err != nil {
 					return err
@@ -789,7 +790,7 @@ func (s *Self) ImportSonas(ctx context.Context, p *ImportPlan) error {
 			return err
 		}
 	}
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		backbone := ""
 		for i, is := range create {
 			id := is.exp.Uuid
@@ -834,7 +835,7 @@ func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
 	const perOp = 256
 	for i := 0; i < len(p.mems); i += perOp {
 		part := p.mems[i:min(i+perOp, len(p.mems))]
-		if err := s.store.Update(ctx, func(tx *Tx) error { return s.restoreOp(tx, p, part) }); err != nil {
+		if err := s.store.Update(ctx, func(tx Tx) error { return s.restoreOp(tx, p, part) }); err != nil {
 			return err
 		}
 	}
@@ -858,7 +859,7 @@ func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
 		}
 		raws[string(conflictKey(cf.ConflictId))] = raw
 	}
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		for k, v := range raws {
 			tx.Set([]byte(k), v)
 		}
@@ -866,7 +867,7 @@ func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
 	})
 }
 
-func (s *Self) restoreOp(tx *Tx, p *ImportPlan, part []*importMemory) error {
+func (s *Self) restoreOp(tx Tx, p *ImportPlan, part []*importMemory) error {
 	anchored := false
 	for _, im := range part {
 		cur := &messages.MemoryMeta{}

@@ -9,6 +9,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -39,7 +40,7 @@ func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *
 		return nil, nil, err
 	}
 	if file != nil {
-		if f := m.Data.File; f == nil || verifyBlock(f.Content, file) != nil {
+		if f := m.Data.File; f == nil || store.VerifyBlock(f.Content, file) != nil {
 			return nil, nil, fmt.Errorf("%w: the file given with the memory is not its content", ErrInvalid)
 		}
 		p.File = file

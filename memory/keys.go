@@ -14,7 +14,6 @@ import (
 const StoreVersion = 3
 
 var (
-	prefixBlock   = []byte("b/")
 	prefixMeta    = []byte("m/")
 	prefixVector  = []byte("v/")
 	prefixSona    = []byte("s/")
@@ -23,13 +22,9 @@ var (
 	prefixNameVec = []byte("k/")
 	prefixLog     = []byte("q/")
 	keyVersion    = []byte("x/version")
-	keyEmbedder   = []byte("x/embedder")
-	keyMemSeq     = []byte("x/memseq")
-	keyCommits    = []byte("x/commits")
 )
 
-func blockKey(c cid.Cid) []byte { return base.Join(prefixBlock, c.Hash()) }
-func metaKey(c cid.Cid) []byte  { return base.Join(prefixMeta, c.Bytes()) }
+func metaKey(c cid.Cid) []byte { return base.Join(prefixMeta, c.Bytes()) }
 func vectorKey(c cid.Cid) []byte {
 	return base.Join(prefixVector, c.Bytes())
 }

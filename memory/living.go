@@ -189,7 +189,7 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	err = s.store.Update(ctx, func(tx *Tx) error {
+	err = s.store.Update(ctx, func(tx Tx) error {
 		cur := &messages.HeartbeatState{}
 		if _, err := txProto(tx, keyHeartbeat, cur); err != nil {
 			return err
@@ -546,7 +546,7 @@ const maxSummaryChars = 1500
 // archiveIn marks cs archived in tx; every one must be an active member of
 // sona, or the append that carries them fails (a merge planned on a state
 // that changed since).
-func archiveIn(tx *Tx, sona string, cs []cid.Cid) error {
+func archiveIn(tx Tx, sona string, cs []cid.Cid) error {
 	for _, c := range cs {
 		meta := &messages.MemoryMeta{}
 		ok, err := txProto(tx, metaKey(c), meta)

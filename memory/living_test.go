@@ -217,7 +217,7 @@ func TestSweepPrunesWeakLinks(t *testing.T) {
 	o.text("beta")
 	strong, weak := o.text("gamma"), o.text("delta") // not a's sequential neighbours
 	ctx := context.Background()
-	err := s.Store().Update(ctx, func(tx *Tx) error {
+	err := s.Store().Update(ctx, func(tx Tx) error {
 		return putAssociations(tx, a, []Link{{Target: weak, Type: AssocRelated, Strength: 0.3}, {Target: strong, Type: AssocRelated, Strength: 0.9}}, epoch.Unix())
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -59,7 +60,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	for start := 0; start < len(mems); start += per {
 		part := mems[start:min(start+per, len(mems))]
 		first := uint64(start + 1)
-		if err := s.store.Update(ctx, func(tx *Tx) error {
+		if err := s.store.Update(ctx, func(tx Tx) error {
 			for i, e := range part {
 				seq := first + uint64(i)
 				raw, err := tx.Get(metaKey(e.c))
@@ -78,7 +79,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 				tx.Set(metaKey(e.c), out)
 				tx.Set(logKey(seq), e.c.Bytes())
 			}
-			tx.Set(keyMemSeq, base.U64(first+uint64(len(part))-1))
+			tx.Set(store.KeyMemSeq, base.U64(first+uint64(len(part))-1))
 			return nil
 		}); err != nil {
 			return err
@@ -89,7 +90,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	}
 	for start := 0; start < len(chain); start += per {
 		part := chain[start:min(start+per, len(chain))]
-		if err := s.store.Update(ctx, func(tx *Tx) error {
+		if err := s.store.Update(ctx, func(tx Tx) error {
 			for _, kv := range part {
 				n, act, err := cid.CidFromBytes(kv[1])
 				if err != nil {
@@ -128,7 +129,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := s.store.Update(ctx, func(tx *Tx) error {
+		if err := s.store.Update(ctx, func(tx Tx) error {
 			tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0]))
 			return nil
 		}); err != nil {
@@ -140,7 +141,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 }
 
 func (s *Self) setLayout(ctx context.Context, v int) error {
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		tx.Set(keyVersion, []byte(fmt.Sprint(v)))
 		return nil
 	})
@@ -177,7 +178,7 @@ func (s *Self) migrateV2(ctx context.Context) error {
 	const per = 1000
 	for start := 0; start < len(keys); start += per {
 		part := keys[start:min(start+per, len(keys))]
-		if err := s.store.Update(ctx, func(tx *Tx) error {
+		if err := s.store.Update(ctx, func(tx Tx) error {
 			for _, k := range part {
 				tx.Set(k, nil)
 			}

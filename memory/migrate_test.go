@@ -13,6 +13,7 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -66,7 +67,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 				return err
 			}
 		}
-		if err := txn.Delete(keyMemSeq); err != nil {
+		if err := txn.Delete(store.KeyMemSeq); err != nil {
 			return err
 		}
 		return txn.Set(keyVersion, []byte("1"))

@@ -953,7 +953,7 @@ func (s *Self) queryLogOp(q Query, out []*Recalled) Op {
 		e.Scores = append(e.Scores, r.Score)
 	}
 	raw, err := proto.Marshal(e)
-	return func(tx *Tx) error {
+	return func(tx Tx) error {
 		if err != nil {
 			return err
 		}

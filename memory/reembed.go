@@ -14,6 +14,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -35,7 +36,7 @@ type ReembedReport struct {
 // again. progress hears the memories done. The store must not be open
 // elsewhere (it takes the directory's lock).
 func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress func(done, total int)) (ReembedReport, error) {
-	st, err := OpenStore(filepath.Join(cfg.DataDir, "store"), storeOptions(cfg.Store))
+	st, err := OpenStore(filepath.Join(cfg.DataDir, "store"), store.OptionsOf(cfg.Store))
 	if err != nil {
 		return ReembedReport{}, err
 	}
@@ -91,7 +92,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		if err != nil {
 			return rep, err
 		}
-		if err := st.Update(ctx, func(tx *Tx) error {
+		if err := st.Update(ctx, func(tx Tx) error {
 			for i, c := range part {
 				tx.Set(vectorKey(c), encodeVector(vecs[i]))
 				vectors[c] = vecs[i]
@@ -125,7 +126,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		if err != nil {
 			return rep, err
 		}
-		if err := st.Update(ctx, func(tx *Tx) error { tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0])); return nil }); err != nil {
+		if err := st.Update(ctx, func(tx Tx) error { tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0])); return nil }); err != nil {
 			return rep, err
 		}
 		rep.Sonas++
@@ -288,7 +289,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	all := append(pages, others...)
 	for start := 0; start < len(all); start += batch {
 		part := all[start:min(start+batch, len(all))]
-		if err := st.Update(ctx, func(tx *Tx) error {
+		if err := st.Update(ctx, func(tx Tx) error {
 			for _, r := range part {
 				raw, err := proto.Marshal(r.msg)
 				if err != nil {
@@ -314,30 +315,11 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	}); err != nil {
 		return rep, err
 	}
-	return rep, st.Update(ctx, func(tx *Tx) error {
+	return rep, st.Update(ctx, func(tx Tx) error {
 		for _, k := range stats {
 			tx.Delete(k)
 		}
-		tx.Set(keyEmbedder, []byte(emb.ID()))
+		tx.Set(store.KeyEmbedder, []byte(emb.ID()))
 		return nil
 	})
-}
-
-// EmbedderID returns the embedding space the store was built with ("" for
-// a new store).
-func (s *Store) EmbedderID() (string, error) {
-	var id string
-	err := s.View(func(txn Reader) error {
-		item, err := txn.Item(keyEmbedder)
-		if errors.Is(err, ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		v, err := item.ValueCopy(nil)
-		id = string(v)
-		return err
-	})
-	return id, err
 }

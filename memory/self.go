@@ -20,6 +20,7 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -108,7 +109,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		return nil, errors.New("memory: Open needs an embedder")
 	}
 	dir := o.Config.DataDir
-	so := storeOptions(o.Config.Store)
+	so := store.OptionsOf(o.Config.Store)
 	so.FreeSpace, so.AcceptLoss, so.InMemory, so.Logger = o.FreeSpace, o.AcceptLoss, o.InMemory, o.Logger
 	st, err := OpenStore(filepath.Join(dir, "store"), so)
 	if err != nil {
@@ -142,25 +143,18 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		s.metricNames = eumas.Metrics(o.Config.Evaluation.Archetypes)
 	}
 	s.lastActivity.Store(o.Clock.Now().Unix())
-	st.Watch(prefixMeta, func(k []byte) { s.metas.invalidate(string(k[len(prefixMeta):])) })
+	st.Subscribe(func(e store.Event) {
+		for _, k := range e.Keys {
+			if bytes.HasPrefix(k, prefixMeta) {
+				s.metas.invalidate(string(k[len(prefixMeta):]))
+			}
+		}
+	})
 	if err := s.load(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
-}
-
-// storeOptions are the store's options of the configuration.
-func storeOptions(c config.Store) StoreOptions {
-	return StoreOptions{
-		MaxBatch:       c.MaxBatch,
-		MaxBlockBytes:  c.MaxBlockBytes,
-		CacheMB:        c.CacheMB,
-		MemTableMB:     c.MemTableMB,
-		Memtables:      c.Memtables,
-		MinFreeBytes:   uint64(c.MinFreeMB) << 20,
-		SkipTableCheck: !c.VerifyTables,
-	}
 }
 
 // LastActivity is when a memory was last appended by anything but the
@@ -288,7 +282,7 @@ func (s *Self) load(ctx context.Context) error {
 			}
 			vid, ok := s.index.ID(mem.KeyString())
 			if !ok {
-				return s.store.explain(fmt.Errorf("%w: memory %s of sona %s has no embedding", ErrCorrupt, mem, id))
+				return s.store.Explain(fmt.Errorf("%w: memory %s of sona %s has no embedding", ErrCorrupt, mem, id))
 			}
 			st.members = append(st.members, vid)
 			return nil
@@ -319,8 +313,8 @@ func (s *Self) checkEnds(txn Reader) error {
 		if err != nil {
 			return fmt.Errorf("%w: head of sona %s: %v", ErrCorrupt, id, err)
 		}
-		if _, err := readBlock(txn, head); err != nil {
-			return s.store.explain(fmt.Errorf("%w: the head ACT %s of sona %s is unreadable: %v", ErrCorrupt, head, id, err))
+		if _, err := store.ReadBlock(txn, head); err != nil {
+			return s.store.Explain(fmt.Errorf("%w: the head ACT %s of sona %s is unreadable: %v", ErrCorrupt, head, id, err))
 		}
 	}
 	end, err := logEnd(txn)
@@ -329,14 +323,14 @@ func (s *Self) checkEnds(txn Reader) error {
 	}
 	item, err := txn.Item(logKey(end))
 	if err != nil {
-		return s.store.explain(fmt.Errorf("%w: the insertion log's last entry (%d) is unreadable: %v", ErrCorrupt, end, err))
+		return s.store.Explain(fmt.Errorf("%w: the insertion log's last entry (%d) is unreadable: %v", ErrCorrupt, end, err))
 	}
 	_, c, err := logEntry(item)
 	if err == nil {
-		_, err = readBlock(txn, c)
+		_, err = store.ReadBlock(txn, c)
 	}
 	if err != nil {
-		return s.store.explain(fmt.Errorf("%w: the memory at the end of the insertion log (%d) is unreadable: %v", ErrCorrupt, end, err))
+		return s.store.Explain(fmt.Errorf("%w: the memory at the end of the insertion log (%d) is unreadable: %v", ErrCorrupt, end, err))
 	}
 	return nil
 }
@@ -422,7 +416,7 @@ var migrations = map[string]*migrationNeeded{
 
 func (s *Self) identityOp(ctx context.Context) error {
 	want := s.emb.ID()
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		v, err := tx.Get(keyVersion)
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -434,16 +428,7 @@ func (s *Self) identityOp(ctx context.Context) error {
 		case string(v) != fmt.Sprint(StoreVersion):
 			return fmt.Errorf("memory: store layout version %s, this build reads %d", v, StoreVersion)
 		}
-		got, err := tx.Get(keyEmbedder)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			tx.Set(keyEmbedder, []byte(want))
-		case err != nil:
-			return err
-		case string(got) != want:
-			return fmt.Errorf("%w: the store's vectors are %q, the configured embedder is %q; run `memoria reindex` to re-embed the store with the configured embedder (or configure %q again)", ErrEmbedderMismatch, got, want, got)
-		}
-		return nil
+		return store.CheckEmbedder(tx, want)
 	})
 }
 
@@ -461,7 +446,7 @@ func iteratePrefix(txn Reader, prefix []byte, fn func(k, v []byte) error) error 
 			return ferr
 		}
 		if err != nil {
-			return classifyBadger(err)
+			return err
 		}
 	}
 	return nil
@@ -556,7 +541,7 @@ func (s *Self) loadMemory(txn Reader, c cid.Cid) (*Memory, error) {
 
 // readMemory reads and decodes a memory's block, past the cache.
 func readMemory(txn Reader, c cid.Cid) (*Memory, error) {
-	b, err := readBlock(txn, c)
+	b, err := store.ReadBlock(txn, c)
 	if err != nil {
 		return nil, err
 	}

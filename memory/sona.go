@@ -103,7 +103,7 @@ func (s *Self) CreateSona(ctx context.Context, name string) (*messages.Sona, err
 }
 
 // createSona creates a sona; also, when set, writes in the same transaction.
-func (s *Self) createSona(ctx context.Context, name string, also func(tx *Tx, rec *messages.Sona)) (*messages.Sona, error) {
+func (s *Self) createSona(ctx context.Context, name string, also func(tx Tx, rec *messages.Sona)) (*messages.Sona, error) {
 	if err := ValidateSonaName(name); err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (s *Self) createSona(ctx context.Context, name string, also func(tx *Tx, re
 	if err != nil {
 		return nil, err
 	}
-	err = s.store.Update(ctx, func(tx *Tx) error {
+	err = s.store.Update(ctx, func(tx Tx) error {
 		tx.Set(sonaKey(rec.Uuid), raw)
 		tx.Set(nameKey(name, rec.Uuid), nil)
 		tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0]))

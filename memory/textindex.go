@@ -14,6 +14,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
@@ -626,27 +627,7 @@ func decodeLogKey(k []byte) uint64 {
 }
 
 // logEnd reads the last insertion-log position.
-func logEnd(txn Reader) (uint64, error) { return readU64(txn, keyMemSeq) }
-
-// readU64 reads an 8-byte big-endian counter; 0 when absent.
-func readU64(txn Reader, key []byte) (uint64, error) {
-	item, err := txn.Item(key)
-	if errors.Is(err, ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	var n uint64
-	err = item.Value(func(v []byte) error {
-		if len(v) != 8 {
-			return fmt.Errorf("%w: counter %s", ErrCorrupt, key)
-		}
-		n = decodeU64(v)
-		return nil
-	})
-	return n, err
-}
+func logEnd(txn Reader) (uint64, error) { return store.ReadU64(txn, store.KeyMemSeq) }
 
 // restFactor is how much longer than it worked the indexer rests below its
 // backlog bound when no reader waits: it then takes at most

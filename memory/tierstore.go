@@ -89,7 +89,7 @@ func inboxKey(sona, tier string, seq uint64) []byte {
 const counterPage = "page"
 
 // nextCounter takes the next value of a tier counter.
-func nextCounter(tx *Tx, key []byte) (uint64, error) {
+func nextCounter(tx Tx, key []byte) (uint64, error) {
 	var n uint64
 	v, err := tx.Get(key)
 	switch {
@@ -99,22 +99,14 @@ func nextCounter(tx *Tx, key []byte) (uint64, error) {
 	case len(v) != 8:
 		return 0, fmt.Errorf("%w: tier counter", ErrCorrupt)
 	default:
-		n = decodeU64(v)
+		n = base.DecodeU64(v)
 	}
 	tx.Set(key, base.U64(n+1))
 	return n + 1, nil
 }
 
-func decodeU64(b []byte) uint64 {
-	var n uint64
-	for _, c := range b {
-		n = n<<8 | uint64(c)
-	}
-	return n
-}
-
 // enqueueTier writes w into a tier's inbox.
-func enqueueTier(tx *Tx, sona, tier string, w *messages.TierWork) error {
+func enqueueTier(tx Tx, sona, tier string, w *messages.TierWork) error {
 	seq, err := nextCounter(tx, counterKey(sona, tier))
 	if err != nil {
 		return err
@@ -129,7 +121,7 @@ func enqueueTier(tx *Tx, sona, tier string, w *messages.TierWork) error {
 }
 
 // enqueuePage numbers a new dialogue page (q, r) and hands it to the STM.
-func enqueuePage(tx *Tx, sona string, q, r cid.Cid, t int64) error {
+func enqueuePage(tx Tx, sona string, q, r cid.Cid, t int64) error {
 	seq, err := nextCounter(tx, counterKey(sona, counterPage))
 	if err != nil {
 		return err
@@ -144,7 +136,7 @@ func enqueuePage(tx *Tx, sona string, q, r cid.Cid, t int64) error {
 // memories must be in the sona.
 func (s *Self) PushPage(ctx context.Context, sona string, q, r cid.Cid) error {
 	t := s.clock.Now().Unix()
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		for _, c := range []cid.Cid{q, r} {
 			meta := &messages.MemoryMeta{}
 			found, err := txProto(tx, metaKey(c), meta)
@@ -178,7 +170,7 @@ func readProto(txn Reader, key []byte, m proto.Message) (bool, error) {
 }
 
 // txProto reads key into m through an op's view; false when it is absent.
-func txProto(tx *Tx, key []byte, m proto.Message) (bool, error) {
+func txProto(tx Tx, key []byte, m proto.Message) (bool, error) {
 	raw, err := tx.Get(key)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
@@ -202,11 +194,11 @@ func docFreq(txn Reader, sona, term string) (uint64, error) {
 		return 0, err
 	}
 	var n uint64
-	err = item.Value(func(v []byte) error { n = decodeU64(v); return nil })
+	err = item.Value(func(v []byte) error { n = base.DecodeU64(v); return nil })
 	return n, err
 }
 
-func setProto(tx *Tx, key []byte, m proto.Message) error {
+func setProto(tx Tx, key []byte, m proto.Message) error {
 	raw, err := proto.Marshal(m)
 	if err != nil {
 		return err
@@ -262,7 +254,7 @@ func segmentPages(txn Reader, sona string, seg uint64) ([]*messages.Page, error)
 
 // consume checks, inside an op, that the inbox entry w is still there and
 // deletes it: a step that lost a race changes nothing.
-func consume(tx *Tx, sona, tier string, w *messages.TierWork) error {
+func consume(tx Tx, sona, tier string, w *messages.TierWork) error {
 	key := inboxKey(sona, tier, w.Seq)
 	ok, err := tx.Has(key)
 	if err != nil {
@@ -433,7 +425,7 @@ func (s *Self) stepSTM(ctx context.Context, sona string, model tiers.Model) (Tie
 		next.SimN, next.SimMean, next.SimM2 = uint64(stats.N), stats.Mean, stats.M2
 	}
 	next.Version++
-	err = s.store.Update(ctx, func(tx *Tx) error {
+	err = s.store.Update(ctx, func(tx Tx) error {
 		cur := &messages.StmState{}
 		if _, err := txProto(tx, stmKey(sona), cur); err != nil {
 			return err
@@ -479,7 +471,7 @@ type mtmChange struct {
 // commitMTM writes an MTM change if the MTM is still at its base version,
 // consuming w (when not nil) in the same transaction.
 func (s *Self) commitMTM(ctx context.Context, sona string, w *messages.TierWork, c *mtmChange) error {
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		cur := &messages.MtmState{}
 		if _, err := txProto(tx, mtmKey(sona), cur); err != nil {
 			return err
@@ -509,7 +501,7 @@ func (s *Self) commitMTM(ctx context.Context, sona string, w *messages.TierWork,
 			key := dfKey(sona, term)
 			var n uint64
 			if v, err := tx.Get(key); err == nil {
-				n = decodeU64(v)
+				n = base.DecodeU64(v)
 			} else if !errors.Is(err, ErrNotFound) {
 				return err
 			}
@@ -780,7 +772,7 @@ func (s *Self) stepLPM(ctx context.Context, sona string, model tiers.Model) (Tie
 	}
 	next := proto.Clone(persona).(*messages.Persona)
 	tiers.ApplyPersona(next, upd, s.cfg.Tiers, promo.Segment, s.clock.Now().Unix())
-	err = s.store.Update(ctx, func(tx *Tx) error {
+	err = s.store.Update(ctx, func(tx Tx) error {
 		cur := &messages.Persona{}
 		if _, err := txProto(tx, personaKey(sona), cur); err != nil {
 			return err

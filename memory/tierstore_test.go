@@ -399,7 +399,7 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 	// read the page: the response's vector is durable, not yet indexed.
 	release := make(chan struct{})
 	appendOp := s.AppendOp(plan)
-	pending := s.Store().Submit(func(tx *Tx) error {
+	pending := s.Store().Submit(func(tx Tx) error {
 		tx.OnCommit(func() { <-release })
 		return appendOp(tx)
 	})

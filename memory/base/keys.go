@@ -40,3 +40,13 @@ func KeyText(s string) []byte {
 	sum := sha256.Sum256([]byte(s))
 	return Join([]byte(s[:MaxKeyText-1-len(sum)]), []byte{0xff}, sum[:])
 }
+
+// DecodeU64 is the number of big-endian bytes b (U64's inverse; shorter
+// input is read as the low bytes).
+func DecodeU64(b []byte) uint64 {
+	var n uint64
+	for _, c := range b {
+		n = n<<8 | uint64(c)
+	}
+	return n
+}

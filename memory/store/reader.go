@@ -1,20 +1,14 @@
-package memory
-
-import (
-	"errors"
-
-	"github.com/dgraph-io/badger/v4"
-)
+package store
 
 // Reader reads the store. In View it reads one consistent snapshot of
 // what is committed; in an Op (Tx) it reads what is committed, what the
 // earlier operations of the batch wrote and — for Get, Item and Has —
 // the operation's own buffered writes.
 type Reader interface {
-	// Get returns a copy of key's value, or ErrNotFound.
+	// Get returns a copy of key's value, or base.ErrNotFound.
 	Get(key []byte) ([]byte, error)
 	// Item returns key's entry, whose value is read on demand, or
-	// ErrNotFound.
+	// base.ErrNotFound.
 	Item(key []byte) (Item, error)
 	// Has reports whether key exists.
 	Has(key []byte) (bool, error)
@@ -66,75 +60,8 @@ type Iterator interface {
 	Close()
 }
 
-// badgerReader reads a Badger transaction.
-type badgerReader struct{ txn *badger.Txn }
-
-func (r badgerReader) Get(key []byte) ([]byte, error) {
-	item, err := r.txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, classifyBadger(err)
-	}
-	v, err := item.ValueCopy(nil)
-	return v, classifyBadger(err)
-}
-
-func (r badgerReader) Item(key []byte) (Item, error) {
-	item, err := r.txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, classifyBadger(err)
-	}
-	return badgerItem{item}, nil
-}
-
-func (r badgerReader) Has(key []byte) (bool, error) {
-	_, err := r.txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return false, nil
-	}
-	return err == nil, classifyBadger(err)
-}
-
-func (r badgerReader) NewIterator(o IterOptions) Iterator {
-	return badgerIterator{r.txn.NewIterator(badger.IteratorOptions{
-		Prefix:         o.Prefix,
-		Reverse:        o.Reverse,
-		PrefetchValues: o.PrefetchValues,
-		PrefetchSize:   o.PrefetchSize,
-	})}
-}
-
-// badgerItem classifies Badger's read errors (classifyBadger). Being one
-// pointer, it is boxed in an Item without an allocation.
-type badgerItem struct{ *badger.Item }
-
-func (i badgerItem) Value(fn func(v []byte) error) error {
-	var ferr error
-	err := i.Item.Value(func(v []byte) error {
-		ferr = fn(v)
-		return ferr
-	})
-	if ferr != nil {
-		return ferr
-	}
-	return classifyBadger(err)
-}
-
-func (i badgerItem) ValueCopy(dst []byte) ([]byte, error) {
-	v, err := i.Item.ValueCopy(dst)
-	return v, classifyBadger(err)
-}
-
-type badgerIterator struct{ *badger.Iterator }
-
-func (it badgerIterator) Item() Item { return badgerItem{it.Iterator.Item()} }
-
-// valueItem is a buffered write seen by its own op.
+// valueItem is an entry held in memory: a buffered write seen by its own
+// op, or an entry of the in-memory backend.
 type valueItem struct{ key, val []byte }
 
 func (i valueItem) Key() []byte                         { return i.key }
