@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -270,7 +271,7 @@ func (s *Self) ConsensusBounds(highStakes bool) (upper, lower float64, err error
 func (s *Self) liveSimStats() (SimStats, error) {
 	var all SimStats
 	err := s.store.View(func(txn Reader) error {
-		return iteratePrefix(txn, prefixSimStats, func(_, v []byte) error {
+		return store.Scan(txn, prefixSimStats, func(_, v []byte) error {
 			st, err := decodeStats(v)
 			if err != nil {
 				return err
@@ -326,10 +327,10 @@ func (s *Self) Contribute(ctx context.Context, c *messages.Contribute) (*message
 	pc := &messages.PendingConcept{}
 	prev := &messages.Conflict{} // the concept's open conflict, if any
 	err = s.store.View(func(txn Reader) error {
-		if _, err := readProto(txn, pendingKey(c.ConceptKey), pc); err != nil || pc.ConflictId == "" {
+		if _, err := store.GetProto(txn, pendingKey(c.ConceptKey), pc); err != nil || pc.ConflictId == "" {
 			return err
 		}
-		_, err := readProto(txn, conflictKey(pc.ConflictId), prev)
+		_, err := store.GetProto(txn, conflictKey(pc.ConflictId), prev)
 		return err
 	})
 	if err != nil {
@@ -445,7 +446,7 @@ func (s *Self) Resolve(ctx context.Context, conflictID, content, agent string) (
 	var ok bool
 	err := s.store.View(func(txn Reader) error {
 		var err error
-		ok, err = readProto(txn, conflictKey(conflictID), cf)
+		ok, err = store.GetProto(txn, conflictKey(conflictID), cf)
 		return err
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -255,7 +256,7 @@ func (s *Self) prepareInsight(ctx context.Context, d InsightDraft, now int64) (*
 func (s *Self) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Time) error {
 	return s.store.Update(ctx, func(tx Tx) error {
 		st := &messages.HeartbeatState{}
-		if _, err := txProto(tx, keyHeartbeat, st); err != nil {
+		if _, err := store.GetProto(tx, keyHeartbeat, st); err != nil {
 			return err
 		}
 		if st.Dreamed == nil {

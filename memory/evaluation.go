@@ -165,7 +165,7 @@ func (s *Self) Evaluation(c cid.Cid) (*messages.Evaluation, error) {
 	var found bool
 	err := s.store.View(func(txn Reader) error {
 		var err error
-		found, err = readProto(txn, evalKey(c), e)
+		found, err = store.GetProto(txn, evalKey(c), e)
 		return err
 	})
 	if err == nil && !found {

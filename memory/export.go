@@ -96,7 +96,7 @@ func (x *exporter) run(sona string, w ExportWriter) error {
 		return err
 	}
 	recs := map[string]*messages.Sona{}
-	if err := iteratePrefix(x.txn, prefixSona, func(_, v []byte) error {
+	if err := store.Scan(x.txn, prefixSona, func(_, v []byte) error {
 		rec := &messages.Sona{}
 		if err := proto.Unmarshal(v, rec); err != nil {
 			return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
@@ -201,7 +201,7 @@ func (x *exporter) chain(rec *messages.Sona, backbone bool) (*exportChain, error
 	}
 	ch := &exportChain{rec: rec, backbone: backbone}
 	prefix := chainPrefix(rec.Uuid)
-	err := iteratePrefix(x.txn, prefix, func(k, v []byte) error {
+	err := store.Scan(x.txn, prefix, func(k, v []byte) error {
 		act, mem, logSeq, err := decodeChainEntry(v)
 		if err != nil {
 			return err
@@ -327,7 +327,7 @@ func (x *exporter) memories(w ExportWriter) ([]cid.Cid, error) {
 			return nil, err
 		}
 		assoc := &messages.Associations{}
-		if _, err := readProto(x.txn, assocKey(c), assoc); err != nil {
+		if _, err := store.GetProto(x.txn, assocKey(c), assoc); err != nil {
 			return nil, err
 		}
 		if out.Associations, err = x.links(assoc); err != nil {
@@ -364,7 +364,7 @@ func (x *exporter) links(list *messages.Associations) ([]*messages.ExportLink, e
 // agent in agent order.
 func (x *exporter) coAccess() (map[cid.Cid][]*messages.ExportCoAccess, error) {
 	out := map[cid.Cid][]*messages.ExportCoAccess{}
-	err := iteratePrefix(x.txn, prefixCoAccess, func(k, v []byte) error {
+	err := store.Scan(x.txn, prefixCoAccess, func(k, v []byte) error {
 		agent, raw, ok := bytes.Cut(k[len(prefixCoAccess):], []byte{0})
 		if !ok {
 			return fmt.Errorf("%w: co-access key %q", ErrCorrupt, k)
@@ -413,7 +413,7 @@ func (x *exporter) anchors(w ExportWriter) error {
 // readAll decodes every record under prefix.
 func readAll[T proto.Message](txn Reader, prefix []byte, mk func() T) ([]T, error) {
 	var out []T
-	err := iteratePrefix(txn, prefix, func(k, v []byte) error {
+	err := store.Scan(txn, prefix, func(k, v []byte) error {
 		m := mk()
 		if err := proto.Unmarshal(v, m); err != nil {
 			return fmt.Errorf("%w: record %q: %v", ErrCorrupt, k, err)

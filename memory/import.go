@@ -871,7 +871,7 @@ func (s *Self) restoreOp(tx Tx, p *ImportPlan, part []*importMemory) error {
 	anchored := false
 	for _, im := range part {
 		cur := &messages.MemoryMeta{}
-		ok, err := txProto(tx, metaKey(im.c), cur)
+		ok, err := store.GetProto(tx, metaKey(im.c), cur)
 		if err != nil {
 			return err
 		}

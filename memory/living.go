@@ -16,6 +16,7 @@ import (
 
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -48,7 +49,7 @@ func (s *Self) HeartbeatState() (*messages.HeartbeatState, error) {
 
 func readHeartbeat(txn Reader) (*messages.HeartbeatState, error) {
 	st := &messages.HeartbeatState{}
-	if _, err := readProto(txn, keyHeartbeat, st); err != nil {
+	if _, err := store.GetProto(txn, keyHeartbeat, st); err != nil {
 		return nil, err
 	}
 	if st.Pass == nil {
@@ -191,7 +192,7 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 	}
 	err = s.store.Update(ctx, func(tx Tx) error {
 		cur := &messages.HeartbeatState{}
-		if _, err := txProto(tx, keyHeartbeat, cur); err != nil {
+		if _, err := store.GetProto(tx, keyHeartbeat, cur); err != nil {
 			return err
 		}
 		if !bytes.Equal(cur.Cursor, start) || cur.LastTick > now {
@@ -549,7 +550,7 @@ const maxSummaryChars = 1500
 func archiveIn(tx Tx, sona string, cs []cid.Cid) error {
 	for _, c := range cs {
 		meta := &messages.MemoryMeta{}
-		ok, err := txProto(tx, metaKey(c), meta)
+		ok, err := store.GetProto(tx, metaKey(c), meta)
 		if err != nil {
 			return err
 		}

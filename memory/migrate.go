@@ -27,7 +27,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	var mems []entry
 	var chain [][2][]byte // key, value
 	err := s.store.View(func(txn Reader) error {
-		if err := iteratePrefix(txn, prefixMeta, func(k, v []byte) error {
+		if err := store.Scan(txn, prefixMeta, func(k, v []byte) error {
 			meta := &messages.MemoryMeta{}
 			if err := proto.Unmarshal(v, meta); err != nil {
 				return fmt.Errorf("%w: metadata: %v", ErrCorrupt, err)
@@ -41,7 +41,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		return iteratePrefix(txn, prefixChain, func(k, v []byte) error {
+		return store.Scan(txn, prefixChain, func(k, v []byte) error {
 			chain = append(chain, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 			return nil
 		})
@@ -113,7 +113,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	// embedding there and computes the centroid at start.
 	var names []*messages.Sona
 	if err := s.store.View(func(txn Reader) error {
-		return iteratePrefix(txn, prefixSona, func(_, v []byte) error {
+		return store.Scan(txn, prefixSona, func(_, v []byte) error {
 			rec := &messages.Sona{}
 			if err := proto.Unmarshal(v, rec); err != nil {
 				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
@@ -153,7 +153,7 @@ func (s *Self) setLayout(ctx context.Context, v int) error {
 func (s *Self) migrateV2(ctx context.Context) error {
 	var keys [][]byte
 	err := s.store.View(func(txn Reader) error {
-		return iteratePrefix(txn, prefixChain, func(k, v []byte) error {
+		return store.Scan(txn, prefixChain, func(k, v []byte) error {
 			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
 			if !ok {
 				return fmt.Errorf("%w: chain key", ErrCorrupt)

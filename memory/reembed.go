@@ -64,7 +64,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	// Memories: every memory with metadata, from its block.
 	var mems []cid.Cid
 	if err := st.View(func(txn Reader) error {
-		return iterateKeys(txn, prefixMeta, func(k []byte) {
+		return store.Keys(txn, prefixMeta, func(k []byte) {
 			if c, err := cid.Cast(bytes.Clone(k[len(prefixMeta):])); err == nil {
 				mems = append(mems, c)
 			}
@@ -110,7 +110,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	// Sona names.
 	var sonas []*messages.Sona
 	if err := st.View(func(txn Reader) error {
-		return iteratePrefix(txn, prefixSona, func(_, v []byte) error {
+		return store.Scan(txn, prefixSona, func(_, v []byte) error {
 			rec := &messages.Sona{}
 			if err := proto.Unmarshal(v, rec); err != nil {
 				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
@@ -141,7 +141,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	var pages, others []record
 	readAll := func(prefix []byte, newMsg func(k []byte) proto.Message, into *[]record, filter func(k []byte) bool) error {
 		return st.View(func(txn Reader) error {
-			return iteratePrefix(txn, prefix, func(k, v []byte) error {
+			return store.Scan(txn, prefix, func(k, v []byte) error {
 				if filter != nil && !filter(k) {
 					return nil
 				}
@@ -311,7 +311,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	// (the emergent thresholds bootstrap until they fill again).
 	var stats [][]byte
 	if err := st.View(func(txn Reader) error {
-		return iterateKeys(txn, prefixSimStats, func(k []byte) { stats = append(stats, bytes.Clone(k)) })
+		return store.Keys(txn, prefixSimStats, func(k []byte) { stats = append(stats, bytes.Clone(k)) })
 	}); err != nil {
 		return rep, err
 	}

@@ -209,7 +209,7 @@ func (s *Self) load(ctx context.Context) error {
 	start := s.clock.Now()
 	var vectors int
 	err := s.store.View(func(txn Reader) error {
-		if err := iteratePrefix(txn, prefixSona, func(_, v []byte) error {
+		if err := store.Scan(txn, prefixSona, func(_, v []byte) error {
 			rec := &messages.Sona{}
 			if err := proto.Unmarshal(v, rec); err != nil {
 				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
@@ -222,7 +222,7 @@ func (s *Self) load(ctx context.Context) error {
 		if err := s.loadBackbone(txn); err != nil {
 			return err
 		}
-		if err := iteratePrefix(txn, prefixNameVec, func(k, v []byte) error {
+		if err := store.Scan(txn, prefixNameVec, func(k, v []byte) error {
 			st, ok := s.sonas[string(k[len(prefixNameVec):])]
 			if !ok {
 				return nil
@@ -233,7 +233,7 @@ func (s *Self) load(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		if err := iteratePrefix(txn, prefixVector, func(k, v []byte) error {
+		if err := store.Scan(txn, prefixVector, func(k, v []byte) error {
 			c, err := cid.Cast(k[len(prefixVector):])
 			if err != nil {
 				return fmt.Errorf("%w: vector key: %v", ErrCorrupt, err)
@@ -253,7 +253,7 @@ func (s *Self) load(ctx context.Context) error {
 		}
 		// After the vectors: a metric profile is kept under its memory's vector id.
 		var n int64
-		if err := iteratePrefix(txn, prefixMeta, func(k, v []byte) error {
+		if err := store.Scan(txn, prefixMeta, func(k, v []byte) error {
 			n++
 			c, err := cid.Cast(k[len(prefixMeta):])
 			if err != nil {
@@ -267,7 +267,7 @@ func (s *Self) load(ctx context.Context) error {
 		if err := s.checkEnds(txn); err != nil {
 			return err
 		}
-		return iteratePrefix(txn, prefixChain, func(k, v []byte) error {
+		return store.Scan(txn, prefixChain, func(k, v []byte) error {
 			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
 			if !ok {
 				return fmt.Errorf("%w: chain key", ErrCorrupt)
@@ -430,35 +430,6 @@ func (s *Self) identityOp(ctx context.Context) error {
 		}
 		return store.CheckEmbedder(tx, want)
 	})
-}
-
-func iteratePrefix(txn Reader, prefix []byte, fn func(k, v []byte) error) error {
-	it := txn.NewIterator(IterOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		item := it.Item()
-		var ferr error
-		err := item.Value(func(v []byte) error {
-			ferr = fn(item.Key(), v)
-			return ferr
-		})
-		if ferr != nil {
-			return ferr
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func iterateKeys(txn Reader, prefix []byte, fn func(k []byte)) error {
-	it := txn.NewIterator(IterOptions{Prefix: prefix})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		fn(it.Item().Key())
-	}
-	return nil
 }
 
 // Embed returns unit-length embeddings of texts in the store's space.

@@ -13,6 +13,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -156,7 +157,7 @@ func (s *Self) SonasNamed(name string) ([]string, error) {
 	var ids []string
 	err := s.store.View(func(txn Reader) error {
 		p := namePrefix(name)
-		return iterateKeys(txn, p, func(k []byte) { ids = append(ids, string(k[len(p):])) })
+		return store.Keys(txn, p, func(k []byte) { ids = append(ids, string(k[len(p):])) })
 	})
 	return ids, err
 }

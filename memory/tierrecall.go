@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -51,7 +52,7 @@ func (s *Self) RecallTiers(sona, text string, vec []float32, k int) (*TierRecall
 	out := &TierRecall{}
 	err := s.store.View(func(txn Reader) error {
 		stm := &messages.StmState{}
-		if _, err := readProto(txn, stmKey(sona), stm); err != nil {
+		if _, err := store.GetProto(txn, stmKey(sona), stm); err != nil {
 			return err
 		}
 		pending, err := inbox(txn, sona, tiers.STM, 0)
@@ -71,7 +72,7 @@ func (s *Self) RecallTiers(sona, text string, vec []float32, k int) (*TierRecall
 		}
 
 		state := &messages.MtmState{}
-		if _, err := readProto(txn, mtmKey(sona), state); err != nil {
+		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
 		segs, err := segments(txn, sona)
@@ -106,7 +107,7 @@ func (s *Self) RecallTiers(sona, text string, vec []float32, k int) (*TierRecall
 		}
 
 		persona := &messages.Persona{}
-		if _, err := readProto(txn, personaKey(sona), persona); err != nil {
+		if _, err := store.GetProto(txn, personaKey(sona), persona); err != nil {
 			return err
 		}
 		out.Persona = s.relevantPersona(persona, vec)
@@ -185,7 +186,7 @@ func (s *Self) Tiers(sona string) (*messages.Tiers, error) {
 		}
 
 		stm := &messages.StmState{}
-		if _, err := readProto(txn, stmKey(sona), stm); err != nil {
+		if _, err := store.GetProto(txn, stmKey(sona), stm); err != nil {
 			return err
 		}
 		var err error
@@ -231,7 +232,7 @@ func (s *Self) Tiers(sona string) (*messages.Tiers, error) {
 			out.Mtm.Promoting = append(out.Mtm.Promoting, w.GetPromotion())
 		}
 
-		if _, err := readProto(txn, personaKey(sona), out.Lpm); err != nil {
+		if _, err := store.GetProto(txn, personaKey(sona), out.Lpm); err != nil {
 			return err
 		}
 		return nil

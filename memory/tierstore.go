@@ -11,6 +11,7 @@ import (
 
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -139,7 +140,7 @@ func (s *Self) PushPage(ctx context.Context, sona string, q, r cid.Cid) error {
 	return s.store.Update(ctx, func(tx Tx) error {
 		for _, c := range []cid.Cid{q, r} {
 			meta := &messages.MemoryMeta{}
-			found, err := txProto(tx, metaKey(c), meta)
+			found, err := store.GetProto(tx, metaKey(c), meta)
 			if err != nil {
 				return err
 			}
@@ -154,36 +155,6 @@ func (s *Self) PushPage(ctx context.Context, sona string, q, r cid.Cid) error {
 	})
 }
 
-// readProto reads key into m; false when it is absent.
-func readProto(txn Reader, key []byte, m proto.Message) (bool, error) {
-	item, err := txn.Item(key)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err != nil {
-		return false, fmt.Errorf("%w: record %q: %v", ErrCorrupt, key, err)
-	}
-	return true, nil
-}
-
-// txProto reads key into m through an op's view; false when it is absent.
-func txProto(tx Tx, key []byte, m proto.Message) (bool, error) {
-	raw, err := tx.Get(key)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if err := proto.Unmarshal(raw, m); err != nil {
-		return false, fmt.Errorf("%w: record %q: %v", ErrCorrupt, key, err)
-	}
-	return true, nil
-}
-
 // docFreq reads how many of sona's mid-term pages hold term.
 func docFreq(txn Reader, sona, term string) (uint64, error) {
 	item, err := txn.Item(dfKey(sona, term))
@@ -196,15 +167,6 @@ func docFreq(txn Reader, sona, term string) (uint64, error) {
 	var n uint64
 	err = item.Value(func(v []byte) error { n = base.DecodeU64(v); return nil })
 	return n, err
-}
-
-func setProto(tx Tx, key []byte, m proto.Message) error {
-	raw, err := proto.Marshal(m)
-	if err != nil {
-		return err
-	}
-	tx.Set(key, raw)
-	return nil
 }
 
 // inbox lists the work waiting in a tier's inbox, oldest first, at most
@@ -227,7 +189,7 @@ func inbox(txn Reader, sona, tier string, limit int) ([]*messages.TierWork, erro
 // segments reads the MTM segment headers of a sona, oldest first.
 func segments(txn Reader, sona string) ([]*messages.Segment, error) {
 	var out []*messages.Segment
-	err := iteratePrefix(txn, segmentPrefix(sona), func(_, v []byte) error {
+	err := store.Scan(txn, segmentPrefix(sona), func(_, v []byte) error {
 		seg := &messages.Segment{}
 		if err := proto.Unmarshal(v, seg); err != nil {
 			return fmt.Errorf("%w: segment of %s: %v", ErrCorrupt, sona, err)
@@ -241,7 +203,7 @@ func segments(txn Reader, sona string) ([]*messages.Segment, error) {
 // segmentPages reads the pages of one segment, oldest first.
 func segmentPages(txn Reader, sona string, seg uint64) ([]*messages.Page, error) {
 	var out []*messages.Page
-	err := iteratePrefix(txn, pagePrefix(sona, seg), func(_, v []byte) error {
+	err := store.Scan(txn, pagePrefix(sona, seg), func(_, v []byte) error {
 		p := &messages.Page{}
 		if err := proto.Unmarshal(v, p); err != nil {
 			return fmt.Errorf("%w: page of %s: %v", ErrCorrupt, sona, err)
@@ -389,7 +351,7 @@ func (s *Self) stepSTM(ctx context.Context, sona string, model tiers.Model) (Tie
 		if w.GetPage() == nil {
 			return fmt.Errorf("%w: STM inbox entry %d holds no page", ErrCorrupt, w.Seq)
 		}
-		if _, err := readProto(txn, stmKey(sona), stm); err != nil {
+		if _, err := store.GetProto(txn, stmKey(sona), stm); err != nil {
 			return err
 		}
 		for _, p := range stm.Pages {
@@ -427,7 +389,7 @@ func (s *Self) stepSTM(ctx context.Context, sona string, model tiers.Model) (Tie
 	next.Version++
 	err = s.store.Update(ctx, func(tx Tx) error {
 		cur := &messages.StmState{}
-		if _, err := txProto(tx, stmKey(sona), cur); err != nil {
+		if _, err := store.GetProto(tx, stmKey(sona), cur); err != nil {
 			return err
 		}
 		if cur.Version != stm.Version {
@@ -441,7 +403,7 @@ func (s *Self) stepSTM(ctx context.Context, sona string, model tiers.Model) (Tie
 				return err
 			}
 		}
-		return setProto(tx, stmKey(sona), next)
+		return store.SetProto(tx, stmKey(sona), next)
 	})
 	if err != nil {
 		return TierStep{}, err
@@ -473,7 +435,7 @@ type mtmChange struct {
 func (s *Self) commitMTM(ctx context.Context, sona string, w *messages.TierWork, c *mtmChange) error {
 	return s.store.Update(ctx, func(tx Tx) error {
 		cur := &messages.MtmState{}
-		if _, err := txProto(tx, mtmKey(sona), cur); err != nil {
+		if _, err := store.GetProto(tx, mtmKey(sona), cur); err != nil {
 			return err
 		}
 		if cur.Version != c.base {
@@ -488,12 +450,12 @@ func (s *Self) commitMTM(ctx context.Context, sona string, w *messages.TierWork,
 			if slices.Contains(c.evicted, seg.Id) {
 				continue
 			}
-			if err := setProto(tx, segmentKey(sona, seg.Id), seg); err != nil {
+			if err := store.SetProto(tx, segmentKey(sona, seg.Id), seg); err != nil {
 				return err
 			}
 		}
 		if c.page != nil && !slices.Contains(c.evicted, c.pageSeg) {
-			if err := setProto(tx, pageKey(sona, c.pageSeg, c.page.Seq), c.page); err != nil {
+			if err := store.SetProto(tx, pageKey(sona, c.pageSeg, c.page.Seq), c.page); err != nil {
 				return err
 			}
 		}
@@ -510,7 +472,7 @@ func (s *Self) commitMTM(ctx context.Context, sona string, w *messages.TierWork,
 		for _, id := range c.evicted {
 			tx.Delete(segmentKey(sona, id))
 			var keys [][]byte
-			if err := iterateKeys(tx, pagePrefix(sona, id), func(k []byte) { keys = append(keys, slices.Clone(k)) }); err != nil {
+			if err := store.Keys(tx, pagePrefix(sona, id), func(k []byte) { keys = append(keys, slices.Clone(k)) }); err != nil {
 				return err
 			}
 			for _, k := range keys {
@@ -522,7 +484,7 @@ func (s *Self) commitMTM(ctx context.Context, sona string, w *messages.TierWork,
 				return err
 			}
 		}
-		return setProto(tx, mtmKey(sona), c.state)
+		return store.SetProto(tx, mtmKey(sona), c.state)
 	})
 }
 
@@ -570,7 +532,7 @@ func (s *Self) stepMTM(ctx context.Context, sona string, model tiers.Model) (Tie
 		if w.GetPage() == nil {
 			return fmt.Errorf("%w: MTM inbox entry %d holds no page", ErrCorrupt, w.Seq)
 		}
-		if _, err := readProto(txn, mtmKey(sona), state); err != nil {
+		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
 		if segs, err = segments(txn, sona); err != nil {
@@ -687,7 +649,7 @@ func (s *Self) visitSegments(ctx context.Context, sona string, ids []uint64, at 
 	state := &messages.MtmState{}
 	var segs []*messages.Segment
 	err := s.store.View(func(txn Reader) error {
-		if _, err := readProto(txn, mtmKey(sona), state); err != nil {
+		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
 		var err error
@@ -730,7 +692,7 @@ func (s *Self) stepLPM(ctx context.Context, sona string, model tiers.Model) (Tie
 		if w.GetPromotion() == nil {
 			return fmt.Errorf("%w: LPM inbox entry %d holds no promotion", ErrCorrupt, w.Seq)
 		}
-		if _, err := readProto(txn, personaKey(sona), persona); err != nil {
+		if _, err := store.GetProto(txn, personaKey(sona), persona); err != nil {
 			return err
 		}
 		for _, p := range w.GetPromotion().Pages {
@@ -774,7 +736,7 @@ func (s *Self) stepLPM(ctx context.Context, sona string, model tiers.Model) (Tie
 	tiers.ApplyPersona(next, upd, s.cfg.Tiers, promo.Segment, s.clock.Now().Unix())
 	err = s.store.Update(ctx, func(tx Tx) error {
 		cur := &messages.Persona{}
-		if _, err := txProto(tx, personaKey(sona), cur); err != nil {
+		if _, err := store.GetProto(tx, personaKey(sona), cur); err != nil {
 			return err
 		}
 		if cur.Updates != persona.Updates {
@@ -783,7 +745,7 @@ func (s *Self) stepLPM(ctx context.Context, sona string, model tiers.Model) (Tie
 		if err := consume(tx, sona, tiers.LPM, w); err != nil {
 			return err
 		}
-		return setProto(tx, personaKey(sona), next)
+		return store.SetProto(tx, personaKey(sona), next)
 	})
 	if err != nil {
 		return TierStep{}, err
