@@ -402,7 +402,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		if err != nil {
 			return thought{}, err
 		}
-		tr, err := self.RecallTiers(a.id, req.Content, input.Vector, 0)
+		tr, err := self.Tiers.Recall(a.id, req.Content, input.Vector, 0)
 		if err != nil {
 			return thought{}, err
 		}

@@ -333,7 +333,7 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 	if err != nil {
 		return nil, err
 	}
-	tr, err := s.self.RecallTiers(sona, req.Content, vecs[0], 0)
+	tr, err := s.self.Tiers.Recall(sona, req.Content, vecs[0], 0)
 	if err != nil {
 		return nil, err
 	}

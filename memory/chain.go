@@ -10,8 +10,10 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -234,7 +236,7 @@ func (s *Self) AppendOp(a *Append) Op {
 			return err
 		}
 		if item.PageOf != nil {
-			if err := enqueuePage(tx, a.Sona, *item.PageOf, item.CID, a.Now); err != nil {
+			if err := tiers.EnqueuePage(tx, a.Sona, *item.PageOf, item.CID, a.Now); err != nil {
 				return err
 			}
 		}
@@ -331,7 +333,7 @@ func (s *Self) appendAssociations(tx Tx, a *Append, prevMemory *string) error {
 	if len(item.Neighbors) > 0 {
 		stats := SimStats{}
 		if raw, err := tx.Get(simStatsKey(a.Sona)); err == nil {
-			if stats, err = decodeStats(raw); err != nil {
+			if stats, err = assoc.DecodeStats(raw); err != nil {
 				return err
 			}
 		} else if !errors.Is(err, ErrNotFound) {
@@ -345,7 +347,7 @@ func (s *Self) appendAssociations(tx Tx, a *Append, prevMemory *string) error {
 			links = append(links, Link{Target: n.CID, Type: AssocSimilar, Strength: n.Sim})
 		}
 		stats.Add(item.Neighbors[0].Sim)
-		tx.Set(simStatsKey(a.Sona), encodeStats(stats))
+		tx.Set(simStatsKey(a.Sona), assoc.EncodeStats(stats))
 	}
 	return putAssociations(tx, item.CID, links, a.Now)
 }

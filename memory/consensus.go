@@ -13,6 +13,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -272,7 +273,7 @@ func (s *Self) liveSimStats() (SimStats, error) {
 	var all SimStats
 	err := s.store.View(func(txn Reader) error {
 		return store.Scan(txn, prefixSimStats, func(_, v []byte) error {
-			st, err := decodeStats(v)
+			st, err := assoc.DecodeStats(v)
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,8 @@
 //	memory/model  Memory, Act, their encoding and CIDs; Prepared, Append
 //	memory/store  the store: Reader/Tx/Committer, group commit, commit
 //	              events, Badger and in-memory backends, storetest
+//	memory/tiers  MemoryOS: the pure tiers and their storage (Self.Tiers)
+//	memory/assoc  the emergent thresholds (the associations will follow)
 //
 // Package memory re-exports their names (errors.go, model.go,
 // storealias.go) so that its callers keep compiling during the move; new
@@ -83,7 +85,7 @@
 //	                                    memories; files.go)
 //	y/      log seq (8 bytes BE)        Anchor (protobuf): a significant memory, written in the
 //	                                    transaction of the append that created it (anchor.go)
-//	t/      uuid 0x00 …                 MemoryOS tiers of the sona (tierstore.go):
+//	t/      uuid 0x00 …                 MemoryOS tiers of the sona (memory/tiers):
 //	          "s"                       StmState: the short-term pages, version, page similarity stats
 //	          "m"                       MtmState: next segment id, page count, version
 //	          "g" segment (8 BE)        Segment

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -284,7 +285,7 @@ func (x *exporter) sonaItem(ch *exportChain) *messages.ExportSona {
 	}
 	if item, err := x.txn.Item(simStatsKey(ch.rec.Uuid)); err == nil {
 		_ = item.Value(func(v []byte) error {
-			st, err := decodeStats(v)
+			st, err := assoc.DecodeStats(v)
 			if err == nil {
 				out.Similarity = &messages.SimilarityStats{N: st.N, Mean: st.Mean, M2: st.M2}
 			}

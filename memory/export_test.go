@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -393,7 +394,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	ctx := context.Background()
 	s := x.s
 	if err := s.Store().Update(ctx, func(tx Tx) error {
-		tx.Set(simStatsKey(x.a.sona), encodeStats(SimStats{N: 3, Mean: 0.4, M2: 0.02}))
+		tx.Set(simStatsKey(x.a.sona), assoc.EncodeStats(SimStats{N: 3, Mean: 0.4, M2: 0.02}))
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -842,7 +843,7 @@ func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
 	raws := map[string][]byte{}
 	for _, is := range p.sonas {
 		if st := is.exp.Similarity; st != nil {
-			raws[string(simStatsKey(is.exp.Uuid))] = encodeStats(SimStats{N: st.N, Mean: st.Mean, M2: st.M2})
+			raws[string(simStatsKey(is.exp.Uuid))] = assoc.EncodeStats(SimStats{N: st.N, Mean: st.Mean, M2: st.M2})
 		}
 	}
 	for _, pc := range p.pending {

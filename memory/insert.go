@@ -8,6 +8,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -167,7 +168,7 @@ func (s *Self) sonaSimStats(sona string) (SimStats, int64, error) {
 			return err
 		}
 		return item.Value(func(v []byte) error {
-			stats, err = decodeStats(v)
+			stats, err = assoc.DecodeStats(v)
 			return err
 		})
 	})

@@ -18,9 +18,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
-	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/text"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -947,7 +947,7 @@ func (h *edgeHeap) Pop() any {
 
 // queryLogOp records a recall in the query log.
 func (s *Self) queryLogOp(q Query, out []*Recalled) Op {
-	e := &messages.QueryLog{Sona: q.Sona, AgentId: q.AgentID, Keywords: Keywords(q.Text), Time: s.clock.Now().UnixNano()}
+	e := &messages.QueryLog{Sona: q.Sona, AgentId: q.AgentID, Keywords: tiers.ContentWords(q.Text), Time: s.clock.Now().UnixNano()}
 	for _, r := range out {
 		e.Cids = append(e.Cids, r.CID.String())
 		e.Scores = append(e.Scores, r.Score)
@@ -960,18 +960,4 @@ func (s *Self) queryLogOp(q Query, out []*Recalled) Op {
 		tx.Set(queryLogKey(e.Time, q.Sona), raw)
 		return nil
 	}
-}
-
-// Keywords are the distinct content words of a text (stemmed, stop words
-// removed), in order of first appearance.
-func Keywords(text string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, t := range llm.Tokenize(text) {
-		if !seen[t] {
-			seen[t] = true
-			out = append(out, t)
-		}
-	}
-	return out
 }

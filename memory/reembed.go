@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -158,7 +159,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		})
 	}
 	tierKind := func(k []byte) byte {
-		_, rest, ok := bytes.Cut(k[len(prefixTier):], []byte{0})
+		_, rest, ok := bytes.Cut(k[len(tiers.KeyPrefix):], []byte{0})
 		if !ok || len(rest) == 0 {
 			return 0
 		}
@@ -180,8 +181,8 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		return nil
 	}
 	if err := errors.Join(
-		readAll(prefixTier, tierMsg, &pages, func(k []byte) bool { return tierKind(k) == 'p' }),
-		readAll(prefixTier, tierMsg, &others, func(k []byte) bool { return tierKind(k) != 'p' }),
+		readAll(tiers.KeyPrefix, tierMsg, &pages, func(k []byte) bool { return tierKind(k) == 'p' }),
+		readAll(tiers.KeyPrefix, tierMsg, &others, func(k []byte) bool { return tierKind(k) != 'p' }),
 		readAll(prefixPending, func([]byte) proto.Message { return &messages.PendingConcept{} }, &others, nil),
 		readAll(prefixConflict, func([]byte) proto.Message { return &messages.Conflict{} }, &others, nil),
 	); err != nil {
@@ -259,10 +260,10 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		return err
 	}
 	sonaOf := func(k []byte) string {
-		if !bytes.HasPrefix(k, prefixTier) {
+		if !bytes.HasPrefix(k, tiers.KeyPrefix) {
 			return ""
 		}
-		id, _, _ := bytes.Cut(k[len(prefixTier):], []byte{0})
+		id, _, _ := bytes.Cut(k[len(tiers.KeyPrefix):], []byte{0})
 		return string(id)
 	}
 	for _, r := range pages {
@@ -271,7 +272,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		}
 		p := r.msg.(*messages.Page)
 		sona := sonaOf(r.key)
-		seg := binary.BigEndian.Uint64(r.key[len(pagePrefix(sona, 0))-8:])
+		seg := binary.BigEndian.Uint64(r.key[len(tiers.PagePrefix(sona, 0))-8:])
 		k := segKey{sona, seg}
 		if sums[k] == nil {
 			sums[k] = make([]float32, emb.Dims())
@@ -303,7 +304,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		}
 	}
 	for _, r := range all {
-		if bytes.HasPrefix(r.key, prefixTier) {
+		if bytes.HasPrefix(r.key, tiers.KeyPrefix) {
 			rep.Tiers++
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -60,6 +61,9 @@ type Options struct {
 // concurrent use. Writes to a sona's chain must come from that sona's one
 // owner (its actor); everything else may be called from anywhere.
 type Self struct {
+	// Tiers keeps the MemoryOS tiers of every sona.
+	Tiers *tiers.Store
+
 	store *Store
 	index *vector.Index
 	emb   llm.Embedder
@@ -138,6 +142,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 			Clock:          o.Clock,
 		}),
 	}
+	s.Tiers = tiers.NewStore(st, tierEnv{s}, tiers.Options{Tiers: o.Config.Tiers, Thresholds: o.Config.Threshold, Clock: o.Clock})
 	if o.Config.Evaluation.Mode != "off" {
 		s.evaluator = o.Evaluator
 		s.metricNames = eumas.Metrics(o.Config.Evaluation.Archetypes)

@@ -589,3 +589,23 @@ func DecodeAct(block []byte) (*Act, error) {
 	}
 	return a, nil
 }
+
+// Speaker is the name of who said a memory: a self memory's sona name, an
+// other memory's speaker; "" when unnamed.
+func Speaker(m *Memory) string {
+	switch d := m.Data; {
+	case d.Self != nil:
+		return d.Self.Name
+	case d.Other != nil && d.Other.Name != nil:
+		return *d.Other.Name
+	}
+	return ""
+}
+
+// Said is what a memory says, without its speaker's name.
+func Said(m *Memory) string {
+	if o := m.Data.Other; o != nil {
+		return o.Content
+	}
+	return m.Text()
+}

@@ -1,18 +1,3 @@
-// Package tiers is MemoryOS (seed 003) as pure functions over the tier
-// records of messages/tiers.proto: the short-term memory (STM) of dialogue
-// pages, the mid-term memory (MTM) of topic segments with their heat, and
-// the long-term personal memory (LPM, the persona). It reads no store and
-// keeps no state: package memory persists the records and the sona's tier
-// actors drive the steps. Every function is deterministic for its inputs.
-//
-// The formulas, with the defaults of config.Tiers:
-//
-//	Fscore(s, p) = cos(e_s, e_p) + |K_s ∩ K_p| / |K_s ∪ K_p|          join when > θ = 0.6
-//	Heat(s)      = α·N_visit + β·L_interaction + γ·exp(−Δt/µ)          α = β = γ = 1, µ = 1e7 s
-//
-// A segment whose heat exceeds τ = 5 and which holds pages not yet handed
-// to the persona is promoted; its L_interaction then resets to 0. Over
-// 200 segments the coldest is evicted.
 package tiers
 
 import (
