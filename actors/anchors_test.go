@@ -115,7 +115,7 @@ func TestAnchorSinkHearsEveryAnchorOnce(t *testing.T) {
 		_, calls := sink.snapshot()
 		return calls >= 3
 	})
-	page, err := e.self.Anchors(0, 10)
+	page, err := e.self.Anchors.Page(0, 10)
 	if err != nil || len(page.Items) != 3 {
 		t.Fatalf("anchor list while the sink fails: %v %v", page.Items, err)
 	}

@@ -146,7 +146,7 @@ func Start(o Options) (*System, error) {
 		*dst = pid
 	}
 	if s.anchors != nil {
-		s.self.OnAnchor(s.wakeAnchors)
+		s.self.Anchors.OnAdded(s.wakeAnchors)
 		s.wakeAnchors() // anchors made while no sink listened
 	}
 	s.ready.Store(true)

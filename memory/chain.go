@@ -10,6 +10,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -185,8 +186,8 @@ func (s *Self) AppendOp(a *Append) Op {
 			if meta.Insight != nil {
 				tx.Set(insightKey(logSeq), item.CID.Bytes())
 			}
-			if category, ok := s.anchorFor(item, meta); ok {
-				err := s.putAnchor(tx, logSeq, &messages.Anchor{Cid: item.CID.String(), Category: category, Time: a.Now, Sona: a.Sona})
+			if category, ok := s.Anchors.Judge(item, meta); ok {
+				err := anchor.Put(tx, logSeq, &messages.Anchor{Cid: item.CID.String(), Category: category, Time: a.Now, Sona: a.Sona})
 				if err != nil {
 					return err
 				}

@@ -10,6 +10,7 @@
 //	              events, Badger and in-memory backends, storetest
 //	memory/tiers  MemoryOS: the pure tiers and their storage (Self.Tiers)
 //	memory/assoc  the emergent thresholds (the associations will follow)
+//	memory/anchor the anchor list, its rules and cursor (Self.Anchors)
 //
 // Package memory re-exports their names (errors.go, model.go,
 // storealias.go) so that its callers keep compiling during the move; new
@@ -68,7 +69,7 @@
 //	                                    every group commit counts itself, see integrity.go);
 //	        "heartbeat" | "backbone" |  HeartbeatState (protobuf); uuid of the backbone's sona;
 //	        "evalseq" | "anchored"      last insertion-log position evaluated (8 BE); last anchor
-//	                                    (y/ position, 8 bytes BE) the AnchorSink took
+//	                                    (y/ position, 8 bytes BE) the anchor.Sink took
 //	a/      memory CID bytes            Associations (protobuf): the memory's typed links
 //	                                    (causal, similar, sequential, related), strongest first
 //	h/      agent_id 0x00 memory CID    Associations: Hebbian co-access partners, per agent
@@ -84,7 +85,7 @@
 //	                                    content (uploaded for it, or held by one of its file
 //	                                    memories; files.go)
 //	y/      log seq (8 bytes BE)        Anchor (protobuf): a significant memory, written in the
-//	                                    transaction of the append that created it (anchor.go)
+//	                                    transaction of the append that created it (memory/anchor)
 //	t/      uuid 0x00 …                 MemoryOS tiers of the sona (memory/tiers):
 //	          "s"                       StmState: the short-term pages, version, page similarity stats
 //	          "m"                       MtmState: next segment id, page count, version

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -395,10 +396,10 @@ func (x *exporter) coAccess() (map[cid.Cid][]*messages.ExportCoAccess, error) {
 
 // anchors writes the anchors of the exported memories, in list order.
 func (x *exporter) anchors(w ExportWriter) error {
-	it := x.txn.NewIterator(IterOptions{Prefix: prefixAnchor, PrefetchValues: true})
+	it := x.txn.NewIterator(IterOptions{Prefix: anchor.KeyPrefix, PrefetchValues: true})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
-		a, err := decodeAnchor(it.Item().Key(), it.Item())
+		a, err := anchor.Decode(it.Item().Key(), it.Item())
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -869,7 +870,6 @@ func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
 }
 
 func (s *Self) restoreOp(tx Tx, p *ImportPlan, part []*importMemory) error {
-	anchored := false
 	for _, im := range part {
 		cur := &messages.MemoryMeta{}
 		ok, err := store.GetProto(tx, metaKey(im.c), cur)
@@ -905,12 +905,8 @@ func (s *Self) restoreOp(tx Tx, p *ImportPlan, part []*importMemory) error {
 			if err != nil {
 				return err
 			}
-			tx.Set(anchorKey(cur.Seq), raw)
-			anchored = true
+			tx.Set(anchor.Key(cur.Seq), raw)
 		}
-	}
-	if anchored {
-		tx.OnCommit(s.anchorsAdded)
 	}
 	return nil
 }

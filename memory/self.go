@@ -18,6 +18,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -63,6 +64,8 @@ type Options struct {
 type Self struct {
 	// Tiers keeps the MemoryOS tiers of every sona.
 	Tiers *tiers.Store
+	// Anchors is the anchor list (XmetaV's significant memories).
+	Anchors *anchor.List
 
 	store *Store
 	index *vector.Index
@@ -88,10 +91,8 @@ type Self struct {
 	summarize    func(ctx context.Context, texts []string) (string, error)
 
 	evaluator   eumas.Evaluator
-	metricNames []string               // the dimensions of a metric profile
-	profiles    profileTable           // metric profiles of the evaluated memories (evaluation.go)
-	anchorRules AnchorRules            // config.Anchoring, compiled
-	anchorHook  atomic.Pointer[func()] // see OnAnchor
+	metricNames []string     // the dimensions of a metric profile
+	profiles    profileTable // metric profiles of the evaluated memories (evaluation.go)
 }
 
 // sonaState is the committed state of a sona, cached for recall.
@@ -120,18 +121,17 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		return nil, err
 	}
 	s := &Self{
-		store:       st,
-		emb:         o.Embedder,
-		cfg:         o.Config,
-		clock:       o.Clock,
-		log:         o.Logger,
-		sonas:       map[string]*sonaState{},
-		cache:       newMemCache(o.Config.Store.MemoryCache),
-		metas:       newMetaCache(o.Config.Store.MemoryCache),
-		progress:    o.Progress,
-		normalize:   o.Normalize,
-		summarize:   o.Summarize,
-		anchorRules: CompileAnchorRules(o.Config.Anchoring),
+		store:     st,
+		emb:       o.Embedder,
+		cfg:       o.Config,
+		clock:     o.Clock,
+		log:       o.Logger,
+		sonas:     map[string]*sonaState{},
+		cache:     newMemCache(o.Config.Store.MemoryCache),
+		metas:     newMetaCache(o.Config.Store.MemoryCache),
+		progress:  o.Progress,
+		normalize: o.Normalize,
+		summarize: o.Summarize,
 		index: vector.New(vector.Options{
 			Dims:           o.Embedder.Dims(),
 			M:              o.Config.Index.M,
@@ -142,6 +142,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 			Clock:          o.Clock,
 		}),
 	}
+	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
 	s.Tiers = tiers.NewStore(st, tierEnv{s}, tiers.Options{Tiers: o.Config.Tiers, Thresholds: o.Config.Threshold, Clock: o.Clock})
 	if o.Config.Evaluation.Mode != "off" {
 		s.evaluator = o.Evaluator
@@ -562,7 +563,7 @@ func (s *Self) ListMemories(cursor string, limit int) (Page[cid.Cid], error) {
 	}
 	var page Page[cid.Cid]
 	err := s.store.View(func(txn Reader) error {
-		return listKeys(txn, prefixMeta, start, limit, func(k []byte) error {
+		return store.ListKeys(txn, prefixMeta, start, limit, func(k []byte) error {
 			c, err := cid.Cast(k[len(prefixMeta):])
 			if err != nil {
 				return fmt.Errorf("%w: meta key: %v", ErrCorrupt, err)
@@ -572,33 +573,6 @@ func (s *Self) ListMemories(cursor string, limit int) (Page[cid.Cid], error) {
 		}, func() { page.Next = page.Items[len(page.Items)-1].String() })
 	})
 	return page, err
-}
-
-// listKeys visits up to limit keys under prefix strictly after start and
-// calls more when further keys exist.
-func listKeys(txn Reader, prefix, start []byte, limit int, visit func(k []byte) error, more func()) error {
-	it := txn.NewIterator(IterOptions{Prefix: prefix})
-	defer it.Close()
-	seek := prefix
-	if start != nil {
-		seek = start
-	}
-	n := 0
-	for it.Seek(seek); it.Valid(); it.Next() {
-		k := it.Item().Key()
-		if start != nil && bytes.Equal(k, start) {
-			continue
-		}
-		if n == limit {
-			more()
-			return nil
-		}
-		if err := visit(k); err != nil {
-			return err
-		}
-		n++
-	}
-	return nil
 }
 
 // IndexSizes reports the derived indexes' sizes: the vectors in the HNSW

@@ -264,7 +264,7 @@ func (s *Self) Chain(id string, from int64, limit int) (Page[ChainEntry], error)
 		start = chainKey(id, from-1)
 	}
 	err := s.store.View(func(txn Reader) error {
-		return listKeys(txn, prefix, start, limit, func(k []byte) error {
+		return store.ListKeys(txn, prefix, start, limit, func(k []byte) error {
 			item, err := txn.Item(k)
 			if err != nil {
 				return err

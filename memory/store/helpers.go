@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -64,6 +65,33 @@ func Keys(r Reader, prefix []byte, fn func(k []byte)) error {
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		fn(it.Item().Key())
+	}
+	return nil
+}
+
+// ListKeys visits up to limit keys under prefix strictly after start and
+// calls more when further keys exist.
+func ListKeys(txn Reader, prefix, start []byte, limit int, visit func(k []byte) error, more func()) error {
+	it := txn.NewIterator(IterOptions{Prefix: prefix})
+	defer it.Close()
+	seek := prefix
+	if start != nil {
+		seek = start
+	}
+	n := 0
+	for it.Seek(seek); it.Valid(); it.Next() {
+		k := it.Item().Key()
+		if start != nil && bytes.Equal(k, start) {
+			continue
+		}
+		if n == limit {
+			more()
+			return nil
+		}
+		if err := visit(k); err != nil {
+			return err
+		}
+		n++
 	}
 	return nil
 }
