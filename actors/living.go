@@ -192,7 +192,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 		}
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
 		defer cancel()
-		r, err := self.Contribute(c, msg)
+		r, err := self.Consensus.Contribute(c, msg)
 		respondTo(ctx, r, err)
 	case *messages.WriteBackbone:
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
@@ -220,7 +220,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 	case *messages.Resolve:
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
 		defer cancel()
-		id, err := self.Resolve(c, msg.ConflictId, msg.Content, msg.AgentId)
+		id, err := self.Consensus.Resolve(c, msg.ConflictId, msg.Content, msg.AgentId)
 		respondTo(ctx, &messages.BackboneWritten{Cid: id.String()}, err)
 	}
 }

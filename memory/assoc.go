@@ -32,12 +32,10 @@ const maxLinks = 32
 var (
 	prefixAssoc    = []byte("a/")
 	prefixCoAccess = []byte("h/")
-	prefixSimStats = []byte("d/")
 	prefixQueryLog = []byte("l/")
 )
 
-func assocKey(c cid.Cid) []byte      { return base.Join(prefixAssoc, c.Bytes()) }
-func simStatsKey(uuid string) []byte { return base.Join(prefixSimStats, []byte(uuid)) }
+func assocKey(c cid.Cid) []byte { return base.Join(prefixAssoc, c.Bytes()) }
 func coAccessKey(agent string, c cid.Cid) []byte {
 	return base.Join(prefixCoAccess, []byte(agent), []byte{0}, c.Bytes())
 }

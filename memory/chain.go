@@ -333,7 +333,7 @@ func (s *Self) appendAssociations(tx Tx, a *Append, prevMemory *string) error {
 	}
 	if len(item.Neighbors) > 0 {
 		stats := SimStats{}
-		if raw, err := tx.Get(simStatsKey(a.Sona)); err == nil {
+		if raw, err := tx.Get(assoc.SimStatsKey(a.Sona)); err == nil {
 			if stats, err = assoc.DecodeStats(raw); err != nil {
 				return err
 			}
@@ -348,7 +348,7 @@ func (s *Self) appendAssociations(tx Tx, a *Append, prevMemory *string) error {
 			links = append(links, Link{Target: n.CID, Type: AssocSimilar, Strength: n.Sim})
 		}
 		stats.Add(item.Neighbors[0].Sim)
-		tx.Set(simStatsKey(a.Sona), assoc.EncodeStats(stats))
+		tx.Set(assoc.SimStatsKey(a.Sona), assoc.EncodeStats(stats))
 	}
 	return putAssociations(tx, item.CID, links, a.Now)
 }

@@ -11,6 +11,7 @@
 //	memory/tiers  MemoryOS: the pure tiers and their storage (Self.Tiers)
 //	memory/assoc  the emergent thresholds (the associations will follow)
 //	memory/anchor the anchor list, its rules and cursor (Self.Anchors)
+//	memory/consensus  the agents' consensus on the backbone (Self.Consensus)
 //
 // Package memory re-exports their names (errors.go, model.go,
 // storealias.go) so that its callers keep compiling during the move; new

@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -173,7 +174,7 @@ func (x *exporter) run(sona string, w ExportWriter) error {
 	if err := x.anchors(w); err != nil {
 		return err
 	}
-	pending, err := readAll(x.txn, prefixPending, func() *messages.PendingConcept { return &messages.PendingConcept{} })
+	pending, err := store.ReadAll(x.txn, consensus.KeyPending, func() *messages.PendingConcept { return &messages.PendingConcept{} })
 	if err != nil {
 		return err
 	}
@@ -183,7 +184,7 @@ func (x *exporter) run(sona string, w ExportWriter) error {
 			return err
 		}
 	}
-	conflicts, err := readAll(x.txn, prefixConflict, func() *messages.Conflict { return &messages.Conflict{} })
+	conflicts, err := store.ReadAll(x.txn, consensus.KeyConflict, func() *messages.Conflict { return &messages.Conflict{} })
 	if err != nil {
 		return err
 	}
@@ -284,7 +285,7 @@ func (x *exporter) sonaItem(ch *exportChain) *messages.ExportSona {
 		last := ch.rows[ch.upto-1]
 		out.Head, out.LastMemory = proto.String(last.Act.String()), proto.String(last.Memory.String())
 	}
-	if item, err := x.txn.Item(simStatsKey(ch.rec.Uuid)); err == nil {
+	if item, err := x.txn.Item(assoc.SimStatsKey(ch.rec.Uuid)); err == nil {
 		_ = item.Value(func(v []byte) error {
 			st, err := assoc.DecodeStats(v)
 			if err == nil {
@@ -410,20 +411,6 @@ func (x *exporter) anchors(w ExportWriter) error {
 		}
 	}
 	return nil
-}
-
-// readAll decodes every record under prefix.
-func readAll[T proto.Message](txn Reader, prefix []byte, mk func() T) ([]T, error) {
-	var out []T
-	err := store.Scan(txn, prefix, func(k, v []byte) error {
-		m := mk()
-		if err := proto.Unmarshal(v, m); err != nil {
-			return fmt.Errorf("%w: record %q: %v", ErrCorrupt, k, err)
-		}
-		out = append(out, m)
-		return nil
-	})
-	return out, err
 }
 
 // stripEmbeddings drops the versions' embeddings (an import embeds the

@@ -394,7 +394,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	ctx := context.Background()
 	s := x.s
 	if err := s.Store().Update(ctx, func(tx Tx) error {
-		tx.Set(simStatsKey(x.a.sona), assoc.EncodeStats(SimStats{N: 3, Mean: 0.4, M2: 0.02}))
+		tx.Set(assoc.SimStatsKey(x.a.sona), assoc.EncodeStats(SimStats{N: 3, Mean: 0.4, M2: 0.02}))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -415,7 +415,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 		{AgentId: "a1", ConceptKey: "split", Content: "Pizza on Fridays."},
 		{AgentId: "a2", ConceptKey: "split", Content: "Taxes are due in April."},
 	} {
-		if _, err := s.Contribute(ctx, c); err != nil {
+		if _, err := s.Consensus.Contribute(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -440,7 +440,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 		t.Fatal("the backbone's sona was not restored")
 	}
 	// The restored pending concept carries its versions' embeddings again.
-	pcs, err := fresh.PendingConcepts()
+	pcs, err := fresh.Consensus.PendingConcepts()
 	if err != nil || len(pcs) != 2 || len(pcs[0].Versions[0].Embedding) != fresh.index.Dims() {
 		t.Fatalf("pending after the import: %v %v", pcs, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -513,13 +514,13 @@ func (p *ImportPlan) checkConsensus(doc *messages.Export) error {
 			return base.Invalidf("%s has no version", where)
 		}
 		for j, v := range vs {
-			if err := validText("agent_id", v.AgentId, 200); err != nil {
+			if err := base.ValidText("agent_id", v.AgentId, 200); err != nil {
 				return fmt.Errorf("%s.versions[%d]: %w", where, j, err)
 			}
 			if err := ValidateAgentID(v.AgentId); err != nil {
 				return fmt.Errorf("%s.versions[%d]: %w", where, j, err)
 			}
-			if err := validText("content", v.Content, maxContentBytes); err != nil {
+			if err := base.ValidText("content", v.Content, consensus.MaxContentBytes); err != nil {
 				return fmt.Errorf("%s.versions[%d]: %w", where, j, err)
 			}
 		}
@@ -528,7 +529,7 @@ func (p *ImportPlan) checkConsensus(doc *messages.Export) error {
 	keys := map[string]bool{}
 	for i, pc := range doc.Pending {
 		where := fmt.Sprintf("pending[%d]", i)
-		if err := validText("concept_key", pc.ConceptKey, maxConceptKey); err != nil {
+		if err := base.ValidText("concept_key", pc.ConceptKey, consensus.MaxConceptKey); err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		if keys[pc.ConceptKey] {
@@ -553,7 +554,7 @@ func (p *ImportPlan) checkConsensus(doc *messages.Export) error {
 			return base.Invalidf("%s: conflict %q is listed twice", where, cf.ConflictId)
 		}
 		ids[cf.ConflictId] = true
-		if err := validText("concept_key", cf.ConceptKey, maxConceptKey); err != nil {
+		if err := base.ValidText("concept_key", cf.ConceptKey, consensus.MaxConceptKey); err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		if math.IsNaN(cf.Signal) || math.IsNaN(cf.Threshold) {
@@ -844,7 +845,7 @@ func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
 	raws := map[string][]byte{}
 	for _, is := range p.sonas {
 		if st := is.exp.Similarity; st != nil {
-			raws[string(simStatsKey(is.exp.Uuid))] = assoc.EncodeStats(SimStats{N: st.N, Mean: st.Mean, M2: st.M2})
+			raws[string(assoc.SimStatsKey(is.exp.Uuid))] = assoc.EncodeStats(SimStats{N: st.N, Mean: st.Mean, M2: st.M2})
 		}
 	}
 	for _, pc := range p.pending {
@@ -852,14 +853,14 @@ func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
 		if err != nil {
 			return err
 		}
-		raws[string(pendingKey(pc.ConceptKey))] = raw
+		raws[string(consensus.PendingKey(pc.ConceptKey))] = raw
 	}
 	for _, cf := range p.conflicts {
 		raw, err := proto.Marshal(cf)
 		if err != nil {
 			return err
 		}
-		raws[string(conflictKey(cf.ConflictId))] = raw
+		raws[string(consensus.ConflictKey(cf.ConflictId))] = raw
 	}
 	return s.store.Update(ctx, func(tx Tx) error {
 		for k, v := range raws {

@@ -160,7 +160,7 @@ func (s *Self) sonaSimStats(sona string) (SimStats, int64, error) {
 	}
 	var stats SimStats
 	err = s.store.View(func(txn Reader) error {
-		item, err := txn.Item(simStatsKey(sona))
+		item, err := txn.Item(assoc.SimStatsKey(sona))
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}

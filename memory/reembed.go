@@ -14,6 +14,8 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
@@ -183,8 +185,8 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	if err := errors.Join(
 		readAll(tiers.KeyPrefix, tierMsg, &pages, func(k []byte) bool { return tierKind(k) == 'p' }),
 		readAll(tiers.KeyPrefix, tierMsg, &others, func(k []byte) bool { return tierKind(k) != 'p' }),
-		readAll(prefixPending, func([]byte) proto.Message { return &messages.PendingConcept{} }, &others, nil),
-		readAll(prefixConflict, func([]byte) proto.Message { return &messages.Conflict{} }, &others, nil),
+		readAll(consensus.KeyPending, func([]byte) proto.Message { return &messages.PendingConcept{} }, &others, nil),
+		readAll(consensus.KeyConflict, func([]byte) proto.Message { return &messages.Conflict{} }, &others, nil),
 	); err != nil {
 		return rep, err
 	}
@@ -312,7 +314,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	// (the emergent thresholds bootstrap until they fill again).
 	var stats [][]byte
 	if err := st.View(func(txn Reader) error {
-		return store.Keys(txn, prefixSimStats, func(k []byte) { stats = append(stats, bytes.Clone(k)) })
+		return store.Keys(txn, assoc.KeySimStats, func(k []byte) { stats = append(stats, bytes.Clone(k)) })
 	}); err != nil {
 		return rep, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
@@ -66,6 +67,8 @@ type Self struct {
 	Tiers *tiers.Store
 	// Anchors is the anchor list (XmetaV's significant memories).
 	Anchors *anchor.List
+	// Consensus is the agents' consensus on what the backbone holds.
+	Consensus *consensus.Ledger
 
 	store *Store
 	index *vector.Index
@@ -143,6 +146,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		}),
 	}
 	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
+	s.Consensus = consensus.NewLedger(st, consensusEnv{s}, o.Config, o.Clock)
 	s.Tiers = tiers.NewStore(st, tierEnv{s}, tiers.Options{Tiers: o.Config.Tiers, Thresholds: o.Config.Threshold, Clock: o.Clock})
 	if o.Config.Evaluation.Mode != "off" {
 		s.evaluator = o.Evaluator

@@ -3,6 +3,8 @@ package base
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 )
 
 // The error classes. Every error of memory/ wraps one of them (or is a
@@ -56,4 +58,18 @@ type Page[T any] struct {
 // Invalidf is an ErrInvalid error with a formatted message.
 func Invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// ValidText checks a piece of text from a caller: not blank, at most
+// maxBytes, UTF-8 (ErrInvalid naming field otherwise).
+func ValidText(field, v string, maxBytes int) error {
+	switch {
+	case strings.TrimSpace(v) == "":
+		return fmt.Errorf("%w: %s must not be empty", ErrInvalid, field)
+	case len(v) > maxBytes:
+		return fmt.Errorf("%w: %s longer than %d bytes", ErrInvalid, field, maxBytes)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: %s must be UTF-8", ErrInvalid, field)
+	}
+	return nil
 }

@@ -95,3 +95,17 @@ func ListKeys(txn Reader, prefix, start []byte, limit int, visit func(k []byte) 
 	}
 	return nil
 }
+
+// ReadAll decodes every record under prefix.
+func ReadAll[T proto.Message](txn Reader, prefix []byte, mk func() T) ([]T, error) {
+	var out []T
+	err := Scan(txn, prefix, func(k, v []byte) error {
+		m := mk()
+		if err := proto.Unmarshal(v, m); err != nil {
+			return fmt.Errorf("%w: record %q: %v", base.ErrCorrupt, k, err)
+		}
+		out = append(out, m)
+		return nil
+	})
+	return out, err
+}
