@@ -11,7 +11,7 @@ import (
 
 // metaCache keeps recently read memory metadata. Metadata is mutable, so
 // every committed write of a metadata key invalidates its entry (the store
-// reports them, see Store.Watch), and a read that raced with an
+// reports them as commit events, see store.Event), and a read that raced with an
 // invalidation does not fill the cache. Cached metadata is shared: callers
 // must not modify it.
 type metaCache struct {

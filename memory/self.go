@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,8 +156,8 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	s.lastActivity.Store(o.Clock.Now().Unix())
 	st.Subscribe(func(e store.Event) {
 		for _, k := range e.Keys {
-			if bytes.HasPrefix(k, prefixMeta) {
-				s.metas.invalidate(string(k[len(prefixMeta):]))
+			if strings.HasPrefix(k, string(prefixMeta)) {
+				s.metas.invalidate(k[len(prefixMeta):])
 			}
 		}
 	})

@@ -1,7 +1,6 @@
 package anchor
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -208,7 +207,7 @@ func NewList(st interface {
 	l := &List{store: st, view: st, rules: CompileRules(c)}
 	st.Subscribe(func(e store.Event) {
 		for _, k := range e.Keys {
-			if bytes.HasPrefix(k, KeyPrefix) {
+			if strings.HasPrefix(k, string(KeyPrefix)) {
 				l.added()
 				return
 			}

@@ -190,8 +190,9 @@ type Event struct {
 	// Commit is the commit's number (x/commits).
 	Commit uint64
 	// Keys are the keys the commit wrote or deleted, in the order its
-	// operations wrote them (each once per operation).
-	Keys [][]byte
+	// operations wrote them (each once per operation). Strings, so that
+	// subscribers share them safely and the committer copies nothing.
+	Keys []string
 }
 
 // Subscribe has fn told of every commit (see Event). fn runs on the
@@ -536,7 +537,7 @@ func (s *Store) newTxn() batch {
 type appliedOp struct {
 	p      *Pending
 	hooks  []func()
-	keys   [][]byte // written or deleted, for the commit's event
+	keys   []string // written or deleted, for the commit's event
 	bytes  uint64   // what its writes take on disk, about
 	memSeq uint64   // the insertion-log end it wrote, if any
 }
@@ -651,15 +652,11 @@ func (t *tx) PutBlock(c cid.Cid, block []byte) error {
 func (t *tx) OnCommit(fn func()) { t.hooks = append(t.hooks, fn) }
 
 // keys are the keys the op wrote, for the commit's event.
-func (t *tx) keys() [][]byte {
+func (t *tx) keys() []string {
 	if len(t.store.subs) == 0 {
 		return nil
 	}
-	out := make([][]byte, len(t.order))
-	for i, k := range t.order {
-		out[i] = []byte(k)
-	}
-	return out
+	return t.order
 }
 
 func (t *tx) apply() error {

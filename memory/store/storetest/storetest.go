@@ -549,11 +549,7 @@ func testEvents(t *testing.T, open Opener) {
 	}
 	var got [][]string
 	for _, e := range events {
-		var ks []string
-		for _, k := range e.Keys {
-			ks = append(ks, string(k))
-		}
-		got = append(got, ks)
+		got = append(got, e.Keys)
 	}
 	if want := [][]string{{"t/a", "t/b"}, {"t/c", "t/d"}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("event keys %q, want %q", got, want)
