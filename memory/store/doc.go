@@ -46,6 +46,24 @@
 //     operations is acknowledged, so a cache invalidated by an event never
 //     serves a caller what that caller's acknowledged write replaced.
 //
+// # Where this differs from the plan (issue 14)
+//
+//   - One Store type over an engine, not a Store interface with a Badger
+//     and an in-memory implementation: the group commit, the split and
+//     replay of a batch too big for one transaction, the disk-full rerun
+//     and the events are the subtlest code here and do not depend on the
+//     backend, so both backends share one copy; the engine (view, begin,
+//     set/delete/commit/discard, check) is the seam, and storetest runs
+//     the public API over both.
+//   - The layout migrations (memory/migrate.go) stay with package memory:
+//     they rewrite the domain's key spaces, which the store does not know.
+//     The embedding-space identity (x/embedder) is here.
+//   - Tx.OnCommit remains for the in-memory structures the append still
+//     updates directly (sona records, vector and full-text indexes); the
+//     meta cache and the anchor list already follow Events instead.
+//   - An iterator in Reverse starts with Seek (prefix+0xff, say): Badger's
+//     Rewind in reverse does not find the last key under a prefix.
+//
 // # Key spaces
 //
 // The store's own:

@@ -46,9 +46,11 @@ type IterOptions struct {
 
 // Iterator walks keys in order: Rewind (or Seek), then Valid, Item, Next.
 type Iterator interface {
-	// Rewind moves to the first key (the last, when Reverse).
+	// Rewind moves to the first key. With Reverse, start with Seek
+	// instead (Badger's Rewind does not find the last key under a prefix).
 	Rewind()
-	// Seek moves to the first key ≥ key (≤ key, when Reverse).
+	// Seek moves to the first key ≥ key (≤ key, when Reverse); key must
+	// be within the prefix.
 	Seek(key []byte)
 	// Valid reports whether the iterator is at a key.
 	Valid() bool
