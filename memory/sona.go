@@ -7,12 +7,12 @@ import (
 	"slices"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -64,13 +64,10 @@ func ValidateStep(name, agentID, scope string) error {
 // invisible characters that reorder or hide the text around them when it
 // is displayed (bidirectional controls such as U+202E, zero-width spaces).
 func validPrintable(field, v string, maxBytes int) error {
+	if err := base.ValidText(field, v, maxBytes); err != nil {
+		return err
+	}
 	switch {
-	case strings.TrimSpace(v) == "":
-		return fmt.Errorf("%w: %s must not be empty", ErrInvalid, field)
-	case len(v) > maxBytes:
-		return fmt.Errorf("%w: %s longer than %d bytes", ErrInvalid, field, maxBytes)
-	case !utf8.ValidString(v):
-		return fmt.Errorf("%w: %s must be UTF-8", ErrInvalid, field)
 	case strings.TrimSpace(v) != v:
 		return fmt.Errorf("%w: %s must not begin or end with blanks", ErrInvalid, field)
 	case strings.IndexFunc(v, unicode.IsControl) >= 0:
