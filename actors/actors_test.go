@@ -13,6 +13,8 @@ import (
 
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/eumas"
@@ -338,8 +340,9 @@ func TestPanickingSonaRestartsLosingNothing(t *testing.T) {
 
 func TestIdleSonasPassivateAndReactivate(t *testing.T) {
 	cfg := testConfig(t.TempDir())
-	cfg.Actors.SonaIdle = config.Duration(20 * time.Millisecond)
-	e := start(t, cfg, nil, actors.TestingKnobs{})
+	cfg.Heartbeat.Interval = config.Duration(24 * time.Hour) // no tick in the way
+	clock := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := startClocked(t, cfg, clock, actors.TestingKnobs{})
 	ctx := context.Background()
 	var ids []string
 	for i := 0; i < 20; i++ {
@@ -349,7 +352,11 @@ func TestIdleSonasPassivateAndReactivate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "all sonas passivated", func() bool {
+	if n, err := e.sys.ActiveSonas(); err != nil || n != 20 {
+		t.Fatalf("%d sonas active before their idle time (%v)", n, err)
+	}
+	testutil.Eventually(t, "all sonas passivated", func() bool {
+		clock.Advance(cfg.Actors.SonaIdle.D())
 		n, err := e.sys.ActiveSonas()
 		return err == nil && n == 0
 	})
@@ -361,18 +368,6 @@ func TestIdleSonasPassivateAndReactivate(t *testing.T) {
 			t.Fatalf("length %d after reactivation", rec.Length)
 		}
 		walkChain(t, e.self, id)
-	}
-}
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second) // a ceiling for slow, shared machines
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling interval, not a wait for an outcome
 	}
 }
 

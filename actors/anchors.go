@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -44,11 +45,11 @@ func (a *anchorsActor) Receive(ctx actor.Context) {
 // reports that others wait.
 func (a *anchorsActor) pass(ctx context.Context) (bool, error) {
 	self := a.sys.self
-	cursor, err := self.AnchorCursor()
+	cursor, err := self.Anchors.Cursor()
 	if err != nil {
 		return false, err
 	}
-	page, err := self.Anchors(cursor, anchorPage)
+	page, err := self.Anchors.Page(cursor, anchorPage)
 	if err != nil {
 		return false, err
 	}
@@ -56,7 +57,7 @@ func (a *anchorsActor) pass(ctx context.Context) (bool, error) {
 		if err := a.sys.anchorSink.Anchor(ctx, an); err != nil {
 			return false, fmt.Errorf("anchor %s (%s): %w", an.CID, an.Category, err)
 		}
-		if err := self.SetAnchorCursor(ctx, an.Seq); err != nil {
+		if err := self.Anchors.SetCursor(ctx, an.Seq); err != nil {
 			return false, err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 )
@@ -96,12 +97,12 @@ func TestAnchorSinkHearsEveryAnchorOnce(t *testing.T) {
 
 	sink := &recordingSink{}
 	e = startWithSink(t, cfg, sink)
-	waitFor(t, "the sink to hear the anchor made before it was wired", func() bool {
+	testutil.Eventually(t, "the sink to hear the anchor made before it was wired", func() bool {
 		heard, _ := sink.snapshot()
 		return len(heard) == 1
 	})
 	want = append(want, insertText(t, e, rec.Uuid, "We decided to move to Postgres."))
-	waitFor(t, "the sink to hear a new anchor", func() bool {
+	testutil.Eventually(t, "the sink to hear a new anchor", func() bool {
 		heard, _ := sink.snapshot()
 		return len(heard) == 2
 	})
@@ -110,11 +111,11 @@ func TestAnchorSinkHearsEveryAnchorOnce(t *testing.T) {
 	// offered again at the next wake (here a heartbeat tick).
 	sink.setFailing(true)
 	want = append(want, insertText(t, e, rec.Uuid, "We shipped the migration."))
-	waitFor(t, "the sink to be tried", func() bool {
+	testutil.Eventually(t, "the sink to be tried", func() bool {
 		_, calls := sink.snapshot()
 		return calls >= 3
 	})
-	page, err := e.self.Anchors(0, 10)
+	page, err := e.self.Anchors.Page(0, 10)
 	if err != nil || len(page.Items) != 3 {
 		t.Fatalf("anchor list while the sink fails: %v %v", page.Items, err)
 	}
@@ -122,7 +123,7 @@ func TestAnchorSinkHearsEveryAnchorOnce(t *testing.T) {
 	if _, err := e.sys.Heartbeat(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the sink to hear the anchor it failed on", func() bool {
+	testutil.Eventually(t, "the sink to hear the anchor it failed on", func() bool {
 		heard, _ := sink.snapshot()
 		return len(heard) == 3
 	})
@@ -136,7 +137,7 @@ func TestAnchorSinkHearsEveryAnchorOnce(t *testing.T) {
 	again := &recordingSink{}
 	e = startWithSink(t, cfg, again)
 	extra := insertText(t, e, rec.Uuid, "A postmortem of the outage is written.")
-	waitFor(t, "the sink to hear the anchor after the restart", func() bool {
+	testutil.Eventually(t, "the sink to hear the anchor after the restart", func() bool {
 		heard, _ := again.snapshot()
 		return len(heard) >= 1
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/eumas"
@@ -61,7 +62,7 @@ func TestEvaluatorActorFollowsWritesAcrossCrashAndRestart(t *testing.T) {
 	for i := range 9 {
 		appendText(t, e, rec.Uuid, fmt.Sprintf("I felt happy about the new plan number %d.", i), "note")
 	}
-	waitFor(t, "every memory evaluated", allEvaluated(t, e, rec.Uuid))
+	testutil.Eventually(t, "every memory evaluated", allEvaluated(t, e, rec.Uuid))
 	if steps.Load() < 5 {
 		t.Errorf("%d evaluator steps for 9 memories in batches of 2", steps.Load())
 	}
@@ -81,7 +82,7 @@ func TestEvaluatorActorFollowsWritesAcrossCrashAndRestart(t *testing.T) {
 
 	// …is evaluated once one runs again.
 	e = startEvaluated(t, cfg, ev, actors.TestingKnobs{})
-	waitFor(t, "the memories stored meanwhile evaluated", allEvaluated(t, e, rec.Uuid))
+	testutil.Eventually(t, "the memories stored meanwhile evaluated", allEvaluated(t, e, rec.Uuid))
 	full, err := e.self.Evaluation(waiting)
 	if err != nil || full.Evaluator != eumas.HeuristicName {
 		t.Fatalf("evaluation of %s: %v %v", waiting, full, err)

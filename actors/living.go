@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -22,7 +23,7 @@ import (
 // never waits for a tick.
 type heartbeatActor struct {
 	sys   *System
-	timer *time.Timer
+	timer clock.Timer
 }
 
 // tick is the heartbeat's own timer message (never sent from outside).
@@ -56,7 +57,7 @@ func (a *heartbeatActor) Receive(ctx actor.Context) {
 
 func (a *heartbeatActor) schedule(ctx actor.Context) {
 	self, as := ctx.Self(), ctx.ActorSystem()
-	a.timer = time.AfterFunc(a.sys.cfg.Heartbeat.Interval.D(), func() { as.Root.Send(self, tick{}) })
+	a.timer = a.sys.clock.AfterFunc(a.sys.cfg.Heartbeat.Interval.D(), func() { as.Root.Send(self, tick{}) })
 }
 
 // tick runs one heartbeat. dream forces dream mode; compact sweeps a whole
@@ -191,7 +192,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 		}
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
 		defer cancel()
-		r, err := self.Contribute(c, msg)
+		r, err := self.Consensus.Contribute(c, msg)
 		respondTo(ctx, r, err)
 	case *messages.WriteBackbone:
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
@@ -219,7 +220,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 	case *messages.Resolve:
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
 		defer cancel()
-		id, err := self.Resolve(c, msg.ConflictId, msg.Content, msg.AgentId)
+		id, err := self.Consensus.Resolve(c, msg.ConflictId, msg.Content, msg.AgentId)
 		respondTo(ctx, &messages.BackboneWritten{Cid: id.String()}, err)
 	}
 }

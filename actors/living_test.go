@@ -3,28 +3,23 @@ package actors_test
 import (
 	"context"
 	"errors"
-	"sync"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// setClock is a settable clock.
-type setClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *setClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *setClock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
-
-func startClocked(t *testing.T, cfg config.Config, clock memory.Clock, knobs actors.TestingKnobs) *env {
+func startClocked(t *testing.T, cfg config.Config, clock clock.Clock, knobs actors.TestingKnobs) *env {
 	t.Helper()
 	self, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: clock})
 	if err != nil {
@@ -57,9 +52,9 @@ func appendText(t *testing.T, e *env, sona, text, kind string) {
 
 func TestDreamAfterTheIdleWindowAndNotBefore(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := &setClock{t: t0}
+	clock := clock.NewFake(t0)
 	cfg := testConfig(t.TempDir())
-	cfg.Heartbeat.Interval = config.Duration(time.Hour) // ticks only when asked
+	cfg.Heartbeat.Interval = config.Duration(365 * 24 * time.Hour) // ticks only when asked
 	e := startClocked(t, cfg, clock, actors.TestingKnobs{})
 	ctx := context.Background()
 	rec, err := e.self.CreateSona(ctx, "ops")
@@ -104,10 +99,10 @@ func TestDreamAfterTheIdleWindowAndNotBefore(t *testing.T) {
 
 func TestHeartbeatAndConsensusRestartKeepingState(t *testing.T) {
 	cfg := testConfig(t.TempDir())
-	cfg.Heartbeat.Interval = config.Duration(5 * time.Millisecond)
 	cfg.Actors.AskTimeout = config.Duration(time.Second)
 	var ticks, contributions atomic.Int32
-	e := start(t, cfg, nil, actors.TestingKnobs{
+	clock := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := startClocked(t, cfg, clock, actors.TestingKnobs{
 		BeforeTick: func() {
 			if ticks.Add(1) == 3 {
 				panic("heartbeat crash (test)")
@@ -120,7 +115,12 @@ func TestHeartbeatAndConsensusRestartKeepingState(t *testing.T) {
 		},
 	})
 	ctx := context.Background()
-	waitFor(t, "heartbeat ticks after its crash", func() bool { return ticks.Load() >= 6 })
+	// The heartbeat ticks on its interval and restarts after its crash on
+	// the supervisor's backoff, both on the clock this test moves.
+	testutil.Eventually(t, "heartbeat ticks after its crash", func() bool {
+		clock.Advance(cfg.Heartbeat.Interval.D())
+		return ticks.Load() >= 6
+	})
 	st, err := e.self.HeartbeatState()
 	if err != nil || st.Passes < 4 {
 		t.Fatalf("passes %d after 6 ticks with one crash (%v)", st.GetPasses(), err)
@@ -132,9 +132,17 @@ func TestHeartbeatAndConsensusRestartKeepingState(t *testing.T) {
 	if r, err := contribute("a"); err != nil || r.Status != memory.StatusPending {
 		t.Fatalf("first contribution: %+v %v", r, err)
 	}
+	var restarts atomic.Int32
+	e.sys.ActorSystem().EventStream.Subscribe(func(evt any) {
+		if ev, ok := evt.(*actor.SupervisorEvent); ok && strings.Contains(ev.Child.Id, "consensus") {
+			restarts.Add(1)
+		}
+	})
 	if _, err := contribute("x"); !errors.Is(err, actors.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && err == nil {
 		t.Fatalf("crashed contribution answered: %v", err)
 	}
+	testutil.Eventually(t, "the consensus actor's restart to be scheduled", func() bool { return restarts.Load() > 0 })
+	clock.Advance(time.Minute) // past its backoff
 	r, err := contribute("b")
 	if err != nil || r.Status != memory.StatusCommitted {
 		t.Fatalf("after the crash: %+v %v (the pending version of a was lost?)", r, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/tiers"
@@ -31,8 +32,8 @@ type sonaActor struct {
 	inflight map[cid.Cid]*memory.Pending // appended, not yet durable
 	busy     int                         // advances in progress
 	idleDue  bool                        // the idle time passed while work was in flight
-	traffic  time.Time                   // last append or advance (monotonic)
-	idleTick *time.Timer                 // sends IdleCheck
+	traffic  time.Time                   // last append or advance
+	idleTick clock.Timer                 // sends IdleCheck
 	stopping bool                        // passivate once idle
 	down     bool                        // stopping now
 
@@ -49,7 +50,7 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.reload(ctx)
 		a.spawnTiers(ctx)
-		a.traffic = time.Now()
+		a.traffic = a.sys.clock.Now()
 		a.checkIdleIn(ctx, a.sys.cfg.Actors.SonaIdle.D())
 	case *actor.Stopping, *actor.Restarting:
 		a.down = true // the tier children stop with it (a restart respawns them)
@@ -57,10 +58,10 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 			a.idleTick.Stop()
 		}
 	case *messages.AppendMemory:
-		a.traffic, a.idleDue = time.Now(), false
+		a.traffic, a.idleDue = a.sys.clock.Now(), false
 		a.appendMemory(ctx, msg)
 	case *messages.Advance:
-		a.traffic, a.idleDue = time.Now(), false
+		a.traffic, a.idleDue = a.sys.clock.Now(), false
 		a.advance(ctx, msg)
 	case *messages.Reload:
 		a.reload(ctx)
@@ -69,7 +70,7 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 		a.settle(ctx)
 	case *messages.IdleCheck:
 		idle := a.sys.cfg.Actors.SonaIdle.D()
-		if quiet := time.Since(a.traffic); quiet < idle {
+		if quiet := a.sys.clock.Since(a.traffic); quiet < idle {
 			a.checkIdleIn(ctx, idle-quiet)
 			return
 		}
@@ -101,7 +102,7 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 // checkIdleIn sends the actor an IdleCheck after d.
 func (a *sonaActor) checkIdleIn(ctx actor.Context, d time.Duration) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
-	a.idleTick = time.AfterFunc(d, func() { root.Send(self, &messages.IdleCheck{}) })
+	a.idleTick = a.sys.clock.AfterFunc(d, func() { root.Send(self, &messages.IdleCheck{}) })
 }
 
 func (a *sonaActor) idle() bool {
@@ -392,16 +393,16 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		vec      []float32
 	}
 	async(ctx, a.sys, a.sys.stepTimeout(), func(c context.Context) (thought, error) {
-		start := time.Now()
+		start := a.sys.clock.Now()
 		recalled, err := self.Recall(c, memory.Query{
 			Sona: a.id, Text: req.Content, Vector: input.Vector, AgentID: req.AgentId,
 			K: int(req.K), Budget: int(req.BudgetChars), Exclude: []cid.Cid{input.CID}, Scope: req.Scope,
 		})
-		a.sys.metrics.ObserveRecall("chat", time.Since(start))
+		a.sys.metrics.ObserveRecall("chat", a.sys.clock.Since(start))
 		if err != nil {
 			return thought{}, err
 		}
-		tr, err := self.RecallTiers(a.id, req.Content, input.Vector, 0)
+		tr, err := self.Tiers.Recall(a.id, req.Content, input.Vector, 0)
 		if err != nil {
 			return thought{}, err
 		}

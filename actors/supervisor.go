@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory"
 )
 
@@ -20,7 +21,7 @@ type strategy struct {
 	window      time.Duration
 	backoff     time.Duration
 	maxBackoff  time.Duration
-	clock       memory.Clock
+	clock       clock.Clock
 
 	mu       sync.Mutex
 	failures map[string][]time.Time // by child PID id
@@ -28,7 +29,7 @@ type strategy struct {
 
 var _ actor.SupervisorStrategy = (*strategy)(nil)
 
-func newStrategy(maxRestarts int, window, backoff, maxBackoff time.Duration, clock memory.Clock) *strategy {
+func newStrategy(maxRestarts int, window, backoff, maxBackoff time.Duration, clock clock.Clock) *strategy {
 	return &strategy{
 		maxRestarts: maxRestarts, window: window, backoff: backoff, maxBackoff: maxBackoff,
 		clock: clock, failures: map[string][]time.Time{},
@@ -57,16 +58,18 @@ func (s *strategy) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, c
 			delay = min(s.backoff<<(n-1), s.maxBackoff)
 		}
 	}
-	sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: directive})
 	sys.Logger().Warn("actor failed", "child", child.Id, "reason", fmt.Sprint(reason), "directive", directive.String(), "delay", delay)
 	switch {
 	case directive == actor.StopDirective:
 		sup.StopChildren(child)
 	case delay > 0:
-		time.AfterFunc(delay, func() { sup.RestartChildren(child) })
+		s.clock.AfterFunc(delay, func() { sup.RestartChildren(child) })
 	default:
 		sup.RestartChildren(child)
 	}
+	// Published once the decision is carried out (a delayed restart is on
+	// its clock): a test that sees the event may move the clock past it.
+	sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: directive})
 }
 
 // recordFailure notes a failure now and returns how many fell in the window.

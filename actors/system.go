@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
@@ -25,7 +26,7 @@ type Options struct {
 	Self   *memory.Self
 	LLM    llm.LLM
 	Config config.Config
-	Clock  memory.Clock
+	Clock  clock.Clock
 	Logger *slog.Logger
 	Knobs  TestingKnobs
 	// Metrics, when set, count tier transitions and failures.
@@ -71,7 +72,7 @@ type System struct {
 	self      *memory.Self
 	llm       llm.LLM
 	cfg       config.Config
-	clock     memory.Clock
+	clock     clock.Clock
 	log       *slog.Logger
 	knobs     TestingKnobs
 
@@ -103,9 +104,7 @@ func Start(o Options) (*System, error) {
 	if o.Self == nil || o.LLM == nil {
 		return nil, fmt.Errorf("actors: Start needs a Self and an LLM")
 	}
-	if o.Clock == nil {
-		o.Clock = memory.SystemClock{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -147,7 +146,7 @@ func Start(o Options) (*System, error) {
 		*dst = pid
 	}
 	if s.anchors != nil {
-		s.self.OnAnchor(s.wakeAnchors)
+		s.self.Anchors.OnAdded(s.wakeAnchors)
 		s.wakeAnchors() // anchors made while no sink listened
 	}
 	s.ready.Store(true)
@@ -325,16 +324,16 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	start := s.clock.Now()
 	recalled, err := s.self.Recall(ctx, memory.Query{
 		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars),
 		AgentID: req.AgentId, Scope: req.Scope, Peek: true, // a query leaves no trace
 	})
-	s.metrics.ObserveRecall("query", time.Since(start))
+	s.metrics.ObserveRecall("query", s.clock.Since(start))
 	if err != nil {
 		return nil, err
 	}
-	tr, err := s.self.RecallTiers(sona, req.Content, vecs[0], 0)
+	tr, err := s.self.Tiers.Recall(sona, req.Content, vecs[0], 0)
 	if err != nil {
 		return nil, err
 	}

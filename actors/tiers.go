@@ -78,9 +78,9 @@ func (a *tierActor) step(ctx actor.Context) {
 	self, model, timeout := a.sys.self, a.sys.tierModel, a.sys.tierTimeout()
 	async(ctx, a.sys, timeout, func(c context.Context) (memory.TierStep, error) {
 		if visit != nil {
-			return self.VisitSegments(c, a.sona, visit.Ids, visit.At)
+			return self.Tiers.VisitSegments(c, a.sona, visit.Ids, visit.At)
 		}
-		return self.StepTier(c, a.sona, a.tier, model)
+		return self.Tiers.Step(c, a.sona, a.tier, model)
 	}, func(res memory.TierStep, err error) {
 		a.running = false
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/memoria-ai/memoria/actors"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -16,9 +17,9 @@ import (
 func settledTiers(t *testing.T, self *memory.Self, sona string, pages int) *messages.Tiers {
 	t.Helper()
 	var v *messages.Tiers
-	waitFor(t, fmt.Sprintf("tiers holding %d pages", pages), func() bool {
+	testutil.Eventually(t, fmt.Sprintf("tiers holding %d pages", pages), func() bool {
 		var err error
-		if v, err = self.Tiers(sona); err != nil {
+		if v, err = self.Tiers.View(sona); err != nil {
 			t.Fatal(err)
 		}
 		n := len(v.Stm.Pages)
@@ -179,7 +180,7 @@ func TestKillingTierActorsLosesNoPage(t *testing.T) {
 	checkPages(t, e.self, sona.Uuid, v, answered, cfg.Tiers.STMPages)
 
 	// The tiers come back exactly after a restart of the process.
-	before, _ := e.self.Tiers(sona.Uuid)
+	before, _ := e.self.Tiers.View(sona.Uuid)
 	e.close()
 	e2 := start(t, cfg, nil, actors.TestingKnobs{})
 	after := settledTiers(t, e2.self, sona.Uuid, n)

@@ -16,7 +16,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,36 +23,20 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/app"
+	"github.com/memoria-ai/memoria/internal/clock"
 )
 
 // ---------------------------------------------------------------------------
 // Harness
 
-// testClock is a clock the test moves by hand.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// newLivingHarness serves a fresh data directory on clock, with the
-// heartbeat's timer an hour away: only the test's requests tick.
-func newLivingHarness(t *testing.T, clock *testClock) *harness {
+// newLivingHarness serves a fresh data directory on clock (which the test
+// moves by hand), with the heartbeat's timer a year away: only the test's
+// requests tick.
+func newLivingHarness(t *testing.T, clock *clock.Fake) *harness {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
-	cfg.Heartbeat.Interval = config.Duration(time.Hour)
+	cfg.Heartbeat.Interval = config.Duration(365 * 24 * time.Hour)
 	a, err := app.Open(context.Background(), cfg, slog.New(slog.DiscardHandler), app.Options{Clock: clock})
 	if err != nil {
 		t.Fatalf("app.Open: %v", err)
@@ -68,8 +51,8 @@ func newLivingHarness(t *testing.T, clock *testClock) *harness {
 	return &harness{t: t, app: a, url: srv.URL, hc: srv.Client()}
 }
 
-func newClock() *testClock {
-	return &testClock{now: time.Date(2030, 3, 1, 9, 0, 0, 0, time.UTC)}
+func newClock() *clock.Fake {
+	return clock.NewFake(time.Date(2030, 3, 1, 9, 0, 0, 0, time.UTC))
 }
 
 // tick is a heartbeat report, its shape checked.

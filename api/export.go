@@ -220,7 +220,7 @@ func (s *Server) anchors(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	page, err := s.self.Anchors(after, limit)
+	page, err := s.self.Anchors.Page(after, limit)
 	if err != nil {
 		s.fail(w, err)
 		return

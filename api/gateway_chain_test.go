@@ -83,7 +83,7 @@ func buildChain(tb testing.TB, self *memory.Self, n int) *chainDAG {
 			plans = append(plans, plan)
 			d.acts, d.mems = append(d.acts, plan.Act), append(d.mems, p.CID)
 		}
-		err := self.Store().Update(ctx, func(tx *memory.Tx) error {
+		err := self.Store().Update(ctx, func(tx memory.Tx) error {
 			for _, p := range plans {
 				if err := self.AppendOp(p)(tx); err != nil {
 					return err

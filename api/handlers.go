@@ -211,7 +211,7 @@ func (s *Server) getTiers(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	v, err := s.self.Tiers(rec.Uuid)
+	v, err := s.self.Tiers.View(rec.Uuid)
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -124,7 +124,7 @@ func versionViews(vs []*messages.Version) []*messages.VersionView {
 }
 
 func (s *Server) conflicts(w http.ResponseWriter, r *http.Request) {
-	items, err := s.self.Conflicts()
+	items, err := s.self.Consensus.Conflicts()
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -138,7 +138,7 @@ func (s *Server) conflicts(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
-	items, err := s.self.PendingConcepts()
+	items, err := s.self.Consensus.PendingConcepts()
 	if err != nil {
 		s.fail(w, err)
 		return

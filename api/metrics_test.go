@@ -18,6 +18,7 @@ import (
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/app"
+	"github.com/memoria-ai/memoria/internal/testutil"
 )
 
 // metric returns the value of the series name{labels…} in a Prometheus
@@ -60,17 +61,6 @@ func (h *harness) scrape() string {
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // a poll interval, not a wait for an outcome
-	}
-}
-
 func TestMetricsAppearAndMove(t *testing.T) {
 	h := newHarness(t, func(c *config.Config) { c.Evaluation.Mode = "off" })
 	before := h.scrape()
@@ -119,7 +109,7 @@ func TestMetricsAppearAndMove(t *testing.T) {
 		t.Errorf("no mailbox depth for sona actors")
 	}
 	// The derived indexes catch up with the five memories.
-	eventually(t, "the vector and text indexes to hold 5 entries", func() bool {
+	testutil.Eventually(t, "the vector and text indexes to hold 5 entries", func() bool {
 		b := h.scrape()
 		v, _ := metric(b, "memoria_index_entries", "index", "vector")
 		x, _ := metric(b, "memoria_index_entries", "index", "text")
@@ -205,7 +195,7 @@ func TestMetricsActorRestartsAndMailbox(t *testing.T) {
 	if r := insert("the first insert crashes the actor"); r.status < 500 {
 		t.Fatalf("crashed insert: %s", r)
 	}
-	eventually(t, "a sona restart in the metrics", func() bool {
+	testutil.Eventually(t, "a sona restart in the metrics", func() bool {
 		v, _ := metric(h.scrape(), "memoria_actor_restarts_total", "actor", "sona")
 		return v >= 1
 	})
@@ -222,7 +212,7 @@ func TestMetricsActorRestartsAndMailbox(t *testing.T) {
 				strings.NewReader(fmt.Sprintf(`{"sona":%q,"data":{"kind":"text","content":"queued %d"},"dedup":false}`, id, i)))
 		}()
 	}
-	eventually(t, "messages waiting in the sona's mailbox", func() bool {
+	testutil.Eventually(t, "messages waiting in the sona's mailbox", func() bool {
 		v, _ := metric(h.scrape(), "memoria_actor_mailbox_depth", "actor", "sona")
 		return v >= 1
 	})
@@ -231,7 +221,7 @@ func TestMetricsActorRestartsAndMailbox(t *testing.T) {
 	mu.Unlock()
 	close(block)
 	wg.Wait()
-	eventually(t, "the sona's mailbox to drain", func() bool {
+	testutil.Eventually(t, "the sona's mailbox to drain", func() bool {
 		v, _ := metric(h.scrape(), "memoria_actor_mailbox_depth", "actor", "sona")
 		return v == 0
 	})

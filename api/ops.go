@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/ipfs/go-cid"
 
@@ -411,12 +410,12 @@ func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	start := s.clock.Now()
 	recalled, err := s.self.Recall(ctx, memory.Query{
 		Sona: rec.Uuid, Text: req.Query, K: int(req.K), Budget: int(req.BudgetChars),
 		AgentID: req.AgentId, Scope: scope, AsOf: req.AsOf, IncludeHidden: req.IncludeHidden,
 	})
-	s.metrics.ObserveRecall("recall", time.Since(start))
+	s.metrics.ObserveRecall("recall", s.clock.Since(start))
 	return recalled, err
 }
 

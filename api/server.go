@@ -17,15 +17,17 @@ import (
 	"strings"
 	"time"
 
+	oteltrace "go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/messages"
-	oteltrace "go.opentelemetry.io/otel/trace"
-	"google.golang.org/protobuf/proto"
 )
 
 // Server serves the REST API, MCP over streamable HTTP at /mcp, and
@@ -40,6 +42,7 @@ type Server struct {
 	metrics *metrics.Set // nil: nothing is recorded
 	guard   *browserGuard
 	mcp     *mcpDefs                 // the MCP tools' definitions
+	clock   clock.Clock              // the self's: times requests and recalls
 	tp      oteltrace.TracerProvider // nil: tracing is off (tracing.go)
 	tracer  oteltrace.Tracer
 }
@@ -50,7 +53,7 @@ func NewServer(self *memory.Self, sys *actors.System, cfg config.Config, log *sl
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{self: self, sys: sys, cfg: cfg, log: log, mux: http.NewServeMux(), tokens: newTokens(cfg.Server.Auth),
-		guard: newBrowserGuard(cfg.Server), mcp: newMCPDefs(cfg)}
+		guard: newBrowserGuard(cfg.Server), mcp: newMCPDefs(cfg), clock: self.Clock()}
 	s.routes()
 	return s
 }
@@ -124,11 +127,11 @@ var ErrBodyTimeout = errors.New("api: the request body was not received in time"
 // panics into 500s and the mux's own 404/405 answers into JSON errors, and
 // records the request's metrics by route (the mux pattern).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+	start := s.clock.Now()
 	h, pattern := s.mux.Handler(r)
 	rw := &statusWriter{ResponseWriter: w}
 	w = rw
-	defer func() { s.metrics.ObserveHTTP(pattern, r.Method, rw.code(), time.Since(start)) }()
+	defer func() { s.metrics.ObserveHTTP(pattern, r.Method, rw.code(), s.clock.Since(start)) }()
 	if s.tracer != nil {
 		var end func()
 		r, end = s.startSpan(r, pattern, rw)
@@ -180,7 +183,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r) // sets the path values h reads
-	s.log.DebugContext(ctx, "request", "method", r.Method, "path", r.URL.Path, "took", time.Since(start))
+	s.log.DebugContext(ctx, "request", "method", r.Method, "path", r.URL.Path, "took", s.clock.Since(start))
 }
 
 // statusWriter remembers the status a handler answered with, and gives

@@ -26,6 +26,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/testutil"
 )
 
 // chromium finds the browser: $MEMORIA_CHROMIUM, else chromium on $PATH.
@@ -368,7 +369,7 @@ func TestWebExplorer(t *testing.T) {
 	b.shot("06-recall-as-of")
 
 	// The tiers (filled by the tier actors behind the chats).
-	eventually(t, "alice's three STM pages", func() bool {
+	testutil.Eventually(t, "alice's three STM pages", func() bool {
 		return len(array(t, object(t, h.get("/sona/"+alice+"/tiers").obj(t, http.StatusOK)["stm"])["pages"])) == 3
 	})
 	b.goTo("#/sona/" + alice + "/tiers")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/app"
+	"github.com/memoria-ai/memoria/internal/testutil"
 )
 
 func TestUIFiles(t *testing.T) {
@@ -220,7 +221,7 @@ func TestMemoryLinks(t *testing.T) {
 	}
 	// agent-2's recall returned the hits together: they become partners
 	// (written behind the answer), for agent-2 only.
-	eventually(t, "co-access partners", func() bool {
+	testutil.Eventually(t, "co-access partners", func() bool {
 		_, co := links(hits[0], "?agent_id=agent-2")
 		return slices.Contains(slices.Collect(maps.Keys(co)), hits[1])
 	})
@@ -255,7 +256,7 @@ func TestMemoryLinksSonaScoped(t *testing.T) {
 			"edges": []any{map[string]any{"target": map[string]any{"/": memB}, "weight": 0.5}}})["cid"])
 		h.insert(map[string]any{"sona": a, "dedup": false, "data": map[string]any{"kind": "text", "content": "alpha also keeps a blue key"}})
 		h.post("/sona/"+a+"/recall", map[string]any{"query": "alpha keeps a key", "scope": "self"}).obj(t, http.StatusOK)
-		eventually(t, "co-access", func() bool {
+		testutil.Eventually(t, "co-access", func() bool {
 			return len(array(t, h.get("/memory/"+memA+"/links").obj(t, http.StatusOK)["coaccess"])) > 0
 		})
 		closeH()

@@ -18,6 +18,7 @@ const (
 	offlinePrefix     = "[offline model] "
 	offlineRecall     = offlinePrefix + "From memory: "
 	offlineNoMemory   = offlinePrefix + "I don't remember anything about that."
+	offlineNoted      = offlinePrefix + "Noted."
 	offlineMaxQuotes  = 3
 	offlineCharsPerTk = 4 // characters per token when applying MaxTokens
 )
@@ -50,9 +51,15 @@ const (
 //
 //	[offline model] From memory: <sentence 1> <sentence 2> <sentence 3>
 //
-// If no sentence scores, the reply is
+// If no sentence scores, the reply to a question or a request (the input
+// ends with '?' or begins with a question word or a request verb such as
+// "tell", "list" or "remind": asking) is
 //
 //	[offline model] I don't remember anything about that.
+//
+// and the reply to anything else — a statement the user tells it — is
+//
+//	[offline model] Noted.
 //
 // If Request.MaxTokens > 0 and the reply is longer than MaxTokens*4
 // characters (runes), it is cut to at most that many at a word boundary and
@@ -87,7 +94,10 @@ func (o *OfflineLLM) Complete(ctx context.Context, req Request) (Response, error
 
 	input := req.Messages[last].Content
 	quotes := recall(input, req.Messages[:last])
-	reply := offlineNoMemory
+	reply := offlineNoted
+	if asking(input) {
+		reply = offlineNoMemory
+	}
 	if len(quotes) > 0 {
 		reply = offlineRecall + strings.Join(quotes, " ")
 	}
@@ -99,6 +109,28 @@ func (o *OfflineLLM) Complete(ctx context.Context, req Request) (Response, error
 		}
 	}
 	return Response{Content: reply, Model: OfflineModel, StopReason: stop}, nil
+}
+
+// askWords begin a question or a request for something remembered.
+var askWords = map[string]bool{
+	"who": true, "what": true, "when": true, "where": true, "why": true, "how": true, "which": true,
+	"whose": true, "whom": true, "do": true, "does": true, "did": true, "is": true, "are": true,
+	"was": true, "were": true, "can": true, "could": true, "would": true, "will": true, "should": true,
+	"shall": true, "have": true, "has": true, "had": true, "may": true, "might": true, "tell": true,
+	"show": true, "list": true, "remind": true, "recall": true, "describe": true, "explain": true,
+	"summarize": true, "summarise": true, "give": true, "name": true, "find": true,
+}
+
+// asking reports whether input asks something (a question or a request)
+// rather than tells something.
+func asking(input string) bool {
+	in := strings.TrimSpace(input)
+	if strings.HasSuffix(in, "?") {
+		return true
+	}
+	first, _, _ := strings.Cut(in, " ")
+	first = strings.TrimFunc(strings.ToLower(first), func(r rune) bool { return !unicode.IsLetter(r) })
+	return askWords[first]
 }
 
 // lastUserIndex returns the index of the last RoleUser message, or -1.

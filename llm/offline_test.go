@@ -101,6 +101,21 @@ func TestOfflineComplete(t *testing.T) {
 			want: "[offline model] From memory: I love painting.",
 		},
 		{
+			name: "a statement with nothing related is noted",
+			msgs: []Message{mem(memories), user("My cat is called Whiskers.")},
+			want: "[offline model] Noted.",
+		},
+		{
+			name: "a request without a question mark still asks",
+			msgs: []Message{mem(memories), user("Remind me which car I drive")},
+			want: "[offline model] I don't remember anything about that.",
+		},
+		{
+			name: "a statement with something related quotes it",
+			msgs: []Message{mem(memories), user("I went painting again today.")},
+			want: "[offline model] From memory: I love painting sunsets.",
+		},
+		{
 			name: "last user message is the input, later messages ignored",
 			msgs: []Message{
 				mem(memories),

@@ -8,87 +8,24 @@ import (
 
 	"github.com/ipfs/go-cid"
 
-	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/messages"
 )
-
-func TestContainsPhrase(t *testing.T) {
-	for _, tc := range []struct {
-		text, phrase string
-		want         bool
-	}{
-		{"the api had an outage.", "outage", true},
-		{"outages happen", "outage", false}, // whole words only
-		{"a blackoutage", "outage", false},
-		{"it went   down at noon", "went down", true}, // any white space between words
-		{"it went\ndown", "went down", true},
-		{"wentdown", "went down", false},
-		{"we went downstairs", "went down", false},
-		{"see the post-mortem", "post-mortem", true},
-		{"v2 released, v1 shipped", "shipped", true},
-		{"décision prise", "décision", true},
-		{"", "x", false},
-		{"x", "", false},
-	} {
-		if got := containsPhrase(tc.text, tc.phrase); got != tc.want {
-			t.Errorf("containsPhrase(%q, %q) = %v, want %v", tc.text, tc.phrase, got, tc.want)
-		}
-	}
-}
-
-func TestAnchorRulesMatch(t *testing.T) {
-	rules := CompileAnchorRules(config.Anchoring{Rules: []config.AnchorRule{
-		{Category: "milestone", Labels: map[string]string{"anchor": "milestone"}},
-		{Category: "flagged", Labels: map[string]string{"flag": "*"}},
-		{Category: "incident", Kinds: []string{"error"}, Words: []string{"Went Down"}},
-		{Category: "incident", Data: []string{"text"}, Words: []string{"outage"}},
-		{Category: "decision", Words: []string{"decided"}},
-	}})
-	text := func(s string) *Memory { return &Memory{Data: Data{Text: &TextData{Content: s}}} }
-	self := func(s string) *Memory {
-		return &Memory{Data: Data{Self: &SelfData{Name: "a", Parts: []Part{{Content: s}}}}}
-	}
-	for _, tc := range []struct {
-		name string
-		m    *Memory
-		meta *messages.MemoryMeta
-		want string
-	}{
-		{"label", text("nothing special"), &messages.MemoryMeta{Labels: map[string]string{"anchor": "Milestone"}}, "milestone"},
-		{"other label value", text("nothing special"), &messages.MemoryMeta{Labels: map[string]string{"anchor": "other"}}, ""},
-		{"any value", text("x"), &messages.MemoryMeta{Labels: map[string]string{"flag": "red"}}, "flagged"},
-		{"kind and words", text("The API went down"), &messages.MemoryMeta{Kind: "error"}, "incident"},
-		{"words without the kind", text("The API went down"), &messages.MemoryMeta{Kind: "note"}, ""},
-		{"data kind", text("an OUTAGE today"), &messages.MemoryMeta{}, "incident"},
-		{"not that data kind", self("an outage today"), &messages.MemoryMeta{}, ""},
-		{"first match wins", text("we decided after the outage"), &messages.MemoryMeta{}, "incident"},
-		{"later rule", self("I decided"), &messages.MemoryMeta{}, "decision"},
-		{"nothing", text("lunch was pasta"), &messages.MemoryMeta{}, ""},
-	} {
-		got, ok := rules.Match(tc.m, tc.meta)
-		if got != tc.want || ok != (tc.want != "") {
-			t.Errorf("%s: Match = %q, %v; want %q", tc.name, got, ok, tc.want)
-		}
-	}
-	if _, ok := CompileAnchorRules(config.Anchoring{}).Match(text("outage"), &messages.MemoryMeta{}); ok {
-		t.Error("no rules anchored something")
-	}
-}
 
 // An anchor is written by the append's own transaction: it is there with
 // its memory, under the memory's insertion-log position, or neither is.
 func TestAnchorIsWrittenByTheAppend(t *testing.T) {
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	woken := make(chan struct{}, 16)
-	s.OnAnchor(func() { woken <- struct{}{} })
+	s.Anchors.OnAdded(func() { woken <- struct{}{} })
 	o := newOwner(t, s, "ops")
 
 	plain := o.text("lunch was pasta")
 	incident := o.text("The payment API had an outage for an hour.")
 	milestone := o.add(&Memory{Data: Data{Text: &TextData{Content: "v1 is out"}}}, &messages.MemoryMeta{Labels: map[string]string{"anchor": "milestone"}})
-	page, err := s.Anchors(0, 10)
+	page, err := s.Anchors.Page(0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +55,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 	if _, err := o.tryAdd(bad, nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("dangling edge: %v", err)
 	}
-	if page, _ := s.Anchors(0, 10); len(page.Items) != 2 {
+	if page, _ := s.Anchors.Page(0, 10); len(page.Items) != 2 {
 		t.Fatalf("a refused append left an anchor: %+v", page.Items)
 	}
 
@@ -149,13 +86,13 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 		o.head, o.n = plan.Next()
 		plain = p.CID // the next merge archives this one
 	}
-	if page, _ := s.Anchors(0, 10); len(page.Items) != 2 {
+	if page, _ := s.Anchors.Page(0, 10); len(page.Items) != 2 {
 		t.Fatalf("merges, insights or imports were anchored: %+v", page.Items)
 	}
 }
 
 func TestAnchorsPageAndCursor(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "ops")
 	var want []cid.Cid
@@ -168,7 +105,7 @@ func TestAnchorsPageAndCursor(t *testing.T) {
 	var got []cid.Cid
 	var after uint64
 	for pages := 0; ; pages++ {
-		page, err := s.Anchors(after, 3)
+		page, err := s.Anchors.Page(after, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,15 +126,15 @@ func TestAnchorsPageAndCursor(t *testing.T) {
 
 	// The sink's cursor is durable and only moves forward.
 	ctx := context.Background()
-	if c, err := s.AnchorCursor(); err != nil || c != 0 {
+	if c, err := s.Anchors.Cursor(); err != nil || c != 0 {
 		t.Fatalf("fresh cursor %d, %v", c, err)
 	}
 	for _, seq := range []uint64{4, 2} {
-		if err := s.SetAnchorCursor(ctx, seq); err != nil {
+		if err := s.Anchors.SetCursor(ctx, seq); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if c, _ := s.AnchorCursor(); c != 4 {
+	if c, _ := s.Anchors.Cursor(); c != 4 {
 		t.Fatalf("cursor %d after 4 then 2, want 4", c)
 	}
 }

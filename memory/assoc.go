@@ -9,10 +9,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -32,14 +32,12 @@ const maxLinks = 32
 var (
 	prefixAssoc    = []byte("a/")
 	prefixCoAccess = []byte("h/")
-	prefixSimStats = []byte("d/")
 	prefixQueryLog = []byte("l/")
 )
 
-func assocKey(c cid.Cid) []byte      { return join(prefixAssoc, c.Bytes()) }
-func simStatsKey(uuid string) []byte { return join(prefixSimStats, []byte(uuid)) }
+func assocKey(c cid.Cid) []byte { return base.Join(prefixAssoc, c.Bytes()) }
 func coAccessKey(agent string, c cid.Cid) []byte {
-	return join(prefixCoAccess, []byte(agent), []byte{0}, c.Bytes())
+	return base.Join(prefixCoAccess, []byte(agent), []byte{0}, c.Bytes())
 }
 
 // ValidateAgentID checks an agent id: printable, short.
@@ -76,7 +74,7 @@ func decodeLinks(raw []byte) ([]Link, error) {
 
 // updateLinks applies change to the link list under key (read through tx)
 // and writes it back strongest first, keeping at most maxLinks.
-func updateLinks(tx *Tx, key []byte, now int64, change func(map[cid.Cid]*messages.Association, func(cid.Cid) *messages.Association)) error {
+func updateLinks(tx Tx, key []byte, now int64, change func(map[cid.Cid]*messages.Association, func(cid.Cid) *messages.Association)) error {
 	list := &messages.Associations{}
 	if raw, err := tx.Get(key); err == nil {
 		if err := proto.Unmarshal(raw, list); err != nil {
@@ -125,7 +123,7 @@ func updateLinks(tx *Tx, key []byte, now int64, change func(map[cid.Cid]*message
 // putAssociations records typed associations between from and each of
 // links' targets, both ways, keeping the stronger of an existing link and
 // the new one. from's own list is rewritten once.
-func putAssociations(tx *Tx, from cid.Cid, links []Link, now int64) error {
+func putAssociations(tx Tx, from cid.Cid, links []Link, now int64) error {
 	keep := func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association, to cid.Cid, typ string, strength float64) {
 		if l, ok := have[to]; ok && l.Strength >= strength {
 			return
@@ -160,9 +158,9 @@ func putAssociations(tx *Tx, from cid.Cid, links []Link, now int64) error {
 	return nil
 }
 
-func readLinks(txn *badger.Txn, key []byte) ([]Link, error) {
-	item, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
+func readLinks(txn Reader, key []byte) ([]Link, error) {
+	item, err := txn.Item(key)
+	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -179,7 +177,7 @@ func readLinks(txn *badger.Txn, key []byte) ([]Link, error) {
 // Associations returns the typed associations of a memory, strongest first.
 func (s *Self) Associations(c cid.Cid) ([]Link, error) {
 	var out []Link
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		out, err = readLinks(txn, assocKey(c))
 		return err
@@ -191,7 +189,7 @@ func (s *Self) Associations(c cid.Cid) ([]Link, error) {
 // strongest first.
 func (s *Self) CoAccess(agent string, c cid.Cid) ([]Link, error) {
 	var out []Link
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		out, err = readLinks(txn, coAccessKey(agent, c))
 		return err
@@ -202,7 +200,7 @@ func (s *Self) CoAccess(agent string, c cid.Cid) ([]Link, error) {
 // coAccessOp strengthens the Hebbian co-access weight of every pair of
 // memories returned together, for one agent: w ← w + rate·(1 − w).
 func coAccessOp(agent string, together []cid.Cid, rate float64, now int64) Op {
-	return func(tx *Tx) error {
+	return func(tx Tx) error {
 		for _, a := range together {
 			err := updateLinks(tx, coAccessKey(agent, a), now, func(_ map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association) {
 				for _, b := range together {
@@ -225,14 +223,14 @@ func coAccessOp(agent string, together []cid.Cid, rate float64, now int64) Op {
 type QueryLogEntry = messages.QueryLog
 
 func queryLogKey(ns int64, sona string) []byte {
-	return join(prefixQueryLog, u64(uint64(ns)), []byte(sona))
+	return base.Join(prefixQueryLog, base.U64(uint64(ns)), []byte(sona))
 }
 
 // QueryLog returns the latest logged recalls, newest first.
 func (s *Self) QueryLog(limit int) ([]*QueryLogEntry, error) {
 	var out []*QueryLogEntry
-	err := s.store.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixQueryLog, Reverse: true, PrefetchValues: true})
+	err := s.store.View(func(txn Reader) error {
+		it := txn.NewIterator(IterOptions{Prefix: prefixQueryLog, Reverse: true, PrefetchValues: true})
 		defer it.Close()
 		for it.Seek(append(bytes.Clone(prefixQueryLog), 0xff)); it.Valid() && len(out) < limit; it.Next() {
 			e := &QueryLogEntry{}

@@ -5,57 +5,18 @@ import (
 	"errors"
 
 	"fmt"
-	"github.com/dgraph-io/badger/v4"
 	"slices"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/anchor"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
-
-// Prepared is a memory ready to join a chain: validated, encoded,
-// addressed and embedded. Preparing is the costly part of a write and needs
-// no ownership of the chain, so it runs before the owner appends.
-type Prepared struct {
-	Memory *Memory
-	CID    cid.Cid
-	Block  []byte
-	Vector []float32
-	// Meta carries the initial metadata: kind, agent_id, labels, backbone.
-	// The store fills in sonas, times and counters.
-	Meta *messages.MemoryMeta
-	// Neighbors are the sona's memories nearest to this one when it was
-	// prepared, best first (see PrepareInsert); they become "similar"
-	// associations and feed the sona's similarity distribution.
-	Neighbors []Neighbor
-	// EdgeType is the association type of the memory's edges: "causal"
-	// for a response and what it drew on, "related" (default) otherwise.
-	EdgeType string
-	// PageOf, when set, makes this memory the response of an advance whose
-	// input is PageOf: the dialogue page (input, response) is handed to the
-	// sona's STM in the same transaction as the append.
-	PageOf *cid.Cid
-	// Archive are memories of the sona to archive in the same transaction
-	// as the append: the sources of a merge (see Merge).
-	Archive []cid.Cid
-	// ExpectSeq, when set, is the seq the append must land at: an import
-	// replaying an exported chain fails rather than append elsewhere.
-	ExpectSeq *int64
-	// Imported marks a memory from an export: the anchoring rules are not
-	// applied to it (the export lists its anchors).
-	Imported bool
-	// File, when set, is the raw block a file memory's content names,
-	// stored by the append's transaction (it counts as stored for the
-	// memory's own link check).
-	File []byte
-}
-
-// Neighbor is a nearby memory and its cosine similarity.
-type Neighbor struct {
-	CID cid.Cid
-	Sim float64
-}
 
 // Prepare validates and encodes m. vec is m's embedding (see Self.Embed).
 func (s *Self) Prepare(m *Memory, vec []float32, meta *messages.MemoryMeta) (*Prepared, error) {
@@ -100,55 +61,25 @@ func (s *Self) prepared(m *Memory, c cid.Cid, block []byte, vec []float32, meta 
 	return &Prepared{Memory: m, CID: c, Block: block, Vector: vec, Meta: meta}, nil
 }
 
-// Append is a planned append of one memory to a sona's chain: the ACT that
-// will become the new head. The chain's owner plans appends one after the
-// other, each extending the previous plan, and submits them in order.
-type Append struct {
-	Sona     string
-	Prev     *cid.Cid // current head, nil for an empty chain
-	Seq      int64    // current length
-	Act      cid.Cid
-	ActBlock []byte
-	Item     *Prepared
-	Now      int64 // unix seconds, the store time of the memory
-}
-
-// PlanAppend builds the ACT that appends item to a chain whose head is
-// head and whose length is length.
-func PlanAppend(sona string, head *cid.Cid, length int64, item *Prepared, now int64) (*Append, error) {
-	act := Act{Sona: sona, Memory: item.CID, Prev: head, Seq: length}
-	c, block, err := act.Encode()
-	if err != nil {
-		return nil, err
-	}
-	return &Append{Sona: sona, Prev: head, Seq: length, Act: c, ActBlock: block, Item: item, Now: now}, nil
-}
-
-// Next returns the head and length after a.
-func (a *Append) Next() (head *cid.Cid, length int64) {
-	c := a.Act
-	return &c, a.Seq + 1
-}
-
 // CheckLinks verifies that what m links to is stored: every edge target a
 // memory, a file's content a block. inflight reports memories appended but
 // not yet durable by the caller (a chain owner), which count as stored.
 // Checking before planning keeps a bad link from failing inside the store,
 // where the appends planned after it would fail too.
 func (s *Self) CheckLinks(m *Memory, inflight func(cid.Cid) bool) error {
-	return s.store.View(func(txn *badger.Txn) error {
+	return s.store.View(func(txn Reader) error {
 		for _, e := range m.Edges {
 			if inflight(e.Target) {
 				continue
 			}
-			if _, err := txn.Get(metaKey(e.Target)); errors.Is(err, badger.ErrKeyNotFound) {
+			if _, err := txn.Item(metaKey(e.Target)); errors.Is(err, ErrNotFound) {
 				return EdgeNotStored(e.Target)
 			} else if err != nil {
 				return err
 			}
 		}
 		if f := m.Data.File; f != nil && !inflight(f.Content) {
-			if _, err := txn.Get(blockKey(f.Content)); errors.Is(err, badger.ErrKeyNotFound) {
+			if _, err := txn.Item(store.BlockKey(f.Content)); errors.Is(err, ErrNotFound) {
 				return FileNotStored(f.Content)
 			} else if err != nil {
 				return err
@@ -186,7 +117,7 @@ func (s *Self) InSona(c cid.Cid, id string) (bool, error) {
 // still a.Prev, so a chain never forks, and with ErrInvalid when an edge
 // or file points at nothing stored.
 func (s *Self) AppendOp(a *Append) Op {
-	return func(tx *Tx) error {
+	return func(tx Tx) error {
 		raw, err := tx.Get(sonaKey(a.Sona))
 		if errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("%w: sona %s", ErrNotFound, a.Sona)
@@ -220,7 +151,7 @@ func (s *Self) AppendOp(a *Append) Op {
 					return err
 				}
 			}
-			ok, err := tx.Has(blockKey(f.Content))
+			ok, err := tx.Has(store.BlockKey(f.Content))
 			if err != nil {
 				return err
 			}
@@ -255,8 +186,8 @@ func (s *Self) AppendOp(a *Append) Op {
 			if meta.Insight != nil {
 				tx.Set(insightKey(logSeq), item.CID.Bytes())
 			}
-			if category, ok := s.anchorFor(item, meta); ok {
-				err := s.putAnchor(tx, logSeq, &messages.Anchor{Cid: item.CID.String(), Category: category, Time: a.Now, Sona: a.Sona})
+			if category, ok := s.Anchors.Judge(item, meta); ok {
+				err := anchor.Put(tx, logSeq, &messages.Anchor{Cid: item.CID.String(), Category: category, Time: a.Now, Sona: a.Sona})
 				if err != nil {
 					return err
 				}
@@ -306,7 +237,7 @@ func (s *Self) AppendOp(a *Append) Op {
 			return err
 		}
 		if item.PageOf != nil {
-			if err := enqueuePage(tx, a.Sona, *item.PageOf, item.CID, a.Now); err != nil {
+			if err := tiers.EnqueuePage(tx, a.Sona, *item.PageOf, item.CID, a.Now); err != nil {
 				return err
 			}
 		}
@@ -346,8 +277,8 @@ func sameHead(head *string, prev *cid.Cid) bool {
 }
 
 // currentLogSeq is the last position of the insertion log.
-func currentLogSeq(tx *Tx) (uint64, error) {
-	v, err := tx.Get(keyMemSeq)
+func currentLogSeq(tx Tx) (uint64, error) {
+	v, err := tx.Get(store.KeyMemSeq)
 	if errors.Is(err, ErrNotFound) {
 		return 0, nil
 	}
@@ -361,12 +292,12 @@ func currentLogSeq(tx *Tx) (uint64, error) {
 }
 
 // nextLogSeq takes the next insertion-log position.
-func nextLogSeq(tx *Tx) (uint64, error) {
+func nextLogSeq(tx Tx) (uint64, error) {
 	n, err := currentLogSeq(tx)
 	if err != nil {
 		return 0, err
 	}
-	tx.Set(keyMemSeq, u64(n+1))
+	tx.Set(store.KeyMemSeq, base.U64(n+1))
 	return n + 1, nil
 }
 
@@ -375,7 +306,7 @@ func nextLogSeq(tx *Tx) (uint64, error) {
 // related, strength relative to its strongest edge), and similar to its
 // strong neighbours — those at least as close as the sona's typical
 // nearest neighbour — whose distribution it then joins.
-func (s *Self) appendAssociations(tx *Tx, a *Append, prevMemory *string) error {
+func (s *Self) appendAssociations(tx Tx, a *Append, prevMemory *string) error {
 	item := a.Item
 	var links []Link
 	if prevMemory != nil {
@@ -402,8 +333,8 @@ func (s *Self) appendAssociations(tx *Tx, a *Append, prevMemory *string) error {
 	}
 	if len(item.Neighbors) > 0 {
 		stats := SimStats{}
-		if raw, err := tx.Get(simStatsKey(a.Sona)); err == nil {
-			if stats, err = decodeStats(raw); err != nil {
+		if raw, err := tx.Get(assoc.SimStatsKey(a.Sona)); err == nil {
+			if stats, err = assoc.DecodeStats(raw); err != nil {
 				return err
 			}
 		} else if !errors.Is(err, ErrNotFound) {
@@ -417,7 +348,7 @@ func (s *Self) appendAssociations(tx *Tx, a *Append, prevMemory *string) error {
 			links = append(links, Link{Target: n.CID, Type: AssocSimilar, Strength: n.Sim})
 		}
 		stats.Add(item.Neighbors[0].Sim)
-		tx.Set(simStatsKey(a.Sona), encodeStats(stats))
+		tx.Set(assoc.SimStatsKey(a.Sona), assoc.EncodeStats(stats))
 	}
 	return putAssociations(tx, item.CID, links, a.Now)
 }

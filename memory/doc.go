@@ -1,11 +1,28 @@
 // Package memory is Memoria's domain: the immutable IPLD memory model, the
 // Badger store that is its source of truth, the derived vector index, and
-// recall. It is pure of transports: it never imports protoactor, net/http or
-// a model provider SDK (a test enforces it). Actors and servers adapt it.
+// recall.
+//
+// It is being split into packages (issue 14); what has moved so far:
+//
+//	memory/base   the error classes, Page, vector arithmetic, key helpers
+//	memory/model  Memory, Act, their encoding and CIDs; Prepared, Append
+//	memory/store  the store: Reader/Tx/Committer, group commit, commit
+//	              events, Badger and in-memory backends, storetest
+//	memory/tiers  MemoryOS: the pure tiers and their storage (Self.Tiers)
+//	memory/assoc  the emergent thresholds (the associations will follow)
+//	memory/anchor the anchor list, its rules and cursor (Self.Anchors)
+//	memory/consensus  the agents' consensus on the backbone (Self.Consensus)
+//
+// Package memory re-exports their names (errors.go, model.go,
+// storealias.go) so that its callers keep compiling during the move; new
+// code imports the packages.
+//
+// It is pure of transports: it never imports protoactor, net/http or a
+// model provider SDK (a test enforces it). Actors and servers adapt it.
 //
 // # Data model
 //
-// A Memory (schema.ipldsch) is a DAG-CBOR block addressed by its CIDv1
+// A Memory (memory/model's schema.ipldsch) is a DAG-CBOR block addressed by its CIDv1
 // (codec dag-cbor 0x71, sha2-256); the same memory always has the same CID.
 // An Act is one step of a sona's strictly linear chain: {sona, memory, prev,
 // seq}. Files are raw blocks (codec 0x55). Mutable state lives beside the
@@ -13,20 +30,10 @@
 //
 // # Invariants
 //
-//   - Every block enters through Tx.PutBlock, which re-hashes it, and leaves
-//     through Store.Block, which re-hashes it again: a stored block whose
-//     bytes do not match its CID is ErrCorrupt, never served.
-//   - Every write passes the committer (Store.Submit): operations run in
-//     submission order, are applied in batches of one Badger transaction,
-//     and are acknowledged only after that transaction's fsync and the
-//     acknowledged mark (the commit count, in a file beside Badger's) moved.
-//     A store that opens with fewer commits than its mark lost acknowledged
-//     writes and refuses to serve (ErrLostWrites) until the loss is accepted.
-//   - A batch that would leave less than the free-space reserve on the
-//     store's file system is not committed (ErrDiskFull); reads go on.
-//   - Before Badger opens the store, every table is verified and the
-//     write-ahead logs are scanned (integrity.go): damage is named, never
-//     read past.
+//   - The store's invariants (blocks verified in and out, one committer,
+//     group commit acknowledged after fsync and the acknowledged mark,
+//     the free-space reserve, integrity checks at open) are package
+//     store's: see its doc.
 //   - Appending to a chain (memory block, ACT block, head move, metadata,
 //     embedding, chain index, associations) is one operation, and it checks
 //     that the head it extends is still the head: a chain can never fork.
@@ -63,7 +70,7 @@
 //	                                    every group commit counts itself, see integrity.go);
 //	        "heartbeat" | "backbone" |  HeartbeatState (protobuf); uuid of the backbone's sona;
 //	        "evalseq" | "anchored"      last insertion-log position evaluated (8 BE); last anchor
-//	                                    (y/ position, 8 bytes BE) the AnchorSink took
+//	                                    (y/ position, 8 bytes BE) the anchor.Sink took
 //	a/      memory CID bytes            Associations (protobuf): the memory's typed links
 //	                                    (causal, similar, sequential, related), strongest first
 //	h/      agent_id 0x00 memory CID    Associations: Hebbian co-access partners, per agent
@@ -79,8 +86,8 @@
 //	                                    content (uploaded for it, or held by one of its file
 //	                                    memories; files.go)
 //	y/      log seq (8 bytes BE)        Anchor (protobuf): a significant memory, written in the
-//	                                    transaction of the append that created it (anchor.go)
-//	t/      uuid 0x00 …                 MemoryOS tiers of the sona (tierstore.go):
+//	                                    transaction of the append that created it (memory/anchor)
+//	t/      uuid 0x00 …                 MemoryOS tiers of the sona (memory/tiers):
 //	          "s"                       StmState: the short-term pages, version, page similarity stats
 //	          "m"                       MtmState: next segment id, page count, version
 //	          "g" segment (8 BE)        Segment
@@ -88,7 +95,7 @@
 //	          "l"                       Persona (user profile, knowledge, traits; agent traits)
 //	          "f" term                  document frequency of a term in the mid-term pages (8 BE);
 //	                                    a term over 128 bytes is keyed by its first 95 bytes,
-//	                                    0xff and its SHA-256 (keys.go keyText)
+//	                                    0xff and its SHA-256 (base.KeyText)
 //	          "i" tier 0x00 seq (8 BE)  TierWork: the tier's durable inbox, oldest first
 //	          "n" counter               page and inbox sequence counters (8 BE)
 package memory

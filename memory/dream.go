@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -32,7 +33,7 @@ const (
 
 var prefixInsight = []byte("g/")
 
-func insightKey(logSeq uint64) []byte { return join(prefixInsight, u64(logSeq)) }
+func insightKey(logSeq uint64) []byte { return base.Join(prefixInsight, base.U64(logSeq)) }
 
 // DreamInput is one recent memory a dream consolidates.
 type DreamInput struct {
@@ -69,7 +70,7 @@ func Dream(recent []DreamInput, similar float64) []InsightDraft {
 	for i, in := range recent {
 		joined := false
 		for _, g := range groups {
-			if sim := dot(recent[g.members[0]].Vec, in.Vec); sim >= similar {
+			if sim := base.Dot(recent[g.members[0]].Vec, in.Vec); sim >= similar {
 				g.members = append(g.members, i)
 				g.sim += sim
 				joined = true
@@ -253,9 +254,9 @@ func (s *Self) prepareInsight(ctx context.Context, d InsightDraft, now int64) (*
 // NoteDream records that the sonas of plans dreamed (up to the chain
 // length each plan covered, and its insights), at now.
 func (s *Self) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Time) error {
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		st := &messages.HeartbeatState{}
-		if _, err := txProto(tx, keyHeartbeat, st); err != nil {
+		if _, err := store.GetProto(tx, keyHeartbeat, st); err != nil {
 			return err
 		}
 		if st.Dreamed == nil {
@@ -278,8 +279,8 @@ func (s *Self) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Time)
 // Insights lists stored insights, newest first, up to limit.
 func (s *Self) Insights(limit int) ([]*messages.Insight, error) {
 	var out []*messages.Insight
-	err := s.store.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixInsight, Reverse: true})
+	err := s.store.View(func(txn Reader) error {
+		it := txn.NewIterator(IterOptions{Prefix: prefixInsight, Reverse: true})
 		defer it.Close()
 		for it.Seek(append(slices.Clone(prefixInsight), 0xff)); it.Valid() && len(out) < limit; it.Next() {
 			var c cid.Cid

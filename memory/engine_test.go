@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
@@ -26,7 +26,7 @@ func i64(v int64) *int64 { return &v }
 // seededConversation fills a sona with n memories drawn from a small
 // vocabulary (seeded), each linked to the one before, timestamped a minute
 // apart.
-func seededConversation(t *testing.T, s *Self, clock *fixedClock, o *owner, n int, seed int64) []cid.Cid {
+func seededConversation(t *testing.T, s *Self, clock *clock.Fake, o *owner, n int, seed int64) []cid.Cid {
 	t.Helper()
 	rng := rand.New(rand.NewSource(seed))
 	words := strings.Fields("garden tomato basil aphid compost lettuce slug river train lisbon porto novel lighthouse diary queue latency migration sister painting sunset")
@@ -48,7 +48,7 @@ func seededConversation(t *testing.T, s *Self, clock *fixedClock, o *owner, n in
 }
 
 func TestExplainSumsToTheScore(t *testing.T) {
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	o := newOwner(t, s, "a")
@@ -73,7 +73,7 @@ func TestExplainSumsToTheScore(t *testing.T) {
 }
 
 func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	o := newOwner(t, s, "a")
@@ -114,7 +114,7 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 }
 
 func TestScope(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	a, b := newOwner(t, s, "gardener"), newOwner(t, s, "traveller")
 	mine := a.text("the tomatoes need basil against aphids")
@@ -143,7 +143,7 @@ func TestScope(t *testing.T) {
 }
 
 func TestDedupOnInsert(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "notes")
 	ctx := context.Background()
@@ -214,7 +214,7 @@ func (o *owner) addPrepared(p *Prepared) {
 }
 
 func TestAssociationsOnAppend(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	ctx := context.Background()
@@ -267,7 +267,7 @@ func TestAssociationsOnAppend(t *testing.T) {
 // lets it: a similar link with weight 0 is not followed (the default,
 // chosen on LoCoMo), with weight w its strength counts w times.
 func TestAffinityLinkWeights(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	apples := o.text("apples grow in the orchard")
@@ -285,7 +285,7 @@ func TestAffinityLinkWeights(t *testing.T) {
 	reach := func(w config.LinkWeights) map[string]float64 {
 		s.cfg.Recall.AffinityLinks = w
 		var got map[string]float64
-		err := s.store.View(func(txn *badger.Txn) error {
+		err := s.store.View(func(txn Reader) error {
 			sc := &scorer{self: s, q: &Query{}, txn: txn}
 			var err error
 			got, err = sc.affinity([]*Recalled{{CID: apples, Explain: Explain{Fused: Fused{Relevance: 1}}}})
@@ -307,7 +307,7 @@ func TestAffinityLinkWeights(t *testing.T) {
 }
 
 func TestCoAccessAndQueryLog(t *testing.T) {
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	o := newOwner(t, s, "a")
@@ -365,7 +365,7 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 
 func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	dir := t.TempDir()
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	cfg := testConfig(dir)
 	s := openSelf(t, cfg, clock)
 	o := newOwner(t, s, "a")

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -28,7 +29,7 @@ var (
 	keyEvalSeq = []byte("x/evalseq")
 )
 
-func evalKey(c cid.Cid) []byte { return join(prefixEval, c.Bytes()) }
+func evalKey(c cid.Cid) []byte { return base.Join(prefixEval, c.Bytes()) }
 
 // ErrEvalConflict means two evaluators ran at once; the one that lost
 // wrote nothing.
@@ -62,15 +63,15 @@ func (s *Self) EvaluatePending(ctx context.Context, ev eumas.Evaluator, batch in
 		mark, last uint64
 		end        uint64
 	)
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
-		if mark, err = readU64(txn, keyEvalSeq); err != nil {
+		if mark, err = store.ReadU64(txn, keyEvalSeq); err != nil {
 			return err
 		}
 		if end, err = logEnd(txn); err != nil {
 			return err
 		}
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixLog, PrefetchValues: true, PrefetchSize: batch})
+		it := txn.NewIterator(IterOptions{Prefix: prefixLog, PrefetchValues: true, PrefetchSize: batch})
 		defer it.Close()
 		for it.Seek(logKey(mark + 1)); it.Valid() && len(items) < batch; it.Next() {
 			var c cid.Cid
@@ -112,12 +113,12 @@ func (s *Self) EvaluatePending(ctx context.Context, ev eumas.Evaluator, batch in
 	}
 	seed := s.cfg.Evaluation.ImportanceSeed
 	profiles := map[cid.Cid][]float32{}
-	err = s.store.Update(ctx, func(tx *Tx) error {
+	err = s.store.Update(ctx, func(tx Tx) error {
 		raw, err := tx.Get(keyEvalSeq)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if decodeU64(raw) != mark {
+		if base.DecodeU64(raw) != mark {
 			return ErrEvalConflict
 		}
 		for _, c := range cids {
@@ -144,7 +145,7 @@ func (s *Self) EvaluatePending(ctx context.Context, ev eumas.Evaluator, batch in
 		})(tx); err != nil {
 			return err
 		}
-		tx.Set(keyEvalSeq, u64(last))
+		tx.Set(keyEvalSeq, base.U64(last))
 		tx.OnCommit(func() {
 			for c, p := range profiles {
 				s.setProfile(c, p)
@@ -162,9 +163,9 @@ func (s *Self) EvaluatePending(ctx context.Context, ev eumas.Evaluator, batch in
 func (s *Self) Evaluation(c cid.Cid) (*messages.Evaluation, error) {
 	e := &messages.Evaluation{}
 	var found bool
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
-		found, err = readProto(txn, evalKey(c), e)
+		found, err = store.GetProto(txn, evalKey(c), e)
 		return err
 	})
 	if err == nil && !found {
@@ -260,7 +261,7 @@ func (s *Self) metricCandidates(sona, backbone string, prof []float32, n int) []
 func (sc *scorer) metricSim(c cid.Cid) float64 {
 	if id, ok := sc.self.index.ID(c.KeyString()); ok {
 		if p := sc.self.profiles.get(id); p != nil {
-			return dot(sc.profile, p)
+			return base.Dot(sc.profile, p)
 		}
 	}
 	return 0

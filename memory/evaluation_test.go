@@ -9,6 +9,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/messages"
@@ -17,7 +18,7 @@ import (
 // openEvaluated opens a self whose queries are evaluated by ev.
 func openEvaluated(t *testing.T, cfg config.Config, ev eumas.Evaluator) *Self {
 	t.Helper()
-	s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: &fixedClock{t: epoch}, Evaluator: ev})
+	s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: clock.NewFake(epoch), Evaluator: ev})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,16 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/memoria-ai/memoria/memory/anchor"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/consensus"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -67,7 +71,7 @@ func (s *Self) Export(ctx context.Context, sona string, w ExportWriter) error {
 	if err := s.store.Barrier(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	return s.store.View(func(txn *badger.Txn) error {
+	return s.store.View(func(txn Reader) error {
 		x := &exporter{s: s, txn: txn, ctx: ctx, chains: map[string]*exportChain{}, exported: map[cid.Cid]bool{}}
 		return x.run(sona, w)
 	})
@@ -75,7 +79,7 @@ func (s *Self) Export(ctx context.Context, sona string, w ExportWriter) error {
 
 type exporter struct {
 	s        *Self
-	txn      *badger.Txn
+	txn      Reader
 	ctx      context.Context
 	chains   map[string]*exportChain
 	order    []*exportChain
@@ -85,17 +89,17 @@ type exporter struct {
 
 func (x *exporter) run(sona string, w ExportWriter) error {
 	backbone := ""
-	if item, err := x.txn.Get(keyBackbone); err == nil {
+	if item, err := x.txn.Item(keyBackbone); err == nil {
 		v, err := item.ValueCopy(nil)
 		if err != nil {
 			return err
 		}
 		backbone = string(v)
-	} else if !errors.Is(err, badger.ErrKeyNotFound) {
+	} else if !errors.Is(err, ErrNotFound) {
 		return err
 	}
 	recs := map[string]*messages.Sona{}
-	if err := iteratePrefix(x.txn, prefixSona, func(_, v []byte) error {
+	if err := store.Scan(x.txn, prefixSona, func(_, v []byte) error {
 		rec := &messages.Sona{}
 		if err := proto.Unmarshal(v, rec); err != nil {
 			return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
@@ -159,7 +163,7 @@ func (x *exporter) run(sona string, w ExportWriter) error {
 		return err
 	}
 	for _, c := range files {
-		data, err := readBlock(x.txn, c)
+		data, err := store.ReadBlock(x.txn, c)
 		if err != nil {
 			return err
 		}
@@ -170,7 +174,7 @@ func (x *exporter) run(sona string, w ExportWriter) error {
 	if err := x.anchors(w); err != nil {
 		return err
 	}
-	pending, err := readAll(x.txn, prefixPending, func() *messages.PendingConcept { return &messages.PendingConcept{} })
+	pending, err := store.ReadAll(x.txn, consensus.KeyPending, func() *messages.PendingConcept { return &messages.PendingConcept{} })
 	if err != nil {
 		return err
 	}
@@ -180,7 +184,7 @@ func (x *exporter) run(sona string, w ExportWriter) error {
 			return err
 		}
 	}
-	conflicts, err := readAll(x.txn, prefixConflict, func() *messages.Conflict { return &messages.Conflict{} })
+	conflicts, err := store.ReadAll(x.txn, consensus.KeyConflict, func() *messages.Conflict { return &messages.Conflict{} })
 	if err != nil {
 		return err
 	}
@@ -200,7 +204,7 @@ func (x *exporter) chain(rec *messages.Sona, backbone bool) (*exportChain, error
 	}
 	ch := &exportChain{rec: rec, backbone: backbone}
 	prefix := chainPrefix(rec.Uuid)
-	err := iteratePrefix(x.txn, prefix, func(k, v []byte) error {
+	err := store.Scan(x.txn, prefix, func(k, v []byte) error {
 		act, mem, logSeq, err := decodeChainEntry(v)
 		if err != nil {
 			return err
@@ -281,9 +285,9 @@ func (x *exporter) sonaItem(ch *exportChain) *messages.ExportSona {
 		last := ch.rows[ch.upto-1]
 		out.Head, out.LastMemory = proto.String(last.Act.String()), proto.String(last.Memory.String())
 	}
-	if item, err := x.txn.Get(simStatsKey(ch.rec.Uuid)); err == nil {
+	if item, err := x.txn.Item(assoc.SimStatsKey(ch.rec.Uuid)); err == nil {
 		_ = item.Value(func(v []byte) error {
-			st, err := decodeStats(v)
+			st, err := assoc.DecodeStats(v)
 			if err == nil {
 				out.Similarity = &messages.SimilarityStats{N: st.N, Mean: st.Mean, M2: st.M2}
 			}
@@ -318,7 +322,7 @@ func (x *exporter) memories(w ExportWriter) ([]cid.Cid, error) {
 		if out.Meta, err = getMeta(x.txn, c); err != nil {
 			return nil, err
 		}
-		item, err := x.txn.Get(vectorKey(c))
+		item, err := x.txn.Item(vectorKey(c))
 		if err != nil {
 			return nil, fmt.Errorf("%w: memory %s has no embedding: %v", ErrCorrupt, c, err)
 		}
@@ -326,7 +330,7 @@ func (x *exporter) memories(w ExportWriter) ([]cid.Cid, error) {
 			return nil, err
 		}
 		assoc := &messages.Associations{}
-		if _, err := readProto(x.txn, assocKey(c), assoc); err != nil {
+		if _, err := store.GetProto(x.txn, assocKey(c), assoc); err != nil {
 			return nil, err
 		}
 		if out.Associations, err = x.links(assoc); err != nil {
@@ -363,7 +367,7 @@ func (x *exporter) links(list *messages.Associations) ([]*messages.ExportLink, e
 // agent in agent order.
 func (x *exporter) coAccess() (map[cid.Cid][]*messages.ExportCoAccess, error) {
 	out := map[cid.Cid][]*messages.ExportCoAccess{}
-	err := iteratePrefix(x.txn, prefixCoAccess, func(k, v []byte) error {
+	err := store.Scan(x.txn, prefixCoAccess, func(k, v []byte) error {
 		agent, raw, ok := bytes.Cut(k[len(prefixCoAccess):], []byte{0})
 		if !ok {
 			return fmt.Errorf("%w: co-access key %q", ErrCorrupt, k)
@@ -393,10 +397,10 @@ func (x *exporter) coAccess() (map[cid.Cid][]*messages.ExportCoAccess, error) {
 
 // anchors writes the anchors of the exported memories, in list order.
 func (x *exporter) anchors(w ExportWriter) error {
-	it := x.txn.NewIterator(badger.IteratorOptions{Prefix: prefixAnchor, PrefetchValues: true})
+	it := x.txn.NewIterator(IterOptions{Prefix: anchor.KeyPrefix, PrefetchValues: true})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
-		a, err := decodeAnchor(it.Item().Key(), it.Item())
+		a, err := anchor.Decode(it.Item().Key(), it.Item())
 		if err != nil {
 			return err
 		}
@@ -407,20 +411,6 @@ func (x *exporter) anchors(w ExportWriter) error {
 		}
 	}
 	return nil
-}
-
-// readAll decodes every record under prefix.
-func readAll[T proto.Message](txn *badger.Txn, prefix []byte, mk func() T) ([]T, error) {
-	var out []T
-	err := iteratePrefix(txn, prefix, func(k, v []byte) error {
-		m := mk()
-		if err := proto.Unmarshal(v, m); err != nil {
-			return fmt.Errorf("%w: record %q: %v", ErrCorrupt, k, err)
-		}
-		out = append(out, m)
-		return nil
-	})
-	return out, err
 }
 
 // stripEmbeddings drops the versions' embeddings (an import embeds the
@@ -454,11 +444,11 @@ func ExportedMemory(c cid.Cid, m *Memory) (*messages.ExportMemory, error) {
 // ExportedMemory, checked against the schema.
 func MemoryFromExport(data *structpb.Struct, timestamp *int64, edges []*messages.Edge) (*Memory, error) {
 	if data == nil {
-		return nil, invalidf(`data is required, e.g. {"kind":"text","content":"..."}`)
+		return nil, base.Invalidf(`data is required, e.g. {"kind":"text","content":"..."}`)
 	}
 	raw, err := protojson.Marshal(data)
 	if err != nil {
-		return nil, invalidf("data: %v", err)
+		return nil, base.Invalidf("data: %v", err)
 	}
 	d, err := DataFromJSON(raw)
 	if err != nil {
@@ -467,11 +457,11 @@ func MemoryFromExport(data *structpb.Struct, timestamp *int64, edges []*messages
 	m := &Memory{Data: d, Timestamp: timestamp}
 	for i, e := range edges {
 		if e.GetTarget().GetCid() == "" {
-			return nil, invalidf(`edge %d needs a target {"/": "<cid>"}`, i)
+			return nil, base.Invalidf(`edge %d needs a target {"/": "<cid>"}`, i)
 		}
 		c, err := cid.Decode(e.Target.Cid)
 		if err != nil {
-			return nil, invalidf("edge %d: malformed CID %q: %v", i, e.Target.Cid, err)
+			return nil, base.Invalidf("edge %d: malformed CID %q: %v", i, e.Target.Cid, err)
 		}
 		m.Edges = append(m.Edges, Edge{Target: c, Weight: e.Weight})
 	}

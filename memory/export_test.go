@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -69,7 +71,7 @@ type twoSonas struct {
 
 func newTwoSonas(t *testing.T) *twoSonas {
 	t.Helper()
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	t.Cleanup(func() { s.Close() })
 	x := &twoSonas{s: s, a: newOwner(t, s, "a"), b: newOwner(t, s, "b")}
 	x.a1 = x.a.text("alpha: the first thing")
@@ -175,7 +177,7 @@ func exportDocErr(s *Self, sona string) (*messages.Export, error) {
 func TestPlanImportReplaysInInsertionOrder(t *testing.T) {
 	x := newTwoSonas(t)
 	doc, _ := exportDoc(t, x.s, "")
-	fresh := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	fresh := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer fresh.Close()
 	plan, err := fresh.PlanImport(context.Background(), doc)
 	if err != nil {
@@ -239,7 +241,7 @@ func TestPlanImportReplaysInInsertionOrder(t *testing.T) {
 
 func TestPlanImportRefusesBadDocuments(t *testing.T) {
 	x := newTwoSonas(t)
-	fresh := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	fresh := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer fresh.Close()
 	memIndex := func(doc *messages.Export, c cid.Cid) *messages.ExportMemory {
 		for _, m := range doc.Memories {
@@ -391,8 +393,8 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	x := newTwoSonas(t)
 	ctx := context.Background()
 	s := x.s
-	if err := s.Store().Update(ctx, func(tx *Tx) error {
-		tx.Set(simStatsKey(x.a.sona), encodeStats(SimStats{N: 3, Mean: 0.4, M2: 0.02}))
+	if err := s.Store().Update(ctx, func(tx Tx) error {
+		tx.Set(assoc.SimStatsKey(x.a.sona), assoc.EncodeStats(SimStats{N: 3, Mean: 0.4, M2: 0.02}))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -413,7 +415,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 		{AgentId: "a1", ConceptKey: "split", Content: "Pizza on Fridays."},
 		{AgentId: "a2", ConceptKey: "split", Content: "Taxes are due in April."},
 	} {
-		if _, err := s.Contribute(ctx, c); err != nil {
+		if _, err := s.Consensus.Contribute(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -422,7 +424,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 		t.Fatalf("source: %d pending, %d conflicts, first sona %s", len(doc.Pending), len(doc.Conflicts), doc.Sonas[0].Name)
 	}
 
-	fresh := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch.Add(time.Hour)})
+	fresh := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch.Add(time.Hour)))
 	defer fresh.Close()
 	plan, err := fresh.PlanImport(ctx, doc)
 	if err != nil {
@@ -438,7 +440,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 		t.Fatal("the backbone's sona was not restored")
 	}
 	// The restored pending concept carries its versions' embeddings again.
-	pcs, err := fresh.PendingConcepts()
+	pcs, err := fresh.Consensus.PendingConcepts()
 	if err != nil || len(pcs) != 2 || len(pcs[0].Versions[0].Embedding) != fresh.index.Dims() {
 		t.Fatalf("pending after the import: %v %v", pcs, err)
 	}
@@ -448,7 +450,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 // is created by the sona it joined first, and joins the others in order,
 // whatever their uuids.
 func TestImportKeepsTheJoinOrderAtOnePosition(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o1, o2, o3 := newOwner(t, s, "one"), newOwner(t, s, "two"), newOwner(t, s, "three")
 	owners := []*owner{o1, o2, o3}
@@ -458,7 +460,7 @@ func TestImportKeepsTheJoinOrderAtOnePosition(t *testing.T) {
 		o.add(shared, nil)
 	}
 	doc, _ := exportDoc(t, s, "")
-	fresh := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	fresh := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer fresh.Close()
 	plan, err := fresh.PlanImport(context.Background(), doc)
 	if err != nil {

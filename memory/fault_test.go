@@ -30,7 +30,9 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
@@ -61,7 +63,7 @@ func openWith(o Options) (*Self, error) {
 		o.Embedder = llm.NewHashedEmbedder(llm.DefaultDims)
 	}
 	if o.Clock == nil {
-		o.Clock = &fixedClock{t: epoch}
+		o.Clock = clock.NewFake(epoch)
 	}
 	return Open(context.Background(), o)
 }
@@ -504,7 +506,7 @@ func flipInData(t *testing.T, path string, frac float64) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	end, err := dataEnd(f)
+	end, err := store.DataEnd(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,7 +655,7 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 // rebuild, BM25 finds what a fresh index finds.
 func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 	dir := t.TempDir()
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	cfg := testConfig(dir)
 	s := openSelf(t, cfg, clock)
 	o := newOwner(t, s, "a")
@@ -802,37 +804,6 @@ func TestReadOnlyDataDirectory(t *testing.T) {
 	t.Logf("refused: %v", err)
 }
 
-// In a batch refused for space, an op that writes nothing is acknowledged
-// only as it stands on what is committed: not having read what a refused
-// op of the same batch wrote.
-func TestRefusedBatchAcknowledgesOnlyWhatIsCommitted(t *testing.T) {
-	s, err := OpenStore(t.TempDir(), StoreOptions{MinFreeBytes: 1 << 20, FreeSpace: func() (uint64, error) { return 1 << 19, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	release := make(chan struct{})
-	hold := s.Submit(func(*Tx) error { <-release; return nil }) // A and B queue behind it: one batch
-	a := s.Submit(func(tx *Tx) error { tx.Set([]byte("t/k"), []byte("v")); return nil })
-	var saw atomic.Bool
-	b := s.Submit(func(tx *Tx) error {
-		ok, err := tx.Has([]byte("t/k"))
-		saw.Store(ok)
-		return err
-	})
-	close(release)
-	ctx := context.Background()
-	if err := hold.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Wait(ctx); !errors.Is(err, ErrDiskFull) {
-		t.Fatalf("the write: err = %v, want ErrDiskFull", err)
-	}
-	if err := b.Wait(ctx); err != nil || saw.Load() {
-		t.Fatalf("the read: err = %v, saw the refused write: %v", err, saw.Load())
-	}
-}
-
 // A damaged acknowledged mark cannot tell whether writes were lost: the
 // store says so and refuses, until the loss (if any) is accepted.
 func TestUnreadableMarkRefusesUntilAccepted(t *testing.T) {
@@ -843,7 +814,7 @@ func TestUnreadableMarkRefusesUntilAccepted(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	mark := filepath.Join(dir, "store", ackFileName)
+	mark := filepath.Join(dir, "store", store.AckFileName)
 	b, err := os.ReadFile(mark)
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // Files are raw blocks (codec raw), addressed like every block by their
@@ -20,7 +20,7 @@ var prefixFileSona = []byte("f/")
 
 // fileSonaKey records that sona may name the raw block c.
 func fileSonaKey(c cid.Cid, sona string) []byte {
-	return join(prefixFileSona, c.Hash(), []byte{0}, []byte(sona))
+	return base.Join(prefixFileSona, c.Hash(), []byte{0}, []byte(sona))
 }
 
 // PutFile stores data as one raw block and returns its CID. With a sona,
@@ -31,7 +31,7 @@ func (s *Self) PutFile(ctx context.Context, data []byte, sona string) (cid.Cid, 
 	if err != nil {
 		return cid.Undef, err
 	}
-	err = s.store.Update(ctx, func(tx *Tx) error {
+	err = s.store.Update(ctx, func(tx Tx) error {
 		if sona != "" {
 			if ok, err := tx.Has(sonaKey(sona)); err != nil {
 				return err
@@ -49,10 +49,10 @@ func (s *Self) PutFile(ctx context.Context, data []byte, sona string) (cid.Cid, 
 // allowed accepts: uploaded for it, or the content of one of its file
 // memories.
 func (s *Self) FileInSonas(c cid.Cid, allowed func(sona string) bool) (bool, error) {
-	prefix := join(prefixFileSona, c.Hash(), []byte{0})
+	prefix := base.Join(prefixFileSona, c.Hash(), []byte{0})
 	found := false
-	err := s.store.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	err := s.store.View(func(txn Reader) error {
+		it := txn.NewIterator(IterOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			if sona := bytes.TrimPrefix(it.Item().Key(), prefix); allowed(string(sona)) {

@@ -9,10 +9,14 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/anchor"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/consensus"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -117,7 +121,7 @@ func (p *ImportPlan) Result() *messages.ImportResult {
 // whose sonas or backbone differ from the export's is ErrChainConflict.
 func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPlan, error) {
 	if doc.Format != ExportFormat {
-		return nil, invalidf("format %q is not %q", doc.Format, ExportFormat)
+		return nil, base.Invalidf("format %q is not %q", doc.Format, ExportFormat)
 	}
 	p := &ImportPlan{anchors: map[cid.Cid]*messages.Anchor{}}
 	mems := map[cid.Cid]*importMemory{}
@@ -129,7 +133,7 @@ func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPla
 			return nil, fmt.Errorf("memories[%d]: %w", i, err)
 		}
 		if mems[im.c] != nil {
-			return nil, invalidf("memories[%d]: %s is listed twice", i, im.c)
+			return nil, base.Invalidf("memories[%d]: %s is listed twice", i, im.c)
 		}
 		mems[im.c] = im
 		p.mems = append(p.mems, im)
@@ -141,16 +145,16 @@ func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPla
 	for i, eb := range doc.Blocks {
 		c, err := cid.Decode(eb.Cid)
 		if err != nil {
-			return nil, invalidf("blocks[%d]: malformed CID %q: %v", i, eb.Cid, err)
+			return nil, base.Invalidf("blocks[%d]: malformed CID %q: %v", i, eb.Cid, err)
 		}
 		if c.Prefix().Codec != CodecRaw {
-			return nil, invalidf("blocks[%d]: %s is not a raw block", i, c)
+			return nil, base.Invalidf("blocks[%d]: %s is not a raw block", i, c)
 		}
 		if len(eb.Data) > s.cfg.Store.MaxBlockBytes {
 			return nil, fmt.Errorf("%w: blocks[%d]: %d bytes exceed the block limit of %d", ErrTooLarge, i, len(eb.Data), s.cfg.Store.MaxBlockBytes)
 		}
-		if err := verifyBlock(c, eb.Data); err != nil {
-			return nil, invalidf("blocks[%d]: the bytes do not hash to %s", i, c)
+		if err := store.VerifyBlock(c, eb.Data); err != nil {
+			return nil, base.Invalidf("blocks[%d]: the bytes do not hash to %s", i, c)
 		}
 		if !blocks[c] {
 			blocks[c] = true
@@ -175,12 +179,12 @@ func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPla
 			return nil, fmt.Errorf("sonas[%d]: %w", i, err)
 		}
 		if seen[es.Uuid] {
-			return nil, invalidf("sonas[%d]: sona %s is listed twice", i, es.Uuid)
+			return nil, base.Invalidf("sonas[%d]: sona %s is listed twice", i, es.Uuid)
 		}
 		seen[es.Uuid] = true
 		if es.Backbone {
 			if backbones++; backbones > 1 {
-				return nil, invalidf("sonas[%d]: more than one sona is the backbone", i)
+				return nil, base.Invalidf("sonas[%d]: more than one sona is the backbone", i)
 			}
 		}
 		for _, c := range is.chain {
@@ -190,7 +194,7 @@ func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPla
 	}
 	for i, im := range p.mems {
 		if !inChain[im.c] {
-			return nil, invalidf("memories[%d]: %s is in no exported chain", i, im.c)
+			return nil, base.Invalidf("memories[%d]: %s is in no exported chain", i, im.c)
 		}
 		if err := im.checkLinks(have, func(c cid.Cid) bool { return blocks[c] || storedBlocks[c] }); err != nil {
 			return nil, fmt.Errorf("memories[%d] (%s): %w", i, im.c, err)
@@ -199,15 +203,15 @@ func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPla
 	for i, a := range doc.Anchors {
 		c, err := cid.Decode(a.Cid)
 		if err != nil {
-			return nil, invalidf("anchors[%d]: malformed CID %q: %v", i, a.Cid, err)
+			return nil, base.Invalidf("anchors[%d]: malformed CID %q: %v", i, a.Cid, err)
 		}
 		switch {
 		case mems[c] == nil:
-			return nil, invalidf("anchors[%d]: %s is not an exported memory", i, c)
+			return nil, base.Invalidf("anchors[%d]: %s is not an exported memory", i, c)
 		case p.anchors[c] != nil:
-			return nil, invalidf("anchors[%d]: %s is anchored twice", i, c)
+			return nil, base.Invalidf("anchors[%d]: %s is anchored twice", i, c)
 		case !printable(a.Category, 100):
-			return nil, invalidf("anchors[%d]: category must be 1 to 100 printable characters", i)
+			return nil, base.Invalidf("anchors[%d]: category must be 1 to 100 printable characters", i)
 		}
 		p.anchors[c] = proto.Clone(a).(*messages.Anchor)
 	}
@@ -228,7 +232,7 @@ func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPla
 func (s *Self) importMemory(em *messages.ExportMemory, sameSpace bool) (*importMemory, error) {
 	c, err := cid.Decode(em.Cid)
 	if err != nil {
-		return nil, invalidf("malformed CID %q: %v", em.Cid, err)
+		return nil, base.Invalidf("malformed CID %q: %v", em.Cid, err)
 	}
 	m, err := MemoryFromExport(em.Data, em.Timestamp, em.Edges)
 	if err != nil {
@@ -236,10 +240,10 @@ func (s *Self) importMemory(em *messages.ExportMemory, sameSpace bool) (*importM
 	}
 	got, block, err := m.Encode()
 	if err != nil {
-		return nil, invalidf("%v", err)
+		return nil, base.Invalidf("%v", err)
 	}
 	if got != c {
-		return nil, invalidf("the data, timestamp and edges encode to %s, not %s", got, c)
+		return nil, base.Invalidf("the data, timestamp and edges encode to %s, not %s", got, c)
 	}
 	if len(block) > s.cfg.Store.MaxBlockBytes {
 		return nil, fmt.Errorf("%w: memory of %d bytes exceeds %d", ErrTooLarge, len(block), s.cfg.Store.MaxBlockBytes)
@@ -252,24 +256,24 @@ func (s *Self) importMemory(em *messages.ExportMemory, sameSpace bool) (*importM
 		meta.Kind = s.cfg.DefaultKind
 	}
 	if _, ok := s.cfg.Kinds[meta.Kind]; !ok {
-		return nil, invalidf("unknown kind %q", meta.Kind)
+		return nil, base.Invalidf("unknown kind %q", meta.Kind)
 	}
 	if err := ValidateAgentID(meta.AgentId); err != nil {
 		return nil, err
 	}
 	for _, f := range []float64{meta.Importance, meta.Insight.GetConfidence()} {
 		if math.IsNaN(f) || f < 0 || f > 1 {
-			return nil, invalidf("importance and insight confidence must be within 0..1")
+			return nil, base.Invalidf("importance and insight confidence must be within 0..1")
 		}
 	}
 	im := &importMemory{c: c, m: m, block: block, meta: meta, order: meta.Seq, coaccess: map[string]*messages.Associations{}}
 	if len(em.Vector) > 0 && sameSpace {
 		if len(em.Vector) != 4*s.index.Dims() {
-			return nil, invalidf("vector of %d bytes, want %d (%d float32s)", len(em.Vector), 4*s.index.Dims(), s.index.Dims())
+			return nil, base.Invalidf("vector of %d bytes, want %d (%d float32s)", len(em.Vector), 4*s.index.Dims(), s.index.Dims())
 		}
 		vec, err := decodeVector(em.Vector)
-		if err != nil || !normalize(vec) {
-			return nil, invalidf("vector is not a finite, non-zero embedding")
+		if err != nil || !base.Normalize(vec) {
+			return nil, base.Invalidf("vector is not a finite, non-zero embedding")
 		}
 		im.vec = vec
 	}
@@ -281,7 +285,7 @@ func (s *Self) importMemory(em *messages.ExportMemory, sameSpace bool) (*importM
 			return nil, err
 		}
 		if im.coaccess[ca.AgentId] != nil {
-			return nil, invalidf("co-access of agent %q is listed twice", ca.AgentId)
+			return nil, base.Invalidf("co-access of agent %q is listed twice", ca.AgentId)
 		}
 		if im.coaccess[ca.AgentId], err = importLinks(ca.Links); err != nil {
 			return nil, fmt.Errorf("co-access of agent %q: %w", ca.AgentId, err)
@@ -297,24 +301,24 @@ func importLinks(ls []*messages.ExportLink) (*messages.Associations, error) {
 	for i, l := range ls {
 		c, err := cid.Decode(l.GetTarget().GetCid())
 		if err != nil {
-			return nil, invalidf("link %d: malformed target %q", i, l.GetTarget().GetCid())
+			return nil, base.Invalidf("link %d: malformed target %q", i, l.GetTarget().GetCid())
 		}
 		switch l.Type {
 		case AssocCausal, AssocSimilar, AssocSequential, AssocRelated, AssocCoAccess:
 		default:
-			return nil, invalidf("link %d: unknown type %q", i, l.Type)
+			return nil, base.Invalidf("link %d: unknown type %q", i, l.Type)
 		}
 		if math.IsNaN(l.Strength) || l.Strength < 0 || l.Strength > 1 {
-			return nil, invalidf("link %d: strength must be within 0..1, got %v", i, l.Strength)
+			return nil, base.Invalidf("link %d: strength must be within 0..1, got %v", i, l.Strength)
 		}
 		if seen[c] {
-			return nil, invalidf("link %d: target %s is listed twice", i, c)
+			return nil, base.Invalidf("link %d: target %s is listed twice", i, c)
 		}
 		seen[c] = true
 		out.Links = append(out.Links, &messages.Association{Type: l.Type, Strength: l.Strength, UpdatedAt: l.UpdatedAt, Target: c.Bytes()})
 	}
 	if len(out.Links) > maxLinks {
-		return nil, invalidf("%d links, at most %d are kept", len(out.Links), maxLinks)
+		return nil, base.Invalidf("%d links, at most %d are kept", len(out.Links), maxLinks)
 	}
 	return out, nil
 }
@@ -324,11 +328,11 @@ func importLinks(ls []*messages.ExportLink) (*messages.Associations, error) {
 func (im *importMemory) checkLinks(have func(cid.Cid) bool, haveBlock func(cid.Cid) bool) error {
 	for _, e := range im.m.Edges {
 		if !have(e.Target) {
-			return invalidf("edge target %s is neither in the export nor in this store", e.Target)
+			return base.Invalidf("edge target %s is neither in the export nor in this store", e.Target)
 		}
 	}
 	if f := im.m.Data.File; f != nil && !haveBlock(f.Content) {
-		return invalidf("file content %s is neither in the export's blocks nor in this store", f.Content)
+		return base.Invalidf("file content %s is neither in the export's blocks nor in this store", f.Content)
 	}
 	lists := []*messages.Associations{im.assoc}
 	for _, l := range im.coaccess {
@@ -338,7 +342,7 @@ func (im *importMemory) checkLinks(have func(cid.Cid) bool, haveBlock func(cid.C
 		for _, l := range list.Links {
 			c, _ := cid.Cast(l.Target)
 			if !have(c) {
-				return invalidf("link target %s is neither in the export nor in this store", c)
+				return base.Invalidf("link target %s is neither in the export nor in this store", c)
 			}
 		}
 	}
@@ -381,18 +385,18 @@ func (s *Self) presence(doc *messages.Export, mems map[cid.Cid]*importMemory) (m
 		}
 	}
 	stored, storedBlocks := map[cid.Cid]bool{}, map[cid.Cid]bool{}
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		for c := range want {
-			if _, err := txn.Get(metaKey(c)); err == nil {
+			if _, err := txn.Item(metaKey(c)); err == nil {
 				stored[c] = true
-			} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			} else if !errors.Is(err, ErrNotFound) {
 				return err
 			}
 		}
 		for c := range wantBlocks {
-			if _, err := txn.Get(blockKey(c)); err == nil {
+			if _, err := txn.Item(store.BlockKey(c)); err == nil {
 				storedBlocks[c] = true
-			} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			} else if !errors.Is(err, ErrNotFound) {
 				return err
 			}
 		}
@@ -415,13 +419,13 @@ func filterBlocks(bs []importBlock, stored map[cid.Cid]bool) []importBlock {
 // memories make, and the store must hold nothing of it or a prefix of it.
 func (s *Self) importSona(es *messages.ExportSona, have func(cid.Cid) bool) (*importSona, error) {
 	if id, ok := CanonicalUUID(es.Uuid); !ok || id != es.Uuid {
-		return nil, invalidf("uuid %q is not a canonical uuid", es.Uuid)
+		return nil, base.Invalidf("uuid %q is not a canonical uuid", es.Uuid)
 	}
 	if err := ValidateSonaName(es.Name); err != nil {
 		return nil, err
 	}
 	if es.Length != int64(len(es.Chain)) {
-		return nil, invalidf("length %d, but the chain has %d ACTs", es.Length, len(es.Chain))
+		return nil, base.Invalidf("length %d, but the chain has %d ACTs", es.Length, len(es.Chain))
 	}
 	is := &importSona{exp: es, chain: make([]cid.Cid, len(es.Chain))}
 	var prev *cid.Cid
@@ -429,17 +433,17 @@ func (s *Self) importSona(es *messages.ExportSona, have func(cid.Cid) bool) (*im
 	acts := make([]cid.Cid, len(es.Chain))
 	for i, a := range es.Chain {
 		if a.Seq != int64(i) {
-			return nil, invalidf("chain[%d] has seq %d", i, a.Seq)
+			return nil, base.Invalidf("chain[%d] has seq %d", i, a.Seq)
 		}
 		m, err := cid.Decode(a.Memory)
 		if err != nil {
-			return nil, invalidf("chain[%d]: malformed memory CID %q", i, a.Memory)
+			return nil, base.Invalidf("chain[%d]: malformed memory CID %q", i, a.Memory)
 		}
 		if !have(m) {
-			return nil, invalidf("chain[%d]: memory %s is neither in the export nor in this store", i, m)
+			return nil, base.Invalidf("chain[%d]: memory %s is neither in the export nor in this store", i, m)
 		}
 		if inSona[m] {
-			return nil, invalidf("chain[%d]: memory %s is in the chain twice", i, m)
+			return nil, base.Invalidf("chain[%d]: memory %s is in the chain twice", i, m)
 		}
 		inSona[m] = true
 		act, _, err := (&Act{Sona: es.Uuid, Memory: m, Prev: prev, Seq: int64(i)}).Encode()
@@ -447,7 +451,7 @@ func (s *Self) importSona(es *messages.ExportSona, have func(cid.Cid) bool) (*im
 			return nil, err
 		}
 		if act.String() != a.Act {
-			return nil, invalidf("chain[%d]: the ACT {sona, memory, prev, seq} is %s, not %s", i, act, a.Act)
+			return nil, base.Invalidf("chain[%d]: the ACT {sona, memory, prev, seq} is %s, not %s", i, act, a.Act)
 		}
 		is.chain[i], acts[i], prev = m, act, &acts[i]
 	}
@@ -456,13 +460,13 @@ func (s *Self) importSona(es *messages.ExportSona, have func(cid.Cid) bool) (*im
 		head, last = acts[n-1].String(), is.chain[n-1].String()
 	}
 	if (es.Head == nil) != (head == "") || es.GetHead() != head {
-		return nil, invalidf("head %q is not the last ACT of the chain", es.GetHead())
+		return nil, base.Invalidf("head %q is not the last ACT of the chain", es.GetHead())
 	}
 	if (es.LastMemory == nil) != (last == "") || es.GetLastMemory() != last {
-		return nil, invalidf("last_memory %q is not the memory of the last ACT", es.GetLastMemory())
+		return nil, base.Invalidf("last_memory %q is not the memory of the last ACT", es.GetLastMemory())
 	}
 	if st := es.Similarity; st != nil && (st.N < 0 || math.IsNaN(st.Mean) || math.IsNaN(st.M2) || st.M2 < 0) {
-		return nil, invalidf("similarity statistics are not a distribution")
+		return nil, base.Invalidf("similarity statistics are not a distribution")
 	}
 
 	backbone := s.BackboneSona()
@@ -507,16 +511,16 @@ func printable(v string, n int) bool {
 func (p *ImportPlan) checkConsensus(doc *messages.Export) error {
 	versions := func(where string, vs []*messages.Version) error {
 		if len(vs) == 0 {
-			return invalidf("%s has no version", where)
+			return base.Invalidf("%s has no version", where)
 		}
 		for j, v := range vs {
-			if err := validText("agent_id", v.AgentId, 200); err != nil {
+			if err := base.ValidText("agent_id", v.AgentId, 200); err != nil {
 				return fmt.Errorf("%s.versions[%d]: %w", where, j, err)
 			}
 			if err := ValidateAgentID(v.AgentId); err != nil {
 				return fmt.Errorf("%s.versions[%d]: %w", where, j, err)
 			}
-			if err := validText("content", v.Content, maxContentBytes); err != nil {
+			if err := base.ValidText("content", v.Content, consensus.MaxContentBytes); err != nil {
 				return fmt.Errorf("%s.versions[%d]: %w", where, j, err)
 			}
 		}
@@ -525,15 +529,15 @@ func (p *ImportPlan) checkConsensus(doc *messages.Export) error {
 	keys := map[string]bool{}
 	for i, pc := range doc.Pending {
 		where := fmt.Sprintf("pending[%d]", i)
-		if err := validText("concept_key", pc.ConceptKey, maxConceptKey); err != nil {
+		if err := base.ValidText("concept_key", pc.ConceptKey, consensus.MaxConceptKey); err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		if keys[pc.ConceptKey] {
-			return invalidf("%s: concept %q is listed twice", where, pc.ConceptKey)
+			return base.Invalidf("%s: concept %q is listed twice", where, pc.ConceptKey)
 		}
 		keys[pc.ConceptKey] = true
 		if pc.ConflictId != "" && !printable(pc.ConflictId, 200) {
-			return invalidf("%s: malformed conflict_id", where)
+			return base.Invalidf("%s: malformed conflict_id", where)
 		}
 		if err := versions(where, pc.Versions); err != nil {
 			return err
@@ -544,17 +548,17 @@ func (p *ImportPlan) checkConsensus(doc *messages.Export) error {
 	for i, cf := range doc.Conflicts {
 		where := fmt.Sprintf("conflicts[%d]", i)
 		if !printable(cf.ConflictId, 200) {
-			return invalidf("%s: conflict_id must be 1 to 200 printable characters", where)
+			return base.Invalidf("%s: conflict_id must be 1 to 200 printable characters", where)
 		}
 		if ids[cf.ConflictId] {
-			return invalidf("%s: conflict %q is listed twice", where, cf.ConflictId)
+			return base.Invalidf("%s: conflict %q is listed twice", where, cf.ConflictId)
 		}
 		ids[cf.ConflictId] = true
-		if err := validText("concept_key", cf.ConceptKey, maxConceptKey); err != nil {
+		if err := base.ValidText("concept_key", cf.ConceptKey, consensus.MaxConceptKey); err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		if math.IsNaN(cf.Signal) || math.IsNaN(cf.Threshold) {
-			return invalidf("%s: signal and threshold must be numbers", where)
+			return base.Invalidf("%s: signal and threshold must be numbers", where)
 		}
 		if err := versions(where, cf.Versions); err != nil {
 			return err
@@ -619,9 +623,9 @@ func (s *Self) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored map[
 	for c := range stored {
 		created[c] = true
 	}
-	base := map[cid.Cid]*Prepared{}
+	built := map[cid.Cid]*Prepared{}
 	prepared := func(c cid.Cid) (*Prepared, error) {
-		if pr := base[c]; pr != nil {
+		if pr := built[c]; pr != nil {
 			return pr, nil
 		}
 		var pr *Prepared
@@ -645,7 +649,7 @@ func (s *Self) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored map[
 			return nil, err
 		}
 		pr.Imported = true
-		base[c] = pr
+		built[c] = pr
 		return pr, nil
 	}
 	type queue struct {
@@ -725,7 +729,7 @@ func (s *Self) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored map[
 		if best == nil {
 			for _, q := range queues {
 				if c, ok := head(q); ok {
-					return invalidf("the chains cannot be replayed: sona %s at seq %d needs memory %s, which links to memories no chain holds before it", q.is.exp.Uuid, q.next, c)
+					return base.Invalidf("the chains cannot be replayed: sona %s at seq %d needs memory %s, which links to memories no chain holds before it", q.is.exp.Uuid, q.next, c)
 				}
 			}
 		}
@@ -747,7 +751,7 @@ func (s *Self) ImportBlocks(ctx context.Context, p *ImportPlan) error {
 			j++
 		}
 		part := p.blocks[i:j]
-		if err := s.store.Update(ctx, func(tx *Tx) error {
+		if err := s.store.Update(ctx, func(tx Tx) error {
 			for _, b := range part {
 				if err := tx.PutBlock(b.c, b.data); err != nil {
 					return err
@@ -789,7 +793,7 @@ func (s *Self) ImportSonas(ctx context.Context, p *ImportPlan) error {
 			return err
 		}
 	}
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		backbone := ""
 		for i, is := range create {
 			id := is.exp.Uuid
@@ -834,14 +838,14 @@ func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
 	const perOp = 256
 	for i := 0; i < len(p.mems); i += perOp {
 		part := p.mems[i:min(i+perOp, len(p.mems))]
-		if err := s.store.Update(ctx, func(tx *Tx) error { return s.restoreOp(tx, p, part) }); err != nil {
+		if err := s.store.Update(ctx, func(tx Tx) error { return s.restoreOp(tx, p, part) }); err != nil {
 			return err
 		}
 	}
 	raws := map[string][]byte{}
 	for _, is := range p.sonas {
 		if st := is.exp.Similarity; st != nil {
-			raws[string(simStatsKey(is.exp.Uuid))] = encodeStats(SimStats{N: st.N, Mean: st.Mean, M2: st.M2})
+			raws[string(assoc.SimStatsKey(is.exp.Uuid))] = assoc.EncodeStats(SimStats{N: st.N, Mean: st.Mean, M2: st.M2})
 		}
 	}
 	for _, pc := range p.pending {
@@ -849,16 +853,16 @@ func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
 		if err != nil {
 			return err
 		}
-		raws[string(pendingKey(pc.ConceptKey))] = raw
+		raws[string(consensus.PendingKey(pc.ConceptKey))] = raw
 	}
 	for _, cf := range p.conflicts {
 		raw, err := proto.Marshal(cf)
 		if err != nil {
 			return err
 		}
-		raws[string(conflictKey(cf.ConflictId))] = raw
+		raws[string(consensus.ConflictKey(cf.ConflictId))] = raw
 	}
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		for k, v := range raws {
 			tx.Set([]byte(k), v)
 		}
@@ -866,11 +870,10 @@ func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
 	})
 }
 
-func (s *Self) restoreOp(tx *Tx, p *ImportPlan, part []*importMemory) error {
-	anchored := false
+func (s *Self) restoreOp(tx Tx, p *ImportPlan, part []*importMemory) error {
 	for _, im := range part {
 		cur := &messages.MemoryMeta{}
-		ok, err := txProto(tx, metaKey(im.c), cur)
+		ok, err := store.GetProto(tx, metaKey(im.c), cur)
 		if err != nil {
 			return err
 		}
@@ -903,12 +906,8 @@ func (s *Self) restoreOp(tx *Tx, p *ImportPlan, part []*importMemory) error {
 			if err != nil {
 				return err
 			}
-			tx.Set(anchorKey(cur.Seq), raw)
-			anchored = true
+			tx.Set(anchor.Key(cur.Seq), raw)
 		}
-	}
-	if anchored {
-		tx.OnCommit(s.anchorsAdded)
 	}
 	return nil
 }

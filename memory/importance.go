@@ -10,6 +10,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -32,7 +33,7 @@ func (s *Self) touchOp(rs []*Recalled) Op {
 
 // metaOp applies fn to the metadata of each memory that still exists.
 func (s *Self) metaOp(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) Op {
-	return func(tx *Tx) error {
+	return func(tx Tx) error {
 		for _, c := range cids {
 			raw, err := tx.Get(metaKey(c))
 			if errors.Is(err, ErrNotFound) {
@@ -74,7 +75,7 @@ func (s *Self) Reinforce(used []*Recalled) *Pending {
 			seeds[r.CID] = math.Max(seeds[r.CID], r.Score/best)
 		}
 	}
-	return s.store.Submit(func(tx *Tx) error {
+	return s.store.Submit(func(tx Tx) error {
 		signal := map[cid.Cid]float64{}
 		type visit struct {
 			c        cid.Cid
@@ -118,15 +119,15 @@ func (s *Self) Reinforce(used []*Recalled) *Pending {
 }
 
 // memoryIn returns a decoded memory as seen by a store operation.
-func (s *Self) memoryIn(tx *Tx, c cid.Cid) (*Memory, error) {
+func (s *Self) memoryIn(tx Tx, c cid.Cid) (*Memory, error) {
 	if m, ok := s.cache.get(c); ok {
 		return m, nil
 	}
-	b, err := tx.Get(blockKey(c))
+	b, err := tx.Get(store.BlockKey(c))
 	if err != nil {
 		return nil, err
 	}
-	if err := verifyBlock(c, b); err != nil {
+	if err := store.VerifyBlock(c, b); err != nil {
 		return nil, err
 	}
 	m, err := DecodeMemory(b)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -39,7 +41,7 @@ func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *
 		return nil, nil, err
 	}
 	if file != nil {
-		if f := m.Data.File; f == nil || verifyBlock(f.Content, file) != nil {
+		if f := m.Data.File; f == nil || store.VerifyBlock(f.Content, file) != nil {
 			return nil, nil, fmt.Errorf("%w: the file given with the memory is not its content", ErrInvalid)
 		}
 		p.File = file
@@ -70,7 +72,7 @@ func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *
 		if err != nil {
 			return nil, nil, err
 		}
-		sim = dot(nv[0], other)
+		sim = base.Dot(nv[0], other)
 	}
 	stats, length, err := s.sonaSimStats(sona)
 	if err != nil {
@@ -120,7 +122,7 @@ func (s *Self) ReinforceDuplicate(ctx context.Context, c cid.Cid) error {
 func (s *Self) neighbors(vec []float32, sona string, k int, self cid.Cid) ([]Neighbor, error) {
 	hits := s.index.Search(vec, max(4*k, 16))
 	var out []Neighbor
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		for _, h := range hits {
 			c, err := cid.Cast([]byte(h.Key))
 			if err != nil {
@@ -157,16 +159,16 @@ func (s *Self) sonaSimStats(sona string) (SimStats, int64, error) {
 		return SimStats{}, 0, err
 	}
 	var stats SimStats
-	err = s.store.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(simStatsKey(sona))
-		if errors.Is(err, badger.ErrKeyNotFound) {
+	err = s.store.View(func(txn Reader) error {
+		item, err := txn.Item(assoc.SimStatsKey(sona))
+		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
 		return item.Value(func(v []byte) error {
-			stats, err = decodeStats(v)
+			stats, err = assoc.DecodeStats(v)
 			return err
 		})
 	})

@@ -1,12 +1,12 @@
 package memory
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math"
 
 	"github.com/ipfs/go-cid"
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // StoreVersion is the layout version of the key spaces in doc.go. A store
@@ -14,7 +14,6 @@ import (
 const StoreVersion = 3
 
 var (
-	prefixBlock   = []byte("b/")
 	prefixMeta    = []byte("m/")
 	prefixVector  = []byte("v/")
 	prefixSona    = []byte("s/")
@@ -23,65 +22,28 @@ var (
 	prefixNameVec = []byte("k/")
 	prefixLog     = []byte("q/")
 	keyVersion    = []byte("x/version")
-	keyEmbedder   = []byte("x/embedder")
-	keyMemSeq     = []byte("x/memseq")
-	keyCommits    = []byte("x/commits")
 )
 
-func join(parts ...[]byte) []byte {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	out := make([]byte, 0, n)
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
-func blockKey(c cid.Cid) []byte { return join(prefixBlock, c.Hash()) }
-func metaKey(c cid.Cid) []byte  { return join(prefixMeta, c.Bytes()) }
+func metaKey(c cid.Cid) []byte { return base.Join(prefixMeta, c.Bytes()) }
 func vectorKey(c cid.Cid) []byte {
-	return join(prefixVector, c.Bytes())
+	return base.Join(prefixVector, c.Bytes())
 }
-func sonaKey(uuid string) []byte       { return join(prefixSona, []byte(uuid)) }
-func nameVectorKey(uuid string) []byte { return join(prefixNameVec, []byte(uuid)) }
+func sonaKey(uuid string) []byte       { return base.Join(prefixSona, []byte(uuid)) }
+func nameVectorKey(uuid string) []byte { return base.Join(prefixNameVec, []byte(uuid)) }
 func nameKey(name, uuid string) []byte {
-	return join(prefixName, []byte(name), []byte{0}, []byte(uuid))
+	return base.Join(prefixName, []byte(name), []byte{0}, []byte(uuid))
 }
-func namePrefix(name string) []byte { return join(prefixName, []byte(name), []byte{0}) }
+func namePrefix(name string) []byte { return base.Join(prefixName, []byte(name), []byte{0}) }
 func chainPrefix(uuid string) []byte {
-	return join(prefixChain, []byte(uuid), []byte{0})
+	return base.Join(prefixChain, []byte(uuid), []byte{0})
 }
 func chainKey(uuid string, seq int64) []byte {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], uint64(seq))
-	return join(chainPrefix(uuid), b[:])
+	return base.Join(chainPrefix(uuid), b[:])
 }
 
-// maxKeyText bounds the bytes of text from users in a key (Badger refuses
-// keys over 65,000 bytes, and one long word must not poison a key space):
-// longer text is keyed by its first bytes, 0xff (never in UTF-8), and the
-// SHA-256 of the whole, in maxKeyText bytes.
-const maxKeyText = 128
-
-// keyText is text as a bounded key part (see maxKeyText).
-func keyText(s string) []byte {
-	if len(s) <= maxKeyText {
-		return []byte(s)
-	}
-	sum := sha256.Sum256([]byte(s))
-	return join([]byte(s[:maxKeyText-1-len(sum)]), []byte{0xff}, sum[:])
-}
-
-func logKey(seq uint64) []byte { return join(prefixLog, u64(seq)) }
-
-func u64(v uint64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], v)
-	return b[:]
-}
+func logKey(seq uint64) []byte { return base.Join(prefixLog, base.U64(seq)) }
 
 // encodeVector writes v as little-endian float32s.
 func encodeVector(v []float32) []byte {
@@ -106,7 +68,7 @@ func decodeVector(b []byte) ([]float32, error) {
 // A chain entry (the value of a c/ key) is the ACT, its memory, and the
 // insertion-log position of the store when the ACT was appended.
 func encodeChainEntry(act, mem cid.Cid, logSeq uint64) []byte {
-	return join(act.Bytes(), mem.Bytes(), u64(logSeq))
+	return base.Join(act.Bytes(), mem.Bytes(), base.U64(logSeq))
 }
 
 func decodeChainEntry(b []byte) (act, mem cid.Cid, logSeq uint64, err error) {

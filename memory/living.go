@@ -11,11 +11,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -38,7 +39,7 @@ var ErrSweepConflict = errors.New("memory: another heartbeat sweep moved the cur
 // HeartbeatState returns the heartbeat's durable state.
 func (s *Self) HeartbeatState() (*messages.HeartbeatState, error) {
 	var st *messages.HeartbeatState
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		st, err = readHeartbeat(txn)
 		return err
@@ -46,9 +47,9 @@ func (s *Self) HeartbeatState() (*messages.HeartbeatState, error) {
 	return st, err
 }
 
-func readHeartbeat(txn *badger.Txn) (*messages.HeartbeatState, error) {
+func readHeartbeat(txn Reader) (*messages.HeartbeatState, error) {
 	st := &messages.HeartbeatState{}
-	if _, err := readProto(txn, keyHeartbeat, st); err != nil {
+	if _, err := store.GetProto(txn, keyHeartbeat, st); err != nil {
 		return nil, err
 	}
 	if st.Pass == nil {
@@ -96,7 +97,7 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 	var prunes []prune
 	var st *messages.HeartbeatState
 	var start []byte
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		if st, err = readHeartbeat(txn); err != nil {
 			return err
@@ -112,7 +113,7 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 		if pl := st.PassLinks; pl != nil {
 			links = SimStats{N: pl.N, Mean: pl.Mean, M2: pl.M2}
 		}
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixMeta, PrefetchValues: true, PrefetchSize: 256})
+		it := txn.NewIterator(IterOptions{Prefix: prefixMeta, PrefetchValues: true, PrefetchSize: 256})
 		defer it.Close()
 		seek := prefixMeta
 		if len(st.Cursor) > 0 {
@@ -189,9 +190,9 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	err = s.store.Update(ctx, func(tx *Tx) error {
+	err = s.store.Update(ctx, func(tx Tx) error {
 		cur := &messages.HeartbeatState{}
-		if _, err := txProto(tx, keyHeartbeat, cur); err != nil {
+		if _, err := store.GetProto(tx, keyHeartbeat, cur); err != nil {
 			return err
 		}
 		if !bytes.Equal(cur.Cursor, start) || cur.LastTick > now {
@@ -320,8 +321,8 @@ func (s *Self) activeMembers(id string) ([]member, error) {
 func (s *Self) chainMembers(id string, upto int64, limit int, keep func(*messages.MemoryMeta) bool) ([]member, error) {
 	var out []member
 	seen := map[cid.Cid]bool{}
-	err := s.store.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: chainPrefix(id), Reverse: true, PrefetchValues: true})
+	err := s.store.View(func(txn Reader) error {
+		it := txn.NewIterator(IterOptions{Prefix: chainPrefix(id), Reverse: true, PrefetchValues: true})
 		defer it.Close()
 		for it.Seek(chainKey(id, upto)); it.Valid() && (limit == 0 || len(out) < limit); it.Next() {
 			var c cid.Cid
@@ -454,7 +455,7 @@ func leastImportantRelated(members []member, n int) []member {
 	seed := members[pool[0]]
 	rest := slices.Clone(pool[1:])
 	slices.SortStableFunc(rest, func(a, b int) int {
-		return cmp.Compare(dot(seed.vec, members[b].vec), dot(seed.vec, members[a].vec))
+		return cmp.Compare(base.Dot(seed.vec, members[b].vec), base.Dot(seed.vec, members[a].vec))
 	})
 	chosen := append([]int{pool[0]}, rest[:n-1]...)
 	slices.Sort(chosen)
@@ -483,7 +484,7 @@ func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared,
 		importance = math.Max(importance, src.meta.Importance)
 		latest = max(latest, memoryTime(src.m, src.meta))
 	}
-	if !normalize(centroid) {
+	if !base.Normalize(centroid) {
 		return nil, fmt.Errorf("%w: the merged memories have no direction", ErrInvalid)
 	}
 	text, err := s.summary(ctx, texts)
@@ -496,7 +497,7 @@ func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared,
 	m := &Memory{Data: Data{Text: &TextData{Content: text}}, Timestamp: &latest}
 	archive := make([]cid.Cid, len(srcs))
 	for i, src := range srcs {
-		m.Edges = append(m.Edges, Edge{Target: src.c, Weight: math.Max(0, dot(centroid, src.vec))})
+		m.Edges = append(m.Edges, Edge{Target: src.c, Weight: math.Max(0, base.Dot(centroid, src.vec))})
 		archive[i] = src.c
 	}
 	SortEdges(m.Edges)
@@ -546,10 +547,10 @@ const maxSummaryChars = 1500
 // archiveIn marks cs archived in tx; every one must be an active member of
 // sona, or the append that carries them fails (a merge planned on a state
 // that changed since).
-func archiveIn(tx *Tx, sona string, cs []cid.Cid) error {
+func archiveIn(tx Tx, sona string, cs []cid.Cid) error {
 	for _, c := range cs {
 		meta := &messages.MemoryMeta{}
-		ok, err := txProto(tx, metaKey(c), meta)
+		ok, err := store.GetProto(tx, metaKey(c), meta)
 		if err != nil {
 			return err
 		}

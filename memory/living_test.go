@@ -11,6 +11,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -56,44 +57,6 @@ func TestColdBranches(t *testing.T) {
 	}
 }
 
-func TestDecideConsensus(t *testing.T) {
-	upper, lower := 0.76, 0.44
-	for _, tc := range []struct {
-		signal float64
-		agents int
-		high   bool
-		want   string
-	}{
-		{0.80, 2, false, StatusCommitted},
-		{0.76, 3, false, StatusCommitted}, // crossing is reaching
-		{0.80, 2, true, StatusPending},    // high stakes: 0.76 × 1.25 = 0.95
-		{0.96, 2, true, StatusCommitted},
-		{0.60, 2, false, StatusPending},
-		{0.30, 2, false, StatusConflict},
-		{0.30, 1, false, StatusPending}, // one agent cannot diverge
-		{1.00, 1, false, StatusPending}, // nor agree
-	} {
-		u := upper
-		if tc.high {
-			u *= 1.25
-		}
-		if got := Decide(tc.signal, tc.agents, u, lower); got != tc.want {
-			t.Errorf("signal %v agents %d high %v: %s, want %s", tc.signal, tc.agents, tc.high, got, tc.want)
-		}
-	}
-}
-
-func TestSignalIsMeanPairwiseCosine(t *testing.T) {
-	v := func(x, y float32) *messages.Version { return &messages.Version{Embedding: []float32{x, y}} }
-	got := Signal([]*messages.Version{v(1, 0), v(1, 0), v(0, 1)}) // pairs: 1, 0, 0
-	if got < 0.333 || got > 0.334 {
-		t.Fatalf("signal %v, want 1/3", got)
-	}
-	if Signal([]*messages.Version{v(1, 0)}) != 0 {
-		t.Fatal("one version has no signal")
-	}
-}
-
 func TestDreamInsights(t *testing.T) {
 	c := func(i int) cid.Cid {
 		id, _ := SumCID(CodecRaw, []byte{byte(i)})
@@ -135,7 +98,7 @@ func TestDreamInsights(t *testing.T) {
 }
 
 func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	o := newOwner(t, s, "a")
@@ -185,7 +148,7 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 }
 
 func TestSweepIsBoundedAndResumes(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	for i := range 5 {
@@ -209,14 +172,14 @@ func TestSweepIsBoundedAndResumes(t *testing.T) {
 }
 
 func TestSweepPrunesWeakLinks(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	a := o.text("alpha")
 	o.text("beta")
 	strong, weak := o.text("gamma"), o.text("delta") // not a's sequential neighbours
 	ctx := context.Background()
-	err := s.Store().Update(ctx, func(tx *Tx) error {
+	err := s.Store().Update(ctx, func(tx Tx) error {
 		return putAssociations(tx, a, []Link{{Target: weak, Type: AssocRelated, Strength: 0.3}, {Target: strong, Type: AssocRelated, Strength: 0.9}}, epoch.Unix())
 	})
 	if err != nil {
@@ -264,7 +227,7 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 		want bool
 	}{{42, false}, {43, true}} {
 		t.Run(fmt.Sprint(tc.big), func(t *testing.T) {
-			s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+			s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 			defer s.Close()
 			ctx := context.Background()
 			big, small := newOwner(t, s, "big"), newOwner(t, s, "small")
@@ -334,12 +297,12 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, cfg, clock)
 	ctx := context.Background()
 	contribute := func(s *Self, agent, key, content, stakes string) *messages.ContributeResult {
 		t.Helper()
-		r, err := s.Contribute(ctx, &messages.Contribute{AgentId: agent, ConceptKey: key, Content: content, Stakes: stakes})
+		r, err := s.Consensus.Contribute(ctx, &messages.Contribute{AgentId: agent, ConceptKey: key, Content: content, Stakes: stakes})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,28 +333,29 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	if again := contribute(s, "qwen", "weather", "The sky is calm but revenue fell.", ""); again.Status != StatusConflict || *again.ConflictId != *r.ConflictId {
 		t.Fatalf("third agent on a conflict: %+v", again)
 	}
-	if cs, _ := s.Conflicts(); len(cs) != 1 || cs[0].CreatedAt != epoch.Unix() || len(cs[0].Versions) != 3 {
+	if cs, _ := s.Consensus.Conflicts(); len(cs) != 1 || cs[0].CreatedAt != epoch.Unix() || len(cs[0].Versions) != 3 {
 		t.Fatalf("after a third version: %d conflicts; want one created at %d with 3 versions", len(cs), epoch.Unix())
 	}
 	contribute(s, "solo", "later", "Only one agent said this.", "")
 	s.Close()
 
-	s = openSelf(t, cfg, &fixedClock{t: epoch})
+	clock.Set(epoch)
+	s = openSelf(t, cfg, clock)
 	defer s.Close()
-	conflicts, _ := s.Conflicts()
-	pending, _ := s.PendingConcepts()
+	conflicts, _ := s.Consensus.Conflicts()
+	pending, _ := s.Consensus.PendingConcepts()
 	if len(conflicts) != 1 || conflicts[0].ConflictId != *r.ConflictId || len(conflicts[0].Versions) != 3 || len(pending) != 2 {
 		t.Fatalf("after restart: conflicts %v, pending %v", conflicts, pending)
 	}
-	if _, err := s.Resolve(ctx, "no-such-conflict", "x", ""); err == nil {
+	if _, err := s.Consensus.Resolve(ctx, "no-such-conflict", "x", ""); err == nil {
 		t.Fatal("resolved a conflict that does not exist")
 	}
-	c, err := s.Resolve(ctx, *r.ConflictId, "Both happened: calm sky, falling revenue.", "ceo")
+	c, err := s.Consensus.Resolve(ctx, *r.ConflictId, "Both happened: calm sky, falling revenue.", "ceo")
 	if err != nil {
 		t.Fatal(err)
 	}
-	conflicts, _ = s.Conflicts()
-	pending, _ = s.PendingConcepts()
+	conflicts, _ = s.Consensus.Conflicts()
+	pending, _ = s.Consensus.PendingConcepts()
 	bb, _ = s.Backbone(0, 10)
 	if len(conflicts) != 0 || len(pending) != 1 || len(bb.Items) != 2 || bb.Items[1].Memory != c {
 		t.Fatalf("after resolve: conflicts %v, pending %v, backbone %v", conflicts, pending, bb.Items)
@@ -417,7 +381,7 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 		{AgentId: "", ConceptKey: "k", Content: "x"},
 		{AgentId: "a", ConceptKey: "k", Content: "x", Stakes: "huge"},
 	} {
-		if _, err := s.Contribute(ctx, bad); err == nil {
+		if _, err := s.Consensus.Contribute(ctx, bad); err == nil {
 			t.Fatalf("accepted %+v", bad)
 		}
 	}
@@ -430,7 +394,7 @@ func TestMergeSummaryFromTheSummarizerOrExtractive(t *testing.T) {
 		t.Run(fmt.Sprint("fail=", fail), func(t *testing.T) {
 			cfg := testConfig(t.TempDir())
 			var got []string
-			s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: &fixedClock{t: epoch},
+			s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: clock.NewFake(epoch),
 				Summarize: func(_ context.Context, texts []string) (string, error) {
 					got = texts
 					if fail {

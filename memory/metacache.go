@@ -4,7 +4,6 @@ import (
 	"hash/maphash"
 	"sync"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/messages"
@@ -12,7 +11,7 @@ import (
 
 // metaCache keeps recently read memory metadata. Metadata is mutable, so
 // every committed write of a metadata key invalidates its entry (the store
-// reports them, see Store.Watch), and a read that raced with an
+// reports them as commit events, see store.Event), and a read that raced with an
 // invalidation does not fill the cache. Cached metadata is shared: callers
 // must not modify it.
 type metaCache struct {
@@ -74,7 +73,7 @@ func (c *metaCache) invalidate(key string) {
 }
 
 // meta reads a memory's metadata through the cache.
-func (s *Self) meta(txn *badger.Txn, c cid.Cid) (*messages.MemoryMeta, error) {
+func (s *Self) meta(txn Reader, c cid.Cid) (*messages.MemoryMeta, error) {
 	key := c.KeyString()
 	m, gen := s.metas.get(key)
 	if m != nil {

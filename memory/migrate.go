@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -25,8 +26,8 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	}
 	var mems []entry
 	var chain [][2][]byte // key, value
-	err := s.store.View(func(txn *badger.Txn) error {
-		if err := iteratePrefix(txn, prefixMeta, func(k, v []byte) error {
+	err := s.store.View(func(txn Reader) error {
+		if err := store.Scan(txn, prefixMeta, func(k, v []byte) error {
 			meta := &messages.MemoryMeta{}
 			if err := proto.Unmarshal(v, meta); err != nil {
 				return fmt.Errorf("%w: metadata: %v", ErrCorrupt, err)
@@ -40,7 +41,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		return iteratePrefix(txn, prefixChain, func(k, v []byte) error {
+		return store.Scan(txn, prefixChain, func(k, v []byte) error {
 			chain = append(chain, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 			return nil
 		})
@@ -59,7 +60,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	for start := 0; start < len(mems); start += per {
 		part := mems[start:min(start+per, len(mems))]
 		first := uint64(start + 1)
-		if err := s.store.Update(ctx, func(tx *Tx) error {
+		if err := s.store.Update(ctx, func(tx Tx) error {
 			for i, e := range part {
 				seq := first + uint64(i)
 				raw, err := tx.Get(metaKey(e.c))
@@ -78,7 +79,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 				tx.Set(metaKey(e.c), out)
 				tx.Set(logKey(seq), e.c.Bytes())
 			}
-			tx.Set(keyMemSeq, u64(first+uint64(len(part))-1))
+			tx.Set(store.KeyMemSeq, base.U64(first+uint64(len(part))-1))
 			return nil
 		}); err != nil {
 			return err
@@ -89,7 +90,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	}
 	for start := 0; start < len(chain); start += per {
 		part := chain[start:min(start+per, len(chain))]
-		if err := s.store.Update(ctx, func(tx *Tx) error {
+		if err := s.store.Update(ctx, func(tx Tx) error {
 			for _, kv := range part {
 				n, act, err := cid.CidFromBytes(kv[1])
 				if err != nil {
@@ -111,8 +112,8 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	// Layout 1 kept a running centroid under k/; layout 2 keeps the name's
 	// embedding there and computes the centroid at start.
 	var names []*messages.Sona
-	if err := s.store.View(func(txn *badger.Txn) error {
-		return iteratePrefix(txn, prefixSona, func(_, v []byte) error {
+	if err := s.store.View(func(txn Reader) error {
+		return store.Scan(txn, prefixSona, func(_, v []byte) error {
 			rec := &messages.Sona{}
 			if err := proto.Unmarshal(v, rec); err != nil {
 				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
@@ -128,7 +129,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := s.store.Update(ctx, func(tx *Tx) error {
+		if err := s.store.Update(ctx, func(tx Tx) error {
 			tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0]))
 			return nil
 		}); err != nil {
@@ -140,7 +141,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 }
 
 func (s *Self) setLayout(ctx context.Context, v int) error {
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		tx.Set(keyVersion, []byte(fmt.Sprint(v)))
 		return nil
 	})
@@ -151,8 +152,8 @@ func (s *Self) setLayout(ctx context.Context, v int) error {
 // block (f/, files.go).
 func (s *Self) migrateV2(ctx context.Context) error {
 	var keys [][]byte
-	err := s.store.View(func(txn *badger.Txn) error {
-		return iteratePrefix(txn, prefixChain, func(k, v []byte) error {
+	err := s.store.View(func(txn Reader) error {
+		return store.Scan(txn, prefixChain, func(k, v []byte) error {
 			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
 			if !ok {
 				return fmt.Errorf("%w: chain key", ErrCorrupt)
@@ -177,7 +178,7 @@ func (s *Self) migrateV2(ctx context.Context) error {
 	const per = 1000
 	for start := 0; start < len(keys); start += per {
 		part := keys[start:min(start+per, len(keys))]
-		if err := s.store.Update(ctx, func(tx *Tx) error {
+		if err := s.store.Update(ctx, func(tx Tx) error {
 			for _, k := range part {
 				tx.Set(k, nil)
 			}

@@ -11,6 +11,9 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -19,7 +22,7 @@ import (
 // opening it migrates everything back.
 func TestMigrateFromLayout1(t *testing.T) {
 	dir := t.TempDir()
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	cfg := testConfig(dir)
 	s := openSelf(t, cfg, clock)
 	o := newOwner(t, s, "old")
@@ -55,7 +58,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if err := txn.Set(chainKey(o.sona, seq), join(act.Bytes(), mem.Bytes())); err != nil {
+			if err := txn.Set(chainKey(o.sona, seq), base.Join(act.Bytes(), mem.Bytes())); err != nil {
 				return err
 			}
 		}
@@ -64,7 +67,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 				return err
 			}
 		}
-		if err := txn.Delete(keyMemSeq); err != nil {
+		if err := txn.Delete(store.KeyMemSeq); err != nil {
 			return err
 		}
 		return txn.Set(keyVersion, []byte("1"))
@@ -96,8 +99,8 @@ func TestMigrateFromLayout1(t *testing.T) {
 			t.Fatalf("chain entry %d: %+v", i, e)
 		}
 	}
-	err = s.Store().View(func(txn *badger.Txn) error {
-		v, err := txn.Get(keyVersion)
+	err = s.Store().View(func(txn Reader) error {
+		v, err := txn.Item(keyVersion)
 		if err != nil {
 			return err
 		}
@@ -130,7 +133,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 // of its sonas again.
 func TestMigrateFromLayout2(t *testing.T) {
 	dir := t.TempDir()
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	cfg := testConfig(dir)
 	s := openSelf(t, cfg, clock)
 	a, b := newOwner(t, s, "a"), newOwner(t, s, "b")

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // profileTable holds the metric profiles (unit vectors over the metric
@@ -58,7 +60,7 @@ func (t *profileTable) nearest(q []float32, ids []uint64, k int) []profileHit {
 		if id >= uint64(len(t.rows)) || t.rows[id] == nil {
 			continue
 		}
-		if sim := dot(q, t.rows[id]); sim > 0 {
+		if sim := base.Dot(q, t.rows[id]); sim > 0 {
 			out = append(out, profileHit{id, sim})
 		}
 	}

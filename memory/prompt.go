@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -139,7 +140,7 @@ func (p *promptParts) messages() []llm.Message {
 		if r.Memory.Data.Self != nil {
 			role = llm.RoleAssistant
 		}
-		msgs = append(msgs, llm.Message{Role: role, Name: speaker(r.Memory), Content: stamp(r.Time()) + r.Memory.Text()})
+		msgs = append(msgs, llm.Message{Role: role, Name: model.Speaker(r.Memory), Content: stamp(r.Time()) + r.Memory.Text()})
 	}
 	for _, pg := range p.stm {
 		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Name: pg.QName, Content: stamp(pg.Page.T) + pg.Q})
@@ -207,24 +208,6 @@ func writeProfile(b *strings.Builder, profile map[string]string) {
 		}
 		fmt.Fprintf(b, " %s: %s", k, profile[k])
 	}
-}
-
-func speaker(m *Memory) string {
-	switch d := m.Data; {
-	case d.Self != nil:
-		return d.Self.Name
-	case d.Other != nil && d.Other.Name != nil:
-		return *d.Other.Name
-	}
-	return ""
-}
-
-// said is what a memory says, without its speaker's name.
-func said(m *Memory) string {
-	if o := m.Data.Other; o != nil {
-		return o.Content
-	}
-	return m.Text()
 }
 
 // TextMemory builds an input memory: `other` when the speaker is named,

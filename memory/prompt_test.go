@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -34,7 +35,7 @@ func promptFixture(t *testing.T) ([]*Recalled, *TierRecall) {
 	page := func(seq uint64, q, r *Recalled) tiers.PageText {
 		return tiers.PageText{
 			Page:  &messages.Page{Seq: seq, Q: q.CID.String(), R: r.CID.String(), T: *r.Memory.Timestamp},
-			QName: speaker(q.Memory), Q: said(q.Memory), RName: speaker(r.Memory), R: said(r.Memory), RSelf: r.Memory.Data.Self != nil,
+			QName: model.Speaker(q.Memory), Q: model.Said(q.Memory), RName: model.Speaker(r.Memory), R: model.Said(r.Memory), RSelf: r.Memory.Data.Self != nil,
 		}
 	}
 	older := mem(TextMemory("My friend Tom moved to Sweden.", "Caroline", t0-30*day, nil), 0)

@@ -13,14 +13,14 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"github.com/viterin/vek/vek32"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
-	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/text"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -303,7 +303,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	}
 
 	var out []*Recalled
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		sc.txn = txn
 		cands, err := sc.gather(dense, bm25, metric, paths)
 		if err != nil {
@@ -418,7 +418,7 @@ type pathHit struct {
 type scorer struct {
 	self     *Self
 	q        *Query
-	txn      *badger.Txn
+	txn      Reader
 	centroid []float32
 	profile  []float32 // the query's metric profile (nil: no metric path)
 	now      int64
@@ -534,21 +534,13 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 		sim, ok := sc.sims[id]
 		if !ok {
 			if c, _, ok := sc.self.sonaSnapshot(id); ok && len(c) == len(sc.centroid) {
-				sim = cosine(sc.centroid, c)
+				sim = base.Cosine(sc.centroid, c)
 			}
 			sc.sims[id] = sim
 		}
 		best = math.Max(best, sim)
 	}
 	return best
-}
-
-func cosine(a, b []float32) float64 {
-	na, nb := dot(a, a), dot(b, b)
-	if na == 0 || nb == 0 {
-		return 0
-	}
-	return dot(a, b) / math.Sqrt(na*nb)
 }
 
 // gather builds the scored, fused candidate set of the three paths.
@@ -917,13 +909,13 @@ func (sc *scorer) denseSim(c cid.Cid) float64 {
 		return float64(vek32.Dot(sc.q.Vector, vec))
 	}
 	if vec, err := readVector(sc.txn, c); err == nil {
-		return dot(sc.q.Vector, vec)
+		return base.Dot(sc.q.Vector, vec)
 	}
 	return 0
 }
 
-func readVector(txn *badger.Txn, c cid.Cid) ([]float32, error) {
-	item, err := txn.Get(vectorKey(c))
+func readVector(txn Reader, c cid.Cid) ([]float32, error) {
+	item, err := txn.Item(vectorKey(c))
 	if err != nil {
 		return nil, err
 	}
@@ -962,31 +954,17 @@ func (h *edgeHeap) Pop() any {
 
 // queryLogOp records a recall in the query log.
 func (s *Self) queryLogOp(q Query, out []*Recalled) Op {
-	e := &messages.QueryLog{Sona: q.Sona, AgentId: q.AgentID, Keywords: Keywords(q.Text), Time: s.clock.Now().UnixNano()}
+	e := &messages.QueryLog{Sona: q.Sona, AgentId: q.AgentID, Keywords: tiers.ContentWords(q.Text), Time: s.clock.Now().UnixNano()}
 	for _, r := range out {
 		e.Cids = append(e.Cids, r.CID.String())
 		e.Scores = append(e.Scores, r.Score)
 	}
 	raw, err := proto.Marshal(e)
-	return func(tx *Tx) error {
+	return func(tx Tx) error {
 		if err != nil {
 			return err
 		}
 		tx.Set(queryLogKey(e.Time, q.Sona), raw)
 		return nil
 	}
-}
-
-// Keywords are the distinct content words of a text (stemmed, stop words
-// removed), in order of first appearance.
-func Keywords(text string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, t := range llm.Tokenize(text) {
-		if !seen[t] {
-			seen[t] = true
-			out = append(out, t)
-		}
-	}
-	return out
 }

@@ -8,13 +8,16 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/consensus"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -36,7 +39,7 @@ type ReembedReport struct {
 // again. progress hears the memories done. The store must not be open
 // elsewhere (it takes the directory's lock).
 func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress func(done, total int)) (ReembedReport, error) {
-	st, err := OpenStore(filepath.Join(cfg.DataDir, "store"), storeOptions(cfg.Store))
+	st, err := OpenStore(filepath.Join(cfg.DataDir, "store"), store.OptionsOf(cfg.Store))
 	if err != nil {
 		return ReembedReport{}, err
 	}
@@ -63,8 +66,8 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 
 	// Memories: every memory with metadata, from its block.
 	var mems []cid.Cid
-	if err := st.View(func(txn *badger.Txn) error {
-		return iterateKeys(txn, prefixMeta, func(k []byte) {
+	if err := st.View(func(txn Reader) error {
+		return store.Keys(txn, prefixMeta, func(k []byte) {
 			if c, err := cid.Cast(bytes.Clone(k[len(prefixMeta):])); err == nil {
 				mems = append(mems, c)
 			}
@@ -92,7 +95,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		if err != nil {
 			return rep, err
 		}
-		if err := st.Update(ctx, func(tx *Tx) error {
+		if err := st.Update(ctx, func(tx Tx) error {
 			for i, c := range part {
 				tx.Set(vectorKey(c), encodeVector(vecs[i]))
 				vectors[c] = vecs[i]
@@ -109,8 +112,8 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 
 	// Sona names.
 	var sonas []*messages.Sona
-	if err := st.View(func(txn *badger.Txn) error {
-		return iteratePrefix(txn, prefixSona, func(_, v []byte) error {
+	if err := st.View(func(txn Reader) error {
+		return store.Scan(txn, prefixSona, func(_, v []byte) error {
 			rec := &messages.Sona{}
 			if err := proto.Unmarshal(v, rec); err != nil {
 				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
@@ -126,7 +129,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		if err != nil {
 			return rep, err
 		}
-		if err := st.Update(ctx, func(tx *Tx) error { tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0])); return nil }); err != nil {
+		if err := st.Update(ctx, func(tx Tx) error { tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0])); return nil }); err != nil {
 			return rep, err
 		}
 		rep.Sonas++
@@ -140,8 +143,8 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	}
 	var pages, others []record
 	readAll := func(prefix []byte, newMsg func(k []byte) proto.Message, into *[]record, filter func(k []byte) bool) error {
-		return st.View(func(txn *badger.Txn) error {
-			return iteratePrefix(txn, prefix, func(k, v []byte) error {
+		return st.View(func(txn Reader) error {
+			return store.Scan(txn, prefix, func(k, v []byte) error {
 				if filter != nil && !filter(k) {
 					return nil
 				}
@@ -158,7 +161,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		})
 	}
 	tierKind := func(k []byte) byte {
-		_, rest, ok := bytes.Cut(k[len(prefixTier):], []byte{0})
+		_, rest, ok := bytes.Cut(k[len(tiers.KeyPrefix):], []byte{0})
 		if !ok || len(rest) == 0 {
 			return 0
 		}
@@ -180,10 +183,10 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		return nil
 	}
 	if err := errors.Join(
-		readAll(prefixTier, tierMsg, &pages, func(k []byte) bool { return tierKind(k) == 'p' }),
-		readAll(prefixTier, tierMsg, &others, func(k []byte) bool { return tierKind(k) != 'p' }),
-		readAll(prefixPending, func([]byte) proto.Message { return &messages.PendingConcept{} }, &others, nil),
-		readAll(prefixConflict, func([]byte) proto.Message { return &messages.Conflict{} }, &others, nil),
+		readAll(tiers.KeyPrefix, tierMsg, &pages, func(k []byte) bool { return tierKind(k) == 'p' }),
+		readAll(tiers.KeyPrefix, tierMsg, &others, func(k []byte) bool { return tierKind(k) != 'p' }),
+		readAll(consensus.KeyPending, func([]byte) proto.Message { return &messages.PendingConcept{} }, &others, nil),
+		readAll(consensus.KeyConflict, func([]byte) proto.Message { return &messages.Conflict{} }, &others, nil),
 	); err != nil {
 		return rep, err
 	}
@@ -259,10 +262,10 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		return err
 	}
 	sonaOf := func(k []byte) string {
-		if !bytes.HasPrefix(k, prefixTier) {
+		if !bytes.HasPrefix(k, tiers.KeyPrefix) {
 			return ""
 		}
-		id, _, _ := bytes.Cut(k[len(prefixTier):], []byte{0})
+		id, _, _ := bytes.Cut(k[len(tiers.KeyPrefix):], []byte{0})
 		return string(id)
 	}
 	for _, r := range pages {
@@ -271,7 +274,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		}
 		p := r.msg.(*messages.Page)
 		sona := sonaOf(r.key)
-		seg := binary.BigEndian.Uint64(r.key[len(pagePrefix(sona, 0))-8:])
+		seg := binary.BigEndian.Uint64(r.key[len(tiers.PagePrefix(sona, 0))-8:])
 		k := segKey{sona, seg}
 		if sums[k] == nil {
 			sums[k] = make([]float32, emb.Dims())
@@ -289,7 +292,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	all := append(pages, others...)
 	for start := 0; start < len(all); start += batch {
 		part := all[start:min(start+batch, len(all))]
-		if err := st.Update(ctx, func(tx *Tx) error {
+		if err := st.Update(ctx, func(tx Tx) error {
 			for _, r := range part {
 				raw, err := proto.Marshal(r.msg)
 				if err != nil {
@@ -303,42 +306,23 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		}
 	}
 	for _, r := range all {
-		if bytes.HasPrefix(r.key, prefixTier) {
+		if bytes.HasPrefix(r.key, tiers.KeyPrefix) {
 			rep.Tiers++
 		}
 	}
 	// Similarity statistics were cosines in the old space: start afresh
 	// (the emergent thresholds bootstrap until they fill again).
 	var stats [][]byte
-	if err := st.View(func(txn *badger.Txn) error {
-		return iterateKeys(txn, prefixSimStats, func(k []byte) { stats = append(stats, bytes.Clone(k)) })
+	if err := st.View(func(txn Reader) error {
+		return store.Keys(txn, assoc.KeySimStats, func(k []byte) { stats = append(stats, bytes.Clone(k)) })
 	}); err != nil {
 		return rep, err
 	}
-	return rep, st.Update(ctx, func(tx *Tx) error {
+	return rep, st.Update(ctx, func(tx Tx) error {
 		for _, k := range stats {
 			tx.Delete(k)
 		}
-		tx.Set(keyEmbedder, []byte(emb.ID()))
+		tx.Set(store.KeyEmbedder, []byte(emb.ID()))
 		return nil
 	})
-}
-
-// EmbedderID returns the embedding space the store was built with ("" for
-// a new store).
-func (s *Store) EmbedderID() (string, error) {
-	var id string
-	err := s.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(keyEmbedder)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		v, err := item.ValueCopy(nil)
-		id = string(v)
-		return err
-	})
-	return id, err
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -100,7 +101,7 @@ func TestTopoSort(t *testing.T) {
 // Paths.Score replaces recall.weights for one recall (the LoCoMo
 // evaluation tunes them over one ingested store).
 func TestPathsScoreOverridesWeights(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	o.text("the lake house party")

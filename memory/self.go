@@ -6,38 +6,34 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/memoria-ai/memoria/internal/clock"
+
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/anchor"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
-
-// Clock tells the time. Everything that depends on time takes one, so
-// tests can fix it.
-type Clock interface{ Now() time.Time }
-
-// SystemClock is the wall clock.
-type SystemClock struct{}
-
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
 
 // Options configure a Self.
 type Options struct {
 	Config   config.Config
 	Embedder llm.Embedder
-	Clock    Clock
+	Clock    clock.Clock
 	Logger   *slog.Logger
 	// InMemory keeps the store in RAM (for benchmarks of logic only).
 	InMemory bool
@@ -68,11 +64,18 @@ type Options struct {
 // concurrent use. Writes to a sona's chain must come from that sona's one
 // owner (its actor); everything else may be called from anywhere.
 type Self struct {
+	// Tiers keeps the MemoryOS tiers of every sona.
+	Tiers *tiers.Store
+	// Anchors is the anchor list (XmetaV's significant memories).
+	Anchors *anchor.List
+	// Consensus is the agents' consensus on what the backbone holds.
+	Consensus *consensus.Ledger
+
 	store *Store
 	index *vector.Index
 	emb   llm.Embedder
 	cfg   config.Config
-	clock Clock
+	clock clock.Clock
 	log   *slog.Logger
 
 	smu   sync.RWMutex
@@ -92,10 +95,8 @@ type Self struct {
 	summarize    func(ctx context.Context, texts []string) (string, error)
 
 	evaluator   eumas.Evaluator
-	metricNames []string               // the dimensions of a metric profile
-	profiles    profileTable           // metric profiles of the evaluated memories (evaluation.go)
-	anchorRules AnchorRules            // config.Anchoring, compiled
-	anchorHook  atomic.Pointer[func()] // see OnAnchor
+	metricNames []string     // the dimensions of a metric profile
+	profiles    profileTable // metric profiles of the evaluated memories (evaluation.go)
 }
 
 // sonaState is the committed state of a sona, cached for recall.
@@ -107,14 +108,9 @@ type sonaState struct {
 	textPos  uint64   // full-text position of its latest memory (read-your-writes)
 }
 
-// ErrEmbedderMismatch means the store was written with another embedding space.
-var ErrEmbedderMismatch = errors.New("memory: store was built with another embedder")
-
 // Open opens the self stored under cfg.DataDir.
 func Open(ctx context.Context, o Options) (*Self, error) {
-	if o.Clock == nil {
-		o.Clock = SystemClock{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -122,25 +118,24 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		return nil, errors.New("memory: Open needs an embedder")
 	}
 	dir := o.Config.DataDir
-	so := storeOptions(o.Config.Store)
+	so := store.OptionsOf(o.Config.Store)
 	so.FreeSpace, so.AcceptLoss, so.InMemory, so.Logger = o.FreeSpace, o.AcceptLoss, o.InMemory, o.Logger
 	st, err := OpenStore(filepath.Join(dir, "store"), so)
 	if err != nil {
 		return nil, err
 	}
 	s := &Self{
-		store:       st,
-		emb:         o.Embedder,
-		cfg:         o.Config,
-		clock:       o.Clock,
-		log:         o.Logger,
-		sonas:       map[string]*sonaState{},
-		cache:       newMemCache(o.Config.Store.MemoryCache),
-		metas:       newMetaCache(o.Config.Store.MemoryCache),
-		progress:    o.Progress,
-		normalize:   o.Normalize,
-		summarize:   o.Summarize,
-		anchorRules: CompileAnchorRules(o.Config.Anchoring),
+		store:     st,
+		emb:       o.Embedder,
+		cfg:       o.Config,
+		clock:     o.Clock,
+		log:       o.Logger,
+		sonas:     map[string]*sonaState{},
+		cache:     newMemCache(o.Config.Store.MemoryCache),
+		metas:     newMetaCache(o.Config.Store.MemoryCache),
+		progress:  o.Progress,
+		normalize: o.Normalize,
+		summarize: o.Summarize,
 		index: vector.New(vector.Options{
 			Dims:           o.Embedder.Dims(),
 			M:              o.Config.Index.M,
@@ -148,32 +143,29 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 			EfConstruction: o.Config.Index.EfConstruction,
 			Backlog:        o.Config.Index.Backlog,
 			Seed:           o.Config.Index.Seed,
+			Clock:          o.Clock,
 		}),
 	}
+	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
+	s.Consensus = consensus.NewLedger(st, consensusEnv{s}, o.Config, o.Clock)
+	s.Tiers = tiers.NewStore(st, tierEnv{s}, tiers.Options{Tiers: o.Config.Tiers, Thresholds: o.Config.Threshold, Clock: o.Clock})
 	if o.Config.Evaluation.Mode != "off" {
 		s.evaluator = o.Evaluator
 		s.metricNames = eumas.Metrics(o.Config.Evaluation.Archetypes)
 	}
 	s.lastActivity.Store(o.Clock.Now().Unix())
-	st.Watch(prefixMeta, func(k []byte) { s.metas.invalidate(string(k[len(prefixMeta):])) })
+	st.Subscribe(func(e store.Event) {
+		for _, k := range e.Keys {
+			if strings.HasPrefix(k, string(prefixMeta)) {
+				s.metas.invalidate(k[len(prefixMeta):])
+			}
+		}
+	})
 	if err := s.load(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
-}
-
-// storeOptions are the store's options of the configuration.
-func storeOptions(c config.Store) StoreOptions {
-	return StoreOptions{
-		MaxBatch:       c.MaxBatch,
-		MaxBlockBytes:  c.MaxBlockBytes,
-		CacheMB:        c.CacheMB,
-		MemTableMB:     c.MemTableMB,
-		Memtables:      c.Memtables,
-		MinFreeBytes:   uint64(c.MinFreeMB) << 20,
-		SkipTableCheck: !c.VerifyTables,
-	}
 }
 
 // LastActivity is when a memory was last appended by anything but the
@@ -210,7 +202,7 @@ func (s *Self) Config() config.Config { return s.cfg }
 func (s *Self) Embedder() llm.Embedder { return s.emb }
 
 // Clock returns the self's clock.
-func (s *Self) Clock() Clock { return s.clock }
+func (s *Self) Clock() clock.Clock { return s.clock }
 
 // Counts returns the number of sonas and memories.
 func (s *Self) Counts() (sonas, memories int64) {
@@ -227,8 +219,8 @@ func (s *Self) load(ctx context.Context) error {
 	}
 	start := s.clock.Now()
 	var vectors int
-	err := s.store.View(func(txn *badger.Txn) error {
-		if err := iteratePrefix(txn, prefixSona, func(_, v []byte) error {
+	err := s.store.View(func(txn Reader) error {
+		if err := store.Scan(txn, prefixSona, func(_, v []byte) error {
 			rec := &messages.Sona{}
 			if err := proto.Unmarshal(v, rec); err != nil {
 				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
@@ -241,7 +233,7 @@ func (s *Self) load(ctx context.Context) error {
 		if err := s.loadBackbone(txn); err != nil {
 			return err
 		}
-		if err := iteratePrefix(txn, prefixNameVec, func(k, v []byte) error {
+		if err := store.Scan(txn, prefixNameVec, func(k, v []byte) error {
 			st, ok := s.sonas[string(k[len(prefixNameVec):])]
 			if !ok {
 				return nil
@@ -252,7 +244,7 @@ func (s *Self) load(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		if err := iteratePrefix(txn, prefixVector, func(k, v []byte) error {
+		if err := store.Scan(txn, prefixVector, func(k, v []byte) error {
 			c, err := cid.Cast(k[len(prefixVector):])
 			if err != nil {
 				return fmt.Errorf("%w: vector key: %v", ErrCorrupt, err)
@@ -272,7 +264,7 @@ func (s *Self) load(ctx context.Context) error {
 		}
 		// After the vectors: a metric profile is kept under its memory's vector id.
 		var n int64
-		if err := iteratePrefix(txn, prefixMeta, func(k, v []byte) error {
+		if err := store.Scan(txn, prefixMeta, func(k, v []byte) error {
 			n++
 			c, err := cid.Cast(k[len(prefixMeta):])
 			if err != nil {
@@ -286,7 +278,7 @@ func (s *Self) load(ctx context.Context) error {
 		if err := s.checkEnds(txn); err != nil {
 			return err
 		}
-		return iteratePrefix(txn, prefixChain, func(k, v []byte) error {
+		return store.Scan(txn, prefixChain, func(k, v []byte) error {
 			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
 			if !ok {
 				return fmt.Errorf("%w: chain key", ErrCorrupt)
@@ -301,7 +293,7 @@ func (s *Self) load(ctx context.Context) error {
 			}
 			vid, ok := s.index.ID(mem.KeyString())
 			if !ok {
-				return s.store.explain(fmt.Errorf("%w: memory %s of sona %s has no embedding", ErrCorrupt, mem, id))
+				return s.store.Explain(fmt.Errorf("%w: memory %s of sona %s has no embedding", ErrCorrupt, mem, id))
 			}
 			st.members = append(st.members, vid)
 			return nil
@@ -323,7 +315,7 @@ func (s *Self) load(ctx context.Context) error {
 // sona's head ACT block and the memory at the end of the insertion log.
 // (A store that lost its last writes whole is caught by the acknowledged
 // mark; this catches damage to the tables that hold them.)
-func (s *Self) checkEnds(txn *badger.Txn) error {
+func (s *Self) checkEnds(txn Reader) error {
 	for id, st := range s.sonas {
 		if st.rec.Head == nil {
 			continue
@@ -332,24 +324,24 @@ func (s *Self) checkEnds(txn *badger.Txn) error {
 		if err != nil {
 			return fmt.Errorf("%w: head of sona %s: %v", ErrCorrupt, id, err)
 		}
-		if _, err := readBlock(txn, head); err != nil {
-			return s.store.explain(fmt.Errorf("%w: the head ACT %s of sona %s is unreadable: %v", ErrCorrupt, head, id, err))
+		if _, err := store.ReadBlock(txn, head); err != nil {
+			return s.store.Explain(fmt.Errorf("%w: the head ACT %s of sona %s is unreadable: %v", ErrCorrupt, head, id, err))
 		}
 	}
 	end, err := logEnd(txn)
 	if err != nil || end == 0 {
 		return err
 	}
-	item, err := txn.Get(logKey(end))
+	item, err := txn.Item(logKey(end))
 	if err != nil {
-		return s.store.explain(fmt.Errorf("%w: the insertion log's last entry (%d) is unreadable: %v", ErrCorrupt, end, err))
+		return s.store.Explain(fmt.Errorf("%w: the insertion log's last entry (%d) is unreadable: %v", ErrCorrupt, end, err))
 	}
 	_, c, err := logEntry(item)
 	if err == nil {
-		_, err = readBlock(txn, c)
+		_, err = store.ReadBlock(txn, c)
 	}
 	if err != nil {
-		return s.store.explain(fmt.Errorf("%w: the memory at the end of the insertion log (%d) is unreadable: %v", ErrCorrupt, end, err))
+		return s.store.Explain(fmt.Errorf("%w: the memory at the end of the insertion log (%d) is unreadable: %v", ErrCorrupt, end, err))
 	}
 	return nil
 }
@@ -435,7 +427,7 @@ var migrations = map[string]*migrationNeeded{
 
 func (s *Self) identityOp(ctx context.Context) error {
 	want := s.emb.ID()
-	return s.store.Update(ctx, func(tx *Tx) error {
+	return s.store.Update(ctx, func(tx Tx) error {
 		v, err := tx.Get(keyVersion)
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -447,46 +439,8 @@ func (s *Self) identityOp(ctx context.Context) error {
 		case string(v) != fmt.Sprint(StoreVersion):
 			return fmt.Errorf("memory: store layout version %s, this build reads %d", v, StoreVersion)
 		}
-		got, err := tx.Get(keyEmbedder)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			tx.Set(keyEmbedder, []byte(want))
-		case err != nil:
-			return err
-		case string(got) != want:
-			return fmt.Errorf("%w: the store's vectors are %q, the configured embedder is %q; run `memoria reindex` to re-embed the store with the configured embedder (or configure %q again)", ErrEmbedderMismatch, got, want, got)
-		}
-		return nil
+		return store.CheckEmbedder(tx, want)
 	})
-}
-
-func iteratePrefix(txn *badger.Txn, prefix []byte, fn func(k, v []byte) error) error {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		item := it.Item()
-		var ferr error
-		err := item.Value(func(v []byte) error {
-			ferr = fn(item.Key(), v)
-			return ferr
-		})
-		if ferr != nil {
-			return ferr
-		}
-		if err != nil {
-			return classifyBadger(err)
-		}
-	}
-	return nil
-}
-
-func iterateKeys(txn *badger.Txn, prefix []byte, fn func(k []byte)) error {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		fn(it.Item().Key())
-	}
-	return nil
 }
 
 // Embed returns unit-length embeddings of texts in the store's space.
@@ -502,44 +456,17 @@ func (s *Self) Embed(ctx context.Context, texts ...string) ([][]float32, error) 
 		if len(v) != s.index.Dims() {
 			return nil, fmt.Errorf("memory: embedder returned %d dims, the store uses %d", len(v), s.index.Dims())
 		}
-		if !normalize(v) {
+		if !base.Normalize(v) {
 			return nil, fmt.Errorf("memory: embedder returned a zero or non-finite vector for text %d", i)
 		}
 	}
 	return vecs, nil
 }
 
-// normalize scales v to unit length in place; false if it cannot.
-func normalize(v []float32) bool {
-	var sum float64
-	for _, f := range v {
-		sum += float64(f) * float64(f)
-	}
-	if sum == 0 || math.IsNaN(sum) || math.IsInf(sum, 0) {
-		return false
-	}
-	if math.Abs(sum-1) < 1e-6 {
-		return true
-	}
-	inv := float32(1 / math.Sqrt(sum))
-	for i := range v {
-		v[i] *= inv
-	}
-	return true
-}
-
-func dot(a, b []float32) float64 {
-	var s float64
-	for i := range a {
-		s += float64(a[i]) * float64(b[i])
-	}
-	return s
-}
-
 // Meta returns a memory's metadata.
 func (s *Self) Meta(c cid.Cid) (*messages.MemoryMeta, error) {
 	var meta *messages.MemoryMeta
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		meta, err = s.meta(txn, c)
 		return err
@@ -547,9 +474,9 @@ func (s *Self) Meta(c cid.Cid) (*messages.MemoryMeta, error) {
 	return meta, err
 }
 
-func getMeta(txn *badger.Txn, c cid.Cid) (*messages.MemoryMeta, error) {
-	item, err := txn.Get(metaKey(c))
-	if errors.Is(err, badger.ErrKeyNotFound) {
+func getMeta(txn Reader, c cid.Cid) (*messages.MemoryMeta, error) {
+	item, err := txn.Item(metaKey(c))
+	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: memory %s", ErrNotFound, c)
 	}
 	if err != nil {
@@ -569,7 +496,7 @@ func (s *Self) Get(c cid.Cid) (*Memory, *messages.MemoryMeta, error) {
 		m    *Memory
 		meta *messages.MemoryMeta
 	)
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		if meta, err = s.meta(txn, c); err != nil {
 			return err
@@ -582,7 +509,7 @@ func (s *Self) Get(c cid.Cid) (*Memory, *messages.MemoryMeta, error) {
 
 // loadMemory returns the decoded memory c, from the cache or from its
 // verified block. The result is shared: do not modify it.
-func (s *Self) loadMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
+func (s *Self) loadMemory(txn Reader, c cid.Cid) (*Memory, error) {
 	if m, ok := s.cache.get(c); ok {
 		return m, nil
 	}
@@ -595,8 +522,8 @@ func (s *Self) loadMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
 }
 
 // readMemory reads and decodes a memory's block, past the cache.
-func readMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
-	b, err := readBlock(txn, c)
+func readMemory(txn Reader, c cid.Cid) (*Memory, error) {
+	b, err := store.ReadBlock(txn, c)
 	if err != nil {
 		return nil, err
 	}
@@ -610,9 +537,9 @@ func readMemory(txn *badger.Txn, c cid.Cid) (*Memory, error) {
 // Vector returns the stored embedding of a memory.
 func (s *Self) Vector(c cid.Cid) ([]float32, error) {
 	var vec []float32
-	err := s.store.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(vectorKey(c))
-		if errors.Is(err, badger.ErrKeyNotFound) {
+	err := s.store.View(func(txn Reader) error {
+		item, err := txn.Item(vectorKey(c))
+		if errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("%w: vector of %s", ErrNotFound, c)
 		}
 		if err != nil {
@@ -629,13 +556,6 @@ func (s *Self) Vector(c cid.Cid) ([]float32, error) {
 // Block returns a verified block.
 func (s *Self) Block(c cid.Cid) ([]byte, error) { return s.store.Block(c) }
 
-// Page is one page of a listing.
-type Page[T any] struct {
-	Items []T
-	// Next is the cursor of the following page, or "" at the end.
-	Next string
-}
-
 // ListMemories lists memories in CID order, after cursor (a CID string).
 func (s *Self) ListMemories(cursor string, limit int) (Page[cid.Cid], error) {
 	var start []byte
@@ -647,8 +567,8 @@ func (s *Self) ListMemories(cursor string, limit int) (Page[cid.Cid], error) {
 		start = metaKey(c)
 	}
 	var page Page[cid.Cid]
-	err := s.store.View(func(txn *badger.Txn) error {
-		return listKeys(txn, prefixMeta, start, limit, func(k []byte) error {
+	err := s.store.View(func(txn Reader) error {
+		return store.ListKeys(txn, prefixMeta, start, limit, func(k []byte) error {
 			c, err := cid.Cast(k[len(prefixMeta):])
 			if err != nil {
 				return fmt.Errorf("%w: meta key: %v", ErrCorrupt, err)
@@ -658,33 +578,6 @@ func (s *Self) ListMemories(cursor string, limit int) (Page[cid.Cid], error) {
 		}, func() { page.Next = page.Items[len(page.Items)-1].String() })
 	})
 	return page, err
-}
-
-// listKeys visits up to limit keys under prefix strictly after start and
-// calls more when further keys exist.
-func listKeys(txn *badger.Txn, prefix, start []byte, limit int, visit func(k []byte) error, more func()) error {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-	defer it.Close()
-	seek := prefix
-	if start != nil {
-		seek = start
-	}
-	n := 0
-	for it.Seek(seek); it.Valid(); it.Next() {
-		k := it.Item().Key()
-		if start != nil && bytes.Equal(k, start) {
-			continue
-		}
-		if n == limit {
-			more()
-			return nil
-		}
-		if err := visit(k); err != nil {
-			return err
-		}
-		n++
-	}
-	return nil
 }
 
 // IndexSizes reports the derived indexes' sizes: the vectors in the HNSW

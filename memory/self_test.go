@@ -7,34 +7,16 @@ import (
 	"math/rand"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/messages"
 )
-
-// fixedClock is a settable clock for tests.
-type fixedClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fixedClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fixedClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
 
 var epoch = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
@@ -44,7 +26,7 @@ func testConfig(dir string) config.Config {
 	return cfg
 }
 
-func openSelf(t testing.TB, cfg config.Config, clock Clock) *Self {
+func openSelf(t testing.TB, cfg config.Config, clock clock.Clock) *Self {
 	t.Helper()
 	s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: clock})
 	if err != nil {
@@ -107,7 +89,7 @@ func (o *owner) text(content string, edges ...Edge) cid.Cid {
 }
 
 func TestChainNeverForks(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	o.text("first")
@@ -123,7 +105,7 @@ func TestChainNeverForks(t *testing.T) {
 }
 
 func TestAppendRefusesDanglingLinksWritingNothing(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	nowhere := mustCIDOf(t, CodecDagCBOR, []byte("nowhere"))
@@ -148,7 +130,7 @@ func TestAppendRefusesDanglingLinksWritingNothing(t *testing.T) {
 }
 
 func TestSharedMemoryJoinsSecondSona(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	a, b := newOwner(t, s, "a"), newOwner(t, s, "b")
 	c1 := a.text("the same words")
@@ -173,7 +155,7 @@ func TestSharedMemoryJoinsSecondSona(t *testing.T) {
 
 func TestReopenKeepsSonasHeadsAndRecall(t *testing.T) {
 	dir := t.TempDir()
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, testConfig(dir), clock)
 	o := newOwner(t, s, "gardener")
 	for i, line := range []string{
@@ -233,7 +215,7 @@ func TestOpenRefusesAnotherEmbedder(t *testing.T) {
 }
 
 func TestRecallBudgetAndTopologicalOrder(t *testing.T) {
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	o := newOwner(t, s, "writer")
@@ -291,7 +273,7 @@ func TestRecallBudgetAndTopologicalOrder(t *testing.T) {
 func sortedEdges(e []Edge) []Edge { SortEdges(e); return e }
 
 func TestRecallExpandsAlongEdgesWithPathScore(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), &fixedClock{t: epoch})
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	support := o.text("zebra quartz vellum")
@@ -328,7 +310,7 @@ func describe(rs []*Recalled) []string {
 }
 
 func TestRecallHidesArchivedAndExpired(t *testing.T) {
-	clock := &fixedClock{t: epoch}
+	clock := clock.NewFake(epoch)
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	o := newOwner(t, s, "a")
@@ -366,7 +348,7 @@ func TestRecallHidesArchivedAndExpired(t *testing.T) {
 
 func TestReinforceRaisesAndPropagates(t *testing.T) {
 	cfg := testConfig(t.TempDir())
-	s := openSelf(t, cfg, &fixedClock{t: epoch})
+	s := openSelf(t, cfg, clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	deep := o.text("deep support")

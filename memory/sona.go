@@ -3,28 +3,18 @@ package memory
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/google/uuid"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
-)
-
-// Sona errors.
-var (
-	// ErrChainConflict means an append did not extend the current head:
-	// someone else wrote the chain, which the one-writer rule forbids.
-	ErrChainConflict = errors.New("memory: chain head moved")
-	// ErrAmbiguous means a name matches more than one sona.
-	ErrAmbiguous = errors.New("memory: ambiguous sona name")
 )
 
 // MaxSonaName is the longest sona name, in bytes.
@@ -74,13 +64,10 @@ func ValidateStep(name, agentID, scope string) error {
 // invisible characters that reorder or hide the text around them when it
 // is displayed (bidirectional controls such as U+202E, zero-width spaces).
 func validPrintable(field, v string, maxBytes int) error {
+	if err := base.ValidText(field, v, maxBytes); err != nil {
+		return err
+	}
 	switch {
-	case strings.TrimSpace(v) == "":
-		return fmt.Errorf("%w: %s must not be empty", ErrInvalid, field)
-	case len(v) > maxBytes:
-		return fmt.Errorf("%w: %s longer than %d bytes", ErrInvalid, field, maxBytes)
-	case !utf8.ValidString(v):
-		return fmt.Errorf("%w: %s must be UTF-8", ErrInvalid, field)
 	case strings.TrimSpace(v) != v:
 		return fmt.Errorf("%w: %s must not begin or end with blanks", ErrInvalid, field)
 	case strings.IndexFunc(v, unicode.IsControl) >= 0:
@@ -114,7 +101,7 @@ func (s *Self) CreateSona(ctx context.Context, name string) (*messages.Sona, err
 }
 
 // createSona creates a sona; also, when set, writes in the same transaction.
-func (s *Self) createSona(ctx context.Context, name string, also func(tx *Tx, rec *messages.Sona)) (*messages.Sona, error) {
+func (s *Self) createSona(ctx context.Context, name string, also func(tx Tx, rec *messages.Sona)) (*messages.Sona, error) {
 	if err := ValidateSonaName(name); err != nil {
 		return nil, err
 	}
@@ -131,7 +118,7 @@ func (s *Self) createSona(ctx context.Context, name string, also func(tx *Tx, re
 	if err != nil {
 		return nil, err
 	}
-	err = s.store.Update(ctx, func(tx *Tx) error {
+	err = s.store.Update(ctx, func(tx Tx) error {
 		tx.Set(sonaKey(rec.Uuid), raw)
 		tx.Set(nameKey(name, rec.Uuid), nil)
 		tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0]))
@@ -165,9 +152,9 @@ func (s *Self) Sona(id string) (*messages.Sona, error) {
 // SonasNamed returns the uuids of the sonas called name.
 func (s *Self) SonasNamed(name string) ([]string, error) {
 	var ids []string
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		p := namePrefix(name)
-		return iterateKeys(txn, p, func(k []byte) { ids = append(ids, string(k[len(p):])) })
+		return store.Keys(txn, p, func(k []byte) { ids = append(ids, string(k[len(p):])) })
 	})
 	return ids, err
 }
@@ -273,9 +260,9 @@ func (s *Self) Chain(id string, from int64, limit int) (Page[ChainEntry], error)
 	if from > 0 {
 		start = chainKey(id, from-1)
 	}
-	err := s.store.View(func(txn *badger.Txn) error {
-		return listKeys(txn, prefix, start, limit, func(k []byte) error {
-			item, err := txn.Get(k)
+	err := s.store.View(func(txn Reader) error {
+		return store.ListKeys(txn, prefix, start, limit, func(k []byte) error {
+			item, err := txn.Item(k)
 			if err != nil {
 				return err
 			}

@@ -11,9 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
@@ -31,9 +32,10 @@ import (
 // rebuilds it from the insertion log (rebuild) before it indexes
 // anything more.
 type textIndexer struct {
-	imu sync.RWMutex // guards idx: held by searches, taken to swap it
-	idx *text.Index  // nil while rebuilt, or when rebuilding failed
-	log *slog.Logger
+	imu   sync.RWMutex // guards idx: held by searches, taken to swap it
+	idx   *text.Index  // nil while rebuilt, or when rebuilding failed
+	log   *slog.Logger
+	clock clock.Clock // times its pacing and rebuilds
 	// rebuild deletes the index and builds it again from the store,
 	// unless cancel closes first (ErrClosed).
 	rebuild  func(cancel <-chan struct{}) (*text.Index, error)
@@ -60,9 +62,9 @@ type textIndexer struct {
 	priming  sync.WaitGroup // the forward index's priming, when under way
 }
 
-func newTextIndexer(idx *text.Index, watermark uint64, backlog int, log *slog.Logger,
+func newTextIndexer(idx *text.Index, watermark uint64, backlog int, log *slog.Logger, clk clock.Clock,
 	rebuild func(cancel <-chan struct{}) (*text.Index, error), rebuilds *atomic.Int64) *textIndexer {
-	t := &textIndexer{idx: idx, log: log, watermark: watermark, backlog: backlog, done: make(chan struct{}), stop: make(chan struct{}),
+	t := &textIndexer{idx: idx, log: log, clock: clk, watermark: watermark, backlog: backlog, done: make(chan struct{}), stop: make(chan struct{}),
 		closing: make(chan struct{}), rebuild: rebuild, rebuilds: rebuilds}
 	t.cond = sync.NewCond(&t.mu)
 	go t.run()
@@ -181,7 +183,7 @@ func (t *textIndexer) rebuildIndex() {
 		t.mu.Unlock()
 	}()
 	t.stopPriming()
-	start := time.Now()
+	start := t.clock.Now()
 	t.imu.Lock()
 	old := t.idx
 	t.idx = nil
@@ -204,7 +206,7 @@ func (t *textIndexer) rebuildIndex() {
 	t.imu.Unlock()
 	t.broken = nil
 	t.rebuilds.Add(1)
-	t.log.Info("full-text index rebuilt", "took", time.Since(start))
+	t.log.Info("full-text index rebuilt", "took", t.clock.Since(start))
 	t.cond.Broadcast()
 }
 
@@ -229,7 +231,7 @@ func (t *textIndexer) run() {
 		idx := t.idx // only this goroutine changes it
 		t.mu.Unlock()
 
-		start := time.Now()
+		start := t.clock.Now()
 		var err error
 		if idx != nil { // nil when rebuilding failed: the next start rebuilds
 			err = idx.Apply(docs, wm)
@@ -247,7 +249,7 @@ func (t *textIndexer) run() {
 			t.markBroken(err)
 			continue
 		}
-		t.rest(restFactor * time.Since(start))
+		t.rest(restFactor * t.clock.Since(start))
 	}
 }
 
@@ -255,16 +257,16 @@ func (t *textIndexer) run() {
 // share of a core from the writes it would otherwise compete with — unless
 // a reader waits, the backlog is over its bound, or the indexer closes.
 func (t *textIndexer) rest(d time.Duration) {
-	wake := time.AfterFunc(d, func() {
+	wake := t.clock.AfterFunc(d, func() {
 		t.mu.Lock()
 		t.cond.Broadcast()
 		t.mu.Unlock()
 	})
 	defer wake.Stop()
-	deadline := time.Now().Add(d)
+	deadline := t.clock.Now().Add(d)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for t.waiters == 0 && len(t.queue) <= t.backlog && !t.closed && time.Now().Before(deadline) {
+	for t.waiters == 0 && len(t.queue) <= t.backlog && !t.closed && t.clock.Now().Before(deadline) {
 		t.cond.Wait()
 	}
 }
@@ -346,7 +348,7 @@ func (s *Self) openText(dir string) error {
 		idx.Close()
 		return err
 	}
-	s.text = newTextIndexer(idx, wm, s.cfg.Index.TextBacklog, s.log, func(cancel <-chan struct{}) (*text.Index, error) {
+	s.text = newTextIndexer(idx, wm, s.cfg.Index.TextBacklog, s.log, s.clock, func(cancel <-chan struct{}) (*text.Index, error) {
 		return s.rebuildText(dir, cancel)
 	}, &s.textRebuilds)
 	if opened == 0 {
@@ -356,7 +358,7 @@ func (s *Self) openText(dir string) error {
 	s.text.priming.Add(1)
 	go func() {
 		defer s.text.priming.Done()
-		start := time.Now()
+		start := s.clock.Now()
 		if err := s.primeText(idx, opened, s.text.stop); errors.Is(err, ErrClosed) {
 			return
 		} else if err != nil {
@@ -364,7 +366,7 @@ func (s *Self) openText(dir string) error {
 			return
 		}
 		idx.MarkPrimed()
-		s.log.Info("full-text forward index primed", "documents", opened, "took", time.Since(start))
+		s.log.Info("full-text forward index primed", "documents", opened, "took", s.clock.Since(start))
 	}()
 	return nil
 }
@@ -373,7 +375,7 @@ func (s *Self) openText(dir string) error {
 // index instead of one that cannot be used.
 func (s *Self) openTextIndex(dir string) (*text.Index, uint64, error) {
 	var end uint64
-	if err := s.store.View(func(txn *badger.Txn) error {
+	if err := s.store.View(func(txn Reader) error {
 		var err error
 		end, err = logEnd(txn)
 		return err
@@ -449,8 +451,8 @@ func (s *Self) primeText(idx *text.Index, upTo uint64, stop <-chan struct{}) err
 		default:
 		}
 		var docs []text.Doc
-		err := s.store.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixLog, PrefetchValues: true})
+		err := s.store.View(func(txn Reader) error {
+			it := txn.NewIterator(IterOptions{Prefix: prefixLog, PrefetchValues: true})
 			defer it.Close()
 			for it.Seek(logKey(next)); it.Valid() && len(docs) < batch; it.Next() {
 				seq, c, err := logEntry(it.Item())
@@ -486,7 +488,7 @@ func (s *Self) primeText(idx *text.Index, upTo uint64, stop <-chan struct{}) err
 // closes first (ErrClosed).
 func (s *Self) catchUpText(idx *text.Index, watermark uint64, cancel <-chan struct{}) (uint64, error) {
 	var last uint64
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		var err error
 		last, err = logEnd(txn)
 		return err
@@ -497,8 +499,8 @@ func (s *Self) catchUpText(idx *text.Index, watermark uint64, cancel <-chan stru
 	s.log.Info("catching up the full-text index", "from", watermark, "to", last)
 	const batch = 512
 	var docs []text.Doc
-	err = s.store.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixLog, PrefetchValues: true})
+	err = s.store.View(func(txn Reader) error {
+		it := txn.NewIterator(IterOptions{Prefix: prefixLog, PrefetchValues: true})
 		defer it.Close()
 		for it.Seek(logKey(watermark + 1)); it.Valid(); it.Next() {
 			seq, c, err := logEntry(it.Item())
@@ -544,7 +546,7 @@ func (s *Self) catchUpText(idx *text.Index, watermark uint64, cancel <-chan stru
 }
 
 // textDoc is the full-text document of a stored memory.
-func (s *Self) textDoc(txn *badger.Txn, c cid.Cid) (text.Doc, error) {
+func (s *Self) textDoc(txn Reader, c cid.Cid) (text.Doc, error) {
 	m, err := s.loadMemory(txn, c)
 	if err != nil {
 		return text.Doc{}, err
@@ -566,10 +568,10 @@ func (s *Self) docOf(c cid.Cid, m *Memory, sonas []string) text.Doc {
 // insertion log does not record) after the index last persisted.
 func (s *Self) catchUpJoins(idx *text.Index, watermark uint64) error {
 	var docs []text.Doc
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.store.View(func(txn Reader) error {
 		for id := range s.sonas {
 			p := chainPrefix(id)
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: p, Reverse: true, PrefetchValues: true})
+			it := txn.NewIterator(IterOptions{Prefix: p, Reverse: true, PrefetchValues: true})
 			for it.Seek(append(slices.Clone(p), 0xff)); it.Valid(); it.Next() {
 				var mem cid.Cid
 				var logSeq uint64
@@ -602,7 +604,7 @@ func (s *Self) catchUpJoins(idx *text.Index, watermark uint64) error {
 }
 
 // logEntry reads an insertion-log entry: its position and its memory.
-func logEntry(item *badger.Item) (uint64, cid.Cid, error) {
+func logEntry(item Item) (uint64, cid.Cid, error) {
 	seq := decodeLogKey(item.Key())
 	var c cid.Cid
 	err := item.Value(func(v []byte) error {
@@ -625,27 +627,7 @@ func decodeLogKey(k []byte) uint64 {
 }
 
 // logEnd reads the last insertion-log position.
-func logEnd(txn *badger.Txn) (uint64, error) { return readU64(txn, keyMemSeq) }
-
-// readU64 reads an 8-byte big-endian counter; 0 when absent.
-func readU64(txn *badger.Txn, key []byte) (uint64, error) {
-	item, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	var n uint64
-	err = item.Value(func(v []byte) error {
-		if len(v) != 8 {
-			return fmt.Errorf("%w: counter %s", ErrCorrupt, key)
-		}
-		n = decodeU64(v)
-		return nil
-	})
-	return n, err
-}
+func logEnd(txn Reader) (uint64, error) { return store.ReadU64(txn, store.KeyMemSeq) }
 
 // restFactor is how much longer than it worked the indexer rests below its
 // backlog bound when no reader waits: it then takes at most

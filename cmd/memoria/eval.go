@@ -393,11 +393,11 @@ func pageLoCoMo(ctx context.Context, self *memory.Self, ing *eval.Ingested, prog
 	for i, ts := range ing.Turns {
 		eg.Go(func() error {
 			for j := 0; j+1 < len(ts); j += 2 {
-				if err := self.PushPage(ectx, ing.Sonas[i], ts[j], ts[j+1]); err != nil {
+				if err := self.Tiers.PushPage(ectx, ing.Sonas[i], ts[j], ts[j+1]); err != nil {
 					return err
 				}
 				// Settle page by page, as an agent's advances would.
-				events, err := self.SettleTiers(ectx, ing.Sonas[i], tiers.Heuristic{})
+				events, err := self.Tiers.Settle(ectx, ing.Sonas[i], tiers.Heuristic{})
 				if err != nil {
 					return err
 				}
@@ -429,7 +429,7 @@ func scoreTiers(ctx context.Context, self *memory.Self, cfg config.Config, ing *
 			if err != nil {
 				return nil, err
 			}
-			tr, err := self.RecallTiers(ing.Sonas[i], q.Question, vecs[0], cfg.Tiers.TopK)
+			tr, err := self.Tiers.Recall(ing.Sonas[i], q.Question, vecs[0], cfg.Tiers.TopK)
 			if err != nil {
 				return nil, err
 			}

@@ -47,7 +47,7 @@ func loadCmd(g *globals) *cobra.Command {
 					return err
 				}
 				defer cleanup()
-				o.URL, o.Memory = srv.URL, srv.Memory
+				o.URL, o.Server = srv.URL, srv.Sample
 			}
 			stopProgress := showElapsed(cmd.ErrOrStderr(), g.json, "load", o.Duration)
 			rep, err := loadgen.Run(ctx, o)

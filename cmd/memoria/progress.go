@@ -48,6 +48,10 @@ func (p *progress) draw(force bool) {
 		return
 	}
 	p.last = time.Now()
+	if p.tot == 0 { // no measure of how far: a count (seconds, say)
+		fmt.Fprintf(p.w, "\r%-24s %d ", p.label, p.n)
+		return
+	}
 	const width = 30
 	filled := 0
 	if p.tot > 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/app"
 	"github.com/memoria-ai/memoria/llm/providers"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/store"
 )
 
 func reindexCmd(g *globals) *cobra.Command {
@@ -36,7 +37,9 @@ func reindexCmd(g *globals) *cobra.Command {
 				return err
 			}
 			// Take the data directory's lock and read its embedder.
-			st, err := memory.OpenStore(filepath.Join(cfg.DataDir, "store"), memory.StoreOptions{Logger: log})
+			so := store.OptionsOf(cfg.Store)
+			so.Logger = log
+			st, err := store.Open(filepath.Join(cfg.DataDir, "store"), so)
 			if err != nil {
 				return err
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/internal/memlimit"
 	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/internal/otlp"
@@ -48,7 +49,7 @@ type App struct {
 
 // Options adjust Open.
 type Options struct {
-	Clock memory.Clock
+	Clock clock.Clock
 	Knobs actors.TestingKnobs
 	// Progress is told how rebuilding derived indexes advances.
 	Progress func(stage string, done, total uint64)
@@ -165,14 +166,12 @@ func (a *App) Close() error {
 // Evaluator is the configured EUMAS evaluator (evaluation.mode): the
 // model with a JSON schema per archetype, falling back to the heuristic
 // when it has no structured output; the heuristic; or none.
-func Evaluator(cfg config.Config, model llm.LLM, clock memory.Clock, m *metrics.Set, log *slog.Logger) eumas.Evaluator {
+func Evaluator(cfg config.Config, model llm.LLM, clk clock.Clock, m *metrics.Set, log *slog.Logger) eumas.Evaluator {
 	ec := cfg.Evaluation
 	switch ec.Mode {
 	case "llm":
-		if clock == nil {
-			clock = memory.SystemClock{}
-		}
-		e := eumas.NewLLM(model, ec.Archetypes, cfg.LLM.MaxTokens, func() int64 { return clock.Now().Unix() })
+		clk = clock.Or(clk)
+		e := eumas.NewLLM(model, ec.Archetypes, cfg.LLM.MaxTokens, func() int64 { return clk.Now().Unix() })
 		e.Failed = func(archetype string, err error) {
 			m.EvaluationFailure(archetype)
 			log.Warn("evaluation failed", "archetype", archetype, "err", err)

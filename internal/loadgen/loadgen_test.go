@@ -1,10 +1,15 @@
 package loadgen
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/memoria-ai/memoria/api/client"
 )
 
 func TestParseProcStatus(t *testing.T) {
@@ -52,7 +57,54 @@ func TestPercentile(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		d = append(d, time.Duration(i))
 	}
-	if percentile(d, 0.5) != 50 || percentile(d, 0.99) != 99 || percentile(d, 1) != 100 || percentile(d[:1], 0.99) != 1 {
-		t.Fatalf("p50 %d p99 %d p100 %d", percentile(d, 0.5), percentile(d, 0.99), percentile(d, 1))
+	if Percentile(d, 0.5) != 50 || Percentile(d, 0.99) != 99 || Percentile(d, 1) != 100 || Percentile(d[:1], 0.99) != 1 {
+		t.Fatalf("p50 %d p99 %d p100 %d", Percentile(d, 0.5), Percentile(d, 0.99), Percentile(d, 1))
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	// comm with spaces and a parenthesis; utime 250, stime 50 ticks
+	line := "4242 (mem (x) y) S 1 4242 4242 0 -1 4194560 5000 0 0 0 250 50 0 0 20 0 12 0 1000 2000000 3000\n"
+	if d, err := parseProcStat([]byte(line)); err != nil || d != 3*time.Second {
+		t.Fatalf("%v, %v", d, err)
+	}
+	for _, bad := range []string{"", "4242 (memoria S 1", "4242 (m) S 1 2 3", "4242 (m) S 1 4242 4242 0 -1 0 0 0 0 0 x 50 0"} {
+		if _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	burn := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(burn) {
+	}
+	if self, err := ReadProc(os.Getpid()); err != nil || self.CPU <= 0 || self.RSS <= 0 {
+		t.Fatalf("this process: %+v, %v", self, err)
+	}
+}
+
+// TestDrive: a window bounded by a count of requests, with failures and
+// two operations, reports each with its latency and the errors.
+func TestDrive(t *testing.T) {
+	var n atomic.Int64
+	req := func(_ context.Context, i int, rng *rand.Rand) (Op, error) {
+		k := n.Add(1)
+		if k%10 == 0 {
+			return OpGet, &client.Error{Status: 503, Code: "unavailable", Message: "busy"}
+		}
+		if k%7 == 0 {
+			return "custom", errors.New("no answer")
+		}
+		return OpInsert, nil
+	}
+	self := func() (ProcSample, error) { return ReadProc(os.Getpid()) }
+	rep := Drive(context.Background(), Window{Clients: 4, Duration: time.Minute, Requests: 100, Server: self}, req)
+	if rep.Requests != 100 || n.Load() != 100 || rep.Errors != 10+14-1 || rep.ErrorsByStatus["503"] != 10 ||
+		rep.ErrorsByStatus["transport"] != 13 || len(rep.ErrorSamples) != 2 {
+		t.Fatalf("%+v", rep)
+	}
+	if len(rep.Routes) != 3 || rep.Routes[0].Op != OpInsert || rep.Routes[1].Op != OpGet || rep.Routes[2].Route != "custom" {
+		t.Fatalf("routes %+v", rep.Routes)
+	}
+	if len(rep.Memory) < 2 || rep.Memory[0].At != "start" || rep.Memory[len(rep.Memory)-1].At != "end" || rep.PeakRSS <= 0 {
+		t.Fatalf("memory %+v, peak %d", rep.Memory, rep.PeakRSS)
 	}
 }

@@ -1,16 +1,20 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -131,16 +135,16 @@ type Options struct {
 	Mix          Mix
 	// Seed makes the workload (which op, which sona, which words) reproducible.
 	Seed int64
-	// Memory, when set, is sampled at the start, the middle and the end
-	// of the load (the server's RSS).
-	Memory func() (ProcMemory, error)
+	// Server, when set, is sampled during the load: the server's CPU time
+	// and memory (see Window.Server).
+	Server func() (ProcSample, error)
 }
 
 // Report is the outcome of a run.
 type Report struct {
 	Clients  int     `json:"clients"`
-	Sonas    int     `json:"sonas"`
-	Mix      string  `json:"mix"`
+	Sonas    int     `json:"sonas,omitempty"`
+	Mix      string  `json:"mix,omitempty"`
 	Seed     int64   `json:"seed"`
 	Seconds  float64 `json:"seconds"`
 	Requests int64   `json:"requests"`
@@ -154,6 +158,16 @@ type Report struct {
 	ErrorSamples []string       `json:"error_samples,omitempty"`
 	Routes       []RouteReport  `json:"routes"`
 	Memory       []MemorySample `json:"server_memory,omitempty"`
+	// PeakRSS is the largest resident set of the server sampled during
+	// the load (every 250 ms, and at its start and end).
+	PeakRSS int64 `json:"server_rss_peak_bytes,omitempty"`
+	// ServerCPUSeconds is the CPU time (user + system, all threads) the
+	// server used during the load; ServerCPUPerRequestMs divides it by
+	// the requests. ClientCPUPerRequestMs is the same for this process,
+	// the clients (on the same machine, they take CPU from the server).
+	ServerCPUSeconds      float64 `json:"server_cpu_seconds,omitempty"`
+	ServerCPUPerRequestMs float64 `json:"server_cpu_ms_per_request,omitempty"`
+	ClientCPUPerRequestMs float64 `json:"client_cpu_ms_per_request"`
 }
 
 // RouteReport is one operation's figures.
@@ -189,65 +203,128 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Mix.validate(); err != nil {
 		return nil, err
 	}
-	hc := &http.Client{Transport: &http.Transport{
-		MaxIdleConns:        o.Clients,
-		MaxIdleConnsPerHost: o.Clients, // one kept-alive connection per client
-		IdleConnTimeout:     90 * time.Second,
-	}}
-	defer hc.CloseIdleConnections()
-	r := &runner{o: o, c: client.New(o.URL, hc).WithToken(o.Token), words: vocabulary(o.Seed)}
+	c, closeClient := NewClient(o.URL, o.Token, o.Clients)
+	defer closeClient()
+	r := &runner{o: o, c: c, texts: NewTexts(o.Seed)}
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
+	rep := Drive(ctx, Window{Clients: o.Clients, Duration: o.Duration, Seed: o.Seed, Server: o.Server}, r.do)
+	rep.Sonas, rep.Mix = o.Sonas, o.Mix.String()
+	return rep, nil
+}
 
-	rep := &Report{Clients: o.Clients, Sonas: o.Sonas, Mix: o.Mix.String(), Seed: o.Seed, ErrorsByStatus: map[string]int64{}}
-	sample := func(at string) {
-		if o.Memory == nil {
-			return
+// NewClient returns a client of the server at url that keeps up to conns
+// connections alive (one per concurrent caller), and a function that
+// closes them.
+func NewClient(url, token string, conns int) (*client.Client, func()) {
+	hc := &http.Client{Transport: &http.Transport{
+		MaxIdleConns:        conns,
+		MaxIdleConnsPerHost: conns,
+		IdleConnTimeout:     90 * time.Second,
+	}}
+	return client.New(url, hc).WithToken(token), hc.CloseIdleConnections
+}
+
+// Window is a measured stretch of load: Clients clients, each sending
+// one request after the other, until Duration has passed or, when
+// Requests > 0, that many requests were started.
+type Window struct {
+	Clients  int
+	Duration time.Duration
+	Requests int64
+	// Seed seeds each client's random source (client i: Seed, i+1).
+	Seed int64
+	// Server, when set, is sampled at the start, the middle and the end of
+	// the window and every 250 ms between: its CPU time over the window
+	// and its memory.
+	Server func() (ProcSample, error)
+}
+
+// Request sends one request as client i (0 ≤ i < Clients) and says which
+// operation it was; a non-nil error counts as a failed request.
+type Request func(ctx context.Context, i int, rng *rand.Rand) (Op, error)
+
+// Drive runs a window of load made of req and reports latency, throughput
+// and errors by operation, and the server's CPU time and memory.
+func Drive(ctx context.Context, w Window, req Request) *Report {
+	rep := &Report{Clients: w.Clients, Seed: w.Seed, ErrorsByStatus: map[string]int64{}}
+	var startCPU, endCPU ProcSample
+	sample := func(at string) (ProcSample, bool) {
+		if w.Server == nil {
+			return ProcSample{}, false
 		}
-		if m, err := o.Memory(); err == nil {
-			rep.Memory = append(rep.Memory, MemorySample{At: at, ProcMemory: m})
+		s, err := w.Server()
+		if err != nil {
+			return s, false
 		}
+		rep.PeakRSS = max(rep.PeakRSS, s.RSS)
+		if at != "" {
+			rep.Memory = append(rep.Memory, MemorySample{At: at, ProcMemory: s.ProcMemory})
+		}
+		return s, true
 	}
-	sample("start")
+	haveServer := false
+	startCPU, haveServer = sample("start")
+	clientStart, _ := ReadProcCPU(os.Getpid())
 	start := time.Now()
-	deadline := start.Add(o.Duration)
-	stats := make([]*clientStats, o.Clients)
+	deadline := start.Add(w.Duration)
+	var started atomic.Int64
+	stats := make([]*clientStats, w.Clients)
+	errs := &errorSamples{}
 	var wg sync.WaitGroup
 	for i := range stats {
 		stats[i] = newClientStats()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.client(ctx, i, deadline, stats[i])
+			rng := rand.New(rand.NewPCG(uint64(w.Seed), uint64(i)+1))
+			for time.Now().Before(deadline) && ctx.Err() == nil && (w.Requests <= 0 || started.Add(1) <= w.Requests) {
+				t := time.Now()
+				op, err := req(ctx, i, rng)
+				stats[i].record(op, time.Since(t), err)
+				if err != nil {
+					errs.add(op, err)
+				}
+			}
 		}()
 	}
-	middle := time.NewTimer(o.Duration / 2)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-middle.C:
-		sample("middle")
-		<-done
-	case <-done:
-		middle.Stop()
+	middle := time.NewTimer(w.Duration / 2)
+	tick := time.NewTicker(250 * time.Millisecond)
+	for running := true; running; {
+		select {
+		case <-middle.C:
+			sample("middle")
+		case <-tick.C:
+			sample("")
+		case <-done:
+			running = false
+		}
 	}
+	middle.Stop()
+	tick.Stop()
 	took := time.Since(start)
-	sample("end")
+	if endCPU, _ = sample("end"); haveServer {
+		rep.ServerCPUSeconds = (endCPU.CPU - startCPU.CPU).Seconds()
+	}
+	clientEnd, _ := ReadProcCPU(os.Getpid())
 	rep.Seconds = took.Seconds()
-	r.summarize(rep, stats)
-	return rep, nil
+	summarize(rep, stats, errs)
+	if rep.Requests > 0 {
+		rep.ServerCPUPerRequestMs = 1000 * rep.ServerCPUSeconds / float64(rep.Requests)
+		rep.ClientCPUPerRequestMs = 1000 * (clientEnd - clientStart).Seconds() / float64(rep.Requests)
+	}
+	return rep
 }
 
 type runner struct {
 	o     Options
 	c     *client.Client
-	words []string
+	texts *Texts
 	sonas []string // uuids
 	cids  cidPool
-
-	mu      sync.Mutex
-	samples []string
 }
 
 // setup creates the sonas and their first memories.
@@ -275,46 +352,35 @@ func (r *runner) setup(ctx context.Context) error {
 	return eg.Wait()
 }
 
-func (r *runner) client(ctx context.Context, i int, deadline time.Time, st *clientStats) {
-	rng := rand.New(rand.NewPCG(uint64(r.o.Seed), uint64(i)+1))
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		op := r.o.Mix.pick(rng)
-		t := time.Now()
-		err := r.do(ctx, rng, op)
-		st.record(op, time.Since(t), err)
-		if err != nil {
-			r.sampleError(op, err)
-		}
-	}
-}
-
-func (r *runner) do(ctx context.Context, rng *rand.Rand, op Op) error {
+// do sends one request of the mix.
+func (r *runner) do(ctx context.Context, _ int, rng *rand.Rand) (Op, error) {
+	op := r.o.Mix.pick(rng)
 	sona := r.sonas[rng.IntN(len(r.sonas))]
 	switch op {
 	case OpInsert:
-		return r.insert(ctx, rng, sona)
+		return op, r.insert(ctx, rng, sona)
 	case OpRecall:
-		_, err := r.c.Recall(ctx, sona, &messages.RecallRequest{Query: r.sentence(rng, 3, 8)})
-		return err
+		_, err := r.c.Recall(ctx, sona, &messages.RecallRequest{Query: r.texts.Sentence(rng, 3, 8)})
+		return op, err
 	case OpChat:
-		_, err := r.c.Chat(ctx, sona, &messages.ChatRequest{Content: r.sentence(rng, 6, 16), Name: "user"})
-		return err
+		_, err := r.c.Chat(ctx, sona, &messages.ChatRequest{Content: r.texts.Sentence(rng, 6, 16), Name: "user"})
+		return op, err
 	case OpGet:
 		cid := r.cids.pick(rng)
 		if cid == "" {
-			return r.insert(ctx, rng, sona)
+			return op, r.insert(ctx, rng, sona)
 		}
 		_, err := r.c.Memory(ctx, cid)
-		return err
+		return op, err
 	case OpList:
 		_, err := r.c.ListMemories(ctx, sona, "", 20)
-		return err
+		return op, err
 	}
-	return fmt.Errorf("loadgen: unknown op %q", op)
+	return op, fmt.Errorf("loadgen: unknown op %q", op)
 }
 
 func (r *runner) insert(ctx context.Context, rng *rand.Rand, sona string) error {
-	data, err := structpb.NewStruct(map[string]any{"kind": "text", "content": r.sentence(rng, 6, 20)})
+	data, err := structpb.NewStruct(map[string]any{"kind": "text", "content": r.texts.Sentence(rng, 6, 20)})
 	if err != nil {
 		return err
 	}
@@ -326,50 +392,57 @@ func (r *runner) insert(ctx context.Context, rng *rand.Rand, sona string) error 
 	return nil
 }
 
-// sentence is between lo and hi words of the vocabulary.
-func (r *runner) sentence(rng *rand.Rand, lo, hi int) string {
-	n := lo + rng.IntN(hi-lo+1)
-	w := make([]string, n)
-	for i := range w {
-		// Zipf-like: low indexes are common words, high ones rare.
-		w[i] = r.words[int(float64(len(r.words))*rng.Float64()*rng.Float64())]
-	}
-	return strings.Join(w, " ")
+// errorSamples keeps the first few distinct error messages.
+type errorSamples struct {
+	mu      sync.Mutex
+	samples []string
 }
 
-func (r *runner) sampleError(op Op, err error) {
+func (e *errorSamples) add(op Op, err error) {
 	msg := fmt.Sprintf("%s: %v", op, err)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.samples) < 5 && !slices.Contains(r.samples, msg) {
-		r.samples = append(r.samples, msg)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.samples) < 5 && !slices.Contains(e.samples, msg) {
+		e.samples = append(e.samples, msg)
 	}
 }
 
-func (r *runner) summarize(rep *Report, stats []*clientStats) {
+func summarize(rep *Report, stats []*clientStats, errs *errorSamples) {
 	all := newClientStats()
 	for _, st := range stats {
 		all.merge(st)
 	}
-	for _, op := range Ops {
+	ops := slices.Collect(maps.Keys(all.latency))
+	slices.SortFunc(ops, func(a, b Op) int { return cmp.Compare(opRank(a), opRank(b)) })
+	for _, op := range ops {
 		lat := all.latency[op]
-		if len(lat) == 0 {
-			continue
-		}
 		slices.Sort(lat)
-		rr := RouteReport{Op: op, Route: routes[op], Requests: int64(len(lat)), Errors: all.errors[op],
+		route := routes[op]
+		if route == "" {
+			route = string(op)
+		}
+		rr := RouteReport{Op: op, Route: route, Requests: int64(len(lat)), Errors: all.errors[op],
 			PerSecond: float64(len(lat)) / rep.Seconds,
-			P50Ms:     ms(percentile(lat, 0.50)), P99Ms: ms(percentile(lat, 0.99)), MaxMs: ms(lat[len(lat)-1])}
+			P50Ms:     ms(Percentile(lat, 0.50)), P99Ms: ms(Percentile(lat, 0.99)), MaxMs: ms(lat[len(lat)-1])}
 		rep.Routes = append(rep.Routes, rr)
 		rep.Requests += rr.Requests
 		rep.Errors += rr.Errors
 	}
 	rep.PerSecond = float64(rep.Requests) / rep.Seconds
 	rep.ErrorsByStatus = all.statuses
-	r.mu.Lock()
-	rep.ErrorSamples = append([]string(nil), r.samples...)
-	r.mu.Unlock()
+	errs.mu.Lock()
+	rep.ErrorSamples = append([]string(nil), errs.samples...)
+	errs.mu.Unlock()
 	sort.Strings(rep.ErrorSamples)
+}
+
+// opRank orders the report: the known operations first, in Ops order,
+// then others by name.
+func opRank(op Op) string {
+	if i := slices.Index(Ops, op); i >= 0 {
+		return fmt.Sprintf("0%02d", i)
+	}
+	return "1" + string(op)
 }
 
 // clientStats are one client's counts (merged at the end: no locks on
@@ -410,8 +483,8 @@ func (s *clientStats) merge(o *clientStats) {
 	}
 }
 
-// percentile is the nearest-rank percentile of sorted durations.
-func percentile(sorted []time.Duration, p float64) time.Duration {
+// Percentile is the nearest-rank percentile p (0…1) of sorted durations.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
 	i := int(float64(len(sorted))*p+0.999999) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
 }
@@ -445,26 +518,4 @@ func (p *cidPool) pick(rng *rand.Rand) string {
 		return ""
 	}
 	return p.cids[rng.IntN(len(p.cids))]
-}
-
-// vocabulary is a deterministic list of pronounceable made-up words, so
-// that texts share words (recall has work to do) without a word list.
-func vocabulary(seed int64) []string {
-	rng := rand.New(rand.NewPCG(uint64(seed), 7))
-	cons := []string{"b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "ch", "sh", "tr", "st"}
-	vows := []string{"a", "e", "i", "o", "u", "ai", "ou", "ea"}
-	seen := map[string]bool{}
-	var words []string
-	for len(words) < 4000 {
-		var b strings.Builder
-		for range 1 + rng.IntN(3) {
-			b.WriteString(cons[rng.IntN(len(cons))])
-			b.WriteString(vows[rng.IntN(len(vows))])
-		}
-		if w := b.String(); !seen[w] {
-			seen[w] = true
-			words = append(words, w)
-		}
-	}
-	return words
 }

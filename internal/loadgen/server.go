@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -52,8 +51,9 @@ type Server struct {
 	exited chan struct{}
 	err    error // the exit status, once exited is closed
 
-	mu   sync.Mutex
-	last string // the last line it logged
+	mu     sync.Mutex
+	last   string               // the last line it logged
+	logged map[string]time.Time // when each log message was first seen
 }
 
 // StartServer starts the child and returns once it logs the address it
@@ -74,7 +74,7 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cmd: cmd, exited: make(chan struct{}), Started: time.Now()}
+	s := &Server{cmd: cmd, exited: make(chan struct{}), Started: time.Now(), logged: map[string]time.Time{}}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("loadgen: start %s: %w", o.Binary, err)
 	}
@@ -86,15 +86,19 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
+			msg, listen := logRecord(line)
 			s.mu.Lock()
 			s.last = line
+			if _, ok := s.logged[msg]; !ok && msg != "" {
+				s.logged[msg] = time.Now()
+			}
 			s.mu.Unlock()
 			if o.Stderr != nil {
 				fmt.Fprintln(o.Stderr, line)
 			}
-			if addr := servingAddress(line); addr != "" {
+			if msg == "memoria serving" && listen != "" {
 				select {
-				case found <- addr:
+				case found <- listen:
 				default:
 				}
 			}
@@ -117,20 +121,18 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 	}
 }
 
-// servingAddress reads the address from serve's "memoria serving" log
-// line, or returns "".
-func servingAddress(line string) string {
-	if !strings.Contains(line, "memoria serving") {
-		return ""
-	}
+// logRecord reads the message of a JSON log line and its "listen"
+// attribute (serve's "memoria serving" line has the address); "" for
+// other lines.
+func logRecord(line string) (msg, listen string) {
 	var rec struct {
 		Msg    string `json:"msg"`
 		Listen string `json:"listen"`
 	}
-	if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "memoria serving" {
-		return ""
+	if json.Unmarshal([]byte(line), &rec) != nil {
+		return "", ""
 	}
-	return rec.Listen
+	return rec.Msg, rec.Listen
 }
 
 // PID is the child's process id.
@@ -148,6 +150,15 @@ func (s *Server) LastLog() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.last
+}
+
+// Logged returns when the server first logged a line with this message
+// (its "msg"), e.g. "full-text forward index primed".
+func (s *Server) Logged(msg string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.logged[msg]
+	return t, ok
 }
 
 // Kill ends the process with SIGKILL and waits for it to exit.
@@ -202,3 +213,6 @@ func (s *Server) WaitHealthy(ctx context.Context) error {
 
 // Memory reads the process's memory from /proc.
 func (s *Server) Memory() (ProcMemory, error) { return ReadProcMemory(s.PID()) }
+
+// Sample reads the process's CPU time and memory from /proc.
+func (s *Server) Sample() (ProcSample, error) { return ReadProc(s.PID()) }

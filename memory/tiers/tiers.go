@@ -1,18 +1,3 @@
-// Package tiers is MemoryOS (seed 003) as pure functions over the tier
-// records of messages/tiers.proto: the short-term memory (STM) of dialogue
-// pages, the mid-term memory (MTM) of topic segments with their heat, and
-// the long-term personal memory (LPM, the persona). It reads no store and
-// keeps no state: package memory persists the records and the sona's tier
-// actors drive the steps. Every function is deterministic for its inputs.
-//
-// The formulas, with the defaults of config.Tiers:
-//
-//	Fscore(s, p) = cos(e_s, e_p) + |K_s ∩ K_p| / |K_s ∪ K_p|          join when > θ = 0.6
-//	Heat(s)      = α·N_visit + β·L_interaction + γ·exp(−Δt/µ)          α = β = γ = 1, µ = 1e7 s
-//
-// A segment whose heat exceeds τ = 5 and which holds pages not yet handed
-// to the persona is promoted; its L_interaction then resets to 0. Over
-// 200 segments the coldest is evicted.
 package tiers
 
 import (
@@ -23,6 +8,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -35,25 +21,6 @@ const (
 
 // Names lists the tiers in the order work flows through them.
 var Names = []string{STM, MTM, LPM}
-
-// Cosine is the cosine similarity of a and b; 0 when either is zero or
-// their lengths differ.
-func Cosine(a, b []float32) float64 {
-	if len(a) != len(b) || len(a) == 0 {
-		return 0
-	}
-	var dot, na, nb float64
-	for i := range a {
-		x, y := float64(a[i]), float64(b[i])
-		dot += x * y
-		na += x * x
-		nb += y * y
-	}
-	if na == 0 || nb == 0 {
-		return 0
-	}
-	return dot / math.Sqrt(na*nb)
-}
 
 // Jaccard is |a ∩ b| / |a ∪ b| of two keyword sets; 0 when both are empty.
 func Jaccard(a, b []string) float64 {
@@ -82,7 +49,7 @@ func Jaccard(a, b []string) float64 {
 
 // Fscore is MemoryOS's page-to-segment (and query-to-segment) score.
 func Fscore(seg *messages.Segment, vec []float32, keywords []string) float64 {
-	return Cosine(seg.Embedding, vec) + Jaccard(seg.Keywords, keywords)
+	return base.Cosine(seg.Embedding, vec) + Jaccard(seg.Keywords, keywords)
 }
 
 // Heat is a segment's heat at now (unix seconds).
@@ -269,7 +236,7 @@ func TopSegments(segs []*messages.Segment, vec []float32, keywords []string, m i
 func TopPages(pages []*messages.Page, vec []float32, k int) []Ranked {
 	out := make([]Ranked, len(pages))
 	for i, p := range pages {
-		out[i] = Ranked{i, Cosine(p.Embedding, vec)}
+		out[i] = Ranked{i, base.Cosine(p.Embedding, vec)}
 	}
 	sortRanked(out, func(i int) uint64 { return pages[i].Seq })
 	return out[:min(k, len(out))]
@@ -280,7 +247,7 @@ func TopPages(pages []*messages.Page, vec []float32, k int) []Ranked {
 func TopFacts(facts []*messages.Fact, vec []float32, k int) []Ranked {
 	out := make([]Ranked, len(facts))
 	for i, f := range facts {
-		out[i] = Ranked{i, Cosine(f.Embedding, vec)}
+		out[i] = Ranked{i, base.Cosine(f.Embedding, vec)}
 	}
 	sortRanked(out, func(i int) uint64 { return uint64(i) })
 	return out[:min(k, len(out))]

@@ -4,9 +4,10 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/viterin/vek/vek32"
+
+	"github.com/memoria-ai/memoria/internal/clock"
 )
 
 // Hit is one search result.
@@ -28,6 +29,8 @@ type Options struct {
 	// searches; above it, at full pace. 0 = always full pace.
 	Backlog int
 	Seed    int64 // seeds HNSW level assignment
+	// Clock times the builder's pacing (default: the wall clock).
+	Clock clock.Clock
 }
 
 // Index is a concurrent vector index. The zero value is not usable; call New.
@@ -35,6 +38,7 @@ type Index struct {
 	dims     int
 	efSearch int
 	backlog  int
+	clock    clock.Clock
 
 	gmu     sync.RWMutex // graph: Search under RLock, insertion under Lock
 	graph   *graph
@@ -70,6 +74,7 @@ func New(o Options) *Index {
 		dims:     o.Dims,
 		efSearch: o.EfSearch,
 		backlog:  o.Backlog,
+		clock:    clock.Or(o.Clock),
 		graph:    newGraph(o.Dims, o.M, o.EfConstruction, o.Seed),
 		scratch:  sync.Pool{New: func() any { return new(scratch) }},
 		ids:      map[string]uint64{},
@@ -222,7 +227,7 @@ func (x *Index) build() {
 			if n == 0 {
 				break
 			}
-			start := time.Now()
+			start := x.clock.Now()
 			// The chunks hold every pending vector: Add stores a vector
 			// before it makes its id pending.
 			x.kmu.RLock()
@@ -253,7 +258,7 @@ func (x *Index) build() {
 				select {
 				case <-x.stop:
 					return
-				case <-time.After(restFactor * time.Since(start)):
+				case <-x.clock.NewTimer(restFactor * x.clock.Since(start)).C():
 				}
 			}
 		}

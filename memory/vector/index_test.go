@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memoria-ai/memoria/llm"
 	"github.com/viterin/vek/vek32"
+
+	"github.com/memoria-ai/memoria/llm"
 )
 
 // clustered returns n unit vectors around c random centres, like

@@ -1,4 +1,4 @@
-package memory
+package store
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/table"
 	"github.com/dgraph-io/ristretto/v2/z"
+	"github.com/memoria-ai/memoria/memory/base"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,22 +48,17 @@ import (
 //     commit the store records the count it acknowledged in a small file
 //     beside Badger's (ackFile). A store that opens with fewer commits than
 //     it acknowledged lost acknowledged writes, and refuses to serve
-//     (ErrLostWrites) until the operator accepts the loss.
-
-// ErrLostWrites means the store holds fewer writes than it acknowledged:
-// a write-ahead log was damaged (see the error for which). It refuses to
-// serve until the loss is accepted (`memoria repair --accept-loss`).
-var ErrLostWrites = errors.New("memory: store lost acknowledged writes")
+//     (base.ErrLostWrites) until the operator accepts the loss.
 
 // corruptFile marks err, met reading one of the store's files, as
 // corruption of that file.
 func corruptFile(path string, err error) error {
-	return fmt.Errorf("%w store: %s: %v", ErrCorrupt, filepath.Base(path), err)
+	return fmt.Errorf("%w store: %s: %v", base.ErrCorrupt, filepath.Base(path), err)
 }
 
 // verifyTables checks every block of every table the store's manifest
 // lists against its checksum, before Badger opens the store: a damaged
-// table is named (ErrCorrupt) instead of being read past or panicking.
+// table is named (base.ErrCorrupt) instead of being read past or panicking.
 func verifyTables(dir string, bo badger.Options) error {
 	f, err := os.Open(filepath.Join(dir, badger.ManifestFilename))
 	if errors.Is(err, os.ErrNotExist) {
@@ -81,29 +77,6 @@ func verifyTables(dir string, bo badger.Options) error {
 		tables[id] = tm.Compression
 	}
 	return verifyTableFiles(dir, tables, bo.BlockSize, false)
-}
-
-// checkTables checks every table of the open store against its checksums,
-// as at open (tables a compaction removes meanwhile are skipped).
-func (s *Store) checkTables() error {
-	if s.acked == nil {
-		return nil // in memory
-	}
-	bo := s.db.Opts()
-	tables := map[uint64]options.CompressionType{}
-	for _, ti := range s.db.Tables() {
-		tables[ti.ID] = bo.Compression
-	}
-	return verifyTableFiles(s.dir, tables, bo.BlockSize, true)
-}
-
-// explain adds to a broken invariant of the stored data (err) the damaged
-// table behind it, when the tables say.
-func (s *Store) explain(err error) error {
-	if verr := s.checkTables(); verr != nil {
-		return fmt.Errorf("%w (found because %v)", verr, err)
-	}
-	return err
 }
 
 // verifyTableFiles verifies the tables of dir, several at a time.
@@ -154,7 +127,7 @@ func verifyTableFiles(dir string, tables map[uint64]options.CompressionType, blo
 func verifyTable(path string, topt table.Options) (err error) {
 	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%w store: %s: the table is missing: %w", ErrCorrupt, filepath.Base(path), os.ErrNotExist)
+		return fmt.Errorf("%w store: %s: the table is missing: %w", base.ErrCorrupt, filepath.Base(path), os.ErrNotExist)
 	}
 	if err != nil {
 		return corruptFile(path, err)
@@ -211,7 +184,7 @@ func scanLog(path string) (*logDamage, error) {
 		return nil, err
 	}
 	defer f.Close()
-	end, err := dataEnd(f)
+	end, err := DataEnd(f)
 	if err != nil || end <= vlogHeader {
 		return nil, err
 	}
@@ -287,11 +260,12 @@ func allZero(b []byte) bool {
 	return !slices.ContainsFunc(b, func(c byte) bool { return c != 0 })
 }
 
-// dataEnd is where the data of f ends: Badger preallocates its log files
+// DataEnd is where the data of f ends (the fault tests damage a log
+// within it): Badger preallocates its log files
 // as sparse files of twice their capacity, so their size says little.
 // It is the end of the last data extent (SEEK_DATA/SEEK_HOLE), or the
 // size where the file system cannot tell.
-func dataEnd(f *os.File) (int64, error) {
+func DataEnd(f *os.File) (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, err
@@ -396,7 +370,7 @@ func copyAside(path, dir string) error {
 		return err
 	}
 	defer src.Close()
-	end, err := dataEnd(src)
+	end, err := DataEnd(src)
 	if err != nil {
 		return err
 	}
@@ -459,7 +433,8 @@ type ackMark struct {
 	memSeq  uint64 // x/memseq: the insertion log's end
 }
 
-const ackFileName = "memoria.acked"
+// AckFileName is the acknowledged mark's file, beside Badger's.
+const AckFileName = "memoria.acked"
 
 // The record has a fixed length, so that a rewrite covers the last.
 const ackFormat = "memoria-acked/1 commits=%020d memseq=%020d"
@@ -488,7 +463,7 @@ func decodeAck(b []byte) (ackMark, error) {
 // openAckFile opens the acknowledged mark in dir: ok is false when there
 // is none yet (a new store, or one from before the mark existed).
 func openAckFile(dir string) (a *ackFile, m ackMark, ok bool, err error) {
-	path := filepath.Join(dir, ackFileName)
+	path := filepath.Join(dir, AckFileName)
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -497,7 +472,7 @@ func openAckFile(dir string) (a *ackFile, m ackMark, ok bool, err error) {
 	default:
 		if m, err = decodeAck(b); err != nil {
 			return nil, m, false, fmt.Errorf("%w? the acknowledged mark %s is unreadable (%v): whether writes were lost cannot be told",
-				ErrLostWrites, path, err)
+				base.ErrLostWrites, path, err)
 		}
 		ok = true
 	}

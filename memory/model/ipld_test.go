@@ -1,4 +1,4 @@
-package memory
+package model
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/ipld/go-ipld-prime/fluent/qp"
 	cidlink "github.com/ipld/go-ipld-prime/linking/cid"
 	"github.com/ipld/go-ipld-prime/node/basicnode"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/multiformats/go-multihash"
 )
 
@@ -319,8 +320,8 @@ func TestDecodeRejectsInvalid(t *testing.T) {
 	}
 	for name, block := range cases {
 		t.Run(name, func(t *testing.T) {
-			if _, err := DecodeMemory(block); !errors.Is(err, ErrInvalid) {
-				t.Fatalf("err = %v, want ErrInvalid", err)
+			if _, err := DecodeMemory(block); !errors.Is(err, base.ErrInvalid) {
+				t.Fatalf("err = %v, want base.ErrInvalid", err)
 			}
 		})
 	}
@@ -338,8 +339,8 @@ func TestEncodeRejectsInvalid(t *testing.T) {
 		"dup edges":    {Data: Data{Text: &TextData{Content: "x"}}, Edges: []Edge{{Target: a, Weight: 1}, {Target: a, Weight: 2}}},
 	}
 	for name, m := range cases {
-		if _, _, err := m.Encode(); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		if _, _, err := m.Encode(); !errors.Is(err, base.ErrInvalid) {
+			t.Errorf("%s: err = %v, want base.ErrInvalid", name, err)
 		}
 	}
 }

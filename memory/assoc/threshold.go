@@ -1,4 +1,4 @@
-package memory
+package assoc
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // Living Memory's emergent thresholds come from Signal Detection Theory:
@@ -69,7 +70,8 @@ func EmergentThreshold(t config.Thresholds, beta float64, live SimStats, nodes i
 	return th
 }
 
-func encodeStats(s SimStats) []byte {
+// EncodeStats is s as stored (d/): n, mean and M2, 8 bytes BE each.
+func EncodeStats(s SimStats) []byte {
 	out := make([]byte, 24)
 	binary.BigEndian.PutUint64(out, uint64(s.N))
 	binary.BigEndian.PutUint64(out[8:], math.Float64bits(s.Mean))
@@ -77,9 +79,10 @@ func encodeStats(s SimStats) []byte {
 	return out
 }
 
-func decodeStats(b []byte) (SimStats, error) {
+// DecodeStats reads what EncodeStats wrote.
+func DecodeStats(b []byte) (SimStats, error) {
 	if len(b) != 24 {
-		return SimStats{}, fmt.Errorf("%w: similarity stats of %d bytes", ErrCorrupt, len(b))
+		return SimStats{}, fmt.Errorf("%w: similarity stats of %d bytes", base.ErrCorrupt, len(b))
 	}
 	return SimStats{
 		N:    int64(binary.BigEndian.Uint64(b)),

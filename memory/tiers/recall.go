@@ -1,24 +1,23 @@
-package memory
+package tiers
 
 import (
 	"cmp"
 	"maps"
 	"slices"
 
-	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/memoria-ai/memoria/memory/tiers"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// TierRecall is what MemoryOS retrieval gives a step (seed 003 §3): every
+// Recall is what MemoryOS retrieval gives a step (seed 003 §3): every
 // STM page, the best pages of the best MTM segments, and the persona with
 // its most relevant knowledge and agent traits.
-type TierRecall struct {
+type Recall struct {
 	// STM holds the short-term pages, oldest first, with the pages still
 	// on their way in.
-	STM []tiers.PageText
+	STM []PageText
 	// MTM holds the retrieved mid-term pages, best first.
 	MTM []RecalledPage
 	// Segments are the segments selected, best first: their visits are
@@ -31,7 +30,7 @@ type TierRecall struct {
 
 // RecalledPage is a retrieved MTM page.
 type RecalledPage struct {
-	tiers.PageText
+	PageText
 	Segment uint64
 	Score   float64
 }
@@ -42,20 +41,20 @@ const queryKeywords = 8
 
 // RecallTiers retrieves from the tiers of sona for a query (text and its
 // embedding): top-m segments by Fscore, then the top-k pages among them
-// by similarity (k = 0: tiers.top_k), and the top KB entries and agent
+// by similarity (k = 0: top_k), and the top KB entries and agent
 // traits. It only reads; the caller records the visits.
-func (s *Self) RecallTiers(sona, text string, vec []float32, k int) (*TierRecall, error) {
+func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error) {
 	p := s.cfg.Tiers
 	if k <= 0 {
 		k = p.TopK
 	}
-	out := &TierRecall{}
-	err := s.store.View(func(txn *badger.Txn) error {
+	out := &Recall{}
+	err := s.view.View(func(txn store.Reader) error {
 		stm := &messages.StmState{}
-		if _, err := readProto(txn, stmKey(sona), stm); err != nil {
+		if _, err := store.GetProto(txn, stmKey(sona), stm); err != nil {
 			return err
 		}
-		pending, err := inbox(txn, sona, tiers.STM, 0)
+		pending, err := inbox(txn, sona, STM, 0)
 		if err != nil {
 			return err
 		}
@@ -72,7 +71,7 @@ func (s *Self) RecallTiers(sona, text string, vec []float32, k int) (*TierRecall
 		}
 
 		state := &messages.MtmState{}
-		if _, err := readProto(txn, mtmKey(sona), state); err != nil {
+		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
 		segs, err := segments(txn, sona)
@@ -83,10 +82,10 @@ func (s *Self) RecallTiers(sona, text string, vec []float32, k int) (*TierRecall
 			n, _ := docFreq(txn, sona, term) // unreadable: as if unseen
 			return n
 		}
-		qk := tiers.Terms(tiers.Keywords(text, df, state.Pages, queryKeywords))
+		qk := Terms(Keywords(text, df, state.Pages, queryKeywords))
 		var cands []*messages.Page
 		var owner []uint64
-		for _, r := range tiers.TopSegments(segs, vec, qk, p.TopM) {
+		for _, r := range TopSegments(segs, vec, qk, p.TopM) {
 			id := segs[r.Index].Id
 			out.Segments = append(out.Segments, id)
 			ps, err := segmentPages(txn, sona, id)
@@ -98,7 +97,7 @@ func (s *Self) RecallTiers(sona, text string, vec []float32, k int) (*TierRecall
 				owner = append(owner, id)
 			}
 		}
-		for _, r := range tiers.TopPages(cands, vec, k) {
+		for _, r := range TopPages(cands, vec, k) {
 			t, err := s.pageText(txn, cands[r.Index])
 			if err != nil {
 				return err
@@ -107,7 +106,7 @@ func (s *Self) RecallTiers(sona, text string, vec []float32, k int) (*TierRecall
 		}
 
 		persona := &messages.Persona{}
-		if _, err := readProto(txn, personaKey(sona), persona); err != nil {
+		if _, err := store.GetProto(txn, personaKey(sona), persona); err != nil {
 			return err
 		}
 		out.Persona = s.relevantPersona(persona, vec)
@@ -118,7 +117,7 @@ func (s *Self) RecallTiers(sona, text string, vec []float32, k int) (*TierRecall
 
 // relevantPersona cuts a persona's knowledge and agent traits to the most
 // relevant to vec, best first, and adds the configured agent profile.
-func (s *Self) relevantPersona(persona *messages.Persona, vec []float32) *messages.Persona {
+func (s *Store) relevantPersona(persona *messages.Persona, vec []float32) *messages.Persona {
 	p := s.cfg.Tiers
 	out := proto.Clone(persona).(*messages.Persona)
 	if out.User == nil {
@@ -129,7 +128,7 @@ func (s *Self) relevantPersona(persona *messages.Persona, vec []float32) *messag
 	}
 	pick := func(facts []*messages.Fact) []*messages.Fact {
 		var picked []*messages.Fact
-		for _, r := range tiers.TopFacts(facts, vec, p.LPMTopK) {
+		for _, r := range TopFacts(facts, vec, p.LPMTopK) {
 			picked = append(picked, facts[r.Index])
 		}
 		return picked
@@ -140,20 +139,20 @@ func (s *Self) relevantPersona(persona *messages.Persona, vec []float32) *messag
 	return out
 }
 
-func (s *Self) agentProfile() map[string]string {
+func (s *Store) agentProfile() map[string]string {
 	return maps.Clone(s.cfg.Tiers.AgentProfile)
 }
 
 // Tiers returns the state of sona's tiers for display: STM pages, MTM
 // segments hottest first with their pages and heat, the work in flight
 // between the tiers, and the persona (embeddings left out).
-func (s *Self) Tiers(sona string) (*messages.Tiers, error) {
-	if _, err := s.Sona(sona); err != nil {
+func (s *Store) View(sona string) (*messages.Tiers, error) {
+	if err := s.env.CheckSona(sona); err != nil {
 		return nil, err
 	}
 	now := s.clock.Now().Unix()
 	out := &messages.Tiers{Stm: &messages.StmView{}, Mtm: &messages.MtmView{}, Lpm: &messages.Persona{}}
-	err := s.store.View(func(txn *badger.Txn) error {
+	err := s.view.View(func(txn store.Reader) error {
 		show := func(p *messages.Page) (*messages.Page, error) {
 			p = proto.Clone(p).(*messages.Page)
 			p.Embedding = nil
@@ -186,14 +185,14 @@ func (s *Self) Tiers(sona string) (*messages.Tiers, error) {
 		}
 
 		stm := &messages.StmState{}
-		if _, err := readProto(txn, stmKey(sona), stm); err != nil {
+		if _, err := store.GetProto(txn, stmKey(sona), stm); err != nil {
 			return err
 		}
 		var err error
 		if out.Stm.Pages, err = showAll(stm.Pages); err != nil {
 			return err
 		}
-		pending, err := pagesOf(tiers.STM)
+		pending, err := pagesOf(STM)
 		if err != nil {
 			return err
 		}
@@ -207,7 +206,7 @@ func (s *Self) Tiers(sona string) (*messages.Tiers, error) {
 		}
 		for _, seg := range segs {
 			seg.Embedding, seg.Weights = nil, nil
-			seg.Heat = tiers.Heat(seg, now, s.cfg.Tiers)
+			seg.Heat = Heat(seg, now, s.cfg.Tiers)
 			ps, err := segmentPages(txn, sona, seg.Id)
 			if err != nil {
 				return err
@@ -218,13 +217,13 @@ func (s *Self) Tiers(sona string) (*messages.Tiers, error) {
 		}
 		slices.SortStableFunc(segs, func(a, b *messages.Segment) int { return cmp.Compare(b.Heat, a.Heat) })
 		out.Mtm.Segments = segs
-		if pending, err = pagesOf(tiers.MTM); err != nil {
+		if pending, err = pagesOf(MTM); err != nil {
 			return err
 		}
 		if out.Mtm.Pending, err = showAll(pending); err != nil {
 			return err
 		}
-		promos, err := inbox(txn, sona, tiers.LPM, 0)
+		promos, err := inbox(txn, sona, LPM, 0)
 		if err != nil {
 			return err
 		}
@@ -232,7 +231,7 @@ func (s *Self) Tiers(sona string) (*messages.Tiers, error) {
 			out.Mtm.Promoting = append(out.Mtm.Promoting, w.GetPromotion())
 		}
 
-		if _, err := readProto(txn, personaKey(sona), out.Lpm); err != nil {
+		if _, err := store.GetProto(txn, personaKey(sona), out.Lpm); err != nil {
 			return err
 		}
 		return nil

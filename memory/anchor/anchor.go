@@ -1,4 +1,4 @@
-package memory
+package anchor
 
 import (
 	"context"
@@ -7,30 +7,29 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// XmetaV's anchoring: a memory that is significant — a milestone, a
-// decision, an incident — is recorded as an anchor when it is appended,
-// in the same transaction as the append. The anchor list (y/) is what an
-// external sink (XmetaV pins it to IPFS and anchors it on chain) and the
-// CAR exporter read; an anchor is never lost to a failing sink.
-
 var (
-	prefixAnchor    = []byte("y/")
-	keyAnchorCursor = []byte("x/anchored")
+	// KeyPrefix is the anchor list's key space: y/ seq (8 bytes BE).
+	KeyPrefix = []byte("y/")
+	// KeyCursor holds the seq of the last anchor the sink took (8 bytes BE).
+	KeyCursor = []byte("x/anchored")
 )
 
-// anchorKey orders anchors by the insertion-log position of their memory.
-func anchorKey(logSeq uint64) []byte { return join(prefixAnchor, u64(logSeq)) }
+// Key orders anchors by the insertion-log position of their memory.
+func Key(logSeq uint64) []byte { return base.Join(KeyPrefix, base.U64(logSeq)) }
 
 // Anchor is a significant memory.
 type Anchor struct {
@@ -50,19 +49,19 @@ func (a Anchor) Proto() *messages.Anchor {
 	return &messages.Anchor{Cid: a.CID.String(), Category: a.Category, Time: a.Time, Sona: a.Sona}
 }
 
-// AnchorSink hears new anchors, after they are durable and off the
+// Sink hears new anchors, after they are durable and off the
 // acknowledgement path of the append that made them. Delivery is at least
 // once and in list order; a sink identifies an anchor by its CID. A
 // failing sink is retried later; the anchor list keeps the anchor either
 // way.
-type AnchorSink interface {
+type Sink interface {
 	Anchor(ctx context.Context, a Anchor) error
 }
 
-// AnchorRules are the compiled significance rules of config.Anchoring.
-type AnchorRules []anchorRule
+// Rules are the compiled significance rules of config.Anchoring.
+type Rules []rule
 
-type anchorRule struct {
+type rule struct {
 	category string
 	words    []string // lower case
 	kinds    []string
@@ -70,22 +69,22 @@ type anchorRule struct {
 	data     []string
 }
 
-// CompileAnchorRules prepares the rules of a validated configuration.
-func CompileAnchorRules(c config.Anchoring) AnchorRules {
-	out := make(AnchorRules, len(c.Rules))
+// CompileRules prepares the rules of a validated configuration.
+func CompileRules(c config.Anchoring) Rules {
+	out := make(Rules, len(c.Rules))
 	for i, r := range c.Rules {
 		words := make([]string, 0, len(r.Words))
 		for _, w := range r.Words {
 			words = append(words, strings.ToLower(strings.Join(strings.Fields(w), " ")))
 		}
-		out[i] = anchorRule{category: r.Category, words: words, kinds: r.Kinds, labels: r.Labels, data: r.Data}
+		out[i] = rule{category: r.Category, words: words, kinds: r.Kinds, labels: r.Labels, data: r.Data}
 	}
 	return out
 }
 
 // Match returns the category of the first rule that m, with its
 // metadata, satisfies.
-func (rs AnchorRules) Match(m *Memory, meta *messages.MemoryMeta) (string, bool) {
+func (rs Rules) Match(m *model.Memory, meta *messages.MemoryMeta) (string, bool) {
 	var text string // lower-cased on first use
 	for _, r := range rs {
 		if len(r.kinds) > 0 && !slices.Contains(r.kinds, meta.GetKind()) {
@@ -187,55 +186,80 @@ func boundaryAfter(text string, i int) bool {
 	return !isWordRune(r)
 }
 
-// anchorFor decides, inside an append, whether a new memory is an anchor.
-// The heartbeat's own memories (merges and insights restate others) and
-// imported memories (the export lists its anchors) are not judged.
-func (s *Self) anchorFor(item *Prepared, meta *messages.MemoryMeta) (string, bool) {
+// List is the anchor list in the store: it judges new memories by the
+// rules, writes their anchors in the append's transaction, and tells a
+// listener when commits add anchors (it follows the store's commit
+// events, whoever wrote the anchors: an append or an import).
+type List struct {
+	store store.Committer
+	view  store.Viewer
+	rules Rules
+	hook  atomic.Pointer[func()]
+}
+
+// NewList is the anchor list of st, judging by the rules of c. It
+// subscribes to st's commits: make it before the first write.
+func NewList(st interface {
+	store.Committer
+	store.Viewer
+	Subscribe(func(store.Event))
+}, c config.Anchoring) *List {
+	l := &List{store: st, view: st, rules: CompileRules(c)}
+	st.Subscribe(func(e store.Event) {
+		for _, k := range e.Keys {
+			if strings.HasPrefix(k, string(KeyPrefix)) {
+				l.added()
+				return
+			}
+		}
+	})
+	return l
+}
+
+// Judge decides, inside an append, whether a new memory is an anchor,
+// and of what category. The heartbeat's own memories (merges and
+// insights restate others) and imported memories (the export lists its
+// anchors) are not judged.
+func (l *List) Judge(item *model.Prepared, meta *messages.MemoryMeta) (string, bool) {
 	if item.Imported || len(item.Archive) > 0 || meta.Insight != nil {
 		return "", false
 	}
-	return s.anchorRules.Match(item.Memory, meta)
+	return l.rules.Match(item.Memory, meta)
 }
 
-// putAnchor writes an anchor record in tx and has the sink woken after
-// the commit.
-func (s *Self) putAnchor(tx *Tx, logSeq uint64, a *messages.Anchor) error {
-	raw, err := proto.Marshal(a)
-	if err != nil {
-		return err
-	}
-	tx.Set(anchorKey(logSeq), raw)
-	tx.OnCommit(s.anchorsAdded)
-	return nil
+// Put writes an anchor record in tx, at the insertion-log position of its
+// memory: the append's contribution to the anchor list.
+func Put(tx store.Tx, logSeq uint64, a *messages.Anchor) error {
+	return store.SetProto(tx, Key(logSeq), a)
 }
 
-// OnAnchor registers fn to be called, on the committer's goroutine, after
+// OnAdded registers fn to be called, on the committer's goroutine, after
 // every commit that added anchors: it must only signal (the actors wake
-// the sink's deliverer with it). Call it before the first write.
-func (s *Self) OnAnchor(fn func()) { s.anchorHook.Store(&fn) }
+// the sink's deliverer with it).
+func (l *List) OnAdded(fn func()) { l.hook.Store(&fn) }
 
-func (s *Self) anchorsAdded() {
-	if fn := s.anchorHook.Load(); fn != nil {
+func (l *List) added() {
+	if fn := l.hook.Load(); fn != nil {
 		(*fn)()
 	}
 }
 
-// Anchors lists the anchor list in order, after the anchor at seq after
+// Page lists the anchor list in order, after the anchor at seq after
 // (0: from the start), up to limit. The list is append-only: the CAR
 // exporter takes its roots from it.
-func (s *Self) Anchors(after uint64, limit int) (Page[Anchor], error) {
-	var page Page[Anchor]
-	err := s.store.View(func(txn *badger.Txn) error {
+func (l *List) Page(after uint64, limit int) (base.Page[Anchor], error) {
+	var page base.Page[Anchor]
+	err := l.view.View(func(txn store.Reader) error {
 		var start []byte
 		if after > 0 {
-			start = anchorKey(after)
+			start = Key(after)
 		}
-		return listKeys(txn, prefixAnchor, start, limit, func(k []byte) error {
-			item, err := txn.Get(k)
+		return store.ListKeys(txn, KeyPrefix, start, limit, func(k []byte) error {
+			item, err := txn.Item(k)
 			if err != nil {
 				return err
 			}
-			a, err := decodeAnchor(k, item)
+			a, err := Decode(k, item)
 			if err != nil {
 				return err
 			}
@@ -246,31 +270,32 @@ func (s *Self) Anchors(after uint64, limit int) (Page[Anchor], error) {
 	return page, err
 }
 
-func decodeAnchor(k []byte, item *badger.Item) (Anchor, error) {
-	if len(k) != len(prefixAnchor)+8 {
-		return Anchor{}, fmt.Errorf("%w: anchor key %q", ErrCorrupt, k)
+// Decode reads the anchor at key k (y/ seq) from its entry.
+func Decode(k []byte, item store.Item) (Anchor, error) {
+	if len(k) != len(KeyPrefix)+8 {
+		return Anchor{}, fmt.Errorf("%w: anchor key %q", base.ErrCorrupt, k)
 	}
 	rec := &messages.Anchor{}
 	if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, rec) }); err != nil {
-		return Anchor{}, fmt.Errorf("%w: anchor: %v", ErrCorrupt, err)
+		return Anchor{}, fmt.Errorf("%w: anchor: %v", base.ErrCorrupt, err)
 	}
 	c, err := cid.Decode(rec.Cid)
 	if err != nil {
-		return Anchor{}, fmt.Errorf("%w: anchor CID: %v", ErrCorrupt, err)
+		return Anchor{}, fmt.Errorf("%w: anchor CID: %v", base.ErrCorrupt, err)
 	}
 	return Anchor{
-		Seq: binary.BigEndian.Uint64(k[len(prefixAnchor):]), CID: c,
+		Seq: binary.BigEndian.Uint64(k[len(KeyPrefix):]), CID: c,
 		Category: rec.Category, Time: rec.Time, Sona: rec.Sona,
 	}, nil
 }
 
-// AnchorCursor is the seq of the last anchor the sink acknowledged (0:
+// Cursor is the seq of the last anchor the sink acknowledged (0:
 // none yet).
-func (s *Self) AnchorCursor() (uint64, error) {
+func (l *List) Cursor() (uint64, error) {
 	var n uint64
-	err := s.store.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(keyAnchorCursor)
-		if errors.Is(err, badger.ErrKeyNotFound) {
+	err := l.view.View(func(txn store.Reader) error {
+		item, err := txn.Item(KeyCursor)
+		if errors.Is(err, base.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -278,7 +303,7 @@ func (s *Self) AnchorCursor() (uint64, error) {
 		}
 		return item.Value(func(v []byte) error {
 			if len(v) != 8 {
-				return fmt.Errorf("%w: anchor cursor", ErrCorrupt)
+				return fmt.Errorf("%w: anchor cursor", base.ErrCorrupt)
 			}
 			n = binary.BigEndian.Uint64(v)
 			return nil
@@ -287,18 +312,18 @@ func (s *Self) AnchorCursor() (uint64, error) {
 	return n, err
 }
 
-// SetAnchorCursor records that the sink acknowledged every anchor up to
+// SetCursor records that the sink acknowledged every anchor up to
 // seq. The cursor only moves forward.
-func (s *Self) SetAnchorCursor(ctx context.Context, seq uint64) error {
-	return s.store.Update(ctx, func(tx *Tx) error {
-		if v, err := tx.Get(keyAnchorCursor); err == nil {
+func (l *List) SetCursor(ctx context.Context, seq uint64) error {
+	return l.store.Update(ctx, func(tx store.Tx) error {
+		if v, err := tx.Get(KeyCursor); err == nil {
 			if len(v) == 8 && binary.BigEndian.Uint64(v) >= seq {
 				return nil
 			}
-		} else if !errors.Is(err, ErrNotFound) {
+		} else if !errors.Is(err, base.ErrNotFound) {
 			return err
 		}
-		tx.Set(keyAnchorCursor, u64(seq))
+		tx.Set(KeyCursor, base.U64(seq))
 		return nil
 	})
 }

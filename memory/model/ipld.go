@@ -1,9 +1,8 @@
-package memory
+package model
 
 import (
 	"bytes"
 	_ "embed"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -18,6 +17,7 @@ import (
 	"github.com/ipld/go-ipld-prime/node/basicnode"
 	"github.com/ipld/go-ipld-prime/node/bindnode"
 	"github.com/ipld/go-ipld-prime/schema"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/multiformats/go-multihash"
 )
 
@@ -51,7 +51,7 @@ var (
 func mustLoadSchema() *schema.TypeSystem {
 	ts, err := ipld.LoadSchemaBytes(schemaText)
 	if err != nil {
-		panic("memory: embedded schema does not load: " + err.Error())
+		panic("memory/model: embedded schema does not load: " + err.Error())
 	}
 	return ts
 }
@@ -118,20 +118,6 @@ type Act struct {
 	Memory cid.Cid
 	Prev   *cid.Cid // nil for the first ACT
 	Seq    int64
-}
-
-// Errors of the data model.
-var (
-	// ErrInvalid marks a memory or block that breaks the schema.
-	ErrInvalid = errors.New("memory: invalid")
-	// ErrCorrupt marks damaged stored data: a block whose bytes do not
-	// hash to its CID, a record that does not decode, a store file that
-	// fails its checksums (the error names the file).
-	ErrCorrupt = errors.New("memory: corrupt")
-)
-
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
 // Kind returns the data's discriminant, or "" when no member is set.
@@ -201,13 +187,13 @@ func (m *Memory) Validate() error {
 		}
 	}
 	if n != 1 {
-		return invalidf("data must have exactly one kind (self, other, text or file), has %d", n)
+		return base.Invalidf("data must have exactly one kind (self, other, text or file), has %d", n)
 	}
 	var strs []string
 	switch d := m.Data; {
 	case d.Self != nil:
 		if len(d.Self.Parts) == 0 {
-			return invalidf("self memory needs at least one part")
+			return base.Invalidf("self memory needs at least one part")
 		}
 		strs = append(strs, d.Self.Name)
 		for _, p := range d.Self.Parts {
@@ -220,7 +206,7 @@ func (m *Memory) Validate() error {
 			switch *r {
 			case "endTurn", "stopSequence", "maxTokens":
 			default:
-				return invalidf("stop_reason must be endTurn, stopSequence or maxTokens, got %q", *r)
+				return base.Invalidf("stop_reason must be endTurn, stopSequence or maxTokens, got %q", *r)
 			}
 		}
 	case d.Other != nil:
@@ -232,7 +218,7 @@ func (m *Memory) Validate() error {
 		strs = append(strs, d.Text.Content)
 	case d.File != nil:
 		if !d.File.Content.Defined() {
-			return invalidf("file memory needs a content CID")
+			return base.Invalidf("file memory needs a content CID")
 		}
 		for _, s := range []*string{d.File.Name, d.File.MimeType} {
 			if s != nil {
@@ -242,22 +228,22 @@ func (m *Memory) Validate() error {
 	}
 	for _, s := range strs {
 		if !utf8.ValidString(s) {
-			return invalidf("strings must be valid UTF-8")
+			return base.Invalidf("strings must be valid UTF-8")
 		}
 	}
 	for i, e := range m.Edges {
 		if !e.Target.Defined() {
-			return invalidf("edge %d has no target", i)
+			return base.Invalidf("edge %d has no target", i)
 		}
 		if math.IsNaN(e.Weight) || math.IsInf(e.Weight, 0) {
-			return invalidf("edge %d weight must be finite", i)
+			return base.Invalidf("edge %d weight must be finite", i)
 		}
 		if i > 0 {
 			switch c := bytes.Compare(m.Edges[i-1].Target.Bytes(), e.Target.Bytes()); {
 			case c == 0:
-				return invalidf("duplicate edge to %s", e.Target)
+				return base.Invalidf("duplicate edge to %s", e.Target)
 			case c > 0:
-				return invalidf("edges must be sorted by target")
+				return base.Invalidf("edges must be sorted by target")
 			}
 		}
 	}
@@ -284,7 +270,7 @@ func (d Data) member() (kind string, ptr any, typ schema.Type) {
 func (d Data) Node() (datamodel.Node, error) {
 	kind, ptr, typ := d.member()
 	if typ == nil {
-		return nil, invalidf("data has no kind")
+		return nil, base.Invalidf("data has no kind")
 	}
 	member := bindnode.Wrap(ptr, typ).Representation()
 	nb := basicnode.Prototype.Map.NewBuilder()
@@ -386,7 +372,7 @@ func (d Data) DataJSON() ([]byte, error) {
 func DataFromJSON(b []byte) (Data, error) {
 	nb := basicnode.Prototype.Any.NewBuilder()
 	if err := dagjson.Decode(nb, bytes.NewReader(b)); err != nil {
-		return Data{}, invalidf("data is not valid DAG-JSON: %v", err)
+		return Data{}, base.Invalidf("data is not valid DAG-JSON: %v", err)
 	}
 	return DataFromNode(nb.Build())
 }
@@ -421,7 +407,7 @@ func SumCID(codec uint64, block []byte) (cid.Cid, error) {
 func DecodeMemory(block []byte) (*Memory, error) {
 	nb := basicnode.Prototype.Any.NewBuilder()
 	if err := dagcbor.Decode(nb, bytes.NewReader(block)); err != nil {
-		return nil, invalidf("not dag-cbor: %v", err)
+		return nil, base.Invalidf("not dag-cbor: %v", err)
 	}
 	return MemoryFromNode(nb.Build())
 }
@@ -430,21 +416,21 @@ func DecodeMemory(block []byte) (*Memory, error) {
 // DAG-CBOR or DAG-JSON), checking it against the schema.
 func MemoryFromNode(n datamodel.Node) (*Memory, error) {
 	if n.Kind() != datamodel.Kind_Map {
-		return nil, invalidf("a memory is a map, got %s", n.Kind())
+		return nil, base.Invalidf("a memory is a map, got %s", n.Kind())
 	}
 	var m Memory
 	seen := map[string]bool{}
 	for it := n.MapIterator(); !it.Done(); {
 		k, v, err := it.Next()
 		if err != nil {
-			return nil, invalidf("%v", err)
+			return nil, base.Invalidf("%v", err)
 		}
 		key, err := k.AsString()
 		if err != nil {
-			return nil, invalidf("map keys must be strings")
+			return nil, base.Invalidf("map keys must be strings")
 		}
 		if seen[key] {
-			return nil, invalidf("duplicate key %q", key)
+			return nil, base.Invalidf("duplicate key %q", key)
 		}
 		seen[key] = true
 		switch key {
@@ -456,37 +442,37 @@ func MemoryFromNode(n datamodel.Node) (*Memory, error) {
 			m.Data = d
 		case "timestamp":
 			if v.IsNull() {
-				return nil, invalidf("timestamp is optional, not nullable: omit it")
+				return nil, base.Invalidf("timestamp is optional, not nullable: omit it")
 			}
 			ts, err := v.AsInt()
 			if err != nil {
-				return nil, invalidf("timestamp must be an integer")
+				return nil, base.Invalidf("timestamp must be an integer")
 			}
 			m.Timestamp = &ts
 		case "edges":
 			if v.Kind() != datamodel.Kind_List {
-				return nil, invalidf("edges must be a list")
+				return nil, base.Invalidf("edges must be a list")
 			}
 			for it := v.ListIterator(); !it.Done(); {
 				_, en, err := it.Next()
 				if err != nil {
-					return nil, invalidf("%v", err)
+					return nil, base.Invalidf("%v", err)
 				}
 				e, err := buildRepr[Edge](en, typeEdge)
 				if err != nil {
-					return nil, invalidf("edge: %v", err)
+					return nil, base.Invalidf("edge: %v", err)
 				}
 				m.Edges = append(m.Edges, *e)
 			}
 		default:
-			return nil, invalidf("unknown field %q (a memory has data, timestamp, edges)", key)
+			return nil, base.Invalidf("unknown field %q (a memory has data, timestamp, edges)", key)
 		}
 	}
 	if !seen["data"] {
-		return nil, invalidf("missing data")
+		return nil, base.Invalidf("missing data")
 	}
 	if !seen["edges"] {
-		return nil, invalidf("missing edges (use an empty list)")
+		return nil, base.Invalidf("missing edges (use an empty list)")
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -498,15 +484,15 @@ func MemoryFromNode(n datamodel.Node) (*Memory, error) {
 // member's fields.
 func DataFromNode(n datamodel.Node) (Data, error) {
 	if n.Kind() != datamodel.Kind_Map {
-		return Data{}, invalidf("data must be a map with a kind, got %s", n.Kind())
+		return Data{}, base.Invalidf("data must be a map with a kind, got %s", n.Kind())
 	}
 	kn, err := n.LookupByString("kind")
 	if err != nil {
-		return Data{}, invalidf("data needs a kind (self, other, text or file)")
+		return Data{}, base.Invalidf("data needs a kind (self, other, text or file)")
 	}
 	kind, err := kn.AsString()
 	if err != nil {
-		return Data{}, invalidf("kind must be a string")
+		return Data{}, base.Invalidf("kind must be a string")
 	}
 	// The member's fields are the map without its discriminant.
 	fb := basicnode.Prototype.Map.NewBuilder()
@@ -517,20 +503,20 @@ func DataFromNode(n datamodel.Node) (Data, error) {
 	for it := n.MapIterator(); !it.Done(); {
 		k, v, err := it.Next()
 		if err != nil {
-			return Data{}, invalidf("%v", err)
+			return Data{}, base.Invalidf("%v", err)
 		}
 		if s, _ := k.AsString(); s == "kind" {
 			continue
 		}
 		if err := fma.AssembleKey().AssignNode(k); err != nil {
-			return Data{}, invalidf("%v", err)
+			return Data{}, base.Invalidf("%v", err)
 		}
 		if err := fma.AssembleValue().AssignNode(v); err != nil {
-			return Data{}, invalidf("%v", err)
+			return Data{}, base.Invalidf("%v", err)
 		}
 	}
 	if err := fma.Finish(); err != nil {
-		return Data{}, invalidf("%v", err)
+		return Data{}, base.Invalidf("%v", err)
 	}
 	fields := fb.Build()
 	var d Data
@@ -538,25 +524,25 @@ func DataFromNode(n datamodel.Node) (Data, error) {
 	case KindSelf:
 		d.Self, err = buildRepr[SelfData](fields, typeSelf)
 		if err != nil {
-			return Data{}, invalidf("self: %v", err)
+			return Data{}, base.Invalidf("self: %v", err)
 		}
 	case KindOther:
 		d.Other, err = buildRepr[OtherData](fields, typeOther)
 		if err != nil {
-			return Data{}, invalidf("other: %v", err)
+			return Data{}, base.Invalidf("other: %v", err)
 		}
 	case KindText:
 		d.Text, err = buildRepr[TextData](fields, typeText)
 		if err != nil {
-			return Data{}, invalidf("text: %v", err)
+			return Data{}, base.Invalidf("text: %v", err)
 		}
 	case KindFile:
 		d.File, err = buildRepr[FileData](fields, typeFile)
 		if err != nil {
-			return Data{}, invalidf("file: %v", err)
+			return Data{}, base.Invalidf("file: %v", err)
 		}
 	default:
-		return Data{}, invalidf("unknown kind %q (want self, other, text or file)", kind)
+		return Data{}, base.Invalidf("unknown kind %q (want self, other, text or file)", kind)
 	}
 	return d, nil
 }
@@ -586,7 +572,7 @@ func (a *Act) Node() datamodel.Node {
 // Encode returns the ACT's canonical DAG-CBOR block and its CID.
 func (a *Act) Encode() (cid.Cid, []byte, error) {
 	if !a.Memory.Defined() {
-		return cid.Undef, nil, invalidf("act without memory")
+		return cid.Undef, nil, base.Invalidf("act without memory")
 	}
 	return encodeNode(a.Node())
 }
@@ -595,11 +581,31 @@ func (a *Act) Encode() (cid.Cid, []byte, error) {
 func DecodeAct(block []byte) (*Act, error) {
 	nb := basicnode.Prototype.Any.NewBuilder()
 	if err := dagcbor.Decode(nb, bytes.NewReader(block)); err != nil {
-		return nil, invalidf("not dag-cbor: %v", err)
+		return nil, base.Invalidf("not dag-cbor: %v", err)
 	}
 	a, err := buildRepr[Act](nb.Build(), typeAct)
 	if err != nil {
-		return nil, invalidf("act: %v", err)
+		return nil, base.Invalidf("act: %v", err)
 	}
 	return a, nil
+}
+
+// Speaker is the name of who said a memory: a self memory's sona name, an
+// other memory's speaker; "" when unnamed.
+func Speaker(m *Memory) string {
+	switch d := m.Data; {
+	case d.Self != nil:
+		return d.Self.Name
+	case d.Other != nil && d.Other.Name != nil:
+		return *d.Other.Name
+	}
+	return ""
+}
+
+// Said is what a memory says, without its speaker's name.
+func Said(m *Memory) string {
+	if o := m.Data.Other; o != nil {
+		return o.Content
+	}
+	return m.Text()
 }

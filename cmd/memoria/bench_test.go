@@ -1,0 +1,235 @@
+package main_test
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/memoria-ai/memoria/internal/bench"
+)
+
+// Short runs of every scenario of `memoria bench` at tiny sizes: each
+// report must be complete and sane — operations made, none failed, CPU
+// time and memory read from the server — never a timed assertion.
+
+func runBench(t *testing.T, args ...string) *bench.Report {
+	t.Helper()
+	out, errOut, code := run(t, append([]string{"bench", "--json", "--data", t.TempDir(), "--duration", "1s"}, args...)...)
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	if rep.Format != bench.ReportFormat || rep.Machine.CPUs < 1 || rep.Seconds <= 0 || rep.Command == "" {
+		t.Fatalf("report header %+v", rep)
+	}
+	return &rep
+}
+
+// find returns the results of a scenario, failing when there are none.
+func find(t *testing.T, rep *bench.Report, scenario string) []bench.Result {
+	t.Helper()
+	var out []bench.Result
+	for _, r := range rep.Results {
+		if r.Scenario == scenario {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no %s result in %+v", scenario, rep.Results)
+	}
+	return out
+}
+
+// sane checks what every measurement must have.
+func sane(t *testing.T, r bench.Result) {
+	t.Helper()
+	if r.Ops <= 0 || r.Errors != 0 || r.Seconds <= 0 || r.PerSecond <= 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms ||
+		r.MaxMs < r.P99Ms || r.Clients < 1 || r.StoreSize <= 0 || r.Name == "" {
+		t.Fatalf("result %+v", r)
+	}
+	if r.RSS == nil || r.RSS.Start <= 0 || r.RSS.End <= 0 || r.RSS.Peak < r.RSS.Start || r.RSS.Peak < r.RSS.End {
+		t.Fatalf("memory of %s %s: %+v", r.Scenario, r.Name, r.RSS)
+	}
+}
+
+func TestBenchInsertAndRefs(t *testing.T) {
+	t.Parallel()
+	rep := runBench(t, "insert", "refs", "--clients", "4", "--sizes", "400", "--queries", "20")
+	ins := find(t, rep, bench.Insert)
+	if len(ins) != 1 {
+		t.Fatalf("insert results %+v", ins)
+	}
+	sane(t, ins[0])
+	if ins[0].Path != "http" || ins[0].Clients != 4 || ins[0].Sonas != 4 || ins[0].Name != "POST /memories" || ins[0].CPUMsPerOp <= 0 {
+		t.Fatalf("insert %+v", ins[0])
+	}
+	names := map[string]bench.Result{}
+	for _, r := range find(t, rep, bench.Refs) {
+		sane(t, r)
+		if r.Path != "in-process" {
+			t.Fatalf("reference %+v", r)
+		}
+		names[r.Name] = r
+	}
+	bdg, ok := names["raw badger: 1 fsynced txn per write"]
+	if !ok || bdg.Clients != 4 || bdg.CPUMsPerOp <= 0 {
+		t.Fatalf("raw badger %+v", bdg)
+	}
+	for _, n := range []string{"coder/hnsw", "chromem-go v0.7.0"} {
+		r, ok := names[n]
+		if !ok || r.StoreSize != 400 || r.RecallAt10 == nil || *r.RecallAt10 <= 0 || *r.RecallAt10 > 1 || r.BuildSeconds == nil {
+			t.Fatalf("%s: %+v", n, r)
+		}
+	}
+	if _, ok := names["exact (brute force, vek32.Dot)"]; !ok || len(names) != 4 {
+		t.Fatalf("references %v", names)
+	}
+	if r := names["chromem-go v0.7.0"]; *r.RecallAt10 < 0.99 {
+		t.Fatalf("exhaustive search missed exact neighbours: %+v", r)
+	}
+}
+
+func TestBenchRecallANNPlots(t *testing.T) {
+	t.Parallel()
+	svg := filepath.Join(t.TempDir(), "bench.svg")
+	rep := runBench(t, "recall", "ann", "--sizes", "150,300", "--store-sonas", "3", "--clients", "2",
+		"--queries", "20", "--svg", svg)
+	builds := find(t, rep, bench.Build)
+	if len(builds) != 2 || builds[0].StoreSize != 150 || builds[1].StoreSize != 300 {
+		t.Fatalf("builds %+v", builds)
+	}
+	for _, b := range builds {
+		sane(t, b)
+		if b.BuildSeconds == nil || b.CPUMsPerOp <= 0 {
+			t.Fatalf("build %+v", b)
+		}
+	}
+	recalls := find(t, rep, bench.Recall)
+	if len(recalls) != 2 || recalls[0].StoreSize != 150 || recalls[1].StoreSize != 300 {
+		t.Fatalf("recalls %+v", recalls)
+	}
+	for _, r := range recalls {
+		sane(t, r)
+		if r.Clients != 2 || r.Sonas != 3 || r.CPUMsPerOp <= 0 || r.HitRate == nil || *r.HitRate < 0.5 {
+			t.Fatalf("recall %+v", r)
+		}
+	}
+	anns := find(t, rep, bench.ANN)
+	if len(anns) != 2 {
+		t.Fatalf("ann %+v", anns)
+	}
+	for _, r := range anns {
+		sane(t, r)
+		if r.RecallAt10 == nil || *r.RecallAt10 < 0.5 || *r.RecallAt10 > 1 || r.BuildSeconds == nil {
+			t.Fatalf("ann %+v", r)
+		}
+	}
+	f, err := os.Open(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := xml.NewDecoder(f)
+	elems := map[string]int{}
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the SVG is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			elems[se.Name.Local]++
+		}
+	}
+	// lines of two points: recall's p50 and p99, throughput, the ANN's
+	if elems["svg"] != 1 || elems["polyline"] < 5 || elems["circle"] < 10 {
+		t.Fatalf("SVG elements %v", elems)
+	}
+	if _, err := os.Stat(svg + ".tmp"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the temporary SVG is left: %v", err)
+	}
+}
+
+// TestBenchRestart: a SIGTERM and a SIGKILL of a small store, each
+// followed until the new server answers, recalls at its warm speed and
+// is idle.
+func TestBenchRestart(t *testing.T) {
+	t.Parallel()
+	rep := runBench(t, "restart", "--sizes", "200", "--store-sonas", "2")
+	restarts := find(t, rep, bench.Restart)
+	if len(restarts) != 2 {
+		t.Fatalf("restarts %+v", restarts)
+	}
+	for i, r := range restarts {
+		f := r.Restart
+		if f == nil || f.Signal != []string{"SIGTERM", "SIGKILL"}[i] || r.StoreSize != 200 || r.Errors != 0 ||
+			f.LoadedMs <= 0 || f.HealthzMs < f.LoadedMs || f.SteadyMs < f.HealthzMs || f.IdleMs < f.SteadyMs ||
+			f.ReferenceP50Ms <= 0 || f.CPUSeconds <= 0 || f.RSSHealthz <= 0 || f.RSSSteady <= 0 || f.RSSIdle <= 0 ||
+			(f.Signal == "SIGTERM") != (f.StopMs > 0) || r.Ops < 10 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms {
+			t.Fatalf("restart %d: %+v %+v", i, r, f)
+		}
+	}
+	if len(rep.Notes) != 0 {
+		t.Fatalf("notes %q", rep.Notes)
+	}
+}
+
+func TestBenchAdvance(t *testing.T) {
+	t.Parallel()
+	rep := runBench(t, "advance", "--advance-sonas", "40", "--clients", "3,6")
+	adv := find(t, rep, bench.Advance)
+	if len(adv) != 2 || adv[0].Clients != 3 || adv[1].Clients != 6 {
+		t.Fatalf("advance %+v", adv)
+	}
+	for _, r := range adv {
+		sane(t, r)
+		if r.Sonas != 40 || r.Name != "POST /sona/{uuid}/chat" || r.CPUMsPerOp <= 0 {
+			t.Fatalf("advance %+v", r)
+		}
+	}
+}
+
+// TestBenchTable: without --json, the table on stdout and the progress
+// on stderr (no terminal: a line a phase).
+func TestBenchTable(t *testing.T) {
+	t.Parallel()
+	out, errOut, code := run(t, "bench", "advance", "--data", t.TempDir(), "--duration", "1s", "--advance-sonas", "5", "--clients", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	if !strings.HasPrefix(out, "memoria bench, ") || !regexp.MustCompile(`(?m)^advance +POST /sona/\{uuid\}/chat +\d+ +2 +[1-9]\d* `).MatchString(out) {
+		t.Fatalf("table:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^bench +\d+s advance: 5 sonas, 2 clients$`).MatchString(errOut) {
+		t.Fatalf("progress:\n%s", errOut)
+	}
+}
+
+// TestBenchRefusesBadOptions: one readable line, a non-zero exit, and
+// nothing written.
+func TestBenchRefusesBadOptions(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"nonsense"}, {"--sizes", "12q"}, {"--sizes", "0"}, {"--clients", "-1"}, {"--clients", "4,x"},
+		{"--duration", "0s"}, {"--duration", "-3s"}, {"--queries", "0"}, {"--advance-sonas", "-5"}, {"--store-sonas", "0"},
+		{"--svg", filepath.Join(t.TempDir(), "missing", "b.svg")}, {"--locomo", filepath.Join(t.TempDir(), "missing")}} {
+		dir := t.TempDir()
+		out, errOut, code := run(t, append([]string{"bench", "--data", dir}, args...)...)
+		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+			t.Errorf("%v: wrote %v (%v)", args, ents, err)
+		}
+	}
+}

@@ -1,0 +1,279 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoria-ai/memoria/internal/loadgen"
+)
+
+func TestSizes(t *testing.T) {
+	for s, want := range map[string]int{"10000": 10000, "10k": 10000, "1.5k": 1500, "1m": 1_000_000, "2.5M": 2_500_000, " 300K ": 300_000} {
+		if n, err := ParseSize(s); err != nil || n != want {
+			t.Errorf("ParseSize(%q) = %d, %v", s, n, err)
+		}
+	}
+	for _, bad := range []string{"", "0", "-5", "1.2345k", "x", "10kk", "2g", "1e12"} {
+		if _, err := ParseSize(bad); !errors.Is(err, ErrOptions) {
+			t.Errorf("ParseSize(%q) accepted", bad)
+		}
+	}
+	for _, n := range []int{1, 999, 1000, 1500, 10_000, 123_456, 300_000, 1_000_000, 2_500_000} {
+		if got, err := ParseSize(FormatSize(n)); err != nil || got != n {
+			t.Errorf("%d → %q → %d, %v", n, FormatSize(n), got, err)
+		}
+	}
+}
+
+func TestSteps(t *testing.T) {
+	for _, c := range []struct {
+		from, to int
+		want     []int
+	}{
+		{0, 300_000, []int{10_000, 20_000, 50_000, 100_000, 200_000, 300_000}},
+		{10_000, 100_000, []int{20_000, 50_000, 100_000}},
+		{0, 500, []int{500}},
+		{100_000, 1_000_000, []int{200_000, 500_000, 1_000_000}},
+	} {
+		if got := steps(c.from, c.to); !slices.Equal(got, c.want) {
+			t.Errorf("steps(%d, %d) = %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
+}
+
+func TestQuiet(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64, cpu time.Duration) loadgen.ProcSample {
+		return loadgen.ProcSample{At: t0.Add(time.Duration(s * float64(time.Second))), CPU: cpu}
+	}
+	q := &quiet{share: 0.1}
+	// busy (a whole core) for 4 s, then 20 ms of CPU a second
+	cpu := time.Duration(0)
+	for s := 0.0; s <= 4; s += 0.5 {
+		if _, ok := q.add(at(s, cpu)); ok {
+			t.Fatalf("quiet while busy at %.1f s", s)
+		}
+		cpu += 500 * time.Millisecond
+	}
+	cpu -= 500 * time.Millisecond
+	var got time.Time
+	for s := 4.5; s <= 10; s += 0.5 {
+		cpu += 10 * time.Millisecond
+		if start, ok := q.add(at(s, cpu)); ok {
+			got = start
+			break
+		}
+	}
+	if want := t0.Add(4 * time.Second); !got.Equal(want) {
+		t.Fatalf("quiet from %v, want %v", got.Sub(t0), want.Sub(t0))
+	}
+}
+
+func TestExactSearchAndRecallAt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	vecs := make([][]float32, 500)
+	for i := range vecs {
+		vecs[i] = unit(rng, 16)
+	}
+	q := vecs[42]
+	got := exactSearch(vecs, q, 10)
+	if len(got) != 10 || got[0] != 42 {
+		t.Fatalf("exact search %v", got)
+	}
+	// best first, and nothing outside beats the tenth
+	dot := func(a, b []float32) (s float32) {
+		for i := range a {
+			s += a[i] * b[i]
+		}
+		return s
+	}
+	for i := 1; i < len(got); i++ {
+		if dot(q, vecs[got[i]]) > dot(q, vecs[got[i-1]])+1e-6 {
+			t.Fatalf("not best first: %v", got)
+		}
+	}
+	for id, v := range vecs {
+		if !slices.Contains(got, id) && dot(q, v) > dot(q, vecs[got[9]])+1e-6 {
+			t.Fatalf("%d is nearer than the tenth", id)
+		}
+	}
+	if r := *recallAt([][]int{got, got}, [][]int{got, got[:5]}); r != 0.75 {
+		t.Fatalf("recall@10 %v", r)
+	}
+}
+
+func unit(rng *rand.Rand, dims int) []float32 {
+	v := make([]float32, dims)
+	var n float32
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+		n += v[i] * v[i]
+	}
+	for i := range v {
+		v[i] /= float32(math.Sqrt(float64(n)))
+	}
+	return v
+}
+
+func TestCorpora(t *testing.T) {
+	a, b := NewSynthetic(3), NewSynthetic(3)
+	if a.Text(17) != b.Text(17) || a.Text(17) == a.Text(18) || NewSynthetic(4).Text(17) == a.Text(17) {
+		t.Fatal("synthetic texts are not a function of seed and index")
+	}
+	if n := len(strings.Fields(a.Text(5))); n < 6 || n > 20 {
+		t.Fatalf("%d words", n)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	text := "one two three four five six seven"
+	q := strings.Fields(Query(text, rng))
+	if len(q) != queryWords {
+		t.Fatalf("query %v", q)
+	}
+	pos := -1
+	for _, w := range q { // words of the text, in its order
+		i := slices.Index(strings.Fields(text), w)
+		if i <= pos {
+			t.Fatalf("query %v out of the text's order", q)
+		}
+		pos = i
+	}
+	if Query("short text", rng) != "short text" {
+		t.Fatal("a short text is its own query")
+	}
+
+	dir := t.TempDir()
+	conv := `{"speaker_a":"Ann","speaker_b":"Bo","session_1_date_time":"1:56 pm on 8 May, 2023",
+	 "session_1":[{"speaker":"Ann","dia_id":"D1:1","text":"I planted tomatoes in the garden today"},
+	              {"speaker":"Bo","dia_id":"D1:2","text":"Lovely, which kind of tomatoes?"}],
+	 "qa":[]}`
+	if err := os.WriteFile(filepath.Join(dir, "conv-1.json"), []byte(conv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := LoadLoCoMo(dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Text(0) != "Ann: I planted tomatoes in the garden today" || l.Text(1) != "Bo: Lovely, which kind of tomatoes?" {
+		t.Fatalf("turns %q, %q", l.Text(0), l.Text(1))
+	}
+	// past the turns: the same turn, perturbed, reproducibly
+	if r := l.Text(2); r == l.Text(0) || len(strings.Fields(r)) != len(strings.Fields(l.Text(0))) || r != l.Text(2) {
+		t.Fatalf("repetition %q of %q", r, l.Text(0))
+	}
+	if _, err := LoadLoCoMo(t.TempDir(), 1); err == nil {
+		t.Fatal("an empty directory was read as LoCoMo")
+	}
+}
+
+func sampleReport() *Report {
+	f := func(v float64) *float64 { return &v }
+	rep := &Report{Format: ReportFormat, StartedAt: time.Unix(1_800_000_000, 0).UTC(), Seconds: 60,
+		Machine: Machine{CPUs: 2, LoadStart: [3]float64{1, 1, 1}}, Settings: Settings{Corpus: "synthetic"}}
+	for _, n := range []int{10_000, 100_000, 300_000} {
+		x := float64(n) / 10_000
+		rep.Results = append(rep.Results,
+			Result{Scenario: Recall, Name: "POST /sona/{uuid}/recall", Path: "http", StoreSize: n, Clients: 1, Ops: 100,
+				PerSecond: 100 / x, P50Ms: 5 * x, P99Ms: 9 * x, MaxMs: 12 * x, HitRate: f(0.9), RSS: &RSS{1 << 20, 3 << 20, 2 << 20}},
+			Result{Scenario: ANN, Name: "memoria HNSW <own>", Path: "in-process", StoreSize: n, Clients: 1, Ops: 200,
+				PerSecond: 3000, P50Ms: 0.2, P99Ms: 0.4, MaxMs: 1, RecallAt10: f(0.9), BuildSeconds: f(x)},
+			Result{Scenario: Restart, Name: "restart after SIGTERM", Path: "http", StoreSize: n, Restart: &RestartFigures{
+				Signal: "SIGTERM", HealthzMs: 100 * x, SteadyMs: 900 * x, IdleMs: 1000 * x}})
+	}
+	rep.Results = append(rep.Results, Result{Scenario: Insert, Name: "POST /memories", Path: "http", StoreSize: 5000, Clients: 64,
+		Ops: 5000, PerSecond: 500, P50Ms: 100, P99Ms: 300, MaxMs: 400})
+	return rep
+}
+
+func TestWriteSVG(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteSVG(&b, sampleReport()); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(&b)
+	elems := map[string]int{}
+	var texts []string
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v", err)
+		}
+		switch v := tok.(type) {
+		case xml.StartElement:
+			elems[v.Name.Local]++
+		case xml.CharData:
+			texts = append(texts, string(v))
+		}
+	}
+	all := strings.Join(texts, "|")
+	// three panels; recall p50, p99 and the ANN's: lines of three points
+	if elems["svg"] != 1 || elems["polyline"] < 7 || !strings.Contains(all, "restart against store size") ||
+		!strings.Contains(all, "memoria HNSW <own> p50") || !strings.Contains(all, "100k") || strings.Contains(all, "POST /memories") {
+		t.Fatalf("elements %v, texts %q", elems, all)
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	var b bytes.Buffer
+	rep := sampleReport()
+	rep.Notes = []string{"a note"}
+	WriteTable(&b, rep)
+	out := b.String()
+	for _, want := range []string{"POST /sona/{uuid}/recall", "hit 0.90", "recall@10 0.900", "300k after SIGTERM", "note: a note", "1→3→2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	o := Options{Binary: "memoria", Dir: "d", Sizes: []int{100_000, 10_000, 100_000}}
+	if err := o.fill(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.Sizes, []int{10_000, 100_000}) || !slices.Equal(o.Scenarios, Scenarios) || o.Duration != DefaultDuration ||
+		o.Config == nil || o.Corpus.Name() != "synthetic" || !slices.Equal(o.clients(Recall), []int{1, 16}) {
+		t.Fatalf("%+v", o)
+	}
+	o.Clients = []int{8}
+	if !slices.Equal(o.clients(Advance), []int{8}) {
+		t.Fatal("--clients does not replace a scenario's own")
+	}
+	for _, bad := range []Options{{Dir: "d"}, {Binary: "m"}, {Binary: "m", Dir: "d", Scenarios: []string{"nope"}},
+		{Binary: "m", Dir: "d", Clients: []int{0}}, {Binary: "m", Dir: "d", Sizes: []int{0}}} {
+		if err := bad.fill(); !errors.Is(err, ErrOptions) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+}
+
+// TestMergeLoad: the growth of the store in parts (a window, then
+// top-ups) adds up to one report.
+func TestMergeLoad(t *testing.T) {
+	a := &loadgen.Report{Requests: 900, Seconds: 3, ServerCPUSeconds: 1.8, PeakRSS: 200,
+		Routes: []loadgen.RouteReport{{Route: "POST /memories", P50Ms: 10}},
+		Memory: []loadgen.MemorySample{{At: "start"}, {At: "end"}}}
+	b := &loadgen.Report{Requests: 100, Seconds: 1, Errors: 2, ServerCPUSeconds: 0.2, PeakRSS: 300,
+		Routes: []loadgen.RouteReport{{Route: "POST /memories", P50Ms: 99}},
+		Memory: []loadgen.MemorySample{{At: "start"}, {At: "end", ProcMemory: loadgen.ProcMemory{RSS: 7}}}}
+	if mergeLoad(nil, a) != a {
+		t.Fatal("the first part is not the whole")
+	}
+	m := mergeLoad(a, b)
+	if m.Requests != 1000 || m.Errors != 2 || m.Seconds != 4 || m.PerSecond != 250 || m.ServerCPUPerRequestMs != 2 ||
+		m.PeakRSS != 300 || m.Routes[0].P50Ms != 10 || len(m.Memory) != 3 || m.Memory[2].RSS != 7 {
+		t.Fatalf("%+v", m)
+	}
+}

@@ -1,0 +1,223 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/memoria-ai/memoria/internal/loadgen"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// insert measures POST /memories on an empty store: clients clients, each
+// inserting into its own sona (the dedup search included: the path users
+// hit).
+func (r *run) insert(ctx context.Context, clients int) error {
+	srv, stop, err := r.scratchServer(ctx, "insert")
+	if err != nil {
+		return err
+	}
+	defer stop()
+	c, closeClient := loadgen.NewClient(srv.URL, r.o.Token, clients)
+	defer closeClient()
+	sonas, err := createSonas(ctx, c, clients, "insert-%d", nil)
+	if err != nil {
+		return err
+	}
+	var next, dups atomic.Int64
+	req := func(ctx context.Context, i int, _ *rand.Rand) (loadgen.Op, error) {
+		resp, err := insertText(ctx, c, sonas[i], r.o.Corpus.Text(int(next.Add(1)-1)))
+		if err == nil && (resp.Deduplicated || resp.Existed) {
+			dups.Add(1)
+		}
+		return loadgen.OpInsert, err
+	}
+	rep := r.window(ctx, fmt.Sprintf("insert: %d clients", clients), loadgen.Window{Clients: clients, Duration: r.o.Duration,
+		Seed: r.o.Seed, Server: srv.Sample}, req)
+	res := fromLoad(Insert, rep)
+	res.Sonas = clients
+	if h, err := r.client(srv).Health(ctx); err == nil {
+		res.StoreSize = int(h.Memories)
+	}
+	res.Note = fmt.Sprintf("%d clients into %d sonas from an empty store; %d of the inserts were folded into a near-duplicate", clients, clients, dups.Load())
+	r.add(res)
+	return nil
+}
+
+// recall measures POST /sona/{uuid}/recall on the sized store: each query
+// is four words of a memory the store holds, asked in its sona.
+func (r *run) recall(ctx context.Context, clients int) error {
+	s := r.store
+	c, closeClient := loadgen.NewClient(s.srv.URL, r.o.Token, clients)
+	defer closeClient()
+	var hits atomic.Int64
+	req := func(ctx context.Context, _ int, rng *rand.Rand) (loadgen.Op, error) {
+		i := s.pick(rng)
+		text := r.o.Corpus.Text(i)
+		resp, err := c.Recall(ctx, s.sona(i), &messages.RecallRequest{Query: Query(text, rng)})
+		if err == nil && recalled(resp, text) {
+			hits.Add(1)
+		}
+		return loadgen.OpRecall, err
+	}
+	rep := r.window(ctx, fmt.Sprintf("recall: %s, %d clients", FormatSize(s.man.Memories), clients),
+		loadgen.Window{Clients: clients, Duration: r.o.Duration, Seed: r.o.Seed, Server: s.srv.Sample}, req)
+	res := fromLoad(Recall, rep)
+	res.StoreSize, res.Sonas = s.man.Memories, len(s.man.Sonas)
+	if rep.Requests > 0 {
+		h := float64(hits.Load()) / float64(rep.Requests)
+		res.HitRate = &h
+	}
+	r.add(res)
+	return nil
+}
+
+// recalled reports whether a recall brought back a memory of text.
+func recalled(resp *messages.RecallResponse, text string) bool {
+	return slices.ContainsFunc(resp.GetMemories(), func(m *messages.RecalledMemory) bool {
+		return m.GetMemory().GetData().GetFields()["content"].GetStringValue() == text
+	})
+}
+
+// advance measures POST /sona/{uuid}/chat (the offline model unless the
+// server's configuration names another) over AdvanceSonas sonas made on
+// an empty store.
+func (r *run) advance(ctx context.Context) error {
+	srv, stop, err := r.scratchServer(ctx, "advance")
+	if err != nil {
+		return err
+	}
+	defer stop()
+	n := r.o.AdvanceSonas
+	most := slices.Max(r.o.clients(Advance))
+	c, closeClient := loadgen.NewClient(srv.URL, r.o.Token, most)
+	defer closeClient()
+	start := time.Now()
+	sonas, err := createSonas(ctx, c, n, "advance-%d", func(m int) { r.progress("advance: sonas", m, n) })
+	if err != nil {
+		return err
+	}
+	made := time.Since(start)
+	var next atomic.Int64
+	for _, clients := range r.o.clients(Advance) {
+		req := func(ctx context.Context, _ int, rng *rand.Rand) (loadgen.Op, error) {
+			_, err := c.Chat(ctx, sonas[rng.IntN(len(sonas))], &messages.ChatRequest{
+				Content: r.o.Corpus.Text(int(next.Add(1) - 1)), Name: "user"})
+			return loadgen.OpChat, err
+		}
+		rep := r.window(ctx, fmt.Sprintf("advance: %d sonas, %d clients", n, clients),
+			loadgen.Window{Clients: clients, Duration: r.o.Duration, Seed: r.o.Seed, Server: srv.Sample}, req)
+		res := fromLoad(Advance, rep)
+		res.Sonas = n
+		if h, err := r.client(srv).Health(ctx); err == nil {
+			res.StoreSize = int(h.Memories)
+		}
+		res.Note = fmt.Sprintf("%d sonas made over HTTP in %.1f s before the first window; each chat stores 2 memories", n, made.Seconds())
+		r.add(res)
+	}
+	return nil
+}
+
+// window runs a window of load with a progress bar of its seconds.
+func (r *run) window(ctx context.Context, phase string, w loadgen.Window, req loadgen.Request) *loadgen.Report {
+	stop := r.ticking(phase, w.Duration)
+	defer stop()
+	return loadgen.Drive(ctx, w, req)
+}
+
+// ticking reports the seconds elapsed of a phase of length d until the
+// returned function is called.
+func (r *run) ticking(phase string, d time.Duration) func() {
+	total := int(d.Seconds())
+	r.progress(phase, 0, total)
+	start := time.Now()
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				r.progress(phase, min(int(time.Since(start).Seconds()), total), total)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+		r.progress(phase, total, total)
+	}
+}
+
+// Idleness: the server is idle once it used less than idleShare of a core
+// (more than what a probe costs, when one runs) over idleSpan: its
+// background work — index building, evaluation, compaction — is done.
+// waitIdle gives up after idleTimeout.
+const (
+	idleShare   = 0.10
+	idleSpan    = 3 * time.Second
+	idleTimeout = 30 * time.Minute
+)
+
+// quiet finds the first span of idleSpan over which a process used less
+// than share cores.
+type quiet struct {
+	share   float64
+	samples []loadgen.ProcSample
+}
+
+// add takes a sample and returns when the quiet span began, once there
+// is one.
+func (q *quiet) add(s loadgen.ProcSample) (time.Time, bool) {
+	q.samples = append(q.samples, s)
+	for j := len(q.samples) - 1; j >= 0; j-- {
+		old := q.samples[j]
+		if s.At.Sub(old.At) < idleSpan {
+			continue
+		}
+		q.samples = q.samples[j:]
+		if float64(s.CPU-old.CPU) < q.share*float64(s.At.Sub(old.At)) {
+			return old.At, true
+		}
+		break
+	}
+	return time.Time{}, false
+}
+
+// waitIdle waits until srv is idle and returns when its quiet span began.
+// It fails when the server exits; after idleTimeout it notes so and
+// returns the present.
+func (r *run) waitIdle(ctx context.Context, srv *loadgen.Server, phase string) (time.Time, error) {
+	start := time.Now()
+	q := &quiet{share: idleShare}
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s, err := srv.Sample()
+		if err != nil {
+			return time.Time{}, fmt.Errorf("bench: %s: %w (%s)", phase, err, srv.LastLog())
+		}
+		if at, ok := q.add(s); ok {
+			return at, nil
+		}
+		if time.Since(start) > idleTimeout {
+			r.note("%s: the server was still busy after %s", phase, idleTimeout)
+			return time.Now(), nil
+		}
+		r.progress(phase, int(time.Since(start).Seconds()), 0)
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-srv.Exited():
+			return time.Time{}, fmt.Errorf("bench: %s: %w (%v): %s", phase, loadgen.ErrExited, srv.Err(), srv.LastLog())
+		case <-t.C:
+		}
+	}
+}

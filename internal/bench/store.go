@@ -1,0 +1,331 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/memoria-ai/memoria/api/client"
+	"github.com/memoria-ai/memoria/internal/loadgen"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// The sized store is built the way users build one: the corpus's texts
+// inserted through POST /memories by buildClients concurrent clients, text
+// i into sona i mod StoreSonas, so it holds what inserts make beside the
+// blocks — the similar-memory associations, each sona's similarity
+// distribution (its emergent thresholds), the EUMAS evaluations — which an
+// import of a generated export would lack. It grows to each size of a run
+// in turn and is kept (dir/store, described by dir/store.json), so a later
+// run with the same corpus, seed, binary and server arguments continues it
+// instead of building it again.
+
+// buildClients insert concurrently while the store grows.
+const buildClients = 64
+
+// manifestFormat names the layout of store.json.
+const manifestFormat = "memoria-bench-store/1"
+
+type manifest struct {
+	Format     string   `json:"format"`
+	Corpus     string   `json:"corpus"`
+	Seed       int64    `json:"seed"`
+	Binary     string   `json:"binary_sha256"`
+	ServerArgs []string `json:"server_args"`
+	// Sonas are the sonas' uuids: text i is in Sonas[i mod len(Sonas)].
+	Sonas []string `json:"sonas"`
+	// Tried texts 0 … Tried-1 were inserted; Skipped of them the server
+	// did not store (it held the memory already, or reinforced a near
+	// duplicate instead).
+	Tried    int   `json:"tried"`
+	Skipped  []int `json:"skipped"`
+	Memories int   `json:"memories"`
+	// BuildSeconds is the time spent inserting, over all runs.
+	BuildSeconds float64 `json:"build_seconds"`
+}
+
+type store struct {
+	r       *run
+	dir     string
+	man     manifest
+	skipped map[int]bool
+	srv     *loadgen.Server
+}
+
+func (r *run) manifestPath() string { return filepath.Join(r.o.Dir, "store.json") }
+
+// openStore starts the server on the kept store when it matches this run
+// and holds at most size memories, or on a new one.
+func (r *run) openStore(ctx context.Context, size int) (*store, error) {
+	sum, err := fileSHA256(r.o.Binary)
+	if err != nil {
+		return nil, err
+	}
+	want := manifest{Format: manifestFormat, Corpus: r.o.Corpus.Name(), Seed: r.o.Seed, Binary: sum, ServerArgs: r.o.ServerArgs}
+	s := &store{r: r, dir: filepath.Join(r.o.Dir, "store"), skipped: map[int]bool{}}
+	var have manifest
+	if b, err := os.ReadFile(r.manifestPath()); err == nil && json.Unmarshal(b, &have) == nil &&
+		have.Format == want.Format && have.Corpus == want.Corpus && have.Seed == want.Seed && have.Binary == want.Binary &&
+		slices.Equal(have.ServerArgs, want.ServerArgs) && len(have.Sonas) == r.o.StoreSonas && have.Memories <= size {
+		if s.srv, err = r.startServer(ctx, s.dir); err != nil {
+			return nil, err
+		}
+		if h, err := s.client().Health(ctx); err == nil && h.Memories == int64(have.Memories) {
+			s.man = have
+			for _, i := range have.Skipped {
+				s.skipped[i] = true
+			}
+			r.note("store: continued the kept store of %d memories in %s", have.Memories, s.dir)
+			return s, nil
+		}
+		s.srv.Kill()
+		r.note("store: the kept store in %s does not hold what store.json says; built again", s.dir)
+	}
+	os.Remove(r.manifestPath())
+	if err := os.RemoveAll(s.dir); err != nil {
+		return nil, err
+	}
+	if s.srv, err = r.startServer(ctx, s.dir); err != nil {
+		return nil, err
+	}
+	s.man = want
+	c := s.client()
+	if s.man.Sonas, err = createSonas(ctx, c, r.o.StoreSonas, "bench-%03d", func(n int) { r.progress("store: sonas", n, r.o.StoreSonas) }); err != nil {
+		s.srv.Kill()
+		return nil, err
+	}
+	return s, s.save()
+}
+
+// client is a client of the store's server for single requests.
+func (s *store) client() *client.Client { return s.r.client(s.srv) }
+
+func (s *store) save() error {
+	b, err := json.MarshalIndent(s.man, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := s.r.manifestPath() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, s.r.manifestPath())
+}
+
+// close stops the server (SIGTERM).
+func (s *store) close() error {
+	if s.srv == nil {
+		return nil
+	}
+	err := s.srv.Stop(5 * time.Minute)
+	s.srv = nil
+	return err
+}
+
+// sona is the uuid of the sona holding text i.
+func (s *store) sona(i int) string { return s.man.Sonas[i%len(s.man.Sonas)] }
+
+// pick draws a text the store holds.
+func (s *store) pick(rng *rand.Rand) int {
+	for {
+		if i := rng.IntN(s.man.Tried); !s.skipped[i] {
+			return i
+		}
+	}
+}
+
+// grow makes the store hold at least size memories, reporting each step
+// of its growth (at 10k, 20k, 50k, 100k, … and size) as a build result,
+// then waits until the server is idle: the measurements start on a warm
+// server whose background work is done.
+func (r *run) grow(ctx context.Context, size int) error {
+	if r.store == nil {
+		s, err := r.openStore(ctx, size)
+		if err != nil {
+			return err
+		}
+		r.store = s
+	}
+	s := r.store
+	grown := s.man.Memories < size
+	if grown {
+		c, closeClient := loadgen.NewClient(s.srv.URL, r.o.Token, buildClients)
+		defer closeClient()
+		for _, step := range steps(s.man.Memories, size) {
+			if err := s.growTo(ctx, c, step, size); err != nil {
+				return err
+			}
+		}
+	}
+	wrote := time.Now()
+	idle, err := r.waitIdle(ctx, s.srv, fmt.Sprintf("store: %s, until idle", FormatSize(s.man.Memories)))
+	if err != nil {
+		return err
+	}
+	if grown {
+		last := &r.rep.Results[len(r.rep.Results)-1]
+		last.Note += fmt.Sprintf("; the server was idle %.0f s after the last insert", max(0, idle.Sub(wrote).Seconds()))
+	}
+	return nil
+}
+
+// steps are the sizes between from and to (exclusive, inclusive) at which
+// the store's growth is reported: 1, 2, 5 × powers of ten, and to.
+func steps(from, to int) []int {
+	var out []int
+	for p := 10_000; p < to; p *= 10 {
+		for _, m := range []int{1, 2, 5} {
+			if n := m * p; n > from && n < to {
+				out = append(out, n)
+			}
+		}
+	}
+	return append(out, to)
+}
+
+// growTo inserts texts until the store holds target memories.
+func (s *store) growTo(ctx context.Context, c *client.Client, target, size int) error {
+	r := s.r
+	phase := fmt.Sprintf("store: growing to %s", FormatSize(size))
+	start := time.Now()
+	var rep *loadgen.Report
+	var stored atomic.Int64
+	var mu sync.Mutex
+	var skipped []int
+	next := atomic.Int64{}
+	next.Store(int64(s.man.Tried))
+	for s.man.Memories < target {
+		need := int64(target - s.man.Memories)
+		req := func(ctx context.Context, _ int, _ *rand.Rand) (loadgen.Op, error) {
+			i := int(next.Add(1) - 1)
+			resp, err := insertText(ctx, c, s.sona(i), r.o.Corpus.Text(i))
+			switch {
+			case err != nil: // the growth fails: see part.Errors
+			case resp.Existed || resp.Deduplicated:
+				mu.Lock()
+				skipped = append(skipped, i)
+				mu.Unlock()
+			default:
+				if n := stored.Add(1); n%256 == 0 {
+					r.progress(phase, s.man.Memories+int(n), size)
+				}
+			}
+			return loadgen.OpInsert, err
+		}
+		w := loadgen.Window{Clients: buildClients, Duration: 24 * time.Hour, Requests: need, Seed: r.o.Seed + int64(s.man.Tried),
+			Server: s.srv.Sample}
+		part := loadgen.Drive(ctx, w, req)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if part.Errors > 0 {
+			return fmt.Errorf("bench: growing the store: %d of %d inserts failed (%v)", part.Errors, part.Requests, part.ErrorSamples)
+		}
+		s.man.Tried = int(next.Load())
+		s.man.Memories += int(stored.Swap(0))
+		rep = mergeLoad(rep, part)
+	}
+	mu.Lock()
+	for _, i := range skipped {
+		s.skipped[i] = true
+	}
+	s.man.Skipped = append(s.man.Skipped, skipped...)
+	slices.Sort(s.man.Skipped)
+	mu.Unlock()
+	took := time.Since(start)
+	s.man.BuildSeconds += took.Seconds()
+	h, err := s.client().Health(ctx)
+	if err != nil {
+		return err
+	}
+	if h.Memories != int64(s.man.Memories) {
+		return fmt.Errorf("bench: the store holds %d memories, %d were acknowledged", h.Memories, s.man.Memories)
+	}
+	res := fromLoad(Build, rep)
+	res.Name, res.StoreSize, res.Sonas = "POST /memories (growing the store)", s.man.Memories, len(s.man.Sonas)
+	res.Note = fmt.Sprintf("%d clients into %d sonas; %d of the %d inserts were folded into a near-duplicate", buildClients,
+		len(s.man.Sonas), len(skipped), rep.Requests)
+	bs := took.Seconds()
+	res.BuildSeconds = &bs
+	r.add(res)
+	return s.save()
+}
+
+// mergeLoad adds a later window's single route to an earlier one's
+// (latency percentiles of the parts are weighed by their requests: the
+// last top-up of a step is small).
+func mergeLoad(a, b *loadgen.Report) *loadgen.Report {
+	if a == nil {
+		return b
+	}
+	if b.Requests > a.Requests {
+		a.Routes = b.Routes
+	}
+	a.Seconds += b.Seconds
+	a.Requests += b.Requests
+	a.Errors += b.Errors
+	a.PerSecond = float64(a.Requests) / a.Seconds
+	a.ServerCPUSeconds += b.ServerCPUSeconds
+	a.ServerCPUPerRequestMs = 1000 * a.ServerCPUSeconds / float64(a.Requests)
+	a.PeakRSS = max(a.PeakRSS, b.PeakRSS)
+	if len(b.Memory) > 0 {
+		a.Memory = append(a.Memory[:len(a.Memory):len(a.Memory)], b.Memory[len(b.Memory)-1])
+	}
+	return a
+}
+
+func insertText(ctx context.Context, c *client.Client, sona, text string) (*messages.InsertResponse, error) {
+	data, err := structpb.NewStruct(map[string]any{"kind": "text", "content": text})
+	if err != nil {
+		return nil, err
+	}
+	return c.Insert(ctx, &messages.InsertRequest{Sona: sona, Data: data})
+}
+
+// createSonas creates n sonas named by format over HTTP, 16 at a time.
+func createSonas(ctx context.Context, c *client.Client, n int, format string, done func(int)) ([]string, error) {
+	out := make([]string, n)
+	var made atomic.Int64
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(16)
+	for i := range out {
+		eg.Go(func() error {
+			s, err := c.CreateSona(ectx, fmt.Sprintf(format, i))
+			if err != nil {
+				return fmt.Errorf("bench: create sona: %w", err)
+			}
+			out[i] = s.Uuid
+			if m := made.Add(1); done != nil && (m%64 == 0 || int(m) == n) {
+				done(int(m))
+			}
+			return nil
+		})
+	}
+	return out, eg.Wait()
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

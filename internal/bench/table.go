@@ -1,0 +1,86 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteTable prints a report for people: the machine, one line per
+// measurement, the restarts' times, the notes.
+func WriteTable(w io.Writer, rep *Report) {
+	m := rep.Machine
+	fmt.Fprintf(w, "memoria bench, %s, %d CPUs (%s), %.1f GiB, %s; load %.1f at the start, %.1f at the end; %.0f s\n",
+		rep.StartedAt.Format("2006-01-02 15:04 MST"), m.CPUs, m.CPUModel, float64(m.MemoryBytes)/(1<<30), m.GoVersion,
+		m.LoadStart[0], m.LoadEnd[0], rep.Seconds)
+	fmt.Fprintf(w, "corpus %s, seed %d, windows of %.0f s\n\n", rep.Settings.Corpus, rep.Settings.Seed, rep.Settings.DurationSeconds)
+	fmt.Fprintf(w, "%-8s %-38s %6s %7s %9s %8s %8s %8s %8s %7s  %-19s %s\n",
+		"scenario", "what", "size", "clients", "ops", "per s", "p50 ms", "p99 ms", "max ms", "CPU/op", "RSS MiB", "")
+	var restarts []Result
+	for _, r := range rep.Results {
+		if r.Restart != nil {
+			restarts = append(restarts, r)
+			continue
+		}
+		rss := ""
+		if r.RSS != nil {
+			rss = fmt.Sprintf("%.0f→%.0f→%.0f", mib(r.RSS.Start), mib(r.RSS.Peak), mib(r.RSS.End))
+		}
+		fmt.Fprintf(w, "%-8s %-38s %6s %7d %9d %8.1f %8.2f %8.2f %8.1f %7.2f  %-19s %s\n",
+			r.Scenario, clip(r.Name, 38), FormatSize(r.StoreSize), r.Clients, r.Ops, r.PerSecond, r.P50Ms, r.P99Ms, r.MaxMs,
+			r.CPUMsPerOp, rss, extras(r))
+	}
+	if len(restarts) > 0 {
+		fmt.Fprintf(w, "\nrestart (s from the process's start)  stop   loaded  healthz  primed   steady     idle   CPU s  ref p50 ms  RSS MiB healthz→steady→idle\n")
+		for _, r := range restarts {
+			f := r.Restart
+			fmt.Fprintf(w, "  %6s after %-16s %6.1f %8.1f %8.1f %8.1f %8s %8.1f %7.1f %11.2f  %.0f→%.0f→%.0f\n",
+				FormatSize(r.StoreSize), f.Signal, f.StopMs/1000, f.LoadedMs/1000, f.HealthzMs/1000, f.TextPrimedMs/1000,
+				steady(f.SteadyMs), f.IdleMs/1000, f.CPUSeconds, f.ReferenceP50Ms, mib(f.RSSHealthz), mib(f.RSSSteady), mib(f.RSSIdle))
+		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	for _, r := range rep.Results {
+		for _, s := range r.ErrorSamples {
+			fmt.Fprintf(w, "error (%s %s): %s\n", r.Scenario, r.Name, s)
+		}
+	}
+}
+
+func steady(ms float64) string {
+	if ms < 0 {
+		return "never"
+	}
+	return fmt.Sprintf("%.1f", ms/1000)
+}
+
+func extras(r Result) string {
+	var parts []string
+	if r.Errors > 0 {
+		parts = append(parts, fmt.Sprintf("%d errors (%s)", r.Errors, r.ErrorStatuses))
+	}
+	if r.HitRate != nil {
+		parts = append(parts, fmt.Sprintf("hit %.2f", *r.HitRate))
+	}
+	if r.RecallAt10 != nil {
+		parts = append(parts, fmt.Sprintf("recall@10 %.3f", *r.RecallAt10))
+	}
+	if r.BuildSeconds != nil {
+		parts = append(parts, fmt.Sprintf("built in %.1f s", *r.BuildSeconds))
+	}
+	if r.ClientCPUMsPerOp > 0 {
+		parts = append(parts, fmt.Sprintf("client CPU/op %.2f", r.ClientCPUMsPerOp))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func clip(s string, n int) string {
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }

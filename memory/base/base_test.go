@@ -1,0 +1,70 @@
+package base
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestCosine(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		a, b []float32
+		want float64
+	}{
+		{"same", []float32{1, 2, 3}, []float32{2, 4, 6}, 1},
+		{"opposite", []float32{1, 0}, []float32{-3, 0}, -1},
+		{"orthogonal", []float32{1, 0}, []float32{0, 5}, 0},
+		{"zero", []float32{0, 0}, []float32{1, 1}, 0},
+		{"lengths differ", []float32{1, 0}, []float32{1, 0, 0}, 0},
+		{"empty", nil, nil, 0},
+		{"45°", []float32{1, 0}, []float32{1, 1}, 1 / math.Sqrt2},
+	} {
+		if got := Cosine(c.a, c.b); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s: Cosine = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := Dot([]float32{1, 2, 3}, []float32{4, 5, 6}); got != 32 {
+		t.Errorf("Dot = %v, want 32", got)
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	v := []float32{3, 4}
+	if !Normalize(v) || v[0] != 0.6 || v[1] != 0.8 {
+		t.Fatalf("Normalize(3,4) = %v", v)
+	}
+	again := append([]float32(nil), v...)
+	if !Normalize(again) || again[0] != v[0] || again[1] != v[1] {
+		t.Fatalf("normalising a unit vector changed it: %v → %v", v, again)
+	}
+	for _, bad := range [][]float32{{0, 0}, {float32(math.NaN()), 1}, {float32(math.Inf(1)), 0}} {
+		keep := append([]float32(nil), bad...)
+		if Normalize(bad) {
+			t.Errorf("Normalize(%v) = true, want false", keep)
+		}
+	}
+}
+
+func TestKeys(t *testing.T) {
+	if got := Join([]byte("a/"), []byte("b"), nil, []byte{0}); !bytes.Equal(got, []byte("a/b\x00")) {
+		t.Errorf("Join = %q", got)
+	}
+	if a, b := U64(255), U64(256); bytes.Compare(a, b) >= 0 || len(a) != 8 {
+		t.Errorf("U64 does not sort numerically: %x, %x", a, b)
+	}
+	short := strings.Repeat("é", MaxKeyText/2)
+	if got := KeyText(short); string(got) != short {
+		t.Errorf("KeyText changed a text of %d bytes", len(short))
+	}
+	long := strings.Repeat("x", 1000)
+	k := KeyText(long)
+	if len(k) != MaxKeyText || utf8.Valid(k) || !strings.HasPrefix(string(k), "xxx") {
+		t.Errorf("KeyText(1000 bytes) = %q (%d bytes)", k, len(k))
+	}
+	if bytes.Equal(k, KeyText(long+"y")) {
+		t.Error("two long texts with the same start share a key")
+	}
+}

@@ -1,0 +1,54 @@
+package base
+
+import "math"
+
+// Dot is the dot product of a and b, accumulated in float64 in index
+// order (so the same vectors always give the same bits); b must be at
+// least as long as a.
+func Dot(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+// Cosine is the cosine similarity of a and b; 0 when either is zero or
+// their lengths differ.
+func Cosine(a, b []float32) float64 {
+	if len(a) != len(b) || len(a) == 0 {
+		return 0
+	}
+	var dot, na, nb float64
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		dot += x * y
+		na += x * x
+		nb += y * y
+	}
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return dot / math.Sqrt(na*nb)
+}
+
+// Normalize scales v to unit length in place; false if it cannot (v is
+// zero or not finite). A vector already within 1e-6 of unit length is
+// left as it is, so normalising twice changes nothing.
+func Normalize(v []float32) bool {
+	var sum float64
+	for _, f := range v {
+		sum += float64(f) * float64(f)
+	}
+	if sum == 0 || math.IsNaN(sum) || math.IsInf(sum, 0) {
+		return false
+	}
+	if math.Abs(sum-1) < 1e-6 {
+		return true
+	}
+	inv := float32(1 / math.Sqrt(sum))
+	for i := range v {
+		v[i] *= inv
+	}
+	return true
+}

@@ -1,0 +1,350 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/y"
+	"golang.org/x/sys/unix"
+
+	"github.com/memoria-ai/memoria/memory/base"
+)
+
+// valueThreshold is the size from which Badger keeps a value in its value
+// log rather than in the LSM tree.
+const valueThreshold = 64 << 10
+
+// Open opens (creating if needed) the Badger store in dir. Before Badger
+// opens it, its tables and write-ahead logs are checked (integrity.go);
+// after, a store holding fewer commits than it acknowledged is refused
+// with ErrLostWrites, unless o.AcceptLoss.
+func Open(dir string, o Options) (*Store, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	unreadable := &atomic.Pointer[string]{}
+	bo := badger.DefaultOptions(dir).
+		WithSyncWrites(true).       // one fsync per transaction, and one transaction per batch
+		WithDetectConflicts(false). // the committer is the only writer
+		WithBlockCacheSize(int64(o.CacheMB) << 20).
+		WithMemTableSize(int64(o.MemTableMB) << 20).
+		WithNumMemtables(o.Memtables).
+		WithChecksumVerificationMode(options.OnBlockRead).
+		WithVerifyValueChecksum(true).      // a damaged value is an error, not other bytes
+		WithValueThreshold(valueThreshold). // large blocks (files) live in the value log
+		WithLogger(badgerLogger{o.Logger, unreadable})
+	var wals []logDamage
+	if o.InMemory {
+		bo = bo.WithInMemory(true).WithDir("").WithValueDir("")
+	} else {
+		var err error
+		if wals, err = checkDir(dir, bo, o); err != nil {
+			return nil, err
+		}
+	}
+	db, err := badger.Open(bo)
+	if err != nil {
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return nil, fmt.Errorf("%w: %s (is `memoria serve` running? use --server)", base.ErrLocked, dir)
+		}
+		return nil, fmt.Errorf("memory: open %s: %w", dir, classifyBadger(err))
+	}
+	eng := &badgerEngine{db: db, dir: dir, inMemory: o.InMemory}
+	s, err := newStore(eng, dir, o)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.unreadable = unreadable
+	if !o.InMemory {
+		if s.space.free == nil {
+			s.space.free = func() (uint64, error) { return freeSpace(dir) }
+		}
+		if err := s.openAcked(wals, o.AcceptLoss); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	s.start()
+	return s, nil
+}
+
+// DB is the Badger database under the store, for tests that write behind
+// the committer and for size reports; nil for the in-memory backend.
+func (s *Store) DB() *badger.DB {
+	if e, ok := s.eng.(*badgerEngine); ok {
+		return e.db
+	}
+	return nil
+}
+
+// badgerEngine is the Badger backend.
+type badgerEngine struct {
+	db       *badger.DB
+	dir      string
+	inMemory bool
+}
+
+func (e *badgerEngine) view(fn func(Reader) error) error {
+	return e.db.View(func(txn *badger.Txn) error { return fn(badgerReader{txn}) })
+}
+
+func (e *badgerEngine) begin() batch { return badgerBatch{badgerReader{e.db.NewTransaction(true)}} }
+
+func (e *badgerEngine) close() error { return e.db.Close() }
+
+// check checks every table of the open store against its checksums, as
+// at open (tables a compaction removes meanwhile are skipped).
+func (e *badgerEngine) check() error {
+	if e.inMemory {
+		return nil
+	}
+	bo := e.db.Opts()
+	tables := map[uint64]options.CompressionType{}
+	for _, ti := range e.db.Tables() {
+		tables[ti.ID] = bo.Compression
+	}
+	return verifyTableFiles(e.dir, tables, bo.BlockSize, true)
+}
+
+// badgerBatch is a write transaction of Badger.
+type badgerBatch struct{ badgerReader }
+
+func (b badgerBatch) set(key, val []byte) error { return tooBig(b.txn.Set(key, val)) }
+func (b badgerBatch) delete(key []byte) error   { return tooBig(b.txn.Delete(key)) }
+func (b badgerBatch) discard()                  { b.txn.Discard() }
+func (b badgerBatch) commit() error             { return classifyBadger(b.txn.Commit()) }
+
+func tooBig(err error) error {
+	if errors.Is(err, badger.ErrTxnTooBig) {
+		return errTxnTooBig
+	}
+	return err
+}
+
+// badgerReader reads a Badger transaction.
+type badgerReader struct{ txn *badger.Txn }
+
+func (r badgerReader) Get(key []byte) ([]byte, error) {
+	item, err := r.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, base.ErrNotFound
+	}
+	if err != nil {
+		return nil, classifyBadger(err)
+	}
+	v, err := item.ValueCopy(nil)
+	return v, classifyBadger(err)
+}
+
+func (r badgerReader) Item(key []byte) (Item, error) {
+	item, err := r.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, base.ErrNotFound
+	}
+	if err != nil {
+		return nil, classifyBadger(err)
+	}
+	return badgerItem{item}, nil
+}
+
+func (r badgerReader) Has(key []byte) (bool, error) {
+	_, err := r.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, classifyBadger(err)
+}
+
+func (r badgerReader) NewIterator(o IterOptions) Iterator {
+	return badgerIterator{r.txn.NewIterator(badger.IteratorOptions{
+		Prefix:         o.Prefix,
+		Reverse:        o.Reverse,
+		PrefetchValues: o.PrefetchValues,
+		PrefetchSize:   o.PrefetchSize,
+	})}
+}
+
+// badgerItem classifies Badger's read errors (classifyBadger). Being one
+// pointer, it is boxed in an Item without an allocation.
+type badgerItem struct{ *badger.Item }
+
+func (i badgerItem) Value(fn func(v []byte) error) error {
+	var ferr error
+	err := i.Item.Value(func(v []byte) error {
+		ferr = fn(v)
+		return ferr
+	})
+	if ferr != nil {
+		return ferr
+	}
+	return classifyBadger(err)
+}
+
+func (i badgerItem) ValueCopy(dst []byte) ([]byte, error) {
+	v, err := i.Item.ValueCopy(dst)
+	return v, classifyBadger(err)
+}
+
+type badgerIterator struct{ *badger.Iterator }
+
+func (it badgerIterator) Item() Item { return badgerItem{it.Iterator.Item()} }
+
+// checkDir makes sure dir is a writable directory and runs the checks of
+// integrity.go on it, holding the directory's lock as Badger will.
+func checkDir(dir string, bo badger.Options, o Options) ([]logDamage, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("memory: cannot create the data directory: %w", err)
+	}
+	probe, err := os.CreateTemp(dir, ".probe-")
+	if err != nil {
+		return nil, fmt.Errorf("memory: the data directory %s is not writable: %w", dir, errors.Unwrap(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close() // releases the lock for Badger to take
+	if err := unix.Flock(int(d.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil, fmt.Errorf("%w: %s (is `memoria serve` running? use --server)", base.ErrLocked, dir)
+	}
+	if !o.SkipTableCheck {
+		if err := verifyTables(dir, bo); err != nil {
+			return nil, err
+		}
+	}
+	return checkLogs(dir, o.Logger)
+}
+
+// openAcked compares the store's commits with the acknowledged mark.
+func (s *Store) openAcked(wals []logDamage, accept bool) error {
+	const remedy = ". Run `memoria repair --accept-loss` to serve what remains (it logs what is gone), or restore the data directory from a backup"
+	a, acked, ok, err := openAckFile(s.dir)
+	if errors.Is(err, base.ErrLostWrites) {
+		if !accept {
+			return fmt.Errorf("%w%s", err, remedy)
+		}
+		s.log.Error("accepted an unreadable acknowledged mark: the store's state is taken as acknowledged", "err", err)
+		s.lost = err.Error()
+		os.Remove(filepath.Join(s.dir, AckFileName))
+		a, acked, ok, err = openAckFile(s.dir)
+	}
+	if err != nil {
+		return err
+	}
+	if ok && s.mark.commits < acked.commits {
+		lost := lossReport(acked, s.mark, wals)
+		if !accept {
+			a.f.Close()
+			return fmt.Errorf("%w: %s%s", base.ErrLostWrites, lost, remedy)
+		}
+		s.log.Error("accepted the loss of acknowledged writes", "lost", lost)
+		s.lost = lost
+	} else {
+		for _, d := range wals {
+			if d.followed {
+				s.log.Warn("a write-ahead log was damaged past its acknowledged writes: Badger cut it there (a copy is kept)",
+					"damage", d.String(), "copy", damagedDir(s.dir))
+			}
+		}
+	}
+	s.acked = a
+	return a.record(s.mark)
+}
+
+// lossReport says what a store that lost acknowledged writes lost.
+func lossReport(acked, now ackMark, wals []logDamage) string {
+	msg := fmt.Sprintf("the store holds %d commits, the last acknowledged was %d", now.commits, acked.commits)
+	if now.memSeq < acked.memSeq {
+		msg += fmt.Sprintf("; the insertion log ends at %d, the last acknowledged memory was %d (%d memories lost)",
+			now.memSeq, acked.memSeq, acked.memSeq-now.memSeq)
+	}
+	if len(wals) == 0 {
+		return msg + "; no damaged write-ahead log remains (a restart already replayed it)"
+	}
+	for _, d := range wals {
+		msg += "; the write-ahead log " + d.String()
+		if d.followed {
+			msg += " (a copy is kept in " + damagedDir(filepath.Dir(d.path)) + ")"
+		}
+	}
+	return msg
+}
+
+// freeSpace is the space available to unprivileged users on the file
+// system of dir.
+func freeSpace(dir string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// classifyBadger marks Badger's failures to read damaged files — a
+// checksum that does not match, a block that does not decode, a value
+// pointer past the end of its log — as corruption (ErrCorrupt), naming
+// the file when Badger's error does. Badger flattens the errors it wraps
+// into text, so they are recognised by it.
+func classifyBadger(err error) error {
+	if err == nil || errors.Is(err, base.ErrCorrupt) || !isCorruption(err) {
+		return err
+	}
+	if f := badgerFile(err); f != "" {
+		return corruptFile(f, err)
+	}
+	return fmt.Errorf("%w store: %v", base.ErrCorrupt, err)
+}
+
+var corruptionSigns = []string{
+	y.ErrChecksumMismatch.Error(), // a table block, a table index, a value
+	"failed to decompress",        // a table block
+	"invalid checksum length",     // a table block
+	"Data corrupted",              // a table index
+	y.ErrEOF.Error(),              // a value pointer past the end of its log
+	"Invalid read",                // a value shorter than its pointer says
+	"Invalid value pointer offset",
+}
+
+func isCorruption(err error) bool {
+	if errors.Is(err, y.ErrChecksumMismatch) || errors.Is(err, y.ErrEOF) {
+		return true
+	}
+	msg := err.Error()
+	return slices.ContainsFunc(corruptionSigns, func(s string) bool { return strings.Contains(msg, s) })
+}
+
+// badgerLogger passes Badger's log to the store's, and keeps the last
+// value Badger could not read, with the file it names.
+type badgerLogger struct {
+	l          *slog.Logger
+	unreadable *atomic.Pointer[string]
+}
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	msg := fmt.Sprintf(f, a...)
+	if _, why, ok := strings.Cut(msg, " Error: "); ok && strings.HasPrefix(msg, "Unable to read") {
+		if file := badgerFile(errors.New(why)); file != "" {
+			why = file + ": " + why
+			b.unreadable.Store(&why)
+		}
+	}
+	b.l.Error(msg, "component", "badger")
+}
+func (b badgerLogger) Warningf(f string, a ...any) {
+	b.l.Warn(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (b badgerLogger) Infof(f string, a ...any) {
+	b.l.Debug(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (b badgerLogger) Debugf(f string, a ...any) {}

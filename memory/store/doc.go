@@ -1,0 +1,78 @@
+// Package store is Memoria's source of truth: content-addressed blocks and
+// the mutable key spaces beside them, behind small interfaces, on one of
+// two backends. It knows keys and bytes, not what they mean: package memory
+// and its subsystems own the key spaces (memory's doc lists them all).
+//
+// # Interfaces
+//
+//   - Reader reads: Get, Item (the value read on demand), Has, NewIterator
+//     (prefix, Seek, Reverse). Viewer.View hands one over a consistent
+//     snapshot of what is committed.
+//   - Tx is a Reader that also buffers writes (Set, Delete, PutBlock) and
+//     post-commit work (OnCommit), for one Op.
+//   - Committer is the only door of writes: Submit, Update, Barrier.
+//   - Event is a durable commit and the keys it wrote, told to Subscribe's
+//     subscribers in commit order (pebble's EventListener): derived
+//     structures (caches, indexes) follow the store with it.
+//
+// *Store implements them all, over an engine: Badger (Open) or a sorted
+// list in memory (OpenMemory). The committer, the blocks' verification,
+// the space guard and the events are the Store's, shared by both engines;
+// the conformance suite storetest holds both to the same behaviour. Options
+// come from the configuration only (OptionsOf): there is no second set of
+// defaults here.
+//
+// # Invariants
+//
+//   - Every block enters through Tx.PutBlock, which re-hashes it, and
+//     leaves through Store.Block (or ReadBlock), which re-hashes it again:
+//     a stored block whose bytes do not match its CID is ErrCorrupt, never
+//     served.
+//   - Every write passes the committer: operations run in submission
+//     order, each sees the writes of those before it, and either all of an
+//     operation's writes apply or none. A batch is applied in as few
+//     transactions as fit (an op too big for any fails alone with
+//     ErrTooLarge) and acknowledged only after that transaction's fsync
+//     and, on disk, the acknowledged mark (the commit count, in a file
+//     beside Badger's) moved. A store that opens with fewer commits than
+//     its mark lost acknowledged writes and refuses to serve
+//     (ErrLostWrites) until the loss is accepted.
+//   - A batch that would leave less than the free-space reserve on the
+//     store's file system is not committed (ErrDiskFull); reads go on.
+//   - Before Badger opens the store, every table is verified and the
+//     write-ahead logs are scanned (integrity.go): damage is named, never
+//     read past.
+//   - Subscribers hear a commit after it is durable and before any of its
+//     operations is acknowledged, so a cache invalidated by an event never
+//     serves a caller what that caller's acknowledged write replaced.
+//
+// # Where this differs from the plan (issue 14)
+//
+//   - One Store type over an engine, not a Store interface with a Badger
+//     and an in-memory implementation: the group commit, the split and
+//     replay of a batch too big for one transaction, the disk-full rerun
+//     and the events are the subtlest code here and do not depend on the
+//     backend, so both backends share one copy; the engine (view, begin,
+//     set/delete/commit/discard, check) is the seam, and storetest runs
+//     the public API over both.
+//   - The layout migrations (memory/migrate.go) stay with package memory:
+//     they rewrite the domain's key spaces, which the store does not know.
+//     The embedding-space identity (x/embedder) is here.
+//   - Tx.OnCommit remains for the in-memory structures the append still
+//     updates directly (sona records, vector and full-text indexes); the
+//     meta cache and the anchor list already follow Events instead.
+//   - An iterator in Reverse starts with Seek (prefix+0xff, say): Badger's
+//     Rewind in reverse does not find the last key under a prefix.
+//
+// # Key spaces
+//
+// The store's own:
+//
+//	b/           multihash   block bytes (memories, ACTs, files)
+//	x/commits                commits made (8 bytes BE): every commit counts itself
+//	x/memseq                 the insertion log's last position (8 bytes BE), which
+//	                         the acknowledged mark records beside the commit count
+//	x/embedder               identity of the embedding space of the stored vectors
+//
+// and the file memoria.acked beside Badger's (the acknowledged mark).
+package store

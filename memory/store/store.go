@@ -1,0 +1,839 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory/base"
+)
+
+// The store's own keys (the others belong to the packages that write them;
+// package memory's doc lists every key space).
+var (
+	// PrefixBlock keys blocks by multihash.
+	PrefixBlock = []byte("b/")
+	// KeyCommits counts the commits made (8 bytes BE): every group commit
+	// counts itself.
+	KeyCommits = []byte("x/commits")
+	// KeyMemSeq is the insertion log's last position (8 bytes BE); the
+	// acknowledged mark records it beside the commit count.
+	KeyMemSeq = []byte("x/memseq")
+)
+
+// BlockKey is the key of block c: its multihash (the codec is not kept).
+func BlockKey(c cid.Cid) []byte { return base.Join(PrefixBlock, c.Hash()) }
+
+// Options configure a Store. OptionsOf makes them from the configuration,
+// the one place their defaults live (config.Default); Open refuses
+// options without a batch, block, cache or memtable size.
+type Options struct {
+	// MaxBatch is the most operations acknowledged by one group commit.
+	MaxBatch int
+	// MaxBlockBytes caps one block.
+	MaxBlockBytes int
+	// CacheMB sizes Badger's block cache.
+	CacheMB int
+	// MemTableMB sizes each of Badger's memtables, its write buffers. A
+	// full one is flushed to a table file of about this size. A batch
+	// over 15% of it is split (Badger's limit of one transaction; the
+	// in-memory backend keeps the same).
+	MemTableMB int
+	// Memtables bounds how many memtables are held (the one written and
+	// those waiting for a flush).
+	Memtables int
+	// MinFreeBytes is the free space the committer keeps on the store's
+	// file system: a batch that would leave less is refused with
+	// ErrDiskFull. Badger writes through memory-mapped files, so running
+	// out of space would kill the process (SIGBUS); the reserve must cover
+	// what Badger writes on its own: memtable flushes and compactions.
+	MinFreeBytes uint64
+	// FreeSpace reports the bytes available on the store's file system
+	// (default: statfs of its directory; the in-memory backend has none
+	// unless it is set). Tests inject it.
+	FreeSpace func() (uint64, error)
+	// SkipTableCheck opens without verifying every table first (see
+	// integrity.go).
+	SkipTableCheck bool
+	// AcceptLoss opens a store that lost acknowledged writes: it logs
+	// what is gone and takes what remains as acknowledged from now on.
+	AcceptLoss bool
+	// InMemory keeps Badger in RAM (benchmarks of the logic only).
+	InMemory bool
+	Logger   *slog.Logger
+}
+
+// OptionsOf are the store options of the configuration.
+func OptionsOf(c config.Store) Options {
+	return Options{
+		MaxBatch:       c.MaxBatch,
+		MaxBlockBytes:  c.MaxBlockBytes,
+		CacheMB:        c.CacheMB,
+		MemTableMB:     c.MemTableMB,
+		Memtables:      c.Memtables,
+		MinFreeBytes:   uint64(c.MinFreeMB) << 20,
+		SkipTableCheck: !c.VerifyTables,
+	}
+}
+
+// check refuses options with no sizes (not made by OptionsOf) and gives
+// a store without a logger one that discards.
+func (o *Options) check() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"max_batch", o.MaxBatch}, {"max_block_bytes", o.MaxBlockBytes}, {"cache_mb", o.CacheMB}, {"memtable_mb", o.MemTableMB}, {"memtables", o.Memtables}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%w: store option %s is %d (make the options with store.OptionsOf)", base.ErrInvalid, f.name, f.v)
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// engine is a backend: Badger (badger.go) or a sorted map (mem.go).
+type engine interface {
+	// view runs fn on a snapshot of what is committed.
+	view(fn func(Reader) error) error
+	// begin starts a write transaction.
+	begin() batch
+	// check verifies the engine's files against their checksums (nil when
+	// it has none).
+	check() error
+	close() error
+}
+
+// batch is a write transaction of an engine. set and delete return
+// errTxnTooBig when the transaction cannot take the write; commit makes
+// it durable (one fsync).
+type batch interface {
+	Reader
+	set(key, val []byte) error
+	delete(key []byte) error
+	commit() error
+	discard()
+}
+
+// errTxnTooBig means a transaction is full: the committer splits it.
+var errTxnTooBig = errors.New("store: transaction too big")
+
+// Store is the source of truth: content-addressed blocks and the mutable
+// key spaces, on one engine. Reads go straight to the engine; every write
+// passes one door, the committer, which runs operations in order, applies
+// a batch of them in one transaction and acknowledges them all after that
+// transaction's single fsync (group commit) and, on disk, after the
+// acknowledged mark moved (integrity.go).
+type Store struct {
+	eng      engine
+	dir      string
+	maxBlock int
+	maxBatch int
+	log      *slog.Logger
+	space    spaceGuard
+	// unreadable is the last value Badger could not read from a value
+	// log, and why (Badger logs it and returns no bytes, not an error);
+	// nil in memory.
+	unreadable *atomic.Pointer[string]
+	lost       string // the loss of acknowledged writes accepted at open
+
+	// Owned by the committer once it runs:
+	mark     ackMark    // commits made and the insertion log's end
+	answered []*Pending // answered by the batch, to acknowledge in order
+	acks     chan ackBatch
+	// Owned by the acknowledger (ackLoop) once it runs:
+	acked  *ackFile // the acknowledged mark (integrity.go); nil in memory
+	ackErr error    // the mark's last write failure, logged once
+
+	queue   chan *Pending
+	mu      sync.RWMutex // guards closed against Submit racing Close
+	closed  bool
+	stopped chan struct{}
+	subs    []func(Event) // set before the first write
+}
+
+// Committer is the door of writes (what a subsystem that writes needs).
+type Committer interface {
+	// Submit queues op and returns at once.
+	Submit(op Op) *Pending
+	// Update runs op and waits until it is durable.
+	Update(ctx context.Context, op Op) error
+	// Barrier waits until everything submitted before it is durable or
+	// failed.
+	Barrier(ctx context.Context) error
+}
+
+// Viewer reads consistent snapshots (what a subsystem that reads needs).
+type Viewer interface {
+	View(fn func(r Reader) error) error
+}
+
+var (
+	_ Committer = (*Store)(nil)
+	_ Viewer    = (*Store)(nil)
+	_ Tx        = (*tx)(nil)
+)
+
+// Event is one durable commit, told to subscribers (Subscribe) in commit
+// order, after the commit is durable and before its operations are
+// acknowledged: what a derived structure (a cache, an index) needs to
+// follow the store.
+type Event struct {
+	// Commit is the commit's number (x/commits).
+	Commit uint64
+	// Keys are the keys the commit wrote or deleted, in the order its
+	// operations wrote them (each once per operation). Strings, so that
+	// subscribers share them safely and the committer copies nothing.
+	Keys []string
+}
+
+// Subscribe has fn told of every commit (see Event). fn runs on the
+// committer's goroutine: keep it short. Subscribe before the first write.
+func (s *Store) Subscribe(fn func(Event)) { s.subs = append(s.subs, fn) }
+
+// Op is one atomic write: it reads and writes through tx, and either all of
+// its writes are applied or none. An Op may be run more than once (when a
+// batch must be split), so it must not have side effects outside tx; work
+// to do after the write is durable goes into tx.OnCommit.
+type Op func(tx Tx) error
+
+// Tx is an Op's view of the store: reads see committed data, the batch's
+// earlier operations and this op's own writes (iterators: not the op's
+// own); writes are buffered and applied only if the op succeeds.
+type Tx interface {
+	Reader
+	// Set buffers a write of key.
+	Set(key, val []byte)
+	// Delete buffers a deletion of key.
+	Delete(key []byte)
+	// PutBlock verifies that block hashes to c and buffers its write.
+	// This is the only way a block enters the store.
+	PutBlock(c cid.Cid, block []byte) error
+	// OnCommit registers fn to run after the op's writes are durable,
+	// before the op is acknowledged, on the committer's goroutine.
+	OnCommit(fn func())
+}
+
+// Pending is a submitted Op. Done is closed once the Op's writes are durable
+// or it failed.
+type Pending struct {
+	op   Op
+	done chan struct{}
+	err  error
+}
+
+// Done is closed when the operation is durable or has failed.
+func (p *Pending) Done() <-chan struct{} { return p.done }
+
+// Err returns the operation's error; valid after Done is closed.
+func (p *Pending) Err() error { return p.err }
+
+// Wait blocks until the operation is durable (nil) or failed.
+func (p *Pending) Wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// newStore starts the committer of eng, whose commit count and insertion
+// log end are read first.
+func newStore(eng engine, dir string, o Options) (*Store, error) {
+	s := &Store{
+		eng:      eng,
+		dir:      dir,
+		maxBlock: o.MaxBlockBytes,
+		maxBatch: o.MaxBatch,
+		log:      o.Logger,
+		space:    spaceGuard{free: o.FreeSpace, reserve: o.MinFreeBytes, log: o.Logger},
+		queue:    make(chan *Pending, o.MaxBatch),
+		acks:     make(chan ackBatch, 4),
+		stopped:  make(chan struct{}),
+	}
+	if err := eng.view(func(r Reader) error {
+		var err error
+		if s.mark.commits, err = ReadU64(r, KeyCommits); err != nil {
+			return err
+		}
+		s.mark.memSeq, err = ReadU64(r, KeyMemSeq)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("memory: open %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// start runs the committer.
+func (s *Store) start() { go s.commitLoop() }
+
+// AcceptedLoss says what the store had lost when it was opened with
+// AcceptLoss, or "" when it had lost nothing.
+func (s *Store) AcceptedLoss() string { return s.lost }
+
+// CheckSpace reports whether writes are accepted now: nil, or why not
+// (ErrDiskFull).
+func (s *Store) CheckSpace() error { return s.space.check(0) }
+
+// Explain adds to a broken invariant of the stored data (err) the damaged
+// table behind it, when the tables say.
+func (s *Store) Explain(err error) error {
+	if verr := s.eng.check(); verr != nil {
+		return fmt.Errorf("%w (found because %v)", verr, err)
+	}
+	return err
+}
+
+// Close stops the committer after it has written everything submitted,
+// then closes the engine.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.queue)
+	s.mu.Unlock()
+	<-s.stopped
+	err := s.eng.close()
+	if s.acked != nil {
+		if aerr := s.acked.close(); err == nil {
+			err = aerr
+		}
+	}
+	return err
+}
+
+// Submit queues op for the committer and returns at once.
+func (s *Store) Submit(op Op) *Pending {
+	p := &Pending{op: op, done: make(chan struct{})}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		p.err = base.ErrClosed
+		close(p.done)
+		return p
+	}
+	s.queue <- p
+	return p
+}
+
+// Update runs op through the committer and waits until it is durable.
+func (s *Store) Update(ctx context.Context, op Op) error {
+	return s.Submit(op).Wait(ctx)
+}
+
+// Barrier waits until everything submitted before it is durable or failed.
+func (s *Store) Barrier(ctx context.Context) error {
+	return s.Update(ctx, func(Tx) error { return nil })
+}
+
+// View runs fn on a consistent snapshot of what is committed.
+func (s *Store) View(fn func(r Reader) error) error { return s.eng.view(fn) }
+
+func (s *Store) commitLoop() {
+	defer close(s.stopped)
+	acked := make(chan struct{})
+	go s.ackLoop(acked)
+	defer func() {
+		close(s.acks)
+		<-acked
+	}()
+	batch := make([]*Pending, 0, s.maxBatch)
+	for first := range s.queue {
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < s.maxBatch {
+			select {
+			case p, ok := <-s.queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, p)
+			default:
+				break fill
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+// commitBatch applies the batch in as few transactions as fit, each
+// committed with one fsync, and has every operation acknowledged once the
+// acknowledged mark covers it (ackLoop). A transaction that would take the
+// file system below its reserve is not committed: its operations that
+// write fail with ErrDiskFull.
+func (s *Store) commitBatch(batch []*Pending) {
+	txn := s.newTxn()
+	var applied []appliedOp
+
+	commit := func() {
+		var need uint64
+		for _, a := range applied {
+			need += a.bytes
+		}
+		var err error
+		var mark *ackMark
+		if need == 0 {
+			txn.discard() // nothing written: nothing to commit
+		} else if err = s.space.check(need); err == nil {
+			if err = txn.commit(); err != nil {
+				err = fmt.Errorf("memory: commit: %w", err)
+				s.log.Error("group commit failed", "ops", len(applied), "err", err)
+			} else {
+				s.mark.commits++
+				for _, a := range applied {
+					s.mark.memSeq = max(s.mark.memSeq, a.memSeq)
+				}
+				m := s.mark
+				mark = &m
+				s.tell(m.commits, applied)
+			}
+		} else {
+			txn.discard()
+		}
+		for _, a := range applied {
+			aerr := err
+			if errors.Is(err, base.ErrDiskFull) && a.bytes == 0 {
+				// It wrote nothing, but may have read what the refused
+				// ops wrote: run it again alone, on what is committed.
+				a, aerr = s.rerun(a, err)
+			}
+			if aerr == nil {
+				for _, h := range a.hooks {
+					h()
+				}
+			}
+			s.answer(a.p, aerr)
+		}
+		s.acknowledge(mark)
+		applied = applied[:0]
+		txn = s.newTxn()
+	}
+
+	for _, p := range batch {
+		a, partial, err := runOp(txn, s, p)
+		if errors.Is(err, errTxnTooBig) && len(applied) > 0 {
+			// Commit the earlier ops without this one's partial writes,
+			// then retry it alone in a fresh transaction.
+			txn.discard()
+			txn = s.newTxn()
+			applied = s.replay(txn, applied)
+			commit()
+			a, partial, err = runOp(txn, s, p)
+		}
+		if errors.Is(err, errTxnTooBig) {
+			err = fmt.Errorf("%w: one write exceeds a transaction", base.ErrTooLarge)
+		}
+		if partial {
+			// Drop this op's partial writes: rebuild the batch without it.
+			txn.discard()
+			txn = s.newTxn()
+			applied = s.replay(txn, applied)
+		}
+		if err != nil {
+			s.answer(p, err)
+			continue
+		}
+		applied = append(applied, a)
+	}
+	if len(applied) > 0 {
+		commit()
+	}
+	txn.discard()
+	s.acknowledge(nil)
+}
+
+// tell gives the subscribers the event of a durable commit.
+func (s *Store) tell(commit uint64, applied []appliedOp) {
+	if len(s.subs) == 0 {
+		return
+	}
+	e := Event{Commit: commit}
+	for _, a := range applied {
+		e.Keys = append(e.Keys, a.keys...)
+	}
+	for _, fn := range s.subs {
+		fn(e)
+	}
+}
+
+// answer sets p's result, to be acknowledged with its batch's commit.
+func (s *Store) answer(p *Pending, err error) {
+	p.err = err
+	s.answered = append(s.answered, p)
+}
+
+// ackBatch is answered operations to acknowledge once mark (if any) is
+// recorded.
+type ackBatch struct {
+	mark *ackMark
+	ops  []*Pending
+}
+
+// acknowledge hands what the batch answered so far to the acknowledger,
+// with the mark of its commit (nil when nothing was committed).
+func (s *Store) acknowledge(mark *ackMark) {
+	if len(s.answered) > 0 || mark != nil {
+		s.acks <- ackBatch{mark, s.answered}
+		s.answered = nil
+	}
+}
+
+// ackLoop records the acknowledged mark of each commit, durably, and then
+// acknowledges its operations, in commit order. It runs beside the
+// committer, so that the mark's fsync overlaps the next commit's.
+func (s *Store) ackLoop(done chan<- struct{}) {
+	defer close(done)
+	for b := range s.acks {
+		if b.mark != nil && s.acked != nil {
+			err := s.acked.record(*b.mark)
+			if err != nil && s.ackErr == nil {
+				s.log.Error("cannot record the acknowledged mark: a loss of acknowledged writes may go unnoticed", "file", s.acked.path, "err", err)
+			} else if err == nil && s.ackErr != nil {
+				s.log.Warn("recording the acknowledged mark again", "file", s.acked.path)
+			}
+			s.ackErr = err
+		}
+		for _, p := range b.ops {
+			close(p.done)
+		}
+	}
+}
+
+// rerun runs an op that wrote nothing, in a batch refused, again alone
+// in a transaction that is discarded: its result stands if it still
+// writes nothing; if it now writes, it is refused too.
+func (s *Store) rerun(a appliedOp, refused error) (appliedOp, error) {
+	txn := s.eng.begin()
+	defer txn.discard()
+	again, _, err := runOp(txn, s, a.p)
+	if err == nil && again.bytes > 0 {
+		err = refused
+	}
+	return again, err
+}
+
+// newTxn starts a transaction that counts itself as the next commit
+// (x/commits) — first, so that it is never what makes it too big.
+func (s *Store) newTxn() batch {
+	txn := s.eng.begin()
+	if err := txn.set(KeyCommits, base.U64(s.mark.commits+1)); err != nil {
+		panic(fmt.Sprintf("memory: counting a commit in an empty transaction: %v", err))
+	}
+	return txn
+}
+
+type appliedOp struct {
+	p      *Pending
+	hooks  []func()
+	keys   []string // written or deleted, for the commit's event
+	bytes  uint64   // what its writes take on disk, about
+	memSeq uint64   // the insertion-log end it wrote, if any
+}
+
+// runOp runs p's op against txn. An op that fails leaves nothing in txn,
+// except when applying its buffered writes fails part way (partial).
+func runOp(txn batch, s *Store, p *Pending) (a appliedOp, partial bool, err error) {
+	t := &tx{txn: txn, store: s, writes: map[string]*write{}}
+	if err := p.op(t); err != nil {
+		return a, false, err
+	}
+	if err := t.apply(); err != nil {
+		return a, true, err
+	}
+	return appliedOp{p: p, hooks: t.hooks, keys: t.keys(), bytes: t.bytes, memSeq: t.memSeq}, false, nil
+}
+
+// replay re-runs already applied ops into a fresh transaction after the
+// previous one had to be discarded. Ops are functions of the store's state,
+// which has not changed, so they write the same again; one that now fails
+// is acknowledged with its error.
+func (s *Store) replay(txn batch, ops []appliedOp) []appliedOp {
+	kept := ops[:0]
+	for _, a := range ops {
+		again, _, err := runOp(txn, s, a.p)
+		if err != nil {
+			s.answer(a.p, fmt.Errorf("memory: replay after split: %w", err))
+			continue
+		}
+		kept = append(kept, again)
+	}
+	return kept
+}
+
+// tx is the Tx of an Op: its writes are buffered until the op returns.
+type tx struct {
+	txn    batch
+	store  *Store
+	writes map[string]*write
+	order  []string
+	hooks  []func()
+	bytes  uint64 // of its applied writes, with the engine's overhead
+	memSeq uint64 // the insertion-log end it wrote
+}
+
+// entryOverhead is, about, what Badger adds to a key and value on disk
+// (entry header, version, checksum).
+const entryOverhead = 64
+
+type write struct {
+	val    []byte
+	delete bool
+}
+
+func (t *tx) Get(key []byte) ([]byte, error) {
+	if w, ok := t.writes[string(key)]; ok {
+		if w.delete {
+			return nil, base.ErrNotFound
+		}
+		return w.val, nil
+	}
+	return t.txn.Get(key)
+}
+
+func (t *tx) Item(key []byte) (Item, error) {
+	if w, ok := t.writes[string(key)]; ok {
+		if w.delete {
+			return nil, base.ErrNotFound
+		}
+		return valueItem{key, w.val}, nil
+	}
+	return t.txn.Item(key)
+}
+
+func (t *tx) Has(key []byte) (bool, error) {
+	_, err := t.Item(key)
+	if errors.Is(err, base.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (t *tx) NewIterator(o IterOptions) Iterator { return t.txn.NewIterator(o) }
+
+func (t *tx) Set(key, val []byte) {
+	k := string(key)
+	if _, ok := t.writes[k]; !ok {
+		t.order = append(t.order, k)
+	}
+	t.writes[k] = &write{val: val}
+}
+
+func (t *tx) Delete(key []byte) {
+	k := string(key)
+	if _, ok := t.writes[k]; !ok {
+		t.order = append(t.order, k)
+	}
+	t.writes[k] = &write{delete: true}
+}
+
+func (t *tx) PutBlock(c cid.Cid, block []byte) error {
+	if len(block) > t.store.maxBlock {
+		return fmt.Errorf("%w: block of %d bytes exceeds %d", base.ErrTooLarge, len(block), t.store.maxBlock)
+	}
+	if err := VerifyBlock(c, block); err != nil {
+		return err
+	}
+	t.Set(BlockKey(c), block)
+	return nil
+}
+
+func (t *tx) OnCommit(fn func()) { t.hooks = append(t.hooks, fn) }
+
+// keys are the keys the op wrote, for the commit's event.
+func (t *tx) keys() []string {
+	if len(t.store.subs) == 0 {
+		return nil
+	}
+	return t.order
+}
+
+func (t *tx) apply() error {
+	for _, k := range t.order {
+		w := t.writes[k]
+		t.bytes += uint64(len(k)+len(w.val)) + entryOverhead
+		if k == string(KeyMemSeq) && len(w.val) == 8 {
+			t.memSeq = base.DecodeU64(w.val)
+		}
+		var err error
+		if w.delete {
+			err = t.txn.delete([]byte(k))
+		} else {
+			err = t.txn.set([]byte(k), w.val)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// VerifyBlock checks that block hashes to c's multihash.
+func VerifyBlock(c cid.Cid, block []byte) error {
+	dec, err := multihash.Decode(c.Hash())
+	if err != nil {
+		return fmt.Errorf("%w: bad multihash in %s: %v", base.ErrInvalid, c, err)
+	}
+	sum, err := multihash.Sum(block, dec.Code, dec.Length)
+	if err != nil {
+		return fmt.Errorf("%w: cannot hash with %s: %v", base.ErrInvalid, multihash.Codes[dec.Code], err)
+	}
+	if string(sum) != string(c.Hash()) {
+		return fmt.Errorf("%w: %s: bytes do not match the CID", base.ErrCorrupt, c)
+	}
+	return nil
+}
+
+// Block returns the bytes of block c after verifying them against c.
+// A stored block whose bytes do not match is ErrCorrupt, never served.
+func (s *Store) Block(c cid.Cid) ([]byte, error) {
+	var out []byte
+	err := s.View(func(r Reader) error {
+		b, err := ReadBlock(r, c)
+		out = b
+		return err
+	})
+	if errors.Is(err, errValueUnreadable) && s.unreadable != nil {
+		if why := s.unreadable.Load(); why != nil {
+			err = fmt.Errorf("%w store: %s (block %s)", base.ErrCorrupt, *why, c)
+		}
+	}
+	return out, err
+}
+
+// HasBlock reports whether block c is stored.
+func (s *Store) HasBlock(c cid.Cid) (bool, error) {
+	var ok bool
+	err := s.View(func(r Reader) error {
+		var err error
+		ok, err = r.Has(BlockKey(c))
+		return err
+	})
+	return ok, err
+}
+
+// BlockSize returns the size of block c without reading its bytes.
+func (s *Store) BlockSize(c cid.Cid) (int, error) {
+	var n int64
+	err := s.View(func(r Reader) error {
+		item, err := r.Item(BlockKey(c))
+		if errors.Is(err, base.ErrNotFound) {
+			return fmt.Errorf("%w: block %s", base.ErrNotFound, c)
+		}
+		if err != nil {
+			return err
+		}
+		n = item.ValueSize()
+		return nil
+	})
+	return int(n), err
+}
+
+// BlockHashes calls fn with the multihash of every stored block, in key
+// order, from one snapshot. Blocks are keyed by multihash alone: the
+// codec of the CIDs they were stored under is not kept.
+func (s *Store) BlockHashes(ctx context.Context, fn func(multihash.Multihash) error) error {
+	return s.View(func(r Reader) error {
+		it := r.NewIterator(IterOptions{Prefix: PrefixBlock})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			k := it.Item().KeyCopy(nil)
+			if err := fn(multihash.Multihash(k[len(PrefixBlock):])); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ReadBlock reads block c through r and verifies it.
+func ReadBlock(r Reader, c cid.Cid) ([]byte, error) {
+	item, err := r.Item(BlockKey(c))
+	if errors.Is(err, base.ErrNotFound) {
+		return nil, fmt.Errorf("%w: block %s", base.ErrNotFound, c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) == 0 && item.ValueSize() > 0 {
+		return nil, fmt.Errorf("%w: block %s: %w", base.ErrCorrupt, c, errValueUnreadable)
+	}
+	if err := VerifyBlock(c, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// errValueUnreadable: Badger could not read a value from its value log.
+var errValueUnreadable = errors.New("its value cannot be read from the value log")
+
+// ReadU64 reads an 8-byte big-endian counter; 0 when absent.
+func ReadU64(r Reader, key []byte) (uint64, error) {
+	item, err := r.Item(key)
+	if errors.Is(err, base.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	err = item.Value(func(v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("%w: counter %s", base.ErrCorrupt, key)
+		}
+		n = base.DecodeU64(v)
+		return nil
+	})
+	return n, err
+}
+
+// spaceGuard refuses writes that would leave less than reserve bytes free.
+type spaceGuard struct {
+	free     func() (uint64, error) // nil: no limit
+	reserve  uint64
+	log      *slog.Logger
+	refusing atomic.Bool
+}
+
+// check returns ErrDiskFull when writing need bytes would leave less than
+// the reserve free, and logs when writes start and stop being refused.
+func (g *spaceGuard) check(need uint64) error {
+	if g.free == nil {
+		return nil
+	}
+	free, err := g.free()
+	if err == nil && free < g.reserve+need {
+		err = fmt.Errorf("%w: %d MiB free on the data directory's file system, %d MiB are kept in reserve (store.min_free_mb); writes are refused until space is freed",
+			base.ErrDiskFull, free>>20, g.reserve>>20)
+	} else if err != nil {
+		err = fmt.Errorf("%w: cannot read the free space of the data directory's file system: %v", base.ErrDiskFull, err)
+	}
+	if err != nil {
+		if !g.refusing.Swap(true) {
+			g.log.Error("refusing writes: the disk is nearly full; reads go on", "err", err)
+		}
+		return err
+	}
+	if g.refusing.Swap(false) {
+		g.log.Warn("accepting writes again: space was freed", "free_mb", free>>20, "reserve_mb", g.reserve>>20)
+	}
+	return nil
+}

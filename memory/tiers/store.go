@@ -1,0 +1,804 @@
+package tiers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// The tiers in the store (DESIGN.md §4.2): see doc.go for the key space
+// and the invariants of the inboxes.
+
+// Tier transitions, as Event.Kind.
+const (
+	PageAdded       = "page_added"       // a page entered the STM
+	PageMoved       = "page_moved"       // the STM handed its oldest page to the MTM
+	SegmentCreated  = "segment_created"  // a page started a new MTM segment
+	SegmentMerged   = "segment_merged"   // a page joined an MTM segment
+	SegmentEvicted  = "segment_evicted"  // the coldest segment left the MTM
+	SegmentPromoted = "segment_promoted" // a hot segment's new pages went to the LPM
+	SegmentVisited  = "segment_visited"  // retrieval selected a segment
+	PersonaUpdated  = "persona_updated"  // the LPM applied a promotion
+)
+
+// Event is one tier transition.
+type Event struct {
+	Sona    string
+	Kind    string
+	Segment uint64 // 0 when not about a segment
+	Page    uint64 // 0 when not about a page
+}
+
+// Step is what one step of a tier did.
+type Step struct {
+	// Done: an inbox entry was consumed; false when the inbox was empty.
+	Done   bool
+	Events []Event
+	// Wake lists the tiers that received work.
+	Wake []string
+}
+
+// errConflict: the tier changed while a step was thinking; the step
+// is retried on the new state.
+var errConflict = errors.New("memory: tier changed during the step")
+
+func tierPrefix(sona string) []byte            { return base.Join(KeyPrefix, []byte(sona), []byte{0}) }
+func stmKey(sona string) []byte                { return base.Join(tierPrefix(sona), []byte("s")) }
+func mtmKey(sona string) []byte                { return base.Join(tierPrefix(sona), []byte("m")) }
+func segmentPrefix(sona string) []byte         { return base.Join(tierPrefix(sona), []byte("g")) }
+func segmentKey(sona string, id uint64) []byte { return base.Join(segmentPrefix(sona), base.U64(id)) }
+
+// PagePrefix is the key prefix of the pages of segment seg of sona.
+func PagePrefix(sona string, seg uint64) []byte {
+	return base.Join(tierPrefix(sona), []byte("p"), base.U64(seg))
+}
+func pageKey(sona string, seg, seq uint64) []byte {
+	return base.Join(PagePrefix(sona, seg), base.U64(seq))
+}
+func personaKey(sona string) []byte { return base.Join(tierPrefix(sona), []byte("l")) }
+func dfKey(sona, term string) []byte {
+	return base.Join(tierPrefix(sona), []byte("f"), base.KeyText(term))
+}
+func inboxPrefix(sona, tier string) []byte {
+	return base.Join(tierPrefix(sona), []byte("i"), []byte(tier), []byte{0})
+}
+func counterKey(sona, counter string) []byte {
+	return base.Join(tierPrefix(sona), []byte("n"), []byte(counter))
+}
+func inboxKey(sona, tier string, seq uint64) []byte {
+	return base.Join(inboxPrefix(sona, tier), base.U64(seq))
+}
+
+// counterPage numbers pages; the tier names number their inboxes.
+const counterPage = "page"
+
+// nextCounter takes the next value of a tier counter.
+func nextCounter(tx store.Tx, key []byte) (uint64, error) {
+	var n uint64
+	v, err := tx.Get(key)
+	switch {
+	case errors.Is(err, base.ErrNotFound):
+	case err != nil:
+		return 0, err
+	case len(v) != 8:
+		return 0, fmt.Errorf("%w: tier counter", base.ErrCorrupt)
+	default:
+		n = base.DecodeU64(v)
+	}
+	tx.Set(key, base.U64(n+1))
+	return n + 1, nil
+}
+
+// enqueueTier writes w into a tier's inbox.
+func enqueueTier(tx store.Tx, sona, tier string, w *messages.TierWork) error {
+	seq, err := nextCounter(tx, counterKey(sona, tier))
+	if err != nil {
+		return err
+	}
+	w.Seq = seq
+	raw, err := proto.Marshal(w)
+	if err != nil {
+		return err
+	}
+	tx.Set(inboxKey(sona, tier, seq), raw)
+	return nil
+}
+
+// enqueuePage numbers a new dialogue page (q, r) and hands it to the STM.
+func EnqueuePage(tx store.Tx, sona string, q, r cid.Cid, t int64) error {
+	seq, err := nextCounter(tx, counterKey(sona, counterPage))
+	if err != nil {
+		return err
+	}
+	return enqueueTier(tx, sona, STM, &messages.TierWork{Work: &messages.TierWork_Page{
+		Page: &messages.Page{Seq: seq, Q: q.String(), R: r.String(), T: t},
+	}})
+}
+
+// PushPage hands the dialogue page (q, r) of sona to its STM, outside an
+// advance (an advance does it in the response's own transaction). Both
+// memories must be in the sona.
+func (s *Store) PushPage(ctx context.Context, sona string, q, r cid.Cid) error {
+	t := s.clock.Now().Unix()
+	return s.store.Update(ctx, func(tx store.Tx) error {
+		for _, c := range []cid.Cid{q, r} {
+			sonas, err := s.env.Sonas(tx, c)
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(sonas, sona) {
+				return fmt.Errorf("%w: memory %s is not in sona %s", base.ErrInvalid, c, sona)
+			}
+		}
+		return EnqueuePage(tx, sona, q, r, t)
+	})
+}
+
+// docFreq reads how many of sona's mid-term pages hold term.
+func docFreq(txn store.Reader, sona, term string) (uint64, error) {
+	item, err := txn.Item(dfKey(sona, term))
+	if errors.Is(err, base.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	err = item.Value(func(v []byte) error { n = base.DecodeU64(v); return nil })
+	return n, err
+}
+
+// inbox lists the work waiting in a tier's inbox, oldest first, at most
+// limit entries (0: all).
+func inbox(txn store.Reader, sona, tier string, limit int) ([]*messages.TierWork, error) {
+	var out []*messages.TierWork
+	prefix := inboxPrefix(sona, tier)
+	it := txn.NewIterator(store.IterOptions{Prefix: prefix, PrefetchValues: true})
+	defer it.Close()
+	for it.Rewind(); it.Valid() && (limit == 0 || len(out) < limit); it.Next() {
+		w := &messages.TierWork{}
+		if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, w) }); err != nil {
+			return nil, fmt.Errorf("%w: %s inbox of %s: %v", base.ErrCorrupt, tier, sona, err)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// segments reads the MTM segment headers of a sona, oldest first.
+func segments(txn store.Reader, sona string) ([]*messages.Segment, error) {
+	var out []*messages.Segment
+	err := store.Scan(txn, segmentPrefix(sona), func(_, v []byte) error {
+		seg := &messages.Segment{}
+		if err := proto.Unmarshal(v, seg); err != nil {
+			return fmt.Errorf("%w: segment of %s: %v", base.ErrCorrupt, sona, err)
+		}
+		out = append(out, seg)
+		return nil
+	})
+	return out, err
+}
+
+// segmentPages reads the pages of one segment, oldest first.
+func segmentPages(txn store.Reader, sona string, seg uint64) ([]*messages.Page, error) {
+	var out []*messages.Page
+	err := store.Scan(txn, PagePrefix(sona, seg), func(_, v []byte) error {
+		p := &messages.Page{}
+		if err := proto.Unmarshal(v, p); err != nil {
+			return fmt.Errorf("%w: page of %s: %v", base.ErrCorrupt, sona, err)
+		}
+		out = append(out, p)
+		return nil
+	})
+	return out, err
+}
+
+// consume checks, inside an op, that the inbox entry w is still there and
+// deletes it: a step that lost a race changes nothing.
+func consume(tx store.Tx, sona, tier string, w *messages.TierWork) error {
+	key := inboxKey(sona, tier, w.Seq)
+	ok, err := tx.Has(key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errConflict
+	}
+	tx.Delete(key)
+	return nil
+}
+
+// StepTier processes the oldest entry of one tier's inbox of sona with
+// model, durably. A tier's steps must not run concurrently with each other
+// (its actor runs them one at a time); if they do, one of them retries.
+func (s *Store) Step(ctx context.Context, sona, tier string, model Model) (Step, error) {
+	step := map[string]func(context.Context, string, Model) (Step, error){
+		STM: s.stepSTM, MTM: s.stepMTM, LPM: s.stepLPM,
+	}[tier]
+	if step == nil {
+		return Step{}, fmt.Errorf("%w: no tier %q", base.ErrInvalid, tier)
+	}
+	return retryConflicts(func() (Step, error) { return step(ctx, sona, model) })
+}
+
+// retryConflicts runs a tier step again while another worker's commit got
+// in its way. A conflict always means that the other worker made progress,
+// so after a few attempts it reports progress and lets the caller go on.
+func retryConflicts(step func() (Step, error)) (Step, error) {
+	for range 3 {
+		res, err := step()
+		if !errors.Is(err, errConflict) {
+			return res, err
+		}
+	}
+	return Step{Done: true}, nil
+}
+
+// SettleTiers runs the steps of every tier of sona until no work is left.
+func (s *Store) Settle(ctx context.Context, sona string, model Model) ([]Event, error) {
+	var events []Event
+	for {
+		progress := false
+		for _, tier := range Names {
+			for {
+				res, err := s.Step(ctx, sona, tier, model)
+				if err != nil {
+					return events, err
+				}
+				if !res.Done {
+					break
+				}
+				progress = true
+				events = append(events, res.Events...)
+			}
+		}
+		if !progress {
+			return events, nil
+		}
+	}
+}
+
+// oldestWork returns the first entry of a tier's inbox, or nil.
+func (s *Store) oldestWork(txn store.Reader, sona, tier string) (*messages.TierWork, error) {
+	ws, err := inbox(txn, sona, tier, 1)
+	if err != nil || len(ws) == 0 {
+		return nil, err
+	}
+	return ws[0], nil
+}
+
+// pageText loads the texts of a page's memories.
+func (s *Store) pageText(txn store.Reader, p *messages.Page) (PageText, error) {
+	pt := PageText{Page: p}
+	load := func(ref string) (*model.Memory, error) {
+		c, err := cid.Decode(ref)
+		if err != nil {
+			return nil, fmt.Errorf("%w: page %d memory %q: %v", base.ErrCorrupt, p.Seq, ref, err)
+		}
+		return s.env.Memory(txn, c)
+	}
+	q, err := load(p.Q)
+	if err != nil {
+		return pt, err
+	}
+	r, err := load(p.R)
+	if err != nil {
+		return pt, err
+	}
+	pt.QName, pt.Q = model.Speaker(q), model.Said(q)
+	pt.RName, pt.R = model.Speaker(r), model.Said(r)
+	if self := r.Data.Self; self != nil {
+		pt.RSelf = true
+		pt.RQuotes = slices.ContainsFunc(self.Parts, func(p model.Part) bool { return p.Model != nil && *p.Model == llm.OfflineModel })
+	}
+	return pt, nil
+}
+
+// pageVector is the embedding of a page from its memories' embeddings:
+// from the vector index, or from the store when the index has not caught
+// up with the commit that queued the page yet.
+func (s *Store) pageVector(p *messages.Page) ([]float32, error) {
+	var vecs [2][]float32
+	for i, ref := range []string{p.Q, p.R} {
+		c, err := cid.Decode(ref)
+		if err != nil {
+			return nil, fmt.Errorf("%w: page %d memory %q: %v", base.ErrCorrupt, p.Seq, ref, err)
+		}
+		v, err := s.env.Vector(c)
+		if err != nil {
+			return nil, fmt.Errorf("%w: page %d: %v", base.ErrCorrupt, p.Seq, err)
+		}
+		vecs[i] = v
+	}
+	return PageVector(vecs[0], vecs[1]), nil
+}
+
+func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, error) {
+	var (
+		w    *messages.TierWork
+		stm  = &messages.StmState{}
+		prev []PageText
+		pt   PageText
+	)
+	err := s.view.View(func(txn store.Reader) error {
+		var err error
+		if w, err = s.oldestWork(txn, sona, STM); err != nil || w == nil {
+			return err
+		}
+		if w.GetPage() == nil {
+			return fmt.Errorf("%w: STM inbox entry %d holds no page", base.ErrCorrupt, w.Seq)
+		}
+		if _, err := store.GetProto(txn, stmKey(sona), stm); err != nil {
+			return err
+		}
+		for _, p := range stm.Pages {
+			t, err := s.pageText(txn, p)
+			if err != nil {
+				return err
+			}
+			prev = append(prev, t)
+		}
+		pt, err = s.pageText(txn, w.GetPage())
+		return err
+	})
+	if err != nil || w == nil {
+		return Step{}, err
+	}
+	page := w.GetPage()
+	if page.Embedding, err = s.pageVector(page); err != nil {
+		return Step{}, err
+	}
+	stats := assoc.SimStats{N: int64(stm.SimN), Mean: stm.SimMean, M2: stm.SimM2}
+	var sim float64
+	if len(stm.Pages) > 0 {
+		sim = base.Cosine(stm.Pages[len(stm.Pages)-1].Embedding, page.Embedding)
+	}
+	th := assoc.EmergentThreshold(s.cfg.Thresholds, s.cfg.Thresholds.RetrievalBeta, stats, stats.N)
+	if page.MetaChain, err = model.Chain(ctx, ChainInput{Prev: prev, Page: pt, Similarity: sim, Threshold: th.Value}); err != nil {
+		return Step{}, err
+	}
+	next := proto.Clone(stm).(*messages.StmState)
+	moved := PushSTM(next, page, s.cfg.Tiers.STMPages)
+	if len(stm.Pages) > 0 {
+		stats.Add(sim)
+		next.SimN, next.SimMean, next.SimM2 = uint64(stats.N), stats.Mean, stats.M2
+	}
+	next.Version++
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		cur := &messages.StmState{}
+		if _, err := store.GetProto(tx, stmKey(sona), cur); err != nil {
+			return err
+		}
+		if cur.Version != stm.Version {
+			return errConflict
+		}
+		if err := consume(tx, sona, STM, w); err != nil {
+			return err
+		}
+		for _, p := range moved {
+			if err := enqueueTier(tx, sona, MTM, &messages.TierWork{Work: &messages.TierWork_Page{Page: p}}); err != nil {
+				return err
+			}
+		}
+		return store.SetProto(tx, stmKey(sona), next)
+	})
+	if err != nil {
+		return Step{}, err
+	}
+	res := Step{Done: true, Events: []Event{{Sona: sona, Kind: PageAdded, Page: page.Seq}}}
+	for _, p := range moved {
+		res.Events = append(res.Events, Event{Sona: sona, Kind: PageMoved, Page: p.Seq})
+	}
+	if len(moved) > 0 {
+		res.Wake = []string{MTM}
+	}
+	return res, nil
+}
+
+// mtmChange is what one MTM step or visit writes.
+type mtmChange struct {
+	state    *messages.MtmState
+	base     uint64                // the version it was computed on
+	changed  []*messages.Segment   // headers to write
+	page     *messages.Page        // a new page, with its segment
+	pageSeg  uint64                //
+	terms    []string              // document frequencies to count
+	evicted  []uint64              // segments to delete with their pages
+	promoted []*messages.Promotion // to hand to the LPM
+}
+
+// commitMTM writes an MTM change if the MTM is still at its base version,
+// consuming w (when not nil) in the same transaction.
+func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork, c *mtmChange) error {
+	return s.store.Update(ctx, func(tx store.Tx) error {
+		cur := &messages.MtmState{}
+		if _, err := store.GetProto(tx, mtmKey(sona), cur); err != nil {
+			return err
+		}
+		if cur.Version != c.base {
+			return errConflict
+		}
+		if w != nil {
+			if err := consume(tx, sona, MTM, w); err != nil {
+				return err
+			}
+		}
+		for _, seg := range c.changed {
+			if slices.Contains(c.evicted, seg.Id) {
+				continue
+			}
+			if err := store.SetProto(tx, segmentKey(sona, seg.Id), seg); err != nil {
+				return err
+			}
+		}
+		if c.page != nil && !slices.Contains(c.evicted, c.pageSeg) {
+			if err := store.SetProto(tx, pageKey(sona, c.pageSeg, c.page.Seq), c.page); err != nil {
+				return err
+			}
+		}
+		for _, term := range c.terms {
+			key := dfKey(sona, term)
+			var n uint64
+			if v, err := tx.Get(key); err == nil {
+				n = base.DecodeU64(v)
+			} else if !errors.Is(err, base.ErrNotFound) {
+				return err
+			}
+			tx.Set(key, base.U64(n+1))
+		}
+		for _, id := range c.evicted {
+			tx.Delete(segmentKey(sona, id))
+			var keys [][]byte
+			if err := store.Keys(tx, PagePrefix(sona, id), func(k []byte) { keys = append(keys, slices.Clone(k)) }); err != nil {
+				return err
+			}
+			for _, k := range keys {
+				tx.Delete(k)
+			}
+		}
+		for _, p := range c.promoted {
+			if err := enqueueTier(tx, sona, LPM, &messages.TierWork{Work: &messages.TierWork_Promotion{Promotion: p}}); err != nil {
+				return err
+			}
+		}
+		return store.SetProto(tx, mtmKey(sona), c.state)
+	})
+}
+
+// promote finds the promotable segments of segs at now, marks them
+// promoted and returns their promotions; pages lists a segment's pages
+// (stored and new).
+func (s *Store) promote(segs []*messages.Segment, now int64, pages func(*messages.Segment) ([]*messages.Page, error)) ([]*messages.Segment, []*messages.Promotion, error) {
+	var changed []*messages.Segment
+	var out []*messages.Promotion
+	for _, i := range Promotable(segs, now, s.cfg.Tiers) {
+		seg := segs[i]
+		ps, err := pages(seg)
+		if err != nil {
+			return nil, nil, err
+		}
+		promo := &messages.Promotion{Segment: seg.Id, Summary: seg.Summary, Keywords: slices.Clone(seg.Keywords)}
+		through := seg.PromotedThrough
+		for _, p := range ps {
+			if p.Seq > seg.PromotedThrough {
+				promo.Pages = append(promo.Pages, &messages.Page{Seq: p.Seq, Q: p.Q, R: p.R, T: p.T})
+				through = max(through, p.Seq)
+			}
+		}
+		Promote(seg, through)
+		changed = append(changed, seg)
+		out = append(out, promo)
+	}
+	return changed, out, nil
+}
+
+func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, error) {
+	var (
+		w     *messages.TierWork
+		state = &messages.MtmState{}
+		segs  []*messages.Segment
+		pt    PageText
+		terms []string // the page's distinct terms
+		df    = map[string]uint64{}
+	)
+	err := s.view.View(func(txn store.Reader) error {
+		var err error
+		if w, err = s.oldestWork(txn, sona, MTM); err != nil || w == nil {
+			return err
+		}
+		if w.GetPage() == nil {
+			return fmt.Errorf("%w: MTM inbox entry %d holds no page", base.ErrCorrupt, w.Seq)
+		}
+		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
+			return err
+		}
+		if segs, err = segments(txn, sona); err != nil {
+			return err
+		}
+		if pt, err = s.pageText(txn, w.GetPage()); err != nil {
+			return err
+		}
+		terms = ContentWords(pt.Text())
+		for _, t := range terms {
+			if df[t], err = docFreq(txn, sona, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil || w == nil {
+		return Step{}, err
+	}
+	page := proto.Clone(w.GetPage()).(*messages.Page)
+	if len(page.Embedding) == 0 {
+		if page.Embedding, err = s.pageVector(page); err != nil {
+			return Step{}, err
+		}
+	}
+	weights, err := model.PageKeywords(ctx, KeywordInput{Page: pt, DF: func(t string) uint64 { return df[t] }, N: state.Pages})
+	if err != nil {
+		return Step{}, err
+	}
+	page.Keywords = Terms(weights)
+	now := s.clock.Now().Unix()
+	p := s.cfg.Tiers
+
+	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version, page: page, terms: terms}
+	res := Step{Done: true}
+	var seg *messages.Segment
+	if i, _ := Place(segs, page.Embedding, page.Keywords, p.Theta); i >= 0 {
+		seg = proto.Clone(segs[i]).(*messages.Segment)
+		segs[i] = seg
+		Join(seg, page, weights)
+		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentMerged, Segment: seg.Id, Page: page.Seq})
+	} else {
+		c.state.NextSegment++
+		seg = NewSegment(c.state.NextSegment, page, weights, now)
+		segs = append(segs, seg)
+		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentCreated, Segment: seg.Id, Page: page.Seq})
+	}
+	summary, keywords, err := model.Digest(ctx, DigestInput{Segment: seg, Page: pt})
+	if err != nil {
+		return Step{}, err
+	}
+	seg.Summary = summary
+	if keywords != nil {
+		seg.Keywords = NormalizeKeywords(keywords)
+	}
+	c.changed, c.pageSeg = append(c.changed, seg), seg.Id
+	for len(segs) > p.MTMSegments {
+		i := Coldest(segs, now, p)
+		c.evicted = append(c.evicted, segs[i].Id)
+		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentEvicted, Segment: segs[i].Id})
+		segs = slices.Delete(segs, i, i+1)
+	}
+	if err := s.promoteInto(c, &res, sona, segs, now, page, seg.Id); err != nil {
+		return Step{}, err
+	}
+	c.state.Pages++
+	c.state.Version++
+	if err := s.commitMTM(ctx, sona, w, c); err != nil {
+		return Step{}, err
+	}
+	return res, nil
+}
+
+// promoteInto adds the promotions of segs at now to c and res. A page not
+// yet stored (newPage, of segment newSeg) counts among its segment's.
+func (s *Store) promoteInto(c *mtmChange, res *Step, sona string, segs []*messages.Segment, now int64, newPage *messages.Page, newSeg uint64) error {
+	changed, promos, err := s.promote(segs, now, func(seg *messages.Segment) ([]*messages.Page, error) {
+		var ps []*messages.Page
+		err := s.view.View(func(txn store.Reader) error {
+			var err error
+			ps, err = segmentPages(txn, sona, seg.Id)
+			return err
+		})
+		if newPage != nil && seg.Id == newSeg {
+			ps = append(ps, newPage)
+		}
+		return ps, err
+	})
+	if err != nil {
+		return err
+	}
+	for _, seg := range changed {
+		if !slices.Contains(c.changed, seg) {
+			c.changed = append(c.changed, seg)
+		}
+		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentPromoted, Segment: seg.Id})
+	}
+	c.promoted = promos
+	if len(promos) > 0 {
+		res.Wake = append(res.Wake, LPM)
+	}
+	return nil
+}
+
+// VisitSegments records that retrieval selected the segments ids of sona
+// at unix time at (their N_visit and last access move), then promotes
+// every segment hot enough. With no ids it only evaluates heat. It must
+// run in step with the MTM's steps (the mtm actor runs both).
+func (s *Store) VisitSegments(ctx context.Context, sona string, ids []uint64, at int64) (Step, error) {
+	return retryConflicts(func() (Step, error) { return s.visitSegments(ctx, sona, ids, at) })
+}
+
+func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at int64) (Step, error) {
+	state := &messages.MtmState{}
+	var segs []*messages.Segment
+	err := s.view.View(func(txn store.Reader) error {
+		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
+			return err
+		}
+		var err error
+		segs, err = segments(txn, sona)
+		return err
+	})
+	if err != nil {
+		return Step{}, err
+	}
+	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version}
+	var res Step
+	for _, seg := range segs {
+		if slices.Contains(ids, seg.Id) {
+			Visit(seg, at)
+			c.changed = append(c.changed, seg)
+			res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentVisited, Segment: seg.Id})
+		}
+	}
+	if err := s.promoteInto(c, &res, sona, segs, max(at, s.clock.Now().Unix()), nil, 0); err != nil {
+		return Step{}, err
+	}
+	if len(c.changed) == 0 {
+		return res, nil
+	}
+	c.state.Version++
+	return res, s.commitMTM(ctx, sona, nil, c)
+}
+
+func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, error) {
+	var (
+		w       *messages.TierWork
+		persona = &messages.Persona{}
+		texts   []PageText
+	)
+	err := s.view.View(func(txn store.Reader) error {
+		var err error
+		if w, err = s.oldestWork(txn, sona, LPM); err != nil || w == nil {
+			return err
+		}
+		if w.GetPromotion() == nil {
+			return fmt.Errorf("%w: LPM inbox entry %d holds no promotion", base.ErrCorrupt, w.Seq)
+		}
+		if _, err := store.GetProto(txn, personaKey(sona), persona); err != nil {
+			return err
+		}
+		for _, p := range w.GetPromotion().Pages {
+			t, err := s.pageText(txn, p)
+			if err != nil {
+				return err
+			}
+			texts = append(texts, t)
+		}
+		return nil
+	})
+	if err != nil || w == nil {
+		return Step{}, err
+	}
+	promo := w.GetPromotion()
+	upd, err := model.Persona(ctx, PersonaInput{Promotion: promo, Pages: texts, Persona: persona, Traits: s.cfg.Tiers.Traits})
+	if err != nil {
+		return Step{}, err
+	}
+	var stmts []*Statement
+	for i := range upd.Facts {
+		stmts = append(stmts, &upd.Facts[i])
+	}
+	for i := range upd.AgentTraits {
+		stmts = append(stmts, &upd.AgentTraits[i])
+	}
+	if len(stmts) > 0 {
+		texts := make([]string, len(stmts))
+		for i, st := range stmts {
+			texts[i] = st.Text
+		}
+		vecs, err := s.env.Embed(ctx, texts...)
+		if err != nil {
+			return Step{}, err
+		}
+		for i, st := range stmts {
+			st.Embedding = vecs[i]
+		}
+	}
+	next := proto.Clone(persona).(*messages.Persona)
+	ApplyPersona(next, upd, s.cfg.Tiers, promo.Segment, s.clock.Now().Unix())
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		cur := &messages.Persona{}
+		if _, err := store.GetProto(tx, personaKey(sona), cur); err != nil {
+			return err
+		}
+		if cur.Updates != persona.Updates {
+			return errConflict
+		}
+		if err := consume(tx, sona, LPM, w); err != nil {
+			return err
+		}
+		return store.SetProto(tx, personaKey(sona), next)
+	})
+	if err != nil {
+		return Step{}, err
+	}
+	return Step{Done: true, Events: []Event{{Sona: sona, Kind: PersonaUpdated, Segment: promo.Segment}}}, nil
+}
+
+// KeyPrefix is the tiers' key space: t/<sona uuid>\x00… (see package
+// memory's doc for its layout).
+var KeyPrefix = []byte("t/")
+
+// Env is what the tiers' storage needs of the rest of memory/.
+type Env interface {
+	// Memory loads the memory c (through the decoded-memory cache).
+	Memory(r store.Reader, c cid.Cid) (*model.Memory, error)
+	// Vector is the embedding of memory c: from the vector index, or
+	// from the store when the index has not caught up yet.
+	Vector(c cid.Cid) ([]float32, error)
+	// Embed embeds texts in the store's embedding space (unit length).
+	Embed(ctx context.Context, texts ...string) ([][]float32, error)
+	// Sonas are the sonas memory c belongs to, read through r;
+	// base.ErrNotFound when c is not stored.
+	Sonas(r store.Reader, c cid.Cid) ([]string, error)
+	// CheckSona fails (base.ErrNotFound) unless sona exists.
+	CheckSona(sona string) error
+}
+
+// Options configure a Store.
+type Options struct {
+	Tiers      config.Tiers
+	Thresholds config.Thresholds
+	Clock      clock.Clock
+}
+
+// Store keeps the MemoryOS tiers of every sona in the store: their
+// durable inboxes, the steps that move work through them, retrieval and
+// the display view.
+type Store struct {
+	store store.Committer
+	view  store.Viewer
+	env   Env
+	cfg   Options
+	clock clock.Clock
+}
+
+// NewStore is the tiers' storage on st.
+func NewStore(st interface {
+	store.Committer
+	store.Viewer
+}, env Env, o Options) *Store {
+	return &Store{store: st, view: st, env: env, cfg: o, clock: clock.Or(o.Clock)}
+}
+
+// ContentWords are the distinct content words of a text (stemmed, stop
+// words removed), in order of first appearance.
+func ContentWords(text string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range llm.Tokenize(text) {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
