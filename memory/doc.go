@@ -9,7 +9,7 @@
 //	memory/store  the store: Reader/Tx/Committer, group commit, commit
 //	              events, Badger and in-memory backends, storetest
 //	memory/tiers  MemoryOS: the pure tiers and their storage (Self.Tiers)
-//	memory/assoc  the emergent thresholds (the associations will follow)
+//	memory/assoc  associations, co-access, emergent thresholds (Self.Assoc)
 //	memory/anchor the anchor list, its rules and cursor (Self.Anchors)
 //	memory/consensus  the agents' consensus on the backbone (Self.Consensus)
 //

@@ -20,6 +20,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/anchor"
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/eumas"
@@ -70,6 +71,8 @@ type Self struct {
 	Anchors *anchor.List
 	// Consensus is the agents' consensus on what the backbone holds.
 	Consensus *consensus.Ledger
+	// Assoc reads the typed associations and co-access partners.
+	Assoc *assoc.Graph
 
 	store *Store
 	index *vector.Index
@@ -147,6 +150,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		}),
 	}
 	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
+	s.Assoc = assoc.NewGraph(st)
 	s.Consensus = consensus.NewLedger(st, consensusEnv{s}, o.Config, o.Clock)
 	s.Tiers = tiers.NewStore(st, tierEnv{s}, tiers.Options{Tiers: o.Config.Tiers, Thresholds: o.Config.Threshold, Clock: o.Clock})
 	if o.Config.Evaluation.Mode != "off" {
