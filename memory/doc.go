@@ -12,6 +12,7 @@
 //	memory/assoc  associations, co-access, emergent thresholds (Self.Assoc)
 //	memory/anchor the anchor list, its rules and cursor (Self.Anchors)
 //	memory/consensus  the agents' consensus on the backbone (Self.Consensus)
+//	memory/eumas  the EUMAS evaluators and the evaluations (Self.Evals)
 //
 // Package memory re-exports their names (errors.go, model.go,
 // storealias.go) so that its callers keep compiling during the move; new

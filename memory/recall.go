@@ -292,7 +292,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	// stands out in the query or nothing is evaluated.
 	var metric []pathHit
 	if paths.Weights.Metric > 0 {
-		prof, err := s.queryProfile(ctx, q.Text)
+		prof, err := s.Evals.QueryProfile(ctx, q.Text)
 		if err != nil {
 			return nil, err
 		}
