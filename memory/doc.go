@@ -14,9 +14,9 @@
 //	memory/consensus  the agents' consensus on the backbone (Self.Consensus)
 //	memory/eumas  the EUMAS evaluators and the evaluations (Self.Evals)
 //
-// Package memory re-exports their names (errors.go, model.go,
-// storealias.go) so that its callers keep compiling during the move; new
-// code imports the packages.
+// Package memory re-exports their names (errors.go, model.go and the
+// *alias.go files; evaluation.go for eumas) so that its callers keep
+// compiling during the move; new code imports the packages.
 //
 // It is pure of transports: it never imports protoactor, net/http or a
 // model provider SDK (a test enforces it). Actors and servers adapt it.
@@ -80,7 +80,7 @@
 //	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall
 //	g/      log seq (8 bytes BE)        memory CID bytes: a dream insight (dream.go)
 //	e/      memory CID bytes            Evaluation (protobuf): every archetype's metrics,
-//	                                    justifications, annotations, priority; failures (evaluation.go)
+//	                                    justifications, annotations, priority; failures (memory/eumas)
 //	p/      concept key                 PendingConcept (protobuf): versions awaiting consensus
 //	r/      conflict id                 Conflict (protobuf): an open consensus conflict
 //	f/      multihash 0x00 uuid         empty: the sona may name this raw block as a file memory's
