@@ -487,7 +487,7 @@ func TestAppendKeepsNeighbours(t *testing.T) {
 		if last, dup = insert(fmt.Sprintf("In week %d I planted %s in the raised garden bed by the fence", i, c), int64(1000+i)); dup != nil {
 			t.Fatalf("memory %d deduplicated", i)
 		}
-		links, err := e.self.Associations(last.CID)
+		links, err := e.self.Assoc.Associations(last.CID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,7 +27,7 @@ func (a *evaluatorActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started, *messages.EvaluatorWake:
 		sys := a.sys
-		ev := sys.self.Evaluator()
+		ev := sys.self.Evals.Evaluator()
 		if ev == nil {
 			return
 		}
@@ -35,7 +35,7 @@ func (a *evaluatorActor) Receive(ctx actor.Context) {
 			timeout: sys.evalTimeout(),
 			before:  sys.knobs.BeforeEvaluate,
 			run: func(c context.Context) (bool, error) {
-				res, err := sys.self.EvaluatePending(c, ev, sys.cfg.Evaluation.Batch)
+				res, err := sys.self.Evals.EvaluatePending(c, ev, sys.cfg.Evaluation.Batch)
 				if err == nil {
 					sys.metrics.Evaluated(res.Evaluated, res.Failed)
 				}

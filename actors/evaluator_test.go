@@ -83,7 +83,7 @@ func TestEvaluatorActorFollowsWritesAcrossCrashAndRestart(t *testing.T) {
 	// …is evaluated once one runs again.
 	e = startEvaluated(t, cfg, ev, actors.TestingKnobs{})
 	testutil.Eventually(t, "the memories stored meanwhile evaluated", allEvaluated(t, e, rec.Uuid))
-	full, err := e.self.Evaluation(waiting)
+	full, err := e.self.Evals.Evaluation(waiting)
 	if err != nil || full.Evaluator != eumas.HeuristicName {
 		t.Fatalf("evaluation of %s: %v %v", waiting, full, err)
 	}

@@ -78,7 +78,7 @@ func (h *harness) exportAll(t *testing.T) (map[string]any, []byte) {
 	t.Helper()
 	// The evaluator works behind the writes: export once it has caught up,
 	// so that a round trip compares like with like.
-	if err := h.app.Self.SettleEvaluation(context.Background()); err != nil {
+	if err := h.app.Self.Evals.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	r := h.get("/export?all=1")

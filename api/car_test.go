@@ -23,7 +23,7 @@ const carImportType = "application/vnd.ipld.car"
 // exportCAR returns the CAR export of every sona.
 func (h *harness) exportCAR(t *testing.T) []byte {
 	t.Helper()
-	if err := h.app.Self.SettleEvaluation(context.Background()); err != nil {
+	if err := h.app.Self.Evals.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	r := h.get("/export?all=1&format=car")
@@ -60,7 +60,7 @@ func (h *harness) recallAll(t *testing.T, queries ...string) [][]string {
 	if err := h.app.Self.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.app.Self.SettleEvaluation(context.Background()); err != nil {
+	if err := h.app.Self.Evals.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var out [][]string

@@ -264,7 +264,7 @@ func TestGatewayBrokenChain(t *testing.T) {
 	// A path through it finds it before.
 	wantError(t, h.do("GET", "/ipfs/"+head+prevPath(n-1-n/2)+"/memory?format=car", nil), 500, "corrupt")
 	// The export reads every DAG-CBOR block before its first byte.
-	if err := h.app.Self.SettleEvaluation(context.Background()); err != nil {
+	if err := h.app.Self.Evals.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	wantError(t, h.get("/export?all=1&format=car"), 500, "corrupt")

@@ -97,7 +97,7 @@ func (s *Server) getEvaluation(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	e, err := s.self.Evaluation(c)
+	e, err := s.self.Evals.Evaluation(c)
 	if err != nil {
 		s.fail(w, err)
 		return

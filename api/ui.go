@@ -175,14 +175,14 @@ func (s *Server) memoryLinks(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalFrom(ctx)
 	out := &messages.MemoryLinks{Cid: c.String(), AgentId: agent, Associations: []*messages.MemoryLink{}, Coaccess: []*messages.MemoryLink{}}
-	assoc, err := s.self.Associations(c)
+	assoc, err := s.self.Assoc.Associations(c)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
 	var co []memory.Link
 	if !p.SonaScoped() {
-		if co, err = s.self.CoAccess(agent, c); err != nil {
+		if co, err = s.self.Assoc.CoAccess(agent, c); err != nil {
 			s.fail(w, err)
 			return
 		}

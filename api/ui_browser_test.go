@@ -256,7 +256,7 @@ func TestWebExplorer(t *testing.T) {
 	}
 	late := h.insertText(alice, "The kayak paddles hang on hooks in the garage loft.")
 	chain := h.chain(alice)
-	if err := h.app.Self.SettleEvaluation(context.Background()); err != nil {
+	if err := h.app.Self.Evals.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	conflicts := h.conflictItems()

@@ -145,7 +145,7 @@ func populated(b *testing.B, n int) *benchStore {
 	if err := s.text.settle(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	if err := s.SettleEvaluation(context.Background()); err != nil {
+	if err := s.Evals.Settle(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	benchStores[n] = st

@@ -350,5 +350,5 @@ func (s *Self) appendAssociations(tx Tx, a *Append, prevMemory *string) error {
 		stats.Add(item.Neighbors[0].Sim)
 		tx.Set(assoc.SimStatsKey(a.Sona), assoc.EncodeStats(stats))
 	}
-	return putAssociations(tx, item.CID, links, a.Now)
+	return assoc.Put(tx, item.CID, links, a.Now)
 }

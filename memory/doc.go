@@ -9,13 +9,14 @@
 //	memory/store  the store: Reader/Tx/Committer, group commit, commit
 //	              events, Badger and in-memory backends, storetest
 //	memory/tiers  MemoryOS: the pure tiers and their storage (Self.Tiers)
-//	memory/assoc  the emergent thresholds (the associations will follow)
+//	memory/assoc  associations, co-access, emergent thresholds (Self.Assoc)
 //	memory/anchor the anchor list, its rules and cursor (Self.Anchors)
 //	memory/consensus  the agents' consensus on the backbone (Self.Consensus)
+//	memory/eumas  the EUMAS evaluators and the evaluations (Self.Evals)
 //
-// Package memory re-exports their names (errors.go, model.go,
-// storealias.go) so that its callers keep compiling during the move; new
-// code imports the packages.
+// Package memory re-exports their names (errors.go, model.go and the
+// *alias.go files; evaluation.go for eumas) so that its callers keep
+// compiling during the move; new code imports the packages.
 //
 // It is pure of transports: it never imports protoactor, net/http or a
 // model provider SDK (a test enforces it). Actors and servers adapt it.
@@ -79,7 +80,7 @@
 //	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall
 //	g/      log seq (8 bytes BE)        memory CID bytes: a dream insight (dream.go)
 //	e/      memory CID bytes            Evaluation (protobuf): every archetype's metrics,
-//	                                    justifications, annotations, priority; failures (evaluation.go)
+//	                                    justifications, annotations, priority; failures (memory/eumas)
 //	p/      concept key                 PendingConcept (protobuf): versions awaiting consensus
 //	r/      conflict id                 Conflict (protobuf): an open consensus conflict
 //	f/      multihash 0x00 uuid         empty: the sona may name this raw block as a file memory's

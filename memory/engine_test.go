@@ -237,7 +237,7 @@ func TestAssociationsOnAppend(t *testing.T) {
 	}
 	o.addPrepared(p)
 	links := func(c cid.Cid) map[cid.Cid]Link {
-		ls, err := s.Associations(c)
+		ls, err := s.Assoc.Associations(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +329,7 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 	if len(hits) < 2 {
 		t.Fatalf("want at least two hits, got %d", len(hits))
 	}
-	partners, err := s.CoAccess("agent-1", hits[0])
+	partners, err := s.Assoc.CoAccess("agent-1", hits[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 	if !found {
 		t.Fatalf("hits returned together are not co-access partners: %v", partners)
 	}
-	if other, _ := s.CoAccess("agent-2", hits[0]); len(other) != 0 {
+	if other, _ := s.Assoc.CoAccess("agent-2", hits[0]); len(other) != 0 {
 		t.Fatal("co-access leaked across agents")
 	}
 	log, err := s.QueryLog(10)

@@ -27,7 +27,7 @@ func openEvaluated(t *testing.T, cfg config.Config, ev eumas.Evaluator) *Self {
 
 func hasProfile(s *Self, c cid.Cid) bool {
 	id, ok := s.index.ID(c.KeyString())
-	return ok && s.profiles.get(id) != nil
+	return ok && s.Evals.ProfileOf(id) != nil
 }
 
 func metaOf(t *testing.T, s *Self, c cid.Cid) *messages.MemoryMeta {
@@ -48,7 +48,7 @@ func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
 	plain := o.text("The meeting is at ten.")
 	ctx := context.Background()
 
-	step, err := s.EvaluatePending(ctx, ev, 1)
+	step, err := s.Evals.EvaluatePending(ctx, ev, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +58,10 @@ func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
 	if metaOf(t, s, plain).Evaluation != nil {
 		t.Fatal("the second memory was evaluated in a batch of one")
 	}
-	if step, err = s.EvaluatePending(ctx, ev, 10); err != nil || step.Evaluated != 1 || step.More {
+	if step, err = s.Evals.EvaluatePending(ctx, ev, 10); err != nil || step.Evaluated != 1 || step.More {
 		t.Fatalf("second step = %+v, %v", step, err)
 	}
-	if step, err = s.EvaluatePending(ctx, ev, 10); err != nil || step.Evaluated != 0 || step.Watermark != 2 {
+	if step, err = s.Evals.EvaluatePending(ctx, ev, 10); err != nil || step.Evaluated != 0 || step.Watermark != 2 {
 		t.Fatalf("a step with nothing to do = %+v, %v", step, err)
 	}
 
@@ -73,7 +73,7 @@ func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
 	if want := cfg.Evaluation.ImportanceSeed * sum.Priority.Score; meta.Importance != want {
 		t.Errorf("importance = %v, want seeded %v", meta.Importance, want)
 	}
-	full, err := s.Evaluation(moved)
+	full, err := s.Evals.Evaluation(moved)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
 	if hasProfile(s, plain) {
 		t.Error("a memory in which nothing stands out has a metric profile")
 	}
-	before := s.profiles.len()
+	before := s.Evals.Profiles()
 
 	// The decay of a memory that matters is slower.
 	slow, normal := s.decay(meta, 10), Decay(cfg.Recall.Lambda, meta.Importance, false, 10, meta.LastAccessTick)
@@ -102,10 +102,10 @@ func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
 	}
 	s = openEvaluated(t, cfg, ev)
 	defer s.Close()
-	if s.profiles.len() != before {
-		t.Errorf("after reopen %d metric profiles, want %d", s.profiles.len(), before)
+	if s.Evals.Profiles() != before {
+		t.Errorf("after reopen %d metric profiles, want %d", s.Evals.Profiles(), before)
 	}
-	if step, err := s.EvaluatePending(ctx, ev, 10); err != nil || step.Evaluated != 0 {
+	if step, err := s.Evals.EvaluatePending(ctx, ev, 10); err != nil || step.Evaluated != 0 {
 		t.Errorf("after reopen the watermark was lost: %+v, %v", step, err)
 	}
 }
@@ -125,7 +125,7 @@ func TestFailedEvaluationIsRecordedNotStoredAsMetrics(t *testing.T) {
 	c := newOwner(t, s, "ella").text("I was so happy today.")
 	model := &garbage{}
 	ev := eumas.NewLLM(model, cfg.Evaluation.Archetypes, 0, nil)
-	step, err := s.EvaluatePending(context.Background(), ev, 10)
+	step, err := s.Evals.EvaluatePending(context.Background(), ev, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestFailedEvaluationIsRecordedNotStoredAsMetrics(t *testing.T) {
 	if !meta.Evaluation.GetFailed() || len(meta.Evaluation.Metrics) != 0 || meta.Importance != 0 {
 		t.Errorf("metadata of a failed evaluation = %v (importance %v)", meta.Evaluation, meta.Importance)
 	}
-	full, err := s.Evaluation(c)
+	full, err := s.Evals.Evaluation(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestConcurrentEvaluatorsNeverWriteTwice(t *testing.T) {
 		go func() {
 			total := 0
 			for {
-				step, err := s.EvaluatePending(ctx, ev, 3)
+				step, err := s.Evals.EvaluatePending(ctx, ev, 3)
 				if errors.Is(err, ErrEvalConflict) {
 					continue
 				}
@@ -205,7 +205,7 @@ func TestMetricPathChangesRanking(t *testing.T) {
 	o := newOwner(t, s, "ella")
 	felt := o.text("The party was at the lake house, I loved it and felt happy.")
 	plain := o.text("The party was at the lake house.") // later, so also more recent
-	if err := s.SettleEvaluation(context.Background()); err != nil {
+	if err := s.Evals.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Settle(context.Background()); err != nil {

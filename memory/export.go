@@ -329,11 +329,11 @@ func (x *exporter) memories(w ExportWriter) ([]cid.Cid, error) {
 		if out.Vector, err = item.ValueCopy(nil); err != nil {
 			return nil, err
 		}
-		assoc := &messages.Associations{}
-		if _, err := store.GetProto(x.txn, assocKey(c), assoc); err != nil {
+		links := &messages.Associations{}
+		if _, err := store.GetProto(x.txn, assoc.Key(c), links); err != nil {
 			return nil, err
 		}
-		if out.Associations, err = x.links(assoc); err != nil {
+		if out.Associations, err = x.links(links); err != nil {
 			return nil, err
 		}
 		out.Coaccess = coaccess[c]
@@ -367,8 +367,8 @@ func (x *exporter) links(list *messages.Associations) ([]*messages.ExportLink, e
 // agent in agent order.
 func (x *exporter) coAccess() (map[cid.Cid][]*messages.ExportCoAccess, error) {
 	out := map[cid.Cid][]*messages.ExportCoAccess{}
-	err := store.Scan(x.txn, prefixCoAccess, func(k, v []byte) error {
-		agent, raw, ok := bytes.Cut(k[len(prefixCoAccess):], []byte{0})
+	err := store.Scan(x.txn, assoc.KeyCoAccess, func(k, v []byte) error {
+		agent, raw, ok := bytes.Cut(k[len(assoc.KeyCoAccess):], []byte{0})
 		if !ok {
 			return fmt.Errorf("%w: co-access key %q", ErrCorrupt, k)
 		}

@@ -399,7 +399,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Store().Update(ctx, coAccessOp("agent", []cid.Cid{x.a1, x.b1}, 0.3, epoch.Unix())); err != nil {
+	if err := s.Store().Update(ctx, assoc.Strengthen("agent", []cid.Cid{x.a1, x.b1}, 0.3, epoch.Unix())); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Store().Update(ctx, s.metaOp([]cid.Cid{x.a3}, func(m *messages.MemoryMeta, _ cid.Cid) {

@@ -317,8 +317,8 @@ func importLinks(ls []*messages.ExportLink) (*messages.Associations, error) {
 		seen[c] = true
 		out.Links = append(out.Links, &messages.Association{Type: l.Type, Strength: l.Strength, UpdatedAt: l.UpdatedAt, Target: c.Bytes()})
 	}
-	if len(out.Links) > maxLinks {
-		return nil, base.Invalidf("%d links, at most %d are kept", len(out.Links), maxLinks)
+	if len(out.Links) > assoc.MaxLinks {
+		return nil, base.Invalidf("%d links, at most %d are kept", len(out.Links), assoc.MaxLinks)
 	}
 	return out, nil
 }
@@ -888,18 +888,18 @@ func (s *Self) restoreOp(tx Tx, p *ImportPlan, part []*importMemory) error {
 		}
 		tx.Set(metaKey(im.c), raw)
 		if len(im.assoc.Links) == 0 {
-			tx.Delete(assocKey(im.c))
+			tx.Delete(assoc.Key(im.c))
 		} else if raw, err = proto.Marshal(im.assoc); err != nil {
 			return err
 		} else {
-			tx.Set(assocKey(im.c), raw)
+			tx.Set(assoc.Key(im.c), raw)
 		}
 		for agent, list := range im.coaccess {
 			raw, err := proto.Marshal(list)
 			if err != nil {
 				return err
 			}
-			tx.Set(coAccessKey(agent, im.c), raw)
+			tx.Set(assoc.CoAccessKey(agent, im.c), raw)
 		}
 		if a := p.anchors[im.c]; a != nil {
 			raw, err := proto.Marshal(a)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
@@ -149,7 +150,7 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 					b.Access += meta.AccessCount
 				}
 			}
-			ls, err := readLinks(txn, assocKey(c))
+			ls, err := assoc.Read(txn, assoc.Key(c))
 			if err != nil {
 				return err
 			}
@@ -200,7 +201,7 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 		}
 		rep.Pruned = 0
 		for _, p := range prunes {
-			err := updateLinks(tx, assocKey(p.c), now, func(have map[cid.Cid]*messages.Association, _ func(cid.Cid) *messages.Association) {
+			err := assoc.Update(tx, assoc.Key(p.c), now, func(have map[cid.Cid]*messages.Association, _ func(cid.Cid) *messages.Association) {
 				for t, judged := range p.targets {
 					// A link strengthened since it was judged stays.
 					if l, ok := have[t]; ok && l.Strength == judged {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -180,7 +181,7 @@ func TestSweepPrunesWeakLinks(t *testing.T) {
 	strong, weak := o.text("gamma"), o.text("delta") // not a's sequential neighbours
 	ctx := context.Background()
 	err := s.Store().Update(ctx, func(tx Tx) error {
-		return putAssociations(tx, a, []Link{{Target: weak, Type: AssocRelated, Strength: 0.3}, {Target: strong, Type: AssocRelated, Strength: 0.9}}, epoch.Unix())
+		return assoc.Put(tx, a, []Link{{Target: weak, Type: AssocRelated, Strength: 0.3}, {Target: strong, Type: AssocRelated, Strength: 0.9}}, epoch.Unix())
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func TestSweepPrunesWeakLinks(t *testing.T) {
 	if !rep.Threshold.Bootstrap || rep.Pruned != 2 {
 		t.Fatalf("%+v, want 2 pruned on the bootstrap threshold", rep)
 	}
-	links, _ := s.Associations(a)
+	links, _ := s.Assoc.Associations(a)
 	var targets []cid.Cid
 	for _, l := range links {
 		targets = append(targets, l.Target)

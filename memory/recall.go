@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/text"
 	"github.com/memoria-ai/memoria/memory/tiers"
@@ -291,7 +292,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	// stands out in the query or nothing is evaluated.
 	var metric []pathHit
 	if paths.Weights.Metric > 0 {
-		prof, err := s.queryProfile(ctx, q.Text)
+		prof, err := s.Evals.QueryProfile(ctx, q.Text)
 		if err != nil {
 			return nil, err
 		}
@@ -350,7 +351,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	if !q.Peek {
 		s.store.Submit(s.touchOp(out))
 		if len(hits) > 1 && rc.CoAccessRate > 0 {
-			s.store.Submit(coAccessOp(q.AgentID, hits, rc.CoAccessRate, s.clock.Now().Unix()))
+			s.store.Submit(assoc.Strengthen(q.AgentID, hits, rc.CoAccessRate, s.clock.Now().Unix()))
 		}
 		if rc.QueryLog {
 			s.store.Submit(s.queryLogOp(q, out))
@@ -709,7 +710,7 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 		var partners []Link
 		if rc.AffinityLinks.CoAccess > 0 {
 			var err error
-			if partners, err = readLinks(sc.txn, coAccessKey(sc.q.AgentID, seed.CID)); err != nil {
+			if partners, err = assoc.Read(sc.txn, assoc.CoAccessKey(sc.q.AgentID, seed.CID)); err != nil {
 				return nil, err
 			}
 		}
@@ -724,7 +725,7 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 			if cur.depth == rc.AffinityDepth {
 				continue
 			}
-			links, err := readLinks(sc.txn, assocKey(cur.c))
+			links, err := assoc.Read(sc.txn, assoc.Key(cur.c))
 			if err != nil {
 				return nil, err
 			}
@@ -832,7 +833,7 @@ func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen 
 func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget int) ([]*Recalled, int, error) {
 	var out []*Recalled
 	for _, h := range hits {
-		partners, err := readLinks(sc.txn, coAccessKey(sc.q.AgentID, h.CID))
+		partners, err := assoc.Read(sc.txn, assoc.CoAccessKey(sc.q.AgentID, h.CID))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -967,4 +968,32 @@ func (s *Self) queryLogOp(q Query, out []*Recalled) Op {
 		tx.Set(queryLogKey(e.Time, q.Sona), raw)
 		return nil
 	}
+}
+
+// The query log: l/ time (ns, 8 bytes BE) sona uuid → messages.QueryLog.
+var prefixQueryLog = []byte("l/")
+
+func queryLogKey(ns int64, sona string) []byte {
+	return base.Join(prefixQueryLog, base.U64(uint64(ns)), []byte(sona))
+}
+
+// QueryLogEntry is one logged recall.
+type QueryLogEntry = messages.QueryLog
+
+// QueryLog returns the latest logged recalls, newest first.
+func (s *Self) QueryLog(limit int) ([]*QueryLogEntry, error) {
+	var out []*QueryLogEntry
+	err := s.store.View(func(txn Reader) error {
+		it := txn.NewIterator(IterOptions{Prefix: prefixQueryLog, Reverse: true, PrefetchValues: true})
+		defer it.Close()
+		for it.Seek(append(bytes.Clone(prefixQueryLog), 0xff)); it.Valid() && len(out) < limit; it.Next() {
+			e := &QueryLogEntry{}
+			if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, e) }); err != nil {
+				return fmt.Errorf("%w: query log: %v", ErrCorrupt, err)
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	return out, err
 }

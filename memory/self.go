@@ -20,6 +20,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/anchor"
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/eumas"
@@ -70,6 +71,10 @@ type Self struct {
 	Anchors *anchor.List
 	// Consensus is the agents' consensus on what the backbone holds.
 	Consensus *consensus.Ledger
+	// Assoc reads the typed associations and co-access partners.
+	Assoc *assoc.Graph
+	// Evals keeps the EUMAS evaluations and the metric profiles.
+	Evals *eumas.Store
 
 	store *Store
 	index *vector.Index
@@ -93,10 +98,6 @@ type Self struct {
 	progress     func(stage string, done, total uint64)
 	normalize    func(ctx context.Context, text string) (string, error)
 	summarize    func(ctx context.Context, texts []string) (string, error)
-
-	evaluator   eumas.Evaluator
-	metricNames []string     // the dimensions of a metric profile
-	profiles    profileTable // metric profiles of the evaluated memories (evaluation.go)
 }
 
 // sonaState is the committed state of a sona, cached for recall.
@@ -147,12 +148,15 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		}),
 	}
 	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
+	s.Assoc = assoc.NewGraph(st)
 	s.Consensus = consensus.NewLedger(st, consensusEnv{s}, o.Config, o.Clock)
 	s.Tiers = tiers.NewStore(st, tierEnv{s}, tiers.Options{Tiers: o.Config.Tiers, Thresholds: o.Config.Threshold, Clock: o.Clock})
+	evo := eumas.Options{ImportanceSeed: o.Config.Evaluation.ImportanceSeed, Clock: o.Clock}
 	if o.Config.Evaluation.Mode != "off" {
-		s.evaluator = o.Evaluator
-		s.metricNames = eumas.Metrics(o.Config.Evaluation.Archetypes)
+		evo.Evaluator = o.Evaluator
+		evo.Metrics = eumas.Metrics(o.Config.Evaluation.Archetypes)
 	}
+	s.Evals = eumas.NewStore(st, evalEnv{s}, evo)
 	s.lastActivity.Store(o.Clock.Now().Unix())
 	st.Subscribe(func(e store.Event) {
 		for _, k := range e.Keys {
@@ -270,7 +274,7 @@ func (s *Self) load(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
 			}
-			return s.loadProfile(c, v)
+			return s.Evals.LoadProfile(c, v)
 		}); err != nil {
 			return err
 		}

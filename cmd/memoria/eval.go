@@ -150,7 +150,7 @@ func locomoCmd(g *globals) *cobra.Command {
 			if err := a.Self.Settle(ctx); err != nil { // BM25 statistics over every conversation
 				return err
 			}
-			if err := a.Self.SettleEvaluation(ctx); err != nil { // metric profiles of every turn
+			if err := a.Self.Evals.Settle(ctx); err != nil { // metric profiles of every turn
 				return err
 			}
 			var transitions map[string]int

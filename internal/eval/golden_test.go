@@ -61,7 +61,7 @@ func TestDenseOnlyRanksAsCosine(t *testing.T) {
 	if err := a.Self.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Self.SettleEvaluation(ctx); err != nil {
+	if err := a.Self.Evals.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
 

@@ -1,12 +1,33 @@
-// Package assoc holds Living Memory's emergent thresholds: the running
-// similarity distributions (SimStats, Welford's algorithm) and the
+// Package assoc owns how memories relate beyond their edges: the typed
+// associations, the Hebbian co-access partners, and Living Memory's
+// emergent thresholds.
+//
+// Key spaces (values protobuf unless said):
+//
+//	a/  memory CID                  Associations: the memory's typed links (Causal,
+//	                                Similar, Sequential, Related), both directions
+//	h/  agent 0x00 memory CID       Associations: co-access partners for one agent
+//	d/  sona uuid                   SimStats (EncodeStats: n, mean, M2 as 8-byte BE
+//	                                floats): the sona's nearest-neighbour similarities
+//
+// Writers: the append contributes a memory's links with Put; recall
+// strengthens co-access with Strengthen (w ← w + rate·(1 − w)); living
+// memory prunes a/ lists with Update; import writes whole lists. Readers
+// go through Graph (Self.Assoc) or Read inside a transaction.
+//
+// Invariants: a link list is sorted strongest first (ties by target
+// bytes) and holds at most MaxLinks links — the weakest are forgotten
+// first; strengths are in [0, 1]; a memory never links to itself; Put
+// writes both directions and keeps the stronger of an old and a new link;
+// co-access is per agent, never shared between agents.
+//
+// The thresholds: the running similarity distributions (SimStats,
+// Welford's algorithm, merged by Chan et al.'s parallel update) and the
 // threshold Signal Detection Theory derives from them
 // (EmergentThreshold: mean + log(β)·std, bootstrapped while the
 // distribution is small). Dedup, retrieval, consensus and the MemoryOS
 // STM all decide with it.
 //
-// It will own the associations too (issue 14: assoc.go — the a/ typed
-// links, h/ Hebbian co-access, d/ similarity statistics); so far it owns
-// the encoding of a d/ record (EncodeStats, DecodeStats: n, mean and M2,
-// 8 bytes BE each) and no state.
+// It needs nothing of package memory: a store.Tx to write, a
+// store.Reader or store.Viewer to read.
 package assoc

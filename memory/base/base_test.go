@@ -2,6 +2,7 @@ package base
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -66,5 +67,18 @@ func TestKeys(t *testing.T) {
 	}
 	if bytes.Equal(k, KeyText(long+"y")) {
 		t.Error("two long texts with the same start share a key")
+	}
+}
+
+func TestValidateAgentID(t *testing.T) {
+	for _, id := range []string{"", "agent-1", "ü-agent", strings.Repeat("a", 200)} {
+		if err := ValidateAgentID(id); err != nil {
+			t.Errorf("%q: %v", id, err)
+		}
+	}
+	for _, id := range []string{"a\x00b", "a\nb", "a\x7f", strings.Repeat("a", 201)} {
+		if err := ValidateAgentID(id); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %v, want ErrInvalid", id, err)
+		}
 	}
 }

@@ -73,3 +73,11 @@ func ValidText(field, v string, maxBytes int) error {
 	}
 	return nil
 }
+
+// ValidateAgentID checks an agent id: printable, short.
+func ValidateAgentID(id string) error {
+	if len(id) > 200 || strings.IndexFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		return fmt.Errorf("%w: agent_id must be at most 200 printable characters", ErrInvalid)
+	}
+	return nil
+}

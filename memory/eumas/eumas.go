@@ -1,10 +1,3 @@
-// Package eumas evaluates memories as EUMAS does (seed 004): each
-// configured archetype gives a memory scalar metrics (0..1) with a
-// justification each, annotations, and a priority {score, factors,
-// decay_rate}; the memory keeps their aggregate. Two evaluators: LLM asks
-// a language model with one JSON-schema'd prompt per archetype and
-// validates the answer; Heuristic is deterministic and offline. Both are
-// pure: no store, no transport.
 package eumas
 
 import (

@@ -1,4 +1,4 @@
-package memory
+package eumas
 
 import (
 	"cmp"
@@ -46,30 +46,31 @@ func (t *profileTable) len() int {
 	return t.n
 }
 
-type profileHit struct {
-	id  uint64
-	sim float64
+// ProfileHit is a vector id and its profile's cosine to a query's.
+type ProfileHit struct {
+	ID  uint64
+	Sim float64
 }
 
 // nearest returns the k of ids whose profiles are nearest q (cosine above
 // 0), best first.
-func (t *profileTable) nearest(q []float32, ids []uint64, k int) []profileHit {
-	var out []profileHit
+func (t *profileTable) nearest(q []float32, ids []uint64, k int) []ProfileHit {
+	var out []ProfileHit
 	t.mu.RLock()
 	for _, id := range ids {
 		if id >= uint64(len(t.rows)) || t.rows[id] == nil {
 			continue
 		}
 		if sim := base.Dot(q, t.rows[id]); sim > 0 {
-			out = append(out, profileHit{id, sim})
+			out = append(out, ProfileHit{id, sim})
 		}
 	}
 	t.mu.RUnlock()
-	slices.SortFunc(out, func(a, b profileHit) int {
-		if c := cmp.Compare(b.sim, a.sim); c != 0 {
+	slices.SortFunc(out, func(a, b ProfileHit) int {
+		if c := cmp.Compare(b.Sim, a.Sim); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.id, b.id)
+		return cmp.Compare(a.ID, b.ID)
 	})
 	return out[:min(k, len(out))]
 }

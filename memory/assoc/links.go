@@ -1,0 +1,225 @@
+package assoc
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Association types (XmetaV memory_associations).
+const (
+	Causal     = "causal"     // a response and what it was answering or drew on
+	Similar    = "similar"    // a memory and its strong neighbours when it was stored
+	Sequential = "sequential" // consecutive memories of a sona
+	Related    = "related"    // explicit edges given at insert
+	CoAccess   = "coaccess"   // Hebbian co-access partners
+)
+
+// MaxLinks bounds the associations (and the co-access partners per agent)
+// a memory keeps: the weakest are forgotten first.
+const MaxLinks = 32
+
+// The key spaces of the links.
+var (
+	// KeyAssoc: a/ memory CID → messages.Associations (typed links).
+	KeyAssoc = []byte("a/")
+	// KeyCoAccess: h/ agent 0x00 memory CID → messages.Associations
+	// (co-access partners of the memory for that agent).
+	KeyCoAccess = []byte("h/")
+)
+
+// Key is the key of c's typed associations.
+func Key(c cid.Cid) []byte { return base.Join(KeyAssoc, c.Bytes()) }
+
+// CoAccessKey is the key of c's co-access partners for agent.
+func CoAccessKey(agent string, c cid.Cid) []byte {
+	return base.Join(KeyCoAccess, []byte(agent), []byte{0}, c.Bytes())
+}
+
+// Link is a typed association or a co-access partnership seen from one memory.
+type Link struct {
+	Target   cid.Cid
+	Type     string
+	Strength float64
+}
+
+// Decode reads a stored link list, strongest first.
+func Decode(raw []byte) ([]Link, error) {
+	list := &messages.Associations{}
+	if err := proto.Unmarshal(raw, list); err != nil {
+		return nil, fmt.Errorf("%w: link list: %v", base.ErrCorrupt, err)
+	}
+	out := make([]Link, 0, len(list.Links))
+	for _, l := range list.Links {
+		c, err := cid.Cast(l.Target)
+		if err != nil {
+			return nil, fmt.Errorf("%w: link target: %v", base.ErrCorrupt, err)
+		}
+		out = append(out, Link{Target: c, Type: l.Type, Strength: l.Strength})
+	}
+	return out, nil
+}
+
+// Read reads the link list under key (nil when there is none).
+func Read(r store.Reader, key []byte) ([]Link, error) {
+	item, err := r.Item(key)
+	if errors.Is(err, base.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Link
+	err = item.Value(func(v []byte) error {
+		out, err = Decode(v)
+		return err
+	})
+	return out, err
+}
+
+// Update applies change to the link list under key (read through tx)
+// and writes it back strongest first, keeping at most MaxLinks. change
+// sees the links by target and get, which returns a target's link
+// (created if new) stamped with now.
+func Update(tx store.Tx, key []byte, now int64, change func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association)) error {
+	list := &messages.Associations{}
+	if raw, err := tx.Get(key); err == nil {
+		if err := proto.Unmarshal(raw, list); err != nil {
+			return fmt.Errorf("%w: link list: %v", base.ErrCorrupt, err)
+		}
+	} else if !errors.Is(err, base.ErrNotFound) {
+		return err
+	}
+	byTarget := map[cid.Cid]*messages.Association{}
+	for _, l := range list.Links {
+		c, err := cid.Cast(l.Target)
+		if err != nil {
+			return fmt.Errorf("%w: link target: %v", base.ErrCorrupt, err)
+		}
+		byTarget[c] = l
+	}
+	get := func(c cid.Cid) *messages.Association {
+		l, ok := byTarget[c]
+		if !ok {
+			l = &messages.Association{Target: c.Bytes()}
+			byTarget[c] = l
+		}
+		l.UpdatedAt = now
+		return l
+	}
+	change(byTarget, get)
+	links := make([]*messages.Association, 0, len(byTarget))
+	for _, l := range byTarget {
+		links = append(links, l)
+	}
+	slices.SortFunc(links, func(a, b *messages.Association) int {
+		if c := cmp.Compare(b.Strength, a.Strength); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.Target, b.Target)
+	})
+	list.Links = links[:min(len(links), MaxLinks)]
+	out, err := proto.Marshal(list)
+	if err != nil {
+		return err
+	}
+	tx.Set(key, out)
+	return nil
+}
+
+// Put records typed associations between from and each of links'
+// targets, both ways, keeping the stronger of an existing link and the
+// new one (strengths clamped to [0, 1]). from's own list is rewritten
+// once. It is the append's contribution to the a/ space.
+func Put(tx store.Tx, from cid.Cid, links []Link, now int64) error {
+	keep := func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association, to cid.Cid, typ string, strength float64) {
+		if l, ok := have[to]; ok && l.Strength >= strength {
+			return
+		}
+		l := get(to)
+		l.Type, l.Strength = typ, strength
+	}
+	for i := range links {
+		links[i].Strength = math.Max(0, math.Min(1, links[i].Strength))
+	}
+	err := Update(tx, Key(from), now, func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association) {
+		for _, l := range links {
+			if l.Target != from {
+				keep(have, get, l.Target, l.Type, l.Strength)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		if l.Target == from {
+			continue
+		}
+		err := Update(tx, Key(l.Target), now, func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association) {
+			keep(have, get, from, l.Type, l.Strength)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Strengthen is the op that strengthens the Hebbian co-access weight of
+// every pair of memories returned together, for one agent:
+// w ← w + rate·(1 − w).
+func Strengthen(agent string, together []cid.Cid, rate float64, now int64) store.Op {
+	return func(tx store.Tx) error {
+		for _, a := range together {
+			err := Update(tx, CoAccessKey(agent, a), now, func(_ map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association) {
+				for _, b := range together {
+					if b != a {
+						l := get(b)
+						l.Type = CoAccess
+						l.Strength += rate * (1 - l.Strength)
+					}
+				}
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// Graph reads the links of a store.
+type Graph struct{ v store.Viewer }
+
+// NewGraph reads the links through v.
+func NewGraph(v store.Viewer) *Graph { return &Graph{v} }
+
+// Associations returns the typed associations of a memory, strongest first.
+func (g *Graph) Associations(c cid.Cid) ([]Link, error) { return g.read(Key(c)) }
+
+// CoAccess returns the co-access partners of a memory for an agent,
+// strongest first.
+func (g *Graph) CoAccess(agent string, c cid.Cid) ([]Link, error) {
+	return g.read(CoAccessKey(agent, c))
+}
+
+func (g *Graph) read(key []byte) ([]Link, error) {
+	var out []Link
+	err := g.v.View(func(r store.Reader) error {
+		var err error
+		out, err = Read(r, key)
+		return err
+	})
+	return out, err
+}

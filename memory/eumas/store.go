@@ -1,0 +1,289 @@
+package eumas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// The key spaces of the evaluations.
+var (
+	// KeyEval: e/ memory CID → messages.Evaluation (the full evaluation).
+	KeyEval = []byte("e/")
+	// KeyEvalSeq: x/evalseq → the insertion-log position evaluated so
+	// far (8 bytes BE), the watermark.
+	KeyEvalSeq = []byte("x/evalseq")
+)
+
+// EvalKey is the key of c's evaluation.
+func EvalKey(c cid.Cid) []byte { return base.Join(KeyEval, c.Bytes()) }
+
+// ErrConflict means two evaluators ran at once; the one that lost wrote
+// nothing.
+var ErrConflict = errors.New("memory: the evaluation watermark moved")
+
+// Step reports one evaluator step.
+type Step struct {
+	// Evaluated counts the memories whose evaluation was stored, Failed
+	// those every archetype failed on (recorded, no metrics).
+	Evaluated, Failed int
+	// More: the log holds memories after this step's.
+	More bool
+	// Watermark is the last insertion-log position evaluated.
+	Watermark uint64
+}
+
+// Logged is a memory at its insertion-log position, as it is evaluated.
+type Logged struct {
+	Seq   uint64
+	CID   cid.Cid
+	Input Input
+}
+
+// Env is what the evaluations need of the memories they evaluate.
+type Env interface {
+	// Logged reads up to n memories logged after position after, in log
+	// order, and the log's end position.
+	Logged(r store.Reader, after uint64, n int) (items []Logged, end uint64, err error)
+	// UpdateMeta is the op that changes the metadata of cids with fn.
+	UpdateMeta(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) store.Op
+	// VectorID is a memory's vector-index id (every stored memory has
+	// one before it is evaluated).
+	VectorID(c cid.Cid) (uint64, bool)
+}
+
+// Options configure the evaluations.
+type Options struct {
+	// Evaluator evaluates memories and queries; nil turns evaluation and
+	// the metric path off.
+	Evaluator Evaluator
+	// Metrics are the dimensions of a metric profile (Metrics).
+	Metrics []string
+	// ImportanceSeed scales an evaluated priority into the memory's
+	// importance (evaluation.importance_seed).
+	ImportanceSeed float64
+	Clock          clock.Clock
+}
+
+// Store keeps the evaluations of the stored memories and the metric
+// profiles derived from them.
+type Store struct {
+	store interface {
+		store.Committer
+		store.Viewer
+	}
+	env      Env
+	o        Options
+	clock    clock.Clock
+	profiles profileTable
+}
+
+// NewStore keeps evaluations in st.
+func NewStore(st interface {
+	store.Committer
+	store.Viewer
+}, env Env, o Options) *Store {
+	return &Store{store: st, env: env, o: o, clock: clock.Or(o.Clock)}
+}
+
+// Evaluator is the evaluator recall uses for queries; nil turns the
+// metric path off.
+func (s *Store) Evaluator() Evaluator { return s.o.Evaluator }
+
+// EvaluatePending evaluates up to batch memories after the watermark with
+// ev. Memories without text (files) are passed over. Only the context's
+// error, a store error or ErrConflict is returned.
+func (s *Store) EvaluatePending(ctx context.Context, ev Evaluator, batch int) (Step, error) {
+	var (
+		items     []Logged
+		mark, end uint64
+	)
+	err := s.store.View(func(txn store.Reader) error {
+		var err error
+		if mark, err = store.ReadU64(txn, KeyEvalSeq); err != nil {
+			return err
+		}
+		items, end, err = s.env.Logged(txn, mark, batch)
+		return err
+	})
+	if err != nil || len(items) == 0 {
+		return Step{Watermark: mark}, err
+	}
+	last := items[len(items)-1].Seq
+	step := Step{More: last < end, Watermark: last}
+	evals := make(map[cid.Cid]*messages.Evaluation, len(items))
+	var cids []cid.Cid
+	for _, it := range items {
+		if strings.TrimSpace(it.Input.Text) == "" {
+			continue
+		}
+		e, err := ev.Evaluate(ctx, it.Input)
+		if err != nil {
+			return Step{Watermark: mark}, err
+		}
+		if e.EvaluatedAt == 0 {
+			e.EvaluatedAt = s.clock.Now().Unix()
+		}
+		evals[it.CID] = e
+		cids = append(cids, it.CID)
+	}
+	seed := s.o.ImportanceSeed
+	profiles := map[cid.Cid][]float32{}
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		raw, err := tx.Get(KeyEvalSeq)
+		if err != nil && !errors.Is(err, base.ErrNotFound) {
+			return err
+		}
+		if base.DecodeU64(raw) != mark {
+			return ErrConflict
+		}
+		for _, c := range cids {
+			b, err := proto.Marshal(evals[c])
+			if err != nil {
+				return err
+			}
+			tx.Set(EvalKey(c), b)
+		}
+		step.Evaluated, step.Failed = 0, 0
+		clear(profiles)
+		if err := s.env.UpdateMeta(cids, func(meta *messages.MemoryMeta, c cid.Cid) {
+			sum := Aggregate(evals[c])
+			meta.Evaluation = sum
+			step.Evaluated++
+			if sum.Failed {
+				step.Failed++
+				return
+			}
+			meta.Importance = max(meta.Importance, seed*sum.Priority.Score)
+			if p := Profile(sum, s.o.Metrics); p != nil {
+				profiles[c] = p
+			}
+		})(tx); err != nil {
+			return err
+		}
+		tx.Set(KeyEvalSeq, base.U64(last))
+		tx.OnCommit(func() {
+			for c, p := range profiles {
+				s.setProfile(c, p)
+			}
+		})
+		return nil
+	})
+	if err != nil {
+		return Step{Watermark: mark}, err
+	}
+	return step, nil
+}
+
+// Settle evaluates everything stored so far (alongside the evaluator
+// actor, if it runs: a step that loses the race is retried).
+func (s *Store) Settle(ctx context.Context) error {
+	if s.o.Evaluator == nil {
+		return nil
+	}
+	for {
+		step, err := s.EvaluatePending(ctx, s.o.Evaluator, 256)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		if err != nil || !step.More {
+			return err
+		}
+	}
+}
+
+// Evaluation returns the stored evaluation of a memory.
+func (s *Store) Evaluation(c cid.Cid) (*messages.Evaluation, error) {
+	e := &messages.Evaluation{}
+	var found bool
+	err := s.store.View(func(txn store.Reader) error {
+		var err error
+		found, err = store.GetProto(txn, EvalKey(c), e)
+		return err
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("%w: no evaluation of %s", base.ErrNotFound, c)
+	}
+	return e, err
+}
+
+// setProfile records a memory's metric profile under its vector id.
+func (s *Store) setProfile(c cid.Cid, p []float32) {
+	if id, ok := s.env.VectorID(c); ok {
+		s.profiles.set(id, p)
+	}
+}
+
+// LoadProfile adds a memory's metric profile to the derived table at
+// open; raw is its metadata record, of which only the evaluation field
+// is decoded.
+func (s *Store) LoadProfile(c cid.Cid, raw []byte) error {
+	if len(s.o.Metrics) == 0 {
+		return nil
+	}
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return fmt.Errorf("%w: metadata of %s", base.ErrCorrupt, c)
+		}
+		raw = raw[n:]
+		if num == metaEvaluationField && typ == protowire.BytesType {
+			b, n := protowire.ConsumeBytes(raw)
+			if n < 0 {
+				return fmt.Errorf("%w: metadata of %s", base.ErrCorrupt, c)
+			}
+			sum := &messages.EvalSummary{}
+			if err := proto.Unmarshal(b, sum); err != nil {
+				return fmt.Errorf("%w: evaluation of %s: %v", base.ErrCorrupt, c, err)
+			}
+			if p := Profile(sum, s.o.Metrics); p != nil {
+				s.setProfile(c, p)
+			}
+			return nil
+		}
+		n = protowire.ConsumeFieldValue(num, typ, raw)
+		if n < 0 {
+			return fmt.Errorf("%w: metadata of %s", base.ErrCorrupt, c)
+		}
+		raw = raw[n:]
+	}
+	return nil
+}
+
+// metaEvaluationField is MemoryMeta.evaluation's field number.
+var metaEvaluationField = (&messages.MemoryMeta{}).ProtoReflect().Descriptor().Fields().ByName("evaluation").Number()
+
+// QueryProfile evaluates the query as memories are evaluated; nil when
+// the metric path cannot run or nothing stands out in the query.
+func (s *Store) QueryProfile(ctx context.Context, q string) ([]float32, error) {
+	if s.o.Evaluator == nil || s.profiles.len() == 0 || strings.TrimSpace(q) == "" {
+		return nil, nil
+	}
+	e, err := s.o.Evaluator.Evaluate(ctx, Input{Text: q})
+	if err != nil {
+		return nil, err
+	}
+	return Profile(Aggregate(e), s.o.Metrics), nil
+}
+
+// Nearest returns the k of the vector ids whose metric profiles are
+// nearest prof (cosine above 0), best first.
+func (s *Store) Nearest(prof []float32, ids []uint64, k int) []ProfileHit {
+	return s.profiles.nearest(prof, ids, k)
+}
+
+// ProfileOf is the metric profile kept under a vector id; nil if none.
+func (s *Store) ProfileOf(id uint64) []float32 { return s.profiles.get(id) }
+
+// Profiles is the number of memories with a metric profile.
+func (s *Store) Profiles() int { return s.profiles.len() }

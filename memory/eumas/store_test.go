@@ -1,0 +1,164 @@
+package eumas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// logEnv is an Env over a scripted insertion log: positions 1..len(log).
+type logEnv struct {
+	mu   sync.Mutex
+	log  []Logged
+	meta map[cid.Cid]*messages.MemoryMeta
+}
+
+func newLogEnv(t *testing.T, texts ...string) *logEnv {
+	e := &logEnv{meta: map[cid.Cid]*messages.MemoryMeta{}}
+	for i, text := range texts {
+		h, err := multihash.Sum([]byte(fmt.Sprint(i, text)), multihash.SHA2_256, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cid.NewCidV1(cid.DagCBOR, h)
+		e.log = append(e.log, Logged{Seq: uint64(i + 1), CID: c, Input: Input{Text: text, Kind: "note"}})
+		e.meta[c] = &messages.MemoryMeta{Kind: "note", Importance: 0.1}
+	}
+	return e
+}
+
+func (e *logEnv) Logged(_ store.Reader, after uint64, n int) ([]Logged, uint64, error) {
+	var out []Logged
+	for _, l := range e.log {
+		if l.Seq > after && len(out) < n {
+			out = append(out, l)
+		}
+	}
+	return out, uint64(len(e.log)), nil
+}
+
+func (e *logEnv) UpdateMeta(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) store.Op {
+	return func(store.Tx) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, c := range cids {
+			fn(e.meta[c], c)
+		}
+		return nil
+	}
+}
+
+func (e *logEnv) VectorID(c cid.Cid) (uint64, bool) {
+	for _, l := range e.log {
+		if l.CID == c {
+			return l.Seq, true
+		}
+	}
+	return 0, false
+}
+
+func openEvals(t *testing.T, env Env, ev Evaluator) (*Store, *store.Store) {
+	t.Helper()
+	st, err := store.OpenMemory(store.OptionsOf(config.Default().Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return NewStore(st, env, Options{Evaluator: ev, Metrics: Metrics(archetypes()), ImportanceSeed: 1}), st
+}
+
+func TestEvaluatePendingWalksTheLog(t *testing.T) {
+	ctx := context.Background()
+	env := newLogEnv(t, "so happy and glad today", "  ", "a sad loss", "the first new thing")
+	ev := NewHeuristic(archetypes())
+	s, _ := openEvals(t, env, ev)
+
+	step, err := s.EvaluatePending(ctx, ev, 2)
+	if err != nil || step != (Step{Evaluated: 1, More: true, Watermark: 2}) {
+		t.Fatalf("first step %+v, %v; want 1 evaluated (the blank one passed over), more, watermark 2", step, err)
+	}
+	if step, err = s.EvaluatePending(ctx, ev, 10); err != nil || step != (Step{Evaluated: 2, Watermark: 4}) {
+		t.Fatalf("second step %+v, %v; want the last 2, watermark 4", step, err)
+	}
+	if step, err = s.EvaluatePending(ctx, ev, 10); err != nil || step != (Step{Watermark: 4}) {
+		t.Fatalf("third step %+v, %v; want nothing left", step, err)
+	}
+	happy := env.log[0].CID
+	full, err := s.Evaluation(happy)
+	if err != nil || len(full.Archetypes) == 0 {
+		t.Fatalf("evaluation of the first memory: %v, %v", full, err)
+	}
+	if _, err := s.Evaluation(env.log[1].CID); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("evaluation of the blank memory: %v, want ErrNotFound", err)
+	}
+	meta := env.meta[happy]
+	if meta.Evaluation == nil || meta.Importance < meta.Evaluation.Priority.Score {
+		t.Fatalf("metadata not seeded: %+v", meta)
+	}
+	if s.ProfileOf(1) == nil || s.ProfileOf(2) != nil || s.Profiles() != 3 {
+		t.Fatalf("profiles: %v %v, %d of them, want 3 (not the blank memory's)", s.ProfileOf(1), s.ProfileOf(2), s.Profiles())
+	}
+	q, err := s.QueryProfile(ctx, "happy glad")
+	if err != nil || q == nil {
+		t.Fatalf("query profile %v, %v", q, err)
+	}
+	if hits := s.Nearest(q, []uint64{1, 2, 3, 4}, 1); len(hits) != 1 || hits[0].ID != 1 {
+		t.Fatalf("nearest to a glad query: %v, want id 1", hits)
+	}
+}
+
+// moving is an evaluator that moves the watermark behind the step's back,
+// as a second evaluator would.
+type moving struct {
+	Evaluator
+	st *store.Store
+}
+
+func (m moving) Evaluate(ctx context.Context, in Input) (*messages.Evaluation, error) {
+	if err := m.st.Update(ctx, func(tx store.Tx) error { tx.Set(KeyEvalSeq, base.U64(9)); return nil }); err != nil {
+		return nil, err
+	}
+	return m.Evaluator.Evaluate(ctx, in)
+}
+
+func TestEvaluatePendingConflictWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	env := newLogEnv(t, "so happy")
+	s, st := openEvals(t, env, nil)
+	step, err := s.EvaluatePending(ctx, moving{NewHeuristic(archetypes()), st}, 10)
+	if !errors.Is(err, ErrConflict) || step.Watermark != 0 {
+		t.Fatalf("step %+v, %v; want ErrConflict at watermark 0", step, err)
+	}
+	if _, err := s.Evaluation(env.log[0].CID); !errors.Is(err, base.ErrNotFound) || env.meta[env.log[0].CID].Evaluation != nil || s.Profiles() != 0 {
+		t.Fatalf("the losing step wrote something: %v", err)
+	}
+}
+
+func TestSettle(t *testing.T) {
+	texts := make([]string, 600)
+	for i := range texts {
+		texts[i] = fmt.Sprint("happy day ", i)
+	}
+	env := newLogEnv(t, texts...)
+	s, _ := openEvals(t, env, NewHeuristic(archetypes()))
+	if err := s.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s.Profiles() != len(texts) {
+		t.Fatalf("%d profiles after Settle, want %d", s.Profiles(), len(texts))
+	}
+	off, _ := openEvals(t, env, nil)
+	if err := off.Settle(context.Background()); err != nil || off.Profiles() != 0 {
+		t.Fatalf("Settle without an evaluator: %v, %d profiles", err, off.Profiles())
+	}
+}
