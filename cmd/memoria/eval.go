@@ -331,7 +331,7 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 		prog.add(1)
 		if missed := missing(q.Evidence, ranked[:min(10, len(ranked))]); len(missed) > 0 && misses > 0 {
 			misses--
-			fmt.Fprintf(w, "\n[%s] cat %d: %s\n", ec.name, q.Category, ing.Text[i])
+			fmt.Fprintf(w, "\n[%s] cat %d: %s\n", ec.name, q.Category, q.Text)
 			for _, m := range missed {
 				fmt.Fprintf(w, "  missed %s: %s\n", m, text[q.Conv+"/"+m])
 			}
@@ -352,7 +352,7 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 // co-access and expansion, without a trace.
 func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths memory.Paths, k int, scope string) ([]string, error) {
 	paths.Expand, paths.CoAccess = false, false
-	rs, err := self.Recall(ctx, memory.Query{Sona: ing.Sonas[ing.QConv[i]], Text: ing.Text[i], K: k,
+	rs, err := self.Recall(ctx, memory.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, K: k,
 		Budget: 1 << 30, Scope: scope, Paths: &paths, Peek: true})
 	if err != nil {
 		return nil, err
@@ -367,7 +367,7 @@ func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, pat
 // inject returns the dia ids of what a step would inject for question i
 // (default k and budget); peek false records the traces (learning).
 func inject(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths memory.Paths, scope string, peek bool) ([]string, error) {
-	rs, err := self.Recall(ctx, memory.Query{Sona: ing.Sonas[ing.QConv[i]], Text: ing.Text[i], Scope: scope, Paths: &paths, Peek: peek})
+	rs, err := self.Recall(ctx, memory.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, Scope: scope, Paths: &paths, Peek: peek})
 	if err != nil {
 		return nil, err
 	}
@@ -420,30 +420,25 @@ func pageLoCoMo(ctx context.Context, self *memory.Self, ing *eval.Ingested, prog
 func scoreTiers(ctx context.Context, self *memory.Self, cfg config.Config, ing *eval.Ingested, ec evalConfig, ks []int, _ string, prog *progress, _ int, _ io.Writer) (*eval.Accumulator, error) {
 	acc := eval.NewAccumulator(ks)
 	prog.start(ec.name, len(ing.Qs))
-	for i, cv := range ing.Convs {
-		for _, q := range cv.QA {
-			if !q.Scorable() {
-				continue
-			}
-			vecs, err := self.Embed(ctx, q.Question)
-			if err != nil {
-				return nil, err
-			}
-			tr, err := self.Tiers.Recall(ing.Sonas[i], q.Question, vecs[0], cfg.Tiers.TopK)
-			if err != nil {
-				return nil, err
-			}
-			var turns []string
-			add := func(p *messages.Page) { turns = append(turns, ing.Dia[p.Q], ing.Dia[p.R]) }
-			for _, p := range tr.MTM {
-				add(p.Page)
-			}
-			for j := len(tr.STM) - 1; j >= 0; j-- {
-				add(tr.STM[j].Page)
-			}
-			acc.Add(q.Category, q.Evidence, turns, turns)
-			prog.add(1)
+	for _, q := range ing.Qs {
+		vecs, err := self.Embed(ctx, q.Text)
+		if err != nil {
+			return nil, err
 		}
+		tr, err := self.Tiers.Recall(ing.Sonas[q.ConvAt], q.Text, vecs[0], cfg.Tiers.TopK)
+		if err != nil {
+			return nil, err
+		}
+		var turns []string
+		add := func(p *messages.Page) { turns = append(turns, ing.Dia[p.Q], ing.Dia[p.R]) }
+		for _, p := range tr.MTM {
+			add(p.Page)
+		}
+		for j := len(tr.STM) - 1; j >= 0; j-- {
+			add(tr.STM[j].Page)
+		}
+		acc.Add(q.Category, q.Evidence, turns, turns)
+		prog.add(1)
 	}
 	return acc, nil
 }

@@ -92,7 +92,7 @@ func TestDenseOnlyRanksAsCosine(t *testing.T) {
 	api, plain := eval.NewAccumulator([]int{k}), eval.NewAccumulator([]int{k})
 	differ := 0
 	for i, q := range ing.Qs {
-		res, err := c.Recall(ctx, ing.Sonas[0], &messages.RecallRequest{Query: ing.Text[i], K: k, BudgetChars: 100000, Explain: true})
+		res, err := c.Recall(ctx, ing.Sonas[0], &messages.RecallRequest{Query: ing.Qs[i].Text, K: k, BudgetChars: 100000, Explain: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestDenseOnlyRanksAsCosine(t *testing.T) {
 			}
 		}
 		slices.SortStableFunc(hits, func(a, b *messages.RecalledMemory) int { return cmp.Compare(b.Score, a.Score) })
-		qv, err := e.Embed(ctx, []string{ing.Text[i]})
+		qv, err := e.Embed(ctx, []string{ing.Qs[i].Text})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestDenseOnlyRanksAsCosine(t *testing.T) {
 		if len(hits) > 0 {
 			j := slices.Index(dia, got[0])
 			if d := hits[0].Explain.GetDense(); math.Abs(d-sims[j]) > 1e-4 {
-				t.Fatalf("%q: the API's cosine of %s is %v, the table's %v", ing.Text[i], got[0], d, sims[j])
+				t.Fatalf("%q: the API's cosine of %s is %v, the table's %v", ing.Qs[i].Text, got[0], d, sims[j])
 			}
 		}
 		if !slices.Equal(got, want) {

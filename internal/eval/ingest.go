@@ -21,11 +21,8 @@ type Ingested struct {
 	Sonas []string          // sona uuid per conversation
 	Turns [][]cid.Cid       // memory per turn, in order, per conversation
 	Dia   map[string]string // memory CID → dia id
-	// The scored questions, conversation by conversation (Questions),
-	// with each one's text and conversation index.
-	Qs    []Question
-	Text  []string
-	QConv []int
+	// The scored questions, conversation by conversation (Questions).
+	Qs []Question
 }
 
 // Turns counts the turns of convs.
@@ -48,13 +45,6 @@ func Turns(convs []Conversation) int {
 func Ingest(ctx context.Context, c *client.Client, convs []Conversation, added func()) (*Ingested, error) {
 	ing := &Ingested{Convs: convs, Sonas: make([]string, len(convs)), Turns: make([][]cid.Cid, len(convs)), Dia: map[string]string{},
 		Qs: Questions(convs)}
-	for i, cv := range convs {
-		for _, q := range cv.QA {
-			if q.Scorable() {
-				ing.Text, ing.QConv = append(ing.Text, q.Question), append(ing.QConv, i)
-			}
-		}
-	}
 	var mu sync.Mutex
 	eg, ectx := errgroup.WithContext(ctx)
 	for i, cv := range convs {

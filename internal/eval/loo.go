@@ -8,6 +8,8 @@ import (
 // Question is one scored question with its conversation.
 type Question struct {
 	Conv     string // conversation id
+	ConvAt   int    // the conversation's index in the list given to Questions
+	Text     string
 	Category int
 	Evidence []string
 }
@@ -17,10 +19,10 @@ type Question struct {
 // each in its file's order.
 func Questions(convs []Conversation) []Question {
 	var out []Question
-	for _, cv := range convs {
+	for i, cv := range convs {
 		for _, q := range cv.QA {
 			if q.Scorable() {
-				out = append(out, Question{Conv: cv.ID, Category: q.Category, Evidence: q.Evidence})
+				out = append(out, Question{Conv: cv.ID, ConvAt: i, Text: q.Question, Category: q.Category, Evidence: q.Evidence})
 			}
 		}
 	}
