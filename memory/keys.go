@@ -1,12 +1,14 @@
 package memory
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
 
 	"github.com/ipfs/go-cid"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
 )
 
 // StoreVersion is the layout version of the key spaces in doc.go. A store
@@ -81,4 +83,20 @@ func decodeChainEntry(b []byte) (act, mem cid.Cid, logSeq uint64, err error) {
 		return cid.Undef, cid.Undef, 0, fmt.Errorf("%w: chain entry: %v", ErrCorrupt, err)
 	}
 	return act, mem, binary.BigEndian.Uint64(b[n+m:]), nil
+}
+
+// scanChainMemories calls f with the sona and the memory of every chain
+// entry, sona by sona, each chain in seq order.
+func scanChainMemories(txn Reader, f func(sona string, mem cid.Cid) error) error {
+	return store.Scan(txn, prefixChain, func(k, v []byte) error {
+		id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
+		if !ok {
+			return fmt.Errorf("%w: chain key", ErrCorrupt)
+		}
+		_, mem, _, err := decodeChainEntry(v)
+		if err != nil {
+			return err
+		}
+		return f(string(id), mem)
+	})
 }

@@ -153,21 +153,13 @@ func (s *Self) setLayout(ctx context.Context, v int) error {
 func (s *Self) migrateV2(ctx context.Context) error {
 	var keys [][]byte
 	err := s.store.View(func(txn Reader) error {
-		return store.Scan(txn, prefixChain, func(k, v []byte) error {
-			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
-			if !ok {
-				return fmt.Errorf("%w: chain key", ErrCorrupt)
-			}
-			_, mem, _, err := decodeChainEntry(v)
-			if err != nil {
-				return err
-			}
+		return scanChainMemories(txn, func(id string, mem cid.Cid) error {
 			m, err := readMemory(txn, mem)
 			if err != nil {
 				return err
 			}
 			if f := m.Data.File; f != nil {
-				keys = append(keys, fileSonaKey(f.Content, string(id)))
+				keys = append(keys, fileSonaKey(f.Content, id))
 			}
 			return nil
 		})

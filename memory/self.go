@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -282,16 +281,8 @@ func (s *Self) load(ctx context.Context) error {
 		if err := s.checkEnds(txn); err != nil {
 			return err
 		}
-		return store.Scan(txn, prefixChain, func(k, v []byte) error {
-			id, _, ok := bytes.Cut(k[len(prefixChain):], []byte{0})
-			if !ok {
-				return fmt.Errorf("%w: chain key", ErrCorrupt)
-			}
-			_, mem, _, err := decodeChainEntry(v)
-			if err != nil {
-				return err
-			}
-			st, ok := s.sonas[string(id)]
+		return scanChainMemories(txn, func(id string, mem cid.Cid) error {
+			st, ok := s.sonas[id]
 			if !ok {
 				return nil
 			}
