@@ -145,25 +145,9 @@ func (g *globals) startChild(cmd *cobra.Command, keep bool, logFile string) (*lo
 func showElapsed(w io.Writer, quiet bool, label string, total time.Duration) func() {
 	p := newProgress(w, quiet)
 	p.start(label, int(total.Seconds()))
-	start := time.Now()
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				p.set(min(int(time.Since(start).Seconds()), int(total.Seconds())))
-			}
-		}
-	}()
+	stop := loadgen.EverySecond(total, p.set)
 	return func() {
-		close(stop)
-		<-done
+		stop()
 		p.done()
 	}
 }

@@ -133,25 +133,9 @@ func (r *run) window(ctx context.Context, phase string, w loadgen.Window, req lo
 func (r *run) ticking(phase string, d time.Duration) func() {
 	total := int(d.Seconds())
 	r.progress(phase, 0, total)
-	start := time.Now()
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				r.progress(phase, min(int(time.Since(start).Seconds()), total), total)
-			}
-		}
-	}()
+	stop := loadgen.EverySecond(d, func(s int) { r.progress(phase, s, total) })
 	return func() {
-		close(done)
-		<-stopped
+		stop()
 		r.progress(phase, total, total)
 	}
 }

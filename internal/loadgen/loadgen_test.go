@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/memoria-ai/memoria/api/client"
+	"github.com/memoria-ai/memoria/internal/testutil"
 )
 
 func TestParseProcStatus(t *testing.T) {
@@ -106,5 +107,21 @@ func TestDrive(t *testing.T) {
 	}
 	if len(rep.Memory) < 2 || rep.Memory[0].At != "start" || rep.Memory[len(rep.Memory)-1].At != "end" || rep.PeakRSS <= 0 {
 		t.Fatalf("memory %+v, peak %d", rep.Memory, rep.PeakRSS)
+	}
+}
+
+// EverySecond reports whole seconds, capped at the total, and after stop
+// returns f is not called again.
+func TestEverySecond(t *testing.T) {
+	var last, calls atomic.Int64
+	stop := EverySecond(500*time.Millisecond, func(s int) { last.Store(int64(s)); calls.Add(1) })
+	testutil.Eventually(t, "a tick", func() bool { return calls.Load() > 0 })
+	stop()
+	n := calls.Load()
+	if got := last.Load(); got != 0 {
+		t.Fatalf("elapsed %d, want 0 (the total, 0.5 s, in whole seconds)", got)
+	}
+	if calls.Load() != n {
+		t.Fatal("called after stop returned")
 	}
 }

@@ -519,3 +519,29 @@ func (p *cidPool) pick(rng *rand.Rand) string {
 	}
 	return p.cids[rng.IntN(len(p.cids))]
 }
+
+// EverySecond calls f with the whole seconds elapsed, at most total's,
+// once a second until the returned function is called; that function
+// returns once f is no longer running. (The progress of a timed phase.)
+func EverySecond(total time.Duration, f func(elapsed int)) (stop func()) {
+	start := time.Now()
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				f(min(int(time.Since(start).Seconds()), int(total.Seconds())))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
