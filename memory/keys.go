@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/ipfs/go-cid"
 	"github.com/memoria-ai/memoria/memory/base"
@@ -47,25 +46,10 @@ func chainKey(uuid string, seq int64) []byte {
 
 func logKey(seq uint64) []byte { return base.Join(prefixLog, base.U64(seq)) }
 
-// encodeVector writes v as little-endian float32s.
-func encodeVector(v []float32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
-	}
-	return out
-}
+// encodeVector and decodeVector are the embeddings' codec (base).
+func encodeVector(v []float32) []byte { return base.EncodeVector(v) }
 
-func decodeVector(b []byte) ([]float32, error) {
-	if len(b)%4 != 0 {
-		return nil, fmt.Errorf("%w: vector of %d bytes", ErrCorrupt, len(b))
-	}
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v, nil
-}
+func decodeVector(b []byte) ([]float32, error) { return base.DecodeVector(b) }
 
 // A chain entry (the value of a c/ key) is the ACT, its memory, and the
 // insertion-log position of the store when the ACT was appended.

@@ -82,3 +82,23 @@ func TestValidateAgentID(t *testing.T) {
 		}
 	}
 }
+
+func TestVectorCodec(t *testing.T) {
+	v := []float32{1, -0.5, float32(math.Inf(1)), math.SmallestNonzeroFloat32, 0}
+	b := EncodeVector(v)
+	if !bytes.Equal(b[:4], []byte{0, 0, 0x80, 0x3f}) { // 1.0, little-endian
+		t.Fatalf("1.0 encodes as % x", b[:4])
+	}
+	got, err := DecodeVector(b)
+	if err != nil || len(got) != len(v) {
+		t.Fatalf("decode: %v, %v", got, err)
+	}
+	for i := range v {
+		if math.Float32bits(got[i]) != math.Float32bits(v[i]) {
+			t.Fatalf("element %d: %v, want %v", i, got[i], v[i])
+		}
+	}
+	if _, err := DecodeVector(b[:5]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("5 bytes: %v, want ErrCorrupt", err)
+	}
+}

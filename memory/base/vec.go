@@ -1,6 +1,10 @@
 package base
 
-import "math"
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
 
 // Dot is the dot product of a and b, accumulated in float64 in index
 // order (so the same vectors always give the same bits); b must be at
@@ -51,4 +55,27 @@ func Normalize(v []float32) bool {
 		v[i] *= inv
 	}
 	return true
+}
+
+// EncodeVector writes v as little-endian float32s: how an embedding is
+// stored (v/, k/) and exported.
+func EncodeVector(v []float32) []byte {
+	out := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
+	}
+	return out
+}
+
+// DecodeVector reads what EncodeVector wrote; ErrCorrupt when b is not a
+// whole number of float32s.
+func DecodeVector(b []byte) ([]float32, error) {
+	if len(b)%4 != 0 {
+		return nil, fmt.Errorf("%w: vector of %d bytes", ErrCorrupt, len(b))
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v, nil
 }
