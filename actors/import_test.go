@@ -46,7 +46,7 @@ func TestImportExcludesTicksAndOtherImports(t *testing.T) {
 		insertText(t, src, rec.Uuid, s)
 	}
 	w := &docWriter{}
-	if err := src.self.Export(ctx, "", w); err != nil {
+	if err := src.self.Transfer.Export(ctx, "", w); err != nil {
 		t.Fatal(err)
 	}
 

@@ -13,10 +13,12 @@
 //	memory/anchor the anchor list, its rules and cursor (Self.Anchors)
 //	memory/consensus  the agents' consensus on the backbone (Self.Consensus)
 //	memory/eumas  the EUMAS evaluators and the evaluations (Self.Evals)
+//	memory/transfer  export, import, reembed (Self.Transfer)
 //
 // Package memory re-exports their names (errors.go, model.go and the
 // *alias.go files; evaluation.go for eumas) so that its callers keep
-// compiling during the move; new code imports the packages.
+// compiling during the move; new code imports the packages. env.go wires
+// the moved packages to the key spaces and state still kept here.
 //
 // It is pure of transports: it never imports protoactor, net/http or a
 // model provider SDK (a test enforces it). Actors and servers adapt it.
@@ -43,8 +45,8 @@
 //     caught up from the insertion log at start, rebuilt from it when damaged.
 //   - An anchor (y/) is written by the same transaction as the append that
 //     created its memory; a sink hears it only after that commit.
-//   - An import (import.go) is checked whole before anything is written,
-//     and replays chains through their writers at the exported seqs.
+//   - An import (memory/transfer) is checked whole before anything is
+//     written, and replays chains through their writers at the exported seqs.
 //
 // # Key spaces
 //

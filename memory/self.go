@@ -25,6 +25,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
+	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -74,6 +75,8 @@ type Self struct {
 	Assoc *assoc.Graph
 	// Evals keeps the EUMAS evaluations and the metric profiles.
 	Evals *eumas.Store
+	// Transfer exports the self and imports exports.
+	Transfer *transfer.Transfer
 
 	store *Store
 	index *vector.Index
@@ -156,6 +159,9 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		evo.Metrics = eumas.Metrics(o.Config.Evaluation.Archetypes)
 	}
 	s.Evals = eumas.NewStore(st, evalEnv{s}, evo)
+	s.Transfer = transfer.New(st, selfEnv{s: s}, transfer.Options{
+		Config: o.Config, EmbedderID: o.Embedder.ID(), Dims: o.Embedder.Dims(), Clock: o.Clock,
+	})
 	s.lastActivity.Store(o.Clock.Now().Unix())
 	st.Subscribe(func(e store.Event) {
 		for _, k := range e.Keys {

@@ -1,4 +1,4 @@
-package memory
+package transfer
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/google/uuid"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/consensus"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -41,7 +43,7 @@ type ImportStep struct {
 	// Backbone: the step goes to the backbone's writer, the consensus actor.
 	Backbone bool
 	// Item has ExpectSeq (the exported seq) and Imported set.
-	Item *Prepared
+	Item *model.Prepared
 }
 
 // ImportPlan is a checked import.
@@ -67,7 +69,7 @@ type importSona struct {
 
 type importMemory struct {
 	c        cid.Cid
-	m        *Memory
+	m        *model.Memory
 	block    []byte
 	meta     *messages.MemoryMeta // as exported
 	vec      []float32
@@ -119,16 +121,16 @@ func (p *ImportPlan) Result() *messages.ImportResult {
 // and plans its import. Nothing is written. A malformed or inconsistent
 // document is ErrInvalid (or ErrTooLarge for an oversized block); a store
 // whose sonas or backbone differ from the export's is ErrChainConflict.
-func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPlan, error) {
+func (t *Transfer) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPlan, error) {
 	if doc.Format != ExportFormat {
 		return nil, base.Invalidf("format %q is not %q", doc.Format, ExportFormat)
 	}
 	p := &ImportPlan{anchors: map[cid.Cid]*messages.Anchor{}}
 	mems := map[cid.Cid]*importMemory{}
-	sameSpace := doc.Embedder == s.emb.ID() && int(doc.Dims) == s.index.Dims()
+	sameSpace := doc.Embedder == t.o.EmbedderID && int(doc.Dims) == t.o.Dims
 	var toEmbed []*importMemory
 	for i, em := range doc.Memories {
-		im, err := s.importMemory(em, sameSpace)
+		im, err := t.importMemory(em, sameSpace)
 		if err != nil {
 			return nil, fmt.Errorf("memories[%d]: %w", i, err)
 		}
@@ -147,11 +149,11 @@ func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPla
 		if err != nil {
 			return nil, base.Invalidf("blocks[%d]: malformed CID %q: %v", i, eb.Cid, err)
 		}
-		if c.Prefix().Codec != CodecRaw {
+		if c.Prefix().Codec != model.CodecRaw {
 			return nil, base.Invalidf("blocks[%d]: %s is not a raw block", i, c)
 		}
-		if len(eb.Data) > s.cfg.Store.MaxBlockBytes {
-			return nil, fmt.Errorf("%w: blocks[%d]: %d bytes exceed the block limit of %d", ErrTooLarge, i, len(eb.Data), s.cfg.Store.MaxBlockBytes)
+		if max := t.o.Config.Store.MaxBlockBytes; len(eb.Data) > max {
+			return nil, fmt.Errorf("%w: blocks[%d]: %d bytes exceed the block limit of %d", base.ErrTooLarge, i, len(eb.Data), max)
 		}
 		if err := store.VerifyBlock(c, eb.Data); err != nil {
 			return nil, base.Invalidf("blocks[%d]: the bytes do not hash to %s", i, c)
@@ -163,7 +165,11 @@ func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPla
 	}
 	p.nBlocks = len(p.blocks)
 
-	stored, storedBlocks, err := s.presence(doc, mems)
+	stored, storedBlocks, err := t.presence(doc, mems)
+	if err != nil {
+		return nil, err
+	}
+	sonas, err := t.storedSonas()
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +180,7 @@ func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPla
 	seen := map[string]bool{}
 	backbones := 0
 	for i, es := range doc.Sonas {
-		is, err := s.importSona(es, have)
+		is, err := t.importSona(es, have, sonas)
 		if err != nil {
 			return nil, fmt.Errorf("sonas[%d]: %w", i, err)
 		}
@@ -218,10 +224,10 @@ func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPla
 	if err := p.checkConsensus(doc); err != nil {
 		return nil, err
 	}
-	if err := s.embedImport(ctx, p, toEmbed); err != nil {
+	if err := t.embedImport(ctx, p, toEmbed); err != nil {
 		return nil, err
 	}
-	if err := s.replay(p, mems, stored); err != nil {
+	if err := t.replay(p, mems, stored); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -229,7 +235,7 @@ func (s *Self) PlanImport(ctx context.Context, doc *messages.Export) (*ImportPla
 
 // importMemory reads and checks one exported memory: its block fields
 // must encode to its CID.
-func (s *Self) importMemory(em *messages.ExportMemory, sameSpace bool) (*importMemory, error) {
+func (t *Transfer) importMemory(em *messages.ExportMemory, sameSpace bool) (*importMemory, error) {
 	c, err := cid.Decode(em.Cid)
 	if err != nil {
 		return nil, base.Invalidf("malformed CID %q: %v", em.Cid, err)
@@ -245,20 +251,21 @@ func (s *Self) importMemory(em *messages.ExportMemory, sameSpace bool) (*importM
 	if got != c {
 		return nil, base.Invalidf("the data, timestamp and edges encode to %s, not %s", got, c)
 	}
-	if len(block) > s.cfg.Store.MaxBlockBytes {
-		return nil, fmt.Errorf("%w: memory of %d bytes exceeds %d", ErrTooLarge, len(block), s.cfg.Store.MaxBlockBytes)
+	cfg := t.o.Config
+	if len(block) > cfg.Store.MaxBlockBytes {
+		return nil, fmt.Errorf("%w: memory of %d bytes exceeds %d", base.ErrTooLarge, len(block), cfg.Store.MaxBlockBytes)
 	}
 	meta := &messages.MemoryMeta{}
 	if em.Meta != nil {
 		meta = proto.Clone(em.Meta).(*messages.MemoryMeta)
 	}
 	if meta.Kind == "" {
-		meta.Kind = s.cfg.DefaultKind
+		meta.Kind = cfg.DefaultKind
 	}
-	if _, ok := s.cfg.Kinds[meta.Kind]; !ok {
+	if _, ok := cfg.Kinds[meta.Kind]; !ok {
 		return nil, base.Invalidf("unknown kind %q", meta.Kind)
 	}
-	if err := ValidateAgentID(meta.AgentId); err != nil {
+	if err := base.ValidateAgentID(meta.AgentId); err != nil {
 		return nil, err
 	}
 	for _, f := range []float64{meta.Importance, meta.Insight.GetConfidence()} {
@@ -268,10 +275,10 @@ func (s *Self) importMemory(em *messages.ExportMemory, sameSpace bool) (*importM
 	}
 	im := &importMemory{c: c, m: m, block: block, meta: meta, order: meta.Seq, coaccess: map[string]*messages.Associations{}}
 	if len(em.Vector) > 0 && sameSpace {
-		if len(em.Vector) != 4*s.index.Dims() {
-			return nil, base.Invalidf("vector of %d bytes, want %d (%d float32s)", len(em.Vector), 4*s.index.Dims(), s.index.Dims())
+		if len(em.Vector) != 4*t.o.Dims {
+			return nil, base.Invalidf("vector of %d bytes, want %d (%d float32s)", len(em.Vector), 4*t.o.Dims, t.o.Dims)
 		}
-		vec, err := decodeVector(em.Vector)
+		vec, err := base.DecodeVector(em.Vector)
 		if err != nil || !base.Normalize(vec) {
 			return nil, base.Invalidf("vector is not a finite, non-zero embedding")
 		}
@@ -281,7 +288,7 @@ func (s *Self) importMemory(em *messages.ExportMemory, sameSpace bool) (*importM
 		return nil, fmt.Errorf("associations: %w", err)
 	}
 	for _, ca := range em.Coaccess {
-		if err := ValidateAgentID(ca.AgentId); err != nil {
+		if err := base.ValidateAgentID(ca.AgentId); err != nil {
 			return nil, err
 		}
 		if im.coaccess[ca.AgentId] != nil {
@@ -304,7 +311,7 @@ func importLinks(ls []*messages.ExportLink) (*messages.Associations, error) {
 			return nil, base.Invalidf("link %d: malformed target %q", i, l.GetTarget().GetCid())
 		}
 		switch l.Type {
-		case AssocCausal, AssocSimilar, AssocSequential, AssocRelated, AssocCoAccess:
+		case assoc.Causal, assoc.Similar, assoc.Sequential, assoc.Related, assoc.CoAccess:
 		default:
 			return nil, base.Invalidf("link %d: unknown type %q", i, l.Type)
 		}
@@ -351,7 +358,7 @@ func (im *importMemory) checkLinks(have func(cid.Cid) bool, haveBlock func(cid.C
 
 // presence finds which memories the export mentions are already stored,
 // and which of its blocks.
-func (s *Self) presence(doc *messages.Export, mems map[cid.Cid]*importMemory) (map[cid.Cid]bool, map[cid.Cid]bool, error) {
+func (t *Transfer) presence(doc *messages.Export, mems map[cid.Cid]*importMemory) (map[cid.Cid]bool, map[cid.Cid]bool, error) {
 	want := map[cid.Cid]bool{}
 	for c, im := range mems {
 		want[c] = true
@@ -385,19 +392,19 @@ func (s *Self) presence(doc *messages.Export, mems map[cid.Cid]*importMemory) (m
 		}
 	}
 	stored, storedBlocks := map[cid.Cid]bool{}, map[cid.Cid]bool{}
-	err := s.store.View(func(txn Reader) error {
+	err := t.store.View(func(txn store.Reader) error {
 		for c := range want {
-			if _, err := txn.Item(metaKey(c)); err == nil {
+			if _, err := t.env.Meta(txn, c); err == nil {
 				stored[c] = true
-			} else if !errors.Is(err, ErrNotFound) {
+			} else if !errors.Is(err, base.ErrNotFound) {
 				return err
 			}
 		}
 		for c := range wantBlocks {
-			if _, err := txn.Item(store.BlockKey(c)); err == nil {
-				storedBlocks[c] = true
-			} else if !errors.Is(err, ErrNotFound) {
+			if ok, err := txn.Has(store.BlockKey(c)); err != nil {
 				return err
+			} else if ok {
+				storedBlocks[c] = true
 			}
 		}
 		return nil
@@ -417,11 +424,11 @@ func filterBlocks(bs []importBlock, stored map[cid.Cid]bool) []importBlock {
 
 // importSona checks an exported sona: its chain must be the chain its
 // memories make, and the store must hold nothing of it or a prefix of it.
-func (s *Self) importSona(es *messages.ExportSona, have func(cid.Cid) bool) (*importSona, error) {
-	if id, ok := CanonicalUUID(es.Uuid); !ok || id != es.Uuid {
+func (t *Transfer) importSona(es *messages.ExportSona, have func(cid.Cid) bool, stored *storedSonas) (*importSona, error) {
+	if id, err := uuid.Parse(es.Uuid); err != nil || id.String() != es.Uuid {
 		return nil, base.Invalidf("uuid %q is not a canonical uuid", es.Uuid)
 	}
-	if err := ValidateSonaName(es.Name); err != nil {
+	if err := t.env.ValidateSonaName(es.Name); err != nil {
 		return nil, err
 	}
 	if es.Length != int64(len(es.Chain)) {
@@ -446,7 +453,7 @@ func (s *Self) importSona(es *messages.ExportSona, have func(cid.Cid) bool) (*im
 			return nil, base.Invalidf("chain[%d]: memory %s is in the chain twice", i, m)
 		}
 		inSona[m] = true
-		act, _, err := (&Act{Sona: es.Uuid, Memory: m, Prev: prev, Seq: int64(i)}).Encode()
+		act, _, err := (&model.Act{Sona: es.Uuid, Memory: m, Prev: prev, Seq: int64(i)}).Encode()
 		if err != nil {
 			return nil, err
 		}
@@ -469,37 +476,60 @@ func (s *Self) importSona(es *messages.ExportSona, have func(cid.Cid) bool) (*im
 		return nil, base.Invalidf("similarity statistics are not a distribution")
 	}
 
-	backbone := s.BackboneSona()
-	rec, err := s.Sona(es.Uuid)
-	switch {
-	case errors.Is(err, ErrNotFound):
+	backbone := stored.backbone
+	rec := stored.recs[es.Uuid]
+	if rec == nil {
 		if es.Backbone && backbone != "" {
-			return nil, fmt.Errorf("%w: this store already has a backbone (sona %s); the export's is %s", ErrChainConflict, backbone, es.Uuid)
+			return nil, fmt.Errorf("%w: this store already has a backbone (sona %s); the export's is %s", base.ErrChainConflict, backbone, es.Uuid)
 		}
 		is.create = true
 		return is, nil
-	case err != nil:
-		return nil, err
 	}
 	switch {
 	case rec.Name != es.Name:
-		return nil, fmt.Errorf("%w: sona %s is called %q in this store, %q in the export", ErrChainConflict, es.Uuid, rec.Name, es.Name)
+		return nil, fmt.Errorf("%w: sona %s is called %q in this store, %q in the export", base.ErrChainConflict, es.Uuid, rec.Name, es.Name)
 	case es.Backbone != (backbone == es.Uuid):
-		return nil, fmt.Errorf("%w: sona %s is the backbone in only one of the export and this store", ErrChainConflict, es.Uuid)
+		return nil, fmt.Errorf("%w: sona %s is the backbone in only one of the export and this store", base.ErrChainConflict, es.Uuid)
 	case rec.Length > int64(len(es.Chain)):
-		return nil, fmt.Errorf("%w: sona %s has %d ACTs in this store, more than the export's %d", ErrChainConflict, es.Uuid, rec.Length, len(es.Chain))
+		return nil, fmt.Errorf("%w: sona %s has %d ACTs in this store, more than the export's %d", base.ErrChainConflict, es.Uuid, rec.Length, len(es.Chain))
 	}
-	page, err := s.Chain(es.Uuid, 0, int(rec.Length)+1)
-	if err != nil {
+	var chain []Entry
+	if err := t.store.View(func(r store.Reader) error {
+		var err error
+		chain, err = t.env.Chain(r, es.Uuid)
+		return err
+	}); err != nil {
 		return nil, err
 	}
-	for i, e := range page.Items {
+	for i, e := range chain[:min(len(chain), int(rec.Length))] {
 		if e.Act != acts[i] {
-			return nil, fmt.Errorf("%w: sona %s holds another chain than the export's (they differ at seq %d)", ErrChainConflict, es.Uuid, i)
+			return nil, fmt.Errorf("%w: sona %s holds another chain than the export's (they differ at seq %d)", base.ErrChainConflict, es.Uuid, i)
 		}
 	}
 	is.start = rec.Length
 	return is, nil
+}
+
+// storedSonas are the sonas the store holds when an import is planned.
+type storedSonas struct {
+	backbone string
+	recs     map[string]*messages.Sona
+}
+
+func (t *Transfer) storedSonas() (*storedSonas, error) {
+	out := &storedSonas{recs: map[string]*messages.Sona{}}
+	err := t.store.View(func(r store.Reader) error {
+		var err error
+		if out.backbone, err = t.env.Backbone(r); err != nil {
+			return err
+		}
+		list, err := t.env.Sonas(r)
+		for _, rec := range list {
+			out.recs[rec.Uuid] = rec
+		}
+		return err
+	})
+	return out, err
 }
 
 // printable reports whether v is 1 to n bytes of printable UTF-8.
@@ -517,7 +547,7 @@ func (p *ImportPlan) checkConsensus(doc *messages.Export) error {
 			if err := base.ValidText("agent_id", v.AgentId, 200); err != nil {
 				return fmt.Errorf("%s.versions[%d]: %w", where, j, err)
 			}
-			if err := ValidateAgentID(v.AgentId); err != nil {
+			if err := base.ValidateAgentID(v.AgentId); err != nil {
 				return fmt.Errorf("%s.versions[%d]: %w", where, j, err)
 			}
 			if err := base.ValidText("content", v.Content, consensus.MaxContentBytes); err != nil {
@@ -570,7 +600,7 @@ func (p *ImportPlan) checkConsensus(doc *messages.Export) error {
 
 // embedImport embeds the memories the export gave no usable vector and
 // the consensus versions (exports carry no version embeddings).
-func (s *Self) embedImport(ctx context.Context, p *ImportPlan, mems []*importMemory) error {
+func (t *Transfer) embedImport(ctx context.Context, p *ImportPlan, mems []*importMemory) error {
 	const batch = 256
 	for i := 0; i < len(mems); i += batch {
 		part := mems[i:min(i+batch, len(mems))]
@@ -578,7 +608,7 @@ func (s *Self) embedImport(ctx context.Context, p *ImportPlan, mems []*importMem
 		for j, im := range part {
 			texts[j] = im.m.Text()
 		}
-		vecs, err := s.Embed(ctx, texts...)
+		vecs, err := t.env.Embed(ctx, texts...)
 		if err != nil {
 			return err
 		}
@@ -600,7 +630,7 @@ func (s *Self) embedImport(ctx context.Context, p *ImportPlan, mems []*importMem
 		for j, v := range part {
 			texts[j] = v.Content
 		}
-		vecs, err := s.Embed(ctx, texts...)
+		vecs, err := t.env.Embed(ctx, texts...)
 		if err != nil {
 			return err
 		}
@@ -618,32 +648,24 @@ func (s *Self) embedImport(ctx context.Context, p *ImportPlan, mems []*importMem
 // in the order their meta.sonas gives). An export
 // without positions falls back on the memories' insertion order, with
 // appends of existing memories as early as they can go.
-func (s *Self) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored map[cid.Cid]bool) error {
+func (t *Transfer) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored map[cid.Cid]bool) error {
 	created := map[cid.Cid]bool{}
 	for c := range stored {
 		created[c] = true
 	}
-	built := map[cid.Cid]*Prepared{}
-	prepared := func(c cid.Cid) (*Prepared, error) {
+	built := map[cid.Cid]*model.Prepared{}
+	prepared := func(c cid.Cid) (*model.Prepared, error) {
 		if pr := built[c]; pr != nil {
 			return pr, nil
 		}
-		var pr *Prepared
+		var pr *model.Prepared
 		var err error
 		if im := mems[c]; im != nil {
 			meta := proto.Clone(im.meta).(*messages.MemoryMeta)
 			meta.Sonas, meta.Seq = nil, 0
-			pr, err = s.prepared(im.m, c, im.block, im.vec, meta)
+			pr, err = t.env.Prepare(im.m, c, im.block, im.vec, meta)
 		} else { // a memory of this store the export only appends to a chain
-			m, meta, gerr := s.Get(c)
-			if gerr != nil {
-				return nil, gerr
-			}
-			block, berr := s.Block(c)
-			vec, verr := s.Vector(c)
-			if err = errors.Join(berr, verr); err == nil {
-				pr, err = s.prepared(m, c, block, vec, &messages.MemoryMeta{Kind: meta.Kind, AgentId: meta.AgentId})
-			}
+			pr, err = t.stored(c)
 		}
 		if err != nil {
 			return nil, err
@@ -741,8 +763,36 @@ func (s *Self) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored map[
 	return nil
 }
 
+// stored prepares the append of a memory this store holds.
+func (t *Transfer) stored(c cid.Cid) (*model.Prepared, error) {
+	var (
+		m    *model.Memory
+		meta *messages.MemoryMeta
+		vec  []float32
+	)
+	err := t.store.View(func(r store.Reader) error {
+		var err error
+		if meta, err = t.env.Meta(r, c); err != nil {
+			return err
+		}
+		if m, err = t.env.Memory(r, c); err != nil {
+			return err
+		}
+		vec, err = t.env.Vector(r, c)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	block, err := t.store.Block(c)
+	if err != nil {
+		return nil, err
+	}
+	return t.env.Prepare(m, c, block, vec, &messages.MemoryMeta{Kind: meta.Kind, AgentId: meta.AgentId})
+}
+
 // ImportBlocks writes the file blocks of a plan that the store lacks.
-func (s *Self) ImportBlocks(ctx context.Context, p *ImportPlan) error {
+func (t *Transfer) ImportBlocks(ctx context.Context, p *ImportPlan) error {
 	const perOp = 8 << 20
 	for i := 0; i < len(p.blocks); {
 		j, size := i, 0
@@ -751,7 +801,7 @@ func (s *Self) ImportBlocks(ctx context.Context, p *ImportPlan) error {
 			j++
 		}
 		part := p.blocks[i:j]
-		if err := s.store.Update(ctx, func(tx Tx) error {
+		if err := t.store.Update(ctx, func(tx store.Tx) error {
 			for _, b := range part {
 				if err := tx.PutBlock(b.c, b.data); err != nil {
 					return err
@@ -769,7 +819,7 @@ func (s *Self) ImportBlocks(ctx context.Context, p *ImportPlan) error {
 // ImportSonas creates, in one transaction, the sonas of a plan that the
 // store lacks, with their exported uuids, names and creation times (and
 // the backbone's record, if the export has one).
-func (s *Self) ImportSonas(ctx context.Context, p *ImportPlan) error {
+func (t *Transfer) ImportSonas(ctx context.Context, p *ImportPlan) error {
 	var create []*importSona
 	var names []string
 	for _, is := range p.sonas {
@@ -781,50 +831,17 @@ func (s *Self) ImportSonas(ctx context.Context, p *ImportPlan) error {
 	if len(create) == 0 {
 		return nil
 	}
-	vecs, err := s.Embed(ctx, names...)
+	vecs, err := t.env.Embed(ctx, names...)
 	if err != nil {
 		return err
 	}
-	recs := make([]*messages.Sona, len(create))
-	raws := make([][]byte, len(create))
-	for i, is := range create {
-		recs[i] = &messages.Sona{Uuid: is.exp.Uuid, Name: is.exp.Name, CreatedAt: is.exp.CreatedAt}
-		if raws[i], err = proto.Marshal(recs[i]); err != nil {
-			return err
-		}
-	}
-	return s.store.Update(ctx, func(tx Tx) error {
-		backbone := ""
+	return t.store.Update(ctx, func(tx store.Tx) error {
 		for i, is := range create {
-			id := is.exp.Uuid
-			if ok, err := tx.Has(sonaKey(id)); err != nil {
-				return err
-			} else if ok {
-				return fmt.Errorf("%w: sona %s was created while the import was planned", ErrChainConflict, id)
-			}
-			tx.Set(sonaKey(id), raws[i])
-			tx.Set(nameKey(is.exp.Name, id), nil)
-			tx.Set(nameVectorKey(id), encodeVector(vecs[i]))
-			if is.exp.Backbone {
-				if ok, err := tx.Has(keyBackbone); err != nil {
-					return err
-				} else if ok {
-					return fmt.Errorf("%w: a backbone was made while the import was planned", ErrChainConflict)
-				}
-				tx.Set(keyBackbone, []byte(id))
-				backbone = id
+			rec := &messages.Sona{Uuid: is.exp.Uuid, Name: is.exp.Name, CreatedAt: is.exp.CreatedAt}
+			if err := t.env.PutSona(tx, rec, vecs[i], is.exp.Backbone); err != nil {
+				return fmt.Errorf("made while the import was planned: %w", err)
 			}
 		}
-		tx.OnCommit(func() {
-			s.smu.Lock()
-			for i, rec := range recs {
-				s.sonas[rec.Uuid] = newSonaState(proto.Clone(rec).(*messages.Sona), vecs[i])
-			}
-			s.smu.Unlock()
-			if backbone != "" {
-				s.backbone.Store(&backbone)
-			}
-		})
 		return nil
 	})
 }
@@ -834,18 +851,18 @@ func (s *Self) ImportSonas(ctx context.Context, p *ImportPlan) error {
 // insertion-log position stay this store's), associations, co-access
 // partners and anchor; each sona's similarity statistics; the pending
 // concepts and conflicts. The import's values replace the store's.
-func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
+func (t *Transfer) FinishImport(ctx context.Context, p *ImportPlan) error {
 	const perOp = 256
 	for i := 0; i < len(p.mems); i += perOp {
 		part := p.mems[i:min(i+perOp, len(p.mems))]
-		if err := s.store.Update(ctx, func(tx Tx) error { return s.restoreOp(tx, p, part) }); err != nil {
+		if err := t.store.Update(ctx, func(tx store.Tx) error { return t.restoreOp(tx, p, part) }); err != nil {
 			return err
 		}
 	}
 	raws := map[string][]byte{}
 	for _, is := range p.sonas {
 		if st := is.exp.Similarity; st != nil {
-			raws[string(assoc.SimStatsKey(is.exp.Uuid))] = assoc.EncodeStats(SimStats{N: st.N, Mean: st.Mean, M2: st.M2})
+			raws[string(assoc.SimStatsKey(is.exp.Uuid))] = assoc.EncodeStats(assoc.SimStats{N: st.N, Mean: st.Mean, M2: st.M2})
 		}
 	}
 	for _, pc := range p.pending {
@@ -862,7 +879,7 @@ func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
 		}
 		raws[string(consensus.ConflictKey(cf.ConflictId))] = raw
 	}
-	return s.store.Update(ctx, func(tx Tx) error {
+	return t.store.Update(ctx, func(tx store.Tx) error {
 		for k, v := range raws {
 			tx.Set([]byte(k), v)
 		}
@@ -870,43 +887,34 @@ func (s *Self) FinishImport(ctx context.Context, p *ImportPlan) error {
 	})
 }
 
-func (s *Self) restoreOp(tx Tx, p *ImportPlan, part []*importMemory) error {
+func (t *Transfer) restoreOp(tx store.Tx, p *ImportPlan, part []*importMemory) error {
 	for _, im := range part {
-		cur := &messages.MemoryMeta{}
-		ok, err := store.GetProto(tx, metaKey(im.c), cur)
+		cur, err := t.env.Meta(tx, im.c)
+		if errors.Is(err, base.ErrNotFound) {
+			return fmt.Errorf("%w: memory %s is not stored after its appends", base.ErrNotFound, im.c)
+		}
 		if err != nil {
 			return err
-		}
-		if !ok {
-			return fmt.Errorf("%w: memory %s is not stored after its appends", ErrNotFound, im.c)
 		}
 		meta := proto.Clone(im.meta).(*messages.MemoryMeta)
 		meta.Sonas, meta.Seq = cur.Sonas, cur.Seq
-		raw, err := proto.Marshal(meta)
-		if err != nil {
+		if err := t.env.SetMeta(tx, im.c, meta); err != nil {
 			return err
 		}
-		tx.Set(metaKey(im.c), raw)
 		if len(im.assoc.Links) == 0 {
 			tx.Delete(assoc.Key(im.c))
-		} else if raw, err = proto.Marshal(im.assoc); err != nil {
+		} else if err := store.SetProto(tx, assoc.Key(im.c), im.assoc); err != nil {
 			return err
-		} else {
-			tx.Set(assoc.Key(im.c), raw)
 		}
 		for agent, list := range im.coaccess {
-			raw, err := proto.Marshal(list)
-			if err != nil {
+			if err := store.SetProto(tx, assoc.CoAccessKey(agent, im.c), list); err != nil {
 				return err
 			}
-			tx.Set(assoc.CoAccessKey(agent, im.c), raw)
 		}
 		if a := p.anchors[im.c]; a != nil {
-			raw, err := proto.Marshal(a)
-			if err != nil {
+			if err := store.SetProto(tx, anchor.Key(cur.Seq), a); err != nil {
 				return err
 			}
-			tx.Set(anchor.Key(cur.Seq), raw)
 		}
 	}
 	return nil

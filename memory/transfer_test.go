@@ -14,6 +14,7 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -52,7 +53,7 @@ func (d *docWriter) Item(section string, m proto.Message) error {
 func exportDoc(t *testing.T, s *Self, sona string) (*messages.Export, []string) {
 	t.Helper()
 	w := &docWriter{}
-	if err := s.Export(context.Background(), sona, w); err != nil {
+	if err := s.Transfer.Export(context.Background(), sona, w); err != nil {
 		t.Fatal(err)
 	}
 	return w.doc, w.sections
@@ -101,7 +102,7 @@ func chainCIDs(es *messages.ExportSona) []string {
 func TestExportSectionsAndClosure(t *testing.T) {
 	x := newTwoSonas(t)
 	doc, sections := exportDoc(t, x.s, "")
-	if doc.Format != ExportFormat || doc.Scope != ExportScopeAll || doc.Dims != int32(x.s.index.Dims()) || doc.Embedder != x.s.emb.ID() {
+	if doc.Format != ExportFormat || doc.Scope != transfer.ExportScopeAll || doc.Dims != int32(x.s.index.Dims()) || doc.Embedder != x.s.emb.ID() {
 		t.Fatalf("header %+v", doc)
 	}
 	if want := []string{"sonas", "memories", "blocks", "anchors"}; !slices.Equal(sections, want) {
@@ -149,7 +150,7 @@ func TestExportSectionsAndClosure(t *testing.T) {
 	// A sona export carries the backbone (none here) and the prefix of a's
 	// chain that b's memories reach: a1 (joined) and a2 (an edge), not a3.
 	doc, _ = exportDoc(t, x.s, x.b.sona)
-	if doc.Scope != ExportScopeSona || doc.Sona != x.b.sona || len(doc.Sonas) != 2 {
+	if doc.Scope != transfer.ExportScopeSona || doc.Sona != x.b.sona || len(doc.Sonas) != 2 {
 		t.Fatalf("sona export: %+v", doc.Sonas)
 	}
 	b, a := doc.Sonas[0], doc.Sonas[1]
@@ -167,7 +168,7 @@ func TestExportSectionsAndClosure(t *testing.T) {
 
 func exportDocErr(s *Self, sona string) (*messages.Export, error) {
 	w := &docWriter{}
-	err := s.Export(context.Background(), sona, w)
+	err := s.Transfer.Export(context.Background(), sona, w)
 	return w.doc, err
 }
 
@@ -179,7 +180,7 @@ func TestPlanImportReplaysInInsertionOrder(t *testing.T) {
 	doc, _ := exportDoc(t, x.s, "")
 	fresh := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer fresh.Close()
-	plan, err := fresh.PlanImport(context.Background(), doc)
+	plan, err := fresh.Transfer.PlanImport(context.Background(), doc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestPlanImportReplaysInInsertionOrder(t *testing.T) {
 			a.LogSeq = 0
 		}
 	}
-	if plan, err = fresh.PlanImport(context.Background(), doc); err != nil {
+	if plan, err = fresh.Transfer.PlanImport(context.Background(), doc); err != nil {
 		t.Fatal(err)
 	}
 	got = got[:0]
@@ -234,7 +235,7 @@ func TestPlanImportReplaysInInsertionOrder(t *testing.T) {
 	for _, m := range doc.Memories {
 		m.Vector = nil
 	}
-	if plan, err = fresh.PlanImport(context.Background(), doc); err != nil || plan.Result().Embedded != 5 {
+	if plan, err = fresh.Transfer.PlanImport(context.Background(), doc); err != nil || plan.Result().Embedded != 5 {
 		t.Fatalf("without vectors: %v, %+v", err, plan)
 	}
 }
@@ -311,7 +312,7 @@ func TestPlanImportRefusesBadDocuments(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			doc, _ := exportDoc(t, x.s, "")
 			tc.breaks(doc)
-			_, err := fresh.PlanImport(context.Background(), doc)
+			_, err := fresh.Transfer.PlanImport(context.Background(), doc)
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("err = %v, want %v saying %q", err, tc.want, tc.says)
 			}
@@ -327,7 +328,7 @@ func TestPlanImportRefusesBadDocuments(t *testing.T) {
 func TestPlanImportAgainstTheStore(t *testing.T) {
 	x := newTwoSonas(t)
 	doc, _ := exportDoc(t, x.s, "")
-	plan, err := x.s.PlanImport(context.Background(), doc)
+	plan, err := x.s.Transfer.PlanImport(context.Background(), doc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,14 +336,14 @@ func TestPlanImportAgainstTheStore(t *testing.T) {
 		t.Fatalf("importing a store into itself plans %d appends", len(plan.Steps()))
 	}
 	x.a.text("epsilon: the store moved on")
-	if _, err := x.s.PlanImport(context.Background(), doc); !errors.Is(err, ErrChainConflict) || !strings.Contains(err.Error(), "more than the export") {
+	if _, err := x.s.Transfer.PlanImport(context.Background(), doc); !errors.Is(err, ErrChainConflict) || !strings.Contains(err.Error(), "more than the export") {
 		t.Fatalf("a longer chain in the store: %v", err)
 	}
 	doc, _ = exportDoc(t, x.s, "")
 	for _, s := range doc.Sonas {
 		s.Name += "-renamed"
 	}
-	if _, err := x.s.PlanImport(context.Background(), doc); !errors.Is(err, ErrChainConflict) {
+	if _, err := x.s.Transfer.PlanImport(context.Background(), doc); !errors.Is(err, ErrChainConflict) {
 		t.Fatalf("another name: %v", err)
 	}
 }
@@ -351,10 +352,10 @@ func TestPlanImportAgainstTheStore(t *testing.T) {
 func applyPlan(t *testing.T, s *Self, p *ImportPlan) {
 	t.Helper()
 	ctx := context.Background()
-	if err := s.ImportBlocks(ctx, p); err != nil {
+	if err := s.Transfer.ImportBlocks(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ImportSonas(ctx, p); err != nil {
+	if err := s.Transfer.ImportSonas(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	for _, st := range p.Steps() {
@@ -381,7 +382,7 @@ func applyPlan(t *testing.T, s *Self, p *ImportPlan) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.FinishImport(ctx, p); err != nil {
+	if err := s.Transfer.FinishImport(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -426,7 +427,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 
 	fresh := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch.Add(time.Hour)))
 	defer fresh.Close()
-	plan, err := fresh.PlanImport(ctx, doc)
+	plan, err := fresh.Transfer.PlanImport(ctx, doc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +463,7 @@ func TestImportKeepsTheJoinOrderAtOnePosition(t *testing.T) {
 	doc, _ := exportDoc(t, s, "")
 	fresh := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer fresh.Close()
-	plan, err := fresh.PlanImport(context.Background(), doc)
+	plan, err := fresh.Transfer.PlanImport(context.Background(), doc)
 	if err != nil {
 		t.Fatal(err)
 	}

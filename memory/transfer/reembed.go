@@ -1,4 +1,4 @@
-package memory
+package transfer
 
 import (
 	"bytes"
@@ -6,16 +6,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/consensus"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
@@ -30,21 +30,25 @@ type ReembedReport struct {
 	Versions int    // consensus versions (p/, r/)
 }
 
-// Reembed moves the store under dataDir into emb's embedding space: every
+// ReembedStore is the store Reembed rewrites.
+type ReembedStore interface {
+	Store
+	// EmbedderID is the identity of the store's embedding space.
+	EmbedderID() (string, error)
+}
+
+// Reembed moves the store st into emb's embedding space: every
 // memory is embedded again from its block in the DAG, and so are the sona
 // names, the consensus versions and the MemoryOS tiers' statements; page
 // embeddings are recomputed from their memories' and segment embeddings
 // from their pages'. The store's embedder identity is set last, so an
 // interrupted run leaves a store that is still refused and can be run
-// again. progress hears the memories done. The store must not be open
-// elsewhere (it takes the directory's lock).
-func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress func(done, total int)) (ReembedReport, error) {
-	st, err := OpenStore(filepath.Join(cfg.DataDir, "store"), store.OptionsOf(cfg.Store))
-	if err != nil {
-		return ReembedReport{}, err
-	}
-	defer st.Close()
+// again. progress hears the memories done. Nothing else may use the
+// store meanwhile: its derived state (the vector index, the sonas'
+// centroids) is rebuilt when it is opened next.
+func Reembed(ctx context.Context, st ReembedStore, records Records, emb llm.Embedder, progress func(done, total int)) (ReembedReport, error) {
 	rep := ReembedReport{To: emb.ID()}
+	var err error
 	if rep.From, err = st.EmbedderID(); err != nil {
 		return rep, err
 	}
@@ -66,11 +70,10 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 
 	// Memories: every memory with metadata, from its block.
 	var mems []cid.Cid
-	if err := st.View(func(txn Reader) error {
-		return store.Keys(txn, prefixMeta, func(k []byte) {
-			if c, err := cid.Cast(bytes.Clone(k[len(prefixMeta):])); err == nil {
-				mems = append(mems, c)
-			}
+	if err := st.View(func(txn store.Reader) error {
+		return records.Memories(txn, func(c cid.Cid) error {
+			mems = append(mems, c)
+			return nil
 		})
 	}); err != nil {
 		return rep, err
@@ -85,9 +88,9 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 			if err != nil {
 				return rep, err
 			}
-			m, err := DecodeMemory(block)
+			m, err := model.DecodeMemory(block)
 			if err != nil {
-				return rep, fmt.Errorf("%w: memory %s: %v", ErrCorrupt, c, err)
+				return rep, fmt.Errorf("%w: memory %s: %v", base.ErrCorrupt, c, err)
 			}
 			texts[i] = m.Text()
 		}
@@ -95,9 +98,9 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		if err != nil {
 			return rep, err
 		}
-		if err := st.Update(ctx, func(tx Tx) error {
+		if err := st.Update(ctx, func(tx store.Tx) error {
 			for i, c := range part {
-				tx.Set(vectorKey(c), encodeVector(vecs[i]))
+				records.SetVector(tx, c, vecs[i])
 				vectors[c] = vecs[i]
 			}
 			return nil
@@ -112,15 +115,9 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 
 	// Sona names.
 	var sonas []*messages.Sona
-	if err := st.View(func(txn Reader) error {
-		return store.Scan(txn, prefixSona, func(_, v []byte) error {
-			rec := &messages.Sona{}
-			if err := proto.Unmarshal(v, rec); err != nil {
-				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
-			}
-			sonas = append(sonas, rec)
-			return nil
-		})
+	if err := st.View(func(txn store.Reader) error {
+		sonas, err = records.Sonas(txn)
+		return err
 	}); err != nil {
 		return rep, err
 	}
@@ -129,7 +126,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 		if err != nil {
 			return rep, err
 		}
-		if err := st.Update(ctx, func(tx Tx) error { tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0])); return nil }); err != nil {
+		if err := st.Update(ctx, func(tx store.Tx) error { records.SetNameVector(tx, rec.Uuid, vecs[0]); return nil }); err != nil {
 			return rep, err
 		}
 		rep.Sonas++
@@ -143,7 +140,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	}
 	var pages, others []record
 	readAll := func(prefix []byte, newMsg func(k []byte) proto.Message, into *[]record, filter func(k []byte) bool) error {
-		return st.View(func(txn Reader) error {
+		return st.View(func(txn store.Reader) error {
 			return store.Scan(txn, prefix, func(k, v []byte) error {
 				if filter != nil && !filter(k) {
 					return nil
@@ -153,7 +150,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 					return nil
 				}
 				if err := proto.Unmarshal(v, m); err != nil {
-					return fmt.Errorf("%w: %q: %v", ErrCorrupt, k, err)
+					return fmt.Errorf("%w: %q: %v", base.ErrCorrupt, k, err)
 				}
 				*into = append(*into, record{bytes.Clone(k), m})
 				return nil
@@ -292,7 +289,7 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	all := append(pages, others...)
 	for start := 0; start < len(all); start += batch {
 		part := all[start:min(start+batch, len(all))]
-		if err := st.Update(ctx, func(tx Tx) error {
+		if err := st.Update(ctx, func(tx store.Tx) error {
 			for _, r := range part {
 				raw, err := proto.Marshal(r.msg)
 				if err != nil {
@@ -313,12 +310,12 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	// Similarity statistics were cosines in the old space: start afresh
 	// (the emergent thresholds bootstrap until they fill again).
 	var stats [][]byte
-	if err := st.View(func(txn Reader) error {
+	if err := st.View(func(txn store.Reader) error {
 		return store.Keys(txn, assoc.KeySimStats, func(k []byte) { stats = append(stats, bytes.Clone(k)) })
 	}); err != nil {
 		return rep, err
 	}
-	return rep, st.Update(ctx, func(tx Tx) error {
+	return rep, st.Update(ctx, func(tx store.Tx) error {
 		for _, k := range stats {
 			tx.Delete(k)
 		}

@@ -1,10 +1,8 @@
-package memory
+package transfer
 
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/consensus"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -54,9 +53,9 @@ type ExportWriter interface {
 type exportChain struct {
 	rec      *messages.Sona
 	backbone bool
-	rows     []ChainEntry // the whole chain
-	upto     int          // rows[:upto] are exported
-	listed   bool         // in exporter.order
+	rows     []Entry // the whole chain
+	upto     int     // rows[:upto] are exported
+	listed   bool    // in exporter.order
 }
 
 // Export writes one consistent snapshot of the self to w: with sona ""
@@ -67,19 +66,20 @@ type exportChain struct {
 // caller's earlier requests did, the traces they left included. (The
 // wait is for writes already queued, a group commit or two: ctx bounds the
 // export, not it.)
-func (s *Self) Export(ctx context.Context, sona string, w ExportWriter) error {
-	if err := s.store.Barrier(context.WithoutCancel(ctx)); err != nil {
+func (t *Transfer) Export(ctx context.Context, sona string, w ExportWriter) error {
+	if err := t.store.Barrier(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	return s.store.View(func(txn Reader) error {
-		x := &exporter{s: s, txn: txn, ctx: ctx, chains: map[string]*exportChain{}, exported: map[cid.Cid]bool{}}
+	return t.store.View(func(txn store.Reader) error {
+		x := &exporter{t: t, env: t.env, txn: txn, ctx: ctx, chains: map[string]*exportChain{}, exported: map[cid.Cid]bool{}}
 		return x.run(sona, w)
 	})
 }
 
 type exporter struct {
-	s        *Self
-	txn      Reader
+	t        *Transfer
+	env      Env
+	txn      store.Reader
 	ctx      context.Context
 	chains   map[string]*exportChain
 	order    []*exportChain
@@ -88,32 +88,23 @@ type exporter struct {
 }
 
 func (x *exporter) run(sona string, w ExportWriter) error {
-	backbone := ""
-	if item, err := x.txn.Item(keyBackbone); err == nil {
-		v, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		backbone = string(v)
-	} else if !errors.Is(err, ErrNotFound) {
+	backbone, err := x.env.Backbone(x.txn)
+	if err != nil {
 		return err
 	}
-	recs := map[string]*messages.Sona{}
-	if err := store.Scan(x.txn, prefixSona, func(_, v []byte) error {
-		rec := &messages.Sona{}
-		if err := proto.Unmarshal(v, rec); err != nil {
-			return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
-		}
-		recs[rec.Uuid] = rec
-		return nil
-	}); err != nil {
+	list, err := x.env.Sonas(x.txn)
+	if err != nil {
 		return err
+	}
+	recs := make(map[string]*messages.Sona, len(list))
+	for _, rec := range list {
+		recs[rec.Uuid] = rec
 	}
 	scope := ExportScopeAll
 	var selected []string
 	if sona != "" {
 		if _, ok := recs[sona]; !ok {
-			return fmt.Errorf("%w: sona %q", ErrNotFound, sona)
+			return fmt.Errorf("%w: sona %q", base.ErrNotFound, sona)
 		}
 		scope, selected = ExportScopeSona, []string{sona}
 	} else {
@@ -146,9 +137,10 @@ func (x *exporter) run(sona string, w ExportWriter) error {
 		}
 	}
 
-	err := w.Header(&messages.ExportHeader{
-		Format: ExportFormat, ExportedAt: x.s.clock.Now().Unix(),
-		Embedder: x.s.emb.ID(), Dims: int32(x.s.index.Dims()), Scope: scope, Sona: sona,
+	o := x.t.o
+	err = w.Header(&messages.ExportHeader{
+		Format: ExportFormat, ExportedAt: o.Clock.Now().Unix(),
+		Embedder: o.EmbedderID, Dims: int32(o.Dims), Scope: scope, Sona: sona,
 	})
 	if err != nil {
 		return err
@@ -202,22 +194,14 @@ func (x *exporter) chain(rec *messages.Sona, backbone bool) (*exportChain, error
 	if ch, ok := x.chains[rec.Uuid]; ok {
 		return ch, nil
 	}
-	ch := &exportChain{rec: rec, backbone: backbone}
-	prefix := chainPrefix(rec.Uuid)
-	err := store.Scan(x.txn, prefix, func(k, v []byte) error {
-		act, mem, logSeq, err := decodeChainEntry(v)
-		if err != nil {
-			return err
-		}
-		ch.rows = append(ch.rows, ChainEntry{Seq: int64(binary.BigEndian.Uint64(k[len(prefix):])), Act: act, Memory: mem, LogSeq: logSeq})
-		return nil
-	})
+	rows, err := x.env.Chain(x.txn, rec.Uuid)
 	if err != nil {
 		return nil, err
 	}
+	ch := &exportChain{rec: rec, backbone: backbone, rows: rows}
 	for i, r := range ch.rows {
 		if r.Seq != int64(i) {
-			return nil, fmt.Errorf("%w: chain of sona %s has seq %d at position %d", ErrCorrupt, rec.Uuid, r.Seq, i)
+			return nil, fmt.Errorf("%w: chain of sona %s has seq %d at position %d", base.ErrCorrupt, rec.Uuid, r.Seq, i)
 		}
 	}
 	x.chains[rec.Uuid] = ch
@@ -243,7 +227,7 @@ func (x *exporter) extend(ch *exportChain, upto int) {
 // edges reach, until nothing is missing.
 func (x *exporter) closure(recs map[string]*messages.Sona, backbone string) error {
 	for i := 0; i < len(x.mems); i++ {
-		m, err := x.s.loadMemory(x.txn, x.mems[i])
+		m, err := x.env.Memory(x.txn, x.mems[i])
 		if err != nil {
 			return err
 		}
@@ -251,20 +235,20 @@ func (x *exporter) closure(recs map[string]*messages.Sona, backbone string) erro
 			if x.exported[e.Target] {
 				continue
 			}
-			meta, err := getMeta(x.txn, e.Target)
+			meta, err := x.env.Meta(x.txn, e.Target)
 			if err != nil {
 				return err
 			}
 			if len(meta.Sonas) == 0 || recs[meta.Sonas[0]] == nil {
-				return fmt.Errorf("%w: memory %s belongs to no sona", ErrCorrupt, e.Target)
+				return fmt.Errorf("%w: memory %s belongs to no sona", base.ErrCorrupt, e.Target)
 			}
 			ch, err := x.chain(recs[meta.Sonas[0]], meta.Sonas[0] == backbone)
 			if err != nil {
 				return err
 			}
-			at := slices.IndexFunc(ch.rows, func(r ChainEntry) bool { return r.Memory == e.Target })
+			at := slices.IndexFunc(ch.rows, func(r Entry) bool { return r.Memory == e.Target })
 			if at < 0 {
-				return fmt.Errorf("%w: memory %s is not in the chain of its sona %s", ErrCorrupt, e.Target, meta.Sonas[0])
+				return fmt.Errorf("%w: memory %s is not in the chain of its sona %s", base.ErrCorrupt, e.Target, meta.Sonas[0])
 			}
 			x.extend(ch, at+1)
 		}
@@ -311,7 +295,7 @@ func (x *exporter) memories(w ExportWriter) ([]cid.Cid, error) {
 				return nil, err
 			}
 		}
-		m, err := x.s.loadMemory(x.txn, c)
+		m, err := x.env.Memory(x.txn, c)
 		if err != nil {
 			return nil, err
 		}
@@ -319,16 +303,14 @@ func (x *exporter) memories(w ExportWriter) ([]cid.Cid, error) {
 		if err != nil {
 			return nil, err
 		}
-		if out.Meta, err = getMeta(x.txn, c); err != nil {
+		if out.Meta, err = x.env.Meta(x.txn, c); err != nil {
 			return nil, err
 		}
-		item, err := x.txn.Item(vectorKey(c))
+		vec, err := x.env.Vector(x.txn, c)
 		if err != nil {
-			return nil, fmt.Errorf("%w: memory %s has no embedding: %v", ErrCorrupt, c, err)
+			return nil, fmt.Errorf("%w: memory %s has no embedding: %v", base.ErrCorrupt, c, err)
 		}
-		if out.Vector, err = item.ValueCopy(nil); err != nil {
-			return nil, err
-		}
+		out.Vector = base.EncodeVector(vec)
 		links := &messages.Associations{}
 		if _, err := store.GetProto(x.txn, assoc.Key(c), links); err != nil {
 			return nil, err
@@ -354,7 +336,7 @@ func (x *exporter) links(list *messages.Associations) ([]*messages.ExportLink, e
 	for _, l := range list.Links {
 		t, err := cid.Cast(l.Target)
 		if err != nil {
-			return nil, fmt.Errorf("%w: link target: %v", ErrCorrupt, err)
+			return nil, fmt.Errorf("%w: link target: %v", base.ErrCorrupt, err)
 		}
 		if x.exported[t] {
 			out = append(out, &messages.ExportLink{Target: &messages.Link{Cid: t.String()}, Type: l.Type, Strength: l.Strength, UpdatedAt: l.UpdatedAt})
@@ -370,18 +352,18 @@ func (x *exporter) coAccess() (map[cid.Cid][]*messages.ExportCoAccess, error) {
 	err := store.Scan(x.txn, assoc.KeyCoAccess, func(k, v []byte) error {
 		agent, raw, ok := bytes.Cut(k[len(assoc.KeyCoAccess):], []byte{0})
 		if !ok {
-			return fmt.Errorf("%w: co-access key %q", ErrCorrupt, k)
+			return fmt.Errorf("%w: co-access key %q", base.ErrCorrupt, k)
 		}
 		c, err := cid.Cast(raw)
 		if err != nil {
-			return fmt.Errorf("%w: co-access key: %v", ErrCorrupt, err)
+			return fmt.Errorf("%w: co-access key: %v", base.ErrCorrupt, err)
 		}
 		if !x.exported[c] {
 			return nil
 		}
 		list := &messages.Associations{}
 		if err := proto.Unmarshal(v, list); err != nil {
-			return fmt.Errorf("%w: co-access of %s: %v", ErrCorrupt, c, err)
+			return fmt.Errorf("%w: co-access of %s: %v", base.ErrCorrupt, c, err)
 		}
 		links, err := x.links(list)
 		if err != nil {
@@ -397,7 +379,7 @@ func (x *exporter) coAccess() (map[cid.Cid][]*messages.ExportCoAccess, error) {
 
 // anchors writes the anchors of the exported memories, in list order.
 func (x *exporter) anchors(w ExportWriter) error {
-	it := x.txn.NewIterator(IterOptions{Prefix: anchor.KeyPrefix, PrefetchValues: true})
+	it := x.txn.NewIterator(store.IterOptions{Prefix: anchor.KeyPrefix, PrefetchValues: true})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		a, err := anchor.Decode(it.Item().Key(), it.Item())
@@ -424,7 +406,7 @@ func stripEmbeddings(vs []*messages.Version) []*messages.Version {
 
 // ExportedMemory renders a memory's block fields as an export (and the
 // API) writes them: the data union as DAG-JSON, timestamp and edges.
-func ExportedMemory(c cid.Cid, m *Memory) (*messages.ExportMemory, error) {
+func ExportedMemory(c cid.Cid, m *model.Memory) (*messages.ExportMemory, error) {
 	raw, err := m.Data.DataJSON()
 	if err != nil {
 		return nil, err
@@ -442,7 +424,7 @@ func ExportedMemory(c cid.Cid, m *Memory) (*messages.ExportMemory, error) {
 
 // MemoryFromExport reads a memory's block fields back: the inverse of
 // ExportedMemory, checked against the schema.
-func MemoryFromExport(data *structpb.Struct, timestamp *int64, edges []*messages.Edge) (*Memory, error) {
+func MemoryFromExport(data *structpb.Struct, timestamp *int64, edges []*messages.Edge) (*model.Memory, error) {
 	if data == nil {
 		return nil, base.Invalidf(`data is required, e.g. {"kind":"text","content":"..."}`)
 	}
@@ -450,11 +432,11 @@ func MemoryFromExport(data *structpb.Struct, timestamp *int64, edges []*messages
 	if err != nil {
 		return nil, base.Invalidf("data: %v", err)
 	}
-	d, err := DataFromJSON(raw)
+	d, err := model.DataFromJSON(raw)
 	if err != nil {
 		return nil, err
 	}
-	m := &Memory{Data: d, Timestamp: timestamp}
+	m := &model.Memory{Data: d, Timestamp: timestamp}
 	for i, e := range edges {
 		if e.GetTarget().GetCid() == "" {
 			return nil, base.Invalidf(`edge %d needs a target {"/": "<cid>"}`, i)
@@ -463,9 +445,9 @@ func MemoryFromExport(data *structpb.Struct, timestamp *int64, edges []*messages
 		if err != nil {
 			return nil, base.Invalidf("edge %d: malformed CID %q: %v", i, e.Target.Cid, err)
 		}
-		m.Edges = append(m.Edges, Edge{Target: c, Weight: e.Weight})
+		m.Edges = append(m.Edges, model.Edge{Target: c, Weight: e.Weight})
 	}
-	SortEdges(m.Edges)
+	model.SortEdges(m.Edges)
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
