@@ -80,7 +80,7 @@ func TestDreamAfterTheIdleWindowAndNotBefore(t *testing.T) {
 	if !rep.Dreamed || len(rep.Insights) == 0 {
 		t.Fatalf("no dream after the idle window: %+v", rep)
 	}
-	stored, err := e.self.Insights(100)
+	stored, err := e.self.Living.Insights(100)
 	if err != nil || len(stored) != len(rep.Insights) {
 		t.Fatalf("insights stored %d, reported %d (%v)", len(stored), len(rep.Insights), err)
 	}
@@ -121,7 +121,7 @@ func TestHeartbeatAndConsensusRestartKeepingState(t *testing.T) {
 		clock.Advance(cfg.Heartbeat.Interval.D())
 		return ticks.Load() >= 6
 	})
-	st, err := e.self.HeartbeatState()
+	st, err := e.self.Living.HeartbeatState()
 	if err != nil || st.Passes < 4 {
 		t.Fatalf("passes %d after 6 ticks with one crash (%v)", st.GetPasses(), err)
 	}

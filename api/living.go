@@ -47,7 +47,7 @@ func (s *Server) insights(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	items, err := s.self.Insights(limit)
+	items, err := s.self.Living.Insights(limit)
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -64,7 +65,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 	for name, prep := range map[string]func(p *Prepared){
 		"merge":    func(p *Prepared) { p.Archive = []cid.Cid{plain} },
 		"imported": func(p *Prepared) { p.Imported = true },
-		"insight":  func(p *Prepared) { p.Meta.Insight = &messages.InsightMark{Category: InsightSummary, Confidence: 0.5} },
+		"insight":  func(p *Prepared) { p.Meta.Insight = &messages.InsightMark{Category: living.InsightSummary, Confidence: 0.5} },
 	} {
 		m := &Memory{Data: Data{Text: &TextData{Content: name + ": the outage again"}}}
 		vecs, err := s.Embed(ctx, m.Text())

@@ -13,6 +13,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
@@ -184,7 +185,7 @@ func (s *Self) AppendOp(a *Append) Op {
 			}
 			tx.Set(vectorKey(item.CID), encodeVector(item.Vector))
 			if meta.Insight != nil {
-				tx.Set(insightKey(logSeq), item.CID.Bytes())
+				living.PutInsight(tx, logSeq, item.CID)
 			}
 			if category, ok := s.Anchors.Judge(item, meta); ok {
 				err := anchor.Put(tx, logSeq, &messages.Anchor{Cid: item.CID.String(), Category: category, Time: a.Now, Sona: a.Sona})
@@ -233,7 +234,7 @@ func (s *Self) AppendOp(a *Append) Op {
 		if err := s.appendAssociations(tx, a, prevMemory); err != nil {
 			return err
 		}
-		if err := archiveIn(tx, a.Sona, item.Archive); err != nil {
+		if err := s.Living.Archive(tx, a.Sona, item.Archive); err != nil {
 			return err
 		}
 		if item.PageOf != nil {

@@ -14,6 +14,7 @@
 //	memory/consensus  the agents' consensus on the backbone (Self.Consensus)
 //	memory/eumas  the EUMAS evaluators and the evaluations (Self.Evals)
 //	memory/transfer  export, import, reembed (Self.Transfer)
+//	memory/living  sweep, compression, dream: Living Memory (Self.Living)
 //
 // Package memory re-exports their names (errors.go, model.go and the
 // *alias.go files; evaluation.go for eumas) so that its callers keep
@@ -71,7 +72,7 @@
 //	x/      "version" | "embedder" |    store layout version; embedding space identity;
 //	        "memseq" | "commits"        last insertion-log position; commits made (8 BE each:
 //	                                    every group commit counts itself, see integrity.go);
-//	        "heartbeat" | "backbone" |  HeartbeatState (protobuf); uuid of the backbone's sona;
+//	        "heartbeat" | "backbone" |  HeartbeatState (protobuf, memory/living); uuid of the backbone's sona;
 //	        "evalseq" | "anchored"      last insertion-log position evaluated (8 BE); last anchor
 //	                                    (y/ position, 8 bytes BE) the anchor.Sink took
 //	a/      memory CID bytes            Associations (protobuf): the memory's typed links
@@ -80,7 +81,7 @@
 //	d/      sona uuid                   similarity statistics of the sona (n, mean, M2 as
 //	                                    8-byte BE each): the emergent thresholds
 //	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall
-//	g/      log seq (8 bytes BE)        memory CID bytes: a dream insight (dream.go)
+//	g/      log seq (8 bytes BE)        memory CID bytes: a dream insight (memory/living)
 //	e/      memory CID bytes            Evaluation (protobuf): every archetype's metrics,
 //	                                    justifications, annotations, priority; failures (memory/eumas)
 //	p/      concept key                 PendingConcept (protobuf): versions awaiting consensus

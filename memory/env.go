@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/transfer"
@@ -26,7 +28,9 @@ import (
 // state (transfer.Records).
 type records struct{}
 
-var _ transfer.Records = records{}
+var (
+	_ transfer.Records = records{}
+)
 
 func (records) Sonas(r Reader) ([]*messages.Sona, error) {
 	var out []*messages.Sona
@@ -98,24 +102,72 @@ func (records) SetVector(tx Tx, c cid.Cid, vec []float32) {
 	tx.Set(vectorKey(c), encodeVector(vec))
 }
 
-// selfEnv is what the subsystems need of the self's state: the
-// decoded-memory cache, the embedder, the live sonas, the append path.
-type selfEnv struct {
+func (records) ScanMeta(r Reader, cursor []byte, f func(key []byte, c cid.Cid, meta *messages.MemoryMeta) (bool, error)) error {
+	it := r.NewIterator(IterOptions{Prefix: prefixMeta, PrefetchValues: true, PrefetchSize: 256})
+	defer it.Close()
+	seek := prefixMeta
+	if len(cursor) > 0 {
+		seek = append(slices.Clone(cursor), 0)
+	}
+	for it.Seek(seek); it.Valid(); it.Next() {
+		key := it.Item().KeyCopy(nil)
+		c, err := cid.Cast(key[len(prefixMeta):])
+		if err != nil {
+			return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
+		}
+		meta := &messages.MemoryMeta{}
+		if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, meta) }); err != nil {
+			return fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, c, err)
+		}
+		if more, err := f(key, c, meta); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func (records) ChainBack(r Reader, sona string, upto int64, f func(c cid.Cid) (bool, error)) error {
+	it := r.NewIterator(IterOptions{Prefix: chainPrefix(sona), Reverse: true, PrefetchValues: true})
+	defer it.Close()
+	for it.Seek(chainKey(sona, upto)); it.Valid(); it.Next() {
+		var c cid.Cid
+		err := it.Item().Value(func(v []byte) error {
+			var err error
+			_, c, _, err = decodeChainEntry(v)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if more, err := f(c); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// selfState is what the subsystems need of the self's state: the
+// decoded-memory cache, the embedder.
+type selfState struct {
 	records
 	s *Self
 }
 
-var _ transfer.Env = selfEnv{}
+func (e selfState) Memory(r Reader, c cid.Cid) (*model.Memory, error) { return e.s.loadMemory(r, c) }
 
-func (e selfEnv) Memory(r Reader, c cid.Cid) (*model.Memory, error) { return e.s.loadMemory(r, c) }
-
-func (e selfEnv) Embed(ctx context.Context, texts ...string) ([][]float32, error) {
+func (e selfState) Embed(ctx context.Context, texts ...string) ([][]float32, error) {
 	return e.s.Embed(ctx, texts...)
 }
 
-func (selfEnv) ValidateSonaName(name string) error { return ValidateSonaName(name) }
+// transferEnv adds the live sonas and the append's preparation
+// (transfer.Env).
+type transferEnv struct{ selfState }
 
-func (e selfEnv) PutSona(tx Tx, rec *messages.Sona, name []float32, backbone bool) error {
+var _ transfer.Env = transferEnv{}
+
+func (transferEnv) ValidateSonaName(name string) error { return ValidateSonaName(name) }
+
+func (e transferEnv) PutSona(tx Tx, rec *messages.Sona, name []float32, backbone bool) error {
 	if ok, err := tx.Has(sonaKey(rec.Uuid)); err != nil {
 		return err
 	} else if ok {
@@ -147,6 +199,37 @@ func (e selfEnv) PutSona(tx Tx, rec *messages.Sona, name []float32, backbone boo
 	return nil
 }
 
-func (e selfEnv) Prepare(m *model.Memory, c cid.Cid, block []byte, vec []float32, meta *messages.MemoryMeta) (*model.Prepared, error) {
+func (e transferEnv) Prepare(m *model.Memory, c cid.Cid, block []byte, vec []float32, meta *messages.MemoryMeta) (*model.Prepared, error) {
 	return e.s.prepared(m, c, block, vec, meta)
+}
+
+// livingEnv adds the sonas' committed lengths, recall's decay and the
+// append's preparation (living.Env).
+type livingEnv struct{ selfState }
+
+var _ living.Env = livingEnv{}
+
+func (e livingEnv) Length(sona string) (int64, bool) {
+	_, n, ok := e.s.sonaSnapshot(sona)
+	return n, ok
+}
+
+func (e livingEnv) Lengths() map[string]int64 {
+	e.s.smu.RLock()
+	defer e.s.smu.RUnlock()
+	out := make(map[string]int64, len(e.s.sonas))
+	for id, st := range e.s.sonas {
+		out[id] = st.rec.Length
+	}
+	return out
+}
+
+func (e livingEnv) BackboneSona() string { return e.s.BackboneSona() }
+
+func (e livingEnv) Decay(meta *messages.MemoryMeta, activity int64) float64 {
+	return e.s.decay(meta, activity)
+}
+
+func (e livingEnv) Prepare(m *model.Memory, vec []float32, meta *messages.MemoryMeta) (*model.Prepared, error) {
+	return e.s.Prepare(m, vec, meta)
 }

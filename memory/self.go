@@ -23,6 +23,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/memory/transfer"
@@ -77,6 +78,8 @@ type Self struct {
 	Evals *eumas.Store
 	// Transfer exports the self and imports exports.
 	Transfer *transfer.Transfer
+	// Living is Living Memory's upkeep: sweep, compression, dream.
+	Living *living.Living
 
 	store *Store
 	index *vector.Index
@@ -99,7 +102,6 @@ type Self struct {
 	textRebuilds atomic.Int64           // times the full-text index was found damaged and rebuilt
 	progress     func(stage string, done, total uint64)
 	normalize    func(ctx context.Context, text string) (string, error)
-	summarize    func(ctx context.Context, texts []string) (string, error)
 }
 
 // sonaState is the committed state of a sona, cached for recall.
@@ -138,7 +140,6 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		metas:     newMetaCache(o.Config.Store.MemoryCache),
 		progress:  o.Progress,
 		normalize: o.Normalize,
-		summarize: o.Summarize,
 		index: vector.New(vector.Options{
 			Dims:           o.Embedder.Dims(),
 			M:              o.Config.Index.M,
@@ -159,8 +160,12 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		evo.Metrics = eumas.Metrics(o.Config.Evaluation.Archetypes)
 	}
 	s.Evals = eumas.NewStore(st, evalEnv{s}, evo)
-	s.Transfer = transfer.New(st, selfEnv{s: s}, transfer.Options{
+	env := selfState{s: s}
+	s.Transfer = transfer.New(st, transferEnv{env}, transfer.Options{
 		Config: o.Config, EmbedderID: o.Embedder.ID(), Dims: o.Embedder.Dims(), Clock: o.Clock,
+	})
+	s.Living = living.New(st, livingEnv{env}, living.Options{
+		Config: o.Config, Clock: o.Clock, Logger: o.Logger, Summarize: o.Summarize,
 	})
 	s.lastActivity.Store(o.Clock.Now().Unix())
 	st.Subscribe(func(e store.Event) {

@@ -1,4 +1,4 @@
-package memory
+package living
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
@@ -31,9 +33,15 @@ const (
 	InsightCorrection     = "correction"
 )
 
-var prefixInsight = []byte("g/")
+// KeyInsight prefixes the index of the insights (g/ + log seq).
+var KeyInsight = []byte("g/")
 
-func insightKey(logSeq uint64) []byte { return base.Join(prefixInsight, base.U64(logSeq)) }
+// PutInsight indexes the insight memory c, created at insertion-log
+// position logSeq, in tx: the append's contribution for a memory with an
+// insight mark.
+func PutInsight(tx store.Tx, logSeq uint64, c cid.Cid) {
+	tx.Set(base.Join(KeyInsight, base.U64(logSeq)), c.Bytes())
+}
 
 // DreamInput is one recent memory a dream consolidates.
 type DreamInput struct {
@@ -168,25 +176,20 @@ func topTerms(texts []string, n int) []string {
 type DreamPlan struct {
 	Sona     string
 	Length   int64
-	Insights []*Prepared
+	Insights []*model.Prepared
 }
 
 // PlanDream plans a dream for every sona whose chain grew since it last
 // dreamed: Dream over its latest heartbeat.dream_recent memories (not
 // insights, merges or archived), each insight embedded and prepared as a
 // `note` memory with edges to its sources.
-func (s *Self) PlanDream(ctx context.Context) ([]*DreamPlan, error) {
-	st, err := s.HeartbeatState()
+func (l *Living) PlanDream(ctx context.Context) ([]*DreamPlan, error) {
+	st, err := l.HeartbeatState()
 	if err != nil {
 		return nil, err
 	}
-	s.smu.RLock()
-	lengths := map[string]int64{}
-	for id, ss := range s.sonas {
-		lengths[id] = ss.rec.Length
-	}
-	s.smu.RUnlock()
-	backbone := s.BackboneSona()
+	lengths := l.env.Lengths()
+	backbone := l.env.BackboneSona()
 	ids := make([]string, 0, len(lengths))
 	for id, n := range lengths {
 		if n > st.Dreamed[id] && id != backbone {
@@ -199,19 +202,19 @@ func (s *Self) PlanDream(ctx context.Context) ([]*DreamPlan, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		recent, err := s.recentForDream(id, lengths[id])
+		recent, err := l.recentForDream(id, lengths[id])
 		if err != nil {
 			return nil, err
 		}
-		stats, n, err := s.sonaSimStats(id)
+		stats, n, err := l.simStats(id)
 		if err != nil {
 			return nil, err
 		}
-		similar := EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.RetrievalBeta, stats, n).Value
+		similar := assoc.EmergentThreshold(l.cfg.Threshold, l.cfg.Threshold.RetrievalBeta, stats, n).Value
 		plan := &DreamPlan{Sona: id, Length: lengths[id]}
-		now := s.clock.Now().Unix()
+		now := l.clock.Now().Unix()
 		for _, d := range Dream(recent, similar) {
-			p, err := s.prepareInsight(ctx, d, now)
+			p, err := l.prepareInsight(ctx, d, now)
 			if err != nil {
 				return nil, err
 			}
@@ -224,8 +227,8 @@ func (s *Self) PlanDream(ctx context.Context) ([]*DreamPlan, error) {
 
 // recentForDream reads the sona's latest memories that a dream considers
 // (not insights, merges or archived), oldest first.
-func (s *Self) recentForDream(id string, length int64) ([]DreamInput, error) {
-	members, err := s.chainMembers(id, length, s.cfg.Heartbeat.DreamRecent, func(meta *messages.MemoryMeta) bool {
+func (l *Living) recentForDream(id string, length int64) ([]DreamInput, error) {
+	members, err := l.chainMembers(id, length, l.cfg.Heartbeat.DreamRecent, func(meta *messages.MemoryMeta) bool {
 		return meta.Insight == nil && !meta.Archived && meta.Labels[LabelMerge] == ""
 	})
 	out := make([]DreamInput, len(members))
@@ -235,17 +238,38 @@ func (s *Self) recentForDream(id string, length int64) ([]DreamInput, error) {
 	return out, err
 }
 
-func (s *Self) prepareInsight(ctx context.Context, d InsightDraft, now int64) (*Prepared, error) {
-	vecs, err := s.Embed(ctx, d.Insight)
+// simStats is a sona's nearest-neighbour similarity distribution and its
+// length: what its emergent thresholds are computed from.
+func (l *Living) simStats(sona string) (assoc.SimStats, int64, error) {
+	n, ok := l.env.Length(sona)
+	if !ok {
+		return assoc.SimStats{}, 0, fmt.Errorf("%w: sona %q", base.ErrNotFound, sona)
+	}
+	var stats assoc.SimStats
+	err := l.store.View(func(r store.Reader) error {
+		v, err := r.Get(assoc.SimStatsKey(sona))
+		if errors.Is(err, base.ErrNotFound) {
+			return nil
+		}
+		if err == nil {
+			stats, err = assoc.DecodeStats(v)
+		}
+		return err
+	})
+	return stats, n, err
+}
+
+func (l *Living) prepareInsight(ctx context.Context, d InsightDraft, now int64) (*model.Prepared, error) {
+	vecs, err := l.env.Embed(ctx, d.Insight)
 	if err != nil {
 		return nil, err
 	}
-	m := &Memory{Data: Data{Text: &TextData{Content: d.Insight}}, Timestamp: &now}
+	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: d.Insight}}, Timestamp: &now}
 	for _, c := range d.Sources {
-		m.Edges = append(m.Edges, Edge{Target: c, Weight: d.Confidence})
+		m.Edges = append(m.Edges, model.Edge{Target: c, Weight: d.Confidence})
 	}
-	SortEdges(m.Edges)
-	return s.Prepare(m, vecs[0], &messages.MemoryMeta{
+	model.SortEdges(m.Edges)
+	return l.env.Prepare(m, vecs[0], &messages.MemoryMeta{
 		Kind:    "note",
 		Insight: &messages.InsightMark{Category: d.Category, Confidence: d.Confidence},
 	})
@@ -253,10 +277,10 @@ func (s *Self) prepareInsight(ctx context.Context, d InsightDraft, now int64) (*
 
 // NoteDream records that the sonas of plans dreamed (up to the chain
 // length each plan covered, and its insights), at now.
-func (s *Self) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Time) error {
-	return s.store.Update(ctx, func(tx Tx) error {
+func (l *Living) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Time) error {
+	return l.store.Update(ctx, func(tx store.Tx) error {
 		st := &messages.HeartbeatState{}
-		if _, err := store.GetProto(tx, keyHeartbeat, st); err != nil {
+		if _, err := store.GetProto(tx, KeyHeartbeat, st); err != nil {
 			return err
 		}
 		if st.Dreamed == nil {
@@ -271,18 +295,18 @@ func (s *Self) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Time)
 		if err != nil {
 			return err
 		}
-		tx.Set(keyHeartbeat, raw)
+		tx.Set(KeyHeartbeat, raw)
 		return nil
 	})
 }
 
 // Insights lists stored insights, newest first, up to limit.
-func (s *Self) Insights(limit int) ([]*messages.Insight, error) {
+func (l *Living) Insights(limit int) ([]*messages.Insight, error) {
 	var out []*messages.Insight
-	err := s.store.View(func(txn Reader) error {
-		it := txn.NewIterator(IterOptions{Prefix: prefixInsight, Reverse: true})
+	err := l.store.View(func(txn store.Reader) error {
+		it := txn.NewIterator(store.IterOptions{Prefix: KeyInsight, Reverse: true})
 		defer it.Close()
-		for it.Seek(append(slices.Clone(prefixInsight), 0xff)); it.Valid() && len(out) < limit; it.Next() {
+		for it.Seek(append(slices.Clone(KeyInsight), 0xff)); it.Valid() && len(out) < limit; it.Next() {
 			var c cid.Cid
 			err := it.Item().Value(func(v []byte) error {
 				var err error
@@ -290,16 +314,16 @@ func (s *Self) Insights(limit int) ([]*messages.Insight, error) {
 				return err
 			})
 			if err != nil {
-				return fmt.Errorf("%w: insight index: %v", ErrCorrupt, err)
+				return fmt.Errorf("%w: insight index: %v", base.ErrCorrupt, err)
 			}
-			meta, err := getMeta(txn, c)
-			if errors.Is(err, ErrNotFound) {
+			meta, err := l.env.Meta(txn, c)
+			if errors.Is(err, base.ErrNotFound) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			m, err := s.loadMemory(txn, c)
+			m, err := l.env.Memory(txn, c)
 			if err != nil {
 				return err
 			}

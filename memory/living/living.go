@@ -1,4 +1,4 @@
-package memory
+package living
 
 import (
 	"bytes"
@@ -17,16 +17,14 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// The heartbeat's memory work (XmetaV heartbeat, Living Memory OLS
-// compression). Everything here is bounded per call and reads the clock
-// it is given; the heartbeat actor only schedules it.
-
-var keyHeartbeat = []byte("x/heartbeat")
+// KeyHeartbeat holds the heartbeat's durable state (HeartbeatState).
+var KeyHeartbeat = []byte("x/heartbeat")
 
 // Labels a merge puts on the memory it makes.
 const (
@@ -38,9 +36,9 @@ const (
 var ErrSweepConflict = errors.New("memory: another heartbeat sweep moved the cursor")
 
 // HeartbeatState returns the heartbeat's durable state.
-func (s *Self) HeartbeatState() (*messages.HeartbeatState, error) {
+func (l *Living) HeartbeatState() (*messages.HeartbeatState, error) {
 	var st *messages.HeartbeatState
-	err := s.store.View(func(txn Reader) error {
+	err := l.store.View(func(txn store.Reader) error {
 		var err error
 		st, err = readHeartbeat(txn)
 		return err
@@ -48,9 +46,9 @@ func (s *Self) HeartbeatState() (*messages.HeartbeatState, error) {
 	return st, err
 }
 
-func readHeartbeat(txn Reader) (*messages.HeartbeatState, error) {
+func readHeartbeat(txn store.Reader) (*messages.HeartbeatState, error) {
 	st := &messages.HeartbeatState{}
-	if _, err := store.GetProto(txn, keyHeartbeat, st); err != nil {
+	if _, err := store.GetProto(txn, KeyHeartbeat, st); err != nil {
 		return nil, err
 	}
 	if st.Pass == nil {
@@ -69,9 +67,9 @@ func readHeartbeat(txn Reader) (*messages.HeartbeatState, error) {
 type SweepReport struct {
 	Swept        int64
 	PassComplete bool
-	Expired      int64     // memories whose TTL ran out since the previous sweep
-	Pruned       int64     // associations removed
-	Threshold    Threshold // the strength under which a decayed link is pruned
+	Expired      int64           // memories whose TTL ran out since the previous sweep
+	Pruned       int64           // associations removed
+	Threshold    assoc.Threshold // the strength under which a decayed link is pruned
 }
 
 // Sweep examines the metadata and associations of up to batch memories,
@@ -88,8 +86,8 @@ type SweepReport struct {
 //
 // The reading runs on a snapshot; only the pruning and the new state go
 // through the committer, in one transaction.
-func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
-	now := s.clock.Now().Unix()
+func (l *Living) Sweep(ctx context.Context, batch int) (SweepReport, error) {
+	now := l.clock.Now().Unix()
 	var rep SweepReport
 	type prune struct {
 		c       cid.Cid
@@ -98,7 +96,7 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 	var prunes []prune
 	var st *messages.HeartbeatState
 	var start []byte
-	err := s.store.View(func(txn Reader) error {
+	err := l.store.View(func(txn store.Reader) error {
 		var err error
 		if st, err = readHeartbeat(txn); err != nil {
 			return err
@@ -108,30 +106,16 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 		if last == nil {
 			last = &messages.LinkStats{}
 		}
-		rep.Threshold = EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.RetrievalBeta,
-			SimStats{N: last.N, Mean: last.Mean, M2: last.M2}, last.N)
-		links := SimStats{}
+		cfg := l.cfg.Threshold
+		rep.Threshold = assoc.EmergentThreshold(cfg, cfg.RetrievalBeta,
+			assoc.SimStats{N: last.N, Mean: last.Mean, M2: last.M2}, last.N)
+		links := assoc.SimStats{}
 		if pl := st.PassLinks; pl != nil {
-			links = SimStats{N: pl.N, Mean: pl.Mean, M2: pl.M2}
+			links = assoc.SimStats{N: pl.N, Mean: pl.Mean, M2: pl.M2}
 		}
-		it := txn.NewIterator(IterOptions{Prefix: prefixMeta, PrefetchValues: true, PrefetchSize: 256})
-		defer it.Close()
-		seek := prefixMeta
-		if len(st.Cursor) > 0 {
-			seek = append(slices.Clone(st.Cursor), 0)
-		}
-		for it.Seek(seek); it.Valid(); it.Next() {
+		err = l.env.ScanMeta(txn, st.Cursor, func(key []byte, c cid.Cid, meta *messages.MemoryMeta) (bool, error) {
 			if rep.Swept == int64(batch) {
-				break
-			}
-			key := it.Item().KeyCopy(nil)
-			c, err := cid.Cast(key[len(prefixMeta):])
-			if err != nil {
-				return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
-			}
-			meta := &messages.MemoryMeta{}
-			if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, meta) }); err != nil {
-				return fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, c, err)
+				return false, nil
 			}
 			rep.Swept++
 			st.Cursor = key
@@ -152,26 +136,30 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 			}
 			ls, err := assoc.Read(txn, assoc.Key(c))
 			if err != nil {
-				return err
+				return false, err
 			}
 			var activity int64
 			if len(meta.Sonas) > 0 {
-				_, activity, _ = s.sonaSnapshot(meta.Sonas[0])
+				activity, _ = l.env.Length(meta.Sonas[0])
 			}
-			decay := s.decay(meta, activity)
+			decay := l.env.Decay(meta, activity)
 			var p prune
-			for _, l := range ls {
-				links.Add(l.Strength)
-				if l.Strength*decay < rep.Threshold.Value {
+			for _, link := range ls {
+				links.Add(link.Strength)
+				if link.Strength*decay < rep.Threshold.Value {
 					if p.targets == nil {
 						p = prune{c: c, targets: map[cid.Cid]float64{}}
 					}
-					p.targets[l.Target] = l.Strength
+					p.targets[link.Target] = link.Strength
 				}
 			}
 			if p.targets != nil {
 				prunes = append(prunes, p)
 			}
+			return true, nil
+		})
+		if err != nil {
+			return err
 		}
 		st.PassLinks = &messages.LinkStats{N: links.N, Mean: links.Mean, M2: links.M2}
 		if rep.Swept < int64(batch) {
@@ -191,9 +179,9 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	err = s.store.Update(ctx, func(tx Tx) error {
+	err = l.store.Update(ctx, func(tx store.Tx) error {
 		cur := &messages.HeartbeatState{}
-		if _, err := store.GetProto(tx, keyHeartbeat, cur); err != nil {
+		if _, err := store.GetProto(tx, KeyHeartbeat, cur); err != nil {
 			return err
 		}
 		if !bytes.Equal(cur.Cursor, start) || cur.LastTick > now {
@@ -214,7 +202,7 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 				return err
 			}
 		}
-		tx.Set(keyHeartbeat, raw)
+		tx.Set(KeyHeartbeat, raw)
 		return nil
 	})
 	return rep, err
@@ -292,13 +280,13 @@ func ColdBranches(stats map[string]*messages.BranchStat, ratio float64, minNodes
 type Merge struct {
 	Sona     string
 	Sources  []cid.Cid
-	Prepared *Prepared
+	Prepared *model.Prepared
 }
 
 // member is an active memory of a branch.
 type member struct {
 	c    cid.Cid
-	m    *Memory
+	m    *model.Memory
 	meta *messages.MemoryMeta
 	vec  []float32
 }
@@ -309,9 +297,9 @@ const maxMergeSources = 1000
 
 // activeMembers lists a sona's active memories (not backbone, archived or
 // expired) in chain order.
-func (s *Self) activeMembers(id string) ([]member, error) {
-	now := s.clock.Now().Unix()
-	return s.chainMembers(id, math.MaxInt64, 0, func(meta *messages.MemoryMeta) bool {
+func (l *Living) activeMembers(id string) ([]member, error) {
+	now := l.clock.Now().Unix()
+	return l.chainMembers(id, math.MaxInt64, 0, func(meta *messages.MemoryMeta) bool {
 		return !meta.Backbone && !meta.Archived && (meta.ExpiresAt == 0 || meta.ExpiresAt > now)
 	})
 }
@@ -319,44 +307,33 @@ func (s *Self) activeMembers(id string) ([]member, error) {
 // chainMembers reads, with their metadata and embeddings, the memories of
 // a sona's chain at seqs up to upto that keep accepts: the newest limit of
 // them (0 = all), in chain order.
-func (s *Self) chainMembers(id string, upto int64, limit int, keep func(*messages.MemoryMeta) bool) ([]member, error) {
+func (l *Living) chainMembers(id string, upto int64, limit int, keep func(*messages.MemoryMeta) bool) ([]member, error) {
 	var out []member
 	seen := map[cid.Cid]bool{}
-	err := s.store.View(func(txn Reader) error {
-		it := txn.NewIterator(IterOptions{Prefix: chainPrefix(id), Reverse: true, PrefetchValues: true})
-		defer it.Close()
-		for it.Seek(chainKey(id, upto)); it.Valid() && (limit == 0 || len(out) < limit); it.Next() {
-			var c cid.Cid
-			err := it.Item().Value(func(v []byte) error {
-				var err error
-				_, c, _, err = decodeChainEntry(v)
-				return err
-			})
-			if err != nil {
-				return err
+	err := l.store.View(func(txn store.Reader) error {
+		return l.env.ChainBack(txn, id, upto, func(c cid.Cid) (bool, error) {
+			if limit > 0 && len(out) == limit {
+				return false, nil
 			}
 			if seen[c] {
-				continue
+				return true, nil
 			}
 			seen[c] = true
-			meta, err := getMeta(txn, c)
-			if err != nil {
-				return err
+			meta, err := l.env.Meta(txn, c)
+			if err != nil || !keep(meta) {
+				return err == nil, err
 			}
-			if !keep(meta) {
-				continue
-			}
-			m, err := s.loadMemory(txn, c)
+			m, err := l.env.Memory(txn, c)
 			if err != nil {
-				return err
+				return false, err
 			}
-			vec, err := readVector(txn, c)
+			vec, err := l.env.Vector(txn, c)
 			if err != nil {
-				return err
+				return false, err
 			}
 			out = append(out, member{c: c, m: m, meta: meta, vec: vec})
-		}
-		return nil
+			return true, nil
+		})
 	})
 	slices.Reverse(out)
 	return out, err
@@ -370,21 +347,21 @@ func (s *Self) chainMembers(id string, upto int64, limit int, keep func(*message
 // living.min_compress_nodes). A branch's size is counted afresh before it
 // is planned, so a branch compressed since the sweep is not compressed
 // twice.
-func (s *Self) PlanCompressions(ctx context.Context, limit int) ([]*Merge, error) {
-	st, err := s.HeartbeatState()
+func (l *Living) PlanCompressions(ctx context.Context, limit int) ([]*Merge, error) {
+	st, err := l.HeartbeatState()
 	if err != nil {
 		return nil, err
 	}
-	lc := s.cfg.Living
+	lc := l.cfg.Living
 	var out []*Merge
 	for _, id := range OversizedBranches(st.Last, lc.Phi, lc.MinCompressNodes) {
 		if len(out) == limit {
 			break
 		}
-		if _, err := s.Sona(id); err != nil {
+		if _, ok := l.env.Length(id); !ok {
 			continue // a sona the sweep saw in a memory's list but that has no record
 		}
-		members, err := s.activeMembers(id)
+		members, err := l.activeMembers(id)
 		if err != nil {
 			return nil, err
 		}
@@ -400,7 +377,7 @@ func (s *Self) PlanCompressions(ctx context.Context, limit int) ([]*Merge, error
 		n := len(members) - int(math.Ceil(mean)) + 1
 		n = min(maxMergeSources, len(members), max(n, lc.MinCompressNodes))
 		srcs := leastImportantRelated(members, n)
-		p, err := s.merge(ctx, srcs, "compression")
+		p, err := l.merge(ctx, srcs, "compression")
 		if err != nil {
 			return nil, err
 		}
@@ -412,27 +389,28 @@ func (s *Self) PlanCompressions(ctx context.Context, limit int) ([]*Merge, error
 // PlanFolds plans Living Memory's root-level compression: each cold branch
 // of the last complete sweep (see ColdBranches) folds, up to max of them,
 // into one archive memory.
-func (s *Self) PlanFolds(ctx context.Context, limit int) ([]*Merge, error) {
-	st, err := s.HeartbeatState()
+func (l *Living) PlanFolds(ctx context.Context, limit int) ([]*Merge, error) {
+	st, err := l.HeartbeatState()
 	if err != nil {
 		return nil, err
 	}
+	lc := l.cfg.Living
 	var out []*Merge
-	for _, id := range ColdBranches(st.Last, s.cfg.Living.ColdBranchRatio, s.cfg.Living.MinCompressNodes) {
+	for _, id := range ColdBranches(st.Last, lc.ColdBranchRatio, lc.MinCompressNodes) {
 		if len(out) == limit {
 			break
 		}
-		if _, err := s.Sona(id); err != nil {
+		if _, ok := l.env.Length(id); !ok {
 			continue
 		}
-		members, err := s.activeMembers(id)
+		members, err := l.activeMembers(id)
 		if err != nil {
 			return nil, err
 		}
-		if len(members) < s.cfg.Living.MinCompressNodes {
+		if len(members) < lc.MinCompressNodes {
 			continue
 		}
-		p, err := s.merge(ctx, members[:min(len(members), maxMergeSources)], "cold-branch")
+		p, err := l.merge(ctx, members[:min(len(members), maxMergeSources)], "cold-branch")
 		if err != nil {
 			return nil, err
 		}
@@ -471,40 +449,44 @@ func leastImportantRelated(members []member, n int) []member {
 // their text, their mean embedding, an edge to each (weighted by its
 // similarity to the mean), their most common kind and highest importance.
 // Appending it archives srcs.
-func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared, error) {
+func (l *Living) merge(ctx context.Context, srcs []member, how string) (*model.Prepared, error) {
 	var texts []string
-	var mean runningMean
-	var centroid []float32
+	vecs := make([][]float32, len(srcs))
 	kinds := map[string]int{}
 	var latest int64
 	importance := 0.0
-	for _, src := range srcs {
+	for i, src := range srcs {
 		texts = append(texts, src.m.Text())
-		mean, centroid = mean.add(src.vec)
+		vecs[i] = src.vec
 		kinds[src.meta.Kind]++
 		importance = math.Max(importance, src.meta.Importance)
-		latest = max(latest, memoryTime(src.m, src.meta))
+		when := src.meta.CreatedAt
+		if src.m.Timestamp != nil {
+			when = *src.m.Timestamp
+		}
+		latest = max(latest, when)
 	}
+	centroid := mean(vecs)
 	if !base.Normalize(centroid) {
-		return nil, fmt.Errorf("%w: the merged memories have no direction", ErrInvalid)
+		return nil, fmt.Errorf("%w: the merged memories have no direction", base.ErrInvalid)
 	}
-	text, err := s.summary(ctx, texts)
+	text, err := l.summary(ctx, texts)
 	if err != nil {
 		return nil, err
 	}
 	if text == "" {
 		text = fmt.Sprintf("%d memories without text", len(srcs))
 	}
-	m := &Memory{Data: Data{Text: &TextData{Content: text}}, Timestamp: &latest}
+	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}, Timestamp: &latest}
 	archive := make([]cid.Cid, len(srcs))
 	for i, src := range srcs {
-		m.Edges = append(m.Edges, Edge{Target: src.c, Weight: math.Max(0, base.Dot(centroid, src.vec))})
+		m.Edges = append(m.Edges, model.Edge{Target: src.c, Weight: math.Max(0, base.Dot(centroid, src.vec))})
 		archive[i] = src.c
 	}
-	SortEdges(m.Edges)
+	model.SortEdges(m.Edges)
 	kind := ""
 	for k, n := range kinds {
-		if kind == "" || n > kinds[kind] || n == kinds[kind] && s.cfg.KindWeight(k) > s.cfg.KindWeight(kind) {
+		if kind == "" || n > kinds[kind] || n == kinds[kind] && l.cfg.KindWeight(k) > l.cfg.KindWeight(kind) {
 			kind = k
 		}
 	}
@@ -513,7 +495,7 @@ func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared,
 		Importance: importance,
 		Labels:     map[string]string{LabelMerge: how, LabelMerged: strconv.Itoa(len(srcs))},
 	}
-	p, err := s.Prepare(m, centroid, meta)
+	p, err := l.env.Prepare(m, centroid, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -524,16 +506,16 @@ func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared,
 // summary is the text of a merge: the configured summarizer's (an LLM
 // summary), else — or when it fails — an extractive one. Only a done
 // context is an error.
-func (s *Self) summary(ctx context.Context, texts []string) (string, error) {
-	if s.summarize != nil {
-		text, err := s.summarize(ctx, texts)
+func (l *Living) summary(ctx context.Context, texts []string) (string, error) {
+	if l.summarize != nil {
+		text, err := l.summarize(ctx, texts)
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
 		if err == nil && strings.TrimSpace(text) != "" {
 			return tiers.Truncate(strings.TrimSpace(text), maxSummaryChars), nil
 		}
-		s.log.Warn("summary failed; the merge is summarised extractively", "err", err)
+		l.log.Warn("summary failed; the merge is summarised extractively", "err", err)
 	}
 	var sentences []string
 	for _, t := range texts {
@@ -545,25 +527,42 @@ func (s *Self) summary(ctx context.Context, texts []string) (string, error) {
 // maxSummaryChars bounds a merge's text.
 const maxSummaryChars = 1500
 
-// archiveIn marks cs archived in tx; every one must be an active member of
-// sona, or the append that carries them fails (a merge planned on a state
-// that changed since).
-func archiveIn(tx Tx, sona string, cs []cid.Cid) error {
+// Archive marks cs archived in tx: a merge's contribution to the append
+// of its memory. Every one must be an active member of sona, or the
+// append fails (a merge planned on a state that changed since).
+func (l *Living) Archive(tx store.Tx, sona string, cs []cid.Cid) error {
 	for _, c := range cs {
-		meta := &messages.MemoryMeta{}
-		ok, err := store.GetProto(tx, metaKey(c), meta)
-		if err != nil {
+		meta, err := l.env.Meta(tx, c)
+		if err != nil && !errors.Is(err, base.ErrNotFound) {
 			return err
 		}
-		if !ok || meta.Archived || meta.Backbone || !slices.Contains(meta.Sonas, sona) {
-			return fmt.Errorf("%w: %s is no longer an active memory of sona %s", ErrChainConflict, c, sona)
+		if err != nil || meta.Archived || meta.Backbone || !slices.Contains(meta.Sonas, sona) {
+			return fmt.Errorf("%w: %s is no longer an active memory of sona %s", base.ErrChainConflict, c, sona)
 		}
+		meta = proto.Clone(meta).(*messages.MemoryMeta)
 		meta.Archived = true
-		raw, err := proto.Marshal(meta)
-		if err != nil {
+		if err := l.env.SetMeta(tx, c, meta); err != nil {
 			return err
 		}
-		tx.Set(metaKey(c), raw)
 	}
 	return nil
+}
+
+// mean is the mean of vecs, summed in float64 in order (as the sonas'
+// centroids are).
+func mean(vecs [][]float32) []float32 {
+	if len(vecs) == 0 {
+		return nil
+	}
+	sum := make([]float64, len(vecs[0]))
+	for _, v := range vecs {
+		for i, f := range v {
+			sum[i] += float64(f)
+		}
+	}
+	out := make([]float32, len(sum))
+	for i, x := range sum {
+		out[i] = float32(x / float64(len(vecs)))
+	}
+	return out
 }
