@@ -65,7 +65,9 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 	for name, prep := range map[string]func(p *Prepared){
 		"merge":    func(p *Prepared) { p.Archive = []cid.Cid{plain} },
 		"imported": func(p *Prepared) { p.Imported = true },
-		"insight":  func(p *Prepared) { p.Meta.Insight = &messages.InsightMark{Category: living.InsightSummary, Confidence: 0.5} },
+		"insight": func(p *Prepared) {
+			p.Meta.Insight = &messages.InsightMark{Category: living.InsightSummary, Confidence: 0.5}
+		},
 	} {
 		m := &Memory{Data: Data{Text: &TextData{Content: name + ": the outage again"}}}
 		vecs, err := s.Embed(ctx, m.Text())
