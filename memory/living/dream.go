@@ -102,7 +102,7 @@ func Dream(recent []DreamInput, similar float64) []InsightDraft {
 		tight := g.sim / float64(len(g.members)-1)
 		size := math.Min(1, float64(len(g.members))/5)
 		out = append(out, InsightDraft{
-			Insight:    fmt.Sprintf("Recurring theme (%s) across %d memories: %s", strings.Join(topTerms(texts, 3), ", "), len(g.members), summarize(texts, 1, 300)),
+			Insight:    fmt.Sprintf("Recurring theme (%s) across %d memories: %s", strings.Join(themes(texts, 3), ", "), len(g.members), summarize(texts, 1, 300)),
 			Category:   InsightPattern,
 			Confidence: clamp01(0.5*math.Max(0, tight) + 0.5*size),
 			Sources:    srcs,
@@ -160,15 +160,40 @@ func summarize(texts []string, sentences, chars int) string {
 	return tiers.Summarize(all, nil, sentences, chars)
 }
 
-// topTerms returns the n terms most frequent across texts.
-func topTerms(texts []string, n int) []string {
-	w := map[string]float64{}
+// themes returns the n terms most frequent across texts (stems, so that
+// "lives" and "living" count as one), each shown as the word it was most
+// often written as in texts (on a tie, the form written first): "lives",
+// not the stem "liv".
+func themes(texts []string, n int) []string {
+	type form struct {
+		text string
+		n    int
+	}
+	weights := map[string]float64{}
+	forms := map[string][]form{} // by stem, in the order first written
 	for _, t := range texts {
-		for _, term := range llm.Tokenize(t) {
-			w[term]++
+		for _, w := range llm.TokenizeWords(t) {
+			weights[w.Token]++
+			fs := forms[w.Token]
+			if i := slices.IndexFunc(fs, func(f form) bool { return f.text == w.Text }); i >= 0 {
+				fs[i].n++
+			} else {
+				forms[w.Token] = append(fs, form{w.Text, 1})
+			}
 		}
 	}
-	return tiers.Terms(tiers.TopTerms(w, n))
+	top := tiers.TopTerms(weights, n)
+	out := make([]string, len(top))
+	for i, k := range top {
+		best := form{}
+		for _, f := range forms[k.Term] {
+			if f.n > best.n {
+				best = f
+			}
+		}
+		out[i] = best.text
+	}
+	return out
 }
 
 // DreamPlan is one sona's dream: the insight memories to append and the

@@ -171,3 +171,32 @@ func TestMean(t *testing.T) {
 		t.Fatal("the mean of nothing")
 	}
 }
+
+// A pattern's themes are words as the memories wrote them, not stems
+// (issue 19: "Recurring theme (liv, maya, lisbon)").
+func TestDreamThemesAreWords(t *testing.T) {
+	c := func(i int) cid.Cid {
+		id, _ := model.SumCID(model.CodecRaw, []byte{byte(i)})
+		return id
+	}
+	in := []DreamInput{
+		{CID: c(1), Text: "Maya lives in Lisbon.", Kind: "fact", Vec: []float32{1, 0}},
+		{CID: c(2), Text: "Maya loves Lisbon and lives by the river.", Kind: "fact", Vec: []float32{0.96, 0.28}},
+		{CID: c(3), Text: "maya lived in lisbon", Kind: "fact", Vec: []float32{0.96, -0.28}},
+	}
+	var pattern string
+	for _, d := range Dream(in, 0.9) {
+		if d.Category == InsightPattern {
+			pattern = d.Insight
+		}
+	}
+	if want := "Recurring theme (Lisbon, lives, Maya) across 3 memories: "; !strings.HasPrefix(pattern, want) {
+		t.Fatalf("pattern %q, want it to begin %q", pattern, want)
+	}
+	// On a tie of forms, the one written first; a stem's forms count
+	// together ("paints", "painted", "painting" are one theme).
+	got := themes([]string{"Painting walls. painted doors.", "She paints; DOORS too."}, 2)
+	if !slices.Equal(got, []string{"Painting", "doors"}) {
+		t.Fatalf("themes %q, want [Painting doors]", got)
+	}
+}
