@@ -152,8 +152,8 @@ func (t *Transfer) PlanImport(ctx context.Context, doc *messages.Export) (*Impor
 		if c.Prefix().Codec != model.CodecRaw {
 			return nil, base.Invalidf("blocks[%d]: %s is not a raw block", i, c)
 		}
-		if max := t.o.Config.Store.MaxBlockBytes; len(eb.Data) > max {
-			return nil, fmt.Errorf("%w: blocks[%d]: %d bytes exceed the block limit of %d", base.ErrTooLarge, i, len(eb.Data), max)
+		if limit := t.o.Config.Store.MaxBlockBytes; len(eb.Data) > limit {
+			return nil, fmt.Errorf("%w: blocks[%d]: %d bytes exceed the block limit of %d", base.ErrTooLarge, i, len(eb.Data), limit)
 		}
 		if err := store.VerifyBlock(c, eb.Data); err != nil {
 			return nil, base.Invalidf("blocks[%d]: the bytes do not hash to %s", i, c)
@@ -366,14 +366,14 @@ func (t *Transfer) presence(doc *messages.Export, mems map[cid.Cid]*importMemory
 			want[e.Target] = true
 		}
 		for _, l := range im.assoc.Links {
-			if t, err := cid.Cast(l.Target); err == nil {
-				want[t] = true
+			if target, err := cid.Cast(l.Target); err == nil {
+				want[target] = true
 			}
 		}
 		for _, list := range im.coaccess {
 			for _, l := range list.Links {
-				if t, err := cid.Cast(l.Target); err == nil {
-					want[t] = true
+				if target, err := cid.Cast(l.Target); err == nil {
+					want[target] = true
 				}
 			}
 		}
