@@ -33,14 +33,14 @@ const (
 	InsightCorrection     = "correction"
 )
 
-// KeyInsight prefixes the index of the insights (g/ + log seq).
-var KeyInsight = []byte("g/")
+// keyInsight prefixes the index of the insights (g/ + log seq).
+var keyInsight = []byte("g/")
 
 // PutInsight indexes the insight memory c, created at insertion-log
 // position logSeq, in tx: the append's contribution for a memory with an
 // insight mark.
 func PutInsight(tx store.Tx, logSeq uint64, c cid.Cid) {
-	tx.Set(base.Join(KeyInsight, base.U64(logSeq)), c.Bytes())
+	tx.Set(base.Join(keyInsight, base.U64(logSeq)), c.Bytes())
 }
 
 // DreamInput is one recent memory a dream consolidates.
@@ -305,7 +305,7 @@ func (l *Living) prepareInsight(ctx context.Context, d InsightDraft, now int64) 
 func (l *Living) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Time) error {
 	return l.store.Update(ctx, func(tx store.Tx) error {
 		st := &messages.HeartbeatState{}
-		if _, err := store.GetProto(tx, KeyHeartbeat, st); err != nil {
+		if _, err := store.GetProto(tx, keyHeartbeat, st); err != nil {
 			return err
 		}
 		if st.Dreamed == nil {
@@ -320,7 +320,7 @@ func (l *Living) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Tim
 		if err != nil {
 			return err
 		}
-		tx.Set(KeyHeartbeat, raw)
+		tx.Set(keyHeartbeat, raw)
 		return nil
 	})
 }
@@ -329,9 +329,9 @@ func (l *Living) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Tim
 func (l *Living) Insights(limit int) ([]*messages.Insight, error) {
 	var out []*messages.Insight
 	err := l.store.View(func(txn store.Reader) error {
-		it := txn.NewIterator(store.IterOptions{Prefix: KeyInsight, Reverse: true})
+		it := txn.NewIterator(store.IterOptions{Prefix: keyInsight, Reverse: true})
 		defer it.Close()
-		for it.Seek(append(slices.Clone(KeyInsight), 0xff)); it.Valid() && len(out) < limit; it.Next() {
+		for it.Seek(append(slices.Clone(keyInsight), 0xff)); it.Valid() && len(out) < limit; it.Next() {
 			var c cid.Cid
 			err := it.Item().Value(func(v []byte) error {
 				var err error

@@ -23,8 +23,8 @@ import (
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// KeyHeartbeat holds the heartbeat's durable state (HeartbeatState).
-var KeyHeartbeat = []byte("x/heartbeat")
+// keyHeartbeat holds the heartbeat's durable state (HeartbeatState).
+var keyHeartbeat = []byte("x/heartbeat")
 
 // Labels a merge puts on the memory it makes.
 const (
@@ -48,7 +48,7 @@ func (l *Living) HeartbeatState() (*messages.HeartbeatState, error) {
 
 func readHeartbeat(txn store.Reader) (*messages.HeartbeatState, error) {
 	st := &messages.HeartbeatState{}
-	if _, err := store.GetProto(txn, KeyHeartbeat, st); err != nil {
+	if _, err := store.GetProto(txn, keyHeartbeat, st); err != nil {
 		return nil, err
 	}
 	if st.Pass == nil {
@@ -181,7 +181,7 @@ func (l *Living) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 	}
 	err = l.store.Update(ctx, func(tx store.Tx) error {
 		cur := &messages.HeartbeatState{}
-		if _, err := store.GetProto(tx, KeyHeartbeat, cur); err != nil {
+		if _, err := store.GetProto(tx, keyHeartbeat, cur); err != nil {
 			return err
 		}
 		if !bytes.Equal(cur.Cursor, start) || cur.LastTick > now {
@@ -202,7 +202,7 @@ func (l *Living) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 				return err
 			}
 		}
-		tx.Set(KeyHeartbeat, raw)
+		tx.Set(keyHeartbeat, raw)
 		return nil
 	})
 	return rep, err
