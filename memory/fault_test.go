@@ -523,7 +523,16 @@ func flipInData(t *testing.T, path string, frac float64) {
 
 // A damaged table: the open names corruption and the file, never "has no
 // embedding" — wherever the damage is (a data block, the index, the
-// footer, which makes Badger panic at open).
+// footer, which makes Badger panic at open). Badger checksums a block's
+// decompressed bytes, so a flipped byte that Snappy decodes to the same
+// data (a copy's offset now pointing at identical bytes: this test's
+// texts repeat) is harmless and undetectable: then the store must open
+// and read back exactly what was written.
+//
+// With store.verify_tables off only damage Badger itself checks at open
+// (the index) is named at open; a damaged data block is found when read,
+// and can panic Badger there (README: Damaged files), so those positions
+// are not opened without the check.
 func TestCorruptTableIsNamed(t *testing.T) {
 	base := t.TempDir()
 	s := openSelf(t, testConfig(base), nil)
@@ -534,8 +543,15 @@ func TestCorruptTableIsNamed(t *testing.T) {
 	if err := s.Close(); err != nil { // flushes the memtable into a table
 		t.Fatal(err)
 	}
+	pristine := dumpStore(t, base)
+	if len(pristine) == 0 {
+		t.Fatal("nothing read from the store")
+	}
 	for _, where := range []float64{0.01, 0.3, 0.5, 0.7, 0.98, 0.9995} {
 		for _, verify := range []bool{true, false} {
+			if !verify && where < 0.9 {
+				continue
+			}
 			t.Run(fmt.Sprintf("at=%v/verify=%v", where, verify), func(t *testing.T) {
 				dir := t.TempDir()
 				if err := os.CopyFS(dir, os.DirFS(base)); err != nil {
@@ -558,17 +574,43 @@ func TestCorruptTableIsNamed(t *testing.T) {
 				s, err := openWith(Options{Config: cfg})
 				if err == nil {
 					s.Close()
+					if got := dumpStore(t, dir); !maps.Equal(got, pristine) {
+						t.Fatalf("the store opened though its table %s reads differently (%d keys, %d before)", filepath.Base(ssts[0]), len(got), len(pristine))
+					}
+					return
 				}
-				name := filepath.Base(ssts[0])
-				switch {
-				case verify && (!errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "corrupt store: "+name)):
+				if name := filepath.Base(ssts[0]); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "corrupt store: "+name) {
 					t.Fatalf("err = %v, want corruption of %s", err, name)
-				case err != nil && !strings.Contains(err.Error(), "corrupt store: "+name):
-					t.Fatalf("err = %v, does not name %s", err, name)
 				}
 			})
 		}
 	}
+}
+
+// dumpStore reads every key and value of the store in dir, from a copy
+// (an open writes).
+func dumpStore(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	cp := t.TempDir()
+	if err := os.CopyFS(cp, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(cp, "store"), store.OptionsOf(testConfig(cp).Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	out := map[string]string{}
+	err = st.View(func(r store.Reader) error {
+		return store.Scan(r, nil, func(k, v []byte) error {
+			out[string(k)] = string(v)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // A damaged value in the value log (large blocks live there): reading
