@@ -180,7 +180,7 @@ func TestConcurrentChatsOneSona(t *testing.T) {
 			t.Fatalf("chat %d: response at seq %d before its input at %d", i, so, si)
 		}
 		// The response's edges support it with its input and what it recalled.
-		m, _, err := e.self.Get(out)
+		m, _, err := e.self.Memories.Get(out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,7 +440,7 @@ func TestFailedModelCallKeepsTheInput(t *testing.T) {
 	if len(mems) != 1 {
 		t.Fatalf("chain of %d after a failed model call, want the input only", len(mems))
 	}
-	m, _, _ := e.self.Get(mems[0])
+	m, _, _ := e.self.Memories.Get(mems[0])
 	if m.Text() != "will this work?" {
 		t.Fatalf("stored %q", m.Text())
 	}

@@ -207,7 +207,7 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(a
 		})
 		return
 	}
-	in, err := a.sys.self.InSona(item.CID, a.id)
+	in, err := a.sys.self.Memories.InSona(item.CID, a.id)
 	if err != nil || in {
 		done(appended{&messages.Appended{Cid: item.CID.String()}, err})
 		return
@@ -439,7 +439,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 				finish(failure(r.err))
 				return
 			}
-			self.Reinforce(t.recalled)
+			self.Memories.Reinforce(memory.Support(t.recalled))
 			a.wakeTier(ctx, tiers.STM)
 			if len(t.tiers.Segments) > 0 {
 				a.tellTier(ctx, tiers.MTM, &messages.SegmentsVisited{Ids: t.tiers.Segments, At: a.sys.clock.Now().Unix()})

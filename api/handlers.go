@@ -64,7 +64,7 @@ func (s *Server) renderMemory(ctx context.Context, c cid.Cid, m *memory.Memory, 
 }
 
 func (s *Server) loadRendered(ctx context.Context, c cid.Cid) (*messages.Memory, error) {
-	m, meta, err := s.self.Get(c)
+	m, meta, err := s.self.Memories.Get(c)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		page, err := s.self.ListMemories(cursor, limit)
+		page, err := s.self.Memories.List(cursor, limit)
 		if err != nil {
 			s.fail(w, err)
 			return

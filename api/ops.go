@@ -85,7 +85,7 @@ func (s *Server) sees(p *Principal, c cid.Cid) (bool, error) {
 	if !p.SonaScoped() {
 		return true, nil
 	}
-	meta, err := s.self.Meta(c)
+	meta, err := s.self.Memories.Meta(c)
 	if errors.Is(err, memory.ErrNotFound) {
 		return false, nil
 	}
@@ -187,7 +187,7 @@ func (s *Server) fileOp(ctx context.Context, c cid.Cid) (data []byte, mimeType, 
 		if err := s.allowMemory(ctx, c); err != nil {
 			return nil, "", "", err
 		}
-		m, _, err := s.self.Get(c)
+		m, _, err := s.self.Memories.Get(c)
 		if err != nil {
 			return nil, "", "", err
 		}
@@ -457,7 +457,7 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 		return nil, false, err
 	}
 	if dup != nil {
-		if err := s.self.ReinforceDuplicate(ctx, dup.Existing); err != nil {
+		if err := s.self.Memories.ReinforceDuplicate(ctx, dup.Existing); err != nil {
 			return nil, false, err
 		}
 		return &messages.InsertResponse{

@@ -37,7 +37,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 		category string
 	}{{incident, "incident"}, {milestone, "milestone"}} {
 		a := page.Items[i]
-		meta, err := s.Meta(want.c)
+		meta, err := s.Memories.Meta(want.c)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -138,7 +138,7 @@ func (s *Self) appendPreparedBackbone(ctx context.Context, id string, p *Prepare
 	if p.ExpectSeq != nil && *p.ExpectSeq != rec.Length {
 		return nil, fmt.Errorf("%w: the backbone is at seq %d, append expected at %d", ErrChainConflict, rec.Length, *p.ExpectSeq)
 	}
-	existed, err := s.InSona(p.CID, id)
+	existed, err := s.Memories.InSona(p.CID, id)
 	if err != nil {
 		return nil, err
 	}

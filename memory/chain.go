@@ -101,7 +101,7 @@ func EdgeNotStored(c cid.Cid) error {
 
 // InSona reports whether memory c is (durably) in sona id.
 func (s *Self) InSona(c cid.Cid, id string) (bool, error) {
-	meta, err := s.Meta(c)
+	meta, err := s.Memories.Meta(c)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}

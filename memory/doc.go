@@ -13,6 +13,8 @@
 //	memory/anchor the anchor list, its rules and cursor (Self.Anchors)
 //	memory/consensus  the agents' consensus on the backbone (Self.Consensus)
 //	memory/eumas  the EUMAS evaluators and the evaluations (Self.Evals)
+//	memory/meta   each memory's metadata and embedding, cached reads,
+//	              importance (Self.Memories)
 //
 // Package memory re-exports their names (errors.go, model.go and the
 // *alias.go files; evaluation.go for eumas) so that its callers keep
@@ -55,8 +57,8 @@
 //	m/      memory CID bytes            MemoryMeta (protobuf): sonas, agent_id, kind,
 //	                                    backbone, archived, expires_at, importance,
 //	                                    access_count, last_access_tick, created_at, labels,
-//	                                    insight mark, evaluation (EUMAS aggregate)
-//	v/      memory CID bytes            embedding: little-endian float32 × dims
+//	                                    insight mark, evaluation (EUMAS aggregate) (memory/meta)
+//	v/      memory CID bytes            embedding: little-endian float32 × dims (memory/meta)
 //	s/      sona uuid                   Sona (protobuf): uuid, name, head, length,
 //	                                    created_at, last_memory
 //	n/      name 0x00 uuid              empty: sonas by name (names need not be unique)

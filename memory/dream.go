@@ -299,7 +299,7 @@ func (s *Self) Insights(limit int) ([]*messages.Insight, error) {
 			if err != nil {
 				return err
 			}
-			m, err := s.loadMemory(txn, c)
+			m, err := s.Memories.MemoryIn(txn, c)
 			if err != nil {
 				return err
 			}

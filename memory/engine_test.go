@@ -169,11 +169,11 @@ func TestDedupOnInsert(t *testing.T) {
 		t.Fatal("an event deduplicated against a timeless memory")
 	}
 	// Reinforcing the duplicate raises its importance and access.
-	before, _ := s.Meta(orig)
-	if err := s.ReinforceDuplicate(ctx, orig); err != nil {
+	before, _ := s.Memories.Meta(orig)
+	if err := s.Memories.ReinforceDuplicate(ctx, orig); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := s.Meta(orig)
+	after, _ := s.Memories.Meta(orig)
 	if after.Importance <= before.Importance || after.AccessCount != before.AccessCount+1 {
 		t.Fatalf("not reinforced: %v → %v", before, after)
 	}

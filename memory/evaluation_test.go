@@ -32,7 +32,7 @@ func hasProfile(s *Self, c cid.Cid) bool {
 
 func metaOf(t *testing.T, s *Self, c cid.Cid) *messages.MemoryMeta {
 	t.Helper()
-	meta, err := s.Meta(c)
+	meta, err := s.Memories.Meta(c)
 	if err != nil {
 		t.Fatal(err)
 	}

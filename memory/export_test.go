@@ -402,7 +402,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	if err := s.Store().Update(ctx, assoc.Strengthen("agent", []cid.Cid{x.a1, x.b1}, 0.3, epoch.Unix())); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Store().Update(ctx, s.metaOp([]cid.Cid{x.a3}, func(m *messages.MemoryMeta, _ cid.Cid) {
+	if err := s.Store().Update(ctx, metaOp([]cid.Cid{x.a3}, func(m *messages.MemoryMeta, _ cid.Cid) {
 		m.Archived, m.Importance, m.AccessCount = true, 0.7, 4
 	})); err != nil {
 		t.Fatal(err)

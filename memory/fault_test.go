@@ -176,7 +176,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	}
 	// Reads go on: memories, files, recall.
 	for _, c := range acked {
-		if _, _, err := s.Get(c); err != nil {
+		if _, _, err := s.Memories.Get(c); err != nil {
 			t.Fatalf("read %s while the disk is full: %v", c, err)
 		}
 	}
@@ -210,7 +210,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	s = openSelf(t, cfg, nil)
 	defer s.Close()
 	for _, c := range acked {
-		if _, _, err := s.Get(c); err != nil {
+		if _, _, err := s.Memories.Get(c); err != nil {
 			t.Fatalf("acknowledged %s missing after reopen: %v", c, err)
 		}
 	}
@@ -403,7 +403,7 @@ func TestKillNineLosesNothing(t *testing.T) {
 	defer s.Close()
 	for c := range acked {
 		k, _ := cid.Decode(c)
-		if _, _, err := s.Get(k); err != nil {
+		if _, _, err := s.Memories.Get(k); err != nil {
 			t.Fatalf("acknowledged %s: %v", c, err)
 		}
 	}
@@ -462,7 +462,7 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 	kept := 0
 	for c := range acked {
 		k, _ := cid.Decode(c)
-		if _, _, err := s.Get(k); err == nil {
+		if _, _, err := s.Memories.Get(k); err == nil {
 			kept++
 		} else if !errors.Is(err, ErrNotFound) {
 			t.Fatal(err)
@@ -634,7 +634,7 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 			}
 		}
 		for _, c := range mems {
-			if _, _, err := s.Get(c); err != nil {
+			if _, _, err := s.Memories.Get(c); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -831,7 +831,7 @@ func TestUnreadableMarkRefusesUntilAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Get(c); err != nil || !strings.Contains(s.Store().AcceptedLoss(), "unreadable") {
+	if _, _, err := s.Memories.Get(c); err != nil || !strings.Contains(s.Store().AcceptedLoss(), "unreadable") {
 		t.Fatalf("after accepting: %v, %q", err, s.Store().AcceptedLoss())
 	}
 	s.Close()

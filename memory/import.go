@@ -635,12 +635,12 @@ func (s *Self) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored map[
 			meta.Sonas, meta.Seq = nil, 0
 			pr, err = s.prepared(im.m, c, im.block, im.vec, meta)
 		} else { // a memory of this store the export only appends to a chain
-			m, meta, gerr := s.Get(c)
+			m, meta, gerr := s.Memories.Get(c)
 			if gerr != nil {
 				return nil, gerr
 			}
 			block, berr := s.Block(c)
-			vec, verr := s.Vector(c)
+			vec, verr := s.Memories.Vector(c)
 			if err = errors.Join(berr, verr); err == nil {
 				pr, err = s.prepared(m, c, block, vec, &messages.MemoryMeta{Kind: meta.Kind, AgentId: meta.AgentId})
 			}

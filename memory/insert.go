@@ -50,7 +50,7 @@ func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *
 	if err != nil || !dedup || len(p.Neighbors) == 0 {
 		return p, nil, err
 	}
-	if in, err := s.InSona(p.CID, sona); err != nil || in {
+	if in, err := s.Memories.InSona(p.CID, sona); err != nil || in {
 		return p, nil, err
 	}
 	nearest, ok, err := s.sameTimeNeighbor(p)
@@ -68,7 +68,7 @@ func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *
 		if err != nil {
 			return nil, nil, err
 		}
-		other, err := s.Vector(nearest.CID)
+		other, err := s.Memories.Vector(nearest.CID)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -95,7 +95,7 @@ func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *
 // duplicates of each other, however alike their words.
 func (s *Self) sameTimeNeighbor(p *Prepared) (Neighbor, bool, error) {
 	for _, n := range p.Neighbors {
-		m, _, err := s.Get(n.CID)
+		m, _, err := s.Memories.Get(n.CID)
 		if err != nil {
 			return Neighbor{}, false, err
 		}
@@ -105,16 +105,6 @@ func (s *Self) sameTimeNeighbor(p *Prepared) (Neighbor, bool, error) {
 		}
 	}
 	return Neighbor{}, false, nil
-}
-
-// ReinforceDuplicate reinforces a deduplicated memory: an importance step toward 1 and one
-// more access, as if it had been stored again.
-func (s *Self) ReinforceDuplicate(ctx context.Context, c cid.Cid) error {
-	alpha := s.cfg.Recall.ImportanceAlpha
-	return s.store.Update(ctx, s.metaOp([]cid.Cid{c}, func(m *messages.MemoryMeta, _ cid.Cid) {
-		m.Importance += alpha * (1 - m.Importance)
-		m.AccessCount++
-	}))
 }
 
 // neighbors returns up to k memories of sona nearest to vec, best first,
@@ -131,7 +121,7 @@ func (s *Self) neighbors(vec []float32, sona string, k int, self cid.Cid) ([]Nei
 			if c == self {
 				continue
 			}
-			meta, err := s.meta(txn, c)
+			meta, err := s.Memories.MetaIn(txn, c)
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}

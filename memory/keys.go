@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/ipfs/go-cid"
 	"github.com/memoria-ai/memoria/memory/base"
@@ -16,8 +15,6 @@ import (
 const StoreVersion = 3
 
 var (
-	prefixMeta    = []byte("m/")
-	prefixVector  = []byte("v/")
 	prefixSona    = []byte("s/")
 	prefixName    = []byte("n/")
 	prefixChain   = []byte("c/")
@@ -26,10 +23,6 @@ var (
 	keyVersion    = []byte("x/version")
 )
 
-func metaKey(c cid.Cid) []byte { return base.Join(prefixMeta, c.Bytes()) }
-func vectorKey(c cid.Cid) []byte {
-	return base.Join(prefixVector, c.Bytes())
-}
 func sonaKey(uuid string) []byte       { return base.Join(prefixSona, []byte(uuid)) }
 func nameVectorKey(uuid string) []byte { return base.Join(prefixNameVec, []byte(uuid)) }
 func nameKey(name, uuid string) []byte {
@@ -46,26 +39,6 @@ func chainKey(uuid string, seq int64) []byte {
 }
 
 func logKey(seq uint64) []byte { return base.Join(prefixLog, base.U64(seq)) }
-
-// encodeVector writes v as little-endian float32s.
-func encodeVector(v []float32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
-	}
-	return out
-}
-
-func decodeVector(b []byte) ([]float32, error) {
-	if len(b)%4 != 0 {
-		return nil, fmt.Errorf("%w: vector of %d bytes", ErrCorrupt, len(b))
-	}
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v, nil
-}
 
 // A chain entry (the value of a c/ key) is the ACT, its memory, and the
 // insertion-log position of the store when the ACT was appended.

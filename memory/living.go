@@ -346,7 +346,7 @@ func (s *Self) chainMembers(id string, upto int64, limit int, keep func(*message
 			if !keep(meta) {
 				continue
 			}
-			m, err := s.loadMemory(txn, c)
+			m, err := s.Memories.MemoryIn(txn, c)
 			if err != nil {
 				return err
 			}

@@ -260,7 +260,7 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 				t.Fatalf("%d sources, want 17", len(m.Sources))
 			}
 			appendMerge(t, s, m)
-			centroid, meta, err := s.Get(m.Prepared.CID)
+			centroid, meta, err := s.Memories.Get(m.Prepared.CID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -272,7 +272,7 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 				if !slices.Contains(targets, src) {
 					t.Fatalf("source %s not reachable from the centroid", src)
 				}
-				sm, err := s.Meta(src)
+				sm, err := s.Memories.Meta(src)
 				if err != nil || !sm.Archived {
 					t.Fatalf("source %s not archived: %v %v", src, sm, err)
 				}
@@ -320,7 +320,7 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	if len(bb.Items) != 1 || bb.Items[0].Memory.String() != *r.Cid {
 		t.Fatalf("backbone %+v", bb.Items)
 	}
-	if meta, _ := s.Meta(bb.Items[0].Memory); !meta.Backbone || meta.Labels[LabelConcept] != "design" || meta.Labels[LabelAgents] != "grok,kimi" {
+	if meta, _ := s.Memories.Meta(bb.Items[0].Memory); !meta.Backbone || meta.Labels[LabelConcept] != "design" || meta.Labels[LabelAgents] != "grok,kimi" {
 		t.Fatalf("backbone meta %+v", meta)
 	}
 

@@ -82,7 +82,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	s = openSelf(t, cfg, clock)
 	defer s.Close()
 	for i, c := range mems {
-		meta, err := s.Meta(c)
+		meta, err := s.Memories.Meta(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	// The migrated store keeps working.
 	o2 := &owner{t: t, s: s, sona: o.sona, head: o.head, n: o.n}
 	c := o2.text("fourth memory")
-	if meta, _ := s.Meta(c); meta.Seq != 4 {
+	if meta, _ := s.Memories.Meta(c); meta.Seq != 4 {
 		t.Fatalf("new memory after migration has log seq %d", meta.Seq)
 	}
 	if _, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "memory"}); err != nil {

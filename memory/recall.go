@@ -466,7 +466,7 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 	if sc.excluded[c] {
 		return nil, errHidden
 	}
-	meta, err := sc.self.meta(sc.txn, c)
+	meta, err := sc.self.Memories.MetaIn(sc.txn, c)
 	if errors.Is(err, ErrNotFound) {
 		return nil, errHidden // indexed but gone
 	}
@@ -790,7 +790,7 @@ func (sc *scorer) choose(cands []*Recalled, k, budget int) ([]*Recalled, int, er
 		if len(out) == k {
 			break
 		}
-		m, err := sc.self.loadMemory(sc.txn, r.CID)
+		m, err := sc.self.Memories.MemoryIn(sc.txn, r.CID)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -817,7 +817,7 @@ func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen 
 	if err != nil {
 		return nil, err
 	}
-	if r.Memory, err = sc.self.loadMemory(sc.txn, c); err != nil {
+	if r.Memory, err = sc.self.Memories.MemoryIn(sc.txn, c); err != nil {
 		return nil, err
 	}
 	if sc.q.Vector != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/memory/vector"
@@ -74,6 +74,9 @@ type Self struct {
 	Assoc *assoc.Graph
 	// Evals keeps the EUMAS evaluations and the metric profiles.
 	Evals *eumas.Store
+	// Memories reads memories and their metadata (cached) and keeps
+	// their importance.
+	Memories *meta.Store
 
 	store *Store
 	index *vector.Index
@@ -90,8 +93,6 @@ type Self struct {
 	// the heartbeat's own (a merge or an insight); the clock at open.
 	lastActivity atomic.Int64
 	backbone     atomic.Pointer[string] // uuid of the backbone's sona, once it exists
-	cache        *memCache              // decoded memories by CID
-	metas        *metaCache             // memory metadata by CID key
 	text         *textIndexer           // full-text index, kept in step by the committer
 	textRebuilds atomic.Int64           // times the full-text index was found damaged and rebuilt
 	progress     func(stage string, done, total uint64)
@@ -131,8 +132,6 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		clock:     o.Clock,
 		log:       o.Logger,
 		sonas:     map[string]*sonaState{},
-		cache:     newMemCache(o.Config.Store.MemoryCache),
-		metas:     newMetaCache(o.Config.Store.MemoryCache),
 		progress:  o.Progress,
 		normalize: o.Normalize,
 		summarize: o.Summarize,
@@ -146,6 +145,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 			Clock:          o.Clock,
 		}),
 	}
+	s.Memories = meta.New(st, o.Config.Store.MemoryCache, o.Config.Recall)
 	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
 	s.Assoc = assoc.NewGraph(st)
 	s.Consensus = consensus.NewLedger(st, consensusEnv{s}, o.Config, o.Clock)
@@ -157,13 +157,6 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	}
 	s.Evals = eumas.NewStore(st, evalEnv{s}, evo)
 	s.lastActivity.Store(o.Clock.Now().Unix())
-	st.Subscribe(func(e store.Event) {
-		for _, k := range e.Keys {
-			if strings.HasPrefix(k, string(prefixMeta)) {
-				s.metas.invalidate(k[len(prefixMeta):])
-			}
-		}
-	})
 	if err := s.load(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -458,122 +451,8 @@ func (s *Self) Embed(ctx context.Context, texts ...string) ([][]float32, error) 
 	return vecs, nil
 }
 
-// Meta returns a memory's metadata.
-func (s *Self) Meta(c cid.Cid) (*messages.MemoryMeta, error) {
-	var meta *messages.MemoryMeta
-	err := s.store.View(func(txn Reader) error {
-		var err error
-		meta, err = s.meta(txn, c)
-		return err
-	})
-	return meta, err
-}
-
-func getMeta(txn Reader, c cid.Cid) (*messages.MemoryMeta, error) {
-	item, err := txn.Item(metaKey(c))
-	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("%w: memory %s", ErrNotFound, c)
-	}
-	if err != nil {
-		return nil, err
-	}
-	meta := &messages.MemoryMeta{}
-	err = item.Value(func(v []byte) error { return proto.Unmarshal(v, meta) })
-	if err != nil {
-		return nil, fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, c, err)
-	}
-	return meta, nil
-}
-
-// Get returns a stored memory with its metadata.
-func (s *Self) Get(c cid.Cid) (*Memory, *messages.MemoryMeta, error) {
-	var (
-		m    *Memory
-		meta *messages.MemoryMeta
-	)
-	err := s.store.View(func(txn Reader) error {
-		var err error
-		if meta, err = s.meta(txn, c); err != nil {
-			return err
-		}
-		m, err = s.loadMemory(txn, c)
-		return err
-	})
-	return m, meta, err
-}
-
-// loadMemory returns the decoded memory c, from the cache or from its
-// verified block. The result is shared: do not modify it.
-func (s *Self) loadMemory(txn Reader, c cid.Cid) (*Memory, error) {
-	if m, ok := s.cache.get(c); ok {
-		return m, nil
-	}
-	m, err := readMemory(txn, c)
-	if err != nil {
-		return nil, err
-	}
-	s.cache.put(c, m)
-	return m, nil
-}
-
-// readMemory reads and decodes a memory's block, past the cache.
-func readMemory(txn Reader, c cid.Cid) (*Memory, error) {
-	b, err := store.ReadBlock(txn, c)
-	if err != nil {
-		return nil, err
-	}
-	m, err := DecodeMemory(b)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s does not decode as a memory: %v", ErrCorrupt, c, err)
-	}
-	return m, nil
-}
-
-// Vector returns the stored embedding of a memory.
-func (s *Self) Vector(c cid.Cid) ([]float32, error) {
-	var vec []float32
-	err := s.store.View(func(txn Reader) error {
-		item, err := txn.Item(vectorKey(c))
-		if errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("%w: vector of %s", ErrNotFound, c)
-		}
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			vec, err = decodeVector(v)
-			return err
-		})
-	})
-	return vec, err
-}
-
 // Block returns a verified block.
 func (s *Self) Block(c cid.Cid) ([]byte, error) { return s.store.Block(c) }
-
-// ListMemories lists memories in CID order, after cursor (a CID string).
-func (s *Self) ListMemories(cursor string, limit int) (Page[cid.Cid], error) {
-	var start []byte
-	if cursor != "" {
-		c, err := cid.Decode(cursor)
-		if err != nil {
-			return Page[cid.Cid]{}, fmt.Errorf("%w: cursor: %v", ErrInvalid, err)
-		}
-		start = metaKey(c)
-	}
-	var page Page[cid.Cid]
-	err := s.store.View(func(txn Reader) error {
-		return store.ListKeys(txn, prefixMeta, start, limit, func(k []byte) error {
-			c, err := cid.Cast(k[len(prefixMeta):])
-			if err != nil {
-				return fmt.Errorf("%w: meta key: %v", ErrCorrupt, err)
-			}
-			page.Items = append(page.Items, c)
-			return nil
-		}, func() { page.Next = page.Items[len(page.Items)-1].String() })
-	})
-	return page, err
-}
 
 // IndexSizes reports the derived indexes' sizes: the vectors in the HNSW
 // index and the documents in the full-text index.

@@ -138,7 +138,7 @@ func TestSharedMemoryJoinsSecondSona(t *testing.T) {
 	if c1 != c2 {
 		t.Fatal("equal memories have different CIDs")
 	}
-	meta, err := s.Meta(c1)
+	meta, err := s.Memories.Meta(c1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestSharedMemoryJoinsSecondSona(t *testing.T) {
 	if _, mems := s.Counts(); mems != 1 {
 		t.Fatalf("memories = %d, want 1", mems)
 	}
-	if in, _ := s.InSona(c1, b.sona); !in {
+	if in, _ := s.Memories.InSona(c1, b.sona); !in {
 		t.Fatal("not in second sona")
 	}
 }
@@ -318,7 +318,7 @@ func TestRecallHidesArchivedAndExpired(t *testing.T) {
 	fact := o.add(&Memory{Data: Data{Text: &TextData{Content: "the kettle is blue"}}}, &messages.MemoryMeta{Kind: "fact"})
 	arch := o.text("the kettle is old")
 	ctx := context.Background()
-	if err := s.Store().Update(ctx, s.metaOp([]cid.Cid{arch}, func(m *messages.MemoryMeta, _ cid.Cid) { m.Archived = true })); err != nil {
+	if err := s.Store().Update(ctx, metaOp([]cid.Cid{arch}, func(m *messages.MemoryMeta, _ cid.Cid) { m.Archived = true })); err != nil {
 		t.Fatal(err)
 	}
 	found := func() map[cid.Cid]bool {
@@ -357,11 +357,11 @@ func TestReinforceRaisesAndPropagates(t *testing.T) {
 	other := o.text("unrelated")
 	ctx := context.Background()
 	used := []*Recalled{{CID: top, Score: 2}}
-	if err := s.Reinforce(used).Wait(ctx); err != nil {
+	if err := s.Memories.Reinforce(Support(used)).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	imp := func(c cid.Cid) float64 {
-		m, err := s.Meta(c)
+		m, err := s.Memories.Meta(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +381,7 @@ func TestReinforceRaisesAndPropagates(t *testing.T) {
 	}
 	// Used again, it keeps rising toward 1 and never past it.
 	for i := 0; i < 100; i++ {
-		s.Reinforce(used)
+		s.Memories.Reinforce(Support(used))
 	}
 	if err := s.Store().Barrier(ctx); err != nil {
 		t.Fatal(err)

@@ -547,11 +547,11 @@ func (s *Self) catchUpText(idx *text.Index, watermark uint64, cancel <-chan stru
 
 // textDoc is the full-text document of a stored memory.
 func (s *Self) textDoc(txn Reader, c cid.Cid) (text.Doc, error) {
-	m, err := s.loadMemory(txn, c)
+	m, err := s.Memories.MemoryIn(txn, c)
 	if err != nil {
 		return text.Doc{}, err
 	}
-	meta, err := s.meta(txn, c)
+	meta, err := s.Memories.MetaIn(txn, c)
 	if err != nil {
 		return text.Doc{}, err
 	}
