@@ -55,7 +55,7 @@ func TestEvaluatorActorFollowsWritesAcrossCrashAndRestart(t *testing.T) {
 			panic("evaluator crash (test)")
 		}
 	}})
-	rec, err := e.self.CreateSona(context.Background(), "ella")
+	rec, err := e.self.Sonas.Create(context.Background(), "ella")
 	if err != nil {
 		t.Fatal(err)
 	}

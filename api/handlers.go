@@ -153,7 +153,7 @@ func (s *Server) chainPage(id, cursor string, limit int) ([]cid.Cid, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	page, err := s.self.Chain(id, from, limit)
+	page, err := s.self.Sonas.Chain(id, from, limit)
 	if err != nil {
 		return nil, "", err
 	}
@@ -415,7 +415,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(data), s.cfg.Store.MaxBlockBytes)})
 		return
 	}
-	c, err := s.self.PutFile(r.Context(), data, sona)
+	c, err := s.self.Chains.PutFile(r.Context(), data, sona)
 	if err != nil {
 		s.fail(w, err)
 		return

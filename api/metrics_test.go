@@ -259,7 +259,7 @@ func TestLimits(t *testing.T) {
 		c.Evaluation.Mode = "off"
 		c.Server.RequestTimeout = config.Duration(time.Nanosecond)
 	})
-	rec, err := th.app.Self.CreateSona(context.Background(), "slow")
+	rec, err := th.app.Self.Sonas.Create(context.Background(), "slow")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,10 +15,15 @@
 //	memory/eumas  the EUMAS evaluators and the evaluations (Self.Evals)
 //	memory/meta   each memory's metadata and embedding, cached reads,
 //	              importance (Self.Memories)
+//	memory/chain  the sona registry (Self.Sonas), the chains' writer and
+//	              the insert path (Self.Chains), the backbone
+//	              (Self.Backbone), files' sonas
 //
 // Package memory re-exports their names (errors.go, model.go and the
 // *alias.go files; evaluation.go for eumas) so that its callers keep
-// compiling during the move; new code imports the packages.
+// compiling during the move; new code imports the packages. What each
+// subsystem adds to an append, and what follows a committed append, is
+// wired in append.go.
 //
 // It is pure of transports: it never imports protoactor, net/http or a
 // model provider SDK (a test enforces it). Actors and servers adapt it.
@@ -60,7 +65,7 @@
 //	                                    insight mark, evaluation (EUMAS aggregate) (memory/meta)
 //	v/      memory CID bytes            embedding: little-endian float32 × dims (memory/meta)
 //	s/      sona uuid                   Sona (protobuf): uuid, name, head, length,
-//	                                    created_at, last_memory
+//	                                    created_at, last_memory (memory/chain)
 //	n/      name 0x00 uuid              empty: sonas by name (names need not be unique)
 //	c/      uuid 0x00 seq (8 bytes BE)  ACT CID ‖ memory CID ‖ insertion-log position (8 bytes BE)
 //	                                    when the ACT was appended: the chain by seq
@@ -87,7 +92,7 @@
 //	r/      conflict id                 Conflict (protobuf): an open consensus conflict
 //	f/      multihash 0x00 uuid         empty: the sona may name this raw block as a file memory's
 //	                                    content (uploaded for it, or held by one of its file
-//	                                    memories; files.go)
+//	                                    memories; memory/chain)
 //	y/      log seq (8 bytes BE)        Anchor (protobuf): a significant memory, written in the
 //	                                    transaction of the append that created it (memory/anchor)
 //	t/      uuid 0x00 …                 MemoryOS tiers of the sona (memory/tiers):

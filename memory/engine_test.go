@@ -79,7 +79,7 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 	o := newOwner(t, s, "a")
 	mems := seededConversation(t, s, clock, o, 30, 5)
 	ctx := context.Background()
-	page, err := s.Chain(o.sona, 0, 100)
+	page, err := s.Sonas.Chain(o.sona, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestDedupOnInsert(t *testing.T) {
 	orig := o.text("My sister Maya lives in Lisbon near the river")
 	prep := func(content string, ts *int64) (*Prepared, *Duplicate) {
 		m := &Memory{Data: Data{Text: &TextData{Content: content}}, Timestamp: ts}
-		p, dup, err := s.PrepareInsert(ctx, o.sona, m, nil, true, nil)
+		p, dup, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,13 +181,13 @@ func TestDedupOnInsert(t *testing.T) {
 	// nearest-neighbour similarities sets the threshold.
 	for i := 0; i < 12; i++ {
 		m := &Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("note %d about topic %s", i, strings.Repeat("x", i+1))}}}
-		p, _, err := s.PrepareInsert(ctx, o.sona, m, nil, false, nil)
+		p, _, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		o.addPrepared(p)
 	}
-	stats, n, err := s.sonaSimStats(o.sona)
+	stats, n, err := s.Chains.SimStats(o.sona)
 	if err != nil || n < 10 || stats.N < 10 {
 		t.Fatalf("stats %+v over %d memories: %v", stats, n, err)
 	}
@@ -207,7 +207,7 @@ func (o *owner) addPrepared(p *Prepared) {
 	if err != nil {
 		o.t.Fatal(err)
 	}
-	if err := o.s.Store().Update(context.Background(), o.s.AppendOp(plan)); err != nil {
+	if err := o.s.Store().Update(context.Background(), o.s.Chains.Op(plan)); err != nil {
 		o.t.Fatal(err)
 	}
 	o.head, o.n = plan.Next()
@@ -221,17 +221,17 @@ func TestAssociationsOnAppend(t *testing.T) {
 	first := o.text("apples grow in the orchard")
 	second := o.text("the orchard has apple trees", Edge{Target: first, Weight: 0.5})
 	m := &Memory{Data: Data{Text: &TextData{Content: "apples from the orchard trees"}}}
-	p, _, err := s.PrepareInsert(ctx, o.sona, m, nil, false, nil)
+	p, _, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.EdgeType = AssocCausal
 	p.Memory.Edges = []Edge{{Target: first, Weight: 2}}
-	if p, err = s.Prepare(p.Memory, p.Vector, nil); err != nil {
+	if p, err = s.Chains.Prepare(p.Memory, p.Vector, nil); err != nil {
 		t.Fatal(err)
 	}
 	p.EdgeType = AssocCausal
-	p.Neighbors, err = s.neighbors(p.Vector, o.sona, 3, p.CID)
+	p.Neighbors, err = s.Chains.Neighbors(p.Vector, o.sona, 3, p.CID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestAffinityLinkWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.Prepare(&Memory{Data: Data{Text: &TextData{Content: "pears ripen in the orchard"}}}, vecs[0], nil)
+	p, err := s.Chains.Prepare(&Memory{Data: Data{Text: &TextData{Content: "pears ripen in the orchard"}}}, vecs[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func (s *Self) metricCandidates(sona, backbone string, prof []float32, n int) []
 		return nil
 	}
 	var out []pathHit
-	for _, h := range s.Evals.Nearest(prof, s.ownMembers(sona, backbone, true), n) {
+	for _, h := range s.Evals.Nearest(prof, s.Sonas.Members(sona, backbone, true), n) {
 		if key, ok := s.index.Key(h.ID); ok {
 			out = append(out, pathHit{key: key, score: h.Sim})
 		}

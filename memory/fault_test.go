@@ -147,7 +147,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	}
 	file := make([]byte, 512<<10)
 	rand.Read(file)
-	fc, err := s.PutFile(context.Background(), file, "")
+	fc, err := s.Chains.PutFile(context.Background(), file, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	acked = append(acked, o.text("a small memory still fits"))
 	big := make([]byte, 512<<10)
 	rand.Read(big)
-	if _, err := s.PutFile(context.Background(), big, ""); !errors.Is(err, ErrDiskFull) {
+	if _, err := s.Chains.PutFile(context.Background(), big, ""); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("a file past the reserve: err = %v, want ErrDiskFull", err)
 	}
 
@@ -165,7 +165,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	if _, err := o.tryAdd(&Memory{Data: Data{Text: &TextData{Content: "refused"}}}, nil); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("append below the reserve: err = %v, want ErrDiskFull", err)
 	}
-	if _, err := s.CreateSona(context.Background(), "b"); !errors.Is(err, ErrDiskFull) {
+	if _, err := s.Sonas.Create(context.Background(), "b"); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("create sona below the reserve: err = %v, want ErrDiskFull", err)
 	}
 	if err := s.Store().CheckSpace(); !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "store.min_free_mb") {
@@ -190,7 +190,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	if !strings.Contains(logs.String(), "refusing writes") {
 		t.Fatalf("no log line for the refusal:\n%s", logs.String())
 	}
-	rec, _ := s.Sona(o.sona)
+	rec, _ := s.Sonas.Get(o.sona)
 	if rec.Length != int64(len(acked)) {
 		t.Fatalf("chain length %d, acknowledged %d", rec.Length, len(acked))
 	}
@@ -297,7 +297,7 @@ func diskFullChild(t *testing.T) {
 		if i%4 == 0 {
 			b := make([]byte, 100<<10) // into the value log
 			rand.Read(b)
-			return s.PutFile(context.Background(), b, "")
+			return s.Chains.PutFile(context.Background(), b, "")
 		}
 		return o.tryAdd(&Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("memory %d: %s", i, strings.Repeat("filling the disk ", 200))}}}, nil)
 	}
@@ -477,10 +477,10 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 		t.Fatalf("the full-text index was not rebuilt:\n%s", logs.String())
 	}
 	var sona string
-	for id := range s.sonas {
+	for _, id := range s.Sonas.IDs() {
 		sona = id
 	}
-	rec, _ := s.Sona(sona)
+	rec, _ := s.Sonas.Get(sona)
 	head, _ := cid.Decode(rec.GetHead())
 	o := &owner{t: t, s: s, sona: sona, head: &head, n: rec.Length}
 	fresh := o.text("a new memory about marmalade after the repair")
@@ -584,7 +584,7 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 	for range 6 {
 		b := make([]byte, 100<<10)
 		rand.Read(b)
-		c, err := s.PutFile(context.Background(), b, "")
+		c, err := s.Chains.PutFile(context.Background(), b, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -640,7 +640,7 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 		}
 		b := make([]byte, 100<<10)
 		rand.Read(b)
-		if _, err := s.PutFile(context.Background(), b, ""); err != nil {
+		if _, err := s.Chains.PutFile(context.Background(), b, ""); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Close(); err != nil {

@@ -38,8 +38,5 @@ func (s *Self) touchOp(rs []*Recalled) Op {
 	for i, r := range rs {
 		cids[i] = r.CID
 	}
-	return meta.Touch(cids, func(sona string) (int64, bool) {
-		_, activity, ok := s.sonaSnapshot(sona)
-		return activity, ok
-	})
+	return meta.Touch(cids, s.Sonas.Activity)
 }

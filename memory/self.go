@@ -6,27 +6,25 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/memoria-ai/memoria/internal/clock"
 
 	"github.com/ipfs/go-cid"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/memory/vector"
-	"github.com/memoria-ai/memoria/messages"
 )
 
 // Options configure a Self.
@@ -77,6 +75,12 @@ type Self struct {
 	// Memories reads memories and their metadata (cached) and keeps
 	// their importance.
 	Memories *meta.Store
+	// Sonas is the registry of sonas: records, centroids, members.
+	Sonas *chain.Sonas
+	// Chains prepares memories and writes the chains' appends.
+	Chains *chain.Writer
+	// Backbone writes and lists the backbone's chain.
+	Backbone *chain.Backbone
 
 	store *Store
 	index *vector.Index
@@ -85,28 +89,14 @@ type Self struct {
 	clock clock.Clock
 	log   *slog.Logger
 
-	smu   sync.RWMutex
-	sonas map[string]*sonaState // committed sona records, by uuid
-
 	memories atomic.Int64 // count of memory metadata records
 	// lastActivity is the unix second of the latest append that was not
 	// the heartbeat's own (a merge or an insight); the clock at open.
 	lastActivity atomic.Int64
-	backbone     atomic.Pointer[string] // uuid of the backbone's sona, once it exists
-	text         *textIndexer           // full-text index, kept in step by the committer
-	textRebuilds atomic.Int64           // times the full-text index was found damaged and rebuilt
+	text         *textIndexer // full-text index, kept in step by the committer
+	textRebuilds atomic.Int64 // times the full-text index was found damaged and rebuilt
 	progress     func(stage string, done, total uint64)
-	normalize    func(ctx context.Context, text string) (string, error)
 	summarize    func(ctx context.Context, texts []string) (string, error)
-}
-
-// sonaState is the committed state of a sona, cached for recall.
-type sonaState struct {
-	rec      *messages.Sona
-	centroid []float32 // mean of its name's embedding and its memories'
-	mean     runningMean
-	members  []uint64 // vector index ids of its memories, in chain order (append only)
-	textPos  uint64   // full-text position of its latest memory (read-your-writes)
 }
 
 // Open opens the self stored under cfg.DataDir.
@@ -131,9 +121,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		cfg:       o.Config,
 		clock:     o.Clock,
 		log:       o.Logger,
-		sonas:     map[string]*sonaState{},
 		progress:  o.Progress,
-		normalize: o.Normalize,
 		summarize: o.Summarize,
 		index: vector.New(vector.Options{
 			Dims:           o.Embedder.Dims(),
@@ -146,6 +134,15 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		}),
 	}
 	s.Memories = meta.New(st, o.Config.Store.MemoryCache, o.Config.Recall)
+	s.Sonas = chain.NewSonas(st, s.Embed, o.Clock, s.index.Dims())
+	s.Chains = chain.NewWriter(st, s.Sonas, s.Memories, s.index, chain.Options{
+		Config:        o.Config,
+		Embed:         s.Embed,
+		Normalize:     o.Normalize,
+		Contributions: s.contributions(),
+		OnAppended:    s.appended,
+	})
+	s.Backbone = chain.NewBackbone(st, s.Sonas, s.Chains, s.Embed, o.Clock)
 	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
 	s.Assoc = assoc.NewGraph(st)
 	s.Consensus = consensus.NewLedger(st, consensusEnv{s}, o.Config, o.Clock)
@@ -202,9 +199,7 @@ func (s *Self) Clock() clock.Clock { return s.clock }
 
 // Counts returns the number of sonas and memories.
 func (s *Self) Counts() (sonas, memories int64) {
-	s.smu.RLock()
-	defer s.smu.RUnlock()
-	return int64(len(s.sonas)), s.memories.Load()
+	return s.Sonas.Count(), s.memories.Load()
 }
 
 // load checks the store's version and embedder, then loads the sona
@@ -216,28 +211,10 @@ func (s *Self) load(ctx context.Context) error {
 	start := s.clock.Now()
 	var vectors int
 	err := s.store.View(func(txn Reader) error {
-		if err := store.Scan(txn, prefixSona, func(_, v []byte) error {
-			rec := &messages.Sona{}
-			if err := proto.Unmarshal(v, rec); err != nil {
-				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
-			}
-			s.sonas[rec.Uuid] = &sonaState{rec: rec}
-			return nil
-		}); err != nil {
+		if err := s.Sonas.Load(txn); err != nil {
 			return err
 		}
-		if err := s.loadBackbone(txn); err != nil {
-			return err
-		}
-		if err := store.Scan(txn, prefixNameVec, func(k, v []byte) error {
-			st, ok := s.sonas[string(k[len(prefixNameVec):])]
-			if !ok {
-				return nil
-			}
-			var err error
-			st.centroid, err = decodeVector(v) // its name's, until computeCentroids
-			return err
-		}); err != nil {
+		if err := s.Backbone.Load(txn); err != nil {
 			return err
 		}
 		if err := store.Scan(txn, prefixVector, func(k, v []byte) error {
@@ -274,27 +251,15 @@ func (s *Self) load(ctx context.Context) error {
 		if err := s.checkEnds(txn); err != nil {
 			return err
 		}
-		return scanChainMemories(txn, func(id string, mem cid.Cid) error {
-			st, ok := s.sonas[id]
-			if !ok {
-				return nil
-			}
-			vid, ok := s.index.ID(mem.KeyString())
-			if !ok {
-				return s.store.Explain(fmt.Errorf("%w: memory %s of sona %s has no embedding", ErrCorrupt, mem, id))
-			}
-			st.members = append(st.members, vid)
-			return nil
-		})
+		return s.Sonas.LoadMembers(txn, s.index)
 	})
 	if err != nil {
 		return err
 	}
-	s.computeCentroids()
 	if err := s.openText(filepath.Join(s.cfg.DataDir, "text")); err != nil {
 		return err
 	}
-	s.log.Info("self loaded", "sonas", len(s.sonas), "memories", s.memories.Load(),
+	s.log.Info("self loaded", "sonas", s.Sonas.Count(), "memories", s.memories.Load(),
 		"vectors", vectors, "took", s.clock.Now().Sub(start))
 	return nil
 }
@@ -304,17 +269,8 @@ func (s *Self) load(ctx context.Context) error {
 // (A store that lost its last writes whole is caught by the acknowledged
 // mark; this catches damage to the tables that hold them.)
 func (s *Self) checkEnds(txn Reader) error {
-	for id, st := range s.sonas {
-		if st.rec.Head == nil {
-			continue
-		}
-		head, err := cid.Decode(st.rec.GetHead())
-		if err != nil {
-			return fmt.Errorf("%w: head of sona %s: %v", ErrCorrupt, id, err)
-		}
-		if _, err := store.ReadBlock(txn, head); err != nil {
-			return s.store.Explain(fmt.Errorf("%w: the head ACT %s of sona %s is unreadable: %v", ErrCorrupt, head, id, err))
-		}
+	if err := s.Sonas.CheckHeads(txn); err != nil {
+		return err
 	}
 	end, err := logEnd(txn)
 	if err != nil || end == 0 {
@@ -332,53 +288,6 @@ func (s *Self) checkEnds(txn Reader) error {
 		return s.store.Explain(fmt.Errorf("%w: the memory at the end of the insertion log (%d) is unreadable: %v", ErrCorrupt, end, err))
 	}
 	return nil
-}
-
-// computeCentroids sets each sona's centroid to the mean of its name's
-// embedding and its memories' embeddings, added up in the order appends
-// add them, so that a reopened self scores exactly as before.
-func (s *Self) computeCentroids() {
-	for _, st := range s.sonas {
-		name := st.centroid
-		st.centroid, st.mean = nil, runningMean{}
-		if len(name) == s.index.Dims() {
-			st.mean, st.centroid = st.mean.add(name)
-		}
-		for _, id := range st.members {
-			st.mean, st.centroid = st.mean.add(s.index.Vector(id))
-		}
-	}
-}
-
-// newSonaState is a new sona's state: its centroid is its name's embedding.
-func newSonaState(rec *messages.Sona, name []float32) *sonaState {
-	st := &sonaState{rec: rec}
-	st.mean, st.centroid = st.mean.add(name)
-	return st
-}
-
-// runningMean is the mean of vectors, summed in float64.
-type runningMean struct {
-	sum []float64
-	n   int64
-}
-
-// add returns the mean with v added, and its value. The result shares
-// nothing with m: readers may still hold m's.
-func (m runningMean) add(v []float32) (runningMean, []float32) {
-	out := runningMean{sum: make([]float64, len(v)), n: 1}
-	if len(m.sum) == len(v) {
-		copy(out.sum, m.sum)
-		out.n = m.n + 1
-	}
-	for i, f := range v {
-		out.sum[i] += float64(f)
-	}
-	mean := make([]float32, len(v))
-	for i, x := range out.sum {
-		mean[i] = float32(x / float64(out.n))
-	}
-	return out, mean
 }
 
 // checkIdentity refuses a store of an unknown layout or another embedding

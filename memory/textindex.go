@@ -14,7 +14,6 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
-	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
@@ -44,9 +43,10 @@ type textIndexer struct {
 	mu        sync.Mutex
 	cond      *sync.Cond
 	queue     []text.Doc
-	watermark uint64 // log seq of the last new memory enqueued
-	enqueued  uint64 // docs enqueued so far
-	applied   uint64 // docs applied (or given up) so far
+	watermark uint64            // log seq of the last new memory enqueued
+	enqueued  uint64            // docs enqueued so far
+	applied   uint64            // docs applied (or given up) so far
+	latest    map[string]uint64 // position of each sona's latest document (read-your-writes)
 	closed    bool
 	waiters   int   // readers waiting for a position (waitApplied)
 	backlog   int   // below this many queued documents, index at a fifth of full pace
@@ -65,26 +65,25 @@ type textIndexer struct {
 func newTextIndexer(idx *text.Index, watermark uint64, backlog int, log *slog.Logger, clk clock.Clock,
 	rebuild func(cancel <-chan struct{}) (*text.Index, error), rebuilds *atomic.Int64) *textIndexer {
 	t := &textIndexer{idx: idx, log: log, clock: clk, watermark: watermark, backlog: backlog, done: make(chan struct{}), stop: make(chan struct{}),
-		closing: make(chan struct{}), rebuild: rebuild, rebuilds: rebuilds}
+		closing: make(chan struct{}), rebuild: rebuild, rebuilds: rebuilds, latest: map[string]uint64{}}
 	t.cond = sync.NewCond(&t.mu)
 	go t.run()
 	return t
 }
 
-// enqueue adds a memory's document: a new memory with its log seq (in
-// log order), or, with seq 0, a memory that joined another sona. It
-// returns the document's position, for waitApplied.
-func (t *textIndexer) enqueue(seq uint64, doc text.Doc) uint64 {
+// enqueue adds the document of a memory appended to sona: a new memory
+// with its log seq (in log order), or, with seq 0, a memory that joined
+// another sona. The sona's searches wait for it.
+func (t *textIndexer) enqueue(sona string, seq uint64, doc text.Doc) {
 	t.mu.Lock()
 	t.queue = append(t.queue, doc)
 	if seq > 0 {
 		t.watermark = seq
 	}
 	t.enqueued++
-	pos := t.enqueued
+	t.latest[sona] = t.enqueued
 	t.mu.Unlock()
 	t.cond.Broadcast()
-	return pos
 }
 
 // settle waits until everything enqueued so far is searchable.
@@ -123,10 +122,14 @@ func (t *textIndexer) waitApplied(ctx context.Context, pos uint64) error {
 // errTextUnavailable: the index is being rebuilt; recall goes without it.
 var errTextUnavailable = errors.New("memory: the full-text index is being rebuilt")
 
-// search waits until the document at pos is searchable and searches the
-// index, or returns errTextUnavailable while it is broken — also when
-// this search is what finds it corrupt.
-func (t *textIndexer) search(ctx context.Context, pos uint64, q string, opts text.SearchOptions) ([]text.Hit, error) {
+// search waits until sona's latest document is searchable (so a sona
+// always finds what it wrote) and searches the index, or returns
+// errTextUnavailable while it is broken — also when this search is what
+// finds it corrupt.
+func (t *textIndexer) search(ctx context.Context, sona string, q string, opts text.SearchOptions) ([]text.Hit, error) {
+	t.mu.Lock()
+	pos := t.latest[sona]
+	t.mu.Unlock()
 	if err := t.waitApplied(ctx, pos); err != nil {
 		return nil, err
 	}
@@ -569,7 +572,7 @@ func (s *Self) docOf(c cid.Cid, m *Memory, sonas []string) text.Doc {
 func (s *Self) catchUpJoins(idx *text.Index, watermark uint64) error {
 	var docs []text.Doc
 	err := s.store.View(func(txn Reader) error {
-		for id := range s.sonas {
+		for _, id := range s.Sonas.IDs() {
 			p := chainPrefix(id)
 			it := txn.NewIterator(IterOptions{Prefix: p, Reverse: true, PrefetchValues: true})
 			for it.Seek(append(slices.Clone(p), 0xff)); it.Valid(); it.Next() {
@@ -602,32 +605,6 @@ func (s *Self) catchUpJoins(idx *text.Index, watermark uint64) error {
 	}
 	return idx.Apply(docs, watermark)
 }
-
-// logEntry reads an insertion-log entry: its position and its memory.
-func logEntry(item Item) (uint64, cid.Cid, error) {
-	seq := decodeLogKey(item.Key())
-	var c cid.Cid
-	err := item.Value(func(v []byte) error {
-		var err error
-		c, err = cid.Cast(v)
-		return err
-	})
-	if err != nil {
-		return seq, cid.Undef, fmt.Errorf("%w: insertion log %d: %v", ErrCorrupt, seq, err)
-	}
-	return seq, c, nil
-}
-
-func decodeLogKey(k []byte) uint64 {
-	var seq uint64
-	for _, b := range k[len(prefixLog):] {
-		seq = seq<<8 | uint64(b)
-	}
-	return seq
-}
-
-// logEnd reads the last insertion-log position.
-func logEnd(txn Reader) (uint64, error) { return store.ReadU64(txn, store.KeyMemSeq) }
 
 // restFactor is how much longer than it worked the indexer rests below its
 // backlog bound when no reader waits: it then takes at most

@@ -64,6 +64,6 @@ func (e tierEnv) Sonas(r store.Reader, c cid.Cid) ([]string, error) {
 }
 
 func (e tierEnv) CheckSona(sona string) error {
-	_, err := e.s.Sona(sona)
+	_, err := e.s.Sonas.Get(sona)
 	return err
 }
