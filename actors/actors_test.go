@@ -219,7 +219,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 		}
 	}
 	q := func(e *env, id string) []cid.Cid {
-		if err := e.self.Settle(ctx); err != nil {
+		if err := e.self.Text.Settle(ctx); err != nil {
 			t.Fatal(err)
 		}
 		rs, err := e.self.Recall(ctx, memory.Query{Sona: id, Text: "which colour does she like?", Peek: true})

@@ -51,17 +51,14 @@ func (s *Self) contributions() []chain.Contribution {
 }
 
 // appended follows a committed append: the activity dream mode's idle
-// time counts from, the count of memories, the full-text index.
+// time counts from, and the count of memories. (The full-text index
+// follows the store's commit events itself.)
 func (s *Self) appended(w *chain.Written) {
 	if !w.Heartbeat() {
 		s.lastActivity.Store(w.Now) // the heartbeat's own writes are not activity
 	}
-	doc := s.docOf(w.Item.CID, w.Item.Memory, w.Meta.Sonas)
 	if w.New {
 		s.memories.Add(1)
-		s.text.enqueue(w.Sona, w.LogSeq, doc)
-	} else {
-		s.text.enqueue(w.Sona, 0, doc)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/index"
 )
 
 // The chains and the sona registry live in memory/chain (Self.Sonas,
@@ -51,6 +52,10 @@ var (
 	logEntry          = chain.LogEntry
 	logEnd            = chain.LogEnd
 )
+
+// errTextUnavailable: the full-text index is being rebuilt (see
+// memory/index).
+var errTextUnavailable = index.ErrUnavailable
 
 // ValidateStep checks what a step of a sona (an advance) is given besides
 // its content, so that nothing is stored for a step that cannot run: the

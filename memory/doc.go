@@ -18,6 +18,8 @@
 //	memory/chain  the sona registry (Self.Sonas), the chains' writer and
 //	              the insert path (Self.Chains), the backbone
 //	              (Self.Backbone), files' sonas
+//	memory/index  the full-text index kept in step with the store's
+//	              commit events (Self.Text)
 //
 // Package memory re-exports their names (errors.go, model.go and the
 // *alias.go files; evaluation.go for eumas) so that its callers keep
@@ -46,8 +48,9 @@
 //     embedding, chain index, associations) is one operation, and it checks
 //     that the head it extends is still the head: a chain can never fork.
 //   - The vector index is derived: rebuilt from the embeddings key space at
-//     start, never the only copy of anything. So is the full-text index:
-//     caught up from the insertion log at start, rebuilt from it when damaged.
+//     start, never the only copy of anything. So is the full-text index
+//     (memory/index): it follows the store's commit events, is caught up
+//     from the insertion log at start and rebuilt from it when damaged.
 //   - An anchor (y/) is written by the same transaction as the append that
 //     created its memory; a sink hears it only after that commit.
 //   - An import (import.go) is checked whole before anything is written,

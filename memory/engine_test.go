@@ -371,10 +371,10 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	o := newOwner(t, s, "a")
 	mems := seededConversation(t, s, clock, o, 40, 11)
 	bm25 := func(s *Self, q string) map[string]bool {
-		if err := s.text.settle(context.Background()); err != nil {
+		if err := s.Text.Settle(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		hits, err := s.text.idx.Search(q, text.SearchOptions{K: 100})
+		hits, err := s.Text.Raw().Search(q, text.SearchOptions{K: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,7 +400,7 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	if got := bm25(s, "tomato lisbon sunset"); !maps.Equal(got, want) {
 		t.Fatalf("rebuilt index finds %d, before %d", len(got), len(want))
 	}
-	if docs, primed := s.text.idx.Forward(); !primed || docs != len(mems) {
+	if docs, primed := s.Text.Raw().Forward(); !primed || docs != len(mems) {
 		t.Fatalf("rebuilt index's forward index: %d documents, primed %v", docs, primed)
 	}
 	s.Close()
@@ -428,7 +428,7 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	if got := bm25(s, "tomato lisbon sunset"); !maps.Equal(got, want) {
 		t.Fatalf("caught-up index finds %d, before %d", len(got), len(want))
 	}
-	if n, _ := s.text.idx.Len(); n != uint64(len(mems)) {
+	if n, _ := s.Text.Raw().Len(); n != uint64(len(mems)) {
 		t.Fatalf("index holds %d docs, store %d memories", n, len(mems))
 	}
 	// The forward index of an index opened from disk is primed from the
@@ -436,7 +436,7 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	// the 15 the catch-up applied.
 	deadline := time.Now().Add(30 * time.Second) // a ceiling for slow, shared machines
 	for {
-		docs, primed := s.text.idx.Forward()
+		docs, primed := s.Text.Raw().Forward()
 		if primed {
 			if docs != len(mems) {
 				t.Fatalf("forward index primed with %d documents, want %d", docs, len(mems))

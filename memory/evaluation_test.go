@@ -208,7 +208,7 @@ func TestMetricPathChangesRanking(t *testing.T) {
 	if err := s.Evals.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Settle(context.Background()); err != nil {
+	if err := s.Text.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// recall returns the two memories by score, best first (recall

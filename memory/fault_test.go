@@ -355,10 +355,10 @@ func writerChild(t *testing.T, n int) {
 	}
 	// The full-text index persisted up to the last write: a store that
 	// loses writes afterwards finds the index ahead of it, every time.
-	if err := s.Settle(context.Background()); err != nil {
+	if err := s.Text.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.text.idx.Flush(); err != nil {
+	if err := s.Text.Raw().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("DONE")
@@ -484,10 +484,10 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 	head, _ := cid.Decode(rec.GetHead())
 	o := &owner{t: t, s: s, sona: sona, head: &head, n: rec.Length}
 	fresh := o.text("a new memory about marmalade after the repair")
-	if err := s.Settle(context.Background()); err != nil {
+	if err := s.Text.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	hits, err := s.text.idx.Search("marmalade", text.SearchOptions{K: 5})
+	hits, err := s.Text.Raw().Search("marmalade", text.SearchOptions{K: 5})
 	if err != nil || len(hits) != 1 || hits[0].ID != fresh.String() {
 		t.Fatalf("the new memory in the full-text index: %v %v", hits, err)
 	}
@@ -663,12 +663,12 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 	queries := []string{"tomato lisbon sunset", "orchard harvest", "meeting on tuesday"}
 	bm25 := func(s *Self) map[string][]text.Hit {
 		t.Helper()
-		if err := s.Settle(context.Background()); err != nil {
+		if err := s.Text.Settle(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		out := map[string][]text.Hit{}
 		for _, q := range queries {
-			hits, err := s.text.idx.Search(q, text.SearchOptions{K: 20})
+			hits, err := s.Text.Raw().Search(q, text.SearchOptions{K: 20})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -697,15 +697,15 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { s.Close() }()
-	if !strings.Contains(logs.String(), "rebuilding the full-text index") || s.textRebuilds.Load() != 1 {
-		t.Fatalf("not rebuilt at open (%d rebuilds):\n%s", s.textRebuilds.Load(), logs.String())
+	if !strings.Contains(logs.String(), "rebuilding the full-text index") || s.Text.Rebuilds() != 1 {
+		t.Fatalf("not rebuilt at open (%d rebuilds):\n%s", s.Text.Rebuilds(), logs.String())
 	}
 	if got := bm25(s); !maps.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("rebuilt at open: %v, fresh: %v", got, want)
 	}
 
 	// While running: the segments are damaged under the open index.
-	if err := s.text.idx.Flush(); err != nil {
+	if err := s.Text.Raw().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	damageSegments(t, filepath.Join(dir, "text"))
@@ -714,7 +714,7 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 		t.Fatalf("recall over a damaged index: %d memories, %v", len(got), err)
 	}
 	deadline := time.Now().Add(60 * time.Second) // a ceiling for slow, shared machines
-	for s.textRebuilds.Load() < 2 || s.text.status() != nil {
+	for s.Text.Rebuilds() < 2 || s.Text.Broken() != nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("not rebuilt while running:\n%s", logs.String())
 		}
@@ -729,7 +729,7 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 
 	// Closed while a rebuild may be under way: it stops, and the next
 	// open rebuilds.
-	if err := s.text.idx.Flush(); err != nil {
+	if err := s.Text.Raw().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	damageSegments(t, filepath.Join(dir, "text"))

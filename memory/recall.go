@@ -266,7 +266,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 				opts.Sonas = append(opts.Sonas, backbone)
 			}
 		}
-		hits, err := s.text.search(ctx, q.Sona, q.Text, opts)
+		hits, err := s.Text.Search(ctx, q.Sona, q.Text, opts)
 		denseDone.Wait()
 		if errors.Is(err, errTextUnavailable) {
 			hits, err = nil, nil // being rebuilt: the other paths answer

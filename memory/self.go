@@ -21,6 +21,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/index"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
@@ -81,6 +82,8 @@ type Self struct {
 	Chains *chain.Writer
 	// Backbone writes and lists the backbone's chain.
 	Backbone *chain.Backbone
+	// Text is the full-text index, which follows the store's commits.
+	Text *index.Text
 
 	store *Store
 	index *vector.Index
@@ -93,9 +96,6 @@ type Self struct {
 	// lastActivity is the unix second of the latest append that was not
 	// the heartbeat's own (a merge or an insight); the clock at open.
 	lastActivity atomic.Int64
-	text         *textIndexer // full-text index, kept in step by the committer
-	textRebuilds atomic.Int64 // times the full-text index was found damaged and rebuilt
-	progress     func(stage string, done, total uint64)
 	summarize    func(ctx context.Context, texts []string) (string, error)
 }
 
@@ -121,7 +121,6 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		cfg:       o.Config,
 		clock:     o.Clock,
 		log:       o.Logger,
-		progress:  o.Progress,
 		summarize: o.Summarize,
 		index: vector.New(vector.Options{
 			Dims:           o.Embedder.Dims(),
@@ -143,6 +142,15 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		OnAppended:    s.appended,
 	})
 	s.Backbone = chain.NewBackbone(st, s.Sonas, s.Chains, s.Embed, o.Clock)
+	s.Text = index.New(st, s.Memories, s.Sonas, index.Options{
+		Dir:      filepath.Join(dir, "text"),
+		K1:       o.Config.Recall.BM25K1,
+		B:        o.Config.Recall.BM25B,
+		Backlog:  o.Config.Index.TextBacklog,
+		Logger:   o.Logger,
+		Clock:    o.Clock,
+		Progress: o.Progress,
+	})
 	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
 	s.Assoc = assoc.NewGraph(st)
 	s.Consensus = consensus.NewLedger(st, consensusEnv{s}, o.Config, o.Clock)
@@ -168,16 +176,15 @@ func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load()
 
 // Close closes the indexes and the store, after every submitted write.
 func (s *Self) Close() error {
-	if s.text != nil {
-		s.text.stopBackground()
-	}
+	s.Text.Stop()
 	s.index.Close()
+	// What was submitted before Close commits, and the full-text index
+	// takes it, before the store closes.
+	s.store.Barrier(context.Background())
+	terr := s.Text.Close()
 	err := s.store.Close()
-	if s.text != nil {
-		s.text.close()
-		if cerr := s.text.closeIndex(); err == nil {
-			err = cerr
-		}
+	if err == nil {
+		err = terr
 	}
 	return err
 }
@@ -256,7 +263,7 @@ func (s *Self) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.openText(filepath.Join(s.cfg.DataDir, "text")); err != nil {
+	if err := s.Text.Open(); err != nil {
 		return err
 	}
 	s.log.Info("self loaded", "sonas", s.Sonas.Count(), "memories", s.memories.Load(),
@@ -367,10 +374,8 @@ func (s *Self) Block(c cid.Cid) ([]byte, error) { return s.store.Block(c) }
 // index and the documents in the full-text index.
 func (s *Self) IndexSizes() map[string]int64 {
 	out := map[string]int64{"vector": int64(s.index.Len())}
-	if s.text != nil {
-		if n, err := s.text.len(); err == nil {
-			out["text"] = int64(n)
-		}
+	if n, err := s.Text.Len(); err == nil {
+		out["text"] = int64(n)
 	}
 	return out
 }

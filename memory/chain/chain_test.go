@@ -1,4 +1,4 @@
-package chain
+package chain_test
 
 import (
 	"context"
@@ -6,169 +6,63 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ipfs/go-cid"
 
-	"github.com/memoria-ai/memoria/config"
-	"github.com/memoria-ai/memoria/internal/clock"
-	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/chain/chaintest"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
-	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
 
-var epoch = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// chains is the chain package over an in-memory store, wired as the
-// composition root wires it.
-type chains struct {
-	t     *testing.T
-	st    *store.Store
-	mems  *meta.Store
-	index *vector.Index
-	sonas *Sonas
-	w     *Writer
-	bb    *Backbone
-	clock *clock.Fake
-
-	mu       sync.Mutex
-	appended []*Written // told to OnAppended
-}
-
-func newChains(t *testing.T, contributions ...Contribution) *chains {
-	t.Helper()
-	cfg := config.Default()
-	st, err := store.OpenMemory(store.OptionsOf(cfg.Store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	emb := llm.NewHashedEmbedder(llm.DefaultDims)
-	embed := func(ctx context.Context, texts ...string) ([][]float32, error) {
-		vecs, err := emb.Embed(ctx, texts)
-		for _, v := range vecs {
-			base.Normalize(v)
-		}
-		return vecs, err
-	}
-	c := &chains{t: t, st: st, clock: clock.NewFake(epoch)}
-	c.mems = meta.New(st, 64, cfg.Recall)
-	c.index = vector.New(vector.Options{Dims: emb.Dims(), Clock: c.clock})
-	c.sonas = NewSonas(st, embed, c.clock, emb.Dims())
-	c.w = NewWriter(st, c.sonas, c.mems, c.index, Options{Config: cfg, Embed: embed, Contributions: contributions,
-		OnAppended: func(w *Written) {
-			c.mu.Lock()
-			c.appended = append(c.appended, w)
-			c.mu.Unlock()
-		}})
-	c.bb = NewBackbone(st, c.sonas, c.w, embed, c.clock)
-	t.Cleanup(func() {
-		c.index.Close()
-		st.Close()
-	})
-	return c
-}
-
-// owner plays a sona's actor: it appends memories one after the other.
-type owner struct {
-	c    *chains
-	sona string
-	head *cid.Cid
-	n    int64
-}
-
-func (c *chains) owner(name string) *owner {
-	c.t.Helper()
-	rec, err := c.sonas.Create(context.Background(), name)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return &owner{c: c, sona: rec.Uuid}
-}
-
-func (o *owner) tryAdd(m *model.Memory, md *messages.MemoryMeta) (cid.Cid, error) {
-	ctx := context.Background()
-	vecs, err := o.c.w.o.Embed(ctx, m.Text())
-	if err != nil {
-		return cid.Undef, err
-	}
-	p, err := o.c.w.Prepare(m, vecs[0], md)
-	if err != nil {
-		return cid.Undef, err
-	}
-	plan, err := model.PlanAppend(o.sona, o.head, o.n, p, o.c.clock.Now().Unix())
-	if err != nil {
-		return cid.Undef, err
-	}
-	if err := o.c.st.Update(ctx, o.c.w.Op(plan)); err != nil {
-		return cid.Undef, err
-	}
-	o.head, o.n = plan.Next()
-	return p.CID, nil
-}
-
-func (o *owner) text(content string, edges ...model.Edge) cid.Cid {
-	o.c.t.Helper()
-	model.SortEdges(edges)
-	c, err := o.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: content}}, Edges: edges}, nil)
-	if err != nil {
-		o.c.t.Fatal(err)
-	}
-	return c
-}
-
-func textMemory(s string) *model.Memory {
-	return &model.Memory{Data: model.Data{Text: &model.TextData{Content: s}}}
-}
-
 // memories is how many memories the store holds (m/ records).
-func (c *chains) memories() int {
-	c.t.Helper()
+func memories(c *chaintest.Chains) int {
+	c.T.Helper()
 	n := 0
-	if err := c.st.View(func(r store.Reader) error {
+	if err := c.Store.View(func(r store.Reader) error {
 		return store.Keys(r, meta.Prefix, func([]byte) { n++ })
 	}); err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	return n
 }
 
 func TestChainNeverForks(t *testing.T) {
-	c := newChains(t)
-	o := c.owner("a")
-	o.text("first")
+	c := chaintest.Open(t, chain.Options{})
+	o := c.Owner("a")
+	o.Text("first")
 	// A second owner with a stale view of the same chain.
-	stale := &owner{c: c, sona: o.sona}
-	if _, err := stale.tryAdd(textMemory("fork"), nil); !errors.Is(err, base.ErrChainConflict) {
+	stale := &chaintest.Owner{C: c, Sona: o.Sona}
+	if _, err := stale.TryAdd(chaintest.TextMemory("fork"), nil); !errors.Is(err, base.ErrChainConflict) {
 		t.Fatalf("err = %v, want ErrChainConflict", err)
 	}
-	rec, _ := c.sonas.Get(o.sona)
+	rec, _ := c.Sonas.Get(o.Sona)
 	if rec.Length != 1 {
 		t.Fatalf("length %d after refused fork", rec.Length)
 	}
 	// A plan that expected another seq is refused too.
-	p, err := c.w.Prepare(textMemory("elsewhere"), make([]float32, c.index.Dims()), nil)
+	p, err := c.Writer.Prepare(chaintest.TextMemory("elsewhere"), make([]float32, c.Index.Dims()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.ExpectSeq = new(int64)
-	plan, err := model.PlanAppend(o.sona, o.head, o.n, p, 0)
+	plan, err := model.PlanAppend(o.Sona, o.Head, o.N, p, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.st.Update(context.Background(), c.w.Op(plan)); !errors.Is(err, base.ErrChainConflict) {
+	if err := c.Store.Update(context.Background(), c.Writer.Op(plan)); !errors.Is(err, base.ErrChainConflict) {
 		t.Fatalf("append at seq 1 expected at 0: %v", err)
 	}
 }
 
 func TestAppendRefusesDanglingLinksWritingNothing(t *testing.T) {
-	c := newChains(t)
-	o := c.owner("a")
+	c := chaintest.Open(t, chain.Options{})
+	o := c.Owner("a")
 	nowhere, err := model.SumCID(model.CodecDagCBOR, []byte("nowhere"))
 	if err != nil {
 		t.Fatal(err)
@@ -177,60 +71,60 @@ func TestAppendRefusesDanglingLinksWritingNothing(t *testing.T) {
 		"edge": {Data: model.Data{Text: &model.TextData{Content: "x"}}, Edges: []model.Edge{{Target: nowhere, Weight: 1}}},
 		"file": {Data: model.Data{File: &model.FileData{Content: nowhere}}},
 	} {
-		if _, err := o.tryAdd(m, nil); !errors.Is(err, base.ErrInvalid) {
+		if _, err := o.TryAdd(m, nil); !errors.Is(err, base.ErrInvalid) {
 			t.Fatalf("%s: err = %v, want ErrInvalid", name, err)
 		}
-		if err := c.w.CheckLinks(m, func(cid.Cid) bool { return false }); !errors.Is(err, base.ErrInvalid) {
+		if err := c.Writer.CheckLinks(m, func(cid.Cid) bool { return false }); !errors.Is(err, base.ErrInvalid) {
 			t.Fatalf("%s: CheckLinks: %v", name, err)
 		}
-		if err := c.w.CheckLinks(m, func(c cid.Cid) bool { return c == nowhere }); err != nil {
+		if err := c.Writer.CheckLinks(m, func(c cid.Cid) bool { return c == nowhere }); err != nil {
 			t.Fatalf("%s: CheckLinks with the target in flight: %v", name, err)
 		}
 	}
-	if n := c.memories(); n != 0 {
+	if n := memories(c); n != 0 {
 		t.Fatalf("%d memories after refused appends", n)
 	}
-	if rec, _ := c.sonas.Get(o.sona); rec.Length != 0 || rec.Head != nil {
+	if rec, _ := c.Sonas.Get(o.Sona); rec.Length != 0 || rec.Head != nil {
 		t.Fatalf("sona moved: %v", rec)
 	}
-	if _, err := o.tryAdd(textMemory("x"), &messages.MemoryMeta{Kind: "bogus"}); !errors.Is(err, base.ErrInvalid) {
+	if _, err := o.TryAdd(chaintest.TextMemory("x"), &messages.MemoryMeta{Kind: "bogus"}); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("unknown kind: err = %v", err)
 	}
 }
 
 func TestSharedMemoryJoinsSecondSona(t *testing.T) {
-	c := newChains(t)
-	a, b := c.owner("a"), c.owner("b")
-	c1 := a.text("the same words")
-	c.clock.Advance(time.Minute)
-	c2 := b.text("the same words")
+	c := chaintest.Open(t, chain.Options{})
+	a, b := c.Owner("a"), c.Owner("b")
+	c1 := a.Text("the same words")
+	c.Clock.Advance(time.Minute)
+	c2 := b.Text("the same words")
 	if c1 != c2 {
 		t.Fatal("equal memories have different CIDs")
 	}
-	md, err := c.mems.Meta(c1)
+	md, err := c.Memories.Meta(c1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(md.Sonas, []string{a.sona, b.sona}) || len(md.Joins) != 1 || md.Joins[0].Sona != b.sona ||
-		md.Joins[0].JoinedAt != epoch.Add(time.Minute).Unix() || md.Seq != 1 || md.CreatedAt != epoch.Unix() {
+	if !slices.Equal(md.Sonas, []string{a.Sona, b.Sona}) || len(md.Joins) != 1 || md.Joins[0].Sona != b.Sona ||
+		md.Joins[0].JoinedAt != chaintest.Epoch.Add(time.Minute).Unix() || md.Seq != 1 || md.CreatedAt != chaintest.Epoch.Unix() {
 		t.Fatalf("metadata %v", md)
 	}
-	if n := c.memories(); n != 1 {
+	if n := memories(c); n != 1 {
 		t.Fatalf("memories = %d, want 1", n)
 	}
-	if in, _ := c.mems.InSona(c1, b.sona); !in {
+	if in, _ := c.Memories.InSona(c1, b.Sona); !in {
 		t.Fatal("not in second sona")
 	}
 	// Once in a sona, never twice.
-	if _, err := (&owner{c: c, sona: b.sona, head: b.head, n: b.n}).tryAdd(textMemory("the same words"), nil); !errors.Is(err, base.ErrChainConflict) {
+	if _, err := c.OwnerOf(b.Sona).TryAdd(chaintest.TextMemory("the same words"), nil); !errors.Is(err, base.ErrChainConflict) {
 		t.Fatalf("a memory appended twice to one sona: %v", err)
 	}
 	// What followed each commit: the first made the memory, the second
 	// joined it, at the log's end.
-	if len(c.appended) != 2 || !c.appended[0].New || c.appended[0].LogSeq != 1 || c.appended[1].New || c.appended[1].LogSeq != 1 {
-		t.Fatalf("appended: %+v", c.appended)
+	if len(c.Appended()) != 2 || !c.Appended()[0].New || c.Appended()[0].LogSeq != 1 || c.Appended()[1].New || c.Appended()[1].LogSeq != 1 {
+		t.Fatalf("appended: %+v", c.Appended())
 	}
-	page, err := c.sonas.Chain(b.sona, 0, 10)
+	page, err := c.Sonas.Chain(b.Sona, 0, 10)
 	if err != nil || len(page.Items) != 1 || page.Items[0].Memory != c1 || page.Items[0].LogSeq != 1 {
 		t.Fatalf("chain of b: %+v %v", page, err)
 	}
@@ -241,28 +135,28 @@ func TestSharedMemoryJoinsSecondSona(t *testing.T) {
 // changes nothing in memory.
 func TestContributionsJoinTheAppend(t *testing.T) {
 	fail := false
-	var seen []Written
-	note := func(tx store.Tx, w *Written) error {
+	var seen []chain.Written
+	note := func(tx store.Tx, w *chain.Written) error {
 		seen = append(seen, *w)
 		tx.Set([]byte(fmt.Sprintf("z/%d", w.Seq)), w.Item.CID.Bytes())
 		return nil
 	}
-	refuse := func(tx store.Tx, w *Written) error {
+	refuse := func(tx store.Tx, w *chain.Written) error {
 		if fail {
 			return fmt.Errorf("%w: refused", base.ErrInvalid)
 		}
 		return nil
 	}
-	c := newChains(t, note, refuse)
-	o := c.owner("a")
-	first := o.text("first")
-	c.clock.Advance(time.Second)
-	second := o.text("second", model.Edge{Target: first, Weight: 1})
+	c := chaintest.Open(t, chain.Options{Contributions: []chain.Contribution{note, refuse}})
+	o := c.Owner("a")
+	first := o.Text("first")
+	c.Clock.Advance(time.Second)
+	second := o.Text("second", model.Edge{Target: first, Weight: 1})
 	if len(seen) != 2 || seen[0].Prev != nil || *seen[1].Prev != first || !seen[1].New || seen[1].LogSeq != 2 ||
-		seen[1].Meta.CreatedAt != epoch.Add(time.Second).Unix() || seen[1].Meta.LastAccessTick != 2 {
+		seen[1].Meta.CreatedAt != chaintest.Epoch.Add(time.Second).Unix() || seen[1].Meta.LastAccessTick != 2 {
 		t.Fatalf("contributions saw %+v", seen)
 	}
-	err := c.st.View(func(r store.Reader) error {
+	err := c.Store.View(func(r store.Reader) error {
 		v, err := r.Get([]byte("z/1"))
 		if err == nil && string(v) != string(second.Bytes()) {
 			err = fmt.Errorf("z/1 = %x", v)
@@ -274,17 +168,17 @@ func TestContributionsJoinTheAppend(t *testing.T) {
 	}
 
 	fail = true
-	before := len(c.appended)
-	if _, err := o.tryAdd(textMemory("third"), nil); !errors.Is(err, base.ErrInvalid) {
+	before := len(c.Appended())
+	if _, err := o.TryAdd(chaintest.TextMemory("third"), nil); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("a contribution's error: %v", err)
 	}
-	if n := c.memories(); n != 2 {
+	if n := memories(c); n != 2 {
 		t.Fatalf("%d memories after a failed contribution", n)
 	}
-	if rec, _ := c.sonas.Get(o.sona); rec.Length != 2 || len(c.appended) != before || c.index.Len() != 2 {
-		t.Fatalf("a failed append moved the sona (%d), was told (%d) or indexed (%d)", rec.Length, len(c.appended)-before, c.index.Len())
+	if rec, _ := c.Sonas.Get(o.Sona); rec.Length != 2 || len(c.Appended()) != before || c.Index.Len() != 2 {
+		t.Fatalf("a failed append moved the sona (%d), was told (%d) or indexed (%d)", rec.Length, len(c.Appended())-before, c.Index.Len())
 	}
-	if err := c.st.View(func(r store.Reader) error {
+	if err := c.Store.View(func(r store.Reader) error {
 		ok, err := r.Has([]byte("z/2"))
 		if ok {
 			err = errors.New("z/2 written")
@@ -298,150 +192,150 @@ func TestContributionsJoinTheAppend(t *testing.T) {
 // A registry loaded from the store holds what the appends registered:
 // the same records, members and centroids, to the bit.
 func TestSonasLoadAsAppended(t *testing.T) {
-	c := newChains(t)
-	a, b := c.owner("a"), c.owner("b")
+	c := chaintest.Open(t, chain.Options{})
+	a, b := c.Owner("a"), c.Owner("b")
 	for i := range 5 {
-		a.text(fmt.Sprintf("alpha memory %d about tomatoes", i))
-		b.text(fmt.Sprintf("beta memory %d about the harbour", i))
+		a.Text(fmt.Sprintf("alpha memory %d about tomatoes", i))
+		b.Text(fmt.Sprintf("beta memory %d about the harbour", i))
 	}
-	b.text("alpha memory 2 about tomatoes") // joins b
-	loaded := NewSonas(c.st, c.sonas.embed, c.clock, c.index.Dims())
-	if err := c.st.View(func(r store.Reader) error {
+	b.Text("alpha memory 2 about tomatoes") // joins b
+	loaded := chain.NewSonas(c.Store, c.Embed, c.Clock, c.Index.Dims())
+	if err := c.Store.View(func(r store.Reader) error {
 		if err := loaded.Load(r); err != nil {
 			return err
 		}
 		if err := loaded.CheckHeads(r); err != nil {
 			return err
 		}
-		return loaded.LoadMembers(r, c.index)
+		return loaded.LoadMembers(r, c.Index)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{a.sona, b.sona} {
-		want, wantLen, _ := c.sonas.Snapshot(id)
+	for _, id := range []string{a.Sona, b.Sona} {
+		want, wantLen, _ := c.Sonas.Snapshot(id)
 		got, gotLen, ok := loaded.Snapshot(id)
 		if !ok || gotLen != wantLen || !slices.Equal(got, want) {
 			t.Fatalf("sona %s loaded: length %d (want %d), centroid equal %v", id, gotLen, wantLen, slices.Equal(got, want))
 		}
-		if !slices.Equal(loaded.Members(id, "", false), c.sonas.Members(id, "", false)) {
+		if !slices.Equal(loaded.Members(id, "", false), c.Sonas.Members(id, "", false)) {
 			t.Fatalf("sona %s: members differ", id)
 		}
 	}
-	if got := len(loaded.Members(b.sona, a.sona, true)); got != 11 {
+	if got := len(loaded.Members(b.Sona, a.Sona, true)); got != 11 {
 		t.Fatalf("b with a as its backbone: %d members", got)
 	}
 }
 
 func TestSonaNamesAndResolve(t *testing.T) {
-	c := newChains(t)
+	c := chaintest.Open(t, chain.Options{})
 	ctx := context.Background()
-	for _, bad := range []string{"", " alice", "a/b", `a\b`, ".", "..", "ali\u202ece", "zero\u200bwidth", "bell\a", strings.Repeat("x", MaxSonaName+1)} {
-		if _, err := c.sonas.Create(ctx, bad); !errors.Is(err, base.ErrInvalid) {
+	for _, bad := range []string{"", " alice", "a/b", `a\b`, ".", "..", "ali\u202ece", "zero\u200bwidth", "bell\a", strings.Repeat("x", chain.MaxSonaName+1)} {
+		if _, err := c.Sonas.Create(ctx, bad); !errors.Is(err, base.ErrInvalid) {
 			t.Errorf("sona name %q: %v", bad, err)
 		}
 	}
-	if err := ValidateSpeaker(""); err != nil {
+	if err := chain.ValidateSpeaker(""); err != nil {
 		t.Errorf("no speaker: %v", err)
 	}
-	if err := ValidateSpeaker("👩‍🚀 Ada"); err != nil { // a zero-width joiner in an emoji
+	if err := chain.ValidateSpeaker("👩‍🚀 Ada"); err != nil { // a zero-width joiner in an emoji
 		t.Errorf("an emoji sequence: %v", err)
 	}
-	alice := c.owner("alice")
-	rec, err := c.sonas.Resolve(strings.ToUpper(alice.sona))
-	if err != nil || rec.Uuid != alice.sona {
+	alice := c.Owner("alice")
+	rec, err := c.Sonas.Resolve(strings.ToUpper(alice.Sona))
+	if err != nil || rec.Uuid != alice.Sona {
 		t.Fatalf("by uuid in upper case: %v %v", rec, err)
 	}
-	if rec, err := c.sonas.Resolve("alice"); err != nil || rec.Uuid != alice.sona {
+	if rec, err := c.Sonas.Resolve("alice"); err != nil || rec.Uuid != alice.Sona {
 		t.Fatalf("by name: %v %v", rec, err)
 	}
-	if _, err := c.sonas.Resolve("bob"); !errors.Is(err, base.ErrNotFound) {
+	if _, err := c.Sonas.Resolve("bob"); !errors.Is(err, base.ErrNotFound) {
 		t.Fatalf("no such sona: %v", err)
 	}
-	c.owner("alice")
-	if _, err := c.sonas.Resolve("alice"); !errors.Is(err, base.ErrAmbiguous) {
+	c.Owner("alice")
+	if _, err := c.Sonas.Resolve("alice"); !errors.Is(err, base.ErrAmbiguous) {
 		t.Fatalf("two alices: %v", err)
 	}
-	page, err := c.sonas.ListNamed("alice", "", 1)
+	page, err := c.Sonas.ListNamed("alice", "", 1)
 	if err != nil || len(page.Items) != 1 || page.Next == "" {
 		t.Fatalf("first page of alices: %v %v", page, err)
 	}
-	if next, err := c.sonas.ListNamed("alice", page.Next, 1); err != nil || len(next.Items) != 1 || next.Next != "" {
+	if next, err := c.Sonas.ListNamed("alice", page.Next, 1); err != nil || len(next.Items) != 1 || next.Next != "" {
 		t.Fatalf("second page of alices: %v %v", next, err)
 	}
-	if n := c.sonas.Count(); n != 2 {
+	if n := c.Sonas.Count(); n != 2 {
 		t.Fatalf("%d sonas", n)
 	}
 }
 
 func TestBackboneIsMadeOnceAndListed(t *testing.T) {
-	c := newChains(t)
+	c := chaintest.Open(t, chain.Options{})
 	ctx := context.Background()
-	if c.bb.Sona() != "" {
+	if c.Backbone.Sona() != "" {
 		t.Fatal("a backbone before any write")
 	}
-	if _, err := c.bb.Append(ctx, nil); !errors.Is(err, base.ErrNotFound) {
+	if _, err := c.Backbone.Append(ctx, nil); !errors.Is(err, base.ErrNotFound) {
 		t.Fatalf("append before the backbone exists: %v", err)
 	}
-	first, existed, err := c.bb.Write(ctx, "ada", "the self keeps its promises", nil)
+	first, existed, err := c.Backbone.Write(ctx, "ada", "the self keeps its promises", nil)
 	if err != nil || existed {
 		t.Fatalf("first write: %v %v", existed, err)
 	}
-	id := c.bb.Sona()
-	if !c.bb.Is(id) || c.bb.Is("") {
+	id := c.Backbone.Sona()
+	if !c.Backbone.Is(id) || c.Backbone.Is("") {
 		t.Fatal("Is")
 	}
-	again, existed, err := c.bb.Write(ctx, "ada", "the self keeps its promises", nil)
+	again, existed, err := c.Backbone.Write(ctx, "ada", "the self keeps its promises", nil)
 	if err != nil || !existed || again != first {
 		t.Fatalf("the same write again: %v %v", existed, err)
 	}
-	if _, _, err := c.bb.Write(ctx, "ada", "", nil); !errors.Is(err, base.ErrInvalid) {
+	if _, _, err := c.Backbone.Write(ctx, "ada", "", nil); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("empty content: %v", err)
 	}
-	c.bb.Write(ctx, "grace", "it remembers who it talks to", map[string]string{"k": "v"})
-	page, err := c.bb.List(0, 10)
+	c.Backbone.Write(ctx, "grace", "it remembers who it talks to", map[string]string{"k": "v"})
+	page, err := c.Backbone.List(0, 10)
 	if err != nil || len(page.Items) != 2 || page.Items[0].Memory != first {
 		t.Fatalf("the backbone's list: %v %v", page, err)
 	}
-	if ids, _ := c.sonas.Named(BackboneName); len(ids) != 1 || ids[0] != id {
+	if ids, _ := c.Sonas.Named(chain.BackboneName); len(ids) != 1 || ids[0] != id {
 		t.Fatalf("sonas named backbone: %v", ids)
 	}
 	// A registry loaded from the store finds the same backbone.
-	loaded := NewBackbone(c.st, c.sonas, c.w, nil, c.clock)
-	if err := c.st.View(loaded.Load); err != nil || loaded.Sona() != id {
+	loaded := chain.NewBackbone(c.Store, c.Sonas, c.Writer, nil, c.Clock)
+	if err := c.Store.View(loaded.Load); err != nil || loaded.Sona() != id {
 		t.Fatalf("loaded backbone %q: %v", loaded.Sona(), err)
 	}
-	md, err := c.mems.Meta(first)
+	md, err := c.Memories.Meta(first)
 	if err != nil || !md.Backbone || md.Kind != "fact" || md.AgentId != "ada" {
 		t.Fatalf("backbone memory's metadata: %v %v", md, err)
 	}
 }
 
 func TestFilesBelongToTheirSonas(t *testing.T) {
-	c := newChains(t)
+	c := chaintest.Open(t, chain.Options{})
 	ctx := context.Background()
-	a, b := c.owner("a"), c.owner("b")
-	if _, err := c.w.PutFile(ctx, []byte("data"), "no-such-sona"); !errors.Is(err, base.ErrNotFound) {
+	a, b := c.Owner("a"), c.Owner("b")
+	if _, err := c.Writer.PutFile(ctx, []byte("data"), "no-such-sona"); !errors.Is(err, base.ErrNotFound) {
 		t.Fatalf("a file for a sona that is not: %v", err)
 	}
-	f, err := c.w.PutFile(ctx, []byte("a's file"), a.sona)
+	f, err := c.Writer.PutFile(ctx, []byte("a's file"), a.Sona)
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := func(c2 cid.Cid, sona string) bool {
-		ok, err := c.w.FileInSonas(c2, func(s string) bool { return s == sona })
+		ok, err := c.Writer.FileInSonas(c2, func(s string) bool { return s == sona })
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ok
 	}
-	if !in(f, a.sona) || in(f, b.sona) {
+	if !in(f, a.Sona) || in(f, b.Sona) {
 		t.Fatal("an upload is its sona's only")
 	}
 	// A file memory of it in b lets b name it too.
-	if _, err := b.tryAdd(&model.Memory{Data: model.Data{File: &model.FileData{Content: f}}}, nil); err != nil {
+	if _, err := b.TryAdd(&model.Memory{Data: model.Data{File: &model.FileData{Content: f}}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if !in(f, b.sona) {
+	if !in(f, b.Sona) {
 		t.Fatal("b holds a file memory of it")
 	}
 }
