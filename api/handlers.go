@@ -34,10 +34,11 @@ func parseCID(v string) (cid.Cid, error) {
 	return c, nil
 }
 
-// sonaParam reads the {uuid} path value and checks the principal may use
-// the sona and that it exists.
+// sonaParam reads the sona of a route's path — its uuid, or a name that
+// one sona the principal may use has, as POST /memories accepts — and
+// checks the principal may use it.
 func (s *Server) sonaParam(r *http.Request) (*messages.Sona, error) {
-	return s.sonaByUUID(r.Context(), r.PathValue("uuid"))
+	return s.resolveSona(r.Context(), r.PathValue("uuid"))
 }
 
 func (s *Server) limit(r *http.Request) (int, error) {
@@ -240,7 +241,7 @@ func (s *Server) createSona(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	rec, err := s.createSonaOp(r.Context(), req.Name)
+	rec, err := s.createSonaOp(r.Context(), req.Name, req.AllowDuplicate)
 	if err != nil {
 		s.fail(w, err)
 		return

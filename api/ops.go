@@ -246,13 +246,16 @@ func (s *Server) fileSona(ctx context.Context, ref string) (string, error) {
 }
 
 // createSonaOp creates a sona (not for sona-scoped tokens: they could not
-// use it).
-func (s *Server) createSonaOp(ctx context.Context, name string) (*messages.Sona, error) {
+// use it) whose name is unique, unless allowDuplicate.
+func (s *Server) createSonaOp(ctx context.Context, name string, allowDuplicate bool) (*messages.Sona, error) {
 	if err := requireScope(ctx, ScopeWrite); err != nil {
 		return nil, err
 	}
 	if err := requireUnscoped(ctx, "creating a sona"); err != nil {
 		return nil, err
+	}
+	if allowDuplicate {
+		return s.self.Sonas.CreateDuplicate(ctx, name)
 	}
 	return s.self.Sonas.Create(ctx, name)
 }

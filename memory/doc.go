@@ -69,7 +69,7 @@
 //	v/      memory CID bytes            embedding: little-endian float32 × dims (memory/meta)
 //	s/      sona uuid                   Sona (protobuf): uuid, name, head, length,
 //	                                    created_at, last_memory (memory/chain)
-//	n/      name 0x00 uuid              empty: sonas by name (names need not be unique)
+//	n/      name 0x00 uuid              empty: sonas by name (unique, unless created as a duplicate)
 //	c/      uuid 0x00 seq (8 bytes BE)  ACT CID ‖ memory CID ‖ insertion-log position (8 bytes BE)
 //	                                    when the ACT was appended: the chain by seq
 //	k/      uuid                        embedding of the sona's name (its centroid is the mean of

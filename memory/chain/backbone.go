@@ -83,7 +83,8 @@ func (b *Backbone) ensure(ctx context.Context) (string, error) {
 	if id := b.Sona(); id != "" {
 		return id, nil
 	}
-	rec, err := b.sonas.create(ctx, BackboneName, func(tx store.Tx, rec *messages.Sona) { b.Put(tx, rec.Uuid) })
+	// Not unique: a sona of the self may be called "backbone" too.
+	rec, err := b.sonas.create(ctx, BackboneName, false, func(tx store.Tx, rec *messages.Sona) { b.Put(tx, rec.Uuid) })
 	if err != nil {
 		return "", err
 	}

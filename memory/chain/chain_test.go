@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -251,7 +252,12 @@ func TestSonaNamesAndResolve(t *testing.T) {
 	if _, err := c.Sonas.Resolve("bob"); !errors.Is(err, base.ErrNotFound) {
 		t.Fatalf("no such sona: %v", err)
 	}
-	c.Owner("alice")
+	if _, err := c.Sonas.Create(ctx, "alice"); !errors.Is(err, base.ErrExists) {
+		t.Fatalf("a second alice: %v", err)
+	}
+	if _, err := c.Sonas.CreateDuplicate(ctx, "alice"); err != nil {
+		t.Fatalf("a second alice asked for: %v", err)
+	}
 	if _, err := c.Sonas.Resolve("alice"); !errors.Is(err, base.ErrAmbiguous) {
 		t.Fatalf("two alices: %v", err)
 	}
@@ -267,12 +273,37 @@ func TestSonaNamesAndResolve(t *testing.T) {
 	}
 }
 
+// Names are unique: of many creations of one name at once, one succeeds.
+func TestConcurrentCreationsOfOneName(t *testing.T) {
+	c := chaintest.Open(t, chain.Options{})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = c.Sonas.Create(ctx, "carol") })
+	}
+	wg.Wait()
+	made := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			made++
+		case !errors.Is(err, base.ErrExists):
+			t.Fatalf("a refused creation: %v", err)
+		}
+	}
+	if ids, _ := c.Sonas.Named("carol"); made != 1 || len(ids) != 1 || c.Sonas.Count() != 1 {
+		t.Fatalf("%d creations succeeded, %d sonas named carol, %d sonas", made, len(ids), c.Sonas.Count())
+	}
+}
+
 func TestBackboneIsMadeOnceAndListed(t *testing.T) {
 	c := chaintest.Open(t, chain.Options{})
 	ctx := context.Background()
 	if c.Backbone.Sona() != "" {
 		t.Fatal("a backbone before any write")
 	}
+	user := c.Owner(chain.BackboneName) // a sona of the self may be called "backbone"
 	if _, err := c.Backbone.Append(ctx, nil); !errors.Is(err, base.ErrNotFound) {
 		t.Fatalf("append before the backbone exists: %v", err)
 	}
@@ -296,8 +327,8 @@ func TestBackboneIsMadeOnceAndListed(t *testing.T) {
 	if err != nil || len(page.Items) != 2 || page.Items[0].Memory != first {
 		t.Fatalf("the backbone's list: %v %v", page, err)
 	}
-	if ids, _ := c.Sonas.Named(chain.BackboneName); len(ids) != 1 || ids[0] != id {
-		t.Fatalf("sonas named backbone: %v", ids)
+	if ids, _ := c.Sonas.Named(chain.BackboneName); len(ids) != 2 || !slices.Contains(ids, id) || !slices.Contains(ids, user.Sona) || id == user.Sona {
+		t.Fatalf("sonas named backbone: %v (the backbone's %s, the user's %s)", ids, id, user.Sona)
 	}
 	// A registry loaded from the store finds the same backbone.
 	loaded := chain.NewBackbone(c.Store, c.Sonas, c.Writer, nil, c.Clock)

@@ -42,6 +42,11 @@
 //     came to exist; a memory's metadata records its position (Seq), and
 //     a chain entry records the log's end when it was appended, so derived
 //     indexes catch up from the log and the chains.
+//   - A sona's name is unique: Sonas.Create checks it in the transaction
+//     that takes it (which sees the sonas its batch creates before it),
+//     so two creations of one name never both succeed. Only
+//     CreateDuplicate, the backbone's own sona and an import's sonas may
+//     share a name; a shared name resolves to none of them (ErrAmbiguous).
 //   - A file memory's sona may name its file (f/): recorded by the append
 //     and by uploads for a sona (PutFile), checked by FileInSonas.
 //   - The registry and the vector index change only after a commit, on
@@ -52,7 +57,7 @@
 //
 //	s/  uuid                        Sona (protobuf): uuid, name, head, length,
 //	                                created_at, last_memory
-//	n/  name 0x00 uuid              empty: sonas by name (names need not be unique)
+//	n/  name 0x00 uuid              empty: sonas by name (unique, unless created as a duplicate)
 //	k/  uuid                        embedding of the sona's name
 //	c/  uuid 0x00 seq (8 bytes BE)  ACT CID ‖ memory CID ‖ insertion-log end (8 bytes BE)
 //	q/  log seq (8 bytes BE)        memory CID: the insertion log

@@ -199,14 +199,24 @@ func (s *Sonas) LoadMembers(r store.Reader, ix *vector.Index) error {
 	return nil
 }
 
-// Create creates a sona with a fresh uuid. Its centroid starts at the
-// embedding of its name, so sona similarity works from the first memory.
+// Create creates a sona with a fresh uuid, unless a sona is called name
+// already (ErrExists): names are unique unless CreateDuplicate asks
+// otherwise. Its centroid starts at the embedding of its name, so sona
+// similarity works from the first memory.
 func (s *Sonas) Create(ctx context.Context, name string) (*messages.Sona, error) {
-	return s.create(ctx, name, nil)
+	return s.create(ctx, name, true, nil)
 }
 
-// create creates a sona; also, when set, writes in the same transaction.
-func (s *Sonas) create(ctx context.Context, name string, also func(tx store.Tx, rec *messages.Sona)) (*messages.Sona, error) {
+// CreateDuplicate creates a sona with a fresh uuid even when others are
+// called name: the name then resolves to none of them (ErrAmbiguous), and
+// their uuids name them.
+func (s *Sonas) CreateDuplicate(ctx context.Context, name string) (*messages.Sona, error) {
+	return s.create(ctx, name, false, nil)
+}
+
+// create creates a sona, refusing a name that is taken when unique; also,
+// when set, writes in the same transaction.
+func (s *Sonas) create(ctx context.Context, name string, unique bool, also func(tx store.Tx, rec *messages.Sona)) (*messages.Sona, error) {
 	if err := ValidateSonaName(name); err != nil {
 		return nil, err
 	}
@@ -220,6 +230,11 @@ func (s *Sonas) create(ctx context.Context, name string, also func(tx store.Tx, 
 		CreatedAt: s.clock.Now().Unix(),
 	}
 	err = s.st.Update(ctx, func(tx store.Tx) error {
+		if unique {
+			if err := nameFree(tx, name); err != nil {
+				return err
+			}
+		}
 		if err := s.Put(tx, rec, vecs[0]); err != nil {
 			return err
 		}
@@ -232,6 +247,19 @@ func (s *Sonas) create(ctx context.Context, name string, also func(tx store.Tx, 
 		return nil, err
 	}
 	return proto.Clone(rec).(*messages.Sona), nil
+}
+
+// nameFree checks, in the transaction that would take it, that no sona is
+// called name. The transaction sees the sonas the batch's earlier
+// operations create, so two creations of one name never both succeed.
+func nameFree(tx store.Tx, name string) error {
+	p := namePrefix(name)
+	it := tx.NewIterator(store.IterOptions{Prefix: p})
+	defer it.Close()
+	if it.Rewind(); it.Valid() {
+		return fmt.Errorf("%w: a sona is called %q already (%s): choose another name, or ask for a duplicate name", base.ErrExists, name, it.Item().Key()[len(p):])
+	}
+	return nil
 }
 
 // Put writes a new sona — its record, its name and its name's embedding —
