@@ -36,11 +36,9 @@ var (
 var (
 	prefixSona        = chain.SonaPrefix
 	prefixChain       = chain.ChainPrefix
-	prefixNameVec     = chain.NameVecPrefix
 	prefixLog         = chain.LogPrefix
 	keyBackbone       = chain.KeyBackbone
 	sonaKey           = chain.SonaKey
-	nameKey           = chain.NameKey
 	nameVectorKey     = chain.NameVecKey
 	chainKey          = chain.EntryKey
 	chainPrefix       = chain.EntriesPrefix

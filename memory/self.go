@@ -59,9 +59,10 @@ type Options struct {
 }
 
 // Self is the aggregate of an agent's memories across all sonas: the store,
-// the derived vector index, and the sona records. It is safe for
-// concurrent use. Writes to a sona's chain must come from that sona's one
-// owner (its actor); everything else may be called from anywhere.
+// the derived vector index, and the subsystems over them (its exported
+// fields), wired here. It is safe for concurrent use. Writes to a sona's
+// chain must come from that sona's one owner (its actor); everything else
+// may be called from anywhere.
 type Self struct {
 	// Tiers keeps the MemoryOS tiers of every sona.
 	Tiers *tiers.Store

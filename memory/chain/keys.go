@@ -48,15 +48,6 @@ func EntryKey(uuid string, seq int64) []byte {
 	return base.Join(EntriesPrefix(uuid), b[:])
 }
 
-// ParseEntryKey splits a chain entry's key into its sona and seq.
-func ParseEntryKey(k []byte) (sona string, seq int64, err error) {
-	id, rest, ok := bytes.Cut(k[len(ChainPrefix):], []byte{0})
-	if !ok || len(rest) != 8 {
-		return "", 0, fmt.Errorf("%w: chain key", base.ErrCorrupt)
-	}
-	return string(id), int64(binary.BigEndian.Uint64(rest)), nil
-}
-
 // LogKey is the key of the insertion log's entry at seq.
 func LogKey(seq uint64) []byte { return base.Join(LogPrefix, base.U64(seq)) }
 

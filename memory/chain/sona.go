@@ -25,10 +25,10 @@ import (
 const MaxSonaName = 200
 
 // ValidateSonaName checks a sona name: a printable name (see
-// ValidPrintable) of at most MaxSonaName bytes that is no path: no "/" or
+// validPrintable) of at most MaxSonaName bytes that is no path: no "/" or
 // "\\", not "." or "..".
 func ValidateSonaName(name string) error {
-	if err := ValidPrintable("sona name", name, MaxSonaName); err != nil {
+	if err := validPrintable("sona name", name, MaxSonaName); err != nil {
 		return err
 	}
 	if strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
@@ -38,19 +38,19 @@ func ValidateSonaName(name string) error {
 }
 
 // ValidateSpeaker checks the speaker name of a chat's input: empty, or a
-// printable name (see ValidPrintable) of at most MaxSonaName bytes.
+// printable name (see validPrintable) of at most MaxSonaName bytes.
 func ValidateSpeaker(name string) error {
 	if name == "" {
 		return nil
 	}
-	return ValidPrintable("name", name, MaxSonaName)
+	return validPrintable("name", name, MaxSonaName)
 }
 
-// ValidPrintable checks a name shown to people: non-empty UTF-8 of at most
+// validPrintable checks a name shown to people: non-empty UTF-8 of at most
 // maxBytes, no blanks around it, no control characters, and none of the
 // invisible characters that reorder or hide the text around them when it
 // is displayed (bidirectional controls such as U+202E, zero-width spaces).
-func ValidPrintable(field, v string, maxBytes int) error {
+func validPrintable(field, v string, maxBytes int) error {
 	if err := base.ValidText(field, v, maxBytes); err != nil {
 		return err
 	}
