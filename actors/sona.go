@@ -164,7 +164,7 @@ func (a *sonaActor) reload(ctx actor.Context) {
 	if err := a.sys.self.Store().Barrier(c); err != nil {
 		panic(fmt.Errorf("actors: sona %s cannot settle the store: %w", a.id, err))
 	}
-	rec, err := a.sys.self.Sona(a.id)
+	rec, err := a.sys.self.Sonas.Get(a.id)
 	if err != nil {
 		panic(fmt.Errorf("actors: sona %s: %w", a.id, err))
 	}
@@ -207,7 +207,7 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(a
 		})
 		return
 	}
-	in, err := a.sys.self.InSona(item.CID, a.id)
+	in, err := a.sys.self.Memories.InSona(item.CID, a.id)
 	if err != nil || in {
 		done(appended{&messages.Appended{Cid: item.CID.String()}, err})
 		return
@@ -216,7 +216,7 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(a
 		f := item.Memory.Data.File
 		return item.File != nil && f != nil && f.Content == c
 	}
-	if err := a.sys.self.CheckLinks(item.Memory, func(c cid.Cid) bool { return a.inflight[c] != nil || inline(c) }); err != nil {
+	if err := a.sys.self.Chains.CheckLinks(item.Memory, func(c cid.Cid) bool { return a.inflight[c] != nil || inline(c) }); err != nil {
 		done(appended{nil, err})
 		return
 	}
@@ -228,7 +228,7 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(a
 		done(appended{nil, err})
 		return
 	}
-	p := a.sys.self.Store().Submit(a.sys.self.AppendOp(plan))
+	p := a.sys.self.Store().Submit(a.sys.self.Chains.Op(plan))
 	a.head, a.length = plan.Next()
 	a.last = &item.CID
 	a.inflight[item.CID] = p
@@ -362,7 +362,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 		if a.last != nil {
 			edges = []memory.Edge{{Target: *a.last, Weight: 1}}
 		}
-		input, err := self.Prepare(memory.TextMemory(req.Content, req.Name, received, edges), vec, meta)
+		input, err := self.Chains.Prepare(memory.TextMemory(req.Content, req.Name, received, edges), vec, meta)
 		if err != nil {
 			finish(failure(err))
 			return
@@ -427,7 +427,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 			edges = append(edges, memory.Edge{Target: r.CID, Weight: r.Score})
 		}
 		resp := memory.ResponseMemory(name, t.resp, a.sys.clock.Now().Unix(), edges)
-		out, err := self.Prepare(resp, t.vec, &messages.MemoryMeta{AgentId: req.AgentId})
+		out, err := self.Chains.Prepare(resp, t.vec, &messages.MemoryMeta{AgentId: req.AgentId})
 		if err != nil {
 			finish(failure(err))
 			return
@@ -439,7 +439,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 				finish(failure(r.err))
 				return
 			}
-			self.Reinforce(t.recalled)
+			self.Memories.Reinforce(memory.Support(t.recalled))
 			a.wakeTier(ctx, tiers.STM)
 			if len(t.tiers.Segments) > 0 {
 				a.tellTier(ctx, tiers.MTM, &messages.SegmentsVisited{Ids: t.tiers.Segments, At: a.sys.clock.Now().Unix()})
@@ -458,7 +458,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 
 // prepareAppend reads an AppendMemory into the memory to append.
 func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*memory.Prepared, error) {
-	item, err := self.PrepareBlock(msg.Block, msg.Embedding, msg.Meta)
+	item, err := self.Chains.PrepareBlock(msg.Block, msg.Embedding, msg.Meta)
 	if err != nil {
 		return nil, err
 	}

@@ -316,7 +316,7 @@ func (s *System) ActiveSonas() (int, error) {
 // Query recalls and answers like Advance but stores nothing. It needs no
 // actor: it only reads.
 func (s *System) Query(ctx context.Context, sona string, req *messages.ChatRequest) (*messages.QueryResponse, error) {
-	rec, err := s.self.Sona(sona)
+	rec, err := s.self.Sonas.Get(sona)
 	if err != nil {
 		return nil, err
 	}
@@ -440,7 +440,7 @@ func (s *System) Resolve(ctx context.Context, r *messages.Resolve) (*messages.Ba
 // checkNotBackbone refuses chain writes to the backbone's sona from
 // anywhere but the consensus actor.
 func (s *System) checkNotBackbone(sona string) error {
-	if s.self.IsBackbone(sona) {
+	if s.self.Backbone.Is(sona) {
 		return fmt.Errorf("%w: the backbone sona is written through /backbone and /backbone/contribute", memory.ErrInvalid)
 	}
 	return nil

@@ -144,7 +144,7 @@ func TestChatErrors(t *testing.T) {
 		{"blank content", id, `{"content":" \n\t"}`, 400, "invalid"},
 		{"no content", id, `{}`, 400, "invalid"},
 		{"unknown sona", uuid.NewString(), `{"content":"hi"}`, 404, "not_found"},
-		{"malformed uuid", "alice", `{"content":"hi"}`, 400, "invalid_uuid"},
+		{"no sona of that name", "nobody", `{"content":"hi"}`, 404, "not_found"},
 		{"malformed JSON", id, `{"content":"hi"`, 400, "malformed_json"},
 		{"unknown field", id, `{"content":"hi","model":"gpt"}`, 400, "malformed_json"},
 		{"k too large", id, `{"content":"hi","k":100000}`, 400, "invalid"},
@@ -232,7 +232,7 @@ func TestQuery(t *testing.T) {
 		{id, `{"content":"x","k":100000}`, 400},
 		{id, `{"content":"x"`, 400},
 		{uuid.NewString(), `{"content":"x"}`, 404},
-		{"nope", `{"content":"x"}`, 400},
+		{"nope", `{"content":"x"}`, 404}, // no sona has that name
 	} {
 		wantError(t, h.do("POST", "/sona/"+tc.path+"/query", tc.body), tc.status, "")
 	}
@@ -331,7 +331,7 @@ func TestRecall(t *testing.T) {
 		{"unknown field", id, `{"query":"x","content":"y"}`, 400, "malformed_json"},
 		{"malformed JSON", id, `{"query":`, 400, "malformed_json"},
 		{"unknown sona", uuid.NewString(), `{"query":"x"}`, 404, "not_found"},
-		{"malformed uuid", "bob", `{"query":"x"}`, 400, "invalid_uuid"},
+		{"no sona of that name", "nobody", `{"query":"x"}`, 404, "not_found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantError(t, h.do("POST", "/sona/"+tc.path+"/recall", tc.body), tc.status, tc.code)

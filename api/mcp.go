@@ -495,11 +495,12 @@ func (m *mcpTools) listSonas(ctx context.Context, in ListSonasInput) (ListSonasO
 
 // CreateSonaInput is the create_sona tool's input.
 type CreateSonaInput struct {
-	Name string `json:"name" jsonschema:"the sona's name (need not be unique; a uuid identifies it)"`
+	Name           string `json:"name" jsonschema:"the sona's name, unique among the sonas unless allow_duplicate"`
+	AllowDuplicate bool   `json:"allow_duplicate,omitempty" jsonschema:"create the sona even when another has this name (the name then names neither: use uuids)"`
 }
 
 func (m *mcpTools) createSona(ctx context.Context, in CreateSonaInput) (SonaOutput, error) {
-	rec, err := m.s.createSonaOp(ctx, in.Name)
+	rec, err := m.s.createSonaOp(ctx, in.Name, in.AllowDuplicate)
 	if err != nil {
 		return SonaOutput{}, err
 	}

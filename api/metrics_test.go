@@ -80,7 +80,7 @@ func TestMetricsAppearAndMove(t *testing.T) {
 	h.post("/sona/"+id+"/recall", map[string]any{"query": "llamas"}).obj(t, 200)
 	h.post("/sona/"+id+"/chat", map[string]any{"content": "tell me about llamas"}).obj(t, 200)
 	h.post("/sona/"+id+"/query", map[string]any{"content": "llamas?"}).obj(t, 200)
-	h.get("/sona/not-a-uuid")
+	h.get("/sona/not-a-sona")
 	h.get("/no/such/route")
 
 	after := h.scrape()
@@ -93,7 +93,7 @@ func TestMetricsAppearAndMove(t *testing.T) {
 		{"memoria_memories", nil, 5}, // 3 inserts + the chat's input and response
 		{"memoria_http_requests_total", []string{"route", "POST /sonas", "method", "POST", "status", "201"}, 1},
 		{"memoria_http_requests_total", []string{"route", "POST /memories", "status", "201"}, 3},
-		{"memoria_http_requests_total", []string{"route", "GET /sona/{uuid}", "status", "400"}, 1},
+		{"memoria_http_requests_total", []string{"route", "GET /sona/{uuid}", "status", "404"}, 1},
 		{"memoria_http_requests_total", []string{"route", "unmatched", "status", "404"}, 1},
 		{"memoria_http_request_duration_seconds_count", []string{"route", "POST /sona/{uuid}/recall", "status", "200"}, 1},
 		{"memoria_recall_duration_seconds_count", []string{"op", "recall"}, 1},
@@ -259,7 +259,7 @@ func TestLimits(t *testing.T) {
 		c.Evaluation.Mode = "off"
 		c.Server.RequestTimeout = config.Duration(time.Nanosecond)
 	})
-	rec, err := th.app.Self.CreateSona(context.Background(), "slow")
+	rec, err := th.app.Self.Sonas.Create(context.Background(), "slow")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func (s *Server) sonaByUUID(ctx context.Context, ref string) (*messages.Sona, er
 	if err := allowSona(ctx, id); err != nil {
 		return nil, err
 	}
-	rec, err := s.self.Sona(id)
+	rec, err := s.self.Sonas.Get(id)
 	tagSona(ctx, rec)
 	return rec, err
 }
@@ -50,14 +50,14 @@ func (s *Server) resolveSona(ctx context.Context, ref string) (*messages.Sona, e
 	}
 	p := principalFrom(ctx)
 	if !p.SonaScoped() {
-		rec, err := s.self.ResolveSona(ref)
+		rec, err := s.self.Sonas.Resolve(ref)
 		tagSona(ctx, rec)
 		return rec, err
 	}
 	if id, ok := memory.CanonicalUUID(ref); ok {
 		return s.sonaByUUID(ctx, id)
 	}
-	ids, err := s.self.SonasNamed(ref)
+	ids, err := s.self.Sonas.Named(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (s *Server) sees(p *Principal, c cid.Cid) (bool, error) {
 	if !p.SonaScoped() {
 		return true, nil
 	}
-	meta, err := s.self.Meta(c)
+	meta, err := s.self.Memories.Meta(c)
 	if errors.Is(err, memory.ErrNotFound) {
 		return false, nil
 	}
@@ -124,7 +124,7 @@ func (s *Server) checkLinksSeen(ctx context.Context, m *memory.Memory, inline ci
 		}
 	}
 	if f := m.Data.File; f != nil && f.Content != inline {
-		ok, err := s.self.FileInSonas(f.Content, p.MaySona)
+		ok, err := s.self.Chains.FileInSonas(f.Content, p.MaySona)
 		if err != nil {
 			return err
 		}
@@ -187,7 +187,7 @@ func (s *Server) fileOp(ctx context.Context, c cid.Cid) (data []byte, mimeType, 
 		if err := s.allowMemory(ctx, c); err != nil {
 			return nil, "", "", err
 		}
-		m, _, err := s.self.Get(c)
+		m, _, err := s.self.Memories.Get(c)
 		if err != nil {
 			return nil, "", "", err
 		}
@@ -197,7 +197,7 @@ func (s *Server) fileOp(ctx context.Context, c cid.Cid) (data []byte, mimeType, 
 		}
 		content = f.Content
 		if p := principalFrom(ctx); p.SonaScoped() {
-			ok, err := s.self.FileInSonas(content, p.MaySona)
+			ok, err := s.self.Chains.FileInSonas(content, p.MaySona)
 			if err != nil {
 				return nil, "", "", err
 			}
@@ -246,15 +246,18 @@ func (s *Server) fileSona(ctx context.Context, ref string) (string, error) {
 }
 
 // createSonaOp creates a sona (not for sona-scoped tokens: they could not
-// use it).
-func (s *Server) createSonaOp(ctx context.Context, name string) (*messages.Sona, error) {
+// use it) whose name is unique, unless allowDuplicate.
+func (s *Server) createSonaOp(ctx context.Context, name string, allowDuplicate bool) (*messages.Sona, error) {
 	if err := requireScope(ctx, ScopeWrite); err != nil {
 		return nil, err
 	}
 	if err := requireUnscoped(ctx, "creating a sona"); err != nil {
 		return nil, err
 	}
-	return s.self.CreateSona(ctx, name)
+	if allowDuplicate {
+		return s.self.Sonas.CreateDuplicate(ctx, name)
+	}
+	return s.self.Sonas.Create(ctx, name)
 }
 
 // listSonasOp lists sonas (optionally those called name) in uuid order;
@@ -267,9 +270,9 @@ func (s *Server) listSonasOp(ctx context.Context, name, cursor string, limit int
 	case p.SonaScoped():
 		page, err = s.allowedSonas(p, name, cursor, limit)
 	case name != "":
-		page, err = s.self.ListSonasNamed(name, cursor, limit)
+		page, err = s.self.Sonas.ListNamed(name, cursor, limit)
 	default:
-		page, err = s.self.ListSonas(cursor, limit)
+		page, err = s.self.Sonas.List(cursor, limit)
 	}
 	if err != nil {
 		return nil, err
@@ -291,7 +294,7 @@ func (s *Server) allowedSonas(p *Principal, name, cursor string, limit int) (mem
 		if id <= cursor {
 			continue
 		}
-		rec, err := s.self.Sona(id)
+		rec, err := s.self.Sonas.Get(id)
 		if errors.Is(err, memory.ErrNotFound) {
 			continue
 		}
@@ -452,12 +455,12 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 		dedup = *req.Dedup
 	}
 	meta := &messages.MemoryMeta{Kind: req.Kind, AgentId: req.AgentId, Labels: req.Labels}
-	p, dup, err := s.self.PrepareInsert(ctx, rec.Uuid, m, meta, dedup, file)
+	p, dup, err := s.self.Chains.PrepareInsert(ctx, rec.Uuid, m, meta, dedup, file)
 	if err != nil {
 		return nil, false, err
 	}
 	if dup != nil {
-		if err := s.self.ReinforceDuplicate(ctx, dup.Existing); err != nil {
+		if err := s.self.Memories.ReinforceDuplicate(ctx, dup.Existing); err != nil {
 			return nil, false, err
 		}
 		return &messages.InsertResponse{

@@ -280,6 +280,8 @@ func (s *Server) classify(ctx context.Context, err error) (status int, code, msg
 		return http.StatusInsufficientStorage, "insufficient_storage", err.Error()
 	case errors.Is(err, memory.ErrAmbiguous), errors.Is(err, memory.ErrChainConflict):
 		return http.StatusConflict, "conflict", err.Error()
+	case errors.Is(err, memory.ErrExists):
+		return http.StatusConflict, "exists", err.Error()
 	case errors.Is(err, llm.ErrCircuitOpen):
 		return http.StatusServiceUnavailable, "llm_unavailable", err.Error()
 	case errors.Is(err, context.DeadlineExceeded):

@@ -180,13 +180,8 @@ func (s *Self) PlanDream(ctx context.Context) ([]*DreamPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.smu.RLock()
-	lengths := map[string]int64{}
-	for id, ss := range s.sonas {
-		lengths[id] = ss.rec.Length
-	}
-	s.smu.RUnlock()
-	backbone := s.BackboneSona()
+	lengths := s.Sonas.Lengths()
+	backbone := s.Backbone.Sona()
 	ids := make([]string, 0, len(lengths))
 	for id, n := range lengths {
 		if n > st.Dreamed[id] && id != backbone {
@@ -203,7 +198,7 @@ func (s *Self) PlanDream(ctx context.Context) ([]*DreamPlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		stats, n, err := s.sonaSimStats(id)
+		stats, n, err := s.Chains.SimStats(id)
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +240,7 @@ func (s *Self) prepareInsight(ctx context.Context, d InsightDraft, now int64) (*
 		m.Edges = append(m.Edges, Edge{Target: c, Weight: d.Confidence})
 	}
 	SortEdges(m.Edges)
-	return s.Prepare(m, vecs[0], &messages.MemoryMeta{
+	return s.Chains.Prepare(m, vecs[0], &messages.MemoryMeta{
 		Kind:    "note",
 		Insight: &messages.InsightMark{Category: d.Category, Confidence: d.Confidence},
 	})
@@ -299,7 +294,7 @@ func (s *Self) Insights(limit int) ([]*messages.Insight, error) {
 			if err != nil {
 				return err
 			}
-			m, err := s.loadMemory(txn, c)
+			m, err := s.Memories.MemoryIn(txn, c)
 			if err != nil {
 				return err
 			}

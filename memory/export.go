@@ -243,7 +243,7 @@ func (x *exporter) extend(ch *exportChain, upto int) {
 // edges reach, until nothing is missing.
 func (x *exporter) closure(recs map[string]*messages.Sona, backbone string) error {
 	for i := 0; i < len(x.mems); i++ {
-		m, err := x.s.loadMemory(x.txn, x.mems[i])
+		m, err := x.s.Memories.MemoryIn(x.txn, x.mems[i])
 		if err != nil {
 			return err
 		}
@@ -311,7 +311,7 @@ func (x *exporter) memories(w ExportWriter) ([]cid.Cid, error) {
 				return nil, err
 			}
 		}
-		m, err := x.s.loadMemory(x.txn, c)
+		m, err := x.s.Memories.MemoryIn(x.txn, c)
 		if err != nil {
 			return nil, err
 		}

@@ -469,8 +469,8 @@ func (s *Self) importSona(es *messages.ExportSona, have func(cid.Cid) bool) (*im
 		return nil, base.Invalidf("similarity statistics are not a distribution")
 	}
 
-	backbone := s.BackboneSona()
-	rec, err := s.Sona(es.Uuid)
+	backbone := s.Backbone.Sona()
+	rec, err := s.Sonas.Get(es.Uuid)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		if es.Backbone && backbone != "" {
@@ -489,7 +489,7 @@ func (s *Self) importSona(es *messages.ExportSona, have func(cid.Cid) bool) (*im
 	case rec.Length > int64(len(es.Chain)):
 		return nil, fmt.Errorf("%w: sona %s has %d ACTs in this store, more than the export's %d", ErrChainConflict, es.Uuid, rec.Length, len(es.Chain))
 	}
-	page, err := s.Chain(es.Uuid, 0, int(rec.Length)+1)
+	page, err := s.Sonas.Chain(es.Uuid, 0, int(rec.Length)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -633,16 +633,16 @@ func (s *Self) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored map[
 		if im := mems[c]; im != nil {
 			meta := proto.Clone(im.meta).(*messages.MemoryMeta)
 			meta.Sonas, meta.Seq = nil, 0
-			pr, err = s.prepared(im.m, c, im.block, im.vec, meta)
+			pr, err = s.Chains.Prepared(im.m, c, im.block, im.vec, meta)
 		} else { // a memory of this store the export only appends to a chain
-			m, meta, gerr := s.Get(c)
+			m, meta, gerr := s.Memories.Get(c)
 			if gerr != nil {
 				return nil, gerr
 			}
 			block, berr := s.Block(c)
-			vec, verr := s.Vector(c)
+			vec, verr := s.Memories.Vector(c)
 			if err = errors.Join(berr, verr); err == nil {
-				pr, err = s.prepared(m, c, block, vec, &messages.MemoryMeta{Kind: meta.Kind, AgentId: meta.AgentId})
+				pr, err = s.Chains.Prepared(m, c, block, vec, &messages.MemoryMeta{Kind: meta.Kind, AgentId: meta.AgentId})
 			}
 		}
 		if err != nil {
@@ -785,16 +785,7 @@ func (s *Self) ImportSonas(ctx context.Context, p *ImportPlan) error {
 	if err != nil {
 		return err
 	}
-	recs := make([]*messages.Sona, len(create))
-	raws := make([][]byte, len(create))
-	for i, is := range create {
-		recs[i] = &messages.Sona{Uuid: is.exp.Uuid, Name: is.exp.Name, CreatedAt: is.exp.CreatedAt}
-		if raws[i], err = proto.Marshal(recs[i]); err != nil {
-			return err
-		}
-	}
 	return s.store.Update(ctx, func(tx Tx) error {
-		backbone := ""
 		for i, is := range create {
 			id := is.exp.Uuid
 			if ok, err := tx.Has(sonaKey(id)); err != nil {
@@ -802,29 +793,19 @@ func (s *Self) ImportSonas(ctx context.Context, p *ImportPlan) error {
 			} else if ok {
 				return fmt.Errorf("%w: sona %s was created while the import was planned", ErrChainConflict, id)
 			}
-			tx.Set(sonaKey(id), raws[i])
-			tx.Set(nameKey(is.exp.Name, id), nil)
-			tx.Set(nameVectorKey(id), encodeVector(vecs[i]))
+			rec := &messages.Sona{Uuid: id, Name: is.exp.Name, CreatedAt: is.exp.CreatedAt}
+			if err := s.Sonas.Put(tx, rec, vecs[i]); err != nil {
+				return err
+			}
 			if is.exp.Backbone {
 				if ok, err := tx.Has(keyBackbone); err != nil {
 					return err
 				} else if ok {
 					return fmt.Errorf("%w: a backbone was made while the import was planned", ErrChainConflict)
 				}
-				tx.Set(keyBackbone, []byte(id))
-				backbone = id
+				s.Backbone.Put(tx, id)
 			}
 		}
-		tx.OnCommit(func() {
-			s.smu.Lock()
-			for i, rec := range recs {
-				s.sonas[rec.Uuid] = newSonaState(proto.Clone(rec).(*messages.Sona), vecs[i])
-			}
-			s.smu.Unlock()
-			if backbone != "" {
-				s.backbone.Store(&backbone)
-			}
-		})
 		return nil
 	})
 }

@@ -156,7 +156,7 @@ func (s *Self) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 			}
 			var activity int64
 			if len(meta.Sonas) > 0 {
-				_, activity, _ = s.sonaSnapshot(meta.Sonas[0])
+				_, activity, _ = s.Sonas.Snapshot(meta.Sonas[0])
 			}
 			decay := s.decay(meta, activity)
 			var p prune
@@ -346,7 +346,7 @@ func (s *Self) chainMembers(id string, upto int64, limit int, keep func(*message
 			if !keep(meta) {
 				continue
 			}
-			m, err := s.loadMemory(txn, c)
+			m, err := s.Memories.MemoryIn(txn, c)
 			if err != nil {
 				return err
 			}
@@ -381,7 +381,7 @@ func (s *Self) PlanCompressions(ctx context.Context, limit int) ([]*Merge, error
 		if len(out) == limit {
 			break
 		}
-		if _, err := s.Sona(id); err != nil {
+		if _, err := s.Sonas.Get(id); err != nil {
 			continue // a sona the sweep saw in a memory's list but that has no record
 		}
 		members, err := s.activeMembers(id)
@@ -422,7 +422,7 @@ func (s *Self) PlanFolds(ctx context.Context, limit int) ([]*Merge, error) {
 		if len(out) == limit {
 			break
 		}
-		if _, err := s.Sona(id); err != nil {
+		if _, err := s.Sonas.Get(id); err != nil {
 			continue
 		}
 		members, err := s.activeMembers(id)
@@ -480,7 +480,7 @@ func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared,
 	importance := 0.0
 	for _, src := range srcs {
 		texts = append(texts, src.m.Text())
-		mean, centroid = mean.add(src.vec)
+		mean, centroid = mean.Add(src.vec)
 		kinds[src.meta.Kind]++
 		importance = math.Max(importance, src.meta.Importance)
 		latest = max(latest, memoryTime(src.m, src.meta))
@@ -513,7 +513,7 @@ func (s *Self) merge(ctx context.Context, srcs []member, how string) (*Prepared,
 		Importance: importance,
 		Labels:     map[string]string{LabelMerge: how, LabelMerged: strconv.Itoa(len(srcs))},
 	}
-	p, err := s.Prepare(m, centroid, meta)
+	p, err := s.Chains.Prepare(m, centroid, meta)
 	if err != nil {
 		return nil, err
 	}

@@ -209,7 +209,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	if q.Vector != nil && len(q.Vector) != s.index.Dims() {
 		return nil, fmt.Errorf("%w: query vector has %d dims, want %d", ErrInvalid, len(q.Vector), s.index.Dims())
 	}
-	centroid, activity, ok := s.sonaSnapshot(q.Sona)
+	centroid, activity, ok := s.Sonas.Snapshot(q.Sona)
 	if !ok {
 		return nil, fmt.Errorf("%w: sona %q", ErrNotFound, q.Sona)
 	}
@@ -229,7 +229,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	}
 
 	// The backbone is every sona's: in sona scope its memories join the sona's.
-	backbone := s.BackboneSona()
+	backbone := s.Backbone.Sona()
 	n := rc.Candidates + len(q.Exclude)
 	if q.AsOf != nil {
 		n *= 4 // later memories are filtered out after the search
@@ -250,9 +250,6 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	var bm25 []pathHit
 	if paths.Weights.BM25 > 0 {
 		// Read-your-writes: the index has everything this sona wrote.
-		s.smu.RLock()
-		pos := s.sonas[q.Sona].textPos
-		s.smu.RUnlock()
 		opts := text.SearchOptions{K: n, Also: func() []string {
 			denseDone.Wait()
 			ids := make([]string, 0, len(dense))
@@ -269,7 +266,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 				opts.Sonas = append(opts.Sonas, backbone)
 			}
 		}
-		hits, err := s.text.search(ctx, pos, q.Text, opts)
+		hits, err := s.Text.Search(ctx, q.Sona, q.Text, opts)
 		denseDone.Wait()
 		if errors.Is(err, errTextUnavailable) {
 			hits, err = nil, nil // being rebuilt: the other paths answer
@@ -360,18 +357,6 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	return out, nil
 }
 
-// ownMembers returns the vector ids of the sona's memories, with the
-// backbone's when withBackbone.
-func (s *Self) ownMembers(sona, backbone string, withBackbone bool) []uint64 {
-	s.smu.RLock()
-	defer s.smu.RUnlock()
-	members := s.sonas[sona].members
-	if bb := s.sonas[backbone]; withBackbone && bb != nil && backbone != sona {
-		members = append(slices.Clip(members), bb.members...)
-	}
-	return members
-}
-
 // denseCandidates runs the dense path. A sona of up to
 // recall.exact_scan_max memories is searched exactly among its own
 // memories; in self scope the graph adds the other sonas' nearest, and the
@@ -379,7 +364,7 @@ func (s *Self) ownMembers(sona, backbone string, withBackbone bool) []uint64 {
 // graph, fetching more to make up for the other sonas' memories filtered
 // out afterwards.
 func (s *Self) denseCandidates(q Query, n int, backbone string) []vector.Hit {
-	members := s.ownMembers(q.Sona, backbone, q.Scope == ScopeSona)
+	members := s.Sonas.Members(q.Sona, backbone, q.Scope == ScopeSona)
 	exact := len(members) <= s.cfg.Recall.ExactScanMax
 	switch {
 	case q.Scope == ScopeSona && exact:
@@ -448,7 +433,7 @@ func (sc *scorer) resolveAsOf() error {
 		sc.maxTime = v
 		return nil
 	}
-	page, err := sc.self.Chain(sc.q.Sona, v, 1)
+	page, err := sc.self.Sonas.Chain(sc.q.Sona, v, 1)
 	if err != nil {
 		return err
 	}
@@ -466,7 +451,7 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 	if sc.excluded[c] {
 		return nil, errHidden
 	}
-	meta, err := sc.self.meta(sc.txn, c)
+	meta, err := sc.self.Memories.MetaIn(sc.txn, c)
 	if errors.Is(err, ErrNotFound) {
 		return nil, errHidden // indexed but gone
 	}
@@ -512,7 +497,7 @@ func (sc *scorer) activityOf(sona string) int64 {
 	if a, ok := sc.activity[sona]; ok {
 		return a
 	}
-	_, a, _ := sc.self.sonaSnapshot(sona)
+	_, a, _ := sc.self.Sonas.Snapshot(sona)
 	sc.activity[sona] = a
 	return a
 }
@@ -534,7 +519,7 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 		}
 		sim, ok := sc.sims[id]
 		if !ok {
-			if c, _, ok := sc.self.sonaSnapshot(id); ok && len(c) == len(sc.centroid) {
+			if c, _, ok := sc.self.Sonas.Snapshot(id); ok && len(c) == len(sc.centroid) {
 				sim = base.Cosine(sc.centroid, c)
 			}
 			sc.sims[id] = sim
@@ -790,7 +775,7 @@ func (sc *scorer) choose(cands []*Recalled, k, budget int) ([]*Recalled, int, er
 		if len(out) == k {
 			break
 		}
-		m, err := sc.self.loadMemory(sc.txn, r.CID)
+		m, err := sc.self.Memories.MemoryIn(sc.txn, r.CID)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -817,7 +802,7 @@ func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen 
 	if err != nil {
 		return nil, err
 	}
-	if r.Memory, err = sc.self.loadMemory(sc.txn, c); err != nil {
+	if r.Memory, err = sc.self.Memories.MemoryIn(sc.txn, c); err != nil {
 		return nil, err
 	}
 	if sc.q.Vector != nil {

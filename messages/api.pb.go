@@ -23,10 +23,14 @@ const (
 )
 
 type CreateSonaRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sona's name: unique among the sonas unless allow_duplicate.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Create the sona even when another is called name (the name then
+	// resolves to neither: use their uuids).
+	AllowDuplicate bool `protobuf:"varint,2,opt,name=allow_duplicate,json=allowDuplicate,proto3" json:"allow_duplicate,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CreateSonaRequest) Reset() {
@@ -64,6 +68,13 @@ func (x *CreateSonaRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *CreateSonaRequest) GetAllowDuplicate() bool {
+	if x != nil {
+		return x.AllowDuplicate
+	}
+	return false
 }
 
 type ChatRequest struct {
@@ -1470,9 +1481,10 @@ var File_memoria_v1_api_proto protoreflect.FileDescriptor
 const file_memoria_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"\x14memoria/v1/api.proto\x12\n" +
-	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17memoria/v1/memory.proto\"'\n" +
+	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17memoria/v1/memory.proto\"P\n" +
 	"\x11CreateSonaRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xb5\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
+	"\x0fallow_duplicate\x18\x02 \x01(\bR\x0eallowDuplicate\"\xb5\x01\n" +
 	"\vChatRequest\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +

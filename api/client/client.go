@@ -232,16 +232,23 @@ func (c *Client) Health(ctx context.Context) (*messages.Health, error) {
 	return out, c.get(ctx, "/healthz", out)
 }
 
-// CreateSona creates a sona.
+// CreateSona creates a sona; a name another sona has is refused (409
+// exists).
 func (c *Client) CreateSona(ctx context.Context, name string) (*messages.Sona, error) {
-	out := &messages.Sona{}
-	return out, c.post(ctx, "/sonas", &messages.CreateSonaRequest{Name: name}, out)
+	return c.CreateSonaWith(ctx, &messages.CreateSonaRequest{Name: name})
 }
 
-// Sona returns a sona by uuid.
-func (c *Client) Sona(ctx context.Context, uuid string) (*messages.Sona, error) {
+// CreateSonaWith creates a sona as req asks (AllowDuplicate: even when
+// another sona has its name).
+func (c *Client) CreateSonaWith(ctx context.Context, req *messages.CreateSonaRequest) (*messages.Sona, error) {
 	out := &messages.Sona{}
-	return out, c.get(ctx, "/sona/"+url.PathEscape(uuid), out)
+	return out, c.post(ctx, "/sonas", req, out)
+}
+
+// Sona returns a sona by uuid, or by a name that one sona has.
+func (c *Client) Sona(ctx context.Context, ref string) (*messages.Sona, error) {
+	out := &messages.Sona{}
+	return out, c.get(ctx, "/sona/"+url.PathEscape(ref), out)
 }
 
 // Tiers returns the state of a sona's MemoryOS tiers.
@@ -503,7 +510,7 @@ func (c *Client) ResolveSona(ctx context.Context, ref string, create bool) (*mes
 	}
 	if s, err := c.Sona(ctx, ref); err == nil {
 		return s, nil
-	} else if e, ok := err.(*Error); !ok || (e.Status != http.StatusNotFound && e.Status != http.StatusBadRequest) {
+	} else if e, ok := err.(*Error); !ok || (e.Status != http.StatusNotFound && e.Status != http.StatusBadRequest && e.Status != http.StatusConflict) {
 		return nil, err
 	}
 	page, err := c.ListSonas(ctx, ref, "", 2)

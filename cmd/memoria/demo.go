@@ -180,7 +180,9 @@ func runDemo(ctx context.Context, c *client.Client, perTheme, rounds int, say fu
 	var runs []*sonaRun
 	for _, th := range demoThemes {
 		for i := 1; i <= perTheme; i++ {
-			rec, err := c.CreateSona(ctx, fmt.Sprintf("%s-%d", th.persona, i))
+			// A data directory or server that ran the demo before has these
+			// names: the demo's sonas are its own, named by uuid from here.
+			rec, err := c.CreateSonaWith(ctx, &messages.CreateSonaRequest{Name: fmt.Sprintf("%s-%d", th.persona, i), AllowDuplicate: true})
 			if err != nil {
 				return nil, err
 			}

@@ -147,7 +147,7 @@ func locomoCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := a.Self.Settle(ctx); err != nil { // BM25 statistics over every conversation
+			if err := a.Self.Text.Settle(ctx); err != nil { // BM25 statistics over every conversation
 				return err
 			}
 			if err := a.Self.Evals.Settle(ctx); err != nil { // metric profiles of every turn

@@ -121,7 +121,7 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 		sonas, mems := self.Counts()
 		lsm, vlog := self.Store().DB().Size()
 		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), LSMBytes: lsm, VlogBytes: vlog,
-			WritesRefused: self.Store().CheckSpace() != nil, TextRebuilds: self.TextIndexRebuilds()}
+			WritesRefused: self.Store().CheckSpace() != nil, TextRebuilds: self.Text.Rebuilds()}
 	})
 	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing}, nil
 }

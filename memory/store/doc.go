@@ -58,9 +58,10 @@
 //   - The layout migrations (memory/migrate.go) stay with package memory:
 //     they rewrite the domain's key spaces, which the store does not know.
 //     The embedding-space identity (x/embedder) is here.
-//   - Tx.OnCommit remains for the in-memory structures the append still
-//     updates directly (sona records, vector and full-text indexes); the
-//     meta cache and the anchor list already follow Events instead.
+//   - Tx.OnCommit remains for the in-memory structures the chain writer
+//     updates directly (the sona registry, the vector index); the meta
+//     cache, the anchor list and the full-text index (memory/index)
+//     follow Events instead.
 //   - An iterator in Reverse starts with Seek (prefix+0xff, say): Badger's
 //     Rewind in reverse does not find the last key under a prefix.
 //
