@@ -40,6 +40,7 @@ func Open(dir string, o Options) (*Store, error) {
 		WithChecksumVerificationMode(options.OnBlockRead).
 		WithVerifyValueChecksum(true).      // a damaged value is an error, not other bytes
 		WithValueThreshold(valueThreshold). // large blocks (files) live in the value log
+		WithValueLogFileSize(int64(o.ValueLogMB) << 20).
 		WithLogger(badgerLogger{o.Logger, unreadable})
 	var wals []logDamage
 	if o.InMemory {
@@ -74,6 +75,7 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 	}
 	s.start()
+	s.startGC(o)
 	return s, nil
 }
 
