@@ -101,8 +101,13 @@ func (r GCReport) Reclaimed() int64 { return r.Before.Total() - r.After.Total() 
 
 // GCStats sum up the passes since the store was opened.
 type GCStats struct {
-	Passes, Rewritten, Skipped, Failed int64
-	Reclaimed                          int64 // bytes freed by the passes that freed any
+	// Passes counts them all; each is also one of Failed, Skipped (it
+	// left something undone for want of space), Freeing (it freed space)
+	// or none of these (nothing to collect).
+	Passes, Failed, Skipped, Freeing int64
+	// Rewritten counts value-log files rewritten; Reclaimed the bytes the
+	// freeing passes freed.
+	Rewritten, Reclaimed int64
 	// Last is the last pass (nil before the first).
 	Last *GCReport
 }
@@ -312,15 +317,19 @@ func (s *Store) noteGC(rep GCReport, err error) {
 	st := &s.gc.stats
 	st.Passes++
 	st.Rewritten += int64(rep.Rewritten)
-	switch {
-	case err != nil:
+	if err != nil {
 		st.Failed++
 		return
+	}
+	n := rep.Reclaimed()
+	if n > 0 && !rep.Before.zero() {
+		st.Reclaimed += n
+	}
+	switch {
 	case rep.Skipped != "":
 		st.Skipped++
-	}
-	if n := rep.Reclaimed(); n > 0 && !rep.Before.zero() {
-		st.Reclaimed += n
+	case n > 0:
+		st.Freeing++
 	}
 	st.Last = &rep
 }
@@ -454,3 +463,14 @@ func keySpace(k []byte) []byte {
 }
 
 var otherSpace = []byte("other")
+
+// FreeSpace is the free space on the store's file system and the reserve
+// the committer keeps (Options.MinFreeBytes); ok is false where the free
+// space is not known (the in-memory backend).
+func (s *Store) FreeSpace() (free, reserve uint64, ok bool) {
+	if s.space.free == nil {
+		return 0, s.space.reserve, false
+	}
+	free, err := s.space.free()
+	return free, s.space.reserve, err == nil
+}
