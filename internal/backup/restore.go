@@ -95,6 +95,7 @@ func Restore(ctx context.Context, cfg config.Config, in, out string, upto int, l
 	}
 
 	cfg.DataDir = tmp
+	cfg.Store.VerifyTables = true // whatever the configuration says
 	emb, err := providers.Embedder(cfg, providers.Options{})
 	if err != nil {
 		return res, err

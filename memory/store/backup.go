@@ -132,6 +132,8 @@ const IDFileName = "memoria.id"
 
 // ID is the store's identity (IDFileName), made on first use.
 func (s *Store) ID() (string, error) {
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
 	path := filepath.Join(s.dir, IDFileName)
 	if b, err := os.ReadFile(path); err == nil {
 		if id := strings.TrimSpace(string(b)); len(id) == 32 {
@@ -146,13 +148,7 @@ func (s *Store) ID() (string, error) {
 		return "", err
 	}
 	id := hex.EncodeToString(raw[:])
-	if err := writeSynced(path, []byte(id+"\n")); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return s.ID() // another backup made it meanwhile
-		}
-		return "", err
-	}
-	return id, nil
+	return id, writeSynced(path, []byte(id+"\n"))
 }
 
 // keyHash gives a key's bucket selector and its digest addend.

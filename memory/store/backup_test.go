@@ -69,6 +69,12 @@ func restore(t *testing.T, chain ...*bytes.Buffer) (*store.Store, store.BackupMa
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The acknowledged mark is the backup's: the store opens as having lost
+	// nothing, and a loss after the restore would be caught.
+	mark, err := os.ReadFile(filepath.Join(dir, store.AckFileName))
+	if err != nil || !strings.Contains(string(mark), fmt.Sprintf("commits=%020d memseq=%020d", m.Commits, m.MemSeq)) {
+		t.Fatalf("acknowledged mark %q (%v), want %d commits, memseq %d", mark, err, m.Commits, m.MemSeq)
+	}
 	return openWith(t, dir, smallOptions()), m
 }
 
@@ -176,6 +182,7 @@ func TestBackupRestoreChain(t *testing.T) {
 		if r.AcceptedLoss() != "" {
 			t.Fatalf("chain %d: %s", i, r.AcceptedLoss())
 		}
+
 		put(t, r, map[string][]byte{"after": []byte("restore")})
 		commits, err := readU64(r, store.KeyCommits)
 		if err != nil || commits != tc.m.Commits+1 {

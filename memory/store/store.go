@@ -169,6 +169,7 @@ type Store struct {
 	stopped chan struct{}
 	subs    []func(Event) // set before the first write
 	gc      gcState       // the garbage collection (gc.go)
+	idMu    sync.Mutex    // the identity's creation (backup.go)
 }
 
 // Committer is the door of writes (what a subsystem that writes needs).
