@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/memoria-ai/memoria/api"
-	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/api/client"
 	"github.com/memoria-ai/memoria/internal/app"
 	"github.com/memoria-ai/memoria/internal/backup"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -26,14 +27,14 @@ import (
 
 // openStore opens the store of the data directory alone, with no
 // garbage collection in the background.
-func (g *globals) openStore() (*store.Store, config.Config, func(), error) {
+func (g *globals) openStore() (*store.Store, func(), error) {
 	cfg, err := g.loadConfig("warn")
 	if err != nil {
-		return nil, cfg, nil, err
+		return nil, nil, err
 	}
 	dir := filepath.Join(cfg.DataDir, "store")
 	if _, err := os.Stat(dir); err != nil {
-		return nil, cfg, nil, fmt.Errorf("no store in %s: name the data directory with --data (or the server with --server)", cfg.DataDir)
+		return nil, nil, fmt.Errorf("no store in %s: name the data directory with --data (or the server with --server)", cfg.DataDir)
 	}
 	log, sync := app.NewLogger(cfg.Log, os.Stderr)
 	o := store.OptionsOf(cfg.Store)
@@ -41,14 +42,31 @@ func (g *globals) openStore() (*store.Store, config.Config, func(), error) {
 	st, err := store.Open(dir, o)
 	if err != nil {
 		sync()
-		return nil, cfg, nil, err
+		return nil, nil, err
 	}
-	return st, cfg, func() {
+	return st, func() {
 		if err := st.Close(); err != nil {
 			log.Error("close", "err", err)
 		}
 		sync()
 	}, nil
+}
+
+// withStore runs viaServer against --server, or else viaStore on the data
+// directory's store opened alone; release runs when the command is done.
+func (g *globals) withStore(ctx context.Context, viaServer func(*client.Client) error, viaStore func(*store.Store) error) (release func(), err error) {
+	if g.server != "" {
+		c, release, err := g.connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return release, viaServer(c)
+	}
+	st, release, err := g.openStore()
+	if err != nil {
+		return nil, err
+	}
+	return release, viaStore(st)
 }
 
 func gcCmd(g *globals) *cobra.Command {
@@ -62,28 +80,20 @@ func gcCmd(g *globals) *cobra.Command {
 			"and says so. The server also runs passes in the background every store.gc.interval.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			var rep *messages.GCReport
-			if g.server != "" {
-				c, release, err := g.connect(ctx)
-				if err != nil {
-					return err
-				}
-				defer release()
-				if rep, err = c.GC(ctx); err != nil {
-					return err
-				}
-			} else {
-				st, _, release, err := g.openStore()
-				if err != nil {
-					return err
-				}
-				defer release()
-				r, err := st.GC(ctx, true)
-				if err != nil {
-					return err
-				}
+			release, err := g.withStore(cmd.Context(), func(c *client.Client) (err error) {
+				rep, err = c.GC(cmd.Context())
+				return err
+			}, func(st *store.Store) error {
+				r, err := st.GC(cmd.Context(), true)
 				rep = api.GCReportMessage(r)
+				return err
+			})
+			if release != nil {
+				defer release()
+			}
+			if err != nil {
+				return err
 			}
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), rep)
@@ -120,26 +130,19 @@ func statusCmd(g *globals) *cobra.Command {
 			"log's end, the free space and the garbage collection's passes.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			var st *messages.StorageStatus
-			if g.server != "" {
-				c, release, err := g.connect(ctx)
-				if err != nil {
-					return err
-				}
+			release, err := g.withStore(cmd.Context(), func(c *client.Client) (err error) {
+				st, err = c.Storage(cmd.Context())
+				return err
+			}, func(s *store.Store) (err error) {
+				st, err = api.StorageStatus(cmd.Context(), s)
+				return err
+			})
+			if release != nil {
 				defer release()
-				if st, err = c.Storage(ctx); err != nil {
-					return err
-				}
-			} else {
-				s, _, release, err := g.openStore()
-				if err != nil {
-					return err
-				}
-				defer release()
-				if st, err = api.StorageStatus(ctx, s); err != nil {
-					return err
-				}
+			}
+			if err != nil {
+				return err
 			}
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), st)
@@ -207,25 +210,17 @@ func backupCmd(g *globals) *cobra.Command {
 			if out == "" {
 				return errors.New("name the backup directory with --out")
 			}
-			ctx := cmd.Context()
-			var src backup.Source
-			if g.server != "" {
-				c, release, err := g.connect(ctx)
-				if err != nil {
-					return err
-				}
-				defer release()
-				src = backup.FromServer(c)
-			} else {
-				st, _, release, err := g.openStore()
-				if err != nil {
-					return err
-				}
-				defer release()
-				src = backup.FromStore(st)
-			}
+			var e backup.Entry
 			start := time.Now()
-			e, err := backup.Take(ctx, out, full, src)
+			take := func(src backup.Source) (err error) {
+				e, err = backup.Take(cmd.Context(), out, full, src)
+				return err
+			}
+			release, err := g.withStore(cmd.Context(), func(c *client.Client) error { return take(backup.FromServer(c)) },
+				func(st *store.Store) error { return take(backup.FromStore(st)) })
+			if release != nil {
+				defer release()
+			}
 			if err != nil {
 				return err
 			}
