@@ -89,7 +89,8 @@ type GCReport struct {
 	// file is deleted once no read still uses it: a backup that reads
 	// meanwhile delays that.
 	Before, After DiskUsage
-	// Spaces is the live size of each key space after the pass.
+	// Spaces is the live size of each key space after the pass (measured
+	// at its start when it compacted and rewrote nothing).
 	Spaces []SpaceUsage
 	// Skipped says what the pass left undone, and why (the free space).
 	Skipped string
@@ -270,8 +271,11 @@ func (s *Store) collect(ctx context.Context, force bool) (rep GCReport, err erro
 	if rep.After, err = s.DiskUsage(); err != nil {
 		return rep, err
 	}
-	if rep.Spaces, err = s.Spaces(ctx); err != nil {
-		return rep, err
+	rep.Spaces = spaces
+	if rep.Compacted || rep.Rewritten > 0 {
+		if rep.Spaces, err = s.Spaces(ctx); err != nil {
+			return rep, err
+		}
 	}
 	if rep.Compacted {
 		s.gc.residual = valueLogGarbage(rep.After, rep.Spaces)
