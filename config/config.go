@@ -205,6 +205,28 @@ type Store struct {
 	// the store opens (about 0.3 s per 100,000 memories), so that a
 	// damaged table is named at once rather than read past. Default true.
 	VerifyTables bool `yaml:"verify_tables"`
+	// ValueLogMB is the size from which Badger starts a new value-log
+	// file (the log of values from 64 KiB: the large blocks, files). The
+	// garbage collection rewrites whole files and never the one being
+	// written, so smaller files free space sooner. Default 256; within
+	// 16..2047.
+	ValueLogMB int `yaml:"value_log_mb"`
+	// GC is the store's garbage collection in the background.
+	GC StoreGC `yaml:"gc"`
+}
+
+// StoreGC schedules the store's garbage collection (memory/store/gc.go):
+// value-log files rewritten without their garbage, and the size of each
+// key space measured. It also runs on demand (`memoria gc`, POST
+// /admin/gc).
+type StoreGC struct {
+	// Interval between two passes in the background; 0 runs none (on
+	// demand only). Default 10m.
+	Interval Duration `yaml:"interval"`
+	// DiscardRatio is the share of a value-log file that must be garbage
+	// for the file to be rewritten. Lower frees more space for more
+	// rewriting. Default 0.5; within 0.05..0.95.
+	DiscardRatio float64 `yaml:"discard_ratio"`
 }
 
 // Index configures the HNSW vector index (derived state, rebuilt at start).
@@ -561,6 +583,8 @@ func Default() Config {
 			MemoryCache:   50_000,
 			MinFreeMB:     256,
 			VerifyTables:  true,
+			ValueLogMB:    256,
+			GC:            StoreGC{Interval: Duration(10 * time.Minute), DiscardRatio: 0.5},
 		},
 		Index: Index{M: 16, EfSearch: 64, EfConstruction: 32, Backlog: 8192, TextBacklog: 50_000, Seed: 1},
 		Recall: Recall{
@@ -750,6 +774,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.MinFreeMB < 2*c.Store.MemTableMB {
 		bad("store.min_free_mb", "must be at least 2 × store.memtable_mb (%d), got %d: the reserve covers a memtable flush", 2*c.Store.MemTableMB, c.Store.MinFreeMB)
+	}
+	if c.Store.ValueLogMB < 16 || c.Store.ValueLogMB > 2047 {
+		bad("store.value_log_mb", "must be within 16..2047, got %d", c.Store.ValueLogMB)
+	}
+	if c.Store.GC.Interval < 0 || c.Store.GC.Interval > 0 && c.Store.GC.Interval.D() < time.Second {
+		bad("store.gc.interval", "must be 0 (no background pass) or at least 1s, got %s", c.Store.GC.Interval)
+	}
+	if r := c.Store.GC.DiscardRatio; !(r >= 0.05 && r <= 0.95) {
+		bad("store.gc.discard_ratio", "must be within 0.05..0.95, got %g", r)
 	}
 
 	if c.Index.M < 2 {

@@ -111,7 +111,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	}
 	dir := o.Config.DataDir
 	so := store.OptionsOf(o.Config.Store)
-	so.FreeSpace, so.AcceptLoss, so.InMemory, so.Logger = o.FreeSpace, o.AcceptLoss, o.InMemory, o.Logger
+	so.FreeSpace, so.AcceptLoss, so.InMemory, so.Logger, so.Clock = o.FreeSpace, o.AcceptLoss, o.InMemory, o.Logger, o.Clock
 	st, err := OpenStore(filepath.Join(dir, "store"), so)
 	if err != nil {
 		return nil, err

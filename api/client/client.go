@@ -406,6 +406,32 @@ func (c *Client) Compact(ctx context.Context) (*messages.TickReport, error) {
 	return out, c.do(ctx, http.MethodPost, "/admin/compact", nil, "", out)
 }
 
+// GC runs a pass of the store's garbage collection now.
+func (c *Client) GC(ctx context.Context) (*messages.GCReport, error) {
+	out := &messages.GCReport{}
+	return out, c.do(ctx, http.MethodPost, "/admin/gc", nil, "", out)
+}
+
+// Storage reports the store's size and upkeep.
+func (c *Client) Storage(ctx context.Context) (*messages.StorageStatus, error) {
+	out := &messages.StorageStatus{}
+	return out, c.get(ctx, "/admin/storage", out)
+}
+
+// Backup streams a backup of the store: a full one for a nil req, else
+// the incremental one req describes.
+func (c *Client) Backup(ctx context.Context, req *messages.BackupRequest) (io.ReadCloser, error) {
+	var body io.Reader
+	if req != nil {
+		b, err := api.MarshalJSON(req)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	return c.open(ctx, http.MethodPost, "/admin/backup", body, "Content-Type", "application/json")
+}
+
 // Insights returns the stored insights, newest first (limit 0: the
 // server's default).
 func (c *Client) Insights(ctx context.Context, limit int) (*messages.InsightList, error) {

@@ -45,6 +45,14 @@
 //   - Subscribers hear a commit after it is durable and before any of its
 //     operations is acknowledged, so a cache invalidated by an event never
 //     serves a caller what that caller's acknowledged write replaced.
+//   - The garbage collection (gc.go) writes nothing through the committer:
+//     it flushes Badger's memtables as an operation that writes nothing
+//     (Badger refuses writes meanwhile, so they wait for it), compacts and
+//     rewrites the value log beside the writes, and leaves half the
+//     free-space reserve.
+//   - A backup (backup.go) reads one snapshot; a restore writes only into
+//     an empty directory and checks the result is exactly the snapshot
+//     before recording its acknowledged mark.
 //
 // # Where this differs from the plan (issue 14)
 //
@@ -75,5 +83,6 @@
 //	                         the acknowledged mark records beside the commit count
 //	x/embedder               identity of the embedding space of the stored vectors
 //
-// and the file memoria.acked beside Badger's (the acknowledged mark).
+// and beside Badger's files memoria.acked (the acknowledged mark) and
+// memoria.id (the store's identity, made by its first backup).
 package store

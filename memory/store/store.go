@@ -12,6 +12,7 @@ import (
 	"github.com/multiformats/go-multihash"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
 )
 
@@ -67,7 +68,14 @@ type Options struct {
 	AcceptLoss bool
 	// InMemory keeps Badger in RAM (benchmarks of the logic only).
 	InMemory bool
-	Logger   *slog.Logger
+	// ValueLogMB is the size of a value-log file (gc.go).
+	ValueLogMB int
+	// GC schedules the garbage collection in the background (gc.go).
+	GC GCOptions
+	// Clock times the passes of the garbage collection (default: the
+	// wall clock).
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // OptionsOf are the store options of the configuration.
@@ -80,6 +88,8 @@ func OptionsOf(c config.Store) Options {
 		Memtables:      c.Memtables,
 		MinFreeBytes:   uint64(c.MinFreeMB) << 20,
 		SkipTableCheck: !c.VerifyTables,
+		ValueLogMB:     c.ValueLogMB,
+		GC:             GCOptions{Interval: c.GC.Interval.D(), DiscardRatio: c.GC.DiscardRatio},
 	}
 }
 
@@ -89,7 +99,7 @@ func (o *Options) check() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"max_batch", o.MaxBatch}, {"max_block_bytes", o.MaxBlockBytes}, {"cache_mb", o.CacheMB}, {"memtable_mb", o.MemTableMB}, {"memtables", o.Memtables}} {
+	}{{"max_batch", o.MaxBatch}, {"max_block_bytes", o.MaxBlockBytes}, {"cache_mb", o.CacheMB}, {"memtable_mb", o.MemTableMB}, {"memtables", o.Memtables}, {"value_log_mb", o.ValueLogMB}} {
 		if f.v <= 0 {
 			return fmt.Errorf("%w: store option %s is %d (make the options with store.OptionsOf)", base.ErrInvalid, f.name, f.v)
 		}
@@ -158,6 +168,8 @@ type Store struct {
 	closed  bool
 	stopped chan struct{}
 	subs    []func(Event) // set before the first write
+	gc      gcState       // the garbage collection (gc.go)
+	idMu    sync.Mutex    // the identity's creation (backup.go)
 }
 
 // Committer is the door of writes (what a subsystem that writes needs).
@@ -296,6 +308,7 @@ func (s *Store) Explain(err error) error {
 // Close stops the committer after it has written everything submitted,
 // then closes the engine.
 func (s *Store) Close() error {
+	s.stopGC() // first: a pass writes through the committer
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -645,8 +658,22 @@ func (t *tx) PutBlock(c cid.Cid, block []byte) error {
 	if err := VerifyBlock(c, block); err != nil {
 		return err
 	}
+	if len(block) >= valueThreshold && t.holdsBlock(c, block) {
+		return nil // a second copy would only be garbage in the value log (gc.go)
+	}
 	t.Set(BlockKey(c), block)
 	return nil
+}
+
+// holdsBlock reports whether block c is stored already, intact (a damaged
+// copy is written again).
+func (t *tx) holdsBlock(c cid.Cid, block []byte) bool {
+	item, err := t.Item(BlockKey(c))
+	if err != nil {
+		return false
+	}
+	stored, err := item.ValueCopy(nil)
+	return err == nil && VerifyBlock(c, stored) == nil
 }
 
 func (t *tx) OnCommit(fn func()) { t.hooks = append(t.hooks, fn) }
