@@ -583,7 +583,7 @@ func Default() Config {
 		Recall: Recall{
 			TopK:               10,
 			ExpandPerHit:       2,
-			MMRLambda:          1,
+			MMRLambda:          0.95,
 			Collapse:           0.9,
 			BudgetChars:        4000,
 			Candidates:         32,
