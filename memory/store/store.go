@@ -10,7 +10,6 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
-
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/memoria-ai/memoria/config"

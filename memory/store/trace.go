@@ -12,8 +12,10 @@ import (
 )
 
 // Group commits are traced when Options.Tracer is set: a span
-// "store.commit" per transaction, from when its first operation ran until
-// it is durable, before its operations are acknowledged. It is a root — a
+// "store.commit" per transaction that writes, from when its first
+// operation ran until it is durable, before its operations are
+// acknowledged (a batch of operations that write nothing, such as a
+// Barrier, commits nothing and is not traced). It is a root — a
 // commit serves several callers — linked to the span of each operation
 // submitted with SubmitTraced; a child "store.fsync" covers the commit of
 // the transaction (its fsync).
@@ -35,7 +37,7 @@ func (s *Store) traceBegin() time.Time {
 // traceCommit starts the span of a transaction begun at began that holds
 // applied, which write about bytes.
 func (s *Store) traceCommit(began time.Time, applied []appliedOp, bytes uint64) commitSpan {
-	if s.tracer == nil {
+	if s.tracer == nil || bytes == 0 {
 		return commitSpan{Span: noop.Span{}}
 	}
 	var links []oteltrace.Link

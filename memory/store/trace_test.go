@@ -14,7 +14,7 @@ import (
 
 // A group commit is traced as a root span "store.commit", ended before its
 // operations are acknowledged, linked to the spans that submitted them,
-// with a child "store.fsync"; without a tracer nothing is traced.
+// with a child "store.fsync".
 func TestGroupCommitSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -69,5 +69,12 @@ func TestGroupCommitSpans(t *testing.T) {
 	ended := rec.Ended()
 	if last := ended[len(ended)-1]; last.Name() != "store.commit" || len(last.Links()) != 0 {
 		t.Errorf("last span %s with links %v", last.Name(), last.Links())
+	}
+	// A barrier writes nothing: no commit, no span.
+	if err := s.Barrier(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.Ended()); n != len(ended) {
+		t.Errorf("a barrier made %d spans", n-len(ended))
 	}
 }
