@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/tiers"
@@ -196,7 +197,19 @@ type appended struct {
 // append plans item on the head this actor holds, submits it, and calls
 // done in the actor's context once it is durable or failed. A memory
 // already in the chain (durably or in flight) is not appended again.
-func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(appended)) {
+// step, when set, is the advance's span: the append is a child of it,
+// linked from the group commit that writes it.
+func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, step *advanceSpan, done func(appended)) {
+	if step != nil {
+		span := step.child(context.Background(), "append")
+		next := done
+		done = func(r appended) {
+			trace.Fail(span, r.err)
+			span.End()
+			next(r)
+		}
+		step = &advanceSpan{span}
+	}
 	if item.ExpectSeq != nil && *item.ExpectSeq != a.length {
 		done(appended{nil, fmt.Errorf("%w: sona %s is at seq %d, the append expected %d", memory.ErrChainConflict, a.id, a.length, *item.ExpectSeq)})
 		return
@@ -228,7 +241,7 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(a
 		done(appended{nil, err})
 		return
 	}
-	p := a.sys.self.Store().Submit(a.sys.self.Chains.Op(plan))
+	p := a.sys.self.Store().SubmitTraced(step.context(context.Background()), a.sys.self.Chains.Op(plan))
 	a.head, a.length = plan.Next()
 	a.last = &item.CID
 	a.inflight[item.CID] = p
@@ -307,7 +320,7 @@ func (a *sonaActor) appendMemory(ctx actor.Context, msg *messages.AppendMemory) 
 		ctx.Respond(failure(err))
 		return
 	}
-	a.append(ctx, item, func(r appended) {
+	a.append(ctx, item, nil, func(r appended) {
 		if r.err != nil {
 			tell(ctx, sender, failure(r.err))
 		} else {
@@ -328,7 +341,10 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 	req := msg.GetRequest()
 	self := a.sys.self
 	a.busy++
+	caller := a.sys.callOf(msg.Call)
+	step := startAdvance(caller, a.id)
 	finish := func(reply proto.Message) {
+		step.end(reply)
 		tell(ctx, sender, reply)
 		a.busy--
 		a.settle(ctx)
@@ -353,7 +369,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 	}
 
 	// 1. Store the input, linked to the previous step.
-	async(ctx, a.sys, timeout, func(c context.Context) ([]float32, error) { return embed(c, req.Content) }, func(vec []float32, err error) {
+	async(ctx, a.sys, timeout, func(c context.Context) ([]float32, error) { return embed(step.context(c), req.Content) }, func(vec []float32, err error) {
 		if err != nil {
 			finish(failure(err))
 			return
@@ -368,12 +384,12 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 			return
 		}
 		input.EdgeType = memory.AssocSequential
-		a.append(ctx, input, func(r appended) {
+		a.append(ctx, input, step, func(r appended) {
 			if r.err != nil {
 				finish(failure(r.err))
 				return
 			}
-			a.respond(ctx, req, input, finish, embed, a.sys.callOf(msg.Call))
+			a.respond(ctx, req, input, finish, embed, caller, step)
 		})
 	})
 }
@@ -383,7 +399,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 // stm's inbox in the response's transaction; the mid-term segments the
 // tiers' retrieval used are visited.
 func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input *memory.Prepared,
-	finish func(proto.Message), embed func(context.Context, string) ([]float32, error), caller *call) {
+	finish func(proto.Message), embed func(context.Context, string) ([]float32, error), caller *call, step *advanceSpan) {
 	self := a.sys.self
 	name := a.name
 	type thought struct {
@@ -393,16 +409,17 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		vec      []float32
 	}
 	async(ctx, a.sys, a.sys.stepTimeout(), func(c context.Context) (thought, error) {
+		c = step.context(c)
 		start := a.sys.clock.Now()
 		recalled, err := self.Recall(c, memory.Query{
 			Sona: a.id, Text: req.Content, Vector: input.Vector, AgentID: req.AgentId,
-			K: int(req.K), Budget: int(req.BudgetChars), Exclude: []cid.Cid{input.CID}, Scope: req.Scope,
+			K: int(req.K), Budget: int(req.BudgetChars), Expand: expandOf(req), Exclude: []cid.Cid{input.CID}, Scope: req.Scope,
 		})
 		a.sys.metrics.ObserveRecall("chat", a.sys.clock.Since(start))
 		if err != nil {
 			return thought{}, err
 		}
-		tr, err := self.Tiers.Recall(a.id, req.Content, input.Vector, 0)
+		tr, err := a.sys.tierRecall(c, a.id, req.Content, input.Vector)
 		if err != nil {
 			return thought{}, err
 		}
@@ -434,7 +451,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		}
 		out.EdgeType = memory.AssocCausal
 		out.PageOf = &input.CID
-		a.append(ctx, out, func(r appended) {
+		a.append(ctx, out, step, func(r appended) {
 			if r.err != nil {
 				finish(failure(r.err))
 				return

@@ -321,7 +321,10 @@ func (s *Server) recall(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, err)
 			return
 		}
-		out := &messages.RecalledMemory{Cid: rc.CID.String(), Score: rc.Score, Via: rc.Via, Memory: m}
+		out := &messages.RecalledMemory{Cid: rc.CID.String(), Score: rc.Score, Via: rc.Via, Memory: m, Collapsed: cidStrings(rc.Collapsed)}
+		if rc.Rank > 0 {
+			out.Rank = proto.Int32(int32(rc.Rank))
+		}
 		if req.Explain {
 			out.Explain = renderExplain(rc.Explain)
 		}

@@ -339,7 +339,7 @@ func (s *Server) checkChat(ctx context.Context, req *messages.ChatRequest) error
 	if err := memory.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
 		return err
 	}
-	if err := s.checkRecallBounds(req.K, req.BudgetChars); err != nil {
+	if err := s.checkRecallBounds(req.K, req.BudgetChars, req.Expand); err != nil {
 		return err
 	}
 	scope, err := recallScope(ctx, req.Scope)
@@ -350,9 +350,12 @@ func (s *Server) checkChat(ctx context.Context, req *messages.ChatRequest) error
 	return nil
 }
 
-func (s *Server) checkRecallBounds(k, budget int32) error {
+func (s *Server) checkRecallBounds(k, budget int32, expand *int32) error {
 	if k < 0 || int(k) > s.cfg.Server.MaxK {
 		return badRequest("invalid", "k must be within 0..%d (0 = default %d)", s.cfg.Server.MaxK, s.cfg.Recall.TopK)
+	}
+	if expand != nil && (*expand < 0 || int(*expand) > s.cfg.Server.MaxK) {
+		return badRequest("invalid", "expand must be within 0..%d (absent = default: %d per hit)", s.cfg.Server.MaxK, s.cfg.Recall.ExpandPerHit)
 	}
 	if budget < 0 || int(budget) > s.cfg.Server.MaxBudgetChars {
 		return badRequest("invalid", "budget_chars must be within 0..%d (0 = default %d)", s.cfg.Server.MaxBudgetChars, s.cfg.Recall.BudgetChars)
@@ -406,7 +409,7 @@ func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages
 	if strings.TrimSpace(req.Query) == "" {
 		return nil, badRequest("invalid", "query must not be empty")
 	}
-	if err := s.checkRecallBounds(req.K, req.BudgetChars); err != nil {
+	if err := s.checkRecallBounds(req.K, req.BudgetChars, req.Expand); err != nil {
 		return nil, err
 	}
 	scope, err := recallScope(ctx, req.Scope)
@@ -415,7 +418,7 @@ func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages
 	}
 	start := s.clock.Now()
 	recalled, err := s.self.Recall(ctx, memory.Query{
-		Sona: rec.Uuid, Text: req.Query, K: int(req.K), Budget: int(req.BudgetChars),
+		Sona: rec.Uuid, Text: req.Query, K: int(req.K), Budget: int(req.BudgetChars), Expand: intPtr(req.Expand),
 		AgentID: req.AgentId, Scope: scope, AsOf: req.AsOf, IncludeHidden: req.IncludeHidden,
 	})
 	s.metrics.ObserveRecall("recall", s.clock.Since(start))
@@ -473,4 +476,22 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 		return nil, false, err
 	}
 	return &messages.InsertResponse{Cid: res.Cid, Seq: res.Seq, Existed: res.Seq == nil}, res.Seq != nil, nil
+}
+
+// intPtr is an optional int32 of a request as an optional int.
+func intPtr(v *int32) *int {
+	if v == nil {
+		return nil
+	}
+	n := int(*v)
+	return &n
+}
+
+// cidStrings renders CIDs as strings ([] for none).
+func cidStrings(cs []cid.Cid) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.String()
+	}
+	return out
 }

@@ -248,8 +248,24 @@ type Index struct {
 
 // Recall configures scoring and injection (DESIGN.md §5).
 type Recall struct {
-	// TopK memories are taken before edge expansion (Living Memory injection.top_n = 10).
+	// TopK is how many ranked hits a recall returns (Living Memory
+	// injection.top_n = 10); what expansion adds is counted apart
+	// (ExpandPerHit).
 	TopK int `yaml:"top_k"`
+	// ExpandPerHit bounds what co-access and edge expansion add to the
+	// hits, within the budget: at most this many memories per hit (0:
+	// none). A request's expand replaces the bound.
+	ExpandPerHit int `yaml:"expand_per_hit"`
+	// MMRLambda trades relevance against novelty when the hits are chosen
+	// (maximal marginal relevance: λ·score − (1−λ)·the highest cosine to a
+	// hit already chosen); 1 ranks by score alone. Not recall.lambda, the
+	// decay rate.
+	MMRLambda float64 `yaml:"mmr_lambda"`
+	// Collapse folds a memory whose words are near-identical to a better
+	// one's already injected (Jaccard similarity of their word sets at
+	// least this; identical texts always) into it, so the budget holds
+	// different memories; 0 turns it off.
+	Collapse float64 `yaml:"collapse"`
 	// BudgetChars is the hard character cap of the injected context (Living Memory injection.budget_chars = 4000).
 	BudgetChars int `yaml:"budget_chars"`
 	// Candidates is how many dense neighbours are scored per recall (at least TopK).
@@ -277,8 +293,9 @@ type Recall struct {
 	RRFK float64 `yaml:"rrf_k"`
 	// Paths weighs the retrieval paths in the fusion; 0 turns a path off.
 	Paths PathWeights `yaml:"paths"`
-	// Scope: "self" recalls from every sona weighted by sona similarity,
-	// "sona" from the recalling sona and the backbone.
+	// Scope: "sona" recalls from the recalling sona and the backbone (seed
+	// 000: sonas isolate perspectives), "self" from every sona weighted by
+	// sona similarity (inter-sona recall, when asked for).
 	Scope string `yaml:"scope"`
 	// AffinitySeeds is how many of the best dense/BM25 candidates lend
 	// their associations and co-access partners to the affinity path.
@@ -589,6 +606,9 @@ func Default() Config {
 		Index: Index{M: 16, EfSearch: 64, EfConstruction: 32, Backlog: 8192, TextBacklog: 50_000, Seed: 1},
 		Recall: Recall{
 			TopK:               10,
+			ExpandPerHit:       2,
+			MMRLambda:          0.95,
+			Collapse:           0.9,
 			BudgetChars:        4000,
 			Candidates:         32,
 			Lambda:             0.5,
@@ -602,7 +622,7 @@ func Default() Config {
 			Fusion:             "weighted",
 			RRFK:               60,
 			Paths:              PathWeights{Dense: 0.5, BM25: 1, Affinity: 0.5, Metric: 0.05},
-			Scope:              "self",
+			Scope:              "sona",
 			AffinitySeeds:      5,
 			AffinityDepth:      2,
 			AffinityLinks:      LinkWeights{Causal: 1, Similar: 0, Sequential: 1, Related: 1, CoAccess: 1},
@@ -802,6 +822,11 @@ func (c *Config) Validate() error {
 	if c.Recall.Candidates < c.Recall.TopK {
 		bad("recall.candidates", "must be at least recall.top_k (%d), got %d", c.Recall.TopK, c.Recall.Candidates)
 	}
+	if c.Recall.ExpandPerHit < 0 {
+		bad("recall.expand_per_hit", "must not be negative, got %d", c.Recall.ExpandPerHit)
+	}
+	unit("recall.mmr_lambda", c.Recall.MMRLambda)
+	unit("recall.collapse", c.Recall.Collapse)
 	nonNeg("recall.lambda", c.Recall.Lambda)
 	nonNeg("recall.weights.relevance", c.Recall.Weights.Relevance)
 	nonNeg("recall.weights.recency", c.Recall.Weights.Recency)

@@ -12,8 +12,11 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 
 	"github.com/ipfs/go-cid"
+	"go.opentelemetry.io/otel/attribute"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/assoc"
@@ -56,6 +59,9 @@ type Options struct {
 	// Evaluator evaluates queries for recall's metric path (EUMAS), as
 	// the evaluator actor evaluates memories; nil turns the path off.
 	Evaluator eumas.Evaluator
+	// Tracer, when set, traces the store's group commits (recall and
+	// embedding spans follow the span of the context they are given).
+	Tracer oteltrace.TracerProvider
 }
 
 // Self is the aggregate of an agent's memories across all sonas: the store,
@@ -111,7 +117,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	}
 	dir := o.Config.DataDir
 	so := store.OptionsOf(o.Config.Store)
-	so.FreeSpace, so.AcceptLoss, so.InMemory, so.Logger, so.Clock = o.FreeSpace, o.AcceptLoss, o.InMemory, o.Logger, o.Clock
+	so.FreeSpace, so.AcceptLoss, so.InMemory, so.Logger, so.Clock, so.Tracer = o.FreeSpace, o.AcceptLoss, o.InMemory, o.Logger, o.Clock, o.Tracer
 	st, err := OpenStore(filepath.Join(dir, "store"), so)
 	if err != nil {
 		return nil, err
@@ -350,8 +356,11 @@ func (s *Self) identityOp(ctx context.Context) error {
 
 // Embed returns unit-length embeddings of texts in the store's space.
 func (s *Self) Embed(ctx context.Context, texts ...string) ([][]float32, error) {
+	ctx, span := trace.Start(ctx, "embed", attribute.Int("memoria.embed.texts", len(texts)))
+	defer span.End()
 	vecs, err := s.emb.Embed(ctx, texts)
 	if err != nil {
+		trace.Fail(span, err)
 		return nil, fmt.Errorf("memory: embed: %w", err)
 	}
 	if len(vecs) != len(texts) {

@@ -100,9 +100,13 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 	if err := applyMemoryLimit(cfg.Server.MemoryLimit, log); err != nil {
 		return nil, err
 	}
-	self, err := memory.Open(ctx, memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress,
+	mo := memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress,
 		Evaluator: Evaluator(cfg, model, o.Clock, m, log), Summarize: Summarizer(cfg, model),
-		FreeSpace: o.FreeSpace, AcceptLoss: o.AcceptLoss})
+		FreeSpace: o.FreeSpace, AcceptLoss: o.AcceptLoss}
+	if tracing != nil {
+		mo.Tracer = tracing.Provider // the store's group commits
+	}
+	self, err := memory.Open(ctx, mo)
 	if err != nil {
 		return nil, err
 	}

@@ -10,9 +10,11 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/memory/base"
 )
 
@@ -76,6 +78,8 @@ type Options struct {
 	// wall clock).
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// Tracer, when set, traces every group commit (trace.go).
+	Tracer oteltrace.TracerProvider
 }
 
 // OptionsOf are the store options of the configuration.
@@ -164,7 +168,8 @@ type Store struct {
 	ackErr error    // the mark's last write failure, logged once
 
 	queue   chan *Pending
-	mu      sync.RWMutex // guards closed against Submit racing Close
+	tracer  oteltrace.Tracer // nil: group commits are not traced
+	mu      sync.RWMutex     // guards closed against Submit racing Close
 	closed  bool
 	stopped chan struct{}
 	subs    []func(Event) // set before the first write
@@ -240,6 +245,7 @@ type Pending struct {
 	op   Op
 	done chan struct{}
 	err  error
+	link oteltrace.SpanContext // the submitter's span (SubmitTraced)
 }
 
 // Done is closed when the operation is durable or has failed.
@@ -271,6 +277,9 @@ func newStore(eng engine, dir string, o Options) (*Store, error) {
 		queue:    make(chan *Pending, o.MaxBatch),
 		acks:     make(chan ackBatch, 4),
 		stopped:  make(chan struct{}),
+	}
+	if o.Tracer != nil {
+		s.tracer = o.Tracer.Tracer(trace.Scope)
 	}
 	if err := eng.view(func(r Reader) error {
 		var err error
@@ -328,8 +337,16 @@ func (s *Store) Close() error {
 }
 
 // Submit queues op for the committer and returns at once.
-func (s *Store) Submit(op Op) *Pending {
-	p := &Pending{op: op, done: make(chan struct{})}
+func (s *Store) Submit(op Op) *Pending { return s.submit(op, oteltrace.SpanContext{}) }
+
+// SubmitTraced is Submit, with the span ctx carries (if any) linked from
+// the span of the group commit that writes op. ctx does not cancel op.
+func (s *Store) SubmitTraced(ctx context.Context, op Op) *Pending {
+	return s.submit(op, oteltrace.SpanContextFromContext(ctx))
+}
+
+func (s *Store) submit(op Op, link oteltrace.SpanContext) *Pending {
+	p := &Pending{op: op, done: make(chan struct{}), link: link}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -389,18 +406,23 @@ func (s *Store) commitLoop() {
 func (s *Store) commitBatch(batch []*Pending) {
 	txn := s.newTxn()
 	var applied []appliedOp
+	began := s.traceBegin()
 
 	commit := func() {
 		var need uint64
 		for _, a := range applied {
 			need += a.bytes
 		}
+		span := s.traceCommit(began, applied, need)
 		var err error
 		var mark *ackMark
 		if need == 0 {
 			txn.discard() // nothing written: nothing to commit
 		} else if err = s.space.check(need); err == nil {
-			if err = txn.commit(); err != nil {
+			fsync := span.fsync()
+			err = txn.commit()
+			fsync.End()
+			if err != nil {
 				err = fmt.Errorf("memory: commit: %w", err)
 				s.log.Error("group commit failed", "ops", len(applied), "err", err)
 			} else {
@@ -429,9 +451,11 @@ func (s *Store) commitBatch(batch []*Pending) {
 			}
 			s.answer(a.p, aerr)
 		}
+		span.end(mark, err)
 		s.acknowledge(mark)
 		applied = applied[:0]
 		txn = s.newTxn()
+		began = s.traceBegin()
 	}
 
 	for _, p := range batch {
