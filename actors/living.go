@@ -206,7 +206,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 			}
 			labels[memory.LabelConcept] = msg.ConceptKey
 		}
-		id, existed, err := self.WriteBackbone(c, msg.AgentId, msg.Content, labels)
+		id, existed, err := self.Backbone.Write(c, msg.AgentId, msg.Content, labels)
 		respondTo(ctx, &messages.BackboneWritten{Cid: id.String(), Existed: existed}, err)
 	case *messages.AppendMemory: // an import replaying the backbone's chain
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
@@ -216,7 +216,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 			respondTo[*messages.Appended](ctx, nil, err)
 			return
 		}
-		r, err := self.AppendBackbone(c, p)
+		r, err := self.Backbone.Append(c, p)
 		respondTo(ctx, r, err)
 	case *messages.Resolve:
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())

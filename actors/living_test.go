@@ -41,7 +41,7 @@ func appendText(t *testing.T, e *env, sona, text, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.self.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: text}}}, vecs[0], &messages.MemoryMeta{Kind: kind})
+	p, err := e.self.Chains.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: text}}}, vecs[0], &messages.MemoryMeta{Kind: kind})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestDreamAfterTheIdleWindowAndNotBefore(t *testing.T) {
 	cfg.Heartbeat.Interval = config.Duration(365 * 24 * time.Hour) // ticks only when asked
 	e := startClocked(t, cfg, clock, actors.TestingKnobs{})
 	ctx := context.Background()
-	rec, err := e.self.CreateSona(ctx, "ops")
+	rec, err := e.self.Sonas.Create(ctx, "ops")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestBackboneSonaIsWrittenOnlyByConsensus(t *testing.T) {
 	if again, err := e.sys.WriteBackbone(ctx, &messages.WriteBackbone{AgentId: "a", Content: "The user is Demos."}); err != nil || !again.Existed || again.Cid != w.Cid {
 		t.Fatalf("rewrite: %+v %v", again, err)
 	}
-	id := e.self.BackboneSona()
+	id := e.self.Backbone.Sona()
 	_, err = e.sys.Advance(ctx, id, &messages.ChatRequest{Content: "hi"})
 	if !errors.Is(err, memory.ErrInvalid) {
 		t.Fatalf("chat on the backbone sona: %v", err)

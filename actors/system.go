@@ -316,7 +316,7 @@ func (s *System) ActiveSonas() (int, error) {
 // Query recalls and answers like Advance but stores nothing. It needs no
 // actor: it only reads.
 func (s *System) Query(ctx context.Context, sona string, req *messages.ChatRequest) (*messages.QueryResponse, error) {
-	rec, err := s.self.Sona(sona)
+	rec, err := s.self.Sonas.Get(sona)
 	if err != nil {
 		return nil, err
 	}
@@ -326,14 +326,14 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 	}
 	start := s.clock.Now()
 	recalled, err := s.self.Recall(ctx, memory.Query{
-		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars),
+		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars), Expand: expandOf(req),
 		AgentID: req.AgentId, Scope: req.Scope, Peek: true, // a query leaves no trace
 	})
 	s.metrics.ObserveRecall("query", s.clock.Since(start))
 	if err != nil {
 		return nil, err
 	}
-	tr, err := s.self.Tiers.Recall(sona, req.Content, vecs[0], 0)
+	tr, err := s.tierRecall(ctx, sona, req.Content, vecs[0])
 	if err != nil {
 		return nil, err
 	}
@@ -362,6 +362,7 @@ func (s *System) complete(ctx context.Context, sonaName string, recalled []*memo
 	})
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LLM.Timeout.D())
 	defer cancel()
+	ctx, span := startModelCall(ctx, s.cfg.LLM, prompt)
 	var resp llm.Response
 	var err error
 	if onToken != nil {
@@ -369,6 +370,7 @@ func (s *System) complete(ctx context.Context, sonaName string, recalled []*memo
 	} else {
 		resp, err = s.llm.Complete(ctx, prompt)
 	}
+	endModelCall(span, resp, err)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
 			err = fmt.Errorf("%w (%v)", cause, err)
@@ -440,7 +442,7 @@ func (s *System) Resolve(ctx context.Context, r *messages.Resolve) (*messages.Ba
 // checkNotBackbone refuses chain writes to the backbone's sona from
 // anywhere but the consensus actor.
 func (s *System) checkNotBackbone(sona string) error {
-	if s.self.IsBackbone(sona) {
+	if s.self.Backbone.Is(sona) {
 		return fmt.Errorf("%w: the backbone sona is written through /backbone and /backbone/contribute", memory.ErrInvalid)
 	}
 	return nil

@@ -202,6 +202,9 @@ var policies = map[string]policy{
 	"GET /file/{cid}":              {ScopeRead, bound},  // by a file memory's CID
 	"POST /admin/heartbeat":        {ScopeAdmin, global},
 	"POST /admin/compact":          {ScopeAdmin, global},
+	"POST /admin/gc":               {ScopeAdmin, global},
+	"GET /admin/storage":           {ScopeAdmin, global},
+	"POST /admin/backup":           {ScopeAdmin, global},
 	"GET /insights":                {ScopeRead, global},
 	"POST /backbone":               {ScopeAdmin, global},
 	"GET /backbone":                {ScopeRead, global},

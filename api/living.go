@@ -96,7 +96,7 @@ func (s *Server) listBackbone(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cursor := r.URL.Query().Get("cursor")
-	id := s.self.BackboneSona()
+	id := s.self.Backbone.Sona()
 	if id == "" {
 		// Nothing written yet; a bad cursor is still a bad request.
 		if _, err := seqCursor(cursor); err != nil {

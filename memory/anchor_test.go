@@ -38,7 +38,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 		category string
 	}{{incident, "incident"}, {milestone, "milestone"}} {
 		a := page.Items[i]
-		meta, err := s.Meta(want.c)
+		meta, err := s.Memories.Meta(want.c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := s.Prepare(m, vecs[0], nil)
+		p, err := s.Chains.Prepare(m, vecs[0], nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Store().Update(ctx, s.AppendOp(plan)); err != nil {
+		if err := s.Store().Update(ctx, s.Chains.Op(plan)); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		o.head, o.n = plan.Next()

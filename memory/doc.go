@@ -13,13 +13,22 @@
 //	memory/anchor the anchor list, its rules and cursor (Self.Anchors)
 //	memory/consensus  the agents' consensus on the backbone (Self.Consensus)
 //	memory/eumas  the EUMAS evaluators and the evaluations (Self.Evals)
+//	memory/meta   each memory's metadata and embedding, cached reads,
+//	              importance (Self.Memories)
+//	memory/chain  the sona registry (Self.Sonas), the chains' writer and
+//	              the insert path (Self.Chains), the backbone
+//	              (Self.Backbone), files' sonas
+//	memory/index  the full-text index kept in step with the store's
+//	              commit events (Self.Text)
 //	memory/transfer  export, import, reembed (Self.Transfer)
 //	memory/living  sweep, compression, dream: Living Memory (Self.Living)
 //
 // Package memory re-exports their names (errors.go, model.go and the
 // *alias.go files; evaluation.go for eumas) so that its callers keep
-// compiling during the move; new code imports the packages. env.go wires
-// the moved packages to the key spaces and state still kept here.
+// compiling during the move; new code imports the packages. What each
+// subsystem adds to an append, and what follows a committed append, is
+// wired in append.go; env.go wires transfer and living to the subsystems
+// they read and write through their Env interfaces.
 //
 // It is pure of transports: it never imports protoactor, net/http or a
 // model provider SDK (a test enforces it). Actors and servers adapt it.
@@ -42,8 +51,9 @@
 //     embedding, chain index, associations) is one operation, and it checks
 //     that the head it extends is still the head: a chain can never fork.
 //   - The vector index is derived: rebuilt from the embeddings key space at
-//     start, never the only copy of anything. So is the full-text index:
-//     caught up from the insertion log at start, rebuilt from it when damaged.
+//     start, never the only copy of anything. So is the full-text index
+//     (memory/index): it follows the store's commit events, is caught up
+//     from the insertion log at start and rebuilt from it when damaged.
 //   - An anchor (y/) is written by the same transaction as the append that
 //     created its memory; a sink hears it only after that commit.
 //   - An import (memory/transfer) is checked whole before anything is
@@ -58,11 +68,11 @@
 //	m/      memory CID bytes            MemoryMeta (protobuf): sonas, agent_id, kind,
 //	                                    backbone, archived, expires_at, importance,
 //	                                    access_count, last_access_tick, created_at, labels,
-//	                                    insight mark, evaluation (EUMAS aggregate)
-//	v/      memory CID bytes            embedding: little-endian float32 × dims
+//	                                    insight mark, evaluation (EUMAS aggregate) (memory/meta)
+//	v/      memory CID bytes            embedding: little-endian float32 × dims (memory/meta)
 //	s/      sona uuid                   Sona (protobuf): uuid, name, head, length,
-//	                                    created_at, last_memory
-//	n/      name 0x00 uuid              empty: sonas by name (names need not be unique)
+//	                                    created_at, last_memory (memory/chain)
+//	n/      name 0x00 uuid              empty: sonas by name (unique, unless created as a duplicate)
 //	c/      uuid 0x00 seq (8 bytes BE)  ACT CID ‖ memory CID ‖ insertion-log position (8 bytes BE)
 //	                                    when the ACT was appended: the chain by seq
 //	k/      uuid                        embedding of the sona's name (its centroid is the mean of
@@ -88,7 +98,7 @@
 //	r/      conflict id                 Conflict (protobuf): an open consensus conflict
 //	f/      multihash 0x00 uuid         empty: the sona may name this raw block as a file memory's
 //	                                    content (uploaded for it, or held by one of its file
-//	                                    memories; files.go)
+//	                                    memories; memory/chain)
 //	y/      log seq (8 bytes BE)        Anchor (protobuf): a significant memory, written in the
 //	                                    transaction of the append that created it (memory/anchor)
 //	t/      uuid 0x00 …                 MemoryOS tiers of the sona (memory/tiers):

@@ -10,17 +10,18 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// The wiring of the subsystems that moved out of package memory to the
-// key spaces and the state that are still here (issue 14): when the
-// chains and the metadata move to their packages, these adapters call
-// those instead.
+// The wiring of transfer and living (issue 14) to the chains' and the
+// memories' key spaces (memory/chain, memory/meta) and to the self's
+// subsystems (Self.Sonas, Self.Chains, Self.Backbone, Self.Memories).
 
 // records reads and writes the key spaces of the sonas and their chains
 // (s/, n/, k/, c/, x/backbone) and of the memories' metadata and
@@ -34,7 +35,7 @@ var (
 
 func (records) Sonas(r Reader) ([]*messages.Sona, error) {
 	var out []*messages.Sona
-	err := store.Scan(r, prefixSona, func(_, v []byte) error {
+	err := store.Scan(r, chain.SonaPrefix, func(_, v []byte) error {
 		rec := &messages.Sona{}
 		if err := proto.Unmarshal(v, rec); err != nil {
 			return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
@@ -46,11 +47,11 @@ func (records) Sonas(r Reader) ([]*messages.Sona, error) {
 }
 
 func (records) SetNameVector(tx Tx, sona string, vec []float32) {
-	tx.Set(nameVectorKey(sona), encodeVector(vec))
+	tx.Set(chain.NameVecKey(sona), meta.EncodeVector(vec))
 }
 
 func (records) Backbone(r Reader) (string, error) {
-	v, err := r.Get(keyBackbone)
+	v, err := r.Get(chain.KeyBackbone)
 	if errors.Is(err, ErrNotFound) {
 		return "", nil
 	}
@@ -59,9 +60,9 @@ func (records) Backbone(r Reader) (string, error) {
 
 func (records) Chain(r Reader, sona string) ([]transfer.Entry, error) {
 	var out []transfer.Entry
-	prefix := chainPrefix(sona)
+	prefix := chain.EntriesPrefix(sona)
 	err := store.Scan(r, prefix, func(k, v []byte) error {
-		act, mem, logSeq, err := decodeChainEntry(v)
+		act, mem, logSeq, err := chain.DecodeEntry(v)
 		if err != nil {
 			return err
 		}
@@ -72,8 +73,8 @@ func (records) Chain(r Reader, sona string) ([]transfer.Entry, error) {
 }
 
 func (records) Memories(r Reader, f func(c cid.Cid) error) error {
-	return store.Scan(r, prefixMeta, func(k, _ []byte) error {
-		c, err := cid.Cast(k[len(prefixMeta):])
+	return store.Scan(r, meta.Prefix, func(k, _ []byte) error {
+		c, err := cid.Cast(k[len(meta.Prefix):])
 		if err != nil {
 			return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
 		}
@@ -81,45 +82,45 @@ func (records) Memories(r Reader, f func(c cid.Cid) error) error {
 	})
 }
 
-func (records) Meta(r Reader, c cid.Cid) (*messages.MemoryMeta, error) { return getMeta(r, c) }
+func (records) Meta(r Reader, c cid.Cid) (*messages.MemoryMeta, error) { return meta.Read(r, c) }
 
-func (records) SetMeta(tx Tx, c cid.Cid, meta *messages.MemoryMeta) error {
-	return store.SetProto(tx, metaKey(c), meta)
+func (records) SetMeta(tx Tx, c cid.Cid, m *messages.MemoryMeta) error {
+	return store.SetProto(tx, meta.Key(c), m)
 }
 
 func (records) Vector(r Reader, c cid.Cid) ([]float32, error) {
-	v, err := r.Get(vectorKey(c))
+	v, err := r.Get(meta.VectorKey(c))
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: vector of %s", ErrNotFound, c)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return decodeVector(v)
+	return meta.DecodeVector(v)
 }
 
 func (records) SetVector(tx Tx, c cid.Cid, vec []float32) {
-	tx.Set(vectorKey(c), encodeVector(vec))
+	tx.Set(meta.VectorKey(c), meta.EncodeVector(vec))
 }
 
 func (records) ScanMeta(r Reader, cursor []byte, f func(key []byte, c cid.Cid, meta *messages.MemoryMeta) (bool, error)) error {
-	it := r.NewIterator(IterOptions{Prefix: prefixMeta, PrefetchValues: true, PrefetchSize: 256})
+	it := r.NewIterator(IterOptions{Prefix: meta.Prefix, PrefetchValues: true, PrefetchSize: 256})
 	defer it.Close()
-	seek := prefixMeta
+	seek := meta.Prefix
 	if len(cursor) > 0 {
 		seek = append(slices.Clone(cursor), 0)
 	}
 	for it.Seek(seek); it.Valid(); it.Next() {
 		key := it.Item().KeyCopy(nil)
-		c, err := cid.Cast(key[len(prefixMeta):])
+		c, err := cid.Cast(key[len(meta.Prefix):])
 		if err != nil {
 			return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
 		}
-		meta := &messages.MemoryMeta{}
-		if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, meta) }); err != nil {
+		m := &messages.MemoryMeta{}
+		if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err != nil {
 			return fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, c, err)
 		}
-		if more, err := f(key, c, meta); err != nil || !more {
+		if more, err := f(key, c, m); err != nil || !more {
 			return err
 		}
 	}
@@ -127,13 +128,13 @@ func (records) ScanMeta(r Reader, cursor []byte, f func(key []byte, c cid.Cid, m
 }
 
 func (records) ChainBack(r Reader, sona string, upto int64, f func(c cid.Cid) (bool, error)) error {
-	it := r.NewIterator(IterOptions{Prefix: chainPrefix(sona), Reverse: true, PrefetchValues: true})
+	it := r.NewIterator(IterOptions{Prefix: chain.EntriesPrefix(sona), Reverse: true, PrefetchValues: true})
 	defer it.Close()
-	for it.Seek(chainKey(sona, upto)); it.Valid(); it.Next() {
+	for it.Seek(chain.EntryKey(sona, upto)); it.Valid(); it.Next() {
 		var c cid.Cid
 		err := it.Item().Value(func(v []byte) error {
 			var err error
-			_, c, _, err = decodeChainEntry(v)
+			_, c, _, err = chain.DecodeEntry(v)
 			return err
 		})
 		if err != nil {
@@ -147,13 +148,15 @@ func (records) ChainBack(r Reader, sona string, upto int64, f func(c cid.Cid) (b
 }
 
 // selfState is what the subsystems need of the self's state: the
-// decoded-memory cache, the embedder.
+// decoded-memory cache (Self.Memories), the embedder.
 type selfState struct {
 	records
 	s *Self
 }
 
-func (e selfState) Memory(r Reader, c cid.Cid) (*model.Memory, error) { return e.s.loadMemory(r, c) }
+func (e selfState) Memory(r Reader, c cid.Cid) (*model.Memory, error) {
+	return e.s.Memories.MemoryIn(r, c)
+}
 
 func (e selfState) Embed(ctx context.Context, texts ...string) ([][]float32, error) {
 	return e.s.Embed(ctx, texts...)
@@ -168,39 +171,29 @@ var _ transfer.Env = transferEnv{}
 func (transferEnv) ValidateSonaName(name string) error { return ValidateSonaName(name) }
 
 func (e transferEnv) PutSona(tx Tx, rec *messages.Sona, name []float32, backbone bool) error {
-	if ok, err := tx.Has(sonaKey(rec.Uuid)); err != nil {
+	if ok, err := tx.Has(chain.SonaKey(rec.Uuid)); err != nil {
 		return err
 	} else if ok {
 		return fmt.Errorf("%w: sona %s exists", ErrChainConflict, rec.Uuid)
 	}
 	if backbone {
-		if ok, err := tx.Has(keyBackbone); err != nil {
+		if ok, err := tx.Has(chain.KeyBackbone); err != nil {
 			return err
 		} else if ok {
 			return fmt.Errorf("%w: the store has a backbone", ErrChainConflict)
 		}
-		tx.Set(keyBackbone, []byte(rec.Uuid))
 	}
-	if err := store.SetProto(tx, sonaKey(rec.Uuid), rec); err != nil {
+	if err := e.s.Sonas.Put(tx, rec, name); err != nil {
 		return err
 	}
-	tx.Set(nameKey(rec.Name, rec.Uuid), nil)
-	tx.Set(nameVectorKey(rec.Uuid), encodeVector(name))
-	rec = proto.Clone(rec).(*messages.Sona)
-	tx.OnCommit(func() {
-		e.s.smu.Lock()
-		e.s.sonas[rec.Uuid] = newSonaState(rec, name)
-		e.s.smu.Unlock()
-		if backbone {
-			id := rec.Uuid
-			e.s.backbone.Store(&id)
-		}
-	})
+	if backbone {
+		e.s.Backbone.Put(tx, rec.Uuid)
+	}
 	return nil
 }
 
 func (e transferEnv) Prepare(m *model.Memory, c cid.Cid, block []byte, vec []float32, meta *messages.MemoryMeta) (*model.Prepared, error) {
-	return e.s.prepared(m, c, block, vec, meta)
+	return e.s.Chains.Prepared(m, c, block, vec, meta)
 }
 
 // livingEnv adds the sonas' committed lengths, recall's decay and the
@@ -210,26 +203,17 @@ type livingEnv struct{ selfState }
 var _ living.Env = livingEnv{}
 
 func (e livingEnv) Length(sona string) (int64, bool) {
-	_, n, ok := e.s.sonaSnapshot(sona)
-	return n, ok
+	return e.s.Sonas.Activity(sona)
 }
 
-func (e livingEnv) Lengths() map[string]int64 {
-	e.s.smu.RLock()
-	defer e.s.smu.RUnlock()
-	out := make(map[string]int64, len(e.s.sonas))
-	for id, st := range e.s.sonas {
-		out[id] = st.rec.Length
-	}
-	return out
-}
+func (e livingEnv) Lengths() map[string]int64 { return e.s.Sonas.Lengths() }
 
-func (e livingEnv) BackboneSona() string { return e.s.BackboneSona() }
+func (e livingEnv) BackboneSona() string { return e.s.Backbone.Sona() }
 
 func (e livingEnv) Decay(meta *messages.MemoryMeta, activity int64) float64 {
 	return e.s.decay(meta, activity)
 }
 
 func (e livingEnv) Prepare(m *model.Memory, vec []float32, meta *messages.MemoryMeta) (*model.Prepared, error) {
-	return e.s.Prepare(m, vec, meta)
+	return e.s.Chains.Prepare(m, vec, meta)
 }

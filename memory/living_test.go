@@ -126,7 +126,7 @@ func TestSweepPrunesWeakLinks(t *testing.T) {
 // appendMerge appends a planned merge as the sona's owner would.
 func appendMerge(t *testing.T, s *Self, m *living.Merge) {
 	t.Helper()
-	rec, err := s.Sona(m.Sona)
+	rec, err := s.Sonas.Get(m.Sona)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func appendMerge(t *testing.T, s *Self, m *living.Merge) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Store().Update(context.Background(), s.AppendOp(plan)); err != nil {
+	if err := s.Store().Update(context.Background(), s.Chains.Op(plan)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -178,7 +178,7 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 				t.Fatalf("%d sources, want 17", len(m.Sources))
 			}
 			appendMerge(t, s, m)
-			centroid, meta, err := s.Get(m.Prepared.CID)
+			centroid, meta, err := s.Memories.Get(m.Prepared.CID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,7 +190,7 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 				if !slices.Contains(targets, src) {
 					t.Fatalf("source %s not reachable from the centroid", src)
 				}
-				sm, err := s.Meta(src)
+				sm, err := s.Memories.Meta(src)
 				if err != nil || !sm.Archived {
 					t.Fatalf("source %s not archived: %v %v", src, sm, err)
 				}
@@ -203,10 +203,10 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 				t.Fatalf("compressed twice: %+v %v", again, err)
 			}
 			// The same merge cannot apply twice: its sources are archived.
-			rec, _ := s.Sona(m.Sona)
+			rec, _ := s.Sonas.Get(m.Sona)
 			head, _ := cid.Decode(*rec.Head)
 			plan, _ := PlanAppend(m.Sona, &head, rec.Length, m.Prepared, epoch.Unix())
-			if err := s.Store().Update(ctx, s.AppendOp(plan)); err == nil {
+			if err := s.Store().Update(ctx, s.Chains.Op(plan)); err == nil {
 				t.Fatal("a merge of archived sources applied")
 			}
 		})
@@ -234,11 +234,11 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	if r.Status != StatusCommitted || r.Cid == nil || r.Signal < 0.999 {
 		t.Fatalf("agreeing agents: %+v", r)
 	}
-	bb, _ := s.Backbone(0, 10)
+	bb, _ := s.Backbone.List(0, 10)
 	if len(bb.Items) != 1 || bb.Items[0].Memory.String() != *r.Cid {
 		t.Fatalf("backbone %+v", bb.Items)
 	}
-	if meta, _ := s.Meta(bb.Items[0].Memory); !meta.Backbone || meta.Labels[LabelConcept] != "design" || meta.Labels[LabelAgents] != "grok,kimi" {
+	if meta, _ := s.Memories.Meta(bb.Items[0].Memory); !meta.Backbone || meta.Labels[LabelConcept] != "design" || meta.Labels[LabelAgents] != "grok,kimi" {
 		t.Fatalf("backbone meta %+v", meta)
 	}
 
@@ -275,7 +275,7 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	}
 	conflicts, _ = s.Consensus.Conflicts()
 	pending, _ = s.Consensus.PendingConcepts()
-	bb, _ = s.Backbone(0, 10)
+	bb, _ = s.Backbone.List(0, 10)
 	if len(conflicts) != 0 || len(pending) != 1 || len(bb.Items) != 2 || bb.Items[1].Memory != c {
 		t.Fatalf("after resolve: conflicts %v, pending %v, backbone %v", conflicts, pending, bb.Items)
 	}
@@ -291,7 +291,7 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 		t.Fatal("a sona does not see the backbone")
 	}
 	// A direct write names its agent.
-	if _, _, err := s.WriteBackbone(ctx, "", "Unattributed.", nil); !errors.Is(err, ErrInvalid) {
+	if _, _, err := s.Backbone.Write(ctx, "", "Unattributed.", nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("backbone write without an agent: %v", err)
 	}
 	for _, bad := range []*messages.Contribute{

@@ -79,7 +79,7 @@ func newTwoSonas(t *testing.T) *twoSonas {
 	x.a2 = x.a.text("beta: we decided to keep going")
 	x.b1 = x.b.text("gamma builds on beta", Edge{Target: x.a2, Weight: 0.7})
 	var err error
-	if x.file, err = s.PutFile(context.Background(), []byte("file bytes"), ""); err != nil {
+	if x.file, err = s.Chains.PutFile(context.Background(), []byte("file bytes"), ""); err != nil {
 		t.Fatal(err)
 	}
 	x.bFile = x.b.add(&Memory{Data: Data{File: &FileData{Content: x.file}}}, &messages.MemoryMeta{Kind: "fact", Labels: map[string]string{"src": "upload"}})
@@ -125,7 +125,7 @@ func TestExportSectionsAndClosure(t *testing.T) {
 	var want []string
 	seen := map[string]bool{}
 	for _, o := range []*owner{first, second} {
-		page, err := x.s.Chain(o.sona, 0, 10)
+		page, err := x.s.Sonas.Chain(o.sona, 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,12 +360,12 @@ func applyPlan(t *testing.T, s *Self, p *ImportPlan) {
 	}
 	for _, st := range p.Steps() {
 		if st.Backbone {
-			if _, err := s.AppendBackbone(ctx, st.Item); err != nil {
+			if _, err := s.Backbone.Append(ctx, st.Item); err != nil {
 				t.Fatal(err)
 			}
 			continue
 		}
-		rec, err := s.Sona(st.Sona)
+		rec, err := s.Sonas.Get(st.Sona)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -378,7 +378,7 @@ func applyPlan(t *testing.T, s *Self, p *ImportPlan) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Store().Update(ctx, s.AppendOp(plan)); err != nil {
+		if err := s.Store().Update(ctx, s.Chains.Op(plan)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -403,12 +403,12 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	if err := s.Store().Update(ctx, assoc.Strengthen("agent", []cid.Cid{x.a1, x.b1}, 0.3, epoch.Unix())); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Store().Update(ctx, s.metaOp([]cid.Cid{x.a3}, func(m *messages.MemoryMeta, _ cid.Cid) {
+	if err := s.Store().Update(ctx, metaOp([]cid.Cid{x.a3}, func(m *messages.MemoryMeta, _ cid.Cid) {
 		m.Archived, m.Importance, m.AccessCount = true, 0.7, 4
 	})); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.WriteBackbone(ctx, "ceo", "We tell the truth.", nil); err != nil {
+	if _, _, err := s.Backbone.Write(ctx, "ceo", "We tell the truth.", nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []*messages.Contribute{
@@ -437,7 +437,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	if !proto.Equal(doc, again) {
 		t.Fatalf("the import exports differently:\n%v\n%v", doc, again)
 	}
-	if fresh.BackboneSona() != doc.Sonas[0].Uuid {
+	if fresh.Backbone.Sona() != doc.Sonas[0].Uuid {
 		t.Fatal("the backbone's sona was not restored")
 	}
 	// The restored pending concept carries its versions' embeddings again.

@@ -100,9 +100,13 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 	if err := applyMemoryLimit(cfg.Server.MemoryLimit, log); err != nil {
 		return nil, err
 	}
-	self, err := memory.Open(ctx, memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress,
+	mo := memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress,
 		Evaluator: Evaluator(cfg, model, o.Clock, m, log), Summarize: Summarizer(cfg, model),
-		FreeSpace: o.FreeSpace, AcceptLoss: o.AcceptLoss})
+		FreeSpace: o.FreeSpace, AcceptLoss: o.AcceptLoss}
+	if tracing != nil {
+		mo.Tracer = tracing.Provider // the store's group commits
+	}
+	self, err := memory.Open(ctx, mo)
 	if err != nil {
 		return nil, err
 	}
@@ -119,11 +123,41 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 	}
 	m.WatchState(func() metrics.State {
 		sonas, mems := self.Counts()
-		lsm, vlog := self.Store().DB().Size()
-		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), LSMBytes: lsm, VlogBytes: vlog,
-			WritesRefused: self.Store().CheckSpace() != nil, TextRebuilds: self.TextIndexRebuilds()}
+		st := self.Store()
+		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), WritesRefused: st.CheckSpace() != nil,
+			TextRebuilds: self.Text.Rebuilds(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st)}
 	})
 	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing}, nil
+}
+
+// diskParts are the store's files' sizes for the metrics.
+func diskParts(st *memory.Store, log *slog.Logger) map[string]int64 {
+	d, err := st.DiskUsage()
+	if err != nil {
+		log.Warn("cannot measure the store's files", "err", err)
+		return nil
+	}
+	return map[string]int64{"tables": d.Tables, "value_log": d.ValueLog, "wal": d.WAL, "other": d.Other}
+}
+
+// spaces are the key spaces the last pass of the store's garbage
+// collection measured.
+func spaces(st *memory.Store) []metrics.Space {
+	last := st.GCStats().Last
+	if last == nil {
+		return nil
+	}
+	out := make([]metrics.Space, len(last.Spaces))
+	for i, sp := range last.Spaces {
+		out[i] = metrics.Space{Name: sp.Space, Keys: sp.Keys, Bytes: sp.Bytes}
+	}
+	return out
+}
+
+func gcState(st *memory.Store) metrics.GCState {
+	g := st.GCStats()
+	return metrics.GCState{Rewritten: g.Rewritten, Reclaimed: g.Reclaimed, Passes: map[string]int64{
+		"failed": g.Failed, "skipped": g.Skipped, "reclaimed": g.Freeing, "nothing": g.Passes - g.Failed - g.Skipped - g.Freeing}}
 }
 
 // shutdownTracing exports the spans still held, giving the collector

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -100,5 +101,25 @@ func TestVectorCodec(t *testing.T) {
 	}
 	if _, err := DecodeVector(b[:5]); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("5 bytes: %v, want ErrCorrupt", err)
+	}
+}
+
+// A mean is summed in float64 in order; a vector of another length starts
+// it again; what readers hold of an earlier mean does not change.
+func TestMean(t *testing.T) {
+	var m Mean
+	var got []float32
+	for _, v := range [][]float32{{1, 2}, {3, 4}, {2, 0}} {
+		m, got = m.Add(v)
+	}
+	if !slices.Equal(got, []float32{2, 2}) {
+		t.Fatalf("mean %v", got)
+	}
+	before := m
+	if _, got = m.Add([]float32{5}); !slices.Equal(got, []float32{5}) {
+		t.Fatalf("a vector of another length: mean %v", got)
+	}
+	if _, got = before.Add([]float32{6, 6}); !slices.Equal(got, []float32{3, 3}) {
+		t.Fatalf("the earlier mean changed: %v", got)
 	}
 }

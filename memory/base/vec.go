@@ -79,3 +79,30 @@ func DecodeVector(b []byte) ([]float32, error) {
 	}
 	return v, nil
 }
+
+// Mean is the running mean of vectors, summed in float64 in the order
+// they are added (so the same vectors in the same order always give the
+// same bits).
+type Mean struct {
+	sum []float64
+	n   int64
+}
+
+// Add returns the mean with v added, and its value. The result shares
+// nothing with m: readers may still hold m's. A v of another length than
+// the vectors before starts the mean again.
+func (m Mean) Add(v []float32) (Mean, []float32) {
+	out := Mean{sum: make([]float64, len(v)), n: 1}
+	if len(m.sum) == len(v) {
+		copy(out.sum, m.sum)
+		out.n = m.n + 1
+	}
+	for i, f := range v {
+		out.sum[i] += float64(f)
+	}
+	mean := make([]float32, len(v))
+	for i, x := range out.sum {
+		mean[i] = float32(x / float64(out.n))
+	}
+	return out, mean
+}

@@ -451,13 +451,14 @@ func leastImportantRelated(members []member, n int) []member {
 // Appending it archives srcs.
 func (l *Living) merge(ctx context.Context, srcs []member, how string) (*model.Prepared, error) {
 	var texts []string
-	vecs := make([][]float32, len(srcs))
+	var mean base.Mean
+	var centroid []float32
 	kinds := map[string]int{}
 	var latest int64
 	importance := 0.0
-	for i, src := range srcs {
+	for _, src := range srcs {
 		texts = append(texts, src.m.Text())
-		vecs[i] = src.vec
+		mean, centroid = mean.Add(src.vec)
 		kinds[src.meta.Kind]++
 		importance = math.Max(importance, src.meta.Importance)
 		when := src.meta.CreatedAt
@@ -466,7 +467,6 @@ func (l *Living) merge(ctx context.Context, srcs []member, how string) (*model.P
 		}
 		latest = max(latest, when)
 	}
-	centroid := mean(vecs)
 	if !base.Normalize(centroid) {
 		return nil, fmt.Errorf("%w: the merged memories have no direction", base.ErrInvalid)
 	}
@@ -546,23 +546,4 @@ func (l *Living) Archive(tx store.Tx, sona string, cs []cid.Cid) error {
 		}
 	}
 	return nil
-}
-
-// mean is the mean of vecs, summed in float64 in order (as the sonas'
-// centroids are).
-func mean(vecs [][]float32) []float32 {
-	if len(vecs) == 0 {
-		return nil
-	}
-	sum := make([]float64, len(vecs[0]))
-	for _, v := range vecs {
-		for i, f := range v {
-			sum[i] += float64(f)
-		}
-	}
-	out := make([]float32, len(sum))
-	for i, x := range sum {
-		out[i] = float32(x / float64(len(vecs)))
-	}
-	return out
 }

@@ -162,16 +162,6 @@ func TestLeastImportantRelated(t *testing.T) {
 	}
 }
 
-// A merge's centroid is the mean of its sources, summed in float64.
-func TestMean(t *testing.T) {
-	if got := mean([][]float32{{1, 2}, {3, 4}, {2, 0}}); !slices.Equal(got, []float32{2, 2}) {
-		t.Fatalf("mean %v", got)
-	}
-	if mean(nil) != nil {
-		t.Fatal("the mean of nothing")
-	}
-}
-
 // A pattern's themes are words as the memories wrote them, not stems
 // (issue 19: "Recurring theme (liv, maya, lisbon)").
 func TestDreamThemesAreWords(t *testing.T) {

@@ -31,16 +31,7 @@ func Open(dir string, o Options) (*Store, error) {
 		return nil, err
 	}
 	unreadable := &atomic.Pointer[string]{}
-	bo := badger.DefaultOptions(dir).
-		WithSyncWrites(true).       // one fsync per transaction, and one transaction per batch
-		WithDetectConflicts(false). // the committer is the only writer
-		WithBlockCacheSize(int64(o.CacheMB) << 20).
-		WithMemTableSize(int64(o.MemTableMB) << 20).
-		WithNumMemtables(o.Memtables).
-		WithChecksumVerificationMode(options.OnBlockRead).
-		WithVerifyValueChecksum(true).      // a damaged value is an error, not other bytes
-		WithValueThreshold(valueThreshold). // large blocks (files) live in the value log
-		WithLogger(badgerLogger{o.Logger, unreadable})
+	bo := badgerOptions(dir, o, unreadable)
 	var wals []logDamage
 	if o.InMemory {
 		bo = bo.WithInMemory(true).WithDir("").WithValueDir("")
@@ -74,7 +65,23 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 	}
 	s.start()
+	s.startGC(o)
 	return s, nil
+}
+
+// badgerOptions are Badger's options for the store in dir.
+func badgerOptions(dir string, o Options, unreadable *atomic.Pointer[string]) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithSyncWrites(true).       // one fsync per transaction, and one transaction per batch
+		WithDetectConflicts(false). // the committer is the only writer
+		WithBlockCacheSize(int64(o.CacheMB) << 20).
+		WithMemTableSize(int64(o.MemTableMB) << 20).
+		WithNumMemtables(o.Memtables).
+		WithChecksumVerificationMode(options.OnBlockRead).
+		WithVerifyValueChecksum(true).      // a damaged value is an error, not other bytes
+		WithValueThreshold(valueThreshold). // large blocks (files) live in the value log
+		WithValueLogFileSize(int64(o.ValueLogMB) << 20).
+		WithLogger(badgerLogger{o.Logger, unreadable})
 }
 
 // DB is the Badger database under the store, for tests that write behind

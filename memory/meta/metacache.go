@@ -1,10 +1,8 @@
-package memory
+package meta
 
 import (
 	"hash/maphash"
 	"sync"
-
-	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -70,18 +68,4 @@ func (c *metaCache) invalidate(key string) {
 	delete(s.m, key)
 	s.gen++
 	s.mu.Unlock()
-}
-
-// meta reads a memory's metadata through the cache.
-func (s *Self) meta(txn Reader, c cid.Cid) (*messages.MemoryMeta, error) {
-	key := c.KeyString()
-	m, gen := s.metas.get(key)
-	if m != nil {
-		return m, nil
-	}
-	m, err := getMeta(txn, c)
-	if err == nil {
-		s.metas.put(key, m, gen)
-	}
-	return m, err
 }

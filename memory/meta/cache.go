@@ -1,4 +1,4 @@
-package memory
+package meta
 
 import (
 	"container/list"
@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/memory/model"
 )
 
 // memCache keeps recently used decoded memories. Memories are immutable
@@ -26,7 +28,7 @@ type cacheShard struct {
 
 type cacheEntry struct {
 	key string
-	m   *Memory
+	m   *model.Memory
 }
 
 func newMemCache(size int) *memCache {
@@ -42,7 +44,7 @@ func (c *memCache) shard(key string) *cacheShard {
 	return &c.shards[maphash.String(c.seed, key)%uint64(len(c.shards))]
 }
 
-func (c *memCache) get(id cid.Cid) (*Memory, bool) {
+func (c *memCache) get(id cid.Cid) (*model.Memory, bool) {
 	key := id.KeyString()
 	s := c.shard(key)
 	s.mu.Lock()
@@ -54,7 +56,7 @@ func (c *memCache) get(id cid.Cid) (*Memory, bool) {
 	return nil, false
 }
 
-func (c *memCache) put(id cid.Cid, m *Memory) {
+func (c *memCache) put(id cid.Cid, m *model.Memory) {
 	key := id.KeyString()
 	s := c.shard(key)
 	s.mu.Lock()

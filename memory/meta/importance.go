@@ -1,60 +1,36 @@
-package memory
+package meta
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
+	"context"
 	"math"
 	"slices"
 
 	"github.com/ipfs/go-cid"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// touchOp records that memories were recalled: access count, and the
-// activity tick from which their decay counts.
-func (s *Self) touchOp(rs []*Recalled) Op {
-	cids := make([]cid.Cid, len(rs))
-	for i, r := range rs {
-		cids[i] = r.CID
-	}
-	return s.metaOp(cids, func(meta *messages.MemoryMeta, _ cid.Cid) {
+// Touch is the operation that records that memories were recalled: one
+// more access each, and the activity tick from which their decay counts —
+// the length of their first sona, as activity reports it (false: the sona
+// is gone, the tick stays).
+func Touch(cids []cid.Cid, activity func(sona string) (int64, bool)) store.Op {
+	return Update(cids, func(meta *messages.MemoryMeta, _ cid.Cid) {
 		meta.AccessCount++
 		if len(meta.Sonas) > 0 {
-			if _, activity, ok := s.sonaSnapshot(meta.Sonas[0]); ok {
-				meta.LastAccessTick = max(meta.LastAccessTick, activity)
+			if tick, ok := activity(meta.Sonas[0]); ok {
+				meta.LastAccessTick = max(meta.LastAccessTick, tick)
 			}
 		}
 	})
 }
 
-// metaOp applies fn to the metadata of each memory that still exists.
-func (s *Self) metaOp(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) Op {
-	return func(tx Tx) error {
-		for _, c := range cids {
-			raw, err := tx.Get(metaKey(c))
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			meta := &messages.MemoryMeta{}
-			if err := proto.Unmarshal(raw, meta); err != nil {
-				return fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, c, err)
-			}
-			fn(meta, c)
-			out, err := proto.Marshal(meta)
-			if err != nil {
-				return err
-			}
-			tx.Set(metaKey(c), out)
-		}
-		return nil
-	}
+// Used is a memory a response drew on, with its recall score.
+type Used struct {
+	CID   cid.Cid
+	Score float64
 }
 
 // Reinforce raises the importance of the memories a response used: each
@@ -63,8 +39,8 @@ func (s *Self) metaOp(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) Op
 // propagates along its edges with the configured per-hop decay and depth.
 // Importance only rises here: a signal below a memory's importance leaves
 // it as it is.
-func (s *Self) Reinforce(used []*Recalled) *Pending {
-	rc := s.cfg.Recall
+func (m *Store) Reinforce(used []Used) *store.Pending {
+	rc := m.rc
 	best := 0.0
 	for _, r := range used {
 		best = math.Max(best, r.Score)
@@ -75,7 +51,7 @@ func (s *Self) Reinforce(used []*Recalled) *Pending {
 			seeds[r.CID] = math.Max(seeds[r.CID], r.Score/best)
 		}
 	}
-	return s.store.Submit(func(tx Tx) error {
+	return m.st.Submit(func(tx store.Tx) error {
 		signal := map[cid.Cid]float64{}
 		type visit struct {
 			c        cid.Cid
@@ -97,11 +73,11 @@ func (s *Self) Reinforce(used []*Recalled) *Pending {
 			if v.depth == rc.ImportanceDepth {
 				continue
 			}
-			m, err := s.memoryIn(tx, v.c)
+			mem, err := m.MemoryIn(tx, v.c)
 			if err != nil {
 				continue // not a memory (or gone): nothing to propagate
 			}
-			for _, e := range m.Edges {
+			for _, e := range mem.Edges {
 				queue = append(queue, visit{e.Target, v.strength * rc.ImportanceHopDecay, v.depth + 1})
 			}
 		}
@@ -110,7 +86,7 @@ func (s *Self) Reinforce(used []*Recalled) *Pending {
 			cids = append(cids, c)
 		}
 		slices.SortFunc(cids, func(a, b cid.Cid) int { return bytes.Compare(a.Bytes(), b.Bytes()) })
-		return s.metaOp(cids, func(meta *messages.MemoryMeta, c cid.Cid) {
+		return Update(cids, func(meta *messages.MemoryMeta, c cid.Cid) {
 			if target := signal[c]; target > meta.Importance {
 				meta.Importance += rc.ImportanceAlpha * (target - meta.Importance)
 			}
@@ -118,22 +94,12 @@ func (s *Self) Reinforce(used []*Recalled) *Pending {
 	})
 }
 
-// memoryIn returns a decoded memory as seen by a store operation.
-func (s *Self) memoryIn(tx Tx, c cid.Cid) (*Memory, error) {
-	if m, ok := s.cache.get(c); ok {
-		return m, nil
-	}
-	b, err := tx.Get(store.BlockKey(c))
-	if err != nil {
-		return nil, err
-	}
-	if err := store.VerifyBlock(c, b); err != nil {
-		return nil, err
-	}
-	m, err := DecodeMemory(b)
-	if err != nil {
-		return nil, err
-	}
-	s.cache.put(c, m)
-	return m, nil
+// ReinforceDuplicate reinforces a deduplicated memory: an importance step
+// toward 1 and one more access, as if it had been stored again.
+func (m *Store) ReinforceDuplicate(ctx context.Context, c cid.Cid) error {
+	alpha := m.rc.ImportanceAlpha
+	return m.st.Update(ctx, Update([]cid.Cid{c}, func(meta *messages.MemoryMeta, _ cid.Cid) {
+		meta.Importance += alpha * (1 - meta.Importance)
+		meta.AccessCount++
+	}))
 }
