@@ -214,6 +214,13 @@ func sameSelf(t *testing.T, a, b *node, sonas []string) {
 			if err1 != nil || err2 != nil {
 				t.Fatal(err1, err2)
 			}
+			// A recall submits its co-access and access writes before it
+			// answers: let them land before the next one reads them.
+			for _, n := range []*node{a, b} {
+				if err := n.app.Self.Store().Barrier(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
 			render := func(r *messages.RecallResponse) []string {
 				var out []string
 				for _, m := range r.Memories {
