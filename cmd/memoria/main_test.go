@@ -376,7 +376,7 @@ func TestSonaNamesAreUniqueCLI(t *testing.T) {
 	if second == first || len(second) != 36 {
 		t.Fatalf("the duplicate asked for: %q (the first %q)", second, first)
 	}
-	if _, errOut, code := run(t, "insert", "--data", data, "--sona", "ops", "a note"); code == 0 || !strings.Contains(errOut, "more than one sona is named") {
+	if _, errOut, code := run(t, "insert", "--data", data, "--sona", "ops", "a note"); code == 0 || !strings.Contains(errOut, `"ops"`) || !strings.Contains(errOut, "uuid") {
 		t.Fatalf("insert into an ambiguous name: exit %d, stderr %q", code, errOut)
 	}
 	mustRun(t, "insert", "--data", data, "--sona", second, "a note")
