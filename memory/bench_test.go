@@ -133,9 +133,6 @@ func populated(b *testing.B, n int) *benchStore {
 		b.Fatal(err)
 	}
 	cfg := testConfig(dir)
-	if os.Getenv("X_MMR_OFF") != "" {
-		cfg.Recall.MMRLambda, cfg.Recall.Collapse = 1, 0
-	}
 	// As the server runs: every memory evaluated (the heuristic), so the
 	// metric path takes part.
 	s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims),
