@@ -261,9 +261,9 @@ type Recall struct {
 	// hit already chosen); 1 ranks by score alone. Not recall.lambda, the
 	// decay rate.
 	MMRLambda float64 `yaml:"mmr_lambda"`
-	// Collapse folds a memory whose words are near-identical to a better
-	// one's already injected (Jaccard similarity of their word sets at
-	// least this; identical texts always) into it, so the budget holds
+	// Collapse folds a memory into a better one already injected when
+	// both have the same speaker and the Jaccard similarity of their word
+	// sets is at least this (near-identical texts), so the budget holds
 	// different memories; 0 turns it off.
 	Collapse float64 `yaml:"collapse"`
 	// BudgetChars is the hard character cap of the injected context (Living Memory injection.budget_chars = 4000).
