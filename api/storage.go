@@ -71,7 +71,11 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	s.log.Error("backup failed after its first byte: response cut short", "err", err)
+	if r.Context().Err() != nil { // the client left, or the transfer timeout passed
+		s.log.Info("backup stopped after its first byte: response cut short", "err", err)
+	} else {
+		s.log.Error("backup failed after its first byte: response cut short", "err", err)
+	}
 	panic(http.ErrAbortHandler)
 }
 

@@ -112,8 +112,12 @@ func printGC(w io.Writer, rep *messages.GCReport) {
 		did = append(did, "compacted the tables")
 	}
 	did = append(did, fmt.Sprintf("rewrote %d value-log files", rep.Rewritten))
-	fmt.Fprintf(w, "gc: %s; %s → %s (%s freed) in %s\n", strings.Join(did, ", "),
-		size(rep.Before.GetTotal()), size(rep.After.GetTotal()), size(rep.Reclaimed), time.Duration(rep.TookSeconds*float64(time.Second)).Round(time.Millisecond))
+	freed := size(rep.Reclaimed) + " freed"
+	if rep.Reclaimed < 0 {
+		freed = "it grew by " + size(-rep.Reclaimed) + " meanwhile"
+	}
+	fmt.Fprintf(w, "gc: %s; %s → %s (%s) in %s\n", strings.Join(did, ", "),
+		size(rep.Before.GetTotal()), size(rep.After.GetTotal()), freed, time.Duration(rep.TookSeconds*float64(time.Second)).Round(time.Millisecond))
 	if rep.Skipped != "" {
 		fmt.Fprintf(w, "gc: skipped for want of space: %s\n", rep.Skipped)
 	}
@@ -277,6 +281,9 @@ func restoreCmd(g *globals) *cobra.Command {
 			last := res.Chain[len(res.Chain)-1]
 			fmt.Fprintf(cmd.OutOrStdout(), "restored backups %d–%d into %s in %s: %d sonas, %d memories, %d ACTs verified; %d commits, insertion log at %d\n",
 				res.Chain[0].Seq, last.Seq, cfg.DataDir, time.Since(start).Round(time.Millisecond), res.Sonas, res.Memories, res.ACTs, last.Commits, last.MemSeq)
+			r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+			fmt.Fprintf(cmd.OutOrStdout(), "checksums %s, store written and checked %s, opened (indexes rebuilt) %s, chains walked %s\n",
+				r(res.Checked), r(res.Written), r(res.Opened), r(res.Walked))
 			return nil
 		},
 	}
