@@ -254,7 +254,14 @@ func (s *Server) createSonaOp(ctx context.Context, name string) (*messages.Sona,
 	if err := requireUnscoped(ctx, "creating a sona"); err != nil {
 		return nil, err
 	}
-	return s.self.CreateSona(ctx, name)
+	rec, err := s.self.CreateSona(ctx, name)
+	if err != nil || s.sonaCreated == nil {
+		return rec, err
+	}
+	if err := s.sonaCreated(ctx, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
 // listSonasOp lists sonas (optionally those called name) in uuid order;

@@ -16,9 +16,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 // Options configure Start.
@@ -47,6 +49,11 @@ type Cluster struct {
 	mux    *http.ServeMux // the peer routes
 	client *http.Client   // calls to other members
 	done   chan error
+
+	chains   *chains
+	mover    *mover
+	replicas replicaLocks
+	maxBody  int64 // server.max_body_bytes: what Route reads of a body
 }
 
 // memberFile keeps a member's id in its data directory.
@@ -113,8 +120,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		url = strings.TrimRight(cc.Advertise, "/")
 	}
 	c := &Cluster{cfg: cc, self: o.Self, log: o.Log.With("component", "cluster"), clock: o.Clock, peerLn: ln,
-		mux: http.NewServeMux(), done: make(chan error, 1),
+		mux: http.NewServeMux(), done: make(chan error, 1), maxBody: o.Config.Server.MaxBodyBytes,
 		client: &http.Client{Timeout: cc.PeerTimeout.D(), Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}}
+	c.chains = newChains(c)
 	c.peerRoutes()
 	c.peer = &http.Server{Handler: c.authPeer(c.mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelWarn)}
 	go func() { c.done <- c.peer.Serve(ln) }()
@@ -127,8 +135,20 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	c.node = node
+	c.mover = newMover(node)
+	node.OnFence(c.chains.fenceAll)
 	return c, nil
 }
+
+// SonaCreated is told of a sona created through this member's API: it is
+// registered in etcd and adopted by R-1 replicas before the creation is
+// acknowledged.
+func (c *Cluster) SonaCreated(ctx context.Context, rec *messages.Sona) error {
+	return c.chains.Created(ctx, rec)
+}
+
+// Chains is the member's writer of sona chains (actors.Options.Chains).
+func (c *Cluster) Chains() actors.ChainWriter { return c.chains }
 
 // Node is the membership.
 func (c *Cluster) Node() *Node { return c.node }
@@ -138,6 +158,7 @@ func (c *Cluster) PeerAddr() string { return c.peerLn.Addr().String() }
 
 // Close leaves the cluster and stops the peer listener.
 func (c *Cluster) Close() error {
+	c.mover.close()
 	err := c.node.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -167,6 +188,8 @@ func (c *Cluster) peerRoutes() {
 	c.mux.HandleFunc("GET /peer/v1/member", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, c.node.Self())
 	})
+	c.mux.HandleFunc("POST /peer/v1/stage", c.handleStage)
+	c.mux.HandleFunc("GET /peer/v1/entries", c.handleEntries)
 }
 
 // peerError writes an error in the API's shape.

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -15,8 +14,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory"
 )
 
 // Member is one member of the cluster as it registered in etcd.
@@ -72,20 +73,22 @@ type Node struct {
 	wg     sync.WaitGroup
 }
 
-// Errors of the cluster, classified (errors.Is).
+// Errors of the cluster, classified (errors.Is). The retryable ones are
+// actors.ErrUnavailable too (503 from the API); a divergence is
+// memory.ErrCorrupt.
 var (
 	// ErrEtcdUnavailable: etcd did not answer in time; writes fail, reads go on.
-	ErrEtcdUnavailable = errors.New("cluster: etcd is unavailable")
+	ErrEtcdUnavailable = fmt.Errorf("%w: cluster: etcd is unavailable", actors.ErrUnavailable)
 	// ErrFenced: this member lost its lease or its ownership of a sona
-	// while writing; nothing of the write was acknowledged. Retryable.
-	ErrFenced = errors.New("cluster: fenced")
+	// while writing; nothing of the write was acknowledged.
+	ErrFenced = fmt.Errorf("%w: cluster: fenced (this member no longer owns the sona)", actors.ErrUnavailable)
 	// ErrNotOwner: another member owns the sona.
-	ErrNotOwner = errors.New("cluster: another member owns the sona")
+	ErrNotOwner = fmt.Errorf("%w: cluster: another member owns the sona", actors.ErrUnavailable)
 	// ErrNoReplicas: too few live members hold or can hold the sona.
-	ErrNoReplicas = errors.New("cluster: too few members available")
+	ErrNoReplicas = fmt.Errorf("%w: cluster: too few members available", actors.ErrUnavailable)
 	// ErrDiverged: two copies of a chain disagree (never expected: a bug
-	// or damage, reported as corruption).
-	ErrDiverged = errors.New("cluster: chains diverged")
+	// or damage).
+	ErrDiverged = fmt.Errorf("%w: cluster: copies of a chain diverged", memory.ErrCorrupt)
 )
 
 // Join connects to etcd, registers this member under a new lease and

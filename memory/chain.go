@@ -137,6 +137,9 @@ func (s *Self) AppendOp(a *Append) Op {
 		}
 		item := a.Item
 		for _, e := range item.Memory.Edges {
+			if item.Replicated {
+				break // checked by the chain's owner; the target may be another member's
+			}
 			ok, err := tx.Has(metaKey(e.Target))
 			if err != nil {
 				return err

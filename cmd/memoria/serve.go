@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"time"
 
@@ -64,7 +65,11 @@ func serveCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			srv := serving.New(serving.Options{Config: cfg.Server, Handler: a.API, Limit: a.API.RequestLimit,
+			var handler http.Handler = a.API
+			if a.Cluster != nil {
+				handler = a.Cluster.Route(a.API) // requests about a sona go to its owner
+			}
+			srv := serving.New(serving.Options{Config: cfg.Server, Handler: handler, Limit: a.API.RequestLimit,
 				Metrics: a.Metrics, Log: log})
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()

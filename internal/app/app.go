@@ -114,24 +114,29 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 	if err != nil {
 		return nil, err
 	}
-	sys, err := actors.Start(actors.Options{Self: self, LLM: model, Config: cfg, Clock: o.Clock, Logger: log, Knobs: o.Knobs,
-		Metrics: m, AnchorSink: o.AnchorSink})
-	if err != nil {
-		self.Close()
-		return nil, err
-	}
 	var cl *cluster.Cluster
+	var chains actors.ChainWriter
 	if o.ClusterURL != "" && cfg.Cluster.Enabled() {
 		if cl, err = cluster.Start(ctx, cluster.Options{Config: cfg, Self: self, Log: log, Clock: o.Clock, URL: o.ClusterURL, Version: api.Version}); err != nil {
-			sys.Stop()
 			self.Close()
 			return nil, err
 		}
+		chains = cl.Chains()
+	}
+	sys, err := actors.Start(actors.Options{Self: self, LLM: model, Config: cfg, Clock: o.Clock, Logger: log, Knobs: o.Knobs,
+		Metrics: m, AnchorSink: o.AnchorSink, Chains: chains})
+	if err != nil {
+		if cl != nil {
+			cl.Close()
+		}
+		self.Close()
+		return nil, err
 	}
 	srv := api.NewServer(self, sys, cfg, log)
 	srv.ServeMetrics(m)
 	if cl != nil {
 		srv.Mux().Handle("GET /cluster", cl.StatusHandler())
+		srv.OnSonaCreated(cl.SonaCreated)
 	}
 	if tracing != nil {
 		srv.Trace(tracing.Provider)
