@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,6 +55,9 @@ type Cluster struct {
 	mover    *mover
 	replicas replicaLocks
 	maxBody  int64 // server.max_body_bytes: what Route reads of a body
+	// lastOwner is each sona's owner as last read from etcd (member id):
+	// reads are routed by it while etcd does not answer.
+	lastOwner sync.Map
 }
 
 // memberFile keeps a member's id in its data directory.

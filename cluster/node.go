@@ -64,7 +64,8 @@ type Node struct {
 	lease   clientv3.LeaseID
 	epoch   uint64 // bumped by every lease: a claim made under an older one is void
 	fenceFn []func()
-	changed []func() // hear membership changes
+	changed []func()                   // hear membership changes
+	gone    map[string]map[chan struct{}]bool // closed when the member leaves
 
 	lastOK atomic.Int64 // unix nanos of etcd's last answer (keep-alive or request)
 
@@ -297,7 +298,8 @@ func (n *Node) fence(epoch uint64) {
 		return
 	}
 	n.epoch++ // claims of the lost lease no longer count
-	n.members = map[string]Member{}
+	// The member list stays as it was last seen: while etcd is away the
+	// members probably are not, and reads are still routed to them.
 	fns := slices.Clone(n.fenceFn)
 	n.mu.Unlock()
 	n.log.Warn("lost the cluster lease: fenced, stepping down from every sona", "member", n.self.ID)
@@ -385,10 +387,42 @@ func (n *Node) relist(ctx context.Context, rev *int64) error {
 	return nil
 }
 
+// Gone returns a channel closed once member id is no longer live (at
+// once if it is not now), and a function that stops watching.
+func (n *Node) Gone(id string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.members[id]; !ok {
+		close(ch)
+		return ch, func() {}
+	}
+	if n.gone == nil {
+		n.gone = map[string]map[chan struct{}]bool{}
+	}
+	if n.gone[id] == nil {
+		n.gone[id] = map[chan struct{}]bool{}
+	}
+	n.gone[id][ch] = true
+	return ch, func() {
+		n.mu.Lock()
+		delete(n.gone[id], ch)
+		n.mu.Unlock()
+	}
+}
+
 func (n *Node) notify() {
-	n.mu.RLock()
+	n.mu.Lock()
+	for id, chs := range n.gone {
+		if _, ok := n.members[id]; !ok {
+			for ch := range chs {
+				close(ch)
+			}
+			delete(n.gone, id)
+		}
+	}
 	fns := slices.Clone(n.changed)
-	n.mu.RUnlock()
+	n.mu.Unlock()
 	for _, fn := range fns {
 		fn()
 	}

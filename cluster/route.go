@@ -210,15 +210,11 @@ func (c *Cluster) sonaRef(ctx context.Context, ref string) (string, error) {
 func (c *Cluster) placement(ctx context.Context, sona string, read bool) (Member, error) {
 	self := c.node.self
 	if c.chains.holds(sona) {
+		c.lastOwner.Store(sona, self.ID)
 		return self, nil
 	}
 	if !c.node.Healthy() {
-		if read {
-			if l, _, err := localLength(c.self, sona); err == nil && l >= 0 {
-				return self, nil
-			}
-		}
-		return Member{}, fmt.Errorf("%w: cannot find the owner of sona %s", ErrEtcdUnavailable, sona)
+		return c.placeWithoutEtcd(sona, read, nil)
 	}
 	rctx, cancel := c.node.request(ctx)
 	defer cancel()
@@ -226,16 +222,12 @@ func (c *Cluster) placement(ctx context.Context, sona string, read bool) (Member
 	resp, err := c.node.client.Txn(rctx).Then(clientv3.OpGet(k.owner(sona)), clientv3.OpGet(k.head(sona))).Commit()
 	if err != nil {
 		c.node.failed()
-		if read {
-			if l, _, lerr := localLength(c.self, sona); lerr == nil && l >= 0 {
-				return self, nil
-			}
-		}
-		return Member{}, fmt.Errorf("%w: cannot find the owner of sona %s: %v", ErrEtcdUnavailable, sona, err)
+		return c.placeWithoutEtcd(sona, read, err)
 	}
 	c.node.answered()
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
 		id := string(kvs[0].Value)
+		c.lastOwner.Store(sona, id)
 		if id == self.ID {
 			return self, nil
 		}
@@ -268,6 +260,31 @@ func (c *Cluster) placement(ctx context.Context, sona string, read bool) (Member
 	return m, nil
 }
 
+// placeWithoutEtcd places a request while etcd does not answer: a read
+// goes to the sona's owner as last seen, or is served here if this member
+// holds the sona; a write fails.
+func (c *Cluster) placeWithoutEtcd(sona string, read bool, cause error) (Member, error) {
+	self := c.node.self
+	if read {
+		if id, ok := c.lastOwner.Load(sona); ok {
+			if id == self.ID {
+				return self, nil
+			}
+			if m, ok := c.node.Member(id.(string)); ok {
+				return m, nil
+			}
+		}
+		if l, _, err := localLength(c.self, sona); err == nil && l >= 0 {
+			return self, nil
+		}
+	}
+	msg := fmt.Sprintf("%s sona %s", map[bool]string{true: "cannot read", false: "writes are refused to"}[read], sona)
+	if cause != nil {
+		msg += fmt.Sprintf(" (%v)", cause)
+	}
+	return Member{}, fmt.Errorf("%w: %s", ErrEtcdUnavailable, msg)
+}
+
 // forward proxies r to member to, streaming the answer.
 func (c *Cluster) forward(w http.ResponseWriter, r *http.Request, sona string, to Member) {
 	target, err := url.Parse(to.URL)
@@ -275,6 +292,22 @@ func (c *Cluster) forward(w http.ResponseWriter, r *http.Request, sona string, t
 		apiError(w, fmt.Errorf("%w: member %s has a bad URL %q", memory.ErrCorrupt, to.ID, to.URL))
 		return
 	}
+	// A member that stops answering (paused, partitioned) holds its
+	// sonas until its lease expires: then the request fails (503, retry)
+	// instead of waiting for the client's timeout, and the retry goes to
+	// the next owner.
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	gone, unwatch := c.node.Gone(to.ID)
+	defer unwatch()
+	go func() {
+		select {
+		case <-gone:
+			cancel(fmt.Errorf("member %s left the cluster", to.ID))
+		case <-ctx.Done():
+		}
+	}()
+	r = r.WithContext(ctx)
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -284,6 +317,9 @@ func (c *Cluster) forward(w http.ResponseWriter, r *http.Request, sona string, t
 		Transport:     c.client.Transport,
 		FlushInterval: -1, // streamed answers (chat events, exports) pass as they come
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				err = cause
+			}
 			apiError(w, fmt.Errorf("%w: sona %s is served by member %s at %s, which does not answer (%v); retry", ErrNoReplicas, sona, to.ID, to.URL, err))
 		},
 	}

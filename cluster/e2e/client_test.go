@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 )
 
 // hc is the tests' HTTP client: every call is bounded.
-var hc = &http.Client{Timeout: 20 * time.Second}
+var hc = &http.Client{Timeout: 5 * time.Second}
 
 // call makes one JSON call and returns the status, the member that
 // served it and the body.
@@ -209,4 +210,40 @@ func etcdHeads(t *testing.T, etcdURL string) map[string]struct {
 		out[k[len("/memoria/sona/"):len(k)-5]] = v
 	}
 	return out
+}
+
+// etcdOwners maps each owned sona to its owner's member id.
+func etcdOwners(t *testing.T, etcdURL string) map[string]string {
+	t.Helper()
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.Get(ctx, "/memoria/sona/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range resp.Kvs {
+		k := strings.TrimPrefix(string(kv.Key), "/memoria/sona/")
+		if sona, ok := strings.CutSuffix(k, "/owner"); ok {
+			out[sona] = string(kv.Value)
+		}
+	}
+	return out
+}
+
+// selfID is the member id of the member at url.
+func selfID(url string) (string, error) {
+	status, b, err := call("GET", url+"/cluster", nil)
+	if err != nil || status != http.StatusOK {
+		return "", fmt.Errorf("GET /cluster: %d %v", status, err)
+	}
+	var st struct {
+		Self string `json:"self"`
+	}
+	return st.Self, json.Unmarshal(b, &st)
 }

@@ -80,7 +80,7 @@ func (l *logs) dump(t *testing.T) {
 
 // startCluster starts etcd and n members for the test, stopped (cleanly,
 // or the test fails) at its end.
-func startCluster(t *testing.T, n, replicas int, env ...string) *clusterproc.Cluster {
+func startCluster(t *testing.T, n, replicas int, env ...string) (*clusterproc.Cluster, *logs) {
 	t.Helper()
 	l := &logs{buf: map[string]*bytes.Buffer{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -98,7 +98,14 @@ func startCluster(t *testing.T, n, replicas int, env ...string) *clusterproc.Clu
 			l.dump(t)
 		}
 	})
-	return c
+	return c, l
+}
+
+// contains reports whether process name logged s.
+func (l *logs) contains(name, s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf[name] != nil && bytes.Contains(l.buf[name].Bytes(), []byte(s))
 }
 
 // eventually polls cond until it holds or the deadline passes.

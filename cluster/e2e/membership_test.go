@@ -28,7 +28,7 @@ func memberIDs(url string) ([]string, string) {
 // rejoins under the same id. Every process that was not killed exits 0 on
 // SIGTERM (etcd included: startCluster's cleanup checks).
 func TestMembership(t *testing.T) {
-	c := startCluster(t, 3, 2)
+	c, _ := startCluster(t, 3, 2)
 	ids, _ := memberIDs(c.Nodes[0].URL)
 	if len(ids) != 3 {
 		t.Fatalf("n1 sees %v", ids)

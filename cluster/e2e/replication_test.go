@@ -13,7 +13,7 @@ import (
 // each, which every member serves (routing to the owner), whose head in
 // etcd names two members, each holding the acknowledged appends.
 func TestWritesRoutedAndReplicated(t *testing.T) {
-	c := startCluster(t, 3, 2)
+	c, _ := startCluster(t, 3, 2)
 	const sonas, writes = 6, 5
 	ids := make([]string, sonas)
 	for i := range ids {
