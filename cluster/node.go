@@ -64,7 +64,7 @@ type Node struct {
 	lease   clientv3.LeaseID
 	epoch   uint64 // bumped by every lease: a claim made under an older one is void
 	fenceFn []func()
-	changed []func()                   // hear membership changes
+	changed []func()                          // hear membership changes
 	gone    map[string]map[chan struct{}]bool // closed when the member leaves
 
 	lastOK atomic.Int64 // unix nanos of etcd's last answer (keep-alive or request)

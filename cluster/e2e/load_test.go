@@ -172,7 +172,9 @@ func busiest(own map[string]string, sonas []string) (string, []string) {
 	for id := range by {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return len(by[ids[i]]) > len(by[ids[j]]) || len(by[ids[i]]) == len(by[ids[j]]) && ids[i] < ids[j] })
+	sort.Slice(ids, func(i, j int) bool {
+		return len(by[ids[i]]) > len(by[ids[j]]) || len(by[ids[i]]) == len(by[ids[j]]) && ids[i] < ids[j]
+	})
 	if len(ids) == 0 {
 		return "", nil
 	}
