@@ -92,13 +92,17 @@ func (c *Cluster) stageHere(ctx context.Context, req *messages.StageRequest) (*m
 	ch := cs.sonas[sona]
 	cs.mu.Unlock()
 	if ch != nil {
-		// Another member claimed this sona after this one did: whatever
-		// this one still thinks it owns is void.
 		ch.mu.Lock()
-		if ch.claim != 0 && ch.claim < req.Claim {
+		mine := ch.claim
+		if mine != 0 && mine < req.Claim {
+			// Another member claimed this sona after this one did:
+			// whatever this one still thinks it owns is void.
 			ch.claim, ch.broken = 0, ErrFenced
 		}
 		ch.mu.Unlock()
+		if mine > req.Claim {
+			return nil, fmt.Errorf("%w: member %s's claim on %s (%d) is older than this member's (%d)", ErrFenced, req.Owner, sona, req.Claim, mine)
+		}
 	}
 	self := c.self
 	if _, err := self.AdoptSona(ctx, rec); err != nil {
