@@ -241,6 +241,30 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	return c, nil
 }
 
+// StartSingle starts one `memoria serve` without a cluster (the single
+// node the cluster is compared with), as a Cluster of one node and no etcd.
+func StartSingle(ctx context.Context, o Options) (*Cluster, error) {
+	if o.Log == nil {
+		o.Log = func(string) io.Writer { return io.Discard }
+	}
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(o.Dir, "single")
+	p := &Proc{Name: "single", URL: "http://" + addr, bin: o.Bin, log: o.Log("single"), Dir: dir,
+		Args: []string{"serve", "--data", dir, "--listen", addr}, Env: o.Env}
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Nodes: []*Proc{p}, opts: o}
+	if err := p.waitUp(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
 // AddNode starts one more member and waits until it answers.
 func (c *Cluster) AddNode(ctx context.Context) (*Proc, error) {
 	addr, err := FreeAddr()

@@ -25,7 +25,7 @@ func clusterCmd(g *globals) *cobra.Command {
 		Use:   "cluster",
 		Short: "Inspect a cluster, or start one on this machine for a demo",
 	}
-	cmd.AddCommand(clusterStatusCmd(g), clusterDevCmd(g))
+	cmd.AddCommand(clusterStatusCmd(g), clusterDevCmd(g), clusterBenchCmd(g))
 	return cmd
 }
 
