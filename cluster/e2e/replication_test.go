@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -64,6 +65,26 @@ func TestWritesRoutedAndReplicated(t *testing.T) {
 		if h.Seq != writes-1 || len(h.Replicas) != 2 || h.Replicas[0] == h.Replicas[1] {
 			t.Fatalf("%s: head in etcd %+v, want seq %d held by 2 members", id, h, writes-1)
 		}
+	}
+	// GET /cluster's census agrees.
+	status, b, err := call("GET", c.Nodes[1].URL+"/cluster", nil)
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("GET /cluster: %d %v", status, err)
+	}
+	var st struct {
+		Sonas           *int `json:"sonas"`
+		UnderReplicated *int `json:"under_replicated"`
+		Members         []struct{ Owned, Held int }
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	owned, held := 0, 0
+	for _, m := range st.Members {
+		owned, held = owned+m.Owned, held+m.Held
+	}
+	if st.Sonas == nil || *st.Sonas != sonas || *st.UnderReplicated != 0 || owned != sonas || held != 2*sonas {
+		t.Fatalf("GET /cluster: %s", b)
 	}
 	for _, a := range all {
 		mems, _ := chain(c.Nodes[0].URL, a.sona)

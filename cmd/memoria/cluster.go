@@ -68,14 +68,17 @@ func printStatus(w io.Writer, st cluster.Status) error {
 		health = "DOES NOT ANSWER"
 	}
 	fmt.Fprintf(w, "etcd %v: %s; replicas (R) %d; %d members\n", st.Etcd.Endpoints, health, st.Replicas, len(st.Members))
+	if st.Sonas != nil {
+		fmt.Fprintf(w, "%d sonas, %d held by fewer than %d live members\n", *st.Sonas, *st.UnderReplicated, st.Replicas)
+	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tURL\tPEER\tUP SINCE\t")
+	fmt.Fprintln(tw, "MEMBER\tURL\tPEER\tOWNS\tHOLDS\tUP SINCE\t")
 	for _, m := range st.Members {
 		id := m.ID
 		if m.Self {
 			id += " (answered)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", id, m.URL, m.Peer, time.UnixMilli(m.Started).Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t\n", id, m.URL, m.Peer, m.Owned, m.Held, time.UnixMilli(m.Started).Format(time.DateTime))
 	}
 	return tw.Flush()
 }
