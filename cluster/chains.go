@@ -322,7 +322,9 @@ func (cs *chains) Release(sona string) {
 	ch.claim, ch.broken = 0, nil
 	ch.mu.Unlock()
 	if claim != 0 {
-		go cs.release(sona, claim)
+		// Before the actor is gone: a successor activated at once must
+		// not find the key of this claim (and take it for its own).
+		cs.release(sona, claim)
 	}
 }
 

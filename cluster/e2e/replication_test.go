@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestWritesRoutedAndReplicated: with three members and R = 2, sonas
@@ -102,6 +103,37 @@ func TestWritesRoutedAndReplicated(t *testing.T) {
 		}
 		if holders < 2 {
 			t.Fatalf("%+v is held by %d members", a, holders)
+		}
+	}
+}
+
+// TestPassivationReleases: a sona whose actor is passivated (idle) gives
+// its owner key up; the next write, through another member, claims it
+// again and continues the same chain.
+func TestPassivationReleases(t *testing.T) {
+	c, _ := startCluster(t, 3, 2, "MEMORIA_ACTORS_SONA_IDLE=1s")
+	id := createSona(t, c.Nodes[0].URL, "idle")
+	var want []string
+	for i := range 3 {
+		a, status, body, err := insert(c.Nodes[i].URL, id, fmt.Sprintf("before %d", i))
+		if err != nil || status != http.StatusCreated {
+			t.Fatalf("insert: %d %s %v", status, body, err)
+		}
+		want = append(want, a.cid)
+	}
+	eventually(t, 20*time.Second, "the idle sona's owner key is released", func() (bool, string) {
+		o := owners(t, c.Etcd.URL)[id]
+		return o == "", o
+	})
+	a, status, body, err := insert(c.Nodes[2].URL, id, "after")
+	if err != nil || status != http.StatusCreated || a.seq != 3 {
+		t.Fatalf("insert after passivation: %d %s %v %+v", status, body, err, a)
+	}
+	want = append(want, a.cid)
+	for _, n := range c.Nodes {
+		mems, err := chain(n.URL, id)
+		if err != nil || !slices.Equal(mems, want) {
+			t.Fatalf("through %s: %v %v, want %v", n.Name, mems, err, want)
 		}
 	}
 }
