@@ -542,8 +542,8 @@ func (cs *chains) commit(sona string, rec *messages.Sona, claim int64, head Head
 	return next, rev, nil
 }
 
-// owners returns, of the live members, the ids in the order they would
-// hold sona (rendezvous), this member first.
+// replicaCandidates are the other live members in sona's rendezvous
+// order: its replicas are the first R-1 of them that take its appends.
 func (c *Cluster) replicaCandidates(sona string) []string {
 	var ids []string
 	for _, m := range c.node.Members() {
