@@ -345,14 +345,7 @@ func (cs *chains) catchUp(ctx context.Context, sona string, head Head) error {
 		if err != nil {
 			return err
 		}
-		var run []*messages.StagedAppend
-		for _, a := range st {
-			if a.Seq != length+int64(len(run)) || a.Seq > head.Seq {
-				break
-			}
-			run = append(run, a)
-		}
-		if err := apply(ctx, self, sona, run); err != nil && !errors.Is(err, ErrDiverged) {
+		if err := apply(ctx, self, sona, contiguous(st, length, head.Seq)); err != nil && !errors.Is(err, ErrDiverged) {
 			return err
 		} else if err != nil {
 			cs.c.log.Warn("dropping staged appends that do not continue the chain", "sona", sona, "err", err)

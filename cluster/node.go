@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -229,15 +230,7 @@ func (n *Node) register(ctx context.Context, first bool) error {
 	if err != nil {
 		return fmt.Errorf("%w: list members: %v", ErrEtcdUnavailable, err)
 	}
-	members := map[string]Member{}
-	for _, kv := range list.Kvs {
-		var m Member
-		if err := json.Unmarshal(kv.Value, &m); err != nil {
-			n.log.Warn("ignoring a malformed member record", "key", string(kv.Key), "err", err)
-			continue
-		}
-		members[m.ID] = m
-	}
+	members := n.parseMembers(list.Kvs)
 	n.mu.Lock()
 	n.lease = grant.ID
 	n.epoch++
@@ -249,6 +242,20 @@ func (n *Node) register(ctx context.Context, first bool) error {
 	go n.watch(list.Header.Revision + 1)
 	n.log.Info("joined the cluster", "member", n.self.ID, "members", len(members), "lease", fmt.Sprintf("%x", grant.ID))
 	return nil
+}
+
+// parseMembers reads member records, skipping malformed ones.
+func (n *Node) parseMembers(kvs []*mvccpb.KeyValue) map[string]Member {
+	members := map[string]Member{}
+	for _, kv := range kvs {
+		var m Member
+		if err := json.Unmarshal(kv.Value, &m); err != nil {
+			n.log.Warn("ignoring a malformed member record", "key", string(kv.Key), "err", err)
+			continue
+		}
+		members[m.ID] = m
+	}
+	return members
 }
 
 func isLeaseNotFound(err error) bool {
@@ -371,13 +378,7 @@ func (n *Node) relist(ctx context.Context, rev *int64) error {
 	if err != nil {
 		return err
 	}
-	members := map[string]Member{}
-	for _, kv := range list.Kvs {
-		var m Member
-		if json.Unmarshal(kv.Value, &m) == nil {
-			members[m.ID] = m
-		}
-	}
+	members := n.parseMembers(list.Kvs)
 	n.mu.Lock()
 	n.members = members
 	n.mu.Unlock()

@@ -118,14 +118,7 @@ func (c *Cluster) stageHere(ctx context.Context, req *messages.StageRequest) (*m
 		if err != nil {
 			return nil, err
 		}
-		var run []*messages.StagedAppend
-		for _, a := range st {
-			if a.Seq != length+int64(len(run)) || a.Seq > committed {
-				break
-			}
-			run = append(run, a)
-		}
-		if err := apply(ctx, self, sona, run); errors.Is(err, ErrDiverged) {
+		if err := apply(ctx, self, sona, contiguous(st, length, committed)); errors.Is(err, ErrDiverged) {
 			// Staged by an owner whose appends the head never reached.
 			if err := dropStaged(ctx, self.Store(), sona, length); err != nil {
 				return nil, err

@@ -73,6 +73,19 @@ func readStaged(st *memory.Store, sona string, from int64) ([]*messages.StagedAp
 	return out, err
 }
 
+// contiguous is the run of staged appends that continues a chain of
+// length: seqs length, length+1, … up to seq to at most.
+func contiguous(st []*messages.StagedAppend, length, to int64) []*messages.StagedAppend {
+	var run []*messages.StagedAppend
+	for _, a := range st {
+		if a.Seq != length+int64(len(run)) || a.Seq > to {
+			break
+		}
+		run = append(run, a)
+	}
+	return run
+}
+
 // dropStaged deletes sona's staged appends from seq from on: the head
 // never reached them.
 func dropStaged(ctx context.Context, st *memory.Store, sona string, from int64) error {

@@ -175,12 +175,16 @@ func chain(url, sona string) ([]string, error) {
 	}
 }
 
-// etcdHeads reads every sona's head from etcd.
-func etcdHeads(t *testing.T, etcdURL string) map[string]struct {
+// head is a sona's head as etcd keeps it.
+type head struct {
 	Seq      int64    `json:"seq"`
 	CID      string   `json:"cid"`
 	Replicas []string `json:"replicas"`
-} {
+}
+
+// sonaKeys reads the keys under /memoria/sona/ from etcd, by sona and
+// then by name (owner, head, info).
+func sonaKeys(t *testing.T, etcdURL string) map[string]map[string][]byte {
 	t.Helper()
 	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -193,21 +197,32 @@ func etcdHeads(t *testing.T, etcdURL string) map[string]struct {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]struct {
-		Seq      int64    `json:"seq"`
-		CID      string   `json:"cid"`
-		Replicas []string `json:"replicas"`
-	}{}
+	out := map[string]map[string][]byte{}
 	for _, kv := range resp.Kvs {
-		k := string(kv.Key)
-		if len(k) < len("/memoria/sona/")+36+5 || k[len(k)-5:] != "/head" {
+		sona, name, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), "/memoria/sona/"), "/")
+		if !ok {
 			continue
 		}
-		v := out[k[len("/memoria/sona/"):len(k)-5]]
-		if err := json.Unmarshal(kv.Value, &v); err != nil {
-			t.Fatal(err)
+		if out[sona] == nil {
+			out[sona] = map[string][]byte{}
 		}
-		out[k[len("/memoria/sona/"):len(k)-5]] = v
+		out[sona][name] = kv.Value
+	}
+	return out
+}
+
+// etcdHeads reads every sona's head from etcd.
+func etcdHeads(t *testing.T, etcdURL string) map[string]head {
+	t.Helper()
+	out := map[string]head{}
+	for sona, keys := range sonaKeys(t, etcdURL) {
+		if v, ok := keys["head"]; ok {
+			var h head
+			if err := json.Unmarshal(v, &h); err != nil {
+				t.Fatal(err)
+			}
+			out[sona] = h
+		}
 	}
 	return out
 }
@@ -215,22 +230,10 @@ func etcdHeads(t *testing.T, etcdURL string) map[string]struct {
 // etcdOwners maps each owned sona to its owner's member id.
 func etcdOwners(t *testing.T, etcdURL string) map[string]string {
 	t.Helper()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cl.Get(ctx, "/memoria/sona/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, kv := range resp.Kvs {
-		k := strings.TrimPrefix(string(kv.Key), "/memoria/sona/")
-		if sona, ok := strings.CutSuffix(k, "/owner"); ok {
-			out[sona] = string(kv.Value)
+	for sona, keys := range sonaKeys(t, etcdURL) {
+		if v, ok := keys["owner"]; ok {
+			out[sona] = string(v)
 		}
 	}
 	return out

@@ -33,7 +33,7 @@ func TestKillOwnerMidWrite(t *testing.T) {
 		}
 		return true, ""
 	})
-	victim, theirs := busiest(owners(t, c.Etcd.URL), sonas)
+	victim, theirs := busiest(etcdOwners(t, c.Etcd.URL), sonas)
 	p := procOf(t, c, victim)
 	p.Kill()
 	killed := time.Now()
@@ -151,7 +151,7 @@ func TestPausedOwner(t *testing.T) {
 	paused := time.Now()
 	took := writtenAll(t, l, sonas, 1, 20*time.Second, "every sona written on the others while the owner is paused")
 	t.Logf("owner paused: every sona written again by another member within %s", took.Round(10*time.Millisecond))
-	own := owners(t, c.Etcd.URL)
+	own := etcdOwners(t, c.Etcd.URL)
 	for _, s := range sonas {
 		if own[s] == ownerID {
 			t.Fatalf("sona %s is still owned by the paused member", s)

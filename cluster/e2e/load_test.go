@@ -154,12 +154,6 @@ func (l *load) verify(t *testing.T, through ...*clusterproc.Proc) {
 	t.Logf("verified %d acknowledged appends on %d sonas; refused attempts %v", len(l.acked), len(l.sonas), l.refused)
 }
 
-// owners maps each sona to the member id that owns it in etcd.
-func owners(t *testing.T, etcdURL string) map[string]string {
-	t.Helper()
-	return etcdOwners(t, etcdURL)
-}
-
 // busiest is the member owning the most of sonas, and those sonas.
 func busiest(own map[string]string, sonas []string) (string, []string) {
 	by := map[string][]string{}

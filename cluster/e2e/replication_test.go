@@ -122,7 +122,7 @@ func TestPassivationReleases(t *testing.T) {
 		want = append(want, a.cid)
 	}
 	eventually(t, 20*time.Second, "the idle sona's owner key is released", func() (bool, string) {
-		o := owners(t, c.Etcd.URL)[id]
+		o := etcdOwners(t, c.Etcd.URL)[id]
 		return o == "", o
 	})
 	a, status, body, err := insert(c.Nodes[2].URL, id, "after")
