@@ -1,3 +1,5 @@
+//go:build !memoria_noetcd
+
 package main
 
 import (
