@@ -139,6 +139,12 @@ func (a *heartbeatActor) apply(ctx context.Context, merges []*living.Merge) ([]*
 	var out []*messages.Compression
 	for _, m := range merges {
 		r, err := a.sys.Append(ctx, m.Sona, m.Prepared)
+		if errors.Is(err, ErrUnavailable) {
+			// A cluster member that does not own the sona (another does):
+			// the owner merges it, and the merge reaches this copy.
+			a.sys.log.Debug("merge skipped", "sona", m.Sona, "err", err)
+			continue
+		}
 		if err != nil {
 			return out, err
 		}
@@ -161,6 +167,10 @@ func (a *heartbeatActor) dream(ctx context.Context, rep *messages.TickReport) er
 	for _, p := range plans {
 		for _, in := range p.Insights {
 			r, err := a.sys.Append(ctx, p.Sona, in)
+			if errors.Is(err, ErrUnavailable) {
+				a.sys.log.Debug("insight skipped", "sona", p.Sona, "err", err) // another member owns the sona
+				continue
+			}
 			if err != nil {
 				return err
 			}

@@ -30,13 +30,13 @@ type sonaActor struct {
 	last   *cid.Cid
 	gen    int // bumped on every reload; older append results are stale
 
-	inflight map[cid.Cid]*memory.Pending // appended, not yet durable
-	busy     int                         // advances in progress
-	idleDue  bool                        // the idle time passed while work was in flight
-	traffic  time.Time                   // last append or advance
-	idleTick clock.Timer                 // sends IdleCheck
-	stopping bool                        // passivate once idle
-	down     bool                        // stopping now
+	inflight map[cid.Cid]Settling // appended, not yet durable
+	busy     int                  // advances in progress
+	idleDue  bool                 // the idle time passed while work was in flight
+	traffic  time.Time            // last append or advance
+	idleTick clock.Timer          // sends IdleCheck
+	stopping bool                 // passivate once idle
+	down     bool                 // stopping now
 
 	tiers    map[string]*actor.PID // the stm, mtm and lpm children
 	tierBusy map[string]bool       // tiers with work, by name
@@ -57,6 +57,9 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 		a.down = true // the tier children stop with it (a restart respawns them)
 		if a.idleTick != nil {
 			a.idleTick.Stop()
+		}
+		if _, stopping := msg.(*actor.Stopping); stopping {
+			a.sys.chains.Release(a.id)
 		}
 	case *messages.AppendMemory:
 		a.traffic, a.idleDue = a.sys.clock.Now(), false
@@ -176,7 +179,7 @@ func (a *sonaActor) reload(ctx actor.Context) {
 	if rec.LastMemory != nil {
 		a.last = mustCID(*rec.LastMemory)
 	}
-	a.inflight = map[cid.Cid]*memory.Pending{}
+	a.inflight = map[cid.Cid]Settling{}
 	a.gen++
 }
 
@@ -210,6 +213,16 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, step *advan
 		}
 		step = &advanceSpan{span}
 	}
+	c, cancel := context.WithTimeout(context.Background(), a.sys.cfg.Actors.AskTimeout.D())
+	fresh, err := a.sys.chains.Acquire(c, a.id)
+	cancel()
+	if err != nil {
+		done(appended{nil, err})
+		return
+	}
+	if fresh {
+		a.reload(ctx) // caught up: the chain moved underneath
+	}
 	if item.ExpectSeq != nil && *item.ExpectSeq != a.length {
 		done(appended{nil, fmt.Errorf("%w: sona %s is at seq %d, the append expected %d", memory.ErrChainConflict, a.id, a.length, *item.ExpectSeq)})
 		return
@@ -241,7 +254,7 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, step *advan
 		done(appended{nil, err})
 		return
 	}
-	p := a.sys.self.Store().SubmitTraced(step.context(context.Background()), a.sys.self.Chains.Op(plan))
+	p := a.sys.chains.Write(step.context(context.Background()), plan)
 	a.head, a.length = plan.Next()
 	a.last = &item.CID
 	a.inflight[item.CID] = p
@@ -272,7 +285,7 @@ func tell(ctx actor.Context, to *actor.PID, msg proto.Message) {
 // bounded by a step's timeout, not an ask's: a write that takes longer to
 // become durable than an ask may wait (a busy disk) still settles, and
 // giving up on it early would report as failed a write that then lands.
-func (a *sonaActor) await(ctx actor.Context, p *memory.Pending, cont func(error)) {
+func (a *sonaActor) await(ctx actor.Context, p Settling, cont func(error)) {
 	f := actor.NewFuture(ctx.ActorSystem(), a.sys.stepTimeout())
 	go func() {
 		<-p.Done()

@@ -38,6 +38,9 @@ type Options struct {
 	// memories) from an anchors actor, off the appends' acknowledgement
 	// path. None by default.
 	AnchorSink memory.AnchorSink
+	// Chains carries out the sonas' appends; nil: the store (one node).
+	// A cluster member passes its own (see ChainWriter).
+	Chains ChainWriter
 }
 
 // TestingKnobs let tests inject faults. They are nil in production.
@@ -79,6 +82,7 @@ type System struct {
 	metrics    *metrics.Set
 	tierModel  tiers.Model
 	anchorSink memory.AnchorSink
+	chains     ChainWriter
 
 	// importing is set while an import runs (one at a time); upkeep is
 	// held by a heartbeat tick and by an import, which never overlap.
@@ -114,7 +118,10 @@ func Start(o Options) (*System, error) {
 		actor.WithDeadLetterRequestLogging(false),
 	)
 	s := &System{as: as, self: o.Self, llm: o.LLM, cfg: o.Config, clock: o.Clock, log: logger, knobs: o.Knobs,
-		metrics: o.Metrics, tierModel: o.TierModel, anchorSink: o.AnchorSink}
+		metrics: o.Metrics, tierModel: o.TierModel, anchorSink: o.AnchorSink, chains: o.Chains}
+	if s.chains == nil {
+		s.chains = localChains{o.Self}
+	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	if s.tierModel == nil {
 		s.tierModel = &tiers.LLMModel{LLM: o.LLM, MaxTokens: o.Config.LLM.MaxTokens, Fallback: func(op string, err error) {

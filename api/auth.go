@@ -215,7 +215,8 @@ var policies = map[string]policy{
 	"GET /export":                  {ScopeAdmin, global},
 	"POST /import":                 {ScopeAdmin, global},
 	"GET /anchors":                 {ScopeRead, global},
-	"/mcp":                         {ScopeRead, bound}, // each tool and resource checks its own
+	"GET /cluster":                 {ScopeRead, global}, // mounted by a cluster member (package cluster)
+	"/mcp":                         {ScopeRead, bound},  // each tool and resource checks its own
 }
 
 // ipfsPolicy covers everything under /ipfs/, whatever patterns the

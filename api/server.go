@@ -45,7 +45,14 @@ type Server struct {
 	clock   clock.Clock              // the self's: times requests and recalls
 	tp      oteltrace.TracerProvider // nil: tracing is off (tracing.go)
 	tracer  oteltrace.Tracer
+	// sonaCreated, when set, must accept a new sona before its creation
+	// is acknowledged (a cluster member registers it: OnSonaCreated).
+	sonaCreated func(context.Context, *messages.Sona) error
 }
+
+// OnSonaCreated has fn accept every sona created through this server
+// before the creation is acknowledged; an error from fn fails it.
+func (s *Server) OnSonaCreated(fn func(context.Context, *messages.Sona) error) { s.sonaCreated = fn }
 
 // NewServer builds the REST API over a self and its actor system.
 func NewServer(self *memory.Self, sys *actors.System, cfg config.Config, log *slog.Logger) *Server {

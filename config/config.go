@@ -51,6 +51,7 @@ type Config struct {
 	Embedder    Embedder   `yaml:"embedder"`
 	Actors      Actors     `yaml:"actors"`
 	Log         Log        `yaml:"log"`
+	Cluster     Cluster    `yaml:"cluster"`
 }
 
 // Server configures the HTTP listener (REST, later MCP and the gateway).
@@ -670,7 +671,8 @@ func Default() Config {
 			RestartWindow: Duration(time.Minute),
 			AskTimeout:    Duration(30 * time.Second),
 		},
-		Log: Log{Level: "info", Format: "console"},
+		Log:     Log{Level: "info", Format: "console"},
+		Cluster: DefaultCluster(),
 	}
 }
 
@@ -1076,6 +1078,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.format", "want console or json, got %q", c.Log.Format)
 	}
+	c.Cluster.validate(bad)
 	return errors.Join(errs...)
 }
 

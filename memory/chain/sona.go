@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -247,6 +248,39 @@ func (s *Sonas) create(ctx context.Context, name string, unique bool, also func(
 		return nil, err
 	}
 	return proto.Clone(rec).(*messages.Sona), nil
+}
+
+// Adopt creates the sona rec names (its uuid, name and creation time)
+// with an empty chain, unless this store has it: a cluster member that
+// replicates or takes over a sona created on another member. The name is
+// not checked for uniqueness here: the member that created the sona did.
+// It reports whether it created it.
+func (s *Sonas) Adopt(ctx context.Context, rec *messages.Sona) (bool, error) {
+	if u, ok := CanonicalUUID(rec.GetUuid()); !ok || u != rec.GetUuid() {
+		return false, fmt.Errorf("%w: sona uuid %q", base.ErrInvalid, rec.GetUuid())
+	}
+	if _, err := s.Get(rec.Uuid); err == nil {
+		return false, nil
+	} else if !errors.Is(err, base.ErrNotFound) {
+		return false, err
+	}
+	if err := ValidateSonaName(rec.Name); err != nil {
+		return false, err
+	}
+	vecs, err := s.embed(ctx, rec.Name)
+	if err != nil {
+		return false, err
+	}
+	fresh := &messages.Sona{Uuid: rec.Uuid, Name: rec.Name, CreatedAt: rec.CreatedAt}
+	created := false
+	err = s.st.Update(ctx, func(tx store.Tx) error {
+		if ok, err := tx.Has(SonaKey(fresh.Uuid)); err != nil || ok {
+			return err // adopted meanwhile
+		}
+		tx.OnCommit(func() { created = true })
+		return s.Put(tx, fresh, vecs[0])
+	})
+	return created && err == nil, err
 }
 
 // nameFree checks, in the transaction that would take it, that no sona is
