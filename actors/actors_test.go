@@ -18,6 +18,8 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/prompt"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -222,7 +224,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 		if err := e.self.Text.Settle(ctx); err != nil {
 			t.Fatal(err)
 		}
-		rs, err := e.self.Recall(ctx, memory.Query{Sona: id, Text: "which colour does she like?", Peek: true})
+		rs, _, err := e.self.Recaller.Recall(ctx, recall.Query{Sona: id, Text: "which colour does she like?", Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -407,9 +409,11 @@ func TestModelCallDoesNotBlockTheSona(t *testing.T) {
 	}()
 	<-model.entered // the sona is now waiting for its model
 	// Reads answer, and the same sona's actor takes another write.
-	if _, err := e.self.Recall(ctx, memory.Query{Sona: sona.Uuid, Text: "question"}); err != nil {
+	_, trace, err := e.self.Recaller.Recall(ctx, recall.Query{Sona: sona.Uuid, Text: "question"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	trace.Submit(e.self.Store())
 	m := &memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: "inserted meanwhile"}}}
 	vecs, _ := e.self.Embed(ctx, m.Text())
 	p, _ := e.self.Chains.Prepare(m, vecs[0], nil)
@@ -471,7 +475,7 @@ func TestAppendKeepsNeighbours(t *testing.T) {
 	// Memories of different times are never duplicates of each other.
 	insert := func(text string, ts int64) (*memory.Prepared, *memory.Duplicate) {
 		t.Helper()
-		p, dup, err := e.self.Chains.PrepareInsert(ctx, sona.Uuid, memory.TextMemory(text, "user", ts, nil), &messages.MemoryMeta{}, true, nil)
+		p, dup, err := e.self.Chains.PrepareInsert(ctx, sona.Uuid, prompt.TextMemory(text, "user", ts, nil), &messages.MemoryMeta{}, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,8 @@ import (
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/prompt"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -391,7 +393,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 		if a.last != nil {
 			edges = []memory.Edge{{Target: *a.last, Weight: 1}}
 		}
-		input, err := self.Chains.Prepare(memory.TextMemory(req.Content, req.Name, received, edges), vec, meta)
+		input, err := self.Chains.Prepare(prompt.TextMemory(req.Content, req.Name, received, edges), vec, meta)
 		if err != nil {
 			finish(failure(err))
 			return
@@ -416,7 +418,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 	self := a.sys.self
 	name := a.name
 	type thought struct {
-		recalled []*memory.Recalled
+		recalled []*recall.Recalled
 		tiers    *memory.TierRecall
 		resp     llm.Response
 		vec      []float32
@@ -424,7 +426,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 	async(ctx, a.sys, a.sys.stepTimeout(), func(c context.Context) (thought, error) {
 		c = step.context(c)
 		start := a.sys.clock.Now()
-		recalled, err := self.Recall(c, memory.Query{
+		recalled, recallTrace, err := self.Recaller.Recall(c, recall.Query{
 			Sona: a.id, Text: req.Content, Vector: input.Vector, AgentID: req.AgentId,
 			K: int(req.K), Budget: int(req.BudgetChars), Expand: expandOf(req), Exclude: []cid.Cid{input.CID}, Scope: req.Scope,
 		})
@@ -432,6 +434,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		if err != nil {
 			return thought{}, err
 		}
+		recallTrace.Submit(self.Store())
 		tr, err := a.sys.tierRecall(c, a.id, req.Content, input.Vector)
 		if err != nil {
 			return thought{}, err
@@ -456,7 +459,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		for _, r := range t.recalled {
 			edges = append(edges, memory.Edge{Target: r.CID, Weight: r.Score})
 		}
-		resp := memory.ResponseMemory(name, t.resp, a.sys.clock.Now().Unix(), edges)
+		resp := prompt.ResponseMemory(name, t.resp, a.sys.clock.Now().Unix(), edges)
 		out, err := self.Chains.Prepare(resp, t.vec, &messages.MemoryMeta{AgentId: req.AgentId})
 		if err != nil {
 			finish(failure(err))
@@ -469,7 +472,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 				finish(failure(r.err))
 				return
 			}
-			self.Memories.Reinforce(memory.Support(t.recalled))
+			self.Memories.Reinforce(recall.Support(t.recalled))
 			a.wakeTier(ctx, tiers.STM)
 			if len(t.tiers.Segments) > 0 {
 				a.tellTier(ctx, tiers.MTM, &messages.SegmentsVisited{Ids: t.tiers.Segments, At: a.sys.clock.Now().Unix()})

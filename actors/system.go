@@ -17,6 +17,8 @@ import (
 	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/prompt"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -332,7 +334,7 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 		return nil, err
 	}
 	start := s.clock.Now()
-	recalled, err := s.self.Recall(ctx, memory.Query{
+	recalled, _, err := s.self.Recaller.Recall(ctx, recall.Query{
 		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars), Expand: expandOf(req),
 		AgentID: req.AgentId, Scope: req.Scope, Peek: true, // a query leaves no trace
 	})
@@ -356,9 +358,9 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 
 // complete builds the step's prompt and calls the model, streaming the
 // reply to onToken when it is set.
-func (s *System) complete(ctx context.Context, sonaName string, recalled []*memory.Recalled, tr *memory.TierRecall, req *messages.ChatRequest,
+func (s *System) complete(ctx context.Context, sonaName string, recalled []*recall.Recalled, tr *memory.TierRecall, req *messages.ChatRequest,
 	onToken func(string) error) (llm.Response, error) {
-	prompt := memory.BuildPrompt(memory.PromptInput{
+	msgs := prompt.Build(prompt.Input{
 		SonaName:      sonaName,
 		Recalled:      recalled,
 		Tiers:         tr,
@@ -369,13 +371,13 @@ func (s *System) complete(ctx context.Context, sonaName string, recalled []*memo
 	})
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LLM.Timeout.D())
 	defer cancel()
-	ctx, span := startModelCall(ctx, s.cfg.LLM, prompt)
+	ctx, span := startModelCall(ctx, s.cfg.LLM, msgs)
 	var resp llm.Response
 	var err error
 	if onToken != nil {
-		resp, err = llm.Stream(ctx, s.llm, prompt, onToken)
+		resp, err = llm.Stream(ctx, s.llm, msgs, onToken)
 	} else {
-		resp, err = s.llm.Complete(ctx, prompt)
+		resp, err = s.llm.Complete(ctx, msgs)
 	}
 	endModelCall(span, resp, err)
 	if err != nil {
@@ -387,7 +389,7 @@ func (s *System) complete(ctx context.Context, sonaName string, recalled []*memo
 	return resp, nil
 }
 
-func scoredRefs(rs []*memory.Recalled) []*messages.ScoredRef {
+func scoredRefs(rs []*recall.Recalled) []*messages.ScoredRef {
 	out := make([]*messages.ScoredRef, len(rs))
 	for i, r := range rs {
 		out[i] = &messages.ScoredRef{Cid: r.CID.String(), Score: r.Score}

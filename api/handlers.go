@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -333,7 +334,7 @@ func (s *Server) recall(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func renderExplain(e memory.Explain) *messages.Explain {
+func renderExplain(e recall.Explain) *messages.Explain {
 	return &messages.Explain{
 		Dense: e.Evidence.Dense, Bm25: e.Evidence.BM25, Affinity: e.Evidence.Affinity,
 		DenseRank: int32(e.Evidence.DenseRank), Bm25Rank: int32(e.Evidence.BM25Rank), AffinityRank: int32(e.Evidence.AffinityRank),

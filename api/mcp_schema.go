@@ -22,13 +22,14 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/recall"
 )
 
 // The closed sets the tools' schemas enumerate.
 var (
-	recallScopes = []string{memory.ScopeSelf, memory.ScopeSona}
+	recallScopes = []string{recall.ScopeSelf, recall.ScopeSona}
 	dataKinds    = []string{memory.KindSelf, memory.KindOther, memory.KindText, memory.KindFile}
-	recallVias   = []string{memory.ViaHit, memory.ViaCoAccess, memory.ViaExpansion}
+	recallVias   = []string{recall.ViaHit, recall.ViaCoAccess, recall.ViaExpansion}
 	stopReasons  = []string{string(llm.StopEndTurn), string(llm.StopSequence), string(llm.StopMaxTokens)}
 )
 

@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/recall"
 )
 
 // openStrings are the string properties whose values are open (text, ids,
@@ -37,7 +38,7 @@ func closedSets(cfg config.Config) map[string][]string {
 		kinds = append(kinds, k)
 	}
 	slices.Sort(kinds)
-	scopes := []string{memory.ScopeSelf, memory.ScopeSona}
+	scopes := []string{recall.ScopeSelf, recall.ScopeSona}
 	stops := []string{string(llm.StopEndTurn), string(llm.StopSequence), string(llm.StopMaxTokens)}
 	return map[string][]string{
 		"recall input scope":            scopes,
@@ -45,7 +46,7 @@ func closedSets(cfg config.Config) map[string][]string {
 		"chat input scope":              scopes,
 		"insert input kind":             kinds,
 		"recall output memories[].kind": {memory.KindSelf, memory.KindOther, memory.KindText, memory.KindFile},
-		"recall output memories[].via":  {memory.ViaHit, memory.ViaCoAccess, memory.ViaExpansion},
+		"recall output memories[].via":  {recall.ViaHit, recall.ViaCoAccess, recall.ViaExpansion},
 		"query output stop_reason":      stops,
 		"chat output stop_reason":       stops,
 	}

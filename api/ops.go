@@ -15,6 +15,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -326,15 +327,15 @@ func (s *Server) allowedSonas(p *Principal, name, cursor string, limit int) (mem
 // every sona.
 func recallScope(ctx context.Context, asked string) (string, error) {
 	switch asked {
-	case "", memory.ScopeSelf, memory.ScopeSona:
+	case "", recall.ScopeSelf, recall.ScopeSona:
 	default:
-		return "", badRequest("invalid", "scope must be %q or %q (or empty for the configured default)", memory.ScopeSelf, memory.ScopeSona)
+		return "", badRequest("invalid", "scope must be %q or %q (or empty for the configured default)", recall.ScopeSelf, recall.ScopeSona)
 	}
 	if p := principalFrom(ctx); p.SonaScoped() {
-		if asked == memory.ScopeSelf {
-			return "", forbidden("token %q is limited to some sonas: it recalls in %q scope only", p.Name, memory.ScopeSona)
+		if asked == recall.ScopeSelf {
+			return "", forbidden("token %q is limited to some sonas: it recalls in %q scope only", p.Name, recall.ScopeSona)
 		}
-		return memory.ScopeSona, nil
+		return recall.ScopeSona, nil
 	}
 	return asked, nil
 }
@@ -407,7 +408,7 @@ func (s *Server) queryOp(ctx context.Context, rec *messages.Sona, req *messages.
 }
 
 // recallOp recalls the memories that matter for a query in a sona.
-func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages.RecallRequest) ([]*memory.Recalled, error) {
+func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages.RecallRequest) ([]*recall.Recalled, error) {
 	if err := requireScope(ctx, ScopeRead); err != nil {
 		return nil, err
 	}
@@ -425,11 +426,12 @@ func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages
 		return nil, err
 	}
 	start := s.clock.Now()
-	recalled, err := s.self.Recall(ctx, memory.Query{
+	recalled, trace, err := s.self.Recaller.Recall(ctx, recall.Query{
 		Sona: rec.Uuid, Text: req.Query, K: int(req.K), Budget: int(req.BudgetChars), Expand: intPtr(req.Expand),
 		AgentID: req.AgentId, Scope: scope, AsOf: req.AsOf, IncludeHidden: req.IncludeHidden,
 	})
 	s.metrics.ObserveRecall("recall", s.clock.Since(start))
+	trace.Submit(s.self.Store())
 	return recalled, err
 }
 

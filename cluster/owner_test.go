@@ -18,6 +18,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/prompt"
 )
 
 // One member and an etcd in this process (one member: two would share
@@ -96,7 +97,7 @@ func appendText(t *testing.T, c *Cluster, sona, text string) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := self.Chains.Prepare(memory.TextMemory(text, "", 1700000000, nil), vec[0], nil)
+	p, err := self.Chains.Prepare(prompt.TextMemory(text, "", 1700000000, nil), vec[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -65,7 +66,7 @@ func (o *owner) append(sona, text string, edges ...memory.Edge) *messages.Staged
 	if err != nil {
 		o.t.Fatal(err)
 	}
-	p, err := o.self.Chains.Prepare(memory.TextMemory(text, "", 1700000000, edges), vec[0], nil)
+	p, err := o.self.Chains.Prepare(prompt.TextMemory(text, "", 1700000000, edges), vec[0], nil)
 	if err != nil {
 		o.t.Fatal(err)
 	}

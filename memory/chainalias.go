@@ -5,6 +5,7 @@ import (
 
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/index"
+	"github.com/memoria-ai/memoria/memory/recall"
 )
 
 // The chains and the sona registry live in memory/chain (Self.Sonas,
@@ -61,8 +62,8 @@ func ValidateStep(name, agentID, scope string) error {
 		return err
 	}
 	switch scope {
-	case "", ScopeSelf, ScopeSona:
+	case "", recall.ScopeSelf, recall.ScopeSona:
 		return nil
 	}
-	return fmt.Errorf("%w: scope must be %q or %q", ErrInvalid, ScopeSelf, ScopeSona)
+	return fmt.Errorf("%w: scope must be %q or %q", ErrInvalid, recall.ScopeSelf, recall.ScopeSona)
 }

@@ -1,6 +1,6 @@
 // Package memory is Memoria's domain: the immutable IPLD memory model, the
-// Badger store that is its source of truth, the derived vector index, and
-// recall.
+// Badger store that is its source of truth, the derived indexes, recall
+// and the subsystems over them, composed by Self.
 //
 // It is being split into packages (issue 14); what has moved so far:
 //
@@ -22,6 +22,8 @@
 //	              commit events (Self.Text)
 //	memory/transfer  export, import, reembed (Self.Transfer)
 //	memory/living  sweep, compression, dream: Living Memory (Self.Living)
+//	memory/recall  recall, its scoring and its trace (Self.Recaller)
+//	memory/prompt  a step's prompt and the memories a step stores
 //
 // Package memory re-exports their names (errors.go, model.go and the
 // *alias.go files; evaluation.go for eumas) so that its callers keep
@@ -90,7 +92,7 @@
 //	h/      agent_id 0x00 memory CID    Associations: Hebbian co-access partners, per agent
 //	d/      sona uuid                   similarity statistics of the sona (n, mean, M2 as
 //	                                    8-byte BE each): the emergent thresholds
-//	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall
+//	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall (memory/recall)
 //	g/      log seq (8 bytes BE)        memory CID bytes: a dream insight (memory/living)
 //	e/      memory CID bytes            Evaluation (protobuf): every archetype's metrics,
 //	                                    justifications, annotations, priority; failures (memory/eumas)

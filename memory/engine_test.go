@@ -16,8 +16,8 @@ import (
 
 	"github.com/ipfs/go-cid"
 
-	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
@@ -54,7 +54,7 @@ func TestExplainSumsToTheScore(t *testing.T) {
 	o := newOwner(t, s, "a")
 	seededConversation(t, s, clock, o, 80, 3)
 	for _, q := range []string{"tomato basil", "lisbon train", "sunset painting sister", "nothing matches this"} {
-		rs, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: q, Peek: true})
+		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: q, Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestExplainSumsToTheScore(t *testing.T) {
 			if d := r.Explain.Contrib.Sum() - r.Score; math.Abs(d) > 1e-12 {
 				t.Fatalf("%q: %s via %s: contributions %v sum to %v, score %v", q, r.CID, r.Via, r.Explain.Contrib, r.Explain.Contrib.Sum(), r.Score)
 			}
-			if r.Via != ViaHit && r.Explain.Contrib.Path != r.Score {
+			if r.Via != recall.ViaHit && r.Explain.Contrib.Path != r.Score {
 				t.Fatalf("%s via %s: path contribution %v, score %v", r.CID, r.Via, r.Explain.Contrib.Path, r.Score)
 			}
 		}
@@ -84,7 +84,7 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, seq := range []int64{0, 9, 29} {
-		rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "tomato basil garden lisbon", AsOf: i64(seq), K: 30, Budget: 1 << 20, Peek: true})
+		rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "tomato basil garden lisbon", AsOf: i64(seq), K: 30, Budget: 1 << 20, Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 	}
 	// By time: memory i was stored at epoch + i minutes.
 	at := epoch.Add(12 * time.Minute).Unix()
-	rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "tomato basil garden lisbon", AsOf: &at, K: 30, Budget: 1 << 20, Peek: true})
+	rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "tomato basil garden lisbon", AsOf: &at, K: 30, Budget: 1 << 20, Peek: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 			t.Fatalf("as_of time recalled a memory stored later")
 		}
 	}
-	if _, err := s.Recall(ctx, Query{Sona: o.sona, Text: "x", AsOf: i64(30)}); !errors.Is(err, ErrInvalid) {
+	if _, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "x", AsOf: i64(30)}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("as_of past the chain: err = %v", err)
 	}
 }
@@ -121,7 +121,7 @@ func TestScope(t *testing.T) {
 	theirs := b.text("tomatoes and basil grow well in Lisbon")
 	ctx := context.Background()
 	got := func(scope string) []cid.Cid {
-		rs, err := s.Recall(ctx, Query{Sona: a.sona, Text: "tomatoes basil", Scope: scope, Peek: true})
+		rs, err := recallIn(s, ctx, recall.Query{Sona: a.sona, Text: "tomatoes basil", Scope: scope, Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,13 +131,13 @@ func TestScope(t *testing.T) {
 		}
 		return out
 	}
-	if g := got(ScopeSona); !slices.Contains(g, mine) || slices.Contains(g, theirs) {
+	if g := got(recall.ScopeSona); !slices.Contains(g, mine) || slices.Contains(g, theirs) {
 		t.Fatalf("sona scope: %v", g)
 	}
-	if g := got(ScopeSelf); !slices.Contains(g, mine) || !slices.Contains(g, theirs) {
+	if g := got(recall.ScopeSelf); !slices.Contains(g, mine) || !slices.Contains(g, theirs) {
 		t.Fatalf("self scope: %v", g)
 	}
-	if _, err := s.Recall(ctx, Query{Sona: a.sona, Text: "x", Scope: "everything"}); !errors.Is(err, ErrInvalid) {
+	if _, err := recallIn(s, ctx, recall.Query{Sona: a.sona, Text: "x", Scope: "everything"}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad scope: %v", err)
 	}
 }
@@ -263,49 +263,6 @@ func TestAssociationsOnAppend(t *testing.T) {
 	}
 }
 
-// The affinity path follows an association as far as its type's weight
-// lets it: a similar link with weight 0 is not followed (the default,
-// chosen on LoCoMo), with weight w its strength counts w times.
-func TestAffinityLinkWeights(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
-	defer s.Close()
-	o := newOwner(t, s, "a")
-	apples := o.text("apples grow in the orchard")
-	o.text("the train to lisbon was late")
-	vecs, err := s.Embed(context.Background(), "pears ripen in the orchard")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := s.Chains.Prepare(&Memory{Data: Data{Text: &TextData{Content: "pears ripen in the orchard"}}}, vecs[0], nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Neighbors = []Neighbor{{CID: apples, Sim: 0.9}}
-	o.addPrepared(p)
-	reach := func(w config.LinkWeights) map[string]float64 {
-		s.cfg.Recall.AffinityLinks = w
-		var got map[string]float64
-		err := s.store.View(func(txn Reader) error {
-			sc := &scorer{self: s, q: &Query{}, txn: txn}
-			var err error
-			got, err = sc.affinity([]*Recalled{{CID: apples, Explain: Explain{Fused: Fused{Relevance: 1}}}})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	// Two sequential hops through the train (× expand_decay 0.5), not the
-	// similar link's 0.9.
-	if got := reach(config.LinkWeights{Sequential: 1}); math.Abs(got[p.CID.KeyString()]-0.5) > 1e-9 {
-		t.Fatalf("similar link followed with weight 0: %v, want 0.5", got[p.CID.KeyString()])
-	}
-	if got := reach(config.LinkWeights{Similar: 0.5}); math.Abs(got[p.CID.KeyString()]-0.45) > 1e-9 {
-		t.Fatalf("similar link of strength 0.9 at weight 0.5: %v, want 0.45", got[p.CID.KeyString()])
-	}
-}
-
 func TestCoAccessAndQueryLog(t *testing.T) {
 	clock := clock.NewFake(epoch)
 	s := openSelf(t, testConfig(t.TempDir()), clock)
@@ -313,7 +270,7 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 	o := newOwner(t, s, "a")
 	seededConversation(t, s, clock, o, 20, 9)
 	ctx := context.Background()
-	rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "tomato basil garden", AgentID: "agent-1", K: 3})
+	rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "tomato basil garden", AgentID: "agent-1", K: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +279,7 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 	}
 	var hits []cid.Cid
 	for _, r := range rs {
-		if r.Via == ViaHit {
+		if r.Via == recall.ViaHit {
 			hits = append(hits, r.CID)
 		}
 	}
@@ -345,7 +302,7 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 	if other, _ := s.Assoc.CoAccess("agent-2", hits[0]); len(other) != 0 {
 		t.Fatal("co-access leaked across agents")
 	}
-	log, err := s.QueryLog(10)
+	log, err := s.Recaller.QueryLog(10)
 	if err != nil || len(log) != 1 {
 		t.Fatalf("query log: %v %v", log, err)
 	}
@@ -354,11 +311,11 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 		t.Fatalf("query log entry %v", e)
 	}
 	// Peek leaves no trace.
-	if _, err := s.Recall(ctx, Query{Sona: o.sona, Text: "lisbon", Peek: true}); err != nil {
+	if _, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "lisbon", Peek: true}); err != nil {
 		t.Fatal(err)
 	}
 	s.Store().Barrier(ctx)
-	if log, _ := s.QueryLog(10); len(log) != 1 {
+	if log, _ := s.Recaller.QueryLog(10); len(log) != 1 {
 		t.Fatalf("a peek was logged: %d entries", len(log))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
@@ -211,7 +212,7 @@ func (e livingEnv) Lengths() map[string]int64 { return e.s.Sonas.Lengths() }
 func (e livingEnv) BackboneSona() string { return e.s.Backbone.Sona() }
 
 func (e livingEnv) Decay(meta *messages.MemoryMeta, activity int64) float64 {
-	return e.s.decay(meta, activity)
+	return recall.DecayOf(e.s.cfg.Recall.Lambda, meta, activity)
 }
 
 func (e livingEnv) Prepare(m *model.Memory, vec []float32, meta *messages.MemoryMeta) (*model.Prepared, error) {

@@ -3,15 +3,14 @@ package memory
 import (
 	"github.com/ipfs/go-cid"
 
-	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
 // EUMAS evaluation (seed 004) lives in memory/eumas (Self.Evals); this
-// file is what it needs of Self and recall's metric path over its
-// profiles.
+// file is what it needs of Self. (Recall's metric path over its profiles
+// is in memory/recall.)
 
 // The evaluations' names (see memory/eumas), kept for callers during the
 // move (issue 14).
@@ -54,37 +53,3 @@ func (e evalEnv) UpdateMeta(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Ci
 }
 
 func (e evalEnv) VectorID(c cid.Cid) (uint64, bool) { return e.s.index.ID(c.KeyString()) }
-
-// decay is a memory's activity-relative decay factor (Decay), its rate
-// scaled by its evaluated priority's decay_rate.
-func (s *Self) decay(meta *messages.MemoryMeta, activity int64) float64 {
-	lambda := s.cfg.Recall.Lambda * eumas.DecayMultiplier(meta.Evaluation)
-	return Decay(lambda, meta.Importance, meta.Backbone, activity, meta.LastAccessTick)
-}
-
-// metricCandidates are the n memories of the sona (and the backbone)
-// whose metric profiles are nearest prof: the metric path matches the
-// query against the sona's own experience, in either scope.
-func (s *Self) metricCandidates(sona, backbone string, prof []float32, n int) []pathHit {
-	if prof == nil {
-		return nil
-	}
-	var out []pathHit
-	for _, h := range s.Evals.Nearest(prof, s.Sonas.Members(sona, backbone, true), n) {
-		if key, ok := s.index.Key(h.ID); ok {
-			out = append(out, pathHit{key: key, score: h.Sim})
-		}
-	}
-	return out
-}
-
-// metricSim is the cosine between the query's metric profile and the
-// memory's; 0 when the memory has none.
-func (sc *scorer) metricSim(c cid.Cid) float64 {
-	if id, ok := sc.self.index.ID(c.KeyString()); ok {
-		if p := sc.self.Evals.ProfileOf(id); p != nil {
-			return base.Dot(sc.profile, p)
-		}
-	}
-	return 0
-}

@@ -32,6 +32,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/text"
 )
@@ -183,7 +184,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	if b, err := s.Block(fc); err != nil || !bytes.Equal(b, file) {
 		t.Fatalf("file while the disk is full: %v", err)
 	}
-	got, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "acknowledged memory number 3"})
+	got, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "acknowledged memory number 3"})
 	if err != nil || len(got) == 0 {
 		t.Fatalf("recall while the disk is full: %d, %v", len(got), err)
 	}
@@ -751,7 +752,7 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	damageSegments(t, filepath.Join(dir, "text"))
-	got, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: queries[0]})
+	got, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: queries[0]})
 	if err != nil || len(got) == 0 {
 		t.Fatalf("recall over a damaged index: %d memories, %v", len(got), err)
 	}
@@ -775,7 +776,7 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	damageSegments(t, filepath.Join(dir, "text"))
-	if _, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: queries[0]}); err != nil {
+	if _, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: queries[0]}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -35,8 +36,8 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 	if rep.Expired != 0 || !rep.PassComplete || st.Last[o.sona].GetActive() != 2 {
 		t.Fatalf("before the TTL: %+v, active %d", rep, st.Last[o.sona].GetActive())
 	}
-	recall := func() []cid.Cid {
-		rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "the build is red", Peek: true})
+	recalled := func() []cid.Cid {
+		rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "the build is red", Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +47,7 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 		}
 		return out
 	}
-	if !slices.Contains(recall(), obs) {
+	if !slices.Contains(recalled(), obs) {
 		t.Fatal("observation hidden before its TTL")
 	}
 
@@ -58,7 +59,7 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 	if rep.Expired != 1 || st.Last[o.sona].GetActive() != 1 {
 		t.Fatalf("at the TTL: %+v, active %d", rep, st.Last[o.sona].GetActive())
 	}
-	if slices.Contains(recall(), obs) {
+	if slices.Contains(recalled(), obs) {
 		t.Fatal("observation recalled at its TTL")
 	}
 	if rep, _ = s.Living.Sweep(ctx, 100); rep.Expired != 0 {
@@ -283,11 +284,11 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	// The backbone is visible to every sona, whatever its scope.
 	o := newOwner(t, s, "other")
 	o.text("an unrelated memory")
-	rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "falling revenue and a calm sky", Scope: ScopeSona, Peek: true})
+	rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "falling revenue and a calm sky", Scope: recall.ScopeSona, Peek: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(rs, func(x *Recalled) bool { return x.CID == c }) {
+	if !slices.ContainsFunc(rs, func(x *recall.Recalled) bool { return x.CID == c }) {
 		t.Fatal("a sona does not see the backbone")
 	}
 	// A direct write names its agent.

@@ -1,10 +1,6 @@
 package memory
 
-import (
-	"github.com/ipfs/go-cid"
-
-	"github.com/memoria-ai/memoria/memory/meta"
-)
+import "github.com/memoria-ai/memoria/memory/meta"
 
 // The memories' records live in memory/meta (Self.Memories); these names
 // keep the files still to move out (recall, migrate) compiling unchanged
@@ -20,23 +16,3 @@ var (
 	readMemory   = meta.ReadMemory
 	metaOp       = meta.Update
 )
-
-// Support is what Memories.Reinforce takes of the memories a response
-// used: their CIDs and recall scores.
-func Support(used []*Recalled) []meta.Used {
-	out := make([]meta.Used, len(used))
-	for i, r := range used {
-		out[i] = meta.Used{CID: r.CID, Score: r.Score}
-	}
-	return out
-}
-
-// touchOp is recall's record that memories were recalled (meta.Touch):
-// the activity tick is their first sona's length.
-func (s *Self) touchOp(rs []*Recalled) Op {
-	cids := make([]cid.Cid, len(rs))
-	for i, r := range rs {
-		cids[i] = r.CID
-	}
-	return meta.Touch(cids, s.Sonas.Activity)
-}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -123,7 +124,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	if meta, _ := s.Memories.Meta(c); meta.Seq != 4 {
 		t.Fatalf("new memory after migration has log seq %d", meta.Seq)
 	}
-	if _, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "memory"}); err != nil {
+	if _, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "memory"}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/index"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/memory/transfer"
@@ -97,6 +98,8 @@ type Self struct {
 	Transfer *transfer.Transfer
 	// Living is Living Memory's upkeep: sweep, compression, dream.
 	Living *living.Living
+	// Recaller answers recalls; the caller submits their traces.
+	Recaller *recall.Recaller
 
 	store *Store
 	index *vector.Index
@@ -179,6 +182,10 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	s.Living = living.New(st, livingEnv{env}, living.Options{
 		Config: o.Config, Clock: o.Clock, Logger: o.Logger, Summarize: o.Summarize,
 	})
+	s.Recaller = recall.New(st, recall.Env{
+		Sonas: s.Sonas, Memories: s.Memories, Text: s.Text, Profiles: s.Evals, Vectors: s.index,
+		BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: s.memories.Load,
+	}, recall.Options{Config: o.Config, Clock: o.Clock})
 	s.lastActivity.Store(o.Clock.Now().Unix())
 	if err := s.load(ctx); err != nil {
 		s.Close()

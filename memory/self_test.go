@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -103,8 +104,8 @@ func TestReopenKeepsSonasHeadsAndRecall(t *testing.T) {
 		o.text(line)
 	}
 	ctx := context.Background()
-	q := Query{Sona: o.sona, Text: "what keeps aphids away?", Peek: true}
-	before, err := s.Recall(ctx, q)
+	q := recall.Query{Sona: o.sona, Text: "what keeps aphids away?", Peek: true}
+	before, err := recallIn(s, ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestReopenKeepsSonasHeadsAndRecall(t *testing.T) {
 	if recAfter.GetHead() != recBefore.GetHead() || recAfter.Length != recBefore.Length || recAfter.Name != "gardener" {
 		t.Fatalf("sona after reopen %v, before %v", recAfter, recBefore)
 	}
-	after, err := s.Recall(ctx, q)
+	after, err := recallIn(s, ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestRecallBudgetAndTopologicalOrder(t *testing.T) {
 		all = append(all, o.add(&Memory{Data: Data{Text: &TextData{Content: b.String()}}, Timestamp: &ts, Edges: edges}, nil))
 	}
 	for _, budget := range []int{1, 50, 200, 1000, 4000} {
-		rs, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "tomato basil aphid garden", Budget: budget})
+		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "tomato basil aphid garden", Budget: budget})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +188,7 @@ func TestRecallBudgetAndTopologicalOrder(t *testing.T) {
 		}
 		hits := 0
 		for i, r := range rs {
-			if r.Via == ViaHit {
+			if r.Via == recall.ViaHit {
 				hits++
 			}
 			for _, e := range r.Memory.Edges {
@@ -213,14 +214,14 @@ func TestRecallExpandsAlongEdgesWithPathScore(t *testing.T) {
 	o := newOwner(t, s, "a")
 	support := o.text("zebra quartz vellum")
 	hit := o.text("tomatoes and basil", Edge{Target: support, Weight: 0.8})
-	rs, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "tomatoes and basil", K: 1})
+	rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "tomatoes and basil", K: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rs) != 2 || rs[0].CID != support || rs[1].CID != hit {
 		t.Fatalf("got %v", describe(rs))
 	}
-	if rs[1].Via != ViaHit || rs[0].Via != ViaExpansion || rs[0].Depth != 1 {
+	if rs[1].Via != recall.ViaHit || rs[0].Via != recall.ViaExpansion || rs[0].Depth != 1 {
 		t.Fatalf("via %s/%s depth %d", rs[1].Via, rs[0].Via, rs[0].Depth)
 	}
 	want := rs[1].Score * 0.8 * s.Config().Recall.ExpandDecay
@@ -228,7 +229,7 @@ func TestRecallExpandsAlongEdgesWithPathScore(t *testing.T) {
 		t.Fatalf("expansion score %v, want %v", rs[0].Score, want)
 	}
 	// Excluding the hit removes it; its support can still be a hit itself.
-	rs, _ = s.Recall(context.Background(), Query{Sona: o.sona, Text: "tomatoes and basil", K: 1, Exclude: []cid.Cid{hit}})
+	rs, _ = recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "tomatoes and basil", K: 1, Exclude: []cid.Cid{hit}})
 	for _, r := range rs {
 		if r.CID == hit {
 			t.Fatal("excluded memory returned")
@@ -236,7 +237,7 @@ func TestRecallExpandsAlongEdgesWithPathScore(t *testing.T) {
 	}
 }
 
-func describe(rs []*Recalled) []string {
+func describe(rs []*recall.Recalled) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, fmt.Sprintf("%s %s %.3f %q", r.CID, r.Via, r.Score, r.Memory.Text()))
@@ -257,7 +258,7 @@ func TestRecallHidesArchivedAndExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	found := func() map[cid.Cid]bool {
-		rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "kettle"})
+		rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "kettle"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,8 +292,8 @@ func TestReinforceRaisesAndPropagates(t *testing.T) {
 	top := o.text("the used memory", Edge{Target: mid, Weight: 1})
 	other := o.text("unrelated")
 	ctx := context.Background()
-	used := []*Recalled{{CID: top, Score: 2}}
-	if err := s.Memories.Reinforce(Support(used)).Wait(ctx); err != nil {
+	used := []*recall.Recalled{{CID: top, Score: 2}}
+	if err := s.Memories.Reinforce(recall.Support(used)).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	imp := func(c cid.Cid) float64 {
@@ -316,7 +317,7 @@ func TestReinforceRaisesAndPropagates(t *testing.T) {
 	}
 	// Used again, it keeps rising toward 1 and never past it.
 	for i := 0; i < 100; i++ {
-		s.Memories.Reinforce(Support(used))
+		s.Memories.Reinforce(recall.Support(used))
 	}
 	if err := s.Store().Barrier(ctx); err != nil {
 		t.Fatal(err)
@@ -324,4 +325,11 @@ func TestReinforceRaisesAndPropagates(t *testing.T) {
 	if got := imp(top); got <= want[top] || got > 1 {
 		t.Fatalf("importance after many uses %v", got)
 	}
+}
+
+// recallIn recalls and submits the recall's trace, as the server does.
+func recallIn(s *Self, ctx context.Context, q recall.Query) ([]*recall.Recalled, error) {
+	rs, tr, err := s.Recaller.Recall(ctx, q)
+	tr.Submit(s.Store())
+	return rs, err
 }
