@@ -10,6 +10,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/meta"
@@ -210,6 +211,10 @@ func (e livingEnv) Length(sona string) (int64, bool) {
 func (e livingEnv) Lengths() map[string]int64 { return e.s.Sonas.Lengths() }
 
 func (e livingEnv) BackboneSona() string { return e.s.Backbone.Sona() }
+
+func (e livingEnv) SimStats(sona string) (assoc.SimStats, int64, error) {
+	return e.s.Chains.SimStats(sona)
+}
 
 func (e livingEnv) Decay(meta *messages.MemoryMeta, activity int64) float64 {
 	return recall.DecayOf(e.s.cfg.Recall.Lambda, meta, activity)
