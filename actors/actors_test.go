@@ -17,6 +17,8 @@ import (
 	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/memory/recall"
@@ -473,7 +475,7 @@ func TestAppendKeepsNeighbours(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Memories of different times are never duplicates of each other.
-	insert := func(text string, ts int64) (*memory.Prepared, *memory.Duplicate) {
+	insert := func(text string, ts int64) (*memory.Prepared, *chain.Duplicate) {
 		t.Helper()
 		p, dup, err := e.self.Chains.PrepareInsert(ctx, sona.Uuid, prompt.TextMemory(text, "user", ts, nil), &messages.MemoryMeta{}, true, nil)
 		if err != nil {
@@ -490,7 +492,7 @@ func TestAppendKeepsNeighbours(t *testing.T) {
 	var last *memory.Prepared
 	similar := 0
 	for i, c := range crops {
-		var dup *memory.Duplicate
+		var dup *chain.Duplicate
 		if last, dup = insert(fmt.Sprintf("In week %d I planted %s in the raised garden bed by the fence", i, c), int64(1000+i)); dup != nil {
 			t.Fatalf("memory %d deduplicated", i)
 		}
@@ -499,7 +501,7 @@ func TestAppendKeepsNeighbours(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, l := range links {
-			if l.Type == memory.AssocSimilar {
+			if l.Type == assoc.Similar {
 				similar++
 			}
 		}

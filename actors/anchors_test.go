@@ -16,6 +16,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/anchor"
 )
 
 // recordingSink is an AnchorSink that keeps what it hears and fails while
@@ -27,7 +28,7 @@ type recordingSink struct {
 	calls   int
 }
 
-func (s *recordingSink) Anchor(_ context.Context, a memory.Anchor) error {
+func (s *recordingSink) Anchor(_ context.Context, a anchor.Anchor) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -46,7 +47,7 @@ func (s *recordingSink) snapshot() ([]cid.Cid, int) {
 
 func (s *recordingSink) setFailing(f bool) { s.mu.Lock(); s.failing = f; s.mu.Unlock() }
 
-func startWithSink(t *testing.T, cfg config.Config, sink memory.AnchorSink) *env {
+func startWithSink(t *testing.T, cfg config.Config, sink anchor.Sink) *env {
 	t.Helper()
 	self, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims)})
 	if err != nil {

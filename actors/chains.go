@@ -28,7 +28,7 @@ type ChainWriter interface {
 }
 
 // Settling is a write that settles: Done is closed when it is done, and
-// then Err says how (nil: durable). *memory.Pending is one.
+// then Err says how (nil: durable). *store.Pending is one.
 type Settling interface {
 	Done() <-chan struct{}
 	Err() error

@@ -13,6 +13,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/tiers"
@@ -365,7 +366,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 		a.settle(ctx)
 	}
 	// Whatever the step is given is checked before its input is stored.
-	if err := memory.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
+	if err := prompt.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
 		finish(failure(err))
 		return
 	}
@@ -398,7 +399,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 			finish(failure(err))
 			return
 		}
-		input.EdgeType = memory.AssocSequential
+		input.EdgeType = assoc.Sequential
 		a.append(ctx, input, step, func(r appended) {
 			if r.err != nil {
 				finish(failure(r.err))
@@ -419,7 +420,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 	name := a.name
 	type thought struct {
 		recalled []*recall.Recalled
-		tiers    *memory.TierRecall
+		tiers    *tiers.Recall
 		resp     llm.Response
 		vec      []float32
 	}
@@ -465,7 +466,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 			finish(failure(err))
 			return
 		}
-		out.EdgeType = memory.AssocCausal
+		out.EdgeType = assoc.Causal
 		out.PageOf = &input.CID
 		a.append(ctx, out, step, func(r appended) {
 			if r.err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/tiers"
@@ -39,7 +40,7 @@ type Options struct {
 	// AnchorSink, when set, hears every anchor (XmetaV's significant
 	// memories) from an anchors actor, off the appends' acknowledgement
 	// path. None by default.
-	AnchorSink memory.AnchorSink
+	AnchorSink anchor.Sink
 	// Chains carries out the sonas' appends; nil: the store (one node).
 	// A cluster member passes its own (see ChainWriter).
 	Chains ChainWriter
@@ -83,7 +84,7 @@ type System struct {
 
 	metrics    *metrics.Set
 	tierModel  tiers.Model
-	anchorSink memory.AnchorSink
+	anchorSink anchor.Sink
 	chains     ChainWriter
 
 	// importing is set while an import runs (one at a time); upkeep is
@@ -358,7 +359,7 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 
 // complete builds the step's prompt and calls the model, streaming the
 // reply to onToken when it is set.
-func (s *System) complete(ctx context.Context, sonaName string, recalled []*recall.Recalled, tr *memory.TierRecall, req *messages.ChatRequest,
+func (s *System) complete(ctx context.Context, sonaName string, recalled []*recall.Recalled, tr *tiers.Recall, req *messages.ChatRequest,
 	onToken func(string) error) (llm.Response, error) {
 	msgs := prompt.Build(prompt.Input{
 		SonaName:      sonaName,

@@ -12,8 +12,7 @@ import (
 	"strings"
 
 	"github.com/ipfs/go-cid"
-
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/store"
 )
 
 // The IPFS trustless gateway, GET and HEAD /ipfs/{cid}[/path]
@@ -396,7 +395,7 @@ func (s *Server) failGateway(w http.ResponseWriter, err error) {
 // its end — the end block alone (block, entity), or everything under it
 // depth-first (all). Blocks come once unless dups; identity CIDs' blocks
 // are inside the CIDs that name them and are never sent.
-func streamCAR(ctx context.Context, store *memory.Store, cw *carWriter, req *gatewayRequest, res *resolved) error {
+func streamCAR(ctx context.Context, store *store.Store, cw *carWriter, req *gatewayRequest, res *resolved) error {
 	if err := cw.header([]cid.Cid{req.root}); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/store"
 )
 
 // A sona's chain is as deep as it is long: each ACT links to the one
@@ -83,7 +84,7 @@ func buildChain(tb testing.TB, self *memory.Self, n int) *chainDAG {
 			plans = append(plans, plan)
 			d.acts, d.mems = append(d.acts, plan.Act), append(d.mems, p.CID)
 		}
-		err := self.Store().Update(ctx, func(tx memory.Tx) error {
+		err := self.Store().Update(ctx, func(tx store.Tx) error {
 			for _, p := range plans {
 				if err := self.Chains.Op(p)(tx); err != nil {
 					return err

@@ -13,6 +13,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -136,7 +137,7 @@ func seedCAR(t testing.TB) []byte {
 	}
 	head, last := ac.String(), mc.String()
 	doc := &messages.Export{
-		Format: memory.ExportFormat,
+		Format: transfer.ExportFormat,
 		Sonas: []*messages.ExportSona{{Uuid: act.Sona, Name: "alice", Head: &head, Length: 1, LastMemory: &last,
 			Chain: []*messages.ExportAct{{Seq: 0, Act: head, Memory: last}}}},
 		Memories: []*messages.ExportMemory{{Cid: last, Meta: &messages.MemoryMeta{Kind: "note"}}},
@@ -191,7 +192,7 @@ func FuzzExportFromCAR(f *testing.F) {
 			}
 			return
 		}
-		if doc == nil || doc.Format != memory.ExportFormat {
+		if doc == nil || doc.Format != transfer.ExportFormat {
 			t.Fatalf("read as %v", doc)
 		}
 	})

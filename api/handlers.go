@@ -14,6 +14,7 @@ import (
 
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/recall"
+	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -58,7 +59,7 @@ func (s *Server) limit(r *http.Request) (int, error) {
 // as an export writes them, and its metadata as the principal of ctx may
 // see it.
 func (s *Server) renderMemory(ctx context.Context, c cid.Cid, m *memory.Memory, meta *messages.MemoryMeta) (*messages.Memory, error) {
-	e, err := memory.ExportedMemory(c, m)
+	e, err := transfer.ExportedMemory(c, m)
 	if err != nil {
 		return nil, err
 	}

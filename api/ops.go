@@ -15,6 +15,9 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -31,7 +34,7 @@ func allowSona(ctx context.Context, id string) error {
 // principal may use it; the allow-list is checked before existence, so a
 // refusal says nothing of other sonas.
 func (s *Server) sonaByUUID(ctx context.Context, ref string) (*messages.Sona, error) {
-	id, ok := memory.CanonicalUUID(ref)
+	id, ok := chain.CanonicalUUID(ref)
 	if !ok {
 		return nil, badRequest("invalid_uuid", "malformed sona uuid %q", ref)
 	}
@@ -55,7 +58,7 @@ func (s *Server) resolveSona(ctx context.Context, ref string) (*messages.Sona, e
 		tagSona(ctx, rec)
 		return rec, err
 	}
-	if id, ok := memory.CanonicalUUID(ref); ok {
+	if id, ok := chain.CanonicalUUID(ref); ok {
 		return s.sonaByUUID(ctx, id)
 	}
 	ids, err := s.self.Sonas.Named(ref)
@@ -121,7 +124,7 @@ func (s *Server) checkLinksSeen(ctx context.Context, m *memory.Memory, inline ci
 			return err
 		}
 		if !ok {
-			return memory.EdgeNotStored(e.Target)
+			return chain.EdgeNotStored(e.Target)
 		}
 	}
 	if f := m.Data.File; f != nil && f.Content != inline {
@@ -130,7 +133,7 @@ func (s *Server) checkLinksSeen(ctx context.Context, m *memory.Memory, inline ci
 			return err
 		}
 		if !ok {
-			return memory.FileNotStored(f.Content)
+			return chain.FileNotStored(f.Content)
 		}
 	}
 	return nil
@@ -345,7 +348,7 @@ func (s *Server) checkChat(ctx context.Context, req *messages.ChatRequest) error
 	if strings.TrimSpace(req.Content) == "" {
 		return badRequest("invalid", "content must not be empty")
 	}
-	if err := memory.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
+	if err := prompt.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
 		return err
 	}
 	if err := s.checkRecallBounds(req.K, req.BudgetChars, req.Expand); err != nil {
@@ -451,7 +454,7 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 	if err != nil {
 		return nil, false, err
 	}
-	if err := memory.ValidateAgentID(req.AgentId); err != nil {
+	if err := base.ValidateAgentID(req.AgentId); err != nil {
 		return nil, false, err
 	}
 	var inline cid.Cid

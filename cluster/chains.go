@@ -13,6 +13,7 @@ import (
 
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -517,10 +518,10 @@ func (cs *chains) commit(sona string, rec *messages.Sona, claim int64, head Head
 		return Head{}, 0, err
 	}
 	// The head moved: the appends are the chain's. Into the local chain.
-	var p *memory.Pending
+	var p *store.Pending
 	for _, w := range batch {
 		appendOp, key := self.Chains.Op(w.a), stagedKey(sona, w.a.Seq)
-		p = self.Store().SubmitTraced(w.ctx, func(tx memory.Tx) error {
+		p = self.Store().SubmitTraced(w.ctx, func(tx store.Tx) error {
 			if err := appendOp(tx); err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory"
+	memchain "github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -21,7 +22,7 @@ import (
 //	                                 chain staged here, not yet in the chain
 //
 // An append is staged on its owner and R-1 replicas before the chain's
-// head moves in etcd, and enters a member's chain (memory.AppendOp, which
+// head moves in etcd, and enters a member's chain (chain.Writer.Op, which
 // deletes the staged record in the same transaction) only once the head
 // covers it. So a member's chain is always a prefix of the acknowledged
 // chain, never a fork of it: a staged append the head never reached is
@@ -37,7 +38,7 @@ func stagedKey(sona string, seq int64) []byte {
 }
 
 // stageOp writes staged appends.
-func stageOp(sona string, as []*messages.StagedAppend) (memory.Op, error) {
+func stageOp(sona string, as []*messages.StagedAppend) (store.Op, error) {
 	raws := make([][]byte, len(as))
 	for i, a := range as {
 		raw, err := proto.Marshal(a)
@@ -46,7 +47,7 @@ func stageOp(sona string, as []*messages.StagedAppend) (memory.Op, error) {
 		}
 		raws[i] = raw
 	}
-	return func(tx memory.Tx) error {
+	return func(tx store.Tx) error {
 		for i, a := range as {
 			tx.Set(stagedKey(sona, a.Seq), raws[i])
 		}
@@ -56,9 +57,9 @@ func stageOp(sona string, as []*messages.StagedAppend) (memory.Op, error) {
 
 // readStaged returns the staged appends of sona from seq from on, in seq
 // order.
-func readStaged(st *memory.Store, sona string, from int64) ([]*messages.StagedAppend, error) {
+func readStaged(st *store.Store, sona string, from int64) ([]*messages.StagedAppend, error) {
 	var out []*messages.StagedAppend
-	err := st.View(func(r memory.Reader) error {
+	err := st.View(func(r store.Reader) error {
 		it := r.NewIterator(store.IterOptions{Prefix: stagedPrefix(sona)})
 		defer it.Close()
 		for it.Seek(stagedKey(sona, max(from, 0))); it.Valid(); it.Next() {
@@ -88,12 +89,12 @@ func contiguous(st []*messages.StagedAppend, length, to int64) []*messages.Stage
 
 // dropStaged deletes sona's staged appends from seq from on: the head
 // never reached them.
-func dropStaged(ctx context.Context, st *memory.Store, sona string, from int64) error {
+func dropStaged(ctx context.Context, st *store.Store, sona string, from int64) error {
 	stale, err := readStaged(st, sona, from)
 	if err != nil || len(stale) == 0 {
 		return err
 	}
-	return st.Update(ctx, func(tx memory.Tx) error {
+	return st.Update(ctx, func(tx store.Tx) error {
 		for _, a := range stale {
 			tx.Delete(stagedKey(sona, a.Seq))
 		}
@@ -132,7 +133,7 @@ func staged(self *memory.Self, a *memory.Append, claim int64) (*messages.StagedA
 // member's chain (to catch another member up). What only the append's
 // moment knew — its neighbours, its edges' association type, its dialogue
 // page — is not kept, so the copy derives a little less from it.
-func fromChain(self *memory.Self, e memory.ChainEntry) (*messages.StagedAppend, error) {
+func fromChain(self *memory.Self, e memchain.Entry) (*messages.StagedAppend, error) {
 	block, err := self.Block(e.Memory)
 	if err != nil {
 		return nil, err
@@ -183,7 +184,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 		head = &c
 	}
 	length := rec.Length
-	var last *memory.Pending
+	var last *store.Pending
 	for _, a := range as {
 		if a.Seq != length {
 			return fmt.Errorf("%w: %s: staged seq %d, the chain is at %d", ErrDiverged, sona, a.Seq, length)
@@ -200,7 +201,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 			return fmt.Errorf("%w: %s seq %d: the append gives ACT %s here, %s on its owner", ErrDiverged, sona, a.Seq, plan.Act, cidOf(a.Act))
 		}
 		appendOp, key := self.Chains.Op(plan), stagedKey(sona, a.Seq)
-		last = self.Store().Submit(func(tx memory.Tx) error {
+		last = self.Store().Submit(func(tx store.Tx) error {
 			if err := appendOp(tx); err != nil {
 				return err
 			}

@@ -25,12 +25,11 @@
 //	memory/recall  recall, its scoring and its trace (Self.Recaller)
 //	memory/prompt  a step's prompt and the memories a step stores
 //
-// Package memory re-exports their names (errors.go, model.go and the
-// *alias.go files; evaluation.go for eumas) so that its callers keep
-// compiling during the move; new code imports the packages. What each
+// Callers import the packages. Package memory still re-exports the error
+// classes (errors.go) and the model's names (model.go). What each
 // subsystem adds to an append, and what follows a committed append, is
-// wired in append.go; env.go wires transfer and living to the subsystems
-// they read and write through their Env interfaces.
+// wired in append.go; env.go wires recall, transfer, living and the tiers
+// to the subsystems they read and write.
 //
 // It is pure of transports: it never imports protoactor, net/http or a
 // model provider SDK (a test enforces it). Actors and servers adapt it.

@@ -17,6 +17,8 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/text"
 )
@@ -148,7 +150,7 @@ func TestDedupOnInsert(t *testing.T) {
 	o := newOwner(t, s, "notes")
 	ctx := context.Background()
 	orig := o.text("My sister Maya lives in Lisbon near the river")
-	prep := func(content string, ts *int64) (*Prepared, *Duplicate) {
+	prep := func(content string, ts *int64) (*Prepared, *chain.Duplicate) {
 		m := &Memory{Data: Data{Text: &TextData{Content: content}}, Timestamp: ts}
 		p, dup, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, true, nil)
 		if err != nil {
@@ -225,40 +227,40 @@ func TestAssociationsOnAppend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.EdgeType = AssocCausal
+	p.EdgeType = assoc.Causal
 	p.Memory.Edges = []Edge{{Target: first, Weight: 2}}
 	if p, err = s.Chains.Prepare(p.Memory, p.Vector, nil); err != nil {
 		t.Fatal(err)
 	}
-	p.EdgeType = AssocCausal
+	p.EdgeType = assoc.Causal
 	p.Neighbors, err = s.Chains.Neighbors(p.Vector, o.sona, 3, p.CID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.addPrepared(p)
-	links := func(c cid.Cid) map[cid.Cid]Link {
+	links := func(c cid.Cid) map[cid.Cid]assoc.Link {
 		ls, err := s.Assoc.Associations(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[cid.Cid]Link{}
+		out := map[cid.Cid]assoc.Link{}
 		for _, l := range ls {
 			out[l.Target] = l
 		}
 		return out
 	}
 	l2 := links(second)
-	if l2[first].Type != AssocRelated && l2[first].Type != AssocSequential {
+	if l2[first].Type != assoc.Related && l2[first].Type != assoc.Sequential {
 		t.Fatalf("second → first: %+v", l2[first])
 	}
-	if l := l2[p.CID]; l.Type != AssocSequential || l.Strength != 1 {
+	if l := l2[p.CID]; l.Type != assoc.Sequential || l.Strength != 1 {
 		t.Fatalf("second → third should be sequential: %+v", l)
 	}
 	l3 := links(p.CID)
-	if l := l3[first]; l.Type != AssocCausal || l.Strength != 1 {
+	if l := l3[first]; l.Type != assoc.Causal || l.Strength != 1 {
 		t.Fatalf("third → first should be causal (its only edge, strength 1): %+v", l)
 	}
-	if l := links(first)[p.CID]; l.Type != AssocCausal {
+	if l := links(first)[p.CID]; l.Type != assoc.Causal {
 		t.Fatalf("associations are kept both ways: %+v", l)
 	}
 }

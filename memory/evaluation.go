@@ -3,7 +3,9 @@ package memory
 import (
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -12,26 +14,19 @@ import (
 // file is what it needs of Self. (Recall's metric path over its profiles
 // is in memory/recall.)
 
-// The evaluations' names (see memory/eumas), kept for callers during the
-// move (issue 14).
-type EvalStep = eumas.Step
-
-// ErrEvalConflict means two evaluators ran at once (eumas.ErrConflict).
-var ErrEvalConflict = eumas.ErrConflict
-
 // evalEnv is what the evaluations need of Self.
 type evalEnv struct{ s *Self }
 
 func (e evalEnv) Logged(txn store.Reader, after uint64, n int) ([]eumas.Logged, uint64, error) {
-	end, err := logEnd(txn)
+	end, err := chain.LogEnd(txn)
 	if err != nil {
 		return nil, 0, err
 	}
 	var out []eumas.Logged
-	it := txn.NewIterator(IterOptions{Prefix: prefixLog, PrefetchValues: true, PrefetchSize: n})
+	it := txn.NewIterator(store.IterOptions{Prefix: chain.LogPrefix, PrefetchValues: true, PrefetchSize: n})
 	defer it.Close()
-	for it.Seek(logKey(after + 1)); it.Valid() && len(out) < n; it.Next() {
-		seq, c, err := logEntry(it.Item())
+	for it.Seek(chain.LogKey(after + 1)); it.Valid() && len(out) < n; it.Next() {
+		seq, c, err := chain.LogEntry(it.Item())
 		if err != nil {
 			return nil, 0, err
 		}
@@ -39,7 +34,7 @@ func (e evalEnv) Logged(txn store.Reader, after uint64, n int) ([]eumas.Logged, 
 		if err != nil {
 			return nil, 0, err
 		}
-		meta, err := getMeta(txn, c)
+		meta, err := meta.Read(txn, c)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -49,7 +44,7 @@ func (e evalEnv) Logged(txn store.Reader, after uint64, n int) ([]eumas.Logged, 
 }
 
 func (e evalEnv) UpdateMeta(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) store.Op {
-	return metaOp(cids, fn)
+	return meta.Update(cids, fn)
 }
 
 func (e evalEnv) VectorID(c cid.Cid) (uint64, bool) { return e.s.index.ID(c.KeyString()) }

@@ -169,7 +169,7 @@ func TestConcurrentEvaluatorsNeverWriteTwice(t *testing.T) {
 			total := 0
 			for {
 				step, err := s.Evals.EvaluatePending(ctx, ev, 3)
-				if errors.Is(err, ErrEvalConflict) {
+				if errors.Is(err, eumas.ErrConflict) {
 					continue
 				}
 				if err != nil || !step.More {

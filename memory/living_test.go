@@ -12,8 +12,10 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/recall"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -99,8 +101,8 @@ func TestSweepPrunesWeakLinks(t *testing.T) {
 	o.text("beta")
 	strong, weak := o.text("gamma"), o.text("delta") // not a's sequential neighbours
 	ctx := context.Background()
-	err := s.Store().Update(ctx, func(tx Tx) error {
-		return assoc.Put(tx, a, []Link{{Target: weak, Type: AssocRelated, Strength: 0.3}, {Target: strong, Type: AssocRelated, Strength: 0.9}}, epoch.Unix())
+	err := s.Store().Update(ctx, func(tx store.Tx) error {
+		return assoc.Put(tx, a, []assoc.Link{{Target: weak, Type: assoc.Related, Strength: 0.3}, {Target: strong, Type: assoc.Related, Strength: 0.9}}, epoch.Unix())
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -228,29 +230,29 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 		}
 		return r
 	}
-	if r := contribute(s, "grok", "design", "Memory must self-organize.", ""); r.Status != StatusPending || r.Agents != 1 {
+	if r := contribute(s, "grok", "design", "Memory must self-organize.", ""); r.Status != consensus.StatusPending || r.Agents != 1 {
 		t.Fatalf("one agent: %+v", r)
 	}
 	r := contribute(s, "kimi", "design", "Memory must self-organize.", "")
-	if r.Status != StatusCommitted || r.Cid == nil || r.Signal < 0.999 {
+	if r.Status != consensus.StatusCommitted || r.Cid == nil || r.Signal < 0.999 {
 		t.Fatalf("agreeing agents: %+v", r)
 	}
 	bb, _ := s.Backbone.List(0, 10)
 	if len(bb.Items) != 1 || bb.Items[0].Memory.String() != *r.Cid {
 		t.Fatalf("backbone %+v", bb.Items)
 	}
-	if meta, _ := s.Memories.Meta(bb.Items[0].Memory); !meta.Backbone || meta.Labels[LabelConcept] != "design" || meta.Labels[LabelAgents] != "grok,kimi" {
+	if meta, _ := s.Memories.Meta(bb.Items[0].Memory); !meta.Backbone || meta.Labels[consensus.LabelConcept] != "design" || meta.Labels[consensus.LabelAgents] != "grok,kimi" {
 		t.Fatalf("backbone meta %+v", meta)
 	}
 
 	contribute(s, "grok", "weather", "The sky over the harbour is blue and calm today.", "high")
 	r = contribute(s, "kimi", "weather", "Quarterly revenue in Europe fell by a third.", "")
-	if r.Status != StatusConflict || r.ConflictId == nil || r.Threshold <= r.Lower {
+	if r.Status != consensus.StatusConflict || r.ConflictId == nil || r.Threshold <= r.Lower {
 		t.Fatalf("diverging agents: %+v", r)
 	}
 	// A conflict keeps the time it began while more versions come in.
 	clock.Set(epoch.Add(time.Hour))
-	if again := contribute(s, "qwen", "weather", "The sky is calm but revenue fell.", ""); again.Status != StatusConflict || *again.ConflictId != *r.ConflictId {
+	if again := contribute(s, "qwen", "weather", "The sky is calm but revenue fell.", ""); again.Status != consensus.StatusConflict || *again.ConflictId != *r.ConflictId {
 		t.Fatalf("third agent on a conflict: %+v", again)
 	}
 	if cs, _ := s.Consensus.Conflicts(); len(cs) != 1 || cs[0].CreatedAt != epoch.Unix() || len(cs[0].Versions) != 3 {

@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -254,7 +255,7 @@ func TestRecallHidesArchivedAndExpired(t *testing.T) {
 	fact := o.add(&Memory{Data: Data{Text: &TextData{Content: "the kettle is blue"}}}, &messages.MemoryMeta{Kind: "fact"})
 	arch := o.text("the kettle is old")
 	ctx := context.Background()
-	if err := s.Store().Update(ctx, metaOp([]cid.Cid{arch}, func(m *messages.MemoryMeta, _ cid.Cid) { m.Archived = true })); err != nil {
+	if err := s.Store().Update(ctx, meta.Update([]cid.Cid{arch}, func(m *messages.MemoryMeta, _ cid.Cid) { m.Archived = true })); err != nil {
 		t.Fatal(err)
 	}
 	found := func() map[cid.Cid]bool {

@@ -14,6 +14,9 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -102,7 +105,7 @@ func chainCIDs(es *messages.ExportSona) []string {
 func TestExportSectionsAndClosure(t *testing.T) {
 	x := newTwoSonas(t)
 	doc, sections := exportDoc(t, x.s, "")
-	if doc.Format != ExportFormat || doc.Scope != transfer.ExportScopeAll || doc.Dims != int32(x.s.index.Dims()) || doc.Embedder != x.s.emb.ID() {
+	if doc.Format != transfer.ExportFormat || doc.Scope != transfer.ExportScopeAll || doc.Dims != int32(x.s.index.Dims()) || doc.Embedder != x.s.emb.ID() {
 		t.Fatalf("header %+v", doc)
 	}
 	if want := []string{"sonas", "memories", "blocks", "anchors"}; !slices.Equal(sections, want) {
@@ -299,7 +302,7 @@ func TestPlanImportRefusesBadDocuments(t *testing.T) {
 		{"anchor", func(d *messages.Export) { d.Anchors[0].Cid = x.file.String() }, ErrInvalid, "not an exported memory"},
 		{"link", func(d *messages.Export) {
 			m := memIndex(d, x.a1)
-			m.Associations = append(m.Associations, &messages.ExportLink{Target: &messages.Link{Cid: x.file.String()}, Type: AssocRelated, Strength: 0.5})
+			m.Associations = append(m.Associations, &messages.ExportLink{Target: &messages.Link{Cid: x.file.String()}, Type: assoc.Related, Strength: 0.5})
 		}, ErrInvalid, "link target"},
 		{"link type", func(d *messages.Export) { memIndex(d, x.a1).Associations[0].Type = "friendly" }, ErrInvalid, "type"},
 		{"pending", func(d *messages.Export) {
@@ -349,7 +352,7 @@ func TestPlanImportAgainstTheStore(t *testing.T) {
 }
 
 // applyPlan carries out a plan as the actors do, one append at a time.
-func applyPlan(t *testing.T, s *Self, p *ImportPlan) {
+func applyPlan(t *testing.T, s *Self, p *transfer.ImportPlan) {
 	t.Helper()
 	ctx := context.Background()
 	if err := s.Transfer.ImportBlocks(ctx, p); err != nil {
@@ -394,8 +397,8 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	x := newTwoSonas(t)
 	ctx := context.Background()
 	s := x.s
-	if err := s.Store().Update(ctx, func(tx Tx) error {
-		tx.Set(assoc.SimStatsKey(x.a.sona), assoc.EncodeStats(SimStats{N: 3, Mean: 0.4, M2: 0.02}))
+	if err := s.Store().Update(ctx, func(tx store.Tx) error {
+		tx.Set(assoc.SimStatsKey(x.a.sona), assoc.EncodeStats(assoc.SimStats{N: 3, Mean: 0.4, M2: 0.02}))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -403,7 +406,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	if err := s.Store().Update(ctx, assoc.Strengthen("agent", []cid.Cid{x.a1, x.b1}, 0.3, epoch.Unix())); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Store().Update(ctx, metaOp([]cid.Cid{x.a3}, func(m *messages.MemoryMeta, _ cid.Cid) {
+	if err := s.Store().Update(ctx, meta.Update([]cid.Cid{x.a3}, func(m *messages.MemoryMeta, _ cid.Cid) {
 		m.Archived, m.Importance, m.AccessCount = true, 0.7, 4
 	})); err != nil {
 		t.Fatal(err)
@@ -421,7 +424,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 		}
 	}
 	doc, _ := exportDoc(t, s, "")
-	if len(doc.Pending) != 2 || len(doc.Conflicts) != 1 || doc.Sonas[0].Name != BackboneName {
+	if len(doc.Pending) != 2 || len(doc.Conflicts) != 1 || doc.Sonas[0].Name != chain.BackboneName {
 		t.Fatalf("source: %d pending, %d conflicts, first sona %s", len(doc.Pending), len(doc.Conflicts), doc.Sonas[0].Name)
 	}
 

@@ -266,8 +266,8 @@ func locomoCmd(g *globals) *cobra.Command {
 			}
 			if transitions != nil {
 				fmt.Fprintf(out, "\ntiers: %d pages, %d segments created, %d pages joined a segment, %d segments evicted, %d promotions\n",
-					transitions[memory.TierPageAdded], transitions[memory.TierSegmentCreated], transitions[memory.TierSegmentMerged],
-					transitions[memory.TierSegmentEvicted], transitions[memory.TierSegmentPromoted])
+					transitions[tiers.PageAdded], transitions[tiers.SegmentCreated], transitions[tiers.SegmentMerged],
+					transitions[tiers.SegmentEvicted], transitions[tiers.SegmentPromoted])
 			}
 			return nil
 		},

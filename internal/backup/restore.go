@@ -20,6 +20,7 @@ import (
 	"github.com/memoria-ai/memoria/llm/providers"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
@@ -240,7 +241,7 @@ func verifyChain(ctx context.Context, self *memory.Self, sona string, length int
 	if head == nil {
 		return 0, nil
 	}
-	index := map[int64]memory.ChainEntry{}
+	index := map[int64]chain.Entry{}
 	for from := int64(0); ; {
 		page, err := self.Sonas.Chain(sona, from, 1000)
 		if err != nil {
