@@ -20,6 +20,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
@@ -98,7 +99,7 @@ func walkChain(t *testing.T, self *memory.Self, sona string) []cid.Cid {
 		if err != nil {
 			t.Fatal(err)
 		}
-		act, err := memory.DecodeAct(block)
+		act, err := model.DecodeAct(block)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +300,7 @@ func TestPanickingSonaRestartsLosingNothing(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := &memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: fmt.Sprintf("fact number %d", i)}}}
+			m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("fact number %d", i)}}}
 			vecs, err := e.self.Embed(ctx, m.Text())
 			if err != nil {
 				t.Error(err)
@@ -400,8 +401,8 @@ func (g *gatedLLM) Complete(ctx context.Context, req llm.Request) (llm.Response,
 }
 
 func TestModelCallDoesNotBlockTheSona(t *testing.T) {
-	model := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	e := start(t, testConfig(t.TempDir()), model, actors.TestingKnobs{})
+	gate := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	e := start(t, testConfig(t.TempDir()), gate, actors.TestingKnobs{})
 	ctx := context.Background()
 	sona, _ := e.self.Sonas.Create(ctx, "busy")
 	done := make(chan error, 1)
@@ -409,20 +410,20 @@ func TestModelCallDoesNotBlockTheSona(t *testing.T) {
 		_, err := e.sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: "a slow question"})
 		done <- err
 	}()
-	<-model.entered // the sona is now waiting for its model
+	<-gate.entered // the sona is now waiting for its model
 	// Reads answer, and the same sona's actor takes another write.
 	_, trace, err := e.self.Recaller.Recall(ctx, recall.Query{Sona: sona.Uuid, Text: "question"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	trace.Submit(e.self.Store())
-	m := &memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: "inserted meanwhile"}}}
+	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "inserted meanwhile"}}}
 	vecs, _ := e.self.Embed(ctx, m.Text())
 	p, _ := e.self.Chains.Prepare(m, vecs[0], nil)
 	if _, err := e.sys.Append(ctx, sona.Uuid, p); err != nil {
 		t.Fatalf("insert while the model thinks: %v", err)
 	}
-	close(model.release)
+	close(gate.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -432,13 +433,13 @@ func TestModelCallDoesNotBlockTheSona(t *testing.T) {
 }
 
 func TestFailedModelCallKeepsTheInput(t *testing.T) {
-	model := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{}), fail: errors.New("provider exploded")}
-	close(model.release)
-	e := start(t, testConfig(t.TempDir()), model, actors.TestingKnobs{})
+	gate := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{}), fail: errors.New("provider exploded")}
+	close(gate.release)
+	e := start(t, testConfig(t.TempDir()), gate, actors.TestingKnobs{})
 	ctx := context.Background()
 	sona, _ := e.self.Sonas.Create(ctx, "unlucky")
 	go func() {
-		for range model.entered {
+		for range gate.entered {
 		}
 	}()
 	_, err := e.sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: "will this work?"})
@@ -475,7 +476,7 @@ func TestAppendKeepsNeighbours(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Memories of different times are never duplicates of each other.
-	insert := func(text string, ts int64) (*memory.Prepared, *chain.Duplicate) {
+	insert := func(text string, ts int64) (*model.Prepared, *chain.Duplicate) {
 		t.Helper()
 		p, dup, err := e.self.Chains.PrepareInsert(ctx, sona.Uuid, prompt.TextMemory(text, "user", ts, nil), &messages.MemoryMeta{}, true, nil)
 		if err != nil {
@@ -489,7 +490,7 @@ func TestAppendKeepsNeighbours(t *testing.T) {
 		return p, dup
 	}
 	crops := []string{"tomatoes", "basil", "peppers", "beans", "lettuce", "carrots", "onions", "garlic", "squash", "peas", "kale", "leeks"}
-	var last *memory.Prepared
+	var last *model.Prepared
 	similar := 0
 	for i, c := range crops {
 		var dup *chain.Duplicate

@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/anchor"
+	"github.com/memoria-ai/memoria/memory/model"
 )
 
 // recordingSink is an AnchorSink that keeps what it hears and fails while
@@ -70,7 +71,7 @@ func insertText(t *testing.T, e *env, sona, text string) cid.Cid {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.self.Chains.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: text}}}, vecs[0], nil)
+	p, err := e.self.Chains.Prepare(&model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}}, vecs[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestAppendAtAnExpectedSeq(t *testing.T) {
 	}
 	insertText(t, e, rec.Uuid, "first")
 	vecs, _ := e.self.Embed(ctx, "second")
-	p, err := e.self.Chains.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: "second"}}}, vecs[0], nil)
+	p, err := e.self.Chains.Prepare(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "second"}}}, vecs[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}

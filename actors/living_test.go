@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/consensus"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -42,7 +43,7 @@ func appendText(t *testing.T, e *env, sona, text, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.self.Chains.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: text}}}, vecs[0], &messages.MemoryMeta{Kind: kind})
+	p, err := e.self.Chains.Prepare(&model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}}, vecs[0], &messages.MemoryMeta{Kind: kind})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/anchor"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/tiers"
@@ -304,7 +305,7 @@ func (s *System) tierTimeout() time.Duration {
 
 // Append adds a prepared memory to a sona's chain and returns once it is
 // durable. A memory already in the sona is not appended again.
-func (s *System) Append(ctx context.Context, sona string, p *memory.Prepared) (*messages.Appended, error) {
+func (s *System) Append(ctx context.Context, sona string, p *model.Prepared) (*messages.Appended, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -189,7 +190,7 @@ func buildManifest(doc *messages.Export, blocks map[cid.Cid][]byte) (cid.Cid, er
 	var chunks []cid.Cid
 	for i := 0; i < len(raw); i += manifestChunk {
 		part := raw[i:min(i+manifestChunk, len(raw))]
-		c, err := memory.SumCID(memory.CodecRaw, part)
+		c, err := model.SumCID(model.CodecRaw, part)
 		if err != nil {
 			return cid.Undef, err
 		}
@@ -211,7 +212,7 @@ func buildManifest(doc *messages.Export, blocks map[cid.Cid][]byte) (cid.Cid, er
 	if err := dagcbor.Encode(n, &buf); err != nil {
 		return cid.Undef, err
 	}
-	root, err := memory.SumCID(memory.CodecDagCBOR, buf.Bytes())
+	root, err := model.SumCID(model.CodecDagCBOR, buf.Bytes())
 	if err != nil {
 		return cid.Undef, err
 	}
@@ -378,7 +379,7 @@ func ExportFromCAR(body []byte) (*messages.Export, error) {
 		if err != nil {
 			return nil, err
 		}
-		m, err := memory.DecodeMemory(data)
+		m, err := model.DecodeMemory(data)
 		if err != nil {
 			return nil, carError("memories[%d] (%s): %v", i, em.Cid, err)
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -125,12 +125,12 @@ func FuzzGatewayAccept(f *testing.F) {
 // seedCAR is a small Memoria CAR: one sona of one ACT and its memory, and
 // the manifest.
 func seedCAR(t testing.TB) []byte {
-	m := &memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: "The shed key hangs by the door."}}}
+	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "The shed key hangs by the door."}}}
 	mc, mb, err := m.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	act := &memory.Act{Sona: "1b4e28ba-2fa1-11d2-883f-0016d3cca427", Memory: mc}
+	act := &model.Act{Sona: "1b4e28ba-2fa1-11d2-883f-0016d3cca427", Memory: mc}
 	ac, ab, err := act.Encode()
 	if err != nil {
 		t.Fatal(err)

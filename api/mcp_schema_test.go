@@ -16,7 +16,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 )
 
@@ -45,7 +45,7 @@ func closedSets(cfg config.Config) map[string][]string {
 		"query input scope":             scopes,
 		"chat input scope":              scopes,
 		"insert input kind":             kinds,
-		"recall output memories[].kind": {memory.KindSelf, memory.KindOther, memory.KindText, memory.KindFile},
+		"recall output memories[].kind": {model.KindSelf, model.KindOther, model.KindText, model.KindFile},
 		"recall output memories[].via":  {recall.ViaHit, recall.ViaCoAccess, recall.ViaExpansion},
 		"query output stop_reason":      stops,
 		"chat output stop_reason":       stops,

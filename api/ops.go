@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
@@ -113,7 +114,7 @@ func (s *Server) allowMemory(ctx context.Context, c cid.Cid) error {
 // checkLinksSeen refuses a sona-scoped principal an insert whose edges or
 // file content name what it may not see, with the error a CID stored
 // nowhere gets. inline is the file that comes with the memory, if any.
-func (s *Server) checkLinksSeen(ctx context.Context, m *memory.Memory, inline cid.Cid) error {
+func (s *Server) checkLinksSeen(ctx context.Context, m *model.Memory, inline cid.Cid) error {
 	p := principalFrom(ctx)
 	if !p.SonaScoped() {
 		return nil
@@ -187,7 +188,7 @@ func (s *Server) memoryOp(ctx context.Context, c cid.Cid) (*messages.Memory, err
 // must be a file of their sonas.
 func (s *Server) fileOp(ctx context.Context, c cid.Cid) (data []byte, mimeType, name string, err error) {
 	content := c
-	if c.Prefix().Codec == memory.CodecDagCBOR {
+	if c.Prefix().Codec == model.CodecDagCBOR {
 		if err := s.allowMemory(ctx, c); err != nil {
 			return nil, "", "", err
 		}
@@ -459,7 +460,7 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 	}
 	var inline cid.Cid
 	if file != nil {
-		if inline, err = memory.SumCID(memory.CodecRaw, file); err != nil {
+		if inline, err = model.SumCID(model.CodecRaw, file); err != nil {
 			return nil, false, err
 		}
 	}

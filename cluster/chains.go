@@ -13,6 +13,7 @@ import (
 
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -66,7 +67,7 @@ type chain struct {
 // write is one append on its way; it implements actors.Settling.
 type write struct {
 	ctx  context.Context // the caller's trace span
-	a    *memory.Append
+	a    *model.Append
 	done chan struct{}
 	err  error
 }
@@ -419,7 +420,7 @@ func (cs *chains) fetch(ctx context.Context, sona string, from int64, head Head)
 }
 
 // Write queues a for the sona's pipeline.
-func (cs *chains) Write(ctx context.Context, a *memory.Append) actors.Settling {
+func (cs *chains) Write(ctx context.Context, a *model.Append) actors.Settling {
 	w := &write{ctx: ctx, a: a, done: make(chan struct{})}
 	ch := cs.get(a.Sona)
 	ch.mu.Lock()

@@ -18,6 +18,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/prompt"
 )
 
@@ -110,7 +111,7 @@ func appendText(t *testing.T, c *Cluster, sona, text string) error {
 		h, _ := cid.Decode(*rec.Head)
 		head = &h
 	}
-	plan, err := memory.PlanAppend(sona, head, rec.Length, p, 1700000000)
+	plan, err := model.PlanAppend(sona, head, rec.Length, p, 1700000000)
 	if err != nil {
 		t.Fatal(err)
 	}

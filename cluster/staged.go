@@ -11,6 +11,7 @@ import (
 
 	"github.com/memoria-ai/memoria/memory"
 	memchain "github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -104,7 +105,7 @@ func dropStaged(ctx context.Context, st *store.Store, sona string, from int64) e
 
 // staged turns a planned append into its staged record. A file memory's
 // content travels with it (the replica may lack the block).
-func staged(self *memory.Self, a *memory.Append, claim int64) (*messages.StagedAppend, error) {
+func staged(self *memory.Self, a *model.Append, claim int64) (*messages.StagedAppend, error) {
 	p := a.Item
 	msg := &messages.AppendMemory{Sona: a.Sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta,
 		Imported: p.Imported, File: p.File}
@@ -150,7 +151,7 @@ func fromChain(self *memory.Self, e memchain.Entry) (*messages.StagedAppend, err
 	if err != nil {
 		return nil, err
 	}
-	m, err := memory.DecodeMemory(block)
+	m, err := model.DecodeMemory(block)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +194,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 		if err != nil {
 			return err
 		}
-		plan, err := memory.PlanAppend(sona, head, length, item, a.Now)
+		plan, err := model.PlanAppend(sona, head, length, item, a.Now)
 		if err != nil {
 			return err
 		}
@@ -218,7 +219,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 }
 
 // prepared is the memory of a staged record, ready to append.
-func prepared(self *memory.Self, a *messages.StagedAppend) (*memory.Prepared, error) {
+func prepared(self *memory.Self, a *messages.StagedAppend) (*model.Prepared, error) {
 	m := a.GetAppend()
 	if m == nil {
 		return nil, fmt.Errorf("%w: a staged append without its memory", memory.ErrInvalid)
@@ -233,7 +234,7 @@ func prepared(self *memory.Self, a *messages.StagedAppend) (*memory.Prepared, er
 		if err != nil {
 			return nil, fmt.Errorf("%w: neighbour cid: %v", memory.ErrInvalid, err)
 		}
-		item.Neighbors = append(item.Neighbors, memory.Neighbor{CID: c, Sim: n.Sim})
+		item.Neighbors = append(item.Neighbors, model.Neighbor{CID: c, Sim: n.Sim})
 	}
 	for _, b := range m.Archive {
 		c, err := cid.Cast(b)

@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 )
 
@@ -75,7 +76,7 @@ func populate(tb testing.TB, s *Self, sonas int, texts []string) []*owner {
 			defer wg.Done()
 			for j := i; j < len(texts); j += sonas {
 				ts := int64(1_700_000_000 + j)
-				o.add(&Memory{Data: Data{Text: &TextData{Content: texts[j]}}, Timestamp: &ts}, nil)
+				o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: texts[j]}}, Timestamp: &ts}, nil)
 			}
 		}()
 	}

@@ -14,6 +14,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 )
 
@@ -83,13 +84,13 @@ func TestRecallCollapsesNearIdenticalTexts(t *testing.T) {
 			ts := clk.Now().Unix()
 			return &ts
 		}
-		q1 := o.add(&Memory{Data: Data{Text: &TextData{Content: "Which bed did I plant the tomatoes in?"}}, Timestamp: at(1)}, nil)
-		q2 := o.add(&Memory{Data: Data{Text: &TextData{Content: "which bed did I plant the tomatoes in"}}, Timestamp: at(2)}, nil)
-		q3 := o.add(&Memory{Data: Data{Text: &TextData{Content: "Which bed did I plant the tomatoes in?!"}}, Timestamp: at(3)}, nil)
+		q1 := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "Which bed did I plant the tomatoes in?"}}, Timestamp: at(1)}, nil)
+		q2 := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "which bed did I plant the tomatoes in"}}, Timestamp: at(2)}, nil)
+		q3 := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "Which bed did I plant the tomatoes in?!"}}, Timestamp: at(3)}, nil)
 		maya := "maya"
-		other := o.add(&Memory{Data: Data{Other: &OtherData{Name: &maya, Content: "Which bed did I plant the tomatoes in?"}}, Timestamp: at(4)}, nil)
-		answer := o.add(&Memory{Data: Data{Text: &TextData{Content: "I planted the tomatoes in the east bed."}}, Timestamp: at(5)}, nil)
-		o.add(&Memory{Data: Data{Text: &TextData{Content: "The compost pile needs turning."}}, Timestamp: at(6)}, nil)
+		other := o.add(&model.Memory{Data: model.Data{Other: &model.OtherData{Name: &maya, Content: "Which bed did I plant the tomatoes in?"}}, Timestamp: at(4)}, nil)
+		answer := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "I planted the tomatoes in the east bed."}}, Timestamp: at(5)}, nil)
+		o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "The compost pile needs turning."}}, Timestamp: at(6)}, nil)
 
 		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "which bed did I plant the tomatoes in?", K: 3, Peek: true})
 		s.Close()
@@ -150,7 +151,7 @@ func TestRecallMMRDiversifies(t *testing.T) {
 		} {
 			clk.Set(epoch.Add(time.Duration(i) * time.Minute))
 			ts := clk.Now().Unix()
-			o.add(&Memory{Data: Data{Text: &TextData{Content: text}}, Timestamp: &ts}, nil)
+			o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}, Timestamp: &ts}, nil)
 		}
 		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "tomato basil aphid garden compost", K: 2, Expand: new(0), Peek: true})
 		if err != nil {

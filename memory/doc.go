@@ -25,11 +25,13 @@
 //	memory/recall  recall, its scoring and its trace (Self.Recaller)
 //	memory/prompt  a step's prompt and the memories a step stores
 //
-// Callers import the packages. Package memory still re-exports the error
-// classes (errors.go) and the model's names (model.go). What each
-// subsystem adds to an append, and what follows a committed append, is
-// wired in append.go; env.go wires recall, transfer, living and the tiers
-// to the subsystems they read and write.
+// Callers import the packages; package memory keeps the composition root
+// (self.go: Open, Close, the subsystems as fields), the error classes it
+// re-exports from memory/base (errors.go), what each subsystem adds to an
+// append and what follows a committed append (append.go), the wiring of
+// recall, transfer, living, the tiers and the evaluations to the
+// subsystems they read and write (env.go, evaluation.go), and the layout
+// migrations (migrate.go).
 //
 // It is pure of transports: it never imports protoactor, net/http or a
 // model provider SDK (a test enforces it). Actors and servers adapt it.

@@ -19,6 +19,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/text"
 )
@@ -40,9 +41,9 @@ func seededConversation(t *testing.T, s *Self, clock *clock.Fake, o *owner, n in
 			b.WriteString(words[rng.Intn(len(words))] + " ")
 		}
 		ts := clock.Now().Unix()
-		m := &Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("%s(%d)", b.String(), i)}}, Timestamp: &ts}
+		m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("%s(%d)", b.String(), i)}}, Timestamp: &ts}
 		if len(out) > 0 {
-			m.Edges = []Edge{{Target: out[len(out)-1], Weight: 1}}
+			m.Edges = []model.Edge{{Target: out[len(out)-1], Weight: 1}}
 		}
 		out = append(out, o.add(m, nil))
 	}
@@ -150,8 +151,8 @@ func TestDedupOnInsert(t *testing.T) {
 	o := newOwner(t, s, "notes")
 	ctx := context.Background()
 	orig := o.text("My sister Maya lives in Lisbon near the river")
-	prep := func(content string, ts *int64) (*Prepared, *chain.Duplicate) {
-		m := &Memory{Data: Data{Text: &TextData{Content: content}}, Timestamp: ts}
+	prep := func(content string, ts *int64) (*model.Prepared, *chain.Duplicate) {
+		m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: content}}, Timestamp: ts}
 		p, dup, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, true, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -182,7 +183,7 @@ func TestDedupOnInsert(t *testing.T) {
 	// Live regime: with enough memories the sona's own distribution of
 	// nearest-neighbour similarities sets the threshold.
 	for i := 0; i < 12; i++ {
-		m := &Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("note %d about topic %s", i, strings.Repeat("x", i+1))}}}
+		m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("note %d about topic %s", i, strings.Repeat("x", i+1))}}}
 		p, _, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, false, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -203,9 +204,9 @@ func TestDedupOnInsert(t *testing.T) {
 	}
 }
 
-func (o *owner) addPrepared(p *Prepared) {
+func (o *owner) addPrepared(p *model.Prepared) {
 	o.t.Helper()
-	plan, err := PlanAppend(o.sona, o.head, o.n, p, o.s.clock.Now().Unix())
+	plan, err := model.PlanAppend(o.sona, o.head, o.n, p, o.s.clock.Now().Unix())
 	if err != nil {
 		o.t.Fatal(err)
 	}
@@ -221,14 +222,14 @@ func TestAssociationsOnAppend(t *testing.T) {
 	o := newOwner(t, s, "a")
 	ctx := context.Background()
 	first := o.text("apples grow in the orchard")
-	second := o.text("the orchard has apple trees", Edge{Target: first, Weight: 0.5})
-	m := &Memory{Data: Data{Text: &TextData{Content: "apples from the orchard trees"}}}
+	second := o.text("the orchard has apple trees", model.Edge{Target: first, Weight: 0.5})
+	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "apples from the orchard trees"}}}
 	p, _, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.EdgeType = assoc.Causal
-	p.Memory.Edges = []Edge{{Target: first, Weight: 2}}
+	p.Memory.Edges = []model.Edge{{Target: first, Weight: 2}}
 	if p, err = s.Chains.Prepare(p.Memory, p.Vector, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/text"
@@ -163,7 +164,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	}
 
 	free.Store(reserve - 1)
-	if _, err := o.tryAdd(&Memory{Data: Data{Text: &TextData{Content: "refused"}}}, nil); !errors.Is(err, ErrDiskFull) {
+	if _, err := o.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "refused"}}}, nil); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("append below the reserve: err = %v, want ErrDiskFull", err)
 	}
 	if _, err := s.Sonas.Create(context.Background(), "b"); !errors.Is(err, ErrDiskFull) {
@@ -300,7 +301,7 @@ func diskFullChild(t *testing.T) {
 			rand.Read(b)
 			return s.Chains.PutFile(context.Background(), b, "")
 		}
-		return o.tryAdd(&Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("memory %d: %s", i, strings.Repeat("filling the disk ", 200))}}}, nil)
+		return o.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("memory %d: %s", i, strings.Repeat("filling the disk ", 200))}}}, nil)
 	}
 	var first cid.Cid
 	i := 0

@@ -14,6 +14,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -24,8 +25,8 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	o := newOwner(t, s, "a")
-	obs := o.add(&Memory{Data: Data{Text: &TextData{Content: "the build is red"}}}, &messages.MemoryMeta{Kind: "observation"})
-	o.add(&Memory{Data: Data{Text: &TextData{Content: "the build uses go"}}}, &messages.MemoryMeta{Kind: "fact"})
+	obs := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "the build is red"}}}, &messages.MemoryMeta{Kind: "observation"})
+	o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "the build uses go"}}}, &messages.MemoryMeta{Kind: "fact"})
 	ctx := context.Background()
 	end := epoch.Add(72 * time.Hour)
 
@@ -134,7 +135,7 @@ func appendMerge(t *testing.T, s *Self, m *living.Merge) {
 		t.Fatal(err)
 	}
 	head, _ := cid.Decode(*rec.Head)
-	plan, err := PlanAppend(m.Sona, &head, rec.Length, m.Prepared, s.clock.Now().Unix())
+	plan, err := model.PlanAppend(m.Sona, &head, rec.Length, m.Prepared, s.clock.Now().Unix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 			// The same merge cannot apply twice: its sources are archived.
 			rec, _ := s.Sonas.Get(m.Sona)
 			head, _ := cid.Decode(*rec.Head)
-			plan, _ := PlanAppend(m.Sona, &head, rec.Length, m.Prepared, epoch.Unix())
+			plan, _ := model.PlanAppend(m.Sona, &head, rec.Length, m.Prepared, epoch.Unix())
 			if err := s.Store().Update(ctx, s.Chains.Op(plan)); err == nil {
 				t.Fatal("a merge of archived sources applied")
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -146,7 +147,7 @@ func TestMigrateFromLayout2(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := "notes.txt"
-	fm := &Memory{Data: Data{File: &FileData{Name: &name, Content: file}}}
+	fm := &model.Memory{Data: model.Data{File: &model.FileData{Name: &name, Content: file}}}
 	a.add(fm, nil)
 	b.text("no file here")
 	mine := func(id string) func(string) bool { return func(s string) bool { return s == id } }

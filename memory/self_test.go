@@ -16,6 +16,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -55,7 +56,7 @@ func newOwner(t testing.TB, s *Self, name string) *owner {
 	return &owner{t: t, s: s, sona: rec.Uuid}
 }
 
-func (o *owner) add(m *Memory, meta *messages.MemoryMeta) cid.Cid {
+func (o *owner) add(m *model.Memory, meta *messages.MemoryMeta) cid.Cid {
 	o.t.Helper()
 	c, err := o.tryAdd(m, meta)
 	if err != nil {
@@ -64,7 +65,7 @@ func (o *owner) add(m *Memory, meta *messages.MemoryMeta) cid.Cid {
 	return c
 }
 
-func (o *owner) tryAdd(m *Memory, meta *messages.MemoryMeta) (cid.Cid, error) {
+func (o *owner) tryAdd(m *model.Memory, meta *messages.MemoryMeta) (cid.Cid, error) {
 	ctx := context.Background()
 	vecs, err := o.s.Embed(ctx, m.Text())
 	if err != nil {
@@ -74,7 +75,7 @@ func (o *owner) tryAdd(m *Memory, meta *messages.MemoryMeta) (cid.Cid, error) {
 	if err != nil {
 		return cid.Undef, err
 	}
-	plan, err := PlanAppend(o.sona, o.head, o.n, p, o.s.clock.Now().Unix())
+	plan, err := model.PlanAppend(o.sona, o.head, o.n, p, o.s.clock.Now().Unix())
 	if err != nil {
 		return cid.Undef, err
 	}
@@ -85,9 +86,9 @@ func (o *owner) tryAdd(m *Memory, meta *messages.MemoryMeta) (cid.Cid, error) {
 	return p.CID, nil
 }
 
-func (o *owner) text(content string, edges ...Edge) cid.Cid {
-	SortEdges(edges)
-	return o.add(&Memory{Data: Data{Text: &TextData{Content: content}}, Edges: edges}, nil)
+func (o *owner) text(content string, edges ...model.Edge) cid.Cid {
+	model.SortEdges(edges)
+	return o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: content}}, Edges: edges}, nil)
 }
 
 func TestReopenKeepsSonasHeadsAndRecall(t *testing.T) {
@@ -165,13 +166,13 @@ func TestRecallBudgetAndTopologicalOrder(t *testing.T) {
 		for j := 0; j < 3+rng.Intn(40); j++ {
 			b.WriteString(words[rng.Intn(len(words))] + " ")
 		}
-		var edges []Edge
+		var edges []model.Edge
 		for j := 0; j < rng.Intn(4) && len(all) > 0; j++ {
-			edges = append(edges, Edge{Target: all[rng.Intn(len(all))], Weight: rng.Float64()})
+			edges = append(edges, model.Edge{Target: all[rng.Intn(len(all))], Weight: rng.Float64()})
 		}
-		edges = slices.CompactFunc(sortedEdges(edges), func(a, b Edge) bool { return a.Target == b.Target })
+		edges = slices.CompactFunc(sortedEdges(edges), func(a, b model.Edge) bool { return a.Target == b.Target })
 		ts := clock.Now().Unix()
-		all = append(all, o.add(&Memory{Data: Data{Text: &TextData{Content: b.String()}}, Timestamp: &ts, Edges: edges}, nil))
+		all = append(all, o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: b.String()}}, Timestamp: &ts, Edges: edges}, nil))
 	}
 	for _, budget := range []int{1, 50, 200, 1000, 4000} {
 		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "tomato basil aphid garden", Budget: budget})
@@ -207,14 +208,14 @@ func TestRecallBudgetAndTopologicalOrder(t *testing.T) {
 	}
 }
 
-func sortedEdges(e []Edge) []Edge { SortEdges(e); return e }
+func sortedEdges(e []model.Edge) []model.Edge { model.SortEdges(e); return e }
 
 func TestRecallExpandsAlongEdgesWithPathScore(t *testing.T) {
 	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	support := o.text("zebra quartz vellum")
-	hit := o.text("tomatoes and basil", Edge{Target: support, Weight: 0.8})
+	hit := o.text("tomatoes and basil", model.Edge{Target: support, Weight: 0.8})
 	rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "tomatoes and basil", K: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -251,8 +252,8 @@ func TestRecallHidesArchivedAndExpired(t *testing.T) {
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	o := newOwner(t, s, "a")
-	obs := o.add(&Memory{Data: Data{Text: &TextData{Content: "the kettle is broken"}}}, &messages.MemoryMeta{Kind: "observation"})
-	fact := o.add(&Memory{Data: Data{Text: &TextData{Content: "the kettle is blue"}}}, &messages.MemoryMeta{Kind: "fact"})
+	obs := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "the kettle is broken"}}}, &messages.MemoryMeta{Kind: "observation"})
+	fact := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "the kettle is blue"}}}, &messages.MemoryMeta{Kind: "fact"})
 	arch := o.text("the kettle is old")
 	ctx := context.Background()
 	if err := s.Store().Update(ctx, meta.Update([]cid.Cid{arch}, func(m *messages.MemoryMeta, _ cid.Cid) { m.Archived = true })); err != nil {
@@ -289,8 +290,8 @@ func TestReinforceRaisesAndPropagates(t *testing.T) {
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	deep := o.text("deep support")
-	mid := o.text("middle support", Edge{Target: deep, Weight: 1})
-	top := o.text("the used memory", Edge{Target: mid, Weight: 1})
+	mid := o.text("middle support", model.Edge{Target: deep, Weight: 1})
+	top := o.text("the used memory", model.Edge{Target: mid, Weight: 1})
 	other := o.text("unrelated")
 	ctx := context.Background()
 	used := []*recall.Recalled{{CID: top, Score: 2}}

@@ -14,15 +14,16 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
 // say stores a turn of a named speaker.
-func (o *owner) say(name, text string) *Memory {
+func (o *owner) say(name, text string) *model.Memory {
 	ts := o.s.clock.Now().Unix()
-	return &Memory{Data: Data{Other: &OtherData{Name: &name, Content: text}}, Timestamp: &ts}
+	return &model.Memory{Data: model.Data{Other: &model.OtherData{Name: &name, Content: text}}, Timestamp: &ts}
 }
 
 // page stores two turns and hands them to the STM as a page.
@@ -383,7 +384,7 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.PageOf = &q
-	plan, err := PlanAppend(o.sona, o.head, o.n, p, s.clock.Now().Unix())
+	plan, err := model.PlanAppend(o.sona, o.head, o.n, p, s.clock.Now().Unix())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
@@ -80,14 +81,14 @@ func newTwoSonas(t *testing.T) *twoSonas {
 	x := &twoSonas{s: s, a: newOwner(t, s, "a"), b: newOwner(t, s, "b")}
 	x.a1 = x.a.text("alpha: the first thing")
 	x.a2 = x.a.text("beta: we decided to keep going")
-	x.b1 = x.b.text("gamma builds on beta", Edge{Target: x.a2, Weight: 0.7})
+	x.b1 = x.b.text("gamma builds on beta", model.Edge{Target: x.a2, Weight: 0.7})
 	var err error
 	if x.file, err = s.Chains.PutFile(context.Background(), []byte("file bytes"), ""); err != nil {
 		t.Fatal(err)
 	}
-	x.bFile = x.b.add(&Memory{Data: Data{File: &FileData{Content: x.file}}}, &messages.MemoryMeta{Kind: "fact", Labels: map[string]string{"src": "upload"}})
+	x.bFile = x.b.add(&model.Memory{Data: model.Data{File: &model.FileData{Content: x.file}}}, &messages.MemoryMeta{Kind: "fact", Labels: map[string]string{"src": "upload"}})
 	x.a3 = x.a.text("delta: after gamma")
-	x.bJoin = x.b.add(&Memory{Data: Data{Text: &TextData{Content: "alpha: the first thing"}}}, nil) // a1, joining b
+	x.bJoin = x.b.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "alpha: the first thing"}}}, nil) // a1, joining b
 	if x.bJoin != x.a1 {
 		t.Fatal("the same memory has another CID")
 	}
@@ -377,7 +378,7 @@ func applyPlan(t *testing.T, s *Self, p *transfer.ImportPlan) {
 			h := cid.MustParse(*rec.Head)
 			head = &h
 		}
-		plan, err := PlanAppend(st.Sona, head, rec.Length, st.Item, s.clock.Now().Unix())
+		plan, err := model.PlanAppend(st.Sona, head, rec.Length, st.Item, s.clock.Now().Unix())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -459,7 +460,7 @@ func TestImportKeepsTheJoinOrderAtOnePosition(t *testing.T) {
 	o1, o2, o3 := newOwner(t, s, "one"), newOwner(t, s, "two"), newOwner(t, s, "three")
 	owners := []*owner{o1, o2, o3}
 	slices.SortFunc(owners, func(a, b *owner) int { return strings.Compare(b.sona, a.sona) }) // largest uuid first
-	shared := &Memory{Data: Data{Text: &TextData{Content: "said in every sona"}}}
+	shared := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "said in every sona"}}}
 	for _, o := range owners {
 		o.add(shared, nil)
 	}

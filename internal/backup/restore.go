@@ -21,6 +21,7 @@ import (
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
@@ -272,7 +273,7 @@ func verifyChain(ctx context.Context, self *memory.Self, sona string, length int
 		if err != nil {
 			return 0, fmt.Errorf("ACT %d (%s): %w", seq, at, err)
 		}
-		act, err := memory.DecodeAct(block)
+		act, err := model.DecodeAct(block)
 		if err != nil {
 			return 0, fmt.Errorf("%w: ACT %d (%s): %v", base.ErrCorrupt, seq, at, err)
 		}
