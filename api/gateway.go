@@ -100,7 +100,7 @@ func parseGatewayRequest(r *http.Request, maxSegments int) (*gatewayRequest, err
 	req := &gatewayRequest{root: root, path: segs, car: car}
 	if !car {
 		if len(segs) > 0 {
-			return nil, &apiError{http.StatusNotAcceptable, "not_acceptable", fmt.Sprintf(
+			return nil, &apiError{errNotAcceptable, "not_acceptable", fmt.Sprintf(
 				"a raw block (application/vnd.ipld.raw) is asked for by CID alone and takes no path: ask for /ipfs/%s, or for a CAR (?format=car) to walk the path, with the blocks that prove each step", root)}
 		}
 		return req, nil
@@ -199,7 +199,7 @@ func negotiate(format string, accept []string) (car bool, accepted map[string]st
 	if format != "" {
 		what = fmt.Sprintf("format=%s is not served", clip(format, 50))
 	}
-	return false, nil, &apiError{http.StatusNotAcceptable, "not_acceptable", what +
+	return false, nil, &apiError{errNotAcceptable, "not_acceptable", what +
 		": this trustless gateway answers application/vnd.ipld.raw (a block) or application/vnd.ipld.car (version=1, order=dfs, dups=y|n), asked for by Accept or ?format=raw|car"}
 }
 

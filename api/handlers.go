@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/transfer"
@@ -417,7 +418,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(data) > s.cfg.Store.MaxBlockBytes {
-		s.fail(w, &apiError{http.StatusRequestEntityTooLarge, "too_large",
+		s.fail(w, &apiError{memory.ErrTooLarge, "too_large",
 			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(data), s.cfg.Store.MaxBlockBytes)})
 		return
 	}

@@ -369,7 +369,7 @@ func (m *mcpTools) insertData(in InsertInput) (map[string]any, []byte, error) {
 		return nil, nil, badRequest("invalid", "file.base64 is not valid base64: %v", err)
 	}
 	if len(raw) > m.s.cfg.Store.MaxBlockBytes {
-		return nil, nil, &apiError{http.StatusRequestEntityTooLarge, "too_large",
+		return nil, nil, &apiError{memory.ErrTooLarge, "too_large",
 			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(raw), m.s.cfg.Store.MaxBlockBytes)}
 	}
 	c, err := model.SumCID(model.CodecRaw, raw)

@@ -73,7 +73,7 @@ func (s *Server) resolveSona(ctx context.Context, ref string) (*messages.Sona, e
 	case 1:
 		return s.sonaByUUID(ctx, ids[0])
 	}
-	return nil, &apiError{http.StatusConflict, "conflict", "several sonas this token may use are named " + ref + ": use a uuid"}
+	return nil, &apiError{memory.ErrAmbiguous, "conflict", "several sonas this token may use are named " + ref + ": use a uuid"}
 }
 
 // What a sona-scoped principal sees (README "Auth and limits"): the
