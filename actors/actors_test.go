@@ -17,7 +17,12 @@ import (
 	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/prompt"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -94,7 +99,7 @@ func walkChain(t *testing.T, self *memory.Self, sona string) []cid.Cid {
 		if err != nil {
 			t.Fatal(err)
 		}
-		act, err := memory.DecodeAct(block)
+		act, err := model.DecodeAct(block)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +227,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 		if err := e.self.Text.Settle(ctx); err != nil {
 			t.Fatal(err)
 		}
-		rs, err := e.self.Recall(ctx, memory.Query{Sona: id, Text: "which colour does she like?", Peek: true})
+		rs, _, err := e.self.Recaller.Recall(ctx, recall.Query{Sona: id, Text: "which colour does she like?", Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +300,7 @@ func TestPanickingSonaRestartsLosingNothing(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := &memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: fmt.Sprintf("fact number %d", i)}}}
+			m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("fact number %d", i)}}}
 			vecs, err := e.self.Embed(ctx, m.Text())
 			if err != nil {
 				t.Error(err)
@@ -396,8 +401,8 @@ func (g *gatedLLM) Complete(ctx context.Context, req llm.Request) (llm.Response,
 }
 
 func TestModelCallDoesNotBlockTheSona(t *testing.T) {
-	model := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	e := start(t, testConfig(t.TempDir()), model, actors.TestingKnobs{})
+	gate := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	e := start(t, testConfig(t.TempDir()), gate, actors.TestingKnobs{})
 	ctx := context.Background()
 	sona, _ := e.self.Sonas.Create(ctx, "busy")
 	done := make(chan error, 1)
@@ -405,18 +410,20 @@ func TestModelCallDoesNotBlockTheSona(t *testing.T) {
 		_, err := e.sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: "a slow question"})
 		done <- err
 	}()
-	<-model.entered // the sona is now waiting for its model
+	<-gate.entered // the sona is now waiting for its model
 	// Reads answer, and the same sona's actor takes another write.
-	if _, err := e.self.Recall(ctx, memory.Query{Sona: sona.Uuid, Text: "question"}); err != nil {
+	_, trace, err := e.self.Recaller.Recall(ctx, recall.Query{Sona: sona.Uuid, Text: "question"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	m := &memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: "inserted meanwhile"}}}
+	trace.Submit(e.self.Store())
+	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "inserted meanwhile"}}}
 	vecs, _ := e.self.Embed(ctx, m.Text())
 	p, _ := e.self.Chains.Prepare(m, vecs[0], nil)
 	if _, err := e.sys.Append(ctx, sona.Uuid, p); err != nil {
 		t.Fatalf("insert while the model thinks: %v", err)
 	}
-	close(model.release)
+	close(gate.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -426,13 +433,13 @@ func TestModelCallDoesNotBlockTheSona(t *testing.T) {
 }
 
 func TestFailedModelCallKeepsTheInput(t *testing.T) {
-	model := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{}), fail: errors.New("provider exploded")}
-	close(model.release)
-	e := start(t, testConfig(t.TempDir()), model, actors.TestingKnobs{})
+	gate := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{}), fail: errors.New("provider exploded")}
+	close(gate.release)
+	e := start(t, testConfig(t.TempDir()), gate, actors.TestingKnobs{})
 	ctx := context.Background()
 	sona, _ := e.self.Sonas.Create(ctx, "unlucky")
 	go func() {
-		for range model.entered {
+		for range gate.entered {
 		}
 	}()
 	_, err := e.sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: "will this work?"})
@@ -469,9 +476,9 @@ func TestAppendKeepsNeighbours(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Memories of different times are never duplicates of each other.
-	insert := func(text string, ts int64) (*memory.Prepared, *memory.Duplicate) {
+	insert := func(text string, ts int64) (*model.Prepared, *chain.Duplicate) {
 		t.Helper()
-		p, dup, err := e.self.Chains.PrepareInsert(ctx, sona.Uuid, memory.TextMemory(text, "user", ts, nil), &messages.MemoryMeta{}, true, nil)
+		p, dup, err := e.self.Chains.PrepareInsert(ctx, sona.Uuid, prompt.TextMemory(text, "user", ts, nil), &messages.MemoryMeta{}, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -483,10 +490,10 @@ func TestAppendKeepsNeighbours(t *testing.T) {
 		return p, dup
 	}
 	crops := []string{"tomatoes", "basil", "peppers", "beans", "lettuce", "carrots", "onions", "garlic", "squash", "peas", "kale", "leeks"}
-	var last *memory.Prepared
+	var last *model.Prepared
 	similar := 0
 	for i, c := range crops {
-		var dup *memory.Duplicate
+		var dup *chain.Duplicate
 		if last, dup = insert(fmt.Sprintf("In week %d I planted %s in the raised garden bed by the fence", i, c), int64(1000+i)); dup != nil {
 			t.Fatalf("memory %d deduplicated", i)
 		}
@@ -495,7 +502,7 @@ func TestAppendKeepsNeighbours(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, l := range links {
-			if l.Type == memory.AssocSimilar {
+			if l.Type == assoc.Similar {
 				similar++
 			}
 		}

@@ -9,12 +9,12 @@ import (
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// anchorsActor hands the anchor list to the configured memory.AnchorSink
+// anchorsActor hands the anchor list to the configured anchor.Sink
 // (XmetaV pins a significant memory to IPFS and anchors its CID on chain;
 // such a bridge is a sink). It runs only when a sink is configured. An
 // append records its anchor in its own transaction and acknowledges
 // without waiting for the sink; the commit wakes this actor, which offers
-// the sink every anchor after the durable cursor (memory.AnchorCursor),
+// the sink every anchor after the durable cursor (anchor.List.Cursor),
 // in list order, moving the cursor after each one the sink accepts. The
 // sink is called off the mailbox. A failure is logged and the anchor is
 // offered again at the next wake (a new anchor or a heartbeat tick):

@@ -16,6 +16,8 @@ import (
 	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/anchor"
+	"github.com/memoria-ai/memoria/memory/model"
 )
 
 // recordingSink is an AnchorSink that keeps what it hears and fails while
@@ -27,7 +29,7 @@ type recordingSink struct {
 	calls   int
 }
 
-func (s *recordingSink) Anchor(_ context.Context, a memory.Anchor) error {
+func (s *recordingSink) Anchor(_ context.Context, a anchor.Anchor) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -46,7 +48,7 @@ func (s *recordingSink) snapshot() ([]cid.Cid, int) {
 
 func (s *recordingSink) setFailing(f bool) { s.mu.Lock(); s.failing = f; s.mu.Unlock() }
 
-func startWithSink(t *testing.T, cfg config.Config, sink memory.AnchorSink) *env {
+func startWithSink(t *testing.T, cfg config.Config, sink anchor.Sink) *env {
 	t.Helper()
 	self, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims)})
 	if err != nil {
@@ -69,7 +71,7 @@ func insertText(t *testing.T, e *env, sona, text string) cid.Cid {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.self.Chains.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: text}}}, vecs[0], nil)
+	p, err := e.self.Chains.Prepare(&model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}}, vecs[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,7 @@ func TestAppendAtAnExpectedSeq(t *testing.T) {
 	}
 	insertText(t, e, rec.Uuid, "first")
 	vecs, _ := e.self.Embed(ctx, "second")
-	p, err := e.self.Chains.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: "second"}}}, vecs[0], nil)
+	p, err := e.self.Chains.Prepare(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "second"}}}, vecs[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}

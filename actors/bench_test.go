@@ -8,6 +8,7 @@ import (
 
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkInsert(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			m := &memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: fmt.Sprintf("fact %d: the delivery for order %d arrives on day %d", i, i*31, i%28)}}}
+			m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("fact %d: the delivery for order %d arrives on day %d", i, i*31, i%28)}}}
 			vecs, err := self.Embed(ctx, m.Text())
 			if err != nil {
 				b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 )
 
 // ChainWriter carries out the appends a sona's actor plans (Options.Chains).
@@ -22,13 +23,13 @@ type ChainWriter interface {
 	// the result settles once a is durable (and, in a cluster, fenced and
 	// replicated) or failed. Writes of one sona are carried out in the
 	// order they are made. ctx carries the caller's trace span.
-	Write(ctx context.Context, a *memory.Append) Settling
+	Write(ctx context.Context, a *model.Append) Settling
 	// Release is told that sona's actor stopped.
 	Release(sona string)
 }
 
 // Settling is a write that settles: Done is closed when it is done, and
-// then Err says how (nil: durable). *memory.Pending is one.
+// then Err says how (nil: durable). *store.Pending is one.
 type Settling interface {
 	Done() <-chan struct{}
 	Err() error
@@ -39,7 +40,7 @@ type localChains struct{ self *memory.Self }
 
 func (localChains) Acquire(context.Context, string) (bool, error) { return false, nil }
 
-func (l localChains) Write(ctx context.Context, a *memory.Append) Settling {
+func (l localChains) Write(ctx context.Context, a *model.Append) Settling {
 	return l.self.Store().SubmitTraced(ctx, l.self.Chains.Op(a))
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -42,7 +42,7 @@ func (a *evaluatorActor) Receive(ctx actor.Context) {
 				return res.More, err
 			},
 			failed: func(err error) bool {
-				if errors.Is(err, memory.ErrEvalConflict) {
+				if errors.Is(err, eumas.ErrConflict) {
 					return true // a step of the instance before a restart committed first
 				}
 				panic(fmt.Errorf("actors: evaluator: %w", err))

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -16,7 +17,7 @@ var errImportRunning = fmt.Errorf("%w: an import is running", ErrUnavailable)
 // importWindow is how many appends of one run are in flight at once.
 const importWindow = 256
 
-// Import imports an export (memory.ExportFormat). The whole document is
+// Import imports an export (transfer.ExportFormat). The whole document is
 // checked first (memory/transfer's PlanImport), so a bad one writes nothing; then
 // the file blocks and the sona records are written, the chains are
 // replayed in the plan's order — every append by its chain's one writer
@@ -59,7 +60,7 @@ func (s *System) Import(ctx context.Context, doc *messages.Export) (*messages.Im
 
 // appendSteps sends consecutive appends to one chain's writer, which
 // pipelines them, and waits until all are durable.
-func (s *System) appendSteps(ctx context.Context, steps []memory.ImportStep) error {
+func (s *System) appendSteps(ctx context.Context, steps []transfer.ImportStep) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

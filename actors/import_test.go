@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/actors"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -83,5 +83,5 @@ func TestImportExcludesTicksAndOtherImports(t *testing.T) {
 	if want, _ := src.self.Sonas.Get(rec.Uuid); err != nil || !proto.Equal(got, want) {
 		t.Fatalf("imported sona %v, source %v (%v)", got, want, err)
 	}
-	var _ memory.ExportWriter = w
+	var _ transfer.ExportWriter = w
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/memoria-ai/memoria/internal/clock"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -214,7 +214,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 			if labels == nil {
 				labels = map[string]string{}
 			}
-			labels[memory.LabelConcept] = msg.ConceptKey
+			labels[consensus.LabelConcept] = msg.ConceptKey
 		}
 		id, existed, err := self.Backbone.Write(c, msg.AgentId, msg.Content, labels)
 		respondTo(ctx, &messages.BackboneWritten{Cid: id.String(), Existed: existed}, err)

@@ -16,6 +16,8 @@ import (
 	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/consensus"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -41,7 +43,7 @@ func appendText(t *testing.T, e *env, sona, text, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.self.Chains.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: text}}}, vecs[0], &messages.MemoryMeta{Kind: kind})
+	p, err := e.self.Chains.Prepare(&model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}}, vecs[0], &messages.MemoryMeta{Kind: kind})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +131,7 @@ func TestHeartbeatAndConsensusRestartKeepingState(t *testing.T) {
 	contribute := func(agent string) (*messages.ContributeResult, error) {
 		return e.sys.Contribute(ctx, &messages.Contribute{AgentId: agent, ConceptKey: "k", Content: "Ship it on Friday."})
 	}
-	if r, err := contribute("a"); err != nil || r.Status != memory.StatusPending {
+	if r, err := contribute("a"); err != nil || r.Status != consensus.StatusPending {
 		t.Fatalf("first contribution: %+v %v", r, err)
 	}
 	var restarts atomic.Int32
@@ -144,7 +146,7 @@ func TestHeartbeatAndConsensusRestartKeepingState(t *testing.T) {
 	testutil.Eventually(t, "the consensus actor's restart to be scheduled", func() bool { return restarts.Load() > 0 })
 	clock.Advance(time.Minute) // past its backoff
 	r, err := contribute("b")
-	if err != nil || r.Status != memory.StatusCommitted {
+	if err != nil || r.Status != consensus.StatusCommitted {
 		t.Fatalf("after the crash: %+v %v (the pending version of a was lost?)", r, err)
 	}
 }

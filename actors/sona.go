@@ -13,6 +13,10 @@ import (
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/prompt"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -202,7 +206,7 @@ type appended struct {
 // already in the chain (durably or in flight) is not appended again.
 // step, when set, is the advance's span: the append is a child of it,
 // linked from the group commit that writes it.
-func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, step *advanceSpan, done func(appended)) {
+func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanceSpan, done func(appended)) {
 	if step != nil {
 		span := step.child(context.Background(), "append")
 		next := done
@@ -249,7 +253,7 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, step *advan
 	if k := a.sys.knobs.BeforeAppend; k != nil {
 		k(a.id, a.length)
 	}
-	plan, err := memory.PlanAppend(a.id, a.head, a.length, item, a.sys.clock.Now().Unix())
+	plan, err := model.PlanAppend(a.id, a.head, a.length, item, a.sys.clock.Now().Unix())
 	if err != nil {
 		done(appended{nil, err})
 		return
@@ -363,7 +367,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 		a.settle(ctx)
 	}
 	// Whatever the step is given is checked before its input is stored.
-	if err := memory.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
+	if err := prompt.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
 		finish(failure(err))
 		return
 	}
@@ -387,16 +391,16 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 			finish(failure(err))
 			return
 		}
-		var edges []memory.Edge
+		var edges []model.Edge
 		if a.last != nil {
-			edges = []memory.Edge{{Target: *a.last, Weight: 1}}
+			edges = []model.Edge{{Target: *a.last, Weight: 1}}
 		}
-		input, err := self.Chains.Prepare(memory.TextMemory(req.Content, req.Name, received, edges), vec, meta)
+		input, err := self.Chains.Prepare(prompt.TextMemory(req.Content, req.Name, received, edges), vec, meta)
 		if err != nil {
 			finish(failure(err))
 			return
 		}
-		input.EdgeType = memory.AssocSequential
+		input.EdgeType = assoc.Sequential
 		a.append(ctx, input, step, func(r appended) {
 			if r.err != nil {
 				finish(failure(r.err))
@@ -411,20 +415,20 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 // response makes the dialogue page (input, response), which goes to the
 // stm's inbox in the response's transaction; the mid-term segments the
 // tiers' retrieval used are visited.
-func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input *memory.Prepared,
+func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input *model.Prepared,
 	finish func(proto.Message), embed func(context.Context, string) ([]float32, error), caller *call, step *advanceSpan) {
 	self := a.sys.self
 	name := a.name
 	type thought struct {
-		recalled []*memory.Recalled
-		tiers    *memory.TierRecall
+		recalled []*recall.Recalled
+		tiers    *tiers.Recall
 		resp     llm.Response
 		vec      []float32
 	}
 	async(ctx, a.sys, a.sys.stepTimeout(), func(c context.Context) (thought, error) {
 		c = step.context(c)
 		start := a.sys.clock.Now()
-		recalled, err := self.Recall(c, memory.Query{
+		recalled, recallTrace, err := self.Recaller.Recall(c, recall.Query{
 			Sona: a.id, Text: req.Content, Vector: input.Vector, AgentID: req.AgentId,
 			K: int(req.K), Budget: int(req.BudgetChars), Expand: expandOf(req), Exclude: []cid.Cid{input.CID}, Scope: req.Scope,
 		})
@@ -432,6 +436,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		if err != nil {
 			return thought{}, err
 		}
+		recallTrace.Submit(self.Store())
 		tr, err := a.sys.tierRecall(c, a.id, req.Content, input.Vector)
 		if err != nil {
 			return thought{}, err
@@ -452,24 +457,24 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 			finish(failure(err))
 			return
 		}
-		edges := []memory.Edge{{Target: input.CID, Weight: 1}}
+		edges := []model.Edge{{Target: input.CID, Weight: 1}}
 		for _, r := range t.recalled {
-			edges = append(edges, memory.Edge{Target: r.CID, Weight: r.Score})
+			edges = append(edges, model.Edge{Target: r.CID, Weight: r.Score})
 		}
-		resp := memory.ResponseMemory(name, t.resp, a.sys.clock.Now().Unix(), edges)
+		resp := prompt.ResponseMemory(name, t.resp, a.sys.clock.Now().Unix(), edges)
 		out, err := self.Chains.Prepare(resp, t.vec, &messages.MemoryMeta{AgentId: req.AgentId})
 		if err != nil {
 			finish(failure(err))
 			return
 		}
-		out.EdgeType = memory.AssocCausal
+		out.EdgeType = assoc.Causal
 		out.PageOf = &input.CID
 		a.append(ctx, out, step, func(r appended) {
 			if r.err != nil {
 				finish(failure(r.err))
 				return
 			}
-			self.Memories.Reinforce(memory.Support(t.recalled))
+			self.Memories.Reinforce(recall.Support(t.recalled))
 			a.wakeTier(ctx, tiers.STM)
 			if len(t.tiers.Segments) > 0 {
 				a.tellTier(ctx, tiers.MTM, &messages.SegmentsVisited{Ids: t.tiers.Segments, At: a.sys.clock.Now().Unix()})
@@ -487,7 +492,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 }
 
 // prepareAppend reads an AppendMemory into the memory to append.
-func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*memory.Prepared, error) {
+func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*model.Prepared, error) {
 	item, err := self.Chains.PrepareBlock(msg.Block, msg.Embedding, msg.Meta)
 	if err != nil {
 		return nil, err
@@ -498,14 +503,14 @@ func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*memory.Prepa
 		if err != nil {
 			return nil, fmt.Errorf("%w: neighbour cid: %v", memory.ErrInvalid, err)
 		}
-		item.Neighbors = append(item.Neighbors, memory.Neighbor{CID: c, Sim: n.Sim})
+		item.Neighbors = append(item.Neighbors, model.Neighbor{CID: c, Sim: n.Sim})
 	}
 	item.Archive, err = castCIDs(msg.Archive)
 	return item, err
 }
 
 // appendMessage is the AppendMemory that carries p to sona's writer.
-func appendMessage(sona string, p *memory.Prepared) *messages.AppendMemory {
+func appendMessage(sona string, p *model.Prepared) *messages.AppendMemory {
 	msg := &messages.AppendMemory{Sona: sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta,
 		ExpectSeq: p.ExpectSeq, Imported: p.Imported, File: p.File}
 	for _, c := range p.Archive {

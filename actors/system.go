@@ -17,6 +17,10 @@ import (
 	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/anchor"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/prompt"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -37,7 +41,7 @@ type Options struct {
 	// AnchorSink, when set, hears every anchor (XmetaV's significant
 	// memories) from an anchors actor, off the appends' acknowledgement
 	// path. None by default.
-	AnchorSink memory.AnchorSink
+	AnchorSink anchor.Sink
 	// Chains carries out the sonas' appends; nil: the store (one node).
 	// A cluster member passes its own (see ChainWriter).
 	Chains ChainWriter
@@ -81,7 +85,7 @@ type System struct {
 
 	metrics    *metrics.Set
 	tierModel  tiers.Model
-	anchorSink memory.AnchorSink
+	anchorSink anchor.Sink
 	chains     ChainWriter
 
 	// importing is set while an import runs (one at a time); upkeep is
@@ -301,7 +305,7 @@ func (s *System) tierTimeout() time.Duration {
 
 // Append adds a prepared memory to a sona's chain and returns once it is
 // durable. A memory already in the sona is not appended again.
-func (s *System) Append(ctx context.Context, sona string, p *memory.Prepared) (*messages.Appended, error) {
+func (s *System) Append(ctx context.Context, sona string, p *model.Prepared) (*messages.Appended, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -332,7 +336,7 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 		return nil, err
 	}
 	start := s.clock.Now()
-	recalled, err := s.self.Recall(ctx, memory.Query{
+	recalled, _, err := s.self.Recaller.Recall(ctx, recall.Query{
 		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars), Expand: expandOf(req),
 		AgentID: req.AgentId, Scope: req.Scope, Peek: true, // a query leaves no trace
 	})
@@ -356,9 +360,9 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 
 // complete builds the step's prompt and calls the model, streaming the
 // reply to onToken when it is set.
-func (s *System) complete(ctx context.Context, sonaName string, recalled []*memory.Recalled, tr *memory.TierRecall, req *messages.ChatRequest,
+func (s *System) complete(ctx context.Context, sonaName string, recalled []*recall.Recalled, tr *tiers.Recall, req *messages.ChatRequest,
 	onToken func(string) error) (llm.Response, error) {
-	prompt := memory.BuildPrompt(memory.PromptInput{
+	msgs := prompt.Build(prompt.Input{
 		SonaName:      sonaName,
 		Recalled:      recalled,
 		Tiers:         tr,
@@ -369,13 +373,13 @@ func (s *System) complete(ctx context.Context, sonaName string, recalled []*memo
 	})
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LLM.Timeout.D())
 	defer cancel()
-	ctx, span := startModelCall(ctx, s.cfg.LLM, prompt)
+	ctx, span := startModelCall(ctx, s.cfg.LLM, msgs)
 	var resp llm.Response
 	var err error
 	if onToken != nil {
-		resp, err = llm.Stream(ctx, s.llm, prompt, onToken)
+		resp, err = llm.Stream(ctx, s.llm, msgs, onToken)
 	} else {
-		resp, err = s.llm.Complete(ctx, prompt)
+		resp, err = s.llm.Complete(ctx, msgs)
 	}
 	endModelCall(span, resp, err)
 	if err != nil {
@@ -387,7 +391,7 @@ func (s *System) complete(ctx context.Context, sonaName string, recalled []*memo
 	return resp, nil
 }
 
-func scoredRefs(rs []*memory.Recalled) []*messages.ScoredRef {
+func scoredRefs(rs []*recall.Recalled) []*messages.ScoredRef {
 	out := make([]*messages.ScoredRef, len(rs))
 	for i, r := range rs {
 		out[i] = &messages.ScoredRef{Cid: r.CID.String(), Score: r.Score}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -76,12 +75,12 @@ func (a *tierActor) step(ctx actor.Context) {
 		visit = a.visits[0]
 	}
 	self, model, timeout := a.sys.self, a.sys.tierModel, a.sys.tierTimeout()
-	async(ctx, a.sys, timeout, func(c context.Context) (memory.TierStep, error) {
+	async(ctx, a.sys, timeout, func(c context.Context) (tiers.Step, error) {
 		if visit != nil {
 			return self.Tiers.VisitSegments(c, a.sona, visit.Ids, visit.At)
 		}
 		return self.Tiers.Step(c, a.sona, a.tier, model)
-	}, func(res memory.TierStep, err error) {
+	}, func(res tiers.Step, err error) {
 		a.running = false
 		if err != nil {
 			a.sys.metrics.TierFailure(a.tier)

@@ -11,7 +11,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -65,7 +65,7 @@ func (s *advanceSpan) end(reply proto.Message) {
 
 // tierRecall is MemoryOS's retrieval for a step (all STM pages, the best
 // MTM pages, the persona), traced as "tiers".
-func (s *System) tierRecall(ctx context.Context, sona, text string, vec []float32) (*memory.TierRecall, error) {
+func (s *System) tierRecall(ctx context.Context, sona, text string, vec []float32) (*tiers.Recall, error) {
 	_, span := trace.Start(ctx, "tiers")
 	defer span.End()
 	tr, err := s.self.Tiers.Recall(sona, text, vec, 0)

@@ -291,7 +291,7 @@ func unauthorized(w http.ResponseWriter, msg string) {
 
 // forbidden is a 403 for the shared operations.
 func forbidden(format string, args ...any) error {
-	return &apiError{http.StatusForbidden, "forbidden", fmt.Sprintf(format, args...)}
+	return &apiError{errForbidden, "forbidden", fmt.Sprintf(format, args...)}
 }
 
 // requireScope checks the principal of ctx has at least sc (the MCP tools

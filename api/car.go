@@ -19,6 +19,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -32,7 +34,7 @@ import (
 // embeddings, pending consensus and conflicts live beside the blocks. The
 // manifest carries them: a DAG-CBOR block {"format": CARFormat,
 // "export": [chunk links]} whose raw chunks concatenate to the JSON export
-// (memory.ExportFormat) of the same snapshot without what the blocks
+// (transfer.ExportFormat) of the same snapshot without what the blocks
 // already hold (each memory's data, timestamp and edges; the file blocks'
 // bytes). Importing a CAR verifies every block against its CID, rebuilds
 // that JSON export from the manifest and the blocks, and imports it
@@ -188,7 +190,7 @@ func buildManifest(doc *messages.Export, blocks map[cid.Cid][]byte) (cid.Cid, er
 	var chunks []cid.Cid
 	for i := 0; i < len(raw); i += manifestChunk {
 		part := raw[i:min(i+manifestChunk, len(raw))]
-		c, err := memory.SumCID(memory.CodecRaw, part)
+		c, err := model.SumCID(model.CodecRaw, part)
 		if err != nil {
 			return cid.Undef, err
 		}
@@ -210,7 +212,7 @@ func buildManifest(doc *messages.Export, blocks map[cid.Cid][]byte) (cid.Cid, er
 	if err := dagcbor.Encode(n, &buf); err != nil {
 		return cid.Undef, err
 	}
-	root, err := memory.SumCID(memory.CodecDagCBOR, buf.Bytes())
+	root, err := model.SumCID(model.CodecDagCBOR, buf.Bytes())
 	if err != nil {
 		return cid.Undef, err
 	}
@@ -351,8 +353,8 @@ func ExportFromCAR(body []byte) (*messages.Export, error) {
 	if err := UnmarshalJSON(raw, doc); err != nil {
 		return nil, carError("the manifest is not an export: %s", jsonProblem("the manifest", raw, err))
 	}
-	if doc.Format != memory.ExportFormat {
-		return nil, carError("the manifest holds format %q, this server reads %q", doc.Format, memory.ExportFormat)
+	if doc.Format != transfer.ExportFormat {
+		return nil, carError("the manifest holds format %q, this server reads %q", doc.Format, transfer.ExportFormat)
 	}
 	need := func(where, s string) ([]byte, error) {
 		c, err := cid.Decode(s)
@@ -377,11 +379,11 @@ func ExportFromCAR(body []byte) (*messages.Export, error) {
 		if err != nil {
 			return nil, err
 		}
-		m, err := memory.DecodeMemory(data)
+		m, err := model.DecodeMemory(data)
 		if err != nil {
 			return nil, carError("memories[%d] (%s): %v", i, em.Cid, err)
 		}
-		full, err := memory.ExportedMemory(cid.MustParse(em.Cid), m)
+		full, err := transfer.ExportedMemory(cid.MustParse(em.Cid), m)
 		if err != nil {
 			return nil, carError("memories[%d] (%s): %v", i, em.Cid, err)
 		}

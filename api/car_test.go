@@ -10,9 +10,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/multiformats/go-multihash"
-
-	"github.com/memoria-ai/memoria/memory"
 )
 
 // The CAR export and import (GET /export?format=car, POST /import with
@@ -67,7 +66,7 @@ func (h *harness) recallAll(t *testing.T, queries ...string) [][]string {
 	for _, s := range array(t, h.get("/sonas/list?limit=100").obj(t, http.StatusOK)["items"]) {
 		id := str(t, object(t, s)["uuid"])
 		for _, q := range queries {
-			rs, err := h.app.Self.Recall(context.Background(), memory.Query{Sona: id, Text: q, K: 5, Peek: true})
+			rs, _, err := h.app.Self.Recaller.Recall(context.Background(), recall.Query{Sona: id, Text: q, K: 5, Peek: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/multiformats/go-multihash"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/store"
 )
 
 // The DAG the gateway and the CAR export walk: Memoria's blocks are
@@ -34,7 +35,7 @@ func isIdentity(c cid.Cid) bool { return c.Prefix().MhType == multihash.IDENTITY
 
 // loadBlock returns block c, verified against c by the store; an identity
 // CID's block is its digest and needs no store.
-func loadBlock(store *memory.Store, c cid.Cid) ([]byte, error) {
+func loadBlock(store *store.Store, c cid.Cid) ([]byte, error) {
 	if isIdentity(c) {
 		dec, err := multihash.Decode(c.Hash())
 		if err != nil {
@@ -47,7 +48,7 @@ func loadBlock(store *memory.Store, c cid.Cid) ([]byte, error) {
 
 // hasBlock reports whether block c can be read: stored, or inline in an
 // identity CID.
-func hasBlock(store *memory.Store, c cid.Cid) (bool, error) {
+func hasBlock(store *store.Store, c cid.Cid) (bool, error) {
 	if isIdentity(c) {
 		return true, nil
 	}
@@ -193,7 +194,7 @@ type resolved struct {
 // once: the cost is linear in the path's length. A block the path leads
 // to but the store lacks is ErrNotFound; the end block is checked to be
 // there but not read.
-func resolvePath(store *memory.Store, root cid.Cid, segs []string) (*resolved, error) {
+func resolvePath(store *store.Store, root cid.Cid, segs []string) (*resolved, error) {
 	res := &resolved{}
 	at := root              // the block being walked
 	var node datamodel.Node // where in it the path is; nil until it is decoded

@@ -12,7 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -82,7 +82,7 @@ type jsonExport struct {
 	rw      http.ResponseWriter
 	w       *bufio.Writer
 	started bool
-	section int  // index in memory.ExportSections of the open section
+	section int  // index in transfer.ExportSections of the open section
 	first   bool // no item in the open section yet
 }
 
@@ -103,16 +103,16 @@ func (j *jsonExport) Header(h *messages.ExportHeader) error {
 
 // open closes the sections before section and opens it.
 func (j *jsonExport) open(section string) error {
-	idx := slices.Index(memory.ExportSections, section)
+	idx := slices.Index(transfer.ExportSections, section)
 	if idx < j.section {
-		return fmt.Errorf("api: export section %q after %q", section, memory.ExportSections[j.section])
+		return fmt.Errorf("api: export section %q after %q", section, transfer.ExportSections[j.section])
 	}
 	for j.section < idx {
 		if j.section >= 0 {
 			j.w.WriteString("\n]")
 		}
 		j.section++
-		fmt.Fprintf(j.w, ",\n%q: [", memory.ExportSections[j.section])
+		fmt.Fprintf(j.w, ",\n%q: [", transfer.ExportSections[j.section])
 		j.first = true
 	}
 	return nil
@@ -137,7 +137,7 @@ func (j *jsonExport) Item(section string, m proto.Message) error {
 }
 
 func (j *jsonExport) finish() error {
-	if err := j.open(memory.ExportSections[len(memory.ExportSections)-1]); err != nil {
+	if err := j.open(transfer.ExportSections[len(transfer.ExportSections)-1]); err != nil {
 		return err
 	}
 	j.w.WriteString("\n]}\n")
@@ -157,8 +157,8 @@ func (s *Server) importExport(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	if f, ok := peekFormat(body); ok && f != memory.ExportFormat {
-		s.fail(w, badRequest("invalid", "format %q cannot be imported: this server reads %q", f, memory.ExportFormat))
+	if f, ok := peekFormat(body); ok && f != transfer.ExportFormat {
+		s.fail(w, badRequest("invalid", "format %q cannot be imported: this server reads %q", f, transfer.ExportFormat))
 		return
 	}
 	var doc messages.Export

@@ -12,8 +12,7 @@ import (
 	"strings"
 
 	"github.com/ipfs/go-cid"
-
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/store"
 )
 
 // The IPFS trustless gateway, GET and HEAD /ipfs/{cid}[/path]
@@ -101,7 +100,7 @@ func parseGatewayRequest(r *http.Request, maxSegments int) (*gatewayRequest, err
 	req := &gatewayRequest{root: root, path: segs, car: car}
 	if !car {
 		if len(segs) > 0 {
-			return nil, &apiError{http.StatusNotAcceptable, "not_acceptable", fmt.Sprintf(
+			return nil, &apiError{errNotAcceptable, "not_acceptable", fmt.Sprintf(
 				"a raw block (application/vnd.ipld.raw) is asked for by CID alone and takes no path: ask for /ipfs/%s, or for a CAR (?format=car) to walk the path, with the blocks that prove each step", root)}
 		}
 		return req, nil
@@ -200,7 +199,7 @@ func negotiate(format string, accept []string) (car bool, accepted map[string]st
 	if format != "" {
 		what = fmt.Sprintf("format=%s is not served", clip(format, 50))
 	}
-	return false, nil, &apiError{http.StatusNotAcceptable, "not_acceptable", what +
+	return false, nil, &apiError{errNotAcceptable, "not_acceptable", what +
 		": this trustless gateway answers application/vnd.ipld.raw (a block) or application/vnd.ipld.car (version=1, order=dfs, dups=y|n), asked for by Accept or ?format=raw|car"}
 }
 
@@ -396,7 +395,7 @@ func (s *Server) failGateway(w http.ResponseWriter, err error) {
 // its end — the end block alone (block, entity), or everything under it
 // depth-first (all). Blocks come once unless dups; identity CIDs' blocks
 // are inside the CIDs that name them and are never sent.
-func streamCAR(ctx context.Context, store *memory.Store, cw *carWriter, req *gatewayRequest, res *resolved) error {
+func streamCAR(ctx context.Context, store *store.Store, cw *carWriter, req *gatewayRequest, res *resolved) error {
 	if err := cw.header([]cid.Cid{req.root}); err != nil {
 		return err
 	}

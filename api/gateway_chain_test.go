@@ -15,6 +15,8 @@ import (
 	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/store"
 )
 
 // A sona's chain is as deep as it is long: each ACT links to the one
@@ -58,14 +60,14 @@ func buildChain(tb testing.TB, self *memory.Self, n int) *chainDAG {
 	var head *cid.Cid
 	var length int64
 	for start := 0; start < n; start += 500 {
-		var plans []*memory.Append
+		var plans []*model.Append
 		for i := start; i < min(n, start+500); i++ {
-			m := &memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: fmt.Sprintf("Step %d of the long chain.", i)}}}
+			m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("Step %d of the long chain.", i)}}}
 			if i == n/2 {
-				m.Data = memory.Data{File: &memory.FileData{Content: d.file}}
+				m.Data = model.Data{File: &model.FileData{Content: d.file}}
 			}
 			if i%10 == 5 {
-				m.Edges = []memory.Edge{{Target: d.mems[i-5], Weight: 0.5}}
+				m.Edges = []model.Edge{{Target: d.mems[i-5], Weight: 0.5}}
 			}
 			vecs, err := self.Embed(ctx, m.Text())
 			if err != nil {
@@ -75,7 +77,7 @@ func buildChain(tb testing.TB, self *memory.Self, n int) *chainDAG {
 			if err != nil {
 				tb.Fatal(err)
 			}
-			plan, err := memory.PlanAppend(d.sona, head, length, p, self.Clock().Now().Unix())
+			plan, err := model.PlanAppend(d.sona, head, length, p, self.Clock().Now().Unix())
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -83,7 +85,7 @@ func buildChain(tb testing.TB, self *memory.Self, n int) *chainDAG {
 			plans = append(plans, plan)
 			d.acts, d.mems = append(d.acts, plan.Act), append(d.mems, p.CID)
 		}
-		err := self.Store().Update(ctx, func(tx memory.Tx) error {
+		err := self.Store().Update(ctx, func(tx store.Tx) error {
 			for _, p := range plans {
 				if err := self.Chains.Op(p)(tx); err != nil {
 					return err

@@ -12,7 +12,8 @@ import (
 
 	"github.com/ipfs/go-cid"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -48,7 +49,7 @@ func TestParseGatewayPath(t *testing.T) {
 		c, segs, err := parseGatewayPath(tc.path, 3)
 		var ae *apiError
 		switch {
-		case tc.code != "" && (!errors.As(err, &ae) || ae.code != tc.code || ae.status != http.StatusBadRequest):
+		case tc.code != "" && (!errors.As(err, &ae) || ae.code != tc.code || statusOf(ae) != http.StatusBadRequest):
 			t.Errorf("%s: %v, want a 400 %s", tc.path, err, tc.code)
 		case tc.code == "" && (err != nil || !c.Defined() || !slices.Equal(segs, tc.segs)):
 			t.Errorf("%s: %v %q %v, want %q", tc.path, c, segs, err, tc.segs)
@@ -70,7 +71,7 @@ func FuzzGatewayPath(f *testing.F) {
 		c, segs, err := parseGatewayPath(p, max)
 		if err != nil {
 			var ae *apiError
-			if !errors.As(err, &ae) || ae.status != http.StatusBadRequest {
+			if !errors.As(err, &ae) || statusOf(ae) != http.StatusBadRequest {
 				t.Fatalf("%q: %v is not a 400", p, err)
 			}
 			return
@@ -105,7 +106,7 @@ func FuzzGatewayAccept(f *testing.F) {
 		car, params, err := negotiate(format, []string{accept})
 		if err != nil {
 			var ae *apiError
-			if !errors.As(err, &ae) || ae.status != http.StatusNotAcceptable {
+			if !errors.As(err, &ae) || statusOf(ae) != http.StatusNotAcceptable {
 				t.Fatalf("%q %q: %v is not a 406", format, accept, err)
 			}
 			return
@@ -124,19 +125,19 @@ func FuzzGatewayAccept(f *testing.F) {
 // seedCAR is a small Memoria CAR: one sona of one ACT and its memory, and
 // the manifest.
 func seedCAR(t testing.TB) []byte {
-	m := &memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: "The shed key hangs by the door."}}}
+	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "The shed key hangs by the door."}}}
 	mc, mb, err := m.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	act := &memory.Act{Sona: "1b4e28ba-2fa1-11d2-883f-0016d3cca427", Memory: mc}
+	act := &model.Act{Sona: "1b4e28ba-2fa1-11d2-883f-0016d3cca427", Memory: mc}
 	ac, ab, err := act.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
 	head, last := ac.String(), mc.String()
 	doc := &messages.Export{
-		Format: memory.ExportFormat,
+		Format: transfer.ExportFormat,
 		Sonas: []*messages.ExportSona{{Uuid: act.Sona, Name: "alice", Head: &head, Length: 1, LastMemory: &last,
 			Chain: []*messages.ExportAct{{Seq: 0, Act: head, Memory: last}}}},
 		Memories: []*messages.ExportMemory{{Cid: last, Meta: &messages.MemoryMeta{Kind: "note"}}},
@@ -191,7 +192,7 @@ func FuzzExportFromCAR(f *testing.F) {
 			}
 			return
 		}
-		if doc == nil || doc.Format != memory.ExportFormat {
+		if doc == nil || doc.Format != transfer.ExportFormat {
 			t.Fatalf("read as %v", doc)
 		}
 	})

@@ -46,11 +46,11 @@ func newBrowserGuard(c config.Server) *browserGuard {
 // answer to, or that a browser sends as a cross-origin write.
 func (g *browserGuard) check(r *http.Request) *apiError {
 	if g.hosts != nil && !g.answersTo(r.Host) {
-		return &apiError{http.StatusForbidden, "forbidden_host", fmt.Sprintf(
+		return &apiError{errForbidden, "forbidden_host", fmt.Sprintf(
 			"this server does not answer to the host %q (add it to server.allowed_hosts if it is yours): a web page may be trying to reach it by DNS rebinding", r.Host)}
 	}
 	if err := g.origins.Check(r); err != nil {
-		return &apiError{http.StatusForbidden, "forbidden_origin", fmt.Sprintf(
+		return &apiError{errForbidden, "forbidden_origin", fmt.Sprintf(
 			"cross-origin %s from %q refused (add the origin to server.allowed_origins if it is yours): %v", r.Method, r.Header.Get("Origin"), err)}
 	}
 	return nil

@@ -13,6 +13,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
+	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -56,8 +59,8 @@ func (s *Server) limit(r *http.Request) (int, error) {
 // renderMemory turns a stored memory into its API form: its block fields
 // as an export writes them, and its metadata as the principal of ctx may
 // see it.
-func (s *Server) renderMemory(ctx context.Context, c cid.Cid, m *memory.Memory, meta *messages.MemoryMeta) (*messages.Memory, error) {
-	e, err := memory.ExportedMemory(c, m)
+func (s *Server) renderMemory(ctx context.Context, c cid.Cid, m *model.Memory, meta *messages.MemoryMeta) (*messages.Memory, error) {
+	e, err := transfer.ExportedMemory(c, m)
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +336,7 @@ func (s *Server) recall(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func renderExplain(e memory.Explain) *messages.Explain {
+func renderExplain(e recall.Explain) *messages.Explain {
 	return &messages.Explain{
 		Dense: e.Evidence.Dense, Bm25: e.Evidence.BM25, Affinity: e.Evidence.Affinity,
 		DenseRank: int32(e.Evidence.DenseRank), Bm25Rank: int32(e.Evidence.BM25Rank), AffinityRank: int32(e.Evidence.AffinityRank),
@@ -367,7 +370,7 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request) {
 }
 
 // memoryFromInsert builds the memory an insert request describes.
-func memoryFromInsert(req *messages.InsertRequest) (*memory.Memory, error) {
+func memoryFromInsert(req *messages.InsertRequest) (*model.Memory, error) {
 	if req.Data == nil {
 		return nil, badRequest("invalid", `data is required, e.g. {"kind":"text","content":"..."}`)
 	}
@@ -375,14 +378,14 @@ func memoryFromInsert(req *messages.InsertRequest) (*memory.Memory, error) {
 	if err != nil {
 		return nil, badRequest("invalid", "data: %v", err)
 	}
-	data, err := memory.DataFromJSON(raw)
+	data, err := model.DataFromJSON(raw)
 	if err != nil {
 		return nil, err
 	}
-	if f := data.File; f != nil && f.Content.Prefix().Codec != memory.CodecRaw {
+	if f := data.File; f != nil && f.Content.Prefix().Codec != model.CodecRaw {
 		return nil, badRequest("invalid", "a file memory's content must be a raw block (a CID from POST /files), not %s", f.Content)
 	}
-	m := &memory.Memory{Data: data, Timestamp: req.Timestamp}
+	m := &model.Memory{Data: data, Timestamp: req.Timestamp}
 	for i, e := range req.Edges {
 		if e.GetTarget().GetCid() == "" {
 			return nil, badRequest("invalid", `edge %d needs a target {"/": "<cid>"}`, i)
@@ -391,9 +394,9 @@ func memoryFromInsert(req *messages.InsertRequest) (*memory.Memory, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.Edges = append(m.Edges, memory.Edge{Target: c, Weight: e.Weight})
+		m.Edges = append(m.Edges, model.Edge{Target: c, Weight: e.Weight})
 	}
-	memory.SortEdges(m.Edges)
+	model.SortEdges(m.Edges)
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
@@ -415,7 +418,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(data) > s.cfg.Store.MaxBlockBytes {
-		s.fail(w, &apiError{http.StatusRequestEntityTooLarge, "too_large",
+		s.fail(w, &apiError{memory.ErrTooLarge, "too_large",
 			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(data), s.cfg.Store.MaxBlockBytes)})
 		return
 	}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -241,7 +242,7 @@ type MemoryOutput struct {
 	Collapsed []string `json:"collapsed,omitempty" jsonschema:"CIDs of near-identical memories folded into this one (not returned)"`
 }
 
-func memoryOutput(c cid.Cid, m *memory.Memory) MemoryOutput {
+func memoryOutput(c cid.Cid, m *model.Memory) MemoryOutput {
 	out := MemoryOutput{CID: c.String(), URI: "memoria://memory/" + c.String(), Kind: m.Data.Kind(), Text: m.Text()}
 	if m.Timestamp != nil {
 		out.Timestamp = *m.Timestamp
@@ -368,10 +369,10 @@ func (m *mcpTools) insertData(in InsertInput) (map[string]any, []byte, error) {
 		return nil, nil, badRequest("invalid", "file.base64 is not valid base64: %v", err)
 	}
 	if len(raw) > m.s.cfg.Store.MaxBlockBytes {
-		return nil, nil, &apiError{http.StatusRequestEntityTooLarge, "too_large",
+		return nil, nil, &apiError{memory.ErrTooLarge, "too_large",
 			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(raw), m.s.cfg.Store.MaxBlockBytes)}
 	}
-	c, err := memory.SumCID(memory.CodecRaw, raw)
+	c, err := model.SumCID(model.CodecRaw, raw)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -582,7 +583,7 @@ func (m *mcpTools) readMemory(ctx context.Context, req *mcp.ReadResourceRequest)
 	if err != nil {
 		return nil, m.resourceError(ctx, uri, err)
 	}
-	if c.Prefix().Codec != memory.CodecDagCBOR {
+	if c.Prefix().Codec != model.CodecDagCBOR {
 		return nil, mcp.ResourceNotFoundError(uri) // a raw block is never a memory
 	}
 	out, err := m.s.memoryOp(ctx, c)

@@ -21,14 +21,15 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
 )
 
 // The closed sets the tools' schemas enumerate.
 var (
-	recallScopes = []string{memory.ScopeSelf, memory.ScopeSona}
-	dataKinds    = []string{memory.KindSelf, memory.KindOther, memory.KindText, memory.KindFile}
-	recallVias   = []string{memory.ViaHit, memory.ViaCoAccess, memory.ViaExpansion}
+	recallScopes = []string{recall.ScopeSelf, recall.ScopeSona}
+	dataKinds    = []string{model.KindSelf, model.KindOther, model.KindText, model.KindFile}
+	recallVias   = []string{recall.ViaHit, recall.ViaCoAccess, recall.ViaExpansion}
 	stopReasons  = []string{string(llm.StopEndTurn), string(llm.StopSequence), string(llm.StopMaxTokens)}
 )
 

@@ -16,7 +16,8 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
 )
 
 // openStrings are the string properties whose values are open (text, ids,
@@ -37,15 +38,15 @@ func closedSets(cfg config.Config) map[string][]string {
 		kinds = append(kinds, k)
 	}
 	slices.Sort(kinds)
-	scopes := []string{memory.ScopeSelf, memory.ScopeSona}
+	scopes := []string{recall.ScopeSelf, recall.ScopeSona}
 	stops := []string{string(llm.StopEndTurn), string(llm.StopSequence), string(llm.StopMaxTokens)}
 	return map[string][]string{
 		"recall input scope":            scopes,
 		"query input scope":             scopes,
 		"chat input scope":              scopes,
 		"insert input kind":             kinds,
-		"recall output memories[].kind": {memory.KindSelf, memory.KindOther, memory.KindText, memory.KindFile},
-		"recall output memories[].via":  {memory.ViaHit, memory.ViaCoAccess, memory.ViaExpansion},
+		"recall output memories[].kind": {model.KindSelf, model.KindOther, model.KindText, model.KindFile},
+		"recall output memories[].via":  {recall.ViaHit, recall.ViaCoAccess, recall.ViaExpansion},
 		"query output stop_reason":      stops,
 		"chat output stop_reason":       stops,
 	}

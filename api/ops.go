@@ -15,6 +15,11 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/prompt"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -30,7 +35,7 @@ func allowSona(ctx context.Context, id string) error {
 // principal may use it; the allow-list is checked before existence, so a
 // refusal says nothing of other sonas.
 func (s *Server) sonaByUUID(ctx context.Context, ref string) (*messages.Sona, error) {
-	id, ok := memory.CanonicalUUID(ref)
+	id, ok := chain.CanonicalUUID(ref)
 	if !ok {
 		return nil, badRequest("invalid_uuid", "malformed sona uuid %q", ref)
 	}
@@ -54,7 +59,7 @@ func (s *Server) resolveSona(ctx context.Context, ref string) (*messages.Sona, e
 		tagSona(ctx, rec)
 		return rec, err
 	}
-	if id, ok := memory.CanonicalUUID(ref); ok {
+	if id, ok := chain.CanonicalUUID(ref); ok {
 		return s.sonaByUUID(ctx, id)
 	}
 	ids, err := s.self.Sonas.Named(ref)
@@ -68,7 +73,7 @@ func (s *Server) resolveSona(ctx context.Context, ref string) (*messages.Sona, e
 	case 1:
 		return s.sonaByUUID(ctx, ids[0])
 	}
-	return nil, &apiError{http.StatusConflict, "conflict", "several sonas this token may use are named " + ref + ": use a uuid"}
+	return nil, &apiError{memory.ErrAmbiguous, "conflict", "several sonas this token may use are named " + ref + ": use a uuid"}
 }
 
 // What a sona-scoped principal sees (README "Auth and limits"): the
@@ -109,7 +114,7 @@ func (s *Server) allowMemory(ctx context.Context, c cid.Cid) error {
 // checkLinksSeen refuses a sona-scoped principal an insert whose edges or
 // file content name what it may not see, with the error a CID stored
 // nowhere gets. inline is the file that comes with the memory, if any.
-func (s *Server) checkLinksSeen(ctx context.Context, m *memory.Memory, inline cid.Cid) error {
+func (s *Server) checkLinksSeen(ctx context.Context, m *model.Memory, inline cid.Cid) error {
 	p := principalFrom(ctx)
 	if !p.SonaScoped() {
 		return nil
@@ -120,7 +125,7 @@ func (s *Server) checkLinksSeen(ctx context.Context, m *memory.Memory, inline ci
 			return err
 		}
 		if !ok {
-			return memory.EdgeNotStored(e.Target)
+			return chain.EdgeNotStored(e.Target)
 		}
 	}
 	if f := m.Data.File; f != nil && f.Content != inline {
@@ -129,7 +134,7 @@ func (s *Server) checkLinksSeen(ctx context.Context, m *memory.Memory, inline ci
 			return err
 		}
 		if !ok {
-			return memory.FileNotStored(f.Content)
+			return chain.FileNotStored(f.Content)
 		}
 	}
 	return nil
@@ -183,7 +188,7 @@ func (s *Server) memoryOp(ctx context.Context, c cid.Cid) (*messages.Memory, err
 // must be a file of their sonas.
 func (s *Server) fileOp(ctx context.Context, c cid.Cid) (data []byte, mimeType, name string, err error) {
 	content := c
-	if c.Prefix().Codec == memory.CodecDagCBOR {
+	if c.Prefix().Codec == model.CodecDagCBOR {
 		if err := s.allowMemory(ctx, c); err != nil {
 			return nil, "", "", err
 		}
@@ -326,15 +331,15 @@ func (s *Server) allowedSonas(p *Principal, name, cursor string, limit int) (mem
 // every sona.
 func recallScope(ctx context.Context, asked string) (string, error) {
 	switch asked {
-	case "", memory.ScopeSelf, memory.ScopeSona:
+	case "", recall.ScopeSelf, recall.ScopeSona:
 	default:
-		return "", badRequest("invalid", "scope must be %q or %q (or empty for the configured default)", memory.ScopeSelf, memory.ScopeSona)
+		return "", badRequest("invalid", "scope must be %q or %q (or empty for the configured default)", recall.ScopeSelf, recall.ScopeSona)
 	}
 	if p := principalFrom(ctx); p.SonaScoped() {
-		if asked == memory.ScopeSelf {
-			return "", forbidden("token %q is limited to some sonas: it recalls in %q scope only", p.Name, memory.ScopeSona)
+		if asked == recall.ScopeSelf {
+			return "", forbidden("token %q is limited to some sonas: it recalls in %q scope only", p.Name, recall.ScopeSona)
 		}
-		return memory.ScopeSona, nil
+		return recall.ScopeSona, nil
 	}
 	return asked, nil
 }
@@ -344,7 +349,7 @@ func (s *Server) checkChat(ctx context.Context, req *messages.ChatRequest) error
 	if strings.TrimSpace(req.Content) == "" {
 		return badRequest("invalid", "content must not be empty")
 	}
-	if err := memory.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
+	if err := prompt.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
 		return err
 	}
 	if err := s.checkRecallBounds(req.K, req.BudgetChars, req.Expand); err != nil {
@@ -407,7 +412,7 @@ func (s *Server) queryOp(ctx context.Context, rec *messages.Sona, req *messages.
 }
 
 // recallOp recalls the memories that matter for a query in a sona.
-func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages.RecallRequest) ([]*memory.Recalled, error) {
+func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages.RecallRequest) ([]*recall.Recalled, error) {
 	if err := requireScope(ctx, ScopeRead); err != nil {
 		return nil, err
 	}
@@ -425,11 +430,12 @@ func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages
 		return nil, err
 	}
 	start := s.clock.Now()
-	recalled, err := s.self.Recall(ctx, memory.Query{
+	recalled, trace, err := s.self.Recaller.Recall(ctx, recall.Query{
 		Sona: rec.Uuid, Text: req.Query, K: int(req.K), Budget: int(req.BudgetChars), Expand: intPtr(req.Expand),
 		AgentID: req.AgentId, Scope: scope, AsOf: req.AsOf, IncludeHidden: req.IncludeHidden,
 	})
 	s.metrics.ObserveRecall("recall", s.clock.Since(start))
+	trace.Submit(s.self.Store())
 	return recalled, err
 }
 
@@ -449,12 +455,12 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 	if err != nil {
 		return nil, false, err
 	}
-	if err := memory.ValidateAgentID(req.AgentId); err != nil {
+	if err := base.ValidateAgentID(req.AgentId); err != nil {
 		return nil, false, err
 	}
 	var inline cid.Cid
 	if file != nil {
-		if inline, err = memory.SumCID(memory.CodecRaw, file); err != nil {
+		if inline, err = model.SumCID(model.CodecRaw, file); err != nil {
 			return nil, false, err
 		}
 	}

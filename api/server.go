@@ -163,7 +163,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, inProcess := r.Context().Value(principalKey{}).(*Principal)
 	if !inProcess || p == nil {
 		if err := s.guard.check(r); err != nil {
-			writeError(w, err.status, err.code, err.msg)
+			writeError(w, statusOf(err), err.code, err.msg)
 			return
 		}
 		if p = s.authorize(w, r, pattern); p == nil {
@@ -246,17 +246,51 @@ func (r *statusRecorder) Header() http.Header         { return r.header }
 func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *statusRecorder) WriteHeader(code int)        { r.status = code }
 
-// apiError is an error with its HTTP status and code.
+// The API's own error classes, beside memory/base's.
+var (
+	errForbidden        = errors.New("forbidden")              // the principal may not do this
+	errNotAcceptable    = errors.New("not acceptable")         // no representation asked for is served
+	errUnsupportedMedia = errors.New("unsupported media type") // a body in a format not read
+)
+
+// apiError is a refusal of the shared operations: its class (one of
+// memory/base's or the API's own sentinels above; errors.Is sees it), the
+// code its answer names and the message. The operations say what went
+// wrong; classify alone says what each class is answered with.
 type apiError struct {
-	status int
-	code   string
-	msg    string
+	class error
+	code  string
+	msg   string
 }
 
 func (e *apiError) Error() string { return e.msg }
+func (e *apiError) Unwrap() error { return e.class }
 
 func badRequest(code, format string, args ...any) error {
-	return &apiError{http.StatusBadRequest, code, fmt.Sprintf(format, args...)}
+	return &apiError{memory.ErrInvalid, code, fmt.Sprintf(format, args...)}
+}
+
+// classStatus is the HTTP status of each class an apiError carries.
+var classStatus = []struct {
+	class  error
+	status int
+}{
+	{memory.ErrInvalid, http.StatusBadRequest},
+	{errForbidden, http.StatusForbidden},
+	{errNotAcceptable, http.StatusNotAcceptable},
+	{errUnsupportedMedia, http.StatusUnsupportedMediaType},
+	{memory.ErrTooLarge, http.StatusRequestEntityTooLarge},
+	{memory.ErrAmbiguous, http.StatusConflict},
+}
+
+// statusOf is the HTTP status of an apiError's class.
+func statusOf(e *apiError) int {
+	for _, c := range classStatus {
+		if errors.Is(e.class, c.class) {
+			return c.status
+		}
+	}
+	return http.StatusInternalServerError
 }
 
 // fail writes err as a JSON error with the status its class deserves.
@@ -277,7 +311,7 @@ func (s *Server) classify(ctx context.Context, err error) (status int, code, msg
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &ae):
-		return ae.status, ae.code, ae.msg
+		return statusOf(ae), ae.code, ae.msg
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)
 	case errors.Is(err, ErrBodyTimeout):
@@ -348,7 +382,7 @@ func readJSON(r *http.Request) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-			return nil, &apiError{http.StatusUnsupportedMediaType, "unsupported_media_type",
+			return nil, &apiError{errUnsupportedMedia, "unsupported_media_type",
 				fmt.Sprintf("send JSON with Content-Type: application/json, not %q", ct)}
 		}
 	}

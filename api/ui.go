@@ -29,7 +29,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -160,7 +161,7 @@ func (s *Server) memoryLinks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	agent := r.URL.Query().Get("agent_id")
-	if err := memory.ValidateAgentID(agent); err != nil {
+	if err := base.ValidateAgentID(agent); err != nil {
 		s.fail(w, err)
 		return
 	}
@@ -175,19 +176,19 @@ func (s *Server) memoryLinks(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalFrom(ctx)
 	out := &messages.MemoryLinks{Cid: c.String(), AgentId: agent, Associations: []*messages.MemoryLink{}, Coaccess: []*messages.MemoryLink{}}
-	assoc, err := s.self.Assoc.Associations(c)
+	links, err := s.self.Assoc.Associations(c)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	var co []memory.Link
+	var co []assoc.Link
 	if !p.SonaScoped() {
 		if co, err = s.self.Assoc.CoAccess(agent, c); err != nil {
 			s.fail(w, err)
 			return
 		}
 	}
-	for _, l := range assoc {
+	for _, l := range links {
 		ok, err := s.sees(p, l.Target)
 		if err != nil {
 			s.fail(w, err)
@@ -203,6 +204,6 @@ func (s *Server) memoryLinks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func linkView(l memory.Link) *messages.MemoryLink {
+func linkView(l assoc.Link) *messages.MemoryLink {
 	return &messages.MemoryLink{Target: &messages.Link{Cid: l.Target.String()}, Type: l.Type, Strength: l.Strength}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -65,7 +67,7 @@ type chain struct {
 // write is one append on its way; it implements actors.Settling.
 type write struct {
 	ctx  context.Context // the caller's trace span
-	a    *memory.Append
+	a    *model.Append
 	done chan struct{}
 	err  error
 }
@@ -418,7 +420,7 @@ func (cs *chains) fetch(ctx context.Context, sona string, from int64, head Head)
 }
 
 // Write queues a for the sona's pipeline.
-func (cs *chains) Write(ctx context.Context, a *memory.Append) actors.Settling {
+func (cs *chains) Write(ctx context.Context, a *model.Append) actors.Settling {
 	w := &write{ctx: ctx, a: a, done: make(chan struct{})}
 	ch := cs.get(a.Sona)
 	ch.mu.Lock()
@@ -517,10 +519,10 @@ func (cs *chains) commit(sona string, rec *messages.Sona, claim int64, head Head
 		return Head{}, 0, err
 	}
 	// The head moved: the appends are the chain's. Into the local chain.
-	var p *memory.Pending
+	var p *store.Pending
 	for _, w := range batch {
 		appendOp, key := self.Chains.Op(w.a), stagedKey(sona, w.a.Seq)
-		p = self.Store().SubmitTraced(w.ctx, func(tx memory.Tx) error {
+		p = self.Store().SubmitTraced(w.ctx, func(tx store.Tx) error {
 			if err := appendOp(tx); err != nil {
 				return err
 			}

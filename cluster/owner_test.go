@@ -18,6 +18,8 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/prompt"
 )
 
 // One member and an etcd in this process (one member: two would share
@@ -96,7 +98,7 @@ func appendText(t *testing.T, c *Cluster, sona, text string) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := self.Chains.Prepare(memory.TextMemory(text, "", 1700000000, nil), vec[0], nil)
+	p, err := self.Chains.Prepare(prompt.TextMemory(text, "", 1700000000, nil), vec[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func appendText(t *testing.T, c *Cluster, sona, text string) error {
 		h, _ := cid.Decode(*rec.Head)
 		head = &h
 	}
-	plan, err := memory.PlanAppend(sona, head, rec.Length, p, 1700000000)
+	plan, err := model.PlanAppend(sona, head, rec.Length, p, 1700000000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory"
+	memchain "github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -77,7 +78,7 @@ func (c *Cluster) handleStage(w http.ResponseWriter, r *http.Request) {
 func (c *Cluster) stageHere(ctx context.Context, req *messages.StageRequest) (*messages.StageResponse, error) {
 	rec := req.GetSona()
 	sona := rec.GetUuid()
-	if u, ok := memory.CanonicalUUID(sona); !ok || u != sona {
+	if u, ok := memchain.CanonicalUUID(sona); !ok || u != sona {
 		return nil, fmt.Errorf("%w: sona %q", memory.ErrInvalid, sona)
 	}
 	defer c.replicas.lock(sona)()

@@ -12,6 +12,8 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -58,14 +60,14 @@ func newOwner(t *testing.T, claim int64) *owner {
 }
 
 // append writes text (with edges) and returns its staged record.
-func (o *owner) append(sona, text string, edges ...memory.Edge) *messages.StagedAppend {
+func (o *owner) append(sona, text string, edges ...model.Edge) *messages.StagedAppend {
 	o.t.Helper()
 	ctx := context.Background()
 	vec, err := o.self.Embed(ctx, text)
 	if err != nil {
 		o.t.Fatal(err)
 	}
-	p, err := o.self.Chains.Prepare(memory.TextMemory(text, "", 1700000000, edges), vec[0], nil)
+	p, err := o.self.Chains.Prepare(prompt.TextMemory(text, "", 1700000000, edges), vec[0], nil)
 	if err != nil {
 		o.t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func (o *owner) append(sona, text string, edges ...memory.Edge) *messages.Staged
 		c, _ := cid.Decode(*rec.Head)
 		head = &c
 	}
-	plan, err := memory.PlanAppend(sona, head, rec.Length, p, 1700000000)
+	plan, err := model.PlanAppend(sona, head, rec.Length, p, 1700000000)
 	if err != nil {
 		o.t.Fatal(err)
 	}
@@ -144,11 +146,11 @@ func TestReplicaStagesThenAppendsWhatIsCommitted(t *testing.T) {
 	if l := length(t, r.self, o.rec.Uuid); l != 0 {
 		t.Fatalf("a staged append entered the chain before the head covered it (length %d)", l)
 	}
-	target, err := memory.SumCID(memory.CodecDagCBOR, elsewhere.Append.Block)
+	target, err := model.SumCID(model.CodecDagCBOR, elsewhere.Append.Block)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1 := o.append(o.rec.Uuid, "second, resting on another sona's memory", memory.Edge{Target: target, Weight: 1})
+	s1 := o.append(o.rec.Uuid, "second, resting on another sona's memory", model.Edge{Target: target, Weight: 1})
 	stageOK(t, r, o.request(0, s1))
 	s2 := o.append(o.rec.Uuid, "third")
 	stageOK(t, r, o.request(1, s2))

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/memoria-ai/memoria/memory"
+	memchain "github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
@@ -86,7 +87,7 @@ func blockOf(r *http.Request) (cid.Cid, bool) {
 // hasBlock reports whether this member stores block b.
 func (c *Cluster) hasBlock(b cid.Cid) bool {
 	ok := false
-	_ = c.self.Store().View(func(r memory.Reader) error {
+	_ = c.self.Store().View(func(r store.Reader) error {
 		ok, _ = r.Has(store.BlockKey(b))
 		return nil
 	})
@@ -183,7 +184,7 @@ func (c *Cluster) sonaRef(ctx context.Context, ref string) (string, error) {
 	if ref == "" {
 		return "", nil
 	}
-	if u, ok := memory.CanonicalUUID(ref); ok {
+	if u, ok := memchain.CanonicalUUID(ref); ok {
 		return u, nil
 	}
 	if strings.Contains(ref, "/") || !c.node.Healthy() {

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory"
+	memchain "github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -21,7 +23,7 @@ import (
 //	                                 chain staged here, not yet in the chain
 //
 // An append is staged on its owner and R-1 replicas before the chain's
-// head moves in etcd, and enters a member's chain (memory.AppendOp, which
+// head moves in etcd, and enters a member's chain (chain.Writer.Op, which
 // deletes the staged record in the same transaction) only once the head
 // covers it. So a member's chain is always a prefix of the acknowledged
 // chain, never a fork of it: a staged append the head never reached is
@@ -37,7 +39,7 @@ func stagedKey(sona string, seq int64) []byte {
 }
 
 // stageOp writes staged appends.
-func stageOp(sona string, as []*messages.StagedAppend) (memory.Op, error) {
+func stageOp(sona string, as []*messages.StagedAppend) (store.Op, error) {
 	raws := make([][]byte, len(as))
 	for i, a := range as {
 		raw, err := proto.Marshal(a)
@@ -46,7 +48,7 @@ func stageOp(sona string, as []*messages.StagedAppend) (memory.Op, error) {
 		}
 		raws[i] = raw
 	}
-	return func(tx memory.Tx) error {
+	return func(tx store.Tx) error {
 		for i, a := range as {
 			tx.Set(stagedKey(sona, a.Seq), raws[i])
 		}
@@ -56,9 +58,9 @@ func stageOp(sona string, as []*messages.StagedAppend) (memory.Op, error) {
 
 // readStaged returns the staged appends of sona from seq from on, in seq
 // order.
-func readStaged(st *memory.Store, sona string, from int64) ([]*messages.StagedAppend, error) {
+func readStaged(st *store.Store, sona string, from int64) ([]*messages.StagedAppend, error) {
 	var out []*messages.StagedAppend
-	err := st.View(func(r memory.Reader) error {
+	err := st.View(func(r store.Reader) error {
 		it := r.NewIterator(store.IterOptions{Prefix: stagedPrefix(sona)})
 		defer it.Close()
 		for it.Seek(stagedKey(sona, max(from, 0))); it.Valid(); it.Next() {
@@ -88,12 +90,12 @@ func contiguous(st []*messages.StagedAppend, length, to int64) []*messages.Stage
 
 // dropStaged deletes sona's staged appends from seq from on: the head
 // never reached them.
-func dropStaged(ctx context.Context, st *memory.Store, sona string, from int64) error {
+func dropStaged(ctx context.Context, st *store.Store, sona string, from int64) error {
 	stale, err := readStaged(st, sona, from)
 	if err != nil || len(stale) == 0 {
 		return err
 	}
-	return st.Update(ctx, func(tx memory.Tx) error {
+	return st.Update(ctx, func(tx store.Tx) error {
 		for _, a := range stale {
 			tx.Delete(stagedKey(sona, a.Seq))
 		}
@@ -103,7 +105,7 @@ func dropStaged(ctx context.Context, st *memory.Store, sona string, from int64) 
 
 // staged turns a planned append into its staged record. A file memory's
 // content travels with it (the replica may lack the block).
-func staged(self *memory.Self, a *memory.Append, claim int64) (*messages.StagedAppend, error) {
+func staged(self *memory.Self, a *model.Append, claim int64) (*messages.StagedAppend, error) {
 	p := a.Item
 	msg := &messages.AppendMemory{Sona: a.Sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta,
 		Imported: p.Imported, File: p.File}
@@ -132,7 +134,7 @@ func staged(self *memory.Self, a *memory.Append, claim int64) (*messages.StagedA
 // member's chain (to catch another member up). What only the append's
 // moment knew — its neighbours, its edges' association type, its dialogue
 // page — is not kept, so the copy derives a little less from it.
-func fromChain(self *memory.Self, e memory.ChainEntry) (*messages.StagedAppend, error) {
+func fromChain(self *memory.Self, e memchain.Entry) (*messages.StagedAppend, error) {
 	block, err := self.Block(e.Memory)
 	if err != nil {
 		return nil, err
@@ -149,7 +151,7 @@ func fromChain(self *memory.Self, e memory.ChainEntry) (*messages.StagedAppend, 
 	if err != nil {
 		return nil, err
 	}
-	m, err := memory.DecodeMemory(block)
+	m, err := model.DecodeMemory(block)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +185,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 		head = &c
 	}
 	length := rec.Length
-	var last *memory.Pending
+	var last *store.Pending
 	for _, a := range as {
 		if a.Seq != length {
 			return fmt.Errorf("%w: %s: staged seq %d, the chain is at %d", ErrDiverged, sona, a.Seq, length)
@@ -192,7 +194,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 		if err != nil {
 			return err
 		}
-		plan, err := memory.PlanAppend(sona, head, length, item, a.Now)
+		plan, err := model.PlanAppend(sona, head, length, item, a.Now)
 		if err != nil {
 			return err
 		}
@@ -200,7 +202,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 			return fmt.Errorf("%w: %s seq %d: the append gives ACT %s here, %s on its owner", ErrDiverged, sona, a.Seq, plan.Act, cidOf(a.Act))
 		}
 		appendOp, key := self.Chains.Op(plan), stagedKey(sona, a.Seq)
-		last = self.Store().Submit(func(tx memory.Tx) error {
+		last = self.Store().Submit(func(tx store.Tx) error {
 			if err := appendOp(tx); err != nil {
 				return err
 			}
@@ -217,7 +219,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 }
 
 // prepared is the memory of a staged record, ready to append.
-func prepared(self *memory.Self, a *messages.StagedAppend) (*memory.Prepared, error) {
+func prepared(self *memory.Self, a *messages.StagedAppend) (*model.Prepared, error) {
 	m := a.GetAppend()
 	if m == nil {
 		return nil, fmt.Errorf("%w: a staged append without its memory", memory.ErrInvalid)
@@ -232,7 +234,7 @@ func prepared(self *memory.Self, a *messages.StagedAppend) (*memory.Prepared, er
 		if err != nil {
 			return nil, fmt.Errorf("%w: neighbour cid: %v", memory.ErrInvalid, err)
 		}
-		item.Neighbors = append(item.Neighbors, memory.Neighbor{CID: c, Sim: n.Sim})
+		item.Neighbors = append(item.Neighbors, model.Neighbor{CID: c, Sim: n.Sim})
 	}
 	for _, b := range m.Archive {
 		c, err := cid.Cast(b)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -25,7 +26,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 
 	plain := o.text("lunch was pasta")
 	incident := o.text("The payment API had an outage for an hour.")
-	milestone := o.add(&Memory{Data: Data{Text: &TextData{Content: "v1 is out"}}}, &messages.MemoryMeta{Labels: map[string]string{"anchor": "milestone"}})
+	milestone := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "v1 is out"}}}, &messages.MemoryMeta{Labels: map[string]string{"anchor": "milestone"}})
 	page, err := s.Anchors.Page(0, 10)
 	if err != nil {
 		t.Fatal(err)
@@ -51,8 +52,8 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 	}
 
 	// A refused append (a dangling edge) writes no anchor either.
-	nowhere := mustCIDOf(t, CodecDagCBOR, []byte("nowhere"))
-	bad := &Memory{Data: Data{Text: &TextData{Content: "another outage"}}, Edges: []Edge{{Target: nowhere, Weight: 1}}}
+	nowhere := mustCIDOf(t, model.CodecDagCBOR, []byte("nowhere"))
+	bad := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "another outage"}}, Edges: []model.Edge{{Target: nowhere, Weight: 1}}}
 	if _, err := o.tryAdd(bad, nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("dangling edge: %v", err)
 	}
@@ -62,14 +63,14 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 
 	// The heartbeat's merges and insights, and imported memories, are not judged.
 	ctx := context.Background()
-	for name, prep := range map[string]func(p *Prepared){
-		"merge":    func(p *Prepared) { p.Archive = []cid.Cid{plain} },
-		"imported": func(p *Prepared) { p.Imported = true },
-		"insight": func(p *Prepared) {
+	for name, prep := range map[string]func(p *model.Prepared){
+		"merge":    func(p *model.Prepared) { p.Archive = []cid.Cid{plain} },
+		"imported": func(p *model.Prepared) { p.Imported = true },
+		"insight": func(p *model.Prepared) {
 			p.Meta.Insight = &messages.InsightMark{Category: living.InsightSummary, Confidence: 0.5}
 		},
 	} {
-		m := &Memory{Data: Data{Text: &TextData{Content: name + ": the outage again"}}}
+		m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: name + ": the outage again"}}}
 		vecs, err := s.Embed(ctx, m.Text())
 		if err != nil {
 			t.Fatal(err)
@@ -79,7 +80,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 			t.Fatal(err)
 		}
 		prep(p)
-		plan, err := PlanAppend(o.sona, o.head, o.n, p, epoch.Unix())
+		plan, err := model.PlanAppend(o.sona, o.head, o.n, p, epoch.Unix())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,8 +7,10 @@ import (
 
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -22,7 +24,7 @@ import (
 // the dialogue page handed to the STM.
 func (s *Self) contributions() []chain.Contribution {
 	return []chain.Contribution{
-		func(tx Tx, w *chain.Written) error {
+		func(tx store.Tx, w *chain.Written) error {
 			if !w.New {
 				return nil
 			}
@@ -32,17 +34,17 @@ func (s *Self) contributions() []chain.Contribution {
 			}
 			return anchor.Put(tx, w.LogSeq, &messages.Anchor{Cid: w.Item.CID.String(), Category: category, Time: w.Now, Sona: w.Sona})
 		},
-		func(tx Tx, w *chain.Written) error {
+		func(tx store.Tx, w *chain.Written) error {
 			if w.New && w.Meta.Insight != nil {
 				living.PutInsight(tx, w.LogSeq, w.Item.CID)
 			}
 			return nil
 		},
-		func(tx Tx, w *chain.Written) error {
+		func(tx store.Tx, w *chain.Written) error {
 			return assoc.Append(tx, s.cfg.Threshold, s.cfg.Recall.SimilarNeighbors, w.Append, w.Prev)
 		},
-		func(tx Tx, w *chain.Written) error { return s.Living.Archive(tx, w.Sona, w.Item.Archive) },
-		func(tx Tx, w *chain.Written) error {
+		func(tx store.Tx, w *chain.Written) error { return s.Living.Archive(tx, w.Sona, w.Item.Archive) },
+		func(tx store.Tx, w *chain.Written) error {
 			if w.Item.PageOf == nil {
 				return nil
 			}
@@ -71,12 +73,12 @@ func (e consensusEnv) Embed(ctx context.Context, texts ...string) ([][]float32, 
 	return e.s.Embed(ctx, texts...)
 }
 
-func (e consensusEnv) AppendBackbone(ctx context.Context, agent, content string, labels map[string]string, also Op) (cid.Cid, error) {
+func (e consensusEnv) AppendBackbone(ctx context.Context, agent, content string, labels map[string]string, also store.Op) (cid.Cid, error) {
 	c, _, err := e.s.Backbone.AppendContent(ctx, agent, content, labels, also)
 	return c, err
 }
 
-func (e consensusEnv) ValidateAgentID(id string) error { return ValidateAgentID(id) }
+func (e consensusEnv) ValidateAgentID(id string) error { return base.ValidateAgentID(id) }
 
 func (e consensusEnv) Memories() int64 {
 	_, n := e.s.Counts()

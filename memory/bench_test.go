@@ -17,6 +17,8 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
 )
 
 // corpus returns n realistic texts: the turns of the LoCoMo conversations
@@ -74,7 +76,7 @@ func populate(tb testing.TB, s *Self, sonas int, texts []string) []*owner {
 			defer wg.Done()
 			for j := i; j < len(texts); j += sonas {
 				ts := int64(1_700_000_000 + j)
-				o.add(&Memory{Data: Data{Text: &TextData{Content: texts[j]}}, Timestamp: &ts}, nil)
+				o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: texts[j]}}, Timestamp: &ts}, nil)
 			}
 		}()
 	}
@@ -197,7 +199,7 @@ func questions(tb testing.TB) []string {
 // and p99 in microseconds.
 func BenchmarkRecall(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
-		for _, scope := range []string{ScopeSelf, ScopeSona} {
+		for _, scope := range []string{recall.ScopeSelf, recall.ScopeSona} {
 			b.Run(fmt.Sprintf("memories=%d/scope=%s", n, scope), func(b *testing.B) {
 				st := populated(b, n)
 				qs := questions(b)
@@ -205,9 +207,9 @@ func BenchmarkRecall(b *testing.B) {
 				lat := make([]time.Duration, 0, b.N)
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					q := Query{Sona: st.owners[i%len(st.owners)].sona, Text: qs[i%len(qs)], Scope: scope, Peek: true}
+					q := recall.Query{Sona: st.owners[i%len(st.owners)].sona, Text: qs[i%len(qs)], Scope: scope, Peek: true}
 					start := time.Now()
-					if _, err := st.s.Recall(ctx, q); err != nil {
+					if _, err := recallIn(st.s, ctx, q); err != nil {
 						b.Fatal(err)
 					}
 					lat = append(lat, time.Since(start))

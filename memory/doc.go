@@ -1,6 +1,6 @@
 // Package memory is Memoria's domain: the immutable IPLD memory model, the
-// Badger store that is its source of truth, the derived vector index, and
-// recall.
+// Badger store that is its source of truth, the derived indexes, recall
+// and the subsystems over them, composed by Self.
 //
 // It is being split into packages (issue 14); what has moved so far:
 //
@@ -22,13 +22,16 @@
 //	              commit events (Self.Text)
 //	memory/transfer  export, import, reembed (Self.Transfer)
 //	memory/living  sweep, compression, dream: Living Memory (Self.Living)
+//	memory/recall  recall, its scoring and its trace (Self.Recaller)
+//	memory/prompt  a step's prompt and the memories a step stores
 //
-// Package memory re-exports their names (errors.go, model.go and the
-// *alias.go files; evaluation.go for eumas) so that its callers keep
-// compiling during the move; new code imports the packages. What each
-// subsystem adds to an append, and what follows a committed append, is
-// wired in append.go; env.go wires transfer and living to the subsystems
-// they read and write through their Env interfaces.
+// Callers import the packages; package memory keeps the composition root
+// (self.go: Open, Close, the subsystems as fields), the error classes it
+// re-exports from memory/base (errors.go), what each subsystem adds to an
+// append and what follows a committed append (append.go), the wiring of
+// recall, transfer, living, the tiers and the evaluations to the
+// subsystems they read and write (env.go, evaluation.go), and the layout
+// migrations (migrate.go).
 //
 // It is pure of transports: it never imports protoactor, net/http or a
 // model provider SDK (a test enforces it). Actors and servers adapt it.
@@ -90,7 +93,7 @@
 //	h/      agent_id 0x00 memory CID    Associations: Hebbian co-access partners, per agent
 //	d/      sona uuid                   similarity statistics of the sona (n, mean, M2 as
 //	                                    8-byte BE each): the emergent thresholds
-//	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall
+//	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall (memory/recall)
 //	g/      log seq (8 bytes BE)        memory CID bytes: a dream insight (memory/living)
 //	e/      memory CID bytes            Evaluation (protobuf): every archetype's metrics,
 //	                                    justifications, annotations, priority; failures (memory/eumas)

@@ -16,8 +16,11 @@ import (
 
 	"github.com/ipfs/go-cid"
 
-	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
@@ -38,9 +41,9 @@ func seededConversation(t *testing.T, s *Self, clock *clock.Fake, o *owner, n in
 			b.WriteString(words[rng.Intn(len(words))] + " ")
 		}
 		ts := clock.Now().Unix()
-		m := &Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("%s(%d)", b.String(), i)}}, Timestamp: &ts}
+		m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("%s(%d)", b.String(), i)}}, Timestamp: &ts}
 		if len(out) > 0 {
-			m.Edges = []Edge{{Target: out[len(out)-1], Weight: 1}}
+			m.Edges = []model.Edge{{Target: out[len(out)-1], Weight: 1}}
 		}
 		out = append(out, o.add(m, nil))
 	}
@@ -54,7 +57,7 @@ func TestExplainSumsToTheScore(t *testing.T) {
 	o := newOwner(t, s, "a")
 	seededConversation(t, s, clock, o, 80, 3)
 	for _, q := range []string{"tomato basil", "lisbon train", "sunset painting sister", "nothing matches this"} {
-		rs, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: q, Peek: true})
+		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: q, Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +67,7 @@ func TestExplainSumsToTheScore(t *testing.T) {
 			if d := r.Explain.Contrib.Sum() - r.Score; math.Abs(d) > 1e-12 {
 				t.Fatalf("%q: %s via %s: contributions %v sum to %v, score %v", q, r.CID, r.Via, r.Explain.Contrib, r.Explain.Contrib.Sum(), r.Score)
 			}
-			if r.Via != ViaHit && r.Explain.Contrib.Path != r.Score {
+			if r.Via != recall.ViaHit && r.Explain.Contrib.Path != r.Score {
 				t.Fatalf("%s via %s: path contribution %v, score %v", r.CID, r.Via, r.Explain.Contrib.Path, r.Score)
 			}
 		}
@@ -84,7 +87,7 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, seq := range []int64{0, 9, 29} {
-		rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "tomato basil garden lisbon", AsOf: i64(seq), K: 30, Budget: 1 << 20, Peek: true})
+		rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "tomato basil garden lisbon", AsOf: i64(seq), K: 30, Budget: 1 << 20, Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +102,7 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 	}
 	// By time: memory i was stored at epoch + i minutes.
 	at := epoch.Add(12 * time.Minute).Unix()
-	rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "tomato basil garden lisbon", AsOf: &at, K: 30, Budget: 1 << 20, Peek: true})
+	rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "tomato basil garden lisbon", AsOf: &at, K: 30, Budget: 1 << 20, Peek: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +111,7 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 			t.Fatalf("as_of time recalled a memory stored later")
 		}
 	}
-	if _, err := s.Recall(ctx, Query{Sona: o.sona, Text: "x", AsOf: i64(30)}); !errors.Is(err, ErrInvalid) {
+	if _, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "x", AsOf: i64(30)}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("as_of past the chain: err = %v", err)
 	}
 }
@@ -121,7 +124,7 @@ func TestScope(t *testing.T) {
 	theirs := b.text("tomatoes and basil grow well in Lisbon")
 	ctx := context.Background()
 	got := func(scope string) []cid.Cid {
-		rs, err := s.Recall(ctx, Query{Sona: a.sona, Text: "tomatoes basil", Scope: scope, Peek: true})
+		rs, err := recallIn(s, ctx, recall.Query{Sona: a.sona, Text: "tomatoes basil", Scope: scope, Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,13 +134,13 @@ func TestScope(t *testing.T) {
 		}
 		return out
 	}
-	if g := got(ScopeSona); !slices.Contains(g, mine) || slices.Contains(g, theirs) {
+	if g := got(recall.ScopeSona); !slices.Contains(g, mine) || slices.Contains(g, theirs) {
 		t.Fatalf("sona scope: %v", g)
 	}
-	if g := got(ScopeSelf); !slices.Contains(g, mine) || !slices.Contains(g, theirs) {
+	if g := got(recall.ScopeSelf); !slices.Contains(g, mine) || !slices.Contains(g, theirs) {
 		t.Fatalf("self scope: %v", g)
 	}
-	if _, err := s.Recall(ctx, Query{Sona: a.sona, Text: "x", Scope: "everything"}); !errors.Is(err, ErrInvalid) {
+	if _, err := recallIn(s, ctx, recall.Query{Sona: a.sona, Text: "x", Scope: "everything"}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad scope: %v", err)
 	}
 }
@@ -148,8 +151,8 @@ func TestDedupOnInsert(t *testing.T) {
 	o := newOwner(t, s, "notes")
 	ctx := context.Background()
 	orig := o.text("My sister Maya lives in Lisbon near the river")
-	prep := func(content string, ts *int64) (*Prepared, *Duplicate) {
-		m := &Memory{Data: Data{Text: &TextData{Content: content}}, Timestamp: ts}
+	prep := func(content string, ts *int64) (*model.Prepared, *chain.Duplicate) {
+		m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: content}}, Timestamp: ts}
 		p, dup, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, true, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +183,7 @@ func TestDedupOnInsert(t *testing.T) {
 	// Live regime: with enough memories the sona's own distribution of
 	// nearest-neighbour similarities sets the threshold.
 	for i := 0; i < 12; i++ {
-		m := &Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("note %d about topic %s", i, strings.Repeat("x", i+1))}}}
+		m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("note %d about topic %s", i, strings.Repeat("x", i+1))}}}
 		p, _, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, false, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -201,9 +204,9 @@ func TestDedupOnInsert(t *testing.T) {
 	}
 }
 
-func (o *owner) addPrepared(p *Prepared) {
+func (o *owner) addPrepared(p *model.Prepared) {
 	o.t.Helper()
-	plan, err := PlanAppend(o.sona, o.head, o.n, p, o.s.clock.Now().Unix())
+	plan, err := model.PlanAppend(o.sona, o.head, o.n, p, o.s.clock.Now().Unix())
 	if err != nil {
 		o.t.Fatal(err)
 	}
@@ -219,90 +222,47 @@ func TestAssociationsOnAppend(t *testing.T) {
 	o := newOwner(t, s, "a")
 	ctx := context.Background()
 	first := o.text("apples grow in the orchard")
-	second := o.text("the orchard has apple trees", Edge{Target: first, Weight: 0.5})
-	m := &Memory{Data: Data{Text: &TextData{Content: "apples from the orchard trees"}}}
+	second := o.text("the orchard has apple trees", model.Edge{Target: first, Weight: 0.5})
+	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "apples from the orchard trees"}}}
 	p, _, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.EdgeType = AssocCausal
-	p.Memory.Edges = []Edge{{Target: first, Weight: 2}}
+	p.EdgeType = assoc.Causal
+	p.Memory.Edges = []model.Edge{{Target: first, Weight: 2}}
 	if p, err = s.Chains.Prepare(p.Memory, p.Vector, nil); err != nil {
 		t.Fatal(err)
 	}
-	p.EdgeType = AssocCausal
+	p.EdgeType = assoc.Causal
 	p.Neighbors, err = s.Chains.Neighbors(p.Vector, o.sona, 3, p.CID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.addPrepared(p)
-	links := func(c cid.Cid) map[cid.Cid]Link {
+	links := func(c cid.Cid) map[cid.Cid]assoc.Link {
 		ls, err := s.Assoc.Associations(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[cid.Cid]Link{}
+		out := map[cid.Cid]assoc.Link{}
 		for _, l := range ls {
 			out[l.Target] = l
 		}
 		return out
 	}
 	l2 := links(second)
-	if l2[first].Type != AssocRelated && l2[first].Type != AssocSequential {
+	if l2[first].Type != assoc.Related && l2[first].Type != assoc.Sequential {
 		t.Fatalf("second → first: %+v", l2[first])
 	}
-	if l := l2[p.CID]; l.Type != AssocSequential || l.Strength != 1 {
+	if l := l2[p.CID]; l.Type != assoc.Sequential || l.Strength != 1 {
 		t.Fatalf("second → third should be sequential: %+v", l)
 	}
 	l3 := links(p.CID)
-	if l := l3[first]; l.Type != AssocCausal || l.Strength != 1 {
+	if l := l3[first]; l.Type != assoc.Causal || l.Strength != 1 {
 		t.Fatalf("third → first should be causal (its only edge, strength 1): %+v", l)
 	}
-	if l := links(first)[p.CID]; l.Type != AssocCausal {
+	if l := links(first)[p.CID]; l.Type != assoc.Causal {
 		t.Fatalf("associations are kept both ways: %+v", l)
-	}
-}
-
-// The affinity path follows an association as far as its type's weight
-// lets it: a similar link with weight 0 is not followed (the default,
-// chosen on LoCoMo), with weight w its strength counts w times.
-func TestAffinityLinkWeights(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
-	defer s.Close()
-	o := newOwner(t, s, "a")
-	apples := o.text("apples grow in the orchard")
-	o.text("the train to lisbon was late")
-	vecs, err := s.Embed(context.Background(), "pears ripen in the orchard")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := s.Chains.Prepare(&Memory{Data: Data{Text: &TextData{Content: "pears ripen in the orchard"}}}, vecs[0], nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Neighbors = []Neighbor{{CID: apples, Sim: 0.9}}
-	o.addPrepared(p)
-	reach := func(w config.LinkWeights) map[string]float64 {
-		s.cfg.Recall.AffinityLinks = w
-		var got map[string]float64
-		err := s.store.View(func(txn Reader) error {
-			sc := &scorer{self: s, q: &Query{}, txn: txn}
-			var err error
-			got, err = sc.affinity([]*Recalled{{CID: apples, Explain: Explain{Fused: Fused{Relevance: 1}}}})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	// Two sequential hops through the train (× expand_decay 0.5), not the
-	// similar link's 0.9.
-	if got := reach(config.LinkWeights{Sequential: 1}); math.Abs(got[p.CID.KeyString()]-0.5) > 1e-9 {
-		t.Fatalf("similar link followed with weight 0: %v, want 0.5", got[p.CID.KeyString()])
-	}
-	if got := reach(config.LinkWeights{Similar: 0.5}); math.Abs(got[p.CID.KeyString()]-0.45) > 1e-9 {
-		t.Fatalf("similar link of strength 0.9 at weight 0.5: %v, want 0.45", got[p.CID.KeyString()])
 	}
 }
 
@@ -313,7 +273,7 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 	o := newOwner(t, s, "a")
 	seededConversation(t, s, clock, o, 20, 9)
 	ctx := context.Background()
-	rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "tomato basil garden", AgentID: "agent-1", K: 3})
+	rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "tomato basil garden", AgentID: "agent-1", K: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +282,7 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 	}
 	var hits []cid.Cid
 	for _, r := range rs {
-		if r.Via == ViaHit {
+		if r.Via == recall.ViaHit {
 			hits = append(hits, r.CID)
 		}
 	}
@@ -345,7 +305,7 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 	if other, _ := s.Assoc.CoAccess("agent-2", hits[0]); len(other) != 0 {
 		t.Fatal("co-access leaked across agents")
 	}
-	log, err := s.QueryLog(10)
+	log, err := s.Recaller.QueryLog(10)
 	if err != nil || len(log) != 1 {
 		t.Fatalf("query log: %v %v", log, err)
 	}
@@ -354,11 +314,11 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 		t.Fatalf("query log entry %v", e)
 	}
 	// Peek leaves no trace.
-	if _, err := s.Recall(ctx, Query{Sona: o.sona, Text: "lisbon", Peek: true}); err != nil {
+	if _, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "lisbon", Peek: true}); err != nil {
 		t.Fatal(err)
 	}
 	s.Store().Barrier(ctx)
-	if log, _ := s.QueryLog(10); len(log) != 1 {
+	if log, _ := s.Recaller.QueryLog(10); len(log) != 1 {
 		t.Fatalf("a peek was logged: %d entries", len(log))
 	}
 }

@@ -10,16 +10,18 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// The wiring of transfer and living (issue 14) to the chains' and the
+// The wiring of transfer, living and the tiers (issue 14) to the chains' and the
 // memories' key spaces (memory/chain, memory/meta) and to the self's
 // subsystems (Self.Sonas, Self.Chains, Self.Backbone, Self.Memories).
 
@@ -33,7 +35,7 @@ var (
 	_ transfer.Records = records{}
 )
 
-func (records) Sonas(r Reader) ([]*messages.Sona, error) {
+func (records) Sonas(r store.Reader) ([]*messages.Sona, error) {
 	var out []*messages.Sona
 	err := store.Scan(r, chain.SonaPrefix, func(_, v []byte) error {
 		rec := &messages.Sona{}
@@ -46,11 +48,11 @@ func (records) Sonas(r Reader) ([]*messages.Sona, error) {
 	return out, err
 }
 
-func (records) SetNameVector(tx Tx, sona string, vec []float32) {
+func (records) SetNameVector(tx store.Tx, sona string, vec []float32) {
 	tx.Set(chain.NameVecKey(sona), meta.EncodeVector(vec))
 }
 
-func (records) Backbone(r Reader) (string, error) {
+func (records) Backbone(r store.Reader) (string, error) {
 	v, err := r.Get(chain.KeyBackbone)
 	if errors.Is(err, ErrNotFound) {
 		return "", nil
@@ -58,7 +60,7 @@ func (records) Backbone(r Reader) (string, error) {
 	return string(v), err
 }
 
-func (records) Chain(r Reader, sona string) ([]transfer.Entry, error) {
+func (records) Chain(r store.Reader, sona string) ([]transfer.Entry, error) {
 	var out []transfer.Entry
 	prefix := chain.EntriesPrefix(sona)
 	err := store.Scan(r, prefix, func(k, v []byte) error {
@@ -72,7 +74,7 @@ func (records) Chain(r Reader, sona string) ([]transfer.Entry, error) {
 	return out, err
 }
 
-func (records) Memories(r Reader, f func(c cid.Cid) error) error {
+func (records) Memories(r store.Reader, f func(c cid.Cid) error) error {
 	return store.Scan(r, meta.Prefix, func(k, _ []byte) error {
 		c, err := cid.Cast(k[len(meta.Prefix):])
 		if err != nil {
@@ -82,13 +84,13 @@ func (records) Memories(r Reader, f func(c cid.Cid) error) error {
 	})
 }
 
-func (records) Meta(r Reader, c cid.Cid) (*messages.MemoryMeta, error) { return meta.Read(r, c) }
+func (records) Meta(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) { return meta.Read(r, c) }
 
-func (records) SetMeta(tx Tx, c cid.Cid, m *messages.MemoryMeta) error {
+func (records) SetMeta(tx store.Tx, c cid.Cid, m *messages.MemoryMeta) error {
 	return store.SetProto(tx, meta.Key(c), m)
 }
 
-func (records) Vector(r Reader, c cid.Cid) ([]float32, error) {
+func (records) Vector(r store.Reader, c cid.Cid) ([]float32, error) {
 	v, err := r.Get(meta.VectorKey(c))
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: vector of %s", ErrNotFound, c)
@@ -99,12 +101,12 @@ func (records) Vector(r Reader, c cid.Cid) ([]float32, error) {
 	return meta.DecodeVector(v)
 }
 
-func (records) SetVector(tx Tx, c cid.Cid, vec []float32) {
+func (records) SetVector(tx store.Tx, c cid.Cid, vec []float32) {
 	tx.Set(meta.VectorKey(c), meta.EncodeVector(vec))
 }
 
-func (records) ScanMeta(r Reader, cursor []byte, f func(key []byte, c cid.Cid, meta *messages.MemoryMeta) (bool, error)) error {
-	it := r.NewIterator(IterOptions{Prefix: meta.Prefix, PrefetchValues: true, PrefetchSize: 256})
+func (records) ScanMeta(r store.Reader, cursor []byte, f func(key []byte, c cid.Cid, meta *messages.MemoryMeta) (bool, error)) error {
+	it := r.NewIterator(store.IterOptions{Prefix: meta.Prefix, PrefetchValues: true, PrefetchSize: 256})
 	defer it.Close()
 	seek := meta.Prefix
 	if len(cursor) > 0 {
@@ -127,8 +129,8 @@ func (records) ScanMeta(r Reader, cursor []byte, f func(key []byte, c cid.Cid, m
 	return nil
 }
 
-func (records) ChainBack(r Reader, sona string, upto int64, f func(c cid.Cid) (bool, error)) error {
-	it := r.NewIterator(IterOptions{Prefix: chain.EntriesPrefix(sona), Reverse: true, PrefetchValues: true})
+func (records) ChainBack(r store.Reader, sona string, upto int64, f func(c cid.Cid) (bool, error)) error {
+	it := r.NewIterator(store.IterOptions{Prefix: chain.EntriesPrefix(sona), Reverse: true, PrefetchValues: true})
 	defer it.Close()
 	for it.Seek(chain.EntryKey(sona, upto)); it.Valid(); it.Next() {
 		var c cid.Cid
@@ -154,7 +156,7 @@ type selfState struct {
 	s *Self
 }
 
-func (e selfState) Memory(r Reader, c cid.Cid) (*model.Memory, error) {
+func (e selfState) Memory(r store.Reader, c cid.Cid) (*model.Memory, error) {
 	return e.s.Memories.MemoryIn(r, c)
 }
 
@@ -168,9 +170,9 @@ type transferEnv struct{ selfState }
 
 var _ transfer.Env = transferEnv{}
 
-func (transferEnv) ValidateSonaName(name string) error { return ValidateSonaName(name) }
+func (transferEnv) ValidateSonaName(name string) error { return chain.ValidateSonaName(name) }
 
-func (e transferEnv) PutSona(tx Tx, rec *messages.Sona, name []float32, backbone bool) error {
+func (e transferEnv) PutSona(tx store.Tx, rec *messages.Sona, name []float32, backbone bool) error {
 	if ok, err := tx.Has(chain.SonaKey(rec.Uuid)); err != nil {
 		return err
 	} else if ok {
@@ -210,10 +212,49 @@ func (e livingEnv) Lengths() map[string]int64 { return e.s.Sonas.Lengths() }
 
 func (e livingEnv) BackboneSona() string { return e.s.Backbone.Sona() }
 
+func (e livingEnv) SimStats(sona string) (assoc.SimStats, int64, error) {
+	return e.s.Chains.SimStats(sona)
+}
+
 func (e livingEnv) Decay(meta *messages.MemoryMeta, activity int64) float64 {
-	return e.s.decay(meta, activity)
+	return recall.DecayOf(e.s.cfg.Recall.Lambda, meta, activity)
 }
 
 func (e livingEnv) Prepare(m *model.Memory, vec []float32, meta *messages.MemoryMeta) (*model.Prepared, error) {
 	return e.s.Chains.Prepare(m, vec, meta)
+}
+
+// tierEnv is what the tiers' storage needs of the self (tiers.Env).
+type tierEnv struct{ s *Self }
+
+func (e tierEnv) Memory(r store.Reader, c cid.Cid) (*model.Memory, error) {
+	return e.s.Memories.MemoryIn(r, c)
+}
+
+func (e tierEnv) Vector(c cid.Cid) ([]float32, error) {
+	if v, ok := e.s.index.Lookup(c.KeyString()); ok {
+		return v, nil
+	}
+	return e.s.Memories.Vector(c)
+}
+
+func (e tierEnv) Embed(ctx context.Context, texts ...string) ([][]float32, error) {
+	return e.s.Embed(ctx, texts...)
+}
+
+func (e tierEnv) Sonas(r store.Reader, c cid.Cid) ([]string, error) {
+	m := &messages.MemoryMeta{}
+	found, err := store.GetProto(r, meta.Key(c), m)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: memory %s", ErrNotFound, c)
+	}
+	return m.Sonas, nil
+}
+
+func (e tierEnv) CheckSona(sona string) error {
+	_, err := e.s.Sonas.Get(sona)
+	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -92,7 +93,7 @@ func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
 	before := s.Evals.Profiles()
 
 	// The decay of a memory that matters is slower.
-	slow, normal := s.decay(meta, 10), Decay(cfg.Recall.Lambda, meta.Importance, false, 10, meta.LastAccessTick)
+	slow, normal := recall.DecayOf(cfg.Recall.Lambda, meta, 10), recall.Decay(cfg.Recall.Lambda, meta.Importance, false, 10, meta.LastAccessTick)
 	if sum.Priority.DecayRate < 0.5 && slow <= normal {
 		t.Errorf("decay with decay_rate %v = %v, not slower than %v", sum.Priority.DecayRate, slow, normal)
 	}
@@ -168,7 +169,7 @@ func TestConcurrentEvaluatorsNeverWriteTwice(t *testing.T) {
 			total := 0
 			for {
 				step, err := s.Evals.EvaluatePending(ctx, ev, 3)
-				if errors.Is(err, ErrEvalConflict) {
+				if errors.Is(err, eumas.ErrConflict) {
 					continue
 				}
 				if err != nil || !step.More {
@@ -213,10 +214,10 @@ func TestMetricPathChangesRanking(t *testing.T) {
 	}
 	// recall returns the two memories by score, best first (recall
 	// itself returns them in topological order).
-	recall := func(metric float64) []*Recalled {
+	recallWith := func(metric float64) []*recall.Recalled {
 		t.Helper()
-		rs, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "how did the party at the lake house feel", K: 2, Peek: true,
-			Paths: &Paths{Weights: config.PathWeights{BM25: 1, Metric: metric}}})
+		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "how did the party at the lake house feel", K: 2, Peek: true,
+			Paths: &recall.Paths{Weights: config.PathWeights{BM25: 1, Metric: metric}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,14 +229,14 @@ func TestMetricPathChangesRanking(t *testing.T) {
 		}
 		return rs
 	}
-	rs := recall(0)
+	rs := recallWith(0)
 	if rs[0].CID != plain {
 		t.Fatalf("without the metric path the best is %s, want the plain memory %s", rs[0].CID, plain)
 	}
 	if rs[0].Explain.Evidence.MetricRank != 0 || rs[1].Explain.Contrib.Metric != 0 {
 		t.Errorf("the metric path ran at weight 0: %+v", rs[1].Explain)
 	}
-	rs = recall(1)
+	rs = recallWith(1)
 	if rs[0].CID != felt {
 		t.Fatalf("with the metric path the best is %s, want the felt memory %s", rs[0].CID, felt)
 	}

@@ -32,6 +32,8 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/text"
 )
@@ -162,7 +164,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	}
 
 	free.Store(reserve - 1)
-	if _, err := o.tryAdd(&Memory{Data: Data{Text: &TextData{Content: "refused"}}}, nil); !errors.Is(err, ErrDiskFull) {
+	if _, err := o.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "refused"}}}, nil); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("append below the reserve: err = %v, want ErrDiskFull", err)
 	}
 	if _, err := s.Sonas.Create(context.Background(), "b"); !errors.Is(err, ErrDiskFull) {
@@ -183,7 +185,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	if b, err := s.Block(fc); err != nil || !bytes.Equal(b, file) {
 		t.Fatalf("file while the disk is full: %v", err)
 	}
-	got, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "acknowledged memory number 3"})
+	got, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "acknowledged memory number 3"})
 	if err != nil || len(got) == 0 {
 		t.Fatalf("recall while the disk is full: %d, %v", len(got), err)
 	}
@@ -299,7 +301,7 @@ func diskFullChild(t *testing.T) {
 			rand.Read(b)
 			return s.Chains.PutFile(context.Background(), b, "")
 		}
-		return o.tryAdd(&Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("memory %d: %s", i, strings.Repeat("filling the disk ", 200))}}}, nil)
+		return o.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("memory %d: %s", i, strings.Repeat("filling the disk ", 200))}}}, nil)
 	}
 	var first cid.Cid
 	i := 0
@@ -751,7 +753,7 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	damageSegments(t, filepath.Join(dir, "text"))
-	got, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: queries[0]})
+	got, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: queries[0]})
 	if err != nil || len(got) == 0 {
 		t.Fatalf("recall over a damaged index: %d memories, %v", len(got), err)
 	}
@@ -775,7 +777,7 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	damageSegments(t, filepath.Join(dir, "text"))
-	if _, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: queries[0]}); err != nil {
+	if _, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: queries[0]}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

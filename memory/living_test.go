@@ -12,7 +12,11 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -21,8 +25,8 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	o := newOwner(t, s, "a")
-	obs := o.add(&Memory{Data: Data{Text: &TextData{Content: "the build is red"}}}, &messages.MemoryMeta{Kind: "observation"})
-	o.add(&Memory{Data: Data{Text: &TextData{Content: "the build uses go"}}}, &messages.MemoryMeta{Kind: "fact"})
+	obs := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "the build is red"}}}, &messages.MemoryMeta{Kind: "observation"})
+	o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "the build uses go"}}}, &messages.MemoryMeta{Kind: "fact"})
 	ctx := context.Background()
 	end := epoch.Add(72 * time.Hour)
 
@@ -35,8 +39,8 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 	if rep.Expired != 0 || !rep.PassComplete || st.Last[o.sona].GetActive() != 2 {
 		t.Fatalf("before the TTL: %+v, active %d", rep, st.Last[o.sona].GetActive())
 	}
-	recall := func() []cid.Cid {
-		rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "the build is red", Peek: true})
+	recalled := func() []cid.Cid {
+		rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "the build is red", Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +50,7 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 		}
 		return out
 	}
-	if !slices.Contains(recall(), obs) {
+	if !slices.Contains(recalled(), obs) {
 		t.Fatal("observation hidden before its TTL")
 	}
 
@@ -58,7 +62,7 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 	if rep.Expired != 1 || st.Last[o.sona].GetActive() != 1 {
 		t.Fatalf("at the TTL: %+v, active %d", rep, st.Last[o.sona].GetActive())
 	}
-	if slices.Contains(recall(), obs) {
+	if slices.Contains(recalled(), obs) {
 		t.Fatal("observation recalled at its TTL")
 	}
 	if rep, _ = s.Living.Sweep(ctx, 100); rep.Expired != 0 {
@@ -98,8 +102,8 @@ func TestSweepPrunesWeakLinks(t *testing.T) {
 	o.text("beta")
 	strong, weak := o.text("gamma"), o.text("delta") // not a's sequential neighbours
 	ctx := context.Background()
-	err := s.Store().Update(ctx, func(tx Tx) error {
-		return assoc.Put(tx, a, []Link{{Target: weak, Type: AssocRelated, Strength: 0.3}, {Target: strong, Type: AssocRelated, Strength: 0.9}}, epoch.Unix())
+	err := s.Store().Update(ctx, func(tx store.Tx) error {
+		return assoc.Put(tx, a, []assoc.Link{{Target: weak, Type: assoc.Related, Strength: 0.3}, {Target: strong, Type: assoc.Related, Strength: 0.9}}, epoch.Unix())
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +135,7 @@ func appendMerge(t *testing.T, s *Self, m *living.Merge) {
 		t.Fatal(err)
 	}
 	head, _ := cid.Decode(*rec.Head)
-	plan, err := PlanAppend(m.Sona, &head, rec.Length, m.Prepared, s.clock.Now().Unix())
+	plan, err := model.PlanAppend(m.Sona, &head, rec.Length, m.Prepared, s.clock.Now().Unix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +209,7 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 			// The same merge cannot apply twice: its sources are archived.
 			rec, _ := s.Sonas.Get(m.Sona)
 			head, _ := cid.Decode(*rec.Head)
-			plan, _ := PlanAppend(m.Sona, &head, rec.Length, m.Prepared, epoch.Unix())
+			plan, _ := model.PlanAppend(m.Sona, &head, rec.Length, m.Prepared, epoch.Unix())
 			if err := s.Store().Update(ctx, s.Chains.Op(plan)); err == nil {
 				t.Fatal("a merge of archived sources applied")
 			}
@@ -227,29 +231,29 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 		}
 		return r
 	}
-	if r := contribute(s, "grok", "design", "Memory must self-organize.", ""); r.Status != StatusPending || r.Agents != 1 {
+	if r := contribute(s, "grok", "design", "Memory must self-organize.", ""); r.Status != consensus.StatusPending || r.Agents != 1 {
 		t.Fatalf("one agent: %+v", r)
 	}
 	r := contribute(s, "kimi", "design", "Memory must self-organize.", "")
-	if r.Status != StatusCommitted || r.Cid == nil || r.Signal < 0.999 {
+	if r.Status != consensus.StatusCommitted || r.Cid == nil || r.Signal < 0.999 {
 		t.Fatalf("agreeing agents: %+v", r)
 	}
 	bb, _ := s.Backbone.List(0, 10)
 	if len(bb.Items) != 1 || bb.Items[0].Memory.String() != *r.Cid {
 		t.Fatalf("backbone %+v", bb.Items)
 	}
-	if meta, _ := s.Memories.Meta(bb.Items[0].Memory); !meta.Backbone || meta.Labels[LabelConcept] != "design" || meta.Labels[LabelAgents] != "grok,kimi" {
+	if meta, _ := s.Memories.Meta(bb.Items[0].Memory); !meta.Backbone || meta.Labels[consensus.LabelConcept] != "design" || meta.Labels[consensus.LabelAgents] != "grok,kimi" {
 		t.Fatalf("backbone meta %+v", meta)
 	}
 
 	contribute(s, "grok", "weather", "The sky over the harbour is blue and calm today.", "high")
 	r = contribute(s, "kimi", "weather", "Quarterly revenue in Europe fell by a third.", "")
-	if r.Status != StatusConflict || r.ConflictId == nil || r.Threshold <= r.Lower {
+	if r.Status != consensus.StatusConflict || r.ConflictId == nil || r.Threshold <= r.Lower {
 		t.Fatalf("diverging agents: %+v", r)
 	}
 	// A conflict keeps the time it began while more versions come in.
 	clock.Set(epoch.Add(time.Hour))
-	if again := contribute(s, "qwen", "weather", "The sky is calm but revenue fell.", ""); again.Status != StatusConflict || *again.ConflictId != *r.ConflictId {
+	if again := contribute(s, "qwen", "weather", "The sky is calm but revenue fell.", ""); again.Status != consensus.StatusConflict || *again.ConflictId != *r.ConflictId {
 		t.Fatalf("third agent on a conflict: %+v", again)
 	}
 	if cs, _ := s.Consensus.Conflicts(); len(cs) != 1 || cs[0].CreatedAt != epoch.Unix() || len(cs[0].Versions) != 3 {
@@ -283,11 +287,11 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	// The backbone is visible to every sona, whatever its scope.
 	o := newOwner(t, s, "other")
 	o.text("an unrelated memory")
-	rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "falling revenue and a calm sky", Scope: ScopeSona, Peek: true})
+	rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "falling revenue and a calm sky", Scope: recall.ScopeSona, Peek: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(rs, func(x *Recalled) bool { return x.CID == c }) {
+	if !slices.ContainsFunc(rs, func(x *recall.Recalled) bool { return x.CID == c }) {
 		t.Fatal("a sona does not see the backbone")
 	}
 	// A direct write names its agent.

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -25,24 +27,24 @@ func (s *Self) migrateV1(ctx context.Context) error {
 		created int64
 	}
 	var mems []entry
-	var chain [][2][]byte // key, value
-	err := s.store.View(func(txn Reader) error {
-		if err := store.Scan(txn, prefixMeta, func(k, v []byte) error {
-			meta := &messages.MemoryMeta{}
-			if err := proto.Unmarshal(v, meta); err != nil {
+	var entries [][2][]byte // chain entries: key, value
+	err := s.store.View(func(txn store.Reader) error {
+		if err := store.Scan(txn, meta.Prefix, func(k, v []byte) error {
+			m := &messages.MemoryMeta{}
+			if err := proto.Unmarshal(v, m); err != nil {
 				return fmt.Errorf("%w: metadata: %v", ErrCorrupt, err)
 			}
-			c, err := cid.Cast(bytes.Clone(k[len(prefixMeta):]))
+			c, err := cid.Cast(bytes.Clone(k[len(meta.Prefix):]))
 			if err != nil {
 				return err
 			}
-			mems = append(mems, entry{c, meta.CreatedAt})
+			mems = append(mems, entry{c, m.CreatedAt})
 			return nil
 		}); err != nil {
 			return err
 		}
-		return store.Scan(txn, prefixChain, func(k, v []byte) error {
-			chain = append(chain, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+		return store.Scan(txn, chain.ChainPrefix, func(k, v []byte) error {
+			entries = append(entries, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 			return nil
 		})
 	})
@@ -60,24 +62,24 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	for start := 0; start < len(mems); start += per {
 		part := mems[start:min(start+per, len(mems))]
 		first := uint64(start + 1)
-		if err := s.store.Update(ctx, func(tx Tx) error {
+		if err := s.store.Update(ctx, func(tx store.Tx) error {
 			for i, e := range part {
 				seq := first + uint64(i)
-				raw, err := tx.Get(metaKey(e.c))
+				raw, err := tx.Get(meta.Key(e.c))
 				if err != nil {
 					return err
 				}
-				meta := &messages.MemoryMeta{}
-				if err := proto.Unmarshal(raw, meta); err != nil {
+				m := &messages.MemoryMeta{}
+				if err := proto.Unmarshal(raw, m); err != nil {
 					return err
 				}
-				meta.Seq = seq
-				out, err := proto.Marshal(meta)
+				m.Seq = seq
+				out, err := proto.Marshal(m)
 				if err != nil {
 					return err
 				}
-				tx.Set(metaKey(e.c), out)
-				tx.Set(logKey(seq), e.c.Bytes())
+				tx.Set(meta.Key(e.c), out)
+				tx.Set(chain.LogKey(seq), e.c.Bytes())
 			}
 			tx.Set(store.KeyMemSeq, base.U64(first+uint64(len(part))-1))
 			return nil
@@ -88,9 +90,9 @@ func (s *Self) migrateV1(ctx context.Context) error {
 			seqOf[e.c] = first + uint64(i)
 		}
 	}
-	for start := 0; start < len(chain); start += per {
-		part := chain[start:min(start+per, len(chain))]
-		if err := s.store.Update(ctx, func(tx Tx) error {
+	for start := 0; start < len(entries); start += per {
+		part := entries[start:min(start+per, len(entries))]
+		if err := s.store.Update(ctx, func(tx store.Tx) error {
 			for _, kv := range part {
 				n, act, err := cid.CidFromBytes(kv[1])
 				if err != nil {
@@ -101,7 +103,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 					return fmt.Errorf("%w: chain entry: %v", ErrCorrupt, err)
 				}
 				if n+m == len(kv[1]) { // layout 1: no log position yet
-					tx.Set(kv[0], encodeChainEntry(act, mem, seqOf[mem]))
+					tx.Set(kv[0], chain.EncodeEntry(act, mem, seqOf[mem]))
 				}
 			}
 			return nil
@@ -112,8 +114,8 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	// Layout 1 kept a running centroid under k/; layout 2 keeps the name's
 	// embedding there and computes the centroid at start.
 	var names []*messages.Sona
-	if err := s.store.View(func(txn Reader) error {
-		return store.Scan(txn, prefixSona, func(_, v []byte) error {
+	if err := s.store.View(func(txn store.Reader) error {
+		return store.Scan(txn, chain.SonaPrefix, func(_, v []byte) error {
 			rec := &messages.Sona{}
 			if err := proto.Unmarshal(v, rec); err != nil {
 				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
@@ -129,19 +131,19 @@ func (s *Self) migrateV1(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := s.store.Update(ctx, func(tx Tx) error {
-			tx.Set(nameVectorKey(rec.Uuid), encodeVector(vecs[0]))
+		if err := s.store.Update(ctx, func(tx store.Tx) error {
+			tx.Set(chain.NameVecKey(rec.Uuid), meta.EncodeVector(vecs[0]))
 			return nil
 		}); err != nil {
 			return err
 		}
 	}
-	s.log.Info("store migrated", "from", 1, "to", 2, "memories", len(mems), "acts", len(chain))
+	s.log.Info("store migrated", "from", 1, "to", 2, "memories", len(mems), "acts", len(entries))
 	return s.setLayout(ctx, 2)
 }
 
 func (s *Self) setLayout(ctx context.Context, v int) error {
-	return s.store.Update(ctx, func(tx Tx) error {
+	return s.store.Update(ctx, func(tx store.Tx) error {
 		tx.Set(keyVersion, []byte(fmt.Sprint(v)))
 		return nil
 	})
@@ -152,14 +154,14 @@ func (s *Self) setLayout(ctx context.Context, v int) error {
 // block (f/, memory/chain).
 func (s *Self) migrateV2(ctx context.Context) error {
 	var keys [][]byte
-	err := s.store.View(func(txn Reader) error {
-		return scanChainMemories(txn, func(id string, mem cid.Cid) error {
-			m, err := readMemory(txn, mem)
+	err := s.store.View(func(txn store.Reader) error {
+		return chain.ScanMemories(txn, func(id string, mem cid.Cid) error {
+			m, err := meta.ReadMemory(txn, mem)
 			if err != nil {
 				return err
 			}
 			if f := m.Data.File; f != nil {
-				keys = append(keys, fileSonaKey(f.Content, id))
+				keys = append(keys, chain.FileSonaKey(f.Content, id))
 			}
 			return nil
 		})
@@ -170,7 +172,7 @@ func (s *Self) migrateV2(ctx context.Context) error {
 	const per = 1000
 	for start := 0; start < len(keys); start += per {
 		part := keys[start:min(start+per, len(keys))]
-		if err := s.store.Update(ctx, func(tx Tx) error {
+		if err := s.store.Update(ctx, func(tx store.Tx) error {
 			for _, k := range part {
 				tx.Set(k, nil)
 			}

@@ -13,6 +13,10 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -34,36 +38,36 @@ func TestMigrateFromLayout1(t *testing.T) {
 	db := s.Store().DB()
 	err := db.Update(func(txn *badger.Txn) error {
 		for _, c := range mems {
-			item, err := txn.Get(metaKey(c))
+			item, err := txn.Get(meta.Key(c))
 			if err != nil {
 				return err
 			}
-			meta := &messages.MemoryMeta{}
-			if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, meta) }); err != nil {
+			m := &messages.MemoryMeta{}
+			if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err != nil {
 				return err
 			}
-			meta.Seq = 0
-			raw, _ := proto.Marshal(meta)
-			if err := txn.Set(metaKey(c), raw); err != nil {
+			m.Seq = 0
+			raw, _ := proto.Marshal(m)
+			if err := txn.Set(meta.Key(c), raw); err != nil {
 				return err
 			}
 		}
 		for seq := int64(0); seq < 3; seq++ {
-			item, err := txn.Get(chainKey(o.sona, seq))
+			item, err := txn.Get(chain.EntryKey(o.sona, seq))
 			if err != nil {
 				return err
 			}
 			v, _ := item.ValueCopy(nil)
-			act, mem, _, err := decodeChainEntry(v)
+			act, mem, _, err := chain.DecodeEntry(v)
 			if err != nil {
 				return err
 			}
-			if err := txn.Set(chainKey(o.sona, seq), base.Join(act.Bytes(), mem.Bytes())); err != nil {
+			if err := txn.Set(chain.EntryKey(o.sona, seq), base.Join(act.Bytes(), mem.Bytes())); err != nil {
 				return err
 			}
 		}
 		for seq := uint64(1); seq <= 3; seq++ {
-			if err := txn.Delete(logKey(seq)); err != nil {
+			if err := txn.Delete(chain.LogKey(seq)); err != nil {
 				return err
 			}
 		}
@@ -99,7 +103,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 			t.Fatalf("chain entry %d: %+v", i, e)
 		}
 	}
-	err = s.Store().View(func(txn Reader) error {
+	err = s.Store().View(func(txn store.Reader) error {
 		v, err := txn.Item(keyVersion)
 		if err != nil {
 			return err
@@ -108,7 +112,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 		if !bytes.Equal(b, []byte(fmt.Sprint(StoreVersion))) {
 			t.Fatalf("layout %s after migration", b)
 		}
-		end, err := logEnd(txn)
+		end, err := chain.LogEnd(txn)
 		if end != 3 {
 			t.Fatalf("insertion log ends at %d", end)
 		}
@@ -123,7 +127,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	if meta, _ := s.Memories.Meta(c); meta.Seq != 4 {
 		t.Fatalf("new memory after migration has log seq %d", meta.Seq)
 	}
-	if _, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "memory"}); err != nil {
+	if _, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "memory"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -143,12 +147,12 @@ func TestMigrateFromLayout2(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := "notes.txt"
-	fm := &Memory{Data: Data{File: &FileData{Name: &name, Content: file}}}
+	fm := &model.Memory{Data: model.Data{File: &model.FileData{Name: &name, Content: file}}}
 	a.add(fm, nil)
 	b.text("no file here")
 	mine := func(id string) func(string) bool { return func(s string) bool { return s == id } }
 	err = s.Store().DB().Update(func(txn *badger.Txn) error {
-		if err := txn.Delete(fileSonaKey(file, a.sona)); err != nil {
+		if err := txn.Delete(chain.FileSonaKey(file, a.sona)); err != nil {
 			return err
 		}
 		return txn.Set(keyVersion, []byte("2"))

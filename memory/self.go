@@ -27,6 +27,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/index"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/memory/transfer"
@@ -97,8 +98,10 @@ type Self struct {
 	Transfer *transfer.Transfer
 	// Living is Living Memory's upkeep: sweep, compression, dream.
 	Living *living.Living
+	// Recaller answers recalls; the caller submits their traces.
+	Recaller *recall.Recaller
 
-	store *Store
+	store *store.Store
 	index *vector.Index
 	emb   llm.Embedder
 	cfg   config.Config
@@ -123,7 +126,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	dir := o.Config.DataDir
 	so := store.OptionsOf(o.Config.Store)
 	so.FreeSpace, so.AcceptLoss, so.InMemory, so.Logger, so.Clock, so.Tracer = o.FreeSpace, o.AcceptLoss, o.InMemory, o.Logger, o.Clock, o.Tracer
-	st, err := OpenStore(filepath.Join(dir, "store"), so)
+	st, err := store.Open(filepath.Join(dir, "store"), so)
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +182,10 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	s.Living = living.New(st, livingEnv{env}, living.Options{
 		Config: o.Config, Clock: o.Clock, Logger: o.Logger, Summarize: o.Summarize,
 	})
+	s.Recaller = recall.New(st, recall.Env{
+		Sonas: s.Sonas, Memories: s.Memories, Text: s.Text, Profiles: s.Evals, Vectors: s.index,
+		BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: s.memories.Load,
+	}, recall.Options{Config: o.Config, Clock: o.Clock})
 	s.lastActivity.Store(o.Clock.Now().Unix())
 	if err := s.load(ctx); err != nil {
 		s.Close()
@@ -208,7 +215,7 @@ func (s *Self) Close() error {
 }
 
 // Store returns the underlying store.
-func (s *Self) Store() *Store { return s.store }
+func (s *Self) Store() *store.Store { return s.store }
 
 // Index returns the vector index.
 func (s *Self) Index() *vector.Index { return s.index }
@@ -235,19 +242,19 @@ func (s *Self) load(ctx context.Context) error {
 	}
 	start := s.clock.Now()
 	var vectors int
-	err := s.store.View(func(txn Reader) error {
+	err := s.store.View(func(txn store.Reader) error {
 		if err := s.Sonas.Load(txn); err != nil {
 			return err
 		}
 		if err := s.Backbone.Load(txn); err != nil {
 			return err
 		}
-		if err := store.Scan(txn, prefixVector, func(k, v []byte) error {
-			c, err := cid.Cast(k[len(prefixVector):])
+		if err := store.Scan(txn, meta.VectorPrefix, func(k, v []byte) error {
+			c, err := cid.Cast(k[len(meta.VectorPrefix):])
 			if err != nil {
 				return fmt.Errorf("%w: vector key: %v", ErrCorrupt, err)
 			}
-			vec, err := decodeVector(v)
+			vec, err := meta.DecodeVector(v)
 			if err != nil {
 				return err
 			}
@@ -262,9 +269,9 @@ func (s *Self) load(ctx context.Context) error {
 		}
 		// After the vectors: a metric profile is kept under its memory's vector id.
 		var n int64
-		if err := store.Scan(txn, prefixMeta, func(k, v []byte) error {
+		if err := store.Scan(txn, meta.Prefix, func(k, v []byte) error {
 			n++
-			c, err := cid.Cast(k[len(prefixMeta):])
+			c, err := cid.Cast(k[len(meta.Prefix):])
 			if err != nil {
 				return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
 			}
@@ -293,19 +300,19 @@ func (s *Self) load(ctx context.Context) error {
 // sona's head ACT block and the memory at the end of the insertion log.
 // (A store that lost its last writes whole is caught by the acknowledged
 // mark; this catches damage to the tables that hold them.)
-func (s *Self) checkEnds(txn Reader) error {
+func (s *Self) checkEnds(txn store.Reader) error {
 	if err := s.Sonas.CheckHeads(txn); err != nil {
 		return err
 	}
-	end, err := logEnd(txn)
+	end, err := chain.LogEnd(txn)
 	if err != nil || end == 0 {
 		return err
 	}
-	item, err := txn.Item(logKey(end))
+	item, err := txn.Item(chain.LogKey(end))
 	if err != nil {
 		return s.store.Explain(fmt.Errorf("%w: the insertion log's last entry (%d) is unreadable: %v", ErrCorrupt, end, err))
 	}
-	_, c, err := logEntry(item)
+	_, c, err := chain.LogEntry(item)
 	if err == nil {
 		_, err = store.ReadBlock(txn, c)
 	}
@@ -349,7 +356,7 @@ var migrations = map[string]*migrationNeeded{
 
 func (s *Self) identityOp(ctx context.Context) error {
 	want := s.emb.ID()
-	return s.store.Update(ctx, func(tx Tx) error {
+	return s.store.Update(ctx, func(tx store.Tx) error {
 		v, err := tx.Get(keyVersion)
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -399,4 +406,15 @@ func (s *Self) IndexSizes() map[string]int64 {
 		out["text"] = int64(n)
 	}
 	return out
+}
+
+// Reembed opens the store under cfg.DataDir, which nothing else may hold,
+// and moves it into emb's embedding space (transfer.Reembed).
+func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress func(done, total int)) (transfer.ReembedReport, error) {
+	st, err := store.Open(filepath.Join(cfg.DataDir, "store"), store.OptionsOf(cfg.Store))
+	if err != nil {
+		return transfer.ReembedReport{}, err
+	}
+	defer st.Close()
+	return transfer.Reembed(ctx, st, records{}, emb, progress)
 }

@@ -15,6 +15,9 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -53,7 +56,7 @@ func newOwner(t testing.TB, s *Self, name string) *owner {
 	return &owner{t: t, s: s, sona: rec.Uuid}
 }
 
-func (o *owner) add(m *Memory, meta *messages.MemoryMeta) cid.Cid {
+func (o *owner) add(m *model.Memory, meta *messages.MemoryMeta) cid.Cid {
 	o.t.Helper()
 	c, err := o.tryAdd(m, meta)
 	if err != nil {
@@ -62,7 +65,7 @@ func (o *owner) add(m *Memory, meta *messages.MemoryMeta) cid.Cid {
 	return c
 }
 
-func (o *owner) tryAdd(m *Memory, meta *messages.MemoryMeta) (cid.Cid, error) {
+func (o *owner) tryAdd(m *model.Memory, meta *messages.MemoryMeta) (cid.Cid, error) {
 	ctx := context.Background()
 	vecs, err := o.s.Embed(ctx, m.Text())
 	if err != nil {
@@ -72,7 +75,7 @@ func (o *owner) tryAdd(m *Memory, meta *messages.MemoryMeta) (cid.Cid, error) {
 	if err != nil {
 		return cid.Undef, err
 	}
-	plan, err := PlanAppend(o.sona, o.head, o.n, p, o.s.clock.Now().Unix())
+	plan, err := model.PlanAppend(o.sona, o.head, o.n, p, o.s.clock.Now().Unix())
 	if err != nil {
 		return cid.Undef, err
 	}
@@ -83,9 +86,9 @@ func (o *owner) tryAdd(m *Memory, meta *messages.MemoryMeta) (cid.Cid, error) {
 	return p.CID, nil
 }
 
-func (o *owner) text(content string, edges ...Edge) cid.Cid {
-	SortEdges(edges)
-	return o.add(&Memory{Data: Data{Text: &TextData{Content: content}}, Edges: edges}, nil)
+func (o *owner) text(content string, edges ...model.Edge) cid.Cid {
+	model.SortEdges(edges)
+	return o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: content}}, Edges: edges}, nil)
 }
 
 func TestReopenKeepsSonasHeadsAndRecall(t *testing.T) {
@@ -103,8 +106,8 @@ func TestReopenKeepsSonasHeadsAndRecall(t *testing.T) {
 		o.text(line)
 	}
 	ctx := context.Background()
-	q := Query{Sona: o.sona, Text: "what keeps aphids away?", Peek: true}
-	before, err := s.Recall(ctx, q)
+	q := recall.Query{Sona: o.sona, Text: "what keeps aphids away?", Peek: true}
+	before, err := recallIn(s, ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +125,7 @@ func TestReopenKeepsSonasHeadsAndRecall(t *testing.T) {
 	if recAfter.GetHead() != recBefore.GetHead() || recAfter.Length != recBefore.Length || recAfter.Name != "gardener" {
 		t.Fatalf("sona after reopen %v, before %v", recAfter, recBefore)
 	}
-	after, err := s.Recall(ctx, q)
+	after, err := recallIn(s, ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,16 +166,16 @@ func TestRecallBudgetAndTopologicalOrder(t *testing.T) {
 		for j := 0; j < 3+rng.Intn(40); j++ {
 			b.WriteString(words[rng.Intn(len(words))] + " ")
 		}
-		var edges []Edge
+		var edges []model.Edge
 		for j := 0; j < rng.Intn(4) && len(all) > 0; j++ {
-			edges = append(edges, Edge{Target: all[rng.Intn(len(all))], Weight: rng.Float64()})
+			edges = append(edges, model.Edge{Target: all[rng.Intn(len(all))], Weight: rng.Float64()})
 		}
-		edges = slices.CompactFunc(sortedEdges(edges), func(a, b Edge) bool { return a.Target == b.Target })
+		edges = slices.CompactFunc(sortedEdges(edges), func(a, b model.Edge) bool { return a.Target == b.Target })
 		ts := clock.Now().Unix()
-		all = append(all, o.add(&Memory{Data: Data{Text: &TextData{Content: b.String()}}, Timestamp: &ts, Edges: edges}, nil))
+		all = append(all, o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: b.String()}}, Timestamp: &ts, Edges: edges}, nil))
 	}
 	for _, budget := range []int{1, 50, 200, 1000, 4000} {
-		rs, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "tomato basil aphid garden", Budget: budget})
+		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "tomato basil aphid garden", Budget: budget})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +190,7 @@ func TestRecallBudgetAndTopologicalOrder(t *testing.T) {
 		}
 		hits := 0
 		for i, r := range rs {
-			if r.Via == ViaHit {
+			if r.Via == recall.ViaHit {
 				hits++
 			}
 			for _, e := range r.Memory.Edges {
@@ -205,22 +208,22 @@ func TestRecallBudgetAndTopologicalOrder(t *testing.T) {
 	}
 }
 
-func sortedEdges(e []Edge) []Edge { SortEdges(e); return e }
+func sortedEdges(e []model.Edge) []model.Edge { model.SortEdges(e); return e }
 
 func TestRecallExpandsAlongEdgesWithPathScore(t *testing.T) {
 	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	support := o.text("zebra quartz vellum")
-	hit := o.text("tomatoes and basil", Edge{Target: support, Weight: 0.8})
-	rs, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "tomatoes and basil", K: 1})
+	hit := o.text("tomatoes and basil", model.Edge{Target: support, Weight: 0.8})
+	rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "tomatoes and basil", K: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rs) != 2 || rs[0].CID != support || rs[1].CID != hit {
 		t.Fatalf("got %v", describe(rs))
 	}
-	if rs[1].Via != ViaHit || rs[0].Via != ViaExpansion || rs[0].Depth != 1 {
+	if rs[1].Via != recall.ViaHit || rs[0].Via != recall.ViaExpansion || rs[0].Depth != 1 {
 		t.Fatalf("via %s/%s depth %d", rs[1].Via, rs[0].Via, rs[0].Depth)
 	}
 	want := rs[1].Score * 0.8 * s.Config().Recall.ExpandDecay
@@ -228,7 +231,7 @@ func TestRecallExpandsAlongEdgesWithPathScore(t *testing.T) {
 		t.Fatalf("expansion score %v, want %v", rs[0].Score, want)
 	}
 	// Excluding the hit removes it; its support can still be a hit itself.
-	rs, _ = s.Recall(context.Background(), Query{Sona: o.sona, Text: "tomatoes and basil", K: 1, Exclude: []cid.Cid{hit}})
+	rs, _ = recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "tomatoes and basil", K: 1, Exclude: []cid.Cid{hit}})
 	for _, r := range rs {
 		if r.CID == hit {
 			t.Fatal("excluded memory returned")
@@ -236,7 +239,7 @@ func TestRecallExpandsAlongEdgesWithPathScore(t *testing.T) {
 	}
 }
 
-func describe(rs []*Recalled) []string {
+func describe(rs []*recall.Recalled) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, fmt.Sprintf("%s %s %.3f %q", r.CID, r.Via, r.Score, r.Memory.Text()))
@@ -249,15 +252,15 @@ func TestRecallHidesArchivedAndExpired(t *testing.T) {
 	s := openSelf(t, testConfig(t.TempDir()), clock)
 	defer s.Close()
 	o := newOwner(t, s, "a")
-	obs := o.add(&Memory{Data: Data{Text: &TextData{Content: "the kettle is broken"}}}, &messages.MemoryMeta{Kind: "observation"})
-	fact := o.add(&Memory{Data: Data{Text: &TextData{Content: "the kettle is blue"}}}, &messages.MemoryMeta{Kind: "fact"})
+	obs := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "the kettle is broken"}}}, &messages.MemoryMeta{Kind: "observation"})
+	fact := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "the kettle is blue"}}}, &messages.MemoryMeta{Kind: "fact"})
 	arch := o.text("the kettle is old")
 	ctx := context.Background()
-	if err := s.Store().Update(ctx, metaOp([]cid.Cid{arch}, func(m *messages.MemoryMeta, _ cid.Cid) { m.Archived = true })); err != nil {
+	if err := s.Store().Update(ctx, meta.Update([]cid.Cid{arch}, func(m *messages.MemoryMeta, _ cid.Cid) { m.Archived = true })); err != nil {
 		t.Fatal(err)
 	}
 	found := func() map[cid.Cid]bool {
-		rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "kettle"})
+		rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "kettle"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,12 +290,12 @@ func TestReinforceRaisesAndPropagates(t *testing.T) {
 	defer s.Close()
 	o := newOwner(t, s, "a")
 	deep := o.text("deep support")
-	mid := o.text("middle support", Edge{Target: deep, Weight: 1})
-	top := o.text("the used memory", Edge{Target: mid, Weight: 1})
+	mid := o.text("middle support", model.Edge{Target: deep, Weight: 1})
+	top := o.text("the used memory", model.Edge{Target: mid, Weight: 1})
 	other := o.text("unrelated")
 	ctx := context.Background()
-	used := []*Recalled{{CID: top, Score: 2}}
-	if err := s.Memories.Reinforce(Support(used)).Wait(ctx); err != nil {
+	used := []*recall.Recalled{{CID: top, Score: 2}}
+	if err := s.Memories.Reinforce(recall.Support(used)).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	imp := func(c cid.Cid) float64 {
@@ -316,7 +319,7 @@ func TestReinforceRaisesAndPropagates(t *testing.T) {
 	}
 	// Used again, it keeps rising toward 1 and never past it.
 	for i := 0; i < 100; i++ {
-		s.Memories.Reinforce(Support(used))
+		s.Memories.Reinforce(recall.Support(used))
 	}
 	if err := s.Store().Barrier(ctx); err != nil {
 		t.Fatal(err)
@@ -324,4 +327,11 @@ func TestReinforceRaisesAndPropagates(t *testing.T) {
 	if got := imp(top); got <= want[top] || got > 1 {
 		t.Fatalf("importance after many uses %v", got)
 	}
+}
+
+// recallIn recalls and submits the recall's trace, as the server does.
+func recallIn(s *Self, ctx context.Context, q recall.Query) ([]*recall.Recalled, error) {
+	rs, tr, err := s.Recaller.Recall(ctx, q)
+	tr.Submit(s.Store())
+	return rs, err
 }

@@ -14,14 +14,16 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
 // say stores a turn of a named speaker.
-func (o *owner) say(name, text string) *Memory {
+func (o *owner) say(name, text string) *model.Memory {
 	ts := o.s.clock.Now().Unix()
-	return &Memory{Data: Data{Other: &OtherData{Name: &name, Content: text}}, Timestamp: &ts}
+	return &model.Memory{Data: model.Data{Other: &model.OtherData{Name: &name, Content: text}}, Timestamp: &ts}
 }
 
 // page stores two turns and hands them to the STM as a page.
@@ -34,7 +36,7 @@ func (o *owner) page(q, r string) {
 	}
 }
 
-func settle(t *testing.T, s *Self, sona string) []TierEvent {
+func settle(t *testing.T, s *Self, sona string) []tiers.Event {
 	t.Helper()
 	events, err := s.Tiers.Settle(context.Background(), sona, tiers.Heuristic{})
 	if err != nil {
@@ -43,7 +45,7 @@ func settle(t *testing.T, s *Self, sona string) []TierEvent {
 	return events
 }
 
-func count(events []TierEvent, kind string) int {
+func count(events []tiers.Event, kind string) int {
 	n := 0
 	for _, e := range events {
 		if e.Kind == kind {
@@ -72,14 +74,14 @@ func TestSTMOverflowMovesOnePagePerPageToMTM(t *testing.T) {
 	o := newOwner(t, s, "a")
 	for i := range 7 {
 		o.page(fmt.Sprintf("I planted tomatoes in bed %d.", i), fmt.Sprintf("Tomatoes in bed %d need sun.", i))
-		if ev := settle(t, s, o.sona); count(ev, TierPageMoved) != 0 || count(ev, TierPageAdded) != 1 {
+		if ev := settle(t, s, o.sona); count(ev, tiers.PageMoved) != 0 || count(ev, tiers.PageAdded) != 1 {
 			t.Fatalf("page %d: events %v", i, ev)
 		}
 	}
 	for i := 7; i < 12; i++ {
 		o.page(fmt.Sprintf("My sister visited Lisbon for the %dth time.", i), fmt.Sprintf("Lisbon is lovely, visit %d.", i))
 		ev := settle(t, s, o.sona)
-		if count(ev, TierPageAdded) != 1 || count(ev, TierPageMoved) != 1 {
+		if count(ev, tiers.PageAdded) != 1 || count(ev, tiers.PageMoved) != 1 {
 			t.Fatalf("page %d: events %v", i, ev)
 		}
 	}
@@ -114,7 +116,7 @@ func TestSimilarPagesShareASegmentAndHeatPromotesToPersona(t *testing.T) {
 		o.page(randomWords(rng, 6), randomWords(rng, 6))
 	}
 	settle(t, s, o.sona)
-	var events []TierEvent
+	var events []tiers.Event
 	for i := range 12 {
 		o.page(fmt.Sprintf("I love my garden and I grow tomatoes and basil there, batch %d.", i),
 			fmt.Sprintf("Your garden tomatoes and basil sound great, batch %d.", i))
@@ -134,7 +136,7 @@ func TestSimilarPagesShareASegmentAndHeatPromotesToPersona(t *testing.T) {
 		t.Fatalf("no garden segment of 5 pages: %v", v.Mtm.Segments)
 	}
 	// L 5 + recency 1 = 6 > τ: promoted at the fifth page, then reset.
-	if count(events, TierSegmentPromoted) != 1 || count(events, TierPersonaUpdated) != 1 {
+	if count(events, tiers.SegmentPromoted) != 1 || count(events, tiers.PersonaUpdated) != 1 {
 		t.Fatalf("events %v", events)
 	}
 	if garden.LInteraction != 0 || garden.Promotions != 1 {
@@ -162,7 +164,7 @@ func TestSimilarPagesShareASegmentAndHeatPromotesToPersona(t *testing.T) {
 	}
 	clock.Set(epoch.Add(time.Hour))
 	res, err := s.Tiers.VisitSegments(context.Background(), o.sona, tr.Segments[:1], clock.Now().Unix())
-	if err != nil || count(res.Events, TierSegmentVisited) != 1 {
+	if err != nil || count(res.Events, tiers.SegmentVisited) != 1 {
 		t.Fatalf("visit: %v %v", res, err)
 	}
 	v, _ = s.Tiers.View(o.sona)
@@ -198,11 +200,11 @@ func TestMTMEvictsTheColdestSegmentAt201(t *testing.T) {
 	clock.Set(epoch.Add(300 * time.Second))
 	o.page(randomWords(rng, 8), randomWords(rng, 8))
 	ev := settle(t, s, o.sona)
-	if count(ev, TierSegmentEvicted) != 1 || count(ev, TierSegmentCreated) != 1 {
+	if count(ev, tiers.SegmentEvicted) != 1 || count(ev, tiers.SegmentCreated) != 1 {
 		t.Fatalf("events %v", ev)
 	}
 	for _, e := range ev {
-		if e.Kind == TierSegmentEvicted && e.Segment != 2 {
+		if e.Kind == tiers.SegmentEvicted && e.Segment != 2 {
 			t.Fatalf("evicted segment %d, want 2 (the coldest)", e.Segment)
 		}
 	}
@@ -281,7 +283,7 @@ func TestConcurrentTierWorkersProcessEachPageOnce(t *testing.T) {
 	// Two workers race over the same inboxes (as after an actor restart
 	// while the old step was still running): every page lands once.
 	var wg sync.WaitGroup
-	events := make([][]TierEvent, 2)
+	events := make([][]tiers.Event, 2)
 	for w := range 2 {
 		wg.Add(1)
 		go func() {
@@ -295,8 +297,8 @@ func TestConcurrentTierWorkersProcessEachPageOnce(t *testing.T) {
 	}
 	wg.Wait()
 	all := append(events[0], events[1]...)
-	if count(all, TierPageAdded) != 20 || count(all, TierPageMoved) != 13 {
-		t.Fatalf("%d pages added, %d moved", count(all, TierPageAdded), count(all, TierPageMoved))
+	if count(all, tiers.PageAdded) != 20 || count(all, tiers.PageMoved) != 13 {
+		t.Fatalf("%d pages added, %d moved", count(all, tiers.PageAdded), count(all, tiers.PageMoved))
 	}
 	v, _ := s.Tiers.View(o.sona)
 	seen := map[uint64]bool{}
@@ -344,7 +346,7 @@ func TestHugeWordReachesMTM(t *testing.T) {
 	for i := range 7 {
 		o.page(fmt.Sprintf("Filler question %d.", i), fmt.Sprintf("Filler answer %d.", i))
 	}
-	if ev := settle(t, s, o.sona); count(ev, TierPageMoved) != 2 {
+	if ev := settle(t, s, o.sona); count(ev, tiers.PageMoved) != 2 {
 		t.Fatalf("events %v: want the two pages with huge words moved to the MTM", ev)
 	}
 	// The keys themselves: memory/tiers TestDocFreqKeyIsBounded.
@@ -382,7 +384,7 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.PageOf = &q
-	plan, err := PlanAppend(o.sona, o.head, o.n, p, s.clock.Now().Unix())
+	plan, err := model.PlanAppend(o.sona, o.head, o.n, p, s.clock.Now().Unix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +392,7 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 	// read the page: the response's vector is durable, not yet indexed.
 	release := make(chan struct{})
 	appendOp := s.Chains.Op(plan)
-	pending := s.Store().Submit(func(tx Tx) error {
+	pending := s.Store().Submit(func(tx store.Tx) error {
 		tx.OnCommit(func() { <-release })
 		return appendOp(tx)
 	})

@@ -14,6 +14,10 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -77,14 +81,14 @@ func newTwoSonas(t *testing.T) *twoSonas {
 	x := &twoSonas{s: s, a: newOwner(t, s, "a"), b: newOwner(t, s, "b")}
 	x.a1 = x.a.text("alpha: the first thing")
 	x.a2 = x.a.text("beta: we decided to keep going")
-	x.b1 = x.b.text("gamma builds on beta", Edge{Target: x.a2, Weight: 0.7})
+	x.b1 = x.b.text("gamma builds on beta", model.Edge{Target: x.a2, Weight: 0.7})
 	var err error
 	if x.file, err = s.Chains.PutFile(context.Background(), []byte("file bytes"), ""); err != nil {
 		t.Fatal(err)
 	}
-	x.bFile = x.b.add(&Memory{Data: Data{File: &FileData{Content: x.file}}}, &messages.MemoryMeta{Kind: "fact", Labels: map[string]string{"src": "upload"}})
+	x.bFile = x.b.add(&model.Memory{Data: model.Data{File: &model.FileData{Content: x.file}}}, &messages.MemoryMeta{Kind: "fact", Labels: map[string]string{"src": "upload"}})
 	x.a3 = x.a.text("delta: after gamma")
-	x.bJoin = x.b.add(&Memory{Data: Data{Text: &TextData{Content: "alpha: the first thing"}}}, nil) // a1, joining b
+	x.bJoin = x.b.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "alpha: the first thing"}}}, nil) // a1, joining b
 	if x.bJoin != x.a1 {
 		t.Fatal("the same memory has another CID")
 	}
@@ -102,7 +106,7 @@ func chainCIDs(es *messages.ExportSona) []string {
 func TestExportSectionsAndClosure(t *testing.T) {
 	x := newTwoSonas(t)
 	doc, sections := exportDoc(t, x.s, "")
-	if doc.Format != ExportFormat || doc.Scope != transfer.ExportScopeAll || doc.Dims != int32(x.s.index.Dims()) || doc.Embedder != x.s.emb.ID() {
+	if doc.Format != transfer.ExportFormat || doc.Scope != transfer.ExportScopeAll || doc.Dims != int32(x.s.index.Dims()) || doc.Embedder != x.s.emb.ID() {
 		t.Fatalf("header %+v", doc)
 	}
 	if want := []string{"sonas", "memories", "blocks", "anchors"}; !slices.Equal(sections, want) {
@@ -299,7 +303,7 @@ func TestPlanImportRefusesBadDocuments(t *testing.T) {
 		{"anchor", func(d *messages.Export) { d.Anchors[0].Cid = x.file.String() }, ErrInvalid, "not an exported memory"},
 		{"link", func(d *messages.Export) {
 			m := memIndex(d, x.a1)
-			m.Associations = append(m.Associations, &messages.ExportLink{Target: &messages.Link{Cid: x.file.String()}, Type: AssocRelated, Strength: 0.5})
+			m.Associations = append(m.Associations, &messages.ExportLink{Target: &messages.Link{Cid: x.file.String()}, Type: assoc.Related, Strength: 0.5})
 		}, ErrInvalid, "link target"},
 		{"link type", func(d *messages.Export) { memIndex(d, x.a1).Associations[0].Type = "friendly" }, ErrInvalid, "type"},
 		{"pending", func(d *messages.Export) {
@@ -349,7 +353,7 @@ func TestPlanImportAgainstTheStore(t *testing.T) {
 }
 
 // applyPlan carries out a plan as the actors do, one append at a time.
-func applyPlan(t *testing.T, s *Self, p *ImportPlan) {
+func applyPlan(t *testing.T, s *Self, p *transfer.ImportPlan) {
 	t.Helper()
 	ctx := context.Background()
 	if err := s.Transfer.ImportBlocks(ctx, p); err != nil {
@@ -374,7 +378,7 @@ func applyPlan(t *testing.T, s *Self, p *ImportPlan) {
 			h := cid.MustParse(*rec.Head)
 			head = &h
 		}
-		plan, err := PlanAppend(st.Sona, head, rec.Length, st.Item, s.clock.Now().Unix())
+		plan, err := model.PlanAppend(st.Sona, head, rec.Length, st.Item, s.clock.Now().Unix())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,8 +398,8 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	x := newTwoSonas(t)
 	ctx := context.Background()
 	s := x.s
-	if err := s.Store().Update(ctx, func(tx Tx) error {
-		tx.Set(assoc.SimStatsKey(x.a.sona), assoc.EncodeStats(SimStats{N: 3, Mean: 0.4, M2: 0.02}))
+	if err := s.Store().Update(ctx, func(tx store.Tx) error {
+		tx.Set(assoc.SimStatsKey(x.a.sona), assoc.EncodeStats(assoc.SimStats{N: 3, Mean: 0.4, M2: 0.02}))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -403,7 +407,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	if err := s.Store().Update(ctx, assoc.Strengthen("agent", []cid.Cid{x.a1, x.b1}, 0.3, epoch.Unix())); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Store().Update(ctx, metaOp([]cid.Cid{x.a3}, func(m *messages.MemoryMeta, _ cid.Cid) {
+	if err := s.Store().Update(ctx, meta.Update([]cid.Cid{x.a3}, func(m *messages.MemoryMeta, _ cid.Cid) {
 		m.Archived, m.Importance, m.AccessCount = true, 0.7, 4
 	})); err != nil {
 		t.Fatal(err)
@@ -421,7 +425,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 		}
 	}
 	doc, _ := exportDoc(t, s, "")
-	if len(doc.Pending) != 2 || len(doc.Conflicts) != 1 || doc.Sonas[0].Name != BackboneName {
+	if len(doc.Pending) != 2 || len(doc.Conflicts) != 1 || doc.Sonas[0].Name != chain.BackboneName {
 		t.Fatalf("source: %d pending, %d conflicts, first sona %s", len(doc.Pending), len(doc.Conflicts), doc.Sonas[0].Name)
 	}
 
@@ -456,7 +460,7 @@ func TestImportKeepsTheJoinOrderAtOnePosition(t *testing.T) {
 	o1, o2, o3 := newOwner(t, s, "one"), newOwner(t, s, "two"), newOwner(t, s, "three")
 	owners := []*owner{o1, o2, o3}
 	slices.SortFunc(owners, func(a, b *owner) int { return strings.Compare(b.sona, a.sona) }) // largest uuid first
-	shared := &Memory{Data: Data{Text: &TextData{Content: "said in every sona"}}}
+	shared := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "said in every sona"}}}
 	for _, o := range owners {
 		o.add(shared, nil)
 	}

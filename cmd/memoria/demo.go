@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/memoria-ai/memoria/api/client"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -296,10 +296,10 @@ func verifyChain(ctx context.Context, c *client.Client, rec *messages.Sona) (int
 		if err != nil {
 			return n, err
 		}
-		if got, err := memory.SumCID(memory.CodecDagCBOR, block); err != nil || got != next {
+		if got, err := model.SumCID(model.CodecDagCBOR, block); err != nil || got != next {
 			return n, fmt.Errorf("block %s does not hash to its CID", next)
 		}
-		act, err := memory.DecodeAct(block)
+		act, err := model.DecodeAct(block)
 		if err != nil {
 			return n, err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/app"
 	"github.com/memoria-ai/memoria/internal/eval"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -34,7 +35,7 @@ func evalCmd(g *globals) *cobra.Command {
 // evalConfig is one configuration of the recall engine to measure.
 type evalConfig struct {
 	name  string
-	paths memory.Paths
+	paths recall.Paths
 	learn bool // record co-access while answering (online learning)
 	tiers bool // MemoryOS retrieval from the tiers instead of the recall engine
 }
@@ -48,13 +49,13 @@ func evalConfigs(rc config.Recall) map[string]evalConfig {
 		metric.Metric = 0.5
 	}
 	return map[string]evalConfig{
-		"dense":     {name: "dense only", paths: memory.Paths{Weights: dense, Fusion: rc.Fusion}},
-		"bm25":      {name: "BM25 only", paths: memory.Paths{Weights: bm25, Fusion: rc.Fusion}},
-		"fused":     {name: "fused (" + rc.Fusion + ")", paths: memory.Paths{Weights: rc.Paths, Fusion: rc.Fusion}},
-		"nometric":  {name: "fused without the metric path", paths: memory.Paths{Weights: noMetric, Fusion: rc.Fusion}},
-		"metric":    {name: fmt.Sprintf("fused with the metric path (weight %g)", metric.Metric), paths: memory.Paths{Weights: metric, Fusion: rc.Fusion}},
-		"expansion": {name: "+ expansion", paths: memory.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true}},
-		"coaccess":  {name: "+ co-access", paths: memory.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true, CoAccess: true}, learn: true},
+		"dense":     {name: "dense only", paths: recall.Paths{Weights: dense, Fusion: rc.Fusion}},
+		"bm25":      {name: "BM25 only", paths: recall.Paths{Weights: bm25, Fusion: rc.Fusion}},
+		"fused":     {name: "fused (" + rc.Fusion + ")", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion}},
+		"nometric":  {name: "fused without the metric path", paths: recall.Paths{Weights: noMetric, Fusion: rc.Fusion}},
+		"metric":    {name: fmt.Sprintf("fused with the metric path (weight %g)", metric.Metric), paths: recall.Paths{Weights: metric, Fusion: rc.Fusion}},
+		"expansion": {name: "+ expansion", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true}},
+		"coaccess":  {name: "+ co-access", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true, CoAccess: true}, learn: true},
 		"tiers":     {name: "MemoryOS tiers", tiers: true},
 	}
 }
@@ -265,8 +266,8 @@ func locomoCmd(g *globals) *cobra.Command {
 			}
 			if transitions != nil {
 				fmt.Fprintf(out, "\ntiers: %d pages, %d segments created, %d pages joined a segment, %d segments evicted, %d promotions\n",
-					transitions[memory.TierPageAdded], transitions[memory.TierSegmentCreated], transitions[memory.TierSegmentMerged],
-					transitions[memory.TierSegmentEvicted], transitions[memory.TierSegmentPromoted])
+					transitions[tiers.PageAdded], transitions[tiers.SegmentCreated], transitions[tiers.SegmentMerged],
+					transitions[tiers.SegmentEvicted], transitions[tiers.SegmentPromoted])
 			}
 			return nil
 		},
@@ -350,15 +351,15 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 
 // rank returns the dia ids of question i's top k hits in rank order,
 // before co-access and expansion, without a trace.
-func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths memory.Paths, k int, scope string) ([]string, error) {
+func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths recall.Paths, k int, scope string) ([]string, error) {
 	paths.Expand, paths.CoAccess = false, false
-	rs, err := self.Recall(ctx, memory.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, K: k,
+	rs, _, err := self.Recaller.Recall(ctx, recall.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, K: k,
 		Budget: 1 << 30, Scope: scope, Paths: &paths, Peek: true})
 	if err != nil {
 		return nil, err
 	}
 	var ranked []string
-	for _, r := range memory.Ranked(rs) {
+	for _, r := range recall.Ranked(rs) {
 		ranked = append(ranked, ing.Dia[r.CID.String()])
 	}
 	return ranked, nil
@@ -366,11 +367,12 @@ func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, pat
 
 // inject returns the dia ids of what a step would inject for question i
 // (default k and budget); peek false records the traces (learning).
-func inject(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths memory.Paths, scope string, peek bool) ([]string, error) {
-	rs, err := self.Recall(ctx, memory.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, Scope: scope, Paths: &paths, Peek: peek})
+func inject(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths recall.Paths, scope string, peek bool) ([]string, error) {
+	rs, trace, err := self.Recaller.Recall(ctx, recall.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, Scope: scope, Paths: &paths, Peek: peek})
 	if err != nil {
 		return nil, err
 	}
+	trace.Submit(self.Store())
 	var injected []string
 	for _, r := range rs {
 		injected = append(injected, ing.Dia[r.CID.String()])

@@ -11,6 +11,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/eval"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
@@ -20,7 +21,7 @@ const looK = 10
 // setting is one point of the leave-one-out grid.
 type setting struct {
 	label string
-	paths memory.Paths // path weights, fusion, stages and score weights
+	paths recall.Paths // path weights, fusion, stages and score weights
 	bm25B float64
 }
 

@@ -31,7 +31,9 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/llm/providers"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/store"
 )
 
 // App is an open data directory with everything running on it.
@@ -58,7 +60,7 @@ type Options struct {
 	// Progress is told how rebuilding derived indexes advances.
 	Progress func(stage string, done, total uint64)
 	// AnchorSink hears the anchors (none by default).
-	AnchorSink memory.AnchorSink
+	AnchorSink anchor.Sink
 	// Getenv reads the providers' API keys and the OTEL_* variables
 	// (default os.Getenv).
 	Getenv func(string) string
@@ -155,7 +157,7 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 }
 
 // diskParts are the store's files' sizes for the metrics.
-func diskParts(st *memory.Store, log *slog.Logger) map[string]int64 {
+func diskParts(st *store.Store, log *slog.Logger) map[string]int64 {
 	d, err := st.DiskUsage()
 	if err != nil {
 		log.Warn("cannot measure the store's files", "err", err)
@@ -166,7 +168,7 @@ func diskParts(st *memory.Store, log *slog.Logger) map[string]int64 {
 
 // spaces are the key spaces the last pass of the store's garbage
 // collection measured.
-func spaces(st *memory.Store) []metrics.Space {
+func spaces(st *store.Store) []metrics.Space {
 	last := st.GCStats().Last
 	if last == nil {
 		return nil
@@ -178,7 +180,7 @@ func spaces(st *memory.Store) []metrics.Space {
 	return out
 }
 
-func gcState(st *memory.Store) metrics.GCState {
+func gcState(st *store.Store) metrics.GCState {
 	g := st.GCStats()
 	return metrics.GCState{Rewritten: g.Rewritten, Reclaimed: g.Reclaimed, Passes: map[string]int64{
 		"failed": g.Failed, "skipped": g.Skipped, "reclaimed": g.Freeing, "nothing": g.Passes - g.Failed - g.Skipped - g.Freeing}}

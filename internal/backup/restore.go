@@ -21,6 +21,8 @@ import (
 	"github.com/memoria-ai/memoria/llm/providers"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
@@ -241,7 +243,7 @@ func verifyChain(ctx context.Context, self *memory.Self, sona string, length int
 	if head == nil {
 		return 0, nil
 	}
-	index := map[int64]memory.ChainEntry{}
+	index := map[int64]chain.Entry{}
 	for from := int64(0); ; {
 		page, err := self.Sonas.Chain(sona, from, 1000)
 		if err != nil {
@@ -272,7 +274,7 @@ func verifyChain(ctx context.Context, self *memory.Self, sona string, length int
 		if err != nil {
 			return 0, fmt.Errorf("ACT %d (%s): %w", seq, at, err)
 		}
-		act, err := memory.DecodeAct(block)
+		act, err := model.DecodeAct(block)
 		if err != nil {
 			return 0, fmt.Errorf("%w: ACT %d (%s): %v", base.ErrCorrupt, seq, at, err)
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/loadgen"
 	"github.com/memoria-ai/memoria/llm"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 )
 
 // badgerValues is how many distinct memories the raw Badger reference
@@ -44,7 +44,7 @@ func (r *run) badger(ctx context.Context, writers int) error {
 	values := make([]kv, badgerValues)
 	for i := range values {
 		text := r.o.Corpus.Text(i)
-		c, block, err := (&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: text}}}).Encode()
+		c, block, err := (&model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}}).Encode()
 		if err != nil {
 			return err
 		}

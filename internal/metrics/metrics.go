@@ -18,7 +18,7 @@ type Set struct {
 	registry *prometheus.Registry
 
 	// TierTransitions counts MemoryOS tier transitions by kind
-	// (page_added, page_moved, segment_created, …; see memory.TierEvent).
+	// (page_added, page_moved, segment_created, …; see tiers.Event).
 	TierTransitions *prometheus.CounterVec
 	// TierFallbacks counts tier decisions the offline heuristic made
 	// because the language model could not, by operation.

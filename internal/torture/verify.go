@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/memoria-ai/memoria/api/client"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -122,9 +122,9 @@ func (t *run) walk(ctx context.Context, c *client.Client, sona string) (*chain, 
 			t.violation("sona %s: the chain ends at seq %d, its length is %d", sona, want+1, rec.Length)
 			return ch, nil
 		}
-		var act *memory.Act
+		var act *model.Act
 		if err := t.block(ctx, c, next, func(b []byte) error {
-			a, err := memory.DecodeAct(b)
+			a, err := model.DecodeAct(b)
 			act = a
 			return err
 		}); err != nil {

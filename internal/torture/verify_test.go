@@ -11,7 +11,7 @@ import (
 	"github.com/memoria-ai/memoria/api/client"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/app"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 )
 
 // TestVerifyFindsLosses checks the checker: against a real server, the
@@ -56,7 +56,7 @@ func TestVerifyFindsLosses(t *testing.T) {
 	}
 
 	// Acknowledgements of memories the store does not have.
-	ghost, err := memory.SumCID(memory.CodecDagCBOR, []byte("never written"))
+	ghost, err := model.SumCID(model.CodecDagCBOR, []byte("never written"))
 	if err != nil {
 		t.Fatal(err)
 	}

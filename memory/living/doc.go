@@ -26,8 +26,9 @@
 // writes to a chain behind its owner's back.
 //
 // What it needs of the rest of memory/ — the memories' metadata and
-// embeddings, the chains and their committed lengths, recall's decay, the
-// embedder, the append's preparation — comes through Env.
+// embeddings, the chains, their committed lengths and similarity
+// statistics, recall's decay, the embedder, the append's preparation —
+// comes through Env.
 //
 // # Invariants
 //

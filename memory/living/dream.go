@@ -231,7 +231,7 @@ func (l *Living) PlanDream(ctx context.Context) ([]*DreamPlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		stats, n, err := l.simStats(id)
+		stats, n, err := l.env.SimStats(id)
 		if err != nil {
 			return nil, err
 		}
@@ -261,27 +261,6 @@ func (l *Living) recentForDream(id string, length int64) ([]DreamInput, error) {
 		out[i] = DreamInput{CID: m.c, Text: m.m.Text(), Kind: m.meta.Kind, Vec: m.vec}
 	}
 	return out, err
-}
-
-// simStats is a sona's nearest-neighbour similarity distribution and its
-// length: what its emergent thresholds are computed from.
-func (l *Living) simStats(sona string) (assoc.SimStats, int64, error) {
-	n, ok := l.env.Length(sona)
-	if !ok {
-		return assoc.SimStats{}, 0, fmt.Errorf("%w: sona %q", base.ErrNotFound, sona)
-	}
-	var stats assoc.SimStats
-	err := l.store.View(func(r store.Reader) error {
-		v, err := r.Get(assoc.SimStatsKey(sona))
-		if errors.Is(err, base.ErrNotFound) {
-			return nil
-		}
-		if err == nil {
-			stats, err = assoc.DecodeStats(v)
-		}
-		return err
-	})
-	return stats, n, err
 }
 
 func (l *Living) prepareInsight(ctx context.Context, d InsightDraft, now int64) (*model.Prepared, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -21,8 +22,9 @@ type Store interface {
 
 // Env is what Living Memory needs of the rest of memory/: the memories'
 // metadata and embeddings (m/, v/) and the decoded-memory cache, the
-// sonas' chains (c/) and their committed lengths, recall's decay, the
-// embedder and the append path's preparation.
+// sonas' chains (c/), their committed lengths and similarity statistics
+// (d/, chain.Writer.SimStats), recall's decay, the embedder and the append
+// path's preparation.
 type Env interface {
 	// Meta reads a memory's metadata; base.ErrNotFound when it is not
 	// stored. The result may be shared: do not modify it.
@@ -48,6 +50,9 @@ type Env interface {
 	// BackboneSona is the uuid of the backbone's sona; "" when there is
 	// none.
 	BackboneSona() string
+	// SimStats is a sona's nearest-neighbour similarity distribution (d/)
+	// and its length: what its emergent thresholds are computed from.
+	SimStats(sona string) (assoc.SimStats, int64, error)
 	// Decay is recall's activity-relative decay factor of a memory in a
 	// sona whose chain is activity long.
 	Decay(meta *messages.MemoryMeta, activity int64) float64

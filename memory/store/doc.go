@@ -67,9 +67,10 @@
 //     they rewrite the domain's key spaces, which the store does not know.
 //     The embedding-space identity (x/embedder) is here.
 //   - Tx.OnCommit remains for the in-memory structures the chain writer
-//     updates directly (the sona registry, the vector index); the meta
-//     cache, the anchor list and the full-text index (memory/index)
-//     follow Events instead.
+//     updates directly (the sona registry, the vector index: they need
+//     the values an append wrote, which an Event does not carry; why they
+//     stay is in memory/chain's doc); the meta cache, the anchor list and
+//     the full-text index (memory/index) follow Events instead.
 //   - An iterator in Reverse starts with Seek (prefix+0xff, say): Badger's
 //     Rewind in reverse does not find the last key under a prefix.
 //

@@ -1,4 +1,4 @@
-package memory
+package recall
 
 import (
 	"bytes"
@@ -22,6 +22,10 @@ import (
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/index"
+	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/text"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/memory/vector"
@@ -144,7 +148,7 @@ func ScoreHit(e *Explain, w config.Weights) {
 // Recalled is one memory of a recall result.
 type Recalled struct {
 	CID     cid.Cid
-	Memory  *Memory // shared: do not modify
+	Memory  *model.Memory // shared: do not modify
 	Meta    *messages.MemoryMeta
 	Score   float64
 	Explain Explain
@@ -177,7 +181,7 @@ func (r *Recalled) Chars() int { return utf8.RuneCountInString(r.Memory.Text()) 
 // Time orders memories: the memory's timestamp, else when it was stored.
 func (r *Recalled) Time() int64 { return memoryTime(r.Memory, r.Meta) }
 
-func memoryTime(m *Memory, meta *messages.MemoryMeta) int64 {
+func memoryTime(m *model.Memory, meta *messages.MemoryMeta) int64 {
 	if m.Timestamp != nil {
 		return *m.Timestamp
 	}
@@ -203,11 +207,12 @@ func memoryTime(m *Memory, meta *messages.MemoryMeta) int64 {
 //     budget remains; all in topological order (supports first, time as
 //     tie-breaker). Ranked gives the hits in their rank order.
 //
-// Unless q.Peek, it records the access, strengthens the co-access of the
-// hits and logs the query. It traces a span "recall" with a child per
+// Unless q.Peek, it returns its trace: the writes that record the access,
+// strengthen the co-access of the hits and log the query, for the caller
+// to submit (Trace.Submit). It traces a span "recall" with a child per
 // stage (recall.dense, recall.bm25, recall.metric, recall.fusion with
 // recall.affinity inside, recall.select, recall.expand).
-func (s *Self) Recall(ctx context.Context, q Query) (out []*Recalled, err error) {
+func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Trace, err error) {
 	rc := s.cfg.Recall
 	paths := Paths{Weights: rc.Paths, CoAccess: rc.CoAccessPartners > 0, Expand: rc.ExpandDepth > 0, Fusion: rc.Fusion}
 	if q.Paths != nil {
@@ -236,27 +241,27 @@ func (s *Self) Recall(ctx context.Context, q Query) (out []*Recalled, err error)
 		span.End()
 	}()
 	if q.Scope != ScopeSelf && q.Scope != ScopeSona {
-		return nil, fmt.Errorf("%w: scope must be %q or %q", ErrInvalid, ScopeSelf, ScopeSona)
+		return nil, nil, fmt.Errorf("%w: scope must be %q or %q", base.ErrInvalid, ScopeSelf, ScopeSona)
 	}
 	if expandMax < 0 {
-		return nil, fmt.Errorf("%w: expand must not be negative", ErrInvalid)
+		return nil, nil, fmt.Errorf("%w: expand must not be negative", base.ErrInvalid)
 	}
-	if err := ValidateAgentID(q.AgentID); err != nil {
-		return nil, err
+	if err := base.ValidateAgentID(q.AgentID); err != nil {
+		return nil, nil, err
 	}
 	if q.Vector == nil && paths.Weights.Dense > 0 || q.Vector == nil && paths.Weights.Affinity > 0 {
-		vecs, err := s.Embed(ctx, q.Text)
+		vecs, err := s.embed(ctx, q.Text)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		q.Vector = vecs[0]
 	}
 	if q.Vector != nil && len(q.Vector) != s.index.Dims() {
-		return nil, fmt.Errorf("%w: query vector has %d dims, want %d", ErrInvalid, len(q.Vector), s.index.Dims())
+		return nil, nil, fmt.Errorf("%w: query vector has %d dims, want %d", base.ErrInvalid, len(q.Vector), s.index.Dims())
 	}
-	centroid, activity, ok := s.Sonas.Snapshot(q.Sona)
+	centroid, activity, ok := s.sonas.Snapshot(q.Sona)
 	if !ok {
-		return nil, fmt.Errorf("%w: sona %q", ErrNotFound, q.Sona)
+		return nil, nil, fmt.Errorf("%w: sona %q", base.ErrNotFound, q.Sona)
 	}
 	sc := &scorer{
 		self: s, ctx: ctx, q: &q, centroid: centroid, now: s.clock.Now().Unix(),
@@ -271,11 +276,11 @@ func (s *Self) Recall(ctx context.Context, q Query) (out []*Recalled, err error)
 		sc.excluded[c] = true
 	}
 	if err := sc.resolveAsOf(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	// The backbone is every sona's: in sona scope its memories join the sona's.
-	backbone := s.Backbone.Sona()
+	backbone := s.backbone()
 	n := rc.Candidates + len(q.Exclude)
 	if q.AsOf != nil {
 		n *= 4 // later memories are filtered out after the search
@@ -305,7 +310,7 @@ func (s *Self) Recall(ctx context.Context, q Query) (out []*Recalled, err error)
 		bspan.End()
 		if err != nil {
 			denseDone.Wait()
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	denseDone.Wait()
@@ -316,7 +321,7 @@ func (s *Self) Recall(ctx context.Context, q Query) (out []*Recalled, err error)
 	var metric []pathHit
 	if paths.Weights.Metric > 0 {
 		mctx, mspan := trace.Start(ctx, "recall.metric")
-		prof, err := s.Evals.QueryProfile(mctx, q.Text)
+		prof, err := s.profiles.QueryProfile(mctx, q.Text)
 		if err == nil {
 			sc.profile = prof
 			if prof == nil {
@@ -328,11 +333,11 @@ func (s *Self) Recall(ctx context.Context, q Query) (out []*Recalled, err error)
 		trace.Fail(mspan, err)
 		mspan.End()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 
-	err = s.store.View(func(txn Reader) error {
+	err = s.store.View(func(txn store.Reader) error {
 		sc.txn = txn
 		fctx, fspan := trace.Start(ctx, "recall.fusion", attribute.String("memoria.recall.fusion", paths.Fusion))
 		sc.ctx = fctx
@@ -365,7 +370,7 @@ func (s *Self) Recall(ctx context.Context, q Query) (out []*Recalled, err error)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hits := make([]cid.Cid, 0, q.K)
 	for _, r := range out {
@@ -375,21 +380,21 @@ func (s *Self) Recall(ctx context.Context, q Query) (out []*Recalled, err error)
 	}
 	out = TopoSort(out)
 	if !q.Peek {
-		s.store.Submit(s.touchOp(out))
+		tr = append(tr, s.touchOp(out))
 		if len(hits) > 1 && rc.CoAccessRate > 0 {
-			s.store.Submit(assoc.Strengthen(q.AgentID, hits, rc.CoAccessRate, s.clock.Now().Unix()))
+			tr = append(tr, assoc.Strengthen(q.AgentID, hits, rc.CoAccessRate, s.clock.Now().Unix()))
 		}
 		if rc.QueryLog {
-			s.store.Submit(s.queryLogOp(q, out))
+			tr = append(tr, s.queryLogOp(q, out))
 		}
 	}
-	return out, nil
+	return out, tr, nil
 }
 
 // bm25Candidates runs the full-text path. The index has everything the
 // sona wrote (read-your-writes); dense gives the dense
 // path's candidates, which it scores too.
-func (s *Self) bm25Candidates(ctx context.Context, q Query, n int, backbone string, dense func() []pathHit) ([]pathHit, error) {
+func (s *Recaller) bm25Candidates(ctx context.Context, q Query, n int, backbone string, dense func() []pathHit) ([]pathHit, error) {
 	opts := text.SearchOptions{K: n, Also: func() []string {
 		hits := dense()
 		ids := make([]string, 0, len(hits))
@@ -406,8 +411,8 @@ func (s *Self) bm25Candidates(ctx context.Context, q Query, n int, backbone stri
 			opts.Sonas = append(opts.Sonas, backbone)
 		}
 	}
-	hits, err := s.Text.Search(ctx, q.Sona, q.Text, opts)
-	if errors.Is(err, errTextUnavailable) {
+	hits, err := s.text.Search(ctx, q.Sona, q.Text, opts)
+	if errors.Is(err, index.ErrUnavailable) {
 		return nil, nil // being rebuilt: the other paths answer
 	}
 	if err != nil {
@@ -417,7 +422,7 @@ func (s *Self) bm25Candidates(ctx context.Context, q Query, n int, backbone stri
 	for _, h := range hits {
 		c, err := cid.Decode(h.ID)
 		if err != nil {
-			return nil, fmt.Errorf("%w: text index id %q", ErrCorrupt, h.ID)
+			return nil, fmt.Errorf("%w: text index id %q", base.ErrCorrupt, h.ID)
 		}
 		out = append(out, pathHit{key: c.KeyString(), score: h.Score})
 	}
@@ -460,8 +465,8 @@ func (sc *scorer) extend(hits []*Recalled, budget, max int, paths Paths) ([]*Rec
 // best of both are kept. In sona scope a larger sona goes through the
 // graph, fetching more to make up for the other sonas' memories filtered
 // out afterwards.
-func (s *Self) denseCandidates(q Query, n int, backbone string) []vector.Hit {
-	members := s.Sonas.Members(q.Sona, backbone, q.Scope == ScopeSona)
+func (s *Recaller) denseCandidates(q Query, n int, backbone string) []vector.Hit {
+	members := s.sonas.Members(q.Sona, backbone, q.Scope == ScopeSona)
 	exact := len(members) <= s.cfg.Recall.ExactScanMax
 	switch {
 	case q.Scope == ScopeSona && exact:
@@ -499,10 +504,10 @@ type pathHit struct {
 
 // scorer carries one recall's state through its stages.
 type scorer struct {
-	self     *Self
+	self     *Recaller
 	ctx      context.Context // of the stage running (its span)
 	q        *Query
-	txn      Reader
+	txn      store.Reader
 	centroid []float32
 	profile  []float32 // the query's metric profile (nil: no metric path)
 	now      int64
@@ -527,17 +532,17 @@ func (sc *scorer) resolveAsOf() error {
 	v := *sc.q.AsOf
 	switch {
 	case v < 0:
-		return fmt.Errorf("%w: as_of must not be negative", ErrInvalid)
+		return fmt.Errorf("%w: as_of must not be negative", base.ErrInvalid)
 	case v >= AsOfTimeCutoff:
 		sc.maxTime = v
 		return nil
 	}
-	page, err := sc.self.Sonas.Chain(sc.q.Sona, v, 1)
+	page, err := sc.self.sonas.Chain(sc.q.Sona, v, 1)
 	if err != nil {
 		return err
 	}
 	if len(page.Items) == 0 || page.Items[0].Seq != v {
-		return fmt.Errorf("%w: as_of %d: the sona has no ACT with that seq", ErrInvalid, v)
+		return fmt.Errorf("%w: as_of %d: the sona has no ACT with that seq", base.ErrInvalid, v)
 	}
 	sc.maxSeq = page.Items[0].LogSeq
 	sc.activity[sc.q.Sona] = v + 1
@@ -550,8 +555,8 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 	if sc.excluded[c] {
 		return nil, errHidden
 	}
-	meta, err := sc.self.Memories.MetaIn(sc.txn, c)
-	if errors.Is(err, ErrNotFound) {
+	meta, err := sc.self.memories.MetaIn(sc.txn, c)
+	if errors.Is(err, base.ErrNotFound) {
 		return nil, errHidden // indexed but gone
 	}
 	if err != nil {
@@ -596,7 +601,7 @@ func (sc *scorer) activityOf(sona string) int64 {
 	if a, ok := sc.activity[sona]; ok {
 		return a
 	}
-	_, a, _ := sc.self.Sonas.Snapshot(sona)
+	_, a, _ := sc.self.sonas.Snapshot(sona)
 	sc.activity[sona] = a
 	return a
 }
@@ -618,7 +623,7 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 		}
 		sim, ok := sc.sims[id]
 		if !ok {
-			if c, _, ok := sc.self.Sonas.Snapshot(id); ok && len(c) == len(sc.centroid) {
+			if c, _, ok := sc.self.sonas.Snapshot(id); ok && len(c) == len(sc.centroid) {
 				sim = base.Cosine(sc.centroid, c)
 			}
 			sc.sims[id] = sim
@@ -638,7 +643,7 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		}
 		c, err := cid.Cast([]byte(key))
 		if err != nil {
-			return nil, fmt.Errorf("%w: index key: %v", ErrCorrupt, err)
+			return nil, fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
 		}
 		r, err := sc.candidate(c)
 		if errors.Is(err, errHidden) {
@@ -764,8 +769,8 @@ func (sc *scorer) admit(cands []*Recalled) []*Recalled {
 		for i, r := range cands {
 			sims[i] = r.Explain.Evidence.Dense
 		}
-		_, nodes := s.Counts()
-		th = EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.RetrievalBeta, StatsOf(sims), nodes).Value
+		nodes := s.count()
+		th = assoc.EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.RetrievalBeta, assoc.StatsOf(sims), nodes).Value
 	}
 	kept := cands[:0]
 	for _, r := range cands {
@@ -795,7 +800,7 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 		if top > 0 {
 			start = seed.Explain.Fused.Relevance / top
 		}
-		var partners []Link
+		var partners []assoc.Link
 		if rc.AffinityLinks.CoAccess > 0 {
 			var err error
 			if partners, err = assoc.Read(sc.txn, assoc.CoAccessKey(sc.q.AgentID, seed.CID)); err != nil {
@@ -841,15 +846,15 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 // linkWeight is an association type's weight on the affinity path.
 func linkWeight(w config.LinkWeights, typ string) float64 {
 	switch typ {
-	case AssocCausal:
+	case assoc.Causal:
 		return w.Causal
-	case AssocSimilar:
+	case assoc.Similar:
 		return w.Similar
-	case AssocSequential:
+	case assoc.Sequential:
 		return w.Sequential
-	case AssocRelated:
+	case assoc.Related:
 		return w.Related
-	case AssocCoAccess:
+	case assoc.CoAccess:
 		return w.CoAccess
 	}
 	return 0
@@ -892,7 +897,7 @@ func (sc *scorer) choose(cands []*Recalled, k, budget int) ([]*Recalled, int, er
 		if mmr != nil {
 			vec = mmr.take(i)
 		}
-		m, err := sc.self.Memories.MemoryIn(sc.txn, r.CID)
+		m, err := sc.self.memories.MemoryIn(sc.txn, r.CID)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -928,7 +933,7 @@ func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen 
 	if err != nil {
 		return nil, err
 	}
-	if r.Memory, err = sc.self.Memories.MemoryIn(sc.txn, c); err != nil {
+	if r.Memory, err = sc.self.memories.MemoryIn(sc.txn, c); err != nil {
 		return nil, err
 	}
 	if sc.q.Vector != nil {
@@ -1039,14 +1044,14 @@ func (sc *scorer) denseSim(c cid.Cid) float64 {
 	return 0
 }
 
-func readVector(txn Reader, c cid.Cid) ([]float32, error) {
-	item, err := txn.Item(vectorKey(c))
+func readVector(txn store.Reader, c cid.Cid) ([]float32, error) {
+	item, err := txn.Item(meta.VectorKey(c))
 	if err != nil {
 		return nil, err
 	}
 	var vec []float32
 	err = item.Value(func(v []byte) error {
-		vec, err = decodeVector(v)
+		vec, err = meta.DecodeVector(v)
 		return err
 	})
 	return vec, err
@@ -1078,14 +1083,14 @@ func (h *edgeHeap) Pop() any {
 }
 
 // queryLogOp records a recall in the query log.
-func (s *Self) queryLogOp(q Query, out []*Recalled) Op {
+func (s *Recaller) queryLogOp(q Query, out []*Recalled) store.Op {
 	e := &messages.QueryLog{Sona: q.Sona, AgentId: q.AgentID, Keywords: tiers.ContentWords(q.Text), Time: s.clock.Now().UnixNano()}
 	for _, r := range out {
 		e.Cids = append(e.Cids, r.CID.String())
 		e.Scores = append(e.Scores, r.Score)
 	}
 	raw, err := proto.Marshal(e)
-	return func(tx Tx) error {
+	return func(tx store.Tx) error {
 		if err != nil {
 			return err
 		}
@@ -1105,19 +1110,29 @@ func queryLogKey(ns int64, sona string) []byte {
 type QueryLogEntry = messages.QueryLog
 
 // QueryLog returns the latest logged recalls, newest first.
-func (s *Self) QueryLog(limit int) ([]*QueryLogEntry, error) {
+func (s *Recaller) QueryLog(limit int) ([]*QueryLogEntry, error) {
 	var out []*QueryLogEntry
-	err := s.store.View(func(txn Reader) error {
-		it := txn.NewIterator(IterOptions{Prefix: prefixQueryLog, Reverse: true, PrefetchValues: true})
+	err := s.store.View(func(txn store.Reader) error {
+		it := txn.NewIterator(store.IterOptions{Prefix: prefixQueryLog, Reverse: true, PrefetchValues: true})
 		defer it.Close()
 		for it.Seek(append(bytes.Clone(prefixQueryLog), 0xff)); it.Valid() && len(out) < limit; it.Next() {
 			e := &QueryLogEntry{}
 			if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, e) }); err != nil {
-				return fmt.Errorf("%w: query log: %v", ErrCorrupt, err)
+				return fmt.Errorf("%w: query log: %v", base.ErrCorrupt, err)
 			}
 			out = append(out, e)
 		}
 		return nil
 	})
 	return out, err
+}
+
+// Support is what meta.Store.Reinforce takes of the memories a response
+// used: their CIDs and recall scores.
+func Support(used []*Recalled) []meta.Used {
+	out := make([]meta.Used, len(used))
+	for i, r := range used {
+		out[i] = meta.Used{CID: r.CID, Score: r.Score}
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package memory
+package recall
 
 import (
 	"fmt"
@@ -9,12 +9,13 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory/assoc"
 )
 
 // TestScoringGolden drives the pure scoring functions — fusion, decay, the
 // score and its contributions, emergent thresholds — from
 // testdata/scoring; regenerate the expectations with
-// `go test ./memory -run TestScoringGolden -rewrite`.
+// `go test ./memory/recall -run TestScoringGolden -rewrite`.
 func TestScoringGolden(t *testing.T) {
 	datadriven.RunTest(t, "testdata/scoring", func(t *testing.T, d *datadriven.TestData) string {
 		args := map[string]float64{}
@@ -70,12 +71,12 @@ func TestScoringGolden(t *testing.T) {
 					}
 					sims = append(sims, v)
 				}
-				st := StatsOf(sims)
+				st := assoc.StatsOf(sims)
 				for _, beta := range []struct {
 					name string
 					v    float64
 				}{{"retrieval", th.RetrievalBeta}, {"dedup", th.DedupBeta}, {"consensus", th.ConsensusBeta}} {
-					r := EmergentThreshold(th, beta.v, st, int64(len(sims)))
+					r := assoc.EmergentThreshold(th, beta.v, st, int64(len(sims)))
 					regime := "live"
 					if r.Bootstrap {
 						regime = "bootstrap"

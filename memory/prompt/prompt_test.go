@@ -1,4 +1,4 @@
-package memory
+package prompt
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -17,22 +18,22 @@ import (
 // promptFixture is a step's recall and tiers: three recalled memories (one
 // of them also on a short-term page), two short-term pages, a mid-term
 // page and a persona.
-func promptFixture(t *testing.T) ([]*Recalled, *TierRecall) {
+func promptFixture(t *testing.T) ([]*recall.Recalled, *tiers.Recall) {
 	const day = int64(86400)
 	t0 := int64(1_700_000_000)
-	mem := func(m *Memory, score float64) *Recalled {
+	mem := func(m *model.Memory, score float64) *recall.Recalled {
 		c, _, err := m.Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &Recalled{CID: c, Memory: m, Meta: &messages.MemoryMeta{}, Score: score}
+		return &recall.Recalled{CID: c, Memory: m, Meta: &messages.MemoryMeta{}, Score: score}
 	}
 	caroline := mem(TextMemory("I went to an LGBTQ support group yesterday.", "Caroline", t0, nil), 0.9)
 	mel := mem(ResponseMemory("Mel", llm.Response{Content: "That sounds brave. How did it feel?"}, t0+60, nil), 0.5)
 	note := mem(TextMemory("Caroline paints on Sundays.", "", t0+day, nil), 0.2)
 	latest := mem(TextMemory("I am thinking about adoption agencies.", "Caroline", t0+3*day, nil), 0.6)
 	reply := mem(ResponseMemory("Mel", llm.Response{Content: "Which agencies have you looked at?"}, t0+3*day+30, nil), 0)
-	page := func(seq uint64, q, r *Recalled) tiers.PageText {
+	page := func(seq uint64, q, r *recall.Recalled) tiers.PageText {
 		return tiers.PageText{
 			Page:  &messages.Page{Seq: seq, Q: q.CID.String(), R: r.CID.String(), T: *r.Memory.Timestamp},
 			QName: model.Speaker(q.Memory), Q: model.Said(q.Memory), RName: model.Speaker(r.Memory), R: model.Said(r.Memory), RSelf: r.Memory.Data.Self != nil,
@@ -40,9 +41,9 @@ func promptFixture(t *testing.T) ([]*Recalled, *TierRecall) {
 	}
 	older := mem(TextMemory("My friend Tom moved to Sweden.", "Caroline", t0-30*day, nil), 0)
 	olderReply := mem(ResponseMemory("Mel", llm.Response{Content: "Do you miss him?"}, t0-30*day+20, nil), 0)
-	tr := &TierRecall{
+	tr := &tiers.Recall{
 		STM: []tiers.PageText{page(7, caroline, mel), page(8, latest, reply)},
-		MTM: []RecalledPage{{PageText: page(1, older, olderReply), Segment: 1, Score: 0.7}},
+		MTM: []tiers.RecalledPage{{PageText: page(1, older, olderReply), Segment: 1, Score: 0.7}},
 		Persona: &messages.Persona{
 			User: &messages.UserPersona{
 				Profile: map[string]string{"Caroline.location": "Sweden", "Caroline.gender": "woman"},
@@ -58,16 +59,16 @@ func promptFixture(t *testing.T) ([]*Recalled, *TierRecall) {
 			},
 		},
 	}
-	return []*Recalled{caroline, mel, note}, tr
+	return []*recall.Recalled{caroline, mel, note}, tr
 }
 
 // TestPromptGolden renders prompts from testdata/prompt: with and without
 // tiers, and cut to context budgets; regenerate with
-// `go test ./memory -run TestPromptGolden -rewrite`.
+// `go test ./memory/prompt -run TestPromptGolden -rewrite`.
 func TestPromptGolden(t *testing.T) {
 	recalled, tr := promptFixture(t)
 	datadriven.RunTest(t, "testdata/prompt", func(t *testing.T, d *datadriven.TestData) string {
-		in := PromptInput{SonaName: "Mel", Recalled: recalled, Input: "Which agency did I pick?", InputName: "Caroline", MaxTokens: 100}
+		in := Input{SonaName: "Mel", Recalled: recalled, Input: "Which agency did I pick?", InputName: "Caroline", MaxTokens: 100}
 		for _, a := range d.CmdArgs {
 			switch a.Key {
 			case "tiers":
@@ -82,7 +83,7 @@ func TestPromptGolden(t *testing.T) {
 				d.Fatalf(t, "unknown argument %s", a.Key)
 			}
 		}
-		req := BuildPrompt(in)
+		req := Build(in)
 		var b strings.Builder
 		fmt.Fprintf(&b, "tokens≈%d\n", EstimateTokens(req.Messages))
 		for _, m := range req.Messages {
@@ -98,8 +99,8 @@ func TestPromptGolden(t *testing.T) {
 
 func TestPromptNeverDropsTheInputAndIsDeterministic(t *testing.T) {
 	recalled, tr := promptFixture(t)
-	in := PromptInput{SonaName: "Mel", Recalled: recalled, Tiers: tr, Input: strings.Repeat("long input ", 200), MaxTokens: 100, ContextTokens: 150}
-	a, b := BuildPrompt(in), BuildPrompt(in)
+	in := Input{SonaName: "Mel", Recalled: recalled, Tiers: tr, Input: strings.Repeat("long input ", 200), MaxTokens: 100, ContextTokens: 150}
+	a, b := Build(in), Build(in)
 	if fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Fatal("the same input built two prompts")
 	}
@@ -109,6 +110,6 @@ func TestPromptNeverDropsTheInputAndIsDeterministic(t *testing.T) {
 	}
 	// The fixture was not changed by cutting.
 	if len(tr.Persona.User.Knowledge) != 2 || len(tr.STM) != 2 {
-		t.Fatal("BuildPrompt modified its input")
+		t.Fatal("Build modified its input")
 	}
 }

@@ -1,4 +1,4 @@
-package memory
+package prompt
 
 import (
 	"fmt"
@@ -12,17 +12,18 @@ import (
 
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// PromptInput is what a sona step shows its model.
-type PromptInput struct {
+// Input is what a sona step shows its model.
+type Input struct {
 	SonaName string
 	// Recalled memories in topological order (as Recall returns them).
-	Recalled []*Recalled
+	Recalled []*recall.Recalled
 	// Tiers is what MemoryOS retrieval found (nil: none).
-	Tiers *TierRecall
+	Tiers *tiers.Recall
 	// Input is the new input, and InputName its speaker (optional).
 	Input     string
 	InputName string
@@ -32,7 +33,7 @@ type PromptInput struct {
 	ContextTokens int
 }
 
-// BuildPrompt assembles the model request for one step, deterministically:
+// Build assembles the model request for one step, deterministically:
 //
 //  1. a system message naming the sona and explaining the memories, with
 //     the long-term persona (the user's profile, knowledge and traits; the
@@ -52,7 +53,7 @@ type PromptInput struct {
 //
 // Memories are immutable and shown as what happened when, so the model
 // sees a consistent, append-only past (seed 000, "Theory").
-func BuildPrompt(in PromptInput) llm.Request {
+func Build(in Input) llm.Request {
 	p := newPromptParts(in)
 	if in.ContextTokens > 0 {
 		p.fit(in.ContextTokens - in.MaxTokens)
@@ -62,14 +63,14 @@ func BuildPrompt(in PromptInput) llm.Request {
 
 // promptParts are the droppable pieces of a prompt.
 type promptParts struct {
-	in       PromptInput
-	recalled []*Recalled // topological order
-	mtm      []RecalledPage
+	in       Input
+	recalled []*recall.Recalled // topological order
+	mtm      []tiers.RecalledPage
 	persona  *messages.Persona
 	stm      []tiers.PageText
 }
 
-func newPromptParts(in PromptInput) *promptParts {
+func newPromptParts(in Input) *promptParts {
 	p := &promptParts{in: in, recalled: in.Recalled}
 	if t := in.Tiers; t != nil {
 		p.stm, p.mtm, p.persona = t.STM, t.MTM, t.Persona
@@ -80,12 +81,12 @@ func newPromptParts(in PromptInput) *promptParts {
 		for _, pg := range append(slices.Clone(t.STM), pageTexts(t.MTM)...) {
 			shown[pg.Page.Q], shown[pg.Page.R] = true, true
 		}
-		p.recalled = slices.DeleteFunc(slices.Clone(in.Recalled), func(r *Recalled) bool { return shown[r.CID.String()] })
+		p.recalled = slices.DeleteFunc(slices.Clone(in.Recalled), func(r *recall.Recalled) bool { return shown[r.CID.String()] })
 	}
 	return p
 }
 
-func pageTexts(rs []RecalledPage) []tiers.PageText {
+func pageTexts(rs []tiers.RecalledPage) []tiers.PageText {
 	out := make([]tiers.PageText, len(rs))
 	for i, r := range rs {
 		out[i] = r.PageText
@@ -212,30 +213,30 @@ func writeProfile(b *strings.Builder, profile map[string]string) {
 
 // TextMemory builds an input memory: `other` when the speaker is named,
 // else `text`.
-func TextMemory(content, name string, ts int64, edges []Edge) *Memory {
-	m := &Memory{Timestamp: &ts, Edges: edges}
+func TextMemory(content, name string, ts int64, edges []model.Edge) *model.Memory {
+	m := &model.Memory{Timestamp: &ts, Edges: edges}
 	if strings.TrimSpace(name) != "" {
-		m.Data.Other = &OtherData{Name: &name, Content: content}
+		m.Data.Other = &model.OtherData{Name: &name, Content: content}
 	} else {
-		m.Data.Text = &TextData{Content: content}
+		m.Data.Text = &model.TextData{Content: content}
 	}
-	SortEdges(m.Edges)
+	model.SortEdges(m.Edges)
 	return m
 }
 
 // ResponseMemory builds the sona's response memory from a model response.
-func ResponseMemory(sonaName string, resp llm.Response, ts int64, edges []Edge) *Memory {
-	part := Part{Content: resp.Content}
+func ResponseMemory(sonaName string, resp llm.Response, ts int64, edges []model.Edge) *model.Memory {
+	part := model.Part{Content: resp.Content}
 	if resp.Model != "" {
-		model := resp.Model
-		part.Model = &model
+		name := resp.Model
+		part.Model = &name
 	}
-	self := &SelfData{Name: sonaName, Parts: []Part{part}}
+	self := &model.SelfData{Name: sonaName, Parts: []model.Part{part}}
 	if resp.StopReason != "" {
 		sr := string(resp.StopReason)
 		self.StopReason = &sr
 	}
-	m := &Memory{Data: Data{Self: self}, Timestamp: &ts, Edges: edges}
-	SortEdges(m.Edges)
+	m := &model.Memory{Data: model.Data{Self: self}, Timestamp: &ts, Edges: edges}
+	model.SortEdges(m.Edges)
 	return m
 }

@@ -1,0 +1,135 @@
+package recall
+
+import (
+	"context"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/text"
+	"github.com/memoria-ai/memoria/memory/vector"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Sonas is what recall reads of the sona registry (chain.Sonas).
+type Sonas interface {
+	// Snapshot is a sona's centroid and committed chain length.
+	Snapshot(id string) (centroid []float32, length int64, ok bool)
+	// Activity is a sona's committed chain length.
+	Activity(id string) (int64, bool)
+	// Members are the vector ids of a sona's memories (and the
+	// backbone's, withBackbone).
+	Members(sona, backbone string, withBackbone bool) []uint64
+	// Chain is a page of a sona's chain from seq from.
+	Chain(id string, from int64, limit int) (base.Page[chain.Entry], error)
+}
+
+// Memories reads memories and their metadata through their caches
+// (meta.Store). Results are shared: do not modify them.
+type Memories interface {
+	MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error)
+	MemoryIn(r store.Reader, c cid.Cid) (*model.Memory, error)
+}
+
+// Text is the full-text index (index.Text): index.ErrUnavailable while it
+// is being rebuilt.
+type Text interface {
+	Search(ctx context.Context, sona string, q string, opts text.SearchOptions) ([]text.Hit, error)
+}
+
+// Profiles are the EUMAS metric profiles (eumas.Store), kept under their
+// memories' vector ids.
+type Profiles interface {
+	QueryProfile(ctx context.Context, q string) ([]float32, error)
+	Nearest(prof []float32, ids []uint64, k int) []eumas.ProfileHit
+	ProfileOf(id uint64) []float32
+}
+
+// Vectors is the vector index (vector.Index).
+type Vectors interface {
+	Dims() int
+	Len() int
+	ID(key string) (uint64, bool)
+	Key(id uint64) (string, bool)
+	Lookup(key string) ([]float32, bool)
+	Search(q []float32, k int) []vector.Hit
+	SearchAmong(q []float32, ids []uint64, k int) []vector.Hit
+}
+
+// Env is what recall reads besides the store, by role; the self wires
+// its subsystems in (memory/env.go).
+type Env struct {
+	Sonas    Sonas
+	Memories Memories
+	Text     Text
+	Profiles Profiles
+	Vectors  Vectors
+	// BackboneSona is the backbone's sona uuid ("" when there is none).
+	BackboneSona func() string
+	// Embed embeds texts in the store's embedding space (unit length).
+	Embed func(ctx context.Context, texts ...string) ([][]float32, error)
+	// Count is the number of memories stored (the emergent threshold's
+	// node count).
+	Count func() int64
+}
+
+// Options configure recall.
+type Options struct {
+	// Config: recall.*, thresholds.*, heartbeat.insight_confidence, kinds.
+	Config config.Config
+	Clock  clock.Clock
+}
+
+// Recaller answers recalls (Recall) over the self kept in a store.
+type Recaller struct {
+	store    store.Viewer
+	sonas    Sonas
+	memories Memories
+	text     Text
+	profiles Profiles
+	index    Vectors
+	backbone func() string
+	embed    func(ctx context.Context, texts ...string) ([][]float32, error)
+	count    func() int64
+	cfg      config.Config
+	clock    clock.Clock
+}
+
+// New is recall over the self kept in st.
+func New(st store.Viewer, env Env, o Options) *Recaller {
+	return &Recaller{
+		store: st, sonas: env.Sonas, memories: env.Memories, text: env.Text, profiles: env.Profiles, index: env.Vectors,
+		backbone: env.BackboneSona, embed: env.Embed, count: env.Count, cfg: o.Config, clock: clock.Or(o.Clock),
+	}
+}
+
+// Trace is what a recall leaves behind unless it peeks (Query.Peek): the
+// writes that record the access of the memories it returned (meta.Touch),
+// strengthen the co-access of its hits (assoc.Strengthen) and log the
+// query (recall.query_log). Recall only plans them; the caller submits
+// them (Submit), and a caller that drops them leaves no trace.
+type Trace []store.Op
+
+// Submit queues the trace's writes; it does not wait for them.
+func (t Trace) Submit(c store.Committer) {
+	for _, op := range t {
+		c.Submit(op)
+	}
+}
+
+// touchOp is the record that memories were recalled (meta.Touch): the
+// activity tick is their first sona's length.
+func (s *Recaller) touchOp(rs []*Recalled) store.Op {
+	cids := make([]cid.Cid, len(rs))
+	for i, r := range rs {
+		cids[i] = r.CID
+	}
+	return meta.Touch(cids, s.sonas.Activity)
+}
