@@ -63,7 +63,13 @@ func sane(t *testing.T, r bench.Result) {
 
 func TestBenchInsertAndRefs(t *testing.T) {
 	t.Parallel()
-	rep := runBench(t, "insert", "refs", "--clients", "4", "--sizes", "400", "--queries", "20")
+	profiles := t.TempDir()
+	rep := runBench(t, "insert", "refs", "--clients", "4", "--sizes", "400", "--queries", "20", "--server-profiles", profiles)
+	// The insert server's CPU profile, written when it stopped: gzipped
+	// protobuf, as runtime/pprof writes it.
+	if b, err := os.ReadFile(filepath.Join(profiles, "insert-1.pprof")); err != nil || len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("server profile: %d bytes, %v", len(b), err)
+	}
 	ins := find(t, rep, bench.Insert)
 	if len(ins) != 1 {
 		t.Fatalf("insert results %+v", ins)

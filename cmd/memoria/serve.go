@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,7 +16,7 @@ import (
 )
 
 func serveCmd(g *globals) *cobra.Command {
-	var listen string
+	var listen, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the server (REST API, MCP at /mcp, metrics) on the data directory",
@@ -35,6 +37,13 @@ func serveCmd(g *globals) *cobra.Command {
 			}
 			log, sync := app.NewLogger(cfg.Log, os.Stderr)
 			defer sync()
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			ctx := cmd.Context()
 			a, err := app.Open(ctx, cfg, log, app.Options{})
 			if err != nil {
@@ -67,5 +76,22 @@ func serveCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default 127.0.0.1:7777)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (written at shutdown; go tool pprof reads it)")
 	return cmd
+}
+
+// startCPUProfile profiles the process's CPU into path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
