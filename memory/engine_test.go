@@ -201,6 +201,46 @@ func TestDedupOnInsert(t *testing.T) {
 	}
 }
 
+// A new memory's neighbours are its sona's nearest, however many closer
+// memories other sonas hold: exactly among the sona's own memories when it
+// is small, through the graph with the others filtered out when it is
+// larger than recall.exact_scan_max.
+func TestNeighboursAreTheSonasNearest(t *testing.T) {
+	for _, scanMax := range []int{20_000, 0} {
+		t.Run(fmt.Sprintf("exact_scan_max=%d", scanMax), func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			cfg.Recall.ExactScanMax = scanMax
+			s := openSelf(t, cfg, clock.NewFake(epoch))
+			defer s.Close()
+			mine, other := newOwner(t, s, "mine"), newOwner(t, s, "other")
+			near := mine.text("apples grow in an orchard")
+			mine.text("the train to lisbon was late again")
+			for i := range 40 { // 40 memories of another sona, closer to the query than near
+				other.text(fmt.Sprintf("apples grow in the orchard by the river %d", i))
+			}
+			vecs, err := s.Embed(context.Background(), "apples grow in the orchard by the river")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.neighbors(vecs[0], mine.sona, 1, cid.Undef)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if scanMax == 0 {
+				// The graph's nearest 16 are all the other sona's: nothing
+				// of this sona among them (what the exact scan avoids).
+				if len(got) != 0 {
+					t.Fatalf("through the graph: %+v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].CID != near {
+				t.Fatalf("neighbours %+v, want %s", got, near)
+			}
+		})
+	}
+}
+
 func (o *owner) addPrepared(p *Prepared) {
 	o.t.Helper()
 	plan, err := PlanAppend(o.sona, o.head, o.n, p, o.s.clock.Now().Unix())

@@ -11,6 +11,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -118,9 +119,16 @@ func (s *Self) ReinforceDuplicate(ctx context.Context, c cid.Cid) error {
 }
 
 // neighbors returns up to k memories of sona nearest to vec, best first,
-// leaving out self.
+// leaving out self. A sona of up to recall.exact_scan_max memories is
+// searched exactly among its own (cheaper than the graph, and exact);
+// a larger one through the graph, its other sonas' hits filtered out.
 func (s *Self) neighbors(vec []float32, sona string, k int, self cid.Cid) ([]Neighbor, error) {
-	hits := s.index.Search(vec, max(4*k, 16))
+	var hits []vector.Hit
+	if members := s.ownMembers(sona, "", false); len(members) <= s.cfg.Recall.ExactScanMax {
+		hits = s.index.SearchAmong(vec, members, max(4*k, 16))
+	} else {
+		hits = s.index.Search(vec, max(4*k, 16))
+	}
 	var out []Neighbor
 	err := s.store.View(func(txn Reader) error {
 		for _, h := range hits {
