@@ -44,10 +44,12 @@ type Index struct {
 	graph   *graph
 	scratch sync.Pool // *scratch for searches
 
-	kmu  sync.RWMutex // ids, keys and vecs
+	kmu  sync.RWMutex // ids, keys and the vectors
 	ids  map[string]uint64
 	keys []string
-	vecs chunked[float32] // by id; the graph shares the chunks
+	vecs chunked[float32] // by id
+	qv   chunked[int8]    // by id, quantised (quant.go); the graph shares the chunks
+	qs   chunked[float32] // by id, the quantised vectors' scales; shared too
 
 	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64
@@ -79,6 +81,8 @@ func New(o Options) *Index {
 		scratch:  sync.Pool{New: func() any { return new(scratch) }},
 		ids:      map[string]uint64{},
 		vecs:     chunked[float32]{stride: o.Dims},
+		qv:       chunked[int8]{stride: o.Dims},
+		qs:       chunked[float32]{stride: 1},
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -112,7 +116,10 @@ func (x *Index) Add(key string, vec []float32) uint64 {
 	x.ids[key] = id
 	x.keys = append(x.keys, key)
 	x.vecs.grow(len(x.keys))
+	x.qv.grow(len(x.keys))
+	x.qs.grow(len(x.keys))
 	copy(x.vecs.at(uint32(id)), vec)
+	x.qs.at(uint32(id))[0] = quantize(vec, x.qv.at(uint32(id)))
 	x.kmu.Unlock()
 
 	x.pmu.Lock()
@@ -231,7 +238,7 @@ func (x *Index) build() {
 			// The chunks hold every pending vector: Add stores a vector
 			// before it makes its id pending.
 			x.kmu.RLock()
-			vecs := x.vecs
+			qv, qs := x.qv, x.qs
 			x.kmu.RUnlock()
 			for _, id := range ids {
 				select {
@@ -240,7 +247,7 @@ func (x *Index) build() {
 				default:
 				}
 				x.gmu.Lock()
-				x.graph.vecs = vecs
+				x.graph.qv, x.graph.qs = qv, qs
 				x.graph.insert(uint32(id))
 				x.gmu.Unlock()
 			}
@@ -278,10 +285,14 @@ func (x *Index) Search(q []float32, k int) []Hit {
 	x.pmu.RUnlock()
 
 	s := x.scratch.Get().(*scratch)
+	s.q = slices.Grow(s.q[:0], x.dims)[:x.dims]
+	qq := qvec{s.q, quantize(q, s.q)}
+	ef := max(x.efSearch, k)
 	x.gmu.RLock()
-	found := x.graph.search(s, q, k, x.efSearch, make([]item, 0, 2*k))
+	found := x.graph.search(s, qq, ef, make([]item, 0, ef+min(k, len(pending))))
 	x.gmu.RUnlock()
 	x.scratch.Put(s)
+	x.rescore(q, found)
 
 	if len(pending) > 0 {
 		found = append(found, x.exact(q, pending, k)...)
@@ -291,6 +302,17 @@ func (x *Index) Search(q []float32, k int) []Hit {
 		found = slices.CompactFunc(found, func(a, b item) bool { return a.id == b.id })
 	}
 	return x.hits(found, k)
+}
+
+// rescore replaces the similarities of the graph's candidates, from the
+// quantised vectors, with the exact ones.
+func (x *Index) rescore(q []float32, found []item) {
+	x.kmu.RLock()
+	vecs := x.vecs
+	x.kmu.RUnlock()
+	for i, it := range found {
+		found[i].sim = vek32.Dot(q, vecs.at(it.id))
+	}
 }
 
 // exact returns the k best of ids by exact similarity to q, in no order.

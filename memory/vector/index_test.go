@@ -261,9 +261,10 @@ func TestGraphInvariants(t *testing.T) {
 	const n, dims, m = 2000, 16, 6
 	vecs := clustered(rand.New(rand.NewSource(5)), n, dims, 10)
 	g := newGraph(dims, m, 32, 1)
-	g.vecs.grow(n)
+	g.qv.grow(n)
+	g.qs.grow(n)
 	for i, v := range vecs {
-		copy(g.vecs.at(uint32(i)), v)
+		g.qs.at(uint32(i))[0] = quantize(v, g.qv.at(uint32(i)))
 		g.insert(uint32(i))
 	}
 	level := func(id uint32) int { return len(g.upper[id]) / (1 + m) }
