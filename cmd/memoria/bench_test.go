@@ -65,10 +65,12 @@ func TestBenchInsertAndRefs(t *testing.T) {
 	t.Parallel()
 	profiles := t.TempDir()
 	rep := runBench(t, "insert", "refs", "--clients", "4", "--sizes", "400", "--queries", "20", "--server-profiles", profiles)
-	// The insert server's CPU profile, written when it stopped: gzipped
-	// protobuf, as runtime/pprof writes it.
-	if b, err := os.ReadFile(filepath.Join(profiles, "insert-1.pprof")); err != nil || len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
-		t.Fatalf("server profile: %d bytes, %v", len(b), err)
+	// The insert server's CPU and heap profiles, written when it stopped:
+	// gzipped protobuf, as runtime/pprof writes them.
+	for _, name := range []string{"insert-1.pprof", "insert-1.heap.pprof"} {
+		if b, err := os.ReadFile(filepath.Join(profiles, name)); err != nil || len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Fatalf("server profile %s: %d bytes, %v", name, len(b), err)
+		}
 	}
 	ins := find(t, rep, bench.Insert)
 	if len(ins) != 1 {

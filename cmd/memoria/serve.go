@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 )
 
 func serveCmd(g *globals) *cobra.Command {
-	var listen, cpuProfile string
+	var listen, cpuProfile, memProfile string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the server (REST API, MCP at /mcp, metrics) on the data directory",
@@ -50,6 +52,13 @@ func serveCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer a.Close()
+			if memProfile != "" {
+				f, err := os.Create(memProfile)
+				if err != nil {
+					return fmt.Errorf("--memprofile: %w", err)
+				}
+				defer writeHeapProfile(f, log) // before Close: the heap of a serving process
+			}
 			ln, err := net.Listen("tcp", cfg.Server.Listen)
 			if err != nil {
 				return err
@@ -77,7 +86,20 @@ func serveCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default 127.0.0.1:7777)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (written at shutdown; go tool pprof reads it)")
+	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write a heap profile to this file at shutdown, after a collection (go tool pprof reads it)")
 	return cmd
+}
+
+// writeHeapProfile writes the live heap, collected first, into f.
+func writeHeapProfile(f *os.File, log *slog.Logger) {
+	runtime.GC()
+	err := pprof.WriteHeapProfile(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		log.Error("--memprofile", "file", f.Name(), "err", err)
+	}
 }
 
 // startCPUProfile profiles the process's CPU into path until stop.

@@ -60,8 +60,9 @@ type Options struct {
 	ServerArgs []string
 	Env        []string
 	// ProfileDir, when set, has every server started write a CPU profile
-	// of its whole run there (serve --cpuprofile), named after its data
-	// directory and the order it was started in: insert-1.pprof, ….
+	// of its whole run there (serve --cpuprofile) and a heap profile when
+	// it stops (--memprofile), named after its data directory and the
+	// order it was started in: insert-1.pprof, insert-1.heap.pprof, ….
 	ProfileDir string
 	// Dir is the working directory: the sized store (dir/store, kept and
 	// grown by later runs with the same corpus, seed and binary) and the
@@ -405,8 +406,8 @@ func (r *run) launch(ctx context.Context, dir string) (*loadgen.Server, error) {
 	args := r.o.ServerArgs
 	if r.o.ProfileDir != "" {
 		r.started++
-		name := fmt.Sprintf("%s-%d.pprof", filepath.Base(dir), r.started)
-		args = append(slices.Clone(args), "--cpuprofile", filepath.Join(r.o.ProfileDir, name))
+		name := filepath.Join(r.o.ProfileDir, fmt.Sprintf("%s-%d", filepath.Base(dir), r.started))
+		args = append(slices.Clone(args), "--cpuprofile", name+".pprof", "--memprofile", name+".heap.pprof")
 	}
 	return loadgen.StartServer(ctx, loadgen.ServerOptions{Binary: r.o.Binary, DataDir: dir, Args: args,
 		Env: r.o.Env, Stderr: r.o.ServerLog})
