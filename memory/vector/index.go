@@ -19,9 +19,9 @@ type Hit struct {
 // Options configure an Index.
 type Options struct {
 	Dims     int
-	M        int // HNSW links per node on upper layers, twice as many on layer 0 (16; at least 2)
-	EfSearch int // HNSW candidate list size when searching (64)
-	// EfConstruction is the candidate list size when inserting (32): a
+	M        int // HNSW links per node on upper layers, twice as many on layer 0 (32; at least 2)
+	EfSearch int // HNSW candidate list size when searching (128)
+	// EfConstruction is the candidate list size when inserting (64): a
 	// cheaper insertion for a slightly less connected graph.
 	EfConstruction int
 	// Backlog: while at most this many vectors wait for the graph, the
@@ -63,14 +63,14 @@ type Index struct {
 // New returns an empty index and starts its builder.
 func New(o Options) *Index {
 	if o.M <= 0 {
-		o.M = 16
+		o.M = 32
 	}
 	o.M = max(o.M, 2) // the level multiplier is 1/ln(M)
 	if o.EfSearch <= 0 {
-		o.EfSearch = 64
+		o.EfSearch = 128
 	}
 	if o.EfConstruction <= 0 {
-		o.EfConstruction = 32
+		o.EfConstruction = 64
 	}
 	x := &Index{
 		dims:     o.Dims,
