@@ -87,19 +87,80 @@ func (s *Store) DB() *badger.DB {
 }
 
 // badgerEngine is the Badger backend.
+//
+// Badger begins a read transaction at the newest commit timestamp and
+// waits until every commit up to it is done: a view begun while the
+// committer's transaction commits would wait for that commit's fsync. So
+// while it commits (committing), views read the snapshot taken right after
+// the commit before (snap) instead: all that is acknowledged, as the
+// commit in flight is not yet. At other times a view begins its own
+// transaction, which then waits for nothing.
 type badgerEngine struct {
-	db       *badger.DB
-	dir      string
-	inMemory bool
+	db         *badger.DB
+	dir        string
+	inMemory   bool
+	committing atomic.Bool
+	snap       atomic.Pointer[snapshot]
+}
+
+// snapshot is a read transaction shared by views; the last one reaches
+// it to none and discards it (the engine holds one reference while it is
+// the latest).
+type snapshot struct {
+	txn  *badger.Txn
+	refs atomic.Int64
+}
+
+func (s *snapshot) release() {
+	if s.refs.Add(-1) == 0 {
+		s.txn.Discard()
+	}
+}
+
+// acquire takes a reference to the latest snapshot; nil when there is
+// none.
+func (e *badgerEngine) acquire() *snapshot {
+	for {
+		s := e.snap.Load()
+		if s == nil {
+			return nil
+		}
+		// Never from zero: a snapshot released by all is discarded.
+		if n := s.refs.Load(); n > 0 && s.refs.CompareAndSwap(n, n+1) {
+			return s
+		}
+	}
+}
+
+// publish makes a snapshot of what is committed the latest.
+func (e *badgerEngine) publish() {
+	s := &snapshot{txn: e.db.NewTransaction(false)}
+	s.refs.Store(1)
+	if old := e.snap.Swap(s); old != nil {
+		old.release()
+	}
 }
 
 func (e *badgerEngine) view(fn func(Reader) error) error {
+	if e.committing.Load() {
+		if s := e.acquire(); s != nil {
+			defer s.release()
+			return fn(badgerReader{s.txn})
+		}
+	}
 	return e.db.View(func(txn *badger.Txn) error { return fn(badgerReader{txn}) })
 }
 
-func (e *badgerEngine) begin() batch { return badgerBatch{badgerReader{e.db.NewTransaction(true)}} }
+func (e *badgerEngine) begin() batch {
+	return badgerBatch{badgerReader{e.db.NewTransaction(true)}, e}
+}
 
-func (e *badgerEngine) close() error { return e.db.Close() }
+func (e *badgerEngine) close() error {
+	if s := e.snap.Swap(nil); s != nil {
+		s.release()
+	}
+	return e.db.Close()
+}
 
 // check checks every table of the open store against its checksums, as
 // at open (tables a compaction removes meanwhile are skipped).
@@ -116,12 +177,27 @@ func (e *badgerEngine) check() error {
 }
 
 // badgerBatch is a write transaction of Badger.
-type badgerBatch struct{ badgerReader }
+type badgerBatch struct {
+	badgerReader
+	e *badgerEngine
+}
 
 func (b badgerBatch) set(key, val []byte) error { return tooBig(b.txn.Set(key, val)) }
 func (b badgerBatch) delete(key []byte) error   { return tooBig(b.txn.Delete(key)) }
 func (b badgerBatch) discard()                  { b.txn.Discard() }
-func (b badgerBatch) commit() error             { return classifyBadger(b.txn.Commit()) }
+
+// commit commits, views reading the snapshot of the commit before
+// meanwhile, then takes the snapshot of this one (which waits for nothing:
+// the committer is Badger's only writer).
+func (b badgerBatch) commit() error {
+	b.e.committing.Store(true)
+	defer b.e.committing.Store(false)
+	if err := b.txn.Commit(); err != nil {
+		return classifyBadger(err)
+	}
+	b.e.publish()
+	return nil
+}
 
 func tooBig(err error) error {
 	if errors.Is(err, badger.ErrTxnTooBig) {
