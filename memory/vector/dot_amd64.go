@@ -9,3 +9,10 @@ var useAVX2 = cpu.X86.HasAVX2
 //
 //go:noescape
 func dotInt8AVX2(a, b *int8, n int) int32
+
+// prefetch asks the CPU to bring b's cache lines into its caches (a hint:
+// it returns at once). len(b) > 0.
+func prefetch(b []int8) { prefetchLines(&b[0], len(b)) }
+
+//go:noescape
+func prefetchLines(p *int8, n int)

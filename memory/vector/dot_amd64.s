@@ -37,3 +37,17 @@ loop:
 	VZEROUPPER
 	MOVL         AX, ret+24(FP)
 	RET
+
+// func prefetchLines(p *int8, n int)
+//
+// A PREFETCHT0 of each 64-byte line of the n bytes from p.
+TEXT ·prefetchLines(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+
+prefetch:
+	PREFETCHT0 (SI)
+	ADDQ       $64, SI
+	SUBQ       $64, CX
+	JGT        prefetch
+	RET

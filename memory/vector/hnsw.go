@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand"
 	"slices"
-
 )
 
 // graph is a hierarchical navigable small world graph (Malkov & Yashunin,
@@ -25,14 +24,14 @@ type graph struct {
 	ml  float64 // level multiplier, 1/ln(m)
 	rng *rand.Rand
 
-	qv     chunked[int8]    // by id: the Index's quantised vectors, shared
-	qs     chunked[float32] // by id: their scales (one each), shared
-	links0 chunked[uint32]  // by id: count, then up to 2m links on layer 0
-	upper  [][]uint32       // by id: per layer 1..level, count then up to m links; nil on level 0
-	indeg  []uint32         // by id: how many nodes link to it on layer 0
-	n      int              // ids 0..n-1 have a slot (inserted or a hole)
-	entry  uint32           // the node of the top layer searches start from
-	top    int              // the level of entry; -1 while the graph is empty
+	dims   int
+	qv     chunked[int8]   // by id: the Index's quantised records (quant.go), shared
+	links0 chunked[uint32] // by id: count, then up to 2m links on layer 0
+	upper  [][]uint32      // by id: per layer 1..level, count then up to m links; nil on level 0
+	indeg  []uint32        // by id: how many nodes link to it on layer 0
+	n      int             // ids 0..n-1 have a slot (inserted or a hole)
+	entry  uint32          // the node of the top layer searches start from
+	top    int             // the level of entry; -1 while the graph is empty
 
 	ins scratch // the insertions' working space
 }
@@ -46,8 +45,8 @@ func newGraph(dims, m, efc int, seed int64) *graph {
 		efc:    efc,
 		ml:     1 / math.Log(float64(m)),
 		rng:    rand.New(rand.NewSource(seed)),
-		qv:     chunked[int8]{stride: dims},
-		qs:     chunked[float32]{stride: 1},
+		dims:   dims,
+		qv:     chunked[int8]{stride: dims + scaleBytes},
 		links0: chunked[uint32]{stride: 1 + 2*m},
 		top:    -1,
 	}
@@ -94,11 +93,15 @@ type qvec struct {
 }
 
 // node is id's quantised vector.
-func (g *graph) node(id uint32) qvec { return qvec{g.qv.at(id), g.qs.at(id)[0]} }
+func (g *graph) node(id uint32) qvec {
+	rec := g.qv.at(id)
+	return qvec{rec[:g.dims], recordScale(rec[g.dims:])}
+}
 
 // sim is the similarity of q and id by their quantised vectors.
 func (g *graph) sim(q qvec, id uint32) float32 {
-	return float32(dotInt8(q.v, g.qv.at(id))) * q.s * g.qs.at(id)[0]
+	rec := g.qv.at(id)
+	return float32(dotInt8(q.v, rec)) * q.s * recordScale(rec[g.dims:])
 }
 
 // level draws a node's level: floor(-ln(U)·ml), U uniform in (0, 1].
@@ -272,10 +275,16 @@ func (g *graph) searchLayer(s *scratch, q qvec, eps []item, ef, layer int) {
 		if len(s.res) >= ef && -c.sim < s.res[0].sim {
 			break
 		}
+		// The neighbours not seen yet, their records asked of memory all
+		// at once: the loads overlap instead of waiting one after another.
+		s.next = s.next[:0]
 		for _, nb := range g.links(c.id, layer) {
-			if !s.visit(nb) {
-				continue
+			if s.visit(nb) {
+				s.next = append(s.next, nb)
+				prefetch(g.qv.at(nb))
 			}
+		}
+		for _, nb := range s.next {
 			sim := g.sim(q, nb)
 			if len(s.res) < ef || sim > s.res[0].sim {
 				s.cand.push(item{-sim, nb})
@@ -394,9 +403,10 @@ type scratch struct {
 	cand    minHeap  // negated similarities: the most similar on top
 	res     minHeap  // the best found, the worst on top
 	eps     []item
-	q       []int8 // a search's quantised query
-	sel     []item // insertion: the new node's neighbours
-	prune   []item // insertion: a full neighbour list and the new link
+	q       []int8   // a search's quantised query
+	next    []uint32 // a search's neighbours of a candidate not visited before
+	sel     []item   // insertion: the new node's neighbours
+	prune   []item   // insertion: a full neighbour list and the new link
 	keep    []item
 }
 

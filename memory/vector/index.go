@@ -48,8 +48,7 @@ type Index struct {
 	ids  map[string]uint64
 	keys []string
 	vecs chunked[float32] // by id
-	qv   chunked[int8]    // by id, quantised (quant.go); the graph shares the chunks
-	qs   chunked[float32] // by id, the quantised vectors' scales; shared too
+	qv   chunked[int8]    // by id, quantised records (quant.go); the graph shares the chunks
 
 	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64
@@ -81,8 +80,7 @@ func New(o Options) *Index {
 		scratch:  sync.Pool{New: func() any { return new(scratch) }},
 		ids:      map[string]uint64{},
 		vecs:     chunked[float32]{stride: o.Dims},
-		qv:       chunked[int8]{stride: o.Dims},
-		qs:       chunked[float32]{stride: 1},
+		qv:       chunked[int8]{stride: o.Dims + scaleBytes},
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -117,9 +115,8 @@ func (x *Index) Add(key string, vec []float32) uint64 {
 	x.keys = append(x.keys, key)
 	x.vecs.grow(len(x.keys))
 	x.qv.grow(len(x.keys))
-	x.qs.grow(len(x.keys))
 	copy(x.vecs.at(uint32(id)), vec)
-	x.qs.at(uint32(id))[0] = quantize(vec, x.qv.at(uint32(id)))
+	quantizeRecord(vec, x.qv.at(uint32(id)))
 	x.kmu.Unlock()
 
 	x.pmu.Lock()
@@ -238,7 +235,7 @@ func (x *Index) build() {
 			// The chunks hold every pending vector: Add stores a vector
 			// before it makes its id pending.
 			x.kmu.RLock()
-			qv, qs := x.qv, x.qs
+			qv := x.qv
 			x.kmu.RUnlock()
 			for _, id := range ids {
 				select {
@@ -247,7 +244,7 @@ func (x *Index) build() {
 				default:
 				}
 				x.gmu.Lock()
-				x.graph.qv, x.graph.qs = qv, qs
+				x.graph.qv = qv
 				x.graph.insert(uint32(id))
 				x.gmu.Unlock()
 			}

@@ -262,9 +262,8 @@ func TestGraphInvariants(t *testing.T) {
 	vecs := clustered(rand.New(rand.NewSource(5)), n, dims, 10)
 	g := newGraph(dims, m, 32, 1)
 	g.qv.grow(n)
-	g.qs.grow(n)
 	for i, v := range vecs {
-		g.qs.at(uint32(i))[0] = quantize(v, g.qv.at(uint32(i)))
+		quantizeRecord(v, g.qv.at(uint32(i)))
 		g.insert(uint32(i))
 	}
 	level := func(id uint32) int { return len(g.upper[id]) / (1 + m) }

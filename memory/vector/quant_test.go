@@ -74,6 +74,11 @@ func TestQuantize(t *testing.T) {
 		t.Fatalf("quantised similarity off by up to %.4f", worst)
 	}
 	t.Logf("quantised similarity off by up to %.4f", worst)
+	rec := make([]int8, dims+scaleBytes)
+	quantizeRecord(vecs[0], rec)
+	if recordScale(rec[dims:]) != scales[0] || string(int8Bytes(rec[:dims])) != string(int8Bytes(qs[0])) {
+		t.Fatal("a record does not hold the vector's quantised form and scale")
+	}
 	z := []int8{1, 2, 3}
 	if s := quantize(make([]float32, 3), z); s != 0 || z[0] != 0 || z[1] != 0 || z[2] != 0 {
 		t.Fatalf("zero vector: scale %v, %v", s, z)
@@ -114,4 +119,12 @@ func BenchmarkDot(b *testing.B) {
 			_ = s
 		})
 	}
+}
+
+func int8Bytes(v []int8) []byte {
+	b := make([]byte, len(v))
+	for i, x := range v {
+		b[i] = byte(x)
+	}
+	return b
 }
