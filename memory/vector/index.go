@@ -317,7 +317,10 @@ func (x *Index) exact(q []float32, ids []uint64, k int) []item {
 	top := make(minHeap, 0, min(k, len(ids)))
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	for _, id := range ids {
+	for i, id := range ids {
+		if i+prefetchAhead < len(ids) {
+			prefetchFloats(x.vecs.at(uint32(ids[i+prefetchAhead])))
+		}
 		it := item{vek32.Dot(q, x.vecs.at(uint32(id))), uint32(id)}
 		switch {
 		case len(top) < k:
@@ -328,6 +331,10 @@ func (x *Index) exact(q []float32, ids []uint64, k int) []item {
 	}
 	return top
 }
+
+// prefetchAhead is how many vectors ahead of the one it scores an exact
+// scan asks memory for.
+const prefetchAhead = 4
 
 // hits sorts items best first (ties by insertion order) and keeps k.
 func (x *Index) hits(found []item, k int) []Hit {

@@ -555,3 +555,28 @@ func BenchmarkSearch(b *testing.B) {
 		x.Close()
 	}
 }
+
+// BenchmarkSearchAmong scans 1,000 ids scattered over 200,000 random
+// vectors (a sona's memories in a large store), as recall's sona scope and
+// a new memory's neighbours do. The vectors are stored without the graph
+// (its build is not what is measured).
+func BenchmarkSearchAmong(b *testing.B) {
+	const n, dims, members = 200_000, 384, 1000
+	rng := rand.New(rand.NewSource(1))
+	x := New(Options{Dims: dims, Seed: 1})
+	defer x.Close()
+	x.vecs.grow(n)
+	for i := range n {
+		copy(x.vecs.at(uint32(i)), randVec(rng, dims))
+		x.keys = append(x.keys, key(i))
+	}
+	ids := make([]uint64, members)
+	for i := range ids {
+		ids[i] = uint64(rng.Intn(n))
+	}
+	q := unit(randVec(rng, dims))
+	b.ResetTimer()
+	for range b.N {
+		x.SearchAmong(q, ids, 16)
+	}
+}
