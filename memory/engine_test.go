@@ -180,7 +180,7 @@ func TestDedupOnInsert(t *testing.T) {
 	// Live regime: with enough memories the sona's own distribution of
 	// nearest-neighbour similarities sets the threshold.
 	for i := 0; i < 12; i++ {
-		m := &Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("note %d about topic %s", i, strings.Repeat("x", i+1))}}}
+		m := &Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("the parcel for order %d arrives at the depot by the river on day %s", i, strings.Repeat("x", i+1))}}}
 		p, _, err := s.PrepareInsert(ctx, o.sona, m, nil, false, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -191,13 +191,66 @@ func TestDedupOnInsert(t *testing.T) {
 	if err != nil || n < 10 || stats.N < 10 {
 		t.Fatalf("stats %+v over %d memories: %v", stats, n, err)
 	}
-	_, dup = prep("note 3 about topic xxxx!", nil)
+	_, dup = prep("the parcel for order 3 arrives at the depot by the river on day xxxx!", nil)
 	if dup == nil || dup.Threshold.Bootstrap {
-		t.Fatalf("live regime: %+v", dup)
+		t.Fatalf("live regime: %+v (stats %+v)", dup, stats)
 	}
 	want := stats.Mean + math.Log(3)*stats.Std()
 	if math.Abs(dup.Threshold.Value-want) > 1e-9 {
 		t.Fatalf("threshold %v, want %v", dup.Threshold.Value, want)
+	}
+}
+
+// A sona of unrelated memories has a low, narrow distribution of
+// nearest-neighbour similarities; its live dedup threshold would make a
+// new memory's nearest, however unlike, a duplicate. The bootstrap's
+// threshold is the floor.
+func TestDedupThresholdFloor(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	defer s.Close()
+	o := newOwner(t, s, "notes")
+	ctx := context.Background()
+	words := strings.Fields("apple river stone cloud piano garden winter lamp harbor violin desert candle " +
+		"meadow engine copper lantern orchard glacier saddle thunder basket marble falcon quarry velvet " +
+		"cactus ribbon tunnel walnut beacon")
+	for i := range 30 { // four words each, few shared: far apart
+		text := strings.Join([]string{words[i%len(words)], words[(i*7+3)%len(words)], words[(i*11+5)%len(words)], words[(i*13+9)%len(words)]}, " ")
+		p, _, err := s.PrepareInsert(ctx, o.sona, &Memory{Data: Data{Text: &TextData{Content: text}}}, nil, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.addPrepared(p) // with its neighbours: the sona's distribution learns
+	}
+	stats, _, err := s.sonaSimStats(o.sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.DedupBeta, stats, 30).Value
+	boot := EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.DedupBeta, SimStats{}, 0).Value
+	if live >= boot {
+		t.Fatalf("the sona's live threshold %.3f is not below the bootstrap's %.3f: no floor to test", live, boot)
+	}
+	// A new memory sharing words with one stored, its nearest between the
+	// live threshold and the bootstrap's.
+	tried := 0
+	for i := range 30 {
+		for _, w := range words {
+			text := strings.Join([]string{words[i%len(words)], words[(i*7+3)%len(words)], words[(i*11+5)%len(words)], w}, " ")
+			p, dup, err := s.PrepareInsert(ctx, o.sona, &Memory{Data: Data{Text: &TextData{Content: text}}}, nil, true, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Neighbors) == 0 || p.Neighbors[0].Sim < live || p.Neighbors[0].Sim >= boot {
+				continue
+			}
+			tried++
+			if dup != nil {
+				t.Fatalf("%q deduplicated against %s at %.3f (threshold %+v; live %.3f)", text, dup.Existing, dup.Similarity, dup.Threshold, live)
+			}
+		}
+	}
+	if tried == 0 {
+		t.Fatalf("no new memory with its nearest between %.3f and %.3f", live, boot)
 	}
 }
 

@@ -80,6 +80,13 @@ func (s *Self) PrepareInsert(ctx context.Context, sona string, m *Memory, meta *
 		return nil, nil, err
 	}
 	th := EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.DedupBeta, stats, length)
+	// Never below the bootstrap's: in a sona whose memories are all far
+	// apart (a low, narrow distribution of nearest-neighbour similarities,
+	// as the hashed embedder gives unrelated texts) the live threshold
+	// would call a new memory's nearest a duplicate however unlike it is.
+	if boot := EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.DedupBeta, SimStats{}, 0); th.Value < boot.Value {
+		th = boot
+	}
 	if sim < th.Value {
 		return p, nil, nil
 	}
