@@ -69,7 +69,7 @@ func insertText(t *testing.T, e *env, sona, text string) cid.Cid {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.self.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: text}}}, vecs[0], nil)
+	p, err := e.self.Chains.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: text}}}, vecs[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestAnchorSinkHearsEveryAnchorOnce(t *testing.T) {
 	// Anchors made while no sink listens wait in the list.
 	e := start(t, cfg, nil, actors.TestingKnobs{})
 	ctx := context.Background()
-	rec, err := e.self.CreateSona(ctx, "ops")
+	rec, err := e.self.Sonas.Create(ctx, "ops")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,13 +151,13 @@ func TestAnchorSinkHearsEveryAnchorOnce(t *testing.T) {
 func TestAppendAtAnExpectedSeq(t *testing.T) {
 	e := start(t, testConfig(t.TempDir()), nil, actors.TestingKnobs{})
 	ctx := context.Background()
-	rec, err := e.self.CreateSona(ctx, "a")
+	rec, err := e.self.Sonas.Create(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	insertText(t, e, rec.Uuid, "first")
 	vecs, _ := e.self.Embed(ctx, "second")
-	p, err := e.self.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: "second"}}}, vecs[0], nil)
+	p, err := e.self.Chains.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: "second"}}}, vecs[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestAppendAtAnExpectedSeq(t *testing.T) {
 	if err != nil || r.GetSeq() != 1 {
 		t.Fatalf("append at the expected seq: %v %v", r, err)
 	}
-	if got, _ := e.self.Sona(rec.Uuid); got.Length != 2 {
+	if got, _ := e.self.Sonas.Get(rec.Uuid); got.Length != 2 {
 		t.Fatalf("length %d", got.Length)
 	}
 }

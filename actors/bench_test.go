@@ -54,7 +54,7 @@ func BenchmarkInsert(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			p, err := self.Prepare(m, vecs[0], nil)
+			p, err := self.Chains.Prepare(m, vecs[0], nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -70,7 +70,7 @@ func BenchmarkInsert(b *testing.B) {
 func createSonas(b *testing.B, self *memory.Self, n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
-		rec, err := self.CreateSona(context.Background(), fmt.Sprintf("sona-%d", i))
+		rec, err := self.Sonas.Create(context.Background(), fmt.Sprintf("sona-%d", i))
 		if err != nil {
 			b.Fatal(err)
 		}

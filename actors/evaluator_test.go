@@ -34,7 +34,7 @@ func startEvaluated(t testing.TB, cfg config.Config, ev eumas.Evaluator, knobs a
 func allEvaluated(t *testing.T, e *env, sona string) func() bool {
 	return func() bool {
 		for _, c := range walkChain(t, e.self, sona) {
-			if meta, err := e.self.Meta(c); err != nil || meta.Evaluation == nil {
+			if meta, err := e.self.Memories.Meta(c); err != nil || meta.Evaluation == nil {
 				return false
 			}
 		}
@@ -55,7 +55,7 @@ func TestEvaluatorActorFollowsWritesAcrossCrashAndRestart(t *testing.T) {
 			panic("evaluator crash (test)")
 		}
 	}})
-	rec, err := e.self.CreateSona(context.Background(), "ella")
+	rec, err := e.self.Sonas.Create(context.Background(), "ella")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestEvaluatorActorFollowsWritesAcrossCrashAndRestart(t *testing.T) {
 	}
 	last := walkChain(t, e.self, rec.Uuid)
 	waiting := last[len(last)-1]
-	if meta, err := e.self.Meta(waiting); err != nil || meta.Evaluation != nil {
+	if meta, err := e.self.Memories.Meta(waiting); err != nil || meta.Evaluation != nil {
 		t.Fatalf("evaluated with no evaluator: %v %v", meta, err)
 	}
 	e.close()

@@ -17,7 +17,7 @@ var errImportRunning = fmt.Errorf("%w: an import is running", ErrUnavailable)
 const importWindow = 256
 
 // Import imports an export (memory.ExportFormat). The whole document is
-// checked first (memory.PlanImport), so a bad one writes nothing; then
+// checked first (memory/transfer's PlanImport), so a bad one writes nothing; then
 // the file blocks and the sona records are written, the chains are
 // replayed in the plan's order — every append by its chain's one writer
 // (the sona's actor, the consensus actor for the backbone), each at the
@@ -33,14 +33,14 @@ func (s *System) Import(ctx context.Context, doc *messages.Export) (*messages.Im
 	s.upkeep.Lock()
 	defer s.upkeep.Unlock()
 
-	plan, err := s.self.PlanImport(ctx, doc)
+	plan, err := s.self.Transfer.PlanImport(ctx, doc)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.self.ImportBlocks(ctx, plan); err != nil {
+	if err := s.self.Transfer.ImportBlocks(ctx, plan); err != nil {
 		return nil, err
 	}
-	if err := s.self.ImportSonas(ctx, plan); err != nil {
+	if err := s.self.Transfer.ImportSonas(ctx, plan); err != nil {
 		return nil, err
 	}
 	for _, run := range plan.Runs() {
@@ -50,7 +50,7 @@ func (s *System) Import(ctx context.Context, doc *messages.Export) (*messages.Im
 			}
 		}
 	}
-	if err := s.self.FinishImport(ctx, plan); err != nil {
+	if err := s.self.Transfer.FinishImport(ctx, plan); err != nil {
 		return nil, err
 	}
 	s.log.Info("import done", "sonas", len(plan.Result().Sonas), "appended", len(plan.Steps()))

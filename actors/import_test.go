@@ -38,7 +38,7 @@ func (d *docWriter) Item(section string, m proto.Message) error {
 func TestImportExcludesTicksAndOtherImports(t *testing.T) {
 	ctx := context.Background()
 	src := start(t, testConfig(t.TempDir()), nil, actors.TestingKnobs{})
-	rec, err := src.self.CreateSona(ctx, "ops")
+	rec, err := src.self.Sonas.Create(ctx, "ops")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestImportExcludesTicksAndOtherImports(t *testing.T) {
 		insertText(t, src, rec.Uuid, s)
 	}
 	w := &docWriter{}
-	if err := src.self.Export(ctx, "", w); err != nil {
+	if err := src.self.Transfer.Export(ctx, "", w); err != nil {
 		t.Fatal(err)
 	}
 
@@ -79,8 +79,8 @@ func TestImportExcludesTicksAndOtherImports(t *testing.T) {
 	if _, err := dst.sys.Heartbeat(ctx, false); err != nil {
 		t.Fatalf("a heartbeat after the import: %v", err)
 	}
-	got, err := dst.self.Sona(rec.Uuid)
-	if want, _ := src.self.Sona(rec.Uuid); err != nil || !proto.Equal(got, want) {
+	got, err := dst.self.Sonas.Get(rec.Uuid)
+	if want, _ := src.self.Sonas.Get(rec.Uuid); err != nil || !proto.Equal(got, want) {
 		t.Fatalf("imported sona %v, source %v (%v)", got, want, err)
 	}
 	var _ memory.ExportWriter = w

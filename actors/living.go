@@ -10,6 +10,7 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -17,7 +18,7 @@ import (
 // (TTL, pruning, branch statistics), a wake of the active sonas' mid-term
 // tiers, Living Memory compression of oversized branches and, after
 // heartbeat.dream_idle without activity, dream mode. Its state is in the
-// store (memory.HeartbeatState), so a restart loses nothing. The merges
+// store (memory/living's HeartbeatState), so a restart loses nothing. The merges
 // and insights it makes are appended through the sonas' own actors, so a
 // tick never writes to a chain behind its owner's back, and sona traffic
 // never waits for a tick.
@@ -79,7 +80,7 @@ func (a *heartbeatActor) tick(dream, compact bool) (*messages.TickReport, error)
 	now := sys.clock.Now()
 	rep := &messages.TickReport{At: now.Unix()}
 	for {
-		sw, err := self.Sweep(ctx, hb.SweepBatch)
+		sw, err := self.Living.Sweep(ctx, hb.SweepBatch)
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +98,7 @@ func (a *heartbeatActor) tick(dream, compact bool) (*messages.TickReport, error)
 		sys.as.Root.Send(sys.sonas, &messages.TierWake{Tier: "mtm"})
 		rep.TierWakes = int64(n)
 	}
-	merges, err := self.PlanCompressions(ctx, hb.MaxCompressions)
+	merges, err := self.Living.PlanCompressions(ctx, hb.MaxCompressions)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +106,7 @@ func (a *heartbeatActor) tick(dream, compact bool) (*messages.TickReport, error)
 		return rep, err
 	}
 
-	st, err := self.HeartbeatState()
+	st, err := self.Living.HeartbeatState()
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +121,7 @@ func (a *heartbeatActor) tick(dream, compact bool) (*messages.TickReport, error)
 		compact = true // a dream is a session boundary
 	}
 	if compact {
-		folds, err := self.PlanFolds(ctx, hb.MaxCompressions)
+		folds, err := self.Living.PlanFolds(ctx, hb.MaxCompressions)
 		if err != nil {
 			return nil, err
 		}
@@ -134,10 +135,16 @@ func (a *heartbeatActor) tick(dream, compact bool) (*messages.TickReport, error)
 }
 
 // apply appends each merge through its sona's actor.
-func (a *heartbeatActor) apply(ctx context.Context, merges []*memory.Merge) ([]*messages.Compression, error) {
+func (a *heartbeatActor) apply(ctx context.Context, merges []*living.Merge) ([]*messages.Compression, error) {
 	var out []*messages.Compression
 	for _, m := range merges {
 		r, err := a.sys.Append(ctx, m.Sona, m.Prepared)
+		if errors.Is(err, ErrUnavailable) {
+			// A cluster member that does not own the sona (another does):
+			// the owner merges it, and the merge reaches this copy.
+			a.sys.log.Debug("merge skipped", "sona", m.Sona, "err", err)
+			continue
+		}
 		if err != nil {
 			return out, err
 		}
@@ -153,13 +160,17 @@ func (a *heartbeatActor) apply(ctx context.Context, merges []*memory.Merge) ([]*
 // dream stores each sona's insights and records that it dreamed.
 func (a *heartbeatActor) dream(ctx context.Context, rep *messages.TickReport) error {
 	self := a.sys.self
-	plans, err := self.PlanDream(ctx)
+	plans, err := self.Living.PlanDream(ctx)
 	if err != nil {
 		return err
 	}
 	for _, p := range plans {
 		for _, in := range p.Insights {
 			r, err := a.sys.Append(ctx, p.Sona, in)
+			if errors.Is(err, ErrUnavailable) {
+				a.sys.log.Debug("insight skipped", "sona", p.Sona, "err", err) // another member owns the sona
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -172,7 +183,7 @@ func (a *heartbeatActor) dream(ctx context.Context, rep *messages.TickReport) er
 		}
 	}
 	rep.Dreamed = true
-	return self.NoteDream(ctx, plans, a.sys.clock.Now())
+	return self.Living.NoteDream(ctx, plans, a.sys.clock.Now())
 }
 
 // consensusActor is the one writer of the backbone (Living Memory): direct
@@ -205,7 +216,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 			}
 			labels[memory.LabelConcept] = msg.ConceptKey
 		}
-		id, existed, err := self.WriteBackbone(c, msg.AgentId, msg.Content, labels)
+		id, existed, err := self.Backbone.Write(c, msg.AgentId, msg.Content, labels)
 		respondTo(ctx, &messages.BackboneWritten{Cid: id.String(), Existed: existed}, err)
 	case *messages.AppendMemory: // an import replaying the backbone's chain
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
@@ -215,7 +226,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 			respondTo[*messages.Appended](ctx, nil, err)
 			return
 		}
-		r, err := self.AppendBackbone(c, p)
+		r, err := self.Backbone.Append(c, p)
 		respondTo(ctx, r, err)
 	case *messages.Resolve:
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())

@@ -41,7 +41,7 @@ func appendText(t *testing.T, e *env, sona, text, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.self.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: text}}}, vecs[0], &messages.MemoryMeta{Kind: kind})
+	p, err := e.self.Chains.Prepare(&memory.Memory{Data: memory.Data{Text: &memory.TextData{Content: text}}}, vecs[0], &messages.MemoryMeta{Kind: kind})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestDreamAfterTheIdleWindowAndNotBefore(t *testing.T) {
 	cfg.Heartbeat.Interval = config.Duration(365 * 24 * time.Hour) // ticks only when asked
 	e := startClocked(t, cfg, clock, actors.TestingKnobs{})
 	ctx := context.Background()
-	rec, err := e.self.CreateSona(ctx, "ops")
+	rec, err := e.self.Sonas.Create(ctx, "ops")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestDreamAfterTheIdleWindowAndNotBefore(t *testing.T) {
 	if !rep.Dreamed || len(rep.Insights) == 0 {
 		t.Fatalf("no dream after the idle window: %+v", rep)
 	}
-	stored, err := e.self.Insights(100)
+	stored, err := e.self.Living.Insights(100)
 	if err != nil || len(stored) != len(rep.Insights) {
 		t.Fatalf("insights stored %d, reported %d (%v)", len(stored), len(rep.Insights), err)
 	}
@@ -121,7 +121,7 @@ func TestHeartbeatAndConsensusRestartKeepingState(t *testing.T) {
 		clock.Advance(cfg.Heartbeat.Interval.D())
 		return ticks.Load() >= 6
 	})
-	st, err := e.self.HeartbeatState()
+	st, err := e.self.Living.HeartbeatState()
 	if err != nil || st.Passes < 4 {
 		t.Fatalf("passes %d after 6 ticks with one crash (%v)", st.GetPasses(), err)
 	}
@@ -159,7 +159,7 @@ func TestBackboneSonaIsWrittenOnlyByConsensus(t *testing.T) {
 	if again, err := e.sys.WriteBackbone(ctx, &messages.WriteBackbone{AgentId: "a", Content: "The user is Demos."}); err != nil || !again.Existed || again.Cid != w.Cid {
 		t.Fatalf("rewrite: %+v %v", again, err)
 	}
-	id := e.self.BackboneSona()
+	id := e.self.Backbone.Sona()
 	_, err = e.sys.Advance(ctx, id, &messages.ChatRequest{Content: "hi"})
 	if !errors.Is(err, memory.ErrInvalid) {
 		t.Fatalf("chat on the backbone sona: %v", err)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/tiers"
@@ -29,13 +30,13 @@ type sonaActor struct {
 	last   *cid.Cid
 	gen    int // bumped on every reload; older append results are stale
 
-	inflight map[cid.Cid]*memory.Pending // appended, not yet durable
-	busy     int                         // advances in progress
-	idleDue  bool                        // the idle time passed while work was in flight
-	traffic  time.Time                   // last append or advance
-	idleTick clock.Timer                 // sends IdleCheck
-	stopping bool                        // passivate once idle
-	down     bool                        // stopping now
+	inflight map[cid.Cid]Settling // appended, not yet durable
+	busy     int                  // advances in progress
+	idleDue  bool                 // the idle time passed while work was in flight
+	traffic  time.Time            // last append or advance
+	idleTick clock.Timer          // sends IdleCheck
+	stopping bool                 // passivate once idle
+	down     bool                 // stopping now
 
 	tiers    map[string]*actor.PID // the stm, mtm and lpm children
 	tierBusy map[string]bool       // tiers with work, by name
@@ -56,6 +57,9 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 		a.down = true // the tier children stop with it (a restart respawns them)
 		if a.idleTick != nil {
 			a.idleTick.Stop()
+		}
+		if _, stopping := msg.(*actor.Stopping); stopping {
+			a.sys.chains.Release(a.id)
 		}
 	case *messages.AppendMemory:
 		a.traffic, a.idleDue = a.sys.clock.Now(), false
@@ -164,7 +168,7 @@ func (a *sonaActor) reload(ctx actor.Context) {
 	if err := a.sys.self.Store().Barrier(c); err != nil {
 		panic(fmt.Errorf("actors: sona %s cannot settle the store: %w", a.id, err))
 	}
-	rec, err := a.sys.self.Sona(a.id)
+	rec, err := a.sys.self.Sonas.Get(a.id)
 	if err != nil {
 		panic(fmt.Errorf("actors: sona %s: %w", a.id, err))
 	}
@@ -175,7 +179,7 @@ func (a *sonaActor) reload(ctx actor.Context) {
 	if rec.LastMemory != nil {
 		a.last = mustCID(*rec.LastMemory)
 	}
-	a.inflight = map[cid.Cid]*memory.Pending{}
+	a.inflight = map[cid.Cid]Settling{}
 	a.gen++
 }
 
@@ -196,7 +200,29 @@ type appended struct {
 // append plans item on the head this actor holds, submits it, and calls
 // done in the actor's context once it is durable or failed. A memory
 // already in the chain (durably or in flight) is not appended again.
-func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(appended)) {
+// step, when set, is the advance's span: the append is a child of it,
+// linked from the group commit that writes it.
+func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, step *advanceSpan, done func(appended)) {
+	if step != nil {
+		span := step.child(context.Background(), "append")
+		next := done
+		done = func(r appended) {
+			trace.Fail(span, r.err)
+			span.End()
+			next(r)
+		}
+		step = &advanceSpan{span}
+	}
+	c, cancel := context.WithTimeout(context.Background(), a.sys.cfg.Actors.AskTimeout.D())
+	fresh, err := a.sys.chains.Acquire(c, a.id)
+	cancel()
+	if err != nil {
+		done(appended{nil, err})
+		return
+	}
+	if fresh {
+		a.reload(ctx) // caught up: the chain moved underneath
+	}
 	if item.ExpectSeq != nil && *item.ExpectSeq != a.length {
 		done(appended{nil, fmt.Errorf("%w: sona %s is at seq %d, the append expected %d", memory.ErrChainConflict, a.id, a.length, *item.ExpectSeq)})
 		return
@@ -207,7 +233,7 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(a
 		})
 		return
 	}
-	in, err := a.sys.self.InSona(item.CID, a.id)
+	in, err := a.sys.self.Memories.InSona(item.CID, a.id)
 	if err != nil || in {
 		done(appended{&messages.Appended{Cid: item.CID.String()}, err})
 		return
@@ -216,7 +242,7 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(a
 		f := item.Memory.Data.File
 		return item.File != nil && f != nil && f.Content == c
 	}
-	if err := a.sys.self.CheckLinks(item.Memory, func(c cid.Cid) bool { return a.inflight[c] != nil || inline(c) }); err != nil {
+	if err := a.sys.self.Chains.CheckLinks(item.Memory, func(c cid.Cid) bool { return a.inflight[c] != nil || inline(c) }); err != nil {
 		done(appended{nil, err})
 		return
 	}
@@ -228,7 +254,7 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, done func(a
 		done(appended{nil, err})
 		return
 	}
-	p := a.sys.self.Store().Submit(a.sys.self.AppendOp(plan))
+	p := a.sys.chains.Write(step.context(context.Background()), plan)
 	a.head, a.length = plan.Next()
 	a.last = &item.CID
 	a.inflight[item.CID] = p
@@ -259,7 +285,7 @@ func tell(ctx actor.Context, to *actor.PID, msg proto.Message) {
 // bounded by a step's timeout, not an ask's: a write that takes longer to
 // become durable than an ask may wait (a busy disk) still settles, and
 // giving up on it early would report as failed a write that then lands.
-func (a *sonaActor) await(ctx actor.Context, p *memory.Pending, cont func(error)) {
+func (a *sonaActor) await(ctx actor.Context, p Settling, cont func(error)) {
 	f := actor.NewFuture(ctx.ActorSystem(), a.sys.stepTimeout())
 	go func() {
 		<-p.Done()
@@ -307,7 +333,7 @@ func (a *sonaActor) appendMemory(ctx actor.Context, msg *messages.AppendMemory) 
 		ctx.Respond(failure(err))
 		return
 	}
-	a.append(ctx, item, func(r appended) {
+	a.append(ctx, item, nil, func(r appended) {
 		if r.err != nil {
 			tell(ctx, sender, failure(r.err))
 		} else {
@@ -328,7 +354,10 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 	req := msg.GetRequest()
 	self := a.sys.self
 	a.busy++
+	caller := a.sys.callOf(msg.Call)
+	step := startAdvance(caller, a.id)
 	finish := func(reply proto.Message) {
+		step.end(reply)
 		tell(ctx, sender, reply)
 		a.busy--
 		a.settle(ctx)
@@ -353,7 +382,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 	}
 
 	// 1. Store the input, linked to the previous step.
-	async(ctx, a.sys, timeout, func(c context.Context) ([]float32, error) { return embed(c, req.Content) }, func(vec []float32, err error) {
+	async(ctx, a.sys, timeout, func(c context.Context) ([]float32, error) { return embed(step.context(c), req.Content) }, func(vec []float32, err error) {
 		if err != nil {
 			finish(failure(err))
 			return
@@ -362,18 +391,18 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 		if a.last != nil {
 			edges = []memory.Edge{{Target: *a.last, Weight: 1}}
 		}
-		input, err := self.Prepare(memory.TextMemory(req.Content, req.Name, received, edges), vec, meta)
+		input, err := self.Chains.Prepare(memory.TextMemory(req.Content, req.Name, received, edges), vec, meta)
 		if err != nil {
 			finish(failure(err))
 			return
 		}
 		input.EdgeType = memory.AssocSequential
-		a.append(ctx, input, func(r appended) {
+		a.append(ctx, input, step, func(r appended) {
 			if r.err != nil {
 				finish(failure(r.err))
 				return
 			}
-			a.respond(ctx, req, input, finish, embed, a.sys.callOf(msg.Call))
+			a.respond(ctx, req, input, finish, embed, caller, step)
 		})
 	})
 }
@@ -383,7 +412,7 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 // stm's inbox in the response's transaction; the mid-term segments the
 // tiers' retrieval used are visited.
 func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input *memory.Prepared,
-	finish func(proto.Message), embed func(context.Context, string) ([]float32, error), caller *call) {
+	finish func(proto.Message), embed func(context.Context, string) ([]float32, error), caller *call, step *advanceSpan) {
 	self := a.sys.self
 	name := a.name
 	type thought struct {
@@ -393,16 +422,17 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		vec      []float32
 	}
 	async(ctx, a.sys, a.sys.stepTimeout(), func(c context.Context) (thought, error) {
+		c = step.context(c)
 		start := a.sys.clock.Now()
 		recalled, err := self.Recall(c, memory.Query{
 			Sona: a.id, Text: req.Content, Vector: input.Vector, AgentID: req.AgentId,
-			K: int(req.K), Budget: int(req.BudgetChars), Exclude: []cid.Cid{input.CID}, Scope: req.Scope,
+			K: int(req.K), Budget: int(req.BudgetChars), Expand: expandOf(req), Exclude: []cid.Cid{input.CID}, Scope: req.Scope,
 		})
 		a.sys.metrics.ObserveRecall("chat", a.sys.clock.Since(start))
 		if err != nil {
 			return thought{}, err
 		}
-		tr, err := self.Tiers.Recall(a.id, req.Content, input.Vector, 0)
+		tr, err := a.sys.tierRecall(c, a.id, req.Content, input.Vector)
 		if err != nil {
 			return thought{}, err
 		}
@@ -427,19 +457,19 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 			edges = append(edges, memory.Edge{Target: r.CID, Weight: r.Score})
 		}
 		resp := memory.ResponseMemory(name, t.resp, a.sys.clock.Now().Unix(), edges)
-		out, err := self.Prepare(resp, t.vec, &messages.MemoryMeta{AgentId: req.AgentId})
+		out, err := self.Chains.Prepare(resp, t.vec, &messages.MemoryMeta{AgentId: req.AgentId})
 		if err != nil {
 			finish(failure(err))
 			return
 		}
 		out.EdgeType = memory.AssocCausal
 		out.PageOf = &input.CID
-		a.append(ctx, out, func(r appended) {
+		a.append(ctx, out, step, func(r appended) {
 			if r.err != nil {
 				finish(failure(r.err))
 				return
 			}
-			self.Reinforce(t.recalled)
+			self.Memories.Reinforce(memory.Support(t.recalled))
 			a.wakeTier(ctx, tiers.STM)
 			if len(t.tiers.Segments) > 0 {
 				a.tellTier(ctx, tiers.MTM, &messages.SegmentsVisited{Ids: t.tiers.Segments, At: a.sys.clock.Now().Unix()})
@@ -458,7 +488,7 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 
 // prepareAppend reads an AppendMemory into the memory to append.
 func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*memory.Prepared, error) {
-	item, err := self.PrepareBlock(msg.Block, msg.Embedding, msg.Meta)
+	item, err := self.Chains.PrepareBlock(msg.Block, msg.Embedding, msg.Meta)
 	if err != nil {
 		return nil, err
 	}

@@ -76,7 +76,7 @@ func (a *sonasActor) route(ctx actor.Context, id string, msg proto.Message) {
 func (a *sonasActor) deliver(ctx actor.Context, id string, e envelope) {
 	c := a.children[id]
 	if c == nil {
-		if _, err := a.sys.self.Sona(id); err != nil {
+		if _, err := a.sys.self.Sonas.Get(id); err != nil {
 			if e.sender != nil {
 				ctx.Send(e.sender, failure(err))
 			}

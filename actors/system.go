@@ -38,6 +38,9 @@ type Options struct {
 	// memories) from an anchors actor, off the appends' acknowledgement
 	// path. None by default.
 	AnchorSink memory.AnchorSink
+	// Chains carries out the sonas' appends; nil: the store (one node).
+	// A cluster member passes its own (see ChainWriter).
+	Chains ChainWriter
 }
 
 // TestingKnobs let tests inject faults. They are nil in production.
@@ -79,6 +82,7 @@ type System struct {
 	metrics    *metrics.Set
 	tierModel  tiers.Model
 	anchorSink memory.AnchorSink
+	chains     ChainWriter
 
 	// importing is set while an import runs (one at a time); upkeep is
 	// held by a heartbeat tick and by an import, which never overlap.
@@ -114,7 +118,10 @@ func Start(o Options) (*System, error) {
 		actor.WithDeadLetterRequestLogging(false),
 	)
 	s := &System{as: as, self: o.Self, llm: o.LLM, cfg: o.Config, clock: o.Clock, log: logger, knobs: o.Knobs,
-		metrics: o.Metrics, tierModel: o.TierModel, anchorSink: o.AnchorSink}
+		metrics: o.Metrics, tierModel: o.TierModel, anchorSink: o.AnchorSink, chains: o.Chains}
+	if s.chains == nil {
+		s.chains = localChains{o.Self}
+	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	if s.tierModel == nil {
 		s.tierModel = &tiers.LLMModel{LLM: o.LLM, MaxTokens: o.Config.LLM.MaxTokens, Fallback: func(op string, err error) {
@@ -316,7 +323,7 @@ func (s *System) ActiveSonas() (int, error) {
 // Query recalls and answers like Advance but stores nothing. It needs no
 // actor: it only reads.
 func (s *System) Query(ctx context.Context, sona string, req *messages.ChatRequest) (*messages.QueryResponse, error) {
-	rec, err := s.self.Sona(sona)
+	rec, err := s.self.Sonas.Get(sona)
 	if err != nil {
 		return nil, err
 	}
@@ -326,14 +333,14 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 	}
 	start := s.clock.Now()
 	recalled, err := s.self.Recall(ctx, memory.Query{
-		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars),
+		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars), Expand: expandOf(req),
 		AgentID: req.AgentId, Scope: req.Scope, Peek: true, // a query leaves no trace
 	})
 	s.metrics.ObserveRecall("query", s.clock.Since(start))
 	if err != nil {
 		return nil, err
 	}
-	tr, err := s.self.Tiers.Recall(sona, req.Content, vecs[0], 0)
+	tr, err := s.tierRecall(ctx, sona, req.Content, vecs[0])
 	if err != nil {
 		return nil, err
 	}
@@ -362,6 +369,7 @@ func (s *System) complete(ctx context.Context, sonaName string, recalled []*memo
 	})
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LLM.Timeout.D())
 	defer cancel()
+	ctx, span := startModelCall(ctx, s.cfg.LLM, prompt)
 	var resp llm.Response
 	var err error
 	if onToken != nil {
@@ -369,6 +377,7 @@ func (s *System) complete(ctx context.Context, sonaName string, recalled []*memo
 	} else {
 		resp, err = s.llm.Complete(ctx, prompt)
 	}
+	endModelCall(span, resp, err)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
 			err = fmt.Errorf("%w (%v)", cause, err)
@@ -440,7 +449,7 @@ func (s *System) Resolve(ctx context.Context, r *messages.Resolve) (*messages.Ba
 // checkNotBackbone refuses chain writes to the backbone's sona from
 // anywhere but the consensus actor.
 func (s *System) checkNotBackbone(sona string) error {
-	if s.self.IsBackbone(sona) {
+	if s.self.Backbone.Is(sona) {
 		return fmt.Errorf("%w: the backbone sona is written through /backbone and /backbone/contribute", memory.ErrInvalid)
 	}
 	return nil

@@ -94,7 +94,7 @@ func TestAdvancesFillTheTiers(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	e := start(t, cfg, nil, actors.TestingKnobs{})
 	ctx := context.Background()
-	sona, err := e.self.CreateSona(ctx, "mel")
+	sona, err := e.self.Sonas.Create(ctx, "mel")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestKillingTierActorsLosesNoPage(t *testing.T) {
 	}}
 	e := start(t, cfg, nil, knobs)
 	ctx := context.Background()
-	sona, err := e.self.CreateSona(ctx, "mel")
+	sona, err := e.self.Sonas.Create(ctx, "mel")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func TestChatErrors(t *testing.T) {
 		{"blank content", id, `{"content":" \n\t"}`, 400, "invalid"},
 		{"no content", id, `{}`, 400, "invalid"},
 		{"unknown sona", uuid.NewString(), `{"content":"hi"}`, 404, "not_found"},
-		{"malformed uuid", "alice", `{"content":"hi"}`, 400, "invalid_uuid"},
+		{"no sona of that name", "nobody", `{"content":"hi"}`, 404, "not_found"},
 		{"malformed JSON", id, `{"content":"hi"`, 400, "malformed_json"},
 		{"unknown field", id, `{"content":"hi","model":"gpt"}`, 400, "malformed_json"},
 		{"k too large", id, `{"content":"hi","k":100000}`, 400, "invalid"},
@@ -232,7 +232,7 @@ func TestQuery(t *testing.T) {
 		{id, `{"content":"x","k":100000}`, 400},
 		{id, `{"content":"x"`, 400},
 		{uuid.NewString(), `{"content":"x"}`, 404},
-		{"nope", `{"content":"x"}`, 400},
+		{"nope", `{"content":"x"}`, 404}, // no sona has that name
 	} {
 		wantError(t, h.do("POST", "/sona/"+tc.path+"/query", tc.body), tc.status, "")
 	}
@@ -272,14 +272,21 @@ func TestRecall(t *testing.T) {
 	var cids []string
 	for _, it := range mems {
 		rm := object(t, it)
-		wantKeys(t, rm, "cid", "score", "via", "explain", "memory")
+		wantKeys(t, rm, "cid", "score", "via", "explain", "memory", "rank", "collapsed")
 		c := str(t, rm["cid"])
 		cids = append(cids, c)
 		fnum(t, rm["score"])
+		array(t, rm["collapsed"])
 		switch rm["via"] {
 		case "hit":
 			hits++
+			if fnum(t, rm["rank"]) != 1 {
+				t.Fatalf("the one hit has rank %v", rm["rank"])
+			}
 		case "expansion", "coaccess":
+			if rm["rank"] != nil {
+				t.Fatalf("%v memory has rank %v", rm["via"], rm["rank"])
+			}
 		default:
 			t.Fatalf("via %v", rm["via"])
 		}
@@ -316,6 +323,11 @@ func TestRecall(t *testing.T) {
 	if h.sonaLength(id) != length {
 		t.Fatal("recall changed the chain")
 	}
+	// expand 0: the hit alone.
+	r = h.post("/sona/"+id+"/recall", map[string]any{"query": "roses and tulips in the garden", "k": 1, "expand": 0}).obj(t, http.StatusOK)
+	if mems := array(t, r["memories"]); len(mems) != 1 || object(t, mems[0])["cid"] != garden {
+		t.Fatalf("k 1, expand 0: %v", mems)
+	}
 
 	for _, tc := range []struct {
 		name, path, body string
@@ -328,10 +340,12 @@ func TestRecall(t *testing.T) {
 		{"k too large", id, `{"query":"x","k":100000}`, 400, "invalid"},
 		{"k negative", id, `{"query":"x","k":-1}`, 400, "invalid"},
 		{"budget negative", id, `{"query":"x","budget_chars":-1}`, 400, "invalid"},
+		{"expand negative", id, `{"query":"x","expand":-1}`, 400, "invalid"},
+		{"expand too large", id, `{"query":"x","expand":100000}`, 400, "invalid"},
 		{"unknown field", id, `{"query":"x","content":"y"}`, 400, "malformed_json"},
 		{"malformed JSON", id, `{"query":`, 400, "malformed_json"},
 		{"unknown sona", uuid.NewString(), `{"query":"x"}`, 404, "not_found"},
-		{"malformed uuid", "bob", `{"query":"x"}`, 400, "invalid_uuid"},
+		{"no sona of that name", "nobody", `{"query":"x"}`, 404, "not_found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantError(t, h.do("POST", "/sona/"+tc.path+"/recall", tc.body), tc.status, tc.code)

@@ -360,7 +360,7 @@ func TestImportRefusesBadInputWritingNothing(t *testing.T) {
 func TestExportErrors(t *testing.T) {
 	h := newHarness(t, quiet)
 	h.newSona("twin")
-	h.newSona("twin")
+	h.twinSona("twin")
 	for _, tc := range []struct {
 		path   string
 		status int

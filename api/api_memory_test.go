@@ -253,7 +253,7 @@ func TestInsertEdgesAndSonas(t *testing.T) {
 
 	// An ambiguous name is a conflict.
 	h.newSona("twin")
-	h.newSona("twin")
+	h.twinSona("twin")
 	wantError(t, h.post("/memories", map[string]any{"sona": "twin", "data": map[string]any{"kind": "text", "content": "x"}}), 409, "conflict")
 }
 
@@ -493,7 +493,7 @@ func TestListMemories(t *testing.T) {
 
 	t.Run("errors", func(t *testing.T) {
 		h.newSona("twin")
-		h.newSona("twin")
+		h.twinSona("twin")
 		for _, tc := range []struct {
 			query  string
 			status int

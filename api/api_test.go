@@ -320,6 +320,13 @@ func (h *harness) newSona(name string) string {
 	return str(h.t, h.createSona(name)["uuid"])
 }
 
+// twinSona creates a sona called name while another is (asking for the
+// duplicate name).
+func (h *harness) twinSona(name string) string {
+	h.t.Helper()
+	return str(h.t, h.post("/sonas", map[string]any{"name": name, "allow_duplicate": true}).obj(h.t, http.StatusCreated)["uuid"])
+}
+
 func (h *harness) sona(id string) map[string]any {
 	h.t.Helper()
 	return h.get("/sona/"+id).obj(h.t, http.StatusOK)
@@ -424,22 +431,64 @@ func TestCreateSona(t *testing.T) {
 	}
 
 	// Content types that are JSON are accepted.
-	for _, ct := range []string{"application/json; charset=utf-8", "application/merge-patch+json"} {
-		r := h.do("POST", "/sonas", `{"name":"bob"}`, "Content-Type", ct)
+	for i, ct := range []string{"application/json; charset=utf-8", "application/merge-patch+json"} {
+		r := h.do("POST", "/sonas", fmt.Sprintf(`{"name":"bob-%d"}`, i), "Content-Type", ct)
 		checkSonaShape(t, r.obj(t, http.StatusCreated))
 	}
 	// So is a body without a Content-Type.
 	r = h.do("POST", "/sonas", []byte(`{"name":"carol"}`))
 	checkSonaShape(t, r.obj(t, http.StatusCreated))
-	// Two sonas may share a name; each gets its own uuid.
-	a, b := h.newSona("twin"), h.newSona("twin")
-	if a == b {
-		t.Fatal("two sonas got the same uuid")
-	}
 	// Field names may be camelCase or snake_case; here both are "name".
-	if sonas, _, _ := h.health(); sonas != 6 {
-		t.Fatalf("sonas = %d, want 6", sonas)
+	if sonas, _, _ := h.health(); sonas != 4 {
+		t.Fatalf("sonas = %d, want 4", sonas)
 	}
+}
+
+// A sona's name is unique: a second alice is 409 and writes nothing,
+// unless the request asks for a duplicate — then the name names neither
+// (409 conflict) and their uuids do.
+func TestSonaNamesAreUnique(t *testing.T) {
+	h := newHarness(t)
+	alice := h.newSona("alice")
+	wantError(t, h.post("/sonas", map[string]any{"name": "alice"}), http.StatusConflict, "exists")
+	wantError(t, h.post("/sonas", map[string]any{"name": "alice", "allow_duplicate": false}), http.StatusConflict, "exists")
+	if sonas, _, _ := h.health(); sonas != 1 {
+		t.Fatalf("a refused creation left %d sonas", sonas)
+	}
+	if got := h.get("/sona/alice").obj(t, http.StatusOK)["uuid"]; got != alice {
+		t.Fatalf("/sona/alice is %v, want %s", got, alice)
+	}
+	second := h.post("/sonas", map[string]any{"name": "alice", "allow_duplicate": true}).obj(t, http.StatusCreated)
+	if second["uuid"] == alice || second["name"] != "alice" {
+		t.Fatalf("the duplicate asked for: %v", second)
+	}
+	wantError(t, h.get("/sona/alice"), http.StatusConflict, "conflict")
+	wantError(t, h.post("/sona/alice/recall", map[string]any{"query": "x"}), http.StatusConflict, "conflict")
+	for _, id := range []string{alice, str(t, second["uuid"])} {
+		if got := h.sona(id)["uuid"]; got != id {
+			t.Fatalf("by uuid: %v, want %s", got, id)
+		}
+	}
+}
+
+// The /sona/{uuid}/… routes take a sona's name as POST /memories does.
+func TestSonaRoutesTakeAName(t *testing.T) {
+	h := newHarness(t)
+	id := h.newSona("gardener")
+	h.post("/memories", map[string]any{"sona": "gardener", "data": map[string]any{"kind": "text", "content": "the tomatoes are in the east bed"}}).obj(t, http.StatusCreated)
+	if got := h.sona("gardener"); got["uuid"] != id || num(t, got["length"]) != 1 {
+		t.Fatalf("GET /sona/gardener: %v", got)
+	}
+	h.get("/sona/gardener/tiers").obj(t, http.StatusOK)
+	rec := h.post("/sona/gardener/recall", map[string]any{"query": "where are the tomatoes"}).obj(t, http.StatusOK)
+	if mems, _ := rec["memories"].([]any); len(mems) != 1 {
+		t.Fatalf("recall by name: %v", rec)
+	}
+	h.post("/sona/gardener/chat", map[string]any{"content": "where are the tomatoes?"}).obj(t, http.StatusOK)
+	if n := h.sonaLength(id); n != 3 {
+		t.Fatalf("after a chat by name the chain has %d ACTs, want 3", n)
+	}
+	wantError(t, h.get("/sona/nobody"), http.StatusNotFound, "not_found")
 }
 
 func TestCreateSonaErrors(t *testing.T) {
@@ -524,9 +573,9 @@ func TestGetSona(t *testing.T) {
 		code   string
 	}{
 		{"/sona/" + uuid.NewString(), 404, "not_found"},
-		{"/sona/not-a-uuid", 400, "invalid_uuid"},
-		{"/sona/alice", 400, "invalid_uuid"},
-		{"/sona/" + strings.Repeat("a", 300), 400, "invalid_uuid"},
+		{"/sona/not-a-uuid", 404, "not_found"}, // a name no sona has
+		{"/sona/bob", 404, "not_found"},
+		{"/sona/" + strings.Repeat("a", 300), 404, "not_found"},
 	}
 	for _, tc := range tests {
 		wantError(t, h.get(tc.path), tc.status, tc.code)
@@ -632,7 +681,7 @@ func TestListSonas(t *testing.T) {
 	}
 
 	t.Run("name filter", func(t *testing.T) {
-		t1, t2 := h.newSona("twin"), h.newSona("twin")
+		t1, t2 := h.newSona("twin"), h.twinSona("twin")
 		page := h.get("/sonas/list?name=twin").obj(t, http.StatusOK)
 		items := array(t, page["items"])
 		got := []string{}

@@ -65,8 +65,8 @@ func TestTiers(t *testing.T) {
 	}
 	wantKeys(t, object(t, v["lpm"]), "user", "agent", "updates")
 
-	// Errors: a malformed uuid, an unknown sona.
-	h.get("/sona/nope/tiers").obj(t, http.StatusBadRequest)
+	// Errors: a name no sona has, an unknown sona.
+	h.get("/sona/nope/tiers").obj(t, http.StatusNotFound)
 	h.get("/sona/00000000-0000-4000-8000-000000000000/tiers").obj(t, http.StatusNotFound)
 
 	// The transitions were counted (by the tier actors, just after they

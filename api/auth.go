@@ -202,6 +202,9 @@ var policies = map[string]policy{
 	"GET /file/{cid}":              {ScopeRead, bound},  // by a file memory's CID
 	"POST /admin/heartbeat":        {ScopeAdmin, global},
 	"POST /admin/compact":          {ScopeAdmin, global},
+	"POST /admin/gc":               {ScopeAdmin, global},
+	"GET /admin/storage":           {ScopeAdmin, global},
+	"POST /admin/backup":           {ScopeAdmin, global},
 	"GET /insights":                {ScopeRead, global},
 	"POST /backbone":               {ScopeAdmin, global},
 	"GET /backbone":                {ScopeRead, global},
@@ -212,7 +215,8 @@ var policies = map[string]policy{
 	"GET /export":                  {ScopeAdmin, global},
 	"POST /import":                 {ScopeAdmin, global},
 	"GET /anchors":                 {ScopeRead, global},
-	"/mcp":                         {ScopeRead, bound}, // each tool and resource checks its own
+	"GET /cluster":                 {ScopeRead, global}, // mounted by a cluster member (package cluster)
+	"/mcp":                         {ScopeRead, bound},  // each tool and resource checks its own
 }
 
 // ipfsPolicy covers everything under /ipfs/, whatever patterns the

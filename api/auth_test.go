@@ -161,10 +161,12 @@ func TestAuthMatrix(t *testing.T) {
 		{"POST /memories", "POST", "/memories", text("beta", "written into beta by name"), 2, relB, 0},
 		{"GET /sona/{uuid}", "GET", "/sona/" + w.a, nil, 1, relA, 200},
 		{"GET /sona/{uuid}", "GET", "/sona/" + w.b, nil, 1, relB, 200},
+		{"GET /sona/{uuid}", "GET", "/sona/alpha", nil, 1, relA, 200}, // by name
+		{"GET /sona/{uuid}", "GET", "/sona/beta", nil, 1, relB, 200},
 		{"GET /sona/{uuid}/tiers", "GET", "/sona/" + w.a + "/tiers", nil, 1, relA, 200},
 		{"GET /sona/{uuid}/tiers", "GET", "/sona/" + w.b + "/tiers", nil, 1, relB, 200},
 		{"GET /sonas/list", "GET", "/sonas/list", nil, 1, relAny, 200},
-		{"POST /sonas", "POST", "/sonas", map[string]any{"name": "gamma"}, 2, relGlobal, 201},
+		{"POST /sonas", "POST", "/sonas", map[string]any{"name": "gamma", "allow_duplicate": true}, 2, relGlobal, 201},
 		{"POST /sona/{uuid}/chat", "POST", "/sona/" + w.a + "/chat", map[string]any{"content": "what key?"}, 2, relA, 200},
 		{"POST /sona/{uuid}/chat", "POST", "/sona/" + w.b + "/chat", map[string]any{"content": "what code?"}, 2, relB, 200},
 		{"POST /sona/{uuid}/query", "POST", "/sona/" + w.a + "/query", map[string]any{"content": "what key?"}, 1, relA, 200},
@@ -178,6 +180,9 @@ func TestAuthMatrix(t *testing.T) {
 		{"GET /ipfs/", "GET", "/ipfs/" + w.memB + "?format=raw", nil, 1, relGlobal, 200},
 		{"POST /admin/heartbeat", "POST", "/admin/heartbeat", nil, 3, relGlobal, 200},
 		{"POST /admin/compact", "POST", "/admin/compact", nil, 3, relGlobal, 200},
+		{"POST /admin/gc", "POST", "/admin/gc", nil, 3, relGlobal, 200},
+		{"GET /admin/storage", "GET", "/admin/storage", nil, 3, relGlobal, 200},
+		{"POST /admin/backup", "POST", "/admin/backup", nil, 3, relGlobal, 200},
 		{"GET /insights", "GET", "/insights", nil, 1, relGlobal, 200},
 		{"POST /backbone", "POST", "/backbone", map[string]any{"agent_id": "ops", "content": "ship small changes"}, 3, relGlobal, 0},
 		{"GET /backbone", "GET", "/backbone", nil, 1, relGlobal, 200},
@@ -291,6 +296,11 @@ func TestSonaScopedTokenSeesOnlyItsSona(t *testing.T) {
 			t.Fatalf("an A token's chat recalled B's memory")
 		}
 	}
+	// A name no sona has is refused like another sona's: a scoped token
+	// learns nothing of the names of sonas it may not use.
+	for _, ref := range []string{"beta", "nobody"} {
+		wantError(t, w.as(readerA, "POST", "/sona/"+ref+"/recall", map[string]any{"query": "red"}), 403, "forbidden")
+	}
 	// A memory that does not exist is refused like another sona's.
 	wantError(t, w.as(readerA, "GET", "/memory/bafyreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy", nil), 403, "forbidden")
 }
@@ -329,7 +339,7 @@ func TestMCPAuthMatrix(t *testing.T) {
 	}
 	tools := []toolCase{
 		{"list_sonas", map[string]any{}, 1, relAny},
-		{"create_sona", map[string]any{"name": "delta"}, 2, relGlobal},
+		{"create_sona", map[string]any{"name": "delta", "allow_duplicate": true}, 2, relGlobal},
 		{"recall", map[string]any{"sona": w.a, "query": "red"}, 1, relA},
 		{"recall", map[string]any{"sona": w.b, "query": "red"}, 1, relB},
 		{"recall", map[string]any{"sona": "beta", "query": "red"}, 1, relB},

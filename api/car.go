@@ -101,7 +101,7 @@ type carPlan struct {
 // the snapshot names can be read after it.
 func planCAR(ctx context.Context, self *memory.Self, sona string) (*carPlan, error) {
 	col := &carCollector{}
-	if err := self.Export(ctx, sona, col); err != nil {
+	if err := self.Transfer.Export(ctx, sona, col); err != nil {
 		return nil, err
 	}
 	p := &carPlan{extra: map[cid.Cid][]byte{}}

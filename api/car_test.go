@@ -57,7 +57,7 @@ func (h *harness) recallAll(t *testing.T, queries ...string) [][]string {
 	t.Helper()
 	// BM25's statistics span every sona: the whole corpus must be indexed;
 	// and evaluated, as an evaluation moves decay and importance.
-	if err := h.app.Self.Settle(context.Background()); err != nil {
+	if err := h.app.Self.Text.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.app.Self.Evals.Settle(context.Background()); err != nil {

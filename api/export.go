@@ -47,7 +47,7 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 	}
 	sona := ""
 	if ref != "" {
-		rec, err := s.self.ResolveSona(ref)
+		rec, err := s.self.Sonas.Resolve(ref)
 		if err != nil {
 			s.fail(w, err)
 			return
@@ -59,7 +59,7 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	jw := &jsonExport{rw: w}
-	err := s.self.Export(r.Context(), sona, jw)
+	err := s.self.Transfer.Export(r.Context(), sona, jw)
 	if err == nil {
 		err = jw.finish()
 	}

@@ -47,12 +47,12 @@ func (d *chainDAG) all() []string {
 func buildChain(tb testing.TB, self *memory.Self, n int) *chainDAG {
 	tb.Helper()
 	ctx := context.Background()
-	rec, err := self.CreateSona(ctx, "long")
+	rec, err := self.Sonas.Create(ctx, "long")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	d := &chainDAG{sona: rec.Uuid}
-	if d.file, err = self.PutFile(ctx, []byte("the long chain's file"), ""); err != nil {
+	if d.file, err = self.Chains.PutFile(ctx, []byte("the long chain's file"), ""); err != nil {
 		tb.Fatal(err)
 	}
 	var head *cid.Cid
@@ -71,7 +71,7 @@ func buildChain(tb testing.TB, self *memory.Self, n int) *chainDAG {
 			if err != nil {
 				tb.Fatal(err)
 			}
-			p, err := self.Prepare(m, vecs[0], nil)
+			p, err := self.Chains.Prepare(m, vecs[0], nil)
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -85,7 +85,7 @@ func buildChain(tb testing.TB, self *memory.Self, n int) *chainDAG {
 		}
 		err := self.Store().Update(ctx, func(tx memory.Tx) error {
 			for _, p := range plans {
-				if err := self.AppendOp(p)(tx); err != nil {
+				if err := self.Chains.Op(p)(tx); err != nil {
 					return err
 				}
 			}

@@ -46,7 +46,7 @@ func newGatewayDAG(t *testing.T, h *harness) *gatewayDAG {
 		"sona": d.sona,
 		"data": map[string]any{"kind": "file", "name": "key.txt", "mimeType": "text/plain", "content": map[string]any{"/": d.raw}},
 	})["cid"])
-	page, err := h.app.Self.Chain(d.sona, 0, 100)
+	page, err := h.app.Self.Sonas.Chain(d.sona, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

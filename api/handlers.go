@@ -34,10 +34,11 @@ func parseCID(v string) (cid.Cid, error) {
 	return c, nil
 }
 
-// sonaParam reads the {uuid} path value and checks the principal may use
-// the sona and that it exists.
+// sonaParam reads the sona of a route's path — its uuid, or a name that
+// one sona the principal may use has, as POST /memories accepts — and
+// checks the principal may use it.
 func (s *Server) sonaParam(r *http.Request) (*messages.Sona, error) {
-	return s.sonaByUUID(r.Context(), r.PathValue("uuid"))
+	return s.resolveSona(r.Context(), r.PathValue("uuid"))
 }
 
 func (s *Server) limit(r *http.Request) (int, error) {
@@ -64,7 +65,7 @@ func (s *Server) renderMemory(ctx context.Context, c cid.Cid, m *memory.Memory, 
 }
 
 func (s *Server) loadRendered(ctx context.Context, c cid.Cid) (*messages.Memory, error) {
-	m, meta, err := s.self.Get(c)
+	m, meta, err := s.self.Memories.Get(c)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +138,7 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		page, err := s.self.ListMemories(cursor, limit)
+		page, err := s.self.Memories.List(cursor, limit)
 		if err != nil {
 			s.fail(w, err)
 			return
@@ -153,7 +154,7 @@ func (s *Server) chainPage(id, cursor string, limit int) ([]cid.Cid, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	page, err := s.self.Chain(id, from, limit)
+	page, err := s.self.Sonas.Chain(id, from, limit)
 	if err != nil {
 		return nil, "", err
 	}
@@ -240,7 +241,7 @@ func (s *Server) createSona(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	rec, err := s.createSonaOp(r.Context(), req.Name)
+	rec, err := s.createSonaOp(r.Context(), req.Name, req.AllowDuplicate)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -320,7 +321,10 @@ func (s *Server) recall(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, err)
 			return
 		}
-		out := &messages.RecalledMemory{Cid: rc.CID.String(), Score: rc.Score, Via: rc.Via, Memory: m}
+		out := &messages.RecalledMemory{Cid: rc.CID.String(), Score: rc.Score, Via: rc.Via, Memory: m, Collapsed: cidStrings(rc.Collapsed)}
+		if rc.Rank > 0 {
+			out.Rank = proto.Int32(int32(rc.Rank))
+		}
 		if req.Explain {
 			out.Explain = renderExplain(rc.Explain)
 		}
@@ -415,7 +419,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(data), s.cfg.Store.MaxBlockBytes)})
 		return
 	}
-	c, err := s.self.PutFile(r.Context(), data, sona)
+	c, err := s.self.Chains.PutFile(r.Context(), data, sona)
 	if err != nil {
 		s.fail(w, err)
 		return

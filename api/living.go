@@ -47,7 +47,7 @@ func (s *Server) insights(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	items, err := s.self.Insights(limit)
+	items, err := s.self.Living.Insights(limit)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -96,7 +96,7 @@ func (s *Server) listBackbone(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cursor := r.URL.Query().Get("cursor")
-	id := s.self.BackboneSona()
+	id := s.self.Backbone.Sona()
 	if id == "" {
 		// Nothing written yet; a bad cursor is still a bad request.
 		if _, err := seqCursor(cursor); err != nil {

@@ -195,6 +195,15 @@ func int32Arg(v int) int32 {
 	return int32(max(min(v, math.MaxInt32), math.MinInt32))
 }
 
+// optInt32Arg is int32Arg of an optional argument.
+func optInt32Arg(v *int) *int32 {
+	if v == nil {
+		return nil
+	}
+	n := int32Arg(*v)
+	return &n
+}
+
 // Tool inputs and outputs. The SDK derives their JSON schemas: fields
 // without omitempty are required.
 
@@ -202,15 +211,16 @@ func int32Arg(v int) int32 {
 type RecallInput struct {
 	Sona        string `json:"sona" jsonschema:"the sona to recall in: its uuid or unambiguous name"`
 	Query       string `json:"query" jsonschema:"what to recall memories for"`
-	K           int    `json:"k,omitempty" jsonschema:"memories to take before edge expansion; 0 or absent: the configured default"`
+	K           int    `json:"k,omitempty" jsonschema:"how many ranked hits to return; 0 or absent: the configured default"`
 	BudgetChars int    `json:"budget_chars,omitempty" jsonschema:"character budget of the recalled memories; 0 or absent: the configured default"`
 	Scope       string `json:"scope,omitempty" jsonschema:"self (every sona, weighted by similarity) or sona (this sona and the backbone); absent: the configured default"`
 	AgentID     string `json:"agent_id,omitempty" jsonschema:"the recalling agent, for its co-access weights"`
+	Expand      *int   `json:"expand,omitempty" jsonschema:"at most this many memories beyond the hits, reached from them; 0: none; absent: the configured default"`
 }
 
 // RecallOutput is the recall tool's output.
 type RecallOutput struct {
-	Memories []MemoryOutput `json:"memories" jsonschema:"the recalled memories, in topological order"`
+	Memories []MemoryOutput `json:"memories" jsonschema:"the recalled memories, in topological order (the hits carry their rank)"`
 }
 
 // MemoryOutput is a memory as a tool returns it.
@@ -226,6 +236,9 @@ type MemoryOutput struct {
 	Timestamp int64   `json:"timestamp,omitempty" jsonschema:"unix seconds"`
 	Score     float64 `json:"score,omitempty" jsonschema:"recall score"`
 	Via       string  `json:"via,omitempty" jsonschema:"how recall reached it: a scored hit, a hit's co-access partner, or along an edge (expansion)"`
+	Rank      int     `json:"rank,omitempty" jsonschema:"a hit's place among the hits, from 1 (best first); absent for what expansion added"`
+	// Collapsed are near-identical memories recall folded into this one.
+	Collapsed []string `json:"collapsed,omitempty" jsonschema:"CIDs of near-identical memories folded into this one (not returned)"`
 }
 
 func memoryOutput(c cid.Cid, m *memory.Memory) MemoryOutput {
@@ -257,6 +270,7 @@ func (m *mcpTools) recall(ctx context.Context, in RecallInput) (RecallOutput, er
 	}
 	recalled, err := m.s.recallOp(ctx, rec, &messages.RecallRequest{
 		Query: in.Query, K: int32Arg(in.K), BudgetChars: int32Arg(in.BudgetChars), Scope: in.Scope, AgentId: in.AgentID,
+		Expand: optInt32Arg(in.Expand),
 	})
 	if err != nil {
 		return RecallOutput{}, err
@@ -264,7 +278,7 @@ func (m *mcpTools) recall(ctx context.Context, in RecallInput) (RecallOutput, er
 	out := RecallOutput{Memories: []MemoryOutput{}}
 	for _, rc := range recalled {
 		mo := memoryOutput(rc.CID, rc.Memory)
-		mo.Score, mo.Via = rc.Score, rc.Via
+		mo.Score, mo.Via, mo.Rank, mo.Collapsed = rc.Score, rc.Via, rc.Rank, cidStrings(rc.Collapsed)
 		out.Memories = append(out.Memories, mo)
 	}
 	return out, nil
@@ -377,14 +391,15 @@ type ChatInput struct {
 	Content     string `json:"content" jsonschema:"the message"`
 	Name        string `json:"name,omitempty" jsonschema:"who is speaking (stored as an other memory's speaker)"`
 	AgentID     string `json:"agent_id,omitempty" jsonschema:"the calling agent (provenance)"`
-	K           int    `json:"k,omitempty" jsonschema:"memories to recall before edge expansion; 0 or absent: the configured default"`
+	K           int    `json:"k,omitempty" jsonschema:"how many ranked hits to recall; 0 or absent: the configured default"`
 	BudgetChars int    `json:"budget_chars,omitempty" jsonschema:"character budget of the recalled context; 0 or absent: the configured default"`
 	Scope       string `json:"scope,omitempty" jsonschema:"self or sona recall scope; absent: the configured default"`
+	Expand      *int   `json:"expand,omitempty" jsonschema:"at most this many recalled memories beyond the hits; 0: none; absent: the configured default"`
 }
 
 func (in ChatInput) request() *messages.ChatRequest {
 	return &messages.ChatRequest{Content: in.Content, Name: in.Name, AgentId: in.AgentID,
-		K: int32Arg(in.K), BudgetChars: int32Arg(in.BudgetChars), Scope: in.Scope}
+		K: int32Arg(in.K), BudgetChars: int32Arg(in.BudgetChars), Scope: in.Scope, Expand: optInt32Arg(in.Expand)}
 }
 
 // ScoredOutput is a recalled memory a reply was built on.
@@ -495,11 +510,12 @@ func (m *mcpTools) listSonas(ctx context.Context, in ListSonasInput) (ListSonasO
 
 // CreateSonaInput is the create_sona tool's input.
 type CreateSonaInput struct {
-	Name string `json:"name" jsonschema:"the sona's name (need not be unique; a uuid identifies it)"`
+	Name           string `json:"name" jsonschema:"the sona's name, unique among the sonas unless allow_duplicate"`
+	AllowDuplicate bool   `json:"allow_duplicate,omitempty" jsonschema:"create the sona even when another has this name (the name then names neither: use uuids)"`
 }
 
 func (m *mcpTools) createSona(ctx context.Context, in CreateSonaInput) (SonaOutput, error) {
-	rec, err := m.s.createSonaOp(ctx, in.Name)
+	rec, err := m.s.createSonaOp(ctx, in.Name, in.AllowDuplicate)
 	if err != nil {
 		return SonaOutput{}, err
 	}

@@ -55,12 +55,14 @@ func newMCPDefs(cfg config.Config) *mcpDefs {
 	}
 
 	recallIn := toolSchema[RecallInput](map[string][]string{"scope": recallScopes})
-	describeProp(recallIn, "k", "how many memories to take by score before edge expansion: 1..%d; 0 or absent: %d", cfg.Server.MaxK, cfg.Recall.TopK)
+	describeProp(recallIn, "k", "how many ranked hits to return (best score first): 1..%d; 0 or absent: %d", cfg.Server.MaxK, cfg.Recall.TopK)
+	describeProp(recallIn, "expand", "at most this many memories beyond the hits, reached from them along edges and co-access: 0..%d; 0: none; absent: %d per hit", cfg.Server.MaxK, cfg.Recall.ExpandPerHit)
 	describeProp(recallIn, "budget_chars", "character budget of all the recalled memories together: 1..%d; 0 or absent: %d", cfg.Server.MaxBudgetChars, cfg.Recall.BudgetChars)
 	describeProp(recallIn, "scope", "sona: this sona's memories and the backbone; self: every sona's, weighted by their similarity to this one; absent: %s", cfg.Recall.Scope)
 
 	chatIn := toolSchema[ChatInput](map[string][]string{"scope": recallScopes})
-	describeProp(chatIn, "k", "how many memories to recall by score before edge expansion: 1..%d; 0 or absent: %d", cfg.Server.MaxK, cfg.Recall.TopK)
+	describeProp(chatIn, "k", "how many ranked hits to recall: 1..%d; 0 or absent: %d", cfg.Server.MaxK, cfg.Recall.TopK)
+	describeProp(chatIn, "expand", "at most this many recalled memories beyond the hits: 0..%d; 0: none; absent: %d per hit", cfg.Server.MaxK, cfg.Recall.ExpandPerHit)
 	describeProp(chatIn, "budget_chars", "character budget of the recalled context: 1..%d; 0 or absent: %d", cfg.Server.MaxBudgetChars, cfg.Recall.BudgetChars)
 	describeProp(chatIn, "scope", "where to recall: sona (this sona and the backbone) or self (every sona, weighted by similarity); absent: %s", cfg.Recall.Scope)
 
@@ -74,7 +76,7 @@ func newMCPDefs(cfg config.Config) *mcpDefs {
 	return &mcpDefs{
 		cache: mcp.NewSchemaCache(), kinds: kinds,
 		recall: &mcp.Tool{Name: "recall", Title: "Recall memories",
-			Description:  "Recall the memories of a sona that matter for a query: scored, expanded along their edges within a character budget, in topological order. Stores no memory.",
+			Description:  "Recall the memories of a sona that matter for a query: the k best hits (rank 1 is the best), near-identical ones folded together, and a few memories reached from them along edges, within a character budget, in topological order. Stores no memory.",
 			InputSchema:  recallIn,
 			OutputSchema: toolSchema[RecallOutput](memories),
 			Annotations:  readOnly("Recall memories")},

@@ -79,6 +79,8 @@ func TestMCPToolValidation(t *testing.T) {
 		{"create_sona", map[string]any{}, "name"},
 		{"create_sona", map[string]any{"name": ""}, "invalid"},
 		{"create_sona", map[string]any{"name": 7}, "name"},
+		{"create_sona", map[string]any{"name": "valid"}, "exists"}, // names are unique
+		{"create_sona", map[string]any{"name": "valid", "allow_duplicate": "yes"}, "allow_duplicate"},
 		{"list_sonas", map[string]any{"limit": 11}, "limit must be within 1..10"},
 		{"list_sonas", map[string]any{"limit": -1}, "limit must be within"},
 		{"recall", map[string]any{"query": "x"}, "sona"},
@@ -140,6 +142,10 @@ func TestMCPToolValidation(t *testing.T) {
 	res, out = callTool(t, cs, "insert", map[string]any{"sona": "valid", "content": "a valid memory", "kind": "fact"})
 	if res.IsError || out["seq"].(float64) != 0 {
 		t.Fatalf("insert after errors: %s %v", toolText(res), out)
+	}
+	// A second "valid" is refused above; asked for, it is made.
+	if res, twin := callTool(t, cs, "create_sona", map[string]any{"name": "valid", "allow_duplicate": true}); res.IsError || twin["uuid"] == id {
+		t.Fatalf("create_sona asking for a duplicate name: %s", toolText(res))
 	}
 }
 

@@ -64,7 +64,7 @@ func (h *harness) scrape() string {
 func TestMetricsAppearAndMove(t *testing.T) {
 	h := newHarness(t, func(c *config.Config) { c.Evaluation.Mode = "off" })
 	before := h.scrape()
-	for _, name := range []string{"memoria_sonas", "memoria_memories", "memoria_index_entries", "memoria_badger_bytes"} {
+	for _, name := range []string{"memoria_sonas", "memoria_memories", "memoria_index_entries", "memoria_store_disk_bytes", "memoria_store_gc_passes_total"} {
 		if _, ok := metric(before, name); !ok {
 			t.Errorf("%s missing from /metrics", name)
 		}
@@ -80,7 +80,7 @@ func TestMetricsAppearAndMove(t *testing.T) {
 	h.post("/sona/"+id+"/recall", map[string]any{"query": "llamas"}).obj(t, 200)
 	h.post("/sona/"+id+"/chat", map[string]any{"content": "tell me about llamas"}).obj(t, 200)
 	h.post("/sona/"+id+"/query", map[string]any{"content": "llamas?"}).obj(t, 200)
-	h.get("/sona/not-a-uuid")
+	h.get("/sona/not-a-sona")
 	h.get("/no/such/route")
 
 	after := h.scrape()
@@ -93,7 +93,7 @@ func TestMetricsAppearAndMove(t *testing.T) {
 		{"memoria_memories", nil, 5}, // 3 inserts + the chat's input and response
 		{"memoria_http_requests_total", []string{"route", "POST /sonas", "method", "POST", "status", "201"}, 1},
 		{"memoria_http_requests_total", []string{"route", "POST /memories", "status", "201"}, 3},
-		{"memoria_http_requests_total", []string{"route", "GET /sona/{uuid}", "status", "400"}, 1},
+		{"memoria_http_requests_total", []string{"route", "GET /sona/{uuid}", "status", "404"}, 1},
 		{"memoria_http_requests_total", []string{"route", "unmatched", "status", "404"}, 1},
 		{"memoria_http_request_duration_seconds_count", []string{"route", "POST /sona/{uuid}/recall", "status", "200"}, 1},
 		{"memoria_recall_duration_seconds_count", []string{"op", "recall"}, 1},
@@ -117,41 +117,52 @@ func TestMetricsAppearAndMove(t *testing.T) {
 	})
 }
 
-// Badger sizes move once the store has been written and reopened (Badger
-// measures its files at open and then once a minute).
-func TestMetricsBadgerSizes(t *testing.T) {
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.Evaluation.Mode = "off"
-	open := func() (*harness, func()) {
-		a, err := app.Open(context.Background(), cfg, slog.New(slog.DiscardHandler), app.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(a.API)
-		return &harness{t: t, app: a, url: srv.URL, hc: srv.Client()}, func() {
-			srv.Close()
-			if err := a.Close(); err != nil {
-				t.Fatal(err)
+// The store's size on disk moves with its writes (measured at each
+// scrape), and a pass of the garbage collection measures its key spaces
+// and counts itself.
+func TestMetricsStoreSizes(t *testing.T) {
+	h := newHarness(t, func(c *config.Config) { c.Evaluation.Mode = "off" })
+	before := h.scrape()
+	if _, ok := metric(before, "memoria_store_space_bytes", "space", "m/"); ok {
+		t.Fatal("key spaces before any pass of the garbage collection")
+	}
+	disk := func(b string) float64 {
+		var sum float64
+		for _, part := range []string{"tables", "value_log", "wal", "other"} {
+			v, ok := metric(b, "memoria_store_disk_bytes", "part", part)
+			if !ok {
+				t.Fatalf("memoria_store_disk_bytes{part=%q} missing", part)
 			}
+			sum += v
 		}
+		return sum
 	}
-	h, closeIt := open()
-	if v, _ := metric(h.scrape(), "memoria_badger_bytes", "part", "lsm"); v != 0 {
-		t.Fatalf("a fresh store's LSM is %v bytes", v)
-	}
+	d0 := disk(before)
 	id := str(t, h.post("/sonas", map[string]any{"name": "disk"}).obj(t, 201)["uuid"])
 	for i := range 20 {
 		h.post("/memories", map[string]any{"sona": id, "data": map[string]any{"kind": "text", "content": fmt.Sprintf("fact %d %s", i, strings.Repeat("x", 500))}, "dedup": false}).obj(t, 201)
 	}
-	closeIt()
-	h, closeIt = open()
-	defer closeIt()
-	b := h.scrape()
-	lsm, _ := metric(b, "memoria_badger_bytes", "part", "lsm")
-	vlog, _ := metric(b, "memoria_badger_bytes", "part", "vlog")
-	if lsm+vlog <= 0 {
-		t.Fatalf("badger sizes after writes: lsm %v, vlog %v", lsm, vlog)
+	if d := disk(h.scrape()); d <= d0 {
+		t.Fatalf("the store's files after 20 inserts: %v bytes, before %v", d, d0)
+	}
+	rep := h.post("/admin/gc", nil).obj(t, 200)
+	if !rep["compacted"].(bool) {
+		t.Fatalf("POST /admin/gc did not compact: %v", rep)
+	}
+	after := h.scrape()
+	if v, _ := metric(after, "memoria_store_space_keys", "space", "m/"); v != 20 {
+		t.Fatalf("memoria_store_space_keys{space=m/} = %v, want 20", v)
+	}
+	if v, _ := metric(after, "memoria_store_space_bytes", "space", "b/"); v < 20*500 {
+		t.Fatalf("memoria_store_space_bytes{space=b/} = %v", v)
+	}
+	var passes float64
+	for _, r := range []string{"reclaimed", "nothing", "skipped", "failed"} {
+		v, _ := metric(after, "memoria_store_gc_passes_total", "result", r)
+		passes += v
+	}
+	if passes != 1 {
+		t.Fatalf("%v passes counted after one", passes)
 	}
 }
 
@@ -259,7 +270,7 @@ func TestLimits(t *testing.T) {
 		c.Evaluation.Mode = "off"
 		c.Server.RequestTimeout = config.Duration(time.Nanosecond)
 	})
-	rec, err := th.app.Self.CreateSona(context.Background(), "slow")
+	rec, err := th.app.Self.Sonas.Create(context.Background(), "slow")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func (s *Server) sonaByUUID(ctx context.Context, ref string) (*messages.Sona, er
 	if err := allowSona(ctx, id); err != nil {
 		return nil, err
 	}
-	rec, err := s.self.Sona(id)
+	rec, err := s.self.Sonas.Get(id)
 	tagSona(ctx, rec)
 	return rec, err
 }
@@ -50,14 +50,14 @@ func (s *Server) resolveSona(ctx context.Context, ref string) (*messages.Sona, e
 	}
 	p := principalFrom(ctx)
 	if !p.SonaScoped() {
-		rec, err := s.self.ResolveSona(ref)
+		rec, err := s.self.Sonas.Resolve(ref)
 		tagSona(ctx, rec)
 		return rec, err
 	}
 	if id, ok := memory.CanonicalUUID(ref); ok {
 		return s.sonaByUUID(ctx, id)
 	}
-	ids, err := s.self.SonasNamed(ref)
+	ids, err := s.self.Sonas.Named(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (s *Server) sees(p *Principal, c cid.Cid) (bool, error) {
 	if !p.SonaScoped() {
 		return true, nil
 	}
-	meta, err := s.self.Meta(c)
+	meta, err := s.self.Memories.Meta(c)
 	if errors.Is(err, memory.ErrNotFound) {
 		return false, nil
 	}
@@ -124,7 +124,7 @@ func (s *Server) checkLinksSeen(ctx context.Context, m *memory.Memory, inline ci
 		}
 	}
 	if f := m.Data.File; f != nil && f.Content != inline {
-		ok, err := s.self.FileInSonas(f.Content, p.MaySona)
+		ok, err := s.self.Chains.FileInSonas(f.Content, p.MaySona)
 		if err != nil {
 			return err
 		}
@@ -187,7 +187,7 @@ func (s *Server) fileOp(ctx context.Context, c cid.Cid) (data []byte, mimeType, 
 		if err := s.allowMemory(ctx, c); err != nil {
 			return nil, "", "", err
 		}
-		m, _, err := s.self.Get(c)
+		m, _, err := s.self.Memories.Get(c)
 		if err != nil {
 			return nil, "", "", err
 		}
@@ -197,7 +197,7 @@ func (s *Server) fileOp(ctx context.Context, c cid.Cid) (data []byte, mimeType, 
 		}
 		content = f.Content
 		if p := principalFrom(ctx); p.SonaScoped() {
-			ok, err := s.self.FileInSonas(content, p.MaySona)
+			ok, err := s.self.Chains.FileInSonas(content, p.MaySona)
 			if err != nil {
 				return nil, "", "", err
 			}
@@ -246,15 +246,26 @@ func (s *Server) fileSona(ctx context.Context, ref string) (string, error) {
 }
 
 // createSonaOp creates a sona (not for sona-scoped tokens: they could not
-// use it).
-func (s *Server) createSonaOp(ctx context.Context, name string) (*messages.Sona, error) {
+// use it) whose name is unique, unless allowDuplicate.
+func (s *Server) createSonaOp(ctx context.Context, name string, allowDuplicate bool) (*messages.Sona, error) {
 	if err := requireScope(ctx, ScopeWrite); err != nil {
 		return nil, err
 	}
 	if err := requireUnscoped(ctx, "creating a sona"); err != nil {
 		return nil, err
 	}
-	return s.self.CreateSona(ctx, name)
+	create := s.self.Sonas.Create
+	if allowDuplicate {
+		create = s.self.Sonas.CreateDuplicate
+	}
+	rec, err := create(ctx, name)
+	if err != nil || s.sonaCreated == nil {
+		return rec, err
+	}
+	if err := s.sonaCreated(ctx, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
 // listSonasOp lists sonas (optionally those called name) in uuid order;
@@ -267,9 +278,9 @@ func (s *Server) listSonasOp(ctx context.Context, name, cursor string, limit int
 	case p.SonaScoped():
 		page, err = s.allowedSonas(p, name, cursor, limit)
 	case name != "":
-		page, err = s.self.ListSonasNamed(name, cursor, limit)
+		page, err = s.self.Sonas.ListNamed(name, cursor, limit)
 	default:
-		page, err = s.self.ListSonas(cursor, limit)
+		page, err = s.self.Sonas.List(cursor, limit)
 	}
 	if err != nil {
 		return nil, err
@@ -291,7 +302,7 @@ func (s *Server) allowedSonas(p *Principal, name, cursor string, limit int) (mem
 		if id <= cursor {
 			continue
 		}
-		rec, err := s.self.Sona(id)
+		rec, err := s.self.Sonas.Get(id)
 		if errors.Is(err, memory.ErrNotFound) {
 			continue
 		}
@@ -336,7 +347,7 @@ func (s *Server) checkChat(ctx context.Context, req *messages.ChatRequest) error
 	if err := memory.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
 		return err
 	}
-	if err := s.checkRecallBounds(req.K, req.BudgetChars); err != nil {
+	if err := s.checkRecallBounds(req.K, req.BudgetChars, req.Expand); err != nil {
 		return err
 	}
 	scope, err := recallScope(ctx, req.Scope)
@@ -347,9 +358,12 @@ func (s *Server) checkChat(ctx context.Context, req *messages.ChatRequest) error
 	return nil
 }
 
-func (s *Server) checkRecallBounds(k, budget int32) error {
+func (s *Server) checkRecallBounds(k, budget int32, expand *int32) error {
 	if k < 0 || int(k) > s.cfg.Server.MaxK {
 		return badRequest("invalid", "k must be within 0..%d (0 = default %d)", s.cfg.Server.MaxK, s.cfg.Recall.TopK)
+	}
+	if expand != nil && (*expand < 0 || int(*expand) > s.cfg.Server.MaxK) {
+		return badRequest("invalid", "expand must be within 0..%d (absent = default: %d per hit)", s.cfg.Server.MaxK, s.cfg.Recall.ExpandPerHit)
 	}
 	if budget < 0 || int(budget) > s.cfg.Server.MaxBudgetChars {
 		return badRequest("invalid", "budget_chars must be within 0..%d (0 = default %d)", s.cfg.Server.MaxBudgetChars, s.cfg.Recall.BudgetChars)
@@ -403,7 +417,7 @@ func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages
 	if strings.TrimSpace(req.Query) == "" {
 		return nil, badRequest("invalid", "query must not be empty")
 	}
-	if err := s.checkRecallBounds(req.K, req.BudgetChars); err != nil {
+	if err := s.checkRecallBounds(req.K, req.BudgetChars, req.Expand); err != nil {
 		return nil, err
 	}
 	scope, err := recallScope(ctx, req.Scope)
@@ -412,7 +426,7 @@ func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages
 	}
 	start := s.clock.Now()
 	recalled, err := s.self.Recall(ctx, memory.Query{
-		Sona: rec.Uuid, Text: req.Query, K: int(req.K), Budget: int(req.BudgetChars),
+		Sona: rec.Uuid, Text: req.Query, K: int(req.K), Budget: int(req.BudgetChars), Expand: intPtr(req.Expand),
 		AgentID: req.AgentId, Scope: scope, AsOf: req.AsOf, IncludeHidden: req.IncludeHidden,
 	})
 	s.metrics.ObserveRecall("recall", s.clock.Since(start))
@@ -452,12 +466,12 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 		dedup = *req.Dedup
 	}
 	meta := &messages.MemoryMeta{Kind: req.Kind, AgentId: req.AgentId, Labels: req.Labels}
-	p, dup, err := s.self.PrepareInsert(ctx, rec.Uuid, m, meta, dedup, file)
+	p, dup, err := s.self.Chains.PrepareInsert(ctx, rec.Uuid, m, meta, dedup, file)
 	if err != nil {
 		return nil, false, err
 	}
 	if dup != nil {
-		if err := s.self.ReinforceDuplicate(ctx, dup.Existing); err != nil {
+		if err := s.self.Memories.ReinforceDuplicate(ctx, dup.Existing); err != nil {
 			return nil, false, err
 		}
 		return &messages.InsertResponse{
@@ -470,4 +484,22 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 		return nil, false, err
 	}
 	return &messages.InsertResponse{Cid: res.Cid, Seq: res.Seq, Existed: res.Seq == nil}, res.Seq != nil, nil
+}
+
+// intPtr is an optional int32 of a request as an optional int.
+func intPtr(v *int32) *int {
+	if v == nil {
+		return nil
+	}
+	n := int(*v)
+	return &n
+}
+
+// cidStrings renders CIDs as strings ([] for none).
+func cidStrings(cs []cid.Cid) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.String()
+	}
+	return out
 }

@@ -45,7 +45,14 @@ type Server struct {
 	clock   clock.Clock              // the self's: times requests and recalls
 	tp      oteltrace.TracerProvider // nil: tracing is off (tracing.go)
 	tracer  oteltrace.Tracer
+	// sonaCreated, when set, must accept a new sona before its creation
+	// is acknowledged (a cluster member registers it: OnSonaCreated).
+	sonaCreated func(context.Context, *messages.Sona) error
 }
+
+// OnSonaCreated has fn accept every sona created through this server
+// before the creation is acknowledged; an error from fn fails it.
+func (s *Server) OnSonaCreated(fn func(context.Context, *messages.Sona) error) { s.sonaCreated = fn }
 
 // NewServer builds the REST API over a self and its actor system.
 func NewServer(self *memory.Self, sys *actors.System, cfg config.Config, log *slog.Logger) *Server {
@@ -89,6 +96,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /ipfs/{path...}", s.serveGateway) // GET and HEAD (gateway.go)
 	m.HandleFunc("POST /admin/heartbeat", s.heartbeat)
 	m.HandleFunc("POST /admin/compact", s.compact)
+	m.HandleFunc("POST /admin/gc", s.gc) // the store's upkeep (storage.go)
+	m.HandleFunc("GET /admin/storage", s.storage)
+	m.HandleFunc("POST /admin/backup", s.backup)
 	m.HandleFunc("GET /insights", s.insights)
 	m.HandleFunc("POST /backbone", s.writeBackbone)
 	m.HandleFunc("GET /backbone", s.listBackbone)
@@ -106,8 +116,10 @@ func (s *Server) routes() {
 // transfers are the routes that move a whole self: they get
 // server.transfer_timeout and server.max_import_bytes instead of the
 // request limits.
-// A CAR of a whole DAG from the gateway is one too.
-var transfers = map[string]bool{"GET /export": true, "POST /import": true, "GET /ipfs/{path...}": true}
+// A CAR of a whole DAG from the gateway is one too, and so are a backup
+// and a pass of the store's garbage collection (which may rewrite it).
+var transfers = map[string]bool{"GET /export": true, "POST /import": true, "GET /ipfs/{path...}": true,
+	"POST /admin/backup": true, "POST /admin/gc": true}
 
 // RequestLimit is the time a request may take (server.request_timeout,
 // or transfer_timeout for the transfer routes), and whether it is a
@@ -280,6 +292,8 @@ func (s *Server) classify(ctx context.Context, err error) (status int, code, msg
 		return http.StatusInsufficientStorage, "insufficient_storage", err.Error()
 	case errors.Is(err, memory.ErrAmbiguous), errors.Is(err, memory.ErrChainConflict):
 		return http.StatusConflict, "conflict", err.Error()
+	case errors.Is(err, memory.ErrExists):
+		return http.StatusConflict, "exists", err.Error()
 	case errors.Is(err, llm.ErrCircuitOpen):
 		return http.StatusServiceUnavailable, "llm_unavailable", err.Error()
 	case errors.Is(err, context.DeadlineExceeded):

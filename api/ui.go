@@ -169,7 +169,7 @@ func (s *Server) memoryLinks(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	if _, err := s.self.Meta(c); err != nil { // a CID stored nowhere is a 404, not an empty list
+	if _, err := s.self.Memories.Meta(c); err != nil { // a CID stored nowhere is a 404, not an empty list
 		s.fail(w, err)
 		return
 	}

@@ -353,9 +353,18 @@ func TestWebExplorer(t *testing.T) {
 	if n := b.count(".result .stack .seg"); n < len(ranked) {
 		t.Fatalf("%d explain segments for %d results", n, len(ranked))
 	}
-	scores := eval[[]float64](b, `[...document.querySelectorAll('.result .score')].map(e => parseFloat(e.textContent))`)
+	ranks := eval[[]string](b, `[...document.querySelectorAll('.hits .result .rank')].map(e => e.textContent)`)
+	for i, r := range ranks {
+		if r != fmt.Sprintf("#%d", i+1) {
+			t.Fatalf("the hits are not in rank order: %v", ranks)
+		}
+	}
+	scores := eval[[]float64](b, `[...document.querySelectorAll('.more .result .score')].map(e => parseFloat(e.textContent))`)
 	if !slices.IsSortedFunc(scores, func(a, b float64) int { return cmp.Compare(b, a) }) {
-		t.Fatalf("results are not ranked by score: %v", scores)
+		t.Fatalf("what the hits reached is not ranked by score: %v", scores)
+	}
+	if len(ranks) == 0 || len(ranks)+len(scores) != len(ranked) {
+		t.Fatalf("%d hits and %d more of %d results", len(ranks), len(scores), len(ranked))
 	}
 	b.shot("05-recall")
 	eval[any](b, `(() => { const s = document.querySelector('#recall-asof'); s.value = '2'; s.dispatchEvent(new Event('input')); return 1; })()`)

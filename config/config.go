@@ -51,6 +51,7 @@ type Config struct {
 	Embedder    Embedder   `yaml:"embedder"`
 	Actors      Actors     `yaml:"actors"`
 	Log         Log        `yaml:"log"`
+	Cluster     Cluster    `yaml:"cluster"`
 }
 
 // Server configures the HTTP listener (REST, later MCP and the gateway).
@@ -205,6 +206,28 @@ type Store struct {
 	// the store opens (about 0.3 s per 100,000 memories), so that a
 	// damaged table is named at once rather than read past. Default true.
 	VerifyTables bool `yaml:"verify_tables"`
+	// ValueLogMB is the size from which Badger starts a new value-log
+	// file (the log of values from 64 KiB: the large blocks, files). The
+	// garbage collection rewrites whole files and never the one being
+	// written, so smaller files free space sooner. Default 256; within
+	// 16..2047.
+	ValueLogMB int `yaml:"value_log_mb"`
+	// GC is the store's garbage collection in the background.
+	GC StoreGC `yaml:"gc"`
+}
+
+// StoreGC schedules the store's garbage collection (memory/store/gc.go):
+// value-log files rewritten without their garbage, and the size of each
+// key space measured. It also runs on demand (`memoria gc`, POST
+// /admin/gc).
+type StoreGC struct {
+	// Interval between two passes in the background; 0 runs none (on
+	// demand only). Default 10m.
+	Interval Duration `yaml:"interval"`
+	// DiscardRatio is the share of a value-log file that must be garbage
+	// for the file to be rewritten. Lower frees more space for more
+	// rewriting. Default 0.5; within 0.05..0.95.
+	DiscardRatio float64 `yaml:"discard_ratio"`
 }
 
 // Index configures the HNSW vector index (derived state, rebuilt at start).
@@ -231,8 +254,24 @@ type Index struct {
 
 // Recall configures scoring and injection (DESIGN.md §5).
 type Recall struct {
-	// TopK memories are taken before edge expansion (Living Memory injection.top_n = 10).
+	// TopK is how many ranked hits a recall returns (Living Memory
+	// injection.top_n = 10); what expansion adds is counted apart
+	// (ExpandPerHit).
 	TopK int `yaml:"top_k"`
+	// ExpandPerHit bounds what co-access and edge expansion add to the
+	// hits, within the budget: at most this many memories per hit (0:
+	// none). A request's expand replaces the bound.
+	ExpandPerHit int `yaml:"expand_per_hit"`
+	// MMRLambda trades relevance against novelty when the hits are chosen
+	// (maximal marginal relevance: λ·score − (1−λ)·the highest cosine to a
+	// hit already chosen); 1 ranks by score alone. Not recall.lambda, the
+	// decay rate.
+	MMRLambda float64 `yaml:"mmr_lambda"`
+	// Collapse folds a memory into a better one already injected when
+	// both have the same speaker and the Jaccard similarity of their word
+	// sets is at least this (near-identical texts), so the budget holds
+	// different memories; 0 turns it off.
+	Collapse float64 `yaml:"collapse"`
 	// BudgetChars is the hard character cap of the injected context (Living Memory injection.budget_chars = 4000).
 	BudgetChars int `yaml:"budget_chars"`
 	// Candidates is how many dense neighbours are scored per recall (at least TopK).
@@ -260,8 +299,9 @@ type Recall struct {
 	RRFK float64 `yaml:"rrf_k"`
 	// Paths weighs the retrieval paths in the fusion; 0 turns a path off.
 	Paths PathWeights `yaml:"paths"`
-	// Scope: "self" recalls from every sona weighted by sona similarity,
-	// "sona" from the recalling sona and the backbone.
+	// Scope: "sona" recalls from the recalling sona and the backbone (seed
+	// 000: sonas isolate perspectives), "self" from every sona weighted by
+	// sona similarity (inter-sona recall, when asked for).
 	Scope string `yaml:"scope"`
 	// AffinitySeeds is how many of the best dense/BM25 candidates lend
 	// their associations and co-access partners to the affinity path.
@@ -566,10 +606,15 @@ func Default() Config {
 			MemoryCache:   50_000,
 			MinFreeMB:     256,
 			VerifyTables:  true,
+			ValueLogMB:    256,
+			GC:            StoreGC{Interval: Duration(10 * time.Minute), DiscardRatio: 0.5},
 		},
 		Index: Index{M: 32, EfSearch: 128, EfConstruction: 64, Backlog: 256, TextBacklog: 50_000, Seed: 1},
 		Recall: Recall{
 			TopK:               10,
+			ExpandPerHit:       2,
+			MMRLambda:          0.95,
+			Collapse:           0.9,
 			BudgetChars:        4000,
 			Candidates:         32,
 			Lambda:             0.5,
@@ -583,7 +628,7 @@ func Default() Config {
 			Fusion:             "weighted",
 			RRFK:               60,
 			Paths:              PathWeights{Dense: 0.5, BM25: 1, Affinity: 0.5, Metric: 0.05},
-			Scope:              "self",
+			Scope:              "sona",
 			AffinitySeeds:      5,
 			AffinityDepth:      2,
 			AffinityLinks:      LinkWeights{Causal: 1, Similar: 0, Sequential: 1, Related: 1, CoAccess: 1},
@@ -631,7 +676,8 @@ func Default() Config {
 			RestartWindow: Duration(time.Minute),
 			AskTimeout:    Duration(30 * time.Second),
 		},
-		Log: Log{Level: "info", Format: "console"},
+		Log:     Log{Level: "info", Format: "console"},
+		Cluster: DefaultCluster(),
 	}
 }
 
@@ -756,6 +802,15 @@ func (c *Config) Validate() error {
 	if c.Store.MinFreeMB < 2*c.Store.MemTableMB {
 		bad("store.min_free_mb", "must be at least 2 × store.memtable_mb (%d), got %d: the reserve covers a memtable flush", 2*c.Store.MemTableMB, c.Store.MinFreeMB)
 	}
+	if c.Store.ValueLogMB < 16 || c.Store.ValueLogMB > 2047 {
+		bad("store.value_log_mb", "must be within 16..2047, got %d", c.Store.ValueLogMB)
+	}
+	if c.Store.GC.Interval < 0 || c.Store.GC.Interval > 0 && c.Store.GC.Interval.D() < time.Second {
+		bad("store.gc.interval", "must be 0 (no background pass) or at least 1s, got %s", c.Store.GC.Interval)
+	}
+	if r := c.Store.GC.DiscardRatio; !(r >= 0.05 && r <= 0.95) {
+		bad("store.gc.discard_ratio", "must be within 0.05..0.95, got %g", r)
+	}
 
 	if c.Index.M < 2 {
 		bad("index.m", "must be at least 2, got %d", c.Index.M)
@@ -774,6 +829,11 @@ func (c *Config) Validate() error {
 	if c.Recall.Candidates < c.Recall.TopK {
 		bad("recall.candidates", "must be at least recall.top_k (%d), got %d", c.Recall.TopK, c.Recall.Candidates)
 	}
+	if c.Recall.ExpandPerHit < 0 {
+		bad("recall.expand_per_hit", "must not be negative, got %d", c.Recall.ExpandPerHit)
+	}
+	unit("recall.mmr_lambda", c.Recall.MMRLambda)
+	unit("recall.collapse", c.Recall.Collapse)
 	nonNeg("recall.lambda", c.Recall.Lambda)
 	nonNeg("recall.weights.relevance", c.Recall.Weights.Relevance)
 	nonNeg("recall.weights.recency", c.Recall.Weights.Recency)
@@ -1023,6 +1083,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.format", "want console or json, got %q", c.Log.Format)
 	}
+	c.Cluster.validate(bad)
 	return errors.Join(errs...)
 }
 

@@ -32,12 +32,34 @@ func Tokenize(text string) []string {
 	}
 }
 
+// Word is a token and the word of the text it came from, as written.
+type Word struct {
+	Token string // as Tokenize returns it: lower-cased, stemmed
+	Text  string // the word in the text: "Lisbon", "lives"
+}
+
+// TokenizeWords is Tokenize with the word each token came from: what to
+// show people where a stem would not read ("lives", not "liv").
+func TokenizeWords(text string) []Word {
+	var buf [64]byte
+	t := tokenizer{text: text}
+	var out []Word
+	for {
+		tok, ok := t.appendNext(buf[:0])
+		if !ok {
+			return out
+		}
+		out = append(out, Word{Token: string(tok), Text: text[t.word:t.pos]})
+	}
+}
+
 // tokenizer yields the stemmed, stop-word-filtered tokens of text one at a
 // time. It holds no buffer of its own: callers pass the slice to append
 // each token to, which lets hot paths tokenize without allocating.
 type tokenizer struct {
 	text string
 	pos  int
+	word int // where the last word read begins in text (it ends at pos)
 }
 
 // appendNext appends the next token to dst and returns the extended slice,
@@ -65,6 +87,9 @@ func (t *tokenizer) appendWord(dst []byte) []byte {
 	for t.pos < len(t.text) {
 		r, size := utf8.DecodeRuneInString(t.text[t.pos:])
 		if isWordRune(r, len(dst) > start) {
+			if len(dst) == start {
+				t.word = t.pos
+			}
 			dst = utf8.AppendRune(dst, unicode.ToLower(r))
 		} else if len(dst) > start {
 			break // leave the separator for the next call

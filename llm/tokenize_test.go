@@ -30,7 +30,26 @@ func TestTokenize(t *testing.T) {
 			if got := Tokenize(tt.in); !slices.Equal(got, tt.want) {
 				t.Errorf("Tokenize(%q) = %q, want %q", tt.in, got, tt.want)
 			}
+			// TokenizeWords yields the same tokens, each with its word.
+			var tokens []string
+			for _, w := range TokenizeWords(tt.in) {
+				tokens = append(tokens, w.Token)
+				if got := Tokenize(w.Text); len(got) != 1 || got[0] != w.Token {
+					t.Errorf("the word %q of token %q tokenizes as %q", w.Text, w.Token, got)
+				}
+			}
+			if !slices.Equal(tokens, tt.want) {
+				t.Errorf("TokenizeWords(%q) tokens %q, want %q", tt.in, tokens, tt.want)
+			}
 		})
+	}
+}
+
+func TestTokenizeWordsAsWritten(t *testing.T) {
+	got := TokenizeWords("Maya lives in Lisbon; she's loving it, NAÏVELY.")
+	want := []Word{{"maya", "Maya"}, {"liv", "lives"}, {"lisbon", "Lisbon"}, {"lov", "loving"}, {"naïv", "NAÏVELY"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("TokenizeWords = %q, want %q", got, want)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -37,7 +38,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 		category string
 	}{{incident, "incident"}, {milestone, "milestone"}} {
 		a := page.Items[i]
-		meta, err := s.Meta(want.c)
+		meta, err := s.Memories.Meta(want.c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,14 +65,16 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 	for name, prep := range map[string]func(p *Prepared){
 		"merge":    func(p *Prepared) { p.Archive = []cid.Cid{plain} },
 		"imported": func(p *Prepared) { p.Imported = true },
-		"insight":  func(p *Prepared) { p.Meta.Insight = &messages.InsightMark{Category: InsightSummary, Confidence: 0.5} },
+		"insight": func(p *Prepared) {
+			p.Meta.Insight = &messages.InsightMark{Category: living.InsightSummary, Confidence: 0.5}
+		},
 	} {
 		m := &Memory{Data: Data{Text: &TextData{Content: name + ": the outage again"}}}
 		vecs, err := s.Embed(ctx, m.Text())
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := s.Prepare(m, vecs[0], nil)
+		p, err := s.Chains.Prepare(m, vecs[0], nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +83,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Store().Update(ctx, s.AppendOp(plan)); err != nil {
+		if err := s.Store().Update(ctx, s.Chains.Op(plan)); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		o.head, o.n = plan.Next()

@@ -142,7 +142,7 @@ func populated(b *testing.B, n int) *benchStore {
 	}
 	st := &benchStore{s: s, dir: dir, owners: populate(b, s, 100, corpus(b, n))}
 	s.Index().WaitBuilt()
-	if err := s.text.settle(context.Background()); err != nil {
+	if err := s.Text.Settle(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	if err := s.Evals.Settle(context.Background()); err != nil {
@@ -247,7 +247,7 @@ func BenchmarkOpen(b *testing.B) {
 			done <- time.Since(start)
 		}()
 		for {
-			if _, ok := s.text.idx.Forward(); ok {
+			if _, ok := s.Text.Raw().Forward(); ok {
 				break
 			}
 			time.Sleep(time.Millisecond) // polling interval

@@ -13,10 +13,22 @@
 //	memory/anchor the anchor list, its rules and cursor (Self.Anchors)
 //	memory/consensus  the agents' consensus on the backbone (Self.Consensus)
 //	memory/eumas  the EUMAS evaluators and the evaluations (Self.Evals)
+//	memory/meta   each memory's metadata and embedding, cached reads,
+//	              importance (Self.Memories)
+//	memory/chain  the sona registry (Self.Sonas), the chains' writer and
+//	              the insert path (Self.Chains), the backbone
+//	              (Self.Backbone), files' sonas
+//	memory/index  the full-text index kept in step with the store's
+//	              commit events (Self.Text)
+//	memory/transfer  export, import, reembed (Self.Transfer)
+//	memory/living  sweep, compression, dream: Living Memory (Self.Living)
 //
 // Package memory re-exports their names (errors.go, model.go and the
 // *alias.go files; evaluation.go for eumas) so that its callers keep
-// compiling during the move; new code imports the packages.
+// compiling during the move; new code imports the packages. What each
+// subsystem adds to an append, and what follows a committed append, is
+// wired in append.go; env.go wires transfer and living to the subsystems
+// they read and write through their Env interfaces.
 //
 // It is pure of transports: it never imports protoactor, net/http or a
 // model provider SDK (a test enforces it). Actors and servers adapt it.
@@ -39,12 +51,13 @@
 //     embedding, chain index, associations) is one operation, and it checks
 //     that the head it extends is still the head: a chain can never fork.
 //   - The vector index is derived: rebuilt from the embeddings key space at
-//     start, never the only copy of anything. So is the full-text index:
-//     caught up from the insertion log at start, rebuilt from it when damaged.
+//     start, never the only copy of anything. So is the full-text index
+//     (memory/index): it follows the store's commit events, is caught up
+//     from the insertion log at start and rebuilt from it when damaged.
 //   - An anchor (y/) is written by the same transaction as the append that
 //     created its memory; a sink hears it only after that commit.
-//   - An import (import.go) is checked whole before anything is written,
-//     and replays chains through their writers at the exported seqs.
+//   - An import (memory/transfer) is checked whole before anything is
+//     written, and replays chains through their writers at the exported seqs.
 //
 // # Key spaces
 //
@@ -55,11 +68,11 @@
 //	m/      memory CID bytes            MemoryMeta (protobuf): sonas, agent_id, kind,
 //	                                    backbone, archived, expires_at, importance,
 //	                                    access_count, last_access_tick, created_at, labels,
-//	                                    insight mark, evaluation (EUMAS aggregate)
-//	v/      memory CID bytes            embedding: little-endian float32 × dims
+//	                                    insight mark, evaluation (EUMAS aggregate) (memory/meta)
+//	v/      memory CID bytes            embedding: little-endian float32 × dims (memory/meta)
 //	s/      sona uuid                   Sona (protobuf): uuid, name, head, length,
-//	                                    created_at, last_memory
-//	n/      name 0x00 uuid              empty: sonas by name (names need not be unique)
+//	                                    created_at, last_memory (memory/chain)
+//	n/      name 0x00 uuid              empty: sonas by name (unique, unless created as a duplicate)
 //	c/      uuid 0x00 seq (8 bytes BE)  ACT CID ‖ memory CID ‖ insertion-log position (8 bytes BE)
 //	                                    when the ACT was appended: the chain by seq
 //	k/      uuid                        embedding of the sona's name (its centroid is the mean of
@@ -69,7 +82,7 @@
 //	x/      "version" | "embedder" |    store layout version; embedding space identity;
 //	        "memseq" | "commits"        last insertion-log position; commits made (8 BE each:
 //	                                    every group commit counts itself, see integrity.go);
-//	        "heartbeat" | "backbone" |  HeartbeatState (protobuf); uuid of the backbone's sona;
+//	        "heartbeat" | "backbone" |  HeartbeatState (protobuf, memory/living); uuid of the backbone's sona;
 //	        "evalseq" | "anchored"      last insertion-log position evaluated (8 BE); last anchor
 //	                                    (y/ position, 8 bytes BE) the anchor.Sink took
 //	a/      memory CID bytes            Associations (protobuf): the memory's typed links
@@ -78,14 +91,14 @@
 //	d/      sona uuid                   similarity statistics of the sona (n, mean, M2 as
 //	                                    8-byte BE each): the emergent thresholds
 //	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall
-//	g/      log seq (8 bytes BE)        memory CID bytes: a dream insight (dream.go)
+//	g/      log seq (8 bytes BE)        memory CID bytes: a dream insight (memory/living)
 //	e/      memory CID bytes            Evaluation (protobuf): every archetype's metrics,
 //	                                    justifications, annotations, priority; failures (memory/eumas)
 //	p/      concept key                 PendingConcept (protobuf): versions awaiting consensus
 //	r/      conflict id                 Conflict (protobuf): an open consensus conflict
 //	f/      multihash 0x00 uuid         empty: the sona may name this raw block as a file memory's
 //	                                    content (uploaded for it, or held by one of its file
-//	                                    memories; files.go)
+//	                                    memories; memory/chain)
 //	y/      log seq (8 bytes BE)        Anchor (protobuf): a significant memory, written in the
 //	                                    transaction of the append that created it (memory/anchor)
 //	t/      uuid 0x00 …                 MemoryOS tiers of the sona (memory/tiers):

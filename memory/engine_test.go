@@ -79,7 +79,7 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 	o := newOwner(t, s, "a")
 	mems := seededConversation(t, s, clock, o, 30, 5)
 	ctx := context.Background()
-	page, err := s.Chain(o.sona, 0, 100)
+	page, err := s.Sonas.Chain(o.sona, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestDedupOnInsert(t *testing.T) {
 	orig := o.text("My sister Maya lives in Lisbon near the river")
 	prep := func(content string, ts *int64) (*Prepared, *Duplicate) {
 		m := &Memory{Data: Data{Text: &TextData{Content: content}}, Timestamp: ts}
-		p, dup, err := s.PrepareInsert(ctx, o.sona, m, nil, true, nil)
+		p, dup, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,11 +169,11 @@ func TestDedupOnInsert(t *testing.T) {
 		t.Fatal("an event deduplicated against a timeless memory")
 	}
 	// Reinforcing the duplicate raises its importance and access.
-	before, _ := s.Meta(orig)
-	if err := s.ReinforceDuplicate(ctx, orig); err != nil {
+	before, _ := s.Memories.Meta(orig)
+	if err := s.Memories.ReinforceDuplicate(ctx, orig); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := s.Meta(orig)
+	after, _ := s.Memories.Meta(orig)
 	if after.Importance <= before.Importance || after.AccessCount != before.AccessCount+1 {
 		t.Fatalf("not reinforced: %v → %v", before, after)
 	}
@@ -181,13 +181,13 @@ func TestDedupOnInsert(t *testing.T) {
 	// nearest-neighbour similarities sets the threshold.
 	for i := 0; i < 12; i++ {
 		m := &Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("the parcel for order %d arrives at the depot by the river on day %s", i, strings.Repeat("x", i+1))}}}
-		p, _, err := s.PrepareInsert(ctx, o.sona, m, nil, false, nil)
+		p, _, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		o.addPrepared(p)
 	}
-	stats, n, err := s.sonaSimStats(o.sona)
+	stats, n, err := s.Chains.SimStats(o.sona)
 	if err != nil || n < 10 || stats.N < 10 {
 		t.Fatalf("stats %+v over %d memories: %v", stats, n, err)
 	}
@@ -215,13 +215,13 @@ func TestDedupThresholdFloor(t *testing.T) {
 		"cactus ribbon tunnel walnut beacon")
 	for i := range 30 { // four words each, few shared: far apart
 		text := strings.Join([]string{words[i%len(words)], words[(i*7+3)%len(words)], words[(i*11+5)%len(words)], words[(i*13+9)%len(words)]}, " ")
-		p, _, err := s.PrepareInsert(ctx, o.sona, &Memory{Data: Data{Text: &TextData{Content: text}}}, nil, false, nil)
+		p, _, err := s.Chains.PrepareInsert(ctx, o.sona, &Memory{Data: Data{Text: &TextData{Content: text}}}, nil, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		o.addPrepared(p) // with its neighbours: the sona's distribution learns
 	}
-	stats, _, err := s.sonaSimStats(o.sona)
+	stats, _, err := s.Chains.SimStats(o.sona)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestDedupThresholdFloor(t *testing.T) {
 	for i := range 30 {
 		for _, w := range words {
 			text := strings.Join([]string{words[i%len(words)], words[(i*7+3)%len(words)], words[(i*11+5)%len(words)], w}, " ")
-			p, dup, err := s.PrepareInsert(ctx, o.sona, &Memory{Data: Data{Text: &TextData{Content: text}}}, nil, true, nil)
+			p, dup, err := s.Chains.PrepareInsert(ctx, o.sona, &Memory{Data: Data{Text: &TextData{Content: text}}}, nil, true, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -275,7 +275,7 @@ func TestNeighboursAreTheSonasNearest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.neighbors(vecs[0], mine.sona, 1, cid.Undef)
+			got, err := s.Chains.Neighbors(vecs[0], mine.sona, 1, cid.Undef)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -300,7 +300,7 @@ func (o *owner) addPrepared(p *Prepared) {
 	if err != nil {
 		o.t.Fatal(err)
 	}
-	if err := o.s.Store().Update(context.Background(), o.s.AppendOp(plan)); err != nil {
+	if err := o.s.Store().Update(context.Background(), o.s.Chains.Op(plan)); err != nil {
 		o.t.Fatal(err)
 	}
 	o.head, o.n = plan.Next()
@@ -314,17 +314,17 @@ func TestAssociationsOnAppend(t *testing.T) {
 	first := o.text("apples grow in the orchard")
 	second := o.text("the orchard has apple trees", Edge{Target: first, Weight: 0.5})
 	m := &Memory{Data: Data{Text: &TextData{Content: "apples from the orchard trees"}}}
-	p, _, err := s.PrepareInsert(ctx, o.sona, m, nil, false, nil)
+	p, _, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.EdgeType = AssocCausal
 	p.Memory.Edges = []Edge{{Target: first, Weight: 2}}
-	if p, err = s.Prepare(p.Memory, p.Vector, nil); err != nil {
+	if p, err = s.Chains.Prepare(p.Memory, p.Vector, nil); err != nil {
 		t.Fatal(err)
 	}
 	p.EdgeType = AssocCausal
-	p.Neighbors, err = s.neighbors(p.Vector, o.sona, 3, p.CID)
+	p.Neighbors, err = s.Chains.Neighbors(p.Vector, o.sona, 3, p.CID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestAffinityLinkWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.Prepare(&Memory{Data: Data{Text: &TextData{Content: "pears ripen in the orchard"}}}, vecs[0], nil)
+	p, err := s.Chains.Prepare(&Memory{Data: Data{Text: &TextData{Content: "pears ripen in the orchard"}}}, vecs[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,10 +464,10 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	o := newOwner(t, s, "a")
 	mems := seededConversation(t, s, clock, o, 40, 11)
 	bm25 := func(s *Self, q string) map[string]bool {
-		if err := s.text.settle(context.Background()); err != nil {
+		if err := s.Text.Settle(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		hits, err := s.text.idx.Search(q, text.SearchOptions{K: 100})
+		hits, err := s.Text.Raw().Search(q, text.SearchOptions{K: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -493,7 +493,7 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	if got := bm25(s, "tomato lisbon sunset"); !maps.Equal(got, want) {
 		t.Fatalf("rebuilt index finds %d, before %d", len(got), len(want))
 	}
-	if docs, primed := s.text.idx.Forward(); !primed || docs != len(mems) {
+	if docs, primed := s.Text.Raw().Forward(); !primed || docs != len(mems) {
 		t.Fatalf("rebuilt index's forward index: %d documents, primed %v", docs, primed)
 	}
 	s.Close()
@@ -521,7 +521,7 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	if got := bm25(s, "tomato lisbon sunset"); !maps.Equal(got, want) {
 		t.Fatalf("caught-up index finds %d, before %d", len(got), len(want))
 	}
-	if n, _ := s.text.idx.Len(); n != uint64(len(mems)) {
+	if n, _ := s.Text.Raw().Len(); n != uint64(len(mems)) {
 		t.Fatalf("index holds %d docs, store %d memories", n, len(mems))
 	}
 	// The forward index of an index opened from disk is primed from the
@@ -529,7 +529,7 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	// the 15 the catch-up applied.
 	deadline := time.Now().Add(30 * time.Second) // a ceiling for slow, shared machines
 	for {
-		docs, primed := s.text.idx.Forward()
+		docs, primed := s.Text.Raw().Forward()
 		if primed {
 			if docs != len(mems) {
 				t.Fatalf("forward index primed with %d documents, want %d", docs, len(mems))

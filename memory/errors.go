@@ -16,6 +16,7 @@ var (
 	ErrEmbedderMismatch = base.ErrEmbedderMismatch
 	ErrChainConflict    = base.ErrChainConflict
 	ErrAmbiguous        = base.ErrAmbiguous
+	ErrExists           = base.ErrExists
 )
 
 // Page is one page of a listing (base.Page).

@@ -36,7 +36,7 @@ func (e evalEnv) Logged(txn store.Reader, after uint64, n int) ([]eumas.Logged, 
 		if err != nil {
 			return nil, 0, err
 		}
-		m, err := e.s.loadMemory(txn, c)
+		m, err := e.s.Memories.MemoryIn(txn, c)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -50,7 +50,7 @@ func (e evalEnv) Logged(txn store.Reader, after uint64, n int) ([]eumas.Logged, 
 }
 
 func (e evalEnv) UpdateMeta(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) store.Op {
-	return e.s.metaOp(cids, fn)
+	return metaOp(cids, fn)
 }
 
 func (e evalEnv) VectorID(c cid.Cid) (uint64, bool) { return e.s.index.ID(c.KeyString()) }
@@ -70,7 +70,7 @@ func (s *Self) metricCandidates(sona, backbone string, prof []float32, n int) []
 		return nil
 	}
 	var out []pathHit
-	for _, h := range s.Evals.Nearest(prof, s.ownMembers(sona, backbone, true), n) {
+	for _, h := range s.Evals.Nearest(prof, s.Sonas.Members(sona, backbone, true), n) {
 		if key, ok := s.index.Key(h.ID); ok {
 			out = append(out, pathHit{key: key, score: h.Sim})
 		}

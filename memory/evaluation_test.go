@@ -32,7 +32,7 @@ func hasProfile(s *Self, c cid.Cid) bool {
 
 func metaOf(t *testing.T, s *Self, c cid.Cid) *messages.MemoryMeta {
 	t.Helper()
-	meta, err := s.Meta(c)
+	meta, err := s.Memories.Meta(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestMetricPathChangesRanking(t *testing.T) {
 	if err := s.Evals.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Settle(context.Background()); err != nil {
+	if err := s.Text.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// recall returns the two memories by score, best first (recall

@@ -147,7 +147,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	}
 	file := make([]byte, 512<<10)
 	rand.Read(file)
-	fc, err := s.PutFile(context.Background(), file, "")
+	fc, err := s.Chains.PutFile(context.Background(), file, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	acked = append(acked, o.text("a small memory still fits"))
 	big := make([]byte, 512<<10)
 	rand.Read(big)
-	if _, err := s.PutFile(context.Background(), big, ""); !errors.Is(err, ErrDiskFull) {
+	if _, err := s.Chains.PutFile(context.Background(), big, ""); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("a file past the reserve: err = %v, want ErrDiskFull", err)
 	}
 
@@ -165,7 +165,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	if _, err := o.tryAdd(&Memory{Data: Data{Text: &TextData{Content: "refused"}}}, nil); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("append below the reserve: err = %v, want ErrDiskFull", err)
 	}
-	if _, err := s.CreateSona(context.Background(), "b"); !errors.Is(err, ErrDiskFull) {
+	if _, err := s.Sonas.Create(context.Background(), "b"); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("create sona below the reserve: err = %v, want ErrDiskFull", err)
 	}
 	if err := s.Store().CheckSpace(); !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "store.min_free_mb") {
@@ -176,7 +176,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	}
 	// Reads go on: memories, files, recall.
 	for _, c := range acked {
-		if _, _, err := s.Get(c); err != nil {
+		if _, _, err := s.Memories.Get(c); err != nil {
 			t.Fatalf("read %s while the disk is full: %v", c, err)
 		}
 	}
@@ -190,7 +190,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	if !strings.Contains(logs.String(), "refusing writes") {
 		t.Fatalf("no log line for the refusal:\n%s", logs.String())
 	}
-	rec, _ := s.Sona(o.sona)
+	rec, _ := s.Sonas.Get(o.sona)
 	if rec.Length != int64(len(acked)) {
 		t.Fatalf("chain length %d, acknowledged %d", rec.Length, len(acked))
 	}
@@ -210,7 +210,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	s = openSelf(t, cfg, nil)
 	defer s.Close()
 	for _, c := range acked {
-		if _, _, err := s.Get(c); err != nil {
+		if _, _, err := s.Memories.Get(c); err != nil {
 			t.Fatalf("acknowledged %s missing after reopen: %v", c, err)
 		}
 	}
@@ -297,7 +297,7 @@ func diskFullChild(t *testing.T) {
 		if i%4 == 0 {
 			b := make([]byte, 100<<10) // into the value log
 			rand.Read(b)
-			return s.PutFile(context.Background(), b, "")
+			return s.Chains.PutFile(context.Background(), b, "")
 		}
 		return o.tryAdd(&Memory{Data: Data{Text: &TextData{Content: fmt.Sprintf("memory %d: %s", i, strings.Repeat("filling the disk ", 200))}}}, nil)
 	}
@@ -355,10 +355,10 @@ func writerChild(t *testing.T, n int) {
 	}
 	// The full-text index persisted up to the last write: a store that
 	// loses writes afterwards finds the index ahead of it, every time.
-	if err := s.Settle(context.Background()); err != nil {
+	if err := s.Text.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.text.idx.Flush(); err != nil {
+	if err := s.Text.Raw().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("DONE")
@@ -403,7 +403,7 @@ func TestKillNineLosesNothing(t *testing.T) {
 	defer s.Close()
 	for c := range acked {
 		k, _ := cid.Decode(c)
-		if _, _, err := s.Get(k); err != nil {
+		if _, _, err := s.Memories.Get(k); err != nil {
 			t.Fatalf("acknowledged %s: %v", c, err)
 		}
 	}
@@ -462,7 +462,7 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 	kept := 0
 	for c := range acked {
 		k, _ := cid.Decode(c)
-		if _, _, err := s.Get(k); err == nil {
+		if _, _, err := s.Memories.Get(k); err == nil {
 			kept++
 		} else if !errors.Is(err, ErrNotFound) {
 			t.Fatal(err)
@@ -477,17 +477,17 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 		t.Fatalf("the full-text index was not rebuilt:\n%s", logs.String())
 	}
 	var sona string
-	for id := range s.sonas {
+	for _, id := range s.Sonas.IDs() {
 		sona = id
 	}
-	rec, _ := s.Sona(sona)
+	rec, _ := s.Sonas.Get(sona)
 	head, _ := cid.Decode(rec.GetHead())
 	o := &owner{t: t, s: s, sona: sona, head: &head, n: rec.Length}
 	fresh := o.text("a new memory about marmalade after the repair")
-	if err := s.Settle(context.Background()); err != nil {
+	if err := s.Text.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	hits, err := s.text.idx.Search("marmalade", text.SearchOptions{K: 5})
+	hits, err := s.Text.Raw().Search("marmalade", text.SearchOptions{K: 5})
 	if err != nil || len(hits) != 1 || hits[0].ID != fresh.String() {
 		t.Fatalf("the new memory in the full-text index: %v %v", hits, err)
 	}
@@ -523,7 +523,16 @@ func flipInData(t *testing.T, path string, frac float64) {
 
 // A damaged table: the open names corruption and the file, never "has no
 // embedding" — wherever the damage is (a data block, the index, the
-// footer, which makes Badger panic at open).
+// footer, which makes Badger panic at open). Badger checksums a block's
+// decompressed bytes, so a flipped byte that Snappy decodes to the same
+// data (a copy's offset now pointing at identical bytes: this test's
+// texts repeat) is harmless and undetectable: then the store must open
+// and read back exactly what was written.
+//
+// With store.verify_tables off only damage Badger itself checks at open
+// (the index) is named at open; a damaged data block is found when read,
+// and can panic Badger there (README: Damaged files), so those positions
+// are not opened without the check.
 func TestCorruptTableIsNamed(t *testing.T) {
 	base := t.TempDir()
 	s := openSelf(t, testConfig(base), nil)
@@ -534,8 +543,15 @@ func TestCorruptTableIsNamed(t *testing.T) {
 	if err := s.Close(); err != nil { // flushes the memtable into a table
 		t.Fatal(err)
 	}
+	pristine := dumpStore(t, base)
+	if len(pristine) == 0 {
+		t.Fatal("nothing read from the store")
+	}
 	for _, where := range []float64{0.01, 0.3, 0.5, 0.7, 0.98, 0.9995} {
 		for _, verify := range []bool{true, false} {
+			if !verify && where < 0.9 {
+				continue
+			}
 			t.Run(fmt.Sprintf("at=%v/verify=%v", where, verify), func(t *testing.T) {
 				dir := t.TempDir()
 				if err := os.CopyFS(dir, os.DirFS(base)); err != nil {
@@ -558,17 +574,43 @@ func TestCorruptTableIsNamed(t *testing.T) {
 				s, err := openWith(Options{Config: cfg})
 				if err == nil {
 					s.Close()
+					if got := dumpStore(t, dir); !maps.Equal(got, pristine) {
+						t.Fatalf("the store opened though its table %s reads differently (%d keys, %d before)", filepath.Base(ssts[0]), len(got), len(pristine))
+					}
+					return
 				}
-				name := filepath.Base(ssts[0])
-				switch {
-				case verify && (!errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "corrupt store: "+name)):
+				if name := filepath.Base(ssts[0]); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "corrupt store: "+name) {
 					t.Fatalf("err = %v, want corruption of %s", err, name)
-				case err != nil && !strings.Contains(err.Error(), "corrupt store: "+name):
-					t.Fatalf("err = %v, does not name %s", err, name)
 				}
 			})
 		}
 	}
+}
+
+// dumpStore reads every key and value of the store in dir, from a copy
+// (an open writes).
+func dumpStore(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	cp := t.TempDir()
+	if err := os.CopyFS(cp, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(cp, "store"), store.OptionsOf(testConfig(cp).Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	out := map[string]string{}
+	err = st.View(func(r store.Reader) error {
+		return store.Scan(r, nil, func(k, v []byte) error {
+			out[string(k)] = string(v)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // A damaged value in the value log (large blocks live there): reading
@@ -584,7 +626,7 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 	for range 6 {
 		b := make([]byte, 100<<10)
 		rand.Read(b)
-		c, err := s.PutFile(context.Background(), b, "")
+		c, err := s.Chains.PutFile(context.Background(), b, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -634,13 +676,13 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 			}
 		}
 		for _, c := range mems {
-			if _, _, err := s.Get(c); err != nil {
+			if _, _, err := s.Memories.Get(c); err != nil {
 				t.Fatal(err)
 			}
 		}
 		b := make([]byte, 100<<10)
 		rand.Read(b)
-		if _, err := s.PutFile(context.Background(), b, ""); err != nil {
+		if _, err := s.Chains.PutFile(context.Background(), b, ""); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Close(); err != nil {
@@ -663,12 +705,12 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 	queries := []string{"tomato lisbon sunset", "orchard harvest", "meeting on tuesday"}
 	bm25 := func(s *Self) map[string][]text.Hit {
 		t.Helper()
-		if err := s.Settle(context.Background()); err != nil {
+		if err := s.Text.Settle(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		out := map[string][]text.Hit{}
 		for _, q := range queries {
-			hits, err := s.text.idx.Search(q, text.SearchOptions{K: 20})
+			hits, err := s.Text.Raw().Search(q, text.SearchOptions{K: 20})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -697,15 +739,15 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { s.Close() }()
-	if !strings.Contains(logs.String(), "rebuilding the full-text index") || s.textRebuilds.Load() != 1 {
-		t.Fatalf("not rebuilt at open (%d rebuilds):\n%s", s.textRebuilds.Load(), logs.String())
+	if !strings.Contains(logs.String(), "rebuilding the full-text index") || s.Text.Rebuilds() != 1 {
+		t.Fatalf("not rebuilt at open (%d rebuilds):\n%s", s.Text.Rebuilds(), logs.String())
 	}
 	if got := bm25(s); !maps.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("rebuilt at open: %v, fresh: %v", got, want)
 	}
 
 	// While running: the segments are damaged under the open index.
-	if err := s.text.idx.Flush(); err != nil {
+	if err := s.Text.Raw().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	damageSegments(t, filepath.Join(dir, "text"))
@@ -714,7 +756,7 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 		t.Fatalf("recall over a damaged index: %d memories, %v", len(got), err)
 	}
 	deadline := time.Now().Add(60 * time.Second) // a ceiling for slow, shared machines
-	for s.textRebuilds.Load() < 2 || s.text.status() != nil {
+	for s.Text.Rebuilds() < 2 || s.Text.Broken() != nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("not rebuilt while running:\n%s", logs.String())
 		}
@@ -729,7 +771,7 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 
 	// Closed while a rebuild may be under way: it stops, and the next
 	// open rebuilds.
-	if err := s.text.idx.Flush(); err != nil {
+	if err := s.Text.Raw().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	damageSegments(t, filepath.Join(dir, "text"))
@@ -831,7 +873,7 @@ func TestUnreadableMarkRefusesUntilAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Get(c); err != nil || !strings.Contains(s.Store().AcceptedLoss(), "unreadable") {
+	if _, _, err := s.Memories.Get(c); err != nil || !strings.Contains(s.Store().AcceptedLoss(), "unreadable") {
 		t.Fatalf("after accepting: %v, %q", err, s.Store().AcceptedLoss())
 	}
 	s.Close()

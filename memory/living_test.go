@@ -5,98 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
-	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/messages"
 )
-
-func branches(sizes map[string]int64) map[string]*messages.BranchStat {
-	out := map[string]*messages.BranchStat{}
-	for k, v := range sizes {
-		out[k] = &messages.BranchStat{Active: v}
-	}
-	return out
-}
-
-func TestOversizedBranchesAtPhi(t *testing.T) {
-	// mean = (a+10)/2; a > 1.618·mean ⇔ a > 42.36
-	if got := OversizedBranches(branches(map[string]int64{"a": 43, "b": 10}), 1.618, 3); !slices.Equal(got, []string{"a"}) {
-		t.Fatalf("43 vs 10: %v, want [a]", got)
-	}
-	if got := OversizedBranches(branches(map[string]int64{"a": 42, "b": 10}), 1.618, 3); len(got) != 0 {
-		t.Fatalf("42 vs 10: %v, want none", got)
-	}
-	// A lone branch is its own mean: never oversized.
-	if got := OversizedBranches(branches(map[string]int64{"a": 1000}), 1.618, 3); len(got) != 0 {
-		t.Fatalf("lone branch: %v", got)
-	}
-	// Below the minimum of nodes nothing compresses.
-	if got := OversizedBranches(branches(map[string]int64{"a": 2, "b": 0, "c": 0}), 1.1, 3); len(got) != 0 {
-		t.Fatalf("tiny branch: %v", got)
-	}
-}
-
-func TestColdBranches(t *testing.T) {
-	stats := map[string]*messages.BranchStat{
-		"hot":  {Active: 10, Access: 100}, // 10 per memory
-		"warm": {Active: 10, Access: 50},  // 5
-		"cold": {Active: 10, Access: 1},   // 0.1 < 0.1 × mean(5.03)
-		"tiny": {Active: 2, Access: 0},    // cold but below the minimum
-	}
-	if got := ColdBranches(stats, 0.1, 3); !slices.Equal(got, []string{"cold"}) {
-		t.Fatalf("cold branches %v, want [cold]", got)
-	}
-	if got := ColdBranches(map[string]*messages.BranchStat{"a": {Active: 5}, "b": {Active: 5}}, 0.1, 3); got != nil {
-		t.Fatalf("never accessed: %v, want none", got)
-	}
-}
-
-func TestDreamInsights(t *testing.T) {
-	c := func(i int) cid.Cid {
-		id, _ := SumCID(CodecRaw, []byte{byte(i)})
-		return id
-	}
-	in := []DreamInput{
-		{CID: c(1), Text: "The deploy of the staking contract failed on gas.", Kind: "error", Vec: []float32{1, 0, 0}},
-		{CID: c(2), Text: "Deploy staking contract again with more gas.", Kind: "goal", Vec: []float32{0.96, 0.28, 0}},
-		{CID: c(3), Text: "The staking contract deploy succeeded.", Kind: "outcome", Vec: []float32{0.96, 0, 0.28}},
-		{CID: c(4), Text: "Lunch was pasta.", Kind: "note", Vec: []float32{0, 0, 1}},
-	}
-	got := Dream(in, 0.9)
-	byCat := map[string]InsightDraft{}
-	for _, d := range got {
-		if d.Confidence < 0 || d.Confidence > 1 {
-			t.Fatalf("%s confidence %v", d.Category, d.Confidence)
-		}
-		byCat[d.Category] = d
-	}
-	p, ok := byCat[InsightPattern]
-	if !ok || !slices.Equal(p.Sources, []cid.Cid{c(1), c(2), c(3)}) {
-		t.Fatalf("pattern %+v: want the three deploy memories", p)
-	}
-	if d := byCat[InsightCorrection]; !slices.Equal(d.Sources, []cid.Cid{c(1)}) {
-		t.Fatalf("correction %+v", d)
-	}
-	if d := byCat[InsightRecommendation]; !slices.Equal(d.Sources, []cid.Cid{c(2)}) {
-		t.Fatalf("recommendation %+v", d)
-	}
-	if d := byCat[InsightSummary]; len(d.Sources) != 4 || d.Confidence < 0.4 {
-		t.Fatalf("summary %+v", d)
-	}
-	if !slices.EqualFunc(got, Dream(in, 0.9), func(a, b InsightDraft) bool { return a.Insight == b.Insight && a.Confidence == b.Confidence }) {
-		t.Fatal("dream is not deterministic")
-	}
-	if Dream(nil, 0.9) != nil {
-		t.Fatal("nothing to dream of")
-	}
-}
 
 func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 	clock := clock.NewFake(epoch)
@@ -109,11 +27,11 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 	end := epoch.Add(72 * time.Hour)
 
 	clock.Set(end.Add(-time.Second))
-	rep, err := s.Sweep(ctx, 100)
+	rep, err := s.Living.Sweep(ctx, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := s.HeartbeatState()
+	st, _ := s.Living.HeartbeatState()
 	if rep.Expired != 0 || !rep.PassComplete || st.Last[o.sona].GetActive() != 2 {
 		t.Fatalf("before the TTL: %+v, active %d", rep, st.Last[o.sona].GetActive())
 	}
@@ -133,17 +51,17 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 	}
 
 	clock.Set(end)
-	if rep, err = s.Sweep(ctx, 100); err != nil {
+	if rep, err = s.Living.Sweep(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	st, _ = s.HeartbeatState()
+	st, _ = s.Living.HeartbeatState()
 	if rep.Expired != 1 || st.Last[o.sona].GetActive() != 1 {
 		t.Fatalf("at the TTL: %+v, active %d", rep, st.Last[o.sona].GetActive())
 	}
 	if slices.Contains(recall(), obs) {
 		t.Fatal("observation recalled at its TTL")
 	}
-	if rep, _ = s.Sweep(ctx, 100); rep.Expired != 0 {
+	if rep, _ = s.Living.Sweep(ctx, 100); rep.Expired != 0 {
 		t.Fatalf("expiry counted twice: %+v", rep)
 	}
 }
@@ -157,7 +75,7 @@ func TestSweepIsBoundedAndResumes(t *testing.T) {
 	}
 	var swept int64
 	for i, want := range []bool{false, false, true} {
-		rep, err := s.Sweep(context.Background(), 2)
+		rep, err := s.Living.Sweep(context.Background(), 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +84,7 @@ func TestSweepIsBoundedAndResumes(t *testing.T) {
 		}
 		swept += rep.Swept
 	}
-	st, _ := s.HeartbeatState()
+	st, _ := s.Living.HeartbeatState()
 	if swept != 5 || st.Passes != 1 || st.Last[o.sona].GetActive() != 5 {
 		t.Fatalf("swept %d, passes %d, active %d", swept, st.Passes, st.Last[o.sona].GetActive())
 	}
@@ -186,7 +104,7 @@ func TestSweepPrunesWeakLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.Sweep(ctx, 100)
+	rep, err := s.Living.Sweep(ctx, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,9 +124,9 @@ func TestSweepPrunesWeakLinks(t *testing.T) {
 }
 
 // appendMerge appends a planned merge as the sona's owner would.
-func appendMerge(t *testing.T, s *Self, m *Merge) {
+func appendMerge(t *testing.T, s *Self, m *living.Merge) {
 	t.Helper()
-	rec, err := s.Sona(m.Sona)
+	rec, err := s.Sonas.Get(m.Sona)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +135,7 @@ func appendMerge(t *testing.T, s *Self, m *Merge) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Store().Update(context.Background(), s.AppendOp(plan)); err != nil {
+	if err := s.Store().Update(context.Background(), s.Chains.Op(plan)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -238,10 +156,10 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 			for i := range 10 {
 				small.text(fmt.Sprintf("small branch memory %d", i))
 			}
-			if _, err := s.Sweep(ctx, 1000); err != nil {
+			if _, err := s.Living.Sweep(ctx, 1000); err != nil {
 				t.Fatal(err)
 			}
-			merges, err := s.PlanCompressions(ctx, 4)
+			merges, err := s.Living.PlanCompressions(ctx, 4)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -260,7 +178,7 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 				t.Fatalf("%d sources, want 17", len(m.Sources))
 			}
 			appendMerge(t, s, m)
-			centroid, meta, err := s.Get(m.Prepared.CID)
+			centroid, meta, err := s.Memories.Get(m.Prepared.CID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -272,23 +190,23 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 				if !slices.Contains(targets, src) {
 					t.Fatalf("source %s not reachable from the centroid", src)
 				}
-				sm, err := s.Meta(src)
+				sm, err := s.Memories.Meta(src)
 				if err != nil || !sm.Archived {
 					t.Fatalf("source %s not archived: %v %v", src, sm, err)
 				}
 			}
-			if meta.Labels[LabelMerged] != "17" || meta.Archived {
+			if meta.Labels[living.LabelMerged] != "17" || meta.Archived {
 				t.Fatalf("centroid meta %+v", meta)
 			}
 			// Planned again, the branch is back under φ × mean: no second merge.
-			if again, err := s.PlanCompressions(ctx, 4); err != nil || len(again) != 0 {
+			if again, err := s.Living.PlanCompressions(ctx, 4); err != nil || len(again) != 0 {
 				t.Fatalf("compressed twice: %+v %v", again, err)
 			}
 			// The same merge cannot apply twice: its sources are archived.
-			rec, _ := s.Sona(m.Sona)
+			rec, _ := s.Sonas.Get(m.Sona)
 			head, _ := cid.Decode(*rec.Head)
 			plan, _ := PlanAppend(m.Sona, &head, rec.Length, m.Prepared, epoch.Unix())
-			if err := s.Store().Update(ctx, s.AppendOp(plan)); err == nil {
+			if err := s.Store().Update(ctx, s.Chains.Op(plan)); err == nil {
 				t.Fatal("a merge of archived sources applied")
 			}
 		})
@@ -316,11 +234,11 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	if r.Status != StatusCommitted || r.Cid == nil || r.Signal < 0.999 {
 		t.Fatalf("agreeing agents: %+v", r)
 	}
-	bb, _ := s.Backbone(0, 10)
+	bb, _ := s.Backbone.List(0, 10)
 	if len(bb.Items) != 1 || bb.Items[0].Memory.String() != *r.Cid {
 		t.Fatalf("backbone %+v", bb.Items)
 	}
-	if meta, _ := s.Meta(bb.Items[0].Memory); !meta.Backbone || meta.Labels[LabelConcept] != "design" || meta.Labels[LabelAgents] != "grok,kimi" {
+	if meta, _ := s.Memories.Meta(bb.Items[0].Memory); !meta.Backbone || meta.Labels[LabelConcept] != "design" || meta.Labels[LabelAgents] != "grok,kimi" {
 		t.Fatalf("backbone meta %+v", meta)
 	}
 
@@ -357,7 +275,7 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	}
 	conflicts, _ = s.Consensus.Conflicts()
 	pending, _ = s.Consensus.PendingConcepts()
-	bb, _ = s.Backbone(0, 10)
+	bb, _ = s.Backbone.List(0, 10)
 	if len(conflicts) != 0 || len(pending) != 1 || len(bb.Items) != 2 || bb.Items[1].Memory != c {
 		t.Fatalf("after resolve: conflicts %v, pending %v, backbone %v", conflicts, pending, bb.Items)
 	}
@@ -373,7 +291,7 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 		t.Fatal("a sona does not see the backbone")
 	}
 	// A direct write names its agent.
-	if _, _, err := s.WriteBackbone(ctx, "", "Unattributed.", nil); !errors.Is(err, ErrInvalid) {
+	if _, _, err := s.Backbone.Write(ctx, "", "Unattributed.", nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("backbone write without an agent: %v", err)
 	}
 	for _, bad := range []*messages.Contribute{
@@ -385,50 +303,5 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 		if _, err := s.Consensus.Contribute(ctx, bad); err == nil {
 			t.Fatalf("accepted %+v", bad)
 		}
-	}
-}
-
-// A merge's text comes from the summarizer when one is set, and from the
-// extractive summary when it fails.
-func TestMergeSummaryFromTheSummarizerOrExtractive(t *testing.T) {
-	for _, fail := range []bool{false, true} {
-		t.Run(fmt.Sprint("fail=", fail), func(t *testing.T) {
-			cfg := testConfig(t.TempDir())
-			var got []string
-			s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: clock.NewFake(epoch),
-				Summarize: func(_ context.Context, texts []string) (string, error) {
-					got = texts
-					if fail {
-						return "", errors.New("model down")
-					}
-					return "  Bob planted tomatoes and took a late train.  ", nil
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			o := newOwner(t, s, "cold")
-			for _, line := range []string{"Bob planted tomatoes.", "The train was late.", "Bob likes trains."} {
-				o.text(line)
-			}
-			members, err := s.activeMembers(o.sona)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := s.merge(context.Background(), members, "cold-branch")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != 3 || got[0] != "Bob planted tomatoes." {
-				t.Errorf("the summarizer saw %q", got)
-			}
-			text := p.Memory.Text()
-			if !fail && text != "Bob planted tomatoes and took a late train." {
-				t.Errorf("summary %q, want the summarizer's (trimmed)", text)
-			}
-			if fail && !strings.Contains(text, "Bob planted tomatoes.") {
-				t.Errorf("summary %q, want the extractive one", text)
-			}
-		})
 	}
 }

@@ -149,7 +149,7 @@ func (s *Self) setLayout(ctx context.Context, v int) error {
 
 // migrateV2 brings a layout-2 store to layout 3: it records, for every
 // file memory of every chain, that its sona may name the file's raw
-// block (f/, files.go).
+// block (f/, memory/chain).
 func (s *Self) migrateV2(ctx context.Context) error {
 	var keys [][]byte
 	err := s.store.View(func(txn Reader) error {

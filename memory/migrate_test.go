@@ -82,7 +82,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	s = openSelf(t, cfg, clock)
 	defer s.Close()
 	for i, c := range mems {
-		meta, err := s.Meta(c)
+		meta, err := s.Memories.Meta(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 			t.Fatalf("memory %d has log seq %d, want %d", i, meta.Seq, i+1)
 		}
 	}
-	page, err := s.Chain(o.sona, 0, 10)
+	page, err := s.Sonas.Chain(o.sona, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	// The migrated store keeps working.
 	o2 := &owner{t: t, s: s, sona: o.sona, head: o.head, n: o.n}
 	c := o2.text("fourth memory")
-	if meta, _ := s.Meta(c); meta.Seq != 4 {
+	if meta, _ := s.Memories.Meta(c); meta.Seq != 4 {
 		t.Fatalf("new memory after migration has log seq %d", meta.Seq)
 	}
 	if _, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "memory"}); err != nil {
@@ -138,7 +138,7 @@ func TestMigrateFromLayout2(t *testing.T) {
 	s := openSelf(t, cfg, clock)
 	a, b := newOwner(t, s, "a"), newOwner(t, s, "b")
 	ctx := context.Background()
-	file, err := s.PutFile(ctx, []byte("the file's bytes"), "")
+	file, err := s.Chains.PutFile(ctx, []byte("the file's bytes"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,14 +156,14 @@ func TestMigrateFromLayout2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := s.FileInSonas(file, mine(a.sona)); ok {
+	if ok, _ := s.Chains.FileInSonas(file, mine(a.sona)); ok {
 		t.Fatal("the file record was not removed")
 	}
 	s.Close()
 	s = openSelf(t, cfg, clock)
 	defer s.Close()
 	for id, want := range map[string]bool{a.sona: true, b.sona: false} {
-		if ok, err := s.FileInSonas(file, mine(id)); err != nil || ok != want {
+		if ok, err := s.Chains.FileInSonas(file, mine(id)); err != nil || ok != want {
 			t.Fatalf("file of sona %s: %v %v, want %v", id, ok, err, want)
 		}
 	}

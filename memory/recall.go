@@ -15,9 +15,11 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/viterin/vek/vek32"
+	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/text"
@@ -48,8 +50,11 @@ type Query struct {
 	Sona   string    // uuid of the recalling sona
 	Text   string    // the prompt
 	Vector []float32 // its embedding; computed from Text when nil
-	K      int       // memories before expansion; 0 = config
+	K      int       // ranked hits; 0 = config (recall.top_k)
 	Budget int       // characters of the result; 0 = config
+	// Expand bounds the memories co-access and edge expansion add to the
+	// hits; nil = config (recall.expand_per_hit per hit), 0 = none.
+	Expand *int
 	// Exclude keeps memories out (e.g. the input being answered).
 	Exclude []cid.Cid
 	// Peek leaves no trace: no access, co-access or query log is recorded
@@ -145,6 +150,25 @@ type Recalled struct {
 	Explain Explain
 	Via     string
 	Depth   int // hops from a hit
+	// Rank is a hit's place among the hits, from 1, in the order they were
+	// chosen (by score; with diversity when recall.mmr_lambda < 1); 0 for
+	// what co-access and expansion added.
+	Rank int
+	// Collapsed are near-identical memories folded into this one (see
+	// recall.collapse): found, but not injected.
+	Collapsed []cid.Cid
+}
+
+// Ranked returns the hits of a recall result in their rank order.
+func Ranked(rs []*Recalled) []*Recalled {
+	var hits []*Recalled
+	for _, r := range rs {
+		if r.Rank > 0 {
+			hits = append(hits, r)
+		}
+	}
+	slices.SortFunc(hits, func(a, b *Recalled) int { return cmp.Compare(a.Rank, b.Rank) })
+	return hits
 }
 
 // Chars is the memory's size against the budget: its text in characters.
@@ -171,14 +195,19 @@ func memoryTime(m *Memory, meta *messages.MemoryMeta) int64 {
 //     kept when its dense similarity reaches mean + log(0.3)·std of the
 //     candidates' similarities (bootstrap below the configured size) or
 //     another path vouches for it;
-//  4. the top k that fit the character budget; then the strongest co-access
-//     partners of those hits and a best-first expansion along edges, while
+//  4. the k hits: the best candidates (by score, or by maximal marginal
+//     relevance when recall.mmr_lambda < 1) that fit the character budget,
+//     a memory near-identical to one already taken folded into it
+//     (recall.collapse); then at most Expand more: the strongest co-access
+//     partners of the hits and a best-first expansion along edges, while
 //     budget remains; all in topological order (supports first, time as
-//     tie-breaker).
+//     tie-breaker). Ranked gives the hits in their rank order.
 //
 // Unless q.Peek, it records the access, strengthens the co-access of the
-// hits and logs the query.
-func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
+// hits and logs the query. It traces a span "recall" with a child per
+// stage (recall.dense, recall.bm25, recall.metric, recall.fusion with
+// recall.affinity inside, recall.select, recall.expand).
+func (s *Self) Recall(ctx context.Context, q Query) (out []*Recalled, err error) {
 	rc := s.cfg.Recall
 	paths := Paths{Weights: rc.Paths, CoAccess: rc.CoAccessPartners > 0, Expand: rc.ExpandDepth > 0, Fusion: rc.Fusion}
 	if q.Paths != nil {
@@ -190,11 +219,27 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	if q.Budget <= 0 {
 		q.Budget = rc.BudgetChars
 	}
+	expandMax := rc.ExpandPerHit * q.K
+	if q.Expand != nil {
+		expandMax = *q.Expand
+	}
 	if q.Scope == "" {
 		q.Scope = rc.Scope
 	}
+	ctx, span := trace.Start(ctx, "recall", attribute.String("memoria.sona.uuid", q.Sona), attribute.String("memoria.recall.scope", q.Scope),
+		attribute.Int("memoria.recall.k", q.K), attribute.Int("memoria.recall.budget_chars", q.Budget), attribute.Int("memoria.recall.expand", expandMax))
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Int("memoria.recall.hits", len(Ranked(out))), attribute.Int("memoria.recall.memories", len(out)))
+			trace.Fail(span, err)
+		}
+		span.End()
+	}()
 	if q.Scope != ScopeSelf && q.Scope != ScopeSona {
 		return nil, fmt.Errorf("%w: scope must be %q or %q", ErrInvalid, ScopeSelf, ScopeSona)
+	}
+	if expandMax < 0 {
+		return nil, fmt.Errorf("%w: expand must not be negative", ErrInvalid)
 	}
 	if err := ValidateAgentID(q.AgentID); err != nil {
 		return nil, err
@@ -209,14 +254,15 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	if q.Vector != nil && len(q.Vector) != s.index.Dims() {
 		return nil, fmt.Errorf("%w: query vector has %d dims, want %d", ErrInvalid, len(q.Vector), s.index.Dims())
 	}
-	centroid, activity, ok := s.sonaSnapshot(q.Sona)
+	centroid, activity, ok := s.Sonas.Snapshot(q.Sona)
 	if !ok {
 		return nil, fmt.Errorf("%w: sona %q", ErrNotFound, q.Sona)
 	}
 	sc := &scorer{
-		self: s, q: &q, centroid: centroid, now: s.clock.Now().Unix(),
+		self: s, ctx: ctx, q: &q, centroid: centroid, now: s.clock.Now().Unix(),
 		sims: map[string]float64{}, activity: map[string]int64{q.Sona: activity},
 		excluded: map[cid.Cid]bool{}, weights: rc.Weights,
+		collapse: collapser{min: rc.Collapse},
 	}
 	if paths.Score != nil {
 		sc.weights = *paths.Score
@@ -229,7 +275,7 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	}
 
 	// The backbone is every sona's: in sona scope its memories join the sona's.
-	backbone := s.BackboneSona()
+	backbone := s.Backbone.Sona()
 	n := rc.Candidates + len(q.Exclude)
 	if q.AsOf != nil {
 		n *= 4 // later memories are filtered out after the search
@@ -242,47 +288,24 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 		denseDone.Add(1)
 		go func() {
 			defer denseDone.Done()
+			_, dspan := trace.Start(ctx, "recall.dense")
+			defer dspan.End()
 			for _, h := range s.denseCandidates(q, n, backbone) {
 				dense = append(dense, pathHit{key: h.Key, score: float64(h.Similarity)})
 			}
+			dspan.SetAttributes(attribute.Int("memoria.recall.candidates", len(dense)))
 		}()
 	}
 	var bm25 []pathHit
 	if paths.Weights.BM25 > 0 {
-		// Read-your-writes: the index has everything this sona wrote.
-		s.smu.RLock()
-		pos := s.sonas[q.Sona].textPos
-		s.smu.RUnlock()
-		opts := text.SearchOptions{K: n, Also: func() []string {
-			denseDone.Wait()
-			ids := make([]string, 0, len(dense))
-			for _, h := range dense {
-				if c, err := cid.Cast([]byte(h.key)); err == nil {
-					ids = append(ids, c.String())
-				}
-			}
-			return ids
-		}}
-		if q.Scope == ScopeSona {
-			opts.Sonas = []string{q.Sona}
-			if backbone != "" {
-				opts.Sonas = append(opts.Sonas, backbone)
-			}
-		}
-		hits, err := s.text.search(ctx, pos, q.Text, opts)
-		denseDone.Wait()
-		if errors.Is(err, errTextUnavailable) {
-			hits, err = nil, nil // being rebuilt: the other paths answer
-		}
+		bctx, bspan := trace.Start(ctx, "recall.bm25")
+		bm25, err = s.bm25Candidates(bctx, q, n, backbone, func() []pathHit { denseDone.Wait(); return dense })
+		bspan.SetAttributes(attribute.Int("memoria.recall.candidates", len(bm25)))
+		trace.Fail(bspan, err)
+		bspan.End()
 		if err != nil {
+			denseDone.Wait()
 			return nil, err
-		}
-		for _, h := range hits {
-			c, err := cid.Decode(h.ID)
-			if err != nil {
-				return nil, fmt.Errorf("%w: text index id %q", ErrCorrupt, h.ID)
-			}
-			bm25 = append(bm25, pathHit{key: c.KeyString(), score: h.Score})
 		}
 	}
 	denseDone.Wait()
@@ -292,51 +315,54 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	// stands out in the query or nothing is evaluated.
 	var metric []pathHit
 	if paths.Weights.Metric > 0 {
-		prof, err := s.Evals.QueryProfile(ctx, q.Text)
+		mctx, mspan := trace.Start(ctx, "recall.metric")
+		prof, err := s.Evals.QueryProfile(mctx, q.Text)
+		if err == nil {
+			sc.profile = prof
+			if prof == nil {
+				paths.Weights.Metric = 0
+			}
+			metric = s.metricCandidates(q.Sona, backbone, prof, n)
+		}
+		mspan.SetAttributes(attribute.Int("memoria.recall.candidates", len(metric)))
+		trace.Fail(mspan, err)
+		mspan.End()
 		if err != nil {
 			return nil, err
 		}
-		sc.profile = prof
-		if prof == nil {
-			paths.Weights.Metric = 0
-		}
-		metric = s.metricCandidates(q.Sona, backbone, prof, n)
 	}
 
-	var out []*Recalled
-	err := s.store.View(func(txn Reader) error {
+	err = s.store.View(func(txn Reader) error {
 		sc.txn = txn
+		fctx, fspan := trace.Start(ctx, "recall.fusion", attribute.String("memoria.recall.fusion", paths.Fusion))
+		sc.ctx = fctx
 		cands, err := sc.gather(dense, bm25, metric, paths)
+		sc.ctx = ctx
+		fspan.SetAttributes(attribute.Int("memoria.recall.candidates", len(cands)))
+		trace.Fail(fspan, err)
+		fspan.End()
 		if err != nil {
 			return err
 		}
+		_, sspan := trace.Start(ctx, "recall.select")
 		hits, budget, err := sc.choose(cands, q.K, q.Budget)
+		sspan.SetAttributes(attribute.Int("memoria.recall.hits", len(hits)))
+		trace.Fail(sspan, err)
+		sspan.End()
 		if err != nil {
 			return err
 		}
 		out = hits
-		chosen := map[cid.Cid]bool{}
-		for c := range sc.excluded {
-			chosen[c] = true
+		if expandMax == 0 || !paths.CoAccess && !paths.Expand {
+			return nil
 		}
-		for _, r := range hits {
-			chosen[r.CID] = true
-		}
-		if paths.CoAccess && rc.CoAccessPartners > 0 {
-			more, left, err := sc.pullCoAccess(hits, chosen, budget)
-			if err != nil {
-				return err
-			}
-			out, budget = append(out, more...), left
-		}
-		if paths.Expand && rc.ExpandDepth > 0 {
-			more, err := sc.expand(out, chosen, budget, rc)
-			if err != nil {
-				return err
-			}
-			out = append(out, more...)
-		}
-		return nil
+		_, xspan := trace.Start(ctx, "recall.expand")
+		more, err := sc.extend(hits, budget, expandMax, paths)
+		xspan.SetAttributes(attribute.Int("memoria.recall.memories", len(more)))
+		trace.Fail(xspan, err)
+		xspan.End()
+		out = append(out, more...)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -360,16 +386,72 @@ func (s *Self) Recall(ctx context.Context, q Query) ([]*Recalled, error) {
 	return out, nil
 }
 
-// ownMembers returns the vector ids of the sona's memories, with the
-// backbone's when withBackbone.
-func (s *Self) ownMembers(sona, backbone string, withBackbone bool) []uint64 {
-	s.smu.RLock()
-	defer s.smu.RUnlock()
-	members := s.sonas[sona].members
-	if bb := s.sonas[backbone]; withBackbone && bb != nil && backbone != sona {
-		members = append(slices.Clip(members), bb.members...)
+// bm25Candidates runs the full-text path. The index has everything the
+// sona wrote (read-your-writes); dense gives the dense
+// path's candidates, which it scores too.
+func (s *Self) bm25Candidates(ctx context.Context, q Query, n int, backbone string, dense func() []pathHit) ([]pathHit, error) {
+	opts := text.SearchOptions{K: n, Also: func() []string {
+		hits := dense()
+		ids := make([]string, 0, len(hits))
+		for _, h := range hits {
+			if c, err := cid.Cast([]byte(h.key)); err == nil {
+				ids = append(ids, c.String())
+			}
+		}
+		return ids
+	}}
+	if q.Scope == ScopeSona {
+		opts.Sonas = []string{q.Sona}
+		if backbone != "" {
+			opts.Sonas = append(opts.Sonas, backbone)
+		}
 	}
-	return members
+	hits, err := s.Text.Search(ctx, q.Sona, q.Text, opts)
+	if errors.Is(err, errTextUnavailable) {
+		return nil, nil // being rebuilt: the other paths answer
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pathHit, 0, len(hits))
+	for _, h := range hits {
+		c, err := cid.Decode(h.ID)
+		if err != nil {
+			return nil, fmt.Errorf("%w: text index id %q", ErrCorrupt, h.ID)
+		}
+		out = append(out, pathHit{key: c.KeyString(), score: h.Score})
+	}
+	return out, nil
+}
+
+// extend adds to the hits at most max memories within budget: the
+// strongest co-access partners of the hits, then a best-first expansion
+// along edges.
+func (sc *scorer) extend(hits []*Recalled, budget, max int, paths Paths) ([]*Recalled, error) {
+	rc := sc.self.cfg.Recall
+	chosen := map[cid.Cid]bool{}
+	for c := range sc.excluded {
+		chosen[c] = true
+	}
+	for _, r := range hits {
+		chosen[r.CID] = true
+	}
+	var out []*Recalled
+	if paths.CoAccess && rc.CoAccessPartners > 0 {
+		more, left, err := sc.pullCoAccess(hits, chosen, budget, max)
+		if err != nil {
+			return nil, err
+		}
+		out, budget = more, left
+	}
+	if paths.Expand && rc.ExpandDepth > 0 && len(out) < max {
+		more, err := sc.expand(append(slices.Clip(hits), out...), chosen, budget, max-len(out), rc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
+	}
+	return out, nil
 }
 
 // denseCandidates runs the dense path. A sona of up to
@@ -379,7 +461,7 @@ func (s *Self) ownMembers(sona, backbone string, withBackbone bool) []uint64 {
 // graph, fetching more to make up for the other sonas' memories filtered
 // out afterwards.
 func (s *Self) denseCandidates(q Query, n int, backbone string) []vector.Hit {
-	members := s.ownMembers(q.Sona, backbone, q.Scope == ScopeSona)
+	members := s.Sonas.Members(q.Sona, backbone, q.Scope == ScopeSona)
 	exact := len(members) <= s.cfg.Recall.ExactScanMax
 	switch {
 	case q.Scope == ScopeSona && exact:
@@ -418,6 +500,7 @@ type pathHit struct {
 // scorer carries one recall's state through its stages.
 type scorer struct {
 	self     *Self
+	ctx      context.Context // of the stage running (its span)
 	q        *Query
 	txn      Reader
 	centroid []float32
@@ -427,6 +510,7 @@ type scorer struct {
 	activity map[string]int64   // chain length by sona uuid
 	excluded map[cid.Cid]bool
 	weights  config.Weights // of the score: recall.weights or Paths.Score
+	collapse collapser      // what is injected so far, by its words
 
 	// Time travel: memories with a log seq above maxSeq, or stored after
 	// maxTime, did not exist yet.
@@ -448,7 +532,7 @@ func (sc *scorer) resolveAsOf() error {
 		sc.maxTime = v
 		return nil
 	}
-	page, err := sc.self.Chain(sc.q.Sona, v, 1)
+	page, err := sc.self.Sonas.Chain(sc.q.Sona, v, 1)
 	if err != nil {
 		return err
 	}
@@ -466,7 +550,7 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 	if sc.excluded[c] {
 		return nil, errHidden
 	}
-	meta, err := sc.self.meta(sc.txn, c)
+	meta, err := sc.self.Memories.MetaIn(sc.txn, c)
 	if errors.Is(err, ErrNotFound) {
 		return nil, errHidden // indexed but gone
 	}
@@ -512,7 +596,7 @@ func (sc *scorer) activityOf(sona string) int64 {
 	if a, ok := sc.activity[sona]; ok {
 		return a
 	}
-	_, a, _ := sc.self.sonaSnapshot(sona)
+	_, a, _ := sc.self.Sonas.Snapshot(sona)
 	sc.activity[sona] = a
 	return a
 }
@@ -534,7 +618,7 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 		}
 		sim, ok := sc.sims[id]
 		if !ok {
-			if c, _, ok := sc.self.sonaSnapshot(id); ok && len(c) == len(sc.centroid) {
+			if c, _, ok := sc.self.Sonas.Snapshot(id); ok && len(c) == len(sc.centroid) {
 				sim = base.Cosine(sc.centroid, c)
 			}
 			sc.sims[id] = sim
@@ -635,7 +719,11 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		seeds := slices.Clone(order)
 		slices.SortFunc(seeds, func(a, b *Recalled) int { return byRelevance(a, b) })
 		seeds = seeds[:min(len(seeds), sc.self.cfg.Recall.AffinitySeeds)]
+		_, span := trace.Start(sc.ctx, "recall.affinity", attribute.Int("memoria.recall.seeds", len(seeds)))
 		affinity, err := sc.affinity(seeds)
+		span.SetAttributes(attribute.Int("memoria.recall.candidates", len(affinity)))
+		trace.Fail(span, err)
+		span.End()
 		if err != nil {
 			return nil, err
 		}
@@ -781,23 +869,46 @@ func byScore(a, b *Recalled) int {
 	return bytes.Compare(a.CID.Bytes(), b.CID.Bytes())
 }
 
-// choose takes the best k candidates that fit the budget, reading their
-// bodies, and returns them with the budget left.
+// choose takes the k hits: the best candidates that fit the budget, by
+// score or, when recall.mmr_lambda < 1, by maximal marginal relevance; a
+// candidate near-identical to a hit taken is folded into it. It reads the
+// hits' bodies and returns them ranked, with the budget left.
 func (sc *scorer) choose(cands []*Recalled, k, budget int) ([]*Recalled, int, error) {
 	slices.SortFunc(cands, byScore)
+	lambda := sc.self.cfg.Recall.MMRLambda
+	var mmr *diversity
+	if lambda < 1 && sc.q.Vector != nil {
+		mmr = sc.newDiversity(cands, lambda)
+	}
 	var out []*Recalled
-	for _, r := range cands {
-		if len(out) == k {
-			break
+	for len(out) < k && len(cands) > 0 {
+		i := 0
+		if mmr != nil {
+			i = mmr.next()
 		}
-		m, err := sc.self.loadMemory(sc.txn, r.CID)
+		r := cands[i]
+		cands = slices.Delete(cands, i, i+1)
+		var vec []float32
+		if mmr != nil {
+			vec = mmr.take(i)
+		}
+		m, err := sc.self.Memories.MemoryIn(sc.txn, r.CID)
 		if err != nil {
 			return nil, 0, err
 		}
 		r.Memory = m
+		key, folded := sc.collapse.fold(r)
+		if folded {
+			continue
+		}
 		if n := r.Chars(); n <= budget {
 			budget -= n
+			r.Rank = len(out) + 1
 			out = append(out, r)
+			sc.collapse.add(key)
+			if mmr != nil {
+				mmr.chose(vec)
+			}
 		}
 	}
 	return out, budget, nil
@@ -817,7 +928,7 @@ func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen 
 	if err != nil {
 		return nil, err
 	}
-	if r.Memory, err = sc.self.loadMemory(sc.txn, c); err != nil {
+	if r.Memory, err = sc.self.Memories.MemoryIn(sc.txn, c); err != nil {
 		return nil, err
 	}
 	if sc.q.Vector != nil {
@@ -829,17 +940,20 @@ func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen 
 }
 
 // pullCoAccess adds, for each hit best first, its strongest co-access
-// partners (of this agent) that fit the remaining budget.
-func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget int) ([]*Recalled, int, error) {
+// partners (of this agent) that fit the remaining budget, at most max.
+func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget, max int) ([]*Recalled, int, error) {
 	var out []*Recalled
 	for _, h := range hits {
+		if len(out) == max {
+			break
+		}
 		partners, err := assoc.Read(sc.txn, assoc.CoAccessKey(sc.q.AgentID, h.CID))
 		if err != nil {
 			return nil, 0, err
 		}
 		taken := 0
 		for _, p := range partners {
-			if taken == sc.self.cfg.Recall.CoAccessPartners || budget <= 0 {
+			if taken == sc.self.cfg.Recall.CoAccessPartners || budget <= 0 || len(out) == max {
 				break
 			}
 			if chosen[p.Target] {
@@ -852,10 +966,15 @@ func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget
 			if r == nil {
 				continue
 			}
+			key, folded := sc.collapse.fold(r)
+			if folded {
+				continue
+			}
 			if n := r.Chars(); n <= budget {
 				r.Explain.CoAccess = p.Strength
 				budget -= n
 				out = append(out, r)
+				sc.collapse.add(key)
 				taken++
 			}
 		}
@@ -866,8 +985,8 @@ func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget
 // expand follows edges from the chosen memories, best first, adding each
 // reachable memory that fits the remaining budget with the score of the
 // path that reached it: parent score × edge weight (capped at 1) × decay
-// per hop, up to the configured depth.
-func (sc *scorer) expand(from []*Recalled, chosen map[cid.Cid]bool, budget int, rc config.Recall) ([]*Recalled, error) {
+// per hop, up to the configured depth, at most max of them.
+func (sc *scorer) expand(from []*Recalled, chosen map[cid.Cid]bool, budget, max int, rc config.Recall) ([]*Recalled, error) {
 	frontier := &edgeHeap{}
 	push := func(r *Recalled) {
 		for _, e := range r.Memory.Edges {
@@ -882,7 +1001,7 @@ func (sc *scorer) expand(from []*Recalled, chosen map[cid.Cid]bool, budget int, 
 		push(r)
 	}
 	var out []*Recalled
-	for frontier.Len() > 0 && budget > 0 {
+	for frontier.Len() > 0 && budget > 0 && len(out) < max {
 		e := heap.Pop(frontier).(edgeCand)
 		r, err := sc.reach(e.target, e.score, ViaExpansion, e.depth, chosen)
 		if err != nil {
@@ -891,12 +1010,17 @@ func (sc *scorer) expand(from []*Recalled, chosen map[cid.Cid]bool, budget int, 
 		if r == nil {
 			continue
 		}
+		key, folded := sc.collapse.fold(r)
+		if folded {
+			continue
+		}
 		n := r.Chars()
 		if n > budget {
 			continue
 		}
 		budget -= n
 		out = append(out, r)
+		sc.collapse.add(key)
 		if e.depth < rc.ExpandDepth {
 			push(r)
 		}

@@ -6,27 +6,31 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/memoria-ai/memoria/internal/clock"
 
 	"github.com/ipfs/go-cid"
-	"google.golang.org/protobuf/proto"
+	"go.opentelemetry.io/otel/attribute"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/index"
+	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
+	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/memory/vector"
-	"github.com/memoria-ai/memoria/messages"
 )
 
 // Options configure a Self.
@@ -57,12 +61,16 @@ type Options struct {
 	// Evaluator evaluates queries for recall's metric path (EUMAS), as
 	// the evaluator actor evaluates memories; nil turns the path off.
 	Evaluator eumas.Evaluator
+	// Tracer, when set, traces the store's group commits (recall and
+	// embedding spans follow the span of the context they are given).
+	Tracer oteltrace.TracerProvider
 }
 
 // Self is the aggregate of an agent's memories across all sonas: the store,
-// the derived vector index, and the sona records. It is safe for
-// concurrent use. Writes to a sona's chain must come from that sona's one
-// owner (its actor); everything else may be called from anywhere.
+// the derived vector index, and the subsystems over them (its exported
+// fields), wired here. It is safe for concurrent use. Writes to a sona's
+// chain must come from that sona's one owner (its actor); everything else
+// may be called from anywhere.
 type Self struct {
 	// Tiers keeps the MemoryOS tiers of every sona.
 	Tiers *tiers.Store
@@ -74,6 +82,21 @@ type Self struct {
 	Assoc *assoc.Graph
 	// Evals keeps the EUMAS evaluations and the metric profiles.
 	Evals *eumas.Store
+	// Memories reads memories and their metadata (cached) and keeps
+	// their importance.
+	Memories *meta.Store
+	// Sonas is the registry of sonas: records, centroids, members.
+	Sonas *chain.Sonas
+	// Chains prepares memories and writes the chains' appends.
+	Chains *chain.Writer
+	// Backbone writes and lists the backbone's chain.
+	Backbone *chain.Backbone
+	// Text is the full-text index, which follows the store's commits.
+	Text *index.Text
+	// Transfer exports the self and imports exports.
+	Transfer *transfer.Transfer
+	// Living is Living Memory's upkeep: sweep, compression, dream.
+	Living *living.Living
 
 	store *Store
 	index *vector.Index
@@ -82,30 +105,10 @@ type Self struct {
 	clock clock.Clock
 	log   *slog.Logger
 
-	smu   sync.RWMutex
-	sonas map[string]*sonaState // committed sona records, by uuid
-
 	memories atomic.Int64 // count of memory metadata records
 	// lastActivity is the unix second of the latest append that was not
 	// the heartbeat's own (a merge or an insight); the clock at open.
 	lastActivity atomic.Int64
-	backbone     atomic.Pointer[string] // uuid of the backbone's sona, once it exists
-	cache        *memCache              // decoded memories by CID
-	metas        *metaCache             // memory metadata by CID key
-	text         *textIndexer           // full-text index, kept in step by the committer
-	textRebuilds atomic.Int64           // times the full-text index was found damaged and rebuilt
-	progress     func(stage string, done, total uint64)
-	normalize    func(ctx context.Context, text string) (string, error)
-	summarize    func(ctx context.Context, texts []string) (string, error)
-}
-
-// sonaState is the committed state of a sona, cached for recall.
-type sonaState struct {
-	rec      *messages.Sona
-	centroid []float32 // mean of its name's embedding and its memories'
-	mean     runningMean
-	members  []uint64 // vector index ids of its memories, in chain order (append only)
-	textPos  uint64   // full-text position of its latest memory (read-your-writes)
 }
 
 // Open opens the self stored under cfg.DataDir.
@@ -119,23 +122,17 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	}
 	dir := o.Config.DataDir
 	so := store.OptionsOf(o.Config.Store)
-	so.FreeSpace, so.AcceptLoss, so.InMemory, so.Logger = o.FreeSpace, o.AcceptLoss, o.InMemory, o.Logger
+	so.FreeSpace, so.AcceptLoss, so.InMemory, so.Logger, so.Clock, so.Tracer = o.FreeSpace, o.AcceptLoss, o.InMemory, o.Logger, o.Clock, o.Tracer
 	st, err := OpenStore(filepath.Join(dir, "store"), so)
 	if err != nil {
 		return nil, err
 	}
 	s := &Self{
-		store:     st,
-		emb:       o.Embedder,
-		cfg:       o.Config,
-		clock:     o.Clock,
-		log:       o.Logger,
-		sonas:     map[string]*sonaState{},
-		cache:     newMemCache(o.Config.Store.MemoryCache),
-		metas:     newMetaCache(o.Config.Store.MemoryCache),
-		progress:  o.Progress,
-		normalize: o.Normalize,
-		summarize: o.Summarize,
+		store: st,
+		emb:   o.Embedder,
+		cfg:   o.Config,
+		clock: o.Clock,
+		log:   o.Logger,
 		index: vector.New(vector.Options{
 			Dims:           o.Embedder.Dims(),
 			M:              o.Config.Index.M,
@@ -146,6 +143,25 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 			Clock:          o.Clock,
 		}),
 	}
+	s.Memories = meta.New(st, o.Config.Store.MemoryCache, o.Config.Recall)
+	s.Sonas = chain.NewSonas(st, s.Embed, o.Clock, s.index.Dims())
+	s.Chains = chain.NewWriter(st, s.Sonas, s.Memories, s.index, chain.Options{
+		Config:        o.Config,
+		Embed:         s.Embed,
+		Normalize:     o.Normalize,
+		Contributions: s.contributions(),
+		OnAppended:    s.appended,
+	})
+	s.Backbone = chain.NewBackbone(st, s.Sonas, s.Chains, s.Embed, o.Clock)
+	s.Text = index.New(st, s.Memories, s.Sonas, index.Options{
+		Dir:      filepath.Join(dir, "text"),
+		K1:       o.Config.Recall.BM25K1,
+		B:        o.Config.Recall.BM25B,
+		Backlog:  o.Config.Index.TextBacklog,
+		Logger:   o.Logger,
+		Clock:    o.Clock,
+		Progress: o.Progress,
+	})
 	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
 	s.Assoc = assoc.NewGraph(st)
 	s.Consensus = consensus.NewLedger(st, consensusEnv{s}, o.Config, o.Clock)
@@ -156,14 +172,14 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		evo.Metrics = eumas.Metrics(o.Config.Evaluation.Archetypes)
 	}
 	s.Evals = eumas.NewStore(st, evalEnv{s}, evo)
-	s.lastActivity.Store(o.Clock.Now().Unix())
-	st.Subscribe(func(e store.Event) {
-		for _, k := range e.Keys {
-			if strings.HasPrefix(k, string(prefixMeta)) {
-				s.metas.invalidate(k[len(prefixMeta):])
-			}
-		}
+	env := selfState{s: s}
+	s.Transfer = transfer.New(st, transferEnv{env}, transfer.Options{
+		Config: o.Config, EmbedderID: o.Embedder.ID(), Dims: o.Embedder.Dims(), Clock: o.Clock,
 	})
+	s.Living = living.New(st, livingEnv{env}, living.Options{
+		Config: o.Config, Clock: o.Clock, Logger: o.Logger, Summarize: o.Summarize,
+	})
+	s.lastActivity.Store(o.Clock.Now().Unix())
 	if err := s.load(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -178,16 +194,15 @@ func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load()
 
 // Close closes the indexes and the store, after every submitted write.
 func (s *Self) Close() error {
-	if s.text != nil {
-		s.text.stopBackground()
-	}
+	s.Text.Stop()
 	s.index.Close()
+	// What was submitted before Close commits, and the full-text index
+	// takes it, before the store closes.
+	s.store.Barrier(context.Background())
+	terr := s.Text.Close()
 	err := s.store.Close()
-	if s.text != nil {
-		s.text.close()
-		if cerr := s.text.closeIndex(); err == nil {
-			err = cerr
-		}
+	if err == nil {
+		err = terr
 	}
 	return err
 }
@@ -209,9 +224,7 @@ func (s *Self) Clock() clock.Clock { return s.clock }
 
 // Counts returns the number of sonas and memories.
 func (s *Self) Counts() (sonas, memories int64) {
-	s.smu.RLock()
-	defer s.smu.RUnlock()
-	return int64(len(s.sonas)), s.memories.Load()
+	return s.Sonas.Count(), s.memories.Load()
 }
 
 // load checks the store's version and embedder, then loads the sona
@@ -223,28 +236,10 @@ func (s *Self) load(ctx context.Context) error {
 	start := s.clock.Now()
 	var vectors int
 	err := s.store.View(func(txn Reader) error {
-		if err := store.Scan(txn, prefixSona, func(_, v []byte) error {
-			rec := &messages.Sona{}
-			if err := proto.Unmarshal(v, rec); err != nil {
-				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
-			}
-			s.sonas[rec.Uuid] = &sonaState{rec: rec}
-			return nil
-		}); err != nil {
+		if err := s.Sonas.Load(txn); err != nil {
 			return err
 		}
-		if err := s.loadBackbone(txn); err != nil {
-			return err
-		}
-		if err := store.Scan(txn, prefixNameVec, func(k, v []byte) error {
-			st, ok := s.sonas[string(k[len(prefixNameVec):])]
-			if !ok {
-				return nil
-			}
-			var err error
-			st.centroid, err = decodeVector(v) // its name's, until computeCentroids
-			return err
-		}); err != nil {
+		if err := s.Backbone.Load(txn); err != nil {
 			return err
 		}
 		if err := store.Scan(txn, prefixVector, func(k, v []byte) error {
@@ -281,27 +276,15 @@ func (s *Self) load(ctx context.Context) error {
 		if err := s.checkEnds(txn); err != nil {
 			return err
 		}
-		return scanChainMemories(txn, func(id string, mem cid.Cid) error {
-			st, ok := s.sonas[id]
-			if !ok {
-				return nil
-			}
-			vid, ok := s.index.ID(mem.KeyString())
-			if !ok {
-				return s.store.Explain(fmt.Errorf("%w: memory %s of sona %s has no embedding", ErrCorrupt, mem, id))
-			}
-			st.members = append(st.members, vid)
-			return nil
-		})
+		return s.Sonas.LoadMembers(txn, s.index)
 	})
 	if err != nil {
 		return err
 	}
-	s.computeCentroids()
-	if err := s.openText(filepath.Join(s.cfg.DataDir, "text")); err != nil {
+	if err := s.Text.Open(); err != nil {
 		return err
 	}
-	s.log.Info("self loaded", "sonas", len(s.sonas), "memories", s.memories.Load(),
+	s.log.Info("self loaded", "sonas", s.Sonas.Count(), "memories", s.memories.Load(),
 		"vectors", vectors, "took", s.clock.Now().Sub(start))
 	return nil
 }
@@ -311,17 +294,8 @@ func (s *Self) load(ctx context.Context) error {
 // (A store that lost its last writes whole is caught by the acknowledged
 // mark; this catches damage to the tables that hold them.)
 func (s *Self) checkEnds(txn Reader) error {
-	for id, st := range s.sonas {
-		if st.rec.Head == nil {
-			continue
-		}
-		head, err := cid.Decode(st.rec.GetHead())
-		if err != nil {
-			return fmt.Errorf("%w: head of sona %s: %v", ErrCorrupt, id, err)
-		}
-		if _, err := store.ReadBlock(txn, head); err != nil {
-			return s.store.Explain(fmt.Errorf("%w: the head ACT %s of sona %s is unreadable: %v", ErrCorrupt, head, id, err))
-		}
+	if err := s.Sonas.CheckHeads(txn); err != nil {
+		return err
 	}
 	end, err := logEnd(txn)
 	if err != nil || end == 0 {
@@ -339,53 +313,6 @@ func (s *Self) checkEnds(txn Reader) error {
 		return s.store.Explain(fmt.Errorf("%w: the memory at the end of the insertion log (%d) is unreadable: %v", ErrCorrupt, end, err))
 	}
 	return nil
-}
-
-// computeCentroids sets each sona's centroid to the mean of its name's
-// embedding and its memories' embeddings, added up in the order appends
-// add them, so that a reopened self scores exactly as before.
-func (s *Self) computeCentroids() {
-	for _, st := range s.sonas {
-		name := st.centroid
-		st.centroid, st.mean = nil, runningMean{}
-		if len(name) == s.index.Dims() {
-			st.mean, st.centroid = st.mean.add(name)
-		}
-		for _, id := range st.members {
-			st.mean, st.centroid = st.mean.add(s.index.Vector(id))
-		}
-	}
-}
-
-// newSonaState is a new sona's state: its centroid is its name's embedding.
-func newSonaState(rec *messages.Sona, name []float32) *sonaState {
-	st := &sonaState{rec: rec}
-	st.mean, st.centroid = st.mean.add(name)
-	return st
-}
-
-// runningMean is the mean of vectors, summed in float64.
-type runningMean struct {
-	sum []float64
-	n   int64
-}
-
-// add returns the mean with v added, and its value. The result shares
-// nothing with m: readers may still hold m's.
-func (m runningMean) add(v []float32) (runningMean, []float32) {
-	out := runningMean{sum: make([]float64, len(v)), n: 1}
-	if len(m.sum) == len(v) {
-		copy(out.sum, m.sum)
-		out.n = m.n + 1
-	}
-	for i, f := range v {
-		out.sum[i] += float64(f)
-	}
-	mean := make([]float32, len(v))
-	for i, x := range out.sum {
-		mean[i] = float32(x / float64(out.n))
-	}
-	return out, mean
 }
 
 // checkIdentity refuses a store of an unknown layout or another embedding
@@ -440,8 +367,11 @@ func (s *Self) identityOp(ctx context.Context) error {
 
 // Embed returns unit-length embeddings of texts in the store's space.
 func (s *Self) Embed(ctx context.Context, texts ...string) ([][]float32, error) {
+	ctx, span := trace.Start(ctx, "embed", attribute.Int("memoria.embed.texts", len(texts)))
+	defer span.End()
 	vecs, err := s.emb.Embed(ctx, texts)
 	if err != nil {
+		trace.Fail(span, err)
 		return nil, fmt.Errorf("memory: embed: %w", err)
 	}
 	if len(vecs) != len(texts) {
@@ -458,131 +388,15 @@ func (s *Self) Embed(ctx context.Context, texts ...string) ([][]float32, error) 
 	return vecs, nil
 }
 
-// Meta returns a memory's metadata.
-func (s *Self) Meta(c cid.Cid) (*messages.MemoryMeta, error) {
-	var meta *messages.MemoryMeta
-	err := s.store.View(func(txn Reader) error {
-		var err error
-		meta, err = s.meta(txn, c)
-		return err
-	})
-	return meta, err
-}
-
-func getMeta(txn Reader, c cid.Cid) (*messages.MemoryMeta, error) {
-	item, err := txn.Item(metaKey(c))
-	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("%w: memory %s", ErrNotFound, c)
-	}
-	if err != nil {
-		return nil, err
-	}
-	meta := &messages.MemoryMeta{}
-	err = item.Value(func(v []byte) error { return proto.Unmarshal(v, meta) })
-	if err != nil {
-		return nil, fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, c, err)
-	}
-	return meta, nil
-}
-
-// Get returns a stored memory with its metadata.
-func (s *Self) Get(c cid.Cid) (*Memory, *messages.MemoryMeta, error) {
-	var (
-		m    *Memory
-		meta *messages.MemoryMeta
-	)
-	err := s.store.View(func(txn Reader) error {
-		var err error
-		if meta, err = s.meta(txn, c); err != nil {
-			return err
-		}
-		m, err = s.loadMemory(txn, c)
-		return err
-	})
-	return m, meta, err
-}
-
-// loadMemory returns the decoded memory c, from the cache or from its
-// verified block. The result is shared: do not modify it.
-func (s *Self) loadMemory(txn Reader, c cid.Cid) (*Memory, error) {
-	if m, ok := s.cache.get(c); ok {
-		return m, nil
-	}
-	m, err := readMemory(txn, c)
-	if err != nil {
-		return nil, err
-	}
-	s.cache.put(c, m)
-	return m, nil
-}
-
-// readMemory reads and decodes a memory's block, past the cache.
-func readMemory(txn Reader, c cid.Cid) (*Memory, error) {
-	b, err := store.ReadBlock(txn, c)
-	if err != nil {
-		return nil, err
-	}
-	m, err := DecodeMemory(b)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s does not decode as a memory: %v", ErrCorrupt, c, err)
-	}
-	return m, nil
-}
-
-// Vector returns the stored embedding of a memory.
-func (s *Self) Vector(c cid.Cid) ([]float32, error) {
-	var vec []float32
-	err := s.store.View(func(txn Reader) error {
-		item, err := txn.Item(vectorKey(c))
-		if errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("%w: vector of %s", ErrNotFound, c)
-		}
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			vec, err = decodeVector(v)
-			return err
-		})
-	})
-	return vec, err
-}
-
 // Block returns a verified block.
 func (s *Self) Block(c cid.Cid) ([]byte, error) { return s.store.Block(c) }
-
-// ListMemories lists memories in CID order, after cursor (a CID string).
-func (s *Self) ListMemories(cursor string, limit int) (Page[cid.Cid], error) {
-	var start []byte
-	if cursor != "" {
-		c, err := cid.Decode(cursor)
-		if err != nil {
-			return Page[cid.Cid]{}, fmt.Errorf("%w: cursor: %v", ErrInvalid, err)
-		}
-		start = metaKey(c)
-	}
-	var page Page[cid.Cid]
-	err := s.store.View(func(txn Reader) error {
-		return store.ListKeys(txn, prefixMeta, start, limit, func(k []byte) error {
-			c, err := cid.Cast(k[len(prefixMeta):])
-			if err != nil {
-				return fmt.Errorf("%w: meta key: %v", ErrCorrupt, err)
-			}
-			page.Items = append(page.Items, c)
-			return nil
-		}, func() { page.Next = page.Items[len(page.Items)-1].String() })
-	})
-	return page, err
-}
 
 // IndexSizes reports the derived indexes' sizes: the vectors in the HNSW
 // index and the documents in the full-text index.
 func (s *Self) IndexSizes() map[string]int64 {
 	out := map[string]int64{"vector": int64(s.index.Len())}
-	if s.text != nil {
-		if n, err := s.text.len(); err == nil {
-			out["text"] = int64(n)
-		}
+	if n, err := s.Text.Len(); err == nil {
+		out["text"] = int64(n)
 	}
 	return out
 }

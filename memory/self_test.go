@@ -46,7 +46,7 @@ type owner struct {
 
 func newOwner(t testing.TB, s *Self, name string) *owner {
 	t.Helper()
-	rec, err := s.CreateSona(context.Background(), name)
+	rec, err := s.Sonas.Create(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func (o *owner) tryAdd(m *Memory, meta *messages.MemoryMeta) (cid.Cid, error) {
 	if err != nil {
 		return cid.Undef, err
 	}
-	p, err := o.s.Prepare(m, vecs[0], meta)
+	p, err := o.s.Chains.Prepare(m, vecs[0], meta)
 	if err != nil {
 		return cid.Undef, err
 	}
@@ -76,7 +76,7 @@ func (o *owner) tryAdd(m *Memory, meta *messages.MemoryMeta) (cid.Cid, error) {
 	if err != nil {
 		return cid.Undef, err
 	}
-	if err := o.s.Store().Update(ctx, o.s.AppendOp(plan)); err != nil {
+	if err := o.s.Store().Update(ctx, o.s.Chains.Op(plan)); err != nil {
 		return cid.Undef, err
 	}
 	o.head, o.n = plan.Next()
@@ -86,71 +86,6 @@ func (o *owner) tryAdd(m *Memory, meta *messages.MemoryMeta) (cid.Cid, error) {
 func (o *owner) text(content string, edges ...Edge) cid.Cid {
 	SortEdges(edges)
 	return o.add(&Memory{Data: Data{Text: &TextData{Content: content}}, Edges: edges}, nil)
-}
-
-func TestChainNeverForks(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
-	defer s.Close()
-	o := newOwner(t, s, "a")
-	o.text("first")
-	// A second owner with a stale view of the same chain.
-	stale := &owner{t: t, s: s, sona: o.sona}
-	if _, err := stale.tryAdd(&Memory{Data: Data{Text: &TextData{Content: "fork"}}}, nil); !errors.Is(err, ErrChainConflict) {
-		t.Fatalf("err = %v, want ErrChainConflict", err)
-	}
-	rec, _ := s.Sona(o.sona)
-	if rec.Length != 1 {
-		t.Fatalf("length %d after refused fork", rec.Length)
-	}
-}
-
-func TestAppendRefusesDanglingLinksWritingNothing(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
-	defer s.Close()
-	o := newOwner(t, s, "a")
-	nowhere := mustCIDOf(t, CodecDagCBOR, []byte("nowhere"))
-	_, before := s.Counts()
-	for name, m := range map[string]*Memory{
-		"edge": {Data: Data{Text: &TextData{Content: "x"}}, Edges: []Edge{{Target: nowhere, Weight: 1}}},
-		"file": {Data: Data{File: &FileData{Content: nowhere}}},
-	} {
-		if _, err := o.tryAdd(m, nil); !errors.Is(err, ErrInvalid) {
-			t.Fatalf("%s: err = %v, want ErrInvalid", name, err)
-		}
-	}
-	if _, after := s.Counts(); after != before {
-		t.Fatalf("memories %d → %d after refused appends", before, after)
-	}
-	if rec, _ := s.Sona(o.sona); rec.Length != 0 || rec.Head != nil {
-		t.Fatalf("sona moved: %v", rec)
-	}
-	if _, err := o.tryAdd(&Memory{Data: Data{Text: &TextData{Content: "x"}}}, &messages.MemoryMeta{Kind: "bogus"}); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("unknown kind: err = %v", err)
-	}
-}
-
-func TestSharedMemoryJoinsSecondSona(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
-	defer s.Close()
-	a, b := newOwner(t, s, "a"), newOwner(t, s, "b")
-	c1 := a.text("the same words")
-	c2 := b.text("the same words")
-	if c1 != c2 {
-		t.Fatal("equal memories have different CIDs")
-	}
-	meta, err := s.Meta(c1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(meta.Sonas, []string{a.sona, b.sona}) {
-		t.Fatalf("sonas %v", meta.Sonas)
-	}
-	if _, mems := s.Counts(); mems != 1 {
-		t.Fatalf("memories = %d, want 1", mems)
-	}
-	if in, _ := s.InSona(c1, b.sona); !in {
-		t.Fatal("not in second sona")
-	}
 }
 
 func TestReopenKeepsSonasHeadsAndRecall(t *testing.T) {
@@ -173,14 +108,14 @@ func TestReopenKeepsSonasHeadsAndRecall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recBefore, _ := s.Sona(o.sona)
+	recBefore, _ := s.Sonas.Get(o.sona)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	s = openSelf(t, testConfig(dir), clock)
 	defer s.Close()
-	recAfter, err := s.Sona(o.sona)
+	recAfter, err := s.Sonas.Get(o.sona)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +253,7 @@ func TestRecallHidesArchivedAndExpired(t *testing.T) {
 	fact := o.add(&Memory{Data: Data{Text: &TextData{Content: "the kettle is blue"}}}, &messages.MemoryMeta{Kind: "fact"})
 	arch := o.text("the kettle is old")
 	ctx := context.Background()
-	if err := s.Store().Update(ctx, s.metaOp([]cid.Cid{arch}, func(m *messages.MemoryMeta, _ cid.Cid) { m.Archived = true })); err != nil {
+	if err := s.Store().Update(ctx, metaOp([]cid.Cid{arch}, func(m *messages.MemoryMeta, _ cid.Cid) { m.Archived = true })); err != nil {
 		t.Fatal(err)
 	}
 	found := func() map[cid.Cid]bool {
@@ -357,11 +292,11 @@ func TestReinforceRaisesAndPropagates(t *testing.T) {
 	other := o.text("unrelated")
 	ctx := context.Background()
 	used := []*Recalled{{CID: top, Score: 2}}
-	if err := s.Reinforce(used).Wait(ctx); err != nil {
+	if err := s.Memories.Reinforce(Support(used)).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	imp := func(c cid.Cid) float64 {
-		m, err := s.Meta(c)
+		m, err := s.Memories.Meta(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +316,7 @@ func TestReinforceRaisesAndPropagates(t *testing.T) {
 	}
 	// Used again, it keeps rising toward 1 and never past it.
 	for i := 0; i < 100; i++ {
-		s.Reinforce(used)
+		s.Memories.Reinforce(Support(used))
 	}
 	if err := s.Store().Barrier(ctx); err != nil {
 		t.Fatal(err)

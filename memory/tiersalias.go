@@ -37,14 +37,14 @@ const (
 type tierEnv struct{ s *Self }
 
 func (e tierEnv) Memory(r store.Reader, c cid.Cid) (*model.Memory, error) {
-	return e.s.loadMemory(r, c)
+	return e.s.Memories.MemoryIn(r, c)
 }
 
 func (e tierEnv) Vector(c cid.Cid) ([]float32, error) {
 	if v, ok := e.s.index.Lookup(c.KeyString()); ok {
 		return v, nil
 	}
-	return e.s.Vector(c)
+	return e.s.Memories.Vector(c)
 }
 
 func (e tierEnv) Embed(ctx context.Context, texts ...string) ([][]float32, error) {
@@ -64,6 +64,6 @@ func (e tierEnv) Sonas(r store.Reader, c cid.Cid) ([]string, error) {
 }
 
 func (e tierEnv) CheckSona(sona string) error {
-	_, err := e.s.Sona(sona)
+	_, err := e.s.Sonas.Get(sona)
 	return err
 }

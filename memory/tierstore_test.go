@@ -377,7 +377,7 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.Prepare(m, vecs[0], nil)
+	p, err := s.Chains.Prepare(m, vecs[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +389,7 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 	// The first hook of the commit holds the committer until the step has
 	// read the page: the response's vector is durable, not yet indexed.
 	release := make(chan struct{})
-	appendOp := s.AppendOp(plan)
+	appendOp := s.Chains.Op(plan)
 	pending := s.Store().Submit(func(tx Tx) error {
 		tx.OnCommit(func() { <-release })
 		return appendOp(tx)

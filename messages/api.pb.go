@@ -23,10 +23,14 @@ const (
 )
 
 type CreateSonaRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sona's name: unique among the sonas unless allow_duplicate.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Create the sona even when another is called name (the name then
+	// resolves to neither: use their uuids).
+	AllowDuplicate bool `protobuf:"varint,2,opt,name=allow_duplicate,json=allowDuplicate,proto3" json:"allow_duplicate,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CreateSonaRequest) Reset() {
@@ -66,6 +70,13 @@ func (x *CreateSonaRequest) GetName() string {
 	return ""
 }
 
+func (x *CreateSonaRequest) GetAllowDuplicate() bool {
+	if x != nil {
+		return x.AllowDuplicate
+	}
+	return false
+}
+
 type ChatRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The input: stored as an `other` memory when name is set, else `text`.
@@ -74,7 +85,7 @@ type ChatRequest struct {
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Provenance recorded in the metadata of both memories.
 	AgentId string `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// Memories to recall before expansion (default from config).
+	// Ranked hits to recall (default recall.top_k).
 	K int32 `protobuf:"varint,4,opt,name=k,proto3" json:"k,omitempty"`
 	// Character budget of the recalled context (default from config).
 	BudgetChars int32 `protobuf:"varint,5,opt,name=budget_chars,json=budgetChars,proto3" json:"budget_chars,omitempty"`
@@ -84,7 +95,10 @@ type ChatRequest struct {
 	Scope string `protobuf:"bytes,6,opt,name=scope,proto3" json:"scope,omitempty"`
 	// Stream the reply as server-sent events (chat only; also asked for
 	// with Accept: text/event-stream).
-	Stream        bool `protobuf:"varint,7,opt,name=stream,proto3" json:"stream,omitempty"`
+	Stream bool `protobuf:"varint,7,opt,name=stream,proto3" json:"stream,omitempty"`
+	// At most this many memories beyond the hits, from co-access and edge
+	// expansion (0: none; unset: recall.expand_max).
+	Expand        *int32 `protobuf:"varint,8,opt,name=expand,proto3,oneof" json:"expand,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,6 +180,13 @@ func (x *ChatRequest) GetStream() bool {
 		return x.Stream
 	}
 	return false
+}
+
+func (x *ChatRequest) GetExpand() int32 {
+	if x != nil && x.Expand != nil {
+		return *x.Expand
+	}
+	return 0
 }
 
 type MemoryRef struct {
@@ -446,10 +467,12 @@ func (x *QueryResponse) GetRecalled() []*ScoredRef {
 }
 
 type RecallRequest struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Query       string                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
-	K           int32                  `protobuf:"varint,2,opt,name=k,proto3" json:"k,omitempty"`
-	BudgetChars int32                  `protobuf:"varint,3,opt,name=budget_chars,json=budgetChars,proto3" json:"budget_chars,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Query string                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// Ranked hits to return (default recall.top_k); what co-access and edge
+	// expansion add comes on top, at most expand of them.
+	K           int32 `protobuf:"varint,2,opt,name=k,proto3" json:"k,omitempty"`
+	BudgetChars int32 `protobuf:"varint,3,opt,name=budget_chars,json=budgetChars,proto3" json:"budget_chars,omitempty"`
 	// Return each memory's score components and the path it came by.
 	Explain bool `protobuf:"varint,4,opt,name=explain,proto3" json:"explain,omitempty"`
 	// Time travel: recall only what existed at that point. A value below
@@ -462,6 +485,9 @@ type RecallRequest struct {
 	AgentId string `protobuf:"bytes,7,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// Include archived and expired memories.
 	IncludeHidden bool `protobuf:"varint,8,opt,name=include_hidden,json=includeHidden,proto3" json:"include_hidden,omitempty"`
+	// At most this many memories beyond the hits, from co-access and edge
+	// expansion (0: none; unset: recall.expand_max).
+	Expand        *int32 `protobuf:"varint,9,opt,name=expand,proto3,oneof" json:"expand,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -550,6 +576,13 @@ func (x *RecallRequest) GetIncludeHidden() bool {
 		return x.IncludeHidden
 	}
 	return false
+}
+
+func (x *RecallRequest) GetExpand() int32 {
+	if x != nil && x.Expand != nil {
+		return *x.Expand
+	}
+	return 0
 }
 
 // Explain breaks a recalled memory's score into its parts. The
@@ -827,8 +860,15 @@ type RecalledMemory struct {
 	// partner; "expansion": reached along an edge.
 	Via string `protobuf:"bytes,3,opt,name=via,proto3" json:"via,omitempty"`
 	// With explain.
-	Explain       *Explain `protobuf:"bytes,4,opt,name=explain,proto3" json:"explain,omitempty"`
-	Memory        *Memory  `protobuf:"bytes,5,opt,name=memory,proto3" json:"memory,omitempty"`
+	Explain *Explain `protobuf:"bytes,4,opt,name=explain,proto3" json:"explain,omitempty"`
+	Memory  *Memory  `protobuf:"bytes,5,opt,name=memory,proto3" json:"memory,omitempty"`
+	// A hit's place among the hits, from 1 (best first: by score, with
+	// diversity when recall.mmr_lambda < 1); null for what co-access and
+	// expansion added.
+	Rank *int32 `protobuf:"varint,6,opt,name=rank,proto3,oneof" json:"rank,omitempty"`
+	// CIDs of near-identical memories folded into this one (recall.collapse):
+	// found, but not returned or injected.
+	Collapsed     []string `protobuf:"bytes,7,rep,name=collapsed,proto3" json:"collapsed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -898,9 +938,25 @@ func (x *RecalledMemory) GetMemory() *Memory {
 	return nil
 }
 
+func (x *RecalledMemory) GetRank() int32 {
+	if x != nil && x.Rank != nil {
+		return *x.Rank
+	}
+	return 0
+}
+
+func (x *RecalledMemory) GetCollapsed() []string {
+	if x != nil {
+		return x.Collapsed
+	}
+	return nil
+}
+
 type RecallResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Memories      []*RecalledMemory      `protobuf:"bytes,1,rep,name=memories,proto3" json:"memories,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Everything recalled, in topological order (supports first, then time):
+	// the order of the model's context. The hits carry their rank.
+	Memories      []*RecalledMemory `protobuf:"bytes,1,rep,name=memories,proto3" json:"memories,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1470,9 +1526,10 @@ var File_memoria_v1_api_proto protoreflect.FileDescriptor
 const file_memoria_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"\x14memoria/v1/api.proto\x12\n" +
-	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17memoria/v1/memory.proto\"'\n" +
+	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17memoria/v1/memory.proto\"P\n" +
 	"\x11CreateSonaRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xb5\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
+	"\x0fallow_duplicate\x18\x02 \x01(\bR\x0eallowDuplicate\"\xdd\x01\n" +
 	"\vChatRequest\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
@@ -1480,7 +1537,9 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x01k\x18\x04 \x01(\x05R\x01k\x12!\n" +
 	"\fbudget_chars\x18\x05 \x01(\x05R\vbudgetChars\x12\x14\n" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x16\n" +
-	"\x06stream\x18\a \x01(\bR\x06stream\"\x1d\n" +
+	"\x06stream\x18\a \x01(\bR\x06stream\x12\x1b\n" +
+	"\x06expand\x18\b \x01(\x05H\x00R\x06expand\x88\x01\x01B\t\n" +
+	"\a_expand\"\x1d\n" +
 	"\tMemoryRef\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\"j\n" +
 	"\x05Reply\x12\x10\n" +
@@ -1498,7 +1557,7 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\brecalled\x18\x03 \x03(\v2\x15.memoria.v1.ScoredRefR\brecalled\"q\n" +
 	"\rQueryResponse\x12-\n" +
 	"\bresponse\x18\x01 \x01(\v2\x11.memoria.v1.ReplyR\bresponse\x121\n" +
-	"\brecalled\x18\x02 \x03(\v2\x15.memoria.v1.ScoredRefR\brecalled\"\xec\x01\n" +
+	"\brecalled\x18\x02 \x03(\v2\x15.memoria.v1.ScoredRefR\brecalled\"\x94\x02\n" +
 	"\rRecallRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12\f\n" +
 	"\x01k\x18\x02 \x01(\x05R\x01k\x12!\n" +
@@ -1507,8 +1566,10 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x05as_of\x18\x05 \x01(\x03H\x00R\x04asOf\x88\x01\x01\x12\x14\n" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x19\n" +
 	"\bagent_id\x18\a \x01(\tR\aagentId\x12%\n" +
-	"\x0einclude_hidden\x18\b \x01(\bR\rincludeHiddenB\b\n" +
-	"\x06_as_of\"\xe8\x03\n" +
+	"\x0einclude_hidden\x18\b \x01(\bR\rincludeHidden\x12\x1b\n" +
+	"\x06expand\x18\t \x01(\x05H\x01R\x06expand\x88\x01\x01B\b\n" +
+	"\x06_as_ofB\t\n" +
+	"\a_expand\"\xe8\x03\n" +
 	"\aExplain\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1541,13 +1602,16 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x0fsona_similarity\x18\x05 \x01(\x01R\x0esonaSimilarity\x12\x12\n" +
 	"\x04path\x18\x06 \x01(\x01R\x04path\x12\x18\n" +
 	"\arecency\x18\a \x01(\x01R\arecency\x12\x16\n" +
-	"\x06metric\x18\b \x01(\x01R\x06metric\"\xa5\x01\n" +
+	"\x06metric\x18\b \x01(\x01R\x06metric\"\xe5\x01\n" +
 	"\x0eRecalledMemory\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x10\n" +
 	"\x03via\x18\x03 \x01(\tR\x03via\x12-\n" +
 	"\aexplain\x18\x04 \x01(\v2\x13.memoria.v1.ExplainR\aexplain\x12*\n" +
-	"\x06memory\x18\x05 \x01(\v2\x12.memoria.v1.MemoryR\x06memory\"H\n" +
+	"\x06memory\x18\x05 \x01(\v2\x12.memoria.v1.MemoryR\x06memory\x12\x17\n" +
+	"\x04rank\x18\x06 \x01(\x05H\x00R\x04rank\x88\x01\x01\x12\x1c\n" +
+	"\tcollapsed\x18\a \x03(\tR\tcollapsedB\a\n" +
+	"\x05_rank\"H\n" +
 	"\x0eRecallResponse\x126\n" +
 	"\bmemories\x18\x01 \x03(\v2\x1a.memoria.v1.RecalledMemoryR\bmemories\"\xf7\x02\n" +
 	"\rInsertRequest\x12\x12\n" +
@@ -1673,7 +1737,9 @@ func file_memoria_v1_api_proto_init() {
 		return
 	}
 	file_memoria_v1_memory_proto_init()
+	file_memoria_v1_api_proto_msgTypes[1].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[7].OneofWrappers = []any{}
+	file_memoria_v1_api_proto_msgTypes[10].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[12].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[13].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[14].OneofWrappers = []any{}

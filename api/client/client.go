@@ -232,16 +232,23 @@ func (c *Client) Health(ctx context.Context) (*messages.Health, error) {
 	return out, c.get(ctx, "/healthz", out)
 }
 
-// CreateSona creates a sona.
+// CreateSona creates a sona; a name another sona has is refused (409
+// exists).
 func (c *Client) CreateSona(ctx context.Context, name string) (*messages.Sona, error) {
-	out := &messages.Sona{}
-	return out, c.post(ctx, "/sonas", &messages.CreateSonaRequest{Name: name}, out)
+	return c.CreateSonaWith(ctx, &messages.CreateSonaRequest{Name: name})
 }
 
-// Sona returns a sona by uuid.
-func (c *Client) Sona(ctx context.Context, uuid string) (*messages.Sona, error) {
+// CreateSonaWith creates a sona as req asks (AllowDuplicate: even when
+// another sona has its name).
+func (c *Client) CreateSonaWith(ctx context.Context, req *messages.CreateSonaRequest) (*messages.Sona, error) {
 	out := &messages.Sona{}
-	return out, c.get(ctx, "/sona/"+url.PathEscape(uuid), out)
+	return out, c.post(ctx, "/sonas", req, out)
+}
+
+// Sona returns a sona by uuid, or by a name that one sona has.
+func (c *Client) Sona(ctx context.Context, ref string) (*messages.Sona, error) {
+	out := &messages.Sona{}
+	return out, c.get(ctx, "/sona/"+url.PathEscape(ref), out)
 }
 
 // Tiers returns the state of a sona's MemoryOS tiers.
@@ -399,6 +406,32 @@ func (c *Client) Compact(ctx context.Context) (*messages.TickReport, error) {
 	return out, c.do(ctx, http.MethodPost, "/admin/compact", nil, "", out)
 }
 
+// GC runs a pass of the store's garbage collection now.
+func (c *Client) GC(ctx context.Context) (*messages.GCReport, error) {
+	out := &messages.GCReport{}
+	return out, c.do(ctx, http.MethodPost, "/admin/gc", nil, "", out)
+}
+
+// Storage reports the store's size and upkeep.
+func (c *Client) Storage(ctx context.Context) (*messages.StorageStatus, error) {
+	out := &messages.StorageStatus{}
+	return out, c.get(ctx, "/admin/storage", out)
+}
+
+// Backup streams a backup of the store: a full one for a nil req, else
+// the incremental one req describes.
+func (c *Client) Backup(ctx context.Context, req *messages.BackupRequest) (io.ReadCloser, error) {
+	var body io.Reader
+	if req != nil {
+		b, err := api.MarshalJSON(req)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	return c.open(ctx, http.MethodPost, "/admin/backup", body, "Content-Type", "application/json")
+}
+
 // Insights returns the stored insights, newest first (limit 0: the
 // server's default).
 func (c *Client) Insights(ctx context.Context, limit int) (*messages.InsightList, error) {
@@ -503,7 +536,7 @@ func (c *Client) ResolveSona(ctx context.Context, ref string, create bool) (*mes
 	}
 	if s, err := c.Sona(ctx, ref); err == nil {
 		return s, nil
-	} else if e, ok := err.(*Error); !ok || (e.Status != http.StatusNotFound && e.Status != http.StatusBadRequest) {
+	} else if e, ok := err.(*Error); !ok || (e.Status != http.StatusNotFound && e.Status != http.StatusBadRequest && e.Status != http.StatusConflict) {
 		return nil, err
 	}
 	page, err := c.ListSonas(ctx, ref, "", 2)

@@ -246,7 +246,10 @@ func TestClientResolveSona(t *testing.T) {
 		}
 
 		// Two sonas with one name are ambiguous, create or not.
-		if _, err := c.CreateSona(ctx, "alice"); err != nil {
+		if _, err := c.CreateSona(ctx, "alice"); err == nil || !strings.Contains(err.Error(), "409 exists") {
+			t.Fatalf("a second alice: %v", err)
+		}
+		if _, err := c.CreateSonaWith(ctx, &messages.CreateSonaRequest{Name: "alice", AllowDuplicate: true}); err != nil {
 			t.Fatal(err)
 		}
 		for _, create := range []bool{false, true} {
@@ -278,8 +281,8 @@ func TestClientErrors(t *testing.T) {
 		wantAPIError(t, err, 400, "invalid")
 		_, err = c.Sona(ctx, uuid.NewString())
 		wantAPIError(t, err, 404, "not_found")
-		_, err = c.Sona(ctx, "not-a-uuid")
-		wantAPIError(t, err, 400, "invalid_uuid")
+		_, err = c.Sona(ctx, "not-a-sona")
+		wantAPIError(t, err, 404, "not_found")
 		_, err = c.Chat(ctx, s.Uuid, &messages.ChatRequest{Content: ""})
 		wantAPIError(t, err, 400, "invalid")
 		_, err = c.Chat(ctx, s.Uuid, &messages.ChatRequest{Content: "x", K: 100000})

@@ -31,7 +31,7 @@ func TestExportCutShortIsAnError(t *testing.T) {
 	}
 	t.Cleanup(func() { a.Close() })
 	ctx := context.Background()
-	if _, err := a.Self.CreateSona(ctx, "alice"); err != nil {
+	if _, err := a.Self.Sonas.Create(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := structpb.NewStruct(map[string]any{"kind": "text", "content": "one memory"})

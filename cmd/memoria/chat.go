@@ -89,7 +89,7 @@ func chatCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&sona, "sona", "", "sona uuid or name (created if no sona has the name)")
 	cmd.Flags().StringVar(&name, "name", "", "speaker name of your messages (stored as `other` memories)")
 	cmd.Flags().StringVar(&agent, "agent", "", "agent id recorded as provenance")
-	cmd.Flags().IntVarP(&k, "k", "k", 0, "memories to recall per message (default from config)")
+	cmd.Flags().IntVarP(&k, "k", "k", 0, "ranked hits to recall per message (default recall.top_k; what they reach along edges comes on top)")
 	clientFlags(cmd, g)
 	return cmd
 }

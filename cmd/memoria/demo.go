@@ -100,7 +100,10 @@ type demoRecalls struct {
 	CID   string  `json:"cid"`
 	Score float64 `json:"score"`
 	Via   string  `json:"via"`
+	Rank  int32   `json:"rank,omitempty"` // a hit's rank; absent for expansion
 	Text  string  `json:"text"`
+	// Collapsed counts the near-identical memories folded into this one.
+	Collapsed int `json:"collapsed,omitempty"`
 }
 
 func demoCmd(g *globals) *cobra.Command {
@@ -180,7 +183,9 @@ func runDemo(ctx context.Context, c *client.Client, perTheme, rounds int, say fu
 	var runs []*sonaRun
 	for _, th := range demoThemes {
 		for i := 1; i <= perTheme; i++ {
-			rec, err := c.CreateSona(ctx, fmt.Sprintf("%s-%d", th.persona, i))
+			// A data directory or server that ran the demo before has these
+			// names: the demo's sonas are its own, named by uuid from here.
+			rec, err := c.CreateSonaWith(ctx, &messages.CreateSonaRequest{Name: fmt.Sprintf("%s-%d", th.persona, i), AllowDuplicate: true})
 			if err != nil {
 				return nil, err
 			}
@@ -262,10 +267,10 @@ func runDemo(ctx context.Context, c *client.Client, perTheme, rounds int, say fu
 	if err != nil {
 		return nil, err
 	}
-	say("recall in %s for %q (top 5, expanded along edges, topologically sorted):\n", first.rec.Name, rep.RecallQuery)
+	say("recall in %s for %q (k 5: the five best hits, then what they lead to along edges):\n", first.rec.Name, rep.RecallQuery)
 	printRecall(writerFunc(func(p []byte) (int, error) { say("%s", p); return len(p), nil }), rc, false)
 	for _, m := range rc.Memories {
-		rep.Recall = append(rep.Recall, demoRecalls{CID: m.Cid, Score: m.Score, Via: m.Via, Text: memoryText(m.Memory)})
+		rep.Recall = append(rep.Recall, demoRecalls{CID: m.Cid, Score: m.Score, Via: m.Via, Rank: m.GetRank(), Text: memoryText(m.Memory), Collapsed: len(m.Collapsed)})
 	}
 	return rep, nil
 }

@@ -147,7 +147,7 @@ func locomoCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := a.Self.Settle(ctx); err != nil { // BM25 statistics over every conversation
+			if err := a.Self.Text.Settle(ctx); err != nil { // BM25 statistics over every conversation
 				return err
 			}
 			if err := a.Self.Evals.Settle(ctx); err != nil { // metric profiles of every turn
@@ -348,8 +348,8 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 	return acc, nil
 }
 
-// rank returns the dia ids of question i's top k hits by score, before
-// co-access and expansion, without a trace.
+// rank returns the dia ids of question i's top k hits in rank order,
+// before co-access and expansion, without a trace.
 func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths memory.Paths, k int, scope string) ([]string, error) {
 	paths.Expand, paths.CoAccess = false, false
 	rs, err := self.Recall(ctx, memory.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, K: k,
@@ -358,7 +358,7 @@ func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, pat
 		return nil, err
 	}
 	var ranked []string
-	for _, r := range byScoreHits(rs) {
+	for _, r := range memory.Ranked(rs) {
 		ranked = append(ranked, ing.Dia[r.CID.String()])
 	}
 	return ranked, nil
@@ -452,24 +452,4 @@ func missing(evidence, got []string) []string {
 		}
 	}
 	return out
-}
-
-// byScoreHits returns the hits of a recall, best score first.
-func byScoreHits(rs []*memory.Recalled) []*memory.Recalled {
-	var hits []*memory.Recalled
-	for _, r := range rs {
-		if r.Via == memory.ViaHit {
-			hits = append(hits, r)
-		}
-	}
-	slices.SortStableFunc(hits, func(a, b *memory.Recalled) int {
-		switch {
-		case a.Score > b.Score:
-			return -1
-		case a.Score < b.Score:
-			return 1
-		}
-		return strings.Compare(a.CID.String(), b.CID.String())
-	})
-	return hits
 }

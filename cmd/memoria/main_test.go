@@ -363,6 +363,25 @@ func TestCLIErrorsAreOneLine(t *testing.T) {
 	}
 }
 
+// A sona's name is unique unless asked otherwise; a name that two sonas
+// have names neither.
+func TestSonaNamesAreUniqueCLI(t *testing.T) {
+	data := t.TempDir()
+	first := strings.TrimSpace(mustRun(t, "sonas", "create", "--data", data, "ops"))
+	_, errOut, code := run(t, "sonas", "create", "--data", data, "ops")
+	if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 || !strings.Contains(errOut, "already") {
+		t.Fatalf("a second ops: exit %d, stderr %q", code, errOut)
+	}
+	second := strings.TrimSpace(mustRun(t, "sonas", "create", "--allow-duplicate", "--data", data, "ops"))
+	if second == first || len(second) != 36 {
+		t.Fatalf("the duplicate asked for: %q (the first %q)", second, first)
+	}
+	if _, errOut, code := run(t, "insert", "--data", data, "--sona", "ops", "a note"); code == 0 || !strings.Contains(errOut, `"ops"`) || !strings.Contains(errOut, "uuid") {
+		t.Fatalf("insert into an ambiguous name: exit %d, stderr %q", code, errOut)
+	}
+	mustRun(t, "insert", "--data", data, "--sona", second, "a note")
+}
+
 // TestLoCoMoRecallTarget runs `memoria eval locomo` on the LoCoMo
 // conversations beside the repository and holds recall@10 of the default
 // configuration at the issue's target.

@@ -1,19 +1,23 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/messages"
 )
 
 func recallCmd(g *globals) *cobra.Command {
 	var sona, scope, agent string
-	var k, budget int
+	var k, budget, expand int
 	var asOf int64
 	var explain bool
 	cmd := &cobra.Command{
@@ -32,6 +36,9 @@ func recallCmd(g *globals) *cobra.Command {
 			if cmd.Flags().Changed("as-of") {
 				req.AsOf = &asOf
 			}
+			if cmd.Flags().Changed("expand") {
+				req.Expand = proto.Int32(int32(max(min(expand, math.MaxInt32), math.MinInt32)))
+			}
 			resp, err := c.Recall(ctx, rec.Uuid, req)
 			if err != nil {
 				return err
@@ -44,38 +51,79 @@ func recallCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&sona, "sona", "", "sona uuid or name")
-	cmd.Flags().IntVarP(&k, "k", "k", 0, "memories before expansion (default from config)")
+	cmd.Flags().IntVarP(&k, "k", "k", 0, "ranked hits to return (default recall.top_k)")
+	cmd.Flags().IntVar(&expand, "expand", 0, "at most this many memories beyond the hits, reached from them (default: recall.expand_per_hit per hit)")
 	cmd.Flags().IntVar(&budget, "budget", 0, "character budget (default from config)")
 	cmd.Flags().BoolVar(&explain, "explain", false, "show every score component and the path each memory came by")
 	cmd.Flags().Int64Var(&asOf, "as-of", 0, "time travel: an ACT seq of the sona, or unix seconds (≥ 1000000000)")
-	cmd.Flags().StringVar(&scope, "scope", "", "self (every sona) or sona (this sona and the backbone); default from config")
+	cmd.Flags().StringVar(&scope, "scope", "", "sona (this sona and the backbone) or self (every sona, weighted by similarity); default recall.scope")
 	cmd.Flags().StringVar(&agent, "agent", "", "agent id (co-access is learnt per agent)")
 	clientFlags(cmd, g)
 	return cmd
 }
 
-// printRecall prints a recall result as a table, in its topological
-// order; with explain, every score component.
+// printRecall prints a recall result for people: the hits in rank order,
+// then what co-access and expansion added, best score first; the order
+// the model gets (topological) is the "topo" column. A memory that
+// absorbed near-identical ones says how many. With explain, every score
+// component.
 func printRecall(w io.Writer, resp *messages.RecallResponse, explain bool) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	if explain {
-		fmt.Fprintln(tw, "#\tSCORE\tVIA\tDENSE\tBM25\tAFFIN\tMETRIC\tREL\tKIND\tRECENCY\tIMP\tSONA\tCOACC\tPATH\tCID\tMEMORY")
-	} else {
-		fmt.Fprintln(tw, "#\tSCORE\tVIA\tCID\tMEMORY")
-	}
+	topo := make(map[*messages.RecalledMemory]int, len(resp.Memories))
+	var hits, more []*messages.RecalledMemory
 	for i, m := range resp.Memories {
-		text := excerpt(memoryText(m.Memory), 56)
-		if !explain {
-			fmt.Fprintf(tw, "%d\t%.3f\t%s\t%s\t%s\n", i+1, m.Score, m.Via, shortCID(m.Cid), text)
-			continue
+		topo[m] = i + 1
+		if m.Rank != nil {
+			hits = append(hits, m)
+		} else {
+			more = append(more, m)
 		}
-		e := m.GetExplain()
-		fmt.Fprintf(tw, "%d\t%.3f\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%s\t%s\n", i+1, m.Score, m.Via,
-			ranked(e.GetDense(), e.GetDenseRank()), ranked(e.GetBm25(), e.GetBm25Rank()), ranked(e.GetAffinity(), e.GetAffinityRank()), ranked(e.GetMetric(), e.GetMetricRank()),
-			e.GetRelevance(), e.GetKindWeight(), e.GetRecency(), e.GetImportance(), e.GetSonaSimilarity(), e.GetCoaccess(),
-			e.GetContributions().GetPath(), shortCID(m.Cid), text)
 	}
-	tw.Flush()
+	slices.SortStableFunc(hits, func(a, b *messages.RecalledMemory) int { return cmp.Compare(a.GetRank(), b.GetRank()) })
+	slices.SortStableFunc(more, func(a, b *messages.RecalledMemory) int { return cmp.Compare(b.Score, a.Score) })
+
+	section := func(title string, rows []*messages.RecalledMemory, hit bool) {
+		fmt.Fprintln(w, title)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		first := "#"
+		if !hit {
+			first = "VIA"
+		}
+		if explain {
+			fmt.Fprintf(tw, "%s\tSCORE\tDENSE\tBM25\tAFFIN\tMETRIC\tREL\tKIND\tRECENCY\tIMP\tSONA\tCOACC\tPATH\tTOPO\tCID\tMEMORY\n", first)
+		} else {
+			fmt.Fprintf(tw, "%s\tSCORE\tTOPO\tCID\tMEMORY\n", first)
+		}
+		for _, m := range rows {
+			lead := m.Via
+			if hit {
+				lead = fmt.Sprint(m.GetRank())
+			}
+			text := excerpt(memoryText(m.Memory), 56)
+			if n := len(m.Collapsed); n > 0 {
+				text += fmt.Sprintf(" (+%d alike)", n)
+			}
+			if !explain {
+				fmt.Fprintf(tw, "%s\t%.3f\t%d\t%s\t%s\n", lead, m.Score, topo[m], shortCID(m.Cid), text)
+				continue
+			}
+			e := m.GetExplain()
+			fmt.Fprintf(tw, "%s\t%.3f\t%s\t%s\t%s\t%s\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%d\t%s\t%s\n", lead, m.Score,
+				ranked(e.GetDense(), e.GetDenseRank()), ranked(e.GetBm25(), e.GetBm25Rank()), ranked(e.GetAffinity(), e.GetAffinityRank()), ranked(e.GetMetric(), e.GetMetricRank()),
+				e.GetRelevance(), e.GetKindWeight(), e.GetRecency(), e.GetImportance(), e.GetSonaSimilarity(), e.GetCoaccess(),
+				e.GetContributions().GetPath(), topo[m], shortCID(m.Cid), text)
+		}
+		tw.Flush()
+	}
+	if len(hits) == 0 {
+		fmt.Fprintln(w, "no memories recalled")
+		return
+	}
+	section(fmt.Sprintf("%d hits, best first:", len(hits)), hits, true)
+	if len(more) > 0 {
+		fmt.Fprintln(w)
+		section(fmt.Sprintf("%d more reached from the hits (along edges: expansion; co-access partners: coaccess):", len(more)), more, false)
+	}
+	fmt.Fprintf(w, "\nTOPO: the place in the context a model is given (topological order: what a memory builds on comes first).\n")
 }
 
 // ranked shows a path's evidence with its rank, or "-" when the path did

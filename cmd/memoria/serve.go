@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -18,7 +19,8 @@ import (
 )
 
 func serveCmd(g *globals) *cobra.Command {
-	var listen, cpuProfile, memProfile string
+	var listen, etcd, peer, cpuProfile, memProfile string
+	var replicas int
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the server (REST API, MCP at /mcp, metrics) on the data directory",
@@ -28,8 +30,20 @@ func serveCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if listen != "" {
-				cfg.Server.Listen = listen
+			f := cmd.Flags()
+			if listen != "" || f.Changed("cluster.etcd") || f.Changed("cluster.replicas") || f.Changed("cluster.peer") {
+				if listen != "" {
+					cfg.Server.Listen = listen
+				}
+				if f.Changed("cluster.etcd") {
+					cfg.Cluster.Etcd = etcd
+				}
+				if f.Changed("cluster.replicas") {
+					cfg.Cluster.Replicas = replicas
+				}
+				if f.Changed("cluster.peer") {
+					cfg.Cluster.Peer = peer
+				}
 				if err := cfg.Validate(); err != nil {
 					return err
 				}
@@ -47,7 +61,17 @@ func serveCmd(g *globals) *cobra.Command {
 				defer stop()
 			}
 			ctx := cmd.Context()
-			a, err := app.Open(ctx, cfg, log, app.Options{})
+			// Listen first: a cluster member publishes the address.
+			ln, err := net.Listen("tcp", cfg.Server.Listen)
+			if err != nil {
+				return err
+			}
+			defer ln.Close()
+			var o app.Options
+			if cfg.Cluster.Enabled() {
+				o.ClusterURL = "http://" + ln.Addr().String()
+			}
+			a, err := app.Open(ctx, cfg, log, o)
 			if err != nil {
 				return err
 			}
@@ -59,17 +83,22 @@ func serveCmd(g *globals) *cobra.Command {
 				}
 				defer writeHeapProfile(f, log) // before Close: the heap of a serving process
 			}
-			ln, err := net.Listen("tcp", cfg.Server.Listen)
-			if err != nil {
-				return err
+			var handler http.Handler = a.API
+			if a.Cluster != nil {
+				handler = a.Cluster.Route(a.API) // requests about a sona go to its owner
 			}
-			srv := serving.New(serving.Options{Config: cfg.Server, Handler: a.API, Limit: a.API.RequestLimit,
+			srv := serving.New(serving.Options{Config: cfg.Server, Handler: handler, Limit: a.API.RequestLimit,
 				Metrics: a.Metrics, Log: log})
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
 			log.Info("memoria serving", "listen", "http://"+ln.Addr().String(), "ui", "http://"+ln.Addr().String()+"/ui/", "data", cfg.DataDir,
 				"tokens", len(cfg.Server.Auth.Tokens), // how many, never which
 				"max_connections", cfg.Server.MaxConnections)
+			if a.Cluster != nil {
+				self := a.Cluster.Node().Self()
+				log.Info("memoria cluster member", "member", self.ID, "url", self.URL, "peer", self.Peer,
+					"members", len(a.Cluster.Node().Members()), "replicas", cfg.Cluster.Replicas)
+			}
 			select {
 			case err := <-done:
 				return err
@@ -87,6 +116,9 @@ func serveCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default 127.0.0.1:7777)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (written at shutdown; go tool pprof reads it)")
 	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write a heap profile to this file at shutdown, after a collection (go tool pprof reads it)")
+	cmd.Flags().StringVar(&etcd, "cluster.etcd", "", "join a cluster: etcd client URLs, comma-separated (cluster.etcd)")
+	cmd.Flags().IntVar(&replicas, "cluster.replicas", 0, "members that hold an append before it is acknowledged (cluster.replicas, default 2)")
+	cmd.Flags().StringVar(&peer, "cluster.peer", "", "listen address of the peer traffic (cluster.peer; default a free port)")
 	return cmd
 }
 

@@ -41,10 +41,13 @@ func sonasCmd(g *globals) *cobra.Command {
 		},
 	}
 	clientFlags(cmd, g)
+	var duplicate bool
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a sona and print its uuid",
-		Args:  cobra.ExactArgs(1),
+		Long: "Create a sona and print its uuid. Names are unique: a name another sona has is refused,\n" +
+			"unless --allow-duplicate (the name then names neither sona: use their uuids).",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			c, release, err := g.connect(ctx)
@@ -52,7 +55,7 @@ func sonasCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer release()
-			s, err := c.CreateSona(ctx, args[0])
+			s, err := c.CreateSonaWith(ctx, &messages.CreateSonaRequest{Name: args[0], AllowDuplicate: duplicate})
 			if err != nil {
 				return err
 			}
@@ -64,6 +67,7 @@ func sonasCmd(g *globals) *cobra.Command {
 		},
 	}
 	clientFlags(create, g)
+	create.Flags().BoolVar(&duplicate, "allow-duplicate", false, "create the sona even when another has this name")
 	cmd.AddCommand(create)
 	return cmd
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/api"
+	"github.com/memoria-ai/memoria/cluster"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/internal/memlimit"
@@ -45,6 +46,9 @@ type App struct {
 	// Tracing exports spans by OTLP; nil when the OTEL_* variables leave
 	// it off (the default).
 	Tracing *otlp.Tracing
+	// Cluster is this process's membership of a cluster; nil on a single
+	// node (see Options.ClusterURL).
+	Cluster *cluster.Cluster
 }
 
 // Options adjust Open.
@@ -65,6 +69,10 @@ type Options struct {
 	// AcceptLoss opens a store that lost acknowledged writes (`memoria
 	// repair --accept-loss`).
 	AcceptLoss bool
+	// ClusterURL, when set and cluster.etcd is configured, joins the
+	// cluster with this URL as the member's API address (serve sets it;
+	// the commands that open a data directory in process never join).
+	ClusterURL string
 }
 
 // Open validates cfg, opens its data directory and starts the actors.
@@ -100,30 +108,80 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 	if err := applyMemoryLimit(cfg.Server.MemoryLimit, log); err != nil {
 		return nil, err
 	}
-	self, err := memory.Open(ctx, memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress,
+	mo := memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress,
 		Evaluator: Evaluator(cfg, model, o.Clock, m, log), Summarize: Summarizer(cfg, model),
-		FreeSpace: o.FreeSpace, AcceptLoss: o.AcceptLoss})
+		FreeSpace: o.FreeSpace, AcceptLoss: o.AcceptLoss}
+	if tracing != nil {
+		mo.Tracer = tracing.Provider // the store's group commits
+	}
+	self, err := memory.Open(ctx, mo)
 	if err != nil {
 		return nil, err
 	}
+	var cl *cluster.Cluster
+	var chains actors.ChainWriter
+	if o.ClusterURL != "" && cfg.Cluster.Enabled() {
+		if cl, err = cluster.Start(ctx, cluster.Options{Config: cfg, Self: self, Log: log, Clock: o.Clock, URL: o.ClusterURL, Version: api.Version}); err != nil {
+			self.Close()
+			return nil, err
+		}
+		chains = cl.Chains()
+	}
 	sys, err := actors.Start(actors.Options{Self: self, LLM: model, Config: cfg, Clock: o.Clock, Logger: log, Knobs: o.Knobs,
-		Metrics: m, AnchorSink: o.AnchorSink})
+		Metrics: m, AnchorSink: o.AnchorSink, Chains: chains})
 	if err != nil {
+		if cl != nil {
+			cl.Close()
+		}
 		self.Close()
 		return nil, err
 	}
 	srv := api.NewServer(self, sys, cfg, log)
 	srv.ServeMetrics(m)
+	if cl != nil {
+		srv.Mux().Handle("GET /cluster", cl.StatusHandler())
+		srv.OnSonaCreated(cl.SonaCreated)
+	}
 	if tracing != nil {
 		srv.Trace(tracing.Provider)
 	}
 	m.WatchState(func() metrics.State {
 		sonas, mems := self.Counts()
-		lsm, vlog := self.Store().DB().Size()
-		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), LSMBytes: lsm, VlogBytes: vlog,
-			WritesRefused: self.Store().CheckSpace() != nil, TextRebuilds: self.TextIndexRebuilds()}
+		st := self.Store()
+		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), WritesRefused: st.CheckSpace() != nil,
+			TextRebuilds: self.Text.Rebuilds(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st)}
 	})
-	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing}, nil
+	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing, Cluster: cl}, nil
+}
+
+// diskParts are the store's files' sizes for the metrics.
+func diskParts(st *memory.Store, log *slog.Logger) map[string]int64 {
+	d, err := st.DiskUsage()
+	if err != nil {
+		log.Warn("cannot measure the store's files", "err", err)
+		return nil
+	}
+	return map[string]int64{"tables": d.Tables, "value_log": d.ValueLog, "wal": d.WAL, "other": d.Other}
+}
+
+// spaces are the key spaces the last pass of the store's garbage
+// collection measured.
+func spaces(st *memory.Store) []metrics.Space {
+	last := st.GCStats().Last
+	if last == nil {
+		return nil
+	}
+	out := make([]metrics.Space, len(last.Spaces))
+	for i, sp := range last.Spaces {
+		out[i] = metrics.Space{Name: sp.Space, Keys: sp.Keys, Bytes: sp.Bytes}
+	}
+	return out
+}
+
+func gcState(st *memory.Store) metrics.GCState {
+	g := st.GCStats()
+	return metrics.GCState{Rewritten: g.Rewritten, Reclaimed: g.Reclaimed, Passes: map[string]int64{
+		"failed": g.Failed, "skipped": g.Skipped, "reclaimed": g.Freeing, "nothing": g.Passes - g.Failed - g.Skipped - g.Freeing}}
 }
 
 // shutdownTracing exports the spans still held, giving the collector
@@ -154,11 +212,18 @@ func applyMemoryLimit(ml config.MemoryLimit, log *slog.Logger) error {
 	return nil
 }
 
-// Close stops the actors, then closes the store after every write, then
+// Close stops the actors, leaves the cluster (its sonas are free for the
+// other members at once), then closes the store after every write, then
 // exports the last spans.
 func (a *App) Close() error {
 	a.System.Stop()
-	err := a.Self.Close()
+	var err error
+	if a.Cluster != nil {
+		if err = a.Cluster.Close(); err != nil {
+			a.Log.Warn("leaving the cluster", "err", err)
+		}
+	}
+	err = errors.Join(err, a.Self.Close())
 	shutdownTracing(a.Tracing, a.Log)
 	return err
 }

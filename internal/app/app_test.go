@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -38,5 +40,30 @@ func TestSummarizer(t *testing.T) {
 	model.reply.StopReason = llm.StopMaxTokens
 	if _, err := sum(context.Background(), []string{"x"}); err == nil || !strings.Contains(err.Error(), "max tokens") {
 		t.Errorf("a cut summary was accepted: %v", err)
+	}
+}
+
+// TestNoClusterWithoutServe: with cluster.etcd set, only a process given
+// a ClusterURL (serve) joins; the commands that open the data directory in
+// process stay single nodes, and a single node has no GET /cluster.
+func TestNoClusterWithoutServe(t *testing.T) {
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Cluster.Etcd = "127.0.0.1:1" // nothing listens: joining would fail
+	cfg.Evaluation.Mode = "off"
+	a, err := Open(context.Background(), cfg, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.Cluster != nil {
+		t.Fatal("joined a cluster without a ClusterURL")
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/cluster", nil)
+	req.Host = "127.0.0.1:7777"
+	a.API.ServeHTTP(rec, req)
+	if rec.Code != 404 {
+		t.Fatalf("GET /cluster on a single node: %d", rec.Code)
 	}
 }

@@ -196,6 +196,76 @@ func TestTracingRequests(t *testing.T) {
 	}
 }
 
+// TestTracingChat: a chat through the real server reaches the collector
+// as its request's span with the advance under it, a span per step, the
+// recall's stages under the recall, and the group commits that made the
+// two memories durable linked to the appends.
+func TestTracingChat(t *testing.T) {
+	c := otlptest.New(t)
+	p := openTraced(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": c.URL})
+	resp, body := p.do(t, "POST", "/sonas", `{"name":"bob"}`)
+	var sona struct{ UUID string }
+	if resp.StatusCode != 201 || json.Unmarshal(body, &sona) != nil {
+		t.Fatalf("create sona: %d %s", resp.StatusCode, body)
+	}
+	resp, body = p.do(t, "POST", "/sona/"+sona.UUID+"/chat", `{"content":"I keep my bicycle in the blue shed"}`, "traceparent", callerParent)
+	if resp.StatusCode != 200 {
+		t.Fatalf("chat: %d %s", resp.StatusCode, body)
+	}
+	if err := p.app.Tracing.Provider.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	children := func(parent otlptest.Span) []string {
+		var out []string
+		for _, s := range c.Spans() {
+			if s.ParentID() == parent.SpanID() && s.TraceID() == parent.TraceID() {
+				out = append(out, s.Name)
+			}
+		}
+		return out
+	}
+	chat := c.Named("POST /sona/{uuid}/chat")
+	if len(chat) != 1 || chat[0].TraceID() != callerTrace {
+		t.Fatalf("chat spans %v", chat)
+	}
+	if got := children(chat[0]); fmt.Sprint(got) != "[advance]" {
+		t.Fatalf("under the request: %v", got)
+	}
+	advance := c.Named("advance")[0]
+	if got := fmt.Sprint(children(advance)); got != "[embed append recall tiers chat embed append]" {
+		t.Fatalf("the advance's steps: %s", got)
+	}
+	recall := c.Named("recall")[0]
+	if got := fmt.Sprint(children(recall)); !strings.Contains(got, "recall.dense") || !strings.Contains(got, "recall.bm25") ||
+		!strings.Contains(got, "recall.fusion") || !strings.Contains(got, "recall.select") {
+		t.Errorf("the recall's stages: %s", got)
+	}
+	appends := map[string]bool{}
+	for _, s := range c.Named("append") {
+		if s.ParentID() == advance.SpanID() {
+			appends[s.SpanID()] = false
+		}
+	}
+	for _, s := range c.Named("store.commit") {
+		if s.ParentID() != "" {
+			t.Errorf("a group commit with a parent")
+		}
+		for _, l := range s.Links {
+			if _, ok := appends[fmt.Sprintf("%x", l.SpanId)]; ok {
+				appends[fmt.Sprintf("%x", l.SpanId)] = true
+			}
+		}
+	}
+	if len(appends) != 2 {
+		t.Fatalf("%d appends", len(appends))
+	}
+	for id, linked := range appends {
+		if !linked {
+			t.Errorf("append %s: no group commit links to it", id)
+		}
+	}
+}
+
 // TestTracingOffByDefault: without an endpoint, or with the SDK disabled,
 // no tracer provider runs, no collector hears anything (even at Close,
 // which flushes), and log lines carry no trace ids even when the caller

@@ -58,7 +58,7 @@ func TestDenseOnlyRanksAsCosine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Self.Settle(ctx); err != nil {
+	if err := a.Self.Text.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Self.Evals.Settle(ctx); err != nil {

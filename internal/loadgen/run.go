@@ -336,7 +336,9 @@ func (r *runner) setup(ctx context.Context) error {
 	for i := range r.sonas {
 		seedRNG := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
 		eg.Go(func() error {
-			s, err := r.c.CreateSona(ectx, fmt.Sprintf("load-%d", i))
+			// A server loaded before has these names (--server): the
+			// run's sonas are its own, named by uuid from here.
+			s, err := r.c.CreateSonaWith(ectx, &messages.CreateSonaRequest{Name: fmt.Sprintf("load-%d", i), AllowDuplicate: true})
 			if err != nil {
 				return fmt.Errorf("loadgen: create sona: %w", err)
 			}

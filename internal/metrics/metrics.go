@@ -229,12 +229,32 @@ type State struct {
 	Sonas, Memories int64
 	// Indexes are the derived indexes' sizes by name (vectors, text, …).
 	Indexes map[string]int64
-	// LSMBytes and VlogBytes are Badger's LSM tree and value log sizes.
-	LSMBytes, VlogBytes int64
+	// Disk is what the store's files take on disk, by part (tables,
+	// value_log, wal, other).
+	Disk map[string]int64
+	// Spaces are the key spaces' live keys and bytes, as the last pass of
+	// the store's garbage collection measured them (none before it).
+	Spaces []Space
+	// GC sums up the garbage collection's passes.
+	GC GCState
 	// WritesRefused: the store is below its free-space reserve.
 	WritesRefused bool
 	// TextRebuilds counts the full-text index rebuilds after damage.
 	TextRebuilds int64
+}
+
+// Space is one key space's live size.
+type Space struct {
+	Name        string
+	Keys, Bytes int64
+}
+
+// GCState sums up the garbage collection's passes.
+type GCState struct {
+	// Passes by result: reclaimed (freed space), nothing, skipped (for
+	// want of space), failed.
+	Passes               map[string]int64
+	Rewritten, Reclaimed int64
 }
 
 // WatchState registers gauges that call read at each scrape.
@@ -243,12 +263,17 @@ func (s *Set) WatchState(read func() State) {
 }
 
 var (
-	sonasDesc    = prometheus.NewDesc("memoria_sonas", "Sonas in the store.", nil, nil)
-	memoriesDesc = prometheus.NewDesc("memoria_memories", "Memories in the store.", nil, nil)
-	indexDesc    = prometheus.NewDesc("memoria_index_entries", "Entries in each derived index.", []string{"index"}, nil)
-	badgerDesc   = prometheus.NewDesc("memoria_badger_bytes", "Badger's on-disk size, by part (lsm, vlog).", []string{"part"}, nil)
-	refusedDesc  = prometheus.NewDesc("memoria_writes_refused", "1 while writes are refused because the data directory's file system is below store.min_free_mb, else 0.", nil, nil)
-	rebuildsDesc = prometheus.NewDesc("memoria_text_index_rebuilds_total", "Full-text index rebuilds after it was found damaged (at open or while serving).", nil, nil)
+	sonasDesc     = prometheus.NewDesc("memoria_sonas", "Sonas in the store.", nil, nil)
+	memoriesDesc  = prometheus.NewDesc("memoria_memories", "Memories in the store.", nil, nil)
+	indexDesc     = prometheus.NewDesc("memoria_index_entries", "Entries in each derived index.", []string{"index"}, nil)
+	diskDesc      = prometheus.NewDesc("memoria_store_disk_bytes", "What the store's files take on disk (blocks allocated), by part (tables, value_log, wal, other).", []string{"part"}, nil)
+	spaceDesc     = prometheus.NewDesc("memoria_store_space_bytes", "Live bytes of each key space (keys and value lengths, uncompressed), as the last pass of the garbage collection measured them.", []string{"space"}, nil)
+	spaceKeysDesc = prometheus.NewDesc("memoria_store_space_keys", "Live keys of each key space, as the last pass of the garbage collection measured them.", []string{"space"}, nil)
+	gcPassesDesc  = prometheus.NewDesc("memoria_store_gc_passes_total", "Passes of the store's garbage collection, by result (reclaimed, nothing, skipped, failed).", []string{"result"}, nil)
+	gcFilesDesc   = prometheus.NewDesc("memoria_store_gc_rewritten_files_total", "Value-log files the garbage collection rewrote without their garbage.", nil, nil)
+	gcBytesDesc   = prometheus.NewDesc("memoria_store_gc_reclaimed_bytes_total", "Bytes on disk the garbage collection's passes freed.", nil, nil)
+	refusedDesc   = prometheus.NewDesc("memoria_writes_refused", "1 while writes are refused because the data directory's file system is below store.min_free_mb, else 0.", nil, nil)
+	rebuildsDesc  = prometheus.NewDesc("memoria_text_index_rebuilds_total", "Full-text index rebuilds after it was found damaged (at open or while serving).", nil, nil)
 )
 
 type stateCollector struct{ read func() State }
@@ -257,7 +282,12 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- sonasDesc
 	ch <- memoriesDesc
 	ch <- indexDesc
-	ch <- badgerDesc
+	ch <- diskDesc
+	ch <- spaceDesc
+	ch <- spaceKeysDesc
+	ch <- gcPassesDesc
+	ch <- gcFilesDesc
+	ch <- gcBytesDesc
 	ch <- refusedDesc
 	ch <- rebuildsDesc
 }
@@ -269,8 +299,18 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, n := range st.Indexes {
 		ch <- prometheus.MustNewConstMetric(indexDesc, prometheus.GaugeValue, float64(n), name)
 	}
-	ch <- prometheus.MustNewConstMetric(badgerDesc, prometheus.GaugeValue, float64(st.LSMBytes), "lsm")
-	ch <- prometheus.MustNewConstMetric(badgerDesc, prometheus.GaugeValue, float64(st.VlogBytes), "vlog")
+	for part, n := range st.Disk {
+		ch <- prometheus.MustNewConstMetric(diskDesc, prometheus.GaugeValue, float64(n), part)
+	}
+	for _, sp := range st.Spaces {
+		ch <- prometheus.MustNewConstMetric(spaceDesc, prometheus.GaugeValue, float64(sp.Bytes), sp.Name)
+		ch <- prometheus.MustNewConstMetric(spaceKeysDesc, prometheus.GaugeValue, float64(sp.Keys), sp.Name)
+	}
+	for result, n := range st.GC.Passes {
+		ch <- prometheus.MustNewConstMetric(gcPassesDesc, prometheus.CounterValue, float64(n), result)
+	}
+	ch <- prometheus.MustNewConstMetric(gcFilesDesc, prometheus.CounterValue, float64(st.GC.Rewritten))
+	ch <- prometheus.MustNewConstMetric(gcBytesDesc, prometheus.CounterValue, float64(st.GC.Reclaimed))
 	refused := 0.0
 	if st.WritesRefused {
 		refused = 1

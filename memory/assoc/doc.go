@@ -10,7 +10,8 @@
 //	d/  sona uuid                   SimStats (EncodeStats: n, mean, M2 as 8-byte BE
 //	                                floats): the sona's nearest-neighbour similarities
 //
-// Writers: the append contributes a memory's links with Put; recall
+// Writers: the append contributes a memory's links with Append (which
+// writes them with Put and feeds the sona's d/ distribution); recall
 // strengthens co-access with Strengthen (w ← w + rate·(1 − w)); living
 // memory prunes a/ lists with Update; import writes whole lists. Readers
 // go through Graph (Self.Assoc) or Read inside a transaction.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -80,5 +81,45 @@ func TestValidateAgentID(t *testing.T) {
 		if err := ValidateAgentID(id); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q: %v, want ErrInvalid", id, err)
 		}
+	}
+}
+
+func TestVectorCodec(t *testing.T) {
+	v := []float32{1, -0.5, float32(math.Inf(1)), math.SmallestNonzeroFloat32, 0}
+	b := EncodeVector(v)
+	if !bytes.Equal(b[:4], []byte{0, 0, 0x80, 0x3f}) { // 1.0, little-endian
+		t.Fatalf("1.0 encodes as % x", b[:4])
+	}
+	got, err := DecodeVector(b)
+	if err != nil || len(got) != len(v) {
+		t.Fatalf("decode: %v, %v", got, err)
+	}
+	for i := range v {
+		if math.Float32bits(got[i]) != math.Float32bits(v[i]) {
+			t.Fatalf("element %d: %v, want %v", i, got[i], v[i])
+		}
+	}
+	if _, err := DecodeVector(b[:5]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("5 bytes: %v, want ErrCorrupt", err)
+	}
+}
+
+// A mean is summed in float64 in order; a vector of another length starts
+// it again; what readers hold of an earlier mean does not change.
+func TestMean(t *testing.T) {
+	var m Mean
+	var got []float32
+	for _, v := range [][]float32{{1, 2}, {3, 4}, {2, 0}} {
+		m, got = m.Add(v)
+	}
+	if !slices.Equal(got, []float32{2, 2}) {
+		t.Fatalf("mean %v", got)
+	}
+	before := m
+	if _, got = m.Add([]float32{5}); !slices.Equal(got, []float32{5}) {
+		t.Fatalf("a vector of another length: mean %v", got)
+	}
+	if _, got = before.Add([]float32{6, 6}); !slices.Equal(got, []float32{3, 3}) {
+		t.Fatalf("the earlier mean changed: %v", got)
 	}
 }

@@ -12,7 +12,8 @@
 //   - the vector arithmetic shared by recall, the tiers and the sona
 //     centroids (Dot, Cosine, Normalize): one copy each, accumulated in
 //     float64 in index order so that results are the same bits on every run;
-//   - the helpers that build keys (Join, U64, KeyText).
+//   - the helpers that build keys (Join, U64, KeyText) and the embeddings'
+//     codec (EncodeVector, DecodeVector: little-endian float32s).
 //
 // It owns no key space and keeps no state.
 package base

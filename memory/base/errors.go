@@ -46,6 +46,9 @@ var (
 	ErrChainConflict = errors.New("memory: chain head moved")
 	// ErrAmbiguous means a name matches more than one sona.
 	ErrAmbiguous = errors.New("memory: ambiguous sona name")
+	// ErrExists means what was to be created exists already: a sona of
+	// that name.
+	ErrExists = errors.New("memory: already exists")
 )
 
 // Page is one page of a listing.

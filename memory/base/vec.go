@@ -1,6 +1,10 @@
 package base
 
-import "math"
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
 
 // Dot is the dot product of a and b, accumulated in float64 in index
 // order (so the same vectors always give the same bits); b must be at
@@ -51,4 +55,54 @@ func Normalize(v []float32) bool {
 		v[i] *= inv
 	}
 	return true
+}
+
+// EncodeVector writes v as little-endian float32s: how an embedding is
+// stored (v/, k/) and exported.
+func EncodeVector(v []float32) []byte {
+	out := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
+	}
+	return out
+}
+
+// DecodeVector reads what EncodeVector wrote; ErrCorrupt when b is not a
+// whole number of float32s.
+func DecodeVector(b []byte) ([]float32, error) {
+	if len(b)%4 != 0 {
+		return nil, fmt.Errorf("%w: vector of %d bytes", ErrCorrupt, len(b))
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v, nil
+}
+
+// Mean is the running mean of vectors, summed in float64 in the order
+// they are added (so the same vectors in the same order always give the
+// same bits).
+type Mean struct {
+	sum []float64
+	n   int64
+}
+
+// Add returns the mean with v added, and its value. The result shares
+// nothing with m: readers may still hold m's. A v of another length than
+// the vectors before starts the mean again.
+func (m Mean) Add(v []float32) (Mean, []float32) {
+	out := Mean{sum: make([]float64, len(v)), n: 1}
+	if len(m.sum) == len(v) {
+		copy(out.sum, m.sum)
+		out.n = m.n + 1
+	}
+	for i, f := range v {
+		out.sum[i] += float64(f)
+	}
+	mean := make([]float32, len(v))
+	for i, x := range out.sum {
+		mean[i] = float32(x / float64(out.n))
+	}
+	return out, mean
 }

@@ -37,6 +37,10 @@ type Prepared struct {
 	// Imported marks a memory from an export: the anchoring rules are not
 	// applied to it (the export lists its anchors).
 	Imported bool
+	// Replicated marks a copy of an append that its chain's owner checked
+	// (package cluster): its edges may name memories that other members
+	// hold, so they are not required to be stored here.
+	Replicated bool
 	// File, when set, is the raw block a file memory's content names,
 	// stored by the append's transaction (it counts as stored for the
 	// memory's own link check).

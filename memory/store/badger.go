@@ -31,16 +31,7 @@ func Open(dir string, o Options) (*Store, error) {
 		return nil, err
 	}
 	unreadable := &atomic.Pointer[string]{}
-	bo := badger.DefaultOptions(dir).
-		WithSyncWrites(true).       // one fsync per transaction, and one transaction per batch
-		WithDetectConflicts(false). // the committer is the only writer
-		WithBlockCacheSize(int64(o.CacheMB) << 20).
-		WithMemTableSize(int64(o.MemTableMB) << 20).
-		WithNumMemtables(o.Memtables).
-		WithChecksumVerificationMode(options.OnBlockRead).
-		WithVerifyValueChecksum(true).      // a damaged value is an error, not other bytes
-		WithValueThreshold(valueThreshold). // large blocks (files) live in the value log
-		WithLogger(badgerLogger{o.Logger, unreadable})
+	bo := badgerOptions(dir, o, unreadable)
 	var wals []logDamage
 	if o.InMemory {
 		bo = bo.WithInMemory(true).WithDir("").WithValueDir("")
@@ -74,7 +65,23 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 	}
 	s.start()
+	s.startGC(o)
 	return s, nil
+}
+
+// badgerOptions are Badger's options for the store in dir.
+func badgerOptions(dir string, o Options, unreadable *atomic.Pointer[string]) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithSyncWrites(true).       // one fsync per transaction, and one transaction per batch
+		WithDetectConflicts(false). // the committer is the only writer
+		WithBlockCacheSize(int64(o.CacheMB) << 20).
+		WithMemTableSize(int64(o.MemTableMB) << 20).
+		WithNumMemtables(o.Memtables).
+		WithChecksumVerificationMode(options.OnBlockRead).
+		WithVerifyValueChecksum(true).      // a damaged value is an error, not other bytes
+		WithValueThreshold(valueThreshold). // large blocks (files) live in the value log
+		WithValueLogFileSize(int64(o.ValueLogMB) << 20).
+		WithLogger(badgerLogger{o.Logger, unreadable})
 }
 
 // DB is the Badger database under the store, for tests that write behind
@@ -91,21 +98,22 @@ func (s *Store) DB() *badger.DB {
 // Badger begins a read transaction at the newest commit timestamp and
 // waits until every commit up to it is done: a view begun while the
 // committer's transaction commits would wait for that commit's fsync. So
-// while it commits (committing), views read the snapshot taken right after
-// the commit before (snap) instead: all that is acknowledged, as the
-// commit in flight is not yet. At other times a view begins its own
-// transaction, which then waits for nothing.
+// while it commits, views read the snapshot the commit took as it began
+// (snap): all that is acknowledged, as the commit in flight is not yet.
+// At other times a view begins its own transaction, which then waits for
+// nothing. No snapshot outlives its commit: a read transaction held open
+// would keep Badger's compactions from dropping what later commits
+// replaced or deleted.
 type badgerEngine struct {
-	db         *badger.DB
-	dir        string
-	inMemory   bool
-	committing atomic.Bool
-	snap       atomic.Pointer[snapshot]
+	db       *badger.DB
+	dir      string
+	inMemory bool
+	snap     atomic.Pointer[snapshot] // while a commit is in flight
 }
 
-// snapshot is a read transaction shared by views; the last one reaches
-// it to none and discards it (the engine holds one reference while it is
-// the latest).
+// snapshot is a read transaction shared by views; the last one to
+// release it discards it (the commit that took it holds one reference
+// until it is done).
 type snapshot struct {
 	txn  *badger.Txn
 	refs atomic.Int64
@@ -117,8 +125,8 @@ func (s *snapshot) release() {
 	}
 }
 
-// acquire takes a reference to the latest snapshot; nil when there is
-// none.
+// acquire takes a reference to the snapshot of the commit in flight; nil
+// when there is none.
 func (e *badgerEngine) acquire() *snapshot {
 	for {
 		s := e.snap.Load()
@@ -132,21 +140,23 @@ func (e *badgerEngine) acquire() *snapshot {
 	}
 }
 
-// publish makes a snapshot of what is committed the latest.
-func (e *badgerEngine) publish() {
+// inFlight gives the views a snapshot of what is committed while a commit
+// is in flight (it waits for nothing: the committer is Badger's only
+// writer); done withdraws it.
+func (e *badgerEngine) inFlight() (done func()) {
 	s := &snapshot{txn: e.db.NewTransaction(false)}
 	s.refs.Store(1)
-	if old := e.snap.Swap(s); old != nil {
-		old.release()
+	e.snap.Store(s)
+	return func() {
+		e.snap.Store(nil)
+		s.release()
 	}
 }
 
 func (e *badgerEngine) view(fn func(Reader) error) error {
-	if e.committing.Load() {
-		if s := e.acquire(); s != nil {
-			defer s.release()
-			return fn(badgerReader{s.txn})
-		}
+	if s := e.acquire(); s != nil {
+		defer s.release()
+		return fn(badgerReader{s.txn})
 	}
 	return e.db.View(func(txn *badger.Txn) error { return fn(badgerReader{txn}) })
 }
@@ -155,12 +165,7 @@ func (e *badgerEngine) begin() batch {
 	return badgerBatch{badgerReader{e.db.NewTransaction(true)}, e}
 }
 
-func (e *badgerEngine) close() error {
-	if s := e.snap.Swap(nil); s != nil {
-		s.release()
-	}
-	return e.db.Close()
-}
+func (e *badgerEngine) close() error { return e.db.Close() }
 
 // check checks every table of the open store against its checksums, as
 // at open (tables a compaction removes meanwhile are skipped).
@@ -186,17 +191,12 @@ func (b badgerBatch) set(key, val []byte) error { return tooBig(b.txn.Set(key, v
 func (b badgerBatch) delete(key []byte) error   { return tooBig(b.txn.Delete(key)) }
 func (b badgerBatch) discard()                  { b.txn.Discard() }
 
-// commit commits, views reading the snapshot of the commit before
-// meanwhile, then takes the snapshot of this one (which waits for nothing:
-// the committer is Badger's only writer).
+// commit commits, views reading the snapshot of what was committed before
+// meanwhile.
 func (b badgerBatch) commit() error {
-	b.e.committing.Store(true)
-	defer b.e.committing.Store(false)
-	if err := b.txn.Commit(); err != nil {
-		return classifyBadger(err)
-	}
-	b.e.publish()
-	return nil
+	done := b.e.inFlight()
+	defer done()
+	return classifyBadger(b.txn.Commit())
 }
 
 func tooBig(err error) error {

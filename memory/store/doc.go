@@ -48,6 +48,14 @@
 //   - Subscribers hear a commit after it is durable and before any of its
 //     operations is acknowledged, so a cache invalidated by an event never
 //     serves a caller what that caller's acknowledged write replaced.
+//   - The garbage collection (gc.go) writes nothing through the committer:
+//     it flushes Badger's memtables as an operation that writes nothing
+//     (Badger refuses writes meanwhile, so they wait for it), compacts and
+//     rewrites the value log beside the writes, and leaves half the
+//     free-space reserve.
+//   - A backup (backup.go) reads one snapshot; a restore writes only into
+//     an empty directory and checks the result is exactly the snapshot
+//     before recording its acknowledged mark.
 //
 // # Where this differs from the plan (issue 14)
 //
@@ -61,9 +69,10 @@
 //   - The layout migrations (memory/migrate.go) stay with package memory:
 //     they rewrite the domain's key spaces, which the store does not know.
 //     The embedding-space identity (x/embedder) is here.
-//   - Tx.OnCommit remains for the in-memory structures the append still
-//     updates directly (sona records, vector and full-text indexes); the
-//     meta cache and the anchor list already follow Events instead.
+//   - Tx.OnCommit remains for the in-memory structures the chain writer
+//     updates directly (the sona registry, the vector index); the meta
+//     cache, the anchor list and the full-text index (memory/index)
+//     follow Events instead.
 //   - An iterator in Reverse starts with Seek (prefix+0xff, say): Badger's
 //     Rewind in reverse does not find the last key under a prefix.
 //
@@ -77,5 +86,6 @@
 //	                         the acknowledged mark records beside the commit count
 //	x/embedder               identity of the embedding space of the stored vectors
 //
-// and the file memoria.acked beside Badger's (the acknowledged mark).
+// and beside Badger's files memoria.acked (the acknowledged mark) and
+// memoria.id (the store's identity, made by its first backup).
 package store

@@ -29,6 +29,7 @@ func OpenMemory(o Options) (*Store, error) {
 		return nil, err
 	}
 	s.start()
+	s.startGC(o)
 	return s, nil
 }
 

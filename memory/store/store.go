@@ -10,8 +10,11 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/memory/base"
 )
 
@@ -67,7 +70,16 @@ type Options struct {
 	AcceptLoss bool
 	// InMemory keeps Badger in RAM (benchmarks of the logic only).
 	InMemory bool
-	Logger   *slog.Logger
+	// ValueLogMB is the size of a value-log file (gc.go).
+	ValueLogMB int
+	// GC schedules the garbage collection in the background (gc.go).
+	GC GCOptions
+	// Clock times the passes of the garbage collection (default: the
+	// wall clock).
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Tracer, when set, traces every group commit (trace.go).
+	Tracer oteltrace.TracerProvider
 }
 
 // OptionsOf are the store options of the configuration.
@@ -80,6 +92,8 @@ func OptionsOf(c config.Store) Options {
 		Memtables:      c.Memtables,
 		MinFreeBytes:   uint64(c.MinFreeMB) << 20,
 		SkipTableCheck: !c.VerifyTables,
+		ValueLogMB:     c.ValueLogMB,
+		GC:             GCOptions{Interval: c.GC.Interval.D(), DiscardRatio: c.GC.DiscardRatio},
 	}
 }
 
@@ -89,7 +103,7 @@ func (o *Options) check() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"max_batch", o.MaxBatch}, {"max_block_bytes", o.MaxBlockBytes}, {"cache_mb", o.CacheMB}, {"memtable_mb", o.MemTableMB}, {"memtables", o.Memtables}} {
+	}{{"max_batch", o.MaxBatch}, {"max_block_bytes", o.MaxBlockBytes}, {"cache_mb", o.CacheMB}, {"memtable_mb", o.MemTableMB}, {"memtables", o.Memtables}, {"value_log_mb", o.ValueLogMB}} {
 		if f.v <= 0 {
 			return fmt.Errorf("%w: store option %s is %d (make the options with store.OptionsOf)", base.ErrInvalid, f.name, f.v)
 		}
@@ -154,10 +168,13 @@ type Store struct {
 	ackErr error    // the mark's last write failure, logged once
 
 	queue   chan *Pending
-	mu      sync.RWMutex // guards closed against Submit racing Close
+	tracer  oteltrace.Tracer // nil: group commits are not traced
+	mu      sync.RWMutex     // guards closed against Submit racing Close
 	closed  bool
 	stopped chan struct{}
 	subs    []func(Event) // set before the first write
+	gc      gcState       // the garbage collection (gc.go)
+	idMu    sync.Mutex    // the identity's creation (backup.go)
 }
 
 // Committer is the door of writes (what a subsystem that writes needs).
@@ -228,6 +245,7 @@ type Pending struct {
 	op   Op
 	done chan struct{}
 	err  error
+	link oteltrace.SpanContext // the submitter's span (SubmitTraced)
 }
 
 // Done is closed when the operation is durable or has failed.
@@ -259,6 +277,9 @@ func newStore(eng engine, dir string, o Options) (*Store, error) {
 		queue:    make(chan *Pending, o.MaxBatch),
 		acks:     make(chan ackBatch, 4),
 		stopped:  make(chan struct{}),
+	}
+	if o.Tracer != nil {
+		s.tracer = o.Tracer.Tracer(trace.Scope)
 	}
 	if err := eng.view(func(r Reader) error {
 		var err error
@@ -296,6 +317,7 @@ func (s *Store) Explain(err error) error {
 // Close stops the committer after it has written everything submitted,
 // then closes the engine.
 func (s *Store) Close() error {
+	s.stopGC() // first: a pass writes through the committer
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -315,8 +337,16 @@ func (s *Store) Close() error {
 }
 
 // Submit queues op for the committer and returns at once.
-func (s *Store) Submit(op Op) *Pending {
-	p := &Pending{op: op, done: make(chan struct{})}
+func (s *Store) Submit(op Op) *Pending { return s.submit(op, oteltrace.SpanContext{}) }
+
+// SubmitTraced is Submit, with the span ctx carries (if any) linked from
+// the span of the group commit that writes op. ctx does not cancel op.
+func (s *Store) SubmitTraced(ctx context.Context, op Op) *Pending {
+	return s.submit(op, oteltrace.SpanContextFromContext(ctx))
+}
+
+func (s *Store) submit(op Op, link oteltrace.SpanContext) *Pending {
+	p := &Pending{op: op, done: make(chan struct{}), link: link}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -376,18 +406,23 @@ func (s *Store) commitLoop() {
 func (s *Store) commitBatch(batch []*Pending) {
 	txn := s.newTxn()
 	var applied []appliedOp
+	began := s.traceBegin()
 
 	commit := func() {
 		var need uint64
 		for _, a := range applied {
 			need += a.bytes
 		}
+		span := s.traceCommit(began, applied, need)
 		var err error
 		var mark *ackMark
 		if need == 0 {
 			txn.discard() // nothing written: nothing to commit
 		} else if err = s.space.check(need); err == nil {
-			if err = txn.commit(); err != nil {
+			fsync := span.fsync()
+			err = txn.commit()
+			fsync.End()
+			if err != nil {
 				err = fmt.Errorf("memory: commit: %w", err)
 				s.log.Error("group commit failed", "ops", len(applied), "err", err)
 			} else {
@@ -416,9 +451,11 @@ func (s *Store) commitBatch(batch []*Pending) {
 			}
 			s.answer(a.p, aerr)
 		}
+		span.end(mark, err)
 		s.acknowledge(mark)
 		applied = applied[:0]
 		txn = s.newTxn()
+		began = s.traceBegin()
 	}
 
 	for _, p := range batch {
@@ -645,8 +682,22 @@ func (t *tx) PutBlock(c cid.Cid, block []byte) error {
 	if err := VerifyBlock(c, block); err != nil {
 		return err
 	}
+	if len(block) >= valueThreshold && t.holdsBlock(c, block) {
+		return nil // a second copy would only be garbage in the value log (gc.go)
+	}
 	t.Set(BlockKey(c), block)
 	return nil
+}
+
+// holdsBlock reports whether block c is stored already, intact (a damaged
+// copy is written again).
+func (t *tx) holdsBlock(c cid.Cid, block []byte) bool {
+	item, err := t.Item(BlockKey(c))
+	if err != nil {
+		return false
+	}
+	stored, err := item.ValueCopy(nil)
+	return err == nil && VerifyBlock(c, stored) == nil
 }
 
 func (t *tx) OnCommit(fn func()) { t.hooks = append(t.hooks, fn) }

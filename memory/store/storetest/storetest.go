@@ -182,8 +182,9 @@ func testOpsInOrder(t *testing.T, open Opener) {
 // form one batch, and waits for them.
 func batch(t *testing.T, s *store.Store, ops ...store.Op) []error {
 	t.Helper()
-	release := make(chan struct{})
-	hold := s.Submit(func(store.Tx) error { <-release; return nil })
+	started, release := make(chan struct{}), make(chan struct{})
+	hold := s.Submit(func(store.Tx) error { close(started); <-release; return nil })
+	<-started // the committer's batch is formed: ops queue for the next one
 	ps := make([]*store.Pending, len(ops))
 	for i, op := range ops {
 		ps[i] = s.Submit(op)

@@ -1,5 +1,6 @@
 // The recall playground: POST /sona/{uuid}/recall with "explain": true,
-// ranked by score, each score drawn as the stacked contributions it adds up
+// the hits in rank order, then what co-access and expansion reached from
+// them by score, each score drawn as the stacked contributions it adds up
 // from; an as_of slider over the sona's chain travels back in time.
 
 import {get, post, qs} from '../api.js';
@@ -105,14 +106,17 @@ function renderResults(el, memories, body, ms) {
     el.replaceChildren(empty('Nothing recalled' + (body.as_of !== undefined ? ` as of seq ${body.as_of}` : '') + '.'));
     return;
   }
-  const ranked = memories.map((m, topo) => ({...m, topo})).sort((a, b) => b.score - a.score);
-  const max = Math.max(...ranked.map(r => r.score), 1e-9);
+  const all = memories.map((m, topo) => ({...m, topo}));
+  const hits = all.filter(m => m.rank).sort((a, b) => a.rank - b.rank);
+  const more = all.filter(m => !m.rank).sort((a, b) => b.score - a.score);
+  const max = Math.max(...all.map(r => r.score), 1e-9);
   const legend = h('p', {class: 'legend'}, PARTS.map(p => h('span', {class: 'legend-item'}, h('span', {class: 'swatch part-' + p}), p.replace('_', ' '))));
   el.replaceChildren(
-    h('p', {class: 'muted'}, `${memories.length} memories in ${ms.toFixed(0)} ms` + (body.as_of !== undefined ? `, as of seq ${body.as_of}` : '') +
-      '. Ranked by score; “topo” is the position in the topologically sorted context the model would get.'),
+    h('p', {class: 'muted'}, `${hits.length} hits and ${more.length} more in ${ms.toFixed(0)} ms` + (body.as_of !== undefined ? `, as of seq ${body.as_of}` : '') +
+      '. The hits in rank order, then what they lead to by score; “topo” is the position in the topologically sorted context the model would get.'),
     legend,
-    h('ol', {class: 'results'}, ranked.map((r, i) => resultItem(r, i + 1, max))));
+    h('ol', {class: 'results hits'}, hits.map(r => resultItem(r, '#' + r.rank, max))),
+    ...(more.length ? [h('h2', {}, 'Reached from the hits'), h('ol', {class: 'results more'}, more.map(r => resultItem(r, '+', max)))] : []));
 }
 
 function resultItem(r, rank, max) {
@@ -125,13 +129,14 @@ function resultItem(r, rank, max) {
     title: `${p}: ${fmtNum(c[p])}`}));
   return h('li', {class: 'result', 'data-cid': r.cid, 'data-via': r.via},
     h('div', {class: 'result-head'},
-      h('span', {class: 'rank'}, '#' + rank),
+      h('span', {class: 'rank'}, rank),
       h('span', {class: 'num score'}, fmtNum(r.score)),
       h('span', {class: 'badge via-' + r.via}, r.via),
       kindBadge(r.memory.data.kind),
       h('strong', {}, memorySpeaker(r.memory)),
       memoryLink(r.cid),
-      h('span', {class: 'muted small'}, 'topo ' + (r.topo + 1))),
+      h('span', {class: 'muted small'}, 'topo ' + (r.topo + 1)),
+      r.collapsed && r.collapsed.length ? h('span', {class: 'muted small', title: r.collapsed.join('\n')}, `+${r.collapsed.length} alike`) : null),
     h('div', {class: 'stack', role: 'img', style: {width: width.toFixed(1) + '%'},
       'aria-label': 'score parts: ' + PARTS.filter(p => c[p]).map(p => `${p} ${fmtNum(c[p])}`).join(', ')}, segs),
     h('p', {class: 'text'}, snippet(memoryText(r.memory), 300)),

@@ -1,0 +1,46 @@
+// Package cluster makes a Memoria process a member of a cluster (issue 16,
+// README "Cluster"): membership and the sonas' ownership and heads in
+// etcd, requests routed to a sona's owner, appends made durable on R
+// members before they are acknowledged.
+//
+// # Membership
+//
+// A member registers <prefix>/members/<id> under an etcd lease
+// (cluster.lease_ttl) that it keeps alive; its id lives in its data
+// directory (memoria.member), so a restarted member is the same member (it
+// revokes its previous run's lease when it joins: that run is dead, the
+// data directory being locked). Members watch the prefix to know who is
+// live. A member that loses its lease — etcd unreachable for longer than
+// the lease, or the process paused past it — is fenced: it drops every
+// claim it made, then joins again under a new lease. Close revokes the
+// lease, so a member stopped cleanly leaves at once.
+//
+// # Why etcd directly and not protoactor's cluster
+//
+// The design asked for protoactor-go's cluster with its etcd provider for
+// membership and placement. This package uses etcd's client directly:
+//
+//   - Ownership must be fenced in etcd anyway (protoactor does not
+//     guarantee one activation per identity: a member paused past its
+//     lease kept serving its grains while another served the same ids).
+//     The owner key, bound to the member's lease and compared on every
+//     head move, is then the placement; protoactor's identity lookup
+//     (rendezvous over members) would be a second placement that
+//     disagrees with it after every join and pause.
+//   - Owner keys must be bound to the member's lease, and the member must
+//     hear when the lease is lost. The provider keeps its lease private
+//     and, when it is lost, silently grants a new one and re-registers:
+//     the process is never told it was fenced.
+//   - The provider's member record cannot carry the member's API URL
+//     (Node.Meta is not serialised), which routing needs.
+//   - Its state (members, shutdown, the cluster error) is shared between
+//     goroutines without synchronisation, and its etcd calls have no
+//     timeouts (context.TODO()): a member started while etcd is down
+//     hangs instead of failing with an error.
+//   - A protoactor cluster needs its remote (gRPC) transport between
+//     members; the members here talk HTTP on the peer port, which the
+//     tests and operators can reach with curl.
+//
+// The actor model stays: a sona is still one actor on its owner, activated
+// on demand and passivated when idle.
+package cluster

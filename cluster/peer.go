@@ -1,0 +1,282 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// The peer protocol: protobuf bodies over HTTP on the peer listener.
+//
+//	POST /peer/v1/stage     StageRequest → StageResponse (a replica stages appends)
+//	GET  /peer/v1/entries   ?sona=&from=&to= → EntriesResponse (catching up)
+//	GET  /peer/v1/member    the member's record (JSON)
+const protoType = "application/x-protobuf"
+
+// maxPeerBody caps a peer request body: a batch of staged appends.
+const maxPeerBody = 256 << 20
+
+// replicaLocks serialise the stage requests of one sona on a replica.
+type replicaLocks struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+func (r *replicaLocks) lock(sona string) func() {
+	r.mu.Lock()
+	if r.locks == nil {
+		r.locks = map[string]*sync.Mutex{}
+	}
+	l := r.locks[sona]
+	if l == nil {
+		l = &sync.Mutex{}
+		r.locks[sona] = l
+	}
+	r.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (c *Cluster) handleStage(w http.ResponseWriter, r *http.Request) {
+	req := &messages.StageRequest{}
+	if err := readProto(r, req); err != nil {
+		peerError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	resp, err := c.stageHere(r.Context(), req)
+	if err != nil {
+		status, code := http.StatusInternalServerError, "internal"
+		switch {
+		case errors.Is(err, ErrFenced):
+			status, code = http.StatusConflict, "fenced"
+		case errors.Is(err, memory.ErrInvalid):
+			status, code = http.StatusBadRequest, "invalid"
+		case errors.Is(err, memory.ErrDiskFull):
+			status, code = http.StatusInsufficientStorage, "insufficient_storage"
+		}
+		c.log.Warn("refused to stage appends", "sona", req.GetSona().GetUuid(), "owner", req.Owner, "err", err)
+		peerError(w, status, code, err.Error())
+		return
+	}
+	writeProto(w, resp)
+}
+
+// stageHere is a replica's side of an append: apply what the owner's
+// acknowledged head covers, then stage the new appends durably.
+func (c *Cluster) stageHere(ctx context.Context, req *messages.StageRequest) (*messages.StageResponse, error) {
+	rec := req.GetSona()
+	sona := rec.GetUuid()
+	if u, ok := memory.CanonicalUUID(sona); !ok || u != sona {
+		return nil, fmt.Errorf("%w: sona %q", memory.ErrInvalid, sona)
+	}
+	defer c.replicas.lock(sona)()
+	cs := c.chains
+	cs.mu.Lock()
+	if req.Claim < cs.claims[sona] {
+		seen := cs.claims[sona]
+		cs.mu.Unlock()
+		return nil, fmt.Errorf("%w: member %s's claim on %s (%d) is older than one seen (%d)", ErrFenced, req.Owner, sona, req.Claim, seen)
+	}
+	cs.claims[sona] = req.Claim
+	ch := cs.sonas[sona]
+	cs.mu.Unlock()
+	if ch != nil {
+		ch.mu.Lock()
+		mine := ch.claim
+		if mine != 0 && mine < req.Claim {
+			// Another member claimed this sona after this one did:
+			// whatever this one still thinks it owns is void.
+			ch.claim, ch.broken = 0, ErrFenced
+		}
+		ch.mu.Unlock()
+		if mine > req.Claim {
+			return nil, fmt.Errorf("%w: member %s's claim on %s (%d) is older than this member's (%d)", ErrFenced, req.Owner, sona, req.Claim, mine)
+		}
+	}
+	self := c.self
+	if _, err := self.Sonas.Adopt(ctx, rec); err != nil {
+		return nil, err
+	}
+	length, _, err := localLength(self, sona)
+	if err != nil {
+		return nil, err
+	}
+	committed := req.GetCommitted().GetSeq()
+	if committed >= length {
+		st, err := readStaged(self.Store(), sona, length)
+		if err != nil {
+			return nil, err
+		}
+		if err := apply(ctx, self, sona, contiguous(st, length, committed)); errors.Is(err, ErrDiverged) {
+			// Staged by an owner whose appends the head never reached.
+			if err := dropStaged(ctx, self.Store(), sona, length); err != nil {
+				return nil, err
+			}
+			return &messages.StageResponse{NeedFrom: length}, nil
+		} else if err != nil {
+			return nil, err
+		}
+		if length, _, err = localLength(self, sona); err != nil {
+			return nil, err
+		}
+		if length-1 < committed {
+			return &messages.StageResponse{NeedFrom: length}, nil
+		}
+	}
+	if committed >= 0 {
+		act, err := localAct(self, sona, committed)
+		if err != nil {
+			return nil, err
+		}
+		if !act.Equals(cidOf(req.Committed.Act)) {
+			return nil, fmt.Errorf("%w: %s seq %d is %s here, %s on its owner", ErrDiverged, sona, committed, act, cidOf(req.Committed.Act))
+		}
+	}
+	var fresh []*messages.StagedAppend
+	for _, a := range req.Appends {
+		if a.Seq >= length {
+			fresh = append(fresh, a)
+		}
+	}
+	if len(fresh) == 0 {
+		return &messages.StageResponse{Ok: true}, nil
+	}
+	// The appends between the chain and this batch must be staged here
+	// already, by this same claim.
+	if first := fresh[0].Seq; first > length {
+		st, err := readStaged(self.Store(), sona, length)
+		if err != nil {
+			return nil, err
+		}
+		next := length
+		for _, a := range st {
+			if a.Seq != next || a.Seq >= first || a.Claim != req.Claim {
+				break
+			}
+			next++
+		}
+		if next < first {
+			return &messages.StageResponse{NeedFrom: next}, nil
+		}
+	}
+	op, err := stageOp(sona, fresh)
+	if err != nil {
+		return nil, err
+	}
+	if err := self.Store().Update(ctx, op); err != nil {
+		return nil, err
+	}
+	return &messages.StageResponse{Ok: true}, nil
+}
+
+func (c *Cluster) handleEntries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	sona := q.Get("sona")
+	from, err1 := strconv.ParseInt(q.Get("from"), 10, 64)
+	to, err2 := strconv.ParseInt(q.Get("to"), 10, 64)
+	if err1 != nil || err2 != nil || from < 0 {
+		peerError(w, http.StatusBadRequest, "invalid", "want ?sona=&from=&to= with from ≥ 0")
+		return
+	}
+	to = min(to, from+255)
+	_, rec, err := localLength(c.self, sona)
+	if err == nil && rec == nil {
+		err = fmt.Errorf("%w: sona %s", memory.ErrNotFound, sona)
+	}
+	var list []*messages.StagedAppend
+	if err == nil {
+		list, err = entries(c.self, sona, from, to)
+	}
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, memory.ErrNotFound) {
+			status = http.StatusNotFound
+		}
+		peerError(w, status, "entries", err.Error())
+		return
+	}
+	writeProto(w, &messages.EntriesResponse{Sona: &messages.Sona{Uuid: rec.Uuid, Name: rec.Name, CreatedAt: rec.CreatedAt}, Appends: list})
+}
+
+// stage sends a stage request to m.
+func (c *Cluster) stage(ctx context.Context, m Member, req *messages.StageRequest) (*messages.StageResponse, error) {
+	resp := &messages.StageResponse{}
+	return resp, c.call(ctx, http.MethodPost, m.Peer+"/peer/v1/stage", req, resp)
+}
+
+// entries asks m for sona's appends from..to.
+func (c *Cluster) entries(ctx context.Context, m Member, sona string, from, to int64) (*messages.EntriesResponse, error) {
+	q := url.Values{"sona": {sona}, "from": {strconv.FormatInt(from, 10)}, "to": {strconv.FormatInt(to, 10)}}
+	resp := &messages.EntriesResponse{}
+	if err := c.call(ctx, http.MethodGet, m.Peer+"/peer/v1/entries?"+q.Encode(), nil, resp); err != nil {
+		return nil, err
+	}
+	if resp.Sona.GetUuid() != sona {
+		return nil, fmt.Errorf("member %s answered for sona %q, not %s", m.ID, resp.Sona.GetUuid(), sona)
+	}
+	return resp, nil
+}
+
+// call makes one peer call with a protobuf body and answer.
+func (c *Cluster) call(ctx context.Context, method, u string, in, out proto.Message) error {
+	var body io.Reader
+	if in != nil {
+		b, err := proto.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", protoType)
+	}
+	if c.cfg.Secret != "" {
+		req.Header.Set(secretHeader, c.cfg.Secret)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerBody))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, bytes.TrimSpace(b))
+	}
+	return proto.Unmarshal(b, out)
+}
+
+func readProto(r *http.Request, m proto.Message) error {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxPeerBody))
+	if err != nil {
+		return err
+	}
+	return proto.Unmarshal(b, m)
+}
+
+func writeProto(w http.ResponseWriter, m proto.Message) {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		peerError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", protoType)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,340 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/store"
+)
+
+// forwardedHeader marks a request one member forwarded to another (its
+// value is the forwarding member's id): it is served where it arrives,
+// never forwarded again.
+const forwardedHeader = "X-Memoria-Forwarded-By"
+
+// servedByHeader names the member that served a request.
+const servedByHeader = "X-Memoria-Member"
+
+// Route sends every request about one sona to the member that owns it (or
+// that should take it: the first live member holding its chain), and
+// serves the others with next, the API. The requests routed are the
+// /sona/{uuid}… routes, POST /memories (by its body's sona), POST /files
+// and GET /memories/list with ?sona=. Everything else (reads by CID, the
+// gateway, lists, MCP) is served by the member that received it.
+func (c *Cluster) Route(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(servedByHeader, c.node.self.ID)
+		if r.Header.Get(forwardedHeader) != "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if b, ok := blockOf(r); ok && !c.hasBlock(b) {
+			c.fromPeers(w, r, b, next)
+			return
+		}
+		sona, err := c.sonaOf(r)
+		if err != nil || sona == "" {
+			next.ServeHTTP(w, r) // not about one sona, or the API says what is wrong
+			return
+		}
+		to, err := c.placement(r.Context(), sona, r.Method == http.MethodGet || r.Method == http.MethodHead)
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		if to.ID == c.node.self.ID {
+			next.ServeHTTP(w, r)
+			return
+		}
+		c.forward(w, r, sona, to)
+	})
+}
+
+// blockOf is the CID a read by CID names: GET or HEAD of /ipfs/{cid}…,
+// /memory/{cid}…, /file/{cid}.
+func blockOf(r *http.Request) (cid.Cid, bool) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return cid.Undef, false
+	}
+	for _, p := range []string{"/ipfs/", "/memory/", "/file/"} {
+		if rest, ok := strings.CutPrefix(r.URL.Path, p); ok {
+			ref, _, _ := strings.Cut(rest, "/")
+			c, err := cid.Decode(ref)
+			if err != nil || c.Prefix().MhType == multihash.IDENTITY {
+				return cid.Undef, false // the API says what is wrong, or answers from the CID
+			}
+			return c, true
+		}
+	}
+	return cid.Undef, false
+}
+
+// hasBlock reports whether this member stores block b.
+func (c *Cluster) hasBlock(b cid.Cid) bool {
+	ok := false
+	_ = c.self.Store().View(func(r memory.Reader) error {
+		ok, _ = r.Has(store.BlockKey(b))
+		return nil
+	})
+	return ok
+}
+
+// fromPeers answers a read by CID this member cannot: from the first
+// other member (in the CID's rendezvous order) that has it. Blocks are
+// content-addressed: a client verifies what it gets (the gateway's
+// answers are the blocks themselves).
+func (c *Cluster) fromPeers(w http.ResponseWriter, r *http.Request, b cid.Cid, next http.Handler) {
+	var ids []string
+	for _, m := range c.node.Members() {
+		if m.ID != c.node.self.ID {
+			ids = append(ids, m.ID)
+		}
+	}
+	for _, id := range Rank(b.String(), ids) {
+		m, ok := c.node.Member(id)
+		if !ok {
+			continue
+		}
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, trimURL(m.URL)+r.URL.RequestURI(), nil)
+		if err != nil {
+			continue
+		}
+		req.Header = r.Header.Clone()
+		req.Header.Set(forwardedHeader, c.node.self.ID)
+		resp, err := c.client.Transport.RoundTrip(req)
+		if err != nil {
+			continue
+		}
+		if resp.StatusCode == http.StatusNotFound {
+			resp.Body.Close()
+			continue
+		}
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(flushWriter{w}, resp.Body)
+		resp.Body.Close()
+		return
+	}
+	next.ServeHTTP(w, r) // no member has it: the API's own answer (404)
+}
+
+// flushWriter flushes after every write (streamed CARs).
+type flushWriter struct{ w http.ResponseWriter }
+
+func (f flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if fl, ok := f.w.(http.Flusher); ok {
+		fl.Flush()
+	}
+	return n, err
+}
+
+// sonaOf finds the sona a request is about: a canonical uuid, or "".
+func (c *Cluster) sonaOf(r *http.Request) (string, error) {
+	p := r.URL.Path
+	if rest, ok := strings.CutPrefix(p, "/sona/"); ok {
+		ref, _, _ := strings.Cut(rest, "/")
+		return c.sonaRef(r.Context(), ref)
+	}
+	switch {
+	case r.Method == http.MethodPost && p == "/memories":
+		if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+			return "", nil
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, c.maxBody+1)) // the API refuses what is over
+		r.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if err != nil {
+			return "", err
+		}
+		var probe struct {
+			Sona string `json:"sona"`
+		}
+		if json.Unmarshal(body, &probe) != nil {
+			return "", nil
+		}
+		return c.sonaRef(r.Context(), probe.Sona)
+	case r.Method == http.MethodPost && p == "/files", r.Method == http.MethodGet && p == "/memories/list":
+		return c.sonaRef(r.Context(), r.URL.Query().Get("sona"))
+	}
+	return "", nil
+}
+
+// sonaRef turns a sona reference (a uuid in any spelling, or a name) into
+// a uuid: a name through etcd's names, when exactly one sona has it; else
+// "".
+func (c *Cluster) sonaRef(ctx context.Context, ref string) (string, error) {
+	if ref == "" {
+		return "", nil
+	}
+	if u, ok := memory.CanonicalUUID(ref); ok {
+		return u, nil
+	}
+	if strings.Contains(ref, "/") || !c.node.Healthy() {
+		return "", nil
+	}
+	rctx, cancel := c.node.request(ctx)
+	defer cancel()
+	prefix := c.node.keys.names(ref)
+	resp, err := c.node.client.Get(rctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(2))
+	if err != nil {
+		c.node.failed()
+		return "", nil // the API resolves it locally
+	}
+	if len(resp.Kvs) != 1 {
+		return "", nil // none or ambiguous: the API says so
+	}
+	return strings.TrimPrefix(string(resp.Kvs[0].Key), prefix), nil
+}
+
+// placement is the member to serve a request about sona: its owner; with
+// none, the first live member (this one first) that holds its chain; this
+// member for a sona etcd does not know. With etcd unavailable, reads are
+// served here when this member holds the sona; writes fail.
+func (c *Cluster) placement(ctx context.Context, sona string, read bool) (Member, error) {
+	self := c.node.self
+	if c.chains.holds(sona) {
+		c.lastOwner.Store(sona, self.ID)
+		return self, nil
+	}
+	if !c.node.Healthy() {
+		return c.placeWithoutEtcd(sona, read, nil)
+	}
+	rctx, cancel := c.node.request(ctx)
+	defer cancel()
+	k := c.node.keys
+	resp, err := c.node.client.Txn(rctx).Then(clientv3.OpGet(k.owner(sona)), clientv3.OpGet(k.head(sona))).Commit()
+	if err != nil {
+		c.node.failed()
+		return c.placeWithoutEtcd(sona, read, err)
+	}
+	c.node.answered()
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		id := string(kvs[0].Value)
+		c.lastOwner.Store(sona, id)
+		if id == self.ID {
+			return self, nil
+		}
+		if m, ok := c.node.Member(id); ok {
+			return m, nil
+		}
+		return Member{}, fmt.Errorf("%w: the owner of sona %s (member %s) is leaving; retry", ErrNoReplicas, sona, id)
+	}
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return self, nil // unknown to the cluster: registered here if this member holds it
+	}
+	var head Head
+	if err := json.Unmarshal(kvs[0].Value, &head); err != nil {
+		return Member{}, fmt.Errorf("%w: head of %s in etcd: %v", memory.ErrCorrupt, sona, err)
+	}
+	if slices.Contains(head.Replicas, self.ID) {
+		return self, nil
+	}
+	var live []string
+	for _, id := range head.Replicas {
+		if _, ok := c.node.Member(id); ok {
+			live = append(live, id)
+		}
+	}
+	if len(live) == 0 {
+		return Member{}, fmt.Errorf("%w: no live member holds sona %s (held by %v)", ErrNoReplicas, sona, head.Replicas)
+	}
+	m, _ := c.node.Member(Rank(sona, live)[0])
+	return m, nil
+}
+
+// placeWithoutEtcd places a request while etcd does not answer: a read
+// goes to the sona's owner as last seen, or is served here if this member
+// holds the sona; a write fails.
+func (c *Cluster) placeWithoutEtcd(sona string, read bool, cause error) (Member, error) {
+	self := c.node.self
+	if read {
+		if id, ok := c.lastOwner.Load(sona); ok {
+			if id == self.ID {
+				return self, nil
+			}
+			if m, ok := c.node.Member(id.(string)); ok {
+				return m, nil
+			}
+		}
+		if l, _, err := localLength(c.self, sona); err == nil && l >= 0 {
+			return self, nil
+		}
+	}
+	msg := fmt.Sprintf("%s sona %s", map[bool]string{true: "cannot read", false: "writes are refused to"}[read], sona)
+	if cause != nil {
+		msg += fmt.Sprintf(" (%v)", cause)
+	}
+	return Member{}, fmt.Errorf("%w: %s", ErrEtcdUnavailable, msg)
+}
+
+// forward proxies r to member to, streaming the answer.
+func (c *Cluster) forward(w http.ResponseWriter, r *http.Request, sona string, to Member) {
+	target, err := url.Parse(to.URL)
+	if err != nil {
+		apiError(w, fmt.Errorf("%w: member %s has a bad URL %q", memory.ErrCorrupt, to.ID, to.URL))
+		return
+	}
+	// A member that stops answering (paused, partitioned) holds its
+	// sonas until its lease expires: then the request fails (503, retry)
+	// instead of waiting for the client's timeout, and the retry goes to
+	// the next owner.
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	gone, unwatch := c.node.Gone(to.ID)
+	defer unwatch()
+	go func() {
+		select {
+		case <-gone:
+			cancel(fmt.Errorf("member %s left the cluster", to.ID))
+		case <-ctx.Done():
+		}
+	}()
+	r = r.WithContext(ctx)
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.SetXForwarded()
+			pr.Out.Header.Set(forwardedHeader, c.node.self.ID)
+		},
+		Transport:     c.client.Transport,
+		FlushInterval: -1, // streamed answers (chat events, exports) pass as they come
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				err = cause
+			}
+			apiError(w, fmt.Errorf("%w: sona %s is served by member %s at %s, which does not answer (%v); retry", ErrNoReplicas, sona, to.ID, to.URL, err))
+		},
+	}
+	proxy.ServeHTTP(w, r)
+}
+
+// apiError writes err in the API's error shape with its status.
+func apiError(w http.ResponseWriter, err error) {
+	status, code := http.StatusInternalServerError, "internal"
+	switch {
+	case errors.Is(err, ErrEtcdUnavailable), errors.Is(err, ErrNoReplicas), errors.Is(err, ErrFenced), errors.Is(err, ErrNotOwner):
+		status, code = http.StatusServiceUnavailable, "unavailable"
+		w.Header().Set("Retry-After", "1")
+	case errors.Is(err, memory.ErrCorrupt):
+		code = "corrupt"
+	}
+	peerError(w, status, code, err.Error())
+}

@@ -1,0 +1,328 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// The staged appends are this package's key space in the store (package
+// memory's doc lists the others):
+//
+//	w/  uuid 0x00 seq (8 bytes BE)   StagedAppend (protobuf): an append of the
+//	                                 chain staged here, not yet in the chain
+//
+// An append is staged on its owner and R-1 replicas before the chain's
+// head moves in etcd, and enters a member's chain (memory.AppendOp, which
+// deletes the staged record in the same transaction) only once the head
+// covers it. So a member's chain is always a prefix of the acknowledged
+// chain, never a fork of it: a staged append the head never reached is
+// dropped, never appended.
+var prefixStaged = []byte("w/")
+
+func stagedPrefix(sona string) []byte {
+	return append(append(append([]byte{}, prefixStaged...), sona...), 0)
+}
+
+func stagedKey(sona string, seq int64) []byte {
+	return binary.BigEndian.AppendUint64(stagedPrefix(sona), uint64(seq))
+}
+
+// stageOp writes staged appends.
+func stageOp(sona string, as []*messages.StagedAppend) (memory.Op, error) {
+	raws := make([][]byte, len(as))
+	for i, a := range as {
+		raw, err := proto.Marshal(a)
+		if err != nil {
+			return nil, err
+		}
+		raws[i] = raw
+	}
+	return func(tx memory.Tx) error {
+		for i, a := range as {
+			tx.Set(stagedKey(sona, a.Seq), raws[i])
+		}
+		return nil
+	}, nil
+}
+
+// readStaged returns the staged appends of sona from seq from on, in seq
+// order.
+func readStaged(st *memory.Store, sona string, from int64) ([]*messages.StagedAppend, error) {
+	var out []*messages.StagedAppend
+	err := st.View(func(r memory.Reader) error {
+		it := r.NewIterator(store.IterOptions{Prefix: stagedPrefix(sona)})
+		defer it.Close()
+		for it.Seek(stagedKey(sona, max(from, 0))); it.Valid(); it.Next() {
+			a := &messages.StagedAppend{}
+			if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, a) }); err != nil {
+				return fmt.Errorf("%w: staged append of %s: %v", memory.ErrCorrupt, sona, err)
+			}
+			out = append(out, a)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// contiguous is the run of staged appends that continues a chain of
+// length: seqs length, length+1, … up to seq to at most.
+func contiguous(st []*messages.StagedAppend, length, to int64) []*messages.StagedAppend {
+	var run []*messages.StagedAppend
+	for _, a := range st {
+		if a.Seq != length+int64(len(run)) || a.Seq > to {
+			break
+		}
+		run = append(run, a)
+	}
+	return run
+}
+
+// dropStaged deletes sona's staged appends from seq from on: the head
+// never reached them.
+func dropStaged(ctx context.Context, st *memory.Store, sona string, from int64) error {
+	stale, err := readStaged(st, sona, from)
+	if err != nil || len(stale) == 0 {
+		return err
+	}
+	return st.Update(ctx, func(tx memory.Tx) error {
+		for _, a := range stale {
+			tx.Delete(stagedKey(sona, a.Seq))
+		}
+		return nil
+	})
+}
+
+// staged turns a planned append into its staged record. A file memory's
+// content travels with it (the replica may lack the block).
+func staged(self *memory.Self, a *memory.Append, claim int64) (*messages.StagedAppend, error) {
+	p := a.Item
+	msg := &messages.AppendMemory{Sona: a.Sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta,
+		Imported: p.Imported, File: p.File}
+	for _, c := range p.Archive {
+		msg.Archive = append(msg.Archive, c.Bytes())
+	}
+	for _, n := range p.Neighbors {
+		msg.Neighbors = append(msg.Neighbors, &messages.Neighbor{Cid: n.CID.Bytes(), Sim: n.Sim})
+	}
+	if f := p.Memory.Data.File; f != nil && msg.File == nil {
+		b, err := self.Block(f.Content)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: the file of %s: %w", p.CID, err)
+		}
+		msg.File = b
+	}
+	sa := &messages.StagedAppend{Seq: a.Seq, Act: a.Act.Bytes(), ActBlock: a.ActBlock, Append: msg,
+		EdgeType: p.EdgeType, Now: a.Now, Claim: claim}
+	if p.PageOf != nil {
+		sa.PageOf = p.PageOf.Bytes()
+	}
+	return sa, nil
+}
+
+// fromChain rebuilds the staged record of an append already in this
+// member's chain (to catch another member up). What only the append's
+// moment knew — its neighbours, its edges' association type, its dialogue
+// page — is not kept, so the copy derives a little less from it.
+func fromChain(self *memory.Self, e memory.ChainEntry) (*messages.StagedAppend, error) {
+	block, err := self.Block(e.Memory)
+	if err != nil {
+		return nil, err
+	}
+	actBlock, err := self.Block(e.Act)
+	if err != nil {
+		return nil, err
+	}
+	vec, err := self.Memories.Vector(e.Memory)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := self.Memories.Meta(e.Memory)
+	if err != nil {
+		return nil, err
+	}
+	m, err := memory.DecodeMemory(block)
+	if err != nil {
+		return nil, err
+	}
+	msg := &messages.AppendMemory{Block: block, Embedding: vec, Meta: meta}
+	if f := m.Data.File; f != nil {
+		if msg.File, err = self.Block(f.Content); err != nil {
+			return nil, err
+		}
+	}
+	return &messages.StagedAppend{Seq: e.Seq, Act: e.Act.Bytes(), ActBlock: actBlock, Append: msg, Now: meta.CreatedAt}, nil
+}
+
+// apply appends staged records to this member's copy of sona, in order,
+// each verified: it must be the next seq, and planning it on the local
+// head must give exactly its ACT (same memory, same previous ACT). The
+// staged record is deleted in the append's transaction.
+func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.StagedAppend) error {
+	if len(as) == 0 {
+		return nil
+	}
+	rec, err := self.Sonas.Get(sona)
+	if err != nil {
+		return err
+	}
+	var head *cid.Cid
+	if rec.Head != nil {
+		c, err := cid.Decode(*rec.Head)
+		if err != nil {
+			return fmt.Errorf("%w: head of %s: %v", memory.ErrCorrupt, sona, err)
+		}
+		head = &c
+	}
+	length := rec.Length
+	var last *memory.Pending
+	for _, a := range as {
+		if a.Seq != length {
+			return fmt.Errorf("%w: %s: staged seq %d, the chain is at %d", ErrDiverged, sona, a.Seq, length)
+		}
+		item, err := prepared(self, a)
+		if err != nil {
+			return err
+		}
+		plan, err := memory.PlanAppend(sona, head, length, item, a.Now)
+		if err != nil {
+			return err
+		}
+		if !plan.Act.Equals(cidOf(a.Act)) {
+			return fmt.Errorf("%w: %s seq %d: the append gives ACT %s here, %s on its owner", ErrDiverged, sona, a.Seq, plan.Act, cidOf(a.Act))
+		}
+		appendOp, key := self.Chains.Op(plan), stagedKey(sona, a.Seq)
+		last = self.Store().Submit(func(tx memory.Tx) error {
+			if err := appendOp(tx); err != nil {
+				return err
+			}
+			tx.Delete(key)
+			return nil
+		})
+		head, length = plan.Next()
+	}
+	// The committer runs them in order: the last settles after the others.
+	if err := last.Wait(ctx); err != nil {
+		return fmt.Errorf("cluster: append the staged appends of %s: %w", sona, err)
+	}
+	return nil
+}
+
+// prepared is the memory of a staged record, ready to append.
+func prepared(self *memory.Self, a *messages.StagedAppend) (*memory.Prepared, error) {
+	m := a.GetAppend()
+	if m == nil {
+		return nil, fmt.Errorf("%w: a staged append without its memory", memory.ErrInvalid)
+	}
+	item, err := self.Chains.PrepareBlock(m.Block, m.Embedding, m.Meta)
+	if err != nil {
+		return nil, err
+	}
+	item.Replicated, item.Imported, item.File, item.EdgeType = true, m.Imported, m.File, a.EdgeType
+	for _, n := range m.Neighbors {
+		c, err := cid.Cast(n.Cid)
+		if err != nil {
+			return nil, fmt.Errorf("%w: neighbour cid: %v", memory.ErrInvalid, err)
+		}
+		item.Neighbors = append(item.Neighbors, memory.Neighbor{CID: c, Sim: n.Sim})
+	}
+	for _, b := range m.Archive {
+		c, err := cid.Cast(b)
+		if err != nil {
+			return nil, fmt.Errorf("%w: archive cid: %v", memory.ErrInvalid, err)
+		}
+		item.Archive = append(item.Archive, c)
+	}
+	if len(a.PageOf) > 0 {
+		c, err := cid.Cast(a.PageOf)
+		if err != nil {
+			return nil, fmt.Errorf("%w: page cid: %v", memory.ErrInvalid, err)
+		}
+		item.PageOf = &c
+	}
+	return item, nil
+}
+
+// cidOf reads CID bytes (Undef when malformed: it then equals nothing).
+func cidOf(b []byte) cid.Cid {
+	c, err := cid.Cast(b)
+	if err != nil {
+		return cid.Undef
+	}
+	return c
+}
+
+// localLength is the length of this member's copy of sona, -1 when it does
+// not hold the sona.
+func localLength(self *memory.Self, sona string) (int64, *messages.Sona, error) {
+	rec, err := self.Sonas.Get(sona)
+	if errors.Is(err, memory.ErrNotFound) {
+		return -1, nil, nil
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return rec.Length, rec, nil
+}
+
+// localAct is the ACT at seq of this member's copy of sona.
+func localAct(self *memory.Self, sona string, seq int64) (cid.Cid, error) {
+	page, err := self.Sonas.Chain(sona, seq, 1)
+	if err != nil {
+		return cid.Undef, err
+	}
+	if len(page.Items) == 0 || page.Items[0].Seq != seq {
+		return cid.Undef, fmt.Errorf("%w: %s has no seq %d here", memory.ErrNotFound, sona, seq)
+	}
+	return page.Items[0].Act, nil
+}
+
+// entries are sona's appends from..to (inclusive) as this member holds
+// them: from its chain, then its staged appends that continue it.
+func entries(self *memory.Self, sona string, from, to int64) ([]*messages.StagedAppend, error) {
+	var out []*messages.StagedAppend
+	next := from
+	for next <= to {
+		page, err := self.Sonas.Chain(sona, next, int(min(to-next+1, 256)))
+		if err != nil {
+			return nil, err
+		}
+		if len(page.Items) == 0 {
+			break
+		}
+		for _, e := range page.Items {
+			if e.Seq != next || e.Seq > to {
+				return out, nil
+			}
+			sa, err := fromChain(self, e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sa)
+			next++
+		}
+	}
+	if next > to {
+		return out, nil
+	}
+	st, err := readStaged(self.Store(), sona, next)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range st {
+		if a.Seq != next || a.Seq > to {
+			break
+		}
+		out = append(out, a)
+		next++
+	}
+	return out, nil
+}

@@ -1,0 +1,263 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/vector"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Written is an append as the rest of memory/ sees it: what it wrote to
+// the chain, handed to the contributions inside its transaction and to
+// Options.OnAppended after it committed.
+type Written struct {
+	*model.Append
+	// Meta is the memory's metadata as the append wrote it.
+	Meta *messages.MemoryMeta
+	// New: the memory came to exist with this append (else an existing
+	// memory joined another sona).
+	New bool
+	// LogSeq is the memory's insertion-log position when New, else the
+	// log's end.
+	LogSeq uint64
+	// Prev is the sona's memory before this one (nil: the chain was
+	// empty).
+	Prev *cid.Cid
+}
+
+// Heartbeat reports the heartbeat's own writes — a merge (it archives its
+// sources) or an insight — which are not activity.
+func (w *Written) Heartbeat() bool { return w.Item.Archive != nil || w.Meta.Insight != nil }
+
+// A Contribution is another subsystem's part of an append (perkeep's
+// populators): its writes, in the append's transaction, after the chain's
+// own. An error fails the whole append, which then writes nothing.
+type Contribution func(tx store.Tx, w *Written) error
+
+// Options configure a Writer.
+type Options struct {
+	Config config.Config
+	// Embed embeds texts in the store's space (PrepareInsert, the
+	// backbone).
+	Embed Embed
+	// Normalize, when set, canonicalises a new memory's text before it is
+	// compared with its nearest neighbour for dedup.
+	Normalize Normalize
+	// Contributions add the other subsystems' writes to every append, in
+	// this order.
+	Contributions []Contribution
+	// OnAppended, when set, is told of every committed append, after the
+	// vector index and the registry took it and before the append is
+	// acknowledged, on the committer's goroutine: keep it short.
+	OnAppended func(w *Written)
+}
+
+// Writer prepares memories and carries out the appends their chains'
+// owners plan (model.PlanAppend): Op is an append's one transaction.
+type Writer struct {
+	st    *store.Store
+	sonas *Sonas
+	mems  *meta.Store
+	index *vector.Index
+	cfg   config.Config
+	o     Options
+}
+
+// NewWriter writes the chains of the sonas in st; mems reads memories and
+// index is the vector index the appends add to.
+func NewWriter(st *store.Store, sonas *Sonas, mems *meta.Store, index *vector.Index, o Options) *Writer {
+	return &Writer{st: st, sonas: sonas, mems: mems, index: index, cfg: o.Config, o: o}
+}
+
+// Op returns the store operation that carries out a: memory block, ACT
+// block, metadata, embedding, insertion log, chain entry, head, the file
+// memory's f/ record and the contributions, in one transaction. It fails
+// with ErrChainConflict unless the chain's head is still a.Prev (so a
+// chain never forks) and when the memory already is in the sona, and with
+// ErrInvalid when an edge or file points at nothing stored.
+func (w *Writer) Op(a *model.Append) store.Op {
+	return func(tx store.Tx) error {
+		raw, err := tx.Get(SonaKey(a.Sona))
+		if errors.Is(err, base.ErrNotFound) {
+			return fmt.Errorf("%w: sona %s", base.ErrNotFound, a.Sona)
+		}
+		if err != nil {
+			return err
+		}
+		rec := &messages.Sona{}
+		if err := proto.Unmarshal(raw, rec); err != nil {
+			return fmt.Errorf("%w: sona record: %v", base.ErrCorrupt, err)
+		}
+		if err := checkPlan(rec, a); err != nil {
+			return err
+		}
+		if err := w.checkLinksIn(tx, a); err != nil {
+			return err
+		}
+		item := a.Item
+		wr := &Written{Append: a}
+		raw, err = tx.Get(meta.Key(item.CID))
+		switch {
+		case errors.Is(err, base.ErrNotFound):
+			wr.New = true
+			if wr.LogSeq, err = nextLogSeq(tx); err != nil {
+				return err
+			}
+			wr.Meta = firstMeta(a, wr.LogSeq, w.cfg.Kinds[item.Meta.Kind].TTL.D())
+			tx.Set(LogKey(wr.LogSeq), item.CID.Bytes())
+			if err := tx.PutBlock(item.CID, item.Block); err != nil {
+				return err
+			}
+			tx.Set(meta.VectorKey(item.CID), meta.EncodeVector(item.Vector))
+		case err != nil:
+			return err
+		default:
+			wr.Meta = &messages.MemoryMeta{}
+			if err := proto.Unmarshal(raw, wr.Meta); err != nil {
+				return fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, item.CID, err)
+			}
+			if err := join(wr.Meta, a); err != nil {
+				return err
+			}
+			if wr.LogSeq, err = currentLogSeq(tx); err != nil {
+				return err
+			}
+		}
+		if err := store.SetProto(tx, meta.Key(item.CID), wr.Meta); err != nil {
+			return err
+		}
+		if err := tx.PutBlock(a.Act, a.ActBlock); err != nil {
+			return err
+		}
+		tx.Set(EntryKey(a.Sona, a.Seq), EncodeEntry(a.Act, item.CID, wr.LogSeq))
+		if wr.Prev, err = advance(rec, a); err != nil {
+			return err
+		}
+		if err := store.SetProto(tx, SonaKey(a.Sona), rec); err != nil {
+			return err
+		}
+		for _, contribute := range w.o.Contributions {
+			if err := contribute(tx, wr); err != nil {
+				return err
+			}
+		}
+		tx.OnCommit(func() {
+			vid := w.index.Add(item.CID.KeyString(), item.Vector) // the existing id when not new
+			w.sonas.appended(a.Sona, rec, vid, item.Vector)
+			if w.o.OnAppended != nil {
+				w.o.OnAppended(wr)
+			}
+		})
+		return nil
+	}
+}
+
+// checkPlan checks that a extends the chain whose record is rec, at the
+// seq it expected.
+func checkPlan(rec *messages.Sona, a *model.Append) error {
+	if a.Item.ExpectSeq != nil && *a.Item.ExpectSeq != a.Seq {
+		return fmt.Errorf("%w: sona %s: append planned at seq %d, expected at %d", base.ErrChainConflict, a.Sona, a.Seq, *a.Item.ExpectSeq)
+	}
+	if rec.Length != a.Seq || !sameHead(rec.Head, a.Prev) {
+		return fmt.Errorf("%w: sona %s is at seq %d, append expected %d", base.ErrChainConflict, a.Sona, rec.Length, a.Seq)
+	}
+	return nil
+}
+
+func sameHead(head *string, prev *cid.Cid) bool {
+	if head == nil || *head == "" {
+		return prev == nil
+	}
+	return prev != nil && prev.String() == *head
+}
+
+// checkLinksIn checks, in the append's transaction, that the memory's edge
+// targets are stored memories and its file's content a stored block (the
+// one the append carries counts), and records that the sona may name the
+// file.
+func (w *Writer) checkLinksIn(tx store.Tx, a *model.Append) error {
+	item := a.Item
+	for _, e := range item.Memory.Edges {
+		if item.Replicated {
+			break // checked by the chain's owner; the target may be another member's
+		}
+		ok, err := tx.Has(meta.Key(e.Target))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return EdgeNotStored(e.Target)
+		}
+	}
+	if f := item.Memory.Data.File; f != nil {
+		if item.File != nil {
+			if err := tx.PutBlock(f.Content, item.File); err != nil {
+				return err
+			}
+		}
+		ok, err := tx.Has(store.BlockKey(f.Content))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return FileNotStored(f.Content)
+		}
+		tx.Set(FileSonaKey(f.Content, a.Sona), nil)
+	}
+	return nil
+}
+
+// firstMeta is the metadata of a memory that comes to exist with a, at
+// insertion-log position logSeq; a kind with a time to live expires.
+func firstMeta(a *model.Append, logSeq uint64, ttl time.Duration) *messages.MemoryMeta {
+	m := proto.Clone(a.Item.Meta).(*messages.MemoryMeta)
+	m.Seq = logSeq
+	m.Sonas = []string{a.Sona}
+	m.CreatedAt = a.Now
+	m.LastAccessTick = a.Seq + 1
+	if ttl > 0 && m.ExpiresAt == 0 {
+		m.ExpiresAt = a.Now + int64(ttl.Seconds())
+	}
+	return m
+}
+
+// join adds a's sona to the metadata m of a stored memory, with how it
+// joined.
+func join(m *messages.MemoryMeta, a *model.Append) error {
+	if slices.Contains(m.Sonas, a.Sona) {
+		return fmt.Errorf("%w: %s is already in sona %s", base.ErrChainConflict, a.Item.CID, a.Sona)
+	}
+	in := a.Item.Meta
+	m.Sonas = append(m.Sonas, a.Sona)
+	m.Joins = append(m.Joins, &messages.SonaJoin{Sona: a.Sona, AgentId: in.AgentId,
+		Kind: in.Kind, Labels: in.Labels, JoinedAt: a.Now})
+	return nil
+}
+
+// advance moves the sona's record rec past a, and returns its memory
+// before a.
+func advance(rec *messages.Sona, a *model.Append) (*cid.Cid, error) {
+	var prev *cid.Cid
+	if rec.LastMemory != nil {
+		c, err := cid.Decode(*rec.LastMemory)
+		if err != nil {
+			return nil, fmt.Errorf("%w: last memory of %s: %v", base.ErrCorrupt, a.Sona, err)
+		}
+		prev = &c
+	}
+	rec.Head = proto.String(a.Act.String())
+	rec.Length = a.Seq + 1
+	rec.LastMemory = proto.String(a.Item.CID.String())
+	return prev, nil
+}

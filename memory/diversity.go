@@ -1,0 +1,145 @@
+package memory
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/ipfs/go-cid"
+	"github.com/viterin/vek/vek32"
+
+	"github.com/memoria-ai/memoria/memory/model"
+)
+
+// collapser folds near-identical memories into the first one injected, so
+// that a budget holds different memories: the same question asked in
+// several steps, a statement repeated word for word. Two memories are
+// near-identical when they have the same speaker and the Jaccard
+// similarity of their word sets (lower-cased letters and digits) is at
+// least min. Files and memories without words never fold.
+type collapser struct {
+	min  float64 // recall.collapse; 0: off
+	kept []collapseKey
+}
+
+// collapseKey is what a memory is compared by.
+type collapseKey struct {
+	r       *Recalled
+	speaker string
+	words   []string // sorted, unique
+}
+
+// fold folds r into a near-identical memory already injected and reports
+// whether it did; otherwise it returns r's key for add.
+func (c *collapser) fold(r *Recalled) (collapseKey, bool) {
+	if c.min == 0 || r.Memory.Data.File != nil {
+		return collapseKey{}, false
+	}
+	k := collapseKey{r: r, speaker: model.Speaker(r.Memory), words: wordSet(model.Said(r.Memory))}
+	if len(k.words) == 0 {
+		return collapseKey{}, false
+	}
+	for _, o := range c.kept {
+		if o.speaker == k.speaker && jaccard(o.words, k.words) >= c.min {
+			o.r.Collapsed = append(o.r.Collapsed, r.CID)
+			return collapseKey{}, true
+		}
+	}
+	return k, false
+}
+
+// add records an injected memory by the key fold returned.
+func (c *collapser) add(k collapseKey) {
+	if k.r != nil {
+		c.kept = append(c.kept, k)
+	}
+}
+
+// wordSet is the sorted set of a text's words, lower-cased.
+func wordSet(text string) []string {
+	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	slices.Sort(words)
+	return slices.Compact(words)
+}
+
+// jaccard is |a ∩ b| / |a ∪ b| of two sorted sets.
+func jaccard(a, b []string) float64 {
+	common, i, j := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		switch c := strings.Compare(a[i], b[j]); {
+		case c == 0:
+			common++
+			i++
+			j++
+		case c < 0:
+			i++
+		default:
+			j++
+		}
+	}
+	return float64(common) / float64(len(a)+len(b)-common)
+}
+
+// diversity picks candidates by maximal marginal relevance (Carbonell and
+// Goldstein, 1998): next is the candidate with the best
+// λ·score − (1−λ)·(its highest cosine to a hit already chosen). The
+// candidates come best score first, and ties go to the earlier one, so
+// with no hit chosen yet it is the best by score.
+type diversity struct {
+	lambda float64
+	scores []float64
+	vecs   [][]float32 // unit embeddings; nil when a candidate has none
+	maxSim []float64
+}
+
+func (sc *scorer) newDiversity(cands []*Recalled, lambda float64) *diversity {
+	d := &diversity{lambda: lambda, scores: make([]float64, len(cands)), vecs: make([][]float32, len(cands)), maxSim: make([]float64, len(cands))}
+	for i, r := range cands {
+		d.scores[i] = r.Score
+		d.vecs[i] = sc.vector(r.CID)
+	}
+	return d
+}
+
+// next is the index of the candidate to consider next.
+func (d *diversity) next() int {
+	best, bestV := 0, 0.0
+	for i, s := range d.scores {
+		if v := d.lambda*s - (1-d.lambda)*d.maxSim[i]; i == 0 || v > bestV {
+			best, bestV = i, v
+		}
+	}
+	return best
+}
+
+// take removes candidate i and returns its embedding.
+func (d *diversity) take(i int) []float32 {
+	v := d.vecs[i]
+	d.scores = slices.Delete(d.scores, i, i+1)
+	d.vecs = slices.Delete(d.vecs, i, i+1)
+	d.maxSim = slices.Delete(d.maxSim, i, i+1)
+	return v
+}
+
+// chose records a hit's embedding: the others' redundancy grows.
+func (d *diversity) chose(v []float32) {
+	if v == nil {
+		return
+	}
+	for i, o := range d.vecs {
+		if o != nil {
+			d.maxSim[i] = max(d.maxSim[i], float64(vek32.Dot(v, o)))
+		}
+	}
+}
+
+// vector is a memory's embedding (nil when it has none).
+func (sc *scorer) vector(c cid.Cid) []float32 {
+	if vec, ok := sc.self.index.Lookup(c.KeyString()); ok {
+		return vec
+	}
+	if vec, err := readVector(sc.txn, c); err == nil {
+		return vec
+	}
+	return nil
+}

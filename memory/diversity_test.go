@@ -1,0 +1,245 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	oteltrace "go.opentelemetry.io/otel/trace"
+
+	"github.com/memoria-ai/memoria/internal/clock"
+)
+
+// k is the number of ranked hits; what co-access and expansion add is
+// bounded (recall.expand_per_hit per hit, or the query's Expand) and has
+// no rank.
+func TestRecallKHitsRankedExpansionBounded(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	cfg := testConfig(t.TempDir())
+	cfg.Recall.MMRLambda = 1 // rank by score alone
+	s := openSelf(t, cfg, clk)
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	seededConversation(t, s, clk, o, 80, 11)
+	ctx := context.Background()
+	for _, k := range []int{1, 3, 5} {
+		for _, expand := range []*int{nil, new(0), new(2)} {
+			rs, err := s.Recall(ctx, Query{Sona: o.sona, Text: "tomato basil aphid lisbon", K: k, Expand: expand, Budget: 1 << 20, Peek: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hits := Ranked(rs)
+			if len(hits) != k {
+				t.Fatalf("k %d: %d hits", k, len(hits))
+			}
+			for i, r := range hits {
+				if r.Rank != i+1 || r.Via != ViaHit {
+					t.Fatalf("k %d: hit %d has rank %d, via %s", k, i, r.Rank, r.Via)
+				}
+				if i > 0 && byScore(hits[i-1], r) > 0 {
+					t.Fatalf("k %d: rank %d (%.4f) above rank %d (%.4f)", k, i+1, r.Score, i, hits[i-1].Score)
+				}
+			}
+			bound := cfg.Recall.ExpandPerHit * k
+			if expand != nil {
+				bound = *expand
+			}
+			more := len(rs) - len(hits)
+			for _, r := range rs {
+				if r.Rank == 0 && r.Via == ViaHit {
+					t.Fatalf("a hit without a rank")
+				}
+			}
+			if more > bound || bound > 0 && more == 0 {
+				t.Fatalf("k %d, expand %v: %d more memories, bound %d", k, expand, more, bound)
+			}
+		}
+	}
+	if _, err := s.Recall(ctx, Query{Sona: o.sona, Text: "x", Expand: new(-1)}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("expand -1: %v", err)
+	}
+}
+
+// The same question asked three times, at three times (three memories:
+// dedup keeps distinct events), takes one place among the hits, which
+// names the others; the budget holds different memories. Another speaker
+// saying the same is another memory.
+func TestRecallCollapsesNearIdenticalTexts(t *testing.T) {
+	for _, collapse := range []float64{0.9, 0} {
+		clk := clock.NewFake(epoch)
+		cfg := testConfig(t.TempDir())
+		cfg.Recall.Collapse = collapse
+		s := openSelf(t, cfg, clk)
+		o := newOwner(t, s, "gardener")
+		at := func(min int) *int64 {
+			clk.Set(epoch.Add(time.Duration(min) * time.Minute))
+			ts := clk.Now().Unix()
+			return &ts
+		}
+		q1 := o.add(&Memory{Data: Data{Text: &TextData{Content: "Which bed did I plant the tomatoes in?"}}, Timestamp: at(1)}, nil)
+		q2 := o.add(&Memory{Data: Data{Text: &TextData{Content: "which bed did I plant the tomatoes in"}}, Timestamp: at(2)}, nil)
+		q3 := o.add(&Memory{Data: Data{Text: &TextData{Content: "Which bed did I plant the tomatoes in?!"}}, Timestamp: at(3)}, nil)
+		maya := "maya"
+		other := o.add(&Memory{Data: Data{Other: &OtherData{Name: &maya, Content: "Which bed did I plant the tomatoes in?"}}, Timestamp: at(4)}, nil)
+		answer := o.add(&Memory{Data: Data{Text: &TextData{Content: "I planted the tomatoes in the east bed."}}, Timestamp: at(5)}, nil)
+		o.add(&Memory{Data: Data{Text: &TextData{Content: "The compost pile needs turning."}}, Timestamp: at(6)}, nil)
+
+		rs, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "which bed did I plant the tomatoes in?", K: 3, Peek: true})
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hits := Ranked(rs)
+		var cids []cid.Cid
+		for _, r := range hits {
+			cids = append(cids, r.CID)
+		}
+		asks := []cid.Cid{q1, q2, q3}
+		if collapse == 0 {
+			if n := len(slices.DeleteFunc(slices.Clone(cids), func(c cid.Cid) bool { return !slices.Contains(asks, c) })); n < 2 {
+				t.Fatalf("collapse off: %d of the asks among the hits %v", n, describe(hits))
+			}
+			continue
+		}
+		var kept *Recalled
+		for _, r := range rs {
+			if slices.Contains(asks, r.CID) {
+				if kept != nil {
+					t.Fatalf("two of the same question returned: %v", describe(rs))
+				}
+				kept = r
+			}
+		}
+		if kept == nil || len(kept.Collapsed) != 2 {
+			t.Fatalf("the question: %+v in %v", kept, describe(rs))
+		}
+		for _, c := range kept.Collapsed {
+			if !slices.Contains(asks, c) || c == kept.CID {
+				t.Fatalf("collapsed %s into %s", c, kept.CID)
+			}
+		}
+		if !slices.Contains(cids, other) || !slices.Contains(cids, answer) {
+			t.Fatalf("the hits lack maya's words or the answer: %v", describe(hits))
+		}
+	}
+	if got := jaccard(wordSet("Which bed, did I plant the TOMATOES in?"), wordSet("which bed did i plant the tomatoes in")); got != 1 {
+		t.Fatalf("case and punctuation: jaccard %v", got)
+	}
+	if got := jaccard(wordSet("a b c d e f g h i"), wordSet("a b c d e f g h i j")); got != 0.9 {
+		t.Fatalf("one word more in ten: jaccard %v", got)
+	}
+}
+
+// With recall.mmr_lambda < 1, a hit nearly the same as one already chosen
+// yields its place to a different memory.
+func TestRecallMMRDiversifies(t *testing.T) {
+	ranked := func(lambda float64) []*Recalled {
+		clk := clock.NewFake(epoch)
+		cfg := testConfig(t.TempDir())
+		cfg.Recall.MMRLambda, cfg.Recall.Collapse = lambda, 0
+		s := openSelf(t, cfg, clk)
+		defer s.Close()
+		o := newOwner(t, s, "a")
+		for i, text := range []string{
+			"tomato basil aphid garden compost",
+			"tomato basil aphid garden compost lettuce",
+			"tomato seedlings in the east bed near the river",
+			"lisbon train porto novel",
+			"lighthouse diary sunset painting",
+		} {
+			clk.Set(epoch.Add(time.Duration(i) * time.Minute))
+			ts := clk.Now().Unix()
+			o.add(&Memory{Data: Data{Text: &TextData{Content: text}}, Timestamp: &ts}, nil)
+		}
+		rs, err := s.Recall(context.Background(), Query{Sona: o.sona, Text: "tomato basil aphid garden compost", K: 2, Expand: new(0), Peek: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Ranked(rs)
+	}
+	plain, diverse := ranked(1), ranked(0.5)
+	if len(plain) != 2 || len(diverse) != 2 {
+		t.Fatalf("hits: %v, %v", describe(plain), describe(diverse))
+	}
+	if plain[1].Memory.Text() != "tomato basil aphid garden compost lettuce" {
+		t.Fatalf("by score: %v", describe(plain))
+	}
+	if diverse[0].CID != plain[0].CID || diverse[1].CID == plain[1].CID {
+		t.Fatalf("by maximal marginal relevance: %v", describe(diverse))
+	}
+}
+
+// A fresh sona does not recall another sona's memories unless asked to
+// (scope self): sonas isolate perspectives (seed 000).
+func TestDefaultScopeIsTheSona(t *testing.T) {
+	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	defer s.Close()
+	if s.Config().Recall.Scope != ScopeSona {
+		t.Fatalf("default scope %q", s.Config().Recall.Scope)
+	}
+	alice, bob := newOwner(t, s, "alice"), newOwner(t, s, "bob")
+	alice.text("Maya lives in Lisbon and rides her bicycle to work")
+	alice.text("I keep my bicycle in the blue shed")
+	ctx := context.Background()
+	rs, err := s.Recall(ctx, Query{Sona: bob.sona, Text: "where is my bicycle?", Peek: true})
+	if err != nil || len(rs) != 0 {
+		t.Fatalf("bob recalled %v (%v)", describe(rs), err)
+	}
+	rs, err = s.Recall(ctx, Query{Sona: bob.sona, Text: "where is my bicycle?", Scope: ScopeSelf, Peek: true})
+	if err != nil || len(rs) == 0 {
+		t.Fatalf("bob in self scope recalled nothing (%v)", err)
+	}
+}
+
+// A recall under a span traces its stages as children.
+func TestRecallSpans(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	s := openSelf(t, testConfig(t.TempDir()), clk)
+	defer s.Close()
+	o := newOwner(t, s, "a")
+	seededConversation(t, s, clk, o, 40, 2)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	ctx, root := tp.Tracer("test").Start(context.Background(), "request")
+	if _, err := s.Recall(ctx, Query{Sona: o.sona, Text: "tomato basil", K: 3, Peek: true}); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, sp := range rec.Ended() {
+		byName[sp.Name()] = sp
+	}
+	parentOf := func(name string) oteltrace.SpanID {
+		sp, ok := byName[name]
+		if !ok {
+			t.Fatalf("no span %q among %v", name, names(rec.Ended()))
+		}
+		return sp.Parent().SpanID()
+	}
+	recall := byName["recall"]
+	if recall == nil || parentOf("recall") != root.SpanContext().SpanID() {
+		t.Fatalf("recall span: %v", names(rec.Ended()))
+	}
+	for _, child := range []string{"embed", "recall.dense", "recall.bm25", "recall.fusion", "recall.select", "recall.expand"} {
+		if parentOf(child) != recall.SpanContext().SpanID() {
+			t.Errorf("%s is not a child of recall", child)
+		}
+	}
+	if parentOf("recall.affinity") != byName["recall.fusion"].SpanContext().SpanID() {
+		t.Errorf("recall.affinity is not a child of recall.fusion")
+	}
+}
+
+func names(spans []sdktrace.ReadOnlySpan) []string {
+	var out []string
+	for _, sp := range spans {
+		out = append(out, sp.Name())
+	}
+	return out
+}

@@ -1,0 +1,32 @@
+// Package meta keeps what is stored about each memory beside its
+// immutable block: its metadata (which sonas hold it, kind, agent,
+// importance, access count, decay tick, archived and backbone marks,
+// labels, its EUMAS aggregate) and its embedding, and reads both — and the
+// decoded memory — through caches. Importance lives here: Reinforce (a
+// response's support, propagated along edges), ReinforceDuplicate (a
+// deduplicated insert) and Touch (a recall's access).
+//
+// The append (memory/chain) writes a memory's first metadata and its
+// embedding; every later change is an Update operation, which reads,
+// changes and writes the record in one transaction.
+//
+// # Invariants
+//
+//   - A cached decoded memory is never stale: memories are addressed by
+//     content, and one enters the cache only after its block was verified
+//     against its CID.
+//   - Metadata is mutable: every commit that writes an m/ key invalidates
+//     its cache entry (Store follows the store's commit events, which are
+//     told before the commit's operations are acknowledged), and a read
+//     that raced with an invalidation does not fill the cache. So a caller
+//     never reads through the cache what its own acknowledged write
+//     replaced.
+//   - Cached values are shared: callers must not modify them.
+//   - Reinforce and ReinforceDuplicate only raise importance, each by an
+//     EWMA step (recall.importance_alpha) toward a signal of at most 1.
+//
+// # Key spaces
+//
+//	m/  memory CID bytes  MemoryMeta (protobuf)
+//	v/  memory CID bytes  embedding: little-endian float32 × dims
+package meta

@@ -1,0 +1,105 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"slices"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// Touch is the operation that records that memories were recalled: one
+// more access each, and the activity tick from which their decay counts —
+// the length of their first sona, as activity reports it (false: the sona
+// is gone, the tick stays).
+func Touch(cids []cid.Cid, activity func(sona string) (int64, bool)) store.Op {
+	return Update(cids, func(meta *messages.MemoryMeta, _ cid.Cid) {
+		meta.AccessCount++
+		if len(meta.Sonas) > 0 {
+			if tick, ok := activity(meta.Sonas[0]); ok {
+				meta.LastAccessTick = max(meta.LastAccessTick, tick)
+			}
+		}
+	})
+}
+
+// Used is a memory a response drew on, with its recall score.
+type Used struct {
+	CID   cid.Cid
+	Score float64
+}
+
+// Reinforce raises the importance of the memories a response used: each
+// takes an EWMA step toward its signal, its score relative to the best
+// score of the recall (so the strongest support moves most), and the rise
+// propagates along its edges with the configured per-hop decay and depth.
+// Importance only rises here: a signal below a memory's importance leaves
+// it as it is.
+func (m *Store) Reinforce(used []Used) *store.Pending {
+	rc := m.rc
+	best := 0.0
+	for _, r := range used {
+		best = math.Max(best, r.Score)
+	}
+	seeds := map[cid.Cid]float64{}
+	if best > 0 {
+		for _, r := range used {
+			seeds[r.CID] = math.Max(seeds[r.CID], r.Score/best)
+		}
+	}
+	return m.st.Submit(func(tx store.Tx) error {
+		signal := map[cid.Cid]float64{}
+		type visit struct {
+			c        cid.Cid
+			strength float64
+			depth    int
+		}
+		var queue []visit
+		for c, v := range seeds {
+			queue = append(queue, visit{c, v, 0})
+		}
+		slices.SortFunc(queue, func(a, b visit) int { return bytes.Compare(a.c.Bytes(), b.c.Bytes()) })
+		for len(queue) > 0 {
+			v := queue[0]
+			queue = queue[1:]
+			if v.strength < rc.ImportanceFloor || signal[v.c] >= v.strength {
+				continue
+			}
+			signal[v.c] = v.strength
+			if v.depth == rc.ImportanceDepth {
+				continue
+			}
+			mem, err := m.MemoryIn(tx, v.c)
+			if err != nil {
+				continue // not a memory (or gone): nothing to propagate
+			}
+			for _, e := range mem.Edges {
+				queue = append(queue, visit{e.Target, v.strength * rc.ImportanceHopDecay, v.depth + 1})
+			}
+		}
+		cids := make([]cid.Cid, 0, len(signal))
+		for c := range signal {
+			cids = append(cids, c)
+		}
+		slices.SortFunc(cids, func(a, b cid.Cid) int { return bytes.Compare(a.Bytes(), b.Bytes()) })
+		return Update(cids, func(meta *messages.MemoryMeta, c cid.Cid) {
+			if target := signal[c]; target > meta.Importance {
+				meta.Importance += rc.ImportanceAlpha * (target - meta.Importance)
+			}
+		})(tx)
+	})
+}
+
+// ReinforceDuplicate reinforces a deduplicated memory: an importance step
+// toward 1 and one more access, as if it had been stored again.
+func (m *Store) ReinforceDuplicate(ctx context.Context, c cid.Cid) error {
+	alpha := m.rc.ImportanceAlpha
+	return m.st.Update(ctx, Update([]cid.Cid{c}, func(meta *messages.MemoryMeta, _ cid.Cid) {
+		meta.Importance += alpha * (1 - meta.Importance)
+		meta.AccessCount++
+	}))
+}

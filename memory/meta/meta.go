@@ -1,0 +1,229 @@
+package meta
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// The key spaces of a memory's records.
+var (
+	Prefix       = []byte("m/") // MemoryMeta, by memory CID
+	VectorPrefix = []byte("v/") // embedding, by memory CID
+)
+
+// Key is the key of c's metadata.
+func Key(c cid.Cid) []byte { return base.Join(Prefix, c.Bytes()) }
+
+// VectorKey is the key of c's embedding.
+func VectorKey(c cid.Cid) []byte { return base.Join(VectorPrefix, c.Bytes()) }
+
+// EncodeVector writes v as little-endian float32s (a v/ value; the
+// codec is base's, shared with export).
+func EncodeVector(v []float32) []byte { return base.EncodeVector(v) }
+
+// DecodeVector reads a v/ value.
+func DecodeVector(b []byte) ([]float32, error) { return base.DecodeVector(b) }
+
+// Read reads a memory's metadata past the cache (ErrNotFound when c is
+// not a stored memory).
+func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
+	item, err := r.Item(Key(c))
+	if errors.Is(err, base.ErrNotFound) {
+		return nil, fmt.Errorf("%w: memory %s", base.ErrNotFound, c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	meta := &messages.MemoryMeta{}
+	if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, meta) }); err != nil {
+		return nil, fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
+	}
+	return meta, nil
+}
+
+// ReadMemory reads and decodes a memory's verified block, past the cache.
+func ReadMemory(r store.Reader, c cid.Cid) (*model.Memory, error) {
+	b, err := store.ReadBlock(r, c)
+	if err != nil {
+		return nil, err
+	}
+	m, err := model.DecodeMemory(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s does not decode as a memory: %v", base.ErrCorrupt, c, err)
+	}
+	return m, nil
+}
+
+// Update is the operation that applies fn to the metadata of each of cids
+// that is a stored memory, in the order given.
+func Update(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) store.Op {
+	return func(tx store.Tx) error {
+		for _, c := range cids {
+			raw, err := tx.Get(Key(c))
+			if errors.Is(err, base.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			meta := &messages.MemoryMeta{}
+			if err := proto.Unmarshal(raw, meta); err != nil {
+				return fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
+			}
+			fn(meta, c)
+			if err := store.SetProto(tx, Key(c), meta); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// Store reads memories and their metadata through two caches — decoded
+// memories by CID (immutable: never stale) and metadata by CID (mutable:
+// invalidated by the store's commit events) — and keeps importance. It is
+// safe for concurrent use.
+type Store struct {
+	st    *store.Store
+	rc    config.Recall
+	metas *metaCache
+	mems  *memCache
+}
+
+// New reads the memories of st with caches of cacheSize entries each
+// (store.memory_cache); rc gives importance's parameters. It subscribes to
+// st's commit events, so call it before st's first write.
+func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
+	m := &Store{st: st, rc: rc, metas: newMetaCache(cacheSize), mems: newMemCache(cacheSize)}
+	st.Subscribe(func(e store.Event) {
+		for _, k := range e.Keys {
+			if strings.HasPrefix(k, string(Prefix)) {
+				m.metas.invalidate(k[len(Prefix):])
+			}
+		}
+	})
+	return m
+}
+
+// MetaIn reads a memory's metadata in r through the cache. The result is
+// shared: do not modify it.
+func (m *Store) MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
+	key := c.KeyString()
+	meta, gen := m.metas.get(key)
+	if meta != nil {
+		return meta, nil
+	}
+	meta, err := Read(r, c)
+	if err == nil {
+		m.metas.put(key, meta, gen)
+	}
+	return meta, err
+}
+
+// MemoryIn returns the decoded memory c, from the cache or from its
+// verified block in r. The result is shared: do not modify it.
+func (m *Store) MemoryIn(r store.Reader, c cid.Cid) (*model.Memory, error) {
+	if mem, ok := m.mems.get(c); ok {
+		return mem, nil
+	}
+	mem, err := ReadMemory(r, c)
+	if err != nil {
+		return nil, err
+	}
+	m.mems.put(c, mem)
+	return mem, nil
+}
+
+// Meta returns a memory's metadata.
+func (m *Store) Meta(c cid.Cid) (*messages.MemoryMeta, error) {
+	var meta *messages.MemoryMeta
+	err := m.st.View(func(r store.Reader) error {
+		var err error
+		meta, err = m.MetaIn(r, c)
+		return err
+	})
+	return meta, err
+}
+
+// Get returns a stored memory with its metadata.
+func (m *Store) Get(c cid.Cid) (*model.Memory, *messages.MemoryMeta, error) {
+	var (
+		mem  *model.Memory
+		meta *messages.MemoryMeta
+	)
+	err := m.st.View(func(r store.Reader) error {
+		var err error
+		if meta, err = m.MetaIn(r, c); err != nil {
+			return err
+		}
+		mem, err = m.MemoryIn(r, c)
+		return err
+	})
+	return mem, meta, err
+}
+
+// Vector returns the stored embedding of a memory.
+func (m *Store) Vector(c cid.Cid) ([]float32, error) {
+	var vec []float32
+	err := m.st.View(func(r store.Reader) error {
+		item, err := r.Item(VectorKey(c))
+		if errors.Is(err, base.ErrNotFound) {
+			return fmt.Errorf("%w: vector of %s", base.ErrNotFound, c)
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			vec, err = DecodeVector(v)
+			return err
+		})
+	})
+	return vec, err
+}
+
+// List lists memories in CID order, after cursor (a CID string).
+func (m *Store) List(cursor string, limit int) (base.Page[cid.Cid], error) {
+	var start []byte
+	if cursor != "" {
+		c, err := cid.Decode(cursor)
+		if err != nil {
+			return base.Page[cid.Cid]{}, fmt.Errorf("%w: cursor: %v", base.ErrInvalid, err)
+		}
+		start = Key(c)
+	}
+	var page base.Page[cid.Cid]
+	err := m.st.View(func(r store.Reader) error {
+		return store.ListKeys(r, Prefix, start, limit, func(k []byte) error {
+			c, err := cid.Cast(k[len(Prefix):])
+			if err != nil {
+				return fmt.Errorf("%w: meta key: %v", base.ErrCorrupt, err)
+			}
+			page.Items = append(page.Items, c)
+			return nil
+		}, func() { page.Next = page.Items[len(page.Items)-1].String() })
+	})
+	return page, err
+}
+
+// InSona reports whether memory c is (durably) in sona id.
+func (m *Store) InSona(c cid.Cid, id string) (bool, error) {
+	meta, err := m.Meta(c)
+	if errors.Is(err, base.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(meta.Sonas, id), nil
+}

@@ -1,0 +1,220 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+func open(t *testing.T) (*store.Store, *Store) {
+	t.Helper()
+	cfg := config.Default()
+	st, err := store.OpenMemory(store.OptionsOf(cfg.Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, New(st, 64, cfg.Recall)
+}
+
+// put stores a text memory with edges to targets and its metadata.
+func put(t *testing.T, st *store.Store, text string, meta *messages.MemoryMeta, targets ...cid.Cid) cid.Cid {
+	t.Helper()
+	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}}
+	for _, c := range targets {
+		m.Edges = append(m.Edges, model.Edge{Target: c, Weight: 1})
+	}
+	c, block, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(context.Background(), func(tx store.Tx) error {
+		if err := tx.PutBlock(c, block); err != nil {
+			return err
+		}
+		tx.Set(VectorKey(c), EncodeVector([]float32{0.6, 0.8}))
+		return store.SetProto(tx, Key(c), meta)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func metaOf(t *testing.T, m *Store, c cid.Cid) *messages.MemoryMeta {
+	t.Helper()
+	meta, err := m.Meta(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta
+}
+
+// An acknowledged update is what the next read through the cache sees:
+// the commit's event invalidated the cached record before the ack.
+func TestCachedMetaFollowsCommits(t *testing.T) {
+	st, m := open(t)
+	c := put(t, st, "the orchard", &messages.MemoryMeta{Kind: "note", Sonas: []string{"a"}})
+	if got := metaOf(t, m, c); got.AccessCount != 0 { // now cached
+		t.Fatalf("access count %d", got.AccessCount)
+	}
+	for i := 1; i <= 3; i++ {
+		op := Update([]cid.Cid{c}, func(meta *messages.MemoryMeta, _ cid.Cid) { meta.AccessCount++ })
+		if err := st.Update(context.Background(), op); err != nil {
+			t.Fatal(err)
+		}
+		if got := metaOf(t, m, c); got.AccessCount != int64(i) {
+			t.Fatalf("after %d updates the cache says %d", i, got.AccessCount)
+		}
+	}
+	if in, err := m.InSona(c, "a"); err != nil || !in {
+		t.Fatalf("InSona a: %v %v", in, err)
+	}
+	if in, err := m.InSona(c, "b"); err != nil || in {
+		t.Fatalf("InSona b: %v %v", in, err)
+	}
+}
+
+// A read that raced with an invalidation does not fill the cache with
+// what it read before the write.
+func TestRacingReadDoesNotFillTheCache(t *testing.T) {
+	c := newMetaCache(16)
+	_, gen := c.get("k")
+	c.invalidate("k") // a write committed while the read was under way
+	c.put("k", &messages.MemoryMeta{AccessCount: 1}, gen)
+	if got, _ := c.get("k"); got != nil {
+		t.Fatalf("stale read cached: %v", got)
+	}
+	_, gen = c.get("k")
+	c.put("k", &messages.MemoryMeta{AccessCount: 2}, gen)
+	if got, _ := c.get("k"); got == nil || got.AccessCount != 2 {
+		t.Fatalf("fresh read not cached: %v", got)
+	}
+}
+
+func TestReadsOfWhatIsNotStored(t *testing.T) {
+	st, m := open(t)
+	c := put(t, st, "stored", &messages.MemoryMeta{Kind: "note"})
+	other := put(t, st, "other", &messages.MemoryMeta{Kind: "note"})
+	if err := st.Update(context.Background(), func(tx store.Tx) error {
+		tx.Delete(Key(other))
+		tx.Delete(VectorKey(other))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Meta(other); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("Meta of a memory not stored: %v", err)
+	}
+	if _, err := m.Vector(other); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("Vector of a memory not stored: %v", err)
+	}
+	if v, err := m.Vector(c); err != nil || len(v) != 2 || v[1] != 0.8 {
+		t.Fatalf("Vector: %v %v", v, err)
+	}
+	if in, err := m.InSona(other, "a"); err != nil || in {
+		t.Fatalf("InSona of a memory not stored: %v %v", in, err)
+	}
+	if _, err := m.List("not a cid", 10); !errors.Is(err, base.ErrInvalid) {
+		t.Fatalf("List with a bad cursor: %v", err)
+	}
+	if _, err := DecodeVector([]byte{1, 2, 3}); !errors.Is(err, base.ErrCorrupt) {
+		t.Fatalf("a vector of 3 bytes: %v", err)
+	}
+}
+
+func TestListPages(t *testing.T) {
+	st, m := open(t)
+	want := map[cid.Cid]bool{}
+	for _, text := range []string{"one", "two", "three", "four", "five"} {
+		want[put(t, st, text, &messages.MemoryMeta{Kind: "note"})] = true
+	}
+	seen := map[cid.Cid]bool{}
+	cursor, pages := "", 0
+	for {
+		page, err := m.List(cursor, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, c := range page.Items {
+			if seen[c] || !want[c] {
+				t.Fatalf("listed %s twice or unknown", c)
+			}
+			seen[c] = true
+		}
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	if len(seen) != len(want) || pages != 3 {
+		t.Fatalf("%d of %d memories in %d pages", len(seen), len(want), pages)
+	}
+}
+
+// Reinforce steps the used memories toward their relative scores and
+// propagates along edges with the hop decay; it never lowers importance.
+func TestReinforcePropagatesAlongEdges(t *testing.T) {
+	st, m := open(t)
+	rc := config.Default().Recall
+	leaf := put(t, st, "leaf", &messages.MemoryMeta{Kind: "note"})
+	mid := put(t, st, "mid", &messages.MemoryMeta{Kind: "note"}, leaf)
+	top := put(t, st, "top", &messages.MemoryMeta{Kind: "note"}, mid)
+	high := put(t, st, "already important", &messages.MemoryMeta{Kind: "note", Importance: 0.99})
+	ctx := context.Background()
+	if err := m.Reinforce([]Used{{top, 2}, {high, 1}}).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	step := func(signal float64) float64 {
+		if signal < rc.ImportanceFloor {
+			return 0
+		}
+		return rc.ImportanceAlpha * signal
+	}
+	want := map[cid.Cid]float64{top: step(1), mid: step(rc.ImportanceHopDecay)}
+	if rc.ImportanceDepth >= 2 {
+		want[leaf] = step(rc.ImportanceHopDecay * rc.ImportanceHopDecay)
+	}
+	for c, w := range want {
+		if got := metaOf(t, m, c).Importance; math.Abs(got-w) > 1e-9 {
+			t.Errorf("importance %v, want %v", got, w)
+		}
+	}
+	if got := metaOf(t, m, high).Importance; got != 0.99 {
+		t.Errorf("a signal of 0.5 changed importance 0.99 to %v", got)
+	}
+
+	if err := m.ReinforceDuplicate(ctx, leaf); err != nil {
+		t.Fatal(err)
+	}
+	got := metaOf(t, m, leaf)
+	if w := want[leaf] + rc.ImportanceAlpha*(1-want[leaf]); math.Abs(got.Importance-w) > 1e-9 || got.AccessCount != 1 {
+		t.Errorf("after a duplicate: importance %v (want %v), access %d", got.Importance, w, got.AccessCount)
+	}
+}
+
+func TestTouchCountsAndTicks(t *testing.T) {
+	st, m := open(t)
+	a := put(t, st, "in a", &messages.MemoryMeta{Kind: "note", Sonas: []string{"a"}, LastAccessTick: 3})
+	gone := put(t, st, "in a sona that is gone", &messages.MemoryMeta{Kind: "note", Sonas: []string{"gone"}, LastAccessTick: 5})
+	activity := func(sona string) (int64, bool) { return 9, sona == "a" }
+	if err := st.Update(context.Background(), Touch([]cid.Cid{a, gone}, activity)); err != nil {
+		t.Fatal(err)
+	}
+	if got := metaOf(t, m, a); got.AccessCount != 1 || got.LastAccessTick != 9 {
+		t.Fatalf("touched: %v", got)
+	}
+	if got := metaOf(t, m, gone); got.AccessCount != 1 || got.LastAccessTick != 5 {
+		t.Fatalf("touched in a sona that is gone: %v", got)
+	}
+}
