@@ -294,6 +294,60 @@ func TestNeighboursAreTheSonasNearest(t *testing.T) {
 	}
 }
 
+// Dedup and similar associations work on the sona-scoped neighbours, by
+// either way of finding them: a new memory is a duplicate of its sona's
+// copy and is linked as similar to its sona's nearest, never to another
+// sona's memories, however close (exactly among the sona's own memories;
+// through the graph, with another sona's few closer memories filtered
+// out).
+func TestInsertBesideAnotherSonasCloserMemories(t *testing.T) {
+	for _, c := range []struct{ scanMax, others int }{{20_000, 40}, {0, 3}} {
+		t.Run(fmt.Sprintf("exact_scan_max=%d", c.scanMax), func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			cfg.Recall.ExactScanMax = c.scanMax
+			s := openSelf(t, cfg, clock.NewFake(epoch))
+			defer s.Close()
+			mine, other := newOwner(t, s, "mine"), newOwner(t, s, "other")
+			ctx := context.Background()
+			near := mine.text("apples grow in an old orchard")
+			mine.text("the train to lisbon was late again")
+			theirs := map[cid.Cid]bool{}
+			for i := range c.others { // closer to what is inserted than near
+				theirs[other.text(fmt.Sprintf("apples grow in an orchard by the river %d", i))] = true
+			}
+			insert := func(text string, dedup bool) (*Prepared, *Duplicate) {
+				p, dup, err := s.Chains.PrepareInsert(ctx, mine.sona, &Memory{Data: Data{Text: &TextData{Content: text}}}, nil, dedup, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p, dup
+			}
+			if _, dup := insert("Apples grow in an OLD orchard!", true); dup == nil || dup.Existing != near {
+				t.Fatalf("the sona's copy is no duplicate: %+v", dup)
+			}
+			p, dup := insert("apples grow in an orchard by the river", false)
+			if dup != nil || len(p.Neighbors) == 0 || p.Neighbors[0].CID != near {
+				t.Fatalf("neighbours %+v (duplicate %+v), want %s first", p.Neighbors, dup, near)
+			}
+			mine.addPrepared(p)
+			links, err := s.Assoc.Associations(p.CID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			similar := false
+			for _, l := range links {
+				if theirs[l.Target] {
+					t.Fatalf("linked to another sona's memory: %+v", l)
+				}
+				similar = similar || l.Target == near && l.Type == AssocSimilar
+			}
+			if !similar {
+				t.Fatalf("no similar link to %s: %+v", near, links)
+			}
+		})
+	}
+}
+
 func (o *owner) addPrepared(p *Prepared) {
 	o.t.Helper()
 	plan, err := PlanAppend(o.sona, o.head, o.n, p, o.s.clock.Now().Unix())

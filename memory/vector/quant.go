@@ -33,20 +33,23 @@ func recordScale(tail []int8) float32 {
 	return math.Float32frombits(uint32(uint8(tail[0])) | uint32(uint8(tail[1]))<<8 | uint32(uint8(tail[2]))<<16 | uint32(uint8(tail[3]))<<24)
 }
 
-// quantize writes v's int8 form into q (len(v)) and returns its scale.
+// quantize writes v's int8 form into q (len(v)) and returns its scale. A
+// vector it cannot scale — zero, so small that its scale is below
+// float32's range, or not finite — quantises to zeros at scale 0 (a
+// similarity of 0 to every vector).
 func quantize(v []float32, q []int8) float32 {
 	var most float32
 	for _, f := range v {
 		most = max(most, float32(math.Abs(float64(f))))
 	}
-	if most == 0 {
+	scale := most / 127
+	if !(scale > 0) || math.IsInf(float64(scale), 0) { // NaN too
 		clear(q)
 		return 0
 	}
-	scale := most / 127
-	inv := 1 / scale
+	inv := 1 / float64(scale) // finite, where 1/scale may not be in float32
 	for i, f := range v {
-		q[i] = int8(max(-127, min(127, math.Round(float64(f*inv)))))
+		q[i] = int8(max(-127, min(127, math.Round(float64(f)*inv))))
 	}
 	return scale
 }
