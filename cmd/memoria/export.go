@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/memoria-ai/memoria/internal/durable"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -135,13 +136,10 @@ func exportCmd(g *globals) *cobra.Command {
 				}
 				return nil
 			}
-			n, err := writeFileAtomic(out, body)
+			n, err := durable.WriteFile(out, &sized{r: body, want: size})
 			prog.done()
 			if err != nil {
-				return err
-			}
-			if size >= 0 && n != size {
-				return fmt.Errorf("export cut short: %d of %d bytes", n, size)
+				return fmt.Errorf("export cut short, %s not written: %v", out, err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "exported %d bytes to %s\n", n, out)
 			return nil
@@ -156,31 +154,21 @@ func exportCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// writeFileAtomic writes r to path through a temporary file in the same
-// directory, renamed into place once complete and synced.
-func writeFileAtomic(path string, r io.Reader) (int64, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".part-*")
-	if err != nil {
-		return 0, err
+// sized reads r and fails at its end unless it gave want bytes (want < 0:
+// any number), so that a body shorter than announced is never taken whole.
+type sized struct {
+	r    io.Reader
+	want int64
+	n    int64
+}
+
+func (s *sized) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.n += int64(n)
+	if err == io.EOF && s.want >= 0 && s.n != s.want {
+		return n, fmt.Errorf("%d of %d bytes", s.n, s.want)
 	}
-	n, err := io.Copy(tmp, r)
-	if err != nil {
-		err = fmt.Errorf("export cut short: %v", err)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return 0, err
-	}
-	return n, nil
+	return n, err
 }
 
 func importCmd(g *globals) *cobra.Command {

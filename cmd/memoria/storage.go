@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/api/client"
@@ -69,6 +70,30 @@ func (g *globals) withStore(ctx context.Context, viaServer func(*client.Client) 
 	return release, viaStore(st)
 }
 
+// storeReport gets a report from --server or the data directory's store
+// and prints it as JSON (--json) or as text.
+func storeReport[T proto.Message](cmd *cobra.Command, g *globals, viaServer func(*client.Client, context.Context) (T, error), viaStore func(*store.Store) (T, error), text func(io.Writer, T)) error {
+	var r T
+	release, err := g.withStore(cmd.Context(), func(c *client.Client) (err error) {
+		r, err = viaServer(c, cmd.Context())
+		return err
+	}, func(st *store.Store) (err error) {
+		r, err = viaStore(st)
+		return err
+	})
+	if release != nil {
+		defer release()
+	}
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return printJSON(cmd.OutOrStdout(), r)
+	}
+	text(cmd.OutOrStdout(), r)
+	return nil
+}
+
 func gcCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gc",
@@ -80,26 +105,10 @@ func gcCmd(g *globals) *cobra.Command {
 			"and says so. The server also runs passes in the background every store.gc.interval.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var rep *messages.GCReport
-			release, err := g.withStore(cmd.Context(), func(c *client.Client) (err error) {
-				rep, err = c.GC(cmd.Context())
-				return err
-			}, func(st *store.Store) error {
+			return storeReport(cmd, g, (*client.Client).GC, func(st *store.Store) (*messages.GCReport, error) {
 				r, err := st.GC(cmd.Context(), true)
-				rep = api.GCReportMessage(r)
-				return err
-			})
-			if release != nil {
-				defer release()
-			}
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(cmd.OutOrStdout(), rep)
-			}
-			printGC(cmd.OutOrStdout(), rep)
-			return nil
+				return api.GCReportMessage(r), err
+			}, printGC)
 		},
 	}
 	clientFlags(cmd, g)
@@ -134,25 +143,9 @@ func statusCmd(g *globals) *cobra.Command {
 			"log's end, the free space and the garbage collection's passes.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var st *messages.StorageStatus
-			release, err := g.withStore(cmd.Context(), func(c *client.Client) (err error) {
-				st, err = c.Storage(cmd.Context())
-				return err
-			}, func(s *store.Store) (err error) {
-				st, err = api.StorageStatus(cmd.Context(), s)
-				return err
-			})
-			if release != nil {
-				defer release()
-			}
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(cmd.OutOrStdout(), st)
-			}
-			printStatus(cmd.OutOrStdout(), st)
-			return nil
+			return storeReport(cmd, g, (*client.Client).Storage, func(st *store.Store) (*messages.StorageStatus, error) {
+				return api.StorageStatus(cmd.Context(), st)
+			}, printStatus)
 		},
 	}
 	clientFlags(cmd, g)

@@ -16,6 +16,7 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -31,6 +32,7 @@ import (
 	"strconv"
 
 	"github.com/memoria-ai/memoria/api/client"
+	"github.com/memoria-ai/memoria/internal/durable"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -196,10 +198,10 @@ func Take(ctx context.Context, dir string, full bool, src Source) (Entry, error)
 	if err != nil {
 		return e, err
 	}
-	if err := writeFileSynced(filepath.Join(dir, fmt.Sprintf("%06d.json", e.Seq)), append(js, '\n')); err != nil {
+	if _, err := durable.WriteFile(filepath.Join(dir, fmt.Sprintf("%06d.json", e.Seq)), bytes.NewReader(append(js, '\n'))); err != nil {
 		return e, err
 	}
-	return e, syncDir(dir)
+	return e, durable.SyncDir(dir)
 }
 
 // errStreamRead stops a source that writes past what the reader took.
@@ -229,35 +231,4 @@ func (c *counter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// writeFileSynced writes a file through a temporary one renamed into
-// place, durably.
-func writeFileSynced(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

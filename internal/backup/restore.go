@@ -17,6 +17,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/durable"
 	"github.com/memoria-ai/memoria/llm/providers"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/base"
@@ -127,14 +128,14 @@ func Restore(ctx context.Context, cfg config.Config, in, out string, upto int, l
 	if err := emptyOrAbsent(out); err != nil { // again: it may have been made meanwhile
 		return res, err
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := durable.SyncDir(tmp); err != nil {
 		return res, err
 	}
 	if err := os.Rename(tmp, out); err != nil {
 		return res, err
 	}
 	live = true
-	return res, syncDir(filepath.Dir(out))
+	return res, durable.SyncDir(filepath.Dir(out))
 }
 
 // emptyOrAbsent refuses a directory that holds anything (or a file).

@@ -25,6 +25,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/multiformats/go-multihash"
 
+	"github.com/memoria-ai/memoria/internal/durable"
 	"github.com/memoria-ai/memoria/memory/base"
 )
 
@@ -684,7 +685,7 @@ func Restore(ctx context.Context, dir string, o Options, chain []io.Reader) (Bac
 	if err := a.close(); err != nil {
 		return last, err
 	}
-	return last, syncDir(dir)
+	return last, durable.SyncDir(dir)
 }
 
 // continues checks that m, the i-th backup of a chain, follows prev.

@@ -23,6 +23,7 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/table"
 	"github.com/dgraph-io/ristretto/v2/z"
+	"github.com/memoria-ai/memoria/internal/durable"
 	"github.com/memoria-ai/memoria/memory/base"
 	"golang.org/x/sys/unix"
 )
@@ -406,16 +407,7 @@ func writeSynced(path string, b []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.SyncDir(filepath.Dir(path))
 }
 
 // ackFile is the acknowledged mark: the number of commits the store has
