@@ -158,6 +158,7 @@ func benchCmd(g *globals) *cobra.Command {
 	f.StringVar(&svgFile, "svg", "", "write plots of latency, throughput and restart times against store size to this SVG file")
 	f.BoolVar(&keep, "keep", false, "keep the temporary data directory (with --data the directory is always kept)")
 	f.StringVar(&serverLogs, "server-log", "", "append the servers' logs to this file")
+	f.StringVar(&o.ProfileDir, "server-profiles", "", "have every server write a CPU profile of its run and a heap profile when it stops into this directory (insert-1.pprof, insert-1.heap.pprof, …)")
 	f.BoolVar(&g.json, "json", false, "print JSON")
 	return cmd
 }

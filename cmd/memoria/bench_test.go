@@ -63,7 +63,15 @@ func sane(t *testing.T, r bench.Result) {
 
 func TestBenchInsertAndRefs(t *testing.T) {
 	t.Parallel()
-	rep := runBench(t, "insert", "refs", "--clients", "4", "--sizes", "400", "--queries", "20")
+	profiles := t.TempDir()
+	rep := runBench(t, "insert", "refs", "--clients", "4", "--sizes", "400", "--queries", "20", "--server-profiles", profiles)
+	// The insert server's CPU and heap profiles, written when it stopped:
+	// gzipped protobuf, as runtime/pprof writes them.
+	for _, name := range []string{"insert-1.pprof", "insert-1.heap.pprof"} {
+		if b, err := os.ReadFile(filepath.Join(profiles, name)); err != nil || len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Fatalf("server profile %s: %d bytes, %v", name, len(b), err)
+		}
+	}
 	ins := find(t, rep, bench.Insert)
 	if len(ins) != 1 {
 		t.Fatalf("insert results %+v", ins)

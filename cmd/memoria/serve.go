@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,7 +19,7 @@ import (
 )
 
 func serveCmd(g *globals) *cobra.Command {
-	var listen, etcd, peer string
+	var listen, etcd, peer, cpuProfile, memProfile string
 	var replicas int
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -49,6 +53,13 @@ func serveCmd(g *globals) *cobra.Command {
 			}
 			log, sync := app.NewLogger(cfg.Log, os.Stderr)
 			defer sync()
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			ctx := cmd.Context()
 			// Listen first: a cluster member publishes the address.
 			ln, err := net.Listen("tcp", cfg.Server.Listen)
@@ -65,6 +76,13 @@ func serveCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer a.Close()
+			if memProfile != "" {
+				f, err := os.Create(memProfile)
+				if err != nil {
+					return fmt.Errorf("--memprofile: %w", err)
+				}
+				defer writeHeapProfile(f, log) // before Close: the heap of a serving process
+			}
 			var handler http.Handler = a.API
 			if a.Cluster != nil {
 				handler = a.Cluster.Route(a.API) // requests about a sona go to its owner
@@ -96,8 +114,38 @@ func serveCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default 127.0.0.1:7777)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (written at shutdown; go tool pprof reads it)")
+	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write a heap profile to this file at shutdown, after a collection (go tool pprof reads it)")
 	cmd.Flags().StringVar(&etcd, "cluster.etcd", "", "join a cluster: etcd client URLs, comma-separated (cluster.etcd)")
 	cmd.Flags().IntVar(&replicas, "cluster.replicas", 0, "members that hold an append before it is acknowledged (cluster.replicas, default 2)")
 	cmd.Flags().StringVar(&peer, "cluster.peer", "", "listen address of the peer traffic (cluster.peer; default a free port)")
 	return cmd
+}
+
+// writeHeapProfile writes the live heap, collected first, into f.
+func writeHeapProfile(f *os.File, log *slog.Logger) {
+	runtime.GC()
+	err := pprof.WriteHeapProfile(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		log.Error("--memprofile", "file", f.Name(), "err", err)
+	}
+}
+
+// startCPUProfile profiles the process's CPU into path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

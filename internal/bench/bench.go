@@ -59,6 +59,11 @@ type Options struct {
 	// Env is the server's environment (default os.Environ()).
 	ServerArgs []string
 	Env        []string
+	// ProfileDir, when set, has every server started write a CPU profile
+	// of its whole run there (serve --cpuprofile) and a heap profile when
+	// it stops (--memprofile), named after its data directory and the
+	// order it was started in: insert-1.pprof, insert-1.heap.pprof, ….
+	ProfileDir string
 	// Dir is the working directory: the sized store (dir/store, kept and
 	// grown by later runs with the same corpus, seed and binary) and the
 	// scratch stores of insert, advance and raw Badger (removed after use).
@@ -278,9 +283,10 @@ type RSS struct {
 
 // run is one run's state.
 type run struct {
-	o     Options
-	rep   *Report
-	store *store // the sized store, once opened
+	o       Options
+	rep     *Report
+	store   *store // the sized store, once opened
+	started int    // servers started (names their profiles)
 }
 
 // Run makes the measurements o asks for and reports them. A failure to
@@ -384,8 +390,7 @@ func (r *run) note(format string, args ...any) {
 // startServer starts `memoria serve` on dir and waits until /healthz
 // answers.
 func (r *run) startServer(ctx context.Context, dir string) (*loadgen.Server, error) {
-	srv, err := loadgen.StartServer(ctx, loadgen.ServerOptions{Binary: r.o.Binary, DataDir: dir, Args: r.o.ServerArgs,
-		Env: r.o.Env, Stderr: r.o.ServerLog})
+	srv, err := r.launch(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -394,6 +399,18 @@ func (r *run) startServer(ctx context.Context, dir string) (*loadgen.Server, err
 		return nil, err
 	}
 	return srv, nil
+}
+
+// launch starts `memoria serve` on dir (with a CPU profile when asked).
+func (r *run) launch(ctx context.Context, dir string) (*loadgen.Server, error) {
+	args := r.o.ServerArgs
+	if r.o.ProfileDir != "" {
+		r.started++
+		name := filepath.Join(r.o.ProfileDir, fmt.Sprintf("%s-%d", filepath.Base(dir), r.started))
+		args = append(slices.Clone(args), "--cpuprofile", name+".pprof", "--memprofile", name+".heap.pprof")
+	}
+	return loadgen.StartServer(ctx, loadgen.ServerOptions{Binary: r.o.Binary, DataDir: dir, Args: args,
+		Env: r.o.Env, Stderr: r.o.ServerLog})
 }
 
 // client is a client of srv for single requests.

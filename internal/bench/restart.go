@@ -101,8 +101,7 @@ func (r *run) restart(ctx context.Context, kill bool) error {
 		fig.StopMs = ms(time.Since(t))
 	}
 	s.srv = nil
-	srv, err := loadgen.StartServer(ctx, loadgen.ServerOptions{Binary: r.o.Binary, DataDir: s.dir, Args: r.o.ServerArgs,
-		Env: r.o.Env, Stderr: r.o.ServerLog})
+	srv, err := r.launch(ctx, s.dir)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -170,6 +171,13 @@ func (w *Writer) PrepareInsert(ctx context.Context, sona string, m *model.Memory
 		return nil, nil, err
 	}
 	th := assoc.EmergentThreshold(w.cfg.Threshold, w.cfg.Threshold.DedupBeta, stats, length)
+	// Never below the bootstrap's: in a sona whose memories are all far
+	// apart (a low, narrow distribution of nearest-neighbour similarities,
+	// as the hashed embedder gives unrelated texts) the live threshold
+	// would call a new memory's nearest a duplicate however unlike it is.
+	if boot := assoc.EmergentThreshold(w.cfg.Threshold, w.cfg.Threshold.DedupBeta, assoc.SimStats{}, 0); th.Value < boot.Value {
+		th = boot
+	}
 	if sim < th.Value {
 		return p, nil, nil
 	}
@@ -199,9 +207,16 @@ func (w *Writer) sameTimeNeighbor(p *model.Prepared) (model.Neighbor, bool, erro
 }
 
 // Neighbors returns up to k memories of sona nearest to vec, best first,
-// leaving out self.
+// leaving out self. A sona of up to recall.exact_scan_max memories is
+// searched exactly among its own (cheaper than the graph, and exact);
+// a larger one through the graph, its other sonas' hits filtered out.
 func (w *Writer) Neighbors(vec []float32, sona string, k int, self cid.Cid) ([]model.Neighbor, error) {
-	hits := w.index.Search(vec, max(4*k, 16))
+	var hits []vector.Hit
+	if members := w.sonas.Members(sona, "", false); len(members) <= w.cfg.Recall.ExactScanMax {
+		hits = w.index.SearchAmong(vec, members, max(4*k, 16))
+	} else {
+		hits = w.index.Search(vec, max(4*k, 16))
+	}
 	var out []model.Neighbor
 	err := w.st.View(func(r store.Reader) error {
 		for _, h := range hits {

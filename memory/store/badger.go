@@ -94,17 +94,76 @@ func (s *Store) DB() *badger.DB {
 }
 
 // badgerEngine is the Badger backend.
+//
+// Badger begins a read transaction at the newest commit timestamp and
+// waits until every commit up to it is done: a view begun while the
+// committer's transaction commits would wait for that commit's fsync. So
+// while it commits, views read the snapshot the commit took as it began
+// (snap): all that is acknowledged, as the commit in flight is not yet.
+// At other times a view begins its own transaction, which then waits for
+// nothing. No snapshot outlives its commit: a read transaction held open
+// would keep Badger's compactions from dropping what later commits
+// replaced or deleted.
 type badgerEngine struct {
 	db       *badger.DB
 	dir      string
 	inMemory bool
+	snap     atomic.Pointer[snapshot] // while a commit is in flight
+}
+
+// snapshot is a read transaction shared by views; the last one to
+// release it discards it (the commit that took it holds one reference
+// until it is done).
+type snapshot struct {
+	txn  *badger.Txn
+	refs atomic.Int64
+}
+
+func (s *snapshot) release() {
+	if s.refs.Add(-1) == 0 {
+		s.txn.Discard()
+	}
+}
+
+// acquire takes a reference to the snapshot of the commit in flight; nil
+// when there is none.
+func (e *badgerEngine) acquire() *snapshot {
+	for {
+		s := e.snap.Load()
+		if s == nil {
+			return nil
+		}
+		// Never from zero: a snapshot released by all is discarded.
+		if n := s.refs.Load(); n > 0 && s.refs.CompareAndSwap(n, n+1) {
+			return s
+		}
+	}
+}
+
+// inFlight gives the views a snapshot of what is committed while a commit
+// is in flight (it waits for nothing: the committer is Badger's only
+// writer); done withdraws it.
+func (e *badgerEngine) inFlight() (done func()) {
+	s := &snapshot{txn: e.db.NewTransaction(false)}
+	s.refs.Store(1)
+	e.snap.Store(s)
+	return func() {
+		e.snap.Store(nil)
+		s.release()
+	}
 }
 
 func (e *badgerEngine) view(fn func(Reader) error) error {
+	if s := e.acquire(); s != nil {
+		defer s.release()
+		return fn(badgerReader{s.txn})
+	}
 	return e.db.View(func(txn *badger.Txn) error { return fn(badgerReader{txn}) })
 }
 
-func (e *badgerEngine) begin() batch { return badgerBatch{badgerReader{e.db.NewTransaction(true)}} }
+func (e *badgerEngine) begin() batch {
+	return badgerBatch{badgerReader{e.db.NewTransaction(true)}, e}
+}
 
 func (e *badgerEngine) close() error { return e.db.Close() }
 
@@ -123,12 +182,22 @@ func (e *badgerEngine) check() error {
 }
 
 // badgerBatch is a write transaction of Badger.
-type badgerBatch struct{ badgerReader }
+type badgerBatch struct {
+	badgerReader
+	e *badgerEngine
+}
 
 func (b badgerBatch) set(key, val []byte) error { return tooBig(b.txn.Set(key, val)) }
 func (b badgerBatch) delete(key []byte) error   { return tooBig(b.txn.Delete(key)) }
 func (b badgerBatch) discard()                  { b.txn.Discard() }
-func (b badgerBatch) commit() error             { return classifyBadger(b.txn.Commit()) }
+
+// commit commits, views reading the snapshot of what was committed before
+// meanwhile.
+func (b badgerBatch) commit() error {
+	done := b.e.inFlight()
+	defer done()
+	return classifyBadger(b.txn.Commit())
+}
 
 func tooBig(err error) error {
 	if errors.Is(err, badger.ErrTxnTooBig) {

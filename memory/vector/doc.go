@@ -12,14 +12,23 @@
 // fills. The index is derived state: the store's embeddings are the copy
 // of record, and the index is rebuilt from them at start.
 //
+// The graph is built and searched over int8 copies of the vectors, each
+// with a scale of its own (quant.go): a quarter of the memory traffic of
+// float32, which is what a graph search over more vectors than the CPU's
+// caches hold waits on. A search's candidates are scored again with the
+// float32 vectors before they are returned, so similarities are exact;
+// only which candidates the graph finds depends on the quantisation.
+// Exact scans (the pending set, SearchAmong) use the float32 vectors.
+//
 // Invariants:
 //
 //   - Ids number the keys 0, 1, … in the order they were added; a key
 //     keeps its id and its vector.
 //   - An id leaves the pending set only after it joined the graph, so a
 //     search that reads the pending set before the graph misses no id.
-//   - Vectors live in chunks that never move; the graph reads them under
-//     its own lock, the maps and exact scans under theirs.
+//   - Vectors (float32 and quantised) live in chunks that never move; the
+//     graph reads them under its own lock, the maps and exact scans under
+//     theirs.
 //   - The graph is a function of the insertion order and Options.Seed:
 //     the same adds in the same order give the same graph and the same
 //     results.

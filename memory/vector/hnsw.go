@@ -5,8 +5,6 @@ import (
 	"math"
 	"math/rand"
 	"slices"
-
-	"github.com/viterin/vek/vek32"
 )
 
 // graph is a hierarchical navigable small world graph (Malkov & Yashunin,
@@ -26,13 +24,14 @@ type graph struct {
 	ml  float64 // level multiplier, 1/ln(m)
 	rng *rand.Rand
 
-	vecs   chunked[float32] // by id: the Index's vectors, shared
-	links0 chunked[uint32]  // by id: count, then up to 2m links on layer 0
-	upper  [][]uint32       // by id: per layer 1..level, count then up to m links; nil on level 0
-	indeg  []uint32         // by id: how many nodes link to it on layer 0
-	n      int              // ids 0..n-1 have a slot (inserted or a hole)
-	entry  uint32           // the node of the top layer searches start from
-	top    int              // the level of entry; -1 while the graph is empty
+	dims   int
+	qv     chunked[int8]   // by id: the Index's quantised records (quant.go), shared
+	links0 chunked[uint32] // by id: count, then up to 2m links on layer 0
+	upper  [][]uint32      // by id: per layer 1..level, count then up to m links; nil on level 0
+	indeg  []uint32        // by id: how many nodes link to it on layer 0
+	n      int             // ids 0..n-1 have a slot (inserted or a hole)
+	entry  uint32          // the node of the top layer searches start from
+	top    int             // the level of entry; -1 while the graph is empty
 
 	ins scratch // the insertions' working space
 }
@@ -46,7 +45,8 @@ func newGraph(dims, m, efc int, seed int64) *graph {
 		efc:    efc,
 		ml:     1 / math.Log(float64(m)),
 		rng:    rand.New(rand.NewSource(seed)),
-		vecs:   chunked[float32]{stride: dims},
+		dims:   dims,
+		qv:     chunked[int8]{stride: dims + scaleBytes},
 		links0: chunked[uint32]{stride: 1 + 2*m},
 		top:    -1,
 	}
@@ -86,14 +86,30 @@ func (g *graph) capacity(layer int) int {
 	return g.m
 }
 
-func (g *graph) sim(q []float32, id uint32) float32 { return vek32.Dot(q, g.vecs.at(id)) }
+// qvec is a quantised vector and its scale (quant.go).
+type qvec struct {
+	v []int8
+	s float32
+}
+
+// node is id's quantised vector.
+func (g *graph) node(id uint32) qvec {
+	rec := g.qv.at(id)
+	return qvec{rec[:g.dims], recordScale(rec[g.dims:])}
+}
+
+// sim is the similarity of q and id by their quantised vectors.
+func (g *graph) sim(q qvec, id uint32) float32 {
+	rec := g.qv.at(id)
+	return float32(dotInt8(q.v, rec)) * q.s * recordScale(rec[g.dims:])
+}
 
 // level draws a node's level: floor(-ln(U)·ml), U uniform in (0, 1].
 func (g *graph) level() int {
 	return min(maxLevel, int(-math.Log(1-g.rng.Float64())*g.ml))
 }
 
-// insert links id, whose vector g.vecs already holds, into the graph
+// insert links id, whose vector g.qv already holds, into the graph
 // (Algorithm 1 of the paper, with the heuristic of Algorithm 4).
 func (g *graph) insert(id uint32) {
 	if int(id) >= g.n {
@@ -111,7 +127,7 @@ func (g *graph) insert(id uint32) {
 		return
 	}
 	s := &g.ins
-	q := g.vecs.at(id)
+	q := g.node(id)
 	ep := item{g.sim(q, g.entry), g.entry}
 	for layer := g.top; layer > l; layer-- {
 		ep = g.greedy(q, ep, layer)
@@ -153,7 +169,7 @@ func (g *graph) connect(s *scratch, from, to uint32, sim float32, layer int) {
 		}
 		return
 	}
-	v := g.vecs.at(from)
+	v := g.node(from)
 	s.prune = append(s.prune[:0], item{sim, to})
 	for _, nb := range links {
 		s.prune = append(s.prune, item{g.sim(v, nb), nb})
@@ -213,7 +229,7 @@ func (g *graph) selectNeighbours(out, cands []item, m int) []item {
 		if len(out) >= m {
 			break
 		}
-		v := g.vecs.at(c.id)
+		v := g.node(c.id)
 		keep := true
 		for _, r := range out {
 			if g.sim(v, r.id) > c.sim {
@@ -230,7 +246,7 @@ func (g *graph) selectNeighbours(out, cands []item, m int) []item {
 
 // greedy walks from ep on layer to a node more similar to q than all of
 // its neighbours: the search with ef = 1 of the upper layers.
-func (g *graph) greedy(q []float32, ep item, layer int) item {
+func (g *graph) greedy(q qvec, ep item, layer int) item {
 	for moved := true; moved; {
 		moved = false
 		for _, nb := range g.links(ep.id, layer) {
@@ -244,7 +260,7 @@ func (g *graph) greedy(q []float32, ep item, layer int) item {
 
 // searchLayer leaves in s.res the ef nodes most similar to q that a best
 // first search on layer from eps finds (Algorithm 2).
-func (g *graph) searchLayer(s *scratch, q []float32, eps []item, ef, layer int) {
+func (g *graph) searchLayer(s *scratch, q qvec, eps []item, ef, layer int) {
 	s.reset(g.n)
 	for _, e := range eps {
 		s.visit(e.id)
@@ -259,10 +275,16 @@ func (g *graph) searchLayer(s *scratch, q []float32, eps []item, ef, layer int) 
 		if len(s.res) >= ef && -c.sim < s.res[0].sim {
 			break
 		}
+		// The neighbours not seen yet, their records asked of memory all
+		// at once: the loads overlap instead of waiting one after another.
+		s.next = s.next[:0]
 		for _, nb := range g.links(c.id, layer) {
-			if !s.visit(nb) {
-				continue
+			if s.visit(nb) {
+				s.next = append(s.next, nb)
+				prefetch(g.qv.at(nb))
 			}
+		}
+		for _, nb := range s.next {
 			sim := g.sim(q, nb)
 			if len(s.res) < ef || sim > s.res[0].sim {
 				s.cand.push(item{-sim, nb})
@@ -275,9 +297,10 @@ func (g *graph) searchLayer(s *scratch, q []float32, eps []item, ef, layer int) 
 	}
 }
 
-// search appends to out the up to k nodes most similar to q, best first,
-// with a candidate list of max(ef, k) on layer 0.
-func (g *graph) search(s *scratch, q []float32, k, ef int, out []item) []item {
+// search appends to out the up to ef nodes most similar to q (by the
+// quantised vectors) that a search with a candidate list of ef on layer 0
+// finds, in no order.
+func (g *graph) search(s *scratch, q qvec, ef int, out []item) []item {
 	if g.top < 0 {
 		return out
 	}
@@ -286,11 +309,8 @@ func (g *graph) search(s *scratch, q []float32, k, ef int, out []item) []item {
 		ep = g.greedy(q, ep, layer)
 	}
 	s.eps = append(s.eps[:0], ep)
-	g.searchLayer(s, q, s.eps, max(ef, k), 0)
-	for len(s.res) > k {
-		s.res.pop()
-	}
-	return s.res.sorted(out)
+	g.searchLayer(s, q, s.eps, ef, 0)
+	return append(out, s.res...)
 }
 
 // item is a node and its similarity to the query at hand.
@@ -383,8 +403,10 @@ type scratch struct {
 	cand    minHeap  // negated similarities: the most similar on top
 	res     minHeap  // the best found, the worst on top
 	eps     []item
-	sel     []item // insertion: the new node's neighbours
-	prune   []item // insertion: a full neighbour list and the new link
+	q       []int8   // a search's quantised query
+	next    []uint32 // a search's neighbours of a candidate not visited before
+	sel     []item   // insertion: the new node's neighbours
+	prune   []item   // insertion: a full neighbour list and the new link
 	keep    []item
 }
 
@@ -414,7 +436,7 @@ func (s *scratch) visit(id uint32) bool {
 // that never move once allocated: growing it leaves every record where
 // it was, so a copy of a chunked made before a grow stays valid for the
 // records it covered.
-type chunked[T float32 | uint32] struct {
+type chunked[T float32 | uint32 | int8] struct {
 	stride int // elements per record
 	chunks [][]T
 }

@@ -19,9 +19,9 @@ type Hit struct {
 // Options configure an Index.
 type Options struct {
 	Dims     int
-	M        int // HNSW links per node on upper layers, twice as many on layer 0 (16; at least 2)
-	EfSearch int // HNSW candidate list size when searching (64)
-	// EfConstruction is the candidate list size when inserting (32): a
+	M        int // HNSW links per node on upper layers, twice as many on layer 0 (32; at least 2)
+	EfSearch int // HNSW candidate list size when searching (128)
+	// EfConstruction is the candidate list size when inserting (64): a
 	// cheaper insertion for a slightly less connected graph.
 	EfConstruction int
 	// Backlog: while at most this many vectors wait for the graph, the
@@ -44,10 +44,11 @@ type Index struct {
 	graph   *graph
 	scratch sync.Pool // *scratch for searches
 
-	kmu  sync.RWMutex // ids, keys and vecs
+	kmu  sync.RWMutex // ids, keys and the vectors
 	ids  map[string]uint64
 	keys []string
-	vecs chunked[float32] // by id; the graph shares the chunks
+	vecs chunked[float32] // by id
+	qv   chunked[int8]    // by id, quantised records (quant.go); the graph shares the chunks
 
 	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64
@@ -61,14 +62,14 @@ type Index struct {
 // New returns an empty index and starts its builder.
 func New(o Options) *Index {
 	if o.M <= 0 {
-		o.M = 16
+		o.M = 32
 	}
 	o.M = max(o.M, 2) // the level multiplier is 1/ln(M)
 	if o.EfSearch <= 0 {
-		o.EfSearch = 64
+		o.EfSearch = 128
 	}
 	if o.EfConstruction <= 0 {
-		o.EfConstruction = 32
+		o.EfConstruction = 64
 	}
 	x := &Index{
 		dims:     o.Dims,
@@ -79,6 +80,7 @@ func New(o Options) *Index {
 		scratch:  sync.Pool{New: func() any { return new(scratch) }},
 		ids:      map[string]uint64{},
 		vecs:     chunked[float32]{stride: o.Dims},
+		qv:       chunked[int8]{stride: o.Dims + scaleBytes},
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -112,7 +114,9 @@ func (x *Index) Add(key string, vec []float32) uint64 {
 	x.ids[key] = id
 	x.keys = append(x.keys, key)
 	x.vecs.grow(len(x.keys))
+	x.qv.grow(len(x.keys))
 	copy(x.vecs.at(uint32(id)), vec)
+	quantizeRecord(vec, x.qv.at(uint32(id)))
 	x.kmu.Unlock()
 
 	x.pmu.Lock()
@@ -231,7 +235,7 @@ func (x *Index) build() {
 			// The chunks hold every pending vector: Add stores a vector
 			// before it makes its id pending.
 			x.kmu.RLock()
-			vecs := x.vecs
+			qv := x.qv
 			x.kmu.RUnlock()
 			for _, id := range ids {
 				select {
@@ -240,7 +244,7 @@ func (x *Index) build() {
 				default:
 				}
 				x.gmu.Lock()
-				x.graph.vecs = vecs
+				x.graph.qv = qv
 				x.graph.insert(uint32(id))
 				x.gmu.Unlock()
 			}
@@ -278,10 +282,14 @@ func (x *Index) Search(q []float32, k int) []Hit {
 	x.pmu.RUnlock()
 
 	s := x.scratch.Get().(*scratch)
+	s.q = slices.Grow(s.q[:0], x.dims)[:x.dims]
+	qq := qvec{s.q, quantize(q, s.q)}
+	ef := max(x.efSearch, k)
 	x.gmu.RLock()
-	found := x.graph.search(s, q, k, x.efSearch, make([]item, 0, 2*k))
+	found := x.graph.search(s, qq, ef, make([]item, 0, ef+min(k, len(pending))))
 	x.gmu.RUnlock()
 	x.scratch.Put(s)
+	x.rescore(q, found)
 
 	if len(pending) > 0 {
 		found = append(found, x.exact(q, pending, k)...)
@@ -293,12 +301,26 @@ func (x *Index) Search(q []float32, k int) []Hit {
 	return x.hits(found, k)
 }
 
+// rescore replaces the similarities of the graph's candidates, from the
+// quantised vectors, with the exact ones.
+func (x *Index) rescore(q []float32, found []item) {
+	x.kmu.RLock()
+	vecs := x.vecs
+	x.kmu.RUnlock()
+	for i, it := range found {
+		found[i].sim = vek32.Dot(q, vecs.at(it.id))
+	}
+}
+
 // exact returns the k best of ids by exact similarity to q, in no order.
 func (x *Index) exact(q []float32, ids []uint64, k int) []item {
 	top := make(minHeap, 0, min(k, len(ids)))
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	for _, id := range ids {
+	for i, id := range ids {
+		if i+prefetchAhead < len(ids) {
+			prefetchFloats(x.vecs.at(uint32(ids[i+prefetchAhead])))
+		}
 		it := item{vek32.Dot(q, x.vecs.at(uint32(id))), uint32(id)}
 		switch {
 		case len(top) < k:
@@ -309,6 +331,10 @@ func (x *Index) exact(q []float32, ids []uint64, k int) []item {
 	}
 	return top
 }
+
+// prefetchAhead is how many vectors ahead of the one it scores an exact
+// scan asks memory for.
+const prefetchAhead = 4
 
 // hits sorts items best first (ties by insertion order) and keeps k.
 func (x *Index) hits(found []item, k int) []Hit {

@@ -261,9 +261,9 @@ func TestGraphInvariants(t *testing.T) {
 	const n, dims, m = 2000, 16, 6
 	vecs := clustered(rand.New(rand.NewSource(5)), n, dims, 10)
 	g := newGraph(dims, m, 32, 1)
-	g.vecs.grow(n)
+	g.qv.grow(n)
 	for i, v := range vecs {
-		copy(g.vecs.at(uint32(i)), v)
+		quantizeRecord(v, g.qv.at(uint32(i)))
 		g.insert(uint32(i))
 	}
 	level := func(id uint32) int { return len(g.upper[id]) / (1 + m) }
@@ -553,5 +553,100 @@ func BenchmarkSearch(b *testing.B) {
 			})
 		}
 		x.Close()
+	}
+}
+
+// BenchmarkSearchAmong scans 1,000 ids scattered over 200,000 random
+// vectors (a sona's memories in a large store), as recall's sona scope and
+// a new memory's neighbours do. The vectors are stored without the graph
+// (its build is not what is measured).
+func BenchmarkSearchAmong(b *testing.B) {
+	const n, dims, members = 200_000, 384, 1000
+	rng := rand.New(rand.NewSource(1))
+	x := New(Options{Dims: dims, Seed: 1})
+	defer x.Close()
+	x.vecs.grow(n)
+	for i := range n {
+		copy(x.vecs.at(uint32(i)), randVec(rng, dims))
+		x.keys = append(x.keys, key(i))
+	}
+	ids := make([]uint64, members)
+	for i := range ids {
+		ids[i] = uint64(rng.Intn(n))
+	}
+	q := unit(randVec(rng, dims))
+	b.ResetTimer()
+	for range b.N {
+		x.SearchAmong(q, ids, 16)
+	}
+}
+
+// The graph is searched by the quantised vectors, and its candidates are
+// scored again with the float32 ones: where the quantised similarities put
+// two vectors in the wrong order, a search's hits are in the exact one,
+// each with its exact similarity.
+func TestSearchRescoresExactly(t *testing.T) {
+	const dims = 384
+	rng := rand.New(rand.NewSource(7))
+	qsim := func(a, b []float32) float32 {
+		qa, qb := make([]int8, dims), make([]int8, dims)
+		sa, sb := quantize(a, qa), quantize(b, qb)
+		return float32(dotInt8(qa, qb)) * sa * sb
+	}
+	// q and two vectors a and b nearly as close to it, exactly a first,
+	// quantised b first.
+	var q, a, b []float32
+	for range 10_000 {
+		q = unit(randVec(rng, dims))
+		base := randVec(rng, dims)
+		for i := range base {
+			base[i] += 2 * q[i] * float32(math.Sqrt(dims))
+		}
+		a, b = unit(base), unit(slices.Clone(base))
+		for i := range b {
+			b[i] += float32(rng.NormFloat64()) * 0.002
+		}
+		b = unit(b)
+		if vek32.Dot(q, b) > vek32.Dot(q, a) {
+			a, b = b, a
+		}
+		if vek32.Dot(q, a) > vek32.Dot(q, b) && qsim(q, a) < qsim(q, b) {
+			break
+		}
+		q = nil
+	}
+	if q == nil {
+		t.Fatal("no pair the quantised similarities put in the wrong order")
+	}
+	x := New(Options{Dims: dims, Seed: 1})
+	defer x.Close()
+	vecs := [][]float32{b, a}
+	for range 300 {
+		vecs = append(vecs, unit(randVec(rng, dims)))
+	}
+	for i, v := range vecs {
+		x.Add(key(i), v)
+	}
+	x.WaitBuilt()
+	if x.Pending() != 0 {
+		t.Fatalf("%d vectors not in the graph", x.Pending())
+	}
+	if hits := x.Search(q, 1); len(hits) != 1 || hits[0].Key != key(1) {
+		t.Fatalf("the best by exact similarity is %s (%v), got %+v", key(1), vek32.Dot(q, a), hits)
+	}
+	// Over many queries: every hit's similarity is the exact one, best
+	// first.
+	for range 50 {
+		q := unit(randVec(rng, dims))
+		hits := x.Search(q, 10)
+		for i, h := range hits {
+			j, _ := strconv.Atoi(strings.TrimPrefix(h.Key, "k"))
+			if want := vek32.Dot(q, vecs[j]); h.Similarity != want {
+				t.Fatalf("hit %s: similarity %v, exactly %v", h.Key, h.Similarity, want)
+			}
+			if i > 0 && h.Similarity > hits[i-1].Similarity {
+				t.Fatalf("hits out of order: %+v", hits)
+			}
+		}
 	}
 }

@@ -1,0 +1,203 @@
+package vector
+
+import (
+	"math"
+	"math/rand"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/viterin/vek/vek32"
+)
+
+// dotInt8 agrees with the plain sum at every length (the AVX2 loop takes
+// 32 bytes at a time, the rest is summed in Go) and at the extremes of
+// int8, where a product is 2^14; it reads len(a) of b, never the scale
+// bytes of a record after them.
+func TestDotInt8(t *testing.T) {
+	if useAVX2 {
+		t.Run("without AVX2", func(t *testing.T) {
+			useAVX2 = false
+			defer func() { useAVX2 = true }()
+			TestDotInt8(t)
+		})
+	}
+	rng := rand.New(rand.NewSource(1))
+	plain := func(a, b []int8) int32 {
+		var s int32
+		for i := range a {
+			s += int32(a[i]) * int32(b[i])
+		}
+		return s
+	}
+	for n := 0; n <= 200; n++ {
+		a, b := make([]int8, n), make([]int8, n+scaleBytes) // b longer, as a record is
+		for i := range b {
+			b[i] = int8(rng.Intn(256) - 128)
+		}
+		for i := range a {
+			a[i] = int8(rng.Intn(256) - 128)
+		}
+		if got, want := dotInt8(a, b), plain(a, b); got != want {
+			t.Fatalf("n %d: %d, want %d", n, got, want)
+		}
+		if got := dotInt8(make([]int8, n), b); got != 0 {
+			t.Fatalf("n %d: zero vector · b = %d", n, got)
+		}
+	}
+	for _, v := range []int8{-128, -127, 127} {
+		for _, n := range []int{31, 32, 33, 4096} {
+			a := make([]int8, n)
+			for i := range a {
+				a[i] = v
+			}
+			if got, want := dotInt8(a, a), int32(v)*int32(v)*int32(n); got != want {
+				t.Fatalf("%d·%d ×%d: %d, want %d", v, v, n, got, want)
+			}
+			b := make([]int8, n)
+			for i := range b {
+				b[i] = -v
+				if v == -128 {
+					b[i] = 127
+				}
+			}
+			if got, want := dotInt8(a, b), plain(a, b); got != want {
+				t.Fatalf("%d·%d ×%d: %d, want %d", v, b[0], n, got, want)
+			}
+		}
+	}
+}
+
+// A quantised vector is its float32 one within half its scale in every
+// component, its largest component at ±127, at any length; quantised
+// similarities of unit vectors are within a few thousandths of the exact
+// ones at embedding size; a record holds the quantised vector and its
+// scale.
+func TestQuantize(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for _, dims := range []int{1, 7, 8, 15, 16, 17, 31, 33, 384, 385} {
+		for range 20 {
+			v := randVec(rng, dims)
+			if rng.Intn(2) == 0 {
+				v = unit(v)
+			}
+			q := make([]int8, dims)
+			scale := quantize(v, q)
+			most := 0
+			for j, f := range v {
+				if d := math.Abs(float64(f - scale*float32(q[j]))); d > float64(scale)/2*(1+1e-6) {
+					t.Fatalf("dims %d component %d: %v against %v·%d", dims, j, f, scale, q[j])
+				}
+				if math.Abs(float64(f)) > math.Abs(float64(v[most])) {
+					most = j
+				}
+			}
+			if q[most] != 127 && q[most] != -127 || (q[most] > 0) != (v[most] > 0) {
+				t.Fatalf("dims %d: largest component %v quantised to %d", dims, v[most], q[most])
+			}
+		}
+	}
+	const dims = 384
+	vecs := clustered(rng, 200, dims, 5)
+	qs := make([][]int8, len(vecs))
+	scales := make([]float32, len(vecs))
+	for i, v := range vecs {
+		qs[i] = make([]int8, dims)
+		scales[i] = quantize(v, qs[i])
+	}
+	worst := 0.0
+	for i := range vecs {
+		for j := range vecs {
+			exact := vek32.Dot(vecs[i], vecs[j])
+			approx := float32(dotInt8(qs[i], qs[j])) * scales[i] * scales[j]
+			worst = max(worst, math.Abs(float64(exact-approx)))
+		}
+	}
+	if worst > 0.005 {
+		t.Fatalf("quantised similarity off by up to %.4f", worst)
+	}
+	t.Logf("quantised similarity off by up to %.4f", worst)
+	rec := make([]int8, dims+scaleBytes)
+	quantizeRecord(vecs[0], rec)
+	if recordScale(rec[dims:]) != scales[0] || string(int8Bytes(rec[:dims])) != string(int8Bytes(qs[0])) {
+		t.Fatal("a record does not hold the vector's quantised form and scale")
+	}
+}
+
+// A vector that cannot be scaled quantises to zeros at scale 0; one of a
+// single component, however small (its scale may be subnormal), to ±127
+// within half its scale.
+func TestQuantizeEdges(t *testing.T) {
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	for name, v := range map[string][]float32{
+		"zero":      make([]float32, 19),
+		"underflow": {math.SmallestNonzeroFloat32, 0, -math.SmallestNonzeroFloat32},
+		"infinite":  {1, inf, 0.5},
+		"NaN":       {1, nan, 0.5},
+	} {
+		q := []int8{1, 2, 3}
+		q = append(q, make([]int8, len(v)-len(q))...)
+		for i := range q {
+			q[i] = 9
+		}
+		if s := quantize(v, q); s != 0 || slices.ContainsFunc(q, func(x int8) bool { return x != 0 }) {
+			t.Errorf("%s: scale %v, %v", name, s, q)
+		}
+	}
+	for _, f := range []float32{1e-30, -3e-38, 2.5} {
+		v := []float32{0, f, 0, 0, 0}
+		q := make([]int8, len(v))
+		s := quantize(v, q)
+		want := int8(127)
+		if f < 0 {
+			want = -127
+		}
+		if q[1] != want || q[0] != 0 || q[2] != 0 || math.Abs(float64(s*float32(q[1])-f)) > float64(s)/2 {
+			t.Errorf("%v: scale %v, %v", f, s, q)
+		}
+	}
+}
+
+// BenchmarkDot compares a float32 dot product (vek32, AVX2) with the int8
+// one of the same vectors, over a set of vectors far larger than the CPU's
+// caches read in random order (as a graph search reads them) and over a
+// small set read again and again.
+func BenchmarkDot(b *testing.B) {
+	const dims = 384
+	for _, n := range []int{256, 200_000} {
+		rng := rand.New(rand.NewSource(3))
+		f := make([]float32, n*dims)
+		for i := range f {
+			f[i] = float32(rng.NormFloat64())
+		}
+		q := make([]int8, n*dims)
+		for i := 0; i < n; i++ {
+			quantize(f[i*dims:(i+1)*dims], q[i*dims:(i+1)*dims])
+		}
+		order := rng.Perm(n)
+		b.Run("float32/vectors="+strconv.Itoa(n), func(b *testing.B) {
+			var s float32
+			for i := 0; i < b.N; i++ {
+				j := order[i%n]
+				s += vek32.Dot(f[:dims], f[j*dims:(j+1)*dims])
+			}
+			_ = s
+		})
+		b.Run("int8/vectors="+strconv.Itoa(n), func(b *testing.B) {
+			var s int32
+			for i := 0; i < b.N; i++ {
+				j := order[i%n]
+				s += dotInt8(q[:dims], q[j*dims:(j+1)*dims])
+			}
+			_ = s
+		})
+	}
+}
+
+func int8Bytes(v []int8) []byte {
+	b := make([]byte, len(v))
+	for i, x := range v {
+		b[i] = byte(x)
+	}
+	return b
+}
