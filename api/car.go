@@ -140,6 +140,9 @@ func planCAR(ctx context.Context, self *memory.Self, sona string) (*carPlan, err
 	seen := map[cid.Cid]struct{}{}
 	err = walkDAG(ctx, p.roots, seen, func(c cid.Cid) ([]cid.Cid, error) {
 		size, links, err := p.visit(self, c)
+		if errors.Is(err, memory.ErrForgotten) {
+			return nil, nil // the manifest lists its tombstone
+		}
 		if err != nil {
 			return nil, err
 		}

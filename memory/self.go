@@ -24,6 +24,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/index"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/meta"
@@ -97,6 +98,8 @@ type Self struct {
 	Transfer *transfer.Transfer
 	// Living is Living Memory's upkeep: sweep, compression, dream.
 	Living *living.Living
+	// Forget excises memories: tombstones, and everything derived gone.
+	Forget *forget.Forgetter
 
 	store *Store
 	index *vector.Index
@@ -179,6 +182,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	s.Living = living.New(st, livingEnv{env}, living.Options{
 		Config: o.Config, Clock: o.Clock, Logger: o.Logger, Summarize: o.Summarize,
 	})
+	s.Forget = forget.New(st, forgetEnv{env}, o.Clock)
 	s.lastActivity.Store(o.Clock.Now().Unix())
 	if err := s.load(ctx); err != nil {
 		s.Close()
@@ -308,6 +312,9 @@ func (s *Self) checkEnds(txn Reader) error {
 	_, c, err := logEntry(item)
 	if err == nil {
 		_, err = store.ReadBlock(txn, c)
+	}
+	if errors.Is(err, ErrForgotten) {
+		return nil // its tombstone is what the last write left
 	}
 	if err != nil {
 		return s.store.Explain(fmt.Errorf("%w: the memory at the end of the insertion log (%d) is unreadable: %v", ErrCorrupt, end, err))
