@@ -78,6 +78,8 @@ func (c *carCollector) Item(section string, m proto.Message) error {
 		c.doc.Pending = append(c.doc.Pending, m.(*messages.PendingConcept))
 	case "conflicts":
 		c.doc.Conflicts = append(c.doc.Conflicts, m.(*messages.Conflict))
+	case "tombstones":
+		c.doc.Tombstones = append(c.doc.Tombstones, m.(*messages.Tombstone))
 	default:
 		return fmt.Errorf("api: export section %q", section)
 	}
