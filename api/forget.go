@@ -43,6 +43,9 @@ func (s *Server) forget(w http.ResponseWriter, r *http.Request) {
 // nowhere (403), and the summaries of other sonas that go with its
 // memories are counted and listed only for admin.
 func (s *Server) forgetOp(ctx context.Context, in *messages.ForgetRequest) (*messages.ForgetReport, error) {
+	if err := requireScope(ctx, ScopeWrite); err != nil {
+		return nil, err // MCP's forget: the route checked it for REST
+	}
 	p := principalFrom(ctx)
 	admin := p.Scope >= ScopeAdmin
 	req := forget.Request{
