@@ -11,8 +11,9 @@ import (
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// errImportRunning refuses a heartbeat tick while an import runs.
-var errImportRunning = fmt.Errorf("%w: an import is running", ErrUnavailable)
+// errImportRunning refuses a heartbeat tick while an import (or a
+// forget) runs.
+var errImportRunning = fmt.Errorf("%w: an import or a forget is running", ErrUnavailable)
 
 // importWindow is how many appends of one run are in flight at once.
 const importWindow = 256

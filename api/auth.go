@@ -215,6 +215,8 @@ var policies = map[string]policy{
 	"GET /export":                  {ScopeAdmin, global},
 	"POST /import":                 {ScopeAdmin, global},
 	"GET /anchors":                 {ScopeRead, global},
+	"POST /forget":                 {ScopeWrite, bound}, // a sona's write scope forgets its own memories (forget.go)
+	"GET /forgotten":               {ScopeAdmin, global},
 	"GET /cluster":                 {ScopeRead, global}, // mounted by a cluster member (package cluster)
 	"/mcp":                         {ScopeRead, bound},  // each tool and resource checks its own
 }

@@ -80,6 +80,8 @@ func (c *carCollector) Item(section string, m proto.Message) error {
 		c.doc.Pending = append(c.doc.Pending, m.(*messages.PendingConcept))
 	case "conflicts":
 		c.doc.Conflicts = append(c.doc.Conflicts, m.(*messages.Conflict))
+	case "tombstones":
+		c.doc.Tombstones = append(c.doc.Tombstones, m.(*messages.Tombstone))
 	default:
 		return fmt.Errorf("api: export section %q", section)
 	}
@@ -142,6 +144,9 @@ func planCAR(ctx context.Context, self *memory.Self, sona string) (*carPlan, err
 	seen := map[cid.Cid]struct{}{}
 	err = walkDAG(ctx, p.roots, seen, func(c cid.Cid) ([]cid.Cid, error) {
 		size, links, err := p.visit(self, c)
+		if errors.Is(err, memory.ErrForgotten) {
+			return nil, nil // the manifest lists its tombstone
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -236,7 +236,11 @@ func resolvePath(store *store.Store, root cid.Cid, segs []string) (*resolved, er
 		return nil, err
 	}
 	if !ok {
-		return nil, pathError(fmt.Errorf("%w: block %s", memory.ErrNotFound, at), root, segs)
+		err := fmt.Errorf("%w: block %s", memory.ErrNotFound, at)
+		if gone, ferr := store.Forgotten(at); ferr == nil && gone {
+			err = fmt.Errorf("%w: block %s", memory.ErrForgotten, at)
+		}
+		return nil, pathError(err, root, segs)
 	}
 	res.end = at
 	return res, nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/ipfs/go-cid"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
@@ -59,6 +60,13 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	} else if !ok {
+		if gone, err := store.Forgotten(req.root); err != nil || gone {
+			if err == nil {
+				err = fmt.Errorf("%w: block %s was forgotten", base.ErrForgotten, req.root)
+			}
+			s.fail(w, err)
+			return
+		}
 		if onlyIfCached(r) {
 			writeError(w, http.StatusPreconditionFailed, "not_cached", fmt.Sprintf("block %s is not in this store (Cache-Control: only-if-cached)", req.root))
 			return
@@ -406,6 +414,9 @@ func streamCAR(ctx context.Context, store *store.Store, cw *carWriter, req *gate
 	descend := false
 	send := func(c cid.Cid) ([]cid.Cid, error) {
 		data, err := loadBlock(store, c)
+		if errors.Is(err, base.ErrForgotten) {
+			return nil, nil // excised: its CID stays in the blocks that name it, its bytes are gone
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ package api
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,7 @@ func (s *Server) MCPServer(p *Principal) *mcp.Server {
 	mcp.AddTool(srv, d.chat, withErrors(m, m.chat))
 	mcp.AddTool(srv, d.listSonas, withErrors(m, m.listSonas))
 	mcp.AddTool(srv, d.createSona, withErrors(m, m.createSona))
+	mcp.AddTool(srv, d.forget, withErrors(m, m.forget))
 	m.addPrompts(srv)
 
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "ipfs", Title: "IPFS block",
@@ -533,6 +535,11 @@ func (m *mcpTools) resourceError(ctx context.Context, uri string, err error) err
 	switch status {
 	case http.StatusNotFound:
 		return mcp.ResourceNotFoundError(uri)
+	case http.StatusGone:
+		// Forgotten: the resource is not there, as the SDK's not-found
+		// says, and the message says why (the REST routes' 410).
+		return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: fmt.Sprintf("%s: %s", code, msg),
+			Data: json.RawMessage(fmt.Sprintf(`{"uri":%q,"forgotten":true}`, uri))}
 	case http.StatusBadRequest:
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: %s", code, msg)}
 	}
@@ -650,4 +657,39 @@ func (m *mcpTools) readSona(ctx context.Context, req *mcp.ReadResourceRequest) (
 		return nil, m.resourceError(ctx, uri, err)
 	}
 	return m.jsonResource(uri, rec)
+}
+
+// ForgetInput is the forget tool's input (POST /forget's body).
+type ForgetInput struct {
+	CIDs        []string `json:"cids,omitempty" jsonschema:"memories to forget, by CID"`
+	Sona        string   `json:"sona,omitempty" jsonschema:"a sona (uuid or name): its memories (with the filters below, those that match)"`
+	Label       string   `json:"label,omitempty" jsonschema:"key or key=value: the memories with that label"`
+	AgentID     string   `json:"agent_id,omitempty" jsonschema:"the memories this agent wrote"`
+	Since       *int64   `json:"since,omitempty" jsonschema:"the memories created at or after this unix second"`
+	Until       *int64   `json:"until,omitempty" jsonschema:"the memories created before this unix second"`
+	DerivedFrom []string `json:"derived_from,omitempty" jsonschema:"memories whose derivatives (what their reverse edges reach) go with them"`
+	Reason      string   `json:"reason,omitempty" jsonschema:"why: recorded in the tombstones"`
+	DryRun      bool     `json:"dry_run,omitempty" jsonschema:"list what would be forgotten; forget nothing"`
+}
+
+// ForgetOutput is the forget tool's output.
+type ForgetOutput struct {
+	DryRun   bool     `json:"dry_run" jsonschema:"nothing was forgotten: this is what would be"`
+	Memories uint64   `json:"memories" jsonschema:"memories forgotten"`
+	Files    uint64   `json:"files" jsonschema:"file blocks forgotten"`
+	Already  uint64   `json:"already" jsonschema:"CIDs named that were forgotten before"`
+	CIDs     []string `json:"cids" jsonschema:"the CIDs forgotten (at most 1000)"`
+}
+
+func (m *mcpTools) forget(ctx context.Context, in ForgetInput) (ForgetOutput, error) {
+	rep, err := m.s.forgetOp(ctx, &messages.ForgetRequest{Cids: in.CIDs, Sona: in.Sona, Label: in.Label, AgentId: in.AgentID,
+		Since: in.Since, Until: in.Until, DerivedFrom: in.DerivedFrom, Reason: in.Reason, DryRun: in.DryRun})
+	if err != nil {
+		return ForgetOutput{}, err
+	}
+	out := ForgetOutput{DryRun: rep.DryRun, Memories: rep.Memories, Files: rep.Files, Already: rep.Already, CIDs: []string{}}
+	for _, t := range rep.Items {
+		out.CIDs = append(out.CIDs, t.Cid)
+	}
+	return out, nil
 }

@@ -38,6 +38,7 @@ type mcpDefs struct {
 	cache                                              *mcp.SchemaCache
 	kinds                                              []string // the memory kinds, sorted
 	recall, insert, query, chat, listSonas, createSona *mcp.Tool
+	forget                                             *mcp.Tool
 }
 
 func newMCPDefs(cfg config.Config) *mcpDefs {
@@ -45,7 +46,8 @@ func newMCPDefs(cfg config.Config) *mcpDefs {
 	f := false
 	// Recall, query and list only read: recall's learning (access counts,
 	// co-access) is the store's bookkeeping, not a change a user made. The
-	// writes only add: nothing a tool does removes or rewrites a memory.
+	// writes only add, but forget, which removes memories (destructive,
+	// idempotent: forgetting again changes nothing).
 	// None reaches outside the store (a model provider answers chat and
 	// query, but the tool's domain is the memory).
 	readOnly := func(title string) *mcp.ToolAnnotations {
@@ -101,6 +103,10 @@ func newMCPDefs(cfg config.Config) *mcpDefs {
 			Description: "Create a sona (a sub-persona with its own chain of thought) and return it.",
 			InputSchema: toolSchema[CreateSonaInput](nil), OutputSchema: toolSchema[SonaOutput](nil),
 			Annotations: adds("Create a sona", false)},
+		forget: &mcp.Tool{Name: "forget", Title: "Forget memories",
+			Description: "Excise memories for good: their content, embedding, text index entry, metadata and links are removed, a tombstone (CID, when, why, by whom) stays, and reading them answers that they were forgotten. Give CIDs, a sona, a label, an agent, a time range or derived_from (everything derived from those memories); dry_run lists what would go.",
+			InputSchema: toolSchema[ForgetInput](nil), OutputSchema: toolSchema[ForgetOutput](nil),
+			Annotations: &mcp.ToolAnnotations{Title: "Forget memories", DestructiveHint: nil, IdempotentHint: true, OpenWorldHint: &f}},
 	}
 }
 

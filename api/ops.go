@@ -91,6 +91,14 @@ func (s *Server) sees(p *Principal, c cid.Cid) (bool, error) {
 		return true, nil
 	}
 	meta, err := s.self.Memories.Meta(c)
+	if errors.Is(err, memory.ErrForgotten) {
+		// It may be told the memory is gone only if it could see it.
+		t, terr := s.self.Tombstone(c)
+		if terr != nil {
+			return false, nil
+		}
+		return t.Backbone || slices.ContainsFunc(t.Sonas, p.MaySona), nil
+	}
 	if errors.Is(err, memory.ErrNotFound) {
 		return false, nil
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -109,6 +110,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /export", s.export)
 	m.HandleFunc("POST /import", s.importExport)
 	m.HandleFunc("GET /anchors", s.anchors)
+	m.HandleFunc("POST /forget", s.forget) // forget.go
+	m.HandleFunc("GET /forgotten", s.forgotten)
 	m.Handle("/mcp", s.mcpHTTP())
 	s.uiRoutes(m) // the web explorer (ui.go)
 }
@@ -318,6 +321,10 @@ func (s *Server) classify(ctx context.Context, err error) (status int, code, msg
 		return http.StatusRequestTimeout, "timeout", err.Error()
 	case errors.Is(err, memory.ErrInvalid):
 		return http.StatusBadRequest, "invalid", err.Error()
+	case errors.Is(err, memory.ErrForgotten):
+		return http.StatusGone, "forgotten", err.Error()
+	case errors.Is(err, forget.ErrNotAllowed):
+		return http.StatusForbidden, "forbidden", err.Error()
 	case errors.Is(err, memory.ErrNotFound):
 		return http.StatusNotFound, "not_found", err.Error()
 	case errors.Is(err, memory.ErrTooLarge):

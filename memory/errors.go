@@ -7,6 +7,7 @@ import "github.com/memoria-ai/memoria/memory/base"
 var (
 	ErrInvalid          = base.ErrInvalid
 	ErrNotFound         = base.ErrNotFound
+	ErrForgotten        = base.ErrForgotten
 	ErrCorrupt          = base.ErrCorrupt
 	ErrTooLarge         = base.ErrTooLarge
 	ErrClosed           = base.ErrClosed

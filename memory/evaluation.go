@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"errors"
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/memory/chain"
@@ -31,6 +32,9 @@ func (e evalEnv) Logged(txn store.Reader, after uint64, n int) ([]eumas.Logged, 
 			return nil, 0, err
 		}
 		m, err := e.s.Memories.MemoryIn(txn, c)
+		if errors.Is(err, ErrForgotten) {
+			continue // nothing left to evaluate
+		}
 		if err != nil {
 			return nil, 0, err
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/index"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/meta"
@@ -100,6 +101,8 @@ type Self struct {
 	Living *living.Living
 	// Recaller answers recalls; the caller submits their traces.
 	Recaller *recall.Recaller
+	// Forget excises memories: tombstones, and everything derived gone.
+	Forget *forget.Forgetter
 
 	store *store.Store
 	index *vector.Index
@@ -186,6 +189,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		Sonas: s.Sonas, Memories: s.Memories, Text: s.Text, Profiles: s.Evals, Vectors: s.index,
 		BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: s.memories.Load,
 	}, recall.Options{Config: o.Config, Clock: o.Clock})
+	s.Forget = forget.New(st, forgetEnv{env}, o.Clock)
 	s.lastActivity.Store(o.Clock.Now().Unix())
 	if err := s.load(ctx); err != nil {
 		s.Close()
@@ -315,6 +319,9 @@ func (s *Self) checkEnds(txn store.Reader) error {
 	_, c, err := chain.LogEntry(item)
 	if err == nil {
 		_, err = store.ReadBlock(txn, c)
+	}
+	if errors.Is(err, ErrForgotten) {
+		return nil // its tombstone is what the last write left
 	}
 	if err != nil {
 		return s.store.Explain(fmt.Errorf("%w: the memory at the end of the insertion log (%d) is unreadable: %v", ErrCorrupt, end, err))

@@ -116,19 +116,23 @@ func (x *ExportHeader) GetSona() string {
 
 // Export is a whole export document (how POST /import reads it).
 type Export struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Format        string                 `protobuf:"bytes,1,opt,name=format,proto3" json:"format,omitempty"`
-	ExportedAt    int64                  `protobuf:"varint,2,opt,name=exported_at,json=exportedAt,proto3" json:"exported_at,omitempty"`
-	Embedder      string                 `protobuf:"bytes,3,opt,name=embedder,proto3" json:"embedder,omitempty"`
-	Dims          int32                  `protobuf:"varint,4,opt,name=dims,proto3" json:"dims,omitempty"`
-	Scope         string                 `protobuf:"bytes,5,opt,name=scope,proto3" json:"scope,omitempty"`
-	Sona          string                 `protobuf:"bytes,6,opt,name=sona,proto3" json:"sona,omitempty"`
-	Sonas         []*ExportSona          `protobuf:"bytes,7,rep,name=sonas,proto3" json:"sonas,omitempty"`
-	Memories      []*ExportMemory        `protobuf:"bytes,8,rep,name=memories,proto3" json:"memories,omitempty"`
-	Blocks        []*ExportBlock         `protobuf:"bytes,9,rep,name=blocks,proto3" json:"blocks,omitempty"`
-	Anchors       []*Anchor              `protobuf:"bytes,10,rep,name=anchors,proto3" json:"anchors,omitempty"`
-	Pending       []*PendingConcept      `protobuf:"bytes,11,rep,name=pending,proto3" json:"pending,omitempty"`
-	Conflicts     []*Conflict            `protobuf:"bytes,12,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Format     string                 `protobuf:"bytes,1,opt,name=format,proto3" json:"format,omitempty"`
+	ExportedAt int64                  `protobuf:"varint,2,opt,name=exported_at,json=exportedAt,proto3" json:"exported_at,omitempty"`
+	Embedder   string                 `protobuf:"bytes,3,opt,name=embedder,proto3" json:"embedder,omitempty"`
+	Dims       int32                  `protobuf:"varint,4,opt,name=dims,proto3" json:"dims,omitempty"`
+	Scope      string                 `protobuf:"bytes,5,opt,name=scope,proto3" json:"scope,omitempty"`
+	Sona       string                 `protobuf:"bytes,6,opt,name=sona,proto3" json:"sona,omitempty"`
+	Sonas      []*ExportSona          `protobuf:"bytes,7,rep,name=sonas,proto3" json:"sonas,omitempty"`
+	Memories   []*ExportMemory        `protobuf:"bytes,8,rep,name=memories,proto3" json:"memories,omitempty"`
+	Blocks     []*ExportBlock         `protobuf:"bytes,9,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	Anchors    []*Anchor              `protobuf:"bytes,10,rep,name=anchors,proto3" json:"anchors,omitempty"`
+	Pending    []*PendingConcept      `protobuf:"bytes,11,rep,name=pending,proto3" json:"pending,omitempty"`
+	Conflicts  []*Conflict            `protobuf:"bytes,12,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	// The forgotten blocks (forget.proto): every tombstone of the store
+	// for "all", those of the exported chains' memories for "sona". A
+	// chain keeps a forgotten memory's CID; the export has no content of it.
+	Tombstones    []*Tombstone `protobuf:"bytes,13,rep,name=tombstones,proto3" json:"tombstones,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -243,6 +247,13 @@ func (x *Export) GetPending() []*PendingConcept {
 func (x *Export) GetConflicts() []*Conflict {
 	if x != nil {
 		return x.Conflicts
+	}
+	return nil
+}
+
+func (x *Export) GetTombstones() []*Tombstone {
+	if x != nil {
+		return x.Tombstones
 	}
 	return nil
 }
@@ -1144,7 +1155,7 @@ var File_memoria_v1_export_proto protoreflect.FileDescriptor
 const file_memoria_v1_export_proto_rawDesc = "" +
 	"\n" +
 	"\x17memoria/v1/export.proto\x12\n" +
-	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17memoria/v1/living.proto\x1a\x17memoria/v1/memory.proto\"\xa1\x01\n" +
+	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17memoria/v1/living.proto\x1a\x17memoria/v1/memory.proto\x1a\x17memoria/v1/forget.proto\"\xa1\x01\n" +
 	"\fExportHeader\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1f\n" +
 	"\vexported_at\x18\x02 \x01(\x03R\n" +
@@ -1152,7 +1163,7 @@ const file_memoria_v1_export_proto_rawDesc = "" +
 	"\bembedder\x18\x03 \x01(\tR\bembedder\x12\x12\n" +
 	"\x04dims\x18\x04 \x01(\x05R\x04dims\x12\x14\n" +
 	"\x05scope\x18\x05 \x01(\tR\x05scope\x12\x12\n" +
-	"\x04sona\x18\x06 \x01(\tR\x04sona\"\xc8\x03\n" +
+	"\x04sona\x18\x06 \x01(\tR\x04sona\"\xff\x03\n" +
 	"\x06Export\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1f\n" +
 	"\vexported_at\x18\x02 \x01(\x03R\n" +
@@ -1167,7 +1178,10 @@ const file_memoria_v1_export_proto_rawDesc = "" +
 	"\aanchors\x18\n" +
 	" \x03(\v2\x12.memoria.v1.AnchorR\aanchors\x124\n" +
 	"\apending\x18\v \x03(\v2\x1a.memoria.v1.PendingConceptR\apending\x122\n" +
-	"\tconflicts\x18\f \x03(\v2\x14.memoria.v1.ConflictR\tconflicts\"\xe3\x02\n" +
+	"\tconflicts\x18\f \x03(\v2\x14.memoria.v1.ConflictR\tconflicts\x125\n" +
+	"\n" +
+	"tombstones\x18\r \x03(\v2\x15.memoria.v1.TombstoneR\n" +
+	"tombstones\"\xe3\x02\n" +
 	"\n" +
 	"ExportSona\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12\x12\n" +
@@ -1279,10 +1293,11 @@ var file_memoria_v1_export_proto_goTypes = []any{
 	(*AnchorsAdded)(nil),    // 13: memoria.v1.AnchorsAdded
 	(*PendingConcept)(nil),  // 14: memoria.v1.PendingConcept
 	(*Conflict)(nil),        // 15: memoria.v1.Conflict
-	(*structpb.Struct)(nil), // 16: google.protobuf.Struct
-	(*Edge)(nil),            // 17: memoria.v1.Edge
-	(*MemoryMeta)(nil),      // 18: memoria.v1.MemoryMeta
-	(*Link)(nil),            // 19: memoria.v1.Link
+	(*Tombstone)(nil),       // 16: memoria.v1.Tombstone
+	(*structpb.Struct)(nil), // 17: google.protobuf.Struct
+	(*Edge)(nil),            // 18: memoria.v1.Edge
+	(*MemoryMeta)(nil),      // 19: memoria.v1.MemoryMeta
+	(*Link)(nil),            // 20: memoria.v1.Link
 }
 var file_memoria_v1_export_proto_depIdxs = []int32{
 	2,  // 0: memoria.v1.Export.sonas:type_name -> memoria.v1.ExportSona
@@ -1291,22 +1306,23 @@ var file_memoria_v1_export_proto_depIdxs = []int32{
 	11, // 3: memoria.v1.Export.anchors:type_name -> memoria.v1.Anchor
 	14, // 4: memoria.v1.Export.pending:type_name -> memoria.v1.PendingConcept
 	15, // 5: memoria.v1.Export.conflicts:type_name -> memoria.v1.Conflict
-	3,  // 6: memoria.v1.ExportSona.chain:type_name -> memoria.v1.ExportAct
-	4,  // 7: memoria.v1.ExportSona.similarity:type_name -> memoria.v1.SimilarityStats
-	16, // 8: memoria.v1.ExportMemory.data:type_name -> google.protobuf.Struct
-	17, // 9: memoria.v1.ExportMemory.edges:type_name -> memoria.v1.Edge
-	18, // 10: memoria.v1.ExportMemory.meta:type_name -> memoria.v1.MemoryMeta
-	6,  // 11: memoria.v1.ExportMemory.associations:type_name -> memoria.v1.ExportLink
-	7,  // 12: memoria.v1.ExportMemory.coaccess:type_name -> memoria.v1.ExportCoAccess
-	19, // 13: memoria.v1.ExportLink.target:type_name -> memoria.v1.Link
-	6,  // 14: memoria.v1.ExportCoAccess.links:type_name -> memoria.v1.ExportLink
-	10, // 15: memoria.v1.ImportResult.sonas:type_name -> memoria.v1.ImportedSona
-	11, // 16: memoria.v1.AnchorList.items:type_name -> memoria.v1.Anchor
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	16, // 6: memoria.v1.Export.tombstones:type_name -> memoria.v1.Tombstone
+	3,  // 7: memoria.v1.ExportSona.chain:type_name -> memoria.v1.ExportAct
+	4,  // 8: memoria.v1.ExportSona.similarity:type_name -> memoria.v1.SimilarityStats
+	17, // 9: memoria.v1.ExportMemory.data:type_name -> google.protobuf.Struct
+	18, // 10: memoria.v1.ExportMemory.edges:type_name -> memoria.v1.Edge
+	19, // 11: memoria.v1.ExportMemory.meta:type_name -> memoria.v1.MemoryMeta
+	6,  // 12: memoria.v1.ExportMemory.associations:type_name -> memoria.v1.ExportLink
+	7,  // 13: memoria.v1.ExportMemory.coaccess:type_name -> memoria.v1.ExportCoAccess
+	20, // 14: memoria.v1.ExportLink.target:type_name -> memoria.v1.Link
+	6,  // 15: memoria.v1.ExportCoAccess.links:type_name -> memoria.v1.ExportLink
+	10, // 16: memoria.v1.ImportResult.sonas:type_name -> memoria.v1.ImportedSona
+	11, // 17: memoria.v1.AnchorList.items:type_name -> memoria.v1.Anchor
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_memoria_v1_export_proto_init() }
@@ -1316,6 +1332,7 @@ func file_memoria_v1_export_proto_init() {
 	}
 	file_memoria_v1_living_proto_init()
 	file_memoria_v1_memory_proto_init()
+	file_memoria_v1_forget_proto_init()
 	file_memoria_v1_export_proto_msgTypes[2].OneofWrappers = []any{}
 	file_memoria_v1_export_proto_msgTypes[5].OneofWrappers = []any{}
 	file_memoria_v1_export_proto_msgTypes[12].OneofWrappers = []any{}

@@ -569,3 +569,10 @@ func looksLikeUUID(ref string) bool {
 	}
 	return true
 }
+
+// Forget excises what req selects (POST /forget); with req.DryRun, it
+// lists what would go and forgets nothing.
+func (c *Client) Forget(ctx context.Context, req *messages.ForgetRequest) (*messages.ForgetReport, error) {
+	out := &messages.ForgetReport{}
+	return out, c.post(ctx, "/forget", req, out)
+}

@@ -56,7 +56,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.logLevel, "log-level", "", "debug | info | warn | error")
 	root.AddCommand(serveCmd(g), mcpCmd(g), tokenCmd(g), chatCmd(g), insertCmd(g), recallCmd(g), sonasCmd(g), demoCmd(g), configCmd(g), evalCmd(g), reindexCmd(g), repairCmd(g), tiersCmd(g),
 		heartbeatCmd(g), compactCmd(g), exportCmd(g), importCmd(g), anchorsCmd(g), loadCmd(g), tortureCmd(g), benchCmd(g),
-		gcCmd(g), statusCmd(g), backupCmd(g), restoreCmd(g), etcdCmd(g), clusterCmd(g))
+		gcCmd(g), statusCmd(g), backupCmd(g), restoreCmd(g), etcdCmd(g), clusterCmd(g), forgetCmd(g))
 	return root
 }
 

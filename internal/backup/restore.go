@@ -212,7 +212,8 @@ func checkFile(in string, e Entry) error {
 // VerifyChains walks every sona's chain from its head back through its
 // ACT blocks: each decodes, names its sona, counts its seq down by one to
 // 0 with prev null only there, matches the chain index, and points at a
-// stored memory that verifies; the chain is as long as the sona says. It
+// stored memory that verifies (or a forgotten one, whose tombstone is
+// stored); the chain is as long as the sona says. It
 // returns the ACTs walked.
 func VerifyChains(ctx context.Context, self *memory.Self) (int64, error) {
 	var acts int64
@@ -287,7 +288,9 @@ func verifyChain(ctx context.Context, self *memory.Self, sona string, length int
 		case (act.Prev == nil) != (seq == 0):
 			return 0, fmt.Errorf("%w: ACT %d: prev is null only at seq 0", base.ErrCorrupt, seq)
 		}
-		if _, _, err := self.Memories.Get(act.Memory); err != nil {
+		// A forgotten memory (its tombstone in the backup) is no damage:
+		// the ACT keeps its CID, its bytes are gone.
+		if _, _, err := self.Memories.Get(act.Memory); err != nil && !errors.Is(err, memory.ErrForgotten) {
 			return 0, fmt.Errorf("ACT %d: memory %s: %w", seq, act.Memory, err)
 		}
 		if act.Prev != nil {

@@ -223,3 +223,93 @@ func (g *Graph) read(key []byte) ([]Link, error) {
 	})
 	return out, err
 }
+
+// Forget is the links' part of an excision (memory/forget): in tx, it
+// deletes the typed associations and the co-access partners (for every
+// agent in agents) of each memory of gone, and takes it out of its
+// partners' lists, which keep the links between memories that stay.
+// isGone also names the memories forgotten before, whose rows are gone.
+func Forget(tx store.Tx, gone []cid.Cid, agents []string, isGone func(cid.Cid) bool) error {
+	drop := func(key []byte, c cid.Cid) error {
+		links, err := Read(tx, key)
+		if err != nil || links == nil {
+			return err
+		}
+		tx.Delete(key)
+		for _, l := range links {
+			if isGone(l.Target) {
+				continue
+			}
+			var pk []byte
+			if bytes.HasPrefix(key, KeyCoAccess) {
+				pk = base.Join(key[:len(key)-len(c.Bytes())], l.Target.Bytes())
+			} else {
+				pk = Key(l.Target)
+			}
+			if err := remove(tx, pk, c, isGone); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, c := range gone {
+		if err := drop(Key(c), c); err != nil {
+			return err
+		}
+		for _, agent := range agents {
+			if err := drop(CoAccessKey(agent, c), c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// remove rewrites the link list under key without c and without any
+// forgotten target; a list left empty goes.
+func remove(tx store.Tx, key []byte, c cid.Cid, isGone func(cid.Cid) bool) error {
+	raw, err := tx.Get(key)
+	if errors.Is(err, base.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	list := &messages.Associations{}
+	if err := proto.Unmarshal(raw, list); err != nil {
+		return fmt.Errorf("%w: link list: %v", base.ErrCorrupt, err)
+	}
+	n := len(list.Links)
+	list.Links = slices.DeleteFunc(list.Links, func(l *messages.Association) bool {
+		t, err := cid.Cast(l.Target)
+		return err == nil && (t == c || isGone(t))
+	})
+	switch {
+	case len(list.Links) == n:
+		return nil
+	case len(list.Links) == 0:
+		tx.Delete(key)
+		return nil
+	}
+	return store.SetProto(tx, key, list)
+}
+
+// Agents lists the agents that have co-access partners, reading one key
+// per agent.
+func Agents(r store.Reader) ([]string, error) {
+	var out []string
+	it := r.NewIterator(store.IterOptions{Prefix: KeyCoAccess})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); {
+		k := it.Item().Key()
+		rest := k[len(KeyCoAccess):]
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 {
+			return nil, fmt.Errorf("%w: co-access key", base.ErrCorrupt)
+		}
+		agent := string(rest[:i])
+		out = append(out, agent)
+		it.Seek(base.Join(KeyCoAccess, []byte(agent), []byte{1}))
+	}
+	return out, nil
+}

@@ -18,6 +18,11 @@ var (
 	ErrInvalid = errors.New("memory: invalid")
 	// ErrNotFound marks what is not stored (or not visible to the caller).
 	ErrNotFound = errors.New("memory: not found")
+	// ErrForgotten marks a block that was forgotten (excised: see
+	// memory/forget): its bytes are gone, its tombstone remains. It is
+	// also an ErrNotFound, so that what skips a missing memory skips a
+	// forgotten one; transports answer it with 410 Gone.
+	ErrForgotten = fmt.Errorf("%w: forgotten", ErrNotFound)
 	// ErrCorrupt marks damaged stored data: a block whose bytes do not
 	// hash to its CID, a record that does not decode, a store file that
 	// fails its checksums (the error names the file).

@@ -176,6 +176,9 @@ func (s *Sonas) LoadMembers(r store.Reader, ix *vector.Index) error {
 		}
 		vid, ok := ix.ID(mem.KeyString())
 		if !ok {
+			if gone, err := r.Has(store.TombstoneKey(mem)); err != nil || gone {
+				return err // forgotten: no longer a member
+			}
 			return s.st.Explain(fmt.Errorf("%w: memory %s of sona %s has no embedding", base.ErrCorrupt, mem, id))
 		}
 		st.members = append(st.members, vid)
@@ -327,6 +330,49 @@ func (s *Sonas) appended(sona string, rec *messages.Sona, vid uint64, vec []floa
 	st.mean, st.centroid = st.mean.Add(vec)
 	st.members = append(st.members, vid)
 	s.sonas[sona] = st
+}
+
+// Forget registers, once tx commits, that the memories whose vector ids
+// are in gone were forgotten: the sonas lose them as members and each
+// sona that lost one has its centroid computed again from its name's
+// embedding and the members left, in chain order, as LoadMembers does
+// (ix must still hold their vectors then).
+func (s *Sonas) Forget(tx store.Tx, sonas []string, gone map[uint64]bool, ix *vector.Index) error {
+	names := map[string][]float32{}
+	for _, id := range sonas {
+		v, err := tx.Get(NameVecKey(id))
+		if errors.Is(err, base.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if names[id], err = meta.DecodeVector(v); err != nil {
+			return err
+		}
+	}
+	tx.OnCommit(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, id := range sonas {
+			old := s.sonas[id]
+			if old == nil {
+				continue
+			}
+			st := &sonaState{rec: old.rec}
+			if name := names[id]; len(name) == s.dims {
+				st.mean, st.centroid = st.mean.Add(name)
+			}
+			for _, vid := range old.members {
+				if !gone[vid] {
+					st.members = append(st.members, vid)
+					st.mean, st.centroid = st.mean.Add(ix.Vector(vid))
+				}
+			}
+			s.sonas[id] = st
+		}
+	})
+	return nil
 }
 
 // Get returns the committed record of a sona.

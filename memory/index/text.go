@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
@@ -39,6 +40,7 @@ type Text struct {
 	cond      *sync.Cond
 	following bool              // open: commits are queued
 	queue     []string          // keys of the chain entries to index, in commit order
+	forgotten []text.Doc        // forgotten memories to delete (by ID), in commit order
 	watermark uint64            // log seq of the last new memory queued
 	enqueued  uint64            // entries queued so far
 	applied   uint64            // entries applied (or given up) so far
@@ -112,6 +114,14 @@ func (t *Text) follow(e store.Event) {
 			queued = true
 		case strings.HasPrefix(k, logPrefix) && len(k) == len(logPrefix)+8:
 			t.watermark = max(t.watermark, binary.BigEndian.Uint64([]byte(k[len(logPrefix):])))
+		case strings.HasPrefix(k, tombPrefix):
+			// A tombstone is written once, by the commit that forgets:
+			// the memory's document goes.
+			if mh, err := multihash.Cast([]byte(k[len(tombPrefix):])); err == nil {
+				t.forgotten = append(t.forgotten, text.Doc{ID: cid.NewCidV1(cid.DagCBOR, mh).String()})
+				t.enqueued++
+				queued = true
+			}
 		}
 	}
 	t.mu.Unlock()
@@ -123,6 +133,7 @@ func (t *Text) follow(e store.Event) {
 var (
 	chainPrefix = string(chain.ChainPrefix)
 	logPrefix   = string(chain.LogPrefix)
+	tombPrefix  = string(store.PrefixTombstone)
 )
 
 // entrySona is the sona of the chain entry key k (c/ uuid 0x00 seq).
@@ -266,7 +277,7 @@ func (t *Text) run() {
 	defer close(t.done)
 	for {
 		t.mu.Lock()
-		for len(t.queue) == 0 && !t.closed && (t.broken == nil || t.gaveUp) {
+		for len(t.queue) == 0 && len(t.forgotten) == 0 && !t.closed && (t.broken == nil || t.gaveUp) {
 			t.cond.Wait()
 		}
 		if t.broken != nil && !t.gaveUp && !t.closed {
@@ -274,12 +285,12 @@ func (t *Text) run() {
 			t.rebuildIndex()
 			continue
 		}
-		if len(t.queue) == 0 && t.closed {
+		if len(t.queue) == 0 && len(t.forgotten) == 0 && t.closed {
 			t.mu.Unlock()
 			return
 		}
-		keys, wm := t.queue, t.watermark
-		t.queue = nil
+		keys, wm, forgotten := t.queue, t.watermark, t.forgotten
+		t.queue, t.forgotten = nil, nil
 		idx := t.idx // only this goroutine changes it
 		t.mu.Unlock()
 
@@ -293,9 +304,12 @@ func (t *Text) run() {
 					err = idx.Apply(docs, wm) // one retry; then give up until restart
 				}
 			}
+			if err == nil && len(forgotten) > 0 {
+				err = idx.Delete(forgotten, wm)
+			}
 		}
 		t.mu.Lock()
-		t.applied += uint64(len(keys))
+		t.applied += uint64(len(keys) + len(forgotten))
 		t.mu.Unlock()
 		t.cond.Broadcast()
 		if errors.Is(err, base.ErrClosed) {
@@ -421,7 +435,10 @@ func (t *Text) Open() error {
 		return err
 	}
 	opened := wm
-	if wm, err = t.catchUp(idx, wm, nil); err != nil {
+	if wm, err = t.catchUp(idx, wm, nil); err == nil {
+		err = t.dropForgotten(idx, wm)
+	}
+	if err != nil {
 		idx.Close()
 		return err
 	}
@@ -539,6 +556,9 @@ func (t *Text) prime(idx *text.Index, upTo uint64, stop <-chan struct{}) error {
 				}
 				next = seq + 1
 				m, err := meta.ReadMemory(r, c) // not through the cache: this is a scan
+				if errors.Is(err, base.ErrForgotten) {
+					continue
+				}
 				if err != nil {
 					return err
 				}
@@ -583,6 +603,9 @@ func (t *Text) catchUp(idx *text.Index, watermark uint64, cancel <-chan struct{}
 				return err
 			}
 			doc, err := t.doc(r, c)
+			if errors.Is(err, base.ErrForgotten) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -625,7 +648,7 @@ func (t *Text) catchUp(idx *text.Index, watermark uint64, cancel <-chan struct{}
 func (t *Text) doc(r store.Reader, c cid.Cid) (text.Doc, error) {
 	m, err := t.mems.MemoryIn(r, c)
 	if err != nil {
-		return text.Doc{}, err
+		return text.Doc{}, err // forgotten: base.ErrForgotten, which callers skip
 	}
 	md, err := t.mems.MetaIn(r, c)
 	if err != nil {
@@ -649,6 +672,9 @@ func (t *Text) entryDocs(keys []string) ([]text.Doc, error) {
 				return err
 			}
 			doc, err := t.doc(r, mem)
+			if errors.Is(err, base.ErrForgotten) {
+				continue // forgotten since: its tombstone deletes it
+			}
 			if err != nil {
 				return err
 			}
@@ -683,6 +709,9 @@ func (t *Text) catchUpJoins(idx *text.Index, watermark uint64) error {
 					break
 				}
 				doc, err := t.doc(r, mem)
+				if errors.Is(err, base.ErrForgotten) {
+					continue
+				}
 				if err != nil {
 					it.Close()
 					return err
@@ -703,3 +732,42 @@ func (t *Text) catchUpJoins(idx *text.Index, watermark uint64) error {
 // backlog bound when no reader waits: it then takes at most
 // 1/(1+restFactor) of a core.
 const restFactor = 4
+
+// dropForgotten deletes from idx the documents of forgotten memories it
+// still holds: a forget whose deletion the index had not persisted when
+// the process stopped.
+func (t *Text) dropForgotten(idx *text.Index, watermark uint64) error {
+	var ids []text.Doc
+	err := t.st.View(func(r store.Reader) error {
+		return store.Keys(r, store.PrefixTombstone, func(k []byte) {
+			mh, err := multihash.Cast(k[len(store.PrefixTombstone):])
+			if err != nil {
+				return
+			}
+			id := cid.NewCidV1(cid.DagCBOR, mh).String()
+			if ok, err := idx.Has(id); err == nil && ok {
+				ids = append(ids, text.Doc{ID: id})
+			}
+		})
+	})
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	t.o.Logger.Info("full-text index: deleting forgotten memories", "documents", len(ids))
+	return idx.Delete(ids, watermark)
+}
+
+// Compact merges the index's segments into one, so that the terms of
+// deleted (forgotten) documents leave its files, and waits until the
+// files they were in are gone.
+func (t *Text) Compact(ctx context.Context) error {
+	if err := t.settle(ctx); err != nil {
+		return err
+	}
+	t.imu.RLock()
+	defer t.imu.RUnlock()
+	if t.idx == nil {
+		return base.ErrClosed
+	}
+	return t.idx.Compact(ctx)
+}

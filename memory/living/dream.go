@@ -1,6 +1,7 @@
 package living
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -346,4 +347,13 @@ func (l *Living) Insights(limit int) ([]*messages.Insight, error) {
 		return nil
 	})
 	return out, err
+}
+
+// DeleteInsight takes the insight c, created at insertion-log position
+// logSeq, out of the index (it was forgotten), in tx.
+func DeleteInsight(tx store.Tx, logSeq uint64, c cid.Cid) {
+	key := base.Join(keyInsight, base.U64(logSeq))
+	if v, err := tx.Get(key); err == nil && bytes.Equal(v, c.Bytes()) {
+		tx.Delete(key)
+	}
 }

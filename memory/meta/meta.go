@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
@@ -36,10 +37,13 @@ func EncodeVector(v []float32) []byte { return base.EncodeVector(v) }
 func DecodeVector(b []byte) ([]float32, error) { return base.DecodeVector(b) }
 
 // Read reads a memory's metadata past the cache (ErrNotFound when c is
-// not a stored memory).
+// not a stored memory, ErrForgotten when it was forgotten).
 func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
 	item, err := r.Item(Key(c))
 	if errors.Is(err, base.ErrNotFound) {
+		if gone, herr := r.Has(store.TombstoneKey(c)); herr == nil && gone {
+			return nil, fmt.Errorf("%w: memory %s", base.ErrForgotten, c)
+		}
 		return nil, fmt.Errorf("%w: memory %s", base.ErrNotFound, c)
 	}
 	if err != nil {
@@ -108,8 +112,15 @@ func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
 	m := &Store{st: st, rc: rc, metas: newMetaCache(cacheSize), mems: newMemCache(cacheSize)}
 	st.Subscribe(func(e store.Event) {
 		for _, k := range e.Keys {
-			if strings.HasPrefix(k, string(Prefix)) {
+			switch {
+			case strings.HasPrefix(k, string(Prefix)):
 				m.metas.invalidate(k[len(Prefix):])
+			case strings.HasPrefix(k, string(store.PrefixTombstone)):
+				// A forgotten memory leaves the decoded-memory cache (the
+				// only entries that ever leave it but by age).
+				if mh, err := multihash.Cast([]byte(k[len(store.PrefixTombstone):])); err == nil {
+					m.mems.remove(cid.NewCidV1(cid.DagCBOR, mh))
+				}
 			}
 		}
 	})

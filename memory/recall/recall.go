@@ -1136,3 +1136,25 @@ func Support(used []*Recalled) []meta.Used {
 	}
 	return out
 }
+
+// ForgetQueries deletes, in tx, the logged recalls that returned a memory
+// forgotten reports (by its CID's string): their keywords are words of the
+// query, which may be the forgotten memory's own text (a chat's input is
+// its recall's query).
+func ForgetQueries(tx store.Tx, forgotten func(cid string) bool) error {
+	var doomed [][]byte
+	err := store.Scan(tx, prefixQueryLog, func(k, v []byte) error {
+		e := &messages.QueryLog{}
+		if err := proto.Unmarshal(v, e); err != nil {
+			return fmt.Errorf("%w: query log: %v", base.ErrCorrupt, err)
+		}
+		if slices.ContainsFunc(e.Cids, forgotten) {
+			doomed = append(doomed, bytes.Clone(k))
+		}
+		return nil
+	})
+	for _, k := range doomed {
+		tx.Delete(k)
+	}
+	return err
+}

@@ -176,7 +176,7 @@ func (s *Store) gcLoop() {
 			return
 		case <-t.C():
 		}
-		rep, err := s.collect(ctx, false)
+		rep, err := s.collect(ctx, false, s.gcRatio())
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
@@ -195,8 +195,22 @@ func (s *Store) gcLoop() {
 // garbage (what `memoria gc` and POST /admin/gc do). One pass runs at a
 // time: GC waits for one running in the background.
 func (s *Store) GC(ctx context.Context, compact bool) (GCReport, error) {
-	return s.collect(ctx, compact)
+	return s.collect(ctx, compact, s.gcRatio())
 }
+
+// Purge runs a pass that compacts and rewrites every value-log file that
+// holds any garbage, whatever the discard ratio, so that deleted values
+// (forgotten blocks) leave the files: all but the value-log file Badger
+// is writing, which it never rewrites (a large value written there stays
+// until that file is full and a later pass, or until the store is opened
+// again: Badger starts a new file at every open).
+func (s *Store) Purge(ctx context.Context) (GCReport, error) {
+	return s.collect(ctx, true, purgeRatio)
+}
+
+// purgeRatio is the discard ratio of a purge: any garbage at all (Badger
+// refuses 0).
+const purgeRatio = 1e-9
 
 // GCStats sums up the passes so far.
 func (s *Store) GCStats() GCStats {
@@ -210,7 +224,7 @@ func (s *Store) GCStats() GCStats {
 	return st
 }
 
-func (s *Store) collect(ctx context.Context, force bool) (rep GCReport, err error) {
+func (s *Store) collect(ctx context.Context, force bool, ratio float64) (rep GCReport, err error) {
 	s.gc.mu.Lock()
 	defer s.gc.mu.Unlock()
 	rep.Started = s.gc.clock.Now()
@@ -231,9 +245,8 @@ func (s *Store) collect(ctx context.Context, force bool) (rep GCReport, err erro
 		return rep, err
 	}
 	garbage := valueLogGarbage(rep.Before, spaces)
-	ratio := s.gcRatio()
 	var skipped []string
-	if force || garbage-s.gc.residual >= int64(ratio*float64(s.gc.vlog)) {
+	if force || garbage-s.gc.residual >= int64(s.gcRatio()*float64(s.gc.vlog)) {
 		// The flush writes the memtables and the compaction rewrites the
 		// tables at most once, before deleting what they replace.
 		need := rep.Before.Tables + rep.Before.WAL

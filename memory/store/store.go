@@ -23,6 +23,10 @@ import (
 var (
 	// PrefixBlock keys blocks by multihash.
 	PrefixBlock = []byte("b/")
+	// PrefixTombstone keys the tombstones of forgotten blocks by
+	// multihash (memory/forget owns their records): a block with one is
+	// read as ErrForgotten and is never written again.
+	PrefixTombstone = []byte("z/")
 	// KeyCommits counts the commits made (8 bytes BE): every group commit
 	// counts itself.
 	KeyCommits = []byte("x/commits")
@@ -33,6 +37,9 @@ var (
 
 // BlockKey is the key of block c: its multihash (the codec is not kept).
 func BlockKey(c cid.Cid) []byte { return base.Join(PrefixBlock, c.Hash()) }
+
+// TombstoneKey is the key of the tombstone of block c, forgotten.
+func TombstoneKey(c cid.Cid) []byte { return base.Join(PrefixTombstone, c.Hash()) }
 
 // Options configure a Store. OptionsOf makes them from the configuration,
 // the one place their defaults live (config.Default); Open refuses
@@ -682,6 +689,11 @@ func (t *tx) PutBlock(c cid.Cid, block []byte) error {
 	if err := VerifyBlock(c, block); err != nil {
 		return err
 	}
+	if gone, err := t.Has(TombstoneKey(c)); err != nil {
+		return err
+	} else if gone {
+		return fmt.Errorf("%w: %s was forgotten and is not stored again", base.ErrForgotten, c)
+	}
 	if len(block) >= valueThreshold && t.holdsBlock(c, block) {
 		return nil // a second copy would only be garbage in the value log (gc.go)
 	}
@@ -774,12 +786,26 @@ func (s *Store) HasBlock(c cid.Cid) (bool, error) {
 	return ok, err
 }
 
+// Forgotten reports whether block c was forgotten (has a tombstone).
+func (s *Store) Forgotten(c cid.Cid) (bool, error) {
+	var ok bool
+	err := s.View(func(r Reader) error {
+		var err error
+		ok, err = r.Has(TombstoneKey(c))
+		return err
+	})
+	return ok, err
+}
+
 // BlockSize returns the size of block c without reading its bytes.
 func (s *Store) BlockSize(c cid.Cid) (int, error) {
 	var n int64
 	err := s.View(func(r Reader) error {
 		item, err := r.Item(BlockKey(c))
 		if errors.Is(err, base.ErrNotFound) {
+			if gone, herr := r.Has(TombstoneKey(c)); herr == nil && gone {
+				return fmt.Errorf("%w: block %s", base.ErrForgotten, c)
+			}
 			return fmt.Errorf("%w: block %s", base.ErrNotFound, c)
 		}
 		if err != nil {
@@ -815,6 +841,9 @@ func (s *Store) BlockHashes(ctx context.Context, fn func(multihash.Multihash) er
 func ReadBlock(r Reader, c cid.Cid) ([]byte, error) {
 	item, err := r.Item(BlockKey(c))
 	if errors.Is(err, base.ErrNotFound) {
+		if gone, herr := r.Has(TombstoneKey(c)); herr == nil && gone {
+			return nil, fmt.Errorf("%w: block %s", base.ErrForgotten, c)
+		}
 		return nil, fmt.Errorf("%w: block %s", base.ErrNotFound, c)
 	}
 	if err != nil {

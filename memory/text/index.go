@@ -32,6 +32,7 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/index/scorch/mergeplan"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search"
 	blevequery "github.com/blevesearch/bleve/v2/search/query"
@@ -499,4 +500,72 @@ func rareTerms(terms []string, st stats) []string {
 		}
 	}
 	return rare
+}
+
+// Has reports whether the index holds a document with this id.
+func (x *Index) Has(id string) (bool, error) {
+	d, err := x.idx.Document(id)
+	return err == nil && d != nil, err
+}
+
+// Compact merges every segment into one, which drops the deleted
+// documents and their terms, persists the result, and removes the files
+// of the segments merged (once no search still reads them): after it,
+// no file of the index holds what a deleted document said.
+func (x *Index) Compact(ctx context.Context) error {
+	adv, err := x.idx.Advanced()
+	if err != nil {
+		return err
+	}
+	sc, ok := adv.(*scorch.Scorch)
+	if !ok {
+		return fmt.Errorf("text: index is not scorch (%T)", adv)
+	}
+	// Scorch merges two segments or more, never one alone: a placeholder
+	// document (no text) in a segment of its own makes the index two, so
+	// that a single segment holding deleted documents is rewritten too.
+	// It is deleted after; what it leaves is an empty document's id.
+	b := x.idx.NewBatch()
+	if err := b.Index(compactPlaceholder, map[string]any{fieldSonas: []string{}}); err != nil {
+		return err
+	}
+	if err := x.idx.Batch(b); err != nil {
+		return err
+	}
+	if err := x.Flush(); err != nil {
+		return err
+	}
+	if err := sc.ForceMerge(ctx, &mergeplan.SingleSegmentMergePlanOptions); err != nil {
+		return fmt.Errorf("text: compacting: %w", err)
+	}
+	b = x.idx.NewBatch()
+	b.Delete(compactPlaceholder)
+	if err := x.idx.Batch(b); err != nil {
+		return err
+	}
+	return x.Flush()
+}
+
+// compactPlaceholder is the id of Compact's placeholder document: no
+// memory's CID.
+const compactPlaceholder = "memoria:compact"
+
+// HasTerm reports whether the index's dictionary holds term (analysed
+// already: lower case, stemmed) — in a live document or in a deleted one
+// whose segment was not merged yet.
+func (x *Index) HasTerm(term string) (bool, error) {
+	d, err := x.idx.FieldDictPrefix(fieldText, []byte(term))
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	for {
+		e, err := d.Next()
+		if err != nil || e == nil {
+			return false, err
+		}
+		if e.Term == term {
+			return true, nil
+		}
+	}
 }

@@ -3,6 +3,7 @@ package transfer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,7 +40,7 @@ const (
 
 // ExportSections are the sections of an export document, in the order
 // they are written.
-var ExportSections = []string{"sonas", "memories", "blocks", "anchors", "pending", "conflicts"}
+var ExportSections = []string{"sonas", "memories", "blocks", "anchors", "pending", "conflicts", "tombstones"}
 
 // ExportWriter receives an export as it is read: the header, then the
 // items of each section, the sections in ExportSections order (a section
@@ -85,6 +86,9 @@ type exporter struct {
 	order    []*exportChain
 	exported map[cid.Cid]bool
 	mems     []cid.Cid // in export order: by sona, in chain order
+	// forgotten are the memories of the exported chains that were
+	// forgotten (their tombstones are exported).
+	forgotten []cid.Cid
 }
 
 func (x *exporter) run(sona string, w ExportWriter) error {
@@ -186,6 +190,31 @@ func (x *exporter) run(sona string, w ExportWriter) error {
 			return err
 		}
 	}
+	return x.tombstones(w, scope)
+}
+
+// tombstones writes the tombstones: all of them for a whole export, those
+// of the exported chains' forgotten memories for a sona's.
+func (x *exporter) tombstones(w ExportWriter, scope string) error {
+	if scope == ExportScopeAll {
+		return store.Scan(x.txn, store.PrefixTombstone, func(_, v []byte) error {
+			t := &messages.Tombstone{}
+			if err := proto.Unmarshal(v, t); err != nil {
+				return fmt.Errorf("%w: tombstone: %v", base.ErrCorrupt, err)
+			}
+			return w.Item("tombstones", t)
+		})
+	}
+	for _, c := range x.forgotten {
+		t := &messages.Tombstone{}
+		if ok, err := store.GetProto(x.txn, store.TombstoneKey(c), t); err != nil {
+			return err
+		} else if ok {
+			if err := w.Item("tombstones", t); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -228,6 +257,9 @@ func (x *exporter) extend(ch *exportChain, upto int) {
 func (x *exporter) closure(recs map[string]*messages.Sona, backbone string) error {
 	for i := 0; i < len(x.mems); i++ {
 		m, err := x.env.Memory(x.txn, x.mems[i])
+		if errors.Is(err, base.ErrForgotten) {
+			continue // its edges went with it
+		}
 		if err != nil {
 			return err
 		}
@@ -296,6 +328,10 @@ func (x *exporter) memories(w ExportWriter) ([]cid.Cid, error) {
 			}
 		}
 		m, err := x.env.Memory(x.txn, c)
+		if errors.Is(err, base.ErrForgotten) {
+			x.forgotten = append(x.forgotten, c) // listed as a tombstone, never as content
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -447,7 +447,7 @@ func (t *Transfer) importSona(es *messages.ExportSona, have func(cid.Cid) bool, 
 			return nil, base.Invalidf("chain[%d]: malformed memory CID %q", i, a.Memory)
 		}
 		if !have(m) {
-			return nil, base.Invalidf("chain[%d]: memory %s is neither in the export nor in this store", i, m)
+			return nil, base.Invalidf("chain[%d]: memory %s is neither in the export nor in this store (a forgotten memory, listed in the export's tombstones, cannot be imported: chains are appended memory by memory)", i, m)
 		}
 		if inSona[m] {
 			return nil, base.Invalidf("chain[%d]: memory %s is in the chain twice", i, m)

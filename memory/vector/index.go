@@ -44,11 +44,12 @@ type Index struct {
 	graph   *graph
 	scratch sync.Pool // *scratch for searches
 
-	kmu  sync.RWMutex // ids, keys and the vectors
-	ids  map[string]uint64
-	keys []string
-	vecs chunked[float32] // by id
-	qv   chunked[int8]    // by id, quantised records (quant.go); the graph shares the chunks
+	kmu     sync.RWMutex // ids, keys, the vectors and removed
+	ids     map[string]uint64
+	keys    []string
+	vecs    chunked[float32] // by id
+	qv      chunked[int8]    // by id, quantised records (quant.go); the graph shares the chunks
+	removed map[uint64]bool  // ids of removed keys (forgotten memories)
 
 	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64
@@ -173,7 +174,32 @@ func (x *Index) Lookup(key string) ([]float32, bool) {
 func (x *Index) Len() int {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	return len(x.keys)
+	return len(x.keys) - len(x.removed)
+}
+
+// Remove takes key's vector out of the index (a forgotten memory): its
+// vector is zeroed, searches no longer return it, and ID and Lookup no
+// longer know the key. Its id stays taken, and its node stays in the
+// graph as a waypoint until the index is rebuilt (at the next start). It
+// reports whether key was there.
+func (x *Index) Remove(key string) bool {
+	x.gmu.Lock() // the graph reads the vectors under gmu
+	defer x.gmu.Unlock()
+	x.kmu.Lock()
+	defer x.kmu.Unlock()
+	id, ok := x.ids[key]
+	if !ok {
+		return false
+	}
+	delete(x.ids, key)
+	x.keys[id] = ""
+	clear(x.vecs.at(uint32(id)))
+	clear(x.qv.at(uint32(id))) // its scale too: a zero vector
+	if x.removed == nil {
+		x.removed = map[uint64]bool{}
+	}
+	x.removed[id] = true
+	return true
 }
 
 // Pending is the number of vectors not yet in the HNSW graph.
@@ -275,6 +301,25 @@ func (x *Index) Search(q []float32, k int) []Hit {
 	if k <= 0 || len(q) != x.dims {
 		return nil
 	}
+	// Removed vectors are zero: they rank low but can still fill the top
+	// k of a graph search. Ask for more until k remain or nothing more
+	// can be found.
+	for want := k; ; want *= 4 {
+		hits, found := x.search(q, want, k)
+		if len(hits) == k || found < want || want >= x.total() {
+			return hits
+		}
+	}
+}
+
+func (x *Index) total() int {
+	x.kmu.RLock()
+	defer x.kmu.RUnlock()
+	return len(x.keys)
+}
+
+// search returns the k best of the want nearest (and how many it found).
+func (x *Index) search(q []float32, want, k int) ([]Hit, int) {
 	// Pending before the graph: an id leaves the pending set only once it
 	// is in the graph, so in this order none slips between the two.
 	x.pmu.RLock()
@@ -284,21 +329,21 @@ func (x *Index) Search(q []float32, k int) []Hit {
 	s := x.scratch.Get().(*scratch)
 	s.q = slices.Grow(s.q[:0], x.dims)[:x.dims]
 	qq := qvec{s.q, quantize(q, s.q)}
-	ef := max(x.efSearch, k)
+	ef := max(x.efSearch, want)
 	x.gmu.RLock()
-	found := x.graph.search(s, qq, ef, make([]item, 0, ef+min(k, len(pending))))
+	found := x.graph.search(s, qq, ef, make([]item, 0, ef+min(want, len(pending))))
 	x.gmu.RUnlock()
 	x.scratch.Put(s)
 	x.rescore(q, found)
 
 	if len(pending) > 0 {
-		found = append(found, x.exact(q, pending, k)...)
+		found = append(found, x.exact(q, pending, want)...)
 		// An id that joined the graph meanwhile is in both, with the same
 		// similarity: adjacent once sorted.
 		slices.SortFunc(found, byBest)
 		found = slices.CompactFunc(found, func(a, b item) bool { return a.id == b.id })
 	}
-	return x.hits(found, k)
+	return x.hits(found, k), len(found)
 }
 
 // rescore replaces the similarities of the graph's candidates, from the
@@ -336,14 +381,19 @@ func (x *Index) exact(q []float32, ids []uint64, k int) []item {
 // scan asks memory for.
 const prefetchAhead = 4
 
-// hits sorts items best first (ties by insertion order) and keeps k.
+// hits sorts items best first (ties by insertion order) and keeps the
+// k best that were not removed.
 func (x *Index) hits(found []item, k int) []Hit {
 	slices.SortFunc(found, byBest)
-	found = found[:min(k, len(found))]
-	hits := make([]Hit, len(found))
+	hits := make([]Hit, 0, min(k, len(found)))
 	x.kmu.RLock()
-	for i, it := range found {
-		hits[i] = Hit{Key: x.keys[it.id], Similarity: it.sim}
+	for _, it := range found {
+		if len(hits) == k {
+			break
+		}
+		if !x.removed[uint64(it.id)] {
+			hits = append(hits, Hit{Key: x.keys[it.id], Similarity: it.sim})
+		}
 	}
 	x.kmu.RUnlock()
 	return hits

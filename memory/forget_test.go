@@ -1,0 +1,393 @@
+package memory
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/forget"
+	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/recall"
+	"github.com/memoria-ai/memoria/memory/text"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// marker is a word no kept memory says: after a forget and a purge, no
+// file of the data directory may hold it, in any case.
+const marker = "zqvxjtkqw"
+
+// grepDir lists the files under dir that hold word (case-insensitive).
+func grepDir(t *testing.T, dir, word string) []string {
+	t.Helper()
+	var hits []string
+	lower := []byte(strings.ToLower(word))
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(bytes.ToLower(b), lower) {
+			rel, _ := filepath.Rel(dir, path)
+			hits = append(hits, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hits
+}
+
+// forgetConfig scales the store down so that a byte search of its files
+// is quick: Badger maps its value-log files at twice their size.
+func forgetConfig(dir string) config.Config {
+	cfg := testConfig(dir)
+	cfg.Store.MemTableMB = 1
+	cfg.Store.ValueLogMB = 2
+	return cfg
+}
+
+func recallCIDs(t *testing.T, s *Self, sona, q string) []cid.Cid {
+	t.Helper()
+	out, err := recallIn(s, context.Background(), recall.Query{Sona: sona, Text: q, Peek: true, K: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cids []cid.Cid
+	for _, r := range out {
+		cids = append(cids, r.CID)
+	}
+	return cids
+}
+
+// forgetScene is a self with memories to forget and memories to keep: a
+// sona's pages in its tiers, a memory that cites the doomed one, a merge
+// and an insight that restate it, and another sona.
+type forgetScene struct {
+	s                      *Self
+	alice, bob             *owner
+	doomed, cites, page    cid.Cid
+	merge, insight         cid.Cid
+	kept                   []cid.Cid
+	bobs                   []cid.Cid
+	recalledBefore, second cid.Cid
+}
+
+func newForgetScene(t *testing.T, dir string) *forgetScene {
+	t.Helper()
+	ctx := context.Background()
+	fs := &forgetScene{}
+	s := openSelf(t, forgetConfig(dir), clock.NewFake(epoch))
+	fs.s = s
+	fs.alice = newOwner(t, s, "alice")
+	fs.bob = newOwner(t, s, "bob")
+	a := fs.alice
+	for _, line := range []string{"the orchard needs water in august", "pears ripen after apples", "the shed key is under the blue pot"} {
+		fs.kept = append(fs.kept, a.text(line))
+	}
+	fs.doomed = a.text("my bank password hint is " + marker + " and the cat's name")
+	fs.cites = a.text("remember what I said about the bank", model.Edge{Target: fs.doomed, Weight: 0.9})
+	fs.kept = append(fs.kept, fs.cites)
+	fs.merge = a.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "summary: bank password hint " + marker}},
+		Edges: []model.Edge{{Target: fs.doomed, Weight: 1}, {Target: fs.kept[0], Weight: 0.5}}},
+		&messages.MemoryMeta{Labels: map[string]string{living.LabelMerge: "compression", living.LabelMerged: "2"}})
+	insightEdges := []model.Edge{{Target: fs.merge, Weight: 1}}
+	model.SortEdges(insightEdges)
+	fs.insight = a.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "pattern: the user keeps hints like " + marker}}, Edges: insightEdges},
+		&messages.MemoryMeta{Insight: &messages.InsightMark{Category: living.InsightPattern, Confidence: 0.8}})
+	// A dialogue page whose question is the doomed memory.
+	reply := a.add(a.say("Melanie", "it is the hint you gave"), nil)
+	if err := s.Tiers.PushPage(ctx, a.sona, fs.doomed, reply); err != nil {
+		t.Fatal(err)
+	}
+	a.page("how are the pears", "they ripen after the apples")
+	settle(t, s, a.sona)
+	for i := range 3 {
+		fs.bobs = append(fs.bobs, fs.bob.text(fmt.Sprintf("bob's note %d about the weather", i)))
+	}
+	// A recall that leaves a trace: the query log and co-access.
+	if _, err := recallIn(s, ctx, recall.Query{Sona: a.sona, Text: "bank password " + marker, K: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Store().Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Text.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Text.Raw().HasTerm(marker); err != nil || !ok {
+		t.Fatalf("before the forget, the full-text dictionary holds the marker: %v, %v; want true", ok, err)
+	}
+	if !slices.Contains(recallCIDs(t, s, a.sona, marker), fs.doomed) {
+		t.Fatal("before the forget, recall does not find the doomed memory: the test shows nothing")
+	}
+	return fs
+}
+
+func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
+	dir := t.TempDir()
+	fs := newForgetScene(t, dir)
+	s, ctx := fs.s, context.Background()
+	vectors := s.Index().Len()
+	// The full-text segments that hold the marker's term now.
+	if err := s.Text.Raw().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	segments, _ := filepath.Glob(filepath.Join(dir, "text", "store", "*.zap"))
+	t.Logf("segments %v", segments)
+	if len(segments) == 0 {
+		t.Fatal("the full-text index has no segment on disk")
+	}
+	_, before := s.Counts()
+
+	// A dry run lists and writes nothing.
+	dry, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{CIDs: []cid.Cid{fs.doomed}}, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dry.Memories != 3 || dry.Batches != 0 {
+		t.Fatalf("dry run: %+v, want 3 memories (the doomed one, the merge, the insight) and no batch", dry)
+	}
+	if _, _, err := s.Memories.Get(fs.doomed); err != nil {
+		t.Fatalf("after a dry run: %v", err)
+	}
+
+	rep, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{CIDs: []cid.Cid{fs.doomed}}, Reason: "user asked", By: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]string{}
+	for _, tb := range rep.Tombstones {
+		rules[tb.Cid] = tb.Rule
+	}
+	want := map[string]string{fs.doomed.String(): forget.RuleCID, fs.merge.String(): forget.RuleSummary, fs.insight.String(): forget.RuleSummary}
+	if fmt.Sprint(rules) != fmt.Sprint(want) || rep.Batches != 1 {
+		t.Fatalf("forgot %v in %d batches, want %v in 1", rules, rep.Batches, want)
+	}
+	check := func(s *Self) {
+		t.Helper()
+		for _, c := range []cid.Cid{fs.doomed, fs.merge, fs.insight} {
+			if _, _, err := s.Memories.Get(c); !errors.Is(err, ErrForgotten) {
+				t.Fatalf("memory %s after the forget: %v, want ErrForgotten", c, err)
+			}
+			if _, err := s.Block(c); !errors.Is(err, ErrForgotten) {
+				t.Fatalf("block %s after the forget: %v, want ErrForgotten", c, err)
+			}
+			if _, err := s.Memories.Vector(c); err == nil {
+				t.Fatalf("the embedding of %s survived", c)
+			}
+			tb, err := s.Tombstone(c)
+			if err != nil || tb.ForgottenAt != epoch.Unix() || (c == fs.doomed && (tb.Reason != "user asked" || tb.By != "test" || tb.Sonas[0] != fs.alice.sona)) {
+				t.Fatalf("tombstone of %s: %v, %v", c, tb, err)
+			}
+			links, err := s.Assoc.Associations(c)
+			if err != nil || len(links) > 0 {
+				t.Fatalf("associations of %s survived: %v %v", c, links, err)
+			}
+		}
+		for _, c := range append(slices.Clone(fs.kept), fs.bobs...) {
+			if _, _, err := s.Memories.Get(c); err != nil {
+				t.Fatalf("kept memory %s: %v", c, err)
+			}
+			links, err := s.Assoc.Associations(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range links {
+				if l.Target == fs.doomed || l.Target == fs.merge || l.Target == fs.insight {
+					t.Fatalf("kept memory %s still links to forgotten %s", c, l.Target)
+				}
+			}
+		}
+		// The chain keeps the CIDs; every ACT verifies; the walk finds
+		// the forgotten memories forgotten, not corrupt.
+		page, err := s.Sonas.Chain(fs.alice.sona, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forgotten := 0
+		for _, e := range page.Items {
+			if _, err := s.Block(e.Act); err != nil {
+				t.Fatalf("ACT %d: %v", e.Seq, err)
+			}
+			if _, _, err := s.Memories.Get(e.Memory); errors.Is(err, ErrForgotten) {
+				forgotten++
+			} else if err != nil {
+				t.Fatalf("ACT %d: memory %s: %v", e.Seq, e.Memory, err)
+			}
+		}
+		if forgotten != 3 {
+			t.Fatalf("the chain walk met %d forgotten memories, want 3", forgotten)
+		}
+		// Recall: as if never stored.
+		for _, q := range []string{marker, "bank password hint", "remember what I said about the bank"} {
+			for _, c := range recallCIDs(t, s, fs.alice.sona, q) {
+				if c == fs.doomed || c == fs.merge || c == fs.insight {
+					t.Fatalf("recall %q returned forgotten %s", q, c)
+				}
+			}
+		}
+		if err := s.Text.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		hits, err := s.Text.Search(ctx, fs.alice.sona, marker, textOptions())
+		if err != nil || len(hits) != 0 {
+			t.Fatalf("the full-text index still finds the marker: %v %v", hits, err)
+		}
+		// The tiers: no page names a forgotten memory.
+		view, err := s.Tiers.View(fs.alice.sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(strings.ToLower(fmt.Sprint(view)), marker) {
+			t.Fatalf("the tiers still say the marker: %v", view)
+		}
+		// Storing it again is refused: the CID is forgotten for good.
+		if _, err := fs.alice.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "my bank password hint is " + marker + " and the cat's name"}}}, nil); !errors.Is(err, ErrForgotten) {
+			t.Fatalf("storing the forgotten memory again: %v, want ErrForgotten", err)
+		}
+	}
+	check(s)
+	if got := s.Index().Len(); got != vectors-3 {
+		t.Fatalf("vector index holds %d, want %d", got, vectors-3)
+	}
+	if _, after := s.Counts(); after != before-3 {
+		t.Fatalf("memories %d, want %d", after, before-3)
+	}
+	log, err := s.Recaller.QueryLog(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range log {
+		if slices.Contains(e.Keywords, marker) {
+			t.Fatalf("the query log kept a recall that returned a forgotten memory: %v", e)
+		}
+	}
+
+	// Forgetting it again is no work, and says so.
+	again, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{CIDs: []cid.Cid{fs.doomed}}})
+	if err != nil || again.Already != 1 || again.Memories != 0 {
+		t.Fatalf("forgetting again: %+v, %v", again, err)
+	}
+
+	// After a purge, no file of the data directory holds the marker.
+	if err := s.Text.Raw().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	held := grepDir(t, dir, marker)
+	t.Logf("before the purge, the marker is in %v", held)
+	if !slices.ContainsFunc(held, func(f string) bool { return strings.HasPrefix(f, "store") }) {
+		t.Fatalf("before the purge, the files holding the marker are %v: the store's should", held)
+	}
+	if _, err := s.Forget.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Bleve's term dictionaries are finite-state transducers, which do
+	// not keep a term's bytes in a row: the segments that held the term
+	// must be gone (merged into one without the deleted documents, whose
+	// terms a merge drops).
+	for _, f := range segments {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("after the purge, the full-text segment %s that held the marker is still there (%v)", filepath.Base(f), err)
+		}
+	}
+	if hits := grepDir(t, dir, marker); len(hits) > 0 {
+		t.Fatalf("after the purge these files still hold the forgotten marker: %v", hits)
+	}
+
+	// After a restart: the same, still nowhere in the files.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openSelf(t, forgetConfig(dir), clock.NewFake(epoch))
+	defer s.Close()
+	fs.alice.s, fs.bob.s = s, s
+	check(s)
+	if hits := grepDir(t, dir, marker); len(hits) > 0 {
+		t.Fatalf("after a restart these files hold the forgotten marker: %v", hits)
+	}
+}
+
+func textOptions() text.SearchOptions { return text.SearchOptions{K: 10} }
+
+// A sona, a label, an agent, a time range, and what derives from a CID.
+func TestForgetSelectors(t *testing.T) {
+	fs := newForgetScene(t, t.TempDir())
+	s, ctx := fs.s, context.Background()
+	defer s.Close()
+	tagged := fs.bob.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "tagged note"}}}, &messages.MemoryMeta{AgentId: "scribe", Labels: map[string]string{"project": "x"}})
+	other := fs.bob.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "other project note"}}}, &messages.MemoryMeta{AgentId: "scribe", Labels: map[string]string{"project": "y"}})
+	run := func(sel forget.Selector) map[cid.Cid]string {
+		t.Helper()
+		rep, err := s.Forget.Forget(ctx, forget.Request{Selector: sel, DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[cid.Cid]string{}
+		for _, tb := range rep.Tombstones {
+			c, _ := cid.Decode(tb.Cid)
+			out[c] = tb.Rule
+		}
+		return out
+	}
+	if got := run(forget.Selector{Label: "project=x"}); len(got) != 1 || got[tagged] == "" {
+		t.Fatalf("label project=x: %v", got)
+	}
+	if got := run(forget.Selector{Label: "project"}); len(got) != 2 || got[other] == "" {
+		t.Fatalf("label project: %v", got)
+	}
+	if got := run(forget.Selector{Agent: "scribe", Sona: fs.bob.sona}); len(got) != 2 {
+		t.Fatalf("agent scribe in bob: %v", got)
+	}
+	if got := run(forget.Selector{Sona: fs.bob.sona}); len(got) != len(fs.bobs)+2 {
+		t.Fatalf("sona bob: %v", got)
+	}
+	since, until := epoch.Unix(), epoch.Unix()+1
+	if got := run(forget.Selector{Since: &since, Until: &until}); len(got) == 0 {
+		t.Fatalf("time range: %v", got)
+	}
+	// derived_from: the doomed memory, what cites it, the merge and the
+	// insight over the merge.
+	got := run(forget.Selector{DerivedFrom: []cid.Cid{fs.doomed}})
+	for c, rule := range map[cid.Cid]string{fs.doomed: forget.RuleCID, fs.cites: forget.RuleDerived, fs.merge: forget.RuleDerived, fs.insight: forget.RuleDerived} {
+		if got[c] != rule {
+			t.Fatalf("derived_from: %v, want %s as %s", got, c, rule)
+		}
+	}
+	// A limited principal: another sona's memory is refused like one
+	// stored nowhere.
+	onlyBob := func(sonas []string, backbone bool) bool {
+		return !backbone && slices.Equal(sonas, []string{fs.bob.sona})
+	}
+	for _, c := range []cid.Cid{fs.doomed, mustCIDOf(t, model.CodecDagCBOR, []byte("stored nowhere"))} {
+		_, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{CIDs: []cid.Cid{c}}, May: onlyBob})
+		if !errors.Is(err, forget.ErrNotAllowed) {
+			t.Fatalf("a limited principal naming %s: %v, want ErrNotAllowed", c, err)
+		}
+	}
+	if _, err := s.Forget.Forget(ctx, forget.Request{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("an empty request: %v", err)
+	}
+	if _, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{Since: &until, Until: &since}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("until before since: %v", err)
+	}
+	// Nothing was forgotten by all this.
+	if _, _, err := s.Memories.Get(fs.doomed); err != nil {
+		t.Fatal(err)
+	}
+}
