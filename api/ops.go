@@ -254,18 +254,13 @@ func (s *Server) createSonaOp(ctx context.Context, name string, allowDuplicate b
 	if err := requireUnscoped(ctx, "creating a sona"); err != nil {
 		return nil, err
 	}
-	create := s.self.Sonas.Create
+	if s.sonaCreator != nil {
+		return s.sonaCreator(ctx, name, !allowDuplicate)
+	}
 	if allowDuplicate {
-		create = s.self.Sonas.CreateDuplicate
+		return s.self.Sonas.CreateDuplicate(ctx, name)
 	}
-	rec, err := create(ctx, name)
-	if err != nil || s.sonaCreated == nil {
-		return rec, err
-	}
-	if err := s.sonaCreated(ctx, rec); err != nil {
-		return nil, err
-	}
-	return rec, nil
+	return s.self.Sonas.Create(ctx, name)
 }
 
 // listSonasOp lists sonas (optionally those called name) in uuid order;
