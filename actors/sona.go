@@ -31,6 +31,7 @@ type sonaActor struct {
 	gen    int // bumped on every reload; older append results are stale
 
 	inflight map[cid.Cid]Settling // appended, not yet durable
+	requests map[string]Settling  // the in-flight appends that carry a request id, by id
 	busy     int                  // advances in progress
 	idleDue  bool                 // the idle time passed while work was in flight
 	traffic  time.Time            // last append or advance
@@ -179,8 +180,27 @@ func (a *sonaActor) reload(ctx actor.Context) {
 	if rec.LastMemory != nil {
 		a.last = mustCID(*rec.LastMemory)
 	}
-	a.inflight = map[cid.Cid]Settling{}
+	a.inflight, a.requests = map[cid.Cid]Settling{}, map[string]Settling{}
 	a.gen++
+}
+
+// replay is the answer to request id when an append of this sona
+// recorded it (an earlier attempt of the request): its memory, seq and
+// ACT, and the answer it recorded. No result and no error: none did.
+func (a *sonaActor) replay(id string) appended {
+	seq, result, ok, err := a.sys.self.Chains.Request(a.id, id)
+	if err != nil || !ok {
+		return appended{nil, err}
+	}
+	page, err := a.sys.self.Sonas.Chain(a.id, seq, 1)
+	if err != nil {
+		return appended{nil, err}
+	}
+	if len(page.Items) == 0 || page.Items[0].Seq != seq {
+		return appended{nil, fmt.Errorf("%w: request %q of sona %s names seq %d, which the chain lacks", memory.ErrCorrupt, id, a.id, seq)}
+	}
+	e := page.Items[0]
+	return appended{&messages.Appended{Cid: e.Memory.String(), Seq: proto.Int64(seq), Act: e.Act.String(), Replayed: true, Result: result}, nil}
 }
 
 func mustCID(s string) *cid.Cid {
@@ -223,6 +243,23 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, step *advan
 	if fresh {
 		a.reload(ctx) // caught up: the chain moved underneath
 	}
+	if r := item.Request; r != nil {
+		if p, ok := a.requests[r.ID]; ok {
+			// The same request is in flight: its answer is this one's.
+			a.await(ctx, p, func(err error) {
+				if err != nil {
+					done(appended{nil, err})
+					return
+				}
+				done(a.replay(r.ID))
+			})
+			return
+		}
+		if res := a.replay(r.ID); res.err != nil || res.result != nil {
+			done(res)
+			return
+		}
+	}
 	if item.ExpectSeq != nil && *item.ExpectSeq != a.length {
 		done(appended{nil, fmt.Errorf("%w: sona %s is at seq %d, the append expected %d", memory.ErrChainConflict, a.id, a.length, *item.ExpectSeq)})
 		return
@@ -258,10 +295,16 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, step *advan
 	a.head, a.length = plan.Next()
 	a.last = &item.CID
 	a.inflight[item.CID] = p
+	if item.Request != nil {
+		a.requests[item.Request.ID] = p
+	}
 	gen := a.gen
 	a.await(ctx, p, func(err error) {
 		if gen == a.gen {
 			delete(a.inflight, item.CID)
+			if item.Request != nil {
+				delete(a.requests, item.Request.ID)
+			}
 			if err != nil {
 				// The planned head is ahead of the store: resync.
 				a.reload(ctx)
@@ -493,6 +536,9 @@ func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*memory.Prepa
 		return nil, err
 	}
 	item.ExpectSeq, item.Imported, item.File = msg.ExpectSeq, msg.Imported, msg.File
+	if msg.RequestId != "" {
+		item.Request = &memory.Request{ID: msg.RequestId, Result: msg.RequestResult}
+	}
 	for _, n := range msg.Neighbors {
 		c, err := cid.Cast(n.Cid)
 		if err != nil {
@@ -508,6 +554,9 @@ func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*memory.Prepa
 func appendMessage(sona string, p *memory.Prepared) *messages.AppendMemory {
 	msg := &messages.AppendMemory{Sona: sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta,
 		ExpectSeq: p.ExpectSeq, Imported: p.Imported, File: p.File}
+	if p.Request != nil {
+		msg.RequestId, msg.RequestResult = p.Request.ID, p.Request.Result
+	}
 	for _, c := range p.Archive {
 		msg.Archive = append(msg.Archive, c.Bytes())
 	}

@@ -354,6 +354,13 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	if k := r.Header.Get(IdempotencyHeader); k != "" {
+		if req.RequestId != "" && req.RequestId != k {
+			s.fail(w, badRequest("invalid", "the %s header (%q) and request_id (%q) differ", IdempotencyHeader, k, req.RequestId))
+			return
+		}
+		req.RequestId = k
+	}
 	resp, created, err := s.insertOp(r.Context(), &req, nil)
 	if err != nil {
 		s.fail(w, err)
@@ -365,6 +372,10 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, status, resp)
 }
+
+// IdempotencyHeader carries a request's id (its idempotency key), as the
+// request_id of the body does.
+const IdempotencyHeader = "Idempotency-Key"
 
 // memoryFromInsert builds the memory an insert request describes.
 func memoryFromInsert(req *messages.InsertRequest) (*memory.Memory, error) {

@@ -447,6 +447,11 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 	if err := memory.ValidateAgentID(req.AgentId); err != nil {
 		return nil, false, err
 	}
+	if req.RequestId != "" {
+		if err := memory.ValidateRequestID(req.RequestId); err != nil {
+			return nil, false, err
+		}
+	}
 	var inline cid.Cid
 	if file != nil {
 		if inline, err = memory.SumCID(memory.CodecRaw, file); err != nil {
@@ -474,11 +479,14 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 			Similarity: &dup.Similarity, Threshold: &dup.Threshold.Value,
 		}, false, nil
 	}
+	if req.RequestId != "" {
+		p.Request = &memory.Request{ID: req.RequestId}
+	}
 	res, err := s.sys.Append(ctx, rec.Uuid, p)
 	if err != nil {
 		return nil, false, err
 	}
-	return &messages.InsertResponse{Cid: res.Cid, Seq: res.Seq, Existed: res.Seq == nil}, res.Seq != nil, nil
+	return &messages.InsertResponse{Cid: res.Cid, Seq: res.Seq, Existed: res.Seq == nil, Replayed: res.Replayed}, res.Seq != nil, nil
 }
 
 // intPtr is an optional int32 of a request as an optional int.

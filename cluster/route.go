@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
@@ -60,8 +61,132 @@ func (c *Cluster) Route(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if body, ok := retryable(r); ok {
+			c.forwardRetrying(w, r, sona, to, body, next)
+			return
+		}
 		c.forward(w, r, sona, to)
 	})
+}
+
+// retryable returns the body of a write that is safe to send again: a
+// POST /memories with a request id (Idempotency-Key or request_id), which
+// the sona's owner appends at most once.
+func retryable(r *http.Request) ([]byte, bool) {
+	if r.Method != http.MethodPost || r.URL.Path != "/memories" {
+		return nil, false
+	}
+	body, err := io.ReadAll(r.Body) // read into memory by sonaOf
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return nil, false
+	}
+	if r.Header.Get(idempotencyHeader) != "" {
+		return body, true
+	}
+	var probe struct {
+		RequestID string `json:"request_id"`
+	}
+	return body, json.Unmarshal(body, &probe) == nil && probe.RequestID != ""
+}
+
+// forwardRetrying forwards a retryable write to the sona's owner, and
+// when the owner does not answer or answers 503 (it died, was fenced, is
+// leaving) sends it again to whoever owns the sona next, for up to two
+// leases and an etcd timeout: a client sees the failover as a slower
+// answer, not a failure.
+func (c *Cluster) forwardRetrying(w http.ResponseWriter, r *http.Request, sona string, to Member, body []byte, next http.Handler) {
+	ctx := r.Context()
+	deadline := c.clock.Now().Add(2*c.cfg.LeaseTTL.D() + c.cfg.EtcdTimeout.D())
+	var err error
+	for {
+		if err == nil {
+			var resp *http.Response
+			if resp, err = c.send(ctx, r, to, body); err == nil {
+				if resp.StatusCode != http.StatusServiceUnavailable || !c.clock.Now().Before(deadline) {
+					copyResponse(w, resp)
+					return
+				}
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+				resp.Body.Close()
+				err = fmt.Errorf("%w: member %s: %s", ErrNoReplicas, to.ID, bytes.TrimSpace(b))
+			}
+		}
+		if !c.clock.Now().Before(deadline) || ctx.Err() != nil {
+			apiError(w, fmt.Errorf("%w: sona %s: no member took the write in time (last: %v); retry", ErrNoReplicas, sona, err))
+			return
+		}
+		t := c.clock.NewTimer(retryPause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C():
+		}
+		c.log.Debug("sending a write again", "sona", sona, "to", to.ID, "err", err)
+		if to, err = c.placement(ctx, sona, false); err == nil && to.ID == c.node.self.ID {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			next.ServeHTTP(w, r)
+			return
+		}
+	}
+}
+
+// retryPause spaces the attempts of forwardRetrying.
+const retryPause = 200 * time.Millisecond
+
+// send makes one attempt of a forwarded request with body, cut short when
+// the member leaves the cluster.
+func (c *Cluster) send(ctx context.Context, r *http.Request, to Member, body []byte) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	gone, unwatch := c.node.Gone(to.ID)
+	go func() {
+		select {
+		case <-gone:
+			cancel(fmt.Errorf("member %s left the cluster", to.ID))
+		case <-ctx.Done():
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, r.Method, trimURL(to.URL)+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		unwatch()
+		cancel(nil)
+		return nil, err
+	}
+	req.Header = r.Header.Clone()
+	req.Header.Set(forwardedHeader, c.node.self.ID)
+	resp, err := c.client.Transport.RoundTrip(req)
+	if err != nil {
+		unwatch()
+		cancel(nil)
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
+		return nil, err
+	}
+	resp.Body = cancelOnClose{resp.Body, func() { unwatch(); cancel(nil) }}
+	return resp, nil
+}
+
+// cancelOnClose runs done when the body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	done func()
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.done()
+	return err
+}
+
+// copyResponse writes resp to w, streaming its body.
+func copyResponse(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(flushWriter{w}, resp.Body)
 }
 
 // blockOf is the CID a read by CID names: GET or HEAD of /ipfs/{cid}…,
@@ -123,12 +248,7 @@ func (c *Cluster) fromPeers(w http.ResponseWriter, r *http.Request, b cid.Cid, n
 			resp.Body.Close()
 			continue
 		}
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(flushWriter{w}, resp.Body)
-		resp.Body.Close()
+		copyResponse(w, resp)
 		return
 	}
 	next.ServeHTTP(w, r) // no member has it: the API's own answer (404)
@@ -338,3 +458,7 @@ func apiError(w http.ResponseWriter, err error) {
 	}
 	peerError(w, status, code, err.Error())
 }
+
+// idempotencyHeader is api.IdempotencyHeader (this package does not
+// import the API).
+const idempotencyHeader = "Idempotency-Key"

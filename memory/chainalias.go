@@ -24,11 +24,12 @@ const (
 
 // Functions of the chains (see memory/chain).
 var (
-	ValidateSonaName = chain.ValidateSonaName
-	ValidateSpeaker  = chain.ValidateSpeaker
-	CanonicalUUID    = chain.CanonicalUUID
-	FileNotStored    = chain.FileNotStored
-	EdgeNotStored    = chain.EdgeNotStored
+	ValidateSonaName  = chain.ValidateSonaName
+	ValidateSpeaker   = chain.ValidateSpeaker
+	ValidateRequestID = chain.ValidateRequestID
+	CanonicalUUID     = chain.CanonicalUUID
+	FileNotStored     = chain.FileNotStored
+	EdgeNotStored     = chain.EdgeNotStored
 )
 
 var (

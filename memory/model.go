@@ -18,6 +18,7 @@ type (
 	Prepared  = model.Prepared
 	Neighbor  = model.Neighbor
 	Append    = model.Append
+	Request   = model.Request
 )
 
 // Codecs and data kinds (see memory/model).
