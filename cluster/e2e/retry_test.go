@@ -38,7 +38,7 @@ func TestRetriedWritesAppendOnce(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		acks     = map[string]answer{} // by request id
-		texts    = map[string]string{}  // request id by text
+		texts    = map[string]string{} // request id by text
 		attempts = map[string]int{}
 		okAt     = map[string][]time.Time{}
 		bad      []string
