@@ -184,6 +184,18 @@ func (a *sonaActor) reload(ctx actor.Context) {
 	a.gen++
 }
 
+// hold makes this process the writer of the chain (see ChainWriter),
+// reading the chain again when it was caught up.
+func (a *sonaActor) hold(ctx actor.Context) error {
+	c, cancel := context.WithTimeout(context.Background(), a.sys.cfg.Actors.AskTimeout.D())
+	fresh, err := a.sys.chains.Acquire(c, a.id)
+	cancel()
+	if err == nil && fresh {
+		a.reload(ctx) // caught up: the chain moved underneath
+	}
+	return err
+}
+
 // replay is the answer to request id when an append of this sona
 // recorded it (an earlier attempt of the request): its memory, seq and
 // ACT, and the answer it recorded. No result and no error: none did.
@@ -233,15 +245,9 @@ func (a *sonaActor) append(ctx actor.Context, item *memory.Prepared, step *advan
 		}
 		step = &advanceSpan{span}
 	}
-	c, cancel := context.WithTimeout(context.Background(), a.sys.cfg.Actors.AskTimeout.D())
-	fresh, err := a.sys.chains.Acquire(c, a.id)
-	cancel()
-	if err != nil {
+	if err := a.hold(ctx); err != nil {
 		done(appended{nil, err})
 		return
-	}
-	if fresh {
-		a.reload(ctx) // caught up: the chain moved underneath
 	}
 	if r := item.Request; r != nil {
 		if p, ok := a.requests[r.ID]; ok {
@@ -410,6 +416,22 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 		finish(failure(err))
 		return
 	}
+	if id := req.RequestId; id != "" {
+		// A step sent again: answered from the chain when its response
+		// is there.
+		if err := memory.ValidateRequestID(id); err != nil {
+			finish(failure(err))
+			return
+		}
+		if err := a.hold(ctx); err != nil {
+			finish(failure(err))
+			return
+		}
+		if r := a.replay(id); r.err != nil || r.result != nil {
+			finish(chatReplay(r))
+			return
+		}
+	}
 	timeout := a.sys.stepTimeout()
 	received := a.sys.clock.Now().Unix()
 	meta := &messages.MemoryMeta{AgentId: req.AgentId}
@@ -440,7 +462,15 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 			return
 		}
 		input.EdgeType = memory.AssocSequential
+		if req.RequestId != "" {
+			input.Request = &memory.Request{ID: req.RequestId + InputRequest}
+		}
 		a.append(ctx, input, step, func(r appended) {
+			if r.err == nil && r.result.Replayed {
+				// An earlier attempt stored the input (and then failed, or
+				// is still on its way): the step goes on from that input.
+				input, r.err = a.stored(r.result.Cid)
+			}
 			if r.err != nil {
 				finish(failure(r.err))
 				return
@@ -507,9 +537,29 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		}
 		out.EdgeType = memory.AssocCausal
 		out.PageOf = &input.CID
+		answer := &messages.ChatResponse{
+			Input: &messages.MemoryRef{Cid: input.CID.String()},
+			Response: &messages.Reply{
+				Cid: out.CID.String(), Content: t.resp.Content,
+				Model: t.resp.Model, StopReason: string(t.resp.StopReason),
+			},
+			Recalled: scoredRefs(t.recalled),
+		}
+		if req.RequestId != "" {
+			b, err := proto.Marshal(answer)
+			if err != nil {
+				finish(failure(err))
+				return
+			}
+			out.Request = &memory.Request{ID: req.RequestId, Result: b}
+		}
 		a.append(ctx, out, step, func(r appended) {
 			if r.err != nil {
 				finish(failure(r.err))
+				return
+			}
+			if r.result.Replayed {
+				finish(chatReplay(r)) // another attempt of the step answered first
 				return
 			}
 			self.Memories.Reinforce(memory.Support(t.recalled))
@@ -517,16 +567,51 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 			if len(t.tiers.Segments) > 0 {
 				a.tellTier(ctx, tiers.MTM, &messages.SegmentsVisited{Ids: t.tiers.Segments, At: a.sys.clock.Now().Unix()})
 			}
-			finish(&messages.ChatResponse{
-				Input: &messages.MemoryRef{Cid: input.CID.String()},
-				Response: &messages.Reply{
-					Cid: out.CID.String(), Content: t.resp.Content,
-					Model: t.resp.Model, StopReason: string(t.resp.StopReason),
-				},
-				Recalled: scoredRefs(t.recalled),
-			})
+			finish(answer)
 		})
 	})
+}
+
+// InputRequest is appended to a step's request id to name the request
+// of its input: a step records its input under id+InputRequest and its
+// response, with the whole answer, under id.
+const InputRequest = "/input"
+
+// chatReplay is the answer of a step an earlier attempt recorded.
+func chatReplay(r appended) proto.Message {
+	if r.err != nil {
+		return failure(r.err)
+	}
+	if len(r.result.Result) == 0 {
+		return failure(fmt.Errorf("%w: the request id names an insert (%s) of this sona, not a chat step", memory.ErrInvalid, r.result.Cid))
+	}
+	out := &messages.ChatResponse{}
+	if err := proto.Unmarshal(r.result.Result, out); err != nil || out.Response == nil {
+		return failure(fmt.Errorf("%w: the recorded answer of a step (%s): %v", memory.ErrCorrupt, r.result.Cid, err))
+	}
+	return out
+}
+
+// stored is a memory this store holds, ready to be an advance's input.
+func (a *sonaActor) stored(ref string) (*memory.Prepared, error) {
+	c, err := cid.Decode(ref)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", memory.ErrCorrupt, err)
+	}
+	self := a.sys.self
+	block, err := self.Block(c)
+	if err != nil {
+		return nil, err
+	}
+	vec, err := self.Memories.Vector(c)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := self.Memories.Meta(c)
+	if err != nil {
+		return nil, err
+	}
+	return self.Chains.PrepareBlock(block, vec, meta)
 }
 
 // prepareAppend reads an AppendMemory into the memory to append.

@@ -681,7 +681,7 @@ func TestInsertDedupAndRecallOptions(t *testing.T) {
 // TestInsertRequestID: a write sent again with its request id (body or
 // Idempotency-Key) is answered as the first time, though its memory
 // differs (another timestamp), and appends nothing; ids are per sona;
-// malformed ids and a header that contradicts the body are refused and
+// a chat step too; malformed ids and a header that contradicts the body are refused and
 // write nothing.
 func TestInsertRequestID(t *testing.T) {
 	h := newHarness(t)
@@ -725,5 +725,14 @@ func TestInsertRequestID(t *testing.T) {
 	}
 	if n := len(h.chain(a)); n != 1 {
 		t.Fatalf("refused requests appended: alpha has %d memories", n)
+	}
+	// A chat step: the answer once, the memories once.
+	c1 := h.do("POST", "/sona/"+a+"/chat", map[string]any{"content": "hello"}, "Idempotency-Key", "step-1")
+	c2 := h.post("/sona/"+a+"/chat", map[string]any{"content": "hello", "request_id": "step-1"})
+	if c1.status != 200 || c2.status != 200 || string(c1.body) != string(c2.body) {
+		t.Fatalf("a chat step sent twice: %s, then %s", c1, c2)
+	}
+	if n := len(h.chain(a)); n != 3 {
+		t.Fatalf("a chat step sent twice: alpha has %d memories, want 3", n)
 	}
 }

@@ -61,7 +61,7 @@ func (c *Cluster) Route(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if body, ok := retryable(r); ok {
+		if body, ok := c.retryable(r); ok {
 			c.forwardRetrying(w, r, sona, to, body, next)
 			return
 		}
@@ -70,13 +70,15 @@ func (c *Cluster) Route(next http.Handler) http.Handler {
 }
 
 // retryable returns the body of a write that is safe to send again: a
-// POST /memories with a request id (Idempotency-Key or request_id), which
-// the sona's owner appends at most once.
-func retryable(r *http.Request) ([]byte, bool) {
-	if r.Method != http.MethodPost || r.URL.Path != "/memories" {
+// POST /memories or a chat step with a request id (Idempotency-Key or
+// request_id), which the sona's owner carries out at most once.
+func (c *Cluster) retryable(r *http.Request) ([]byte, bool) {
+	chat := strings.HasPrefix(r.URL.Path, "/sona/") && strings.HasSuffix(r.URL.Path, "/chat")
+	if r.Method != http.MethodPost || r.URL.Path != "/memories" && !chat {
 		return nil, false
 	}
-	body, err := io.ReadAll(r.Body) // read into memory by sonaOf
+	body, err := io.ReadAll(io.LimitReader(r.Body, c.maxBody+1)) // the API refuses what is over
+	r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
 		return nil, false

@@ -98,7 +98,13 @@ type ChatRequest struct {
 	Stream bool `protobuf:"varint,7,opt,name=stream,proto3" json:"stream,omitempty"`
 	// At most this many memories beyond the hits, from co-access and edge
 	// expansion (0: none; unset: recall.expand_max).
-	Expand        *int32 `protobuf:"varint,8,opt,name=expand,proto3,oneof" json:"expand,omitempty"`
+	Expand *int32 `protobuf:"varint,8,opt,name=expand,proto3,oneof" json:"expand,omitempty"`
+	// The client's id of this step (or the Idempotency-Key header; chat
+	// only): a retry with the same id gets the first attempt's answer once
+	// its response is stored, or goes on from its stored input; never a
+	// second input or response. Unique per sona (with the inserts' ids);
+	// the input is recorded as request_id + "/input".
+	RequestId     string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -187,6 +193,13 @@ func (x *ChatRequest) GetExpand() int32 {
 		return *x.Expand
 	}
 	return 0
+}
+
+func (x *ChatRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type MemoryRef struct {
@@ -1550,7 +1563,7 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17memoria/v1/memory.proto\"P\n" +
 	"\x11CreateSonaRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
-	"\x0fallow_duplicate\x18\x02 \x01(\bR\x0eallowDuplicate\"\xdd\x01\n" +
+	"\x0fallow_duplicate\x18\x02 \x01(\bR\x0eallowDuplicate\"\xfc\x01\n" +
 	"\vChatRequest\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
@@ -1559,7 +1572,9 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\fbudget_chars\x18\x05 \x01(\x05R\vbudgetChars\x12\x14\n" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x16\n" +
 	"\x06stream\x18\a \x01(\bR\x06stream\x12\x1b\n" +
-	"\x06expand\x18\b \x01(\x05H\x00R\x06expand\x88\x01\x01B\t\n" +
+	"\x06expand\x18\b \x01(\x05H\x00R\x06expand\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\t \x01(\tR\trequestIdB\t\n" +
 	"\a_expand\"\x1d\n" +
 	"\tMemoryRef\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\"j\n" +

@@ -46,8 +46,8 @@ func recordRequest(tx store.Tx, a *model.Append) error {
 	if r == nil {
 		return nil
 	}
-	if err := ValidateRequestID(r.ID); err != nil {
-		return err
+	if r.ID == "" || len(r.ID) > 2*MaxRequestID {
+		return fmt.Errorf("%w: a request id of %d bytes", base.ErrInvalid, len(r.ID))
 	}
 	k := requestKey(a.Sona, r.ID)
 	if _, err := tx.Get(k); err == nil {
