@@ -33,9 +33,11 @@ const servedByHeader = "X-Memoria-Member"
 // Route sends every request about one sona to the member that owns it (or
 // that should take it: the first live member holding its chain), and
 // serves the others with next, the API. The requests routed are the
-// /sona/{uuid}… routes, POST /memories (by its body's sona), POST /files
-// and GET /memories/list with ?sona=. Everything else (reads by CID, the
-// gateway, lists, MCP) is served by the member that received it.
+// /sona/{uuid}… routes, POST /memories (by its body's sona), MCP tool
+// calls (by their sona argument), POST /files, GET /memories/list and
+// GET /export with ?sona=. Reads by CID this member lacks go to a member that has
+// the block; everything else (lists, other MCP requests) is served by
+// the member that received it.
 func (c *Cluster) Route(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(servedByHeader, c.node.self.ID)
@@ -250,10 +252,43 @@ func (c *Cluster) fromPeers(w http.ResponseWriter, r *http.Request, b cid.Cid, n
 			resp.Body.Close()
 			continue
 		}
+		if resp.StatusCode == http.StatusOK && r.Method == http.MethodGet && strings.HasPrefix(resp.Header.Get("Content-Type"), rawMediaType) {
+			// A block: relayed only once it hashes to its CID.
+			body, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerBody))
+			resp.Body.Close()
+			if err == nil {
+				err = verifyBlock(b, body)
+			}
+			if err != nil {
+				c.log.Warn("a member answered a block that does not verify", "member", id, "cid", b, "err", err)
+				continue
+			}
+			for k, v := range resp.Header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(resp.StatusCode)
+			_, _ = w.Write(body)
+			return
+		}
 		copyResponse(w, resp)
 		return
 	}
 	next.ServeHTTP(w, r) // no member has it: the API's own answer (404)
+}
+
+// rawMediaType is a block's media type (api.RawMediaType).
+const rawMediaType = "application/vnd.ipld.raw"
+
+// verifyBlock checks that body is the block c names.
+func verifyBlock(c cid.Cid, body []byte) error {
+	got, err := c.Prefix().Sum(body)
+	if err != nil {
+		return err
+	}
+	if !got.Equals(c) {
+		return fmt.Errorf("%w: the block hashes to %s", memory.ErrCorrupt, got)
+	}
+	return nil
 }
 
 // flushWriter flushes after every write (streamed CARs).
@@ -275,7 +310,7 @@ func (c *Cluster) sonaOf(r *http.Request) (string, error) {
 		return c.sonaRef(r.Context(), ref)
 	}
 	switch {
-	case r.Method == http.MethodPost && p == "/memories":
+	case r.Method == http.MethodPost && (p == "/memories" || p == "/mcp"):
 		if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 			return "", nil
 		}
@@ -285,14 +320,28 @@ func (c *Cluster) sonaOf(r *http.Request) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		// POST /memories names its sona; an MCP tool call (MCP is served
+		// statelessly, so any member can take any call) in its arguments.
 		var probe struct {
-			Sona string `json:"sona"`
+			Sona   string `json:"sona"`
+			Method string `json:"method"`
+			Params struct {
+				Arguments struct {
+					Sona string `json:"sona"`
+				} `json:"arguments"`
+			} `json:"params"`
 		}
 		if json.Unmarshal(body, &probe) != nil {
 			return "", nil
 		}
+		if p == "/mcp" {
+			if probe.Method != "tools/call" {
+				return "", nil
+			}
+			probe.Sona = probe.Params.Arguments.Sona
+		}
 		return c.sonaRef(r.Context(), probe.Sona)
-	case r.Method == http.MethodPost && p == "/files", r.Method == http.MethodGet && p == "/memories/list":
+	case r.Method == http.MethodPost && p == "/files", r.Method == http.MethodGet && (p == "/memories/list" || p == "/export"):
 		return c.sonaRef(r.Context(), r.URL.Query().Get("sona"))
 	}
 	return "", nil
@@ -430,6 +479,7 @@ func (c *Cluster) forward(w http.ResponseWriter, r *http.Request, sona string, t
 		}
 	}()
 	r = r.WithContext(ctx)
+	w.Header().Del(servedByHeader) // the owner's answer names it
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -439,6 +489,7 @@ func (c *Cluster) forward(w http.ResponseWriter, r *http.Request, sona string, t
 		Transport:     c.client.Transport,
 		FlushInterval: -1, // streamed answers (chat events, exports) pass as they come
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			w.Header().Set(servedByHeader, c.node.self.ID)
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 				err = cause
 			}
