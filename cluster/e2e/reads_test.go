@@ -5,17 +5,23 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/cluster/clusterproc"
 )
 
 // TestAnyMemberServes: with three members and R = 2, the member that
 // holds nothing of a sona still serves it: an MCP tool call (insert) is
 // carried out by the owner, an export comes from a member holding the
 // sona, and its blocks come from the others, verified against their CIDs.
+// When its replica dies, `memoria cluster status` names it
+// under-replicated until its next write.
 func TestAnyMemberServes(t *testing.T) {
 	c, _ := startCluster(t, 3, 2)
 	id := createSona(t, c.Nodes[0].URL, "far")
@@ -73,5 +79,32 @@ func TestAnyMemberServes(t *testing.T) {
 		if !bytes.Contains(exp, c.Bytes()) && !bytes.Contains(exp, []byte(m)) {
 			t.Fatalf("the export through %s lacks memory %s", outsider, m)
 		}
+	}
+
+	// The replica dies: the status names the sona under-replicated until
+	// its next write.
+	var replica *clusterproc.Proc
+	for _, n := range c.Nodes {
+		if nid, _ := selfID(n.URL); nid != ownerID && slices.Contains(h.Replicas, nid) {
+			replica = n
+		}
+	}
+	replica.Kill()
+	cli := func() string {
+		out, err := exec.Command(bin, "cluster", "status", "--server", c.Nodes[0].URL).CombinedOutput()
+		if err != nil {
+			t.Fatalf("memoria cluster status: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	eventually(t, 15*time.Second, "the status names the sona under-replicated", func() (bool, string) {
+		out := cli()
+		return strings.Contains(out, "under-replicated") && strings.Contains(out, id), out
+	})
+	if _, status, body, err := insert(outsider, id, "written after its replica died"); err != nil || status != http.StatusCreated {
+		t.Fatalf("insert: %d %s %v", status, body, err)
+	}
+	if out := cli(); strings.Contains(out, id) || !strings.Contains(out, "1 sonas, 0 held by fewer than 2") {
+		t.Fatalf("after a write the sona is still under-replicated:\n%s", out)
 	}
 }
