@@ -14,6 +14,7 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/memory/recall"
@@ -35,6 +36,7 @@ type sonaActor struct {
 	gen    int // bumped on every reload; older append results are stale
 
 	inflight map[cid.Cid]Settling // appended, not yet durable
+	requests map[string]Settling  // the in-flight appends that carry a request id, by id
 	busy     int                  // advances in progress
 	idleDue  bool                 // the idle time passed while work was in flight
 	traffic  time.Time            // last append or advance
@@ -183,8 +185,39 @@ func (a *sonaActor) reload(ctx actor.Context) {
 	if rec.LastMemory != nil {
 		a.last = mustCID(*rec.LastMemory)
 	}
-	a.inflight = map[cid.Cid]Settling{}
+	a.inflight, a.requests = map[cid.Cid]Settling{}, map[string]Settling{}
 	a.gen++
+}
+
+// hold makes this process the writer of the chain (see ChainWriter),
+// reading the chain again when it was caught up.
+func (a *sonaActor) hold(ctx actor.Context) error {
+	c, cancel := context.WithTimeout(context.Background(), a.sys.cfg.Actors.AskTimeout.D())
+	fresh, err := a.sys.chains.Acquire(c, a.id)
+	cancel()
+	if err == nil && fresh {
+		a.reload(ctx) // caught up: the chain moved underneath
+	}
+	return err
+}
+
+// replay is the answer to request id when an append of this sona
+// recorded it (an earlier attempt of the request): its memory, seq and
+// ACT, and the answer it recorded. No result and no error: none did.
+func (a *sonaActor) replay(id string) appended {
+	seq, result, ok, err := a.sys.self.Chains.Request(a.id, id)
+	if err != nil || !ok {
+		return appended{nil, err}
+	}
+	page, err := a.sys.self.Sonas.Chain(a.id, seq, 1)
+	if err != nil {
+		return appended{nil, err}
+	}
+	if len(page.Items) == 0 || page.Items[0].Seq != seq {
+		return appended{nil, fmt.Errorf("%w: request %q of sona %s names seq %d, which the chain lacks", memory.ErrCorrupt, id, a.id, seq)}
+	}
+	e := page.Items[0]
+	return appended{&messages.Appended{Cid: e.Memory.String(), Seq: proto.Int64(seq), Act: e.Act.String(), Replayed: true, Result: result}, nil}
 }
 
 func mustCID(s string) *cid.Cid {
@@ -217,15 +250,26 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		}
 		step = &advanceSpan{span}
 	}
-	c, cancel := context.WithTimeout(context.Background(), a.sys.cfg.Actors.AskTimeout.D())
-	fresh, err := a.sys.chains.Acquire(c, a.id)
-	cancel()
-	if err != nil {
+	if err := a.hold(ctx); err != nil {
 		done(appended{nil, err})
 		return
 	}
-	if fresh {
-		a.reload(ctx) // caught up: the chain moved underneath
+	if r := item.Request; r != nil {
+		if p, ok := a.requests[r.ID]; ok {
+			// The same request is in flight: its answer is this one's.
+			a.await(ctx, p, func(err error) {
+				if err != nil {
+					done(appended{nil, err})
+					return
+				}
+				done(a.replay(r.ID))
+			})
+			return
+		}
+		if res := a.replay(r.ID); res.err != nil || res.result != nil {
+			done(res)
+			return
+		}
 	}
 	if item.ExpectSeq != nil && *item.ExpectSeq != a.length {
 		done(appended{nil, fmt.Errorf("%w: sona %s is at seq %d, the append expected %d", memory.ErrChainConflict, a.id, a.length, *item.ExpectSeq)})
@@ -262,10 +306,16 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 	a.head, a.length = plan.Next()
 	a.last = &item.CID
 	a.inflight[item.CID] = p
+	if item.Request != nil {
+		a.requests[item.Request.ID] = p
+	}
 	gen := a.gen
 	a.await(ctx, p, func(err error) {
 		if gen == a.gen {
 			delete(a.inflight, item.CID)
+			if item.Request != nil {
+				delete(a.requests, item.Request.ID)
+			}
 			if err != nil {
 				// The planned head is ahead of the store: resync.
 				a.reload(ctx)
@@ -371,6 +421,22 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 		finish(failure(err))
 		return
 	}
+	if id := req.RequestId; id != "" {
+		// A step sent again: answered from the chain when its response
+		// is there.
+		if err := chain.ValidateRequestID(id); err != nil {
+			finish(failure(err))
+			return
+		}
+		if err := a.hold(ctx); err != nil {
+			finish(failure(err))
+			return
+		}
+		if r := a.replay(id); r.err != nil || r.result != nil {
+			finish(chatReplay(r))
+			return
+		}
+	}
 	timeout := a.sys.stepTimeout()
 	received := a.sys.clock.Now().Unix()
 	meta := &messages.MemoryMeta{AgentId: req.AgentId}
@@ -401,7 +467,15 @@ func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
 			return
 		}
 		input.EdgeType = assoc.Sequential
+		if req.RequestId != "" {
+			input.Request = &model.Request{ID: req.RequestId + InputRequest}
+		}
 		a.append(ctx, input, step, func(r appended) {
+			if r.err == nil && r.result.Replayed {
+				// An earlier attempt stored the input (and then failed, or
+				// is still on its way): the step goes on from that input.
+				input, r.err = a.stored(r.result.Cid)
+			}
 			if r.err != nil {
 				finish(failure(r.err))
 				return
@@ -469,9 +543,29 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 		}
 		out.EdgeType = assoc.Causal
 		out.PageOf = &input.CID
+		answer := &messages.ChatResponse{
+			Input: &messages.MemoryRef{Cid: input.CID.String()},
+			Response: &messages.Reply{
+				Cid: out.CID.String(), Content: t.resp.Content,
+				Model: t.resp.Model, StopReason: string(t.resp.StopReason),
+			},
+			Recalled: scoredRefs(t.recalled),
+		}
+		if req.RequestId != "" {
+			b, err := proto.Marshal(answer)
+			if err != nil {
+				finish(failure(err))
+				return
+			}
+			out.Request = &model.Request{ID: req.RequestId, Result: b}
+		}
 		a.append(ctx, out, step, func(r appended) {
 			if r.err != nil {
 				finish(failure(r.err))
+				return
+			}
+			if r.result.Replayed {
+				finish(chatReplay(r)) // another attempt of the step answered first
 				return
 			}
 			self.Memories.Reinforce(recall.Support(t.recalled))
@@ -479,16 +573,51 @@ func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input 
 			if len(t.tiers.Segments) > 0 {
 				a.tellTier(ctx, tiers.MTM, &messages.SegmentsVisited{Ids: t.tiers.Segments, At: a.sys.clock.Now().Unix()})
 			}
-			finish(&messages.ChatResponse{
-				Input: &messages.MemoryRef{Cid: input.CID.String()},
-				Response: &messages.Reply{
-					Cid: out.CID.String(), Content: t.resp.Content,
-					Model: t.resp.Model, StopReason: string(t.resp.StopReason),
-				},
-				Recalled: scoredRefs(t.recalled),
-			})
+			finish(answer)
 		})
 	})
+}
+
+// InputRequest is appended to a step's request id to name the request
+// of its input: a step records its input under id+InputRequest and its
+// response, with the whole answer, under id.
+const InputRequest = "/input"
+
+// chatReplay is the answer of a step an earlier attempt recorded.
+func chatReplay(r appended) proto.Message {
+	if r.err != nil {
+		return failure(r.err)
+	}
+	if len(r.result.Result) == 0 {
+		return failure(fmt.Errorf("%w: the request id names an insert (%s) of this sona, not a chat step", memory.ErrInvalid, r.result.Cid))
+	}
+	out := &messages.ChatResponse{}
+	if err := proto.Unmarshal(r.result.Result, out); err != nil || out.Response == nil {
+		return failure(fmt.Errorf("%w: the recorded answer of a step (%s): %v", memory.ErrCorrupt, r.result.Cid, err))
+	}
+	return out
+}
+
+// stored is a memory this store holds, ready to be an advance's input.
+func (a *sonaActor) stored(ref string) (*model.Prepared, error) {
+	c, err := cid.Decode(ref)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", memory.ErrCorrupt, err)
+	}
+	self := a.sys.self
+	block, err := self.Block(c)
+	if err != nil {
+		return nil, err
+	}
+	vec, err := self.Memories.Vector(c)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := self.Memories.Meta(c)
+	if err != nil {
+		return nil, err
+	}
+	return self.Chains.PrepareBlock(block, vec, meta)
 }
 
 // prepareAppend reads an AppendMemory into the memory to append.
@@ -498,6 +627,9 @@ func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*model.Prepar
 		return nil, err
 	}
 	item.ExpectSeq, item.Imported, item.File = msg.ExpectSeq, msg.Imported, msg.File
+	if msg.RequestId != "" {
+		item.Request = &model.Request{ID: msg.RequestId, Result: msg.RequestResult}
+	}
 	for _, n := range msg.Neighbors {
 		c, err := cid.Cast(n.Cid)
 		if err != nil {
@@ -513,6 +645,9 @@ func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*model.Prepar
 func appendMessage(sona string, p *model.Prepared) *messages.AppendMemory {
 	msg := &messages.AppendMemory{Sona: sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta,
 		ExpectSeq: p.ExpectSeq, Imported: p.Imported, File: p.File}
+	if p.Request != nil {
+		msg.RequestId, msg.RequestResult = p.Request.ID, p.Request.Result
+	}
 	for _, c := range p.Archive {
 		msg.Archive = append(msg.Archive, c.Bytes())
 	}

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -83,7 +84,7 @@ func TestInsertUnionMembers(t *testing.T) {
 			}
 			_, before, _ := h.health()
 			res := h.post("/memories", req).obj(t, http.StatusCreated)
-			wantKeys(t, res, "cid", "seq", "existed", "deduplicated", "similarity", "threshold")
+			wantKeys(t, res, "cid", "seq", "existed", "deduplicated", "similarity", "threshold", "replayed")
 			if res["deduplicated"] != false {
 				t.Fatalf("distinct memory deduplicated: %v", res)
 			}
@@ -146,7 +147,7 @@ func TestInsertUnionMembers(t *testing.T) {
 
 			// The same body again is the same memory, already there.
 			again := h.post("/memories", req).obj(t, http.StatusOK)
-			wantKeys(t, again, "cid", "seq", "existed", "deduplicated", "similarity", "threshold")
+			wantKeys(t, again, "cid", "seq", "existed", "deduplicated", "similarity", "threshold", "replayed")
 			if again["cid"] != c || again["existed"] != true || again["seq"] != nil {
 				t.Fatalf("second insert %v, want cid %s, existed true, seq null", again, c)
 			}
@@ -674,5 +675,64 @@ func TestInsertDedupAndRecallOptions(t *testing.T) {
 	r = h.post("/sona/"+id+"/recall", map[string]any{"query": "Maya", "scope": "sona"}).obj(t, http.StatusOK)
 	if m := object(t, array(t, r["memories"])[0]); m["explain"] != nil {
 		t.Fatalf("explain without asking: %v", m["explain"])
+	}
+}
+
+// TestInsertRequestID: a write sent again with its request id (body or
+// Idempotency-Key) is answered as the first time, though its memory
+// differs (another timestamp), and appends nothing; ids are per sona;
+// a chat step too; malformed ids and a header that contradicts the body are refused and
+// write nothing.
+func TestInsertRequestID(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.newSona("alpha"), h.newSona("beta")
+	body := func(sona string, ts int, id string) map[string]any {
+		m := map[string]any{"sona": sona, "timestamp": ts, "dedup": false, "data": map[string]any{"kind": "text", "content": "once"}}
+		if id != "" {
+			m["request_id"] = id
+		}
+		return m
+	}
+	first := h.post("/memories", body(a, 1, "req-1"))
+	if first.status != 201 {
+		t.Fatal(first)
+	}
+	var r1, r2 map[string]any
+	json.Unmarshal(first.body, &r1)
+	for _, again := range []response{
+		h.post("/memories", body(a, 2, "req-1")),
+		h.do("POST", "/memories", body(a, 3, ""), "Idempotency-Key", "req-1"),
+	} {
+		json.Unmarshal(again.body, &r2)
+		if again.status != 201 || r2["replayed"] != true || r2["seq"] != r1["seq"] || r2["cid"] != r1["cid"] {
+			t.Fatalf("sent again: %s, first %s", again, first)
+		}
+	}
+	if n := len(h.chain(a)); n != 1 {
+		t.Fatalf("alpha's chain has %d memories after one request sent three times", n)
+	}
+	if r := h.post("/memories", body(b, 2, "req-1")); r.status != 201 || strings.Contains(string(r.body), `"replayed":true`) {
+		t.Fatalf("the same id in another sona: %s", r)
+	}
+	for _, bad := range []response{
+		h.post("/memories", body(a, 4, "has space")),
+		h.post("/memories", body(a, 4, strings.Repeat("x", 129))),
+		h.do("POST", "/memories", body(a, 4, "req-2"), "Idempotency-Key", "req-3"),
+	} {
+		if bad.status != 400 || !strings.Contains(string(bad.body), `"invalid"`) {
+			t.Fatalf("a bad request id: %s", bad)
+		}
+	}
+	if n := len(h.chain(a)); n != 1 {
+		t.Fatalf("refused requests appended: alpha has %d memories", n)
+	}
+	// A chat step: the answer once, the memories once.
+	c1 := h.do("POST", "/sona/"+a+"/chat", map[string]any{"content": "hello"}, "Idempotency-Key", "step-1")
+	c2 := h.post("/sona/"+a+"/chat", map[string]any{"content": "hello", "request_id": "step-1"})
+	if c1.status != 200 || c2.status != 200 || string(c1.body) != string(c2.body) {
+		t.Fatalf("a chat step sent twice: %s, then %s", c1, c2)
+	}
+	if n := len(h.chain(a)); n != 3 {
+		t.Fatalf("a chat step sent twice: alpha has %d memories, want 3", n)
 	}
 }

@@ -95,6 +95,9 @@ func newAuthWorld(t *testing.T) *authWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What a cluster member mounts (package cluster's status), here a
+	// stand-in: the policy is the API's.
+	a.API.Mux().Handle("GET /cluster", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 	srv := httptest.NewServer(a.API)
 	t.Cleanup(func() {
 		srv.Close()
@@ -193,6 +196,7 @@ func TestAuthMatrix(t *testing.T) {
 		{"GET /export", "GET", "/export?sona=" + w.a, nil, 3, relGlobal, 200},
 		{"POST /import", "POST", "/import", map[string]any{}, 3, relGlobal, 400},
 		{"GET /anchors", "GET", "/anchors", nil, 1, relGlobal, 200},
+		{"GET /cluster", "GET", "/cluster", nil, 1, relGlobal, 200},
 		{"/mcp", "POST", "/mcp", mcpInit, 1, relAny, 200},
 		{"", "GET", "/no/such/route", nil, 0, relGlobal, 404}, // unknown routes still need a token
 	}

@@ -263,6 +263,9 @@ func (s *Server) chatRequest(r *http.Request) (*messages.Sona, *messages.ChatReq
 	if err := decode(r, &req); err != nil {
 		return nil, nil, err
 	}
+	if err := requestID(r, &req.RequestId); err != nil {
+		return nil, nil, err
+	}
 	return rec, &req, nil
 }
 
@@ -357,6 +360,10 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	if err := requestID(r, &req.RequestId); err != nil {
+		s.fail(w, err)
+		return
+	}
 	resp, created, err := s.insertOp(r.Context(), &req, nil)
 	if err != nil {
 		s.fail(w, err)
@@ -367,6 +374,24 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 	}
 	writeJSON(w, status, resp)
+}
+
+// IdempotencyHeader carries a request's id (its idempotency key), as the
+// request_id of the body does.
+const IdempotencyHeader = "Idempotency-Key"
+
+// requestID takes the Idempotency-Key header into a body's request_id
+// (id), refusing the two when they differ.
+func requestID(r *http.Request, id *string) error {
+	k := r.Header.Get(IdempotencyHeader)
+	if k == "" {
+		return nil
+	}
+	if *id != "" && *id != k {
+		return badRequest("invalid", "the %s header (%q) and request_id (%q) differ", IdempotencyHeader, k, *id)
+	}
+	*id = k
+	return nil
 }
 
 // memoryFromInsert builds the memory an insert request describes.

@@ -50,7 +50,7 @@ func TestMarshalInt64AsNumbers(t *testing.T) {
 	if got := marshal(t, &messages.Health{}); got != `{"status":"","sonas":0,"memories":0,"indexed":0,"reason":null}` {
 		t.Fatalf("zero Health = %s", got)
 	}
-	if got := marshal(t, &messages.InsertResponse{Cid: "c", Seq: proto.Int64(1 << 60), Existed: false}); got != `{"cid":"c","seq":1152921504606846976,"existed":false,"deduplicated":false,"similarity":null,"threshold":null}` {
+	if got := marshal(t, &messages.InsertResponse{Cid: "c", Seq: proto.Int64(1 << 60), Existed: false}); got != `{"cid":"c","seq":1152921504606846976,"existed":false,"deduplicated":false,"similarity":null,"threshold":null,"replayed":false}` {
 		t.Fatalf("InsertResponse = %s", got)
 	}
 }
@@ -72,10 +72,10 @@ func TestMarshalNulls(t *testing.T) {
 	if want := `{"uuid":"","name":"","head":"","length":0,"created_at":0,"last_memory":"m"}`; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
-	if got := marshal(t, &messages.InsertResponse{Seq: proto.Int64(0)}); got != `{"cid":"","seq":0,"existed":false,"deduplicated":false,"similarity":null,"threshold":null}` {
+	if got := marshal(t, &messages.InsertResponse{Seq: proto.Int64(0)}); got != `{"cid":"","seq":0,"existed":false,"deduplicated":false,"similarity":null,"threshold":null,"replayed":false}` {
 		t.Fatalf("seq 0 = %s", got)
 	}
-	if got := marshal(t, &messages.InsertResponse{Existed: true}); got != `{"cid":"","seq":null,"existed":true,"deduplicated":false,"similarity":null,"threshold":null}` {
+	if got := marshal(t, &messages.InsertResponse{Existed: true}); got != `{"cid":"","seq":null,"existed":true,"deduplicated":false,"similarity":null,"threshold":null,"replayed":false}` {
 		t.Fatalf("seq unset = %s", got)
 	}
 	if got := marshal(t, &messages.ListSonasResponse{}); got != `{"items":[],"next_cursor":null}` {

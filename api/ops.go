@@ -267,18 +267,13 @@ func (s *Server) createSonaOp(ctx context.Context, name string, allowDuplicate b
 	if err := requireUnscoped(ctx, "creating a sona"); err != nil {
 		return nil, err
 	}
-	create := s.self.Sonas.Create
+	if s.sonaCreator != nil {
+		return s.sonaCreator(ctx, name, !allowDuplicate)
+	}
 	if allowDuplicate {
-		create = s.self.Sonas.CreateDuplicate
+		return s.self.Sonas.CreateDuplicate(ctx, name)
 	}
-	rec, err := create(ctx, name)
-	if err != nil || s.sonaCreated == nil {
-		return rec, err
-	}
-	if err := s.sonaCreated(ctx, rec); err != nil {
-		return nil, err
-	}
-	return rec, nil
+	return s.self.Sonas.Create(ctx, name)
 }
 
 // listSonasOp lists sonas (optionally those called name) in uuid order;
@@ -466,6 +461,11 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 	if err := base.ValidateAgentID(req.AgentId); err != nil {
 		return nil, false, err
 	}
+	if req.RequestId != "" {
+		if err := chain.ValidateRequestID(req.RequestId); err != nil {
+			return nil, false, err
+		}
+	}
 	var inline cid.Cid
 	if file != nil {
 		if inline, err = model.SumCID(model.CodecRaw, file); err != nil {
@@ -493,11 +493,14 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 			Similarity: &dup.Similarity, Threshold: &dup.Threshold.Value,
 		}, false, nil
 	}
+	if req.RequestId != "" {
+		p.Request = &model.Request{ID: req.RequestId}
+	}
 	res, err := s.sys.Append(ctx, rec.Uuid, p)
 	if err != nil {
 		return nil, false, err
 	}
-	return &messages.InsertResponse{Cid: res.Cid, Seq: res.Seq, Existed: res.Seq == nil}, res.Seq != nil, nil
+	return &messages.InsertResponse{Cid: res.Cid, Seq: res.Seq, Existed: res.Seq == nil, Replayed: res.Replayed}, res.Seq != nil, nil
 }
 
 // intPtr is an optional int32 of a request as an optional int.

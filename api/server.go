@@ -46,14 +46,18 @@ type Server struct {
 	clock   clock.Clock              // the self's: times requests and recalls
 	tp      oteltrace.TracerProvider // nil: tracing is off (tracing.go)
 	tracer  oteltrace.Tracer
-	// sonaCreated, when set, must accept a new sona before its creation
-	// is acknowledged (a cluster member registers it: OnSonaCreated).
-	sonaCreated func(context.Context, *messages.Sona) error
+	// sonaCreator, when set, creates the sonas instead of the self's
+	// Sonas (a cluster member claims the name cluster-wide: CreateSonasWith).
+	sonaCreator SonaCreator
 }
 
-// OnSonaCreated has fn accept every sona created through this server
-// before the creation is acknowledged; an error from fn fails it.
-func (s *Server) OnSonaCreated(fn func(context.Context, *messages.Sona) error) { s.sonaCreated = fn }
+// A SonaCreator creates a sona called name, refusing a name another sona
+// has (memory.ErrExists) when unique.
+type SonaCreator func(ctx context.Context, name string, unique bool) (*messages.Sona, error)
+
+// CreateSonasWith has fn create every sona created through this server
+// (POST /sonas, MCP create_sona).
+func (s *Server) CreateSonasWith(fn SonaCreator) { s.sonaCreator = fn }
 
 // NewServer builds the REST API over a self and its actor system.
 func NewServer(self *memory.Self, sys *actors.System, cfg config.Config, log *slog.Logger) *Server {

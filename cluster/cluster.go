@@ -21,7 +21,6 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory"
-	"github.com/memoria-ai/memoria/messages"
 )
 
 // Options configure Start.
@@ -142,13 +141,6 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	c.mover = newMover(node)
 	node.OnFence(c.chains.fenceAll)
 	return c, nil
-}
-
-// SonaCreated is told of a sona created through this member's API: it is
-// registered in etcd and adopted by R-1 replicas before the creation is
-// acknowledged.
-func (c *Cluster) SonaCreated(ctx context.Context, rec *messages.Sona) error {
-	return c.chains.Created(ctx, rec)
 }
 
 // Chains is the member's writer of sona chains (actors.Options.Chains).

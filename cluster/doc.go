@@ -15,6 +15,16 @@
 // claim it made, then joins again under a new lease. Close revokes the
 // lease, so a member stopped cleanly leaves at once.
 //
+// # Names and retries
+//
+// A sona's name is claimed cluster-wide before the sona is created
+// (names.go): a transaction puts <prefix>/names/<name>/<uuid> only if no
+// key under <prefix>/names/<name>/ exists. Writes that carry a request id
+// (an idempotency key, recorded by the append and replicated with it) are
+// sent again by a forwarding member to the sona's next owner when the
+// owner dies or answers 503 (route.go): the new owner answers from its
+// copy of the chain what the old one appended.
+//
 // # Why etcd directly and not protoactor's cluster
 //
 // The design asked for protoactor-go's cluster with its etcd provider for

@@ -146,11 +146,8 @@ func TestOwnerIsFencedByItsLease(t *testing.T) {
 	fenced := make(chan struct{}, 1)
 	c.node.OnFence(func() { fenced <- struct{}{} })
 
-	rec, err := c.self.Sonas.Create(context.Background(), "alice")
+	rec, err := c.CreateSona(context.Background(), "alice", true)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SonaCreated(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
 	if h := headOf(t, cl, rec.Uuid); h.Seq != -1 || len(h.Replicas) != 1 {
@@ -209,11 +206,8 @@ func TestAnotherOwnerFencesTheHead(t *testing.T) {
 	url := startEtcd(t)
 	c := startMember(t, url)
 	cl := etcdClient(t, url)
-	rec, err := c.self.Sonas.Create(context.Background(), "bob")
+	rec, err := c.CreateSona(context.Background(), "bob", true)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SonaCreated(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
 	if err := appendText(t, c, rec.Uuid, "mine"); err != nil {
@@ -253,11 +247,8 @@ func TestMoverBatches(t *testing.T) {
 	ctx := context.Background()
 	var sonas []string
 	for i := range 20 {
-		rec, err := c.self.Sonas.Create(ctx, "m"+string(rune('a'+i)))
+		rec, err := c.CreateSona(ctx, "m"+string(rune('a'+i)), true)
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.SonaCreated(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 		sonas = append(sonas, rec.Uuid)

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
@@ -33,9 +34,11 @@ const servedByHeader = "X-Memoria-Member"
 // Route sends every request about one sona to the member that owns it (or
 // that should take it: the first live member holding its chain), and
 // serves the others with next, the API. The requests routed are the
-// /sona/{uuid}… routes, POST /memories (by its body's sona), POST /files
-// and GET /memories/list with ?sona=. Everything else (reads by CID, the
-// gateway, lists, MCP) is served by the member that received it.
+// /sona/{uuid}… routes, POST /memories (by its body's sona), MCP tool
+// calls (by their sona argument), POST /files, GET /memories/list and
+// GET /export with ?sona=. Reads by CID this member lacks go to a member that has
+// the block; everything else (lists, other MCP requests) is served by
+// the member that received it.
 func (c *Cluster) Route(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(servedByHeader, c.node.self.ID)
@@ -61,8 +64,134 @@ func (c *Cluster) Route(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if body, ok := c.retryable(r); ok {
+			c.forwardRetrying(w, r, sona, to, body, next)
+			return
+		}
 		c.forward(w, r, sona, to)
 	})
+}
+
+// retryable returns the body of a write that is safe to send again: a
+// POST /memories or a chat step with a request id (Idempotency-Key or
+// request_id), which the sona's owner carries out at most once.
+func (c *Cluster) retryable(r *http.Request) ([]byte, bool) {
+	chat := strings.HasPrefix(r.URL.Path, "/sona/") && strings.HasSuffix(r.URL.Path, "/chat")
+	if r.Method != http.MethodPost || r.URL.Path != "/memories" && !chat {
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, c.maxBody+1)) // the API refuses what is over
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return nil, false
+	}
+	if r.Header.Get(idempotencyHeader) != "" {
+		return body, true
+	}
+	var probe struct {
+		RequestID string `json:"request_id"`
+	}
+	return body, json.Unmarshal(body, &probe) == nil && probe.RequestID != ""
+}
+
+// forwardRetrying forwards a retryable write to the sona's owner, and
+// when the owner does not answer or answers 503 (it died, was fenced, is
+// leaving) sends it again to whoever owns the sona next, for up to two
+// leases and an etcd timeout: a client sees the failover as a slower
+// answer, not a failure.
+func (c *Cluster) forwardRetrying(w http.ResponseWriter, r *http.Request, sona string, to Member, body []byte, next http.Handler) {
+	ctx := r.Context()
+	deadline := c.clock.Now().Add(2*c.cfg.LeaseTTL.D() + c.cfg.EtcdTimeout.D())
+	var err error
+	for {
+		if err == nil {
+			var resp *http.Response
+			if resp, err = c.send(ctx, r, to, body); err == nil {
+				if resp.StatusCode != http.StatusServiceUnavailable || !c.clock.Now().Before(deadline) {
+					copyResponse(w, resp)
+					return
+				}
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+				resp.Body.Close()
+				err = fmt.Errorf("%w: member %s: %s", ErrNoReplicas, to.ID, bytes.TrimSpace(b))
+			}
+		}
+		if !c.clock.Now().Before(deadline) || ctx.Err() != nil {
+			apiError(w, fmt.Errorf("%w: sona %s: no member took the write in time (last: %v); retry", ErrNoReplicas, sona, err))
+			return
+		}
+		t := c.clock.NewTimer(retryPause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C():
+		}
+		c.log.Debug("sending a write again", "sona", sona, "to", to.ID, "err", err)
+		if to, err = c.placement(ctx, sona, false); err == nil && to.ID == c.node.self.ID {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			next.ServeHTTP(w, r)
+			return
+		}
+	}
+}
+
+// retryPause spaces the attempts of forwardRetrying.
+const retryPause = 200 * time.Millisecond
+
+// send makes one attempt of a forwarded request with body, cut short when
+// the member leaves the cluster.
+func (c *Cluster) send(ctx context.Context, r *http.Request, to Member, body []byte) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	gone, unwatch := c.node.Gone(to.ID)
+	go func() {
+		select {
+		case <-gone:
+			cancel(fmt.Errorf("member %s left the cluster", to.ID))
+		case <-ctx.Done():
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, r.Method, trimURL(to.URL)+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		unwatch()
+		cancel(nil)
+		return nil, err
+	}
+	req.Header = r.Header.Clone()
+	req.Header.Set(forwardedHeader, c.node.self.ID)
+	resp, err := c.client.Transport.RoundTrip(req)
+	if err != nil {
+		unwatch()
+		cancel(nil)
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
+		return nil, err
+	}
+	resp.Body = cancelOnClose{resp.Body, func() { unwatch(); cancel(nil) }}
+	return resp, nil
+}
+
+// cancelOnClose runs done when the body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	done func()
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.done()
+	return err
+}
+
+// copyResponse writes resp to w, streaming its body.
+func copyResponse(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(flushWriter{w}, resp.Body)
 }
 
 // blockOf is the CID a read by CID names: GET or HEAD of /ipfs/{cid}…,
@@ -124,15 +253,43 @@ func (c *Cluster) fromPeers(w http.ResponseWriter, r *http.Request, b cid.Cid, n
 			resp.Body.Close()
 			continue
 		}
-		for k, v := range resp.Header {
-			w.Header()[k] = v
+		if resp.StatusCode == http.StatusOK && r.Method == http.MethodGet && strings.HasPrefix(resp.Header.Get("Content-Type"), rawMediaType) {
+			// A block: relayed only once it hashes to its CID.
+			body, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerBody))
+			resp.Body.Close()
+			if err == nil {
+				err = verifyBlock(b, body)
+			}
+			if err != nil {
+				c.log.Warn("a member answered a block that does not verify", "member", id, "cid", b, "err", err)
+				continue
+			}
+			for k, v := range resp.Header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(resp.StatusCode)
+			_, _ = w.Write(body)
+			return
 		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(flushWriter{w}, resp.Body)
-		resp.Body.Close()
+		copyResponse(w, resp)
 		return
 	}
 	next.ServeHTTP(w, r) // no member has it: the API's own answer (404)
+}
+
+// rawMediaType is a block's media type (api.RawMediaType).
+const rawMediaType = "application/vnd.ipld.raw"
+
+// verifyBlock checks that body is the block c names.
+func verifyBlock(c cid.Cid, body []byte) error {
+	got, err := c.Prefix().Sum(body)
+	if err != nil {
+		return err
+	}
+	if !got.Equals(c) {
+		return fmt.Errorf("%w: the block hashes to %s", memory.ErrCorrupt, got)
+	}
+	return nil
 }
 
 // flushWriter flushes after every write (streamed CARs).
@@ -154,7 +311,7 @@ func (c *Cluster) sonaOf(r *http.Request) (string, error) {
 		return c.sonaRef(r.Context(), ref)
 	}
 	switch {
-	case r.Method == http.MethodPost && p == "/memories":
+	case r.Method == http.MethodPost && (p == "/memories" || p == "/mcp"):
 		if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 			return "", nil
 		}
@@ -164,14 +321,28 @@ func (c *Cluster) sonaOf(r *http.Request) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		// POST /memories names its sona; an MCP tool call (MCP is served
+		// statelessly, so any member can take any call) in its arguments.
 		var probe struct {
-			Sona string `json:"sona"`
+			Sona   string `json:"sona"`
+			Method string `json:"method"`
+			Params struct {
+				Arguments struct {
+					Sona string `json:"sona"`
+				} `json:"arguments"`
+			} `json:"params"`
 		}
 		if json.Unmarshal(body, &probe) != nil {
 			return "", nil
 		}
+		if p == "/mcp" {
+			if probe.Method != "tools/call" {
+				return "", nil
+			}
+			probe.Sona = probe.Params.Arguments.Sona
+		}
 		return c.sonaRef(r.Context(), probe.Sona)
-	case r.Method == http.MethodPost && p == "/files", r.Method == http.MethodGet && p == "/memories/list":
+	case r.Method == http.MethodPost && p == "/files", r.Method == http.MethodGet && (p == "/memories/list" || p == "/export"):
 		return c.sonaRef(r.Context(), r.URL.Query().Get("sona"))
 	}
 	return "", nil
@@ -309,6 +480,7 @@ func (c *Cluster) forward(w http.ResponseWriter, r *http.Request, sona string, t
 		}
 	}()
 	r = r.WithContext(ctx)
+	w.Header().Del(servedByHeader) // the owner's answer names it
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -318,6 +490,7 @@ func (c *Cluster) forward(w http.ResponseWriter, r *http.Request, sona string, t
 		Transport:     c.client.Transport,
 		FlushInterval: -1, // streamed answers (chat events, exports) pass as they come
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			w.Header().Set(servedByHeader, c.node.self.ID)
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 				err = cause
 			}
@@ -339,3 +512,7 @@ func apiError(w http.ResponseWriter, err error) {
 	}
 	peerError(w, status, code, err.Error())
 }
+
+// idempotencyHeader is api.IdempotencyHeader (this package does not
+// import the API).
+const idempotencyHeader = "Idempotency-Key"

@@ -109,6 +109,9 @@ func staged(self *memory.Self, a *model.Append, claim int64) (*messages.StagedAp
 	p := a.Item
 	msg := &messages.AppendMemory{Sona: a.Sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta,
 		Imported: p.Imported, File: p.File}
+	if p.Request != nil {
+		msg.RequestId, msg.RequestResult = p.Request.ID, p.Request.Result
+	}
 	for _, c := range p.Archive {
 		msg.Archive = append(msg.Archive, c.Bytes())
 	}
@@ -134,7 +137,7 @@ func staged(self *memory.Self, a *model.Append, claim int64) (*messages.StagedAp
 // member's chain (to catch another member up). What only the append's
 // moment knew — its neighbours, its edges' association type, its dialogue
 // page — is not kept, so the copy derives a little less from it.
-func fromChain(self *memory.Self, e memchain.Entry) (*messages.StagedAppend, error) {
+func fromChain(self *memory.Self, sona string, e memchain.Entry) (*messages.StagedAppend, error) {
 	block, err := self.Block(e.Memory)
 	if err != nil {
 		return nil, err
@@ -156,6 +159,11 @@ func fromChain(self *memory.Self, e memchain.Entry) (*messages.StagedAppend, err
 		return nil, err
 	}
 	msg := &messages.AppendMemory{Block: block, Embedding: vec, Meta: meta}
+	if r, err := self.Chains.RequestAt(sona, e.Seq); err != nil {
+		return nil, err
+	} else if r != nil {
+		msg.RequestId, msg.RequestResult = r.ID, r.Result
+	}
 	if f := m.Data.File; f != nil {
 		if msg.File, err = self.Block(f.Content); err != nil {
 			return nil, err
@@ -229,6 +237,9 @@ func prepared(self *memory.Self, a *messages.StagedAppend) (*model.Prepared, err
 		return nil, err
 	}
 	item.Replicated, item.Imported, item.File, item.EdgeType = true, m.Imported, m.File, a.EdgeType
+	if m.RequestId != "" {
+		item.Request = &model.Request{ID: m.RequestId, Result: m.RequestResult}
+	}
 	for _, n := range m.Neighbors {
 		c, err := cid.Cast(n.Cid)
 		if err != nil {
@@ -304,7 +315,7 @@ func entries(self *memory.Self, sona string, from, to int64) ([]*messages.Staged
 			if e.Seq != next || e.Seq > to {
 				return out, nil
 			}
-			sa, err := fromChain(self, e)
+			sa, err := fromChain(self, sona, e)
 			if err != nil {
 				return nil, err
 			}

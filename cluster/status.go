@@ -25,7 +25,21 @@ type Status struct {
 	// write). Null when etcd does not answer.
 	Sonas           *int `json:"sonas"`
 	UnderReplicated *int `json:"under_replicated"`
+	// Lacking names the first under-replicated sonas (at most
+	// maxLacking) and the live members that hold each.
+	Lacking []LackingSona `json:"lacking"`
 }
+
+// LackingSona is an under-replicated sona in Status.
+type LackingSona struct {
+	Sona string `json:"sona"`
+	// Seq is its head's seq; Live the live members holding it up to there.
+	Seq  int64    `json:"seq"`
+	Live []string `json:"live"`
+}
+
+// maxLacking bounds Status.Lacking.
+const maxLacking = 20
 
 // MemberStatus is one member in Status.
 type MemberStatus struct {
@@ -50,7 +64,8 @@ func (c *Cluster) Status(ctx context.Context) Status {
 	self := c.node.Self()
 	st := Status{Self: self.ID, Replicas: c.cfg.Replicas, Members: []MemberStatus{},
 		Etcd: EtcdStatus{Endpoints: c.cfg.Endpoints(), Healthy: c.node.Healthy()}}
-	owned, held, sonas, under, err := c.census(ctx)
+	owned, held, sonas, under, lacking, err := c.census(ctx)
+	st.Lacking = lacking
 	for _, m := range c.node.Members() {
 		st.Members = append(st.Members, MemberStatus{Member: m, Self: m.ID == self.ID, Owned: owned[m.ID], Held: held[m.ID]})
 	}
@@ -61,13 +76,13 @@ func (c *Cluster) Status(ctx context.Context) Status {
 }
 
 // census reads every sona's owner and head from etcd.
-func (c *Cluster) census(ctx context.Context) (owned, held map[string]int, sonas, under int, err error) {
-	owned, held = map[string]int{}, map[string]int{}
+func (c *Cluster) census(ctx context.Context) (owned, held map[string]int, sonas, under int, lacking []LackingSona, err error) {
+	owned, held, lacking = map[string]int{}, map[string]int{}, []LackingSona{}
 	rctx, cancel := c.node.request(ctx)
 	defer cancel()
 	resp, err := c.node.client.Get(rctx, c.node.keys.sonas(), clientv3.WithPrefix())
 	if err != nil {
-		return owned, held, 0, 0, err
+		return owned, held, 0, 0, lacking, err
 	}
 	for _, kv := range resp.Kvs {
 		k := string(kv.Key)
@@ -80,19 +95,23 @@ func (c *Cluster) census(ctx context.Context) (owned, held map[string]int, sonas
 				continue
 			}
 			sonas++
-			live := 0
+			live := []string{}
 			for _, id := range h.Replicas {
 				held[id]++
 				if _, ok := c.node.Member(id); ok {
-					live++
+					live = append(live, id)
 				}
 			}
-			if live < c.cfg.Replicas {
+			if len(live) < c.cfg.Replicas {
 				under++
+				if len(lacking) < maxLacking {
+					sona := strings.TrimSuffix(strings.TrimPrefix(k, c.node.keys.sonas()), "/head")
+					lacking = append(lacking, LackingSona{Sona: sona, Seq: h.Seq, Live: live})
+				}
 			}
 		}
 	}
-	return owned, held, sonas, under, nil
+	return owned, held, sonas, under, lacking, nil
 }
 
 // StatusHandler serves GET /cluster (mounted on the API's mux, behind its

@@ -104,6 +104,9 @@
 //	                                    memories; memory/chain)
 //	y/      log seq (8 bytes BE)        Anchor (protobuf): a significant memory, written in the
 //	                                    transaction of the append that created it (memory/anchor)
+//	i/      uuid 0x00 "r" request id    seq (8 bytes BE) ‖ answer: the append a client's request
+//	                                    (its idempotency key) made (memory/chain)
+//	        uuid 0x00 "s" seq (8 BE)    the request id of the append at seq
 //	t/      uuid 0x00 …                 MemoryOS tiers of the sona (memory/tiers):
 //	          "s"                       StmState: the short-term pages, version, page similarity stats
 //	          "m"                       MtmState: next segment id, page count, version

@@ -113,7 +113,12 @@ type AppendMemory struct {
 	// The raw block a file memory's content names, when it comes with the
 	// memory (MCP's insert of a file): stored in the append's transaction,
 	// so a refused insert stores nothing.
-	File          []byte `protobuf:"bytes,9,opt,name=file,proto3" json:"file,omitempty"`
+	File []byte `protobuf:"bytes,9,opt,name=file,proto3" json:"file,omitempty"`
+	// The client's id of the request (an idempotency key, unique per sona):
+	// the append records it with request_result, and a retry of the request
+	// gets the first attempt's append instead of a new one.
+	RequestId     string `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestResult []byte `protobuf:"bytes,11,opt,name=request_result,json=requestResult,proto3" json:"request_result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -211,6 +216,20 @@ func (x *AppendMemory) GetFile() []byte {
 	return nil
 }
 
+func (x *AppendMemory) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *AppendMemory) GetRequestResult() []byte {
+	if x != nil {
+		return x.RequestResult
+	}
+	return nil
+}
+
 // A memory near another, by the cosine similarity of their embeddings.
 type Neighbor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -272,7 +291,11 @@ type Appended struct {
 	// CID of the new ACT; empty when the memory already was in the sona.
 	Act string `protobuf:"bytes,3,opt,name=act,proto3" json:"act,omitempty"`
 	// The memory was already in this sona: nothing was appended.
-	Existed       bool `protobuf:"varint,4,opt,name=existed,proto3" json:"existed,omitempty"`
+	Existed bool `protobuf:"varint,4,opt,name=existed,proto3" json:"existed,omitempty"`
+	// An earlier attempt of the same request (request_id) made this append:
+	// nothing new was appended. result is what that attempt recorded.
+	Replayed      bool   `protobuf:"varint,5,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Result        []byte `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +356,20 @@ func (x *Appended) GetExisted() bool {
 		return x.Existed
 	}
 	return false
+}
+
+func (x *Appended) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
+func (x *Appended) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
 }
 
 // Failure is an error reply. Codes match the REST error codes.
@@ -740,7 +777,7 @@ const file_memoria_v1_actors_proto_rawDesc = "" +
 	"\aAdvance\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x121\n" +
 	"\arequest\x18\x02 \x01(\v2\x17.memoria.v1.ChatRequestR\arequest\x12\x12\n" +
-	"\x04call\x18\x03 \x01(\x04R\x04call\"\xb3\x02\n" +
+	"\x04call\x18\x03 \x01(\x04R\x04call\"\xf9\x02\n" +
 	"\fAppendMemory\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x12\x14\n" +
 	"\x05block\x18\x02 \x01(\fR\x05block\x12\x1c\n" +
@@ -751,16 +788,22 @@ const file_memoria_v1_actors_proto_rawDesc = "" +
 	"expect_seq\x18\x06 \x01(\x03H\x00R\texpectSeq\x88\x01\x01\x12\x1a\n" +
 	"\bimported\x18\a \x01(\bR\bimported\x122\n" +
 	"\tneighbors\x18\b \x03(\v2\x14.memoria.v1.NeighborR\tneighbors\x12\x12\n" +
-	"\x04file\x18\t \x01(\fR\x04fileB\r\n" +
+	"\x04file\x18\t \x01(\fR\x04file\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\n" +
+	" \x01(\tR\trequestId\x12%\n" +
+	"\x0erequest_result\x18\v \x01(\fR\rrequestResultB\r\n" +
 	"\v_expect_seq\".\n" +
 	"\bNeighbor\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\fR\x03cid\x12\x10\n" +
-	"\x03sim\x18\x02 \x01(\x01R\x03sim\"g\n" +
+	"\x03sim\x18\x02 \x01(\x01R\x03sim\"\x9b\x01\n" +
 	"\bAppended\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x15\n" +
 	"\x03seq\x18\x02 \x01(\x03H\x00R\x03seq\x88\x01\x01\x12\x10\n" +
 	"\x03act\x18\x03 \x01(\tR\x03act\x12\x18\n" +
-	"\aexisted\x18\x04 \x01(\bR\aexistedB\x06\n" +
+	"\aexisted\x18\x04 \x01(\bR\aexisted\x12\x1a\n" +
+	"\breplayed\x18\x05 \x01(\bR\breplayed\x12\x16\n" +
+	"\x06result\x18\x06 \x01(\fR\x06resultB\x06\n" +
 	"\x04_seq\"7\n" +
 	"\aFailure\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +

@@ -98,7 +98,13 @@ type ChatRequest struct {
 	Stream bool `protobuf:"varint,7,opt,name=stream,proto3" json:"stream,omitempty"`
 	// At most this many memories beyond the hits, from co-access and edge
 	// expansion (0: none; unset: recall.expand_max).
-	Expand        *int32 `protobuf:"varint,8,opt,name=expand,proto3,oneof" json:"expand,omitempty"`
+	Expand *int32 `protobuf:"varint,8,opt,name=expand,proto3,oneof" json:"expand,omitempty"`
+	// The client's id of this step (or the Idempotency-Key header; chat
+	// only): a retry with the same id gets the first attempt's answer once
+	// its response is stored, or goes on from its stored input; never a
+	// second input or response. Unique per sona (with the inserts' ids);
+	// the input is recorded as request_id + "/input".
+	RequestId     string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -187,6 +193,13 @@ func (x *ChatRequest) GetExpand() int32 {
 		return *x.Expand
 	}
 	return 0
+}
+
+func (x *ChatRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type MemoryRef struct {
@@ -1011,7 +1024,11 @@ type InsertRequest struct {
 	AgentId   string            `protobuf:"bytes,6,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	Labels    map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Near-duplicate detection against the sona (default true).
-	Dedup         *bool `protobuf:"varint,8,opt,name=dedup,proto3,oneof" json:"dedup,omitempty"`
+	Dedup *bool `protobuf:"varint,8,opt,name=dedup,proto3,oneof" json:"dedup,omitempty"`
+	// The client's id of this request (or the Idempotency-Key header): a
+	// retry with the same id gets the first attempt's answer, never a second
+	// append. Unique per sona; 1 to 128 printable ASCII bytes.
+	RequestId     string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1102,6 +1119,13 @@ func (x *InsertRequest) GetDedup() bool {
 	return false
 }
 
+func (x *InsertRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type InsertResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Cid   string                 `protobuf:"bytes,1,opt,name=cid,proto3" json:"cid,omitempty"`
@@ -1113,8 +1137,11 @@ type InsertResponse struct {
 	// which was reinforced instead of storing the new one.
 	Deduplicated bool `protobuf:"varint,4,opt,name=deduplicated,proto3" json:"deduplicated,omitempty"`
 	// Similarity to the existing memory and the dedup threshold it crossed.
-	Similarity    *float64 `protobuf:"fixed64,5,opt,name=similarity,proto3,oneof" json:"similarity,omitempty"`
-	Threshold     *float64 `protobuf:"fixed64,6,opt,name=threshold,proto3,oneof" json:"threshold,omitempty"`
+	Similarity *float64 `protobuf:"fixed64,5,opt,name=similarity,proto3,oneof" json:"similarity,omitempty"`
+	Threshold  *float64 `protobuf:"fixed64,6,opt,name=threshold,proto3,oneof" json:"threshold,omitempty"`
+	// An earlier attempt of the same request_id appended the memory: this is
+	// its answer, and nothing new was appended.
+	Replayed      bool `protobuf:"varint,7,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1189,6 +1216,13 @@ func (x *InsertResponse) GetThreshold() float64 {
 		return *x.Threshold
 	}
 	return 0
+}
+
+func (x *InsertResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
 }
 
 type ListMemoriesResponse struct {
@@ -1529,7 +1563,7 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"memoria.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17memoria/v1/memory.proto\"P\n" +
 	"\x11CreateSonaRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
-	"\x0fallow_duplicate\x18\x02 \x01(\bR\x0eallowDuplicate\"\xdd\x01\n" +
+	"\x0fallow_duplicate\x18\x02 \x01(\bR\x0eallowDuplicate\"\xfc\x01\n" +
 	"\vChatRequest\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
@@ -1538,7 +1572,9 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\fbudget_chars\x18\x05 \x01(\x05R\vbudgetChars\x12\x14\n" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x16\n" +
 	"\x06stream\x18\a \x01(\bR\x06stream\x12\x1b\n" +
-	"\x06expand\x18\b \x01(\x05H\x00R\x06expand\x88\x01\x01B\t\n" +
+	"\x06expand\x18\b \x01(\x05H\x00R\x06expand\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\t \x01(\tR\trequestIdB\t\n" +
 	"\a_expand\"\x1d\n" +
 	"\tMemoryRef\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\"j\n" +
@@ -1613,7 +1649,7 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\tcollapsed\x18\a \x03(\tR\tcollapsedB\a\n" +
 	"\x05_rank\"H\n" +
 	"\x0eRecallResponse\x126\n" +
-	"\bmemories\x18\x01 \x03(\v2\x1a.memoria.v1.RecalledMemoryR\bmemories\"\xf7\x02\n" +
+	"\bmemories\x18\x01 \x03(\v2\x1a.memoria.v1.RecalledMemoryR\bmemories\"\x96\x03\n" +
 	"\rInsertRequest\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x12+\n" +
 	"\x04data\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x04data\x12&\n" +
@@ -1622,13 +1658,15 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\ttimestamp\x18\x05 \x01(\x03H\x00R\ttimestamp\x88\x01\x01\x12\x19\n" +
 	"\bagent_id\x18\x06 \x01(\tR\aagentId\x12=\n" +
 	"\x06labels\x18\a \x03(\v2%.memoria.v1.InsertRequest.LabelsEntryR\x06labels\x12\x19\n" +
-	"\x05dedup\x18\b \x01(\bH\x01R\x05dedup\x88\x01\x01\x1a9\n" +
+	"\x05dedup\x18\b \x01(\bH\x01R\x05dedup\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\t \x01(\tR\trequestId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +
 	"\n" +
 	"_timestampB\b\n" +
-	"\x06_dedup\"\xe4\x01\n" +
+	"\x06_dedup\"\x80\x02\n" +
 	"\x0eInsertResponse\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x15\n" +
 	"\x03seq\x18\x02 \x01(\x03H\x00R\x03seq\x88\x01\x01\x12\x18\n" +
@@ -1637,7 +1675,8 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"similarity\x18\x05 \x01(\x01H\x01R\n" +
 	"similarity\x88\x01\x01\x12!\n" +
-	"\tthreshold\x18\x06 \x01(\x01H\x02R\tthreshold\x88\x01\x01B\x06\n" +
+	"\tthreshold\x18\x06 \x01(\x01H\x02R\tthreshold\x88\x01\x01\x12\x1a\n" +
+	"\breplayed\x18\a \x01(\bR\breplayedB\x06\n" +
 	"\x04_seqB\r\n" +
 	"\v_similarityB\f\n" +
 	"\n" +

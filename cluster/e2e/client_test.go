@@ -250,3 +250,13 @@ func selfID(url string) (string, error) {
 	}
 	return st.Self, json.Unmarshal(b, &st)
 }
+
+// jsonCode reports whether b is an API error with code.
+func jsonCode(b []byte, code string) bool {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(b, &e) == nil && e.Error.Code == code
+}

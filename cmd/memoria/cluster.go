@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -80,7 +81,22 @@ func printClusterStatus(w io.Writer, st cluster.Status) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t\n", id, m.URL, m.Peer, m.Owned, m.Held, time.UnixMilli(m.Started).Format(time.DateTime))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(st.Lacking) > 0 {
+		fmt.Fprintln(w, "under-replicated (restored by their next write):")
+		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SONA	HEAD SEQ	HELD BY (LIVE)	")
+		for _, l := range st.Lacking {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t\n", l.Sona, l.Seq, strings.Join(l.Live, ", "))
+		}
+		if more := *st.UnderReplicated - len(st.Lacking); more > 0 {
+			fmt.Fprintf(tw, "… and %d more\t\t\t\n", more)
+		}
+		return tw.Flush()
+	}
+	return nil
 }
 
 func clusterDevCmd(g *globals) *cobra.Command {

@@ -142,7 +142,7 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 	srv.ServeMetrics(m)
 	if cl != nil {
 		srv.Mux().Handle("GET /cluster", cl.StatusHandler())
-		srv.OnSonaCreated(cl.SonaCreated)
+		srv.CreateSonasWith(cl.CreateSona)
 	}
 	if tracing != nil {
 		srv.Trace(tracing.Provider)

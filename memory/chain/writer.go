@@ -105,6 +105,9 @@ func (w *Writer) Op(a *model.Append) store.Op {
 		if err := w.checkLinksIn(tx, a); err != nil {
 			return err
 		}
+		if err := recordRequest(tx, a); err != nil {
+			return err
+		}
 		item := a.Item
 		wr := &Written{Append: a}
 		raw, err = tx.Get(meta.Key(item.CID))

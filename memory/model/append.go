@@ -45,6 +45,18 @@ type Prepared struct {
 	// stored by the append's transaction (it counts as stored for the
 	// memory's own link check).
 	File []byte
+	// Request, when set, is the client's request that appends the
+	// memory: the append records it, so that a retry of the request finds
+	// the append instead of appending again (an idempotency key).
+	Request *Request
+}
+
+// Request is a client's request as an append records it: its id (the
+// idempotency key, unique per sona) and, when the request's answer is
+// more than the append's seq and memory, that answer.
+type Request struct {
+	ID     string
+	Result []byte
 }
 
 // Neighbor is a nearby memory and its cosine similarity.
