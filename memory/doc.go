@@ -22,6 +22,9 @@
 //	              commit events (Self.Text)
 //	memory/transfer  export, import, reembed (Self.Transfer)
 //	memory/living  sweep, compression, dream: Living Memory (Self.Living)
+//	memory/forget  excision: tombstones, and everything derived removed
+//	              in one operation per batch (Self.Forget; wired in
+//	              forgetenv.go)
 //
 // Package memory re-exports their names (errors.go, model.go and the
 // *alias.go files; evaluation.go for eumas) so that its callers keep
@@ -99,6 +102,9 @@
 //	f/      multihash 0x00 uuid         empty: the sona may name this raw block as a file memory's
 //	                                    content (uploaded for it, or held by one of its file
 //	                                    memories; memory/chain)
+//	z/      multihash                   Tombstone (protobuf, memory/forget): a forgotten block's
+//	                                    CID, kind, when, why, by whom, rule, sonas — never its content;
+//	                                    the block is then read as ErrForgotten and never stored again
 //	y/      log seq (8 bytes BE)        Anchor (protobuf): a significant memory, written in the
 //	                                    transaction of the append that created it (memory/anchor)
 //	t/      uuid 0x00 …                 MemoryOS tiers of the sona (memory/tiers):
