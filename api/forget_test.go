@@ -53,6 +53,11 @@ func TestForgetOverHTTP(t *testing.T) {
 		wantError(t, h.get(path), http.StatusGone, "forgotten")
 	}
 	h.memory(kept)
+	// A chain's listing leaves the forgotten out.
+	listed := h.get("/memories/list?sona="+a).obj(t, 200)
+	if items := array(t, listed["items"]); len(items) != 1 || str(t, object(t, items[0])["cid"]) != kept {
+		t.Fatalf("the chain's listing: %v", listed)
+	}
 	// The chain's CAR keeps the forgotten CIDs but none of their bytes.
 	car := h.get("/ipfs/" + head + "?format=car")
 	if car.status != 200 || strings.Contains(string(car.body), forgetMarker) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/memoria-ai/memoria/internal/loadgen"
 	"github.com/memoria-ai/memoria/messages"
@@ -31,6 +32,7 @@ func (r *run) forget(ctx context.Context) error {
 	c, closeClient := loadgen.NewClient(srv.URL, r.o.Token, clients)
 	defer closeClient()
 	var next atomic.Int64
+	noDedup := false
 	for run := range ForgetRuns {
 		sonas, err := createSonas(ctx, c, 1, fmt.Sprintf("forget-%d-%%d", run), nil)
 		if err != nil {
@@ -42,7 +44,16 @@ func (r *run) forget(ctx context.Context) error {
 		eg.SetLimit(clients)
 		for range ForgetSize {
 			eg.Go(func() error {
-				_, err := insertText(ectx, c, sonas[0], r.o.Corpus.Text(int(next.Add(1)-1)))
+				i := int(next.Add(1) - 1)
+				data, err := structpb.NewStruct(map[string]any{"kind": "text", "content": fmt.Sprintf("%s (#%d)", r.o.Corpus.Text(i), i)})
+				if err != nil {
+					return err
+				}
+				// No dedup: the sona must hold ForgetSize memories.
+				resp, err := c.Insert(ectx, &messages.InsertRequest{Sona: sonas[0], Data: data, Dedup: &noDedup})
+				if err == nil && (resp.Deduplicated || resp.Existed) {
+					err = fmt.Errorf("insert %d was folded into another memory", i)
+				}
 				if n := done.Add(1); n%500 == 0 {
 					r.progress(phase, int(n), ForgetSize)
 				}
@@ -73,6 +84,9 @@ func (r *run) forget(ctx context.Context) error {
 			CPUMsPerOp: float64((after.CPU - before.CPU).Milliseconds())}
 		if h, err := r.client(srv).Health(ctx); err == nil {
 			res.StoreSize = int(h.Memories)
+		}
+		if rep.Memories != ForgetSize {
+			return fmt.Errorf("bench: forget: %d memories forgotten, want %d", rep.Memories, ForgetSize)
 		}
 		res.Note = fmt.Sprintf("run %d: %d memories forgotten in %d batches (server: %.2f s); per_second is memories a second",
 			run+1, rep.Memories, rep.Batches, rep.TookSeconds)
