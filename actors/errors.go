@@ -16,9 +16,11 @@ import (
 // HTTP statuses.
 const (
 	CodeNotFound = "not_found"
-	CodeInvalid  = "invalid"
-	CodeConflict = "conflict"
-	CodeTooLarge = "too_large"
+	// CodeForgotten: the memory or block was forgotten (also not found).
+	CodeForgotten = "forgotten"
+	CodeInvalid   = "invalid"
+	CodeConflict  = "conflict"
+	CodeTooLarge  = "too_large"
 	// CodeDiskFull: the store refused a write below its free-space reserve.
 	CodeDiskFull    = "insufficient_storage"
 	CodeTimeout     = "timeout"
@@ -40,6 +42,8 @@ var ErrUnavailable = errors.New("actors: unavailable")
 func failure(err error) *messages.Failure {
 	code := CodeInternal
 	switch {
+	case errors.Is(err, memory.ErrForgotten):
+		code = CodeForgotten
 	case errors.Is(err, memory.ErrNotFound):
 		code = CodeNotFound
 	case errors.Is(err, memory.ErrInvalid):
@@ -76,6 +80,8 @@ func (e *Error) Is(target error) bool {
 	switch e.Code {
 	case CodeNotFound:
 		return target == memory.ErrNotFound
+	case CodeForgotten:
+		return target == memory.ErrForgotten || target == memory.ErrNotFound
 	case CodeInvalid:
 		return target == memory.ErrInvalid
 	case CodeConflict:

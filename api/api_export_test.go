@@ -103,7 +103,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	a := newHarness(t, quiet)
 	populate(t, a)
 	docA, raw := a.exportAll(t)
-	wantKeys(t, docA, "format", "embedder", "dims", "scope", "sona", "sonas", "memories", "blocks", "anchors", "pending", "conflicts")
+	wantKeys(t, docA, "format", "embedder", "dims", "scope", "sona", "sonas", "memories", "blocks", "anchors", "pending", "conflicts", "tombstones")
 	if docA["format"] != "memoria-export/1" || docA["scope"] != "all" {
 		t.Fatalf("header %v %v", docA["format"], docA["scope"])
 	}

@@ -197,6 +197,10 @@ func TestAuthMatrix(t *testing.T) {
 		{"POST /import", "POST", "/import", map[string]any{}, 3, relGlobal, 400},
 		{"GET /anchors", "GET", "/anchors", nil, 1, relGlobal, 200},
 		{"GET /cluster", "GET", "/cluster", nil, 1, relGlobal, 200},
+		{"POST /forget", "POST", "/forget", map[string]any{"cids": []string{w.memA}, "dry_run": true}, 2, relA, 200},
+		{"POST /forget", "POST", "/forget", map[string]any{"cids": []string{w.memB}, "dry_run": true}, 2, relB, 200},
+		{"POST /forget", "POST", "/forget", map[string]any{"sona": "beta", "dry_run": true}, 2, relB, 200},
+		{"GET /forgotten", "GET", "/forgotten", nil, 3, relGlobal, 200},
 		{"/mcp", "POST", "/mcp", mcpInit, 1, relAny, 200},
 		{"", "GET", "/no/such/route", nil, 0, relGlobal, 404}, // unknown routes still need a token
 	}

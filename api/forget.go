@@ -36,8 +36,8 @@ func (s *Server) forget(w http.ResponseWriter, r *http.Request) {
 }
 
 // forgetOp checks a forget request against its principal, runs it and
-// renders what the principal may see of the report. Admin forgets
-// anything; a write token forgets the memories all of whose sonas it may
+// renders what the principal may see of the report. An admin token not
+// limited to sonas forgets anything; any other write token forgets the memories all of whose sonas it may
 // use (never the backbone's, never a raw block by its CID), and learns of
 // nothing else — a CID it may not forget is refused exactly as one stored
 // nowhere (403), and the summaries of other sonas that go with its
@@ -47,7 +47,7 @@ func (s *Server) forgetOp(ctx context.Context, in *messages.ForgetRequest) (*mes
 		return nil, err // MCP's forget: the route checked it for REST
 	}
 	p := principalFrom(ctx)
-	admin := p.Scope >= ScopeAdmin
+	admin := p.Scope >= ScopeAdmin && !p.SonaScoped()
 	req := forget.Request{
 		Reason: strings.TrimSpace(in.Reason),
 		By:     p.Name,

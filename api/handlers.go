@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -185,6 +186,9 @@ func (s *Server) writeMemories(w http.ResponseWriter, r *http.Request, ids []cid
 	resp := &messages.ListMemoriesResponse{Items: []*messages.Memory{}}
 	for _, c := range ids {
 		m, err := s.loadRendered(r.Context(), c)
+		if errors.Is(err, memory.ErrForgotten) {
+			continue // a chain keeps a forgotten memory's CID, not the memory (GET /forgotten lists it)
+		}
 		if err != nil {
 			s.fail(w, err)
 			return

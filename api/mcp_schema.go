@@ -43,7 +43,7 @@ type mcpDefs struct {
 
 func newMCPDefs(cfg config.Config) *mcpDefs {
 	kinds := slices.Sorted(maps.Keys(cfg.Kinds))
-	f := false
+	f, destructive := false, true
 	// Recall, query and list only read: recall's learning (access counts,
 	// co-access) is the store's bookkeeping, not a change a user made. The
 	// writes only add, but forget, which removes memories (destructive,
@@ -106,7 +106,7 @@ func newMCPDefs(cfg config.Config) *mcpDefs {
 		forget: &mcp.Tool{Name: "forget", Title: "Forget memories",
 			Description: "Excise memories for good: their content, embedding, text index entry, metadata and links are removed, a tombstone (CID, when, why, by whom) stays, and reading them answers that they were forgotten. Give CIDs, a sona, a label, an agent, a time range or derived_from (everything derived from those memories); dry_run lists what would go.",
 			InputSchema: toolSchema[ForgetInput](nil), OutputSchema: toolSchema[ForgetOutput](nil),
-			Annotations: &mcp.ToolAnnotations{Title: "Forget memories", DestructiveHint: nil, IdempotentHint: true, OpenWorldHint: &f}},
+			Annotations: &mcp.ToolAnnotations{Title: "Forget memories", DestructiveHint: &destructive, IdempotentHint: true, OpenWorldHint: &f}},
 	}
 }
 

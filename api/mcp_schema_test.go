@@ -27,7 +27,7 @@ var openStrings = map[string]bool{
 	"sona": true, "query": true, "content": true, "name": true, "agent_id": true, "cursor": true,
 	"base64": true, "mime_type": true, "target": true, "cid": true, "uri": true, "text": true,
 	"file_uri": true, "response": true, "model": true, "input_cid": true, "response_cid": true,
-	"uuid": true, "head": true, "next_cursor": true,
+	"uuid": true, "head": true, "next_cursor": true, "label": true, "reason": true,
 }
 
 // closedSets are the enums the schemas must carry, by tool and property
@@ -114,7 +114,7 @@ func TestMCPToolSchemasPortable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Tools) != 6 {
+	if len(res.Tools) != 7 {
 		t.Fatalf("%d tools", len(res.Tools))
 	}
 	enums := map[string][]string{}
@@ -149,13 +149,14 @@ func TestMCPToolSchemasPortable(t *testing.T) {
 		if a["readOnlyHint"] != readOnly {
 			t.Errorf("%s: readOnlyHint %v, want %v", tool.Name, a["readOnlyHint"], readOnly)
 		}
-		if !readOnly && a["destructiveHint"] != false {
-			t.Errorf("%s: destructiveHint %v, want false (tools only add)", tool.Name, a["destructiveHint"])
+		destructive := tool.Name == "forget" // the one tool that removes
+		if !readOnly && a["destructiveHint"] != destructive {
+			t.Errorf("%s: destructiveHint %v, want %v (tools but forget only add)", tool.Name, a["destructiveHint"], destructive)
 		}
 		if a["openWorldHint"] != false {
 			t.Errorf("%s: openWorldHint %v, want false", tool.Name, a["openWorldHint"])
 		}
-		idempotent := map[string]bool{"recall": true, "query": true, "list_sonas": true, "insert": true}[tool.Name]
+		idempotent := map[string]bool{"recall": true, "query": true, "list_sonas": true, "insert": true, "forget": true}[tool.Name]
 		if a["idempotentHint"] != idempotent {
 			t.Errorf("%s: idempotentHint %v, want %v", tool.Name, a["idempotentHint"], idempotent)
 		}

@@ -24,6 +24,9 @@
 //	memory/living  sweep, compression, dream: Living Memory (Self.Living)
 //	memory/recall  recall, its scoring and its trace (Self.Recaller)
 //	memory/prompt  a step's prompt and the memories a step stores
+//	memory/forget  excision: tombstones, and everything derived removed
+//	              in one operation per batch (Self.Forget; wired in
+//	              forgetenv.go)
 //
 // Callers import the packages; package memory keeps the composition root
 // (self.go: Open, Close, the subsystems as fields), the error classes it
@@ -102,6 +105,9 @@
 //	f/      multihash 0x00 uuid         empty: the sona may name this raw block as a file memory's
 //	                                    content (uploaded for it, or held by one of its file
 //	                                    memories; memory/chain)
+//	z/      multihash                   Tombstone (protobuf, memory/forget): a forgotten block's
+//	                                    CID, kind, when, why, by whom, rule, sonas — never its content;
+//	                                    the block is then read as ErrForgotten and never stored again
 //	y/      log seq (8 bytes BE)        Anchor (protobuf): a significant memory, written in the
 //	                                    transaction of the append that created it (memory/anchor)
 //	i/      uuid 0x00 "r" request id    seq (8 bytes BE) ‖ answer: the append a client's request

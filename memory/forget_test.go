@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/ipfs/go-cid"
@@ -389,5 +391,86 @@ func TestForgetSelectors(t *testing.T) {
 	// Nothing was forgotten by all this.
 	if _, _, err := s.Memories.Get(fs.doomed); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A kill -9 in the middle of a forget leaves every batch whole or not at
+// all: the memories forgotten are a prefix of the selection, a multiple
+// of the batch, each gone from every key space with its tombstone, the
+// others whole; running the forget again completes it.
+func TestForgetKillNineLeavesWholeBatches(t *testing.T) {
+	const n, batch = 1200, 100
+	if os.Getenv(childEnv) == t.Name() {
+		dir := os.Getenv("MEMORIA_FAULT_DIR")
+		s, err := openWith(Options{Config: forgetConfig(dir)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sona := os.Getenv("MEMORIA_FAULT_SONA")
+		fmt.Println("START")
+		_, err = s.Forget.Forget(context.Background(), forget.Request{Selector: forget.Selector{Sona: sona}, Batch: batch,
+			Progress: func(done, _ int) { fmt.Printf("BATCH %d\n", done) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Println("DONE")
+		io.Copy(io.Discard, os.Stdin) // until killed
+		t.Fatal("not killed")
+	}
+	dir := t.TempDir()
+	s := openSelf(t, forgetConfig(dir), nil)
+	o := newOwner(t, s, "doomed")
+	keep := newOwner(t, s, "kept")
+	var mems []cid.Cid
+	for i := range n {
+		mems = append(mems, o.text(fmt.Sprintf("doomed memory %d about the %s", i, marker)))
+	}
+	kept := keep.text("a kept memory about the weather")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd, _, sc, stderr := startChild(t, t.Name(), "MEMORIA_FAULT_DIR="+dir, "MEMORIA_FAULT_SONA="+o.sona)
+	expectLine(t, sc, "BATCH 300", map[string]bool{}, stderr) // the fourth batch is under way
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	s = openSelf(t, forgetConfig(dir), nil)
+	defer s.Close()
+	gone := 0
+	for i, c := range mems {
+		_, _, err := s.Memories.Get(c)
+		_, terr := s.Tombstone(c)
+		_, verr := s.Memories.Vector(c)
+		_, inIndex := s.Index().ID(c.KeyString())
+		switch {
+		case errors.Is(err, ErrForgotten) && terr == nil && verr != nil && !inIndex:
+			if gone != i {
+				t.Fatalf("memory %d is forgotten, but %d before it were not all", i, i)
+			}
+			gone++
+		case err == nil && errors.Is(terr, ErrNotFound) && verr == nil && inIndex:
+		default:
+			t.Fatalf("memory %d is half forgotten: get %v, tombstone %v, vector %v, indexed %v", i, err, terr, verr, inIndex)
+		}
+	}
+	t.Logf("the kill left %d of %d forgotten", gone, n)
+	if gone%batch != 0 || gone < 300 {
+		t.Fatalf("%d forgotten: not whole batches of %d after the third", gone, batch)
+	}
+	if _, _, err := s.Memories.Get(kept); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Forget.Forget(context.Background(), forget.Request{Selector: forget.Selector{Sona: o.sona}})
+	if err != nil || rep.Memories != n-gone {
+		t.Fatalf("completing the forget: %+v %v, want %d more", rep, err, n-gone)
+	}
+	if _, mem := s.Counts(); mem != 1 {
+		t.Fatalf("%d memories left, want the kept one", mem)
+	}
+	if hits := recallCIDs(t, s, o.sona, marker); len(hits) != 0 {
+		t.Fatalf("recall still finds %v", hits)
 	}
 }

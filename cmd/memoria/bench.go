@@ -35,6 +35,7 @@ func benchCmd(g *globals) *cobra.Command {
 			"  refs     raw Badger (one fsynced transaction per write, as many writers as insert), exact search,\n" +
 			"           coder/hnsw and chromem-go over the same vectors\n" +
 			"  advance  POST /sona/{uuid}/chat (offline model) over --advance-sonas sonas, 64 and 128 clients\n" +
+			"  forget   (only when named) POST /forget of a sona of 10,000 memories, three times\n" +
 			"The store of --sizes is grown through POST /memories and kept in --data DIR (a temporary directory\n" +
 			"without it), so a later run with the same corpus, seed and binary continues it. A default run takes a\n" +
 			"few minutes on two cores; --sizes 100k,1m and --duration scale it up (coder/hnsw's build alone takes\n" +

@@ -40,6 +40,9 @@ const (
 	Restart = "restart" // SIGTERM and SIGKILL of a store of each size, then until it serves at full speed
 	ANN     = "ann"     // Memoria's HNSW in process: recall@10 against exact search
 	Refs    = "refs"    // raw Badger, exact search, coder/hnsw, chromem-go
+	// Forget runs only when asked for: POST /forget of a sona of
+	// ForgetSize memories, ForgetRuns times.
+	Forget = "forget"
 	// Build is not a scenario one asks for: it is the growth of the store
 	// to each size through POST /memories, reported as it happens.
 	Build = "build"
@@ -137,8 +140,8 @@ func (o *Options) fill() error {
 		o.Scenarios = Scenarios
 	}
 	for _, s := range o.Scenarios {
-		if !slices.Contains(Scenarios, s) {
-			return fmt.Errorf("%w: unknown scenario %q (have %s)", ErrOptions, s, strings.Join(Scenarios, ", "))
+		if !slices.Contains(Scenarios, s) && s != Forget {
+			return fmt.Errorf("%w: unknown scenario %q (have %s, %s)", ErrOptions, s, strings.Join(Scenarios, ", "), Forget)
 		}
 	}
 	if len(o.Sizes) == 0 {
@@ -340,6 +343,9 @@ func (r *run) all(ctx context.Context) error {
 		if err := r.advance(ctx); err != nil {
 			return err
 		}
+	}
+	if o.has(Forget) {
+		return r.forget(ctx)
 	}
 	return nil
 }

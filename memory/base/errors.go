@@ -22,7 +22,7 @@ var (
 	// memory/forget): its bytes are gone, its tombstone remains. It is
 	// also an ErrNotFound, so that what skips a missing memory skips a
 	// forgotten one; transports answer it with 410 Gone.
-	ErrForgotten = fmt.Errorf("%w: forgotten", ErrNotFound)
+	ErrForgotten error = forgottenError{}
 	// ErrCorrupt marks damaged stored data: a block whose bytes do not
 	// hash to its CID, a record that does not decode, a store file that
 	// fails its checksums (the error names the file).
@@ -55,6 +55,13 @@ var (
 	// that name.
 	ErrExists = errors.New("memory: already exists")
 )
+
+// forgottenError is ErrForgotten: "memory: forgotten", which is also an
+// ErrNotFound.
+type forgottenError struct{}
+
+func (forgottenError) Error() string        { return "memory: forgotten" }
+func (forgottenError) Is(target error) bool { return target == ErrNotFound }
 
 // Page is one page of a listing.
 type Page[T any] struct {

@@ -161,6 +161,9 @@ type Request struct {
 	Files bool
 	// Batch is how many blocks a transaction forgets (DefaultBatch).
 	Batch int
+	// Progress, when set, is told after each durable batch how many
+	// blocks are forgotten of how many.
+	Progress func(done, total int)
 }
 
 // Report is what a forget did (or, dry, would do).
@@ -245,6 +248,9 @@ func (f *Forgetter) Forget(ctx context.Context, req Request) (Report, error) {
 			}
 			from += n
 			rep.Batches++
+			if req.Progress != nil {
+				req.Progress(from, len(p.order))
+			}
 		}
 	}
 	rep.Took = f.clock.Since(start)
