@@ -11,9 +11,7 @@
 package config
 
 import (
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 
 	"errors"
 	"fmt"
@@ -131,7 +129,7 @@ type Auth struct {
 type Token struct {
 	// Name identifies the token in logs and errors (never the secret).
 	Name string `yaml:"name"`
-	// Hash is "sha256:" and the hex SHA-256 of the token (see HashToken).
+	// Hash is "sha256:" and the hex SHA-256 of the token (api.HashToken).
 	Hash string `yaml:"hash"`
 	// Scopes: read, write, admin; each includes the ones before it.
 	Scopes []string `yaml:"scopes"`
@@ -143,12 +141,6 @@ type Token struct {
 
 // TokenHashPrefix starts every stored token hash.
 const TokenHashPrefix = "sha256:"
-
-// HashToken is the form in which a token is stored in the config.
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return TokenHashPrefix + hex.EncodeToString(sum[:])
-}
 
 // Scopes a token may carry, weakest first.
 var Scopes = []string{"read", "write", "admin"}
