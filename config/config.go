@@ -550,6 +550,15 @@ type Actors struct {
 	// MaxRestarts within RestartWindow before a supervisor stops a child.
 	MaxRestarts   int      `yaml:"max_restarts"`
 	RestartWindow Duration `yaml:"restart_window"`
+	// RestartBackoff delays a failed child's restart, doubled for each
+	// earlier failure in the window (0: restart at once).
+	RestartBackoff Duration `yaml:"restart_backoff"`
+	// MaxBackoff caps that delay under the root and a sona (its tiers);
+	// ServiceMaxBackoff under the heartbeat, consensus, evaluator and
+	// anchors actors' supervisor. (The sonas' supervisor restarts a sona
+	// at once: its state is in the store and its callers wait.)
+	MaxBackoff        Duration `yaml:"max_backoff"`
+	ServiceMaxBackoff Duration `yaml:"service_max_backoff"`
 	// AskTimeout bounds a request to an actor that does not call an LLM.
 	AskTimeout Duration `yaml:"ask_timeout"`
 }
@@ -658,10 +667,13 @@ func Default() Config {
 		Embedder:  Embedder{Provider: "hashed", Dims: 384, Timeout: Duration(30 * time.Second), MaxConcurrency: 16, BatchSize: 256},
 		Anchoring: Anchoring{Rules: DefaultAnchorRules()},
 		Actors: Actors{
-			SonaIdle:      Duration(5 * time.Minute),
-			MaxRestarts:   10,
-			RestartWindow: Duration(time.Minute),
-			AskTimeout:    Duration(30 * time.Second),
+			SonaIdle:          Duration(5 * time.Minute),
+			MaxRestarts:       10,
+			RestartWindow:     Duration(time.Minute),
+			RestartBackoff:    Duration(100 * time.Millisecond),
+			MaxBackoff:        Duration(30 * time.Second),
+			ServiceMaxBackoff: Duration(10 * time.Second),
+			AskTimeout:        Duration(30 * time.Second),
 		},
 		Log:     Log{Level: "info", Format: "console"},
 		Cluster: DefaultCluster(),
@@ -1131,6 +1143,15 @@ func (c *Config) validateActors(v *validation) {
 		bad("actors.max_restarts", "must not be negative, got %d", c.Actors.MaxRestarts)
 	}
 	posDur("actors.restart_window", c.Actors.RestartWindow)
+	if c.Actors.RestartBackoff < 0 {
+		bad("actors.restart_backoff", "must not be negative (0 = restart at once), got %s", c.Actors.RestartBackoff)
+	}
+	if c.Actors.MaxBackoff < c.Actors.RestartBackoff {
+		bad("actors.max_backoff", "must be at least actors.restart_backoff (%s), got %s", c.Actors.RestartBackoff, c.Actors.MaxBackoff)
+	}
+	if c.Actors.ServiceMaxBackoff < c.Actors.RestartBackoff {
+		bad("actors.service_max_backoff", "must be at least actors.restart_backoff (%s), got %s", c.Actors.RestartBackoff, c.Actors.ServiceMaxBackoff)
+	}
 	posDur("actors.ask_timeout", c.Actors.AskTimeout)
 }
 
