@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"time"
-
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
@@ -85,7 +83,7 @@ func (a *sonasActor) deliver(ctx actor.Context, id string, e envelope) {
 		ac := a.sys.cfg.Actors
 		props := actor.PropsFromProducer(func() actor.Actor { return newSonaActor(a.sys, id) }, a.sys.mailbox("sona"),
 			// for the sona's tier actors: restart with backoff
-			actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 100*time.Millisecond, 30*time.Second, a.sys.clock)))
+			actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), ac.RestartBackoff.D(), ac.MaxBackoff.D(), a.sys.clock)))
 		pid := ctx.SpawnPrefix(props, "sona-"+id+"-")
 		ctx.Watch(pid)
 		c = &child{pid: pid}

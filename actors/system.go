@@ -137,7 +137,7 @@ func Start(o Options) (*System, error) {
 	ac := o.Config.Actors
 	s.observeRestarts()
 	rootProps := actor.PropsFromProducer(func() actor.Actor { return &rootActor{sys: s} }, s.mailbox("root"),
-		actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 100*time.Millisecond, 30*time.Second, o.Clock)))
+		actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), ac.RestartBackoff.D(), ac.MaxBackoff.D(), o.Clock)))
 	root, err := as.Root.SpawnNamed(rootProps, "root")
 	if err != nil {
 		return nil, fmt.Errorf("actors: spawn root: %w", err)
@@ -193,7 +193,7 @@ func (r *rootActor) Receive(ctx actor.Context) {
 			actor.WithSupervisor(newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 0, 0, r.sys.clock)))
 		// The heartbeat, consensus and evaluator actors restart with
 		// backoff: their state is in the store.
-		backoff := newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), 100*time.Millisecond, 10*time.Second, r.sys.clock)
+		backoff := newStrategy(ac.MaxRestarts, ac.RestartWindow.D(), ac.RestartBackoff.D(), ac.ServiceMaxBackoff.D(), r.sys.clock)
 		r.children = map[string]*actor.PID{}
 		children := map[string]*actor.Props{
 			"sonas":     props,

@@ -109,6 +109,14 @@ func principalFrom(ctx context.Context) *Principal {
 	return &Principal{Name: "nobody", Scope: ScopeNone, sonas: map[string]bool{}}
 }
 
+// HashToken is the form in which a token is stored in the config
+// (config.Token.Hash): config.TokenHashPrefix and the hex SHA-256 of the
+// token, what verification compares a presented token's hash with.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return config.TokenHashPrefix + hex.EncodeToString(sum[:])
+}
+
 // tokens verifies bearer tokens against the configured hashes.
 type tokens struct {
 	entries []tokenEntry

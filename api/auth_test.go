@@ -85,7 +85,7 @@ func newAuthWorld(t *testing.T) *authWorld {
 		if p.scope <= 0 {
 			continue
 		}
-		tok := config.Token{Name: p.name, Hash: config.HashToken(p.token), Scopes: []string{scopes[p.scope]}}
+		tok := config.Token{Name: p.name, Hash: api.HashToken(p.token), Scopes: []string{scopes[p.scope]}}
 		if p.scoped {
 			tok.Sonas = []string{w.a}
 		}
@@ -448,7 +448,7 @@ func toolText(res *mcp.CallToolResult) string {
 }
 
 func TestTokenConfigValidation(t *testing.T) {
-	good := config.Token{Name: "ci", Hash: config.HashToken("s3cret"), Scopes: []string{"read"}}
+	good := config.Token{Name: "ci", Hash: api.HashToken("s3cret"), Scopes: []string{"read"}}
 	for _, tc := range []struct {
 		name string
 		tok  config.Token

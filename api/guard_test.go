@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/config"
 )
 
@@ -92,7 +93,7 @@ func TestBrowserGuardWithoutTokens(t *testing.T) {
 func TestBrowserGuardWithTokens(t *testing.T) {
 	h := newHarness(t, func(c *config.Config) {
 		c.Evaluation.Mode = "off"
-		c.Server.Auth.Tokens = []config.Token{{Name: "w", Hash: config.HashToken("mem_w"), Scopes: []string{"write"}}}
+		c.Server.Auth.Tokens = []config.Token{{Name: "w", Hash: api.HashToken("mem_w"), Scopes: []string{"write"}}}
 	})
 	auth := []string{"Authorization", "Bearer mem_w", "Content-Type", "application/json"}
 	if r := h.send("POST", "/sonas", "memoria.example.com", `{"name":"bob"}`, auth...); r.status != 201 {

@@ -170,7 +170,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, inProcess := r.Context().Value(principalKey{}).(*Principal)
 	if !inProcess || p == nil {
 		if err := s.guard.check(r); err != nil {
-			writeError(w, statusOf(err), err.code, err.msg)
+			s.fail(w, err)
 			return
 		}
 		if p = s.authorize(w, r, pattern); p == nil {
@@ -263,7 +263,8 @@ var (
 // apiError is a refusal of the shared operations: its class (one of
 // memory/base's or the API's own sentinels above; errors.Is sees it), the
 // code its answer names and the message. The operations say what went
-// wrong; classify alone says what each class is answered with.
+// wrong; classify alone says what each class is answered with (the
+// status of its class, its own code and message).
 type apiError struct {
 	class error
 	code  string
@@ -275,29 +276,6 @@ func (e *apiError) Unwrap() error { return e.class }
 
 func badRequest(code, format string, args ...any) error {
 	return &apiError{memory.ErrInvalid, code, fmt.Sprintf(format, args...)}
-}
-
-// classStatus is the HTTP status of each class an apiError carries.
-var classStatus = []struct {
-	class  error
-	status int
-}{
-	{memory.ErrInvalid, http.StatusBadRequest},
-	{errForbidden, http.StatusForbidden},
-	{errNotAcceptable, http.StatusNotAcceptable},
-	{errUnsupportedMedia, http.StatusUnsupportedMediaType},
-	{memory.ErrTooLarge, http.StatusRequestEntityTooLarge},
-	{memory.ErrAmbiguous, http.StatusConflict},
-}
-
-// statusOf is the HTTP status of an apiError's class.
-func statusOf(e *apiError) int {
-	for _, c := range classStatus {
-		if errors.Is(e.class, c.class) {
-			return c.status
-		}
-	}
-	return http.StatusInternalServerError
 }
 
 // fail writes err as a JSON error with the status its class deserves.
@@ -318,7 +296,8 @@ func (s *Server) classify(ctx context.Context, err error) (status int, code, msg
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &ae):
-		return statusOf(ae), ae.code, ae.msg
+		status, _, _ = s.classify(ctx, ae.class) // its class's status, its own code and message
+		return status, ae.code, ae.msg
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)
 	case errors.Is(err, ErrBodyTimeout):
@@ -327,12 +306,16 @@ func (s *Server) classify(ctx context.Context, err error) (status int, code, msg
 		return http.StatusBadRequest, "invalid", err.Error()
 	case errors.Is(err, memory.ErrForgotten):
 		return http.StatusGone, "forgotten", err.Error()
-	case errors.Is(err, forget.ErrNotAllowed):
+	case errors.Is(err, errForbidden), errors.Is(err, forget.ErrNotAllowed):
 		return http.StatusForbidden, "forbidden", err.Error()
 	case errors.Is(err, memory.ErrNotFound):
 		return http.StatusNotFound, "not_found", err.Error()
+	case errors.Is(err, errNotAcceptable):
+		return http.StatusNotAcceptable, "not_acceptable", err.Error()
 	case errors.Is(err, memory.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, "too_large", err.Error()
+	case errors.Is(err, errUnsupportedMedia):
+		return http.StatusUnsupportedMediaType, "unsupported_media_type", err.Error()
 	case errors.Is(err, memory.ErrDiskFull):
 		return http.StatusInsufficientStorage, "insufficient_storage", err.Error()
 	case errors.Is(err, memory.ErrAmbiguous), errors.Is(err, memory.ErrChainConflict):

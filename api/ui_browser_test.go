@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 
+	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/testutil"
 )
@@ -484,8 +485,8 @@ func TestWebExplorerAuth(t *testing.T) {
 	h := newHarness(t, quiet, func(c *config.Config) {
 		c.Evaluation.Mode = "off"
 		c.Server.Auth.Tokens = []config.Token{
-			{Name: "reader", Hash: config.HashToken("mem_reader"), Scopes: []string{"read"}},
-			{Name: "admin", Hash: config.HashToken("mem_admin"), Scopes: []string{"admin"}},
+			{Name: "reader", Hash: api.HashToken("mem_reader"), Scopes: []string{"read"}},
+			{Name: "admin", Hash: api.HashToken("mem_admin"), Scopes: []string{"admin"}},
 		}
 	})
 	admin := []string{"Authorization", "Bearer mem_admin"}

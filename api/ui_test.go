@@ -20,6 +20,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/app"
 	"github.com/memoria-ai/memoria/internal/testutil"
@@ -148,7 +149,7 @@ func TestUIAuthAndGuard(t *testing.T) {
 	h := newHarness(t, func(c *config.Config) {
 		c.Evaluation.Mode = "off"
 		c.Server.AllowedHosts = []string{"memoria.internal"}
-		c.Server.Auth.Tokens = []config.Token{{Name: "admin", Hash: config.HashToken("mem_admin"), Scopes: []string{"admin"}}}
+		c.Server.Auth.Tokens = []config.Token{{Name: "admin", Hash: api.HashToken("mem_admin"), Scopes: []string{"admin"}}}
 	})
 	if r := h.get("/ui/"); r.status != http.StatusOK {
 		t.Fatalf("GET /ui/ without a token: %s", r)
@@ -263,8 +264,8 @@ func TestMemoryLinksSonaScoped(t *testing.T) {
 	}
 	cfg := base
 	cfg.Server.Auth.Tokens = []config.Token{
-		{Name: "reader", Hash: config.HashToken("mem_reader"), Scopes: []string{"read"}},
-		{Name: "reader-a", Hash: config.HashToken("mem_reader-a"), Scopes: []string{"read"}, Sonas: []string{a}},
+		{Name: "reader", Hash: api.HashToken("mem_reader"), Scopes: []string{"read"}},
+		{Name: "reader-a", Hash: api.HashToken("mem_reader-a"), Scopes: []string{"read"}, Sonas: []string{a}},
 	}
 	h, _ := openHarness(t, cfg)
 	as := func(token, path string) map[string]any {

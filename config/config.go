@@ -11,9 +11,7 @@
 package config
 
 import (
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 
 	"errors"
 	"fmt"
@@ -131,7 +129,7 @@ type Auth struct {
 type Token struct {
 	// Name identifies the token in logs and errors (never the secret).
 	Name string `yaml:"name"`
-	// Hash is "sha256:" and the hex SHA-256 of the token (see HashToken).
+	// Hash is "sha256:" and the hex SHA-256 of the token (api.HashToken).
 	Hash string `yaml:"hash"`
 	// Scopes: read, write, admin; each includes the ones before it.
 	Scopes []string `yaml:"scopes"`
@@ -143,12 +141,6 @@ type Token struct {
 
 // TokenHashPrefix starts every stored token hash.
 const TokenHashPrefix = "sha256:"
-
-// HashToken is the form in which a token is stored in the config.
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return TokenHashPrefix + hex.EncodeToString(sum[:])
-}
 
 // Scopes a token may carry, weakest first.
 var Scopes = []string{"read", "write", "admin"}
@@ -563,6 +555,15 @@ type Actors struct {
 	// MaxRestarts within RestartWindow before a supervisor stops a child.
 	MaxRestarts   int      `yaml:"max_restarts"`
 	RestartWindow Duration `yaml:"restart_window"`
+	// RestartBackoff delays a failed child's restart, doubled for each
+	// earlier failure in the window (0: restart at once).
+	RestartBackoff Duration `yaml:"restart_backoff"`
+	// MaxBackoff caps that delay under the root and a sona (its tiers);
+	// ServiceMaxBackoff under the heartbeat, consensus, evaluator and
+	// anchors actors' supervisor. (The sonas' supervisor restarts a sona
+	// at once: its state is in the store and its callers wait.)
+	MaxBackoff        Duration `yaml:"max_backoff"`
+	ServiceMaxBackoff Duration `yaml:"service_max_backoff"`
 	// AskTimeout bounds a request to an actor that does not call an LLM.
 	AskTimeout Duration `yaml:"ask_timeout"`
 }
@@ -671,10 +672,13 @@ func Default() Config {
 		Embedder:  Embedder{Provider: "hashed", Dims: 384, Timeout: Duration(30 * time.Second), MaxConcurrency: 16, BatchSize: 256},
 		Anchoring: Anchoring{Rules: DefaultAnchorRules()},
 		Actors: Actors{
-			SonaIdle:      Duration(5 * time.Minute),
-			MaxRestarts:   10,
-			RestartWindow: Duration(time.Minute),
-			AskTimeout:    Duration(30 * time.Second),
+			SonaIdle:          Duration(5 * time.Minute),
+			MaxRestarts:       10,
+			RestartWindow:     Duration(time.Minute),
+			RestartBackoff:    Duration(100 * time.Millisecond),
+			MaxBackoff:        Duration(30 * time.Second),
+			ServiceMaxBackoff: Duration(10 * time.Second),
+			AskTimeout:        Duration(30 * time.Second),
 		},
 		Log:     Log{Level: "info", Format: "console"},
 		Cluster: DefaultCluster(),
@@ -718,34 +722,61 @@ func DefaultAnchorRules() []AnchorRule {
 
 // Validate reports every problem of the configuration at once.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	v := &validation{}
+	for _, section := range []func(*validation){
+		c.validateDataDir, c.validateServer, c.validateStore, c.validateIndex, c.validateRecall,
+		c.validateThresholds, c.validateKinds, c.validateTiers, c.validateLiving, c.validateHeartbeat, c.validateEvaluation,
+		c.validateAnchoring, c.validateLLM, c.validateEmbedder, c.validateActors, c.validateLog,
+		func(v *validation) { c.Cluster.validate(v.bad) },
+	} {
+		section(v)
 	}
-	positive := func(key string, v int) {
-		if v <= 0 {
-			bad(key, "must be positive, got %d", v)
-		}
-	}
-	unit := func(key string, v float64) {
-		if math.IsNaN(v) || v < 0 || v > 1 {
-			bad(key, "must be within 0..1, got %v", v)
-		}
-	}
-	nonNeg := func(key string, v float64) {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			bad(key, "must be a non-negative number, got %v", v)
-		}
-	}
-	posDur := func(key string, d Duration) {
-		if d <= 0 {
-			bad(key, "must be a positive duration, got %s", d)
-		}
-	}
+	return errors.Join(v.errs...)
+}
 
+// validation collects what a validation finds wrong, each problem naming
+// its key, in the order found.
+type validation struct{ errs []error }
+
+func (v *validation) bad(key, format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+func (v *validation) positive(key string, n int) {
+	if n <= 0 {
+		v.bad(key, "must be positive, got %d", n)
+	}
+}
+
+func (v *validation) unit(key string, x float64) {
+	if math.IsNaN(x) || x < 0 || x > 1 {
+		v.bad(key, "must be within 0..1, got %v", x)
+	}
+}
+
+func (v *validation) nonNeg(key string, x float64) {
+	if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+		v.bad(key, "must be a non-negative number, got %v", x)
+	}
+}
+
+func (v *validation) posDur(key string, d Duration) {
+	if d <= 0 {
+		v.bad(key, "must be a positive duration, got %s", d)
+	}
+}
+
+// validateDataDir checks data_dir.
+func (c *Config) validateDataDir(v *validation) {
+	bad := v.bad
 	if strings.TrimSpace(c.DataDir) == "" {
 		bad("data_dir", "must not be empty")
 	}
+}
+
+// validateServer checks server.* (and its tokens).
+func (c *Config) validateServer(v *validation) {
+	bad, positive, posDur := v.bad, v.positive, v.posDur
 	for _, h := range c.Server.AllowedHosts {
 		if h == "" || strings.ContainsAny(h, "/:@ ") && net.ParseIP(strings.Trim(h, "[]")) == nil {
 			bad("server.allowed_hosts", "want a host name or IP without scheme or port, got %q", h)
@@ -785,7 +816,11 @@ func (c *Config) Validate() error {
 	}
 	positive("server.max_path_segments", c.Server.MaxPathSegments)
 	c.validateTokens(bad)
+}
 
+// validateStore checks store.*.
+func (c *Config) validateStore(v *validation) {
+	bad, positive := v.bad, v.positive
 	positive("store.max_batch", c.Store.MaxBatch)
 	positive("store.max_block_bytes", c.Store.MaxBlockBytes)
 	if c.Store.MaxBlockBytes > 4<<20 {
@@ -811,7 +846,11 @@ func (c *Config) Validate() error {
 	if r := c.Store.GC.DiscardRatio; !(r >= 0.05 && r <= 0.95) {
 		bad("store.gc.discard_ratio", "must be within 0.05..0.95, got %g", r)
 	}
+}
 
+// validateIndex checks index.*.
+func (c *Config) validateIndex(v *validation) {
+	bad, positive := v.bad, v.positive
 	if c.Index.M < 2 {
 		bad("index.m", "must be at least 2, got %d", c.Index.M)
 	}
@@ -823,7 +862,11 @@ func (c *Config) Validate() error {
 	if c.Index.TextBacklog < 0 {
 		bad("index.text_backlog", "must not be negative, got %d", c.Index.TextBacklog)
 	}
+}
 
+// validateRecall checks recall.*.
+func (c *Config) validateRecall(v *validation) {
+	bad, positive, unit, nonNeg := v.bad, v.positive, v.unit, v.nonNeg
 	positive("recall.top_k", c.Recall.TopK)
 	positive("recall.budget_chars", c.Recall.BudgetChars)
 	if c.Recall.Candidates < c.Recall.TopK {
@@ -891,7 +934,11 @@ func (c *Config) Validate() error {
 	if c.Recall.ImportanceDepth < 0 {
 		bad("recall.importance_depth", "must not be negative, got %d", c.Recall.ImportanceDepth)
 	}
+}
 
+// validateThresholds checks thresholds.*.
+func (c *Config) validateThresholds(v *validation) {
+	bad, positive, nonNeg := v.bad, v.positive, v.nonNeg
 	for _, b := range []struct {
 		key  string
 		beta float64
@@ -909,7 +956,11 @@ func (c *Config) Validate() error {
 		bad("thresholds.bootstrap_mean", "must be a cosine within -1..1, got %v", c.Threshold.BootstrapMean)
 	}
 	nonNeg("thresholds.bootstrap_std", c.Threshold.BootstrapStd)
+}
 
+// validateKinds checks kinds and default_kind.
+func (c *Config) validateKinds(v *validation) {
+	bad := v.bad
 	if len(c.Kinds) == 0 {
 		bad("kinds", "must not be empty")
 	}
@@ -928,7 +979,11 @@ func (c *Config) Validate() error {
 	if _, ok := c.Kinds[c.DefaultKind]; !ok {
 		bad("default_kind", "%q is not in kinds (%s)", c.DefaultKind, strings.Join(sortedKeys(c.Kinds), ", "))
 	}
+}
 
+// validateTiers checks tiers.*.
+func (c *Config) validateTiers(v *validation) {
+	bad, positive, nonNeg, posDur := v.bad, v.positive, v.nonNeg, v.posDur
 	t := c.Tiers
 	positive("tiers.stm_pages", t.STMPages)
 	positive("tiers.mtm_segments", t.MTMSegments)
@@ -956,7 +1011,11 @@ func (c *Config) Validate() error {
 		seenTrait[d.Name] = true
 	}
 	positive("tiers.lpm_top_k", t.LPMTopK)
+}
 
+// validateLiving checks living.*.
+func (c *Config) validateLiving(v *validation) {
+	bad, positive, unit := v.bad, v.positive, v.unit
 	if !(c.Living.Phi > 1) || math.IsInf(c.Living.Phi, 0) {
 		bad("living.phi", "must be greater than 1, got %v", c.Living.Phi)
 	}
@@ -965,16 +1024,22 @@ func (c *Config) Validate() error {
 	if !(c.Living.StakesHigh >= 1) || math.IsInf(c.Living.StakesHigh, 0) {
 		bad("living.stakes_high", "must be at least 1, got %v", c.Living.StakesHigh)
 	}
+}
 
+// validateHeartbeat checks heartbeat.*.
+func (c *Config) validateHeartbeat(v *validation) {
+	positive, unit, posDur := v.positive, v.unit, v.posDur
 	posDur("heartbeat.interval", c.Heartbeat.Interval)
 	posDur("heartbeat.dream_idle", c.Heartbeat.DreamIdle)
 	positive("heartbeat.sweep_batch", c.Heartbeat.SweepBatch)
 	positive("heartbeat.max_compressions", c.Heartbeat.MaxCompressions)
 	positive("heartbeat.dream_recent", c.Heartbeat.DreamRecent)
 	unit("heartbeat.insight_confidence", c.Heartbeat.InsightConfidence)
-	nonNeg("recall.paths.metric", c.Recall.Paths.Metric)
-	c.validateEvaluation(bad, positive, unit)
+}
 
+// validateAnchoring checks anchoring.*.
+func (c *Config) validateAnchoring(v *validation) {
+	bad := v.bad
 	for i, r := range c.Anchoring.Rules {
 		key := fmt.Sprintf("anchoring.rules[%d]", i)
 		if !validName(r.Category) {
@@ -1006,7 +1071,11 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+}
 
+// validateLLM checks llm.*.
+func (c *Config) validateLLM(v *validation) {
+	bad, posDur := v.bad, v.posDur
 	switch c.LLM.Provider {
 	case "offline":
 	case "openai", "anthropic":
@@ -1038,7 +1107,11 @@ func (c *Config) Validate() error {
 		bad("llm.breaker_failures", "must not be negative (0 = never open), got %d", c.LLM.BreakerFailures)
 	}
 	posDur("llm.breaker_cooldown", c.LLM.BreakerCooldown)
+}
 
+// validateEmbedder checks embedder.*.
+func (c *Config) validateEmbedder(v *validation) {
+	bad, positive, posDur := v.bad, v.positive, v.posDur
 	switch c.Embedder.Provider {
 	case "hashed":
 	case "openai":
@@ -1065,14 +1138,31 @@ func (c *Config) Validate() error {
 		bad("embedder.max_concurrency", "must not be negative (0 = unbounded), got %d", c.Embedder.MaxConcurrency)
 	}
 	positive("embedder.batch_size", c.Embedder.BatchSize)
+}
 
+// validateActors checks actors.*.
+func (c *Config) validateActors(v *validation) {
+	bad, posDur := v.bad, v.posDur
 	posDur("actors.sona_idle", c.Actors.SonaIdle)
 	if c.Actors.MaxRestarts < 0 {
 		bad("actors.max_restarts", "must not be negative, got %d", c.Actors.MaxRestarts)
 	}
 	posDur("actors.restart_window", c.Actors.RestartWindow)
+	if c.Actors.RestartBackoff < 0 {
+		bad("actors.restart_backoff", "must not be negative (0 = restart at once), got %s", c.Actors.RestartBackoff)
+	}
+	if c.Actors.MaxBackoff < c.Actors.RestartBackoff {
+		bad("actors.max_backoff", "must be at least actors.restart_backoff (%s), got %s", c.Actors.RestartBackoff, c.Actors.MaxBackoff)
+	}
+	if c.Actors.ServiceMaxBackoff < c.Actors.RestartBackoff {
+		bad("actors.service_max_backoff", "must be at least actors.restart_backoff (%s), got %s", c.Actors.RestartBackoff, c.Actors.ServiceMaxBackoff)
+	}
 	posDur("actors.ask_timeout", c.Actors.AskTimeout)
+}
 
+// validateLog checks log.*.
+func (c *Config) validateLog(v *validation) {
+	bad := v.bad
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -1083,8 +1173,6 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.format", "want console or json, got %q", c.Log.Format)
 	}
-	c.Cluster.validate(bad)
-	return errors.Join(errs...)
 }
 
 // KindWeight returns the weight of an XmetaV kind, or the default kind's.
@@ -1153,7 +1241,11 @@ func embedded[T any](name string, b []byte) T {
 // evaluation schema and a key of the stored metrics.
 var metricName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
-func (c *Config) validateEvaluation(bad func(string, string, ...any), positive func(string, int), unit func(string, float64)) {
+// validateEvaluation checks the metric path's weight (recall.paths.metric)
+// and evaluation.*.
+func (c *Config) validateEvaluation(v *validation) {
+	bad, positive, unit := v.bad, v.positive, v.unit
+	v.nonNeg("recall.paths.metric", c.Recall.Paths.Metric)
 	e := c.Evaluation
 	switch e.Mode {
 	case "llm", "heuristic":

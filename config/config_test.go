@@ -288,6 +288,8 @@ func TestValidate(t *testing.T) {
 		{"memory limit", func(c *config.Config) { c.Server.MemoryLimit = "lots" }, []string{"server.memory_limit", "lots"}},
 		{"memory limit small", func(c *config.Config) { c.Server.MemoryLimit = "1MiB" }, []string{"server.memory_limit", "64MiB"}},
 		{"memtables", func(c *config.Config) { c.Store.MemTableMB, c.Store.Memtables = 0, 1 }, []string{"store.memtable_mb", "store.memtables"}},
+		{"backoff", func(c *config.Config) { c.Actors.RestartBackoff, c.Actors.ServiceMaxBackoff = -1, -2 }, []string{"actors.restart_backoff", "actors.service_max_backoff"}},
+		{"backoff cap", func(c *config.Config) { c.Actors.MaxBackoff = config.Duration(time.Millisecond) }, []string{"actors.max_backoff"}},
 		{"block limit", func(c *config.Config) { c.Store.MaxBlockBytes = 5 << 20 }, []string{"store.max_block_bytes"}},
 		{"candidates", func(c *config.Config) { c.Recall.Candidates = 5 }, []string{"recall.candidates"}},
 		{"beta", func(c *config.Config) { c.Threshold.DedupBeta = 0 }, []string{"thresholds.dedup_beta"}},

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/config"
 )
 
@@ -39,7 +40,7 @@ func TestCLITokens(t *testing.T) {
 		} `json:"entry"`
 	}
 	decodeJSONOut(t, out, &tok)
-	if !strings.HasPrefix(tok.Token, "mem_") || tok.Entry.Hash != config.HashToken(tok.Token) {
+	if !strings.HasPrefix(tok.Token, "mem_") || tok.Entry.Hash != api.HashToken(tok.Token) {
 		t.Fatalf("token new: %+v", tok)
 	}
 	cmd := cmdWithStdin(t, tok.Token+"\n", "token", "hash")

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/internal/testdeps"
 )
 
@@ -160,7 +160,7 @@ func TestMCPInspectorCLI(t *testing.T) {
 func startServerWithToken(t *testing.T, token string) *server {
 	t.Helper()
 	cfgFile := filepath.Join(t.TempDir(), "memoria.yaml")
-	cfg := "server:\n  auth:\n    tokens:\n      - name: test\n        hash: " + config.HashToken(token) + "\n        scopes: [write]\n"
+	cfg := "server:\n  auth:\n    tokens:\n      - name: test\n        hash: " + api.HashToken(token) + "\n        scopes: [write]\n"
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

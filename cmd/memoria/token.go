@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/config"
 )
 
@@ -32,7 +33,7 @@ func tokenCmd(g *globals) *cobra.Command {
 				return err
 			}
 			token := "mem_" + base64.RawURLEncoding.EncodeToString(raw[:])
-			entry := config.Token{Name: name, Hash: config.HashToken(token), Scopes: scopes, Sonas: sonas}
+			entry := config.Token{Name: name, Hash: api.HashToken(token), Scopes: scopes, Sonas: sonas}
 			check := config.Default()
 			check.Server.Auth.Tokens = []config.Token{entry}
 			if err := check.Validate(); err != nil {
@@ -70,7 +71,7 @@ func tokenCmd(g *globals) *cobra.Command {
 				}
 				return fmt.Errorf("token hash: the token on stdin is empty")
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), config.HashToken(token))
+			fmt.Fprintln(cmd.OutOrStdout(), api.HashToken(token))
 			return nil
 		},
 	}
