@@ -17,7 +17,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-const TOOLS = ["chat", "create_sona", "insert", "list_sonas", "query", "recall"];
+const TOOLS = ["chat", "create_sona", "forget", "insert", "list_sonas", "query", "recall"];
 const TEMPLATES = {
   "ipfs://{cid}": "application/vnd.ipld.raw",
   "memoria://memory/{cid}": "application/json",

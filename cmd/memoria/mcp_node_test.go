@@ -103,7 +103,7 @@ func TestMCPInspectorCLI(t *testing.T) {
 				}
 			}
 			slices.Sort(names)
-			if want := []string{"chat", "create_sona", "insert", "list_sonas", "query", "recall"}; !slices.Equal(names, want) {
+			if want := []string{"chat", "create_sona", "forget", "insert", "list_sonas", "query", "recall"}; !slices.Equal(names, want) {
 				t.Fatalf("tools %v", names)
 			}
 
