@@ -235,19 +235,56 @@ func (x *Index) scoreSlots(ids []uint32, st stats, slots []uint32) *scores {
 }
 
 // top returns the k best of sc, best first, ties by id, and gives sc
-// back to the pool. The caller holds mu.
+// back to the pool: a heap of the k best so far (the worst on top), so
+// that a query matching most of a large collection is not sorted whole.
+// The caller holds mu.
 func (x *Index) top(sc *scores, k int) []Hit {
-	hits := make([]Hit, 0, len(sc.touched))
+	h := make(hitHeap, 0, min(k, len(sc.touched)))
 	for _, n := range sc.touched {
-		hits = append(hits, Hit{ID: x.slots[n].id, Score: sc.sum[n] * float64(sc.matched[n]) / float64(sc.terms)})
+		hit := Hit{ID: x.slots[n].id, Score: sc.sum[n] * float64(sc.matched[n]) / float64(sc.terms)}
 		sc.sum[n], sc.matched[n] = 0, 0
+		switch {
+		case len(h) < k:
+			h = append(h, hit)
+			h.up(len(h) - 1)
+		case byScore(hit, h[0]) < 0: // better than the worst kept
+			h[0] = hit
+			h.down(0)
+		}
 	}
 	scorePool.Put(sc)
-	slices.SortFunc(hits, byScore)
-	if len(hits) > k {
-		hits = hits[:k]
+	slices.SortFunc(h, byScore)
+	return h
+}
+
+// hitHeap is a heap of hits with the worst (by byScore) at its root.
+type hitHeap []Hit
+
+func (h hitHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if byScore(h[i], h[p]) <= 0 { // not worse than its parent
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
 	}
-	return hits
+}
+
+func (h hitHeap) down(i int) {
+	for {
+		w := i
+		for _, c := range []int{2*i + 1, 2*i + 2} {
+			if c < len(h) && byScore(h[c], h[w]) > 0 { // worse
+				w = c
+			}
+		}
+		if w == i {
+			return
+		}
+		h[i], h[w] = h[w], h[i]
+		i = w
+	}
 }
 
 // inSonas reports whether the document in slot n is in one of filter's
