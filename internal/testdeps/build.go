@@ -1,7 +1,6 @@
 package testdeps
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,21 +18,11 @@ import (
 // race-built packages are no use to a plain build, so on an empty cache
 // each build compiles the whole program.
 func BuildMemoria(out string, flags ...string) ([]byte, error) {
-	root, err := os.Getwd()
+	dir, err := root()
 	if err != nil {
 		return nil, err
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(root)
-		if parent == root {
-			return nil, errors.New("testdeps: no go.mod above the working directory")
-		}
-		root = parent
-	}
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "memoria-build-"+strings.ReplaceAll(strings.Trim(root, "/"), "/", "_")+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "memoria-build-"+strings.ReplaceAll(strings.Trim(dir, "/"), "/", "_")+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -44,6 +33,6 @@ func BuildMemoria(out string, flags ...string) ([]byte, error) {
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 	args := append([]string{"build", "-o", out}, flags...)
 	cmd := exec.Command("go", append(args, "./cmd/memoria")...)
-	cmd.Dir = root
+	cmd.Dir = dir
 	return cmd.CombinedOutput()
 }

@@ -156,11 +156,9 @@ type scores struct {
 
 var scorePool sync.Pool
 
-// accumulate scores every document of filter's sonas holding one of the
-// terms ids (math.MaxUint32: a term not in the index), as a disjunction
-// of term queries: the contributions summed, times the share of the terms
-// matched. The caller holds mu.
-func (x *Index) accumulate(ids []uint32, st stats, filter []uint32) *scores {
+// newScores is an empty accumulation for a query of terms terms, from the
+// pool. The caller holds mu.
+func (x *Index) newScores(terms int) *scores {
 	sc, _ := scorePool.Get().(*scores)
 	if sc == nil {
 		sc = &scores{}
@@ -169,7 +167,16 @@ func (x *Index) accumulate(ids []uint32, st stats, filter []uint32) *scores {
 		sc.sum = make([]float64, len(x.slots))
 		sc.matched = make([]uint16, len(x.slots))
 	}
-	sc.touched, sc.terms = sc.touched[:0], len(ids)
+	sc.touched, sc.terms = sc.touched[:0], terms
+	return sc
+}
+
+// accumulate scores every document of filter's sonas holding one of the
+// terms ids (math.MaxUint32: a term not in the index), as a disjunction
+// of term queries: the contributions summed, times the share of the terms
+// matched. The caller holds mu.
+func (x *Index) accumulate(ids []uint32, st stats, filter []uint32) *scores {
+	sc := x.newScores(len(ids))
 	idf, norm := weights(st)
 	for i, id := range ids {
 		if id == math.MaxUint32 {
@@ -204,15 +211,7 @@ func (x *Index) accumulate(ids []uint32, st stats, filter []uint32) *scores {
 // scoreSlots scores the documents slots (ascending, no repeats) by the
 // terms ids, from each document's own terms. The caller holds mu.
 func (x *Index) scoreSlots(ids []uint32, st stats, slots []uint32) *scores {
-	sc, _ := scorePool.Get().(*scores)
-	if sc == nil {
-		sc = &scores{}
-	}
-	if len(sc.sum) < len(x.slots) {
-		sc.sum = make([]float64, len(x.slots))
-		sc.matched = make([]uint16, len(x.slots))
-	}
-	sc.touched, sc.terms = sc.touched[:0], len(ids)
+	sc := x.newScores(len(ids))
 	idf, norm := weights(st)
 	for _, n := range slots {
 		s := &x.slots[n]
