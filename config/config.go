@@ -304,8 +304,8 @@ type Recall struct {
 	// link's strength counts times its type's weight (0: not followed).
 	AffinityLinks LinkWeights `yaml:"affinity_links"`
 	// BM25K1 and BM25B are BM25's term-saturation and length-normalisation
-	// parameters. They apply to the whole process (bleve's scorer reads them
-	// from package variables).
+	// parameters. They apply to the whole process (memory/text keeps them
+	// in package variables).
 	BM25K1 float64 `yaml:"bm25_k1"`
 	BM25B  float64 `yaml:"bm25_b"`
 	// CoAccessRate is the Hebbian learning rate: memories returned together

@@ -297,6 +297,15 @@ func (s *Self) load(ctx context.Context) error {
 	}
 	s.log.Info("self loaded", "sonas", s.Sonas.Count(), "memories", s.memories.Load(),
 		"vectors", vectors, "took", s.clock.Now().Sub(start))
+	// The HNSW graph is built in the background (dense searches are exact
+	// meanwhile): its end is the last readiness signal (memoria bench's
+	// restart reads it). WaitBuilt returns at Close too.
+	go func() {
+		s.index.WaitBuilt()
+		if s.index.Pending() == 0 {
+			s.log.Info("vector graph built", "vectors", vectors, "took", s.clock.Now().Sub(start))
+		}
+	}()
 	return nil
 }
 

@@ -10,13 +10,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/memoria-ai/memoria/cluster/clusterproc"
+	"github.com/memoria-ai/memoria/internal/testdeps"
 )
 
 // bin is the memoria binary the tests run.
@@ -29,14 +29,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "memoria")
-	args := []string{"build", "-o", bin}
+	var flags []string
 	if os.Getenv("MEMORIA_CLUSTER_RACE") == "1" {
-		args = append(args, "-race")
+		flags = append(flags, "-race")
 	}
-	cmd := exec.Command("go", append(args, "github.com/memoria-ai/memoria/cmd/memoria")...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: cannot build memoria:", err)
+	if out, err := testdeps.BuildMemoria(bin, flags...); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: cannot build memoria: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -6,20 +6,33 @@
 package etcdembed
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/client/pkg/v3/types"
+	"go.etcd.io/etcd/server/v3/config"
+	"go.etcd.io/etcd/server/v3/etcdserver"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/etcdhttp"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
+	"go.etcd.io/etcd/server/v3/features"
+	"go.etcd.io/etcd/server/v3/storage/datadir"
+	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Options configure a one-member etcd.
@@ -44,15 +57,52 @@ type Options struct {
 	StartTimeout time.Duration
 }
 
-// Server is a running one-member etcd.
+// Server is a running one-member etcd: etcd's own server
+// (go.etcd.io/etcd/server/v3/etcdserver) with its gRPC API (v3rpc) on the
+// client address, which also answers HTTP/1 for /health, /version and
+// /metrics, and its peer handler on the peer address — what etcd's embed
+// package serves, without what a one-member trial does not use and embed
+// compiles in anyway (the gRPC-JSON gateway, the election and lock
+// services, OTLP tracing, pprof: 46 packages).
 type Server struct {
-	e         *embed.Etcd
+	srv       *etcdserver.EtcdServer
+	grpc      *grpc.Server
+	client    *http.Server // HTTP/1 on the client address
+	peer      *http.Server
+	lns       []net.Listener
 	clientURL string
 	closing   *atomic.Bool
+	errc      chan error
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // ErrStart classifies a failure to start.
 var ErrStart = errors.New("etcd: cannot start")
+
+// Defaults of etcd's embed.NewConfig that a one-member etcd keeps.
+const (
+	tickMs                 = 100
+	electionMs             = 1000
+	maxSnapFiles           = 5
+	maxWALFiles            = 5
+	maxTxnOps              = 128
+	maxRequestBytes        = 1.5 * 1024 * 1024
+	warningApplyDuration   = 100 * time.Millisecond
+	warningUnaryDuration   = 300 * time.Millisecond
+	grpcKeepAliveMinTime   = 5 * time.Second
+	grpcKeepAliveInterval  = 2 * time.Hour
+	grpcKeepAliveTimeout   = 20 * time.Second
+	downgradeCheckTime     = 5 * time.Second
+	compactHashCheckTime   = time.Minute
+	autoCompactionMode     = "periodic"
+	autoCompactionRetained = time.Hour // members only keep leases, owners and heads
+	authTokenTTL           = 300
+	bcryptCost             = 10 // bcrypt.DefaultCost
+	maxLearners            = 1
+	clusterToken           = "etcd-cluster"
+	memberName             = "memoria"
+)
 
 // Start starts the member and returns once it serves clients.
 func Start(o Options) (*Server, error) {
@@ -97,39 +147,119 @@ func Start(o Options) (*Server, error) {
 	core := &quietCore{Core: zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), zl), closing: closing}
 	lg := zap.New(core).Named("etcd")
 
-	cfg := embed.NewConfig()
-	cfg.Name = "memoria"
-	cfg.Dir = filepath.Clean(o.Dir)
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
-	cfg.LogLevel = level
+	dir := filepath.Clean(o.Dir)
 	client := url.URL{Scheme: "http", Host: o.Listen}
 	peerURL := url.URL{Scheme: "http", Host: peer}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peerURL}, []url.URL{peerURL}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	// Keep the history small: members only keep leases, owners and heads.
-	cfg.AutoCompactionMode = "periodic"
-	cfg.AutoCompactionRetention = "1h"
-
-	e, err := embed.StartEtcd(cfg)
+	cfg := config.ServerConfig{
+		Name:                        memberName,
+		ClientURLs:                  types.URLs{client},
+		PeerURLs:                    types.URLs{peerURL},
+		DataDir:                     dir,
+		SnapshotCount:               etcdserver.DefaultSnapshotCount,
+		SnapshotCatchUpEntries:      etcdserver.DefaultSnapshotCatchUpEntries,
+		MaxSnapFiles:                maxSnapFiles,
+		MaxWALFiles:                 maxWALFiles,
+		NewCluster:                  true,
+		TickMs:                      tickMs,
+		ElectionTicks:               electionMs / tickMs,
+		InitialElectionTickAdvance:  true,
+		AutoCompactionMode:          autoCompactionMode,
+		AutoCompactionRetention:     autoCompactionRetained,
+		MaxTxnOps:                   maxTxnOps,
+		MaxRequestBytes:             maxRequestBytes,
+		MaxConcurrentStreams:        1<<32 - 1,
+		StrictReconfigCheck:         true,
+		AuthToken:                   "simple",
+		BcryptCost:                  bcryptCost,
+		TokenTTL:                    authTokenTTL,
+		CORS:                        map[string]struct{}{"*": {}},
+		HostWhitelist:               map[string]struct{}{"*": {}},
+		CompactHashCheckTime:        compactHashCheckTime,
+		PreVote:                     true,
+		Logger:                      lg,
+		WarningApplyDuration:        warningApplyDuration,
+		WarningUnaryRequestDuration: warningUnaryDuration,
+		DowngradeCheckTime:          downgradeCheckTime,
+		MaxLearners:                 maxLearners,
+		V2Deprecation:               config.V2DeprDefault,
+		ServerFeatureGate:           features.NewDefaultServerFeatureGate(memberName, lg),
+		Metrics:                     "basic",
+	}
+	if !wal.Exist(datadir.ToWALDir(dir)) { // a new member: its cluster is itself
+		if cfg.InitialPeerURLsMap, err = types.NewURLsMap(memberName + "=" + peerURL.String()); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrStart, err)
+		}
+		cfg.InitialClusterToken = clusterToken
+	}
+	s := &Server{clientURL: client.String(), closing: closing, errc: make(chan error, 4)}
+	clientLn, err := net.Listen("tcp", o.Listen)
 	if err != nil {
+		return nil, fmt.Errorf("%w: client address %s: %v", ErrStart, o.Listen, err)
+	}
+	peerLn, err := net.Listen("tcp", peer)
+	if err != nil {
+		clientLn.Close()
+		return nil, fmt.Errorf("%w: peer address %s: %v", ErrStart, peer, err)
+	}
+	s.lns = []net.Listener{clientLn, peerLn}
+	if s.srv, err = etcdserver.NewServer(cfg); err != nil {
+		clientLn.Close()
+		peerLn.Close()
 		return nil, fmt.Errorf("%w: %v", ErrStart, err)
 	}
+	s.srv.Start()
+	s.serve(lg, clientLn, peerLn)
+
 	timeout := o.StartTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
+	case <-s.srv.ReadyNotify():
+	case err := <-s.errc:
+		s.Close()
 		return nil, fmt.Errorf("%w: %v", ErrStart, err)
 	case <-time.After(timeout):
-		e.Server.Stop()
-		e.Close()
+		s.Close()
 		return nil, fmt.Errorf("%w: not ready after %s", ErrStart, timeout)
 	}
-	return &Server{e: e, clientURL: client.String(), closing: closing}, nil
+	return s, nil
+}
+
+// serve serves the peer handler on peerLn and, on clientLn, etcd's gRPC
+// API to HTTP/2 connections and /health, /version and /metrics to HTTP/1
+// ones (as embed does for a client address without TLS).
+func (s *Server) serve(lg *zap.Logger, clientLn, peerLn net.Listener) {
+	quiet := log.New(io.Discard, "", 0) // do not log clients' mistakes
+	s.peer = &http.Server{Handler: etcdhttp.NewPeerHandler(lg, s.srv), ReadTimeout: 5 * time.Minute, ErrorLog: quiet}
+	mux := http.NewServeMux()
+	etcdhttp.HandleVersion(mux, s.srv)
+	etcdhttp.HandleMetrics(mux)
+	etcdhttp.HandleHealth(lg, mux, s.srv)
+	s.client = &http.Server{Handler: mux, ErrorLog: quiet}
+	s.grpc = v3rpc.Server(s.srv, nil, nil,
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcKeepAliveMinTime}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: grpcKeepAliveInterval, Timeout: grpcKeepAliveTimeout}))
+	h2, h1 := newSplit(clientLn)
+	s.run(func() error { return h2.accept() })
+	s.run(func() error { return s.grpc.Serve(h2) })
+	s.run(func() error { return s.client.Serve(h1) })
+	s.run(func() error { return s.peer.Serve(peerLn) })
+}
+
+// run runs a server's loop, reporting how it ended unless the member is
+// closing.
+func (s *Server) run(f func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := f(); err != nil && !s.closing.Load() {
+			select {
+			case s.errc <- err:
+			default:
+			}
+		}
+	}()
 }
 
 // ClientURL is the URL clients reach the member at (http://Listen).
@@ -141,7 +271,10 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		s.Close()
 		return nil
-	case err := <-s.e.Err():
+	case <-s.srv.StopNotify():
+		s.Close()
+		return errors.New("etcd: the server stopped")
+	case err := <-s.errc:
 		s.Close()
 		return fmt.Errorf("etcd: %w", err)
 	}
@@ -149,9 +282,116 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Close stops the member: clients are cut, the data is synced.
 func (s *Server) Close() {
-	s.closing.Store(true)
-	s.e.Close()
+	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), s.srv.Cfg.ReqTimeout())
+		defer cancel()
+		s.client.Shutdown(ctx)
+		stopped := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			s.grpc.Stop()
+		}
+		for _, ln := range s.lns {
+			ln.Close()
+		}
+		s.srv.Stop()
+		pctx, pcancel := context.WithTimeout(context.Background(), time.Second)
+		s.peer.Shutdown(pctx)
+		pcancel()
+		s.wg.Wait()
+	})
 }
+
+// split divides a listener's connections by protocol, as embed's cmux
+// does: those that open with HTTP/2's client preface (gRPC) go to the
+// split itself, the others to the HTTP/1 listener it returns.
+type split struct {
+	ln        net.Listener
+	h2, h1    chan net.Conn
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// side is one of a split's two listeners. Closing it ends its Accept
+// (http.Server's Shutdown waits for that); the split's listener is closed
+// by its owner.
+type side struct {
+	s         *split
+	ch        chan net.Conn
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newSplit(ln net.Listener) (*side, *side) {
+	s := &split{ln: ln, h2: make(chan net.Conn), h1: make(chan net.Conn), done: make(chan struct{})}
+	return &side{s: s, ch: s.h2, closed: make(chan struct{})}, &side{s: s, ch: s.h1, closed: make(chan struct{})}
+}
+
+// http2Preface is what an HTTP/2 client sends first.
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// accept hands out the connections until the listener closes.
+func (sd *side) accept() error {
+	s := sd.s
+	defer s.closeOnce.Do(func() { close(s.done) })
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return err
+		}
+		go s.route(c)
+	}
+}
+
+// route reads the start of a connection (for at most ten seconds) and
+// hands it to the side its protocol belongs to.
+func (s *split) route(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReaderSize(c, len(http2Preface))
+	head, err := br.Peek(len(http2Preface))
+	c.SetReadDeadline(time.Time{})
+	ch := s.h1
+	if string(head) == http2Preface {
+		ch = s.h2
+	} else if err != nil && len(head) == 0 {
+		c.Close()
+		return
+	}
+	select {
+	case ch <- &peeked{Conn: c, r: br}:
+	case <-s.done:
+		c.Close()
+	}
+}
+
+// peeked is a connection whose first bytes were read into r.
+type peeked struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (p *peeked) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+func (sd *side) Accept() (net.Conn, error) {
+	select {
+	case c := <-sd.ch:
+		return c, nil
+	case <-sd.s.done:
+		return nil, net.ErrClosed
+	case <-sd.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (sd *side) Close() error {
+	sd.closeOnce.Do(func() { close(sd.closed) })
+	return nil
+}
+
+func (sd *side) Addr() net.Addr { return sd.s.ln.Addr() }
 
 // quietCore drops etcd's log lines once Close began: etcd logs its own
 // listeners closing as errors ("setting up serving … failed: mux: server

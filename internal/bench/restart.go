@@ -12,8 +12,9 @@ import (
 )
 
 // A restart is measured from outside, as an operator sees it: the server
-// exposes no readiness of its derived indexes (the HNSW graph, the
-// full-text forward index, the evaluator's backlog), so after /healthz
+// logs when its derived indexes are ready (the full-text index, loaded
+// within the store's open; the HNSW graph, built after), but not the
+// evaluator's backlog nor the caches' warmth, so after /healthz
 // answers, one client asks a recall every probeEvery until the server
 // serves at full speed: the median of the last probeWindow recalls is
 // within steadyFactor of the warm server's median (measured the same way
@@ -49,11 +50,15 @@ type RestartFigures struct {
 	Signal string `json:"signal"` // SIGTERM or SIGKILL
 	// StopMs is how long the old process took to exit after SIGTERM.
 	StopMs float64 `json:"stop_ms,omitempty"`
-	// LoadedMs and TextPrimedMs are when the server logged "self loaded"
-	// (the store open: sonas, vectors, metadata read) and "full-text
-	// forward index primed" (0: not logged).
+	// TextLoadedMs, LoadedMs and GraphBuiltMs are when the server logged
+	// "full-text index loaded" (its snapshot and log read, the insertion
+	// log caught up: it serves every search from then), "self loaded" (the
+	// store open: sonas, vectors, metadata read, the full-text index
+	// loaded) and "vector graph built" (every stored vector in the HNSW
+	// graph; dense searches are exact until then); 0: not logged.
+	TextLoadedMs float64 `json:"text_loaded_ms,omitempty"`
 	LoadedMs     float64 `json:"loaded_ms,omitempty"`
-	TextPrimedMs float64 `json:"text_primed_ms,omitempty"`
+	GraphBuiltMs float64 `json:"graph_built_ms,omitempty"`
 	// HealthzMs is when GET /healthz first answered 200.
 	HealthzMs float64 `json:"healthz_ms"`
 	// SteadyMs is when recall reached its steady latency (-1: not within
@@ -153,11 +158,10 @@ func (r *run) restart(ctx context.Context, kill bool) error {
 		r.note("%s after %s: recall did not stay within %.1f× its warm median (%.1f ms) within %s", phase, fig.Signal, steadyFactor, fig.ReferenceP50Ms, steadyLimit)
 		fig.SteadyMs = -1
 	}
-	if t, ok := srv.Logged("self loaded"); ok {
-		fig.LoadedMs = since(t)
-	}
-	if t, ok := srv.Logged("full-text forward index primed"); ok {
-		fig.TextPrimedMs = since(t)
+	for msg, f := range map[string]*float64{"full-text index loaded": &fig.TextLoadedMs, "self loaded": &fig.LoadedMs, "vector graph built": &fig.GraphBuiltMs} {
+		if t, ok := srv.Logged(msg); ok {
+			*f = since(t)
+		}
 	}
 	slices.Sort(ramp)
 	res := Result{Scenario: Restart, Name: "restart after " + fig.Signal, Path: "http", StoreSize: s.man.Memories,

@@ -31,11 +31,11 @@ func WriteTable(w io.Writer, rep *Report) {
 			r.CPUMsPerOp, rss, extras(r))
 	}
 	if len(restarts) > 0 {
-		fmt.Fprintf(w, "\nrestart (s from the process's start)  stop   loaded  healthz  primed   steady     idle   CPU s  ref p50 ms  RSS MiB healthz→steady→idle\n")
+		fmt.Fprintf(w, "\nrestart (s from the process's start)  stop     text   loaded  healthz    graph   steady     idle   CPU s  ref p50 ms  RSS MiB healthz→steady→idle\n")
 		for _, r := range restarts {
 			f := r.Restart
-			fmt.Fprintf(w, "  %6s after %-16s %6.1f %8.1f %8.1f %8.1f %8s %8.1f %7.1f %11.2f  %.0f→%.0f→%.0f\n",
-				FormatSize(r.StoreSize), f.Signal, f.StopMs/1000, f.LoadedMs/1000, f.HealthzMs/1000, f.TextPrimedMs/1000,
+			fmt.Fprintf(w, "  %6s after %-16s %6.1f %8.1f %8.1f %8.1f %8.1f %8s %8.1f %7.1f %11.2f  %.0f→%.0f→%.0f\n",
+				FormatSize(r.StoreSize), f.Signal, f.StopMs/1000, f.TextLoadedMs/1000, f.LoadedMs/1000, f.HealthzMs/1000, f.GraphBuiltMs/1000,
 				steady(f.SteadyMs), f.IdleMs/1000, f.CPUSeconds, f.ReferenceP50Ms, mib(f.RSSHealthz), mib(f.RSSSteady), mib(f.RSSIdle))
 		}
 	}

@@ -153,7 +153,7 @@ func (s *Server) LastLog() string {
 }
 
 // Logged returns when the server first logged a line with this message
-// (its "msg"), e.g. "full-text forward index primed".
+// (its "msg"), e.g. "self loaded".
 func (s *Server) Logged(msg string) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

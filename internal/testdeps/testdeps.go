@@ -39,17 +39,26 @@ func missing(t testing.TB, dep, format string, args ...any) {
 // directory (a package's directory, under go test) with go.mod.
 func Root(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	dir, err := root()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// root is the nearest parent of the working directory with go.mod.
+func root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("testdeps: no go.mod above the working directory")
+			return "", errors.New("testdeps: no go.mod above the working directory")
 		}
 		dir = parent
 	}

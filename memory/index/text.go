@@ -54,10 +54,6 @@ type Text struct {
 	done      chan struct{}
 	closing   chan struct{} // closed by Stop
 	closeOnce sync.Once
-
-	stop     chan struct{} // closed by stopPriming
-	stopOnce sync.Once
-	priming  sync.WaitGroup // the forward index's priming, when under way
 }
 
 // Options configure a Text.
@@ -82,7 +78,7 @@ type Options struct {
 // sonas lists the chains it catches up.
 func New(st *store.Store, mems *meta.Store, sonas *chain.Sonas, o Options) *Text {
 	t := &Text{st: st, mems: mems, sonas: sonas, o: o, backlog: o.Backlog, done: make(chan struct{}),
-		stop: make(chan struct{}), closing: make(chan struct{}), latest: map[string]uint64{}}
+		closing: make(chan struct{}), latest: map[string]uint64{}}
 	t.cond = sync.NewCond(&t.mu)
 	st.Subscribe(t.follow)
 	return t
@@ -245,7 +241,6 @@ func (t *Text) rebuildIndex() {
 		t.cond.Broadcast()
 		t.mu.Unlock()
 	}()
-	t.stopPriming()
 	start := t.o.Clock.Now()
 	t.imu.Lock()
 	old := t.idx
@@ -345,23 +340,15 @@ func (t *Text) rest(d time.Duration) {
 	}
 }
 
-// Stop ends the forward index's priming and a rebuild of the index, if
-// under way: before the store they read closes.
+// Stop ends a rebuild of the index, if under way: before the store it
+// reads closes.
 func (t *Text) Stop() {
-	t.stopPriming()
 	t.closeOnce.Do(func() { close(t.closing) })
 	t.mu.Lock()
 	for t.rebuildOn {
 		t.cond.Wait()
 	}
 	t.mu.Unlock()
-}
-
-// stopPriming ends the forward index's priming, if under way: before the
-// store it reads closes.
-func (t *Text) stopPriming() {
-	t.stopOnce.Do(func() { close(t.stop) })
-	t.priming.Wait()
 }
 
 // Close indexes what is queued, stops following the store and persists
@@ -430,11 +417,11 @@ func (t *Text) Raw() *text.Index {
 // commits.
 func (t *Text) Open() error {
 	text.SetBM25(t.o.K1, t.o.B)
+	start := t.o.Clock.Now()
 	idx, wm, err := t.openIndex()
 	if err != nil {
 		return err
 	}
-	opened := wm
 	if wm, err = t.catchUp(idx, wm, nil); err == nil {
 		err = t.dropForgotten(idx, wm)
 	}
@@ -445,24 +432,11 @@ func (t *Text) Open() error {
 	t.mu.Lock()
 	t.idx, t.watermark, t.following = idx, wm, true
 	t.mu.Unlock()
+	docs, _ := idx.Len()
+	// The index serves every search from here: a readiness signal
+	// (memoria bench's restart reads it).
+	t.o.Logger.Info("full-text index loaded", "documents", docs, "watermark", wm, "took", t.o.Clock.Since(start))
 	go t.run()
-	if opened == 0 {
-		idx.MarkPrimed() // a new index: everything in it went through Apply
-		return nil
-	}
-	t.priming.Add(1)
-	go func() {
-		defer t.priming.Done()
-		start := t.o.Clock.Now()
-		if err := t.prime(idx, opened, t.stop); errors.Is(err, base.ErrClosed) {
-			return
-		} else if err != nil {
-			t.o.Logger.Warn("full-text forward index not primed; BM25 takes its slower path", "err", err)
-			return
-		}
-		idx.MarkPrimed()
-		t.o.Logger.Info("full-text forward index primed", "documents", opened, "took", t.o.Clock.Since(start))
-	}()
 	return nil
 }
 
@@ -527,56 +501,7 @@ func (t *Text) rebuild(cancel <-chan struct{}) (*text.Index, error) {
 		idx.Discard()
 		return nil, err
 	}
-	idx.MarkPrimed()
 	return idx, nil
-}
-
-// prime gives the forward index of a text index opened from disk the
-// documents it held at open — the insertion log up to its watermark then
-// (documents since went through Apply) — reading a batch per transaction.
-func (t *Text) prime(idx *text.Index, upTo uint64, stop <-chan struct{}) error {
-	const batch = 1024
-	for next := uint64(1); next <= upTo; {
-		select {
-		case <-stop:
-			return base.ErrClosed
-		default:
-		}
-		var docs []text.Doc
-		err := t.st.View(func(r store.Reader) error {
-			it := r.NewIterator(store.IterOptions{Prefix: chain.LogPrefix, PrefetchValues: true})
-			defer it.Close()
-			for it.Seek(chain.LogKey(next)); it.Valid() && len(docs) < batch; it.Next() {
-				seq, c, err := chain.LogEntry(it.Item())
-				if err != nil {
-					return err
-				}
-				if seq > upTo {
-					break
-				}
-				next = seq + 1
-				m, err := meta.ReadMemory(r, c) // not through the cache: this is a scan
-				if errors.Is(err, base.ErrForgotten) {
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				docs = append(docs, text.Doc{ID: c.String(), Text: m.Text()})
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if len(docs) == 0 {
-			return nil
-		}
-		if err := idx.Prime(docs); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // catchUp indexes the insertion log after watermark, unless cancel
@@ -757,9 +682,9 @@ func (t *Text) dropForgotten(idx *text.Index, watermark uint64) error {
 	return idx.Delete(ids, watermark)
 }
 
-// Compact merges the index's segments into one, so that the terms of
-// deleted (forgotten) documents leave its files, and waits until the
-// files they were in are gone.
+// Compact waits until the index has applied every commit so far (the
+// deletions of forgotten memories among them) and rewrites its files, so
+// that what the deleted documents said leaves them (text.Index.Compact).
 func (t *Text) Compact(ctx context.Context) error {
 	if err := t.settle(ctx); err != nil {
 		return err

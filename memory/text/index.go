@@ -1,18 +1,26 @@
 // Package text is Memoria's full-text index: BM25 over memory text with
-// English analysis (possessives, lower case, stop words, Porter stemming),
-// on bleve v2's scorch engine.
+// English analysis (Unicode words, possessives dropped, lower case, stop
+// words, Porter stemming).
 //
-// The index is derived state. It is persisted in its own directory with a
-// layout version and a watermark — the insertion-log position of the last
-// memory it holds — written atomically with each batch, so after a crash
-// the owner replays the log from the watermark. An index of another
-// version is refused (ErrStale) and rebuilt by the owner from the store.
+// The index lives in memory: an inverted index (each term's postings) to
+// find and score candidates, and each document's terms to score the
+// candidates another path names. It is derived state, persisted in its own
+// directory as a snapshot (file "index": the layout version, a
+// generation, the watermark — the insertion-log position of the last
+// memory it holds — and every document's terms, under a CRC-32C) and a log
+// of the batches applied since (file "log-<generation>", each record
+// under its own CRC, written when the batch is applied, synced by Flush).
+// When the log outgrows the snapshot, and at Close, a new snapshot
+// replaces both (written aside, synced, renamed). Open replays the log up
+// to its first incomplete or damaged record, which a crash leaves at its
+// end, and the owner replays the insertion log past the watermark.
 //
-// A damaged index is refused too (ErrCorrupt): at open, every segment the
-// index uses is checked against the CRC-32 in its footer before bleve
-// works on it (a damaged segment makes bleve panic, and in its merger's
-// goroutine nothing can recover that), and a search that fails or
-// panics reports ErrCorrupt; the owner then rebuilds the index.
+// An index of another layout is refused (ErrStale), a damaged snapshot
+// too (ErrCorrupt); the owner rebuilds either from the store. A write
+// that fails (a full disk) does not fail the batch: searches go on from
+// memory, the log stops at the last batch it holds, and the next snapshot
+// (at Flush, Close or the next compaction) starts it again; until then a
+// restart catches up from the store.
 package text
 
 import (
@@ -27,36 +35,20 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-
-	"github.com/blevesearch/bleve/v2"
-	"github.com/blevesearch/bleve/v2/analysis"
-	"github.com/blevesearch/bleve/v2/analysis/lang/en"
-	"github.com/blevesearch/bleve/v2/index/scorch"
-	"github.com/blevesearch/bleve/v2/index/scorch/mergeplan"
-	"github.com/blevesearch/bleve/v2/mapping"
-	"github.com/blevesearch/bleve/v2/search"
-	blevequery "github.com/blevesearch/bleve/v2/search/query"
-	bleveindex "github.com/blevesearch/bleve_index_api"
-	segment "github.com/blevesearch/scorch_segment_api/v2"
+	"sync"
 )
 
-// Version is the index layout: bump it when the mapping or the analysis
-// changes, and existing indexes will be rebuilt.
-const Version = "2"
-
-const (
-	fieldText    = "text"
-	fieldSonas   = "sonas"
-	keyVersion   = "memoria.version"
-	keyWatermark = "memoria.watermark"
-)
+// Version is the index layout: bump it when the layout or the analysis
+// changes, and existing indexes will be rebuilt. (Layouts 1 and 2 were
+// bleve's.)
+const Version = "3"
 
 // ErrStale means the directory holds an index of another version:
 // delete it and rebuild.
 var ErrStale = errors.New("text: index is stale: rebuild it")
 
-// ErrCorrupt means the index's files are damaged (bleve cannot open
-// them, or a search or a batch fails in bleve): delete it and rebuild.
+// ErrCorrupt means the index's files are damaged, or a search or a batch
+// broke an invariant: delete it and rebuild.
 var ErrCorrupt = errors.New("text: index is corrupt: rebuild it")
 
 // Doc is one memory to index.
@@ -72,500 +64,387 @@ type Hit struct {
 	Score float64 // BM25
 }
 
+// BM25's parameters, for every index of the process (SetBM25).
+var bm25K1, bm25B = 1.2, 0.75
+
+// SetBM25 sets BM25's k1 and b for every index of the process; call it
+// before searching.
+func SetBM25(k1, b float64) { bm25K1, bm25B = k1, b }
+
 // Index is a BM25 full-text index. It is safe for concurrent use.
 type Index struct {
-	idx       bleve.Index
-	fwd       *forward
+	mu        sync.RWMutex // guards what follows, up to pmu
+	terms     map[string]uint32
+	names     []string    // by term id: the term
+	df        []uint32    // by term id: live documents holding it
+	post      [][]posting // by term id: its postings, dead slots included
+	live      int         // terms some live document holds
+	docs      map[string]uint32
+	slots     []slot
+	dead      int // dead slots
+	sonaIDs   map[string]uint32
+	sonaNames []string
+	watermark uint64
 	pruneFrom uint64 // collection size from which searches take two passes
+
+	pmu      sync.Mutex // guards the files; taken before mu
+	dir      string
+	gen      uint64
+	log      *os.File
+	logSize  int64
+	snapSize int64
+	logErr   error // the log missed a batch: nothing is appended until the next snapshot
+	logMin   int64 // the log's size from which it may be compacted
 }
 
-// runtimeConfig tunes scorch for a derived index. Batches return once
-// searchable, without waiting for bleve to persist them ("unsafe_batch"):
-// the watermark is persisted with the segments that hold it, and the
-// owner replays the log past it after a crash. The persister naps so that
-// small batches merge in memory before they reach disk.
-func runtimeConfig() map[string]any {
-	return map[string]any{
-		"unsafe_batch": true,
-		"scorchPersisterOptions": map[string]any{
-			"PersisterNapTimeMSec":      200,
-			"PersisterNapUnderNumFiles": 1000,
-		},
+// posting is one document holding a term, with the term's frequency in it.
+type posting struct {
+	slot uint32
+	freq uint16 // saturated at 65,535
+}
+
+// slot is one document: its terms (ids ascending, with their
+// frequencies), its length in tokens and its sonas.
+type slot struct {
+	id     string
+	ids    []uint32
+	freqs  []uint16
+	length uint32
+	sonas  []uint32
+	dead   bool
+}
+
+// analysed is a document's analysis: its terms ascending, their
+// frequencies, its length in tokens.
+type analysed struct {
+	id     string
+	terms  []string
+	freqs  []uint16
+	length uint32
+	sonas  []string
+}
+
+func analyseDoc(d Doc) analysed {
+	toks := analyze(d.Text)
+	counts := map[string]int{}
+	for _, t := range toks {
+		counts[t]++
 	}
+	a := analysed{id: d.ID, length: uint32(len(toks)), sonas: d.Sonas, terms: make([]string, 0, len(counts))}
+	for t := range counts {
+		a.terms = append(a.terms, t)
+	}
+	slices.Sort(a.terms)
+	a.freqs = make([]uint16, len(a.terms))
+	for i, t := range a.terms {
+		a.freqs[i] = uint16(min(counts[t], math.MaxUint16))
+	}
+	return a
 }
 
-// SetBM25 sets BM25's k1 and b. bleve's scorer reads them from package
-// variables, so they apply to every index of the process; call it before
-// searching.
-func SetBM25(k1, b float64) {
-	search.BM25_k1, search.BM25_b = k1, b
+func newIndex(dir string) *Index {
+	return &Index{dir: dir, terms: map[string]uint32{}, docs: map[string]uint32{}, sonaIDs: map[string]uint32{}, pruneFrom: pruneFrom, logMin: 1 << 20}
 }
+
+const (
+	snapshotFile = "index"
+	snapshotTemp = "index.tmp"
+	logPrefix    = "log-"
+	snapMagic    = "MTXI"
+)
 
 // Open opens the index in dir, creating it if dir does not exist.
 func Open(dir string) (*Index, error) {
+	x := newIndex(dir)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		idx, err := bleve.NewUsing(dir, indexMapping(), scorch.Name, scorch.Name, runtimeConfig())
-		if err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("text: create %s: %w", dir, err)
 		}
-		if err := idx.SetInternal([]byte(keyVersion), []byte(Version)); err != nil {
-			idx.Close()
-			return nil, err
+		x.pmu.Lock()
+		defer x.pmu.Unlock()
+		if err := x.snapshot(); err != nil {
+			return nil, fmt.Errorf("text: create %s: %w", dir, err)
 		}
-		return newIndex(idx, true), nil
+		return x, nil
 	}
-	if err := verify(dir); err != nil {
-		return nil, err
+	b, err := os.ReadFile(filepath.Join(dir, snapshotFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s holds no index of layout %s (one of an older layout, or one whose creation was cut short)", ErrStale, dir, Version)
 	}
-	idx, err := bleve.OpenUsing(dir, runtimeConfig())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	v, err := idx.GetInternal([]byte(keyVersion))
-	if err != nil || string(v) != Version {
-		idx.Close()
-		return nil, fmt.Errorf("%w: version %q, this build writes %s", ErrStale, v, Version)
+	if err := x.decodeSnapshot(b); err != nil {
+		return nil, err
 	}
-	return newIndex(idx, false), nil
+	x.snapSize = int64(len(b))
+	if err := x.openLog(); err != nil {
+		return nil, err
+	}
+	return x, nil
 }
 
-// verify opens the index read-only — no merger, no persister — in this
-// goroutine, and checks every segment its snapshot uses against the
-// CRC-32 of everything before it that zap keeps in the last four bytes
-// of a segment file.
-func verify(dir string) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: opening it panicked: %v", ErrCorrupt, r)
-		}
-	}()
-	cfg := runtimeConfig()
-	cfg["read_only"] = true
-	idx, err := bleve.OpenUsing(dir, cfg)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	defer idx.Close()
-	adv, err := idx.Advanced()
-	if err != nil {
-		return err
-	}
-	r, err := adv.Reader()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	snap, ok := r.(*scorch.IndexSnapshot)
-	if !ok {
-		return fmt.Errorf("text: unexpected index reader %T", r)
-	}
-	for _, ss := range snap.Segments() {
-		if ps, ok := ss.Segment().(segment.PersistedSegment); ok {
-			if err := checkSegment(ps.Path()); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// checkSegment checks a zap segment file against its CRC.
-func checkSegment(path string) error {
+// openLog replays the log of the snapshot's generation up to its first
+// incomplete or damaged record, cuts it there, opens it for appending and
+// removes what older generations left.
+func (x *Index) openLog() error {
+	path := filepath.Join(x.dir, logPrefix+strconv.FormatUint(x.gen, 10))
 	b, err := os.ReadFile(path)
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	if len(b) < 4 || crc32.ChecksumIEEE(b[:len(b)-4]) != binary.BigEndian.Uint32(b[len(b)-4:]) {
-		return fmt.Errorf("%w: segment %s does not match its checksum", ErrCorrupt, filepath.Base(path))
+	good := 0
+	for good+8 <= len(b) {
+		n := int(binary.BigEndian.Uint32(b[good:]))
+		sum := binary.BigEndian.Uint32(b[good+4:])
+		if n > len(b)-good-8 || crc32.Checksum(b[good+8:good+8+n], castagnoli) != sum {
+			break
+		}
+		if err := x.replay(b[good+8 : good+8+n]); err != nil {
+			break // a record that checks but does not decode: cut there too
+		}
+		good += 8 + n
 	}
-	return nil
-}
-
-func newIndex(idx bleve.Index, primed bool) *Index {
-	return &Index{idx: idx, fwd: newForward(primed), pruneFrom: pruneFrom}
-}
-
-// Prime adds documents the index already holds to its in-memory forward
-// index. An index opened from disk is searched without it (more slowly)
-// until its owner has primed it with every document and called MarkPrimed;
-// documents applied meanwhile need no priming.
-func (x *Index) Prime(docs []Doc) error {
-	a, err := x.analyzer()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	x.fwd.add(a, docs)
+	if err := f.Truncate(int64(good)); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Seek(int64(good), 0); err != nil {
+		f.Close()
+		return err
+	}
+	x.log, x.logSize = f, int64(good)
+	names, _ := filepath.Glob(filepath.Join(x.dir, logPrefix+"*"))
+	for _, n := range names {
+		if n != path {
+			os.Remove(n)
+		}
+	}
+	os.Remove(filepath.Join(x.dir, snapshotTemp))
 	return nil
 }
 
-// MarkPrimed says every document the index held at open has been primed.
-func (x *Index) MarkPrimed() { x.fwd.markPrimed() }
-
-// Forward reports the forward index's size and whether it is primed.
-func (x *Index) Forward() (docs int, primed bool) {
-	x.fwd.mu.RLock()
-	defer x.fwd.mu.RUnlock()
-	return len(x.fwd.docs), x.fwd.primed
-}
-
-func indexMapping() mapping.IndexMapping {
-	m := mapping.NewIndexMapping()
-	m.ScoringModel = bleveindex.BM25Scoring
-	tf := mapping.NewTextFieldMapping()
-	tf.Analyzer = en.AnalyzerName
-	tf.Store = false
-	tf.IncludeTermVectors = false
-	tf.IncludeInAll = false
-	tf.DocValues = false
-	sf := mapping.NewKeywordFieldMapping()
-	sf.Store = false
-	sf.IncludeInAll = false
-	sf.DocValues = false
-	dm := mapping.NewDocumentStaticMapping()
-	dm.AddFieldMappingsAt(fieldText, tf)
-	dm.AddFieldMappingsAt(fieldSonas, sf)
-	m.DefaultMapping = dm
-	m.DefaultAnalyzer = en.AnalyzerName
-	return m
-}
-
-// Discard closes a damaged index without persisting anything more.
-func (x *Index) Discard() error { return x.idx.Close() }
-
-// Close persists what the index holds and closes it. (Batches return
-// before bleve persists them; scorch's own Close would drop what is not yet
-// on disk.)
-func (x *Index) Close() error {
-	ferr := x.Flush()
-	if err := x.idx.Close(); err != nil {
-		return err
-	}
-	return ferr
-}
-
-// Flush waits until every batch applied so far is persisted.
-func (x *Index) Flush() error {
-	done := make(chan error, 1)
-	b := x.idx.NewBatch()
-	b.SetInternal([]byte(keyVersion), []byte(Version))
-	b.SetPersistedCallback(func(err error) { done <- err })
-	if err := x.idx.Batch(b); err != nil {
-		return err
-	}
-	return <-done
-}
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Watermark is the insertion-log position of the last memory indexed.
 func (x *Index) Watermark() (uint64, error) {
-	v, err := x.idx.GetInternal([]byte(keyWatermark))
-	if err != nil || v == nil {
-		return 0, err
-	}
-	return strconv.ParseUint(string(v), 10, 64)
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.watermark, nil
 }
 
-// Apply indexes docs and moves the watermark to watermark, atomically.
-// A batch that fails or panics in bleve reports ErrCorrupt.
+// Len is the number of documents.
+func (x *Index) Len() (uint64, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return uint64(len(x.docs)), nil
+}
+
+// Apply indexes docs (again, for documents it holds: their sonas change)
+// and moves the watermark to watermark, atomically. A batch that panics
+// reports ErrCorrupt.
 func (x *Index) Apply(docs []Doc, watermark uint64) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: indexing panicked: %v", ErrCorrupt, r)
 		}
 	}()
-	b := x.idx.NewBatch()
-	for _, d := range docs {
-		if err := b.Index(d.ID, map[string]any{fieldText: d.Text, fieldSonas: d.Sonas}); err != nil {
-			return fmt.Errorf("text: index %s: %w", d.ID, err)
-		}
+	as := make([]analysed, len(docs))
+	for i, d := range docs {
+		as[i] = analyseDoc(d)
 	}
-	b.SetInternal([]byte(keyWatermark), []byte(strconv.FormatUint(watermark, 10)))
-	if err := x.idx.Batch(b); err != nil {
-		return fmt.Errorf("%w: indexing: %v", ErrCorrupt, err)
+	x.pmu.Lock()
+	defer x.pmu.Unlock()
+	x.mu.Lock()
+	for _, a := range as {
+		x.put(a)
 	}
-	return x.Prime(docs)
+	x.watermark = watermark
+	x.compactSlots()
+	x.mu.Unlock()
+	x.append(encodeApply(as, watermark))
+	return nil
 }
 
 // Delete removes documents and sets the watermark (for tools and tests
 // that repair an index).
 func (x *Index) Delete(docs []Doc, watermark uint64) error {
-	b := x.idx.NewBatch()
-	for _, d := range docs {
-		b.Delete(d.ID)
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = d.ID
 	}
-	b.SetInternal([]byte(keyWatermark), []byte(strconv.FormatUint(watermark, 10)))
-	if err := x.idx.Batch(b); err != nil {
-		return err
+	x.pmu.Lock()
+	defer x.pmu.Unlock()
+	x.mu.Lock()
+	for _, id := range ids {
+		x.remove(id)
 	}
-	x.fwd.remove(docs)
+	x.watermark = watermark
+	x.compactSlots()
+	x.mu.Unlock()
+	x.append(encodeDelete(ids, watermark))
 	return nil
 }
 
-// Len is the number of documents.
-func (x *Index) Len() (uint64, error) { return x.idx.DocCount() }
-
-// SearchOptions shape a search.
-type SearchOptions struct {
-	K     int      // documents to return
-	Sonas []string // only documents of these sonas, when set
-	// Also, when set, is called after the first pass of a two-pass search
-	// for documents to score too, wherever they rank (the dense path's
-	// candidates, which the rare terms may miss; the caller may still be
-	// finding them while the first pass runs).
-	Also func() []string
-}
-
-// Candidates per result drawn before exact scoring, and the collection
-// size from which the first pass uses only the query's rarer terms.
-const (
-	candidateFactor = 4
-	pruneFrom       = 20_000
-	rareShare       = 0.01
-)
-
-// Search returns the documents that best match q by BM25, best first, in
-// two passes. Bleve draws candidates: by the whole query on a collection
-// under 20,000 documents; on a larger one by the query's rarer terms only
-// (those in at most 1% of the documents, or the two rarest), whose
-// postings are short — the common terms' long postings are what makes an
-// exhaustive BM25 slow. Then the forward index scores those candidates
-// and opts.Also by the whole query, with the statistics of the documents
-// held now (see forward.stats). The documents opts.Also names are scored
-// wherever they belong: the caller names only documents of opts.Sonas.
-// Until the forward index is primed, bleve scores. A search that fails
-// or panics in bleve reports ErrCorrupt.
-func (x *Index) Search(q string, opts SearchOptions) (hits []Hit, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			hits, err = nil, fmt.Errorf("%w: search panicked: %v", ErrCorrupt, r)
+// put adds a document, or changes the sonas of one it holds. The caller
+// holds mu.
+func (x *Index) put(a analysed) {
+	sonas := make([]uint32, len(a.sonas))
+	for i, s := range a.sonas {
+		id, ok := x.sonaIDs[s]
+		if !ok {
+			id = uint32(len(x.sonaNames))
+			x.sonaIDs[s] = id
+			x.sonaNames = append(x.sonaNames, s)
 		}
-	}()
-	if opts.K <= 0 {
-		return nil, nil
+		sonas[i] = id
 	}
-	terms, err := x.terms(q)
-	if err != nil || len(terms) == 0 {
-		return nil, err
-	}
-	st, primed := x.fwd.stats(terms)
-	if !primed {
-		n, err := x.idx.DocCount()
-		if err != nil {
-			return nil, err
+	slices.Sort(sonas)
+	sonas = slices.Compact(sonas)
+	if s, ok := x.docs[a.id]; ok {
+		if x.sameTerms(&x.slots[s], a) { // a CID's text does not change: its sonas do
+			x.slots[s].sonas = sonas
+			return
 		}
-		if n < x.pruneFrom {
-			return x.run(disjunction(terms), opts.Sonas, opts.K)
+		x.remove(a.id)
+	}
+	sl := slot{id: a.id, ids: make([]uint32, len(a.terms)), freqs: a.freqs, length: a.length, sonas: sonas}
+	n := uint32(len(x.slots))
+	for i, t := range a.terms {
+		id, ok := x.terms[t]
+		if !ok {
+			id = uint32(len(x.names))
+			x.terms[t] = id
+			x.names = append(x.names, t)
+			x.df = append(x.df, 0)
+			x.post = append(x.post, nil)
 		}
-		if st, err = x.stats(terms); err != nil {
-			return nil, err
+		sl.ids[i] = id
+		if x.df[id] == 0 {
+			x.live++
 		}
+		x.df[id]++
+		x.post[id] = append(x.post[id], posting{slot: n, freq: a.freqs[i]})
 	}
-	first := disjunction(terms)
-	if st.n >= x.pruneFrom {
-		first = disjunction(rareTerms(terms, st))
-	}
-	cands, err := x.run(first, opts.Sonas, candidateFactor*opts.K)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, 0, len(cands))
-	for _, h := range cands {
-		ids = append(ids, h.ID)
-	}
-	if opts.Also != nil {
-		ids = append(ids, opts.Also()...)
-	}
-	if primed {
-		return x.fwd.score(terms, st, ids, opts.K), nil
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	// Not primed yet: bleve scores the candidates, with its own statistics.
-	only := bleve.NewDocIDQuery(ids)
-	only.SetBoost(0) // selects without scoring
-	return x.run(bleve.NewConjunctionQuery(only, disjunction(terms)), opts.Sonas, opts.K)
-}
-
-func disjunction(terms []string) blevequery.Query {
-	qs := make([]blevequery.Query, len(terms))
-	for i, t := range terms {
-		tq := bleve.NewTermQuery(t)
-		tq.SetField(fieldText)
-		qs[i] = tq
-	}
-	return bleve.NewDisjunctionQuery(qs...)
-}
-
-// run executes q, restricted to a sona's documents when sona is set.
-func (x *Index) run(q blevequery.Query, sonas []string, k int) ([]Hit, error) {
-	if len(sonas) > 0 {
-		var any []blevequery.Query
-		for _, id := range sonas {
-			tq := bleve.NewTermQuery(id)
-			tq.SetField(fieldSonas)
-			any = append(any, tq)
-		}
-		bq := bleve.NewBooleanQuery()
-		bq.AddMust(q)
-		bq.AddFilter(bleve.NewDisjunctionQuery(any...))
-		q = bq
-	}
-	res, err := x.idx.Search(bleve.NewSearchRequestOptions(q, k, 0, false))
-	if err != nil {
-		return nil, fmt.Errorf("%w: search: %v", ErrCorrupt, err)
-	}
-	hits := make([]Hit, len(res.Hits))
-	for i, h := range res.Hits {
-		hits[i] = Hit{ID: h.ID, Score: h.Score}
-	}
-	slices.SortFunc(hits, byScore) // ties by id, not by bleve's internal order
-	return hits, nil
-}
-
-// analyzer is the text field's analyzer.
-func (x *Index) analyzer() (analysis.Analyzer, error) {
-	a := x.idx.Mapping().AnalyzerNamed(en.AnalyzerName)
-	if a == nil {
-		return nil, fmt.Errorf("text: no %q analyzer", en.AnalyzerName)
-	}
-	return a, nil
-}
-
-// terms analyses q as the text field is analysed, without repeats.
-func (x *Index) terms(q string) ([]string, error) {
-	a, err := x.analyzer()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	seen := map[string]bool{}
-	for _, tok := range a.Analyze([]byte(q)) {
-		t := string(tok.Term)
-		if !seen[t] {
-			seen[t] = true
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
-
-// stats reads the collection statistics of BM25 for terms, as bleve's
-// scorer reads them: the document count, the average field length (which
-// bleve takes as the field's distinct terms per document, rounded up) and
-// each term's document frequency.
-func (x *Index) stats(terms []string) (stats, error) {
-	adv, err := x.idx.Advanced()
-	if err != nil {
-		return stats{}, err
-	}
-	r, err := adv.Reader()
-	if err != nil {
-		return stats{}, err
-	}
-	defer r.Close()
-	st := stats{df: make([]uint64, len(terms))}
-	if st.n, err = r.DocCount(); err != nil {
-		return stats{}, err
-	}
-	if br, ok := r.(bleveindex.BM25Reader); ok && st.n > 0 {
-		card, err := br.FieldCardinality(fieldText)
-		if err != nil {
-			return stats{}, err
-		}
-		st.avgLen = math.Ceil(float64(card) / float64(st.n))
-	}
-	for i, t := range terms {
-		tfr, err := r.TermFieldReader(context.Background(), []byte(t), fieldText, false, false, false)
-		if err != nil {
-			return stats{}, err
-		}
-		st.df[i] = tfr.Count()
-		tfr.Close()
-	}
-	return st, nil
-}
-
-// rareTerms keeps the terms in at most rareShare of the documents, or the
-// two rarest when none is.
-func rareTerms(terms []string, st stats) []string {
-	order := make([]int, len(terms))
+	// Ids ascending, for the binary search of scoring.
+	order := make([]int, len(sl.ids))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(st.df[a], st.df[b]) })
-	var rare []string
-	for i, t := range order {
-		if float64(st.df[t]) <= rareShare*float64(st.n) || i < 2 {
-			rare = append(rare, terms[t])
+	slices.SortFunc(order, func(i, j int) int { return cmp.Compare(sl.ids[i], sl.ids[j]) })
+	ids, freqs := make([]uint32, len(order)), make([]uint16, len(order))
+	for k, i := range order {
+		ids[k], freqs[k] = sl.ids[i], sl.freqs[i]
+	}
+	sl.ids, sl.freqs = ids, freqs
+	x.slots = append(x.slots, sl)
+	x.docs[a.id] = n
+}
+
+// sameTerms reports whether the slot holds exactly a's terms.
+func (x *Index) sameTerms(s *slot, a analysed) bool {
+	if len(s.ids) != len(a.terms) || s.length != a.length {
+		return false
+	}
+	for i, t := range a.terms {
+		id, ok := x.terms[t]
+		if !ok {
+			return false
+		}
+		k, found := slices.BinarySearch(s.ids, id)
+		if !found || s.freqs[k] != a.freqs[i] {
+			return false
 		}
 	}
-	return rare
+	return true
+}
+
+// remove forgets a document, if held. The caller holds mu.
+func (x *Index) remove(id string) {
+	n, ok := x.docs[id]
+	if !ok {
+		return
+	}
+	s := &x.slots[n]
+	for _, t := range s.ids {
+		if x.df[t]--; x.df[t] == 0 {
+			x.live--
+		}
+	}
+	s.dead = true
+	s.ids, s.freqs, s.sonas = nil, nil, nil
+	delete(x.docs, id)
+	x.dead++
+}
+
+// compactSlots drops dead slots from the postings once they are a
+// quarter of all. The caller holds mu.
+func (x *Index) compactSlots() {
+	if x.dead < 1024 || x.dead*4 < len(x.slots) {
+		return
+	}
+	renum := make([]uint32, len(x.slots))
+	alive := make([]bool, len(x.slots))
+	n := uint32(0)
+	for i, s := range x.slots {
+		if !s.dead {
+			alive[i], renum[i] = true, n
+			n++
+		}
+	}
+	for t, ps := range x.post {
+		out := ps[:0]
+		for _, p := range ps {
+			if alive[p.slot] {
+				out = append(out, posting{slot: renum[p.slot], freq: p.freq})
+			}
+		}
+		x.post[t] = out
+	}
+	kept := x.slots[:0]
+	for i, s := range x.slots {
+		if alive[i] {
+			x.docs[s.id] = renum[i]
+			kept = append(kept, s)
+		}
+	}
+	clear(x.slots[len(kept):])
+	x.slots, x.dead = kept, 0
 }
 
 // Has reports whether the index holds a document with this id.
 func (x *Index) Has(id string) (bool, error) {
-	d, err := x.idx.Document(id)
-	return err == nil && d != nil, err
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	_, ok := x.docs[id]
+	return ok, nil
 }
 
-// Compact merges every segment into one, which drops the deleted
-// documents and their terms, persists the result, and removes the files
-// of the segments merged (once no search still reads them): after it,
-// no file of the index holds what a deleted document said.
-func (x *Index) Compact(ctx context.Context) error {
-	adv, err := x.idx.Advanced()
-	if err != nil {
-		return err
-	}
-	sc, ok := adv.(*scorch.Scorch)
-	if !ok {
-		return fmt.Errorf("text: index is not scorch (%T)", adv)
-	}
-	// Scorch merges two segments or more, never one alone: a placeholder
-	// document (no text) in a segment of its own makes the index two, so
-	// that a single segment holding deleted documents is rewritten too.
-	// It is deleted after; what it leaves is an empty document's id.
-	b := x.idx.NewBatch()
-	if err := b.Index(compactPlaceholder, map[string]any{fieldSonas: []string{}}); err != nil {
-		return err
-	}
-	if err := x.idx.Batch(b); err != nil {
-		return err
-	}
-	if err := x.Flush(); err != nil {
-		return err
-	}
-	if err := sc.ForceMerge(ctx, &mergeplan.SingleSegmentMergePlanOptions); err != nil {
-		return fmt.Errorf("text: compacting: %w", err)
-	}
-	b = x.idx.NewBatch()
-	b.Delete(compactPlaceholder)
-	if err := x.idx.Batch(b); err != nil {
-		return err
-	}
-	return x.Flush()
-}
-
-// compactPlaceholder is the id of Compact's placeholder document: no
-// memory's CID.
-const compactPlaceholder = "memoria:compact"
-
-// HasTerm reports whether the index's dictionary holds term (analysed
-// already: lower case, stemmed) — in a live document or in a deleted one
-// whose segment was not merged yet.
+// HasTerm reports whether a document the index holds has term (analysed
+// already: lower case, stemmed).
 func (x *Index) HasTerm(term string) (bool, error) {
-	d, err := x.idx.FieldDictPrefix(fieldText, []byte(term))
-	if err != nil {
-		return false, err
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	id, ok := x.terms[term]
+	return ok && x.df[id] > 0, nil
+}
+
+// Compact writes a new snapshot and starts an empty log, so that no file
+// of the index keeps what a deleted document said: a snapshot holds the
+// live documents and their terms only, and the log that recorded the
+// deleted ones is removed.
+func (x *Index) Compact(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	defer d.Close()
-	for {
-		e, err := d.Next()
-		if err != nil || e == nil {
-			return false, err
-		}
-		if e.Term == term {
-			return true, nil
-		}
+	x.pmu.Lock()
+	defer x.pmu.Unlock()
+	if x.logErr == errClosed {
+		return errClosed
 	}
+	return x.snapshot()
 }

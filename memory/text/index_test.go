@@ -1,12 +1,14 @@
 package text
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,6 +36,13 @@ func TestIndexPersistsAndReopens(t *testing.T) {
 	if hits, _ := x.Search("painted", SearchOptions{K: 10, Sonas: []string{"s2"}}); len(hits) != 1 || hits[0].ID != "b" {
 		t.Fatalf("sona filter: %v", hits)
 	}
+	// A document indexed again with another sona: found there too.
+	if err := x.Apply([]Doc{{ID: "a", Text: docs[0].Text, Sonas: []string{"s1", "s3"}}}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if hits, _ := x.Search("painted", SearchOptions{K: 10, Sonas: []string{"s3"}}); len(hits) != 1 || hits[0].ID != "a" {
+		t.Fatalf("joined sona: %v", hits)
+	}
 	if err := x.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -42,11 +51,14 @@ func TestIndexPersistsAndReopens(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
-	if wm, _ := x.Watermark(); wm != 3 {
-		t.Fatalf("watermark %d after reopen, want 3", wm)
+	if wm, _ := x.Watermark(); wm != 4 {
+		t.Fatalf("watermark %d after reopen, want 4", wm)
 	}
 	if n, _ := x.Len(); n != 3 {
 		t.Fatalf("%d documents after reopen", n)
+	}
+	if hits, _ := x.Search("painted", SearchOptions{K: 10, Sonas: []string{"s3"}}); len(hits) != 1 || hits[0].ID != "a" {
+		t.Fatalf("joined sona after reopen: %v", hits)
 	}
 	if err := x.Delete([]Doc{{ID: "a"}}, 2); err != nil {
 		t.Fatal(err)
@@ -57,30 +69,86 @@ func TestIndexPersistsAndReopens(t *testing.T) {
 	if wm, _ := x.Watermark(); wm != 2 {
 		t.Fatalf("watermark %d", wm)
 	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
 	// An index written by another version is refused.
-	done := make(chan error, 1)
-	b := x.idx.NewBatch()
-	b.SetInternal([]byte(keyVersion), []byte("0"))
-	b.SetPersistedCallback(func(err error) { done <- err })
-	if err := x.idx.Batch(b); err != nil {
+	path := filepath.Join(dir, snapshotFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if err := x.idx.Close(); err != nil { // not x.Close, which stamps the current version
+	b[len(snapMagic)+1] = '0' // the version's one byte
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(dir); !errors.Is(err, ErrStale) {
 		t.Fatalf("stale index: err = %v, want ErrStale", err)
 	}
+	// So is a directory without an index of this layout (bleve's).
+	bleveDir := t.TempDir()
+	os.WriteFile(filepath.Join(bleveDir, "index_meta.json"), []byte(`{"storage":"scorch","index_type":"scorch"}`), 0o644)
+	if _, err := Open(bleveDir); !errors.Is(err, ErrStale) {
+		t.Fatalf("bleve's index: err = %v, want ErrStale", err)
+	}
 }
 
-// The second pass scores candidates from the forward index exactly as
-// bleve scores the whole query: every candidate's score and the order
-// match an exhaustive search, before priming (bleve's intersection),
-// after it, and across a reopen.
-func TestForwardScoresAsBleve(t *testing.T) {
+// bm25 is BM25 as bleve scored a disjunction of term queries, written out
+// over every document: the reference Search must match exactly.
+func bm25(docs map[string][]string, q string, k int) []Hit {
+	terms := unique(analyze(q))
+	vocab := map[string]bool{}
+	df := map[string]int{}
+	for _, toks := range docs {
+		seen := map[string]bool{}
+		for _, t := range toks {
+			vocab[t] = true
+			if !seen[t] {
+				seen[t] = true
+				df[t]++
+			}
+		}
+	}
+	n := float64(len(docs))
+	avgLen := math.Ceil(float64(len(vocab)) / n)
+	idf := map[string]float64{}
+	var sq float64
+	for _, t := range terms {
+		d := float64(df[t])
+		idf[t] = math.Log(1 + (n-d+0.5)/(d+0.5))
+		sq += idf[t] * idf[t]
+	}
+	norm := 1 / math.Sqrt(sq)
+	var hits []Hit
+	for id, toks := range docs {
+		var sum float64
+		matched := 0
+		for _, t := range terms {
+			f := 0
+			for _, u := range toks {
+				if u == t {
+					f++
+				}
+			}
+			if f == 0 {
+				continue
+			}
+			tf := math.Sqrt(float64(f))
+			sum += idf[t] * tf * bm25K1 / (tf + bm25K1*(1-bm25B+bm25B*float64(len(toks))/avgLen)) * idf[t] * norm
+			matched++
+		}
+		if matched > 0 {
+			hits = append(hits, Hit{ID: id, Score: sum * float64(matched) / float64(len(terms))})
+		}
+	}
+	slices.SortFunc(hits, byScore)
+	return hits[:min(k, len(hits))]
+}
+
+// Search ranks as an exhaustive BM25: on one pass (a small collection),
+// on two with every document named by Also, after a reopen and after
+// deletes.
+func TestScoresAreExhaustiveBM25(t *testing.T) {
 	dir := t.TempDir() + "/idx"
 	x, err := Open(dir)
 	if err != nil {
@@ -90,6 +158,7 @@ func TestForwardScoresAsBleve(t *testing.T) {
 	words := strings.Fields("the garden tomato basil river train lisbon novel lighthouse painting sister dog concert recipe hiking sunset lake city job guitar")
 	var docs []Doc
 	var ids []string
+	ref := map[string][]string{}
 	for i := range 3000 {
 		var b strings.Builder
 		for range 4 + rng.IntN(20) {
@@ -99,41 +168,39 @@ func TestForwardScoresAsBleve(t *testing.T) {
 		id := fmt.Sprintf("d%04d", i)
 		docs = append(docs, Doc{ID: id, Text: b.String(), Sonas: []string{"s"}})
 		ids = append(ids, id)
+		ref[id] = analyze(b.String())
 	}
-	if err := x.Apply(docs, 1); err != nil {
-		t.Fatal(err)
+	for lo := 0; lo < len(docs); lo += 500 {
+		if err := x.Apply(docs[lo:lo+500], uint64(lo+500)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	queries := []string{"painting the sunset by the lake", "guitar concert", "my sister's dog went hiking", "a recipe with tomato and basil from the garden", "unknownword"}
-	check := func(stage string, x *Index, primed bool) {
+	check := func(stage string, x *Index) {
 		t.Helper()
-		x.pruneFrom = 0 // two passes at any size
-		for _, q := range queries {
-			terms, err := x.terms(q)
-			if err != nil {
-				t.Fatal(err)
+		for _, twoPass := range []bool{false, true} {
+			x.pruneFrom = pruneFrom
+			if twoPass {
+				x.pruneFrom = 0
 			}
-			want, err := x.run(disjunction(terms), nil, 25)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := x.Search(q, SearchOptions{K: 25, Also: func() []string { return ids }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := x.Forward(); ok != primed {
-				t.Fatalf("%s: forward index primed = %v, want %v", stage, ok, primed)
-			}
-			if len(got) != len(want) {
-				t.Fatalf("%s %q: %d hits, want %d", stage, q, len(got), len(want))
-			}
-			for i := range want {
-				if math.Abs(got[i].Score-want[i].Score) > 1e-6*want[i].Score {
-					t.Fatalf("%s %q: hit %d = %v, want %v", stage, q, i, got[i], want[i])
+			for _, q := range queries {
+				want := bm25(ref, q, 25)
+				got, err := x.Search(q, SearchOptions{K: 25, Also: func() []string { return ids }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != len(want) {
+					t.Fatalf("%s (two passes %v) %q: %d hits, want %d", stage, twoPass, q, len(got), len(want))
+				}
+				for i := range want {
+					if got[i].ID != want[i].ID || math.Abs(got[i].Score-want[i].Score) > 1e-9*want[i].Score {
+						t.Fatalf("%s (two passes %v) %q: hit %d = %v, want %v", stage, twoPass, q, i, got[i], want[i])
+					}
 				}
 			}
 		}
 	}
-	check("new", x, true)
+	check("new", x)
 	if err := x.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -141,31 +208,26 @@ func TestForwardScoresAsBleve(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close()
-	check("reopened", x, false)
-	if err := x.Prime(docs); err != nil {
-		t.Fatal(err)
-	}
-	x.MarkPrimed()
-	check("primed", x, true)
+	check("reopened", x)
 
-	// A deleted document leaves the forward index too.
-	if err := x.Delete(docs[:1], 1); err != nil {
+	// Deleted documents leave the postings, the statistics and the
+	// second pass; enough of them to compact the slots.
+	if err := x.Delete(docs[:1500], 1); err != nil {
 		t.Fatal(err)
 	}
-	hits, err := x.Search(docs[0].Text, SearchOptions{K: 10, Also: func() []string { return ids[:1] }})
-	if err != nil {
-		t.Fatal(err)
+	for _, d := range docs[:1500] {
+		delete(ref, d.ID)
 	}
-	for _, h := range hits {
-		if h.ID == docs[0].ID {
-			t.Fatalf("deleted document scored: %v", h)
-		}
+	ids = ids[1500:]
+	check("after deletes", x)
+	if x.dead != 0 || len(x.slots) != 1500 {
+		t.Fatalf("%d dead slots of %d after compaction", x.dead, len(x.slots))
 	}
 }
 
-// A damaged segment is refused at open (ErrCorrupt), before bleve reads
-// it: however it is damaged, Open reports, never panics.
-func TestDamagedSegmentIsRefused(t *testing.T) {
+// A damaged snapshot is refused at open (ErrCorrupt): however it is
+// damaged, Open reports, never panics.
+func TestDamagedSnapshotIsRefused(t *testing.T) {
 	for _, at := range []float64{0, 0.3, 0.6, 0.99} {
 		dir := t.TempDir() + "/idx"
 		x, err := Open(dir)
@@ -182,19 +244,14 @@ func TestDamagedSegmentIsRefused(t *testing.T) {
 		if err := x.Close(); err != nil {
 			t.Fatal(err)
 		}
-		zaps, _ := filepath.Glob(filepath.Join(dir, "store", "*.zap"))
-		if len(zaps) == 0 {
-			t.Fatal("no segment")
+		path := filepath.Join(dir, snapshotFile)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, z := range zaps {
-			b, err := os.ReadFile(z)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b[int(float64(len(b)-1)*at)] ^= 0xff
-			if err := os.WriteFile(z, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+		b[int(float64(len(b)-1)*at)] ^= 0xff
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
 		}
 		if x, err := Open(dir); !errors.Is(err, ErrCorrupt) {
 			if err == nil {
@@ -202,5 +259,219 @@ func TestDamagedSegmentIsRefused(t *testing.T) {
 			}
 			t.Fatalf("damage at %v: err = %v, want ErrCorrupt", at, err)
 		}
+	}
+}
+
+// A crash leaves the log with a torn last record (or a damaged one):
+// Open keeps the batches before it, with their watermark, cuts the rest,
+// and appends after it.
+func TestLogIsCutAtItsFirstBadRecord(t *testing.T) {
+	for _, damage := range []string{"torn", "flipped"} {
+		t.Run(damage, func(t *testing.T) {
+			dir := t.TempDir() + "/idx"
+			x, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				if err := x.Apply([]Doc{{ID: fmt.Sprint(i), Text: fmt.Sprintf("batch%d about the orchard", i)}}, uint64(i+1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := x.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			log := x.log.Name()
+			x.Discard() // as a crash: no snapshot
+			b, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if damage == "torn" {
+				b = b[:len(b)-3]
+			} else {
+				b[len(b)-2] ^= 0xff
+			}
+			if err := os.WriteFile(log, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if x, err = Open(dir); err != nil {
+				t.Fatal(err)
+			}
+			if wm, _ := x.Watermark(); wm != 2 {
+				t.Fatalf("watermark %d, want 2", wm)
+			}
+			if hits, _ := x.Search("orchard", SearchOptions{K: 10}); len(hits) != 2 {
+				t.Fatalf("hits %v, want the first two batches'", hits)
+			}
+			if err := x.Apply([]Doc{{ID: "2", Text: "batch2 about the orchard"}}, 3); err != nil {
+				t.Fatal(err)
+			}
+			if err := x.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			x.Discard()
+			if x, err = Open(dir); err != nil {
+				t.Fatal(err)
+			}
+			defer x.Close()
+			if hits, _ := x.Search("orchard", SearchOptions{K: 10}); len(hits) != 3 {
+				t.Fatalf("after the cut log was appended to: %v", hits)
+			}
+		})
+	}
+}
+
+// A log that cannot be written (here: its file closed under it, as a
+// full disk fails writes) does not fail batches; searches see them, and
+// Flush writes them in a snapshot.
+func TestFailedLogWriteIsCaughtBySnapshot(t *testing.T) {
+	dir := t.TempDir() + "/idx"
+	x, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.log.Close()
+	if err := x.Apply([]Doc{{ID: "a", Text: "a note about marmalade"}}, 1); err != nil {
+		t.Fatalf("a batch failed with its log: %v", err)
+	}
+	if x.logErr == nil {
+		t.Fatal("the write did not fail")
+	}
+	if hits, _ := x.Search("marmalade", SearchOptions{K: 1}); len(hits) != 1 {
+		t.Fatalf("hits %v", hits)
+	}
+	if err := x.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	x.Discard()
+	if x, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if wm, _ := x.Watermark(); wm != 1 {
+		t.Fatalf("watermark %d, want 1", wm)
+	}
+	if hits, _ := x.Search("marmalade", SearchOptions{K: 1}); len(hits) != 1 {
+		t.Fatalf("hits after reopen %v", hits)
+	}
+}
+
+// When the log outgrows the snapshot, a new generation replaces both:
+// one snapshot, one log, the same index.
+func TestLogIsCompactedIntoSnapshot(t *testing.T) {
+	dir := t.TempDir() + "/idx"
+	x, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.logMin = 64 << 10
+	gen := x.gen
+	for i := range 40 {
+		var docs []Doc
+		for k := range 200 {
+			docs = append(docs, Doc{ID: fmt.Sprintf("d%d-%d", i, k), Text: fmt.Sprintf("note %d of batch %d, word%d and word%d", k, i, k, i), Sonas: []string{"s"}})
+		}
+		if err := x.Apply(docs, uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if x.gen == gen {
+		t.Fatal("no new generation")
+	}
+	want, _ := x.Search("word7 batch", SearchOptions{K: 50})
+	x.Discard()
+	logs, _ := filepath.Glob(filepath.Join(dir, logPrefix+"*"))
+	if len(logs) != 1 {
+		t.Fatalf("logs %v", logs)
+	}
+	if x, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	got, _ := x.Search("word7 batch", SearchOptions{K: 50})
+	if n, _ := x.Len(); n != 8000 || !slices.Equal(got, want) {
+		t.Fatalf("%d documents; hits %v, want %v", n, got, want)
+	}
+}
+
+// Compact leaves no file of the index holding what a deleted document
+// said (the forget's purge relies on it), keeps what the others said, and
+// the index reopens to the same.
+func TestCompactLeavesNoTraceOfDeletedDocuments(t *testing.T) {
+	dir := t.TempDir() + "/idx"
+	x, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "zqvxjtkqw"
+	if err := x.Apply([]Doc{{ID: "kept", Text: "pears ripen after apples", Sonas: []string{"s1"}}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Into the snapshot (a close writes one), then into the log.
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if x, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Apply([]Doc{{ID: "doomed-" + marker, Text: "the hint is " + marker, Sonas: []string{"s1"}}}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	holding := func() []string {
+		var hits []string
+		names, _ := filepath.Glob(filepath.Join(dir, "*"))
+		for _, n := range names {
+			if b, err := os.ReadFile(n); err == nil && strings.Contains(string(b), marker) {
+				hits = append(hits, filepath.Base(n))
+			}
+		}
+		return hits
+	}
+	if h := holding(); len(h) == 0 {
+		t.Fatal("no file holds the marker before the delete: the test shows nothing")
+	}
+	if ok, _ := x.HasTerm(marker); !ok {
+		t.Fatal("the marker's term is not indexed")
+	}
+	if err := x.Delete([]Doc{{ID: "doomed-" + marker}}, 3); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := x.HasTerm(marker); ok {
+		t.Fatal("the marker's term is still held after the delete")
+	}
+	if h := holding(); len(h) == 0 {
+		t.Fatal("the log no longer holds the marker before Compact: the test shows nothing")
+	}
+	if err := x.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h := holding(); len(h) != 0 {
+		t.Fatalf("after Compact, %v hold the deleted document's marker", h)
+	}
+	if hits, _ := x.Search("pears", SearchOptions{K: 10}); len(hits) != 1 || hits[0].ID != "kept" {
+		t.Fatalf("after Compact: %v", hits)
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if x, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if h := holding(); len(h) != 0 {
+		t.Fatalf("after a reopen, %v hold the deleted document's marker", h)
+	}
+	if ok, _ := x.Has("doomed-" + marker); ok {
+		t.Fatal("the deleted document is back after a reopen")
+	}
+	if wm, _ := x.Watermark(); wm != 3 {
+		t.Fatalf("watermark %d, want 3", wm)
+	}
+	if hits, _ := x.Search("pears", SearchOptions{K: 10}); len(hits) != 1 || hits[0].ID != "kept" {
+		t.Fatalf("after a reopen: %v", hits)
 	}
 }

@@ -1,0 +1,378 @@
+package text
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// The files' encoding: unsigned varints, strings as a length and bytes.
+//
+//	index:  "MTXI" version generation watermark
+//	        terms (count, each a string) sonas (count, each a string)
+//	        documents (count; each: id length sonas (count, each an index)
+//	                   terms (count, each an index delta and a frequency))
+//	        CRC-32C of all before it (4 bytes, big-endian)
+//	log-G:  records, each: length (4 bytes) CRC-32C (4 bytes) payload;
+//	        payload: kind (1 apply, 2 delete) watermark documents (count;
+//	        apply: id length sonas (count, strings) terms (count, each a
+//	        string and a frequency); delete: id)
+
+const (
+	recApply  = 1
+	recDelete = 2
+)
+
+// enc appends the encoding's values to b.
+type enc struct{ b []byte }
+
+func (e *enc) uint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *enc) str(s string)  { e.uint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *enc) strs(s []string) {
+	e.uint(uint64(len(s)))
+	for _, v := range s {
+		e.str(v)
+	}
+}
+
+// dec reads the encoding; the first error sticks and reads return zeros.
+type dec struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("text: truncated")
+
+func (d *dec) uint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) str() string {
+	n := d.uint()
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.err = errShort
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// count reads a count of items each at least a byte long.
+func (d *dec) count() int {
+	n := d.uint()
+	if n > uint64(len(d.b)) {
+		d.err = errShort
+		return 0
+	}
+	return int(n)
+}
+
+func encodeApply(as []analysed, watermark uint64) []byte {
+	e := &enc{b: []byte{recApply}}
+	e.uint(watermark)
+	e.uint(uint64(len(as)))
+	for _, a := range as {
+		e.str(a.id)
+		e.uint(uint64(a.length))
+		e.strs(a.sonas)
+		e.uint(uint64(len(a.terms)))
+		for i, t := range a.terms {
+			e.str(t)
+			e.uint(uint64(a.freqs[i]))
+		}
+	}
+	return e.b
+}
+
+func encodeDelete(ids []string, watermark uint64) []byte {
+	e := &enc{b: []byte{recDelete}}
+	e.uint(watermark)
+	e.strs(ids)
+	return e.b
+}
+
+// replay applies a log record to the index being opened.
+func (x *Index) replay(rec []byte) error {
+	if len(rec) == 0 {
+		return errShort
+	}
+	d := &dec{b: rec[1:]}
+	wm := d.uint()
+	switch rec[0] {
+	case recApply:
+		as := make([]analysed, d.count())
+		for i := range as {
+			a := &as[i]
+			a.id, a.length = d.str(), uint32(d.uint())
+			a.sonas = make([]string, d.count())
+			for k := range a.sonas {
+				a.sonas[k] = d.str()
+			}
+			n := d.count()
+			a.terms, a.freqs = make([]string, n), make([]uint16, n)
+			for k := range n {
+				a.terms[k], a.freqs[k] = d.str(), uint16(d.uint())
+			}
+		}
+		if d.err != nil {
+			return d.err
+		}
+		for _, a := range as {
+			x.put(a)
+		}
+	case recDelete:
+		ids := make([]string, d.count())
+		for i := range ids {
+			ids[i] = d.str()
+		}
+		if d.err != nil {
+			return d.err
+		}
+		for _, id := range ids {
+			x.remove(id)
+		}
+	default:
+		return fmt.Errorf("text: log record of kind %d", rec[0])
+	}
+	x.watermark = wm
+	x.compactSlots()
+	return nil
+}
+
+// append writes a record to the log, and replaces snapshot and log when
+// the log has outgrown the snapshot. A write that fails stops the log
+// until the next snapshot (see the package doc). The caller holds pmu.
+func (x *Index) append(rec []byte) {
+	if x.log == nil || x.logErr != nil {
+		return
+	}
+	b := make([]byte, 8, 8+len(rec))
+	binary.BigEndian.PutUint32(b, uint32(len(rec)))
+	binary.BigEndian.PutUint32(b[4:], crc32.Checksum(rec, castagnoli))
+	n, err := x.log.Write(append(b, rec...))
+	x.logSize += int64(n)
+	if err != nil {
+		x.logErr = err
+		return
+	}
+	if x.logSize > max(x.snapSize, x.logMin) {
+		x.snapshot() // on failure the log goes on
+	}
+}
+
+// snapshot writes the index as the next generation's snapshot (aside,
+// synced, renamed over the last) and starts that generation's log. The
+// caller holds pmu.
+func (x *Index) snapshot() error {
+	x.mu.RLock()
+	e := &enc{b: []byte(snapMagic)}
+	e.str(Version)
+	e.uint(x.gen + 1)
+	e.uint(x.watermark)
+	// Terms and sonas some document holds, renumbered.
+	termIdx := make(map[uint32]uint64)
+	var terms []string
+	for id, df := range x.df {
+		if df > 0 {
+			termIdx[uint32(id)] = uint64(len(terms))
+			terms = append(terms, x.names[id])
+		}
+	}
+	e.strs(terms)
+	e.strs(x.sonaNames)
+	e.uint(uint64(len(x.docs)))
+	for _, s := range x.slots {
+		if s.dead {
+			continue
+		}
+		e.str(s.id)
+		e.uint(uint64(s.length))
+		e.uint(uint64(len(s.sonas)))
+		for _, v := range s.sonas {
+			e.uint(uint64(v))
+		}
+		// Term indexes follow the ids' order, which the renumbering
+		// keeps: deltas from the previous.
+		e.uint(uint64(len(s.ids)))
+		prev := uint64(0)
+		for i, id := range s.ids {
+			t := termIdx[id]
+			e.uint(t - prev)
+			e.uint(uint64(s.freqs[i]))
+			prev = t
+		}
+	}
+	x.mu.RUnlock()
+	e.b = binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
+
+	next := x.gen + 1
+	tmp := filepath.Join(x.dir, snapshotTemp)
+	if err := writeSynced(tmp, e.b); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("text: snapshot: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(x.dir, snapshotFile)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("text: snapshot: %w", err)
+	}
+	if err := syncDir(x.dir); err != nil {
+		return fmt.Errorf("text: snapshot: %w", err)
+	}
+	log, err := os.OpenFile(filepath.Join(x.dir, logPrefix+strconv.FormatUint(next, 10)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil { // the snapshot holds everything: the log starts at the next open
+		log = nil
+	}
+	if x.log != nil {
+		x.log.Close()
+		os.Remove(filepath.Join(x.dir, logPrefix+strconv.FormatUint(x.gen, 10)))
+	}
+	x.gen, x.log, x.logSize, x.logErr, x.snapSize = next, log, 0, err, int64(len(e.b))
+	return nil
+}
+
+// decodeSnapshot loads a snapshot into the empty index x.
+func (x *Index) decodeSnapshot(b []byte) error {
+	if len(b) < len(snapMagic)+4 || string(b[:len(snapMagic)]) != snapMagic {
+		return fmt.Errorf("%w: %s is not a full-text index", ErrCorrupt, snapshotFile)
+	}
+	d := &dec{b: b[len(snapMagic) : len(b)-4]}
+	if v := d.str(); d.err == nil && v != Version {
+		return fmt.Errorf("%w: version %q, this build writes %s", ErrStale, v, Version)
+	}
+	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
+		return fmt.Errorf("%w: %s does not match its checksum", ErrCorrupt, snapshotFile)
+	}
+	x.gen, x.watermark = d.uint(), d.uint()
+	terms := make([]string, d.count())
+	for i := range terms {
+		terms[i] = d.str()
+	}
+	sonas := make([]string, d.count())
+	for i := range sonas {
+		sonas[i] = d.str()
+	}
+	n := d.count()
+	for range n {
+		a := analysed{id: d.str(), length: uint32(d.uint())}
+		a.sonas = make([]string, d.count())
+		for k := range a.sonas {
+			if i := d.uint(); i < uint64(len(sonas)) {
+				a.sonas[k] = sonas[i]
+			} else if d.err == nil {
+				d.err = errShort
+			}
+		}
+		nt := d.count()
+		a.terms, a.freqs = make([]string, nt), make([]uint16, nt)
+		t := uint64(0)
+		for k := range nt {
+			t += d.uint()
+			if t < uint64(len(terms)) {
+				a.terms[k] = terms[t]
+			} else if d.err == nil {
+				d.err = errShort
+			}
+			a.freqs[k] = uint16(d.uint())
+		}
+		if d.err != nil {
+			break
+		}
+		x.put(a)
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return fmt.Errorf("%w: %s does not decode", ErrCorrupt, snapshotFile)
+	}
+	return nil
+}
+
+// writeSynced writes b to a new file at path and syncs it.
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// Flush makes every batch applied so far durable: it syncs the log, or
+// writes a snapshot when the log missed a batch.
+func (x *Index) Flush() error {
+	x.pmu.Lock()
+	defer x.pmu.Unlock()
+	if x.logErr == errClosed {
+		return errClosed
+	}
+	if x.log == nil || x.logErr != nil {
+		return x.snapshot()
+	}
+	return x.log.Sync()
+}
+
+// Close writes what the log holds into a new snapshot, so that the next
+// open reads one file, and closes the index.
+func (x *Index) Close() error {
+	x.pmu.Lock()
+	defer x.pmu.Unlock()
+	if x.logErr == errClosed {
+		return nil
+	}
+	var err error
+	if x.log == nil || x.logSize > 0 || x.logErr != nil {
+		err = x.snapshot()
+	}
+	if x.log != nil {
+		if cerr := x.log.Close(); err == nil {
+			err = cerr
+		}
+		x.log = nil
+	}
+	x.logErr = errClosed
+	return err
+}
+
+var errClosed = errors.New("text: index closed")
+
+// Discard closes the index without writing anything more (a damaged one,
+// which its owner deletes).
+func (x *Index) Discard() error {
+	x.pmu.Lock()
+	defer x.pmu.Unlock()
+	var err error
+	if x.log != nil {
+		err = x.log.Close()
+		x.log = nil
+	}
+	x.logErr = errClosed
+	return err
+}
