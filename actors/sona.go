@@ -11,13 +11,8 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/internal/trace"
-	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
-	"github.com/memoria-ai/memoria/memory/assoc"
-	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/model"
-	"github.com/memoria-ai/memoria/memory/prompt"
-	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -357,6 +352,17 @@ func (a *sonaActor) await(ctx actor.Context, p Settling, cont func(error)) {
 // or when the system stops, and calls cont in the actor's context with
 // its result.
 func async[T any](ctx actor.Context, sys *System, timeout time.Duration, fn func(context.Context) (T, error), cont func(T, error)) {
+	c, cancel := context.WithTimeout(sys.base, timeout)
+	asyncIn(ctx, sys, c, timeout, func(c context.Context) (T, error) {
+		defer cancel()
+		return fn(c)
+	}, cont)
+}
+
+// asyncIn runs fn off the mailbox with context c and calls cont in the
+// actor's context with its result, or with an error when it has not
+// returned after timeout.
+func asyncIn[T any](ctx actor.Context, sys *System, c context.Context, timeout time.Duration, fn func(context.Context) (T, error), cont func(T, error)) {
 	f := actor.NewFuture(ctx.ActorSystem(), timeout)
 	var (
 		res T
@@ -365,8 +371,6 @@ func async[T any](ctx actor.Context, sys *System, timeout time.Duration, fn func
 	sys.work.Add(1)
 	go func() {
 		defer sys.work.Done()
-		c, cancel := context.WithTimeout(sys.base, timeout)
-		defer cancel()
 		res, err = fn(c)
 		ctx.ActorSystem().Root.Send(f.PID(), &messages.Settled{})
 	}()
@@ -395,207 +399,6 @@ func (a *sonaActor) appendMemory(ctx actor.Context, msg *messages.AppendMemory) 
 		}
 		a.settle(ctx)
 	})
-}
-
-// advance runs one step (DESIGN.md §4.1): store the input linked to the
-// previous step; recall for it; call the model; store the response with
-// edges to the recalled memories weighted by score and to the input; bump
-// the importance of what was used. The reply comes once both memories are
-// durable. If the model fails, the input stays (it happened) and no
-// response is written.
-func (a *sonaActor) advance(ctx actor.Context, msg *messages.Advance) {
-	sender := ctx.Sender()
-	req := msg.GetRequest()
-	self := a.sys.self
-	a.busy++
-	caller := a.sys.callOf(msg.Call)
-	step := startAdvance(caller, a.id)
-	finish := func(reply proto.Message) {
-		step.end(reply)
-		tell(ctx, sender, reply)
-		a.busy--
-		a.settle(ctx)
-	}
-	// Whatever the step is given is checked before its input is stored.
-	if err := prompt.ValidateStep(req.Name, req.AgentId, req.Scope); err != nil {
-		finish(failure(err))
-		return
-	}
-	if id := req.RequestId; id != "" {
-		// A step sent again: answered from the chain when its response
-		// is there.
-		if err := chain.ValidateRequestID(id); err != nil {
-			finish(failure(err))
-			return
-		}
-		if err := a.hold(ctx); err != nil {
-			finish(failure(err))
-			return
-		}
-		if r := a.replay(id); r.err != nil || r.result != nil {
-			finish(chatReplay(r))
-			return
-		}
-	}
-	timeout := a.sys.stepTimeout()
-	received := a.sys.clock.Now().Unix()
-	meta := &messages.MemoryMeta{AgentId: req.AgentId}
-
-	embed := func(c context.Context, text string) ([]float32, error) {
-		c, cancel := context.WithTimeout(c, a.sys.cfg.LLM.Timeout.D())
-		defer cancel()
-		vecs, err := self.Embed(c, text)
-		if err != nil {
-			return nil, err
-		}
-		return vecs[0], nil
-	}
-
-	// 1. Store the input, linked to the previous step.
-	async(ctx, a.sys, timeout, func(c context.Context) ([]float32, error) { return embed(step.context(c), req.Content) }, func(vec []float32, err error) {
-		if err != nil {
-			finish(failure(err))
-			return
-		}
-		var edges []model.Edge
-		if a.last != nil {
-			edges = []model.Edge{{Target: *a.last, Weight: 1}}
-		}
-		input, err := self.Chains.Prepare(prompt.TextMemory(req.Content, req.Name, received, edges), vec, meta)
-		if err != nil {
-			finish(failure(err))
-			return
-		}
-		input.EdgeType = assoc.Sequential
-		if req.RequestId != "" {
-			input.Request = &model.Request{ID: req.RequestId + InputRequest}
-		}
-		a.append(ctx, input, step, func(r appended) {
-			if r.err == nil && r.result.Replayed {
-				// An earlier attempt stored the input (and then failed, or
-				// is still on its way): the step goes on from that input.
-				input, r.err = a.stored(r.result.Cid)
-			}
-			if r.err != nil {
-				finish(failure(r.err))
-				return
-			}
-			a.respond(ctx, req, input, finish, embed, caller, step)
-		})
-	})
-}
-
-// respond is steps 2–4 of advance, once the input is durable. The
-// response makes the dialogue page (input, response), which goes to the
-// stm's inbox in the response's transaction; the mid-term segments the
-// tiers' retrieval used are visited.
-func (a *sonaActor) respond(ctx actor.Context, req *messages.ChatRequest, input *model.Prepared,
-	finish func(proto.Message), embed func(context.Context, string) ([]float32, error), caller *call, step *advanceSpan) {
-	self := a.sys.self
-	name := a.name
-	type thought struct {
-		recalled []*recall.Recalled
-		tiers    *tiers.Recall
-		resp     llm.Response
-		vec      []float32
-	}
-	async(ctx, a.sys, a.sys.stepTimeout(), func(c context.Context) (thought, error) {
-		c = step.context(c)
-		start := a.sys.clock.Now()
-		recalled, recallTrace, err := self.Recaller.Recall(c, recall.Query{
-			Sona: a.id, Text: req.Content, Vector: input.Vector, AgentID: req.AgentId,
-			K: int(req.K), Budget: int(req.BudgetChars), Expand: expandOf(req), Exclude: []cid.Cid{input.CID}, Scope: req.Scope,
-		})
-		a.sys.metrics.ObserveRecall("chat", a.sys.clock.Since(start))
-		if err != nil {
-			return thought{}, err
-		}
-		recallTrace.Submit(self.Store())
-		tr, err := a.sys.tierRecall(c, a.id, req.Content, input.Vector)
-		if err != nil {
-			return thought{}, err
-		}
-		lc, onToken, release := caller.bind(c)
-		resp, err := a.sys.complete(lc, name, recalled, tr, req, onToken)
-		release()
-		if err != nil {
-			return thought{}, err
-		}
-		vec, err := embed(c, resp.Content)
-		if err != nil {
-			return thought{}, err
-		}
-		return thought{recalled, tr, resp, vec}, nil
-	}, func(t thought, err error) {
-		if err != nil {
-			finish(failure(err))
-			return
-		}
-		edges := []model.Edge{{Target: input.CID, Weight: 1}}
-		for _, r := range t.recalled {
-			edges = append(edges, model.Edge{Target: r.CID, Weight: r.Score})
-		}
-		resp := prompt.ResponseMemory(name, t.resp, a.sys.clock.Now().Unix(), edges)
-		out, err := self.Chains.Prepare(resp, t.vec, &messages.MemoryMeta{AgentId: req.AgentId})
-		if err != nil {
-			finish(failure(err))
-			return
-		}
-		out.EdgeType = assoc.Causal
-		out.PageOf = &input.CID
-		answer := &messages.ChatResponse{
-			Input: &messages.MemoryRef{Cid: input.CID.String()},
-			Response: &messages.Reply{
-				Cid: out.CID.String(), Content: t.resp.Content,
-				Model: t.resp.Model, StopReason: string(t.resp.StopReason),
-			},
-			Recalled: scoredRefs(t.recalled),
-		}
-		if req.RequestId != "" {
-			b, err := proto.Marshal(answer)
-			if err != nil {
-				finish(failure(err))
-				return
-			}
-			out.Request = &model.Request{ID: req.RequestId, Result: b}
-		}
-		a.append(ctx, out, step, func(r appended) {
-			if r.err != nil {
-				finish(failure(r.err))
-				return
-			}
-			if r.result.Replayed {
-				finish(chatReplay(r)) // another attempt of the step answered first
-				return
-			}
-			self.Memories.Reinforce(recall.Support(t.recalled))
-			a.wakeTier(ctx, tiers.STM)
-			if len(t.tiers.Segments) > 0 {
-				a.tellTier(ctx, tiers.MTM, &messages.SegmentsVisited{Ids: t.tiers.Segments, At: a.sys.clock.Now().Unix()})
-			}
-			finish(answer)
-		})
-	})
-}
-
-// InputRequest is appended to a step's request id to name the request
-// of its input: a step records its input under id+InputRequest and its
-// response, with the whole answer, under id.
-const InputRequest = "/input"
-
-// chatReplay is the answer of a step an earlier attempt recorded.
-func chatReplay(r appended) proto.Message {
-	if r.err != nil {
-		return failure(r.err)
-	}
-	if len(r.result.Result) == 0 {
-		return failure(fmt.Errorf("%w: the request id names an insert (%s) of this sona, not a chat step", memory.ErrInvalid, r.result.Cid))
-	}
-	out := &messages.ChatResponse{}
-	if err := proto.Unmarshal(r.result.Result, out); err != nil || out.Response == nil {
-		return failure(fmt.Errorf("%w: the recorded answer of a step (%s): %v", memory.ErrCorrupt, r.result.Cid, err))
-	}
-	return out
 }
 
 // stored is a memory this store holds, ready to be an advance's input.

@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/advance"
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/prompt"
@@ -337,7 +338,7 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 	}
 	start := s.clock.Now()
 	recalled, _, err := s.self.Recaller.Recall(ctx, recall.Query{
-		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars), Expand: expandOf(req),
+		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars), Expand: advance.ExpandOf(req),
 		AgentID: req.AgentId, Scope: req.Scope, Peek: true, // a query leaves no trace
 	})
 	s.metrics.ObserveRecall("query", s.clock.Since(start))
@@ -354,7 +355,7 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 	}
 	return &messages.QueryResponse{
 		Response: &messages.Reply{Content: resp.Content, Model: resp.Model, StopReason: string(resp.StopReason)},
-		Recalled: scoredRefs(recalled),
+		Recalled: advance.ScoredRefs(recalled),
 	}, nil
 }
 
@@ -389,14 +390,6 @@ func (s *System) complete(ctx context.Context, sonaName string, recalled []*reca
 		return resp, fmt.Errorf("%w: %w", ErrLLM, err)
 	}
 	return resp, nil
-}
-
-func scoredRefs(rs []*recall.Recalled) []*messages.ScoredRef {
-	out := make([]*messages.ScoredRef, len(rs))
-	for i, r := range rs {
-		out[i] = &messages.ScoredRef{Cid: r.CID.String(), Score: r.Score}
-	}
-	return out
 }
 
 // tickTimeout bounds one heartbeat tick: the sweep, the merges and the

@@ -101,12 +101,3 @@ func endModelCall(span oteltrace.Span, resp llm.Response, err error) {
 	}
 	span.End()
 }
-
-// expandOf is a step's bound on what expansion adds (nil: the configured).
-func expandOf(req *messages.ChatRequest) *int {
-	if req.Expand == nil {
-		return nil
-	}
-	n := int(*req.Expand)
-	return &n
-}

@@ -24,6 +24,10 @@
 //	memory/living  sweep, compression, dream: Living Memory (Self.Living)
 //	memory/recall  recall, its scoring and its trace (Self.Recaller)
 //	memory/prompt  a step's prompt and the memories a step stores
+//	memory/advance one step of a sona (an advance) as a pure machine
+//	              planning effects; the sona actor carries them out
+//	memory/migrate the layout version and the migrations from older
+//	              layouts, run by Open
 //	memory/forget  excision: tombstones, and everything derived removed
 //	              in one operation per batch (Self.Forget; wired in
 //	              forgetenv.go)
@@ -33,8 +37,7 @@
 // re-exports from memory/base (errors.go), what each subsystem adds to an
 // append and what follows a committed append (append.go), the wiring of
 // recall, transfer, living, the tiers and the evaluations to the
-// subsystems they read and write (env.go, evaluation.go), and the layout
-// migrations (migrate.go).
+// subsystems they read and write (env.go, evaluation.go).
 //
 // It is pure of transports: it never imports protoactor, net/http or a
 // model provider SDK (a test enforces it). Actors and servers adapt it.

@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/migrate"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -74,7 +75,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 		if err := txn.Delete(store.KeyMemSeq); err != nil {
 			return err
 		}
-		return txn.Set(keyVersion, []byte("1"))
+		return txn.Set(migrate.KeyVersion, []byte("1"))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -104,12 +105,12 @@ func TestMigrateFromLayout1(t *testing.T) {
 		}
 	}
 	err = s.Store().View(func(txn store.Reader) error {
-		v, err := txn.Item(keyVersion)
+		v, err := txn.Item(migrate.KeyVersion)
 		if err != nil {
 			return err
 		}
 		b, _ := v.ValueCopy(nil)
-		if !bytes.Equal(b, []byte(fmt.Sprint(StoreVersion))) {
+		if !bytes.Equal(b, []byte(fmt.Sprint(migrate.Version))) {
 			t.Fatalf("layout %s after migration", b)
 		}
 		end, err := chain.LogEnd(txn)
@@ -155,7 +156,7 @@ func TestMigrateFromLayout2(t *testing.T) {
 		if err := txn.Delete(chain.FileSonaKey(file, a.sona)); err != nil {
 			return err
 		}
-		return txn.Set(keyVersion, []byte("2"))
+		return txn.Set(migrate.KeyVersion, []byte("2"))
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/index"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/migrate"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
@@ -241,7 +242,7 @@ func (s *Self) Counts() (sonas, memories int64) {
 // load checks the store's version and embedder, then loads the sona
 // records and rebuilds the vector index from the stored embeddings.
 func (s *Self) load(ctx context.Context) error {
-	if err := s.checkIdentity(ctx); err != nil {
+	if err := migrate.Check(ctx, s.store, s.emb.ID(), s.Embed, s.log); err != nil {
 		return err
 	}
 	start := s.clock.Now()
@@ -336,56 +337,6 @@ func (s *Self) checkEnds(txn store.Reader) error {
 		return s.store.Explain(fmt.Errorf("%w: the memory at the end of the insertion log (%d) is unreadable: %v", ErrCorrupt, end, err))
 	}
 	return nil
-}
-
-// checkIdentity refuses a store of an unknown layout or another embedding
-// space, migrates an older layout, and stamps a new store with both.
-func (s *Self) checkIdentity(ctx context.Context) error {
-	for {
-		err := s.identityOp(ctx)
-		var m *migrationNeeded
-		if !errors.As(err, &m) {
-			return err
-		}
-		if err := m.migrate(s, ctx); err != nil {
-			return fmt.Errorf("memory: migrating the store from layout %d to %d: %w", m.from, m.from+1, err)
-		}
-	}
-}
-
-// migrationNeeded says the store is of an older layout, and how to bring
-// it one layout further.
-type migrationNeeded struct {
-	from    int
-	migrate func(s *Self, ctx context.Context) error
-}
-
-func (m *migrationNeeded) Error() string {
-	return fmt.Sprintf("memory: store of layout %d needs migration", m.from)
-}
-
-// migrations bring a store of layout n (the key) to layout n+1.
-var migrations = map[string]*migrationNeeded{
-	"1": {1, (*Self).migrateV1},
-	"2": {2, (*Self).migrateV2},
-}
-
-func (s *Self) identityOp(ctx context.Context) error {
-	want := s.emb.ID()
-	return s.store.Update(ctx, func(tx store.Tx) error {
-		v, err := tx.Get(keyVersion)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			tx.Set(keyVersion, []byte(fmt.Sprint(StoreVersion)))
-		case err != nil:
-			return err
-		case migrations[string(v)] != nil:
-			return migrations[string(v)]
-		case string(v) != fmt.Sprint(StoreVersion):
-			return fmt.Errorf("memory: store layout version %s, this build reads %d", v, StoreVersion)
-		}
-		return store.CheckEmbedder(tx, want)
-	})
 }
 
 // Embed returns unit-length embeddings of texts in the store's space.

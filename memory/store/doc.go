@@ -67,7 +67,7 @@
 //     backend, so both backends share one copy; the engine (view, begin,
 //     set/delete/commit/discard, check) is the seam, and storetest runs
 //     the public API over both.
-//   - The layout migrations (memory/migrate.go) stay with package memory:
+//   - The layout version (x/version) and its migrations are memory/migrate:
 //     they rewrite the domain's key spaces, which the store does not know.
 //     The embedding-space identity (x/embedder) is here.
 //   - Tx.OnCommit remains for the in-memory structures the chain writer

@@ -1,10 +1,12 @@
-package memory
+package migrate
 
 import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/ipfs/go-cid"
@@ -17,22 +19,90 @@ import (
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// migrateV1 brings a layout-1 store to layout 2: it builds the insertion
+// Version is the layout version of the key spaces (memory/store's doc). A
+// store written by a newer layout is refused.
+const Version = 3
+
+// KeyVersion holds a store's layout version.
+var KeyVersion = []byte("x/version")
+
+// Embed embeds texts in the store's space (migrating from layout 1 embeds
+// the sonas' names).
+type Embed func(ctx context.Context, texts ...string) ([][]float32, error)
+
+// Check refuses a store of an unknown layout or of another embedding space
+// than embedder's, migrates an older layout one step at a time, and stamps
+// a new store with both.
+func Check(ctx context.Context, st *store.Store, embedder string, embed Embed, log *slog.Logger) error {
+	mg := &migrator{store: st, embed: embed, log: log}
+	for {
+		err := mg.identityOp(ctx, embedder)
+		var m *migrationNeeded
+		if !errors.As(err, &m) {
+			return err
+		}
+		if err := m.migrate(mg, ctx); err != nil {
+			return fmt.Errorf("memory: migrating the store from layout %d to %d: %w", m.from, m.from+1, err)
+		}
+	}
+}
+
+type migrator struct {
+	store *store.Store
+	embed Embed
+	log   *slog.Logger
+}
+
+// migrationNeeded says the store is of an older layout, and how to bring
+// it one layout further.
+type migrationNeeded struct {
+	from    int
+	migrate func(mg *migrator, ctx context.Context) error
+}
+
+func (m *migrationNeeded) Error() string {
+	return fmt.Sprintf("memory: store of layout %d needs migration", m.from)
+}
+
+// migrations bring a store of layout n (the key) to layout n+1.
+var migrations = map[string]*migrationNeeded{
+	"1": {1, (*migrator).v1},
+	"2": {2, (*migrator).v2},
+}
+
+func (mg *migrator) identityOp(ctx context.Context, embedder string) error {
+	return mg.store.Update(ctx, func(tx store.Tx) error {
+		v, err := tx.Get(KeyVersion)
+		switch {
+		case errors.Is(err, base.ErrNotFound):
+			tx.Set(KeyVersion, []byte(fmt.Sprint(Version)))
+		case err != nil:
+			return err
+		case migrations[string(v)] != nil:
+			return migrations[string(v)]
+		case string(v) != fmt.Sprint(Version):
+			return fmt.Errorf("memory: store layout version %s, this build reads %d", v, Version)
+		}
+		return store.CheckEmbedder(tx, embedder)
+	})
+}
+
+// v1 brings a layout-1 store to layout 2: it builds the insertion
 // log (memories in the order they were stored, ties by CID), records each
 // memory's log position in its metadata, and adds the log position to the
 // chain entries (a layout-1 ACT gets its memory's position).
-func (s *Self) migrateV1(ctx context.Context) error {
+func (mg *migrator) v1(ctx context.Context) error {
 	type entry struct {
 		c       cid.Cid
 		created int64
 	}
 	var mems []entry
 	var entries [][2][]byte // chain entries: key, value
-	err := s.store.View(func(txn store.Reader) error {
+	err := mg.store.View(func(txn store.Reader) error {
 		if err := store.Scan(txn, meta.Prefix, func(k, v []byte) error {
 			m := &messages.MemoryMeta{}
 			if err := proto.Unmarshal(v, m); err != nil {
-				return fmt.Errorf("%w: metadata: %v", ErrCorrupt, err)
+				return fmt.Errorf("%w: metadata: %v", base.ErrCorrupt, err)
 			}
 			c, err := cid.Cast(bytes.Clone(k[len(meta.Prefix):]))
 			if err != nil {
@@ -62,7 +132,7 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	for start := 0; start < len(mems); start += per {
 		part := mems[start:min(start+per, len(mems))]
 		first := uint64(start + 1)
-		if err := s.store.Update(ctx, func(tx store.Tx) error {
+		if err := mg.store.Update(ctx, func(tx store.Tx) error {
 			for i, e := range part {
 				seq := first + uint64(i)
 				raw, err := tx.Get(meta.Key(e.c))
@@ -92,15 +162,15 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	}
 	for start := 0; start < len(entries); start += per {
 		part := entries[start:min(start+per, len(entries))]
-		if err := s.store.Update(ctx, func(tx store.Tx) error {
+		if err := mg.store.Update(ctx, func(tx store.Tx) error {
 			for _, kv := range part {
 				n, act, err := cid.CidFromBytes(kv[1])
 				if err != nil {
-					return fmt.Errorf("%w: chain entry: %v", ErrCorrupt, err)
+					return fmt.Errorf("%w: chain entry: %v", base.ErrCorrupt, err)
 				}
 				m, mem, err := cid.CidFromBytes(kv[1][n:])
 				if err != nil {
-					return fmt.Errorf("%w: chain entry: %v", ErrCorrupt, err)
+					return fmt.Errorf("%w: chain entry: %v", base.ErrCorrupt, err)
 				}
 				if n+m == len(kv[1]) { // layout 1: no log position yet
 					tx.Set(kv[0], chain.EncodeEntry(act, mem, seqOf[mem]))
@@ -114,11 +184,11 @@ func (s *Self) migrateV1(ctx context.Context) error {
 	// Layout 1 kept a running centroid under k/; layout 2 keeps the name's
 	// embedding there and computes the centroid at start.
 	var names []*messages.Sona
-	if err := s.store.View(func(txn store.Reader) error {
+	if err := mg.store.View(func(txn store.Reader) error {
 		return store.Scan(txn, chain.SonaPrefix, func(_, v []byte) error {
 			rec := &messages.Sona{}
 			if err := proto.Unmarshal(v, rec); err != nil {
-				return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
+				return fmt.Errorf("%w: sona record: %v", base.ErrCorrupt, err)
 			}
 			names = append(names, rec)
 			return nil
@@ -127,34 +197,34 @@ func (s *Self) migrateV1(ctx context.Context) error {
 		return err
 	}
 	for _, rec := range names {
-		vecs, err := s.Embed(ctx, rec.Name)
+		vecs, err := mg.embed(ctx, rec.Name)
 		if err != nil {
 			return err
 		}
-		if err := s.store.Update(ctx, func(tx store.Tx) error {
+		if err := mg.store.Update(ctx, func(tx store.Tx) error {
 			tx.Set(chain.NameVecKey(rec.Uuid), meta.EncodeVector(vecs[0]))
 			return nil
 		}); err != nil {
 			return err
 		}
 	}
-	s.log.Info("store migrated", "from", 1, "to", 2, "memories", len(mems), "acts", len(entries))
-	return s.setLayout(ctx, 2)
+	mg.log.Info("store migrated", "from", 1, "to", 2, "memories", len(mems), "acts", len(entries))
+	return mg.setLayout(ctx, 2)
 }
 
-func (s *Self) setLayout(ctx context.Context, v int) error {
-	return s.store.Update(ctx, func(tx store.Tx) error {
-		tx.Set(keyVersion, []byte(fmt.Sprint(v)))
+func (mg *migrator) setLayout(ctx context.Context, v int) error {
+	return mg.store.Update(ctx, func(tx store.Tx) error {
+		tx.Set(KeyVersion, []byte(fmt.Sprint(v)))
 		return nil
 	})
 }
 
-// migrateV2 brings a layout-2 store to layout 3: it records, for every
+// v2 brings a layout-2 store to layout 3: it records, for every
 // file memory of every chain, that its sona may name the file's raw
 // block (f/, memory/chain).
-func (s *Self) migrateV2(ctx context.Context) error {
+func (mg *migrator) v2(ctx context.Context) error {
 	var keys [][]byte
-	err := s.store.View(func(txn store.Reader) error {
+	err := mg.store.View(func(txn store.Reader) error {
 		return chain.ScanMemories(txn, func(id string, mem cid.Cid) error {
 			m, err := meta.ReadMemory(txn, mem)
 			if err != nil {
@@ -172,7 +242,7 @@ func (s *Self) migrateV2(ctx context.Context) error {
 	const per = 1000
 	for start := 0; start < len(keys); start += per {
 		part := keys[start:min(start+per, len(keys))]
-		if err := s.store.Update(ctx, func(tx store.Tx) error {
+		if err := mg.store.Update(ctx, func(tx store.Tx) error {
 			for _, k := range part {
 				tx.Set(k, nil)
 			}
@@ -181,6 +251,6 @@ func (s *Self) migrateV2(ctx context.Context) error {
 			return err
 		}
 	}
-	s.log.Info("store migrated", "from", 2, "to", 3, "file_records", len(keys))
-	return s.setLayout(ctx, 3)
+	mg.log.Info("store migrated", "from", 2, "to", 3, "file_records", len(keys))
+	return mg.setLayout(ctx, 3)
 }
