@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/memoria-ai/memoria/memory/forget"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 // Forget excises memories (memory/forget) while no heartbeat tick runs —
@@ -19,4 +20,15 @@ func (s *System) Forget(ctx context.Context, req forget.Request) (forget.Report,
 	s.upkeep.Lock()
 	defer s.upkeep.Unlock()
 	return s.self.Forget.Forget(ctx, req)
+}
+
+// ForgetApply forgets what tombs name, as another cluster member forgot it
+// (forget.Forgetter.Apply), under the same exclusion as Forget.
+func (s *System) ForgetApply(ctx context.Context, tombs []*messages.Tombstone) (forget.Report, error) {
+	if err := ctx.Err(); err != nil {
+		return forget.Report{}, err
+	}
+	s.upkeep.Lock()
+	defer s.upkeep.Unlock()
+	return s.self.Forget.Apply(ctx, tombs)
 }

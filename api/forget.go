@@ -61,9 +61,7 @@ func (s *Server) forgetOp(ctx context.Context, in *messages.ForgetRequest) (*mes
 		return nil, forbidden("token %q may not purge: a purge is a pass of the store's garbage collection (admin)", p.Name)
 	}
 	if !admin {
-		req.May = func(sonas []string, backbone bool) bool {
-			return !backbone && len(sonas) > 0 && !slices.ContainsFunc(sonas, func(id string) bool { return !p.MaySona(id) })
-		}
+		req.Limit = &forget.Limit{Sonas: p.Sonas()}
 	}
 	var err error
 	if req.CIDs, err = parseCIDs("cids", in.Cids); err != nil {
@@ -85,7 +83,11 @@ func (s *Server) forgetOp(ctx context.Context, in *messages.ForgetRequest) (*mes
 		}
 	}
 	req.Label, req.Agent, req.Since, req.Until = in.Label, in.AgentId, in.Since, in.Until
-	rep, err := s.sys.Forget(ctx, req)
+	run := s.sys.Forget
+	if s.forgetRunner != nil {
+		run = s.forgetRunner
+	}
+	rep, err := run(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +121,14 @@ func (s *Server) forgetOp(ctx context.Context, in *messages.ForgetRequest) (*mes
 	}
 	return out, nil
 }
+
+// A ForgetRunner carries out a forget checked against its principal.
+type ForgetRunner func(ctx context.Context, req forget.Request) (forget.Report, error)
+
+// ForgetWith has fn carry out the forgets of this server (POST /forget,
+// MCP forget) instead of the actor system alone: a cluster member forgets
+// on every member.
+func (s *Server) ForgetWith(fn ForgetRunner) { s.forgetRunner = fn }
 
 // parseCIDs parses a list of CIDs from a request (400 naming the field
 // and the first malformed one).

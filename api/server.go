@@ -49,6 +49,8 @@ type Server struct {
 	// sonaCreator, when set, creates the sonas instead of the self's
 	// Sonas (a cluster member claims the name cluster-wide: CreateSonasWith).
 	sonaCreator SonaCreator
+	// forgetRunner, when set, carries out the forgets (ForgetWith).
+	forgetRunner ForgetRunner
 }
 
 // A SonaCreator creates a sona called name, refusing a name another sona

@@ -57,6 +57,8 @@ type Cluster struct {
 	// lastOwner is each sona's owner as last read from etcd (member id):
 	// reads are routed by it while etcd does not answer.
 	lastOwner sync.Map
+	// local is this member's own forgetting (UseForget).
+	local LocalForget
 }
 
 // memberFile keeps a member's id in its data directory.
@@ -126,6 +128,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		mux: http.NewServeMux(), done: make(chan error, 1), maxBody: o.Config.Server.MaxBodyBytes,
 		client: &http.Client{Timeout: cc.PeerTimeout.D(), Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}}
 	c.chains = newChains(c)
+	o.Self.Forget.AddPart(forgetStaged)
 	c.peerRoutes()
 	c.peer = &http.Server{Handler: c.authPeer(c.mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelWarn)}
 	go func() { c.done <- c.peer.Serve(ln) }()
@@ -186,6 +189,9 @@ func (c *Cluster) peerRoutes() {
 	})
 	c.mux.HandleFunc("POST /peer/v1/stage", c.handleStage)
 	c.mux.HandleFunc("GET /peer/v1/entries", c.handleEntries)
+	c.mux.HandleFunc("POST /peer/v1/forget/plan", c.handleForgetPlan)
+	c.mux.HandleFunc("POST /peer/v1/forget/apply", c.handleForgetApply)
+	c.mux.HandleFunc("GET /peer/v1/tombstones", c.handleTombstones)
 }
 
 // peerError writes an error in the API's shape.

@@ -23,6 +23,9 @@ import (
 //	POST /peer/v1/stage     StageRequest → StageResponse (a replica stages appends)
 //	GET  /peer/v1/entries   ?sona=&from=&to= → EntriesResponse (catching up)
 //	GET  /peer/v1/member    the member's record (JSON)
+//	POST /peer/v1/forget/plan   ForgetPlan → ForgetPlanned (forget.go)
+//	POST /peer/v1/forget/apply  ForgetApply → ForgetApplied
+//	GET  /peer/v1/tombstones    ?cursor= → TombstonePage
 const protoType = "application/x-protobuf"
 
 // maxPeerBody caps a peer request body: a batch of staged appends.

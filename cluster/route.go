@@ -213,11 +213,14 @@ func blockOf(r *http.Request) (cid.Cid, bool) {
 	return cid.Undef, false
 }
 
-// hasBlock reports whether this member stores block b.
+// hasBlock reports whether this member stores block b, or forgot it (it
+// then answers 410 itself).
 func (c *Cluster) hasBlock(b cid.Cid) bool {
 	ok := false
 	_ = c.self.Store().View(func(r store.Reader) error {
-		ok, _ = r.Has(store.BlockKey(b))
+		if ok, _ = r.Has(store.BlockKey(b)); !ok {
+			ok, _ = r.Has(store.TombstoneKey(b))
+		}
 		return nil
 	})
 	return ok
@@ -311,7 +314,7 @@ func (c *Cluster) sonaOf(r *http.Request) (string, error) {
 		return c.sonaRef(r.Context(), ref)
 	}
 	switch {
-	case r.Method == http.MethodPost && (p == "/memories" || p == "/mcp"):
+	case r.Method == http.MethodPost && (p == "/memories" || p == "/mcp" || p == "/forget"):
 		if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 			return "", nil
 		}
@@ -321,8 +324,10 @@ func (c *Cluster) sonaOf(r *http.Request) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		// POST /memories names its sona; an MCP tool call (MCP is served
-		// statelessly, so any member can take any call) in its arguments.
+		// POST /memories and POST /forget name their sona; an MCP tool
+		// call (MCP is served statelessly, so any member can take any
+		// call) in its arguments. A forget goes to the sona's owner, which
+		// resolves the sona and carries the forget out on every member.
 		var probe struct {
 			Sona   string `json:"sona"`
 			Method string `json:"method"`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/memoria-ai/memoria/memory"
 	memchain "github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -138,11 +139,22 @@ func staged(self *memory.Self, a *model.Append, claim int64) (*messages.StagedAp
 // moment knew — its neighbours, its edges' association type, its dialogue
 // page — is not kept, so the copy derives a little less from it.
 func fromChain(self *memory.Self, sona string, e memchain.Entry) (*messages.StagedAppend, error) {
-	block, err := self.Block(e.Memory)
+	actBlock, err := self.Block(e.Act)
 	if err != nil {
 		return nil, err
 	}
-	actBlock, err := self.Block(e.Act)
+	block, err := self.Block(e.Memory)
+	if errors.Is(err, memory.ErrForgotten) {
+		// A forgotten memory: its place in the chain, and its tombstone.
+		var t *messages.Tombstone
+		if err := self.Store().View(func(r store.Reader) error {
+			t, err = forget.ReadTombstone(r, e.Memory)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		return &messages.StagedAppend{Seq: e.Seq, Act: e.Act.Bytes(), ActBlock: actBlock, Forgotten: t}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -198,8 +210,14 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 		if a.Seq != length {
 			return fmt.Errorf("%w: %s: staged seq %d, the chain is at %d", ErrDiverged, sona, a.Seq, length)
 		}
-		item, err := prepared(self, a)
+		gone, err := forgottenHere(self, a)
 		if err != nil {
+			return err
+		}
+		var item *model.Prepared
+		if gone != nil {
+			item = &model.Prepared{CID: gone.mem}
+		} else if item, err = prepared(self, a); err != nil {
 			return err
 		}
 		plan, err := model.PlanAppend(sona, head, length, item, a.Now)
@@ -210,6 +228,9 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 			return fmt.Errorf("%w: %s seq %d: the append gives ACT %s here, %s on its owner", ErrDiverged, sona, a.Seq, plan.Act, cidOf(a.Act))
 		}
 		appendOp, key := self.Chains.Op(plan), stagedKey(sona, a.Seq)
+		if gone != nil {
+			appendOp = self.Chains.OpForgotten(plan, gone.tomb)
+		}
 		last = self.Store().Submit(func(tx store.Tx) error {
 			if err := appendOp(tx); err != nil {
 				return err
@@ -224,6 +245,38 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 		return fmt.Errorf("cluster: append the staged appends of %s: %w", sona, err)
 	}
 	return nil
+}
+
+// forgotten is a staged append's memory that was forgotten: its CID and
+// the tombstone the record carries (nil when only this member's store
+// keeps one).
+type forgotten struct {
+	mem  cid.Cid
+	tomb *messages.Tombstone
+}
+
+// forgottenHere reports whether a's memory was forgotten — the record
+// says so, or this member keeps its tombstone — and if so which it is.
+func forgottenHere(self *memory.Self, a *messages.StagedAppend) (*forgotten, error) {
+	act, err := model.DecodeAct(a.ActBlock)
+	if err != nil {
+		return nil, err
+	}
+	if a.Forgotten != nil {
+		if a.Forgotten.Cid != act.Memory.String() {
+			return nil, fmt.Errorf("%w: a staged forgotten memory's tombstone names %s, its ACT %s", memory.ErrInvalid, a.Forgotten.Cid, act.Memory)
+		}
+		return &forgotten{mem: act.Memory, tomb: a.Forgotten}, nil
+	}
+	var gone bool
+	err = self.Store().View(func(r store.Reader) error {
+		gone, err = r.Has(store.TombstoneKey(act.Memory))
+		return err
+	})
+	if err != nil || !gone {
+		return nil, err
+	}
+	return &forgotten{mem: act.Memory}, nil
 }
 
 // prepared is the memory of a staged record, ready to append.

@@ -360,11 +360,9 @@ func TestForgetSelectors(t *testing.T) {
 	}
 	// A limited principal: another sona's memory is refused like one
 	// stored nowhere.
-	onlyBob := func(sonas []string, backbone bool) bool {
-		return !backbone && slices.Equal(sonas, []string{fs.bob.sona})
-	}
+	onlyBob := &forget.Limit{Sonas: []string{fs.bob.sona}}
 	for _, c := range []cid.Cid{fs.doomed, mustCIDOf(t, model.CodecDagCBOR, []byte("stored nowhere"))} {
-		_, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{CIDs: []cid.Cid{c}}, May: onlyBob})
+		_, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{CIDs: []cid.Cid{c}}, Limit: onlyBob})
 		if !errors.Is(err, forget.ErrNotAllowed) {
 			t.Fatalf("a limited principal naming %s: %v, want ErrNotAllowed", c, err)
 		}

@@ -42,7 +42,10 @@ type StagedAppend struct {
 	Now int64 `protobuf:"varint,7,opt,name=now,proto3" json:"now,omitempty"`
 	// The fencing token of the owner that staged it (its claim's etcd
 	// revision).
-	Claim         int64 `protobuf:"varint,8,opt,name=claim,proto3" json:"claim,omitempty"`
+	Claim int64 `protobuf:"varint,8,opt,name=claim,proto3" json:"claim,omitempty"`
+	// Set when the memory was forgotten: append is empty (the content is
+	// gone) and the entry joins the chain with its ACT and this tombstone.
+	Forgotten     *Tombstone `protobuf:"bytes,9,opt,name=forgotten,proto3" json:"forgotten,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -131,6 +134,13 @@ func (x *StagedAppend) GetClaim() int64 {
 		return x.Claim
 	}
 	return 0
+}
+
+func (x *StagedAppend) GetForgotten() *Tombstone {
+	if x != nil {
+		return x.Forgotten
+	}
+	return nil
 }
 
 // ChainHead is a chain's acknowledged head: the ACT at seq (-1 and no ACT
@@ -378,12 +388,313 @@ func (x *EntriesResponse) GetAppends() []*StagedAppend {
 	return nil
 }
 
+// ForgetPlan (POST /peer/v1/forget/plan) asks a member what a forget
+// selects among the memories it holds, writing nothing: the member that
+// took the forget gathers every member's plan before anything is
+// forgotten. Named CIDs the member does not hold are listed in missing.
+type ForgetPlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cids, derived_from, sona (a uuid), label, agent_id, since, until.
+	Request *ForgetRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	// The principal's name (the tombstones' "by").
+	By string `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	// A principal limited to some sonas (sonas; none: every sona, never the
+	// backbone's) or not (an admin).
+	Limited       bool     `protobuf:"varint,3,opt,name=limited,proto3" json:"limited,omitempty"`
+	Sonas         []string `protobuf:"bytes,4,rep,name=sonas,proto3" json:"sonas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetPlan) Reset() {
+	*x = ForgetPlan{}
+	mi := &file_memoria_v1_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetPlan) ProtoMessage() {}
+
+func (x *ForgetPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetPlan.ProtoReflect.Descriptor instead.
+func (*ForgetPlan) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ForgetPlan) GetRequest() *ForgetRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *ForgetPlan) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *ForgetPlan) GetLimited() bool {
+	if x != nil {
+		return x.Limited
+	}
+	return false
+}
+
+func (x *ForgetPlan) GetSonas() []string {
+	if x != nil {
+		return x.Sonas
+	}
+	return nil
+}
+
+// ForgetPlanned is a member's plan: the tombstones it would write, the
+// named CIDs it does not hold, and those it forgot before.
+type ForgetPlanned struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tombstones    []*Tombstone           `protobuf:"bytes,1,rep,name=tombstones,proto3" json:"tombstones,omitempty"`
+	Missing       []string               `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`
+	Already       uint64                 `protobuf:"varint,3,opt,name=already,proto3" json:"already,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetPlanned) Reset() {
+	*x = ForgetPlanned{}
+	mi := &file_memoria_v1_cluster_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetPlanned) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetPlanned) ProtoMessage() {}
+
+func (x *ForgetPlanned) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_cluster_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetPlanned.ProtoReflect.Descriptor instead.
+func (*ForgetPlanned) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ForgetPlanned) GetTombstones() []*Tombstone {
+	if x != nil {
+		return x.Tombstones
+	}
+	return nil
+}
+
+func (x *ForgetPlanned) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+func (x *ForgetPlanned) GetAlready() uint64 {
+	if x != nil {
+		return x.Already
+	}
+	return 0
+}
+
+// ForgetApply (POST /peer/v1/forget/apply) has a member forget the blocks
+// these tombstones name — those it holds are excised, the others are only
+// recorded, so that nothing fetched later brings them back — and then the
+// summaries it holds of them (answered in ForgetApplied.tombstones).
+type ForgetApply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tombstones    []*Tombstone           `protobuf:"bytes,1,rep,name=tombstones,proto3" json:"tombstones,omitempty"`
+	Purge         bool                   `protobuf:"varint,2,opt,name=purge,proto3" json:"purge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetApply) Reset() {
+	*x = ForgetApply{}
+	mi := &file_memoria_v1_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetApply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetApply) ProtoMessage() {}
+
+func (x *ForgetApply) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetApply.ProtoReflect.Descriptor instead.
+func (*ForgetApply) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ForgetApply) GetTombstones() []*Tombstone {
+	if x != nil {
+		return x.Tombstones
+	}
+	return nil
+}
+
+func (x *ForgetApply) GetPurge() bool {
+	if x != nil {
+		return x.Purge
+	}
+	return false
+}
+
+type ForgetApplied struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tombstones written here, the summary rule's included.
+	Tombstones    []*Tombstone `protobuf:"bytes,1,rep,name=tombstones,proto3" json:"tombstones,omitempty"`
+	Batches       uint64       `protobuf:"varint,2,opt,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetApplied) Reset() {
+	*x = ForgetApplied{}
+	mi := &file_memoria_v1_cluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetApplied) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetApplied) ProtoMessage() {}
+
+func (x *ForgetApplied) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_cluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetApplied.ProtoReflect.Descriptor instead.
+func (*ForgetApplied) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ForgetApplied) GetTombstones() []*Tombstone {
+	if x != nil {
+		return x.Tombstones
+	}
+	return nil
+}
+
+func (x *ForgetApplied) GetBatches() uint64 {
+	if x != nil {
+		return x.Batches
+	}
+	return 0
+}
+
+// TombstonePage (GET /peer/v1/tombstones?cursor=) is a page of a member's
+// tombstones in key order: a member that joins copies those it lacks.
+type TombstonePage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tombstones    []*Tombstone           `protobuf:"bytes,1,rep,name=tombstones,proto3" json:"tombstones,omitempty"`
+	Next          string                 `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TombstonePage) Reset() {
+	*x = TombstonePage{}
+	mi := &file_memoria_v1_cluster_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TombstonePage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TombstonePage) ProtoMessage() {}
+
+func (x *TombstonePage) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_cluster_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TombstonePage.ProtoReflect.Descriptor instead.
+func (*TombstonePage) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TombstonePage) GetTombstones() []*Tombstone {
+	if x != nil {
+		return x.Tombstones
+	}
+	return nil
+}
+
+func (x *TombstonePage) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
 var File_memoria_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_memoria_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x18memoria/v1/cluster.proto\x12\n" +
-	"memoria.v1\x1a\x17memoria/v1/actors.proto\x1a\x17memoria/v1/memory.proto\"\xdf\x01\n" +
+	"memoria.v1\x1a\x17memoria/v1/actors.proto\x1a\x17memoria/v1/memory.proto\x1a\x17memoria/v1/forget.proto\"\x94\x02\n" +
 	"\fStagedAppend\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x10\n" +
 	"\x03act\x18\x02 \x01(\fR\x03act\x12\x1b\n" +
@@ -392,7 +703,8 @@ const file_memoria_v1_cluster_proto_rawDesc = "" +
 	"\tedge_type\x18\x05 \x01(\tR\bedgeType\x12\x17\n" +
 	"\apage_of\x18\x06 \x01(\fR\x06pageOf\x12\x10\n" +
 	"\x03now\x18\a \x01(\x03R\x03now\x12\x14\n" +
-	"\x05claim\x18\b \x01(\x03R\x05claim\"/\n" +
+	"\x05claim\x18\b \x01(\x03R\x05claim\x123\n" +
+	"\tforgotten\x18\t \x01(\v2\x15.memoria.v1.TombstoneR\tforgotten\"/\n" +
 	"\tChainHead\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x10\n" +
 	"\x03act\x18\x02 \x01(\fR\x03act\"\xc9\x01\n" +
@@ -407,7 +719,34 @@ const file_memoria_v1_cluster_proto_rawDesc = "" +
 	"\tneed_from\x18\x02 \x01(\x03R\bneedFrom\"k\n" +
 	"\x0fEntriesResponse\x12$\n" +
 	"\x04sona\x18\x01 \x01(\v2\x10.memoria.v1.SonaR\x04sona\x122\n" +
-	"\aappends\x18\x02 \x03(\v2\x18.memoria.v1.StagedAppendR\aappendsB1Z/github.com/memoria-ai/memoria/messages;messagesb\x06proto3"
+	"\aappends\x18\x02 \x03(\v2\x18.memoria.v1.StagedAppendR\aappends\"\x81\x01\n" +
+	"\n" +
+	"ForgetPlan\x123\n" +
+	"\arequest\x18\x01 \x01(\v2\x19.memoria.v1.ForgetRequestR\arequest\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x12\x18\n" +
+	"\alimited\x18\x03 \x01(\bR\alimited\x12\x14\n" +
+	"\x05sonas\x18\x04 \x03(\tR\x05sonas\"z\n" +
+	"\rForgetPlanned\x125\n" +
+	"\n" +
+	"tombstones\x18\x01 \x03(\v2\x15.memoria.v1.TombstoneR\n" +
+	"tombstones\x12\x18\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing\x12\x18\n" +
+	"\aalready\x18\x03 \x01(\x04R\aalready\"Z\n" +
+	"\vForgetApply\x125\n" +
+	"\n" +
+	"tombstones\x18\x01 \x03(\v2\x15.memoria.v1.TombstoneR\n" +
+	"tombstones\x12\x14\n" +
+	"\x05purge\x18\x02 \x01(\bR\x05purge\"`\n" +
+	"\rForgetApplied\x125\n" +
+	"\n" +
+	"tombstones\x18\x01 \x03(\v2\x15.memoria.v1.TombstoneR\n" +
+	"tombstones\x12\x18\n" +
+	"\abatches\x18\x02 \x01(\x04R\abatches\"Z\n" +
+	"\rTombstonePage\x125\n" +
+	"\n" +
+	"tombstones\x18\x01 \x03(\v2\x15.memoria.v1.TombstoneR\n" +
+	"tombstones\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\tR\x04nextB1Z/github.com/memoria-ai/memoria/messages;messagesb\x06proto3"
 
 var (
 	file_memoria_v1_cluster_proto_rawDescOnce sync.Once
@@ -421,28 +760,41 @@ func file_memoria_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_memoria_v1_cluster_proto_rawDescData
 }
 
-var file_memoria_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_memoria_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_memoria_v1_cluster_proto_goTypes = []any{
 	(*StagedAppend)(nil),    // 0: memoria.v1.StagedAppend
 	(*ChainHead)(nil),       // 1: memoria.v1.ChainHead
 	(*StageRequest)(nil),    // 2: memoria.v1.StageRequest
 	(*StageResponse)(nil),   // 3: memoria.v1.StageResponse
 	(*EntriesResponse)(nil), // 4: memoria.v1.EntriesResponse
-	(*AppendMemory)(nil),    // 5: memoria.v1.AppendMemory
-	(*Sona)(nil),            // 6: memoria.v1.Sona
+	(*ForgetPlan)(nil),      // 5: memoria.v1.ForgetPlan
+	(*ForgetPlanned)(nil),   // 6: memoria.v1.ForgetPlanned
+	(*ForgetApply)(nil),     // 7: memoria.v1.ForgetApply
+	(*ForgetApplied)(nil),   // 8: memoria.v1.ForgetApplied
+	(*TombstonePage)(nil),   // 9: memoria.v1.TombstonePage
+	(*AppendMemory)(nil),    // 10: memoria.v1.AppendMemory
+	(*Tombstone)(nil),       // 11: memoria.v1.Tombstone
+	(*Sona)(nil),            // 12: memoria.v1.Sona
+	(*ForgetRequest)(nil),   // 13: memoria.v1.ForgetRequest
 }
 var file_memoria_v1_cluster_proto_depIdxs = []int32{
-	5, // 0: memoria.v1.StagedAppend.append:type_name -> memoria.v1.AppendMemory
-	6, // 1: memoria.v1.StageRequest.sona:type_name -> memoria.v1.Sona
-	1, // 2: memoria.v1.StageRequest.committed:type_name -> memoria.v1.ChainHead
-	0, // 3: memoria.v1.StageRequest.appends:type_name -> memoria.v1.StagedAppend
-	6, // 4: memoria.v1.EntriesResponse.sona:type_name -> memoria.v1.Sona
-	0, // 5: memoria.v1.EntriesResponse.appends:type_name -> memoria.v1.StagedAppend
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	10, // 0: memoria.v1.StagedAppend.append:type_name -> memoria.v1.AppendMemory
+	11, // 1: memoria.v1.StagedAppend.forgotten:type_name -> memoria.v1.Tombstone
+	12, // 2: memoria.v1.StageRequest.sona:type_name -> memoria.v1.Sona
+	1,  // 3: memoria.v1.StageRequest.committed:type_name -> memoria.v1.ChainHead
+	0,  // 4: memoria.v1.StageRequest.appends:type_name -> memoria.v1.StagedAppend
+	12, // 5: memoria.v1.EntriesResponse.sona:type_name -> memoria.v1.Sona
+	0,  // 6: memoria.v1.EntriesResponse.appends:type_name -> memoria.v1.StagedAppend
+	13, // 7: memoria.v1.ForgetPlan.request:type_name -> memoria.v1.ForgetRequest
+	11, // 8: memoria.v1.ForgetPlanned.tombstones:type_name -> memoria.v1.Tombstone
+	11, // 9: memoria.v1.ForgetApply.tombstones:type_name -> memoria.v1.Tombstone
+	11, // 10: memoria.v1.ForgetApplied.tombstones:type_name -> memoria.v1.Tombstone
+	11, // 11: memoria.v1.TombstonePage.tombstones:type_name -> memoria.v1.Tombstone
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_memoria_v1_cluster_proto_init() }
@@ -452,13 +804,14 @@ func file_memoria_v1_cluster_proto_init() {
 	}
 	file_memoria_v1_actors_proto_init()
 	file_memoria_v1_memory_proto_init()
+	file_memoria_v1_forget_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoria_v1_cluster_proto_rawDesc), len(file_memoria_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -143,6 +143,16 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 	if cl != nil {
 		srv.Mux().Handle("GET /cluster", cl.StatusHandler())
 		srv.CreateSonasWith(cl.CreateSona)
+		cl.UseForget(cluster.LocalForget{Forget: sys.Forget, Apply: sys.ForgetApply})
+		srv.ForgetWith(cl.Forget)
+		// What the others forgot while this member was away goes before
+		// it serves.
+		if err := cl.SyncTombstones(ctx); err != nil {
+			sys.Stop()
+			cl.Close()
+			self.Close()
+			return nil, err
+		}
 	}
 	if tracing != nil {
 		srv.Trace(tracing.Provider)

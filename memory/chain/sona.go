@@ -332,6 +332,18 @@ func (s *Sonas) appended(sona string, rec *messages.Sona, vid uint64, vec []floa
 	s.sonas[sona] = st
 }
 
+// advanced records rec, the record of sona after an append whose memory
+// was forgotten (no member, no vector).
+func (s *Sonas) advanced(sona string, rec *messages.Sona) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := &sonaState{rec: rec}
+	if old := s.sonas[sona]; old != nil {
+		st.members, st.mean, st.centroid = old.members, old.mean, old.centroid
+	}
+	s.sonas[sona] = st
+}
+
 // Forget registers, once tx commits, that the memories whose vector ids
 // are in gone were forgotten: the sonas lose them as members and each
 // sona that lost one has its centroid computed again from its name's

@@ -264,3 +264,93 @@ func advance(rec *messages.Sona, a *model.Append) (*cid.Cid, error) {
 	rec.LastMemory = proto.String(a.Item.CID.String())
 	return prev, nil
 }
+
+// OpForgotten returns the store operation that appends a whose memory was
+// forgotten (its content is gone; a.Item carries only its CID): the ACT
+// block, the chain entry and the head, and the memory's tombstone t when
+// this store lacks one — no block, metadata or embedding. A copy of a
+// chain (a cluster replica catching up, an import) holds a forgotten
+// memory's place in the chain exactly as a store that forgot it after the
+// append does. The ACT block must hash to a.Act and name a's sona, seq,
+// previous ACT and memory; the store must not hold the memory's metadata
+// (forget it first).
+func (w *Writer) OpForgotten(a *model.Append, t *messages.Tombstone) store.Op {
+	return func(tx store.Tx) error {
+		if err := CheckForgottenAct(a); err != nil {
+			return err
+		}
+		raw, err := tx.Get(SonaKey(a.Sona))
+		if errors.Is(err, base.ErrNotFound) {
+			return fmt.Errorf("%w: sona %s", base.ErrNotFound, a.Sona)
+		}
+		if err != nil {
+			return err
+		}
+		rec := &messages.Sona{}
+		if err := proto.Unmarshal(raw, rec); err != nil {
+			return fmt.Errorf("%w: sona record: %v", base.ErrCorrupt, err)
+		}
+		if err := checkPlan(rec, a); err != nil {
+			return err
+		}
+		mem := a.Item.CID
+		if ok, err := tx.Has(meta.Key(mem)); err != nil {
+			return err
+		} else if ok {
+			return fmt.Errorf("%w: %s is stored here: forget it before appending it as forgotten", base.ErrChainConflict, mem)
+		}
+		if ok, err := tx.Has(store.TombstoneKey(mem)); err != nil {
+			return err
+		} else if !ok {
+			if t == nil || t.Cid != mem.String() {
+				return fmt.Errorf("%w: %s is not forgotten here and comes without its tombstone", base.ErrInvalid, mem)
+			}
+			if err := store.SetProto(tx, store.TombstoneKey(mem), t); err != nil {
+				return err
+			}
+		}
+		logSeq, err := currentLogSeq(tx)
+		if err != nil {
+			return err
+		}
+		if err := tx.PutBlock(a.Act, a.ActBlock); err != nil {
+			return err
+		}
+		tx.Set(EntryKey(a.Sona, a.Seq), EncodeEntry(a.Act, mem, logSeq))
+		if _, err := advance(rec, a); err != nil {
+			return err
+		}
+		if err := store.SetProto(tx, SonaKey(a.Sona), rec); err != nil {
+			return err
+		}
+		tx.OnCommit(func() { w.sonas.advanced(a.Sona, rec) })
+		return nil
+	}
+}
+
+// CheckForgottenAct checks that a's ACT block is the ACT a names: it
+// hashes to a.Act and holds a's sona, memory, previous ACT and seq.
+func CheckForgottenAct(a *model.Append) error {
+	got, err := a.Act.Prefix().Sum(a.ActBlock)
+	if err != nil {
+		return fmt.Errorf("%w: ACT %s: %v", base.ErrInvalid, a.Act, err)
+	}
+	if !got.Equals(a.Act) {
+		return fmt.Errorf("%w: the block of ACT %s hashes to %s", base.ErrCorrupt, a.Act, got)
+	}
+	act, err := model.DecodeAct(a.ActBlock)
+	if err != nil {
+		return err
+	}
+	if act.Sona != a.Sona || act.Seq != a.Seq || !act.Memory.Equals(a.Item.CID) || !sameCID(act.Prev, a.Prev) {
+		return fmt.Errorf("%w: ACT %s is not seq %d of sona %s naming %s", base.ErrInvalid, a.Act, a.Seq, a.Sona, a.Item.CID)
+	}
+	return nil
+}
+
+func sameCID(a, b *cid.Cid) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Equals(*b)
+}

@@ -152,11 +152,16 @@ type Request struct {
 	Reason string
 	By     string
 	DryRun bool
-	// May, when set, limits the request to the memories whose sonas (and
-	// backbone flag) it accepts: a named CID it refuses is ErrNotAllowed,
-	// as is one stored nowhere; selected ones it refuses are left out.
-	// The summaries of what goes go with it whatever their sonas.
-	May func(sonas []string, backbone bool) bool
+	// Limit, when set, limits the request to the memories all of whose
+	// sonas it allows, never the backbone's: a named CID it refuses is
+	// ErrNotAllowed, as is one stored nowhere; selected ones it refuses
+	// are left out. The summaries of what goes go with it whatever their
+	// sonas.
+	Limit *Limit
+	// Tolerant skips the named CIDs stored nowhere here (Report.Missing
+	// lists them) instead of failing: a cluster member planning its part
+	// of a forget another member took.
+	Tolerant bool
 	// Files allows naming raw blocks (admin only).
 	Files bool
 	// Batch is how many blocks a transaction forgets (DefaultBatch).
@@ -166,8 +171,28 @@ type Request struct {
 	Progress func(done, total int)
 }
 
+// Limit is a limited principal's reach, as a value (it travels between
+// cluster members): the memories all of whose sonas are in Sonas (nil:
+// any sona), never the backbone's.
+type Limit struct {
+	Sonas []string
+}
+
+// May reports whether the limit allows forgetting a memory of sonas.
+func (l *Limit) May(sonas []string, backbone bool) bool {
+	if l == nil {
+		return true
+	}
+	if backbone || len(sonas) == 0 {
+		return false
+	}
+	return l.Sonas == nil || !slices.ContainsFunc(sonas, func(id string) bool { return !slices.Contains(l.Sonas, id) })
+}
+
 // Report is what a forget did (or, dry, would do).
 type Report struct {
+	// Missing are the named CIDs stored nowhere here (Request.Tolerant).
+	Missing []cid.Cid
 	DryRun   bool
 	Memories int
 	Files    int
@@ -184,7 +209,13 @@ type Forgetter struct {
 	st    *store.Store
 	env   Env
 	clock clock.Clock
+	extra []Part // AddPart's
 }
+
+// AddPart adds p to the parts every batch runs, after the env's: a
+// subsystem outside memory/ that keeps rows about memories (a cluster
+// member's staged appends). Call it before the first forget.
+func (f *Forgetter) AddPart(p Part) { f.extra = append(f.extra, p) }
 
 // New is the forgetter of the self kept in st.
 func New(st *store.Store, env Env, clk clock.Clock) *Forgetter {
@@ -216,11 +247,22 @@ func (f *Forgetter) Forget(ctx context.Context, req Request) (Report, error) {
 	}); err != nil {
 		return rep, err
 	}
+	rep.Already, rep.Missing = p.already, p.missing
+	p.sign(req.Reason, req.By)
+	err := f.run(ctx, p, req.DryRun, req.Batch, req.Progress, &rep)
+	rep.Took = f.clock.Since(start)
+	return rep, err
+}
+
+// run writes p's tombstones (times, reason and principal as they are, or
+// now when unset) into rep and, unless dry, excises p in batches of size.
+func (f *Forgetter) run(ctx context.Context, p *plan, dry bool, size int, progress func(done, total int), rep *Report) error {
 	now := f.clock.Now().Unix()
-	rep.Already = p.already
 	for _, s := range p.order {
 		t := p.tombs[s]
-		t.ForgottenAt, t.Reason, t.By = now, req.Reason, req.By
+		if t.ForgottenAt == 0 {
+			t.ForgottenAt = now
+		}
 		rep.Tombstones = append(rep.Tombstones, t)
 		if t.Kind == KindFile {
 			rep.Files++
@@ -228,34 +270,87 @@ func (f *Forgetter) Forget(ctx context.Context, req Request) (Report, error) {
 			rep.Memories++
 		}
 	}
-	if !req.DryRun {
-		size := req.Batch
-		if size <= 0 {
-			size = DefaultBatch
+	if dry {
+		return nil
+	}
+	if size <= 0 {
+		size = DefaultBatch
+	}
+	for from := 0; from < len(p.order); {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		for from := 0; from < len(p.order); {
-			if err := ctx.Err(); err != nil {
-				return rep, err
-			}
-			n := min(size, len(p.order)-from)
-			err := f.st.Update(ctx, f.excise(p, p.order[from:from+n], now))
-			if errors.Is(err, base.ErrTooLarge) && n > 1 {
-				size = max(1, n/2) // the rows this batch takes along do not fit one transaction
-				continue
-			}
-			if err != nil {
-				return rep, fmt.Errorf("memory: forget: after %d of %d blocks: %w", from, len(p.order), err)
-			}
-			from += n
-			rep.Batches++
-			if req.Progress != nil {
-				req.Progress(from, len(p.order))
-			}
+		n := min(size, len(p.order)-from)
+		err := f.st.Update(ctx, f.excise(p, p.order[from:from+n]))
+		if errors.Is(err, base.ErrTooLarge) && n > 1 {
+			size = max(1, n/2) // the rows this batch takes along do not fit one transaction
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("memory: forget: after %d of %d blocks: %w", from, len(p.order), err)
+		}
+		from += n
+		rep.Batches++
+		if progress != nil {
+			progress(from, len(p.order))
 		}
 	}
-	rep.Took = f.clock.Since(start)
-	return rep, nil
+	return nil
 }
+
+// Apply forgets the blocks tombs name, as another member of a cluster
+// forgot them: the memories and files stored here are excised, the
+// others only get their tombstone (so that nothing fetched later brings
+// them back), then the summaries held here of anything that goes, and
+// the content of the file memories. Tombstones kept here already are
+// left as they are. The report lists the tombstones written here.
+func (f *Forgetter) Apply(ctx context.Context, tombs []*messages.Tombstone) (Report, error) {
+	start := f.clock.Now()
+	var rep Report
+	var p *plan
+	err := f.st.View(func(r store.Reader) error {
+		p = &plan{tombs: map[cid.Cid]*messages.Tombstone{}, gone: map[cid.Cid]bool{}}
+		for _, in := range tombs {
+			c, err := cid.Decode(in.Cid)
+			if err != nil {
+				return fmt.Errorf("%w: tombstone of %q: %v", base.ErrInvalid, in.Cid, err)
+			}
+			if ok, err := r.Has(store.TombstoneKey(c)); err != nil {
+				return err
+			} else if ok {
+				p.already++
+				continue
+			}
+			if p.gone[c] {
+				continue
+			}
+			t := proto.Clone(in).(*messages.Tombstone)
+			if m, err := f.env.Meta(r, c); err == nil {
+				t.Kind, t.Sonas, t.Backbone = KindMemory, slices.Clone(m.Sonas), m.Backbone
+			} else if !errors.Is(err, base.ErrNotFound) {
+				return err
+			}
+			p.gone[c] = true
+			p.order = append(p.order, c)
+			p.tombs[c] = t
+		}
+		if err := f.derived(ctx, r, p, nil, nil); err != nil {
+			return err
+		}
+		return f.files(r, p)
+	})
+	if err != nil {
+		return rep, err
+	}
+	rep.Already = p.already
+	if len(tombs) > 0 {
+		p.sign(tombs[0].Reason, tombs[0].By) // the summaries found here
+	}
+	err = f.run(ctx, p, false, 0, nil, &rep)
+	rep.Took = f.clock.Since(start)
+	return rep, err
+}
+
 
 // Purge runs the env's purge (see Env.Purge).
 func (f *Forgetter) Purge(ctx context.Context) (store.GCReport, error) { return f.env.Purge(ctx) }
@@ -277,6 +372,16 @@ type plan struct {
 	tombs   map[cid.Cid]*messages.Tombstone
 	gone    map[cid.Cid]bool
 	already int
+	missing []cid.Cid // named, stored nowhere here (Request.Tolerant)
+}
+
+// sign puts reason and principal on the tombstones that lack them.
+func (p *plan) sign(reason, by string) {
+	for _, t := range p.tombs {
+		if t.By == "" && t.Reason == "" {
+			t.Reason, t.By = reason, by
+		}
+	}
 }
 
 func (p *plan) add(c cid.Cid, kind, rule string, m *messages.MemoryMeta) bool {
@@ -295,11 +400,11 @@ func (p *plan) add(c cid.Cid, kind, rule string, m *messages.MemoryMeta) bool {
 
 func (f *Forgetter) plan(ctx context.Context, r store.Reader, req Request) (*plan, error) {
 	p := &plan{tombs: map[cid.Cid]*messages.Tombstone{}, gone: map[cid.Cid]bool{}}
-	may := func(m *messages.MemoryMeta) bool { return req.May == nil || req.May(m.Sonas, m.Backbone) }
+	may := func(m *messages.MemoryMeta) bool { return req.Limit.May(m.Sonas, m.Backbone) }
 	// Named CIDs and the roots of derived_from, all checked first.
 	named := func(c cid.Cid, rule string) (bool, error) {
 		if t, err := ReadTombstone(r, c); err == nil {
-			if req.May != nil && !req.May(t.Sonas, t.Backbone) {
+			if !req.Limit.May(t.Sonas, t.Backbone) {
 				return false, notAllowed(c)
 			}
 			p.already++
@@ -326,7 +431,11 @@ func (f *Forgetter) plan(ctx context.Context, r store.Reader, req Request) (*pla
 				return false, nil
 			}
 		}
-		if req.May != nil || (c.Prefix().Codec == cid.Raw && !req.Files) {
+		if req.Tolerant && (req.Files || c.Prefix().Codec != cid.Raw) {
+			p.missing = append(p.missing, c)
+			return false, nil
+		}
+		if req.Limit != nil || (c.Prefix().Codec == cid.Raw && !req.Files) {
 			return false, notAllowed(c)
 		}
 		return false, fmt.Errorf("%w: %s is no stored memory or file (an ACT is kept: forget the memory it names)", base.ErrNotFound, c)
@@ -484,6 +593,9 @@ func (f *Forgetter) files(r store.Reader, p *plan) error {
 			continue
 		}
 		m, err := f.env.Memory(r, c)
+		if errors.Is(err, base.ErrNotFound) {
+			continue // not held here (Apply): only its tombstone is written
+		}
 		if err != nil {
 			return err
 		}
@@ -503,9 +615,9 @@ func (f *Forgetter) files(r store.Reader, p *plan) error {
 // excise is the operation that forgets the blocks batch of p: the parts
 // first, then the tombstones, and the blocks, metadata and embeddings
 // deleted.
-func (f *Forgetter) excise(p *plan, batch []cid.Cid, now int64) store.Op {
+func (f *Forgetter) excise(p *plan, batch []cid.Cid) store.Op {
 	return func(tx store.Tx) error {
-		b := &Batch{Now: now, gone: p.gone, tx: tx}
+		b := &Batch{Now: p.tombs[batch[0]].ForgottenAt, gone: p.gone, tx: tx}
 		sonas := map[string]bool{}
 		var todo []cid.Cid
 		for _, c := range batch {
@@ -535,14 +647,13 @@ func (f *Forgetter) excise(p *plan, batch []cid.Cid, now int64) store.Op {
 			b.Sonas = append(b.Sonas, s)
 		}
 		slices.Sort(b.Sonas)
-		for _, part := range f.env.Parts() {
+		for _, part := range append(f.env.Parts(), f.extra...) {
 			if err := part(tx, b); err != nil {
 				return err
 			}
 		}
 		for _, c := range todo {
-			t := proto.Clone(p.tombs[c]).(*messages.Tombstone)
-			t.ForgottenAt = now
+			t := p.tombs[c]
 			if err := store.SetProto(tx, store.TombstoneKey(c), t); err != nil {
 				return err
 			}
