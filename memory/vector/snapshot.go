@@ -174,14 +174,23 @@ func asBytes[T float32 | uint32 | int8 | uint64](v []T) []byte {
 }
 
 // Restore reads a snapshot of size bytes from r into x, which must be
-// empty (just made by New with the options the snapshot was taken with),
-// and returns its tag. Ids not in the snapshot's graph are pending again:
-// the builder adds them. On an error x is left empty; errors of the
-// snapshot itself are ErrSnapshot.
-func (x *Index) Restore(r io.Reader, size int64) ([]byte, SnapshotInfo, error) {
+// empty (just made by New with the options the snapshot was taken with).
+// Once the snapshot is read and checked, accept is given its tag: an
+// error from it leaves x empty and is returned. Ids not in the snapshot's
+// graph are pending again: the builder adds them. On an error x is left
+// empty; errors of the snapshot itself are ErrSnapshot.
+func (x *Index) Restore(r io.Reader, size int64, accept func(tag []byte) error) (SnapshotInfo, error) {
+	info, err := x.restore(r, size, accept)
+	if err != nil {
+		info = SnapshotInfo{}
+	}
+	return info, err
+}
+
+func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) (SnapshotInfo, error) {
 	var info SnapshotInfo
 	if !littleEndian {
-		return nil, info, fmt.Errorf("%w: snapshots are little-endian", ErrSnapshot)
+		return info, fmt.Errorf("%w: snapshots are little-endian", ErrSnapshot)
 	}
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrSnapshot, fmt.Sprintf(format, a...))
@@ -192,17 +201,17 @@ func (x *Index) Restore(r io.Reader, size int64) ([]byte, SnapshotInfo, error) {
 	dims, m, efc, seed := sr.u32(), sr.u32(), sr.u32(), int64(sr.u64())
 	n, gn, entry, top := sr.u64(), sr.u64(), sr.u32(), int(int32(sr.u32()))
 	if sr.err != nil {
-		return nil, info, bad("header: %v", sr.err)
+		return info, bad("header: %v", sr.err)
 	}
 	g := x.graph
 	switch {
 	case string(magic) != snapMagic:
-		return nil, info, bad("not a vector snapshot")
+		return info, bad("not a vector snapshot")
 	case int(dims) != x.dims || int(m) != g.m || int(efc) != g.efc || seed != g.seed:
-		return nil, info, bad("taken with dims %d, m %d, ef_construction %d, seed %d; the index has %d, %d, %d, %d",
+		return info, bad("taken with dims %d, m %d, ef_construction %d, seed %d; the index has %d, %d, %d, %d",
 			dims, m, efc, seed, x.dims, g.m, g.efc, g.seed)
 	case n > uint64(size)/uint64(4*dims+1) || gn > n || top > maxLevel || top < -1 || (top >= 0) != (gn > 0) || top >= 0 && uint64(entry) >= gn:
-		return nil, info, bad("header out of range (%d ids, %d graph slots, entry %d, top %d, %d bytes)", n, gn, entry, top, size)
+		return info, bad("header out of range (%d ids, %d graph slots, entry %d, top %d, %d bytes)", n, gn, entry, top, size)
 	}
 	tag := make([]byte, sr.len(size))
 	sr.bytes(tag)
@@ -214,7 +223,7 @@ func (x *Index) Restore(r io.Reader, size int64) ([]byte, SnapshotInfo, error) {
 		b := make([]byte, sr.len(size))
 		sr.bytes(b)
 		if sr.err != nil {
-			return nil, info, bad("keys: %v", sr.err)
+			return info, bad("keys: %v", sr.err)
 		}
 		if len(b) == 0 {
 			removed[id] = true
@@ -222,7 +231,7 @@ func (x *Index) Restore(r io.Reader, size int64) ([]byte, SnapshotInfo, error) {
 		}
 		k := string(b)
 		if _, dup := ids[k]; dup {
-			return nil, info, bad("key %q twice", k)
+			return info, bad("key %q twice", k)
 		}
 		ids[k], keys[id] = id, k
 	}
@@ -238,7 +247,7 @@ func (x *Index) Restore(r io.Reader, size int64) ([]byte, SnapshotInfo, error) {
 	for id := range gn {
 		levels := sr.u32()
 		if sr.err != nil || levels > maxLevel {
-			return nil, info, bad("node %d: %d levels (%v)", id, levels, sr.err)
+			return info, bad("node %d: %d levels (%v)", id, levels, sr.err)
 		}
 		if levels > 0 {
 			ng.upper[id] = make([]uint32, int(levels)*(1+g.m))
@@ -246,10 +255,10 @@ func (x *Index) Restore(r io.Reader, size int64) ([]byte, SnapshotInfo, error) {
 		}
 	}
 	if sr.err != nil {
-		return nil, info, bad("graph: %v", sr.err)
+		return info, bad("graph: %v", sr.err)
 	}
 	if err := ng.check(); err != nil {
-		return nil, info, bad("%v", err)
+		return info, bad("%v", err)
 	}
 
 	vecs := chunked[float32]{stride: x.dims}
@@ -264,20 +273,27 @@ func (x *Index) Restore(r io.Reader, size int64) ([]byte, SnapshotInfo, error) {
 		sr.err = err
 	}
 	if sr.err != nil {
-		return nil, info, bad("vectors: %v", sr.err)
+		return info, bad("vectors: %v", sr.err)
 	}
 	if got := binary.LittleEndian.Uint32(trailer[:]); got != sum {
-		return nil, info, bad("checksum %08x, the content's is %08x", got, sum)
+		return info, bad("checksum %08x, the content's is %08x", got, sum)
 	}
 	if _, err := sr.r.ReadByte(); err != io.EOF {
-		return nil, info, bad("bytes after the checksum")
+		return info, bad("bytes after the checksum")
+	}
+	if err := accept(tag); err != nil {
+		return info, err
 	}
 
-	// A new level source: the restored graph goes on as a graph of the
-	// same seed, though not the one the same adds in one run would give.
-	ng.rng = rand.New(rand.NewSource(g.seed ^ int64(gn)))
+	// The level source where the graph's insertions left it (one draw
+	// each), so that the restored graph goes on as it would have: the
+	// same adds in the same order give the same graph, restored or not.
+	ng.rng = rand.New(rand.NewSource(g.seed))
 	ng.qv = qv
 	for id := range ng.n {
+		if ng.inserted(uint32(id)) {
+			ng.rng.Float64()
+		}
 		for _, nb := range ng.links(uint32(id), 0) {
 			ng.indeg[nb]++
 		}
@@ -305,7 +321,7 @@ func (x *Index) Restore(r io.Reader, size int64) ([]byte, SnapshotInfo, error) {
 	x.gmu.Unlock()
 	x.bmu.Unlock()
 	if !empty {
-		return nil, info, errors.New("vector: Restore into an index that is not empty")
+		return info, errors.New("vector: Restore into an index that is not empty")
 	}
 	if len(pending) > 0 {
 		select {
@@ -314,7 +330,7 @@ func (x *Index) Restore(r io.Reader, size int64) ([]byte, SnapshotInfo, error) {
 		}
 	}
 	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes}
-	return tag, info, nil
+	return info, nil
 }
 
 // check checks a restored graph's structure: every link within the

@@ -8,6 +8,8 @@ import (
 	"testing"
 )
 
+func anyTag([]byte) error { return nil }
+
 // snapIndex is an index of n clustered vectors, some of them removed and
 // the last ones still pending when pendingFrom < n.
 func snapIndex(t *testing.T, o Options, vecs [][]float32, built int) *Index {
@@ -50,7 +52,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	// y's builder is stopped, to compare the graph as restored.
 	y := New(o)
 	y.Close()
-	tag, rinfo, err := y.Restore(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	var tag []byte
+	rinfo, err := y.Restore(bytes.NewReader(buf.Bytes()), int64(buf.Len()), func(b []byte) error { tag = b; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +85,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	// and adds go on.
 	z := New(o)
 	defer z.Close()
-	if _, _, err := z.Restore(bytes.NewReader(buf.Bytes()), int64(buf.Len())); err != nil {
+	if _, err := z.Restore(bytes.NewReader(buf.Bytes()), int64(buf.Len()), anyTag); err != nil {
 		t.Fatal(err)
 	}
 	z.WaitBuilt()
@@ -90,15 +93,25 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		z.Add(key(i), vecs[i])
 	}
 	z.WaitBuilt()
-	// As good as the index of the same adds and removals never restored
-	// (the removed keys are among the exact ones: both below 1).
+	// The graph is the one the same adds and removals give unrestored:
+	// the level source goes on where the snapshot left it.
 	w := snapIndex(t, o, vecs, 2500)
 	for i := 2500; i < n; i++ {
 		w.Add(key(i), vecs[i])
 	}
 	w.WaitBuilt()
-	if r, rw := recall(z, vecs, queries, 10), recall(w, vecs, queries, 10); r < rw-0.03 {
-		t.Fatalf("recall@10 after the restore and more adds: %.3f, never restored %.3f", r, rw)
+	w.gmu.RLock()
+	z.gmu.RLock()
+	same := sameGraph(z.graph, w.graph)
+	z.gmu.RUnlock()
+	w.gmu.RUnlock()
+	if !same {
+		t.Fatal("the restored index, built on, is not the index never restored")
+	}
+	for _, q := range queries {
+		if a, b := z.Search(q, 10), w.Search(q, 10); !slices.Equal(a, b) {
+			t.Fatalf("search differs from the index never restored:\n%v\n%v", a, b)
+		}
 	}
 	if _, ok := z.ID(key(17)); ok {
 		t.Fatal("a removed key came back")
@@ -121,7 +134,7 @@ func TestSnapshotRefused(t *testing.T) {
 		t.Helper()
 		y := New(o)
 		defer y.Close()
-		if _, _, err := y.Restore(bytes.NewReader(b), int64(len(b))); !errors.Is(err, ErrSnapshot) {
+		if _, err := y.Restore(bytes.NewReader(b), int64(len(b)), anyTag); !errors.Is(err, ErrSnapshot) {
 			t.Fatalf("%s: err %v, want ErrSnapshot", name, err)
 		}
 		if y.Len() != 0 || y.Pending() != 0 {
@@ -143,6 +156,13 @@ func TestSnapshotRefused(t *testing.T) {
 		try("truncated", good[:cut], o)
 	}
 	try("a byte more", append(slices.Clone(good), 0), o)
+	// A tag its caller refuses: its error, the index empty.
+	y := New(o)
+	defer y.Close()
+	refuse := errors.New("another store")
+	if _, err := y.Restore(bytes.NewReader(good), int64(len(good)), func([]byte) error { return refuse }); err != refuse || y.Len() != 0 {
+		t.Fatalf("a refused tag: err %v, Len %d", err, y.Len())
+	}
 	for _, other := range []Options{
 		{Dims: dims, M: 7, EfConstruction: 20, Seed: 1},
 		{Dims: dims, M: 6, EfConstruction: 21, Seed: 1},
@@ -151,7 +171,7 @@ func TestSnapshotRefused(t *testing.T) {
 		try("other parameters", good, other)
 	}
 	// Into an index that is not empty: refused, the index untouched.
-	if _, _, err := x.Restore(bytes.NewReader(good), int64(len(good))); err == nil {
+	if _, err := x.Restore(bytes.NewReader(good), int64(len(good)), anyTag); err == nil {
 		t.Fatal("a restore into a full index")
 	}
 	if x.Len() != 400-24 {
@@ -187,7 +207,7 @@ func TestSnapshotDuringWrites(t *testing.T) {
 	<-done
 	y := New(o)
 	defer y.Close()
-	if _, _, err := y.Restore(bytes.NewReader(buf.Bytes()), int64(buf.Len())); err != nil {
+	if _, err := y.Restore(bytes.NewReader(buf.Bytes()), int64(buf.Len()), anyTag); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 1000 {
