@@ -319,4 +319,3 @@ func (s *Self) snapshotLoop(interval time.Duration) {
 		}
 	}
 }
-
