@@ -242,6 +242,11 @@ type Index struct {
 	TextBacklog int `yaml:"text_backlog"`
 	// Seed makes HNSW level assignment reproducible.
 	Seed int64 `yaml:"seed"`
+	// SnapshotInterval: how often the vector index (its vectors and HNSW
+	// graph) is written to data_dir/vector/index.snap when it changed, so
+	// that a restart loads it instead of rebuilding the graph (5m); it is
+	// also written at a clean shutdown. 0: only at shutdown.
+	SnapshotInterval Duration `yaml:"snapshot_interval"`
 }
 
 // Recall configures scoring and injection (DESIGN.md §5).
@@ -610,7 +615,7 @@ func Default() Config {
 			ValueLogMB:    256,
 			GC:            StoreGC{Interval: Duration(10 * time.Minute), DiscardRatio: 0.5},
 		},
-		Index: Index{M: 32, EfSearch: 128, EfConstruction: 64, Backlog: 256, TextBacklog: 50_000, Seed: 1},
+		Index: Index{M: 32, EfSearch: 128, EfConstruction: 64, Backlog: 256, TextBacklog: 50_000, Seed: 1, SnapshotInterval: Duration(5 * time.Minute)},
 		Recall: Recall{
 			TopK:               10,
 			ExpandPerHit:       2,
@@ -861,6 +866,9 @@ func (c *Config) validateIndex(v *validation) {
 	}
 	if c.Index.TextBacklog < 0 {
 		bad("index.text_backlog", "must not be negative, got %d", c.Index.TextBacklog)
+	}
+	if c.Index.SnapshotInterval < 0 {
+		bad("index.snapshot_interval", "must not be negative, got %s", c.Index.SnapshotInterval)
 	}
 }
 

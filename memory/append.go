@@ -62,6 +62,7 @@ func (s *Self) appended(w *chain.Written) {
 	}
 	if w.New {
 		s.memories.Add(1)
+		s.covered.Store(w.LogSeq) // after the index took it (chain.Options.OnAppended)
 	}
 }
 

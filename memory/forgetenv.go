@@ -50,11 +50,15 @@ func (e forgetEnv) Chain(r store.Reader, sona string, fn func(c cid.Cid) error) 
 }
 
 // Purge runs a pass of the store's garbage collection (memtables flushed,
-// tables compacted, value-log files with garbage rewritten) and compacts
-// the full-text index.
+// tables compacted, value-log files with garbage rewritten), compacts
+// the full-text index and writes the vector snapshot again (the one
+// before held the forgotten vectors).
 func (e forgetEnv) Purge(ctx context.Context) (store.GCReport, error) {
 	if err := e.s.Text.Compact(ctx); err != nil && !errors.Is(err, base.ErrClosed) {
 		return store.GCReport{}, fmt.Errorf("memory: purge: the full-text index: %w", err)
+	}
+	if err := e.s.SnapshotVectors(); err != nil {
+		return store.GCReport{}, fmt.Errorf("memory: purge: %w", err)
 	}
 	return e.s.store.Purge(ctx)
 }

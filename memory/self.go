@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +69,10 @@ type Options struct {
 	// Tracer, when set, traces the store's group commits (recall and
 	// embedding spans follow the span of the context they are given).
 	Tracer oteltrace.TracerProvider
+
+	// noVecSnap: rebuild the vector index without its snapshot (Open's
+	// second try when the snapshot disagreed with the store).
+	noVecSnap bool
 }
 
 // Self is the aggregate of an agent's memories across all sonas: the store,
@@ -113,6 +119,16 @@ type Self struct {
 	log   *slog.Logger
 
 	memories atomic.Int64 // count of memory metadata records
+	// covered is the insertion-log position the vector index holds every
+	// memory up to (the vector snapshot's position).
+	covered  atomic.Uint64
+	inMemory bool
+	// snapMu serialises vector snapshots; snapChanges is the index's
+	// Changes the last one (or the one loaded) had.
+	snapMu      sync.Mutex
+	snapChanges uint64
+	snapStop    chan struct{}
+	snapDone    chan struct{}
 	// lastActivity is the unix second of the latest append that was not
 	// the heartbeat's own (a merge or an insight); the clock at open.
 	lastActivity atomic.Int64
@@ -135,11 +151,12 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		return nil, err
 	}
 	s := &Self{
-		store: st,
-		emb:   o.Embedder,
-		cfg:   o.Config,
-		clock: o.Clock,
-		log:   o.Logger,
+		store:    st,
+		emb:      o.Embedder,
+		cfg:      o.Config,
+		clock:    o.Clock,
+		log:      o.Logger,
+		inMemory: o.InMemory,
 		index: vector.New(vector.Options{
 			Dims:           o.Embedder.Dims(),
 			M:              o.Config.Index.M,
@@ -192,9 +209,19 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	}, recall.Options{Config: o.Config, Clock: o.Clock})
 	s.Forget = forget.New(st, forgetEnv{env}, o.Clock)
 	s.lastActivity.Store(o.Clock.Now().Unix())
-	if err := s.load(ctx); err != nil {
-		s.Close()
+	if err := s.load(ctx, !o.noVecSnap); err != nil {
+		s.close(false)
+		if errors.Is(err, errVecSnapMismatch) {
+			s.log.Warn("vector index: the snapshot disagrees with the store; opening again without it", "err", err)
+			os.Remove(VectorSnapshotPath(dir))
+			o.noVecSnap = true
+			return Open(ctx, o)
+		}
 		return nil, err
+	}
+	if iv := o.Config.Index.SnapshotInterval.D(); iv > 0 && !o.InMemory {
+		s.snapStop, s.snapDone = make(chan struct{}), make(chan struct{})
+		go s.snapshotLoop(iv)
 	}
 	return s, nil
 }
@@ -204,13 +231,26 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 // idle time counts from.
 func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load(), 0) }
 
-// Close closes the indexes and the store, after every submitted write.
-func (s *Self) Close() error {
+// Close closes the indexes and the store, after every submitted write,
+// and writes the vector index's snapshot when it changed.
+func (s *Self) Close() error { return s.close(true) }
+
+func (s *Self) close(snapshot bool) error {
+	if s.snapStop != nil {
+		close(s.snapStop)
+		<-s.snapDone
+		s.snapStop = nil
+	}
 	s.Text.Stop()
 	s.index.Close()
 	// What was submitted before Close commits, and the full-text index
 	// takes it, before the store closes.
 	s.store.Barrier(context.Background())
+	if snapshot {
+		if err := s.SnapshotVectors(); err != nil {
+			s.log.Warn("vector index: snapshot at close failed", "err", err)
+		}
+	}
 	terr := s.Text.Close()
 	err := s.store.Close()
 	if err == nil {
@@ -240,13 +280,16 @@ func (s *Self) Counts() (sonas, memories int64) {
 }
 
 // load checks the store's version and embedder, then loads the sona
-// records and rebuilds the vector index from the stored embeddings.
-func (s *Self) load(ctx context.Context) error {
+// records and the vector index: from its snapshot and what the store
+// added since (when snap and the snapshot is usable), else rebuilt from
+// the stored embeddings.
+func (s *Self) load(ctx context.Context, snap bool) error {
 	if err := migrate.Check(ctx, s.store, s.emb.ID(), s.Embed, s.log); err != nil {
 		return err
 	}
 	start := s.clock.Now()
 	var vectors int
+	var restored bool
 	err := s.store.View(func(txn store.Reader) error {
 		if err := s.Sonas.Load(txn); err != nil {
 			return err
@@ -254,23 +297,20 @@ func (s *Self) load(ctx context.Context) error {
 		if err := s.Backbone.Load(txn); err != nil {
 			return err
 		}
-		if err := store.Scan(txn, meta.VectorPrefix, func(k, v []byte) error {
-			c, err := cid.Cast(k[len(meta.VectorPrefix):])
-			if err != nil {
-				return fmt.Errorf("%w: vector key: %v", ErrCorrupt, err)
-			}
-			vec, err := meta.DecodeVector(v)
-			if err != nil {
+		end, err := chain.LogEnd(txn)
+		if err != nil {
+			return err
+		}
+		s.covered.Store(end)
+		if snap && !s.inMemory {
+			if restored, err = s.restoreVectors(txn, end); err != nil {
 				return err
 			}
-			if len(vec) != s.index.Dims() {
-				return fmt.Errorf("%w: vector of %s has %d dims, want %d", ErrCorrupt, c, len(vec), s.index.Dims())
+		}
+		if !restored {
+			if _, err = s.rebuildVectors(txn); err != nil {
+				return err
 			}
-			s.index.Add(c.KeyString(), vec)
-			vectors++
-			return nil
-		}); err != nil {
-			return err
 		}
 		// After the vectors: a metric profile is kept under its memory's vector id.
 		var n int64
@@ -285,10 +325,18 @@ func (s *Self) load(ctx context.Context) error {
 			return err
 		}
 		s.memories.Store(n)
+		if restored && int64(s.index.Len()) != n {
+			return fmt.Errorf("%w: it gives %d vectors, the store has %d memories", errVecSnapMismatch, s.index.Len(), n)
+		}
+		vectors = s.index.Len()
 		if err := s.checkEnds(txn); err != nil {
 			return err
 		}
-		return s.Sonas.LoadMembers(txn, s.index)
+		err = s.Sonas.LoadMembers(txn, s.index)
+		if restored && err != nil {
+			return fmt.Errorf("%w: %w", errVecSnapMismatch, err)
+		}
+		return err
 	})
 	if err != nil {
 		return err
@@ -297,7 +345,7 @@ func (s *Self) load(ctx context.Context) error {
 		return err
 	}
 	s.log.Info("self loaded", "sonas", s.Sonas.Count(), "memories", s.memories.Load(),
-		"vectors", vectors, "took", s.clock.Now().Sub(start))
+		"vectors", vectors, "vector_snapshot", restored, "took", s.clock.Now().Sub(start))
 	// The HNSW graph is built in the background (dense searches are exact
 	// meanwhile): its end is the last readiness signal (memoria bench's
 	// restart reads it). WaitBuilt returns at Close too.
@@ -378,6 +426,11 @@ func (s *Self) IndexSizes() map[string]int64 {
 // Reembed opens the store under cfg.DataDir, which nothing else may hold,
 // and moves it into emb's embedding space (transfer.Reembed).
 func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress func(done, total int)) (transfer.ReembedReport, error) {
+	// The vector snapshot holds the old vectors (its tag names the old
+	// embedder too; this also covers going back to it).
+	if err := os.Remove(VectorSnapshotPath(cfg.DataDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return transfer.ReembedReport{}, err
+	}
 	st, err := store.Open(filepath.Join(cfg.DataDir, "store"), store.OptionsOf(cfg.Store))
 	if err != nil {
 		return transfer.ReembedReport{}, err

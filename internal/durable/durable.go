@@ -13,12 +13,27 @@ import (
 // failure removes the temporary file and leaves path as it was. It returns
 // the number of bytes written.
 func WriteFile(path string, r io.Reader) (int64, error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".part-*")
+	var n int64
+	err := Write(path, func(w io.Writer) error {
+		var err error
+		n, err = io.Copy(w, r)
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
-	n, err := io.Copy(tmp, r)
+	return n, nil
+}
+
+// Write is WriteFile with the content written by write: path has all of
+// it or, when write or the file system fails, is left as it was.
+func Write(path string, write func(w io.Writer) error) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".part-*")
+	if err != nil {
+		return err
+	}
+	err = write(tmp)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -33,9 +48,8 @@ func WriteFile(path string, r io.Reader) (int64, error) {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return 0, err
 	}
-	return n, nil
+	return err
 }
 
 // SyncDir makes the names in dir durable: the files created, renamed or

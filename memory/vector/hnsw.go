@@ -19,16 +19,18 @@ import (
 // level drawn from the seeded source; it is linked to at most 2m nodes on
 // layer 0 and at most m on each layer from 1 to its level.
 type graph struct {
-	m   int     // links per node on upper layers; 2m on layer 0
-	efc int     // candidate list size when inserting
-	ml  float64 // level multiplier, 1/ln(m)
-	rng *rand.Rand
+	m    int     // links per node on upper layers; 2m on layer 0
+	efc  int     // candidate list size when inserting
+	ml   float64 // level multiplier, 1/ln(m)
+	rng  *rand.Rand
+	seed int64
 
 	dims   int
 	qv     chunked[int8]   // by id: the Index's quantised records (quant.go), shared
 	links0 chunked[uint32] // by id: count, then up to 2m links on layer 0
 	upper  [][]uint32      // by id: per layer 1..level, count then up to m links; nil on level 0
 	indeg  []uint32        // by id: how many nodes link to it on layer 0
+	in     []uint64        // bit set by id: the node was inserted
 	n      int             // ids 0..n-1 have a slot (inserted or a hole)
 	entry  uint32          // the node of the top layer searches start from
 	top    int             // the level of entry; -1 while the graph is empty
@@ -45,11 +47,17 @@ func newGraph(dims, m, efc int, seed int64) *graph {
 		efc:    efc,
 		ml:     1 / math.Log(float64(m)),
 		rng:    rand.New(rand.NewSource(seed)),
+		seed:   seed,
 		dims:   dims,
 		qv:     chunked[int8]{stride: dims + scaleBytes},
 		links0: chunked[uint32]{stride: 1 + 2*m},
 		top:    -1,
 	}
+}
+
+// inserted reports whether id is a node of the graph (not a hole).
+func (g *graph) inserted(id uint32) bool {
+	return int(id) < g.n && g.in[id/64]&(1<<(id%64)) != 0
 }
 
 // links returns the links of id on layer.
@@ -117,7 +125,9 @@ func (g *graph) insert(id uint32) {
 		g.links0.grow(g.n)
 		g.upper = append(g.upper, make([][]uint32, g.n-len(g.upper))...)
 		g.indeg = append(g.indeg, make([]uint32, g.n-len(g.indeg))...)
+		g.in = append(g.in, make([]uint64, (g.n+63)/64-len(g.in))...)
 	}
+	g.in[id/64] |= 1 << (id % 64)
 	l := g.level()
 	if l > 0 {
 		g.upper[id] = make([]uint32, l*(1+g.m))

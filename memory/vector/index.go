@@ -40,7 +40,11 @@ type Index struct {
 	backlog  int
 	clock    clock.Clock
 
-	gmu     sync.RWMutex // graph: Search under RLock, insertion under Lock
+	gmu sync.RWMutex // graph: Search under RLock, insertion under Lock
+	// bmu is held by the builder around each insertion, and by a snapshot
+	// while it writes the graph: the builder then waits without queueing
+	// on gmu, which would hold up new searches behind it.
+	bmu     sync.Mutex
 	graph   *graph
 	scratch sync.Pool // *scratch for searches
 
@@ -50,6 +54,7 @@ type Index struct {
 	vecs    chunked[float32] // by id
 	qv      chunked[int8]    // by id, quantised records (quant.go); the graph shares the chunks
 	removed map[uint64]bool  // ids of removed keys (forgotten memories)
+	changes uint64           // keys added and removed (Changes)
 
 	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64
@@ -114,6 +119,7 @@ func (x *Index) Add(key string, vec []float32) uint64 {
 	id := uint64(len(x.keys))
 	x.ids[key] = id
 	x.keys = append(x.keys, key)
+	x.changes++
 	x.vecs.grow(len(x.keys))
 	x.qv.grow(len(x.keys))
 	copy(x.vecs.at(uint32(id)), vec)
@@ -199,6 +205,7 @@ func (x *Index) Remove(key string) bool {
 		x.removed = map[uint64]bool{}
 	}
 	x.removed[id] = true
+	x.changes++
 	return true
 }
 
@@ -269,10 +276,12 @@ func (x *Index) build() {
 					return
 				default:
 				}
+				x.bmu.Lock()
 				x.gmu.Lock()
 				x.graph.qv = qv
 				x.graph.insert(uint32(id))
 				x.gmu.Unlock()
+				x.bmu.Unlock()
 			}
 			x.pmu.Lock()
 			x.pending = append(x.pending[:0], x.pending[n:]...)

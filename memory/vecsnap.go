@@ -1,0 +1,321 @@
+package memory
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/internal/durable"
+	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/forget"
+	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/vector"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// The vector index is derived state, rebuilt from the stored embeddings
+// when nothing better is at hand; a restart of a large store would then
+// search the unbuilt backlog exactly until the graph is built again. So
+// the index is written whole (vector.Index.Snapshot) to
+// data_dir/vector/index.snap — every index.snapshot_interval when it
+// changed, and at a clean shutdown — tagged with the insertion-log
+// position it covers, the memory at that position, the store's id and
+// the embedder. At open it is read back, and brought up to date from the
+// store: the memories the log added after its position are added, and
+// every forgotten memory (its tombstone) is removed, so that a snapshot
+// taken before a forget never brings the memory back. A snapshot that is
+// missing, damaged, of other index parameters, of another store or
+// embedder, or beyond the store's log is not used: the index is rebuilt
+// from the store, as without snapshots, and the log says why.
+
+// vecSnapFormat names the layout of a snapshot's tag.
+const vecSnapFormat = "memoria-vector-snapshot/1"
+
+// vecSnapTag is what a snapshot covers.
+type vecSnapTag struct {
+	Format   string `json:"format"`
+	StoreID  string `json:"store_id"`
+	Embedder string `json:"embedder"`
+	// LogSeq is the insertion-log position the index holds every memory
+	// up to (and maybe some after); LogCID the memory at it (nil at 0).
+	LogSeq uint64 `json:"log_seq"`
+	LogCID []byte `json:"log_cid"`
+}
+
+// errVecSnapMismatch makes Open start again without the snapshot: the
+// index it gave does not agree with the store.
+var errVecSnapMismatch = errors.New("memory: the vector snapshot does not agree with the store")
+
+// VectorSnapshotPath is where the vector index's snapshot of the data
+// directory dir is kept.
+func VectorSnapshotPath(dir string) string { return filepath.Join(dir, "vector", "index.snap") }
+
+// restoreVectors loads the vector snapshot into the empty index and adds
+// what the store holds beyond it, reporting whether it did; false (the
+// snapshot missing or unusable, and removed) leaves the index empty for a
+// rebuild. end is the insertion log's end as txn sees it.
+func (s *Self) restoreVectors(txn store.Reader, end uint64) (bool, error) {
+	path := VectorSnapshotPath(s.cfg.DataDir)
+	removeParts(filepath.Dir(path))
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		s.log.Info("vector index: no snapshot; rebuilding it from the store", "path", path)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	storeID, err := s.store.ID()
+	if err != nil {
+		return false, err
+	}
+	start := s.clock.Now()
+	var tag vecSnapTag
+	info, err := s.index.Restore(f, fi.Size(), func(b []byte) error {
+		if err := json.Unmarshal(b, &tag); err != nil || tag.Format != vecSnapFormat {
+			return fmt.Errorf("%w: a tag of another format", vector.ErrSnapshot)
+		}
+		switch {
+		case tag.StoreID != storeID:
+			return fmt.Errorf("%w: of store %s, this is %s", vector.ErrSnapshot, tag.StoreID, storeID)
+		case tag.Embedder != s.emb.ID():
+			return fmt.Errorf("%w: of embedder %q, the store's is %q", vector.ErrSnapshot, tag.Embedder, s.emb.ID())
+		case tag.LogSeq > end:
+			return fmt.Errorf("%w: it covers the insertion log up to %d, the store's ends at %d", vector.ErrSnapshot, tag.LogSeq, end)
+		}
+		if tag.LogSeq == 0 {
+			return nil
+		}
+		var at []byte
+		item, err := txn.Item(chain.LogKey(tag.LogSeq))
+		if err == nil {
+			at, err = item.ValueCopy(nil)
+		}
+		if err != nil || !bytes.Equal(at, tag.LogCID) {
+			return fmt.Errorf("%w: the insertion log's memory at %d is not the snapshot's (%v)", vector.ErrSnapshot, tag.LogSeq, err)
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("vector index: snapshot not used; rebuilding the index from the store", "path", path, "err", err)
+		os.Remove(path)
+		return false, nil
+	}
+	loaded := s.clock.Now()
+
+	// The memories committed after it, in the log's order.
+	added, err := s.addLogged(txn, tag.LogSeq)
+	if err != nil {
+		return false, err
+	}
+	var removed int
+	// The memories forgotten since (or before: Remove of a key not there
+	// is nothing).
+	err = store.Scan(txn, store.PrefixTombstone, func(_, v []byte) error {
+		t := &messages.Tombstone{}
+		if err := proto.Unmarshal(v, t); err != nil {
+			return fmt.Errorf("%w: tombstone: %v", ErrCorrupt, err)
+		}
+		if t.Kind != forget.KindMemory {
+			return nil
+		}
+		c, err := cid.Decode(t.Cid)
+		if err != nil {
+			return fmt.Errorf("%w: tombstone of %q: %v", ErrCorrupt, t.Cid, err)
+		}
+		if s.index.Remove(c.KeyString()) {
+			removed++
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	s.snapChanges = info.Changes
+	s.log.Info("vector index: snapshot loaded", "path", path, "log_seq", tag.LogSeq, "vectors", info.IDs-info.Removed,
+		"pending", info.Pending, "added_since", added, "forgotten_since", removed,
+		"took", s.clock.Now().Sub(start), "read", loaded.Sub(start))
+	return true, nil
+}
+
+// addLogged adds to the index the vectors of the memories of the
+// insertion log after position after, in its order (the forgotten ones
+// have none), and returns how many it added.
+func (s *Self) addLogged(txn store.Reader, after uint64) (int, error) {
+	var added int
+	it := txn.NewIterator(store.IterOptions{Prefix: chain.LogPrefix, PrefetchValues: true, PrefetchSize: 256})
+	defer it.Close()
+	for it.Seek(chain.LogKey(after + 1)); it.Valid(); it.Next() {
+		_, c, err := chain.LogEntry(it.Item())
+		if err != nil {
+			return added, err
+		}
+		ok, err := s.addStored(txn, c)
+		if err != nil {
+			return added, err
+		}
+		if ok {
+			added++
+		}
+	}
+	return added, nil
+}
+
+// addStored adds c's stored vector to the index, reporting false when
+// the store has none.
+func (s *Self) addStored(txn store.Reader, c cid.Cid) (bool, error) {
+	v, err := txn.Get(meta.VectorKey(c))
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	vec, err := meta.DecodeVector(v)
+	if err != nil {
+		return false, err
+	}
+	if len(vec) != s.index.Dims() {
+		return false, fmt.Errorf("%w: vector of %s has %d dims, want %d", ErrCorrupt, c, len(vec), s.index.Dims())
+	}
+	s.index.Add(c.KeyString(), vec)
+	return true, nil
+}
+
+// rebuildVectors adds every stored vector to the empty index: in the
+// insertion log's order, the order the appends added them, so that the
+// index is the one the appends built (and the one a snapshot restores);
+// then any stored vector the log does not name. It returns how many.
+func (s *Self) rebuildVectors(txn store.Reader) (int, error) {
+	n, err := s.addLogged(txn, 0)
+	if err != nil {
+		return n, err
+	}
+	var errs []error
+	err = store.Keys(txn, meta.VectorPrefix, func(k []byte) {
+		c, err := cid.Cast(k[len(meta.VectorPrefix):])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: vector key: %v", ErrCorrupt, err))
+			return
+		}
+		if _, ok := s.index.ID(c.KeyString()); ok {
+			return
+		}
+		if _, err := s.addStored(txn, c); err != nil {
+			errs = append(errs, err)
+		}
+		n++
+	})
+	if err != nil {
+		return n, err
+	}
+	return n, errors.Join(errs...)
+}
+
+// removeParts removes what an interrupted snapshot left in dir.
+func removeParts(dir string) {
+	parts, _ := filepath.Glob(filepath.Join(dir, ".index.snap.part-*"))
+	for _, p := range parts {
+		os.Remove(p)
+	}
+}
+
+// SnapshotVectors writes the vector index's snapshot when the index
+// changed since the last one (see restoreVectors). It is safe to call at
+// any time the self is open; Close calls it last.
+func (s *Self) SnapshotVectors() error {
+	if s.cfg.DataDir == "" || s.inMemory {
+		return nil
+	}
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	// Read first: the index holds every memory up to it once it is read
+	// (it follows the commits, which move it after their index adds).
+	seq := s.covered.Load()
+	if s.index.Changes() == s.snapChanges {
+		return nil
+	}
+	storeID, err := s.store.ID()
+	if err != nil {
+		return err
+	}
+	tag := vecSnapTag{Format: vecSnapFormat, StoreID: storeID, Embedder: s.emb.ID(), LogSeq: seq}
+	if seq > 0 {
+		err := s.store.View(func(txn store.Reader) error {
+			item, err := txn.Item(chain.LogKey(seq))
+			if err == nil {
+				tag.LogCID, err = item.ValueCopy(nil)
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("memory: vector snapshot: the insertion log at %d: %w", seq, err)
+		}
+	}
+	raw, err := json.Marshal(tag)
+	if err != nil {
+		return err
+	}
+	path := VectorSnapshotPath(s.cfg.DataDir)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	start := s.clock.Now()
+	var info vector.SnapshotInfo
+	var size int64
+	err = durable.Write(path, func(w io.Writer) error {
+		cw := &countWriter{w: w}
+		info, err = s.index.Snapshot(cw, raw)
+		size = cw.n
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("memory: vector snapshot: %w", err)
+	}
+	s.snapChanges = info.Changes
+	s.log.Info("vector index: snapshot written", "path", path, "log_seq", seq, "vectors", info.IDs-info.Removed,
+		"pending", info.Pending, "bytes", size, "took", s.clock.Now().Sub(start))
+	return nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// snapshotLoop writes the vector snapshot every interval until stop.
+func (s *Self) snapshotLoop(interval time.Duration) {
+	defer close(s.snapDone)
+	for {
+		t := s.clock.NewTimer(interval)
+		select {
+		case <-s.snapStop:
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		if err := s.SnapshotVectors(); err != nil {
+			s.log.Warn("vector index: snapshot failed", "err", err)
+		}
+	}
+}

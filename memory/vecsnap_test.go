@@ -1,0 +1,263 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/forget"
+	"github.com/memoria-ai/memoria/memory/vector"
+)
+
+// snapQueries are asked of the vector index before and after a restart.
+var snapQueries = []string{"orchard", "memory 7 about the pears", "the blue shed", "apples in august", "note 149", "note 250 on rain"}
+
+// searches are the index's answers to snapQueries.
+func searches(t *testing.T, s *Self) [][]vector.Hit {
+	t.Helper()
+	var out [][]vector.Hit
+	for _, q := range snapQueries {
+		vecs, err := s.Embed(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s.Index().Search(vecs[0], 10))
+	}
+	return out
+}
+
+func sameSearches(t *testing.T, got, want [][]vector.Hit) {
+	t.Helper()
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("query %q:\n got %v\nwant %v", snapQueries[i], got[i], want[i])
+		}
+	}
+}
+
+func openLogged(t *testing.T, dir string) (*Self, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	s, err := Open(context.Background(), Options{Config: testConfig(dir), Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, logs
+}
+
+func mustLog(t *testing.T, logs *logBuffer, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(logs.String(), w) {
+			t.Fatalf("the log does not say %q:\n%s", w, logs.String())
+		}
+	}
+}
+
+// snapWriterChild writes n memories, a vector snapshot, n more, says
+// DONE and waits to be killed.
+func snapWriterChild(t *testing.T, n int) {
+	s, err := openWith(Options{Config: testConfig(os.Getenv("MEMORIA_FAULT_DIR"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOwner(t, s, "writer")
+	for i := range 2 * n {
+		if i == n {
+			if err := s.SnapshotVectors(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := o.text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i))
+		fmt.Printf("ACK %s\n", c)
+	}
+	fmt.Println("DONE")
+	io.Copy(io.Discard, os.Stdin) // until killed
+	t.Fatal("not killed")
+}
+
+// A kill -9 after a vector snapshot and more acknowledged writes: the
+// restart loads the snapshot, adds the writes after it, and searches
+// exactly as an index rebuilt from the store.
+func TestVectorSnapshotThenKillNine(t *testing.T) {
+	if os.Getenv(childEnv) == t.Name() {
+		snapWriterChild(t, childN())
+		return
+	}
+	dir := t.TempDir()
+	cmd, _, sc, stderr := startChild(t, t.Name(), "MEMORIA_FAULT_DIR="+dir, "MEMORIA_FAULT_N=150")
+	acked := map[string]bool{}
+	expectLine(t, sc, "DONE", acked, stderr)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if len(acked) != 300 {
+		t.Fatalf("%d acknowledged, want 300", len(acked))
+	}
+
+	s, logs := openLogged(t, dir)
+	mustLog(t, logs, "vector index: snapshot loaded", "added_since=150", "vector_snapshot=true")
+	for c := range acked {
+		k, _ := cid.Decode(c)
+		if _, ok := s.Index().ID(k.KeyString()); !ok {
+			t.Fatalf("acknowledged %s is not in the index", c)
+		}
+	}
+	n := s.Index().Len()
+	s.Index().WaitBuilt()
+	restored := searches(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.Remove(VectorSnapshotPath(dir)); err != nil {
+		t.Fatal(err)
+	}
+	s, logs = openLogged(t, dir)
+	defer s.Close()
+	mustLog(t, logs, "vector index: no snapshot; rebuilding it", "vector_snapshot=false")
+	if s.Index().Len() != n {
+		t.Fatalf("rebuilt: %d vectors, restored %d", s.Index().Len(), n)
+	}
+	// Both graphs built whole: the same graph (the same vectors added in
+	// the same order, the insertion log's), the same answers.
+	s.Index().WaitBuilt()
+	sameSearches(t, searches(t, s), restored)
+}
+
+// A damaged snapshot is not used: the index is rebuilt, searches as
+// before, and a new snapshot replaces the damaged one at close.
+func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openLogged(t, dir)
+	o := newOwner(t, s, "gardener")
+	for i := range 120 {
+		o.text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i))
+	}
+	s.Index().WaitBuilt()
+	before := searches(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := VectorSnapshotPath(dir)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("no snapshot after a clean close: %v", err)
+	}
+	flipAt(t, path, fi.Size()/2)
+
+	s, logs := openLogged(t, dir)
+	mustLog(t, logs, "vector index: snapshot not used; rebuilding", "checksum", "vector_snapshot=false")
+	if s.Index().Len() != 120 {
+		t.Fatalf("%d vectors after the rebuild, want 120", s.Index().Len())
+	}
+	s.Index().WaitBuilt()
+	sameSearches(t, searches(t, s), before)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, logs = openLogged(t, dir)
+	defer s.Close()
+	mustLog(t, logs, "vector index: snapshot loaded", "vector_snapshot=true")
+	sameSearches(t, searches(t, s), before)
+
+	// Another store's snapshot (here: another data directory's) is not
+	// used either.
+	other := t.TempDir()
+	s2, _ := openLogged(t, other)
+	newOwner(t, s2, "x").text("a memory of another store")
+	s2.Close()
+	copyFile(t, path, VectorSnapshotPath(other))
+	s2, logs = openLogged(t, other)
+	defer s2.Close()
+	mustLog(t, logs, "snapshot not used", "of store", "vector_snapshot=false")
+	if s2.Index().Len() != 1 {
+		t.Fatalf("%d vectors, want the store's 1", s2.Index().Len())
+	}
+}
+
+// A memory forgotten after the snapshot the restart loads (a kill before
+// the next one) is not brought back by it.
+func TestForgottenStaysForgottenAfterSnapshotRestore(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openLogged(t, dir)
+	o := newOwner(t, s, "gardener")
+	var cids []cid.Cid
+	for i := range 60 {
+		cids = append(cids, o.text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i)))
+	}
+	doomed := cids[7]
+	if err := s.SnapshotVectors(); err != nil {
+		t.Fatal(err)
+	}
+	path := VectorSnapshotPath(dir)
+	old := filepath.Join(t.TempDir(), "old.snap")
+	copyFile(t, path, old)
+	if _, err := s.Forget.Forget(context.Background(), forget.Request{Selector: forget.Selector{CIDs: []cid.Cid{doomed}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, old, path) // as if killed before a snapshot after the forget
+
+	s, logs := openLogged(t, dir)
+	defer s.Close()
+	mustLog(t, logs, "vector index: snapshot loaded", "forgotten_since=1", "vector_snapshot=true")
+	if _, ok := s.Index().ID(doomed.KeyString()); ok {
+		t.Fatal("the forgotten memory is back in the index")
+	}
+	if s.Index().Len() != 59 {
+		t.Fatalf("%d vectors, want 59", s.Index().Len())
+	}
+	vecs, err := s.Embed(context.Background(), "note 7 on the orchard, the pears and the rain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range s.Index().Search(vecs[0], 60) {
+		if h.Key == doomed.KeyString() {
+			t.Fatal("a search returns the forgotten memory")
+		}
+	}
+}
+
+func flipAt(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x40
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,423 @@
+package vector
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"math/rand"
+	"sync"
+	"unsafe"
+)
+
+// A snapshot is the index written whole — keys, float32 vectors, int8
+// records and the graph — so that a restart reads it back instead of
+// building the graph again. It is derived state like the index: the
+// caller describes what it covers in an opaque tag (the store position it
+// was taken at) and brings a restored index up to date itself.
+//
+// The file, in the machine's byte order (little-endian; a big-endian
+// machine neither writes nor reads snapshots):
+//
+//	"MEMVSNP1"
+//	u32 dims, u32 m, u32 ef_construction, u64 seed
+//	u64 n (ids), u64 graph slots, u32 entry, i32 top level
+//	u32 tag length, the tag
+//	n keys: u32 length, the key's bytes (length 0: a removed key)
+//	graph: the inserted bit set (u64 words), then each slot's layer-0
+//	       record (u32 count, 2m u32 links), then each slot's upper
+//	       layers (u32 level, level × (u32 count, m u32 links))
+//	n × dims float32, then n × (dims + 4) int8 records
+//	u32 CRC-32C of every byte before it
+//
+// A snapshot whose checksum, layout or parameters (dims, m,
+// ef_construction, seed) do not match is refused with ErrSnapshot.
+
+// ErrSnapshot means a snapshot cannot be restored: damaged, truncated, of
+// another layout, or built with other parameters.
+var ErrSnapshot = errors.New("vector: unusable snapshot")
+
+const snapMagic = "MEMVSNP1"
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// SnapshotInfo says what a snapshot holds.
+type SnapshotInfo struct {
+	IDs     int // keys, removed ones included
+	Removed int
+	Pending int // ids not yet in the graph
+	// Changes is the index's count of adds and removals when it was
+	// taken (see Changes).
+	Changes uint64
+}
+
+// Changes counts the keys added and removed since the index was created or
+// restored (a restored index starts at its snapshot's count): a snapshot
+// taken at the same count would hold the same index.
+func (x *Index) Changes() uint64 {
+	x.kmu.RLock()
+	defer x.kmu.RUnlock()
+	return x.changes
+}
+
+// Snapshot writes the index and tag to w. Searches and adds go on
+// meanwhile; the graph builder waits while the graph is written, and a
+// Remove until then. Every key added before Snapshot was called is in
+// it; keys added meanwhile may be.
+func (x *Index) Snapshot(w io.Writer, tag []byte) (SnapshotInfo, error) {
+	if !littleEndian {
+		return SnapshotInfo{}, fmt.Errorf("%w: snapshots are little-endian", ErrSnapshot)
+	}
+	sw := &snapWriter{w: bufio.NewWriterSize(w, 1<<20), crc: crc32.New(castagnoli)}
+
+	// The graph and the keys, the graph frozen: every node of it is one
+	// of the n keys, since a key is added before its node.
+	x.bmu.Lock()
+	x.gmu.RLock()
+	x.kmu.RLock()
+	n := len(x.keys)
+	keys := x.keys[:n:n] // a key is only ever cleared (Remove), under gmu
+	info := SnapshotInfo{IDs: n, Removed: len(x.removed), Changes: x.changes}
+	x.kmu.RUnlock()
+	g := x.graph
+	sw.bytes([]byte(snapMagic))
+	sw.u32(uint32(x.dims))
+	sw.u32(uint32(g.m))
+	sw.u32(uint32(g.efc))
+	sw.u64(uint64(g.seed))
+	sw.u64(uint64(n))
+	sw.u64(uint64(g.n))
+	sw.u32(g.entry)
+	sw.u32(uint32(int32(g.top)))
+	sw.u32(uint32(len(tag)))
+	sw.bytes(tag)
+	for _, k := range keys {
+		sw.u32(uint32(len(k)))
+		sw.bytes([]byte(k))
+	}
+	sw.bytes(asBytes(g.in))
+	writeChunks(sw, &g.links0, g.n, nil)
+	for id := range g.n {
+		up := g.upper[id]
+		sw.u32(uint32(len(up) / (1 + g.m)))
+		sw.bytes(asBytes(up))
+		if !g.inserted(uint32(id)) {
+			info.Pending++
+		}
+	}
+	info.Pending += n - g.n
+	x.gmu.RUnlock()
+	x.bmu.Unlock()
+
+	// The vectors, a chunk at a time: they never move, and change only
+	// when Remove zeroes one (under kmu).
+	writeChunks(sw, &x.vecs, n, &x.kmu)
+	writeChunks(sw, &x.qv, n, &x.kmu)
+	sw.u32(sw.crc.Sum32())
+	if sw.err == nil {
+		sw.err = sw.w.Flush()
+	}
+	return info, sw.err
+}
+
+// writeChunks writes records 0..n-1 of c, each chunk under mu's read
+// lock when mu is not nil.
+func writeChunks[T float32 | uint32 | int8](sw *snapWriter, c *chunked[T], n int, mu *sync.RWMutex) {
+	for i := 0; i<<chunkBits < n; i++ {
+		recs := min(n-i<<chunkBits, 1<<chunkBits)
+		if mu != nil {
+			mu.RLock()
+		}
+		sw.bytes(asBytes(c.chunks[i][:recs*c.stride]))
+		if mu != nil {
+			mu.RUnlock()
+		}
+	}
+}
+
+type snapWriter struct {
+	w   *bufio.Writer
+	crc hash.Hash32
+	err error
+	buf [8]byte
+}
+
+func (s *snapWriter) bytes(b []byte) {
+	if s.err != nil {
+		return
+	}
+	s.crc.Write(b)
+	_, s.err = s.w.Write(b)
+}
+
+func (s *snapWriter) u32(v uint32) {
+	binary.LittleEndian.PutUint32(s.buf[:4], v)
+	s.bytes(s.buf[:4])
+}
+
+func (s *snapWriter) u64(v uint64) {
+	binary.LittleEndian.PutUint64(s.buf[:8], v)
+	s.bytes(s.buf[:8])
+}
+
+// asBytes is v's memory as bytes (the machine's byte order).
+func asBytes[T float32 | uint32 | int8 | uint64](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(v)*int(unsafe.Sizeof(v[0])))
+}
+
+// Restore reads a snapshot of size bytes from r into x, which must be
+// empty (just made by New with the options the snapshot was taken with).
+// Once the snapshot is read and checked, accept is given its tag: an
+// error from it leaves x empty and is returned. Ids not in the snapshot's
+// graph are pending again: the builder adds them. On an error x is left
+// empty; errors of the snapshot itself are ErrSnapshot.
+func (x *Index) Restore(r io.Reader, size int64, accept func(tag []byte) error) (SnapshotInfo, error) {
+	info, err := x.restore(r, size, accept)
+	if err != nil {
+		info = SnapshotInfo{}
+	}
+	return info, err
+}
+
+func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) (SnapshotInfo, error) {
+	var info SnapshotInfo
+	if !littleEndian {
+		return info, fmt.Errorf("%w: snapshots are little-endian", ErrSnapshot)
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrSnapshot, fmt.Sprintf(format, a...))
+	}
+	sr := &snapReader{r: bufio.NewReaderSize(r, 1<<20), crc: crc32.New(castagnoli)}
+	magic := make([]byte, len(snapMagic))
+	sr.bytes(magic)
+	dims, m, efc, seed := sr.u32(), sr.u32(), sr.u32(), int64(sr.u64())
+	n, gn, entry, top := sr.u64(), sr.u64(), sr.u32(), int(int32(sr.u32()))
+	if sr.err != nil {
+		return info, bad("header: %v", sr.err)
+	}
+	g := x.graph
+	switch {
+	case string(magic) != snapMagic:
+		return info, bad("not a vector snapshot")
+	case int(dims) != x.dims || int(m) != g.m || int(efc) != g.efc || seed != g.seed:
+		return info, bad("taken with dims %d, m %d, ef_construction %d, seed %d; the index has %d, %d, %d, %d",
+			dims, m, efc, seed, x.dims, g.m, g.efc, g.seed)
+	case n > uint64(size)/uint64(4*dims+1) || gn > n || top > maxLevel || top < -1 || (top >= 0) != (gn > 0) || top >= 0 && uint64(entry) >= gn:
+		return info, bad("header out of range (%d ids, %d graph slots, entry %d, top %d, %d bytes)", n, gn, entry, top, size)
+	}
+	tag := make([]byte, sr.len(size))
+	sr.bytes(tag)
+
+	ids := make(map[string]uint64, n)
+	keys := make([]string, n)
+	removed := map[uint64]bool{}
+	for id := range n {
+		b := make([]byte, sr.len(size))
+		sr.bytes(b)
+		if sr.err != nil {
+			return info, bad("keys: %v", sr.err)
+		}
+		if len(b) == 0 {
+			removed[id] = true
+			continue
+		}
+		k := string(b)
+		if _, dup := ids[k]; dup {
+			return info, bad("key %q twice", k)
+		}
+		ids[k], keys[id] = id, k
+	}
+
+	ng := newGraph(x.dims, g.m, g.efc, g.seed)
+	ng.n, ng.entry, ng.top = int(gn), entry, top
+	ng.in = make([]uint64, (gn+63)/64)
+	sr.bytes(asBytes(ng.in))
+	ng.links0.grow(ng.n)
+	readChunks(sr, &ng.links0, ng.n)
+	ng.upper = make([][]uint32, gn)
+	ng.indeg = make([]uint32, gn)
+	for id := range gn {
+		levels := sr.u32()
+		if sr.err != nil || levels > maxLevel {
+			return info, bad("node %d: %d levels (%v)", id, levels, sr.err)
+		}
+		if levels > 0 {
+			ng.upper[id] = make([]uint32, int(levels)*(1+g.m))
+			sr.bytes(asBytes(ng.upper[id]))
+		}
+	}
+	if sr.err != nil {
+		return info, bad("graph: %v", sr.err)
+	}
+	if err := ng.check(); err != nil {
+		return info, bad("%v", err)
+	}
+
+	vecs := chunked[float32]{stride: x.dims}
+	qv := chunked[int8]{stride: x.dims + scaleBytes}
+	vecs.grow(int(n))
+	qv.grow(int(n))
+	readChunks(sr, &vecs, int(n))
+	readChunks(sr, &qv, int(n))
+	sum := sr.crc.Sum32()
+	var trailer [4]byte
+	if _, err := io.ReadFull(sr.r, trailer[:]); sr.err == nil && err != nil {
+		sr.err = err
+	}
+	if sr.err != nil {
+		return info, bad("vectors: %v", sr.err)
+	}
+	if got := binary.LittleEndian.Uint32(trailer[:]); got != sum {
+		return info, bad("checksum %08x, the content's is %08x", got, sum)
+	}
+	if _, err := sr.r.ReadByte(); err != io.EOF {
+		return info, bad("bytes after the checksum")
+	}
+	if err := accept(tag); err != nil {
+		return info, err
+	}
+
+	// The level source where the graph's insertions left it (one draw
+	// each), so that the restored graph goes on as it would have: the
+	// same adds in the same order give the same graph, restored or not.
+	ng.rng = rand.New(rand.NewSource(g.seed))
+	ng.qv = qv
+	for id := range ng.n {
+		if ng.inserted(uint32(id)) {
+			ng.rng.Float64()
+		}
+		for _, nb := range ng.links(uint32(id), 0) {
+			ng.indeg[nb]++
+		}
+	}
+	var pending []uint64
+	for id := range n {
+		if !ng.inserted(uint32(id)) {
+			pending = append(pending, id)
+		}
+	}
+
+	x.bmu.Lock()
+	x.gmu.Lock()
+	x.kmu.Lock()
+	x.pmu.Lock()
+	empty := len(x.keys) == 0 && len(x.pending) == 0 && x.graph.top < 0
+	if empty {
+		x.graph = ng
+		x.ids, x.keys, x.vecs, x.qv, x.removed = ids, keys, vecs, qv, removed
+		x.pending = pending
+		x.changes = uint64(n) + uint64(len(removed))
+	}
+	x.pmu.Unlock()
+	x.kmu.Unlock()
+	x.gmu.Unlock()
+	x.bmu.Unlock()
+	if !empty {
+		return info, errors.New("vector: Restore into an index that is not empty")
+	}
+	if len(pending) > 0 {
+		select {
+		case x.wake <- struct{}{}:
+		default:
+		}
+	}
+	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes}
+	return info, nil
+}
+
+// check checks a restored graph's structure: every link within the
+// graph's nodes and within its layer's capacity, the entry a node of the
+// top level.
+func (g *graph) check() error {
+	for id := range g.n {
+		if !g.inserted(uint32(id)) {
+			if g.links0.at(uint32(id))[0] != 0 || g.upper[id] != nil {
+				return fmt.Errorf("slot %d: links but no node", id)
+			}
+			continue
+		}
+		levels := len(g.upper[id]) / (1 + g.m)
+		if levels > g.top {
+			return fmt.Errorf("node %d: level %d above the top %d", id, levels, g.top)
+		}
+		for layer := 0; layer <= levels; layer++ {
+			var rec []uint32
+			if layer == 0 {
+				rec = g.links0.at(uint32(id))
+			} else {
+				rec = g.upper[id][(layer-1)*(1+g.m) : layer*(1+g.m)]
+			}
+			if int(rec[0]) > g.capacity(layer) {
+				return fmt.Errorf("node %d: %d links on layer %d", id, rec[0], layer)
+			}
+			for _, nb := range rec[1 : 1+rec[0]] {
+				if !g.inserted(nb) || layer > 0 && len(g.upper[nb])/(1+g.m) < layer {
+					return fmt.Errorf("node %d: a link to %d, no node of layer %d", id, nb, layer)
+				}
+			}
+		}
+	}
+	if g.top >= 0 && (!g.inserted(g.entry) || len(g.upper[g.entry])/(1+g.m) != g.top) {
+		return fmt.Errorf("entry %d is no node of the top level %d", g.entry, g.top)
+	}
+	for w := g.n; w < len(g.in)*64; w++ {
+		if g.in[w/64]&(1<<(w%64)) != 0 {
+			return fmt.Errorf("a node %d beyond the %d slots", w, g.n)
+		}
+	}
+	return nil
+}
+
+type snapReader struct {
+	r   *bufio.Reader
+	crc hash.Hash32
+	err error
+	buf [8]byte
+}
+
+func (s *snapReader) bytes(b []byte) {
+	if s.err != nil {
+		return
+	}
+	if _, s.err = io.ReadFull(s.r, b); s.err == nil {
+		s.crc.Write(b)
+	}
+}
+
+func (s *snapReader) u32() uint32 {
+	s.bytes(s.buf[:4])
+	return binary.LittleEndian.Uint32(s.buf[:4])
+}
+
+func (s *snapReader) u64() uint64 {
+	s.bytes(s.buf[:8])
+	return binary.LittleEndian.Uint64(s.buf[:8])
+}
+
+// len reads a length, bounded by the file's size.
+func (s *snapReader) len(size int64) int {
+	n := s.u32()
+	if s.err == nil && int64(n) > size {
+		s.err = fmt.Errorf("a length of %d in a file of %d bytes", n, size)
+	}
+	if s.err != nil {
+		return 0
+	}
+	return int(n)
+}
+
+// readChunks reads records 0..n-1 of c (grown to hold them).
+func readChunks[T float32 | uint32 | int8](sr *snapReader, c *chunked[T], n int) {
+	for i := 0; i<<chunkBits < n; i++ {
+		recs := min(n-i<<chunkBits, 1<<chunkBits)
+		sr.bytes(asBytes(c.chunks[i][:recs*c.stride]))
+	}
+}

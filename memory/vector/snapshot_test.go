@@ -1,0 +1,224 @@
+package vector
+
+import (
+	"bytes"
+	"errors"
+	"math/rand"
+	"slices"
+	"testing"
+)
+
+func anyTag([]byte) error { return nil }
+
+// snapIndex is an index of n clustered vectors, some of them removed and
+// the last ones still pending when pendingFrom < n.
+func snapIndex(t *testing.T, o Options, vecs [][]float32, built int) *Index {
+	t.Helper()
+	x := New(o)
+	t.Cleanup(x.Close)
+	for i, v := range vecs[:built] {
+		x.Add(key(i), v)
+	}
+	x.WaitBuilt()
+	for i := 0; i < built; i += 17 {
+		x.Remove(key(i))
+	}
+	return x
+}
+
+// A restored index answers every search as the one it was taken of, holds
+// the same keys (removed ones removed), the same graph, and builds what
+// was pending; adds after the restore work as before it.
+func TestSnapshotRoundTrip(t *testing.T) {
+	const n, dims = 3000, 32
+	rng := rand.New(rand.NewSource(3))
+	vecs := clustered(rng, n, dims, 20)
+	o := Options{Dims: dims, M: 8, EfSearch: 40, EfConstruction: 32, Seed: 7}
+	x := snapIndex(t, o, vecs, 2500)
+	// The last 300 stay pending: the builder is stopped first.
+	x.Close()
+	for i := 2500; i < 2800; i++ {
+		x.Add(key(i), vecs[i])
+	}
+	var buf bytes.Buffer
+	info, err := x.Snapshot(&buf, []byte("tag-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.IDs != 2800 || info.Pending != 300 || info.Removed != 148 || info.Changes != 2800+148 {
+		t.Fatalf("snapshot info %+v", info)
+	}
+
+	// y's builder is stopped, to compare the graph as restored.
+	y := New(o)
+	y.Close()
+	var tag []byte
+	rinfo, err := y.Restore(bytes.NewReader(buf.Bytes()), int64(buf.Len()), func(b []byte) error { tag = b; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(tag) != "tag-1" || rinfo != info {
+		t.Fatalf("tag %q info %+v, want tag-1 %+v", tag, rinfo, info)
+	}
+	if y.Len() != x.Len() || y.Changes() != x.Changes() {
+		t.Fatalf("Len %d Changes %d, want %d %d", y.Len(), y.Changes(), x.Len(), x.Changes())
+	}
+	for i := range 2800 {
+		xid, xok := x.ID(key(i))
+		yid, yok := y.ID(key(i))
+		if xid != yid || xok != yok {
+			t.Fatalf("key %d: id %d %v, want %d %v", i, yid, yok, xid, xok)
+		}
+	}
+	if !sameGraph(x.graph, y.graph) || y.Pending() != 300 {
+		t.Fatal("the restored graph differs")
+	}
+	// The pending set is scanned exactly by both: the same answers.
+	queries := clustered(rng, 50, dims, 20)
+	for _, q := range queries {
+		if a, b := x.Search(q, 10), y.Search(q, 10); !slices.Equal(a, b) {
+			t.Fatalf("search differs:\n%v\n%v", a, b)
+		}
+	}
+
+	// Restored with its builder running, the pending ids join the graph,
+	// and adds go on.
+	z := New(o)
+	defer z.Close()
+	if _, err := z.Restore(bytes.NewReader(buf.Bytes()), int64(buf.Len()), anyTag); err != nil {
+		t.Fatal(err)
+	}
+	z.WaitBuilt()
+	for i := 2800; i < n; i++ {
+		z.Add(key(i), vecs[i])
+	}
+	z.WaitBuilt()
+	// The graph is the one the same adds and removals give unrestored:
+	// the level source goes on where the snapshot left it.
+	w := snapIndex(t, o, vecs, 2500)
+	for i := 2500; i < n; i++ {
+		w.Add(key(i), vecs[i])
+	}
+	w.WaitBuilt()
+	w.gmu.RLock()
+	z.gmu.RLock()
+	same := sameGraph(z.graph, w.graph)
+	z.gmu.RUnlock()
+	w.gmu.RUnlock()
+	if !same {
+		t.Fatal("the restored index, built on, is not the index never restored")
+	}
+	for _, q := range queries {
+		if a, b := z.Search(q, 10), w.Search(q, 10); !slices.Equal(a, b) {
+			t.Fatalf("search differs from the index never restored:\n%v\n%v", a, b)
+		}
+	}
+	if _, ok := z.ID(key(17)); ok {
+		t.Fatal("a removed key came back")
+	}
+}
+
+// Any damaged byte, a truncation, or other parameters make Restore refuse
+// the snapshot with ErrSnapshot and leave the index empty and usable.
+func TestSnapshotRefused(t *testing.T) {
+	const dims = 16
+	vecs := clustered(rand.New(rand.NewSource(4)), 400, dims, 5)
+	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1}
+	x := snapIndex(t, o, vecs, 400)
+	var buf bytes.Buffer
+	if _, err := x.Snapshot(&buf, []byte("t")); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	try := func(name string, b []byte, o Options) {
+		t.Helper()
+		y := New(o)
+		defer y.Close()
+		if _, err := y.Restore(bytes.NewReader(b), int64(len(b)), anyTag); !errors.Is(err, ErrSnapshot) {
+			t.Fatalf("%s: err %v, want ErrSnapshot", name, err)
+		}
+		if y.Len() != 0 || y.Pending() != 0 {
+			t.Fatalf("%s: the index is not empty after a refused restore", name)
+		}
+		y.Add("a", vecs[0])
+		if h := y.Search(vecs[0], 1); len(h) != 1 || h[0].Key != "a" {
+			t.Fatalf("%s: the index is unusable after a refused restore: %v", name, h)
+		}
+	}
+	rng := rand.New(rand.NewSource(9))
+	for range 40 {
+		b := slices.Clone(good)
+		i := rng.Intn(len(b))
+		b[i] ^= byte(1 + rng.Intn(255))
+		try("a flipped byte", b, o)
+	}
+	for _, cut := range []int{0, 5, 40, len(good) / 2, len(good) - 1} {
+		try("truncated", good[:cut], o)
+	}
+	try("a byte more", append(slices.Clone(good), 0), o)
+	// A tag its caller refuses: its error, the index empty.
+	y := New(o)
+	defer y.Close()
+	refuse := errors.New("another store")
+	if _, err := y.Restore(bytes.NewReader(good), int64(len(good)), func([]byte) error { return refuse }); err != refuse || y.Len() != 0 {
+		t.Fatalf("a refused tag: err %v, Len %d", err, y.Len())
+	}
+	for _, other := range []Options{
+		{Dims: dims, M: 7, EfConstruction: 20, Seed: 1},
+		{Dims: dims, M: 6, EfConstruction: 21, Seed: 1},
+		{Dims: dims, M: 6, EfConstruction: 20, Seed: 2},
+	} {
+		try("other parameters", good, other)
+	}
+	// Into an index that is not empty: refused, the index untouched.
+	if _, err := x.Restore(bytes.NewReader(good), int64(len(good)), anyTag); err == nil {
+		t.Fatal("a restore into a full index")
+	}
+	if x.Len() != 400-24 {
+		t.Fatalf("Len %d after a refused restore", x.Len())
+	}
+}
+
+// A snapshot taken while adds, removes and the builder run holds every
+// key added before it was called, and restores to a consistent graph.
+func TestSnapshotDuringWrites(t *testing.T) {
+	const n, dims = 3000, 16
+	vecs := clustered(rand.New(rand.NewSource(6)), n, dims, 10)
+	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1}
+	x := New(o)
+	defer x.Close()
+	for i := range 1000 {
+		x.Add(key(i), vecs[i])
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1000; i < n; i++ {
+			x.Add(key(i), vecs[i])
+			if i%50 == 0 {
+				x.Remove(key(i - 500))
+			}
+		}
+	}()
+	var buf bytes.Buffer
+	if _, err := x.Snapshot(&buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	y := New(o)
+	defer y.Close()
+	if _, err := y.Restore(bytes.NewReader(buf.Bytes()), int64(buf.Len()), anyTag); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		if _, ok := y.ID(key(i)); !ok && i%50 != 0 {
+			t.Fatalf("key %d, added before the snapshot, is missing", i)
+		}
+	}
+	y.WaitBuilt()
+	for _, v := range vecs[:20] {
+		if len(y.Search(v, 5)) != 5 {
+			t.Fatal("a search of the restored index came back short")
+		}
+	}
+}
