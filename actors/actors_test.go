@@ -133,19 +133,44 @@ func walkChain(t *testing.T, self *memory.Self, sona string) []cid.Cid {
 	return mems
 }
 
+// barrierLLM holds every model call until n calls wait together: the
+// steps of a sona then interleave as far as they can (every input is
+// stored before any response). A call whose step ends first fails.
+type barrierLLM struct {
+	n       int32
+	entered atomic.Int32
+	all     chan struct{}
+}
+
+func (b *barrierLLM) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if b.entered.Add(1) == b.n {
+		close(b.all)
+	}
+	select {
+	case <-b.all:
+	case <-ctx.Done():
+		return llm.Response{}, fmt.Errorf("%d of %d steps reached their model call together: %w", b.entered.Load(), b.n, ctx.Err())
+	}
+	return llm.NewOffline().Complete(ctx, req)
+}
+
 func TestConcurrentChatsOneSona(t *testing.T) {
-	// A hundred steps of one sona run one after the other: under -race on
-	// a busy machine the last waits for all the others, so the step
-	// timeout is generous (this is a test of order, not of speed).
+	// Steps sent at once to one sona, whose model calls are held until
+	// all of them are in one: the actor takes every step's input while
+	// the others think, so the chain interleaves them all (the hardest
+	// order to keep), and each response must still follow its own input
+	// and link it. Under -race on a busy machine the last waits for all
+	// the others, so the step timeout is generous (this is a test of
+	// order, not of speed).
 	cfg := testConfig(t.TempDir())
 	cfg.Actors.AskTimeout = config.Duration(time.Minute)
-	e := start(t, cfg, nil, actors.TestingKnobs{})
+	const n = 24
+	e := start(t, cfg, &barrierLLM{n: n, all: make(chan struct{})}, actors.TestingKnobs{})
 	ctx := context.Background()
 	sona, err := e.self.Sonas.Create(ctx, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 100
 	var wg sync.WaitGroup
 	resps := make([]*messages.ChatResponse, n)
 	errs := make([]error, n)
@@ -183,6 +208,10 @@ func TestConcurrentChatsOneSona(t *testing.T) {
 		}
 		if so <= si {
 			t.Fatalf("chat %d: response at seq %d before its input at %d", i, so, si)
+		}
+		// Every input came before every response (the barrier).
+		if si >= n || so < n {
+			t.Fatalf("chat %d: input at seq %d, response at %d: the steps did not interleave", i, si, so)
 		}
 		// The response's edges support it with its input and what it recalled.
 		m, _, err := e.self.Memories.Get(out)
@@ -352,15 +381,18 @@ func TestIdleSonasPassivateAndReactivate(t *testing.T) {
 	clock := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	e := startClocked(t, cfg, clock, actors.TestingKnobs{})
 	ctx := context.Background()
+	// Several sonas, each with a step behind it (its tiers had work too),
+	// passivate together; each comes back with its chain.
+	const sonas = 8
 	var ids []string
-	for i := 0; i < 20; i++ {
+	for i := 0; i < sonas; i++ {
 		rec, _ := e.self.Sonas.Create(ctx, fmt.Sprintf("s%d", i))
 		ids = append(ids, rec.Uuid)
 		if _, err := e.sys.Advance(ctx, rec.Uuid, &messages.ChatRequest{Content: "hello"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n, err := e.sys.ActiveSonas(); err != nil || n != 20 {
+	if n, err := e.sys.ActiveSonas(); err != nil || n != sonas {
 		t.Fatalf("%d sonas active before their idle time (%v)", n, err)
 	}
 	testutil.Eventually(t, "all sonas passivated", func() bool {

@@ -10,8 +10,9 @@
 // memory it holds — and every document's terms, under a CRC-32C) and a log
 // of the batches applied since (file "log-<generation>", each record
 // under its own CRC, written when the batch is applied, synced by Flush).
-// When the log outgrows the snapshot, and at Close, a new snapshot
-// replaces both (written aside, synced, renamed). Open replays the log up
+// When the log outgrows the snapshot, at Close, and at Compact (which a
+// forget's purge calls, so that no file keeps a deleted document's terms),
+// a new snapshot replaces both (written aside, synced, renamed). Open replays the log up
 // to its first incomplete or damaged record, which a crash leaves at its
 // end, and the owner replays the insertion log past the watermark.
 //
