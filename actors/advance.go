@@ -78,28 +78,28 @@ func (r *advanceRun) carry(ctx actor.Context, effects []advance.Effect) {
 		case advance.Submit:
 			e.Trace.Submit(a.sys.self.Store())
 		case advance.Embed:
-			think(ctx, r, func(c context.Context) (advance.Result, error) {
+			r.think(ctx, func(c context.Context) advance.Result {
 				vec, err := r.embed(c, e.Text)
-				return advance.Embedded{Vector: vec, Err: err}, nil
+				return advance.Embedded{Vector: vec, Err: err}
 			})
 		case advance.Recall:
-			think(ctx, r, func(c context.Context) (advance.Result, error) {
+			r.think(ctx, func(c context.Context) advance.Result {
 				start := a.sys.clock.Now()
 				recalled, trace, err := a.sys.self.Recaller.Recall(c, e.Query)
 				a.sys.metrics.ObserveRecall("chat", a.sys.clock.Since(start))
-				return advance.Recalled{Recalled: recalled, Trace: trace, Err: err}, nil
+				return advance.Recalled{Recalled: recalled, Trace: trace, Err: err}
 			})
 		case advance.RecallTiers:
-			think(ctx, r, func(c context.Context) (advance.Result, error) {
+			r.think(ctx, func(c context.Context) advance.Result {
 				tr, err := a.sys.tierRecall(c, a.id, e.Text, e.Vector)
-				return advance.TiersRecalled{Tiers: tr, Err: err}, nil
+				return advance.TiersRecalled{Tiers: tr, Err: err}
 			})
 		case advance.Complete:
-			think(ctx, r, func(c context.Context) (advance.Result, error) {
+			r.think(ctx, func(c context.Context) advance.Result {
 				lc, onToken, release := r.caller.bind(c)
 				defer release()
 				resp, err := a.sys.complete(lc, e.Name, e.Recalled, e.Tiers, e.Request, onToken)
-				return advance.Completed{Response: resp, Err: err}, nil
+				return advance.Completed{Response: resp, Err: err}
 			})
 		case advance.Reinforce:
 			a.sys.self.Memories.Reinforce(e.Used)
@@ -125,13 +125,13 @@ func (r *advanceRun) feed(ctx actor.Context, res advance.Result) {
 // think runs fn off the mailbox in the current thought (a new one if
 // none) and feeds its result back in the actor's context. A thought that
 // timed out fails the step.
-func think(ctx actor.Context, r *advanceRun, fn func(context.Context) (advance.Result, error)) {
+func (r *advanceRun) think(ctx actor.Context, fn func(context.Context) advance.Result) {
 	sys := r.a.sys
 	if r.thought == nil {
 		r.thought, r.cancel = context.WithTimeout(sys.base, sys.stepTimeout())
 	}
 	asyncIn(ctx, sys, r.thought, sys.stepTimeout(), func(c context.Context) (advance.Result, error) {
-		return fn(r.step.context(c))
+		return fn(r.step.context(c)), nil
 	}, func(res advance.Result, err error) {
 		if err != nil {
 			r.carry(ctx, r.m.Fail(err))

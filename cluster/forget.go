@@ -13,7 +13,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -209,7 +209,7 @@ func forgetPeerError(what string, err error) error {
 	case strings.Contains(s, `"code":"not_allowed"`):
 		return fmt.Errorf("%w: %s", forget.ErrNotAllowed, err)
 	case strings.Contains(s, `"code":"invalid"`):
-		return fmt.Errorf("%w: %s", memory.ErrInvalid, err)
+		return fmt.Errorf("%w: %s", base.ErrInvalid, err)
 	}
 	return fmt.Errorf("%w: %s: %v", ErrNoReplicas, what, err)
 }
@@ -220,7 +220,7 @@ func storedNowhere(req forget.Request, c cid.Cid) error {
 	if req.Limit != nil || (c.Prefix().Codec == cid.Raw && !req.Files) {
 		return fmt.Errorf("%w: %s is not a memory of a sona it may forget", forget.ErrNotAllowed, c)
 	}
-	return fmt.Errorf("%w: %s is no stored memory or file on any member (an ACT is kept: forget the memory it names)", memory.ErrNotFound, c)
+	return fmt.Errorf("%w: %s is no stored memory or file on any member (an ACT is kept: forget the memory it names)", base.ErrNotFound, c)
 }
 
 // tombSet is tombstones in the order added, one per CID.
@@ -281,7 +281,7 @@ func planRequest(in *messages.ForgetPlan) (forget.Request, error) {
 		for _, s := range list.from {
 			c, err := cid.Decode(s)
 			if err != nil {
-				return req, fmt.Errorf("%w: cid %q", memory.ErrInvalid, s)
+				return req, fmt.Errorf("%w: cid %q", base.ErrInvalid, s)
 			}
 			*list.to = append(*list.to, c)
 		}
@@ -337,7 +337,7 @@ func peerForgetError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, forget.ErrNotAllowed):
 		peerError(w, http.StatusForbidden, "not_allowed", err.Error())
-	case errors.Is(err, memory.ErrInvalid):
+	case errors.Is(err, base.ErrInvalid):
 		peerError(w, http.StatusBadRequest, "invalid", err.Error())
 	case errors.Is(err, ErrNoReplicas):
 		peerError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
@@ -410,7 +410,7 @@ func (c *Cluster) lacking(ts []*messages.Tombstone) ([]*messages.Tombstone, erro
 		for _, t := range ts {
 			id, err := cid.Decode(t.Cid)
 			if err != nil {
-				return fmt.Errorf("%w: a member's tombstone of %q", memory.ErrCorrupt, t.Cid)
+				return fmt.Errorf("%w: a member's tombstone of %q", base.ErrCorrupt, t.Cid)
 			}
 			if ok, err := r.Has(store.TombstoneKey(id)); err != nil {
 				return err
@@ -438,7 +438,7 @@ func forgetStaged(tx store.Tx, b *forget.Batch) error {
 		a := &messages.StagedAppend{}
 		if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, a) }); err != nil {
 			it.Close()
-			return fmt.Errorf("%w: staged append: %v", memory.ErrCorrupt, err)
+			return fmt.Errorf("%w: staged append: %v", base.ErrCorrupt, err)
 		}
 		if a.Forgotten != nil {
 			continue
@@ -446,7 +446,7 @@ func forgetStaged(tx store.Tx, b *forget.Batch) error {
 		act, err := model.DecodeAct(a.ActBlock)
 		if err != nil {
 			it.Close()
-			return fmt.Errorf("%w: staged ACT: %v", memory.ErrCorrupt, err)
+			return fmt.Errorf("%w: staged ACT: %v", base.ErrCorrupt, err)
 		}
 		if !b.IsGone(act.Memory) {
 			continue

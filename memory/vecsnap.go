@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/memoria-ai/memoria/memory/base"
+
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
@@ -128,14 +130,14 @@ func (s *Self) restoreVectors(txn store.Reader, end uint64) (bool, error) {
 	err = store.Scan(txn, store.PrefixTombstone, func(_, v []byte) error {
 		t := &messages.Tombstone{}
 		if err := proto.Unmarshal(v, t); err != nil {
-			return fmt.Errorf("%w: tombstone: %v", ErrCorrupt, err)
+			return fmt.Errorf("%w: tombstone: %v", base.ErrCorrupt, err)
 		}
 		if t.Kind != forget.KindMemory {
 			return nil
 		}
 		c, err := cid.Decode(t.Cid)
 		if err != nil {
-			return fmt.Errorf("%w: tombstone of %q: %v", ErrCorrupt, t.Cid, err)
+			return fmt.Errorf("%w: tombstone of %q: %v", base.ErrCorrupt, t.Cid, err)
 		}
 		if s.index.Remove(c.KeyString()) {
 			removed++
@@ -179,7 +181,7 @@ func (s *Self) addLogged(txn store.Reader, after uint64) (int, error) {
 // the store has none.
 func (s *Self) addStored(txn store.Reader, c cid.Cid) (bool, error) {
 	v, err := txn.Get(meta.VectorKey(c))
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, base.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
@@ -190,7 +192,7 @@ func (s *Self) addStored(txn store.Reader, c cid.Cid) (bool, error) {
 		return false, err
 	}
 	if len(vec) != s.index.Dims() {
-		return false, fmt.Errorf("%w: vector of %s has %d dims, want %d", ErrCorrupt, c, len(vec), s.index.Dims())
+		return false, fmt.Errorf("%w: vector of %s has %d dims, want %d", base.ErrCorrupt, c, len(vec), s.index.Dims())
 	}
 	s.index.Add(c.KeyString(), vec)
 	return true, nil
@@ -209,7 +211,7 @@ func (s *Self) rebuildVectors(txn store.Reader) (int, error) {
 	err = store.Keys(txn, meta.VectorPrefix, func(k []byte) {
 		c, err := cid.Cast(k[len(meta.VectorPrefix):])
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: vector key: %v", ErrCorrupt, err))
+			errs = append(errs, fmt.Errorf("%w: vector key: %v", base.ErrCorrupt, err))
 			return
 		}
 		if _, ok := s.index.ID(c.KeyString()); ok {
