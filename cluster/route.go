@@ -73,11 +73,12 @@ func (c *Cluster) Route(next http.Handler) http.Handler {
 }
 
 // retryable returns the body of a write that is safe to send again: a
-// POST /memories or a chat step with a request id (Idempotency-Key or
-// request_id), which the sona's owner carries out at most once.
+// POST /memories, a chat step or an MCP tool call with a request id
+// (Idempotency-Key or request_id), which the sona's owner carries out at
+// most once.
 func (c *Cluster) retryable(r *http.Request) ([]byte, bool) {
 	chat := strings.HasPrefix(r.URL.Path, "/sona/") && strings.HasSuffix(r.URL.Path, "/chat")
-	if r.Method != http.MethodPost || r.URL.Path != "/memories" && !chat {
+	if r.Method != http.MethodPost || r.URL.Path != "/memories" && r.URL.Path != "/mcp" && !chat {
 		return nil, false
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, c.maxBody+1)) // the API refuses what is over
@@ -91,8 +92,20 @@ func (c *Cluster) retryable(r *http.Request) ([]byte, bool) {
 	}
 	var probe struct {
 		RequestID string `json:"request_id"`
+		Method    string `json:"method"`
+		Params    struct {
+			Arguments struct {
+				RequestID string `json:"request_id"`
+			} `json:"arguments"`
+		} `json:"params"`
 	}
-	return body, json.Unmarshal(body, &probe) == nil && probe.RequestID != ""
+	if json.Unmarshal(body, &probe) != nil {
+		return body, false
+	}
+	if r.URL.Path == "/mcp" { // an MCP tool call with a request id (insert, chat)
+		return body, probe.Method == "tools/call" && probe.Params.Arguments.RequestID != ""
+	}
+	return body, probe.RequestID != ""
 }
 
 // forwardRetrying forwards a retryable write to the sona's owner, and
