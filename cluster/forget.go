@@ -119,7 +119,7 @@ func (c *Cluster) Forget(ctx context.Context, req forget.Request) (forget.Report
 		rep.Already++
 	}
 	if !req.DryRun {
-		if err := c.applyEverywhere(ctx, lf, peers, union); err != nil {
+		if rep.Batches, err = c.applyEverywhere(ctx, lf, peers, union); err != nil {
 			return forget.Report{}, err
 		}
 	}
@@ -131,26 +131,27 @@ func (c *Cluster) Forget(ctx context.Context, req forget.Request) (forget.Report
 			rep.Memories++
 		}
 	}
-	rep.Batches = (len(union.list) + forget.DefaultBatch - 1) / forget.DefaultBatch
 	rep.Took = c.clock.Since(start)
 	return rep, nil
 }
 
 // applyEverywhere has every member (this one and peers) forget the
 // tombstones of union, in rounds until no member finds another summary
-// to forget; union grows with them.
-func (c *Cluster) applyEverywhere(ctx context.Context, lf *LocalForget, peers []Member, union *tombSet) error {
+// to forget; union grows with them. It returns the transactions this
+// member's excisions took.
+func (c *Cluster) applyEverywhere(ctx context.Context, lf *LocalForget, peers []Member, union *tombSet) (batches int, err error) {
 	todo := slices.Clone(union.list)
 	var mu sync.Mutex
 	for round := 0; len(todo) > 0; round++ {
 		if round == maxForgetRounds {
-			return fmt.Errorf("cluster: forget: summaries still found after %d rounds", round)
+			return batches, fmt.Errorf("cluster: forget: summaries still found after %d rounds", round)
 		}
 		found := newTombSet()
 		rep, err := lf.Apply(ctx, todo)
 		if err != nil {
-			return err
+			return batches, err
 		}
+		batches += rep.Batches
 		found.add(rep.Tombstones...)
 		msg := &messages.ForgetApply{Tombstones: todo}
 		errs := c.eachPeer(ctx, peers, func(ctx context.Context, m Member) error {
@@ -164,7 +165,7 @@ func (c *Cluster) applyEverywhere(ctx context.Context, lf *LocalForget, peers []
 			return nil
 		})
 		if err := errors.Join(errs...); err != nil {
-			return forgetPeerError("forgotten on this member, not confirmed by every other: send the forget again (forgetting twice is harmless)", err)
+			return batches, forgetPeerError("forgotten on this member, not confirmed by every other: send the forget again (forgetting twice is harmless)", err)
 		}
 		todo = todo[:0]
 		for _, t := range found.list {
@@ -174,7 +175,7 @@ func (c *Cluster) applyEverywhere(ctx context.Context, lf *LocalForget, peers []
 			}
 		}
 	}
-	return nil
+	return batches, nil
 }
 
 // peers are the other live members.
