@@ -91,18 +91,8 @@ func (w *Writer) Op(a *model.Append) store.Op {
 		return w.OpForgotten(a, a.Item.Forgotten)
 	}
 	return func(tx store.Tx) error {
-		raw, err := tx.Get(SonaKey(a.Sona))
-		if errors.Is(err, base.ErrNotFound) {
-			return fmt.Errorf("%w: sona %s", base.ErrNotFound, a.Sona)
-		}
+		rec, err := readPlanned(tx, a)
 		if err != nil {
-			return err
-		}
-		rec := &messages.Sona{}
-		if err := proto.Unmarshal(raw, rec); err != nil {
-			return fmt.Errorf("%w: sona record: %v", base.ErrCorrupt, err)
-		}
-		if err := checkPlan(rec, a); err != nil {
 			return err
 		}
 		if err := w.checkLinksIn(tx, a); err != nil {
@@ -113,7 +103,7 @@ func (w *Writer) Op(a *model.Append) store.Op {
 		}
 		item := a.Item
 		wr := &Written{Append: a}
-		raw, err = tx.Get(meta.Key(item.CID))
+		raw, err := tx.Get(meta.Key(item.CID))
 		switch {
 		case errors.Is(err, base.ErrNotFound):
 			wr.New = true
@@ -167,6 +157,23 @@ func (w *Writer) Op(a *model.Append) store.Op {
 		})
 		return nil
 	}
+}
+
+// readPlanned reads the record of a's sona and checks that a extends its
+// chain (checkPlan).
+func readPlanned(tx store.Tx, a *model.Append) (*messages.Sona, error) {
+	raw, err := tx.Get(SonaKey(a.Sona))
+	if errors.Is(err, base.ErrNotFound) {
+		return nil, fmt.Errorf("%w: sona %s", base.ErrNotFound, a.Sona)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec := &messages.Sona{}
+	if err := proto.Unmarshal(raw, rec); err != nil {
+		return nil, fmt.Errorf("%w: sona record: %v", base.ErrCorrupt, err)
+	}
+	return rec, checkPlan(rec, a)
 }
 
 // checkPlan checks that a extends the chain whose record is rec, at the
@@ -287,18 +294,8 @@ func (w *Writer) OpForgotten(a *model.Append, t *messages.Tombstone) store.Op {
 		if err := CheckForgottenAct(a); err != nil {
 			return err
 		}
-		raw, err := tx.Get(SonaKey(a.Sona))
-		if errors.Is(err, base.ErrNotFound) {
-			return fmt.Errorf("%w: sona %s", base.ErrNotFound, a.Sona)
-		}
+		rec, err := readPlanned(tx, a)
 		if err != nil {
-			return err
-		}
-		rec := &messages.Sona{}
-		if err := proto.Unmarshal(raw, rec); err != nil {
-			return fmt.Errorf("%w: sona record: %v", base.ErrCorrupt, err)
-		}
-		if err := checkPlan(rec, a); err != nil {
 			return err
 		}
 		mem := a.Item.CID
