@@ -286,9 +286,15 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		f := item.Memory.Data.File
 		return item.File != nil && f != nil && f.Content == c
 	}
-	if err := a.sys.self.Chains.CheckLinks(item.Memory, func(c cid.Cid) bool { return a.inflight[c] != nil || inline(c) }); err != nil {
-		done(appended{nil, err})
-		return
+	if item.Forgotten == nil { // a forgotten memory links to nothing: it has no content
+		linked := func(c cid.Cid) bool {
+			// An import keeps the edges to its forgotten memories.
+			return a.inflight[c] != nil || inline(c) || item.Imported && a.sys.self.Chains.Forgotten(c)
+		}
+		if err := a.sys.self.Chains.CheckLinks(item.Memory, linked); err != nil {
+			done(appended{nil, err})
+			return
+		}
 	}
 	if k := a.sys.knobs.BeforeAppend; k != nil {
 		k(a.id, a.length)
@@ -426,6 +432,13 @@ func (a *sonaActor) stored(ref string) (*model.Prepared, error) {
 
 // prepareAppend reads an AppendMemory into the memory to append.
 func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*model.Prepared, error) {
+	if t := msg.Forgotten; t != nil {
+		c, err := cid.Decode(t.Cid)
+		if err != nil {
+			return nil, fmt.Errorf("%w: forgotten memory %q: %v", memory.ErrInvalid, t.Cid, err)
+		}
+		return &model.Prepared{CID: c, Forgotten: t, ExpectSeq: msg.ExpectSeq, Imported: msg.Imported}, nil
+	}
 	item, err := self.Chains.PrepareBlock(msg.Block, msg.Embedding, msg.Meta)
 	if err != nil {
 		return nil, err
@@ -448,7 +461,7 @@ func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*model.Prepar
 // appendMessage is the AppendMemory that carries p to sona's writer.
 func appendMessage(sona string, p *model.Prepared) *messages.AppendMemory {
 	msg := &messages.AppendMemory{Sona: sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta,
-		ExpectSeq: p.ExpectSeq, Imported: p.Imported, File: p.File}
+		ExpectSeq: p.ExpectSeq, Imported: p.Imported, File: p.File, Forgotten: p.Forgotten}
 	if p.Request != nil {
 		msg.RequestId, msg.RequestResult = p.Request.ID, p.Request.Result
 	}

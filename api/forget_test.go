@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -153,4 +154,55 @@ func TestForgetScopes(t *testing.T) {
 	}
 	wantError(t, w.as(writerA, "POST", "/forget", map[string]any{"cids": []string{w.memB}}), http.StatusForbidden, "forbidden")
 	wantError(t, w.as(writerA, "GET", "/forgotten", nil), http.StatusForbidden, "forbidden")
+}
+
+// TestImportKeepsForgottenMemories: an export whose chains hold forgotten
+// memories imports — each keeps its place in its chain (the same ACTs)
+// and its tombstone, a memory that links to one keeps the edge — and the
+// imported store exports the same document, content never included.
+func TestImportKeepsForgottenMemories(t *testing.T) {
+	a := newHarness(t, quiet)
+	s := a.newSona("alpha")
+	a.insertText(s, "the garden gate squeaks")
+	doomed := a.insertText(s, "the vault code is "+forgetMarker)
+	linked := str(t, a.insert(map[string]any{"sona": s, "data": map[string]any{"kind": "text", "content": "see the note before"},
+		"edges": []any{map[string]any{"target": map[string]any{"/": doomed}, "weight": 1}}})["cid"])
+	a.insertText(s, "the roses need water")
+	a.post("/forget", map[string]any{"cids": []string{doomed}, "reason": "test"}).obj(t, 200)
+	docA, raw := a.exportAll(t)
+	if strings.Contains(string(raw), forgetMarker) {
+		t.Fatal("the export holds the forgotten content")
+	}
+
+	b := newHarness(t, quiet)
+	res := b.importDoc(t, raw, http.StatusCreated)
+	if num(t, res["appended"]) != 4 || num(t, res["memories"]) != 3 {
+		t.Fatalf("import: %v, want 4 ACTs of 3 memories (and one forgotten)", res)
+	}
+	if got := b.sonaLength(s); got != 4 {
+		t.Fatalf("the imported chain has %d ACTs, want 4", got)
+	}
+	if str(t, b.sona(s)["head"]) != str(t, a.sona(s)["head"]) {
+		t.Fatal("the imported chain's head differs from the exported one")
+	}
+	wantError(t, b.get("/memory/"+doomed), http.StatusGone, "forgotten")
+	if !strings.Contains(string(mustJSON(t, b.get("/forgotten").obj(t, 200))), doomed) {
+		t.Fatal("the import did not carry the tombstone")
+	}
+	if !strings.Contains(string(mustJSON(t, b.memory(linked))), doomed) {
+		t.Fatal("the memory that links to the forgotten one lost its edge")
+	}
+	docB, rawB := b.exportAll(t)
+	if !reflect.DeepEqual(docA, docB) {
+		t.Fatalf("the export of the import differs:\n%s", firstDifference(t, docA, docB))
+	}
+	if strings.Contains(string(rawB), forgetMarker) {
+		t.Fatal("the import's export holds the forgotten content")
+	}
+	// Storing the forgotten memory again is refused there too.
+	wantError(t, b.post("/memories", map[string]any{"sona": s, "data": map[string]any{"kind": "text", "content": "the vault code is " + forgetMarker}}), http.StatusGone, "forgotten")
+	// An import again changes nothing.
+	if res := b.importDoc(t, raw, http.StatusOK); num(t, res["appended"]) != 0 {
+		t.Fatalf("a second import appended %v", res["appended"])
+	}
 }

@@ -301,6 +301,7 @@ type InsertInput struct {
 	AgentID   string            `json:"agent_id,omitempty" jsonschema:"the writing agent (provenance)"`
 	Timestamp int64             `json:"timestamp,omitempty" jsonschema:"unix seconds; absent: no timestamp"`
 	Dedup     *bool             `json:"dedup,omitempty" jsonschema:"reinforce a near-duplicate instead of storing (default from config)"`
+	RequestID string            `json:"request_id,omitempty" jsonschema:"an idempotency key (unique per sona): a call sent again with it is answered with the first call's memory, never stored twice"`
 }
 
 // FileInput is a file given to the insert tool.
@@ -335,7 +336,7 @@ func (m *mcpTools) insert(ctx context.Context, in InsertInput) (InsertOutput, er
 	if err != nil {
 		return InsertOutput{}, badRequest("invalid", "content: %v", err)
 	}
-	req := &messages.InsertRequest{Sona: in.Sona, Data: st, Kind: in.Kind, AgentId: in.AgentID, Labels: in.Labels, Dedup: in.Dedup}
+	req := &messages.InsertRequest{Sona: in.Sona, Data: st, Kind: in.Kind, AgentId: in.AgentID, Labels: in.Labels, Dedup: in.Dedup, RequestId: in.RequestID}
 	if in.Timestamp != 0 {
 		req.Timestamp = &in.Timestamp
 	}
@@ -398,10 +399,11 @@ type ChatInput struct {
 	BudgetChars int    `json:"budget_chars,omitempty" jsonschema:"character budget of the recalled context; 0 or absent: the configured default"`
 	Scope       string `json:"scope,omitempty" jsonschema:"self or sona recall scope; absent: the configured default"`
 	Expand      *int   `json:"expand,omitempty" jsonschema:"at most this many recalled memories beyond the hits; 0: none; absent: the configured default"`
+	RequestID   string `json:"request_id,omitempty" jsonschema:"an idempotency key (unique per sona): a chat step sent again with it is answered with the first step's reply, never appended twice (not for query)"`
 }
 
 func (in ChatInput) request() *messages.ChatRequest {
-	return &messages.ChatRequest{Content: in.Content, Name: in.Name, AgentId: in.AgentID,
+	return &messages.ChatRequest{Content: in.Content, Name: in.Name, AgentId: in.AgentID, RequestId: in.RequestID,
 		K: int32Arg(in.K), BudgetChars: int32Arg(in.BudgetChars), Scope: in.Scope, Expand: optInt32Arg(in.Expand)}
 }
 
@@ -428,6 +430,9 @@ type QueryOutput struct {
 }
 
 func (m *mcpTools) query(ctx context.Context, in ChatInput) (QueryOutput, error) {
+	if in.RequestID != "" {
+		return QueryOutput{}, badRequest("invalid", "request_id is for chat and insert: a query appends nothing")
+	}
 	rec, err := m.s.resolveSona(ctx, in.Sona)
 	if err != nil {
 		return QueryOutput{}, err

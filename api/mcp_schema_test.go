@@ -27,7 +27,7 @@ var openStrings = map[string]bool{
 	"sona": true, "query": true, "content": true, "name": true, "agent_id": true, "cursor": true,
 	"base64": true, "mime_type": true, "target": true, "cid": true, "uri": true, "text": true,
 	"file_uri": true, "response": true, "model": true, "input_cid": true, "response_cid": true,
-	"uuid": true, "head": true, "next_cursor": true, "label": true, "reason": true,
+	"uuid": true, "head": true, "next_cursor": true, "label": true, "reason": true, "request_id": true,
 }
 
 // closedSets are the enums the schemas must carry, by tool and property

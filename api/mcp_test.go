@@ -268,3 +268,35 @@ func TestMCPHTTPLogging(t *testing.T) {
 		})
 	}
 }
+
+// MCP's insert and chat take a request id as REST does: a call sent again
+// with it is answered with the first one's append, never appended twice.
+func TestMCPRequestIDs(t *testing.T) {
+	h := newHarness(t, quiet)
+	cs := mcpLocal(t, h)
+	id := h.newSona("idem")
+	args := map[string]any{"sona": id, "content": "written once", "request_id": "ins-1"}
+	res1, out1 := callTool(t, cs, "insert", args)
+	res2, out2 := callTool(t, cs, "insert", args)
+	if res1.IsError || res2.IsError || out1["cid"] != out2["cid"] || out1["seq"] != out2["seq"] {
+		t.Fatalf("insert twice with one request id: %v / %v", out1, out2)
+	}
+	if n := h.sonaLength(id); n != 1 {
+		t.Fatalf("the sona has %d ACTs after the same insert twice, want 1", n)
+	}
+	chat := map[string]any{"sona": id, "content": "hello there", "request_id": "step-1"}
+	res1, out1 = callTool(t, cs, "chat", chat)
+	res2, out2 = callTool(t, cs, "chat", chat)
+	if res1.IsError || res2.IsError || out1["response_cid"] != out2["response_cid"] || out1["response_cid"] == nil {
+		t.Fatalf("chat twice with one request id: %v / %v", out1, out2)
+	}
+	if n := h.sonaLength(id); n != 3 {
+		t.Fatalf("the sona has %d ACTs after the same chat step twice, want 3", n)
+	}
+	if res, _ := callTool(t, cs, "query", map[string]any{"sona": id, "content": "hi", "request_id": "q"}); !res.IsError {
+		t.Fatal("a query with a request id was taken")
+	}
+	if res, _ := callTool(t, cs, "insert", map[string]any{"sona": id, "content": "x", "request_id": strings.Repeat("x", 300)}); !res.IsError {
+		t.Fatal("an over-long request id was taken")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -58,7 +59,7 @@ type Cluster struct {
 	// reads are routed by it while etcd does not answer.
 	lastOwner sync.Map
 	// local is this member's own forgetting (UseForget).
-	local LocalForget
+	local atomic.Pointer[LocalForget]
 }
 
 // memberFile keeps a member's id in its data directory.

@@ -25,6 +25,14 @@
 // owner dies or answers 503 (route.go): the new owner answers from its
 // copy of the chain what the old one appended.
 //
+// # Forgetting
+//
+// A forget is planned on every live member, then applied on every member
+// (forget.go): each excises what it holds and records the tombstones of
+// the rest; a member that was down copies the tombstones it lacks when it
+// joins. Chains caught up from another member carry forgotten entries as
+// their ACT and tombstone (StagedAppend.forgotten).
+//
 // # Why etcd directly and not protoactor's cluster
 //
 // The design asked for protoactor-go's cluster with its etcd provider for

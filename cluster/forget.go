@@ -50,8 +50,15 @@ type LocalForget struct {
 	Apply  func(ctx context.Context, tombs []*messages.Tombstone) (forget.Report, error)
 }
 
-// UseForget sets the member's own forgetting; call it before serving.
-func (c *Cluster) UseForget(l LocalForget) { c.local = l }
+// UseForget sets the member's own forgetting; until it is set, peers'
+// forgets are refused (503).
+func (c *Cluster) UseForget(l LocalForget) { c.local.Store(&l) }
+
+// localForget is UseForget's, or nil.
+func (c *Cluster) localForget() *LocalForget { return c.local.Load() }
+
+// errCannotForgetYet refuses a forget before UseForget (a member starting).
+var errCannotForgetYet = fmt.Errorf("%w: this member is starting and cannot forget yet; retry", ErrNoReplicas)
 
 // maxForgetRounds bounds the apply rounds (each round's new tombstones are
 // summaries found on some member).
@@ -60,12 +67,13 @@ const maxForgetRounds = 8
 // Forget carries out req on every live member (api.Server.ForgetWith).
 func (c *Cluster) Forget(ctx context.Context, req forget.Request) (forget.Report, error) {
 	start := c.clock.Now()
-	if c.local.Forget == nil {
-		return forget.Report{}, fmt.Errorf("%w: this member cannot forget yet", ErrNoReplicas)
+	lf := c.localForget()
+	if lf == nil {
+		return forget.Report{}, errCannotForgetYet
 	}
 	plan := req
 	plan.DryRun, plan.Tolerant = true, true
-	local, err := c.local.Forget(ctx, plan)
+	local, err := lf.Forget(ctx, plan)
 	if err != nil {
 		return forget.Report{}, err
 	}
@@ -111,7 +119,7 @@ func (c *Cluster) Forget(ctx context.Context, req forget.Request) (forget.Report
 		rep.Already++
 	}
 	if !req.DryRun {
-		if err := c.applyEverywhere(ctx, peers, union); err != nil {
+		if rep.Batches, err = c.applyEverywhere(ctx, lf, peers, union); err != nil {
 			return forget.Report{}, err
 		}
 	}
@@ -123,26 +131,27 @@ func (c *Cluster) Forget(ctx context.Context, req forget.Request) (forget.Report
 			rep.Memories++
 		}
 	}
-	rep.Batches = (len(union.list) + forget.DefaultBatch - 1) / forget.DefaultBatch
 	rep.Took = c.clock.Since(start)
 	return rep, nil
 }
 
 // applyEverywhere has every member (this one and peers) forget the
 // tombstones of union, in rounds until no member finds another summary
-// to forget; union grows with them.
-func (c *Cluster) applyEverywhere(ctx context.Context, peers []Member, union *tombSet) error {
+// to forget; union grows with them. It returns the transactions this
+// member's excisions took.
+func (c *Cluster) applyEverywhere(ctx context.Context, lf *LocalForget, peers []Member, union *tombSet) (batches int, err error) {
 	todo := slices.Clone(union.list)
 	var mu sync.Mutex
 	for round := 0; len(todo) > 0; round++ {
 		if round == maxForgetRounds {
-			return fmt.Errorf("cluster: forget: summaries still found after %d rounds", round)
+			return batches, fmt.Errorf("cluster: forget: summaries still found after %d rounds", round)
 		}
 		found := newTombSet()
-		rep, err := c.local.Apply(ctx, todo)
+		rep, err := lf.Apply(ctx, todo)
 		if err != nil {
-			return err
+			return batches, err
 		}
+		batches += rep.Batches
 		found.add(rep.Tombstones...)
 		msg := &messages.ForgetApply{Tombstones: todo}
 		errs := c.eachPeer(ctx, peers, func(ctx context.Context, m Member) error {
@@ -156,7 +165,7 @@ func (c *Cluster) applyEverywhere(ctx context.Context, peers []Member, union *to
 			return nil
 		})
 		if err := errors.Join(errs...); err != nil {
-			return forgetPeerError("forgotten on this member, not confirmed by every other: send the forget again (forgetting twice is harmless)", err)
+			return batches, forgetPeerError("forgotten on this member, not confirmed by every other: send the forget again (forgetting twice is harmless)", err)
 		}
 		todo = todo[:0]
 		for _, t := range found.list {
@@ -166,7 +175,7 @@ func (c *Cluster) applyEverywhere(ctx context.Context, peers []Member, union *to
 			}
 		}
 	}
-	return nil
+	return batches, nil
 }
 
 // peers are the other live members.
@@ -296,12 +305,13 @@ func (c *Cluster) handleForgetPlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := planRequest(in)
-	if err == nil && c.local.Forget == nil {
-		err = fmt.Errorf("%w: this member cannot forget yet", ErrNoReplicas)
+	lf := c.localForget()
+	if err == nil && lf == nil {
+		err = errCannotForgetYet
 	}
 	var rep forget.Report
 	if err == nil {
-		rep, err = c.local.Forget(r.Context(), req)
+		rep, err = lf.Forget(r.Context(), req)
 	}
 	if err != nil {
 		peerForgetError(w, err)
@@ -320,11 +330,12 @@ func (c *Cluster) handleForgetApply(w http.ResponseWriter, r *http.Request) {
 		peerError(w, http.StatusBadRequest, "invalid", err.Error())
 		return
 	}
-	if c.local.Apply == nil {
-		peerForgetError(w, fmt.Errorf("%w: this member cannot forget yet", ErrNoReplicas))
+	lf := c.localForget()
+	if lf == nil {
+		peerForgetError(w, errCannotForgetYet)
 		return
 	}
-	rep, err := c.local.Apply(r.Context(), in.Tombstones)
+	rep, err := lf.Apply(r.Context(), in.Tombstones)
 	if err != nil {
 		peerForgetError(w, err)
 		return
@@ -369,7 +380,8 @@ func (c *Cluster) handleTombstones(w http.ResponseWriter, r *http.Request) {
 // a forget): call it when the member joins, before it serves. A member
 // that does not answer is logged and passed over.
 func (c *Cluster) SyncTombstones(ctx context.Context) error {
-	if c.local.Apply == nil {
+	lf := c.localForget()
+	if lf == nil {
 		return fmt.Errorf("cluster: UseForget first")
 	}
 	var synced int
@@ -386,7 +398,7 @@ func (c *Cluster) SyncTombstones(ctx context.Context) error {
 				return err
 			}
 			if len(lack) > 0 {
-				if _, err := c.local.Apply(ctx, lack); err != nil {
+				if _, err := lf.Apply(ctx, lack); err != nil {
 					return fmt.Errorf("cluster: forgetting what member %s forgot: %w", m.ID, err)
 				}
 				synced += len(lack)

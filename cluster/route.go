@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,11 +74,12 @@ func (c *Cluster) Route(next http.Handler) http.Handler {
 }
 
 // retryable returns the body of a write that is safe to send again: a
-// POST /memories or a chat step with a request id (Idempotency-Key or
-// request_id), which the sona's owner carries out at most once.
+// POST /memories, a chat step or an MCP tool call with a request id
+// (Idempotency-Key or request_id), which the sona's owner carries out at
+// most once.
 func (c *Cluster) retryable(r *http.Request) ([]byte, bool) {
 	chat := strings.HasPrefix(r.URL.Path, "/sona/") && strings.HasSuffix(r.URL.Path, "/chat")
-	if r.Method != http.MethodPost || r.URL.Path != "/memories" && !chat {
+	if r.Method != http.MethodPost || r.URL.Path != "/memories" && r.URL.Path != "/mcp" && !chat {
 		return nil, false
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, c.maxBody+1)) // the API refuses what is over
@@ -91,8 +93,20 @@ func (c *Cluster) retryable(r *http.Request) ([]byte, bool) {
 	}
 	var probe struct {
 		RequestID string `json:"request_id"`
+		Method    string `json:"method"`
+		Params    struct {
+			Arguments struct {
+				RequestID string `json:"request_id"`
+			} `json:"arguments"`
+		} `json:"params"`
 	}
-	return body, json.Unmarshal(body, &probe) == nil && probe.RequestID != ""
+	if json.Unmarshal(body, &probe) != nil {
+		return body, false
+	}
+	if r.URL.Path == "/mcp" { // an MCP tool call with a request id (insert, chat)
+		return body, probe.Method == "tools/call" && probe.Params.Arguments.RequestID != ""
+	}
+	return body, probe.RequestID != ""
 }
 
 // forwardRetrying forwards a retryable write to the sona's owner, and
@@ -256,12 +270,21 @@ func (c *Cluster) fromPeers(w http.ResponseWriter, r *http.Request, b cid.Cid, n
 			resp.Body.Close()
 			continue
 		}
-		if resp.StatusCode == http.StatusOK && r.Method == http.MethodGet && strings.HasPrefix(resp.Header.Get("Content-Type"), rawMediaType) {
-			// A block: relayed only once it hashes to its CID.
+		ct := resp.Header.Get("Content-Type")
+		var verify func(cid.Cid, []byte) error
+		switch {
+		case strings.HasPrefix(ct, rawMediaType):
+			verify = verifyBlock
+		case strings.HasPrefix(ct, carMediaType):
+			verify = verifyCAR
+		}
+		if resp.StatusCode == http.StatusOK && r.Method == http.MethodGet && verify != nil {
+			// A block, or a CAR of blocks: relayed only once every block
+			// hashes to its CID.
 			body, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerBody))
 			resp.Body.Close()
 			if err == nil {
-				err = verifyBlock(b, body)
+				err = verify(b, body)
 			}
 			if err != nil {
 				c.log.Warn("a member answered a block that does not verify", "member", id, "cid", b, "err", err)
@@ -280,8 +303,42 @@ func (c *Cluster) fromPeers(w http.ResponseWriter, r *http.Request, b cid.Cid, n
 	next.ServeHTTP(w, r) // no member has it: the API's own answer (404)
 }
 
-// rawMediaType is a block's media type (api.RawMediaType).
-const rawMediaType = "application/vnd.ipld.raw"
+// rawMediaType is a block's media type (api.RawMediaType), carMediaType
+// a CAR's (api.CARMediaType).
+const (
+	rawMediaType = "application/vnd.ipld.raw"
+	carMediaType = "application/vnd.ipld.car"
+)
+
+// verifyCAR checks that body is a CAR v1 whose every block hashes to its
+// CID and that holds block c.
+func verifyCAR(c cid.Cid, body []byte) error {
+	n, k := binary.Uvarint(body)
+	if k <= 0 || n == 0 || n > uint64(len(body)-k) {
+		return fmt.Errorf("%w: not a CAR: its header's length is malformed", memory.ErrCorrupt)
+	}
+	rest, found := body[k+int(n):], false
+	for len(rest) > 0 {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || n == 0 || n > uint64(len(rest)-k) {
+			return fmt.Errorf("%w: a CAR section's length is malformed or past the end", memory.ErrCorrupt)
+		}
+		sec := rest[k : k+int(n)]
+		rest = rest[k+int(n):]
+		m, bc, err := cid.CidFromBytes(sec)
+		if err != nil {
+			return fmt.Errorf("%w: a CAR section's CID: %v", memory.ErrCorrupt, err)
+		}
+		if err := verifyBlock(bc, sec[m:]); err != nil {
+			return fmt.Errorf("block %s of the CAR: %w", bc, err)
+		}
+		found = found || bc.Equals(c)
+	}
+	if !found {
+		return fmt.Errorf("%w: the CAR lacks block %s", memory.ErrCorrupt, c)
+	}
+	return nil
+}
 
 // verifyBlock checks that body is the block c names.
 func verifyBlock(c cid.Cid, body []byte) error {

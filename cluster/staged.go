@@ -109,6 +109,9 @@ func dropStaged(ctx context.Context, st *store.Store, sona string, from int64) e
 // content travels with it (the replica may lack the block).
 func staged(self *memory.Self, a *model.Append, claim int64) (*messages.StagedAppend, error) {
 	p := a.Item
+	if p.Forgotten != nil {
+		return &messages.StagedAppend{Seq: a.Seq, Act: a.Act.Bytes(), ActBlock: a.ActBlock, Now: a.Now, Claim: claim, Forgotten: p.Forgotten}, nil
+	}
 	msg := &messages.AppendMemory{Sona: a.Sona, Block: p.Block, Embedding: p.Vector, Meta: p.Meta,
 		Imported: p.Imported, File: p.File}
 	if p.Request != nil {

@@ -119,6 +119,10 @@ type AppendMemory struct {
 	// gets the first attempt's append instead of a new one.
 	RequestId     string `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	RequestResult []byte `protobuf:"bytes,11,opt,name=request_result,json=requestResult,proto3" json:"request_result,omitempty"`
+	// Set when the memory was forgotten (an import of a chain that holds
+	// forgotten memories): block, embedding and meta are empty, and the
+	// append writes the ACT and this tombstone (chain.Writer.OpForgotten).
+	Forgotten     *Tombstone `protobuf:"bytes,12,opt,name=forgotten,proto3" json:"forgotten,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -226,6 +230,13 @@ func (x *AppendMemory) GetRequestId() string {
 func (x *AppendMemory) GetRequestResult() []byte {
 	if x != nil {
 		return x.RequestResult
+	}
+	return nil
+}
+
+func (x *AppendMemory) GetForgotten() *Tombstone {
+	if x != nil {
+		return x.Forgotten
 	}
 	return nil
 }
@@ -773,11 +784,11 @@ var File_memoria_v1_actors_proto protoreflect.FileDescriptor
 const file_memoria_v1_actors_proto_rawDesc = "" +
 	"\n" +
 	"\x17memoria/v1/actors.proto\x12\n" +
-	"memoria.v1\x1a\x14memoria/v1/api.proto\x1a\x17memoria/v1/memory.proto\"d\n" +
+	"memoria.v1\x1a\x14memoria/v1/api.proto\x1a\x17memoria/v1/memory.proto\x1a\x17memoria/v1/forget.proto\"d\n" +
 	"\aAdvance\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x121\n" +
 	"\arequest\x18\x02 \x01(\v2\x17.memoria.v1.ChatRequestR\arequest\x12\x12\n" +
-	"\x04call\x18\x03 \x01(\x04R\x04call\"\xf9\x02\n" +
+	"\x04call\x18\x03 \x01(\x04R\x04call\"\xae\x03\n" +
 	"\fAppendMemory\x12\x12\n" +
 	"\x04sona\x18\x01 \x01(\tR\x04sona\x12\x14\n" +
 	"\x05block\x18\x02 \x01(\fR\x05block\x12\x1c\n" +
@@ -792,7 +803,8 @@ const file_memoria_v1_actors_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\n" +
 	" \x01(\tR\trequestId\x12%\n" +
-	"\x0erequest_result\x18\v \x01(\fR\rrequestResultB\r\n" +
+	"\x0erequest_result\x18\v \x01(\fR\rrequestResult\x123\n" +
+	"\tforgotten\x18\f \x01(\v2\x15.memoria.v1.TombstoneR\tforgottenB\r\n" +
 	"\v_expect_seq\".\n" +
 	"\bNeighbor\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\fR\x03cid\x12\x10\n" +
@@ -851,16 +863,18 @@ var file_memoria_v1_actors_proto_goTypes = []any{
 	(*ActiveCount)(nil),  // 12: memoria.v1.ActiveCount
 	(*ChatRequest)(nil),  // 13: memoria.v1.ChatRequest
 	(*MemoryMeta)(nil),   // 14: memoria.v1.MemoryMeta
+	(*Tombstone)(nil),    // 15: memoria.v1.Tombstone
 }
 var file_memoria_v1_actors_proto_depIdxs = []int32{
 	13, // 0: memoria.v1.Advance.request:type_name -> memoria.v1.ChatRequest
 	14, // 1: memoria.v1.AppendMemory.meta:type_name -> memoria.v1.MemoryMeta
 	2,  // 2: memoria.v1.AppendMemory.neighbors:type_name -> memoria.v1.Neighbor
-	3,  // [3:3] is the sub-list for method output_type
-	3,  // [3:3] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	15, // 3: memoria.v1.AppendMemory.forgotten:type_name -> memoria.v1.Tombstone
+	4,  // [4:4] is the sub-list for method output_type
+	4,  // [4:4] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_memoria_v1_actors_proto_init() }
@@ -870,6 +884,7 @@ func file_memoria_v1_actors_proto_init() {
 	}
 	file_memoria_v1_api_proto_init()
 	file_memoria_v1_memory_proto_init()
+	file_memoria_v1_forget_proto_init()
 	file_memoria_v1_actors_proto_msgTypes[1].OneofWrappers = []any{}
 	file_memoria_v1_actors_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfs/go-cid"
+
 	"github.com/memoria-ai/memoria/cluster/clusterproc"
+	"github.com/memoria-ai/memoria/memory/model"
 )
 
 // local calls url on the member itself: the forwarded header makes it
@@ -80,8 +83,24 @@ func TestForgetEverywhere(t *testing.T) {
 	if err := c.WaitMembers(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	// A forget through the member that holds nothing of the sona.
-	status, b, err := call("POST", third.URL+"/forget", map[string]any{"cids": markers, "reason": "e2e"})
+	// A dry run through the member that holds nothing of the sona plans on
+	// the owner and forgets nothing; a CID no member holds is refused.
+	status, b, err := call("POST", third.URL+"/forget", map[string]any{"cids": markers, "dry_run": true})
+	if err != nil || status != http.StatusOK || !bytes.Contains(b, []byte(`"memories":2`)) || !bytes.Contains(b, []byte(`"batches":0`)) {
+		t.Fatalf("a dry run through %s: %d %s %v", third.Name, status, b, err)
+	}
+	if st, body, err := local("GET", owner.URL+"/memory/"+markers[0], ""); err != nil || st != http.StatusOK {
+		t.Fatalf("after a dry run the owner answers %d %s %v", st, body, err)
+	}
+	h0, _ := cid.Decode(h.CID) // an ACT: kept, not forgettable, stored on the owner
+	nowhere, _ := model.SumCID(model.CodecDagCBOR, []byte("stored nowhere"))
+	for _, c := range []cid.Cid{h0, nowhere} {
+		if st, body, err := call("POST", third.URL+"/forget", map[string]any{"cids": []string{c.String()}}); err != nil || st != http.StatusNotFound {
+			t.Fatalf("forgetting %s: %d %s %v, want 404", c, st, body, err)
+		}
+	}
+	// The forget, through the member that holds nothing of the sona.
+	status, b, err = call("POST", third.URL+"/forget", map[string]any{"cids": markers, "reason": "e2e"})
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("POST /forget through %s: %d %s %v", third.Name, status, b, err)
 	}

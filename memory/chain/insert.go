@@ -96,6 +96,17 @@ func (w *Writer) CheckLinks(m *model.Memory, inflight func(cid.Cid) bool) error 
 	})
 }
 
+// Forgotten reports whether block c was forgotten here (it has a
+// tombstone).
+func (w *Writer) Forgotten(c cid.Cid) bool {
+	ok := false
+	_ = w.st.View(func(r store.Reader) error {
+		ok, _ = r.Has(store.TombstoneKey(c))
+		return nil
+	})
+	return ok
+}
+
 // FileNotStored is the error of a file memory whose content is not stored.
 func FileNotStored(c cid.Cid) error {
 	return fmt.Errorf("%w: file content %s is not stored (upload it to /files first)", base.ErrInvalid, c)

@@ -87,19 +87,12 @@ func NewWriter(st *store.Store, sonas *Sonas, mems *meta.Store, index *vector.In
 // chain never forks) and when the memory already is in the sona, and with
 // ErrInvalid when an edge or file points at nothing stored.
 func (w *Writer) Op(a *model.Append) store.Op {
+	if a.Item.Forgotten != nil {
+		return w.OpForgotten(a, a.Item.Forgotten)
+	}
 	return func(tx store.Tx) error {
-		raw, err := tx.Get(SonaKey(a.Sona))
-		if errors.Is(err, base.ErrNotFound) {
-			return fmt.Errorf("%w: sona %s", base.ErrNotFound, a.Sona)
-		}
+		rec, err := readPlanned(tx, a)
 		if err != nil {
-			return err
-		}
-		rec := &messages.Sona{}
-		if err := proto.Unmarshal(raw, rec); err != nil {
-			return fmt.Errorf("%w: sona record: %v", base.ErrCorrupt, err)
-		}
-		if err := checkPlan(rec, a); err != nil {
 			return err
 		}
 		if err := w.checkLinksIn(tx, a); err != nil {
@@ -110,7 +103,7 @@ func (w *Writer) Op(a *model.Append) store.Op {
 		}
 		item := a.Item
 		wr := &Written{Append: a}
-		raw, err = tx.Get(meta.Key(item.CID))
+		raw, err := tx.Get(meta.Key(item.CID))
 		switch {
 		case errors.Is(err, base.ErrNotFound):
 			wr.New = true
@@ -166,6 +159,23 @@ func (w *Writer) Op(a *model.Append) store.Op {
 	}
 }
 
+// readPlanned reads the record of a's sona and checks that a extends its
+// chain (checkPlan).
+func readPlanned(tx store.Tx, a *model.Append) (*messages.Sona, error) {
+	raw, err := tx.Get(SonaKey(a.Sona))
+	if errors.Is(err, base.ErrNotFound) {
+		return nil, fmt.Errorf("%w: sona %s", base.ErrNotFound, a.Sona)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec := &messages.Sona{}
+	if err := proto.Unmarshal(raw, rec); err != nil {
+		return nil, fmt.Errorf("%w: sona record: %v", base.ErrCorrupt, err)
+	}
+	return rec, checkPlan(rec, a)
+}
+
 // checkPlan checks that a extends the chain whose record is rec, at the
 // seq it expected.
 func checkPlan(rec *messages.Sona, a *model.Append) error {
@@ -196,6 +206,10 @@ func (w *Writer) checkLinksIn(tx store.Tx, a *model.Append) error {
 			break // checked by the chain's owner; the target may be another member's
 		}
 		ok, err := tx.Has(meta.Key(e.Target))
+		if err == nil && !ok && item.Imported {
+			// An export keeps the edges to its forgotten memories.
+			ok, err = tx.Has(store.TombstoneKey(e.Target))
+		}
 		if err != nil {
 			return err
 		}
@@ -267,8 +281,9 @@ func advance(rec *messages.Sona, a *model.Append) (*cid.Cid, error) {
 
 // OpForgotten returns the store operation that appends a whose memory was
 // forgotten (its content is gone; a.Item carries only its CID): the ACT
-// block, the chain entry and the head, and the memory's tombstone t when
-// this store lacks one — no block, metadata or embedding. A copy of a
+// block, the chain entry and the head, and — when this store lacks it —
+// the memory's tombstone t and an insertion-log position; no block,
+// metadata or embedding. A copy of a
 // chain (a cluster replica catching up, an import) holds a forgotten
 // memory's place in the chain exactly as a store that forgot it after the
 // append does. The ACT block must hash to a.Act and name a's sona, seq,
@@ -279,18 +294,8 @@ func (w *Writer) OpForgotten(a *model.Append, t *messages.Tombstone) store.Op {
 		if err := CheckForgottenAct(a); err != nil {
 			return err
 		}
-		raw, err := tx.Get(SonaKey(a.Sona))
-		if errors.Is(err, base.ErrNotFound) {
-			return fmt.Errorf("%w: sona %s", base.ErrNotFound, a.Sona)
-		}
+		rec, err := readPlanned(tx, a)
 		if err != nil {
-			return err
-		}
-		rec := &messages.Sona{}
-		if err := proto.Unmarshal(raw, rec); err != nil {
-			return fmt.Errorf("%w: sona record: %v", base.ErrCorrupt, err)
-		}
-		if err := checkPlan(rec, a); err != nil {
 			return err
 		}
 		mem := a.Item.CID
@@ -299,17 +304,27 @@ func (w *Writer) OpForgotten(a *model.Append, t *messages.Tombstone) store.Op {
 		} else if ok {
 			return fmt.Errorf("%w: %s is stored here: forget it before appending it as forgotten", base.ErrChainConflict, mem)
 		}
-		if ok, err := tx.Has(store.TombstoneKey(mem)); err != nil {
+		known, err := tx.Has(store.TombstoneKey(mem))
+		if err != nil {
 			return err
-		} else if !ok {
+		}
+		var logSeq uint64
+		if known {
+			logSeq, err = currentLogSeq(tx)
+		} else {
+			// New here: it takes its insertion-log position, as the
+			// memory did where it was stored (a forget keeps the log's
+			// entry), so an import's log matches its export's.
 			if t == nil || t.Cid != mem.String() {
 				return fmt.Errorf("%w: %s is not forgotten here and comes without its tombstone", base.ErrInvalid, mem)
 			}
-			if err := store.SetProto(tx, store.TombstoneKey(mem), t); err != nil {
+			if err = store.SetProto(tx, store.TombstoneKey(mem), t); err != nil {
 				return err
 			}
+			if logSeq, err = nextLogSeq(tx); err == nil {
+				tx.Set(LogKey(logSeq), mem.Bytes())
+			}
 		}
-		logSeq, err := currentLogSeq(tx)
 		if err != nil {
 			return err
 		}

@@ -49,6 +49,11 @@ type Prepared struct {
 	// memory: the append records it, so that a retry of the request finds
 	// the append instead of appending again (an idempotency key).
 	Request *Request
+	// Forgotten, when set, is a memory that was forgotten, appended by
+	// its CID alone (Memory, Block, Vector and Meta are unset): the
+	// append writes its ACT and this tombstone, no content (an import of a
+	// chain that holds forgotten memories).
+	Forgotten *messages.Tombstone
 }
 
 // Request is a client's request as an append records it: its id (the

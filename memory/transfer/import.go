@@ -57,6 +57,9 @@ type ImportPlan struct {
 	pending   []*messages.PendingConcept
 	conflicts []*messages.Conflict
 	embedded  int
+	// forgotten are the tombstones of the memories the export lists as
+	// forgotten and of the chains' memories this store forgot.
+	forgotten map[cid.Cid]*messages.Tombstone
 }
 
 type importSona struct {
@@ -175,12 +178,19 @@ func (t *Transfer) PlanImport(ctx context.Context, doc *messages.Export) (*Impor
 	}
 	have := func(c cid.Cid) bool { return mems[c] != nil || stored[c] }
 	p.blocks = filterBlocks(p.blocks, storedBlocks)
+	if p.forgotten, err = t.forgottenIn(doc, mems, stored); err != nil {
+		return nil, err
+	}
+	// A forgotten memory keeps its place in a chain and its CID in the
+	// edges that name it: it is linked to, as the store that forgot it
+	// links to it.
+	linked := func(c cid.Cid) bool { return have(c) || p.forgotten[c] != nil }
 
 	inChain := map[cid.Cid]bool{}
 	seen := map[string]bool{}
 	backbones := 0
 	for i, es := range doc.Sonas {
-		is, err := t.importSona(es, have, sonas)
+		is, err := t.importSona(es, linked, sonas)
 		if err != nil {
 			return nil, fmt.Errorf("sonas[%d]: %w", i, err)
 		}
@@ -202,7 +212,7 @@ func (t *Transfer) PlanImport(ctx context.Context, doc *messages.Export) (*Impor
 		if !inChain[im.c] {
 			return nil, base.Invalidf("memories[%d]: %s is in no exported chain", i, im.c)
 		}
-		if err := im.checkLinks(have, func(c cid.Cid) bool { return blocks[c] || storedBlocks[c] }); err != nil {
+		if err := im.checkLinks(linked, func(c cid.Cid) bool { return blocks[c] || storedBlocks[c] }); err != nil {
 			return nil, fmt.Errorf("memories[%d] (%s): %w", i, im.c, err)
 		}
 	}
@@ -447,7 +457,7 @@ func (t *Transfer) importSona(es *messages.ExportSona, have func(cid.Cid) bool, 
 			return nil, base.Invalidf("chain[%d]: malformed memory CID %q", i, a.Memory)
 		}
 		if !have(m) {
-			return nil, base.Invalidf("chain[%d]: memory %s is neither in the export nor in this store (a forgotten memory, listed in the export's tombstones, cannot be imported: chains are appended memory by memory)", i, m)
+			return nil, base.Invalidf("chain[%d]: memory %s is neither in the export, nor in this store, nor forgotten (in the export's tombstones or this store's)", i, m)
 		}
 		if inSona[m] {
 			return nil, base.Invalidf("chain[%d]: memory %s is in the chain twice", i, m)
@@ -508,6 +518,45 @@ func (t *Transfer) importSona(es *messages.ExportSona, have func(cid.Cid) bool, 
 	}
 	is.start = rec.Length
 	return is, nil
+}
+
+// forgottenIn reads the export's tombstones and finds this store's of
+// the memories the chains name and neither holds: the memories an import
+// appends as forgotten (their ACTs, their tombstones, no content). A
+// memory the export lists as forgotten but holds, or that this store
+// holds, is not.
+func (t *Transfer) forgottenIn(doc *messages.Export, mems map[cid.Cid]*importMemory, stored map[cid.Cid]bool) (map[cid.Cid]*messages.Tombstone, error) {
+	out := map[cid.Cid]*messages.Tombstone{}
+	for i, tb := range doc.Tombstones {
+		c, err := cid.Decode(tb.GetCid())
+		if err != nil {
+			return nil, base.Invalidf("tombstones[%d]: malformed CID %q", i, tb.GetCid())
+		}
+		if mems[c] != nil {
+			return nil, base.Invalidf("tombstones[%d]: %s is forgotten, yet the export holds it", i, c)
+		}
+		if !stored[c] {
+			out[c] = proto.Clone(tb).(*messages.Tombstone)
+		}
+	}
+	err := t.store.View(func(r store.Reader) error {
+		for _, es := range doc.Sonas {
+			for _, a := range es.Chain {
+				c, err := cid.Decode(a.Memory)
+				if err != nil || out[c] != nil || mems[c] != nil || stored[c] {
+					continue
+				}
+				tb := &messages.Tombstone{}
+				if ok, err := store.GetProto(r, store.TombstoneKey(c), tb); err != nil {
+					return err
+				} else if ok {
+					out[c] = tb
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // storedSonas are the sonas the store holds when an import is planned.
@@ -653,6 +702,9 @@ func (t *Transfer) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored 
 	for c := range stored {
 		created[c] = true
 	}
+	for c := range p.forgotten {
+		created[c] = true // linked to as it is: forgotten
+	}
 	built := map[cid.Cid]*model.Prepared{}
 	prepared := func(c cid.Cid) (*model.Prepared, error) {
 		if pr := built[c]; pr != nil {
@@ -660,7 +712,9 @@ func (t *Transfer) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored 
 		}
 		var pr *model.Prepared
 		var err error
-		if im := mems[c]; im != nil {
+		if tomb := p.forgotten[c]; tomb != nil && mems[c] == nil && !stored[c] {
+			pr = &model.Prepared{CID: c, Forgotten: tomb} // its place in the chain, its tombstone
+		} else if im := mems[c]; im != nil {
 			meta := proto.Clone(im.meta).(*messages.MemoryMeta)
 			meta.Sonas, meta.Seq = nil, 0
 			pr, err = t.env.Prepare(im.m, c, im.block, im.vec, meta)
@@ -706,6 +760,9 @@ func (t *Transfer) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored 
 		return nil
 	}
 	ready := func(c cid.Cid) bool {
+		if mems[c] == nil {
+			return true // forgotten: it links to nothing
+		}
 		for _, e := range mems[c].m.Edges {
 			if !created[e.Target] {
 				return false
@@ -737,7 +794,7 @@ func (t *Transfer) replay(p *ImportPlan, mems map[cid.Cid]*importMemory, stored 
 				continue
 			}
 			key := q.is.exp.Chain[q.next].LogSeq
-			if key == 0 && !join { // an export without positions: the memory's
+			if key == 0 && !join && mems[c] != nil { // an export without positions: the memory's
 				key = mems[c].order
 			}
 			r := rank(q, c)
