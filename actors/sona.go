@@ -435,7 +435,7 @@ func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*model.Prepar
 	if t := msg.Forgotten; t != nil {
 		c, err := cid.Decode(t.Cid)
 		if err != nil {
-			return nil, fmt.Errorf("%w: forgotten memory %q: %v", memory.ErrInvalid, t.Cid, err)
+			return nil, fmt.Errorf("%w: forgotten memory %q: %v", base.ErrInvalid, t.Cid, err)
 		}
 		return &model.Prepared{CID: c, Forgotten: t, ExpectSeq: msg.ExpectSeq, Imported: msg.Imported}, nil
 	}

@@ -315,19 +315,19 @@ const (
 func verifyCAR(c cid.Cid, body []byte) error {
 	n, k := binary.Uvarint(body)
 	if k <= 0 || n == 0 || n > uint64(len(body)-k) {
-		return fmt.Errorf("%w: not a CAR: its header's length is malformed", memory.ErrCorrupt)
+		return fmt.Errorf("%w: not a CAR: its header's length is malformed", base.ErrCorrupt)
 	}
 	rest, found := body[k+int(n):], false
 	for len(rest) > 0 {
 		n, k := binary.Uvarint(rest)
 		if k <= 0 || n == 0 || n > uint64(len(rest)-k) {
-			return fmt.Errorf("%w: a CAR section's length is malformed or past the end", memory.ErrCorrupt)
+			return fmt.Errorf("%w: a CAR section's length is malformed or past the end", base.ErrCorrupt)
 		}
 		sec := rest[k : k+int(n)]
 		rest = rest[k+int(n):]
 		m, bc, err := cid.CidFromBytes(sec)
 		if err != nil {
-			return fmt.Errorf("%w: a CAR section's CID: %v", memory.ErrCorrupt, err)
+			return fmt.Errorf("%w: a CAR section's CID: %v", base.ErrCorrupt, err)
 		}
 		if err := verifyBlock(bc, sec[m:]); err != nil {
 			return fmt.Errorf("block %s of the CAR: %w", bc, err)
@@ -335,7 +335,7 @@ func verifyCAR(c cid.Cid, body []byte) error {
 		found = found || bc.Equals(c)
 	}
 	if !found {
-		return fmt.Errorf("%w: the CAR lacks block %s", memory.ErrCorrupt, c)
+		return fmt.Errorf("%w: the CAR lacks block %s", base.ErrCorrupt, c)
 	}
 	return nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 )
 
@@ -34,18 +34,18 @@ func TestVerifyCAR(t *testing.T) {
 		t.Fatalf("a good CAR: %v", err)
 	}
 	other, _ := model.SumCID(model.CodecRaw, []byte("elsewhere"))
-	if err := verifyCAR(other, body); !errors.Is(err, memory.ErrCorrupt) {
+	if err := verifyCAR(other, body); !errors.Is(err, base.ErrCorrupt) {
 		t.Fatalf("a CAR without the block asked for: %v", err)
 	}
 	bad := append([]byte{}, body...)
 	bad[len(bad)-1] ^= 1 // the last block's last byte
-	if err := verifyCAR(cids[1], bad); !errors.Is(err, memory.ErrCorrupt) {
+	if err := verifyCAR(cids[1], bad); !errors.Is(err, base.ErrCorrupt) {
 		t.Fatalf("a CAR with a tampered block: %v", err)
 	}
-	if err := verifyCAR(cids[1], body[:len(body)-3]); !errors.Is(err, memory.ErrCorrupt) {
+	if err := verifyCAR(cids[1], body[:len(body)-3]); !errors.Is(err, base.ErrCorrupt) {
 		t.Fatalf("a CAR cut short: %v", err)
 	}
-	if err := verifyCAR(cids[0], []byte{0x05, 1}); !errors.Is(err, memory.ErrCorrupt) {
+	if err := verifyCAR(cids[0], []byte{0x05, 1}); !errors.Is(err, base.ErrCorrupt) {
 		t.Fatalf("not a CAR: %v", err)
 	}
 }

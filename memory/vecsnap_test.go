@@ -10,8 +10,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/forget"
@@ -259,5 +263,47 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The snapshot is written every index.snapshot_interval once the index
+// changed, without a close: a kill then loses no more than the interval's
+// graph work.
+func TestVectorSnapshotEveryInterval(t *testing.T) {
+	dir := t.TempDir()
+	fake := clock.NewFake(epoch)
+	cfg := testConfig(dir)
+	cfg.Index.SnapshotInterval = config.Duration(time.Minute)
+	s := openSelf(t, cfg, fake)
+	defer s.Close()
+	o := newOwner(t, s, "gardener")
+	for i := range 20 {
+		o.text(fmt.Sprintf("note %d on the orchard", i))
+	}
+	path := VectorSnapshotPath(dir)
+	for deadline := time.Now().Add(time.Minute); ; {
+		fake.Advance(time.Minute)
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no snapshot after many intervals")
+		}
+		time.Sleep(time.Millisecond) // polling interval
+	}
+	// What it holds is what a restore gives.
+	y := vector.New(vector.Options{Dims: s.Index().Dims(), M: cfg.Index.M, EfConstruction: cfg.Index.EfConstruction, Seed: cfg.Index.Seed})
+	defer y.Close()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	if _, err := y.Restore(f, fi.Size(), func([]byte) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if y.Len() != 20 {
+		t.Fatalf("the periodic snapshot holds %d vectors, want 20", y.Len())
 	}
 }

@@ -22,8 +22,8 @@ func reindexCmd(g *globals) *cobra.Command {
 		Long: "The full-text index is derived from the memories in the store: reindex deletes it and builds it\n" +
 			"again. When the configured embedder (embedder.provider, model, dims) is not the one the store was\n" +
 			"built with, every memory is first embedded again from the DAG — and the sona names, consensus\n" +
-			"versions and tier statements with it — and the store takes the new embedder's identity. Progress\n" +
-			"bars on a terminal. (The vector index is rebuilt at every start.) The server must not be running\n" +
+			"versions and tier statements with it — and the store takes the new embedder's identity (the vector\n" +
+			"index's snapshot is deleted). Progress bars on a terminal. The server must not be running\n" +
 			"on the data directory.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -123,3 +123,25 @@ func TestMean(t *testing.T) {
 		t.Fatalf("the earlier mean changed: %v", got)
 	}
 }
+
+// AddInPlace then Value gives exactly what the same Adds give, a vector of
+// another length starting it again; an empty mean has no value.
+func TestMeanAddInPlace(t *testing.T) {
+	if (Mean{}).Value() != nil {
+		t.Fatal("an empty mean has a value")
+	}
+	vecs := [][]float32{{0.1, 0.7, -0.3}, {0.30000001, 0.2, 0.9}, {1e-7, -0.5, 0.25}, {0.33, 0.1, 0.1}}
+	var added, inPlace Mean
+	var want []float32
+	for _, v := range vecs {
+		added, want = added.Add(v)
+		inPlace.AddInPlace(v)
+		if got := inPlace.Value(); !slices.Equal(got, want) {
+			t.Fatalf("in place %v, added %v", got, want)
+		}
+	}
+	inPlace.AddInPlace([]float32{5})
+	if got := inPlace.Value(); !slices.Equal(got, []float32{5}) {
+		t.Fatalf("a vector of another length: mean %v", got)
+	}
+}

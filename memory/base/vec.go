@@ -88,6 +88,32 @@ type Mean struct {
 	n   int64
 }
 
+// AddInPlace adds v to m, which must be shared with no reader: Add
+// without the copies, for a mean built up before anyone reads it (one
+// Add per vector would copy the sum and the mean each time). Then Value
+// is its value, as the last Add would have returned it.
+func (m *Mean) AddInPlace(v []float32) {
+	if len(m.sum) != len(v) {
+		m.sum, m.n = make([]float64, len(v)), 0
+	}
+	for i, f := range v {
+		m.sum[i] += float64(f)
+	}
+	m.n++
+}
+
+// Value is the mean's value (nil for an empty mean).
+func (m Mean) Value() []float32 {
+	if m.n == 0 {
+		return nil
+	}
+	mean := make([]float32, len(m.sum))
+	for i, x := range m.sum {
+		mean[i] = float32(x / float64(m.n))
+	}
+	return mean
+}
+
 // Add returns the mean with v added, and its value. The result shares
 // nothing with m: readers may still hold m's. A v of another length than
 // the vectors before starts the mean again.

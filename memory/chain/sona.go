@@ -194,11 +194,12 @@ func (s *Sonas) LoadMembers(r store.Reader, ix *vector.Index) error {
 		name := st.centroid
 		st.centroid, st.mean = nil, base.Mean{}
 		if len(name) == s.dims {
-			st.mean, st.centroid = st.mean.Add(name)
+			st.mean.AddInPlace(name)
 		}
 		for _, id := range st.members {
-			st.mean, st.centroid = st.mean.Add(ix.Vector(id))
+			st.mean.AddInPlace(ix.Vector(id))
 		}
+		st.centroid = st.mean.Value()
 	}
 	return nil
 }
