@@ -61,10 +61,11 @@ const denseFloorStd = 4
 
 // CalibrateDense is the calibration of a query's dense candidates'
 // cosines: a floor denseFloorStd standard deviations below their mean, and
-// their best.
+// their best. Without candidates both are +Inf: no cosine calibrates above
+// 0 (what only another path found gets no dense credit).
 func CalibrateDense(cosines []float64) (floor, best float64) {
 	if len(cosines) == 0 {
-		return 0, 0
+		return math.Inf(1), math.Inf(1)
 	}
 	mean, best := 0.0, math.Inf(-1)
 	for _, c := range cosines {
