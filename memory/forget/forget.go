@@ -192,7 +192,7 @@ func (l *Limit) May(sonas []string, backbone bool) bool {
 // Report is what a forget did (or, dry, would do).
 type Report struct {
 	// Missing are the named CIDs stored nowhere here (Request.Tolerant).
-	Missing []cid.Cid
+	Missing  []cid.Cid
 	DryRun   bool
 	Memories int
 	Files    int
@@ -350,7 +350,6 @@ func (f *Forgetter) Apply(ctx context.Context, tombs []*messages.Tombstone) (Rep
 	rep.Took = f.clock.Since(start)
 	return rep, err
 }
-
 
 // Purge runs the env's purge (see Env.Purge).
 func (f *Forgetter) Purge(ctx context.Context) (store.GCReport, error) { return f.env.Purge(ctx) }
