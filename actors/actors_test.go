@@ -18,6 +18,7 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -459,7 +460,7 @@ func TestFailedModelCallKeepsTheInput(t *testing.T) {
 func TestUnknownSona(t *testing.T) {
 	e := start(t, testConfig(t.TempDir()), nil, actors.TestingKnobs{})
 	_, err := e.sys.Advance(context.Background(), "00000000-0000-0000-0000-000000000000", &messages.ChatRequest{Content: "hi"})
-	if !errors.Is(err, memory.ErrNotFound) {
+	if !errors.Is(err, base.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
 }

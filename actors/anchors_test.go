@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/anchor"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 )
 
@@ -164,7 +165,7 @@ func TestAppendAtAnExpectedSeq(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.ExpectSeq = proto.Int64(0)
-	if _, err := e.sys.Append(ctx, rec.Uuid, p); !errors.Is(err, memory.ErrChainConflict) {
+	if _, err := e.sys.Append(ctx, rec.Uuid, p); !errors.Is(err, base.ErrChainConflict) {
 		t.Fatalf("append expected at seq 0 of a chain of 1: %v", err)
 	}
 	p.ExpectSeq = proto.Int64(1)

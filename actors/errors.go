@@ -8,7 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/memoria-ai/memoria/llm"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -42,17 +42,17 @@ var ErrUnavailable = errors.New("actors: unavailable")
 func failure(err error) *messages.Failure {
 	code := CodeInternal
 	switch {
-	case errors.Is(err, memory.ErrForgotten):
+	case errors.Is(err, base.ErrForgotten):
 		code = CodeForgotten
-	case errors.Is(err, memory.ErrNotFound):
+	case errors.Is(err, base.ErrNotFound):
 		code = CodeNotFound
-	case errors.Is(err, memory.ErrInvalid):
+	case errors.Is(err, base.ErrInvalid):
 		code = CodeInvalid
-	case errors.Is(err, memory.ErrChainConflict):
+	case errors.Is(err, base.ErrChainConflict):
 		code = CodeConflict
-	case errors.Is(err, memory.ErrTooLarge):
+	case errors.Is(err, base.ErrTooLarge):
 		code = CodeTooLarge
-	case errors.Is(err, memory.ErrDiskFull):
+	case errors.Is(err, base.ErrDiskFull):
 		code = CodeDiskFull
 	case errors.Is(err, llm.ErrCircuitOpen):
 		code = CodeLLMUnavailable
@@ -60,7 +60,7 @@ func failure(err error) *messages.Failure {
 		code = CodeTimeout
 	case errors.Is(err, ErrLLM):
 		code = CodeLLM
-	case errors.Is(err, memory.ErrClosed), errors.Is(err, ErrUnavailable), errors.Is(err, actor.ErrDeadLetter):
+	case errors.Is(err, base.ErrClosed), errors.Is(err, ErrUnavailable), errors.Is(err, actor.ErrDeadLetter):
 		code = CodeUnavailable
 	}
 	return &messages.Failure{Code: code, Message: err.Error()}
@@ -79,17 +79,17 @@ func (e *Error) Error() string { return e.Message }
 func (e *Error) Is(target error) bool {
 	switch e.Code {
 	case CodeNotFound:
-		return target == memory.ErrNotFound
+		return target == base.ErrNotFound
 	case CodeForgotten:
-		return target == memory.ErrForgotten || target == memory.ErrNotFound
+		return target == base.ErrForgotten || target == base.ErrNotFound
 	case CodeInvalid:
-		return target == memory.ErrInvalid
+		return target == base.ErrInvalid
 	case CodeConflict:
-		return target == memory.ErrChainConflict
+		return target == base.ErrChainConflict
 	case CodeTooLarge:
-		return target == memory.ErrTooLarge
+		return target == base.ErrTooLarge
 	case CodeDiskFull:
-		return target == memory.ErrDiskFull
+		return target == base.ErrDiskFull
 	case CodeTimeout:
 		return target == context.DeadlineExceeded
 	case CodeLLM:

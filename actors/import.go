@@ -6,7 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -82,7 +82,7 @@ func (s *System) appendSteps(ctx context.Context, steps []transfer.ImportStep) e
 		case err != nil:
 			errs = append(errs, fmt.Errorf("import: sona %s, seq %d: %w", st.Sona, *st.Item.ExpectSeq, err))
 		case r.Seq == nil || *r.Seq != *st.Item.ExpectSeq:
-			errs = append(errs, fmt.Errorf("%w: import: memory %s is already in sona %s, not at seq %d", memory.ErrChainConflict, st.Item.CID, st.Sona, *st.Item.ExpectSeq))
+			errs = append(errs, fmt.Errorf("%w: import: memory %s is already in sona %s, not at seq %d", base.ErrChainConflict, st.Item.CID, st.Sona, *st.Item.ExpectSeq))
 		}
 	}
 	if len(errs) > 0 {

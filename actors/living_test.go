@@ -16,6 +16,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
@@ -163,10 +164,10 @@ func TestBackboneSonaIsWrittenOnlyByConsensus(t *testing.T) {
 	}
 	id := e.self.Backbone.Sona()
 	_, err = e.sys.Advance(ctx, id, &messages.ChatRequest{Content: "hi"})
-	if !errors.Is(err, memory.ErrInvalid) {
+	if !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("chat on the backbone sona: %v", err)
 	}
-	if _, err := e.sys.WriteBackbone(ctx, &messages.WriteBackbone{AgentId: "a", Content: "  "}); !errors.Is(err, memory.ErrInvalid) {
+	if _, err := e.sys.WriteBackbone(ctx, &messages.WriteBackbone{AgentId: "a", Content: "  "}); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("empty content: %v", err)
 	}
 }

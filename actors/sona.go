@@ -12,6 +12,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
@@ -209,7 +210,7 @@ func (a *sonaActor) replay(id string) appended {
 		return appended{nil, err}
 	}
 	if len(page.Items) == 0 || page.Items[0].Seq != seq {
-		return appended{nil, fmt.Errorf("%w: request %q of sona %s names seq %d, which the chain lacks", memory.ErrCorrupt, id, a.id, seq)}
+		return appended{nil, fmt.Errorf("%w: request %q of sona %s names seq %d, which the chain lacks", base.ErrCorrupt, id, a.id, seq)}
 	}
 	e := page.Items[0]
 	return appended{&messages.Appended{Cid: e.Memory.String(), Seq: proto.Int64(seq), Act: e.Act.String(), Replayed: true, Result: result}, nil}
@@ -218,7 +219,7 @@ func (a *sonaActor) replay(id string) appended {
 func mustCID(s string) *cid.Cid {
 	c, err := cid.Decode(s)
 	if err != nil {
-		panic(fmt.Errorf("%w: stored CID %q: %v", memory.ErrCorrupt, s, err))
+		panic(fmt.Errorf("%w: stored CID %q: %v", base.ErrCorrupt, s, err))
 	}
 	return &c
 }
@@ -267,7 +268,7 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		}
 	}
 	if item.ExpectSeq != nil && *item.ExpectSeq != a.length {
-		done(appended{nil, fmt.Errorf("%w: sona %s is at seq %d, the append expected %d", memory.ErrChainConflict, a.id, a.length, *item.ExpectSeq)})
+		done(appended{nil, fmt.Errorf("%w: sona %s is at seq %d, the append expected %d", base.ErrChainConflict, a.id, a.length, *item.ExpectSeq)})
 		return
 	}
 	if p, ok := a.inflight[item.CID]; ok {
@@ -405,7 +406,7 @@ func (a *sonaActor) appendMemory(ctx actor.Context, msg *messages.AppendMemory) 
 func (a *sonaActor) stored(ref string) (*model.Prepared, error) {
 	c, err := cid.Decode(ref)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", memory.ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %v", base.ErrCorrupt, err)
 	}
 	self := a.sys.self
 	block, err := self.Block(c)
@@ -436,7 +437,7 @@ func prepareAppend(self *memory.Self, msg *messages.AppendMemory) (*model.Prepar
 	for _, n := range msg.Neighbors {
 		c, err := cid.Cast(n.Cid)
 		if err != nil {
-			return nil, fmt.Errorf("%w: neighbour cid: %v", memory.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: neighbour cid: %v", base.ErrInvalid, err)
 		}
 		item.Neighbors = append(item.Neighbors, model.Neighbor{CID: c, Sim: n.Sim})
 	}
@@ -469,7 +470,7 @@ func castCIDs(raw [][]byte) ([]cid.Cid, error) {
 	for i, b := range raw {
 		c, err := cid.Cast(b)
 		if err != nil {
-			return nil, fmt.Errorf("%w: cid: %v", memory.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: cid: %v", base.ErrInvalid, err)
 		}
 		out[i] = c
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/memoria-ai/memoria/internal/clock"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // strategy is one-for-one supervision with a restart budget and an
@@ -39,7 +39,7 @@ func newStrategy(maxRestarts int, window, backoff, maxBackoff time.Duration, clo
 // decide maps a failure to a directive: corruption stops the child (a
 // restart would read the same bad data), everything else restarts it.
 func decide(reason any) actor.Directive {
-	if err, ok := reason.(error); ok && errors.Is(err, memory.ErrCorrupt) {
+	if err, ok := reason.(error); ok && errors.Is(err, base.ErrCorrupt) {
 		return actor.StopDirective
 	}
 	return actor.RestartDirective

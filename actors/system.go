@@ -19,6 +19,7 @@ import (
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/advance"
 	"github.com/memoria-ai/memoria/memory/anchor"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/memory/recall"
@@ -447,7 +448,7 @@ func (s *System) Resolve(ctx context.Context, r *messages.Resolve) (*messages.Ba
 // anywhere but the consensus actor.
 func (s *System) checkNotBackbone(sona string) error {
 	if s.self.Backbone.Is(sona) {
-		return fmt.Errorf("%w: the backbone sona is written through /backbone and /backbone/contribute", memory.ErrInvalid)
+		return fmt.Errorf("%w: the backbone sona is written through /backbone and /backbone/contribute", base.ErrInvalid)
 	}
 	return nil
 }

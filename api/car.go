@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
@@ -113,7 +114,7 @@ func planCAR(ctx context.Context, self *memory.Self, sona string) (*carPlan, err
 	addRoot := func(s string) error {
 		c, err := cid.Decode(s)
 		if err != nil {
-			return fmt.Errorf("%w: root %q: %v", memory.ErrCorrupt, s, err)
+			return fmt.Errorf("%w: root %q: %v", base.ErrCorrupt, s, err)
 		}
 		if !seenRoot[c] {
 			seenRoot[c] = true
@@ -144,7 +145,7 @@ func planCAR(ctx context.Context, self *memory.Self, sona string) (*carPlan, err
 	seen := map[cid.Cid]struct{}{}
 	err = walkDAG(ctx, p.roots, seen, func(c cid.Cid) ([]cid.Cid, error) {
 		size, links, err := p.visit(self, c)
-		if errors.Is(err, memory.ErrForgotten) {
+		if errors.Is(err, base.ErrForgotten) {
 			return nil, nil // the manifest lists its tombstone
 		}
 		if err != nil {
@@ -245,7 +246,7 @@ func (p *carPlan) write(ctx context.Context, self *memory.Self, w io.Writer) err
 			}
 		}
 		if len(data) != p.sizes[i] {
-			return fmt.Errorf("%w: block %s changed size during the export", memory.ErrCorrupt, c)
+			return fmt.Errorf("%w: block %s changed size during the export", base.ErrCorrupt, c)
 		}
 		if err := cw.section(c, data); err != nil {
 			return err

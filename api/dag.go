@@ -14,7 +14,7 @@ import (
 	"github.com/ipld/go-ipld-prime/node/basicnode"
 	"github.com/multiformats/go-multihash"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
@@ -39,7 +39,7 @@ func loadBlock(store *store.Store, c cid.Cid) ([]byte, error) {
 	if isIdentity(c) {
 		dec, err := multihash.Decode(c.Hash())
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", memory.ErrInvalid, c, err)
+			return nil, fmt.Errorf("%w: %s: %v", base.ErrInvalid, c, err)
 		}
 		return dec.Digest, nil
 	}
@@ -70,7 +70,7 @@ func decodeBlock(c cid.Cid, data []byte) (datamodel.Node, error) {
 	case cid.DagCBOR:
 		nb := basicnode.Prototype.Any.NewBuilder()
 		if err := dagcbor.Decode(nb, bytes.NewReader(data)); err != nil {
-			return nil, fmt.Errorf("%w: block %s is not DAG-CBOR: %v", memory.ErrCorrupt, c, err)
+			return nil, fmt.Errorf("%w: block %s is not DAG-CBOR: %v", base.ErrCorrupt, c, err)
 		}
 		return nb.Build(), nil
 	}
@@ -107,7 +107,7 @@ func nodeLinks(n datamodel.Node) ([]cid.Cid, error) {
 			}
 			cl, ok := l.(cidlink.Link)
 			if !ok {
-				return nil, fmt.Errorf("%w: a link that is not a CID", memory.ErrCorrupt)
+				return nil, fmt.Errorf("%w: a link that is not a CID", base.ErrCorrupt)
 			}
 			out = append(out, cl.Cid)
 		case datamodel.Kind_Map:
@@ -223,7 +223,7 @@ func resolvePath(store *store.Store, root cid.Cid, segs []string) (*resolved, er
 		}
 		cl, ok := l.(cidlink.Link)
 		if !ok {
-			return nil, fmt.Errorf("%w: block %s holds a link that is not a CID", memory.ErrCorrupt, at)
+			return nil, fmt.Errorf("%w: block %s holds a link that is not a CID", base.ErrCorrupt, at)
 		}
 		at, node = cl.Cid, nil
 	}
@@ -236,9 +236,9 @@ func resolvePath(store *store.Store, root cid.Cid, segs []string) (*resolved, er
 		return nil, err
 	}
 	if !ok {
-		err := fmt.Errorf("%w: block %s", memory.ErrNotFound, at)
+		err := fmt.Errorf("%w: block %s", base.ErrNotFound, at)
 		if gone, ferr := store.Forgotten(at); ferr == nil && gone {
-			err = fmt.Errorf("%w: block %s", memory.ErrForgotten, at)
+			err = fmt.Errorf("%w: block %s", base.ErrForgotten, at)
 		}
 		return nil, pathError(err, root, segs)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/transfer"
 	"github.com/memoria-ai/memoria/messages"
@@ -49,7 +49,7 @@ func TestParseGatewayPath(t *testing.T) {
 		c, segs, err := parseGatewayPath(tc.path, 3)
 		var ae *apiError
 		switch {
-		case tc.code != "" && (!errors.As(err, &ae) || ae.code != tc.code || !errors.Is(ae, memory.ErrInvalid)):
+		case tc.code != "" && (!errors.As(err, &ae) || ae.code != tc.code || !errors.Is(ae, base.ErrInvalid)):
 			t.Errorf("%s: %v, want a 400 %s", tc.path, err, tc.code)
 		case tc.code == "" && (err != nil || !c.Defined() || !slices.Equal(segs, tc.segs)):
 			t.Errorf("%s: %v %q %v, want %q", tc.path, c, segs, err, tc.segs)
@@ -71,7 +71,7 @@ func FuzzGatewayPath(f *testing.F) {
 		c, segs, err := parseGatewayPath(p, max)
 		if err != nil {
 			var ae *apiError
-			if !errors.As(err, &ae) || !errors.Is(ae, memory.ErrInvalid) {
+			if !errors.As(err, &ae) || !errors.Is(ae, base.ErrInvalid) {
 				t.Fatalf("%q: %v is not a 400", p, err)
 			}
 			return

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/transfer"
@@ -186,7 +186,7 @@ func (s *Server) writeMemories(w http.ResponseWriter, r *http.Request, ids []cid
 	resp := &messages.ListMemoriesResponse{Items: []*messages.Memory{}}
 	for _, c := range ids {
 		m, err := s.loadRendered(r.Context(), c)
-		if errors.Is(err, memory.ErrForgotten) {
+		if errors.Is(err, base.ErrForgotten) {
 			continue // a chain keeps a forgotten memory's CID, not the memory (GET /forgotten lists it)
 		}
 		if err != nil {
@@ -447,7 +447,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(data) > s.cfg.Store.MaxBlockBytes {
-		s.fail(w, &apiError{memory.ErrTooLarge, "too_large",
+		s.fail(w, &apiError{base.ErrTooLarge, "too_large",
 			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(data), s.cfg.Store.MaxBlockBytes)})
 		return
 	}

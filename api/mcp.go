@@ -30,7 +30,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/memoria-ai/memoria/internal/trace"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -371,7 +371,7 @@ func (m *mcpTools) insertData(in InsertInput) (map[string]any, []byte, error) {
 		return nil, nil, badRequest("invalid", "file.base64 is not valid base64: %v", err)
 	}
 	if len(raw) > m.s.cfg.Store.MaxBlockBytes {
-		return nil, nil, &apiError{memory.ErrTooLarge, "too_large",
+		return nil, nil, &apiError{base.ErrTooLarge, "too_large",
 			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(raw), m.s.cfg.Store.MaxBlockBytes)}
 	}
 	c, err := model.SumCID(model.CodecRaw, raw)
@@ -650,7 +650,7 @@ func (m *mcpTools) readSona(ctx context.Context, req *mcp.ReadResourceRequest) (
 		return nil, m.resourceError(ctx, uri, err)
 	}
 	rec, err := m.s.sonaByUUID(ctx, id)
-	if errors.Is(err, memory.ErrNotFound) {
+	if errors.Is(err, base.ErrNotFound) {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	if err != nil {

@@ -13,8 +13,6 @@ import (
 	"strings"
 
 	"github.com/ipfs/go-cid"
-
-	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -73,7 +71,7 @@ func (s *Server) resolveSona(ctx context.Context, ref string) (*messages.Sona, e
 	case 1:
 		return s.sonaByUUID(ctx, ids[0])
 	}
-	return nil, &apiError{memory.ErrAmbiguous, "conflict", "several sonas this token may use are named " + ref + ": use a uuid"}
+	return nil, &apiError{base.ErrAmbiguous, "conflict", "several sonas this token may use are named " + ref + ": use a uuid"}
 }
 
 // What a sona-scoped principal sees (README "Auth and limits"): the
@@ -91,7 +89,7 @@ func (s *Server) sees(p *Principal, c cid.Cid) (bool, error) {
 		return true, nil
 	}
 	meta, err := s.self.Memories.Meta(c)
-	if errors.Is(err, memory.ErrForgotten) {
+	if errors.Is(err, base.ErrForgotten) {
 		// It may be told the memory is gone only if it could see it.
 		t, terr := s.self.Tombstone(c)
 		if terr != nil {
@@ -99,7 +97,7 @@ func (s *Server) sees(p *Principal, c cid.Cid) (bool, error) {
 		}
 		return t.Backbone || slices.ContainsFunc(t.Sonas, p.MaySona), nil
 	}
-	if errors.Is(err, memory.ErrNotFound) {
+	if errors.Is(err, base.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
@@ -280,7 +278,7 @@ func (s *Server) createSonaOp(ctx context.Context, name string, allowDuplicate b
 // a sona-scoped token sees only its own.
 func (s *Server) listSonasOp(ctx context.Context, name, cursor string, limit int) (*messages.ListSonasResponse, error) {
 	p := principalFrom(ctx)
-	var page memory.Page[*messages.Sona]
+	var page base.Page[*messages.Sona]
 	var err error
 	switch {
 	case p.SonaScoped():
@@ -304,14 +302,14 @@ func (s *Server) listSonasOp(ctx context.Context, name, cursor string, limit int
 }
 
 // allowedSonas pages through a sona-scoped principal's existing sonas.
-func (s *Server) allowedSonas(p *Principal, name, cursor string, limit int) (memory.Page[*messages.Sona], error) {
-	var page memory.Page[*messages.Sona]
+func (s *Server) allowedSonas(p *Principal, name, cursor string, limit int) (base.Page[*messages.Sona], error) {
+	var page base.Page[*messages.Sona]
 	for _, id := range p.Sonas() {
 		if id <= cursor {
 			continue
 		}
 		rec, err := s.self.Sonas.Get(id)
-		if errors.Is(err, memory.ErrNotFound) {
+		if errors.Is(err, base.ErrNotFound) {
 			continue
 		}
 		if err != nil {

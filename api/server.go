@@ -27,6 +27,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -52,7 +53,7 @@ type Server struct {
 }
 
 // A SonaCreator creates a sona called name, refusing a name another sona
-// has (memory.ErrExists) when unique.
+// has (base.ErrExists) when unique.
 type SonaCreator func(ctx context.Context, name string, unique bool) (*messages.Sona, error)
 
 // CreateSonasWith has fn create every sona created through this server
@@ -275,7 +276,7 @@ func (e *apiError) Error() string { return e.msg }
 func (e *apiError) Unwrap() error { return e.class }
 
 func badRequest(code, format string, args ...any) error {
-	return &apiError{memory.ErrInvalid, code, fmt.Sprintf(format, args...)}
+	return &apiError{base.ErrInvalid, code, fmt.Sprintf(format, args...)}
 }
 
 // fail writes err as a JSON error with the status its class deserves.
@@ -302,25 +303,25 @@ func (s *Server) classify(ctx context.Context, err error) (status int, code, msg
 		return http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)
 	case errors.Is(err, ErrBodyTimeout):
 		return http.StatusRequestTimeout, "timeout", err.Error()
-	case errors.Is(err, memory.ErrInvalid):
+	case errors.Is(err, base.ErrInvalid):
 		return http.StatusBadRequest, "invalid", err.Error()
-	case errors.Is(err, memory.ErrForgotten):
+	case errors.Is(err, base.ErrForgotten):
 		return http.StatusGone, "forgotten", err.Error()
 	case errors.Is(err, errForbidden), errors.Is(err, forget.ErrNotAllowed):
 		return http.StatusForbidden, "forbidden", err.Error()
-	case errors.Is(err, memory.ErrNotFound):
+	case errors.Is(err, base.ErrNotFound):
 		return http.StatusNotFound, "not_found", err.Error()
 	case errors.Is(err, errNotAcceptable):
 		return http.StatusNotAcceptable, "not_acceptable", err.Error()
-	case errors.Is(err, memory.ErrTooLarge):
+	case errors.Is(err, base.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, "too_large", err.Error()
 	case errors.Is(err, errUnsupportedMedia):
 		return http.StatusUnsupportedMediaType, "unsupported_media_type", err.Error()
-	case errors.Is(err, memory.ErrDiskFull):
+	case errors.Is(err, base.ErrDiskFull):
 		return http.StatusInsufficientStorage, "insufficient_storage", err.Error()
-	case errors.Is(err, memory.ErrAmbiguous), errors.Is(err, memory.ErrChainConflict):
+	case errors.Is(err, base.ErrAmbiguous), errors.Is(err, base.ErrChainConflict):
 		return http.StatusConflict, "conflict", err.Error()
-	case errors.Is(err, memory.ErrExists):
+	case errors.Is(err, base.ErrExists):
 		return http.StatusConflict, "exists", err.Error()
 	case errors.Is(err, llm.ErrCircuitOpen):
 		return http.StatusServiceUnavailable, "llm_unavailable", err.Error()
@@ -330,9 +331,9 @@ func (s *Server) classify(ctx context.Context, err error) (status int, code, msg
 		return http.StatusBadGateway, "llm_failed", err.Error()
 	case errors.Is(err, context.Canceled):
 		return 499, "canceled", "the client went away"
-	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, memory.ErrClosed):
+	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, base.ErrClosed):
 		return http.StatusServiceUnavailable, "unavailable", err.Error()
-	case errors.Is(err, memory.ErrCorrupt):
+	case errors.Is(err, base.ErrCorrupt):
 		s.log.ErrorContext(ctx, "corruption", "err", err)
 		trace.Fail(oteltrace.SpanFromContext(ctx), err)
 		return http.StatusInternalServerError, "corrupt", err.Error()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -218,14 +219,14 @@ func (cs *chains) claim(ctx context.Context, sona string) (claim int64, head Hea
 	if len(hkv) == 1 {
 		if err := json.Unmarshal(hkv[0].Value, &head); err != nil {
 			cs.release(sona, claim)
-			return 0, Head{}, 0, fmt.Errorf("%w: head of %s in etcd: %v", memory.ErrCorrupt, sona, err)
+			return 0, Head{}, 0, fmt.Errorf("%w: head of %s in etcd: %v", base.ErrCorrupt, sona, err)
 		}
 		return claim, head, hkv[0].ModRevision, nil
 	}
 	// etcd does not know the sona: register it if this member holds it.
 	length, rec, err := localLength(cs.c.self, sona)
 	if err == nil && rec == nil {
-		err = fmt.Errorf("%w: sona %s", memory.ErrNotFound, sona)
+		err = fmt.Errorf("%w: sona %s", base.ErrNotFound, sona)
 	}
 	if err == nil {
 		head, headRev, err = cs.register(ctx, rec, claim, length)
@@ -492,7 +493,7 @@ func (cs *chains) commit(sona string, rec *messages.Sona, claim int64, head Head
 	recs := make([]*messages.StagedAppend, len(batch))
 	for i, w := range batch {
 		if w.a.Seq != head.Seq+1+int64(i) {
-			return Head{}, 0, fmt.Errorf("%w: %s: append planned at seq %d, the acknowledged head is at %d", memory.ErrChainConflict, sona, w.a.Seq, head.Seq)
+			return Head{}, 0, fmt.Errorf("%w: %s: append planned at seq %d, the acknowledged head is at %d", base.ErrChainConflict, sona, w.a.Seq, head.Seq)
 		}
 		sa, err := staged(self, w.a, claim)
 		if err != nil {

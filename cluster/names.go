@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	memchain "github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -98,5 +98,5 @@ func (c *Cluster) freeName(rec *messages.Sona) {
 }
 
 func nameTaken(name, other string) error {
-	return fmt.Errorf("%w: a sona is called %q already (%s) in the cluster: choose another name, or ask for a duplicate name", memory.ErrExists, name, other)
+	return fmt.Errorf("%w: a sona is called %q already (%s) in the cluster: choose another name, or ask for a duplicate name", base.ErrExists, name, other)
 }

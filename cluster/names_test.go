@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // TestNamesAreClaimedInEtcd: a name another member registered in etcd is
@@ -24,7 +24,7 @@ func TestNamesAreClaimedInEtcd(t *testing.T) {
 	if _, err := cl.Put(ctx, "/memoria/names/taken/5f0d6f7e-2b7b-4c51-9d1e-6a9c1b9e0a11", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateSona(ctx, "taken", true); !errors.Is(err, memory.ErrExists) {
+	if _, err := c.CreateSona(ctx, "taken", true); !errors.Is(err, base.ErrExists) {
 		t.Fatalf("a name another member has: %v, want ErrExists", err)
 	}
 	if ids, _ := c.self.Sonas.Named("taken"); len(ids) != 0 {
@@ -45,7 +45,7 @@ func TestNamesAreClaimedInEtcd(t *testing.T) {
 			switch {
 			case err == nil:
 				created++
-			case errors.Is(err, memory.ErrExists):
+			case errors.Is(err, base.ErrExists):
 				refused++
 			default:
 				t.Errorf("create: %v", err)
@@ -61,7 +61,7 @@ func TestNamesAreClaimedInEtcd(t *testing.T) {
 		t.Fatalf("the name in etcd: %v %+v", err, r.Kvs)
 	}
 
-	if _, err := c.CreateSona(ctx, "bad/name", true); !errors.Is(err, memory.ErrInvalid) {
+	if _, err := c.CreateSona(ctx, "bad/name", true); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("an invalid name: %v", err)
 	}
 	// A sona of this store that etcd does not know (from before the
@@ -70,7 +70,7 @@ func TestNamesAreClaimedInEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateSona(ctx, "local", true); !errors.Is(err, memory.ErrExists) || !strings.Contains(err.Error(), rec.Uuid) {
+	if _, err := c.CreateSona(ctx, "local", true); !errors.Is(err, base.ErrExists) || !strings.Contains(err.Error(), rec.Uuid) {
 		t.Fatalf("a name only this store has: %v", err)
 	}
 	if r, err := cl.Get(ctx, "/memoria/names/local/", clientv3.WithPrefix()); err != nil || len(r.Kvs) != 0 {

@@ -18,7 +18,7 @@ import (
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // Member is one member of the cluster as it registered in etcd.
@@ -77,7 +77,7 @@ type Node struct {
 
 // Errors of the cluster, classified (errors.Is). The retryable ones are
 // actors.ErrUnavailable too (503 from the API); a divergence is
-// memory.ErrCorrupt.
+// base.ErrCorrupt.
 var (
 	// ErrEtcdUnavailable: etcd did not answer in time; writes fail, reads go on.
 	ErrEtcdUnavailable = fmt.Errorf("%w: cluster: etcd is unavailable", actors.ErrUnavailable)
@@ -90,7 +90,7 @@ var (
 	ErrNoReplicas = fmt.Errorf("%w: cluster: too few members available", actors.ErrUnavailable)
 	// ErrDiverged: two copies of a chain disagree (never expected: a bug
 	// or damage).
-	ErrDiverged = fmt.Errorf("%w: cluster: copies of a chain diverged", memory.ErrCorrupt)
+	ErrDiverged = fmt.Errorf("%w: cluster: copies of a chain diverged", base.ErrCorrupt)
 )
 
 // Join connects to etcd, registers this member under a new lease and

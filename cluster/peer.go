@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	memchain "github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -61,9 +61,9 @@ func (c *Cluster) handleStage(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, ErrFenced):
 			status, code = http.StatusConflict, "fenced"
-		case errors.Is(err, memory.ErrInvalid):
+		case errors.Is(err, base.ErrInvalid):
 			status, code = http.StatusBadRequest, "invalid"
-		case errors.Is(err, memory.ErrDiskFull):
+		case errors.Is(err, base.ErrDiskFull):
 			status, code = http.StatusInsufficientStorage, "insufficient_storage"
 		}
 		c.log.Warn("refused to stage appends", "sona", req.GetSona().GetUuid(), "owner", req.Owner, "err", err)
@@ -79,7 +79,7 @@ func (c *Cluster) stageHere(ctx context.Context, req *messages.StageRequest) (*m
 	rec := req.GetSona()
 	sona := rec.GetUuid()
 	if u, ok := memchain.CanonicalUUID(sona); !ok || u != sona {
-		return nil, fmt.Errorf("%w: sona %q", memory.ErrInvalid, sona)
+		return nil, fmt.Errorf("%w: sona %q", base.ErrInvalid, sona)
 	}
 	defer c.replicas.lock(sona)()
 	cs := c.chains
@@ -193,7 +193,7 @@ func (c *Cluster) handleEntries(w http.ResponseWriter, r *http.Request) {
 	to = min(to, from+255)
 	_, rec, err := localLength(c.self, sona)
 	if err == nil && rec == nil {
-		err = fmt.Errorf("%w: sona %s", memory.ErrNotFound, sona)
+		err = fmt.Errorf("%w: sona %s", base.ErrNotFound, sona)
 	}
 	var list []*messages.StagedAppend
 	if err == nil {
@@ -201,7 +201,7 @@ func (c *Cluster) handleEntries(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		status := http.StatusInternalServerError
-		if errors.Is(err, memory.ErrNotFound) {
+		if errors.Is(err, base.ErrNotFound) {
 			status = http.StatusNotFound
 		}
 		peerError(w, status, "entries", err.Error())

@@ -18,7 +18,7 @@ import (
 	"github.com/multiformats/go-multihash"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	memchain "github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/store"
 )
@@ -287,7 +287,7 @@ func verifyBlock(c cid.Cid, body []byte) error {
 		return err
 	}
 	if !got.Equals(c) {
-		return fmt.Errorf("%w: the block hashes to %s", memory.ErrCorrupt, got)
+		return fmt.Errorf("%w: the block hashes to %s", base.ErrCorrupt, got)
 	}
 	return nil
 }
@@ -414,7 +414,7 @@ func (c *Cluster) placement(ctx context.Context, sona string, read bool) (Member
 	}
 	var head Head
 	if err := json.Unmarshal(kvs[0].Value, &head); err != nil {
-		return Member{}, fmt.Errorf("%w: head of %s in etcd: %v", memory.ErrCorrupt, sona, err)
+		return Member{}, fmt.Errorf("%w: head of %s in etcd: %v", base.ErrCorrupt, sona, err)
 	}
 	if slices.Contains(head.Replicas, self.ID) {
 		return self, nil
@@ -461,7 +461,7 @@ func (c *Cluster) placeWithoutEtcd(sona string, read bool, cause error) (Member,
 func (c *Cluster) forward(w http.ResponseWriter, r *http.Request, sona string, to Member) {
 	target, err := url.Parse(to.URL)
 	if err != nil {
-		apiError(w, fmt.Errorf("%w: member %s has a bad URL %q", memory.ErrCorrupt, to.ID, to.URL))
+		apiError(w, fmt.Errorf("%w: member %s has a bad URL %q", base.ErrCorrupt, to.ID, to.URL))
 		return
 	}
 	// A member that stops answering (paused, partitioned) holds its
@@ -507,7 +507,7 @@ func apiError(w http.ResponseWriter, err error) {
 	case errors.Is(err, ErrEtcdUnavailable), errors.Is(err, ErrNoReplicas), errors.Is(err, ErrFenced), errors.Is(err, ErrNotOwner):
 		status, code = http.StatusServiceUnavailable, "unavailable"
 		w.Header().Set("Retry-After", "1")
-	case errors.Is(err, memory.ErrCorrupt):
+	case errors.Is(err, base.ErrCorrupt):
 		code = "corrupt"
 	}
 	peerError(w, status, code, err.Error())

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	memchain "github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -66,7 +67,7 @@ func readStaged(st *store.Store, sona string, from int64) ([]*messages.StagedApp
 		for it.Seek(stagedKey(sona, max(from, 0))); it.Valid(); it.Next() {
 			a := &messages.StagedAppend{}
 			if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, a) }); err != nil {
-				return fmt.Errorf("%w: staged append of %s: %v", memory.ErrCorrupt, sona, err)
+				return fmt.Errorf("%w: staged append of %s: %v", base.ErrCorrupt, sona, err)
 			}
 			out = append(out, a)
 		}
@@ -188,7 +189,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 	if rec.Head != nil {
 		c, err := cid.Decode(*rec.Head)
 		if err != nil {
-			return fmt.Errorf("%w: head of %s: %v", memory.ErrCorrupt, sona, err)
+			return fmt.Errorf("%w: head of %s: %v", base.ErrCorrupt, sona, err)
 		}
 		head = &c
 	}
@@ -230,7 +231,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 func prepared(self *memory.Self, a *messages.StagedAppend) (*model.Prepared, error) {
 	m := a.GetAppend()
 	if m == nil {
-		return nil, fmt.Errorf("%w: a staged append without its memory", memory.ErrInvalid)
+		return nil, fmt.Errorf("%w: a staged append without its memory", base.ErrInvalid)
 	}
 	item, err := self.Chains.PrepareBlock(m.Block, m.Embedding, m.Meta)
 	if err != nil {
@@ -243,21 +244,21 @@ func prepared(self *memory.Self, a *messages.StagedAppend) (*model.Prepared, err
 	for _, n := range m.Neighbors {
 		c, err := cid.Cast(n.Cid)
 		if err != nil {
-			return nil, fmt.Errorf("%w: neighbour cid: %v", memory.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: neighbour cid: %v", base.ErrInvalid, err)
 		}
 		item.Neighbors = append(item.Neighbors, model.Neighbor{CID: c, Sim: n.Sim})
 	}
 	for _, b := range m.Archive {
 		c, err := cid.Cast(b)
 		if err != nil {
-			return nil, fmt.Errorf("%w: archive cid: %v", memory.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: archive cid: %v", base.ErrInvalid, err)
 		}
 		item.Archive = append(item.Archive, c)
 	}
 	if len(a.PageOf) > 0 {
 		c, err := cid.Cast(a.PageOf)
 		if err != nil {
-			return nil, fmt.Errorf("%w: page cid: %v", memory.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: page cid: %v", base.ErrInvalid, err)
 		}
 		item.PageOf = &c
 	}
@@ -277,7 +278,7 @@ func cidOf(b []byte) cid.Cid {
 // not hold the sona.
 func localLength(self *memory.Self, sona string) (int64, *messages.Sona, error) {
 	rec, err := self.Sonas.Get(sona)
-	if errors.Is(err, memory.ErrNotFound) {
+	if errors.Is(err, base.ErrNotFound) {
 		return -1, nil, nil
 	}
 	if err != nil {
@@ -293,7 +294,7 @@ func localAct(self *memory.Self, sona string, seq int64) (cid.Cid, error) {
 		return cid.Undef, err
 	}
 	if len(page.Items) == 0 || page.Items[0].Seq != seq {
-		return cid.Undef, fmt.Errorf("%w: %s has no seq %d here", memory.ErrNotFound, sona, seq)
+		return cid.Undef, fmt.Errorf("%w: %s has no seq %d here", base.ErrNotFound, sona, seq)
 	}
 	return page.Items[0].Act, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
@@ -54,7 +55,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 	// A refused append (a dangling edge) writes no anchor either.
 	nowhere := mustCIDOf(t, model.CodecDagCBOR, []byte("nowhere"))
 	bad := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "another outage"}}, Edges: []model.Edge{{Target: nowhere, Weight: 1}}}
-	if _, err := o.tryAdd(bad, nil); !errors.Is(err, ErrInvalid) {
+	if _, err := o.tryAdd(bad, nil); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("dangling edge: %v", err)
 	}
 	if page, _ := s.Anchors.Page(0, 10); len(page.Items) != 2 {

@@ -14,6 +14,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 )
@@ -63,7 +64,7 @@ func TestRecallKHitsRankedExpansionBounded(t *testing.T) {
 			}
 		}
 	}
-	if _, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "x", Expand: new(-1)}); !errors.Is(err, ErrInvalid) {
+	if _, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "x", Expand: new(-1)}); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("expand -1: %v", err)
 	}
 }

@@ -33,8 +33,7 @@
 //	              forgetenv.go)
 //
 // Callers import the packages; package memory keeps the composition root
-// (self.go: Open, Close, the subsystems as fields), the error classes it
-// re-exports from memory/base (errors.go), what each subsystem adds to an
+// (self.go: Open, Close, the subsystems as fields), what each subsystem adds to an
 // append and what follows a committed append (append.go), the wiring of
 // recall, transfer, living, the tiers and the evaluations to the
 // subsystems they read and write (env.go, evaluation.go).
@@ -110,7 +109,7 @@
 //	                                    memories; memory/chain)
 //	z/      multihash                   Tombstone (protobuf, memory/forget): a forgotten block's
 //	                                    CID, kind, when, why, by whom, rule, sonas — never its content;
-//	                                    the block is then read as ErrForgotten and never stored again
+//	                                    the block is then read as base.ErrForgotten and never stored again
 //	y/      log seq (8 bytes BE)        Anchor (protobuf): a significant memory, written in the
 //	                                    transaction of the append that created it (memory/anchor)
 //	i/      uuid 0x00 "r" request id    seq (8 bytes BE) ‖ answer: the append a client's request

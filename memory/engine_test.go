@@ -18,6 +18,7 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
@@ -111,7 +112,7 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 			t.Fatalf("as_of time recalled a memory stored later")
 		}
 	}
-	if _, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "x", AsOf: i64(30)}); !errors.Is(err, ErrInvalid) {
+	if _, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "x", AsOf: i64(30)}); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("as_of past the chain: err = %v", err)
 	}
 }
@@ -140,7 +141,7 @@ func TestScope(t *testing.T) {
 	if g := got(recall.ScopeSelf); !slices.Contains(g, mine) || !slices.Contains(g, theirs) {
 		t.Fatalf("self scope: %v", g)
 	}
-	if _, err := recallIn(s, ctx, recall.Query{Sona: a.sona, Text: "x", Scope: "everything"}); !errors.Is(err, ErrInvalid) {
+	if _, err := recallIn(s, ctx, recall.Query{Sona: a.sona, Text: "x", Scope: "everything"}); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("bad scope: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/meta"
@@ -40,7 +41,7 @@ func (records) Sonas(r store.Reader) ([]*messages.Sona, error) {
 	err := store.Scan(r, chain.SonaPrefix, func(_, v []byte) error {
 		rec := &messages.Sona{}
 		if err := proto.Unmarshal(v, rec); err != nil {
-			return fmt.Errorf("%w: sona record: %v", ErrCorrupt, err)
+			return fmt.Errorf("%w: sona record: %v", base.ErrCorrupt, err)
 		}
 		out = append(out, rec)
 		return nil
@@ -54,7 +55,7 @@ func (records) SetNameVector(tx store.Tx, sona string, vec []float32) {
 
 func (records) Backbone(r store.Reader) (string, error) {
 	v, err := r.Get(chain.KeyBackbone)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, base.ErrNotFound) {
 		return "", nil
 	}
 	return string(v), err
@@ -78,7 +79,7 @@ func (records) Memories(r store.Reader, f func(c cid.Cid) error) error {
 	return store.Scan(r, meta.Prefix, func(k, _ []byte) error {
 		c, err := cid.Cast(k[len(meta.Prefix):])
 		if err != nil {
-			return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
+			return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
 		}
 		return f(c)
 	})
@@ -92,8 +93,8 @@ func (records) SetMeta(tx store.Tx, c cid.Cid, m *messages.MemoryMeta) error {
 
 func (records) Vector(r store.Reader, c cid.Cid) ([]float32, error) {
 	v, err := r.Get(meta.VectorKey(c))
-	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("%w: vector of %s", ErrNotFound, c)
+	if errors.Is(err, base.ErrNotFound) {
+		return nil, fmt.Errorf("%w: vector of %s", base.ErrNotFound, c)
 	}
 	if err != nil {
 		return nil, err
@@ -116,11 +117,11 @@ func (records) ScanMeta(r store.Reader, cursor []byte, f func(key []byte, c cid.
 		key := it.Item().KeyCopy(nil)
 		c, err := cid.Cast(key[len(meta.Prefix):])
 		if err != nil {
-			return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
+			return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
 		}
 		m := &messages.MemoryMeta{}
 		if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err != nil {
-			return fmt.Errorf("%w: metadata of %s: %v", ErrCorrupt, c, err)
+			return fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
 		}
 		if more, err := f(key, c, m); err != nil || !more {
 			return err
@@ -176,13 +177,13 @@ func (e transferEnv) PutSona(tx store.Tx, rec *messages.Sona, name []float32, ba
 	if ok, err := tx.Has(chain.SonaKey(rec.Uuid)); err != nil {
 		return err
 	} else if ok {
-		return fmt.Errorf("%w: sona %s exists", ErrChainConflict, rec.Uuid)
+		return fmt.Errorf("%w: sona %s exists", base.ErrChainConflict, rec.Uuid)
 	}
 	if backbone {
 		if ok, err := tx.Has(chain.KeyBackbone); err != nil {
 			return err
 		} else if ok {
-			return fmt.Errorf("%w: the store has a backbone", ErrChainConflict)
+			return fmt.Errorf("%w: the store has a backbone", base.ErrChainConflict)
 		}
 	}
 	if err := e.s.Sonas.Put(tx, rec, name); err != nil {
@@ -249,7 +250,7 @@ func (e tierEnv) Sonas(r store.Reader, c cid.Cid) ([]string, error) {
 		return nil, err
 	}
 	if !found {
-		return nil, fmt.Errorf("%w: memory %s", ErrNotFound, c)
+		return nil, fmt.Errorf("%w: memory %s", base.ErrNotFound, c)
 	}
 	return m.Sonas, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/meta"
@@ -32,7 +33,7 @@ func (e evalEnv) Logged(txn store.Reader, after uint64, n int) ([]eumas.Logged, 
 			return nil, 0, err
 		}
 		m, err := e.s.Memories.MemoryIn(txn, c)
-		if errors.Is(err, ErrForgotten) {
+		if errors.Is(err, base.ErrForgotten) {
 			continue // nothing left to evaluate
 		}
 		if err != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -129,7 +130,7 @@ func tail(s string, n int) string {
 }
 
 // The injected free-space source: below the reserve, writes are refused
-// with ErrDiskFull (writes that write nothing are not), reads go on, and
+// with base.ErrDiskFull (writes that write nothing are not), reads go on, and
 // writes resume when space returns; nothing acknowledged is lost.
 func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	dir := t.TempDir()
@@ -159,18 +160,18 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	acked = append(acked, o.text("a small memory still fits"))
 	big := make([]byte, 512<<10)
 	rand.Read(big)
-	if _, err := s.Chains.PutFile(context.Background(), big, ""); !errors.Is(err, ErrDiskFull) {
-		t.Fatalf("a file past the reserve: err = %v, want ErrDiskFull", err)
+	if _, err := s.Chains.PutFile(context.Background(), big, ""); !errors.Is(err, base.ErrDiskFull) {
+		t.Fatalf("a file past the reserve: err = %v, want base.ErrDiskFull", err)
 	}
 
 	free.Store(reserve - 1)
-	if _, err := o.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "refused"}}}, nil); !errors.Is(err, ErrDiskFull) {
-		t.Fatalf("append below the reserve: err = %v, want ErrDiskFull", err)
+	if _, err := o.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "refused"}}}, nil); !errors.Is(err, base.ErrDiskFull) {
+		t.Fatalf("append below the reserve: err = %v, want base.ErrDiskFull", err)
 	}
-	if _, err := s.Sonas.Create(context.Background(), "b"); !errors.Is(err, ErrDiskFull) {
-		t.Fatalf("create sona below the reserve: err = %v, want ErrDiskFull", err)
+	if _, err := s.Sonas.Create(context.Background(), "b"); !errors.Is(err, base.ErrDiskFull) {
+		t.Fatalf("create sona below the reserve: err = %v, want base.ErrDiskFull", err)
 	}
-	if err := s.Store().CheckSpace(); !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "store.min_free_mb") {
+	if err := s.Store().CheckSpace(); !errors.Is(err, base.ErrDiskFull) || !strings.Contains(err.Error(), "store.min_free_mb") {
 		t.Fatalf("CheckSpace = %v", err)
 	}
 	if err := s.Store().Barrier(context.Background()); err != nil {
@@ -307,7 +308,7 @@ func diskFullChild(t *testing.T) {
 	i := 0
 	for ; ; i++ {
 		c, err := write(i)
-		if errors.Is(err, ErrDiskFull) {
+		if errors.Is(err, base.ErrDiskFull) {
 			break
 		}
 		if err != nil {
@@ -432,8 +433,8 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 	flipInData(t, wals[0], 0.5)
 
 	_, err := openWith(Options{Config: cfg})
-	if !errors.Is(err, ErrLostWrites) {
-		t.Fatalf("open after the damage: err = %v, want ErrLostWrites", err)
+	if !errors.Is(err, base.ErrLostWrites) {
+		t.Fatalf("open after the damage: err = %v, want base.ErrLostWrites", err)
 	}
 	for _, want := range []string{wal, "the last acknowledged memory was 300", "memories lost", "memoria repair --accept-loss"} {
 		if !strings.Contains(err.Error(), want) {
@@ -445,8 +446,8 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 	}
 	t.Logf("refused: %v", err)
 	// Refused again, though the first open's replay cut the log.
-	if _, err := openWith(Options{Config: cfg}); !errors.Is(err, ErrLostWrites) || !strings.Contains(err.Error(), "the last acknowledged memory was 300") {
-		t.Fatalf("second open: err = %v, want ErrLostWrites again", err)
+	if _, err := openWith(Options{Config: cfg}); !errors.Is(err, base.ErrLostWrites) || !strings.Contains(err.Error(), "the last acknowledged memory was 300") {
+		t.Fatalf("second open: err = %v, want base.ErrLostWrites again", err)
 	}
 
 	logs := &logBuffer{}
@@ -466,7 +467,7 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 		k, _ := cid.Decode(c)
 		if _, _, err := s.Memories.Get(k); err == nil {
 			kept++
-		} else if !errors.Is(err, ErrNotFound) {
+		} else if !errors.Is(err, base.ErrNotFound) {
 			t.Fatal(err)
 		}
 	}
@@ -536,8 +537,8 @@ func flipInData(t *testing.T, path string, frac float64) {
 // and can panic Badger there (README: Damaged files), so those positions
 // are not opened without the check.
 func TestCorruptTableIsNamed(t *testing.T) {
-	base := t.TempDir()
-	s := openSelf(t, testConfig(base), nil)
+	pristineDir := t.TempDir()
+	s := openSelf(t, testConfig(pristineDir), nil)
 	o := newOwner(t, s, "a")
 	for i := range 300 {
 		o.text(fmt.Sprintf("memory %d about tables and their blocks %d", i, i*7))
@@ -545,7 +546,7 @@ func TestCorruptTableIsNamed(t *testing.T) {
 	if err := s.Close(); err != nil { // flushes the memtable into a table
 		t.Fatal(err)
 	}
-	pristine := dumpStore(t, base)
+	pristine := dumpStore(t, pristineDir)
 	if len(pristine) == 0 {
 		t.Fatal("nothing read from the store")
 	}
@@ -556,7 +557,7 @@ func TestCorruptTableIsNamed(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("at=%v/verify=%v", where, verify), func(t *testing.T) {
 				dir := t.TempDir()
-				if err := os.CopyFS(dir, os.DirFS(base)); err != nil {
+				if err := os.CopyFS(dir, os.DirFS(pristineDir)); err != nil {
 					t.Fatal(err)
 				}
 				ssts, _ := filepath.Glob(filepath.Join(dir, "store", "*.sst"))
@@ -581,7 +582,7 @@ func TestCorruptTableIsNamed(t *testing.T) {
 					}
 					return
 				}
-				if name := filepath.Base(ssts[0]); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "corrupt store: "+name) {
+				if name := filepath.Base(ssts[0]); !errors.Is(err, base.ErrCorrupt) || !strings.Contains(err.Error(), "corrupt store: "+name) {
 					t.Fatalf("err = %v, want corruption of %s", err, name)
 				}
 			})
@@ -616,7 +617,7 @@ func dumpStore(t *testing.T, dir string) map[string]string {
 }
 
 // A damaged value in the value log (large blocks live there): reading
-// that block is ErrCorrupt naming the file, everything else reads, and
+// that block is base.ErrCorrupt naming the file, everything else reads, and
 // the damaged log is not cut at the bad entry (Badger's replay would).
 func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 	dir := t.TempDir()
@@ -666,8 +667,8 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 		if round == 0 && !strings.Contains(logs.String(), "the value log is corrupt") {
 			t.Fatalf("no log line for the damaged value log:\n%s", logs.String())
 		}
-		if _, err := s.Block(fcids[2]); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), damaged) {
-			t.Fatalf("the damaged block: err = %v, want ErrCorrupt naming %s", err, damaged)
+		if _, err := s.Block(fcids[2]); !errors.Is(err, base.ErrCorrupt) || !strings.Contains(err.Error(), damaged) {
+			t.Fatalf("the damaged block: err = %v, want base.ErrCorrupt naming %s", err, damaged)
 		}
 		for i, c := range fcids {
 			if i == 2 {
@@ -867,9 +868,9 @@ func TestUnreadableMarkRefusesUntilAccepted(t *testing.T) {
 	if err := os.WriteFile(mark, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openWith(Options{Config: cfg}); !errors.Is(err, ErrLostWrites) || !strings.Contains(err.Error(), "unreadable") ||
+	if _, err := openWith(Options{Config: cfg}); !errors.Is(err, base.ErrLostWrites) || !strings.Contains(err.Error(), "unreadable") ||
 		!strings.Contains(err.Error(), "memoria repair --accept-loss") {
-		t.Fatalf("err = %v, want ErrLostWrites naming the unreadable mark", err)
+		t.Fatalf("err = %v, want base.ErrLostWrites naming the unreadable mark", err)
 	}
 	s, err = openWith(Options{Config: cfg, AcceptLoss: true})
 	if err != nil {

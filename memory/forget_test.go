@@ -18,6 +18,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -184,11 +185,11 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 	check := func(s *Self) {
 		t.Helper()
 		for _, c := range []cid.Cid{fs.doomed, fs.merge, fs.insight} {
-			if _, _, err := s.Memories.Get(c); !errors.Is(err, ErrForgotten) {
-				t.Fatalf("memory %s after the forget: %v, want ErrForgotten", c, err)
+			if _, _, err := s.Memories.Get(c); !errors.Is(err, base.ErrForgotten) {
+				t.Fatalf("memory %s after the forget: %v, want base.ErrForgotten", c, err)
 			}
-			if _, err := s.Block(c); !errors.Is(err, ErrForgotten) {
-				t.Fatalf("block %s after the forget: %v, want ErrForgotten", c, err)
+			if _, err := s.Block(c); !errors.Is(err, base.ErrForgotten) {
+				t.Fatalf("block %s after the forget: %v, want base.ErrForgotten", c, err)
 			}
 			if _, err := s.Memories.Vector(c); err == nil {
 				t.Fatalf("the embedding of %s survived", c)
@@ -227,7 +228,7 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 			if _, err := s.Block(e.Act); err != nil {
 				t.Fatalf("ACT %d: %v", e.Seq, err)
 			}
-			if _, _, err := s.Memories.Get(e.Memory); errors.Is(err, ErrForgotten) {
+			if _, _, err := s.Memories.Get(e.Memory); errors.Is(err, base.ErrForgotten) {
 				forgotten++
 			} else if err != nil {
 				t.Fatalf("ACT %d: memory %s: %v", e.Seq, e.Memory, err)
@@ -260,8 +261,8 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 			t.Fatalf("the tiers still say the marker: %v", view)
 		}
 		// Storing it again is refused: the CID is forgotten for good.
-		if _, err := fs.alice.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "my bank password hint is " + marker + " and the cat's name"}}}, nil); !errors.Is(err, ErrForgotten) {
-			t.Fatalf("storing the forgotten memory again: %v, want ErrForgotten", err)
+		if _, err := fs.alice.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "my bank password hint is " + marker + " and the cat's name"}}}, nil); !errors.Is(err, base.ErrForgotten) {
+			t.Fatalf("storing the forgotten memory again: %v, want base.ErrForgotten", err)
 		}
 	}
 	check(s)
@@ -382,10 +383,10 @@ func TestForgetSelectors(t *testing.T) {
 			t.Fatalf("a limited principal naming %s: %v, want ErrNotAllowed", c, err)
 		}
 	}
-	if _, err := s.Forget.Forget(ctx, forget.Request{}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Forget.Forget(ctx, forget.Request{}); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("an empty request: %v", err)
 	}
-	if _, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{Since: &until, Until: &since}}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{Since: &until, Until: &since}}); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("until before since: %v", err)
 	}
 	// Nothing was forgotten by all this.
@@ -446,12 +447,12 @@ func TestForgetKillNineLeavesWholeBatches(t *testing.T) {
 		_, verr := s.Memories.Vector(c)
 		_, inIndex := s.Index().ID(c.KeyString())
 		switch {
-		case errors.Is(err, ErrForgotten) && terr == nil && verr != nil && !inIndex:
+		case errors.Is(err, base.ErrForgotten) && terr == nil && verr != nil && !inIndex:
 			if gone != i {
 				t.Fatalf("memory %d is forgotten, but %d before it were not all", i, i)
 			}
 			gone++
-		case err == nil && errors.Is(terr, ErrNotFound) && verr == nil && inIndex:
+		case err == nil && errors.Is(terr, base.ErrNotFound) && verr == nil && inIndex:
 		default:
 			t.Fatalf("memory %d is half forgotten: get %v, tombstone %v, vector %v, indexed %v", i, err, terr, verr, inIndex)
 		}

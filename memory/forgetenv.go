@@ -150,7 +150,7 @@ func (e forgetEnv) Parts() []forget.Part {
 	}
 }
 
-// Tombstone returns the tombstone of block c (ErrNotFound when c was
+// Tombstone returns the tombstone of block c (base.ErrNotFound when c was
 // not forgotten).
 func (s *Self) Tombstone(c cid.Cid) (*messages.Tombstone, error) {
 	var t *messages.Tombstone

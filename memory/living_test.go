@@ -12,6 +12,7 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -295,7 +296,7 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 		t.Fatal("a sona does not see the backbone")
 	}
 	// A direct write names its agent.
-	if _, _, err := s.Backbone.Write(ctx, "", "Unattributed.", nil); !errors.Is(err, ErrInvalid) {
+	if _, _, err := s.Backbone.Write(ctx, "", "Unattributed.", nil); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("backbone write without an agent: %v", err)
 	}
 	for _, bad := range []*messages.Contribute{

@@ -48,7 +48,7 @@ type Options struct {
 	// system (default: statfs); tests inject it.
 	FreeSpace func() (uint64, error)
 	// AcceptLoss opens a store that lost acknowledged writes (see
-	// ErrLostWrites): what is gone is logged, what remains is served.
+	// base.ErrLostWrites): what is gone is logged, what remains is served.
 	AcceptLoss bool
 	// Progress, when set, is told how rebuilding derived state advances.
 	Progress func(stage string, done, total uint64)
@@ -257,14 +257,14 @@ func (s *Self) load(ctx context.Context) error {
 		if err := store.Scan(txn, meta.VectorPrefix, func(k, v []byte) error {
 			c, err := cid.Cast(k[len(meta.VectorPrefix):])
 			if err != nil {
-				return fmt.Errorf("%w: vector key: %v", ErrCorrupt, err)
+				return fmt.Errorf("%w: vector key: %v", base.ErrCorrupt, err)
 			}
 			vec, err := meta.DecodeVector(v)
 			if err != nil {
 				return err
 			}
 			if len(vec) != s.index.Dims() {
-				return fmt.Errorf("%w: vector of %s has %d dims, want %d", ErrCorrupt, c, len(vec), s.index.Dims())
+				return fmt.Errorf("%w: vector of %s has %d dims, want %d", base.ErrCorrupt, c, len(vec), s.index.Dims())
 			}
 			s.index.Add(c.KeyString(), vec)
 			vectors++
@@ -278,7 +278,7 @@ func (s *Self) load(ctx context.Context) error {
 			n++
 			c, err := cid.Cast(k[len(meta.Prefix):])
 			if err != nil {
-				return fmt.Errorf("%w: metadata key: %v", ErrCorrupt, err)
+				return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
 			}
 			return s.Evals.LoadProfile(c, v)
 		}); err != nil {
@@ -315,17 +315,17 @@ func (s *Self) checkEnds(txn store.Reader) error {
 	}
 	item, err := txn.Item(chain.LogKey(end))
 	if err != nil {
-		return s.store.Explain(fmt.Errorf("%w: the insertion log's last entry (%d) is unreadable: %v", ErrCorrupt, end, err))
+		return s.store.Explain(fmt.Errorf("%w: the insertion log's last entry (%d) is unreadable: %v", base.ErrCorrupt, end, err))
 	}
 	_, c, err := chain.LogEntry(item)
 	if err == nil {
 		_, err = store.ReadBlock(txn, c)
 	}
-	if errors.Is(err, ErrForgotten) {
+	if errors.Is(err, base.ErrForgotten) {
 		return nil // its tombstone is what the last write left
 	}
 	if err != nil {
-		return s.store.Explain(fmt.Errorf("%w: the memory at the end of the insertion log (%d) is unreadable: %v", ErrCorrupt, end, err))
+		return s.store.Explain(fmt.Errorf("%w: the memory at the end of the insertion log (%d) is unreadable: %v", base.ErrCorrupt, end, err))
 	}
 	return nil
 }

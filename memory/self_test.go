@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
@@ -147,8 +148,8 @@ func TestOpenRefusesAnotherEmbedder(t *testing.T) {
 	s := openSelf(t, testConfig(dir), nil)
 	s.Close()
 	_, err := Open(context.Background(), Options{Config: testConfig(dir), Embedder: llm.NewHashedEmbedder(128)})
-	if !errors.Is(err, ErrEmbedderMismatch) {
-		t.Fatalf("err = %v, want ErrEmbedderMismatch", err)
+	if !errors.Is(err, base.ErrEmbedderMismatch) {
+		t.Fatalf("err = %v, want base.ErrEmbedderMismatch", err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -165,7 +166,7 @@ func TestExportSectionsAndClosure(t *testing.T) {
 	if len(doc.Memories) != 4 {
 		t.Fatalf("sona export has %d memories, want b's three and a2", len(doc.Memories))
 	}
-	if _, err := exportDocErr(x.s, "no-such-sona"); !errors.Is(err, ErrNotFound) {
+	if _, err := exportDocErr(x.s, "no-such-sona"); !errors.Is(err, base.ErrNotFound) {
 		t.Fatalf("unknown sona: %v", err)
 	}
 }
@@ -272,46 +273,46 @@ func TestPlanImportRefusesBadDocuments(t *testing.T) {
 		want   error
 		says   string
 	}{
-		{"format", func(d *messages.Export) { d.Format = "memoria-export/2" }, ErrInvalid, "format"},
+		{"format", func(d *messages.Export) { d.Format = "memoria-export/2" }, base.ErrInvalid, "format"},
 		{"content", func(d *messages.Export) {
 			memIndex(d, x.a3).Data.Fields["content"] = structpb.NewStringValue("changed")
-		}, ErrInvalid, "encode to"},
-		{"cid", func(d *messages.Export) { d.Memories[0].Cid = "nonsense" }, ErrInvalid, "malformed CID"},
-		{"kind", func(d *messages.Export) { d.Memories[0].Meta.Kind = "gossip" }, ErrInvalid, "unknown kind"},
-		{"vector", func(d *messages.Export) { d.Memories[0].Vector = d.Memories[0].Vector[:8] }, ErrInvalid, "vector"},
-		{"twice", func(d *messages.Export) { d.Memories = append(d.Memories, d.Memories[0]) }, ErrInvalid, "twice"},
+		}, base.ErrInvalid, "encode to"},
+		{"cid", func(d *messages.Export) { d.Memories[0].Cid = "nonsense" }, base.ErrInvalid, "malformed CID"},
+		{"kind", func(d *messages.Export) { d.Memories[0].Meta.Kind = "gossip" }, base.ErrInvalid, "unknown kind"},
+		{"vector", func(d *messages.Export) { d.Memories[0].Vector = d.Memories[0].Vector[:8] }, base.ErrInvalid, "vector"},
+		{"twice", func(d *messages.Export) { d.Memories = append(d.Memories, d.Memories[0]) }, base.ErrInvalid, "twice"},
 		{"no chain", func(d *messages.Export) {
 			a := sonaOf(d, x.a)
 			a.Chain, a.Length, a.Head, a.LastMemory = a.Chain[:2], 2, proto.String(a.Chain[1].Act), proto.String(a.Chain[1].Memory)
-		}, ErrInvalid, "no exported chain"},
+		}, base.ErrInvalid, "no exported chain"},
 		{"missing memory", func(d *messages.Export) {
 			d.Memories = slices.DeleteFunc(d.Memories, func(m *messages.ExportMemory) bool { return m.Cid == x.a3.String() })
-		}, ErrInvalid, "neither in the export"},
+		}, base.ErrInvalid, "neither in the export"},
 		{"gap", func(d *messages.Export) {
 			a := sonaOf(d, x.a)
 			a.Chain = slices.DeleteFunc(a.Chain, func(e *messages.ExportAct) bool { return e.Memory == x.a2.String() })
 			a.Length = int64(len(a.Chain))
-		}, ErrInvalid, "seq"},
-		{"act", func(d *messages.Export) { sonaOf(d, x.a).Chain[1].Act = sonaOf(d, x.a).Chain[0].Act }, ErrInvalid, "ACT"},
-		{"seq", func(d *messages.Export) { sonaOf(d, x.a).Chain[1].Seq = 5 }, ErrInvalid, "seq"},
-		{"head", func(d *messages.Export) { sonaOf(d, x.a).Head = proto.String(sonaOf(d, x.a).Chain[0].Act) }, ErrInvalid, "head"},
-		{"length", func(d *messages.Export) { sonaOf(d, x.a).Length = 7 }, ErrInvalid, "length"},
-		{"uuid", func(d *messages.Export) { sonaOf(d, x.a).Uuid = strings.ToUpper(x.a.sona) }, ErrInvalid, "uuid"},
-		{"name", func(d *messages.Export) { sonaOf(d, x.a).Name = "" }, ErrInvalid, "name"},
-		{"block", func(d *messages.Export) { d.Blocks[0].Data = []byte("other bytes") }, ErrInvalid, "hash"},
-		{"file", func(d *messages.Export) { d.Blocks = nil }, ErrInvalid, "file content"},
-		{"anchor", func(d *messages.Export) { d.Anchors[0].Cid = x.file.String() }, ErrInvalid, "not an exported memory"},
+		}, base.ErrInvalid, "seq"},
+		{"act", func(d *messages.Export) { sonaOf(d, x.a).Chain[1].Act = sonaOf(d, x.a).Chain[0].Act }, base.ErrInvalid, "ACT"},
+		{"seq", func(d *messages.Export) { sonaOf(d, x.a).Chain[1].Seq = 5 }, base.ErrInvalid, "seq"},
+		{"head", func(d *messages.Export) { sonaOf(d, x.a).Head = proto.String(sonaOf(d, x.a).Chain[0].Act) }, base.ErrInvalid, "head"},
+		{"length", func(d *messages.Export) { sonaOf(d, x.a).Length = 7 }, base.ErrInvalid, "length"},
+		{"uuid", func(d *messages.Export) { sonaOf(d, x.a).Uuid = strings.ToUpper(x.a.sona) }, base.ErrInvalid, "uuid"},
+		{"name", func(d *messages.Export) { sonaOf(d, x.a).Name = "" }, base.ErrInvalid, "name"},
+		{"block", func(d *messages.Export) { d.Blocks[0].Data = []byte("other bytes") }, base.ErrInvalid, "hash"},
+		{"file", func(d *messages.Export) { d.Blocks = nil }, base.ErrInvalid, "file content"},
+		{"anchor", func(d *messages.Export) { d.Anchors[0].Cid = x.file.String() }, base.ErrInvalid, "not an exported memory"},
 		{"link", func(d *messages.Export) {
 			m := memIndex(d, x.a1)
 			m.Associations = append(m.Associations, &messages.ExportLink{Target: &messages.Link{Cid: x.file.String()}, Type: assoc.Related, Strength: 0.5})
-		}, ErrInvalid, "link target"},
-		{"link type", func(d *messages.Export) { memIndex(d, x.a1).Associations[0].Type = "friendly" }, ErrInvalid, "type"},
+		}, base.ErrInvalid, "link target"},
+		{"link type", func(d *messages.Export) { memIndex(d, x.a1).Associations[0].Type = "friendly" }, base.ErrInvalid, "type"},
 		{"pending", func(d *messages.Export) {
 			d.Pending = []*messages.PendingConcept{{ConceptKey: "k", Versions: []*messages.Version{{AgentId: "a", Content: " "}}}}
-		}, ErrInvalid, "content"},
+		}, base.ErrInvalid, "content"},
 		{"conflict", func(d *messages.Export) {
 			d.Conflicts = []*messages.Conflict{{ConceptKey: "k", Versions: []*messages.Version{{AgentId: "a", Content: "x"}}}}
-		}, ErrInvalid, "conflict_id"},
+		}, base.ErrInvalid, "conflict_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			doc, _ := exportDoc(t, x.s, "")
@@ -340,14 +341,14 @@ func TestPlanImportAgainstTheStore(t *testing.T) {
 		t.Fatalf("importing a store into itself plans %d appends", len(plan.Steps()))
 	}
 	x.a.text("epsilon: the store moved on")
-	if _, err := x.s.Transfer.PlanImport(context.Background(), doc); !errors.Is(err, ErrChainConflict) || !strings.Contains(err.Error(), "more than the export") {
+	if _, err := x.s.Transfer.PlanImport(context.Background(), doc); !errors.Is(err, base.ErrChainConflict) || !strings.Contains(err.Error(), "more than the export") {
 		t.Fatalf("a longer chain in the store: %v", err)
 	}
 	doc, _ = exportDoc(t, x.s, "")
 	for _, s := range doc.Sonas {
 		s.Name += "-renamed"
 	}
-	if _, err := x.s.Transfer.PlanImport(context.Background(), doc); !errors.Is(err, ErrChainConflict) {
+	if _, err := x.s.Transfer.PlanImport(context.Background(), doc); !errors.Is(err, base.ErrChainConflict) {
 		t.Fatalf("another name: %v", err)
 	}
 }

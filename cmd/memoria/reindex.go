@@ -11,6 +11,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/app"
 	"github.com/memoria-ai/memoria/llm/providers"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
@@ -78,7 +79,7 @@ func reindexCmd(g *globals) *cobra.Command {
 				}
 				prog.set(int(done))
 			}})
-			if errors.Is(err, memory.ErrEmbedderMismatch) {
+			if errors.Is(err, base.ErrEmbedderMismatch) {
 				return fmt.Errorf("the store's embedder is still not the configured one: %w", err)
 			}
 			if err != nil {

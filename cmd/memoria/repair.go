@@ -10,6 +10,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/app"
 	"github.com/memoria-ai/memoria/llm/providers"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 func repairCmd(g *globals) *cobra.Command {
@@ -40,7 +41,7 @@ func repairCmd(g *globals) *cobra.Command {
 				return err
 			}
 			self, err := memory.Open(cmd.Context(), memory.Options{Config: cfg, Embedder: emb, Logger: log, AcceptLoss: acceptLoss})
-			if errors.Is(err, memory.ErrCorrupt) {
+			if errors.Is(err, base.ErrCorrupt) {
 				return fmt.Errorf("%w (repair cannot mend this: restore the data directory from a backup or an export)", err)
 			}
 			if err != nil {

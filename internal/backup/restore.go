@@ -290,7 +290,7 @@ func verifyChain(ctx context.Context, self *memory.Self, sona string, length int
 		}
 		// A forgotten memory (its tombstone in the backup) is no damage:
 		// the ACT keeps its CID, its bytes are gone.
-		if _, _, err := self.Memories.Get(act.Memory); err != nil && !errors.Is(err, memory.ErrForgotten) {
+		if _, _, err := self.Memories.Get(act.Memory); err != nil && !errors.Is(err, base.ErrForgotten) {
 			return 0, fmt.Errorf("ACT %d: memory %s: %w", seq, act.Memory, err)
 		}
 		if act.Prev != nil {

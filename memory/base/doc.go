@@ -1,7 +1,7 @@
 // Package base is the bottom of memory/: what every part of it shares and
 // nothing else. It imports nothing of Memoria's, so every package under
-// memory/ (and memory itself, which re-exports the errors and Page) can
-// use it without a cycle — raft's raftpb, pebble's internal/base.
+// memory/, memory itself and its callers can use it without a cycle —
+// raft's raftpb, pebble's internal/base.
 //
 // It owns:
 //   - the error classes (ErrInvalid, ErrNotFound, ErrCorrupt, ErrTooLarge,

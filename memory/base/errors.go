@@ -10,8 +10,8 @@ import (
 // The error classes. Every error of memory/ wraps one of them (or is a
 // context's error), so that transports map it with errors.Is: ErrInvalid
 // to a 400, ErrNotFound to a 404, ErrCorrupt to a 500 that stops an
-// actor rather than restart it, and so on. Package memory re-exports
-// each under the same name.
+// actor rather than restart it, and so on. Callers test them here
+// (base.ErrNotFound): there is no second name for them.
 var (
 	// ErrInvalid marks input that breaks the schema or the rules: a
 	// memory, a block, a name, a cursor.
