@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/asynkron/protoactor-go/actor"
-
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/advance"
