@@ -10,7 +10,8 @@
 // search (read-your-writes) without paying for graph insertion on the
 // write path, and a graph rebuilt at start serves exact results while it
 // fills. The index is derived state: the store's embeddings are the copy
-// of record, and the index is rebuilt from them at start.
+// of record; at start the index is restored from a snapshot of itself
+// (snapshot.go) or rebuilt from them.
 //
 // The graph is built and searched over int8 copies of the vectors, each
 // with a scale of its own (quant.go): a quarter of the memory traffic of
