@@ -516,7 +516,6 @@ type scorer struct {
 	excluded map[cid.Cid]bool
 	weights  config.Weights // of the score: recall.weights or Paths.Score
 	collapse collapser      // what is injected so far, by its words
-	cal      Calibration    // the paths' scales for this query (gather)
 
 	// Time travel: memories with a log seq above maxSeq, or stored after
 	// maxTime, did not exist yet.
@@ -658,9 +657,7 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		order = append(order, r)
 		return r, nil
 	}
-	// The dense path's candidates calibrate its cosines (Calibration).
 	rank := 0
-	cosines := make([]float64, 0, len(dense))
 	for _, h := range dense {
 		r, err := add(h.key)
 		if err != nil {
@@ -669,11 +666,10 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		if r != nil {
 			rank++
 			r.Explain.Evidence.Dense, r.Explain.Evidence.DenseRank = h.score, rank
-			cosines = append(cosines, h.score)
 		}
 	}
-	sc.cal.DenseFloor, sc.cal.DenseBest = CalibrateDense(cosines)
 	rank = 0
+	bestBM25 := 0.0
 	for _, h := range bm25 {
 		r, err := add(h.key)
 		if err != nil {
@@ -682,7 +678,7 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		if r != nil {
 			rank++
 			r.Explain.Evidence.BM25, r.Explain.Evidence.BM25Rank = h.score, rank
-			sc.cal.BestBM25 = math.Max(sc.cal.BestBM25, h.score)
+			bestBM25 = math.Max(bestBM25, h.score)
 		}
 	}
 	rank = 0
@@ -712,7 +708,7 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		denseDone = len(order)
 		for _, r := range order {
 			if paths.Fusion == "weighted" {
-				r.Explain.Fused = FuseWeighted(r.Explain.Evidence, paths.Weights, sc.cal)
+				r.Explain.Fused = FuseWeighted(r.Explain.Evidence, paths.Weights, bestBM25)
 			} else {
 				r.Explain.Fused = FuseRRF(r.Explain.Evidence, paths.Weights, sc.self.cfg.Recall.RRFK)
 			}
