@@ -149,7 +149,6 @@ func newIndex(dir string) *Index {
 
 const (
 	snapshotFile = "index"
-	snapshotTemp = "index.tmp"
 	logPrefix    = "log-"
 	snapMagic    = "MTXI"
 )
@@ -225,7 +224,11 @@ func (x *Index) openLog() error {
 			os.Remove(n)
 		}
 	}
-	os.Remove(filepath.Join(x.dir, snapshotTemp))
+	// A snapshot whose write a crash cut short (durable.Write's temporary).
+	parts, _ := filepath.Glob(filepath.Join(x.dir, "."+snapshotFile+".part-*"))
+	for _, n := range parts {
+		os.Remove(n)
+	}
 	return nil
 }
 

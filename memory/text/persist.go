@@ -1,6 +1,7 @@
 package text
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/memoria-ai/memoria/internal/durable"
 )
 
 // The files' encoding: unsigned varints, strings as a length and bytes.
@@ -220,16 +223,7 @@ func (x *Index) snapshot() error {
 	e.b = binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
 
 	next := x.gen + 1
-	tmp := filepath.Join(x.dir, snapshotTemp)
-	if err := writeSynced(tmp, e.b); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("text: snapshot: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(x.dir, snapshotFile)); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("text: snapshot: %w", err)
-	}
-	if err := syncDir(x.dir); err != nil {
+	if _, err := durable.WriteFile(filepath.Join(x.dir, snapshotFile), bytes.NewReader(e.b)); err != nil {
 		return fmt.Errorf("text: snapshot: %w", err)
 	}
 	log, err := os.OpenFile(filepath.Join(x.dir, logPrefix+strconv.FormatUint(next, 10)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -297,32 +291,6 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		return fmt.Errorf("%w: %s does not decode", ErrCorrupt, snapshotFile)
 	}
 	return nil
-}
-
-// writeSynced writes b to a new file at path and syncs it.
-func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // Flush makes every batch applied so far durable: it syncs the log, or
