@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -234,11 +235,12 @@ func (s *Server) listSonas(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	resp, err := s.listSonasOp(r.Context(), q.Get("name"), q.Get("cursor"), limit)
+	resp, unanswered, err := s.listSonasOp(r.Context(), q.Get("name"), q.Get("cursor"), limit)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
+	setUnanswered(w, unanswered)
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -319,11 +321,12 @@ func (s *Server) recall(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	recalled, err := s.recallOp(r.Context(), rec, &req)
+	recalled, unanswered, err := s.recallOp(r.Context(), rec, &req)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
+	setUnanswered(w, unanswered)
 	resp := &messages.RecallResponse{Memories: []*messages.RecalledMemory{}}
 	for _, rc := range recalled {
 		m, err := s.renderMemory(r.Context(), rc.CID, rc.Memory, rc.Meta)
@@ -488,4 +491,15 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Disposition", mime.FormatMediaType("inline", map[string]string{"filename": name}))
 	}
 	w.Write(data)
+}
+
+// unansweredHeader names the cluster members that did not answer a
+// gathering request (a self-scope recall, GET /sonas/list) in time: the
+// answer is made of the others'.
+const unansweredHeader = "X-Memoria-Unanswered"
+
+func setUnanswered(w http.ResponseWriter, members []string) {
+	if len(members) > 0 {
+		w.Header().Set(unansweredHeader, strings.Join(members, ","))
+	}
 }

@@ -224,6 +224,8 @@ type RecallInput struct {
 // RecallOutput is the recall tool's output.
 type RecallOutput struct {
 	Memories []MemoryOutput `json:"memories" jsonschema:"the recalled memories, in topological order (the hits carry their rank)"`
+	// Unanswered are the cluster members that did not answer in time.
+	Unanswered []string `json:"unanswered,omitempty" jsonschema:"in a cluster: the members that did not answer in time (the recall is made of the others')"`
 }
 
 // MemoryOutput is a memory as a tool returns it.
@@ -271,14 +273,14 @@ func (m *mcpTools) recall(ctx context.Context, in RecallInput) (RecallOutput, er
 	if err != nil {
 		return RecallOutput{}, err
 	}
-	recalled, err := m.s.recallOp(ctx, rec, &messages.RecallRequest{
+	recalled, unanswered, err := m.s.recallOp(ctx, rec, &messages.RecallRequest{
 		Query: in.Query, K: int32Arg(in.K), BudgetChars: int32Arg(in.BudgetChars), Scope: in.Scope, AgentId: in.AgentID,
 		Expand: optInt32Arg(in.Expand),
 	})
 	if err != nil {
 		return RecallOutput{}, err
 	}
-	out := RecallOutput{Memories: []MemoryOutput{}}
+	out := RecallOutput{Memories: []MemoryOutput{}, Unanswered: unanswered}
 	for _, rc := range recalled {
 		mo := memoryOutput(rc.CID, rc.Memory)
 		mo.Score, mo.Via, mo.Rank, mo.Collapsed = rc.Score, rc.Via, rc.Rank, cidStrings(rc.Collapsed)
@@ -494,6 +496,7 @@ func sonaOutput(r *messages.Sona) SonaOutput {
 type ListSonasOutput struct {
 	Sonas      []SonaOutput `json:"sonas" jsonschema:"this page of sonas"`
 	NextCursor string       `json:"next_cursor,omitempty" jsonschema:"pass as cursor for the next page; absent on the last"`
+	Unanswered []string     `json:"unanswered,omitempty" jsonschema:"in a cluster: the members that did not answer in time (the list is made of the others')"`
 }
 
 func (m *mcpTools) listSonas(ctx context.Context, in ListSonasInput) (ListSonasOutput, error) {
@@ -505,11 +508,11 @@ func (m *mcpTools) listSonas(ctx context.Context, in ListSonasInput) (ListSonasO
 	if limit < 1 || limit > max {
 		return ListSonasOutput{}, badRequest("invalid_limit", "limit must be within 1..%d", max)
 	}
-	resp, err := m.s.listSonasOp(ctx, in.Name, in.Cursor, limit)
+	resp, unanswered, err := m.s.listSonasOp(ctx, in.Name, in.Cursor, limit)
 	if err != nil {
 		return ListSonasOutput{}, err
 	}
-	out := ListSonasOutput{Sonas: []SonaOutput{}, NextCursor: resp.GetNextCursor()}
+	out := ListSonasOutput{Sonas: []SonaOutput{}, NextCursor: resp.GetNextCursor(), Unanswered: unanswered}
 	for _, r := range resp.Items {
 		out.Sonas = append(out.Sonas, sonaOutput(r))
 	}

@@ -80,7 +80,7 @@ func (m *mcpTools) recallAndAnswer(ctx context.Context, req *mcp.GetPromptReques
 	if err != nil {
 		return nil, m.promptError(ctx, err)
 	}
-	recalled, err := m.s.recallOp(ctx, rec, &messages.RecallRequest{Query: args["question"], Scope: args["scope"]})
+	recalled, _, err := m.s.recallOp(ctx, rec, &messages.RecallRequest{Query: args["question"], Scope: args["scope"]})
 	if err != nil {
 		return nil, m.promptError(ctx, err)
 	}

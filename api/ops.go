@@ -275,21 +275,24 @@ func (s *Server) createSonaOp(ctx context.Context, name string, allowDuplicate b
 }
 
 // listSonasOp lists sonas (optionally those called name) in uuid order;
-// a sona-scoped token sees only its own.
-func (s *Server) listSonasOp(ctx context.Context, name, cursor string, limit int) (*messages.ListSonasResponse, error) {
+// a sona-scoped token sees only its own. unanswered names the cluster
+// members that did not answer in time.
+func (s *Server) listSonasOp(ctx context.Context, name, cursor string, limit int) (*messages.ListSonasResponse, []string, error) {
 	p := principalFrom(ctx)
-	var page base.Page[*messages.Sona]
-	var err error
-	switch {
-	case p.SonaScoped():
-		page, err = s.allowedSonas(p, name, cursor, limit)
-	case name != "":
-		page, err = s.self.Sonas.ListNamed(name, cursor, limit)
-	default:
-		page, err = s.self.Sonas.List(cursor, limit)
+	var only []string
+	if p.SonaScoped() {
+		only = p.Sonas()
+		if only == nil {
+			only = []string{}
+		}
 	}
+	list := s.LocalSonas
+	if s.sonaLister != nil {
+		list = s.sonaLister
+	}
+	page, unanswered, err := list(ctx, name, cursor, limit, only)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	resp := &messages.ListSonasResponse{Items: page.Items}
 	if resp.Items == nil {
@@ -298,13 +301,36 @@ func (s *Server) listSonasOp(ctx context.Context, name, cursor string, limit int
 	if page.Next != "" {
 		resp.NextCursor = &page.Next
 	}
-	return resp, nil
+	return resp, unanswered, nil
 }
 
-// allowedSonas pages through a sona-scoped principal's existing sonas.
-func (s *Server) allowedSonas(p *Principal, name, cursor string, limit int) (base.Page[*messages.Sona], error) {
+// SonaLister lists the sonas after cursor in uuid order, at most limit,
+// those called name when it is set, among only when only is not nil.
+type SonaLister func(ctx context.Context, name, cursor string, limit int, only []string) (page base.Page[*messages.Sona], unanswered []string, err error)
+
+// ListSonasWith has fn list the sonas for GET /sonas/list (a cluster
+// member lists every member's).
+func (s *Server) ListSonasWith(fn SonaLister) { s.sonaLister = fn }
+
+// LocalSonas is a SonaLister of this store.
+func (s *Server) LocalSonas(_ context.Context, name, cursor string, limit int, only []string) (base.Page[*messages.Sona], []string, error) {
 	var page base.Page[*messages.Sona]
-	for _, id := range p.Sonas() {
+	var err error
+	switch {
+	case only != nil:
+		page, err = s.allowedSonas(only, name, cursor, limit)
+	case name != "":
+		page, err = s.self.Sonas.ListNamed(name, cursor, limit)
+	default:
+		page, err = s.self.Sonas.List(cursor, limit)
+	}
+	return page, nil, err
+}
+
+// allowedSonas pages through the sonas of ids (sorted) that exist.
+func (s *Server) allowedSonas(ids []string, name, cursor string, limit int) (base.Page[*messages.Sona], error) {
+	var page base.Page[*messages.Sona]
+	for _, id := range ids {
 		if id <= cursor {
 			continue
 		}
@@ -413,31 +439,50 @@ func (s *Server) queryOp(ctx context.Context, rec *messages.Sona, req *messages.
 }
 
 // recallOp recalls the memories that matter for a query in a sona.
-func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages.RecallRequest) ([]*recall.Recalled, error) {
+func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages.RecallRequest) ([]*recall.Recalled, []string, error) {
 	if err := requireScope(ctx, ScopeRead); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := allowSona(ctx, rec.Uuid); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if strings.TrimSpace(req.Query) == "" {
-		return nil, badRequest("invalid", "query must not be empty")
+		return nil, nil, badRequest("invalid", "query must not be empty")
 	}
 	if err := s.checkRecallBounds(req.K, req.BudgetChars, req.Expand); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	scope, err := recallScope(ctx, req.Scope)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	start := s.clock.Now()
-	recalled, trace, err := s.self.Recaller.Recall(ctx, recall.Query{
+	run := s.localRecall
+	if s.recallRunner != nil {
+		run = s.recallRunner
+	}
+	recalled, unanswered, err := run(ctx, recall.Query{
 		Sona: rec.Uuid, Text: req.Query, K: int(req.K), Budget: int(req.BudgetChars), Expand: intPtr(req.Expand),
 		AgentID: req.AgentId, Scope: scope, AsOf: req.AsOf, IncludeHidden: req.IncludeHidden,
 	})
 	s.metrics.ObserveRecall("recall", s.clock.Since(start))
+	return recalled, unanswered, err
+}
+
+// RecallRunner runs the recalls of a server. unanswered names what did
+// not answer in time (in a cluster: members), the recall being made of
+// the rest.
+type RecallRunner func(ctx context.Context, q recall.Query) (out []*recall.Recalled, unanswered []string, err error)
+
+// RecallWith has fn run the recalls of this server (a cluster member
+// gathers a self-scope recall from every member).
+func (s *Server) RecallWith(fn RecallRunner) { s.recallRunner = fn }
+
+// localRecall is a recall of this store, its trace submitted.
+func (s *Server) localRecall(ctx context.Context, q recall.Query) ([]*recall.Recalled, []string, error) {
+	recalled, trace, err := s.self.Recaller.Recall(ctx, q)
 	trace.Submit(s.self.Store())
-	return recalled, err
+	return recalled, nil, err
 }
 
 // insertOp stores a memory into a sona without calling the model: dedup

@@ -52,6 +52,10 @@ type Server struct {
 	sonaCreator SonaCreator
 	// forgetRunner, when set, carries out the forgets (ForgetWith).
 	forgetRunner ForgetRunner
+	// recallRunner, when set, runs the recalls (RecallWith); sonaLister
+	// lists the sonas (ListSonasWith).
+	recallRunner RecallRunner
+	sonaLister   SonaLister
 }
 
 // A SonaCreator creates a sona called name, refusing a name another sona

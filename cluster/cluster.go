@@ -60,6 +60,9 @@ type Cluster struct {
 	lastOwner sync.Map
 	// local is this member's own forgetting (UseForget).
 	local atomic.Pointer[LocalForget]
+	// localSonas lists this member's own sonas (ListSonas).
+	localSonas atomic.Pointer[LocalSonas]
+	recall     config.Recall
 }
 
 // memberFile keeps a member's id in its data directory.
@@ -126,7 +129,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		url = strings.TrimRight(cc.Advertise, "/")
 	}
 	c := &Cluster{cfg: cc, self: o.Self, log: o.Log.With("component", "cluster"), clock: o.Clock, peerLn: ln,
-		mux: http.NewServeMux(), done: make(chan error, 1), maxBody: o.Config.Server.MaxBodyBytes,
+		mux: http.NewServeMux(), done: make(chan error, 1), maxBody: o.Config.Server.MaxBodyBytes, recall: o.Config.Recall,
 		client: &http.Client{Timeout: cc.PeerTimeout.D(), Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}}
 	c.chains = newChains(c)
 	o.Self.Forget.AddPart(forgetStaged)
@@ -193,6 +196,8 @@ func (c *Cluster) peerRoutes() {
 	c.mux.HandleFunc("POST /peer/v1/forget/plan", c.handleForgetPlan)
 	c.mux.HandleFunc("POST /peer/v1/forget/apply", c.handleForgetApply)
 	c.mux.HandleFunc("GET /peer/v1/tombstones", c.handleTombstones)
+	c.mux.HandleFunc("POST /peer/v1/recall", c.handleRecall)
+	c.mux.HandleFunc("GET /peer/v1/sonas", c.handleSonas)
 }
 
 // peerError writes an error in the API's shape.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,8 @@ import (
 //	POST /peer/v1/forget/plan   ForgetPlan → ForgetPlanned (forget.go)
 //	POST /peer/v1/forget/apply  ForgetApply → ForgetApplied
 //	GET  /peer/v1/tombstones    ?cursor= → TombstonePage
+//	POST /peer/v1/recall        a self-scope recall (gather.go)
+//	GET  /peer/v1/sonas         the member's sonas (gather.go)
 const protoType = "application/x-protobuf"
 
 // maxPeerBody caps a peer request body: a batch of staged appends.
@@ -234,37 +237,66 @@ func (c *Cluster) entries(ctx context.Context, m Member, sona string, from, to i
 
 // call makes one peer call with a protobuf body and answer.
 func (c *Cluster) call(ctx context.Context, method, u string, in, out proto.Message) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
-		b, err := proto.Marshal(in)
-		if err != nil {
+		var err error
+		if body, err = proto.Marshal(in); err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	b, err := c.do(ctx, method, u, protoType, body)
 	if err != nil {
 		return err
 	}
+	return proto.Unmarshal(b, out)
+}
+
+// callJSON makes one peer call with a JSON body (nil: none) and answer.
+func (c *Cluster) callJSON(ctx context.Context, method, u string, in, out any) error {
+	var body []byte
 	if in != nil {
-		req.Header.Set("Content-Type", protoType)
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	b, err := c.do(ctx, method, u, "application/json", body)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// do makes one peer call: body (nil: none) of contentType, the answer's
+// body when it is 200.
+func (c *Cluster) do(ctx context.Context, method, u, contentType string, body []byte) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.cfg.Secret != "" {
 		req.Header.Set(secretHeader, c.cfg.Secret)
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerBody))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, bytes.TrimSpace(b))
+		return nil, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, bytes.TrimSpace(b))
 	}
-	return proto.Unmarshal(b, out)
+	return b, nil
 }
 
 func readProto(r *http.Request, m proto.Message) error {

@@ -145,6 +145,8 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 		srv.CreateSonasWith(cl.CreateSona)
 		cl.UseForget(cluster.LocalForget{Forget: sys.Forget, Apply: sys.ForgetApply})
 		srv.ForgetWith(cl.Forget)
+		srv.RecallWith(cl.Recall)
+		srv.ListSonasWith(api.SonaLister(cl.ListSonas(cluster.LocalSonas(srv.LocalSonas))))
 		// What the others forgot while this member was away goes before
 		// it serves.
 		if err := cl.SyncTombstones(ctx); err != nil {

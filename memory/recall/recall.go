@@ -75,6 +75,11 @@ type Query struct {
 	// Paths, when set, overrides the configured retrieval paths and
 	// stages (for evaluation).
 	Paths *Paths
+	// Centroid, when set, stands for the recalling sona's centroid and
+	// Activity for its chain length: a cluster member recalls in self
+	// scope for a sona it may not hold, as the sona's owner asked.
+	Centroid []float32
+	Activity int64
 }
 
 // Paths turns the stages of recall on and off.
@@ -260,6 +265,9 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 		return nil, nil, fmt.Errorf("%w: query vector has %d dims, want %d", base.ErrInvalid, len(q.Vector), s.index.Dims())
 	}
 	centroid, activity, ok := s.sonas.Snapshot(q.Sona)
+	if q.Centroid != nil {
+		centroid, activity, ok = q.Centroid, q.Activity, true
+	}
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: sona %q", base.ErrNotFound, q.Sona)
 	}
