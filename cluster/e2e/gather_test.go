@@ -122,7 +122,9 @@ func TestSelfRecallGathered(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("server: {}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := startCluster(t, 3, 2, "MEMORIA_CONFIG="+cfg)
+	// A peer timeout shorter than the lease: a paused member is asked, and
+	// does not answer in time, before it leaves the cluster.
+	c, _ := startCluster(t, 3, 2, "MEMORIA_CONFIG="+cfg, "MEMORIA_CLUSTER_PEER_TIMEOUT=2s", "MEMORIA_CLUSTER_LEASE_TTL=5s")
 	var sonas []string
 	lighthouse := map[string]string{} // cid → sona
 	bySona := map[string][]string{}   // sona → its cids
@@ -202,6 +204,26 @@ func TestSelfRecallGathered(t *testing.T) {
 	if !slices.Equal(lists[0], lists[1]) || !slices.Equal(lists[0], lists[2]) {
 		t.Fatalf("GET /sonas/list differs between members: %v", lists)
 	}
+
+	// A member paused: a self-scope recall through another answers with
+	// what the others hold, in time, and names the silent member.
+	pausedID, err := selfID(c.Nodes[2].URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Nodes[2].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	status, b, unanswered, err := authCall("POST", c.Nodes[0].URL+"/sona/"+sonas[0]+"/recall", "", map[string]any{"query": query, "k": 30, "scope": "self"})
+	took := time.Since(start)
+	if err := c.Nodes[2].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || status != http.StatusOK || unanswered != pausedID {
+		t.Fatalf("self-scope recall with %s paused: %d %s %v, X-Memoria-Unanswered %q, want 200 naming %s", c.Nodes[2].Name, status, b, err, unanswered, pausedID)
+	}
+	t.Logf("self-scope recall with a member paused answered in %s", took.Round(time.Millisecond))
 
 	// Tokens: every member restarts with a root token and one limited to
 	// sonas[0].
