@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,31 +21,10 @@ import (
 // hc is the tests' HTTP client: every call is bounded.
 var hc = &http.Client{Timeout: 5 * time.Second}
 
-// call makes one JSON call and returns the status, the member that
-// served it and the body.
+// call makes one JSON call and returns the status and the body.
 func call(method, url string, in any) (int, []byte, error) {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return 0, nil, err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		return 0, nil, err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	status, b, _, err := authCall(method, url, "", in)
+	return status, b, err
 }
 
 func createSona(t *testing.T, url, name string) string {
