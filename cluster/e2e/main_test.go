@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("MEMORIA_CLUSTER_RACE") == "1" {
 		flags = append(flags, "-race")
 	}
+	// The members inherit the environment, and refuse a MEMORIA_ variable
+	// that is not a setting.
+	os.Unsetenv("MEMORIA_CLUSTER_RACE")
 	if out, err := testdeps.BuildMemoria(bin, flags...); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: cannot build memoria: %v\n%s", err, out)
 		os.Exit(1)
