@@ -188,6 +188,19 @@ func TestSelfRecallGathered(t *testing.T) {
 		}
 	}
 
+	// A figure, not an assertion: the median of 15 recalls through the
+	// owner, gathered (self) and not (sona).
+	for _, scope := range []string{"sona", "self"} {
+		var ds []time.Duration
+		for range 15 {
+			start := time.Now()
+			recallCIDs(t, c.Nodes[0].URL, "", sonas[0], scope, query)
+			ds = append(ds, time.Since(start))
+		}
+		med, hi := spread(ds)
+		t.Logf("recall in %s scope through the owner: median %s, max %s", scope, med.Round(time.Millisecond/10), hi.Round(time.Millisecond/10))
+	}
+
 	var lists [][]string
 	for _, n := range c.Nodes {
 		l := listUUIDs(t, n.URL, "")
