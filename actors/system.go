@@ -102,7 +102,7 @@ type System struct {
 
 	// calls are the callers of AdvanceStream waiting in this process, by
 	// Advance.call: their contexts and token sinks.
-	calls    sync.Map // uint64 → *call
+	calls sync.Map // uint64 → *call
 	// prepared holds the memory of an Append in flight, prepared already,
 	// under its message (delivered by pointer in this process), so that
 	// the sona actor does not decode and hash its block again.
