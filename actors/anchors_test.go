@@ -177,3 +177,45 @@ func TestAppendAtAnExpectedSeq(t *testing.T) {
 		t.Fatalf("length %d", got.Length)
 	}
 }
+
+// An Append hands its prepared memory to the sona actor in this process;
+// whatever becomes of the append (stored, refused, a reused memory), none
+// is left behind, and what was stored is the memory prepared.
+func TestAppendsLeaveNothingPrepared(t *testing.T) {
+	e := start(t, testConfig(t.TempDir()), nil, actors.TestingKnobs{})
+	ctx := context.Background()
+	rec, err := e.self.Sonas.Create(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := insertText(t, e, rec.Uuid, "first")
+	vecs, _ := e.self.Embed(ctx, "second")
+	p, err := e.self.Chains.Prepare(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "second"}}}, vecs[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ExpectSeq = proto.Int64(0)
+	if _, err := e.sys.Append(ctx, rec.Uuid, p); !errors.Is(err, base.ErrChainConflict) {
+		t.Fatalf("append expected at seq 0 of a chain of 1: %v", err)
+	}
+	p.ExpectSeq = nil
+	if r, err := e.sys.Append(ctx, rec.Uuid, p); err != nil || r.GetSeq() != 1 || r.Cid != p.CID.String() {
+		t.Fatalf("append: %v %v", r, err)
+	}
+	if r, err := e.sys.Append(ctx, rec.Uuid, p); err != nil || r.Seq != nil {
+		t.Fatalf("the same memory again: %v %v (want existed)", r, err)
+	}
+	if _, err := e.sys.Append(ctx, "00000000-0000-4000-8000-000000000000", p); err == nil {
+		t.Fatal("append to an unknown sona")
+	}
+	if n := actors.PreparedInFlight(e.sys); n != 0 {
+		t.Fatalf("%d prepared memories left behind", n)
+	}
+	mems := walkChain(t, e.self, rec.Uuid)
+	if len(mems) != 2 || !slices.Contains(mems, first) || !slices.Contains(mems, p.CID) {
+		t.Fatalf("chain %v", mems)
+	}
+	if got, err := e.self.Block(p.CID); err != nil || string(got) != string(p.Block) {
+		t.Fatalf("stored block of %s: %v", p.CID, err)
+	}
+}

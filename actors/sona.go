@@ -393,8 +393,11 @@ func asyncIn[T any](ctx actor.Context, sys *System, c context.Context, timeout t
 
 func (a *sonaActor) appendMemory(ctx actor.Context, msg *messages.AppendMemory) {
 	sender := ctx.Sender()
-	item, err := prepareAppend(a.sys.self, msg)
-	if err != nil {
+	var item *model.Prepared
+	var err error
+	if p, ok := a.sys.prepared.LoadAndDelete(msg); ok {
+		item = p.(*model.Prepared) // System.Append's, prepared in this process
+	} else if item, err = prepareAppend(a.sys.self, msg); err != nil {
 		ctx.Respond(failure(err))
 		return
 	}

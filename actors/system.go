@@ -102,7 +102,11 @@ type System struct {
 
 	// calls are the callers of AdvanceStream waiting in this process, by
 	// Advance.call: their contexts and token sinks.
-	calls    sync.Map // uint64 → *call
+	calls sync.Map // uint64 → *call
+	// prepared holds the memory of an Append in flight, prepared already,
+	// under its message (delivered by pointer in this process), so that
+	// the sona actor does not decode and hash its block again.
+	prepared sync.Map // *messages.AppendMemory → *model.Prepared
 	nextCall atomic.Uint64
 	work     sync.WaitGroup
 	stop     sync.Once
@@ -314,7 +318,12 @@ func (s *System) Append(ctx context.Context, sona string, p *model.Prepared) (*m
 	if err := s.checkNotBackbone(sona); err != nil {
 		return nil, err
 	}
-	return ask[*messages.Appended](s, appendMessage(sona, p), s.cfg.Actors.AskTimeout.D())
+	msg := appendMessage(sona, p)
+	if p.Forgotten == nil {
+		s.prepared.Store(msg, p)
+		defer s.prepared.Delete(msg)
+	}
+	return ask[*messages.Appended](s, msg, s.cfg.Actors.AskTimeout.D())
 }
 
 // ActiveSonas returns how many sona actors are alive (not passivated).

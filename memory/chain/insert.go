@@ -153,6 +153,14 @@ func (w *Writer) PrepareInsert(ctx context.Context, sona string, m *model.Memory
 	if err != nil || !dedup || len(p.Neighbors) == 0 {
 		return p, nil, err
 	}
+	// The threshold is never below the bootstrap's (below), and without
+	// normalisation a duplicate is one of the neighbours at its own
+	// similarity: when the nearest is below the floor there is none, and
+	// nothing more to read (the common case of an insert).
+	floor := assoc.EmergentThreshold(w.cfg.Threshold, w.cfg.Threshold.DedupBeta, assoc.SimStats{}, 0)
+	if w.o.Normalize == nil && p.Neighbors[0].Sim < floor.Value {
+		return p, nil, nil
+	}
 	if in, err := w.mems.InSona(p.CID, sona); err != nil || in {
 		return p, nil, err
 	}
@@ -186,8 +194,8 @@ func (w *Writer) PrepareInsert(ctx context.Context, sona string, m *model.Memory
 	// apart (a low, narrow distribution of nearest-neighbour similarities,
 	// as the hashed embedder gives unrelated texts) the live threshold
 	// would call a new memory's nearest a duplicate however unlike it is.
-	if boot := assoc.EmergentThreshold(w.cfg.Threshold, w.cfg.Threshold.DedupBeta, assoc.SimStats{}, 0); th.Value < boot.Value {
-		th = boot
+	if th.Value < floor.Value {
+		th = floor
 	}
 	if sim < th.Value {
 		return p, nil, nil

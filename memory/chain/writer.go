@@ -149,6 +149,9 @@ func (w *Writer) Op(a *model.Append) store.Op {
 			}
 		}
 		tx.OnCommit(func() {
+			if wr.New && item.Memory != nil {
+				w.mems.Stored(item.CID, item.Memory) // its block was verified by PutBlock
+			}
 			vid := w.index.Add(item.CID.KeyString(), item.Vector) // the existing id when not new
 			w.sonas.appended(a.Sona, rec, vid, item.Vector)
 			if w.o.OnAppended != nil {

@@ -156,6 +156,11 @@ func (m *Store) MemoryIn(r store.Reader, c cid.Cid) (*model.Memory, error) {
 	return mem, nil
 }
 
+// Stored caches mem, the decoded block c that a commit just stored (so
+// the indexes and readers that follow the commit need not read and decode
+// it again). The caller gives up mem: it must not modify it.
+func (m *Store) Stored(c cid.Cid, mem *model.Memory) { m.mems.put(c, mem) }
+
 // Meta returns a memory's metadata.
 func (m *Store) Meta(c cid.Cid) (*messages.MemoryMeta, error) {
 	var meta *messages.MemoryMeta
