@@ -708,15 +708,13 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		denseDone = len(order)
 		// Every candidate's cosine calibrates the dense evidence
 		// (Calibration), again when the affinity path has added some.
+		var cosines []float64
 		if sc.q.Vector != nil {
-			cosines := make([]float64, len(order))
-			for i, r := range order {
-				cosines[i] = r.Explain.Evidence.Dense
+			for _, r := range order {
+				cosines = append(cosines, r.Explain.Evidence.Dense)
 			}
-			sc.cal.DenseFloor, sc.cal.DenseBest = CalibrateDense(cosines)
-		} else {
-			sc.cal.DenseFloor, sc.cal.DenseBest = CalibrateDense(nil)
 		}
+		sc.cal.DenseFloor, sc.cal.DenseBest = CalibrateDense(cosines)
 		for _, r := range order {
 			if paths.Fusion == "weighted" {
 				r.Explain.Fused = FuseWeighted(r.Explain.Evidence, paths.Weights, sc.cal)
