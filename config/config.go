@@ -633,7 +633,7 @@ func Default() Config {
 			ImportanceFloor:    0.05,
 			Fusion:             "weighted",
 			RRFK:               60,
-			Paths:              PathWeights{Dense: 0.5, BM25: 1, Affinity: 0.5, Metric: 0.05},
+			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05},
 			Scope:              "sona",
 			AffinitySeeds:      5,
 			AffinityDepth:      2,

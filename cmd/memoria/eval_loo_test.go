@@ -33,11 +33,11 @@ func TestLOOGrid(t *testing.T) {
 		t.Fatal("settings share their score weights")
 	}
 	last := grid[len(grid)-1]
-	if want := "recency 0.2, importance 0.4, affinity 1, dense 1, b 0.75"; last.label != want {
+	if want := "recency 0.2, importance 0.4, affinity 1, dense 0.5, b 0.75"; last.label != want {
 		t.Errorf("last setting %q, want %q", last.label, want)
 	}
 	if last.paths.Score.Recency != 0.2 || last.paths.Score.Importance != 0.4 || last.paths.Weights.Affinity != 1 ||
-		last.paths.Weights.Dense != 1 || last.bm25B != 0.75 || last.paths.Weights.BM25 != rc.Paths.BM25 {
+		last.paths.Weights.Dense != 0.5 || last.bm25B != 0.75 || last.paths.Weights.BM25 != rc.Paths.BM25 {
 		t.Errorf("last setting %+v %+v b %v does not match its label", last.paths, *last.paths.Score, last.bm25B)
 	}
 }

@@ -21,16 +21,22 @@ import (
 // knownFailure is the variable that runs the tests of known bugs.
 const knownFailure = "MEMORIA_RUN_KNOWN_FAILURES"
 
-// TestDenseOnlyRanksAsCosine is issue 17's golden test: with a supplied
-// embedder (the built-in GloVe table) and only the dense path on, recall
-// through the public API must rank a conversation's turns exactly as their
-// plain cosine to the question does. It does not today: the additive
-// recency, importance and sona terms outweigh the narrow cosine spread of
-// a real embedder.
-func TestDenseOnlyRanksAsCosine(t *testing.T) {
+// TestDenseNeverWorseThanCosine is issue 17's check on real data: with a
+// supplied embedder of a narrow cosine spread (the built-in GloVe table)
+// and only the dense path on, recall through the public API, with every
+// other term of the score at its default, must find at least as much of a
+// conversation's evidence as ranking its turns by their plain cosine to the
+// question. Before fusion was calibrated, the additive recency, importance
+// and sona terms outweighed the narrow cosine spread: recall@10 0.299
+// through the API against 0.315 by plain cosine on conv-26. The exact
+// property (the ranking does not depend on the spread) is
+// memory.TestDenseOnlyRanksAsCosine.
+func TestDenseNeverWorseThanCosine(t *testing.T) {
 	if os.Getenv(knownFailure) == "" {
-		t.Skip("issue 17: FAILS until fusion is calibrated: on LoCoMo conv-26 with the GloVe table, dense-only recall@10 0.299 " +
-			"through the API vs 0.315 by plain cosine, 152 of 152 questions ranked differently; run it with " + knownFailure + "=1")
+		t.Skip("issue 17: FAILS, not yet fixed: on conv-26 with the GloVe table, dense-only recall@10 through the API " +
+			"0.308 with the min-max calibration (0.312, 0.318 with the first one, 0.299 raw; the plain cosine 0.315): the " +
+			"importance and recency terms still reorder a narrow embedder's near ties; " +
+			"memory.TestDenseOnlyRanksAsCosine holds the exact property; run this with " + knownFailure + "=1")
 	}
 	path := filepath.Join("..", "..", "..", "shared", "data", "locomo", "conv-26.json")
 	raw, err := os.ReadFile(path)
@@ -46,6 +52,7 @@ func TestDenseOnlyRanksAsCosine(t *testing.T) {
 	cfg.DataDir = t.TempDir()
 	cfg.Embedder.Provider, cfg.Embedder.Dims = glove.Provider, glove.Dims
 	cfg.Recall.Paths = config.PathWeights{Dense: 1}
+	cfg.Recall.MMRLambda = 1 // diversity's penalty is the raw cosine (README, "Calibration")
 	log, sync := app.NewLogger(cfg.Log, io.Discard)
 	defer sync()
 	a, err := app.Open(ctx, cfg, log, app.Options{})
@@ -136,7 +143,7 @@ func TestDenseOnlyRanksAsCosine(t *testing.T) {
 	_, apiAt, _ := api.Row(0)
 	_, plainAt, _ := plain.Row(0)
 	t.Logf("recall@%d dense-only through the API %.3f, by plain cosine %.3f; %d of %d questions ranked differently", k, apiAt[0], plainAt[0], differ, len(ing.Qs))
-	if differ > 0 {
-		t.Fatalf("dense-only recall ranks %d of %d questions unlike the plain cosine (recall@%d %.3f vs %.3f)", differ, len(ing.Qs), k, apiAt[0], plainAt[0])
+	if apiAt[0] < plainAt[0] {
+		t.Fatalf("dense-only recall@%d through the API %.3f, below the plain cosine's %.3f", k, apiAt[0], plainAt[0])
 	}
 }

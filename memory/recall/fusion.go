@@ -39,21 +39,74 @@ func FuseRRF(e Evidence, w config.PathWeights, k float64) Fused {
 	return f
 }
 
-// FuseWeighted is a calibrated sum: cosine (at least 0), BM25 divided by
-// the best BM25 score of the query, affinity (0..1) and metric-profile
-// cosine (0..1), weighted and divided by the sum of the weights, so it is
-// 0..1.
-func FuseWeighted(e Evidence, w config.PathWeights, bestBM25 float64) Fused {
+// Calibration is a query's scale for each path's evidence, taken over
+// its candidates, so that what a path contributes does not depend on how
+// its raw scores happen to spread: a real embedder's cosines lie in a
+// narrow band (0.7–0.85, say), the hashed one's in a wide one, and BM25's
+// scale depends on the query's words and the collection.
+type Calibration struct {
+	// DenseFloor and DenseBest map a cosine to 0..1 (Dense); see
+	// CalibrateDense. An affine change of the embedder's cosines
+	// (a·cos + b, a > 0) leaves the calibrated value as it was.
+	DenseFloor, DenseBest float64
+	// BestBM25 is the query's best BM25 score (BM25 is calibrated by it).
+	BestBM25 float64
+}
+
+// CalibrateDense is the calibration of a query's cosines, those of every
+// candidate whichever path brought it: the lowest is the floor, the
+// highest the best — min-max over the candidate set, no constant to tune.
+// The candidates the other paths bring (BM25's, the affinity path's) are
+// mostly not near the query in the embedder's space, so the floor sits at
+// what the embedder gives unrelated text of this query, and the dense
+// path's best is 1. (A floor four standard deviations below the mean of
+// the dense path's own candidates, issue 17's first calibration, matched
+// the raw cosine on these five LoCoMo conversations but lost held out:
+// README, "Calibration".) Without candidates both are +Inf: no cosine
+// calibrates above 0.
+func CalibrateDense(cosines []float64) (floor, best float64) {
+	if len(cosines) == 0 {
+		return math.Inf(1), math.Inf(1)
+	}
+	floor, best = math.Inf(1), math.Inf(-1)
+	for _, c := range cosines {
+		floor, best = math.Min(floor, c), math.Max(best, c)
+	}
+	return floor, best
+}
+
+// Dense is a cosine calibrated: (cos − floor)/(best − floor), within 0..1
+// — 1 for the best candidate, 0 for the lowest. When every candidate has
+// the same cosine, those at it score 1.
+func (c Calibration) Dense(cos float64) float64 {
+	if c.DenseBest <= c.DenseFloor {
+		if cos >= c.DenseBest {
+			return 1
+		}
+		return 0
+	}
+	return math.Max(0, math.Min(1, (cos-c.DenseFloor)/(c.DenseBest-c.DenseFloor)))
+}
+
+// FuseWeighted is a calibrated sum: the calibrated cosine (see
+// Calibration.Dense), BM25 divided by the query's best BM25, affinity
+// (0..1) and metric-profile cosine (0..1), weighted and divided by the sum
+// of the weights, so it is 0..1.
+func FuseWeighted(e Evidence, w config.PathWeights, cal Calibration) Fused {
 	total := w.Dense + w.BM25 + w.Affinity + w.Metric
 	if total == 0 {
 		return Fused{}
 	}
 	bm25 := 0.0
-	if bestBM25 > 0 {
-		bm25 = e.BM25 / bestBM25
+	if cal.BestBM25 > 0 {
+		bm25 = e.BM25 / cal.BestBM25
+	}
+	dense := 0.0
+	if w.Dense > 0 {
+		dense = cal.Dense(e.Dense)
 	}
 	f := Fused{
-		Dense:    w.Dense * math.Max(0, e.Dense) / total,
+		Dense:    w.Dense * dense / total,
 		BM25:     w.BM25 * bm25 / total,
 		Affinity: w.Affinity * math.Max(0, math.Min(1, e.Affinity)) / total,
 		Metric:   w.Metric * math.Max(0, math.Min(1, e.Metric)) / total,

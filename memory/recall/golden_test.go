@@ -36,7 +36,7 @@ func TestScoringGolden(t *testing.T) {
 				if d.Cmd == "fuse-rrf" {
 					f = FuseRRF(e, weights, args["k"])
 				} else {
-					f = FuseWeighted(e, weights, args["best_bm25"])
+					f = FuseWeighted(e, weights, Calibration{DenseFloor: args["dense_floor"], DenseBest: args["dense_best"], BestBM25: args["best_bm25"]})
 				}
 				fmt.Fprintf(&b, "%-40s → relevance=%.4f dense=%.4f bm25=%.4f affinity=%.4f\n", line, f.Relevance, f.Dense, f.BM25, f.Affinity)
 			}

@@ -524,6 +524,7 @@ type scorer struct {
 	excluded map[cid.Cid]bool
 	weights  config.Weights // of the score: recall.weights or Paths.Score
 	collapse collapser      // what is injected so far, by its words
+	cal      Calibration    // the paths' scales for this query (gather)
 
 	// Time travel: memories with a log seq above maxSeq, or stored after
 	// maxTime, did not exist yet.
@@ -677,7 +678,6 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		}
 	}
 	rank = 0
-	bestBM25 := 0.0
 	for _, h := range bm25 {
 		r, err := add(h.key)
 		if err != nil {
@@ -686,7 +686,7 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		if r != nil {
 			rank++
 			r.Explain.Evidence.BM25, r.Explain.Evidence.BM25Rank = h.score, rank
-			bestBM25 = math.Max(bestBM25, h.score)
+			sc.cal.BestBM25 = math.Max(sc.cal.BestBM25, h.score)
 		}
 	}
 	rank = 0
@@ -714,9 +714,18 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 			}
 		}
 		denseDone = len(order)
+		// Every candidate's cosine calibrates the dense evidence
+		// (Calibration), again when the affinity path has added some.
+		var cosines []float64
+		if sc.q.Vector != nil {
+			for _, r := range order {
+				cosines = append(cosines, r.Explain.Evidence.Dense)
+			}
+		}
+		sc.cal.DenseFloor, sc.cal.DenseBest = CalibrateDense(cosines)
 		for _, r := range order {
 			if paths.Fusion == "weighted" {
-				r.Explain.Fused = FuseWeighted(r.Explain.Evidence, paths.Weights, bestBM25)
+				r.Explain.Fused = FuseWeighted(r.Explain.Evidence, paths.Weights, sc.cal)
 			} else {
 				r.Explain.Fused = FuseRRF(r.Explain.Evidence, paths.Weights, sc.self.cfg.Recall.RRFK)
 			}
