@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -206,7 +207,7 @@ func (f *tierForget) mtm() error {
 				mean, centroid = mean.Add(p.Embedding)
 			}
 		}
-		if base.Normalize(centroid) {
+		if llm.Normalize(centroid) {
 			seg.Embedding = centroid
 		}
 		if err := store.SetProto(f.tx, segmentKey(f.sona, seg.Id), seg); err != nil {
