@@ -16,9 +16,23 @@ const Deadline = 30 * time.Second
 // how long the outcome takes.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
+	EventuallyShow(t, what, func() (bool, string) { return cond(), "" })
+}
+
+// EventuallyShow is Eventually for a cond that also describes the state
+// it saw: the last description is in the failure.
+func EventuallyShow(t testing.TB, what string, cond func() (ok bool, state string)) {
+	t.Helper()
 	deadline := time.Now().Add(Deadline)
-	for !cond() {
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
 		if time.Now().After(deadline) {
+			if state != "" {
+				t.Fatalf("timed out waiting for %s (last: %s)", what, state)
+			}
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
