@@ -2,8 +2,12 @@
 package testutil
 
 import (
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/memoria-ai/memoria/llm"
 )
 
 // Deadline is how long Eventually waits: a ceiling for slow, shared
@@ -37,4 +41,25 @@ func EventuallyShow(t testing.TB, what string, cond func() (ok bool, state strin
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// UnitVector reads the datadriven argument key=(x,y,…) as a vector scaled
+// to unit length, as embeddings are: the golden tests give their
+// embeddings so.
+func UnitVector(t *testing.T, d *datadriven.TestData, key string) []float32 {
+	t.Helper()
+	var xs []string
+	d.ScanArgs(t, key, &xs)
+	v := make([]float32, len(xs))
+	for i, x := range xs {
+		f, err := strconv.ParseFloat(x, 32)
+		if err != nil {
+			d.Fatalf(t, "%s: %v", key, err)
+		}
+		v[i] = float32(f)
+	}
+	if !llm.Normalize(v) {
+		d.Fatalf(t, "%s=%v has no direction", key, xs)
+	}
+	return v
 }

@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory/consensus"
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
-	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/chain/chaintest"
@@ -80,7 +80,7 @@ func (g *ledgerGolden) run(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "concept", &concept)
 		d.ScanArgs(t, "agent", &agent)
 		d.ScanArgs(t, "content", &content)
-		g.vecs[content] = vec(t, d)
+		g.vecs[content] = testutil.UnitVector(t, d, "vec")
 		req := &messages.Contribute{ConceptKey: concept, AgentId: agent, Content: content}
 		if d.HasArg("stakes") {
 			d.ScanArgs(t, "stakes", &req.Stakes)
@@ -197,20 +197,4 @@ func versions(vs []*messages.Version) string {
 		parts[i] = fmt.Sprintf("%s %q", v.AgentId, v.Content)
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
-}
-
-// vec reads vec=(x,y,…) as a unit vector.
-func vec(t *testing.T, d *datadriven.TestData) []float32 {
-	var xs []string
-	d.ScanArgs(t, "vec", &xs)
-	v := make([]float32, len(xs))
-	for i, x := range xs {
-		f, err := strconv.ParseFloat(x, 32)
-		if err != nil {
-			d.Fatalf(t, "vec: %v", err)
-		}
-		v[i] = float32(f)
-	}
-	llm.Normalize(v)
-	return v
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -67,7 +68,7 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 		now := int64(w.num(t, d, "now"))
 		var seq uint64
 		d.ScanArgs(t, "seq", &seq)
-		pg := page(seq, vector(t, d), keywords(d)...)
+		pg := page(seq, testutil.UnitVector(t, d, "vec"), keywords(d)...)
 		pg.T = now
 		for _, moved := range PushSTM(w.stm, pg, w.p.STMPages) {
 			fmt.Fprintf(&out, "stm: page %d moves to the mtm\n", moved.Seq)
@@ -160,21 +161,6 @@ func (w *world) num(t *testing.T, d *datadriven.TestData, key string) float64 {
 		d.Fatalf(t, "%s=%q: %v", key, s, err)
 	}
 	return v
-}
-
-// vector reads vec=(x,y,z) as a unit vector.
-func vector(t *testing.T, d *datadriven.TestData) []float32 {
-	var xs []string
-	d.ScanArgs(t, "vec", &xs)
-	v := make([]float32, len(xs))
-	for i, x := range xs {
-		f, err := strconv.ParseFloat(x, 32)
-		if err != nil {
-			d.Fatalf(t, "vec: %v", err)
-		}
-		v[i] = float32(f)
-	}
-	return unit(v...)
 }
 
 func keywords(d *datadriven.TestData) []string {
