@@ -3,7 +3,8 @@ package api_test
 import (
 	"net/http"
 	"testing"
-	"time"
+
+	"github.com/memoria-ai/memoria/internal/testutil"
 
 	"github.com/ipfs/go-cid"
 )
@@ -14,19 +15,15 @@ func TestEvaluation(t *testing.T) {
 	c := h.insertText(id, "I felt so happy and loved when we adopted the puppy; a new chapter.")
 
 	var ev map[string]any
-	deadline := time.Now().Add(30 * time.Second) // a ceiling for slow, shared machines
-	for {
+	testutil.Eventually(t, "the memory's evaluation", func() bool {
 		r := h.get("/memory/" + c + "/evaluation")
 		if r.status == http.StatusOK {
 			ev = r.obj(t, http.StatusOK)
-			break
+			return true
 		}
 		wantError(t, r, http.StatusNotFound, "not_found")
-		if time.Now().After(deadline) {
-			t.Fatal("the memory was never evaluated")
-		}
-		time.Sleep(10 * time.Millisecond) // polling the server under test, with a deadline
-	}
+		return false
+	})
 	wantKeys(t, ev, "archetypes", "failures", "evaluated_at", "evaluator")
 	if ev["evaluator"] != "heuristic" || len(array(t, ev["failures"])) != 0 {
 		t.Fatalf("evaluation %v", ev)

@@ -1,10 +1,12 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/memoria-ai/memoria/internal/testutil"
 )
 
 // TestTiers drives chats past the STM's capacity and reads the tiers back:
@@ -23,18 +25,11 @@ func TestTiers(t *testing.T) {
 		h.post("/sona/"+id+"/chat", map[string]any{"content": lines[i%len(lines)], "name": "Caroline"}).obj(t, http.StatusOK)
 	}
 	var v map[string]any
-	deadline := time.Now().Add(30 * time.Second) // a ceiling for slow, shared machines
-	for {
+	testutil.EventuallyShow(t, "the tiers to settle", func() (bool, string) {
 		v = h.get("/sona/"+id+"/tiers").obj(t, http.StatusOK)
 		stm, mtm := object(t, v["stm"]), object(t, v["mtm"])
-		if len(array(t, stm["pending"])) == 0 && len(array(t, mtm["pending"])) == 0 && len(array(t, mtm["segments"])) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tiers never settled: %v", v)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the server under test, with a deadline
-	}
+		return len(array(t, stm["pending"])) == 0 && len(array(t, mtm["pending"])) == 0 && len(array(t, mtm["segments"])) > 0, fmt.Sprint(v)
+	})
 	wantKeys(t, v, "stm", "mtm", "lpm")
 	stm := object(t, v["stm"])
 	pages := array(t, stm["pages"])
@@ -72,18 +67,12 @@ func TestTiers(t *testing.T) {
 	// The transitions were counted (by the tier actors, just after they
 	// committed them).
 	for _, want := range []string{`memoria_tier_transitions_total{kind="page_added"} 9`, `memoria_tier_transitions_total{kind="page_moved"} 2`} {
-		for {
+		testutil.Eventually(t, "the metric "+want, func() bool {
 			m := h.get("/metrics")
 			if m.status != http.StatusOK {
 				t.Fatalf("metrics: %v", m)
 			}
-			if strings.Contains(string(m.body), want) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("metrics lack %s", want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return strings.Contains(string(m.body), want)
+		})
 	}
 }

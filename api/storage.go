@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/memoria-ai/memoria/internal/durable"
+
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -60,13 +62,13 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", BackupContentType)
-	cw := &countingWriter{w: w}
+	cw := &durable.Counter{W: w}
 	m, err := s.self.Store().Backup(r.Context(), cw, bb)
 	if err == nil {
-		s.log.Info("backup", "kind", m.Kind, "version", m.Version, "commits", m.Commits, "entries", m.Entries, "bytes", cw.n)
+		s.log.Info("backup", "kind", m.Kind, "version", m.Version, "commits", m.Commits, "entries", m.Entries, "bytes", cw.N)
 		return
 	}
-	if cw.n == 0 {
+	if cw.N == 0 {
 		w.Header().Del("Content-Type")
 		s.fail(w, err)
 		return
@@ -77,17 +79,6 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 		s.log.Error("backup failed after its first byte: response cut short", "err", err)
 	}
 	panic(http.ErrAbortHandler)
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // StorageStatus is the store's size and upkeep now (GET /admin/storage,

@@ -138,7 +138,7 @@ func (e *HashedEmbedder) embed(text string) []float32 {
 		i = j
 	}
 
-	if !normalize(v) {
+	if !Normalize(v) {
 		clear(v)
 		raw := strings.TrimSpace(strings.ToLower(text))
 		addFeature(v, fnvString(fnvByte(fnvOffset64, tagRaw), raw), 1)
@@ -197,25 +197,6 @@ func addFeature(v []float32, h uint64, weight float64) {
 		weight = -weight
 	}
 	v[bucket] += float32(weight)
-}
-
-// normalize scales v to unit L2 norm in place. It reports false, leaving v
-// unchanged, if v is zero (or not finite) and so cannot be normalised.
-func normalize(v []float32) bool {
-	var sum float64
-	for _, x := range v {
-		// The explicit conversion forbids fusing into an FMA, keeping the
-		// result identical on every architecture.
-		sum += float64(float64(x) * float64(x))
-	}
-	if sum == 0 || math.IsInf(sum, 0) || math.IsNaN(sum) {
-		return false
-	}
-	inv := 1 / math.Sqrt(sum)
-	for i, x := range v {
-		v[i] = float32(float64(x) * inv)
-	}
-	return true
 }
 
 // mix64 is the SplitMix64 finalizer: a bijection on uint64 in which every

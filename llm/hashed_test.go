@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 	"testing"
+
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // benchText is a ~200-character sentence used by the known-answer test and
@@ -24,14 +26,6 @@ func embedOne(t *testing.T, e *HashedEmbedder, text string) []float32 {
 		t.Fatalf("Embed(%q) returned %d vectors, want 1", text, len(vs))
 	}
 	return vs[0]
-}
-
-func dot(a, b []float32) float64 {
-	var s float64
-	for i := range a {
-		s += float64(a[i]) * float64(b[i])
-	}
-	return s
 }
 
 func sameBits(a, b []float32) bool {
@@ -101,7 +95,7 @@ func TestHashedEmbedderUnitNormAndDims(t *testing.T) {
 			if len(v) != dims {
 				t.Errorf("dims %d, %q: len = %d", dims, text, len(v))
 			}
-			if n := math.Sqrt(dot(v, v)); math.Abs(n-1) > 1e-5 {
+			if n := math.Sqrt(base.Dot(v, v)); math.Abs(n-1) > 1e-5 {
 				t.Errorf("dims %d, %q: norm = %v, want 1", dims, text, n)
 			}
 		}
@@ -141,8 +135,8 @@ func TestHashedEmbedderSimilarity(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.anchor, func(t *testing.T) {
 			a := embedOne(t, e, tt.anchor)
-			rel := dot(a, embedOne(t, e, tt.related))
-			unrel := dot(a, embedOne(t, e, tt.unrelated))
+			rel := base.Dot(a, embedOne(t, e, tt.related))
+			unrel := base.Dot(a, embedOne(t, e, tt.unrelated))
 			if rel <= unrel {
 				t.Errorf("cos(related)=%.3f <= cos(unrelated)=%.3f", rel, unrel)
 			}
@@ -274,6 +268,23 @@ func BenchmarkHashedEmbed(b *testing.B) {
 	for b.Loop() {
 		if _, err := e.Embed(ctx, texts); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	v := []float32{3, 4}
+	if !Normalize(v) || v[0] != 0.6 || v[1] != 0.8 {
+		t.Fatalf("Normalize(3,4) = %v", v)
+	}
+	again := append([]float32(nil), v...)
+	if !Normalize(again) || again[0] != v[0] || again[1] != v[1] {
+		t.Fatalf("normalising a unit vector changed it: %v → %v", v, again)
+	}
+	for _, bad := range [][]float32{{0, 0}, {float32(math.NaN()), 1}, {float32(math.Inf(1)), 0}} {
+		keep := append([]float32(nil), bad...)
+		if Normalize(bad) {
+			t.Errorf("Normalize(%v) = true, want false", keep)
 		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -245,6 +246,27 @@ func Unfence(s string) string {
 	return s
 }
 
-// Normalize scales v to unit length in place; false when v is zero or not
-// finite (and cannot be).
-func Normalize(v []float32) bool { return normalize(v) }
+// Normalize scales v to unit length in place; false, leaving v as it is,
+// when it cannot (v is zero or not finite). It is the one normalisation:
+// embedders' outputs, the store's check of them, centroids and page
+// vectors. A vector already within 1e-6 of unit length is left as it is,
+// so normalising twice changes nothing. The sum of squares is accumulated
+// in float64 with explicit conversions, which forbid fusing into an FMA,
+// so the result is the same on every architecture.
+func Normalize(v []float32) bool {
+	var sum float64
+	for _, x := range v {
+		sum += float64(float64(x) * float64(x))
+	}
+	if sum == 0 || math.IsInf(sum, 0) || math.IsNaN(sum) {
+		return false
+	}
+	if math.Abs(sum-1) < 1e-6 {
+		return true
+	}
+	inv := 1 / math.Sqrt(sum)
+	for i, x := range v {
+		v[i] = float32(float64(x) * inv)
+	}
+	return true
+}

@@ -403,7 +403,7 @@ func (s *Self) Embed(ctx context.Context, texts ...string) ([][]float32, error) 
 		if len(v) != s.index.Dims() {
 			return nil, fmt.Errorf("memory: embedder returned %d dims, the store uses %d", len(v), s.index.Dims())
 		}
-		if !base.Normalize(v) {
+		if !llm.Normalize(v) {
 			return nil, fmt.Errorf("memory: embedder returned a zero or non-finite vector for text %d", i)
 		}
 	}

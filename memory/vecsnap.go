@@ -278,11 +278,9 @@ func (s *Self) SnapshotVectors() error {
 	}
 	start := s.clock.Now()
 	var info vector.SnapshotInfo
-	var size int64
-	err = durable.Write(path, func(w io.Writer) error {
-		cw := &countWriter{w: w}
-		info, err = s.index.Snapshot(cw, raw)
-		size = cw.n
+	size, err := durable.Write(path, func(w io.Writer) error {
+		var err error
+		info, err = s.index.Snapshot(w, raw)
 		return err
 	})
 	if err != nil {
@@ -292,17 +290,6 @@ func (s *Self) SnapshotVectors() error {
 	s.log.Info("vector index: snapshot written", "path", path, "log_seq", seq, "vectors", info.IDs-info.Removed,
 		"pending", info.Pending, "bytes", size, "took", s.clock.Now().Sub(start))
 	return nil
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // snapshotLoop writes the vector snapshot every interval until stop.

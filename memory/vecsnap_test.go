@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoria-ai/memoria/internal/testutil"
+
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
@@ -281,16 +283,11 @@ func TestVectorSnapshotEveryInterval(t *testing.T) {
 		o.text(fmt.Sprintf("note %d on the orchard", i))
 	}
 	path := VectorSnapshotPath(dir)
-	for deadline := time.Now().Add(time.Minute); ; {
+	testutil.Eventually(t, "a snapshot after some intervals", func() bool {
 		fake.Advance(time.Minute)
-		if _, err := os.Stat(path); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no snapshot after many intervals")
-		}
-		time.Sleep(time.Millisecond) // polling interval
-	}
+		_, err := os.Stat(path)
+		return err == nil
+	})
 	// What it holds is what a restore gives.
 	y := vector.New(vector.Options{Dims: s.Index().Dims(), M: cfg.Index.M, EfConstruction: cfg.Index.EfConstruction, Seed: cfg.Index.Seed})
 	defer y.Close()

@@ -167,7 +167,7 @@ func Take(ctx context.Context, dir string, full bool, src Source) (Entry, error)
 		srcErr <- err
 	}()
 	sum := sha256.New()
-	counted := &counter{w: io.MultiWriter(f, sum)}
+	counted := &durable.Counter{W: io.MultiWriter(f, sum)}
 	m, _, err := store.ReadBackup(io.TeeReader(pr, counted), nil)
 	pr.CloseWithError(errStreamRead) // stops src if it still writes
 	if serr := <-srcErr; serr != nil && err != nil && !errors.Is(serr, errStreamRead) {
@@ -189,7 +189,7 @@ func Take(ctx context.Context, dir string, full bool, src Source) (Entry, error)
 	if err := f.Close(); err != nil {
 		return e, err
 	}
-	e.Bytes, e.SHA256, e.BackupManifest = counted.n, hex.EncodeToString(sum.Sum(nil)), m
+	e.Bytes, e.SHA256, e.BackupManifest = counted.N, hex.EncodeToString(sum.Sum(nil)), m
 	if err := os.Rename(partial, filepath.Join(dir, e.File)); err != nil {
 		return e, err
 	}
@@ -220,15 +220,4 @@ func baseOf(dir string, e Entry) (*store.BackupBase, error) {
 		return nil, fmt.Errorf("backup: %s: %w", e.File, err)
 	}
 	return &store.BackupBase{StoreID: e.StoreID, Version: e.Version, Digests: d}, nil
-}
-
-type counter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *counter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }

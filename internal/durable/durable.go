@@ -13,27 +13,23 @@ import (
 // failure removes the temporary file and leaves path as it was. It returns
 // the number of bytes written.
 func WriteFile(path string, r io.Reader) (int64, error) {
-	var n int64
-	err := Write(path, func(w io.Writer) error {
-		var err error
-		n, err = io.Copy(w, r)
+	return Write(path, func(w io.Writer) error {
+		_, err := io.Copy(w, r)
 		return err
 	})
-	if err != nil {
-		return 0, err
-	}
-	return n, nil
 }
 
 // Write is WriteFile with the content written by write: path has all of
-// it or, when write or the file system fails, is left as it was.
-func Write(path string, write func(w io.Writer) error) error {
+// it or, when write or the file system fails, is left as it was. It
+// returns the number of bytes write wrote (0 on a failure).
+func Write(path string, write func(w io.Writer) error) (int64, error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".part-*")
 	if err != nil {
-		return err
+		return 0, err
 	}
-	err = write(tmp)
+	cw := &Counter{W: tmp}
+	err = write(cw)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -48,8 +44,21 @@ func Write(path string, write func(w io.Writer) error) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
+		return 0, err
 	}
-	return err
+	return cw.N, nil
+}
+
+// Counter counts the bytes written through it to W.
+type Counter struct {
+	W io.Writer
+	N int64
+}
+
+func (c *Counter) Write(p []byte) (int, error) {
+	n, err := c.W.Write(p)
+	c.N += int64(n)
+	return n, err
 }
 
 // SyncDir makes the names in dir durable: the files created, renamed or

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/memoria-ai/memoria/memory/base"
+
 	"github.com/memoria-ai/memoria/api/client"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/app"
@@ -87,13 +89,6 @@ func TestDenseNeverWorseThanCosine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cosine := func(a, b []float32) float64 {
-		s := 0.0
-		for i := range a {
-			s += float64(a[i]) * float64(b[i])
-		}
-		return s
-	}
 
 	const k = 10
 	api, plain := eval.NewAccumulator([]int{k}), eval.NewAccumulator([]int{k})
@@ -117,7 +112,7 @@ func TestDenseNeverWorseThanCosine(t *testing.T) {
 		order := make([]int, len(turns))
 		sims := make([]float64, len(turns))
 		for j := range turns {
-			order[j], sims[j] = j, cosine(qv[0], turns[j])
+			order[j], sims[j] = j, base.Dot(qv[0], turns[j]) // unit vectors: the dot is the cosine
 		}
 		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(sims[b], sims[a]) })
 		var got, want []string

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoria-ai/memoria/internal/testutil"
+
 	"github.com/memoria-ai/memoria/api"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/metrics"
@@ -294,8 +296,7 @@ func isTimeout(err error) bool {
 // waitGauge polls a metric until it has value v.
 func waitGauge(t *testing.T, m *metrics.Set, name string, v float64) {
 	t.Helper()
-	deadline := time.Now().Add(soon)
-	for {
+	testutil.EventuallyShow(t, fmt.Sprintf("%s = %v", name, v), func() (bool, string) {
 		got := -1.0
 		mfs, err := m.Registry().Gather()
 		if err != nil {
@@ -310,12 +311,6 @@ func waitGauge(t *testing.T, m *metrics.Set, name string, v float64) {
 				}
 			}
 		}
-		if got == v {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v, want %v", name, got, v)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an outcome
-	}
+		return got == v, fmt.Sprint(got)
+	})
 }

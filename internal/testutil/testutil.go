@@ -2,8 +2,12 @@
 package testutil
 
 import (
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/memoria-ai/memoria/llm"
 )
 
 // Deadline is how long Eventually waits: a ceiling for slow, shared
@@ -16,11 +20,46 @@ const Deadline = 30 * time.Second
 // how long the outcome takes.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
+	EventuallyShow(t, what, func() (bool, string) { return cond(), "" })
+}
+
+// EventuallyShow is Eventually for a cond that also describes the state
+// it saw: the last description is in the failure.
+func EventuallyShow(t testing.TB, what string, cond func() (ok bool, state string)) {
+	t.Helper()
 	deadline := time.Now().Add(Deadline)
-	for !cond() {
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
 		if time.Now().After(deadline) {
+			if state != "" {
+				t.Fatalf("timed out waiting for %s (last: %s)", what, state)
+			}
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// UnitVector reads the datadriven argument key=(x,y,…) as a vector scaled
+// to unit length, as embeddings are: the golden tests give their
+// embeddings so.
+func UnitVector(t *testing.T, d *datadriven.TestData, key string) []float32 {
+	t.Helper()
+	var xs []string
+	d.ScanArgs(t, key, &xs)
+	v := make([]float32, len(xs))
+	for i, x := range xs {
+		f, err := strconv.ParseFloat(x, 32)
+		if err != nil {
+			d.Fatalf(t, "%s: %v", key, err)
+		}
+		v[i] = float32(f)
+	}
+	if !llm.Normalize(v) {
+		d.Fatalf(t, "%s=%v has no direction", key, xs)
+	}
+	return v
 }

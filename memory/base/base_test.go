@@ -33,23 +33,6 @@ func TestCosine(t *testing.T) {
 	}
 }
 
-func TestNormalize(t *testing.T) {
-	v := []float32{3, 4}
-	if !Normalize(v) || v[0] != 0.6 || v[1] != 0.8 {
-		t.Fatalf("Normalize(3,4) = %v", v)
-	}
-	again := append([]float32(nil), v...)
-	if !Normalize(again) || again[0] != v[0] || again[1] != v[1] {
-		t.Fatalf("normalising a unit vector changed it: %v → %v", v, again)
-	}
-	for _, bad := range [][]float32{{0, 0}, {float32(math.NaN()), 1}, {float32(math.Inf(1)), 0}} {
-		keep := append([]float32(nil), bad...)
-		if Normalize(bad) {
-			t.Errorf("Normalize(%v) = true, want false", keep)
-		}
-	}
-}
-
 func TestKeys(t *testing.T) {
 	if got := Join([]byte("a/"), []byte("b"), nil, []byte{0}); !bytes.Equal(got, []byte("a/b\x00")) {
 		t.Errorf("Join = %q", got)

@@ -10,8 +10,9 @@
 //     memory/ wraps one, and transports classify with errors.Is;
 //   - Page, one page of a listing;
 //   - the vector arithmetic shared by recall, the tiers and the sona
-//     centroids (Dot, Cosine, Normalize): one copy each, accumulated in
-//     float64 in index order so that results are the same bits on every run;
+//     centroids (Dot, Cosine): one copy each, accumulated in float64 in
+//     index order so that results are the same bits on every run (the one
+//     normalisation is llm.Normalize, where embeddings are made);
 //   - the helpers that build keys (Join, U64, KeyText) and the embeddings'
 //     codec (EncodeVector, DecodeVector: little-endian float32s).
 //

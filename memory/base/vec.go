@@ -36,27 +36,6 @@ func Cosine(a, b []float32) float64 {
 	return dot / math.Sqrt(na*nb)
 }
 
-// Normalize scales v to unit length in place; false if it cannot (v is
-// zero or not finite). A vector already within 1e-6 of unit length is
-// left as it is, so normalising twice changes nothing.
-func Normalize(v []float32) bool {
-	var sum float64
-	for _, f := range v {
-		sum += float64(f) * float64(f)
-	}
-	if sum == 0 || math.IsNaN(sum) || math.IsInf(sum, 0) {
-		return false
-	}
-	if math.Abs(sum-1) < 1e-6 {
-		return true
-	}
-	inv := float32(1 / math.Sqrt(sum))
-	for i := range v {
-		v[i] *= inv
-	}
-	return true
-}
-
 // EncodeVector writes v as little-endian float32s: how an embedding is
 // stored (v/, k/) and exported.
 func EncodeVector(v []float32) []byte {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -87,20 +88,13 @@ func Profile(s *messages.EvalSummary, names []string) []float32 {
 		return nil
 	}
 	v := make([]float32, len(names))
-	var norm float64
 	for i, name := range names {
-		x := s.Metrics[name]
-		if x > 0 && !math.IsInf(x, 0) {
+		if x := s.Metrics[name]; x > 0 && !math.IsInf(x, 0) {
 			v[i] = float32(x)
-			norm += x * x
 		}
 	}
-	if norm == 0 {
+	if !llm.Normalize(v) {
 		return nil
-	}
-	inv := float32(1 / math.Sqrt(norm))
-	for i := range v {
-		v[i] *= inv
 	}
 	return v
 }

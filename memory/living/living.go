@@ -467,7 +467,7 @@ func (l *Living) merge(ctx context.Context, srcs []member, how string) (*model.P
 		}
 		latest = max(latest, when)
 	}
-	if !base.Normalize(centroid) {
+	if !llm.Normalize(centroid) {
 		return nil, fmt.Errorf("%w: the merged memories have no direction", base.ErrInvalid)
 	}
 	text, err := l.summary(ctx, texts)

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -165,15 +166,7 @@ func (f *tierForget) inboxes() error {
 // mtm drops the mid-term pages that name a forgotten memory, and what
 // their segments derived from them.
 func (f *tierForget) mtm() error {
-	segs, err := segments(f.tx, f.sona)
-	if err != nil {
-		return err
-	}
-	for _, seg := range segs {
-		pages, err := segmentPages(f.tx, f.sona, seg.Id)
-		if err != nil {
-			return err
-		}
+	return f.eachSegment(func(seg *messages.Segment, pages []*messages.Page) error {
 		var kept []*messages.Page
 		for _, p := range pages {
 			if !f.hit(p) {
@@ -190,12 +183,12 @@ func (f *tierForget) mtm() error {
 			}
 		}
 		if len(kept) == len(pages) {
-			continue
+			return nil
 		}
 		f.segs[seg.Id] = true
 		if len(kept) == 0 {
 			f.tx.Delete(segmentKey(f.sona, seg.Id))
-			continue
+			return nil
 		}
 		seg.Summary, seg.Keywords, seg.Weights = "", nil, nil
 		seg.PageCount = uint64(len(kept))
@@ -206,10 +199,26 @@ func (f *tierForget) mtm() error {
 				mean, centroid = mean.Add(p.Embedding)
 			}
 		}
-		if base.Normalize(centroid) {
+		if llm.Normalize(centroid) {
 			seg.Embedding = centroid
 		}
-		if err := store.SetProto(f.tx, segmentKey(f.sona, seg.Id), seg); err != nil {
+		return store.SetProto(f.tx, segmentKey(f.sona, seg.Id), seg)
+	})
+}
+
+// eachSegment calls fn with each mid-term segment of the sona and its
+// pages, stopping at fn's first error.
+func (f *tierForget) eachSegment(fn func(seg *messages.Segment, pages []*messages.Page) error) error {
+	segs, err := segments(f.tx, f.sona)
+	if err != nil {
+		return err
+	}
+	for _, seg := range segs {
+		pages, err := segmentPages(f.tx, f.sona, seg.Id)
+		if err != nil {
+			return err
+		}
+		if err := fn(seg, pages); err != nil {
 			return err
 		}
 	}
@@ -256,15 +265,7 @@ func (f *tierForget) chainSummaries() error {
 			}
 		}
 	}
-	segs, err := segments(f.tx, f.sona)
-	if err != nil {
-		return err
-	}
-	for _, seg := range segs {
-		pages, err := segmentPages(f.tx, f.sona, seg.Id)
-		if err != nil {
-			return err
-		}
+	return f.eachSegment(func(seg *messages.Segment, pages []*messages.Page) error {
 		for _, p := range pages {
 			if clear(p) {
 				f.mtmMod = true
@@ -273,8 +274,8 @@ func (f *tierForget) chainSummaries() error {
 				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // terms takes the removed pages out of the document frequencies: a term
@@ -297,15 +298,7 @@ func (f *tierForget) terms() error {
 		return nil
 	}
 	left := map[string]bool{}
-	segs, err := segments(f.tx, f.sona)
-	if err != nil {
-		return err
-	}
-	for _, seg := range segs {
-		pages, err := segmentPages(f.tx, f.sona, seg.Id)
-		if err != nil {
-			return err
-		}
+	err := f.eachSegment(func(_ *messages.Segment, pages []*messages.Page) error {
 		for _, p := range pages {
 			if f.hit(p) {
 				continue
@@ -320,6 +313,10 @@ func (f *tierForget) terms() error {
 				}
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for t, n := range count {
 		key := dfKey(f.sona, t)

@@ -70,22 +70,8 @@ func PageVector(q, r []float32) []float32 {
 			out[i] += r[i]
 		}
 	}
-	return normalized(out)
-}
-
-func normalized(v []float32) []float32 {
-	var n float64
-	for _, x := range v {
-		n += float64(x) * float64(x)
-	}
-	if n == 0 {
-		return v
-	}
-	inv := float32(1 / math.Sqrt(n))
-	for i := range v {
-		v[i] *= inv
-	}
-	return v
+	llm.Normalize(out)
+	return out
 }
 
 // PushSTM appends page to the short-term memory and removes the pages

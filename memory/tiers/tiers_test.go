@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/messages"
 )
 
 func params() config.Tiers { return config.Default().Tiers }
 
-func unit(xs ...float32) []float32 { return normalized(slices.Clone(xs)) }
+func unit(xs ...float32) []float32 { v := slices.Clone(xs); llm.Normalize(v); return v }
 
 func page(seq uint64, vec []float32, keywords ...string) *messages.Page {
 	return &messages.Page{Seq: seq, Q: fmt.Sprintf("q%d", seq), R: fmt.Sprintf("r%d", seq), Embedding: vec, Keywords: keywords}

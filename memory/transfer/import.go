@@ -13,6 +13,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
@@ -289,7 +290,7 @@ func (t *Transfer) importMemory(em *messages.ExportMemory, sameSpace bool) (*imp
 			return nil, base.Invalidf("vector of %d bytes, want %d (%d float32s)", len(em.Vector), 4*t.o.Dims, t.o.Dims)
 		}
 		vec, err := base.DecodeVector(em.Vector)
-		if err != nil || !base.Normalize(vec) {
+		if err != nil || !llm.Normalize(vec) {
 			return nil, base.Invalidf("vector is not a finite, non-zero embedding")
 		}
 		im.vec = vec

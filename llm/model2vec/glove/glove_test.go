@@ -4,17 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/memoria-ai/memoria/memory/base"
+
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/llm/model2vec/glove"
 )
-
-func cosine(a, b []float32) float64 {
-	var s float64
-	for i := range a {
-		s += float64(a[i]) * float64(b[i])
-	}
-	return s
-}
 
 func embed(t testing.TB, texts ...string) [][]float32 {
 	t.Helper()
@@ -58,14 +52,14 @@ func TestParaphrase(t *testing.T) {
 	v := embed(t, "puppy", "dog", "invoice",
 		"I adopted a puppy last week", "we got a new dog", "the tax return is due",
 		"the dog", "dog")
-	if near, far := cosine(v[0], v[1]), cosine(v[0], v[2]); near <= far+0.3 {
+	if near, far := base.Cosine(v[0], v[1]), base.Cosine(v[0], v[2]); near <= far+0.3 {
 		t.Errorf("cos(puppy, dog) %.3f, cos(puppy, invoice) %.3f", near, far)
 	}
-	if near, far := cosine(v[3], v[4]), cosine(v[3], v[5]); near <= far {
+	if near, far := base.Cosine(v[3], v[4]), base.Cosine(v[3], v[5]); near <= far {
 		t.Errorf("paraphrase %.3f, unrelated %.3f", near, far)
 	}
 	// SIF: a stop word barely moves a text.
-	if c := cosine(v[6], v[7]); c < 0.99 {
+	if c := base.Cosine(v[6], v[7]); c < 0.99 {
 		t.Errorf("cos(the dog, dog) %.4f", c)
 	}
 }

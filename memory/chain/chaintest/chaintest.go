@@ -15,7 +15,6 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
-	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -72,7 +71,7 @@ func New(t testing.TB, st *store.Store, o chain.Options) *Chains {
 	c.Embed = func(ctx context.Context, texts ...string) ([][]float32, error) {
 		vecs, err := emb.Embed(ctx, texts)
 		for _, v := range vecs {
-			base.Normalize(v)
+			llm.Normalize(v)
 		}
 		return vecs, err
 	}
