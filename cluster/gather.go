@@ -110,26 +110,13 @@ func (c *Cluster) Recall(ctx context.Context, q recall.Query) ([]*recall.Recalle
 		return nil, nil, err
 	}
 	tr.Submit(c.self.Store())
-	rc := c.recall
-	if q.Scope == "" {
-		q.Scope = rc.Scope
-	}
+	q, expand := q.WithDefaults(c.recall)
 	if q.Scope != recall.ScopeSelf || q.AsOf != nil && *q.AsOf < recall.AsOfTimeCutoff {
 		return out, nil, nil
 	}
 	centroid, activity, ok := c.self.Sonas.Snapshot(q.Sona)
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: sona %q", base.ErrNotFound, q.Sona)
-	}
-	if q.K <= 0 {
-		q.K = rc.TopK
-	}
-	if q.Budget <= 0 {
-		q.Budget = rc.BudgetChars
-	}
-	expand := rc.ExpandPerHit * q.K
-	if q.Expand != nil {
-		expand = *q.Expand
 	}
 	ask := peerRecall{Sona: q.Sona, Text: q.Text, K: q.K, Budget: q.Budget, Expand: &expand, AgentID: q.AgentID,
 		AsOf: q.AsOf, IncludeHidden: q.IncludeHidden, Centroid: centroid, Activity: activity}

@@ -193,6 +193,26 @@ func memoryTime(m *model.Memory, meta *messages.MemoryMeta) int64 {
 	return meta.CreatedAt
 }
 
+// WithDefaults is q with what it leaves out taken from rc: k, the budget
+// and the scope; and how many memories expansion may add (q.Expand, else
+// rc.ExpandPerHit per hit).
+func (q Query) WithDefaults(rc config.Recall) (Query, int) {
+	if q.K <= 0 {
+		q.K = rc.TopK
+	}
+	if q.Budget <= 0 {
+		q.Budget = rc.BudgetChars
+	}
+	if q.Scope == "" {
+		q.Scope = rc.Scope
+	}
+	expand := rc.ExpandPerHit * q.K
+	if q.Expand != nil {
+		expand = *q.Expand
+	}
+	return q, expand
+}
+
 // Recall returns the memories that matter for q (DESIGN.md §5):
 //
 //  1. candidates from the dense (HNSW) and full-text (BM25) paths, and an
@@ -223,19 +243,7 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 	if q.Paths != nil {
 		paths = *q.Paths
 	}
-	if q.K <= 0 {
-		q.K = rc.TopK
-	}
-	if q.Budget <= 0 {
-		q.Budget = rc.BudgetChars
-	}
-	expandMax := rc.ExpandPerHit * q.K
-	if q.Expand != nil {
-		expandMax = *q.Expand
-	}
-	if q.Scope == "" {
-		q.Scope = rc.Scope
-	}
+	q, expandMax := q.WithDefaults(rc)
 	ctx, span := trace.Start(ctx, "recall", attribute.String("memoria.sona.uuid", q.Sona), attribute.String("memoria.recall.scope", q.Scope),
 		attribute.Int("memoria.recall.k", q.K), attribute.Int("memoria.recall.budget_chars", q.Budget), attribute.Int("memoria.recall.expand", expandMax))
 	defer func() {
