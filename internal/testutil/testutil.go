@@ -63,3 +63,13 @@ func UnitVector(t *testing.T, d *datadriven.TestData, key string) []float32 {
 	}
 	return v
 }
+
+// Golden runs every datadriven test file under dir, each against a
+// fresh state: start makes the state of one file and returns its command
+// runner. Regenerate the files with the test's -rewrite flag.
+func Golden(t *testing.T, dir string, start func(t *testing.T) func(*testing.T, *datadriven.TestData) string) {
+	t.Helper()
+	datadriven.Walk(t, dir, func(t *testing.T, path string) {
+		datadriven.RunTest(t, path, start(t))
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -23,11 +24,8 @@ import (
 // starts a step and feeds it results; the output is the effects it plans.
 // Regenerate with `go test ./memory/advance -run TestAdvanceGolden -rewrite`.
 func TestAdvanceGolden(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		g := &golden{}
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			return g.run(t, d)
-		})
+	testutil.Golden(t, "testdata", func(*testing.T) func(*testing.T, *datadriven.TestData) string {
+		return (&golden{}).run
 	})
 }
 

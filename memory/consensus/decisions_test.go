@@ -32,13 +32,11 @@ import (
 // the pending concepts and conflicts left.
 // Regenerate with `go test ./memory/consensus -run TestDecisionsGolden -rewrite`.
 func TestDecisionsGolden(t *testing.T) {
-	datadriven.Walk(t, "testdata/decisions", func(t *testing.T, path string) {
+	testutil.Golden(t, "testdata/decisions", func(t *testing.T) func(*testing.T, *datadriven.TestData) string {
 		c := chaintest.Open(t, chain.Options{})
 		g := &ledgerGolden{c: c, vecs: map[string][]float32{}, names: map[string]string{}}
 		g.l = consensus.NewLedger(c.Store, g, config.Default(), c.Clock)
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			return g.run(t, d)
-		})
+		return g.run
 	})
 }
 

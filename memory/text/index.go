@@ -261,16 +261,11 @@ func (x *Index) Apply(docs []Doc, watermark uint64) (err error) {
 	for i, d := range docs {
 		as[i] = analyseDoc(d)
 	}
-	x.pmu.Lock()
-	defer x.pmu.Unlock()
-	x.mu.Lock()
-	for _, a := range as {
-		x.put(a)
-	}
-	x.watermark = watermark
-	x.compactSlots()
-	x.mu.Unlock()
-	x.append(encodeApply(as, watermark))
+	x.change(watermark, encodeApply(as, watermark), func() {
+		for _, a := range as {
+			x.put(a)
+		}
+	})
 	return nil
 }
 
@@ -281,17 +276,26 @@ func (x *Index) Delete(docs []Doc, watermark uint64) error {
 	for i, d := range docs {
 		ids[i] = d.ID
 	}
+	x.change(watermark, encodeDelete(ids, watermark), func() {
+		for _, id := range ids {
+			x.remove(id)
+		}
+	})
+	return nil
+}
+
+// change applies a change to the index and moves the watermark under mu,
+// then logs its record: both under pmu, so the log keeps the order of the
+// changes.
+func (x *Index) change(watermark uint64, record []byte, apply func()) {
 	x.pmu.Lock()
 	defer x.pmu.Unlock()
 	x.mu.Lock()
-	for _, id := range ids {
-		x.remove(id)
-	}
+	apply()
 	x.watermark = watermark
 	x.compactSlots()
 	x.mu.Unlock()
-	x.append(encodeDelete(ids, watermark))
-	return nil
+	x.append(record)
 }
 
 // put adds a document, or changes the sonas of one it holds. The caller

@@ -24,11 +24,9 @@ import (
 // is every decision with the figures it was made on.
 // Regenerate with `go test ./memory/tiers -run TestTransitionsGolden -rewrite`.
 func TestTransitionsGolden(t *testing.T) {
-	datadriven.Walk(t, "testdata/transitions", func(t *testing.T, path string) {
+	testutil.Golden(t, "testdata/transitions", func(*testing.T) func(*testing.T, *datadriven.TestData) string {
 		w := &world{p: params(), stm: &messages.StmState{}, pages: map[uint64][]uint64{}, next: 1}
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			return w.run(t, d)
-		})
+		return w.run
 	})
 }
 
