@@ -170,17 +170,11 @@ func (a *sonaActor) reload(ctx actor.Context) {
 	if err := a.sys.self.Store().Barrier(c); err != nil {
 		panic(fmt.Errorf("actors: sona %s cannot settle the store: %w", a.id, err))
 	}
-	rec, err := a.sys.self.Sonas.Get(a.id)
+	rec, err := a.sys.self.Sonas.State(a.id)
 	if err != nil {
 		panic(fmt.Errorf("actors: sona %s: %w", a.id, err))
 	}
-	a.name, a.length, a.head, a.last = rec.Name, rec.Length, nil, nil
-	if rec.Head != nil {
-		a.head = mustCID(*rec.Head)
-	}
-	if rec.LastMemory != nil {
-		a.last = mustCID(*rec.LastMemory)
-	}
+	a.name, a.length, a.head, a.last = rec.Name, rec.Length, rec.Head, rec.LastMemory
 	a.inflight, a.requests = map[cid.Cid]Settling{}, map[string]Settling{}
 	a.gen++
 }
@@ -214,14 +208,6 @@ func (a *sonaActor) replay(id string) appended {
 	}
 	e := page.Items[0]
 	return appended{&messages.Appended{Cid: e.Memory.String(), Seq: proto.Int64(seq), Act: e.Act.String(), Replayed: true, Result: result}, nil}
-}
-
-func mustCID(s string) *cid.Cid {
-	c, err := cid.Decode(s)
-	if err != nil {
-		panic(fmt.Errorf("%w: stored CID %q: %v", base.ErrCorrupt, s, err))
-	}
-	return &c
 }
 
 // appended is the outcome of one append, once durable (or failed).

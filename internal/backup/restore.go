@@ -14,8 +14,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ipfs/go-cid"
-
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/durable"
 	"github.com/memoria-ai/memoria/llm/providers"
@@ -24,6 +22,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 // Restored is what a restore restored.
@@ -224,7 +223,7 @@ func VerifyChains(ctx context.Context, self *memory.Self) (int64, error) {
 			return acts, err
 		}
 		for _, rec := range page.Items {
-			n, err := verifyChain(ctx, self, rec.Uuid, rec.Length, rec.Head)
+			n, err := verifyChain(ctx, self, rec)
 			if err != nil {
 				return acts, fmt.Errorf("sona %s (%s): %w", rec.Name, rec.Uuid, err)
 			}
@@ -237,7 +236,12 @@ func VerifyChains(ctx context.Context, self *memory.Self) (int64, error) {
 	}
 }
 
-func verifyChain(ctx context.Context, self *memory.Self, sona string, length int64, head *string) (int64, error) {
+func verifyChain(ctx context.Context, self *memory.Self, stored *messages.Sona) (int64, error) {
+	rec, err := model.SonaOf(stored)
+	if err != nil {
+		return 0, err
+	}
+	sona, length, head := rec.UUID, rec.Length, rec.Head
 	if (head == nil) != (length == 0) {
 		return 0, fmt.Errorf("%w: its head and its length (%d) disagree", base.ErrCorrupt, length)
 	}
@@ -263,10 +267,7 @@ func verifyChain(ctx context.Context, self *memory.Self, sona string, length int
 	if int64(len(index)) != length {
 		return 0, fmt.Errorf("%w: its chain index holds %d ACTs, its length is %d", base.ErrCorrupt, len(index), length)
 	}
-	at, err := cid.Decode(*head)
-	if err != nil {
-		return 0, fmt.Errorf("%w: head %q: %v", base.ErrCorrupt, *head, err)
-	}
+	at := *head
 	for seq := length - 1; seq >= 0; seq-- {
 		if err := ctx.Err(); err != nil {
 			return 0, err

@@ -148,7 +148,7 @@ func (b *Backbone) Append(ctx context.Context, p *model.Prepared) (*messages.App
 // appendTo appends p to the backbone sona id and runs also in the same
 // transaction (also runs even when p already was there).
 func (b *Backbone) appendTo(ctx context.Context, id string, p *model.Prepared, also store.Op) (*messages.Appended, error) {
-	rec, err := b.sonas.Get(id)
+	rec, err := b.sonas.State(id)
 	if err != nil {
 		return nil, err
 	}
@@ -162,15 +162,7 @@ func (b *Backbone) appendTo(ctx context.Context, id string, p *model.Prepared, a
 	res := &messages.Appended{Cid: p.CID.String(), Existed: existed}
 	op := also
 	if !existed {
-		var head *cid.Cid
-		if rec.Head != nil {
-			h, err := cid.Decode(*rec.Head)
-			if err != nil {
-				return nil, fmt.Errorf("%w: backbone head: %v", base.ErrCorrupt, err)
-			}
-			head = &h
-		}
-		plan, err := model.PlanAppend(id, head, rec.Length, p, b.clock.Now().Unix())
+		plan, err := model.PlanAppend(id, rec.Head, rec.Length, p, b.clock.Now().Unix())
 		if err != nil {
 			return nil, err
 		}

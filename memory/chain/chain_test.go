@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
@@ -224,6 +225,41 @@ func TestSonasLoadAsAppended(t *testing.T) {
 	}
 	if got := len(loaded.Members(b.Sona, a.Sona, true)); got != 11 {
 		t.Fatalf("b with a as its backbone: %d members", got)
+	}
+}
+
+// A stored sona record whose last memory is not a CID is damage: the
+// check at open and the parsed state say so (base.ErrCorrupt), nothing
+// panics.
+func TestSonaRecordDamagedCID(t *testing.T) {
+	c := chaintest.Open(t, chain.Options{})
+	a := c.Owner("a")
+	a.Text("a memory")
+	rec, err := c.Sonas.Get(a.Sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.LastMemory = proto.String("not-a-cid")
+	if err := c.Store.Update(context.Background(), func(tx store.Tx) error {
+		return store.SetProto(tx, chain.SonaKey(a.Sona), rec)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	loaded := chain.NewSonas(c.Store, c.Embed, c.Clock, c.Index.Dims())
+	err = c.Store.View(func(r store.Reader) error {
+		if err := loaded.Load(r); err != nil {
+			return err
+		}
+		return loaded.CheckHeads(r)
+	})
+	if !errors.Is(err, base.ErrCorrupt) || !strings.Contains(err.Error(), "last memory of sona "+a.Sona) {
+		t.Fatalf("CheckHeads: %v, want base.ErrCorrupt naming the last memory", err)
+	}
+	if _, err := loaded.State(a.Sona); !errors.Is(err, base.ErrCorrupt) {
+		t.Fatalf("State: %v, want base.ErrCorrupt", err)
+	}
+	if st, err := c.Sonas.State(a.Sona); err != nil || st.Length != 1 || st.Head == nil || st.LastMemory == nil {
+		t.Fatalf("the running registry's state: %+v, %v", st, err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
@@ -152,13 +153,14 @@ func (s *Sonas) Load(r store.Reader) error {
 // them).
 func (s *Sonas) CheckHeads(r store.Reader) error {
 	for id, st := range s.sonas {
-		if st.rec.Head == nil {
+		rec, err := model.SonaOf(st.rec)
+		if err != nil {
+			return err
+		}
+		if rec.Head == nil {
 			continue
 		}
-		head, err := cid.Decode(st.rec.GetHead())
-		if err != nil {
-			return fmt.Errorf("%w: head of sona %s: %v", base.ErrCorrupt, id, err)
-		}
+		head := *rec.Head
 		if _, err := store.ReadBlock(r, head); err != nil {
 			return s.st.Explain(fmt.Errorf("%w: the head ACT %s of sona %s is unreadable: %v", base.ErrCorrupt, head, id, err))
 		}
@@ -397,6 +399,17 @@ func (s *Sonas) Get(id string) (*messages.Sona, error) {
 		return nil, fmt.Errorf("%w: sona %q", base.ErrNotFound, id)
 	}
 	return proto.Clone(st.rec).(*messages.Sona), nil
+}
+
+// State returns the committed state of a sona's chain, its CIDs parsed.
+func (s *Sonas) State(id string) (model.Sona, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, ok := s.sonas[id]
+	if !ok {
+		return model.Sona{}, fmt.Errorf("%w: sona %q", base.ErrNotFound, id)
+	}
+	return model.SonaOf(st.rec)
 }
 
 // Count is the number of sonas.

@@ -137,19 +137,11 @@ func (c *Chains) Owner(name string) *Owner {
 // OwnerOf owns the existing sona id from its committed head.
 func (c *Chains) OwnerOf(id string) *Owner {
 	c.T.Helper()
-	rec, err := c.Sonas.Get(id)
+	rec, err := c.Sonas.State(id)
 	if err != nil {
 		c.T.Fatal(err)
 	}
-	o := &Owner{C: c, Sona: id, N: rec.Length}
-	if rec.Head != nil {
-		h, err := cid.Decode(*rec.Head)
-		if err != nil {
-			c.T.Fatal(err)
-		}
-		o.Head = &h
-	}
-	return o
+	return &Owner{C: c, Sona: id, N: rec.Length, Head: rec.Head}
 }
 
 // TryAdd prepares m and appends it, waiting until it is durable.
