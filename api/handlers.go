@@ -371,7 +371,7 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	resp, created, err := s.insertOp(r.Context(), &req, nil)
+	resp, created, err := s.insertOp(r.Context(), insertFromRequest(&req))
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -401,28 +401,44 @@ func requestID(r *http.Request, id *string) error {
 	return nil
 }
 
-// memoryFromInsert builds the memory an insert request describes.
-func memoryFromInsert(req *messages.InsertRequest) (*model.Memory, error) {
-	if req.Data == nil {
-		return nil, badRequest("invalid", `data is required, e.g. {"kind":"text","content":"..."}`)
-	}
-	raw, err := protojson.Marshal(req.Data)
-	if err != nil {
-		return nil, badRequest("invalid", "data: %v", err)
-	}
-	data, err := model.DataFromJSON(raw)
-	if err != nil {
-		return nil, err
-	}
+// insertFromRequest is the insert a REST request describes: its data
+// union, a JSON object on the wire, becomes model.Data once the principal
+// and the sona are checked.
+func insertFromRequest(req *messages.InsertRequest) insertion {
+	return insertion{Sona: req.Sona, Kind: req.Kind, AgentID: req.AgentId, Labels: req.Labels, Dedup: req.Dedup, RequestID: req.RequestId,
+		Memory: func() (*model.Memory, error) {
+			if req.Data == nil {
+				return nil, badRequest("invalid", `data is required, e.g. {"kind":"text","content":"..."}`)
+			}
+			raw, err := protojson.Marshal(req.Data)
+			if err != nil {
+				return nil, badRequest("invalid", "data: %v", err)
+			}
+			data, err := model.DataFromJSON(raw)
+			if err != nil {
+				return nil, err
+			}
+			edges := make([]EdgeInput, len(req.Edges))
+			for i, e := range req.Edges {
+				edges[i] = EdgeInput{Target: e.GetTarget().GetCid(), Weight: e.Weight}
+			}
+			return newMemory(data, req.Timestamp, edges)
+		}}
+}
+
+// newMemory is the memory of an insert: data, a timestamp and edges whose
+// targets are CIDs still to parse. It is checked whole (model.Memory's
+// Validate).
+func newMemory(data model.Data, timestamp *int64, edges []EdgeInput) (*model.Memory, error) {
 	if f := data.File; f != nil && f.Content.Prefix().Codec != model.CodecRaw {
 		return nil, badRequest("invalid", "a file memory's content must be a raw block (a CID from POST /files), not %s", f.Content)
 	}
-	m := &model.Memory{Data: data, Timestamp: req.Timestamp}
-	for i, e := range req.Edges {
-		if e.GetTarget().GetCid() == "" {
+	m := &model.Memory{Data: data, Timestamp: timestamp}
+	for i, e := range edges {
+		if e.Target == "" {
 			return nil, badRequest("invalid", `edge %d needs a target {"/": "<cid>"}`, i)
 		}
-		c, err := parseCID(e.Target.Cid)
+		c, err := parseCID(e.Target)
 		if err != nil {
 			return nil, err
 		}

@@ -27,7 +27,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/memory/base"
@@ -334,18 +333,12 @@ func (m *mcpTools) insert(ctx context.Context, in InsertInput) (InsertOutput, er
 	if err != nil {
 		return InsertOutput{}, err
 	}
-	st, err := structpb.NewStruct(data)
-	if err != nil {
-		return InsertOutput{}, badRequest("invalid", "content: %v", err)
-	}
-	req := &messages.InsertRequest{Sona: in.Sona, Data: st, Kind: in.Kind, AgentId: in.AgentID, Labels: in.Labels, Dedup: in.Dedup, RequestId: in.RequestID}
+	var ts *int64
 	if in.Timestamp != 0 {
-		req.Timestamp = &in.Timestamp
+		ts = &in.Timestamp
 	}
-	for _, e := range in.Edges {
-		req.Edges = append(req.Edges, &messages.Edge{Target: &messages.Link{Cid: e.Target}, Weight: e.Weight})
-	}
-	resp, _, err := m.s.insertOp(ctx, req, file)
+	resp, _, err := m.s.insertOp(ctx, insertion{Sona: in.Sona, Kind: in.Kind, AgentID: in.AgentID, Labels: in.Labels, Dedup: in.Dedup, RequestID: in.RequestID,
+		Memory: func() (*model.Memory, error) { return newMemory(data, ts, in.Edges) }, File: file})
 	if err != nil {
 		return InsertOutput{}, err
 	}
@@ -356,39 +349,39 @@ func (m *mcpTools) insert(ctx context.Context, in InsertInput) (InsertOutput, er
 // insertData is the data union an insert describes, and the file that
 // comes with a file memory: stored by the memory's append, so a refused
 // insert stores nothing.
-func (m *mcpTools) insertData(in InsertInput) (map[string]any, []byte, error) {
+func (m *mcpTools) insertData(in InsertInput) (model.Data, []byte, error) {
 	if in.File == nil {
 		if strings.TrimSpace(in.Content) == "" {
-			return nil, nil, badRequest("invalid", "content must not be empty (or give a file)")
+			return model.Data{}, nil, badRequest("invalid", "content must not be empty (or give a file)")
 		}
 		if in.Name != "" {
-			return map[string]any{"kind": "other", "name": in.Name, "content": in.Content}, nil, nil
+			return model.Data{Other: &model.OtherData{Name: &in.Name, Content: in.Content}}, nil, nil
 		}
-		return map[string]any{"kind": "text", "content": in.Content}, nil, nil
+		return model.Data{Text: &model.TextData{Content: in.Content}}, nil, nil
 	}
 	if in.Content != "" {
-		return nil, nil, badRequest("invalid", "give content or file, not both")
+		return model.Data{}, nil, badRequest("invalid", "give content or file, not both")
 	}
 	raw, err := base64.StdEncoding.DecodeString(in.File.Base64)
 	if err != nil {
-		return nil, nil, badRequest("invalid", "file.base64 is not valid base64: %v", err)
+		return model.Data{}, nil, badRequest("invalid", "file.base64 is not valid base64: %v", err)
 	}
 	if len(raw) > m.s.cfg.Store.MaxBlockBytes {
-		return nil, nil, &apiError{base.ErrTooLarge, "too_large",
+		return model.Data{}, nil, &apiError{base.ErrTooLarge, "too_large",
 			fmt.Sprintf("file of %d bytes exceeds the block limit of %d bytes", len(raw), m.s.cfg.Store.MaxBlockBytes)}
 	}
 	c, err := model.SumCID(model.CodecRaw, raw)
 	if err != nil {
-		return nil, nil, err
+		return model.Data{}, nil, err
 	}
-	data := map[string]any{"kind": "file", "content": map[string]any{"/": c.String()}}
+	f := &model.FileData{Content: c}
 	if in.File.Name != "" {
-		data["name"] = in.File.Name
+		f.Name = &in.File.Name
 	}
 	if in.File.MimeType != "" {
-		data["mimeType"] = in.File.MimeType
+		f.MimeType = &in.File.MimeType
 	}
-	return data, raw, nil
+	return model.Data{File: f}, raw, nil
 }
 
 // ChatInput is the chat and query tools' input.

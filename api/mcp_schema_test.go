@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -331,6 +332,42 @@ func TestMCPPrompts(t *testing.T) {
 		_, err := getPrompt(cs, c.name, c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %v: error %v, want %q", c.name, c.args, err, c.want)
+		}
+	}
+}
+
+// TestMCPInsertIsRESTInsert pins the two insert paths to one memory: the
+// MCP insert tool's text, speaker and file arguments (with edges and a
+// timestamp) store the memory — the same CID — that POST /memories stores
+// for the data union they stand for.
+func TestMCPInsertIsRESTInsert(t *testing.T) {
+	h := newHarness(t, func(c *config.Config) { c.Evaluation.Mode = "off" })
+	cs := mcpLocal(t, h)
+	viaMCP, viaREST := h.newSona("via-mcp"), h.newSona("via-rest")
+	support := h.insertText(viaREST, "a memory the others build on")
+	file := h.putFile([]byte("hi"))
+	edges := []any{map[string]any{"target": support, "weight": 0.5}}
+	restEdges := []any{map[string]any{"target": map[string]any{"/": support}, "weight": 0.5}}
+	for _, c := range []struct {
+		name string
+		mcp  map[string]any
+		data map[string]any
+	}{
+		{"text", map[string]any{"content": "plain words"}, map[string]any{"kind": "text", "content": "plain words"}},
+		{"other", map[string]any{"content": "said by Ada", "name": "Ada"}, map[string]any{"kind": "other", "name": "Ada", "content": "said by Ada"}},
+		{"file", map[string]any{"file": map[string]any{"base64": "aGk=", "name": "hi.txt", "mime_type": "text/plain"}},
+			map[string]any{"kind": "file", "name": "hi.txt", "mimeType": "text/plain", "content": map[string]any{"/": file}}},
+		{"bare file", map[string]any{"file": map[string]any{"base64": "aGk="}}, map[string]any{"kind": "file", "content": map[string]any{"/": file}}},
+	} {
+		args := map[string]any{"sona": viaMCP, "edges": edges, "timestamp": 1700000000, "dedup": false}
+		maps.Copy(args, c.mcp)
+		res, out := callTool(t, cs, "insert", args)
+		if res.IsError {
+			t.Fatalf("%s over MCP: %s", c.name, toolText(res))
+		}
+		rest := h.insert(map[string]any{"sona": viaREST, "data": c.data, "edges": restEdges, "timestamp": 1700000000, "dedup": false})
+		if out["cid"] == nil || out["cid"] != rest["cid"] {
+			t.Errorf("%s: MCP stored %v, REST %v", c.name, out["cid"], rest["cid"])
 		}
 	}
 }

@@ -485,11 +485,28 @@ func (s *Server) localRecall(ctx context.Context, q recall.Query) ([]*recall.Rec
 	return recalled, nil, err
 }
 
+// insertion is an insert as REST and MCP hand it to insertOp, in the
+// domain's types: the memory is a model.Memory (the typed data union, CID
+// edges), not the wire's untyped Struct.
+type insertion struct {
+	Sona      string
+	Kind      string
+	AgentID   string
+	Labels    map[string]string
+	Dedup     *bool
+	RequestID string
+	// Memory builds and checks the memory; insertOp calls it once the
+	// principal and the sona are checked, so a bad memory is refused
+	// after them, whichever transport it came by.
+	Memory func() (*model.Memory, error)
+	// File, when set, is a file memory's content, stored with it.
+	File []byte
+}
+
 // insertOp stores a memory into a sona without calling the model: dedup
 // first, then an append through the sona's actor. created is false when
-// nothing new was appended (a duplicate, or a memory already there). file,
-// when set, is a file memory's content, stored with it.
-func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file []byte) (resp *messages.InsertResponse, created bool, err error) {
+// nothing new was appended (a duplicate, or a memory already there).
+func (s *Server) insertOp(ctx context.Context, req insertion) (resp *messages.InsertResponse, created bool, err error) {
 	if err := requireScope(ctx, ScopeWrite); err != nil {
 		return nil, false, err
 	}
@@ -497,18 +514,19 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 	if err != nil {
 		return nil, false, err
 	}
-	m, err := memoryFromInsert(req)
+	m, err := req.Memory()
 	if err != nil {
 		return nil, false, err
 	}
-	if err := base.ValidateAgentID(req.AgentId); err != nil {
+	if err := base.ValidateAgentID(req.AgentID); err != nil {
 		return nil, false, err
 	}
-	if req.RequestId != "" {
-		if err := chain.ValidateRequestID(req.RequestId); err != nil {
+	if req.RequestID != "" {
+		if err := chain.ValidateRequestID(req.RequestID); err != nil {
 			return nil, false, err
 		}
 	}
+	file := req.File
 	var inline cid.Cid
 	if file != nil {
 		if inline, err = model.SumCID(model.CodecRaw, file); err != nil {
@@ -522,7 +540,7 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 	if req.Dedup != nil {
 		dedup = *req.Dedup
 	}
-	meta := &messages.MemoryMeta{Kind: req.Kind, AgentId: req.AgentId, Labels: req.Labels}
+	meta := &messages.MemoryMeta{Kind: req.Kind, AgentId: req.AgentID, Labels: req.Labels}
 	p, dup, err := s.self.Chains.PrepareInsert(ctx, rec.Uuid, m, meta, dedup, file)
 	if err != nil {
 		return nil, false, err
@@ -536,8 +554,8 @@ func (s *Server) insertOp(ctx context.Context, req *messages.InsertRequest, file
 			Similarity: &dup.Similarity, Threshold: &dup.Threshold.Value,
 		}, false, nil
 	}
-	if req.RequestId != "" {
-		p.Request = &model.Request{ID: req.RequestId}
+	if req.RequestID != "" {
+		p.Request = &model.Request{ID: req.RequestID}
 	}
 	res, err := s.sys.Append(ctx, rec.Uuid, p)
 	if err != nil {
