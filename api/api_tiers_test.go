@@ -59,6 +59,25 @@ func TestTiers(t *testing.T) {
 		t.Fatalf("MTM holds %d pages, want %d", n, chats-7)
 	}
 	wantKeys(t, object(t, v["lpm"]), "user", "agent", "updates")
+	// The stored-only vectors never reach the response (the message's
+	// empty fields are rendered, so they are there, empty).
+	var walk func(path string, x any)
+	walk = func(path string, x any) {
+		switch x := x.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if (k == "embedding" || k == "weights") && len(array(t, e)) > 0 {
+					t.Fatalf("the response shows the stored-only %s.%s", path, k)
+				}
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	walk("tiers", v)
 
 	// Errors: a name no sona has, an unknown sona.
 	h.get("/sona/nope/tiers").obj(t, http.StatusNotFound)

@@ -154,15 +154,12 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 	out := &messages.Tiers{Stm: &messages.StmView{}, Mtm: &messages.MtmView{}, Lpm: &messages.Persona{}}
 	err := s.view.View(func(txn store.Reader) error {
 		show := func(p *messages.Page) (*messages.Page, error) {
-			p = proto.Clone(p).(*messages.Page)
-			p.Embedding = nil
 			t, err := s.pageText(txn, p)
 			if err != nil {
 				return nil, err
 			}
 			lines := t.Lines()
-			p.QText, p.RText = lines[0], lines[1]
-			return p, nil
+			return pageView(p, lines[0], lines[1]), nil
 		}
 		showAll := func(ps []*messages.Page) ([]*messages.Page, error) {
 			out := make([]*messages.Page, 0, len(ps))
@@ -205,18 +202,17 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 			return err
 		}
 		for _, seg := range segs {
-			seg.Embedding, seg.Weights = nil, nil
-			seg.Heat = Heat(seg, now, s.cfg.Tiers)
 			ps, err := segmentPages(txn, sona, seg.Id)
 			if err != nil {
 				return err
 			}
-			if seg.Pages, err = showAll(ps); err != nil {
+			shown, err := showAll(ps)
+			if err != nil {
 				return err
 			}
+			out.Mtm.Segments = append(out.Mtm.Segments, segmentView(seg, Heat(seg, now, s.cfg.Tiers), shown))
 		}
-		slices.SortStableFunc(segs, func(a, b *messages.Segment) int { return cmp.Compare(b.Heat, a.Heat) })
-		out.Mtm.Segments = segs
+		slices.SortStableFunc(out.Mtm.Segments, func(a, b *messages.Segment) int { return cmp.Compare(b.Heat, a.Heat) })
 		if pending, err = pagesOf(MTM); err != nil {
 			return err
 		}
@@ -231,24 +227,15 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 			out.Mtm.Promoting = append(out.Mtm.Promoting, w.GetPromotion())
 		}
 
-		if _, err := store.GetProto(txn, personaKey(sona), out.Lpm); err != nil {
+		lpm := &messages.Persona{}
+		if _, err := store.GetProto(txn, personaKey(sona), lpm); err != nil {
 			return err
 		}
+		out.Lpm = personaView(lpm, s.agentProfile())
 		return nil
 	})
 	if err != nil {
 		return nil, err
-	}
-	lpm := out.Lpm
-	if lpm.User == nil {
-		lpm.User = &messages.UserPersona{}
-	}
-	if lpm.Agent == nil {
-		lpm.Agent = &messages.AgentPersona{}
-	}
-	lpm.Agent.Profile = s.agentProfile()
-	for _, f := range append(slices.Clone(lpm.User.Knowledge), lpm.Agent.Traits...) {
-		f.Embedding = nil
 	}
 	return out, nil
 }
