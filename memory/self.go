@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -121,14 +120,9 @@ type Self struct {
 	memories atomic.Int64 // count of memory metadata records
 	// covered is the insertion-log position the vector index holds every
 	// memory up to (the vector snapshot's position).
-	covered  atomic.Uint64
-	inMemory bool
-	// snapMu serialises vector snapshots; snapChanges is the index's
-	// Changes the last one (or the one loaded) had.
-	snapMu      sync.Mutex
-	snapChanges uint64
-	snapStop    chan struct{}
-	snapDone    chan struct{}
+	covered atomic.Uint64
+	// vecSnaps writes and restores the vector index's snapshot.
+	vecSnaps *index.VectorSnapshots
 	// lastActivity is the unix second of the latest append that was not
 	// the heartbeat's own (a merge or an insight); the clock at open.
 	lastActivity atomic.Int64
@@ -151,12 +145,11 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		return nil, err
 	}
 	s := &Self{
-		store:    st,
-		emb:      o.Embedder,
-		cfg:      o.Config,
-		clock:    o.Clock,
-		log:      o.Logger,
-		inMemory: o.InMemory,
+		store: st,
+		emb:   o.Embedder,
+		cfg:   o.Config,
+		clock: o.Clock,
+		log:   o.Logger,
 		index: vector.New(vector.Options{
 			Dims:           o.Embedder.Dims(),
 			M:              o.Config.Index.M,
@@ -167,6 +160,13 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 			Clock:          o.Clock,
 		}),
 	}
+	snapPath := index.VectorSnapshotPath(dir)
+	if dir == "" || o.InMemory {
+		snapPath = ""
+	}
+	s.vecSnaps = index.NewVectorSnapshots(st, s.index, index.SnapshotOptions{
+		Path: snapPath, Embedder: o.Embedder.ID(), Covered: s.covered.Load, Clock: o.Clock, Logger: o.Logger,
+	})
 	s.Memories = meta.New(st, o.Config.Store.MemoryCache, o.Config.Recall)
 	s.Sonas = chain.NewSonas(st, s.Embed, o.Clock, s.index.Dims())
 	s.Chains = chain.NewWriter(st, s.Sonas, s.Memories, s.index, chain.Options{
@@ -213,15 +213,14 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		s.close(false)
 		if errors.Is(err, errVecSnapMismatch) {
 			s.log.Warn("vector index: the snapshot disagrees with the store; opening again without it", "err", err)
-			os.Remove(VectorSnapshotPath(dir))
+			os.Remove(index.VectorSnapshotPath(dir))
 			o.noVecSnap = true
 			return Open(ctx, o)
 		}
 		return nil, err
 	}
 	if iv := o.Config.Index.SnapshotInterval.D(); iv > 0 && !o.InMemory {
-		s.snapStop, s.snapDone = make(chan struct{}), make(chan struct{})
-		go s.snapshotLoop(iv)
+		s.vecSnaps.Start(iv)
 	}
 	return s, nil
 }
@@ -236,11 +235,7 @@ func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load()
 func (s *Self) Close() error { return s.close(true) }
 
 func (s *Self) close(snapshot bool) error {
-	if s.snapStop != nil {
-		close(s.snapStop)
-		<-s.snapDone
-		s.snapStop = nil
-	}
+	s.vecSnaps.Stop()
 	s.Text.Stop()
 	s.index.Close()
 	// What was submitted before Close commits, and the full-text index
@@ -258,6 +253,15 @@ func (s *Self) close(snapshot bool) error {
 	}
 	return err
 }
+
+// errVecSnapMismatch makes Open start again without the vector snapshot:
+// the index it gave does not agree with the store.
+var errVecSnapMismatch = errors.New("memory: the vector snapshot does not agree with the store")
+
+// SnapshotVectors writes the vector index's snapshot when the index
+// changed since the last one (index.VectorSnapshots). It is safe to call
+// at any time the self is open; Close calls it last.
+func (s *Self) SnapshotVectors() error { return s.vecSnaps.Write() }
 
 // Store returns the underlying store.
 func (s *Self) Store() *store.Store { return s.store }
@@ -302,13 +306,13 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 			return err
 		}
 		s.covered.Store(end)
-		if snap && !s.inMemory {
-			if restored, err = s.restoreVectors(txn, end); err != nil {
+		if snap {
+			if restored, err = s.vecSnaps.Restore(txn, end); err != nil {
 				return err
 			}
 		}
 		if !restored {
-			if _, err = s.rebuildVectors(txn); err != nil {
+			if _, err = index.RebuildVectors(txn, s.index); err != nil {
 				return err
 			}
 		}
@@ -428,7 +432,7 @@ func (s *Self) IndexSizes() map[string]int64 {
 func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress func(done, total int)) (transfer.ReembedReport, error) {
 	// The vector snapshot holds the old vectors (its tag names the old
 	// embedder too; this also covers going back to it).
-	if err := os.Remove(VectorSnapshotPath(cfg.DataDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(index.VectorSnapshotPath(cfg.DataDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return transfer.ReembedReport{}, err
 	}
 	st, err := store.Open(filepath.Join(cfg.DataDir, "store"), store.OptionsOf(cfg.Store))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/forget"
+	"github.com/memoria-ai/memoria/memory/index"
 	"github.com/memoria-ai/memoria/memory/vector"
 )
 
@@ -126,7 +127,7 @@ func TestVectorSnapshotThenKillNine(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := os.Remove(VectorSnapshotPath(dir)); err != nil {
+	if err := os.Remove(index.VectorSnapshotPath(dir)); err != nil {
 		t.Fatal(err)
 	}
 	s, logs = openLogged(t, dir)
@@ -155,7 +156,7 @@ func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	path := VectorSnapshotPath(dir)
+	path := index.VectorSnapshotPath(dir)
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatalf("no snapshot after a clean close: %v", err)
@@ -183,7 +184,7 @@ func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
 	s2, _ := openLogged(t, other)
 	newOwner(t, s2, "x").text("a memory of another store")
 	s2.Close()
-	copyFile(t, path, VectorSnapshotPath(other))
+	copyFile(t, path, index.VectorSnapshotPath(other))
 	s2, logs = openLogged(t, other)
 	defer s2.Close()
 	mustLog(t, logs, "snapshot not used", "of store", "vector_snapshot=false")
@@ -206,7 +207,7 @@ func TestForgottenStaysForgottenAfterSnapshotRestore(t *testing.T) {
 	if err := s.SnapshotVectors(); err != nil {
 		t.Fatal(err)
 	}
-	path := VectorSnapshotPath(dir)
+	path := index.VectorSnapshotPath(dir)
 	old := filepath.Join(t.TempDir(), "old.snap")
 	copyFile(t, path, old)
 	if _, err := s.Forget.Forget(context.Background(), forget.Request{Selector: forget.Selector{CIDs: []cid.Cid{doomed}}}); err != nil {
@@ -282,7 +283,7 @@ func TestVectorSnapshotEveryInterval(t *testing.T) {
 	for i := range 20 {
 		o.text(fmt.Sprintf("note %d on the orchard", i))
 	}
-	path := VectorSnapshotPath(dir)
+	path := index.VectorSnapshotPath(dir)
 	testutil.Eventually(t, "a snapshot after some intervals", func() bool {
 		fake.Advance(time.Minute)
 		_, err := os.Stat(path)

@@ -1,4 +1,4 @@
-package memory
+package index
 
 import (
 	"bytes"
@@ -6,16 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
-
-	"github.com/memoria-ai/memoria/memory/base"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/internal/durable"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/meta"
@@ -53,20 +55,59 @@ type vecSnapTag struct {
 	LogCID []byte `json:"log_cid"`
 }
 
-// errVecSnapMismatch makes Open start again without the snapshot: the
-// index it gave does not agree with the store.
-var errVecSnapMismatch = errors.New("memory: the vector snapshot does not agree with the store")
+// VectorSnapshots writes the vector index's snapshot and restores the
+// index from it (see above).
+type VectorSnapshots struct {
+	path     string // "": no snapshots (an in-memory store)
+	index    *vector.Index
+	store    *store.Store
+	embedder string
+	covered  func() uint64
+	clock    clock.Clock
+	log      *slog.Logger
+
+	// mu serialises snapshots; changes is the index's Changes the last
+	// one (or the one loaded) had.
+	mu         sync.Mutex
+	changes    uint64
+	stop, done chan struct{}
+}
+
+// SnapshotOptions configure VectorSnapshots.
+type SnapshotOptions struct {
+	// Path is the snapshot's file (VectorSnapshotPath); "" keeps none.
+	Path string
+	// Embedder is the ID of the store's embedder, which a snapshot names.
+	Embedder string
+	// Covered is the insertion-log position the index holds every memory
+	// up to.
+	Covered func() uint64
+	Clock   clock.Clock
+	Logger  *slog.Logger
+}
+
+// NewVectorSnapshots keeps the snapshots of ix, the vector index of st.
+func NewVectorSnapshots(st *store.Store, ix *vector.Index, o SnapshotOptions) *VectorSnapshots {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &VectorSnapshots{path: o.Path, index: ix, store: st, embedder: o.Embedder, covered: o.Covered,
+		clock: clock.Or(o.Clock), log: o.Logger}
+}
 
 // VectorSnapshotPath is where the vector index's snapshot of the data
 // directory dir is kept.
 func VectorSnapshotPath(dir string) string { return filepath.Join(dir, "vector", "index.snap") }
 
-// restoreVectors loads the vector snapshot into the empty index and adds
+// Restore loads the vector snapshot into the empty index and adds
 // what the store holds beyond it, reporting whether it did; false (the
 // snapshot missing or unusable, and removed) leaves the index empty for a
 // rebuild. end is the insertion log's end as txn sees it.
-func (s *Self) restoreVectors(txn store.Reader, end uint64) (bool, error) {
-	path := VectorSnapshotPath(s.cfg.DataDir)
+func (s *VectorSnapshots) Restore(txn store.Reader, end uint64) (bool, error) {
+	path := s.path
+	if path == "" {
+		return false, nil
+	}
 	removeParts(filepath.Dir(path))
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -94,8 +135,8 @@ func (s *Self) restoreVectors(txn store.Reader, end uint64) (bool, error) {
 		switch {
 		case tag.StoreID != storeID:
 			return fmt.Errorf("%w: of store %s, this is %s", vector.ErrSnapshot, tag.StoreID, storeID)
-		case tag.Embedder != s.emb.ID():
-			return fmt.Errorf("%w: of embedder %q, the store's is %q", vector.ErrSnapshot, tag.Embedder, s.emb.ID())
+		case tag.Embedder != s.embedder:
+			return fmt.Errorf("%w: of embedder %q, the store's is %q", vector.ErrSnapshot, tag.Embedder, s.embedder)
 		case tag.LogSeq > end:
 			return fmt.Errorf("%w: it covers the insertion log up to %d, the store's ends at %d", vector.ErrSnapshot, tag.LogSeq, end)
 		}
@@ -120,7 +161,7 @@ func (s *Self) restoreVectors(txn store.Reader, end uint64) (bool, error) {
 	loaded := s.clock.Now()
 
 	// The memories committed after it, in the log's order.
-	added, err := s.addLogged(txn, tag.LogSeq)
+	added, err := addLogged(txn, s.index, tag.LogSeq)
 	if err != nil {
 		return false, err
 	}
@@ -147,7 +188,7 @@ func (s *Self) restoreVectors(txn store.Reader, end uint64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	s.snapChanges = info.Changes
+	s.changes = info.Changes
 	s.log.Info("vector index: snapshot loaded", "path", path, "log_seq", tag.LogSeq, "vectors", info.IDs-info.Removed,
 		"pending", info.Pending, "added_since", added, "forgotten_since", removed,
 		"took", s.clock.Now().Sub(start), "read", loaded.Sub(start))
@@ -157,7 +198,7 @@ func (s *Self) restoreVectors(txn store.Reader, end uint64) (bool, error) {
 // addLogged adds to the index the vectors of the memories of the
 // insertion log after position after, in its order (the forgotten ones
 // have none), and returns how many it added.
-func (s *Self) addLogged(txn store.Reader, after uint64) (int, error) {
+func addLogged(txn store.Reader, ix *vector.Index, after uint64) (int, error) {
 	var added int
 	it := txn.NewIterator(store.IterOptions{Prefix: chain.LogPrefix, PrefetchValues: true, PrefetchSize: 256})
 	defer it.Close()
@@ -166,7 +207,7 @@ func (s *Self) addLogged(txn store.Reader, after uint64) (int, error) {
 		if err != nil {
 			return added, err
 		}
-		ok, err := s.addStored(txn, c)
+		ok, err := addStored(txn, ix, c)
 		if err != nil {
 			return added, err
 		}
@@ -179,7 +220,7 @@ func (s *Self) addLogged(txn store.Reader, after uint64) (int, error) {
 
 // addStored adds c's stored vector to the index, reporting false when
 // the store has none.
-func (s *Self) addStored(txn store.Reader, c cid.Cid) (bool, error) {
+func addStored(txn store.Reader, ix *vector.Index, c cid.Cid) (bool, error) {
 	v, err := txn.Get(meta.VectorKey(c))
 	if errors.Is(err, base.ErrNotFound) {
 		return false, nil
@@ -191,19 +232,19 @@ func (s *Self) addStored(txn store.Reader, c cid.Cid) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if len(vec) != s.index.Dims() {
-		return false, fmt.Errorf("%w: vector of %s has %d dims, want %d", base.ErrCorrupt, c, len(vec), s.index.Dims())
+	if len(vec) != ix.Dims() {
+		return false, fmt.Errorf("%w: vector of %s has %d dims, want %d", base.ErrCorrupt, c, len(vec), ix.Dims())
 	}
-	s.index.Add(c.KeyString(), vec)
+	ix.Add(c.KeyString(), vec)
 	return true, nil
 }
 
-// rebuildVectors adds every stored vector to the empty index: in the
+// RebuildVectors adds every stored vector to the empty index ix: in the
 // insertion log's order, the order the appends added them, so that the
 // index is the one the appends built (and the one a snapshot restores);
 // then any stored vector the log does not name. It returns how many.
-func (s *Self) rebuildVectors(txn store.Reader) (int, error) {
-	n, err := s.addLogged(txn, 0)
+func RebuildVectors(txn store.Reader, ix *vector.Index) (int, error) {
+	n, err := addLogged(txn, ix, 0)
 	if err != nil {
 		return n, err
 	}
@@ -214,10 +255,10 @@ func (s *Self) rebuildVectors(txn store.Reader) (int, error) {
 			errs = append(errs, fmt.Errorf("%w: vector key: %v", base.ErrCorrupt, err))
 			return
 		}
-		if _, ok := s.index.ID(c.KeyString()); ok {
+		if _, ok := ix.ID(c.KeyString()); ok {
 			return
 		}
-		if _, err := s.addStored(txn, c); err != nil {
+		if _, err := addStored(txn, ix, c); err != nil {
 			errs = append(errs, err)
 		}
 		n++
@@ -236,26 +277,26 @@ func removeParts(dir string) {
 	}
 }
 
-// SnapshotVectors writes the vector index's snapshot when the index
-// changed since the last one (see restoreVectors). It is safe to call at
-// any time the self is open; Close calls it last.
-func (s *Self) SnapshotVectors() error {
-	if s.cfg.DataDir == "" || s.inMemory {
+// Write writes the vector index's snapshot when the index changed since
+// the last one (see Restore). It is safe to call at any time the store is
+// open.
+func (s *VectorSnapshots) Write() error {
+	if s.path == "" {
 		return nil
 	}
-	s.snapMu.Lock()
-	defer s.snapMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	// Read first: the index holds every memory up to it once it is read
 	// (it follows the commits, which move it after their index adds).
-	seq := s.covered.Load()
-	if s.index.Changes() == s.snapChanges {
+	seq := s.covered()
+	if s.index.Changes() == s.changes {
 		return nil
 	}
 	storeID, err := s.store.ID()
 	if err != nil {
 		return err
 	}
-	tag := vecSnapTag{Format: vecSnapFormat, StoreID: storeID, Embedder: s.emb.ID(), LogSeq: seq}
+	tag := vecSnapTag{Format: vecSnapFormat, StoreID: storeID, Embedder: s.embedder, LogSeq: seq}
 	if seq > 0 {
 		err := s.store.View(func(txn store.Reader) error {
 			item, err := txn.Item(chain.LogKey(seq))
@@ -272,7 +313,7 @@ func (s *Self) SnapshotVectors() error {
 	if err != nil {
 		return err
 	}
-	path := VectorSnapshotPath(s.cfg.DataDir)
+	path := s.path
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -286,24 +327,39 @@ func (s *Self) SnapshotVectors() error {
 	if err != nil {
 		return fmt.Errorf("memory: vector snapshot: %w", err)
 	}
-	s.snapChanges = info.Changes
+	s.changes = info.Changes
 	s.log.Info("vector index: snapshot written", "path", path, "log_seq", seq, "vectors", info.IDs-info.Removed,
 		"pending", info.Pending, "bytes", size, "took", s.clock.Now().Sub(start))
 	return nil
 }
 
-// snapshotLoop writes the vector snapshot every interval until stop.
-func (s *Self) snapshotLoop(interval time.Duration) {
-	defer close(s.snapDone)
+// Start writes the snapshot every interval until Stop.
+func (s *VectorSnapshots) Start(interval time.Duration) {
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go s.loop(interval)
+}
+
+// Stop ends what Start started, after the snapshot being written (if
+// any); without a Start it does nothing.
+func (s *VectorSnapshots) Stop() {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.done
+		s.stop = nil
+	}
+}
+
+func (s *VectorSnapshots) loop(interval time.Duration) {
+	defer close(s.done)
 	for {
 		t := s.clock.NewTimer(interval)
 		select {
-		case <-s.snapStop:
+		case <-s.stop:
 			t.Stop()
 			return
 		case <-t.C():
 		}
-		if err := s.SnapshotVectors(); err != nil {
+		if err := s.Write(); err != nil {
 			s.log.Warn("vector index: snapshot failed", "err", err)
 		}
 	}
