@@ -195,7 +195,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		evo.Evaluator = o.Evaluator
 		evo.Metrics = eumas.Metrics(o.Config.Evaluation.Archetypes)
 	}
-	s.Evals = eumas.NewStore(st, evalEnv{s}, evo)
+	s.Evals = eumas.NewStore(st, eumas.StoreEnv{Memories: s.Memories, Vectors: s.index}, evo)
 	env := selfState{s: s}
 	s.Transfer = transfer.New(st, transferEnv{env}, transfer.Options{
 		Config: o.Config, EmbedderID: o.Embedder.ID(), Dims: o.Embedder.Dims(), Clock: o.Clock,

@@ -1,30 +1,35 @@
-package memory
+package eumas
 
 import (
 	"errors"
+
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
-	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// EUMAS evaluation (seed 004) lives in memory/eumas (Self.Evals); this
-// file is what it needs of Self. (Recall's metric path over its profiles
-// is in memory/recall.)
+// StoreEnv is Env over the store: the insertion log (memory/chain), the
+// memories and their metadata (memory/meta), the vector index.
+type StoreEnv struct {
+	Memories *meta.Store
+	Vectors  *vector.Index
+}
 
-// evalEnv is what the evaluations need of Self.
-type evalEnv struct{ s *Self }
+var _ Env = StoreEnv{}
 
-func (e evalEnv) Logged(txn store.Reader, after uint64, n int) ([]eumas.Logged, uint64, error) {
+// Logged reads the memories logged after position after (the forgotten
+// ones are skipped: nothing is left to evaluate).
+func (e StoreEnv) Logged(txn store.Reader, after uint64, n int) ([]Logged, uint64, error) {
 	end, err := chain.LogEnd(txn)
 	if err != nil {
 		return nil, 0, err
 	}
-	var out []eumas.Logged
+	var out []Logged
 	it := txn.NewIterator(store.IterOptions{Prefix: chain.LogPrefix, PrefetchValues: true, PrefetchSize: n})
 	defer it.Close()
 	for it.Seek(chain.LogKey(after + 1)); it.Valid() && len(out) < n; it.Next() {
@@ -32,9 +37,9 @@ func (e evalEnv) Logged(txn store.Reader, after uint64, n int) ([]eumas.Logged, 
 		if err != nil {
 			return nil, 0, err
 		}
-		m, err := e.s.Memories.MemoryIn(txn, c)
+		m, err := e.Memories.MemoryIn(txn, c)
 		if errors.Is(err, base.ErrForgotten) {
-			continue // nothing left to evaluate
+			continue
 		}
 		if err != nil {
 			return nil, 0, err
@@ -43,13 +48,13 @@ func (e evalEnv) Logged(txn store.Reader, after uint64, n int) ([]eumas.Logged, 
 		if err != nil {
 			return nil, 0, err
 		}
-		out = append(out, eumas.Logged{Seq: seq, CID: c, Input: eumas.Input{Text: m.Text(), Kind: meta.Kind}})
+		out = append(out, Logged{Seq: seq, CID: c, Input: Input{Text: m.Text(), Kind: meta.Kind}})
 	}
 	return out, end, nil
 }
 
-func (e evalEnv) UpdateMeta(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) store.Op {
+func (e StoreEnv) UpdateMeta(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) store.Op {
 	return meta.Update(cids, fn)
 }
 
-func (e evalEnv) VectorID(c cid.Cid) (uint64, bool) { return e.s.index.ID(c.KeyString()) }
+func (e StoreEnv) VectorID(c cid.Cid) (uint64, bool) { return e.Vectors.ID(c.KeyString()) }
