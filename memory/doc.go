@@ -19,7 +19,8 @@
 //	              the insert path (Self.Chains), the backbone
 //	              (Self.Backbone), files' sonas
 //	memory/index  the full-text index kept in step with the store's
-//	              commit events (Self.Text)
+//	              commit events (Self.Text); the vector index's snapshot
+//	              (VectorSnapshots: written, restored at open)
 //	memory/transfer  export, import, reembed (Self.Transfer)
 //	memory/living  sweep, compression, dream: Living Memory (Self.Living)
 //	memory/recall  recall, its scoring and its trace (Self.Recaller)
@@ -35,8 +36,10 @@
 // Callers import the packages; package memory keeps the composition root
 // (self.go: Open, Close, the subsystems as fields), what each subsystem adds to an
 // append and what follows a committed append (append.go), the wiring of
-// recall, transfer, living, the tiers and the evaluations to the
-// subsystems they read and write (env.go, evaluation.go).
+// transfer, living and the tiers to the subsystems they read and write
+// (env.go), and the parts of an excision (forgetenv.go). What a subsystem
+// needs of the store alone lives with it (eumas.StoreEnv,
+// index.VectorSnapshots).
 //
 // It is pure of transports: it never imports protoactor, net/http or a
 // model provider SDK (a test enforces it). Actors and servers adapt it.

@@ -34,5 +34,7 @@
 // (LoadProfile).
 //
 // What it needs of the memories (Env): the insertion log read after a
-// position, a metadata update op, and the vector-index ids.
+// position, a metadata update op, and the vector-index ids. StoreEnv is
+// that Env over the store (memory/chain's insertion log, memory/meta) and
+// the vector index.
 package eumas

@@ -38,4 +38,14 @@
 //
 // Its files live in the data directory's text/ (memory/text's layout);
 // it owns no key space of the store.
+//
+// # The vector index's snapshot
+//
+// VectorSnapshots keeps the HNSW index (memory/vector), also derived
+// state, in data_dir/vector/index.snap: written when the index changed
+// (every index.snapshot_interval, and at a clean shutdown), tagged with
+// the insertion-log position it covers; at open it is restored and caught
+// up from the store (the memories logged after it added, every tombstoned
+// one removed), or, when it is missing, damaged or another store's,
+// RebuildVectors rebuilds the index from the stored embeddings.
 package index

@@ -20,6 +20,17 @@
 // (PlanAppend, Append.Next). Neither touches the store: package memory
 // commits them.
 //
+// # Domain types and stored records
+//
+// The generated messages types are the stored records and the API's
+// payloads; the program works on Go types with CIDs as cid.Cid values,
+// converted at the storage edge. Sona is a sona's chain state: SonaOf
+// parses the stored record (messages.Sona, whose head and last memory are
+// CID strings) and reports a CID that does not parse as base.ErrCorrupt,
+// never a panic; Sona.Record writes it back. Data is the typed union of a
+// memory's data: the REST insert converts its JSON union to it once, the
+// MCP insert tool builds it directly.
+//
 // # Invariants
 //
 //   - Encoding and decoding validate (Memory.Validate): exactly one data
