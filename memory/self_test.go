@@ -16,6 +16,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/chain/chaintest"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
@@ -67,24 +68,7 @@ func (o *owner) add(m *model.Memory, meta *messages.MemoryMeta) cid.Cid {
 }
 
 func (o *owner) tryAdd(m *model.Memory, meta *messages.MemoryMeta) (cid.Cid, error) {
-	ctx := context.Background()
-	vecs, err := o.s.Embed(ctx, m.Text())
-	if err != nil {
-		return cid.Undef, err
-	}
-	p, err := o.s.Chains.Prepare(m, vecs[0], meta)
-	if err != nil {
-		return cid.Undef, err
-	}
-	plan, err := model.PlanAppend(o.sona, o.head, o.n, p, o.s.clock.Now().Unix())
-	if err != nil {
-		return cid.Undef, err
-	}
-	if err := o.s.Store().Update(ctx, o.s.Chains.Op(plan)); err != nil {
-		return cid.Undef, err
-	}
-	o.head, o.n = plan.Next()
-	return p.CID, nil
+	return chaintest.Append(o.s.Store(), o.s.Chains, o.s.Embed, o.s.clock.Now().Unix(), o.sona, &o.head, &o.n, m, meta)
 }
 
 func (o *owner) text(content string, edges ...model.Edge) cid.Cid {

@@ -146,23 +146,31 @@ func (c *Chains) OwnerOf(id string) *Owner {
 
 // TryAdd prepares m and appends it, waiting until it is durable.
 func (o *Owner) TryAdd(m *model.Memory, md *messages.MemoryMeta) (cid.Cid, error) {
+	return Append(o.C.Store, o.C.Writer, o.C.Embed, o.C.Clock.Now().Unix(), o.Sona, &o.Head, &o.N, m, md)
+}
+
+// Append prepares m and appends it through w to the chain of sona whose
+// head and length are *head and *n, at unix second now, waiting until it
+// is durable; it moves *head and *n past the append. It is an owner's
+// append, for the tests that play a sona's actor over their own parts.
+func Append(st *store.Store, w *chain.Writer, embed chain.Embed, now int64, sona string, head **cid.Cid, n *int64, m *model.Memory, md *messages.MemoryMeta) (cid.Cid, error) {
 	ctx := context.Background()
-	vecs, err := o.C.Embed(ctx, m.Text())
+	vecs, err := embed(ctx, m.Text())
 	if err != nil {
 		return cid.Undef, err
 	}
-	p, err := o.C.Writer.Prepare(m, vecs[0], md)
+	p, err := w.Prepare(m, vecs[0], md)
 	if err != nil {
 		return cid.Undef, err
 	}
-	plan, err := model.PlanAppend(o.Sona, o.Head, o.N, p, o.C.Clock.Now().Unix())
+	plan, err := model.PlanAppend(sona, *head, *n, p, now)
 	if err != nil {
 		return cid.Undef, err
 	}
-	if err := o.C.Store.Update(ctx, o.C.Writer.Op(plan)); err != nil {
+	if err := st.Update(ctx, w.Op(plan)); err != nil {
 		return cid.Undef, err
 	}
-	o.Head, o.N = plan.Next()
+	*head, *n = plan.Next()
 	return p.CID, nil
 }
 
