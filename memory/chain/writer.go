@@ -185,14 +185,17 @@ func checkPlan(rec *messages.Sona, a *model.Append) error {
 	if a.Item.ExpectSeq != nil && *a.Item.ExpectSeq != a.Seq {
 		return fmt.Errorf("%w: sona %s: append planned at seq %d, expected at %d", base.ErrChainConflict, a.Sona, a.Seq, *a.Item.ExpectSeq)
 	}
-	s, err := model.SonaOf(rec)
-	if err != nil {
-		return err
-	}
-	if s.Length != a.Seq || !sameCID(s.Head, a.Prev) {
-		return fmt.Errorf("%w: sona %s is at seq %d, append expected %d", base.ErrChainConflict, a.Sona, s.Length, a.Seq)
+	if rec.Length != a.Seq || !sameHead(rec.Head, a.Prev) {
+		return fmt.Errorf("%w: sona %s is at seq %d, append expected %d", base.ErrChainConflict, a.Sona, rec.Length, a.Seq)
 	}
 	return nil
+}
+
+func sameHead(head *string, prev *cid.Cid) bool {
+	if head == nil || *head == "" {
+		return prev == nil
+	}
+	return prev != nil && prev.String() == *head
 }
 
 // checkLinksIn checks, in the append's transaction, that the memory's edge
@@ -265,14 +268,18 @@ func join(m *messages.MemoryMeta, a *model.Append) error {
 // advance moves the sona's record rec past a, and returns its memory
 // before a.
 func advance(rec *messages.Sona, a *model.Append) (*cid.Cid, error) {
-	s, err := model.SonaOf(rec)
-	if err != nil {
-		return nil, err
+	var prev *cid.Cid
+	if rec.LastMemory != nil {
+		c, err := cid.Decode(*rec.LastMemory)
+		if err != nil {
+			return nil, fmt.Errorf("%w: last memory of %s: %v", base.ErrCorrupt, a.Sona, err)
+		}
+		prev = &c
 	}
 	rec.Head = proto.String(a.Act.String())
 	rec.Length = a.Seq + 1
 	rec.LastMemory = proto.String(a.Item.CID.String())
-	return s.LastMemory, nil
+	return prev, nil
 }
 
 // OpForgotten returns the store operation that appends a whose memory was
