@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,7 +20,7 @@ import (
 )
 
 func serveCmd(g *globals) *cobra.Command {
-	var listen, etcd, peer, cpuProfile, memProfile string
+	var listen, etcd, peer, cpuProfile, memProfile, traceFile string
 	var replicas int
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -55,6 +56,13 @@ func serveCmd(g *globals) *cobra.Command {
 			defer sync()
 			if cpuProfile != "" {
 				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			if traceFile != "" {
+				stop, err := startTrace(traceFile)
 				if err != nil {
 					return err
 				}
@@ -115,6 +123,7 @@ func serveCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default 127.0.0.1:7777)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (written at shutdown; go tool pprof reads it)")
+	cmd.Flags().StringVar(&traceFile, "trace", "", "write a Go execution trace of the whole run to this file (written as it runs, closed at shutdown; go tool trace reads it)")
 	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write a heap profile to this file at shutdown, after a collection (go tool pprof reads it)")
 	cmd.Flags().StringVar(&etcd, "cluster.etcd", "", "join a cluster: etcd client URLs, comma-separated (cluster.etcd)")
 	cmd.Flags().IntVar(&replicas, "cluster.replicas", 0, "members that hold an append before it is acknowledged (cluster.replicas, default 2)")
@@ -132,6 +141,22 @@ func writeHeapProfile(f *os.File, log *slog.Logger) {
 	if err != nil {
 		log.Error("--memprofile", "file", f.Name(), "err", err)
 	}
+}
+
+// startTrace writes an execution trace of the process into path until stop.
+func startTrace(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--trace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--trace: %w", err)
+	}
+	return func() {
+		trace.Stop()
+		f.Close()
+	}, nil
 }
 
 // startCPUProfile profiles the process's CPU into path until stop.
