@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -161,14 +162,15 @@ func (a *sonaActor) settle(ctx actor.Context) {
 	}
 }
 
-// reload waits until every write submitted so far has settled, then reads
-// the chain's committed state. It runs at start, after a restart, and after
-// a failed append left the planned state ahead of the store.
+// reload waits until every write of the sona's chain in flight has
+// settled (see flights), then reads the chain's committed state. It runs
+// at start, after a restart, and after a failed append left the planned
+// state ahead of the store.
 func (a *sonaActor) reload(ctx actor.Context) {
 	c, cancel := context.WithTimeout(context.Background(), a.sys.cfg.Actors.AskTimeout.D())
 	defer cancel()
-	if err := a.sys.self.Store().Barrier(c); err != nil {
-		panic(fmt.Errorf("actors: sona %s cannot settle the store: %w", a.id, err))
+	if err := a.sys.flights.wait(c, a.id); err != nil {
+		panic(fmt.Errorf("actors: sona %s cannot settle its writes: %w", a.id, err))
 	}
 	rec, err := a.sys.self.Sonas.Get(a.id)
 	if err != nil {
@@ -203,17 +205,17 @@ func (a *sonaActor) hold(ctx actor.Context) error {
 func (a *sonaActor) replay(id string) appended {
 	seq, result, ok, err := a.sys.self.Chains.Request(a.id, id)
 	if err != nil || !ok {
-		return appended{nil, err}
+		return appended{err: err}
 	}
 	page, err := a.sys.self.Sonas.Chain(a.id, seq, 1)
 	if err != nil {
-		return appended{nil, err}
+		return appended{err: err}
 	}
 	if len(page.Items) == 0 || page.Items[0].Seq != seq {
-		return appended{nil, fmt.Errorf("%w: request %q of sona %s names seq %d, which the chain lacks", base.ErrCorrupt, id, a.id, seq)}
+		return appended{err: fmt.Errorf("%w: request %q of sona %s names seq %d, which the chain lacks", base.ErrCorrupt, id, a.id, seq)}
 	}
 	e := page.Items[0]
-	return appended{&messages.Appended{Cid: e.Memory.String(), Seq: proto.Int64(seq), Act: e.Act.String(), Replayed: true, Result: result}, nil}
+	return appended{result: &messages.Appended{Cid: e.Memory.String(), Seq: proto.Int64(seq), Act: e.Act.String(), Replayed: true, Result: result}}
 }
 
 func mustCID(s string) *cid.Cid {
@@ -224,30 +226,45 @@ func mustCID(s string) *cid.Cid {
 	return &c
 }
 
-// appended is the outcome of one append, once durable (or failed).
+// appended is the outcome of one append, once durable (or failed) — or,
+// for an early append, once submitted: then settling is the write, which
+// has yet to settle, and settled is to be called once it has (it ends the
+// append's span; the actor calls it too, whichever comes first).
 type appended struct {
-	result *messages.Appended
-	err    error
+	result   *messages.Appended
+	err      error
+	settling Settling
+	settled  func(error)
 }
 
 // append plans item on the head this actor holds, submits it, and calls
-// done in the actor's context once it is durable or failed. A memory
-// already in the chain (durably or in flight) is not appended again.
-// step, when set, is the advance's span: the append is a child of it,
-// linked from the group commit that writes it.
-func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanceSpan, done func(appended)) {
+// done in the actor's context once it is durable or failed — early, as
+// soon as it is submitted (see advance.Append). A memory already in the
+// chain (durably or in flight) is not appended again. step, when set, is
+// the advance's span: the append is a child of it, linked from the group
+// commit that writes it, and ends when the write settles.
+func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanceSpan, early bool, done func(appended)) {
+	settled := func(error) {}
 	if step != nil {
 		span := step.child(context.Background(), "append")
+		var once sync.Once
+		settled = func(err error) {
+			once.Do(func() {
+				trace.Fail(span, err)
+				span.End()
+			})
+		}
 		next := done
 		done = func(r appended) {
-			trace.Fail(span, r.err)
-			span.End()
+			if r.settling == nil {
+				settled(r.err)
+			}
 			next(r)
 		}
 		step = &advanceSpan{span}
 	}
 	if err := a.hold(ctx); err != nil {
-		done(appended{nil, err})
+		done(appended{err: err})
 		return
 	}
 	if r := item.Request; r != nil {
@@ -255,7 +272,7 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 			// The same request is in flight: its answer is this one's.
 			a.await(ctx, p, func(err error) {
 				if err != nil {
-					done(appended{nil, err})
+					done(appended{err: err})
 					return
 				}
 				done(a.replay(r.ID))
@@ -268,18 +285,18 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		}
 	}
 	if item.ExpectSeq != nil && *item.ExpectSeq != a.length {
-		done(appended{nil, fmt.Errorf("%w: sona %s is at seq %d, the append expected %d", base.ErrChainConflict, a.id, a.length, *item.ExpectSeq)})
+		done(appended{err: fmt.Errorf("%w: sona %s is at seq %d, the append expected %d", base.ErrChainConflict, a.id, a.length, *item.ExpectSeq)})
 		return
 	}
 	if p, ok := a.inflight[item.CID]; ok {
 		a.await(ctx, p, func(err error) {
-			done(appended{&messages.Appended{Cid: item.CID.String()}, err})
+			done(appended{result: &messages.Appended{Cid: item.CID.String()}, err: err})
 		})
 		return
 	}
 	in, err := a.sys.self.Memories.InSona(item.CID, a.id)
 	if err != nil || in {
-		done(appended{&messages.Appended{Cid: item.CID.String()}, err})
+		done(appended{result: &messages.Appended{Cid: item.CID.String()}, err: err})
 		return
 	}
 	inline := func(c cid.Cid) bool {
@@ -292,7 +309,7 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 			return a.inflight[c] != nil || inline(c) || item.Imported && a.sys.self.Chains.Forgotten(c)
 		}
 		if err := a.sys.self.Chains.CheckLinks(item.Memory, linked); err != nil {
-			done(appended{nil, err})
+			done(appended{err: err})
 			return
 		}
 	}
@@ -301,10 +318,11 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 	}
 	plan, err := model.PlanAppend(a.id, a.head, a.length, item, a.sys.clock.Now().Unix())
 	if err != nil {
-		done(appended{nil, err})
+		done(appended{err: err})
 		return
 	}
 	p := a.sys.chains.Write(step.context(context.Background()), plan)
+	flight := a.sys.flights.add(a.id, p)
 	a.head, a.length = plan.Next()
 	a.last = &item.CID
 	a.inflight[item.CID] = p
@@ -312,7 +330,12 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		a.requests[item.Request.ID] = p
 	}
 	gen := a.gen
+	res := &messages.Appended{Cid: item.CID.String(), Seq: proto.Int64(plan.Seq), Act: plan.Act.String()}
+	if early {
+		done(appended{result: res, settling: p, settled: settled})
+	}
 	a.await(ctx, p, func(err error) {
+		a.sys.flights.done(a.id, flight)
 		if gen == a.gen {
 			delete(a.inflight, item.CID)
 			if item.Request != nil {
@@ -326,7 +349,11 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		if err == nil {
 			a.sys.wakeEvaluator()
 		}
-		done(appended{&messages.Appended{Cid: item.CID.String(), Seq: proto.Int64(plan.Seq), Act: plan.Act.String()}, err})
+		if early {
+			settled(err)
+			return
+		}
+		done(appended{result: res, err: err})
 	})
 }
 
@@ -401,7 +428,7 @@ func (a *sonaActor) appendMemory(ctx actor.Context, msg *messages.AppendMemory) 
 		ctx.Respond(failure(err))
 		return
 	}
-	a.append(ctx, item, nil, func(r appended) {
+	a.append(ctx, item, nil, false, func(r appended) {
 		if r.err != nil {
 			tell(ctx, sender, failure(r.err))
 		} else {
