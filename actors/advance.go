@@ -72,10 +72,11 @@ func (r *advanceRun) carry(ctx actor.Context, effects []advance.Effect) {
 			r.feed(ctx, advance.Replayed{Result: res.result, Err: res.err})
 		case advance.Append:
 			r.endThought()
-			a.append(ctx, e.Item, r.step, e.Early, func(res appended) {
-				if res.settling != nil {
-					r.early, r.earlySettled = res.settling, res.settled
-				}
+			var early func(Settling, func(error))
+			if e.Early {
+				early = func(p Settling, settled func(error)) { r.early, r.earlySettled = p, settled }
+			}
+			a.append(ctx, e.Item, r.step, early, func(res appended) {
 				r.feed(ctx, advance.Appended{Result: res.result, Err: res.err})
 			})
 		case advance.Load:

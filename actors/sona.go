@@ -205,17 +205,17 @@ func (a *sonaActor) hold(ctx actor.Context) error {
 func (a *sonaActor) replay(id string) appended {
 	seq, result, ok, err := a.sys.self.Chains.Request(a.id, id)
 	if err != nil || !ok {
-		return appended{err: err}
+		return appended{nil, err}
 	}
 	page, err := a.sys.self.Sonas.Chain(a.id, seq, 1)
 	if err != nil {
-		return appended{err: err}
+		return appended{nil, err}
 	}
 	if len(page.Items) == 0 || page.Items[0].Seq != seq {
-		return appended{err: fmt.Errorf("%w: request %q of sona %s names seq %d, which the chain lacks", base.ErrCorrupt, id, a.id, seq)}
+		return appended{nil, fmt.Errorf("%w: request %q of sona %s names seq %d, which the chain lacks", base.ErrCorrupt, id, a.id, seq)}
 	}
 	e := page.Items[0]
-	return appended{result: &messages.Appended{Cid: e.Memory.String(), Seq: proto.Int64(seq), Act: e.Act.String(), Replayed: true, Result: result}}
+	return appended{&messages.Appended{Cid: e.Memory.String(), Seq: proto.Int64(seq), Act: e.Act.String(), Replayed: true, Result: result}, nil}
 }
 
 func mustCID(s string) *cid.Cid {
@@ -226,25 +226,23 @@ func mustCID(s string) *cid.Cid {
 	return &c
 }
 
-// appended is the outcome of one append, once durable (or failed) — or,
-// for an early append, once submitted: then settling is the write, which
-// has yet to settle, and settled is to be called once it has (it ends the
-// append's span; the actor calls it too, whichever comes first).
+// appended is the outcome of one append, once durable (or failed).
 type appended struct {
-	result   *messages.Appended
-	err      error
-	settling Settling
-	settled  func(error)
+	result *messages.Appended
+	err    error
 }
 
 // append plans item on the head this actor holds, submits it, and calls
-// done in the actor's context once it is durable or failed — early, as
-// soon as it is submitted (see advance.Append). A memory already in the
-// chain (durably or in flight) is not appended again. step, when set, is
-// the advance's span: the append is a child of it, linked from the group
-// commit that writes it, and ends when the write settles.
-func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanceSpan, early bool, done func(appended)) {
-	settled := func(error) {}
+// done in the actor's context once it is durable or failed. A memory
+// already in the chain (durably or in flight) is not appended again.
+// step, when set, is the advance's span: the append is a child of it,
+// linked from the group commit that writes it, and ends when the write
+// settles. With early set (see advance.Append), done comes as soon as the
+// write is submitted, after early is told the write and a func to call
+// once it settled (which ends the span; the actor calls it too, whichever
+// comes first).
+func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanceSpan, early func(Settling, func(error)), done func(appended)) {
+	settled, submitted := func(error) {}, false
 	if step != nil {
 		span := step.child(context.Background(), "append")
 		var once sync.Once
@@ -256,7 +254,7 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		}
 		next := done
 		done = func(r appended) {
-			if r.settling == nil {
+			if !submitted || early == nil {
 				settled(r.err)
 			}
 			next(r)
@@ -264,7 +262,7 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		step = &advanceSpan{span}
 	}
 	if err := a.hold(ctx); err != nil {
-		done(appended{err: err})
+		done(appended{nil, err})
 		return
 	}
 	if r := item.Request; r != nil {
@@ -272,7 +270,7 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 			// The same request is in flight: its answer is this one's.
 			a.await(ctx, p, func(err error) {
 				if err != nil {
-					done(appended{err: err})
+					done(appended{nil, err})
 					return
 				}
 				done(a.replay(r.ID))
@@ -285,18 +283,18 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		}
 	}
 	if item.ExpectSeq != nil && *item.ExpectSeq != a.length {
-		done(appended{err: fmt.Errorf("%w: sona %s is at seq %d, the append expected %d", base.ErrChainConflict, a.id, a.length, *item.ExpectSeq)})
+		done(appended{nil, fmt.Errorf("%w: sona %s is at seq %d, the append expected %d", base.ErrChainConflict, a.id, a.length, *item.ExpectSeq)})
 		return
 	}
 	if p, ok := a.inflight[item.CID]; ok {
 		a.await(ctx, p, func(err error) {
-			done(appended{result: &messages.Appended{Cid: item.CID.String()}, err: err})
+			done(appended{&messages.Appended{Cid: item.CID.String()}, err})
 		})
 		return
 	}
 	in, err := a.sys.self.Memories.InSona(item.CID, a.id)
 	if err != nil || in {
-		done(appended{result: &messages.Appended{Cid: item.CID.String()}, err: err})
+		done(appended{&messages.Appended{Cid: item.CID.String()}, err})
 		return
 	}
 	inline := func(c cid.Cid) bool {
@@ -309,7 +307,7 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 			return a.inflight[c] != nil || inline(c) || item.Imported && a.sys.self.Chains.Forgotten(c)
 		}
 		if err := a.sys.self.Chains.CheckLinks(item.Memory, linked); err != nil {
-			done(appended{err: err})
+			done(appended{nil, err})
 			return
 		}
 	}
@@ -318,11 +316,12 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 	}
 	plan, err := model.PlanAppend(a.id, a.head, a.length, item, a.sys.clock.Now().Unix())
 	if err != nil {
-		done(appended{err: err})
+		done(appended{nil, err})
 		return
 	}
 	p := a.sys.chains.Write(step.context(context.Background()), plan)
 	flight := a.sys.flights.add(a.id, p)
+	submitted = true
 	a.head, a.length = plan.Next()
 	a.last = &item.CID
 	a.inflight[item.CID] = p
@@ -331,8 +330,9 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 	}
 	gen := a.gen
 	res := &messages.Appended{Cid: item.CID.String(), Seq: proto.Int64(plan.Seq), Act: plan.Act.String()}
-	if early {
-		done(appended{result: res, settling: p, settled: settled})
+	if early != nil {
+		early(p, settled)
+		done(appended{res, nil})
 	}
 	a.await(ctx, p, func(err error) {
 		a.sys.flights.done(a.id, flight)
@@ -349,11 +349,10 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		if err == nil {
 			a.sys.wakeEvaluator()
 		}
-		if early {
-			settled(err)
-			return
+		settled(err)
+		if early == nil {
+			done(appended{res, err})
 		}
-		done(appended{result: res, err: err})
 	})
 }
 
@@ -428,7 +427,7 @@ func (a *sonaActor) appendMemory(ctx actor.Context, msg *messages.AppendMemory) 
 		ctx.Respond(failure(err))
 		return
 	}
-	a.append(ctx, item, nil, false, func(r appended) {
+	a.append(ctx, item, nil, nil, func(r appended) {
 		if r.err != nil {
 			tell(ctx, sender, failure(r.err))
 		} else {
