@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -55,14 +56,14 @@ func serveCmd(g *globals) *cobra.Command {
 			log, sync := app.NewLogger(cfg.Log, os.Stderr)
 			defer sync()
 			if cpuProfile != "" {
-				stop, err := startCPUProfile(cpuProfile)
+				stop, err := startWriting("--cpuprofile", cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
 				if err != nil {
 					return err
 				}
 				defer stop()
 			}
 			if traceFile != "" {
-				stop, err := startTrace(traceFile)
+				stop, err := startWriting("--trace", traceFile, trace.Start, trace.Stop)
 				if err != nil {
 					return err
 				}
@@ -143,34 +144,19 @@ func writeHeapProfile(f *os.File, log *slog.Logger) {
 	}
 }
 
-// startTrace writes an execution trace of the process into path until stop.
-func startTrace(path string) (stop func(), err error) {
+// startWriting runs start on a new file at path (a CPU profile, an
+// execution trace) until the returned stop; flag names it in errors.
+func startWriting(flag, path string, start func(io.Writer) error, stop func()) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("--trace: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
-	if err := trace.Start(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("--trace: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	return func() {
-		trace.Stop()
-		f.Close()
-	}, nil
-}
-
-// startCPUProfile profiles the process's CPU into path until stop.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
+		stop()
 		f.Close()
 	}, nil
 }
