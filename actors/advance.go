@@ -132,7 +132,7 @@ func (r *advanceRun) carry(ctx actor.Context, effects []advance.Effect) {
 			case r.early == nil:
 				answer(nil)
 			case settledNow(r.early):
-				answer(r.early.Err()) // always, once the response is durable
+				answer(r.early.Err()) // as always once the response is durable
 			default:
 				a.await(ctx, r.early, answer)
 			}
