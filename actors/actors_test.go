@@ -562,6 +562,50 @@ func TestAdvanceOverlapsTheInputsCommit(t *testing.T) {
 	}
 }
 
+// TestAdvanceWhoseInputFailsFails: when the early input's commit fails
+// (here: the disk fills while it waits), the step answers that failure,
+// though the model answered, and stores nothing.
+func TestAdvanceWhoseInputFailsFails(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	var free atomic.Uint64
+	free.Store(1 << 40)
+	self, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims),
+		FreeSpace: func() (uint64, error) { return free.Load(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{}), returned: make(chan struct{}, 1)}
+	sys, err := actors.Start(actors.Options{Self: self, LLM: gate, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{self: self, sys: sys}
+	t.Cleanup(e.close)
+	ctx := context.Background()
+	sona, _ := self.Sonas.Create(ctx, "full")
+	release := holdCommitter(t, self)
+	done := make(chan error, 1)
+	go func() {
+		_, err := sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: "will this be kept?"})
+		done <- err
+	}()
+	select {
+	case <-gate.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the model was not called while the input's commit was held")
+	}
+	free.Store(0) // the input's commit is refused
+	release()
+	close(gate.release)
+	if err := <-done; !errors.Is(err, base.ErrDiskFull) {
+		t.Fatalf("err = %v, want the input's ErrDiskFull", err)
+	}
+	free.Store(1 << 40)
+	if rec, _ := self.Sonas.Get(sona.Uuid); rec.Length != 0 {
+		t.Fatalf("length %d after a step whose input failed", rec.Length)
+	}
+}
+
 func TestUnknownSona(t *testing.T) {
 	e := start(t, testConfig(t.TempDir()), nil, actors.TestingKnobs{})
 	_, err := e.sys.Advance(context.Background(), "00000000-0000-0000-0000-000000000000", &messages.ChatRequest{Content: "hi"})
