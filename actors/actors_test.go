@@ -24,6 +24,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/memory/recall"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -415,13 +416,17 @@ func TestIdleSonasPassivateAndReactivate(t *testing.T) {
 // gatedLLM blocks every call until released, so a test can hold a sona in
 // the middle of its model call.
 type gatedLLM struct {
-	entered chan struct{}
-	release chan struct{}
-	fail    error
+	entered  chan struct{}
+	release  chan struct{}
+	returned chan struct{} // when set, told as each call returns
+	fail     error
 }
 
 func (g *gatedLLM) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
 	g.entered <- struct{}{}
+	if g.returned != nil {
+		defer func() { g.returned <- struct{}{} }()
+	}
 	select {
 	case <-g.release:
 	case <-ctx.Done():
@@ -486,6 +491,118 @@ func TestFailedModelCallKeepsTheInput(t *testing.T) {
 	m, _, _ := e.self.Memories.Get(mems[0])
 	if m.Text() != "will this work?" {
 		t.Fatalf("stored %q", m.Text())
+	}
+}
+
+// holdCommitter blocks the store's committer until the returned release
+// is called: nothing submitted meanwhile becomes durable.
+func holdCommitter(t *testing.T, self *memory.Self) (release func()) {
+	t.Helper()
+	entered, gate := make(chan struct{}), make(chan struct{})
+	self.Store().Submit(func(store.Tx) error {
+		close(entered)
+		<-gate
+		return nil
+	})
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the committer did not take the blocking op")
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// TestAdvanceOverlapsTheInputsCommit: an advance goes on to recall and the
+// model call while its input's commit is in flight (advance.Append's
+// Early), and replies only once the input is durable — a failed model
+// call too, whose input is kept.
+func TestAdvanceOverlapsTheInputsCommit(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("model fails %v", fail), func(t *testing.T) {
+			gate := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{}), returned: make(chan struct{}, 1)}
+			if fail {
+				gate.fail = errors.New("provider exploded")
+			}
+			e := start(t, testConfig(t.TempDir()), gate, actors.TestingKnobs{})
+			ctx := context.Background()
+			sona, _ := e.self.Sonas.Create(ctx, "overlap")
+			release := holdCommitter(t, e.self)
+			done := make(chan error, 1)
+			go func() {
+				_, err := e.sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: "is the shed key by the door?"})
+				done <- err
+			}()
+			select {
+			case <-gate.entered: // the model is called; the input is not durable yet
+			case <-time.After(30 * time.Second):
+				t.Fatal("the model was not called while the input's commit was held")
+			}
+			close(gate.release)
+			<-gate.returned
+			select {
+			case err := <-done:
+				t.Fatalf("the advance replied (%v) before its input was durable", err)
+			default:
+			}
+			release()
+			err := <-done
+			mems := walkChain(t, e.self, sona.Uuid)
+			switch {
+			case fail && !errors.Is(err, actors.ErrLLM):
+				t.Fatalf("err = %v, want ErrLLM", err)
+			case fail && len(mems) != 1:
+				t.Fatalf("chain of %d after a failed model call, want the input", len(mems))
+			case !fail && (err != nil || len(mems) != 2):
+				t.Fatalf("err %v, chain of %d, want input and response", err, len(mems))
+			}
+		})
+	}
+}
+
+// TestAdvanceWhoseInputFailsFails: when the early input's commit fails
+// (here: the disk fills while it waits), the step answers that failure,
+// though the model answered, and stores nothing.
+func TestAdvanceWhoseInputFailsFails(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	var free atomic.Uint64
+	free.Store(1 << 40)
+	self, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims),
+		FreeSpace: func() (uint64, error) { return free.Load(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedLLM{entered: make(chan struct{}, 1), release: make(chan struct{}), returned: make(chan struct{}, 1)}
+	sys, err := actors.Start(actors.Options{Self: self, LLM: gate, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{self: self, sys: sys}
+	t.Cleanup(e.close)
+	ctx := context.Background()
+	sona, _ := self.Sonas.Create(ctx, "full")
+	release := holdCommitter(t, self)
+	done := make(chan error, 1)
+	go func() {
+		_, err := sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: "will this be kept?"})
+		done <- err
+	}()
+	select {
+	case <-gate.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the model was not called while the input's commit was held")
+	}
+	free.Store(0) // the input's commit is refused
+	release()
+	close(gate.release)
+	if err := <-done; !errors.Is(err, base.ErrDiskFull) {
+		t.Fatalf("err = %v, want the input's ErrDiskFull", err)
+	}
+	free.Store(1 << 40)
+	if rec, _ := self.Sonas.Get(sona.Uuid); rec.Length != 0 {
+		t.Fatalf("length %d after a step whose input failed", rec.Length)
 	}
 }
 

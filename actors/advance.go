@@ -49,6 +49,10 @@ type advanceRun struct {
 	// mailbox; nil between runs.
 	thought context.Context
 	cancel  context.CancelFunc
+	// early is the input's append, submitted but maybe not yet durable
+	// (advance.Append's Early): the reply waits for it.
+	early        Settling
+	earlySettled func(error)
 }
 
 // carry carries out effects in order; only the last one can have a
@@ -68,7 +72,11 @@ func (r *advanceRun) carry(ctx actor.Context, effects []advance.Effect) {
 			r.feed(ctx, advance.Replayed{Result: res.result, Err: res.err})
 		case advance.Append:
 			r.endThought()
-			a.append(ctx, e.Item, r.step, func(res appended) {
+			var early func(Settling, func(error))
+			if e.Early {
+				early = func(p Settling, settled func(error)) { r.early, r.earlySettled = p, settled }
+			}
+			a.append(ctx, e.Item, r.step, early, func(res appended) {
 				r.feed(ctx, advance.Appended{Result: res.result, Err: res.err})
 			})
 		case advance.Load:
@@ -108,13 +116,46 @@ func (r *advanceRun) carry(ctx actor.Context, effects []advance.Effect) {
 			a.tellTier(ctx, tiers.MTM, &messages.SegmentsVisited{Ids: e.Segments, At: e.At})
 		case advance.Reply:
 			r.endThought()
-			reply := failureOr(e.Answer, e.Err)
-			r.step.end(reply)
-			tell(ctx, r.sender, reply)
-			a.busy--
-			a.settle(ctx)
+			answer := func(input error) {
+				if r.earlySettled != nil {
+					r.earlySettled(input)
+				}
+				if input != nil {
+					r.reply(ctx, failure(input))
+				} else {
+					r.reply(ctx, failureOr(e.Answer, e.Err))
+				}
+			}
+			// Not before the early append is durable: a step that failed
+			// keeps its input, and one whose input failed did not.
+			switch {
+			case r.early == nil:
+				answer(nil)
+			case settledNow(r.early):
+				answer(r.early.Err()) // as always once the response is durable
+			default:
+				a.await(ctx, r.early, answer)
+			}
 		}
 	}
+}
+
+// settledNow reports whether p has settled.
+func settledNow(p Settling) bool {
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// reply ends the step.
+func (r *advanceRun) reply(ctx actor.Context, reply proto.Message) {
+	r.step.end(reply)
+	tell(ctx, r.sender, reply)
+	r.a.busy--
+	r.a.settle(ctx)
 }
 
 func (r *advanceRun) feed(ctx actor.Context, res advance.Result) {

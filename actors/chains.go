@@ -2,6 +2,9 @@ package actors
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"sync"
 
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -45,3 +48,61 @@ func (l localChains) Write(ctx context.Context, a *model.Append) Settling {
 }
 
 func (localChains) Release(string) {}
+
+// flights are the chain writes in flight in this process, by sona. A sona
+// actor that (re)loads its chain waits for its own sona's — those of an
+// incarnation that failed, or those planned after an append that failed
+// — rather than for everything the store was given (Store.Barrier): that
+// cost a group commit's round trip on every activation, with 10,000 sonas
+// nearly every advance's. Writes to a chain that do not go through its
+// actor (an import's sona records, a cluster member's catch-up) are
+// durable before their writer goes on.
+type flights struct {
+	mu   sync.Mutex
+	next uint64
+	by   map[string]map[uint64]Settling
+}
+
+// add records p, a write of sona's chain; the actor calls done with the
+// id once it settled.
+func (f *flights) add(sona string, p Settling) (id uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.by == nil {
+		f.by = map[string]map[uint64]Settling{}
+	}
+	if f.by[sona] == nil {
+		f.by[sona] = map[uint64]Settling{}
+	}
+	f.next++
+	f.by[sona][f.next] = p
+	return f.next
+}
+
+// done forgets a write that settled.
+func (f *flights) done(sona string, id uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.by[sona], id)
+	if len(f.by[sona]) == 0 {
+		delete(f.by, sona)
+	}
+}
+
+// wait waits until every write of sona's chain in flight now has
+// settled (the actor that made one may have failed before it heard).
+func (f *flights) wait(ctx context.Context, sona string) error {
+	f.mu.Lock()
+	ps := make(map[uint64]Settling, len(f.by[sona]))
+	maps.Copy(ps, f.by[sona])
+	f.mu.Unlock()
+	for id, p := range ps {
+		select {
+		case <-p.Done():
+			f.done(sona, id)
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the writes of sona %s in flight: %w", sona, ctx.Err())
+		}
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -161,14 +162,15 @@ func (a *sonaActor) settle(ctx actor.Context) {
 	}
 }
 
-// reload waits until every write submitted so far has settled, then reads
-// the chain's committed state. It runs at start, after a restart, and after
-// a failed append left the planned state ahead of the store.
+// reload waits until every write of the sona's chain in flight has
+// settled (see flights), then reads the chain's committed state. It runs
+// at start, after a restart, and after a failed append left the planned
+// state ahead of the store.
 func (a *sonaActor) reload(ctx actor.Context) {
 	c, cancel := context.WithTimeout(context.Background(), a.sys.cfg.Actors.AskTimeout.D())
 	defer cancel()
-	if err := a.sys.self.Store().Barrier(c); err != nil {
-		panic(fmt.Errorf("actors: sona %s cannot settle the store: %w", a.id, err))
+	if err := a.sys.flights.wait(c, a.id); err != nil {
+		panic(fmt.Errorf("actors: sona %s cannot settle its writes: %w", a.id, err))
 	}
 	rec, err := a.sys.self.Sonas.State(a.id)
 	if err != nil {
@@ -220,14 +222,27 @@ type appended struct {
 // done in the actor's context once it is durable or failed. A memory
 // already in the chain (durably or in flight) is not appended again.
 // step, when set, is the advance's span: the append is a child of it,
-// linked from the group commit that writes it.
-func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanceSpan, done func(appended)) {
+// linked from the group commit that writes it, and ends when the write
+// settles. With early set (see advance.Append), done comes as soon as the
+// write is submitted, after early is told the write and a func to call
+// once it settled (which ends the span; the actor calls it too, whichever
+// comes first).
+func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanceSpan, early func(Settling, func(error)), done func(appended)) {
+	settled, submitted := func(error) {}, false
 	if step != nil {
 		span := step.child(context.Background(), "append")
+		var once sync.Once
+		settled = func(err error) {
+			once.Do(func() {
+				trace.Fail(span, err)
+				span.End()
+			})
+		}
 		next := done
 		done = func(r appended) {
-			trace.Fail(span, r.err)
-			span.End()
+			if !submitted || early == nil {
+				settled(r.err)
+			}
 			next(r)
 		}
 		step = &advanceSpan{span}
@@ -291,6 +306,8 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		return
 	}
 	p := a.sys.chains.Write(step.context(context.Background()), plan)
+	flight := a.sys.flights.add(a.id, p)
+	submitted = true
 	a.head, a.length = plan.Next()
 	a.last = &item.CID
 	a.inflight[item.CID] = p
@@ -298,7 +315,13 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		a.requests[item.Request.ID] = p
 	}
 	gen := a.gen
+	res := &messages.Appended{Cid: item.CID.String(), Seq: proto.Int64(plan.Seq), Act: plan.Act.String()}
+	if early != nil {
+		early(p, settled)
+		done(appended{res, nil})
+	}
 	a.await(ctx, p, func(err error) {
+		a.sys.flights.done(a.id, flight)
 		if gen == a.gen {
 			delete(a.inflight, item.CID)
 			if item.Request != nil {
@@ -312,7 +335,10 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		if err == nil {
 			a.sys.wakeEvaluator()
 		}
-		done(appended{&messages.Appended{Cid: item.CID.String(), Seq: proto.Int64(plan.Seq), Act: plan.Act.String()}, err})
+		settled(err)
+		if early == nil {
+			done(appended{res, err})
+		}
 	})
 }
 
@@ -387,7 +413,7 @@ func (a *sonaActor) appendMemory(ctx actor.Context, msg *messages.AppendMemory) 
 		ctx.Respond(failure(err))
 		return
 	}
-	a.append(ctx, item, nil, func(r appended) {
+	a.append(ctx, item, nil, nil, func(r appended) {
 		if r.err != nil {
 			tell(ctx, sender, failure(r.err))
 		} else {

@@ -89,6 +89,7 @@ type System struct {
 	tierModel  tiers.Model
 	anchorSink anchor.Sink
 	chains     ChainWriter
+	flights    flights // the chains' writes in flight, by sona
 
 	// importing is set while an import runs (one at a time); upkeep is
 	// held by a heartbeat tick and by an import, which never overlap.

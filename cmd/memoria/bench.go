@@ -160,6 +160,7 @@ func benchCmd(g *globals) *cobra.Command {
 	f.BoolVar(&keep, "keep", false, "keep the temporary data directory (with --data the directory is always kept)")
 	f.StringVar(&serverLogs, "server-log", "", "append the servers' logs to this file")
 	f.StringVar(&o.ProfileDir, "server-profiles", "", "have every server write a CPU profile of its run and a heap profile when it stops into this directory (insert-1.pprof, insert-1.heap.pprof, …)")
+	f.BoolVar(&o.Trace, "server-trace", false, "with --server-profiles, have every server also write a Go execution trace of its run there (insert-1.trace, …; go tool trace reads it)")
 	f.BoolVar(&g.json, "json", false, "print JSON")
 	return cmd
 }

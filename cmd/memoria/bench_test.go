@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -196,7 +197,13 @@ func TestBenchRestart(t *testing.T) {
 
 func TestBenchAdvance(t *testing.T) {
 	t.Parallel()
-	rep := runBench(t, "advance", "--advance-sonas", "40", "--clients", "3,6")
+	profiles := t.TempDir()
+	rep := runBench(t, "advance", "--advance-sonas", "40", "--clients", "3,6", "--server-profiles", profiles, "--server-trace")
+	// The server's execution trace, written as it ran: runtime/trace's
+	// header, then events.
+	if b, err := os.ReadFile(filepath.Join(profiles, "advance-1.trace")); err != nil || len(b) < 1000 || !bytes.HasPrefix(b, []byte("go 1.")) {
+		t.Fatalf("server trace: %d bytes, %v", len(b), err)
+	}
 	adv := find(t, rep, bench.Advance)
 	if len(adv) != 2 || adv[0].Clients != 3 || adv[1].Clients != 6 {
 		t.Fatalf("advance %+v", adv)
@@ -231,7 +238,8 @@ func TestBenchRefusesBadOptions(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"nonsense"}, {"--sizes", "12q"}, {"--sizes", "0"}, {"--clients", "-1"}, {"--clients", "4,x"},
 		{"--duration", "0s"}, {"--duration", "-3s"}, {"--queries", "0"}, {"--advance-sonas", "-5"}, {"--store-sonas", "0"},
-		{"--svg", filepath.Join(t.TempDir(), "missing", "b.svg")}, {"--locomo", filepath.Join(t.TempDir(), "missing")}} {
+		{"--svg", filepath.Join(t.TempDir(), "missing", "b.svg")}, {"--locomo", filepath.Join(t.TempDir(), "missing")},
+		{"--server-trace"}} {
 		dir := t.TempDir()
 		out, errOut, code := run(t, append([]string{"bench", "--data", dir}, args...)...)
 		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 || out != "" {

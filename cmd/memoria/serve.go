@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,7 +21,7 @@ import (
 )
 
 func serveCmd(g *globals) *cobra.Command {
-	var listen, etcd, peer, cpuProfile, memProfile string
+	var listen, etcd, peer, cpuProfile, memProfile, traceFile string
 	var replicas int
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -54,7 +56,14 @@ func serveCmd(g *globals) *cobra.Command {
 			log, sync := app.NewLogger(cfg.Log, os.Stderr)
 			defer sync()
 			if cpuProfile != "" {
-				stop, err := startCPUProfile(cpuProfile)
+				stop, err := startWriting("--cpuprofile", cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			if traceFile != "" {
+				stop, err := startWriting("--trace", traceFile, trace.Start, trace.Stop)
 				if err != nil {
 					return err
 				}
@@ -115,6 +124,7 @@ func serveCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default 127.0.0.1:7777)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (written at shutdown; go tool pprof reads it)")
+	cmd.Flags().StringVar(&traceFile, "trace", "", "write a Go execution trace of the whole run to this file (written as it runs, closed at shutdown; go tool trace reads it)")
 	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write a heap profile to this file at shutdown, after a collection (go tool pprof reads it)")
 	cmd.Flags().StringVar(&etcd, "cluster.etcd", "", "join a cluster: etcd client URLs, comma-separated (cluster.etcd)")
 	cmd.Flags().IntVar(&replicas, "cluster.replicas", 0, "members that hold an append before it is acknowledged (cluster.replicas, default 2)")
@@ -134,18 +144,19 @@ func writeHeapProfile(f *os.File, log *slog.Logger) {
 	}
 }
 
-// startCPUProfile profiles the process's CPU into path until stop.
-func startCPUProfile(path string) (stop func(), err error) {
+// startWriting runs start on a new file at path (a CPU profile, an
+// execution trace) until the returned stop; flag names it in errors.
+func startWriting(flag, path string, start func(io.Writer) error, stop func()) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	return func() {
-		pprof.StopCPUProfile()
+		stop()
 		f.Close()
 	}, nil
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -215,12 +217,19 @@ func TestTracingChat(t *testing.T) {
 	if err := p.app.Tracing.Provider.ForceFlush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// in the order they started (the input's append ends after the steps
+	// its commit overlaps)
 	children := func(parent otlptest.Span) []string {
-		var out []string
+		var spans []otlptest.Span
 		for _, s := range c.Spans() {
 			if s.ParentID() == parent.SpanID() && s.TraceID() == parent.TraceID() {
-				out = append(out, s.Name)
+				spans = append(spans, s)
 			}
+		}
+		slices.SortStableFunc(spans, func(a, b otlptest.Span) int { return cmp.Compare(a.StartTimeUnixNano, b.StartTimeUnixNano) })
+		var out []string
+		for _, s := range spans {
+			out = append(out, s.Name)
 		}
 		return out
 	}

@@ -67,6 +67,9 @@ type Options struct {
 	// it stops (--memprofile), named after its data directory and the
 	// order it was started in: insert-1.pprof, insert-1.heap.pprof, ….
 	ProfileDir string
+	// Trace, with ProfileDir, has every server also write a Go execution
+	// trace of its run (serve --trace): insert-1.trace, ….
+	Trace bool
 	// Dir is the working directory: the sized store (dir/store, kept and
 	// grown by later runs with the same corpus, seed and binary) and the
 	// scratch stores of insert, advance and raw Badger (removed after use).
@@ -135,6 +138,9 @@ func (o *Options) fill() error {
 	}
 	if o.Dir == "" {
 		return fmt.Errorf("%w: no working directory", ErrOptions)
+	}
+	if o.Trace && o.ProfileDir == "" {
+		return fmt.Errorf("%w: a server trace needs a profile directory", ErrOptions)
 	}
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = Scenarios
@@ -414,6 +420,9 @@ func (r *run) launch(ctx context.Context, dir string) (*loadgen.Server, error) {
 		r.started++
 		name := filepath.Join(r.o.ProfileDir, fmt.Sprintf("%s-%d", filepath.Base(dir), r.started))
 		args = append(slices.Clone(args), "--cpuprofile", name+".pprof", "--memprofile", name+".heap.pprof")
+		if r.o.Trace {
+			args = append(args, "--trace", name+".trace")
+		}
 	}
 	return loadgen.StartServer(ctx, loadgen.ServerOptions{Binary: r.o.Binary, DataDir: dir, Args: args,
 		Env: r.o.Env, Stderr: r.o.ServerLog})

@@ -252,7 +252,7 @@ func TestOptions(t *testing.T) {
 		t.Fatal("--clients does not replace a scenario's own")
 	}
 	for _, bad := range []Options{{Dir: "d"}, {Binary: "m"}, {Binary: "m", Dir: "d", Scenarios: []string{"nope"}},
-		{Binary: "m", Dir: "d", Clients: []int{0}}, {Binary: "m", Dir: "d", Sizes: []int{0}}} {
+		{Binary: "m", Dir: "d", Clients: []int{0}}, {Binary: "m", Dir: "d", Sizes: []int{0}}, {Binary: "m", Dir: "d", Trace: true}} {
 		if err := bad.fill(); !errors.Is(err, ErrOptions) {
 			t.Errorf("%+v: %v", bad, err)
 		}

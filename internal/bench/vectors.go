@@ -161,7 +161,9 @@ func (r *run) searches(phase string, n int, f func(i int) bool) *timing {
 	t.seconds = time.Since(start).Seconds()
 	after, _ := loadgen.ReadProc(os.Getpid())
 	t.cpu = after.CPU - before.CPU
-	t.rss.End, t.rss.Peak = after.RSS, after.Peak
+	// VmHWM lags VmRSS (the kernel counts RSS per CPU in batches): the
+	// peak is at least every sample taken.
+	t.rss.End, t.rss.Peak = after.RSS, max(after.Peak, before.RSS, after.RSS)
 	r.progress(phase, n, n)
 	return t
 }

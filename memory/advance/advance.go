@@ -50,8 +50,16 @@ type (
 	// mailbox, as may Recall, RecallTiers and Complete.
 	Embed struct{ Text string }
 	// Append appends Item to the sona's chain; the result comes once it
-	// is durable or failed (result: Appended).
-	Append struct{ Item *model.Prepared }
+	// is durable or failed (result: Appended) — or, when Early, once it
+	// is planned and submitted: the owner then holds the step's Reply
+	// until it is durable, and replies its failure instead when it failed.
+	// The input is appended early, so that its commit overlaps recall and
+	// the model call; the response, whose append rests on it (its chain's
+	// next seq, an edge to it), fails when the input's did.
+	Append struct {
+		Item  *model.Prepared
+		Early bool
+	}
 	// Load reads a stored memory to go on from (result: Loaded).
 	Load struct{ CID string }
 	// Recall recalls for the input (result: Recalled).
@@ -310,7 +318,7 @@ func (m *Machine) appendInput(r Embedded, s State) []Effect {
 	}
 	m.input = input
 	m.phase = appendingInput
-	return []Effect{Append{Item: input}}
+	return []Effect{Append{Item: input, Early: true}}
 }
 
 func (m *Machine) recall() []Effect {

@@ -209,7 +209,11 @@ func (g *golden) show(effects []Effect) string {
 			fmt.Fprintf(&b, "embed %q\n", e.Text)
 		case Append:
 			g.pending = e.Item
-			fmt.Fprintf(&b, "append %s\n", g.item(e.Item))
+			early := ""
+			if e.Early {
+				early = " (early)"
+			}
+			fmt.Fprintf(&b, "append%s %s\n", early, g.item(e.Item))
 		case Load:
 			fmt.Fprintf(&b, "load %s\n", g.nameOf(e.CID))
 		case Recall:
