@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/advance"
@@ -49,6 +50,10 @@ type advanceRun struct {
 	// mailbox; nil between runs.
 	thought context.Context
 	cancel  context.CancelFunc
+
+	// gathered are the memories the step's gathered recall returned
+	// (noteGathered).
+	gathered map[cid.Cid]bool
 }
 
 // carry carries out effects in order; only the last one can have a
@@ -68,6 +73,7 @@ func (r *advanceRun) carry(ctx actor.Context, effects []advance.Effect) {
 			r.feed(ctx, advance.Replayed{Result: res.result, Err: res.err})
 		case advance.Append:
 			r.endThought()
+			r.linkGathered(e.Item)
 			a.append(ctx, e.Item, r.step, func(res appended) {
 				r.feed(ctx, advance.Appended{Result: res.result, Err: res.err})
 			})
@@ -84,7 +90,7 @@ func (r *advanceRun) carry(ctx actor.Context, effects []advance.Effect) {
 		case advance.Recall:
 			r.think(ctx, func(c context.Context) advance.Result {
 				start := a.sys.clock.Now()
-				recalled, trace, err := a.sys.self.Recaller.Recall(c, e.Query)
+				recalled, trace, err := a.sys.recall(c, r.caller.context(), e.Query)
 				a.sys.metrics.ObserveRecall("chat", a.sys.clock.Since(start))
 				return advance.Recalled{Recalled: recalled, Trace: trace, Err: err}
 			})
@@ -118,6 +124,9 @@ func (r *advanceRun) carry(ctx actor.Context, effects []advance.Effect) {
 }
 
 func (r *advanceRun) feed(ctx actor.Context, res advance.Result) {
+	if rc, ok := res.(advance.Recalled); ok {
+		r.noteGathered(rc.Recalled)
+	}
 	r.carry(ctx, r.m.Next(res, r.a.state()))
 }
 
