@@ -123,6 +123,11 @@ func (c *Cluster) forwardRetrying(w http.ResponseWriter, r *http.Request, sona s
 			var resp *http.Response
 			if resp, err = c.send(ctx, r, to, body); err == nil {
 				if resp.StatusCode != http.StatusServiceUnavailable || !c.clock.Now().Before(deadline) {
+					if err := verifyForwarded(resp); err != nil {
+						c.log.Warn("a member's answer does not verify", "member", to.ID, "sona", sona, "path", r.URL.Path, "err", err)
+						apiError(w, fmt.Errorf("member %s answered content that does not verify: %w", to.ID, err))
+						return
+					}
 					copyResponse(w, resp)
 					return
 				}
@@ -270,24 +275,16 @@ func (c *Cluster) fromPeers(w http.ResponseWriter, r *http.Request, b cid.Cid, n
 			resp.Body.Close()
 			continue
 		}
-		ct := resp.Header.Get("Content-Type")
-		var verify func(cid.Cid, []byte) error
-		switch {
-		case strings.HasPrefix(ct, rawMediaType):
-			verify = verifyBlock
-		case strings.HasPrefix(ct, carMediaType):
-			verify = verifyCAR
-		}
+		verify := c.relayedVerifier(r, m, b, resp.Header.Get("Content-Type"))
 		if resp.StatusCode == http.StatusOK && r.Method == http.MethodGet && verify != nil {
-			// A block, or a CAR of blocks: relayed only once every block
-			// hashes to its CID.
+			// Relayed only once what it names by CID verifies (verify.go).
 			body, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerBody))
 			resp.Body.Close()
 			if err == nil {
-				err = verify(b, body)
+				err = verify(body)
 			}
 			if err != nil {
-				c.log.Warn("a member answered a block that does not verify", "member", id, "cid", b, "err", err)
+				c.log.Warn("a member answered content that does not verify", "member", id, "cid", b, "path", r.URL.Path, "err", err)
 				continue
 			}
 			for k, v := range resp.Header {
@@ -551,8 +548,19 @@ func (c *Cluster) forward(w http.ResponseWriter, r *http.Request, sona string, t
 		},
 		Transport:     c.client.Transport,
 		FlushInterval: -1, // streamed answers (chat events, exports) pass as they come
+		ModifyResponse: func(resp *http.Response) error {
+			if r.URL.Path == "/export" {
+				return nil // streamed; its importer verifies every CID
+			}
+			return verifyForwarded(resp)
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			w.Header().Set(servedByHeader, c.node.self.ID)
+			if errors.Is(err, base.ErrCorrupt) {
+				c.log.Warn("a member's answer does not verify", "member", to.ID, "sona", sona, "path", r.URL.Path, "err", err)
+				apiError(w, fmt.Errorf("member %s answered content that does not verify: %w", to.ID, err))
+				return
+			}
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 				err = cause
 			}
