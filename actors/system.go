@@ -52,6 +52,11 @@ type Options struct {
 	// member passes its own, which gathers a self-scope recall from every
 	// member (see Recall).
 	Recall RecallFunc
+	// Tends, when set, reports whether this process does a sona's upkeep
+	// writes (the heartbeat's merges and folds, a dream's insights); the
+	// others are left to the process that tends them. nil: every sona (one
+	// node). A cluster member passes its own (one member tends a sona).
+	Tends func(ctx context.Context, sona string) bool
 }
 
 // TestingKnobs let tests inject faults. They are nil in production.
@@ -95,6 +100,7 @@ type System struct {
 	anchorSink anchor.Sink
 	chains     ChainWriter
 	recaller   RecallFunc
+	tends      func(ctx context.Context, sona string) bool
 
 	// importing is set while an import runs (one at a time); upkeep is
 	// held by a heartbeat tick and by an import, which never overlap.
@@ -134,7 +140,7 @@ func Start(o Options) (*System, error) {
 		actor.WithDeadLetterRequestLogging(false),
 	)
 	s := &System{as: as, self: o.Self, llm: o.LLM, cfg: o.Config, clock: o.Clock, log: logger, knobs: o.Knobs,
-		metrics: o.Metrics, tierModel: o.TierModel, anchorSink: o.AnchorSink, chains: o.Chains, recaller: o.Recall}
+		metrics: o.Metrics, tierModel: o.TierModel, anchorSink: o.AnchorSink, chains: o.Chains, recaller: o.Recall, tends: o.Tends}
 	if s.chains == nil {
 		s.chains = localChains{o.Self}
 	}

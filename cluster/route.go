@@ -491,6 +491,47 @@ func (c *Cluster) placement(ctx context.Context, sona string, read bool) (Member
 	return m, nil
 }
 
+// Tends reports whether this member does sona's upkeep writes — the
+// heartbeat's merges and folds, a dream's insights (actors.Options.Tends):
+// it owns the sona, or nobody does and it is the first live member, by
+// rendezvous, of those the sona's head names (a sona etcd does not know is
+// tended by the member that holds it). So each sona has one tending member
+// while the members agree on who is live, and a member's heartbeat never
+// takes a sona over from its owner or from the member it would be routed
+// to. The writes are fenced like any other: a member that believes
+// wrongly that it tends a sona writes nothing. With etcd unavailable,
+// nobody tends.
+func (c *Cluster) Tends(ctx context.Context, sona string) bool {
+	self := c.node.self
+	rctx, cancel := c.node.request(ctx)
+	defer cancel()
+	k := c.node.keys
+	resp, err := c.node.client.Txn(rctx).Then(clientv3.OpGet(k.owner(sona)), clientv3.OpGet(k.head(sona))).Commit()
+	if err != nil {
+		c.node.failed()
+		return false
+	}
+	c.node.answered()
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		return string(kvs[0].Value) == self.ID
+	}
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return true
+	}
+	var head Head
+	if err := json.Unmarshal(kvs[0].Value, &head); err != nil {
+		return false
+	}
+	var live []string
+	for _, id := range head.Replicas {
+		if _, ok := c.node.Member(id); ok || id == self.ID {
+			live = append(live, id)
+		}
+	}
+	return len(live) > 0 && Rank(sona, live)[0] == self.ID
+}
+
 // placeWithoutEtcd places a request while etcd does not answer: a read
 // goes to the sona's owner as last seen, or is served here if this member
 // holds the sona; a write fails.
