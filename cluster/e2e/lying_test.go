@@ -20,10 +20,10 @@ import (
 // first holds a memory only there. A fake member — an HTTP server in this
 // test, registered in etcd beside them — serves that memory's JSON and
 // answers for the sona as its owner. Once the first member has left, the
-// second relays the fake's honest answers (GET /memory/{cid}, a recall
-// forwarded to the sona's owner) as they are, and refuses its altered
-// ones: a read by CID is answered 404 (no member has the memory), a
-// forwarded recall 500 `corrupt`, and both are logged.
+// second relays the fake's honest answers (GET /memory/{cid}, GET
+// /file/{cid}, a recall forwarded to the sona's owner) as they are, and
+// refuses its altered ones: a read by CID is answered 404 (no member has
+// it), a forwarded recall 500 `corrupt`, and both are logged.
 func TestLyingMemberCaught(t *testing.T) {
 	c, logs := startCluster(t, 2, 1)
 	n1, n2 := c.Nodes[0], c.Nodes[1]
@@ -38,6 +38,22 @@ func TestLyingMemberCaught(t *testing.T) {
 		t.Fatalf("GET /memory/%s on %s: %d %s %v", a.cid, n1.Name, status, honest, err)
 	}
 
+	const file = "the blueprint of the green lighthouse door"
+	resp, err := hc.Post(n1.URL+"/files?sona="+sona, "application/octet-stream", strings.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored struct {
+		CID string `json:"cid"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&stored)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /files: %d %v", resp.StatusCode, err)
+	}
+	var fileBytes atomic.Pointer[string]
+	fileBytes.Store(new(file))
+
 	var memJSON atomic.Pointer[[]byte]
 	memJSON.Store(&honest)
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -46,6 +62,9 @@ func TestLyingMemberCaught(t *testing.T) {
 		switch {
 		case r.Method == http.MethodGet && r.URL.Path == "/memory/"+a.cid:
 			w.Write(m)
+		case r.Method == http.MethodGet && r.URL.Path == "/file/"+stored.CID:
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Write([]byte(*fileBytes.Load()))
 		case r.Method == http.MethodPost && r.URL.Path == "/sona/"+sona+"/recall":
 			w.Write([]byte(`{"memories":[{"cid":"` + a.cid + `","score":1,"via":"hit","rank":1,"memory":` + string(m) + `}]}`))
 		default:
@@ -91,12 +110,19 @@ func TestLyingMemberCaught(t *testing.T) {
 	if status, b := recallThrough(); status != http.StatusOK || !bytes.Contains(b, []byte(text)) {
 		t.Fatalf("a recall forwarded to the fake owner, honest: %d %s", status, b)
 	}
+	if status, b, err := call("GET", n2.URL+"/file/"+stored.CID, nil); err != nil || status != http.StatusOK || string(b) != file {
+		t.Fatalf("GET /file/%s through %s, the fake honest: %d %q %v", stored.CID, n2.Name, status, b, err)
+	}
 
 	// Lying: refused.
 	lie := bytes.Replace(honest, []byte("green"), []byte("red"), 1)
 	memJSON.Store(&lie)
 	if status, b, err := call("GET", n2.URL+"/memory/"+a.cid, nil); err != nil || status != http.StatusNotFound || bytes.Contains(b, []byte("red")) {
 		t.Fatalf("GET /memory/%s through %s, the fake lying: %d %s %v, want 404", a.cid, n2.Name, status, b, err)
+	}
+	fileBytes.Store(new(strings.Replace(file, "green", "red", 1)))
+	if status, b, err := call("GET", n2.URL+"/file/"+stored.CID, nil); err != nil || status != http.StatusNotFound || bytes.Contains(b, []byte("red")) {
+		t.Fatalf("GET /file/%s through %s, the fake lying: %d %q %v, want 404", stored.CID, n2.Name, status, b, err)
 	}
 	if status, b := recallThrough(); status != http.StatusInternalServerError || !jsonCode(b, "corrupt") || bytes.Contains(b, []byte("door is red")) {
 		t.Fatalf("a recall forwarded to the fake owner, lying: %d %s, want 500 corrupt", status, b)
