@@ -447,33 +447,25 @@ func (c *Cluster) placement(ctx context.Context, sona string, read bool) (Member
 	if !c.node.Healthy() {
 		return c.placeWithoutEtcd(sona, read, nil)
 	}
-	rctx, cancel := c.node.request(ctx)
-	defer cancel()
-	k := c.node.keys
-	resp, err := c.node.client.Txn(rctx).Then(clientv3.OpGet(k.owner(sona)), clientv3.OpGet(k.head(sona))).Commit()
-	if err != nil {
-		c.node.failed()
+	owner, head, err := c.ownerAndHead(ctx, sona)
+	if errors.Is(err, ErrEtcdUnavailable) {
 		return c.placeWithoutEtcd(sona, read, err)
 	}
-	c.node.answered()
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-		id := string(kvs[0].Value)
-		c.lastOwner.Store(sona, id)
-		if id == self.ID {
+	if err != nil {
+		return Member{}, err
+	}
+	if owner != "" {
+		c.lastOwner.Store(sona, owner)
+		if owner == self.ID {
 			return self, nil
 		}
-		if m, ok := c.node.Member(id); ok {
+		if m, ok := c.node.Member(owner); ok {
 			return m, nil
 		}
-		return Member{}, fmt.Errorf("%w: the owner of sona %s (member %s) is leaving; retry", ErrNoReplicas, sona, id)
+		return Member{}, fmt.Errorf("%w: the owner of sona %s (member %s) is leaving; retry", ErrNoReplicas, sona, owner)
 	}
-	kvs := resp.Responses[1].GetResponseRange().Kvs
-	if len(kvs) == 0 {
+	if head == nil {
 		return self, nil // unknown to the cluster: registered here if this member holds it
-	}
-	var head Head
-	if err := json.Unmarshal(kvs[0].Value, &head); err != nil {
-		return Member{}, fmt.Errorf("%w: head of %s in etcd: %v", base.ErrCorrupt, sona, err)
 	}
 	if slices.Contains(head.Replicas, self.ID) {
 		return self, nil
@@ -503,25 +495,14 @@ func (c *Cluster) placement(ctx context.Context, sona string, read bool) (Member
 // nobody tends.
 func (c *Cluster) Tends(ctx context.Context, sona string) bool {
 	self := c.node.self
-	rctx, cancel := c.node.request(ctx)
-	defer cancel()
-	k := c.node.keys
-	resp, err := c.node.client.Txn(rctx).Then(clientv3.OpGet(k.owner(sona)), clientv3.OpGet(k.head(sona))).Commit()
-	if err != nil {
-		c.node.failed()
+	owner, head, err := c.ownerAndHead(ctx, sona)
+	switch {
+	case err != nil:
 		return false
-	}
-	c.node.answered()
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-		return string(kvs[0].Value) == self.ID
-	}
-	kvs := resp.Responses[1].GetResponseRange().Kvs
-	if len(kvs) == 0 {
+	case owner != "":
+		return owner == self.ID
+	case head == nil:
 		return true
-	}
-	var head Head
-	if err := json.Unmarshal(kvs[0].Value, &head); err != nil {
-		return false
 	}
 	var live []string
 	for _, id := range head.Replicas {
@@ -530,6 +511,34 @@ func (c *Cluster) Tends(ctx context.Context, sona string) bool {
 		}
 	}
 	return len(live) > 0 && Rank(sona, live)[0] == self.ID
+}
+
+// ownerAndHead reads sona's owner ("" when it has none) and head (nil
+// when etcd does not know the sona) in one etcd request; the error is
+// ErrEtcdUnavailable when etcd does not answer.
+func (c *Cluster) ownerAndHead(ctx context.Context, sona string) (string, *Head, error) {
+	rctx, cancel := c.node.request(ctx)
+	defer cancel()
+	k := c.node.keys
+	resp, err := c.node.client.Txn(rctx).Then(clientv3.OpGet(k.owner(sona)), clientv3.OpGet(k.head(sona))).Commit()
+	if err != nil {
+		c.node.failed()
+		return "", nil, fmt.Errorf("%w: %v", ErrEtcdUnavailable, err)
+	}
+	c.node.answered()
+	owner := ""
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		owner = string(kvs[0].Value)
+	}
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return owner, nil, nil
+	}
+	var head Head
+	if err := json.Unmarshal(kvs[0].Value, &head); err != nil {
+		return owner, nil, fmt.Errorf("%w: head of %s in etcd: %v", base.ErrCorrupt, sona, err)
+	}
+	return owner, &head, nil
 }
 
 // placeWithoutEtcd places a request while etcd does not answer: a read
