@@ -3,9 +3,13 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/memoria-ai/memoria/cluster/clusterproc"
 )
 
 // TestChatRecallGathered: the recall inside a chat step and a query in
@@ -15,9 +19,12 @@ import (
 // them. A self-scope chat in that sona, through another member, draws on
 // all six (and its response, which links them, is appended); so does a
 // query. With a member paused, a query answers after the peer timeout
-// with the others' memories and X-Memoria-Unanswered naming it.
+// with the others' memories and X-Memoria-Unanswered naming it; so does a
+// streamed chat step, and an MCP query names it in its output.
 func TestChatRecallGathered(t *testing.T) {
-	c, _ := startCluster(t, 3, 2, "MEMORIA_CLUSTER_PEER_TIMEOUT=2s", "MEMORIA_CLUSTER_LEASE_TTL=5s")
+	// A peer timeout much shorter than the lease: the paused member is
+	// asked three times, and does not answer in time, before it leaves.
+	c, _ := startCluster(t, 3, 2, "MEMORIA_CLUSTER_PEER_TIMEOUT=2s", "MEMORIA_CLUSTER_LEASE_TTL=15s")
 	var sonas, lighthouse []string
 	for i := range 6 {
 		n := c.Nodes[i%3]
@@ -79,21 +86,63 @@ func TestChatRecallGathered(t *testing.T) {
 		t.Fatalf("the chat step appended %d memories (%v), want its input and response", after.Length-before.Length, err)
 	}
 
-	pausedID, err := selfID(c.Nodes[2].URL)
-	if err != nil {
-		t.Fatal(err)
+	// The member paused holds nothing of the sona: the chat step's
+	// appends do not wait for it, only the gathering does.
+	var paused *clusterproc.Proc
+	var pausedID string
+	for _, n := range c.Nodes {
+		id, err := selfID(n.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(etcdHeads(t, c.Etcd.URL)[sonas[0]].Replicas, id) {
+			paused, pausedID = n, id
+		}
 	}
-	if err := c.Nodes[2].Pause(); err != nil {
+	if paused == nil || paused == owner {
+		t.Fatalf("no member apart from the owner lacks sona %s", sonas[0])
+	}
+	if err := paused.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	status, b, unanswered, err := authCall("POST", owner.URL+"/sona/"+sonas[0]+"/query", "", map[string]any{"content": query, "scope": "self", "k": 30})
-	if err := c.Nodes[2].Resume(); err != nil {
+	// A streamed chat step names it in its header, an MCP query in its
+	// output.
+	streamStatus, streamBody, streamUnanswered, streamErr := authCall("POST", owner.URL+"/sona/"+sonas[0]+"/chat", "",
+		map[string]any{"content": query, "scope": "self", "k": 30, "stream": true})
+	rpc := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"query","arguments":{"sona":"` + sonas[0] + `","content":"` + query + `","scope":"self","k":30}}}`
+	req, _ := http.NewRequest("POST", owner.URL+"/mcp", strings.NewReader(rpc))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, mcpErr := hc.Do(req)
+	var mcpBody []byte
+	if mcpErr == nil {
+		mcpBody, mcpErr = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err := paused.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	if err != nil || status != http.StatusOK || unanswered != pausedID {
-		t.Fatalf("self-scope query with %s paused: %d %s %v, X-Memoria-Unanswered %q, want 200 naming %s", c.Nodes[2].Name, status, b, err, unanswered, pausedID)
+	// A live member starved of CPU may be named too: the paused one must be.
+	named := func(header string) bool { return slices.Contains(strings.Split(header, ","), pausedID) }
+	if err != nil || status != http.StatusOK || !named(unanswered) {
+		t.Fatalf("self-scope query with %s paused: %d %s %v, X-Memoria-Unanswered %q, want 200 naming %s", paused.Name, status, b, err, unanswered, pausedID)
 	}
 	if len(recalled(b)) == 0 {
 		t.Fatalf("self-scope query with a member paused drew on no lighthouse memory: %s", b)
+	}
+	if streamErr != nil || streamStatus != http.StatusOK || !named(streamUnanswered) || !strings.Contains(string(streamBody), "event: done") {
+		t.Fatalf("streamed self-scope chat with %s paused: %d %s %v, X-Memoria-Unanswered %q, want 200 naming %s", paused.Name, streamStatus, streamBody, streamErr, streamUnanswered, pausedID)
+	}
+	var out struct {
+		Result struct {
+			IsError           bool `json:"isError"`
+			StructuredContent struct {
+				Unanswered []string `json:"unanswered"`
+			} `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if mcpErr != nil || json.Unmarshal(mcpBody, &out) != nil || out.Result.IsError || !slices.Contains(out.Result.StructuredContent.Unanswered, pausedID) {
+		t.Fatalf("MCP self-scope query with %s paused: %s %v, want unanswered [%s]", paused.Name, mcpBody, mcpErr, pausedID)
 	}
 }
