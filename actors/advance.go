@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/advance"
@@ -53,6 +54,10 @@ type advanceRun struct {
 	// (advance.Append's Early): the reply waits for it.
 	early        Settling
 	earlySettled func(error)
+
+	// gathered are the memories the step's gathered recall returned
+	// (noteGathered).
+	gathered map[cid.Cid]bool
 }
 
 // carry carries out effects in order; only the last one can have a
@@ -76,6 +81,7 @@ func (r *advanceRun) carry(ctx actor.Context, effects []advance.Effect) {
 			if e.Early {
 				early = func(p Settling, settled func(error)) { r.early, r.earlySettled = p, settled }
 			}
+			r.linkGathered(e.Item)
 			a.append(ctx, e.Item, r.step, early, func(res appended) {
 				r.feed(ctx, advance.Appended{Result: res.result, Err: res.err})
 			})
@@ -92,7 +98,7 @@ func (r *advanceRun) carry(ctx actor.Context, effects []advance.Effect) {
 		case advance.Recall:
 			r.think(ctx, func(c context.Context) advance.Result {
 				start := a.sys.clock.Now()
-				recalled, trace, err := a.sys.self.Recaller.Recall(c, e.Query)
+				recalled, trace, err := a.sys.recall(c, r.caller.context(), e.Query)
 				a.sys.metrics.ObserveRecall("chat", a.sys.clock.Since(start))
 				return advance.Recalled{Recalled: recalled, Trace: trace, Err: err}
 			})
@@ -159,6 +165,9 @@ func (r *advanceRun) reply(ctx actor.Context, reply proto.Message) {
 }
 
 func (r *advanceRun) feed(ctx actor.Context, res advance.Result) {
+	if rc, ok := res.(advance.Recalled); ok {
+		r.noteGathered(rc.Recalled)
+	}
 	r.carry(ctx, r.m.Next(res, r.a.state()))
 }
 

@@ -138,6 +138,9 @@ func (a *heartbeatActor) tick(dream, compact bool) (*messages.TickReport, error)
 func (a *heartbeatActor) apply(ctx context.Context, merges []*living.Merge) ([]*messages.Compression, error) {
 	var out []*messages.Compression
 	for _, m := range merges {
+		if !a.sys.tending(ctx, m.Sona) {
+			continue
+		}
 		r, err := a.sys.Append(ctx, m.Sona, m.Prepared)
 		if errors.Is(err, ErrUnavailable) {
 			// A cluster member that does not own the sona (another does):
@@ -157,6 +160,12 @@ func (a *heartbeatActor) apply(ctx context.Context, merges []*living.Merge) ([]*
 	return out, nil
 }
 
+// tending reports whether this process does sona's upkeep writes
+// (Options.Tends).
+func (s *System) tending(ctx context.Context, sona string) bool {
+	return s.tends == nil || s.tends(ctx, sona)
+}
+
 // dream stores each sona's insights and records that it dreamed.
 func (a *heartbeatActor) dream(ctx context.Context, rep *messages.TickReport) error {
 	self := a.sys.self
@@ -165,6 +174,9 @@ func (a *heartbeatActor) dream(ctx context.Context, rep *messages.TickReport) er
 		return err
 	}
 	for _, p := range plans {
+		if len(p.Insights) > 0 && !a.sys.tending(ctx, p.Sona) {
+			continue // the member that tends it dreams it; its insights reach this copy
+		}
 		for _, in := range p.Insights {
 			r, err := a.sys.Append(ctx, p.Sona, in)
 			if errors.Is(err, ErrUnavailable) {

@@ -287,7 +287,9 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 		f := item.Memory.Data.File
 		return item.File != nil && f != nil && f.Content == c
 	}
-	if item.Forgotten == nil { // a forgotten memory links to nothing: it has no content
+	// A forgotten memory links to nothing: it has no content. A
+	// replicated one's links were checked where they were made.
+	if item.Forgotten == nil && !item.Replicated {
 		linked := func(c cid.Cid) bool {
 			// An import keeps the edges to its forgotten memories.
 			return a.inflight[c] != nil || inline(c) || item.Imported && a.sys.self.Chains.Forgotten(c)

@@ -47,6 +47,16 @@ type Options struct {
 	// Chains carries out the sonas' appends; nil: the store (one node).
 	// A cluster member passes its own (see ChainWriter).
 	Chains ChainWriter
+	// Recall runs the recalls of chat steps and queries, submitting
+	// their traces itself; nil: this store's recall (one node). A cluster
+	// member passes its own, which gathers a self-scope recall from every
+	// member (see Recall).
+	Recall RecallFunc
+	// Tends, when set, reports whether this process does a sona's upkeep
+	// writes (the heartbeat's merges and folds, a dream's insights); the
+	// others are left to the process that tends them. nil: every sona (one
+	// node). A cluster member passes its own (one member tends a sona).
+	Tends func(ctx context.Context, sona string) bool
 }
 
 // TestingKnobs let tests inject faults. They are nil in production.
@@ -90,6 +100,8 @@ type System struct {
 	anchorSink anchor.Sink
 	chains     ChainWriter
 	flights    flights // the chains' writes in flight, by sona
+	recaller   RecallFunc
+	tends      func(ctx context.Context, sona string) bool
 
 	// importing is set while an import runs (one at a time); upkeep is
 	// held by a heartbeat tick and by an import, which never overlap.
@@ -129,7 +141,7 @@ func Start(o Options) (*System, error) {
 		actor.WithDeadLetterRequestLogging(false),
 	)
 	s := &System{as: as, self: o.Self, llm: o.LLM, cfg: o.Config, clock: o.Clock, log: logger, knobs: o.Knobs,
-		metrics: o.Metrics, tierModel: o.TierModel, anchorSink: o.AnchorSink, chains: o.Chains}
+		metrics: o.Metrics, tierModel: o.TierModel, anchorSink: o.AnchorSink, chains: o.Chains, recaller: o.Recall, tends: o.Tends}
 	if s.chains == nil {
 		s.chains = localChains{o.Self}
 	}
@@ -348,7 +360,7 @@ func (s *System) Query(ctx context.Context, sona string, req *messages.ChatReque
 		return nil, err
 	}
 	start := s.clock.Now()
-	recalled, _, err := s.self.Recaller.Recall(ctx, recall.Query{
+	recalled, _, err := s.recall(ctx, ctx, recall.Query{
 		Sona: sona, Text: req.Content, Vector: vecs[0], K: int(req.K), Budget: int(req.BudgetChars), Expand: advance.ExpandOf(req),
 		AgentID: req.AgentId, Scope: req.Scope, Peek: true, // a query leaves no trace
 	})

@@ -598,6 +598,17 @@ func TestBackboneWrite(t *testing.T) {
 		t.Fatalf("paged backbone %v, want %v", paged, got)
 	}
 
+	// Only the consensus actor writes the backbone sona: chat and insert
+	// on it are refused and write nothing. (Before the recall below, whose
+	// trace — access counts the state shows — lands after it answers.)
+	bb := str(t, object(t, items[0]["meta"])["sonas"].([]any)[0])
+	state := h.livingState()
+	wantError(t, h.post("/sona/"+bb+"/chat", map[string]any{"content": "hi"}), http.StatusBadRequest, "invalid")
+	wantError(t, h.post("/memories", map[string]any{"sona": bb, "data": map[string]any{"kind": "text", "content": "sneaky"}}), http.StatusBadRequest, "invalid")
+	if h.livingState() != state {
+		t.Fatal("a refused write to the backbone sona changed the state")
+	}
+
 	// Every sona sees the backbone, also in sona scope.
 	rec := h.post("/sona/"+alice+"/recall", map[string]any{"query": "where is the office?", "scope": "sona"}).obj(t, http.StatusOK)
 	var recalled []string
@@ -606,16 +617,6 @@ func TestBackboneWrite(t *testing.T) {
 	}
 	if !slices.Contains(recalled, third) {
 		t.Fatalf("alice's recall %v lacks the backbone memory %s", recalled, third)
-	}
-
-	// Only the consensus actor writes the backbone sona: chat and insert
-	// on it are refused and write nothing.
-	bb := str(t, object(t, items[0]["meta"])["sonas"].([]any)[0])
-	state := h.livingState()
-	wantError(t, h.post("/sona/"+bb+"/chat", map[string]any{"content": "hi"}), http.StatusBadRequest, "invalid")
-	wantError(t, h.post("/memories", map[string]any{"sona": bb, "data": map[string]any{"kind": "text", "content": "sneaky"}}), http.StatusBadRequest, "invalid")
-	if h.livingState() != state {
-		t.Fatal("a refused write to the backbone sona changed the state")
 	}
 }
 

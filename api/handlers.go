@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
@@ -285,11 +286,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.chatStream(w, r, rec, req)
 		return
 	}
-	resp, err := s.chatOp(r.Context(), rec, req)
+	ctx, unanswered := actors.CollectUnanswered(r.Context())
+	resp, err := s.chatOp(ctx, rec, req)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
+	setUnanswered(w, unanswered())
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -302,11 +305,13 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	resp, err := s.queryOp(r.Context(), rec, req)
+	ctx, unanswered := actors.CollectUnanswered(r.Context())
+	resp, err := s.queryOp(ctx, rec, req)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
+	setUnanswered(w, unanswered())
 	writeJSON(w, http.StatusOK, resp)
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -422,6 +423,7 @@ type QueryOutput struct {
 	Model      string         `json:"model" jsonschema:"the model that answered"`
 	StopReason string         `json:"stop_reason" jsonschema:"why the model stopped: it finished, hit a stop sequence or reached its token limit"`
 	Recalled   []ScoredOutput `json:"recalled" jsonschema:"the memories the answer was built on"`
+	Unanswered []string       `json:"unanswered,omitempty" jsonschema:"in a cluster: the members that did not answer the recall in time (it is made of the others')"`
 }
 
 func (m *mcpTools) query(ctx context.Context, in ChatInput) (QueryOutput, error) {
@@ -432,12 +434,14 @@ func (m *mcpTools) query(ctx context.Context, in ChatInput) (QueryOutput, error)
 	if err != nil {
 		return QueryOutput{}, err
 	}
+	ctx, unanswered := actors.CollectUnanswered(ctx)
 	resp, err := m.s.queryOp(ctx, rec, in.request())
 	if err != nil {
 		return QueryOutput{}, err
 	}
 	r := resp.GetResponse()
-	return QueryOutput{Response: r.GetContent(), Model: r.GetModel(), StopReason: r.GetStopReason(), Recalled: scoredOutputs(resp.Recalled)}, nil
+	return QueryOutput{Response: r.GetContent(), Model: r.GetModel(), StopReason: r.GetStopReason(), Recalled: scoredOutputs(resp.Recalled),
+		Unanswered: unanswered()}, nil
 }
 
 // ChatOutput is the chat tool's output.
@@ -448,6 +452,7 @@ type ChatOutput struct {
 	InputCID    string         `json:"input_cid" jsonschema:"the stored input memory"`
 	ResponseCID string         `json:"response_cid" jsonschema:"the stored response memory"`
 	Recalled    []ScoredOutput `json:"recalled" jsonschema:"the memories the answer was built on (its edges)"`
+	Unanswered  []string       `json:"unanswered,omitempty" jsonschema:"in a cluster: the members that did not answer the recall in time (it is made of the others')"`
 }
 
 func (m *mcpTools) chat(ctx context.Context, in ChatInput) (ChatOutput, error) {
@@ -455,13 +460,14 @@ func (m *mcpTools) chat(ctx context.Context, in ChatInput) (ChatOutput, error) {
 	if err != nil {
 		return ChatOutput{}, err
 	}
+	ctx, unanswered := actors.CollectUnanswered(ctx)
 	resp, err := m.s.chatOp(ctx, rec, in.request())
 	if err != nil {
 		return ChatOutput{}, err
 	}
 	r := resp.GetResponse()
 	return ChatOutput{Response: r.GetContent(), Model: r.GetModel(), StopReason: r.GetStopReason(),
-		InputCID: resp.GetInput().GetCid(), ResponseCID: r.GetCid(), Recalled: scoredOutputs(resp.Recalled)}, nil
+		InputCID: resp.GetInput().GetCid(), ResponseCID: r.GetCid(), Recalled: scoredOutputs(resp.Recalled), Unanswered: unanswered()}, nil
 }
 
 // ListSonasInput is the list_sonas tool's input.

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/ipfs/go-cid"
+	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -469,10 +470,11 @@ func (s *Server) recallOp(ctx context.Context, rec *messages.Sona, req *messages
 	return recalled, unanswered, err
 }
 
-// RecallRunner runs the recalls of a server. unanswered names what did
+// RecallRunner runs the recalls of a server (the actors' chat steps and
+// queries use the same, actors.Options.Recall). unanswered names what did
 // not answer in time (in a cluster: members), the recall being made of
 // the rest.
-type RecallRunner func(ctx context.Context, q recall.Query) (out []*recall.Recalled, unanswered []string, err error)
+type RecallRunner = actors.RecallFunc
 
 // RecallWith has fn run the recalls of this server (a cluster member
 // gathers a self-scope recall from every member).

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -40,12 +41,13 @@ func (s *Server) chatStream(w http.ResponseWriter, r *http.Request, rec *message
 		s.fail(w, err)
 		return
 	}
-	sink := &sseSink{w: w}
+	ctx, unanswered := actors.CollectUnanswered(r.Context())
+	sink := &sseSink{w: w, unanswered: unanswered}
 	if _, ok := w.(http.Flusher); !ok {
 		s.fail(w, errors.New("api: the connection cannot stream"))
 		return
 	}
-	resp, err := s.sys.AdvanceStream(r.Context(), rec.Uuid, req, sink.token)
+	resp, err := s.sys.AdvanceStream(ctx, rec.Uuid, req, sink.token)
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	sink.closed = true
@@ -75,6 +77,9 @@ type sseSink struct {
 	started bool
 	closed  bool // the handler has returned or is writing the last event
 	failed  error
+	// unanswered lists the members the step's recall left out (set in
+	// the header: the recall is over before the first token).
+	unanswered func() []string
 }
 
 func (k *sseSink) start() {
@@ -86,6 +91,7 @@ func (k *sseSink) start() {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	setUnanswered(k.w, k.unanswered())
 	k.w.WriteHeader(http.StatusOK)
 }
 

@@ -33,6 +33,52 @@
 // joins. Chains caught up from another member carry forgotten entries as
 // their ACT and tombstone (StagedAppend.forgotten).
 //
+// # Gathering
+//
+// A self-scope recall reads every sona, so it is gathered from every live
+// member (gather.go): POST /recall, MCP recall, and the recall inside a
+// chat step or a query (actors.Options.Recall is Cluster.Recall). Each
+// member's answer carries the memories' blocks, checked against their
+// CIDs; a member that does not answer in time is left out and named
+// (X-Memoria-Unanswered, actors.CollectUnanswered). A chat step's response
+// may link memories only other members hold: the actor marks it
+// Replicated (its links were checked by the gathering), as a replica's
+// copy is.
+//
+// # Relayed answers
+//
+// What a member relays from another is checked where it names content
+// by CID (verify.go): blocks and CARs, GET /memory/{cid} and every JSON
+// answer an owner sends back (each rendered memory must encode to its
+// CID), GET /file/{cid}. Metadata, evaluations, lists' order and streamed
+// answers are trusted: members trust each other for them (they share
+// cluster.secret; a forwarded request carries its client's credentials).
+// Peers' refusals are typed (PeerError) and classified by their code.
+//
+// # Upkeep: heartbeat, dream, evaluator, consensus
+//
+// Every member runs its own heartbeat, evaluator and consensus actor
+// (per-member workers, not cluster singletons): a singleton would need an
+// election, and would be one more thing to fail over, for work that is
+// mostly per sona anyway.
+//
+//   - The heartbeat's sweep (expiry, pruning, branch statistics) and the
+//     evaluator work on each member's own copy: their results (importance,
+//     evaluations, associations, tiers) are per-member metadata, like the
+//     indexes, and not replicated; a member that takes a sona over has its
+//     own already. The evaluator's model calls are therefore made on every
+//     member that holds a memory (R times).
+//   - Chain writes — the heartbeat's merges and folds, a dream's insights
+//     — are made for each sona by the one member that tends it
+//     (Cluster.Tends: its owner, or, when it has none, the first live
+//     member by rendezvous of those its head names), through its actor,
+//     staged on R members and fenced like any append. The others skip it
+//     and get the writes as a replica; a heartbeat never takes a sona
+//     over.
+//   - The backbone and its consensus are still per member: each member's
+//     backbone sona is its own, written by its own consensus actor and
+//     not replicated (README "Cluster", "Not yet").
+//
 // # Why etcd directly and not protoactor's cluster
 //
 // The design asked for protoactor-go's cluster with its etcd provider for

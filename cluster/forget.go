@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/ipfs/go-cid"
@@ -210,14 +209,14 @@ func (c *Cluster) eachPeer(ctx context.Context, ms []Member, fn func(context.Con
 	return out
 }
 
-// forgetPeerError classifies a peer's refusal of a forget: the codes the
-// peer answered with (peerForgetError) become the sentinels again.
+// forgetPeerError classifies peers' refusals of a forget: the codes a
+// peer answered with (peerForgetError, read into a PeerError) become the
+// sentinels again.
 func forgetPeerError(what string, err error) error {
-	s := err.Error()
 	switch {
-	case strings.Contains(s, `"code":"not_allowed"`):
+	case hasPeerCode(err, "not_allowed"):
 		return fmt.Errorf("%w: %s", forget.ErrNotAllowed, err)
-	case strings.Contains(s, `"code":"invalid"`):
+	case hasPeerCode(err, "invalid"):
 		return fmt.Errorf("%w: %s", base.ErrInvalid, err)
 	}
 	return fmt.Errorf("%w: %s: %v", ErrNoReplicas, what, err)

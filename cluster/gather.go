@@ -69,6 +69,9 @@ func (c *Cluster) gather(ctx context.Context, fn func(ctx context.Context, m Mem
 type peerRecall struct {
 	Sona          string    `json:"sona"`
 	Text          string    `json:"text"`
+	Vector        []float32 `json:"vector,omitempty"`  // the text's embedding, when the asker has it
+	Exclude       []string  `json:"exclude,omitempty"` // CIDs kept out (a chat step's input)
+	Peek          bool      `json:"peek,omitempty"`    // leave no trace (a query)
 	K             int       `json:"k"`
 	Budget        int       `json:"budget"`
 	Expand        *int      `json:"expand,omitempty"`
@@ -118,8 +121,11 @@ func (c *Cluster) Recall(ctx context.Context, q recall.Query) ([]*recall.Recalle
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: sona %q", base.ErrNotFound, q.Sona)
 	}
-	ask := peerRecall{Sona: q.Sona, Text: q.Text, K: q.K, Budget: q.Budget, Expand: &expand, AgentID: q.AgentID,
-		AsOf: q.AsOf, IncludeHidden: q.IncludeHidden, Centroid: centroid, Activity: activity}
+	ask := peerRecall{Sona: q.Sona, Text: q.Text, Vector: q.Vector, Peek: q.Peek, K: q.K, Budget: q.Budget, Expand: &expand,
+		AgentID: q.AgentID, AsOf: q.AsOf, IncludeHidden: q.IncludeHidden, Centroid: centroid, Activity: activity}
+	for _, x := range q.Exclude {
+		ask.Exclude = append(ask.Exclude, x.String())
+	}
 	var mu sync.Mutex
 	answers := [][]*recall.Recalled{out}
 	unanswered := c.gather(ctx, func(ctx context.Context, m Member) error {
@@ -232,10 +238,20 @@ func (c *Cluster) handleRecall(w http.ResponseWriter, r *http.Request) {
 		peerError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("a peer recall needs the sona's centroid (%v)", err))
 		return
 	}
-	out, tr, err := c.self.Recaller.Recall(r.Context(), recall.Query{
-		Sona: ask.Sona, Text: ask.Text, K: ask.K, Budget: ask.Budget, Expand: ask.Expand, AgentID: ask.AgentID,
-		Scope: recall.ScopeSelf, AsOf: ask.AsOf, IncludeHidden: ask.IncludeHidden, Centroid: ask.Centroid, Activity: ask.Activity,
-	})
+	q := recall.Query{
+		Sona: ask.Sona, Text: ask.Text, Vector: ask.Vector, Peek: ask.Peek, K: ask.K, Budget: ask.Budget, Expand: ask.Expand,
+		AgentID: ask.AgentID, Scope: recall.ScopeSelf, AsOf: ask.AsOf, IncludeHidden: ask.IncludeHidden,
+		Centroid: ask.Centroid, Activity: ask.Activity,
+	}
+	for _, x := range ask.Exclude {
+		c, err := cid.Decode(x)
+		if err != nil {
+			peerError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("exclude: %v", err))
+			return
+		}
+		q.Exclude = append(q.Exclude, c)
+	}
+	out, tr, err := c.self.Recaller.Recall(r.Context(), q)
 	if err != nil {
 		apiError(w, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -294,9 +295,63 @@ func (c *Cluster) do(ctx context.Context, method, u, contentType string, body []
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, bytes.TrimSpace(b))
+		return nil, peerErrorOf(method, u, resp.StatusCode, b)
 	}
 	return b, nil
+}
+
+// PeerError is another member's refusal of a peer call: the HTTP status
+// and the error code and message it answered with (peerError's
+// {"error":{"code","message"}}; an answer in another shape has no code,
+// its body is the message).
+type PeerError struct {
+	Method, URL string
+	Status      int
+	Code        string
+	Message     string
+}
+
+func (e *PeerError) Error() string {
+	code := e.Code
+	if code == "" {
+		code = "no code"
+	}
+	return fmt.Sprintf("%s %s: %d %s (%s): %s", e.Method, e.URL, e.Status, http.StatusText(e.Status), code, e.Message)
+}
+
+// peerErrorOf reads a peer's refusal from its status and body.
+func peerErrorOf(method, u string, status int, body []byte) *PeerError {
+	e := &PeerError{Method: method, URL: u, Status: status}
+	var eb struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
+		e.Code, e.Message = eb.Error.Code, eb.Error.Message
+	} else {
+		e.Message = string(bytes.TrimSpace(body))
+	}
+	return e
+}
+
+// hasPeerCode reports whether err holds (errors.Join trees included) a
+// PeerError with code.
+func hasPeerCode(err error, code string) bool {
+	var pe *PeerError
+	if errors.As(err, &pe) && pe.Code == code {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		return slices.ContainsFunc(u.Unwrap(), func(e error) bool { return hasPeerCode(e, code) })
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			return hasPeerCode(inner, code)
+		}
+	}
+	return false
 }
 
 func readProto(r *http.Request, m proto.Message) error {

@@ -123,6 +123,11 @@ func (c *Cluster) forwardRetrying(w http.ResponseWriter, r *http.Request, sona s
 			var resp *http.Response
 			if resp, err = c.send(ctx, r, to, body); err == nil {
 				if resp.StatusCode != http.StatusServiceUnavailable || !c.clock.Now().Before(deadline) {
+					if err := verifyForwarded(resp); err != nil {
+						c.log.Warn("a member's answer does not verify", "member", to.ID, "sona", sona, "path", r.URL.Path, "err", err)
+						apiError(w, fmt.Errorf("member %s answered content that does not verify: %w", to.ID, err))
+						return
+					}
 					copyResponse(w, resp)
 					return
 				}
@@ -270,24 +275,16 @@ func (c *Cluster) fromPeers(w http.ResponseWriter, r *http.Request, b cid.Cid, n
 			resp.Body.Close()
 			continue
 		}
-		ct := resp.Header.Get("Content-Type")
-		var verify func(cid.Cid, []byte) error
-		switch {
-		case strings.HasPrefix(ct, rawMediaType):
-			verify = verifyBlock
-		case strings.HasPrefix(ct, carMediaType):
-			verify = verifyCAR
-		}
+		verify := c.relayedVerifier(r, m, b, resp.Header.Get("Content-Type"))
 		if resp.StatusCode == http.StatusOK && r.Method == http.MethodGet && verify != nil {
-			// A block, or a CAR of blocks: relayed only once every block
-			// hashes to its CID.
+			// Relayed only once what it names by CID verifies (verify.go).
 			body, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerBody))
 			resp.Body.Close()
 			if err == nil {
-				err = verify(b, body)
+				err = verify(body)
 			}
 			if err != nil {
-				c.log.Warn("a member answered a block that does not verify", "member", id, "cid", b, "err", err)
+				c.log.Warn("a member answered content that does not verify", "member", id, "cid", b, "path", r.URL.Path, "err", err)
 				continue
 			}
 			for k, v := range resp.Header {
@@ -450,33 +447,25 @@ func (c *Cluster) placement(ctx context.Context, sona string, read bool) (Member
 	if !c.node.Healthy() {
 		return c.placeWithoutEtcd(sona, read, nil)
 	}
-	rctx, cancel := c.node.request(ctx)
-	defer cancel()
-	k := c.node.keys
-	resp, err := c.node.client.Txn(rctx).Then(clientv3.OpGet(k.owner(sona)), clientv3.OpGet(k.head(sona))).Commit()
-	if err != nil {
-		c.node.failed()
+	owner, head, err := c.ownerAndHead(ctx, sona)
+	if errors.Is(err, ErrEtcdUnavailable) {
 		return c.placeWithoutEtcd(sona, read, err)
 	}
-	c.node.answered()
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-		id := string(kvs[0].Value)
-		c.lastOwner.Store(sona, id)
-		if id == self.ID {
+	if err != nil {
+		return Member{}, err
+	}
+	if owner != "" {
+		c.lastOwner.Store(sona, owner)
+		if owner == self.ID {
 			return self, nil
 		}
-		if m, ok := c.node.Member(id); ok {
+		if m, ok := c.node.Member(owner); ok {
 			return m, nil
 		}
-		return Member{}, fmt.Errorf("%w: the owner of sona %s (member %s) is leaving; retry", ErrNoReplicas, sona, id)
+		return Member{}, fmt.Errorf("%w: the owner of sona %s (member %s) is leaving; retry", ErrNoReplicas, sona, owner)
 	}
-	kvs := resp.Responses[1].GetResponseRange().Kvs
-	if len(kvs) == 0 {
+	if head == nil {
 		return self, nil // unknown to the cluster: registered here if this member holds it
-	}
-	var head Head
-	if err := json.Unmarshal(kvs[0].Value, &head); err != nil {
-		return Member{}, fmt.Errorf("%w: head of %s in etcd: %v", base.ErrCorrupt, sona, err)
 	}
 	if slices.Contains(head.Replicas, self.ID) {
 		return self, nil
@@ -492,6 +481,64 @@ func (c *Cluster) placement(ctx context.Context, sona string, read bool) (Member
 	}
 	m, _ := c.node.Member(Rank(sona, live)[0])
 	return m, nil
+}
+
+// Tends reports whether this member does sona's upkeep writes — the
+// heartbeat's merges and folds, a dream's insights (actors.Options.Tends):
+// it owns the sona, or nobody does and it is the first live member, by
+// rendezvous, of those the sona's head names (a sona etcd does not know is
+// tended by the member that holds it). So each sona has one tending member
+// while the members agree on who is live, and a member's heartbeat never
+// takes a sona over from its owner or from the member it would be routed
+// to. The writes are fenced like any other: a member that believes
+// wrongly that it tends a sona writes nothing. With etcd unavailable,
+// nobody tends.
+func (c *Cluster) Tends(ctx context.Context, sona string) bool {
+	self := c.node.self
+	owner, head, err := c.ownerAndHead(ctx, sona)
+	switch {
+	case err != nil:
+		return false
+	case owner != "":
+		return owner == self.ID
+	case head == nil:
+		return true
+	}
+	var live []string
+	for _, id := range head.Replicas {
+		if _, ok := c.node.Member(id); ok || id == self.ID {
+			live = append(live, id)
+		}
+	}
+	return len(live) > 0 && Rank(sona, live)[0] == self.ID
+}
+
+// ownerAndHead reads sona's owner ("" when it has none) and head (nil
+// when etcd does not know the sona) in one etcd request; the error is
+// ErrEtcdUnavailable when etcd does not answer.
+func (c *Cluster) ownerAndHead(ctx context.Context, sona string) (string, *Head, error) {
+	rctx, cancel := c.node.request(ctx)
+	defer cancel()
+	k := c.node.keys
+	resp, err := c.node.client.Txn(rctx).Then(clientv3.OpGet(k.owner(sona)), clientv3.OpGet(k.head(sona))).Commit()
+	if err != nil {
+		c.node.failed()
+		return "", nil, fmt.Errorf("%w: %v", ErrEtcdUnavailable, err)
+	}
+	c.node.answered()
+	owner := ""
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		owner = string(kvs[0].Value)
+	}
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return owner, nil, nil
+	}
+	var head Head
+	if err := json.Unmarshal(kvs[0].Value, &head); err != nil {
+		return owner, nil, fmt.Errorf("%w: head of %s in etcd: %v", base.ErrCorrupt, sona, err)
+	}
+	return owner, &head, nil
 }
 
 // placeWithoutEtcd places a request while etcd does not answer: a read
@@ -551,8 +598,19 @@ func (c *Cluster) forward(w http.ResponseWriter, r *http.Request, sona string, t
 		},
 		Transport:     c.client.Transport,
 		FlushInterval: -1, // streamed answers (chat events, exports) pass as they come
+		ModifyResponse: func(resp *http.Response) error {
+			if r.URL.Path == "/export" {
+				return nil // streamed; its importer verifies every CID
+			}
+			return verifyForwarded(resp)
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			w.Header().Set(servedByHeader, c.node.self.ID)
+			if errors.Is(err, base.ErrCorrupt) {
+				c.log.Warn("a member's answer does not verify", "member", to.ID, "sona", sona, "path", r.URL.Path, "err", err)
+				apiError(w, fmt.Errorf("member %s answered content that does not verify: %w", to.ID, err))
+				return
+			}
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 				err = cause
 			}
