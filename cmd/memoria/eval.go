@@ -48,7 +48,28 @@ func evalConfigs(rc config.Recall) map[string]evalConfig {
 	if metric.Metric == 0 {
 		metric.Metric = 0.5
 	}
+	// The context, time and speaker evidence (issue 17), each alone beside
+	// the fusion without them, at its configured weight (else the default's).
+	def := config.Default().Recall.Paths
+	or := func(v, d float64) float64 {
+		if v > 0 {
+			return v
+		}
+		return d
+	}
+	base := rc.Paths
+	base.Context, base.Time, base.Speaker = 0, 0, 0
+	with := func(set func(*config.PathWeights)) recall.Paths {
+		w := base
+		set(&w)
+		return recall.Paths{Weights: w, Fusion: rc.Fusion}
+	}
+	ctxW, timeW, speakerW := or(rc.Paths.Context, def.Context), or(rc.Paths.Time, def.Time), or(rc.Paths.Speaker, def.Speaker)
 	return map[string]evalConfig{
+		"base":    {name: "fused without context, time, speaker", paths: with(func(*config.PathWeights) {})},
+		"context": {name: fmt.Sprintf("fused with only the context evidence (%g)", ctxW), paths: with(func(w *config.PathWeights) { w.Context = ctxW })},
+		"time":    {name: fmt.Sprintf("fused with only the time evidence (%g)", timeW), paths: with(func(w *config.PathWeights) { w.Time = timeW })},
+		"speaker": {name: fmt.Sprintf("fused with only the speaker evidence (%g)", speakerW), paths: with(func(w *config.PathWeights) { w.Speaker = speakerW })},
 		"dense":     {name: "dense only", paths: recall.Paths{Weights: dense, Fusion: rc.Fusion}},
 		"bm25":      {name: "BM25 only", paths: recall.Paths{Weights: bm25, Fusion: rc.Fusion}},
 		"fused":     {name: "fused (" + rc.Fusion + ")", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion}},
@@ -121,7 +142,7 @@ func locomoCmd(g *globals) *cobra.Command {
 			for _, c := range strings.Split(configs, ",") {
 				c = strings.TrimSpace(c)
 				if _, ok := all[c]; !ok {
-					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, nometric, metric, expansion, coaccess, tiers)", c)
+					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, base, context, time, speaker, nometric, metric, expansion, coaccess, tiers)", c)
 				}
 				run = append(run, c)
 			}
@@ -354,7 +375,7 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths recall.Paths, k int, scope string) ([]string, error) {
 	paths.Expand, paths.CoAccess = false, false
 	rs, _, err := self.Recaller.Recall(ctx, recall.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, K: k,
-		Budget: 1 << 30, Scope: scope, Paths: &paths, Peek: true})
+		Budget: 1 << 30, Scope: scope, Paths: &paths, Peek: true, Now: ing.AskedAt(i)})
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +389,8 @@ func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, pat
 // inject returns the dia ids of what a step would inject for question i
 // (default k and budget); peek false records the traces (learning).
 func inject(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths recall.Paths, scope string, peek bool) ([]string, error) {
-	rs, trace, err := self.Recaller.Recall(ctx, recall.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, Scope: scope, Paths: &paths, Peek: peek})
+	rs, trace, err := self.Recaller.Recall(ctx, recall.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, Scope: scope, Paths: &paths, Peek: peek,
+		Now: ing.AskedAt(i)})
 	if err != nil {
 		return nil, err
 	}
