@@ -66,10 +66,10 @@ func evalConfigs(rc config.Recall) map[string]evalConfig {
 	}
 	ctxW, timeW, speakerW := or(rc.Paths.Context, def.Context), or(rc.Paths.Time, def.Time), or(rc.Paths.Speaker, def.Speaker)
 	return map[string]evalConfig{
-		"base":    {name: "fused without context, time, speaker", paths: with(func(*config.PathWeights) {})},
-		"context": {name: fmt.Sprintf("fused with only the context evidence (%g)", ctxW), paths: with(func(w *config.PathWeights) { w.Context = ctxW })},
-		"time":    {name: fmt.Sprintf("fused with only the time evidence (%g)", timeW), paths: with(func(w *config.PathWeights) { w.Time = timeW })},
-		"speaker": {name: fmt.Sprintf("fused with only the speaker evidence (%g)", speakerW), paths: with(func(w *config.PathWeights) { w.Speaker = speakerW })},
+		"base":      {name: "fused without context, time, speaker", paths: with(func(*config.PathWeights) {})},
+		"context":   {name: fmt.Sprintf("fused with only the context evidence (%g)", ctxW), paths: with(func(w *config.PathWeights) { w.Context = ctxW })},
+		"time":      {name: fmt.Sprintf("fused with only the time evidence (%g)", timeW), paths: with(func(w *config.PathWeights) { w.Time = timeW })},
+		"speaker":   {name: fmt.Sprintf("fused with only the speaker evidence (%g)", speakerW), paths: with(func(w *config.PathWeights) { w.Speaker = speakerW })},
 		"dense":     {name: "dense only", paths: recall.Paths{Weights: dense, Fusion: rc.Fusion}},
 		"bm25":      {name: "BM25 only", paths: recall.Paths{Weights: bm25, Fusion: rc.Fusion}},
 		"fused":     {name: "fused (" + rc.Fusion + ")", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion}},

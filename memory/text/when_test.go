@@ -11,7 +11,9 @@ import (
 func TestTimeSpans(t *testing.T) {
 	now := time.Date(2023, time.July, 12, 15, 4, 0, 0, time.UTC)
 	d := func(y int, m time.Month, day int) time.Time { return time.Date(y, m, day, 0, 0, 0, 0, time.UTC) }
-	sp := func(from, to time.Time) string { return fmt.Sprintf("%s..%s", from.Format("2006-01-02"), to.Format("2006-01-02")) }
+	sp := func(from, to time.Time) string {
+		return fmt.Sprintf("%s..%s", from.Format("2006-01-02"), to.Format("2006-01-02"))
+	}
 	cases := []struct {
 		q    string
 		want []string
