@@ -115,7 +115,7 @@ func (sc *scorer) context(cands []*Recalled, w PathsWeights) error {
 				sum += sc.baseRelevance(n.e, w) * math.Pow(contextDecay, float64(d-1))
 				next := cid.Undef
 				for _, c := range n.next {
-					if c != prev && c != r.CID {
+					if c != prev {
 						next = c
 						break
 					}
