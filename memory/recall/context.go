@@ -8,6 +8,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/text"
 )
@@ -25,7 +26,7 @@ type neighbour struct {
 // baseRelevance is a memory's own dense and full-text relevance, 0..1: the
 // calibrated cosine and BM25 over the query's best, weighted as in the
 // fusion.
-func (sc *scorer) baseRelevance(e Evidence, w PathsWeights) float64 {
+func (sc *scorer) baseRelevance(e Evidence, w config.PathWeights) float64 {
 	total := w.Dense + w.BM25
 	if total == 0 {
 		return 0
@@ -39,10 +40,6 @@ func (sc *scorer) baseRelevance(e Evidence, w PathsWeights) float64 {
 	}
 	return v / total
 }
-
-// PathsWeights are the dense and full-text weights the context evidence
-// combines.
-type PathsWeights struct{ Dense, BM25 float64 }
 
 // neighbourOf reads (once per recall) what the context evidence needs of c.
 func (sc *scorer) neighbourOf(c cid.Cid) (*neighbour, error) {
@@ -90,7 +87,7 @@ func (sc *scorer) neighbourOf(c cid.Cid) (*neighbour, error) {
 // more likely about it than one that matches it alone. (The best
 // neighbour's relevance instead of the mean lost on LoCoMo: it lifts the
 // neighbours of a strong hit over other evidence.)
-func (sc *scorer) context(cands []*Recalled, w PathsWeights) error {
+func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 	rc := sc.self.cfg.Recall
 	gap := int64(time.Duration(rc.ContextGap) / time.Second)
 	if rc.ContextWindow == 0 {

@@ -342,13 +342,11 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 		}
 	}
 	denseDone.Wait()
-	if len(bm25) > n {
-		sc.bm25All = make(map[string]float64, len(bm25))
-		for _, h := range bm25 {
-			sc.bm25All[h.key] = h.score
-		}
-		bm25 = bm25[:n]
+	sc.bm25All = make(map[string]float64, len(bm25))
+	for _, h := range bm25 {
+		sc.bm25All[h.key] = h.score
 	}
+	bm25 = bm25[:min(n, len(bm25))]
 
 	// The metric path (EUMAS): memories whose metric profile is near the
 	// query's, the query evaluated as memories are. Off when nothing
@@ -681,12 +679,6 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalled, error) {
 	byKey := map[string]*Recalled{}
 	sc.cands, sc.neighbours = byKey, map[cid.Cid]*neighbour{}
-	if sc.bm25All == nil {
-		sc.bm25All = make(map[string]float64, len(bm25))
-		for _, h := range bm25 {
-			sc.bm25All[h.key] = h.score
-		}
-	}
 	if paths.Weights.Time > 0 {
 		if sc.spans = sc.querySpans(); len(sc.spans) == 0 {
 			paths.Weights.Time = 0 // the query speaks of no time
@@ -800,7 +792,7 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 			}
 		}
 		if paths.Weights.Context > 0 {
-			if err := sc.context(from, PathsWeights{paths.Weights.Dense, paths.Weights.BM25}); err != nil {
+			if err := sc.context(from, paths.Weights); err != nil {
 				return err
 			}
 		}
