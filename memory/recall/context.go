@@ -19,8 +19,28 @@ import (
 type neighbour struct {
 	visible bool
 	time    int64
-	e       Evidence // its dense and BM25 evidence
-	next    []cid.Cid
+	e       Evidence  // its dense and BM25 evidence
+	next    []cid.Cid // read when the walk goes past it (nextOf)
+	read    bool      // next was read
+}
+
+// nextOf is the memories next to n (c) in its sona's chain: its
+// sequential associations.
+func (sc *scorer) nextOf(c cid.Cid, n *neighbour) ([]cid.Cid, error) {
+	if n.read {
+		return n.next, nil
+	}
+	links, err := assoc.Read(sc.txn, assoc.Key(c))
+	if err != nil {
+		return nil, err
+	}
+	n.read = true
+	for _, l := range links {
+		if l.Type == assoc.Sequential {
+			n.next = append(n.next, l.Target)
+		}
+	}
+	return n.next, nil
 }
 
 // baseRelevance is a memory's own dense and full-text relevance, 0..1: the
@@ -56,15 +76,6 @@ func (sc *scorer) neighbourOf(c cid.Cid) (*neighbour, error) {
 	if err != nil {
 		return nil, err
 	}
-	links, err := assoc.Read(sc.txn, assoc.Key(c))
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range links {
-		if l.Type == assoc.Sequential {
-			n.next = append(n.next, l.Target)
-		}
-	}
 	n.visible, n.time = true, memoryTime(m, meta)
 	n.e = Evidence{BM25: sc.bm25All[c.KeyString()]}
 	if r := sc.cands[c.KeyString()]; r != nil {
@@ -98,8 +109,12 @@ func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 		if err != nil {
 			return err
 		}
+		firsts, err := sc.nextOf(r.CID, self)
+		if err != nil {
+			return err
+		}
 		sum := 0.0
-		for _, first := range self.next {
+		for _, first := range firsts {
 			prev, cur, at := r.CID, first, self
 			for d := 1; d <= rc.ContextWindow; d++ {
 				n, err := sc.neighbourOf(cur)
@@ -110,8 +125,15 @@ func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 					break
 				}
 				sum += sc.baseRelevance(n.e, w) * math.Pow(contextDecay, float64(d-1))
+				if d == rc.ContextWindow {
+					break
+				}
+				nexts, err := sc.nextOf(cur, n)
+				if err != nil {
+					return err
+				}
 				next := cid.Undef
-				for _, c := range n.next {
+				for _, c := range nexts {
 					if c != prev {
 						next = c
 						break
