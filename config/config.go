@@ -354,9 +354,10 @@ type PathWeights struct {
 	// Metric is EUMAS's metric path: memories whose evaluation metrics
 	// are near the query's.
 	Metric float64 `yaml:"metric"`
-	// Context is a memory's neighbours' evidence: the best dense and
-	// full-text relevance among the memories around it in its sona's chain
+	// Context is a memory's neighbours' evidence: the mean dense and
+	// full-text relevance of the memories around it in its sona's chain
 	// within the same session (recall.context_window, recall.context_gap).
+	// Off by default: it costs recall latency (README, "LoCoMo evaluation").
 	Context float64 `yaml:"context"`
 	// Time is how near a memory's time is to the times the query speaks
 	// of ("in June", "last week"), resolved against the time it is asked.
@@ -649,7 +650,7 @@ func Default() Config {
 			ImportanceFloor:    0.05,
 			Fusion:             "weighted",
 			RRFK:               60,
-			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Context: 0.25, Time: 0.5, Speaker: 0.2},
+			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Time: 0.5, Speaker: 0.2},
 			Scope:              "sona",
 			AffinitySeeds:      5,
 			AffinityDepth:      2,

@@ -49,7 +49,9 @@ func evalConfigs(rc config.Recall) map[string]evalConfig {
 		metric.Metric = 0.5
 	}
 	// The context, time and speaker evidence (issue 17), each alone beside
-	// the fusion without them, at its configured weight (else the default's).
+	// the fusion without them, at its configured weight (else the
+	// default's; the context evidence, off by default, at 0.25), and the
+	// default with the context evidence.
 	def := config.Default().Recall.Paths
 	or := func(v, d float64) float64 {
 		if v > 0 {
@@ -57,27 +59,27 @@ func evalConfigs(rc config.Recall) map[string]evalConfig {
 		}
 		return d
 	}
+	ctxW, timeW, speakerW := or(rc.Paths.Context, or(def.Context, 0.25)), or(rc.Paths.Time, def.Time), or(rc.Paths.Speaker, def.Speaker)
 	base := rc.Paths
 	base.Context, base.Time, base.Speaker = 0, 0, 0
-	with := func(set func(*config.PathWeights)) recall.Paths {
-		w := base
-		set(&w)
-		return recall.Paths{Weights: w, Fusion: rc.Fusion}
+	with := func(from config.PathWeights, set func(*config.PathWeights)) recall.Paths {
+		set(&from)
+		return recall.Paths{Weights: from, Fusion: rc.Fusion}
 	}
-	ctxW, timeW, speakerW := or(rc.Paths.Context, def.Context), or(rc.Paths.Time, def.Time), or(rc.Paths.Speaker, def.Speaker)
 	return map[string]evalConfig{
-		"base":      {name: "fused without context, time, speaker", paths: with(func(*config.PathWeights) {})},
-		"context":   {name: fmt.Sprintf("fused with only the context evidence (%g)", ctxW), paths: with(func(w *config.PathWeights) { w.Context = ctxW })},
-		"time":      {name: fmt.Sprintf("fused with only the time evidence (%g)", timeW), paths: with(func(w *config.PathWeights) { w.Time = timeW })},
-		"speaker":   {name: fmt.Sprintf("fused with only the speaker evidence (%g)", speakerW), paths: with(func(w *config.PathWeights) { w.Speaker = speakerW })},
-		"dense":     {name: "dense only", paths: recall.Paths{Weights: dense, Fusion: rc.Fusion}},
-		"bm25":      {name: "BM25 only", paths: recall.Paths{Weights: bm25, Fusion: rc.Fusion}},
-		"fused":     {name: "fused (" + rc.Fusion + ")", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion}},
-		"nometric":  {name: "fused without the metric path", paths: recall.Paths{Weights: noMetric, Fusion: rc.Fusion}},
-		"metric":    {name: fmt.Sprintf("fused with the metric path (weight %g)", metric.Metric), paths: recall.Paths{Weights: metric, Fusion: rc.Fusion}},
-		"expansion": {name: "+ expansion", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true}},
-		"coaccess":  {name: "+ co-access", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true, CoAccess: true}, learn: true},
-		"tiers":     {name: "MemoryOS tiers", tiers: true},
+		"base":        {name: "fused without context, time, speaker", paths: with(base, func(*config.PathWeights) {})},
+		"context":     {name: fmt.Sprintf("fused with only the context evidence (%g)", ctxW), paths: with(base, func(w *config.PathWeights) { w.Context = ctxW })},
+		"time":        {name: fmt.Sprintf("fused with only the time evidence (%g)", timeW), paths: with(base, func(w *config.PathWeights) { w.Time = timeW })},
+		"speaker":     {name: fmt.Sprintf("fused with only the speaker evidence (%g)", speakerW), paths: with(base, func(w *config.PathWeights) { w.Speaker = speakerW })},
+		"withcontext": {name: fmt.Sprintf("fused with the context evidence (%g) too", ctxW), paths: with(rc.Paths, func(w *config.PathWeights) { w.Context = ctxW })},
+		"dense":       {name: "dense only", paths: recall.Paths{Weights: dense, Fusion: rc.Fusion}},
+		"bm25":        {name: "BM25 only", paths: recall.Paths{Weights: bm25, Fusion: rc.Fusion}},
+		"fused":       {name: "fused (" + rc.Fusion + ")", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion}},
+		"nometric":    {name: "fused without the metric path", paths: recall.Paths{Weights: noMetric, Fusion: rc.Fusion}},
+		"metric":      {name: fmt.Sprintf("fused with the metric path (weight %g)", metric.Metric), paths: recall.Paths{Weights: metric, Fusion: rc.Fusion}},
+		"expansion":   {name: "+ expansion", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true}},
+		"coaccess":    {name: "+ co-access", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true, CoAccess: true}, learn: true},
+		"tiers":       {name: "MemoryOS tiers", tiers: true},
 	}
 }
 
@@ -142,7 +144,7 @@ func locomoCmd(g *globals) *cobra.Command {
 			for _, c := range strings.Split(configs, ",") {
 				c = strings.TrimSpace(c)
 				if _, ok := all[c]; !ok {
-					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, base, context, time, speaker, nometric, metric, expansion, coaccess, tiers)", c)
+					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, base, context, time, speaker, withcontext, nometric, metric, expansion, coaccess, tiers)", c)
 				}
 				run = append(run, c)
 			}

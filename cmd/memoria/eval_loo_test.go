@@ -10,10 +10,11 @@ func TestLOOGrid(t *testing.T) {
 	rc := config.Default().Recall
 	all := evalConfigs(rc)
 	// The configured setting comes first: on ties it is kept.
-	// The default with the context, time and speaker evidence: recency and
-	// importance as configured or 0, affinity ×3, dense ×2, b ×2, the
-	// evidence as configured, without each, without all (×5).
-	for name, want := range map[string]int{"dense": 9, "bm25": 18, "base": 108, "context": 96, "fused": 240} {
+	// With the context, time and speaker evidence: recency and importance
+	// as configured or 0, affinity ×3, dense ×2, b ×2, the evidence as
+	// configured, without each of those on, without all (×5 with all
+	// three, ×4 for the default's time and speaker, ×2 with one).
+	for name, want := range map[string]int{"dense": 9, "bm25": 18, "base": 108, "context": 96, "fused": 192, "withcontext": 240} {
 		grid := looGrid(rc, all[name])
 		if len(grid) != want {
 			t.Errorf("%s: %d settings, want %d", name, len(grid), want)
@@ -43,7 +44,7 @@ func TestLOOGrid(t *testing.T) {
 		last.paths.Weights.Dense != 0.5 || last.bm25B != 0.75 || last.paths.Weights.BM25 != rc.Paths.BM25 {
 		t.Errorf("last setting %+v %+v b %v does not match its label", last.paths, *last.paths.Score, last.bm25B)
 	}
-	grid = looGrid(rc, all["fused"])
+	grid = looGrid(rc, all["withcontext"])
 	last = grid[len(grid)-1]
 	if want := "recency 0, importance 0, context 0, time 0, speaker 0, affinity 1, dense 0.5, b 0.75"; last.label != want {
 		t.Errorf("last setting %q, want %q", last.label, want)
