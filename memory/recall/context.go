@@ -1,6 +1,7 @@
 package recall
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
@@ -69,8 +71,14 @@ func (sc *scorer) neighbourOf(c cid.Cid) (*neighbour, error) {
 	n := &neighbour{}
 	sc.neighbours[c] = n
 	meta, err := sc.self.memories.MetaIn(sc.txn, c)
-	if err != nil || sc.excluded[c] || !sc.visible(meta) {
-		return n, nil // gone or hidden: no context (and its text lends nothing)
+	if errors.Is(err, base.ErrNotFound) {
+		return n, nil // gone: no context
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sc.excluded[c] || !sc.visible(meta) {
+		return n, nil // hidden (another sona's, archived…): its text lends nothing
 	}
 	m, err := sc.self.memories.MemoryIn(sc.txn, c)
 	if err != nil {
