@@ -329,6 +329,12 @@ type Recall struct {
 	// ExactScanMax: in sona scope, a sona of up to this many memories is
 	// searched exactly among its own memories instead of through the graph.
 	ExactScanMax int `yaml:"exact_scan_max"`
+	// ContextWindow is how many memories on each side of a candidate in
+	// its sona's chain lend it their evidence (recall.paths.context).
+	ContextWindow int `yaml:"context_window"`
+	// ContextGap ends a session: a neighbour further in time than this
+	// from the memory next to it on the candidate's side is not context.
+	ContextGap Duration `yaml:"context_gap"`
 }
 
 // LinkWeights weigh the association types (and co-access partnerships).
@@ -348,6 +354,17 @@ type PathWeights struct {
 	// Metric is EUMAS's metric path: memories whose evaluation metrics
 	// are near the query's.
 	Metric float64 `yaml:"metric"`
+	// Context is a memory's neighbours' evidence: the mean dense and
+	// full-text relevance of the memories around it in its sona's chain
+	// within the same session (recall.context_window, recall.context_gap).
+	// Off by default: it costs recall latency (README, "LoCoMo evaluation").
+	Context float64 `yaml:"context"`
+	// Time is how near a memory's time is to the times the query speaks
+	// of ("in June", "last week"), resolved against the time it is asked.
+	Time float64 `yaml:"time"`
+	// Speaker is whether the memory's speaker (an `other` memory's name) is
+	// named in the query.
+	Speaker float64 `yaml:"speaker"`
 }
 
 // Weights of the recall score (DESIGN.md §5): relevance × kind weight,
@@ -633,7 +650,7 @@ func Default() Config {
 			ImportanceFloor:    0.05,
 			Fusion:             "weighted",
 			RRFK:               60,
-			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05},
+			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Time: 0.5, Speaker: 0.2},
 			Scope:              "sona",
 			AffinitySeeds:      5,
 			AffinityDepth:      2,
@@ -646,6 +663,8 @@ func Default() Config {
 			SimilarNeighbors:   3,
 			QueryLog:           true,
 			ExactScanMax:       20_000,
+			ContextWindow:      2,
+			ContextGap:         Duration(time.Hour),
 		},
 		Threshold: Thresholds{
 			RetrievalBeta: 0.3,
@@ -908,6 +927,15 @@ func (c *Config) validateRecall(v *validation) {
 	nonNeg("recall.paths.dense", c.Recall.Paths.Dense)
 	nonNeg("recall.paths.bm25", c.Recall.Paths.BM25)
 	nonNeg("recall.paths.affinity", c.Recall.Paths.Affinity)
+	nonNeg("recall.paths.context", c.Recall.Paths.Context)
+	nonNeg("recall.paths.time", c.Recall.Paths.Time)
+	nonNeg("recall.paths.speaker", c.Recall.Paths.Speaker)
+	if c.Recall.ContextWindow < 0 {
+		bad("recall.context_window", "must not be negative, got %d", c.Recall.ContextWindow)
+	}
+	if c.Recall.ContextGap < 0 {
+		bad("recall.context_gap", "must not be negative, got %v", c.Recall.ContextGap)
+	}
 	if c.Recall.Paths.Dense+c.Recall.Paths.BM25 == 0 {
 		bad("recall.paths", "the dense or the bm25 path must be on")
 	}

@@ -621,8 +621,14 @@ type Explain struct {
 	Coaccess      float64        `protobuf:"fixed64,12,opt,name=coaccess,proto3" json:"coaccess,omitempty"`
 	Contributions *Contributions `protobuf:"bytes,13,opt,name=contributions,proto3" json:"contributions,omitempty"`
 	// EUMAS's metric path: cosine of the metric profiles and rank.
-	Metric        float64 `protobuf:"fixed64,14,opt,name=metric,proto3" json:"metric,omitempty"`
-	MetricRank    int32   `protobuf:"varint,15,opt,name=metric_rank,json=metricRank,proto3" json:"metric_rank,omitempty"`
+	Metric     float64 `protobuf:"fixed64,14,opt,name=metric,proto3" json:"metric,omitempty"`
+	MetricRank int32   `protobuf:"varint,15,opt,name=metric_rank,json=metricRank,proto3" json:"metric_rank,omitempty"`
+	// The context, time and speaker evidence (0..1): the mean relevance of
+	// the memories around it in its session, how near its time is to those
+	// the query speaks of, whether the query names its speaker.
+	Context       float64 `protobuf:"fixed64,16,opt,name=context,proto3" json:"context,omitempty"`
+	Time          float64 `protobuf:"fixed64,17,opt,name=time,proto3" json:"time,omitempty"`
+	Speaker       float64 `protobuf:"fixed64,18,opt,name=speaker,proto3" json:"speaker,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -762,6 +768,27 @@ func (x *Explain) GetMetricRank() int32 {
 	return 0
 }
 
+func (x *Explain) GetContext() float64 {
+	if x != nil {
+		return x.Context
+	}
+	return 0
+}
+
+func (x *Explain) GetTime() float64 {
+	if x != nil {
+		return x.Time
+	}
+	return 0
+}
+
+func (x *Explain) GetSpeaker() float64 {
+	if x != nil {
+		return x.Speaker
+	}
+	return 0
+}
+
 type Contributions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// relevance × kind weight, split by retrieval path.
@@ -775,6 +802,9 @@ type Contributions struct {
 	Path          float64 `protobuf:"fixed64,6,opt,name=path,proto3" json:"path,omitempty"`
 	Recency       float64 `protobuf:"fixed64,7,opt,name=recency,proto3" json:"recency,omitempty"`
 	Metric        float64 `protobuf:"fixed64,8,opt,name=metric,proto3" json:"metric,omitempty"`
+	Context       float64 `protobuf:"fixed64,9,opt,name=context,proto3" json:"context,omitempty"`
+	Time          float64 `protobuf:"fixed64,10,opt,name=time,proto3" json:"time,omitempty"`
+	Speaker       float64 `protobuf:"fixed64,11,opt,name=speaker,proto3" json:"speaker,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -861,6 +891,27 @@ func (x *Contributions) GetRecency() float64 {
 func (x *Contributions) GetMetric() float64 {
 	if x != nil {
 		return x.Metric
+	}
+	return 0
+}
+
+func (x *Contributions) GetContext() float64 {
+	if x != nil {
+		return x.Context
+	}
+	return 0
+}
+
+func (x *Contributions) GetTime() float64 {
+	if x != nil {
+		return x.Time
+	}
+	return 0
+}
+
+func (x *Contributions) GetSpeaker() float64 {
+	if x != nil {
+		return x.Speaker
 	}
 	return 0
 }
@@ -1605,7 +1656,7 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x0einclude_hidden\x18\b \x01(\bR\rincludeHidden\x12\x1b\n" +
 	"\x06expand\x18\t \x01(\x05H\x01R\x06expand\x88\x01\x01B\b\n" +
 	"\x06_as_ofB\t\n" +
-	"\a_expand\"\xe8\x03\n" +
+	"\a_expand\"\xb0\x04\n" +
 	"\aExplain\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1627,7 +1678,10 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\rcontributions\x18\r \x01(\v2\x19.memoria.v1.ContributionsR\rcontributions\x12\x16\n" +
 	"\x06metric\x18\x0e \x01(\x01R\x06metric\x12\x1f\n" +
 	"\vmetric_rank\x18\x0f \x01(\x05R\n" +
-	"metricRank\"\xe4\x01\n" +
+	"metricRank\x12\x18\n" +
+	"\acontext\x18\x10 \x01(\x01R\acontext\x12\x12\n" +
+	"\x04time\x18\x11 \x01(\x01R\x04time\x12\x18\n" +
+	"\aspeaker\x18\x12 \x01(\x01R\aspeaker\"\xac\x02\n" +
 	"\rContributions\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1638,7 +1692,11 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x0fsona_similarity\x18\x05 \x01(\x01R\x0esonaSimilarity\x12\x12\n" +
 	"\x04path\x18\x06 \x01(\x01R\x04path\x12\x18\n" +
 	"\arecency\x18\a \x01(\x01R\arecency\x12\x16\n" +
-	"\x06metric\x18\b \x01(\x01R\x06metric\"\xe5\x01\n" +
+	"\x06metric\x18\b \x01(\x01R\x06metric\x12\x18\n" +
+	"\acontext\x18\t \x01(\x01R\acontext\x12\x12\n" +
+	"\x04time\x18\n" +
+	" \x01(\x01R\x04time\x12\x18\n" +
+	"\aspeaker\x18\v \x01(\x01R\aspeaker\"\xe5\x01\n" +
 	"\x0eRecalledMemory\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x10\n" +

@@ -48,15 +48,38 @@ func evalConfigs(rc config.Recall) map[string]evalConfig {
 	if metric.Metric == 0 {
 		metric.Metric = 0.5
 	}
+	// The context, time and speaker evidence (issue 17), each alone beside
+	// the fusion without them, at its configured weight (else the
+	// default's; the context evidence, off by default, at 0.25), and the
+	// default with the context evidence.
+	def := config.Default().Recall.Paths
+	or := func(v, d float64) float64 {
+		if v > 0 {
+			return v
+		}
+		return d
+	}
+	ctxW, timeW, speakerW := or(rc.Paths.Context, or(def.Context, 0.25)), or(rc.Paths.Time, def.Time), or(rc.Paths.Speaker, def.Speaker)
+	base := rc.Paths
+	base.Context, base.Time, base.Speaker = 0, 0, 0
+	with := func(from config.PathWeights, set func(*config.PathWeights)) recall.Paths {
+		set(&from)
+		return recall.Paths{Weights: from, Fusion: rc.Fusion}
+	}
 	return map[string]evalConfig{
-		"dense":     {name: "dense only", paths: recall.Paths{Weights: dense, Fusion: rc.Fusion}},
-		"bm25":      {name: "BM25 only", paths: recall.Paths{Weights: bm25, Fusion: rc.Fusion}},
-		"fused":     {name: "fused (" + rc.Fusion + ")", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion}},
-		"nometric":  {name: "fused without the metric path", paths: recall.Paths{Weights: noMetric, Fusion: rc.Fusion}},
-		"metric":    {name: fmt.Sprintf("fused with the metric path (weight %g)", metric.Metric), paths: recall.Paths{Weights: metric, Fusion: rc.Fusion}},
-		"expansion": {name: "+ expansion", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true}},
-		"coaccess":  {name: "+ co-access", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true, CoAccess: true}, learn: true},
-		"tiers":     {name: "MemoryOS tiers", tiers: true},
+		"base":        {name: "fused without context, time, speaker", paths: with(base, func(*config.PathWeights) {})},
+		"context":     {name: fmt.Sprintf("fused with only the context evidence (%g)", ctxW), paths: with(base, func(w *config.PathWeights) { w.Context = ctxW })},
+		"time":        {name: fmt.Sprintf("fused with only the time evidence (%g)", timeW), paths: with(base, func(w *config.PathWeights) { w.Time = timeW })},
+		"speaker":     {name: fmt.Sprintf("fused with only the speaker evidence (%g)", speakerW), paths: with(base, func(w *config.PathWeights) { w.Speaker = speakerW })},
+		"withcontext": {name: fmt.Sprintf("fused with the context evidence (%g) too", ctxW), paths: with(rc.Paths, func(w *config.PathWeights) { w.Context = ctxW })},
+		"dense":       {name: "dense only", paths: recall.Paths{Weights: dense, Fusion: rc.Fusion}},
+		"bm25":        {name: "BM25 only", paths: recall.Paths{Weights: bm25, Fusion: rc.Fusion}},
+		"fused":       {name: "fused (" + rc.Fusion + ")", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion}},
+		"nometric":    {name: "fused without the metric path", paths: recall.Paths{Weights: noMetric, Fusion: rc.Fusion}},
+		"metric":      {name: fmt.Sprintf("fused with the metric path (weight %g)", metric.Metric), paths: recall.Paths{Weights: metric, Fusion: rc.Fusion}},
+		"expansion":   {name: "+ expansion", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true}},
+		"coaccess":    {name: "+ co-access", paths: recall.Paths{Weights: rc.Paths, Fusion: rc.Fusion, Expand: true, CoAccess: true}, learn: true},
+		"tiers":       {name: "MemoryOS tiers", tiers: true},
 	}
 }
 
@@ -121,7 +144,7 @@ func locomoCmd(g *globals) *cobra.Command {
 			for _, c := range strings.Split(configs, ",") {
 				c = strings.TrimSpace(c)
 				if _, ok := all[c]; !ok {
-					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, nometric, metric, expansion, coaccess, tiers)", c)
+					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, base, context, time, speaker, withcontext, nometric, metric, expansion, coaccess, tiers)", c)
 				}
 				run = append(run, c)
 			}
@@ -354,7 +377,7 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths recall.Paths, k int, scope string) ([]string, error) {
 	paths.Expand, paths.CoAccess = false, false
 	rs, _, err := self.Recaller.Recall(ctx, recall.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, K: k,
-		Budget: 1 << 30, Scope: scope, Paths: &paths, Peek: true})
+		Budget: 1 << 30, Scope: scope, Paths: &paths, Peek: true, Now: ing.AskedAt(i)})
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +391,8 @@ func rank(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, pat
 // inject returns the dia ids of what a step would inject for question i
 // (default k and budget); peek false records the traces (learning).
 func inject(ctx context.Context, self *memory.Self, ing *eval.Ingested, i int, paths recall.Paths, scope string, peek bool) ([]string, error) {
-	rs, trace, err := self.Recaller.Recall(ctx, recall.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, Scope: scope, Paths: &paths, Peek: peek})
+	rs, trace, err := self.Recaller.Recall(ctx, recall.Query{Sona: ing.Sonas[ing.Qs[i].ConvAt], Text: ing.Qs[i].Text, Scope: scope, Paths: &paths, Peek: peek,
+		Now: ing.AskedAt(i)})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,20 +47,57 @@ func looGrid(rc config.Recall, ec evalConfig) []setting {
 		name   string
 		values []float64
 		set    func(*setting, float64)
+		show   func(float64) string // the value in the label (default: the name and the value)
 	}
 	pw := ec.paths.Weights
+	// The context, time and speaker evidence: as configured, each of them
+	// off, all of them off (one axis: 2^3 combinations would octuple the
+	// grid). Beside it the doubled recency and importance are left out,
+	// which no fold chose before (README, "LoCoMo evaluation").
+	var evidence []config.PathWeights
+	if pw.Context > 0 || pw.Time > 0 || pw.Speaker > 0 {
+		evidence = append(evidence, pw)
+		for _, off := range []func(*config.PathWeights){
+			func(p *config.PathWeights) { p.Context = 0 }, func(p *config.PathWeights) { p.Time = 0 },
+			func(p *config.PathWeights) { p.Speaker = 0 }, func(p *config.PathWeights) { p.Context, p.Time, p.Speaker = 0, 0, 0 },
+		} {
+			v := pw
+			if off(&v); !slices.Contains(evidence, v) {
+				evidence = append(evidence, v)
+			}
+		}
+	}
+	double := func(v float64) []float64 {
+		if evidence != nil {
+			return []float64{v, 0}
+		}
+		return []float64{v, 0, 2 * v}
+	}
 	axes := []axis{
-		{"recency", []float64{w.Recency, 0, 2 * w.Recency}, func(s *setting, v float64) { s.paths.Score.Recency = v }},
-		{"importance", []float64{w.Importance, 0, 2 * w.Importance}, func(s *setting, v float64) { s.paths.Score.Importance = v }},
+		{"recency", double(w.Recency), func(s *setting, v float64) { s.paths.Score.Recency = v }, nil},
+		{"importance", double(w.Importance), func(s *setting, v float64) { s.paths.Score.Importance = v }, nil},
+	}
+	if evidence != nil {
+		idx := make([]float64, len(evidence))
+		for i := range idx {
+			idx[i] = float64(i)
+		}
+		axes = append(axes, axis{"evidence", idx, func(s *setting, v float64) {
+			e := evidence[int(v)]
+			s.paths.Weights.Context, s.paths.Weights.Time, s.paths.Weights.Speaker = e.Context, e.Time, e.Speaker
+		}, func(v float64) string {
+			e := evidence[int(v)]
+			return fmt.Sprintf("context %g, time %g, speaker %g", e.Context, e.Time, e.Speaker)
+		}})
 	}
 	if pw.Affinity > 0 {
-		axes = append(axes, axis{"affinity", []float64{pw.Affinity, 0, 2 * pw.Affinity}, func(s *setting, v float64) { s.paths.Weights.Affinity = v }})
+		axes = append(axes, axis{"affinity", []float64{pw.Affinity, 0, 2 * pw.Affinity}, func(s *setting, v float64) { s.paths.Weights.Affinity = v }, nil})
 	}
 	if pw.Dense > 0 && pw.BM25 > 0 {
-		axes = append(axes, axis{"dense", []float64{pw.Dense, 2 * pw.Dense}, func(s *setting, v float64) { s.paths.Weights.Dense = v }})
+		axes = append(axes, axis{"dense", []float64{pw.Dense, 2 * pw.Dense}, func(s *setting, v float64) { s.paths.Weights.Dense = v }, nil})
 	}
 	if pw.BM25 > 0 {
-		axes = append(axes, axis{"b", []float64{rc.BM25B, 0.75}, func(s *setting, v float64) { s.bm25B = v }})
+		axes = append(axes, axis{"b", []float64{rc.BM25B, 0.75}, func(s *setting, v float64) { s.bm25B = v }, nil})
 	}
 	for _, a := range axes {
 		var next []setting
@@ -74,7 +112,11 @@ func looGrid(rc config.Recall, ec evalConfig) []setting {
 				score := *s.paths.Score
 				n.paths.Score = &score
 				a.set(&n, v)
-				n.label = strings.TrimPrefix(s.label+", "+a.name+" "+strconv.FormatFloat(v, 'g', -1, 64), ", ")
+				shown := a.name + " " + strconv.FormatFloat(v, 'g', -1, 64)
+				if a.show != nil {
+					shown = a.show(v)
+				}
+				n.label = strings.TrimPrefix(s.label+", "+shown, ", ")
 				next = append(next, n)
 			}
 		}

@@ -25,6 +25,13 @@ type Ingested struct {
 	Qs []Question
 }
 
+// AskedAt is when question i is asked (unix seconds): the time of its
+// conversation's last session, which the questions look back from.
+func (ing *Ingested) AskedAt(i int) int64 {
+	ss := ing.Convs[ing.Qs[i].ConvAt].Sessions
+	return ss[len(ss)-1].Time.Unix()
+}
+
 // Turns counts the turns of convs.
 func Turns(convs []Conversation) int {
 	n := 0

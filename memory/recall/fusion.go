@@ -11,6 +11,11 @@ import (
 type Evidence struct {
 	Dense, BM25, Affinity, Metric                 float64
 	DenseRank, BM25Rank, AffinityRank, MetricRank int
+	// Context is the best dense and full-text relevance (0..1) among the
+	// memory's neighbours in its session (see scorer.context); Time how
+	// near the memory's time is to those the query speaks of (0..1);
+	// Speaker 1 when the query names the memory's speaker.
+	Context, Time, Speaker float64
 }
 
 // Fused is a candidate's fused relevance (0..1) split by path; the parts
@@ -18,6 +23,7 @@ type Evidence struct {
 type Fused struct {
 	Relevance                     float64
 	Dense, BM25, Affinity, Metric float64
+	Context, Time, Speaker        float64
 }
 
 // FuseRRF is reciprocal rank fusion: Σ w_p / (k + rank_p), divided by
@@ -93,7 +99,7 @@ func (c Calibration) Dense(cos float64) float64 {
 // (0..1) and metric-profile cosine (0..1), weighted and divided by the sum
 // of the weights, so it is 0..1.
 func FuseWeighted(e Evidence, w config.PathWeights, cal Calibration) Fused {
-	total := w.Dense + w.BM25 + w.Affinity + w.Metric
+	total := w.Dense + w.BM25 + w.Affinity + w.Metric + w.Context + w.Time + w.Speaker
 	if total == 0 {
 		return Fused{}
 	}
@@ -108,9 +114,15 @@ func FuseWeighted(e Evidence, w config.PathWeights, cal Calibration) Fused {
 	f := Fused{
 		Dense:    w.Dense * dense / total,
 		BM25:     w.BM25 * bm25 / total,
-		Affinity: w.Affinity * math.Max(0, math.Min(1, e.Affinity)) / total,
-		Metric:   w.Metric * math.Max(0, math.Min(1, e.Metric)) / total,
+		Affinity: w.Affinity * unit(e.Affinity) / total,
+		Metric:   w.Metric * unit(e.Metric) / total,
+		Context:  w.Context * unit(e.Context) / total,
+		Time:     w.Time * unit(e.Time) / total,
+		Speaker:  w.Speaker * unit(e.Speaker) / total,
 	}
-	f.Relevance = f.Dense + f.BM25 + f.Affinity + f.Metric
+	f.Relevance = f.Dense + f.BM25 + f.Affinity + f.Metric + f.Context + f.Time + f.Speaker
 	return f
 }
+
+// unit clamps x to 0..1.
+func unit(x float64) float64 { return math.Max(0, math.Min(1, x)) }

@@ -80,6 +80,10 @@ type Query struct {
 	// scope for a sona it may not hold, as the sona's owner asked.
 	Centroid []float32
 	Activity int64
+	// Now is when the query is asked (unix seconds): the time its relative
+	// expressions ("last week", "in May") are resolved against; 0 = the
+	// clock's now, or AsOf when that is a time.
+	Now int64
 }
 
 // Paths turns the stages of recall on and off.
@@ -109,6 +113,7 @@ type Explain struct {
 // Contributions are the additive parts of a score.
 type Contributions struct {
 	Dense, BM25, Affinity, Metric float64 // w_relevance × fused part × kind weight
+	Context, Time, Speaker        float64 // likewise
 	Recency                       float64 // w_recency × activity-relative decay
 	Importance                    float64 // w_importance × importance
 	SonaSimilarity                float64 // w_sona × sona similarity
@@ -117,7 +122,7 @@ type Contributions struct {
 
 // Sum is the score the contributions make.
 func (c Contributions) Sum() float64 {
-	return c.Dense + c.BM25 + c.Affinity + c.Metric + c.Recency + c.Importance + c.SonaSimilarity + c.Path
+	return c.Dense + c.BM25 + c.Affinity + c.Metric + c.Context + c.Time + c.Speaker + c.Recency + c.Importance + c.SonaSimilarity + c.Path
 }
 
 // Decay is Living Memory's activity-relative forgetting:
@@ -144,6 +149,9 @@ func ScoreHit(e *Explain, w config.Weights) {
 		BM25:           f * e.Fused.BM25,
 		Affinity:       f * e.Fused.Affinity,
 		Metric:         f * e.Fused.Metric,
+		Context:        f * e.Fused.Context,
+		Time:           f * e.Fused.Time,
+		Speaker:        f * e.Fused.Speaker,
 		Recency:        w.Recency * e.Recency,
 		Importance:     w.Importance * e.Importance,
 		SonaSimilarity: w.Sona * e.SonaSimilarity,
@@ -320,7 +328,11 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 	var bm25 []pathHit
 	if paths.Weights.BM25 > 0 {
 		bctx, bspan := trace.Start(ctx, "recall.bm25")
-		bm25, err = s.bm25Candidates(bctx, q, n, backbone, func() []pathHit { denseDone.Wait(); return dense })
+		nb := n
+		if paths.Weights.Context > 0 {
+			nb = contextFactor * n // the context evidence scores the candidates' neighbours with them
+		}
+		bm25, err = s.bm25Candidates(bctx, q, nb, backbone, func() []pathHit { denseDone.Wait(); return dense })
 		bspan.SetAttributes(attribute.Int("memoria.recall.candidates", len(bm25)))
 		trace.Fail(bspan, err)
 		bspan.End()
@@ -330,6 +342,11 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 		}
 	}
 	denseDone.Wait()
+	sc.bm25All = make(map[string]float64, len(bm25))
+	for _, h := range bm25 {
+		sc.bm25All[h.key] = h.score
+	}
+	bm25 = bm25[:min(n, len(bm25))]
 
 	// The metric path (EUMAS): memories whose metric profile is near the
 	// query's, the query evaluated as memories are. Off when nothing
@@ -534,6 +551,14 @@ type scorer struct {
 	collapse collapser      // what is injected so far, by its words
 	cal      Calibration    // the paths' scales for this query (gather)
 
+	// The context, time and speaker evidence (context.go): the
+	// candidates by CID key, the BM25 scores of more than the candidates,
+	// what was read of the memories around them, the query's time spans.
+	cands      map[string]*Recalled
+	bm25All    map[string]float64
+	neighbours map[cid.Cid]*neighbour
+	spans      []text.Span
+
 	// Time travel: memories with a log seq above maxSeq, or stored after
 	// maxTime, did not exist yet.
 	maxSeq  uint64
@@ -653,6 +678,12 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 // gather builds the scored, fused candidate set of the three paths.
 func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalled, error) {
 	byKey := map[string]*Recalled{}
+	sc.cands, sc.neighbours = byKey, map[cid.Cid]*neighbour{}
+	if paths.Weights.Time > 0 {
+		if sc.spans = sc.querySpans(); len(sc.spans) == 0 {
+			paths.Weights.Time = 0 // the query speaks of no time
+		}
+	}
 	var order []*Recalled
 	add := func(key string) (*Recalled, error) {
 		if r, ok := byKey[key]; ok {
@@ -740,6 +771,37 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		}
 	}
 	fuseAll()
+	// The evidence of the memories' context, time and speaker, for the
+	// candidates from enriched on; then fused again.
+	enriched := 0
+	enrich := func() error {
+		from := order[enriched:]
+		enriched = len(order)
+		if paths.Weights.Time > 0 {
+			if err := sc.timeEvidence(from); err != nil {
+				return err
+			}
+		}
+		if paths.Weights.Speaker > 0 {
+			named, err := sc.speakerEvidence(from)
+			if err != nil {
+				return err
+			}
+			if !named && len(from) == len(order) {
+				paths.Weights.Speaker = 0 // the query names no candidate's speaker
+			}
+		}
+		if paths.Weights.Context > 0 {
+			if err := sc.context(from, paths.Weights); err != nil {
+				return err
+			}
+		}
+		fuseAll()
+		return nil
+	}
+	if err := enrich(); err != nil {
+		return nil, err
+	}
 
 	// Affinity: what the best candidates so far are associated with, up
 	// to recall.affinity_depth hops, and their co-access partners, scored
@@ -779,6 +841,9 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 			}
 		}
 		fuseAll()
+		if err := enrich(); err != nil {
+			return nil, err
+		}
 	}
 	return sc.admit(order), nil
 }
