@@ -7,6 +7,7 @@
 package clusterproc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,9 +113,62 @@ func (p *Proc) Kill() {
 	<-p.Exited()
 }
 
-// Pause stops the process (SIGSTOP); Resume continues it (SIGCONT).
-func (p *Proc) Pause() error  { return p.signal(syscall.SIGSTOP) }
+// Pause stops the process (SIGSTOP) and returns once every thread of it
+// has stopped. A stop is not at once: the kernel wakes one thread to take
+// the signal, and the others run on — serving requests — until that
+// thread gets a CPU and stops the whole group, which on a starved machine
+// took long enough for a request sent after kill(2) returned to be
+// answered.
+func (p *Proc) Pause() error {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(pauseTimeout)
+	for {
+		stopped, err := threadsStopped(p.cmd.Process.Pid)
+		if err != nil || stopped {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("clusterproc: %s has threads running %v after SIGSTOP", p.Name, pauseTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Resume continues a paused process (SIGCONT).
 func (p *Proc) Resume() error { return p.signal(syscall.SIGCONT) }
+
+// pauseTimeout bounds Pause's wait for the stop.
+const pauseTimeout = 30 * time.Second
+
+// threadsStopped reports whether every thread of process pid is stopped
+// (state T in /proc/pid/task/*/stat).
+func threadsStopped(pid int) (bool, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "stat"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the thread ended
+		}
+		if err != nil {
+			return false, err
+		}
+		// pid (comm) state …: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false, fmt.Errorf("clusterproc: %s/%s/stat: %q", dir, t.Name(), b)
+		}
+		if state := b[i+2]; state != 'T' && state != 't' {
+			return false, nil
+		}
+	}
+	return true, nil
+}
 
 // Stop asks the process to end (SIGTERM) and waits up to grace, then
 // kills it. It returns the process's exit error (nil for a clean exit).
