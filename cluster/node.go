@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -258,8 +260,10 @@ func (n *Node) parseMembers(kvs []*mvccpb.KeyValue) map[string]Member {
 	return members
 }
 
+// isLeaseNotFound reports whether etcd refused a lease operation because
+// the lease is gone (expired or revoked already).
 func isLeaseNotFound(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "requested lease not found")
+	return errors.Is(err, rpctypes.ErrLeaseNotFound)
 }
 
 // keepAlive keeps the lease alive; when it is lost, fences and joins

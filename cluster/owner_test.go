@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -309,5 +310,28 @@ func TestMoverBatches(t *testing.T) {
 		if got := errs[s]; (i == 7) != errors.Is(got, ErrFenced) || i != 7 && got != nil {
 			t.Fatalf("move %d of the batch with a stale seventh: %v", i, got)
 		}
+	}
+}
+
+// TestIsLeaseNotFound checks the classification against a real etcd: a
+// revoked lease is not found, a live one's revoke succeeds, and an etcd
+// that cannot be reached is something else.
+func TestIsLeaseNotFound(t *testing.T) {
+	cl := etcdClient(t, startEtcd(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g, err := cl.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Revoke(ctx, g.ID); err != nil || isLeaseNotFound(err) {
+		t.Fatalf("revoking a live lease: %v", err)
+	}
+	_, err = cl.Revoke(ctx, g.ID)
+	if !isLeaseNotFound(err) {
+		t.Fatalf("revoking it again: %v, want lease not found", err)
+	}
+	if isLeaseNotFound(fmt.Errorf("cluster: %w", context.DeadlineExceeded)) || isLeaseNotFound(nil) {
+		t.Fatal("other errors taken for lease not found")
 	}
 }
