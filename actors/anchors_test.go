@@ -19,6 +19,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 // recordingSink is an AnchorSink that keeps what it hears and fails while
@@ -149,21 +150,30 @@ func TestAnchorSinkHearsEveryAnchorOnce(t *testing.T) {
 	}
 }
 
-// An append the import expects at a seq fails when the chain moved: an
-// import never lands a memory elsewhere than its export says.
-func TestAppendAtAnExpectedSeq(t *testing.T) {
+// secondPrepared starts an engine with a sona "a" holding the memory
+// "first", and prepares a second memory for it, not yet appended.
+func secondPrepared(t *testing.T) (*env, *messages.Sona, cid.Cid, *model.Prepared) {
+	t.Helper()
 	e := start(t, testConfig(t.TempDir()), nil, actors.TestingKnobs{})
 	ctx := context.Background()
 	rec, err := e.self.Sonas.Create(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	insertText(t, e, rec.Uuid, "first")
+	first := insertText(t, e, rec.Uuid, "first")
 	vecs, _ := e.self.Embed(ctx, "second")
 	p, err := e.self.Chains.Prepare(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "second"}}}, vecs[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, rec, first, p
+}
+
+// An append the import expects at a seq fails when the chain moved: an
+// import never lands a memory elsewhere than its export says.
+func TestAppendAtAnExpectedSeq(t *testing.T) {
+	e, rec, _, p := secondPrepared(t)
+	ctx := context.Background()
 	p.ExpectSeq = proto.Int64(0)
 	if _, err := e.sys.Append(ctx, rec.Uuid, p); !errors.Is(err, base.ErrChainConflict) {
 		t.Fatalf("append expected at seq 0 of a chain of 1: %v", err)
@@ -182,18 +192,8 @@ func TestAppendAtAnExpectedSeq(t *testing.T) {
 // whatever becomes of the append (stored, refused, a reused memory), none
 // is left behind, and what was stored is the memory prepared.
 func TestAppendsLeaveNothingPrepared(t *testing.T) {
-	e := start(t, testConfig(t.TempDir()), nil, actors.TestingKnobs{})
+	e, rec, first, p := secondPrepared(t)
 	ctx := context.Background()
-	rec, err := e.self.Sonas.Create(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := insertText(t, e, rec.Uuid, "first")
-	vecs, _ := e.self.Embed(ctx, "second")
-	p, err := e.self.Chains.Prepare(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "second"}}}, vecs[0], nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p.ExpectSeq = proto.Int64(0)
 	if _, err := e.sys.Append(ctx, rec.Uuid, p); !errors.Is(err, base.ErrChainConflict) {
 		t.Fatalf("append expected at seq 0 of a chain of 1: %v", err)
