@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -215,9 +216,7 @@ func BenchmarkRecall(b *testing.B) {
 					lat = append(lat, time.Since(start))
 				}
 				b.StopTimer()
-				slices.Sort(lat)
-				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+				testutil.ReportLatencies(b, lat)
 			})
 		}
 	}

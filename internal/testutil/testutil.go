@@ -2,6 +2,7 @@
 package testutil
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -72,4 +73,16 @@ func Golden(t *testing.T, dir string, start func(t *testing.T) func(*testing.T, 
 	datadriven.Walk(t, dir, func(t *testing.T, path string) {
 		datadriven.RunTest(t, path, start(t))
 	})
+}
+
+// ReportLatencies reports the median and 99th percentile of a
+// benchmark's per-operation latencies as p50-µs and p99-µs. It sorts lat.
+func ReportLatencies(b *testing.B, lat []time.Duration) {
+	b.Helper()
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
 }

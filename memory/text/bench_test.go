@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memoria-ai/memoria/internal/testutil"
 )
 
 // locomo returns the LoCoMo turns and questions beside the repository
@@ -91,7 +93,5 @@ func BenchmarkSearch(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	testutil.ReportLatencies(b, lat)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/viterin/vek/vek32"
 
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
 )
 
@@ -546,9 +547,7 @@ func BenchmarkSearch(b *testing.B) {
 						}
 					}
 				}
-				slices.Sort(lat)
-				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+				testutil.ReportLatencies(b, lat)
 				b.ReportMetric(float64(found)/float64(k*len(qs)), "recall@10")
 			})
 		}
