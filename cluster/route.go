@@ -158,6 +158,19 @@ func (c *Cluster) forwardRetrying(w http.ResponseWriter, r *http.Request, sona s
 // retryPause spaces the attempts of forwardRetrying.
 const retryPause = 200 * time.Millisecond
 
+// onBehalf is a request to member m for uri on behalf of r: r's headers
+// (its client's credentials among them) and the mark that a member sent
+// it.
+func (c *Cluster) onBehalf(ctx context.Context, r *http.Request, method string, m Member, uri string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, trimURL(m.URL)+uri, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = r.Header.Clone()
+	req.Header.Set(forwardedHeader, c.node.self.ID)
+	return req, nil
+}
+
 // send makes one attempt of a forwarded request with body, cut short when
 // the member leaves the cluster.
 func (c *Cluster) send(ctx context.Context, r *http.Request, to Member, body []byte) (*http.Response, error) {
@@ -170,14 +183,12 @@ func (c *Cluster) send(ctx context.Context, r *http.Request, to Member, body []b
 		case <-ctx.Done():
 		}
 	}()
-	req, err := http.NewRequestWithContext(ctx, r.Method, trimURL(to.URL)+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := c.onBehalf(ctx, r, r.Method, to, r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		unwatch()
 		cancel(nil)
 		return nil, err
 	}
-	req.Header = r.Header.Clone()
-	req.Header.Set(forwardedHeader, c.node.self.ID)
 	resp, err := c.client.Transport.RoundTrip(req)
 	if err != nil {
 		unwatch()
@@ -261,12 +272,10 @@ func (c *Cluster) fromPeers(w http.ResponseWriter, r *http.Request, b cid.Cid, n
 		if !ok {
 			continue
 		}
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, trimURL(m.URL)+r.URL.RequestURI(), nil)
+		req, err := c.onBehalf(r.Context(), r, r.Method, m, r.URL.RequestURI(), nil)
 		if err != nil {
 			continue
 		}
-		req.Header = r.Header.Clone()
-		req.Header.Set(forwardedHeader, c.node.self.ID)
 		resp, err := c.client.Transport.RoundTrip(req)
 		if err != nil {
 			continue

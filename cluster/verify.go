@@ -149,12 +149,10 @@ func (c *Cluster) verifyFile(ctx context.Context, r *http.Request, m Member, b c
 	if b.Prefix().Codec != model.CodecDagCBOR {
 		return verifyBlock(b, body)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, trimURL(m.URL)+"/ipfs/"+b.String(), nil)
+	req, err := c.onBehalf(ctx, r, http.MethodGet, m, "/ipfs/"+b.String(), nil)
 	if err != nil {
 		return err
 	}
-	req.Header = r.Header.Clone()
-	req.Header.Set(forwardedHeader, c.node.self.ID)
 	req.Header.Set("Accept", rawMediaType)
 	resp, err := c.client.Transport.RoundTrip(req)
 	if err != nil {
