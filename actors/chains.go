@@ -93,8 +93,7 @@ func (f *flights) done(sona string, id uint64) {
 // settled (the actor that made one may have failed before it heard).
 func (f *flights) wait(ctx context.Context, sona string) error {
 	f.mu.Lock()
-	ps := make(map[uint64]Settling, len(f.by[sona]))
-	maps.Copy(ps, f.by[sona])
+	ps := maps.Clone(f.by[sona])
 	f.mu.Unlock()
 	for id, p := range ps {
 		select {
