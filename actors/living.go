@@ -178,7 +178,7 @@ func (a *heartbeatActor) dream(ctx context.Context, rep *messages.TickReport) er
 			continue // the member that tends it dreams it; its insights reach this copy
 		}
 		for _, in := range p.Insights {
-			r, err := a.sys.Append(ctx, p.Sona, in)
+			_, err := a.sys.Append(ctx, p.Sona, in)
 			if errors.Is(err, ErrUnavailable) {
 				a.sys.log.Debug("insight skipped", "sona", p.Sona, "err", err) // another member owns the sona
 				continue
@@ -186,12 +186,7 @@ func (a *heartbeatActor) dream(ctx context.Context, rep *messages.TickReport) er
 			if err != nil {
 				return err
 			}
-			it := &messages.Insight{Cid: r.Cid, Insight: in.Memory.Text(), Category: in.Meta.Insight.Category,
-				Confidence: in.Meta.Insight.Confidence, Sona: p.Sona, GeneratedAt: rep.At}
-			for _, e := range in.Memory.Edges {
-				it.Sources = append(it.Sources, e.Target.String())
-			}
-			rep.Insights = append(rep.Insights, it)
+			rep.Insights = append(rep.Insights, living.InsightOf(in.CID, in.Memory, in.Meta.Insight, p.Sona, rep.At).View())
 		}
 	}
 	rep.Dreamed = true

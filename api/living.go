@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -52,7 +53,11 @@ func (s *Server) insights(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, &messages.InsightList{Items: items})
+	out := &messages.InsightList{Items: make([]*messages.Insight, len(items))}
+	for i, in := range items {
+		out.Items[i] = in.View()
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // writeBackbone writes one agent's memory straight to the backbone.
@@ -123,6 +128,17 @@ func versionViews(vs []*messages.Version) []*messages.VersionView {
 	return out
 }
 
+// conflictView is a conflict as the API shows it, field by field: its
+// versions without their embeddings.
+func conflictView(c consensus.Conflict) *messages.ConflictView {
+	v := &messages.ConflictView{ConflictId: c.ID, ConceptKey: c.ConceptKey, Versions: make([]*messages.VersionView, len(c.Versions)),
+		Signal: c.Signal, Threshold: c.Threshold, CreatedAt: c.CreatedAt}
+	for i, x := range c.Versions {
+		v.Versions[i] = &messages.VersionView{AgentId: x.AgentID, Content: x.Content, At: x.At}
+	}
+	return v
+}
+
 func (s *Server) conflicts(w http.ResponseWriter, r *http.Request) {
 	items, err := s.self.Consensus.Conflicts()
 	if err != nil {
@@ -131,8 +147,7 @@ func (s *Server) conflicts(w http.ResponseWriter, r *http.Request) {
 	}
 	out := &messages.ConflictList{Items: make([]*messages.ConflictView, len(items))}
 	for i, c := range items {
-		out.Items[i] = &messages.ConflictView{ConflictId: c.ConflictId, ConceptKey: c.ConceptKey,
-			Versions: versionViews(c.Versions), Signal: c.Signal, Threshold: c.Threshold, CreatedAt: c.CreatedAt}
+		out.Items[i] = conflictView(c)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -268,7 +268,7 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	defer s.Close()
 	conflicts, _ := s.Consensus.Conflicts()
 	pending, _ := s.Consensus.PendingConcepts()
-	if len(conflicts) != 1 || conflicts[0].ConflictId != *r.ConflictId || len(conflicts[0].Versions) != 3 || len(pending) != 2 {
+	if len(conflicts) != 1 || conflicts[0].ID != *r.ConflictId || len(conflicts[0].Versions) != 3 || len(pending) != 2 {
 		t.Fatalf("after restart: conflicts %v, pending %v", conflicts, pending)
 	}
 	if _, err := s.Consensus.Resolve(ctx, "no-such-conflict", "x", ""); err == nil {

@@ -227,9 +227,9 @@ func (l *Ledger) Contribute(ctx context.Context, c *messages.Contribute) (*messa
 		if prev.CreatedAt != 0 {
 			created = prev.CreatedAt // the conflict keeps the time it began
 		}
-		cf := &messages.Conflict{ConflictId: pc.ConflictId, ConceptKey: c.ConceptKey, Versions: pc.Versions,
+		cf := Conflict{ID: pc.ConflictId, ConceptKey: c.ConceptKey, Versions: versionsOf(pc.Versions),
 			Signal: res.Signal, Threshold: res.Threshold, CreatedAt: created}
-		if err := l.putProtos(ctx, PendingKey(c.ConceptKey), pc, ConflictKey(pc.ConflictId), cf); err != nil {
+		if err := l.putProtos(ctx, PendingKey(c.ConceptKey), pc, ConflictKey(pc.ConflictId), cf.Record()); err != nil {
 			return nil, err
 		}
 	default:
@@ -284,11 +284,11 @@ func (l *Ledger) Resolve(ctx context.Context, conflictID, content, agent string)
 	if err := l.env.ValidateAgentID(agent); err != nil {
 		return cid.Undef, err
 	}
-	cf := &messages.Conflict{}
+	rec := &messages.Conflict{}
 	var ok bool
 	err := l.view.View(func(txn store.Reader) error {
 		var err error
-		ok, err = store.GetProto(txn, ConflictKey(conflictID), cf)
+		ok, err = store.GetProto(txn, ConflictKey(conflictID), rec)
 		return err
 	})
 	if err != nil {
@@ -297,6 +297,7 @@ func (l *Ledger) Resolve(ctx context.Context, conflictID, content, agent string)
 	if !ok {
 		return cid.Undef, fmt.Errorf("%w: conflict %q", base.ErrNotFound, conflictID)
 	}
+	cf := ConflictOf(rec)
 	labels := map[string]string{LabelConcept: cf.ConceptKey, LabelConflict: conflictID}
 	id, err := l.env.AppendBackbone(ctx, agent, content, labels, func(tx store.Tx) error {
 		if ok, err := tx.Has(ConflictKey(conflictID)); err != nil {
@@ -312,8 +313,16 @@ func (l *Ledger) Resolve(ctx context.Context, conflictID, content, agent string)
 }
 
 // Conflicts lists the open conflicts, by id.
-func (l *Ledger) Conflicts() ([]*messages.Conflict, error) {
-	return listProtos(l, KeyConflict, func() *messages.Conflict { return &messages.Conflict{} })
+func (l *Ledger) Conflicts() ([]Conflict, error) {
+	recs, err := listProtos(l, KeyConflict, func() *messages.Conflict { return &messages.Conflict{} })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Conflict, len(recs))
+	for i, rec := range recs {
+		out[i] = ConflictOf(rec)
+	}
+	return out, nil
 }
 
 // PendingConcepts lists the concepts waiting for consensus (including

@@ -1,7 +1,10 @@
 package consensus
 
 import (
+	"bytes"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -41,5 +44,34 @@ func TestSignalIsMeanPairwiseCosine(t *testing.T) {
 	}
 	if Signal([]*messages.Version{v(1, 0)}) != 0 {
 		t.Fatal("one version has no signal")
+	}
+}
+
+// A stored conflict record reads to its domain value and back to the same
+// bytes; a conflict without versions too.
+func TestConflictRecordRoundTrip(t *testing.T) {
+	det := proto.MarshalOptions{Deterministic: true}
+	for _, rec := range []*messages.Conflict{
+		{ConflictId: "c1", ConceptKey: "weather", Signal: 0.31, Threshold: 0.76, CreatedAt: 1700000000, Versions: []*messages.Version{
+			{AgentId: "a", Content: "calm", At: 1700000000, Embedding: []float32{0.6, 0.8}},
+			{AgentId: "b", Content: "storm", At: 1700000005, Embedding: []float32{-1, 0}},
+		}},
+		{ConflictId: "c2", ConceptKey: "k"},
+	} {
+		c := ConflictOf(rec)
+		if c.ID != rec.ConflictId || len(c.Versions) != len(rec.Versions) {
+			t.Fatalf("%s: read %+v", rec.ConflictId, c)
+		}
+		want, err := det.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := det.Marshal(c.Record())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: record %v, want %v", rec.ConflictId, c.Record(), rec)
+		}
 	}
 }

@@ -131,7 +131,7 @@ func (g *ledgerGolden) run(t *testing.T, d *datadriven.TestData) string {
 			t.Fatal(err)
 		}
 		for _, cf := range conflicts {
-			fmt.Fprintf(&out, "conflict %s on %s: %s signal %.4f threshold %.4f\n", g.name(cf.ConflictId), cf.ConceptKey, versions(cf.Versions), cf.Signal, cf.Threshold)
+			fmt.Fprintf(&out, "conflict %s on %s: %s signal %.4f threshold %.4f\n", g.name(cf.ID), cf.ConceptKey, versions(cf.Record().Versions), cf.Signal, cf.Threshold)
 		}
 		if out.Len() == 0 {
 			out.WriteString("empty\n")

@@ -306,8 +306,8 @@ func (l *Living) NoteDream(ctx context.Context, plans []*DreamPlan, now time.Tim
 }
 
 // Insights lists stored insights, newest first, up to limit.
-func (l *Living) Insights(limit int) ([]*messages.Insight, error) {
-	var out []*messages.Insight
+func (l *Living) Insights(limit int) ([]Insight, error) {
+	var out []Insight
 	err := l.store.View(func(txn store.Reader) error {
 		it := txn.NewIterator(store.IterOptions{Prefix: keyInsight, Reverse: true})
 		defer it.Close()
@@ -332,17 +332,11 @@ func (l *Living) Insights(limit int) ([]*messages.Insight, error) {
 			if err != nil {
 				return err
 			}
-			in := &messages.Insight{Cid: c.String(), Insight: m.Text(), GeneratedAt: meta.CreatedAt}
-			if meta.Insight != nil {
-				in.Category, in.Confidence = meta.Insight.Category, meta.Insight.Confidence
-			}
+			var sona string
 			if len(meta.Sonas) > 0 {
-				in.Sona = meta.Sonas[0]
+				sona = meta.Sonas[0]
 			}
-			for _, e := range m.Edges {
-				in.Sources = append(in.Sources, e.Target.String())
-			}
-			out = append(out, in)
+			out = append(out, InsightOf(c, m, meta.Insight, sona, meta.CreatedAt))
 		}
 		return nil
 	})

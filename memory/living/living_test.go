@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
@@ -189,4 +190,32 @@ func TestDreamThemesAreWords(t *testing.T) {
 	if !slices.Equal(got, []string{"Painting", "doors"}) {
 		t.Fatalf("themes %q, want [Painting doors]", got)
 	}
+}
+
+// An insight is its memory, its mark and its sona; the API's view names
+// each field, CIDs as strings, and a memory without edges has no sources.
+func TestInsightView(t *testing.T) {
+	src1, src2 := cidOf(t, "first source"), cidOf(t, "second source")
+	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "Recurring theme"}},
+		Edges: []model.Edge{{Target: src1, Weight: 1}, {Target: src2, Weight: 1}}}
+	c := cidOf(t, "the insight")
+	v := InsightOf(c, m, &messages.InsightMark{Category: InsightPattern, Confidence: 0.8}, "sona-1", 1700000000).View()
+	want := &messages.Insight{Cid: c.String(), Insight: "Recurring theme", Category: InsightPattern, Confidence: 0.8,
+		Sources: []string{src1.String(), src2.String()}, Sona: "sona-1", GeneratedAt: 1700000000}
+	if !proto.Equal(v, want) {
+		t.Fatalf("view %v, want %v", v, want)
+	}
+	bare := InsightOf(c, &model.Memory{Data: model.Data{Text: &model.TextData{Content: "x"}}}, nil, "", 0).View()
+	if len(bare.Sources) != 0 || bare.Category != "" || bare.Confidence != 0 {
+		t.Fatalf("an insight without mark or edges: %v", bare)
+	}
+}
+
+func cidOf(t *testing.T, s string) cid.Cid {
+	t.Helper()
+	c, err := model.SumCID(model.CodecRaw, []byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
