@@ -166,7 +166,7 @@ func (f *tierForget) inboxes() error {
 // mtm drops the mid-term pages that name a forgotten memory, and what
 // their segments derived from them.
 func (f *tierForget) mtm() error {
-	return f.eachSegment(func(seg *messages.Segment, pages []*messages.Page) error {
+	return f.eachSegment(func(seg *Segment, pages []*messages.Page) error {
 		var kept []*messages.Page
 		for _, p := range pages {
 			if !f.hit(p) {
@@ -175,7 +175,7 @@ func (f *tierForget) mtm() error {
 			}
 			f.removed = append(f.removed, p)
 			f.chains = append(f.chains, p.Seq)
-			f.tx.Delete(pageKey(f.sona, seg.Id, p.Seq))
+			f.tx.Delete(pageKey(f.sona, seg.ID, p.Seq))
 			f.dropped++
 			f.mtmMod = true
 			if p.Seq <= seg.PromotedThrough {
@@ -185,9 +185,9 @@ func (f *tierForget) mtm() error {
 		if len(kept) == len(pages) {
 			return nil
 		}
-		f.segs[seg.Id] = true
+		f.segs[seg.ID] = true
 		if len(kept) == 0 {
-			f.tx.Delete(segmentKey(f.sona, seg.Id))
+			f.tx.Delete(segmentKey(f.sona, seg.ID))
 			return nil
 		}
 		seg.Summary, seg.Keywords, seg.Weights = "", nil, nil
@@ -202,19 +202,19 @@ func (f *tierForget) mtm() error {
 		if llm.Normalize(centroid) {
 			seg.Embedding = centroid
 		}
-		return store.SetProto(f.tx, segmentKey(f.sona, seg.Id), seg)
+		return store.SetProto(f.tx, segmentKey(f.sona, seg.ID), seg.Record())
 	})
 }
 
 // eachSegment calls fn with each mid-term segment of the sona and its
 // pages, stopping at fn's first error.
-func (f *tierForget) eachSegment(fn func(seg *messages.Segment, pages []*messages.Page) error) error {
+func (f *tierForget) eachSegment(fn func(seg *Segment, pages []*messages.Page) error) error {
 	segs, err := segments(f.tx, f.sona)
 	if err != nil {
 		return err
 	}
 	for _, seg := range segs {
-		pages, err := segmentPages(f.tx, f.sona, seg.Id)
+		pages, err := segmentPages(f.tx, f.sona, seg.ID)
 		if err != nil {
 			return err
 		}
@@ -265,11 +265,11 @@ func (f *tierForget) chainSummaries() error {
 			}
 		}
 	}
-	return f.eachSegment(func(seg *messages.Segment, pages []*messages.Page) error {
+	return f.eachSegment(func(seg *Segment, pages []*messages.Page) error {
 		for _, p := range pages {
 			if clear(p) {
 				f.mtmMod = true
-				if err := store.SetProto(f.tx, pageKey(f.sona, seg.Id, p.Seq), p); err != nil {
+				if err := store.SetProto(f.tx, pageKey(f.sona, seg.ID, p.Seq), p); err != nil {
 					return err
 				}
 			}
@@ -298,7 +298,7 @@ func (f *tierForget) terms() error {
 		return nil
 	}
 	left := map[string]bool{}
-	err := f.eachSegment(func(_ *messages.Segment, pages []*messages.Page) error {
+	err := f.eachSegment(func(_ *Segment, pages []*messages.Page) error {
 		for _, p := range pages {
 			if f.hit(p) {
 				continue

@@ -64,7 +64,7 @@ func (m *LLMModel) Chain(ctx context.Context, in ChainInput) (*messages.MetaChai
 
 // PageKeywords asks for the page's keywords and weighs the model's terms
 // by TF-IDF, so that they add up in a segment like the heuristic's.
-func (m *LLMModel) PageKeywords(ctx context.Context, in KeywordInput) ([]*messages.Keyword, error) {
+func (m *LLMModel) PageKeywords(ctx context.Context, in KeywordInput) ([]Keyword, error) {
 	var reply struct {
 		Keywords []string `json:"keywords"`
 	}
@@ -76,7 +76,7 @@ func (m *LLMModel) PageKeywords(ctx context.Context, in KeywordInput) ([]*messag
 		err = errors.New("no keywords")
 	}
 	if err != nil {
-		return fallback(ctx, m, "keywords", err, func() ([]*messages.Keyword, error) { return Heuristic{}.PageKeywords(ctx, in) })
+		return fallback(ctx, m, "keywords", err, func() ([]Keyword, error) { return Heuristic{}.PageKeywords(ctx, in) })
 	}
 	return Weigh(terms, in.Page.Text(), in.DF, in.N, pageKeywords), nil
 }

@@ -68,7 +68,7 @@ func TestLLMModelUsesStructuredReplies(t *testing.T) {
 	if err != nil || strings.Join(Terms(ks), ",") != "tomato,garden" {
 		t.Fatalf("keywords %v %v (the term the page contains weighs more)", ks, err)
 	}
-	summary, kw, err := m.Digest(ctx, DigestInput{Segment: &messages.Segment{Summary: "old"}, Page: p2})
+	summary, kw, err := m.Digest(ctx, DigestInput{Segment: &Segment{Summary: "old"}, Page: p2})
 	if err != nil || summary != "Garden talk." || strings.Join(kw, ",") != "garden,tomato,plant" {
 		t.Fatalf("digest %q %v %v", summary, kw, err)
 	}

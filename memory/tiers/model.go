@@ -16,7 +16,7 @@ import (
 // replies and falls back to Heuristic when the model cannot give one.
 type Model interface {
 	Chain(ctx context.Context, in ChainInput) (*messages.MetaChain, error)
-	PageKeywords(ctx context.Context, in KeywordInput) ([]*messages.Keyword, error)
+	PageKeywords(ctx context.Context, in KeywordInput) ([]Keyword, error)
 	// Digest returns a segment's new summary and, when the model chose
 	// them, its keywords (nil keeps the weighted terms' keywords).
 	Digest(ctx context.Context, in DigestInput) (summary string, keywords []string, err error)
@@ -89,7 +89,7 @@ type KeywordInput struct {
 // DigestInput is a segment (after Join, so with its new keywords but its
 // old summary) and the page that just joined it.
 type DigestInput struct {
-	Segment *messages.Segment
+	Segment *Segment
 	Page    PageText
 }
 
@@ -171,7 +171,7 @@ func chainOf(in ChainInput, linked bool, summary string) *messages.MetaChain {
 }
 
 // PageKeywords weighs the page's terms by TF-IDF.
-func (Heuristic) PageKeywords(_ context.Context, in KeywordInput) ([]*messages.Keyword, error) {
+func (Heuristic) PageKeywords(_ context.Context, in KeywordInput) ([]Keyword, error) {
 	return Keywords(in.Page.Text(), in.DF, in.N, pageKeywords), nil
 }
 

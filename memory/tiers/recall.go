@@ -86,7 +86,7 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 		var cands []*messages.Page
 		var owner []uint64
 		for _, r := range TopSegments(segs, vec, qk, p.TopM) {
-			id := segs[r.Index].Id
+			id := segs[r.Index].ID
 			out.Segments = append(out.Segments, id)
 			ps, err := segmentPages(txn, sona, id)
 			if err != nil {
@@ -202,7 +202,7 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 			return err
 		}
 		for _, seg := range segs {
-			ps, err := segmentPages(txn, sona, seg.Id)
+			ps, err := segmentPages(txn, sona, seg.ID)
 			if err != nil {
 				return err
 			}

@@ -179,14 +179,14 @@ func inbox(txn store.Reader, sona, tier string, limit int) ([]*messages.TierWork
 }
 
 // segments reads the MTM segment headers of a sona, oldest first.
-func segments(txn store.Reader, sona string) ([]*messages.Segment, error) {
-	var out []*messages.Segment
+func segments(txn store.Reader, sona string) ([]*Segment, error) {
+	var out []*Segment
 	err := store.Scan(txn, segmentPrefix(sona), func(_, v []byte) error {
-		seg := &messages.Segment{}
-		if err := proto.Unmarshal(v, seg); err != nil {
+		rec := &messages.Segment{}
+		if err := proto.Unmarshal(v, rec); err != nil {
 			return fmt.Errorf("%w: segment of %s: %v", base.ErrCorrupt, sona, err)
 		}
-		out = append(out, seg)
+		out = append(out, SegmentOf(rec))
 		return nil
 	})
 	return out, err
@@ -412,7 +412,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, er
 type mtmChange struct {
 	state    *messages.MtmState
 	base     uint64                // the version it was computed on
-	changed  []*messages.Segment   // headers to write
+	changed  []*Segment   // headers to write
 	page     *messages.Page        // a new page, with its segment
 	pageSeg  uint64                //
 	terms    []string              // document frequencies to count
@@ -437,10 +437,10 @@ func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork
 			}
 		}
 		for _, seg := range c.changed {
-			if slices.Contains(c.evicted, seg.Id) {
+			if slices.Contains(c.evicted, seg.ID) {
 				continue
 			}
-			if err := store.SetProto(tx, segmentKey(sona, seg.Id), seg); err != nil {
+			if err := store.SetProto(tx, segmentKey(sona, seg.ID), seg.Record()); err != nil {
 				return err
 			}
 		}
@@ -481,8 +481,8 @@ func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork
 // promote finds the promotable segments of segs at now, marks them
 // promoted and returns their promotions; pages lists a segment's pages
 // (stored and new).
-func (s *Store) promote(segs []*messages.Segment, now int64, pages func(*messages.Segment) ([]*messages.Page, error)) ([]*messages.Segment, []*messages.Promotion, error) {
-	var changed []*messages.Segment
+func (s *Store) promote(segs []*Segment, now int64, pages func(*Segment) ([]*messages.Page, error)) ([]*Segment, []*messages.Promotion, error) {
+	var changed []*Segment
 	var out []*messages.Promotion
 	for _, i := range Promotable(segs, now, s.cfg.Tiers) {
 		seg := segs[i]
@@ -490,7 +490,7 @@ func (s *Store) promote(segs []*messages.Segment, now int64, pages func(*message
 		if err != nil {
 			return nil, nil, err
 		}
-		promo := &messages.Promotion{Segment: seg.Id, Summary: seg.Summary, Keywords: slices.Clone(seg.Keywords)}
+		promo := &messages.Promotion{Segment: seg.ID, Summary: seg.Summary, Keywords: slices.Clone(seg.Keywords)}
 		through := seg.PromotedThrough
 		for _, p := range ps {
 			if p.Seq > seg.PromotedThrough {
@@ -509,7 +509,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 	var (
 		w     *messages.TierWork
 		state = &messages.MtmState{}
-		segs  []*messages.Segment
+		segs  []*Segment
 		pt    PageText
 		terms []string // the page's distinct terms
 		df    = map[string]uint64{}
@@ -558,17 +558,17 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 
 	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version, page: page, terms: terms}
 	res := Step{Done: true}
-	var seg *messages.Segment
+	var seg *Segment
 	if i, _ := Place(segs, page.Embedding, page.Keywords, p.Theta); i >= 0 {
-		seg = proto.Clone(segs[i]).(*messages.Segment)
+		seg = segs[i].clone()
 		segs[i] = seg
 		Join(seg, page, weights)
-		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentMerged, Segment: seg.Id, Page: page.Seq})
+		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentMerged, Segment: seg.ID, Page: page.Seq})
 	} else {
 		c.state.NextSegment++
 		seg = NewSegment(c.state.NextSegment, page, weights, now)
 		segs = append(segs, seg)
-		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentCreated, Segment: seg.Id, Page: page.Seq})
+		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentCreated, Segment: seg.ID, Page: page.Seq})
 	}
 	summary, keywords, err := model.Digest(ctx, DigestInput{Segment: seg, Page: pt})
 	if err != nil {
@@ -578,14 +578,14 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 	if keywords != nil {
 		seg.Keywords = NormalizeKeywords(keywords)
 	}
-	c.changed, c.pageSeg = append(c.changed, seg), seg.Id
+	c.changed, c.pageSeg = append(c.changed, seg), seg.ID
 	for len(segs) > p.MTMSegments {
 		i := Coldest(segs, now, p)
-		c.evicted = append(c.evicted, segs[i].Id)
-		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentEvicted, Segment: segs[i].Id})
+		c.evicted = append(c.evicted, segs[i].ID)
+		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentEvicted, Segment: segs[i].ID})
 		segs = slices.Delete(segs, i, i+1)
 	}
-	if err := s.promoteInto(c, &res, sona, segs, now, page, seg.Id); err != nil {
+	if err := s.promoteInto(c, &res, sona, segs, now, page, seg.ID); err != nil {
 		return Step{}, err
 	}
 	c.state.Pages++
@@ -598,15 +598,15 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 
 // promoteInto adds the promotions of segs at now to c and res. A page not
 // yet stored (newPage, of segment newSeg) counts among its segment's.
-func (s *Store) promoteInto(c *mtmChange, res *Step, sona string, segs []*messages.Segment, now int64, newPage *messages.Page, newSeg uint64) error {
-	changed, promos, err := s.promote(segs, now, func(seg *messages.Segment) ([]*messages.Page, error) {
+func (s *Store) promoteInto(c *mtmChange, res *Step, sona string, segs []*Segment, now int64, newPage *messages.Page, newSeg uint64) error {
+	changed, promos, err := s.promote(segs, now, func(seg *Segment) ([]*messages.Page, error) {
 		var ps []*messages.Page
 		err := s.view.View(func(txn store.Reader) error {
 			var err error
-			ps, err = segmentPages(txn, sona, seg.Id)
+			ps, err = segmentPages(txn, sona, seg.ID)
 			return err
 		})
-		if newPage != nil && seg.Id == newSeg {
+		if newPage != nil && seg.ID == newSeg {
 			ps = append(ps, newPage)
 		}
 		return ps, err
@@ -618,7 +618,7 @@ func (s *Store) promoteInto(c *mtmChange, res *Step, sona string, segs []*messag
 		if !slices.Contains(c.changed, seg) {
 			c.changed = append(c.changed, seg)
 		}
-		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentPromoted, Segment: seg.Id})
+		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentPromoted, Segment: seg.ID})
 	}
 	c.promoted = promos
 	if len(promos) > 0 {
@@ -637,7 +637,7 @@ func (s *Store) VisitSegments(ctx context.Context, sona string, ids []uint64, at
 
 func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at int64) (Step, error) {
 	state := &messages.MtmState{}
-	var segs []*messages.Segment
+	var segs []*Segment
 	err := s.view.View(func(txn store.Reader) error {
 		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
 			return err
@@ -652,10 +652,10 @@ func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at
 	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version}
 	var res Step
 	for _, seg := range segs {
-		if slices.Contains(ids, seg.Id) {
+		if slices.Contains(ids, seg.ID) {
 			Visit(seg, at)
 			c.changed = append(c.changed, seg)
-			res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentVisited, Segment: seg.Id})
+			res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentVisited, Segment: seg.ID})
 		}
 	}
 	if err := s.promoteInto(c, &res, sona, segs, max(at, s.clock.Now().Unix()), nil, 0); err != nil {

@@ -48,12 +48,12 @@ func Jaccard(a, b []string) float64 {
 }
 
 // Fscore is MemoryOS's page-to-segment (and query-to-segment) score.
-func Fscore(seg *messages.Segment, vec []float32, keywords []string) float64 {
+func Fscore(seg *Segment, vec []float32, keywords []string) float64 {
 	return base.Cosine(seg.Embedding, vec) + Jaccard(seg.Keywords, keywords)
 }
 
 // Heat is a segment's heat at now (unix seconds).
-func Heat(seg *messages.Segment, now int64, p config.Tiers) float64 {
+func Heat(seg *Segment, now int64, p config.Tiers) float64 {
 	dt := float64(max(0, now-seg.LastAccess))
 	return p.Alpha*float64(seg.NVisit) + p.Beta*float64(seg.LInteraction) + p.Gamma*math.Exp(-dt/p.Mu.D().Seconds())
 }
@@ -89,7 +89,7 @@ func PushSTM(stm *messages.StmState, page *messages.Page, capacity int) []*messa
 // Place returns the index of the segment a page joins — the one with the
 // best Fscore, if that exceeds theta — or -1 for a new segment, and the
 // best Fscore. Ties go to the older segment.
-func Place(segs []*messages.Segment, vec []float32, keywords []string, theta float64) (int, float64) {
+func Place(segs []*Segment, vec []float32, keywords []string, theta float64) (int, float64) {
 	best, bestScore := -1, math.Inf(-1)
 	for i, s := range segs {
 		if f := Fscore(s, vec, keywords); f > bestScore {
@@ -103,8 +103,8 @@ func Place(segs []*messages.Segment, vec []float32, keywords []string, theta flo
 }
 
 // NewSegment starts segment id with page at now.
-func NewSegment(id uint64, page *messages.Page, weights []*messages.Keyword, now int64) *messages.Segment {
-	seg := &messages.Segment{Id: id, CreatedAt: now, LastAccess: now}
+func NewSegment(id uint64, page *messages.Page, weights []Keyword, now int64) *Segment {
+	seg := &Segment{ID: id, CreatedAt: now, LastAccess: now}
 	Join(seg, page, weights)
 	return seg
 }
@@ -120,7 +120,7 @@ const (
 // embedding becomes the mean of its pages', its weights the sum of theirs,
 // its keywords the strongest terms; L_interaction and the page count grow.
 // The summary is the caller's (Model.Digest).
-func Join(seg *messages.Segment, page *messages.Page, weights []*messages.Keyword) {
+func Join(seg *Segment, page *messages.Page, weights []Keyword) {
 	n := float32(seg.PageCount)
 	if len(seg.Embedding) != len(page.Embedding) {
 		seg.Embedding, n = make([]float32, len(page.Embedding)), 0
@@ -145,12 +145,12 @@ func Join(seg *messages.Segment, page *messages.Page, weights []*messages.Keywor
 }
 
 // TopTerms returns the n heaviest terms, heaviest first, ties by term.
-func TopTerms(weights map[string]float64, n int) []*messages.Keyword {
-	out := make([]*messages.Keyword, 0, len(weights))
+func TopTerms(weights map[string]float64, n int) []Keyword {
+	out := make([]Keyword, 0, len(weights))
 	for t, w := range weights {
-		out = append(out, &messages.Keyword{Term: t, Weight: w})
+		out = append(out, Keyword{Term: t, Weight: w})
 	}
-	slices.SortFunc(out, func(a, b *messages.Keyword) int {
+	slices.SortFunc(out, func(a, b Keyword) int {
 		if c := cmp.Compare(b.Weight, a.Weight); c != 0 {
 			return c
 		}
@@ -162,7 +162,7 @@ func TopTerms(weights map[string]float64, n int) []*messages.Keyword {
 // Coldest returns the index of the segment with the lowest heat at now
 // (the first on ties: segments are kept oldest first), or -1 when there is
 // none.
-func Coldest(segs []*messages.Segment, now int64, p config.Tiers) int {
+func Coldest(segs []*Segment, now int64, p config.Tiers) int {
 	coldest, heat := -1, math.Inf(1)
 	for i, s := range segs {
 		if h := Heat(s, now, p); h < heat {
@@ -174,7 +174,7 @@ func Coldest(segs []*messages.Segment, now int64, p config.Tiers) int {
 
 // Promotable returns the indexes of the segments to promote at now: heat
 // above τ and pages joined since the last promotion.
-func Promotable(segs []*messages.Segment, now int64, p config.Tiers) []int {
+func Promotable(segs []*Segment, now int64, p config.Tiers) []int {
 	var out []int
 	for i, s := range segs {
 		if s.LInteraction > 0 && Heat(s, now, p) > p.Tau {
@@ -186,14 +186,14 @@ func Promotable(segs []*messages.Segment, now int64, p config.Tiers) []int {
 
 // Promote marks seg handed to the persona up to page seq through: its
 // L_interaction resets to 0.
-func Promote(seg *messages.Segment, through uint64) {
+func Promote(seg *Segment, through uint64) {
 	seg.LInteraction = 0
 	seg.PromotedThrough = max(seg.PromotedThrough, through)
 	seg.Promotions++
 }
 
 // Visit records a retrieval of seg at now.
-func Visit(seg *messages.Segment, now int64) {
+func Visit(seg *Segment, now int64) {
 	seg.NVisit++
 	seg.LastAccess = max(seg.LastAccess, now)
 }
@@ -206,14 +206,14 @@ type Ranked struct {
 
 // TopSegments ranks segments by Fscore with a query and returns the best m
 // with a positive score, best first (ties to the older segment).
-func TopSegments(segs []*messages.Segment, vec []float32, keywords []string, m int) []Ranked {
+func TopSegments(segs []*Segment, vec []float32, keywords []string, m int) []Ranked {
 	var out []Ranked
 	for i, s := range segs {
 		if f := Fscore(s, vec, keywords); f > 0 {
 			out = append(out, Ranked{i, f})
 		}
 	}
-	sortRanked(out, func(i int) uint64 { return segs[i].Id })
+	sortRanked(out, func(i int) uint64 { return segs[i].ID })
 	return out[:min(m, len(out))]
 }
 
@@ -251,14 +251,14 @@ func sortRanked(rs []Ranked, order func(int) uint64) {
 // Keywords weighs a text's terms by TF-IDF against a corpus of n pages
 // whose document frequencies df gives, and returns the strongest limit.
 // idf = ln((n+1)/(df+1)) + 1, so unseen terms weigh most.
-func Keywords(text string, df func(term string) uint64, n uint64, limit int) []*messages.Keyword {
+func Keywords(text string, df func(term string) uint64, n uint64, limit int) []Keyword {
 	return Weigh(distinct(llm.Tokenize(text)), text, df, n, limit)
 }
 
 // Weigh gives chosen terms (a model's keywords) their TF-IDF weights in
 // text, counting a term the text does not contain once, and returns the
 // strongest limit.
-func Weigh(terms []string, text string, df func(term string) uint64, n uint64, limit int) []*messages.Keyword {
+func Weigh(terms []string, text string, df func(term string) uint64, n uint64, limit int) []Keyword {
 	tf := map[string]float64{}
 	for _, t := range llm.Tokenize(text) {
 		tf[t]++
@@ -271,7 +271,7 @@ func Weigh(terms []string, text string, df func(term string) uint64, n uint64, l
 }
 
 // Terms returns the distinct terms of keyword weights, in order.
-func Terms(ks []*messages.Keyword) []string {
+func Terms(ks []Keyword) []string {
 	out := make([]string, len(ks))
 	for i, k := range ks {
 		out[i] = k.Term

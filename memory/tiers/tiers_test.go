@@ -20,10 +20,10 @@ func page(seq uint64, vec []float32, keywords ...string) *messages.Page {
 	return &messages.Page{Seq: seq, Q: fmt.Sprintf("q%d", seq), R: fmt.Sprintf("r%d", seq), Embedding: vec, Keywords: keywords}
 }
 
-func weights(terms ...string) []*messages.Keyword {
-	out := make([]*messages.Keyword, len(terms))
+func weights(terms ...string) []Keyword {
+	out := make([]Keyword, len(terms))
 	for i, t := range terms {
-		out[i] = &messages.Keyword{Term: t, Weight: 1}
+		out[i] = Keyword{Term: t, Weight: 1}
 	}
 	return out
 }
@@ -51,7 +51,7 @@ func TestPushSTMMovesExactlyOnePagePastCapacity(t *testing.T) {
 func TestFscoreAndPlace(t *testing.T) {
 	garden := unit(1, 0, 0)
 	trains := unit(0, 1, 0)
-	segs := []*messages.Segment{
+	segs := []*Segment{
 		NewSegment(1, page(1, garden, "tomato", "basil"), weights("tomato", "basil"), 0),
 		NewSegment(2, page(2, trains, "train", "lisbon"), weights("train", "lisbon"), 0),
 	}
@@ -107,13 +107,13 @@ func TestHeat(t *testing.T) {
 		{4, 1, 0, 6},
 	}
 	for _, c := range cases {
-		seg := &messages.Segment{NVisit: c.n, LInteraction: c.l, LastAccess: 1_000}
+		seg := &Segment{NVisit: c.n, LInteraction: c.l, LastAccess: 1_000}
 		if got := Heat(seg, 1_000+int64(c.dt), p); !near(got, c.want) {
 			t.Errorf("N %d L %d Δt %.0f: heat %.6f, want %.6f", c.n, c.l, c.dt, got, c.want)
 		}
 	}
 	// Access in the future (clock skew) counts as now.
-	if got := Heat(&messages.Segment{LastAccess: 2_000}, 1_000, p); !near(got, 1) {
+	if got := Heat(&Segment{LastAccess: 2_000}, 1_000, p); !near(got, 1) {
 		t.Errorf("future access: heat %v, want 1", got)
 	}
 }
@@ -126,11 +126,11 @@ func TestHeatCrossingTauPromotesAndResetsInteraction(t *testing.T) {
 		Join(seg, page(i, unit(1)), nil)
 	}
 	// N 0 + L 4 + recency 1 = 5: not above τ.
-	if got := Promotable([]*messages.Segment{seg}, now, p); len(got) != 0 {
+	if got := Promotable([]*Segment{seg}, now, p); len(got) != 0 {
 		t.Fatalf("heat %.3f promoted", Heat(seg, now, p))
 	}
 	Visit(seg, now)
-	if got := Promotable([]*messages.Segment{seg}, now, p); !slices.Equal(got, []int{0}) {
+	if got := Promotable([]*Segment{seg}, now, p); !slices.Equal(got, []int{0}) {
 		t.Fatalf("heat %.3f not promoted", Heat(seg, now, p))
 	}
 	Promote(seg, 4)
@@ -141,11 +141,11 @@ func TestHeatCrossingTauPromotesAndResetsInteraction(t *testing.T) {
 	for range 5 {
 		Visit(seg, now)
 	}
-	if got := Promotable([]*messages.Segment{seg}, now, p); len(got) != 0 {
+	if got := Promotable([]*Segment{seg}, now, p); len(got) != 0 {
 		t.Fatalf("promoted again with no new page (heat %.3f)", Heat(seg, now, p))
 	}
 	Join(seg, page(5, unit(1)), nil)
-	if got := Promotable([]*messages.Segment{seg}, now, p); len(got) != 1 {
+	if got := Promotable([]*Segment{seg}, now, p); len(got) != 1 {
 		t.Fatal("a new page on a hot segment is not promoted")
 	}
 }
@@ -153,11 +153,11 @@ func TestHeatCrossingTauPromotesAndResetsInteraction(t *testing.T) {
 func TestColdest(t *testing.T) {
 	p := params()
 	const now = 50_000_000
-	segs := []*messages.Segment{
-		{Id: 1, NVisit: 1, LastAccess: now},            // 1 + 1
-		{Id: 2, LInteraction: 1, LastAccess: 0},        // 1 + e^-5
-		{Id: 3, LInteraction: 1, LastAccess: 0},        // same heat, younger id
-		{Id: 4, LInteraction: 1, LastAccess: now - 10}, // 1 + ~1
+	segs := []*Segment{
+		{ID: 1, NVisit: 1, LastAccess: now},            // 1 + 1
+		{ID: 2, LInteraction: 1, LastAccess: 0},        // 1 + e^-5
+		{ID: 3, LInteraction: 1, LastAccess: 0},        // same heat, younger id
+		{ID: 4, LInteraction: 1, LastAccess: now - 10}, // 1 + ~1
 	}
 	if got := Coldest(segs, now, p); got != 1 {
 		t.Fatalf("coldest %d, want index 1 (segment 2)", got)
@@ -168,16 +168,16 @@ func TestColdest(t *testing.T) {
 }
 
 func TestTopSegmentsAndPages(t *testing.T) {
-	segs := []*messages.Segment{
-		{Id: 1, Embedding: unit(1, 0), Keywords: []string{"x"}},
-		{Id: 2, Embedding: unit(0, 1)},
-		{Id: 3, Embedding: unit(1, 1)},
-		{Id: 4, Embedding: unit(-1, 0)},
+	segs := []*Segment{
+		{ID: 1, Embedding: unit(1, 0), Keywords: []string{"x"}},
+		{ID: 2, Embedding: unit(0, 1)},
+		{ID: 3, Embedding: unit(1, 1)},
+		{ID: 4, Embedding: unit(-1, 0)},
 	}
 	got := TopSegments(segs, unit(1, 0), []string{"x"}, 5)
 	var ids []uint64
 	for _, r := range got {
-		ids = append(ids, segs[r.Index].Id)
+		ids = append(ids, segs[r.Index].ID)
 	}
 	// Segment 1: cos 1 + Jaccard 1; segment 3: cos 0.707; 2 and 4 score ≤ 0.
 	if !slices.Equal(ids, []uint64{1, 3}) {

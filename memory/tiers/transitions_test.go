@@ -34,7 +34,7 @@ func TestTransitionsGolden(t *testing.T) {
 type world struct {
 	p     config.Tiers
 	stm   *messages.StmState
-	segs  []*messages.Segment
+	segs  []*Segment
 	pages map[uint64][]uint64 // the pages of each segment, by id
 	next  uint64              // the next segment id
 }
@@ -78,7 +78,7 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 		var id uint64
 		d.ScanArgs(t, "segment", &id)
 		for _, s := range w.segs {
-			if s.Id == id {
+			if s.ID == id {
 				Visit(s, now)
 			}
 		}
@@ -86,15 +86,15 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 	case "heat":
 		now := int64(w.num(t, d, "now"))
 		for _, s := range w.segs {
-			fmt.Fprintf(&out, "segment %d: heat %.4f (visits %d, interactions %d, last access %d)\n", s.Id, Heat(s, now, w.p), s.NVisit, s.LInteraction, s.LastAccess)
+			fmt.Fprintf(&out, "segment %d: heat %.4f (visits %d, interactions %d, last access %d)\n", s.ID, Heat(s, now, w.p), s.NVisit, s.LInteraction, s.LastAccess)
 		}
 		if i := Coldest(w.segs, now, w.p); i >= 0 {
-			fmt.Fprintf(&out, "coldest: segment %d\n", w.segs[i].Id)
+			fmt.Fprintf(&out, "coldest: segment %d\n", w.segs[i].ID)
 		}
 	case "mtm":
 		for _, s := range w.segs {
 			fmt.Fprintf(&out, "segment %d: pages %d keywords %v promoted through %d (%d promotions) embedding %s\n",
-				s.Id, s.PageCount, s.Keywords, s.PromotedThrough, s.Promotions, floats(s.Embedding))
+				s.ID, s.PageCount, s.Keywords, s.PromotedThrough, s.Promotions, floats(s.Embedding))
 		}
 	default:
 		d.Fatalf(t, "unknown command %s", d.Cmd)
@@ -107,13 +107,13 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 // the hot ones.
 func (w *world) place(out *strings.Builder, pg *messages.Page, now int64) {
 	for _, s := range w.segs {
-		fmt.Fprintf(out, "  F(page %d, segment %d) = %.4f\n", pg.Seq, s.Id, Fscore(s, pg.Embedding, pg.Keywords))
+		fmt.Fprintf(out, "  F(page %d, segment %d) = %.4f\n", pg.Seq, s.ID, Fscore(s, pg.Embedding, pg.Keywords))
 	}
 	ws := weights(pg.Keywords...)
 	if i, f := Place(w.segs, pg.Embedding, pg.Keywords, w.p.Theta); i >= 0 {
-		fmt.Fprintf(out, "  page %d joins segment %d (F %.4f > θ %g)\n", pg.Seq, w.segs[i].Id, f, w.p.Theta)
+		fmt.Fprintf(out, "  page %d joins segment %d (F %.4f > θ %g)\n", pg.Seq, w.segs[i].ID, f, w.p.Theta)
 		Join(w.segs[i], pg, ws)
-		w.pages[w.segs[i].Id] = append(w.pages[w.segs[i].Id], pg.Seq)
+		w.pages[w.segs[i].ID] = append(w.pages[w.segs[i].ID], pg.Seq)
 	} else {
 		fmt.Fprintf(out, "  page %d starts segment %d (best F %.4f ≤ θ %g)\n", pg.Seq, w.next, f, w.p.Theta)
 		w.segs = append(w.segs, NewSegment(w.next, pg, ws, now))
@@ -122,7 +122,7 @@ func (w *world) place(out *strings.Builder, pg *messages.Page, now int64) {
 	}
 	for len(w.segs) > w.p.MTMSegments {
 		i := Coldest(w.segs, now, w.p)
-		fmt.Fprintf(out, "  segment %d evicted (coldest: heat %.4f)\n", w.segs[i].Id, Heat(w.segs[i], now, w.p))
+		fmt.Fprintf(out, "  segment %d evicted (coldest: heat %.4f)\n", w.segs[i].ID, Heat(w.segs[i], now, w.p))
 		w.segs = append(w.segs[:i], w.segs[i+1:]...)
 	}
 	w.promote(out, now)
@@ -133,12 +133,12 @@ func (w *world) promote(out *strings.Builder, now int64) {
 		s := w.segs[i]
 		// As Store.promote: the pages after the last promotion go.
 		var promoted []uint64
-		for _, seq := range w.pages[s.Id] {
+		for _, seq := range w.pages[s.ID] {
 			if seq > s.PromotedThrough {
 				promoted = append(promoted, seq)
 			}
 		}
-		fmt.Fprintf(out, "  segment %d promoted (heat %.4f > τ %g, %d interactions): pages %v\n", s.Id, Heat(s, now, w.p), w.p.Tau, s.LInteraction, promoted)
+		fmt.Fprintf(out, "  segment %d promoted (heat %.4f > τ %g, %d interactions): pages %v\n", s.ID, Heat(s, now, w.p), w.p.Tau, s.LInteraction, promoted)
 		Promote(s, max(s.PromotedThrough, slices.Max(promoted)))
 	}
 }

@@ -18,8 +18,8 @@ func pageView(p *messages.Page, qText, rText string) *messages.Page {
 // embedding and keyword weights, with its pages (as pageView shows them)
 // and its heat now. promoted_through has always been shown, though
 // tiers.proto calls it stored only; it stays, so the response is unchanged.
-func segmentView(s *messages.Segment, heat float64, pages []*messages.Page) *messages.Segment {
-	return &messages.Segment{Id: s.Id, Summary: s.Summary, Keywords: s.Keywords, NVisit: s.NVisit, LInteraction: s.LInteraction,
+func segmentView(s *Segment, heat float64, pages []*messages.Page) *messages.Segment {
+	return &messages.Segment{Id: s.ID, Summary: s.Summary, Keywords: s.Keywords, NVisit: s.NVisit, LInteraction: s.LInteraction,
 		LastAccess: s.LastAccess, CreatedAt: s.CreatedAt, PageCount: s.PageCount, PromotedThrough: s.PromotedThrough,
 		Promotions: s.Promotions, Pages: pages, Heat: heat}
 }
