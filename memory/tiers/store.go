@@ -412,7 +412,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, er
 type mtmChange struct {
 	state    *messages.MtmState
 	base     uint64                // the version it was computed on
-	changed  []*Segment   // headers to write
+	changed  []*Segment            // headers to write
 	page     *messages.Page        // a new page, with its segment
 	pageSeg  uint64                //
 	terms    []string              // document frequencies to count
