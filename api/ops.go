@@ -16,6 +16,7 @@ import (
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/prompt"
 	"github.com/memoria-ai/memoria/memory/recall"
@@ -154,24 +155,29 @@ func (s *Server) checkLinksSeen(ctx context.Context, m *model.Memory, inline cid
 // whether it is archived or on the backbone, and its evaluation (derived
 // from its content); not the self's learning about it (importance, access
 // count and tick, insertion-log position), which other sonas' use shapes.
-func (s *Server) metaView(ctx context.Context, meta *messages.MemoryMeta) *messages.MemoryMeta {
-	p := principalFrom(ctx)
-	if !p.SonaScoped() || meta == nil {
-		return meta
+func (s *Server) metaView(ctx context.Context, rec *messages.MemoryMeta) *messages.MemoryMeta {
+	if rec == nil {
+		return nil
 	}
-	v := &messages.MemoryMeta{Backbone: meta.Backbone, Archived: meta.Archived, Evaluation: meta.Evaluation}
-	for _, id := range meta.Sonas {
+	m := meta.Of(rec)
+	p := principalFrom(ctx)
+	if !p.SonaScoped() {
+		return m.View()
+	}
+	all := m.View() // its evaluation and insight mark as every principal sees them
+	v := &messages.MemoryMeta{Backbone: m.Backbone, Archived: m.Archived, Evaluation: all.Evaluation}
+	for _, id := range m.Sonas {
 		if p.MaySona(id) {
 			v.Sonas = append(v.Sonas, id)
 		}
 	}
-	if meta.Backbone || len(meta.Sonas) > 0 && p.MaySona(meta.Sonas[0]) {
-		v.AgentId, v.Kind, v.Labels, v.CreatedAt, v.ExpiresAt, v.Insight = meta.AgentId, meta.Kind, meta.Labels, meta.CreatedAt, meta.ExpiresAt, meta.Insight
+	if m.Backbone || len(m.Sonas) > 0 && p.MaySona(m.Sonas[0]) {
+		v.AgentId, v.Kind, v.Labels, v.CreatedAt, v.ExpiresAt, v.Insight = m.AgentID, m.Kind, m.Labels, m.CreatedAt, m.ExpiresAt, all.Insight
 		return v
 	}
-	for _, j := range meta.Joins {
+	for _, j := range m.Joins {
 		if p.MaySona(j.Sona) {
-			v.AgentId, v.Kind, v.Labels, v.CreatedAt = j.AgentId, j.Kind, j.Labels, j.JoinedAt
+			v.AgentId, v.Kind, v.Labels, v.CreatedAt = j.AgentID, j.Kind, j.Labels, j.JoinedAt
 			if ttl := s.cfg.Kinds[j.Kind].TTL.D(); ttl > 0 {
 				v.ExpiresAt = j.JoinedAt + int64(ttl.Seconds())
 			}
