@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -18,16 +19,16 @@ import (
 // An anchor is written by the append's own transaction: it is there with
 // its memory, under the memory's insertion-log position, or neither is.
 func TestAnchorIsWrittenByTheAppend(t *testing.T) {
-	clock := clock.NewFake(epoch)
-	s := openSelf(t, testConfig(t.TempDir()), clock)
+	clock := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
 	defer s.Close()
 	woken := make(chan struct{}, 16)
 	s.Anchors.OnAdded(func() { woken <- struct{}{} })
-	o := newOwner(t, s, "ops")
+	o := memorytest.NewOwner(t, s, "ops")
 
-	plain := o.text("lunch was pasta")
-	incident := o.text("The payment API had an outage for an hour.")
-	milestone := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "v1 is out"}}}, &messages.MemoryMeta{Labels: map[string]string{"anchor": "milestone"}})
+	plain := o.Text("lunch was pasta")
+	incident := o.Text("The payment API had an outage for an hour.")
+	milestone := o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "v1 is out"}}}, &messages.MemoryMeta{Labels: map[string]string{"anchor": "milestone"}})
 	page, err := s.Anchors.Page(0, 10)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a.CID != want.c || a.Category != want.category || a.Time != epoch.Unix() || a.Sona != o.sona || a.Seq != meta.Seq {
+		if a.CID != want.c || a.Category != want.category || a.Time != memorytest.Epoch.Unix() || a.Sona != o.Sona || a.Seq != meta.Seq {
 			t.Fatalf("anchor %d = %+v, want %s %s at seq %d", i, a, want.c, want.category, meta.Seq)
 		}
 	}
@@ -53,9 +54,9 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 	}
 
 	// A refused append (a dangling edge) writes no anchor either.
-	nowhere := mustCIDOf(t, model.CodecDagCBOR, []byte("nowhere"))
+	nowhere := memorytest.MustCIDOf(t, model.CodecDagCBOR, []byte("nowhere"))
 	bad := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "another outage"}}, Edges: []model.Edge{{Target: nowhere, Weight: 1}}}
-	if _, err := o.tryAdd(bad, nil); !errors.Is(err, base.ErrInvalid) {
+	if _, err := o.TryAdd(bad, nil); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("dangling edge: %v", err)
 	}
 	if page, _ := s.Anchors.Page(0, 10); len(page.Items) != 2 {
@@ -81,14 +82,14 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 			t.Fatal(err)
 		}
 		prep(p)
-		plan, err := model.PlanAppend(o.sona, o.head, o.n, p, epoch.Unix())
+		plan, err := model.PlanAppend(o.Sona, o.Head, o.N, p, memorytest.Epoch.Unix())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Store().Update(ctx, s.Chains.Op(plan)); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		o.head, o.n = plan.Next()
+		o.Head, o.N = plan.Next()
 		plain = p.CID // the next merge archives this one
 	}
 	if page, _ := s.Anchors.Page(0, 10); len(page.Items) != 2 {
@@ -97,12 +98,12 @@ func TestAnchorIsWrittenByTheAppend(t *testing.T) {
 }
 
 func TestAnchorsPageAndCursor(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o := newOwner(t, s, "ops")
+	o := memorytest.NewOwner(t, s, "ops")
 	var want []cid.Cid
 	for _, text := range []string{"we decided to move", "the db went down", "filler", "we shipped it", "postmortem written"} {
-		c := o.text(text)
+		c := o.Text(text)
 		if text != "filler" {
 			want = append(want, c)
 		}

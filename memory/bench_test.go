@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -17,7 +17,9 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 )
@@ -65,10 +67,10 @@ func corpus(tb testing.TB, n int) []string {
 
 // populate appends texts spread over sonas with one goroutine per sona,
 // as the sonas' actors would.
-func populate(tb testing.TB, s *Self, sonas int, texts []string) []*owner {
-	owners := make([]*owner, sonas)
+func populate(tb testing.TB, s *memory.Self, sonas int, texts []string) []*memorytest.Owner {
+	owners := make([]*memorytest.Owner, sonas)
 	for i := range owners {
-		owners[i] = newOwner(tb, s, fmt.Sprintf("sona-%d", i))
+		owners[i] = memorytest.NewOwner(tb, s, fmt.Sprintf("sona-%d", i))
 	}
 	var wg sync.WaitGroup
 	for i, o := range owners {
@@ -77,7 +79,7 @@ func populate(tb testing.TB, s *Self, sonas int, texts []string) []*owner {
 			defer wg.Done()
 			for j := i; j < len(texts); j += sonas {
 				ts := int64(1_700_000_000 + j)
-				o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: texts[j]}}, Timestamp: &ts}, nil)
+				o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: texts[j]}}, Timestamp: &ts}, nil)
 			}
 		}()
 	}
@@ -89,12 +91,12 @@ func populate(tb testing.TB, s *Self, sonas int, texts []string) []*owner {
 // append operation, group commit with fsync) from 64 concurrent chain
 // owners. Report: memories/s.
 func BenchmarkAppendDurable(b *testing.B) {
-	s := openSelf(b, testConfig(b.TempDir()), nil)
+	s := memorytest.Open(b, memorytest.Config(b.TempDir()), nil)
 	defer s.Close()
 	const sonas = 64
-	owners := make([]*owner, sonas)
+	owners := make([]*memorytest.Owner, sonas)
 	for i := range owners {
-		owners[i] = newOwner(b, s, fmt.Sprintf("sona-%d", i))
+		owners[i] = memorytest.NewOwner(b, s, fmt.Sprintf("sona-%d", i))
 	}
 	texts := corpus(b, b.N)
 	var next atomic.Int64
@@ -109,7 +111,7 @@ func BenchmarkAppendDurable(b *testing.B) {
 				if i >= int64(b.N) {
 					return
 				}
-				o.text(texts[i])
+				o.Text(texts[i])
 			}
 		}()
 	}
@@ -122,9 +124,9 @@ func BenchmarkAppendDurable(b *testing.B) {
 var benchStores = map[int]*benchStore{}
 
 type benchStore struct {
-	s      *Self
+	s      *memory.Self
 	dir    string
-	owners []*owner
+	owners []*memorytest.Owner
 }
 
 func populated(b *testing.B, n int) *benchStore {
@@ -135,10 +137,10 @@ func populated(b *testing.B, n int) *benchStore {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := testConfig(dir)
+	cfg := memorytest.Config(dir)
 	// As the server runs: every memory evaluated (the heuristic), so the
 	// metric path takes part.
-	s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims),
+	s, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims),
 		Evaluator: eumas.NewHeuristic(cfg.Evaluation.Archetypes)})
 	if err != nil {
 		b.Fatal(err)
@@ -208,9 +210,9 @@ func BenchmarkRecall(b *testing.B) {
 				lat := make([]time.Duration, 0, b.N)
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					q := recall.Query{Sona: st.owners[i%len(st.owners)].sona, Text: qs[i%len(qs)], Scope: scope, Peek: true}
+					q := recall.Query{Sona: st.owners[i%len(st.owners)].Sona, Text: qs[i%len(qs)], Scope: scope, Peek: true}
 					start := time.Now()
-					if _, err := recallIn(st.s, ctx, q); err != nil {
+					if _, err := memorytest.Recall(st.s, ctx, q); err != nil {
 						b.Fatal(err)
 					}
 					lat = append(lat, time.Since(start))
@@ -236,7 +238,7 @@ func BenchmarkOpen(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims),
+		s, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims),
 			Evaluator: eumas.NewHeuristic(cfg.Evaluation.Archetypes)})
 		if err != nil {
 			b.Fatal(err)
@@ -250,7 +252,7 @@ func BenchmarkOpen(b *testing.B) {
 		built += <-done
 		st.s = s
 		for _, o := range st.owners {
-			o.s = s
+			o.S = s
 		}
 	}
 	b.ReportMetric(open.Seconds()/float64(b.N), "open-s")

@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
@@ -55,28 +57,28 @@ func (e squeezed) ID() string { return fmt.Sprintf("squeezed/%g/%s", e.a, e.inne
 // calibrationStore is a conversation of 300 memories with varied
 // importance, recalled in sona scope by the dense path alone, embedded by
 // emb: the recency, importance and sona terms of the score all vary.
-func calibrationStore(t *testing.T, emb llm.Embedder, cfg config.Config) (*Self, *owner, []cid.Cid, []string) {
+func calibrationStore(t *testing.T, emb llm.Embedder, cfg config.Config) (*memory.Self, *memorytest.Owner, []cid.Cid, []string) {
 	t.Helper()
-	clk := clock.NewFake(epoch)
-	s, err := Open(context.Background(), Options{Config: cfg, Embedder: emb, Clock: clk})
+	clk := clock.NewFake(memorytest.Epoch)
+	s, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: emb, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	o := newOwner(t, s, "a")
+	o := memorytest.NewOwner(t, s, "a")
 	rng := rand.New(rand.NewSource(17))
 	words := strings.Fields("garden tomato basil aphid compost lettuce slug river train lisbon porto novel lighthouse diary queue latency migration sister painting sunset")
 	var cids []cid.Cid
 	var texts []string
 	for i := range 300 {
-		clk.Set(epoch.Add(time.Duration(i) * time.Minute))
+		clk.Set(memorytest.Epoch.Add(time.Duration(i) * time.Minute))
 		var b strings.Builder
 		for range 3 + rng.Intn(10) {
 			b.WriteString(words[rng.Intn(len(words))] + " ")
 		}
 		ts := clk.Now().Unix()
 		m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("%s(%d)", b.String(), i)}}, Timestamp: &ts}
-		cids = append(cids, o.add(m, &messages.MemoryMeta{Importance: rng.Float64()}))
+		cids = append(cids, o.Add(m, &messages.MemoryMeta{Importance: rng.Float64()}))
 		texts = append(texts, m.Text())
 	}
 	return s, o, cids, texts
@@ -103,9 +105,9 @@ func TestDenseOnlyRanksAsCosine(t *testing.T) {
 		"basil compost lettuce slug garden", "a painting of the sunset at the lighthouse", "porto novel"}
 	const k = 10
 
-	ranks := func(s *Self, o *owner, cids []cid.Cid, q string, paths *recall.Paths) []int {
+	ranks := func(s *memory.Self, o *memorytest.Owner, cids []cid.Cid, q string, paths *recall.Paths) []int {
 		t.Helper()
-		rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: q, K: k, Budget: 1 << 20, Paths: paths, Peek: true})
+		rs, err := memorytest.Recall(s, ctx, recall.Query{Sona: o.Sona, Text: q, K: k, Budget: 1 << 20, Paths: paths, Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +122,7 @@ func TestDenseOnlyRanksAsCosine(t *testing.T) {
 	}
 
 	t.Run("any spread", func(t *testing.T) {
-		cfg := testConfig(t.TempDir())
+		cfg := memorytest.Config(t.TempDir())
 		cfg.Recall.MMRLambda = 1
 		ws, wo, wc, _ := calibrationStore(t, hashed, cfg)
 		cfg.DataDir = t.TempDir()
@@ -134,7 +136,7 @@ func TestDenseOnlyRanksAsCosine(t *testing.T) {
 	})
 
 	t.Run("plain cosine", func(t *testing.T) {
-		cfg := testConfig(t.TempDir())
+		cfg := memorytest.Config(t.TempDir())
 		cfg.Recall.MMRLambda = 1
 		s, o, cids, texts := calibrationStore(t, narrow, cfg)
 		vecs, err := narrow.Embed(ctx, texts)

@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -10,14 +10,16 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 )
 
 // contextSona is a sona of two speakers over three sessions a day apart:
 // the memories by name.
-func contextSona(t *testing.T, s *Self, clk *clock.Fake) (*owner, map[string]cid.Cid) {
-	o := newOwner(t, s, "talk")
+func contextSona(t *testing.T, s *memory.Self, clk *clock.Fake) (*memorytest.Owner, map[string]cid.Cid) {
+	o := memorytest.NewOwner(t, s, "talk")
 	byName := map[string]cid.Cid{}
 	lines := []struct{ name, who, text string }{
 		{"a0", "Bo", "The car needs new tyres before winter."},  // session 1
@@ -33,10 +35,10 @@ func contextSona(t *testing.T, s *Self, clk *clock.Fake) (*owner, map[string]cid
 		if !ok {
 			d = 1
 		}
-		ts := epoch.Add(time.Duration(d)*24*time.Hour + time.Duration(i)*time.Minute).Unix()
+		ts := memorytest.Epoch.Add(time.Duration(d)*24*time.Hour + time.Duration(i)*time.Minute).Unix()
 		clk.Set(time.Unix(ts, 0))
 		who := l.who
-		byName[l.name] = o.add(&model.Memory{Data: model.Data{Other: &model.OtherData{Name: &who, Content: l.text}}, Timestamp: &ts}, nil)
+		byName[l.name] = o.Add(&model.Memory{Data: model.Data{Other: &model.OtherData{Name: &who, Content: l.text}}, Timestamp: &ts}, nil)
 	}
 	return o, byName
 }
@@ -54,15 +56,15 @@ func evidenceOf(rs []*recall.Recalled) map[cid.Cid]recall.Explain {
 // side, halved per hop beyond the first — and nothing across a session's
 // end (recall.context_gap).
 func TestRecallContextEvidence(t *testing.T) {
-	clk := clock.NewFake(epoch)
-	cfg := testConfig(t.TempDir())
-	s := openSelf(t, cfg, clk)
+	clk := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
 	o, m := contextSona(t, s, clk)
 	// BM25 alone lends relevance (only a1 has the query's words: its own
 	// relevance is 1); the affinity path brings a1's neighbours in.
 	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Affinity: 0.5, Context: 1}, Fusion: "weighted"}
-	rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "aurora fjord", Paths: &paths, Peek: true, Expand: new(0)})
+	rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "aurora fjord", Paths: &paths, Peek: true, Expand: new(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +79,7 @@ func TestRecallContextEvidence(t *testing.T) {
 	for name, v := range want {
 		e, ok := ex[m[name]]
 		if !ok {
-			t.Fatalf("%s is no candidate: %v", name, describe(rs))
+			t.Fatalf("%s is no candidate: %v", name, memorytest.Describe(rs))
 		}
 		if math.Abs(e.Evidence.Context-v) > 1e-12 {
 			t.Errorf("%s: context %v, want %v", name, e.Evidence.Context, v)
@@ -88,10 +90,10 @@ func TestRecallContextEvidence(t *testing.T) {
 	}
 	// A window of 1: a1 two places away lends a3 nothing.
 	cfg.Recall.ContextWindow = 1
-	s2 := openSelf(t, func() config.Config { c := cfg; c.DataDir = t.TempDir(); return c }(), clk)
+	s2 := memorytest.Open(t, func() config.Config { c := cfg; c.DataDir = t.TempDir(); return c }(), clk)
 	defer s2.Close()
 	o2, m2 := contextSona(t, s2, clk)
-	rs, err = recallIn(s2, context.Background(), recall.Query{Sona: o2.sona, Text: "aurora fjord", Paths: &paths, Peek: true, Expand: new(0)})
+	rs, err = memorytest.Recall(s2, context.Background(), recall.Query{Sona: o2.Sona, Text: "aurora fjord", Paths: &paths, Peek: true, Expand: new(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,21 +110,21 @@ func TestRecallContextEvidence(t *testing.T) {
 // speaks of, resolved against when it is asked (Query.Now); off for a
 // query that speaks of no time.
 func TestRecallTimeEvidence(t *testing.T) {
-	clk := clock.NewFake(epoch)
-	s := openSelf(t, testConfig(t.TempDir()), clk)
+	clk := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clk)
 	defer s.Close()
-	o := newOwner(t, s, "diary")
+	o := memorytest.NewOwner(t, s, "diary")
 	june := time.Date(2023, time.June, 20, 10, 0, 0, 0, time.UTC)
 	july := time.Date(2023, time.July, 20, 10, 0, 0, 0, time.UTC)
 	at := func(tm time.Time, text string) cid.Cid {
 		ts := tm.Unix()
-		return o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}, Timestamp: &ts}, nil)
+		return o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}, Timestamp: &ts}, nil)
 	}
 	inJune := at(june, "We went camping by the lake.")
 	inJuly := at(july, "We went camping in the hills.")
 	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Time: 1}, Fusion: "weighted"}
 	asked := time.Date(2023, time.August, 1, 0, 0, 0, 0, time.UTC).Unix()
-	rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "Where did we go camping in June?", Paths: &paths, Peek: true, Now: asked})
+	rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "Where did we go camping in June?", Paths: &paths, Peek: true, Now: asked})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,10 +138,10 @@ func TestRecallTimeEvidence(t *testing.T) {
 		t.Errorf("the July memory: time %v, want %v", e, want)
 	}
 	if r := recall.Ranked(rs); len(r) < 2 || r[0].CID != inJune {
-		t.Errorf("the June memory does not rank first: %v", describe(r))
+		t.Errorf("the June memory does not rank first: %v", memorytest.Describe(r))
 	}
 	// Asked in May 2024, "in June" is June 2023: the latest June.
-	rs, err = recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "camping in June", Paths: &paths, Peek: true,
+	rs, err = memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "camping in June", Paths: &paths, Peek: true,
 		Now: time.Date(2024, time.May, 1, 0, 0, 0, 0, time.UTC).Unix()})
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +150,7 @@ func TestRecallTimeEvidence(t *testing.T) {
 		t.Errorf("asked in May 2024: the June memory's time %v", e)
 	}
 	// No time in the query: no time evidence, and no weight for it.
-	rs, err = recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "camping", Paths: &paths, Peek: true, Now: asked})
+	rs, err = memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "camping", Paths: &paths, Peek: true, Now: asked})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,12 +171,12 @@ func bestBM25(rs []*recall.Recalled) float64 {
 
 // The speaker evidence: 1 for the memories of a speaker the query names.
 func TestRecallSpeakerEvidence(t *testing.T) {
-	clk := clock.NewFake(epoch)
-	s := openSelf(t, testConfig(t.TempDir()), clk)
+	clk := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clk)
 	defer s.Close()
 	o, m := contextSona(t, s, clk)
 	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Affinity: 0.5, Speaker: 1}, Fusion: "weighted"}
-	rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "What did Ann's sister play, and the aurora?", Paths: &paths, Peek: true})
+	rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "What did Ann's sister play, and the aurora?", Paths: &paths, Peek: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +187,7 @@ func TestRecallSpeakerEvidence(t *testing.T) {
 		}
 	}
 	// A name matches whatever its case, possessive or not.
-	rs, err = recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "bo's tyres", Paths: &paths, Peek: true})
+	rs, err = memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "bo's tyres", Paths: &paths, Peek: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 )
@@ -23,17 +24,17 @@ import (
 // bounded (recall.expand_per_hit per hit, or the query's Expand) and has
 // no rank.
 func TestRecallKHitsRankedExpansionBounded(t *testing.T) {
-	clk := clock.NewFake(epoch)
-	cfg := testConfig(t.TempDir())
+	clk := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
 	cfg.Recall.MMRLambda = 1 // rank by score alone
-	s := openSelf(t, cfg, clk)
+	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
-	o := newOwner(t, s, "a")
-	seededConversation(t, s, clk, o, 80, 11)
+	o := memorytest.NewOwner(t, s, "a")
+	o.Conversation(clk, 80, 11)
 	ctx := context.Background()
 	for _, k := range []int{1, 3, 5} {
 		for _, expand := range []*int{nil, new(0), new(2)} {
-			rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "tomato basil aphid lisbon", K: k, Expand: expand, Budget: 1 << 20, Peek: true})
+			rs, err := memorytest.Recall(s, ctx, recall.Query{Sona: o.Sona, Text: "tomato basil aphid lisbon", K: k, Expand: expand, Budget: 1 << 20, Peek: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +65,7 @@ func TestRecallKHitsRankedExpansionBounded(t *testing.T) {
 			}
 		}
 	}
-	if _, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "x", Expand: new(-1)}); !errors.Is(err, base.ErrInvalid) {
+	if _, err := memorytest.Recall(s, ctx, recall.Query{Sona: o.Sona, Text: "x", Expand: new(-1)}); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("expand -1: %v", err)
 	}
 }
@@ -75,25 +76,25 @@ func TestRecallKHitsRankedExpansionBounded(t *testing.T) {
 // saying the same is another memory.
 func TestRecallCollapsesNearIdenticalTexts(t *testing.T) {
 	for _, collapse := range []float64{0.9, 0} {
-		clk := clock.NewFake(epoch)
-		cfg := testConfig(t.TempDir())
+		clk := clock.NewFake(memorytest.Epoch)
+		cfg := memorytest.Config(t.TempDir())
 		cfg.Recall.Collapse = collapse
-		s := openSelf(t, cfg, clk)
-		o := newOwner(t, s, "gardener")
+		s := memorytest.Open(t, cfg, clk)
+		o := memorytest.NewOwner(t, s, "gardener")
 		at := func(min int) *int64 {
-			clk.Set(epoch.Add(time.Duration(min) * time.Minute))
+			clk.Set(memorytest.Epoch.Add(time.Duration(min) * time.Minute))
 			ts := clk.Now().Unix()
 			return &ts
 		}
-		q1 := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "Which bed did I plant the tomatoes in?"}}, Timestamp: at(1)}, nil)
-		q2 := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "which bed did I plant the tomatoes in"}}, Timestamp: at(2)}, nil)
-		q3 := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "Which bed did I plant the tomatoes in?!"}}, Timestamp: at(3)}, nil)
+		q1 := o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "Which bed did I plant the tomatoes in?"}}, Timestamp: at(1)}, nil)
+		q2 := o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "which bed did I plant the tomatoes in"}}, Timestamp: at(2)}, nil)
+		q3 := o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "Which bed did I plant the tomatoes in?!"}}, Timestamp: at(3)}, nil)
 		maya := "maya"
-		other := o.add(&model.Memory{Data: model.Data{Other: &model.OtherData{Name: &maya, Content: "Which bed did I plant the tomatoes in?"}}, Timestamp: at(4)}, nil)
-		answer := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "I planted the tomatoes in the east bed."}}, Timestamp: at(5)}, nil)
-		o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "The compost pile needs turning."}}, Timestamp: at(6)}, nil)
+		other := o.Add(&model.Memory{Data: model.Data{Other: &model.OtherData{Name: &maya, Content: "Which bed did I plant the tomatoes in?"}}, Timestamp: at(4)}, nil)
+		answer := o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "I planted the tomatoes in the east bed."}}, Timestamp: at(5)}, nil)
+		o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "The compost pile needs turning."}}, Timestamp: at(6)}, nil)
 
-		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "which bed did I plant the tomatoes in?", K: 3, Peek: true})
+		rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "which bed did I plant the tomatoes in?", K: 3, Peek: true})
 		s.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -106,7 +107,7 @@ func TestRecallCollapsesNearIdenticalTexts(t *testing.T) {
 		asks := []cid.Cid{q1, q2, q3}
 		if collapse == 0 {
 			if n := len(slices.DeleteFunc(slices.Clone(cids), func(c cid.Cid) bool { return !slices.Contains(asks, c) })); n < 2 {
-				t.Fatalf("collapse off: %d of the asks among the hits %v", n, describe(hits))
+				t.Fatalf("collapse off: %d of the asks among the hits %v", n, memorytest.Describe(hits))
 			}
 			continue
 		}
@@ -114,13 +115,13 @@ func TestRecallCollapsesNearIdenticalTexts(t *testing.T) {
 		for _, r := range rs {
 			if slices.Contains(asks, r.CID) {
 				if kept != nil {
-					t.Fatalf("two of the same question returned: %v", describe(rs))
+					t.Fatalf("two of the same question returned: %v", memorytest.Describe(rs))
 				}
 				kept = r
 			}
 		}
 		if kept == nil || len(kept.Collapsed) != 2 {
-			t.Fatalf("the question: %+v in %v", kept, describe(rs))
+			t.Fatalf("the question: %+v in %v", kept, memorytest.Describe(rs))
 		}
 		for _, c := range kept.Collapsed {
 			if !slices.Contains(asks, c) || c == kept.CID {
@@ -128,7 +129,7 @@ func TestRecallCollapsesNearIdenticalTexts(t *testing.T) {
 			}
 		}
 		if !slices.Contains(cids, other) || !slices.Contains(cids, answer) {
-			t.Fatalf("the hits lack maya's words or the answer: %v", describe(hits))
+			t.Fatalf("the hits lack maya's words or the answer: %v", memorytest.Describe(hits))
 		}
 	}
 }
@@ -137,12 +138,12 @@ func TestRecallCollapsesNearIdenticalTexts(t *testing.T) {
 // yields its place to a different memory.
 func TestRecallMMRDiversifies(t *testing.T) {
 	ranked := func(lambda float64) []*recall.Recalled {
-		clk := clock.NewFake(epoch)
-		cfg := testConfig(t.TempDir())
+		clk := clock.NewFake(memorytest.Epoch)
+		cfg := memorytest.Config(t.TempDir())
 		cfg.Recall.MMRLambda, cfg.Recall.Collapse = lambda, 0
-		s := openSelf(t, cfg, clk)
+		s := memorytest.Open(t, cfg, clk)
 		defer s.Close()
-		o := newOwner(t, s, "a")
+		o := memorytest.NewOwner(t, s, "a")
 		for i, text := range []string{
 			"tomato basil aphid garden compost",
 			"tomato basil aphid garden compost lettuce",
@@ -150,11 +151,11 @@ func TestRecallMMRDiversifies(t *testing.T) {
 			"lisbon train porto novel",
 			"lighthouse diary sunset painting",
 		} {
-			clk.Set(epoch.Add(time.Duration(i) * time.Minute))
+			clk.Set(memorytest.Epoch.Add(time.Duration(i) * time.Minute))
 			ts := clk.Now().Unix()
-			o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}, Timestamp: &ts}, nil)
+			o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}, Timestamp: &ts}, nil)
 		}
-		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "tomato basil aphid garden compost", K: 2, Expand: new(0), Peek: true})
+		rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "tomato basil aphid garden compost", K: 2, Expand: new(0), Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,33 +163,33 @@ func TestRecallMMRDiversifies(t *testing.T) {
 	}
 	plain, diverse := ranked(1), ranked(0.5)
 	if len(plain) != 2 || len(diverse) != 2 {
-		t.Fatalf("hits: %v, %v", describe(plain), describe(diverse))
+		t.Fatalf("hits: %v, %v", memorytest.Describe(plain), memorytest.Describe(diverse))
 	}
 	if plain[1].Memory.Text() != "tomato basil aphid garden compost lettuce" {
-		t.Fatalf("by score: %v", describe(plain))
+		t.Fatalf("by score: %v", memorytest.Describe(plain))
 	}
 	if diverse[0].CID != plain[0].CID || diverse[1].CID == plain[1].CID {
-		t.Fatalf("by maximal marginal relevance: %v", describe(diverse))
+		t.Fatalf("by maximal marginal relevance: %v", memorytest.Describe(diverse))
 	}
 }
 
 // A fresh sona does not recall another sona's memories unless asked to
 // (scope self): sonas isolate perspectives (seed 000).
 func TestDefaultScopeIsTheSona(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
 	if s.Config().Recall.Scope != recall.ScopeSona {
 		t.Fatalf("default scope %q", s.Config().Recall.Scope)
 	}
-	alice, bob := newOwner(t, s, "alice"), newOwner(t, s, "bob")
-	alice.text("Maya lives in Lisbon and rides her bicycle to work")
-	alice.text("I keep my bicycle in the blue shed")
+	alice, bob := memorytest.NewOwner(t, s, "alice"), memorytest.NewOwner(t, s, "bob")
+	alice.Text("Maya lives in Lisbon and rides her bicycle to work")
+	alice.Text("I keep my bicycle in the blue shed")
 	ctx := context.Background()
-	rs, err := recallIn(s, ctx, recall.Query{Sona: bob.sona, Text: "where is my bicycle?", Peek: true})
+	rs, err := memorytest.Recall(s, ctx, recall.Query{Sona: bob.Sona, Text: "where is my bicycle?", Peek: true})
 	if err != nil || len(rs) != 0 {
-		t.Fatalf("bob recalled %v (%v)", describe(rs), err)
+		t.Fatalf("bob recalled %v (%v)", memorytest.Describe(rs), err)
 	}
-	rs, err = recallIn(s, ctx, recall.Query{Sona: bob.sona, Text: "where is my bicycle?", Scope: recall.ScopeSelf, Peek: true})
+	rs, err = memorytest.Recall(s, ctx, recall.Query{Sona: bob.Sona, Text: "where is my bicycle?", Scope: recall.ScopeSelf, Peek: true})
 	if err != nil || len(rs) == 0 {
 		t.Fatalf("bob in self scope recalled nothing (%v)", err)
 	}
@@ -196,16 +197,16 @@ func TestDefaultScopeIsTheSona(t *testing.T) {
 
 // A recall under a span traces its stages as children.
 func TestRecallSpans(t *testing.T) {
-	clk := clock.NewFake(epoch)
-	s := openSelf(t, testConfig(t.TempDir()), clk)
+	clk := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clk)
 	defer s.Close()
-	o := newOwner(t, s, "a")
-	seededConversation(t, s, clk, o, 40, 2)
+	o := memorytest.NewOwner(t, s, "a")
+	o.Conversation(clk, 40, 2)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
 	ctx, root := tp.Tracer("test").Start(context.Background(), "request")
-	if _, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "tomato basil", K: 3, Peek: true}); err != nil {
+	if _, err := memorytest.Recall(s, ctx, recall.Query{Sona: o.Sona, Text: "tomato basil", K: 3, Peek: true}); err != nil {
 		t.Fatal(err)
 	}
 	root.End()

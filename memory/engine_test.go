@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,9 +16,11 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/text"
@@ -27,38 +28,14 @@ import (
 
 func i64(v int64) *int64 { return &v }
 
-// seededConversation fills a sona with n memories drawn from a small
-// vocabulary (seeded), each linked to the one before, timestamped a minute
-// apart.
-func seededConversation(t *testing.T, s *Self, clock *clock.Fake, o *owner, n int, seed int64) []cid.Cid {
-	t.Helper()
-	rng := rand.New(rand.NewSource(seed))
-	words := strings.Fields("garden tomato basil aphid compost lettuce slug river train lisbon porto novel lighthouse diary queue latency migration sister painting sunset")
-	var out []cid.Cid
-	for i := 0; i < n; i++ {
-		clock.Set(epoch.Add(time.Duration(len(out)) * time.Minute))
-		var b strings.Builder
-		for j := 0; j < 4+rng.Intn(12); j++ {
-			b.WriteString(words[rng.Intn(len(words))] + " ")
-		}
-		ts := clock.Now().Unix()
-		m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("%s(%d)", b.String(), i)}}, Timestamp: &ts}
-		if len(out) > 0 {
-			m.Edges = []model.Edge{{Target: out[len(out)-1], Weight: 1}}
-		}
-		out = append(out, o.add(m, nil))
-	}
-	return out
-}
-
 func TestExplainSumsToTheScore(t *testing.T) {
-	clock := clock.NewFake(epoch)
-	s := openSelf(t, testConfig(t.TempDir()), clock)
+	clock := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
 	defer s.Close()
-	o := newOwner(t, s, "a")
-	seededConversation(t, s, clock, o, 80, 3)
+	o := memorytest.NewOwner(t, s, "a")
+	o.Conversation(clock, 80, 3)
 	for _, q := range []string{"tomato basil", "lisbon train", "sunset painting sister", "nothing matches this"} {
-		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: q, Peek: true})
+		rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: q, Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,18 +54,18 @@ func TestExplainSumsToTheScore(t *testing.T) {
 }
 
 func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
-	clock := clock.NewFake(epoch)
-	s := openSelf(t, testConfig(t.TempDir()), clock)
+	clock := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
 	defer s.Close()
-	o := newOwner(t, s, "a")
-	mems := seededConversation(t, s, clock, o, 30, 5)
+	o := memorytest.NewOwner(t, s, "a")
+	mems := o.Conversation(clock, 30, 5)
 	ctx := context.Background()
-	page, err := s.Sonas.Chain(o.sona, 0, 100)
+	page, err := s.Sonas.Chain(o.Sona, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, seq := range []int64{0, 9, 29} {
-		rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "tomato basil garden lisbon", AsOf: i64(seq), K: 30, Budget: 1 << 20, Peek: true})
+		rs, err := memorytest.Recall(s, ctx, recall.Query{Sona: o.Sona, Text: "tomato basil garden lisbon", AsOf: i64(seq), K: 30, Budget: 1 << 20, Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,9 +78,9 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 			}
 		}
 	}
-	// By time: memory i was stored at epoch + i minutes.
-	at := epoch.Add(12 * time.Minute).Unix()
-	rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "tomato basil garden lisbon", AsOf: &at, K: 30, Budget: 1 << 20, Peek: true})
+	// By time: memory i was stored at memorytest.Epoch + i minutes.
+	at := memorytest.Epoch.Add(12 * time.Minute).Unix()
+	rs, err := memorytest.Recall(s, ctx, recall.Query{Sona: o.Sona, Text: "tomato basil garden lisbon", AsOf: &at, K: 30, Budget: 1 << 20, Peek: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,20 +89,20 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 			t.Fatalf("as_of time recalled a memory stored later")
 		}
 	}
-	if _, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "x", AsOf: i64(30)}); !errors.Is(err, base.ErrInvalid) {
+	if _, err := memorytest.Recall(s, ctx, recall.Query{Sona: o.Sona, Text: "x", AsOf: i64(30)}); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("as_of past the chain: err = %v", err)
 	}
 }
 
 func TestScope(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	a, b := newOwner(t, s, "gardener"), newOwner(t, s, "traveller")
-	mine := a.text("the tomatoes need basil against aphids")
-	theirs := b.text("tomatoes and basil grow well in Lisbon")
+	a, b := memorytest.NewOwner(t, s, "gardener"), memorytest.NewOwner(t, s, "traveller")
+	mine := a.Text("the tomatoes need basil against aphids")
+	theirs := b.Text("tomatoes and basil grow well in Lisbon")
 	ctx := context.Background()
 	got := func(scope string) []cid.Cid {
-		rs, err := recallIn(s, ctx, recall.Query{Sona: a.sona, Text: "tomatoes basil", Scope: scope, Peek: true})
+		rs, err := memorytest.Recall(s, ctx, recall.Query{Sona: a.Sona, Text: "tomatoes basil", Scope: scope, Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,20 +118,20 @@ func TestScope(t *testing.T) {
 	if g := got(recall.ScopeSelf); !slices.Contains(g, mine) || !slices.Contains(g, theirs) {
 		t.Fatalf("self scope: %v", g)
 	}
-	if _, err := recallIn(s, ctx, recall.Query{Sona: a.sona, Text: "x", Scope: "everything"}); !errors.Is(err, base.ErrInvalid) {
+	if _, err := memorytest.Recall(s, ctx, recall.Query{Sona: a.Sona, Text: "x", Scope: "everything"}); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("bad scope: %v", err)
 	}
 }
 
 func TestDedupOnInsert(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o := newOwner(t, s, "notes")
+	o := memorytest.NewOwner(t, s, "notes")
 	ctx := context.Background()
-	orig := o.text("My sister Maya lives in Lisbon near the river")
+	orig := o.Text("My sister Maya lives in Lisbon near the river")
 	prep := func(content string, ts *int64) (*model.Prepared, *chain.Duplicate) {
 		m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: content}}, Timestamp: ts}
-		p, dup, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, true, nil)
+		p, dup, err := s.Chains.PrepareInsert(ctx, o.Sona, m, nil, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,13 +162,13 @@ func TestDedupOnInsert(t *testing.T) {
 	// nearest-neighbour similarities sets the threshold.
 	for i := 0; i < 12; i++ {
 		m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("the parcel for order %d arrives at the depot by the river on day %s", i, strings.Repeat("x", i+1))}}}
-		p, _, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, false, nil)
+		p, _, err := s.Chains.PrepareInsert(ctx, o.Sona, m, nil, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.addPrepared(p)
+		o.AddPrepared(p)
 	}
-	stats, n, err := s.Chains.SimStats(o.sona)
+	stats, n, err := s.Chains.SimStats(o.Sona)
 	if err != nil || n < 10 || stats.N < 10 {
 		t.Fatalf("stats %+v over %d memories: %v", stats, n, err)
 	}
@@ -210,27 +187,27 @@ func TestDedupOnInsert(t *testing.T) {
 // new memory's nearest, however unlike, a duplicate. The bootstrap's
 // threshold is the floor.
 func TestDedupThresholdFloor(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o := newOwner(t, s, "notes")
+	o := memorytest.NewOwner(t, s, "notes")
 	ctx := context.Background()
 	words := strings.Fields("apple river stone cloud piano garden winter lamp harbor violin desert candle " +
 		"meadow engine copper lantern orchard glacier saddle thunder basket marble falcon quarry velvet " +
 		"cactus ribbon tunnel walnut beacon")
 	for i := range 30 { // four words each, few shared: far apart
 		text := strings.Join([]string{words[i%len(words)], words[(i*7+3)%len(words)], words[(i*11+5)%len(words)], words[(i*13+9)%len(words)]}, " ")
-		p, _, err := s.Chains.PrepareInsert(ctx, o.sona, &model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}}, nil, false, nil)
+		p, _, err := s.Chains.PrepareInsert(ctx, o.Sona, &model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}}, nil, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.addPrepared(p) // with its neighbours: the sona's distribution learns
+		o.AddPrepared(p) // with its neighbours: the sona's distribution learns
 	}
-	stats, _, err := s.Chains.SimStats(o.sona)
+	stats, _, err := s.Chains.SimStats(o.Sona)
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := assoc.EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.DedupBeta, stats, 30).Value
-	boot := assoc.EmergentThreshold(s.cfg.Threshold, s.cfg.Threshold.DedupBeta, assoc.SimStats{}, 0).Value
+	live := assoc.EmergentThreshold(s.Config().Threshold, s.Config().Threshold.DedupBeta, stats, 30).Value
+	boot := assoc.EmergentThreshold(s.Config().Threshold, s.Config().Threshold.DedupBeta, assoc.SimStats{}, 0).Value
 	if live >= boot {
 		t.Fatalf("the sona's live threshold %.3f is not below the bootstrap's %.3f: no floor to test", live, boot)
 	}
@@ -240,7 +217,7 @@ func TestDedupThresholdFloor(t *testing.T) {
 	for i := range 30 {
 		for _, w := range words {
 			text := strings.Join([]string{words[i%len(words)], words[(i*7+3)%len(words)], words[(i*11+5)%len(words)], w}, " ")
-			p, dup, err := s.Chains.PrepareInsert(ctx, o.sona, &model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}}, nil, true, nil)
+			p, dup, err := s.Chains.PrepareInsert(ctx, o.Sona, &model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}}, nil, true, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -265,21 +242,21 @@ func TestDedupThresholdFloor(t *testing.T) {
 func TestNeighboursAreTheSonasNearest(t *testing.T) {
 	for _, scanMax := range []int{20_000, 0} {
 		t.Run(fmt.Sprintf("exact_scan_max=%d", scanMax), func(t *testing.T) {
-			cfg := testConfig(t.TempDir())
+			cfg := memorytest.Config(t.TempDir())
 			cfg.Recall.ExactScanMax = scanMax
-			s := openSelf(t, cfg, clock.NewFake(epoch))
+			s := memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
 			defer s.Close()
-			mine, other := newOwner(t, s, "mine"), newOwner(t, s, "other")
-			near := mine.text("apples grow in an orchard")
-			mine.text("the train to lisbon was late again")
+			mine, other := memorytest.NewOwner(t, s, "mine"), memorytest.NewOwner(t, s, "other")
+			near := mine.Text("apples grow in an orchard")
+			mine.Text("the train to lisbon was late again")
 			for i := range 40 { // 40 memories of another sona, closer to the query than near
-				other.text(fmt.Sprintf("apples grow in the orchard by the river %d", i))
+				other.Text(fmt.Sprintf("apples grow in the orchard by the river %d", i))
 			}
 			vecs, err := s.Embed(context.Background(), "apples grow in the orchard by the river")
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.Chains.Neighbors(vecs[0], mine.sona, 1, cid.Undef)
+			got, err := s.Chains.Neighbors(vecs[0], mine.Sona, 1, cid.Undef)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -307,20 +284,20 @@ func TestNeighboursAreTheSonasNearest(t *testing.T) {
 func TestInsertBesideAnotherSonasCloserMemories(t *testing.T) {
 	for _, c := range []struct{ scanMax, others int }{{20_000, 40}, {0, 3}} {
 		t.Run(fmt.Sprintf("exact_scan_max=%d", c.scanMax), func(t *testing.T) {
-			cfg := testConfig(t.TempDir())
+			cfg := memorytest.Config(t.TempDir())
 			cfg.Recall.ExactScanMax = c.scanMax
-			s := openSelf(t, cfg, clock.NewFake(epoch))
+			s := memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
 			defer s.Close()
-			mine, other := newOwner(t, s, "mine"), newOwner(t, s, "other")
+			mine, other := memorytest.NewOwner(t, s, "mine"), memorytest.NewOwner(t, s, "other")
 			ctx := context.Background()
-			near := mine.text("apples grow in an old orchard")
-			mine.text("the train to lisbon was late again")
+			near := mine.Text("apples grow in an old orchard")
+			mine.Text("the train to lisbon was late again")
 			theirs := map[cid.Cid]bool{}
 			for i := range c.others { // closer to what is inserted than near
-				theirs[other.text(fmt.Sprintf("apples grow in an orchard by the river %d", i))] = true
+				theirs[other.Text(fmt.Sprintf("apples grow in an orchard by the river %d", i))] = true
 			}
 			insert := func(text string, dedup bool) (*model.Prepared, *chain.Duplicate) {
-				p, dup, err := s.Chains.PrepareInsert(ctx, mine.sona, &model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}}, nil, dedup, nil)
+				p, dup, err := s.Chains.PrepareInsert(ctx, mine.Sona, &model.Memory{Data: model.Data{Text: &model.TextData{Content: text}}}, nil, dedup, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -333,7 +310,7 @@ func TestInsertBesideAnotherSonasCloserMemories(t *testing.T) {
 			if dup != nil || len(p.Neighbors) == 0 || p.Neighbors[0].CID != near {
 				t.Fatalf("neighbours %+v (duplicate %+v), want %s first", p.Neighbors, dup, near)
 			}
-			mine.addPrepared(p)
+			mine.AddPrepared(p)
 			links, err := s.Assoc.Associations(p.CID)
 			if err != nil {
 				t.Fatal(err)
@@ -352,27 +329,15 @@ func TestInsertBesideAnotherSonasCloserMemories(t *testing.T) {
 	}
 }
 
-func (o *owner) addPrepared(p *model.Prepared) {
-	o.t.Helper()
-	plan, err := model.PlanAppend(o.sona, o.head, o.n, p, o.s.clock.Now().Unix())
-	if err != nil {
-		o.t.Fatal(err)
-	}
-	if err := o.s.Store().Update(context.Background(), o.s.Chains.Op(plan)); err != nil {
-		o.t.Fatal(err)
-	}
-	o.head, o.n = plan.Next()
-}
-
 func TestAssociationsOnAppend(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o := newOwner(t, s, "a")
+	o := memorytest.NewOwner(t, s, "a")
 	ctx := context.Background()
-	first := o.text("apples grow in the orchard")
-	second := o.text("the orchard has apple trees", model.Edge{Target: first, Weight: 0.5})
+	first := o.Text("apples grow in the orchard")
+	second := o.Text("the orchard has apple trees", model.Edge{Target: first, Weight: 0.5})
 	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "apples from the orchard trees"}}}
-	p, _, err := s.Chains.PrepareInsert(ctx, o.sona, m, nil, false, nil)
+	p, _, err := s.Chains.PrepareInsert(ctx, o.Sona, m, nil, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,11 +347,11 @@ func TestAssociationsOnAppend(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.EdgeType = assoc.Causal
-	p.Neighbors, err = s.Chains.Neighbors(p.Vector, o.sona, 3, p.CID)
+	p.Neighbors, err = s.Chains.Neighbors(p.Vector, o.Sona, 3, p.CID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.addPrepared(p)
+	o.AddPrepared(p)
 	links := func(c cid.Cid) map[cid.Cid]assoc.Link {
 		ls, err := s.Assoc.Associations(c)
 		if err != nil {
@@ -415,13 +380,13 @@ func TestAssociationsOnAppend(t *testing.T) {
 }
 
 func TestCoAccessAndQueryLog(t *testing.T) {
-	clock := clock.NewFake(epoch)
-	s := openSelf(t, testConfig(t.TempDir()), clock)
+	clock := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
 	defer s.Close()
-	o := newOwner(t, s, "a")
-	seededConversation(t, s, clock, o, 20, 9)
+	o := memorytest.NewOwner(t, s, "a")
+	o.Conversation(clock, 20, 9)
 	ctx := context.Background()
-	rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "tomato basil garden", AgentID: "agent-1", K: 3})
+	rs, err := memorytest.Recall(s, ctx, recall.Query{Sona: o.Sona, Text: "tomato basil garden", AgentID: "agent-1", K: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,11 +423,11 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 		t.Fatalf("query log: %v %v", log, err)
 	}
 	e := log[0]
-	if e.Sona != o.sona || e.AgentId != "agent-1" || len(e.Cids) != len(rs) || !slices.Contains(e.Keywords, "basil") {
+	if e.Sona != o.Sona || e.AgentId != "agent-1" || len(e.Cids) != len(rs) || !slices.Contains(e.Keywords, "basil") {
 		t.Fatalf("query log entry %v", e)
 	}
 	// Peek leaves no trace.
-	if _, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "lisbon", Peek: true}); err != nil {
+	if _, err := memorytest.Recall(s, ctx, recall.Query{Sona: o.Sona, Text: "lisbon", Peek: true}); err != nil {
 		t.Fatal(err)
 	}
 	s.Store().Barrier(ctx)
@@ -473,12 +438,12 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 
 func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	dir := t.TempDir()
-	clock := clock.NewFake(epoch)
-	cfg := testConfig(dir)
-	s := openSelf(t, cfg, clock)
-	o := newOwner(t, s, "a")
-	mems := seededConversation(t, s, clock, o, 40, 11)
-	bm25 := func(s *Self, q string) map[string]bool {
+	clock := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(dir)
+	s := memorytest.Open(t, cfg, clock)
+	o := memorytest.NewOwner(t, s, "a")
+	mems := o.Conversation(clock, 40, 11)
+	bm25 := func(s *memory.Self, q string) map[string]bool {
 		if err := s.Text.Settle(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -504,7 +469,7 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, "text")); err != nil {
 		t.Fatal(err)
 	}
-	s = openSelf(t, cfg, clock)
+	s = memorytest.Open(t, cfg, clock)
 	if got := bm25(s, "tomato lisbon sunset"); !maps.Equal(got, want) {
 		t.Fatalf("rebuilt index finds %d, before %d", len(got), len(want))
 	}
@@ -531,7 +496,7 @@ func TestTextIndexRebuiltAndCaughtUp(t *testing.T) {
 		t.Fatalf("index holds %d docs after the simulated loss, want 25", n)
 	}
 	idx.Close()
-	s = openSelf(t, cfg, clock)
+	s = memorytest.Open(t, cfg, clock)
 	defer s.Close()
 	if got := bm25(s, "tomato lisbon sunset"); !maps.Equal(got, want) {
 		t.Fatalf("caught-up index finds %d, before %d", len(got), len(want))

@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -11,27 +11,29 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
 
 // openEvaluated opens a self whose queries are evaluated by ev.
-func openEvaluated(t *testing.T, cfg config.Config, ev eumas.Evaluator) *Self {
+func openEvaluated(t *testing.T, cfg config.Config, ev eumas.Evaluator) *memory.Self {
 	t.Helper()
-	s, err := Open(context.Background(), Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: clock.NewFake(epoch), Evaluator: ev})
+	s, err := memory.Open(context.Background(), memory.Options{Config: cfg, Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Clock: clock.NewFake(memorytest.Epoch), Evaluator: ev})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-func hasProfile(s *Self, c cid.Cid) bool {
-	id, ok := s.index.ID(c.KeyString())
+func hasProfile(s *memory.Self, c cid.Cid) bool {
+	id, ok := s.Index().ID(c.KeyString())
 	return ok && s.Evals.ProfileOf(id) != nil
 }
 
-func metaOf(t *testing.T, s *Self, c cid.Cid) *messages.MemoryMeta {
+func metaOf(t *testing.T, s *memory.Self, c cid.Cid) *messages.MemoryMeta {
 	t.Helper()
 	meta, err := s.Memories.Meta(c)
 	if err != nil {
@@ -41,12 +43,12 @@ func metaOf(t *testing.T, s *Self, c cid.Cid) *messages.MemoryMeta {
 }
 
 func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
-	cfg := testConfig(t.TempDir())
+	cfg := memorytest.Config(t.TempDir())
 	ev := eumas.NewHeuristic(cfg.Evaluation.Archetypes)
 	s := openEvaluated(t, cfg, ev)
-	o := newOwner(t, s, "ella")
-	moved := o.text("I felt so happy and loved when we finally adopted the puppy.")
-	plain := o.text("The meeting is at ten.")
+	o := memorytest.NewOwner(t, s, "ella")
+	moved := o.Text("I felt so happy and loved when we finally adopted the puppy.")
+	plain := o.Text("The meeting is at ten.")
 	ctx := context.Background()
 
 	step, err := s.Evals.EvaluatePending(ctx, ev, 1)
@@ -78,7 +80,7 @@ func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(full.Archetypes) != len(cfg.Evaluation.Archetypes) || full.Evaluator != eumas.HeuristicName || full.EvaluatedAt != epoch.Unix() {
+	if len(full.Archetypes) != len(cfg.Evaluation.Archetypes) || full.Evaluator != eumas.HeuristicName || full.EvaluatedAt != memorytest.Epoch.Unix() {
 		t.Errorf("stored evaluation = %v", full)
 	}
 	if got := eumas.Aggregate(full).String(); got != sum.String() {
@@ -120,10 +122,10 @@ func (g *garbage) Complete(context.Context, llm.Request) (llm.Response, error) {
 }
 
 func TestFailedEvaluationIsRecordedNotStoredAsMetrics(t *testing.T) {
-	cfg := testConfig(t.TempDir())
+	cfg := memorytest.Config(t.TempDir())
 	s := openEvaluated(t, cfg, nil)
 	defer s.Close()
-	c := newOwner(t, s, "ella").text("I was so happy today.")
+	c := memorytest.NewOwner(t, s, "ella").Text("I was so happy today.")
 	model := &garbage{}
 	ev := eumas.NewLLM(model, cfg.Evaluation.Archetypes, 0, nil)
 	step, err := s.Evals.EvaluatePending(context.Background(), ev, 10)
@@ -153,12 +155,12 @@ func TestFailedEvaluationIsRecordedNotStoredAsMetrics(t *testing.T) {
 }
 
 func TestConcurrentEvaluatorsNeverWriteTwice(t *testing.T) {
-	cfg := testConfig(t.TempDir())
+	cfg := memorytest.Config(t.TempDir())
 	s := openEvaluated(t, cfg, nil)
 	defer s.Close()
-	o := newOwner(t, s, "ella")
+	o := memorytest.NewOwner(t, s, "ella")
 	for i := range 20 {
-		o.text(fmt.Sprintf("I felt happy and curious about the new book, chapter %d.", i))
+		o.Text(fmt.Sprintf("I felt happy and curious about the new book, chapter %d.", i))
 	}
 	ev := eumas.NewHeuristic(cfg.Evaluation.Archetypes)
 	ctx := context.Background()
@@ -198,14 +200,14 @@ func TestConcurrentEvaluatorsNeverWriteTwice(t *testing.T) {
 // metric path (the query asks how something felt) brings up the one that
 // says how it felt.
 func TestMetricPathChangesRanking(t *testing.T) {
-	cfg := testConfig(t.TempDir())
+	cfg := memorytest.Config(t.TempDir())
 	cfg.Evaluation.ImportanceSeed = 0 // the ranking must move by the metric path alone
 	ev := eumas.NewHeuristic(cfg.Evaluation.Archetypes)
 	s := openEvaluated(t, cfg, ev)
 	defer s.Close()
-	o := newOwner(t, s, "ella")
-	felt := o.text("The party was at the lake house, I loved it and felt happy.")
-	plain := o.text("The party was at the lake house.") // later, so also more recent
+	o := memorytest.NewOwner(t, s, "ella")
+	felt := o.Text("The party was at the lake house, I loved it and felt happy.")
+	plain := o.Text("The party was at the lake house.") // later, so also more recent
 	if err := s.Evals.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -216,13 +218,13 @@ func TestMetricPathChangesRanking(t *testing.T) {
 	// itself returns them in topological order).
 	recallWith := func(metric float64) []*recall.Recalled {
 		t.Helper()
-		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "how did the party at the lake house feel", K: 2, Peek: true,
+		rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "how did the party at the lake house feel", K: 2, Peek: true,
 			Paths: &recall.Paths{Weights: config.PathWeights{BM25: 1, Metric: metric}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(rs) != 2 {
-			t.Fatalf("recalled %v", describe(rs))
+			t.Fatalf("recalled %v", memorytest.Describe(rs))
 		}
 		if rs[1].Score > rs[0].Score {
 			rs[0], rs[1] = rs[1], rs[0]

@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 // Fault tests: the store on a full disk and with damaged files, on real
 // Badger and real files. Where a fault could kill the process (a full
@@ -14,14 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -30,122 +28,33 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
-	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
-// logBuffer collects a Self's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-func openWith(o Options) (*Self, error) {
-	if o.Embedder == nil {
-		o.Embedder = llm.NewHashedEmbedder(llm.DefaultDims)
-	}
-	if o.Clock == nil {
-		o.Clock = clock.NewFake(epoch)
-	}
-	return Open(context.Background(), o)
-}
-
-// childEnv, when set, makes a fault test the child it starts.
-const childEnv = "MEMORIA_FAULT_CHILD"
-
-// startChild runs this test binary again, for test, as its child: it
-// talks over the child's stdin and stdout, a line at a time.
-func startChild(t *testing.T, test string, env ...string) (*exec.Cmd, io.WriteCloser, *bufio.Scanner, *bytes.Buffer) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), append(env, childEnv+"="+test)...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &bytes.Buffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	return cmd, stdin, sc, stderr
-}
-
-// expectLine reads the child's lines until one starts with prefix,
-// collecting the lines "ACK <cid>" before it into acked.
-func expectLine(t *testing.T, sc *bufio.Scanner, prefix string, acked map[string]bool, stderr *bytes.Buffer) string {
-	t.Helper()
-	for sc.Scan() {
-		line := sc.Text()
-		if c, ok := strings.CutPrefix(line, "ACK "); ok {
-			acked[c] = true
-			continue
-		}
-		if strings.HasPrefix(line, prefix) {
-			return line
-		}
-	}
-	t.Fatalf("the child ended before %q (%v); its stderr:\n%s", prefix, sc.Err(), tail(stderr.String(), 4000))
-	return ""
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
 // The injected free-space source: below the reserve, writes are refused
 // with base.ErrDiskFull (writes that write nothing are not), reads go on, and
 // writes resume when space returns; nothing acknowledged is lost.
 func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	dir := t.TempDir()
-	cfg := testConfig(dir)
+	cfg := memorytest.Config(dir)
 	const reserve = 256 << 20
 	var free atomic.Uint64
 	free.Store(10 << 30)
-	logs := &logBuffer{}
-	s, err := openWith(Options{Config: cfg, Logger: logs.logger(), FreeSpace: func() (uint64, error) { return free.Load(), nil }})
+	logs := &memorytest.LogBuffer{}
+	s, err := memorytest.OpenWith(memory.Options{Config: cfg, Logger: logs.Logger(), FreeSpace: func() (uint64, error) { return free.Load(), nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := newOwner(t, s, "a")
+	o := memorytest.NewOwner(t, s, "a")
 	var acked []cid.Cid
 	for i := range 20 {
-		acked = append(acked, o.text(fmt.Sprintf("an acknowledged memory, number %d", i)))
+		acked = append(acked, o.Text(fmt.Sprintf("an acknowledged memory, number %d", i)))
 	}
 	file := make([]byte, 512<<10)
 	rand.Read(file)
@@ -156,7 +65,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 
 	// A little above the reserve: a small memory fits, a large file does not.
 	free.Store(reserve + 100<<10)
-	acked = append(acked, o.text("a small memory still fits"))
+	acked = append(acked, o.Text("a small memory still fits"))
 	big := make([]byte, 512<<10)
 	rand.Read(big)
 	if _, err := s.Chains.PutFile(context.Background(), big, ""); !errors.Is(err, base.ErrDiskFull) {
@@ -164,7 +73,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	}
 
 	free.Store(reserve - 1)
-	if _, err := o.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "refused"}}}, nil); !errors.Is(err, base.ErrDiskFull) {
+	if _, err := o.TryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "refused"}}}, nil); !errors.Is(err, base.ErrDiskFull) {
 		t.Fatalf("append below the reserve: err = %v, want base.ErrDiskFull", err)
 	}
 	if _, err := s.Sonas.Create(context.Background(), "b"); !errors.Is(err, base.ErrDiskFull) {
@@ -185,14 +94,14 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	if b, err := s.Block(fc); err != nil || !bytes.Equal(b, file) {
 		t.Fatalf("file while the disk is full: %v", err)
 	}
-	got, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "acknowledged memory number 3"})
+	got, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "acknowledged memory number 3"})
 	if err != nil || len(got) == 0 {
 		t.Fatalf("recall while the disk is full: %d, %v", len(got), err)
 	}
 	if !strings.Contains(logs.String(), "refusing writes") {
 		t.Fatalf("no log line for the refusal:\n%s", logs.String())
 	}
-	rec, _ := s.Sonas.Get(o.sona)
+	rec, _ := s.Sonas.Get(o.Sona)
 	if rec.Length != int64(len(acked)) {
 		t.Fatalf("chain length %d, acknowledged %d", rec.Length, len(acked))
 	}
@@ -202,14 +111,14 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 	if err := s.Store().CheckSpace(); err != nil {
 		t.Fatal(err)
 	}
-	acked = append(acked, o.text("written once space returned"))
+	acked = append(acked, o.Text("written once space returned"))
 	if !strings.Contains(logs.String(), "accepting writes again") {
 		t.Fatalf("no log line for the recovery:\n%s", logs.String())
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openSelf(t, cfg, nil)
+	s = memorytest.Open(t, cfg, nil)
 	defer s.Close()
 	for _, c := range acked {
 		if _, _, err := s.Memories.Get(c); err != nil {
@@ -226,7 +135,7 @@ func TestDiskFullRefusesWritesAndRecovers(t *testing.T) {
 // files raise SIGBUS when the disk is full under them); reads go on;
 // when space is freed, writes resume; every acknowledged write is there.
 func TestDiskFullOnTmpfs(t *testing.T) {
-	if os.Getenv(childEnv) == "TestDiskFullOnTmpfs" {
+	if os.Getenv(memorytest.ChildEnv) == "TestDiskFullOnTmpfs" {
 		diskFullChild(t)
 		return
 	}
@@ -247,9 +156,9 @@ func TestDiskFullOnTmpfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := filepath.Join(mnt, "data")
-	cmd, stdin, sc, stderr := startChild(t, "TestDiskFullOnTmpfs", "MEMORIA_FAULT_DIR="+data)
+	cmd, stdin, sc, stderr := memorytest.StartChild(t, "TestDiskFullOnTmpfs", "MEMORIA_FAULT_DIR="+data)
 	acked := map[string]bool{}
-	line := expectLine(t, sc, "FULL", acked, stderr)
+	line := memorytest.ExpectLine(t, sc, "FULL", acked, stderr)
 	t.Logf("child: %s (%d acknowledged)", line, len(acked))
 	if len(acked) < 50 {
 		t.Fatalf("only %d writes acknowledged before the refusal", len(acked))
@@ -258,14 +167,14 @@ func TestDiskFullOnTmpfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintln(stdin, "FREED")
-	expectLine(t, sc, "RECOVERED", acked, stderr)
+	memorytest.ExpectLine(t, sc, "RECOVERED", acked, stderr)
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the store process failed: %v (a SIGBUS means the disk filled under Badger)\n%s", err, tail(stderr.String(), 4000))
+		t.Fatalf("the store process failed: %v (a SIGBUS means the disk filled under Badger)\n%s", err, memorytest.Tail(stderr.String(), 4000))
 	}
 
 	cfg := tmpfsConfig(data)
-	s := openSelf(t, cfg, nil)
+	s := memorytest.Open(t, cfg, nil)
 	defer s.Close()
 	for c := range acked {
 		k, err := cid.Decode(c)
@@ -281,7 +190,7 @@ func TestDiskFullOnTmpfs(t *testing.T) {
 // tmpfsConfig keeps Badger's memtables and the reserve small enough for
 // a 40 MiB file system (the reserve must cover a memtable flush).
 func tmpfsConfig(dir string) config.Config {
-	cfg := testConfig(dir)
+	cfg := memorytest.Config(dir)
 	cfg.Store.MemTableMB = 2
 	cfg.Store.MinFreeMB = 8
 	return cfg
@@ -289,19 +198,19 @@ func tmpfsConfig(dir string) config.Config {
 
 func diskFullChild(t *testing.T) {
 	dir := os.Getenv("MEMORIA_FAULT_DIR")
-	logs := &logBuffer{}
-	s, err := openWith(Options{Config: tmpfsConfig(dir), Logger: logs.logger()})
+	logs := &memorytest.LogBuffer{}
+	s, err := memorytest.OpenWith(memory.Options{Config: tmpfsConfig(dir), Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := newOwner(t, s, "filler")
+	o := memorytest.NewOwner(t, s, "filler")
 	write := func(i int) (cid.Cid, error) {
 		if i%4 == 0 {
 			b := make([]byte, 100<<10) // into the value log
 			rand.Read(b)
 			return s.Chains.PutFile(context.Background(), b, "")
 		}
-		return o.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("memory %d: %s", i, strings.Repeat("filling the disk ", 200))}}}, nil)
+		return o.TryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprintf("memory %d: %s", i, strings.Repeat("filling the disk ", 200))}}}, nil)
 	}
 	var first cid.Cid
 	i := 0
@@ -346,13 +255,13 @@ func diskFullChild(t *testing.T) {
 // "ACK <cid>" for each once it is acknowledged, then "DONE", and waits to
 // be killed.
 func writerChild(t *testing.T, n int) {
-	s, err := openWith(Options{Config: testConfig(os.Getenv("MEMORIA_FAULT_DIR"))})
+	s, err := memorytest.OpenWith(memory.Options{Config: memorytest.Config(os.Getenv("MEMORIA_FAULT_DIR"))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := newOwner(t, s, "writer")
+	o := memorytest.NewOwner(t, s, "writer")
 	for i := range n {
-		c := o.text(fmt.Sprintf("acknowledged memory %d about the orchard", i))
+		c := o.Text(fmt.Sprintf("acknowledged memory %d about the orchard", i))
 		fmt.Printf("ACK %s\n", c)
 	}
 	// The full-text index persisted up to the last write: a store that
@@ -373,9 +282,9 @@ func writerChild(t *testing.T, n int) {
 // and its write-ahead log: nothing flushed, nothing closed).
 func killAfterWrites(t *testing.T, test, dir string, n int) map[string]bool {
 	t.Helper()
-	cmd, _, sc, stderr := startChild(t, test, "MEMORIA_FAULT_DIR="+dir, fmt.Sprintf("MEMORIA_FAULT_N=%d", n))
+	cmd, _, sc, stderr := memorytest.StartChild(t, test, "MEMORIA_FAULT_DIR="+dir, fmt.Sprintf("MEMORIA_FAULT_N=%d", n))
 	acked := map[string]bool{}
-	expectLine(t, sc, "DONE", acked, stderr)
+	memorytest.ExpectLine(t, sc, "DONE", acked, stderr)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -386,22 +295,16 @@ func killAfterWrites(t *testing.T, test, dir string, n int) map[string]bool {
 	return acked
 }
 
-func childN() int {
-	var n int
-	fmt.Sscan(os.Getenv("MEMORIA_FAULT_N"), &n)
-	return n
-}
-
 // A kill -9 loses nothing acknowledged, and the restart says nothing is
 // wrong (the acknowledged mark raises no false alarm).
 func TestKillNineLosesNothing(t *testing.T) {
-	if os.Getenv(childEnv) == t.Name() {
-		writerChild(t, childN())
+	if os.Getenv(memorytest.ChildEnv) == t.Name() {
+		writerChild(t, memorytest.ChildN())
 		return
 	}
 	dir := t.TempDir()
 	acked := killAfterWrites(t, t.Name(), dir, 300)
-	s := openSelf(t, testConfig(dir), nil)
+	s := memorytest.Open(t, memorytest.Config(dir), nil)
 	defer s.Close()
 	for c := range acked {
 		k, _ := cid.Decode(c)
@@ -417,12 +320,12 @@ func TestKillNineLosesNothing(t *testing.T) {
 // open, until the loss is accepted; accepting it serves what remains and
 // logs what is gone.
 func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
-	if os.Getenv(childEnv) == t.Name() {
-		writerChild(t, childN())
+	if os.Getenv(memorytest.ChildEnv) == t.Name() {
+		writerChild(t, memorytest.ChildN())
 		return
 	}
 	dir := t.TempDir()
-	cfg := testConfig(dir)
+	cfg := memorytest.Config(dir)
 	acked := killAfterWrites(t, t.Name(), dir, 300)
 	wals, _ := filepath.Glob(filepath.Join(dir, "store", "*.mem"))
 	if len(wals) != 1 {
@@ -431,7 +334,7 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 	wal := filepath.Base(wals[0])
 	flipInData(t, wals[0], 0.5)
 
-	_, err := openWith(Options{Config: cfg})
+	_, err := memorytest.OpenWith(memory.Options{Config: cfg})
 	if !errors.Is(err, base.ErrLostWrites) {
 		t.Fatalf("open after the damage: err = %v, want base.ErrLostWrites", err)
 	}
@@ -445,12 +348,12 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 	}
 	t.Logf("refused: %v", err)
 	// Refused again, though the first open's replay cut the log.
-	if _, err := openWith(Options{Config: cfg}); !errors.Is(err, base.ErrLostWrites) || !strings.Contains(err.Error(), "the last acknowledged memory was 300") {
+	if _, err := memorytest.OpenWith(memory.Options{Config: cfg}); !errors.Is(err, base.ErrLostWrites) || !strings.Contains(err.Error(), "the last acknowledged memory was 300") {
 		t.Fatalf("second open: err = %v, want base.ErrLostWrites again", err)
 	}
 
-	logs := &logBuffer{}
-	s, err := openWith(Options{Config: cfg, AcceptLoss: true, Logger: logs.logger()})
+	logs := &memorytest.LogBuffer{}
+	s, err := memorytest.OpenWith(memory.Options{Config: cfg, AcceptLoss: true, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,8 +387,8 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 	}
 	rec, _ := s.Sonas.Get(sona)
 	head, _ := cid.Decode(rec.GetHead())
-	o := &owner{t: t, s: s, sona: sona, head: &head, n: rec.Length}
-	fresh := o.text("a new memory about marmalade after the repair")
+	o := &memorytest.Owner{T: t, S: s, Sona: sona, Head: &head, N: rec.Length}
+	fresh := o.Text("a new memory about marmalade after the repair")
 	if err := s.Text.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +399,7 @@ func TestCorruptWriteAheadLogIsNoticed(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openSelf(t, cfg, nil) // accepted: opens without the flag from now on
+	s = memorytest.Open(t, cfg, nil) // accepted: opens without the flag from now on
 	s.Close()
 }
 
@@ -537,10 +440,10 @@ func flipInData(t *testing.T, path string, frac float64) {
 // are not opened without the check.
 func TestCorruptTableIsNamed(t *testing.T) {
 	pristineDir := t.TempDir()
-	s := openSelf(t, testConfig(pristineDir), nil)
-	o := newOwner(t, s, "a")
+	s := memorytest.Open(t, memorytest.Config(pristineDir), nil)
+	o := memorytest.NewOwner(t, s, "a")
 	for i := range 300 {
-		o.text(fmt.Sprintf("memory %d about tables and their blocks %d", i, i*7))
+		o.Text(fmt.Sprintf("memory %d about tables and their blocks %d", i, i*7))
 	}
 	if err := s.Close(); err != nil { // flushes the memtable into a table
 		t.Fatal(err)
@@ -571,9 +474,9 @@ func TestCorruptTableIsNamed(t *testing.T) {
 				if err := os.WriteFile(ssts[0], b, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				cfg := testConfig(dir)
+				cfg := memorytest.Config(dir)
 				cfg.Store.VerifyTables = verify
-				s, err := openWith(Options{Config: cfg})
+				s, err := memorytest.OpenWith(memory.Options{Config: cfg})
 				if err == nil {
 					s.Close()
 					if got := dumpStore(t, dir); !maps.Equal(got, pristine) {
@@ -597,7 +500,7 @@ func dumpStore(t *testing.T, dir string) map[string]string {
 	if err := os.CopyFS(cp, os.DirFS(dir)); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(filepath.Join(cp, "store"), store.OptionsOf(testConfig(cp).Store))
+	st, err := store.Open(filepath.Join(cp, "store"), store.OptionsOf(memorytest.Config(cp).Store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,9 +523,9 @@ func dumpStore(t *testing.T, dir string) map[string]string {
 // the damaged log is not cut at the bad entry (Badger's replay would).
 func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 	dir := t.TempDir()
-	cfg := testConfig(dir)
-	s := openSelf(t, cfg, nil)
-	o := newOwner(t, s, "a")
+	cfg := memorytest.Config(dir)
+	s := memorytest.Open(t, cfg, nil)
+	o := memorytest.NewOwner(t, s, "a")
 	var files [][]byte
 	var fcids []cid.Cid
 	for range 6 {
@@ -636,7 +539,7 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 	}
 	var mems []cid.Cid
 	for i := range 10 {
-		mems = append(mems, o.text(fmt.Sprintf("a small memory %d", i)))
+		mems = append(mems, o.Text(fmt.Sprintf("a small memory %d", i)))
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -658,8 +561,8 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 	}
 
 	for round := range 2 { // and again after another session
-		logs := &logBuffer{}
-		s, err := openWith(Options{Config: cfg, Logger: logs.logger()})
+		logs := &memorytest.LogBuffer{}
+		s, err := memorytest.OpenWith(memory.Options{Config: cfg, Logger: logs.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -700,13 +603,13 @@ func TestCorruptValueLogFailsOnlyThatBlock(t *testing.T) {
 // Close writes.
 func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 	dir := t.TempDir()
-	clock := clock.NewFake(epoch)
-	cfg := testConfig(dir)
-	s := openSelf(t, cfg, clock)
-	o := newOwner(t, s, "a")
-	seededConversation(t, s, clock, o, 80, 3)
+	clock := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(dir)
+	s := memorytest.Open(t, cfg, clock)
+	o := memorytest.NewOwner(t, s, "a")
+	o.Conversation(clock, 80, 3)
 	queries := []string{"tomato lisbon sunset", "orchard harvest", "meeting on tuesday"}
-	bm25 := func(s *Self) map[string][]text.Hit {
+	bm25 := func(s *memory.Self) map[string][]text.Hit {
 		t.Helper()
 		if err := s.Text.Settle(context.Background()); err != nil {
 			t.Fatal(err)
@@ -726,7 +629,7 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 	}
 	// What a fresh index finds.
 	os.RemoveAll(filepath.Join(dir, "text"))
-	s = openSelf(t, cfg, clock)
+	s = memorytest.Open(t, cfg, clock)
 	want := bm25(s)
 	if len(want[queries[0]]) == 0 {
 		t.Fatal("nothing found")
@@ -736,8 +639,8 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 	}
 
 	damageSnapshot(t, filepath.Join(dir, "text"))
-	logs := &logBuffer{}
-	s, err := openWith(Options{Config: cfg, Clock: clock, Logger: logs.logger()})
+	logs := &memorytest.LogBuffer{}
+	s, err := memorytest.OpenWith(memory.Options{Config: cfg, Clock: clock, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -760,8 +663,8 @@ func TestCorruptTextIndexIsRebuilt(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	logs = &logBuffer{}
-	if s, err = openWith(Options{Config: cfg, Clock: clock, Logger: logs.logger()}); err != nil {
+	logs = &memorytest.LogBuffer{}
+	if s, err = memorytest.OpenWith(memory.Options{Config: cfg, Clock: clock, Logger: logs.Logger()}); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
@@ -793,9 +696,9 @@ func damageSnapshot(t *testing.T, dir string) {
 // A read-only data directory: the open fails with one clear line.
 func TestReadOnlyDataDirectory(t *testing.T) {
 	dir := t.TempDir()
-	cfg := testConfig(dir)
-	s := openSelf(t, cfg, nil)
-	newOwner(t, s, "a").text("written while writable")
+	cfg := memorytest.Config(dir)
+	s := memorytest.Open(t, cfg, nil)
+	memorytest.NewOwner(t, s, "a").Text("written while writable")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -812,7 +715,7 @@ func TestReadOnlyDataDirectory(t *testing.T) {
 			t.Cleanup(func() { os.Chmod(d, 0o755) })
 		}
 	}
-	_, err := openWith(Options{Config: cfg})
+	_, err := memorytest.OpenWith(memory.Options{Config: cfg})
 	if err == nil {
 		t.Fatal("opened a read-only data directory")
 	}
@@ -826,9 +729,9 @@ func TestReadOnlyDataDirectory(t *testing.T) {
 // store says so and refuses, until the loss (if any) is accepted.
 func TestUnreadableMarkRefusesUntilAccepted(t *testing.T) {
 	dir := t.TempDir()
-	cfg := testConfig(dir)
-	s := openSelf(t, cfg, nil)
-	c := newOwner(t, s, "a").text("a memory")
+	cfg := memorytest.Config(dir)
+	s := memorytest.Open(t, cfg, nil)
+	c := memorytest.NewOwner(t, s, "a").Text("a memory")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -841,11 +744,11 @@ func TestUnreadableMarkRefusesUntilAccepted(t *testing.T) {
 	if err := os.WriteFile(mark, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openWith(Options{Config: cfg}); !errors.Is(err, base.ErrLostWrites) || !strings.Contains(err.Error(), "unreadable") ||
+	if _, err := memorytest.OpenWith(memory.Options{Config: cfg}); !errors.Is(err, base.ErrLostWrites) || !strings.Contains(err.Error(), "unreadable") ||
 		!strings.Contains(err.Error(), "memoria repair --accept-loss") {
 		t.Fatalf("err = %v, want base.ErrLostWrites naming the unreadable mark", err)
 	}
-	s, err = openWith(Options{Config: cfg, AcceptLoss: true})
+	s, err = memorytest.OpenWith(memory.Options{Config: cfg, AcceptLoss: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -853,5 +756,5 @@ func TestUnreadableMarkRefusesUntilAccepted(t *testing.T) {
 		t.Fatalf("after accepting: %v, %q", err, s.Store().AcceptedLoss())
 	}
 	s.Close()
-	openSelf(t, cfg, nil).Close()
+	memorytest.Open(t, cfg, nil).Close()
 }

@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"bytes"
@@ -18,9 +18,11 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/text"
@@ -59,15 +61,15 @@ func grepDir(t *testing.T, dir, word string) []string {
 // forgetConfig scales the store down so that a byte search of its files
 // is quick: Badger maps its value-log files at twice their size.
 func forgetConfig(dir string) config.Config {
-	cfg := testConfig(dir)
+	cfg := memorytest.Config(dir)
 	cfg.Store.MemTableMB = 1
 	cfg.Store.ValueLogMB = 2
 	return cfg
 }
 
-func recallCIDs(t *testing.T, s *Self, sona, q string) []cid.Cid {
+func recallCIDs(t *testing.T, s *memory.Self, sona, q string) []cid.Cid {
 	t.Helper()
-	out, err := recallIn(s, context.Background(), recall.Query{Sona: sona, Text: q, Peek: true, K: 20})
+	out, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: sona, Text: q, Peek: true, K: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +84,8 @@ func recallCIDs(t *testing.T, s *Self, sona, q string) []cid.Cid {
 // sona's pages in its tiers, a memory that cites the doomed one, a merge
 // and an insight that restate it, and another sona.
 type forgetScene struct {
-	s                      *Self
-	alice, bob             *owner
+	s                      *memory.Self
+	alice, bob             *memorytest.Owner
 	doomed, cites, page    cid.Cid
 	merge, insight         cid.Cid
 	kept                   []cid.Cid
@@ -95,36 +97,36 @@ func newForgetScene(t *testing.T, dir string) *forgetScene {
 	t.Helper()
 	ctx := context.Background()
 	fs := &forgetScene{}
-	s := openSelf(t, forgetConfig(dir), clock.NewFake(epoch))
+	s := memorytest.Open(t, forgetConfig(dir), clock.NewFake(memorytest.Epoch))
 	fs.s = s
-	fs.alice = newOwner(t, s, "alice")
-	fs.bob = newOwner(t, s, "bob")
+	fs.alice = memorytest.NewOwner(t, s, "alice")
+	fs.bob = memorytest.NewOwner(t, s, "bob")
 	a := fs.alice
 	for _, line := range []string{"the orchard needs water in august", "pears ripen after apples", "the shed key is under the blue pot"} {
-		fs.kept = append(fs.kept, a.text(line))
+		fs.kept = append(fs.kept, a.Text(line))
 	}
-	fs.doomed = a.text("my bank password hint is " + marker + " and the cat's name")
-	fs.cites = a.text("remember what I said about the bank", model.Edge{Target: fs.doomed, Weight: 0.9})
+	fs.doomed = a.Text("my bank password hint is " + marker + " and the cat's name")
+	fs.cites = a.Text("remember what I said about the bank", model.Edge{Target: fs.doomed, Weight: 0.9})
 	fs.kept = append(fs.kept, fs.cites)
-	fs.merge = a.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "summary: bank password hint " + marker}},
+	fs.merge = a.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "summary: bank password hint " + marker}},
 		Edges: []model.Edge{{Target: fs.doomed, Weight: 1}, {Target: fs.kept[0], Weight: 0.5}}},
 		&messages.MemoryMeta{Labels: map[string]string{living.LabelMerge: "compression", living.LabelMerged: "2"}})
 	insightEdges := []model.Edge{{Target: fs.merge, Weight: 1}}
 	model.SortEdges(insightEdges)
-	fs.insight = a.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "pattern: the user keeps hints like " + marker}}, Edges: insightEdges},
+	fs.insight = a.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "pattern: the user keeps hints like " + marker}}, Edges: insightEdges},
 		&messages.MemoryMeta{Insight: &messages.InsightMark{Category: living.InsightPattern, Confidence: 0.8}})
 	// A dialogue page whose question is the doomed memory.
-	reply := a.add(a.say("Melanie", "it is the hint you gave"), nil)
-	if err := s.Tiers.PushPage(ctx, a.sona, fs.doomed, reply); err != nil {
+	reply := a.Add(a.Say("Melanie", "it is the hint you gave"), nil)
+	if err := s.Tiers.PushPage(ctx, a.Sona, fs.doomed, reply); err != nil {
 		t.Fatal(err)
 	}
-	a.page("how are the pears", "they ripen after the apples")
-	settle(t, s, a.sona)
+	a.Page("how are the pears", "they ripen after the apples")
+	memorytest.Settle(t, s, a.Sona)
 	for i := range 3 {
-		fs.bobs = append(fs.bobs, fs.bob.text(fmt.Sprintf("bob's note %d about the weather", i)))
+		fs.bobs = append(fs.bobs, fs.bob.Text(fmt.Sprintf("bob's note %d about the weather", i)))
 	}
 	// A recall that leaves a trace: the query log and co-access.
-	if _, err := recallIn(s, ctx, recall.Query{Sona: a.sona, Text: "bank password " + marker, K: 5}); err != nil {
+	if _, err := memorytest.Recall(s, ctx, recall.Query{Sona: a.Sona, Text: "bank password " + marker, K: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Store().Barrier(ctx); err != nil {
@@ -136,7 +138,7 @@ func newForgetScene(t *testing.T, dir string) *forgetScene {
 	if ok, err := s.Text.Raw().HasTerm(marker); err != nil || !ok {
 		t.Fatalf("before the forget, the full-text dictionary holds the marker: %v, %v; want true", ok, err)
 	}
-	if !slices.Contains(recallCIDs(t, s, a.sona, marker), fs.doomed) {
+	if !slices.Contains(recallCIDs(t, s, a.Sona, marker), fs.doomed) {
 		t.Fatal("before the forget, recall does not find the doomed memory: the test shows nothing")
 	}
 	return fs
@@ -173,7 +175,7 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 	if fmt.Sprint(rules) != fmt.Sprint(want) || rep.Batches != 1 {
 		t.Fatalf("forgot %v in %d batches, want %v in 1", rules, rep.Batches, want)
 	}
-	check := func(s *Self) {
+	check := func(s *memory.Self) {
 		t.Helper()
 		for _, c := range []cid.Cid{fs.doomed, fs.merge, fs.insight} {
 			if _, _, err := s.Memories.Get(c); !errors.Is(err, base.ErrForgotten) {
@@ -186,7 +188,7 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 				t.Fatalf("the embedding of %s survived", c)
 			}
 			tb, err := s.Tombstone(c)
-			if err != nil || tb.ForgottenAt != epoch.Unix() || (c == fs.doomed && (tb.Reason != "user asked" || tb.By != "test" || tb.Sonas[0] != fs.alice.sona)) {
+			if err != nil || tb.ForgottenAt != memorytest.Epoch.Unix() || (c == fs.doomed && (tb.Reason != "user asked" || tb.By != "test" || tb.Sonas[0] != fs.alice.Sona)) {
 				t.Fatalf("tombstone of %s: %v, %v", c, tb, err)
 			}
 			links, err := s.Assoc.Associations(c)
@@ -210,7 +212,7 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 		}
 		// The chain keeps the CIDs; every ACT verifies; the walk finds
 		// the forgotten memories forgotten, not corrupt.
-		page, err := s.Sonas.Chain(fs.alice.sona, 0, 100)
+		page, err := s.Sonas.Chain(fs.alice.Sona, 0, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +232,7 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 		}
 		// Recall: as if never stored.
 		for _, q := range []string{marker, "bank password hint", "remember what I said about the bank"} {
-			for _, c := range recallCIDs(t, s, fs.alice.sona, q) {
+			for _, c := range recallCIDs(t, s, fs.alice.Sona, q) {
 				if c == fs.doomed || c == fs.merge || c == fs.insight {
 					t.Fatalf("recall %q returned forgotten %s", q, c)
 				}
@@ -239,12 +241,12 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 		if err := s.Text.Settle(ctx); err != nil {
 			t.Fatal(err)
 		}
-		hits, err := s.Text.Search(ctx, fs.alice.sona, marker, textOptions())
+		hits, err := s.Text.Search(ctx, fs.alice.Sona, marker, textOptions())
 		if err != nil || len(hits) != 0 {
 			t.Fatalf("the full-text index still finds the marker: %v %v", hits, err)
 		}
 		// The tiers: no page names a forgotten memory.
-		view, err := s.Tiers.View(fs.alice.sona)
+		view, err := s.Tiers.View(fs.alice.Sona)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +254,7 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 			t.Fatalf("the tiers still say the marker: %v", view)
 		}
 		// Storing it again is refused: the CID is forgotten for good.
-		if _, err := fs.alice.tryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "my bank password hint is " + marker + " and the cat's name"}}}, nil); !errors.Is(err, base.ErrForgotten) {
+		if _, err := fs.alice.TryAdd(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "my bank password hint is " + marker + " and the cat's name"}}}, nil); !errors.Is(err, base.ErrForgotten) {
 			t.Fatalf("storing the forgotten memory again: %v, want base.ErrForgotten", err)
 		}
 	}
@@ -304,9 +306,9 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openSelf(t, forgetConfig(dir), clock.NewFake(epoch))
+	s = memorytest.Open(t, forgetConfig(dir), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	fs.alice.s, fs.bob.s = s, s
+	fs.alice.S, fs.bob.S = s, s
 	check(s)
 	if hits := grepDir(t, dir, marker); len(hits) > 0 {
 		t.Fatalf("after a restart these files hold the forgotten marker: %v", hits)
@@ -320,8 +322,8 @@ func TestForgetSelectors(t *testing.T) {
 	fs := newForgetScene(t, t.TempDir())
 	s, ctx := fs.s, context.Background()
 	defer s.Close()
-	tagged := fs.bob.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "tagged note"}}}, &messages.MemoryMeta{AgentId: "scribe", Labels: map[string]string{"project": "x"}})
-	other := fs.bob.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "other project note"}}}, &messages.MemoryMeta{AgentId: "scribe", Labels: map[string]string{"project": "y"}})
+	tagged := fs.bob.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "tagged note"}}}, &messages.MemoryMeta{AgentId: "scribe", Labels: map[string]string{"project": "x"}})
+	other := fs.bob.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "other project note"}}}, &messages.MemoryMeta{AgentId: "scribe", Labels: map[string]string{"project": "y"}})
 	run := func(sel forget.Selector) map[cid.Cid]string {
 		t.Helper()
 		rep, err := s.Forget.Forget(ctx, forget.Request{Selector: sel, DryRun: true})
@@ -341,13 +343,13 @@ func TestForgetSelectors(t *testing.T) {
 	if got := run(forget.Selector{Label: "project"}); len(got) != 2 || got[other] == "" {
 		t.Fatalf("label project: %v", got)
 	}
-	if got := run(forget.Selector{Agent: "scribe", Sona: fs.bob.sona}); len(got) != 2 {
+	if got := run(forget.Selector{Agent: "scribe", Sona: fs.bob.Sona}); len(got) != 2 {
 		t.Fatalf("agent scribe in bob: %v", got)
 	}
-	if got := run(forget.Selector{Sona: fs.bob.sona}); len(got) != len(fs.bobs)+2 {
+	if got := run(forget.Selector{Sona: fs.bob.Sona}); len(got) != len(fs.bobs)+2 {
 		t.Fatalf("sona bob: %v", got)
 	}
-	since, until := epoch.Unix(), epoch.Unix()+1
+	since, until := memorytest.Epoch.Unix(), memorytest.Epoch.Unix()+1
 	if got := run(forget.Selector{Since: &since, Until: &until}); len(got) == 0 {
 		t.Fatalf("time range: %v", got)
 	}
@@ -361,8 +363,8 @@ func TestForgetSelectors(t *testing.T) {
 	}
 	// A limited principal: another sona's memory is refused like one
 	// stored nowhere.
-	onlyBob := &forget.Limit{Sonas: []string{fs.bob.sona}}
-	for _, c := range []cid.Cid{fs.doomed, mustCIDOf(t, model.CodecDagCBOR, []byte("stored nowhere"))} {
+	onlyBob := &forget.Limit{Sonas: []string{fs.bob.Sona}}
+	for _, c := range []cid.Cid{fs.doomed, memorytest.MustCIDOf(t, model.CodecDagCBOR, []byte("stored nowhere"))} {
 		_, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{CIDs: []cid.Cid{c}}, Limit: onlyBob})
 		if !errors.Is(err, forget.ErrNotAllowed) {
 			t.Fatalf("a limited principal naming %s: %v, want ErrNotAllowed", c, err)
@@ -386,9 +388,9 @@ func TestForgetSelectors(t *testing.T) {
 // others whole; running the forget again completes it.
 func TestForgetKillNineLeavesWholeBatches(t *testing.T) {
 	const n, batch = 1200, 100
-	if os.Getenv(childEnv) == t.Name() {
+	if os.Getenv(memorytest.ChildEnv) == t.Name() {
 		dir := os.Getenv("MEMORIA_FAULT_DIR")
-		s, err := openWith(Options{Config: forgetConfig(dir)})
+		s, err := memorytest.OpenWith(memory.Options{Config: forgetConfig(dir)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -404,26 +406,26 @@ func TestForgetKillNineLeavesWholeBatches(t *testing.T) {
 		t.Fatal("not killed")
 	}
 	dir := t.TempDir()
-	s := openSelf(t, forgetConfig(dir), nil)
-	o := newOwner(t, s, "doomed")
-	keep := newOwner(t, s, "kept")
+	s := memorytest.Open(t, forgetConfig(dir), nil)
+	o := memorytest.NewOwner(t, s, "doomed")
+	keep := memorytest.NewOwner(t, s, "kept")
 	var mems []cid.Cid
 	for i := range n {
-		mems = append(mems, o.text(fmt.Sprintf("doomed memory %d about the %s", i, marker)))
+		mems = append(mems, o.Text(fmt.Sprintf("doomed memory %d about the %s", i, marker)))
 	}
-	kept := keep.text("a kept memory about the weather")
+	kept := keep.Text("a kept memory about the weather")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	cmd, _, sc, stderr := startChild(t, t.Name(), "MEMORIA_FAULT_DIR="+dir, "MEMORIA_FAULT_SONA="+o.sona)
-	expectLine(t, sc, "BATCH 300", map[string]bool{}, stderr) // the fourth batch is under way
+	cmd, _, sc, stderr := memorytest.StartChild(t, t.Name(), "MEMORIA_FAULT_DIR="+dir, "MEMORIA_FAULT_SONA="+o.Sona)
+	memorytest.ExpectLine(t, sc, "BATCH 300", map[string]bool{}, stderr) // the fourth batch is under way
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait()
 
-	s = openSelf(t, forgetConfig(dir), nil)
+	s = memorytest.Open(t, forgetConfig(dir), nil)
 	defer s.Close()
 	gone := 0
 	for i, c := range mems {
@@ -449,14 +451,14 @@ func TestForgetKillNineLeavesWholeBatches(t *testing.T) {
 	if _, _, err := s.Memories.Get(kept); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.Forget.Forget(context.Background(), forget.Request{Selector: forget.Selector{Sona: o.sona}})
+	rep, err := s.Forget.Forget(context.Background(), forget.Request{Selector: forget.Selector{Sona: o.Sona}})
 	if err != nil || rep.Memories != n-gone {
 		t.Fatalf("completing the forget: %+v %v, want %d more", rep, err, n-gone)
 	}
 	if _, mem := s.Counts(); mem != 1 {
 		t.Fatalf("%d memories left, want the kept one", mem)
 	}
-	if hits := recallCIDs(t, s, o.sona, marker); len(hits) != 0 {
+	if hits := recallCIDs(t, s, o.Sona, marker); len(hits) != 0 {
 		t.Fatalf("recall still finds %v", hits)
 	}
 }

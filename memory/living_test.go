@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -11,10 +11,12 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -22,14 +24,14 @@ import (
 )
 
 func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
-	clock := clock.NewFake(epoch)
-	s := openSelf(t, testConfig(t.TempDir()), clock)
+	clock := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
 	defer s.Close()
-	o := newOwner(t, s, "a")
-	obs := o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "the build is red"}}}, &messages.MemoryMeta{Kind: "observation"})
-	o.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "the build uses go"}}}, &messages.MemoryMeta{Kind: "fact"})
+	o := memorytest.NewOwner(t, s, "a")
+	obs := o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "the build is red"}}}, &messages.MemoryMeta{Kind: "observation"})
+	o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "the build uses go"}}}, &messages.MemoryMeta{Kind: "fact"})
 	ctx := context.Background()
-	end := epoch.Add(72 * time.Hour)
+	end := memorytest.Epoch.Add(72 * time.Hour)
 
 	clock.Set(end.Add(-time.Second))
 	rep, err := s.Living.Sweep(ctx, 100)
@@ -37,11 +39,11 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := s.Living.HeartbeatState()
-	if rep.Expired != 0 || !rep.PassComplete || st.Last[o.sona].GetActive() != 2 {
-		t.Fatalf("before the TTL: %+v, active %d", rep, st.Last[o.sona].GetActive())
+	if rep.Expired != 0 || !rep.PassComplete || st.Last[o.Sona].GetActive() != 2 {
+		t.Fatalf("before the TTL: %+v, active %d", rep, st.Last[o.Sona].GetActive())
 	}
 	recalled := func() []cid.Cid {
-		rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "the build is red", Peek: true})
+		rs, err := memorytest.Recall(s, ctx, recall.Query{Sona: o.Sona, Text: "the build is red", Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,8 +62,8 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ = s.Living.HeartbeatState()
-	if rep.Expired != 1 || st.Last[o.sona].GetActive() != 1 {
-		t.Fatalf("at the TTL: %+v, active %d", rep, st.Last[o.sona].GetActive())
+	if rep.Expired != 1 || st.Last[o.Sona].GetActive() != 1 {
+		t.Fatalf("at the TTL: %+v, active %d", rep, st.Last[o.Sona].GetActive())
 	}
 	if slices.Contains(recalled(), obs) {
 		t.Fatal("observation recalled at its TTL")
@@ -72,11 +74,11 @@ func TestSweepExpiryAtTheBoundaryAndBranchStats(t *testing.T) {
 }
 
 func TestSweepIsBoundedAndResumes(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o := newOwner(t, s, "a")
+	o := memorytest.NewOwner(t, s, "a")
 	for i := range 5 {
-		o.text(fmt.Sprintf("memory number %d", i))
+		o.Text(fmt.Sprintf("memory number %d", i))
 	}
 	var swept int64
 	for i, want := range []bool{false, false, true} {
@@ -90,21 +92,21 @@ func TestSweepIsBoundedAndResumes(t *testing.T) {
 		swept += rep.Swept
 	}
 	st, _ := s.Living.HeartbeatState()
-	if swept != 5 || st.Passes != 1 || st.Last[o.sona].GetActive() != 5 {
-		t.Fatalf("swept %d, passes %d, active %d", swept, st.Passes, st.Last[o.sona].GetActive())
+	if swept != 5 || st.Passes != 1 || st.Last[o.Sona].GetActive() != 5 {
+		t.Fatalf("swept %d, passes %d, active %d", swept, st.Passes, st.Last[o.Sona].GetActive())
 	}
 }
 
 func TestSweepPrunesWeakLinks(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o := newOwner(t, s, "a")
-	a := o.text("alpha")
-	o.text("beta")
-	strong, weak := o.text("gamma"), o.text("delta") // not a's sequential neighbours
+	o := memorytest.NewOwner(t, s, "a")
+	a := o.Text("alpha")
+	o.Text("beta")
+	strong, weak := o.Text("gamma"), o.Text("delta") // not a's sequential neighbours
 	ctx := context.Background()
 	err := s.Store().Update(ctx, func(tx store.Tx) error {
-		return assoc.Put(tx, a, []assoc.Link{{Target: weak, Type: assoc.Related, Strength: 0.3}, {Target: strong, Type: assoc.Related, Strength: 0.9}}, epoch.Unix())
+		return assoc.Put(tx, a, []assoc.Link{{Target: weak, Type: assoc.Related, Strength: 0.3}, {Target: strong, Type: assoc.Related, Strength: 0.9}}, memorytest.Epoch.Unix())
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -129,14 +131,14 @@ func TestSweepPrunesWeakLinks(t *testing.T) {
 }
 
 // appendMerge appends a planned merge as the sona's owner would.
-func appendMerge(t *testing.T, s *Self, m *living.Merge) {
+func appendMerge(t *testing.T, s *memory.Self, m *living.Merge) {
 	t.Helper()
 	rec, err := s.Sonas.Get(m.Sona)
 	if err != nil {
 		t.Fatal(err)
 	}
 	head, _ := cid.Decode(*rec.Head)
-	plan, err := model.PlanAppend(m.Sona, &head, rec.Length, m.Prepared, s.clock.Now().Unix())
+	plan, err := model.PlanAppend(m.Sona, &head, rec.Length, m.Prepared, s.Clock().Now().Unix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,15 +153,15 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 		want bool
 	}{{42, false}, {43, true}} {
 		t.Run(fmt.Sprint(tc.big), func(t *testing.T) {
-			s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+			s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 			defer s.Close()
 			ctx := context.Background()
-			big, small := newOwner(t, s, "big"), newOwner(t, s, "small")
+			big, small := memorytest.NewOwner(t, s, "big"), memorytest.NewOwner(t, s, "small")
 			for i := range tc.big {
-				big.text(fmt.Sprintf("big branch memory %d on topic %d", i, i%4))
+				big.Text(fmt.Sprintf("big branch memory %d on topic %d", i, i%4))
 			}
 			for i := range 10 {
-				small.text(fmt.Sprintf("small branch memory %d", i))
+				small.Text(fmt.Sprintf("small branch memory %d", i))
 			}
 			if _, err := s.Living.Sweep(ctx, 1000); err != nil {
 				t.Fatal(err)
@@ -174,7 +176,7 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 				}
 				return
 			}
-			if len(merges) != 1 || merges[0].Sona != big.sona {
+			if len(merges) != 1 || merges[0].Sona != big.Sona {
 				t.Fatalf("merges %+v, want one of the big branch", merges)
 			}
 			m := merges[0]
@@ -210,7 +212,7 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 			// The same merge cannot apply twice: its sources are archived.
 			rec, _ := s.Sonas.Get(m.Sona)
 			head, _ := cid.Decode(*rec.Head)
-			plan, _ := model.PlanAppend(m.Sona, &head, rec.Length, m.Prepared, epoch.Unix())
+			plan, _ := model.PlanAppend(m.Sona, &head, rec.Length, m.Prepared, memorytest.Epoch.Unix())
 			if err := s.Store().Update(ctx, s.Chains.Op(plan)); err == nil {
 				t.Fatal("a merge of archived sources applied")
 			}
@@ -220,11 +222,11 @@ func TestCompressionFiresAbovePhiTimesMean(t *testing.T) {
 
 func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
-	cfg := testConfig(dir)
-	clock := clock.NewFake(epoch)
-	s := openSelf(t, cfg, clock)
+	cfg := memorytest.Config(dir)
+	clock := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, cfg, clock)
 	ctx := context.Background()
-	contribute := func(s *Self, agent, key, content, stakes string) *messages.ContributeResult {
+	contribute := func(s *memory.Self, agent, key, content, stakes string) *messages.ContributeResult {
 		t.Helper()
 		r, err := s.Consensus.Contribute(ctx, &messages.Contribute{AgentId: agent, ConceptKey: key, Content: content, Stakes: stakes})
 		if err != nil {
@@ -253,18 +255,18 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 		t.Fatalf("diverging agents: %+v", r)
 	}
 	// A conflict keeps the time it began while more versions come in.
-	clock.Set(epoch.Add(time.Hour))
+	clock.Set(memorytest.Epoch.Add(time.Hour))
 	if again := contribute(s, "qwen", "weather", "The sky is calm but revenue fell.", ""); again.Status != consensus.StatusConflict || *again.ConflictId != *r.ConflictId {
 		t.Fatalf("third agent on a conflict: %+v", again)
 	}
-	if cs, _ := s.Consensus.Conflicts(); len(cs) != 1 || cs[0].CreatedAt != epoch.Unix() || len(cs[0].Versions) != 3 {
-		t.Fatalf("after a third version: %d conflicts; want one created at %d with 3 versions", len(cs), epoch.Unix())
+	if cs, _ := s.Consensus.Conflicts(); len(cs) != 1 || cs[0].CreatedAt != memorytest.Epoch.Unix() || len(cs[0].Versions) != 3 {
+		t.Fatalf("after a third version: %d conflicts; want one created at %d with 3 versions", len(cs), memorytest.Epoch.Unix())
 	}
 	contribute(s, "solo", "later", "Only one agent said this.", "")
 	s.Close()
 
-	clock.Set(epoch)
-	s = openSelf(t, cfg, clock)
+	clock.Set(memorytest.Epoch)
+	s = memorytest.Open(t, cfg, clock)
 	defer s.Close()
 	conflicts, _ := s.Consensus.Conflicts()
 	pending, _ := s.Consensus.PendingConcepts()
@@ -286,9 +288,9 @@ func TestConsensusCommitPendingConflictResolveSurviveRestart(t *testing.T) {
 	}
 
 	// The backbone is visible to every sona, whatever its scope.
-	o := newOwner(t, s, "other")
-	o.text("an unrelated memory")
-	rs, err := recallIn(s, ctx, recall.Query{Sona: o.sona, Text: "falling revenue and a calm sky", Scope: recall.ScopeSona, Peek: true})
+	o := memorytest.NewOwner(t, s, "other")
+	o.Text("an unrelated memory")
+	rs, err := memorytest.Recall(s, ctx, recall.Query{Sona: o.Sona, Text: "falling revenue and a calm sky", Scope: recall.ScopeSona, Peek: true})
 	if err != nil {
 		t.Fatal(err)
 	}

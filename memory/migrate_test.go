@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/migrate"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -27,14 +28,14 @@ import (
 // opening it migrates everything back.
 func TestMigrateFromLayout1(t *testing.T) {
 	dir := t.TempDir()
-	clock := clock.NewFake(epoch)
-	cfg := testConfig(dir)
-	s := openSelf(t, cfg, clock)
-	o := newOwner(t, s, "old")
+	clock := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(dir)
+	s := memorytest.Open(t, cfg, clock)
+	o := memorytest.NewOwner(t, s, "old")
 	var mems []cid.Cid
 	for i, txt := range []string{"first memory", "second memory", "third memory"} {
-		clock.Set(epoch.Add(time.Duration(i) * time.Hour))
-		mems = append(mems, o.text(txt))
+		clock.Set(memorytest.Epoch.Add(time.Duration(i) * time.Hour))
+		mems = append(mems, o.Text(txt))
 	}
 	db := s.Store().DB()
 	err := db.Update(func(txn *badger.Txn) error {
@@ -54,7 +55,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 			}
 		}
 		for seq := int64(0); seq < 3; seq++ {
-			item, err := txn.Get(chain.EntryKey(o.sona, seq))
+			item, err := txn.Get(chain.EntryKey(o.Sona, seq))
 			if err != nil {
 				return err
 			}
@@ -63,7 +64,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if err := txn.Set(chain.EntryKey(o.sona, seq), base.Join(act.Bytes(), mem.Bytes())); err != nil {
+			if err := txn.Set(chain.EntryKey(o.Sona, seq), base.Join(act.Bytes(), mem.Bytes())); err != nil {
 				return err
 			}
 		}
@@ -84,7 +85,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s = openSelf(t, cfg, clock)
+	s = memorytest.Open(t, cfg, clock)
 	defer s.Close()
 	for i, c := range mems {
 		meta, err := s.Memories.Meta(c)
@@ -95,7 +96,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 			t.Fatalf("memory %d has log seq %d, want %d", i, meta.Seq, i+1)
 		}
 	}
-	page, err := s.Sonas.Chain(o.sona, 0, 10)
+	page, err := s.Sonas.Chain(o.Sona, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,12 +124,12 @@ func TestMigrateFromLayout1(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The migrated store keeps working.
-	o2 := &owner{t: t, s: s, sona: o.sona, head: o.head, n: o.n}
-	c := o2.text("fourth memory")
+	o2 := &memorytest.Owner{T: t, S: s, Sona: o.Sona, Head: o.Head, N: o.N}
+	c := o2.Text("fourth memory")
 	if meta, _ := s.Memories.Meta(c); meta.Seq != 4 {
 		t.Fatalf("new memory after migration has log seq %d", meta.Seq)
 	}
-	if _, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "memory"}); err != nil {
+	if _, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "memory"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -138,10 +139,10 @@ func TestMigrateFromLayout1(t *testing.T) {
 // of its sonas again.
 func TestMigrateFromLayout2(t *testing.T) {
 	dir := t.TempDir()
-	clock := clock.NewFake(epoch)
-	cfg := testConfig(dir)
-	s := openSelf(t, cfg, clock)
-	a, b := newOwner(t, s, "a"), newOwner(t, s, "b")
+	clock := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(dir)
+	s := memorytest.Open(t, cfg, clock)
+	a, b := memorytest.NewOwner(t, s, "a"), memorytest.NewOwner(t, s, "b")
 	ctx := context.Background()
 	file, err := s.Chains.PutFile(ctx, []byte("the file's bytes"), "")
 	if err != nil {
@@ -149,11 +150,11 @@ func TestMigrateFromLayout2(t *testing.T) {
 	}
 	name := "notes.txt"
 	fm := &model.Memory{Data: model.Data{File: &model.FileData{Name: &name, Content: file}}}
-	a.add(fm, nil)
-	b.text("no file here")
+	a.Add(fm, nil)
+	b.Text("no file here")
 	mine := func(id string) func(string) bool { return func(s string) bool { return s == id } }
 	err = s.Store().DB().Update(func(txn *badger.Txn) error {
-		if err := txn.Delete(chain.FileSonaKey(file, a.sona)); err != nil {
+		if err := txn.Delete(chain.FileSonaKey(file, a.Sona)); err != nil {
 			return err
 		}
 		return txn.Set(migrate.KeyVersion, []byte("2"))
@@ -161,13 +162,13 @@ func TestMigrateFromLayout2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := s.Chains.FileInSonas(file, mine(a.sona)); ok {
+	if ok, _ := s.Chains.FileInSonas(file, mine(a.Sona)); ok {
 		t.Fatal("the file record was not removed")
 	}
 	s.Close()
-	s = openSelf(t, cfg, clock)
+	s = memorytest.Open(t, cfg, clock)
 	defer s.Close()
-	for id, want := range map[string]bool{a.sona: true, b.sona: false} {
+	for id, want := range map[string]bool{a.Sona: true, b.Sona: false} {
 		if ok, err := s.Chains.FileInSonas(file, mine(id)); err != nil || ok != want {
 			t.Fatalf("file of sona %s: %v %v, want %v", id, ok, err, want)
 		}

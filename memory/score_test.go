@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -7,26 +7,27 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/recall"
 )
 
 // recall.Paths.Score replaces recall.weights for one recall (the LoCoMo
 // evaluation tunes them over one ingested store).
 func TestPathsScoreOverridesWeights(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o := newOwner(t, s, "a")
-	o.text("the lake house party")
-	o.text("a quiet evening at the lake")
+	o := memorytest.NewOwner(t, s, "a")
+	o.Text("the lake house party")
+	o.Text("a quiet evening at the lake")
 	recallWith := func(w *config.Weights) []*recall.Recalled {
 		t.Helper()
-		rs, err := recallIn(s, context.Background(), recall.Query{Sona: o.sona, Text: "lake party", Peek: true,
+		rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "lake party", Peek: true,
 			Paths: &recall.Paths{Weights: config.PathWeights{Dense: 0.5, BM25: 1}, Fusion: "weighted", Score: w}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(rs) != 2 {
-			t.Fatalf("recalled %v", describe(rs))
+			t.Fatalf("recalled %v", memorytest.Describe(rs))
 		}
 		return rs
 	}

@@ -1,9 +1,10 @@
-package memory
+package memory_test
 
 import (
 	"testing"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 )
 
@@ -12,11 +13,11 @@ import (
 // its block first): what is served must be the memory its CID names, for
 // every kind of data.
 func TestCommittedMemoryIsCachedAsItsBlock(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o := newOwner(t, s, "cache")
+	o := memorytest.NewOwner(t, s, "cache")
 	ts, name, modelName, stop := int64(1_700_000_000), "Ada", "m-1", "endTurn"
-	first := o.text("the first memory")
+	first := o.Text("the first memory")
 	for _, m := range []*model.Memory{
 		{Data: model.Data{Text: &model.TextData{Content: "a text with an edge and a time"}}, Timestamp: &ts,
 			Edges: []model.Edge{{Target: first, Weight: 0.25}}},
@@ -24,7 +25,7 @@ func TestCommittedMemoryIsCachedAsItsBlock(t *testing.T) {
 		{Data: model.Data{Other: &model.OtherData{Content: "said by someone unnamed"}}},
 		{Data: model.Data{Self: &model.SelfData{Name: "me", Parts: []model.Part{{Content: "one", Model: &modelName}, {Content: "two"}}, StopReason: &stop}}},
 	} {
-		c := o.add(m, nil)
+		c := o.Add(m, nil)
 		got, _, err := s.Memories.Get(c)
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -14,36 +14,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
-
-// say stores a turn of a named speaker.
-func (o *owner) say(name, text string) *model.Memory {
-	ts := o.s.clock.Now().Unix()
-	return &model.Memory{Data: model.Data{Other: &model.OtherData{Name: &name, Content: text}}, Timestamp: &ts}
-}
-
-// page stores two turns and hands them to the STM as a page.
-func (o *owner) page(q, r string) {
-	o.t.Helper()
-	qc := o.add(o.say("Caroline", q), nil)
-	rc := o.add(o.say("Melanie", r), nil)
-	if err := o.s.Tiers.PushPage(context.Background(), o.sona, qc, rc); err != nil {
-		o.t.Fatal(err)
-	}
-}
-
-func settle(t *testing.T, s *Self, sona string) []tiers.Event {
-	t.Helper()
-	events, err := s.Tiers.Settle(context.Background(), sona, tiers.Heuristic{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return events
-}
 
 func count(events []tiers.Event, kind string) int {
 	n := 0
@@ -69,23 +45,23 @@ func randomWords(rng *rand.Rand, n int) string {
 }
 
 func TestSTMOverflowMovesOnePagePerPageToMTM(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o := newOwner(t, s, "a")
+	o := memorytest.NewOwner(t, s, "a")
 	for i := range 7 {
-		o.page(fmt.Sprintf("I planted tomatoes in bed %d.", i), fmt.Sprintf("Tomatoes in bed %d need sun.", i))
-		if ev := settle(t, s, o.sona); count(ev, tiers.PageMoved) != 0 || count(ev, tiers.PageAdded) != 1 {
+		o.Page(fmt.Sprintf("I planted tomatoes in bed %d.", i), fmt.Sprintf("Tomatoes in bed %d need sun.", i))
+		if ev := memorytest.Settle(t, s, o.Sona); count(ev, tiers.PageMoved) != 0 || count(ev, tiers.PageAdded) != 1 {
 			t.Fatalf("page %d: events %v", i, ev)
 		}
 	}
 	for i := 7; i < 12; i++ {
-		o.page(fmt.Sprintf("My sister visited Lisbon for the %dth time.", i), fmt.Sprintf("Lisbon is lovely, visit %d.", i))
-		ev := settle(t, s, o.sona)
+		o.Page(fmt.Sprintf("My sister visited Lisbon for the %dth time.", i), fmt.Sprintf("Lisbon is lovely, visit %d.", i))
+		ev := memorytest.Settle(t, s, o.Sona)
 		if count(ev, tiers.PageAdded) != 1 || count(ev, tiers.PageMoved) != 1 {
 			t.Fatalf("page %d: events %v", i, ev)
 		}
 	}
-	v, err := s.Tiers.View(o.sona)
+	v, err := s.Tiers.View(o.Sona)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,24 +81,24 @@ func TestSTMOverflowMovesOnePagePerPageToMTM(t *testing.T) {
 }
 
 func TestSimilarPagesShareASegmentAndHeatPromotesToPersona(t *testing.T) {
-	clock := clock.NewFake(epoch)
-	s := openSelf(t, testConfig(t.TempDir()), clock)
+	clock := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
 	defer s.Close()
-	o := newOwner(t, s, "a")
+	o := memorytest.NewOwner(t, s, "a")
 	// Seven pages to fill the STM, then five on one topic: they reach the
 	// MTM one per page.
 	rng := rand.New(rand.NewSource(1))
 	for range 7 {
-		o.page(randomWords(rng, 6), randomWords(rng, 6))
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
 	}
-	settle(t, s, o.sona)
+	memorytest.Settle(t, s, o.Sona)
 	var events []tiers.Event
 	for i := range 12 {
-		o.page(fmt.Sprintf("I love my garden and I grow tomatoes and basil there, batch %d.", i),
+		o.Page(fmt.Sprintf("I love my garden and I grow tomatoes and basil there, batch %d.", i),
 			fmt.Sprintf("Your garden tomatoes and basil sound great, batch %d.", i))
-		events = append(events, settle(t, s, o.sona)...)
+		events = append(events, memorytest.Settle(t, s, o.Sona)...)
 	}
-	v, err := s.Tiers.View(o.sona)
+	v, err := s.Tiers.View(o.Sona)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +128,7 @@ func TestSimilarPagesShareASegmentAndHeatPromotesToPersona(t *testing.T) {
 
 	// Retrieval finds the garden pages; recording the visit moves heat.
 	vecs, _ := s.Embed(context.Background(), "what grows in the garden")
-	tr, err := s.Tiers.Recall(o.sona, "what grows in the garden", vecs[0], 0)
+	tr, err := s.Tiers.Recall(o.Sona, "what grows in the garden", vecs[0], 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,12 +138,12 @@ func TestSimilarPagesShareASegmentAndHeatPromotesToPersona(t *testing.T) {
 	if len(tr.STM) != 7 || len(tr.Persona.User.Knowledge) == 0 {
 		t.Fatalf("retrieval: %d STM pages, %d facts", len(tr.STM), len(tr.Persona.User.Knowledge))
 	}
-	clock.Set(epoch.Add(time.Hour))
-	res, err := s.Tiers.VisitSegments(context.Background(), o.sona, tr.Segments[:1], clock.Now().Unix())
+	clock.Set(memorytest.Epoch.Add(time.Hour))
+	res, err := s.Tiers.VisitSegments(context.Background(), o.Sona, tr.Segments[:1], clock.Now().Unix())
 	if err != nil || count(res.Events, tiers.SegmentVisited) != 1 {
 		t.Fatalf("visit: %v %v", res, err)
 	}
-	v, _ = s.Tiers.View(o.sona)
+	v, _ = s.Tiers.View(o.Sona)
 	for _, seg := range v.Mtm.Segments {
 		if seg.Id == garden.Id && (seg.NVisit != 1 || seg.LastAccess != clock.Now().Unix()) {
 			t.Fatalf("visited segment: N %d last access %d", seg.NVisit, seg.LastAccess)
@@ -176,30 +152,30 @@ func TestSimilarPagesShareASegmentAndHeatPromotesToPersona(t *testing.T) {
 }
 
 func TestMTMEvictsTheColdestSegmentAt201(t *testing.T) {
-	clock := clock.NewFake(epoch)
-	cfg := testConfig(t.TempDir())
-	s := openSelf(t, cfg, clock)
+	clock := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clock)
 	defer s.Close()
-	o := newOwner(t, s, "a")
+	o := memorytest.NewOwner(t, s, "a")
 	rng := rand.New(rand.NewSource(2))
 	// 7 pages fill the STM; the next 200 make 200 unrelated segments, one
 	// second apart, so older segments are slightly colder.
 	for i := range 207 {
-		clock.Set(epoch.Add(time.Duration(i) * time.Second))
-		o.page(randomWords(rng, 8), randomWords(rng, 8))
-		settle(t, s, o.sona)
+		clock.Set(memorytest.Epoch.Add(time.Duration(i) * time.Second))
+		o.Page(randomWords(rng, 8), randomWords(rng, 8))
+		memorytest.Settle(t, s, o.Sona)
 	}
-	v, _ := s.Tiers.View(o.sona)
+	v, _ := s.Tiers.View(o.Sona)
 	if len(v.Mtm.Segments) != 200 {
 		t.Fatalf("%d segments, want 200", len(v.Mtm.Segments))
 	}
 	// Visiting segment 1 warms it: segment 2 is now the coldest.
-	if _, err := s.Tiers.VisitSegments(context.Background(), o.sona, []uint64{1}, clock.Now().Unix()); err != nil {
+	if _, err := s.Tiers.VisitSegments(context.Background(), o.Sona, []uint64{1}, clock.Now().Unix()); err != nil {
 		t.Fatal(err)
 	}
-	clock.Set(epoch.Add(300 * time.Second))
-	o.page(randomWords(rng, 8), randomWords(rng, 8))
-	ev := settle(t, s, o.sona)
+	clock.Set(memorytest.Epoch.Add(300 * time.Second))
+	o.Page(randomWords(rng, 8), randomWords(rng, 8))
+	ev := memorytest.Settle(t, s, o.Sona)
 	if count(ev, tiers.SegmentEvicted) != 1 || count(ev, tiers.SegmentCreated) != 1 {
 		t.Fatalf("events %v", ev)
 	}
@@ -208,7 +184,7 @@ func TestMTMEvictsTheColdestSegmentAt201(t *testing.T) {
 			t.Fatalf("evicted segment %d, want 2 (the coldest)", e.Segment)
 		}
 	}
-	v, _ = s.Tiers.View(o.sona)
+	v, _ = s.Tiers.View(o.Sona)
 	if len(v.Mtm.Segments) != 200 {
 		t.Fatalf("%d segments after eviction", len(v.Mtm.Segments))
 	}
@@ -229,23 +205,23 @@ func TestMTMEvictsTheColdestSegmentAt201(t *testing.T) {
 }
 
 func TestTiersSurviveReopenExactly(t *testing.T) {
-	clock := clock.NewFake(epoch)
-	cfg := testConfig(t.TempDir())
-	s := openSelf(t, cfg, clock)
-	o := newOwner(t, s, "a")
+	clock := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clock)
+	o := memorytest.NewOwner(t, s, "a")
 	for i := range 14 {
-		o.page(fmt.Sprintf("I ride my bike to work on day %d.", i), fmt.Sprintf("Cycling is healthy, day %d.", i))
+		o.Page(fmt.Sprintf("I ride my bike to work on day %d.", i), fmt.Sprintf("Cycling is healthy, day %d.", i))
 	}
 	// Settle part of the work: some pages stay in the inboxes.
 	for range 10 {
-		if _, err := s.Tiers.Step(context.Background(), o.sona, tiers.STM, tiers.Heuristic{}); err != nil {
+		if _, err := s.Tiers.Step(context.Background(), o.Sona, tiers.STM, tiers.Heuristic{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Tiers.Step(context.Background(), o.sona, tiers.MTM, tiers.Heuristic{}); err != nil {
+	if _, err := s.Tiers.Step(context.Background(), o.Sona, tiers.MTM, tiers.Heuristic{}); err != nil {
 		t.Fatal(err)
 	}
-	before, err := s.Tiers.View(o.sona)
+	before, err := s.Tiers.View(o.Sona)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,17 +229,17 @@ func TestTiersSurviveReopenExactly(t *testing.T) {
 		t.Fatalf("pending: %d STM, %d MTM", len(before.Stm.Pending), len(before.Mtm.Pending))
 	}
 	s.Close()
-	s = openSelf(t, cfg, clock)
+	s = memorytest.Open(t, cfg, clock)
 	defer s.Close()
-	after, err := s.Tiers.View(o.sona)
+	after, err := s.Tiers.View(o.Sona)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !proto.Equal(before, after) {
 		t.Fatalf("tiers changed across a reopen:\n%v\n%v", before, after)
 	}
-	settle(t, s, o.sona)
-	after, _ = s.Tiers.View(o.sona)
+	memorytest.Settle(t, s, o.Sona)
+	after, _ = s.Tiers.View(o.Sona)
 	inMTM := 0
 	for _, seg := range after.Mtm.Segments {
 		inMTM += len(seg.Pages)
@@ -274,11 +250,11 @@ func TestTiersSurviveReopenExactly(t *testing.T) {
 }
 
 func TestConcurrentTierWorkersProcessEachPageOnce(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o := newOwner(t, s, "a")
+	o := memorytest.NewOwner(t, s, "a")
 	for i := range 20 {
-		o.page(fmt.Sprintf("Note %d about the river.", i), fmt.Sprintf("Rivers flow %d.", i))
+		o.Page(fmt.Sprintf("Note %d about the river.", i), fmt.Sprintf("Rivers flow %d.", i))
 	}
 	// Two workers race over the same inboxes (as after an actor restart
 	// while the old step was still running): every page lands once.
@@ -288,7 +264,7 @@ func TestConcurrentTierWorkersProcessEachPageOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ev, err := s.Tiers.Settle(context.Background(), o.sona, tiers.Heuristic{})
+			ev, err := s.Tiers.Settle(context.Background(), o.Sona, tiers.Heuristic{})
 			if err != nil {
 				t.Error(err)
 			}
@@ -300,7 +276,7 @@ func TestConcurrentTierWorkersProcessEachPageOnce(t *testing.T) {
 	if count(all, tiers.PageAdded) != 20 || count(all, tiers.PageMoved) != 13 {
 		t.Fatalf("%d pages added, %d moved", count(all, tiers.PageAdded), count(all, tiers.PageMoved))
 	}
-	v, _ := s.Tiers.View(o.sona)
+	v, _ := s.Tiers.View(o.Sona)
 	seen := map[uint64]bool{}
 	for _, p := range v.Stm.Pages {
 		seen[p.Seq] = true
@@ -319,15 +295,15 @@ func TestConcurrentTierWorkersProcessEachPageOnce(t *testing.T) {
 }
 
 func TestPushPageRefusesForeignMemories(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	a, b := newOwner(t, s, "a"), newOwner(t, s, "b")
-	qa := a.text("in a")
-	qb := b.text("in b")
-	if err := s.Tiers.PushPage(context.Background(), a.sona, qa, qb); err == nil {
+	a, b := memorytest.NewOwner(t, s, "a"), memorytest.NewOwner(t, s, "b")
+	qa := a.Text("in a")
+	qb := b.Text("in b")
+	if err := s.Tiers.PushPage(context.Background(), a.Sona, qa, qb); err == nil {
 		t.Fatal("a page with another sona's memory was accepted")
 	}
-	v, _ := s.Tiers.View(a.sona)
+	v, _ := s.Tiers.View(a.Sona)
 	if len(v.Stm.Pending) != 0 {
 		t.Fatal("a refused page was written")
 	}
@@ -337,16 +313,16 @@ func TestPushPageRefusesForeignMemories(t *testing.T) {
 // document frequencies as a bounded key: the page moves like any other
 // (issue 13 #6: it used to fail the tier step on every restart).
 func TestHugeWordReachesMTM(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o := newOwner(t, s, "a")
+	o := memorytest.NewOwner(t, s, "a")
 	huge := strings.Repeat("w", 70000)
-	o.page("The word is "+huge+" indeed.", "What a "+huge+" word.")
-	o.page("Another "+huge+"x here.", "Yes, "+huge+"x.")
+	o.Page("The word is "+huge+" indeed.", "What a "+huge+" word.")
+	o.Page("Another "+huge+"x here.", "Yes, "+huge+"x.")
 	for i := range 7 {
-		o.page(fmt.Sprintf("Filler question %d.", i), fmt.Sprintf("Filler answer %d.", i))
+		o.Page(fmt.Sprintf("Filler question %d.", i), fmt.Sprintf("Filler answer %d.", i))
 	}
-	if ev := settle(t, s, o.sona); count(ev, tiers.PageMoved) != 2 {
+	if ev := memorytest.Settle(t, s, o.Sona); count(ev, tiers.PageMoved) != 2 {
 		t.Fatalf("events %v: want the two pages with huge words moved to the MTM", ev)
 	}
 	// The keys themselves: memory/tiers TestDocFreqKeyIsBounded.
@@ -369,12 +345,12 @@ func (m *chainReached) Chain(ctx context.Context, in tiers.ChainInput) (*message
 // hooks (which add its vectors to the index) have not run yet still has
 // its vectors (issue 13 #14: the tier actor crashed on "has no embedding").
 func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o := newOwner(t, s, "a")
+	o := memorytest.NewOwner(t, s, "a")
 	ctx := context.Background()
-	q := o.add(o.say("Caroline", "Where is the blue shed?"), nil)
-	m := o.say("Melanie", "Behind the house.")
+	q := o.Add(o.Say("Caroline", "Where is the blue shed?"), nil)
+	m := o.Say("Melanie", "Behind the house.")
 	vecs, err := s.Embed(ctx, m.Text())
 	if err != nil {
 		t.Fatal(err)
@@ -384,7 +360,7 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.PageOf = &q
-	plan, err := model.PlanAppend(o.sona, o.head, o.n, p, s.clock.Now().Unix())
+	plan, err := model.PlanAppend(o.Sona, o.Head, o.N, p, s.Clock().Now().Unix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +382,7 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 				settled <- errors.New("the commit never became visible")
 				return
 			}
-			v, err := s.Tiers.View(o.sona)
+			v, err := s.Tiers.View(o.Sona)
 			if err != nil {
 				settled <- err
 				return
@@ -416,7 +392,7 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 			}
 			runtime.Gosched()
 		}
-		_, err := s.Tiers.Settle(ctx, o.sona, model)
+		_, err := s.Tiers.Settle(ctx, o.Sona, model)
 		settled <- err
 	}()
 	select {
@@ -432,7 +408,7 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 	if err := <-settled; err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.Tiers.View(o.sona)
+	v, err := s.Tiers.View(o.Sona)
 	if err != nil {
 		t.Fatal(err)
 	}

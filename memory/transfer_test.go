@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -13,9 +13,11 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -55,7 +57,7 @@ func (d *docWriter) Item(section string, m proto.Message) error {
 	return nil
 }
 
-func exportDoc(t *testing.T, s *Self, sona string) (*messages.Export, []string) {
+func exportDoc(t *testing.T, s *memory.Self, sona string) (*messages.Export, []string) {
 	t.Helper()
 	w := &docWriter{}
 	if err := s.Transfer.Export(context.Background(), sona, w); err != nil {
@@ -68,8 +70,8 @@ func exportDoc(t *testing.T, s *Self, sona string) (*messages.Export, []string) 
 // links to a's second, a file memory in b, and a's first memory also
 // appended to b.
 type twoSonas struct {
-	s                *Self
-	a, b             *owner
+	s                *memory.Self
+	a, b             *memorytest.Owner
 	a1, a2, a3       cid.Cid
 	b1, bFile, bJoin cid.Cid
 	file             cid.Cid
@@ -77,19 +79,19 @@ type twoSonas struct {
 
 func newTwoSonas(t *testing.T) *twoSonas {
 	t.Helper()
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	t.Cleanup(func() { s.Close() })
-	x := &twoSonas{s: s, a: newOwner(t, s, "a"), b: newOwner(t, s, "b")}
-	x.a1 = x.a.text("alpha: the first thing")
-	x.a2 = x.a.text("beta: we decided to keep going")
-	x.b1 = x.b.text("gamma builds on beta", model.Edge{Target: x.a2, Weight: 0.7})
+	x := &twoSonas{s: s, a: memorytest.NewOwner(t, s, "a"), b: memorytest.NewOwner(t, s, "b")}
+	x.a1 = x.a.Text("alpha: the first thing")
+	x.a2 = x.a.Text("beta: we decided to keep going")
+	x.b1 = x.b.Text("gamma builds on beta", model.Edge{Target: x.a2, Weight: 0.7})
 	var err error
 	if x.file, err = s.Chains.PutFile(context.Background(), []byte("file bytes"), ""); err != nil {
 		t.Fatal(err)
 	}
-	x.bFile = x.b.add(&model.Memory{Data: model.Data{File: &model.FileData{Content: x.file}}}, &messages.MemoryMeta{Kind: "fact", Labels: map[string]string{"src": "upload"}})
-	x.a3 = x.a.text("delta: after gamma")
-	x.bJoin = x.b.add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "alpha: the first thing"}}}, nil) // a1, joining b
+	x.bFile = x.b.Add(&model.Memory{Data: model.Data{File: &model.FileData{Content: x.file}}}, &messages.MemoryMeta{Kind: "fact", Labels: map[string]string{"src": "upload"}})
+	x.a3 = x.a.Text("delta: after gamma")
+	x.bJoin = x.b.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "alpha: the first thing"}}}, nil) // a1, joining b
 	if x.bJoin != x.a1 {
 		t.Fatal("the same memory has another CID")
 	}
@@ -107,7 +109,7 @@ func chainCIDs(es *messages.ExportSona) []string {
 func TestExportSectionsAndClosure(t *testing.T) {
 	x := newTwoSonas(t)
 	doc, sections := exportDoc(t, x.s, "")
-	if doc.Format != transfer.ExportFormat || doc.Scope != transfer.ExportScopeAll || doc.Dims != int32(x.s.index.Dims()) || doc.Embedder != x.s.emb.ID() {
+	if doc.Format != transfer.ExportFormat || doc.Scope != transfer.ExportScopeAll || doc.Dims != int32(x.s.Index().Dims()) || doc.Embedder != x.s.Embedder().ID() {
 		t.Fatalf("header %+v", doc)
 	}
 	if want := []string{"sonas", "memories", "blocks", "anchors"}; !slices.Equal(sections, want) {
@@ -124,13 +126,13 @@ func TestExportSectionsAndClosure(t *testing.T) {
 	}
 	// Memories by sona (uuid order), in chain order, each once.
 	first, second := x.a, x.b
-	if x.b.sona < x.a.sona {
+	if x.b.Sona < x.a.Sona {
 		first, second = x.b, x.a
 	}
 	var want []string
 	seen := map[string]bool{}
-	for _, o := range []*owner{first, second} {
-		page, err := x.s.Sonas.Chain(o.sona, 0, 10)
+	for _, o := range []*memorytest.Owner{first, second} {
+		page, err := x.s.Sonas.Chain(o.Sona, 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +146,7 @@ func TestExportSectionsAndClosure(t *testing.T) {
 	var got []string
 	for _, m := range doc.Memories {
 		got = append(got, m.Cid)
-		if len(m.Vector) != 4*x.s.index.Dims() || m.Meta == nil {
+		if len(m.Vector) != 4*x.s.Index().Dims() || m.Meta == nil {
 			t.Fatalf("memory %s without its vector or metadata", m.Cid)
 		}
 	}
@@ -154,12 +156,12 @@ func TestExportSectionsAndClosure(t *testing.T) {
 
 	// A sona export carries the backbone (none here) and the prefix of a's
 	// chain that b's memories reach: a1 (joined) and a2 (an edge), not a3.
-	doc, _ = exportDoc(t, x.s, x.b.sona)
-	if doc.Scope != transfer.ExportScopeSona || doc.Sona != x.b.sona || len(doc.Sonas) != 2 {
+	doc, _ = exportDoc(t, x.s, x.b.Sona)
+	if doc.Scope != transfer.ExportScopeSona || doc.Sona != x.b.Sona || len(doc.Sonas) != 2 {
 		t.Fatalf("sona export: %+v", doc.Sonas)
 	}
 	b, a := doc.Sonas[0], doc.Sonas[1]
-	if b.Uuid != x.b.sona || b.Partial || a.Uuid != x.a.sona || !a.Partial || a.Length != 2 ||
+	if b.Uuid != x.b.Sona || b.Partial || a.Uuid != x.a.Sona || !a.Partial || a.Length != 2 ||
 		!slices.Equal(chainCIDs(a), []string{x.a1.String(), x.a2.String()}) || a.GetHead() != a.Chain[1].Act {
 		t.Fatalf("sona export: b %+v, a %+v", b, a)
 	}
@@ -171,7 +173,7 @@ func TestExportSectionsAndClosure(t *testing.T) {
 	}
 }
 
-func exportDocErr(s *Self, sona string) (*messages.Export, error) {
+func exportDocErr(s *memory.Self, sona string) (*messages.Export, error) {
 	w := &docWriter{}
 	err := s.Transfer.Export(context.Background(), sona, w)
 	return w.doc, err
@@ -183,7 +185,7 @@ func exportDocErr(s *Self, sona string) (*messages.Export, error) {
 func TestPlanImportReplaysInInsertionOrder(t *testing.T) {
 	x := newTwoSonas(t)
 	doc, _ := exportDoc(t, x.s, "")
-	fresh := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	fresh := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer fresh.Close()
 	plan, err := fresh.Transfer.PlanImport(context.Background(), doc)
 	if err != nil {
@@ -202,8 +204,8 @@ func TestPlanImportReplaysInInsertionOrder(t *testing.T) {
 		got = append(got, step{st.Sona, st.Item.CID, *st.Item.ExpectSeq})
 	}
 	want := []step{
-		{x.a.sona, x.a1, 0}, {x.a.sona, x.a2, 1}, {x.b.sona, x.b1, 0}, {x.b.sona, x.bFile, 1},
-		{x.a.sona, x.a3, 2}, {x.b.sona, x.a1, 2},
+		{x.a.Sona, x.a1, 0}, {x.a.Sona, x.a2, 1}, {x.b.Sona, x.b1, 0}, {x.b.Sona, x.bFile, 1},
+		{x.a.Sona, x.a3, 2}, {x.b.Sona, x.a1, 2},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("steps\n%v\nwant\n%v", got, want)
@@ -247,7 +249,7 @@ func TestPlanImportReplaysInInsertionOrder(t *testing.T) {
 
 func TestPlanImportRefusesBadDocuments(t *testing.T) {
 	x := newTwoSonas(t)
-	fresh := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	fresh := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer fresh.Close()
 	memIndex := func(doc *messages.Export, c cid.Cid) *messages.ExportMemory {
 		for _, m := range doc.Memories {
@@ -258,9 +260,9 @@ func TestPlanImportRefusesBadDocuments(t *testing.T) {
 		t.Fatalf("%s not exported", c)
 		return nil
 	}
-	sonaOf := func(doc *messages.Export, o *owner) *messages.ExportSona {
+	sonaOf := func(doc *messages.Export, o *memorytest.Owner) *messages.ExportSona {
 		for _, s := range doc.Sonas {
-			if s.Uuid == o.sona {
+			if s.Uuid == o.Sona {
 				return s
 			}
 		}
@@ -297,7 +299,7 @@ func TestPlanImportRefusesBadDocuments(t *testing.T) {
 		{"seq", func(d *messages.Export) { sonaOf(d, x.a).Chain[1].Seq = 5 }, base.ErrInvalid, "seq"},
 		{"head", func(d *messages.Export) { sonaOf(d, x.a).Head = proto.String(sonaOf(d, x.a).Chain[0].Act) }, base.ErrInvalid, "head"},
 		{"length", func(d *messages.Export) { sonaOf(d, x.a).Length = 7 }, base.ErrInvalid, "length"},
-		{"uuid", func(d *messages.Export) { sonaOf(d, x.a).Uuid = strings.ToUpper(x.a.sona) }, base.ErrInvalid, "uuid"},
+		{"uuid", func(d *messages.Export) { sonaOf(d, x.a).Uuid = strings.ToUpper(x.a.Sona) }, base.ErrInvalid, "uuid"},
 		{"name", func(d *messages.Export) { sonaOf(d, x.a).Name = "" }, base.ErrInvalid, "name"},
 		{"block", func(d *messages.Export) { d.Blocks[0].Data = []byte("other bytes") }, base.ErrInvalid, "hash"},
 		{"file", func(d *messages.Export) { d.Blocks = nil }, base.ErrInvalid, "file content"},
@@ -340,7 +342,7 @@ func TestPlanImportAgainstTheStore(t *testing.T) {
 	if len(plan.Steps()) != 0 || plan.Result().Sonas[0].Created {
 		t.Fatalf("importing a store into itself plans %d appends", len(plan.Steps()))
 	}
-	x.a.text("epsilon: the store moved on")
+	x.a.Text("epsilon: the store moved on")
 	if _, err := x.s.Transfer.PlanImport(context.Background(), doc); !errors.Is(err, base.ErrChainConflict) || !strings.Contains(err.Error(), "more than the export") {
 		t.Fatalf("a longer chain in the store: %v", err)
 	}
@@ -354,7 +356,7 @@ func TestPlanImportAgainstTheStore(t *testing.T) {
 }
 
 // applyPlan carries out a plan as the actors do, one append at a time.
-func applyPlan(t *testing.T, s *Self, p *transfer.ImportPlan) {
+func applyPlan(t *testing.T, s *memory.Self, p *transfer.ImportPlan) {
 	t.Helper()
 	ctx := context.Background()
 	if err := s.Transfer.ImportBlocks(ctx, p); err != nil {
@@ -379,7 +381,7 @@ func applyPlan(t *testing.T, s *Self, p *transfer.ImportPlan) {
 			h := cid.MustParse(*rec.Head)
 			head = &h
 		}
-		plan, err := model.PlanAppend(st.Sona, head, rec.Length, st.Item, s.clock.Now().Unix())
+		plan, err := model.PlanAppend(st.Sona, head, rec.Length, st.Item, s.Clock().Now().Unix())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,12 +402,12 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	ctx := context.Background()
 	s := x.s
 	if err := s.Store().Update(ctx, func(tx store.Tx) error {
-		tx.Set(assoc.SimStatsKey(x.a.sona), assoc.EncodeStats(assoc.SimStats{N: 3, Mean: 0.4, M2: 0.02}))
+		tx.Set(assoc.SimStatsKey(x.a.Sona), assoc.EncodeStats(assoc.SimStats{N: 3, Mean: 0.4, M2: 0.02}))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Store().Update(ctx, assoc.Strengthen("agent", []cid.Cid{x.a1, x.b1}, 0.3, epoch.Unix())); err != nil {
+	if err := s.Store().Update(ctx, assoc.Strengthen("agent", []cid.Cid{x.a1, x.b1}, 0.3, memorytest.Epoch.Unix())); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Store().Update(ctx, meta.Update([]cid.Cid{x.a3}, func(m *messages.MemoryMeta, _ cid.Cid) {
@@ -430,7 +432,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 		t.Fatalf("source: %d pending, %d conflicts, first sona %s", len(doc.Pending), len(doc.Conflicts), doc.Sonas[0].Name)
 	}
 
-	fresh := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch.Add(time.Hour)))
+	fresh := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch.Add(time.Hour)))
 	defer fresh.Close()
 	plan, err := fresh.Transfer.PlanImport(ctx, doc)
 	if err != nil {
@@ -447,7 +449,7 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 	}
 	// The restored pending concept carries its versions' embeddings again.
 	pcs, err := fresh.Consensus.PendingConcepts()
-	if err != nil || len(pcs) != 2 || len(pcs[0].Versions[0].Embedding) != fresh.index.Dims() {
+	if err != nil || len(pcs) != 2 || len(pcs[0].Versions[0].Embedding) != fresh.Index().Dims() {
 		t.Fatalf("pending after the import: %v %v", pcs, err)
 	}
 }
@@ -456,25 +458,25 @@ func TestImportRestoresWhatAppendsDoNot(t *testing.T) {
 // is created by the sona it joined first, and joins the others in order,
 // whatever their uuids.
 func TestImportKeepsTheJoinOrderAtOnePosition(t *testing.T) {
-	s := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
-	o1, o2, o3 := newOwner(t, s, "one"), newOwner(t, s, "two"), newOwner(t, s, "three")
-	owners := []*owner{o1, o2, o3}
-	slices.SortFunc(owners, func(a, b *owner) int { return strings.Compare(b.sona, a.sona) }) // largest uuid first
+	o1, o2, o3 := memorytest.NewOwner(t, s, "one"), memorytest.NewOwner(t, s, "two"), memorytest.NewOwner(t, s, "three")
+	owners := []*memorytest.Owner{o1, o2, o3}
+	slices.SortFunc(owners, func(a, b *memorytest.Owner) int { return strings.Compare(b.Sona, a.Sona) }) // largest uuid first
 	shared := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "said in every sona"}}}
 	for _, o := range owners {
-		o.add(shared, nil)
+		o.Add(shared, nil)
 	}
 	doc, _ := exportDoc(t, s, "")
-	fresh := openSelf(t, testConfig(t.TempDir()), clock.NewFake(epoch))
+	fresh := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer fresh.Close()
 	plan, err := fresh.Transfer.PlanImport(context.Background(), doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, st := range plan.Steps() {
-		if st.Sona != owners[i].sona {
-			t.Fatalf("step %d appends to %s, want %s (the order the memory joined its sonas)", i, st.Sona, owners[i].sona)
+		if st.Sona != owners[i].Sona {
+			t.Fatalf("step %d appends to %s, want %s (the order the memory joined its sonas)", i, st.Sona, owners[i].Sona)
 		}
 	}
 	applyPlan(t, fresh, plan)

@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/memoria-ai/memoria/internal/testutil"
+	"github.com/memoria-ai/memoria/memory"
 
 	"github.com/ipfs/go-cid"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/index"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/vector"
 )
 
@@ -29,7 +31,7 @@ import (
 var snapQueries = []string{"orchard", "memory 7 about the pears", "the blue shed", "apples in august", "note 149", "note 250 on rain"}
 
 // searches are the index's answers to snapQueries.
-func searches(t *testing.T, s *Self) [][]vector.Hit {
+func searches(t *testing.T, s *memory.Self) [][]vector.Hit {
 	t.Helper()
 	var out [][]vector.Hit
 	for _, q := range snapQueries {
@@ -51,17 +53,17 @@ func sameSearches(t *testing.T, got, want [][]vector.Hit) {
 	}
 }
 
-func openLogged(t *testing.T, dir string) (*Self, *logBuffer) {
+func openLogged(t *testing.T, dir string) (*memory.Self, *memorytest.LogBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
-	s, err := Open(context.Background(), Options{Config: testConfig(dir), Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Logger: logs.logger()})
+	logs := &memorytest.LogBuffer{}
+	s, err := memory.Open(context.Background(), memory.Options{Config: memorytest.Config(dir), Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s, logs
 }
 
-func mustLog(t *testing.T, logs *logBuffer, want ...string) {
+func mustLog(t *testing.T, logs *memorytest.LogBuffer, want ...string) {
 	t.Helper()
 	for _, w := range want {
 		if !strings.Contains(logs.String(), w) {
@@ -73,18 +75,18 @@ func mustLog(t *testing.T, logs *logBuffer, want ...string) {
 // snapWriterChild writes n memories, a vector snapshot, n more, says
 // DONE and waits to be killed.
 func snapWriterChild(t *testing.T, n int) {
-	s, err := openWith(Options{Config: testConfig(os.Getenv("MEMORIA_FAULT_DIR"))})
+	s, err := memorytest.OpenWith(memory.Options{Config: memorytest.Config(os.Getenv("MEMORIA_FAULT_DIR"))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := newOwner(t, s, "writer")
+	o := memorytest.NewOwner(t, s, "writer")
 	for i := range 2 * n {
 		if i == n {
 			if err := s.SnapshotVectors(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		c := o.text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i))
+		c := o.Text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i))
 		fmt.Printf("ACK %s\n", c)
 	}
 	fmt.Println("DONE")
@@ -96,14 +98,14 @@ func snapWriterChild(t *testing.T, n int) {
 // restart loads the snapshot, adds the writes after it, and searches
 // exactly as an index rebuilt from the store.
 func TestVectorSnapshotThenKillNine(t *testing.T) {
-	if os.Getenv(childEnv) == t.Name() {
-		snapWriterChild(t, childN())
+	if os.Getenv(memorytest.ChildEnv) == t.Name() {
+		snapWriterChild(t, memorytest.ChildN())
 		return
 	}
 	dir := t.TempDir()
-	cmd, _, sc, stderr := startChild(t, t.Name(), "MEMORIA_FAULT_DIR="+dir, "MEMORIA_FAULT_N=150")
+	cmd, _, sc, stderr := memorytest.StartChild(t, t.Name(), "MEMORIA_FAULT_DIR="+dir, "MEMORIA_FAULT_N=150")
 	acked := map[string]bool{}
-	expectLine(t, sc, "DONE", acked, stderr)
+	memorytest.ExpectLine(t, sc, "DONE", acked, stderr)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -147,9 +149,9 @@ func TestVectorSnapshotThenKillNine(t *testing.T) {
 func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := openLogged(t, dir)
-	o := newOwner(t, s, "gardener")
+	o := memorytest.NewOwner(t, s, "gardener")
 	for i := range 120 {
-		o.text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i))
+		o.Text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i))
 	}
 	s.Index().WaitBuilt()
 	before := searches(t, s)
@@ -182,7 +184,7 @@ func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
 	// used either.
 	other := t.TempDir()
 	s2, _ := openLogged(t, other)
-	newOwner(t, s2, "x").text("a memory of another store")
+	memorytest.NewOwner(t, s2, "x").Text("a memory of another store")
 	s2.Close()
 	copyFile(t, path, index.VectorSnapshotPath(other))
 	s2, logs = openLogged(t, other)
@@ -198,10 +200,10 @@ func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
 func TestForgottenStaysForgottenAfterSnapshotRestore(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := openLogged(t, dir)
-	o := newOwner(t, s, "gardener")
+	o := memorytest.NewOwner(t, s, "gardener")
 	var cids []cid.Cid
 	for i := range 60 {
-		cids = append(cids, o.text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i)))
+		cids = append(cids, o.Text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i)))
 	}
 	doomed := cids[7]
 	if err := s.SnapshotVectors(); err != nil {
@@ -274,14 +276,14 @@ func copyFile(t *testing.T, from, to string) {
 // graph work.
 func TestVectorSnapshotEveryInterval(t *testing.T) {
 	dir := t.TempDir()
-	fake := clock.NewFake(epoch)
-	cfg := testConfig(dir)
+	fake := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(dir)
 	cfg.Index.SnapshotInterval = config.Duration(time.Minute)
-	s := openSelf(t, cfg, fake)
+	s := memorytest.Open(t, cfg, fake)
 	defer s.Close()
-	o := newOwner(t, s, "gardener")
+	o := memorytest.NewOwner(t, s, "gardener")
 	for i := range 20 {
-		o.text(fmt.Sprintf("note %d on the orchard", i))
+		o.Text(fmt.Sprintf("note %d on the orchard", i))
 	}
 	path := index.VectorSnapshotPath(dir)
 	testutil.Eventually(t, "a snapshot after some intervals", func() bool {
