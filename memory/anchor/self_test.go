@@ -1,4 +1,4 @@
-package memory_test
+package anchor_test
 
 import (
 	"context"
