@@ -1,4 +1,4 @@
-package memory_test
+package eumas_test
 
 import (
 	"context"
