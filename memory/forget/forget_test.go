@@ -1,4 +1,4 @@
-package memory_test
+package forget_test
 
 import (
 	"bytes"
