@@ -1,4 +1,4 @@
-package memory_test
+package index_test
 
 import (
 	"context"
