@@ -1,4 +1,4 @@
-package memory_test
+package living_test
 
 import (
 	"context"
