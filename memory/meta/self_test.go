@@ -1,4 +1,4 @@
-package memory_test
+package meta_test
 
 import (
 	"testing"
