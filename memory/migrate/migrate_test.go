@@ -1,4 +1,4 @@
-package memory_test
+package migrate_test
 
 import (
 	"bytes"
