@@ -1,4 +1,4 @@
-package memory_test
+package tiers_test
 
 import (
 	"context"
