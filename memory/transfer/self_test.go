@@ -1,4 +1,4 @@
-package memory_test
+package transfer_test
 
 import (
 	"context"
