@@ -32,6 +32,9 @@
 //	memory/forget  excision: tombstones, and everything derived removed
 //	              in one operation per batch (Self.Forget; wired in
 //	              forgetenv.go)
+//	memory/memorytest  whole selves for the tests of the packages above
+//	              (Open, an Owner appending as a sona's actor, Recall
+//	              with its trace submitted, child processes to kill)
 //
 // Callers import the packages; package memory keeps the composition root
 // (self.go: Open, Close, the subsystems as fields), what each subsystem adds to an
@@ -40,6 +43,36 @@
 // (env.go), and the parts of an excision (forgetenv.go). What a subsystem
 // needs of the store alone lives with it (eumas.StoreEnv,
 // index.VectorSnapshots).
+//
+// env.go and forgetenv.go stay here because they are wiring between peers:
+// each adapter satisfies one subsystem's Env with the others (transfer's
+// Records reads chain's and meta's key spaces; forget's Parts name the
+// rows of anchor, assoc, chain, eumas, living, recall and the tiers).
+// Moved into the package it serves, an adapter would make that package
+// import its peers — the coupling its Env interface exists to avoid, and
+// for forget nearly all of memory/. Only the composition root knows every
+// subsystem.
+//
+// # Tests
+//
+// Each package's tests live with it: its own parts where they suffice
+// (chaintest, the store's in-memory backend), a whole self built by
+// memorytest where the test is about the composition (an append through
+// every contribution, a recall over the real indexes, a reopen, a kill).
+// The root keeps the tests of Open itself (reopen, the embedder's
+// identity), the fault tests of an open self (a full disk, kill -9,
+// damaged files), the transport-purity rule and the benchmarks (the A/B
+// commands run `go test ./memory -bench …`).
+//
+// # Domain types and stored records
+//
+// The generated messages types are the stored records and the API's
+// payloads; the program works on Go types converted at the storage edge,
+// CIDs as cid.Cid values, and the API's views are built from those
+// field by field: model.Sona (a chain's state), tiers.Segment,
+// consensus.Conflict, living.Insight (no record of its own: a memory, its
+// mark and the g/ index), meta.Metadata (the API's view of a memory's
+// metadata; the subsystems still read and write messages.MemoryMeta).
 //
 // It is pure of transports: it never imports protoactor, net/http or a
 // model provider SDK (a test enforces it). Actors and servers adapt it.

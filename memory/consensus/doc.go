@@ -12,6 +12,10 @@
 // medoid version (the one closest to the others) to the backbone,
 // labelled with the concept and its agents.
 //
+// An open conflict is a Conflict value (ConflictOf reads its r/ record,
+// Conflict.Record writes one; Conflicts lists them); the API shows it
+// through its own view, versions without their embeddings.
+//
 // What it needs of the rest of memory/ — the backbone's writer, the
 // embedder, the count of memories — comes through Env.
 //

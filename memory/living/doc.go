@@ -18,7 +18,9 @@
 //   - PlanDream consolidates each sona's recent memories into insights
 //     (Dream: patterns, corrections, recommendations, a summary), stored
 //     as `note` memories with edges to their sources and indexed under g/
-//     (PutInsight); Insights lists them.
+//     (PutInsight); Insights lists them as Insight values (the memory,
+//     its mark, its sona; sources as CIDs), which the API shows through
+//     Insight.View.
 //
 // Dream, OversizedBranches, ColdBranches and the choice of a merge's
 // sources are pure. The merges and insights are planned here and

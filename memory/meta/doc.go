@@ -10,6 +10,11 @@
 // embedding; every later change is an Update operation, which reads,
 // changes and writes the record in one transaction.
 //
+// Metadata is the record as a Go value (Of reads it): what the API shows
+// of a memory's metadata is built from it field by field (Metadata.View,
+// and api's metaView for a sona-scoped principal), not the stored record
+// rendered as it is. The subsystems still pass messages.MemoryMeta.
+//
 // # Invariants
 //
 //   - A cached decoded memory is never stale: memories are addressed by

@@ -18,6 +18,11 @@
 //     append hands a dialogue page to the STM in its own transaction with
 //     EnqueuePage.
 //
+// A mid-term segment is a Segment value, its weighted terms Keywords: the
+// pure core and the storage work on it, SegmentOf and Segment.Record
+// convert at the storage edge (t/ uuid "g"), segmentView builds the API's
+// view from it. The pages and the persona are still their records.
+//
 // The formulas, with the defaults of config.Tiers:
 //
 //	Fscore(s, p) = cos(e_s, e_p) + |K_s ∩ K_p| / |K_s ∪ K_p|          join when > θ = 0.6
