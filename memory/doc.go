@@ -70,7 +70,7 @@
 // payloads; the program works on Go types converted at the storage edge,
 // CIDs as cid.Cid values, and the API's views are built from those
 // field by field: model.Sona (a chain's state), tiers.Segment,
-// consensus.Conflict, living.Insight (no record of its own: a memory, its
+// tiers.Persona, consensus.Conflict, living.Insight (no record of its own: a memory, its
 // mark and the g/ index), meta.Metadata (the API's view of a memory's
 // metadata; the subsystems still read and write messages.MemoryMeta).
 //

@@ -8,13 +8,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/tiers"
-	"github.com/memoria-ai/memoria/messages"
 )
 
 // Input is what a sona step shows its model.
@@ -66,7 +63,7 @@ type promptParts struct {
 	in       Input
 	recalled []*recall.Recalled // topological order
 	mtm      []tiers.RecalledPage
-	persona  *messages.Persona
+	persona  *tiers.Persona
 	stm      []tiers.PageText
 }
 
@@ -75,7 +72,7 @@ func newPromptParts(in Input) *promptParts {
 	if t := in.Tiers; t != nil {
 		p.stm, p.mtm, p.persona = t.STM, t.MTM, t.Persona
 		if p.persona != nil {
-			p.persona = proto.Clone(p.persona).(*messages.Persona)
+			p.persona = p.persona.Clone()
 		}
 		shown := map[string]bool{}
 		for _, pg := range append(slices.Clone(t.STM), pageTexts(t.MTM)...) {
@@ -110,11 +107,11 @@ func (p *promptParts) fit(budget int) {
 	for over() && len(p.mtm) > 0 {
 		p.mtm = p.mtm[:len(p.mtm)-1] // best first
 	}
-	for over() && p.persona != nil && (len(p.persona.GetUser().GetKnowledge()) > 0 || len(p.persona.GetAgent().GetTraits()) > 0) {
-		if u := p.persona.User; len(u.GetKnowledge()) >= len(p.persona.GetAgent().GetTraits()) {
+	for over() && p.persona != nil && (len(p.persona.User.Knowledge) > 0 || len(p.persona.Agent.Traits) > 0) {
+		if u := &p.persona.User; len(u.Knowledge) >= len(p.persona.Agent.Traits) {
 			u.Knowledge = u.Knowledge[:len(u.Knowledge)-1] // best first
 		} else {
-			a := p.persona.Agent
+			a := &p.persona.Agent
 			a.Traits = a.Traits[:len(a.Traits)-1]
 		}
 	}
@@ -165,15 +162,19 @@ func (p *promptParts) system() string {
 	fmt.Fprintf(&b, "You are %s, one sona of a self whose memories are replayed below in the order they happened. "+
 		"Memories are immutable records of the past; answer the last message in the light of them. "+
 		"If you do not remember something, say so.", p.in.SonaName)
-	if u := p.persona.GetUser(); len(u.GetProfile()) > 0 || len(u.GetKnowledge()) > 0 || len(u.GetTraits()) > 0 {
+	var persona tiers.Persona
+	if p.persona != nil {
+		persona = *p.persona
+	}
+	if u := persona.User; len(u.Profile) > 0 || len(u.Knowledge) > 0 || len(u.Traits) > 0 {
 		b.WriteString("\n\nWhat you know about the user (long-term memory):")
-		writeProfile(&b, u.GetProfile())
-		for _, f := range u.GetKnowledge() {
+		writeProfile(&b, u.Profile)
+		for _, f := range u.Knowledge {
 			b.WriteString("\n- " + f.Text)
 		}
-		if len(u.GetTraits()) > 0 {
+		if len(u.Traits) > 0 {
 			b.WriteString("\nTraits:")
-			for i, t := range u.GetTraits() {
+			for i, t := range u.Traits {
 				if i > 0 {
 					b.WriteString(",")
 				}
@@ -181,10 +182,10 @@ func (p *promptParts) system() string {
 			}
 		}
 	}
-	if a := p.persona.GetAgent(); len(a.GetProfile()) > 0 || len(a.GetTraits()) > 0 {
+	if a := persona.Agent; len(a.Profile) > 0 || len(a.Traits) > 0 {
 		b.WriteString("\n\nYour own persona:")
-		writeProfile(&b, a.GetProfile())
-		for _, f := range a.GetTraits() {
+		writeProfile(&b, a.Profile)
+		for _, f := range a.Traits {
 			b.WriteString("\n- " + f.Text)
 		}
 	}

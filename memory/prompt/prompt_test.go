@@ -44,18 +44,18 @@ func promptFixture(t *testing.T) ([]*recall.Recalled, *tiers.Recall) {
 	tr := &tiers.Recall{
 		STM: []tiers.PageText{page(7, caroline, mel), page(8, latest, reply)},
 		MTM: []tiers.RecalledPage{{PageText: page(1, older, olderReply), Segment: 1, Score: 0.7}},
-		Persona: &messages.Persona{
-			User: &messages.UserPersona{
+		Persona: &tiers.Persona{
+			User: tiers.UserPersona{
 				Profile: map[string]string{"Caroline.location": "Sweden", "Caroline.gender": "woman"},
-				Knowledge: []*messages.Fact{
+				Knowledge: []*tiers.Fact{
 					{Text: "Caroline goes to an LGBTQ support group."},
 					{Text: "Caroline wants to adopt children."},
 				},
-				Traits: []*messages.Trait{{Dimension: "need for belonging", Level: 0.4375}},
+				Traits: []*tiers.Trait{{Dimension: "need for belonging", Level: 0.4375}},
 			},
-			Agent: &messages.AgentPersona{
+			Agent: tiers.AgentPersona{
 				Profile: map[string]string{"role": "a supportive friend"},
-				Traits:  []*messages.Fact{{Text: "Mel suggests talking to other adoptive parents."}},
+				Traits:  []*tiers.Fact{{Text: "Mel suggests talking to other adoptive parents."}},
 			},
 		},
 	}

@@ -18,10 +18,13 @@
 //     append hands a dialogue page to the STM in its own transaction with
 //     EnqueuePage.
 //
-// A mid-term segment is a Segment value, its weighted terms Keywords: the
-// pure core and the storage work on it, SegmentOf and Segment.Record
-// convert at the storage edge (t/ uuid "g"), segmentView builds the API's
-// view from it. The pages and the persona are still their records.
+// A mid-term segment is a Segment value (its weighted terms Keywords), the
+// persona a Persona value (its facts and traits): the pure core, the
+// storage and the prompt work on them; SegmentOf/Segment.Record and
+// PersonaOf/Persona.Record convert at the storage edge (t/ uuid "g", "l"),
+// segmentView and personaView build the API's views from them. A fact's
+// source stays a CID string, as its page names it: the pages are still
+// their records (messages.Page).
 //
 // The formulas, with the defaults of config.Tiers:
 //

@@ -228,12 +228,12 @@ func (f *tierForget) eachSegment(fn func(seg *Segment, pages []*messages.Page) e
 // factsGone reports whether the persona holds a fact a forgotten memory
 // stated.
 func (f *tierForget) factsGone() bool {
-	persona := &messages.Persona{}
-	if ok, err := store.GetProto(f.tx, personaKey(f.sona), persona); err != nil || !ok {
+	persona, err := readPersona(f.tx, f.sona)
+	if err != nil {
 		return false
 	}
-	return slices.ContainsFunc(persona.GetUser().GetKnowledge(), func(x *messages.Fact) bool { return f.gone(x.Source) }) ||
-		slices.ContainsFunc(persona.GetAgent().GetTraits(), func(x *messages.Fact) bool { return f.gone(x.Source) })
+	gone := func(x *Fact) bool { return f.gone(x.Source) }
+	return slices.ContainsFunc(persona.User.Knowledge, gone) || slices.ContainsFunc(persona.Agent.Traits, gone)
 }
 
 // chainSummaries clears the meta-chain summaries that may restate a
@@ -341,33 +341,28 @@ func (f *tierForget) terms() error {
 // lost a page; when a forgotten page had reached the persona, it clears
 // the user profile and the traits' evidence, which keep no provenance.
 func (f *tierForget) persona() error {
-	persona := &messages.Persona{}
-	ok, err := store.GetProto(f.tx, personaKey(f.sona), persona)
+	rec := &messages.Persona{}
+	ok, err := store.GetProto(f.tx, personaKey(f.sona), rec)
 	if err != nil || !ok {
 		return err
 	}
-	before := proto.Clone(persona)
-	drop := func(x *messages.Fact) bool { return f.gone(x.Source) || f.segs[x.Segment] }
-	if u := persona.User; u != nil {
-		u.Knowledge = slices.DeleteFunc(u.Knowledge, drop)
-	}
-	if a := persona.Agent; a != nil {
-		a.Traits = slices.DeleteFunc(a.Traits, drop)
-	}
-	if !proto.Equal(before, persona) {
+	persona := PersonaOf(rec)
+	before := persona.Record()
+	drop := func(x *Fact) bool { return f.gone(x.Source) || f.segs[x.Segment] }
+	persona.User.Knowledge = slices.DeleteFunc(persona.User.Knowledge, drop)
+	persona.Agent.Traits = slices.DeleteFunc(persona.Agent.Traits, drop)
+	if !proto.Equal(before, persona.Record()) {
 		f.facts = true
 	}
 	if f.facts {
-		if u := persona.User; u != nil {
-			u.Profile = nil
-			for _, t := range u.Traits {
-				t.Evidence = ""
-			}
+		persona.User.Profile = nil
+		for _, t := range persona.User.Traits {
+			t.Evidence = ""
 		}
 	}
-	if proto.Equal(before, persona) {
+	if proto.Equal(before, persona.Record()) {
 		return nil
 	}
 	persona.Updates++ // an LPM step computed on the old persona retries
-	return store.SetProto(f.tx, personaKey(f.sona), persona)
+	return store.SetProto(f.tx, personaKey(f.sona), persona.Record())
 }

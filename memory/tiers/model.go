@@ -98,7 +98,7 @@ type DigestInput struct {
 type PersonaInput struct {
 	Promotion *messages.Promotion
 	Pages     []PageText
-	Persona   *messages.Persona
+	Persona   *Persona
 	Traits    []config.TraitDimension
 }
 

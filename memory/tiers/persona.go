@@ -8,7 +8,6 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
-	"github.com/memoria-ai/memoria/messages"
 )
 
 // TraitRate is how far one observation moves a trait's level towards the
@@ -278,14 +277,8 @@ func splitPunct(w string) (lead, core, trail string) {
 // its dimension's level by TraitRate towards the observed level. Traits
 // unknown to the configuration are ignored. Traits stay in configuration
 // order.
-func ApplyPersona(persona *messages.Persona, u PersonaUpdate, p config.Tiers, seg uint64, now int64) {
-	if persona.User == nil {
-		persona.User = &messages.UserPersona{}
-	}
-	if persona.Agent == nil {
-		persona.Agent = &messages.AgentPersona{}
-	}
-	user, agent := persona.User, persona.Agent
+func ApplyPersona(persona *Persona, u PersonaUpdate, p config.Tiers, seg uint64, now int64) {
+	user, agent := &persona.User, &persona.Agent
 	if user.Profile == nil {
 		user.Profile = map[string]string{}
 	}
@@ -300,7 +293,7 @@ func ApplyPersona(persona *messages.Persona, u PersonaUpdate, p config.Tiers, se
 	for _, f := range u.AgentTraits {
 		agent.Traits = AddFact(agent.Traits, fact(f, seg, now), p.AgentTraits)
 	}
-	levels := map[string]*messages.Trait{}
+	levels := map[string]*Trait{}
 	for _, t := range user.Traits {
 		levels[t.Dimension] = t
 	}
@@ -311,7 +304,7 @@ func ApplyPersona(persona *messages.Persona, u PersonaUpdate, p config.Tiers, se
 			if i < 0 {
 				continue
 			}
-			t = &messages.Trait{Dimension: o.Dimension, Group: p.Traits[i].Group}
+			t = &Trait{Dimension: o.Dimension, Group: p.Traits[i].Group}
 			levels[o.Dimension] = t
 		}
 		t.Level += TraitRate * (min(1, max(0, o.Level)) - t.Level)
@@ -326,6 +319,6 @@ func ApplyPersona(persona *messages.Persona, u PersonaUpdate, p config.Tiers, se
 	persona.Updates++
 }
 
-func fact(s Statement, seg uint64, now int64) *messages.Fact {
-	return &messages.Fact{Text: strings.TrimSpace(s.Text), Embedding: s.Embedding, T: now, Segment: seg, Source: s.Source}
+func fact(s Statement, seg uint64, now int64) *Fact {
+	return &Fact{Text: strings.TrimSpace(s.Text), Embedding: s.Embedding, T: now, Segment: seg, Source: s.Source}
 }

@@ -5,8 +5,6 @@ import (
 	"maps"
 	"slices"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -25,7 +23,7 @@ type Recall struct {
 	Segments []uint64
 	// Persona is the LPM with Knowledge and Agent.Traits cut to the most
 	// relevant, best first, and the agent profile from configuration.
-	Persona *messages.Persona
+	Persona *Persona
 }
 
 // RecalledPage is a retrieved MTM page.
@@ -105,8 +103,8 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 			out.MTM = append(out.MTM, RecalledPage{PageText: t, Segment: owner[r.Index], Score: r.Score})
 		}
 
-		persona := &messages.Persona{}
-		if _, err := store.GetProto(txn, personaKey(sona), persona); err != nil {
+		persona, err := readPersona(txn, sona)
+		if err != nil {
 			return err
 		}
 		out.Persona = s.relevantPersona(persona, vec)
@@ -117,17 +115,11 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 
 // relevantPersona cuts a persona's knowledge and agent traits to the most
 // relevant to vec, best first, and adds the configured agent profile.
-func (s *Store) relevantPersona(persona *messages.Persona, vec []float32) *messages.Persona {
+func (s *Store) relevantPersona(persona *Persona, vec []float32) *Persona {
 	p := s.cfg.Tiers
-	out := proto.Clone(persona).(*messages.Persona)
-	if out.User == nil {
-		out.User = &messages.UserPersona{}
-	}
-	if out.Agent == nil {
-		out.Agent = &messages.AgentPersona{}
-	}
-	pick := func(facts []*messages.Fact) []*messages.Fact {
-		var picked []*messages.Fact
+	out := persona.Clone()
+	pick := func(facts []*Fact) []*Fact {
+		var picked []*Fact
 		for _, r := range TopFacts(facts, vec, p.LPMTopK) {
 			picked = append(picked, facts[r.Index])
 		}
@@ -227,8 +219,8 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 			out.Mtm.Promoting = append(out.Mtm.Promoting, w.GetPromotion())
 		}
 
-		lpm := &messages.Persona{}
-		if _, err := store.GetProto(txn, personaKey(sona), lpm); err != nil {
+		lpm, err := readPersona(txn, sona)
+		if err != nil {
 			return err
 		}
 		out.Lpm = personaView(lpm, s.agentProfile())

@@ -671,7 +671,7 @@ func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at
 func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, error) {
 	var (
 		w       *messages.TierWork
-		persona = &messages.Persona{}
+		persona *Persona
 		texts   []PageText
 	)
 	err := s.view.View(func(txn store.Reader) error {
@@ -682,7 +682,7 @@ func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, er
 		if w.GetPromotion() == nil {
 			return fmt.Errorf("%w: LPM inbox entry %d holds no promotion", base.ErrCorrupt, w.Seq)
 		}
-		if _, err := store.GetProto(txn, personaKey(sona), persona); err != nil {
+		if persona, err = readPersona(txn, sona); err != nil {
 			return err
 		}
 		for _, p := range w.GetPromotion().Pages {
@@ -722,7 +722,7 @@ func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, er
 			st.Embedding = vecs[i]
 		}
 	}
-	next := proto.Clone(persona).(*messages.Persona)
+	next := persona.Clone()
 	ApplyPersona(next, upd, s.cfg.Tiers, promo.Segment, s.clock.Now().Unix())
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		cur := &messages.Persona{}
@@ -735,7 +735,7 @@ func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, er
 		if err := consume(tx, sona, LPM, w); err != nil {
 			return err
 		}
-		return store.SetProto(tx, personaKey(sona), next)
+		return store.SetProto(tx, personaKey(sona), next.Record())
 	})
 	if err != nil {
 		return Step{}, err

@@ -230,7 +230,7 @@ func TopPages(pages []*messages.Page, vec []float32, k int) []Ranked {
 
 // TopFacts ranks facts by cosine similarity with a query and returns the
 // best k, best first (ties to the older fact).
-func TopFacts(facts []*messages.Fact, vec []float32, k int) []Ranked {
+func TopFacts(facts []*Fact, vec []float32, k int) []Ranked {
 	out := make([]Ranked, len(facts))
 	for i, f := range facts {
 		out[i] = Ranked{i, base.Cosine(f.Embedding, vec)}
@@ -391,9 +391,9 @@ func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 // AddFact appends f to a FIFO of facts of at most capacity: a fact whose
 // text is already there (compared case-insensitively) is refreshed and
 // moved to the end instead of repeated; the oldest fall out.
-func AddFact(facts []*messages.Fact, f *messages.Fact, capacity int) []*messages.Fact {
+func AddFact(facts []*Fact, f *Fact, capacity int) []*Fact {
 	key := strings.ToLower(strings.TrimSpace(f.Text))
-	facts = slices.DeleteFunc(facts, func(old *messages.Fact) bool {
+	facts = slices.DeleteFunc(facts, func(old *Fact) bool {
 		return strings.ToLower(strings.TrimSpace(old.Text)) == key
 	})
 	facts = append(facts, f)

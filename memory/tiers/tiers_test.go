@@ -224,15 +224,15 @@ func TestSummarizeIsExtractiveAndBounded(t *testing.T) {
 }
 
 func TestAddFactFIFO(t *testing.T) {
-	var facts []*messages.Fact
+	var facts []*Fact
 	for i := range 150 {
-		facts = AddFact(facts, &messages.Fact{Text: fmt.Sprintf("fact %d", i)}, 100)
+		facts = AddFact(facts, &Fact{Text: fmt.Sprintf("fact %d", i)}, 100)
 	}
 	if len(facts) != 100 || facts[0].Text != "fact 50" || facts[99].Text != "fact 149" {
 		t.Fatalf("%d facts from %q to %q", len(facts), facts[0].Text, facts[len(facts)-1].Text)
 	}
-	facts = AddFact(facts, &messages.Fact{Text: "Fact 60", T: 7}, 100)
-	if len(facts) != 100 || facts[99].T != 7 || slices.ContainsFunc(facts[:99], func(f *messages.Fact) bool { return f.Text == "fact 60" }) {
+	facts = AddFact(facts, &Fact{Text: "Fact 60", T: 7}, 100)
+	if len(facts) != 100 || facts[99].T != 7 || slices.ContainsFunc(facts[:99], func(f *Fact) bool { return f.Text == "fact 60" }) {
 		t.Fatal("a repeated fact was not refreshed in place of the old one")
 	}
 }
@@ -314,7 +314,7 @@ func TestExtractPersona(t *testing.T) {
 func TestApplyPersona(t *testing.T) {
 	p := params()
 	p.KBSize, p.AgentTraits = 3, 2
-	persona := &messages.Persona{}
+	persona := &Persona{}
 	u := PersonaUpdate{
 		Profile: map[string]string{"name": "Caroline", "": "ignored", "blank": " "},
 		Facts:   []Statement{{Text: "a"}, {Text: "b"}, {Text: "c"}, {Text: "d"}},

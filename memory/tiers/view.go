@@ -26,15 +26,15 @@ func segmentView(s *Segment, heat float64, pages []*messages.Page) *messages.Seg
 
 // personaView is a stored persona as the API shows it: its facts without
 // their embeddings, the agent's profile from the configuration.
-func personaView(p *messages.Persona, agentProfile map[string]string) *messages.Persona {
-	v := &messages.Persona{User: &messages.UserPersona{Profile: p.GetUser().GetProfile(), Traits: p.GetUser().GetTraits()},
+func personaView(p *Persona, agentProfile map[string]string) *messages.Persona {
+	v := &messages.Persona{User: &messages.UserPersona{Profile: p.User.Profile, Traits: traitRecords(p.User.Traits)},
 		Agent: &messages.AgentPersona{Profile: agentProfile}, Updates: p.Updates}
-	v.User.Knowledge = factViews(p.GetUser().GetKnowledge())
-	v.Agent.Traits = factViews(p.GetAgent().GetTraits())
+	v.User.Knowledge = factViews(p.User.Knowledge)
+	v.Agent.Traits = factViews(p.Agent.Traits)
 	return v
 }
 
-func factViews(fs []*messages.Fact) []*messages.Fact {
+func factViews(fs []*Fact) []*messages.Fact {
 	var out []*messages.Fact
 	for _, f := range fs {
 		out = append(out, &messages.Fact{Text: f.Text, T: f.T, Segment: f.Segment, Source: f.Source})
