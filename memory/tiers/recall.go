@@ -114,10 +114,11 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 }
 
 // relevantPersona cuts a persona's knowledge and agent traits to the most
-// relevant to vec, best first, and adds the configured agent profile.
+// relevant to vec, best first, and adds the configured agent profile. It
+// changes persona, the caller's own (read for this retrieval).
 func (s *Store) relevantPersona(persona *Persona, vec []float32) *Persona {
 	p := s.cfg.Tiers
-	out := persona.Clone()
+	out := persona
 	pick := func(facts []*Fact) []*Fact {
 		var picked []*Fact
 		for _, r := range TopFacts(facts, vec, p.LPMTopK) {
