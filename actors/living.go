@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/messages"
@@ -198,6 +200,36 @@ func (a *heartbeatActor) dream(ctx context.Context, rep *messages.TickReport) er
 	return self.Living.NoteDream(ctx, plans, a.sys.clock.Now())
 }
 
+// BackboneWriter carries out the consensus actor's writes of the
+// backbone (Options.Backbone). The default writes this store's backbone
+// and ledger (one node). A cluster member's (package cluster) writes the
+// cluster's one backbone when this member owns it (a retryable error
+// when another member does), through its chain writer.
+type BackboneWriter interface {
+	// Write writes content by agent straight to the backbone; existed
+	// when that memory already was on it.
+	Write(ctx context.Context, agent, content string, labels map[string]string) (c cid.Cid, existed bool, err error)
+	// Contribute records an agent's version of a concept and decides.
+	Contribute(ctx context.Context, c *messages.Contribute) (*messages.ContributeResult, error)
+	// Resolve settles a conflict by writing content to the backbone.
+	Resolve(ctx context.Context, conflictID, content, agent string) (cid.Cid, error)
+}
+
+// localBackbone is this store's backbone and consensus ledger.
+type localBackbone struct{ self *memory.Self }
+
+func (l localBackbone) Write(ctx context.Context, agent, content string, labels map[string]string) (cid.Cid, bool, error) {
+	return l.self.Backbone.Write(ctx, agent, content, labels)
+}
+
+func (l localBackbone) Contribute(ctx context.Context, c *messages.Contribute) (*messages.ContributeResult, error) {
+	return l.self.Consensus.Contribute(ctx, c)
+}
+
+func (l localBackbone) Resolve(ctx context.Context, conflictID, content, agent string) (cid.Cid, error) {
+	return l.self.Consensus.Resolve(ctx, conflictID, content, agent)
+}
+
 // consensusActor is the one writer of the backbone (Living Memory): direct
 // single-agent writes, multi-agent contributions and conflict resolutions,
 // one at a time, each one durable transaction. Pending concepts and
@@ -215,7 +247,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 		}
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
 		defer cancel()
-		r, err := self.Consensus.Contribute(c, msg)
+		r, err := a.sys.backbone.Contribute(c, msg)
 		respondTo(ctx, r, err)
 	case *messages.WriteBackbone:
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
@@ -228,7 +260,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 			}
 			labels[consensus.LabelConcept] = msg.ConceptKey
 		}
-		id, existed, err := self.Backbone.Write(c, msg.AgentId, msg.Content, labels)
+		id, existed, err := a.sys.backbone.Write(c, msg.AgentId, msg.Content, labels)
 		respondTo(ctx, &messages.BackboneWritten{Cid: id.String(), Existed: existed}, err)
 	case *messages.AppendMemory: // an import replaying the backbone's chain
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
@@ -243,7 +275,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 	case *messages.Resolve:
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
 		defer cancel()
-		id, err := self.Consensus.Resolve(c, msg.ConflictId, msg.Content, msg.AgentId)
+		id, err := a.sys.backbone.Resolve(c, msg.ConflictId, msg.Content, msg.AgentId)
 		respondTo(ctx, &messages.BackboneWritten{Cid: id.String()}, err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 // Options configure Start.
@@ -63,6 +64,8 @@ type Cluster struct {
 	// localSonas lists this member's own sonas (ListSonas).
 	localSonas atomic.Pointer[LocalSonas]
 	recall     config.Recall
+	// backbone is the cluster's backbone sona (claimBackbone).
+	backbone *messages.Sona
 }
 
 // memberFile keeps a member's id in its data directory.
@@ -147,6 +150,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	c.node = node
 	c.mover = newMover(node)
 	node.OnFence(c.chains.fenceAll)
+	if err := c.claimBackbone(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 

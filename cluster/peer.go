@@ -113,7 +113,13 @@ func (c *Cluster) stageHere(ctx context.Context, req *messages.StageRequest) (*m
 		}
 	}
 	self := c.self
-	if _, err := self.Sonas.Adopt(ctx, rec); err != nil {
+	var err error
+	if c.isBackbone(sona) {
+		err = c.holdBackbone(ctx)
+	} else {
+		_, err = self.Sonas.Adopt(ctx, rec)
+	}
+	if err != nil {
 		return nil, err
 	}
 	length, _, err := localLength(self, sona)
@@ -158,6 +164,16 @@ func (c *Cluster) stageHere(ctx context.Context, req *messages.StageRequest) (*m
 		}
 	}
 	if len(fresh) == 0 {
+		// A backbone's consensus write that appends nothing: its ledger
+		// is taken now, the chain being at the owner's head.
+		if req.Ledger != nil && len(req.Appends) == 0 {
+			if !c.isBackbone(sona) {
+				return nil, fmt.Errorf("%w: a ledger for sona %s, not the backbone", base.ErrInvalid, sona)
+			}
+			if err := self.Store().Update(ctx, ledgerOp(req.Ledger)); err != nil {
+				return nil, err
+			}
+		}
 		return &messages.StageResponse{Ok: true}, nil
 	}
 	// The appends between the chain and this batch must be staged here

@@ -35,7 +35,8 @@ const servedByHeader = "X-Memoria-Member"
 // Route sends every request about one sona to the member that owns it (or
 // that should take it: the first live member holding its chain), and
 // serves the others with next, the API. The requests routed are the
-// /sona/{uuid}… routes, POST /memories (by its body's sona), MCP tool
+// /sona/{uuid}… routes, the backbone's (/backbone…, /conflicts…: to the
+// backbone's owner), POST /memories (by its body's sona), MCP tool
 // calls (by their sona argument), POST /files, GET /memories/list and
 // GET /export with ?sona=. Reads by CID this member lacks go to a member that has
 // the block; everything else (lists, other MCP requests) is served by
@@ -372,6 +373,9 @@ func (f flushWriter) Write(p []byte) (int, error) {
 // sonaOf finds the sona a request is about: a canonical uuid, or "".
 func (c *Cluster) sonaOf(r *http.Request) (string, error) {
 	p := r.URL.Path
+	if backboneRoute(p) {
+		return c.backbone.Uuid, nil // the backbone's and its conflicts' routes go to its owner
+	}
 	if rest, ok := strings.CutPrefix(p, "/sona/"); ok {
 		ref, _, _ := strings.Cut(rest, "/")
 		return c.sonaRef(r.Context(), ref)

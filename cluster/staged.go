@@ -231,7 +231,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 		if !plan.Act.Equals(cidOf(a.Act)) {
 			return fmt.Errorf("%w: %s seq %d: the append gives ACT %s here, %s on its owner", ErrDiverged, sona, a.Seq, plan.Act, cidOf(a.Act))
 		}
-		appendOp, key := self.Chains.Op(plan), stagedKey(sona, a.Seq)
+		appendOp, key, ledger := self.Chains.Op(plan), stagedKey(sona, a.Seq), ledgerOp(a.Ledger)
 		if gone != nil {
 			appendOp = self.Chains.OpForgotten(plan, gone.tomb)
 		}
@@ -240,7 +240,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 				return err
 			}
 			tx.Delete(key)
-			return nil
+			return ledger(tx) // the backbone's consensus ledger as the append leaves it
 		})
 		head, length = plan.Next()
 	}
