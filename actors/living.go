@@ -13,6 +13,7 @@ import (
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -213,6 +214,9 @@ type BackboneWriter interface {
 	Contribute(ctx context.Context, c *messages.Contribute) (*messages.ContributeResult, error)
 	// Resolve settles a conflict by writing content to the backbone.
 	Resolve(ctx context.Context, conflictID, content, agent string) (cid.Cid, error)
+	// Append appends a prepared memory to the backbone's chain (an
+	// import replaying it).
+	Append(ctx context.Context, p *model.Prepared) (*messages.Appended, error)
 }
 
 // localBackbone is this store's backbone and consensus ledger.
@@ -228,6 +232,10 @@ func (l localBackbone) Contribute(ctx context.Context, c *messages.Contribute) (
 
 func (l localBackbone) Resolve(ctx context.Context, conflictID, content, agent string) (cid.Cid, error) {
 	return l.self.Consensus.Resolve(ctx, conflictID, content, agent)
+}
+
+func (l localBackbone) Append(ctx context.Context, p *model.Prepared) (*messages.Appended, error) {
+	return l.self.Backbone.Append(ctx, p)
 }
 
 // consensusActor is the one writer of the backbone (Living Memory): direct
@@ -270,7 +278,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 			respondTo[*messages.Appended](ctx, nil, err)
 			return
 		}
-		r, err := self.Backbone.Append(c, p)
+		r, err := a.sys.backbone.Append(c, p)
 		respondTo(ctx, r, err)
 	case *messages.Resolve:
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())

@@ -168,6 +168,26 @@ func (b *backbone) Resolve(ctx context.Context, conflictID, content, agent strin
 	return b.ledger.Resolve(ctx, conflictID, content, agent)
 }
 
+// Append appends an import's replay of the backbone, when it is the
+// cluster's backbone.
+func (b *backbone) Append(ctx context.Context, p *model.Prepared) (*messages.Appended, error) {
+	id := b.c.backbone.Uuid
+	if got := b.c.self.Backbone.Sona(); got != id {
+		return nil, fmt.Errorf("%w: the import's backbone (sona %s) is not the cluster's (%s)", base.ErrChainConflict, got, id)
+	}
+	if err := b.hold(ctx); err != nil {
+		return nil, err
+	}
+	plan, existed, err := b.c.self.Backbone.Plan(id, p)
+	if err != nil || existed {
+		return &messages.Appended{Cid: p.CID.String(), Existed: existed}, err
+	}
+	if err := b.write(ctx, plan, nil); err != nil {
+		return nil, err
+	}
+	return &messages.Appended{Cid: p.CID.String(), Seq: &plan.Seq, Act: plan.Act.String()}, nil
+}
+
 func (b *backbone) Embed(ctx context.Context, texts ...string) ([][]float32, error) {
 	return b.c.self.Embed(ctx, texts...)
 }
