@@ -249,6 +249,9 @@ func (b *backbone) ledgerAfter(op store.Op) (*messages.Ledger, error) {
 		if err := op(rec); err != nil {
 			return err
 		}
+		if rec.err != nil {
+			return rec.err
+		}
 		var err error
 		out, err = readLedger(r, rec.writes)
 		return err
@@ -280,10 +283,12 @@ func isLedgerKey(k []byte) bool {
 }
 
 // ledgerTx runs a ledger's op over a reader, recording its writes (nil:
-// deleted) instead of making them.
+// deleted) instead of making them. A write outside the ledger's key
+// spaces fails the op (err).
 type ledgerTx struct {
 	store.Reader
 	writes map[string][]byte
+	err    error
 }
 
 func (t *ledgerTx) Get(key []byte) ([]byte, error) {
@@ -304,17 +309,27 @@ func (t *ledgerTx) Has(key []byte) (bool, error) {
 }
 
 func (t *ledgerTx) Set(key, val []byte) {
-	if !isLedgerKey(key) {
-		panic(fmt.Sprintf("cluster: the backbone's ledger writes key %q, outside its key spaces", key))
+	if t.outside(key) {
+		return
 	}
 	t.writes[string(key)] = slices.Clone(val)
 }
 
 func (t *ledgerTx) Delete(key []byte) {
-	if !isLedgerKey(key) {
-		panic(fmt.Sprintf("cluster: the backbone's ledger deletes key %q, outside its key spaces", key))
+	if t.outside(key) {
+		return
 	}
 	t.writes[string(key)] = nil
+}
+
+func (t *ledgerTx) outside(key []byte) bool {
+	if isLedgerKey(key) {
+		return false
+	}
+	if t.err == nil {
+		t.err = fmt.Errorf("cluster: the backbone's ledger writes key %q, outside its key spaces", key)
+	}
+	return true
 }
 
 func (t *ledgerTx) PutBlock(cid.Cid, []byte) error {
