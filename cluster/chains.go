@@ -337,8 +337,9 @@ func (cs *chains) Release(sona string) {
 }
 
 // catchUp brings the local chain to head: the local staged appends it
-// covers, then what other members hold; staged appends past it are
-// dropped (the head never reached them).
+// covers (when they provably are its: see acknowledged), then what other
+// members hold; staged appends past it are dropped (the head never
+// reached them).
 func (cs *chains) catchUp(ctx context.Context, sona string, head Head) error {
 	self := cs.c.self
 	length, _, err := localLength(self, sona)
@@ -353,10 +354,16 @@ func (cs *chains) catchUp(ctx context.Context, sona string, head Head) error {
 		if err != nil {
 			return err
 		}
-		if err := apply(ctx, self, sona, contiguous(st, length, head.Seq)); err != nil && !errors.Is(err, ErrDiverged) {
+		run, ok := acknowledged(st, length, head.committed())
+		if !ok && len(st) > 0 {
+			err = fmt.Errorf("%w: the staged appends from seq %d do not end at the head (seq %d)", ErrDiverged, length, head.Seq)
+		} else {
+			err = apply(ctx, self, sona, run)
+		}
+		if err != nil && !errors.Is(err, ErrDiverged) {
 			return err
 		} else if err != nil {
-			cs.c.log.Warn("dropping staged appends that do not continue the chain", "sona", sona, "err", err)
+			cs.c.log.Warn("dropping staged appends that are not the acknowledged chain's", "sona", sona, "err", err)
 			if err := dropStaged(ctx, self.Store(), sona, length); err != nil {
 				return err
 			}
@@ -396,6 +403,7 @@ func (cs *chains) fetch(ctx context.Context, sona string, from int64, head Head)
 			errs = append(errs, fmt.Errorf("member %s is not live", id))
 			continue
 		}
+		ledgerTaken := false
 		for {
 			resp, err := cs.c.entries(ctx, m, sona, max(from, 0), head.Seq)
 			if err != nil {
@@ -413,6 +421,14 @@ func (cs *chains) fetch(ctx context.Context, sona string, from int64, head Head)
 					return err
 				}
 				from = 0
+			}
+			if resp.Ledger != nil && cs.c.isBackbone(sona) && !ledgerTaken {
+				// The backbone's ledger as the member that holds it has
+				// it; its staged appends' own ledgers come after.
+				if err := cs.c.self.Store().Update(ctx, ledgerOp(resp.Ledger)); err != nil {
+					return err
+				}
+				ledgerTaken = true
 			}
 			if from > head.Seq {
 				return nil

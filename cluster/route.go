@@ -113,10 +113,15 @@ func (c *Cluster) settle(ctx context.Context, sona string) {
 		return
 	}
 	st, err := readStaged(c.self.Store(), sona, length)
-	if err == nil {
-		err = apply(ctx, c.self, sona, contiguous(st, length, head.Seq))
-	}
 	if err != nil {
+		c.log.Warn("cannot bring this member's copy of a sona to its head for a read", "sona", sona, "err", err)
+		return
+	}
+	run, ok := acknowledged(st, length, head.committed())
+	if !ok {
+		return // not provably the chain's: the next owner sorts them out
+	}
+	if err := apply(ctx, c.self, sona, run); err != nil {
 		c.log.Warn("cannot bring this member's copy of a sona to its head for a read", "sona", sona, "err", err)
 	}
 }

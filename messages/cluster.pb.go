@@ -458,9 +458,12 @@ func (x *StageResponse) GetNeedFrom() int64 {
 // appends from..to as this member holds them (appended or staged), in
 // seq order; a member that lacks some returns those it has from `from`.
 type EntriesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sona          *Sona                  `protobuf:"bytes,1,opt,name=sona,proto3" json:"sona,omitempty"`
-	Appends       []*StagedAppend        `protobuf:"bytes,2,rep,name=appends,proto3" json:"appends,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Sona    *Sona                  `protobuf:"bytes,1,opt,name=sona,proto3" json:"sona,omitempty"`
+	Appends []*StagedAppend        `protobuf:"bytes,2,rep,name=appends,proto3" json:"appends,omitempty"`
+	// For the backbone: this member's ledger, read before the appends (a
+	// staged append's own ledger is newer).
+	Ledger        *Ledger `protobuf:"bytes,3,opt,name=ledger,proto3" json:"ledger,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -505,6 +508,13 @@ func (x *EntriesResponse) GetSona() *Sona {
 func (x *EntriesResponse) GetAppends() []*StagedAppend {
 	if x != nil {
 		return x.Appends
+	}
+	return nil
+}
+
+func (x *EntriesResponse) GetLedger() *Ledger {
+	if x != nil {
+		return x.Ledger
 	}
 	return nil
 }
@@ -845,10 +855,11 @@ const file_memoria_v1_cluster_proto_rawDesc = "" +
 	"\x06ledger\x18\x06 \x01(\v2\x12.memoria.v1.LedgerR\x06ledger\"<\n" +
 	"\rStageResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x1b\n" +
-	"\tneed_from\x18\x02 \x01(\x03R\bneedFrom\"k\n" +
+	"\tneed_from\x18\x02 \x01(\x03R\bneedFrom\"\x97\x01\n" +
 	"\x0fEntriesResponse\x12$\n" +
 	"\x04sona\x18\x01 \x01(\v2\x10.memoria.v1.SonaR\x04sona\x122\n" +
-	"\aappends\x18\x02 \x03(\v2\x18.memoria.v1.StagedAppendR\aappends\"\x81\x01\n" +
+	"\aappends\x18\x02 \x03(\v2\x18.memoria.v1.StagedAppendR\aappends\x12*\n" +
+	"\x06ledger\x18\x03 \x01(\v2\x12.memoria.v1.LedgerR\x06ledger\"\x81\x01\n" +
 	"\n" +
 	"ForgetPlan\x123\n" +
 	"\arequest\x18\x01 \x01(\v2\x19.memoria.v1.ForgetRequestR\arequest\x12\x0e\n" +
@@ -919,16 +930,17 @@ var file_memoria_v1_cluster_proto_depIdxs = []int32{
 	1,  // 7: memoria.v1.StageRequest.ledger:type_name -> memoria.v1.Ledger
 	14, // 8: memoria.v1.EntriesResponse.sona:type_name -> memoria.v1.Sona
 	0,  // 9: memoria.v1.EntriesResponse.appends:type_name -> memoria.v1.StagedAppend
-	15, // 10: memoria.v1.ForgetPlan.request:type_name -> memoria.v1.ForgetRequest
-	13, // 11: memoria.v1.ForgetPlanned.tombstones:type_name -> memoria.v1.Tombstone
-	13, // 12: memoria.v1.ForgetApply.tombstones:type_name -> memoria.v1.Tombstone
-	13, // 13: memoria.v1.ForgetApplied.tombstones:type_name -> memoria.v1.Tombstone
-	13, // 14: memoria.v1.TombstonePage.tombstones:type_name -> memoria.v1.Tombstone
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	1,  // 10: memoria.v1.EntriesResponse.ledger:type_name -> memoria.v1.Ledger
+	15, // 11: memoria.v1.ForgetPlan.request:type_name -> memoria.v1.ForgetRequest
+	13, // 12: memoria.v1.ForgetPlanned.tombstones:type_name -> memoria.v1.Tombstone
+	13, // 13: memoria.v1.ForgetApply.tombstones:type_name -> memoria.v1.Tombstone
+	13, // 14: memoria.v1.ForgetApplied.tombstones:type_name -> memoria.v1.Tombstone
+	13, // 15: memoria.v1.TombstonePage.tombstones:type_name -> memoria.v1.Tombstone
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_memoria_v1_cluster_proto_init() }
