@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,9 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/memoria-ai/memoria/cluster/clusterproc"
 )
@@ -231,24 +227,14 @@ func backboneList(url string, local bool) ([]string, error) {
 // etcdBackbone is the backbone's sona uuid as etcd keeps it.
 func etcdBackbone(t *testing.T, etcdURL string) string {
 	t.Helper()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cl.Get(ctx, "/memoria/backbone")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.Kvs) != 1 {
+	kvs := etcdGet(t, etcdURL, "/memoria/backbone")
+	if len(kvs) != 1 {
 		return ""
 	}
 	var info struct {
 		UUID string `json:"uuid"`
 	}
-	if err := json.Unmarshal(resp.Kvs[0].Value, &info); err != nil {
+	if err := json.Unmarshal(kvs[0].Value, &info); err != nil {
 		t.Fatal(err)
 	}
 	return info.UUID
