@@ -13,7 +13,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/memoria-ai/memoria/actors"
-	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/base"
 	memchain "github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/consensus"
@@ -116,9 +115,9 @@ func (c *Cluster) holdBackbone(ctx context.Context) error {
 
 // Backbone is the consensus actor's writer (actors.Options.Backbone): the
 // cluster's backbone, written on this member when it owns it.
-func (c *Cluster) Backbone(cfg config.Config) actors.BackboneWriter {
+func (c *Cluster) Backbone() actors.BackboneWriter {
 	b := &backbone{c: c}
-	b.ledger = consensus.NewLedger(ledgerStore{c.self.Store(), b}, b, cfg, c.clock)
+	b.ledger = consensus.NewLedger(ledgerStore{c.self.Store(), b}, b, c.conf, c.clock)
 	return b
 }
 

@@ -130,7 +130,7 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 			self.Close()
 			return nil, err
 		}
-		chains, recaller, tends, backbone = cl.Chains(), cl.Recall, cl.Tends, cl.Backbone(cfg)
+		chains, recaller, tends, backbone = cl.Chains(), cl.Recall, cl.Tends, cl.Backbone()
 	}
 	sys, err := actors.Start(actors.Options{Self: self, LLM: model, Config: cfg, Clock: o.Clock, Logger: log, Knobs: o.Knobs,
 		Metrics: m, AnchorSink: o.AnchorSink, Chains: chains, Recall: recaller, Tends: tends, Backbone: backbone})
