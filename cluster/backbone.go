@@ -178,8 +178,11 @@ func (b *backbone) Append(ctx context.Context, p *model.Prepared) (*messages.App
 		return nil, err
 	}
 	plan, existed, err := b.c.self.Backbone.Plan(id, p)
-	if err != nil || existed {
-		return &messages.Appended{Cid: p.CID.String(), Existed: existed}, err
+	if err != nil {
+		return nil, err
+	}
+	if existed {
+		return &messages.Appended{Cid: p.CID.String(), Existed: true}, nil
 	}
 	if err := b.write(ctx, plan, nil); err != nil {
 		return nil, err
