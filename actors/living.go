@@ -7,10 +7,13 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/consensus"
 	"github.com/memoria-ai/memoria/memory/living"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -193,6 +196,43 @@ func (a *heartbeatActor) dream(ctx context.Context, rep *messages.TickReport) er
 	return self.Living.NoteDream(ctx, plans, a.sys.clock.Now())
 }
 
+// BackboneWriter carries out the consensus actor's writes of the
+// backbone (Options.Backbone). The default writes this store's backbone
+// and ledger (one node). A cluster member's (package cluster) writes the
+// cluster's one backbone when this member owns it (a retryable error
+// when another member does), through its chain writer.
+type BackboneWriter interface {
+	// Write writes content by agent straight to the backbone; existed
+	// when that memory already was on it.
+	Write(ctx context.Context, agent, content string, labels map[string]string) (c cid.Cid, existed bool, err error)
+	// Contribute records an agent's version of a concept and decides.
+	Contribute(ctx context.Context, c *messages.Contribute) (*messages.ContributeResult, error)
+	// Resolve settles a conflict by writing content to the backbone.
+	Resolve(ctx context.Context, conflictID, content, agent string) (cid.Cid, error)
+	// Append appends a prepared memory to the backbone's chain (an
+	// import replaying it).
+	Append(ctx context.Context, p *model.Prepared) (*messages.Appended, error)
+}
+
+// localBackbone is this store's backbone and consensus ledger.
+type localBackbone struct{ self *memory.Self }
+
+func (l localBackbone) Write(ctx context.Context, agent, content string, labels map[string]string) (cid.Cid, bool, error) {
+	return l.self.Backbone.Write(ctx, agent, content, labels)
+}
+
+func (l localBackbone) Contribute(ctx context.Context, c *messages.Contribute) (*messages.ContributeResult, error) {
+	return l.self.Consensus.Contribute(ctx, c)
+}
+
+func (l localBackbone) Resolve(ctx context.Context, conflictID, content, agent string) (cid.Cid, error) {
+	return l.self.Consensus.Resolve(ctx, conflictID, content, agent)
+}
+
+func (l localBackbone) Append(ctx context.Context, p *model.Prepared) (*messages.Appended, error) {
+	return l.self.Backbone.Append(ctx, p)
+}
+
 // consensusActor is the one writer of the backbone (Living Memory): direct
 // single-agent writes, multi-agent contributions and conflict resolutions,
 // one at a time, each one durable transaction. Pending concepts and
@@ -210,7 +250,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 		}
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
 		defer cancel()
-		r, err := self.Consensus.Contribute(c, msg)
+		r, err := a.sys.backbone.Contribute(c, msg)
 		respondTo(ctx, r, err)
 	case *messages.WriteBackbone:
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
@@ -223,7 +263,7 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 			}
 			labels[consensus.LabelConcept] = msg.ConceptKey
 		}
-		id, existed, err := self.Backbone.Write(c, msg.AgentId, msg.Content, labels)
+		id, existed, err := a.sys.backbone.Write(c, msg.AgentId, msg.Content, labels)
 		respondTo(ctx, &messages.BackboneWritten{Cid: id.String(), Existed: existed}, err)
 	case *messages.AppendMemory: // an import replaying the backbone's chain
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
@@ -233,12 +273,12 @@ func (a *consensusActor) Receive(ctx actor.Context) {
 			respondTo[*messages.Appended](ctx, nil, err)
 			return
 		}
-		r, err := self.Backbone.Append(c, p)
+		r, err := a.sys.backbone.Append(c, p)
 		respondTo(ctx, r, err)
 	case *messages.Resolve:
 		c, cancel := context.WithTimeout(a.sys.base, a.sys.cfg.Actors.AskTimeout.D())
 		defer cancel()
-		id, err := self.Consensus.Resolve(c, msg.ConflictId, msg.Content, msg.AgentId)
+		id, err := a.sys.backbone.Resolve(c, msg.ConflictId, msg.Content, msg.AgentId)
 		respondTo(ctx, &messages.BackboneWritten{Cid: id.String()}, err)
 	}
 }

@@ -57,6 +57,10 @@ type Options struct {
 	// others are left to the process that tends them. nil: every sona (one
 	// node). A cluster member passes its own (one member tends a sona).
 	Tends func(ctx context.Context, sona string) bool
+	// Backbone carries out the consensus actor's writes; nil: this
+	// store's backbone (one node). A cluster member passes its own (see
+	// BackboneWriter).
+	Backbone BackboneWriter
 }
 
 // TestingKnobs let tests inject faults. They are nil in production.
@@ -102,6 +106,7 @@ type System struct {
 	flights    flights // the chains' writes in flight, by sona
 	recaller   RecallFunc
 	tends      func(ctx context.Context, sona string) bool
+	backbone   BackboneWriter
 
 	// importing is set while an import runs (one at a time); upkeep is
 	// held by a heartbeat tick and by an import, which never overlap.
@@ -141,9 +146,12 @@ func Start(o Options) (*System, error) {
 		actor.WithDeadLetterRequestLogging(false),
 	)
 	s := &System{as: as, self: o.Self, llm: o.LLM, cfg: o.Config, clock: o.Clock, log: logger, knobs: o.Knobs,
-		metrics: o.Metrics, tierModel: o.TierModel, anchorSink: o.AnchorSink, chains: o.Chains, recaller: o.Recall, tends: o.Tends}
+		metrics: o.Metrics, tierModel: o.TierModel, anchorSink: o.AnchorSink, chains: o.Chains, recaller: o.Recall, tends: o.Tends, backbone: o.Backbone}
 	if s.chains == nil {
 		s.chains = localChains{o.Self}
+	}
+	if s.backbone == nil {
+		s.backbone = localBackbone{o.Self}
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	if s.tierModel == nil {

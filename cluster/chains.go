@@ -65,12 +65,16 @@ type chain struct {
 	broken  error // set when the member stepped down: writes fail until Acquire
 }
 
-// write is one append on its way; it implements actors.Settling.
+// write is one append on its way, or (a nil) a backbone's consensus
+// write that appends nothing; it implements actors.Settling.
 type write struct {
-	ctx  context.Context // the caller's trace span
-	a    *model.Append
-	done chan struct{}
-	err  error
+	ctx context.Context // the caller's trace span
+	a   *model.Append
+	// ledger is the backbone's consensus ledger as the write leaves it
+	// (nil: the write does not change it).
+	ledger *messages.Ledger
+	done   chan struct{}
+	err    error
 }
 
 func (w *write) Done() <-chan struct{} { return w.done }
@@ -299,7 +303,7 @@ func (cs *chains) Created(ctx context.Context, rec *messages.Sona) error {
 	ch := cs.get(rec.Uuid)
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	replicas, err := cs.c.replicate(ctx, rec, ch.claim, ch.head, nil)
+	replicas, err := cs.c.replicate(ctx, rec, ch.claim, ch.head, nil, nil)
 	if err == nil && len(replicas) > 0 {
 		next := ch.head
 		next.Replicas = append([]string{cs.c.node.self.ID}, replicas...)
@@ -333,8 +337,9 @@ func (cs *chains) Release(sona string) {
 }
 
 // catchUp brings the local chain to head: the local staged appends it
-// covers, then what other members hold; staged appends past it are
-// dropped (the head never reached them).
+// covers (when they provably are its: see acknowledged), then what other
+// members hold; staged appends past it are dropped (the head never
+// reached them).
 func (cs *chains) catchUp(ctx context.Context, sona string, head Head) error {
 	self := cs.c.self
 	length, _, err := localLength(self, sona)
@@ -349,10 +354,16 @@ func (cs *chains) catchUp(ctx context.Context, sona string, head Head) error {
 		if err != nil {
 			return err
 		}
-		if err := apply(ctx, self, sona, contiguous(st, length, head.Seq)); err != nil && !errors.Is(err, ErrDiverged) {
+		run, ok := acknowledged(st, length, head.committed())
+		if !ok && len(st) > 0 {
+			err = fmt.Errorf("%w: the staged appends from seq %d do not end at the head (seq %d)", ErrDiverged, length, head.Seq)
+		} else {
+			err = apply(ctx, self, sona, run)
+		}
+		if err != nil && !errors.Is(err, ErrDiverged) {
 			return err
 		} else if err != nil {
-			cs.c.log.Warn("dropping staged appends that do not continue the chain", "sona", sona, "err", err)
+			cs.c.log.Warn("dropping staged appends that are not the acknowledged chain's", "sona", sona, "err", err)
 			if err := dropStaged(ctx, self.Store(), sona, length); err != nil {
 				return err
 			}
@@ -392,6 +403,7 @@ func (cs *chains) fetch(ctx context.Context, sona string, from int64, head Head)
 			errs = append(errs, fmt.Errorf("member %s is not live", id))
 			continue
 		}
+		ledgerTaken := false
 		for {
 			resp, err := cs.c.entries(ctx, m, sona, max(from, 0), head.Seq)
 			if err != nil {
@@ -399,10 +411,24 @@ func (cs *chains) fetch(ctx context.Context, sona string, from int64, head Head)
 				break
 			}
 			if from < 0 {
-				if _, err := cs.c.self.Sonas.Adopt(ctx, resp.Sona); err != nil {
+				var err error
+				if cs.c.isBackbone(sona) {
+					err = cs.c.holdBackbone(ctx)
+				} else {
+					_, err = cs.c.self.Sonas.Adopt(ctx, resp.Sona)
+				}
+				if err != nil {
 					return err
 				}
 				from = 0
+			}
+			if resp.Ledger != nil && cs.c.isBackbone(sona) && !ledgerTaken {
+				// The backbone's ledger as the member that holds it has
+				// it; its staged appends' own ledgers come after.
+				if err := cs.c.self.Store().Update(ctx, ledgerOp(resp.Ledger)); err != nil {
+					return err
+				}
+				ledgerTaken = true
 			}
 			if from > head.Seq {
 				return nil
@@ -422,8 +448,14 @@ func (cs *chains) fetch(ctx context.Context, sona string, from int64, head Head)
 
 // Write queues a for the sona's pipeline.
 func (cs *chains) Write(ctx context.Context, a *model.Append) actors.Settling {
-	w := &write{ctx: ctx, a: a, done: make(chan struct{})}
-	ch := cs.get(a.Sona)
+	return cs.write(ctx, a.Sona, a, nil)
+}
+
+// write queues an append (a), a change of the backbone's ledger, or both,
+// for sona's pipeline.
+func (cs *chains) write(ctx context.Context, sona string, a *model.Append, ledger *messages.Ledger) *write {
+	w := &write{ctx: ctx, a: a, ledger: ledger, done: make(chan struct{})}
+	ch := cs.get(sona)
 	ch.mu.Lock()
 	_, epoch := cs.c.node.Lease()
 	switch {
@@ -433,12 +465,12 @@ func (cs *chains) Write(ctx context.Context, a *model.Append) actors.Settling {
 		return w
 	case ch.claim == 0 || ch.epoch != epoch:
 		ch.mu.Unlock()
-		w.settle(fmt.Errorf("%w: %s", ErrFenced, a.Sona))
+		w.settle(fmt.Errorf("%w: %s", ErrFenced, sona))
 		return w
 	case !cs.c.node.Healthy():
 		ch.broken = ErrEtcdUnavailable
 		ch.mu.Unlock()
-		w.settle(fmt.Errorf("%w: writes to %s are refused until it answers", ErrEtcdUnavailable, a.Sona))
+		w.settle(fmt.Errorf("%w: writes to %s are refused until it answers", ErrEtcdUnavailable, sona))
 		return w
 	}
 	ch.queue = append(ch.queue, w)
@@ -455,8 +487,14 @@ func (cs *chains) Write(ctx context.Context, a *model.Append) actors.Settling {
 func (cs *chains) run(ch *chain) {
 	for {
 		ch.mu.Lock()
+		// A write that appends nothing (the backbone's ledger) is a
+		// batch of its own.
 		batch := ch.queue
-		ch.queue = nil
+		n := len(batch)
+		if i := slices.IndexFunc(batch, func(w *write) bool { return w.a == nil }); i >= 0 {
+			n = max(i, 1)
+		}
+		batch, ch.queue = batch[:n], slices.Clone(batch[n:])
 		if len(batch) == 0 {
 			ch.running = false
 			ch.cond.Broadcast()
@@ -468,7 +506,11 @@ func (cs *chains) run(ch *chain) {
 		if broken == nil {
 			var newHead Head
 			var newRev int64
-			newHead, newRev, broken = cs.commit(ch.id, rec, claim, head, headRev, batch)
+			if batch[0].a == nil {
+				newHead, newRev, broken = cs.commitLedger(ch.id, rec, claim, head, headRev, batch[0].ledger)
+			} else {
+				newHead, newRev, broken = cs.commit(ch.id, rec, claim, head, headRev, batch)
+			}
 			ch.mu.Lock()
 			if broken == nil {
 				ch.head, ch.headRev = newHead, newRev
@@ -499,6 +541,7 @@ func (cs *chains) commit(sona string, rec *messages.Sona, claim int64, head Head
 		if err != nil {
 			return Head{}, 0, err
 		}
+		sa.Ledger = w.ledger
 		recs[i] = sa
 	}
 	op, err := stageOp(sona, recs)
@@ -506,7 +549,7 @@ func (cs *chains) commit(sona string, rec *messages.Sona, claim int64, head Head
 		return Head{}, 0, err
 	}
 	local := self.Store().Submit(op)
-	replicas, err := cs.c.replicate(ctx, rec, claim, head, recs)
+	replicas, err := cs.c.replicate(ctx, rec, claim, head, recs, nil)
 	if err != nil {
 		return Head{}, 0, err
 	}
@@ -522,19 +565,42 @@ func (cs *chains) commit(sona string, rec *messages.Sona, claim int64, head Head
 	// The head moved: the appends are the chain's. Into the local chain.
 	var p *store.Pending
 	for _, w := range batch {
-		appendOp, key := self.Chains.Op(w.a), stagedKey(sona, w.a.Seq)
+		appendOp, key, ledger := self.Chains.Op(w.a), stagedKey(sona, w.a.Seq), ledgerOp(w.ledger)
 		p = self.Store().SubmitTraced(w.ctx, func(tx store.Tx) error {
 			if err := appendOp(tx); err != nil {
 				return err
 			}
 			tx.Delete(key)
-			return nil
+			return ledger(tx)
 		})
 	}
 	if err := p.Wait(ctx); err != nil {
 		// Acknowledged in the cluster (the head moved) but not appended
 		// here: step down; the next owner (or this one) catches up.
 		return Head{}, 0, fmt.Errorf("cluster: %s: the head moved to seq %d but the local append failed (the write is in the chain; retry reads it): %w", sona, last.Seq, err)
+	}
+	return next, rev, nil
+}
+
+// commitLedger carries out a backbone's consensus write that appends
+// nothing (a pending version, a conflict): the ledger goes to the
+// replicas, the head is moved to name them (by compare-and-set on this
+// member's claim: the write's fence), then the ledger is taken here.
+func (cs *chains) commitLedger(sona string, rec *messages.Sona, claim int64, head Head, headRev int64, ledger *messages.Ledger) (Head, int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cs.c.cfg.PeerTimeout.D()+2*cs.c.cfg.EtcdTimeout.D())
+	defer cancel()
+	replicas, err := cs.c.replicate(ctx, rec, claim, head, nil, ledger)
+	if err != nil {
+		return Head{}, 0, err
+	}
+	next := head
+	next.Replicas = append([]string{cs.c.node.self.ID}, replicas...)
+	rev, err := cs.c.mover.move(ctx, sona, claim, headRev, next)
+	if err != nil {
+		return Head{}, 0, err
+	}
+	if err := cs.c.self.Store().Update(ctx, ledgerOp(ledger)); err != nil {
+		return Head{}, 0, fmt.Errorf("cluster: %s: the replicas took the backbone's ledger but this member could not: %w", sona, err)
 	}
 	return next, rev, nil
 }
@@ -551,14 +617,20 @@ func (c *Cluster) replicaCandidates(sona string) []string {
 	return Rank(sona, ids)
 }
 
-// replicate stages recs on R-1 replicas (the first live members in the
-// sona's rendezvous order that take them) and returns their ids.
-func (c *Cluster) replicate(ctx context.Context, rec *messages.Sona, claim int64, head Head, recs []*messages.StagedAppend) ([]string, error) {
+// replicate stages recs (or, for the backbone, a ledger) on R-1
+// replicas (the first live members in the sona's rendezvous order that
+// take them) and returns their ids. The backbone is staged on every live
+// member (every sona's recall reads it), R-1 of which must take it.
+func (c *Cluster) replicate(ctx context.Context, rec *messages.Sona, claim int64, head Head, recs []*messages.StagedAppend, ledger *messages.Ledger) ([]string, error) {
 	need := c.cfg.Replicas - 1
-	if need == 0 {
+	candidates := c.replicaCandidates(rec.Uuid)
+	want := need
+	if c.isBackbone(rec.Uuid) {
+		want = len(candidates)
+	}
+	if want == 0 {
 		return nil, nil
 	}
-	candidates := c.replicaCandidates(rec.Uuid)
 	if len(candidates) < need {
 		return nil, fmt.Errorf("%w: sona %s needs %d replicas, %d other members are live", ErrNoReplicas, rec.Uuid, need, len(candidates))
 	}
@@ -569,14 +641,14 @@ func (c *Cluster) replicate(ctx context.Context, rec *messages.Sona, claim int64
 	var done []string
 	var errs []error
 	next := 0
-	for len(done) < need && next < len(candidates) {
-		want := min(need-len(done), len(candidates)-next)
-		results := make(chan result, want)
-		for _, id := range candidates[next : next+want] {
-			go func() { results <- result{id, c.stageOn(ctx, id, rec, claim, head, recs)} }()
+	for len(done) < want && next < len(candidates) {
+		n := min(want-len(done), len(candidates)-next)
+		results := make(chan result, n)
+		for _, id := range candidates[next : next+n] {
+			go func() { results <- result{id, c.stageOnLive(ctx, id, rec, claim, head, recs, ledger)} }()
 		}
-		next += want
-		for range want {
+		next += n
+		for range n {
 			r := <-results
 			if r.err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", r.id, r.err))
@@ -592,14 +664,32 @@ func (c *Cluster) replicate(ctx context.Context, rec *messages.Sona, claim int64
 	return done, nil
 }
 
+// stageOnLive is stageOn cut short when member id leaves the cluster (a
+// member paused past its lease would hold the write up until the peer
+// timeout).
+func (c *Cluster) stageOnLive(ctx context.Context, id string, rec *messages.Sona, claim int64, head Head, recs []*messages.StagedAppend, ledger *messages.Ledger) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gone, unwatch := c.node.Gone(id)
+	defer unwatch()
+	go func() {
+		select {
+		case <-gone:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return c.stageOn(ctx, id, rec, claim, head, recs, ledger)
+}
+
 // stageOn stages recs on member id, first sending what it lacks of the
 // chain.
-func (c *Cluster) stageOn(ctx context.Context, id string, rec *messages.Sona, claim int64, head Head, recs []*messages.StagedAppend) error {
+func (c *Cluster) stageOn(ctx context.Context, id string, rec *messages.Sona, claim int64, head Head, recs []*messages.StagedAppend, ledger *messages.Ledger) error {
 	m, ok := c.node.Member(id)
 	if !ok {
 		return fmt.Errorf("member %s left", id)
 	}
-	req := &messages.StageRequest{Sona: rec, Owner: c.node.self.ID, Claim: claim, Committed: head.committed(), Appends: recs}
+	req := &messages.StageRequest{Sona: rec, Owner: c.node.self.ID, Claim: claim, Committed: head.committed(), Appends: recs, Ledger: ledger}
 	for range 3 {
 		resp, err := c.stage(ctx, m, req)
 		if err != nil {

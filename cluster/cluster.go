@@ -22,6 +22,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 // Options configure Start.
@@ -63,6 +64,10 @@ type Cluster struct {
 	// localSonas lists this member's own sonas (ListSonas).
 	localSonas atomic.Pointer[LocalSonas]
 	recall     config.Recall
+	// backbone is the cluster's backbone sona (claimBackbone); conf the
+	// whole configuration (its consensus ledger's thresholds).
+	backbone *messages.Sona
+	conf     config.Config
 }
 
 // memberFile keeps a member's id in its data directory.
@@ -129,7 +134,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		url = strings.TrimRight(cc.Advertise, "/")
 	}
 	c := &Cluster{cfg: cc, self: o.Self, log: o.Log.With("component", "cluster"), clock: o.Clock, peerLn: ln,
-		mux: http.NewServeMux(), done: make(chan error, 1), maxBody: o.Config.Server.MaxBodyBytes, recall: o.Config.Recall,
+		mux: http.NewServeMux(), done: make(chan error, 1), maxBody: o.Config.Server.MaxBodyBytes, recall: o.Config.Recall, conf: o.Config,
 		client: &http.Client{Timeout: cc.PeerTimeout.D(), Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}}
 	c.chains = newChains(c)
 	o.Self.Forget.AddPart(forgetStaged)
@@ -147,6 +152,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	c.node = node
 	c.mover = newMover(node)
 	node.OnFence(c.chains.fenceAll)
+	if err := c.claimBackbone(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 

@@ -60,7 +60,8 @@
 // Every member runs its own heartbeat, evaluator and consensus actor
 // (per-member workers, not cluster singletons): a singleton would need an
 // election, and would be one more thing to fail over, for work that is
-// mostly per sona anyway.
+// mostly per sona anyway. The backbone is the one exception, and it needs
+// no election: its sona's owner key is it.
 //
 //   - The heartbeat's sweep (expiry, pruning, branch statistics) and the
 //     evaluator work on each member's own copy: their results (importance,
@@ -75,9 +76,17 @@
 //     staged on R members and fenced like any append. The others skip it
 //     and get the writes as a replica; a heartbeat never takes a sona
 //     over.
-//   - The backbone and its consensus are still per member: each member's
-//     backbone sona is its own, written by its own consensus actor and
-//     not replicated (README "Cluster", "Not yet").
+//   - The backbone is one chain for the cluster (backbone.go): its sona's
+//     uuid is claimed once in etcd (<prefix>/backbone) and adopted by
+//     every member; its routes (/backbone…, /conflicts…) go to its owner,
+//     whose consensus actor writes it through the chain writer like any
+//     append — staged on every live member (every recall reads it), R of
+//     which must take it, and fenced in etcd. Its consensus ledger
+//     (pending concepts, conflicts) travels whole with each write: with
+//     the append that changes it, or, for a write that appends nothing,
+//     in a stage request of its own followed by a head move (its fence).
+//   - A read of a sona served by a member that does not own it first
+//     applies the staged appends the head in etcd covers (Route, settle).
 //
 // # Why etcd directly and not protoactor's cluster
 //

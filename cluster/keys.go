@@ -8,6 +8,7 @@ package cluster
 //	<prefix>/sona/<uuid>/head       Head (JSON): the chain's acknowledged head
 //	<prefix>/sona/<uuid>/info       SonaInfo (JSON): name and creation time
 //	<prefix>/names/<name>/<uuid>    empty: sonas by name, cluster-wide
+//	<prefix>/backbone               backboneInfo (JSON): the backbone's sona
 type keys struct{ prefix string }
 
 func (k keys) members() string          { return k.prefix + "/members/" }
@@ -17,3 +18,4 @@ func (k keys) owner(uuid string) string { return k.sonas() + uuid + "/owner" }
 func (k keys) head(uuid string) string  { return k.sonas() + uuid + "/head" }
 func (k keys) info(uuid string) string  { return k.sonas() + uuid + "/info" }
 func (k keys) names(name string) string { return k.prefix + "/names/" + name + "/" }
+func (k keys) backbone() string         { return k.prefix + "/backbone" }

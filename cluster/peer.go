@@ -17,6 +17,7 @@ import (
 
 	"github.com/memoria-ai/memoria/memory/base"
 	memchain "github.com/memoria-ai/memoria/memory/chain"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -113,7 +114,13 @@ func (c *Cluster) stageHere(ctx context.Context, req *messages.StageRequest) (*m
 		}
 	}
 	self := c.self
-	if _, err := self.Sonas.Adopt(ctx, rec); err != nil {
+	var err error
+	if c.isBackbone(sona) {
+		err = c.holdBackbone(ctx)
+	} else {
+		_, err = self.Sonas.Adopt(ctx, rec)
+	}
+	if err != nil {
 		return nil, err
 	}
 	length, _, err := localLength(self, sona)
@@ -126,8 +133,15 @@ func (c *Cluster) stageHere(ctx context.Context, req *messages.StageRequest) (*m
 		if err != nil {
 			return nil, err
 		}
-		if err := apply(ctx, self, sona, contiguous(st, length, committed)); errors.Is(err, ErrDiverged) {
-			// Staged by an owner whose appends the head never reached.
+		run, ok := acknowledged(st, length, req.GetCommitted())
+		if !ok && len(st) > 0 {
+			err = fmt.Errorf("%w: not the committed chain", ErrDiverged)
+		} else {
+			err = apply(ctx, self, sona, run)
+		}
+		if errors.Is(err, ErrDiverged) {
+			// Staged by an owner whose appends the head never reached, or
+			// short of the head: the owner sends the chain from here.
 			if err := dropStaged(ctx, self.Store(), sona, length); err != nil {
 				return nil, err
 			}
@@ -158,6 +172,16 @@ func (c *Cluster) stageHere(ctx context.Context, req *messages.StageRequest) (*m
 		}
 	}
 	if len(fresh) == 0 {
+		// A backbone's consensus write that appends nothing: its ledger
+		// is taken now, the chain being at the owner's head.
+		if req.Ledger != nil && len(req.Appends) == 0 {
+			if !c.isBackbone(sona) {
+				return nil, fmt.Errorf("%w: a ledger for sona %s, not the backbone", base.ErrInvalid, sona)
+			}
+			if err := self.Store().Update(ctx, ledgerOp(req.Ledger)); err != nil {
+				return nil, err
+			}
+		}
 		return &messages.StageResponse{Ok: true}, nil
 	}
 	// The appends between the chain and this batch must be staged here
@@ -203,6 +227,13 @@ func (c *Cluster) handleEntries(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("%w: sona %s", base.ErrNotFound, sona)
 	}
 	var list []*messages.StagedAppend
+	var ledger *messages.Ledger
+	if err == nil && c.isBackbone(sona) {
+		err = c.self.Store().View(func(r store.Reader) (err error) {
+			ledger, err = readLedger(r, nil)
+			return err
+		})
+	}
 	if err == nil {
 		list, err = entries(c.self, sona, from, to)
 	}
@@ -214,7 +245,7 @@ func (c *Cluster) handleEntries(w http.ResponseWriter, r *http.Request) {
 		peerError(w, status, "entries", err.Error())
 		return
 	}
-	writeProto(w, &messages.EntriesResponse{Sona: &messages.Sona{Uuid: rec.Uuid, Name: rec.Name, CreatedAt: rec.CreatedAt}, Appends: list})
+	writeProto(w, &messages.EntriesResponse{Sona: &messages.Sona{Uuid: rec.Uuid, Name: rec.Name, CreatedAt: rec.CreatedAt}, Appends: list, Ledger: ledger})
 }
 
 // stage sends a stage request to m.

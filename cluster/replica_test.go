@@ -246,3 +246,43 @@ func TestReplicaRefusesAStaleOwner(t *testing.T) {
 		t.Fatalf("replica length %d, want 3", l)
 	}
 }
+
+// TestReplicaDropsAFencedOwnersStagedAppend: a replica holds, staged, an
+// append of an owner that was fenced before its head moved — it continues
+// the replica's chain perfectly. The new owner's head covers that seq with
+// its own append: the replica must not append the staged one (a fork of
+// the chain), but drop it and take the chain from the new owner.
+func TestReplicaDropsAFencedOwnersStagedAppend(t *testing.T) {
+	ctx := context.Background()
+	o1 := newOwner(t, 10)
+	r := replica(t)
+	a0 := o1.append(o1.rec.Uuid, "the keeper lit the lamp")
+	stageOK(t, r, o1.request(-1, a0))
+	stageOK(t, r, o1.request(0))
+	x := o1.append(o1.rec.Uuid, "written by an owner about to be fenced")
+	stageOK(t, r, o1.request(0, x))
+
+	o2 := &owner{t: t, self: openSelf(t), rec: o1.rec, claim: 20}
+	if _, err := o2.self.Sonas.Adopt(ctx, o1.rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(ctx, o2.self, o1.rec.Uuid, []*messages.StagedAppend{a0}); err != nil {
+		t.Fatal(err)
+	}
+	o2.recs = []*messages.StagedAppend{a0}
+	y := o2.append(o1.rec.Uuid, "written by the new owner")
+	z := o2.append(o1.rec.Uuid, "and again")
+	resp, err := r.stageHere(ctx, o2.request(2))
+	if err != nil || resp.Ok || resp.NeedFrom != 1 {
+		t.Fatalf("the new owner's head at seq 2 over a staged seq 1 of the old: %v %v, want need_from 1", resp, err)
+	}
+	if l := length(t, r.self, o1.rec.Uuid); l != 1 {
+		t.Fatalf("the replica's chain has %d ACTs, want 1 (the fenced owner's append not in it)", l)
+	}
+	stageOK(t, r, o2.request(0, y, z))
+	stageOK(t, r, o2.request(2))
+	act, err := localAct(r.self, o1.rec.Uuid, 2)
+	if err != nil || !act.Equals(cidOf(z.Act)) {
+		t.Fatalf("the replica's seq 2 is %s (%v), want the new owner's %s", act, err, cidOf(z.Act))
+	}
+}

@@ -35,7 +35,8 @@ const servedByHeader = "X-Memoria-Member"
 // Route sends every request about one sona to the member that owns it (or
 // that should take it: the first live member holding its chain), and
 // serves the others with next, the API. The requests routed are the
-// /sona/{uuid}… routes, POST /memories (by its body's sona), MCP tool
+// /sona/{uuid}… routes, the backbone's (/backbone…, /conflicts…: to the
+// backbone's owner), POST /memories (by its body's sona), MCP tool
 // calls (by their sona argument), POST /files, GET /memories/list and
 // GET /export with ?sona=. Reads by CID this member lacks go to a member that has
 // the block; everything else (lists, other MCP requests) is served by
@@ -43,7 +44,13 @@ const servedByHeader = "X-Memoria-Member"
 func (c *Cluster) Route(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(servedByHeader, c.node.self.ID)
+		read := r.Method == http.MethodGet || r.Method == http.MethodHead
 		if r.Header.Get(forwardedHeader) != "" {
+			if read {
+				if sona, err := c.sonaOf(r); err == nil && sona != "" {
+					c.settle(r.Context(), sona)
+				}
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -56,12 +63,15 @@ func (c *Cluster) Route(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // not about one sona, or the API says what is wrong
 			return
 		}
-		to, err := c.placement(r.Context(), sona, r.Method == http.MethodGet || r.Method == http.MethodHead)
+		to, err := c.placement(r.Context(), sona, read)
 		if err != nil {
 			apiError(w, err)
 			return
 		}
 		if to.ID == c.node.self.ID {
+			if read {
+				c.settle(r.Context(), sona)
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -71,6 +81,49 @@ func (c *Cluster) Route(next http.Handler) http.Handler {
 		}
 		c.forward(w, r, sona, to)
 	})
+}
+
+// settle brings this member's copy of sona, which it serves a read of
+// without owning the sona (nobody does, or the read was sent here), to
+// the acknowledged head: a replica holds an owner's last appends staged
+// until a later write says the head covers them, and an owner that
+// passivated the sona (or died) writes no more. Best effort: without
+// etcd, or when the staged appends do not continue the chain, the copy
+// is served as it is.
+func (c *Cluster) settle(ctx context.Context, sona string) {
+	if c.chains.holds(sona) {
+		return
+	}
+	length, _, err := localLength(c.self, sona)
+	if err != nil || length < 0 {
+		return
+	}
+	if st, err := readStaged(c.self.Store(), sona, length); err != nil || len(st) == 0 {
+		return
+	}
+	_, head, err := c.ownerAndHead(ctx, sona)
+	if err != nil || head == nil {
+		return
+	}
+	defer c.replicas.lock(sona)() // as stageHere, then the chain's lock, as Acquire
+	ch := c.chains.get(sona)
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if length, _, err = localLength(c.self, sona); err != nil || length-1 >= head.Seq {
+		return
+	}
+	st, err := readStaged(c.self.Store(), sona, length)
+	if err != nil {
+		c.log.Warn("cannot bring this member's copy of a sona to its head for a read", "sona", sona, "err", err)
+		return
+	}
+	run, ok := acknowledged(st, length, head.committed())
+	if !ok {
+		return // not provably the chain's: the next owner sorts them out
+	}
+	if err := apply(ctx, c.self, sona, run); err != nil {
+		c.log.Warn("cannot bring this member's copy of a sona to its head for a read", "sona", sona, "err", err)
+	}
 }
 
 // retryable returns the body of a write that is safe to send again: a
@@ -372,6 +425,9 @@ func (f flushWriter) Write(p []byte) (int, error) {
 // sonaOf finds the sona a request is about: a canonical uuid, or "".
 func (c *Cluster) sonaOf(r *http.Request) (string, error) {
 	p := r.URL.Path
+	if backboneRoute(p) {
+		return c.backbone.Uuid, nil // the backbone's and its conflicts' routes go to its owner
+	}
 	if rest, ok := strings.CutPrefix(p, "/sona/"); ok {
 		ref, _, _ := strings.Cut(rest, "/")
 		return c.sonaRef(r.Context(), ref)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -88,6 +89,21 @@ func contiguous(st []*messages.StagedAppend, length, to int64) []*messages.Stage
 		run = append(run, a)
 	}
 	return run
+}
+
+// acknowledged is the run of staged appends that continues a chain of
+// length up to the acknowledged head: the whole run, proven by its last
+// ACT being the head's (each ACT names the one before it). ok is false
+// when the run stops short of the head or ends on another ACT: appends
+// staged under a claim the head never reached — an owner fenced mid-write
+// keeps its own, a replica an old owner's — may continue the local chain
+// perfectly and still not be the chain's, so they are not appended.
+func acknowledged(st []*messages.StagedAppend, length int64, head *messages.ChainHead) (run []*messages.StagedAppend, ok bool) {
+	run = contiguous(st, length, head.GetSeq())
+	if len(run) == 0 || run[len(run)-1].Seq != head.GetSeq() || !bytes.Equal(run[len(run)-1].Act, head.GetAct()) {
+		return nil, false
+	}
+	return run, true
 }
 
 // dropStaged deletes sona's staged appends from seq from on: the head
@@ -231,7 +247,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 		if !plan.Act.Equals(cidOf(a.Act)) {
 			return fmt.Errorf("%w: %s seq %d: the append gives ACT %s here, %s on its owner", ErrDiverged, sona, a.Seq, plan.Act, cidOf(a.Act))
 		}
-		appendOp, key := self.Chains.Op(plan), stagedKey(sona, a.Seq)
+		appendOp, key, ledger := self.Chains.Op(plan), stagedKey(sona, a.Seq), ledgerOp(a.Ledger)
 		if gone != nil {
 			appendOp = self.Chains.OpForgotten(plan, gone.tomb)
 		}
@@ -240,7 +256,7 @@ func apply(ctx context.Context, self *memory.Self, sona string, as []*messages.S
 				return err
 			}
 			tx.Delete(key)
-			return nil
+			return ledger(tx) // the backbone's consensus ledger as the append leaves it
 		})
 		head, length = plan.Next()
 	}

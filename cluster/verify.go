@@ -91,45 +91,38 @@ func verifyMemoriesJSON(body []byte, want cid.Cid) error {
 	return nil
 }
 
-// renderedMemory is a memory's block fields as the API renders them.
-type renderedMemory struct {
-	CID       string          `json:"cid"`
-	Data      json.RawMessage `json:"data"`
-	Timestamp *int64          `json:"timestamp"`
-	Edges     []struct {
-		Target struct {
-			CID string `json:"/"`
-		} `json:"target"`
-		Weight float64 `json:"weight"`
-	} `json:"edges"`
-}
-
-// verifyRendered checks one rendered memory (a decoded JSON object): its
-// block fields encode to its CID, which it returns.
+// verifyRendered checks one rendered memory (an object of the decoded
+// JSON answer, numbers as json.Number): its block fields — data,
+// timestamp, edges — encode to its CID, which it returns. The fields are
+// read from the decoded object; only data is encoded again, for the
+// DAG-JSON decoder (its links and bytes are DAG-JSON's).
 func verifyRendered(obj map[string]any) (cid.Cid, error) {
-	raw, err := json.Marshal(obj)
+	c, err := cid.Decode(obj["cid"].(string))
+	if err != nil {
+		return cid.Undef, fmt.Errorf("%w: %v", base.ErrCorrupt, err)
+	}
+	raw, err := json.Marshal(obj["data"])
 	if err != nil {
 		return cid.Undef, err
 	}
-	var rm renderedMemory
-	if err := json.Unmarshal(raw, &rm); err != nil {
-		return cid.Undef, fmt.Errorf("%w: %v", base.ErrCorrupt, err)
-	}
-	c, err := cid.Decode(rm.CID)
-	if err != nil {
-		return cid.Undef, fmt.Errorf("%w: %v", base.ErrCorrupt, err)
-	}
-	d, err := model.DataFromJSON(rm.Data)
+	d, err := model.DataFromJSON(raw)
 	if err != nil {
 		return cid.Undef, fmt.Errorf("%w: its data: %v", base.ErrCorrupt, err)
 	}
-	m := &model.Memory{Data: d, Timestamp: rm.Timestamp}
-	for _, e := range rm.Edges {
-		t, err := cid.Decode(e.Target.CID)
+	m := &model.Memory{Data: d}
+	switch ts := obj["timestamp"].(type) {
+	case nil:
+	case json.Number:
+		v, err := ts.Int64()
 		if err != nil {
-			return cid.Undef, fmt.Errorf("%w: an edge: %v", base.ErrCorrupt, err)
+			return cid.Undef, fmt.Errorf("%w: its timestamp %s: %v", base.ErrCorrupt, ts, err)
 		}
-		m.Edges = append(m.Edges, model.Edge{Target: t, Weight: e.Weight})
+		m.Timestamp = &v
+	default:
+		return cid.Undef, fmt.Errorf("%w: its timestamp is a %T", base.ErrCorrupt, ts)
+	}
+	if m.Edges, err = renderedEdges(obj["edges"]); err != nil {
+		return cid.Undef, err
 	}
 	model.SortEdges(m.Edges)
 	got, _, err := m.Encode()
@@ -140,6 +133,38 @@ func verifyRendered(obj map[string]any) (cid.Cid, error) {
 		return cid.Undef, fmt.Errorf("%w: its content encodes to %s", base.ErrCorrupt, got)
 	}
 	return c, nil
+}
+
+// renderedEdges reads a rendered memory's edges (absent or null: none):
+// [{"target":{"/":cid},"weight":number}, …].
+func renderedEdges(v any) ([]model.Edge, error) {
+	if v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: its edges are a %T", base.ErrCorrupt, v)
+	}
+	edges := make([]model.Edge, len(list))
+	for i, e := range list {
+		obj, _ := e.(map[string]any)
+		target, _ := obj["target"].(map[string]any)
+		link, _ := target["/"].(string)
+		t, err := cid.Decode(link)
+		if err != nil {
+			return nil, fmt.Errorf("%w: an edge's target: %v", base.ErrCorrupt, err)
+		}
+		var w float64
+		if n, ok := obj["weight"].(json.Number); ok {
+			if w, err = n.Float64(); err != nil {
+				return nil, fmt.Errorf("%w: an edge's weight %s: %v", base.ErrCorrupt, n, err)
+			}
+		} else if obj["weight"] != nil {
+			return nil, fmt.Errorf("%w: an edge's weight is a %T", base.ErrCorrupt, obj["weight"])
+		}
+		edges[i] = model.Edge{Target: t, Weight: w}
+	}
+	return edges, nil
 }
 
 // verifyFile checks the answer of member m to GET /file/{b}: the raw

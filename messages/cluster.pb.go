@@ -45,7 +45,11 @@ type StagedAppend struct {
 	Claim int64 `protobuf:"varint,8,opt,name=claim,proto3" json:"claim,omitempty"`
 	// Set when the memory was forgotten: append is empty (the content is
 	// gone) and the entry joins the chain with its ACT and this tombstone.
-	Forgotten     *Tombstone `protobuf:"bytes,9,opt,name=forgotten,proto3" json:"forgotten,omitempty"`
+	Forgotten *Tombstone `protobuf:"bytes,9,opt,name=forgotten,proto3" json:"forgotten,omitempty"`
+	// On the backbone's chain: the consensus ledger as this append leaves
+	// it (a commit or a resolution drops its pending concept and conflict
+	// in the append's transaction).
+	Ledger        *Ledger `protobuf:"bytes,10,opt,name=ledger,proto3" json:"ledger,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -143,6 +147,112 @@ func (x *StagedAppend) GetForgotten() *Tombstone {
 	return nil
 }
 
+func (x *StagedAppend) GetLedger() *Ledger {
+	if x != nil {
+		return x.Ledger
+	}
+	return nil
+}
+
+// Ledger is the backbone's consensus ledger as a whole: every record of
+// memory/consensus's key spaces (p/ pending concepts, r/ conflicts). A
+// member that takes it replaces its own ledger with it.
+type Ledger struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Records       []*LedgerRecord        `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ledger) Reset() {
+	*x = Ledger{}
+	mi := &file_memoria_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ledger) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ledger) ProtoMessage() {}
+
+func (x *Ledger) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ledger.ProtoReflect.Descriptor instead.
+func (*Ledger) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Ledger) GetRecords() []*LedgerRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+type LedgerRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerRecord) Reset() {
+	*x = LedgerRecord{}
+	mi := &file_memoria_v1_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerRecord) ProtoMessage() {}
+
+func (x *LedgerRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_memoria_v1_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerRecord.ProtoReflect.Descriptor instead.
+func (*LedgerRecord) Descriptor() ([]byte, []int) {
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LedgerRecord) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *LedgerRecord) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
 // ChainHead is a chain's acknowledged head: the ACT at seq (-1 and no ACT
 // for an empty chain).
 type ChainHead struct {
@@ -155,7 +265,7 @@ type ChainHead struct {
 
 func (x *ChainHead) Reset() {
 	*x = ChainHead{}
-	mi := &file_memoria_v1_cluster_proto_msgTypes[1]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -167,7 +277,7 @@ func (x *ChainHead) String() string {
 func (*ChainHead) ProtoMessage() {}
 
 func (x *ChainHead) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_cluster_proto_msgTypes[1]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -180,7 +290,7 @@ func (x *ChainHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChainHead.ProtoReflect.Descriptor instead.
 func (*ChainHead) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ChainHead) GetSeq() int64 {
@@ -207,16 +317,20 @@ type StageRequest struct {
 	Owner string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	// The owner's fencing token: a replica refuses a token older than one
 	// it has seen for the sona.
-	Claim         int64           `protobuf:"varint,3,opt,name=claim,proto3" json:"claim,omitempty"`
-	Committed     *ChainHead      `protobuf:"bytes,4,opt,name=committed,proto3" json:"committed,omitempty"`
-	Appends       []*StagedAppend `protobuf:"bytes,5,rep,name=appends,proto3" json:"appends,omitempty"`
+	Claim     int64           `protobuf:"varint,3,opt,name=claim,proto3" json:"claim,omitempty"`
+	Committed *ChainHead      `protobuf:"bytes,4,opt,name=committed,proto3" json:"committed,omitempty"`
+	Appends   []*StagedAppend `protobuf:"bytes,5,rep,name=appends,proto3" json:"appends,omitempty"`
+	// On the backbone's chain, with no appends: a consensus write that
+	// appends nothing (a pending version, a conflict). The replica takes
+	// the ledger once it is caught up to committed.
+	Ledger        *Ledger `protobuf:"bytes,6,opt,name=ledger,proto3" json:"ledger,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StageRequest) Reset() {
 	*x = StageRequest{}
-	mi := &file_memoria_v1_cluster_proto_msgTypes[2]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -228,7 +342,7 @@ func (x *StageRequest) String() string {
 func (*StageRequest) ProtoMessage() {}
 
 func (x *StageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_cluster_proto_msgTypes[2]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -241,7 +355,7 @@ func (x *StageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageRequest.ProtoReflect.Descriptor instead.
 func (*StageRequest) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StageRequest) GetSona() *Sona {
@@ -279,6 +393,13 @@ func (x *StageRequest) GetAppends() []*StagedAppend {
 	return nil
 }
 
+func (x *StageRequest) GetLedger() *Ledger {
+	if x != nil {
+		return x.Ledger
+	}
+	return nil
+}
+
 // StageResponse: ok, or the seq from which the replica lacks the chain
 // (need_from ≥ 0): the owner sends from there.
 type StageResponse struct {
@@ -291,7 +412,7 @@ type StageResponse struct {
 
 func (x *StageResponse) Reset() {
 	*x = StageResponse{}
-	mi := &file_memoria_v1_cluster_proto_msgTypes[3]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +424,7 @@ func (x *StageResponse) String() string {
 func (*StageResponse) ProtoMessage() {}
 
 func (x *StageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_cluster_proto_msgTypes[3]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +437,7 @@ func (x *StageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageResponse.ProtoReflect.Descriptor instead.
 func (*StageResponse) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StageResponse) GetOk() bool {
@@ -337,16 +458,19 @@ func (x *StageResponse) GetNeedFrom() int64 {
 // appends from..to as this member holds them (appended or staged), in
 // seq order; a member that lacks some returns those it has from `from`.
 type EntriesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sona          *Sona                  `protobuf:"bytes,1,opt,name=sona,proto3" json:"sona,omitempty"`
-	Appends       []*StagedAppend        `protobuf:"bytes,2,rep,name=appends,proto3" json:"appends,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Sona    *Sona                  `protobuf:"bytes,1,opt,name=sona,proto3" json:"sona,omitempty"`
+	Appends []*StagedAppend        `protobuf:"bytes,2,rep,name=appends,proto3" json:"appends,omitempty"`
+	// For the backbone: this member's ledger, read before the appends (a
+	// staged append's own ledger is newer).
+	Ledger        *Ledger `protobuf:"bytes,3,opt,name=ledger,proto3" json:"ledger,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EntriesResponse) Reset() {
 	*x = EntriesResponse{}
-	mi := &file_memoria_v1_cluster_proto_msgTypes[4]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +482,7 @@ func (x *EntriesResponse) String() string {
 func (*EntriesResponse) ProtoMessage() {}
 
 func (x *EntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_cluster_proto_msgTypes[4]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +495,7 @@ func (x *EntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntriesResponse.ProtoReflect.Descriptor instead.
 func (*EntriesResponse) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EntriesResponse) GetSona() *Sona {
@@ -384,6 +508,13 @@ func (x *EntriesResponse) GetSona() *Sona {
 func (x *EntriesResponse) GetAppends() []*StagedAppend {
 	if x != nil {
 		return x.Appends
+	}
+	return nil
+}
+
+func (x *EntriesResponse) GetLedger() *Ledger {
+	if x != nil {
+		return x.Ledger
 	}
 	return nil
 }
@@ -408,7 +539,7 @@ type ForgetPlan struct {
 
 func (x *ForgetPlan) Reset() {
 	*x = ForgetPlan{}
-	mi := &file_memoria_v1_cluster_proto_msgTypes[5]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +551,7 @@ func (x *ForgetPlan) String() string {
 func (*ForgetPlan) ProtoMessage() {}
 
 func (x *ForgetPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_cluster_proto_msgTypes[5]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +564,7 @@ func (x *ForgetPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetPlan.ProtoReflect.Descriptor instead.
 func (*ForgetPlan) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ForgetPlan) GetRequest() *ForgetRequest {
@@ -477,7 +608,7 @@ type ForgetPlanned struct {
 
 func (x *ForgetPlanned) Reset() {
 	*x = ForgetPlanned{}
-	mi := &file_memoria_v1_cluster_proto_msgTypes[6]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +620,7 @@ func (x *ForgetPlanned) String() string {
 func (*ForgetPlanned) ProtoMessage() {}
 
 func (x *ForgetPlanned) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_cluster_proto_msgTypes[6]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +633,7 @@ func (x *ForgetPlanned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetPlanned.ProtoReflect.Descriptor instead.
 func (*ForgetPlanned) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ForgetPlanned) GetTombstones() []*Tombstone {
@@ -540,7 +671,7 @@ type ForgetApply struct {
 
 func (x *ForgetApply) Reset() {
 	*x = ForgetApply{}
-	mi := &file_memoria_v1_cluster_proto_msgTypes[7]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +683,7 @@ func (x *ForgetApply) String() string {
 func (*ForgetApply) ProtoMessage() {}
 
 func (x *ForgetApply) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_cluster_proto_msgTypes[7]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +696,7 @@ func (x *ForgetApply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetApply.ProtoReflect.Descriptor instead.
 func (*ForgetApply) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ForgetApply) GetTombstones() []*Tombstone {
@@ -593,7 +724,7 @@ type ForgetApplied struct {
 
 func (x *ForgetApplied) Reset() {
 	*x = ForgetApplied{}
-	mi := &file_memoria_v1_cluster_proto_msgTypes[8]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +736,7 @@ func (x *ForgetApplied) String() string {
 func (*ForgetApplied) ProtoMessage() {}
 
 func (x *ForgetApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_cluster_proto_msgTypes[8]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +749,7 @@ func (x *ForgetApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetApplied.ProtoReflect.Descriptor instead.
 func (*ForgetApplied) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ForgetApplied) GetTombstones() []*Tombstone {
@@ -647,7 +778,7 @@ type TombstonePage struct {
 
 func (x *TombstonePage) Reset() {
 	*x = TombstonePage{}
-	mi := &file_memoria_v1_cluster_proto_msgTypes[9]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +790,7 @@ func (x *TombstonePage) String() string {
 func (*TombstonePage) ProtoMessage() {}
 
 func (x *TombstonePage) ProtoReflect() protoreflect.Message {
-	mi := &file_memoria_v1_cluster_proto_msgTypes[9]
+	mi := &file_memoria_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +803,7 @@ func (x *TombstonePage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TombstonePage.ProtoReflect.Descriptor instead.
 func (*TombstonePage) Descriptor() ([]byte, []int) {
-	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_memoria_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TombstonePage) GetTombstones() []*Tombstone {
@@ -694,7 +825,7 @@ var File_memoria_v1_cluster_proto protoreflect.FileDescriptor
 const file_memoria_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x18memoria/v1/cluster.proto\x12\n" +
-	"memoria.v1\x1a\x17memoria/v1/actors.proto\x1a\x17memoria/v1/memory.proto\x1a\x17memoria/v1/forget.proto\"\x94\x02\n" +
+	"memoria.v1\x1a\x17memoria/v1/actors.proto\x1a\x17memoria/v1/memory.proto\x1a\x17memoria/v1/forget.proto\"\xc0\x02\n" +
 	"\fStagedAppend\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x10\n" +
 	"\x03act\x18\x02 \x01(\fR\x03act\x12\x1b\n" +
@@ -704,22 +835,31 @@ const file_memoria_v1_cluster_proto_rawDesc = "" +
 	"\apage_of\x18\x06 \x01(\fR\x06pageOf\x12\x10\n" +
 	"\x03now\x18\a \x01(\x03R\x03now\x12\x14\n" +
 	"\x05claim\x18\b \x01(\x03R\x05claim\x123\n" +
-	"\tforgotten\x18\t \x01(\v2\x15.memoria.v1.TombstoneR\tforgotten\"/\n" +
+	"\tforgotten\x18\t \x01(\v2\x15.memoria.v1.TombstoneR\tforgotten\x12*\n" +
+	"\x06ledger\x18\n" +
+	" \x01(\v2\x12.memoria.v1.LedgerR\x06ledger\"<\n" +
+	"\x06Ledger\x122\n" +
+	"\arecords\x18\x01 \x03(\v2\x18.memoria.v1.LedgerRecordR\arecords\"6\n" +
+	"\fLedgerRecord\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"/\n" +
 	"\tChainHead\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x10\n" +
-	"\x03act\x18\x02 \x01(\fR\x03act\"\xc9\x01\n" +
+	"\x03act\x18\x02 \x01(\fR\x03act\"\xf5\x01\n" +
 	"\fStageRequest\x12$\n" +
 	"\x04sona\x18\x01 \x01(\v2\x10.memoria.v1.SonaR\x04sona\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05claim\x18\x03 \x01(\x03R\x05claim\x123\n" +
 	"\tcommitted\x18\x04 \x01(\v2\x15.memoria.v1.ChainHeadR\tcommitted\x122\n" +
-	"\aappends\x18\x05 \x03(\v2\x18.memoria.v1.StagedAppendR\aappends\"<\n" +
+	"\aappends\x18\x05 \x03(\v2\x18.memoria.v1.StagedAppendR\aappends\x12*\n" +
+	"\x06ledger\x18\x06 \x01(\v2\x12.memoria.v1.LedgerR\x06ledger\"<\n" +
 	"\rStageResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x1b\n" +
-	"\tneed_from\x18\x02 \x01(\x03R\bneedFrom\"k\n" +
+	"\tneed_from\x18\x02 \x01(\x03R\bneedFrom\"\x97\x01\n" +
 	"\x0fEntriesResponse\x12$\n" +
 	"\x04sona\x18\x01 \x01(\v2\x10.memoria.v1.SonaR\x04sona\x122\n" +
-	"\aappends\x18\x02 \x03(\v2\x18.memoria.v1.StagedAppendR\aappends\"\x81\x01\n" +
+	"\aappends\x18\x02 \x03(\v2\x18.memoria.v1.StagedAppendR\aappends\x12*\n" +
+	"\x06ledger\x18\x03 \x01(\v2\x12.memoria.v1.LedgerR\x06ledger\"\x81\x01\n" +
 	"\n" +
 	"ForgetPlan\x123\n" +
 	"\arequest\x18\x01 \x01(\v2\x19.memoria.v1.ForgetRequestR\arequest\x12\x0e\n" +
@@ -760,41 +900,47 @@ func file_memoria_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_memoria_v1_cluster_proto_rawDescData
 }
 
-var file_memoria_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_memoria_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_memoria_v1_cluster_proto_goTypes = []any{
 	(*StagedAppend)(nil),    // 0: memoria.v1.StagedAppend
-	(*ChainHead)(nil),       // 1: memoria.v1.ChainHead
-	(*StageRequest)(nil),    // 2: memoria.v1.StageRequest
-	(*StageResponse)(nil),   // 3: memoria.v1.StageResponse
-	(*EntriesResponse)(nil), // 4: memoria.v1.EntriesResponse
-	(*ForgetPlan)(nil),      // 5: memoria.v1.ForgetPlan
-	(*ForgetPlanned)(nil),   // 6: memoria.v1.ForgetPlanned
-	(*ForgetApply)(nil),     // 7: memoria.v1.ForgetApply
-	(*ForgetApplied)(nil),   // 8: memoria.v1.ForgetApplied
-	(*TombstonePage)(nil),   // 9: memoria.v1.TombstonePage
-	(*AppendMemory)(nil),    // 10: memoria.v1.AppendMemory
-	(*Tombstone)(nil),       // 11: memoria.v1.Tombstone
-	(*Sona)(nil),            // 12: memoria.v1.Sona
-	(*ForgetRequest)(nil),   // 13: memoria.v1.ForgetRequest
+	(*Ledger)(nil),          // 1: memoria.v1.Ledger
+	(*LedgerRecord)(nil),    // 2: memoria.v1.LedgerRecord
+	(*ChainHead)(nil),       // 3: memoria.v1.ChainHead
+	(*StageRequest)(nil),    // 4: memoria.v1.StageRequest
+	(*StageResponse)(nil),   // 5: memoria.v1.StageResponse
+	(*EntriesResponse)(nil), // 6: memoria.v1.EntriesResponse
+	(*ForgetPlan)(nil),      // 7: memoria.v1.ForgetPlan
+	(*ForgetPlanned)(nil),   // 8: memoria.v1.ForgetPlanned
+	(*ForgetApply)(nil),     // 9: memoria.v1.ForgetApply
+	(*ForgetApplied)(nil),   // 10: memoria.v1.ForgetApplied
+	(*TombstonePage)(nil),   // 11: memoria.v1.TombstonePage
+	(*AppendMemory)(nil),    // 12: memoria.v1.AppendMemory
+	(*Tombstone)(nil),       // 13: memoria.v1.Tombstone
+	(*Sona)(nil),            // 14: memoria.v1.Sona
+	(*ForgetRequest)(nil),   // 15: memoria.v1.ForgetRequest
 }
 var file_memoria_v1_cluster_proto_depIdxs = []int32{
-	10, // 0: memoria.v1.StagedAppend.append:type_name -> memoria.v1.AppendMemory
-	11, // 1: memoria.v1.StagedAppend.forgotten:type_name -> memoria.v1.Tombstone
-	12, // 2: memoria.v1.StageRequest.sona:type_name -> memoria.v1.Sona
-	1,  // 3: memoria.v1.StageRequest.committed:type_name -> memoria.v1.ChainHead
-	0,  // 4: memoria.v1.StageRequest.appends:type_name -> memoria.v1.StagedAppend
-	12, // 5: memoria.v1.EntriesResponse.sona:type_name -> memoria.v1.Sona
-	0,  // 6: memoria.v1.EntriesResponse.appends:type_name -> memoria.v1.StagedAppend
-	13, // 7: memoria.v1.ForgetPlan.request:type_name -> memoria.v1.ForgetRequest
-	11, // 8: memoria.v1.ForgetPlanned.tombstones:type_name -> memoria.v1.Tombstone
-	11, // 9: memoria.v1.ForgetApply.tombstones:type_name -> memoria.v1.Tombstone
-	11, // 10: memoria.v1.ForgetApplied.tombstones:type_name -> memoria.v1.Tombstone
-	11, // 11: memoria.v1.TombstonePage.tombstones:type_name -> memoria.v1.Tombstone
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	12, // 0: memoria.v1.StagedAppend.append:type_name -> memoria.v1.AppendMemory
+	13, // 1: memoria.v1.StagedAppend.forgotten:type_name -> memoria.v1.Tombstone
+	1,  // 2: memoria.v1.StagedAppend.ledger:type_name -> memoria.v1.Ledger
+	2,  // 3: memoria.v1.Ledger.records:type_name -> memoria.v1.LedgerRecord
+	14, // 4: memoria.v1.StageRequest.sona:type_name -> memoria.v1.Sona
+	3,  // 5: memoria.v1.StageRequest.committed:type_name -> memoria.v1.ChainHead
+	0,  // 6: memoria.v1.StageRequest.appends:type_name -> memoria.v1.StagedAppend
+	1,  // 7: memoria.v1.StageRequest.ledger:type_name -> memoria.v1.Ledger
+	14, // 8: memoria.v1.EntriesResponse.sona:type_name -> memoria.v1.Sona
+	0,  // 9: memoria.v1.EntriesResponse.appends:type_name -> memoria.v1.StagedAppend
+	1,  // 10: memoria.v1.EntriesResponse.ledger:type_name -> memoria.v1.Ledger
+	15, // 11: memoria.v1.ForgetPlan.request:type_name -> memoria.v1.ForgetRequest
+	13, // 12: memoria.v1.ForgetPlanned.tombstones:type_name -> memoria.v1.Tombstone
+	13, // 13: memoria.v1.ForgetApply.tombstones:type_name -> memoria.v1.Tombstone
+	13, // 14: memoria.v1.ForgetApplied.tombstones:type_name -> memoria.v1.Tombstone
+	13, // 15: memoria.v1.TombstonePage.tombstones:type_name -> memoria.v1.Tombstone
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_memoria_v1_cluster_proto_init() }
@@ -811,7 +957,7 @@ func file_memoria_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoria_v1_cluster_proto_rawDesc), len(file_memoria_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

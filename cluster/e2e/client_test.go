@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipfs/go-cid"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -173,19 +174,8 @@ type head struct {
 // then by name (owner, head, info).
 func sonaKeys(t *testing.T, etcdURL string) map[string]map[string][]byte {
 	t.Helper()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cl.Get(ctx, "/memoria/sona/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]map[string][]byte{}
-	for _, kv := range resp.Kvs {
+	for _, kv := range etcdGet(t, etcdURL, "/memoria/sona/", clientv3.WithPrefix()) {
 		sona, name, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), "/memoria/sona/"), "/")
 		if !ok {
 			continue
@@ -196,6 +186,23 @@ func sonaKeys(t *testing.T, etcdURL string) map[string]map[string][]byte {
 		out[sona][name] = kv.Value
 	}
 	return out
+}
+
+// etcdGet reads key (with opts) from etcd.
+func etcdGet(t *testing.T, etcdURL, key string, opts ...clientv3.OpOption) []*mvccpb.KeyValue {
+	t.Helper()
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.Get(ctx, key, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Kvs
 }
 
 // etcdHeads reads every sona's head from etcd.

@@ -124,15 +124,16 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 	var chains actors.ChainWriter
 	var recaller actors.RecallFunc
 	var tends func(context.Context, string) bool
+	var backbone actors.BackboneWriter
 	if o.ClusterURL != "" && cfg.Cluster.Enabled() {
 		if cl, err = cluster.Start(ctx, cluster.Options{Config: cfg, Self: self, Log: log, Clock: o.Clock, URL: o.ClusterURL, Version: api.Version}); err != nil {
 			self.Close()
 			return nil, err
 		}
-		chains, recaller, tends = cl.Chains(), cl.Recall, cl.Tends
+		chains, recaller, tends, backbone = cl.Chains(), cl.Recall, cl.Tends, cl.Backbone()
 	}
 	sys, err := actors.Start(actors.Options{Self: self, LLM: model, Config: cfg, Clock: o.Clock, Logger: log, Knobs: o.Knobs,
-		Metrics: m, AnchorSink: o.AnchorSink, Chains: chains, Recall: recaller, Tends: tends})
+		Metrics: m, AnchorSink: o.AnchorSink, Chains: chains, Recall: recaller, Tends: tends, Backbone: backbone})
 	if err != nil {
 		if cl != nil {
 			cl.Close()

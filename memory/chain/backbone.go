@@ -95,16 +95,21 @@ func (b *Backbone) ensure(ctx context.Context) (string, error) {
 // agent's write needs no consensus) and returns its CID; existed when that
 // memory already was on the backbone.
 func (b *Backbone) Write(ctx context.Context, agent, content string, labels map[string]string) (cid.Cid, bool, error) {
-	if err := base.ValidText("content", content, consensus.MaxContentBytes); err != nil {
-		return cid.Undef, false, err
-	}
-	if err := base.ValidText("agent_id", agent, 200); err != nil {
-		return cid.Undef, false, err
-	}
-	if err := base.ValidateAgentID(agent); err != nil {
+	if err := ValidWrite(agent, content); err != nil {
 		return cid.Undef, false, err
 	}
 	return b.AppendContent(ctx, agent, content, labels, nil)
+}
+
+// ValidWrite checks a single agent's write to the backbone.
+func ValidWrite(agent, content string) error {
+	if err := base.ValidText("content", content, consensus.MaxContentBytes); err != nil {
+		return err
+	}
+	if err := base.ValidText("agent_id", agent, 200); err != nil {
+		return err
+	}
+	return base.ValidateAgentID(agent)
 }
 
 // AppendContent appends a backbone memory of content by agent, with
@@ -115,15 +120,7 @@ func (b *Backbone) AppendContent(ctx context.Context, agent, content string, lab
 	if err != nil {
 		return cid.Undef, false, err
 	}
-	vecs, err := b.embed(ctx, content)
-	if err != nil {
-		return cid.Undef, false, err
-	}
-	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: content}}}
-	if agent != "" {
-		m.Data = model.Data{Other: &model.OtherData{Name: &agent, Content: content}}
-	}
-	p, err := b.writer.Prepare(m, vecs[0], &messages.MemoryMeta{Kind: "fact", AgentId: agent, Backbone: true, Labels: labels})
+	p, err := b.Prepare(ctx, agent, content, labels)
 	if err != nil {
 		return cid.Undef, false, err
 	}
@@ -132,6 +129,19 @@ func (b *Backbone) AppendContent(ctx context.Context, agent, content string, lab
 		return cid.Undef, false, err
 	}
 	return p.CID, res.Seq == nil, nil
+}
+
+// Prepare makes the backbone memory of content by agent, with labels.
+func (b *Backbone) Prepare(ctx context.Context, agent, content string, labels map[string]string) (*model.Prepared, error) {
+	vecs, err := b.embed(ctx, content)
+	if err != nil {
+		return nil, err
+	}
+	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: content}}}
+	if agent != "" {
+		m.Data = model.Data{Other: &model.OtherData{Name: &agent, Content: content}}
+	}
+	return b.writer.Prepare(m, vecs[0], &messages.MemoryMeta{Kind: "fact", AgentId: agent, Backbone: true, Labels: labels})
 }
 
 // Append appends a prepared memory to the backbone's chain: how an import
@@ -148,24 +158,13 @@ func (b *Backbone) Append(ctx context.Context, p *model.Prepared) (*messages.App
 // appendTo appends p to the backbone sona id and runs also in the same
 // transaction (also runs even when p already was there).
 func (b *Backbone) appendTo(ctx context.Context, id string, p *model.Prepared, also store.Op) (*messages.Appended, error) {
-	rec, err := b.sonas.State(id)
-	if err != nil {
-		return nil, err
-	}
-	if p.ExpectSeq != nil && *p.ExpectSeq != rec.Length {
-		return nil, fmt.Errorf("%w: the backbone is at seq %d, append expected at %d", base.ErrChainConflict, rec.Length, *p.ExpectSeq)
-	}
-	existed, err := b.writer.mems.InSona(p.CID, id)
+	plan, existed, err := b.Plan(id, p)
 	if err != nil {
 		return nil, err
 	}
 	res := &messages.Appended{Cid: p.CID.String(), Existed: existed}
 	op := also
-	if !existed {
-		plan, err := model.PlanAppend(id, rec.Head, rec.Length, p, b.clock.Now().Unix())
-		if err != nil {
-			return nil, err
-		}
+	if plan != nil {
 		res.Seq, res.Act = proto.Int64(plan.Seq), plan.Act.String()
 		appendOp := b.writer.Op(plan)
 		op = func(tx store.Tx) error {
@@ -184,6 +183,23 @@ func (b *Backbone) appendTo(ctx context.Context, id string, p *model.Prepared, a
 		}
 	}
 	return res, nil
+}
+
+// Plan plans p's append to the backbone sona id on its chain as this
+// store holds it: nil and existed when p already is on it.
+func (b *Backbone) Plan(id string, p *model.Prepared) (plan *model.Append, existed bool, err error) {
+	rec, err := b.sonas.State(id)
+	if err != nil {
+		return nil, false, err
+	}
+	if p.ExpectSeq != nil && *p.ExpectSeq != rec.Length {
+		return nil, false, fmt.Errorf("%w: the backbone is at seq %d, append expected at %d", base.ErrChainConflict, rec.Length, *p.ExpectSeq)
+	}
+	if existed, err = b.writer.mems.InSona(p.CID, id); err != nil || existed {
+		return nil, existed, err
+	}
+	plan, err = model.PlanAppend(id, rec.Head, rec.Length, p, b.clock.Now().Unix())
+	return plan, false, err
 }
 
 // List lists the backbone's memories in the order they were written.
