@@ -123,6 +123,10 @@ func readChecked(dir string) map[uint64]tableSum {
 		Format string              `json:"format"`
 		Tables map[uint64]tableSum `json:"tables"`
 	}
+	parts, _ := filepath.Glob(filepath.Join(dir, "."+checkedFile+".part-*")) // a write a crash cut short
+	for _, p := range parts {
+		os.Remove(p)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, checkedFile))
 	if err != nil || json.Unmarshal(b, &rec) != nil || rec.Format != checkedFormat {
 		return map[uint64]tableSum{}
