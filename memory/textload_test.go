@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/ipfs/go-cid"
@@ -77,16 +76,7 @@ func TestKillNineWhileTheTextIndexLoads(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, "text")); err != nil {
 		t.Fatal(err)
 	}
-	cmd, _, sc, stderr := startChild(t, t.Name(), "MEMORIA_FAULT_DIR="+dir, "MEMORIA_FAULT_N=100")
-	acked := map[string]bool{}
-	expectLine(t, sc, "DONE", acked, stderr)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
-	if len(acked) != 100 {
-		t.Fatalf("%d acknowledged, want 100", len(acked))
-	}
+	acked := killAfterWrites(t, t.Name(), dir, 100)
 
 	s, logs := openLogged(t, dir)
 	defer s.Close()
