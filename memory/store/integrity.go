@@ -116,29 +116,29 @@ type tableSum struct {
 	CRC32C uint32 `json:"crc32c"`
 }
 
+// checkedRecord is checkedFile's content.
+type checkedRecord struct {
+	Format string              `json:"format"`
+	Tables map[uint64]tableSum `json:"tables"`
+}
+
 // readChecked reads checkedFile; anything unreadable is no record (every
 // table is then checked in full).
 func readChecked(dir string) map[uint64]tableSum {
-	var rec struct {
-		Format string              `json:"format"`
-		Tables map[uint64]tableSum `json:"tables"`
-	}
+	var rec checkedRecord
 	parts, _ := filepath.Glob(filepath.Join(dir, "."+checkedFile+".part-*")) // a write a crash cut short
 	for _, p := range parts {
 		os.Remove(p)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, checkedFile))
-	if err != nil || json.Unmarshal(b, &rec) != nil || rec.Format != checkedFormat {
-		return map[uint64]tableSum{}
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.Format != checkedFormat || rec.Tables == nil {
+		return map[uint64]tableSum{} // not nil: verifyTableFiles sums the tables
 	}
 	return rec.Tables
 }
 
 func writeChecked(dir string, tables map[uint64]tableSum) error {
-	b, err := json.Marshal(struct {
-		Format string              `json:"format"`
-		Tables map[uint64]tableSum `json:"tables"`
-	}{checkedFormat, tables})
+	b, err := json.Marshal(checkedRecord{checkedFormat, tables})
 	if err != nil {
 		return err
 	}
