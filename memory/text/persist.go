@@ -298,12 +298,12 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		if d.err != nil {
 			break
 		}
-		slot := uint32(len(x.slots))
+		at := uint32(len(x.slots))
 		for k, id := range sl.ids {
 			x.df[id]++
-			x.post[id] = append(x.post[id], posting{slot: slot, freq: sl.freqs[k]})
+			x.post[id] = append(x.post[id], posting{slot: at, freq: sl.freqs[k]})
 		}
-		x.docs[sl.id] = slot
+		x.docs[sl.id] = at
 		x.slots = append(x.slots, sl)
 	}
 	if d.err != nil || len(d.b) != 0 {
