@@ -301,6 +301,8 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 		if err := s.Backbone.Load(txn); err != nil {
 			return err
 		}
+		// The full-text index loads meanwhile (its searches wait for it).
+		s.Text.Open()
 		end, err := chain.LogEnd(txn)
 		if err != nil {
 			return err
@@ -316,16 +318,30 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 				return err
 			}
 		}
-		// After the vectors: a metric profile is kept under its memory's vector id.
+		// After the vectors, two scans side by side: the metadata (a
+		// metric profile is kept under its memory's vector id) and the
+		// chains (the sonas' members).
+		members := make(chan error, 1)
+		go func() {
+			err := s.checkEnds(txn)
+			if err == nil {
+				if err = s.Sonas.LoadMembers(txn, s.index); restored && err != nil {
+					err = fmt.Errorf("%w: %w", errVecSnapMismatch, err)
+				}
+			}
+			members <- err
+		}()
 		var n int64
-		if err := store.Scan(txn, meta.Prefix, func(k, v []byte) error {
+		err = store.Scan(txn, meta.Prefix, func(k, v []byte) error {
 			n++
 			c, err := cid.Cast(k[len(meta.Prefix):])
 			if err != nil {
 				return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
 			}
 			return s.Evals.LoadProfile(c, v)
-		}); err != nil {
+		})
+		merr := <-members
+		if err != nil {
 			return err
 		}
 		s.memories.Store(n)
@@ -333,19 +349,9 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 			return fmt.Errorf("%w: it gives %d vectors, the store has %d memories", errVecSnapMismatch, s.index.Len(), n)
 		}
 		vectors = s.index.Len()
-		if err := s.checkEnds(txn); err != nil {
-			return err
-		}
-		err = s.Sonas.LoadMembers(txn, s.index)
-		if restored && err != nil {
-			return fmt.Errorf("%w: %w", errVecSnapMismatch, err)
-		}
-		return err
+		return merr
 	})
 	if err != nil {
-		return err
-	}
-	if err := s.Text.Open(); err != nil {
 		return err
 	}
 	s.log.Info("self loaded", "sonas", s.Sonas.Count(), "memories", s.memories.Load(),

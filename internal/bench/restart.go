@@ -52,10 +52,11 @@ type RestartFigures struct {
 	StopMs float64 `json:"stop_ms,omitempty"`
 	// TextLoadedMs, LoadedMs and GraphBuiltMs are when the server logged
 	// "full-text index loaded" (its snapshot and log read, the insertion
-	// log caught up: it serves every search from then), "self loaded" (the
-	// store open: sonas, vectors, metadata read, the full-text index
-	// loaded) and "vector graph built" (every stored vector in the HNSW
-	// graph; dense searches are exact until then); 0: not logged.
+	// log caught up: it serves every search from then; it loads in the
+	// background, beside the rest of the open), "self loaded" (the store
+	// open: sonas, vectors, metadata read) and "vector graph built" (every
+	// stored vector in the HNSW graph; dense searches are exact until
+	// then); 0: not logged.
 	TextLoadedMs float64 `json:"text_loaded_ms,omitempty"`
 	LoadedMs     float64 `json:"loaded_ms,omitempty"`
 	GraphBuiltMs float64 `json:"graph_built_ms,omitempty"`

@@ -3,7 +3,10 @@
 // events (store.Subscribe, pebble's EventListener) rather than being fed
 // by the writers, so anything that commits a chain entry is indexed, and
 // the index is a function of the store alone — rebuilt from it when
-// damaged, caught up from it at open.
+// damaged, caught up from it at open. Open returns at once: the index
+// loads in the background (its files read, the insertion log caught up)
+// while the commits are already queued, and searches wait for the load,
+// so that a large store serves without waiting for its full-text index.
 //
 // # How it follows the store
 //

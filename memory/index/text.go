@@ -52,6 +52,7 @@ type Text struct {
 	gaveUp    bool  // rebuilding failed: without the index until restart
 	rebuildOn bool  // a rebuild is under way
 	done      chan struct{}
+	loaded    chan struct{} // closed when Open's load ended: idx set, or given up
 	closing   chan struct{} // closed by Stop
 	closeOnce sync.Once
 }
@@ -78,7 +79,7 @@ type Options struct {
 // sonas lists the chains it catches up.
 func New(st *store.Store, mems *meta.Store, sonas *chain.Sonas, o Options) *Text {
 	t := &Text{st: st, mems: mems, sonas: sonas, o: o, backlog: o.Backlog, done: make(chan struct{}),
-		closing: make(chan struct{}), latest: map[string]uint64{}}
+		loaded: make(chan struct{}), closing: make(chan struct{}), latest: map[string]uint64{}}
 	t.cond = sync.NewCond(&t.mu)
 	st.Subscribe(t.follow)
 	return t
@@ -144,10 +145,34 @@ func entrySona(k string) (string, bool) {
 
 // settle waits until everything queued so far is searchable.
 func (t *Text) settle(ctx context.Context) error {
+	if err := t.waitLoaded(ctx); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	pos := t.enqueued
 	t.mu.Unlock()
 	return t.waitApplied(ctx, pos)
+}
+
+// waitLoaded waits until Open's load of the index ended.
+func (t *Text) waitLoaded(ctx context.Context) error {
+	select {
+	case <-t.loaded:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Loading reports whether the index is still being loaded (Open): searches
+// wait for it meanwhile.
+func (t *Text) Loading() bool {
+	select {
+	case <-t.loaded:
+		return false
+	default:
+		return true
+	}
 }
 
 // waitApplied waits until the document at pos is searchable.
@@ -178,10 +203,14 @@ func (t *Text) waitApplied(ctx context.Context, pos uint64) error {
 // ErrUnavailable: the index is being rebuilt; recall goes without it.
 var ErrUnavailable = errors.New("memory: the full-text index is being rebuilt")
 
-// Search waits until sona's latest memory is searchable (so a sona always
-// finds what it wrote) and searches the index, or returns ErrUnavailable
-// while it is broken — also when this search is what finds it corrupt.
+// Search waits until the index is loaded and sona's latest memory is
+// searchable (so a sona always finds what it wrote) and searches the
+// index, or returns ErrUnavailable while it is broken — also when this
+// search is what finds it corrupt.
 func (t *Text) Search(ctx context.Context, sona string, q string, opts text.SearchOptions) ([]text.Hit, error) {
+	if err := t.waitLoaded(ctx); err != nil {
+		return nil, err
+	}
 	t.mu.Lock()
 	pos := t.latest[sona]
 	t.mu.Unlock()
@@ -268,6 +297,7 @@ func (t *Text) rebuildIndex() {
 	t.cond.Broadcast()
 }
 
+// run indexes what follow queues, until Close.
 func (t *Text) run() {
 	defer close(t.done)
 	for {
@@ -389,7 +419,8 @@ func (t *Text) Settle(ctx context.Context) error {
 	return t.settle(ctx)
 }
 
-// Len is the number of documents in the index.
+// Len is the number of documents in the index (ErrUnavailable while it
+// is loaded or rebuilt).
 func (t *Text) Len() (uint64, error) {
 	t.imu.RLock()
 	defer t.imu.RUnlock()
@@ -403,41 +434,71 @@ func (t *Text) Len() (uint64, error) {
 // the store) and rebuilt, at open or while serving.
 func (t *Text) Rebuilds() int64 { return t.rebuilds.Load() }
 
-// Raw is the index as it is now, for tests and diagnostics: nil while it
-// is rebuilt. Do not keep it.
+// Raw is the index as it is now, for tests and diagnostics, once Open's
+// load ended: nil while it is rebuilt. Do not keep it.
 func (t *Text) Raw() *text.Index {
+	<-t.loaded
 	t.imu.RLock()
 	defer t.imu.RUnlock()
 	return t.idx
 }
 
-// Open opens the full-text index — rebuilding it when it is stale,
-// damaged, or ahead of the store (which lost writes it held) — replays the
-// insertion log from its watermark, and from then on follows the store's
-// commits.
-func (t *Text) Open() error {
+// Open follows the store's commits from now on and loads the index in
+// the background (load), so that a large store serves without waiting
+// for it: searches wait until it is loaded, and the commits meanwhile are
+// queued and indexed after. Call it once the sonas are loaded (the load
+// lists their chains).
+func (t *Text) Open() {
 	text.SetBM25(t.o.K1, t.o.B)
+	t.mu.Lock()
+	t.following = true
+	t.mu.Unlock()
+	go t.load()
+}
+
+// load opens the index — rebuilding it when it is stale, damaged, or
+// ahead of the store (which lost writes it held) —, replays the insertion
+// log from its watermark, then indexes what was committed meanwhile
+// (run). A commit is either in the store's state the replay reads or
+// queued by follow, which Open started first (or both: indexing is
+// idempotent), so nothing is missed. When loading fails the index is
+// given up until the next start: recall goes on without BM25, as after a
+// rebuild that failed.
+func (t *Text) load() {
 	start := t.o.Clock.Now()
 	idx, wm, err := t.openIndex()
-	if err != nil {
-		return err
+	if err == nil {
+		if wm, err = t.catchUp(idx, wm, t.closing); err == nil {
+			err = t.dropForgotten(idx, wm)
+		}
+		if err != nil {
+			idx.Close()
+		}
 	}
-	if wm, err = t.catchUp(idx, wm, nil); err == nil {
-		err = t.dropForgotten(idx, wm)
-	}
-	if err != nil {
-		idx.Close()
-		return err
+	if err == nil {
+		t.imu.Lock() // before mu, as searches take them
+		t.idx = idx
+		t.imu.Unlock()
 	}
 	t.mu.Lock()
-	t.idx, t.watermark, t.following = idx, wm, true
+	if err != nil {
+		t.broken, t.gaveUp = err, true
+		if !errors.Is(err, base.ErrClosed) {
+			t.o.Logger.Error("loading the full-text index failed: recall goes on without BM25; it is loaded again at the next start", "err", err)
+		}
+	} else {
+		t.watermark = max(t.watermark, wm)
+	}
+	close(t.loaded)
 	t.mu.Unlock()
-	docs, _ := idx.Len()
-	// The index serves every search from here: a readiness signal
-	// (memoria bench's restart reads it).
-	t.o.Logger.Info("full-text index loaded", "documents", docs, "watermark", wm, "took", t.o.Clock.Since(start))
-	go t.run()
-	return nil
+	t.cond.Broadcast()
+	if err == nil {
+		docs, _ := idx.Len()
+		// The index serves every search from here: a readiness signal
+		// (memoria bench's restart reads it).
+		t.o.Logger.Info("full-text index loaded", "documents", docs, "watermark", wm, "took", t.o.Clock.Since(start))
+	}
+	t.run()
 }
 
 // openIndex opens the index and reads its watermark, starting a new

@@ -26,9 +26,7 @@ func newText(c *chaintest.Chains, dir string) *index.Text {
 
 func open(t *testing.T, x *index.Text) {
 	t.Helper()
-	if err := x.Open(); err != nil {
-		t.Fatal(err)
-	}
+	x.Open()
 }
 
 func closeText(t *testing.T, x *index.Text) {
@@ -136,5 +134,81 @@ func TestOpenCatchesUpWithTheStore(t *testing.T) {
 	}
 	if x.Rebuilds() != 0 || x.Broken() != nil {
 		t.Fatalf("rebuilt %d times, broken: %v", x.Rebuilds(), x.Broken())
+	}
+}
+
+// The index loads in the background (Open returns at once): a search
+// waits for the load, and what is committed while the index loads — new
+// memories, joins — is searchable once it is loaded, as is
+// everything the load caught up. Held here in the middle of the catch-up
+// of the insertion log (its progress report).
+func TestCommitsWhileLoadingAreIndexed(t *testing.T) {
+	cfg := config.Default()
+	dir := t.TempDir()
+	st, err := store.Open(filepath.Join(dir, "store"), store.OptionsOf(cfg.Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := chaintest.New(t, st, chain.Options{})
+	a, b := c.Owner("a"), c.Owner("b")
+	var before []cid.Cid
+	for i := range 600 { // more than a catch-up batch (512)
+		before = append(before, a.Text(fmt.Sprintf("note %d before the open: walrus%d", i, i)))
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	var once bool
+	x := index.New(c.Store, c.Memories, c.Sonas, index.Options{Dir: filepath.Join(dir, "text"), K1: cfg.Recall.BM25K1,
+		B: cfg.Recall.BM25B, Backlog: cfg.Index.TextBacklog, Logger: slog.New(slog.DiscardHandler), Clock: c.Clock,
+		Progress: func(stage string, done, total uint64) {
+			if !once && done < total { // the first batch of the catch-up
+				once = true
+				close(held)
+				<-release
+			}
+		}})
+	x.Open()
+	defer closeText(t, x)
+	<-held
+	if !x.Loading() {
+		t.Fatal("not loading while the catch-up is held")
+	}
+	during := a.Text("written while the index loads: narwhal")
+	b.Text("note 5 before the open: walrus5") // joins b
+	searched := make(chan []string)
+	go func() {
+		hits, err := x.Search(context.Background(), a.Sona, "narwhal", text.SearchOptions{K: 5, Sonas: []string{a.Sona}})
+		if err != nil {
+			t.Error(err)
+		}
+		var out []string
+		for _, h := range hits {
+			out = append(out, h.ID)
+		}
+		searched <- out
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := x.Search(ctx, a.Sona, "narwhal", text.SearchOptions{K: 5}); err == nil {
+		t.Fatal("a search answered while the index loads")
+	}
+	close(release)
+	if got := <-searched; !slices.Equal(got, []string{during.String()}) {
+		t.Fatalf("the memory written while loading: found %v, want %s", got, during)
+	}
+	if x.Loading() {
+		t.Fatal("still loading after a search answered")
+	}
+	if got := ids(t, x, a.Sona, "walrus599"); !slices.Equal(got, []string{before[599].String()}) {
+		t.Fatalf("the last memory before the open: %v", got)
+	}
+	if got := ids(t, x, b.Sona, "walrus5"); !slices.Equal(got, []string{before[5].String()}) {
+		t.Fatalf("the join while loading: b finds %v", got)
+	}
+	if err := x.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := x.Len(); err != nil || n != 601 {
+		t.Fatalf("%d documents, %v; want 601", n, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/dgraph-io/badger/v4/y"
 	"golang.org/x/sys/unix"
 
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
 )
 
@@ -178,7 +179,8 @@ func (e *badgerEngine) check() error {
 	for _, ti := range e.db.Tables() {
 		tables[ti.ID] = bo.Compression
 	}
-	return verifyTableFiles(e.dir, tables, bo.BlockSize, true)
+	_, err := verifyTableFiles(e.dir, tables, bo.BlockSize, true, nil)
+	return err
 }
 
 // badgerBatch is a write transaction of Badger.
@@ -295,9 +297,13 @@ func checkDir(dir string, bo badger.Options, o Options) ([]logDamage, error) {
 		return nil, fmt.Errorf("%w: %s (is `memoria serve` running? use --server)", base.ErrLocked, dir)
 	}
 	if !o.SkipTableCheck {
-		if err := verifyTables(dir, bo); err != nil {
+		c := clock.Or(o.Clock)
+		start := c.Now()
+		full, unchanged, err := verifyTables(dir, bo)
+		if err != nil {
 			return nil, err
 		}
+		o.Logger.Info("store: tables checked", "in_full", full, "unchanged", unchanged, "took", c.Since(start))
 	}
 	return checkLogs(dir, o.Logger)
 }

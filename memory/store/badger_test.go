@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -103,5 +106,75 @@ func TestStoreDirectoryLock(t *testing.T) {
 	defer s.Close()
 	if _, err := store.Open(dir, store.OptionsOf(config.Default().Store)); !errors.Is(err, base.ErrLocked) {
 		t.Fatalf("second open: err = %v, want base.ErrLocked", err)
+	}
+}
+
+// openLogged opens the store in dir, its log in a buffer.
+func openLogged(t *testing.T, dir string) (*store.Store, *bytes.Buffer, error) {
+	t.Helper()
+	var buf bytes.Buffer
+	o := store.OptionsOf(config.Default().Store)
+	o.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	s, err := store.Open(dir, o)
+	return s, &buf, err
+}
+
+// A table that passed the check at an open is not checked block by block
+// again while its bytes stay the same (memoria.tables records them), and
+// one damaged since is still named at the next open — also when its
+// record is damaged too.
+func TestUnchangedTablesAreNotCheckedAgain(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir)
+	for i := range 200 {
+		b := []byte(fmt.Sprintf("block %d of a table that is checked once", i))
+		if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.PutBlock(rawCID(t, b), b) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil { // the memtable flushed into a table
+		t.Fatal(err)
+	}
+	tables, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(tables) == 0 {
+		t.Fatal("no table")
+	}
+	want := func(logs *bytes.Buffer, says string) {
+		t.Helper()
+		if !strings.Contains(logs.String(), says) {
+			t.Fatalf("the open did not log %q:\n%s", says, logs)
+		}
+	}
+	s, logs, err := openLogged(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	want(logs, fmt.Sprintf("in_full=%d unchanged=0", len(tables)))
+	s, logs, err = openLogged(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	want(logs, fmt.Sprintf("in_full=0 unchanged=%d", len(tables)))
+
+	b, err := os.ReadFile(tables[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/3] ^= 0xff
+	if err := os.WriteFile(tables[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, recordToo := range []bool{false, true} {
+		if recordToo {
+			if err := os.WriteFile(filepath.Join(dir, "memoria.tables"), []byte("{\"format\":"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _, err = openLogged(t, dir)
+		if name := filepath.Base(tables[0]); !errors.Is(err, base.ErrCorrupt) || !strings.Contains(err.Error(), name) {
+			t.Fatalf("record damaged too: %v; err = %v, want corruption of %s", recordToo, err, name)
+		}
 	}
 }

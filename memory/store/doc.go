@@ -88,6 +88,8 @@
 //	                         the acknowledged mark records beside the commit count
 //	x/embedder               identity of the embedding space of the stored vectors
 //
-// and beside Badger's files memoria.acked (the acknowledged mark) and
-// memoria.id (the store's identity, made by its first backup).
+// and beside Badger's files memoria.acked (the acknowledged mark),
+// memoria.id (the store's identity, made by its first backup) and
+// memoria.tables (the tables that passed the check at open, by size and
+// CRC-32C: integrity.go).
 package store

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	crand "crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -36,7 +37,12 @@ import (
 //     and says nothing), a compaction that meets one drops the rest of the
 //     table, and a table whose footer is damaged panics in one of Badger's
 //     goroutines at open. So every table the manifest lists is verified
-//     before Badger opens the store (verifyTables).
+//     before Badger opens the store (verifyTables). A table is immutable:
+//     one whose bytes are those of a table that passed this check at an
+//     earlier open — the same size and CRC-32C of the whole file, recorded
+//     in checkedFile — passes it again without its blocks being
+//     decompressed (reading and summing the file costs a small part of
+//     that), so a restart checks in full only the tables written since.
 //   - At open Badger replays its write-ahead logs — the memtables' .mem
 //     files and the newest value log — up to the first entry that fails
 //     its checksum and cuts them there. A cut write-ahead log loses
@@ -60,30 +66,107 @@ func corruptFile(path string, err error) error {
 // verifyTables checks every block of every table the store's manifest
 // lists against its checksum, before Badger opens the store: a damaged
 // table is named (base.ErrCorrupt) instead of being read past or panicking.
-func verifyTables(dir string, bo badger.Options) error {
+// Tables unchanged since they passed at an earlier open pass again from
+// their record (checkedFile); it reports how many tables it checked in
+// full and how many it found unchanged.
+func verifyTables(dir string, bo badger.Options) (full, unchanged int, err error) {
 	f, err := os.Open(filepath.Join(dir, badger.ManifestFilename))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil // a new store
+		return 0, 0, nil // a new store
 	}
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	m, _, err := badger.ReplayManifestFile(f, bo.ExternalMagicVersion, bo)
 	f.Close()
 	if err != nil {
-		return corruptFile(badger.ManifestFilename, err)
+		return 0, 0, corruptFile(badger.ManifestFilename, err)
 	}
 	tables := map[uint64]options.CompressionType{}
 	for id, tm := range m.Tables {
 		tables[id] = tm.Compression
 	}
-	return verifyTableFiles(dir, tables, bo.BlockSize, false)
+	known := readChecked(dir)
+	checked, err := verifyTableFiles(dir, tables, bo.BlockSize, false, known)
+	if err != nil {
+		return 0, 0, err
+	}
+	for id, fp := range checked {
+		if known[id] == fp {
+			unchanged++
+		}
+	}
+	if unchanged != len(checked) || len(known) != len(checked) {
+		writeChecked(dir, checked) // a failure costs the next open a full check
+	}
+	return len(checked) - unchanged, unchanged, nil
 }
 
-// verifyTableFiles verifies the tables of dir, several at a time.
-func verifyTableFiles(dir string, tables map[uint64]options.CompressionType, blockSize int, missingOK bool) error {
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checkedFile records, in the store's directory, the tables that passed
+// verifyTables: each one's size and the CRC-32C of its whole file.
+const checkedFile = "memoria.tables"
+
+const checkedFormat = "memoria-checked-tables/1"
+
+// tableSum identifies a table file's bytes.
+type tableSum struct {
+	Size   int64  `json:"size"`
+	CRC32C uint32 `json:"crc32c"`
+}
+
+// checkedRecord is checkedFile's content.
+type checkedRecord struct {
+	Format string              `json:"format"`
+	Tables map[uint64]tableSum `json:"tables"`
+}
+
+// readChecked reads checkedFile; anything unreadable is no record (every
+// table is then checked in full).
+func readChecked(dir string) map[uint64]tableSum {
+	var rec checkedRecord
+	parts, _ := filepath.Glob(filepath.Join(dir, "."+checkedFile+".part-*")) // a write a crash cut short
+	for _, p := range parts {
+		os.Remove(p)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, checkedFile))
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.Format != checkedFormat || rec.Tables == nil {
+		return map[uint64]tableSum{} // not nil: verifyTableFiles sums the tables
+	}
+	return rec.Tables
+}
+
+func writeChecked(dir string, tables map[uint64]tableSum) error {
+	b, err := json.Marshal(checkedRecord{checkedFormat, tables})
+	if err != nil {
+		return err
+	}
+	_, err = durable.WriteFile(filepath.Join(dir, checkedFile), bytes.NewReader(b))
+	return err
+}
+
+// sumTable reads the table file at path whole and sums it.
+func sumTable(path string) (tableSum, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return tableSum{}, err
+	}
+	defer f.Close()
+	h := crc32.New(castagnoli)
+	n, err := io.CopyBuffer(h, f, make([]byte, 1<<20))
+	return tableSum{Size: n, CRC32C: h.Sum32()}, err
+}
+
+// verifyTableFiles verifies the tables of dir, several at a time. With
+// known (verifyTables), a table whose sum is the one known passes without
+// its blocks being checked, and the sums of the tables that pass are
+// returned; without (nil), every table is checked in full and nothing is
+// summed.
+func verifyTableFiles(dir string, tables map[uint64]options.CompressionType, blockSize int, missingOK bool, known map[uint64]tableSum) (map[uint64]tableSum, error) {
 	ids := slices.Sorted(maps.Keys(tables))
 	errs := make([]error, len(ids))
+	sums := make([]tableSum, len(ids))
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range min(runtime.GOMAXPROCS(0), len(ids)) {
@@ -91,11 +174,21 @@ func verifyTableFiles(dir string, tables map[uint64]options.CompressionType, blo
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				err := verifyTable(table.NewFilename(ids[i], dir), table.Options{
+				path := table.NewFilename(ids[i], dir)
+				if k, ok := known[ids[i]]; ok {
+					if sum, err := sumTable(path); err == nil && sum == k {
+						sums[i] = sum
+						continue
+					}
+				}
+				err := verifyTable(path, table.Options{
 					ChkMode:     options.OnTableRead,
 					Compression: tables[ids[i]],
 					BlockSize:   blockSize,
 				})
+				if err == nil && known != nil {
+					sums[i], err = sumTable(path)
+				}
 				if !(missingOK && errors.Is(err, os.ErrNotExist)) {
 					errs[i] = err
 				}
@@ -115,11 +208,18 @@ func verifyTableFiles(dir string, tables map[uint64]options.CompressionType, blo
 	}
 	switch len(failed) {
 	case 0:
-		return nil
+		if known == nil {
+			return nil, nil
+		}
+		out := make(map[uint64]tableSum, len(ids))
+		for i, id := range ids {
+			out[id] = sums[i]
+		}
+		return out, nil
 	case 1:
-		return failed[0]
+		return nil, failed[0]
 	}
-	return fmt.Errorf("%w (and %d more tables fail their checks)", failed[0], len(failed)-1)
+	return nil, fmt.Errorf("%w (and %d more tables fail their checks)", failed[0], len(failed)-1)
 }
 
 // verifyTable opens one table read-only with checksum verification, in

@@ -2,6 +2,7 @@ package text
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -251,44 +252,67 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		return fmt.Errorf("%w: %s does not match its checksum", ErrCorrupt, snapshotFile)
 	}
 	x.gen, x.watermark = d.uint(), d.uint()
-	terms := make([]string, d.count())
-	for i := range terms {
-		terms[i] = d.str()
+	// Into the empty index, numbered as the snapshot numbers them: a
+	// term's id is its index in the snapshot's list, a document's slot its
+	// place (put would look every term of every document up by name).
+	x.names = make([]string, d.count())
+	for i := range x.names {
+		x.names[i] = d.str()
+		x.terms[x.names[i]] = uint32(i)
 	}
-	sonas := make([]string, d.count())
-	for i := range sonas {
-		sonas[i] = d.str()
+	x.sonaNames = make([]string, d.count())
+	for i := range x.sonaNames {
+		x.sonaNames[i] = d.str()
+		x.sonaIDs[x.sonaNames[i]] = uint32(i)
 	}
+	if d.err == nil && (len(x.terms) != len(x.names) || len(x.sonaIDs) != len(x.sonaNames)) {
+		d.err = errShort // a name twice
+	}
+	x.df, x.post = make([]uint32, len(x.names)), make([][]posting, len(x.names))
 	n := d.count()
+	x.slots = make([]slot, 0, n)
 	for range n {
-		a := analysed{id: d.str(), length: uint32(d.uint())}
-		a.sonas = make([]string, d.count())
-		for k := range a.sonas {
-			if i := d.uint(); i < uint64(len(sonas)) {
-				a.sonas[k] = sonas[i]
-			} else if d.err == nil {
-				d.err = errShort
+		sl := slot{id: d.str(), length: uint32(d.uint())}
+		sl.sonas = make([]uint32, d.count())
+		for k := range sl.sonas {
+			sl.sonas[k] = uint32(d.uint())
+			if uint64(sl.sonas[k]) >= uint64(len(x.sonaNames)) || k > 0 && sl.sonas[k] <= sl.sonas[k-1] {
+				d.err = cmp.Or(d.err, errShort)
 			}
 		}
 		nt := d.count()
-		a.terms, a.freqs = make([]string, nt), make([]uint16, nt)
+		sl.ids, sl.freqs = make([]uint32, nt), make([]uint16, nt)
 		t := uint64(0)
 		for k := range nt {
-			t += d.uint()
-			if t < uint64(len(terms)) {
-				a.terms[k] = terms[t]
-			} else if d.err == nil {
-				d.err = errShort
+			delta := d.uint()
+			t += delta
+			if t >= uint64(len(x.names)) || k > 0 && delta == 0 { // ids ascending
+				d.err = cmp.Or(d.err, errShort)
+				break
 			}
-			a.freqs[k] = uint16(d.uint())
+			sl.ids[k], sl.freqs[k] = uint32(t), uint16(d.uint())
+		}
+		if _, dup := x.docs[sl.id]; dup {
+			d.err = cmp.Or(d.err, errShort)
 		}
 		if d.err != nil {
 			break
 		}
-		x.put(a)
+		at := uint32(len(x.slots))
+		for k, id := range sl.ids {
+			x.df[id]++
+			x.post[id] = append(x.post[id], posting{slot: at, freq: sl.freqs[k]})
+		}
+		x.docs[sl.id] = at
+		x.slots = append(x.slots, sl)
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return fmt.Errorf("%w: %s does not decode", ErrCorrupt, snapshotFile)
+	}
+	for _, df := range x.df {
+		if df > 0 {
+			x.live++
+		}
 	}
 	return nil
 }
