@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/text"
 )
 
@@ -23,7 +25,7 @@ import (
 func textLoadChild(t *testing.T, n int) {
 	held := make(chan struct{})
 	var once sync.Once
-	s, err := openWith(Options{Config: testConfig(os.Getenv("MEMORIA_FAULT_DIR")), Progress: func(stage string, done, total uint64) {
+	s, err := memorytest.OpenWith(memory.Options{Config: memorytest.Config(os.Getenv("MEMORIA_FAULT_DIR")), Progress: func(stage string, done, total uint64) {
 		if stage == "text index" && done < total {
 			once.Do(func() { close(held) })
 			select {} // the load never ends: the kill comes first
@@ -33,14 +35,14 @@ func textLoadChild(t *testing.T, n int) {
 		t.Fatal(err)
 	}
 	<-held
-	o := newOwner(t, s, "during")
+	o := memorytest.NewOwner(t, s, "during")
 	for i := range n {
 		if i == n/2 {
 			if err := s.SnapshotVectors(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		c := o.text(fmt.Sprintf("written while the full-text index loads: quokka%d", i))
+		c := o.Text(fmt.Sprintf("written while the full-text index loads: quokka%d", i))
 		fmt.Printf("ACK %s\n", c)
 	}
 	if !s.Text.Loading() {
@@ -57,16 +59,16 @@ func textLoadChild(t *testing.T, n int) {
 // them: the restart finds every memory, old and new, by full text and
 // in the vector index.
 func TestKillNineWhileTheTextIndexLoads(t *testing.T) {
-	if os.Getenv(childEnv) == t.Name() {
-		textLoadChild(t, childN())
+	if os.Getenv(memorytest.ChildEnv) == t.Name() {
+		textLoadChild(t, memorytest.ChildN())
 		return
 	}
 	dir := t.TempDir()
-	s := openSelf(t, testConfig(dir), nil)
-	o := newOwner(t, s, "before")
+	s := memorytest.Open(t, memorytest.Config(dir), nil)
+	o := memorytest.NewOwner(t, s, "before")
 	var before []cid.Cid
 	for i := range 600 { // more than a batch of the catch-up (512)
-		before = append(before, o.text(fmt.Sprintf("written before the restart: walrus%d", i)))
+		before = append(before, o.Text(fmt.Sprintf("written before the restart: walrus%d", i)))
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -78,9 +80,9 @@ func TestKillNineWhileTheTextIndexLoads(t *testing.T) {
 	}
 	acked := killAfterWrites(t, t.Name(), dir, 100)
 
-	s, logs := openLogged(t, dir)
+	s, logs := memorytest.OpenLogged(t, dir)
 	defer s.Close()
-	mustLog(t, logs, "vector index: snapshot loaded", "added_since=50")
+	memorytest.MustLog(t, logs, "vector index: snapshot loaded", "added_since=50")
 	ctx := context.Background()
 	found := func(sona string, c cid.Cid) {
 		t.Helper()
@@ -109,6 +111,6 @@ func TestKillNineWhileTheTextIndexLoads(t *testing.T) {
 		found(during.Uuid, c)
 	}
 	for _, c := range before {
-		found(o.sona, c)
+		found(o.Sona, c)
 	}
 }

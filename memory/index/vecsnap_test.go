@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 
-	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/index"
 	"github.com/memoria-ai/memoria/memory/memorytest"
@@ -49,25 +47,6 @@ func sameSearches(t *testing.T, got, want [][]vector.Hit) {
 	for i := range want {
 		if !slices.Equal(got[i], want[i]) {
 			t.Fatalf("query %q:\n got %v\nwant %v", snapQueries[i], got[i], want[i])
-		}
-	}
-}
-
-func openLogged(t *testing.T, dir string) (*memory.Self, *memorytest.LogBuffer) {
-	t.Helper()
-	logs := &memorytest.LogBuffer{}
-	s, err := memory.Open(context.Background(), memory.Options{Config: memorytest.Config(dir), Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Logger: logs.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, logs
-}
-
-func mustLog(t *testing.T, logs *memorytest.LogBuffer, want ...string) {
-	t.Helper()
-	for _, w := range want {
-		if !strings.Contains(logs.String(), w) {
-			t.Fatalf("the log does not say %q:\n%s", w, logs.String())
 		}
 	}
 }
@@ -114,8 +93,8 @@ func TestVectorSnapshotThenKillNine(t *testing.T) {
 		t.Fatalf("%d acknowledged, want 300", len(acked))
 	}
 
-	s, logs := openLogged(t, dir)
-	mustLog(t, logs, "vector index: snapshot loaded", "added_since=150", "vector_snapshot=true")
+	s, logs := memorytest.OpenLogged(t, dir)
+	memorytest.MustLog(t, logs, "vector index: snapshot loaded", "added_since=150", "vector_snapshot=true")
 	for c := range acked {
 		k, _ := cid.Decode(c)
 		if _, ok := s.Index().ID(k.KeyString()); !ok {
@@ -132,9 +111,9 @@ func TestVectorSnapshotThenKillNine(t *testing.T) {
 	if err := os.Remove(index.VectorSnapshotPath(dir)); err != nil {
 		t.Fatal(err)
 	}
-	s, logs = openLogged(t, dir)
+	s, logs = memorytest.OpenLogged(t, dir)
 	defer s.Close()
-	mustLog(t, logs, "vector index: no snapshot; rebuilding it", "vector_snapshot=false")
+	memorytest.MustLog(t, logs, "vector index: no snapshot; rebuilding it", "vector_snapshot=false")
 	if s.Index().Len() != n {
 		t.Fatalf("rebuilt: %d vectors, restored %d", s.Index().Len(), n)
 	}
@@ -148,7 +127,7 @@ func TestVectorSnapshotThenKillNine(t *testing.T) {
 // before, and a new snapshot replaces the damaged one at close.
 func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
 	dir := t.TempDir()
-	s, _ := openLogged(t, dir)
+	s, _ := memorytest.OpenLogged(t, dir)
 	o := memorytest.NewOwner(t, s, "gardener")
 	for i := range 120 {
 		o.Text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i))
@@ -165,8 +144,8 @@ func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
 	}
 	flipAt(t, path, fi.Size()/2)
 
-	s, logs := openLogged(t, dir)
-	mustLog(t, logs, "vector index: snapshot not used; rebuilding", "checksum", "vector_snapshot=false")
+	s, logs := memorytest.OpenLogged(t, dir)
+	memorytest.MustLog(t, logs, "vector index: snapshot not used; rebuilding", "checksum", "vector_snapshot=false")
 	if s.Index().Len() != 120 {
 		t.Fatalf("%d vectors after the rebuild, want 120", s.Index().Len())
 	}
@@ -175,21 +154,21 @@ func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, logs = openLogged(t, dir)
+	s, logs = memorytest.OpenLogged(t, dir)
 	defer s.Close()
-	mustLog(t, logs, "vector index: snapshot loaded", "vector_snapshot=true")
+	memorytest.MustLog(t, logs, "vector index: snapshot loaded", "vector_snapshot=true")
 	sameSearches(t, searches(t, s), before)
 
 	// Another store's snapshot (here: another data directory's) is not
 	// used either.
 	other := t.TempDir()
-	s2, _ := openLogged(t, other)
+	s2, _ := memorytest.OpenLogged(t, other)
 	memorytest.NewOwner(t, s2, "x").Text("a memory of another store")
 	s2.Close()
 	copyFile(t, path, index.VectorSnapshotPath(other))
-	s2, logs = openLogged(t, other)
+	s2, logs = memorytest.OpenLogged(t, other)
 	defer s2.Close()
-	mustLog(t, logs, "snapshot not used", "of store", "vector_snapshot=false")
+	memorytest.MustLog(t, logs, "snapshot not used", "of store", "vector_snapshot=false")
 	if s2.Index().Len() != 1 {
 		t.Fatalf("%d vectors, want the store's 1", s2.Index().Len())
 	}
@@ -199,7 +178,7 @@ func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
 // the next one) is not brought back by it.
 func TestForgottenStaysForgottenAfterSnapshotRestore(t *testing.T) {
 	dir := t.TempDir()
-	s, _ := openLogged(t, dir)
+	s, _ := memorytest.OpenLogged(t, dir)
 	o := memorytest.NewOwner(t, s, "gardener")
 	var cids []cid.Cid
 	for i := range 60 {
@@ -220,9 +199,9 @@ func TestForgottenStaysForgottenAfterSnapshotRestore(t *testing.T) {
 	}
 	copyFile(t, old, path) // as if killed before a snapshot after the forget
 
-	s, logs := openLogged(t, dir)
+	s, logs := memorytest.OpenLogged(t, dir)
 	defer s.Close()
-	mustLog(t, logs, "vector index: snapshot loaded", "forgotten_since=1", "vector_snapshot=true")
+	memorytest.MustLog(t, logs, "vector index: snapshot loaded", "forgotten_since=1", "vector_snapshot=true")
 	if _, ok := s.Index().ID(doomed.KeyString()); ok {
 		t.Fatal("the forgotten memory is back in the index")
 	}

@@ -70,6 +70,18 @@ func OpenWith(o memory.Options) (*memory.Self, error) {
 	return memory.Open(context.Background(), o)
 }
 
+// OpenLogged opens the self in dir with the hashed embedder, its log
+// in the buffer returned.
+func OpenLogged(t testing.TB, dir string) (*memory.Self, *LogBuffer) {
+	t.Helper()
+	logs := &LogBuffer{}
+	s, err := memory.Open(context.Background(), memory.Options{Config: Config(dir), Embedder: llm.NewHashedEmbedder(llm.DefaultDims), Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, logs
+}
+
 // Owner plays a sona's actor: it appends memories one after the other.
 type Owner struct {
 	T    testing.TB
@@ -289,4 +301,14 @@ func Tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// MustLog fails t unless the log says each of want.
+func MustLog(t testing.TB, logs *LogBuffer, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(logs.String(), w) {
+			t.Fatalf("the log does not say %q:\n%s", w, logs.String())
+		}
+	}
 }
