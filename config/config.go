@@ -650,7 +650,7 @@ func Default() Config {
 			ImportanceFloor:    0.05,
 			Fusion:             "weighted",
 			RRFK:               60,
-			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Time: 0.5, Speaker: 0.2},
+			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Context: 0.25, Time: 0.5, Speaker: 0.2},
 			Scope:              "sona",
 			AffinitySeeds:      5,
 			AffinityDepth:      2,

@@ -556,7 +556,8 @@ type scorer struct {
 	// what was read of the memories around them, the query's time spans.
 	cands      map[string]*Recalled
 	bm25All    map[string]float64
-	neighbours map[cid.Cid]*neighbour
+	neighbours map[string]*neighbour // by CID key
+	chains     map[string]chainView  // sonas' chains by uuid (viewOf)
 	spans      []text.Span
 
 	// Time travel: memories with a log seq above maxSeq, or stored after
@@ -678,7 +679,7 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 // gather builds the scored, fused candidate set of the three paths.
 func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalled, error) {
 	byKey := map[string]*Recalled{}
-	sc.cands, sc.neighbours = byKey, map[cid.Cid]*neighbour{}
+	sc.cands, sc.neighbours, sc.chains = byKey, map[string]*neighbour{}, map[string]chainView{}
 	if paths.Weights.Time > 0 {
 		if sc.spans = sc.querySpans(); len(sc.spans) == 0 {
 			paths.Weights.Time = 0 // the query speaks of no time
@@ -1130,6 +1131,17 @@ func (sc *scorer) denseSim(c cid.Cid) float64 {
 	}
 	if vec, err := readVector(sc.txn, c); err == nil {
 		return base.Dot(sc.q.Vector, vec)
+	}
+	return 0
+}
+
+// denseSimKey is denseSim of the memory of CID key.
+func (sc *scorer) denseSimKey(key string) float64 {
+	if vec, ok := sc.self.index.Lookup(key); ok {
+		return float64(vek32.Dot(sc.q.Vector, vec))
+	}
+	if c, err := cid.Cast([]byte(key)); err == nil {
+		return sc.denseSim(c)
 	}
 	return 0
 }
