@@ -1,6 +1,7 @@
 package recall
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -221,6 +222,72 @@ func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 		r.Explain.Evidence.Context = sum / float64(2*rc.ContextWindow)
 	}
 	return nil
+}
+
+// session sets every candidate's session evidence: the relevance of
+// their own (baseRelevance) of the other candidates of its sona's chain
+// within recall.context_gap of it in time (its session, as far as the
+// candidates tell), summed, divided by the best candidate's sum — a
+// first pass over sessions, then turns within the best of them: evidence
+// for a question often lies in several turns of one session, some of
+// them sharing none of its words.
+func (sc *scorer) session(cands []*Recalled, w config.PathWeights) error {
+	gap := int64(time.Duration(sc.self.cfg.Recall.ContextGap) / time.Second)
+	type item struct {
+		r   *Recalled
+		t   int64
+		rel float64
+	}
+	bySona := map[string][]item{}
+	for _, r := range cands {
+		m, err := sc.self.memories.MemoryIn(sc.txn, r.CID)
+		if err != nil {
+			return err
+		}
+		s := sc.chainOf(r.Meta)
+		bySona[s] = append(bySona[s], item{r, memoryTime(m, r.Meta), sc.baseRelevance(r.Explain.Evidence, w)})
+	}
+	sums := make([]float64, 0, len(cands))
+	var of []*Recalled
+	best := 0.0
+	for _, items := range bySona {
+		slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.t, b.t) })
+		ts, rel := make([]int64, len(items)), make([]float64, len(items))
+		for i, it := range items {
+			ts[i], rel[i] = it.t, it.rel
+			of = append(of, it.r)
+		}
+		for _, v := range sessionSums(ts, rel, gap) {
+			sums = append(sums, v)
+			best = math.Max(best, v)
+		}
+	}
+	for i, r := range of {
+		r.Explain.Evidence.Session = 0
+		if best > 0 {
+			r.Explain.Evidence.Session = sums[i] / best
+		}
+	}
+	return nil
+}
+
+// sessionSums is, for each of memories at times ts (ascending) with
+// relevance rel, the relevance of the others within gap of it in time.
+func sessionSums(ts []int64, rel []float64, gap int64) []float64 {
+	out := make([]float64, len(ts))
+	lo, hi, sum := 0, 0, 0.0 // the window [lo, hi) within gap of ts[i]; sum its relevance
+	for i, t := range ts {
+		for hi < len(ts) && ts[hi]-t <= gap {
+			sum += rel[hi]
+			hi++
+		}
+		for t-ts[lo] > gap {
+			sum -= rel[lo]
+			lo++
+		}
+		out[i] = math.Max(0, sum-rel[i])
+	}
+	return out
 }
 
 // contextFactor: with the context evidence on, the full-text path scores
