@@ -357,6 +357,8 @@ type PathWeights struct {
 	// Context is a memory's neighbours' evidence: the mean dense and
 	// full-text relevance of the memories around it in its sona's chain
 	// within the same session (recall.context_window, recall.context_gap).
+	// (Off by default until issue 17 found the neighbours without reading
+	// the store: README, "LoCoMo evaluation".)
 	Context float64 `yaml:"context"`
 	// Session is a memory's session's evidence: how relevant the other
 	// candidates of its sona within recall.context_gap of it in time are,
