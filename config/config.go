@@ -362,7 +362,8 @@ type PathWeights struct {
 	Context float64 `yaml:"context"`
 	// Session is a memory's session's evidence: how relevant the other
 	// candidates of its sona within recall.context_gap of it in time are,
-	// summed, relative to the best session's.
+	// summed, relative to the best session's. Off by default, like
+	// Feedback: measured (README, "LoCoMo evaluation"), not affordable yet.
 	Session float64 `yaml:"session"`
 	// Feedback is pseudo-relevance feedback (RM3): a full-text search with
 	// the words most typical of the best candidates so far.
@@ -658,7 +659,7 @@ func Default() Config {
 			ImportanceFloor:    0.05,
 			Fusion:             "weighted",
 			RRFK:               60,
-			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Context: 0.25, Time: 0.5, Speaker: 0.2, Session: 0.1, Feedback: 0.25},
+			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Context: 0.25, Time: 0.5, Speaker: 0.2},
 			Scope:              "sona",
 			AffinitySeeds:      5,
 			AffinityDepth:      2,

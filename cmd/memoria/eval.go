@@ -60,7 +60,7 @@ func evalConfigs(rc config.Recall) map[string]evalConfig {
 		return d
 	}
 	ctxW, timeW, speakerW := or(rc.Paths.Context, or(def.Context, 0.25)), or(rc.Paths.Time, def.Time), or(rc.Paths.Speaker, def.Speaker)
-	sessionW, feedbackW := or(rc.Paths.Session, def.Session), or(rc.Paths.Feedback, def.Feedback)
+	sessionW, feedbackW := or(rc.Paths.Session, or(def.Session, 0.1)), or(rc.Paths.Feedback, or(def.Feedback, 0.25)) // off by default: at the weights measured
 	base := rc.Paths
 	offEvidence(&base)
 	with := func(from config.PathWeights, set func(*config.PathWeights)) recall.Paths {

@@ -13,9 +13,10 @@ func TestLOOGrid(t *testing.T) {
 	// With the context, time, speaker, session or feedback evidence:
 	// recency and importance as configured or 0, affinity ×3, dense ×2,
 	// b ×2, the evidence as configured, without each of those on, without
-	// all (×7 with all five, the default; ×4 with two; ×2 with one).
+	// all (×5 with three, the default's context, time and speaker; ×4 with
+	// two; ×2 with one).
 	for name, want := range map[string]int{"dense": 9, "bm25": 18, "base": 108, "context": 96, "session": 96, "feedback": 96,
-		"timespeaker": 192, "fused": 336, "withcontext": 336} {
+		"timespeaker": 192, "fused": 240, "withcontext": 240} {
 		grid := looGrid(rc, all[name])
 		if len(grid) != want {
 			t.Errorf("%s: %d settings, want %d", name, len(grid), want)
@@ -55,7 +56,7 @@ func TestLOOGrid(t *testing.T) {
 	}
 	// The evidence axis is the third: its second value (the context
 	// evidence off) comes after the 12 settings of affinity, dense and b.
-	if w := grid[12].paths.Weights; grid[12].label != "recency 0.1, importance 0.2, context 0, time 0.5, speaker 0.2, session 0.1, feedback 0.25, affinity 0.5, dense 0.25, b 0.3" ||
+	if w := grid[12].paths.Weights; grid[12].label != "recency 0.1, importance 0.2, context 0, time 0.5, speaker 0.2, session 0, feedback 0, affinity 0.5, dense 0.25, b 0.3" ||
 		w.Context != 0 || w.Time != rc.Paths.Time || w.Speaker != rc.Paths.Speaker {
 		t.Errorf("setting 12 %q %+v: want the context evidence off", grid[12].label, w)
 	}

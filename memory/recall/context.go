@@ -105,7 +105,7 @@ func (sc *scorer) baseRelevance(e Evidence, w config.PathWeights) float64 {
 
 // neighbourOf is (once per recall) the evidence for the context of the
 // memory of CID key at position at of chain: its BM25 (bm25All scores
-// more than the candidates) and cosine. at of chain.
+// more than the candidates) and cosine.
 func (sc *scorer) neighbourOf(key string, chain *sonaChain, at int) *neighbour {
 	if n, ok := sc.neighbours[key]; ok {
 		return n
@@ -158,8 +158,8 @@ func (sc *scorer) place(key string, n *neighbour) error {
 // context sets each candidate's context evidence: the mean relevance of
 // their own (baseRelevance) of the memories around it in its sona's chain
 // (the memories appended to the sona before and after it, placeOf) —
-// up to w = recall.context_window on each side, not past a gap in time of more than recall.context_gap
-// (the session's end), each hop beyond the first halving a neighbour's
+// up to w = recall.context_window on each side, not past a gap in time
+// of more than recall.context_gap (the session's end), each hop beyond the first halving a neighbour's
 // part — over the 2w places of the window (a place past the session's
 // end counts 0). A memory's words often answer a question only with the
 // turns around it ("What did you think of it?" — "It was the best concert
