@@ -228,7 +228,10 @@ func (q Query) WithDefaults(rc config.Recall) (Query, int) {
 //
 //  1. candidates from the dense (HNSW) and full-text (BM25) paths, and an
 //     affinity path of the associations and co-access partners of the best
-//     of them, fused (reciprocal rank fusion or a calibrated sum);
+//     of them (and, when recall.paths.feedback is set, a full-text search
+//     with the words of the best: pseudo-relevance feedback), fused
+//     (reciprocal rank fusion or a calibrated sum) with the evidence of
+//     each candidate's context, session, time and speaker (context.go);
 //  2. each scored: relevance × kind weight × activity-relative recency,
 //     plus importance and sona similarity;
 //  3. those below the emergent retrieval threshold dropped: a candidate is
