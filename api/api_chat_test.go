@@ -292,7 +292,8 @@ func TestRecall(t *testing.T) {
 		}
 		ex := object(t, rm["explain"])
 		wantKeys(t, ex, "dense", "bm25", "affinity", "metric", "dense_rank", "bm25_rank", "affinity_rank", "metric_rank", "relevance",
-			"kind_weight", "recency", "importance", "sona_similarity", "coaccess", "contributions", "context", "time", "speaker")
+			"kind_weight", "recency", "importance", "sona_similarity", "coaccess", "contributions", "context", "time", "speaker", "session",
+			"feedback", "feedback_rank")
 		sum := 0.0
 		for _, v := range object(t, ex["contributions"]) {
 			sum += fnum(t, v)

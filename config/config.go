@@ -357,8 +357,17 @@ type PathWeights struct {
 	// Context is a memory's neighbours' evidence: the mean dense and
 	// full-text relevance of the memories around it in its sona's chain
 	// within the same session (recall.context_window, recall.context_gap).
-	// Off by default: it costs recall latency (README, "LoCoMo evaluation").
+	// (Off by default until issue 17 found the neighbours without reading
+	// the store: README, "LoCoMo evaluation".)
 	Context float64 `yaml:"context"`
+	// Session is a memory's session's evidence: how relevant the other
+	// candidates of its sona within recall.context_gap of it in time are,
+	// summed, relative to the best session's. Off by default, like
+	// Feedback: measured (README, "LoCoMo evaluation"), not affordable yet.
+	Session float64 `yaml:"session"`
+	// Feedback is pseudo-relevance feedback (RM3): a full-text search with
+	// the words most typical of the best candidates so far.
+	Feedback float64 `yaml:"feedback"`
 	// Time is how near a memory's time is to the times the query speaks
 	// of ("in June", "last week"), resolved against the time it is asked.
 	Time float64 `yaml:"time"`
@@ -650,7 +659,7 @@ func Default() Config {
 			ImportanceFloor:    0.05,
 			Fusion:             "weighted",
 			RRFK:               60,
-			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Time: 0.5, Speaker: 0.2},
+			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Context: 0.25, Time: 0.5, Speaker: 0.2},
 			Scope:              "sona",
 			AffinitySeeds:      5,
 			AffinityDepth:      2,
@@ -930,6 +939,8 @@ func (c *Config) validateRecall(v *validation) {
 	nonNeg("recall.paths.context", c.Recall.Paths.Context)
 	nonNeg("recall.paths.time", c.Recall.Paths.Time)
 	nonNeg("recall.paths.speaker", c.Recall.Paths.Speaker)
+	nonNeg("recall.paths.session", c.Recall.Paths.Session)
+	nonNeg("recall.paths.feedback", c.Recall.Paths.Feedback)
 	if c.Recall.ContextWindow < 0 {
 		bad("recall.context_window", "must not be negative, got %d", c.Recall.ContextWindow)
 	}

@@ -626,9 +626,15 @@ type Explain struct {
 	// The context, time and speaker evidence (0..1): the mean relevance of
 	// the memories around it in its session, how near its time is to those
 	// the query speaks of, whether the query names its speaker.
-	Context       float64 `protobuf:"fixed64,16,opt,name=context,proto3" json:"context,omitempty"`
-	Time          float64 `protobuf:"fixed64,17,opt,name=time,proto3" json:"time,omitempty"`
-	Speaker       float64 `protobuf:"fixed64,18,opt,name=speaker,proto3" json:"speaker,omitempty"`
+	Context float64 `protobuf:"fixed64,16,opt,name=context,proto3" json:"context,omitempty"`
+	Time    float64 `protobuf:"fixed64,17,opt,name=time,proto3" json:"time,omitempty"`
+	Speaker float64 `protobuf:"fixed64,18,opt,name=speaker,proto3" json:"speaker,omitempty"`
+	// The session evidence (0..1): how relevant the other candidates of its
+	// session are, relative to the best session's; and the pseudo-relevance
+	// feedback search's score and rank (issue 17).
+	Session       float64 `protobuf:"fixed64,19,opt,name=session,proto3" json:"session,omitempty"`
+	Feedback      float64 `protobuf:"fixed64,20,opt,name=feedback,proto3" json:"feedback,omitempty"`
+	FeedbackRank  int32   `protobuf:"varint,21,opt,name=feedback_rank,json=feedbackRank,proto3" json:"feedback_rank,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -789,6 +795,27 @@ func (x *Explain) GetSpeaker() float64 {
 	return 0
 }
 
+func (x *Explain) GetSession() float64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *Explain) GetFeedback() float64 {
+	if x != nil {
+		return x.Feedback
+	}
+	return 0
+}
+
+func (x *Explain) GetFeedbackRank() int32 {
+	if x != nil {
+		return x.FeedbackRank
+	}
+	return 0
+}
+
 type Contributions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// relevance × kind weight, split by retrieval path.
@@ -805,6 +832,8 @@ type Contributions struct {
 	Context       float64 `protobuf:"fixed64,9,opt,name=context,proto3" json:"context,omitempty"`
 	Time          float64 `protobuf:"fixed64,10,opt,name=time,proto3" json:"time,omitempty"`
 	Speaker       float64 `protobuf:"fixed64,11,opt,name=speaker,proto3" json:"speaker,omitempty"`
+	Session       float64 `protobuf:"fixed64,12,opt,name=session,proto3" json:"session,omitempty"`
+	Feedback      float64 `protobuf:"fixed64,13,opt,name=feedback,proto3" json:"feedback,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -912,6 +941,20 @@ func (x *Contributions) GetTime() float64 {
 func (x *Contributions) GetSpeaker() float64 {
 	if x != nil {
 		return x.Speaker
+	}
+	return 0
+}
+
+func (x *Contributions) GetSession() float64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *Contributions) GetFeedback() float64 {
+	if x != nil {
+		return x.Feedback
 	}
 	return 0
 }
@@ -1656,7 +1699,7 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x0einclude_hidden\x18\b \x01(\bR\rincludeHidden\x12\x1b\n" +
 	"\x06expand\x18\t \x01(\x05H\x01R\x06expand\x88\x01\x01B\b\n" +
 	"\x06_as_ofB\t\n" +
-	"\a_expand\"\xb0\x04\n" +
+	"\a_expand\"\x8b\x05\n" +
 	"\aExplain\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1681,7 +1724,10 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"metricRank\x12\x18\n" +
 	"\acontext\x18\x10 \x01(\x01R\acontext\x12\x12\n" +
 	"\x04time\x18\x11 \x01(\x01R\x04time\x12\x18\n" +
-	"\aspeaker\x18\x12 \x01(\x01R\aspeaker\"\xac\x02\n" +
+	"\aspeaker\x18\x12 \x01(\x01R\aspeaker\x12\x18\n" +
+	"\asession\x18\x13 \x01(\x01R\asession\x12\x1a\n" +
+	"\bfeedback\x18\x14 \x01(\x01R\bfeedback\x12#\n" +
+	"\rfeedback_rank\x18\x15 \x01(\x05R\ffeedbackRank\"\xe2\x02\n" +
 	"\rContributions\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1696,7 +1742,9 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\acontext\x18\t \x01(\x01R\acontext\x12\x12\n" +
 	"\x04time\x18\n" +
 	" \x01(\x01R\x04time\x12\x18\n" +
-	"\aspeaker\x18\v \x01(\x01R\aspeaker\"\xe5\x01\n" +
+	"\aspeaker\x18\v \x01(\x01R\aspeaker\x12\x18\n" +
+	"\asession\x18\f \x01(\x01R\asession\x12\x1a\n" +
+	"\bfeedback\x18\r \x01(\x01R\bfeedback\"\xe5\x01\n" +
 	"\x0eRecalledMemory\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x10\n" +

@@ -60,17 +60,21 @@ func evalConfigs(rc config.Recall) map[string]evalConfig {
 		return d
 	}
 	ctxW, timeW, speakerW := or(rc.Paths.Context, or(def.Context, 0.25)), or(rc.Paths.Time, def.Time), or(rc.Paths.Speaker, def.Speaker)
+	sessionW, feedbackW := or(rc.Paths.Session, or(def.Session, 0.1)), or(rc.Paths.Feedback, or(def.Feedback, 0.25)) // off by default: at the weights measured
 	base := rc.Paths
-	base.Context, base.Time, base.Speaker = 0, 0, 0
+	offEvidence(&base)
 	with := func(from config.PathWeights, set func(*config.PathWeights)) recall.Paths {
 		set(&from)
 		return recall.Paths{Weights: from, Fusion: rc.Fusion}
 	}
 	return map[string]evalConfig{
-		"base":        {name: "fused without context, time, speaker", paths: with(base, func(*config.PathWeights) {})},
+		"base":        {name: "fused without context, time, speaker, session, feedback", paths: with(base, func(*config.PathWeights) {})},
 		"context":     {name: fmt.Sprintf("fused with only the context evidence (%g)", ctxW), paths: with(base, func(w *config.PathWeights) { w.Context = ctxW })},
 		"time":        {name: fmt.Sprintf("fused with only the time evidence (%g)", timeW), paths: with(base, func(w *config.PathWeights) { w.Time = timeW })},
 		"speaker":     {name: fmt.Sprintf("fused with only the speaker evidence (%g)", speakerW), paths: with(base, func(w *config.PathWeights) { w.Speaker = speakerW })},
+		"session":     {name: fmt.Sprintf("fused with only the session evidence (%g)", sessionW), paths: with(base, func(w *config.PathWeights) { w.Session = sessionW })},
+		"feedback":    {name: fmt.Sprintf("fused with only the feedback path (%g)", feedbackW), paths: with(base, func(w *config.PathWeights) { w.Feedback = feedbackW })},
+		"timespeaker": {name: "fused with only the time and speaker evidence (the default before the context, session and feedback)", paths: with(base, func(w *config.PathWeights) { w.Time, w.Speaker = timeW, speakerW })},
 		"withcontext": {name: fmt.Sprintf("fused with the context evidence (%g) too", ctxW), paths: with(rc.Paths, func(w *config.PathWeights) { w.Context = ctxW })},
 		"dense":       {name: "dense only", paths: recall.Paths{Weights: dense, Fusion: rc.Fusion}},
 		"bm25":        {name: "BM25 only", paths: recall.Paths{Weights: bm25, Fusion: rc.Fusion}},
@@ -144,7 +148,7 @@ func locomoCmd(g *globals) *cobra.Command {
 			for _, c := range strings.Split(configs, ",") {
 				c = strings.TrimSpace(c)
 				if _, ok := all[c]; !ok {
-					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, base, context, time, speaker, withcontext, nometric, metric, expansion, coaccess, tiers)", c)
+					return fmt.Errorf("--configs: unknown configuration %q (dense, bm25, fused, base, context, time, speaker, session, feedback, timespeaker, withcontext, nometric, metric, expansion, coaccess, tiers)", c)
 				}
 				run = append(run, c)
 			}

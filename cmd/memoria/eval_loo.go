@@ -50,16 +50,18 @@ func looGrid(rc config.Recall, ec evalConfig) []setting {
 		show   func(float64) string // the value in the label (default: the name and the value)
 	}
 	pw := ec.paths.Weights
-	// The context, time and speaker evidence: as configured, each of them
-	// off, all of them off (one axis: 2^3 combinations would octuple the
-	// grid). Beside it the doubled recency and importance are left out,
-	// which no fold chose before (README, "LoCoMo evaluation").
+	// The context, time, speaker, session and feedback evidence: as
+	// configured, each of them off, all of them off (one axis: 2^5
+	// combinations would multiply the grid by 32). Beside it the doubled
+	// recency and importance are left out, which no fold chose before
+	// (README, "LoCoMo evaluation").
 	var evidence []config.PathWeights
-	if pw.Context > 0 || pw.Time > 0 || pw.Speaker > 0 {
+	if pw.Context > 0 || pw.Time > 0 || pw.Speaker > 0 || pw.Session > 0 || pw.Feedback > 0 {
 		evidence = append(evidence, pw)
 		for _, off := range []func(*config.PathWeights){
 			func(p *config.PathWeights) { p.Context = 0 }, func(p *config.PathWeights) { p.Time = 0 },
-			func(p *config.PathWeights) { p.Speaker = 0 }, func(p *config.PathWeights) { p.Context, p.Time, p.Speaker = 0, 0, 0 },
+			func(p *config.PathWeights) { p.Speaker = 0 }, func(p *config.PathWeights) { p.Session = 0 },
+			func(p *config.PathWeights) { p.Feedback = 0 }, offEvidence,
 		} {
 			v := pw
 			if off(&v); !slices.Contains(evidence, v) {
@@ -83,11 +85,11 @@ func looGrid(rc config.Recall, ec evalConfig) []setting {
 			idx[i] = float64(i)
 		}
 		axes = append(axes, axis{"evidence", idx, func(s *setting, v float64) {
-			e := evidence[int(v)]
-			s.paths.Weights.Context, s.paths.Weights.Time, s.paths.Weights.Speaker = e.Context, e.Time, e.Speaker
+			e, w := evidence[int(v)], &s.paths.Weights
+			w.Context, w.Time, w.Speaker, w.Session, w.Feedback = e.Context, e.Time, e.Speaker, e.Session, e.Feedback
 		}, func(v float64) string {
 			e := evidence[int(v)]
-			return fmt.Sprintf("context %g, time %g, speaker %g", e.Context, e.Time, e.Speaker)
+			return fmt.Sprintf("context %g, time %g, speaker %g, session %g, feedback %g", e.Context, e.Time, e.Speaker, e.Session, e.Feedback)
 		}})
 	}
 	if pw.Affinity > 0 {
@@ -182,4 +184,10 @@ func looLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing *e
 		acc.Add(q.Category, q.Evidence, ranked[choice[q.Conv]][i], injected)
 	}
 	return acc, labels, nil
+}
+
+// offEvidence turns off the evidence beside the paths: context, time,
+// speaker, session and feedback.
+func offEvidence(p *config.PathWeights) {
+	p.Context, p.Time, p.Speaker, p.Session, p.Feedback = 0, 0, 0, 0, 0
 }

@@ -1,8 +1,11 @@
 package recall
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -10,39 +13,76 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
-	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/text"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 // neighbour is what the context evidence reads of a memory around a
-// candidate: whether recall may see it, its time, its relevance of its own
-// and its neighbours in the sona's chain (its sequential associations).
+// candidate: its relevance of its own (from the paths' evidence, no read),
+// and once read (placed), whether recall may see it and its time.
 type neighbour struct {
+	e       Evidence   // its dense and BM25 evidence
+	chain   *sonaChain // a chain it is in, and its position there (its time is kept there)
+	at      int
+	placed  bool // visible and time were read
 	visible bool
 	time    int64
-	e       Evidence  // its dense and BM25 evidence
-	next    []cid.Cid // read when the walk goes past it (nextOf)
-	read    bool      // next was read
 }
 
-// nextOf is the memories next to n (c) in its sona's chain: its
-// sequential associations.
-func (sc *scorer) nextOf(c cid.Cid, n *neighbour) ([]cid.Cid, error) {
-	if n.read {
-		return n.next, nil
+// chainView is one recall's view of a sona's chain: its members (vector
+// ids in chain order) as the registry held them when the recall first
+// asked, and what chainPositions keeps of them.
+type chainView struct {
+	members []uint64
+	chain   *sonaChain
+}
+
+// chainOf is the sona whose chain holds a memory's context: the
+// recalling sona's in sona scope when the memory is one of its own, else
+// the first sona it joined ("" for none).
+func (sc *scorer) chainOf(meta *messages.MemoryMeta) string {
+	if sc.q.Scope == ScopeSona && slices.Contains(meta.Sonas, sc.q.Sona) {
+		return sc.q.Sona
 	}
-	links, err := assoc.Read(sc.txn, assoc.Key(c))
-	if err != nil {
-		return nil, err
+	if len(meta.Sonas) > 0 {
+		return meta.Sonas[0]
 	}
-	n.read = true
-	for _, l := range links {
-		if l.Type == assoc.Sequential {
-			n.next = append(n.next, l.Target)
-		}
+	return ""
+}
+
+// viewOf is the recall's view of sona's chain (one for the whole recall).
+func (sc *scorer) viewOf(sona string) chainView {
+	v, ok := sc.chains[sona]
+	if !ok {
+		v.members = sc.self.sonas.Members(sona, "", false)
+		v.chain = sc.self.chains.chain(sona, v.members)
+		sc.chains[sona] = v
 	}
-	return n.next, nil
+	return v
+}
+
+// placeOf is r's sona chain and its position there (ok false when it has
+// none: no sona, no embedding).
+func (sc *scorer) placeOf(r *Recalled) (v chainView, pos int, ok bool) {
+	sona := sc.chainOf(r.Meta)
+	vid, ok := sc.self.index.ID(r.CID.KeyString())
+	if sona == "" || !ok {
+		return v, 0, false
+	}
+	if v = sc.viewOf(sona); v.chain == nil {
+		return v, 0, false
+	}
+	pos, ok = v.chain.position(vid)
+	return v, pos, ok && pos < len(v.members)
+}
+
+// memoryAt is the CID key of the memory at position i of v's chain.
+func (sc *scorer) memoryAt(v chainView, i int) (string, bool) {
+	if i < 0 || i >= len(v.members) {
+		return "", false
+	}
+	return sc.self.index.Key(v.members[i])
 }
 
 // baseRelevance is a memory's own dense and full-text relevance, 0..1: the
@@ -63,42 +103,63 @@ func (sc *scorer) baseRelevance(e Evidence, w config.PathWeights) float64 {
 	return v / total
 }
 
-// neighbourOf reads (once per recall) what the context evidence needs of c.
-func (sc *scorer) neighbourOf(c cid.Cid) (*neighbour, error) {
-	if n, ok := sc.neighbours[c]; ok {
-		return n, nil
+// neighbourOf is (once per recall) the evidence for the context of the
+// memory of CID key at position at of chain: its BM25 (bm25All scores
+// more than the candidates) and cosine.
+func (sc *scorer) neighbourOf(key string, chain *sonaChain, at int) *neighbour {
+	if n, ok := sc.neighbours[key]; ok {
+		return n
 	}
-	n := &neighbour{}
-	sc.neighbours[c] = n
-	meta, err := sc.self.memories.MetaIn(sc.txn, c)
-	if errors.Is(err, base.ErrNotFound) {
-		return n, nil // gone: no context
-	}
-	if err != nil {
-		return nil, err
-	}
-	if sc.excluded[c] || !sc.visible(meta) {
-		return n, nil // hidden (another sona's, archived…): its text lends nothing
-	}
-	m, err := sc.self.memories.MemoryIn(sc.txn, c)
-	if err != nil {
-		return nil, err
-	}
-	n.visible, n.time = true, memoryTime(m, meta)
-	n.e = Evidence{BM25: sc.bm25All[c.KeyString()]}
-	if r := sc.cands[c.KeyString()]; r != nil {
+	n := &neighbour{e: Evidence{BM25: sc.bm25All[key]}, chain: chain, at: at}
+	if r := sc.cands[key]; r != nil {
 		n.e = r.Explain.Evidence
 	} else if sc.q.Vector != nil {
-		n.e.Dense = sc.denseSim(c)
+		n.e.Dense = sc.denseSimKey(key)
 	}
-	return n, nil
+	sc.neighbours[key] = n
+	return n
+}
+
+// place reads (once per recall) whether recall may see n (the memory of
+// CID key) and its time (the memory's body only the first time any recall
+// asks: sonaChain keeps it).
+func (sc *scorer) place(key string, n *neighbour) error {
+	if n.placed {
+		return nil
+	}
+	n.placed = true
+	c, err := cid.Cast([]byte(key))
+	if err != nil {
+		return fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
+	}
+	meta, err := sc.self.memories.MetaIn(sc.txn, c)
+	if errors.Is(err, base.ErrNotFound) {
+		return nil // gone: no context
+	}
+	if err != nil {
+		return err
+	}
+	if sc.excluded[c] || !sc.visible(meta) {
+		return nil // hidden (another sona's, archived…): its text lends nothing
+	}
+	t, ok := n.chain.time(n.at)
+	if !ok {
+		m, err := sc.self.memories.MemoryIn(sc.txn, c)
+		if err != nil {
+			return err
+		}
+		t = memoryTime(m, meta)
+		n.chain.setTime(n.at, t)
+	}
+	n.visible, n.time = true, t
+	return nil
 }
 
 // context sets each candidate's context evidence: the mean relevance of
 // their own (baseRelevance) of the memories around it in its sona's chain
-// — up to w = recall.context_window on each side, along the sequential
-// associations, not past a gap in time of more than recall.context_gap
-// (the session's end), each hop beyond the first halving a neighbour's
+// (the memories appended to the sona before and after it, placeOf) —
+// up to w = recall.context_window on each side, not past a gap in time
+// of more than recall.context_gap (the session's end), each hop beyond the first halving a neighbour's
 // part — over the 2w places of the window (a place past the session's
 // end counts 0). A memory's words often answer a question only with the
 // turns around it ("What did you think of it?" — "It was the best concert
@@ -112,50 +173,121 @@ func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 	if rc.ContextWindow == 0 {
 		return nil
 	}
+	var around []string
+	var rel []float64
 	for _, r := range cands {
-		self, err := sc.neighbourOf(r.CID)
-		if err != nil {
-			return err
+		v, pos, ok := sc.placeOf(r)
+		if !ok {
+			continue
 		}
-		firsts, err := sc.nextOf(r.CID, self)
-		if err != nil {
-			return err
-		}
+		key := r.CID.KeyString()
+		self := sc.neighbourOf(key, v.chain, pos)
 		sum := 0.0
-		for _, first := range firsts {
-			prev, cur, at := r.CID, first, self
+		for _, dir := range []int{-1, 1} {
+			// The window's memories and their relevance first: only those
+			// up to the last relevant one need reading (whether they are
+			// visible, where the session ends).
+			around, rel = around[:0], rel[:0]
+			last := 0
 			for d := 1; d <= rc.ContextWindow; d++ {
-				n, err := sc.neighbourOf(cur)
-				if err != nil {
+				k, ok := sc.memoryAt(v, pos+dir*d)
+				if !ok {
+					break
+				}
+				around = append(around, k)
+				rel = append(rel, sc.baseRelevance(sc.neighbourOf(k, v.chain, pos+dir*d).e, w)*math.Pow(contextDecay, float64(d-1)))
+				if rel[d-1] > 0 {
+					last = d
+				}
+			}
+			if last == 0 {
+				continue
+			}
+			if err := sc.place(key, self); err != nil {
+				return err
+			}
+			at := self
+			for d := 1; d <= last; d++ {
+				n := sc.neighbours[around[d-1]]
+				if err := sc.place(around[d-1], n); err != nil {
 					return err
 				}
 				if !n.visible || absDiff(n.time, at.time) > gap {
 					break
 				}
-				sum += sc.baseRelevance(n.e, w) * math.Pow(contextDecay, float64(d-1))
-				if d == rc.ContextWindow {
-					break
-				}
-				nexts, err := sc.nextOf(cur, n)
-				if err != nil {
-					return err
-				}
-				next := cid.Undef
-				for _, c := range nexts {
-					if c != prev {
-						next = c
-						break
-					}
-				}
-				if !next.Defined() {
-					break
-				}
-				prev, cur, at = cur, next, n
+				sum += rel[d-1]
+				at = n
 			}
 		}
 		r.Explain.Evidence.Context = sum / float64(2*rc.ContextWindow)
 	}
 	return nil
+}
+
+// session sets every candidate's session evidence: the relevance of
+// their own (baseRelevance) of the other candidates of its sona's chain
+// within recall.context_gap of it in time (its session, as far as the
+// candidates tell), summed, divided by the best candidate's sum — a
+// first pass over sessions, then turns within the best of them: evidence
+// for a question often lies in several turns of one session, some of
+// them sharing none of its words.
+func (sc *scorer) session(cands []*Recalled, w config.PathWeights) error {
+	gap := int64(time.Duration(sc.self.cfg.Recall.ContextGap) / time.Second)
+	type item struct {
+		r   *Recalled
+		t   int64
+		rel float64
+	}
+	bySona := map[string][]item{}
+	for _, r := range cands {
+		m, err := sc.self.memories.MemoryIn(sc.txn, r.CID)
+		if err != nil {
+			return err
+		}
+		s := sc.chainOf(r.Meta)
+		bySona[s] = append(bySona[s], item{r, memoryTime(m, r.Meta), sc.baseRelevance(r.Explain.Evidence, w)})
+	}
+	sums := make([]float64, 0, len(cands))
+	var of []*Recalled
+	best := 0.0
+	for _, items := range bySona {
+		slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.t, b.t) })
+		ts, rel := make([]int64, len(items)), make([]float64, len(items))
+		for i, it := range items {
+			ts[i], rel[i] = it.t, it.rel
+			of = append(of, it.r)
+		}
+		for _, v := range sessionSums(ts, rel, gap) {
+			sums = append(sums, v)
+			best = math.Max(best, v)
+		}
+	}
+	for i, r := range of {
+		r.Explain.Evidence.Session = 0
+		if best > 0 {
+			r.Explain.Evidence.Session = sums[i] / best
+		}
+	}
+	return nil
+}
+
+// sessionSums is, for each of memories at times ts (ascending) with
+// relevance rel, the relevance of the others within gap of it in time.
+func sessionSums(ts []int64, rel []float64, gap int64) []float64 {
+	out := make([]float64, len(ts))
+	lo, hi, sum := 0, 0, 0.0 // the window [lo, hi) within gap of ts[i]; sum its relevance
+	for i, t := range ts {
+		for hi < len(ts) && ts[hi]-t <= gap {
+			sum += rel[hi]
+			hi++
+		}
+		for t-ts[lo] > gap {
+			sum -= rel[lo]
+			lo++
+		}
+		out[i] = math.Max(0, sum-rel[i])
+	}
+	return out
 }
 
 // contextFactor: with the context evidence on, the full-text path scores

@@ -100,6 +100,7 @@ type Recaller struct {
 	count    func() int64
 	cfg      config.Config
 	clock    clock.Clock
+	chains   *chainPositions // where memories sit in their sonas' chains (the context evidence)
 }
 
 // New is recall over the self kept in st.
@@ -107,6 +108,7 @@ func New(st store.Viewer, env Env, o Options) *Recaller {
 	return &Recaller{
 		store: st, sonas: env.Sonas, memories: env.Memories, text: env.Text, profiles: env.Profiles, index: env.Vectors,
 		backbone: env.BackboneSona, embed: env.Embed, count: env.Count, cfg: o.Config, clock: clock.Or(o.Clock),
+		chains: newChainPositions(),
 	}
 }
 

@@ -11,19 +11,25 @@ import (
 type Evidence struct {
 	Dense, BM25, Affinity, Metric                 float64
 	DenseRank, BM25Rank, AffinityRank, MetricRank int
+	// Feedback is the full-text score of the pseudo-relevance feedback
+	// search (scorer.feedback), FeedbackRank the rank there.
+	Feedback     float64
+	FeedbackRank int
 	// Context is the best dense and full-text relevance (0..1) among the
 	// memory's neighbours in its session (see scorer.context); Time how
 	// near the memory's time is to those the query speaks of (0..1);
-	// Speaker 1 when the query names the memory's speaker.
-	Context, Time, Speaker float64
+	// Speaker 1 when the query names the memory's speaker; Session how
+	// relevant the rest of its session is (scorer.session).
+	Context, Time, Speaker, Session float64
 }
 
 // Fused is a candidate's fused relevance (0..1) split by path; the parts
 // add up to Relevance.
 type Fused struct {
-	Relevance                     float64
-	Dense, BM25, Affinity, Metric float64
-	Context, Time, Speaker        float64
+	Relevance                       float64
+	Dense, BM25, Affinity, Metric   float64
+	Context, Time, Speaker, Session float64
+	Feedback                        float64
 }
 
 // FuseRRF is reciprocal rank fusion: Σ w_p / (k + rank_p), divided by
@@ -55,8 +61,9 @@ type Calibration struct {
 	// CalibrateDense. An affine change of the embedder's cosines
 	// (a·cos + b, a > 0) leaves the calibrated value as it was.
 	DenseFloor, DenseBest float64
-	// BestBM25 is the query's best BM25 score (BM25 is calibrated by it).
-	BestBM25 float64
+	// BestBM25 is the query's best BM25 score (BM25 is calibrated by it);
+	// BestFeedback the feedback search's.
+	BestBM25, BestFeedback float64
 }
 
 // CalibrateDense is the calibration of a query's cosines, those of every
@@ -99,13 +106,17 @@ func (c Calibration) Dense(cos float64) float64 {
 // (0..1) and metric-profile cosine (0..1), weighted and divided by the sum
 // of the weights, so it is 0..1.
 func FuseWeighted(e Evidence, w config.PathWeights, cal Calibration) Fused {
-	total := w.Dense + w.BM25 + w.Affinity + w.Metric + w.Context + w.Time + w.Speaker
+	total := w.Dense + w.BM25 + w.Affinity + w.Metric + w.Context + w.Time + w.Speaker + w.Session + w.Feedback
 	if total == 0 {
 		return Fused{}
 	}
 	bm25 := 0.0
 	if cal.BestBM25 > 0 {
 		bm25 = e.BM25 / cal.BestBM25
+	}
+	feedback := 0.0
+	if cal.BestFeedback > 0 {
+		feedback = e.Feedback / cal.BestFeedback
 	}
 	dense := 0.0
 	if w.Dense > 0 {
@@ -119,8 +130,10 @@ func FuseWeighted(e Evidence, w config.PathWeights, cal Calibration) Fused {
 		Context:  w.Context * unit(e.Context) / total,
 		Time:     w.Time * unit(e.Time) / total,
 		Speaker:  w.Speaker * unit(e.Speaker) / total,
+		Session:  w.Session * unit(e.Session) / total,
+		Feedback: w.Feedback * feedback / total,
 	}
-	f.Relevance = f.Dense + f.BM25 + f.Affinity + f.Metric + f.Context + f.Time + f.Speaker
+	f.Relevance = f.Dense + f.BM25 + f.Affinity + f.Metric + f.Context + f.Time + f.Speaker + f.Session + f.Feedback
 	return f
 }
 

@@ -114,6 +114,7 @@ type Explain struct {
 type Contributions struct {
 	Dense, BM25, Affinity, Metric float64 // w_relevance × fused part × kind weight
 	Context, Time, Speaker        float64 // likewise
+	Session, Feedback             float64 // likewise
 	Recency                       float64 // w_recency × activity-relative decay
 	Importance                    float64 // w_importance × importance
 	SonaSimilarity                float64 // w_sona × sona similarity
@@ -122,7 +123,7 @@ type Contributions struct {
 
 // Sum is the score the contributions make.
 func (c Contributions) Sum() float64 {
-	return c.Dense + c.BM25 + c.Affinity + c.Metric + c.Context + c.Time + c.Speaker + c.Recency + c.Importance + c.SonaSimilarity + c.Path
+	return c.Dense + c.BM25 + c.Affinity + c.Metric + c.Context + c.Time + c.Speaker + c.Session + c.Feedback + c.Recency + c.Importance + c.SonaSimilarity + c.Path
 }
 
 // Decay is Living Memory's activity-relative forgetting:
@@ -152,6 +153,8 @@ func ScoreHit(e *Explain, w config.Weights) {
 		Context:        f * e.Fused.Context,
 		Time:           f * e.Fused.Time,
 		Speaker:        f * e.Fused.Speaker,
+		Session:        f * e.Fused.Session,
+		Feedback:       f * e.Fused.Feedback,
 		Recency:        w.Recency * e.Recency,
 		Importance:     w.Importance * e.Importance,
 		SonaSimilarity: w.Sona * e.SonaSimilarity,
@@ -225,7 +228,10 @@ func (q Query) WithDefaults(rc config.Recall) (Query, int) {
 //
 //  1. candidates from the dense (HNSW) and full-text (BM25) paths, and an
 //     affinity path of the associations and co-access partners of the best
-//     of them, fused (reciprocal rank fusion or a calibrated sum);
+//     of them (and, when recall.paths.feedback is set, a full-text search
+//     with the words of the best: pseudo-relevance feedback), fused
+//     (reciprocal rank fusion or a calibrated sum) with the evidence of
+//     each candidate's context, session, time and speaker (context.go);
 //  2. each scored: relevance × kind weight × activity-relative recency,
 //     plus importance and sona similarity;
 //  3. those below the emergent retrieval threshold dropped: a candidate is
@@ -332,7 +338,7 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 		if paths.Weights.Context > 0 {
 			nb = contextFactor * n // the context evidence scores the candidates' neighbours with them
 		}
-		bm25, err = s.bm25Candidates(bctx, q, nb, backbone, func() []pathHit { denseDone.Wait(); return dense })
+		bm25, err = s.bm25Candidates(bctx, q, nb, backbone, func() []pathHit { denseDone.Wait(); return dense }, nil)
 		bspan.SetAttributes(attribute.Int("memoria.recall.candidates", len(bm25)))
 		trace.Fail(bspan, err)
 		bspan.End()
@@ -427,17 +433,22 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 // bm25Candidates runs the full-text path. The index has everything the
 // sona wrote (read-your-writes); dense gives the dense
 // path's candidates, which it scores too.
-func (s *Recaller) bm25Candidates(ctx context.Context, q Query, n int, backbone string, dense func() []pathHit) ([]pathHit, error) {
-	opts := text.SearchOptions{K: n, Also: func() []string {
-		hits := dense()
-		ids := make([]string, 0, len(hits))
-		for _, h := range hits {
-			if c, err := cid.Cast([]byte(h.key)); err == nil {
-				ids = append(ids, c.String())
+// (A search with feedback, fb, has no dense candidates to score: dense
+// is nil.)
+func (s *Recaller) bm25Candidates(ctx context.Context, q Query, n int, backbone string, dense func() []pathHit, fb *text.Feedback) ([]pathHit, error) {
+	opts := text.SearchOptions{K: n, Feedback: fb}
+	if dense != nil {
+		opts.Also = func() []string {
+			hits := dense()
+			ids := make([]string, 0, len(hits))
+			for _, h := range hits {
+				if c, err := cid.Cast([]byte(h.key)); err == nil {
+					ids = append(ids, c.String())
+				}
 			}
+			return ids
 		}
-		return ids
-	}}
+	}
 	if q.Scope == ScopeSona {
 		opts.Sonas = []string{q.Sona}
 		if backbone != "" {
@@ -556,7 +567,8 @@ type scorer struct {
 	// what was read of the memories around them, the query's time spans.
 	cands      map[string]*Recalled
 	bm25All    map[string]float64
-	neighbours map[cid.Cid]*neighbour
+	neighbours map[string]*neighbour // by CID key
+	chains     map[string]chainView  // sonas' chains by uuid (viewOf)
 	spans      []text.Span
 
 	// Time travel: memories with a log seq above maxSeq, or stored after
@@ -678,7 +690,7 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 // gather builds the scored, fused candidate set of the three paths.
 func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalled, error) {
 	byKey := map[string]*Recalled{}
-	sc.cands, sc.neighbours = byKey, map[cid.Cid]*neighbour{}
+	sc.cands, sc.neighbours, sc.chains = byKey, map[string]*neighbour{}, map[string]chainView{}
 	if paths.Weights.Time > 0 {
 		if sc.spans = sc.querySpans(); len(sc.spans) == 0 {
 			paths.Weights.Time = 0 // the query speaks of no time
@@ -796,11 +808,42 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 				return err
 			}
 		}
+		if paths.Weights.Session > 0 { // every candidate's: the new ones join sessions
+			if err := sc.session(order, paths.Weights); err != nil {
+				return err
+			}
+		}
 		fuseAll()
 		return nil
 	}
 	if err := enrich(); err != nil {
 		return nil, err
+	}
+
+	// Pseudo-relevance feedback: a full-text search with the words most
+	// typical of the best candidates so far (RM3); what it finds joins
+	// as a path.
+	if paths.Weights.Feedback > 0 && paths.Weights.BM25 > 0 && len(order) > 0 {
+		hits, err := sc.feedback(order)
+		if err != nil {
+			return nil, err
+		}
+		rank = 0
+		for _, h := range hits {
+			r, err := add(h.key)
+			if err != nil {
+				return nil, err
+			}
+			if r != nil {
+				rank++
+				r.Explain.Evidence.Feedback, r.Explain.Evidence.FeedbackRank = h.score, rank
+				sc.cal.BestFeedback = math.Max(sc.cal.BestFeedback, h.score)
+			}
+		}
+		fuseAll()
+		if err := enrich(); err != nil {
+			return nil, err
+		}
 	}
 
 	// Affinity: what the best candidates so far are associated with, up
@@ -848,6 +891,27 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 	return sc.admit(order), nil
 }
 
+// feedbackDocs and feedbackTerms: pseudo-relevance feedback takes this
+// many of the best candidates and this many of their words.
+const (
+	feedbackDocs  = 3
+	feedbackTerms = 10
+)
+
+// feedback is the pseudo-relevance feedback search (text.Feedback) over
+// the best feedbackDocs of cands by relevance, each weighted by it.
+func (sc *scorer) feedback(cands []*Recalled) ([]pathHit, error) {
+	best := slices.Clone(cands)
+	slices.SortFunc(best, byRelevance)
+	fb := &text.Feedback{Terms: feedbackTerms}
+	for _, r := range best[:min(feedbackDocs, len(best))] {
+		fb.Docs = append(fb.Docs, r.CID.String())
+		fb.Weights = append(fb.Weights, r.Explain.Fused.Relevance)
+	}
+	n := sc.self.cfg.Recall.Candidates + len(sc.q.Exclude)
+	return sc.self.bm25Candidates(sc.ctx, *sc.q, n, sc.self.backbone(), nil, fb)
+}
+
 // admit applies the emergent retrieval threshold: a candidate stays if
 // its dense similarity reaches mean + log(β)·std of the candidates'
 // similarities, or the full-text or affinity path vouches for it.
@@ -864,7 +928,8 @@ func (sc *scorer) admit(cands []*Recalled) []*Recalled {
 	}
 	kept := cands[:0]
 	for _, r := range cands {
-		if r.Explain.Evidence.Dense >= th || r.Explain.Evidence.BM25Rank > 0 || r.Explain.Evidence.AffinityRank > 0 {
+		if r.Explain.Evidence.Dense >= th || r.Explain.Evidence.BM25Rank > 0 || r.Explain.Evidence.AffinityRank > 0 ||
+			r.Explain.Evidence.FeedbackRank > 0 {
 			ScoreHit(&r.Explain, sc.weights)
 			r.Score = r.Explain.Contrib.Sum()
 			r.Via = ViaHit
@@ -1130,6 +1195,17 @@ func (sc *scorer) denseSim(c cid.Cid) float64 {
 	}
 	if vec, err := readVector(sc.txn, c); err == nil {
 		return base.Dot(sc.q.Vector, vec)
+	}
+	return 0
+}
+
+// denseSimKey is denseSim of the memory of CID key.
+func (sc *scorer) denseSimKey(key string) float64 {
+	if vec, ok := sc.self.index.Lookup(key); ok {
+		return float64(vek32.Dot(sc.q.Vector, vec))
+	}
+	if c, err := cid.Cast([]byte(key)); err == nil {
+		return sc.denseSim(c)
 	}
 	return 0
 }

@@ -17,6 +17,22 @@ type SearchOptions struct {
 	// collection's first pass may miss; the caller may still be finding
 	// them while the first pass runs).
 	Also func() []string
+	// Feedback, when set, searches with pseudo-relevance feedback instead
+	// of the query's own terms (see Feedback).
+	Feedback *Feedback
+}
+
+// Feedback is pseudo-relevance feedback (RM3's relevance model): the
+// search's terms are the Terms terms most typical of the Docs (ids),
+// each doc weighted by its Weights entry — Σ_d w_d·tf(t, d)/|d|, times
+// the term's idf — leaving out the query's own terms and terms no other
+// document holds. So a question's best matches lend it their words
+// ("Where did Caroline move from?" — "since I moved from my home
+// country" — "my home country, Sweden").
+type Feedback struct {
+	Docs    []string
+	Weights []float64
+	Terms   int
 }
 
 // Candidates per result drawn before exact scoring, and the collection
@@ -65,6 +81,11 @@ func (x *Index) Search(q string, opts SearchOptions) (hits []Hit, err error) {
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	if opts.Feedback != nil {
+		if terms = x.expansion(terms, *opts.Feedback); len(terms) == 0 {
+			return nil, nil
+		}
+	}
 	var filter []uint32
 	if len(opts.Sonas) > 0 {
 		for _, s := range opts.Sonas {
@@ -109,6 +130,55 @@ func (x *Index) Search(q string, opts SearchOptions) (hits []Hit, err error) {
 	}
 	slices.Sort(slots)
 	return x.top(x.scoreSlots(ids, st, slices.Compact(slots)), opts.K), nil
+}
+
+// expansion is fb's expansion terms for a query of terms (see
+// Feedback). The caller holds mu.
+func (x *Index) expansion(terms []string, fb Feedback) []string {
+	total := 0.0
+	for _, w := range fb.Weights {
+		total += w
+	}
+	if total <= 0 || len(fb.Docs) != len(fb.Weights) {
+		return nil
+	}
+	query := map[uint32]bool{}
+	for _, t := range terms {
+		if id, ok := x.terms[t]; ok {
+			query[id] = true
+		}
+	}
+	score := map[uint32]float64{}
+	for i, id := range fb.Docs {
+		s, ok := x.docs[id]
+		if !ok || x.slots[s].dead || x.slots[s].length == 0 {
+			continue
+		}
+		sl := &x.slots[s]
+		for j, t := range sl.ids {
+			if !query[t] && x.df[t] > 1 {
+				score[t] += fb.Weights[i] / total * float64(sl.freqs[j]) / float64(sl.length)
+			}
+		}
+	}
+	n := float64(len(x.docs))
+	ids := make([]uint32, 0, len(score))
+	for t := range score {
+		d := float64(x.df[t])
+		score[t] *= math.Log(1 + (n-d+0.5)/(d+0.5))
+		ids = append(ids, t)
+	}
+	slices.SortFunc(ids, func(a, b uint32) int {
+		if c := cmp.Compare(score[b], score[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.names[a], x.names[b])
+	})
+	out := make([]string, 0, fb.Terms)
+	for _, t := range ids[:min(fb.Terms, len(ids))] {
+		out = append(out, x.names[t])
+	}
+	return out
 }
 
 // unique keeps the first of each term.

@@ -1,0 +1,80 @@
+package recall
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+// The positions follow a sona's members as the registry changes them:
+// extended in place on an append, rebuilt for a new slice (a forget), a
+// memory appended twice keeping its first place; and a time kept at a
+// position is there for the next recall, gone with a rebuilt slice.
+func TestChainPositions(t *testing.T) {
+	c := newChainPositions()
+	members := make([]uint64, 3, 8)
+	copy(members, []uint64{7, 3, 9})
+	p := c.chain("s", members)
+	for vid, want := range map[uint64]int{7: 0, 3: 1, 9: 2} {
+		if got, ok := p.position(vid); !ok || got != want {
+			t.Errorf("position(%d) = %d, %v; want %d", vid, got, ok, want)
+		}
+	}
+	if _, ok := p.position(4); ok {
+		t.Error("4 is no member but has a position")
+	}
+	p.setTime(1, 1234)
+	members = append(members, 4, 7) // appended in place; 7 again
+	if q := c.chain("s", members); q != p {
+		t.Fatal("an append rebuilt the positions")
+	}
+	if got, ok := p.position(4); !ok || got != 3 {
+		t.Errorf("position(4) = %d, %v; want 3", got, ok)
+	}
+	if got, _ := p.position(7); got != 0 {
+		t.Errorf("position(7) = %d after it was appended again; want its first, 0", got)
+	}
+	if tm, ok := p.time(1); !ok || tm != 1234 {
+		t.Errorf("time(1) = %d, %v; want 1234", tm, ok)
+	}
+	if _, ok := p.time(3); ok {
+		t.Error("time(3) was never set but is kept")
+	}
+	// An older, shorter view of the same slice uses the same positions.
+	if q := c.chain("s", members[:3]); q != p {
+		t.Error("a shorter view of the same slice rebuilt the positions")
+	}
+	// A forget: a new slice without 3.
+	forgotten := slices.Clone([]uint64{7, 9, 4})
+	q := c.chain("s", forgotten)
+	if q == p {
+		t.Fatal("a new slice kept the old positions")
+	}
+	if _, ok := q.position(3); ok {
+		t.Error("the forgotten 3 still has a position")
+	}
+	if got, _ := q.position(4); got != 2 {
+		t.Errorf("after the forget position(4) = %d; want 2", got)
+	}
+	if _, ok := q.time(1); ok {
+		t.Error("a time survived the rebuild")
+	}
+	if c.chain("none", nil) != nil {
+		t.Error("a sona without members has a chain")
+	}
+}
+
+// sessionSums: each memory's session is the memories within the gap of it
+// in time (not chained on: a memory 2 gaps away is another session); its
+// sum leaves itself out.
+func TestSessionSums(t *testing.T) {
+	ts := []int64{0, 10, 20, 100, 105, 1000}
+	rel := []float64{1, 0.5, 0.25, 0.8, 0.1, 1}
+	got := sessionSums(ts, rel, 10)
+	want := []float64{0.5, 1.25, 0.5, 0.1, 0.8, 0}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-12 {
+			t.Errorf("sessionSums[%d] = %v, want %v (all %v)", i, got[i], want[i], got)
+		}
+	}
+}
