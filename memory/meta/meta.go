@@ -127,9 +127,14 @@ func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
 	return m
 }
 
-// MetaIn reads a memory's metadata in r through the cache. The result is
-// shared: do not modify it.
+// MetaIn reads a memory's metadata in r through the cache — in a view:
+// an operation (r is its store.Tx) reads its transaction, which holds
+// what its batch and the commit in flight wrote before the commit events
+// that invalidate the cache. The result is shared: do not modify it.
 func (m *Store) MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
+	if _, op := r.(store.Tx); op {
+		return Read(r, c)
+	}
 	key := c.KeyString()
 	meta, gen := m.metas.get(key)
 	if meta != nil {

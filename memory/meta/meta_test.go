@@ -84,6 +84,35 @@ func TestCachedMetaFollowsCommits(t *testing.T) {
 	}
 }
 
+// An operation reads the metadata an earlier operation of its batch wrote,
+// not the cache's, which follows only what is committed.
+func TestOpReadsMetaItsBatchWrote(t *testing.T) {
+	st, m := open(t)
+	c := put(t, st, "the orchard", &messages.MemoryMeta{Kind: "note"})
+	metaOf(t, m, c) // now cached
+	started, release := make(chan struct{}), make(chan struct{})
+	hold := st.Submit(func(store.Tx) error { close(started); <-release; return nil })
+	<-started // the next ops form one batch
+	bump := st.Submit(Update([]cid.Cid{c}, func(meta *messages.MemoryMeta, _ cid.Cid) { meta.AccessCount++ }))
+	var seen int64
+	read := st.Submit(func(tx store.Tx) error {
+		meta, err := m.MetaIn(tx, c)
+		if err == nil {
+			seen = meta.AccessCount
+		}
+		return err
+	})
+	close(release)
+	for _, p := range []*store.Pending{hold, bump, read} {
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seen != 1 {
+		t.Fatalf("the op read access count %d, want 1 (the earlier op's write)", seen)
+	}
+}
+
 // A read that raced with an invalidation does not fill the cache with
 // what it read before the write.
 func TestRacingReadDoesNotFillTheCache(t *testing.T) {
