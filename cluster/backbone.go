@@ -82,6 +82,9 @@ func (c *Cluster) claimBackbone(ctx context.Context) error {
 		return fmt.Errorf("cluster: this member's store has a backbone of its own (sona %s), the cluster's is %s: export this member's sonas and import them into a member with an empty store", local, info.UUID)
 	}
 	c.backbone = &messages.Sona{Uuid: info.UUID, Name: memchain.BackboneName, CreatedAt: info.CreatedAt}
+	// An import bringing another backbone is refused before it writes,
+	// though this member's store records none until it holds this one.
+	c.self.Transfer.ExpectBackbone(info.UUID)
 	c.log.Debug("backbone", "sona", info.UUID, "claimed", resp.Succeeded)
 	if local != "" && resp.Succeeded {
 		// This member's backbone is the cluster's: its chain is registered
@@ -168,7 +171,8 @@ func (b *backbone) Resolve(ctx context.Context, conflictID, content, agent strin
 }
 
 // Append appends an import's replay of the backbone, when it is the
-// cluster's backbone.
+// cluster's backbone (an import of another is refused when it is planned:
+// claimBackbone's ExpectBackbone).
 func (b *backbone) Append(ctx context.Context, p *model.Prepared) (*messages.Appended, error) {
 	id := b.c.backbone.Uuid
 	if got := b.c.self.Backbone.Sona(); got != id {

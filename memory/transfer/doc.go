@@ -31,7 +31,8 @@
 //     it is durable.
 //   - An import is checked whole before anything is written: a bad
 //     document is base.ErrInvalid (base.ErrTooLarge for an oversized
-//     block), a store whose sonas or backbone differ from the export's is
+//     block), a store whose sonas or backbone (in a cluster, the
+//     cluster's: Transfer.ExpectBackbone) differ from the export's is
 //     base.ErrChainConflict, and either writes nothing.
 //   - The steps replay the chains so that every memory is created after
 //     what it links to and, when the store was empty, in the exported

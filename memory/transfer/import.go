@@ -490,8 +490,11 @@ func (t *Transfer) importSona(es *messages.ExportSona, have func(cid.Cid) bool, 
 	backbone := stored.backbone
 	rec := stored.recs[es.Uuid]
 	if rec == nil {
-		if es.Backbone && backbone != "" {
-			return nil, fmt.Errorf("%w: this store already has a backbone (sona %s); the export's is %s", base.ErrChainConflict, backbone, es.Uuid)
+		switch {
+		case es.Backbone && backbone != "" && backbone != es.Uuid:
+			return nil, fmt.Errorf("%w: %s already has a backbone (sona %s); the export's is %s", base.ErrChainConflict, stored.of, backbone, es.Uuid)
+		case !es.Backbone && es.Uuid == backbone:
+			return nil, fmt.Errorf("%w: sona %s is the backbone in only one of the export and %s", base.ErrChainConflict, es.Uuid, stored.of)
 		}
 		is.create = true
 		return is, nil
@@ -500,7 +503,7 @@ func (t *Transfer) importSona(es *messages.ExportSona, have func(cid.Cid) bool, 
 	case rec.Name != es.Name:
 		return nil, fmt.Errorf("%w: sona %s is called %q in this store, %q in the export", base.ErrChainConflict, es.Uuid, rec.Name, es.Name)
 	case es.Backbone != (backbone == es.Uuid):
-		return nil, fmt.Errorf("%w: sona %s is the backbone in only one of the export and this store", base.ErrChainConflict, es.Uuid)
+		return nil, fmt.Errorf("%w: sona %s is the backbone in only one of the export and %s", base.ErrChainConflict, es.Uuid, stored.of)
 	case rec.Length > int64(len(es.Chain)):
 		return nil, fmt.Errorf("%w: sona %s has %d ACTs in this store, more than the export's %d", base.ErrChainConflict, es.Uuid, rec.Length, len(es.Chain))
 	}
@@ -560,18 +563,24 @@ func (t *Transfer) forgottenIn(doc *messages.Export, mems map[cid.Cid]*importMem
 	return out, err
 }
 
-// storedSonas are the sonas the store holds when an import is planned.
+// storedSonas are the sonas the store holds when an import is planned,
+// and its backbone: the one it records or, in a cluster, the cluster's
+// (ExpectBackbone), which of says.
 type storedSonas struct {
 	backbone string
+	of       string
 	recs     map[string]*messages.Sona
 }
 
 func (t *Transfer) storedSonas() (*storedSonas, error) {
-	out := &storedSonas{recs: map[string]*messages.Sona{}}
+	out := &storedSonas{of: "this store", recs: map[string]*messages.Sona{}}
 	err := t.store.View(func(r store.Reader) error {
 		var err error
 		if out.backbone, err = t.env.Backbone(r); err != nil {
 			return err
+		}
+		if cl := t.backbone.Load(); cl != nil && out.backbone == "" {
+			out.backbone, out.of = *cl, "the cluster"
 		}
 		list, err := t.env.Sonas(r)
 		for _, rec := range list {

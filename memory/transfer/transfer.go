@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/ipfs/go-cid"
 
@@ -97,6 +98,9 @@ type Transfer struct {
 	store Store
 	env   Env
 	o     Options
+	// backbone is the cluster's backbone sona (ExpectBackbone); nil on a
+	// single node.
+	backbone atomic.Pointer[string]
 }
 
 // New is the transfer of the self kept in st.
@@ -104,3 +108,10 @@ func New(st Store, env Env, o Options) *Transfer {
 	o.Clock = clock.Or(o.Clock)
 	return &Transfer{store: st, env: env, o: o}
 }
+
+// ExpectBackbone makes uuid the backbone an import may bring: the
+// cluster's, which a member's store records only once the member first
+// holds it. An import whose backbone is another sona is then
+// ErrChainConflict at planning, as when the store has a backbone of its
+// own.
+func (t *Transfer) ExpectBackbone(uuid string) { t.backbone.Store(&uuid) }
