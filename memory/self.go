@@ -123,6 +123,11 @@ type Self struct {
 	covered atomic.Uint64
 	// vecSnaps writes and restores the vector index's snapshot.
 	vecSnaps *index.VectorSnapshots
+	// profilesDone is closed when the background load of the EUMAS
+	// metric profiles ends (nil when there is none); stopProfiles
+	// cancels it.
+	profilesDone chan struct{}
+	stopProfiles context.CancelFunc
 	// lastActivity is the unix second of the latest append that was not
 	// the heartbeat's own (a merge or an insight); the clock at open.
 	lastActivity atomic.Int64
@@ -235,6 +240,10 @@ func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load()
 func (s *Self) Close() error { return s.close(true) }
 
 func (s *Self) close(snapshot bool) error {
+	if s.profilesDone != nil {
+		s.stopProfiles()
+		<-s.profilesDone
+	}
 	s.vecSnaps.Stop()
 	s.Text.Stop()
 	s.index.Close()
@@ -318,9 +327,9 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 				return err
 			}
 		}
-		// After the vectors, two scans side by side: the metadata (a
-		// metric profile is kept under its memory's vector id) and the
-		// chains (the sonas' members).
+		// After the vectors, the chains (the sonas' members) and a count
+		// of the metadata records, side by side: the count reads keys
+		// only (the metric profiles in the values load after the open).
 		members := make(chan error, 1)
 		go func() {
 			err := s.checkEnds(txn)
@@ -332,14 +341,7 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 			members <- err
 		}()
 		var n int64
-		err = store.Scan(txn, meta.Prefix, func(k, v []byte) error {
-			n++
-			c, err := cid.Cast(k[len(meta.Prefix):])
-			if err != nil {
-				return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
-			}
-			return s.Evals.LoadProfile(c, v)
-		})
+		err = store.Keys(txn, meta.Prefix, func([]byte) { n++ })
 		merr := <-members
 		if err != nil {
 			return err
@@ -354,6 +356,7 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 	if err != nil {
 		return err
 	}
+	s.loadProfiles()
 	s.log.Info("self loaded", "sonas", s.Sonas.Count(), "memories", s.memories.Load(),
 		"vectors", vectors, "vector_snapshot", restored, "took", s.clock.Now().Sub(start))
 	// The HNSW graph is built in the background (dense searches are exact
@@ -366,6 +369,49 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 		}
 	}()
 	return nil
+}
+
+// loadProfiles loads the EUMAS metric profiles from every memory's
+// metadata in the background (a profile is kept under its memory's
+// vector id, so after the vectors): /healthz does not wait for it, the
+// metric path of a recall does (eumas.Store.BeginLoad). It reads its own
+// snapshot of the store; an evaluation committed after it sets its
+// profile itself, and one committed before is in it. A damaged record
+// fails the metric path (and is logged), as it failed the open before.
+func (s *Self) loadProfiles() {
+	if !s.Evals.Loads() {
+		return
+	}
+	done := s.Evals.BeginLoad()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.profilesDone, s.stopProfiles = make(chan struct{}), cancel
+	start := s.clock.Now()
+	go func() {
+		defer close(s.profilesDone)
+		err := s.store.View(func(txn store.Reader) error {
+			return store.Scan(txn, meta.Prefix, func(k, v []byte) error {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				c, err := cid.Cast(k[len(meta.Prefix):])
+				if err != nil {
+					return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
+				}
+				return s.Evals.LoadProfile(c, v)
+			})
+		})
+		switch {
+		case err == nil:
+			done(nil)
+			s.log.Info("metric profiles loaded", "profiles", s.Evals.Profiles(), "took", s.clock.Now().Sub(start))
+		case ctx.Err() != nil:
+			done(fmt.Errorf("memory: closed while the metric profiles loaded: %w", err))
+		default:
+			err = s.store.Explain(err)
+			done(err)
+			s.log.Error("metric profiles: load failed; the metric path of recall fails until a restart", "err", err)
+		}
+	}()
 }
 
 // checkEnds checks that what the store wrote last is readable: every

@@ -30,8 +30,8 @@
 //
 // The metric profiles of the evaluated memories are derived state, kept
 // in memory by vector-index id for recall's metric path (Nearest,
-// ProfileOf, QueryProfile) and rebuilt from the metadata at open
-// (LoadProfile).
+// ProfileOf, QueryProfile) and rebuilt from the metadata after open, in
+// the background (LoadProfile, BeginLoad: QueryProfile waits for it).
 //
 // What it needs of the memories (Env): the insertion log read after a
 // position, a metadata update op, and the vector-index ids. StoreEnv is

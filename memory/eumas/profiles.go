@@ -11,7 +11,7 @@ import (
 // profileTable holds the metric profiles (unit vectors over the metric
 // names) of the evaluated memories by their vector-index id, so the
 // metric path scans a sona's own memories as the exact dense path does.
-// It is derived: rebuilt from the metadata at open.
+// It is derived: rebuilt from the metadata after open (Store.BeginLoad).
 type profileTable struct {
 	mu   sync.RWMutex
 	rows [][]float32 // by vector-index id; nil: no profile

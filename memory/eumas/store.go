@@ -86,6 +86,10 @@ type Store struct {
 	o        Options
 	clock    clock.Clock
 	profiles profileTable
+	// loaded is closed once the profiles are loaded (BeginLoad), with
+	// loadErr what the load failed with.
+	loaded  chan struct{}
+	loadErr error
 }
 
 // NewStore keeps evaluations in st.
@@ -93,7 +97,27 @@ func NewStore(st interface {
 	store.Committer
 	store.Viewer
 }, env Env, o Options) *Store {
-	return &Store{store: st, env: env, o: o, clock: clock.Or(o.Clock)}
+	loaded := make(chan struct{})
+	close(loaded)
+	return &Store{store: st, env: env, o: o, clock: clock.Or(o.Clock), loaded: loaded}
+}
+
+// Loads reports whether the metric profiles are kept at all (metrics are
+// configured): whether a load at open has anything to do.
+func (s *Store) Loads() bool { return len(s.o.Metrics) > 0 }
+
+// BeginLoad marks the profiles as being loaded (LoadProfile, in the
+// background) until done is called with the load's result: QueryProfile
+// waits for it meanwhile, so the metric path never runs on a partial
+// table, and answers done's error afterwards if it failed. It must be
+// called before the store is used concurrently.
+func (s *Store) BeginLoad() (done func(error)) {
+	ch := make(chan struct{})
+	s.loaded = ch
+	return func(err error) {
+		s.loadErr = err
+		close(ch)
+	}
 }
 
 // Evaluator is the evaluator recall uses for queries; nil turns the
@@ -264,9 +288,22 @@ func (s *Store) LoadProfile(c cid.Cid, raw []byte) error {
 var metaEvaluationField = (&messages.MemoryMeta{}).ProtoReflect().Descriptor().Fields().ByName("evaluation").Number()
 
 // QueryProfile evaluates the query as memories are evaluated; nil when
-// the metric path cannot run or nothing stands out in the query.
+// the metric path cannot run or nothing stands out in the query. While
+// the profiles load (BeginLoad) it waits for them: Nearest and ProfileOf,
+// called after it, then see them all.
 func (s *Store) QueryProfile(ctx context.Context, q string) ([]float32, error) {
-	if s.o.Evaluator == nil || s.profiles.len() == 0 || strings.TrimSpace(q) == "" {
+	if s.o.Evaluator == nil {
+		return nil, nil
+	}
+	select {
+	case <-s.loaded:
+		if s.loadErr != nil {
+			return nil, s.loadErr
+		}
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	if s.profiles.len() == 0 || strings.TrimSpace(q) == "" {
 		return nil, nil
 	}
 	e, err := s.o.Evaluator.Evaluate(ctx, Input{Text: q})
@@ -285,5 +322,9 @@ func (s *Store) Nearest(prof []float32, ids []uint64, k int) []ProfileHit {
 // ProfileOf is the metric profile kept under a vector id; nil if none.
 func (s *Store) ProfileOf(id uint64) []float32 { return s.profiles.get(id) }
 
-// Profiles is the number of memories with a metric profile.
-func (s *Store) Profiles() int { return s.profiles.len() }
+// Profiles is the number of memories with a metric profile, once they
+// are loaded (it waits for BeginLoad's load).
+func (s *Store) Profiles() int {
+	<-s.loaded
+	return s.profiles.len()
+}
