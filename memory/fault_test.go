@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 
 	"github.com/ipfs/go-cid"
@@ -272,9 +271,7 @@ func writerChild(t *testing.T, n int) {
 	if err := s.Text.Raw().Flush(); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Println("DONE")
-	io.Copy(io.Discard, os.Stdin) // until killed
-	t.Fatal("not killed")
+	memorytest.AwaitKill(t)
 }
 
 // killAfterWrites runs test's writer child on dir and kills it with
@@ -282,13 +279,7 @@ func writerChild(t *testing.T, n int) {
 // and its write-ahead log: nothing flushed, nothing closed).
 func killAfterWrites(t *testing.T, test, dir string, n int) map[string]bool {
 	t.Helper()
-	cmd, _, sc, stderr := memorytest.StartChild(t, test, "MEMORIA_FAULT_DIR="+dir, fmt.Sprintf("MEMORIA_FAULT_N=%d", n))
-	acked := map[string]bool{}
-	memorytest.ExpectLine(t, sc, "DONE", acked, stderr)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
+	acked := memorytest.KillAtDone(t, test, "MEMORIA_FAULT_DIR="+dir, fmt.Sprintf("MEMORIA_FAULT_N=%d", n))
 	if len(acked) != n {
 		t.Fatalf("%d acknowledged, want %d", len(acked), n)
 	}

@@ -3,7 +3,6 @@ package memory_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,9 +47,7 @@ func textLoadChild(t *testing.T, n int) {
 	if !s.Text.Loading() {
 		t.Fatal("the full-text index is not loading")
 	}
-	fmt.Println("DONE")
-	io.Copy(io.Discard, os.Stdin) // until killed
-	t.Fatal("not killed")
+	memorytest.AwaitKill(t)
 }
 
 // A kill -9 while the full-text index was still loading (held mid-way

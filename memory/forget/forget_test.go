@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -401,9 +400,7 @@ func TestForgetKillNineLeavesWholeBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Println("DONE")
-		io.Copy(io.Discard, os.Stdin) // until killed
-		t.Fatal("not killed")
+		memorytest.AwaitKill(t)
 	}
 	dir := t.TempDir()
 	s := memorytest.Open(t, forgetConfig(dir), nil)

@@ -3,11 +3,9 @@ package index_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -68,9 +66,7 @@ func snapWriterChild(t *testing.T, n int) {
 		c := o.Text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i))
 		fmt.Printf("ACK %s\n", c)
 	}
-	fmt.Println("DONE")
-	io.Copy(io.Discard, os.Stdin) // until killed
-	t.Fatal("not killed")
+	memorytest.AwaitKill(t)
 }
 
 // A kill -9 after a vector snapshot and more acknowledged writes: the
@@ -82,13 +78,7 @@ func TestVectorSnapshotThenKillNine(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
-	cmd, _, sc, stderr := memorytest.StartChild(t, t.Name(), "MEMORIA_FAULT_DIR="+dir, "MEMORIA_FAULT_N=150")
-	acked := map[string]bool{}
-	memorytest.ExpectLine(t, sc, "DONE", acked, stderr)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
+	acked := memorytest.KillAtDone(t, t.Name(), "MEMORIA_FAULT_DIR="+dir, "MEMORIA_FAULT_N=150")
 	if len(acked) != 300 {
 		t.Fatalf("%d acknowledged, want 300", len(acked))
 	}

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -286,6 +287,29 @@ func ExpectLine(t *testing.T, sc *bufio.Scanner, prefix string, acked map[string
 	}
 	t.Fatalf("the child ended before %q (%v); its stderr:\n%s", prefix, sc.Err(), Tail(stderr.String(), 4000))
 	return ""
+}
+
+// KillAtDone runs test's child with env, collects the CIDs it
+// acknowledges ("ACK <cid>") until it says DONE, then kills it with
+// SIGKILL and waits for it.
+func KillAtDone(t *testing.T, test string, env ...string) map[string]bool {
+	t.Helper()
+	cmd, _, sc, stderr := StartChild(t, test, env...)
+	acked := map[string]bool{}
+	ExpectLine(t, sc, "DONE", acked, stderr)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	return acked
+}
+
+// AwaitKill is a child's end: it says DONE and waits to be killed
+// (KillAtDone), failing if its parent closes its stdin instead.
+func AwaitKill(t *testing.T) {
+	fmt.Println("DONE")
+	io.Copy(io.Discard, os.Stdin) // until killed
+	t.Fatal("not killed")
 }
 
 // ChildN is the count a parent gave its child (MEMORIA_FAULT_N).
