@@ -358,6 +358,7 @@ func renderExplain(e recall.Explain) *messages.Explain {
 		Metric: e.Evidence.Metric, MetricRank: int32(e.Evidence.MetricRank),
 		Context: e.Evidence.Context, Time: e.Evidence.Time, Speaker: e.Evidence.Speaker,
 		Session: e.Evidence.Session, Feedback: e.Evidence.Feedback, FeedbackRank: int32(e.Evidence.FeedbackRank),
+		Rerank: e.Rerank, RerankRank: int32(e.RerankRank),
 		Relevance: e.Fused.Relevance, KindWeight: e.KindWeight, Recency: e.Recency,
 		Importance: e.Importance, SonaSimilarity: e.SonaSimilarity, Coaccess: e.CoAccess,
 		Contributions: &messages.Contributions{
@@ -365,6 +366,7 @@ func renderExplain(e recall.Explain) *messages.Explain {
 			Context: e.Contrib.Context, Time: e.Contrib.Time, Speaker: e.Contrib.Speaker,
 			Session: e.Contrib.Session, Feedback: e.Contrib.Feedback,
 			Recency: e.Contrib.Recency, Importance: e.Contrib.Importance, SonaSimilarity: e.Contrib.SonaSimilarity, Path: e.Contrib.Path,
+			Rerank: e.Contrib.Rerank,
 		},
 	}
 }

@@ -335,6 +335,8 @@ type Recall struct {
 	// ContextGap ends a session: a neighbour further in time than this
 	// from the memory next to it on the candidate's side is not context.
 	ContextGap Duration `yaml:"context_gap"`
+	// Rerank is the optional reranker after fusion (config/rerank.go).
+	Rerank Rerank `yaml:"rerank"`
 }
 
 // LinkWeights weigh the association types (and co-access partnerships).
@@ -674,6 +676,7 @@ func Default() Config {
 			ExactScanMax:       20_000,
 			ContextWindow:      2,
 			ContextGap:         Duration(time.Hour),
+			Rerank:             defaultRerank(),
 		},
 		Threshold: Thresholds{
 			RetrievalBeta: 0.3,
@@ -905,6 +908,7 @@ func (c *Config) validateRecall(v *validation) {
 	bad, positive, unit, nonNeg := v.bad, v.positive, v.unit, v.nonNeg
 	positive("recall.top_k", c.Recall.TopK)
 	positive("recall.budget_chars", c.Recall.BudgetChars)
+	c.Recall.Rerank.validate(v)
 	if c.Recall.Candidates < c.Recall.TopK {
 		bad("recall.candidates", "must be at least recall.top_k (%d), got %d", c.Recall.TopK, c.Recall.Candidates)
 	}

@@ -1,8 +1,9 @@
 // Package llm is the seam between the Memoria memory core and language
-// models. It owns two contracts and nothing else:
+// models. It owns three contracts and nothing else:
 //
 //   - LLM: turn a conversation (a Request of Messages) into one Response.
 //   - Embedder: turn texts into vectors for similarity search.
+//   - Reranker: score documents against a query (optional, for recall).
 //
 // Real providers (OpenAI, Anthropic, ...) plug in behind these interfaces.
 // The package also ships two deterministic, offline implementations so that
@@ -164,6 +165,15 @@ type Embedder interface {
 	// ID identifies the embedding space (provider/model/dims), e.g.
 	// "hashed/v1/384"; vectors from different IDs are not comparable.
 	ID() string
+}
+
+// Reranker scores documents against a query (recall.rerank): a
+// cross-encoder's /rerank endpoint, or a chat model asked to.
+type Reranker interface {
+	// Rerank returns one relevance per document, in order, higher more
+	// relevant; NaN for a document the model left unscored. Scores are
+	// comparable within one call only.
+	Rerank(ctx context.Context, query string, documents []string) ([]float64, error)
 }
 
 // Sentinel errors.

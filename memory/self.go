@@ -41,6 +41,8 @@ import (
 type Options struct {
 	Config   config.Config
 	Embedder llm.Embedder
+	// Reranker reorders recall's best candidates (recall.rerank; nil: off).
+	Reranker llm.Reranker
 	Clock    clock.Clock
 	Logger   *slog.Logger
 	// InMemory keeps the store in RAM (for benchmarks of logic only).
@@ -210,8 +212,8 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	})
 	s.Recaller = recall.New(st, recall.Env{
 		Sonas: s.Sonas, Memories: s.Memories, Text: s.Text, Profiles: s.Evals, Vectors: s.index,
-		BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: s.memories.Load,
-	}, recall.Options{Config: o.Config, Clock: o.Clock})
+		BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: s.memories.Load, Reranker: o.Reranker,
+	}, recall.Options{Config: o.Config, Clock: o.Clock, Logger: o.Logger})
 	s.Forget = forget.New(st, forgetEnv{env}, o.Clock)
 	s.lastActivity.Store(o.Clock.Now().Unix())
 	if err := s.load(ctx, !o.noVecSnap); err != nil {

@@ -632,9 +632,13 @@ type Explain struct {
 	// The session evidence (0..1): how relevant the other candidates of its
 	// session are, relative to the best session's; and the pseudo-relevance
 	// feedback search's score and rank (issue 17).
-	Session       float64 `protobuf:"fixed64,19,opt,name=session,proto3" json:"session,omitempty"`
-	Feedback      float64 `protobuf:"fixed64,20,opt,name=feedback,proto3" json:"feedback,omitempty"`
-	FeedbackRank  int32   `protobuf:"varint,21,opt,name=feedback_rank,json=feedbackRank,proto3" json:"feedback_rank,omitempty"`
+	Session      float64 `protobuf:"fixed64,19,opt,name=session,proto3" json:"session,omitempty"`
+	Feedback     float64 `protobuf:"fixed64,20,opt,name=feedback,proto3" json:"feedback,omitempty"`
+	FeedbackRank int32   `protobuf:"varint,21,opt,name=feedback_rank,json=feedbackRank,proto3" json:"feedback_rank,omitempty"`
+	// The reranker's score and its rank among the candidates it reranked
+	// (recall.rerank; rank 0: not reranked, or the reranker failed).
+	Rerank        float64 `protobuf:"fixed64,30,opt,name=rerank,proto3" json:"rerank,omitempty"`
+	RerankRank    int32   `protobuf:"varint,31,opt,name=rerank_rank,json=rerankRank,proto3" json:"rerank_rank,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -816,6 +820,20 @@ func (x *Explain) GetFeedbackRank() int32 {
 	return 0
 }
 
+func (x *Explain) GetRerank() float64 {
+	if x != nil {
+		return x.Rerank
+	}
+	return 0
+}
+
+func (x *Explain) GetRerankRank() int32 {
+	if x != nil {
+		return x.RerankRank
+	}
+	return 0
+}
+
 type Contributions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// relevance × kind weight, split by retrieval path.
@@ -826,14 +844,16 @@ type Contributions struct {
 	SonaSimilarity float64 `protobuf:"fixed64,5,opt,name=sona_similarity,json=sonaSimilarity,proto3" json:"sona_similarity,omitempty"`
 	// For memories reached from a hit (expansion, co-access): the score
 	// carried along the path; the other contributions are then 0.
-	Path          float64 `protobuf:"fixed64,6,opt,name=path,proto3" json:"path,omitempty"`
-	Recency       float64 `protobuf:"fixed64,7,opt,name=recency,proto3" json:"recency,omitempty"`
-	Metric        float64 `protobuf:"fixed64,8,opt,name=metric,proto3" json:"metric,omitempty"`
-	Context       float64 `protobuf:"fixed64,9,opt,name=context,proto3" json:"context,omitempty"`
-	Time          float64 `protobuf:"fixed64,10,opt,name=time,proto3" json:"time,omitempty"`
-	Speaker       float64 `protobuf:"fixed64,11,opt,name=speaker,proto3" json:"speaker,omitempty"`
-	Session       float64 `protobuf:"fixed64,12,opt,name=session,proto3" json:"session,omitempty"`
-	Feedback      float64 `protobuf:"fixed64,13,opt,name=feedback,proto3" json:"feedback,omitempty"`
+	Path     float64 `protobuf:"fixed64,6,opt,name=path,proto3" json:"path,omitempty"`
+	Recency  float64 `protobuf:"fixed64,7,opt,name=recency,proto3" json:"recency,omitempty"`
+	Metric   float64 `protobuf:"fixed64,8,opt,name=metric,proto3" json:"metric,omitempty"`
+	Context  float64 `protobuf:"fixed64,9,opt,name=context,proto3" json:"context,omitempty"`
+	Time     float64 `protobuf:"fixed64,10,opt,name=time,proto3" json:"time,omitempty"`
+	Speaker  float64 `protobuf:"fixed64,11,opt,name=speaker,proto3" json:"speaker,omitempty"`
+	Session  float64 `protobuf:"fixed64,12,opt,name=session,proto3" json:"session,omitempty"`
+	Feedback float64 `protobuf:"fixed64,13,opt,name=feedback,proto3" json:"feedback,omitempty"`
+	// The shift of the score the reranker's order made (recall.rerank).
+	Rerank        float64 `protobuf:"fixed64,30,opt,name=rerank,proto3" json:"rerank,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -955,6 +975,13 @@ func (x *Contributions) GetSession() float64 {
 func (x *Contributions) GetFeedback() float64 {
 	if x != nil {
 		return x.Feedback
+	}
+	return 0
+}
+
+func (x *Contributions) GetRerank() float64 {
+	if x != nil {
+		return x.Rerank
 	}
 	return 0
 }
@@ -1699,7 +1726,7 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x0einclude_hidden\x18\b \x01(\bR\rincludeHidden\x12\x1b\n" +
 	"\x06expand\x18\t \x01(\x05H\x01R\x06expand\x88\x01\x01B\b\n" +
 	"\x06_as_ofB\t\n" +
-	"\a_expand\"\x8b\x05\n" +
+	"\a_expand\"\xc4\x05\n" +
 	"\aExplain\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1727,7 +1754,10 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\aspeaker\x18\x12 \x01(\x01R\aspeaker\x12\x18\n" +
 	"\asession\x18\x13 \x01(\x01R\asession\x12\x1a\n" +
 	"\bfeedback\x18\x14 \x01(\x01R\bfeedback\x12#\n" +
-	"\rfeedback_rank\x18\x15 \x01(\x05R\ffeedbackRank\"\xe2\x02\n" +
+	"\rfeedback_rank\x18\x15 \x01(\x05R\ffeedbackRank\x12\x16\n" +
+	"\x06rerank\x18\x1e \x01(\x01R\x06rerank\x12\x1f\n" +
+	"\vrerank_rank\x18\x1f \x01(\x05R\n" +
+	"rerankRank\"\xfa\x02\n" +
 	"\rContributions\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1744,7 +1774,8 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	" \x01(\x01R\x04time\x12\x18\n" +
 	"\aspeaker\x18\v \x01(\x01R\aspeaker\x12\x18\n" +
 	"\asession\x18\f \x01(\x01R\asession\x12\x1a\n" +
-	"\bfeedback\x18\r \x01(\x01R\bfeedback\"\xe5\x01\n" +
+	"\bfeedback\x18\r \x01(\x01R\bfeedback\x12\x16\n" +
+	"\x06rerank\x18\x1e \x01(\x01R\x06rerank\"\xe5\x01\n" +
 	"\x0eRecalledMemory\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x10\n" +

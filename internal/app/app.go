@@ -104,13 +104,17 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 	if err != nil {
 		return nil, err
 	}
+	reranker, err := providers.Reranker(cfg, providers.Options{Observer: m, Getenv: o.Getenv, HTTPClient: o.HTTPClient})
+	if err != nil {
+		return nil, err
+	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.Server.GCPercent)
 	}
 	if err := applyMemoryLimit(cfg.Server.MemoryLimit, log); err != nil {
 		return nil, err
 	}
-	mo := memory.Options{Config: cfg, Embedder: emb, Clock: o.Clock, Logger: log, Progress: o.Progress,
+	mo := memory.Options{Config: cfg, Embedder: emb, Reranker: reranker, Clock: o.Clock, Logger: log, Progress: o.Progress,
 		Evaluator: Evaluator(cfg, model, o.Clock, m, log), Summarize: Summarizer(cfg, model),
 		FreeSpace: o.FreeSpace, AcceptLoss: o.AcceptLoss}
 	if tracing != nil {
@@ -166,7 +170,7 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 		sonas, mems := self.Counts()
 		st := self.Store()
 		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), WritesRefused: st.CheckSpace() != nil,
-			TextRebuilds: self.Text.Rebuilds(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st)}
+			TextRebuilds: self.Text.Rebuilds(), RerankFallbacks: self.Recaller.RerankFallbacks(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st)}
 	})
 	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing, Cluster: cl}, nil
 }

@@ -1,16 +1,20 @@
 // Package fakeprovider serves the wire formats of the remote model APIs
 // Memoria talks to — OpenAI chat completions (plain and streamed) and
-// embeddings, Anthropic messages (plain and streamed) — from an
+// embeddings, Anthropic messages (plain and streamed), the /rerank of
+// vLLM, llama.cpp's server and Jina, and HuggingFace TEI's — from an
 // httptest.Server whose replies a test scripts. It is for tests only:
 // the providers run against it unchanged, with no network.
 package fakeprovider
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +41,9 @@ type Reply struct {
 	Hang bool
 	// Vectors answer an embeddings request.
 	Vectors [][]float64
+	// Scores answer a rerank request: document i's relevance (a NaN
+	// leaves it out of the results).
+	Scores []float64
 	// Events, when set, is the body of a 200 text/event-stream answer
 	// written as it is: a test's own events, comments and cuts.
 	Events string
@@ -266,5 +273,59 @@ func Anthropic(script func(n int, req Request) Reply) *Server {
 			"content":     []any{map[string]any{"type": "text", "text": strings.Join(reply.Tokens, "")}},
 			"stop_reason": finish, "stop_sequence": nil, "usage": usage,
 		})
+	})
+}
+
+// RerankDocs are a rerank request's query and documents (the Jina/Cohere
+// "documents" or TEI's "texts").
+func (r Request) RerankDocs() (query string, docs []string) {
+	var body struct {
+		Query     string   `json:"query"`
+		Documents []string `json:"documents"`
+		Texts     []string `json:"texts"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	return body.Query, append(body.Documents, body.Texts...)
+}
+
+// Rerank serves POST /rerank as vLLM, llama.cpp's server and Jina do
+// (a body with "documents": {"model", "results": [{"index",
+// "relevance_score"}]} best first, at most top_n of them), or as
+// HuggingFace TEI does (a body with "texts": [{"index", "score"}] best
+// first); an error status answers with TEI's or vLLM's error body.
+func Rerank(script func(n int, req Request) Reply) *Server {
+	return newServer(script, func(s *Server, w http.ResponseWriter, r *http.Request, req Request, reply Reply) {
+		_, tei := req.JSON()["texts"]
+		if tei && errorBody(w, reply, map[string]any{"error": fmt.Sprintf("scripted %d", reply.Status), "error_type": "Backend"}) ||
+			!tei && errorBody(w, reply, map[string]any{"object": "error", "message": fmt.Sprintf("scripted %d", reply.Status), "type": "BadRequestError", "code": reply.Status}) {
+			return
+		}
+		if r.URL.Path != "/rerank" {
+			writeJSON(w, 404, map[string]any{"error": "no route " + r.URL.Path})
+			return
+		}
+		order := []int{}
+		for i, v := range reply.Scores {
+			if !math.IsNaN(v) {
+				order = append(order, i)
+			}
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(reply.Scores[b], reply.Scores[a]) })
+		if tei {
+			out := []map[string]any{}
+			for _, i := range order {
+				out = append(out, map[string]any{"index": i, "score": reply.Scores[i]})
+			}
+			writeJSON(w, 200, out)
+			return
+		}
+		if n, ok := req.JSON()["top_n"].(float64); ok && int(n) < len(order) {
+			order = order[:int(n)]
+		}
+		results := []map[string]any{}
+		for _, i := range order {
+			results = append(results, map[string]any{"index": i, "relevance_score": reply.Scores[i]})
+		}
+		writeJSON(w, 200, map[string]any{"id": "rerank-1", "model": model(reply), "usage": map[string]any{"total_tokens": 42}, "results": results})
 	})
 }

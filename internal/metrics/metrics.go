@@ -241,6 +241,8 @@ type State struct {
 	WritesRefused bool
 	// TextRebuilds counts the full-text index rebuilds after damage.
 	TextRebuilds int64
+	// RerankFallbacks counts recalls whose reranker failed (recall.rerank).
+	RerankFallbacks int64
 }
 
 // Space is one key space's live size.
@@ -274,6 +276,7 @@ var (
 	gcBytesDesc   = prometheus.NewDesc("memoria_store_gc_reclaimed_bytes_total", "Bytes on disk the garbage collection's passes freed.", nil, nil)
 	refusedDesc   = prometheus.NewDesc("memoria_writes_refused", "1 while writes are refused because the data directory's file system is below store.min_free_mb, else 0.", nil, nil)
 	rebuildsDesc  = prometheus.NewDesc("memoria_text_index_rebuilds_total", "Full-text index rebuilds after it was found damaged (at open or while serving).", nil, nil)
+	rerankDesc    = prometheus.NewDesc("memoria_recall_rerank_fallbacks_total", "Recalls that kept the fused order because the reranker (recall.rerank) failed or timed out.", nil, nil)
 )
 
 type stateCollector struct{ read func() State }
@@ -290,6 +293,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- gcBytesDesc
 	ch <- refusedDesc
 	ch <- rebuildsDesc
+	ch <- rerankDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -317,4 +321,5 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.GaugeValue, refused)
 	ch <- prometheus.MustNewConstMetric(rebuildsDesc, prometheus.CounterValue, float64(st.TextRebuilds))
+	ch <- prometheus.MustNewConstMetric(rerankDesc, prometheus.CounterValue, float64(st.RerankFallbacks))
 }

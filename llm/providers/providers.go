@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/llm/model2vec"
 	"github.com/memoria-ai/memoria/llm/model2vec/glove"
 	"github.com/memoria-ai/memoria/llm/openai"
+	"github.com/memoria-ai/memoria/llm/rerank"
 	"github.com/memoria-ai/memoria/llm/resilience"
 )
 
@@ -103,6 +104,45 @@ func Embedder(cfg config.Config, o Options) (llm.Embedder, error) {
 		return resilience.WrapEmbedder(e, resilience.New(guardOptions(cfg, "openai-embeddings", c.Model, c.Timeout.D(), c.MaxConcurrency, o))), nil
 	}
 	return nil, fmt.Errorf("config: embedder.provider %q is not available", c.Provider)
+}
+
+// Reranker returns the configured reranker (recall.rerank), nil when it
+// is off. It sits behind its own guard ("rerank-" and the provider in the
+// metrics): bounded by recall.rerank.timeout, never retried (a recall does
+// not wait for a second try: it keeps the fused order), with the breaker
+// of llm.breaker_*.
+func Reranker(cfg config.Config, o Options) (llm.Reranker, error) {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	c := cfg.Recall.Rerank
+	if !c.Enabled() {
+		return nil, nil
+	}
+	key, err := apiKey(o, c.APIKeyEnv, config.DefaultRerankKeyEnv, "recall.rerank", c.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	ro := rerank.Options{BaseURL: c.BaseURL, APIKey: key, Model: c.Model, HTTPClient: o.HTTPClient, Now: o.Now}
+	var r llm.Reranker
+	switch c.Provider {
+	case config.RerankAPI:
+		r, err = rerank.NewAPI(ro)
+	case config.RerankTEI:
+		r, err = rerank.NewTEI(ro)
+	case config.RerankChat:
+		var chat *openai.Chat
+		chat, err = openai.NewChat(openai.Options{BaseURL: c.BaseURL, APIKey: ro.APIKey, Model: c.Model, HTTPClient: o.HTTPClient, Now: o.Now})
+		r = rerank.NewChat(chat)
+	default:
+		return nil, fmt.Errorf("config: recall.rerank.provider %q is not available", c.Provider)
+	}
+	if err != nil {
+		return nil, err
+	}
+	g := guardOptions(cfg, "rerank-"+c.Provider, c.Model, c.Timeout.D(), cfg.LLM.MaxConcurrency, o)
+	g.MaxRetries = 0
+	return resilience.WrapReranker(r, resilience.New(g)), nil
 }
 
 func guardOptions(cfg config.Config, provider, model string, timeout time.Duration, concurrency int, o Options) resilience.Options {

@@ -452,3 +452,25 @@ func (e *Embedder) Dims() int { return e.inner.Dims() }
 
 // ID is the inner embedder's.
 func (e *Embedder) ID() string { return e.inner.ID() }
+
+// Reranker is a reranker behind a Guard.
+type Reranker struct {
+	inner llm.Reranker
+	g     *Guard
+}
+
+var _ llm.Reranker = (*Reranker)(nil)
+
+// WrapReranker puts r behind g.
+func WrapReranker(r llm.Reranker, g *Guard) *Reranker { return &Reranker{inner: r, g: g} }
+
+// Rerank scores under the guard (op "rerank").
+func (r *Reranker) Rerank(ctx context.Context, query string, documents []string) ([]float64, error) {
+	var out []float64
+	err := r.g.Do(ctx, "rerank", func(ctx context.Context) error {
+		var err error
+		out, err = r.inner.Rerank(ctx, query, documents)
+		return err
+	}, nil)
+	return out, err
+}

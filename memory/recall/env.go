@@ -2,11 +2,14 @@ package recall
 
 import (
 	"context"
+	"log/slog"
+	"sync/atomic"
 
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/eumas"
@@ -78,6 +81,9 @@ type Env struct {
 	// Count is the number of memories stored (the emergent threshold's
 	// node count).
 	Count func() int64
+	// Reranker, when set, reorders the best fused candidates
+	// (recall.rerank; nil: off).
+	Reranker llm.Reranker
 }
 
 // Options configure recall.
@@ -85,6 +91,7 @@ type Options struct {
 	// Config: recall.*, thresholds.*, heartbeat.insight_confidence, kinds.
 	Config config.Config
 	Clock  clock.Clock
+	Logger *slog.Logger // nil: discard
 }
 
 // Recaller answers recalls (Recall) over the self kept in a store.
@@ -101,15 +108,25 @@ type Recaller struct {
 	cfg      config.Config
 	clock    clock.Clock
 	chains   *chainPositions // where memories sit in their sonas' chains (the context evidence)
+	log      *slog.Logger
+	// reranker (nil: off); rerankFallbacks counts its failures,
+	// rerankWarned is when one was last logged at warn level (unix ns).
+	reranker        llm.Reranker
+	rerankFallbacks atomic.Int64
+	rerankWarned    atomic.Int64
 }
 
 // New is recall over the self kept in st.
 func New(st store.Viewer, env Env, o Options) *Recaller {
-	return &Recaller{
+	r := &Recaller{
 		store: st, sonas: env.Sonas, memories: env.Memories, text: env.Text, profiles: env.Profiles, index: env.Vectors,
 		backbone: env.BackboneSona, embed: env.Embed, count: env.Count, cfg: o.Config, clock: clock.Or(o.Clock),
-		chains: newChainPositions(),
+		chains: newChainPositions(), log: o.Logger, reranker: env.Reranker,
 	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	return r
 }
 
 // Trace is what a recall leaves behind unless it peeks (Query.Peek): the

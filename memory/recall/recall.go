@@ -107,7 +107,11 @@ type Explain struct {
 	Importance     float64
 	SonaSimilarity float64
 	CoAccess       float64 // weight of the co-access link that pulled it in
-	Contrib        Contributions
+	// Rerank is the reranker's score and RerankRank its rank among the
+	// candidates reranked (0: not reranked); see scorer.rerank.
+	Rerank     float64
+	RerankRank int
+	Contrib    Contributions
 }
 
 // Contributions are the additive parts of a score.
@@ -119,11 +123,12 @@ type Contributions struct {
 	Importance                    float64 // w_importance × importance
 	SonaSimilarity                float64 // w_sona × sona similarity
 	Path                          float64 // score carried from a hit (co-access, expansion)
+	Rerank                        float64 // the shift of the score the reranker's order made
 }
 
 // Sum is the score the contributions make.
 func (c Contributions) Sum() float64 {
-	return c.Dense + c.BM25 + c.Affinity + c.Metric + c.Context + c.Time + c.Speaker + c.Session + c.Feedback + c.Recency + c.Importance + c.SonaSimilarity + c.Path
+	return c.Dense + c.BM25 + c.Affinity + c.Metric + c.Context + c.Time + c.Speaker + c.Session + c.Feedback + c.Recency + c.Importance + c.SonaSimilarity + c.Path + c.Rerank
 }
 
 // Decay is Living Memory's activity-relative forgetting:
@@ -238,7 +243,9 @@ func (q Query) WithDefaults(rc config.Recall) (Query, int) {
 //     kept when its dense similarity reaches mean + log(0.3)·std of the
 //     candidates' similarities (bootstrap below the configured size) or
 //     another path vouches for it;
-//  4. the k hits: the best candidates (by score, or by maximal marginal
+//  4. with recall.rerank, the best candidates reordered by a reranker
+//     (rerank.go; its failure keeps the fused order);
+//  5. the k hits: the best candidates (by score, or by maximal marginal
 //     relevance when recall.mmr_lambda < 1) that fit the character budget,
 //     a memory near-identical to one already taken folded into it
 //     (recall.collapse); then at most Expand more: the strongest co-access
@@ -250,7 +257,7 @@ func (q Query) WithDefaults(rc config.Recall) (Query, int) {
 // strengthen the co-access of the hits and log the query, for the caller
 // to submit (Trace.Submit). It traces a span "recall" with a child per
 // stage (recall.dense, recall.bm25, recall.metric, recall.fusion with
-// recall.affinity inside, recall.select, recall.expand).
+// recall.affinity inside, recall.rerank, recall.select, recall.expand).
 func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Trace, err error) {
 	rc := s.cfg.Recall
 	paths := Paths{Weights: rc.Paths, CoAccess: rc.CoAccessPartners > 0, Expand: rc.ExpandDepth > 0, Fusion: rc.Fusion}
@@ -386,6 +393,9 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 		trace.Fail(fspan, err)
 		fspan.End()
 		if err != nil {
+			return err
+		}
+		if err := sc.rerank(ctx, cands); err != nil {
 			return err
 		}
 		_, sspan := trace.Start(ctx, "recall.select")
