@@ -3,7 +3,9 @@
 // embeddings, spoken directly over net/http in the API's documented wire
 // format. One provider serves OpenAI and every server that speaks its API:
 // Ollama (http://localhost:11434/v1), vLLM, the llama.cpp server, LM
-// Studio.
+// Studio. Beside them, the /rerank endpoint that vLLM and the llama.cpp
+// server (and Jina, Cohere) serve for reranker models, and HuggingFace
+// TEI's variant of it (rerank.go).
 //
 // The client never retries: the resilience package does, with the
 // backoff, Retry-After handling and breaker the server needs. Errors come

@@ -123,16 +123,16 @@ func Reranker(cfg config.Config, o Options) (llm.Reranker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ro := rerank.Options{BaseURL: c.BaseURL, APIKey: key, Model: c.Model, HTTPClient: o.HTTPClient, Now: o.Now}
+	ro := openai.Options{BaseURL: c.BaseURL, APIKey: key, Model: c.Model, HTTPClient: o.HTTPClient, Now: o.Now}
 	var r llm.Reranker
 	switch c.Provider {
 	case config.RerankAPI:
-		r, err = rerank.NewAPI(ro)
+		r, err = openai.NewReranker(ro)
 	case config.RerankTEI:
-		r, err = rerank.NewTEI(ro)
+		r, err = openai.NewTEIReranker(ro)
 	case config.RerankChat:
 		var chat *openai.Chat
-		chat, err = openai.NewChat(openai.Options{BaseURL: c.BaseURL, APIKey: ro.APIKey, Model: c.Model, HTTPClient: o.HTTPClient, Now: o.Now})
+		chat, err = openai.NewChat(ro)
 		r = rerank.NewChat(chat)
 	default:
 		return nil, fmt.Errorf("config: recall.rerank.provider %q is not available", c.Provider)

@@ -1,3 +1,8 @@
+// Package rerank is the chat-scored reranker (recall.rerank.provider
+// chat) for servers without a /rerank endpoint: any llm.LLM — in practice
+// llm/openai's chat client, behind a resilience guard — is asked to score
+// every candidate 0–10, and its reply is read leniently. The /rerank
+// clients are llm/openai's (Reranker, TEIReranker).
 package rerank
 
 import (
@@ -74,21 +79,34 @@ var bareScore = regexp.MustCompile(`^\s*(\d+(?:\.\d+)?)\s*(?:/\s*10)?\s*$`)
 // passage named twice keeps its first score; one left out is NaN. A reply
 // that scores none is llm.ErrMalformed.
 func ParseChatScores(reply string, n int) ([]float64, error) {
-	s := newScores("chat", n)
+	scores := make([]float64, n)
+	for i := range scores {
+		scores[i] = math.NaN()
+	}
+	scored := 0
 	put := func(i int, v float64) {
-		if i >= 0 && i < n && math.IsNaN(s.v[i]) && !math.IsNaN(v) && !math.IsInf(v, 0) {
-			s.v[i] = max(0, min(10, v))
-			s.n++
+		if i >= 0 && i < n && math.IsNaN(scores[i]) && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			scores[i] = max(0, min(10, v))
+			scored++
 		}
 	}
 	text := llm.Unfence(reply)
-	if parseJSONScores(text, n, put) {
-		return s.done()
+	if !parseJSONScores(text, n, put) {
+		parseLines(text, n, put)
 	}
+	if scored == 0 {
+		return nil, fmt.Errorf("%w: chat reranker: no passage scored (reply %q)", llm.ErrMalformed, oneLine(reply, 200))
+	}
+	return scores, nil
+}
+
+// parseLines reads "[i] score" lines, else n lines of a bare score each.
+func parseLines(text string, n int, put func(int, float64)) {
 	var bare []float64
-	lines := strings.Split(text, "\n")
-	for _, line := range lines {
+	indexed := false
+	for _, line := range strings.Split(text, "\n") {
 		if m := scoreLine.FindStringSubmatch(line); m != nil {
+			indexed = true
 			i, _ := strconv.Atoi(m[1])
 			v, _ := strconv.ParseFloat(m[2], 64)
 			put(i-1, v)
@@ -97,16 +115,11 @@ func ParseChatScores(reply string, n int) ([]float64, error) {
 			bare = append(bare, v)
 		}
 	}
-	if s.n == 0 && len(bare) == n {
+	if !indexed && len(bare) == n {
 		for i, v := range bare {
 			put(i, v)
 		}
 	}
-	scores, err := s.done()
-	if err != nil {
-		return nil, fmt.Errorf("%w (reply %q)", err, oneLine(reply, 200))
-	}
-	return scores, nil
 }
 
 // parseJSONScores reads a JSON reply: an array of n numbers, in order,

@@ -1,88 +1,56 @@
-// Package rerank holds the rerankers recall may use after fusion
-// (recall.rerank, llm.Reranker), spoken over net/http in the servers'
-// documented formats:
-//
-//   - API: POST {base_url}/rerank in the Jina/Cohere format —
-//     {model, query, documents, top_n} → {results: [{index,
-//     relevance_score}]} — served by vLLM, llama.cpp's server, Jina and
-//     Cohere (v2);
-//   - TEI: POST {base_url}/rerank in HuggingFace text-embeddings-inference's
-//     format — {query, texts, truncate} → [{index, score}];
-//   - Chat: a chat model (any llm.LLM, e.g. llm/openai) asked to score
-//     every document 0–10, its reply parsed leniently (chat.go).
-//
-// Like the provider clients they never retry: the resilience guard the
-// providers package puts around them bounds the call and opens a breaker.
-// Errors are *llm.APIError (an HTTP error reply), llm.ErrMalformed (a
-// reply that is not the format) or the context's error.
-package rerank
+package openai
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
-	"time"
 
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/llm/internal/wire"
 )
 
-// Options configure an HTTP reranker.
-type Options struct {
-	// BaseURL of the server: /rerank is appended (http://localhost:8080,
-	// http://localhost:8000/v1, https://api.jina.ai/v1).
-	BaseURL string
-	// APIKey is sent as a bearer token (local servers need none).
-	APIKey string
-	// Model names the reranker model (TEI serves one and ignores it).
-	Model string
-	// HTTPClient replaces http.DefaultClient.
-	HTTPClient *http.Client
-	// Now is the clock Retry-After dates are read against.
-	Now func() time.Time
-}
-
-func (o Options) client(provider string) *wire.Client {
-	c := &wire.Client{Provider: provider, BaseURL: o.BaseURL, Header: http.Header{}, HTTP: o.HTTPClient, Now: o.Now}
-	if o.APIKey != "" {
-		c.Header.Set("Authorization", "Bearer "+o.APIKey)
-	}
-	return c
-}
-
-// API is a reranker speaking the Jina/Cohere /rerank format.
-type API struct {
+// Reranker is an llm.Reranker over POST {base_url}/rerank in the
+// Jina/Cohere format — {model, query, documents, top_n} → {results:
+// [{index, relevance_score}]} — which the servers this package talks to
+// also serve for reranker models: vLLM, llama.cpp's server; and Jina,
+// Cohere (v2).
+type Reranker struct {
 	c     *wire.Client
 	model string
 }
 
-// TEI is a reranker speaking text-embeddings-inference's /rerank format.
-type TEI struct{ c *wire.Client }
+// TEIReranker is an llm.Reranker over HuggingFace
+// text-embeddings-inference's POST {base_url}/rerank: {query, texts,
+// truncate} → [{index, score}].
+type TEIReranker struct{ c *wire.Client }
 
 var (
-	_ llm.Reranker = (*API)(nil)
-	_ llm.Reranker = (*TEI)(nil)
+	_ llm.Reranker = (*Reranker)(nil)
+	_ llm.Reranker = (*TEIReranker)(nil)
 )
 
-// NewAPI returns a client of a Jina/Cohere-format /rerank endpoint.
-func NewAPI(o Options) (*API, error) {
+// NewReranker returns a client of a Jina/Cohere-format /rerank endpoint
+// (a base URL is needed: OpenAI has none).
+func NewReranker(o Options) (*Reranker, error) {
 	if o.BaseURL == "" {
-		return nil, errors.New("rerank: a base URL is needed (recall.rerank.base_url)")
+		return nil, errors.New("openai: a reranker needs a base URL (recall.rerank.base_url)")
 	}
 	if o.Model == "" {
-		return nil, errors.New("rerank: a model is needed (recall.rerank.model)")
+		return nil, errors.New("openai: a reranker model is needed (recall.rerank.model)")
 	}
-	return &API{c: o.client("rerank"), model: o.Model}, nil
+	return &Reranker{c: o.client(), model: o.Model}, nil
 }
 
-// NewTEI returns a client of text-embeddings-inference's /rerank.
-func NewTEI(o Options) (*TEI, error) {
+// NewTEIReranker returns a client of text-embeddings-inference's /rerank
+// (its errors name the provider "tei").
+func NewTEIReranker(o Options) (*TEIReranker, error) {
 	if o.BaseURL == "" {
-		return nil, errors.New("rerank: a base URL is needed (recall.rerank.base_url)")
+		return nil, errors.New("openai: a reranker needs a base URL (recall.rerank.base_url)")
 	}
-	return &TEI{c: o.client("tei")}, nil
+	c := o.client()
+	c.Provider = "tei"
+	return &TEIReranker{c: c}, nil
 }
 
 // apiRequest is the body of the Jina/Cohere POST /rerank; top_n asks for
@@ -102,7 +70,7 @@ type apiResponse struct {
 }
 
 // Rerank scores documents against query.
-func (a *API) Rerank(ctx context.Context, query string, documents []string) ([]float64, error) {
+func (a *Reranker) Rerank(ctx context.Context, query string, documents []string) ([]float64, error) {
 	if err := ctx.Err(); err != nil || len(documents) == 0 {
 		return nil, err
 	}
@@ -113,7 +81,7 @@ func (a *API) Rerank(ctx context.Context, query string, documents []string) ([]f
 	s := newScores(a.c.Provider, len(documents))
 	for _, r := range res.Results {
 		if r.RelevanceScore == nil {
-			return nil, fmt.Errorf("%w: rerank: a result without relevance_score", llm.ErrMalformed)
+			return nil, fmt.Errorf("%w: openai: a rerank result without relevance_score", llm.ErrMalformed)
 		}
 		if err := s.set(r.Index, *r.RelevanceScore); err != nil {
 			return nil, err
@@ -136,7 +104,7 @@ type teiResult struct {
 }
 
 // Rerank scores documents against query.
-func (t *TEI) Rerank(ctx context.Context, query string, documents []string) ([]float64, error) {
+func (t *TEIReranker) Rerank(ctx context.Context, query string, documents []string) ([]float64, error) {
 	if err := ctx.Err(); err != nil || len(documents) == 0 {
 		return nil, err
 	}
@@ -147,7 +115,7 @@ func (t *TEI) Rerank(ctx context.Context, query string, documents []string) ([]f
 	s := newScores(t.c.Provider, len(documents))
 	for _, r := range res {
 		if r.Score == nil {
-			return nil, fmt.Errorf("%w: tei: a result without score", llm.ErrMalformed)
+			return nil, fmt.Errorf("%w: tei: a rerank result without score", llm.ErrMalformed)
 		}
 		if err := s.set(r.Index, *r.Score); err != nil {
 			return nil, err
