@@ -27,7 +27,8 @@ const rerankWarnEvery = time.Minute
 // those it scored, in fused order), so the scores keep fusion's scale —
 // what lies past the n keeps its place, and the budget, MMR and expansion
 // work as without it. Explain.Rerank and RerankRank are what the reranker
-// said, Contrib.Rerank the shift of the score. A reranker that fails or
+// said (0 for a document it left unscored), Contrib.Rerank the shift of
+// the score. A reranker that fails or
 // times out leaves the fused order: the recall goes on, the stage's span
 // records the error (memoria.recall.rerank.fallback), the Recaller counts
 // it (RerankFallbacks) and logs it. Only a failure to read the store fails
@@ -89,6 +90,9 @@ func (sc *scorer) rerank(ctx context.Context, cands []*Recalled) error {
 			score = math.Nextafter(top[order[rank-1]].Score, math.Inf(-1))
 		}
 		r.Explain.Rerank, r.Explain.RerankRank = scores[i], rank+1
+		if math.IsNaN(scores[i]) {
+			r.Explain.Rerank = 0 // left unscored (ranked after the scored ones)
+		}
 		r.Explain.Contrib.Rerank = score - r.Score
 		r.Score = score
 		if rank != i {

@@ -81,6 +81,9 @@ func TestRerankStage(t *testing.T) {
 	// 4th, then the 1st, then the rest.
 	rr.set(func(docs []string) []float64 {
 		out := make([]float64, len(docs))
+		for i := range out {
+			out[i] = 1
+		}
 		out[0] = math.NaN()
 		return out
 	})
@@ -97,8 +100,8 @@ func TestRerankStage(t *testing.T) {
 		if math.Abs(r.Explain.Contrib.Sum()-r.Score) > 1e-12 {
 			t.Errorf("hit %d: contributions %v, score %v", i+1, r.Explain.Contrib.Sum(), r.Score)
 		}
-		if wantRank := []int{1, 2, 3, 4, 0, 0}[i]; r.Explain.RerankRank != wantRank {
-			t.Errorf("hit %d: rerank rank %d, want %d", i+1, r.Explain.RerankRank, wantRank)
+		if wantRank, wantScore := []int{1, 2, 3, 4, 0, 0}[i], []float64{1, 1, 1, 0, 0, 0}[i]; r.Explain.RerankRank != wantRank || r.Explain.Rerank != wantScore {
+			t.Errorf("hit %d: rerank rank %d and score %v, want %d and %v", i+1, r.Explain.RerankRank, r.Explain.Rerank, wantRank, wantScore)
 		}
 	}
 
