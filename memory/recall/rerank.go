@@ -28,10 +28,10 @@ const rerankWarnEvery = time.Minute
 // what lies past the n keeps its place, and the budget, MMR and expansion
 // work as without it. Explain.Rerank and RerankRank are what the reranker
 // said (0 for a document it left unscored), Contrib.Rerank the shift of
-// the score. A reranker that fails or
-// times out leaves the fused order: the recall goes on, the stage's span
-// records the error (memoria.recall.rerank.fallback), the Recaller counts
-// it (RerankFallbacks) and logs it. Only a failure to read the store fails
+// the score. A reranker that fails or times out leaves the fused order:
+// the recall goes on, the stage's span records the error
+// (memoria.recall.rerank.fallback), the Recaller counts it
+// (RerankFallbacks) and logs it. Only a failure to read the store fails
 // the recall. It does nothing without a reranker or a query text.
 func (sc *scorer) rerank(ctx context.Context, cands []*Recalled) error {
 	s := sc.self
