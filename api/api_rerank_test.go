@@ -69,7 +69,7 @@ func gardenRecall(t *testing.T, h *harness, sona string) []*messages.RecalledMem
 	for _, m := range hits {
 		c := m.Explain.Contributions
 		sum := c.Dense + c.Bm25 + c.Affinity + c.Metric + c.Context + c.Time + c.Speaker + c.Session + c.Feedback +
-			c.Recency + c.Importance + c.SonaSimilarity + c.Path + c.Rerank
+			c.Recency + c.Importance + c.SonaSimilarity + c.Path + c.GetRerank()
 		if math.Abs(sum-m.Score) > 1e-9 {
 			t.Errorf("%s: the contributions add up to %v, the score is %v", m.Cid, sum, m.Score)
 		}
@@ -131,7 +131,7 @@ func TestRerankerReordersTheBestCandidates(t *testing.T) {
 			if got := rerankRanks(reranked); !slices.Equal(got, []int32{1, 2, 3, 4, 0, 0}) {
 				t.Fatalf("rerank ranks %v", got)
 			}
-			if got := reranked[0].Explain.Rerank; got != 3 {
+			if got := reranked[0].Explain.GetRerank(); got != 3 {
 				t.Fatalf("the first hit's reranker score %v, want 3", got)
 			}
 			// The scores keep fusion's: the four best fused scores, handed out
@@ -228,7 +228,7 @@ func TestChatScoredReranker(t *testing.T) {
 	got := gardenRecall(t, h, id)
 	want := slices.Clone(fused)
 	want[0], want[1] = want[1], want[0]
-	if !slices.Equal(texts(got), want) || got[0].Explain.Rerank != 9 {
+	if !slices.Equal(texts(got), want) || got[0].Explain.GetRerank() != 9 {
 		t.Fatalf("chat-reranked\n%q\nwant\n%q", texts(got), want)
 	}
 	if n := len(srv.Requests()); n != 1 {

@@ -352,13 +352,12 @@ func (s *Server) recall(w http.ResponseWriter, r *http.Request) {
 }
 
 func renderExplain(e recall.Explain) *messages.Explain {
-	return &messages.Explain{
+	out := &messages.Explain{
 		Dense: e.Evidence.Dense, Bm25: e.Evidence.BM25, Affinity: e.Evidence.Affinity,
 		DenseRank: int32(e.Evidence.DenseRank), Bm25Rank: int32(e.Evidence.BM25Rank), AffinityRank: int32(e.Evidence.AffinityRank),
 		Metric: e.Evidence.Metric, MetricRank: int32(e.Evidence.MetricRank),
 		Context: e.Evidence.Context, Time: e.Evidence.Time, Speaker: e.Evidence.Speaker,
 		Session: e.Evidence.Session, Feedback: e.Evidence.Feedback, FeedbackRank: int32(e.Evidence.FeedbackRank),
-		Rerank: e.Rerank, RerankRank: int32(e.RerankRank),
 		Relevance: e.Fused.Relevance, KindWeight: e.KindWeight, Recency: e.Recency,
 		Importance: e.Importance, SonaSimilarity: e.SonaSimilarity, Coaccess: e.CoAccess,
 		Contributions: &messages.Contributions{
@@ -366,9 +365,12 @@ func renderExplain(e recall.Explain) *messages.Explain {
 			Context: e.Contrib.Context, Time: e.Contrib.Time, Speaker: e.Contrib.Speaker,
 			Session: e.Contrib.Session, Feedback: e.Contrib.Feedback,
 			Recency: e.Contrib.Recency, Importance: e.Contrib.Importance, SonaSimilarity: e.Contrib.SonaSimilarity, Path: e.Contrib.Path,
-			Rerank: e.Contrib.Rerank,
 		},
 	}
+	if e.RerankRank > 0 {
+		out.Rerank, out.RerankRank, out.Contributions.Rerank = proto.Float64(e.Rerank), proto.Int32(int32(e.RerankRank)), proto.Float64(e.Contrib.Rerank)
+	}
+	return out
 }
 
 // insert stores a memory into a sona without calling the model.

@@ -636,9 +636,11 @@ type Explain struct {
 	Feedback     float64 `protobuf:"fixed64,20,opt,name=feedback,proto3" json:"feedback,omitempty"`
 	FeedbackRank int32   `protobuf:"varint,21,opt,name=feedback_rank,json=feedbackRank,proto3" json:"feedback_rank,omitempty"`
 	// The reranker's score and its rank among the candidates it reranked
-	// (recall.rerank; rank 0: not reranked, or the reranker failed).
-	Rerank        float64 `protobuf:"fixed64,30,opt,name=rerank,proto3" json:"rerank,omitempty"`
-	RerankRank    int32   `protobuf:"varint,31,opt,name=rerank_rank,json=rerankRank,proto3" json:"rerank_rank,omitempty"`
+	// (recall.rerank), present only for those: absent when no reranker is
+	// configured, the memory was not among the top_n, or the reranker failed
+	// and the fused order was kept.
+	Rerank        *float64 `protobuf:"fixed64,30,opt,name=rerank,proto3,oneof" json:"rerank,omitempty"`
+	RerankRank    *int32   `protobuf:"varint,31,opt,name=rerank_rank,json=rerankRank,proto3,oneof" json:"rerank_rank,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -821,15 +823,15 @@ func (x *Explain) GetFeedbackRank() int32 {
 }
 
 func (x *Explain) GetRerank() float64 {
-	if x != nil {
-		return x.Rerank
+	if x != nil && x.Rerank != nil {
+		return *x.Rerank
 	}
 	return 0
 }
 
 func (x *Explain) GetRerankRank() int32 {
-	if x != nil {
-		return x.RerankRank
+	if x != nil && x.RerankRank != nil {
+		return *x.RerankRank
 	}
 	return 0
 }
@@ -852,8 +854,9 @@ type Contributions struct {
 	Speaker  float64 `protobuf:"fixed64,11,opt,name=speaker,proto3" json:"speaker,omitempty"`
 	Session  float64 `protobuf:"fixed64,12,opt,name=session,proto3" json:"session,omitempty"`
 	Feedback float64 `protobuf:"fixed64,13,opt,name=feedback,proto3" json:"feedback,omitempty"`
-	// The shift of the score the reranker's order made (recall.rerank).
-	Rerank        float64 `protobuf:"fixed64,30,opt,name=rerank,proto3" json:"rerank,omitempty"`
+	// The shift of the score the reranker's order made (recall.rerank;
+	// present only for a reranked memory).
+	Rerank        *float64 `protobuf:"fixed64,30,opt,name=rerank,proto3,oneof" json:"rerank,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -980,8 +983,8 @@ func (x *Contributions) GetFeedback() float64 {
 }
 
 func (x *Contributions) GetRerank() float64 {
-	if x != nil {
-		return x.Rerank
+	if x != nil && x.Rerank != nil {
+		return *x.Rerank
 	}
 	return 0
 }
@@ -1726,7 +1729,7 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x0einclude_hidden\x18\b \x01(\bR\rincludeHidden\x12\x1b\n" +
 	"\x06expand\x18\t \x01(\x05H\x01R\x06expand\x88\x01\x01B\b\n" +
 	"\x06_as_ofB\t\n" +
-	"\a_expand\"\xc4\x05\n" +
+	"\a_expand\"\xe9\x05\n" +
 	"\aExplain\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1754,10 +1757,12 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\aspeaker\x18\x12 \x01(\x01R\aspeaker\x12\x18\n" +
 	"\asession\x18\x13 \x01(\x01R\asession\x12\x1a\n" +
 	"\bfeedback\x18\x14 \x01(\x01R\bfeedback\x12#\n" +
-	"\rfeedback_rank\x18\x15 \x01(\x05R\ffeedbackRank\x12\x16\n" +
-	"\x06rerank\x18\x1e \x01(\x01R\x06rerank\x12\x1f\n" +
-	"\vrerank_rank\x18\x1f \x01(\x05R\n" +
-	"rerankRank\"\xfa\x02\n" +
+	"\rfeedback_rank\x18\x15 \x01(\x05R\ffeedbackRank\x12\x1b\n" +
+	"\x06rerank\x18\x1e \x01(\x01H\x00R\x06rerank\x88\x01\x01\x12$\n" +
+	"\vrerank_rank\x18\x1f \x01(\x05H\x01R\n" +
+	"rerankRank\x88\x01\x01B\t\n" +
+	"\a_rerankB\x0e\n" +
+	"\f_rerank_rank\"\x8a\x03\n" +
 	"\rContributions\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1774,8 +1779,9 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	" \x01(\x01R\x04time\x12\x18\n" +
 	"\aspeaker\x18\v \x01(\x01R\aspeaker\x12\x18\n" +
 	"\asession\x18\f \x01(\x01R\asession\x12\x1a\n" +
-	"\bfeedback\x18\r \x01(\x01R\bfeedback\x12\x16\n" +
-	"\x06rerank\x18\x1e \x01(\x01R\x06rerank\"\xe5\x01\n" +
+	"\bfeedback\x18\r \x01(\x01R\bfeedback\x12\x1b\n" +
+	"\x06rerank\x18\x1e \x01(\x01H\x00R\x06rerank\x88\x01\x01B\t\n" +
+	"\a_rerank\"\xe5\x01\n" +
 	"\x0eRecalledMemory\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x10\n" +
@@ -1915,6 +1921,8 @@ func file_memoria_v1_api_proto_init() {
 	file_memoria_v1_memory_proto_init()
 	file_memoria_v1_api_proto_msgTypes[1].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[7].OneofWrappers = []any{}
+	file_memoria_v1_api_proto_msgTypes[8].OneofWrappers = []any{}
+	file_memoria_v1_api_proto_msgTypes[9].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[10].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[12].OneofWrappers = []any{}
 	file_memoria_v1_api_proto_msgTypes[13].OneofWrappers = []any{}
