@@ -71,7 +71,7 @@ type Server struct {
 	// times the live heap — Badger's memtables (store.memtable_mb each)
 	// count in it — and every page the heap grows into is a page fault
 	// and a zeroing by the kernel. Measured over HTTP (README, issue 15),
-	// 400 cost a durable insert about 30% more server CPU than 100.
+	// 400 cost a durable insert 15–35% more server CPU than 100.
 	GCPercent int `yaml:"gc_percent"`
 	// MaxImportBytes caps the body of POST /import (the export is read
 	// whole and validated before anything is written).

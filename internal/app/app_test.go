@@ -72,8 +72,8 @@ func TestNoClusterWithoutServe(t *testing.T) {
 // TestOpenSetsTheGCTarget: the server runs with server.gc_percent as the
 // Go GC target unless GOGC is set, and the default is Go's own 100 — the
 // target under which a durable insert took the least server CPU over
-// HTTP (README, issue 15: 400 cost about a third more, the heap growing
-// into fresh pages).
+// HTTP (README, issue 15: 400 cost 15–35% more, the heap growing into
+// fresh pages).
 func TestOpenSetsTheGCTarget(t *testing.T) {
 	if got := config.Default().Server.GCPercent; got != 100 {
 		t.Fatalf("default server.gc_percent %d, want 100 (see README, issue 15's inserts)", got)
