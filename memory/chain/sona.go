@@ -330,7 +330,11 @@ func (s *Sonas) appended(sona string, rec *messages.Sona, vid uint64, vec []floa
 	if old := s.sonas[sona]; old != nil {
 		st.members, st.mean = old.members, old.mean
 	}
-	st.mean, st.centroid = st.mean.Add(vec)
+	// The sum is added to in place: a mean is only read under s.mu, and
+	// the old state's goes with it; the centroid, which readers keep, is
+	// a new slice.
+	st.mean.AddInPlace(vec)
+	st.centroid = st.mean.Value()
 	st.members = append(st.members, vid)
 	s.sonas[sona] = st
 }
