@@ -568,6 +568,7 @@ type scorer struct {
 	cands      map[string]*Recalled
 	bm25All    map[string]float64
 	neighbours map[string]*neighbour // by CID key
+	bodies     map[string]body       // the candidates' times and speakers, by CID key (readBodies)
 	chains     map[string]chainView  // sonas' chains by uuid (viewOf)
 	spans      []text.Span
 
@@ -690,7 +691,7 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 // gather builds the scored, fused candidate set of the three paths.
 func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalled, error) {
 	byKey := map[string]*Recalled{}
-	sc.cands, sc.neighbours, sc.chains = byKey, map[string]*neighbour{}, map[string]chainView{}
+	sc.cands, sc.neighbours, sc.chains, sc.bodies = byKey, map[string]*neighbour{}, map[string]chainView{}, map[string]body{}
 	if paths.Weights.Time > 0 {
 		if sc.spans = sc.querySpans(); len(sc.spans) == 0 {
 			paths.Weights.Time = 0 // the query speaks of no time
@@ -789,17 +790,12 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 	enrich := func() error {
 		from := order[enriched:]
 		enriched = len(order)
-		if paths.Weights.Time > 0 {
-			if err := sc.timeEvidence(from); err != nil {
-				return err
-			}
-		}
-		if paths.Weights.Speaker > 0 {
-			named, err := sc.speakerEvidence(from)
+		if w := paths.Weights; w.Time > 0 || w.Speaker > 0 || w.Session > 0 {
+			named, err := sc.readBodies(from, w.Time > 0, w.Speaker > 0)
 			if err != nil {
 				return err
 			}
-			if !named && len(from) == len(order) {
+			if w.Speaker > 0 && !named && len(from) == len(order) {
 				paths.Weights.Speaker = 0 // the query names no candidate's speaker
 			}
 		}
@@ -809,9 +805,7 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 			}
 		}
 		if paths.Weights.Session > 0 { // every candidate's: the new ones join sessions
-			if err := sc.session(order, paths.Weights); err != nil {
-				return err
-			}
+			sc.session(order, paths.Weights)
 		}
 		fuseAll()
 		return nil
