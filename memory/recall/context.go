@@ -104,13 +104,16 @@ func (sc *scorer) baseRelevance(e Evidence, w config.PathWeights) float64 {
 }
 
 // neighbourOf is (once per recall) the evidence for the context of the
-// memory of CID key at position at of chain: its BM25 (bm25All scores
-// more than the candidates) and cosine.
+// memory of CID key at position at of chain: a candidate's own, another's
+// cosine alone. (Until issue 17's second part the full-text path scored
+// four times the candidates, so that their neighbours had their BM25:
+// it changed nothing on LoCoMo, and it was the larger part of the
+// context evidence's cost in `self` scope.)
 func (sc *scorer) neighbourOf(key string, chain *sonaChain, at int) *neighbour {
 	if n, ok := sc.neighbours[key]; ok {
 		return n
 	}
-	n := &neighbour{e: Evidence{BM25: sc.bm25All[key]}, chain: chain, at: at}
+	n := &neighbour{chain: chain, at: at}
 	if r := sc.cands[key]; r != nil {
 		n.e = r.Explain.Evidence
 	} else if sc.q.Vector != nil {
@@ -285,11 +288,6 @@ func sessionSums(ts []int64, rel []float64, gap int64) []float64 {
 	}
 	return out
 }
-
-// contextFactor: with the context evidence on, the full-text path scores
-// this many times the candidates, so that the candidates' neighbours have
-// their BM25 (only the first recall.candidates are candidates).
-const contextFactor = 4
 
 // contextDecay weighs a neighbour's relevance per hop beyond the first.
 const contextDecay = 0.5

@@ -334,11 +334,7 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 	var bm25 []pathHit
 	if paths.Weights.BM25 > 0 {
 		bctx, bspan := trace.Start(ctx, "recall.bm25")
-		nb := n
-		if paths.Weights.Context > 0 {
-			nb = contextFactor * n // the context evidence scores the candidates' neighbours with them
-		}
-		bm25, err = s.bm25Candidates(bctx, q, nb, backbone, func() []pathHit { denseDone.Wait(); return dense }, nil)
+		bm25, err = s.bm25Candidates(bctx, q, n, backbone, func() []pathHit { denseDone.Wait(); return dense }, nil)
 		bspan.SetAttributes(attribute.Int("memoria.recall.candidates", len(bm25)))
 		trace.Fail(bspan, err)
 		bspan.End()
@@ -348,11 +344,6 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 		}
 	}
 	denseDone.Wait()
-	sc.bm25All = make(map[string]float64, len(bm25))
-	for _, h := range bm25 {
-		sc.bm25All[h.key] = h.score
-	}
-	bm25 = bm25[:min(n, len(bm25))]
 
 	// The metric path (EUMAS): memories whose metric profile is near the
 	// query's, the query evaluated as memories are. Off when nothing
@@ -563,10 +554,9 @@ type scorer struct {
 	cal      Calibration    // the paths' scales for this query (gather)
 
 	// The context, time and speaker evidence (context.go): the
-	// candidates by CID key, the BM25 scores of more than the candidates,
-	// what was read of the memories around them, the query's time spans.
+	// candidates by CID key, what was read of the memories around them,
+	// the query's time spans.
 	cands      map[string]*Recalled
-	bm25All    map[string]float64
 	neighbours map[string]*neighbour // by CID key
 	bodies     map[string]body       // the candidates' times and speakers, by CID key (readBodies)
 	chains     map[string]chainView  // sonas' chains by uuid (viewOf)
