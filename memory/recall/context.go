@@ -105,10 +105,10 @@ func (sc *scorer) baseRelevance(e Evidence, w config.PathWeights) float64 {
 
 // neighbourOf is (once per recall) the evidence for the context of the
 // memory of CID key at position at of chain: a candidate's own, another's
-// cosine alone. (Until issue 17's second part the full-text path scored
-// four times the candidates, so that their neighbours had their BM25:
-// it changed nothing on LoCoMo, and it was the larger part of the
-// context evidence's cost in `self` scope.)
+// cosine alone. (The full-text path used to score four times the
+// candidates, so that their neighbours had their BM25: that changed
+// nothing on LoCoMo, and it was the larger part of the context
+// evidence's cost in `self` scope; README, "LoCoMo evaluation".)
 func (sc *scorer) neighbourOf(key string, chain *sonaChain, at int) *neighbour {
 	if n, ok := sc.neighbours[key]; ok {
 		return n
