@@ -104,13 +104,16 @@ func (sc *scorer) baseRelevance(e Evidence, w config.PathWeights) float64 {
 }
 
 // neighbourOf is (once per recall) the evidence for the context of the
-// memory of CID key at position at of chain: its BM25 (bm25All scores
-// more than the candidates) and cosine.
+// memory of CID key at position at of chain: a candidate's own, another's
+// cosine alone. (The full-text path used to score four times the
+// candidates, so that their neighbours had their BM25: that changed
+// nothing on LoCoMo, and it was the larger part of the context
+// evidence's cost in `self` scope; README, "LoCoMo evaluation".)
 func (sc *scorer) neighbourOf(key string, chain *sonaChain, at int) *neighbour {
 	if n, ok := sc.neighbours[key]; ok {
 		return n
 	}
-	n := &neighbour{e: Evidence{BM25: sc.bm25All[key]}, chain: chain, at: at}
+	n := &neighbour{chain: chain, at: at}
 	if r := sc.cands[key]; r != nil {
 		n.e = r.Explain.Evidence
 	} else if sc.q.Vector != nil {
@@ -230,8 +233,9 @@ func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 // candidates tell), summed, divided by the best candidate's sum — a
 // first pass over sessions, then turns within the best of them: evidence
 // for a question often lies in several turns of one session, some of
-// them sharing none of its words.
-func (sc *scorer) session(cands []*Recalled, w config.PathWeights) error {
+// them sharing none of its words. The candidates' times are those
+// readBodies kept.
+func (sc *scorer) session(cands []*Recalled, w config.PathWeights) {
 	gap := int64(time.Duration(sc.self.cfg.Recall.ContextGap) / time.Second)
 	type item struct {
 		r   *Recalled
@@ -240,12 +244,8 @@ func (sc *scorer) session(cands []*Recalled, w config.PathWeights) error {
 	}
 	bySona := map[string][]item{}
 	for _, r := range cands {
-		m, err := sc.self.memories.MemoryIn(sc.txn, r.CID)
-		if err != nil {
-			return err
-		}
 		s := sc.chainOf(r.Meta)
-		bySona[s] = append(bySona[s], item{r, memoryTime(m, r.Meta), sc.baseRelevance(r.Explain.Evidence, w)})
+		bySona[s] = append(bySona[s], item{r, sc.bodies[r.CID.KeyString()].time, sc.baseRelevance(r.Explain.Evidence, w)})
 	}
 	sums := make([]float64, 0, len(cands))
 	var of []*Recalled
@@ -268,7 +268,6 @@ func (sc *scorer) session(cands []*Recalled, w config.PathWeights) error {
 			r.Explain.Evidence.Session = sums[i] / best
 		}
 	}
-	return nil
 }
 
 // sessionSums is, for each of memories at times ts (ascending) with
@@ -290,11 +289,6 @@ func sessionSums(ts []int64, rel []float64, gap int64) []float64 {
 	return out
 }
 
-// contextFactor: with the context evidence on, the full-text path scores
-// this many times the candidates, so that the candidates' neighbours have
-// their BM25 (only the first recall.candidates are candidates).
-const contextFactor = 4
-
 // contextDecay weighs a neighbour's relevance per hop beyond the first.
 const contextDecay = 0.5
 
@@ -305,50 +299,66 @@ func absDiff(a, b int64) int64 {
 	return b - a
 }
 
-// timeEvidence sets each candidate's time evidence: how near its time is
-// to the nearest span the query speaks of (text.Span.Near).
-func (sc *scorer) timeEvidence(cands []*Recalled) error {
-	for _, r := range cands {
-		m, err := sc.self.memories.MemoryIn(sc.txn, r.CID)
-		if err != nil {
-			return err
-		}
-		t, best := memoryTime(m, r.Meta), 0.0
-		for _, s := range sc.spans {
-			best = math.Max(best, s.Near(t))
-		}
-		r.Explain.Evidence.Time = best
-	}
-	return nil
+// body is what the time, speaker and session evidence read of a
+// candidate's body: its time and its speaker's name (the words of an
+// `other` memory's name, lower-cased; nil for none).
+type body struct {
+	time    int64
+	speaker []string
 }
 
-// speakerEvidence sets each candidate's speaker evidence: 1 when every
-// word of its speaker's name (an `other` memory's name) is a word of the
-// query. It reports whether it named any.
-func (sc *scorer) speakerEvidence(cands []*Recalled) (bool, error) {
-	words := map[string]bool{}
-	for _, w := range strings.FieldsFunc(strings.ToLower(sc.q.Text), notWordRune) {
-		words[w] = true
+// readBodies reads the body of each of cands once (readBodies keeps what
+// it read in sc.bodies, for the session evidence over all the candidates
+// at each enrichment) and sets the time evidence — how near its time is
+// to the nearest span the query speaks of (text.Span.Near) — when time,
+// and the speaker evidence — 1 when every word of its speaker's name is
+// a word of the query — when speaker. It reports whether it named any
+// speaker.
+func (sc *scorer) readBodies(cands []*Recalled, time, speaker bool) (bool, error) {
+	var words map[string]bool
+	if speaker {
+		words = map[string]bool{}
+		for _, w := range strings.FieldsFunc(strings.ToLower(sc.q.Text), notWordRune) {
+			words[w] = true
+		}
 	}
 	named := false
 	for _, r := range cands {
-		m, err := sc.self.memories.MemoryIn(sc.txn, r.CID)
-		if err != nil {
-			return false, err
+		key := r.CID.KeyString()
+		b, ok := sc.bodies[key]
+		if !ok {
+			m, err := sc.self.memories.MemoryIn(sc.txn, r.CID)
+			if err != nil {
+				return false, err
+			}
+			b.time = memoryTime(m, r.Meta)
+			if m.Data.Other != nil && m.Data.Other.Name != nil {
+				b.speaker = strings.FieldsFunc(strings.ToLower(*m.Data.Other.Name), notWordRune)
+			}
+			sc.bodies[key] = b
 		}
-		if m.Data.Other == nil || m.Data.Other.Name == nil {
-			continue
+		if time {
+			best := 0.0
+			for _, s := range sc.spans {
+				best = math.Max(best, s.Near(b.time))
+			}
+			r.Explain.Evidence.Time = best
 		}
-		name := strings.FieldsFunc(strings.ToLower(*m.Data.Other.Name), notWordRune)
-		all := len(name) > 0
-		for _, w := range name {
-			all = all && words[w]
-		}
-		if all {
+		if speaker && len(b.speaker) > 0 && allIn(b.speaker, words) {
 			r.Explain.Evidence.Speaker, named = 1, true
 		}
 	}
 	return named, nil
+}
+
+// allIn reports whether every one of words is in set.
+func allIn(words []string, set map[string]bool) bool {
+	for _, w := range words {
+		if !set[w] {
+			return false
+		}
+	}
+	return true
 }
 
 func notWordRune(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }

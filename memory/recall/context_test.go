@@ -3,6 +3,7 @@ package recall_test
 import (
 	"context"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
+	"github.com/memoria-ai/memoria/memory/store"
 )
 
 // contextSona is a sona of two speakers over three sessions a day apart:
@@ -193,5 +195,54 @@ func TestRecallSpeakerEvidence(t *testing.T) {
 	}
 	if e := evidenceOf(rs)[m["a0"]].Evidence.Speaker; e != 1 {
 		t.Errorf("bo named: a0's speaker %v", e)
+	}
+}
+
+// countingMemories counts the bodies read, by CID.
+type countingMemories struct {
+	recall.Memories
+	mu    sync.Mutex
+	reads map[cid.Cid]int
+}
+
+func (c *countingMemories) MemoryIn(r store.Reader, id cid.Cid) (*model.Memory, error) {
+	c.mu.Lock()
+	c.reads[id]++
+	c.mu.Unlock()
+	return c.Memories.MemoryIn(r, id)
+}
+
+// The time, speaker and session evidence read a candidate's body once
+// per recall, however many times the candidates are enriched (here twice:
+// the affinity path adds candidates, and the session evidence is then
+// every candidate's again); choosing the hits reads it once more.
+func TestRecallEvidenceReadsEachBodyOnce(t *testing.T) {
+	clk := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clk)
+	defer s.Close()
+	o, m := contextSona(t, s, clk)
+	mem := &countingMemories{Memories: s.Memories, reads: map[cid.Cid]int{}}
+	r := recall.New(s.Store(), recall.Env{
+		Sonas: s.Sonas, Memories: mem, Text: s.Text, Profiles: s.Evals, Vectors: s.Index(),
+		BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: func() int64 { _, n := s.Counts(); return n },
+	}, recall.Options{Config: cfg, Clock: clk})
+	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Affinity: 0.5, Time: 1, Speaker: 1, Session: 1}, Fusion: "weighted"}
+	now := memorytest.Epoch.Add(3 * 24 * time.Hour).Unix()
+	rs, _, err := r.Recall(context.Background(), recall.Query{Sona: o.Sona, Text: "What did Ann see over the fjord two days ago?", Paths: &paths, Peek: true, Expand: new(0), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := evidenceOf(rs)
+	if e, ok := ex[m["a2"]]; !ok || e.Evidence.Affinity == 0 || e.Evidence.BM25Rank != 0 {
+		t.Fatalf("a2 is no candidate of the affinity path alone (the second enrichment): %+v", e)
+	}
+	if e := ex[m["a1"]].Evidence; e.Speaker != 1 || e.Time == 0 || e.Session == 0 {
+		t.Errorf("a1's evidence: %+v", e)
+	}
+	for c, n := range mem.reads {
+		if n > 2 {
+			t.Errorf("%s: its body read %d times", c, n)
+		}
 	}
 }

@@ -341,11 +341,7 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 	var bm25 []pathHit
 	if paths.Weights.BM25 > 0 {
 		bctx, bspan := trace.Start(ctx, "recall.bm25")
-		nb := n
-		if paths.Weights.Context > 0 {
-			nb = contextFactor * n // the context evidence scores the candidates' neighbours with them
-		}
-		bm25, err = s.bm25Candidates(bctx, q, nb, backbone, func() []pathHit { denseDone.Wait(); return dense }, nil)
+		bm25, err = s.bm25Candidates(bctx, q, n, backbone, func() []pathHit { denseDone.Wait(); return dense }, nil)
 		bspan.SetAttributes(attribute.Int("memoria.recall.candidates", len(bm25)))
 		trace.Fail(bspan, err)
 		bspan.End()
@@ -355,11 +351,6 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 		}
 	}
 	denseDone.Wait()
-	sc.bm25All = make(map[string]float64, len(bm25))
-	for _, h := range bm25 {
-		sc.bm25All[h.key] = h.score
-	}
-	bm25 = bm25[:min(n, len(bm25))]
 
 	// The metric path (EUMAS): memories whose metric profile is near the
 	// query's, the query evaluated as memories are. Off when nothing
@@ -573,11 +564,11 @@ type scorer struct {
 	cal      Calibration    // the paths' scales for this query (gather)
 
 	// The context, time and speaker evidence (context.go): the
-	// candidates by CID key, the BM25 scores of more than the candidates,
-	// what was read of the memories around them, the query's time spans.
+	// candidates by CID key, what was read of the memories around them,
+	// the query's time spans.
 	cands      map[string]*Recalled
-	bm25All    map[string]float64
 	neighbours map[string]*neighbour // by CID key
+	bodies     map[string]body       // the candidates' times and speakers, by CID key (readBodies)
 	chains     map[string]chainView  // sonas' chains by uuid (viewOf)
 	spans      []text.Span
 
@@ -700,7 +691,7 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 // gather builds the scored, fused candidate set of the three paths.
 func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalled, error) {
 	byKey := map[string]*Recalled{}
-	sc.cands, sc.neighbours, sc.chains = byKey, map[string]*neighbour{}, map[string]chainView{}
+	sc.cands, sc.neighbours, sc.chains, sc.bodies = byKey, map[string]*neighbour{}, map[string]chainView{}, map[string]body{}
 	if paths.Weights.Time > 0 {
 		if sc.spans = sc.querySpans(); len(sc.spans) == 0 {
 			paths.Weights.Time = 0 // the query speaks of no time
@@ -799,17 +790,12 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 	enrich := func() error {
 		from := order[enriched:]
 		enriched = len(order)
-		if paths.Weights.Time > 0 {
-			if err := sc.timeEvidence(from); err != nil {
-				return err
-			}
-		}
-		if paths.Weights.Speaker > 0 {
-			named, err := sc.speakerEvidence(from)
+		if w := paths.Weights; w.Time > 0 || w.Speaker > 0 || w.Session > 0 {
+			named, err := sc.readBodies(from, w.Time > 0, w.Speaker > 0)
 			if err != nil {
 				return err
 			}
-			if !named && len(from) == len(order) {
+			if w.Speaker > 0 && !named && len(from) == len(order) {
 				paths.Weights.Speaker = 0 // the query names no candidate's speaker
 			}
 		}
@@ -819,9 +805,7 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 			}
 		}
 		if paths.Weights.Session > 0 { // every candidate's: the new ones join sessions
-			if err := sc.session(order, paths.Weights); err != nil {
-				return err
-			}
+			sc.session(order, paths.Weights)
 		}
 		fuseAll()
 		return nil
