@@ -128,6 +128,10 @@ func (sc *scorer) place(key string, n *neighbour) error {
 		return nil
 	}
 	n.placed = true
+	if t, ok := sc.knownVisible(key, n); ok { // (visible.go: no read when warm)
+		n.visible, n.time = true, t
+		return nil
+	}
 	c, err := cid.Cast([]byte(key))
 	if err != nil {
 		return fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
@@ -139,6 +143,7 @@ func (sc *scorer) place(key string, n *neighbour) error {
 	if err != nil {
 		return err
 	}
+	sc.remember(key, meta)
 	if sc.excluded[c] || !sc.visible(meta) {
 		return nil // hidden (another sona's, archived…): its text lends nothing
 	}

@@ -101,15 +101,23 @@ type Recaller struct {
 	cfg      config.Config
 	clock    clock.Clock
 	chains   *chainPositions // where memories sit in their sonas' chains (the context evidence)
+	plain    *plainMemories  // memories known visible without a read (the context evidence); nil: not kept
 }
 
-// New is recall over the self kept in st.
+// New is recall over the self kept in st. When st reports its commits
+// (store.Store), New subscribes to them — call it before st's first
+// write — and recall keeps which memories are plain (plainMemories).
 func New(st store.Viewer, env Env, o Options) *Recaller {
-	return &Recaller{
+	s := &Recaller{
 		store: st, sonas: env.Sonas, memories: env.Memories, text: env.Text, profiles: env.Profiles, index: env.Vectors,
 		backbone: env.BackboneSona, embed: env.Embed, count: env.Count, cfg: o.Config, clock: clock.Or(o.Clock),
 		chains: newChainPositions(),
 	}
+	if sub, ok := st.(interface{ Subscribe(func(store.Event)) }); ok {
+		s.plain = newPlainMemories()
+		sub.Subscribe(s.Committed)
+	}
+	return s
 }
 
 // Trace is what a recall leaves behind unless it peeks (Query.Peek): the
