@@ -388,6 +388,7 @@ func (s *Self) loadProfiles() {
 	start := s.clock.Now()
 	go func() {
 		defer close(s.profilesDone)
+		gen := s.Recaller.PlainGeneration()
 		err := s.store.View(func(txn store.Reader) error {
 			return store.Scan(txn, meta.Prefix, func(k, v []byte) error {
 				if err := ctx.Err(); err != nil {
@@ -396,6 +397,9 @@ func (s *Self) loadProfiles() {
 				c, err := cid.Cast(k[len(meta.Prefix):])
 				if err != nil {
 					return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
+				}
+				if err := s.Recaller.KnowPlain(c, v, gen); err != nil { // (recall's context evidence then reads no metadata)
+					return err
 				}
 				return s.Evals.LoadProfile(c, v)
 			})

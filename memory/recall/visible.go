@@ -1,11 +1,16 @@
 package recall
 
 import (
+	"fmt"
 	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -24,12 +29,14 @@ import (
 //
 // Metadata is mutable: every committed write of a memory's metadata key
 // forgets what is kept of it (Recaller.Committed, from the store's commit
-// events), and a read that raced with a forget does not record (the
-// generation, as in meta's cache).
+// events), and a read in a view begun before that forget does not record
+// (generations). The open's scan of every memory's metadata fills it
+// (Recaller.KnowPlain), so a restarted server reads no neighbour's
+// metadata either.
 type plainMemories struct {
 	mu    sync.Mutex
 	seed  maphash.Seed
-	gen   uint64
+	gen   uint64      // bumped by every forget
 	facts []plainFact // by vector id
 }
 
@@ -38,6 +45,8 @@ type plainFact struct {
 	plain    bool
 	backbone bool
 	sona     uint64 // hash of the sona it was read a member of (0: none)
+	created  int64  // MemoryMeta.created_at: its time when its body has none
+	forgot   uint64 // the generation of its last forget
 }
 
 func newPlainMemories() *plainMemories { return &plainMemories{seed: maphash.MakeSeed()} }
@@ -57,36 +66,40 @@ func (p *plainMemories) generation() uint64 {
 	return p.gen
 }
 
-// record keeps what m, the metadata of vector id read at generation gen,
-// says, unless a write of some memory's metadata was committed since; sona
-// is the recalling sona.
+// record keeps what m, the metadata of vector id read in a view begun at
+// generation gen, says, unless a write of it was committed since; sona
+// is the recalling sona (the memory's first, for the open's scan).
 func (p *plainMemories) record(id uint64, m *messages.MemoryMeta, sona string, gen uint64) {
-	f := plainFact{plain: !m.Archived && m.ExpiresAt == 0 && m.Insight == nil, backbone: m.Backbone}
+	f := plainFact{plain: !m.Archived && m.ExpiresAt == 0 && m.Insight == nil, backbone: m.Backbone, created: m.CreatedAt}
 	if slices.Contains(m.Sonas, sona) {
 		f.sona = p.hash(sona)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.gen != gen {
-		return
-	}
-	if id >= uint64(len(p.facts)) {
-		p.facts = append(p.facts, make([]plainFact, id+1-uint64(len(p.facts)))...)
+	p.grow(id)
+	if f.forgot = p.facts[id].forgot; f.forgot > gen {
+		return // written since the view began
 	}
 	p.facts[id] = f
 }
 
+func (p *plainMemories) grow(id uint64) {
+	if id >= uint64(len(p.facts)) {
+		p.facts = append(p.facts, make([]plainFact, id+1-uint64(len(p.facts)))...)
+	}
+}
+
 // visible reports whether vector id is known plain and visible in a
-// recall of sona: in sona scope (sonaScope) it must have been read a
-// member of sona, or be the backbone's.
-func (p *plainMemories) visible(id uint64, sona string, sonaScope bool) bool {
+// recall of sona — in sona scope (sonaScope) it must have been read a
+// member of sona, or be the backbone's — and when it was stored.
+func (p *plainMemories) visible(id uint64, sona string, sonaScope bool) (created int64, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if id >= uint64(len(p.facts)) {
-		return false
+		return 0, false
 	}
 	f := p.facts[id]
-	return f.plain && (!sonaScope || f.backbone || f.sona == p.hash(sona))
+	return f.created, f.plain && (!sonaScope || f.backbone || f.sona == p.hash(sona))
 }
 
 // forget drops what is kept of vector id.
@@ -94,9 +107,8 @@ func (p *plainMemories) forget(id uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.gen++
-	if id < uint64(len(p.facts)) {
-		p.facts[id] = plainFact{}
-	}
+	p.grow(id)
+	p.facts[id] = plainFact{forgot: p.gen}
 }
 
 // Committed takes a commit's events (store.Store.Subscribe, before the
@@ -116,23 +128,20 @@ func (s *Recaller) Committed(e store.Event) {
 	}
 }
 
-// knownVisible is the time of n (the memory of CID key) when it is known
-// visible in this recall without reading it: its time kept, and it known
-// plain and in the recall's sona. Time travel and exclusions read.
-func (sc *scorer) knownVisible(key string, n *neighbour) (int64, bool) {
+// knownVisible reports whether the memory of CID key is known visible in
+// this recall without reading its metadata — known plain, and in the
+// recall's sona — and when it was stored (its time when its body has
+// none). Time travel and exclusions read.
+func (sc *scorer) knownVisible(key string) (created int64, ok bool) {
 	p := sc.self.plain
 	if p == nil || sc.q.AsOf != nil || len(sc.excluded) > 0 {
 		return 0, false
 	}
-	t, ok := n.chain.time(n.at)
+	id, ok := sc.self.index.ID(key)
 	if !ok {
 		return 0, false
 	}
-	id, ok := sc.self.index.ID(key)
-	if !ok || !p.visible(id, sc.q.Sona, sc.q.Scope == ScopeSona) {
-		return 0, false
-	}
-	return t, true
+	return p.visible(id, sc.q.Sona, sc.q.Scope == ScopeSona)
 }
 
 // remember keeps what m, the metadata of the memory of CID key read in
@@ -146,4 +155,95 @@ func (sc *scorer) remember(key string, m *messages.MemoryMeta) {
 	if id, ok := sc.self.index.ID(key); ok {
 		sc.self.plain.record(id, m, sc.q.Sona, sc.plainGen)
 	}
+}
+
+// PlainGeneration is to be taken before the view of a scan that calls
+// KnowPlain begins.
+func (s *Recaller) PlainGeneration() uint64 {
+	if s.plain == nil {
+		return 0
+	}
+	return s.plain.generation()
+}
+
+// KnowPlain keeps what raw, the encoded metadata of memory c read in a
+// view begun at generation gen (PlainGeneration), says of whether recall
+// may see it: the open's scan of every memory's metadata calls it. It
+// decodes only the fields it needs (the evaluation, labels and joins are
+// skipped).
+func (s *Recaller) KnowPlain(c cid.Cid, raw []byte, gen uint64) error {
+	if s.plain == nil {
+		return nil
+	}
+	id, ok := s.index.ID(c.KeyString())
+	if !ok {
+		return nil
+	}
+	m, err := plainFields(raw)
+	if err != nil {
+		return fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
+	}
+	sona := ""
+	if len(m.Sonas) > 0 {
+		sona = m.Sonas[0]
+	}
+	s.plain.record(id, m, sona, gen)
+	return nil
+}
+
+// plainFields decodes the fields of a MemoryMeta that record reads:
+// sonas, backbone, archived, expires_at, created_at, and whether insight
+// is set.
+func plainFields(raw []byte) (*messages.MemoryMeta, error) {
+	const (
+		sonas    = 1
+		backbone = 4
+		archived = 5
+		expires  = 6
+		created  = 10
+		insight  = 13
+	)
+	m := &messages.MemoryMeta{}
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		raw = raw[n:]
+		switch {
+		case num == sonas && typ == protowire.BytesType:
+			b, n := protowire.ConsumeBytes(raw)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			m.Sonas = append(m.Sonas, string(b))
+			raw = raw[n:]
+			continue
+		case (num == backbone || num == archived || num == expires || num == created) && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(raw)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			switch num {
+			case backbone:
+				m.Backbone = v != 0
+			case archived:
+				m.Archived = v != 0
+			case expires:
+				m.ExpiresAt = int64(v)
+			default:
+				m.CreatedAt = int64(v)
+			}
+			raw = raw[n:]
+			continue
+		case num == insight && typ == protowire.BytesType:
+			m.Insight = &messages.InsightMark{} // set: not plain, whatever it holds
+		}
+		n = protowire.ConsumeFieldValue(num, typ, raw)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		raw = raw[n:]
+	}
+	return m, nil
 }

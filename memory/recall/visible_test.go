@@ -83,3 +83,59 @@ func TestContextKnowsPlainNeighboursWithoutReading(t *testing.T) {
 		t.Errorf("a2 after a1 was archived: %+v (recalled %v), want no context", e, ok)
 	}
 }
+
+// What the open's scan of the metadata tells (KnowPlain) spares a
+// restarted server's first recalls the neighbours' reads, and changes no
+// score.
+func TestKnowPlainSparesTheFirstRecall(t *testing.T) {
+	clk := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clk)
+	defer s.Close()
+	o, _ := contextSona(t, s, clk)
+	recaller := func() (*recall.Recaller, *countingMemories) {
+		mems := &countingMemories{Memories: s.Memories}
+		return recall.New(s.Store(), recall.Env{
+			Sonas: s.Sonas, Memories: mems, Text: s.Text, Profiles: s.Evals, Vectors: s.Index(),
+			BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: func() int64 { _, n := s.Counts(); return n },
+		}, recall.Options{Config: cfg, Clock: clk}), mems
+	}
+	cold, coldMems := recaller()
+	known, knownMems := recaller()
+	gen := known.PlainGeneration()
+	if err := s.Store().View(func(r store.Reader) error {
+		return store.Scan(r, meta.Prefix, func(k, v []byte) error {
+			c, err := cid.Cast(k[len(meta.Prefix):])
+			if err != nil {
+				return err
+			}
+			return known.KnowPlain(c, v, gen)
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Their times are read (kept by each recaller's chain positions):
+	// once warm, neither reads them again.
+	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Context: 1}, Fusion: "weighted"}
+	q := recall.Query{Sona: o.Sona, Text: "aurora green", Paths: &paths, Peek: true, Expand: new(0)}
+	var want map[cid.Cid]recall.Explain
+	for i, rc := range []*recall.Recaller{cold, known} {
+		rs, _, err := rc.Recall(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := evidenceOf(rs)
+		if i == 0 {
+			want = got
+			continue
+		}
+		for c, e := range want {
+			if got[c].Evidence != e.Evidence || got[c].Fused != e.Fused {
+				t.Errorf("%s scores otherwise: %+v, want %+v", c, got[c], e)
+			}
+		}
+	}
+	if k, c := knownMems.metas.Load(), coldMems.metas.Load(); k >= c {
+		t.Errorf("with the scan's knowledge the recall read %d metadata, without %d", k, c)
+	}
+}
