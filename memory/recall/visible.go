@@ -25,7 +25,7 @@ import (
 // the memories around its candidates. (Those reads were the larger part
 // of a recall's CPU over HTTP at 100k memories, issue 15: about 190 a
 // recall, each a Badger lookup and a protobuf decode, half of them missing
-// the metadata cache.) 16 bytes a memory, never evicted.
+// the metadata cache.) 32 bytes a memory (32 MB at 1M), never evicted.
 //
 // Metadata is mutable: every committed write of a memory's metadata key
 // forgets what is kept of it (Recaller.Committed, from the store's commit
@@ -147,7 +147,8 @@ func (sc *scorer) knownVisible(key string) (created int64, ok bool) {
 // remember keeps what m, the metadata of the memory of CID key read in
 // the recall's view, says. The generation is the one before the view
 // began (scorer.plainGen): a commit's events come after its writes are
-// visible to new views, so any write the view may not see forbids it.
+// visible to new views, so a write of the memory the view may not see
+// forbids it.
 func (sc *scorer) remember(key string, m *messages.MemoryMeta) {
 	if sc.self.plain == nil {
 		return
