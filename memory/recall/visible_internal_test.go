@@ -42,3 +42,50 @@ func TestPlainFieldsAgreeWithProto(t *testing.T) {
 		t.Error("a damaged record decodes")
 	}
 }
+
+// What plainMemories tells: in sona scope only for the sona a memory was
+// read a member of (or the backbone's), in self scope for any; nothing
+// for a memory not plain, nor after a forget, nor from a read in a view
+// begun before that forget.
+func TestPlainMemoriesTellOnlyWhatWasRead(t *testing.T) {
+	p := newPlainMemories()
+	gen := p.generation()
+	p.record(3, &messages.MemoryMeta{Sonas: []string{"a", "b"}, CreatedAt: 7}, "a", gen)
+	p.record(4, &messages.MemoryMeta{Sonas: []string{"c"}, Backbone: true}, "c", gen)
+	p.record(5, &messages.MemoryMeta{Sonas: []string{"a"}, Archived: true}, "a", gen)
+	for _, c := range []struct {
+		id        uint64
+		sona      string
+		sonaScope bool
+		want      bool
+	}{
+		{3, "a", true, true},
+		{3, "b", true, false}, // a member of b too, but read for a: b's recall reads it
+		{3, "x", true, false}, // another sona's: never without a read
+		{3, "x", false, true}, // self scope
+		{4, "x", true, true},  // the backbone's
+		{5, "a", true, false}, // archived
+		{5, "a", false, false},
+		{9, "a", false, false}, // never read
+	} {
+		created, ok := p.visible(c.id, c.sona, c.sonaScope)
+		if ok != c.want {
+			t.Errorf("%d in %q (sona scope %v): %v, want %v", c.id, c.sona, c.sonaScope, ok, c.want)
+		}
+		if ok && c.id == 3 && created != 7 {
+			t.Errorf("3 stored at %d, want 7", created)
+		}
+	}
+	p.forget(3)
+	if _, ok := p.visible(3, "a", true); ok {
+		t.Error("3 still known after its metadata was written")
+	}
+	p.record(3, &messages.MemoryMeta{Sonas: []string{"a"}}, "a", gen) // read before the write
+	if _, ok := p.visible(3, "a", true); ok {
+		t.Error("a read in a view older than the write recorded")
+	}
+	p.record(3, &messages.MemoryMeta{Sonas: []string{"a"}}, "a", p.generation())
+	if _, ok := p.visible(3, "a", true); !ok {
+		t.Error("a read after the write did not record")
+	}
+}
