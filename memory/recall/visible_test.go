@@ -9,6 +9,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/recall"
@@ -27,6 +28,16 @@ func (c *countingMemories) MetaIn(r store.Reader, id cid.Cid) (*messages.MemoryM
 	return c.Memories.MetaIn(r, id)
 }
 
+// countingRecaller is a recaller of its own over s, counting its metadata
+// reads.
+func countingRecaller(s *memory.Self, cfg config.Config, clk clock.Clock) (*recall.Recaller, *countingMemories) {
+	mems := &countingMemories{Memories: s.Memories}
+	return recall.New(s.Store(), recall.Env{
+		Sonas: s.Sonas, Memories: mems, Text: s.Text, Profiles: s.Evals, Vectors: s.Index(),
+		BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: func() int64 { _, n := s.Counts(); return n },
+	}, recall.Options{Config: cfg, Clock: clk}), mems
+}
+
 // The context evidence reads a neighbour's metadata (whether recall may
 // see it) once: a later recall knows it plain without a read, and scores
 // alike — until its metadata is written again (here: archived), after
@@ -36,13 +47,8 @@ func TestContextKnowsPlainNeighboursWithoutReading(t *testing.T) {
 	cfg := memorytest.Config(t.TempDir())
 	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
-	// A recaller of its own over the self, counting its metadata reads
-	// (made before the memories are written: it subscribes to the commits).
-	mems := &countingMemories{Memories: s.Memories}
-	rc := recall.New(s.Store(), recall.Env{
-		Sonas: s.Sonas, Memories: mems, Text: s.Text, Profiles: s.Evals, Vectors: s.Index(),
-		BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: func() int64 { _, n := s.Counts(); return n },
-	}, recall.Options{Config: cfg, Clock: clk})
+	// (Made before the memories are written: it subscribes to the commits.)
+	rc, mems := countingRecaller(s, cfg, clk)
 	o, m := contextSona(t, s, clk)
 
 	// a1 (aurora) and a2 (green) are next to each other in their session:
@@ -93,15 +99,8 @@ func TestKnowPlainSparesTheFirstRecall(t *testing.T) {
 	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
 	o, _ := contextSona(t, s, clk)
-	recaller := func() (*recall.Recaller, *countingMemories) {
-		mems := &countingMemories{Memories: s.Memories}
-		return recall.New(s.Store(), recall.Env{
-			Sonas: s.Sonas, Memories: mems, Text: s.Text, Profiles: s.Evals, Vectors: s.Index(),
-			BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: func() int64 { _, n := s.Counts(); return n },
-		}, recall.Options{Config: cfg, Clock: clk}), mems
-	}
-	cold, coldMems := recaller()
-	known, knownMems := recaller()
+	cold, coldMems := countingRecaller(s, cfg, clk)
+	known, knownMems := countingRecaller(s, cfg, clk)
 	gen := known.PlainGeneration()
 	if err := s.Store().View(func(r store.Reader) error {
 		return store.Scan(r, meta.Prefix, func(k, v []byte) error {
