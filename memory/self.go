@@ -398,9 +398,7 @@ func (s *Self) loadProfiles() {
 				if err != nil {
 					return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
 				}
-				if err := s.Recaller.KnowPlain(c, v, gen); err != nil { // (recall's context evidence then reads no metadata)
-					return err
-				}
+				s.Recaller.KnowPlain(c, v, gen) // (recall's context evidence then reads no metadata)
 				return s.Evals.LoadProfile(c, v)
 			})
 		})

@@ -1,7 +1,6 @@
 package recall
 
 import (
-	"fmt"
 	"hash/maphash"
 	"slices"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -171,25 +169,25 @@ func (s *Recaller) PlainGeneration() uint64 {
 // view begun at generation gen (PlainGeneration), says of whether recall
 // may see it: the open's scan of every memory's metadata calls it. It
 // decodes only the fields it needs (the evaluation, labels and joins are
-// skipped).
-func (s *Recaller) KnowPlain(c cid.Cid, raw []byte, gen uint64) error {
+// skipped); a record it cannot decode is left to recall's own read, which
+// names the damage.
+func (s *Recaller) KnowPlain(c cid.Cid, raw []byte, gen uint64) {
 	if s.plain == nil {
-		return nil
+		return
 	}
 	id, ok := s.index.ID(c.KeyString())
 	if !ok {
-		return nil
+		return
 	}
 	m, err := plainFields(raw)
 	if err != nil {
-		return fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
+		return
 	}
 	sona := ""
 	if len(m.Sonas) > 0 {
 		sona = m.Sonas[0]
 	}
 	s.plain.record(id, m, sona, gen)
-	return nil
 }
 
 // plainFields decodes the fields of a MemoryMeta that record reads:
