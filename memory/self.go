@@ -390,6 +390,7 @@ func (s *Self) loadProfiles() {
 	start := s.clock.Now()
 	go func() {
 		defer close(s.profilesDone)
+		gen := s.Recaller.PlainGeneration()
 		err := s.store.View(func(txn store.Reader) error {
 			return store.Scan(txn, meta.Prefix, func(k, v []byte) error {
 				if err := ctx.Err(); err != nil {
@@ -399,6 +400,7 @@ func (s *Self) loadProfiles() {
 				if err != nil {
 					return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
 				}
+				s.Recaller.KnowPlain(c, v, gen) // (recall's context evidence then reads no metadata)
 				return s.Evals.LoadProfile(c, v)
 			})
 		})

@@ -125,7 +125,8 @@ func (sc *scorer) neighbourOf(key string, chain *sonaChain, at int) *neighbour {
 
 // place reads (once per recall) whether recall may see n (the memory of
 // CID key) and its time (the memory's body only the first time any recall
-// asks: sonaChain keeps it).
+// asks: sonaChain keeps it). Its metadata is not read when it is known
+// plain (visible.go).
 func (sc *scorer) place(key string, n *neighbour) error {
 	if n.placed {
 		return nil
@@ -135,15 +136,20 @@ func (sc *scorer) place(key string, n *neighbour) error {
 	if err != nil {
 		return fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
 	}
-	meta, err := sc.self.memories.MetaIn(sc.txn, c)
-	if errors.Is(err, base.ErrNotFound) {
-		return nil // gone: no context
-	}
-	if err != nil {
-		return err
-	}
-	if sc.excluded[c] || !sc.visible(meta) {
-		return nil // hidden (another sona's, archived…): its text lends nothing
+	created, known := sc.knownVisible(key)
+	if !known {
+		meta, err := sc.self.memories.MetaIn(sc.txn, c)
+		if errors.Is(err, base.ErrNotFound) {
+			return nil // gone: no context
+		}
+		if err != nil {
+			return err
+		}
+		sc.remember(key, meta)
+		if sc.excluded[c] || !sc.visible(meta) {
+			return nil // hidden (another sona's, archived…): its text lends nothing
+		}
+		created = meta.CreatedAt
 	}
 	t, ok := n.chain.time(n.at)
 	if !ok {
@@ -151,7 +157,7 @@ func (sc *scorer) place(key string, n *neighbour) error {
 		if err != nil {
 			return err
 		}
-		t = memoryTime(m, meta)
+		t = memoryTime(m, &messages.MemoryMeta{CreatedAt: created})
 		n.chain.setTime(n.at, t)
 	}
 	n.visible, n.time = true, t

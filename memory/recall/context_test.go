@@ -3,7 +3,6 @@ package recall_test
 import (
 	"context"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
-	"github.com/memoria-ai/memoria/memory/store"
 )
 
 // contextSona is a sona of two speakers over three sessions a day apart:
@@ -198,20 +196,6 @@ func TestRecallSpeakerEvidence(t *testing.T) {
 	}
 }
 
-// countingMemories counts the bodies read, by CID.
-type countingMemories struct {
-	recall.Memories
-	mu    sync.Mutex
-	reads map[cid.Cid]int
-}
-
-func (c *countingMemories) MemoryIn(r store.Reader, id cid.Cid) (*model.Memory, error) {
-	c.mu.Lock()
-	c.reads[id]++
-	c.mu.Unlock()
-	return c.Memories.MemoryIn(r, id)
-}
-
 // The time, speaker and session evidence read a candidate's body once
 // per recall, however many times the candidates are enriched (here twice:
 // the affinity path adds candidates, and the session evidence is then
@@ -222,11 +206,7 @@ func TestRecallEvidenceReadsEachBodyOnce(t *testing.T) {
 	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
 	o, m := contextSona(t, s, clk)
-	mem := &countingMemories{Memories: s.Memories, reads: map[cid.Cid]int{}}
-	r := recall.New(s.Store(), recall.Env{
-		Sonas: s.Sonas, Memories: mem, Text: s.Text, Profiles: s.Evals, Vectors: s.Index(),
-		BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: func() int64 { _, n := s.Counts(); return n },
-	}, recall.Options{Config: cfg, Clock: clk})
+	r, mem := countingRecaller(s, cfg, clk)
 	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Affinity: 0.5, Time: 1, Speaker: 1, Session: 1}, Fusion: "weighted"}
 	now := memorytest.Epoch.Add(3 * 24 * time.Hour).Unix()
 	rs, _, err := r.Recall(context.Background(), recall.Query{Sona: o.Sona, Text: "What did Ann see over the fjord two days ago?", Paths: &paths, Peek: true, Expand: new(0), Now: now})

@@ -108,6 +108,7 @@ type Recaller struct {
 	cfg      config.Config
 	clock    clock.Clock
 	chains   *chainPositions // where memories sit in their sonas' chains (the context evidence)
+	plain    *plainMemories  // memories known visible without a read (the context evidence); nil: not kept
 	log      *slog.Logger
 	// reranker (nil: off); rerankFallbacks counts its failures,
 	// rerankWarned is when one was last logged at warn level (unix ns).
@@ -116,7 +117,9 @@ type Recaller struct {
 	rerankWarned    atomic.Int64
 }
 
-// New is recall over the self kept in st.
+// New is recall over the self kept in st. When st reports its commits
+// (store.Store), New subscribes to them — call it before st's first
+// write — and recall keeps which memories are plain (plainMemories).
 func New(st store.Viewer, env Env, o Options) *Recaller {
 	r := &Recaller{
 		store: st, sonas: env.Sonas, memories: env.Memories, text: env.Text, profiles: env.Profiles, index: env.Vectors,
@@ -125,6 +128,10 @@ func New(st store.Viewer, env Env, o Options) *Recaller {
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
+	}
+	if sub, ok := st.(interface{ Subscribe(func(store.Event)) }); ok {
+		r.plain = newPlainMemories()
+		sub.Subscribe(r.Committed)
 	}
 	return r
 }

@@ -374,6 +374,9 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 		}
 	}
 
+	if s.plain != nil {
+		sc.plainGen = s.plain.generation()
+	}
 	err = s.store.View(func(txn store.Reader) error {
 		sc.txn = txn
 		fctx, fspan := trace.Start(ctx, "recall.fusion", attribute.String("memoria.recall.fusion", paths.Fusion))
@@ -576,6 +579,8 @@ type scorer struct {
 	// maxTime, did not exist yet.
 	maxSeq  uint64
 	maxTime int64
+
+	plainGen uint64 // plainMemories' generation before the view began (visible.go)
 }
 
 // resolveAsOf turns Query.AsOf into the limits of what existed.

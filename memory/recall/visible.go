@@ -1,0 +1,248 @@
+package recall
+
+import (
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// plainMemories remembers, by vector id, the memories whose metadata a
+// recall last read as plain — not archived, not expiring, not an insight,
+// so visible to every recall that may see their sona — and which sona
+// they were read a member of, so that the context evidence (place) can
+// tell a neighbour visible without reading and decoding its metadata:
+// with its time kept by chainPositions, a warm recall reads nothing of
+// the memories around its candidates. (Those reads were the larger part
+// of a recall's CPU over HTTP at 100k memories, issue 15: about 190 a
+// recall, each a Badger lookup and a protobuf decode, half of them missing
+// the metadata cache.) 32 bytes a memory (32 MB at 1M), never evicted.
+//
+// Metadata is mutable: every committed write of a memory's metadata key
+// forgets what is kept of it (Recaller.Committed, from the store's commit
+// events), and a read in a view begun before that forget does not record
+// (generations). The open's scan of every memory's metadata fills it
+// (Recaller.KnowPlain), so a restarted server reads no neighbour's
+// metadata either.
+type plainMemories struct {
+	mu    sync.Mutex
+	seed  maphash.Seed
+	gen   uint64      // bumped by every forget
+	facts []plainFact // by vector id
+}
+
+// plainFact is what is kept of one memory; the zero value knows nothing.
+type plainFact struct {
+	plain    bool
+	backbone bool
+	sona     uint64 // hash of the sona it was read a member of (0: none)
+	created  int64  // MemoryMeta.created_at: its time when its body has none
+	forgot   uint64 // the generation of its last forget
+}
+
+func newPlainMemories() *plainMemories { return &plainMemories{seed: maphash.MakeSeed()} }
+
+func (p *plainMemories) hash(sona string) uint64 {
+	if sona == "" {
+		return 0
+	}
+	return maphash.String(p.seed, sona) | 1 // never 0
+}
+
+// generation is to be taken before the view that reads a memory's
+// metadata begins, and given to record.
+func (p *plainMemories) generation() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gen
+}
+
+// record keeps what m, the metadata of vector id read in a view begun at
+// generation gen, says, unless a write of it was committed since; sona
+// is the recalling sona (the memory's first, for the open's scan).
+func (p *plainMemories) record(id uint64, m *messages.MemoryMeta, sona string, gen uint64) {
+	f := plainFact{plain: !m.Archived && m.ExpiresAt == 0 && m.Insight == nil, backbone: m.Backbone, created: m.CreatedAt}
+	if slices.Contains(m.Sonas, sona) {
+		f.sona = p.hash(sona)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.grow(id)
+	if f.forgot = p.facts[id].forgot; f.forgot > gen {
+		return // written since the view began
+	}
+	p.facts[id] = f
+}
+
+func (p *plainMemories) grow(id uint64) {
+	if id >= uint64(len(p.facts)) {
+		p.facts = append(p.facts, make([]plainFact, id+1-uint64(len(p.facts)))...)
+	}
+}
+
+// visible reports whether vector id is known plain and visible in a
+// recall of sona — in sona scope (sonaScope) it must have been read a
+// member of sona, or be the backbone's — and when it was stored.
+func (p *plainMemories) visible(id uint64, sona string, sonaScope bool) (created int64, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id >= uint64(len(p.facts)) {
+		return 0, false
+	}
+	f := p.facts[id]
+	return f.created, f.plain && (!sonaScope || f.backbone || f.sona == p.hash(sona))
+}
+
+// forget drops what is kept of vector id.
+func (p *plainMemories) forget(id uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gen++
+	p.grow(id)
+	p.facts[id] = plainFact{forgot: p.gen}
+}
+
+// Committed takes a commit's events (store.Store.Subscribe, before the
+// store's first write): a memory whose metadata a commit wrote or deleted
+// is no longer known plain.
+func (s *Recaller) Committed(e store.Event) {
+	for _, k := range e.Keys {
+		if !strings.HasPrefix(k, string(meta.Prefix)) {
+			continue
+		}
+		// (A memory without a vector id has nothing kept: ids are never
+		// reused, and a forgotten memory's key no longer has one, which
+		// knownVisible checks.)
+		if id, ok := s.index.ID(k[len(meta.Prefix):]); ok {
+			s.plain.forget(id)
+		}
+	}
+}
+
+// knownVisible reports whether the memory of CID key is known visible in
+// this recall without reading its metadata — known plain, and in the
+// recall's sona — and when it was stored (its time when its body has
+// none). Time travel and exclusions read.
+func (sc *scorer) knownVisible(key string) (created int64, ok bool) {
+	p := sc.self.plain
+	if p == nil || sc.q.AsOf != nil || len(sc.excluded) > 0 {
+		return 0, false
+	}
+	id, ok := sc.self.index.ID(key)
+	if !ok {
+		return 0, false
+	}
+	return p.visible(id, sc.q.Sona, sc.q.Scope == ScopeSona)
+}
+
+// remember keeps what m, the metadata of the memory of CID key read in
+// the recall's view, says. The generation is the one before the view
+// began (scorer.plainGen): a commit's events come after its writes are
+// visible to new views, so a write of the memory the view may not see
+// forbids it.
+func (sc *scorer) remember(key string, m *messages.MemoryMeta) {
+	if sc.self.plain == nil {
+		return
+	}
+	if id, ok := sc.self.index.ID(key); ok {
+		sc.self.plain.record(id, m, sc.q.Sona, sc.plainGen)
+	}
+}
+
+// PlainGeneration is to be taken before the view of a scan that calls
+// KnowPlain begins.
+func (s *Recaller) PlainGeneration() uint64 {
+	if s.plain == nil {
+		return 0
+	}
+	return s.plain.generation()
+}
+
+// KnowPlain keeps what raw, the encoded metadata of memory c read in a
+// view begun at generation gen (PlainGeneration), says of whether recall
+// may see it: the open's scan of every memory's metadata calls it. It
+// decodes only the fields it needs (the evaluation, labels and joins are
+// skipped); a record it cannot decode is left to recall's own read, which
+// names the damage.
+func (s *Recaller) KnowPlain(c cid.Cid, raw []byte, gen uint64) {
+	if s.plain == nil {
+		return
+	}
+	id, ok := s.index.ID(c.KeyString())
+	if !ok {
+		return
+	}
+	m, err := plainFields(raw)
+	if err != nil {
+		return
+	}
+	sona := ""
+	if len(m.Sonas) > 0 {
+		sona = m.Sonas[0]
+	}
+	s.plain.record(id, m, sona, gen)
+}
+
+// plainFields decodes the fields of a MemoryMeta that record reads:
+// sonas, backbone, archived, expires_at, created_at, and whether insight
+// is set.
+func plainFields(raw []byte) (*messages.MemoryMeta, error) {
+	const (
+		sonas    = 1
+		backbone = 4
+		archived = 5
+		expires  = 6
+		created  = 10
+		insight  = 13
+	)
+	m := &messages.MemoryMeta{}
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		raw = raw[n:]
+		switch {
+		case num == sonas && typ == protowire.BytesType:
+			b, n := protowire.ConsumeBytes(raw)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			m.Sonas = append(m.Sonas, string(b))
+			raw = raw[n:]
+			continue
+		case (num == backbone || num == archived || num == expires || num == created) && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(raw)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			switch num {
+			case backbone:
+				m.Backbone = v != 0
+			case archived:
+				m.Archived = v != 0
+			case expires:
+				m.ExpiresAt = int64(v)
+			default:
+				m.CreatedAt = int64(v)
+			}
+			raw = raw[n:]
+			continue
+		case num == insight && typ == protowire.BytesType:
+			m.Insight = &messages.InsightMark{} // set: not plain, whatever it holds
+		}
+		n = protowire.ConsumeFieldValue(num, typ, raw)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		raw = raw[n:]
+	}
+	return m, nil
+}

@@ -1,0 +1,91 @@
+package recall
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// plainFields reads what a full decode reads of the fields it keeps,
+// past the fields it skips (maps, nested messages, repeated messages).
+func TestPlainFieldsAgreeWithProto(t *testing.T) {
+	for i, m := range []*messages.MemoryMeta{
+		{},
+		{Sonas: []string{"a", "b"}, AgentId: "ag", Kind: "fact", Importance: 0.5, AccessCount: 3, LastAccessTick: 9, CreatedAt: 1700000000, Seq: 12,
+			Labels: map[string]string{"x": "y", "z": ""}, Evaluation: &messages.EvalSummary{Metrics: map[string]float64{"m": 0.25, "n": 1}},
+			Joins: []*messages.SonaJoin{{Sona: "b", AgentId: "ag2", Labels: map[string]string{"k": "v"}, JoinedAt: 5}}},
+		{Sonas: []string{"s"}, Backbone: true},
+		{Sonas: []string{"s"}, Archived: true, Evaluation: &messages.EvalSummary{Failed: true}},
+		{Sonas: []string{"s"}, ExpiresAt: 1 << 40},
+		{Sonas: []string{"s"}, Insight: &messages.InsightMark{}},
+		{Sonas: []string{"s"}, Insight: &messages.InsightMark{Confidence: 0.9}},
+	} {
+		raw, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := plainFields(raw)
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		want := &messages.MemoryMeta{Sonas: m.Sonas, Backbone: m.Backbone, Archived: m.Archived, ExpiresAt: m.ExpiresAt, CreatedAt: m.CreatedAt}
+		if m.Insight != nil {
+			want.Insight = &messages.InsightMark{}
+		}
+		if !proto.Equal(got, want) {
+			t.Errorf("%d: %v, want %v", i, got, want)
+		}
+	}
+	if _, err := plainFields([]byte{0x0a, 0x05, 'a'}); err == nil { // a string cut short
+		t.Error("a damaged record decodes")
+	}
+}
+
+// What plainMemories tells: in sona scope only for the sona a memory was
+// read a member of (or the backbone's), in self scope for any; nothing
+// for a memory not plain, nor after a forget, nor from a read in a view
+// begun before that forget.
+func TestPlainMemoriesTellOnlyWhatWasRead(t *testing.T) {
+	p := newPlainMemories()
+	gen := p.generation()
+	p.record(3, &messages.MemoryMeta{Sonas: []string{"a", "b"}, CreatedAt: 7}, "a", gen)
+	p.record(4, &messages.MemoryMeta{Sonas: []string{"c"}, Backbone: true}, "c", gen)
+	p.record(5, &messages.MemoryMeta{Sonas: []string{"a"}, Archived: true}, "a", gen)
+	for _, c := range []struct {
+		id        uint64
+		sona      string
+		sonaScope bool
+		want      bool
+	}{
+		{3, "a", true, true},
+		{3, "b", true, false}, // a member of b too, but read for a: b's recall reads it
+		{3, "x", true, false}, // another sona's: never without a read
+		{3, "x", false, true}, // self scope
+		{4, "x", true, true},  // the backbone's
+		{5, "a", true, false}, // archived
+		{5, "a", false, false},
+		{9, "a", false, false}, // never read
+	} {
+		created, ok := p.visible(c.id, c.sona, c.sonaScope)
+		if ok != c.want {
+			t.Errorf("%d in %q (sona scope %v): %v, want %v", c.id, c.sona, c.sonaScope, ok, c.want)
+		}
+		if ok && c.id == 3 && created != 7 {
+			t.Errorf("3 stored at %d, want 7", created)
+		}
+	}
+	p.forget(3)
+	if _, ok := p.visible(3, "a", true); ok {
+		t.Error("3 still known after its metadata was written")
+	}
+	p.record(3, &messages.MemoryMeta{Sonas: []string{"a"}}, "a", gen) // read before the write
+	if _, ok := p.visible(3, "a", true); ok {
+		t.Error("a read in a view older than the write recorded")
+	}
+	p.record(3, &messages.MemoryMeta{Sonas: []string{"a"}}, "a", p.generation())
+	if _, ok := p.visible(3, "a", true); !ok {
+		t.Error("a read after the write did not record")
+	}
+}
