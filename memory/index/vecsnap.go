@@ -190,7 +190,7 @@ func (s *VectorSnapshots) Restore(txn store.Reader, end uint64) (bool, error) {
 	}
 	s.changes = info.Changes
 	s.log.Info("vector index: snapshot loaded", "path", path, "log_seq", tag.LogSeq, "vectors", info.IDs-info.Removed,
-		"pending", info.Pending, "added_since", added, "forgotten_since", removed,
+		"pending", info.Pending, "added_since", added, "forgotten_since", removed, "mapped_bytes", info.Mapped,
 		"took", s.clock.Now().Sub(start), "read", loaded.Sub(start))
 	return true, nil
 }
