@@ -69,7 +69,12 @@ type SnapshotInfo struct {
 	// Mapped is the bytes of vectors a restore mapped from the file
 	// rather than read into the heap.
 	Mapped int64
+	// Version is the snapshot's layout (SnapshotVersion when written).
+	Version int
 }
+
+// SnapshotVersion is the layout Snapshot writes.
+const SnapshotVersion = 2
 
 // Changes counts the keys added and removed since the index was created or
 // restored (a restored index starts at its snapshot's count): a snapshot
@@ -85,7 +90,7 @@ func (x *Index) Changes() uint64 {
 // Remove until then. Every key added before Snapshot was called is in
 // it; keys added meanwhile may be.
 func (x *Index) Snapshot(w io.Writer, tag []byte) (SnapshotInfo, error) {
-	return x.snapshot(w, tag, 2)
+	return x.snapshot(w, tag, SnapshotVersion)
 }
 
 // snapshot writes version 2, or 1 (for the tests of reading it).
@@ -102,7 +107,7 @@ func (x *Index) snapshot(w io.Writer, tag []byte, version int) (SnapshotInfo, er
 	x.kmu.RLock()
 	n := len(x.keys)
 	keys := x.keys[:n:n] // a key is only ever cleared (Remove), under gmu
-	info := SnapshotInfo{IDs: n, Removed: len(x.removed), Changes: x.changes}
+	info := SnapshotInfo{IDs: n, Removed: len(x.removed), Changes: x.changes, Version: version}
 	x.kmu.RUnlock()
 	g := x.graph
 	if version == 1 {
@@ -405,7 +410,10 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		default:
 		}
 	}
-	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes, Mapped: info.Mapped}
+	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes, Mapped: info.Mapped, Version: SnapshotVersion}
+	if v1 {
+		info.Version = 1
+	}
 	return info, nil
 }
 
