@@ -343,6 +343,7 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 		var n int64
 		err = store.Keys(txn, meta.Prefix, func([]byte) { n++ })
 		merr := <-members
+		s.index.ReleaseVectors() // the centroids read them all
 		if err != nil {
 			return err
 		}

@@ -54,7 +54,10 @@ type Index struct {
 	vecs    chunked[float32] // by id
 	qv      chunked[int8]    // by id, quantised records (quant.go); the graph shares the chunks
 	removed map[uint64]bool  // ids of removed keys (forgotten memories)
-	changes uint64           // keys added and removed (Changes)
+	// mapped is where the whole chunks of vecs were mapped from a
+	// snapshot's file (Restore), nil if they were not.
+	mapped  []byte
+	changes uint64 // keys added and removed (Changes)
 
 	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64

@@ -8,8 +8,10 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"maps"
 	"math/rand"
 	"os"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -149,6 +151,7 @@ func (x *Index) snapshot(w io.Writer, tag []byte, version int) (SnapshotInfo, er
 		sw.pad()
 	}
 	writeChunks(sw, &x.vecs, n, &x.kmu)
+	x.ReleaseVectors() // writing them read them all
 	if version > 1 {
 		sw.pad()
 	}
@@ -356,11 +359,13 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	if err := accept(tag); err != nil {
 		return info, err
 	}
+	var mapped []byte
 	if mapping {
 		m, err := mapFile(file, size)
 		if err != nil {
 			return info, fmt.Errorf("vector: mapping the snapshot: %w", err)
 		}
+		mapped = m[vecsAt : vecsAt+int64(n>>chunkBits<<chunkBits)*int64(x.dims*4)]
 		mapChunks(&vecs, m, vecsAt, int(n))
 		mapChunks(&qv, m, qvAt, int(n))
 		info.Mapped = int64(n) * int64(x.dims*4+qv.stride)
@@ -393,7 +398,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	empty := len(x.keys) == 0 && len(x.pending) == 0 && x.graph.top < 0
 	if empty {
 		x.graph = ng
-		x.ids, x.keys, x.vecs, x.qv, x.removed = ids, keys, vecs, qv, removed
+		x.ids, x.keys, x.vecs, x.qv, x.removed, x.mapped = ids, keys, vecs, qv, removed, mapped
 		x.pending = pending
 		x.changes = uint64(n) + uint64(len(removed))
 	}
@@ -415,6 +420,36 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		info.Version = 1
 	}
 	return info, nil
+}
+
+// ReleaseVectors lets the process's pages of the float32 vectors mapped
+// from a snapshot go (madvise MADV_DONTNEED, where the platform has it):
+// they stay in the page cache, and a search that needs one maps it again.
+// A pass over every vector (the sonas' centroids at open, a snapshot)
+// would otherwise leave all of them counted in the resident set, though
+// searches read only the few they rescore. The pages holding a removed
+// vector are kept: its zeros are the process's copy, not the file's.
+func (x *Index) ReleaseVectors() {
+	x.kmu.Lock()
+	defer x.kmu.Unlock()
+	if len(x.mapped) == 0 || !canRelease {
+		return
+	}
+	rec := x.dims * 4
+	from := 0 // the pages before from are released or kept
+	for _, id := range slices.Sorted(maps.Keys(x.removed)) {
+		lo := int(id) * rec
+		if lo >= len(x.mapped) {
+			break
+		}
+		if lo = lo / snapAlign * snapAlign; lo > from {
+			releasePages(x.mapped[from:lo])
+		}
+		from = max(from, min(len(x.mapped), (int(id+1)*rec+snapAlign-1)/snapAlign*snapAlign))
+	}
+	if from < len(x.mapped) {
+		releasePages(x.mapped[from:])
+	}
 }
 
 // check checks a restored graph's structure: every link within the
