@@ -260,6 +260,9 @@ func (s *Self) close(snapshot bool) error {
 	if err == nil {
 		err = terr
 	}
+	if uerr := s.index.Unmap(); err == nil {
+		err = uerr // the snapshot's file is free from here
+	}
 	return err
 }
 

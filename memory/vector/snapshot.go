@@ -226,9 +226,9 @@ func asBytes[T float32 | uint32 | int8 | uint64](v []T) []byte {
 // When r is an *os.File at its start, the vectors are mapped from it
 // (private, copy-on-write: a removal zeroes the process's copy, never the
 // file) where the platform can, else read: they are read once anyway, to
-// check the CRC, but not kept in the heap. The mapping lasts as long as
-// the process (the file may be replaced meanwhile: the mapping keeps the
-// old one's blocks until the process ends).
+// check the CRC, but not kept in the heap. The mapping lasts until Unmap
+// (the file may be replaced meanwhile: the mapping keeps the old one's
+// blocks until then).
 // Once the snapshot is read and checked, accept is given its tag: an
 // error from it leaves x empty and is returned. Ids not in the snapshot's
 // graph are pending again: the builder adds them. On an error x is left
@@ -359,13 +359,13 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	if err := accept(tag); err != nil {
 		return info, err
 	}
-	var mapped []byte
+	var mapped, whole []byte
 	if mapping {
 		m, err := mapFile(file, size)
 		if err != nil {
 			return info, fmt.Errorf("vector: mapping the snapshot: %w", err)
 		}
-		mapped = m[vecsAt : vecsAt+int64(n>>chunkBits<<chunkBits)*int64(x.dims*4)]
+		whole, mapped = m, m[vecsAt:vecsAt+int64(n>>chunkBits<<chunkBits)*int64(x.dims*4)]
 		mapChunks(&vecs, m, vecsAt, int(n))
 		mapChunks(&qv, m, qvAt, int(n))
 		info.Mapped = int64(n) * int64(x.dims*4+qv.stride)
@@ -398,7 +398,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	empty := len(x.keys) == 0 && len(x.pending) == 0 && x.graph.top < 0
 	if empty {
 		x.graph = ng
-		x.ids, x.keys, x.vecs, x.qv, x.removed, x.mapped = ids, keys, vecs, qv, removed, mapped
+		x.ids, x.keys, x.vecs, x.qv, x.removed, x.mapping, x.mapped = ids, keys, vecs, qv, removed, whole, mapped
 		x.pending = pending
 		x.changes = uint64(n) + uint64(len(removed))
 	}
@@ -407,6 +407,9 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	x.gmu.Unlock()
 	x.bmu.Unlock()
 	if !empty {
+		if whole != nil {
+			unmapFile(whole)
+		}
 		return info, errors.New("vector: Restore into an index that is not empty")
 	}
 	if len(pending) > 0 {

@@ -316,6 +316,12 @@ func TestSnapshotMappedFromFile(t *testing.T) {
 			t.Fatalf("version %d: the restored index's snapshot has %d keys (want %d), key 900 %v", version, z.Len(), y.Len(), ok)
 		}
 		same(fmt.Sprintf("version %d, its snapshot", version), y, z)
+		// Unmapped (at close), a mapped index is empty, not a fault; one
+		// read into the heap (version 1) is left as it is.
+		y.Close()
+		if err := y.Unmap(); err != nil || version == 2 && (y.Len() != 0 || len(y.Search(queries[0], 5)) != 0) {
+			t.Fatalf("version %d: after Unmap: %v, %d keys", version, err, y.Len())
+		}
 	}
 }
 
