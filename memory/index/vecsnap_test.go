@@ -115,13 +115,14 @@ func TestVectorSnapshotThenKillNine(t *testing.T) {
 	sameSearches(t, searches(t, s), restored)
 }
 
-// A damaged snapshot is not used: the index is rebuilt, searches as
-// before, and a new snapshot replaces the damaged one at close.
-func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
-	dir := t.TempDir()
+// orchard makes a store in dir of n notes of one sona, closes it (which
+// writes the vector snapshot) and returns the index's answers to
+// snapQueries.
+func orchard(t *testing.T, dir string, n int) [][]vector.Hit {
+	t.Helper()
 	s, _ := memorytest.OpenLogged(t, dir)
 	o := memorytest.NewOwner(t, s, "gardener")
-	for i := range 120 {
+	for i := range n {
 		o.Text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i))
 	}
 	s.Index().WaitBuilt()
@@ -129,6 +130,14 @@ func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return before
+}
+
+// A damaged snapshot is not used: the index is rebuilt, searches as
+// before, and a new snapshot replaces the damaged one at close.
+func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
+	dir := t.TempDir()
+	before := orchard(t, dir, 120)
 	path := index.VectorSnapshotPath(dir)
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -326,16 +335,7 @@ func toVersion1(t *testing.T, path string) {
 // next close though the index did not change; the open after maps it.
 func TestVectorSnapshotOfVersion1IsRewritten(t *testing.T) {
 	dir := t.TempDir()
-	s, _ := memorytest.OpenLogged(t, dir)
-	o := memorytest.NewOwner(t, s, "gardener")
-	for i := range 300 {
-		o.Text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i))
-	}
-	s.Index().WaitBuilt()
-	before := searches(t, s)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	before := orchard(t, dir, 300)
 	path := index.VectorSnapshotPath(dir)
 	toVersion1(t, path)
 
