@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/meta"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -169,5 +171,62 @@ func TestProfilesOffLoadNothing(t *testing.T) {
 	}
 	if p, err := s.Evals.QueryProfile(context.Background(), "memory"); p != nil || err != nil || s.Evals.Profiles() != 0 {
 		t.Errorf("evaluation off: profile %v, %v, %d profiles", p, err, s.Evals.Profiles())
+	}
+}
+
+// TestProfilesLoadFailureTurnsTheMetricPathOff: when the metric profiles
+// cannot be loaded (a damaged metadata record), the open still serves,
+// the log says the metric path is off, and recalls are answered without
+// it rather than failing.
+func TestProfilesLoadFailureTurnsTheMetricPathOff(t *testing.T) {
+	dir := t.TempDir()
+	cfg := memorytest.Config(dir)
+	ev := eumas.NewHeuristic(cfg.Evaluation.Archetypes)
+	s, err := memorytest.OpenWith(memory.Options{Config: cfg, Evaluator: ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The damaged one in another sona than the recalls': a recall that
+	// met it would fail on reading it, which is not the case under test.
+	damaged := memorytest.NewOwner(t, s, "b").Text("a memory of sona b, whose metadata will be damaged")
+	o := memorytest.NewOwner(t, s, "a")
+	for i := range 20 {
+		o.Text(fmt.Sprintf("memory %d: I decided to book the train to Lyon, it was urgent and I felt great", i))
+	}
+	if err := s.Evals.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q := recall.Query{Sona: o.Sona, Text: "I decided it was urgent and I felt great", Scope: recall.ScopeSona, Peek: true}
+	if prof, err := s.Evals.QueryProfile(ctx, q.Text); prof == nil || err != nil {
+		t.Fatalf("before the damage the query has no metric profile (%v, %v): not the case under test", prof, err)
+	}
+	// Its metadata (not the last memory's, which the open checks)
+	// replaced by bytes that are no MemoryMeta.
+	err = s.Store().DB().Update(func(txn *badger.Txn) error { return txn.Set(meta.Key(damaged), []byte{0xff, 0xff, 0xff}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	logs := &memorytest.LogBuffer{}
+	s, err = memorytest.OpenWith(memory.Options{Config: cfg, Evaluator: ev, Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	prof, err := s.Evals.QueryProfile(ctx, q.Text) // waits for the load
+	if prof != nil || err != nil {
+		t.Errorf("after a failed load: profile %v, %v; want none (the metric path off)", prof, err)
+	}
+	if s.Evals.LoadFailed() == nil {
+		t.Error("LoadFailed is nil after a failed load")
+	}
+	memorytest.MustLog(t, logs, "metric profiles: load failed; recall goes on without the metric path")
+	got, err := memorytest.Recall(s, ctx, q)
+	if err != nil || len(got) == 0 {
+		t.Fatalf("recall with the metric profiles unloaded: %d hits, %v", len(got), err)
 	}
 }

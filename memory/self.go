@@ -262,6 +262,9 @@ func (s *Self) close(snapshot bool) error {
 	if err == nil {
 		err = terr
 	}
+	if uerr := s.index.Unmap(); err == nil {
+		err = uerr // the snapshot's file is free from here
+	}
 	return err
 }
 
@@ -345,6 +348,7 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 		var n int64
 		err = store.Keys(txn, meta.Prefix, func([]byte) { n++ })
 		merr := <-members
+		s.index.ReleaseVectors() // the centroids read them all
 		if err != nil {
 			return err
 		}
@@ -378,8 +382,9 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 // vector id, so after the vectors): /healthz does not wait for it, the
 // metric path of a recall does (eumas.Store.BeginLoad). It reads its own
 // snapshot of the store; an evaluation committed after it sets its
-// profile itself, and one committed before is in it. A damaged record
-// fails the metric path (and is logged), as it failed the open before.
+// profile itself, and one committed before is in it. When the load fails
+// (a damaged record) it is logged, and recalls go on without the metric
+// path until the next start.
 func (s *Self) loadProfiles() {
 	if !s.Evals.Loads() {
 		return
@@ -412,8 +417,8 @@ func (s *Self) loadProfiles() {
 			done(fmt.Errorf("memory: closed while the metric profiles loaded: %w", err))
 		default:
 			err = s.store.Explain(err)
+			s.log.Error("metric profiles: load failed; recall goes on without the metric path until a restart", "err", err)
 			done(err)
-			s.log.Error("metric profiles: load failed; the metric path of recall fails until a restart", "err", err)
 		}
 	}()
 }

@@ -109,8 +109,9 @@ func (s *Store) Loads() bool { return len(s.o.Metrics) > 0 }
 // BeginLoad marks the profiles as being loaded (LoadProfile, in the
 // background) until done is called with the load's result: QueryProfile
 // waits for it meanwhile, so the metric path never runs on a partial
-// table, and answers done's error afterwards if it failed. It must be
-// called before the store is used concurrently.
+// table; if the load failed, QueryProfile answers nil afterwards (the
+// metric path off, as when nothing is evaluated) and LoadFailed says
+// why. It must be called before the store is used concurrently.
 func (s *Store) BeginLoad() (done func(error)) {
 	ch := make(chan struct{})
 	s.loaded = ch
@@ -298,7 +299,7 @@ func (s *Store) QueryProfile(ctx context.Context, q string) ([]float32, error) {
 	select {
 	case <-s.loaded:
 		if s.loadErr != nil {
-			return nil, s.loadErr
+			return nil, nil // a partial table: the metric path is off (LoadFailed)
 		}
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
@@ -311,6 +312,17 @@ func (s *Store) QueryProfile(ctx context.Context, q string) ([]float32, error) {
 		return nil, err
 	}
 	return Profile(Aggregate(e), s.o.Metrics), nil
+}
+
+// LoadFailed is what the load of the profiles failed with (BeginLoad),
+// once it ended; nil when it succeeded or is under way.
+func (s *Store) LoadFailed() error {
+	select {
+	case <-s.loaded:
+		return s.loadErr
+	default:
+		return nil
+	}
 }
 
 // Nearest returns the k of the vector ids whose metric profiles are

@@ -67,9 +67,11 @@ type VectorSnapshots struct {
 	log      *slog.Logger
 
 	// mu serialises snapshots; changes is the index's Changes the last
-	// one (or the one loaded) had.
+	// one (or the one loaded) had; old: the one loaded is of an older
+	// version (written again at the next Write).
 	mu         sync.Mutex
 	changes    uint64
+	old        bool
 	stop, done chan struct{}
 }
 
@@ -188,9 +190,9 @@ func (s *VectorSnapshots) Restore(txn store.Reader, end uint64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	s.changes = info.Changes
+	s.changes, s.old = info.Changes, info.Version < vector.SnapshotVersion
 	s.log.Info("vector index: snapshot loaded", "path", path, "log_seq", tag.LogSeq, "vectors", info.IDs-info.Removed,
-		"pending", info.Pending, "added_since", added, "forgotten_since", removed,
+		"pending", info.Pending, "added_since", added, "forgotten_since", removed, "mapped_bytes", info.Mapped,
 		"took", s.clock.Now().Sub(start), "read", loaded.Sub(start))
 	return true, nil
 }
@@ -289,7 +291,7 @@ func (s *VectorSnapshots) Write() error {
 	// Read first: the index holds every memory up to it once it is read
 	// (it follows the commits, which move it after their index adds).
 	seq := s.covered()
-	if s.index.Changes() == s.changes {
+	if s.index.Changes() == s.changes && !s.old {
 		return nil
 	}
 	storeID, err := s.store.ID()
@@ -327,7 +329,7 @@ func (s *VectorSnapshots) Write() error {
 	if err != nil {
 		return fmt.Errorf("memory: vector snapshot: %w", err)
 	}
-	s.changes = info.Changes
+	s.changes, s.old = info.Changes, false
 	s.log.Info("vector index: snapshot written", "path", path, "log_seq", seq, "vectors", info.IDs-info.Removed,
 		"pending", info.Pending, "bytes", size, "took", s.clock.Now().Sub(start))
 	return nil

@@ -2,7 +2,9 @@ package index_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,13 +115,14 @@ func TestVectorSnapshotThenKillNine(t *testing.T) {
 	sameSearches(t, searches(t, s), restored)
 }
 
-// A damaged snapshot is not used: the index is rebuilt, searches as
-// before, and a new snapshot replaces the damaged one at close.
-func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
-	dir := t.TempDir()
+// orchard makes a store in dir of n notes of one sona, closes it (which
+// writes the vector snapshot) and returns the index's answers to
+// snapQueries.
+func orchard(t *testing.T, dir string, n int) [][]vector.Hit {
+	t.Helper()
 	s, _ := memorytest.OpenLogged(t, dir)
 	o := memorytest.NewOwner(t, s, "gardener")
-	for i := range 120 {
+	for i := range n {
 		o.Text(fmt.Sprintf("note %d on the orchard, the pears and the rain", i))
 	}
 	s.Index().WaitBuilt()
@@ -127,6 +130,14 @@ func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return before
+}
+
+// A damaged snapshot is not used: the index is rebuilt, searches as
+// before, and a new snapshot replaces the damaged one at close.
+func TestDamagedVectorSnapshotRebuilds(t *testing.T) {
+	dir := t.TempDir()
+	before := orchard(t, dir, 120)
 	path := index.VectorSnapshotPath(dir)
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -275,4 +286,67 @@ func TestVectorSnapshotEveryInterval(t *testing.T) {
 	if y.Len() != 20 {
 		t.Fatalf("the periodic snapshot holds %d vectors, want 20", y.Len())
 	}
+}
+
+// toVersion1 rewrites the version 2 snapshot at path as version 1 wrote
+// it: the magic "MEMVSNP1", no padding before the vectors, its checksum.
+func toVersion1(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	off := 8
+	u32 := func() int { off += 4; return int(le.Uint32(b[off-4:])) }
+	u64 := func() int { off += 8; return int(le.Uint64(b[off-8:])) }
+	dims, m := u32(), u32()
+	u32()                 // ef_construction
+	u64()                 // seed
+	n, gn := u64(), u64() // ids, graph slots
+	u32()                 // entry
+	u32()                 // top
+	off += u32()          // the tag
+	for range n {
+		off += u32() // a key
+	}
+	off += (gn + 63) / 64 * 8 // the inserted bits
+	off += gn * (1 + 2*m) * 4 // layer 0
+	for range gn {
+		off += u32() * (1 + m) * 4 // upper layers
+	}
+	pad := func(at int) int { return (4096 - at%4096) % 4096 }
+	vecsAt := off + pad(off)
+	qvAt := vecsAt + n*dims*4 + pad(vecsAt+n*dims*4)
+	if len(b) != qvAt+n*(dims+4)+4 {
+		t.Fatalf("a snapshot of %d bytes, not the layout read (%d)", len(b), qvAt+n*(dims+4)+4)
+	}
+	out := append([]byte("MEMVSNP1"), b[8:off]...)
+	out = append(out, b[vecsAt:vecsAt+n*dims*4]...)
+	out = append(out, b[qvAt:len(b)-4]...)
+	out = le.AppendUint32(out, crc32.Checksum(out, crc32.MakeTable(crc32.Castagnoli)))
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A snapshot of version 1 (before the vectors were page-aligned to be
+// mapped) is loaded, into the heap, and written again as version 2 at the
+// next close though the index did not change; the open after maps it.
+func TestVectorSnapshotOfVersion1IsRewritten(t *testing.T) {
+	dir := t.TempDir()
+	before := orchard(t, dir, 300)
+	path := index.VectorSnapshotPath(dir)
+	toVersion1(t, path)
+
+	s, logs := memorytest.OpenLogged(t, dir)
+	memorytest.MustLog(t, logs, "vector index: snapshot loaded", "mapped_bytes=0", "vector_snapshot=true")
+	sameSearches(t, searches(t, s), before)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, logs = memorytest.OpenLogged(t, dir)
+	defer s.Close()
+	memorytest.MustLog(t, logs, "vector index: snapshot loaded", fmt.Sprintf("mapped_bytes=%d", 300*(384*4+384+4)), "vector_snapshot=true")
+	sameSearches(t, searches(t, s), before)
 }

@@ -54,7 +54,10 @@ type Index struct {
 	vecs    chunked[float32] // by id
 	qv      chunked[int8]    // by id, quantised records (quant.go); the graph shares the chunks
 	removed map[uint64]bool  // ids of removed keys (forgotten memories)
-	changes uint64           // keys added and removed (Changes)
+	// mapping is a snapshot's file mapped by Restore (nil if none), and
+	// mapped the part of it that holds the whole chunks of vecs.
+	mapping, mapped []byte
+	changes         uint64 // keys added and removed (Changes)
 
 	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64
@@ -242,6 +245,31 @@ func (x *Index) Close() {
 	x.pmu.Lock()
 	x.idle.Broadcast()
 	x.pmu.Unlock()
+}
+
+// Unmap ends the mapping of a restored snapshot's vectors (Restore), so
+// that the file's blocks are freed and its file system can be unmounted;
+// the index is empty afterwards. Call it last, after Close, once nothing
+// searches the index nor holds a vector it returned.
+func (x *Index) Unmap() error {
+	x.bmu.Lock()
+	defer x.bmu.Unlock()
+	x.gmu.Lock()
+	defer x.gmu.Unlock()
+	x.kmu.Lock()
+	defer x.kmu.Unlock()
+	x.pmu.Lock()
+	defer x.pmu.Unlock()
+	if x.mapping == nil {
+		return nil
+	}
+	g := x.graph
+	x.graph = newGraph(x.dims, g.m, g.efc, g.seed)
+	x.ids, x.keys, x.removed, x.pending = map[string]uint64{}, nil, nil, nil
+	x.vecs.chunks, x.qv.chunks = nil, nil
+	m := x.mapping
+	x.mapping, x.mapped = nil, nil
+	return unmapFile(m)
 }
 
 // build moves pending vectors into the graph in small chunks, so that a

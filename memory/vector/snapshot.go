@@ -8,7 +8,10 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"maps"
 	"math/rand"
+	"os"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -22,7 +25,7 @@ import (
 // The file, in the machine's byte order (little-endian; a big-endian
 // machine neither writes nor reads snapshots):
 //
-//	"MEMVSNP1"
+//	"MEMVSNP2"
 //	u32 dims, u32 m, u32 ef_construction, u64 seed
 //	u64 n (ids), u64 graph slots, u32 entry, i32 top level
 //	u32 tag length, the tag
@@ -30,8 +33,15 @@ import (
 //	graph: the inserted bit set (u64 words), then each slot's layer-0
 //	       record (u32 count, 2m u32 links), then each slot's upper
 //	       layers (u32 level, level × (u32 count, m u32 links))
-//	n × dims float32, then n × (dims + 4) int8 records
+//	zero bytes up to a multiple of 4096, n × dims float32,
+//	zero bytes up to a multiple of 4096, n × (dims + 4) int8 records
 //	u32 CRC-32C of every byte before it
+//
+// The vectors start on page boundaries so that a restore from a file maps
+// them (mmap, copy-on-write) instead of reading them into the heap: the
+// restore reads them once, to check the CRC, and the pages of the process
+// are the file's, loaded as searches touch them (see Restore). Version 1
+// ("MEMVSNP1", the same without the padding) is still read, into the heap.
 //
 // A snapshot whose checksum, layout or parameters (dims, m,
 // ef_construction, seed) do not match is refused with ErrSnapshot.
@@ -40,7 +50,11 @@ import (
 // another layout, or built with other parameters.
 var ErrSnapshot = errors.New("vector: unusable snapshot")
 
-const snapMagic = "MEMVSNP1"
+const (
+	snapMagic   = "MEMVSNP2"
+	snapMagicV1 = "MEMVSNP1" // no padding before the vectors
+	snapAlign   = 4096
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -54,7 +68,15 @@ type SnapshotInfo struct {
 	// Changes is the index's count of adds and removals when it was
 	// taken (see Changes).
 	Changes uint64
+	// Mapped is the bytes of vectors a restore mapped from the file
+	// rather than read into the heap.
+	Mapped int64
+	// Version is the snapshot's layout (SnapshotVersion when written).
+	Version int
 }
+
+// SnapshotVersion is the layout Snapshot writes.
+const SnapshotVersion = 2
 
 // Changes counts the keys added and removed since the index was created or
 // restored (a restored index starts at its snapshot's count): a snapshot
@@ -70,6 +92,11 @@ func (x *Index) Changes() uint64 {
 // Remove until then. Every key added before Snapshot was called is in
 // it; keys added meanwhile may be.
 func (x *Index) Snapshot(w io.Writer, tag []byte) (SnapshotInfo, error) {
+	return x.snapshot(w, tag, SnapshotVersion)
+}
+
+// snapshot writes version 2, or 1 (for the tests of reading it).
+func (x *Index) snapshot(w io.Writer, tag []byte, version int) (SnapshotInfo, error) {
 	if !littleEndian {
 		return SnapshotInfo{}, fmt.Errorf("%w: snapshots are little-endian", ErrSnapshot)
 	}
@@ -82,10 +109,14 @@ func (x *Index) Snapshot(w io.Writer, tag []byte) (SnapshotInfo, error) {
 	x.kmu.RLock()
 	n := len(x.keys)
 	keys := x.keys[:n:n] // a key is only ever cleared (Remove), under gmu
-	info := SnapshotInfo{IDs: n, Removed: len(x.removed), Changes: x.changes}
+	info := SnapshotInfo{IDs: n, Removed: len(x.removed), Changes: x.changes, Version: version}
 	x.kmu.RUnlock()
 	g := x.graph
-	sw.bytes([]byte(snapMagic))
+	if version == 1 {
+		sw.bytes([]byte(snapMagicV1))
+	} else {
+		sw.bytes([]byte(snapMagic))
+	}
 	sw.u32(uint32(x.dims))
 	sw.u32(uint32(g.m))
 	sw.u32(uint32(g.efc))
@@ -116,7 +147,14 @@ func (x *Index) Snapshot(w io.Writer, tag []byte) (SnapshotInfo, error) {
 
 	// The vectors, a chunk at a time: they never move, and change only
 	// when Remove zeroes one (under kmu).
+	if version > 1 {
+		sw.pad()
+	}
 	writeChunks(sw, &x.vecs, n, &x.kmu)
+	x.ReleaseVectors() // writing them read them all
+	if version > 1 {
+		sw.pad()
+	}
 	writeChunks(sw, &x.qv, n, &x.kmu)
 	sw.u32(sw.crc.Sum32())
 	if sw.err == nil {
@@ -144,6 +182,7 @@ type snapWriter struct {
 	w   *bufio.Writer
 	crc hash.Hash32
 	err error
+	off int64 // bytes written
 	buf [8]byte
 }
 
@@ -153,7 +192,16 @@ func (s *snapWriter) bytes(b []byte) {
 	}
 	s.crc.Write(b)
 	_, s.err = s.w.Write(b)
+	s.off += int64(len(b))
 }
+
+// pad writes zero bytes up to the next multiple of snapAlign.
+func (s *snapWriter) pad() {
+	s.bytes(make([]byte, padding(s.off)))
+}
+
+// padding is the bytes from off to the next multiple of snapAlign.
+func padding(off int64) int64 { return (snapAlign - off%snapAlign) % snapAlign }
 
 func (s *snapWriter) u32(v uint32) {
 	binary.LittleEndian.PutUint32(s.buf[:4], v)
@@ -175,6 +223,12 @@ func asBytes[T float32 | uint32 | int8 | uint64](v []T) []byte {
 
 // Restore reads a snapshot of size bytes from r into x, which must be
 // empty (just made by New with the options the snapshot was taken with).
+// When r is an *os.File at its start, the vectors are mapped from it
+// (private, copy-on-write: a removal zeroes the process's copy, never the
+// file) where the platform can, else read: they are read once anyway, to
+// check the CRC, but not kept in the heap. The mapping lasts until Unmap
+// (the file may be replaced meanwhile: the mapping keeps the old one's
+// blocks until then).
 // Once the snapshot is read and checked, accept is given its tag: an
 // error from it leaves x empty and is returned. Ids not in the snapshot's
 // graph are pending again: the builder adds them. On an error x is left
@@ -196,8 +250,10 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		return fmt.Errorf("%w: %s", ErrSnapshot, fmt.Sprintf(format, a...))
 	}
 	sr := &snapReader{r: bufio.NewReaderSize(r, 1<<20), crc: crc32.New(castagnoli)}
+	file, _ := r.(*os.File)
 	magic := make([]byte, len(snapMagic))
 	sr.bytes(magic)
+	v1 := string(magic) == snapMagicV1
 	dims, m, efc, seed := sr.u32(), sr.u32(), sr.u32(), int64(sr.u64())
 	n, gn, entry, top := sr.u64(), sr.u64(), sr.u32(), int(int32(sr.u32()))
 	if sr.err != nil {
@@ -205,7 +261,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	}
 	g := x.graph
 	switch {
-	case string(magic) != snapMagic:
+	case string(magic) != snapMagic && !v1:
 		return info, bad("not a vector snapshot")
 	case int(dims) != x.dims || int(m) != g.m || int(efc) != g.efc || seed != g.seed:
 		return info, bad("taken with dims %d, m %d, ef_construction %d, seed %d; the index has %d, %d, %d, %d",
@@ -261,12 +317,31 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		return info, bad("%v", err)
 	}
 
+	// The vectors: read into the heap, or only checked and mapped (at
+	// vecsAt and qvAt) once the checksum is.
 	vecs := chunked[float32]{stride: x.dims}
 	qv := chunked[int8]{stride: x.dims + scaleBytes}
-	vecs.grow(int(n))
-	qv.grow(int(n))
-	readChunks(sr, &vecs, int(n))
-	readChunks(sr, &qv, int(n))
+	mapping := file != nil && !v1
+	if !v1 {
+		sr.skip(padding(sr.off))
+	}
+	vecsAt := sr.off
+	if mapping {
+		sr.skip(int64(n) * int64(x.dims) * 4)
+	} else {
+		vecs.grow(int(n))
+		readChunks(sr, &vecs, int(n))
+	}
+	if !v1 {
+		sr.skip(padding(sr.off))
+	}
+	qvAt := sr.off
+	if mapping {
+		sr.skip(int64(n) * int64(qv.stride))
+	} else {
+		qv.grow(int(n))
+		readChunks(sr, &qv, int(n))
+	}
 	sum := sr.crc.Sum32()
 	var trailer [4]byte
 	if _, err := io.ReadFull(sr.r, trailer[:]); sr.err == nil && err != nil {
@@ -283,6 +358,17 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	}
 	if err := accept(tag); err != nil {
 		return info, err
+	}
+	var mapped, whole []byte
+	if mapping {
+		m, err := mapFile(file, size)
+		if err != nil {
+			return info, fmt.Errorf("vector: mapping the snapshot: %w", err)
+		}
+		whole, mapped = m, m[vecsAt:vecsAt+int64(n>>chunkBits<<chunkBits)*int64(x.dims*4)]
+		mapChunks(&vecs, m, vecsAt, int(n))
+		mapChunks(&qv, m, qvAt, int(n))
+		info.Mapped = int64(n) * int64(x.dims*4+qv.stride)
 	}
 
 	// The level source where the graph's insertions left it (one draw
@@ -312,7 +398,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	empty := len(x.keys) == 0 && len(x.pending) == 0 && x.graph.top < 0
 	if empty {
 		x.graph = ng
-		x.ids, x.keys, x.vecs, x.qv, x.removed = ids, keys, vecs, qv, removed
+		x.ids, x.keys, x.vecs, x.qv, x.removed, x.mapping, x.mapped = ids, keys, vecs, qv, removed, whole, mapped
 		x.pending = pending
 		x.changes = uint64(n) + uint64(len(removed))
 	}
@@ -321,6 +407,9 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	x.gmu.Unlock()
 	x.bmu.Unlock()
 	if !empty {
+		if whole != nil {
+			unmapFile(whole)
+		}
 		return info, errors.New("vector: Restore into an index that is not empty")
 	}
 	if len(pending) > 0 {
@@ -329,8 +418,41 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		default:
 		}
 	}
-	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes}
+	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes, Mapped: info.Mapped, Version: SnapshotVersion}
+	if v1 {
+		info.Version = 1
+	}
 	return info, nil
+}
+
+// ReleaseVectors lets the process's pages of the float32 vectors mapped
+// from a snapshot go (madvise MADV_DONTNEED, where the platform has it):
+// they stay in the page cache, and a search that needs one maps it again.
+// A pass over every vector (the sonas' centroids at open, a snapshot)
+// would otherwise leave all of them counted in the resident set, though
+// searches read only the few they rescore. The pages holding a removed
+// vector are kept: its zeros are the process's copy, not the file's.
+func (x *Index) ReleaseVectors() {
+	x.kmu.Lock()
+	defer x.kmu.Unlock()
+	if len(x.mapped) == 0 || !canRelease {
+		return
+	}
+	rec := x.dims * 4
+	from := 0 // the pages before from are released or kept
+	for _, id := range slices.Sorted(maps.Keys(x.removed)) {
+		lo := int(id) * rec
+		if lo >= len(x.mapped) {
+			break
+		}
+		if lo = lo / snapAlign * snapAlign; lo > from {
+			releasePages(x.mapped[from:lo])
+		}
+		from = max(from, min(len(x.mapped), (int(id+1)*rec+snapAlign-1)/snapAlign*snapAlign))
+	}
+	if from < len(x.mapped) {
+		releasePages(x.mapped[from:])
+	}
 }
 
 // check checks a restored graph's structure: every link within the
@@ -380,6 +502,7 @@ type snapReader struct {
 	r   *bufio.Reader
 	crc hash.Hash32
 	err error
+	off int64 // bytes read
 	buf [8]byte
 }
 
@@ -389,6 +512,17 @@ func (s *snapReader) bytes(b []byte) {
 	}
 	if _, s.err = io.ReadFull(s.r, b); s.err == nil {
 		s.crc.Write(b)
+		s.off += int64(len(b))
+	}
+}
+
+// skip reads n bytes into the checksum only.
+func (s *snapReader) skip(n int64) {
+	buf := make([]byte, min(n, 1<<20))
+	for n > 0 && s.err == nil {
+		k := min(n, int64(len(buf)))
+		s.bytes(buf[:k])
+		n -= k
 	}
 }
 
@@ -412,6 +546,22 @@ func (s *snapReader) len(size int64) int {
 		return 0
 	}
 	return int(n)
+}
+
+// mapChunks makes records 0..n-1 of c those of m from offset at: every
+// whole chunk in place, the last one, if partial, copied (records are
+// added after it).
+func mapChunks[T float32 | int8](c *chunked[T], m []byte, at int64, n int) {
+	size := int64(c.stride) * int64(unsafe.Sizeof(T(0)))
+	for i := 0; i<<chunkBits < n; i++ {
+		recs := min(n-i<<chunkBits, 1<<chunkBits)
+		b := m[at+int64(i<<chunkBits)*size : at+int64(i<<chunkBits+recs)*size]
+		part := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), recs*c.stride)
+		if recs < 1<<chunkBits {
+			part = append(make([]T, 0, c.stride<<chunkBits), part...)[:c.stride<<chunkBits]
+		}
+		c.chunks = append(c.chunks, part)
+	}
 }
 
 // readChunks reads records 0..n-1 of c (grown to hold them).

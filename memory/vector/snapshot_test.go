@@ -3,7 +3,10 @@ package vector
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -219,6 +222,173 @@ func TestSnapshotDuringWrites(t *testing.T) {
 	for _, v := range vecs[:20] {
 		if len(y.Search(v, 5)) != 5 {
 			t.Fatal("a search of the restored index came back short")
+		}
+	}
+}
+
+// snapFile writes x's snapshot (of the version given) to a file and
+// returns its path.
+func snapFile(t *testing.T, x *Index, version int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "index.snap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := x.snapshot(f, []byte("tag"), version); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// restoreFile restores the snapshot at path into a new index.
+func restoreFile(t *testing.T, o Options, path string) (*Index, SnapshotInfo, error) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() // the mapping outlives the file
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := New(o)
+	t.Cleanup(y.Close)
+	info, err := y.Restore(f, fi.Size(), anyTag)
+	return y, info, err
+}
+
+// Restored from a file, the vectors are mapped (the last, partial chunk
+// copied): the index answers as the one it was taken of, removals and
+// adds change the process's copy and never the file, and a snapshot of
+// the restored index restores alike. A version 1 snapshot (no padding)
+// is still read, into the heap.
+func TestSnapshotMappedFromFile(t *testing.T) {
+	const n, dims = 1000, 32 // 3 whole chunks and a partial one
+	rng := rand.New(rand.NewSource(5))
+	vecs := clustered(rng, n+100, dims, 10)
+	o := Options{Dims: dims, M: 8, EfConstruction: 32, Seed: 3}
+	x := snapIndex(t, o, vecs, n)
+	queries := clustered(rng, 30, dims, 10)
+	same := func(what string, a, b *Index) {
+		t.Helper()
+		for _, q := range queries {
+			if ha, hb := a.Search(q, 10), b.Search(q, 10); !slices.Equal(ha, hb) {
+				t.Fatalf("%s: search differs:\n%v\n%v", what, ha, hb)
+			}
+		}
+	}
+	for _, version := range []int{1, 2} {
+		path := snapFile(t, x, version)
+		before, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, info, err := restoreFile(t, o, path)
+		if err != nil {
+			t.Fatalf("version %d: %v", version, err)
+		}
+		if want := int64(n * (dims*4 + dims + scaleBytes)); version == 2 && info.Mapped != want || version == 1 && info.Mapped != 0 {
+			t.Fatalf("version %d: %d bytes mapped, want %d", version, info.Mapped, want)
+		}
+		same(fmt.Sprintf("version %d", version), x, y)
+
+		// Removed, added to: the file stays as written.
+		y.Remove(key(1))
+		y.Remove(key(900))
+		for i := n; i < n+100; i++ {
+			y.Add(key(i), vecs[i])
+		}
+		y.WaitBuilt()
+		if v, ok := y.Lookup(key(2)); !ok || !slices.Equal(v, vecs[2]) {
+			t.Fatalf("version %d: key 2's vector %v", version, v)
+		}
+		if after, err := os.ReadFile(path); err != nil || !bytes.Equal(before, after) {
+			t.Fatalf("version %d: the snapshot file changed under the restored index (%v)", version, err)
+		}
+		z, _, err := restoreFile(t, o, snapFile(t, y, 2))
+		if err != nil {
+			t.Fatalf("version %d, snapshot of the restored index: %v", version, err)
+		}
+		if _, ok := z.ID(key(900)); ok || z.Len() != y.Len() {
+			t.Fatalf("version %d: the restored index's snapshot has %d keys (want %d), key 900 %v", version, z.Len(), y.Len(), ok)
+		}
+		same(fmt.Sprintf("version %d, its snapshot", version), y, z)
+		// Unmapped (at close), a mapped index is empty, not a fault; one
+		// read into the heap (version 1) is left as it is.
+		y.Close()
+		if err := y.Unmap(); err != nil || version == 2 && (y.Len() != 0 || len(y.Search(queries[0], 5)) != 0) {
+			t.Fatalf("version %d: after Unmap: %v, %d keys", version, err, y.Len())
+		}
+	}
+}
+
+// A damaged byte anywhere in a file, the mapped vectors included, makes
+// the restore refuse it.
+func TestSnapshotFileRefused(t *testing.T) {
+	const dims = 16
+	vecs := clustered(rand.New(rand.NewSource(8)), 600, dims, 5)
+	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1}
+	path := snapFile(t, snapIndex(t, o, vecs, 600), 2)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(2))
+	for range 30 {
+		b := slices.Clone(good)
+		// Half of them in the vectors, the last two thirds of the file.
+		i := rng.Intn(len(b))
+		if rng.Intn(2) == 0 {
+			i = len(b)/3 + rng.Intn(len(b)*2/3)
+		}
+		b[i] ^= byte(1 + rng.Intn(255))
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		y, _, err := restoreFile(t, o, path)
+		if !errors.Is(err, ErrSnapshot) || y.Len() != 0 {
+			t.Fatalf("byte %d of %d flipped: err %v, %d keys", i, len(b), err, y.Len())
+		}
+	}
+}
+
+// ReleaseVectors lets the mapped vectors' pages go and keeps the removed
+// ones' zeros: every vector reads as before, a removed one as zeros.
+func TestReleaseVectorsKeepsRemovals(t *testing.T) {
+	const n, dims = 2100, 32 // 8 whole chunks (of 32 KB: 8 pages each) and a partial one
+	vecs := clustered(rand.New(rand.NewSource(11)), n, dims, 10)
+	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1}
+	x := New(o)
+	defer x.Close()
+	for i, v := range vecs {
+		x.Add(key(i), v)
+	}
+	x.WaitBuilt()
+	y, info, err := restoreFile(t, o, snapFile(t, x, 2))
+	if err != nil || info.Mapped == 0 {
+		t.Fatalf("restore: %v, %d bytes mapped", err, info.Mapped)
+	}
+	// Removed after the restore: zeroed in the process's pages only. Two
+	// in one page, one alone in its page, one in the partial chunk.
+	gone := []int{0, 1, 700, 2099}
+	ids := map[int]uint64{}
+	for _, i := range gone {
+		ids[i], _ = y.ID(key(i))
+		y.Remove(key(i))
+	}
+	y.ReleaseVectors()
+	for i, v := range vecs {
+		if slices.Contains(gone, i) {
+			if got := y.Vector(ids[i]); slices.ContainsFunc(got, func(f float32) bool { return f != 0 }) {
+				t.Fatalf("removed vector %d came back after ReleaseVectors", i)
+			}
+			continue
+		}
+		if got, ok := y.Lookup(key(i)); !ok || !slices.Equal(got, v) {
+			t.Fatalf("vector %d after ReleaseVectors: %v", i, got)
 		}
 	}
 }
