@@ -47,6 +47,7 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 		k = p.TopK
 	}
 	out := &Recall{}
+	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
 		stm := &messages.StmState{}
 		if _, err := store.GetProto(txn, stmKey(sona), stm); err != nil {
@@ -72,7 +73,7 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
-		segs, err := segments(txn, sona)
+		segs, err := s.readSegments(txn, sona, gen)
 		if err != nil {
 			return err
 		}
@@ -145,6 +146,7 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 	}
 	now := s.clock.Now().Unix()
 	out := &messages.Tiers{Stm: &messages.StmView{}, Mtm: &messages.MtmView{}, Lpm: &messages.Persona{}}
+	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
 		show := func(p *messages.Page) (*messages.Page, error) {
 			t, err := s.pageText(txn, p)
@@ -190,7 +192,7 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 			return err
 		}
 
-		segs, err := segments(txn, sona)
+		segs, err := s.readSegments(txn, sona, gen)
 		if err != nil {
 			return err
 		}

@@ -416,3 +416,61 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 		t.Fatalf("STM pages %d, want 1", len(v.Stm.Pages))
 	}
 }
+
+// A sona's segments are decoded once while no commit changes them: what
+// recall reads is the cache's; a visit changes copies, never what was
+// handed out, and its commit makes the next read decode again.
+func TestSegmentsCachedUntilChanged(t *testing.T) {
+	clock := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
+	defer s.Close()
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(4))
+	for range 10 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	memorytest.Settle(t, s, o.Sona)
+	vecs, _ := s.Embed(context.Background(), "anything")
+	first, err := s.Tiers.Recall(o.Sona, "anything", vecs[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := s.Tiers.CachedSegments(o.Sona)
+	if len(cached) != 3 {
+		t.Fatalf("%d segments cached, want 3", len(cached))
+	}
+	if _, err := s.Tiers.Recall(o.Sona, "anything", vecs[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	if again := s.Tiers.CachedSegments(o.Sona); &again[0] != &cached[0] {
+		t.Fatal("the segments were read again without a commit")
+	}
+	visits := make([]uint64, len(cached))
+	for i, seg := range cached {
+		visits[i] = seg.NVisit
+	}
+	if _, err := s.Tiers.VisitSegments(context.Background(), o.Sona, first.Segments, clock.Now().Unix()); err != nil {
+		t.Fatal(err)
+	}
+	for i, seg := range cached {
+		if seg.NVisit != visits[i] {
+			t.Fatalf("segment %d changed in the cache's hands", seg.ID)
+		}
+	}
+	if s.Tiers.CachedSegments(o.Sona) != nil {
+		t.Fatal("the segments stayed cached after the visit's commit")
+	}
+	v, err := s.Tiers.View(o.Sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	visited := 0
+	for _, seg := range v.Mtm.Segments {
+		if seg.NVisit == 1 {
+			visited++
+		}
+	}
+	if visited != len(first.Segments) || visited == 0 {
+		t.Fatalf("%d segments visited once, want %d", visited, len(first.Segments))
+	}
+}

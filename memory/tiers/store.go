@@ -485,7 +485,8 @@ func (s *Store) promote(segs []*Segment, now int64, pages func(*Segment) ([]*mes
 	var changed []*Segment
 	var out []*messages.Promotion
 	for _, i := range Promotable(segs, now, s.cfg.Tiers) {
-		seg := segs[i]
+		seg := segs[i].clone() // segs' may be shared (segmentCache)
+		segs[i] = seg
 		ps, err := pages(seg)
 		if err != nil {
 			return nil, nil, err
@@ -514,6 +515,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 		terms []string // the page's distinct terms
 		df    = map[string]uint64{}
 	)
+	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
 		var err error
 		if w, err = s.oldestWork(txn, sona, MTM); err != nil || w == nil {
@@ -525,7 +527,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
-		if segs, err = segments(txn, sona); err != nil {
+		if segs, err = s.readSegments(txn, sona, gen); err != nil {
 			return err
 		}
 		if pt, err = s.pageText(txn, w.GetPage()); err != nil {
@@ -542,6 +544,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 	if err != nil || w == nil {
 		return Step{}, err
 	}
+	segs = slices.Clone(segs) // shared with the cache: changed below, each segment cloned first
 	page := proto.Clone(w.GetPage()).(*messages.Page)
 	if len(page.Embedding) == 0 {
 		if page.Embedding, err = s.pageVector(page); err != nil {
@@ -615,7 +618,10 @@ func (s *Store) promoteInto(c *mtmChange, res *Step, sona string, segs []*Segmen
 		return err
 	}
 	for _, seg := range changed {
-		if !slices.Contains(c.changed, seg) {
+		// promote changed a copy: it replaces one changed before it.
+		if i := slices.IndexFunc(c.changed, func(o *Segment) bool { return o.ID == seg.ID }); i >= 0 {
+			c.changed[i] = seg
+		} else {
 			c.changed = append(c.changed, seg)
 		}
 		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentPromoted, Segment: seg.ID})
@@ -638,12 +644,13 @@ func (s *Store) VisitSegments(ctx context.Context, sona string, ids []uint64, at
 func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at int64) (Step, error) {
 	state := &messages.MtmState{}
 	var segs []*Segment
+	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
 		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
 		var err error
-		segs, err = segments(txn, sona)
+		segs, err = s.readSegments(txn, sona, gen)
 		return err
 	})
 	if err != nil {
@@ -651,8 +658,11 @@ func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at
 	}
 	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version}
 	var res Step
-	for _, seg := range segs {
+	segs = slices.Clone(segs) // shared with the cache: each segment changed is cloned
+	for i, seg := range segs {
 		if slices.Contains(ids, seg.ID) {
+			seg = seg.clone()
+			segs[i] = seg
 			Visit(seg, at)
 			c.changed = append(c.changed, seg)
 			res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentVisited, Segment: seg.ID})
@@ -779,14 +789,23 @@ type Store struct {
 	env   Env
 	cfg   Options
 	clock clock.Clock
+	segs  *segmentCache
 }
 
-// NewStore is the tiers' storage on st.
+// NewStore is the tiers' storage on st. When st reports its commits
+// (store.Store), NewStore subscribes to them — call it before st's first
+// write — and keeps the sonas' segments decoded (segmentCache).
 func NewStore(st interface {
 	store.Committer
 	store.Viewer
 }, env Env, o Options) *Store {
-	return &Store{store: st, view: st, env: env, cfg: o, clock: clock.Or(o.Clock)}
+	s := &Store{store: st, view: st, env: env, cfg: o, clock: clock.Or(o.Clock), segs: newSegmentCache()}
+	if sub, ok := st.(interface{ Subscribe(func(store.Event)) }); ok {
+		sub.Subscribe(s.segs.committed)
+	} else {
+		s.segs = nil
+	}
+	return s
 }
 
 // ContentWords are the distinct content words of a text (stemmed, stop

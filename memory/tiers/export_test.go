@@ -1,0 +1,4 @@
+package tiers
+
+// CachedSegments is what the segment cache holds of sona (nil: nothing).
+func (s *Store) CachedSegments(sona string) []*Segment { return s.segs.get(sona) }
