@@ -2,23 +2,32 @@ package tiers
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
+	"slices"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 // segmentCache keeps the decoded MTM segments of the sonas read lately,
 // as committed. Every retrieval and MTM step reads all of a sona's
 // segments (up to tiers.mtm_segments, 200, each with its embedding):
-// decoded afresh each time, that read was a fifth of an advance's CPU
-// in a sona with a long history, and grew with it.
+// decoded afresh each time, that read was a fifth of an advance's CPU in
+// a sona with a long history, and grew with it.
 //
-// A commit that writes a sona's segment keys drops its entry (the store's
-// commit events) and moves its generation; a read fills the entry only
-// if the generation it took before its view began is still the sona's —
-// so a view older than a commit never fills the cache with what the
-// commit replaced. Cached segments are shared: callers must not modify
-// them (clone one to change it).
+// The cache follows the store's commit events: a commit that writes
+// some of a sona's segments patches its entry with the segments written
+// (decoded once each) or deleted, so that the steps, which write a
+// segment or two each, do not make the next read decode all of them. A
+// read that misses decodes them and fills the entry only if no commit
+// touched the sona's segments since the generation it took before its
+// view began — so a view older than a commit never fills the cache with
+// what the commit replaced. Cached segments are shared: callers must not
+// modify them (clone one to change it).
 type segmentCache struct {
 	mu    sync.Mutex
 	sonas map[string]*cachedSegments
@@ -27,7 +36,7 @@ type segmentCache struct {
 
 type cachedSegments struct {
 	gen  uint64
-	segs []*Segment // nil: not cached
+	segs []*Segment // by ID; nil: not cached
 }
 
 // maxCachedSonas bounds the sonas whose segments are kept (200 segments
@@ -62,8 +71,8 @@ func (c *segmentCache) get(sona string) []*Segment {
 	return nil
 }
 
-// put caches segs, read in a view begun at generation gen, unless a
-// commit changed sona's segments since.
+// put caches segs (by ID), read in a view begun at generation gen, unless
+// a commit changed sona's segments since.
 func (c *segmentCache) put(sona string, segs []*Segment, gen uint64) {
 	if segs == nil {
 		segs = []*Segment{} // cached: none
@@ -94,37 +103,68 @@ func (c *segmentCache) put(sona string, segs []*Segment, gen uint64) {
 	c.held++
 }
 
-// invalidate drops sona's segments and moves its generation.
-func (c *segmentCache) invalidate(sona string) {
+// committed follows the store's commits: the writes of a sona's segment
+// keys (t/ uuid 0x00 "g" id) move its generation and patch its entry.
+func (c *segmentCache) committed(ev store.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.sonas[sona]
-	if e == nil {
-		e = &cachedSegments{}
-		c.sonas[sona] = e
-	}
-	if e.segs != nil {
-		e.segs = nil
-		c.held--
-	}
-	e.gen++
-}
-
-// committed follows the store's commits: a write of a key under a sona's
-// segment prefix (t/ uuid 0x00 "g") invalidates its segments.
-func (c *segmentCache) committed(e store.Event) {
-	for _, k := range e.Keys {
+	for i, k := range ev.Keys {
 		key := []byte(k)
 		if !bytes.HasPrefix(key, KeyPrefix) {
 			continue
 		}
 		rest := key[len(KeyPrefix):]
-		i := bytes.IndexByte(rest, 0)
-		if i < 0 || i+1 >= len(rest) || rest[i+1] != 'g' {
+		j := bytes.IndexByte(rest, 0)
+		if j < 0 || j+1 >= len(rest) || rest[j+1] != 'g' {
 			continue
 		}
-		c.invalidate(string(rest[:i]))
+		sona := string(rest[:j])
+		e := c.sonas[sona]
+		if e == nil {
+			e = &cachedSegments{}
+			c.sonas[sona] = e
+		}
+		e.gen++
+		if e.segs == nil {
+			continue
+		}
+		var ok bool
+		if e.segs, ok = patched(e.segs, rest[j+2:], ev.Values[i]); !ok {
+			c.held--
+		}
 	}
+}
+
+// patched is segs (by ID) with the segment of key id written as value
+// (nil: deleted): a new slice, segs left as they are. ok is false (and
+// the result nil) when the key or value cannot be read: the entry goes.
+func patched(segs []*Segment, id, value []byte) (_ []*Segment, ok bool) {
+	if len(id) != 8 {
+		return nil, false
+	}
+	n := binary.BigEndian.Uint64(id)
+	i, found := slices.BinarySearchFunc(segs, n, func(s *Segment, n uint64) int { return cmp.Compare(s.ID, n) })
+	out := slices.Clone(segs)
+	if value == nil {
+		if found {
+			out = slices.Delete(out, i, i+1)
+		}
+		return out, true
+	}
+	rec := &messages.Segment{}
+	if err := proto.Unmarshal(value, rec); err != nil {
+		return nil, false
+	}
+	seg := SegmentOf(rec)
+	if seg.ID != n {
+		return nil, false
+	}
+	if found {
+		out[i] = seg
+	} else {
+		out = slices.Insert(out, i, seg)
+	}
+	return out, true
 }
 
 // readSegments reads sona's segments through the cache; gen is the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -417,10 +418,10 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 	}
 }
 
-// A sona's segments are decoded once while no commit changes them: what
-// recall reads is the cache's; a visit changes copies, never what was
-// handed out, and its commit makes the next read decode again.
-func TestSegmentsCachedUntilChanged(t *testing.T) {
+// A sona's segments are decoded once: what recall reads is the cache's,
+// and a commit patches the segments it wrote into it; a visit changes
+// copies, never what was handed out.
+func TestSegmentsCachedAndPatched(t *testing.T) {
 	clock := clock.NewFake(memorytest.Epoch)
 	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
 	defer s.Close()
@@ -457,15 +458,25 @@ func TestSegmentsCachedUntilChanged(t *testing.T) {
 			t.Fatalf("segment %d changed in the cache's hands", seg.ID)
 		}
 	}
-	if s.Tiers.CachedSegments(o.Sona) != nil {
-		t.Fatal("the segments stayed cached after the visit's commit")
+	same := func(when string, want int) {
+		t.Helper()
+		stored, err := s.Tiers.StoredSegments(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.Tiers.CachedSegments(o.Sona)
+		if len(got) != len(stored) || len(got) != want {
+			t.Fatalf("%s: %d segments cached, %d stored, want %d", when, len(got), len(stored), want)
+		}
+		for i := range got {
+			if !reflect.DeepEqual(got[i], stored[i]) {
+				t.Fatalf("%s: segment %d cached as %+v, stored as %+v", when, stored[i].ID, got[i], stored[i])
+			}
+		}
 	}
-	v, err := s.Tiers.View(o.Sona)
-	if err != nil {
-		t.Fatal(err)
-	}
+	same("after the visit", 3)
 	visited := 0
-	for _, seg := range v.Mtm.Segments {
+	for _, seg := range s.Tiers.CachedSegments(o.Sona) {
 		if seg.NVisit == 1 {
 			visited++
 		}
@@ -473,4 +484,10 @@ func TestSegmentsCachedUntilChanged(t *testing.T) {
 	if visited != len(first.Segments) || visited == 0 {
 		t.Fatalf("%d segments visited once, want %d", visited, len(first.Segments))
 	}
+	// More pages: the MTM steps' new and changed segments are patched in.
+	for range 6 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	memorytest.Settle(t, s, o.Sona)
+	same("after six more pages", 9)
 }
