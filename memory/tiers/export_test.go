@@ -15,3 +15,6 @@ func (s *Store) StoredSegments(sona string) ([]*Segment, error) {
 	})
 	return segs, err
 }
+
+// InboxStart is where reads of sona's tier inbox begin.
+func (s *Store) InboxStart(sona, tier string) uint64 { return s.starts.get(sona, tier) }

@@ -53,7 +53,7 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 		if _, err := store.GetProto(txn, stmKey(sona), stm); err != nil {
 			return err
 		}
-		pending, err := inbox(txn, sona, STM, 0)
+		pending, err := s.inbox(txn, sona, STM, 0)
 		if err != nil {
 			return err
 		}
@@ -168,7 +168,7 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 			return out, nil
 		}
 		pagesOf := func(tier string) ([]*messages.Page, error) {
-			ws, err := inbox(txn, sona, tier, 0)
+			ws, err := s.inbox(txn, sona, tier, 0)
 			var ps []*messages.Page
 			for _, w := range ws {
 				ps = append(ps, w.GetPage())
@@ -214,7 +214,7 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 		if out.Mtm.Pending, err = showAll(pending); err != nil {
 			return err
 		}
-		promos, err := inbox(txn, sona, LPM, 0)
+		promos, err := s.inbox(txn, sona, LPM, 0)
 		if err != nil {
 			return err
 		}

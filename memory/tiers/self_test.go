@@ -491,3 +491,27 @@ func TestSegmentsCachedAndPatched(t *testing.T) {
 	memorytest.Settle(t, s, o.Sona)
 	same("after six more pages", 9)
 }
+
+// Reads of an inbox begin at the first entry seen there: the consumed
+// entries before it are never stepped over again; the work is the same.
+func TestInboxReadsBeginPastConsumedWork(t *testing.T) {
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
+	defer s.Close()
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(5))
+	for i := range 12 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+		memorytest.Settle(t, s, o.Sona)
+		// Page i+1 was the STM inbox's first entry when its step read it.
+		if got := s.Tiers.InboxStart(o.Sona, tiers.STM); got != uint64(i+1) {
+			t.Fatalf("page %d: STM inbox read from %d", i+1, got)
+		}
+	}
+	v, err := s.Tiers.View(o.Sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Stm.Pages) != 7 || len(v.Stm.Pending) != 0 || len(v.Mtm.Segments) != 5 {
+		t.Fatalf("STM %d pages, %d pending, MTM %d segments", len(v.Stm.Pages), len(v.Stm.Pending), len(v.Mtm.Segments))
+	}
+}

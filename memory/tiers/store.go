@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
@@ -162,20 +163,55 @@ func docFreq(txn store.Reader, sona, term string) (uint64, error) {
 }
 
 // inbox lists the work waiting in a tier's inbox, oldest first, at most
-// limit entries (0: all).
-func inbox(txn store.Reader, sona, tier string, limit int) ([]*messages.TierWork, error) {
+// limit entries (0: all). It seeks past the entries consumed before (see
+// inboxStart): an inbox is written at its end and consumed from its
+// start, and the deleted entries stay in the store's files until a
+// compaction drops them — a scan from the inbox's first key stepped over
+// all of them, more with each page a sona ever had.
+func (s *Store) inbox(txn store.Reader, sona, tier string, limit int) ([]*messages.TierWork, error) {
 	var out []*messages.TierWork
 	prefix := inboxPrefix(sona, tier)
+	from := s.starts.get(sona, tier)
 	it := txn.NewIterator(store.IterOptions{Prefix: prefix, PrefetchValues: true})
 	defer it.Close()
-	for it.Rewind(); it.Valid() && (limit == 0 || len(out) < limit); it.Next() {
+	for it.Seek(inboxKey(sona, tier, from)); it.Valid() && (limit == 0 || len(out) < limit); it.Next() {
 		w := &messages.TierWork{}
 		if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, w) }); err != nil {
 			return nil, fmt.Errorf("%w: %s inbox of %s: %v", base.ErrCorrupt, tier, sona, err)
 		}
 		out = append(out, w)
 	}
+	if len(out) > 0 {
+		s.starts.seen(sona, tier, out[0].Seq)
+	}
 	return out, nil
+}
+
+// inboxStart remembers, per sona and tier, the first entry an inbox was
+// seen to hold: every entry before it is consumed, for good — entries are
+// numbered in the order they are written (nextCounter) and consumed
+// oldest first, and one that is changed is written again under a new
+// number. Lost with the process: a first read scans from the start.
+type inboxStart struct {
+	mu    sync.Mutex
+	first map[string]uint64 // sona 0x00 tier → seq
+}
+
+func (s *inboxStart) get(sona, tier string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first[sona+"\x00"+tier]
+}
+
+// seen records that seq was the first entry of the inbox in a read.
+func (s *inboxStart) seen(sona, tier string, seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := sona + "\x00" + tier
+	if s.first == nil {
+		s.first = map[string]uint64{}
+	}
+	s.first[k] = max(s.first[k], seq)
 }
 
 // segments reads the MTM segment headers of a sona, oldest first.
@@ -273,7 +309,7 @@ func (s *Store) Settle(ctx context.Context, sona string, model Model) ([]Event, 
 
 // oldestWork returns the first entry of a tier's inbox, or nil.
 func (s *Store) oldestWork(txn store.Reader, sona, tier string) (*messages.TierWork, error) {
-	ws, err := inbox(txn, sona, tier, 1)
+	ws, err := s.inbox(txn, sona, tier, 1)
 	if err != nil || len(ws) == 0 {
 		return nil, err
 	}
@@ -784,12 +820,13 @@ type Options struct {
 // durable inboxes, the steps that move work through them, retrieval and
 // the display view.
 type Store struct {
-	store store.Committer
-	view  store.Viewer
-	env   Env
-	cfg   Options
-	clock clock.Clock
-	segs  *segmentCache
+	store  store.Committer
+	view   store.Viewer
+	env    Env
+	cfg    Options
+	clock  clock.Clock
+	segs   *segmentCache
+	starts inboxStart
 }
 
 // NewStore is the tiers' storage on st. When st reports its commits
