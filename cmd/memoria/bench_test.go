@@ -197,7 +197,7 @@ func TestBenchRestart(t *testing.T) {
 
 func TestBenchAdvance(t *testing.T) {
 	t.Parallel()
-	profiles := t.TempDir()
+	profiles := filepath.Join(t.TempDir(), "profiles") // made by the run
 	rep := runBench(t, "advance", "--advance-sonas", "40", "--clients", "3,6", "--server-profiles", profiles, "--server-trace")
 	// The server's execution trace, written as it ran: runtime/trace's
 	// header, then events.

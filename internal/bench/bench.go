@@ -62,7 +62,7 @@ type Options struct {
 	// Env is the server's environment (default os.Environ()).
 	ServerArgs []string
 	Env        []string
-	// ProfileDir, when set, has every server started write a CPU profile
+	// ProfileDir, when set, is made if missing, and every server started writes a CPU profile
 	// of its whole run there (serve --cpuprofile) and a heap profile when
 	// it stops (--memprofile), named after its data directory and the
 	// order it was started in: insert-1.pprof, insert-1.heap.pprof, ….
@@ -305,6 +305,11 @@ type run struct {
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
+	}
+	if o.ProfileDir != "" {
+		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
+			return nil, fmt.Errorf("%w: --server-profiles: %v", ErrOptions, err)
+		}
 	}
 	r := &run{o: o, rep: &Report{Format: ReportFormat, StartedAt: time.Now().UTC(), Machine: machine()}}
 	r.rep.Settings = Settings{Scenarios: o.Scenarios, Sizes: o.Sizes, Clients: o.Clients, DurationSeconds: o.Duration.Seconds(),
