@@ -90,14 +90,19 @@ func Read(r store.Reader, key []byte) ([]Link, error) {
 // Update applies change to the link list under key (read through tx)
 // and writes it back strongest first, keeping at most MaxLinks. change
 // sees the links by target and get, which returns a target's link
-// (created if new) stamped with now.
+// (created if new) stamped with now. A list that comes out as it was —
+// change kept a stronger link, or the new link was weaker than a full
+// list's weakest — is not written again.
 func Update(tx store.Tx, key []byte, now int64, change func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association)) error {
 	list := &messages.Associations{}
-	if raw, err := tx.Get(key); err == nil {
+	raw, err := tx.Get(key)
+	if err == nil {
 		if err := proto.Unmarshal(raw, list); err != nil {
 			return fmt.Errorf("%w: link list: %v", base.ErrCorrupt, err)
 		}
-	} else if !errors.Is(err, base.ErrNotFound) {
+	} else if errors.Is(err, base.ErrNotFound) {
+		raw = nil
+	} else {
 		return err
 	}
 	byTarget := map[cid.Cid]*messages.Association{}
@@ -132,6 +137,9 @@ func Update(tx store.Tx, key []byte, now int64, change func(have map[cid.Cid]*me
 	out, err := proto.Marshal(list)
 	if err != nil {
 		return err
+	}
+	if raw != nil && bytes.Equal(out, raw) {
+		return nil
 	}
 	tx.Set(key, out)
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 
 	"github.com/ipfs/go-cid"
@@ -82,6 +83,66 @@ func TestPutKeepsTheStrongestMaxLinks(t *testing.T) {
 	}
 	if len(got) != assoc.MaxLinks || got[0].Strength != float64(assoc.MaxLinks+5)/100 || got[len(got)-1].Strength != 0.06 {
 		t.Fatalf("%d links from %v to %v, want the %d strongest", len(got), got[0].Strength, got[len(got)-1].Strength, assoc.MaxLinks)
+	}
+}
+
+// TestPutWritesOnlyChangedLists: a list a Put leaves as it was — the
+// link it holds is stronger, or a full list's weakest is stronger than
+// the new link — is not written again; a list it changes is.
+func TestPutWritesOnlyChangedLists(t *testing.T) {
+	s, err := store.OpenMemory(store.OptionsOf(config.Default().Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	var mu sync.Mutex
+	var written []string
+	s.Subscribe(func(e store.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		written = append(written, e.Keys...)
+	})
+	// wrote runs a Put of from's links and returns the link lists it wrote.
+	wrote := func(from cid.Cid, links ...assoc.Link) map[string]bool {
+		t.Helper()
+		mu.Lock()
+		written = nil
+		mu.Unlock()
+		if err := s.Update(context.Background(), func(tx store.Tx) error { return assoc.Put(tx, from, links, 1) }); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got := map[string]bool{}
+		for _, k := range written {
+			got[k] = true
+		}
+		return got
+	}
+	full, strong, weak := cidOf(t, "full"), cidOf(t, "strong"), cidOf(t, "weak")
+	var links []assoc.Link
+	for i := range assoc.MaxLinks {
+		links = append(links, assoc.Link{Target: cidOf(t, fmt.Sprint(i)), Type: assoc.Similar, Strength: 0.5 + float64(i)/100})
+	}
+	wrote(full, links...)
+	// weak's own list is new; full's list holds MaxLinks links all
+	// stronger than 0.2: it stays as it was.
+	if got := wrote(weak, assoc.Link{Target: full, Type: assoc.Similar, Strength: 0.2}); !got[string(assoc.Key(weak))] || got[string(assoc.Key(full))] || len(got) != 1 {
+		t.Fatalf("a link weaker than a full list's weakest wrote %v, want only weak's own list", got)
+	}
+	if got := wrote(strong, assoc.Link{Target: full, Type: assoc.Similar, Strength: 0.9}); !got[string(assoc.Key(strong))] || !got[string(assoc.Key(full))] {
+		t.Fatalf("a link stronger than a full list's weakest wrote %v, want both lists", got)
+	}
+	// Again, weaker than what both lists hold: nothing changes, nothing is written.
+	if got := wrote(strong, assoc.Link{Target: full, Type: assoc.Causal, Strength: 0.3}); len(got) != 0 {
+		t.Fatalf("a link weaker than the one held wrote %v", got)
+	}
+	g := assoc.NewGraph(s)
+	if got, err := g.Associations(full); err != nil || len(got) != assoc.MaxLinks || got[0].Target != strong || got[0].Strength != 0.9 {
+		t.Fatalf("full's links %v, %v: want %d, strong's first at 0.9", got, err, assoc.MaxLinks)
+	}
+	if got, err := g.Associations(weak); err != nil || len(got) != 1 || got[0].Target != full {
+		t.Fatalf("weak's links %v, %v", got, err)
 	}
 }
 
