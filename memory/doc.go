@@ -155,7 +155,7 @@
 //	                                    (its idempotency key) made (memory/chain)
 //	        uuid 0x00 "s" seq (8 BE)    the request id of the append at seq
 //	t/      uuid 0x00 …                 MemoryOS tiers of the sona (memory/tiers):
-//	          "s"                       StmState: the short-term pages, version, page similarity stats
+//	          "s"                       StmState: the short-term pages (no embeddings), version, page similarity stats
 //	          "m"                       MtmState: next segment id, page count, version
 //	          "g" segment (8 BE)        Segment
 //	          "p" segment seq (8+8 BE)  Page of a mid-term segment

@@ -52,7 +52,7 @@
 // # Key space
 //
 //	t/  uuid 0x00 …                 the tiers of the sona:
-//	      "s"                       StmState: the short-term pages, version, page similarity stats
+//	      "s"                       StmState: the short-term pages (no embeddings), version, page similarity stats
 //	      "m"                       MtmState: next segment id, page count, version
 //	      "g" segment (8 BE)        Segment
 //	      "p" segment seq (8+8 BE)  Page of a mid-term segment

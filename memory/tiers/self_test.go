@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"reflect"
 	"runtime"
@@ -15,6 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -513,5 +516,78 @@ func TestInboxReadsBeginPastConsumedWork(t *testing.T) {
 	}
 	if len(v.Stm.Pages) != 7 || len(v.Stm.Pending) != 0 || len(v.Mtm.Segments) != 5 {
 		t.Fatalf("STM %d pages, %d pending, MTM %d segments", len(v.Stm.Pages), len(v.Stm.Pending), len(v.Mtm.Segments))
+	}
+}
+
+// The STM state and the MTM inbox keep no page embeddings (the index
+// holds the memories' vectors they are summed from); the similarity of
+// each page to the one before is as the embeddings give it, and a state
+// an older binary wrote with embeddings steps as before.
+func TestSTMStateKeepsNoEmbeddings(t *testing.T) {
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
+	defer s.Close()
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(3))
+	var vecs [][]float32
+	var sims []float64
+	page := func(i int) {
+		t.Helper()
+		o.Page(fmt.Sprintf("We talked about %s.", randomWords(rng, 3)), fmt.Sprintf("Page %d: %s.", i, randomWords(rng, 3)))
+		memorytest.Settle(t, s, o.Sona)
+		st, err := s.Tiers.StoredSTM(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := st.Pages[len(st.Pages)-1]
+		v, err := s.Tiers.PageVector(last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vecs) > 0 {
+			sims = append(sims, base.Cosine(vecs[len(vecs)-1], v))
+		}
+		vecs = append(vecs, v)
+		for _, p := range st.Pages {
+			if len(p.Embedding) != 0 {
+				t.Fatalf("page %d: STM page %d stored with its embedding", i, p.Seq)
+			}
+		}
+		want := assoc.SimStats{}
+		for _, x := range sims {
+			want.Add(x)
+		}
+		if st.SimN != uint64(want.N) || math.Abs(st.SimMean-want.Mean) > 1e-9 || math.Abs(st.SimM2-want.M2) > 1e-9 {
+			t.Fatalf("page %d: similarity stats n %d mean %v m2 %v, want %d %v %v", i, st.SimN, st.SimMean, st.SimM2, want.N, want.Mean, want.M2)
+		}
+	}
+	for i := range 9 {
+		page(i)
+	}
+	// As an older binary stored it: every page with its embedding.
+	st, err := s.Tiers.StoredSTM(o.Sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range st.Pages {
+		if p.Embedding, err = s.Tiers.PageVector(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Tiers.SetSTM(o.Sona, st); err != nil {
+		t.Fatal(err)
+	}
+	for i := 9; i < 12; i++ {
+		page(i)
+	}
+	v, err := s.Tiers.View(o.Sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inMTM := 0
+	for _, seg := range v.Mtm.Segments {
+		inMTM += len(seg.Pages)
+	}
+	if len(v.Stm.Pages) != 7 || inMTM != 5 {
+		t.Fatalf("STM %d pages, MTM %d, want 7 and 5", len(v.Stm.Pages), inMTM)
 	}
 }

@@ -400,7 +400,14 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, er
 	stats := assoc.SimStats{N: int64(stm.SimN), Mean: stm.SimMean, M2: stm.SimM2}
 	var sim float64
 	if len(stm.Pages) > 0 {
-		sim = base.Cosine(stm.Pages[len(stm.Pages)-1].Embedding, page.Embedding)
+		last := stm.Pages[len(stm.Pages)-1]
+		vec := last.Embedding // a state written before embeddings were left out
+		if len(vec) == 0 {
+			if vec, err = s.pageVector(last); err != nil {
+				return Step{}, err
+			}
+		}
+		sim = base.Cosine(vec, page.Embedding)
 	}
 	th := assoc.EmergentThreshold(s.cfg.Thresholds, s.cfg.Thresholds.RetrievalBeta, stats, stats.N)
 	if page.MetaChain, err = model.Chain(ctx, ChainInput{Prev: prev, Page: pt, Similarity: sim, Threshold: th.Value}); err != nil {
@@ -408,6 +415,16 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, er
 	}
 	next := proto.Clone(stm).(*messages.StmState)
 	moved := PushSTM(next, page, s.cfg.Tiers.STMPages)
+	// The state and the MTM inbox keep no page embeddings: they are the
+	// normalised sum of the page's two memory vectors, which the index
+	// holds (pageVector), and were most of the state, written whole on
+	// every step. The segments keep theirs (their ranking reads them).
+	for _, p := range next.Pages {
+		p.Embedding = nil
+	}
+	for _, p := range moved {
+		p.Embedding = nil
+	}
 	if len(stm.Pages) > 0 {
 		stats.Add(sim)
 		next.SimN, next.SimMean, next.SimM2 = uint64(stats.N), stats.Mean, stats.M2
