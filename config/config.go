@@ -379,6 +379,12 @@ type PathWeights struct {
 	// Speaker is whether the memory's speaker (an `other` memory's name) is
 	// named in the query.
 	Speaker float64 `yaml:"speaker"`
+	// Reply is a memory's question's evidence: when the memory before it
+	// in its sona's chain (within recall.context_gap) asks a question —
+	// its text holds a question mark — and another speaker said it, the
+	// question's own dense and full-text relevance. The replies to the
+	// best candidates that ask a question join the candidates (a path).
+	Reply float64 `yaml:"reply"`
 }
 
 // Weights of the recall score (DESIGN.md §5): relevance × kind weight,
@@ -948,6 +954,7 @@ func (c *Config) validateRecall(v *validation) {
 	nonNeg("recall.paths.speaker", c.Recall.Paths.Speaker)
 	nonNeg("recall.paths.session", c.Recall.Paths.Session)
 	nonNeg("recall.paths.feedback", c.Recall.Paths.Feedback)
+	nonNeg("recall.paths.reply", c.Recall.Paths.Reply)
 	if c.Recall.ContextWindow < 0 {
 		bad("recall.context_window", "must not be negative, got %d", c.Recall.ContextWindow)
 	}

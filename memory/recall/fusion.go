@@ -21,6 +21,9 @@ type Evidence struct {
 	// Speaker 1 when the query names the memory's speaker; Session how
 	// relevant the rest of its session is (scorer.session).
 	Context, Time, Speaker, Session float64
+	// Reply is the relevance (0..1) of the question a memory replies to
+	// (scorer.reply).
+	Reply float64
 }
 
 // Fused is a candidate's fused relevance (0..1) split by path; the parts
@@ -29,7 +32,7 @@ type Fused struct {
 	Relevance                       float64
 	Dense, BM25, Affinity, Metric   float64
 	Context, Time, Speaker, Session float64
-	Feedback                        float64
+	Feedback, Reply                 float64
 }
 
 // FuseRRF is reciprocal rank fusion: Σ w_p / (k + rank_p), divided by
@@ -106,7 +109,7 @@ func (c Calibration) Dense(cos float64) float64 {
 // (0..1) and metric-profile cosine (0..1), weighted and divided by the sum
 // of the weights, so it is 0..1.
 func FuseWeighted(e Evidence, w config.PathWeights, cal Calibration) Fused {
-	total := w.Dense + w.BM25 + w.Affinity + w.Metric + w.Context + w.Time + w.Speaker + w.Session + w.Feedback
+	total := w.Dense + w.BM25 + w.Affinity + w.Metric + w.Context + w.Time + w.Speaker + w.Session + w.Feedback + w.Reply
 	if total == 0 {
 		return Fused{}
 	}
@@ -132,8 +135,9 @@ func FuseWeighted(e Evidence, w config.PathWeights, cal Calibration) Fused {
 		Speaker:  w.Speaker * unit(e.Speaker) / total,
 		Session:  w.Session * unit(e.Session) / total,
 		Feedback: w.Feedback * feedback / total,
+		Reply:    w.Reply * unit(e.Reply) / total,
 	}
-	f.Relevance = f.Dense + f.BM25 + f.Affinity + f.Metric + f.Context + f.Time + f.Speaker + f.Session + f.Feedback
+	f.Relevance = f.Dense + f.BM25 + f.Affinity + f.Metric + f.Context + f.Time + f.Speaker + f.Session + f.Feedback + f.Reply
 	return f
 }
 

@@ -118,7 +118,7 @@ type Explain struct {
 type Contributions struct {
 	Dense, BM25, Affinity, Metric float64 // w_relevance × fused part × kind weight
 	Context, Time, Speaker        float64 // likewise
-	Session, Feedback             float64 // likewise
+	Session, Feedback, Reply      float64 // likewise
 	Recency                       float64 // w_recency × activity-relative decay
 	Importance                    float64 // w_importance × importance
 	SonaSimilarity                float64 // w_sona × sona similarity
@@ -128,7 +128,7 @@ type Contributions struct {
 
 // Sum is the score the contributions make.
 func (c Contributions) Sum() float64 {
-	return c.Dense + c.BM25 + c.Affinity + c.Metric + c.Context + c.Time + c.Speaker + c.Session + c.Feedback + c.Recency + c.Importance + c.SonaSimilarity + c.Path + c.Rerank
+	return c.Dense + c.BM25 + c.Affinity + c.Metric + c.Context + c.Time + c.Speaker + c.Session + c.Feedback + c.Reply + c.Recency + c.Importance + c.SonaSimilarity + c.Path + c.Rerank
 }
 
 // Decay is Living Memory's activity-relative forgetting:
@@ -160,6 +160,7 @@ func ScoreHit(e *Explain, w config.Weights) {
 		Speaker:        f * e.Fused.Speaker,
 		Session:        f * e.Fused.Session,
 		Feedback:       f * e.Fused.Feedback,
+		Reply:          f * e.Fused.Reply,
 		Recency:        w.Recency * e.Recency,
 		Importance:     w.Importance * e.Importance,
 		SonaSimilarity: w.Sona * e.SonaSimilarity,
@@ -806,6 +807,11 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		}
 		if paths.Weights.Context > 0 {
 			if err := sc.context(from, paths.Weights); err != nil {
+				return err
+			}
+		}
+		if paths.Weights.Reply > 0 {
+			if err := sc.reply(from, paths.Weights); err != nil {
 				return err
 			}
 		}

@@ -44,10 +44,13 @@ const (
 )
 
 // stats are the collection statistics BM25 scores with: the document
-// count, the average field length and each query term's document
-// frequency. The average field length is the vocabulary's size over the
-// document count, rounded up — what bleve, which indexes before layout 3
-// used, took for it — so that scores did not change with the index.
+// count, the average document length (in tokens) and each query term's
+// document frequency. (Until issue 17 the average length was the
+// vocabulary's size over the document count, rounded up — what bleve,
+// which indexes before layout 3 used, took for it: about a quarter of
+// the mean length on LoCoMo, which penalised every longer memory as b
+// does a very long one. The mean length, BM25's own, raised LoCoMo's
+// recall@10: README, "LoCoMo evaluation".)
 type stats struct {
 	n      uint64
 	avgLen float64
@@ -100,7 +103,7 @@ func (x *Index) Search(q string, opts SearchOptions) (hits []Hit, err error) {
 	ids := make([]uint32, len(terms)) // math.MaxUint32: not in the index
 	st := stats{n: uint64(len(x.docs)), df: make([]uint64, len(terms))}
 	if st.n > 0 {
-		st.avgLen = math.Ceil(float64(x.live) / float64(st.n))
+		st.avgLen = float64(x.tokens) / float64(st.n)
 	}
 	for i, t := range terms {
 		ids[i] = math.MaxUint32
