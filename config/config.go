@@ -670,7 +670,7 @@ func Default() Config {
 			ImportanceFloor:    0.05,
 			Fusion:             "weighted",
 			RRFK:               60,
-			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Context: 0.25, Time: 0.5, Speaker: 0.2},
+			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Context: 0.5, Time: 0.5, Speaker: 0.4, Reply: 0.5},
 			Scope:              "sona",
 			AffinitySeeds:      5,
 			AffinityDepth:      2,
