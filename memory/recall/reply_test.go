@@ -79,7 +79,9 @@ func TestRecallReplyEvidence(t *testing.T) {
 	// The answer, which has none of the query's words, ranks above what
 	// the affinity path alone brought.
 	hits := recall.Ranked(rs)
-	at := func(c cid.Cid) int { return slices.IndexFunc(hits, func(r *recall.Recalled) bool { return r.CID == c }) }
+	at := func(c cid.Cid) int {
+		return slices.IndexFunc(hits, func(r *recall.Recalled) bool { return r.CID == c })
+	}
 	for _, name := range []string{"r0", "r4", "r6", "r8"} {
 		if at(m["r2"]) > at(m[name]) {
 			t.Errorf("the answer r2 ranks below %s: %v", name, memorytest.Describe(hits))
