@@ -2,7 +2,6 @@ package recall
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -12,94 +11,73 @@ import (
 	"github.com/memoria-ai/memoria/memory/base"
 )
 
-// reply sets each of cands' reply evidence (replyTo).
-func (sc *scorer) reply(cands []*Recalled, w config.PathWeights) error {
-	for _, r := range cands {
-		v, err := sc.replyTo(r, w)
-		if err != nil {
-			return err
-		}
-		r.Explain.Evidence.Reply = v
-	}
-	return nil
-}
-
-// replyTo is r's reply evidence: the relevance of the question r answers,
-// 0 when it answers none. The question is the memory before r in its
-// sona's chain (placeOf) when that one asks a question (its text holds a
-// question mark), is visible, lies within recall.context_gap of r in time
-// and was said by another speaker than r (when both have one: a speaker
-// who asks and goes on is not answered). Its relevance is its own
-// (baseRelevance: its calibrated cosine and BM25) and, counting half
-// (contextDecay, as a neighbour two places away counts for the context),
-// that of the memory before it within the session — what it asks about:
-// "I made coconut milk ice cream" — "What did you think of it?" — "Super
-// good! Rich and creamy" — at most 1. Nothing is read when neither has
-// relevance.
-//
-// In a conversation the answer often shares no word with a later
-// question about it while the question it answered does: "What is Nate's
-// favorite video game?" — Joanna: "So what's your favorite game?" — Nate:
-// "I'm currently playing this awesome fantasy RPG called Xenoblade
+// reply sets each of cands' reply evidence: the relevance of its own
+// (baseRelevance: its calibrated cosine and BM25) of the question the
+// candidate answers (questionBefore), 0 when it answers none. In a
+// conversation the answer often shares no word with a later question
+// about it while the question it answered does: "What is Nate's favorite
+// video game?" — Joanna: "So what's your favorite game?" — Nate: "I'm
+// currently playing this awesome fantasy RPG called Xenoblade
 // Chronicles…"; likewise a model's response to a user's question. (The
 // answers to the best candidates that ask a question, brought in as a
 // path of their own, added nothing on LoCoMo over the evidence: README,
 // "LoCoMo evaluation".)
-func (sc *scorer) replyTo(r *Recalled, w config.PathWeights) (float64, error) {
+func (sc *scorer) reply(cands []*Recalled, w config.PathWeights) error {
+	for _, r := range cands {
+		q, err := sc.questionBefore(r, w)
+		if err != nil {
+			return err
+		}
+		if q != nil {
+			r.Explain.Evidence.Reply = sc.baseRelevance(q.e, w)
+		}
+	}
+	return nil
+}
+
+// questionBefore is the memory r answers, if any: the memory before it in
+// its sona's chain (placeOf) when that one asks a question (its text
+// holds a question mark), is visible, lies within recall.context_gap of r
+// in time and was said by another speaker than r (when both have one: a
+// speaker who asks and goes on is not answered). Its relevance is not
+// read when it has none.
+func (sc *scorer) questionBefore(r *Recalled, w config.PathWeights) (*neighbour, error) {
 	v, pos, ok := sc.placeOf(r)
 	if !ok || pos == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	key := r.CID.KeyString()
-	qk, ok := sc.memoryAt(v, pos-1)
+	pk, ok := sc.memoryAt(v, pos-1)
 	if !ok {
-		return 0, nil
+		return nil, nil
 	}
-	q := sc.neighbourOf(qk, v.chain, pos-1)
-	own := sc.baseRelevance(q.e, w)
-	var about *neighbour
-	ak, ok := sc.memoryAt(v, pos-2)
-	if ok {
-		about = sc.neighbourOf(ak, v.chain, pos-2)
-	}
-	topic := 0.0
-	if about != nil {
-		topic = sc.baseRelevance(about.e, w)
-	}
-	if own == 0 && topic == 0 {
-		return 0, nil // it would lend nothing: no read
+	prev := sc.neighbourOf(pk, v.chain, pos-1)
+	if sc.baseRelevance(prev.e, w) == 0 {
+		return nil, nil // it would lend nothing: no read
 	}
 	self := sc.neighbourOf(key, v.chain, pos)
 	if err := sc.place(key, self); err != nil {
-		return 0, err
+		return nil, err
 	}
-	if err := sc.place(qk, q); err != nil {
-		return 0, err
+	if err := sc.place(pk, prev); err != nil {
+		return nil, err
 	}
 	gap := int64(time.Duration(sc.self.cfg.Recall.ContextGap) / time.Second)
-	if !q.visible || absDiff(q.time, self.time) > gap {
-		return 0, nil
+	if !prev.visible || absDiff(prev.time, self.time) > gap {
+		return nil, nil
 	}
-	asked, err := sc.bodyAt(qk)
+	asked, err := sc.bodyAt(pk)
 	if err != nil || !asked.question {
-		return 0, err
+		return nil, err
 	}
 	answer, err := sc.bodyAt(key)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if len(answer.speaker) > 0 && slices.Equal(answer.speaker, asked.speaker) {
-		return 0, nil
+		return nil, nil
 	}
-	if topic > 0 {
-		if err := sc.place(ak, about); err != nil {
-			return 0, err
-		}
-		if about.visible && absDiff(about.time, q.time) <= gap {
-			own += contextDecay * topic
-		}
-	}
-	return math.Min(1, own), nil
+	return prev, nil
 }
 
 // bodyAt is what the evidence keeps of the body of the memory of CID key
