@@ -47,10 +47,12 @@ const (
 // count, the average document length (in tokens) and each query term's
 // document frequency. (Until issue 17 the average length was the
 // vocabulary's size over the document count, rounded up — what bleve,
-// which indexes before layout 3 used, took for it: about a quarter of
-// the mean length on LoCoMo, which penalised every longer memory as b
-// does a very long one. The mean length, BM25's own, raised LoCoMo's
-// recall@10: README, "LoCoMo evaluation".)
+// which indexes before layout 3 used, took for it: 1 on LoCoMo's five
+// conversations (2,748 terms over 2,760 turns) against a mean length of
+// 14.8, so that every memory's length counted as fifteen times the
+// average's and a term in a turn of 30 terms scored less than half what
+// it did in one of 10. BM25's own mean length raised LoCoMo's recall:
+// README, "LoCoMo evaluation".)
 type stats struct {
 	n      uint64
 	avgLen float64
