@@ -18,6 +18,16 @@ import (
 // inserted yet, with no links, which no search reaches). Every node has a
 // level drawn from the seeded source; it is linked to at most 2m nodes on
 // layer 0 and at most m on each layer from 1 to its level.
+//
+// A node whose vector is exactly an earlier node's (the same text
+// embedded twice: "Noted.", "ok", a repeated tool output) is an alias of
+// it: it has no links of its own, and a search that finds the earlier
+// node (its representative) finds its aliases with it. Linked as nodes,
+// thousands of equal vectors would tie with each other in every
+// neighbour selection — each kept, none pruning another — so that every
+// insertion near them re-ranked full neighbour lists of them (five times
+// the insertion's cost, measured with half the vectors equal) and every
+// search near them walked all of them.
 type graph struct {
 	m    int     // links per node on upper layers; 2m on layer 0
 	efc  int     // candidate list size when inserting
@@ -26,14 +36,17 @@ type graph struct {
 	seed int64
 
 	dims   int
-	qv     chunked[int8]   // by id: the Index's quantised records (quant.go), shared
-	links0 chunked[uint32] // by id: count, then up to 2m links on layer 0
-	upper  [][]uint32      // by id: per layer 1..level, count then up to m links; nil on level 0
-	indeg  []uint32        // by id: how many nodes link to it on layer 0
-	in     []uint64        // bit set by id: the node was inserted
-	n      int             // ids 0..n-1 have a slot (inserted or a hole)
-	entry  uint32          // the node of the top layer searches start from
-	top    int             // the level of entry; -1 while the graph is empty
+	qv     chunked[int8]    // by id: the Index's quantised records (quant.go), shared
+	vecs   chunked[float32] // by id: the Index's vectors, shared (an alias's equals its representative's)
+	links0 chunked[uint32]  // by id: count, then up to 2m links on layer 0; an alias: aliasFlag, its representative
+	upper  [][]uint32       // by id: per layer 1..level, count then up to m links; nil on level 0
+	indeg  []uint32         // by id: how many nodes link to it on layer 0
+	in     []uint64         // bit set by id: the node was inserted
+	n      int              // ids 0..n-1 have a slot (inserted or a hole)
+	entry  uint32           // the node of the top layer searches start from
+	top    int              // the level of entry; -1 while the graph is empty
+	// aliases are each representative's live aliases, in id order.
+	aliases map[uint32][]uint32
 
 	ins scratch // the insertions' working space
 }
@@ -41,18 +54,79 @@ type graph struct {
 // maxLevel bounds node levels (a level above 16 has probability m^-16).
 const maxLevel = 16
 
+// aliasFlag, as the count of a node's layer-0 record, marks an alias; the
+// record's first link is its representative.
+const aliasFlag = 1 << 31
+
 func newGraph(dims, m, efc int, seed int64) *graph {
 	return &graph{
-		m:      m,
-		efc:    efc,
-		ml:     1 / math.Log(float64(m)),
-		rng:    rand.New(rand.NewSource(seed)),
-		seed:   seed,
-		dims:   dims,
-		qv:     chunked[int8]{stride: dims + scaleBytes},
-		links0: chunked[uint32]{stride: 1 + 2*m},
-		top:    -1,
+		m:       m,
+		efc:     efc,
+		ml:      1 / math.Log(float64(m)),
+		rng:     rand.New(rand.NewSource(seed)),
+		seed:    seed,
+		dims:    dims,
+		qv:      chunked[int8]{stride: dims + scaleBytes},
+		links0:  chunked[uint32]{stride: 1 + 2*m},
+		top:     -1,
+		aliases: map[uint32][]uint32{},
 	}
+}
+
+// aliasOf returns the representative of id when id is an alias.
+func (g *graph) aliasOf(id uint32) (uint32, bool) {
+	rec := g.links0.at(id)
+	return rec[1], rec[0] == aliasFlag
+}
+
+// twin returns the node of best, the insertion's candidates for id (best
+// first), whose vector is exactly id's, if the nearest is one.
+func (g *graph) twin(id uint32, best []item) (uint32, bool) {
+	if len(best) == 0 {
+		return 0, false
+	}
+	rep := best[0].id
+	if recordScale(g.qv.at(rep)[g.dims:]) == 0 || !slices.Equal(g.qv.at(rep), g.qv.at(id)) || !slices.Equal(g.vecs.at(rep), g.vecs.at(id)) {
+		return 0, false
+	}
+	return rep, true
+}
+
+// alias makes id an alias of rep.
+func (g *graph) alias(id, rep uint32) {
+	rec := g.links0.at(id)
+	rec[0], rec[1] = aliasFlag, rep
+	g.aliases[rep] = append(g.aliases[rep], id)
+}
+
+// unalias takes the alias id out of its representative's aliases and
+// leaves it a node without links (removed, it is found no more).
+func (g *graph) unalias(id uint32) {
+	rep, ok := g.aliasOf(id)
+	if !ok {
+		return
+	}
+	g.links0.at(id)[0] = 0
+	rest := slices.DeleteFunc(g.aliases[rep], func(a uint32) bool { return a == id })
+	if len(rest) == 0 {
+		delete(g.aliases, rep)
+	} else {
+		g.aliases[rep] = rest
+	}
+}
+
+// withAliases appends to found, for each of its nodes that has aliases,
+// up to most of them (the earliest) at the node's similarity.
+func (g *graph) withAliases(found []item, most int) []item {
+	if len(g.aliases) == 0 {
+		return found
+	}
+	for _, it := range found {
+		for _, a := range g.aliases[it.id][:min(most, len(g.aliases[it.id]))] {
+			found = append(found, item{it.sim, a})
+		}
+	}
+	return found
 }
 
 // inserted reports whether id is a node of the graph (not a hole).
@@ -83,6 +157,13 @@ func (g *graph) setLinks(id uint32, layer int, to []item) {
 	l[0] = uint32(len(to))
 	for i, t := range to {
 		l[1+i] = t.id
+	}
+}
+
+// linkUpper makes room for id's links on layers 1 to l.
+func (g *graph) linkUpper(id uint32, l int) {
+	if l > 0 {
+		g.upper[id] = make([]uint32, l*(1+g.m))
 	}
 }
 
@@ -129,10 +210,8 @@ func (g *graph) insert(id uint32) {
 	}
 	g.in[id/64] |= 1 << (id % 64)
 	l := g.level()
-	if l > 0 {
-		g.upper[id] = make([]uint32, l*(1+g.m))
-	}
 	if g.top < 0 {
+		g.linkUpper(id, l)
 		g.entry, g.top = id, l
 		return
 	}
@@ -143,9 +222,28 @@ func (g *graph) insert(id uint32) {
 		ep = g.greedy(q, ep, layer)
 	}
 	s.eps = append(s.eps[:0], ep)
+	if l > 0 {
+		// Is it an alias? Its twin may be of layer 0 only: look there
+		// first (a node of a higher level is one in 1/ln(m)·m).
+		for layer := min(g.top, l); layer > 0; layer-- {
+			ep = g.greedy(q, ep, layer)
+		}
+		g.searchLayer(s, q, []item{ep}, g.efc, 0)
+		if rep, ok := g.twin(id, s.res.sorted(s.sel[:0])); ok {
+			g.alias(id, rep)
+			return
+		}
+		g.linkUpper(id, l)
+	}
 	for layer := min(g.top, l); layer >= 0; layer-- {
 		g.searchLayer(s, q, s.eps, g.efc, layer)
 		s.eps = s.res.sorted(s.eps[:0])
+		if l == 0 {
+			if rep, ok := g.twin(id, s.eps); ok {
+				g.alias(id, rep)
+				return
+			}
+		}
 		s.sel = g.selectNeighbours(s.sel[:0], s.eps, g.m)
 		g.setLinks(id, layer, s.sel)
 		if layer == 0 {

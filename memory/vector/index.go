@@ -203,11 +203,24 @@ func (x *Index) Remove(key string) bool {
 	delete(x.ids, key)
 	x.keys[id] = ""
 	clear(x.vecs.at(uint32(id)))
-	clear(x.qv.at(uint32(id))) // its scale too: a zero vector
 	if x.removed == nil {
 		x.removed = map[uint64]bool{}
 	}
 	x.removed[id] = true
+	// A representative stays the way to its live aliases: its quantised
+	// record, theirs too, is kept until the last of them goes.
+	g := x.graph
+	if len(g.aliases[uint32(id)]) == 0 {
+		clear(x.qv.at(uint32(id))) // its scale too: a zero vector
+	}
+	if int(id) < g.n {
+		if rep, ok := g.aliasOf(uint32(id)); ok {
+			g.unalias(uint32(id))
+			if x.removed[uint64(rep)] && len(g.aliases[rep]) == 0 {
+				clear(x.qv.at(rep))
+			}
+		}
+	}
 	x.changes++
 	return true
 }
@@ -296,7 +309,7 @@ func (x *Index) build() {
 			// The chunks hold every pending vector: Add stores a vector
 			// before it makes its id pending.
 			x.kmu.RLock()
-			qv := x.qv
+			qv, vecs := x.qv, x.vecs
 			x.kmu.RUnlock()
 			for _, id := range ids {
 				select {
@@ -306,7 +319,7 @@ func (x *Index) build() {
 				}
 				x.bmu.Lock()
 				x.gmu.Lock()
-				x.graph.qv = qv
+				x.graph.qv, x.graph.vecs = qv, vecs
 				x.graph.insert(uint32(id))
 				x.gmu.Unlock()
 				x.bmu.Unlock()
@@ -369,6 +382,7 @@ func (x *Index) search(q []float32, want, k int) ([]Hit, int) {
 	ef := max(x.efSearch, want)
 	x.gmu.RLock()
 	found := x.graph.search(s, qq, ef, make([]item, 0, ef+min(want, len(pending))))
+	found = x.graph.withAliases(found, want)
 	x.gmu.RUnlock()
 	x.scratch.Put(s)
 	x.rescore(q, found)

@@ -25,13 +25,14 @@ import (
 // The file, in the machine's byte order (little-endian; a big-endian
 // machine neither writes nor reads snapshots):
 //
-//	"MEMVSNP2"
+//	"MEMVSNP3"
 //	u32 dims, u32 m, u32 ef_construction, u64 seed
 //	u64 n (ids), u64 graph slots, u32 entry, i32 top level
 //	u32 tag length, the tag
 //	n keys: u32 length, the key's bytes (length 0: a removed key)
 //	graph: the inserted bit set (u64 words), then each slot's layer-0
-//	       record (u32 count, 2m u32 links), then each slot's upper
+//	       record (u32 count, 2m u32 links; an alias: count 1<<31, then
+//	       its representative), then each slot's upper
 //	       layers (u32 level, level × (u32 count, m u32 links))
 //	zero bytes up to a multiple of 4096, n × dims float32,
 //	zero bytes up to a multiple of 4096, n × (dims + 4) int8 records
@@ -40,8 +41,9 @@ import (
 // The vectors start on page boundaries so that a restore from a file maps
 // them (mmap, copy-on-write) instead of reading them into the heap: the
 // restore reads them once, to check the CRC, and the pages of the process
-// are the file's, loaded as searches touch them (see Restore). Version 1
-// ("MEMVSNP1", the same without the padding) is still read, into the heap.
+// are the file's, loaded as searches touch them (see Restore). Version 2
+// ("MEMVSNP2", the same without aliases) is still read, and version 1
+// ("MEMVSNP1", without aliases nor the padding), into the heap.
 //
 // A snapshot whose checksum, layout or parameters (dims, m,
 // ef_construction, seed) do not match is refused with ErrSnapshot.
@@ -50,11 +52,14 @@ import (
 // another layout, or built with other parameters.
 var ErrSnapshot = errors.New("vector: unusable snapshot")
 
-const (
-	snapMagic   = "MEMVSNP2"
-	snapMagicV1 = "MEMVSNP1" // no padding before the vectors
-	snapAlign   = 4096
-)
+const snapAlign = 4096
+
+// snapMagics are the layouts' magic strings, by version.
+var snapMagics = map[string]int{
+	"MEMVSNP1": 1, // no padding before the vectors, no aliases
+	"MEMVSNP2": 2, // no aliases
+	"MEMVSNP3": 3,
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -76,7 +81,7 @@ type SnapshotInfo struct {
 }
 
 // SnapshotVersion is the layout Snapshot writes.
-const SnapshotVersion = 2
+const SnapshotVersion = 3
 
 // Changes counts the keys added and removed since the index was created or
 // restored (a restored index starts at its snapshot's count): a snapshot
@@ -95,7 +100,8 @@ func (x *Index) Snapshot(w io.Writer, tag []byte) (SnapshotInfo, error) {
 	return x.snapshot(w, tag, SnapshotVersion)
 }
 
-// snapshot writes version 2, or 1 (for the tests of reading it).
+// snapshot writes version 3, or an older one (for the tests of reading
+// them: the graph must have no aliases).
 func (x *Index) snapshot(w io.Writer, tag []byte, version int) (SnapshotInfo, error) {
 	if !littleEndian {
 		return SnapshotInfo{}, fmt.Errorf("%w: snapshots are little-endian", ErrSnapshot)
@@ -112,11 +118,7 @@ func (x *Index) snapshot(w io.Writer, tag []byte, version int) (SnapshotInfo, er
 	info := SnapshotInfo{IDs: n, Removed: len(x.removed), Changes: x.changes, Version: version}
 	x.kmu.RUnlock()
 	g := x.graph
-	if version == 1 {
-		sw.bytes([]byte(snapMagicV1))
-	} else {
-		sw.bytes([]byte(snapMagic))
-	}
+	sw.bytes(fmt.Appendf(nil, "MEMVSNP%d", version))
 	sw.u32(uint32(x.dims))
 	sw.u32(uint32(g.m))
 	sw.u32(uint32(g.efc))
@@ -251,9 +253,10 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	}
 	sr := &snapReader{r: bufio.NewReaderSize(r, 1<<20), crc: crc32.New(castagnoli)}
 	file, _ := r.(*os.File)
-	magic := make([]byte, len(snapMagic))
+	magic := make([]byte, len("MEMVSNP3"))
 	sr.bytes(magic)
-	v1 := string(magic) == snapMagicV1
+	version := snapMagics[string(magic)]
+	v1 := version == 1
 	dims, m, efc, seed := sr.u32(), sr.u32(), sr.u32(), int64(sr.u64())
 	n, gn, entry, top := sr.u64(), sr.u64(), sr.u32(), int(int32(sr.u32()))
 	if sr.err != nil {
@@ -261,7 +264,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	}
 	g := x.graph
 	switch {
-	case string(magic) != snapMagic && !v1:
+	case version == 0:
 		return info, bad("not a vector snapshot")
 	case int(dims) != x.dims || int(m) != g.m || int(efc) != g.efc || seed != g.seed:
 		return info, bad("taken with dims %d, m %d, ef_construction %d, seed %d; the index has %d, %d, %d, %d",
@@ -313,7 +316,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	if sr.err != nil {
 		return info, bad("graph: %v", sr.err)
 	}
-	if err := ng.check(); err != nil {
+	if err := ng.check(version >= 3); err != nil {
 		return info, bad("%v", err)
 	}
 
@@ -377,8 +380,17 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	ng.rng = rand.New(rand.NewSource(g.seed))
 	ng.qv = qv
 	for id := range ng.n {
-		if ng.inserted(uint32(id)) {
-			ng.rng.Float64()
+		if !ng.inserted(uint32(id)) {
+			continue
+		}
+		ng.rng.Float64()
+		if rep, ok := ng.aliasOf(uint32(id)); ok {
+			if removed[uint64(id)] { // left so by an older binary
+				ng.links0.at(uint32(id))[0] = 0
+			} else {
+				ng.aliases[rep] = append(ng.aliases[rep], uint32(id))
+			}
+			continue
 		}
 		for _, nb := range ng.links(uint32(id), 0) {
 			ng.indeg[nb]++
@@ -418,10 +430,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		default:
 		}
 	}
-	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes, Mapped: info.Mapped, Version: SnapshotVersion}
-	if v1 {
-		info.Version = 1
-	}
+	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes, Mapped: info.Mapped, Version: version}
 	return info, nil
 }
 
@@ -456,13 +465,24 @@ func (x *Index) ReleaseVectors() {
 }
 
 // check checks a restored graph's structure: every link within the
-// graph's nodes and within its layer's capacity, the entry a node of the
-// top level.
-func (g *graph) check() error {
+// graph's nodes and within its layer's capacity, an alias's
+// representative a node that is no alias (when aliases may be), the entry
+// a node of the top level.
+func (g *graph) check(aliases bool) error {
 	for id := range g.n {
 		if !g.inserted(uint32(id)) {
 			if g.links0.at(uint32(id))[0] != 0 || g.upper[id] != nil {
 				return fmt.Errorf("slot %d: links but no node", id)
+			}
+			continue
+		}
+		if rep, ok := g.aliasOf(uint32(id)); ok && aliases {
+			// A representative is an earlier node, itself no alias.
+			if rep >= uint32(id) || !g.inserted(rep) || g.upper[id] != nil || uint32(id) == g.entry {
+				return fmt.Errorf("node %d: an alias of %d, no earlier node", id, rep)
+			}
+			if _, chained := g.aliasOf(rep); chained {
+				return fmt.Errorf("node %d: an alias of %d, itself an alias", id, rep)
 			}
 			continue
 		}
