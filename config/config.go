@@ -387,9 +387,10 @@ type PathWeights struct {
 	Reply float64 `yaml:"reply"`
 }
 
-// Weights of the recall score (DESIGN.md §5): relevance × kind weight,
-// plus recency (Living Memory's activity-relative decay), importance and
-// sona similarity, each with its weight.
+// Weights of the recall score (DESIGN.md §5): the kind weight × (the
+// relevance, recency (Living Memory's activity-relative decay), importance
+// and sona similarity, each with its weight). The priors' weights are
+// fractions of a perfect match's relevance (1; recall.ScoreHit).
 type Weights struct {
 	Relevance  float64 `yaml:"relevance"`
 	Recency    float64 `yaml:"recency"`

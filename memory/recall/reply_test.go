@@ -68,7 +68,11 @@ func TestRecallReplyEvidence(t *testing.T) {
 	if got, want := ex[m["r2"]].Evidence.Reply, ex[m["r1"]].Evidence.BM25/best; want == 0 || math.Abs(got-want) > 1e-12 {
 		t.Errorf("r2's reply evidence %v, want r1's relevance %v", got, want)
 	}
-	if got, want := ex[m["r2"]].Fused.Reply, ex[m["r2"]].Evidence.Reply/2.5; math.Abs(got-want) > 1e-12 { // weight 1 of 2.5
+	// Weight 1 over the match's (BM25) 1, the support (reply and affinity)
+	// scaled down to MaxSupport together.
+	r2 := ex[m["r2"]]
+	support := r2.Evidence.Reply + 0.5*math.Min(1, r2.Evidence.Affinity)
+	if got, want := r2.Fused.Reply, r2.Evidence.Reply*math.Min(1, recall.MaxSupport/support); math.Abs(got-want) > 1e-12 {
 		t.Errorf("r2's fused reply %v, want %v", got, want)
 	}
 	for _, name := range []string{"r1", "r4", "r6", "r8"} {
