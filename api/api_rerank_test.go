@@ -37,13 +37,17 @@ var gardenNotes = []string{
 
 // withReranker points recall.rerank at srv. Recency, importance and
 // co-access are off, so that the recalls of a test, which touch what
-// they return, do not change the fused order.
+// they return, do not change the fused order; so is MMR's diversity, so
+// that the hits come in the order of their scores, by which the reranker's
+// top_n are taken (the garden notes all say "garden": diversity reorders
+// the near ties among them).
 func withReranker(provider, url string, topN int) func(*config.Config) {
 	return func(c *config.Config) {
 		c.Recall.Rerank = config.Rerank{Provider: provider, BaseURL: url, Model: "bge-reranker-v2-m3", TopN: topN,
 			Timeout: config.Duration(5 * time.Second)}
 		c.Recall.Weights.Recency, c.Recall.Weights.Importance = 0, 0
 		c.Recall.CoAccessRate, c.Recall.CoAccessPartners = 0, 0
+		c.Recall.MMRLambda = 1
 	}
 }
 
@@ -68,7 +72,7 @@ func gardenRecall(t *testing.T, h *harness, sona string) []*messages.RecalledMem
 	slices.SortFunc(hits, func(a, b *messages.RecalledMemory) int { return int(a.GetRank() - b.GetRank()) })
 	for _, m := range hits {
 		c := m.Explain.Contributions
-		sum := c.Dense + c.Bm25 + c.Affinity + c.Metric + c.Context + c.Time + c.Speaker + c.Session + c.Feedback +
+		sum := c.Dense + c.Bm25 + c.Affinity + c.Metric + c.Context + c.Time + c.Speaker + c.Session + c.Feedback + c.Reply +
 			c.Recency + c.Importance + c.SonaSimilarity + c.Path + c.GetRerank()
 		if math.Abs(sum-m.Score) > 1e-9 {
 			t.Errorf("%s: the contributions add up to %v, the score is %v", m.Cid, sum, m.Score)

@@ -357,13 +357,13 @@ func renderExplain(e recall.Explain) *messages.Explain {
 		DenseRank: int32(e.Evidence.DenseRank), Bm25Rank: int32(e.Evidence.BM25Rank), AffinityRank: int32(e.Evidence.AffinityRank),
 		Metric: e.Evidence.Metric, MetricRank: int32(e.Evidence.MetricRank),
 		Context: e.Evidence.Context, Time: e.Evidence.Time, Speaker: e.Evidence.Speaker,
-		Session: e.Evidence.Session, Feedback: e.Evidence.Feedback, FeedbackRank: int32(e.Evidence.FeedbackRank),
+		Session: e.Evidence.Session, Feedback: e.Evidence.Feedback, FeedbackRank: int32(e.Evidence.FeedbackRank), Reply: e.Evidence.Reply,
 		Relevance: e.Fused.Relevance, KindWeight: e.KindWeight, Recency: e.Recency,
 		Importance: e.Importance, SonaSimilarity: e.SonaSimilarity, Coaccess: e.CoAccess,
 		Contributions: &messages.Contributions{
 			Dense: e.Contrib.Dense, Bm25: e.Contrib.BM25, Affinity: e.Contrib.Affinity, Metric: e.Contrib.Metric,
 			Context: e.Contrib.Context, Time: e.Contrib.Time, Speaker: e.Contrib.Speaker,
-			Session: e.Contrib.Session, Feedback: e.Contrib.Feedback,
+			Session: e.Contrib.Session, Feedback: e.Contrib.Feedback, Reply: e.Contrib.Reply,
 			Recency: e.Contrib.Recency, Importance: e.Contrib.Importance, SonaSimilarity: e.Contrib.SonaSimilarity, Path: e.Contrib.Path,
 		},
 	}

@@ -379,11 +379,18 @@ type PathWeights struct {
 	// Speaker is whether the memory's speaker (an `other` memory's name) is
 	// named in the query.
 	Speaker float64 `yaml:"speaker"`
+	// Reply is a memory's question's evidence: when the memory before it
+	// in its sona's chain (within recall.context_gap) asks a question —
+	// its text holds a question mark — and another speaker said it, the
+	// question's own dense and full-text relevance. The replies to the
+	// best candidates that ask a question join the candidates (a path).
+	Reply float64 `yaml:"reply"`
 }
 
-// Weights of the recall score (DESIGN.md §5): relevance × kind weight,
-// plus recency (Living Memory's activity-relative decay), importance and
-// sona similarity, each with its weight.
+// Weights of the recall score (DESIGN.md §5): the kind weight × (the
+// relevance, recency (Living Memory's activity-relative decay), importance
+// and sona similarity, each with its weight). The priors' weights are
+// fractions of a perfect match's relevance (1; recall.ScoreHit).
 type Weights struct {
 	Relevance  float64 `yaml:"relevance"`
 	Recency    float64 `yaml:"recency"`
@@ -664,7 +671,7 @@ func Default() Config {
 			ImportanceFloor:    0.05,
 			Fusion:             "weighted",
 			RRFK:               60,
-			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Context: 0.25, Time: 0.5, Speaker: 0.2},
+			Paths:              PathWeights{Dense: 0.25, BM25: 1, Affinity: 0.5, Metric: 0.05, Context: 0.5, Time: 0.5, Speaker: 0.4, Reply: 0.5},
 			Scope:              "sona",
 			AffinitySeeds:      5,
 			AffinityDepth:      2,
@@ -948,6 +955,7 @@ func (c *Config) validateRecall(v *validation) {
 	nonNeg("recall.paths.speaker", c.Recall.Paths.Speaker)
 	nonNeg("recall.paths.session", c.Recall.Paths.Session)
 	nonNeg("recall.paths.feedback", c.Recall.Paths.Feedback)
+	nonNeg("recall.paths.reply", c.Recall.Paths.Reply)
 	if c.Recall.ContextWindow < 0 {
 		bad("recall.context_window", "must not be negative, got %d", c.Recall.ContextWindow)
 	}

@@ -635,6 +635,9 @@ type Explain struct {
 	Session      float64 `protobuf:"fixed64,19,opt,name=session,proto3" json:"session,omitempty"`
 	Feedback     float64 `protobuf:"fixed64,20,opt,name=feedback,proto3" json:"feedback,omitempty"`
 	FeedbackRank int32   `protobuf:"varint,21,opt,name=feedback_rank,json=feedbackRank,proto3" json:"feedback_rank,omitempty"`
+	// The reply evidence (0..1): the relevance of the question the memory
+	// answers, the memory before it in its sona's chain (issue 17).
+	Reply float64 `protobuf:"fixed64,22,opt,name=reply,proto3" json:"reply,omitempty"`
 	// The reranker's score and its rank among the candidates it reranked
 	// (recall.rerank), present only for those: absent when no reranker is
 	// configured, the memory was not among the top_n, or the reranker failed
@@ -822,6 +825,13 @@ func (x *Explain) GetFeedbackRank() int32 {
 	return 0
 }
 
+func (x *Explain) GetReply() float64 {
+	if x != nil {
+		return x.Reply
+	}
+	return 0
+}
+
 func (x *Explain) GetRerank() float64 {
 	if x != nil && x.Rerank != nil {
 		return *x.Rerank
@@ -854,6 +864,7 @@ type Contributions struct {
 	Speaker  float64 `protobuf:"fixed64,11,opt,name=speaker,proto3" json:"speaker,omitempty"`
 	Session  float64 `protobuf:"fixed64,12,opt,name=session,proto3" json:"session,omitempty"`
 	Feedback float64 `protobuf:"fixed64,13,opt,name=feedback,proto3" json:"feedback,omitempty"`
+	Reply    float64 `protobuf:"fixed64,14,opt,name=reply,proto3" json:"reply,omitempty"`
 	// The shift of the score the reranker's order made (recall.rerank;
 	// present only for a reranked memory).
 	Rerank        *float64 `protobuf:"fixed64,30,opt,name=rerank,proto3,oneof" json:"rerank,omitempty"`
@@ -978,6 +989,13 @@ func (x *Contributions) GetSession() float64 {
 func (x *Contributions) GetFeedback() float64 {
 	if x != nil {
 		return x.Feedback
+	}
+	return 0
+}
+
+func (x *Contributions) GetReply() float64 {
+	if x != nil {
+		return x.Reply
 	}
 	return 0
 }
@@ -1729,7 +1747,7 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x0einclude_hidden\x18\b \x01(\bR\rincludeHidden\x12\x1b\n" +
 	"\x06expand\x18\t \x01(\x05H\x01R\x06expand\x88\x01\x01B\b\n" +
 	"\x06_as_ofB\t\n" +
-	"\a_expand\"\xe9\x05\n" +
+	"\a_expand\"\xff\x05\n" +
 	"\aExplain\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1757,12 +1775,13 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\aspeaker\x18\x12 \x01(\x01R\aspeaker\x12\x18\n" +
 	"\asession\x18\x13 \x01(\x01R\asession\x12\x1a\n" +
 	"\bfeedback\x18\x14 \x01(\x01R\bfeedback\x12#\n" +
-	"\rfeedback_rank\x18\x15 \x01(\x05R\ffeedbackRank\x12\x1b\n" +
+	"\rfeedback_rank\x18\x15 \x01(\x05R\ffeedbackRank\x12\x14\n" +
+	"\x05reply\x18\x16 \x01(\x01R\x05reply\x12\x1b\n" +
 	"\x06rerank\x18\x1e \x01(\x01H\x00R\x06rerank\x88\x01\x01\x12$\n" +
 	"\vrerank_rank\x18\x1f \x01(\x05H\x01R\n" +
 	"rerankRank\x88\x01\x01B\t\n" +
 	"\a_rerankB\x0e\n" +
-	"\f_rerank_rank\"\x8a\x03\n" +
+	"\f_rerank_rank\"\xa0\x03\n" +
 	"\rContributions\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1779,7 +1798,8 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	" \x01(\x01R\x04time\x12\x18\n" +
 	"\aspeaker\x18\v \x01(\x01R\aspeaker\x12\x18\n" +
 	"\asession\x18\f \x01(\x01R\asession\x12\x1a\n" +
-	"\bfeedback\x18\r \x01(\x01R\bfeedback\x12\x1b\n" +
+	"\bfeedback\x18\r \x01(\x01R\bfeedback\x12\x14\n" +
+	"\x05reply\x18\x0e \x01(\x01R\x05reply\x12\x1b\n" +
 	"\x06rerank\x18\x1e \x01(\x01H\x00R\x06rerank\x88\x01\x01B\t\n" +
 	"\a_rerank\"\xe5\x01\n" +
 	"\x0eRecalledMemory\x12\x10\n" +

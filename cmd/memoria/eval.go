@@ -361,7 +361,11 @@ func scoreLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing 
 			misses--
 			fmt.Fprintf(w, "\n[%s] cat %d: %s\n", ec.name, q.Category, q.Text)
 			for _, m := range missed {
-				fmt.Fprintf(w, "  missed %s: %s\n", m, text[q.Conv+"/"+m])
+				at := fmt.Sprintf("not in the top %d", len(ranked))
+				if j := slices.Index(ranked, m); j >= 0 {
+					at = fmt.Sprintf("#%d", j+1)
+				}
+				fmt.Fprintf(w, "  missed %s (%s): %s\n", m, at, text[q.Conv+"/"+m])
 			}
 			for i, d := range ranked[:min(3, len(ranked))] {
 				fmt.Fprintf(w, "  got #%d %s: %s\n", i+1, d, text[q.Conv+"/"+d])

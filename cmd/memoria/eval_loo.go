@@ -32,8 +32,10 @@ type setting struct {
 // conversations (README, "What the evaluation decided") as far as ec uses
 // it: the score's recency and importance weights (each as configured, 0
 // and doubled), the affinity path's weight (as configured, 0 = off,
-// doubled), the dense path's weight beside BM25 (as configured, doubled)
-// and BM25's b (as configured, the usual 0.75). The sona-similarity
+// doubled), the dense path's weight beside BM25 (as configured, doubled),
+// BM25's b (as configured, the usual 0.75) and the evidence beside the
+// paths (each on or off; the weights of context, speaker and reply
+// halved and doubled). The sona-similarity
 // weight is left as configured (in sona scope every candidate shares it);
 // so are the settings recall reads only from the configuration or that
 // are set at ingest or learnt: the association types' weights, RRF's k,
@@ -50,18 +52,23 @@ func looGrid(rc config.Recall, ec evalConfig) []setting {
 		show   func(float64) string // the value in the label (default: the name and the value)
 	}
 	pw := ec.paths.Weights
-	// The context, time, speaker, session and feedback evidence: as
-	// configured, each of them off, all of them off (one axis: 2^5
-	// combinations would multiply the grid by 32). Beside it the doubled
-	// recency and importance are left out, which no fold chose before
-	// (README, "LoCoMo evaluation").
+	// The context, time, speaker, session, feedback and reply evidence: as
+	// configured, each of them off, all of them off (one axis: 2^6
+	// combinations would multiply the grid by 64), and all on with the
+	// weights of the context, speaker and reply evidence halved and
+	// doubled together — the weights issue 17 chose on these
+	// conversations, so that each fold chooses them on four (halved, the
+	// context and speaker weights are those of before). Beside it the
+	// doubled recency and importance are left out, which no fold chose
+	// before (README, "LoCoMo evaluation").
 	var evidence []config.PathWeights
-	if pw.Context > 0 || pw.Time > 0 || pw.Speaker > 0 || pw.Session > 0 || pw.Feedback > 0 {
+	if pw.Context > 0 || pw.Time > 0 || pw.Speaker > 0 || pw.Session > 0 || pw.Feedback > 0 || pw.Reply > 0 {
 		evidence = append(evidence, pw)
 		for _, off := range []func(*config.PathWeights){
 			func(p *config.PathWeights) { p.Context = 0 }, func(p *config.PathWeights) { p.Time = 0 },
 			func(p *config.PathWeights) { p.Speaker = 0 }, func(p *config.PathWeights) { p.Session = 0 },
-			func(p *config.PathWeights) { p.Feedback = 0 }, offEvidence,
+			func(p *config.PathWeights) { p.Feedback = 0 }, func(p *config.PathWeights) { p.Reply = 0 }, offEvidence,
+			scaleEvidence(0.5), scaleEvidence(2),
 		} {
 			v := pw
 			if off(&v); !slices.Contains(evidence, v) {
@@ -86,10 +93,10 @@ func looGrid(rc config.Recall, ec evalConfig) []setting {
 		}
 		axes = append(axes, axis{"evidence", idx, func(s *setting, v float64) {
 			e, w := evidence[int(v)], &s.paths.Weights
-			w.Context, w.Time, w.Speaker, w.Session, w.Feedback = e.Context, e.Time, e.Speaker, e.Session, e.Feedback
+			w.Context, w.Time, w.Speaker, w.Session, w.Feedback, w.Reply = e.Context, e.Time, e.Speaker, e.Session, e.Feedback, e.Reply
 		}, func(v float64) string {
 			e := evidence[int(v)]
-			return fmt.Sprintf("context %g, time %g, speaker %g, session %g, feedback %g", e.Context, e.Time, e.Speaker, e.Session, e.Feedback)
+			return fmt.Sprintf("context %g, time %g, speaker %g, session %g, feedback %g, reply %g", e.Context, e.Time, e.Speaker, e.Session, e.Feedback, e.Reply)
 		}})
 	}
 	if pw.Affinity > 0 {
@@ -187,7 +194,13 @@ func looLoCoMo(ctx context.Context, self *memory.Self, cfg config.Config, ing *e
 }
 
 // offEvidence turns off the evidence beside the paths: context, time,
-// speaker, session and feedback.
+// speaker, session, feedback and reply.
 func offEvidence(p *config.PathWeights) {
-	p.Context, p.Time, p.Speaker, p.Session, p.Feedback = 0, 0, 0, 0, 0
+	p.Context, p.Time, p.Speaker, p.Session, p.Feedback, p.Reply = 0, 0, 0, 0, 0, 0
+}
+
+// scaleEvidence multiplies the weights of the context, speaker and reply
+// evidence by f.
+func scaleEvidence(f float64) func(*config.PathWeights) {
+	return func(p *config.PathWeights) { p.Context, p.Speaker, p.Reply = f*p.Context, f*p.Speaker, f*p.Reply }
 }

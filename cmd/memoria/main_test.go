@@ -417,11 +417,13 @@ func TestLoCoMoRecallTarget(t *testing.T) {
 	if n := rep["n"].(float64); int(n) != scorable || scorable < 700 || rep["left_out"].(float64) != float64(noEvidence) {
 		t.Fatalf("scored %v questions, %v left out; the data has %d scorable, %d without evidence", n, rep["left_out"], scorable, noEvidence)
 	}
-	// 0.751 with the context, time and speaker evidence (0.741 with time
-	// and speaker only, 0.715 before them); the floor leaves a few
-	// questions' room below it.
-	if r := rep["recall@10"].(float64); r < 0.745 {
-		t.Fatalf("recall@10 = %.3f, below the 0.745 floor", r)
+	// 0.771 with the match and support of the fusion and the priors in
+	// the kind weight (0.761 before them, with the reply evidence and
+	// BM25's mean length; 0.751 with the context, time and speaker
+	// evidence, 0.741 with time and speaker only, 0.715 before them); the
+	// floor leaves a few questions' room below it.
+	if r := rep["recall@10"].(float64); r < 0.765 {
+		t.Fatalf("recall@10 = %.3f, below the 0.765 floor", r)
 	}
 	t.Logf("recall@10 %.3f, budget recall %.3f", rep["recall@10"], rep["budget_recall"])
 }

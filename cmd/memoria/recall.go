@@ -66,8 +66,9 @@ func recallCmd(g *globals) *cobra.Command {
 // then what co-access and expansion added, best score first; the order
 // the model gets (topological) is the "topo" column. A memory that
 // absorbed near-identical ones says how many. With explain, every score
-// component (CTX, TIME, SPKR, SESS: the context, time, speaker and
-// session evidence; FEEDBK: the pseudo-relevance feedback path).
+// component (CTX, TIME, SPKR, SESS, REPLY: the context, time, speaker,
+// session and reply evidence; FEEDBK: the pseudo-relevance feedback
+// path).
 func printRecall(w io.Writer, resp *messages.RecallResponse, explain bool) {
 	topo := make(map[*messages.RecalledMemory]int, len(resp.Memories))
 	var hits, more []*messages.RecalledMemory
@@ -90,7 +91,7 @@ func printRecall(w io.Writer, resp *messages.RecallResponse, explain bool) {
 			first = "VIA"
 		}
 		if explain {
-			fmt.Fprintf(tw, "%s\tSCORE\tDENSE\tBM25\tAFFIN\tMETRIC\tFEEDBK\tREL\tKIND\tCTX\tTIME\tSPKR\tSESS\tRECENCY\tIMP\tSONA\tCOACC\tPATH\tTOPO\tCID\tMEMORY\n", first)
+			fmt.Fprintf(tw, "%s\tSCORE\tDENSE\tBM25\tAFFIN\tMETRIC\tFEEDBK\tREL\tKIND\tCTX\tTIME\tSPKR\tSESS\tREPLY\tRECENCY\tIMP\tSONA\tCOACC\tPATH\tTOPO\tCID\tMEMORY\n", first)
 		} else {
 			fmt.Fprintf(tw, "%s\tSCORE\tTOPO\tCID\tMEMORY\n", first)
 		}
@@ -108,9 +109,9 @@ func printRecall(w io.Writer, resp *messages.RecallResponse, explain bool) {
 				continue
 			}
 			e := m.GetExplain()
-			fmt.Fprintf(tw, "%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%d\t%s\t%s\n", lead, m.Score,
+			fmt.Fprintf(tw, "%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%d\t%s\t%s\n", lead, m.Score,
 				ranked(e.GetDense(), e.GetDenseRank()), ranked(e.GetBm25(), e.GetBm25Rank()), ranked(e.GetAffinity(), e.GetAffinityRank()), ranked(e.GetMetric(), e.GetMetricRank()),
-				ranked(e.GetFeedback(), e.GetFeedbackRank()), e.GetRelevance(), e.GetKindWeight(), e.GetContext(), e.GetTime(), e.GetSpeaker(), e.GetSession(), e.GetRecency(), e.GetImportance(), e.GetSonaSimilarity(), e.GetCoaccess(),
+				ranked(e.GetFeedback(), e.GetFeedbackRank()), e.GetRelevance(), e.GetKindWeight(), e.GetContext(), e.GetTime(), e.GetSpeaker(), e.GetSession(), e.GetReply(), e.GetRecency(), e.GetImportance(), e.GetSonaSimilarity(), e.GetCoaccess(),
 				e.GetContributions().GetPath(), topo[m], shortCID(m.Cid), text)
 		}
 		tw.Flush()

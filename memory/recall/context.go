@@ -14,6 +14,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/text"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -309,8 +310,9 @@ func absDiff(a, b int64) int64 {
 // candidate's body: its time and its speaker's name (the words of an
 // `other` memory's name, lower-cased; nil for none).
 type body struct {
-	time    int64
-	speaker []string
+	time     int64
+	speaker  []string
+	question bool // it asks a question (asksQuestion)
 }
 
 // readBodies reads the body of each of cands once (readBodies keeps what
@@ -337,10 +339,7 @@ func (sc *scorer) readBodies(cands []*Recalled, time, speaker bool) (bool, error
 			if err != nil {
 				return false, err
 			}
-			b.time = memoryTime(m, r.Meta)
-			if m.Data.Other != nil && m.Data.Other.Name != nil {
-				b.speaker = strings.FieldsFunc(strings.ToLower(*m.Data.Other.Name), notWordRune)
-			}
+			b = bodyOf(m, r.Meta)
 			sc.bodies[key] = b
 		}
 		if time {
@@ -356,6 +355,19 @@ func (sc *scorer) readBodies(cands []*Recalled, time, speaker bool) (bool, error
 	}
 	return named, nil
 }
+
+// bodyOf is what the evidence keeps of memory m (of metadata meta).
+func bodyOf(m *model.Memory, meta *messages.MemoryMeta) body {
+	b := body{time: memoryTime(m, meta), question: asksQuestion(model.Said(m))}
+	if m.Data.Other != nil && m.Data.Other.Name != nil {
+		b.speaker = strings.FieldsFunc(strings.ToLower(*m.Data.Other.Name), notWordRune)
+	}
+	return b
+}
+
+// asksQuestion reports whether s asks a question: it holds a question
+// mark (ASCII or full-width).
+func asksQuestion(s string) bool { return strings.ContainsAny(s, "?？") }
 
 // allIn reports whether every one of words is in set.
 func allIn(words []string, set map[string]bool) bool {

@@ -84,8 +84,8 @@ func TestRecallContextEvidence(t *testing.T) {
 		if math.Abs(e.Evidence.Context-v) > 1e-12 {
 			t.Errorf("%s: context %v, want %v", name, e.Evidence.Context, v)
 		}
-		if math.Abs(e.Fused.Context-v/2.5) > 1e-12 { // weight 1 of 2.5
-			t.Errorf("%s: fused context %v, want %v", name, e.Fused.Context, v/2.5)
+		if math.Abs(e.Fused.Context-v) > 1e-12 { // weight 1 over the match's (BM25) 1; the support stays below MaxSupport
+			t.Errorf("%s: fused context %v, want %v", name, e.Fused.Context, v)
 		}
 	}
 	// A window of 1: a1 two places away lends a3 nothing.

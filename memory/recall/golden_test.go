@@ -26,7 +26,8 @@ func TestScoringGolden(t *testing.T) {
 			}
 			args[a.Key] = v
 		}
-		weights := config.PathWeights{Dense: args["dense"], BM25: args["bm25"], Affinity: args["affinity"]}
+		weights := config.PathWeights{Dense: args["dense"], BM25: args["bm25"], Affinity: args["affinity"], Context: args["context"],
+			Time: args["time"], Speaker: args["speaker"], Reply: args["reply"]}
 		var b strings.Builder
 		switch d.Cmd {
 		case "fuse-rrf", "fuse-weighted":
@@ -38,7 +39,8 @@ func TestScoringGolden(t *testing.T) {
 				} else {
 					f = FuseWeighted(e, weights, Calibration{DenseFloor: args["dense_floor"], DenseBest: args["dense_best"], BestBM25: args["best_bm25"]})
 				}
-				fmt.Fprintf(&b, "%-40s → relevance=%.4f dense=%.4f bm25=%.4f affinity=%.4f\n", line, f.Relevance, f.Dense, f.BM25, f.Affinity)
+				fmt.Fprintf(&b, "%-40s → relevance=%.4f dense=%.4f bm25=%.4f affinity=%.4f support=%.4f\n", line, f.Relevance, f.Dense, f.BM25,
+					f.Affinity, f.Relevance-f.Dense-f.BM25)
 			}
 		case "decay":
 			for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
@@ -116,5 +118,6 @@ func parseEvidence(t *testing.T, d *datadriven.TestData, line string) Evidence {
 	return Evidence{
 		Dense: f["dense"], BM25: f["bm25"], Affinity: f["affinity"],
 		DenseRank: int(f["dense_rank"]), BM25Rank: int(f["bm25_rank"]), AffinityRank: int(f["affinity_rank"]),
+		Context: f["context"], Time: f["time"], Speaker: f["speaker"], Reply: f["reply"],
 	}
 }

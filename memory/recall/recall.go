@@ -118,17 +118,17 @@ type Explain struct {
 type Contributions struct {
 	Dense, BM25, Affinity, Metric float64 // w_relevance × fused part × kind weight
 	Context, Time, Speaker        float64 // likewise
-	Session, Feedback             float64 // likewise
-	Recency                       float64 // w_recency × activity-relative decay
-	Importance                    float64 // w_importance × importance
-	SonaSimilarity                float64 // w_sona × sona similarity
+	Session, Feedback, Reply      float64 // likewise
+	Recency                       float64 // kind weight × w_recency × activity-relative decay
+	Importance                    float64 // kind weight × w_importance × importance
+	SonaSimilarity                float64 // kind weight × w_sona × sona similarity
 	Path                          float64 // score carried from a hit (co-access, expansion)
 	Rerank                        float64 // the shift of the score the reranker's order made
 }
 
 // Sum is the score the contributions make.
 func (c Contributions) Sum() float64 {
-	return c.Dense + c.BM25 + c.Affinity + c.Metric + c.Context + c.Time + c.Speaker + c.Session + c.Feedback + c.Recency + c.Importance + c.SonaSimilarity + c.Path + c.Rerank
+	return c.Dense + c.BM25 + c.Affinity + c.Metric + c.Context + c.Time + c.Speaker + c.Session + c.Feedback + c.Reply + c.Recency + c.Importance + c.SonaSimilarity + c.Path + c.Rerank
 }
 
 // Decay is Living Memory's activity-relative forgetting:
@@ -145,11 +145,24 @@ func Decay(lambda, importance float64, backbone bool, activity, lastTick int64) 
 	return math.Exp(-lambda / (1 + importance) * ratio)
 }
 
-// ScoreHit computes a candidate's contributions (DESIGN.md §5):
-// relevance × kind weight, split by path, plus weighted recency,
-// importance and sona similarity.
+// ScoreHit computes a candidate's contributions (DESIGN.md §5): its kind
+// weight × (w_relevance × relevance, split by path, + w_recency × recency
+// + w_importance × importance + w_sona × sona similarity). The priors
+// (recency, importance, sona similarity: 0..1 each) are on the scale of
+// the relevance, where a perfect match of the query is at least 1
+// (FuseWeighted), and the kind weight scales them with it, so they keep
+// their proportion to a perfect match whatever the memory's kind. With
+// the default weights a memory the query does not match and no evidence
+// supports scores at most 0.4 × its kind weight, a perfect match at least
+// its kind weight: the priors order memories the query matches about as
+// well and do not lift one it does not match over one it matches
+// perfectly, of the same kind or of the default kinds (whose weights
+// differ at most 2×). (They were added outside the kind weight, to a
+// relevance the evidence's weights divided: a perfect match of a note,
+// without other evidence, scored 0.16 beside priors of up to 0.4.)
 func ScoreHit(e *Explain, w config.Weights) {
-	f := w.Relevance * e.KindWeight
+	k := e.KindWeight
+	f := w.Relevance * k
 	e.Contrib = Contributions{
 		Dense:          f * e.Fused.Dense,
 		BM25:           f * e.Fused.BM25,
@@ -160,9 +173,10 @@ func ScoreHit(e *Explain, w config.Weights) {
 		Speaker:        f * e.Fused.Speaker,
 		Session:        f * e.Fused.Session,
 		Feedback:       f * e.Fused.Feedback,
-		Recency:        w.Recency * e.Recency,
-		Importance:     w.Importance * e.Importance,
-		SonaSimilarity: w.Sona * e.SonaSimilarity,
+		Reply:          f * e.Fused.Reply,
+		Recency:        k * w.Recency * e.Recency,
+		Importance:     k * w.Importance * e.Importance,
+		SonaSimilarity: k * w.Sona * e.SonaSimilarity,
 	}
 }
 
@@ -237,8 +251,8 @@ func (q Query) WithDefaults(rc config.Recall) (Query, int) {
 //     with the words of the best: pseudo-relevance feedback), fused
 //     (reciprocal rank fusion or a calibrated sum) with the evidence of
 //     each candidate's context, session, time and speaker (context.go);
-//  2. each scored: relevance × kind weight × activity-relative recency,
-//     plus importance and sona similarity;
+//  2. each scored: kind weight × (relevance + activity-relative recency,
+//     importance and sona similarity, each weighted; see ScoreHit);
 //  3. those below the emergent retrieval threshold dropped: a candidate is
 //     kept when its dense similarity reaches mean + log(0.3)·std of the
 //     candidates' similarities (bootstrap below the configured size) or
@@ -806,6 +820,11 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		}
 		if paths.Weights.Context > 0 {
 			if err := sc.context(from, paths.Weights); err != nil {
+				return err
+			}
+		}
+		if paths.Weights.Reply > 0 {
+			if err := sc.reply(from, paths.Weights); err != nil {
 				return err
 			}
 		}

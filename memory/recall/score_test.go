@@ -43,6 +43,8 @@ func TestScoreHit(t *testing.T) {
 		{Explain{Fused: rel(0.5, 0.3), KindWeight: 0.5}, 0.4},
 		{Explain{Fused: rel(0.8, 0), KindWeight: 1, Recency: 0.5, Importance: 0.5, SonaSimilarity: 1}, 0.8 + 0.05 + 0.1 + 0.1},
 		{Explain{Fused: rel(0, 0), KindWeight: 1, Recency: 1, Importance: 1}, 0.1 + 0.2},
+		// The kind weight scales the priors with the relevance.
+		{Explain{Fused: rel(0.8, 0), KindWeight: 0.5, Recency: 1, Importance: 1, SonaSimilarity: 1}, 0.5 * (0.8 + 0.1 + 0.2 + 0.1)},
 	}
 	for _, c := range cases {
 		ScoreHit(&c.e, w)

@@ -79,10 +79,11 @@ func TestRecallCollapsesNearIdenticalTexts(t *testing.T) {
 		clk := clock.NewFake(memorytest.Epoch)
 		cfg := memorytest.Config(t.TempDir())
 		cfg.Recall.Collapse = collapse
-		// Without the evidence of a memory's session and neighbours (which
-		// lifts the answer amid the asks above the third ask, so that k 3
-		// is reached before it: never examined, never collapsed).
-		cfg.Recall.Paths.Context, cfg.Recall.Paths.Session = 0, 0
+		// Without the evidence of a memory's session and neighbours, nor
+		// of the question it answers (which lift the answer amid the asks
+		// above the third ask, so that k 3 is reached before it: never
+		// examined, never collapsed).
+		cfg.Recall.Paths.Context, cfg.Recall.Paths.Session, cfg.Recall.Paths.Reply = 0, 0, 0
 		s := memorytest.Open(t, cfg, clk)
 		o := memorytest.NewOwner(t, s, "gardener")
 		at := func(min int) *int64 {
@@ -98,7 +99,10 @@ func TestRecallCollapsesNearIdenticalTexts(t *testing.T) {
 		answer := o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "I planted the tomatoes in the east bed."}}, Timestamp: at(5)}, nil)
 		o.Add(&model.Memory{Data: model.Data{Text: &model.TextData{Content: "The compost pile needs turning."}}, Timestamp: at(6)}, nil)
 
-		rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "which bed did I plant the tomatoes in?", K: 3, Peek: true})
+		// k 4: the answer and maya's words may rank above an ask (they do
+		// with BM25's mean document length), which is then examined, and
+		// folded, only while the fourth hit is sought.
+		rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "which bed did I plant the tomatoes in?", K: 4, Peek: true})
 		s.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -145,6 +149,9 @@ func TestRecallMMRDiversifies(t *testing.T) {
 		clk := clock.NewFake(memorytest.Epoch)
 		cfg := memorytest.Config(t.TempDir())
 		cfg.Recall.MMRLambda, cfg.Recall.Collapse = lambda, 0
+		// Without the neighbours' evidence, which would order the two
+		// near-identical memories by their places in the chain.
+		cfg.Recall.Paths.Context = 0
 		s := memorytest.Open(t, cfg, clk)
 		defer s.Close()
 		o := memorytest.NewOwner(t, s, "a")

@@ -79,7 +79,7 @@ type Index struct {
 	names     []string    // by term id: the term
 	df        []uint32    // by term id: live documents holding it
 	post      [][]posting // by term id: its postings, dead slots included
-	live      int         // terms some live document holds
+	tokens    uint64      // the live documents' lengths summed
 	docs      map[string]uint32
 	slots     []slot
 	dead      int // dead slots
@@ -322,6 +322,7 @@ func (x *Index) put(a analysed) {
 	}
 	sl := slot{id: a.id, ids: make([]uint32, len(a.terms)), freqs: a.freqs, length: a.length, sonas: sonas}
 	n := uint32(len(x.slots))
+	x.tokens += uint64(a.length)
 	for i, t := range a.terms {
 		id, ok := x.terms[t]
 		if !ok {
@@ -332,9 +333,6 @@ func (x *Index) put(a analysed) {
 			x.post = append(x.post, nil)
 		}
 		sl.ids[i] = id
-		if x.df[id] == 0 {
-			x.live++
-		}
 		x.df[id]++
 		x.post[id] = append(x.post[id], posting{slot: n, freq: a.freqs[i]})
 	}
@@ -379,10 +377,9 @@ func (x *Index) remove(id string) {
 	}
 	s := &x.slots[n]
 	for _, t := range s.ids {
-		if x.df[t]--; x.df[t] == 0 {
-			x.live--
-		}
+		x.df[t]--
 	}
+	x.tokens -= uint64(s.length)
 	s.dead = true
 	s.ids, s.freqs, s.sonas = nil, nil, nil
 	delete(x.docs, id)

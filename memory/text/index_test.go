@@ -94,16 +94,15 @@ func TestIndexPersistsAndReopens(t *testing.T) {
 	}
 }
 
-// bm25 is BM25 as bleve scored a disjunction of term queries, written out
-// over every document: the reference Search must match exactly.
+// bm25 is BM25 as bleve scored a disjunction of term queries (but with
+// the mean document length: issue 17), written out over every document:
+// the reference Search must match exactly.
 func bm25(docs map[string][]string, q string, k int) []Hit {
 	terms := unique(analyze(q))
-	vocab := map[string]bool{}
 	df := map[string]int{}
 	for _, toks := range docs {
 		seen := map[string]bool{}
 		for _, t := range toks {
-			vocab[t] = true
 			if !seen[t] {
 				seen[t] = true
 				df[t]++
@@ -111,7 +110,11 @@ func bm25(docs map[string][]string, q string, k int) []Hit {
 		}
 	}
 	n := float64(len(docs))
-	avgLen := math.Ceil(float64(len(vocab)) / n)
+	tokens := 0
+	for _, toks := range docs {
+		tokens += len(toks)
+	}
+	avgLen := float64(tokens) / n // the mean length (not bleve's vocabulary over the count)
 	idf := map[string]float64{}
 	var sq float64
 	for _, t := range terms {

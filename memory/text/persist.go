@@ -305,14 +305,10 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		}
 		x.docs[sl.id] = at
 		x.slots = append(x.slots, sl)
+		x.tokens += uint64(sl.length)
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return fmt.Errorf("%w: %s does not decode", ErrCorrupt, snapshotFile)
-	}
-	for _, df := range x.df {
-		if df > 0 {
-			x.live++
-		}
 	}
 	return nil
 }

@@ -1,0 +1,105 @@
+package recall
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory/base"
+)
+
+// reply sets each of cands' reply evidence: the relevance of its own
+// (baseRelevance: its calibrated cosine and BM25) of the question the
+// candidate answers (questionBefore), 0 when it answers none. In a
+// conversation the answer often shares no word with a later question
+// about it while the question it answered does: "What is Nate's favorite
+// video game?" — Joanna: "So what's your favorite game?" — Nate: "I'm
+// currently playing this awesome fantasy RPG called Xenoblade
+// Chronicles…"; likewise a model's response to a user's question. (The
+// answers to the best candidates that ask a question, brought in as a
+// path of their own, added nothing on LoCoMo over the evidence: README,
+// "LoCoMo evaluation".)
+func (sc *scorer) reply(cands []*Recalled, w config.PathWeights) error {
+	for _, r := range cands {
+		q, err := sc.questionBefore(r, w)
+		if err != nil {
+			return err
+		}
+		if q != nil {
+			r.Explain.Evidence.Reply = sc.baseRelevance(q.e, w)
+		}
+	}
+	return nil
+}
+
+// questionBefore is the memory r answers, if any: the memory before it in
+// its sona's chain (placeOf) when that one asks a question (its text
+// holds a question mark), is visible, lies within recall.context_gap of r
+// in time and was said by another speaker than r (when both have one: a
+// speaker who asks and goes on is not answered). Its relevance is not
+// read when it has none.
+func (sc *scorer) questionBefore(r *Recalled, w config.PathWeights) (*neighbour, error) {
+	v, pos, ok := sc.placeOf(r)
+	if !ok || pos == 0 {
+		return nil, nil
+	}
+	key := r.CID.KeyString()
+	pk, ok := sc.memoryAt(v, pos-1)
+	if !ok {
+		return nil, nil
+	}
+	prev := sc.neighbourOf(pk, v.chain, pos-1)
+	if sc.baseRelevance(prev.e, w) == 0 {
+		return nil, nil // it would lend nothing: no read
+	}
+	self := sc.neighbourOf(key, v.chain, pos)
+	if err := sc.place(key, self); err != nil {
+		return nil, err
+	}
+	if err := sc.place(pk, prev); err != nil {
+		return nil, err
+	}
+	gap := int64(time.Duration(sc.self.cfg.Recall.ContextGap) / time.Second)
+	if !prev.visible || absDiff(prev.time, self.time) > gap {
+		return nil, nil
+	}
+	asked, err := sc.bodyAt(pk)
+	if err != nil || !asked.question {
+		return nil, err
+	}
+	answer, err := sc.bodyAt(key)
+	if err != nil {
+		return nil, err
+	}
+	if len(answer.speaker) > 0 && slices.Equal(answer.speaker, asked.speaker) {
+		return nil, nil
+	}
+	return prev, nil
+}
+
+// bodyAt is what the evidence keeps of the body of the memory of CID key
+// (bodyOf), read once per recall: a candidate's or a neighbour's that
+// place found visible.
+func (sc *scorer) bodyAt(key string) (body, error) {
+	if b, ok := sc.bodies[key]; ok {
+		return b, nil
+	}
+	c, err := cid.Cast([]byte(key))
+	if err != nil {
+		return body{}, fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
+	}
+	md, err := sc.self.memories.MetaIn(sc.txn, c)
+	if err != nil {
+		return body{}, err
+	}
+	m, err := sc.self.memories.MemoryIn(sc.txn, c)
+	if err != nil {
+		return body{}, err
+	}
+	b := bodyOf(m, md)
+	sc.bodies[key] = b
+	return b, nil
+}
