@@ -63,6 +63,9 @@ type store struct {
 	man     manifest
 	skipped map[int]bool
 	srv     *loadgen.Server
+	// unsure: texts before it (from man.Tried on) may be stored already
+	// (openStore).
+	unsure int
 }
 
 func (r *run) manifestPath() string { return filepath.Join(r.o.Dir, "store.json") }
@@ -83,12 +86,22 @@ func (r *run) openStore(ctx context.Context, size int) (*store, error) {
 		if s.srv, err = r.startServer(ctx, s.dir); err != nil {
 			return nil, err
 		}
-		if h, err := s.client().Health(ctx); err == nil && h.Memories == int64(have.Memories) {
+		h, err := s.client().Health(ctx)
+		// A growth stopped between two saves of store.json (killed, or
+		// failing) leaves up to saveEvery memories more than it says:
+		// the texts from where it left off are inserted again, and one the
+		// store holds already counts as stored (unsure).
+		if err == nil && h.Memories >= int64(have.Memories) && h.Memories <= int64(have.Memories+saveEvery) {
 			s.man = have
 			for _, i := range have.Skipped {
 				s.skipped[i] = true
 			}
 			r.note("store: continued the kept store of %d memories in %s", have.Memories, s.dir)
+			if extra := h.Memories - int64(have.Memories); extra > 0 {
+				s.unsure = have.Tried + saveEvery
+				r.note("store: it holds %d memories more than store.json says (a growth stopped between saves); texts %d to %d already stored count as stored",
+					extra, have.Tried, s.unsure-1)
+			}
 			return s, nil
 		}
 		s.srv.Kill()
@@ -216,7 +229,7 @@ func (s *store) growTo(ctx context.Context, c *client.Client, target, size int) 
 			resp, retried, err := insertRetried(ctx, c, s.sona(i), r.o.Corpus.Text(i))
 			switch {
 			case err != nil: // the growth fails: see part.Errors
-			case retried && resp.Existed:
+			case (retried || i < s.unsure) && resp.Existed:
 				// An earlier attempt stored it and its answer was lost
 				// (a timeout on a loaded machine): it counts as stored.
 				if n := stored.Add(1); n%256 == 0 {
