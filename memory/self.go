@@ -173,6 +173,8 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	}
 	s.vecSnaps = index.NewVectorSnapshots(st, s.index, index.SnapshotOptions{
 		Path: snapPath, Embedder: o.Embedder.ID(), Covered: s.covered.Load, Clock: o.Clock, Logger: o.Logger,
+		Members:       func() []byte { return s.Sonas.EncodeMembers() },
+		MemberChanges: func() uint64 { return s.Sonas.Changes() },
 	})
 	s.Memories = meta.New(st, o.Config.Store.MemoryCache, o.Config.Recall)
 	s.Sonas = chain.NewSonas(st, s.Embed, o.Clock, s.index.Dims())
@@ -336,11 +338,23 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 		// of the metadata records, side by side: the count reads keys
 		// only (the metric profiles in the values load after the open).
 		members := make(chan error, 1)
+		saved := s.vecSnaps.Members()
 		go func() {
 			err := s.checkEnds(txn)
 			if err == nil {
-				if err = s.Sonas.LoadMembers(txn, s.index); restored && err != nil {
-					err = fmt.Errorf("%w: %w", errVecSnapMismatch, err)
+				if restored {
+					var why error
+					start := s.clock.Now()
+					if _, why, err = s.Sonas.LoadMembersFrom(txn, s.index, saved); why != nil {
+						s.log.Info("sonas: the snapshot's state not used; read every chain", "why", why)
+					} else if err == nil {
+						s.log.Info("sonas: members from the snapshot, the chains read after it", "took", s.clock.Now().Sub(start))
+					}
+					if err != nil {
+						err = fmt.Errorf("%w: %w", errVecSnapMismatch, err)
+					}
+				} else {
+					err = s.Sonas.LoadMembers(txn, s.index)
 				}
 			}
 			members <- err

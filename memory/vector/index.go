@@ -187,6 +187,18 @@ func (x *Index) Len() int {
 	return len(x.keys) - len(x.removed)
 }
 
+// IDs is the number of ids given out: the vectors in the index and
+// those removed.
+func (x *Index) IDs() int { return x.total() }
+
+// Live reports whether id is a vector of the index: given out and not
+// removed.
+func (x *Index) Live(id uint64) bool {
+	x.kmu.RLock()
+	defer x.kmu.RUnlock()
+	return id < uint64(len(x.keys)) && !x.removed[id]
+}
+
 // Remove takes key's vector out of the index (a forgotten memory): its
 // vector is zeroed, searches no longer return it, and ID and Lookup no
 // longer know the key. Its id stays taken, and its node stays in the
