@@ -72,6 +72,11 @@ func (p *plainMemories) record(id uint64, m *messages.MemoryMeta, sona string, g
 	if slices.Contains(m.Sonas, sona) {
 		f.sona = p.hash(sona)
 	}
+	p.keep(id, f, gen)
+}
+
+// keep keeps f as record does.
+func (p *plainMemories) keep(id uint64, f plainFact, gen uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.grow(id)
@@ -179,21 +184,19 @@ func (s *Recaller) KnowPlain(c cid.Cid, raw []byte, gen uint64) {
 	if !ok {
 		return
 	}
-	m, err := plainFields(raw)
+	f, err := plainFields(raw, s.plain)
 	if err != nil {
 		return
 	}
-	sona := ""
-	if len(m.Sonas) > 0 {
-		sona = m.Sonas[0]
-	}
-	s.plain.record(id, m, sona, gen)
+	s.plain.keep(id, f, gen)
 }
 
-// plainFields decodes the fields of a MemoryMeta that record reads:
-// sonas, backbone, archived, expires_at, created_at, and whether insight
-// is set.
-func plainFields(raw []byte) (*messages.MemoryMeta, error) {
+// plainFields decodes what record keeps of an encoded MemoryMeta — sonas
+// (its first), backbone, archived, expires_at, created_at, and whether
+// insight is set — without decoding the record into a message: the open
+// reads every memory's metadata this way (at 1M memories, a message and a
+// string each was a second of CPU and garbage).
+func plainFields(raw []byte, p *plainMemories) (plainFact, error) {
 	const (
 		sonas    = 1
 		backbone = 4
@@ -202,47 +205,59 @@ func plainFields(raw []byte) (*messages.MemoryMeta, error) {
 		created  = 10
 		insight  = 13
 	)
-	m := &messages.MemoryMeta{}
+	var (
+		f                     plainFact
+		first                 []byte
+		hasSona               bool
+		isArchived, isInsight bool
+		expiresAt             uint64
+	)
 	for len(raw) > 0 {
 		num, typ, n := protowire.ConsumeTag(raw)
 		if n < 0 {
-			return nil, protowire.ParseError(n)
+			return plainFact{}, protowire.ParseError(n)
 		}
 		raw = raw[n:]
 		switch {
 		case num == sonas && typ == protowire.BytesType:
 			b, n := protowire.ConsumeBytes(raw)
 			if n < 0 {
-				return nil, protowire.ParseError(n)
+				return plainFact{}, protowire.ParseError(n)
 			}
-			m.Sonas = append(m.Sonas, string(b))
+			if !hasSona {
+				first, hasSona = b, true
+			}
 			raw = raw[n:]
 			continue
 		case (num == backbone || num == archived || num == expires || num == created) && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(raw)
 			if n < 0 {
-				return nil, protowire.ParseError(n)
+				return plainFact{}, protowire.ParseError(n)
 			}
 			switch num {
 			case backbone:
-				m.Backbone = v != 0
+				f.backbone = v != 0
 			case archived:
-				m.Archived = v != 0
+				isArchived = v != 0
 			case expires:
-				m.ExpiresAt = int64(v)
+				expiresAt = v
 			default:
-				m.CreatedAt = int64(v)
+				f.created = int64(v)
 			}
 			raw = raw[n:]
 			continue
 		case num == insight && typ == protowire.BytesType:
-			m.Insight = &messages.InsightMark{} // set: not plain, whatever it holds
+			isInsight = true // set: not plain, whatever it holds
 		}
 		n = protowire.ConsumeFieldValue(num, typ, raw)
 		if n < 0 {
-			return nil, protowire.ParseError(n)
+			return plainFact{}, protowire.ParseError(n)
 		}
 		raw = raw[n:]
 	}
-	return m, nil
+	f.plain = !isArchived && expiresAt == 0 && !isInsight
+	if hasSona && len(first) > 0 {
+		f.sona = maphash.Bytes(p.seed, first) | 1 // p.hash of it
+	}
+	return f, nil
 }
