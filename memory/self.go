@@ -347,6 +347,7 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 					start := s.clock.Now()
 					if _, why, err = s.Sonas.LoadMembersFrom(txn, s.index, saved); why != nil {
 						s.log.Info("sonas: the snapshot's state not used; read every chain", "why", why)
+						s.vecSnaps.Outdated() // the next snapshot holds it
 					} else if err == nil {
 						s.log.Info("sonas: members from the snapshot, the chains read after it", "took", s.clock.Now().Sub(start))
 					}

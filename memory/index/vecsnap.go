@@ -115,6 +115,14 @@ func NewVectorSnapshots(st *store.Store, ix *vector.Index, o SnapshotOptions) *V
 		members: o.Members, memberChanges: o.MemberChanges, clock: clock.Or(o.Clock), log: o.Logger}
 }
 
+// Outdated makes the next Write write a snapshot even when the index did
+// not change (the one restored lacked the sonas' state, or it did not fit).
+func (s *VectorSnapshots) Outdated() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.old = true
+}
+
 // Members returns the sonas' state the restored snapshot held (nil when
 // none was restored, or it held none), once.
 func (s *VectorSnapshots) Members() []byte {
