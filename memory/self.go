@@ -319,51 +319,16 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 		}
 		// The full-text index loads meanwhile (its searches wait for it).
 		s.Text.Open()
-		end, err := chain.LogEnd(txn)
-		if err != nil {
-			return err
-		}
-		s.covered.Store(end)
-		if snap {
-			if restored, err = s.vecSnaps.Restore(txn, end); err != nil {
-				return err
-			}
-		}
-		if !restored {
-			if _, err = index.RebuildVectors(txn, s.index); err != nil {
-				return err
-			}
-		}
-		// After the vectors, the chains (the sonas' members) and a count
-		// of the metadata records, side by side: the count reads keys
-		// only (the metric profiles in the values load after the open).
-		members := make(chan error, 1)
-		saved := s.vecSnaps.Members()
-		go func() {
-			err := s.checkEnds(txn)
-			if err == nil {
-				if restored {
-					var why error
-					start := s.clock.Now()
-					if _, why, err = s.Sonas.LoadMembersFrom(txn, s.index, saved); why != nil {
-						s.log.Info("sonas: the snapshot's state not used; read every chain", "why", why)
-						s.vecSnaps.Outdated() // the next snapshot holds it
-					} else if err == nil {
-						s.log.Info("sonas: members from the snapshot, the chains read after it", "took", s.clock.Now().Sub(start))
-					}
-					if err != nil {
-						err = fmt.Errorf("%w: %w", errVecSnapMismatch, err)
-					}
-				} else {
-					err = s.Sonas.LoadMembers(txn, s.index)
-				}
-			}
-			members <- err
-		}()
+		// So does a count of the metadata records, which reads keys only
+		// (the metric profiles in the values load after the open); the
+		// index is checked against it below.
 		var n int64
-		err = store.Keys(txn, meta.Prefix, func([]byte) { n++ })
-		merr := <-members
-		s.index.ReleaseVectors() // the centroids read them all
+		counted := make(chan error, 1)
+		go func() { counted <- store.Keys(txn, meta.Prefix, func([]byte) { n++ }) }()
+		err := s.loadVectors(txn, snap, &restored)
+		if cerr := <-counted; err == nil {
+			err = cerr
+		}
 		if err != nil {
 			return err
 		}
@@ -372,7 +337,7 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 			return fmt.Errorf("%w: it gives %d vectors, the store has %d memories", errVecSnapMismatch, s.index.Len(), n)
 		}
 		vectors = s.index.Len()
-		return merr
+		return nil
 	})
 	if err != nil {
 		return err
@@ -389,6 +354,47 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 			s.log.Info("vector graph built", "vectors", vectors, "took", s.clock.Now().Sub(start))
 		}
 	}()
+	return nil
+}
+
+// loadVectors loads the vector index — from its snapshot and what the
+// store added since (when snap and the snapshot is usable, which it
+// reports in restored), else from the stored embeddings — and then the
+// sonas' members and centroids.
+func (s *Self) loadVectors(txn store.Reader, snap bool, restored *bool) error {
+	end, err := chain.LogEnd(txn)
+	if err != nil {
+		return err
+	}
+	s.covered.Store(end)
+	if snap {
+		if *restored, err = s.vecSnaps.Restore(txn, end); err != nil {
+			return err
+		}
+	}
+	if !*restored {
+		if _, err = index.RebuildVectors(txn, s.index); err != nil {
+			return err
+		}
+	}
+	if err := s.checkEnds(txn); err != nil {
+		return err
+	}
+	defer s.index.ReleaseVectors() // a full read of the chains reads them all
+	if !*restored {
+		return s.Sonas.LoadMembers(txn, s.index)
+	}
+	start := s.clock.Now()
+	_, why, err := s.Sonas.LoadMembersFrom(txn, s.index, s.vecSnaps.Members())
+	if why != nil {
+		s.log.Info("sonas: the snapshot's state not used; read every chain", "why", why)
+		s.vecSnaps.Outdated() // the next snapshot holds it
+	} else if err == nil {
+		s.log.Info("sonas: members from the snapshot, the chains read after it", "took", s.clock.Now().Sub(start))
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errVecSnapMismatch, err)
+	}
 	return nil
 }
 
