@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -125,11 +126,6 @@ type Self struct {
 	covered atomic.Uint64
 	// vecSnaps writes and restores the vector index's snapshot.
 	vecSnaps *index.VectorSnapshots
-	// profilesDone is closed when the background load of the EUMAS
-	// metric profiles ends (nil when there is none); stopProfiles
-	// cancels it.
-	profilesDone chan struct{}
-	stopProfiles context.CancelFunc
 	// lastActivity is the unix second of the latest append that was not
 	// the heartbeat's own (a merge or an insight); the clock at open.
 	lastActivity atomic.Int64
@@ -244,10 +240,6 @@ func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load()
 func (s *Self) Close() error { return s.close(true) }
 
 func (s *Self) close(snapshot bool) error {
-	if s.profilesDone != nil {
-		s.stopProfiles()
-		<-s.profilesDone
-	}
 	s.vecSnaps.Stop()
 	s.Text.Stop()
 	s.index.Close()
@@ -319,16 +311,13 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 		}
 		// The full-text index loads meanwhile (its searches wait for it).
 		s.Text.Open()
-		// So does a count of the metadata records, which reads keys only
-		// (the metric profiles in the values load after the open); the
-		// index is checked against it below.
-		var n int64
-		counted := make(chan error, 1)
-		go func() { counted <- store.Keys(txn, meta.Prefix, func([]byte) { n++ }) }()
-		err := s.loadVectors(txn, snap, &restored)
-		if cerr := <-counted; err == nil {
-			err = cerr
+		if err := s.loadVectors(txn, snap, &restored); err != nil {
+			return err
 		}
+		// Then every memory's metadata, once: counted (the index is
+		// checked against the count below), and what recall keeps of it
+		// and its metric profile taken (both need the vector ids).
+		n, err := s.scanMeta(txn)
 		if err != nil {
 			return err
 		}
@@ -342,7 +331,6 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 	if err != nil {
 		return err
 	}
-	s.loadProfiles()
 	s.log.Info("self loaded", "sonas", s.Sonas.Count(), "memories", s.memories.Load(),
 		"vectors", vectors, "vector_snapshot", restored, "took", s.clock.Now().Sub(start))
 	// The HNSW graph is built in the background (dense searches are exact
@@ -398,51 +386,83 @@ func (s *Self) loadVectors(txn store.Reader, snap bool, restored *bool) error {
 	return nil
 }
 
-// loadProfiles loads the EUMAS metric profiles from every memory's
-// metadata in the background (a profile is kept under its memory's
-// vector id, so after the vectors): /healthz does not wait for it, the
-// metric path of a recall does (eumas.Store.BeginLoad). It reads its own
-// snapshot of the store; an evaluation committed after it sets its
-// profile itself, and one committed before is in it. When the load fails
-// (a damaged record) it is logged, and recalls go on without the metric
-// path until the next start.
-func (s *Self) loadProfiles() {
-	if !s.Evals.Loads() {
-		return
-	}
-	done := s.Evals.BeginLoad()
-	ctx, cancel := context.WithCancel(context.Background())
-	s.profilesDone, s.stopProfiles = make(chan struct{}), cancel
+// scanMeta reads every memory's metadata record and returns their
+// count. From each it keeps what recall's context evidence needs
+// (Recaller.KnowPlain: a restarted server then reads no neighbour's
+// metadata) and the EUMAS metric profile of its evaluation. (These were
+// three passes: a count of the keys in the open, and a scan of the values
+// after it, in the background, which recall's metric path waited for; at
+// 1M memories each pass was seconds of Badger's iteration.) The two
+// halves of the key space (memory CIDs are hashes) are read side by side.
+// A record whose evaluation does not decode turns the metric path off
+// until the next start (eumas.Store.BeginLoad), as the log says; the
+// count and the rest go on.
+func (s *Self) scanMeta(txn store.Reader) (int64, error) {
 	start := s.clock.Now()
-	go func() {
-		defer close(s.profilesDone)
-		gen := s.Recaller.PlainGeneration()
-		err := s.store.View(func(txn store.Reader) error {
-			return store.Scan(txn, meta.Prefix, func(k, v []byte) error {
-				if err := ctx.Err(); err != nil {
-					return err
+	var done func(error)
+	if s.Evals.Loads() {
+		done = s.Evals.BeginLoad()
+	}
+	gen := s.Recaller.PlainGeneration()
+	// Keys below mid and from mid on: CIDv1 dag-cbor sha2-256 keys split
+	// at the digest's first bit (any other key falls in one or the other).
+	mid := base.Join(meta.Prefix, []byte{0x01, 0x71, 0x12, 0x20, 0x80})
+	var (
+		n       atomic.Int64
+		profErr atomic.Pointer[error]
+	)
+	scan := func(from, to []byte) error {
+		var count int64
+		err := store.ScanFrom(txn, meta.Prefix, from, func(k, v []byte) error {
+			if to != nil && bytes.Compare(k, to) >= 0 {
+				return errStop
+			}
+			count++
+			c, err := cid.Cast(k[len(meta.Prefix):])
+			if err != nil {
+				return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
+			}
+			s.Recaller.KnowPlain(c, v, gen)
+			if done != nil && profErr.Load() == nil {
+				if err := s.Evals.LoadProfile(c, v); err != nil {
+					profErr.CompareAndSwap(nil, &err)
 				}
-				c, err := cid.Cast(k[len(meta.Prefix):])
-				if err != nil {
-					return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
-				}
-				s.Recaller.KnowPlain(c, v, gen) // (recall's context evidence then reads no metadata)
-				return s.Evals.LoadProfile(c, v)
-			})
+			}
+			return nil
 		})
-		switch {
-		case err == nil:
-			done(nil)
-			s.log.Info("metric profiles loaded", "profiles", s.Evals.Profiles(), "took", s.clock.Now().Sub(start))
-		case ctx.Err() != nil:
-			done(fmt.Errorf("memory: closed while the metric profiles loaded: %w", err))
-		default:
-			err = s.store.Explain(err)
-			s.log.Error("metric profiles: load failed; recall goes on without the metric path until a restart", "err", err)
+		n.Add(count)
+		if errors.Is(err, errStop) {
+			err = nil
+		}
+		return err
+	}
+	lower := make(chan error, 1)
+	go func() { lower <- scan(meta.Prefix, mid) }()
+	err := scan(mid, nil)
+	if lerr := <-lower; err == nil {
+		err = lerr
+	}
+	if err != nil {
+		if done != nil {
 			done(err)
 		}
-	}()
+		return 0, err
+	}
+	if done != nil {
+		if perr := profErr.Load(); perr != nil {
+			err := s.store.Explain(*perr)
+			s.log.Error("metric profiles: load failed; recall goes on without the metric path until a restart", "err", err)
+			done(err)
+		} else {
+			done(nil)
+			s.log.Info("metric profiles loaded", "profiles", s.Evals.Profiles(), "took", s.clock.Now().Sub(start))
+		}
+	}
+	return n.Load(), nil
 }
+
+// errStop ends a scan early.
+var errStop = errors.New("memory: stop")
 
 // checkEnds checks that what the store wrote last is readable: every
 // sona's head ACT block and the memory at the end of the insertion log.
