@@ -347,7 +347,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	for id := range gn {
 		levels := sr.u32()
 		if sr.err != nil || levels > maxLevel {
-			return info, bad("node %d: %d levels (%v)", id, levels, sr.err)
+			return fail(bad("node %d: %d levels (%v)", id, levels, sr.err))
 		}
 		if levels > 0 {
 			ng.upper[id] = make([]uint32, int(levels)*(1+g.m))
