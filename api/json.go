@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -97,26 +98,21 @@ func writeMessage(b *bytes.Buffer, m protoreflect.Message) error {
 	desc := m.Descriptor()
 	switch desc.FullName() {
 	case "google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue":
-		// Through encoding/json, not protojson, whose whitespace is
-		// deliberately unstable: the same value renders the same bytes.
-		var v any
-		var check *structpb.Value
+		// The plain JSON they hold, byte for byte as encoding/json writes
+		// it (not protojson, whose whitespace is deliberately unstable:
+		// the same value renders the same bytes).
+		var err error
 		switch x := m.Interface().(type) {
 		case *structpb.Struct:
-			v, check = x.AsMap(), structpb.NewStructValue(x)
+			err = writeStruct(b, x)
 		case *structpb.Value:
-			v, check = x.AsInterface(), x
+			err = writeStructValue(b, x)
 		case *structpb.ListValue:
-			v, check = x.AsSlice(), structpb.NewListValue(x)
+			err = writeStructList(b, x)
 		}
-		if !finite(check) {
-			return fmt.Errorf("api: %s holds a non-finite number", desc.FullName())
-		}
-		out, err := json.Marshal(v)
 		if err != nil {
-			return err
+			return fmt.Errorf("api: %s %w", desc.FullName(), err)
 		}
-		b.Write(out)
 		return nil
 	case "memoria.v1.Link":
 		b.WriteString(`{"/":`)
@@ -174,20 +170,24 @@ func writeList(b *bytes.Buffer, fd protoreflect.FieldDescriptor, l protoreflect.
 }
 
 func writeMap(b *bytes.Buffer, fd protoreflect.FieldDescriptor, mp protoreflect.Map) error {
-	keys := make([]protoreflect.MapKey, 0, mp.Len())
-	mp.Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
-		keys = append(keys, k)
+	type entry struct {
+		name string
+		val  protoreflect.Value
+	}
+	keys := make([]entry, 0, mp.Len())
+	mp.Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
+		keys = append(keys, entry{k.String(), v})
 		return true
 	})
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	slices.SortFunc(keys, func(x, y entry) int { return strings.Compare(x.name, y.name) })
 	b.WriteByte('{')
 	for i, k := range keys {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		writeString(b, k.String())
+		writeString(b, k.name)
 		b.WriteByte(':')
-		if err := writeValue(b, fd.MapValue(), mp.Get(k)); err != nil {
+		if err := writeValue(b, fd.MapValue(), k.val); err != nil {
 			return err
 		}
 	}
@@ -232,29 +232,90 @@ func writeValue(b *bytes.Buffer, fd protoreflect.FieldDescriptor, v protoreflect
 	return nil
 }
 
+// writeString writes s as a JSON string exactly as encoding/json does
+// (HTML characters escaped, invalid UTF-8 replaced): itself between
+// quotes when it holds nothing to escape, the common case.
 func writeString(b *bytes.Buffer, s string) {
-	out, _ := json.Marshal(s) // a string always marshals
-	b.Write(out)
-}
-
-// finite reports whether every number in v is finite (JSON has no NaN or
-// infinity; structpb would render them as strings).
-func finite(v *structpb.Value) bool {
-	switch k := v.GetKind().(type) {
-	case *structpb.Value_NumberValue:
-		return !math.IsNaN(k.NumberValue) && !math.IsInf(k.NumberValue, 0)
-	case *structpb.Value_StructValue:
-		for _, f := range k.StructValue.GetFields() {
-			if !finite(f) {
-				return false
-			}
-		}
-	case *structpb.Value_ListValue:
-		for _, e := range k.ListValue.GetValues() {
-			if !finite(e) {
-				return false
-			}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			out, _ := json.Marshal(s) // a string always marshals
+			b.Write(out)
+			return
 		}
 	}
-	return true
+	b.WriteByte('"')
+	b.WriteString(s)
+	b.WriteByte('"')
+}
+
+// writeStruct, writeStructValue and writeStructList write what a
+// google.protobuf.Struct, Value or ListValue holds as encoding/json
+// writes its AsMap, AsInterface or AsSlice: keys sorted, numbers in its
+// format. A number that is not finite is an error (JSON has none;
+// structpb would render it as a string).
+func writeStruct(b *bytes.Buffer, s *structpb.Struct) error {
+	names := slices.Sorted(maps.Keys(s.GetFields()))
+	b.WriteByte('{')
+	for i, k := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeString(b, k)
+		b.WriteByte(':')
+		if err := writeStructValue(b, s.GetFields()[k]); err != nil {
+			return err
+		}
+	}
+	b.WriteByte('}')
+	return nil
+}
+
+func writeStructList(b *bytes.Buffer, l *structpb.ListValue) error {
+	b.WriteByte('[')
+	for i, v := range l.GetValues() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if err := writeStructValue(b, v); err != nil {
+			return err
+		}
+	}
+	b.WriteByte(']')
+	return nil
+}
+
+func writeStructValue(b *bytes.Buffer, v *structpb.Value) error {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		writeString(b, k.StringValue)
+	case *structpb.Value_NumberValue:
+		return writeNumber(b, k.NumberValue)
+	case *structpb.Value_BoolValue:
+		b.WriteString(strconv.FormatBool(k.BoolValue))
+	case *structpb.Value_StructValue:
+		return writeStruct(b, k.StructValue)
+	case *structpb.Value_ListValue:
+		return writeStructList(b, k.ListValue)
+	default: // null, or no kind: AsInterface's nil
+		b.WriteString("null")
+	}
+	return nil
+}
+
+// writeNumber writes f as encoding/json writes a float64.
+func writeNumber(b *bytes.Buffer, f float64) error {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return errors.New("holds a non-finite number")
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	out := strconv.AppendFloat(b.AvailableBuffer(), f, format, -1, 64)
+	if n := len(out); format == 'e' && n >= 4 && out[n-4] == 'e' && out[n-3] == '-' && out[n-2] == '0' {
+		out[n-2] = out[n-1] // e-09 to e-9, as encoding/json
+		out = out[:n-1]
+	}
+	b.Write(out)
+	return nil
 }

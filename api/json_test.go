@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -317,6 +318,96 @@ func TestMarshalStructIsStable(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		if again, _ := MarshalJSON(m); string(again) != string(first) {
 			t.Fatalf("unstable rendering:\n%s\n%s", first, again)
+		}
+	}
+}
+
+// recallResponse is a recall's answer of n memories as the server renders
+// them: data, metadata with an evaluation of eleven metrics.
+func recallResponse(n int) *messages.RecallResponse {
+	metrics := map[string]float64{}
+	for _, m := range []string{"curiosity_trigger", "emotional_clarity", "emotional_depth", "empathy_level", "exploration_value",
+		"growth_potential", "internal_emotional_state", "novelty_factor", "ontological_insight", "philosophical_depth", "self_coherence"} {
+		metrics[m] = float64(len(m)) / 40
+	}
+	resp := &messages.RecallResponse{}
+	for i := range n {
+		data, _ := structpb.NewStruct(map[string]any{"kind": "other", "name": "user",
+			"content": strings.Repeat("lbonli ahpklojc nad amje iloifgb ", 3+i%3)})
+		c := "bafyreigch6thtomouywubtzdvm5fxozfvscfcpt7n257qoi4tywzme2eiu"
+		resp.Memories = append(resp.Memories, &messages.RecalledMemory{Cid: c, Score: 0.5388236677223863, Via: "hit", Rank: proto.Int32(int32(i + 1)),
+			Memory: &messages.Memory{Cid: c, Data: data, Timestamp: proto.Int64(1795844497),
+				Edges: []*messages.Edge{{Target: &messages.Link{Cid: c}, Weight: 0.25}},
+				Meta: &messages.MemoryMeta{Sonas: []string{"0341c06c-66c1-416b-afd8-92fc081e8b0d"}, Kind: "note", Importance: 0.9407080707067969,
+					AccessCount: 98, LastAccessTick: 197, CreatedAt: 1795844497, Seq: 13,
+					Evaluation: &messages.EvalSummary{Metrics: metrics, Priority: &messages.Priority{DecayRate: 1}}}}})
+	}
+	return resp
+}
+
+// BenchmarkMarshalRecall renders a recall's answer of 30 memories (about
+// 40 kB of JSON), as POST /sona/{uuid}/recall does (writeJSON).
+func BenchmarkMarshalRecall(b *testing.B) {
+	resp := recallResponse(30)
+	b.ReportAllocs()
+	for b.Loop() {
+		writeJSON(httptest.NewRecorder(), http.StatusOK, resp)
+	}
+}
+
+// Strings and Struct values render byte for byte as encoding/json renders
+// them (the writer's fast paths skip it).
+func TestMarshalAsEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pieces := []string{"a", "Maya", " ", `"`, `\`, "<", ">", "&", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "日本",
+		"\u2028", "\u2029", "\xff", "\xe2\x82", "😀", "/", "'", "{", "}"}
+	randString := func() string {
+		var sb strings.Builder
+		for range rng.IntN(8) {
+			sb.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		return sb.String()
+	}
+	numbers := []float64{0, 1, -1, 0.5, 1e-6, 1e-7, 9.99e-7, -3e-9, 1e20, 1e21, 1.5e300, 123456789, 0.1 + 0.2, math.SmallestNonzeroFloat64, math.MaxFloat64}
+	var value func(depth int) *structpb.Value
+	value = func(depth int) *structpb.Value {
+		switch n := rng.IntN(7); {
+		case n == 0 && depth < 3:
+			fields := map[string]*structpb.Value{}
+			for range rng.IntN(4) {
+				fields[randString()] = value(depth + 1)
+			}
+			return structpb.NewStructValue(&structpb.Struct{Fields: fields})
+		case n == 1 && depth < 3:
+			var l []*structpb.Value
+			for range rng.IntN(4) {
+				l = append(l, value(depth+1))
+			}
+			return structpb.NewListValue(&structpb.ListValue{Values: l})
+		case n == 2:
+			return structpb.NewNumberValue(numbers[rng.IntN(len(numbers))] * float64(1-2*rng.IntN(2)))
+		case n == 3:
+			return structpb.NewBoolValue(rng.IntN(2) == 0)
+		case n == 4:
+			return structpb.NewNullValue()
+		default:
+			return structpb.NewStringValue(randString())
+		}
+	}
+	for range 3000 {
+		s := randString()
+		var b bytes.Buffer
+		writeString(&b, s)
+		if want, _ := json.Marshal(s); b.String() != string(want) {
+			t.Fatalf("%q: %s, want %s", s, b.String(), want)
+		}
+		v := value(0)
+		b.Reset()
+		if err := writeStructValue(&b, v); err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := json.Marshal(v.AsInterface()); b.String() != string(want) {
+			t.Fatalf("%v:\n got %s\nwant %s", v, b.String(), want)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	oteltrace "go.opentelemetry.io/otel/trace"
@@ -355,15 +356,31 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, m proto.Message) {
-	body, err := MarshalJSON(m)
-	if err != nil {
+	b := jsonBuffers.Get().(*bytes.Buffer)
+	defer putJSONBuffer(b)
+	b.Reset()
+	if err := writeMessage(b, m.ProtoReflect()); err != nil {
 		status = http.StatusInternalServerError
-		body = []byte(`{"error":{"code":"internal","message":"response cannot be rendered"}}`)
+		b.Reset()
+		b.WriteString(`{"error":{"code":"internal","message":"response cannot be rendered"}}`)
 	}
+	b.WriteByte('\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(body)
-	w.Write([]byte("\n"))
+	w.Write(b.Bytes())
+}
+
+// jsonBuffers are the buffers responses are rendered into, kept between
+// requests (a recall's answer is tens of kilobytes: grown afresh each
+// time, the buffer was a tenth of its rendering's cost).
+var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putJSONBuffer keeps b for the next response unless it grew past 1 MiB
+// (a large export's: let the collector have it).
+func putJSONBuffer(b *bytes.Buffer) {
+	if b.Cap() <= 1<<20 {
+		jsonBuffers.Put(b)
+	}
 }
 
 // decode reads a JSON request body into m.

@@ -113,6 +113,9 @@
 //	                                    backbone, archived, expires_at, importance,
 //	                                    access_count, last_access_tick, created_at, labels,
 //	                                    insight mark, evaluation (EUMAS aggregate) (memory/meta)
+//	o/      memory CID bytes            the memory's hot state once its use changed it: importance
+//	                                    (float64 bits), access_count, last_access_tick (8 bytes BE
+//	                                    each), which then override m/'s (memory/meta)
 //	v/      memory CID bytes            embedding: little-endian float32 × dims (memory/meta)
 //	s/      sona uuid                   Sona (protobuf): uuid, name, head, length,
 //	                                    created_at, last_memory (memory/chain)

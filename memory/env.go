@@ -88,7 +88,7 @@ func (records) Memories(r store.Reader, f func(c cid.Cid) error) error {
 func (records) Meta(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) { return meta.Read(r, c) }
 
 func (records) SetMeta(tx store.Tx, c cid.Cid, m *messages.MemoryMeta) error {
-	return store.SetProto(tx, meta.Key(c), m)
+	return meta.Write(tx, c, m)
 }
 
 func (records) Vector(r store.Reader, c cid.Cid) ([]float32, error) {
@@ -122,6 +122,9 @@ func (records) ScanMeta(r store.Reader, cursor []byte, f func(key []byte, c cid.
 		m := &messages.MemoryMeta{}
 		if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err != nil {
 			return fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
+		}
+		if err := meta.MergeHot(r, c, m); err != nil {
+			return err
 		}
 		if more, err := f(key, c, m); err != nil || !more {
 			return err

@@ -659,6 +659,7 @@ func (f *Forgetter) excise(p *plan, batch []cid.Cid) store.Op {
 			tx.Delete(store.BlockKey(c))
 			if t.Kind == KindMemory {
 				tx.Delete(meta.Key(c))
+				tx.Delete(meta.HotKey(c))
 				tx.Delete(meta.VectorKey(c))
 			}
 		}

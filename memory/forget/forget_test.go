@@ -22,8 +22,10 @@ import (
 	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/memorytest"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/recall"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/text"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -162,6 +164,11 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 		t.Fatalf("after a dry run: %v", err)
 	}
 
+	// Used before: their hot state (o/) has a record of its own, which goes too.
+	used := []cid.Cid{fs.doomed, fs.merge, fs.insight}
+	if err := s.Store().Update(ctx, meta.Touch(used, make([]string, len(used)), nil)); err != nil {
+		t.Fatal(err)
+	}
 	rep, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{CIDs: []cid.Cid{fs.doomed}}, Reason: "user asked", By: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -193,6 +200,14 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 			links, err := s.Assoc.Associations(c)
 			if err != nil || len(links) > 0 {
 				t.Fatalf("associations of %s survived: %v %v", c, links, err)
+			}
+			if err := s.Store().View(func(r store.Reader) error {
+				if has, err := r.Has(meta.HotKey(c)); err != nil || has {
+					return fmt.Errorf("the hot state of %s survived (%v)", c, err)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
 			}
 		}
 		for _, c := range append(slices.Clone(fs.kept), fs.bobs...) {

@@ -9,19 +9,23 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/memory/store"
-	"github.com/memoria-ai/memoria/messages"
 )
 
 // Touch is the operation that records that memories were recalled: one
 // more access each, and the activity tick from which their decay counts —
-// the length of their first sona, as activity reports it (false: the sona
-// is gone, the tick stays).
-func Touch(cids []cid.Cid, activity func(sona string) (int64, bool)) store.Op {
-	return Update(cids, func(meta *messages.MemoryMeta, _ cid.Cid) {
-		meta.AccessCount++
-		if len(meta.Sonas) > 0 {
-			if tick, ok := activity(meta.Sonas[0]); ok {
-				meta.LastAccessTick = max(meta.LastAccessTick, tick)
+// the length of sonas[i], memory i's first sona, as activity reports it
+// (false: the sona is gone, or "", the tick stays). It writes their hot
+// state only.
+func Touch(cids []cid.Cid, sonas []string, activity func(sona string) (int64, bool)) store.Op {
+	first := make(map[cid.Cid]string, len(cids))
+	for i, c := range cids {
+		first[c] = sonas[i]
+	}
+	return UpdateHot(cids, func(h *Hot, c cid.Cid) {
+		h.AccessCount++
+		if sona := first[c]; sona != "" {
+			if tick, ok := activity(sona); ok {
+				h.LastAccessTick = max(h.LastAccessTick, tick)
 			}
 		}
 	})
@@ -86,9 +90,9 @@ func (m *Store) Reinforce(used []Used) *store.Pending {
 			cids = append(cids, c)
 		}
 		slices.SortFunc(cids, func(a, b cid.Cid) int { return bytes.Compare(a.Bytes(), b.Bytes()) })
-		return Update(cids, func(meta *messages.MemoryMeta, c cid.Cid) {
-			if target := signal[c]; target > meta.Importance {
-				meta.Importance += rc.ImportanceAlpha * (target - meta.Importance)
+		return UpdateHot(cids, func(h *Hot, c cid.Cid) {
+			if target := signal[c]; target > h.Importance {
+				h.Importance += rc.ImportanceAlpha * (target - h.Importance)
 			}
 		})(tx)
 	})
@@ -98,8 +102,8 @@ func (m *Store) Reinforce(used []Used) *store.Pending {
 // toward 1 and one more access, as if it had been stored again.
 func (m *Store) ReinforceDuplicate(ctx context.Context, c cid.Cid) error {
 	alpha := m.rc.ImportanceAlpha
-	return m.st.Update(ctx, Update([]cid.Cid{c}, func(meta *messages.MemoryMeta, _ cid.Cid) {
-		meta.Importance += alpha * (1 - meta.Importance)
-		meta.AccessCount++
+	return m.st.Update(ctx, UpdateHot([]cid.Cid{c}, func(h *Hot, _ cid.Cid) {
+		h.Importance += alpha * (1 - h.Importance)
+		h.AccessCount++
 	}))
 }

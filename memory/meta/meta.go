@@ -53,6 +53,9 @@ func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
 	if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, meta) }); err != nil {
 		return nil, fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
 	}
+	if err := MergeHot(r, c, meta); err != nil {
+		return nil, err
+	}
 	return meta, nil
 }
 
@@ -74,19 +77,15 @@ func ReadMemory(r store.Reader, c cid.Cid) (*model.Memory, error) {
 func Update(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) store.Op {
 	return func(tx store.Tx) error {
 		for _, c := range cids {
-			raw, err := tx.Get(Key(c))
-			if errors.Is(err, base.ErrNotFound) {
+			meta, err := Read(tx, c)
+			if errors.Is(err, base.ErrNotFound) || errors.Is(err, base.ErrForgotten) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			meta := &messages.MemoryMeta{}
-			if err := proto.Unmarshal(raw, meta); err != nil {
-				return fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
-			}
 			fn(meta, c)
-			if err := store.SetProto(tx, Key(c), meta); err != nil {
+			if err := Write(tx, c, meta); err != nil {
 				return err
 			}
 		}
@@ -111,10 +110,20 @@ type Store struct {
 func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
 	m := &Store{st: st, rc: rc, metas: newMetaCache(cacheSize), mems: newMemCache(cacheSize)}
 	st.Subscribe(func(e store.Event) {
-		for _, k := range e.Keys {
+		for i, k := range e.Keys {
 			switch {
 			case strings.HasPrefix(k, string(Prefix)):
 				m.metas.invalidate(k[len(Prefix):])
+			case strings.HasPrefix(k, string(HotPrefix)):
+				// The hot state changed: a cached record takes its values
+				// (most of a memory's writes are these).
+				key := k[len(HotPrefix):]
+				c, err := cid.Cast([]byte(key))
+				if h, herr := decodeHot(c, e.Values[i]); err == nil && herr == nil {
+					m.metas.patchHot(key, h)
+				} else {
+					m.metas.invalidate(key)
+				}
 			case strings.HasPrefix(k, string(store.PrefixTombstone)):
 				// A forgotten memory leaves the decoded-memory cache (the
 				// only entries that ever leave it but by age).

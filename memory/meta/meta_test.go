@@ -237,7 +237,7 @@ func TestTouchCountsAndTicks(t *testing.T) {
 	a := put(t, st, "in a", &messages.MemoryMeta{Kind: "note", Sonas: []string{"a"}, LastAccessTick: 3})
 	gone := put(t, st, "in a sona that is gone", &messages.MemoryMeta{Kind: "note", Sonas: []string{"gone"}, LastAccessTick: 5})
 	activity := func(sona string) (int64, bool) { return 9, sona == "a" }
-	if err := st.Update(context.Background(), Touch([]cid.Cid{a, gone}, activity)); err != nil {
+	if err := st.Update(context.Background(), Touch([]cid.Cid{a, gone}, []string{"a", "gone"}, activity)); err != nil {
 		t.Fatal(err)
 	}
 	if got := metaOf(t, m, a); got.AccessCount != 1 || got.LastAccessTick != 9 {

@@ -4,13 +4,16 @@ import (
 	"hash/maphash"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/memoria-ai/memoria/messages"
 )
 
 // metaCache keeps recently read memory metadata. Metadata is mutable, so
-// every committed write of a metadata key invalidates its entry (the store
-// reports them as commit events, see store.Event), and a read that raced with an
-// invalidation does not fill the cache. Cached metadata is shared: callers
+// every committed write of a metadata key invalidates its entry, and one
+// of a hot state key (o/) patches it (the store reports them as commit
+// events, see store.Event); a read that raced with either does not fill
+// the cache. Cached metadata is shared: callers
 // must not modify it.
 type metaCache struct {
 	shards [16]metaShard
@@ -68,4 +71,19 @@ func (c *metaCache) invalidate(key string) {
 	delete(s.m, key)
 	s.gen++
 	s.mu.Unlock()
+}
+
+// patchHot gives the cached metadata of key (if any) the hot state h: a
+// copy with h's values replaces it (cached values are shared). A read
+// that raced with it does not fill the cache.
+func (c *metaCache) patchHot(key string, h Hot) {
+	s := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen++
+	if old := s.m[key]; old != nil {
+		m := proto.Clone(old).(*messages.MemoryMeta)
+		h.into(m)
+		s.m[key] = m
+	}
 }

@@ -154,8 +154,12 @@ func (t Trace) Submit(c store.Committer) {
 // activity tick is their first sona's length.
 func (s *Recaller) touchOp(rs []*Recalled) store.Op {
 	cids := make([]cid.Cid, len(rs))
+	sonas := make([]string, len(rs))
 	for i, r := range rs {
 		cids[i] = r.CID
+		if r.Meta != nil && len(r.Meta.Sonas) > 0 {
+			sonas[i] = r.Meta.Sonas[0]
+		}
 	}
-	return meta.Touch(cids, s.sonas.Activity)
+	return meta.Touch(cids, sonas, s.sonas.Activity)
 }

@@ -217,6 +217,10 @@ type Event struct {
 	// operations wrote them (each once per operation). Strings, so that
 	// subscribers share them safely and the committer copies nothing.
 	Keys []string
+	// Values are, for each of Keys, the value written, or nil where the
+	// key was deleted (a value of no bytes is empty, not nil). Shared:
+	// do not modify them.
+	Values [][]byte
 }
 
 // Subscribe has fn told of every commit (see Event). fn runs on the
@@ -506,6 +510,7 @@ func (s *Store) tell(commit uint64, applied []appliedOp) {
 	e := Event{Commit: commit}
 	for _, a := range applied {
 		e.Keys = append(e.Keys, a.keys...)
+		e.Values = append(e.Values, a.values...)
 	}
 	for _, fn := range s.subs {
 		fn(e)
@@ -582,6 +587,7 @@ type appliedOp struct {
 	p      *Pending
 	hooks  []func()
 	keys   []string // written or deleted, for the commit's event
+	values [][]byte // written (nil: deleted), for the commit's event
 	bytes  uint64   // what its writes take on disk, about
 	memSeq uint64   // the insertion-log end it wrote, if any
 }
@@ -596,7 +602,8 @@ func runOp(txn batch, s *Store, p *Pending) (a appliedOp, partial bool, err erro
 	if err := t.apply(); err != nil {
 		return a, true, err
 	}
-	return appliedOp{p: p, hooks: t.hooks, keys: t.keys(), bytes: t.bytes, memSeq: t.memSeq}, false, nil
+	keys, values := t.keys()
+	return appliedOp{p: p, hooks: t.hooks, keys: keys, values: values, bytes: t.bytes, memSeq: t.memSeq}, false, nil
 }
 
 // replay re-runs already applied ops into a fresh transaction after the
@@ -667,6 +674,9 @@ func (t *tx) Has(key []byte) (bool, error) {
 func (t *tx) NewIterator(o IterOptions) Iterator { return t.txn.NewIterator(o) }
 
 func (t *tx) Set(key, val []byte) {
+	if val == nil {
+		val = []byte{} // nil is a deletion's, in the commit's event
+	}
 	k := string(key)
 	if _, ok := t.writes[k]; !ok {
 		t.order = append(t.order, k)
@@ -714,12 +724,19 @@ func (t *tx) holdsBlock(c cid.Cid, block []byte) bool {
 
 func (t *tx) OnCommit(fn func()) { t.hooks = append(t.hooks, fn) }
 
-// keys are the keys the op wrote, for the commit's event.
-func (t *tx) keys() []string {
+// keys are the keys the op wrote and their values (nil: deleted), for
+// the commit's event.
+func (t *tx) keys() ([]string, [][]byte) {
 	if len(t.store.subs) == 0 {
-		return nil
+		return nil, nil
 	}
-	return t.order
+	values := make([][]byte, len(t.order))
+	for i, k := range t.order {
+		if w := t.writes[k]; !w.delete {
+			values[i] = w.val
+		}
+	}
+	return t.order, values
 }
 
 func (t *tx) apply() error {

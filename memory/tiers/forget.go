@@ -124,7 +124,7 @@ func (f *tierForget) stm() error {
 // them from queued promotions.
 func (f *tierForget) inboxes() error {
 	for _, tier := range []string{STM, MTM, LPM} {
-		work, err := inbox(f.tx, f.sona, tier, 0)
+		work, err := f.s.inbox(f.tx, f.sona, tier, 0)
 		if err != nil {
 			return err
 		}

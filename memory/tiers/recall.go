@@ -47,12 +47,13 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 		k = p.TopK
 	}
 	out := &Recall{}
+	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
 		stm := &messages.StmState{}
 		if _, err := store.GetProto(txn, stmKey(sona), stm); err != nil {
 			return err
 		}
-		pending, err := inbox(txn, sona, STM, 0)
+		pending, err := s.inbox(txn, sona, STM, 0)
 		if err != nil {
 			return err
 		}
@@ -72,7 +73,7 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
-		segs, err := segments(txn, sona)
+		segs, err := s.readSegments(txn, sona, gen)
 		if err != nil {
 			return err
 		}
@@ -145,6 +146,7 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 	}
 	now := s.clock.Now().Unix()
 	out := &messages.Tiers{Stm: &messages.StmView{}, Mtm: &messages.MtmView{}, Lpm: &messages.Persona{}}
+	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
 		show := func(p *messages.Page) (*messages.Page, error) {
 			t, err := s.pageText(txn, p)
@@ -166,7 +168,7 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 			return out, nil
 		}
 		pagesOf := func(tier string) ([]*messages.Page, error) {
-			ws, err := inbox(txn, sona, tier, 0)
+			ws, err := s.inbox(txn, sona, tier, 0)
 			var ps []*messages.Page
 			for _, w := range ws {
 				ps = append(ps, w.GetPage())
@@ -190,7 +192,7 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 			return err
 		}
 
-		segs, err := segments(txn, sona)
+		segs, err := s.readSegments(txn, sona, gen)
 		if err != nil {
 			return err
 		}
@@ -212,7 +214,7 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 		if out.Mtm.Pending, err = showAll(pending); err != nil {
 			return err
 		}
-		promos, err := inbox(txn, sona, LPM, 0)
+		promos, err := s.inbox(txn, sona, LPM, 0)
 		if err != nil {
 			return err
 		}

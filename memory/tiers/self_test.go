@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -414,5 +415,103 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 	}
 	if len(v.Stm.Pages) != 1 {
 		t.Fatalf("STM pages %d, want 1", len(v.Stm.Pages))
+	}
+}
+
+// A sona's segments are decoded once: what recall reads is the cache's,
+// and a commit patches the segments it wrote into it; a visit changes
+// copies, never what was handed out.
+func TestSegmentsCachedAndPatched(t *testing.T) {
+	clock := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
+	defer s.Close()
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(4))
+	for range 10 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	memorytest.Settle(t, s, o.Sona)
+	vecs, _ := s.Embed(context.Background(), "anything")
+	first, err := s.Tiers.Recall(o.Sona, "anything", vecs[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := s.Tiers.CachedSegments(o.Sona)
+	if len(cached) != 3 {
+		t.Fatalf("%d segments cached, want 3", len(cached))
+	}
+	if _, err := s.Tiers.Recall(o.Sona, "anything", vecs[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	if again := s.Tiers.CachedSegments(o.Sona); &again[0] != &cached[0] {
+		t.Fatal("the segments were read again without a commit")
+	}
+	visits := make([]uint64, len(cached))
+	for i, seg := range cached {
+		visits[i] = seg.NVisit
+	}
+	if _, err := s.Tiers.VisitSegments(context.Background(), o.Sona, first.Segments, clock.Now().Unix()); err != nil {
+		t.Fatal(err)
+	}
+	for i, seg := range cached {
+		if seg.NVisit != visits[i] {
+			t.Fatalf("segment %d changed in the cache's hands", seg.ID)
+		}
+	}
+	same := func(when string, want int) {
+		t.Helper()
+		stored, err := s.Tiers.StoredSegments(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.Tiers.CachedSegments(o.Sona)
+		if len(got) != len(stored) || len(got) != want {
+			t.Fatalf("%s: %d segments cached, %d stored, want %d", when, len(got), len(stored), want)
+		}
+		for i := range got {
+			if !reflect.DeepEqual(got[i], stored[i]) {
+				t.Fatalf("%s: segment %d cached as %+v, stored as %+v", when, stored[i].ID, got[i], stored[i])
+			}
+		}
+	}
+	same("after the visit", 3)
+	visited := 0
+	for _, seg := range s.Tiers.CachedSegments(o.Sona) {
+		if seg.NVisit == 1 {
+			visited++
+		}
+	}
+	if visited != len(first.Segments) || visited == 0 {
+		t.Fatalf("%d segments visited once, want %d", visited, len(first.Segments))
+	}
+	// More pages: the MTM steps' new and changed segments are patched in.
+	for range 6 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	memorytest.Settle(t, s, o.Sona)
+	same("after six more pages", 9)
+}
+
+// Reads of an inbox begin at the first entry seen there: the consumed
+// entries before it are never stepped over again; the work is the same.
+func TestInboxReadsBeginPastConsumedWork(t *testing.T) {
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
+	defer s.Close()
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(5))
+	for i := range 12 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+		memorytest.Settle(t, s, o.Sona)
+		// Page i+1 was the STM inbox's first entry when its step read it.
+		if got := s.Tiers.InboxStart(o.Sona, tiers.STM); got != uint64(i+1) {
+			t.Fatalf("page %d: STM inbox read from %d", i+1, got)
+		}
+	}
+	v, err := s.Tiers.View(o.Sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Stm.Pages) != 7 || len(v.Stm.Pending) != 0 || len(v.Mtm.Segments) != 5 {
+		t.Fatalf("STM %d pages, %d pending, MTM %d segments", len(v.Stm.Pages), len(v.Stm.Pending), len(v.Mtm.Segments))
 	}
 }

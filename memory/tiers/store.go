@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
@@ -162,20 +163,55 @@ func docFreq(txn store.Reader, sona, term string) (uint64, error) {
 }
 
 // inbox lists the work waiting in a tier's inbox, oldest first, at most
-// limit entries (0: all).
-func inbox(txn store.Reader, sona, tier string, limit int) ([]*messages.TierWork, error) {
+// limit entries (0: all). It seeks past the entries consumed before (see
+// inboxStart): an inbox is written at its end and consumed from its
+// start, and the deleted entries stay in the store's files until a
+// compaction drops them — a scan from the inbox's first key stepped over
+// all of them, more with each page a sona ever had.
+func (s *Store) inbox(txn store.Reader, sona, tier string, limit int) ([]*messages.TierWork, error) {
 	var out []*messages.TierWork
 	prefix := inboxPrefix(sona, tier)
+	from := s.starts.get(sona, tier)
 	it := txn.NewIterator(store.IterOptions{Prefix: prefix, PrefetchValues: true})
 	defer it.Close()
-	for it.Rewind(); it.Valid() && (limit == 0 || len(out) < limit); it.Next() {
+	for it.Seek(inboxKey(sona, tier, from)); it.Valid() && (limit == 0 || len(out) < limit); it.Next() {
 		w := &messages.TierWork{}
 		if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, w) }); err != nil {
 			return nil, fmt.Errorf("%w: %s inbox of %s: %v", base.ErrCorrupt, tier, sona, err)
 		}
 		out = append(out, w)
 	}
+	if len(out) > 0 {
+		s.starts.seen(sona, tier, out[0].Seq)
+	}
 	return out, nil
+}
+
+// inboxStart remembers, per sona and tier, the first entry an inbox was
+// seen to hold: every entry before it is consumed, for good — entries are
+// numbered in the order they are written (nextCounter) and consumed
+// oldest first, and one that is changed is written again under a new
+// number. Lost with the process: a first read scans from the start.
+type inboxStart struct {
+	mu    sync.Mutex
+	first map[string]uint64 // sona 0x00 tier → seq
+}
+
+func (s *inboxStart) get(sona, tier string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first[sona+"\x00"+tier]
+}
+
+// seen records that seq was the first entry of the inbox in a read.
+func (s *inboxStart) seen(sona, tier string, seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := sona + "\x00" + tier
+	if s.first == nil {
+		s.first = map[string]uint64{}
+	}
+	s.first[k] = max(s.first[k], seq)
 }
 
 // segments reads the MTM segment headers of a sona, oldest first.
@@ -273,7 +309,7 @@ func (s *Store) Settle(ctx context.Context, sona string, model Model) ([]Event, 
 
 // oldestWork returns the first entry of a tier's inbox, or nil.
 func (s *Store) oldestWork(txn store.Reader, sona, tier string) (*messages.TierWork, error) {
-	ws, err := inbox(txn, sona, tier, 1)
+	ws, err := s.inbox(txn, sona, tier, 1)
 	if err != nil || len(ws) == 0 {
 		return nil, err
 	}
@@ -485,7 +521,8 @@ func (s *Store) promote(segs []*Segment, now int64, pages func(*Segment) ([]*mes
 	var changed []*Segment
 	var out []*messages.Promotion
 	for _, i := range Promotable(segs, now, s.cfg.Tiers) {
-		seg := segs[i]
+		seg := segs[i].clone() // segs' may be shared (segmentCache)
+		segs[i] = seg
 		ps, err := pages(seg)
 		if err != nil {
 			return nil, nil, err
@@ -514,6 +551,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 		terms []string // the page's distinct terms
 		df    = map[string]uint64{}
 	)
+	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
 		var err error
 		if w, err = s.oldestWork(txn, sona, MTM); err != nil || w == nil {
@@ -525,7 +563,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
-		if segs, err = segments(txn, sona); err != nil {
+		if segs, err = s.readSegments(txn, sona, gen); err != nil {
 			return err
 		}
 		if pt, err = s.pageText(txn, w.GetPage()); err != nil {
@@ -542,6 +580,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 	if err != nil || w == nil {
 		return Step{}, err
 	}
+	segs = slices.Clone(segs) // shared with the cache: changed below, each segment cloned first
 	page := proto.Clone(w.GetPage()).(*messages.Page)
 	if len(page.Embedding) == 0 {
 		if page.Embedding, err = s.pageVector(page); err != nil {
@@ -615,7 +654,10 @@ func (s *Store) promoteInto(c *mtmChange, res *Step, sona string, segs []*Segmen
 		return err
 	}
 	for _, seg := range changed {
-		if !slices.Contains(c.changed, seg) {
+		// promote changed a copy: it replaces one changed before it.
+		if i := slices.IndexFunc(c.changed, func(o *Segment) bool { return o.ID == seg.ID }); i >= 0 {
+			c.changed[i] = seg
+		} else {
 			c.changed = append(c.changed, seg)
 		}
 		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentPromoted, Segment: seg.ID})
@@ -638,12 +680,13 @@ func (s *Store) VisitSegments(ctx context.Context, sona string, ids []uint64, at
 func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at int64) (Step, error) {
 	state := &messages.MtmState{}
 	var segs []*Segment
+	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
 		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
 		var err error
-		segs, err = segments(txn, sona)
+		segs, err = s.readSegments(txn, sona, gen)
 		return err
 	})
 	if err != nil {
@@ -651,8 +694,11 @@ func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at
 	}
 	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version}
 	var res Step
-	for _, seg := range segs {
+	segs = slices.Clone(segs) // shared with the cache: each segment changed is cloned
+	for i, seg := range segs {
 		if slices.Contains(ids, seg.ID) {
+			seg = seg.clone()
+			segs[i] = seg
 			Visit(seg, at)
 			c.changed = append(c.changed, seg)
 			res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentVisited, Segment: seg.ID})
@@ -774,19 +820,29 @@ type Options struct {
 // durable inboxes, the steps that move work through them, retrieval and
 // the display view.
 type Store struct {
-	store store.Committer
-	view  store.Viewer
-	env   Env
-	cfg   Options
-	clock clock.Clock
+	store  store.Committer
+	view   store.Viewer
+	env    Env
+	cfg    Options
+	clock  clock.Clock
+	segs   *segmentCache
+	starts inboxStart
 }
 
-// NewStore is the tiers' storage on st.
+// NewStore is the tiers' storage on st. When st reports its commits
+// (store.Store), NewStore subscribes to them — call it before st's first
+// write — and keeps the sonas' segments decoded (segmentCache).
 func NewStore(st interface {
 	store.Committer
 	store.Viewer
 }, env Env, o Options) *Store {
-	return &Store{store: st, view: st, env: env, cfg: o, clock: clock.Or(o.Clock)}
+	s := &Store{store: st, view: st, env: env, cfg: o, clock: clock.Or(o.Clock), segs: newSegmentCache()}
+	if sub, ok := st.(interface{ Subscribe(func(store.Event)) }); ok {
+		sub.Subscribe(s.segs.committed)
+	} else {
+		s.segs = nil
+	}
+	return s
 }
 
 // ContentWords are the distinct content words of a text (stemmed, stop

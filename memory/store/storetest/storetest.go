@@ -508,7 +508,7 @@ func testBlocks(t *testing.T, open Opener) {
 }
 
 // Every durable commit is told to subscribers, in commit order, with the
-// keys it wrote, before its operations are acknowledged; failed ops and
+// keys it wrote and their values, before its operations are acknowledged; failed ops and
 // commits that write nothing are not.
 func testEvents(t *testing.T, open Opener) {
 	s := open(t, options())
@@ -538,7 +538,7 @@ func testEvents(t *testing.T, open Opener) {
 	errs := batch(t, s,
 		func(tx store.Tx) error { tx.Set([]byte("t/c"), []byte("2")); return nil },
 		func(tx store.Tx) error { tx.Set([]byte("t/y"), nil); return errors.New("no") },
-		func(tx store.Tx) error { tx.Set([]byte("t/d"), []byte("3")); return nil },
+		func(tx store.Tx) error { tx.Set([]byte("t/d"), nil); return nil },
 	)
 	if errs[0] != nil || errs[2] != nil {
 		t.Fatal(errs)
@@ -554,6 +554,13 @@ func testEvents(t *testing.T, open Opener) {
 	}
 	if want := [][]string{{"t/a", "t/b"}, {"t/c", "t/d"}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("event keys %q, want %q", got, want)
+	}
+	// The values written, nil where deleted (a write of nothing is empty).
+	if v := events[0].Values; len(v) != 2 || string(v[0]) != "1" || v[1] != nil {
+		t.Errorf("first event's values %q, want 1 and nil", v)
+	}
+	if v := events[1].Values; len(v) != 2 || string(v[0]) != "2" || v[1] == nil || len(v[1]) != 0 {
+		t.Errorf("second event's values %q, want 2 and empty", v)
 	}
 	if events[1].Commit != events[0].Commit+1 {
 		t.Errorf("commits %d then %d, want consecutive", events[0].Commit, events[1].Commit)

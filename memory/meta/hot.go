@@ -1,0 +1,141 @@
+package meta
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// HotPrefix: o/ memory CID → Hot (hotSize bytes), a memory's hot state
+// once its use first changed it.
+var HotPrefix = []byte("o/")
+
+// HotKey is the key of c's hot state.
+func HotKey(c cid.Cid) []byte { return base.Join(HotPrefix, c.Bytes()) }
+
+// Hot is what a memory's use changes: its importance (an EWMA that
+// Reinforce raises), how often it was recalled and the activity tick from
+// which it decays (Touch). A recall changes it for every memory it
+// returns, and an advance for every memory its response drew on: kept in
+// its own small record (o/), these writes no longer rewrite — nor make
+// every cache and reader decode again — the whole metadata record, with
+// its sonas, labels and evaluation. The record's fields hold the values a
+// memory was stored with, until its first such change; from then on the
+// o/ record's are the memory's. Read merges them (readers of metadata see
+// one record); Write and Update keep them in step.
+type Hot struct {
+	Importance     float64
+	AccessCount    int64
+	LastAccessTick int64
+}
+
+// hotSize is the bytes of a stored Hot: three 8-byte big-endian fields.
+const hotSize = 24
+
+// HotOf is the hot state a metadata record holds.
+func HotOf(m *messages.MemoryMeta) Hot {
+	return Hot{Importance: m.GetImportance(), AccessCount: m.GetAccessCount(), LastAccessTick: m.GetLastAccessTick()}
+}
+
+// into sets m's hot fields to h.
+func (h Hot) into(m *messages.MemoryMeta) {
+	m.Importance, m.AccessCount, m.LastAccessTick = h.Importance, h.AccessCount, h.LastAccessTick
+}
+
+func (h Hot) encode() []byte {
+	b := make([]byte, hotSize)
+	binary.BigEndian.PutUint64(b[0:], math.Float64bits(h.Importance))
+	binary.BigEndian.PutUint64(b[8:], uint64(h.AccessCount))
+	binary.BigEndian.PutUint64(b[16:], uint64(h.LastAccessTick))
+	return b
+}
+
+// decodeHot reads a stored Hot of c.
+func decodeHot(c cid.Cid, b []byte) (Hot, error) {
+	if len(b) != hotSize {
+		return Hot{}, fmt.Errorf("%w: hot state of %s: %d bytes, want %d", base.ErrCorrupt, c, len(b), hotSize)
+	}
+	return Hot{
+		Importance:     math.Float64frombits(binary.BigEndian.Uint64(b[0:])),
+		AccessCount:    int64(binary.BigEndian.Uint64(b[8:])),
+		LastAccessTick: int64(binary.BigEndian.Uint64(b[16:])),
+	}, nil
+}
+
+// storedHot reads c's o/ record; ok is false when there is none.
+func storedHot(r store.Reader, c cid.Cid) (h Hot, ok bool, err error) {
+	raw, err := r.Get(HotKey(c))
+	if errors.Is(err, base.ErrNotFound) {
+		return Hot{}, false, nil
+	}
+	if err != nil {
+		return Hot{}, false, err
+	}
+	h, err = decodeHot(c, raw)
+	return h, err == nil, err
+}
+
+// MergeHot sets m's hot fields, read with it in r, to the memory's: its
+// o/ record's, when it has one.
+func MergeHot(r store.Reader, c cid.Cid, m *messages.MemoryMeta) error {
+	h, ok, err := storedHot(r, c)
+	if ok {
+		h.into(m)
+	}
+	return err
+}
+
+// Write stores m as c's metadata in tx. When the memory's hot state has
+// its own record, m's hot fields go there if they changed (m read with
+// Read holds the current ones), so a writer that changes only other
+// fields leaves the hot state as it is.
+func Write(tx store.Tx, c cid.Cid, m *messages.MemoryMeta) error {
+	if err := store.SetProto(tx, Key(c), m); err != nil {
+		return err
+	}
+	h, ok, err := storedHot(tx, c)
+	if err != nil || !ok {
+		return err
+	}
+	if n := HotOf(m); n != h {
+		tx.Set(HotKey(c), n.encode())
+	}
+	return nil
+}
+
+// UpdateHot is the operation that changes the hot state of each of cids
+// with fn, writing only its o/ record (its metadata record is read, and
+// not written, the first time). Memories not stored are passed over.
+func UpdateHot(cids []cid.Cid, fn func(*Hot, cid.Cid)) store.Op {
+	return func(tx store.Tx) error {
+		for _, c := range cids {
+			h, ok, err := storedHot(tx, c)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				m, err := Read(tx, c)
+				if errors.Is(err, base.ErrNotFound) || errors.Is(err, base.ErrForgotten) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				h = HotOf(m)
+			}
+			before := h
+			fn(&h, c)
+			if h != before || !ok {
+				tx.Set(HotKey(c), h.encode())
+			}
+		}
+		return nil
+	}
+}

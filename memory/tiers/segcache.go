@@ -1,0 +1,185 @@
+package tiers
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"slices"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// segmentCache keeps the decoded MTM segments of the sonas read lately,
+// as committed. Every retrieval and MTM step reads all of a sona's
+// segments (up to tiers.mtm_segments, 200, each with its embedding):
+// decoded afresh each time, that read was a fifth of an advance's CPU in
+// a sona with a long history, and grew with it.
+//
+// The cache follows the store's commit events: a commit that writes
+// some of a sona's segments patches its entry with the segments written
+// (decoded once each) or deleted, so that the steps, which write a
+// segment or two each, do not make the next read decode all of them. A
+// read that misses decodes them and fills the entry only if no commit
+// touched the sona's segments since the generation it took before its
+// view began — so a view older than a commit never fills the cache with
+// what the commit replaced. Cached segments are shared: callers must not
+// modify them (clone one to change it).
+type segmentCache struct {
+	mu    sync.Mutex
+	sonas map[string]*cachedSegments
+	held  int // entries holding segments
+}
+
+type cachedSegments struct {
+	gen  uint64
+	segs []*Segment // by ID; nil: not cached
+}
+
+// maxCachedSonas bounds the sonas whose segments are kept (200 segments
+// of 384 dimensions are about 0.5 MB).
+const maxCachedSonas = 256
+
+func newSegmentCache() *segmentCache {
+	return &segmentCache{sonas: map[string]*cachedSegments{}}
+}
+
+// begin returns sona's generation, to give to put: take it before the view
+// that reads the segments begins.
+func (c *segmentCache) begin(sona string) uint64 {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.sonas[sona]; e != nil {
+		return e.gen
+	}
+	return 0
+}
+
+// get returns sona's cached segments (shared), or nil.
+func (c *segmentCache) get(sona string) []*Segment {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.sonas[sona]; e != nil {
+		return e.segs
+	}
+	return nil
+}
+
+// put caches segs (by ID), read in a view begun at generation gen, unless
+// a commit changed sona's segments since.
+func (c *segmentCache) put(sona string, segs []*Segment, gen uint64) {
+	if segs == nil {
+		segs = []*Segment{} // cached: none
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.sonas[sona]
+	if e == nil {
+		if gen != 0 {
+			return
+		}
+		e = &cachedSegments{}
+		c.sonas[sona] = e
+	}
+	if e.gen != gen || e.segs != nil {
+		return
+	}
+	if c.held >= maxCachedSonas {
+		for _, other := range c.sonas { // drop an arbitrary one
+			if other.segs != nil {
+				other.segs = nil
+				c.held--
+				break
+			}
+		}
+	}
+	e.segs = segs
+	c.held++
+}
+
+// committed follows the store's commits: the writes of a sona's segment
+// keys (t/ uuid 0x00 "g" id) move its generation and patch its entry.
+func (c *segmentCache) committed(ev store.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, k := range ev.Keys {
+		key := []byte(k)
+		if !bytes.HasPrefix(key, KeyPrefix) {
+			continue
+		}
+		rest := key[len(KeyPrefix):]
+		j := bytes.IndexByte(rest, 0)
+		if j < 0 || j+1 >= len(rest) || rest[j+1] != 'g' {
+			continue
+		}
+		sona := string(rest[:j])
+		e := c.sonas[sona]
+		if e == nil {
+			e = &cachedSegments{}
+			c.sonas[sona] = e
+		}
+		e.gen++
+		if e.segs == nil {
+			continue
+		}
+		var ok bool
+		if e.segs, ok = patched(e.segs, rest[j+2:], ev.Values[i]); !ok {
+			c.held--
+		}
+	}
+}
+
+// patched is segs (by ID) with the segment of key id written as value
+// (nil: deleted): a new slice, segs left as they are. ok is false (and
+// the result nil) when the key or value cannot be read: the entry goes.
+func patched(segs []*Segment, id, value []byte) (_ []*Segment, ok bool) {
+	if len(id) != 8 {
+		return nil, false
+	}
+	n := binary.BigEndian.Uint64(id)
+	i, found := slices.BinarySearchFunc(segs, n, func(s *Segment, n uint64) int { return cmp.Compare(s.ID, n) })
+	out := slices.Clone(segs)
+	if value == nil {
+		if found {
+			out = slices.Delete(out, i, i+1)
+		}
+		return out, true
+	}
+	rec := &messages.Segment{}
+	if err := proto.Unmarshal(value, rec); err != nil {
+		return nil, false
+	}
+	seg := SegmentOf(rec)
+	if seg.ID != n {
+		return nil, false
+	}
+	if found {
+		out[i] = seg
+	} else {
+		out = slices.Insert(out, i, seg)
+	}
+	return out, true
+}
+
+// readSegments reads sona's segments through the cache; gen is the
+// generation begin gave before txn's view began. The result is shared:
+// do not modify it.
+func (s *Store) readSegments(txn store.Reader, sona string, gen uint64) ([]*Segment, error) {
+	if _, op := txn.(store.Tx); op || s.segs == nil {
+		return segments(txn, sona) // an op sees its batch's writes
+	}
+	if segs := s.segs.get(sona); segs != nil {
+		return segs, nil
+	}
+	segs, err := segments(txn, sona)
+	if err == nil {
+		s.segs.put(sona, segs, gen)
+	}
+	return segs, err
+}

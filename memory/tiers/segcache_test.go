@@ -1,0 +1,78 @@
+package tiers
+
+import (
+	"slices"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/memory/store"
+)
+
+func segmentValue(t *testing.T, seg *Segment) []byte {
+	t.Helper()
+	b, err := proto.Marshal(seg.Record())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func ids(segs []*Segment) []uint64 {
+	var out []uint64
+	for _, s := range segs {
+		out = append(out, s.ID)
+	}
+	return out
+}
+
+// A read whose view began before a commit of the sona's segments never
+// fills the cache with what the commit replaced; a commit patches the
+// segments it writes or deletes into the entry, in a new slice; one it
+// cannot read drops the entry; other keys and sonas leave it be; the
+// number of sonas held is bounded.
+func TestSegmentCache(t *testing.T) {
+	c := newSegmentCache()
+	write := func(sona string, seg *Segment) store.Event {
+		return store.Event{Keys: []string{string(segmentKey(sona, seg.ID))}, Values: [][]byte{segmentValue(t, seg)}}
+	}
+	segs := []*Segment{{ID: 1}, {ID: 3}}
+	gen := c.begin("a")
+	c.committed(write("a", &Segment{ID: 1, NVisit: 1}))
+	c.put("a", segs, gen)
+	if c.get("a") != nil {
+		t.Fatal("a read from before a commit was cached")
+	}
+	gen = c.begin("a")
+	c.committed(store.Event{Keys: []string{string(segmentKey("b", 1)), string(stmKey("a")), string(pageKey("a", 1, 2)), "m/x"},
+		Values: [][]byte{segmentValue(t, &Segment{ID: 1}), {}, {}, {}}})
+	c.put("a", segs, gen)
+	if got := c.get("a"); len(got) != 2 || got[0] != segs[0] {
+		t.Fatal("a read after the last commit of the sona's segments was not cached")
+	}
+	c.committed(write("a", &Segment{ID: 2, NVisit: 7}))
+	c.committed(write("a", &Segment{ID: 3, NVisit: 5}))
+	got := c.get("a")
+	if !slices.Equal(ids(got), []uint64{1, 2, 3}) || got[1].NVisit != 7 || got[2].NVisit != 5 || segs[1].NVisit != 0 {
+		t.Fatalf("patched: %v, the first read's %v", ids(got), segs[1])
+	}
+	c.committed(store.Event{Keys: []string{string(segmentKey("a", 1))}, Values: [][]byte{nil}})
+	if got := c.get("a"); !slices.Equal(ids(got), []uint64{2, 3}) {
+		t.Fatalf("after a deletion: %v", ids(got))
+	}
+	c.committed(store.Event{Keys: []string{string(segmentKey("a", 2))}, Values: [][]byte{{0xff}}})
+	if c.get("a") != nil {
+		t.Fatal("the entry kept after a write it cannot read")
+	}
+	c.put("b", nil, c.begin("b"))
+	if got := c.get("b"); got == nil || len(got) != 0 {
+		t.Fatalf("a sona without segments is not cached as such: %v", got)
+	}
+	for i := range 2 * maxCachedSonas {
+		sona := string(rune('c' + i))
+		c.put(sona, segs, c.begin(sona))
+	}
+	if c.held > maxCachedSonas {
+		t.Fatalf("%d sonas held", c.held)
+	}
+}
