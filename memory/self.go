@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -126,6 +127,11 @@ type Self struct {
 	covered atomic.Uint64
 	// vecSnaps writes and restores the vector index's snapshot.
 	vecSnaps *index.VectorSnapshots
+	// metaSnapPath is the metadata snapshot's file ("": none kept);
+	// metaSnapWG counts its writers, which metaSnapStop stops.
+	metaSnapPath string
+	metaSnapWG   sync.WaitGroup
+	metaSnapStop chan struct{}
 	// lastActivity is the unix second of the latest append that was not
 	// the heartbeat's own (a merge or an insight); the clock at open.
 	lastActivity atomic.Int64
@@ -164,8 +170,9 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		}),
 	}
 	snapPath := index.VectorSnapshotPath(dir)
+	s.metaSnapPath, s.metaSnapStop = MetaSnapshotPath(dir), make(chan struct{})
 	if dir == "" || o.InMemory {
-		snapPath = ""
+		snapPath, s.metaSnapPath = "", ""
 	}
 	s.vecSnaps = index.NewVectorSnapshots(st, s.index, index.SnapshotOptions{
 		Path: snapPath, Embedder: o.Embedder.ID(), Covered: s.covered.Load, Clock: o.Clock, Logger: o.Logger,
@@ -219,6 +226,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		if errors.Is(err, errVecSnapMismatch) {
 			s.log.Warn("vector index: the snapshot disagrees with the store; opening again without it", "err", err)
 			os.Remove(index.VectorSnapshotPath(dir))
+			os.Remove(MetaSnapshotPath(dir)) // the count came from it, perhaps
 			o.noVecSnap = true
 			return Open(ctx, o)
 		}
@@ -241,6 +249,12 @@ func (s *Self) Close() error { return s.close(true) }
 
 func (s *Self) close(snapshot bool) error {
 	s.vecSnaps.Stop()
+	select {
+	case <-s.metaSnapStop:
+	default:
+		close(s.metaSnapStop)
+	}
+	s.metaSnapWG.Wait()
 	s.Text.Stop()
 	s.index.Close()
 	// What was submitted before Close commits, and the full-text index
@@ -386,46 +400,148 @@ func (s *Self) loadVectors(txn store.Reader, snap bool, restored *bool) error {
 	return nil
 }
 
-// scanMeta reads every memory's metadata record and returns their
-// count. From each it keeps what recall's context evidence needs
+// scanMeta takes every memory's metadata, once, and returns their count.
+// From each it keeps what recall's context evidence needs
 // (Recaller.KnowPlain: a restarted server then reads no neighbour's
-// metadata) and the EUMAS metric profile of its evaluation. (These were
-// three passes: a count of the keys in the open, and a scan of the values
-// after it, in the background, which recall's metric path waited for; at
-// 1M memories each pass was seconds of Badger's iteration.) The two
-// halves of the key space (memory CIDs are hashes) are read side by side.
-// A record whose evaluation does not decode turns the metric path off
-// until the next start (eumas.Store.BeginLoad), as the log says; the
-// count and the rest go on.
+// metadata) and the EUMAS metric profile of its evaluation. It takes them
+// from the metadata snapshot and the records written after it when the
+// snapshot fits the store (see metasnap.go), else from every record — the
+// two halves of the key space (memory CIDs are hashes) read side by side —
+// and then writes the snapshot in the background. (These were three
+// passes: a count of the keys in the open, and a scan of the values after
+// it, in the background, which recall's metric path waited for; at 1M
+// memories each pass was seconds of Badger's iteration.) A record whose
+// evaluation does not decode turns the metric path off until the next
+// start (eumas.Store.BeginLoad), as the log says; the count and the rest
+// go on.
 func (s *Self) scanMeta(txn store.Reader) (int64, error) {
 	start := s.clock.Now()
-	var done func(error)
+	t := &metaTaker{s: s, gen: s.Recaller.PlainGeneration()}
 	if s.Evals.Loads() {
-		done = s.Evals.BeginLoad()
+		t.done = s.Evals.BeginLoad()
 	}
-	gen := s.Recaller.PlainGeneration()
+	now, versioned, err := s.metaSnapHeadOf(txn)
+	if err != nil {
+		return 0, t.end(err, start)
+	}
+	snap := versioned && s.metaSnapPath != ""
+	if snap {
+		head, entries, why := readMetaSnap(s.metaSnapPath)
+		if why == nil {
+			var n int64
+			var changed int
+			n, changed, why, err = s.loadMetaSnap(txn, t, head, entries, now)
+			if err != nil {
+				return 0, t.end(err, start)
+			}
+			if why == nil {
+				s.log.Info("metadata: from its snapshot and the records written after it", "memories", n, "changed", changed, "took", s.clock.Now().Sub(start))
+				if changed > min(metaSnapRewrite, int(n/10)) {
+					s.rewriteMetaSnap()
+				}
+				return n, t.end(nil, start)
+			}
+		}
+		if errors.Is(why, os.ErrNotExist) {
+			s.log.Info("metadata: no snapshot; every record read")
+		} else {
+			s.log.Info("metadata: the snapshot not used; every record read", "why", why)
+		}
+	}
+	n, parts, err := s.scanAllMeta(txn, t, snap, nil)
+	if err != nil {
+		return 0, t.end(err, start)
+	}
+	if snap {
+		s.writeMetaSnapLater(now, parts)
+	}
+	return n, t.end(nil, start)
+}
+
+// metaTaker takes what the open keeps of each memory's metadata.
+type metaTaker struct {
+	s       *Self
+	gen     uint64      // the plain memories' generation before the view
+	done    func(error) // the profiles' load's end; nil: none kept
+	profErr atomic.Pointer[error]
+}
+
+// take takes what is kept of memory c from its encoded metadata raw.
+func (t *metaTaker) take(c cid.Cid, raw []byte) {
+	t.s.Recaller.KnowPlain(c, raw, t.gen)
+	t.profile(c, raw)
+}
+
+// profile takes memory c's metric profile from raw (a record or a
+// snapshot's trimmed one); the first failure is kept.
+func (t *metaTaker) profile(c cid.Cid, raw []byte) {
+	if t.done != nil && t.profErr.Load() == nil {
+		if err := t.s.Evals.LoadProfile(c, raw); err != nil {
+			t.profErr.CompareAndSwap(nil, &err)
+		}
+	}
+}
+
+// end ends the profiles' load with err, or with the first profile that
+// failed; it returns err.
+func (t *metaTaker) end(err error, start time.Time) error {
+	if t.done == nil {
+		return err
+	}
+	s := t.s
+	if err != nil {
+		t.done(err)
+		return err
+	}
+	if perr := t.profErr.Load(); perr != nil {
+		err := s.store.Explain(*perr)
+		s.log.Error("metric profiles: load failed; recall goes on without the metric path until a restart", "err", err)
+		t.done(err)
+	} else {
+		t.done(nil)
+		s.log.Info("metric profiles loaded", "profiles", s.Evals.Profiles(), "took", s.clock.Now().Sub(start))
+	}
+	return nil
+}
+
+// scanAllMeta reads every memory's metadata record in txn, in two halves
+// side by side, has t take each (unless t is nil) and returns their
+// count — and, with entries, the snapshot's entries of them (two parts,
+// in key order). It stops with errStop when stop is closed.
+func (s *Self) scanAllMeta(txn store.Reader, t *metaTaker, entries bool, stop <-chan struct{}) (int64, [2][]byte, error) {
 	// Keys below mid and from mid on: CIDv1 dag-cbor sha2-256 keys split
 	// at the digest's first bit (any other key falls in one or the other).
 	mid := base.Join(meta.Prefix, []byte{0x01, 0x71, 0x12, 0x20, 0x80})
 	var (
-		n       atomic.Int64
-		profErr atomic.Pointer[error]
+		n     atomic.Int64
+		parts [2][]byte
 	)
-	scan := func(from, to []byte) error {
+	scan := func(from, to []byte, part *[]byte) error {
 		var count int64
 		err := store.ScanFrom(txn, meta.Prefix, from, func(k, v []byte) error {
 			if to != nil && bytes.Compare(k, to) >= 0 {
 				return errStop
 			}
-			count++
-			c, err := cid.Cast(k[len(meta.Prefix):])
-			if err != nil {
-				return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
+			if count%4096 == 0 && stop != nil {
+				select {
+				case <-stop:
+					return errClosing
+				default:
+				}
 			}
-			s.Recaller.KnowPlain(c, v, gen)
-			if done != nil && profErr.Load() == nil {
-				if err := s.Evals.LoadProfile(c, v); err != nil {
-					profErr.CompareAndSwap(nil, &err)
+			count++
+			key := k[len(meta.Prefix):]
+			if t != nil {
+				c, err := cid.Cast(key)
+				if err != nil {
+					return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
+				}
+				t.take(c, v)
+			}
+			if entries {
+				var err error
+				if *part, err = s.metaSnapEntry(*part, key, v); err != nil {
+					return fmt.Errorf("%w: metadata of %x: %v", base.ErrCorrupt, key, err)
 				}
 			}
 			return nil
@@ -437,28 +553,59 @@ func (s *Self) scanMeta(txn store.Reader) (int64, error) {
 		return err
 	}
 	lower := make(chan error, 1)
-	go func() { lower <- scan(meta.Prefix, mid) }()
-	err := scan(mid, nil)
+	go func() { lower <- scan(meta.Prefix, mid, &parts[0]) }()
+	err := scan(mid, nil, &parts[1])
 	if lerr := <-lower; err == nil {
 		err = lerr
 	}
-	if err != nil {
-		if done != nil {
-			done(err)
+	return n.Load(), parts, err
+}
+
+// errClosing stops a background scan at Close.
+var errClosing = errors.New("memory: closing")
+
+// writeMetaSnapLater writes the metadata snapshot of head and parts in
+// the background (Close waits for it).
+func (s *Self) writeMetaSnapLater(head metaSnapHead, parts [2][]byte) {
+	s.metaSnapWG.Add(1)
+	go func() {
+		defer s.metaSnapWG.Done()
+		start := s.clock.Now()
+		if err := writeMetaSnap(s.metaSnapPath, head, parts[0], parts[1]); err != nil {
+			s.log.Warn("metadata: snapshot not written", "err", err)
+			return
 		}
-		return 0, err
-	}
-	if done != nil {
-		if perr := profErr.Load(); perr != nil {
-			err := s.store.Explain(*perr)
-			s.log.Error("metric profiles: load failed; recall goes on without the metric path until a restart", "err", err)
-			done(err)
-		} else {
-			done(nil)
-			s.log.Info("metric profiles loaded", "profiles", s.Evals.Profiles(), "took", s.clock.Now().Sub(start))
+		s.log.Info("metadata: snapshot written", "version", head.version, "log_seq", head.logEnd, "took", s.clock.Now().Sub(start))
+	}()
+}
+
+// rewriteMetaSnap scans every metadata record again, in the background,
+// and writes the snapshot of them: the open's was far behind the store.
+func (s *Self) rewriteMetaSnap() {
+	s.metaSnapWG.Add(1)
+	go func() {
+		defer s.metaSnapWG.Done()
+		var (
+			head  metaSnapHead
+			parts [2][]byte
+		)
+		err := s.store.View(func(txn store.Reader) error {
+			var err error
+			if head, _, err = s.metaSnapHeadOf(txn); err != nil {
+				return err
+			}
+			_, parts, err = s.scanAllMeta(txn, nil, true, s.metaSnapStop)
+			return err
+		})
+		if errors.Is(err, errClosing) {
+			return
 		}
-	}
-	return n.Load(), nil
+		if err != nil {
+			s.log.Warn("metadata: snapshot not written", "err", err)
+			return
+		}
+		s.writeMetaSnapLater(head, parts)
+	}()
 }
 
 // errStop ends a scan early.

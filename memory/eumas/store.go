@@ -288,6 +288,46 @@ func (s *Store) LoadProfile(c cid.Cid, raw []byte) error {
 	return nil
 }
 
+// TrimProfile appends to dst the evaluation field of raw, an encoded
+// MemoryMeta, when it gives a metric profile — what LoadProfile keeps of
+// raw — and reports whether it did; LoadProfile of the result keeps the
+// same. The metadata snapshot of the open stores this instead of the
+// whole record (most evaluations give no profile: nothing then).
+func (s *Store) TrimProfile(dst, raw []byte) ([]byte, bool, error) {
+	if len(s.o.Metrics) == 0 {
+		return dst, false, nil
+	}
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return dst, false, protowire.ParseError(n)
+		}
+		field := raw[:n]
+		raw = raw[n:]
+		if num == metaEvaluationField && typ == protowire.BytesType {
+			b, n := protowire.ConsumeBytes(raw)
+			if n < 0 {
+				return dst, false, protowire.ParseError(n)
+			}
+			p, err := rawProfile(b, s.o.Metrics)
+			if err != nil || p == nil {
+				return dst, false, err
+			}
+			return append(append(dst, field...), raw[:n]...), true, nil
+		}
+		n = protowire.ConsumeFieldValue(num, typ, raw)
+		if n < 0 {
+			return dst, false, protowire.ParseError(n)
+		}
+		raw = raw[n:]
+	}
+	return dst, false, nil
+}
+
+// MetricNames are the metrics a profile has, in its order (none when the
+// profiles are not kept).
+func (s *Store) MetricNames() []string { return s.o.Metrics }
+
 // rawProfile is Profile of the encoded EvalSummary b, read without
 // decoding it into a message: the open reads every memory's metadata for
 // its profile, and most evaluations give none (nothing stands out), so

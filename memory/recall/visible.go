@@ -177,18 +177,83 @@ func (s *Recaller) PlainGeneration() uint64 {
 // skipped); a record it cannot decode is left to recall's own read, which
 // names the damage.
 func (s *Recaller) KnowPlain(c cid.Cid, raw []byte, gen uint64) {
-	if s.plain == nil {
-		return
-	}
-	id, ok := s.index.ID(c.KeyString())
-	if !ok {
-		return
+	s.KnowPlainKey(c.KeyString(), raw, gen)
+}
+
+// KnowPlainKey is KnowPlain of the memory of CID key (cid.Cid.KeyString),
+// and reports whether the vector index holds the memory; it keeps nothing
+// of key.
+func (s *Recaller) KnowPlainKey(key string, raw []byte, gen uint64) bool {
+	id, ok := s.index.ID(key)
+	if !ok || s.plain == nil {
+		return ok
 	}
 	f, err := plainFields(raw, s.plain)
 	if err != nil {
-		return
+		return true
 	}
 	s.plain.keep(id, f, gen)
+	return true
+}
+
+// Plain metadata fields: the MemoryMeta field numbers plainFields reads.
+const (
+	plainSonas    = 1
+	plainBackbone = 4
+	plainArchived = 5
+	plainExpires  = 6
+	plainCreated  = 10
+	plainInsight  = 13
+)
+
+// TrimPlain appends to dst the fields of raw, an encoded MemoryMeta, that
+// KnowPlain reads — the first of its sonas, backbone, archived,
+// expires_at, created_at, and insight as an empty message when set — so
+// that KnowPlain of the result keeps what KnowPlain of raw keeps
+// (TestPlainFieldsAgreeWithProto). The metadata snapshot of the open stores
+// these instead of the whole records.
+func TrimPlain(dst, raw []byte) ([]byte, error) {
+	sona := false
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return dst, protowire.ParseError(n)
+		}
+		field := raw[:n]
+		raw = raw[n:]
+		n = protowire.ConsumeFieldValue(num, typ, raw)
+		if n < 0 {
+			return dst, protowire.ParseError(n)
+		}
+		switch {
+		case num == plainSonas && typ == protowire.BytesType:
+			if !sona {
+				dst = append(append(dst, field...), raw[:n]...)
+				sona = true
+			}
+		case (num == plainBackbone || num == plainArchived || num == plainExpires || num == plainCreated) && typ == protowire.VarintType:
+			dst = append(append(dst, field...), raw[:n]...)
+		case num == plainInsight && typ == protowire.BytesType:
+			dst = append(append(dst, field...), 0)
+		}
+		raw = raw[n:]
+	}
+	return dst, nil
+}
+
+// KnownPlain reports what recall knows of memory c without reading its
+// metadata: whether it is known plain and visible in a recall of sona in
+// sona scope, and when it was stored (tests compare an open's knowledge
+// with another's).
+func (s *Recaller) KnownPlain(c cid.Cid, sona string) (created int64, ok bool) {
+	if s.plain == nil {
+		return 0, false
+	}
+	id, ok := s.index.ID(c.KeyString())
+	if !ok {
+		return 0, false
+	}
+	return s.plain.visible(id, sona, true)
 }
 
 // plainFields decodes what record keeps of an encoded MemoryMeta — sonas
@@ -198,12 +263,12 @@ func (s *Recaller) KnowPlain(c cid.Cid, raw []byte, gen uint64) {
 // string each was a second of CPU and garbage).
 func plainFields(raw []byte, p *plainMemories) (plainFact, error) {
 	const (
-		sonas    = 1
-		backbone = 4
-		archived = 5
-		expires  = 6
-		created  = 10
-		insight  = 13
+		sonas    = plainSonas
+		backbone = plainBackbone
+		archived = plainArchived
+		expires  = plainExpires
+		created  = plainCreated
+		insight  = plainInsight
 	)
 	var (
 		f                     plainFact

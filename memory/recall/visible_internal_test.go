@@ -42,6 +42,20 @@ func TestPlainFieldsAgreeWithProto(t *testing.T) {
 		if want := q.facts[0]; got != want {
 			t.Errorf("%d: %+v, want %+v", i, got, want)
 		}
+		// TestTrimPlainKnowsTheSame: the trimmed record gives the same.
+		trimmed, err := TrimPlain(nil, raw)
+		if err != nil {
+			t.Fatalf("%d: trim: %v", i, err)
+		}
+		if len(trimmed) > len(raw) {
+			t.Errorf("%d: trimmed to %d bytes from %d", i, len(trimmed), len(raw))
+		}
+		if tf, err := plainFields(trimmed, p); err != nil || tf != got {
+			t.Errorf("%d: trimmed: %+v, %v; want %+v", i, tf, err, got)
+		}
+	}
+	if _, err := TrimPlain(nil, []byte{0x0a, 0x05, 'a'}); err == nil {
+		t.Error("a damaged record trims")
 	}
 	if _, err := plainFields([]byte{0x0a, 0x05, 'a'}, p); err == nil { // a string cut short
 		t.Error("a damaged record decodes")
