@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/viterin/vek/vek32"
 
@@ -48,6 +49,10 @@ type Index struct {
 	bmu     sync.Mutex
 	graph   *graph
 	scratch sync.Pool // *scratch for searches
+	// hurry is how many vectors the builder still places at full pace
+	// whatever the backlog: those a restored snapshot left pending (a
+	// start is not done until they are in the graph).
+	hurry atomic.Int64
 
 	kmu     sync.RWMutex // ids, keys, the vectors and removed
 	ids     map[string]uint64
@@ -347,7 +352,9 @@ func (x *Index) build() {
 			// chunk took: graph insertion takes a small share of a core from
 			// the writes and searches it would otherwise compete with; the
 			// pending vectors are searched exactly meanwhile.
-			if x.backlog > 0 && backlog <= x.backlog {
+			if h := x.hurry.Load(); h > 0 {
+				x.hurry.Store(max(0, h-int64(n)))
+			} else if x.backlog > 0 && backlog <= x.backlog {
 				select {
 				case <-x.stop:
 					return

@@ -462,6 +462,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		return info, errors.New("vector: Restore into an index that is not empty")
 	}
 	if len(pending) > 0 {
+		x.hurry.Store(int64(len(pending)))
 		select {
 		case x.wake <- struct{}{}:
 		default:
