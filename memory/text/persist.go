@@ -320,6 +320,9 @@ func (x *Index) decodeSnapshot(b []byte) error {
 	}
 	n := d.count()
 	x.slots = make([]slot, 0, n)
+	if len(x.docs) == 0 {
+		x.docs = make(map[string]uint32, n) // not grown 20 times at 1M
+	}
 	for range n {
 		sl := slot{id: str(d.bytes()), length: uint32(d.uint())}
 		sl.sonas = cut32(d.count())
@@ -341,17 +344,20 @@ func (x *Index) decodeSnapshot(b []byte) error {
 			}
 			sl.ids[k], sl.freqs[k] = uint32(t), uint16(d.uint())
 		}
-		if _, dup := x.docs[sl.id]; dup {
-			d.err = cmp.Or(d.err, errShort)
-		}
 		if d.err != nil {
+			break
+		}
+		// One lookup: a document twice does not grow the map.
+		had := len(x.docs)
+		x.docs[sl.id] = uint32(len(x.slots))
+		if len(x.docs) == had {
+			d.err = errShort
 			break
 		}
 		for _, id := range sl.ids {
 			x.df[id]++
 		}
 		total += len(sl.ids)
-		x.docs[sl.id] = uint32(len(x.slots))
 		x.slots = append(x.slots, sl)
 	}
 	// The postings, each term's cut to its length from one array.
