@@ -295,9 +295,6 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		}
 		whole, mappedSum = m, make(chan uint32, 1)
 		go func() { mappedSum <- sumMapped(m[vecsAt : size-4]) }()
-		// The rest is copied from the mapping, whose pages of it are let
-		// go once read (below).
-		sr.src = m[:vecsAt]
 	}
 	// fail returns err once the mapping, if any, is let go.
 	fail := func(err error) (SnapshotInfo, error) {
@@ -378,7 +375,6 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		sum = crc32Combine(sr.crc.Sum32(), <-mappedSum, size-4-vecsAt)
 		mappedSum <- 0 // for fail
 		copy(trailer[:], whole[size-4:])
-		releasePages(whole[:vecsAt]) // all of it copied out
 	} else {
 		if !v1 {
 			sr.skip(padding(sr.off))
@@ -561,11 +557,7 @@ func (g *graph) check(aliases bool) error {
 }
 
 type snapReader struct {
-	r *bufio.Reader
-	// src, when set, is the file's mapping up to the vectors: what is read
-	// from off on is copied from it instead (no read calls, no copy through
-	// r's buffer: 1.3 s of CPU for the graph at 1M).
-	src []byte
+	r   *bufio.Reader
 	crc hash.Hash32
 	err error
 	off int64 // bytes read
@@ -574,16 +566,6 @@ type snapReader struct {
 
 func (s *snapReader) bytes(b []byte) {
 	if s.err != nil {
-		return
-	}
-	if s.src != nil {
-		if int64(len(s.src))-s.off < int64(len(b)) {
-			s.err = io.ErrUnexpectedEOF
-			return
-		}
-		copy(b, s.src[s.off:])
-		s.crc.Write(b)
-		s.off += int64(len(b))
 		return
 	}
 	if _, s.err = io.ReadFull(s.r, b); s.err == nil {
