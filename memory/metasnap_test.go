@@ -6,9 +6,12 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/forget"
@@ -164,5 +167,49 @@ func TestMetaSnapshotTakesWhatAFullScanTakes(t *testing.T) {
 	checkLoaded(t, s, metrics, "after a damaged snapshot", true)
 	if _, n := s.Counts(); n != fromSnap {
 		t.Errorf("%d memories counted after a damaged snapshot, want %d", n, fromSnap)
+	}
+}
+
+// TestMetaSnapshotWrittenAgainWhenFarBehind: at each snapshot interval a
+// server whose metadata snapshot is behind by more records than a tenth of
+// its memories (or 50,000) writes it again, in the background, and the
+// next open reads only what came after it.
+func TestMetaSnapshotWrittenAgainWhenFarBehind(t *testing.T) {
+	dir := t.TempDir()
+	cfg := memorytest.Config(dir)
+	cfg.Index.SnapshotInterval = config.Duration(time.Minute)
+	fake := clock.NewFake(memorytest.Epoch)
+	logs := &memorytest.LogBuffer{}
+	s, err := memorytest.OpenWith(memory.Options{Config: cfg, Clock: fake, Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := memorytest.NewOwner(t, s, "a")
+	for i := range 30 {
+		o.Text(fmt.Sprintf("memory %d of a sona whose snapshot falls behind", i))
+	}
+	written := func() int { return strings.Count(logs.String(), "metadata: snapshot written") }
+	if n := written(); n != 1 { // the open's, of the empty store
+		t.Fatalf("%d snapshots written before the interval, want 1:\n%s", n, logs)
+	}
+	fake.Advance(time.Minute)
+	for deadline := time.Now().Add(20 * time.Second); written() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot written after the interval:\n%s", logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logs = &memorytest.LogBuffer{}
+	s, err = memorytest.OpenWith(memory.Options{Config: cfg, Clock: fake, Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	memorytest.MustLog(t, logs, "metadata: from its snapshot and the records written after it", "changed=0")
+	if _, n := s.Counts(); n != 30 {
+		t.Errorf("%d memories counted, want 30", n)
 	}
 }

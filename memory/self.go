@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,6 +133,12 @@ type Self struct {
 	metaSnapPath string
 	metaSnapWG   sync.WaitGroup
 	metaSnapStop chan struct{}
+	// metaChanged counts the metadata records written since the
+	// metadata snapshot's version (about: the commits' keys since the
+	// open, plus those it read after the snapshot); metaSnapBusy is set
+	// while one is written.
+	metaChanged  atomic.Int64
+	metaSnapBusy atomic.Bool
 	// lastActivity is the unix second of the latest append that was not
 	// the heartbeat's own (a merge or an insight); the clock at open.
 	lastActivity atomic.Int64
@@ -179,6 +186,9 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		Members:       func() []byte { return s.Sonas.EncodeMembers() },
 		MemberChanges: func() uint64 { return s.Sonas.Changes() },
 	})
+	if s.metaSnapPath != "" {
+		st.Subscribe(s.countMetaWrites)
+	}
 	s.Memories = meta.New(st, o.Config.Store.MemoryCache, o.Config.Recall)
 	s.Sonas = chain.NewSonas(st, s.Embed, o.Clock, s.index.Dims())
 	s.Chains = chain.NewWriter(st, s.Sonas, s.Memories, s.index, chain.Options{
@@ -234,6 +244,10 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	}
 	if iv := o.Config.Index.SnapshotInterval.D(); iv > 0 && !o.InMemory {
 		s.vecSnaps.Start(iv)
+		if s.metaSnapPath != "" {
+			s.metaSnapWG.Add(1)
+			go s.metaSnapLoop(iv)
+		}
 	}
 	return s, nil
 }
@@ -436,9 +450,8 @@ func (s *Self) scanMeta(txn store.Reader) (int64, error) {
 			}
 			if why == nil {
 				s.log.Info("metadata: from its snapshot and the records written after it", "memories", n, "changed", changed, "took", s.clock.Now().Sub(start))
-				if changed > min(metaSnapRewrite, int(n/10)) {
-					s.rewriteMetaSnap()
-				}
+				s.metaChanged.Add(int64(changed))
+				s.maybeRewriteMetaSnap(n)
 				return n, t.end(nil, start)
 			}
 		}
@@ -570,21 +583,75 @@ func (s *Self) writeMetaSnapLater(head metaSnapHead, parts [2][]byte) {
 	s.metaSnapWG.Add(1)
 	go func() {
 		defer s.metaSnapWG.Done()
-		start := s.clock.Now()
-		if err := writeMetaSnap(s.metaSnapPath, head, parts[0], parts[1]); err != nil {
-			s.log.Warn("metadata: snapshot not written", "err", err)
-			return
-		}
-		s.log.Info("metadata: snapshot written", "version", head.version, "log_seq", head.logEnd, "took", s.clock.Now().Sub(start))
+		s.writeMetaSnap(head, parts)
 	}()
 }
 
+// writeMetaSnap writes the metadata snapshot of head and parts, and logs
+// how it went.
+func (s *Self) writeMetaSnap(head metaSnapHead, parts [2][]byte) error {
+	start := s.clock.Now()
+	if err := writeMetaSnap(s.metaSnapPath, head, parts[0], parts[1]); err != nil {
+		s.log.Warn("metadata: snapshot not written", "err", err)
+		return err
+	}
+	s.log.Info("metadata: snapshot written", "version", head.version, "log_seq", head.logEnd, "took", s.clock.Now().Sub(start))
+	return nil
+}
+
+// countMetaWrites counts a commit's metadata records (store events).
+func (s *Self) countMetaWrites(e store.Event) {
+	var n int64
+	for _, k := range e.Keys {
+		if strings.HasPrefix(k, string(meta.Prefix)) {
+			n++
+		}
+	}
+	if n > 0 {
+		s.metaChanged.Add(n)
+	}
+}
+
+// metaSnapLoop writes the metadata snapshot again every interval when
+// it is far behind the store (maybeRewriteMetaSnap), until Close.
+func (s *Self) metaSnapLoop(interval time.Duration) {
+	defer s.metaSnapWG.Done()
+	for {
+		t := s.clock.NewTimer(interval)
+		select {
+		case <-s.metaSnapStop:
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		s.maybeRewriteMetaSnap(s.memories.Load())
+	}
+}
+
+// maybeRewriteMetaSnap writes the metadata snapshot again, after a scan
+// of every record in the background, when more records were written
+// since its version than metaSnapRewrite or a tenth of the n memories:
+// the next open would read them all, and Badger every table newer than
+// the snapshot.
+func (s *Self) maybeRewriteMetaSnap(n int64) {
+	if s.metaSnapPath == "" || s.metaChanged.Load() <= min(metaSnapRewrite, n/10) {
+		return
+	}
+	if !s.metaSnapBusy.CompareAndSwap(false, true) {
+		return
+	}
+	s.rewriteMetaSnap()
+}
+
 // rewriteMetaSnap scans every metadata record again, in the background,
-// and writes the snapshot of them: the open's was far behind the store.
+// and writes the snapshot of them (metaSnapBusy set: it clears it).
 func (s *Self) rewriteMetaSnap() {
 	s.metaSnapWG.Add(1)
 	go func() {
 		defer s.metaSnapWG.Done()
+		defer s.metaSnapBusy.Store(false)
+		// The writes counted so far are in the scan's view, or after it.
+		before := s.metaChanged.Load()
 		var (
 			head  metaSnapHead
 			parts [2][]byte
@@ -604,7 +671,9 @@ func (s *Self) rewriteMetaSnap() {
 			s.log.Warn("metadata: snapshot not written", "err", err)
 			return
 		}
-		s.writeMetaSnapLater(head, parts)
+		if s.writeMetaSnap(head, parts) == nil {
+			s.metaChanged.Add(-before)
+		}
 	}()
 }
 
