@@ -42,10 +42,13 @@ import (
 // version u64, insertion-log end u64, uvarint length and CID bytes of the
 // memory there, hash of the metric names u64, entries u64; each entry:
 // uvarint length and CID bytes, a flag byte (1: its record has a profile),
-// uvarint length and the trimmed record; last the CRC-32C of all before.
+// uvarint of its vector id + 1 when it had one (else 0: an open checks it
+// against the index's key of that id, which is cheaper than looking the
+// key up), uvarint length and the trimmed record; last the CRC-32C of all
+// before.
 const (
 	metaSnapMagic   = "MMETASNP"
-	metaSnapVersion = 1
+	metaSnapVersion = 2
 	// metaSnapRewrite: an open whose snapshot is older than this many
 	// changed records (or a tenth of the memories, when more) writes it
 	// again, after a full scan in the background.
@@ -103,13 +106,18 @@ func (s *Self) metaSnapHeadOf(r store.Reader) (metaSnapHead, bool, error) {
 	return h, true, nil
 }
 
-// metaSnapEntry appends memory key's entry, from its encoded metadata raw,
-// to dst.
-func (s *Self) metaSnapEntry(dst, key, raw []byte) ([]byte, error) {
+// metaSnapEntry appends memory key's entry, from its encoded metadata raw
+// and its vector id (if isID), to dst.
+func (s *Self) metaSnapEntry(dst, key, raw []byte, id uint64, isID bool) ([]byte, error) {
 	dst = binary.AppendUvarint(dst, uint64(len(key)))
 	dst = append(dst, key...)
 	flag := len(dst)
 	dst = append(dst, 0)
+	if isID {
+		dst = binary.AppendUvarint(dst, id+1)
+	} else {
+		dst = append(dst, 0)
+	}
 	// The trimmed record goes after a length written when it is known:
 	// room for a 3-byte uvarint, moved if it is shorter.
 	at := len(dst)
@@ -175,6 +183,8 @@ func writeMetaSnap(path string, head metaSnapHead, parts ...[]byte) error {
 func skipMetaSnapEntry(b []byte) []byte {
 	k, n := binary.Uvarint(b)
 	b = b[n+int(k)+1:]
+	_, n = binary.Uvarint(b)
+	b = b[n:]
 	t, n := binary.Uvarint(b)
 	return b[n+int(t):]
 }
@@ -219,6 +229,10 @@ func readMetaSnap(path string) (metaSnapHead, []byte, error) {
 			return h, nil, fmt.Errorf("%w: a bad entry", errMetaSnap)
 		}
 		rest = rest[n+int(k)+1:]
+		if _, n = binary.Uvarint(rest); n <= 0 {
+			return h, nil, fmt.Errorf("%w: a bad entry", errMetaSnap)
+		}
+		rest = rest[n:]
 		t, n := binary.Uvarint(rest)
 		if n <= 0 || uint64(len(rest)-n) < t {
 			return h, nil, fmt.Errorf("%w: a bad entry", errMetaSnap)
@@ -290,14 +304,23 @@ func (s *Self) loadMetaSnap(txn store.Reader, t *metaTaker, head metaSnapHead, e
 		kb := b[m : m+int(l)]
 		b = b[m+int(l):]
 		prof := b[0] == 1
-		l, m = binary.Uvarint(b[1:])
-		rec := b[1+m : 1+m+int(l)]
-		b = b[1+m+int(l):]
+		id, m := binary.Uvarint(b[1:])
+		b = b[1+m:]
+		l, m = binary.Uvarint(b)
+		rec := b[m : m+int(l)]
+		b = b[m+int(l):]
 		key := unsafe.String(unsafe.SliceData(kb), len(kb)) // not kept
 		if _, ok := since[key]; ok {
 			continue
 		}
-		if !s.Recaller.KnowPlainKey(key, rec, t.gen) {
+		inIndex := false
+		if k, ok := s.index.Key(id - 1); id > 0 && ok && k == key {
+			s.Recaller.KnowPlainAt(id-1, rec, t.gen)
+			inIndex = true
+		} else {
+			_, inIndex = s.Recaller.KnowPlainKey(key, rec, t.gen)
+		}
+		if !inIndex {
 			// Forgotten since (deletions are not read), or a memory the
 			// vector index lacks: counted if its record is there, so
 			// that the open's check of the index against the count sees it.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/memoria-ai/memoria/internal/clock"
 
@@ -479,10 +480,12 @@ type metaTaker struct {
 	profErr atomic.Pointer[error]
 }
 
-// take takes what is kept of memory c from its encoded metadata raw.
-func (t *metaTaker) take(c cid.Cid, raw []byte) {
-	t.s.Recaller.KnowPlain(c, raw, t.gen)
+// take takes what is kept of memory c from its encoded metadata raw, and
+// returns its vector id (ok false: the vector index does not hold it).
+func (t *metaTaker) take(c cid.Cid, raw []byte) (uint64, bool) {
+	id, ok := t.s.Recaller.KnowPlainKey(c.KeyString(), raw, t.gen)
 	t.profile(c, raw)
+	return id, ok
 }
 
 // profile takes memory c's metric profile from raw (a record or a
@@ -544,16 +547,22 @@ func (s *Self) scanAllMeta(txn store.Reader, t *metaTaker, entries bool, stop <-
 			}
 			count++
 			key := k[len(meta.Prefix):]
+			var (
+				id   uint64
+				isID bool
+			)
 			if t != nil {
 				c, err := cid.Cast(key)
 				if err != nil {
 					return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
 				}
-				t.take(c, v)
+				id, isID = t.take(c, v)
+			} else if entries {
+				id, isID = s.index.ID(unsafe.String(unsafe.SliceData(key), len(key)))
 			}
 			if entries {
 				var err error
-				if *part, err = s.metaSnapEntry(*part, key, v); err != nil {
+				if *part, err = s.metaSnapEntry(*part, key, v, id, isID); err != nil {
 					return fmt.Errorf("%w: metadata of %x: %v", base.ErrCorrupt, key, err)
 				}
 			}

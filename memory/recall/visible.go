@@ -181,19 +181,25 @@ func (s *Recaller) KnowPlain(c cid.Cid, raw []byte, gen uint64) {
 }
 
 // KnowPlainKey is KnowPlain of the memory of CID key (cid.Cid.KeyString),
-// and reports whether the vector index holds the memory; it keeps nothing
-// of key.
-func (s *Recaller) KnowPlainKey(key string, raw []byte, gen uint64) bool {
+// and returns its vector id, ok false when the vector index does not hold
+// the memory; it keeps nothing of key.
+func (s *Recaller) KnowPlainKey(key string, raw []byte, gen uint64) (uint64, bool) {
 	id, ok := s.index.ID(key)
-	if !ok || s.plain == nil {
-		return ok
+	if ok {
+		s.KnowPlainAt(id, raw, gen)
 	}
-	f, err := plainFields(raw, s.plain)
-	if err != nil {
-		return true
+	return id, ok
+}
+
+// KnowPlainAt is KnowPlain of the memory of vector id id (the caller
+// knows it is the memory's).
+func (s *Recaller) KnowPlainAt(id uint64, raw []byte, gen uint64) {
+	if s.plain == nil {
+		return
 	}
-	s.plain.keep(id, f, gen)
-	return true
+	if f, err := plainFields(raw, s.plain); err == nil {
+		s.plain.keep(id, f, gen)
+	}
 }
 
 // Plain metadata fields: the MemoryMeta field numbers plainFields reads.
