@@ -40,7 +40,9 @@
 // (self.go: Open, Close, the subsystems as fields), what each subsystem adds to an
 // append and what follows a committed append (append.go), the wiring of
 // transfer, living and the tiers to the subsystems they read and write
-// (env.go), and the parts of an excision (forgetenv.go). What a subsystem
+// (env.go), the parts of an excision (forgetenv.go), and the metadata
+// snapshot (metasnap.go: what the open takes of every memory's metadata,
+// read back with only the records written since). What a subsystem
 // needs of the store alone lives with it (eumas.StoreEnv,
 // index.VectorSnapshots).
 //

@@ -82,12 +82,12 @@ func checkLoaded(t *testing.T, s *memory.Self, metrics []string, what string, op
 	}
 }
 
-// TestProfilesLoadedAfterOpenMatchAFullScan: the count of memories the
-// open takes from the metadata's keys alone, and the metric profiles
-// loaded after it in the background, equal what a full scan of every
-// metadata record gives — on a store with evaluated memories, memories
-// not yet evaluated, and forgotten ones; before and after reopening, and
-// with the self closed while the profiles load.
+// TestProfilesLoadedAfterOpenMatchAFullScan: the count of memories and
+// the metric profiles the open takes from its one scan of the metadata,
+// in two halves side by side, read from the encoded records, equal what
+// a full decoding scan of every metadata record gives — on a store with
+// evaluated memories, memories not yet evaluated, and forgotten ones;
+// before and after reopening.
 func TestProfilesLoadedAfterOpenMatchAFullScan(t *testing.T) {
 	dir := t.TempDir()
 	cfg := memorytest.Config(dir)

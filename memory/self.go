@@ -1,14 +1,18 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/memoria-ai/memoria/internal/clock"
 
@@ -125,11 +129,17 @@ type Self struct {
 	covered atomic.Uint64
 	// vecSnaps writes and restores the vector index's snapshot.
 	vecSnaps *index.VectorSnapshots
-	// profilesDone is closed when the background load of the EUMAS
-	// metric profiles ends (nil when there is none); stopProfiles
-	// cancels it.
-	profilesDone chan struct{}
-	stopProfiles context.CancelFunc
+	// metaSnapPath is the metadata snapshot's file ("": none kept);
+	// metaSnapWG counts its writers, which metaSnapStop stops.
+	metaSnapPath string
+	metaSnapWG   sync.WaitGroup
+	metaSnapStop chan struct{}
+	// metaChanged counts the metadata records written since the
+	// metadata snapshot's version (about: the commits' keys since the
+	// open, plus those it read after the snapshot); metaSnapBusy is set
+	// while one is written.
+	metaChanged  atomic.Int64
+	metaSnapBusy atomic.Bool
 	// lastActivity is the unix second of the latest append that was not
 	// the heartbeat's own (a merge or an insight); the clock at open.
 	lastActivity atomic.Int64
@@ -168,12 +178,18 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		}),
 	}
 	snapPath := index.VectorSnapshotPath(dir)
+	s.metaSnapPath, s.metaSnapStop = MetaSnapshotPath(dir), make(chan struct{})
 	if dir == "" || o.InMemory {
-		snapPath = ""
+		snapPath, s.metaSnapPath = "", ""
 	}
 	s.vecSnaps = index.NewVectorSnapshots(st, s.index, index.SnapshotOptions{
 		Path: snapPath, Embedder: o.Embedder.ID(), Covered: s.covered.Load, Clock: o.Clock, Logger: o.Logger,
+		Members:       func() []byte { return s.Sonas.EncodeMembers() },
+		MemberChanges: func() uint64 { return s.Sonas.Changes() },
 	})
+	if s.metaSnapPath != "" {
+		st.Subscribe(s.countMetaWrites)
+	}
 	s.Memories = meta.New(st, o.Config.Store.MemoryCache, o.Config.Recall)
 	s.Sonas = chain.NewSonas(st, s.Embed, o.Clock, s.index.Dims())
 	s.Chains = chain.NewWriter(st, s.Sonas, s.Memories, s.index, chain.Options{
@@ -221,6 +237,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		if errors.Is(err, errVecSnapMismatch) {
 			s.log.Warn("vector index: the snapshot disagrees with the store; opening again without it", "err", err)
 			os.Remove(index.VectorSnapshotPath(dir))
+			os.Remove(MetaSnapshotPath(dir)) // the count came from it, perhaps
 			o.noVecSnap = true
 			return Open(ctx, o)
 		}
@@ -228,6 +245,10 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	}
 	if iv := o.Config.Index.SnapshotInterval.D(); iv > 0 && !o.InMemory {
 		s.vecSnaps.Start(iv)
+		if s.metaSnapPath != "" {
+			s.metaSnapWG.Add(1)
+			go s.metaSnapLoop(iv)
+		}
 	}
 	return s, nil
 }
@@ -242,11 +263,13 @@ func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load()
 func (s *Self) Close() error { return s.close(true) }
 
 func (s *Self) close(snapshot bool) error {
-	if s.profilesDone != nil {
-		s.stopProfiles()
-		<-s.profilesDone
-	}
 	s.vecSnaps.Stop()
+	select {
+	case <-s.metaSnapStop:
+	default:
+		close(s.metaSnapStop)
+	}
+	s.metaSnapWG.Wait()
 	s.Text.Stop()
 	s.index.Close()
 	// What was submitted before Close commits, and the full-text index
@@ -317,38 +340,13 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 		}
 		// The full-text index loads meanwhile (its searches wait for it).
 		s.Text.Open()
-		end, err := chain.LogEnd(txn)
-		if err != nil {
+		if err := s.loadVectors(txn, snap, &restored); err != nil {
 			return err
 		}
-		s.covered.Store(end)
-		if snap {
-			if restored, err = s.vecSnaps.Restore(txn, end); err != nil {
-				return err
-			}
-		}
-		if !restored {
-			if _, err = index.RebuildVectors(txn, s.index); err != nil {
-				return err
-			}
-		}
-		// After the vectors, the chains (the sonas' members) and a count
-		// of the metadata records, side by side: the count reads keys
-		// only (the metric profiles in the values load after the open).
-		members := make(chan error, 1)
-		go func() {
-			err := s.checkEnds(txn)
-			if err == nil {
-				if err = s.Sonas.LoadMembers(txn, s.index); restored && err != nil {
-					err = fmt.Errorf("%w: %w", errVecSnapMismatch, err)
-				}
-			}
-			members <- err
-		}()
-		var n int64
-		err = store.Keys(txn, meta.Prefix, func([]byte) { n++ })
-		merr := <-members
-		s.index.ReleaseVectors() // the centroids read them all
+		// Then every memory's metadata, once: counted (the index is
+		// checked against the count below), and what recall keeps of it
+		// and its metric profile taken (both need the vector ids).
+		n, err := s.scanMeta(txn)
 		if err != nil {
 			return err
 		}
@@ -357,12 +355,11 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 			return fmt.Errorf("%w: it gives %d vectors, the store has %d memories", errVecSnapMismatch, s.index.Len(), n)
 		}
 		vectors = s.index.Len()
-		return merr
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	s.loadProfiles()
 	s.log.Info("self loaded", "sonas", s.Sonas.Count(), "memories", s.memories.Load(),
 		"vectors", vectors, "vector_snapshot", restored, "took", s.clock.Now().Sub(start))
 	// The HNSW graph is built in the background (dense searches are exact
@@ -377,51 +374,320 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 	return nil
 }
 
-// loadProfiles loads the EUMAS metric profiles from every memory's
-// metadata in the background (a profile is kept under its memory's
-// vector id, so after the vectors): /healthz does not wait for it, the
-// metric path of a recall does (eumas.Store.BeginLoad). It reads its own
-// snapshot of the store; an evaluation committed after it sets its
-// profile itself, and one committed before is in it. When the load fails
-// (a damaged record) it is logged, and recalls go on without the metric
-// path until the next start.
-func (s *Self) loadProfiles() {
-	if !s.Evals.Loads() {
-		return
+// loadVectors loads the vector index — from its snapshot and what the
+// store added since (when snap and the snapshot is usable, which it
+// reports in restored), else from the stored embeddings — and then the
+// sonas' members and centroids.
+func (s *Self) loadVectors(txn store.Reader, snap bool, restored *bool) error {
+	end, err := chain.LogEnd(txn)
+	if err != nil {
+		return err
 	}
-	done := s.Evals.BeginLoad()
-	ctx, cancel := context.WithCancel(context.Background())
-	s.profilesDone, s.stopProfiles = make(chan struct{}), cancel
+	s.covered.Store(end)
+	if snap {
+		if *restored, err = s.vecSnaps.Restore(txn, end); err != nil {
+			return err
+		}
+	}
+	if !*restored {
+		if _, err = index.RebuildVectors(txn, s.index); err != nil {
+			return err
+		}
+	}
+	if err := s.checkEnds(txn); err != nil {
+		return err
+	}
+	defer s.index.ReleaseVectors() // a full read of the chains reads them all
+	if !*restored {
+		return s.Sonas.LoadMembers(txn, s.index)
+	}
 	start := s.clock.Now()
-	go func() {
-		defer close(s.profilesDone)
-		gen := s.Recaller.PlainGeneration()
-		err := s.store.View(func(txn store.Reader) error {
-			return store.Scan(txn, meta.Prefix, func(k, v []byte) error {
-				if err := ctx.Err(); err != nil {
-					return err
+	_, why, err := s.Sonas.LoadMembersFrom(txn, s.index, s.vecSnaps.Members())
+	if why != nil {
+		s.log.Info("sonas: the snapshot's state not used; read every chain", "why", why)
+		s.vecSnaps.Outdated() // the next snapshot holds it
+	} else if err == nil {
+		s.log.Info("sonas: members from the snapshot, the chains read after it", "took", s.clock.Now().Sub(start))
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errVecSnapMismatch, err)
+	}
+	return nil
+}
+
+// scanMeta takes every memory's metadata, once, and returns their count.
+// From each it keeps what recall's context evidence needs
+// (Recaller.KnowPlain: a restarted server then reads no neighbour's
+// metadata) and the EUMAS metric profile of its evaluation. It takes them
+// from the metadata snapshot and the records written after it when the
+// snapshot fits the store (see metasnap.go), else from every record — the
+// two halves of the key space (memory CIDs are hashes) read side by side —
+// and then writes the snapshot in the background. (These were three
+// passes: a count of the keys in the open, and a scan of the values after
+// it, in the background, which recall's metric path waited for; at 1M
+// memories each pass was seconds of Badger's iteration.) A record whose
+// evaluation does not decode turns the metric path off until the next
+// start (eumas.Store.BeginLoad), as the log says; the count and the rest
+// go on.
+func (s *Self) scanMeta(txn store.Reader) (int64, error) {
+	start := s.clock.Now()
+	t := &metaTaker{s: s, gen: s.Recaller.PlainGeneration()}
+	if s.Evals.Loads() {
+		t.done = s.Evals.BeginLoad()
+	}
+	now, versioned, err := s.metaSnapHeadOf(txn)
+	if err != nil {
+		return 0, t.end(err, start)
+	}
+	snap := versioned && s.metaSnapPath != ""
+	if snap {
+		head, entries, why := readMetaSnap(s.metaSnapPath)
+		if why == nil {
+			var n int64
+			var changed int
+			n, changed, why, err = s.loadMetaSnap(txn, t, head, entries, now)
+			if err != nil {
+				return 0, t.end(err, start)
+			}
+			if why == nil {
+				s.log.Info("metadata: from its snapshot and the records written after it", "memories", n, "changed", changed, "took", s.clock.Now().Sub(start))
+				s.metaChanged.Add(int64(changed))
+				s.maybeRewriteMetaSnap(n)
+				return n, t.end(nil, start)
+			}
+		}
+		if errors.Is(why, os.ErrNotExist) {
+			s.log.Info("metadata: no snapshot; every record read")
+		} else {
+			s.log.Info("metadata: the snapshot not used; every record read", "why", why)
+		}
+	}
+	n, parts, err := s.scanAllMeta(txn, t, snap, nil)
+	if err != nil {
+		return 0, t.end(err, start)
+	}
+	if snap {
+		s.writeMetaSnapLater(now, parts)
+	}
+	return n, t.end(nil, start)
+}
+
+// metaTaker takes what the open keeps of each memory's metadata.
+type metaTaker struct {
+	s       *Self
+	gen     uint64      // the plain memories' generation before the view
+	done    func(error) // the profiles' load's end; nil: none kept
+	profErr atomic.Pointer[error]
+}
+
+// take takes what is kept of memory c from its encoded metadata raw, and
+// returns its vector id (ok false: the vector index does not hold it).
+func (t *metaTaker) take(c cid.Cid, raw []byte) (uint64, bool) {
+	id, ok := t.s.Recaller.KnowPlainKey(c.KeyString(), raw, t.gen)
+	t.profile(c, raw)
+	return id, ok
+}
+
+// profile takes memory c's metric profile from raw (a record or a
+// snapshot's trimmed one); the first failure is kept.
+func (t *metaTaker) profile(c cid.Cid, raw []byte) {
+	if t.done != nil && t.profErr.Load() == nil {
+		if err := t.s.Evals.LoadProfile(c, raw); err != nil {
+			t.profErr.CompareAndSwap(nil, &err)
+		}
+	}
+}
+
+// end ends the profiles' load with err, or with the first profile that
+// failed; it returns err.
+func (t *metaTaker) end(err error, start time.Time) error {
+	if t.done == nil {
+		return err
+	}
+	s := t.s
+	if err != nil {
+		t.done(err)
+		return err
+	}
+	if perr := t.profErr.Load(); perr != nil {
+		err := s.store.Explain(*perr)
+		s.log.Error("metric profiles: load failed; recall goes on without the metric path until a restart", "err", err)
+		t.done(err)
+	} else {
+		t.done(nil)
+		s.log.Info("metric profiles loaded", "profiles", s.Evals.Profiles(), "took", s.clock.Now().Sub(start))
+	}
+	return nil
+}
+
+// scanAllMeta reads every memory's metadata record in txn, in two halves
+// side by side, has t take each (unless t is nil) and returns their
+// count — and, with entries, the snapshot's entries of them (two parts,
+// in key order). It stops with errStop when stop is closed.
+func (s *Self) scanAllMeta(txn store.Reader, t *metaTaker, entries bool, stop <-chan struct{}) (int64, [2][]byte, error) {
+	// Keys below mid and from mid on: CIDv1 dag-cbor sha2-256 keys split
+	// at the digest's first bit (any other key falls in one or the other).
+	mid := base.Join(meta.Prefix, []byte{0x01, 0x71, 0x12, 0x20, 0x80})
+	var (
+		n     atomic.Int64
+		parts [2][]byte
+	)
+	scan := func(from, to []byte, part *[]byte) error {
+		var count int64
+		err := store.ScanFrom(txn, meta.Prefix, from, func(k, v []byte) error {
+			if to != nil && bytes.Compare(k, to) >= 0 {
+				return errStop
+			}
+			if count%4096 == 0 && stop != nil {
+				select {
+				case <-stop:
+					return errClosing
+				default:
 				}
-				c, err := cid.Cast(k[len(meta.Prefix):])
+			}
+			count++
+			key := k[len(meta.Prefix):]
+			var (
+				id   uint64
+				isID bool
+			)
+			if t != nil {
+				c, err := cid.Cast(key)
 				if err != nil {
 					return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
 				}
-				s.Recaller.KnowPlain(c, v, gen) // (recall's context evidence then reads no metadata)
-				return s.Evals.LoadProfile(c, v)
-			})
+				id, isID = t.take(c, v)
+			} else if entries {
+				id, isID = s.index.ID(unsafe.String(unsafe.SliceData(key), len(key)))
+			}
+			if entries {
+				var err error
+				if *part, err = s.metaSnapEntry(*part, key, v, id, isID); err != nil {
+					return fmt.Errorf("%w: metadata of %x: %v", base.ErrCorrupt, key, err)
+				}
+			}
+			return nil
 		})
-		switch {
-		case err == nil:
-			done(nil)
-			s.log.Info("metric profiles loaded", "profiles", s.Evals.Profiles(), "took", s.clock.Now().Sub(start))
-		case ctx.Err() != nil:
-			done(fmt.Errorf("memory: closed while the metric profiles loaded: %w", err))
-		default:
-			err = s.store.Explain(err)
-			s.log.Error("metric profiles: load failed; recall goes on without the metric path until a restart", "err", err)
-			done(err)
+		n.Add(count)
+		if errors.Is(err, errStop) {
+			err = nil
+		}
+		return err
+	}
+	lower := make(chan error, 1)
+	go func() { lower <- scan(meta.Prefix, mid, &parts[0]) }()
+	err := scan(mid, nil, &parts[1])
+	if lerr := <-lower; err == nil {
+		err = lerr
+	}
+	return n.Load(), parts, err
+}
+
+// errClosing stops a background scan at Close.
+var errClosing = errors.New("memory: closing")
+
+// writeMetaSnapLater writes the metadata snapshot of head and parts in
+// the background (Close waits for it).
+func (s *Self) writeMetaSnapLater(head metaSnapHead, parts [2][]byte) {
+	s.metaSnapWG.Add(1)
+	go func() {
+		defer s.metaSnapWG.Done()
+		s.writeMetaSnap(head, parts)
+	}()
+}
+
+// writeMetaSnap writes the metadata snapshot of head and parts, and logs
+// how it went.
+func (s *Self) writeMetaSnap(head metaSnapHead, parts [2][]byte) error {
+	start := s.clock.Now()
+	if err := writeMetaSnap(s.metaSnapPath, head, parts[0], parts[1]); err != nil {
+		s.log.Warn("metadata: snapshot not written", "err", err)
+		return err
+	}
+	s.log.Info("metadata: snapshot written", "version", head.version, "log_seq", head.logEnd, "took", s.clock.Now().Sub(start))
+	return nil
+}
+
+// countMetaWrites counts a commit's metadata records (store events).
+func (s *Self) countMetaWrites(e store.Event) {
+	var n int64
+	for _, k := range e.Keys {
+		if strings.HasPrefix(k, string(meta.Prefix)) {
+			n++
+		}
+	}
+	if n > 0 {
+		s.metaChanged.Add(n)
+	}
+}
+
+// metaSnapLoop writes the metadata snapshot again every interval when
+// it is far behind the store (maybeRewriteMetaSnap), until Close.
+func (s *Self) metaSnapLoop(interval time.Duration) {
+	defer s.metaSnapWG.Done()
+	for {
+		t := s.clock.NewTimer(interval)
+		select {
+		case <-s.metaSnapStop:
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		s.maybeRewriteMetaSnap(s.memories.Load())
+	}
+}
+
+// maybeRewriteMetaSnap writes the metadata snapshot again, after a scan
+// of every record in the background, when more records were written
+// since its version than metaSnapRewrite or a tenth of the n memories:
+// the next open would read them all, and Badger every table newer than
+// the snapshot.
+func (s *Self) maybeRewriteMetaSnap(n int64) {
+	if s.metaSnapPath == "" || s.metaChanged.Load() <= min(metaSnapRewrite, n/10) {
+		return
+	}
+	if !s.metaSnapBusy.CompareAndSwap(false, true) {
+		return
+	}
+	s.rewriteMetaSnap()
+}
+
+// rewriteMetaSnap scans every metadata record again, in the background,
+// and writes the snapshot of them (metaSnapBusy set: it clears it).
+func (s *Self) rewriteMetaSnap() {
+	s.metaSnapWG.Add(1)
+	go func() {
+		defer s.metaSnapWG.Done()
+		defer s.metaSnapBusy.Store(false)
+		// The writes counted so far are in the scan's view, or after it.
+		before := s.metaChanged.Load()
+		var (
+			head  metaSnapHead
+			parts [2][]byte
+		)
+		err := s.store.View(func(txn store.Reader) error {
+			var err error
+			if head, _, err = s.metaSnapHeadOf(txn); err != nil {
+				return err
+			}
+			_, parts, err = s.scanAllMeta(txn, nil, true, s.metaSnapStop)
+			return err
+		})
+		if errors.Is(err, errClosing) {
+			return
+		}
+		if err != nil {
+			s.log.Warn("metadata: snapshot not written", "err", err)
+			return
+		}
+		if s.writeMetaSnap(head, parts) == nil {
+			s.metaChanged.Add(-before)
 		}
 	}()
 }
+
+// errStop ends a scan early.
+var errStop = errors.New("memory: stop")
 
 // checkEnds checks that what the store wrote last is readable: every
 // sona's head ACT block and the memory at the end of the insertion log.

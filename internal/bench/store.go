@@ -63,6 +63,9 @@ type store struct {
 	man     manifest
 	skipped map[int]bool
 	srv     *loadgen.Server
+	// unsure: texts before it (from man.Tried on) may be stored already
+	// (openStore).
+	unsure int
 }
 
 func (r *run) manifestPath() string { return filepath.Join(r.o.Dir, "store.json") }
@@ -83,12 +86,22 @@ func (r *run) openStore(ctx context.Context, size int) (*store, error) {
 		if s.srv, err = r.startServer(ctx, s.dir); err != nil {
 			return nil, err
 		}
-		if h, err := s.client().Health(ctx); err == nil && h.Memories == int64(have.Memories) {
+		h, err := s.client().Health(ctx)
+		// A growth stopped between two saves of store.json (killed, or
+		// failing) leaves up to saveEvery memories more than it says:
+		// the texts from where it left off are inserted again, and one the
+		// store holds already counts as stored (unsure).
+		if err == nil && h.Memories >= int64(have.Memories) && h.Memories <= int64(have.Memories+saveEvery) {
 			s.man = have
 			for _, i := range have.Skipped {
 				s.skipped[i] = true
 			}
 			r.note("store: continued the kept store of %d memories in %s", have.Memories, s.dir)
+			if extra := h.Memories - int64(have.Memories); extra > 0 {
+				s.unsure = have.Tried + saveEvery
+				r.note("store: it holds %d memories more than store.json says (a growth stopped between saves); texts %d to %d already stored count as stored",
+					extra, have.Tried, s.unsure-1)
+			}
 			return s, nil
 		}
 		s.srv.Kill()
@@ -205,15 +218,23 @@ func (s *store) growTo(ctx context.Context, c *client.Client, target, size int) 
 	var stored atomic.Int64
 	var mu sync.Mutex
 	var skipped []int
+	folded := 0
+	saved := start
 	next := atomic.Int64{}
 	next.Store(int64(s.man.Tried))
 	for s.man.Memories < target {
-		need := int64(target - s.man.Memories)
+		need := int64(min(target-s.man.Memories, saveEvery))
 		req := func(ctx context.Context, _ int, _ *rand.Rand) (loadgen.Op, error) {
 			i := int(next.Add(1) - 1)
-			resp, err := insertText(ctx, c, s.sona(i), r.o.Corpus.Text(i))
+			resp, retried, err := insertRetried(ctx, c, s.sona(i), r.o.Corpus.Text(i))
 			switch {
 			case err != nil: // the growth fails: see part.Errors
+			case (retried || i < s.unsure) && resp.Existed:
+				// An earlier attempt stored it and its answer was lost
+				// (a timeout on a loaded machine): it counts as stored.
+				if n := stored.Add(1); n%256 == 0 {
+					r.progress(phase, s.man.Memories+int(n), size)
+				}
 			case resp.Existed || resp.Deduplicated:
 				mu.Lock()
 				skipped = append(skipped, i)
@@ -237,16 +258,26 @@ func (s *store) growTo(ctx context.Context, c *client.Client, target, size int) 
 		s.man.Tried = int(next.Load())
 		s.man.Memories += int(stored.Swap(0))
 		rep = mergeLoad(rep, part)
+		mu.Lock()
+		for _, i := range skipped {
+			s.skipped[i] = true
+		}
+		s.man.Skipped = append(s.man.Skipped, skipped...)
+		slices.Sort(s.man.Skipped)
+		folded += len(skipped)
+		skipped = skipped[:0]
+		mu.Unlock()
+		// Saved every saveEvery texts: a run stopped (or failing) while
+		// the store grows keeps what was acknowledged up to the last save
+		// only if the store then holds exactly that, so a long growth is
+		// saved in parts.
+		s.man.BuildSeconds += time.Since(saved).Seconds()
+		saved = time.Now()
+		if err := s.save(); err != nil {
+			return err
+		}
 	}
-	mu.Lock()
-	for _, i := range skipped {
-		s.skipped[i] = true
-	}
-	s.man.Skipped = append(s.man.Skipped, skipped...)
-	slices.Sort(s.man.Skipped)
-	mu.Unlock()
 	took := time.Since(start)
-	s.man.BuildSeconds += took.Seconds()
 	h, err := s.client().Health(ctx)
 	if err != nil {
 		return err
@@ -257,11 +288,29 @@ func (s *store) growTo(ctx context.Context, c *client.Client, target, size int) 
 	res := fromLoad(Build, rep)
 	res.Name, res.StoreSize, res.Sonas = "POST /memories (growing the store)", s.man.Memories, len(s.man.Sonas)
 	res.Note = fmt.Sprintf("%d clients into %d sonas; %d of the %d inserts were folded into a near-duplicate", buildClients,
-		len(s.man.Sonas), len(skipped), rep.Requests)
+		len(s.man.Sonas), folded, rep.Requests)
 	bs := took.Seconds()
 	res.BuildSeconds = &bs
 	r.add(res)
-	return s.save()
+	return nil
+}
+
+// saveEvery is how many memories the store grows by between saves of
+// store.json.
+const saveEvery = 20_000
+
+// insertRetried inserts a text, trying again (twice at most) when an
+// attempt fails with the context still live: on a loaded machine an insert
+// can outlast the server's request timeout and be stored all the same, so
+// retried says a later attempt answered (an Existed answer then may be the
+// earlier attempt's memory).
+func insertRetried(ctx context.Context, c *client.Client, sona, text string) (resp *messages.InsertResponse, retried bool, err error) {
+	for attempt := range 3 {
+		if resp, err = insertText(ctx, c, sona, text); err == nil || ctx.Err() != nil {
+			return resp, attempt > 0, err
+		}
+	}
+	return resp, true, err
 }
 
 // mergeLoad adds a later window's single route to an earlier one's

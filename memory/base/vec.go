@@ -67,6 +67,18 @@ type Mean struct {
 	n   int64
 }
 
+// State is the mean's running sum (shared: do not modify) and count,
+// which MeanOf takes back.
+func (m Mean) State() ([]float64, int64) { return m.sum, m.n }
+
+// MeanOf is the mean of State's sum and n (sum is kept, not copied).
+func MeanOf(sum []float64, n int64) Mean {
+	if n == 0 {
+		return Mean{}
+	}
+	return Mean{sum: sum, n: n}
+}
+
 // AddInPlace adds v to m, which must be shared with no reader: Add
 // without the copies, for a mean built up before anyone reads it (one
 // Add per vector would copy the sum and the mean each time). Then Value

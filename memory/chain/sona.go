@@ -108,6 +108,17 @@ type Sonas struct {
 
 	mu    sync.RWMutex
 	sonas map[string]*sonaState // by uuid
+	// changes counts the changes of the sonas' states (Changes).
+	changes uint64
+}
+
+// Changes counts the changes of the sonas' records, members and
+// centroids since the registry was made: EncodeMembers at the same count
+// encodes the same state.
+func (s *Sonas) Changes() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.changes
 }
 
 // sonaState is the committed state of a sona.
@@ -171,36 +182,27 @@ func (s *Sonas) CheckHeads(r store.Reader) error {
 // LoadMembers reads the members of every sona from the chains, whose
 // memories' embeddings ix must already hold, and computes the centroids.
 func (s *Sonas) LoadMembers(r store.Reader, ix *vector.Index) error {
-	err := ScanMemories(r, func(id string, mem cid.Cid) error {
-		st, ok := s.sonas[id]
-		if !ok {
-			return nil
-		}
-		vid, ok := ix.ID(mem.KeyString())
-		if !ok {
-			if gone, err := r.Has(store.TombstoneKey(mem)); err != nil || gone {
-				return err // forgotten: no longer a member
-			}
-			return s.st.Explain(fmt.Errorf("%w: memory %s of sona %s has no embedding", base.ErrCorrupt, mem, id))
-		}
-		st.members = append(st.members, vid)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
 	// Each centroid: the mean of its name's embedding and its memories',
 	// added up in the order appends add them, so that a reopened self
 	// scores exactly as before.
 	for _, st := range s.sonas {
 		name := st.centroid
-		st.centroid, st.mean = nil, base.Mean{}
+		st.centroid, st.mean, st.members = nil, base.Mean{}, nil
 		if len(name) == s.dims {
 			st.mean.AddInPlace(name)
 		}
-		for _, id := range st.members {
-			st.mean.AddInPlace(ix.Vector(id))
+	}
+	err := ScanMemories(r, func(id string, mem cid.Cid) error {
+		st, ok := s.sonas[id]
+		if !ok {
+			return nil
 		}
+		return s.addMember(r, ix, id, st, mem)
+	})
+	if err != nil {
+		return err
+	}
+	for _, st := range s.sonas {
 		st.centroid = st.mean.Value()
 	}
 	return nil
@@ -316,6 +318,7 @@ func (s *Sonas) Put(tx store.Tx, rec *messages.Sona, name []float32) error {
 		st.mean, st.centroid = st.mean.Add(name)
 		s.mu.Lock()
 		s.sonas[rec.Uuid] = st
+		s.changes++
 		s.mu.Unlock()
 	})
 	return nil
@@ -337,6 +340,7 @@ func (s *Sonas) appended(sona string, rec *messages.Sona, vid uint64, vec []floa
 	st.centroid = st.mean.Value()
 	st.members = append(st.members, vid)
 	s.sonas[sona] = st
+	s.changes++
 }
 
 // advanced records rec, the record of sona after an append whose memory
@@ -349,6 +353,7 @@ func (s *Sonas) advanced(sona string, rec *messages.Sona) {
 		st.members, st.mean, st.centroid = old.members, old.mean, old.centroid
 	}
 	s.sonas[sona] = st
+	s.changes++
 }
 
 // Forget registers, once tx commits, that the memories whose vector ids
@@ -390,6 +395,7 @@ func (s *Sonas) Forget(tx store.Tx, sonas []string, gone map[uint64]bool, ix *ve
 			}
 			s.sonas[id] = st
 		}
+		s.changes++
 	})
 	return nil
 }

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -267,11 +270,11 @@ func (s *Store) LoadProfile(c cid.Cid, raw []byte) error {
 			if n < 0 {
 				return fmt.Errorf("%w: metadata of %s", base.ErrCorrupt, c)
 			}
-			sum := &messages.EvalSummary{}
-			if err := proto.Unmarshal(b, sum); err != nil {
+			p, err := rawProfile(b, s.o.Metrics)
+			if err != nil {
 				return fmt.Errorf("%w: evaluation of %s: %v", base.ErrCorrupt, c, err)
 			}
-			if p := Profile(sum, s.o.Metrics); p != nil {
+			if p != nil {
 				s.setProfile(c, p)
 			}
 			return nil
@@ -283,6 +286,134 @@ func (s *Store) LoadProfile(c cid.Cid, raw []byte) error {
 		raw = raw[n:]
 	}
 	return nil
+}
+
+// TrimProfile appends to dst the evaluation field of raw, an encoded
+// MemoryMeta, when it gives a metric profile — what LoadProfile keeps of
+// raw — and reports whether it did; LoadProfile of the result keeps the
+// same. The metadata snapshot of the open stores this instead of the
+// whole record (most evaluations give no profile: nothing then).
+func (s *Store) TrimProfile(dst, raw []byte) ([]byte, bool, error) {
+	if len(s.o.Metrics) == 0 {
+		return dst, false, nil
+	}
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return dst, false, protowire.ParseError(n)
+		}
+		field := raw[:n]
+		raw = raw[n:]
+		if num == metaEvaluationField && typ == protowire.BytesType {
+			b, n := protowire.ConsumeBytes(raw)
+			if n < 0 {
+				return dst, false, protowire.ParseError(n)
+			}
+			p, err := rawProfile(b, s.o.Metrics)
+			if err != nil || p == nil {
+				return dst, false, err
+			}
+			return append(append(dst, field...), raw[:n]...), true, nil
+		}
+		n = protowire.ConsumeFieldValue(num, typ, raw)
+		if n < 0 {
+			return dst, false, protowire.ParseError(n)
+		}
+		raw = raw[n:]
+	}
+	return dst, false, nil
+}
+
+// MetricNames are the metrics a profile has, in its order (none when the
+// profiles are not kept).
+func (s *Store) MetricNames() []string { return s.o.Metrics }
+
+// rawProfile is Profile of the encoded EvalSummary b, read without
+// decoding it into a message: the open reads every memory's metadata for
+// its profile, and most evaluations give none (nothing stands out), so
+// the maps and strings of a decoded summary were most of the load's CPU
+// (5 s of 15 at 200k memories, issue 15). It refuses what proto.Unmarshal
+// refuses of the fields it reads (a map key that is not UTF-8, a
+// malformed field); TestRawProfileIsProfile compares the two.
+func rawProfile(b []byte, names []string) ([]float32, error) {
+	const (
+		metricsField = 1
+		failedField  = 3
+		keyField     = 1
+		valueField   = 2
+	)
+	var v []float32
+	failed := false
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch {
+		case num == metricsField && typ == protowire.BytesType:
+			e, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			b = b[n:]
+			var key []byte
+			var x float64
+			for len(e) > 0 {
+				num, typ, n := protowire.ConsumeTag(e)
+				if n < 0 {
+					return nil, protowire.ParseError(n)
+				}
+				e = e[n:]
+				switch {
+				case num == keyField && typ == protowire.BytesType:
+					key, n = protowire.ConsumeBytes(e)
+				case num == valueField && typ == protowire.Fixed64Type:
+					var u uint64
+					u, n = protowire.ConsumeFixed64(e)
+					x = math.Float64frombits(u)
+				default:
+					n = protowire.ConsumeFieldValue(num, typ, e)
+				}
+				if n < 0 {
+					return nil, protowire.ParseError(n)
+				}
+				e = e[n:]
+			}
+			if !utf8.Valid(key) {
+				return nil, errors.New("a metric name that is not UTF-8")
+			}
+			for i, name := range names {
+				if name == string(key) {
+					if v == nil {
+						v = make([]float32, len(names))
+					}
+					v[i] = 0 // a later entry of the same name replaces an earlier one
+					if x > 0 && !math.IsInf(x, 0) {
+						v[i] = float32(x)
+					}
+				}
+			}
+			continue
+		case num == failedField && typ == protowire.VarintType:
+			u, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			b = b[n:]
+			failed = u != 0
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	if failed || v == nil || !llm.Normalize(v) {
+		return nil, nil
+	}
+	return v, nil
 }
 
 // metaEvaluationField is MemoryMeta.evaluation's field number.

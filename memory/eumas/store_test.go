@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/base"
@@ -160,5 +165,70 @@ func TestSettle(t *testing.T) {
 	off, _ := openEvals(t, env, nil)
 	if err := off.Settle(context.Background()); err != nil || off.Profiles() != 0 {
 		t.Fatalf("Settle without an evaluator: %v, %d profiles", err, off.Profiles())
+	}
+}
+
+// TestRawProfileIsProfile: the open's profile of an encoded summary
+// (rawProfile) is Profile of the decoded one, for summaries with and
+// without the metrics named, failed ones, odd values, repeated entries,
+// unknown fields; and what proto.Unmarshal refuses, it refuses.
+func TestRawProfileIsProfile(t *testing.T) {
+	names := Metrics(config.Default().Evaluation.Archetypes)
+	if len(names) < 2 {
+		t.Fatalf("metrics %v", names)
+	}
+	pool := append(slices.Clone(names), "other", "", "zzz")
+	values := []float64{0, -1, 0.25, 1, 3.5, math.Inf(1), math.Inf(-1), math.NaN(), 1e-300}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 5000 {
+		sum := &messages.EvalSummary{Metrics: map[string]float64{}, Failed: rng.IntN(10) == 0}
+		for range rng.IntN(6) {
+			sum.Metrics[pool[rng.IntN(len(pool))]] = values[rng.IntN(len(values))]
+		}
+		if rng.IntN(2) == 0 {
+			sum.Priority = &messages.Priority{Score: rng.Float64(), DecayRate: rng.Float64(), Factors: []string{"a"}}
+		}
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 0 { // a repeated entry (the later one wins) and an unknown field
+			b = protowire.AppendTag(b, 1, protowire.BytesType)
+			var e []byte
+			e = protowire.AppendTag(e, 1, protowire.BytesType)
+			e = protowire.AppendString(e, names[i%len(names)])
+			e = protowire.AppendTag(e, 2, protowire.Fixed64Type)
+			e = protowire.AppendFixed64(e, math.Float64bits(values[i%len(values)]))
+			b = protowire.AppendBytes(b, e)
+			b = protowire.AppendTag(b, 99, protowire.VarintType)
+			b = protowire.AppendVarint(b, 7)
+		}
+		want := &messages.EvalSummary{}
+		if err := proto.Unmarshal(b, want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := rawProfile(b, names)
+		if err != nil {
+			t.Fatalf("summary %d: %v", i, err)
+		}
+		if w := Profile(want, names); !slices.Equal(got, w) {
+			t.Fatalf("summary %d (%v): raw %v, decoded %v", i, want, got, w)
+		}
+	}
+	// Refused alike: a truncated summary, a metric name that is not UTF-8.
+	var bad []byte
+	bad = protowire.AppendTag(bad, 1, protowire.BytesType)
+	var e []byte
+	e = protowire.AppendTag(e, 1, protowire.BytesType)
+	e = protowire.AppendBytes(e, []byte{0xff, 0xfe})
+	bad = protowire.AppendBytes(bad, e)
+	good, _ := proto.Marshal(&messages.EvalSummary{Metrics: map[string]float64{names[0]: 1}})
+	for _, b := range [][]byte{bad, good[:len(good)-3]} {
+		if proto.Unmarshal(b, &messages.EvalSummary{}) == nil {
+			t.Fatalf("proto.Unmarshal took %x", b)
+		}
+		if _, err := rawProfile(b, names); err == nil {
+			t.Fatalf("rawProfile took %x", b)
+		}
 	}
 }

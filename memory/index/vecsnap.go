@@ -53,6 +53,11 @@ type vecSnapTag struct {
 	// up to (and maybe some after); LogCID the memory at it (nil at 0).
 	LogSeq uint64 `json:"log_seq"`
 	LogCID []byte `json:"log_cid"`
+	// Sonas is the sonas' members and centroid sums when the snapshot was
+	// taken (chain.Sonas.EncodeMembers; absent in snapshots of older
+	// binaries, which ignore it), so that a restart reads only the chain
+	// entries after it.
+	Sonas []byte `json:"sonas,omitempty"`
 }
 
 // VectorSnapshots writes the vector index's snapshot and restores the
@@ -63,15 +68,22 @@ type VectorSnapshots struct {
 	store    *store.Store
 	embedder string
 	covered  func() uint64
-	clock    clock.Clock
-	log      *slog.Logger
+	members  func() []byte
+	// memberChanges counts the changes of what members encodes.
+	memberChanges func() uint64
+	clock         clock.Clock
+	log           *slog.Logger
 
 	// mu serialises snapshots; changes is the index's Changes the last
 	// one (or the one loaded) had; old: the one loaded is of an older
 	// version (written again at the next Write).
-	mu         sync.Mutex
-	changes    uint64
-	old        bool
+	mu        sync.Mutex
+	changes   uint64
+	memberGen uint64
+	old       bool
+	// restored is the sonas' state of the snapshot restored (Restore),
+	// until Members takes it.
+	restored   []byte
 	stop, done chan struct{}
 }
 
@@ -84,8 +96,14 @@ type SnapshotOptions struct {
 	// Covered is the insertion-log position the index holds every memory
 	// up to.
 	Covered func() uint64
-	Clock   clock.Clock
-	Logger  *slog.Logger
+	// Members, when set, encodes the sonas' members and centroids
+	// (chain.Sonas.EncodeMembers) into each snapshot, and MemberChanges
+	// counts their changes (a snapshot is written when they or the index
+	// changed).
+	Members       func() []byte
+	MemberChanges func() uint64
+	Clock         clock.Clock
+	Logger        *slog.Logger
 }
 
 // NewVectorSnapshots keeps the snapshots of ix, the vector index of st.
@@ -94,7 +112,25 @@ func NewVectorSnapshots(st *store.Store, ix *vector.Index, o SnapshotOptions) *V
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &VectorSnapshots{path: o.Path, index: ix, store: st, embedder: o.Embedder, covered: o.Covered,
-		clock: clock.Or(o.Clock), log: o.Logger}
+		members: o.Members, memberChanges: o.MemberChanges, clock: clock.Or(o.Clock), log: o.Logger}
+}
+
+// Outdated makes the next Write write a snapshot even when the index did
+// not change (the one restored lacked the sonas' state, or it did not fit).
+func (s *VectorSnapshots) Outdated() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.old = true
+}
+
+// Members returns the sonas' state the restored snapshot held (nil when
+// none was restored, or it held none), once.
+func (s *VectorSnapshots) Members() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.restored
+	s.restored = nil
+	return m
 }
 
 // VectorSnapshotPath is where the vector index's snapshot of the data
@@ -191,6 +227,10 @@ func (s *VectorSnapshots) Restore(txn store.Reader, end uint64) (bool, error) {
 		return false, err
 	}
 	s.changes, s.old = info.Changes, info.Version < vector.SnapshotVersion
+	s.restored = tag.Sonas
+	if s.memberChanges != nil {
+		s.memberGen = s.memberChanges()
+	}
 	s.log.Info("vector index: snapshot loaded", "path", path, "log_seq", tag.LogSeq, "vectors", info.IDs-info.Removed,
 		"pending", info.Pending, "added_since", added, "forgotten_since", removed, "mapped_bytes", info.Mapped,
 		"took", s.clock.Now().Sub(start), "read", loaded.Sub(start))
@@ -291,7 +331,11 @@ func (s *VectorSnapshots) Write() error {
 	// Read first: the index holds every memory up to it once it is read
 	// (it follows the commits, which move it after their index adds).
 	seq := s.covered()
-	if s.index.Changes() == s.changes && !s.old {
+	var memberGen uint64
+	if s.memberChanges != nil {
+		memberGen = s.memberChanges()
+	}
+	if s.index.Changes() == s.changes && memberGen == s.memberGen && !s.old {
 		return nil
 	}
 	storeID, err := s.store.ID()
@@ -311,6 +355,11 @@ func (s *VectorSnapshots) Write() error {
 			return fmt.Errorf("memory: vector snapshot: the insertion log at %d: %w", seq, err)
 		}
 	}
+	if s.members != nil {
+		// Before the index is written: every vector id it names is in
+		// the snapshot then.
+		tag.Sonas = s.members()
+	}
 	raw, err := json.Marshal(tag)
 	if err != nil {
 		return err
@@ -329,7 +378,7 @@ func (s *VectorSnapshots) Write() error {
 	if err != nil {
 		return fmt.Errorf("memory: vector snapshot: %w", err)
 	}
-	s.changes, s.old = info.Changes, false
+	s.changes, s.memberGen, s.old = info.Changes, memberGen, false
 	s.log.Info("vector index: snapshot written", "path", path, "log_seq", seq, "vectors", info.IDs-info.Removed,
 		"pending", info.Pending, "bytes", size, "took", s.clock.Now().Sub(start))
 	return nil

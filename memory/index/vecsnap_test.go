@@ -1,8 +1,10 @@
 package index_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/memoria-ai/memoria/internal/testutil"
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 
 	"github.com/ipfs/go-cid"
@@ -349,4 +352,168 @@ func TestVectorSnapshotOfVersion1IsRewritten(t *testing.T) {
 	defer s.Close()
 	memorytest.MustLog(t, logs, "vector index: snapshot loaded", fmt.Sprintf("mapped_bytes=%d", 300*(384*4+384+4)), "vector_snapshot=true")
 	sameSearches(t, searches(t, s), before)
+}
+
+// sonaStates are every sona's members (their keys: a restart may number
+// them otherwise) and centroid.
+func sonaStates(t *testing.T, s *memory.Self) map[string][2]any {
+	t.Helper()
+	out := map[string][2]any{}
+	for _, id := range s.Sonas.IDs() {
+		centroid, _, ok := s.Sonas.Snapshot(id)
+		if !ok {
+			t.Fatalf("sona %s has no state", id)
+		}
+		var keys []string
+		for _, m := range s.Sonas.Members(id, "", false) {
+			k, ok := s.Index().Key(m)
+			if !ok || k == "" {
+				t.Fatalf("sona %s: member %d is no vector", id, m)
+			}
+			keys = append(keys, k)
+		}
+		out[id] = [2]any{keys, centroid}
+	}
+	return out
+}
+
+func sameSonaStates(t *testing.T, got, want map[string][2]any, what string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d sonas, want %d", what, len(got), len(want))
+	}
+	for id, w := range want {
+		g := got[id]
+		if !slices.Equal(g[0].([]string), w[0].([]string)) {
+			t.Fatalf("%s: sona %s: members %v, want %v", what, id, g[0], w[0])
+		}
+		if !slices.Equal(g[1].([]float32), w[1].([]float32)) {
+			t.Fatalf("%s: sona %s: another centroid", what, id)
+		}
+	}
+}
+
+// TestSonasFromSnapshotMatchAFullRead: the sonas' members and centroids
+// a restart takes from the vector snapshot and the chain entries after it
+// are, bit for bit, those of a read of every chain — after a kill that
+// left appends, a join, a new sona and forgets (before and after the
+// snapshot) beyond the snapshot it loads; and a state that does not
+// decode is not used: every chain is read.
+func TestSonasFromSnapshotMatchAFullRead(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := memorytest.OpenLogged(t, dir)
+	a, b := memorytest.NewOwner(t, s, "alder"), memorytest.NewOwner(t, s, "birch")
+	var early []cid.Cid
+	for i := range 40 {
+		early = append(early, a.Text(fmt.Sprintf("alder note %d on the orchard and the rain", i)))
+		b.Text(fmt.Sprintf("birch note %d on the shed and the pears", i))
+	}
+	if err := s.SnapshotVectors(); err != nil {
+		t.Fatal(err)
+	}
+	path := index.VectorSnapshotPath(dir)
+	old := filepath.Join(t.TempDir(), "old.snap")
+	copyFile(t, path, old)
+	// After the snapshot: appends, a join (a memory of alder in birch's
+	// chain), a new sona, a forget of a memory from before the snapshot.
+	var late []cid.Cid
+	for i := range 20 {
+		late = append(late, a.Text(fmt.Sprintf("alder late note %d, apples in august", i)))
+	}
+	b.Text("alder note 3 on the orchard and the rain")
+	c := memorytest.NewOwner(t, s, "cedar")
+	for i := range 10 {
+		c.Text(fmt.Sprintf("cedar note %d, the blue shed", i))
+	}
+	forgetCIDs(t, s, early[5], late[2])
+	want := sonaStates(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, old, path) // as if killed before a snapshot after them
+
+	s, logs := memorytest.OpenLogged(t, dir)
+	memorytest.MustLog(t, logs, "vector index: snapshot loaded", "sonas: members from the snapshot")
+	sameSonaStates(t, sonaStates(t, s), want, "from the snapshot")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The snapshot written at that close holds them all; read back.
+	s, logs = memorytest.OpenLogged(t, dir)
+	memorytest.MustLog(t, logs, "sonas: members from the snapshot")
+	sameSonaStates(t, sonaStates(t, s), want, "from the close's snapshot")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A state that does not decode, or none (an older binary's
+	// snapshot), is not used: every chain is read, and the snapshot
+	// written at close holds the state, though nothing changed.
+	for _, bad := range []any{[]byte("MSONAS1\x07"), nil} {
+		retag(t, dir, func(tag map[string]any) { tag["sonas"] = bad })
+		s, logs = memorytest.OpenLogged(t, dir)
+		memorytest.MustLog(t, logs, "vector index: snapshot loaded", "the snapshot's state not used")
+		sameSonaStates(t, sonaStates(t, s), want, "a state that does not decode")
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, logs = memorytest.OpenLogged(t, dir)
+		memorytest.MustLog(t, logs, "sonas: members from the snapshot")
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Without the snapshot: every chain read, the same state.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = memorytest.OpenLogged(t, dir)
+	defer s.Close()
+	sameSonaStates(t, sonaStates(t, s), want, "every chain read")
+}
+
+// retag rewrites the vector snapshot of the store in dir with its tag
+// changed by edit.
+func retag(t *testing.T, dir string, edit func(map[string]any)) {
+	t.Helper()
+	cfg := memorytest.Config(dir)
+	o := vector.Options{Dims: llm.DefaultDims, M: cfg.Index.M, EfSearch: cfg.Index.EfSearch, EfConstruction: cfg.Index.EfConstruction, Seed: cfg.Index.Seed}
+	x := vector.New(o)
+	defer x.Close()
+	path := index.VectorSnapshotPath(dir)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tag map[string]any
+	if _, err := x.Restore(f, fi.Size(), func(b []byte) error { return json.Unmarshal(b, &tag) }); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	edit(tag)
+	raw, err := json.Marshal(tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := x.Snapshot(&buf, raw); err != nil {
+		t.Fatal(err)
+	}
+	x.Unmap()
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func forgetCIDs(t *testing.T, s *memory.Self, cids ...cid.Cid) {
+	t.Helper()
+	if _, err := s.Forget.Forget(context.Background(), forget.Request{Selector: forget.Selector{CIDs: cids}}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -72,6 +72,11 @@ func (p *plainMemories) record(id uint64, m *messages.MemoryMeta, sona string, g
 	if slices.Contains(m.Sonas, sona) {
 		f.sona = p.hash(sona)
 	}
+	p.keep(id, f, gen)
+}
+
+// keep keeps f as record does.
+func (p *plainMemories) keep(id uint64, f plainFact, gen uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.grow(id)
@@ -172,77 +177,158 @@ func (s *Recaller) PlainGeneration() uint64 {
 // skipped); a record it cannot decode is left to recall's own read, which
 // names the damage.
 func (s *Recaller) KnowPlain(c cid.Cid, raw []byte, gen uint64) {
+	s.KnowPlainKey(c.KeyString(), raw, gen)
+}
+
+// KnowPlainKey is KnowPlain of the memory of CID key (cid.Cid.KeyString),
+// and returns its vector id, ok false when the vector index does not hold
+// the memory; it keeps nothing of key.
+func (s *Recaller) KnowPlainKey(key string, raw []byte, gen uint64) (uint64, bool) {
+	id, ok := s.index.ID(key)
+	if ok {
+		s.KnowPlainAt(id, raw, gen)
+	}
+	return id, ok
+}
+
+// KnowPlainAt is KnowPlain of the memory of vector id id (the caller
+// knows it is the memory's).
+func (s *Recaller) KnowPlainAt(id uint64, raw []byte, gen uint64) {
 	if s.plain == nil {
 		return
 	}
-	id, ok := s.index.ID(c.KeyString())
-	if !ok {
-		return
+	if f, err := plainFields(raw, s.plain); err == nil {
+		s.plain.keep(id, f, gen)
 	}
-	m, err := plainFields(raw)
-	if err != nil {
-		return
-	}
-	sona := ""
-	if len(m.Sonas) > 0 {
-		sona = m.Sonas[0]
-	}
-	s.plain.record(id, m, sona, gen)
 }
 
-// plainFields decodes the fields of a MemoryMeta that record reads:
-// sonas, backbone, archived, expires_at, created_at, and whether insight
-// is set.
-func plainFields(raw []byte) (*messages.MemoryMeta, error) {
-	const (
-		sonas    = 1
-		backbone = 4
-		archived = 5
-		expires  = 6
-		created  = 10
-		insight  = 13
-	)
-	m := &messages.MemoryMeta{}
+// Plain metadata fields: the MemoryMeta field numbers plainFields reads.
+const (
+	plainSonas    = 1
+	plainBackbone = 4
+	plainArchived = 5
+	plainExpires  = 6
+	plainCreated  = 10
+	plainInsight  = 13
+)
+
+// TrimPlain appends to dst the fields of raw, an encoded MemoryMeta, that
+// KnowPlain reads — the first of its sonas, backbone, archived,
+// expires_at, created_at, and insight as an empty message when set — so
+// that KnowPlain of the result keeps what KnowPlain of raw keeps
+// (TestPlainFieldsAgreeWithProto). The metadata snapshot of the open stores
+// these instead of the whole records.
+func TrimPlain(dst, raw []byte) ([]byte, error) {
+	sona := false
 	for len(raw) > 0 {
 		num, typ, n := protowire.ConsumeTag(raw)
 		if n < 0 {
-			return nil, protowire.ParseError(n)
+			return dst, protowire.ParseError(n)
+		}
+		field := raw[:n]
+		raw = raw[n:]
+		n = protowire.ConsumeFieldValue(num, typ, raw)
+		if n < 0 {
+			return dst, protowire.ParseError(n)
+		}
+		switch {
+		case num == plainSonas && typ == protowire.BytesType:
+			if !sona {
+				dst = append(append(dst, field...), raw[:n]...)
+				sona = true
+			}
+		case (num == plainBackbone || num == plainArchived || num == plainExpires || num == plainCreated) && typ == protowire.VarintType:
+			dst = append(append(dst, field...), raw[:n]...)
+		case num == plainInsight && typ == protowire.BytesType:
+			dst = append(append(dst, field...), 0)
+		}
+		raw = raw[n:]
+	}
+	return dst, nil
+}
+
+// KnownPlain reports what recall knows of memory c without reading its
+// metadata: whether it is known plain and visible in a recall of sona in
+// sona scope, and when it was stored (tests compare an open's knowledge
+// with another's).
+func (s *Recaller) KnownPlain(c cid.Cid, sona string) (created int64, ok bool) {
+	if s.plain == nil {
+		return 0, false
+	}
+	id, ok := s.index.ID(c.KeyString())
+	if !ok {
+		return 0, false
+	}
+	return s.plain.visible(id, sona, true)
+}
+
+// plainFields decodes what record keeps of an encoded MemoryMeta — sonas
+// (its first), backbone, archived, expires_at, created_at, and whether
+// insight is set — without decoding the record into a message: the open
+// reads every memory's metadata this way (at 1M memories, a message and a
+// string each was a second of CPU and garbage).
+func plainFields(raw []byte, p *plainMemories) (plainFact, error) {
+	const (
+		sonas    = plainSonas
+		backbone = plainBackbone
+		archived = plainArchived
+		expires  = plainExpires
+		created  = plainCreated
+		insight  = plainInsight
+	)
+	var (
+		f                     plainFact
+		first                 []byte
+		hasSona               bool
+		isArchived, isInsight bool
+		expiresAt             uint64
+	)
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return plainFact{}, protowire.ParseError(n)
 		}
 		raw = raw[n:]
 		switch {
 		case num == sonas && typ == protowire.BytesType:
 			b, n := protowire.ConsumeBytes(raw)
 			if n < 0 {
-				return nil, protowire.ParseError(n)
+				return plainFact{}, protowire.ParseError(n)
 			}
-			m.Sonas = append(m.Sonas, string(b))
+			if !hasSona {
+				first, hasSona = b, true
+			}
 			raw = raw[n:]
 			continue
 		case (num == backbone || num == archived || num == expires || num == created) && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(raw)
 			if n < 0 {
-				return nil, protowire.ParseError(n)
+				return plainFact{}, protowire.ParseError(n)
 			}
 			switch num {
 			case backbone:
-				m.Backbone = v != 0
+				f.backbone = v != 0
 			case archived:
-				m.Archived = v != 0
+				isArchived = v != 0
 			case expires:
-				m.ExpiresAt = int64(v)
+				expiresAt = v
 			default:
-				m.CreatedAt = int64(v)
+				f.created = int64(v)
 			}
 			raw = raw[n:]
 			continue
 		case num == insight && typ == protowire.BytesType:
-			m.Insight = &messages.InsightMark{} // set: not plain, whatever it holds
+			isInsight = true // set: not plain, whatever it holds
 		}
 		n = protowire.ConsumeFieldValue(num, typ, raw)
 		if n < 0 {
-			return nil, protowire.ParseError(n)
+			return plainFact{}, protowire.ParseError(n)
 		}
 		raw = raw[n:]
 	}
-	return m, nil
+	f.plain = !isArchived && expiresAt == 0 && !isInsight
+	if hasSona && len(first) > 0 {
+		f.sona = maphash.Bytes(p.seed, first) | 1 // p.hash of it
+	}
+	return f, nil
 }

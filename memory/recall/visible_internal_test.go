@@ -8,15 +8,17 @@ import (
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// plainFields reads what a full decode reads of the fields it keeps,
-// past the fields it skips (maps, nested messages, repeated messages).
+// plainFields keeps what record keeps of a full decode, past the fields
+// it skips (maps, nested messages, repeated messages).
 func TestPlainFieldsAgreeWithProto(t *testing.T) {
+	p := newPlainMemories()
 	for i, m := range []*messages.MemoryMeta{
 		{},
 		{Sonas: []string{"a", "b"}, AgentId: "ag", Kind: "fact", Importance: 0.5, AccessCount: 3, LastAccessTick: 9, CreatedAt: 1700000000, Seq: 12,
 			Labels: map[string]string{"x": "y", "z": ""}, Evaluation: &messages.EvalSummary{Metrics: map[string]float64{"m": 0.25, "n": 1}},
 			Joins: []*messages.SonaJoin{{Sona: "b", AgentId: "ag2", Labels: map[string]string{"k": "v"}, JoinedAt: 5}}},
 		{Sonas: []string{"s"}, Backbone: true},
+		{Sonas: []string{"", "s"}},
 		{Sonas: []string{"s"}, Archived: true, Evaluation: &messages.EvalSummary{Failed: true}},
 		{Sonas: []string{"s"}, ExpiresAt: 1 << 40},
 		{Sonas: []string{"s"}, Insight: &messages.InsightMark{}},
@@ -26,19 +28,36 @@ func TestPlainFieldsAgreeWithProto(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := plainFields(raw)
+		got, err := plainFields(raw, p)
 		if err != nil {
 			t.Fatalf("%d: %v", i, err)
 		}
-		want := &messages.MemoryMeta{Sonas: m.Sonas, Backbone: m.Backbone, Archived: m.Archived, ExpiresAt: m.ExpiresAt, CreatedAt: m.CreatedAt}
-		if m.Insight != nil {
-			want.Insight = &messages.InsightMark{}
+		sona := ""
+		if len(m.Sonas) > 0 {
+			sona = m.Sonas[0]
 		}
-		if !proto.Equal(got, want) {
-			t.Errorf("%d: %v, want %v", i, got, want)
+		q := newPlainMemories()
+		q.seed = p.seed
+		q.record(0, m, sona, 0)
+		if want := q.facts[0]; got != want {
+			t.Errorf("%d: %+v, want %+v", i, got, want)
+		}
+		// TestTrimPlainKnowsTheSame: the trimmed record gives the same.
+		trimmed, err := TrimPlain(nil, raw)
+		if err != nil {
+			t.Fatalf("%d: trim: %v", i, err)
+		}
+		if len(trimmed) > len(raw) {
+			t.Errorf("%d: trimmed to %d bytes from %d", i, len(trimmed), len(raw))
+		}
+		if tf, err := plainFields(trimmed, p); err != nil || tf != got {
+			t.Errorf("%d: trimmed: %+v, %v; want %+v", i, tf, err, got)
 		}
 	}
-	if _, err := plainFields([]byte{0x0a, 0x05, 'a'}); err == nil { // a string cut short
+	if _, err := TrimPlain(nil, []byte{0x0a, 0x05, 'a'}); err == nil {
+		t.Error("a damaged record trims")
+	}
+	if _, err := plainFields([]byte{0x0a, 0x05, 'a'}, p); err == nil { // a string cut short
 		t.Error("a damaged record decodes")
 	}
 }

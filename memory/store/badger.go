@@ -248,8 +248,11 @@ func (r badgerReader) NewIterator(o IterOptions) Iterator {
 		Reverse:        o.Reverse,
 		PrefetchValues: o.PrefetchValues,
 		PrefetchSize:   o.PrefetchSize,
+		SinceTs:        o.Since,
 	})}
 }
+
+func (r badgerReader) readVersion() uint64 { return r.txn.ReadTs() }
 
 // badgerItem classifies Badger's read errors (classifyBadger). Being one
 // pointer, it is boxed in an Item without an allocation.

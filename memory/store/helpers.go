@@ -58,6 +58,27 @@ func Scan(r Reader, prefix []byte, fn func(k, v []byte) error) error {
 	return nil
 }
 
+// ScanFrom is Scan of the keys under prefix from start (inclusive) on.
+func ScanFrom(r Reader, prefix, start []byte, fn func(k, v []byte) error) error {
+	it := r.NewIterator(IterOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
+	defer it.Close()
+	for it.Seek(start); it.Valid(); it.Next() {
+		item := it.Item()
+		var ferr error
+		err := item.Value(func(v []byte) error {
+			ferr = fn(item.Key(), v)
+			return ferr
+		})
+		if ferr != nil {
+			return ferr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Keys calls fn with every key under prefix (valid only during the call),
 // in key order, without reading values.
 func Keys(r Reader, prefix []byte, fn func(k []byte)) error {

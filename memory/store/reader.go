@@ -42,6 +42,23 @@ type IterOptions struct {
 	// scan that reads every value); PrefetchSize is how many.
 	PrefetchValues bool
 	PrefetchSize   int
+	// Since, when not 0, limits the iteration to entries written by
+	// commits after that version (ReadVersion): what changed since a
+	// view. Only a reader whose ReadVersion is known honours it; a
+	// deletion since is not seen (the key is passed over).
+	Since uint64
+}
+
+// ReadVersion is the version of what r sees — Badger's read timestamp,
+// which orders every commit the store ever made, across restarts — and
+// false for a reader of an engine without versions (the in-memory one).
+// An iteration with IterOptions.Since at a later view finds what was
+// written after it.
+func ReadVersion(r Reader) (uint64, bool) {
+	if v, ok := r.(interface{ readVersion() uint64 }); ok {
+		return v.readVersion(), true
+	}
+	return 0, false
 }
 
 // Iterator walks keys in order: Rewind (or Seek), then Valid, Item, Next.

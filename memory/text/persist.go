@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"unsafe"
 
 	"github.com/memoria-ai/memoria/internal/durable"
 )
@@ -62,6 +63,18 @@ func (d *dec) uint() uint64 {
 	}
 	d.b = d.b[n:]
 	return v
+}
+
+// bytes reads a string's bytes (valid as long as the encoding).
+func (d *dec) bytes() []byte {
+	n := d.uint()
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.err = errShort
+		return nil
+	}
+	b := d.b[:n]
+	d.b = d.b[n:]
+	return b
 }
 
 func (d *dec) str() string {
@@ -269,11 +282,50 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		d.err = errShort // a name twice
 	}
 	x.df, x.post = make([]uint32, len(x.names)), make([][]posting, len(x.names))
+	// The documents' ids, sonas, terms and frequencies are cut from a few
+	// large arrays rather than allocated one by one (four allocations a
+	// document: 4M at 1M memories), each part with no room past its end,
+	// so that a later append copies it out instead of writing over the
+	// next document's.
+	var (
+		strs  []byte
+		u32s  []uint32
+		u16s  []uint16
+		total int
+	)
+	const arena = 1 << 16
+	str := func(b []byte) string {
+		if len(strs)+len(b) > cap(strs) {
+			strs = make([]byte, 0, max(len(b), arena*16))
+		}
+		at := len(strs)
+		strs = append(strs, b...)
+		return unsafe.String(unsafe.SliceData(strs[at:]), len(b))
+	}
+	cut32 := func(k int) []uint32 {
+		if len(u32s)+k > cap(u32s) {
+			u32s = make([]uint32, 0, max(k, arena))
+		}
+		at := len(u32s)
+		u32s = u32s[:at+k]
+		return u32s[at : at+k : at+k]
+	}
+	cut16 := func(k int) []uint16 {
+		if len(u16s)+k > cap(u16s) {
+			u16s = make([]uint16, 0, max(k, arena))
+		}
+		at := len(u16s)
+		u16s = u16s[:at+k]
+		return u16s[at : at+k : at+k]
+	}
 	n := d.count()
 	x.slots = make([]slot, 0, n)
+	if len(x.docs) == 0 {
+		x.docs = make(map[string]uint32, n) // not grown 20 times at 1M
+	}
 	for range n {
-		sl := slot{id: d.str(), length: uint32(d.uint())}
-		sl.sonas = make([]uint32, d.count())
+		sl := slot{id: str(d.bytes()), length: uint32(d.uint())}
+		sl.sonas = cut32(d.count())
 		for k := range sl.sonas {
 			sl.sonas[k] = uint32(d.uint())
 			if uint64(sl.sonas[k]) >= uint64(len(x.sonaNames)) || k > 0 && sl.sonas[k] <= sl.sonas[k-1] {
@@ -281,7 +333,7 @@ func (x *Index) decodeSnapshot(b []byte) error {
 			}
 		}
 		nt := d.count()
-		sl.ids, sl.freqs = make([]uint32, nt), make([]uint16, nt)
+		sl.ids, sl.freqs = cut32(nt), cut16(nt)
 		t := uint64(0)
 		for k := range nt {
 			delta := d.uint()
@@ -292,20 +344,34 @@ func (x *Index) decodeSnapshot(b []byte) error {
 			}
 			sl.ids[k], sl.freqs[k] = uint32(t), uint16(d.uint())
 		}
-		if _, dup := x.docs[sl.id]; dup {
-			d.err = cmp.Or(d.err, errShort)
-		}
 		if d.err != nil {
 			break
 		}
-		at := uint32(len(x.slots))
-		for k, id := range sl.ids {
-			x.df[id]++
-			x.post[id] = append(x.post[id], posting{slot: at, freq: sl.freqs[k]})
+		// One lookup: a document twice does not grow the map.
+		had := len(x.docs)
+		x.docs[sl.id] = uint32(len(x.slots))
+		if len(x.docs) == had {
+			d.err = errShort
+			break
 		}
-		x.docs[sl.id] = at
+		for _, id := range sl.ids {
+			x.df[id]++
+		}
+		total += len(sl.ids)
 		x.slots = append(x.slots, sl)
 		x.tokens += uint64(sl.length)
+	}
+	// The postings, each term's cut to its length from one array.
+	posts := make([]posting, total)
+	at := 0
+	for id, df := range x.df {
+		x.post[id] = posts[at : at : at+int(df)]
+		at += int(df)
+	}
+	for i, sl := range x.slots {
+		for k, id := range sl.ids {
+			x.post[id] = append(x.post[id], posting{slot: uint32(i), freq: sl.freqs[k]})
+		}
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return fmt.Errorf("%w: %s does not decode", ErrCorrupt, snapshotFile)

@@ -511,10 +511,11 @@ type scratch struct {
 	cand    minHeap  // negated similarities: the most similar on top
 	res     minHeap  // the best found, the worst on top
 	eps     []item
-	q       []int8   // a search's quantised query
-	next    []uint32 // a search's neighbours of a candidate not visited before
-	sel     []item   // insertion: the new node's neighbours
-	prune   []item   // insertion: a full neighbour list and the new link
+	q       []int8    // a search's quantised query
+	hi      []float32 // exactAmong: each id's upper bound
+	next    []uint32  // a search's neighbours of a candidate not visited before
+	sel     []item    // insertion: the new node's neighbours
+	prune   []item    // insertion: a full neighbour list and the new link
 	keep    []item
 }
 

@@ -555,28 +555,42 @@ func BenchmarkSearch(b *testing.B) {
 	}
 }
 
-// BenchmarkSearchAmong scans 1,000 ids scattered over 200,000 random
-// vectors (a sona's memories in a large store), as recall's sona scope and
-// a new memory's neighbours do. The vectors are stored without the graph
-// (its build is not what is measured).
+// BenchmarkSearchAmong scans 1,000 and 10,000 ids scattered over 200,000
+// random vectors (a sona's memories in a large store: at 1M memories in
+// 100 sonas, 10,000), as recall's sona scope and a new memory's
+// neighbours do, exactly and screened on the quantised records first
+// (exactAmong, what SearchAmong does). The vectors are stored without the
+// graph (its build is not what is measured).
 func BenchmarkSearchAmong(b *testing.B) {
-	const n, dims, members = 200_000, 384, 1000
+	const n, dims = 200_000, 384
 	rng := rand.New(rand.NewSource(1))
 	x := New(Options{Dims: dims, Seed: 1})
 	defer x.Close()
 	x.vecs.grow(n)
+	x.qv.grow(n)
 	for i := range n {
-		copy(x.vecs.at(uint32(i)), randVec(rng, dims))
+		v := unit(randVec(rng, dims))
+		copy(x.vecs.at(uint32(i)), v)
+		quantizeRecord(v, x.qv.at(uint32(i)))
 		x.keys = append(x.keys, key(i))
 	}
-	ids := make([]uint64, members)
-	for i := range ids {
-		ids[i] = uint64(rng.Intn(n))
-	}
-	q := unit(randVec(rng, dims))
-	b.ResetTimer()
-	for range b.N {
-		x.SearchAmong(q, ids, 16)
+	for _, members := range []int{1000, 10_000} {
+		ids := make([]uint64, members)
+		for i := range ids {
+			ids[i] = uint64(rng.Intn(n))
+		}
+		q := unit(randVec(rng, dims))
+		for _, mode := range []string{"exact", "screened"} {
+			b.Run(fmt.Sprintf("%s-%d", mode, members), func(b *testing.B) {
+				for b.Loop() {
+					if mode == "exact" {
+						x.exact(q, ids, 16)
+					} else {
+						x.exactAmong(q, ids, 16)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -645,6 +659,62 @@ func TestSearchRescoresExactly(t *testing.T) {
 			}
 			if i > 0 && h.Similarity > hits[i-1].Similarity {
 				t.Fatalf("hits out of order: %+v", hits)
+			}
+		}
+	}
+}
+
+// TestExactAmongIsExact: the screened scan of a sona's members
+// (exactAmong) returns exact's items with exact's similarities — over
+// clustered vectors, the offline embedder's, copies of one vector (ties
+// by insertion order), members removed (one with aliases, whose record
+// stays), and every k up to a quarter of the members.
+func TestExactAmongIsExact(t *testing.T) {
+	const n, dims = 6000, 384
+	rng := rand.New(rand.NewSource(11))
+	vecs := clustered(rng, n, dims, 40)
+	emb := llm.NewHashedEmbedder(dims)
+	texts := make([]string, 1000)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("note %d about topic %d and word%d", i%37, i%11, i%5)
+	}
+	ev, err := emb.Embed(context.Background(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vecs = append(vecs, ev...)
+	for range 40 { // copies: aliases in the graph, equal similarities
+		vecs = append(vecs, slices.Clone(vecs[17]))
+	}
+	x := New(Options{Dims: dims, Seed: 1})
+	defer x.Close()
+	for i, v := range vecs {
+		x.Add(key(i), v)
+	}
+	x.WaitBuilt()
+	x.Remove(key(17)) // a representative: its record stays for its aliases
+	x.Remove(key(100))
+	x.Remove(key(n + 3))
+	sorted := func(items []item) []item {
+		slices.SortFunc(items, byBest)
+		return items
+	}
+	for trial := range 60 {
+		var ids []uint64
+		for i := range vecs {
+			if rng.Intn(3) == 0 || i == 17 || i >= len(vecs)-40 {
+				ids = append(ids, uint64(i))
+			}
+		}
+		rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+		q := vecs[rng.Intn(len(vecs))]
+		if trial%3 == 0 {
+			q = unit(randVec(rng, dims))
+		}
+		for _, k := range []int{1, 10, 16, 40, 200, len(ids)/4 - 1} {
+			want, got := sorted(x.exact(q, ids, k)), sorted(x.exactAmong(q, ids, k))
+			if !slices.Equal(want, got) {
+				t.Fatalf("trial %d, k %d: exactAmong %v, exact %v", trial, k, got[:min(5, len(got))], want[:min(5, len(want))])
 			}
 		}
 	}

@@ -325,32 +325,42 @@ func TestSnapshotMappedFromFile(t *testing.T) {
 	}
 }
 
-// A damaged byte anywhere in a file, the mapped vectors included, makes
-// the restore refuse it.
+// A damaged byte anywhere in a file, the mapped vectors included (summed
+// on another core), a truncated file or one with a byte more, makes the
+// restore refuse it.
 func TestSnapshotFileRefused(t *testing.T) {
 	const dims = 16
 	vecs := clustered(rand.New(rand.NewSource(8)), 600, dims, 5)
 	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1}
-	path := snapFile(t, snapIndex(t, o, vecs, 600), 2)
-	good, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewSource(2))
-	for range 30 {
-		b := slices.Clone(good)
-		// Half of them in the vectors, the last two thirds of the file.
-		i := rng.Intn(len(b))
-		if rng.Intn(2) == 0 {
-			i = len(b)/3 + rng.Intn(len(b)*2/3)
-		}
-		b[i] ^= byte(1 + rng.Intn(255))
-		if err := os.WriteFile(path, b, 0o644); err != nil {
+	for _, version := range []int{2, SnapshotVersion} {
+		path := snapFile(t, snapIndex(t, o, vecs, 600), version)
+		good, err := os.ReadFile(path)
+		if err != nil {
 			t.Fatal(err)
 		}
-		y, _, err := restoreFile(t, o, path)
-		if !errors.Is(err, ErrSnapshot) || y.Len() != 0 {
-			t.Fatalf("byte %d of %d flipped: err %v, %d keys", i, len(b), err, y.Len())
+		rng := rand.New(rand.NewSource(2))
+		for k := range 32 {
+			b := slices.Clone(good)
+			switch k {
+			case 30:
+				b = b[:len(b)-1-rng.Intn(5000)]
+			case 31:
+				b = append(b, 0)
+			default:
+				// Half of them in the vectors, the last two thirds of the file.
+				i := rng.Intn(len(b))
+				if rng.Intn(2) == 0 {
+					i = len(b)/3 + rng.Intn(len(b)*2/3)
+				}
+				b[i] ^= byte(1 + rng.Intn(255))
+			}
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			y, _, err := restoreFile(t, o, path)
+			if !errors.Is(err, ErrSnapshot) || y.Len() != 0 {
+				t.Fatalf("version %d, case %d (%d of %d bytes): err %v, %d keys", version, k, len(b), len(good), err, y.Len())
+			}
 		}
 	}
 }
