@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -248,5 +249,87 @@ func TestBenchRefusesBadOptions(t *testing.T) {
 		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
 			t.Errorf("%v: wrote %v (%v)", args, ents, err)
 		}
+	}
+}
+
+// TestBenchKeptStore: a kept store is continued by another binary (an A/B
+// of two binaries on one store), and one that does not fit a run — another
+// seed, more memories than asked, no store.json — is refused in one line
+// and left as it was, never deleted and built again.
+func TestBenchKeptStore(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	runIn := func(bin string, args ...string) (*bench.Report, string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"bench", "recall", "--json", "--data", data, "--duration", "1s", "--clients", "1", "--store-sonas", "2"}, args...)...)
+		cmd.Env = cleanEnv()
+		out, errOut, code := runCmd(t, cmd)
+		var rep bench.Report
+		if code == 0 {
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		}
+		return &rep, errOut, code
+	}
+	if _, errOut, code := runIn(binary, "--sizes", "100"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	manifest := filepath.Join(data, "store.json")
+	before, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another binary: this one with a byte more (another sha256, the
+	// same program).
+	other := filepath.Join(t.TempDir(), "memoria")
+	b, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, append(b, 0), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rep, errOut, code := runIn(other, "--sizes", "150")
+	if code != 0 {
+		t.Fatalf("another binary: exit %d: %s", code, errOut)
+	}
+	notes := strings.Join(rep.Notes, "\n")
+	if !strings.Contains(notes, "continued the kept store of 100 memories") || !strings.Contains(notes, "another binary") {
+		t.Fatalf("another binary's notes: %q", rep.Notes)
+	}
+	if r := find(t, rep, "recall"); r[0].StoreSize != 150 {
+		t.Fatalf("recall at %d, want the store grown to 150", r[0].StoreSize)
+	}
+	grown, err := os.ReadFile(manifest)
+	if err != nil || bytes.Equal(grown, before) {
+		t.Fatalf("store.json not updated by the growth: %v", err)
+	}
+	for _, c := range []struct {
+		why  string
+		args []string
+		want string
+	}{
+		{"another seed", []string{"--sizes", "150", "--seed", "2"}, "seed"},
+		{"a smaller size", []string{"--sizes", "100"}, "only grows"},
+		{"other sonas", []string{"--sizes", "150", "--store-sonas", "3"}, "sonas"},
+	} {
+		_, errOut, code := runIn(binary, c.args...)
+		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || !strings.Contains(errOut, c.want) || len(lines) != 1 {
+			t.Fatalf("%s: exit %d, stderr %q", c.why, code, errOut)
+		}
+		if now, err := os.ReadFile(manifest); err != nil || !bytes.Equal(now, grown) {
+			t.Fatalf("%s: store.json changed (%v)", c.why, err)
+		}
+	}
+	// A store without its store.json is not taken for an empty directory.
+	if err := os.Remove(manifest); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runIn(binary, "--sizes", "150"); code == 0 || !strings.Contains(errOut, "store.json is missing") {
+		t.Fatalf("no store.json: exit %d, stderr %q", code, errOut)
+	}
+	if ents, err := os.ReadDir(filepath.Join(data, "store")); err != nil || len(ents) == 0 {
+		t.Fatalf("the store was removed: %v %v", ents, err)
 	}
 }

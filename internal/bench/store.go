@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -70,8 +72,12 @@ type store struct {
 
 func (r *run) manifestPath() string { return filepath.Join(r.o.Dir, "store.json") }
 
-// openStore starts the server on the kept store when it matches this run
-// and holds at most size memories, or on a new one.
+// openStore starts the server on the kept store when there is one, or
+// on a new one. A kept store is never deleted: one that does not fit this
+// run (another corpus, seed, server arguments or number of sonas, more
+// memories than size, or not what its store.json says) is an error that
+// says what to do. One grown by another binary is continued — an A/B of
+// two binaries measures both on the same store — and the report says so.
 func (r *run) openStore(ctx context.Context, size int) (*store, error) {
 	sum, err := fileSHA256(r.o.Binary)
 	if err != nil {
@@ -79,48 +85,103 @@ func (r *run) openStore(ctx context.Context, size int) (*store, error) {
 	}
 	want := manifest{Format: manifestFormat, Corpus: r.o.Corpus.Name(), Seed: r.o.Seed, Binary: sum, ServerArgs: r.o.ServerArgs}
 	s := &store{r: r, dir: filepath.Join(r.o.Dir, "store"), skipped: map[int]bool{}}
-	var have manifest
-	if b, err := os.ReadFile(r.manifestPath()); err == nil && json.Unmarshal(b, &have) == nil &&
-		have.Format == want.Format && have.Corpus == want.Corpus && have.Seed == want.Seed && have.Binary == want.Binary &&
-		slices.Equal(have.ServerArgs, want.ServerArgs) && len(have.Sonas) == r.o.StoreSonas && have.Memories <= size {
-		if s.srv, err = r.startServer(ctx, s.dir); err != nil {
-			return nil, err
-		}
-		h, err := s.client().Health(ctx)
-		// A growth stopped between two saves of store.json (killed, or
-		// failing) leaves up to saveEvery memories more than it says:
-		// the texts from where it left off are inserted again, and one the
-		// store holds already counts as stored (unsure).
-		if err == nil && h.Memories >= int64(have.Memories) && h.Memories <= int64(have.Memories+saveEvery) {
-			s.man = have
-			for _, i := range have.Skipped {
-				s.skipped[i] = true
-			}
-			r.note("store: continued the kept store of %d memories in %s", have.Memories, s.dir)
-			if extra := h.Memories - int64(have.Memories); extra > 0 {
-				s.unsure = have.Tried + saveEvery
-				r.note("store: it holds %d memories more than store.json says (a growth stopped between saves); texts %d to %d already stored count as stored",
-					extra, have.Tried, s.unsure-1)
-			}
-			return s, nil
-		}
-		s.srv.Kill()
-		r.note("store: the kept store in %s does not hold what store.json says; built again", s.dir)
-	}
-	os.Remove(r.manifestPath())
-	if err := os.RemoveAll(s.dir); err != nil {
+	have, err := readManifest(r.manifestPath())
+	if err != nil {
 		return nil, err
+	}
+	if have == nil {
+		if entries, err := os.ReadDir(s.dir); err == nil && len(entries) > 0 {
+			return nil, fmt.Errorf("%w: %s holds a store but %s is missing (not a bench store, or a run stopped while it made the sonas): remove the directory, or give another --data",
+				ErrOptions, s.dir, r.manifestPath())
+		}
+		return s, s.create(ctx, want)
+	}
+	if err := have.fits(want, r.o.StoreSonas, size); err != nil {
+		return nil, fmt.Errorf("%w: the kept store in %s %v", ErrOptions, s.dir, err)
 	}
 	if s.srv, err = r.startServer(ctx, s.dir); err != nil {
 		return nil, err
 	}
+	h, err := s.client().Health(ctx)
+	// A growth stopped between two saves of store.json (killed, or
+	// failing) leaves up to saveEvery memories more than it says: the
+	// texts from where it left off are inserted again, and one the store
+	// holds already counts as stored (unsure).
+	if err != nil || h.Memories < int64(have.Memories) || h.Memories > int64(have.Memories+saveEvery) {
+		s.srv.Kill()
+		held := fmt.Sprint(err)
+		if err == nil {
+			held = fmt.Sprintf("%d memories", h.Memories)
+		}
+		return nil, fmt.Errorf("%w: the kept store in %s does not hold what %s says (%d memories; the server: %s): remove both to build it again, or give another --data",
+			ErrOptions, s.dir, r.manifestPath(), have.Memories, held)
+	}
+	s.man = *have
+	for _, i := range have.Skipped {
+		s.skipped[i] = true
+	}
+	r.note("store: continued the kept store of %d memories in %s", have.Memories, s.dir)
+	if have.Binary != want.Binary {
+		r.note("store: grown so far by another binary (sha256 %.12s…), continued with this one (%.12s…)", have.Binary, want.Binary)
+	}
+	if extra := h.Memories - int64(have.Memories); extra > 0 {
+		s.unsure = have.Tried + saveEvery
+		r.note("store: it holds %d memories more than store.json says (a growth stopped between saves); texts %d to %d already stored count as stored",
+			extra, have.Tried, s.unsure-1)
+	}
+	return s, nil
+}
+
+// create starts the server on a new store of the sonas the run asks.
+func (s *store) create(ctx context.Context, want manifest) error {
+	var err error
+	if s.srv, err = s.r.startServer(ctx, s.dir); err != nil {
+		return err
+	}
 	s.man = want
 	c := s.client()
-	if s.man.Sonas, err = createSonas(ctx, c, r.o.StoreSonas, "bench-%03d", func(n int) { r.progress("store: sonas", n, r.o.StoreSonas) }); err != nil {
+	if s.man.Sonas, err = createSonas(ctx, c, s.r.o.StoreSonas, "bench-%03d", func(n int) { s.r.progress("store: sonas", n, s.r.o.StoreSonas) }); err != nil {
 		s.srv.Kill()
+		return err
+	}
+	return s.save()
+}
+
+// readManifest reads a kept store's store.json: nil when there is none.
+func readManifest(path string) (*manifest, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
-	return s, s.save()
+	m := &manifest{}
+	if err := json.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v (remove it and the store beside it to build one again)", ErrOptions, path, err)
+	}
+	return m, nil
+}
+
+// fits says why a kept store described by m cannot serve a run that asks
+// want, storeSonas sonas and a first size of size, or nil. The binary
+// that grew it does not matter.
+func (m *manifest) fits(want manifest, storeSonas, size int) error {
+	switch {
+	case m.Format != want.Format:
+		return fmt.Errorf("is of format %q, this binary's is %q: remove it, or give another --data", m.Format, want.Format)
+	case m.Corpus != want.Corpus || m.Seed != want.Seed:
+		return fmt.Errorf("holds the %s corpus of seed %d, this run asks %s of seed %d: give --locomo and --seed as it was built, or another --data",
+			m.Corpus, m.Seed, want.Corpus, want.Seed)
+	case !slices.Equal(m.ServerArgs, want.ServerArgs):
+		return fmt.Errorf("was grown with the server arguments %q, this run has %q: give the same --config, or another --data", m.ServerArgs, want.ServerArgs)
+	case len(m.Sonas) != storeSonas:
+		return fmt.Errorf("spreads its memories over %d sonas, this run asks %d (--store-sonas)", len(m.Sonas), storeSonas)
+	case m.Memories > size:
+		return fmt.Errorf("holds %d memories, more than the smallest size asked (%s): a kept store only grows — ask sizes from %s, or give another --data",
+			m.Memories, FormatSize(size), FormatSize(m.Memories))
+	}
+	return nil
 }
 
 // client is a client of the store's server for single requests.
