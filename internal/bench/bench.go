@@ -62,10 +62,11 @@ type Options struct {
 	// Env is the server's environment (default os.Environ()).
 	ServerArgs []string
 	Env        []string
-	// ProfileDir, when set, is made if missing, and every server started writes a CPU profile
-	// of its whole run there (serve --cpuprofile) and a heap profile when
-	// it stops (--memprofile), named after its data directory and the
-	// order it was started in: insert-1.pprof, insert-1.heap.pprof, ….
+	// ProfileDir, when set, is made if missing, and every server started
+	// writes a CPU profile of its whole run there (serve --cpuprofile) and
+	// a heap profile when it stops (--memprofile), named after its data
+	// directory and the order it was started in: insert-1.pprof,
+	// insert-1.heap.pprof, ….
 	ProfileDir string
 	// Trace, with ProfileDir, has every server also write a Go execution
 	// trace of its run (serve --trace): insert-1.trace, ….
