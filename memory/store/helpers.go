@@ -39,23 +39,7 @@ func SetProto(tx Tx, key []byte, m proto.Message) error {
 // Scan calls fn with every key under prefix and its value (both valid
 // only during the call), in key order; an error of fn ends the scan.
 func Scan(r Reader, prefix []byte, fn func(k, v []byte) error) error {
-	it := r.NewIterator(IterOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		item := it.Item()
-		var ferr error
-		err := item.Value(func(v []byte) error {
-			ferr = fn(item.Key(), v)
-			return ferr
-		})
-		if ferr != nil {
-			return ferr
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return ScanFrom(r, prefix, prefix, fn)
 }
 
 // ScanFrom is Scan of the keys under prefix from start (inclusive) on.
