@@ -470,6 +470,16 @@ func (h *minHeap) pop() item {
 	return top
 }
 
+// offer keeps it among the k best the heap holds (the worst on top).
+func (h *minHeap) offer(it item, k int) {
+	switch {
+	case len(*h) < k:
+		h.push(it)
+	case worse((*h)[0], it):
+		h.replaceTop(it)
+	}
+}
+
 // replaceTop puts it in place of the top and restores the heap.
 func (h minHeap) replaceTop(it item) {
 	h[0] = it

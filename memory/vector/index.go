@@ -437,13 +437,7 @@ func (x *Index) exact(q []float32, ids []uint64, k int) []item {
 		if i+prefetchAhead < len(ids) {
 			prefetchFloats(x.vecs.at(uint32(ids[i+prefetchAhead])))
 		}
-		it := item{vek32.Dot(q, x.vecs.at(uint32(id))), uint32(id)}
-		switch {
-		case len(top) < k:
-			top.push(it)
-		case worse(top[0], it):
-			top.replaceTop(it)
-		}
+		top.offer(item{vek32.Dot(q, x.vecs.at(uint32(id))), uint32(id)}, k)
 	}
 	return top
 }
@@ -558,13 +552,7 @@ func (x *Index) exactAmong(q []float32, ids []uint64, k int) []item {
 			break // no id left can reach the k-th best
 		}
 		id := uint32(ids[c.id])
-		it := item{vek32.Dot(q, x.vecs.at(id)), id}
-		switch {
-		case len(top) < k:
-			top.push(it)
-		case worse(top[0], it):
-			top.replaceTop(it)
-		}
+		top.offer(item{vek32.Dot(q, x.vecs.at(id)), id}, k)
 	}
 	return top
 }
