@@ -302,22 +302,6 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		strs = append(strs, b...)
 		return unsafe.String(unsafe.SliceData(strs[at:]), len(b))
 	}
-	cut32 := func(k int) []uint32 {
-		if len(u32s)+k > cap(u32s) {
-			u32s = make([]uint32, 0, max(k, arena))
-		}
-		at := len(u32s)
-		u32s = u32s[:at+k]
-		return u32s[at : at+k : at+k]
-	}
-	cut16 := func(k int) []uint16 {
-		if len(u16s)+k > cap(u16s) {
-			u16s = make([]uint16, 0, max(k, arena))
-		}
-		at := len(u16s)
-		u16s = u16s[:at+k]
-		return u16s[at : at+k : at+k]
-	}
 	n := d.count()
 	x.slots = make([]slot, 0, n)
 	if len(x.docs) == 0 {
@@ -325,7 +309,7 @@ func (x *Index) decodeSnapshot(b []byte) error {
 	}
 	for range n {
 		sl := slot{id: str(d.bytes()), length: uint32(d.uint())}
-		sl.sonas = cut32(d.count())
+		sl.sonas = cut(&u32s, d.count(), arena)
 		for k := range sl.sonas {
 			sl.sonas[k] = uint32(d.uint())
 			if uint64(sl.sonas[k]) >= uint64(len(x.sonaNames)) || k > 0 && sl.sonas[k] <= sl.sonas[k-1] {
@@ -333,7 +317,7 @@ func (x *Index) decodeSnapshot(b []byte) error {
 			}
 		}
 		nt := d.count()
-		sl.ids, sl.freqs = cut32(nt), cut16(nt)
+		sl.ids, sl.freqs = cut(&u32s, nt, arena), cut(&u16s, nt, arena)
 		t := uint64(0)
 		for k := range nt {
 			delta := d.uint()
@@ -429,4 +413,17 @@ func (x *Index) Discard() error {
 	}
 	x.logErr = errClosed
 	return err
+}
+
+// cut returns k elements cut from the end of *pool, with no room past
+// them (a later append copies them out rather than writing over what
+// follows), starting a new pool of at least size elements when *pool has
+// not room for k.
+func cut[T any](pool *[]T, k, size int) []T {
+	if len(*pool)+k > cap(*pool) {
+		*pool = make([]T, 0, max(k, size))
+	}
+	at := len(*pool)
+	*pool = (*pool)[:at+k]
+	return (*pool)[at : at+k : at+k]
 }
