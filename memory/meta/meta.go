@@ -113,16 +113,16 @@ func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
 		for i, k := range e.Keys {
 			switch {
 			case strings.HasPrefix(k, string(Prefix)):
-				m.metas.invalidate(k[len(Prefix):])
+				m.metas.invalidate(k[len(Prefix):], e.Told)
 			case strings.HasPrefix(k, string(HotPrefix)):
 				// The hot state changed: a cached record takes its values
 				// (most of a memory's writes are these).
 				key := k[len(HotPrefix):]
 				c, err := cid.Cast([]byte(key))
 				if h, herr := decodeHot(c, e.Values[i]); err == nil && herr == nil {
-					m.metas.patchHot(key, h)
+					m.metas.patchHot(key, h, e.Told)
 				} else {
-					m.metas.invalidate(key)
+					m.metas.invalidate(key, e.Told)
 				}
 			case strings.HasPrefix(k, string(store.PrefixTombstone)):
 				// A forgotten memory leaves the decoded-memory cache (the
@@ -145,13 +145,12 @@ func (m *Store) MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) 
 		return Read(r, c)
 	}
 	key := c.KeyString()
-	meta, gen := m.metas.get(key)
-	if meta != nil {
+	if meta := m.metas.get(key); meta != nil {
 		return meta, nil
 	}
 	meta, err := Read(r, c)
 	if err == nil {
-		m.metas.put(key, meta, gen)
+		m.metas.put(key, meta, store.ToldBefore(r))
 	}
 	return meta, err
 }

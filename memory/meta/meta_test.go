@@ -113,20 +113,58 @@ func TestOpReadsMetaItsBatchWrote(t *testing.T) {
 	}
 }
 
-// A read that raced with an invalidation does not fill the cache with
-// what it read before the write.
+// A read from a view older than an invalidation does not fill the cache
+// with what it read before the write.
 func TestRacingReadDoesNotFillTheCache(t *testing.T) {
 	c := newMetaCache(16)
-	_, gen := c.get("k")
-	c.invalidate("k") // a write committed while the read was under way
-	c.put("k", &messages.MemoryMeta{AccessCount: 1}, gen)
-	if got, _ := c.get("k"); got != nil {
+	c.invalidate("k", 5) // a write committed (told 5) while a view of told 4 read
+	c.put("k", &messages.MemoryMeta{AccessCount: 1}, 4)
+	if got := c.get("k"); got != nil {
 		t.Fatalf("stale read cached: %v", got)
 	}
-	_, gen = c.get("k")
-	c.put("k", &messages.MemoryMeta{AccessCount: 2}, gen)
-	if got, _ := c.get("k"); got == nil || got.AccessCount != 2 {
+	c.put("k", &messages.MemoryMeta{AccessCount: 2}, 0) // not a view's read
+	if got := c.get("k"); got != nil {
+		t.Fatalf("an operation's read cached: %v", got)
+	}
+	c.put("k", &messages.MemoryMeta{AccessCount: 3}, 5)
+	if got := c.get("k"); got == nil || got.AccessCount != 3 {
 		t.Fatalf("fresh read not cached: %v", got)
+	}
+	c.put("k", &messages.MemoryMeta{AccessCount: 4}, 6)
+	if got := c.get("k"); got.AccessCount != 3 {
+		t.Fatalf("a fill replaced an entry: %v", got)
+	}
+}
+
+// A view that began before a metadata write and reads the memory after
+// the write's invalidation reads the old metadata — which must not stay
+// in the cache for later views. (The cache compared its generation at
+// the read, not at the view's start: it kept the old metadata until the
+// next write of it.)
+func TestOldViewDoesNotCacheReplacedMetadata(t *testing.T) {
+	st, m := open(t)
+	c := put(t, st, "stored", &messages.MemoryMeta{Kind: "note", Importance: 0.1})
+	err := st.View(func(r store.Reader) error {
+		// The view is taken; now a commit replaces the metadata.
+		if err := st.Update(context.Background(), func(tx store.Tx) error {
+			return store.SetProto(tx, Key(c), &messages.MemoryMeta{Kind: "note", Importance: 0.9})
+		}); err != nil {
+			return err
+		}
+		old, err := m.MetaIn(r, c)
+		if err != nil {
+			return err
+		}
+		if old.Importance != 0.1 {
+			t.Errorf("the view read importance %v, want its snapshot's 0.1", old.Importance)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := metaOf(t, m, c); got.Importance != 0.9 {
+		t.Fatalf("a later view read importance %v, want 0.9: the old view's read was cached", got.Importance)
 	}
 }
 

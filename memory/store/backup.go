@@ -258,7 +258,7 @@ func (s *Store) Backup(ctx context.Context, w io.Writer, bb *BackupBase) (Backup
 		return m, fmt.Errorf("%w: the backup to continue is of version %d, the store is at %d: take a full backup", base.ErrInvalid, bb.Version, m.Version)
 	}
 	m.CreatedAt = s.gc.clock.Now().UTC()
-	r := badgerReader{txn}
+	r := badgerReader{txn: txn}
 	if m.Commits, err = ReadU64(r, KeyCommits); err != nil {
 		return m, err
 	}
@@ -775,7 +775,7 @@ func checkRestored(db *badger.DB, m BackupManifest, want []uint64) error {
 	var commits, memSeq uint64
 	err := db.View(func(txn *badger.Txn) error {
 		var err error
-		r := badgerReader{txn}
+		r := badgerReader{txn: txn}
 		if commits, err = ReadU64(r, KeyCommits); err != nil {
 			return err
 		}

@@ -154,16 +154,16 @@ func (e *badgerEngine) inFlight() (done func()) {
 	}
 }
 
-func (e *badgerEngine) view(fn func(Reader) error) error {
+func (e *badgerEngine) view(told uint64, fn func(Reader) error) error {
 	if s := e.acquire(); s != nil {
 		defer s.release()
-		return fn(badgerReader{s.txn})
+		return fn(badgerReader{s.txn, told})
 	}
-	return e.db.View(func(txn *badger.Txn) error { return fn(badgerReader{txn}) })
+	return e.db.View(func(txn *badger.Txn) error { return fn(badgerReader{txn, told}) })
 }
 
 func (e *badgerEngine) begin() batch {
-	return badgerBatch{badgerReader{e.db.NewTransaction(true)}, e}
+	return badgerBatch{badgerReader{txn: e.db.NewTransaction(true)}, e}
 }
 
 func (e *badgerEngine) close() error { return e.db.Close() }
@@ -208,8 +208,12 @@ func tooBig(err error) error {
 	return err
 }
 
-// badgerReader reads a Badger transaction.
-type badgerReader struct{ txn *badger.Txn }
+// badgerReader reads a Badger transaction; told is the view's (see
+// Store.View), 0 in a write transaction.
+type badgerReader struct {
+	txn  *badger.Txn
+	told uint64
+}
 
 func (r badgerReader) Get(key []byte) ([]byte, error) {
 	item, err := r.txn.Get(key)
@@ -253,6 +257,8 @@ func (r badgerReader) NewIterator(o IterOptions) Iterator {
 }
 
 func (r badgerReader) readVersion() uint64 { return r.txn.ReadTs() }
+
+func (r badgerReader) toldBefore() uint64 { return r.told }
 
 // badgerItem classifies Badger's read errors (classifyBadger). Being one
 // pointer, it is boxed in an Item without an allocation.

@@ -47,8 +47,8 @@ func (st *memState) find(key []byte) (int, bool) {
 	return i, i < len(st.entries) && bytes.Equal(st.entries[i].key, key)
 }
 
-func (e *memEngine) view(fn func(Reader) error) error {
-	return fn(&memBatch{base: e.state.Load()})
+func (e *memEngine) view(told uint64, fn func(Reader) error) error {
+	return fn(&memBatch{base: e.state.Load(), told: told})
 }
 
 func (e *memEngine) begin() batch {
@@ -65,7 +65,10 @@ type memBatch struct {
 	base   *memState
 	writes map[string]*write // nil in a view
 	size   int64
+	told   uint64 // the view's (see Store.View), 0 in a write transaction
 }
+
+func (b *memBatch) toldBefore() uint64 { return b.told }
 
 func (b *memBatch) Get(key []byte) ([]byte, error) {
 	it, err := b.Item(key)

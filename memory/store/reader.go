@@ -61,6 +61,20 @@ func ReadVersion(r Reader) (uint64, bool) {
 	return 0, false
 }
 
+// ToldBefore is, for a reader of Store.View, the number of commits the
+// store had told its subscribers (Subscribe) when the view's snapshot was
+// taken, counted from 1 at open: the view sees every one of them. It is 0
+// for an operation's reader (a Tx). A cache that its subscription
+// invalidates fills from a view only if none of the key's invalidations
+// came after ToldBefore: that view may have read the value a later
+// commit replaced.
+func ToldBefore(r Reader) uint64 {
+	if v, ok := r.(interface{ toldBefore() uint64 }); ok {
+		return v.toldBefore()
+	}
+	return 0
+}
+
 // Iterator walks keys in order: Rewind (or Seek), then Valid, Item, Next.
 type Iterator interface {
 	// Rewind moves to the first key. With Reverse, start with Seek

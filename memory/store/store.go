@@ -124,7 +124,7 @@ func (o *Options) check() error {
 // engine is a backend: Badger (badger.go) or a sorted map (mem.go).
 type engine interface {
 	// view runs fn on a snapshot of what is committed.
-	view(fn func(Reader) error) error
+	view(told uint64, fn func(Reader) error) error
 	// begin starts a write transaction.
 	begin() batch
 	// check verifies the engine's files against their checksums (nil when
@@ -180,8 +180,11 @@ type Store struct {
 	closed  bool
 	stopped chan struct{}
 	subs    []func(Event) // set before the first write
-	gc      gcState       // the garbage collection (gc.go)
-	idMu    sync.Mutex    // the identity's creation (backup.go)
+	// told counts the commits told to the subscribers, from 1 (see
+	// ToldBefore).
+	told atomic.Uint64
+	gc   gcState    // the garbage collection (gc.go)
+	idMu sync.Mutex // the identity's creation (backup.go)
 }
 
 // Committer is the door of writes (what a subsystem that writes needs).
@@ -213,6 +216,9 @@ var (
 type Event struct {
 	// Commit is the commit's number (x/commits).
 	Commit uint64
+	// Told is its number among the commits told since the store was
+	// opened: a view with a smaller ToldBefore does not see it.
+	Told uint64
 	// Keys are the keys the commit wrote or deleted, in the order its
 	// operations wrote them (each once per operation). Strings, so that
 	// subscribers share them safely and the committer copies nothing.
@@ -292,7 +298,8 @@ func newStore(eng engine, dir string, o Options) (*Store, error) {
 	if o.Tracer != nil {
 		s.tracer = o.Tracer.Tracer(trace.Scope)
 	}
-	if err := eng.view(func(r Reader) error {
+	s.told.Store(1)
+	if err := eng.view(0, func(r Reader) error {
 		var err error
 		if s.mark.commits, err = ReadU64(r, KeyCommits); err != nil {
 			return err
@@ -380,7 +387,14 @@ func (s *Store) Barrier(ctx context.Context) error {
 }
 
 // View runs fn on a consistent snapshot of what is committed.
-func (s *Store) View(fn func(r Reader) error) error { return s.eng.view(fn) }
+//
+// The reader knows how many commits had been told to the subscribers
+// when its snapshot was taken (ToldBefore): it sees at least those. A
+// commit is visible before it is told, and the snapshot of a commit in
+// flight (badgerEngine.inFlight) is withdrawn before its commit is
+// told, so counting before the snapshot is taken never counts a commit
+// the snapshot misses.
+func (s *Store) View(fn func(r Reader) error) error { return s.eng.view(s.told.Load(), fn) }
 
 func (s *Store) commitLoop() {
 	defer close(s.stopped)
@@ -504,10 +518,11 @@ func (s *Store) commitBatch(batch []*Pending) {
 
 // tell gives the subscribers the event of a durable commit.
 func (s *Store) tell(commit uint64, applied []appliedOp) {
+	told := s.told.Add(1)
 	if len(s.subs) == 0 {
 		return
 	}
-	e := Event{Commit: commit}
+	e := Event{Commit: commit, Told: told}
 	for _, a := range applied {
 		e.Keys = append(e.Keys, a.keys...)
 		e.Values = append(e.Values, a.values...)
