@@ -100,7 +100,7 @@ func Update(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) store.Op {
 type Store struct {
 	st    *store.Store
 	rc    config.Recall
-	metas *metaCache
+	metas *store.Cache[*messages.MemoryMeta]
 	mems  *memCache
 }
 
@@ -108,21 +108,25 @@ type Store struct {
 // (store.memory_cache); rc gives importance's parameters. It subscribes to
 // st's commit events, so call it before st's first write.
 func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
-	m := &Store{st: st, rc: rc, metas: newMetaCache(cacheSize), mems: newMemCache(cacheSize)}
+	m := &Store{st: st, rc: rc, metas: store.NewCache[*messages.MemoryMeta](cacheSize), mems: newMemCache(cacheSize)}
 	st.Subscribe(func(e store.Event) {
 		for i, k := range e.Keys {
 			switch {
 			case strings.HasPrefix(k, string(Prefix)):
-				m.metas.invalidate(k[len(Prefix):], e.Told)
+				m.metas.Invalidate(k[len(Prefix):], e.Told)
 			case strings.HasPrefix(k, string(HotPrefix)):
 				// The hot state changed: a cached record takes its values
 				// (most of a memory's writes are these).
 				key := k[len(HotPrefix):]
 				c, err := cid.Cast([]byte(key))
 				if h, herr := decodeHot(c, e.Values[i]); err == nil && herr == nil {
-					m.metas.patchHot(key, h, e.Told)
+					m.metas.Patch(key, e.Told, func(old *messages.MemoryMeta) *messages.MemoryMeta {
+						patched := proto.Clone(old).(*messages.MemoryMeta) // cached values are shared
+						h.into(patched)
+						return patched
+					})
 				} else {
-					m.metas.invalidate(key, e.Told)
+					m.metas.Invalidate(key, e.Told)
 				}
 			case strings.HasPrefix(k, string(store.PrefixTombstone)):
 				// A forgotten memory leaves the decoded-memory cache (the
@@ -145,12 +149,12 @@ func (m *Store) MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) 
 		return Read(r, c)
 	}
 	key := c.KeyString()
-	if meta := m.metas.get(key); meta != nil {
+	if meta, ok := m.metas.Get(key); ok {
 		return meta, nil
 	}
 	meta, err := Read(r, c)
 	if err == nil {
-		m.metas.put(key, meta, store.ToldBefore(r))
+		m.metas.Fill(key, meta, r)
 	}
 	return meta, err
 }

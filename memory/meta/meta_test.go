@@ -113,29 +113,6 @@ func TestOpReadsMetaItsBatchWrote(t *testing.T) {
 	}
 }
 
-// A read from a view older than an invalidation does not fill the cache
-// with what it read before the write.
-func TestRacingReadDoesNotFillTheCache(t *testing.T) {
-	c := newMetaCache(16)
-	c.invalidate("k", 5) // a write committed (told 5) while a view of told 4 read
-	c.put("k", &messages.MemoryMeta{AccessCount: 1}, 4)
-	if got := c.get("k"); got != nil {
-		t.Fatalf("stale read cached: %v", got)
-	}
-	c.put("k", &messages.MemoryMeta{AccessCount: 2}, 0) // not a view's read
-	if got := c.get("k"); got != nil {
-		t.Fatalf("an operation's read cached: %v", got)
-	}
-	c.put("k", &messages.MemoryMeta{AccessCount: 3}, 5)
-	if got := c.get("k"); got == nil || got.AccessCount != 3 {
-		t.Fatalf("fresh read not cached: %v", got)
-	}
-	c.put("k", &messages.MemoryMeta{AccessCount: 4}, 6)
-	if got := c.get("k"); got.AccessCount != 3 {
-		t.Fatalf("a fill replaced an entry: %v", got)
-	}
-}
-
 // A view that began before a metadata write and reads the memory after
 // the write's invalidation reads the old metadata — which must not stay
 // in the cache for later views. (The cache compared its generation at

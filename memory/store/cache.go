@@ -1,0 +1,107 @@
+package store
+
+import (
+	"hash/maphash"
+	"sync"
+)
+
+// Cache keeps values derived from the store's keys (decoded records),
+// bounded, and current by the store's commit events: its owner's
+// subscription (Subscribe) calls Invalidate or Patch for every key a
+// commit writes, with the event's Told. A value read in a view enters
+// with Fill only if that view sees every write of its shard that the
+// cache was told of (ToldBefore) — a view taken before a commit that the
+// cache has already been told of may have read what the commit replaced,
+// and would keep it cached until the key's next write. An operation's
+// reads (a Tx) never fill it: they see writes not yet committed.
+//
+// Cached values are shared: callers must not modify them. It is safe for
+// concurrent use.
+type Cache[V any] struct {
+	shards [64]cacheShard[V]
+	seed   maphash.Seed
+	per    int
+}
+
+type cacheShard[V any] struct {
+	mu sync.Mutex
+	m  map[string]cached[V]
+	// told is the latest commit (Event.Told) that wrote a key of the shard
+	// while it was not cached, or wrote an entry evicted since: a view
+	// that does not see it fills nothing in the shard.
+	told uint64
+}
+
+type cached[V any] struct {
+	v       V
+	written uint64 // the commit that patched it, 0 if none
+}
+
+// NewCache makes a cache of about size entries.
+func NewCache[V any](size int) *Cache[V] {
+	c := &Cache[V]{seed: maphash.MakeSeed()}
+	c.per = max(1, size/len(c.shards))
+	for i := range c.shards {
+		c.shards[i].m = map[string]cached[V]{}
+	}
+	return c
+}
+
+func (c *Cache[V]) shard(key string) *cacheShard[V] {
+	return &c.shards[maphash.String(c.seed, key)%uint64(len(c.shards))]
+}
+
+// Get returns key's cached value.
+func (c *Cache[V]) Get(key string) (V, bool) {
+	s := c.shard(key)
+	s.mu.Lock()
+	e, ok := s.m[key]
+	s.mu.Unlock()
+	return e.v, ok
+}
+
+// Fill caches v, read through r, unless r may not see the latest write
+// of the shard or is not a view. An entry there stays: it is as new.
+func (c *Cache[V]) Fill(key string, v V, r Reader) { c.fill(key, v, ToldBefore(r)) }
+
+func (c *Cache[V]) fill(key string, v V, told uint64) {
+	s := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if told == 0 || s.told > told {
+		return
+	}
+	if _, ok := s.m[key]; ok {
+		return
+	}
+	if len(s.m) >= c.per {
+		for k, e := range s.m { // evict an arbitrary entry
+			s.told = max(s.told, e.written)
+			delete(s.m, k)
+			break
+		}
+	}
+	s.m[key] = cached[V]{v: v}
+}
+
+// Invalidate drops key's entry: commit told wrote it.
+func (c *Cache[V]) Invalidate(key string, told uint64) {
+	s := c.shard(key)
+	s.mu.Lock()
+	delete(s.m, key)
+	s.told = max(s.told, told)
+	s.mu.Unlock()
+}
+
+// Patch gives key's entry, if cached, the value fn makes of it: commit
+// told wrote it. fn runs under the shard's lock: keep it short.
+func (c *Cache[V]) Patch(key string, told uint64, fn func(V) V) {
+	s := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.m[key]; ok {
+		s.m[key] = cached[V]{v: fn(e.v), written: told}
+	} else {
+		s.told = max(s.told, told)
+	}
+}

@@ -1,0 +1,121 @@
+package store
+
+import (
+	"context"
+	"testing"
+
+	"github.com/memoria-ai/memoria/config"
+)
+
+// A value read in a view older than a write the cache was told of does
+// not enter it; one read in a view that sees every write does; a fill
+// never replaces an entry; an operation's read never fills.
+func TestCacheFillsOnlyFromViewsThatSeeTheWrites(t *testing.T) {
+	c := NewCache[int](64 * 4)
+	c.Invalidate("k", 5) // a write committed (told 5) while a view of told 4 read
+	c.fill("k", 1, 4)
+	if v, ok := c.Get("k"); ok {
+		t.Fatalf("stale read cached: %v", v)
+	}
+	c.fill("k", 2, 0) // an operation's read
+	if v, ok := c.Get("k"); ok {
+		t.Fatalf("an operation's read cached: %v", v)
+	}
+	c.fill("k", 3, 5)
+	if v, ok := c.Get("k"); !ok || v != 3 {
+		t.Fatalf("fresh read not cached: %v %v", v, ok)
+	}
+	c.fill("k", 4, 6)
+	if v, _ := c.Get("k"); v != 3 {
+		t.Fatalf("a fill replaced an entry: %v", v)
+	}
+	c.Patch("k", 7, func(v int) int { return v * 10 })
+	if v, _ := c.Get("k"); v != 30 {
+		t.Fatalf("patched entry: %v", v)
+	}
+	// A patch of what is not cached keeps older views from filling it.
+	c.Patch("p", 8, func(v int) int { return v + 1 })
+	c.fill("p", 1, 7)
+	if v, ok := c.Get("p"); ok {
+		t.Fatalf("a view older than the patch filled: %v", v)
+	}
+}
+
+// An evicted entry that a commit had patched does not come back from a
+// view older than that commit: the eviction keeps what it knew.
+func TestCacheEvictionRemembersPatches(t *testing.T) {
+	c := NewCache[int](1) // one entry a shard
+	c.fill("k", 1, 1)
+	c.Patch("k", 9, func(int) int { return 2 })
+	// Fill the shard of k with another key, evicting k.
+	var other string
+	for i := 0; ; i++ {
+		other = string(rune('a' + i%26)) + string(rune('0'+i/26))
+		if c.shard(other) == c.shard("k") && other != "k" {
+			break
+		}
+	}
+	c.fill(other, 5, 9)
+	if _, ok := c.Get("k"); ok {
+		t.Fatal("k not evicted")
+	}
+	c.fill("k", 1, 8) // read before the patch's commit
+	if v, ok := c.Get("k"); ok {
+		t.Fatalf("a view older than the evicted patch filled: %v", v)
+	}
+}
+
+// Views count the commits told before them: a view taken after a commit
+// was told has a ToldBefore at least its Event.Told, one taken before,
+// less; an operation's reader has 0.
+func TestViewsKnowTheCommitsToldBeforeThem(t *testing.T) {
+	o := OptionsOf(config.Default().Store)
+	t.Run("badger", func(t *testing.T) {
+		st, err := Open(t.TempDir(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		testToldBefore(t, st)
+	})
+	t.Run("memory", func(t *testing.T) {
+		st, err := OpenMemory(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		testToldBefore(t, st)
+	})
+}
+
+func testToldBefore(t *testing.T, st *Store) {
+	var last uint64
+	st.Subscribe(func(e Event) { last = e.Told })
+	ctx := context.Background()
+	var before uint64
+	err := st.View(func(r Reader) error {
+		before = ToldBefore(r)
+		return st.Update(ctx, func(tx Tx) error {
+			if ToldBefore(tx) != 0 {
+				t.Errorf("an operation's reader has ToldBefore %d", ToldBefore(tx))
+			}
+			tx.Set([]byte("k"), []byte("v"))
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before == 0 || before >= last {
+		t.Fatalf("a view taken before commit %d has ToldBefore %d", last, before)
+	}
+	err = st.View(func(r Reader) error {
+		if got := ToldBefore(r); got < last {
+			t.Errorf("a view taken after commit %d was told has ToldBefore %d", last, got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
