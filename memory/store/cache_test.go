@@ -50,7 +50,7 @@ func TestCacheEvictionRemembersPatches(t *testing.T) {
 	// Fill the shard of k with another key, evicting k.
 	var other string
 	for i := 0; ; i++ {
-		other = string(rune('a' + i%26)) + string(rune('0'+i/26))
+		other = string(rune('a'+i%26)) + string(rune('0'+i/26))
 		if c.shard(other) == c.shard("k") && other != "k" {
 			break
 		}
