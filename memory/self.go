@@ -210,7 +210,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		Progress: o.Progress,
 	})
 	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
-	s.Assoc = assoc.NewGraph(st)
+	s.Assoc = assoc.NewGraph(st, max(1, o.Config.Store.MemoryCache/4))
 	s.Consensus = consensus.NewLedger(st, consensusEnv{s}, o.Config, o.Clock)
 	s.Tiers = tiers.NewStore(st, tierEnv{s}, tiers.Options{Tiers: o.Config.Tiers, Thresholds: o.Config.Threshold, Clock: o.Clock})
 	evo := eumas.Options{ImportanceSeed: o.Config.Evaluation.ImportanceSeed, Clock: o.Clock}
@@ -228,7 +228,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	})
 	s.Recaller = recall.New(st, recall.Env{
 		Sonas: s.Sonas, Memories: s.Memories, Text: s.Text, Profiles: s.Evals, Vectors: s.index,
-		BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: s.memories.Load, Reranker: o.Reranker,
+		BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: s.memories.Load, Reranker: o.Reranker, Links: s.Assoc,
 	}, recall.Options{Config: o.Config, Clock: o.Clock, Logger: o.Logger})
 	s.Forget = forget.New(st, forgetEnv{env}, o.Clock)
 	s.lastActivity.Store(o.Clock.Now().Unix())

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
@@ -207,11 +209,89 @@ func Strengthen(agent string, together []cid.Cid, rate float64, now int64) store
 	}
 }
 
-// Graph reads the links of a store.
-type Graph struct{ v store.Viewer }
+// Graph reads the links of a store, through a cache of the lists read
+// lately (each decoded once) that the store's commit events keep current:
+// a commit that writes a cached list replaces it with the value written,
+// decoded when next read. The recalls read the links of their hits and
+// best candidates — lists that their own co-access strengthening keeps
+// rewriting — so reads from Badger and decoding were a sixth of a
+// recall's CPU.
+type Graph struct {
+	v     store.Viewer
+	cache *store.Cache[*cachedLinks]
+}
 
-// NewGraph reads the links through v.
-func NewGraph(v store.Viewer) *Graph { return &Graph{v} }
+// cachedLinks is a list as committed, decoded on first use.
+type cachedLinks struct {
+	raw   []byte // nil: no list
+	once  sync.Once
+	links []Link
+	err   error
+}
+
+func (c *cachedLinks) decoded() ([]Link, error) {
+	c.once.Do(func() {
+		if c.raw != nil {
+			c.links, c.err = Decode(c.raw)
+			c.raw = nil
+		}
+	})
+	return c.links, c.err
+}
+
+// NewGraph reads the links through v, caching about size lists. When v
+// reports its commits (store.Store), the cache follows them — call it
+// before v's first write; otherwise nothing is cached.
+func NewGraph(v store.Viewer, size int) *Graph {
+	g := &Graph{v: v}
+	if sub, ok := v.(interface{ Subscribe(func(store.Event)) }); ok && size > 0 {
+		g.cache = store.NewCache[*cachedLinks](size)
+		sub.Subscribe(g.committed)
+	}
+	return g
+}
+
+func (g *Graph) committed(e store.Event) {
+	for i, k := range e.Keys {
+		if strings.HasPrefix(k, string(KeyAssoc)) || strings.HasPrefix(k, string(KeyCoAccess)) {
+			value := e.Values[i] // shared, never modified
+			g.cache.Patch(k, e.Told, func(*cachedLinks) *cachedLinks { return &cachedLinks{raw: value} })
+		}
+	}
+}
+
+// In reads the link list under key in r (nil when there is none),
+// strongest first, through the cache. The result is shared: do not
+// modify it.
+func (g *Graph) In(r store.Reader, key []byte) ([]Link, error) {
+	if g.cache == nil {
+		return Read(r, key)
+	}
+	if _, op := r.(store.Tx); op {
+		return Read(r, key) // an operation sees its batch's writes
+	}
+	k := string(key)
+	if c, ok := g.cache.Get(k); ok {
+		return c.decoded()
+	}
+	c := &cachedLinks{}
+	item, err := r.Item(key)
+	switch {
+	case errors.Is(err, base.ErrNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		if err := item.Value(func(v []byte) error {
+			c.links, c.err = Decode(v)
+			return c.err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	c.once.Do(func() {}) // decoded
+	g.cache.Fill(k, c, r)
+	return c.links, nil
+}
 
 // Associations returns the typed associations of a memory, strongest first.
 func (g *Graph) Associations(c cid.Cid) ([]Link, error) { return g.read(Key(c)) }
@@ -226,10 +306,10 @@ func (g *Graph) read(key []byte) ([]Link, error) {
 	var out []Link
 	err := g.v.View(func(r store.Reader) error {
 		var err error
-		out, err = Read(r, key)
+		out, err = g.In(r, key)
 		return err
 	})
-	return out, err
+	return slices.Clone(out), err
 }
 
 // Forget is the links' part of an excision (memory/forget): in tx, it

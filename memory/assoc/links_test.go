@@ -38,7 +38,7 @@ func cidOf(t *testing.T, name string) cid.Cid {
 
 func TestPutBothWaysKeepsTheStronger(t *testing.T) {
 	s := openStore(t)
-	g := assoc.NewGraph(s)
+	g := assoc.NewGraph(s, 64)
 	a, b, c := cidOf(t, "a"), cidOf(t, "b"), cidOf(t, "c")
 	put := func(from cid.Cid, links ...assoc.Link) {
 		t.Helper()
@@ -77,7 +77,7 @@ func TestPutKeepsTheStrongestMaxLinks(t *testing.T) {
 	if err := s.Update(context.Background(), func(tx store.Tx) error { return assoc.Put(tx, from, links, 1) }); err != nil {
 		t.Fatal(err)
 	}
-	got, err := assoc.NewGraph(s).Associations(from)
+	got, err := assoc.NewGraph(s, 64).Associations(from)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestPutWritesOnlyChangedLists(t *testing.T) {
 	if got := wrote(strong, assoc.Link{Target: full, Type: assoc.Causal, Strength: 0.3}); len(got) != 0 {
 		t.Fatalf("a link weaker than the one held wrote %v", got)
 	}
-	g := assoc.NewGraph(s)
+	g := assoc.NewGraph(s, 64)
 	if got, err := g.Associations(full); err != nil || len(got) != assoc.MaxLinks || got[0].Target != strong || got[0].Strength != 0.9 {
 		t.Fatalf("full's links %v, %v: want %d, strong's first at 0.9", got, err, assoc.MaxLinks)
 	}
@@ -148,7 +148,7 @@ func TestPutWritesOnlyChangedLists(t *testing.T) {
 
 func TestStrengthenIsHebbianPerAgent(t *testing.T) {
 	s := openStore(t)
-	g := assoc.NewGraph(s)
+	g := assoc.NewGraph(s, 64)
 	a, b := cidOf(t, "a"), cidOf(t, "b")
 	for range 2 {
 		if err := s.Update(context.Background(), assoc.Strengthen("agent-1", []cid.Cid{a, b}, 0.3, 5)); err != nil {
@@ -173,11 +173,76 @@ func TestReadCorrupt(t *testing.T) {
 	if err := s.Update(context.Background(), func(tx store.Tx) error { tx.Set(assoc.Key(a), []byte{0xff, 0xff}); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := assoc.NewGraph(s).Associations(a); !errors.Is(err, base.ErrCorrupt) {
+	if _, err := assoc.NewGraph(s, 64).Associations(a); !errors.Is(err, base.ErrCorrupt) {
 		t.Fatalf("corrupt list: %v, want ErrCorrupt", err)
 	}
 	err := s.Update(context.Background(), func(tx store.Tx) error { return assoc.Put(tx, a, nil, 1) })
 	if !errors.Is(err, base.ErrCorrupt) {
 		t.Fatalf("put over a corrupt list: %v, want ErrCorrupt", err)
+	}
+}
+
+// The graph's cache follows the commits: a list read, then strengthened,
+// reads strengthened; a forgotten partner leaves it; and a view taken
+// before a commit reads the list as it was without caching it for the
+// views after.
+func TestGraphCacheFollowsCommits(t *testing.T) {
+	s := openStore(t)
+	g := assoc.NewGraph(s, 64)
+	ctx := context.Background()
+	a, b, c := cidOf(t, "a"), cidOf(t, "b"), cidOf(t, "c")
+	strengthen := func(together ...cid.Cid) {
+		t.Helper()
+		if err := s.Update(ctx, assoc.Strengthen("agent", together, 0.5, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	partners := func(of cid.Cid) string {
+		t.Helper()
+		got, err := g.CoAccess("agent", of)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(got)
+	}
+	strengthen(a, b)
+	if got, want := partners(a), fmt.Sprint([]assoc.Link{{Target: b, Type: assoc.CoAccess, Strength: 0.5}}); got != want {
+		t.Fatalf("a's partners %s, want %s", got, want)
+	}
+	strengthen(a, b, c) // a's list is cached: the commit replaces it
+	if got, want := partners(a), fmt.Sprint([]assoc.Link{{Target: b, Type: assoc.CoAccess, Strength: 0.75}, {Target: c, Type: assoc.CoAccess, Strength: 0.5}}); got != want {
+		t.Fatalf("a's partners after a second recall %s, want %s", got, want)
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		return assoc.Forget(tx, []cid.Cid{c}, []string{"agent"}, func(x cid.Cid) bool { return x == c })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := partners(a), fmt.Sprint([]assoc.Link{{Target: b, Type: assoc.CoAccess, Strength: 0.75}}); got != want {
+		t.Fatalf("a's partners after c was forgotten %s, want %s", got, want)
+	}
+	if got := partners(c); got != "[]" {
+		t.Fatalf("the forgotten c has partners %s", got)
+	}
+
+	// b's list is not cached; a view older than the commit that changes it
+	// reads the old list, and must not leave it cached.
+	key := assoc.CoAccessKey("agent", b)
+	err := s.View(func(r store.Reader) error {
+		strengthen(a, b)
+		old, err := g.In(r, key)
+		if err != nil {
+			return err
+		}
+		if fmt.Sprint(old) != fmt.Sprint([]assoc.Link{{Target: a, Type: assoc.CoAccess, Strength: 0.75}}) {
+			t.Errorf("the old view read %v", old)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := partners(b), fmt.Sprint([]assoc.Link{{Target: a, Type: assoc.CoAccess, Strength: 0.875}}); got != want {
+		t.Fatalf("b's partners after the old view %s, want %s: the old view's read was cached", got, want)
 	}
 }

@@ -43,7 +43,7 @@ func TestAffinityLinkWeights(t *testing.T) {
 	reach := func(w config.LinkWeights) map[string]float64 {
 		cfg := config.Default()
 		cfg.Recall.AffinityLinks = w
-		s := &Recaller{store: st, cfg: cfg}
+		s := &Recaller{store: st, cfg: cfg, links: uncachedLinks{}}
 		var got map[string]float64
 		err := st.View(func(txn store.Reader) error {
 			sc := &scorer{self: s, q: &Query{}, txn: txn}

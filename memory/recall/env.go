@@ -10,6 +10,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/eumas"
@@ -84,7 +85,21 @@ type Env struct {
 	// Reranker, when set, reorders the best fused candidates
 	// (recall.rerank; nil: off).
 	Reranker llm.Reranker
+	// Links reads link lists in a view (assoc.Graph, cached); nil:
+	// assoc.Read.
+	Links Links
 }
+
+// Links reads the link list under key in r (assoc.Graph.In). The result
+// is shared: do not modify it.
+type Links interface {
+	In(r store.Reader, key []byte) ([]assoc.Link, error)
+}
+
+// uncachedLinks reads every list from the store.
+type uncachedLinks struct{}
+
+func (uncachedLinks) In(r store.Reader, key []byte) ([]assoc.Link, error) { return assoc.Read(r, key) }
 
 // Options configure recall.
 type Options struct {
@@ -113,6 +128,7 @@ type Recaller struct {
 	// reranker (nil: off); rerankFallbacks counts its failures,
 	// rerankWarned is when one was last logged at warn level (unix ns).
 	reranker        llm.Reranker
+	links           Links
 	rerankFallbacks atomic.Int64
 	rerankWarned    atomic.Int64
 }
@@ -124,7 +140,10 @@ func New(st store.Viewer, env Env, o Options) *Recaller {
 	r := &Recaller{
 		store: st, sonas: env.Sonas, memories: env.Memories, text: env.Text, profiles: env.Profiles, index: env.Vectors,
 		backbone: env.BackboneSona, embed: env.Embed, count: env.Count, cfg: o.Config, clock: clock.Or(o.Clock),
-		chains: newChainPositions(), log: o.Logger, reranker: env.Reranker,
+		chains: newChainPositions(), log: o.Logger, reranker: env.Reranker, links: env.Links,
+	}
+	if r.links == nil {
+		r.links = uncachedLinks{}
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)

@@ -976,7 +976,7 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 		var partners []assoc.Link
 		if rc.AffinityLinks.CoAccess > 0 {
 			var err error
-			if partners, err = assoc.Read(sc.txn, assoc.CoAccessKey(sc.q.AgentID, seed.CID)); err != nil {
+			if partners, err = sc.self.links.In(sc.txn, assoc.CoAccessKey(sc.q.AgentID, seed.CID)); err != nil {
 				return nil, err
 			}
 		}
@@ -991,7 +991,7 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 			if cur.depth == rc.AffinityDepth {
 				continue
 			}
-			links, err := assoc.Read(sc.txn, assoc.Key(cur.c))
+			links, err := sc.self.links.In(sc.txn, assoc.Key(cur.c))
 			if err != nil {
 				return nil, err
 			}
@@ -1125,7 +1125,7 @@ func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget
 		if len(out) == max {
 			break
 		}
-		partners, err := assoc.Read(sc.txn, assoc.CoAccessKey(sc.q.AgentID, h.CID))
+		partners, err := sc.self.links.In(sc.txn, assoc.CoAccessKey(sc.q.AgentID, h.CID))
 		if err != nil {
 			return nil, 0, err
 		}
