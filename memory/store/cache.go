@@ -9,11 +9,14 @@ import (
 // bounded, and current by the store's commit events: its owner's
 // subscription (Subscribe) calls Invalidate or Patch for every key a
 // commit writes, with the event's Told. A value read in a view enters
-// with Fill only if that view sees every write of its shard that the
-// cache was told of (ToldBefore) — a view taken before a commit that the
-// cache has already been told of may have read what the commit replaced,
-// and would keep it cached until the key's next write. An operation's
-// reads (a Tx) never fill it: they see writes not yet committed.
+// with Fill only if that view sees every write of the key that the cache
+// was told of (ToldBefore) — a view taken before a commit that the cache
+// has already been told of may have read what the commit replaced, and
+// would keep it cached until the key's next write. It remembers the
+// latest write of the keys it does not hold, a bounded number a shard;
+// past that, a shard fills only from views that see every write it
+// forgot. An operation's reads (a Tx) never fill it: they see writes not
+// yet committed.
 //
 // Cached values are shared: callers must not modify them. It is safe for
 // concurrent use.
@@ -26,15 +29,18 @@ type Cache[V any] struct {
 type cacheShard[V any] struct {
 	mu sync.Mutex
 	m  map[string]cached[V]
-	// told is the latest commit (Event.Told) that wrote a key of the shard
-	// while it was not cached, or wrote an entry evicted since: a view
-	// that does not see it fills nothing in the shard.
-	told uint64
+	// written is, for keys not cached, the latest commit (Event.Told)
+	// that wrote them since the shard last forgot: a view that does not
+	// see it does not fill the key. Bounded like the entries; when it
+	// forgets, told takes the latest of what it forgot, and a view that
+	// does not see that fills nothing in the shard.
+	written map[string]uint64
+	told    uint64
 }
 
 type cached[V any] struct {
 	v       V
-	written uint64 // the commit that patched it, 0 if none
+	written uint64 // the latest commit known to have written it, 0 if none
 }
 
 // NewCache makes a cache of about size entries.
@@ -43,6 +49,7 @@ func NewCache[V any](size int) *Cache[V] {
 	c.per = max(1, size/len(c.shards))
 	for i := range c.shards {
 		c.shards[i].m = map[string]cached[V]{}
+		c.shards[i].written = map[string]uint64{}
 	}
 	return c
 }
@@ -68,7 +75,7 @@ func (c *Cache[V]) fill(key string, v V, told uint64) {
 	s := c.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if told == 0 || s.told > told {
+	if told == 0 || s.told > told || s.written[key] > told {
 		return
 	}
 	if _, ok := s.m[key]; ok {
@@ -76,12 +83,26 @@ func (c *Cache[V]) fill(key string, v V, told uint64) {
 	}
 	if len(s.m) >= c.per {
 		for k, e := range s.m { // evict an arbitrary entry
-			s.told = max(s.told, e.written)
+			if e.written > 0 {
+				c.wrote(s, k, e.written)
+			}
 			delete(s.m, k)
 			break
 		}
 	}
-	s.m[key] = cached[V]{v: v}
+	s.m[key] = cached[V]{v: v, written: s.written[key]} // an eviction remembers it again
+	delete(s.written, key)
+}
+
+// wrote records that commit told wrote key, not cached, in s (locked).
+func (c *Cache[V]) wrote(s *cacheShard[V], key string, told uint64) {
+	if len(s.written) >= c.per {
+		for _, w := range s.written {
+			s.told = max(s.told, w)
+		}
+		clear(s.written)
+	}
+	s.written[key] = max(s.written[key], told)
 }
 
 // Invalidate drops key's entry: commit told wrote it.
@@ -89,7 +110,7 @@ func (c *Cache[V]) Invalidate(key string, told uint64) {
 	s := c.shard(key)
 	s.mu.Lock()
 	delete(s.m, key)
-	s.told = max(s.told, told)
+	c.wrote(s, key, told)
 	s.mu.Unlock()
 }
 
@@ -102,6 +123,6 @@ func (c *Cache[V]) Patch(key string, told uint64, fn func(V) V) {
 	if e, ok := s.m[key]; ok {
 		s.m[key] = cached[V]{v: fn(e.v), written: told}
 	} else {
-		s.told = max(s.told, told)
+		c.wrote(s, key, told)
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/memoria-ai/memoria/config"
@@ -33,11 +34,53 @@ func TestCacheFillsOnlyFromViewsThatSeeTheWrites(t *testing.T) {
 	if v, _ := c.Get("k"); v != 30 {
 		t.Fatalf("patched entry: %v", v)
 	}
-	// A patch of what is not cached keeps older views from filling it.
+	// A patch of what is not cached keeps older views from filling it —
+	// only it: the other keys of its shard fill from those views.
 	c.Patch("p", 8, func(v int) int { return v + 1 })
 	c.fill("p", 1, 7)
 	if v, ok := c.Get("p"); ok {
 		t.Fatalf("a view older than the patch filled: %v", v)
+	}
+	for i := range 200 {
+		k := fmt.Sprint("q", i)
+		if c.shard(k) != c.shard("p") {
+			continue
+		}
+		c.fill(k, i, 7)
+		if _, ok := c.Get(k); !ok {
+			t.Fatalf("%s, of p's shard, not filled from a view that sees its writes", k)
+		}
+		break
+	}
+}
+
+// The writes the cache remembers for keys it does not hold are bounded:
+// past the bound it forgets them, and no view older than the latest it
+// forgot fills the shard.
+func TestCacheForgetsWritesBounded(t *testing.T) {
+	c := NewCache[int](64 * 2) // two entries a shard
+	var keys []string
+	for i := 0; len(keys) < 3; i++ {
+		if k := fmt.Sprint("k", i); c.shard(k) == c.shard("k0") {
+			keys = append(keys, k)
+		}
+	}
+	c.Invalidate(keys[0], 3)
+	c.Invalidate(keys[1], 4)
+	if n := len(c.shard(keys[0]).written); n != 2 {
+		t.Fatalf("%d writes remembered, want 2", n)
+	}
+	c.Invalidate(keys[2], 5) // over the bound: 3 and 4 forgotten into told
+	if s := c.shard(keys[0]); len(s.written) != 1 || s.told != 4 {
+		t.Fatalf("after the bound: %d remembered, told %d; want 1, 4", len(s.written), s.told)
+	}
+	c.fill(keys[0], 1, 3)
+	if _, ok := c.Get(keys[0]); ok {
+		t.Fatal("a view older than a forgotten write filled")
+	}
+	c.fill(keys[0], 1, 4)
+	if _, ok := c.Get(keys[0]); !ok {
+		t.Fatal("a view that sees every forgotten write did not fill")
 	}
 }
 
