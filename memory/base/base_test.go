@@ -2,6 +2,7 @@ package base
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"slices"
@@ -126,5 +127,31 @@ func TestMeanAddInPlace(t *testing.T) {
 	inPlace.AddInPlace([]float32{5})
 	if got := inPlace.Value(); !slices.Equal(got, []float32{5}) {
 		t.Fatalf("a vector of another length: mean %v", got)
+	}
+}
+
+// The decoder reads what binary's appenders wrote, and the first error
+// sticks: the reads after it return zeros, even where bytes would fit.
+func TestDecoder(t *testing.T) {
+	bad := errors.New("bad")
+	var b []byte
+	b = binary.AppendUvarint(b, 300)
+	b = binary.AppendVarint(b, -7)
+	b = binary.LittleEndian.AppendUint64(b, 1<<60)
+	b = binary.AppendUvarint(b, 3)
+	b = append(b, "abc"...)
+	d := &Decoder{B: b, Bad: bad}
+	if u, i, w, s := d.Uvarint(), d.Varint(), d.U64(), d.Str(); u != 300 || i != -7 || w != 1<<60 || s != "abc" || d.Err != nil || len(d.B) != 0 {
+		t.Fatalf("read %d %d %d %q, err %v, %d bytes left", u, i, w, s, d.Err, len(d.B))
+	}
+	d = &Decoder{B: []byte{5, 'a', 1, 2}, Bad: bad} // a string of 5 bytes in 3
+	if s := d.Bytes(); s != nil || !errors.Is(d.Err, bad) {
+		t.Fatalf("a truncated string read %q, err %v", s, d.Err)
+	}
+	if v := d.Uvarint(); v != 0 {
+		t.Fatalf("a read after the error gave %d", v)
+	}
+	if d = (&Decoder{B: []byte{9, 0}, Bad: bad}); d.Count() != 0 || d.Err == nil {
+		t.Fatal("a count beyond the bytes left was taken")
 	}
 }

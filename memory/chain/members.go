@@ -94,85 +94,38 @@ func decodeMembers(b []byte, dims int) (map[string]*savedSona, error) {
 	if !bytes.HasPrefix(b, []byte(membersFormat)) {
 		return nil, errMembersState
 	}
-	d := &decoder{b: b[len(membersFormat):]}
-	if d.uint() != uint64(dims) {
+	d := &base.Decoder{B: b[len(membersFormat):], Bad: errMembersState}
+	if d.Uvarint() != uint64(dims) {
 		return nil, fmt.Errorf("%w: of other dimensions", errMembersState)
 	}
-	count := d.uint()
+	count := d.Uvarint()
 	out := map[string]*savedSona{}
-	for i := uint64(0); i < count && d.err == nil; i++ {
-		id := string(d.bytes())
-		sv := &savedSona{length: int64(d.uint()), head: d.bytes(), n: int64(d.uint())}
+	for i := uint64(0); i < count && d.Err == nil; i++ {
+		id := string(d.Bytes())
+		sv := &savedSona{length: int64(d.Uvarint()), head: d.Bytes(), n: int64(d.Uvarint())}
 		if sv.n > 0 {
 			sv.sum = make([]float64, dims)
 			for k := range sv.sum {
-				sv.sum[k] = math.Float64frombits(d.u64())
+				sv.sum[k] = math.Float64frombits(d.U64())
 			}
 		}
-		nm := d.uint()
-		if nm > uint64(len(d.b)) {
-			d.err = errMembersState
+		nm := d.Uvarint()
+		if nm > uint64(len(d.B)) {
+			d.Fail()
 			break
 		}
 		sv.members = make([]uint64, nm)
 		prev := int64(0)
 		for k := range sv.members {
-			prev += d.int()
+			prev += d.Varint()
 			sv.members[k] = uint64(prev)
 		}
 		out[id] = sv
 	}
-	if d.err != nil || len(d.b) != 0 || uint64(len(out)) != count {
+	if d.Err != nil || len(d.B) != 0 || uint64(len(out)) != count {
 		return nil, errMembersState
 	}
 	return out, nil
-}
-
-// decoder reads EncodeMembers' values; the first error sticks.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) uint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errMembersState
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) int() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errMembersState
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) u64() uint64 {
-	if len(d.b) < 8 {
-		d.err = errMembersState
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uint()
-	if n > uint64(len(d.b)) {
-		d.err = errMembersState
-		return nil
-	}
-	v := d.b[:n]
-	d.b = d.b[n:]
-	return v
 }
 
 // LoadMembersFrom is LoadMembers from a state EncodeMembers wrote into

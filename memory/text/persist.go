@@ -2,7 +2,6 @@ package text
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/memoria-ai/memoria/internal/durable"
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // The files' encoding: unsigned varints, strings as a length and bytes.
@@ -44,59 +44,7 @@ func (e *enc) strs(s []string) {
 	}
 }
 
-// dec reads the encoding; the first error sticks and reads return zeros.
-type dec struct {
-	b   []byte
-	err error
-}
-
 var errShort = errors.New("text: truncated")
-
-func (d *dec) uint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errShort
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// bytes reads a string's bytes (valid as long as the encoding).
-func (d *dec) bytes() []byte {
-	n := d.uint()
-	if d.err != nil || n > uint64(len(d.b)) {
-		d.err = errShort
-		return nil
-	}
-	b := d.b[:n]
-	d.b = d.b[n:]
-	return b
-}
-
-func (d *dec) str() string {
-	n := d.uint()
-	if d.err != nil || n > uint64(len(d.b)) {
-		d.err = errShort
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-// count reads a count of items each at least a byte long.
-func (d *dec) count() int {
-	n := d.uint()
-	if n > uint64(len(d.b)) {
-		d.err = errShort
-		return 0
-	}
-	return int(n)
-}
 
 func encodeApply(as []analysed, watermark uint64) []byte {
 	e := &enc{b: []byte{recApply}}
@@ -127,37 +75,37 @@ func (x *Index) replay(rec []byte) error {
 	if len(rec) == 0 {
 		return errShort
 	}
-	d := &dec{b: rec[1:]}
-	wm := d.uint()
+	d := &base.Decoder{B: rec[1:], Bad: errShort}
+	wm := d.Uvarint()
 	switch rec[0] {
 	case recApply:
-		as := make([]analysed, d.count())
+		as := make([]analysed, d.Count())
 		for i := range as {
 			a := &as[i]
-			a.id, a.length = d.str(), uint32(d.uint())
-			a.sonas = make([]string, d.count())
+			a.id, a.length = d.Str(), uint32(d.Uvarint())
+			a.sonas = make([]string, d.Count())
 			for k := range a.sonas {
-				a.sonas[k] = d.str()
+				a.sonas[k] = d.Str()
 			}
-			n := d.count()
+			n := d.Count()
 			a.terms, a.freqs = make([]string, n), make([]uint16, n)
 			for k := range n {
-				a.terms[k], a.freqs[k] = d.str(), uint16(d.uint())
+				a.terms[k], a.freqs[k] = d.Str(), uint16(d.Uvarint())
 			}
 		}
-		if d.err != nil {
-			return d.err
+		if d.Err != nil {
+			return d.Err
 		}
 		for _, a := range as {
 			x.put(a)
 		}
 	case recDelete:
-		ids := make([]string, d.count())
+		ids := make([]string, d.Count())
 		for i := range ids {
-			ids[i] = d.str()
+			ids[i] = d.Str()
 		}
-		if d.err != nil {
-			return d.err
+		if d.Err != nil {
+			return d.Err
 		}
 		for _, id := range ids {
 			x.remove(id)
@@ -257,29 +205,29 @@ func (x *Index) decodeSnapshot(b []byte) error {
 	if len(b) < len(snapMagic)+4 || string(b[:len(snapMagic)]) != snapMagic {
 		return fmt.Errorf("%w: %s is not a full-text index", ErrCorrupt, snapshotFile)
 	}
-	d := &dec{b: b[len(snapMagic) : len(b)-4]}
-	if v := d.str(); d.err == nil && v != Version {
+	d := &base.Decoder{B: b[len(snapMagic) : len(b)-4], Bad: errShort}
+	if v := d.Str(); d.Err == nil && v != Version {
 		return fmt.Errorf("%w: version %q, this build writes %s", ErrStale, v, Version)
 	}
 	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
 		return fmt.Errorf("%w: %s does not match its checksum", ErrCorrupt, snapshotFile)
 	}
-	x.gen, x.watermark = d.uint(), d.uint()
+	x.gen, x.watermark = d.Uvarint(), d.Uvarint()
 	// Into the empty index, numbered as the snapshot numbers them: a
 	// term's id is its index in the snapshot's list, a document's slot its
 	// place (put would look every term of every document up by name).
-	x.names = make([]string, d.count())
+	x.names = make([]string, d.Count())
 	for i := range x.names {
-		x.names[i] = d.str()
+		x.names[i] = d.Str()
 		x.terms[x.names[i]] = uint32(i)
 	}
-	x.sonaNames = make([]string, d.count())
+	x.sonaNames = make([]string, d.Count())
 	for i := range x.sonaNames {
-		x.sonaNames[i] = d.str()
+		x.sonaNames[i] = d.Str()
 		x.sonaIDs[x.sonaNames[i]] = uint32(i)
 	}
-	if d.err == nil && (len(x.terms) != len(x.names) || len(x.sonaIDs) != len(x.sonaNames)) {
-		d.err = errShort // a name twice
+	if d.Err == nil && (len(x.terms) != len(x.names) || len(x.sonaIDs) != len(x.sonaNames)) {
+		d.Fail() // a name twice
 	}
 	x.df, x.post = make([]uint32, len(x.names)), make([][]posting, len(x.names))
 	// The documents' ids, sonas, terms and frequencies are cut from a few
@@ -302,40 +250,40 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		strs = append(strs, b...)
 		return unsafe.String(unsafe.SliceData(strs[at:]), len(b))
 	}
-	n := d.count()
+	n := d.Count()
 	x.slots = make([]slot, 0, n)
 	if len(x.docs) == 0 {
 		x.docs = make(map[string]uint32, n) // not grown 20 times at 1M
 	}
 	for range n {
-		sl := slot{id: str(d.bytes()), length: uint32(d.uint())}
-		sl.sonas = cut(&u32s, d.count(), arena)
+		sl := slot{id: str(d.Bytes()), length: uint32(d.Uvarint())}
+		sl.sonas = cut(&u32s, d.Count(), arena)
 		for k := range sl.sonas {
-			sl.sonas[k] = uint32(d.uint())
+			sl.sonas[k] = uint32(d.Uvarint())
 			if uint64(sl.sonas[k]) >= uint64(len(x.sonaNames)) || k > 0 && sl.sonas[k] <= sl.sonas[k-1] {
-				d.err = cmp.Or(d.err, errShort)
+				d.Fail()
 			}
 		}
-		nt := d.count()
+		nt := d.Count()
 		sl.ids, sl.freqs = cut(&u32s, nt, arena), cut(&u16s, nt, arena)
 		t := uint64(0)
 		for k := range nt {
-			delta := d.uint()
+			delta := d.Uvarint()
 			t += delta
 			if t >= uint64(len(x.names)) || k > 0 && delta == 0 { // ids ascending
-				d.err = cmp.Or(d.err, errShort)
+				d.Fail()
 				break
 			}
-			sl.ids[k], sl.freqs[k] = uint32(t), uint16(d.uint())
+			sl.ids[k], sl.freqs[k] = uint32(t), uint16(d.Uvarint())
 		}
-		if d.err != nil {
+		if d.Err != nil {
 			break
 		}
 		// One lookup: a document twice does not grow the map.
 		had := len(x.docs)
 		x.docs[sl.id] = uint32(len(x.slots))
 		if len(x.docs) == had {
-			d.err = errShort
+			d.Fail()
 			break
 		}
 		for _, id := range sl.ids {
@@ -357,7 +305,7 @@ func (x *Index) decodeSnapshot(b []byte) error {
 			x.post[id] = append(x.post[id], posting{slot: uint32(i), freq: sl.freqs[k]})
 		}
 	}
-	if d.err != nil || len(d.b) != 0 {
+	if d.Err != nil || len(d.B) != 0 {
 		return fmt.Errorf("%w: %s does not decode", ErrCorrupt, snapshotFile)
 	}
 	return nil

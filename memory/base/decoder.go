@@ -1,0 +1,87 @@
+package base
+
+import "encoding/binary"
+
+// Decoder reads a compact encoding of varints, fixed 64-bit words and
+// length-prefixed byte strings from B. The first error sticks: it is Bad,
+// and every later read returns a zero value. The states and snapshots
+// that derived structures write (the text index's, the sonas' members)
+// are read with it.
+type Decoder struct {
+	B   []byte
+	Bad error // the error a malformed encoding gives
+	Err error
+}
+
+// Fail records Bad, unless an error is already recorded.
+func (d *Decoder) Fail() {
+	if d.Err == nil {
+		d.Err = d.Bad
+	}
+}
+
+// Uvarint reads an unsigned varint.
+func (d *Decoder) Uvarint() uint64 {
+	if d.Err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.B)
+	if n <= 0 {
+		d.Fail()
+		return 0
+	}
+	d.B = d.B[n:]
+	return v
+}
+
+// Varint reads a signed varint.
+func (d *Decoder) Varint() int64 {
+	if d.Err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.B)
+	if n <= 0 {
+		d.Fail()
+		return 0
+	}
+	d.B = d.B[n:]
+	return v
+}
+
+// U64 reads a little-endian 64-bit word.
+func (d *Decoder) U64() uint64 {
+	if d.Err != nil || len(d.B) < 8 {
+		d.Fail()
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.B)
+	d.B = d.B[8:]
+	return v
+}
+
+// Bytes reads a length-prefixed byte string: a part of B, valid as long
+// as it is.
+func (d *Decoder) Bytes() []byte {
+	n := d.Uvarint()
+	if d.Err != nil || n > uint64(len(d.B)) {
+		d.Fail()
+		return nil
+	}
+	v := d.B[:n]
+	d.B = d.B[n:]
+	return v
+}
+
+// Str reads a length-prefixed string (a copy).
+func (d *Decoder) Str() string { return string(d.Bytes()) }
+
+// Count reads a count of items each at least a byte long: one more than
+// the bytes left is malformed.
+func (d *Decoder) Count() int {
+	n := d.Uvarint()
+	if n > uint64(len(d.B)) {
+		d.Fail()
+		return 0
+	}
+	return int(n)
+}
