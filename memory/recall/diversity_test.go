@@ -1,6 +1,12 @@
 package recall
 
-import "testing"
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+)
 
 // Near-identical texts compare by their lower-cased word sets.
 func TestJaccardOfWordSets(t *testing.T) {
@@ -9,5 +15,53 @@ func TestJaccardOfWordSets(t *testing.T) {
 	}
 	if got := jaccard(wordSet("a b c d e f g h i"), wordSet("a b c d e f g h i j")); got != 0.9 {
 		t.Fatalf("one word more in ten: jaccard %v", got)
+	}
+}
+
+// The hashed word sets give the Jaccard similarity of the word sets as
+// strings (lower-cased, split at what is neither a letter nor a digit),
+// non-ASCII letters and digits included.
+func TestWordSetHashesTheWords(t *testing.T) {
+	strs := func(text string) []string {
+		w := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+		slices.Sort(w)
+		return slices.Compact(w)
+	}
+	exact := func(a, b []string) float64 {
+		common := 0
+		for _, w := range a {
+			if _, ok := slices.BinarySearch(b, w); ok {
+				common++
+			}
+		}
+		return float64(common) / float64(len(a)+len(b)-common)
+	}
+	vocab := []string{"Émile", "école", "ÉCOLE", "Straße", "STRASSE", "東京", "١٢٣", "tomato", "Tomato", "TOMATOES", "a", "I", "ı", "Ωmega", "ωMEGA", "x1", "X1"}
+	seps := []string{" ", ", ", "—", "?", "\t", "'", "-"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	text := func() string {
+		var b strings.Builder
+		for range 1 + rng.IntN(12) {
+			b.WriteString(vocab[rng.IntN(len(vocab))])
+			b.WriteString(seps[rng.IntN(len(seps))])
+		}
+		return b.String()
+	}
+	for range 2000 {
+		a, b := text(), text()
+		if got, want := jaccard(wordSet(a), wordSet(b)), exact(strs(a), strs(b)); got != want {
+			t.Fatalf("%q and %q: jaccard %v, of the words as strings %v", a, b, got, want)
+		}
+		if len(wordSet(a)) != len(strs(a)) {
+			t.Fatalf("%q: %d hashed words, %d words", a, len(wordSet(a)), len(strs(a)))
+		}
+	}
+}
+
+func BenchmarkCollapseKey(b *testing.B) {
+	text := "I planted the tomatoes in the raised bed by the fence last Tuesday, and the basil next to them — the aphids are back though."
+	other := wordSet("which bed did I plant the tomatoes in, the raised one by the fence?")
+	for b.Loop() {
+		jaccard(wordSet(text), other)
 	}
 }
