@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/memoria-ai/memoria/memory/model"
 )
 
 // Near-identical texts compare by their lower-cased word sets.
@@ -63,5 +65,25 @@ func BenchmarkCollapseKey(b *testing.B) {
 	other := wordSet("which bed did I plant the tomatoes in, the raised one by the fence?")
 	for b.Loop() {
 		jaccard(wordSet(text), other)
+	}
+}
+
+// A memory asks a question when what it says holds a question mark, ASCII
+// or full-width, in any of its parts; its speaker's name does not count.
+func TestAsksQuestion(t *testing.T) {
+	name := "Who?"
+	for _, c := range []struct {
+		m    *model.Memory
+		want bool
+	}{
+		{&model.Memory{Data: model.Data{Self: &model.SelfData{Parts: []model.Part{{Content: "I see."}, {Content: "Which bed was it?"}}}}}, true},
+		{&model.Memory{Data: model.Data{Self: &model.SelfData{Parts: []model.Part{{Content: "I see."}, {Content: "The raised one."}}}}}, false},
+		{&model.Memory{Data: model.Data{Other: &model.OtherData{Name: &name, Content: "你在哪里？"}}}, true},
+		{&model.Memory{Data: model.Data{Other: &model.OtherData{Name: &name, Content: "Here."}}}, false},
+		{&model.Memory{Data: model.Data{Text: &model.TextData{Content: "is it"}}}, false},
+	} {
+		if got := asksQuestion(c.m); got != c.want {
+			t.Errorf("%q: asks a question %v, want %v", c.m.Text(), got, c.want)
+		}
 	}
 }
