@@ -2,6 +2,7 @@ package vector
 
 import (
 	"cmp"
+	"errors"
 	"math"
 	"slices"
 	"sync"
@@ -57,13 +58,13 @@ type Index struct {
 	kmu     sync.RWMutex // ids, keys, the vectors and removed
 	ids     map[string]uint64
 	keys    []string
-	vecs    chunked[float32] // by id
-	qv      chunked[int8]    // by id, quantised records (quant.go); the graph shares the chunks
-	removed map[uint64]bool  // ids of removed keys (forgotten memories)
-	// mapping is a snapshot's file mapped by Restore (nil if none), and
-	// mapped the part of it that holds the whole chunks of vecs.
-	mapping, mapped []byte
-	changes         uint64 // keys added and removed (Changes)
+	vecs    floats          // by id (floats.go): in the heap or a restored snapshot's file
+	qv      chunked[int8]   // by id, quantised records (quant.go); the graph shares the chunks
+	removed map[uint64]bool // ids of removed keys (forgotten memories)
+	// mapping is the part of a snapshot's file mapped by Restore (nil if
+	// none): the pages holding its quantised records.
+	mapping []byte
+	changes uint64 // keys added and removed (Changes)
 
 	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64
@@ -94,7 +95,7 @@ func New(o Options) *Index {
 		graph:    newGraph(o.Dims, o.M, o.EfConstruction, o.Seed),
 		scratch:  sync.Pool{New: func() any { return new(scratch) }},
 		ids:      map[string]uint64{},
-		vecs:     chunked[float32]{stride: o.Dims},
+		vecs:     floats{chunked: chunked[float32]{stride: o.Dims}},
 		qv:       chunked[int8]{stride: o.Dims + scaleBytes},
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -164,17 +165,20 @@ func (x *Index) Key(id uint64) (string, bool) {
 	return x.keys[id], true
 }
 
-// Vector returns the vector of id (shared: do not modify).
-func (x *Index) Vector(id uint64) []float32 {
+// Vector returns the vector of id: the index's own (shared: do not
+// modify) or, for one of a restored snapshot (read from its file), a copy
+// in buf, grown when shorter than Dims (nil: a new slice).
+func (x *Index) Vector(id uint64, buf []float32) []float32 {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
 	if id >= uint64(len(x.keys)) {
 		panic("vector: no such id")
 	}
-	return x.vecs.at(uint32(id))
+	return x.vecs.get(uint32(id), slices.Grow(buf[:0], x.dims))
 }
 
-// Lookup returns the vector stored under key (shared: do not modify).
+// Lookup returns the vector stored under key: the index's own (shared: do
+// not modify) or, for one of a restored snapshot, a copy.
 func (x *Index) Lookup(key string) ([]float32, bool) {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
@@ -182,7 +186,11 @@ func (x *Index) Lookup(key string) ([]float32, bool) {
 	if !ok {
 		return nil, false
 	}
-	return x.vecs.at(uint32(id)), true
+	var buf []float32
+	if !x.vecs.inHeap(uint32(id)) {
+		buf = make([]float32, x.dims)
+	}
+	return x.vecs.get(uint32(id), buf), true
 }
 
 // Len is the number of vectors in the index.
@@ -220,7 +228,7 @@ func (x *Index) Remove(key string) bool {
 	}
 	delete(x.ids, key)
 	x.keys[id] = ""
-	clear(x.vecs.at(uint32(id)))
+	x.vecs.remove(uint32(id))
 	if x.removed == nil {
 		x.removed = map[uint64]bool{}
 	}
@@ -278,10 +286,11 @@ func (x *Index) Close() {
 	x.pmu.Unlock()
 }
 
-// Unmap ends the mapping of a restored snapshot's vectors (Restore), so
-// that the file's blocks are freed and its file system can be unmounted;
-// the index is empty afterwards. Call it last, after Close, once nothing
-// searches the index nor holds a vector it returned.
+// Unmap ends the mapping of a restored snapshot's quantised records and
+// closes its file (Restore), so that the file's blocks are freed and its
+// file system can be unmounted; the index is empty afterwards. Call it
+// last, after Close, once nothing searches the index nor holds a vector
+// it returned.
 func (x *Index) Unmap() error {
 	x.bmu.Lock()
 	defer x.bmu.Unlock()
@@ -291,16 +300,24 @@ func (x *Index) Unmap() error {
 	defer x.kmu.Unlock()
 	x.pmu.Lock()
 	defer x.pmu.Unlock()
-	if x.mapping == nil {
+	if x.mapping == nil && x.vecs.file == nil {
 		return nil
 	}
 	g := x.graph
 	x.graph = newGraph(x.dims, g.m, g.efc, g.seed)
 	x.ids, x.keys, x.removed, x.pending = map[string]uint64{}, nil, nil, nil
-	x.vecs.chunks, x.qv.chunks = nil, nil
+	file := x.vecs.file
+	x.vecs, x.qv.chunks = floats{chunked: chunked[float32]{stride: x.dims}}, nil
 	m := x.mapping
-	x.mapping, x.mapped = nil, nil
-	return unmapFile(m)
+	x.mapping = nil
+	var err error
+	if m != nil {
+		err = unmapFile(m)
+	}
+	if file != nil {
+		err = errors.Join(err, file.Close())
+	}
+	return err
 }
 
 // build moves pending vectors into the graph in small chunks, so that a
@@ -420,25 +437,32 @@ func (x *Index) search(q []float32, want, k int) ([]Hit, int) {
 // rescore replaces the similarities of the graph's candidates, from the
 // quantised vectors, with the exact ones.
 func (x *Index) rescore(q []float32, found []item) {
+	s := x.scratch.Get().(*scratch)
+	defer x.scratch.Put(s)
+	buf := slices.Grow(s.f32[:0], x.dims)
 	x.kmu.RLock()
-	vecs := x.vecs
-	x.kmu.RUnlock()
+	defer x.kmu.RUnlock()
 	for i, it := range found {
-		found[i].sim = vek32.Dot(q, vecs.at(it.id))
+		found[i].sim = vek32.Dot(q, x.vecs.get(it.id, buf))
 	}
+	s.f32 = buf
 }
 
 // exact returns the k best of ids by exact similarity to q, in no order.
 func (x *Index) exact(q []float32, ids []uint64, k int) []item {
 	top := make(minHeap, 0, min(k, len(ids)))
+	s := x.scratch.Get().(*scratch)
+	defer x.scratch.Put(s)
+	buf := slices.Grow(s.f32[:0], x.dims)
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
 	for i, id := range ids {
-		if i+prefetchAhead < len(ids) {
+		if i+prefetchAhead < len(ids) && x.vecs.inHeap(uint32(ids[i+prefetchAhead])) {
 			prefetchFloats(x.vecs.at(uint32(ids[i+prefetchAhead])))
 		}
-		top.offer(item{vek32.Dot(q, x.vecs.at(uint32(id))), uint32(id)}, k)
+		top.offer(item{vek32.Dot(q, x.vecs.get(uint32(id), buf)), uint32(id)}, k)
 	}
+	s.f32 = buf
 	return top
 }
 
@@ -547,13 +571,15 @@ func (x *Index) exactAmong(q []float32, ids []uint64, k int) []item {
 	}
 	slices.SortFunc(s.sel, func(a, b item) int { return cmp.Compare(b.sim, a.sim) })
 	top := make(minHeap, 0, k)
+	buf := slices.Grow(s.f32[:0], x.dims)
 	for _, c := range s.sel {
 		if len(top) == k && c.sim < top[0].sim {
 			break // no id left can reach the k-th best
 		}
 		id := uint32(ids[c.id])
-		top.offer(item{vek32.Dot(q, x.vecs.at(id)), id}, k)
+		top.offer(item{vek32.Dot(q, x.vecs.get(id, buf)), id}, k)
 	}
+	s.f32 = buf
 	return top
 }
 
