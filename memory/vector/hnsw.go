@@ -535,6 +535,7 @@ type scratch struct {
 	sel     []item    // insertion: the new node's neighbours
 	prune   []item    // insertion: a full neighbour list and the new link
 	keep    []item
+	top     minHeap   // rescore: the k best exact similarities
 	f32     []float32 // room for a float32 vector read from a file (floats.go)
 	f32b    []float32 // and a second one
 }

@@ -426,7 +426,13 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	var mapping []byte
 	if fromFile {
 		var err error
-		if vecs, err = fileFloats(file, vecsAt, x.dims, int(n), removed); err != nil {
+		if vecBytes <= x.heapVecs {
+			vecs.grow(int(n))
+			err = readFloats(file, vecsAt, &vecs.chunked, int(n))
+		} else {
+			vecs, err = fileFloats(file, vecsAt, x.dims, int(n), removed)
+		}
+		if err != nil {
 			return info, err
 		}
 		mapAt := qvAt / int64(os.Getpagesize()) * int64(os.Getpagesize())
@@ -657,6 +663,18 @@ func fileFloats(f *os.File, at int64, dims, n int, removed map[uint64]bool) (flo
 		v.chunks = append(v.chunks, last)
 	}
 	return v, nil
+}
+
+// readFloats reads the float32 vectors of a snapshot's n ids, from at in
+// f, into c (grown to hold them).
+func readFloats(f *os.File, at int64, c *chunked[float32], n int) error {
+	for i := 0; i<<chunkBits < n; i++ {
+		recs := min(n-i<<chunkBits, 1<<chunkBits)
+		if _, err := f.ReadAt(asBytes(c.chunks[i][:recs*c.stride]), at+int64(i<<chunkBits)*int64(c.stride)*4); err != nil {
+			return fmt.Errorf("vector: reading the snapshot's vectors: %w", err)
+		}
+	}
+	return nil
 }
 
 // close closes the file of v's vectors, if any.

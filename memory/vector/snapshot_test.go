@@ -270,7 +270,7 @@ func TestSnapshotMappedFromFile(t *testing.T) {
 	const n, dims = 1000, 32 // 3 whole chunks and a partial one
 	rng := rand.New(rand.NewSource(5))
 	vecs := clustered(rng, n+100, dims, 10)
-	o := Options{Dims: dims, M: 8, EfConstruction: 32, Seed: 3}
+	o := Options{Dims: dims, M: 8, EfConstruction: 32, Seed: 3, HeapVectors: -1}
 	x := snapIndex(t, o, vecs, n)
 	queries := clustered(rng, 30, dims, 10)
 	same := func(what string, a, b *Index) {
@@ -332,7 +332,7 @@ func TestSnapshotMappedFromFile(t *testing.T) {
 func TestSnapshotFileRefused(t *testing.T) {
 	const dims = 16
 	vecs := clustered(rand.New(rand.NewSource(8)), 600, dims, 5)
-	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1}
+	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1, HeapVectors: -1}
 	for _, version := range []int{2, SnapshotVersion} {
 		path := snapFile(t, snapIndex(t, o, vecs, 600), version)
 		good, err := os.ReadFile(path)
@@ -375,15 +375,24 @@ func TestSnapshotFileRefused(t *testing.T) {
 // byte for byte.
 func TestRestoredFloatsAreReadNotMapped(t *testing.T) {
 	const n, dims = 2100, 32 // 8 whole chunks (of 32 KB: 8 pages each) and a partial one
-	rng := rand.New(rand.NewSource(11))
-	vecs := clustered(rng, n+200, dims, 10)
+	vecs := clustered(rand.New(rand.NewSource(11)), n+200, dims, 10)
 	for i := 40; i < 60; i++ {
 		vecs[i] = vecs[30] // aliases of 30
 	}
 	for i := n; i < n+10; i++ {
 		vecs[i] = vecs[1000] // aliases of a vector of the file, added after
 	}
-	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1}
+	for _, heap := range []int64{-1, 0} {
+		t.Run(fmt.Sprintf("HeapVectors=%d", heap), func(t *testing.T) {
+			restoredLikeBuilt(t, vecs, n, dims, Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1, HeapVectors: heap})
+		})
+	}
+}
+
+// restoredLikeBuilt builds an index of vecs[:n], restores its snapshot
+// into another and checks that both go on alike (as above).
+func restoredLikeBuilt(t *testing.T, vecs [][]float32, n, dims int, o Options) {
+	rng := rand.New(rand.NewSource(12))
 	x := New(o)
 	defer x.Close()
 	for i, v := range vecs[:n] {
@@ -425,7 +434,7 @@ func TestRestoredFloatsAreReadNotMapped(t *testing.T) {
 			}
 		}
 		ids := make([]uint64, 0, 1500)
-		for id := uint64(0); id < n+200; id += 2 {
+		for id := uint64(0); id < uint64(n+200); id += 2 {
 			ids = append(ids, id)
 		}
 		if a, b := x.SearchAmong(q, ids, 10), y.SearchAmong(q, ids, 10); !slices.Equal(a, b) {
@@ -509,4 +518,52 @@ func fileMappings(t *testing.T, path string) [][2]int64 {
 		t.Fatalf("no mapping of %s in /proc/self/maps: the quantised records are mapped", path)
 	}
 	return out
+}
+
+// BenchmarkSearchRestored measures Search on an index of 20,000 clustered
+// 384-dim vectors as built (float32 vectors in the heap) and as restored
+// from a snapshot file (read from it for each re-rank, floats.go).
+func BenchmarkSearchRestored(b *testing.B) {
+	const n, dims, queries = 20_000, 384, 200
+	rng := rand.New(rand.NewSource(1))
+	vecs := clustered(rng, n+queries, dims, 50)
+	o := Options{Dims: dims, Seed: 1, HeapVectors: -1}
+	x := New(o)
+	defer x.Close()
+	for i, v := range vecs[:n] {
+		x.Add(key(i), v)
+	}
+	x.WaitBuilt()
+	path := filepath.Join(b.TempDir(), "index.snap")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := x.Snapshot(f, nil); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	f, err = os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	y := New(o)
+	defer y.Close()
+	if _, err := y.Restore(f, fi.Size(), anyTag); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	for _, c := range []struct {
+		name string
+		x    *Index
+	}{{"heap", x}, {"file", y}} {
+		b.Run(c.name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				c.x.Search(vecs[n+i%queries], 10)
+				i++
+			}
+		})
+	}
 }
