@@ -36,8 +36,10 @@ type Options struct {
 	// snapshot file reads into the heap (64 MiB: 43,690 vectors of 384
 	// dimensions; negative: none). A snapshot with more leaves them in
 	// the file and reads each from it when a search needs it (floats.go):
-	// a system call a vector re-ranked, ~0.3 ms of a 20,000-vector
-	// search's 0.15 ms in the heap, which a store that small need not pay.
+	// a system call a vector re-ranked — a search of 20,000 vectors took
+	// 0.4–0.9 ms so, 0.15–0.3 ms with them in the heap
+	// (BenchmarkSearchRestored, a loaded machine) — which a store that
+	// small need not pay.
 	HeapVectors int64
 	// Clock times the builder's pacing (default: the wall clock).
 	Clock clock.Clock
