@@ -397,7 +397,6 @@ func (s *Self) loadVectors(txn store.Reader, snap bool, restored *bool) error {
 	if err := s.checkEnds(txn); err != nil {
 		return err
 	}
-	defer s.index.ReleaseVectors() // a full read of the chains reads them all
 	if !*restored {
 		return s.Sonas.LoadMembers(txn, s.index)
 	}

@@ -138,6 +138,7 @@ func (s *Sonas) LoadMembersFrom(r store.Reader, ix *vector.Index, state []byte) 
 	if why != nil {
 		return false, why, s.LoadMembers(r, ix)
 	}
+	buf := make([]float32, s.dims) // room for a vector read from a file
 	for id, st := range s.sonas {
 		name := st.centroid // its name's embedding (Load), until here
 		sv := saved[id]
@@ -157,7 +158,7 @@ func (s *Sonas) LoadMembersFrom(r store.Reader, ix *vector.Index, state []byte) 
 				for _, vid := range sv.members {
 					if ix.Live(vid) {
 						st.members = append(st.members, vid)
-						st.mean.AddInPlace(ix.Vector(vid))
+						st.mean.AddInPlace(ix.Vector(vid, buf))
 					}
 				}
 			}
@@ -169,7 +170,7 @@ func (s *Sonas) LoadMembersFrom(r store.Reader, ix *vector.Index, state []byte) 
 			if err != nil {
 				return err
 			}
-			return s.addMember(r, ix, id, st, mem)
+			return s.addMember(r, ix, id, st, mem, buf)
 		})
 		if err != nil {
 			return true, nil, err
@@ -239,8 +240,8 @@ func forgotten(members []uint64, ix *vector.Index) bool {
 
 // addMember adds the memory of a chain entry of sona id to st, as
 // LoadMembers does: a forgotten memory is no member, one without a
-// vector is corruption.
-func (s *Sonas) addMember(r store.Reader, ix *vector.Index, id string, st *sonaState, mem cid.Cid) error {
+// vector is corruption. buf is room for a vector read from a file.
+func (s *Sonas) addMember(r store.Reader, ix *vector.Index, id string, st *sonaState, mem cid.Cid, buf []float32) error {
 	vid, ok := ix.ID(mem.KeyString())
 	if !ok {
 		if gone, err := r.Has(store.TombstoneKey(mem)); err != nil || gone {
@@ -249,6 +250,6 @@ func (s *Sonas) addMember(r store.Reader, ix *vector.Index, id string, st *sonaS
 		return s.st.Explain(fmt.Errorf("%w: memory %s of sona %s has no embedding", base.ErrCorrupt, mem, id))
 	}
 	st.members = append(st.members, vid)
-	st.mean.AddInPlace(ix.Vector(vid))
+	st.mean.AddInPlace(ix.Vector(vid, buf))
 	return nil
 }

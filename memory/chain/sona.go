@@ -192,12 +192,13 @@ func (s *Sonas) LoadMembers(r store.Reader, ix *vector.Index) error {
 			st.mean.AddInPlace(name)
 		}
 	}
+	buf := make([]float32, s.dims) // room for a vector read from a file
 	err := ScanMemories(r, func(id string, mem cid.Cid) error {
 		st, ok := s.sonas[id]
 		if !ok {
 			return nil
 		}
-		return s.addMember(r, ix, id, st, mem)
+		return s.addMember(r, ix, id, st, mem, buf)
 	})
 	if err != nil {
 		return err
@@ -387,10 +388,11 @@ func (s *Sonas) Forget(tx store.Tx, sonas []string, gone map[uint64]bool, ix *ve
 			if name := names[id]; len(name) == s.dims {
 				st.mean, st.centroid = st.mean.Add(name)
 			}
+			buf := make([]float32, s.dims) // room for a vector read from a file
 			for _, vid := range old.members {
 				if !gone[vid] {
 					st.members = append(st.members, vid)
-					st.mean, st.centroid = st.mean.Add(ix.Vector(vid))
+					st.mean, st.centroid = st.mean.Add(ix.Vector(vid, buf))
 				}
 			}
 			s.sonas[id] = st

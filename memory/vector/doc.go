@@ -20,6 +20,8 @@
 // float32 vectors before they are returned, so similarities are exact;
 // only which candidates the graph finds depends on the quantisation.
 // Exact scans (the pending set, SearchAmong) use the float32 vectors.
+// Those of a snapshot restored from a file are read from it when needed,
+// not kept in memory (floats.go).
 //
 // Invariants:
 //

@@ -36,15 +36,15 @@ type graph struct {
 	seed int64
 
 	dims   int
-	qv     chunked[int8]    // by id: the Index's quantised records (quant.go), shared
-	vecs   chunked[float32] // by id: the Index's vectors, shared (an alias's equals its representative's)
-	links0 chunked[uint32]  // by id: count, then up to 2m links on layer 0; an alias: aliasFlag, its representative
-	upper  [][]uint32       // by id: per layer 1..level, count then up to m links; nil on level 0
-	indeg  []uint32         // by id: how many nodes link to it on layer 0
-	in     []uint64         // bit set by id: the node was inserted
-	n      int              // ids 0..n-1 have a slot (inserted or a hole)
-	entry  uint32           // the node of the top layer searches start from
-	top    int              // the level of entry; -1 while the graph is empty
+	qv     chunked[int8]   // by id: the Index's quantised records (quant.go), shared
+	vecs   floats          // by id: the Index's vectors, shared (an alias's equals its representative's)
+	links0 chunked[uint32] // by id: count, then up to 2m links on layer 0; an alias: aliasFlag, its representative
+	upper  [][]uint32      // by id: per layer 1..level, count then up to m links; nil on level 0
+	indeg  []uint32        // by id: how many nodes link to it on layer 0
+	in     []uint64        // bit set by id: the node was inserted
+	n      int             // ids 0..n-1 have a slot (inserted or a hole)
+	entry  uint32          // the node of the top layer searches start from
+	top    int             // the level of entry; -1 while the graph is empty
 	// aliases are each representative's live aliases, in id order.
 	aliases map[uint32][]uint32
 
@@ -86,10 +86,18 @@ func (g *graph) twin(id uint32, best []item) (uint32, bool) {
 		return 0, false
 	}
 	rep := best[0].id
-	if recordScale(g.qv.at(rep)[g.dims:]) == 0 || !slices.Equal(g.qv.at(rep), g.qv.at(id)) || !slices.Equal(g.vecs.at(rep), g.vecs.at(id)) {
+	if recordScale(g.qv.at(rep)[g.dims:]) == 0 || !slices.Equal(g.qv.at(rep), g.qv.at(id)) || !g.equal(rep, id) {
 		return 0, false
 	}
 	return rep, true
+}
+
+// equal reports whether the float32 vectors of a and b are equal.
+func (g *graph) equal(a, b uint32) bool {
+	s := &g.ins
+	s.f32 = slices.Grow(s.f32[:0], g.dims)
+	s.f32b = slices.Grow(s.f32b[:0], g.dims)
+	return slices.Equal(g.vecs.get(a, s.f32), g.vecs.get(b, s.f32b))
 }
 
 // alias makes id an alias of rep.
@@ -527,6 +535,9 @@ type scratch struct {
 	sel     []item    // insertion: the new node's neighbours
 	prune   []item    // insertion: a full neighbour list and the new link
 	keep    []item
+	top     minHeap   // rescore: the k best exact similarities
+	f32     []float32 // room for a float32 vector read from a file (floats.go)
+	f32b    []float32 // and a second one
 }
 
 // reset empties the heaps and the visited set, sized for ids below n.

@@ -2,6 +2,7 @@ package vector
 
 import (
 	"cmp"
+	"errors"
 	"math"
 	"slices"
 	"sync"
@@ -31,6 +32,15 @@ type Options struct {
 	// searches; above it, at full pace. 0 = always full pace.
 	Backlog int
 	Seed    int64 // seeds HNSW level assignment
+	// HeapVectors is the most bytes of float32 vectors a restore from a
+	// snapshot file reads into the heap (64 MiB: 43,690 vectors of 384
+	// dimensions; negative: none). A snapshot with more leaves them in
+	// the file and reads each from it when a search needs it (floats.go):
+	// a system call a vector re-ranked — a search of 20,000 vectors took
+	// 0.4–0.9 ms so, 0.15–0.3 ms with them in the heap
+	// (BenchmarkSearchRestored, a loaded machine) — which a store that
+	// small need not pay.
+	HeapVectors int64
 	// Clock times the builder's pacing (default: the wall clock).
 	Clock clock.Clock
 }
@@ -41,6 +51,7 @@ type Index struct {
 	efSearch int
 	backlog  int
 	clock    clock.Clock
+	heapVecs int64 // Options.HeapVectors
 
 	gmu sync.RWMutex // graph: Search under RLock, insertion under Lock
 	// bmu is held by the builder around each insertion, and by a snapshot
@@ -57,13 +68,13 @@ type Index struct {
 	kmu     sync.RWMutex // ids, keys, the vectors and removed
 	ids     map[string]uint64
 	keys    []string
-	vecs    chunked[float32] // by id
-	qv      chunked[int8]    // by id, quantised records (quant.go); the graph shares the chunks
-	removed map[uint64]bool  // ids of removed keys (forgotten memories)
-	// mapping is a snapshot's file mapped by Restore (nil if none), and
-	// mapped the part of it that holds the whole chunks of vecs.
-	mapping, mapped []byte
-	changes         uint64 // keys added and removed (Changes)
+	vecs    floats          // by id (floats.go): in the heap or a restored snapshot's file
+	qv      chunked[int8]   // by id, quantised records (quant.go); the graph shares the chunks
+	removed map[uint64]bool // ids of removed keys (forgotten memories)
+	// mapping is the part of a snapshot's file mapped by Restore (nil if
+	// none): the pages holding its quantised records.
+	mapping []byte
+	changes uint64 // keys added and removed (Changes)
 
 	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64
@@ -86,15 +97,19 @@ func New(o Options) *Index {
 	if o.EfConstruction <= 0 {
 		o.EfConstruction = 64
 	}
+	if o.HeapVectors == 0 {
+		o.HeapVectors = 64 << 20
+	}
 	x := &Index{
 		dims:     o.Dims,
 		efSearch: o.EfSearch,
 		backlog:  o.Backlog,
+		heapVecs: o.HeapVectors,
 		clock:    clock.Or(o.Clock),
 		graph:    newGraph(o.Dims, o.M, o.EfConstruction, o.Seed),
 		scratch:  sync.Pool{New: func() any { return new(scratch) }},
 		ids:      map[string]uint64{},
-		vecs:     chunked[float32]{stride: o.Dims},
+		vecs:     floats{chunked: chunked[float32]{stride: o.Dims}},
 		qv:       chunked[int8]{stride: o.Dims + scaleBytes},
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -164,17 +179,20 @@ func (x *Index) Key(id uint64) (string, bool) {
 	return x.keys[id], true
 }
 
-// Vector returns the vector of id (shared: do not modify).
-func (x *Index) Vector(id uint64) []float32 {
+// Vector returns the vector of id: the index's own (shared: do not
+// modify) or, for one of a restored snapshot (read from its file), a copy
+// in buf, grown when shorter than Dims (nil: a new slice).
+func (x *Index) Vector(id uint64, buf []float32) []float32 {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
 	if id >= uint64(len(x.keys)) {
 		panic("vector: no such id")
 	}
-	return x.vecs.at(uint32(id))
+	return x.vecs.get(uint32(id), slices.Grow(buf[:0], x.dims))
 }
 
-// Lookup returns the vector stored under key (shared: do not modify).
+// Lookup returns the vector stored under key: the index's own (shared: do
+// not modify) or, for one of a restored snapshot, a copy.
 func (x *Index) Lookup(key string) ([]float32, bool) {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
@@ -182,7 +200,11 @@ func (x *Index) Lookup(key string) ([]float32, bool) {
 	if !ok {
 		return nil, false
 	}
-	return x.vecs.at(uint32(id)), true
+	var buf []float32
+	if !x.vecs.inHeap(uint32(id)) {
+		buf = make([]float32, x.dims)
+	}
+	return x.vecs.get(uint32(id), buf), true
 }
 
 // Len is the number of vectors in the index.
@@ -220,7 +242,7 @@ func (x *Index) Remove(key string) bool {
 	}
 	delete(x.ids, key)
 	x.keys[id] = ""
-	clear(x.vecs.at(uint32(id)))
+	x.vecs.remove(uint32(id))
 	if x.removed == nil {
 		x.removed = map[uint64]bool{}
 	}
@@ -278,10 +300,11 @@ func (x *Index) Close() {
 	x.pmu.Unlock()
 }
 
-// Unmap ends the mapping of a restored snapshot's vectors (Restore), so
-// that the file's blocks are freed and its file system can be unmounted;
-// the index is empty afterwards. Call it last, after Close, once nothing
-// searches the index nor holds a vector it returned.
+// Unmap ends the mapping of a restored snapshot's quantised records and
+// closes its file (Restore), so that the file's blocks are freed and its
+// file system can be unmounted; the index is empty afterwards. Call it
+// last, after Close, once nothing searches the index nor holds a vector
+// it returned.
 func (x *Index) Unmap() error {
 	x.bmu.Lock()
 	defer x.bmu.Unlock()
@@ -291,16 +314,24 @@ func (x *Index) Unmap() error {
 	defer x.kmu.Unlock()
 	x.pmu.Lock()
 	defer x.pmu.Unlock()
-	if x.mapping == nil {
+	if x.mapping == nil && x.vecs.file == nil {
 		return nil
 	}
 	g := x.graph
 	x.graph = newGraph(x.dims, g.m, g.efc, g.seed)
 	x.ids, x.keys, x.removed, x.pending = map[string]uint64{}, nil, nil, nil
-	x.vecs.chunks, x.qv.chunks = nil, nil
+	file := x.vecs.file
+	x.vecs, x.qv.chunks = floats{chunked: chunked[float32]{stride: x.dims}}, nil
 	m := x.mapping
-	x.mapping, x.mapped = nil, nil
-	return unmapFile(m)
+	x.mapping = nil
+	var err error
+	if m != nil {
+		err = unmapFile(m)
+	}
+	if file != nil {
+		err = errors.Join(err, file.Close())
+	}
+	return err
 }
 
 // build moves pending vectors into the graph in small chunks, so that a
@@ -397,6 +428,7 @@ func (x *Index) search(q []float32, want, k int) ([]Hit, int) {
 	x.pmu.RUnlock()
 
 	s := x.scratch.Get().(*scratch)
+	defer x.scratch.Put(s)
 	s.q = slices.Grow(s.q[:0], x.dims)[:x.dims]
 	qq := qvec{s.q, quantize(q, s.q)}
 	ef := max(x.efSearch, want)
@@ -404,41 +436,93 @@ func (x *Index) search(q []float32, want, k int) ([]Hit, int) {
 	found := x.graph.search(s, qq, ef, make([]item, 0, ef+min(want, len(pending))))
 	found = x.graph.withAliases(found, want)
 	x.gmu.RUnlock()
-	x.scratch.Put(s)
-	x.rescore(q, found)
+	x.rescore(s, q, qq.s, found, k)
 
 	if len(pending) > 0 {
 		found = append(found, x.exact(q, pending, want)...)
-		// An id that joined the graph meanwhile is in both, with the same
-		// similarity: adjacent once sorted.
-		slices.SortFunc(found, byBest)
+		// An id that joined the graph meanwhile is in both: once, whichever
+		// similarity it keeps (a quantised one is of an id below the k
+		// best, exact or not).
+		slices.SortFunc(found, func(a, b item) int { return cmp.Compare(a.id, b.id) })
 		found = slices.CompactFunc(found, func(a, b item) bool { return a.id == b.id })
 	}
 	return x.hits(found, k), len(found)
 }
 
 // rescore replaces the similarities of the graph's candidates, from the
-// quantised vectors, with the exact ones.
-func (x *Index) rescore(q []float32, found []item) {
+// quantised vectors, with the exact ones where they matter: those of the
+// k best (removed ones left out, as hits leaves them out) and of every
+// candidate that could still be among them. As in exactAmong, each
+// candidate's quantised similarity is within a bound of its exact one
+// (quantError); best upper bound first, candidates are scored exactly
+// until the next one's upper bound is below the k-th best exact
+// similarity. The ones left are less similar than k others and keep a
+// quantised similarity below theirs: the k best, their order and their
+// similarities are those of scoring every candidate exactly, for a
+// fraction of the float32 reads — each one a read of the snapshot's file
+// for a restored vector (floats.go). qs is the scale of the query's
+// quantised form.
+func (x *Index) rescore(s *scratch, q []float32, qs float32, found []item, k int) {
+	ea, eb := quantError(q, qs)
 	x.kmu.RLock()
-	vecs := x.vecs
-	x.kmu.RUnlock()
+	defer x.kmu.RUnlock()
+	checkRemoved := len(x.removed) > 0
+	s.sel = s.sel[:0]
 	for i, it := range found {
-		found[i].sim = vek32.Dot(q, vecs.at(it.id))
+		if checkRemoved && x.removed[uint64(it.id)] {
+			found[i].sim = 0 // its vector is zero (its record may stay, for its aliases)
+			continue
+		}
+		ws := recordScale(x.qv.at(it.id)[x.dims:])
+		s.sel = append(s.sel, item{it.sim + ea*ws + eb, uint32(i)})
 	}
+	slices.SortFunc(s.sel, func(a, b item) int { return cmp.Compare(b.sim, a.sim) })
+	top := s.top[:0]
+	buf := slices.Grow(s.f32[:0], x.dims)
+	for _, c := range s.sel {
+		if len(top) == k && c.sim < top[0].sim {
+			break // no candidate left can reach the k-th best
+		}
+		it := &found[c.id]
+		it.sim = vek32.Dot(q, x.vecs.get(it.id, buf))
+		top.offer(*it, k)
+	}
+	s.f32, s.top = buf, top
+}
+
+// quantError returns ea and eb such that a quantised similarity of q to a
+// stored vector w of record scale s_w, q's quantised form being at scale
+// qs, is within ea·s_w + eb of the exact one.
+//
+// With q̂ = qs·q8 and ŵ = s_w·w8 the quantised vectors (each component
+// within its scale's half of the true one), q·w − q̂·ŵ = q·(w−ŵ) +
+// (q−q̂)·ŵ, at most ‖q‖₁·s_w/2 + ‖ŵ‖₁·qs/2 in size, and ‖ŵ‖₁ ≤ ‖w‖₁ +
+// d·s_w/2 ≤ √d + d·s_w/2 for a unit w (every stored vector; a removed
+// one is zero); plus a margin for float32 rounding.
+func quantError(q []float32, qs float32) (ea, eb float32) {
+	var q1 float64
+	for _, f := range q {
+		q1 += math.Abs(float64(f))
+	}
+	d := float64(len(q))
+	return float32(q1/2 + d*float64(qs)/4), float32(math.Sqrt(d)*float64(qs)/2 + 1e-4)
 }
 
 // exact returns the k best of ids by exact similarity to q, in no order.
 func (x *Index) exact(q []float32, ids []uint64, k int) []item {
 	top := make(minHeap, 0, min(k, len(ids)))
+	s := x.scratch.Get().(*scratch)
+	defer x.scratch.Put(s)
+	buf := slices.Grow(s.f32[:0], x.dims)
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
 	for i, id := range ids {
-		if i+prefetchAhead < len(ids) {
+		if i+prefetchAhead < len(ids) && x.vecs.inHeap(uint32(ids[i+prefetchAhead])) {
 			prefetchFloats(x.vecs.at(uint32(ids[i+prefetchAhead])))
 		}
-		top.offer(item{vek32.Dot(q, x.vecs.at(uint32(id))), uint32(id)}, k)
+		top.offer(item{vek32.Dot(q, x.vecs.get(uint32(id), buf)), uint32(id)}, k)
 	}
+	s.f32 = buf
 	return top
 }
 
@@ -488,16 +572,10 @@ const quantScanMin = 512
 // recall.exact_scan_max, 20,000, members: at 1M memories in 100 sonas,
 // 10,000 float32 vectors, 15 MB, read by every insert's neighbour search)
 // is bound by memory. So every id is first scored on its int8 record (a
-// quarter of the bytes) with a bound on that score's error; then, best
-// upper bound first, ids are scored exactly until the next one's upper
-// bound is below the k-th best exact similarity: an id never scored is
-// less similar than k others, so the result is exact's.
-//
-// The bound: with q̂ = s_q·q8 and ŵ = s_w·w8 the quantised vectors (each
-// component within s/2 of the true one), q·w − q̂·ŵ = q·(w−ŵ) + (q−q̂)·ŵ,
-// at most ‖q‖₁·s_w/2 + ‖ŵ‖₁·s_q/2 in size, and ‖ŵ‖₁ ≤ ‖w‖₁ + d·s_w/2 ≤
-// √d + d·s_w/2 for a unit w (every stored vector; a removed one is zero);
-// plus a margin for float32 rounding.
+// quarter of the bytes) with a bound on that score's error (quantError);
+// then, best upper bound first, ids are scored exactly until the next
+// one's upper bound is below the k-th best exact similarity: an id never
+// scored is less similar than k others, so the result is exact's.
 func (x *Index) exactAmong(q []float32, ids []uint64, k int) []item {
 	if len(ids) < quantScanMin || k >= len(ids)/4 {
 		return x.exact(q, ids, k)
@@ -506,14 +584,7 @@ func (x *Index) exactAmong(q []float32, ids []uint64, k int) []item {
 	defer x.scratch.Put(s)
 	s.q = slices.Grow(s.q[:0], x.dims)[:x.dims]
 	qs := quantize(q, s.q)
-	var q1 float64
-	for _, f := range q {
-		q1 += math.Abs(float64(f))
-	}
-	d := float64(x.dims)
-	// e = ea·s_w + eb
-	ea := float32(q1/2 + d*float64(qs)/4)
-	eb := float32(math.Sqrt(d)*float64(qs)/2 + 1e-4)
+	ea, eb := quantError(q, qs) // e = ea·s_w + eb
 	s.hi = slices.Grow(s.hi[:0], len(ids))[:len(ids)]
 	floor := make(minHeap, 0, k) // the k best lower bounds
 	x.kmu.RLock()
@@ -547,13 +618,15 @@ func (x *Index) exactAmong(q []float32, ids []uint64, k int) []item {
 	}
 	slices.SortFunc(s.sel, func(a, b item) int { return cmp.Compare(b.sim, a.sim) })
 	top := make(minHeap, 0, k)
+	buf := slices.Grow(s.f32[:0], x.dims)
 	for _, c := range s.sel {
 		if len(top) == k && c.sim < top[0].sim {
 			break // no id left can reach the k-th best
 		}
 		id := uint32(ids[c.id])
-		top.offer(item{vek32.Dot(q, x.vecs.at(id)), id}, k)
+		top.offer(item{vek32.Dot(q, x.vecs.get(id, buf)), id}, k)
 	}
+	s.f32 = buf
 	return top
 }
 

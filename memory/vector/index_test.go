@@ -719,3 +719,62 @@ func TestExactAmongIsExact(t *testing.T) {
 		}
 	}
 }
+
+// Search scores exactly only the candidates that can be among the k best
+// (rescore): its hits are those of scoring every candidate of the graph's
+// search exactly — the same keys, order and similarities — over clustered
+// vectors, the offline embedder's, copies of one vector (aliases; ties by
+// insertion order), removed vectors (one with aliases, whose record
+// stays), for k from 1 to beyond ef.
+func TestSearchRescoresOnlyWhatCanWin(t *testing.T) {
+	const dims = 384
+	rng := rand.New(rand.NewSource(12))
+	vecs := clustered(rng, 3000, dims, 30)
+	emb := llm.NewHashedEmbedder(dims)
+	texts := make([]string, 500)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("note %d about topic %d", i%23, i%7)
+	}
+	embs, err := emb.Embed(context.Background(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vecs = append(vecs, embs...)
+	for range 40 {
+		vecs = append(vecs, vecs[100])
+	}
+	x := New(Options{Dims: dims, EfSearch: 64, Seed: 1})
+	defer x.Close()
+	for i, v := range vecs {
+		x.Add(key(i), v)
+	}
+	x.WaitBuilt()
+	for i := 0; i < len(vecs); i += 29 {
+		x.Remove(key(i)) // 100 among them: the representative of the copies
+	}
+	// every is the search with every candidate scored exactly.
+	every := func(q []float32, k int) []Hit {
+		s := &scratch{q: make([]int8, dims)}
+		qq := qvec{s.q, quantize(q, s.q)}
+		x.gmu.RLock()
+		found := x.graph.search(s, qq, max(x.efSearch, k), nil)
+		found = x.graph.withAliases(found, k)
+		x.gmu.RUnlock()
+		for i := range found {
+			found[i].sim = vek32.Dot(q, x.Vector(uint64(found[i].id), nil))
+		}
+		return x.hits(found, k)
+	}
+	queries := append(clustered(rng, 60, dims, 30), vecs[100], vecs[3001])
+	for _, q := range queries {
+		for _, k := range []int{1, 3, 10, 40, 100} {
+			want := every(q, k)
+			if len(want) < k {
+				continue // Search asks for more; every does not
+			}
+			if got := x.Search(q, k); !slices.Equal(got, want) {
+				t.Fatalf("k %d:\n%v\nwant\n%v", k, got, want)
+			}
+		}
+	}
+}

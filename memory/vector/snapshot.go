@@ -8,7 +8,6 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
-	"maps"
 	"math/rand"
 	"os"
 	"slices"
@@ -38,10 +37,11 @@ import (
 //	zero bytes up to a multiple of 4096, n × (dims + 4) int8 records
 //	u32 CRC-32C of every byte before it
 //
-// The vectors start on page boundaries so that a restore from a file maps
-// them (mmap, copy-on-write) instead of reading them into the heap: the
-// restore reads them once, to check the CRC, and the pages of the process
-// are the file's, loaded as searches touch them (see Restore). Version 2
+// The vectors start on page boundaries: a restore from a file reads them
+// once, to check the CRC, and keeps none of them in the heap — it maps the
+// quantised records (mmap, copy-on-write), which the graph's searches
+// read, and reads each float32 vector from the file when one is needed
+// (floats.go; see Restore). Version 2
 // ("MEMVSNP2", the same without aliases) is still read, and version 1
 // ("MEMVSNP1", without aliases nor the padding), into the heap.
 //
@@ -73,8 +73,9 @@ type SnapshotInfo struct {
 	// Changes is the index's count of adds and removals when it was
 	// taken (see Changes).
 	Changes uint64
-	// Mapped is the bytes of vectors a restore mapped from the file
-	// rather than read into the heap.
+	// Mapped is the bytes of quantised records a restore mapped from the
+	// file rather than read into the heap (its float32 vectors are read
+	// from the file when needed).
 	Mapped int64
 	// Version is the snapshot's layout (SnapshotVersion when written).
 	Version int
@@ -152,8 +153,7 @@ func (x *Index) snapshot(w io.Writer, tag []byte, version int) (SnapshotInfo, er
 	if version > 1 {
 		sw.pad()
 	}
-	writeChunks(sw, &x.vecs, n, &x.kmu)
-	x.ReleaseVectors() // writing them read them all
+	writeFloats(sw, &x.vecs, n, &x.kmu)
 	if version > 1 {
 		sw.pad()
 	}
@@ -177,6 +177,24 @@ func writeChunks[T float32 | uint32 | int8](sw *snapWriter, c *chunked[T], n int
 		if mu != nil {
 			mu.RUnlock()
 		}
+	}
+}
+
+// writeFloats is writeChunks of the float32 vectors, those of a restored
+// snapshot read from its file a chunk at a time (removed ones as zeros).
+func writeFloats(sw *snapWriter, f *floats, n int, mu *sync.RWMutex) {
+	var buf []float32
+	for i := 0; i<<chunkBits < n; i++ {
+		recs := min(n-i<<chunkBits, 1<<chunkBits)
+		mu.RLock()
+		if c := f.chunks[i]; c != nil {
+			sw.bytes(asBytes(c[:recs*f.stride]))
+		} else if sw.err == nil {
+			buf = slices.Grow(buf[:0], recs*f.stride)[:recs*f.stride]
+			f.readRange(uint32(i<<chunkBits), buf)
+			sw.bytes(asBytes(buf))
+		}
+		mu.RUnlock()
 	}
 }
 
@@ -225,12 +243,14 @@ func asBytes[T float32 | uint32 | int8 | uint64](v []T) []byte {
 
 // Restore reads a snapshot of size bytes from r into x, which must be
 // empty (just made by New with the options the snapshot was taken with).
-// When r is an *os.File at its start, the vectors are mapped from it
-// (private, copy-on-write: a removal zeroes the process's copy, never the
-// file) where the platform can, else read: they are read once anyway, to
-// check the CRC, but not kept in the heap. The mapping lasts until Unmap
-// (the file may be replaced meanwhile: the mapping keeps the old one's
-// blocks until then).
+// When r is an *os.File at its start, the vectors are read once, to check
+// the CRC, but not kept in the heap: the quantised records are mapped
+// from it (private, copy-on-write: a removal zeroes the process's copy,
+// never the file) where the platform can, and the float32 vectors read
+// from it when needed, through a descriptor of the index's own (a removal
+// is remembered, never written). The mapping and the descriptor last
+// until Unmap (the file may be replaced meanwhile: they keep the old
+// one's blocks until then).
 // Once the snapshot is read and checked, accept is given its tag: an
 // error from it leaves x empty and is returned. Ids not in the snapshot's
 // graph are pending again: the builder adds them. On an error x is left
@@ -272,35 +292,31 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	case n > uint64(size)/uint64(4*dims+1) || gn > n || top > maxLevel || top < -1 || (top >= 0) != (gn > 0) || top >= 0 && uint64(entry) >= gn:
 		return info, bad("header out of range (%d ids, %d graph slots, entry %d, top %d, %d bytes)", n, gn, entry, top, size)
 	}
-	// The vectors, from vecsAt to the checksum, are mapped from a file,
-	// and summed on another core (sumMapped) while the rest is read.
+	// From a file, the vectors (from vecsAt to the checksum) are summed
+	// on another core (sumFile) while the rest is read, and not read
+	// into the heap: the float32 ones are read from the file when needed
+	// (floats.go), the quantised records mapped.
 	var (
-		whole        []byte
 		vecsAt, qvAt int64
-		mappedSum    chan uint32
-		mapping      = file != nil && !v1
+		summed       chan fileSum
+		fromFile     = file != nil && !v1
 		qstride      = int64(dims) + scaleBytes
 		vecBytes     = int64(n) * int64(dims) * 4
 		alignedVecs  = (vecBytes + snapAlign - 1) / snapAlign * snapAlign
 	)
-	if mapping {
+	if fromFile {
 		qvAt = size - 4 - int64(n)*qstride
 		vecsAt = qvAt - alignedVecs
 		if vecsAt < 0 || vecsAt%snapAlign != 0 {
 			return info, bad("%d bytes cannot hold %d vectors of %d dims", size, n, dims)
 		}
-		m, err := mapFile(file, size)
-		if err != nil {
-			return info, fmt.Errorf("vector: mapping the snapshot: %w", err)
-		}
-		whole, mappedSum = m, make(chan uint32, 1)
-		go func() { mappedSum <- sumMapped(m[vecsAt : size-4]) }()
+		summed = make(chan fileSum, 1)
+		go func() { summed <- sumFile(file, vecsAt, size) }()
 	}
-	// fail returns err once the mapping, if any, is let go.
+	// fail returns err once the sum, if any, is done with the file.
 	fail := func(err error) (SnapshotInfo, error) {
-		if whole != nil {
-			<-mappedSum
-			unmapFile(whole)
+		if summed != nil {
+			<-summed
 		}
 		return SnapshotInfo{}, err
 	}
@@ -361,26 +377,30 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		return fail(bad("%v", err))
 	}
 
-	// The vectors: read into the heap, or only checked and mapped (at
-	// vecsAt and qvAt) once the checksum is.
-	vecs := chunked[float32]{stride: x.dims}
+	// The vectors: read into the heap, or only checked (from vecsAt)
+	// and left in the file once the checksum is.
+	vecs := floats{chunked: chunked[float32]{stride: x.dims}}
 	qv := chunked[int8]{stride: x.dims + scaleBytes}
 	var sum uint32
 	var trailer [4]byte
-	if mapping {
+	if fromFile {
 		sr.skip(padding(sr.off))
 		if sr.err == nil && sr.off != vecsAt {
 			sr.err = fmt.Errorf("the vectors start at byte %d, not %d", sr.off, vecsAt)
 		}
-		sum = crc32Combine(sr.crc.Sum32(), <-mappedSum, size-4-vecsAt)
-		mappedSum <- 0 // for fail
-		copy(trailer[:], whole[size-4:])
+		fs := <-summed
+		summed = nil // done with the file
+		if sr.err == nil && fs.err != nil {
+			sr.err = fs.err
+		}
+		sum = crc32Combine(sr.crc.Sum32(), fs.sum, size-4-vecsAt)
+		trailer = fs.trailer
 	} else {
 		if !v1 {
 			sr.skip(padding(sr.off))
 		}
 		vecs.grow(int(n))
-		readChunks(sr, &vecs, int(n))
+		readChunks(sr, &vecs.chunked, int(n))
 		if !v1 {
 			sr.skip(padding(sr.off))
 		}
@@ -403,12 +423,25 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	if err := accept(tag); err != nil {
 		return fail(err)
 	}
-	var mapped []byte
-	if mapping {
-		mapped = whole[vecsAt : vecsAt+int64(n>>chunkBits<<chunkBits)*int64(x.dims*4)]
-		mapChunks(&vecs, whole, vecsAt, int(n))
-		mapChunks(&qv, whole, qvAt, int(n))
-		info.Mapped = int64(n) * int64(x.dims*4+qv.stride)
+	var mapping []byte
+	if fromFile {
+		var err error
+		if vecBytes <= x.heapVecs {
+			vecs.grow(int(n))
+			err = readFloats(file, vecsAt, &vecs.chunked, int(n))
+		} else {
+			vecs, err = fileFloats(file, vecsAt, x.dims, int(n), removed)
+		}
+		if err != nil {
+			return info, err
+		}
+		mapAt := qvAt / int64(os.Getpagesize()) * int64(os.Getpagesize())
+		if mapping, err = mapFile(file, mapAt, size-mapAt); err != nil {
+			vecs.close()
+			return info, fmt.Errorf("vector: mapping the snapshot: %w", err)
+		}
+		mapChunks(&qv, mapping, qvAt-mapAt, int(n))
+		info.Mapped = int64(n) * int64(qv.stride)
 	}
 
 	// The level source where the graph's insertions left it (one draw
@@ -447,7 +480,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	empty := len(x.keys) == 0 && len(x.pending) == 0 && x.graph.top < 0
 	if empty {
 		x.graph = ng
-		x.ids, x.keys, x.vecs, x.qv, x.removed, x.mapping, x.mapped = ids, keys, vecs, qv, removed, whole, mapped
+		x.ids, x.keys, x.vecs, x.qv, x.removed, x.mapping = ids, keys, vecs, qv, removed, mapping
 		x.pending = pending
 		x.changes = uint64(n) + uint64(len(removed))
 	}
@@ -456,9 +489,10 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	x.gmu.Unlock()
 	x.bmu.Unlock()
 	if !empty {
-		if whole != nil {
-			unmapFile(whole)
+		if mapping != nil {
+			unmapFile(mapping)
 		}
+		vecs.close()
 		return info, errors.New("vector: Restore into an index that is not empty")
 	}
 	if len(pending) > 0 {
@@ -470,36 +504,6 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	}
 	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes, Mapped: info.Mapped, Version: version}
 	return info, nil
-}
-
-// ReleaseVectors lets the process's pages of the float32 vectors mapped
-// from a snapshot go (madvise MADV_DONTNEED, where the platform has it):
-// they stay in the page cache, and a search that needs one maps it again.
-// A pass over every vector (the sonas' centroids at open, a snapshot)
-// would otherwise leave all of them counted in the resident set, though
-// searches read only the few they rescore. The pages holding a removed
-// vector are kept: its zeros are the process's copy, not the file's.
-func (x *Index) ReleaseVectors() {
-	x.kmu.Lock()
-	defer x.kmu.Unlock()
-	if len(x.mapped) == 0 || !canRelease {
-		return
-	}
-	rec := x.dims * 4
-	from := 0 // the pages before from are released or kept
-	for _, id := range slices.Sorted(maps.Keys(x.removed)) {
-		lo := int(id) * rec
-		if lo >= len(x.mapped) {
-			break
-		}
-		if lo = lo / snapAlign * snapAlign; lo > from {
-			releasePages(x.mapped[from:lo])
-		}
-		from = max(from, min(len(x.mapped), (int(id+1)*rec+snapAlign-1)/snapAlign*snapAlign))
-	}
-	if from < len(x.mapped) {
-		releasePages(x.mapped[from:])
-	}
 }
 
 // check checks a restored graph's structure: every link within the
@@ -606,21 +610,79 @@ func (s *snapReader) len(size int64) int {
 	return int(n)
 }
 
-// sumMapped is the CRC-32C of b, a part of a snapshot's mapping; then
-// the process's pages of it are let go (they stay in the page cache:
-// searches map the ones they read again), so that the check does not
-// leave 2.3 GB (1M vectors) in the resident set.
-func sumMapped(b []byte) uint32 {
-	var sum uint32
-	const step = 64 << 20
-	for off := 0; off < len(b); off += step {
-		part := b[off:min(len(b), off+step)]
-		sum = crc32.Update(sum, castagnoli, part)
-		if canRelease {
-			releasePages(part)
+// fileSum is sumFile's result.
+type fileSum struct {
+	sum     uint32
+	trailer [4]byte // the file's last four bytes
+	err     error
+}
+
+// sumFile is the CRC-32C of f's bytes from at to the last four of its
+// size, and those four. It reads f (the page cache's copies, not the
+// process's), a few MB at a time.
+func sumFile(f *os.File, at, size int64) fileSum {
+	var r fileSum
+	buf := make([]byte, 4<<20)
+	for at < size-4 && r.err == nil {
+		b := buf[:min(int64(len(buf)), size-4-at)]
+		if _, r.err = f.ReadAt(b, at); r.err == nil {
+			r.sum = crc32.Update(r.sum, castagnoli, b)
+			at += int64(len(b))
 		}
 	}
-	return sum
+	if r.err == nil {
+		_, r.err = f.ReadAt(r.trailer[:], size-4)
+	}
+	return r
+}
+
+// fileFloats is the float32 vectors of a snapshot's n ids, from at in f:
+// the whole chunks' left in the file, which it keeps open (a file of its
+// own: f's owner closes f), the last chunk's, if partial, read into the
+// heap (ids are added after it). removed ids read as zeros.
+func fileFloats(f *os.File, at int64, dims, n int, removed map[uint64]bool) (floats, error) {
+	v := floats{chunked: chunked[float32]{stride: dims}, base: at}
+	whole := n >> chunkBits
+	if whole > 0 {
+		var err error
+		if v.file, err = reopen(f); err != nil {
+			return floats{}, fmt.Errorf("vector: keeping the snapshot's file open: %w", err)
+		}
+		v.chunks = make([][]float32, whole)
+		v.gone = make([]uint64, (n+63)/64)
+		for id := range removed {
+			v.gone[id/64] |= 1 << (id % 64)
+		}
+	}
+	if recs := n - whole<<chunkBits; recs > 0 {
+		last := make([]float32, dims<<chunkBits)
+		if _, err := f.ReadAt(asBytes(last[:recs*dims]), at+int64(whole<<chunkBits)*int64(dims)*4); err != nil {
+			v.close()
+			return floats{}, fmt.Errorf("vector: reading the snapshot's last vectors: %w", err)
+		}
+		v.chunks = append(v.chunks, last)
+	}
+	return v, nil
+}
+
+// readFloats reads the float32 vectors of a snapshot's n ids, from at in
+// f, into c (grown to hold them).
+func readFloats(f *os.File, at int64, c *chunked[float32], n int) error {
+	for i := 0; i<<chunkBits < n; i++ {
+		recs := min(n-i<<chunkBits, 1<<chunkBits)
+		if _, err := f.ReadAt(asBytes(c.chunks[i][:recs*c.stride]), at+int64(i<<chunkBits)*int64(c.stride)*4); err != nil {
+			return fmt.Errorf("vector: reading the snapshot's vectors: %w", err)
+		}
+	}
+	return nil
+}
+
+// close closes the file of v's vectors, if any.
+func (v *floats) close() error {
+	if v.file == nil {
+		return nil
+	}
+	return v.file.Close()
 }
 
 // mapChunks makes records 0..n-1 of c those of m from offset at: every

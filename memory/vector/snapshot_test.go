@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -260,8 +261,8 @@ func restoreFile(t *testing.T, o Options, path string) (*Index, SnapshotInfo, er
 	return y, info, err
 }
 
-// Restored from a file, the vectors are mapped (the last, partial chunk
-// copied): the index answers as the one it was taken of, removals and
+// Restored from a file, the quantised records are mapped and the float32
+// vectors read from the file (the last, partial chunk of each copied): the index answers as the one it was taken of, removals and
 // adds change the process's copy and never the file, and a snapshot of
 // the restored index restores alike. Version 2 (no aliases) is still
 // read, and version 1 (no padding either), into the heap.
@@ -269,7 +270,7 @@ func TestSnapshotMappedFromFile(t *testing.T) {
 	const n, dims = 1000, 32 // 3 whole chunks and a partial one
 	rng := rand.New(rand.NewSource(5))
 	vecs := clustered(rng, n+100, dims, 10)
-	o := Options{Dims: dims, M: 8, EfConstruction: 32, Seed: 3}
+	o := Options{Dims: dims, M: 8, EfConstruction: 32, Seed: 3, HeapVectors: -1}
 	x := snapIndex(t, o, vecs, n)
 	queries := clustered(rng, 30, dims, 10)
 	same := func(what string, a, b *Index) {
@@ -290,7 +291,7 @@ func TestSnapshotMappedFromFile(t *testing.T) {
 		if err != nil {
 			t.Fatalf("version %d: %v", version, err)
 		}
-		if want := int64(n * (dims*4 + dims + scaleBytes)); version > 1 && info.Mapped != want || version == 1 && info.Mapped != 0 || info.Version != version {
+		if want := int64(n * (dims + scaleBytes)); version > 1 && info.Mapped != want || version == 1 && info.Mapped != 0 || info.Version != version {
 			t.Fatalf("version %d: %d bytes mapped, want %d", version, info.Mapped, want)
 		}
 		same(fmt.Sprintf("version %d", version), x, y)
@@ -331,7 +332,7 @@ func TestSnapshotMappedFromFile(t *testing.T) {
 func TestSnapshotFileRefused(t *testing.T) {
 	const dims = 16
 	vecs := clustered(rand.New(rand.NewSource(8)), 600, dims, 5)
-	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1}
+	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1, HeapVectors: -1}
 	for _, version := range []int{2, SnapshotVersion} {
 		path := snapFile(t, snapIndex(t, o, vecs, 600), version)
 		good, err := os.ReadFile(path)
@@ -365,40 +366,204 @@ func TestSnapshotFileRefused(t *testing.T) {
 	}
 }
 
-// ReleaseVectors lets the mapped vectors' pages go and keeps the removed
-// ones' zeros: every vector reads as before, a removed one as zeros.
-func TestReleaseVectorsKeepsRemovals(t *testing.T) {
+// Restored from a file, the float32 vectors are read from it when needed,
+// never mapped (the quantised records are): after searches, exact scans
+// and removals no part of the process's address space maps them, and the
+// index goes on exactly as the one it was taken of given the same
+// removals and adds — its searches, its graph (equal vectors as aliases,
+// a removed representative's vector zero) and the snapshot it writes,
+// byte for byte.
+func TestRestoredFloatsAreReadNotMapped(t *testing.T) {
 	const n, dims = 2100, 32 // 8 whole chunks (of 32 KB: 8 pages each) and a partial one
-	vecs := clustered(rand.New(rand.NewSource(11)), n, dims, 10)
-	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1}
+	vecs := clustered(rand.New(rand.NewSource(11)), n+200, dims, 10)
+	for i := 40; i < 60; i++ {
+		vecs[i] = vecs[30] // aliases of 30
+	}
+	for i := n; i < n+10; i++ {
+		vecs[i] = vecs[1000] // aliases of a vector of the file, added after
+	}
+	for _, heap := range []int64{-1, 0} {
+		t.Run(fmt.Sprintf("HeapVectors=%d", heap), func(t *testing.T) {
+			restoredLikeBuilt(t, vecs, n, dims, Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1, HeapVectors: heap})
+		})
+	}
+}
+
+// restoredLikeBuilt builds an index of vecs[:n], restores its snapshot
+// into another and checks that both go on alike (as above).
+func restoredLikeBuilt(t *testing.T, vecs [][]float32, n, dims int, o Options) {
+	rng := rand.New(rand.NewSource(12))
 	x := New(o)
 	defer x.Close()
-	for i, v := range vecs {
+	for i, v := range vecs[:n] {
 		x.Add(key(i), v)
 	}
 	x.WaitBuilt()
-	y, info, err := restoreFile(t, o, snapFile(t, x, 2))
-	if err != nil || info.Mapped == 0 {
+	path := snapFile(t, x, SnapshotVersion)
+	y, info, err := restoreFile(t, o, path)
+	if err != nil || info.Mapped != int64(n*(dims+scaleBytes)) {
 		t.Fatalf("restore: %v, %d bytes mapped", err, info.Mapped)
 	}
-	// Removed after the restore: zeroed in the process's pages only. Two
-	// in one page, one alone in its page, one in the partial chunk.
-	gone := []int{0, 1, 700, 2099}
-	ids := map[int]uint64{}
-	for _, i := range gone {
-		ids[i], _ = y.ID(key(i))
-		y.Remove(key(i))
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	y.ReleaseVectors()
-	for i, v := range vecs {
-		if slices.Contains(gone, i) {
-			if got := y.Vector(ids[i]); slices.ContainsFunc(got, func(f float32) bool { return f != 0 }) {
-				t.Fatalf("removed vector %d came back after ReleaseVectors", i)
+	qvAt := fi.Size() - 4 - int64(n*(dims+scaleBytes))
+	vecsAt := qvAt - int64(n*dims*4+snapAlign-1)/snapAlign*snapAlign
+	// The same removals and adds on both: a removed vector of the file
+	// (0: two in a page; 700: alone in its page), one in the partial
+	// chunk (2099), the representative of aliases (30), one of them (45),
+	// and the representative of the vectors added after (1000).
+	queries := clustered(rng, 40, dims, 10)
+	queries = append(queries, vecs[30], vecs[1000], vecs[2099])
+	for _, z := range []*Index{x, y} {
+		for _, i := range []int{0, 1, 700, 2099, 30, 45, 1000} {
+			if !z.Remove(key(i)) {
+				t.Fatalf("key %d not removed", i)
 			}
+		}
+		for i := n; i < n+200; i++ {
+			z.Add(key(i), vecs[i])
+		}
+		z.WaitBuilt()
+	}
+	for _, q := range queries {
+		for _, k := range []int{1, 10, 50} {
+			if a, b := x.Search(q, k), y.Search(q, k); !slices.Equal(a, b) {
+				t.Fatalf("search for %d differs:\n%v\n%v", k, a, b)
+			}
+		}
+		ids := make([]uint64, 0, 1500)
+		for id := uint64(0); id < uint64(n+200); id += 2 {
+			ids = append(ids, id)
+		}
+		if a, b := x.SearchAmong(q, ids, 10), y.SearchAmong(q, ids, 10); !slices.Equal(a, b) {
+			t.Fatalf("SearchAmong differs:\n%v\n%v", a, b)
+		}
+	}
+	for i := range n + 200 {
+		id, _ := x.ID(key(i)) // a removed key's id is its place in the order
+		if _, ok := x.ID(key(i)); !ok {
+			id = uint64(i)
+		}
+		if a, b := x.Vector(id, nil), y.Vector(id, nil); !slices.Equal(a, b) {
+			t.Fatalf("vector %d: %v, want %v", i, b, a)
+		}
+		a, aok := x.Lookup(key(i))
+		if b, bok := y.Lookup(key(i)); aok != bok || !slices.Equal(a, b) {
+			t.Fatalf("Lookup of %d: %v %v, want %v %v", i, b, bok, a, aok)
+		}
+	}
+	x.gmu.RLock()
+	y.gmu.RLock()
+	same := sameGraph(x.graph, y.graph)
+	y.gmu.RUnlock()
+	x.gmu.RUnlock()
+	if !same {
+		t.Fatal("the restored index's graph differs from the one never restored")
+	}
+	a, err := os.ReadFile(snapFile(t, x, SnapshotVersion))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(snapFile(t, y, SnapshotVersion))
+	if err != nil || !bytes.Equal(a, b) {
+		t.Fatalf("the restored index's snapshot differs (%v)", err)
+	}
+
+	// Nothing maps the float32 vectors (where /proc tells).
+	for _, r := range fileMappings(t, path) {
+		if r[0] < vecsAt+int64(n*dims*4) && vecsAt < r[1] {
+			t.Fatalf("bytes %d–%d of the snapshot mapped; its float32 vectors are %d–%d", r[0], r[1], vecsAt, vecsAt+int64(n*dims*4))
+		}
+	}
+	// The file's vectors are the open file's: replaced at its path (as
+	// the next snapshot replaces it), the index reads the one it restored.
+	if err := os.Rename(snapFile(t, x, 1), path); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queries {
+		if a, b := x.Search(q, 10), y.Search(q, 10); !slices.Equal(a, b) {
+			t.Fatalf("search differs after the file was replaced:\n%v\n%v", a, b)
+		}
+	}
+	y.Close()
+	if err := y.Unmap(); err != nil || y.Len() != 0 {
+		t.Fatalf("Unmap: %v, %d keys", err, y.Len())
+	}
+}
+
+// fileMappings is the byte ranges of the file at path that the process
+// maps, from /proc/self/maps (the test is skipped where there is none).
+func fileMappings(t *testing.T, path string) [][2]int64 {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skipf("no /proc/self/maps: %v", err)
+	}
+	var out [][2]int64
+	for _, line := range strings.Split(string(maps), "\n") {
+		// start-end perms offset dev inode path
+		f := strings.Fields(line)
+		if len(f) < 6 || f[5] != path {
 			continue
 		}
-		if got, ok := y.Lookup(key(i)); !ok || !slices.Equal(got, v) {
-			t.Fatalf("vector %d after ReleaseVectors: %v", i, got)
+		var lo, hi, off int64
+		if _, err := fmt.Sscanf(f[0]+" "+f[2], "%x-%x %x", &lo, &hi, &off); err != nil {
+			t.Fatalf("%q: %v", line, err)
 		}
+		out = append(out, [2]int64{off, off + hi - lo})
+	}
+	if len(out) == 0 {
+		t.Fatalf("no mapping of %s in /proc/self/maps: the quantised records are mapped", path)
+	}
+	return out
+}
+
+// BenchmarkSearchRestored measures Search on an index of 20,000 clustered
+// 384-dim vectors as built (float32 vectors in the heap) and as restored
+// from a snapshot file (read from it for each re-rank, floats.go).
+func BenchmarkSearchRestored(b *testing.B) {
+	const n, dims, queries = 20_000, 384, 200
+	rng := rand.New(rand.NewSource(1))
+	vecs := clustered(rng, n+queries, dims, 50)
+	o := Options{Dims: dims, Seed: 1, HeapVectors: -1}
+	x := New(o)
+	defer x.Close()
+	for i, v := range vecs[:n] {
+		x.Add(key(i), v)
+	}
+	x.WaitBuilt()
+	path := filepath.Join(b.TempDir(), "index.snap")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := x.Snapshot(f, nil); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	f, err = os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	y := New(o)
+	defer y.Close()
+	if _, err := y.Restore(f, fi.Size(), anyTag); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	for _, c := range []struct {
+		name string
+		x    *Index
+	}{{"heap", x}, {"file", y}} {
+		b.Run(c.name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				c.x.Search(vecs[n+i%queries], 10)
+				i++
+			}
+		})
 	}
 }
