@@ -45,6 +45,9 @@ func benchCmd(g *globals) *cobra.Command {
 			if o.Duration <= 0 {
 				return fmt.Errorf("--duration: %s is not above zero", o.Duration)
 			}
+			if o.Requests < 0 {
+				return fmt.Errorf("--requests: %d is negative", o.Requests)
+			}
 			for _, f := range []struct {
 				name string
 				n    int
@@ -151,6 +154,7 @@ func benchCmd(g *globals) *cobra.Command {
 	f.StringVar(&sizes, "sizes", sizeList(bench.DefaultSizes), "store sizes of recall, restart, ann and refs' searches (10k, 1m, …)")
 	f.StringVar(&clients, "clients", "", "client counts, replacing every scenario's own (insert 64; recall 1,16; advance 64,128)")
 	f.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "length of each measured window of load")
+	f.Int64Var(&o.Requests, "requests", 0, "end each window of load after this many requests, if --duration has not ended it (0: no limit)")
 	f.IntVar(&o.AdvanceSonas, "advance-sonas", bench.DefaultAdvanceSonas, "sonas the advance scenario chats with")
 	f.IntVar(&o.StoreSonas, "store-sonas", bench.DefaultStoreSonas, "sonas the sized store's memories are spread over")
 	f.IntVar(&o.Queries, "queries", bench.DefaultQueries, "searches of each in-process vector index")

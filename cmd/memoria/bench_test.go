@@ -199,7 +199,7 @@ func TestBenchRestart(t *testing.T) {
 func TestBenchAdvance(t *testing.T) {
 	t.Parallel()
 	profiles := filepath.Join(t.TempDir(), "profiles") // made by the run
-	rep := runBench(t, "advance", "--advance-sonas", "40", "--clients", "3,6", "--server-profiles", profiles, "--server-trace")
+	rep := runBench(t, "advance", "--advance-sonas", "40", "--clients", "3,6", "--server-profiles", profiles, "--server-trace", "--requests", "30", "--duration", "5m")
 	// The server's execution trace, written as it ran: runtime/trace's
 	// header, then events.
 	if b, err := os.ReadFile(filepath.Join(profiles, "advance-1.trace")); err != nil || len(b) < 1000 || !bytes.HasPrefix(b, []byte("go 1.")) {
@@ -213,6 +213,9 @@ func TestBenchAdvance(t *testing.T) {
 		sane(t, r)
 		if r.Sonas != 40 || r.Name != "POST /sona/{uuid}/chat" || r.CPUMsPerOp <= 0 {
 			t.Fatalf("advance %+v", r)
+		}
+		if r.Ops != 30 { // --requests: every window the same work
+			t.Fatalf("advance window of %d chats, want 30 (--requests)", r.Ops)
 		}
 	}
 }
@@ -238,7 +241,7 @@ func TestBenchTable(t *testing.T) {
 func TestBenchRefusesBadOptions(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"nonsense"}, {"--sizes", "12q"}, {"--sizes", "0"}, {"--clients", "-1"}, {"--clients", "4,x"},
-		{"--duration", "0s"}, {"--duration", "-3s"}, {"--queries", "0"}, {"--advance-sonas", "-5"}, {"--store-sonas", "0"},
+		{"--duration", "0s"}, {"--duration", "-3s"}, {"--requests", "-1"}, {"--queries", "0"}, {"--advance-sonas", "-5"}, {"--store-sonas", "0"},
 		{"--svg", filepath.Join(t.TempDir(), "missing", "b.svg")}, {"--locomo", filepath.Join(t.TempDir(), "missing")},
 		{"--server-trace"}} {
 		dir := t.TempDir()

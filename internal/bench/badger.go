@@ -76,7 +76,7 @@ func (r *run) badger(ctx context.Context, writers int) error {
 	}
 	self := func() (loadgen.ProcSample, error) { return loadgen.ReadProc(os.Getpid()) }
 	rep := r.window(ctx, fmt.Sprintf("refs: raw badger, %d writers", writers),
-		loadgen.Window{Clients: writers, Duration: r.o.Duration, Seed: r.o.Seed, Server: self}, req)
+		loadgen.Window{Clients: writers, Duration: r.o.Duration, Requests: r.o.Requests, Seed: r.o.Seed, Server: self}, req)
 	res := fromLoad(Refs, rep)
 	res.Name, res.Path, res.ClientCPUMsPerOp = "raw badger: 1 fsynced txn per write", "in-process", 0
 	res.StoreSize = int(next.Load())

@@ -86,6 +86,11 @@ type Options struct {
 	Clients []int
 	// Duration of each measured window of load (10 s).
 	Duration time.Duration
+	// Requests, when above 0, ends each window of load once that many
+	// requests were sent, if its Duration has not ended it first: a
+	// comparison of work that changes with what was done (one sona's
+	// advances cost more as its history grows) needs the same work.
+	Requests int64
 	// AdvanceSonas is how many sonas the advance scenario chats with
 	// (10,000); StoreSonas how many the sized store's memories are spread
 	// over (100, as BenchmarkRecall).
@@ -165,7 +170,7 @@ func (o *Options) fill() error {
 			return fmt.Errorf("%w: clients must be positive", ErrOptions)
 		}
 	}
-	if o.Duration < 0 || o.AdvanceSonas < 0 || o.StoreSonas < 0 || o.Queries < 0 {
+	if o.Duration < 0 || o.Requests < 0 || o.AdvanceSonas < 0 || o.StoreSonas < 0 || o.Queries < 0 {
 		return fmt.Errorf("%w: a negative duration or count", ErrOptions)
 	}
 	if o.Duration <= 0 {
@@ -233,6 +238,7 @@ type Settings struct {
 	Sizes           []int    `json:"sizes"`
 	Clients         []int    `json:"clients,omitempty"`
 	DurationSeconds float64  `json:"duration_seconds"`
+	Requests        int64    `json:"requests,omitempty"`
 	AdvanceSonas    int      `json:"advance_sonas"`
 	StoreSonas      int      `json:"store_sonas"`
 	Queries         int      `json:"queries"`
@@ -314,7 +320,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r := &run{o: o, rep: &Report{Format: ReportFormat, StartedAt: time.Now().UTC(), Machine: machine()}}
 	r.rep.Settings = Settings{Scenarios: o.Scenarios, Sizes: o.Sizes, Clients: o.Clients, DurationSeconds: o.Duration.Seconds(),
-		AdvanceSonas: o.AdvanceSonas, StoreSonas: o.StoreSonas, Queries: o.Queries, Seed: o.Seed, Corpus: o.Corpus.Name(), ServerArgs: o.ServerArgs}
+		Requests: o.Requests, AdvanceSonas: o.AdvanceSonas, StoreSonas: o.StoreSonas, Queries: o.Queries, Seed: o.Seed, Corpus: o.Corpus.Name(), ServerArgs: o.ServerArgs}
 	err := r.all(ctx)
 	if r.store != nil {
 		if cerr := r.store.close(); err == nil {

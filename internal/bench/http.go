@@ -35,7 +35,7 @@ func (r *run) insert(ctx context.Context, clients int) error {
 		}
 		return loadgen.OpInsert, err
 	}
-	rep := r.window(ctx, fmt.Sprintf("insert: %d clients", clients), loadgen.Window{Clients: clients, Duration: r.o.Duration,
+	rep := r.window(ctx, fmt.Sprintf("insert: %d clients", clients), loadgen.Window{Clients: clients, Duration: r.o.Duration, Requests: r.o.Requests,
 		Seed: r.o.Seed, Server: srv.Sample}, req)
 	res := fromLoad(Insert, rep)
 	res.Sonas = clients
@@ -64,7 +64,7 @@ func (r *run) recall(ctx context.Context, clients int) error {
 		return loadgen.OpRecall, err
 	}
 	rep := r.window(ctx, fmt.Sprintf("recall: %s, %d clients", FormatSize(s.man.Memories), clients),
-		loadgen.Window{Clients: clients, Duration: r.o.Duration, Seed: r.o.Seed, Server: s.srv.Sample}, req)
+		loadgen.Window{Clients: clients, Duration: r.o.Duration, Requests: r.o.Requests, Seed: r.o.Seed, Server: s.srv.Sample}, req)
 	res := fromLoad(Recall, rep)
 	res.StoreSize, res.Sonas = s.man.Memories, len(s.man.Sonas)
 	if rep.Requests > 0 {
@@ -109,7 +109,7 @@ func (r *run) advance(ctx context.Context) error {
 			return loadgen.OpChat, err
 		}
 		rep := r.window(ctx, fmt.Sprintf("advance: %d sonas, %d clients", n, clients),
-			loadgen.Window{Clients: clients, Duration: r.o.Duration, Seed: r.o.Seed, Server: srv.Sample}, req)
+			loadgen.Window{Clients: clients, Duration: r.o.Duration, Requests: r.o.Requests, Seed: r.o.Seed, Server: srv.Sample}, req)
 		res := fromLoad(Advance, rep)
 		res.Sonas = n
 		if h, err := r.client(srv).Health(ctx); err == nil {
