@@ -159,7 +159,7 @@ func Decay(lambda, importance float64, backbone bool, activity, lastTick int64) 
 // spread of the embedder's cosines or the number of candidates. (Added on
 // the relevance's 0..1 scale, the priors reached across several
 // neighbours: a narrow embedder's near ties, calibrated min-max, were
-// reordered by recency and importance that carry no evidence on LoCoMo,
+// reordered by recency and importance that carry little evidence on LoCoMo,
 // and dense-only recall fell below the plain cosine's on every dev
 // conversation: README, "Calibration".) The unit is at most 1, so the
 // priors stay on the scale of a perfect match (at least 1, FuseWeighted),
@@ -194,8 +194,8 @@ func ScoreHit(e *Explain, w config.Weights) {
 // PriorUnit is the unit of the priors for a query whose candidates have
 // these relevances: the evidence's resolution, the mean distance between
 // neighbouring candidates when they are ordered by relevance — their range
-// over their number less one. Candidates nearer each other than that the
-// evidence does not tell apart as well as it tells the rest. When they
+// over their number less one. Two candidates nearer each other than that
+// are nearer than the evidence puts neighbours on average. When they
 // all have the same relevance (or there is one), the evidence cannot
 // order them and the unit is 1: the priors alone do, on a perfect match's
 // scale — which is also the most it is (two candidates 2 apart would make
