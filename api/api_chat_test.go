@@ -292,7 +292,7 @@ func TestRecall(t *testing.T) {
 		}
 		ex := object(t, rm["explain"])
 		wantKeys(t, ex, "dense", "bm25", "affinity", "metric", "dense_rank", "bm25_rank", "affinity_rank", "metric_rank", "relevance",
-			"kind_weight", "recency", "importance", "sona_similarity", "coaccess", "contributions", "context", "time", "speaker", "session",
+			"kind_weight", "recency", "importance", "sona_similarity", "prior_unit", "coaccess", "contributions", "context", "time", "speaker", "session",
 			"feedback", "feedback_rank", "reply", "rerank", "rerank_rank")
 		if ex["rerank"] != nil || ex["rerank_rank"] != nil { // no reranker: not reranked
 			t.Fatalf("rerank %v, rerank_rank %v without a reranker", ex["rerank"], ex["rerank_rank"])

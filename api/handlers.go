@@ -359,7 +359,7 @@ func renderExplain(e recall.Explain) *messages.Explain {
 		Context: e.Evidence.Context, Time: e.Evidence.Time, Speaker: e.Evidence.Speaker,
 		Session: e.Evidence.Session, Feedback: e.Evidence.Feedback, FeedbackRank: int32(e.Evidence.FeedbackRank), Reply: e.Evidence.Reply,
 		Relevance: e.Fused.Relevance, KindWeight: e.KindWeight, Recency: e.Recency,
-		Importance: e.Importance, SonaSimilarity: e.SonaSimilarity, Coaccess: e.CoAccess,
+		Importance: e.Importance, SonaSimilarity: e.SonaSimilarity, PriorUnit: e.PriorUnit, Coaccess: e.CoAccess,
 		Contributions: &messages.Contributions{
 			Dense: e.Contrib.Dense, Bm25: e.Contrib.BM25, Affinity: e.Contrib.Affinity, Metric: e.Contrib.Metric,
 			Context: e.Contrib.Context, Time: e.Contrib.Time, Speaker: e.Contrib.Speaker,

@@ -390,7 +390,9 @@ type PathWeights struct {
 // Weights of the recall score (DESIGN.md §5): the kind weight × (the
 // relevance, recency (Living Memory's activity-relative decay), importance
 // and sona similarity, each with its weight). The priors' weights are
-// fractions of a perfect match's relevance (1; recall.ScoreHit).
+// fractions of the evidence's resolution for the query: the mean distance
+// between neighbouring candidates' relevance, at most a perfect match's
+// (1; recall.ScoreHit, recall.PriorUnit).
 type Weights struct {
 	Relevance  float64 `yaml:"relevance"`
 	Recency    float64 `yaml:"recency"`

@@ -638,6 +638,10 @@ type Explain struct {
 	// The reply evidence (0..1): the relevance of the question the memory
 	// answers, the memory before it in its sona's chain (issue 17).
 	Reply float64 `protobuf:"fixed64,22,opt,name=reply,proto3" json:"reply,omitempty"`
+	// The unit of the priors (recency, importance, sona similarity) in the
+	// score: the evidence's resolution for the query, the mean distance
+	// between neighbouring candidates' relevance, at most 1 (issue 17).
+	PriorUnit float64 `protobuf:"fixed64,23,opt,name=prior_unit,json=priorUnit,proto3" json:"prior_unit,omitempty"`
 	// The reranker's score and its rank among the candidates it reranked
 	// (recall.rerank), present only for those: absent when no reranker is
 	// configured, the memory was not among the top_n, or the reranker failed
@@ -828,6 +832,13 @@ func (x *Explain) GetFeedbackRank() int32 {
 func (x *Explain) GetReply() float64 {
 	if x != nil {
 		return x.Reply
+	}
+	return 0
+}
+
+func (x *Explain) GetPriorUnit() float64 {
+	if x != nil {
+		return x.PriorUnit
 	}
 	return 0
 }
@@ -1747,7 +1758,7 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\x0einclude_hidden\x18\b \x01(\bR\rincludeHidden\x12\x1b\n" +
 	"\x06expand\x18\t \x01(\x05H\x01R\x06expand\x88\x01\x01B\b\n" +
 	"\x06_as_ofB\t\n" +
-	"\a_expand\"\xff\x05\n" +
+	"\a_expand\"\x9e\x06\n" +
 	"\aExplain\x12\x14\n" +
 	"\x05dense\x18\x01 \x01(\x01R\x05dense\x12\x12\n" +
 	"\x04bm25\x18\x02 \x01(\x01R\x04bm25\x12\x1a\n" +
@@ -1776,7 +1787,9 @@ const file_memoria_v1_api_proto_rawDesc = "" +
 	"\asession\x18\x13 \x01(\x01R\asession\x12\x1a\n" +
 	"\bfeedback\x18\x14 \x01(\x01R\bfeedback\x12#\n" +
 	"\rfeedback_rank\x18\x15 \x01(\x05R\ffeedbackRank\x12\x14\n" +
-	"\x05reply\x18\x16 \x01(\x01R\x05reply\x12\x1b\n" +
+	"\x05reply\x18\x16 \x01(\x01R\x05reply\x12\x1d\n" +
+	"\n" +
+	"prior_unit\x18\x17 \x01(\x01R\tpriorUnit\x12\x1b\n" +
 	"\x06rerank\x18\x1e \x01(\x01H\x00R\x06rerank\x88\x01\x01\x12$\n" +
 	"\vrerank_rank\x18\x1f \x01(\x05H\x01R\n" +
 	"rerankRank\x88\x01\x01B\t\n" +

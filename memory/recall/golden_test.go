@@ -1,7 +1,9 @@
 package recall
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,18 +51,41 @@ func TestScoringGolden(t *testing.T) {
 				fmt.Fprintf(&b, "%-48s → %.4f\n", line, got)
 			}
 		case "score":
+			// The lines are one query's candidates: the priors' unit is
+			// the spread of their relevance (PriorUnit), unless unit= is
+			// given; the order by score follows them.
 			w := config.Weights{Relevance: args["relevance"], Recency: args["recency"], Importance: args["importance"], Sona: args["sona"]}
-			for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+			lines := strings.Split(strings.TrimSpace(d.Input), "\n")
+			es := make([]Explain, len(lines))
+			rel := make([]float64, len(lines))
+			for i, line := range lines {
 				f := fields(t, d, line)
-				e := Explain{
+				es[i] = Explain{
 					Fused:      Fused{Dense: f["dense"], BM25: f["bm25"], Affinity: f["affinity"], Relevance: f["dense"] + f["bm25"] + f["affinity"]},
 					KindWeight: f["kind"], Recency: f["recency"], Importance: f["importance"], SonaSimilarity: f["sona"],
 				}
-				ScoreHit(&e, w)
-				c := e.Contrib
-				fmt.Fprintf(&b, "%s\n  score=%.4f = dense %.4f + bm25 %.4f + affinity %.4f + recency %.4f + importance %.4f + sona %.4f\n",
-					line, c.Sum(), c.Dense, c.BM25, c.Affinity, c.Recency, c.Importance, c.SonaSimilarity)
+				rel[i] = es[i].Fused.Relevance
 			}
+			unit, ok := args["unit"]
+			if !ok {
+				unit = PriorUnit(rel)
+			}
+			fmt.Fprintf(&b, "prior unit %.4f\n", unit)
+			order := make([]int, len(lines))
+			for i, line := range lines {
+				es[i].PriorUnit = unit
+				ScoreHit(&es[i], w)
+				c := es[i].Contrib
+				fmt.Fprintf(&b, "%d: %s\n  score=%.4f = dense %.4f + bm25 %.4f + affinity %.4f + recency %.4f + importance %.4f + sona %.4f\n",
+					i+1, line, c.Sum(), c.Dense, c.BM25, c.Affinity, c.Recency, c.Importance, c.SonaSimilarity)
+				order[i] = i
+			}
+			slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(es[b].Contrib.Sum(), es[a].Contrib.Sum()) })
+			fmt.Fprint(&b, "order:")
+			for _, i := range order {
+				fmt.Fprintf(&b, " %d", i+1)
+			}
+			fmt.Fprintln(&b)
 		case "threshold":
 			th := config.Default().Threshold
 			for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {

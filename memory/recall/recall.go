@@ -106,7 +106,10 @@ type Explain struct {
 	Recency        float64 // activity-relative decay factor
 	Importance     float64
 	SonaSimilarity float64
-	CoAccess       float64 // weight of the co-access link that pulled it in
+	// PriorUnit is what the priors' weights are measured in: the
+	// evidence's resolution over the query's candidates (PriorUnit).
+	PriorUnit float64
+	CoAccess  float64 // weight of the co-access link that pulled it in
 	// Rerank is the reranker's score and RerankRank its rank among the
 	// candidates reranked (0: not reranked); see scorer.rerank.
 	Rerank     float64
@@ -146,23 +149,31 @@ func Decay(lambda, importance float64, backbone bool, activity, lastTick int64) 
 }
 
 // ScoreHit computes a candidate's contributions (DESIGN.md §5): its kind
-// weight × (w_relevance × relevance, split by path, + w_recency × recency
-// + w_importance × importance + w_sona × sona similarity). The priors
-// (recency, importance, sona similarity: 0..1 each) are on the scale of
-// the relevance, where a perfect match of the query is at least 1
-// (FuseWeighted), and the kind weight scales them with it, so they keep
-// their proportion to a perfect match whatever the memory's kind. With
-// the default weights a memory the query does not match and no evidence
-// supports scores at most 0.4 × its kind weight, a perfect match at least
-// its kind weight: the priors order memories the query matches about as
-// well and do not lift one it does not match over one it matches
-// perfectly, of the same kind or of the default kinds (whose weights
-// differ at most 2×). (They were added outside the kind weight, to a
-// relevance the evidence's weights divided: a perfect match of a note,
-// without other evidence, scored 0.16 beside priors of up to 0.4.)
+// weight × (w_relevance × relevance, split by path, + the priors, w_recency
+// × recency + w_importance × importance + w_sona × sona similarity, each
+// 0..1, in the unit e.PriorUnit). The unit is the evidence's resolution
+// for the query, the mean distance between neighbouring candidates by
+// relevance (PriorUnit): the priors order what the evidence cannot tell
+// apart, candidates nearer each other than a share of that distance (with
+// the default weights, 0.4 of it), and not what it can, whatever the
+// spread of the embedder's cosines or the number of candidates. (Added on
+// the relevance's 0..1 scale, the priors reached across several
+// neighbours: a narrow embedder's near ties, calibrated min-max, were
+// reordered by recency and importance that carry little evidence on LoCoMo,
+// and dense-only recall fell below the plain cosine's on every dev
+// conversation: README, "Calibration".) The unit is at most 1, so the
+// priors stay on the scale of a perfect match (at least 1, FuseWeighted),
+// and the kind weight scales them with it: a memory the query does not
+// match and no evidence supports scores at most 0.4 × its kind weight
+// with the default weights, a perfect match at least its kind weight, of
+// the same kind or of the default kinds (whose weights differ at most
+// 2×). (They were added outside the kind weight, to a relevance the
+// evidence's weights divided: a perfect match of a note, without other
+// evidence, scored 0.16 beside priors of up to 0.4.)
 func ScoreHit(e *Explain, w config.Weights) {
 	k := e.KindWeight
 	f := w.Relevance * k
+	p := k * e.PriorUnit
 	e.Contrib = Contributions{
 		Dense:          f * e.Fused.Dense,
 		BM25:           f * e.Fused.BM25,
@@ -174,10 +185,30 @@ func ScoreHit(e *Explain, w config.Weights) {
 		Session:        f * e.Fused.Session,
 		Feedback:       f * e.Fused.Feedback,
 		Reply:          f * e.Fused.Reply,
-		Recency:        k * w.Recency * e.Recency,
-		Importance:     k * w.Importance * e.Importance,
-		SonaSimilarity: k * w.Sona * e.SonaSimilarity,
+		Recency:        p * w.Recency * e.Recency,
+		Importance:     p * w.Importance * e.Importance,
+		SonaSimilarity: p * w.Sona * e.SonaSimilarity,
 	}
+}
+
+// PriorUnit is the unit of the priors for a query whose candidates have
+// these relevances: the evidence's resolution, the mean distance between
+// neighbouring candidates when they are ordered by relevance — their range
+// over their number less one. Two candidates nearer each other than that
+// are nearer than the evidence puts neighbours on average. When they
+// all have the same relevance (or there is one), the evidence cannot
+// order them and the unit is 1: the priors alone do, on a perfect match's
+// scale — which is also the most it is (two candidates 2 apart would make
+// it 2).
+func PriorUnit(relevances []float64) float64 {
+	if len(relevances) < 2 {
+		return 1
+	}
+	lo, hi := slices.Min(relevances), slices.Max(relevances)
+	if lo == hi {
+		return 1
+	}
+	return math.Min(1, (hi-lo)/float64(len(relevances)-1))
 }
 
 // Recalled is one memory of a recall result.
@@ -252,7 +283,8 @@ func (q Query) WithDefaults(rc config.Recall) (Query, int) {
 //     (reciprocal rank fusion or a calibrated sum) with the evidence of
 //     each candidate's context, session, time and speaker (context.go);
 //  2. each scored: kind weight × (relevance + activity-relative recency,
-//     importance and sona similarity, each weighted; see ScoreHit);
+//     importance and sona similarity, each weighted, in the unit of the
+//     evidence's resolution over the candidates; see ScoreHit);
 //  3. those below the emergent retrieval threshold dropped: a candidate is
 //     kept when its dense similarity reaches mean + log(0.3)·std of the
 //     candidates' similarities (bootstrap below the configured size) or
@@ -948,11 +980,19 @@ func (sc *scorer) admit(cands []*Recalled) []*Recalled {
 	for _, r := range cands {
 		if r.Explain.Evidence.Dense >= th || r.Explain.Evidence.BM25Rank > 0 || r.Explain.Evidence.AffinityRank > 0 ||
 			r.Explain.Evidence.FeedbackRank > 0 {
-			ScoreHit(&r.Explain, sc.weights)
-			r.Score = r.Explain.Contrib.Sum()
-			r.Via = ViaHit
 			kept = append(kept, r)
 		}
+	}
+	rel := make([]float64, len(kept))
+	for i, r := range kept {
+		rel[i] = r.Explain.Fused.Relevance
+	}
+	unit := PriorUnit(rel)
+	for _, r := range kept {
+		r.Explain.PriorUnit = unit
+		ScoreHit(&r.Explain, sc.weights)
+		r.Score = r.Explain.Contrib.Sum()
+		r.Via = ViaHit
 	}
 	return kept
 }

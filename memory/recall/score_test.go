@@ -39,18 +39,55 @@ func TestScoreHit(t *testing.T) {
 		e    Explain
 		want float64
 	}{
-		{Explain{Fused: rel(0.8, 0), KindWeight: 1}, 0.8},
-		{Explain{Fused: rel(0.5, 0.3), KindWeight: 0.5}, 0.4},
-		{Explain{Fused: rel(0.8, 0), KindWeight: 1, Recency: 0.5, Importance: 0.5, SonaSimilarity: 1}, 0.8 + 0.05 + 0.1 + 0.1},
-		{Explain{Fused: rel(0, 0), KindWeight: 1, Recency: 1, Importance: 1}, 0.1 + 0.2},
+		{Explain{Fused: rel(0.8, 0), KindWeight: 1, PriorUnit: 1}, 0.8},
+		{Explain{Fused: rel(0.5, 0.3), KindWeight: 0.5, PriorUnit: 1}, 0.4},
+		{Explain{Fused: rel(0.8, 0), KindWeight: 1, Recency: 0.5, Importance: 0.5, SonaSimilarity: 1, PriorUnit: 1}, 0.8 + 0.05 + 0.1 + 0.1},
+		{Explain{Fused: rel(0, 0), KindWeight: 1, Recency: 1, Importance: 1, PriorUnit: 1}, 0.1 + 0.2},
 		// The kind weight scales the priors with the relevance.
-		{Explain{Fused: rel(0.8, 0), KindWeight: 0.5, Recency: 1, Importance: 1, SonaSimilarity: 1}, 0.5 * (0.8 + 0.1 + 0.2 + 0.1)},
+		{Explain{Fused: rel(0.8, 0), KindWeight: 0.5, Recency: 1, Importance: 1, SonaSimilarity: 1, PriorUnit: 1}, 0.5 * (0.8 + 0.1 + 0.2 + 0.1)},
+		// The priors are in the unit of the evidence's resolution; the
+		// relevance is not.
+		{Explain{Fused: rel(0.8, 0), KindWeight: 0.5, Recency: 1, Importance: 1, SonaSimilarity: 1, PriorUnit: 0.25}, 0.5 * (0.8 + 0.25*(0.1+0.2+0.1))},
+		{Explain{Fused: rel(0.8, 0), KindWeight: 1, Recency: 1, Importance: 1, SonaSimilarity: 1}, 0.8},
 	}
 	for _, c := range cases {
 		ScoreHit(&c.e, w)
 		if got := c.e.Contrib.Sum(); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("%+v: %v, want %v", c.e, got, c.want)
 		}
+	}
+}
+
+func TestPriorUnit(t *testing.T) {
+	cases := []struct {
+		rel  []float64
+		want float64
+	}{
+		{nil, 1},
+		{[]float64{0.7}, 1},
+		{[]float64{0.4, 0.4, 0.4}, 1}, // the evidence cannot order them: the priors alone do
+		{[]float64{0, 1}, 1},
+		{[]float64{1, 0.5, 0.5, 0}, 1.0 / 3},
+		{[]float64{0.5, 1, 0, 0.5}, 1.0 / 3}, // whatever their order
+		{[]float64{2, 0, 2, 0}, 2.0 / 3},
+		{[]float64{2, 0}, 1}, // at most a perfect match's scale
+	}
+	for _, c := range cases {
+		if got := PriorUnit(c.rel); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("PriorUnit(%v) = %v, want %v", c.rel, got, c.want)
+		}
+	}
+	// An affine change of the relevances scales the unit with them, and
+	// twice the candidates over the same range halve it (about).
+	a, b := []float64{0.9, 0.45, 0.44, 0.1}, make([]float64, 4)
+	for i, r := range a {
+		b[i] = 0.3*r + 0.2
+	}
+	if got, want := PriorUnit(b), 0.3*PriorUnit(a); math.Abs(got-want) > 1e-12 {
+		t.Errorf("scaled by 0.3: %v, want %v", got, want)
+	}
+	if got, want := PriorUnit(append(a, 0.2, 0.3, 0.6, 0.7)), 0.8/7; math.Abs(got-want) > 1e-12 {
+		t.Errorf("eight candidates over 0.1..0.9: %v, want %v", got, want)
 	}
 }
 

@@ -148,6 +148,7 @@ function resultItem(r, rank, max) {
         row('recency', fmtNum(x.recency)),
         row('importance', fmtNum(x.importance)),
         row('sona similarity', fmtNum(x.sona_similarity)),
+        row('prior unit', fmtNum(x.prior_unit)),
         row('co-access', fmtNum(x.coaccess)),
         row('contributions', PARTS.map(p => `${p} ${fmtNum(c[p] || 0)}`).join(' + ') + ` = ${fmtNum(r.score)}`)))));
 }
