@@ -274,23 +274,14 @@ func (g *Graph) In(r store.Reader, key []byte) ([]Link, error) {
 	if c, ok := g.cache.Get(k); ok {
 		return c.decoded()
 	}
-	c := &cachedLinks{}
-	item, err := r.Item(key)
-	switch {
-	case errors.Is(err, base.ErrNotFound):
-	case err != nil:
+	links, err := Read(r, key)
+	if err != nil {
 		return nil, err
-	default:
-		if err := item.Value(func(v []byte) error {
-			c.links, c.err = Decode(v)
-			return c.err
-		}); err != nil {
-			return nil, err
-		}
 	}
+	c := &cachedLinks{links: links}
 	c.once.Do(func() {}) // decoded
 	g.cache.Fill(k, c, r)
-	return c.links, nil
+	return links, nil
 }
 
 // Associations returns the typed associations of a memory, strongest first.
