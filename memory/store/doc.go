@@ -14,6 +14,10 @@
 //   - Event is a durable commit and the keys it wrote, told to Subscribe's
 //     subscribers in commit order (pebble's EventListener): derived
 //     structures (caches, indexes) follow the store with it.
+//   - Cache is the bounded cache of decoded records that events keep
+//     current: a view's reader knows the commits told before its snapshot
+//     (ToldBefore), and a value it read enters only if it saw every write
+//     of its key the cache was told of (the metadata and link caches).
 //
 // *Store implements them all, over an engine: Badger (Open) or a sorted
 // list in memory (OpenMemory). The committer, the blocks' verification,
