@@ -44,7 +44,15 @@ const membersFormat = "MSONAS1"
 func (s *Sonas) EncodeMembers() []byte {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	b := []byte(membersFormat)
+	// Sized first: at 10,000 sonas the state is ~30 MB of means, and
+	// growing it as it was written copied it over and over (3% of the
+	// server's CPU while 10,000 sonas advanced, the snapshots taken).
+	size := len(membersFormat) + 2*binary.MaxVarintLen64
+	for id, st := range s.sonas {
+		size += len(id) + len(st.rec.GetHead()) + 4*binary.MaxVarintLen64 + 8*s.dims + binary.MaxVarintLen64*len(st.members)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, membersFormat...)
 	b = binary.AppendUvarint(b, uint64(s.dims))
 	b = binary.AppendUvarint(b, uint64(len(s.sonas)))
 	for id, st := range s.sonas {
