@@ -522,7 +522,11 @@ func (s *Store) tell(commit uint64, applied []appliedOp) {
 	if len(s.subs) == 0 {
 		return
 	}
-	e := Event{Commit: commit, Told: told}
+	n := 0
+	for _, a := range applied {
+		n += len(a.keys)
+	}
+	e := Event{Commit: commit, Told: told, Keys: make([]string, 0, n), Values: make([][]byte, 0, n)}
 	for _, a := range applied {
 		e.Keys = append(e.Keys, a.keys...)
 		e.Values = append(e.Values, a.values...)
