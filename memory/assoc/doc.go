@@ -14,7 +14,9 @@
 // writes them with Put and feeds the sona's d/ distribution); recall
 // strengthens co-access with Strengthen (w ← w + rate·(1 − w)); living
 // memory prunes a/ lists with Update; import writes whole lists. Readers
-// go through Graph (Self.Assoc) or Read inside a transaction.
+// go through Graph (Self.Assoc), whose cache of decoded lists the commit
+// events keep current (recall reads its hits' and seeds' lists with
+// Graph.In), or Read inside a transaction.
 //
 // Invariants: a link list is sorted strongest first (ties by target
 // bytes) and holds at most MaxLinks links — the weakest are forgotten
