@@ -32,6 +32,12 @@ type floats struct {
 	gone []uint64
 }
 
+// isGone reports whether id, a file's, was removed.
+func (f *floats) isGone(id uint32) bool { return f.gone[id/64]&(1<<(id%64)) != 0 }
+
+// markGone records that id, a file's, was removed.
+func (f *floats) markGone(id uint32) { f.gone[id/64] |= 1 << (id % 64) }
+
 // inHeap reports whether id's vector is in the heap (not the file's).
 func (f *floats) inHeap(id uint32) bool { return f.chunks[id>>chunkBits] != nil }
 
@@ -44,7 +50,7 @@ func (f *floats) get(id uint32, buf []float32) []float32 {
 		return f.at(id)
 	}
 	buf = buf[:f.stride:f.stride]
-	if f.gone[id/64]&(1<<(id%64)) != 0 {
+	if f.isGone(id) {
 		clear(buf)
 		return buf
 	}
@@ -61,7 +67,7 @@ func (f *floats) readRange(from uint32, buf []float32) {
 		panic(fmt.Sprintf("vector: reading vectors from %d of the restored snapshot %s: %v", from, f.file.Name(), err))
 	}
 	for i := range len(buf) / f.stride {
-		if id := from + uint32(i); f.gone[id/64]&(1<<(id%64)) != 0 {
+		if f.isGone(from + uint32(i)) {
 			clear(buf[i*f.stride : (i+1)*f.stride])
 		}
 	}
@@ -73,5 +79,5 @@ func (f *floats) remove(id uint32) {
 		clear(f.at(id))
 		return
 	}
-	f.gone[id/64] |= 1 << (id % 64)
+	f.markGone(id)
 }

@@ -651,7 +651,7 @@ func fileFloats(f *os.File, at int64, dims, n int, removed map[uint64]bool) (flo
 		v.chunks = make([][]float32, whole)
 		v.gone = make([]uint64, (n+63)/64)
 		for id := range removed {
-			v.gone[id/64] |= 1 << (id % 64)
+			v.markGone(uint32(id))
 		}
 	}
 	if recs := n - whole<<chunkBits; recs > 0 {
