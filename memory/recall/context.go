@@ -332,15 +332,9 @@ func (sc *scorer) readBodies(cands []*Recalled, time, speaker bool) (bool, error
 	}
 	named := false
 	for _, r := range cands {
-		key := r.CID.KeyString()
-		b, ok := sc.bodies[key]
-		if !ok {
-			m, err := sc.self.memories.MemoryIn(sc.txn, r.CID)
-			if err != nil {
-				return false, err
-			}
-			b = bodyOf(m, r.Meta)
-			sc.bodies[key] = b
+		b, err := sc.bodyWith(r.CID.KeyString(), r.CID, r.Meta)
+		if err != nil {
+			return false, err
 		}
 		if time {
 			best := 0.0

@@ -9,6 +9,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 // reply sets each of cands' reply evidence: the relevance of its own
@@ -95,11 +96,19 @@ func (sc *scorer) bodyAt(key string) (body, error) {
 	if err != nil {
 		return body{}, err
 	}
+	return sc.bodyWith(key, c, md)
+}
+
+// bodyWith is bodyAt of memory c (of CID key), its metadata given.
+func (sc *scorer) bodyWith(key string, c cid.Cid, meta *messages.MemoryMeta) (body, error) {
+	if b, ok := sc.bodies[key]; ok {
+		return b, nil
+	}
 	m, err := sc.self.memories.MemoryIn(sc.txn, c)
 	if err != nil {
 		return body{}, err
 	}
-	b := bodyOf(m, md)
+	b := bodyOf(m, meta)
 	sc.bodies[key] = b
 	return b, nil
 }
