@@ -11,11 +11,10 @@ import (
 	"sync"
 
 	"github.com/ipfs/go-cid"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
-	"github.com/memoria-ai/memoria/messages"
 )
 
 // Association types (XmetaV memory_associations).
@@ -57,17 +56,17 @@ type Link struct {
 
 // Decode reads a stored link list, strongest first.
 func Decode(raw []byte) ([]Link, error) {
-	list := &messages.Associations{}
-	if err := proto.Unmarshal(raw, list); err != nil {
-		return nil, fmt.Errorf("%w: link list: %v", base.ErrCorrupt, err)
+	es, err := decodeEntries(raw, nil)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]Link, 0, len(list.Links))
-	for _, l := range list.Links {
-		c, err := cid.Cast(l.Target)
+	out := make([]Link, 0, len(es))
+	for _, e := range es {
+		c, err := cid.Cast(e.Target)
 		if err != nil {
 			return nil, fmt.Errorf("%w: link target: %v", base.ErrCorrupt, err)
 		}
-		out = append(out, Link{Target: c, Type: l.Type, Strength: l.Strength})
+		out = append(out, Link{Target: c, Type: e.Type, Strength: e.Strength})
 	}
 	return out, nil
 }
@@ -89,57 +88,84 @@ func Read(r store.Reader, key []byte) ([]Link, error) {
 	return out, err
 }
 
+// Entry is a link as a list stores it (messages.Association).
+type Entry struct {
+	Target    []byte // the CID's bytes
+	Type      string
+	Strength  float64
+	UpdatedAt int64 // Unix seconds
+}
+
+// List is a stored link list as Update's change edits it.
+type List struct {
+	entries []Entry
+	now     int64
+}
+
+// Find returns target's link, nil when the list has none. It is valid
+// until the next Get.
+func (l *List) Find(target cid.Cid) *Entry {
+	if i := l.index(target); i >= 0 {
+		return &l.entries[i]
+	}
+	return nil
+}
+
+func (l *List) index(target cid.Cid) int {
+	key := target.KeyString()
+	return slices.IndexFunc(l.entries, func(e Entry) bool { return string(e.Target) == key })
+}
+
+// Get returns target's link — made if new — stamped with Update's now. It
+// is valid until the next Get.
+func (l *List) Get(target cid.Cid) *Entry {
+	e := l.Find(target)
+	if e == nil {
+		l.entries = append(l.entries, Entry{Target: target.Bytes()})
+		e = &l.entries[len(l.entries)-1]
+	}
+	e.UpdatedAt = l.now
+	return e
+}
+
+// Remove drops target's link, reporting whether the list had one.
+func (l *List) Remove(target cid.Cid) bool {
+	i := l.index(target)
+	if i >= 0 {
+		l.entries = slices.Delete(l.entries, i, i+1)
+	}
+	return i >= 0
+}
+
 // Update applies change to the link list under key (read through tx)
-// and writes it back strongest first, keeping at most MaxLinks. change
-// sees the links by target and get, which returns a target's link
-// (created if new) stamped with now. A list that comes out as it was —
-// change kept a stronger link, or the new link was weaker than a full
-// list's weakest — is not written again.
-func Update(tx store.Tx, key []byte, now int64, change func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association)) error {
-	list := &messages.Associations{}
+// and writes it back strongest first, keeping at most MaxLinks; links
+// change makes or touches (List.Get) are stamped with now. A list that
+// comes out as it was — change kept a stronger link, or the new link was
+// weaker than a full list's weakest — is not written again.
+//
+// The list is read and written by hand (decodeEntries, appendEntries),
+// not through the generated messages: one Put rewrites a list per link,
+// a recall's co-access one per hit, and the generic codec's allocations
+// and reflection were most of their cost.
+func Update(tx store.Tx, key []byte, now int64, change func(*List)) error {
 	raw, err := tx.Get(key)
-	if err == nil {
-		if err := proto.Unmarshal(raw, list); err != nil {
-			return fmt.Errorf("%w: link list: %v", base.ErrCorrupt, err)
-		}
-	} else if errors.Is(err, base.ErrNotFound) {
+	if errors.Is(err, base.ErrNotFound) {
 		raw = nil
-	} else {
+	} else if err != nil {
 		return err
 	}
-	byTarget := map[cid.Cid]*messages.Association{}
-	for _, l := range list.Links {
-		c, err := cid.Cast(l.Target)
-		if err != nil {
-			return fmt.Errorf("%w: link target: %v", base.ErrCorrupt, err)
-		}
-		byTarget[c] = l
+	l := List{now: now}
+	if l.entries, err = decodeEntries(raw, make([]Entry, 0, MaxLinks+1)); err != nil {
+		return err
 	}
-	get := func(c cid.Cid) *messages.Association {
-		l, ok := byTarget[c]
-		if !ok {
-			l = &messages.Association{Target: c.Bytes()}
-			byTarget[c] = l
-		}
-		l.UpdatedAt = now
-		return l
-	}
-	change(byTarget, get)
-	links := make([]*messages.Association, 0, len(byTarget))
-	for _, l := range byTarget {
-		links = append(links, l)
-	}
-	slices.SortFunc(links, func(a, b *messages.Association) int {
+	change(&l)
+	slices.SortFunc(l.entries, func(a, b Entry) int {
 		if c := cmp.Compare(b.Strength, a.Strength); c != 0 {
 			return c
 		}
 		return bytes.Compare(a.Target, b.Target)
 	})
-	list.Links = links[:min(len(links), MaxLinks)]
-	out, err := proto.Marshal(list)
-	if err != nil {
-		return err
-	}
+	out := appendEntries(make([]byte, 0, len(raw)+64), l.entries[:min(len(l.entries), MaxLinks)])
 	if raw != nil && bytes.Equal(out, raw) {
 		return nil
 	}
@@ -147,25 +173,154 @@ func Update(tx store.Tx, key []byte, now int64, change func(have map[cid.Cid]*me
 	return nil
 }
 
+// The field numbers of messages.Associations and messages.Association.
+const (
+	fieldLinks     = 1
+	fieldType      = 1
+	fieldStrength  = 2
+	fieldUpdatedAt = 3
+	fieldTarget    = 4
+)
+
+// decodeEntries appends to out the links of raw, a stored
+// messages.Associations, as proto.Unmarshal reads it (fields of other
+// numbers skipped, a field given twice taking its last value); the
+// targets alias raw.
+func decodeEntries(raw []byte, out []Entry) ([]Entry, error) {
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return nil, corruptList(n)
+		}
+		raw = raw[n:]
+		if num != fieldLinks || typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, raw); n < 0 {
+				return nil, corruptList(n)
+			}
+			raw = raw[n:]
+			continue
+		}
+		msg, n := protowire.ConsumeBytes(raw)
+		if n < 0 {
+			return nil, corruptList(n)
+		}
+		raw = raw[n:]
+		e, err := decodeEntry(msg)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func decodeEntry(b []byte) (Entry, error) {
+	var e Entry
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return e, corruptList(n)
+		}
+		b = b[n:]
+		switch {
+		case num == fieldType && typ == protowire.BytesType:
+			var v []byte
+			v, n = protowire.ConsumeBytes(b)
+			e.Type = linkType(v)
+		case num == fieldStrength && typ == protowire.Fixed64Type:
+			var v uint64
+			v, n = protowire.ConsumeFixed64(b)
+			e.Strength = math.Float64frombits(v)
+		case num == fieldUpdatedAt && typ == protowire.VarintType:
+			var v uint64
+			v, n = protowire.ConsumeVarint(b)
+			e.UpdatedAt = int64(v)
+		case num == fieldTarget && typ == protowire.BytesType:
+			e.Target, n = protowire.ConsumeBytes(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return e, corruptList(n)
+		}
+		b = b[n:]
+	}
+	return e, nil
+}
+
+// linkType is the type named by b, the known ones without allocating.
+func linkType(b []byte) string {
+	for _, t := range [...]string{Similar, CoAccess, Sequential, Causal, Related} {
+		if string(b) == t {
+			return t
+		}
+	}
+	return string(b)
+}
+
+func corruptList(n int) error {
+	return fmt.Errorf("%w: link list: %v", base.ErrCorrupt, protowire.ParseError(n))
+}
+
+// appendEntries appends es to b as proto.Marshal encodes a
+// messages.Associations of them (fields in order, zero values left out),
+// so that a list read and written back unchanged has the same bytes.
+func appendEntries(b []byte, es []Entry) []byte {
+	for _, e := range es {
+		size := 0
+		if e.Type != "" {
+			size += 1 + protowire.SizeBytes(len(e.Type))
+		}
+		if math.Float64bits(e.Strength) != 0 {
+			size += 1 + protowire.SizeFixed64()
+		}
+		if e.UpdatedAt != 0 {
+			size += 1 + protowire.SizeVarint(uint64(e.UpdatedAt))
+		}
+		if len(e.Target) > 0 {
+			size += 1 + protowire.SizeBytes(len(e.Target))
+		}
+		b = protowire.AppendTag(b, fieldLinks, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(size))
+		if e.Type != "" {
+			b = protowire.AppendTag(b, fieldType, protowire.BytesType)
+			b = protowire.AppendString(b, e.Type)
+		}
+		if math.Float64bits(e.Strength) != 0 {
+			b = protowire.AppendTag(b, fieldStrength, protowire.Fixed64Type)
+			b = protowire.AppendFixed64(b, math.Float64bits(e.Strength))
+		}
+		if e.UpdatedAt != 0 {
+			b = protowire.AppendTag(b, fieldUpdatedAt, protowire.VarintType)
+			b = protowire.AppendVarint(b, uint64(e.UpdatedAt))
+		}
+		if len(e.Target) > 0 {
+			b = protowire.AppendTag(b, fieldTarget, protowire.BytesType)
+			b = protowire.AppendBytes(b, e.Target)
+		}
+	}
+	return b
+}
+
 // Put records typed associations between from and each of links'
 // targets, both ways, keeping the stronger of an existing link and the
 // new one (strengths clamped to [0, 1]). from's own list is rewritten
 // once. It is the append's contribution to the a/ space.
 func Put(tx store.Tx, from cid.Cid, links []Link, now int64) error {
-	keep := func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association, to cid.Cid, typ string, strength float64) {
-		if l, ok := have[to]; ok && l.Strength >= strength {
+	keep := func(l *List, to cid.Cid, typ string, strength float64) {
+		if e := l.Find(to); e != nil && e.Strength >= strength {
 			return
 		}
-		l := get(to)
-		l.Type, l.Strength = typ, strength
+		e := l.Get(to)
+		e.Type, e.Strength = typ, strength
 	}
 	for i := range links {
 		links[i].Strength = math.Max(0, math.Min(1, links[i].Strength))
 	}
-	err := Update(tx, Key(from), now, func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association) {
+	err := Update(tx, Key(from), now, func(list *List) {
 		for _, l := range links {
 			if l.Target != from {
-				keep(have, get, l.Target, l.Type, l.Strength)
+				keep(list, l.Target, l.Type, l.Strength)
 			}
 		}
 	})
@@ -176,8 +331,8 @@ func Put(tx store.Tx, from cid.Cid, links []Link, now int64) error {
 		if l.Target == from {
 			continue
 		}
-		err := Update(tx, Key(l.Target), now, func(have map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association) {
-			keep(have, get, from, l.Type, l.Strength)
+		err := Update(tx, Key(l.Target), now, func(list *List) {
+			keep(list, from, l.Type, l.Strength)
 		})
 		if err != nil {
 			return err
@@ -192,12 +347,12 @@ func Put(tx store.Tx, from cid.Cid, links []Link, now int64) error {
 func Strengthen(agent string, together []cid.Cid, rate float64, now int64) store.Op {
 	return func(tx store.Tx) error {
 		for _, a := range together {
-			err := Update(tx, CoAccessKey(agent, a), now, func(_ map[cid.Cid]*messages.Association, get func(cid.Cid) *messages.Association) {
+			err := Update(tx, CoAccessKey(agent, a), now, func(list *List) {
 				for _, b := range together {
 					if b != a {
-						l := get(b)
-						l.Type = CoAccess
-						l.Strength += rate * (1 - l.Strength)
+						e := list.Get(b)
+						e.Type = CoAccess
+						e.Strength += rate * (1 - e.Strength)
 					}
 				}
 			})
@@ -271,7 +426,7 @@ func (g *Graph) In(r store.Reader, key []byte) ([]Link, error) {
 		return Read(r, key) // an operation sees its batch's writes
 	}
 	k := string(key)
-	if c, ok := g.cache.Get(k); ok {
+	if c, ok := g.cache.In(k, r); ok {
 		return c.decoded()
 	}
 	links, err := Read(r, key)
@@ -354,23 +509,24 @@ func remove(tx store.Tx, key []byte, c cid.Cid, isGone func(cid.Cid) bool) error
 	if err != nil {
 		return err
 	}
-	list := &messages.Associations{}
-	if err := proto.Unmarshal(raw, list); err != nil {
-		return fmt.Errorf("%w: link list: %v", base.ErrCorrupt, err)
+	es, err := decodeEntries(raw, nil)
+	if err != nil {
+		return err
 	}
-	n := len(list.Links)
-	list.Links = slices.DeleteFunc(list.Links, func(l *messages.Association) bool {
-		t, err := cid.Cast(l.Target)
+	n := len(es)
+	es = slices.DeleteFunc(es, func(e Entry) bool {
+		t, err := cid.Cast(e.Target)
 		return err == nil && (t == c || isGone(t))
 	})
 	switch {
-	case len(list.Links) == n:
+	case len(es) == n:
 		return nil
-	case len(list.Links) == 0:
+	case len(es) == 0:
 		tx.Delete(key)
 		return nil
 	}
-	return store.SetProto(tx, key, list)
+	tx.Set(key, appendEntries(nil, es))
+	return nil
 }
 
 // Agents lists the agents that have co-access partners, reading one key

@@ -132,6 +132,31 @@ func TestSharedMemoryJoinsSecondSona(t *testing.T) {
 	}
 }
 
+// A join rewrites the memory's record with the hot state its use gave it
+// (its o/ record), as meta.Write does: a record as committed is the
+// memory's metadata, hot state included (the metadata cache holds it).
+func TestJoinKeepsTheHotState(t *testing.T) {
+	c := chaintest.Open(t, chain.Options{})
+	a, b := c.Owner("a"), c.Owner("b")
+	m := a.Text("the same words")
+	if err := c.Store.Update(context.Background(), meta.UpdateHot([]cid.Cid{m}, func(h *meta.Hot, _ cid.Cid) {
+		h.Importance, h.AccessCount = 0.9, 7
+	})); err != nil {
+		t.Fatal(err)
+	}
+	b.Text("the same words")
+	rec := &messages.MemoryMeta{}
+	if err := c.Store.View(func(r store.Reader) error {
+		_, err := store.GetProto(r, meta.Key(m), rec)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Importance != 0.9 || rec.AccessCount != 7 || len(rec.Sonas) != 2 {
+		t.Fatalf("the record after the join: %v, want importance 0.9, 7 accesses, two sonas", rec)
+	}
+}
+
 // Each contribution writes in the append's transaction and sees what the
 // chain wrote; one that fails fails the append, which writes nothing and
 // changes nothing in memory.

@@ -123,6 +123,11 @@ func (w *Writer) Op(a *model.Append) store.Op {
 			if err := proto.Unmarshal(raw, wr.Meta); err != nil {
 				return fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, item.CID, err)
 			}
+			// The record written back holds the current hot state, as
+			// meta.Write's do (the metadata cache relies on it).
+			if err := meta.MergeHot(tx, item.CID, wr.Meta); err != nil {
+				return err
+			}
 			if err := join(wr.Meta, a); err != nil {
 				return err
 			}

@@ -189,11 +189,11 @@ func (l *Living) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 		}
 		rep.Pruned = 0
 		for _, p := range prunes {
-			err := assoc.Update(tx, assoc.Key(p.c), now, func(have map[cid.Cid]*messages.Association, _ func(cid.Cid) *messages.Association) {
+			err := assoc.Update(tx, assoc.Key(p.c), now, func(list *assoc.List) {
 				for t, judged := range p.targets {
 					// A link strengthened since it was judged stays.
-					if l, ok := have[t]; ok && l.Strength == judged {
-						delete(have, t)
+					if l := list.Find(t); l != nil && l.Strength == judged {
+						list.Remove(t)
 						rep.Pruned++
 					}
 				}

@@ -2,12 +2,17 @@ package meta
 
 import (
 	"container/list"
+	"fmt"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 // memCache keeps recently used decoded memories. Memories are immutable
@@ -93,4 +98,58 @@ func (c *memCache) remove(id cid.Cid) {
 		s.forgotten = map[string]bool{}
 	}
 	s.forgotten[key] = true
+}
+
+// metaEntry is a memory's metadata in the cache: a record read in a view,
+// or one as a commit wrote it, decoded when first read, or the hot state
+// a commit wrote after such a record (hot.go). Every writer of a record
+// gives it the hot state current when it commits (Write), so the latest
+// record and the hot state written after it are the memory's metadata.
+type metaEntry struct {
+	once sync.Once
+	raw  []byte                    // a record as committed, until decoded
+	prev atomic.Pointer[metaEntry] // the record the hot state follows, until decoded
+	hot  *Hot
+	meta *messages.MemoryMeta
+	err  error
+}
+
+// decoded is the entry of a record read in a view.
+func decoded(meta *messages.MemoryMeta) *metaEntry {
+	e := &metaEntry{meta: meta}
+	e.once.Do(func() {})
+	return e
+}
+
+// withHot is the entry of e's memory once a commit wrote its hot state h.
+func (e *metaEntry) withHot(h Hot) *metaEntry {
+	rec := e
+	if p := e.prev.Load(); p != nil { // e's own hot state gives way to h
+		rec = p
+	}
+	n := &metaEntry{hot: &h}
+	n.prev.Store(rec)
+	return n
+}
+
+// get returns the metadata of c that e holds (shared: do not modify it).
+func (e *metaEntry) get(c cid.Cid) (*messages.MemoryMeta, error) {
+	e.once.Do(func() {
+		if e.hot == nil {
+			e.meta = &messages.MemoryMeta{}
+			if err := proto.Unmarshal(e.raw, e.meta); err != nil {
+				e.meta, e.err = nil, fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
+			}
+			e.raw = nil
+			return
+		}
+		rec := e.prev.Load()
+		var meta *messages.MemoryMeta
+		if meta, e.err = rec.get(c); e.err == nil {
+			e.meta = proto.Clone(meta).(*messages.MemoryMeta) // the record's is shared
+			e.hot.into(e.meta)
+		}
+		e.prev.Store(nil)
+	})
+	return e.meta, e.err
 }

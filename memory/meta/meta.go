@@ -95,12 +95,12 @@ func Update(cids []cid.Cid, fn func(*messages.MemoryMeta, cid.Cid)) store.Op {
 
 // Store reads memories and their metadata through two caches — decoded
 // memories by CID (immutable: never stale) and metadata by CID (mutable:
-// invalidated by the store's commit events) — and keeps importance. It is
+// kept current by the store's commit events) — and keeps importance. It is
 // safe for concurrent use.
 type Store struct {
 	st    *store.Store
 	rc    config.Recall
-	metas *store.Cache[*messages.MemoryMeta]
+	metas *store.Cache[*metaEntry]
 	mems  *memCache
 }
 
@@ -108,23 +108,27 @@ type Store struct {
 // (store.memory_cache); rc gives importance's parameters. It subscribes to
 // st's commit events, so call it before st's first write.
 func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
-	m := &Store{st: st, rc: rc, metas: store.NewCache[*messages.MemoryMeta](cacheSize), mems: newMemCache(cacheSize)}
+	m := &Store{st: st, rc: rc, metas: store.NewCache[*metaEntry](cacheSize), mems: newMemCache(cacheSize)}
 	st.Subscribe(func(e store.Event) {
 		for i, k := range e.Keys {
 			switch {
 			case strings.HasPrefix(k, string(Prefix)):
-				m.metas.Invalidate(k[len(Prefix):], e.Told)
+				// The record as committed enters the cache, decoded when
+				// first read: a memory's metadata is read soon after it is
+				// stored (by the text index, the sona's next append, the
+				// neighbours of the next insertions).
+				if v := e.Values[i]; v != nil {
+					m.metas.Set(k[len(Prefix):], e.Told, &metaEntry{raw: v})
+				} else {
+					m.metas.Invalidate(k[len(Prefix):], e.Told)
+				}
 			case strings.HasPrefix(k, string(HotPrefix)):
 				// The hot state changed: a cached record takes its values
 				// (most of a memory's writes are these).
 				key := k[len(HotPrefix):]
 				c, err := cid.Cast([]byte(key))
 				if h, herr := decodeHot(c, e.Values[i]); err == nil && herr == nil {
-					m.metas.Patch(key, e.Told, func(old *messages.MemoryMeta) *messages.MemoryMeta {
-						patched := proto.Clone(old).(*messages.MemoryMeta) // cached values are shared
-						h.into(patched)
-						return patched
-					})
+					m.metas.Patch(key, e.Told, func(old *metaEntry) *metaEntry { return old.withHot(h) })
 				} else {
 					m.metas.Invalidate(key, e.Told)
 				}
@@ -143,18 +147,18 @@ func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
 // MetaIn reads a memory's metadata in r through the cache — in a view:
 // an operation (r is its store.Tx) reads its transaction, which holds
 // what its batch and the commit in flight wrote before the commit events
-// that invalidate the cache. The result is shared: do not modify it.
+// that update the cache. The result is shared: do not modify it.
 func (m *Store) MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
 	if _, op := r.(store.Tx); op {
 		return Read(r, c)
 	}
 	key := c.KeyString()
-	if meta, ok := m.metas.Get(key); ok {
-		return meta, nil
+	if e, ok := m.metas.In(key, r); ok {
+		return e.get(c)
 	}
 	meta, err := Read(r, c)
 	if err == nil {
-		m.metas.Fill(key, meta, r)
+		m.metas.Fill(key, decoded(meta), r)
 	}
 	return meta, err
 }

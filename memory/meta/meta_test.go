@@ -6,7 +6,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/base"
@@ -260,5 +262,55 @@ func TestTouchCountsAndTicks(t *testing.T) {
 	}
 	if got := metaOf(t, m, gone); got.AccessCount != 1 || got.LastAccessTick != 5 {
 		t.Fatalf("touched in a sona that is gone: %v", got)
+	}
+}
+
+// TestCommittedMetadataIsCached: a record a commit writes is what the
+// cache then holds, and so is a hot state written after it; a record
+// rewritten with Write keeps the hot state; a deleted record leaves. (The
+// store's own record is changed behind the committer, where no event
+// tells the cache: a read of the store would return that.)
+func TestCommittedMetadataIsCached(t *testing.T) {
+	cfg := config.Default()
+	st, err := store.Open(t.TempDir(), store.OptionsOf(cfg.Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	m := New(st, 64, cfg.Recall)
+	c := put(t, st, "stored", &messages.MemoryMeta{Kind: "note", Importance: 0.1, Sonas: []string{"a"}})
+	behind := func() {
+		t.Helper()
+		raw, err := proto.Marshal(&messages.MemoryMeta{Kind: "behind"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.DB().Update(func(txn *badger.Txn) error { return txn.Set(Key(c), raw) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update := func(op store.Op) {
+		t.Helper()
+		if err := st.Update(context.Background(), op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	behind()
+	if got := metaOf(t, m, c); got.Kind != "note" || got.Importance != 0.1 || got.Sonas[0] != "a" {
+		t.Fatalf("the stored record: %v", got)
+	}
+	update(UpdateHot([]cid.Cid{c}, func(h *Hot, _ cid.Cid) { h.Importance, h.AccessCount = 0.7, 3 }))
+	update(UpdateHot([]cid.Cid{c}, func(h *Hot, _ cid.Cid) { h.AccessCount++ }))
+	if got := metaOf(t, m, c); got.Kind != "note" || got.Importance != 0.7 || got.AccessCount != 4 {
+		t.Fatalf("after two hot writes: %v", got)
+	}
+	update(Update([]cid.Cid{c}, func(meta *messages.MemoryMeta, _ cid.Cid) { meta.Kind = "fact" }))
+	behind()
+	if got := metaOf(t, m, c); got.Kind != "fact" || got.Importance != 0.7 || got.AccessCount != 4 {
+		t.Fatalf("after the record was rewritten: %v", got)
+	}
+	update(func(tx store.Tx) error { tx.Delete(Key(c)); return nil })
+	if got, err := m.Meta(c); !errors.Is(err, base.ErrNotFound) {
+		t.Fatalf("a deleted record read %v, %v", got, err)
 	}
 }

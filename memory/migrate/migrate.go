@@ -143,6 +143,9 @@ func (mg *migrator) v1(ctx context.Context) error {
 				if err := proto.Unmarshal(raw, m); err != nil {
 					return err
 				}
+				if err := meta.MergeHot(tx, e.c, m); err != nil { // as meta.Write keeps it
+					return err
+				}
 				m.Seq = seq
 				out, err := proto.Marshal(m)
 				if err != nil {

@@ -58,13 +58,23 @@ func (c *Cache[V]) shard(key string) *cacheShard[V] {
 	return &c.shards[maphash.String(c.seed, key)%uint64(len(c.shards))]
 }
 
-// Get returns key's cached value.
-func (c *Cache[V]) Get(key string) (V, bool) {
+// In returns key's cached value if r, a view, sees it: a value a commit
+// told after r's snapshot (Set, Patch) is newer than what r reads.
+func (c *Cache[V]) In(key string, r Reader) (V, bool) {
+	e, ok := c.get(key)
+	if !ok || e.written > ToldBefore(r) || ToldBefore(r) == 0 {
+		var none V
+		return none, false
+	}
+	return e.v, true
+}
+
+func (c *Cache[V]) get(key string) (cached[V], bool) {
 	s := c.shard(key)
 	s.mu.Lock()
 	e, ok := s.m[key]
 	s.mu.Unlock()
-	return e.v, ok
+	return e, ok
 }
 
 // Fill caches v, read through r, unless r may not see the latest write
@@ -81,17 +91,37 @@ func (c *Cache[V]) fill(key string, v V, told uint64) {
 	if _, ok := s.m[key]; ok {
 		return
 	}
-	if len(s.m) >= c.per {
-		for k, e := range s.m { // evict an arbitrary entry
-			if e.written > 0 {
-				c.wrote(s, k, e.written)
-			}
-			delete(s.m, k)
-			break
-		}
-	}
+	c.evict(s)
 	s.m[key] = cached[V]{v: v, written: s.written[key]} // an eviction remembers it again
 	delete(s.written, key)
+}
+
+// Set caches v as key's value: commit told wrote it (a value read from
+// the commit's Event, whose writes the cache is told of in order).
+func (c *Cache[V]) Set(key string, told uint64, v V) {
+	s := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[key]; !ok {
+		c.evict(s)
+	}
+	s.m[key] = cached[V]{v: v, written: told}
+	delete(s.written, key)
+}
+
+// evict makes room for an entry in s (locked), if it is full, by
+// dropping an arbitrary one.
+func (c *Cache[V]) evict(s *cacheShard[V]) {
+	if len(s.m) < c.per {
+		return
+	}
+	for k, e := range s.m {
+		if e.written > 0 {
+			c.wrote(s, k, e.written)
+		}
+		delete(s.m, k)
+		return
+	}
 }
 
 // wrote records that commit told wrote key, not cached, in s (locked).

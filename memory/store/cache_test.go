@@ -8,6 +8,12 @@ import (
 	"github.com/memoria-ai/memoria/config"
 )
 
+// Get returns key's cached value, whichever commit wrote it.
+func (c *Cache[V]) Get(key string) (V, bool) {
+	e, ok := c.get(key)
+	return e.v, ok
+}
+
 // A value read in a view older than a write the cache was told of does
 // not enter it; one read in a view that sees every write does; a fill
 // never replaces an entry; an operation's read never fills.
@@ -105,6 +111,37 @@ func TestCacheEvictionRemembersPatches(t *testing.T) {
 	c.fill("k", 1, 8) // read before the patch's commit
 	if v, ok := c.Get("k"); ok {
 		t.Fatalf("a view older than the evicted patch filled: %v", v)
+	}
+}
+
+// A value a commit wrote enters the cache, replacing what it held; no
+// older view's read replaces it, and evicted, it is remembered as that
+// commit's write.
+func TestCacheSetIsTheCommittedValue(t *testing.T) {
+	c := NewCache[int](1) // one entry a shard
+	c.fill("k", 1, 1)
+	c.Set("k", 4, 2)
+	if v, ok := c.Get("k"); !ok || v != 2 {
+		t.Fatalf("after Set: %v %v, want the value set", v, ok)
+	}
+	c.Set("new", 5, 7)
+	if v, ok := c.Get("new"); !ok || v != 7 {
+		t.Fatalf("a key not cached before: %v %v, want the value set", v, ok)
+	}
+	var other string
+	for i := 0; ; i++ {
+		other = fmt.Sprint("o", i)
+		if c.shard(other) == c.shard("k") {
+			break
+		}
+	}
+	c.fill(other, 9, 9) // evicts k
+	if _, ok := c.Get("k"); ok {
+		t.Fatal("k not evicted")
+	}
+	c.fill("k", 1, 3) // read before the Set's commit
+	if v, ok := c.Get("k"); ok {
+		t.Fatalf("a view older than the evicted Set filled: %v", v)
 	}
 }
 
