@@ -33,12 +33,14 @@ import (
 
 // newLivingHarness serves a fresh data directory on clock (which the test
 // moves by hand), with the heartbeat's timer a year away: only the test's
-// requests tick.
+// requests tick. A recall's trace is committed as it comes, not deferred
+// until the clock moves (store.defer_for).
 func newLivingHarness(t *testing.T, clock *clock.Fake) *harness {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
 	cfg.Heartbeat.Interval = config.Duration(365 * 24 * time.Hour)
+	cfg.Store.DeferFor = 0
 	a, err := app.Open(context.Background(), cfg, slog.New(slog.DiscardHandler), app.Options{Clock: clock})
 	if err != nil {
 		t.Fatalf("app.Open: %v", err)

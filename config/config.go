@@ -176,6 +176,13 @@ func (s Server) CheckExposure(listen string) error {
 type Store struct {
 	// MaxBatch is the most writes one group commit (one fsync) acknowledges.
 	MaxBatch int `yaml:"max_batch"`
+	// DeferFor is how long a write nobody waits for — what a recall
+	// leaves behind: its memories' access counts, its hits' co-access,
+	// its query log — may wait for a group commit: it joins the next one
+	// (any write, a barrier), or gets one of its own after this long, with
+	// those deferred meanwhile. A crash loses at most this much of them;
+	// never a memory. 0 commits them as they come. Default 50ms; at most 1s.
+	DeferFor Duration `yaml:"defer_for"`
 	// MaxBlockBytes caps one block (a memory or a file).
 	MaxBlockBytes int `yaml:"max_block_bytes"`
 	// CacheMB is Badger's block cache size.
@@ -645,6 +652,7 @@ func Default() Config {
 		},
 		Store: Store{
 			MaxBatch:      1024,
+			DeferFor:      Duration(50 * time.Millisecond),
 			MaxBlockBytes: 1 << 20, // the IPFS block size limit
 			CacheMB:       256,
 			MemTableMB:    64,
@@ -870,6 +878,9 @@ func (c *Config) validateServer(v *validation) {
 func (c *Config) validateStore(v *validation) {
 	bad, positive := v.bad, v.positive
 	positive("store.max_batch", c.Store.MaxBatch)
+	if c.Store.DeferFor < 0 || c.Store.DeferFor.D() > time.Second {
+		bad("store.defer_for", "must be within 0..1s, got %s", c.Store.DeferFor)
+	}
 	positive("store.max_block_bytes", c.Store.MaxBlockBytes)
 	if c.Store.MaxBlockBytes > 4<<20 {
 		bad("store.max_block_bytes", "must be at most 4 MiB, got %d", c.Store.MaxBlockBytes)

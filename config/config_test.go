@@ -291,6 +291,8 @@ func TestValidate(t *testing.T) {
 		{"backoff", func(c *config.Config) { c.Actors.RestartBackoff, c.Actors.ServiceMaxBackoff = -1, -2 }, []string{"actors.restart_backoff", "actors.service_max_backoff"}},
 		{"backoff cap", func(c *config.Config) { c.Actors.MaxBackoff = config.Duration(time.Millisecond) }, []string{"actors.max_backoff"}},
 		{"block limit", func(c *config.Config) { c.Store.MaxBlockBytes = 5 << 20 }, []string{"store.max_block_bytes"}},
+		{"defer", func(c *config.Config) { c.Store.DeferFor = config.Duration(2 * time.Second) }, []string{"store.defer_for"}},
+		{"negative defer", func(c *config.Config) { c.Store.DeferFor = config.Duration(-time.Millisecond) }, []string{"store.defer_for"}},
 		{"candidates", func(c *config.Config) { c.Recall.Candidates = 5 }, []string{"recall.candidates"}},
 		{"beta", func(c *config.Config) { c.Threshold.DedupBeta = 0 }, []string{"thresholds.dedup_beta"}},
 		{"unit", func(c *config.Config) { c.Recall.ExpandDecay = 1.5 }, []string{"recall.expand_decay"}},

@@ -162,10 +162,12 @@ func New(st store.Viewer, env Env, o Options) *Recaller {
 // them (Submit), and a caller that drops them leaves no trace.
 type Trace []store.Op
 
-// Submit queues the trace's writes; it does not wait for them.
+// Submit queues the trace's writes, deferred (store.Committer.Defer: they
+// share a group commit with those of the recalls around it); it does not
+// wait for them.
 func (t Trace) Submit(c store.Committer) {
 	for _, op := range t {
-		c.Submit(op)
+		c.Defer(op)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
@@ -47,6 +48,9 @@ func TombstoneKey(c cid.Cid) []byte { return base.Join(PrefixTombstone, c.Hash()
 type Options struct {
 	// MaxBatch is the most operations acknowledged by one group commit.
 	MaxBatch int
+	// DeferFor is the longest a deferred operation (Defer) waits for a
+	// group commit.
+	DeferFor time.Duration
 	// MaxBlockBytes caps one block.
 	MaxBlockBytes int
 	// CacheMB sizes Badger's block cache.
@@ -81,8 +85,8 @@ type Options struct {
 	ValueLogMB int
 	// GC schedules the garbage collection in the background (gc.go).
 	GC GCOptions
-	// Clock times the passes of the garbage collection (default: the
-	// wall clock).
+	// Clock times the passes of the garbage collection and the wait of
+	// deferred operations (default: the wall clock).
 	Clock  clock.Clock
 	Logger *slog.Logger
 	// Tracer, when set, traces every group commit (trace.go).
@@ -93,6 +97,7 @@ type Options struct {
 func OptionsOf(c config.Store) Options {
 	return Options{
 		MaxBatch:       c.MaxBatch,
+		DeferFor:       c.DeferFor.D(),
 		MaxBlockBytes:  c.MaxBlockBytes,
 		CacheMB:        c.CacheMB,
 		MemTableMB:     c.MemTableMB,
@@ -174,12 +179,15 @@ type Store struct {
 	acked  *ackFile // the acknowledged mark (integrity.go); nil in memory
 	ackErr error    // the mark's last write failure, logged once
 
-	queue   chan *Pending
-	tracer  oteltrace.Tracer // nil: group commits are not traced
-	mu      sync.RWMutex     // guards closed against Submit racing Close
-	closed  bool
-	stopped chan struct{}
-	subs    []func(Event) // set before the first write
+	queue    chan *Pending
+	deferred chan *Pending // Defer's: committed with the next batch, or after deferFor
+	deferFor time.Duration
+	clock    clock.Clock
+	tracer   oteltrace.Tracer // nil: group commits are not traced
+	mu       sync.RWMutex     // guards closed against Submit racing Close
+	closed   bool
+	stopped  chan struct{}
+	subs     []func(Event) // set before the first write
 	// told counts the commits told to the subscribers, from 1 (see
 	// ToldBefore).
 	told atomic.Uint64
@@ -191,6 +199,9 @@ type Store struct {
 type Committer interface {
 	// Submit queues op and returns at once.
 	Submit(op Op) *Pending
+	// Defer queues op, a write nobody waits for, for a later group
+	// commit (Store.Defer), and returns at once.
+	Defer(op Op) *Pending
 	// Update runs op and waits until it is durable.
 	Update(ctx context.Context, op Op) error
 	// Barrier waits until everything submitted before it is durable or
@@ -292,6 +303,9 @@ func newStore(eng engine, dir string, o Options) (*Store, error) {
 		log:      o.Logger,
 		space:    spaceGuard{free: o.FreeSpace, reserve: o.MinFreeBytes, log: o.Logger},
 		queue:    make(chan *Pending, o.MaxBatch),
+		deferred: make(chan *Pending, o.MaxBatch),
+		deferFor: o.DeferFor,
+		clock:    clock.Or(o.Clock),
 		acks:     make(chan ackBatch, 4),
 		stopped:  make(chan struct{}),
 	}
@@ -364,7 +378,23 @@ func (s *Store) SubmitTraced(ctx context.Context, op Op) *Pending {
 }
 
 func (s *Store) submit(op Op, link oteltrace.SpanContext) *Pending {
-	p := &Pending{op: op, done: make(chan struct{}), link: link}
+	return s.enqueue(s.queue, &Pending{op: op, done: make(chan struct{}), link: link})
+}
+
+// Defer queues op, a write nobody waits for, to be committed with the
+// next group commit or after Options.DeferFor, whichever comes first —
+// in one commit (one fsync) with the others deferred meanwhile. An
+// operation submitted after it is not committed before it; a Barrier
+// after it waits for it. It returns at once.
+func (s *Store) Defer(op Op) *Pending {
+	p := &Pending{op: op, done: make(chan struct{})}
+	if s.deferFor <= 0 {
+		return s.enqueue(s.queue, p)
+	}
+	return s.enqueue(s.deferred, p)
+}
+
+func (s *Store) enqueue(q chan *Pending, p *Pending) *Pending {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -372,7 +402,7 @@ func (s *Store) submit(op Op, link oteltrace.SpanContext) *Pending {
 		close(p.done)
 		return p
 	}
-	s.queue <- p
+	q <- p
 	return p
 }
 
@@ -405,13 +435,55 @@ func (s *Store) commitLoop() {
 		<-acked
 	}()
 	batch := make([]*Pending, 0, s.maxBatch)
-	for first := range s.queue {
-		batch = append(batch[:0], first)
+	var (
+		held []*Pending // deferred operations waiting for a batch
+		due  clock.Timer
+		dueC <-chan time.Time
+	)
+	// take moves the deferred operations queued so far into held: a batch
+	// begins with them, so that none is committed after an operation
+	// submitted after it.
+	take := func() {
+		for {
+			select {
+			case p := <-s.deferred:
+				held = append(held, p)
+			default:
+				return
+			}
+		}
+	}
+	for open := true; open; {
+		var first *Pending
+		select {
+		case first, open = <-s.queue:
+		case p := <-s.deferred:
+			held = append(held, p)
+			if len(held) < s.maxBatch {
+				if due == nil {
+					due = s.clock.NewTimer(s.deferFor)
+					dueC = due.C()
+				}
+				continue
+			}
+		case <-dueC:
+		}
+		if due != nil {
+			due.Stop()
+			due, dueC = nil, nil
+		}
+		take()
+		batch = append(batch[:0], held...)
+		held = held[:0]
+		if first != nil {
+			batch = append(batch, first)
+		}
 	fill:
-		for len(batch) < s.maxBatch {
+		for open && len(batch) < s.maxBatch {
 			select {
 			case p, ok := <-s.queue:
 				if !ok {
+					open = false
 					break fill
 				}
 				batch = append(batch, p)
@@ -419,7 +491,16 @@ func (s *Store) commitLoop() {
 				break fill
 			}
 		}
-		s.commitBatch(batch)
+		if len(batch) > 0 {
+			s.commitBatch(batch)
+		}
+	}
+	// Closed: no more is deferred (Defer checks under s.mu).
+	take()
+	for len(held) > 0 {
+		n := min(len(held), s.maxBatch)
+		s.commitBatch(held[:n])
+		held = held[n:]
 	}
 }
 

@@ -12,15 +12,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 )
@@ -46,6 +49,7 @@ func Run(t *testing.T, open Opener) {
 		{"Blocks", testBlocks},
 		{"Events", testEvents},
 		{"Barrier", testBarrier},
+		{"Deferred", testDeferred},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {
@@ -568,6 +572,76 @@ func testEvents(t *testing.T, open Opener) {
 }
 
 // Barrier returns once everything submitted before it is durable.
+// A deferred op waits for a group commit: one of its own once DeferFor
+// has passed, with the ops deferred meanwhile, or any before that (a
+// Barrier's); Close commits what is still deferred.
+func testDeferred(t *testing.T, open Opener) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	o := options()
+	o.Clock, o.DeferFor = clk, 50*time.Millisecond
+	s := open(t, o)
+	var mu sync.Mutex
+	var commits [][]string
+	s.Subscribe(func(e store.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		commits = append(commits, e.Keys)
+	})
+	set := func(key string) store.Op {
+		return func(tx store.Tx) error { tx.Set([]byte(key), []byte("v")); return nil }
+	}
+	done := func(p *store.Pending) bool {
+		select {
+		case <-p.Done():
+			if p.Err() != nil {
+				t.Fatal(p.Err())
+			}
+			return true
+		default:
+			return false
+		}
+	}
+	timers := clk.Pending()
+	a, b := s.Defer(set("t/a")), s.Defer(set("t/b"))
+	for deadline := time.Now().Add(10 * time.Second); clk.Pending() == timers; {
+		if time.Now().After(deadline) {
+			t.Fatal("no timer set for the deferred ops")
+		}
+		runtime.Gosched()
+	}
+	if done(a) || done(b) {
+		t.Fatal("a deferred op was committed before DeferFor passed")
+	}
+	clk.Advance(50 * time.Millisecond)
+	ctx := context.Background()
+	if a.Wait(ctx) != nil || b.Wait(ctx) != nil {
+		t.Fatal("deferred ops failed")
+	}
+	mu.Lock()
+	if len(commits) != 1 || !slices.Equal(commits[0], []string{"t/a", "t/b"}) {
+		t.Fatalf("commits %q, want one of both deferred ops", commits)
+	}
+	mu.Unlock()
+
+	c := s.Defer(set("t/c"))
+	if err := s.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !done(c) {
+		t.Fatal("a deferred op not committed by a barrier after it")
+	}
+	d := s.Defer(set("t/d"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !done(d) {
+		t.Fatal("a deferred op not committed by Close")
+	}
+	if p := s.Defer(set("t/e")); !errors.Is(p.Err(), base.ErrClosed) {
+		t.Fatalf("Defer after Close: %v", p.Err())
+	}
+}
+
 func testBarrier(t *testing.T, open Opener) {
 	s := openDefault(t, open)
 	var ps []*store.Pending
