@@ -7,8 +7,10 @@ import (
 
 // Cache keeps values derived from the store's keys (decoded records),
 // bounded, and current by the store's commit events: its owner's
-// subscription (Subscribe) calls Invalidate or Patch for every key a
-// commit writes, with the event's Told. A value read in a view enters
+// subscription (Subscribe) calls Invalidate, Patch or Set (the value
+// written) for every key a commit writes, with the event's Told. A view
+// reads an entry (In) only if it sees the commit that made it: an older
+// one reads its snapshot. A value read in a view enters
 // with Fill only if that view sees every write of the key that the cache
 // was told of (ToldBefore) — a view taken before a commit that the cache
 // has already been told of may have read what the commit replaced, and
@@ -62,7 +64,7 @@ func (c *Cache[V]) shard(key string) *cacheShard[V] {
 // told after r's snapshot (Set, Patch) is newer than what r reads.
 func (c *Cache[V]) In(key string, r Reader) (V, bool) {
 	e, ok := c.get(key)
-	if !ok || e.written > ToldBefore(r) || ToldBefore(r) == 0 {
+	if told := ToldBefore(r); !ok || told == 0 || e.written > told {
 		var none V
 		return none, false
 	}
