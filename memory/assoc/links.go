@@ -364,10 +364,10 @@ func Strengthen(agent string, together []cid.Cid, rate float64, now int64) store
 	}
 }
 
-// Graph reads the links of a store, through a cache of the lists read or
-// written lately (each decoded once) that the store's commit events keep
-// current: a list a commit writes enters it as written, decoded when
-// next read (a view older than that commit reads its own snapshot). The recalls read the links of their hits and
+// Graph reads the links of a store, through a cache of the lists read
+// lately (each decoded once) that the store's commit events keep current:
+// a commit that writes a cached list replaces it with the value written,
+// decoded when next read. The recalls read the links of their hits and
 // best candidates — lists that their own co-access strengthening keeps
 // rewriting — so reads from Badger and decoding were a sixth of a
 // recall's CPU.
@@ -410,7 +410,7 @@ func (g *Graph) committed(e store.Event) {
 	for i, k := range e.Keys {
 		if strings.HasPrefix(k, string(KeyAssoc)) || strings.HasPrefix(k, string(KeyCoAccess)) {
 			value := e.Values[i] // shared, never modified
-			g.cache.Set(k, e.Told, &cachedLinks{raw: value})
+			g.cache.Patch(k, e.Told, func(*cachedLinks) *cachedLinks { return &cachedLinks{raw: value} })
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
@@ -245,32 +244,5 @@ func TestGraphCacheFollowsCommits(t *testing.T) {
 	}
 	if got, want := partners(b), fmt.Sprint([]assoc.Link{{Target: a, Type: assoc.CoAccess, Strength: 0.875}}); got != want {
 		t.Fatalf("b's partners after the old view %s, want %s: the old view's read was cached", got, want)
-	}
-}
-
-// TestGraphCachesWrittenLists: a list a commit writes is what the cache
-// holds from then on, read or not before. (The store's own list is
-// changed behind the committer, where no event tells the cache: a read
-// of the store would return that.)
-func TestGraphCachesWrittenLists(t *testing.T) {
-	s, err := store.Open(t.TempDir(), store.OptionsOf(config.Default().Store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	g := assoc.NewGraph(s, 64)
-	a, b := cidOf(t, "a"), cidOf(t, "b")
-	if err := s.Update(context.Background(), assoc.Strengthen("agent", []cid.Cid{a, b}, 0.5, 100)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DB().Update(func(txn *badger.Txn) error { return txn.Set(assoc.CoAccessKey("agent", a), nil) }); err != nil {
-		t.Fatal(err)
-	}
-	got, err := g.CoAccess("agent", a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := fmt.Sprint([]assoc.Link{{Target: b, Type: assoc.CoAccess, Strength: 0.5}}); fmt.Sprint(got) != want {
-		t.Fatalf("a's partners %v, want %s as committed", got, want)
 	}
 }
