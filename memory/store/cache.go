@@ -29,7 +29,7 @@ type Cache[V any] struct {
 }
 
 type cacheShard[V any] struct {
-	mu sync.Mutex
+	mu sync.RWMutex // readers (In) share it
 	m  map[string]cached[V]
 	// written is, for keys not cached, the latest commit (Event.Told)
 	// that wrote them since the shard last forgot: a view that does not
@@ -73,9 +73,9 @@ func (c *Cache[V]) In(key string, r Reader) (V, bool) {
 
 func (c *Cache[V]) get(key string) (cached[V], bool) {
 	s := c.shard(key)
-	s.mu.Lock()
+	s.mu.RLock()
 	e, ok := s.m[key]
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	return e, ok
 }
 
