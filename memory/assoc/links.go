@@ -103,7 +103,7 @@ type List struct {
 }
 
 // Find returns target's link, nil when the list has none. It is valid
-// until the next Get.
+// until the next Get or Remove.
 func (l *List) Find(target cid.Cid) *Entry {
 	if i := l.index(target); i >= 0 {
 		return &l.entries[i]
@@ -117,7 +117,7 @@ func (l *List) index(target cid.Cid) int {
 }
 
 // Get returns target's link — made if new — stamped with Update's now. It
-// is valid until the next Get.
+// is valid until the next Get or Remove.
 func (l *List) Get(target cid.Cid) *Entry {
 	e := l.Find(target)
 	if e == nil {
