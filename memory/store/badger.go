@@ -86,12 +86,9 @@ func badgerOptions(dir string, o Options, unreadable *atomic.Pointer[string]) ba
 }
 
 // DB is the Badger database under the store, for tests that write behind
-// the committer and for size reports; nil for the in-memory backend. The
-// views' shared snapshot is withdrawn, so that a view after a write made
-// through it sees the write.
+// the committer and for size reports; nil for the in-memory backend.
 func (s *Store) DB() *badger.DB {
 	if e, ok := s.eng.(*badgerEngine); ok {
-		e.withdraw()
 		return e.db
 	}
 	return nil
@@ -99,35 +96,27 @@ func (s *Store) DB() *badger.DB {
 
 // badgerEngine is the Badger backend.
 //
-// Every Badger read transaction takes the oracle's lock and tells its
-// watermark goroutine when it begins and ends, and one begun while the
-// committer's transaction commits waits for that commit's fsync. So views
-// share one read transaction, published (snap) for as long as it is
-// current: taken by the first view after a commit (or by a commit as it
-// begins, for the views during it: all that is acknowledged, as the
-// commit in flight is not yet), withdrawn when the next commit is done,
-// before that commit is told. Each snapshot carries the number of commits
-// done before it was taken (gen); a view takes only the one of the
-// current count, so none reads a snapshot older than a commit it must
-// see. Under a few thousand views a second the oracle's lock was
-// contended (an execution trace of 64 clients' advances: 190 s of
-// waiting for it in 15 s). No snapshot outlives its commit: a read
-// transaction held open would keep Badger's compactions from dropping
-// what later commits replaced or deleted.
+// Badger begins a read transaction at the newest commit timestamp and
+// waits until every commit up to it is done: a view begun while the
+// committer's transaction commits would wait for that commit's fsync. So
+// while it commits, views read the snapshot the commit took as it began
+// (snap): all that is acknowledged, as the commit in flight is not yet.
+// At other times a view begins its own transaction, which then waits for
+// nothing. No snapshot outlives its commit: a read transaction held open
+// would keep Badger's compactions from dropping what later commits
+// replaced or deleted.
 type badgerEngine struct {
 	db       *badger.DB
 	dir      string
 	inMemory bool
-	snap     atomic.Pointer[snapshot] // the published snapshot, if any
-	gen      atomic.Uint64            // commits done
+	snap     atomic.Pointer[snapshot] // while a commit is in flight
 }
 
 // snapshot is a read transaction shared by views; the last one to
-// release it discards it (its publication holds one reference until it
-// is withdrawn).
+// release it discards it (the commit that took it holds one reference
+// until it is done).
 type snapshot struct {
 	txn  *badger.Txn
-	gen  uint64
 	refs atomic.Int64
 }
 
@@ -137,12 +126,12 @@ func (s *snapshot) release() {
 	}
 }
 
-// acquire takes a reference to the published snapshot if it was taken
-// after the gen-th commit was done; nil otherwise.
-func (e *badgerEngine) acquire(gen uint64) *snapshot {
+// acquire takes a reference to the snapshot of the commit in flight; nil
+// when there is none.
+func (e *badgerEngine) acquire() *snapshot {
 	for {
 		s := e.snap.Load()
-		if s == nil || s.gen != gen {
+		if s == nil {
 			return nil
 		}
 		// Never from zero: a snapshot released by all is discarded.
@@ -152,45 +141,25 @@ func (e *badgerEngine) acquire(gen uint64) *snapshot {
 	}
 }
 
-// inFlight publishes a snapshot for the views while a commit is in flight
-// (taking one waits for nothing: the committer is Badger's only writer),
-// unless a current one is; done withdraws it once the commit is.
+// inFlight gives the views a snapshot of what is committed while a commit
+// is in flight (it waits for nothing: the committer is Badger's only
+// writer); done withdraws it.
 func (e *badgerEngine) inFlight() (done func()) {
-	gen := e.gen.Load()
-	if s := e.acquire(gen); s != nil {
-		s.release()
-	} else {
-		s := &snapshot{txn: e.db.NewTransaction(false), gen: gen}
-		s.refs.Store(1)
-		if old := e.snap.Swap(s); old != nil {
-			old.release()
-		}
-	}
-	return e.withdraw
-}
-
-// withdraw ends the published snapshot: views take a new one.
-func (e *badgerEngine) withdraw() {
-	e.gen.Add(1)
-	if s := e.snap.Swap(nil); s != nil {
+	s := &snapshot{txn: e.db.NewTransaction(false)}
+	s.refs.Store(1)
+	e.snap.Store(s)
+	return func() {
+		e.snap.Store(nil)
 		s.release()
 	}
 }
 
 func (e *badgerEngine) view(told uint64, fn func(Reader) error) error {
-	gen := e.gen.Load()
-	s := e.acquire(gen)
-	if s == nil {
-		s = &snapshot{txn: e.db.NewTransaction(false), gen: gen}
-		s.refs.Store(2) // this view's, and its publication's
-		if !e.snap.CompareAndSwap(nil, s) {
-			s.refs.Add(-1) // another is published: this one is the view's alone
-		} else if e.gen.Load() != gen && e.snap.CompareAndSwap(s, nil) {
-			s.release() // a commit was done meanwhile: withdrawn
-		}
+	if s := e.acquire(); s != nil {
+		defer s.release()
+		return fn(badgerReader{s.txn, told})
 	}
-	defer s.release()
-	return fn(badgerReader{s.txn, told})
+	return e.db.View(func(txn *badger.Txn) error { return fn(badgerReader{txn, told}) })
 }
 
 func (e *badgerEngine) begin() batch {
