@@ -34,17 +34,14 @@ func (d *Decoder) Uvarint() uint64 {
 	return v
 }
 
-// Varint reads a signed varint.
+// Varint reads a signed varint: a zig-zag encoded Uvarint, as
+// binary.Varint reads it.
 func (d *Decoder) Varint() int64 {
-	if d.Err != nil {
-		return 0
+	u := d.Uvarint()
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
 	}
-	v, n := binary.Varint(d.B)
-	if n <= 0 {
-		d.Fail()
-		return 0
-	}
-	d.B = d.B[n:]
 	return v
 }
 
