@@ -504,10 +504,8 @@ func (s *Store) commitLoop() {
 	}
 	// Closed: no more is deferred (Defer checks under s.mu).
 	take()
-	for len(held) > 0 {
-		n := min(len(held), s.maxBatch)
-		s.commitBatch(held[:n])
-		held = held[n:]
+	if len(held) > 0 {
+		s.commitBatch(held)
 	}
 }
 
