@@ -90,24 +90,28 @@ func TestCacheForgetsWritesBounded(t *testing.T) {
 	}
 }
 
+// evictByFill fills another key of key's shard of c (one entry a shard)
+// from a view of told, which evicts key.
+func evictByFill(t *testing.T, c *Cache[int], key string, told uint64) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if other := fmt.Sprint("o", i); c.shard(other) == c.shard(key) {
+			c.fill(other, i, told)
+			break
+		}
+	}
+	if _, ok := c.Get(key); ok {
+		t.Fatalf("%s not evicted", key)
+	}
+}
+
 // An evicted entry that a commit had patched does not come back from a
 // view older than that commit: the eviction keeps what it knew.
 func TestCacheEvictionRemembersPatches(t *testing.T) {
 	c := NewCache[int](1) // one entry a shard
 	c.fill("k", 1, 1)
 	c.Patch("k", 9, func(int) int { return 2 })
-	// Fill the shard of k with another key, evicting k.
-	var other string
-	for i := 0; ; i++ {
-		other = string(rune('a'+i%26)) + string(rune('0'+i/26))
-		if c.shard(other) == c.shard("k") && other != "k" {
-			break
-		}
-	}
-	c.fill(other, 5, 9)
-	if _, ok := c.Get("k"); ok {
-		t.Fatal("k not evicted")
-	}
+	evictByFill(t, c, "k", 9)
 	c.fill("k", 1, 8) // read before the patch's commit
 	if v, ok := c.Get("k"); ok {
 		t.Fatalf("a view older than the evicted patch filled: %v", v)
@@ -128,17 +132,7 @@ func TestCacheSetIsTheCommittedValue(t *testing.T) {
 	if v, ok := c.Get("new"); !ok || v != 7 {
 		t.Fatalf("a key not cached before: %v %v, want the value set", v, ok)
 	}
-	var other string
-	for i := 0; ; i++ {
-		other = fmt.Sprint("o", i)
-		if c.shard(other) == c.shard("k") {
-			break
-		}
-	}
-	c.fill(other, 9, 9) // evicts k
-	if _, ok := c.Get("k"); ok {
-		t.Fatal("k not evicted")
-	}
+	evictByFill(t, c, "k", 9)
 	c.fill("k", 1, 3) // read before the Set's commit
 	if v, ok := c.Get("k"); ok {
 		t.Fatalf("a view older than the evicted Set filled: %v", v)
