@@ -116,17 +116,33 @@ func (a *sonaActor) idle() bool {
 	return a.busy == 0 && len(a.inflight) == 0 && len(a.tierBusy) == 0
 }
 
-// spawnTiers starts the stm, mtm and lpm children, each of which looks at
-// its inbox first.
+// spawnTiers starts the stm, mtm and lpm children and wakes those whose
+// inboxes hold work (one read for the three; a tier started again after a
+// failure looks at its inbox itself).
 func (a *sonaActor) spawnTiers(ctx actor.Context) {
 	a.tiers, a.tierBusy = map[string]*actor.PID{}, map[string]bool{}
 	for _, name := range tiers.Names {
-		props := actor.PropsFromProducer(func() actor.Actor { return newTierActor(a.sys, a.id, name) }, a.sys.mailbox("tier"))
+		restart := false // the producer makes the actor again on each restart
+		props := actor.PropsFromProducer(func() actor.Actor {
+			t := newTierActor(a.sys, a.id, name, restart)
+			restart = true
+			return t
+		}, a.sys.mailbox("tier"))
 		pid, err := ctx.SpawnNamed(props, name)
 		if err != nil {
 			panic(fmt.Errorf("actors: sona %s: spawn %s: %w", a.id, name, err))
 		}
-		a.tiers[name], a.tierBusy[name] = pid, true
+		a.tiers[name] = pid
+	}
+	// Work may have waited in the inboxes since before the sona was
+	// passivated or the process restarted.
+	pending, err := a.sys.self.Tiers.Pending(a.id)
+	if err != nil {
+		a.sys.log.Error("tier inboxes unreadable: each tier reads its own", "sona", a.id, "err", err)
+		pending = tiers.Names
+	}
+	for _, name := range pending {
+		a.wakeTier(ctx, name)
 	}
 }
 

@@ -26,20 +26,24 @@ type tierActor struct {
 	sys     *System
 	sona    string
 	tier    string
+	restart bool                        // started again after a failure
 	running bool                        // a step is in flight
 	again   bool                        // woken while running: look again
 	visits  []*messages.SegmentsVisited // mtm: to record before the next step
 }
 
-func newTierActor(sys *System, sona, tier string) *tierActor {
-	return &tierActor{sys: sys, sona: sona, tier: tier}
+func newTierActor(sys *System, sona, tier string, restart bool) *tierActor {
+	return &tierActor{sys: sys, sona: sona, tier: tier, restart: restart}
 }
 
 func (a *tierActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		// Work may have waited in the inbox since before a restart, and
-		// the step that failed may have handed work on without waking the
+		if !a.restart {
+			return // the sona wakes the tiers whose inboxes hold work (spawnTiers)
+		}
+		// Work may have waited in the inbox since the failure, and the
+		// step that failed may have handed work on without waking the
 		// tiers after this one.
 		for _, t := range tiers.Names[slices.Index(tiers.Names, a.tier)+1:] {
 			ctx.Send(ctx.Parent(), &messages.TierWake{Tier: t})
@@ -99,7 +103,7 @@ func (a *tierActor) step(ctx actor.Context) {
 		for _, t := range res.Wake {
 			ctx.Send(ctx.Parent(), &messages.TierWake{Tier: t})
 		}
-		if res.Done || visit != nil || a.again || len(a.visits) > 0 {
+		if res.More || visit != nil || a.again || len(a.visits) > 0 {
 			a.step(ctx)
 			return
 		}

@@ -6,9 +6,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ipfs/go-cid"
+
 	"github.com/memoria-ai/memoria/actors"
 	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -196,4 +199,45 @@ func TestKillingTierActorsLosesNoPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPages(t, e2.self, sona.Uuid, settledTiers(t, e2.self, sona.Uuid, n+1), answered, cfg.Tiers.STMPages)
+}
+
+// A sona's tiers take up the work that waited in their inboxes when the
+// sona is activated — here a page handed to the STM while no tier was
+// woken, found after a restart by an append, which wakes no tier itself.
+func TestActivationTakesUpWaitingTierWork(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	e := start(t, cfg, nil, actors.TestingKnobs{})
+	ctx := context.Background()
+	sona, err := e.self.Sonas.Create(ctx, "mel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.sys.Advance(ctx, sona.Uuid, &messages.ChatRequest{Content: topics[0], Name: "Caroline"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settledTiers(t, e.self, sona.Uuid, 1)
+	q, a := cid.MustParse(r.Input.Cid), cid.MustParse(r.Response.Cid)
+	if err := e.self.Tiers.PushPage(ctx, sona.Uuid, q, a); err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := e.self.Tiers.Pending(sona.Uuid); err != nil || len(pending) != 1 {
+		t.Fatalf("pending tiers %q (%v), want the STM", pending, err)
+	}
+	e.close()
+
+	e2 := start(t, cfg, nil, actors.TestingKnobs{})
+	m := &model.Memory{Data: model.Data{Text: &model.TextData{Content: "back again"}}}
+	vecs, err := e2.self.Embed(ctx, m.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e2.self.Chains.Prepare(m, vecs[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e2.sys.Append(ctx, sona.Uuid, p); err != nil {
+		t.Fatal(err)
+	}
+	settledTiers(t, e2.self, sona.Uuid, 2)
 }

@@ -78,6 +78,9 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 			return err
 		}
 		df := func(term string) uint64 {
+			if state.Pages == 0 {
+				return 0 // no mid-term page yet: nothing to read
+			}
 			n, _ := docFreq(txn, sona, term) // unreadable: as if unseen
 			return n
 		}

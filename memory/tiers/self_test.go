@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -590,4 +591,56 @@ func TestSTMStateKeepsNoEmbeddings(t *testing.T) {
 	if len(v.Stm.Pages) != 7 || inMTM != 5 {
 		t.Fatalf("STM %d pages, MTM %d, want 7 and 5", len(v.Stm.Pages), inMTM)
 	}
+}
+
+// A step tells whether its inbox held more work when it read it (a tier
+// rests after a step without More, with no read of an empty inbox), and
+// Pending lists the tiers holding work in one read.
+func TestStepsTellWhetherMoreWorkWaits(t *testing.T) {
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
+	defer s.Close()
+	o := memorytest.NewOwner(t, s, "a")
+	pending := func(want ...string) {
+		t.Helper()
+		got, err := s.Tiers.Pending(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("pending tiers %q, want %q", got, want)
+		}
+	}
+	step := func(tier string, done, more bool) {
+		t.Helper()
+		res, err := s.Tiers.Step(context.Background(), o.Sona, tier, tiers.Heuristic{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Done != done || res.More != more {
+			t.Fatalf("%s step: done %v more %v, want %v %v", tier, res.Done, res.More, done, more)
+		}
+	}
+	rng := rand.New(rand.NewSource(9))
+	pending()
+	o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	pending(tiers.STM)
+	step(tiers.STM, true, true)
+	step(tiers.STM, true, false)
+	step(tiers.STM, false, false)
+	pending()
+	// Past the STM's capacity pages move on to the MTM's inbox, read from
+	// where its reads began (the consumed entries are never seen).
+	for range 8 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	for range 7 {
+		step(tiers.STM, true, true)
+	}
+	step(tiers.STM, true, false)
+	pending(tiers.MTM)
+	step(tiers.MTM, true, true)
+	step(tiers.MTM, true, true)
+	step(tiers.MTM, true, false)
+	pending()
 }

@@ -1,6 +1,7 @@
 package tiers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,7 +47,13 @@ type Event struct {
 // Step is what one step of a tier did.
 type Step struct {
 	// Done: an inbox entry was consumed; false when the inbox was empty.
-	Done   bool
+	Done bool
+	// More: the inbox held another entry after the one consumed, when
+	// the step read it. Work enqueued after that read comes with a wake
+	// of its own (the enqueuer wakes the tier once its commit is
+	// durable), so a tier whose step was Done without More can rest
+	// without reading its inbox again.
+	More   bool
 	Events []Event
 	// Wake lists the tiers that received work.
 	Wake []string
@@ -148,7 +155,9 @@ func (s *Store) PushPage(ctx context.Context, sona string, q, r cid.Cid) error {
 	})
 }
 
-// docFreq reads how many of sona's mid-term pages hold term.
+// docFreq reads how many of sona's mid-term pages hold term: at most the
+// MTM state's Pages (both count the pages added, less those forgotten), so
+// while that is 0 the callers read none.
 func docFreq(txn store.Reader, sona, term string) (uint64, error) {
 	item, err := txn.Item(dfKey(sona, term))
 	if errors.Is(err, base.ErrNotFound) {
@@ -280,7 +289,7 @@ func retryConflicts(step func() (Step, error)) (Step, error) {
 			return res, err
 		}
 	}
-	return Step{Done: true}, nil
+	return Step{Done: true, More: true}, nil
 }
 
 // SettleTiers runs the steps of every tier of sona until no work is left.
@@ -307,13 +316,32 @@ func (s *Store) Settle(ctx context.Context, sona string, model Model) ([]Event, 
 	}
 }
 
-// oldestWork returns the first entry of a tier's inbox, or nil.
-func (s *Store) oldestWork(txn store.Reader, sona, tier string) (*messages.TierWork, error) {
-	ws, err := s.inbox(txn, sona, tier, 1)
+// oldestWork returns the first entry of a tier's inbox, or nil, and
+// whether another follows it.
+func (s *Store) oldestWork(txn store.Reader, sona, tier string) (_ *messages.TierWork, more bool, err error) {
+	ws, err := s.inbox(txn, sona, tier, 2)
 	if err != nil || len(ws) == 0 {
-		return nil, err
+		return nil, false, err
 	}
-	return ws[0], nil
+	return ws[0], len(ws) > 1, nil
+}
+
+// Pending lists the tiers of sona whose inboxes hold work, in one read:
+// what a sona's tiers look at when it is activated.
+func (s *Store) Pending(sona string) ([]string, error) {
+	var out []string
+	err := s.view.View(func(txn store.Reader) error {
+		it := txn.NewIterator(store.IterOptions{Prefix: base.Join(tierPrefix(sona), []byte("i"))})
+		defer it.Close()
+		for _, tier := range Names {
+			it.Seek(inboxKey(sona, tier, s.starts.get(sona, tier)))
+			if it.Valid() && bytes.HasPrefix(it.Item().Key(), inboxPrefix(sona, tier)) {
+				out = append(out, tier)
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // pageText loads the texts of a page's memories.
@@ -365,13 +393,14 @@ func (s *Store) pageVector(p *messages.Page) ([]float32, error) {
 func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, error) {
 	var (
 		w    *messages.TierWork
+		more bool
 		stm  = &messages.StmState{}
 		prev []PageText
 		pt   PageText
 	)
 	err := s.view.View(func(txn store.Reader) error {
 		var err error
-		if w, err = s.oldestWork(txn, sona, STM); err != nil || w == nil {
+		if w, more, err = s.oldestWork(txn, sona, STM); err != nil || w == nil {
 			return err
 		}
 		if w.GetPage() == nil {
@@ -451,7 +480,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, er
 	if err != nil {
 		return Step{}, err
 	}
-	res := Step{Done: true, Events: []Event{{Sona: sona, Kind: PageAdded, Page: page.Seq}}}
+	res := Step{Done: true, More: more, Events: []Event{{Sona: sona, Kind: PageAdded, Page: page.Seq}}}
 	for _, p := range moved {
 		res.Events = append(res.Events, Event{Sona: sona, Kind: PageMoved, Page: p.Seq})
 	}
@@ -562,6 +591,7 @@ func (s *Store) promote(segs []*Segment, now int64, pages func(*Segment) ([]*mes
 func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, error) {
 	var (
 		w     *messages.TierWork
+		more  bool
 		state = &messages.MtmState{}
 		segs  []*Segment
 		pt    PageText
@@ -571,7 +601,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
 		var err error
-		if w, err = s.oldestWork(txn, sona, MTM); err != nil || w == nil {
+		if w, more, err = s.oldestWork(txn, sona, MTM); err != nil || w == nil {
 			return err
 		}
 		if w.GetPage() == nil {
@@ -588,6 +618,9 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 		}
 		terms = ContentWords(pt.Text())
 		for _, t := range terms {
+			if state.Pages == 0 {
+				break // the first mid-term page: every count is 0, nothing to read
+			}
 			if df[t], err = docFreq(txn, sona, t); err != nil {
 				return err
 			}
@@ -613,7 +646,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 	p := s.cfg.Tiers
 
 	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version, page: page, terms: terms}
-	res := Step{Done: true}
+	res := Step{Done: true, More: more}
 	var seg *Segment
 	if i, _ := Place(segs, page.Embedding, page.Keywords, p.Theta); i >= 0 {
 		seg = segs[i].clone()
@@ -734,12 +767,13 @@ func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at
 func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, error) {
 	var (
 		w       *messages.TierWork
+		more    bool
 		persona *Persona
 		texts   []PageText
 	)
 	err := s.view.View(func(txn store.Reader) error {
 		var err error
-		if w, err = s.oldestWork(txn, sona, LPM); err != nil || w == nil {
+		if w, more, err = s.oldestWork(txn, sona, LPM); err != nil || w == nil {
 			return err
 		}
 		if w.GetPromotion() == nil {
@@ -803,7 +837,7 @@ func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, er
 	if err != nil {
 		return Step{}, err
 	}
-	return Step{Done: true, Events: []Event{{Sona: sona, Kind: PersonaUpdated, Segment: promo.Segment}}}, nil
+	return Step{Done: true, More: more, Events: []Event{{Sona: sona, Kind: PersonaUpdated, Segment: promo.Segment}}}, nil
 }
 
 // KeyPrefix is the tiers' key space: t/<sona uuid>\x00… (see package
