@@ -85,6 +85,7 @@ type Index struct {
 	dead      int // dead slots
 	sonaIDs   map[string]uint32
 	sonaNames []string
+	bySona    [][]uint32 // by sona id: its documents' slots, ascending, dead ones included until compactSlots
 	watermark uint64
 	pruneFrom uint64 // collection size from which searches take two passes
 
@@ -315,6 +316,7 @@ func (x *Index) put(a analysed) {
 	sonas = slices.Compact(sonas)
 	if s, ok := x.docs[a.id]; ok {
 		if x.sameTerms(&x.slots[s], a) { // a CID's text does not change: its sonas do
+			x.relistSlot(s, x.slots[s].sonas, sonas)
 			x.slots[s].sonas = sonas
 			return
 		}
@@ -349,6 +351,37 @@ func (x *Index) put(a analysed) {
 	sl.ids, sl.freqs = ids, freqs
 	x.slots = append(x.slots, sl)
 	x.docs[a.id] = n
+	x.relistSlot(n, nil, sonas)
+}
+
+// relistSlot moves slot n from the lists of the sonas was to those of
+// now (both ascending). The caller holds mu.
+func (x *Index) relistSlot(n uint32, was, now []uint32) {
+	for len(x.bySona) < len(x.sonaNames) {
+		x.bySona = append(x.bySona, nil)
+	}
+	for _, s := range was {
+		if _, kept := slices.BinarySearch(now, s); !kept {
+			if i, ok := slices.BinarySearch(x.bySona[s], n); ok {
+				x.bySona[s] = slices.Delete(x.bySona[s], i, i+1)
+			}
+		}
+	}
+	for _, s := range now {
+		if i, ok := slices.BinarySearch(x.bySona[s], n); !ok {
+			x.bySona[s] = slices.Insert(x.bySona[s], i, n)
+		}
+	}
+}
+
+// relist makes every sona's list of slots again. The caller holds mu.
+func (x *Index) relist() {
+	x.bySona = make([][]uint32, len(x.sonaNames))
+	for n, sl := range x.slots {
+		for _, s := range sl.sonas {
+			x.bySona[s] = append(x.bySona[s], uint32(n))
+		}
+	}
 }
 
 // sameTerms reports whether the slot holds exactly a's terms.
@@ -419,6 +452,7 @@ func (x *Index) compactSlots() {
 	}
 	clear(x.slots[len(kept):])
 	x.slots, x.dead = kept, 0
+	x.relist()
 }
 
 // Has reports whether the index holds a document with this id.

@@ -98,6 +98,12 @@ func TestIndexPersistsAndReopens(t *testing.T) {
 // the mean document length: issue 17), written out over every document:
 // the reference Search must match exactly.
 func bm25(docs map[string][]string, q string, k int) []Hit {
+	return bm25In(docs, q, k, func(string) bool { return true })
+}
+
+// bm25In is bm25 ranking only the documents in reports, with the
+// statistics of all.
+func bm25In(docs map[string][]string, q string, k int, in func(id string) bool) []Hit {
 	terms := unique(analyze(q))
 	df := map[string]int{}
 	for _, toks := range docs {
@@ -141,7 +147,7 @@ func bm25(docs map[string][]string, q string, k int) []Hit {
 			sum += idf[t] * tf * bm25K1 / (tf + bm25K1*(1-bm25B+bm25B*float64(len(toks))/avgLen)) * idf[t] * norm
 			matched++
 		}
-		if matched > 0 {
+		if matched > 0 && in(id) {
 			hits = append(hits, Hit{ID: id, Score: sum * float64(matched) / float64(len(terms))})
 		}
 	}
@@ -227,6 +233,99 @@ func TestScoresAreExhaustiveBM25(t *testing.T) {
 	if x.dead != 0 || len(x.slots) != 1500 {
 		t.Fatalf("%d dead slots of %d after compaction", x.dead, len(x.slots))
 	}
+}
+
+// A search within a sona holding few of the collection's documents
+// scores every one of theirs by the whole query — an exhaustive BM25 with
+// the collection's statistics, restricted to the sona — on one pass or
+// two (where the rare terms' candidates alone miss its documents that
+// hold only common ones), as documents join and leave it, are deleted
+// (the slots compacted) and the index is reopened.
+func TestSonaSearchesAreExhaustiveBM25(t *testing.T) {
+	dir := t.TempDir() + "/idx"
+	x, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	words := strings.Fields("garden tomato basil river train lisbon novel lighthouse painting sister dog concert recipe hiking sunset lake city job guitar")
+	ref, sonas := map[string][]string{}, map[string][]string{}
+	var docs []Doc
+	for i := range 3000 {
+		var b strings.Builder
+		for range 4 + rng.IntN(20) {
+			b.WriteString(words[int(float64(len(words))*rng.Float64()*rng.Float64())] + " ")
+		}
+		d := Doc{ID: fmt.Sprintf("d%04d", i), Text: b.String(), Sonas: []string{fmt.Sprintf("s%d", i%10)}}
+		if i < 6 {
+			d.Text, d.Sonas = []string{"garden river", "tomato garden train", "guitar lake", "garden basil tomato river", "sister dog", "hiking"}[i], []string{"tiny"}
+		}
+		docs = append(docs, d)
+		ref[d.ID], sonas[d.ID] = analyze(d.Text), d.Sonas
+	}
+	apply := func(ds ...Doc) {
+		t.Helper()
+		if err := x.Apply(ds, 1); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			sonas[d.ID] = d.Sonas
+		}
+	}
+	apply(docs...)
+	queries := []string{"garden river", "tomato and basil from the garden", "a guitar by the lake", "my sister's dog went hiking", "unknownword"}
+	check := func(stage string) {
+		t.Helper()
+		for _, twoPass := range []bool{false, true} {
+			x.pruneFrom = pruneFrom
+			filters := [][]string{{"tiny"}, {"s3"}, {"s3", "tiny"}} // on one pass, every search is exhaustive
+			if twoPass {
+				x.pruneFrom, filters = 0, filters[:1]
+			}
+			for _, q := range queries {
+				for _, f := range filters {
+					want := bm25In(ref, q, 10, func(id string) bool {
+						return slices.ContainsFunc(f, func(s string) bool { return slices.Contains(sonas[id], s) })
+					})
+					got, err := x.Search(q, SearchOptions{K: 10, Sonas: f})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(got) != len(want) {
+						t.Fatalf("%s (two passes %v) %q in %v: %d hits %v, want %d %v", stage, twoPass, q, f, len(got), got, len(want), want)
+					}
+					for i := range want {
+						if got[i].ID != want[i].ID || math.Abs(got[i].Score-want[i].Score) > 1e-9*want[i].Score {
+							t.Fatalf("%s (two passes %v) %q in %v: hit %d = %v, want %v", stage, twoPass, q, f, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+	check("new")
+	apply(Doc{ID: "d0100", Text: docs[100].Text, Sonas: []string{"s0", "tiny"}}, Doc{ID: "d0207", Text: docs[207].Text, Sonas: []string{"tiny", "s7"}})
+	check("joined")
+	apply(Doc{ID: "d0100", Text: docs[100].Text, Sonas: []string{"s0"}})
+	check("left")
+	if err := x.Delete(docs[1:1501], 1); err != nil { // d0001 of tiny among them
+		t.Fatal(err)
+	}
+	for _, d := range docs[1:1501] {
+		delete(ref, d.ID)
+	}
+	if x.dead != 0 {
+		t.Fatalf("%d dead slots after the deletes: not compacted", x.dead)
+	}
+	check("after deletes")
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if x, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	check("reopened")
 }
 
 // A damaged snapshot is refused at open (ErrCorrupt): however it is

@@ -308,6 +308,7 @@ func (x *Index) decodeSnapshot(b []byte) error {
 	if d.Err != nil || len(d.B) != 0 {
 		return fmt.Errorf("%w: %s does not decode", ErrCorrupt, snapshotFile)
 	}
+	x.relist()
 	return nil
 }
 

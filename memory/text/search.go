@@ -65,8 +65,10 @@ type stats struct {
 // candidates by the query's rarer terms only (those in at most 1% of the
 // documents, or the two rarest), whose postings are short — the common
 // terms' long postings are what makes an exhaustive BM25 slow — and then
-// those candidates and opts.Also scored by the whole query. A search that
-// panics reports ErrCorrupt.
+// those candidates and opts.Also scored by the whole query. A search
+// within sonas holding fewer documents than those postings, counted in
+// what scoring costs, scores every document of theirs by the whole query
+// instead (exact at any size). A search that panics reports ErrCorrupt.
 func (x *Index) Search(q string, opts SearchOptions) (hits []Hit, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -115,6 +117,9 @@ func (x *Index) Search(q string, opts SearchOptions) (hits []Hit, err error) {
 		}
 	}
 	if st.n < x.pruneFrom {
+		if slots := x.sonaSlots(filter, ids, ids); slots != nil {
+			return x.top(x.scoreSlots(ids, st, slots), opts.K), nil
+		}
 		return x.top(x.accumulate(ids, st, filter), opts.K), nil
 	}
 	rare := rareTerms(ids, st)
@@ -122,6 +127,9 @@ func (x *Index) Search(q string, opts SearchOptions) (hits []Hit, err error) {
 	rids := make([]uint32, len(rare))
 	for k, i := range rare {
 		rids[k], rst.df[k] = ids[i], st.df[i]
+	}
+	if slots := x.sonaSlots(filter, ids, rids); slots != nil {
+		return x.top(x.scoreSlots(ids, st, slots), opts.K), nil // every one, by the whole query
 	}
 	cands := x.top(x.accumulate(rids, rst, filter), candidateFactor*opts.K)
 	slots := make([]uint32, 0, len(cands)+len(also))
@@ -359,6 +367,55 @@ func (h hitHeap) down(i int) {
 		h[i], h[w] = h[w], h[i]
 		i = w
 	}
+}
+
+// sonaScore is what scoring one document by one query term costs (a
+// binary search of its terms) against taking one posting.
+const sonaScore = 4
+
+// sonaSlots returns the live documents of filter's sonas (ascending) when
+// scoring each of them by the query's terms ids costs less than taking the
+// postings of the terms walked — a sona holding few of the collection's
+// documents — and nil otherwise (and without a filter). The caller holds
+// mu.
+func (x *Index) sonaSlots(filter, ids, walked []uint32) []uint32 {
+	if filter == nil {
+		return nil
+	}
+	docs, known, postings := 0, 0, 0
+	for _, s := range filter {
+		if int(s) < len(x.bySona) {
+			docs += len(x.bySona[s])
+		}
+	}
+	for _, id := range ids {
+		if id != math.MaxUint32 {
+			known++
+		}
+	}
+	for _, id := range walked {
+		if id != math.MaxUint32 {
+			postings += len(x.post[id])
+		}
+	}
+	if docs*known*sonaScore >= postings {
+		return nil
+	}
+	out := make([]uint32, 0, docs)
+	for _, s := range filter {
+		if int(s) < len(x.bySona) {
+			for _, n := range x.bySona[s] {
+				if !x.slots[n].dead {
+					out = append(out, n)
+				}
+			}
+		}
+	}
+	if len(filter) > 1 {
+		slices.Sort(out)
+		out = slices.Compact(out)
+	}
+	return out
 }
 
 // inSonas reports whether the document in slot n is in one of filter's
