@@ -71,6 +71,55 @@ var counts = map[string]int{"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "fo
 // season likewise. It returns nil when q speaks of no time.
 func TimeSpans(q string, now time.Time) []Span {
 	q = strings.ToLower(q)
+	if !mayTellTime(q) {
+		return nil
+	}
+	return spans(q, now)
+}
+
+// timeWords are the words one of which every time expression holds (a
+// year aside): the months, the seasons, the relative words.
+var timeWords = func() map[string]bool {
+	w := map[string]bool{"yesterday": true, "today": true, "tonight": true, "tomorrow": true,
+		"week": true, "weekend": true, "month": true, "year": true, "ago": true}
+	for m := range months {
+		w[m] = true
+	}
+	for s := range seasons {
+		w[s] = true
+	}
+	return w
+}()
+
+// mayTellTime reports whether q (lower case) holds a word of timeWords or
+// a year, as words are to the expressions' \b: a run of ASCII letters,
+// digits and underscores. A query holding none speaks of no time, and the
+// expressions need not be run over it (they were a percent of an
+// advance's CPU).
+func mayTellTime(q string) bool {
+	inWord := func(c byte) bool { return c >= 'a' && c <= 'z' || isDigit(c) || c == '_' }
+	for i := 0; i < len(q); {
+		if !inWord(q[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(q) && inWord(q[j]) {
+			j++
+		}
+		w := q[i:j]
+		if timeWords[w] || len(w) == 4 && (w[:2] == "19" || w[:2] == "20") && isDigit(w[2]) && isDigit(w[3]) {
+			return true
+		}
+		i = j
+	}
+	return false
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// spans is TimeSpans of a lower-case q.
+func spans(q string, now time.Time) []Span {
 	now = now.UTC()
 	day := func(t time.Time) time.Time { return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC) }
 	today := day(now)

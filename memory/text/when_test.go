@@ -2,6 +2,7 @@ package text
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,4 +75,20 @@ func TestSpanNear(t *testing.T) {
 			t.Errorf("%+v near %d: %v, want %v", c.s, c.t, got, c.want)
 		}
 	}
+}
+
+// A query the word filter lets by speaks of no time: the expressions find
+// nothing in it either.
+func FuzzTimeWords(f *testing.F) {
+	for _, q := range []string{"what did I plant in the garden", "in May", "may I ask", "8th of june", "back in 2019!",
+		"two weeks ago", "last weekend", "the summer,2021", "x2023 and 20234", "mayday", "MARCH", "\u212Aday", "week_end"} {
+		f.Add(q)
+	}
+	now := time.Date(2023, time.July, 12, 15, 4, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, q string) {
+		q = strings.ToLower(q)
+		if got := spans(q, now); !mayTellTime(q) && got != nil {
+			t.Fatalf("%q: spans %v, but the word filter lets it by", q, got)
+		}
+	})
 }
