@@ -305,6 +305,36 @@ func TestKillNineLosesNothing(t *testing.T) {
 	}
 }
 
+// A write-ahead log holding more than a memtable of the memtable_mb the
+// store is opened with (the setting lowered, or its default, after a kill
+// -9) is replayed into memtables its size — Badger's replay into the
+// configured one would end the process — and loses nothing.
+func TestWriteAheadLogLargerThanTheMemtable(t *testing.T) {
+	if os.Getenv(memorytest.ChildEnv) == t.Name() {
+		writerChild(t, memorytest.ChildN())
+		return
+	}
+	dir := t.TempDir()
+	acked := killAfterWrites(t, t.Name(), dir, 1000)
+	cfg := memorytest.Config(dir)
+	cfg.Store.MemTableMB = 1
+	logs := &memorytest.LogBuffer{}
+	s, err := memorytest.OpenWith(memory.Options{Config: cfg, Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.Contains(logs.String(), "a write-ahead log holds more than a memtable") {
+		t.Fatalf("the larger memtable is not logged (the log was not larger than 1 MiB?):\n%s", logs.String())
+	}
+	for c := range acked {
+		k, _ := cid.Decode(c)
+		if _, _, err := s.Memories.Get(k); err != nil {
+			t.Fatalf("acknowledged %s: %v", c, err)
+		}
+	}
+}
+
 // One flipped byte in the memtable's write-ahead log after a kill -9:
 // Badger's replay stops there and drops the rest. The store must say so
 // — which log, how much was lost — and refuse to serve, again at every

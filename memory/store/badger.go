@@ -37,10 +37,12 @@ func Open(dir string, o Options) (*Store, error) {
 	if o.InMemory {
 		bo = bo.WithInMemory(true).WithDir("").WithValueDir("")
 	} else {
+		var replay int64
 		var err error
-		if wals, err = checkDir(dir, bo, o); err != nil {
+		if wals, replay, err = checkDir(dir, bo, o); err != nil {
 			return nil, err
 		}
+		bo = fitMemtable(bo, replay, o.Logger)
 	}
 	db, err := badger.Open(bo)
 	if err != nil {
@@ -287,34 +289,50 @@ func (it badgerIterator) Item() Item { return badgerItem{it.Iterator.Item()} }
 
 // checkDir makes sure dir is a writable directory and runs the checks of
 // integrity.go on it, holding the directory's lock as Badger will.
-func checkDir(dir string, bo badger.Options, o Options) ([]logDamage, error) {
+func checkDir(dir string, bo badger.Options, o Options) (_ []logDamage, replay int64, _ error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("memory: cannot create the data directory: %w", err)
+		return nil, 0, fmt.Errorf("memory: cannot create the data directory: %w", err)
 	}
 	probe, err := os.CreateTemp(dir, ".probe-")
 	if err != nil {
-		return nil, fmt.Errorf("memory: the data directory %s is not writable: %w", dir, errors.Unwrap(err))
+		return nil, 0, fmt.Errorf("memory: the data directory %s is not writable: %w", dir, errors.Unwrap(err))
 	}
 	probe.Close()
 	os.Remove(probe.Name())
 	d, err := os.Open(dir)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer d.Close() // releases the lock for Badger to take
 	if err := unix.Flock(int(d.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return nil, fmt.Errorf("%w: %s (is `memoria serve` running? use --server)", base.ErrLocked, dir)
+		return nil, 0, fmt.Errorf("%w: %s (is `memoria serve` running? use --server)", base.ErrLocked, dir)
 	}
 	if !o.SkipTableCheck {
 		c := clock.Or(o.Clock)
 		start := c.Now()
 		full, unchanged, err := verifyTables(dir, bo)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		o.Logger.Info("store: tables checked", "in_full", full, "unchanged", unchanged, "took", c.Since(start))
 	}
 	return checkLogs(dir, o.Logger)
+}
+
+// fitMemtable gives Badger memtables large enough to replay replay bytes
+// of a write-ahead log into: a log written with a larger memtable_mb (the
+// setting lowered, or its default, after a crash or a kill) does not fit
+// the configured one, where Badger's replay would end the process. A
+// skiplist takes more room than the log for the same entries (each node),
+// hence twice the log. The store runs with that size until its next start.
+func fitMemtable(bo badger.Options, replay int64, log *slog.Logger) badger.Options {
+	if replay <= bo.MemTableSize {
+		return bo
+	}
+	fit := (2*replay + 1<<20 - 1) &^ (1<<20 - 1) // whole MiB
+	log.Warn("store: a write-ahead log holds more than a memtable of memtable_mb: memtables of its size until the next start",
+		"log_bytes", replay, "memtable_mb", bo.MemTableSize>>20, "now_mb", fit>>20)
+	return bo.WithMemTableSize(fit)
 }
 
 // openAcked compares the store's commits with the acknowledged mark.

@@ -278,30 +278,32 @@ func (d logDamage) String() string {
 // meta, uvarint key and value lengths, uvarint expiry), key, value,
 // CRC-32C of all three. It returns nil when every entry up to the end of
 // the data verifies (what follows is zeros: the unwritten rest of a
-// preallocated file).
-func scanLog(path string) (*logDamage, error) {
+// preallocated file). entries is how many bytes of entries verify: what
+// Badger replays.
+func scanLog(path string) (_ *logDamage, entries int64, _ error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	end, err := DataEnd(f)
 	if err != nil || end <= vlogHeader {
-		return nil, err
+		return nil, 0, err
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, int(end), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("memory: map %s: %w", path, err)
+		return nil, 0, fmt.Errorf("memory: map %s: %w", path, err)
 	}
 	defer unix.Munmap(data)
-	for off := int64(vlogHeader); off < end; {
+	off := int64(vlogHeader)
+	for off < end {
 		n, claimed := logEntryAt(data[off:])
 		if n > 0 {
 			off += n
 			continue
 		}
 		if allZero(data[off:]) {
-			return nil, nil // the end of what was written
+			break // the end of what was written
 		}
 		if claimed < 0 {
 			claimed = maxEntryHeader // the header is damaged: assume the shortest entry
@@ -309,9 +311,9 @@ func scanLog(path string) (*logDamage, error) {
 		for end > off && data[end-1] == 0 {
 			end--
 		}
-		return &logDamage{path: path, at: off, end: end, followed: off+claimed < end}, nil
+		return &logDamage{path: path, at: off, end: end, followed: off+claimed < end}, off - vlogHeader, nil
 	}
-	return nil, nil
+	return nil, off - vlogHeader, nil
 }
 
 // maxEntryHeader is the longest entry header: two bytes and three uvarints.
@@ -397,11 +399,11 @@ func DataEnd(f *os.File) (int64, error) {
 // it an empty successor, since Badger cuts only the newest — its other
 // values stay readable, and the bad entry's reads as corrupt. It returns
 // the damaged .mem files, for the report of what was lost (if any was:
-// see Store.openAcked).
-func checkLogs(dir string, log *slog.Logger) ([]logDamage, error) {
+// see Store.openAcked), and the most bytes of entries one of them replays.
+func checkLogs(dir string, log *slog.Logger) (_ []logDamage, replay int64, _ error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var wals []logDamage
 	var lastVlog uint64
@@ -410,16 +412,17 @@ func checkLogs(dir string, log *slog.Logger) ([]logDamage, error) {
 		name := e.Name()
 		switch {
 		case strings.HasSuffix(name, ".mem"):
-			d, err := scanLog(filepath.Join(dir, name))
+			d, n, err := scanLog(filepath.Join(dir, name))
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
+			replay = max(replay, n)
 			if d == nil {
 				continue
 			}
 			if d.followed { // Badger will cut it: keep a copy
 				if err := copyAside(d.path, damagedDir(dir)); err != nil {
-					return nil, err
+					return nil, 0, err
 				}
 			}
 			wals = append(wals, *d)
@@ -431,27 +434,27 @@ func checkLogs(dir string, log *slog.Logger) ([]logDamage, error) {
 		}
 	}
 	if !haveVlog {
-		return wals, nil
+		return wals, replay, nil
 	}
-	d, err := scanLog(vlogPath(dir, lastVlog))
+	d, _, err := scanLog(vlogPath(dir, lastVlog))
 	if err != nil || d == nil {
-		return wals, err
+		return wals, replay, err
 	}
 	// An empty successor makes it an older value log, which Badger
 	// neither replays nor cuts (and deletes at the next open, as empty).
 	iv := make([]byte, vlogHeader)
 	if _, err := crand.Read(iv[8:]); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := writeSynced(vlogPath(dir, lastVlog+1), iv); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if d.followed {
 		log.Error("the value log is corrupt: the values in the bad entry read as corrupt, the rest are kept", "damage", d.String())
 	} else {
 		log.Warn("the value log ends in an entry cut short (a crash while writing it, never acknowledged); kept", "damage", d.String())
 	}
-	return wals, nil
+	return wals, replay, nil
 }
 
 // damagedDir is where the damaged logs of the store in dir are copied.
