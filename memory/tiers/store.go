@@ -617,10 +617,10 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 			return err
 		}
 		terms = ContentWords(pt.Text())
+		if state.Pages == 0 {
+			return nil // the first mid-term page: every count is 0, nothing to read
+		}
 		for _, t := range terms {
-			if state.Pages == 0 {
-				break // the first mid-term page: every count is 0, nothing to read
-			}
 			if df[t], err = docFreq(txn, sona, t); err != nil {
 				return err
 			}
