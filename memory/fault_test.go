@@ -286,6 +286,17 @@ func killAfterWrites(t *testing.T, test, dir string, n int) map[string]bool {
 	return acked
 }
 
+// holdsAcked fails t unless s holds every memory of acked.
+func holdsAcked(t *testing.T, s *memory.Self, acked map[string]bool) {
+	t.Helper()
+	for c := range acked {
+		k, _ := cid.Decode(c)
+		if _, _, err := s.Memories.Get(k); err != nil {
+			t.Fatalf("acknowledged %s: %v", c, err)
+		}
+	}
+}
+
 // A kill -9 loses nothing acknowledged, and the restart says nothing is
 // wrong (the acknowledged mark raises no false alarm).
 func TestKillNineLosesNothing(t *testing.T) {
@@ -297,12 +308,7 @@ func TestKillNineLosesNothing(t *testing.T) {
 	acked := killAfterWrites(t, t.Name(), dir, 300)
 	s := memorytest.Open(t, memorytest.Config(dir), nil)
 	defer s.Close()
-	for c := range acked {
-		k, _ := cid.Decode(c)
-		if _, _, err := s.Memories.Get(k); err != nil {
-			t.Fatalf("acknowledged %s: %v", c, err)
-		}
-	}
+	holdsAcked(t, s, acked)
 }
 
 // A write-ahead log holding more than a memtable of the memtable_mb the
@@ -327,12 +333,7 @@ func TestWriteAheadLogLargerThanTheMemtable(t *testing.T) {
 	if !strings.Contains(logs.String(), "a write-ahead log holds more than a memtable") {
 		t.Fatalf("the larger memtable is not logged (the log was not larger than 1 MiB?):\n%s", logs.String())
 	}
-	for c := range acked {
-		k, _ := cid.Decode(c)
-		if _, _, err := s.Memories.Get(k); err != nil {
-			t.Fatalf("acknowledged %s: %v", c, err)
-		}
-	}
+	holdsAcked(t, s, acked)
 }
 
 // One flipped byte in the memtable's write-ahead log after a kill -9:
