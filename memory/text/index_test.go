@@ -155,6 +155,20 @@ func bm25In(docs map[string][]string, q string, k int, in func(id string) bool) 
 	return hits[:min(k, len(hits))]
 }
 
+// sameHits fails t unless got are want: the same documents in the same
+// order, each score within a billionth.
+func sameHits(t *testing.T, what string, got, want []Hit) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d hits %v, want %d %v", what, len(got), got, len(want), want)
+	}
+	for i := range want {
+		if got[i].ID != want[i].ID || math.Abs(got[i].Score-want[i].Score) > 1e-9*want[i].Score {
+			t.Fatalf("%s: hit %d = %v, want %v", what, i, got[i], want[i])
+		}
+	}
+}
+
 // Search ranks as an exhaustive BM25: on one pass (a small collection),
 // on two with every document named by Also, after a reopen and after
 // deletes.
@@ -199,14 +213,7 @@ func TestScoresAreExhaustiveBM25(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(got) != len(want) {
-					t.Fatalf("%s (two passes %v) %q: %d hits, want %d", stage, twoPass, q, len(got), len(want))
-				}
-				for i := range want {
-					if got[i].ID != want[i].ID || math.Abs(got[i].Score-want[i].Score) > 1e-9*want[i].Score {
-						t.Fatalf("%s (two passes %v) %q: hit %d = %v, want %v", stage, twoPass, q, i, got[i], want[i])
-					}
-				}
+				sameHits(t, fmt.Sprintf("%s (two passes %v) %q", stage, twoPass, q), got, want)
 			}
 		}
 	}
@@ -291,14 +298,7 @@ func TestSonaSearchesAreExhaustiveBM25(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if len(got) != len(want) {
-						t.Fatalf("%s (two passes %v) %q in %v: %d hits %v, want %d %v", stage, twoPass, q, f, len(got), got, len(want), want)
-					}
-					for i := range want {
-						if got[i].ID != want[i].ID || math.Abs(got[i].Score-want[i].Score) > 1e-9*want[i].Score {
-							t.Fatalf("%s (two passes %v) %q in %v: hit %d = %v, want %v", stage, twoPass, q, f, i, got[i], want[i])
-						}
-					}
+					sameHits(t, fmt.Sprintf("%s (two passes %v) %q in %v", stage, twoPass, q, f), got, want)
 				}
 			}
 		}
