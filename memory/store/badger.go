@@ -80,11 +80,25 @@ func badgerOptions(dir string, o Options, unreadable *atomic.Pointer[string]) ba
 		WithBlockCacheSize(int64(o.CacheMB) << 20).
 		WithMemTableSize(int64(o.MemTableMB) << 20).
 		WithNumMemtables(o.Memtables).
+		WithNumLevelZeroTables(levelZeroTables(o.MemTableMB)).
+		WithNumLevelZeroTablesStall(3 * levelZeroTables(o.MemTableMB)).
 		WithChecksumVerificationMode(options.OnBlockRead).
 		WithVerifyValueChecksum(true).      // a damaged value is an error, not other bytes
 		WithValueThreshold(valueThreshold). // large blocks (files) live in the value log
 		WithValueLogFileSize(int64(o.ValueLogMB) << 20).
 		WithLogger(badgerLogger{o.Logger, unreadable})
+}
+
+// levelZeroTables is how many tables level 0 holds before it is
+// compacted: as many memtables' bytes as Badger's defaults (five tables
+// of 64 MiB), up to 20 tables. A compaction of level 0 rewrites what its
+// tables overlap below whatever their size — with keys spread over the
+// whole key space, most of the level below —, so smaller memtables must
+// not mean more compactions; a read looks into each level-0 table (its
+// Bloom filter first), hence the bound. Writes stall at three times as
+// many, as at Badger's defaults.
+func levelZeroTables(memtableMB int) int {
+	return min(20, max(5, 5*64/max(1, memtableMB)))
 }
 
 // DB is the Badger database under the store, for tests that write behind

@@ -178,3 +178,23 @@ func TestUnchangedTablesAreNotCheckedAgain(t *testing.T) {
 		}
 	}
 }
+
+// Level 0 is compacted after as many memtables' bytes whatever
+// store.memtable_mb (up to 20 tables): smaller memtables must not mean
+// more compactions of level 0, each of which rewrites what it overlaps.
+func TestLevelZeroHoldsTheSameBytesWhateverTheMemtable(t *testing.T) {
+	for _, c := range []struct{ memtableMB, tables int }{{1, 20}, {8, 20}, {16, 20}, {32, 10}, {64, 5}, {256, 5}} {
+		o := store.OptionsOf(config.Default().Store)
+		o.MemTableMB = c.memtableMB
+		s, err := store.Open(t.TempDir(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bo := s.DB().Opts()
+		s.Close()
+		if bo.NumLevelZeroTables != c.tables || bo.NumLevelZeroTablesStall != 3*c.tables {
+			t.Errorf("memtable_mb %d: level 0 compacted at %d tables, writes stalled at %d; want %d and %d",
+				c.memtableMB, bo.NumLevelZeroTables, bo.NumLevelZeroTablesStall, c.tables, 3*c.tables)
+		}
+	}
+}
