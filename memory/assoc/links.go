@@ -96,7 +96,8 @@ type Entry struct {
 	UpdatedAt int64 // Unix seconds
 }
 
-// List is a stored link list as Update's change edits it.
+// List is a stored link list as Update's change edits it; neither it nor
+// its entries outlive the change (their storage is reused).
 type List struct {
 	entries []Entry
 	now     int64
@@ -155,7 +156,12 @@ func Update(tx store.Tx, key []byte, now int64, change func(*List)) error {
 		return err
 	}
 	l := List{now: now}
-	if l.entries, err = decodeEntries(raw, make([]Entry, 0, MaxLinks+1)); err != nil {
+	scratch := entryLists.Get().(*[]Entry)
+	defer func() {
+		clear((*scratch)[:cap(*scratch)]) // no target aliasing raw stays
+		entryLists.Put(scratch)
+	}()
+	if l.entries, err = decodeEntries(raw, (*scratch)[:0]); err != nil {
 		return err
 	}
 	change(&l)
@@ -172,6 +178,13 @@ func Update(tx store.Tx, key []byte, now int64, change func(*List)) error {
 	tx.Set(key, out)
 	return nil
 }
+
+// entryLists are the lists Update decodes into: a list of MaxLinks+1
+// entries is 1.8 KB, and an append or a recall's trace rewrites several.
+var entryLists = sync.Pool{New: func() any {
+	es := make([]Entry, 0, MaxLinks+1)
+	return &es
+}}
 
 // The field numbers of messages.Associations and messages.Association.
 const (

@@ -641,3 +641,25 @@ func TestReopenedSnapshotScoresAlike(t *testing.T) {
 		t.Fatalf("reopened, the searches differ:\n got %v\nwant %v", after, before)
 	}
 }
+
+// A growing index gains a slot a document: the scores' arrays keep room
+// for it, not made again for each search, and stay zero past the slots
+// a search touches.
+func TestScoresKeepRoomAsTheIndexGrows(t *testing.T) {
+	var sc scores
+	sc.fit(1000)
+	if len(sc.sum) < 1000 || len(sc.matched) != len(sc.sum) {
+		t.Fatalf("fit(1000): %d sums, %d counts", len(sc.sum), len(sc.matched))
+	}
+	sum, matched := &sc.sum[0], &sc.matched[0]
+	for n := 1001; n <= 1200; n++ {
+		sc.fit(n)
+		if &sc.sum[0] != sum || &sc.matched[0] != matched {
+			t.Fatalf("fit(%d) made the arrays again (a quarter's room expected)", n)
+		}
+	}
+	sc.fit(len(sc.sum) + 1)
+	if &sc.sum[0] == sum || slices.ContainsFunc(sc.sum, func(v float64) bool { return v != 0 }) || slices.ContainsFunc(sc.matched, func(v uint16) bool { return v != 0 }) {
+		t.Fatal("past its room, fit must make zeroed arrays")
+	}
+}

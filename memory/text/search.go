@@ -246,12 +246,21 @@ func (x *Index) newScores(terms int) *scores {
 	if sc == nil {
 		sc = &scores{}
 	}
-	if len(sc.sum) < len(x.slots) {
-		sc.sum = make([]float64, len(x.slots))
-		sc.matched = make([]uint16, len(x.slots))
-	}
+	sc.fit(len(x.slots))
 	sc.touched, sc.terms = sc.touched[:0], terms
 	return sc
+}
+
+// fit makes sc hold at least slots slots, with a quarter more room: the
+// index grows by a slot a document, and arrays only just large enough
+// were made again for nearly every search of a growing index. Every
+// slot but the touched ones holds zero, so longer arrays do no harm.
+func (sc *scores) fit(slots int) {
+	if len(sc.sum) < slots {
+		n := slots + slots/4
+		sc.sum = make([]float64, n)
+		sc.matched = make([]uint16, n)
+	}
 }
 
 // accumulate scores every document of filter's sonas holding one of the
