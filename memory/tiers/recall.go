@@ -73,18 +73,23 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
-		segs, err := s.readSegments(txn, sona, gen)
-		if err != nil {
-			return err
-		}
-		df := func(term string) uint64 {
-			if state.Pages == 0 {
-				return 0 // no mid-term page yet: nothing to read
+		var segs []*Segment
+		if state.NextSegment > 0 { // else no segment was ever made: none to read
+			if segs, err = s.readSegments(txn, sona, gen); err != nil {
+				return err
 			}
-			n, _ := docFreq(txn, sona, term) // unreadable: as if unseen
-			return n
 		}
-		qk := Terms(Keywords(text, df, state.Pages, queryKeywords))
+		var qk []string
+		if len(segs) > 0 { // the query's keywords only rank segments
+			df := func(term string) uint64 {
+				if state.Pages == 0 {
+					return 0 // no mid-term page yet: nothing to read
+				}
+				n, _ := docFreq(txn, sona, term) // unreadable: as if unseen
+				return n
+			}
+			qk = Terms(Keywords(text, df, state.Pages, queryKeywords))
+		}
 		var cands []*messages.Page
 		var owner []uint64
 		for _, r := range TopSegments(segs, vec, qk, p.TopM) {

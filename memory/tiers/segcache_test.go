@@ -1,12 +1,18 @@
 package tiers
 
 import (
+	"bytes"
+	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 func segmentValue(t *testing.T, seg *Segment) []byte {
@@ -74,5 +80,64 @@ func TestSegmentCache(t *testing.T) {
 	}
 	if c.held > maxCachedSonas {
 		t.Fatalf("%d sonas held", c.held)
+	}
+}
+
+// segmentReads is a store whose views count the iterations of a sona's
+// segments.
+type segmentReads struct {
+	*store.Store
+	n atomic.Int64
+}
+
+func (c *segmentReads) View(fn func(store.Reader) error) error {
+	return c.Store.View(func(r store.Reader) error { return fn(countingReader{r, &c.n}) })
+}
+
+type countingReader struct {
+	store.Reader
+	n *atomic.Int64
+}
+
+func (r countingReader) NewIterator(o store.IterOptions) store.Iterator {
+	if bytes.HasSuffix(o.Prefix, []byte{0, 'g'}) {
+		r.n.Add(1)
+	}
+	return r.Reader.NewIterator(o)
+}
+
+// A retrieval reads a sona's segments only once the mid-term memory has
+// made one (most sonas of a store are young, and their retrievals found
+// none to read); the keywords of the query, which only rank segments, are
+// not weighed either.
+func TestRecallReadsNoSegmentsBeforeTheFirst(t *testing.T) {
+	st, err := store.Open(t.TempDir(), store.OptionsOf(config.Default().Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := &segmentReads{Store: st}
+	s := &Store{store: st, view: c, cfg: Options{Tiers: config.Default().Tiers}, clock: clock.System}
+	vec := []float32{1, 0, 0}
+	r, err := s.Recall("a", "tomatoes in the garden", vec, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.n.Load(); n != 0 || len(r.Segments) != 0 {
+		t.Fatalf("a sona without segments: %d reads of them, %v recalled", n, r.Segments)
+	}
+	if err := st.Update(context.Background(), func(tx store.Tx) error {
+		if err := store.SetProto(tx, mtmKey("a"), &messages.MtmState{NextSegment: 1, Pages: 1}); err != nil {
+			return err
+		}
+		return store.SetProto(tx, segmentKey("a", 1), (&Segment{ID: 1, Embedding: vec}).Record())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = s.Recall("a", "tomatoes in the garden", vec, 3); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.n.Load(); n != 1 || !slices.Equal(r.Segments, []uint64{1}) {
+		t.Fatalf("a sona with a segment: %d reads of them, %v recalled", n, r.Segments)
 	}
 }
