@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,8 +42,20 @@ type sonaActor struct {
 	stopping bool                 // passivate once idle
 	down     bool                 // stopping now
 
-	tiers    map[string]*actor.PID // the stm, mtm and lpm children
-	tierBusy map[string]bool       // tiers with work, by name
+	tiers [3]tierChild // the stm, mtm and lpm children, as tiers.Names
+}
+
+func init() {
+	if len(sonaActor{}.tiers) != len(tiers.Names) {
+		panic("actors: a sona holds a child for each of tiers.Names")
+	}
+}
+
+// tierChild is the actor of one of a sona's tiers, as the sona sees it.
+type tierChild struct {
+	pid  *actor.PID // nil: not started, or stopped
+	busy bool       // given work it has not reported done
+	down bool       // stopped after repeated failures, until the next activation
 }
 
 func newSonaActor(sys *System, id string) *sonaActor {
@@ -53,7 +66,7 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		a.reload(ctx)
-		a.spawnTiers(ctx)
+		a.wakePendingTiers(ctx)
 		a.traffic = a.sys.clock.Now()
 		a.checkIdleIn(ctx, a.sys.cfg.Actors.SonaIdle.D())
 	case *actor.Stopping, *actor.Restarting:
@@ -87,19 +100,18 @@ func (a *sonaActor) Receive(ctx actor.Context) {
 	case *messages.TierWake:
 		a.wakeTier(ctx, msg.Tier)
 	case *messages.TierIdle:
-		if a.isTier(ctx.Sender(), msg.Tier) {
-			delete(a.tierBusy, msg.Tier)
+		if c := a.tierChild(msg.Tier); c != nil && c.pid != nil && c.pid.Equal(ctx.Sender()) {
+			c.busy = false
 			a.settle(ctx)
 		}
 	case *actor.Terminated:
 		// A tier actor that failed more often than its restart budget
 		// allows stays down until the sona is activated again; its work
 		// waits in its inbox.
-		for name, pid := range a.tiers {
-			if pid.Equal(msg.Who) && !a.down {
-				a.sys.log.Error("tier actor stopped after repeated failures", "sona", a.id, "tier", name)
-				delete(a.tiers, name)
-				delete(a.tierBusy, name)
+		for i := range a.tiers {
+			if c := &a.tiers[i]; c.pid != nil && c.pid.Equal(msg.Who) && !a.down {
+				a.sys.log.Error("tier actor stopped after repeated failures", "sona", a.id, "tier", tiers.Names[i])
+				*c = tierChild{down: true}
 			}
 		}
 		a.settle(ctx)
@@ -113,29 +125,21 @@ func (a *sonaActor) checkIdleIn(ctx actor.Context, d time.Duration) {
 }
 
 func (a *sonaActor) idle() bool {
-	return a.busy == 0 && len(a.inflight) == 0 && len(a.tierBusy) == 0
+	if a.busy > 0 || len(a.inflight) > 0 {
+		return false
+	}
+	for _, c := range a.tiers {
+		if c.busy {
+			return false
+		}
+	}
+	return true
 }
 
-// spawnTiers starts the stm, mtm and lpm children and wakes those whose
-// inboxes hold work (one read for the three; a tier started again after a
-// failure looks at its inbox itself).
-func (a *sonaActor) spawnTiers(ctx actor.Context) {
-	a.tiers, a.tierBusy = map[string]*actor.PID{}, map[string]bool{}
-	for _, name := range tiers.Names {
-		restart := false // the producer makes the actor again on each restart
-		props := actor.PropsFromProducer(func() actor.Actor {
-			t := newTierActor(a.sys, a.id, name, restart)
-			restart = true
-			return t
-		}, a.sys.mailbox("tier"))
-		pid, err := ctx.SpawnNamed(props, name)
-		if err != nil {
-			panic(fmt.Errorf("actors: sona %s: spawn %s: %w", a.id, name, err))
-		}
-		a.tiers[name] = pid
-	}
-	// Work may have waited in the inboxes since before the sona was
-	// passivated or the process restarted.
+// wakePendingTiers wakes the tiers whose inboxes hold work (one read for
+// the three): work may have waited there since before the sona was
+// passivated or the process restarted.
+func (a *sonaActor) wakePendingTiers(ctx actor.Context) {
 	pending, err := a.sys.self.Tiers.Pending(a.id)
 	if err != nil {
 		a.sys.log.Error("tier inboxes unreadable: each tier reads its own", "sona", a.id, "err", err)
@@ -146,11 +150,6 @@ func (a *sonaActor) spawnTiers(ctx actor.Context) {
 	}
 }
 
-func (a *sonaActor) isTier(pid *actor.PID, name string) bool {
-	p := a.tiers[name]
-	return p != nil && p.Equal(pid)
-}
-
 // wakeTier tells a tier that its inbox has work.
 func (a *sonaActor) wakeTier(ctx actor.Context, name string) {
 	a.tellTier(ctx, name, &messages.TierWake{Tier: name})
@@ -158,10 +157,53 @@ func (a *sonaActor) wakeTier(ctx actor.Context, name string) {
 
 // tellTier sends a tier work (it counts as busy until it reports idle).
 func (a *sonaActor) tellTier(ctx actor.Context, name string, msg proto.Message) {
-	if pid := a.tiers[name]; pid != nil {
-		a.tierBusy[name] = true
-		ctx.Send(pid, msg)
+	if c := a.startTier(ctx, name); c != nil {
+		c.busy = true
+		ctx.Send(c.pid, msg)
 	}
+}
+
+// tierChild is the tier named name (nil for a name that is none).
+func (a *sonaActor) tierChild(name string) *tierChild {
+	if i := slices.Index(tiers.Names, name); i >= 0 {
+		return &a.tiers[i]
+	}
+	return nil
+}
+
+// startTier is the tier named name with its actor started, which it is
+// with the tier's first work: most sonas of a store are young, and their
+// mtm and lpm have nothing to do (the three tier actors of every
+// activated sona were a quarter of the live objects of an advance run's
+// heap). nil while the sona goes down, and for a tier stopped after
+// repeated failures: it stays down until the sona is activated again,
+// and its work waits in its inbox. A tier started again after a failure
+// looks at its inbox itself.
+func (a *sonaActor) startTier(ctx actor.Context, name string) *tierChild {
+	c := a.tierChild(name)
+	switch {
+	case c == nil || c.down:
+		return nil
+	case c.pid != nil:
+		return c
+	case a.down:
+		return nil
+	}
+	restart := false // the producer makes the actor again on each restart
+	props := actor.PropsFromProducer(func() actor.Actor {
+		t := newTierActor(a.sys, a.id, name, restart)
+		restart = true
+		return t
+	}, a.sys.mailbox("tier"))
+	pid, err := ctx.SpawnNamed(props, name)
+	if err != nil {
+		panic(fmt.Errorf("actors: sona %s: spawn %s: %w", a.id, name, err))
+	}
+	c.pid = pid
+	if k := a.sys.knobs.TierSpawned; k != nil {
+		k(a.id, name)
+	}
+	return c
 }
 
 // settle runs whenever work finishes: an idle actor that was told to

@@ -72,6 +72,9 @@ type TestingKnobs struct {
 	// after each step that did work, before its result is passed on
 	// (when "after"); a panic here crashes the tier actor.
 	TierStep func(sona, tier, when string)
+	// TierSpawned runs in a sona actor when it starts the actor of one of
+	// its tiers.
+	TierSpawned func(sona, tier string)
 	// BeforeTick runs in the heartbeat actor before each tick, and
 	// BeforeConsensus in the consensus actor before each contribution; a
 	// panic there crashes the actor.

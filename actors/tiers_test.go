@@ -241,3 +241,46 @@ func TestActivationTakesUpWaitingTierWork(t *testing.T) {
 	}
 	settledTiers(t, e2.self, sona.Uuid, 2)
 }
+
+// A sona's tier actors start with their first work: a young sona's
+// advances give its STM work, its MTM only once the STM overflows, and a
+// tier started stays (it is not started again for later work).
+func TestTierActorsStartWithTheirFirstWork(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	var mu sync.Mutex
+	started := map[string]int{}
+	e := start(t, cfg, nil, actors.TestingKnobs{TierSpawned: func(_, tier string) {
+		mu.Lock()
+		defer mu.Unlock()
+		started[tier]++
+	}})
+	startedNow := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprint(started)
+	}
+	sona, err := e.self.Sonas.Create(context.Background(), "mel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := map[string]string{}
+	for i := range 2 {
+		if err := advance(t, e, sona.Uuid, topics[i], &mu, answered); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settledTiers(t, e.self, sona.Uuid, 2)
+	if got := startedNow(); got != "map[stm:1]" {
+		t.Fatalf("after two advances the tier actors started are %s, want the STM's", got)
+	}
+	n := cfg.Tiers.STMPages + 2
+	for i := 2; i < n; i++ {
+		if err := advance(t, e, sona.Uuid, topics[i%len(topics)], &mu, answered); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkPages(t, e.self, sona.Uuid, settledTiers(t, e.self, sona.Uuid, n), answered, cfg.Tiers.STMPages)
+	if got := startedNow(); got != "map[mtm:1 stm:1]" {
+		t.Fatalf("after the STM overflowed the tier actors started are %s, want the STM's and the MTM's once", got)
+	}
+}
