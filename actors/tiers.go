@@ -40,7 +40,7 @@ func (a *tierActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		if !a.restart {
-			return // started for the work the sona sends next (sonaActor.tier)
+			return // started for the work the sona sends next (startTier)
 		}
 		// Work may have waited in the inbox since the failure, and the
 		// step that failed may have handed work on without waking the
