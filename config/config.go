@@ -655,7 +655,7 @@ func Default() Config {
 			DeferFor:      Duration(50 * time.Millisecond),
 			MaxBlockBytes: 1 << 20, // the IPFS block size limit
 			CacheMB:       256,
-			MemTableMB:    16,
+			MemTableMB:    64,
 			Memtables:     5,
 			MemoryCache:   50_000,
 			MinFreeMB:     256,
