@@ -12,6 +12,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -243,21 +244,39 @@ func TestActivationTakesUpWaitingTierWork(t *testing.T) {
 }
 
 // A sona's tier actors start with their first work: a young sona's
-// advances give its STM work, its MTM only once the STM overflows, and a
-// tier started stays (it is not started again for later work).
+// advances give its STM work, its MTM only once the STM overflows; a tier
+// started stays (it is not started again for later work), and every
+// tier started had work to step through.
 func TestTierActorsStartWithTheirFirstWork(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	var mu sync.Mutex
-	started := map[string]int{}
-	e := start(t, cfg, nil, actors.TestingKnobs{TierSpawned: func(_, tier string) {
+	started, stepped := map[string]int{}, map[string]bool{}
+	e := start(t, cfg, nil, actors.TestingKnobs{
+		TierSpawned: func(_, tier string) {
+			mu.Lock()
+			defer mu.Unlock()
+			started[tier]++
+		},
+		TierStep: func(_, tier, _ string) {
+			mu.Lock()
+			defer mu.Unlock()
+			stepped[tier] = true
+		},
+	})
+	check := func(when string, want ...string) {
+		t.Helper()
 		mu.Lock()
 		defer mu.Unlock()
-		started[tier]++
-	}})
-	startedNow := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return fmt.Sprint(started)
+		for _, tier := range want {
+			if started[tier] != 1 {
+				t.Fatalf("%s: the %s actor started %d times, want once (started: %v)", when, tier, started[tier], started)
+			}
+		}
+		for tier, n := range started {
+			if n != 1 || !stepped[tier] {
+				t.Fatalf("%s: the %s actor started %d times and stepped: %v — a tier starts once, with work", when, tier, n, stepped[tier])
+			}
+		}
 	}
 	sona, err := e.self.Sonas.Create(context.Background(), "mel")
 	if err != nil {
@@ -270,9 +289,12 @@ func TestTierActorsStartWithTheirFirstWork(t *testing.T) {
 		}
 	}
 	settledTiers(t, e.self, sona.Uuid, 2)
-	if got := startedNow(); got != "map[stm:1]" {
-		t.Fatalf("after two advances the tier actors started are %s, want the STM's", got)
+	check("after two advances", tiers.STM)
+	mu.Lock()
+	if len(started) != 1 {
+		t.Fatalf("after two advances the tier actors started are %v, want the STM's only", started)
 	}
+	mu.Unlock()
 	n := cfg.Tiers.STMPages + 2
 	for i := 2; i < n; i++ {
 		if err := advance(t, e, sona.Uuid, topics[i%len(topics)], &mu, answered); err != nil {
@@ -280,7 +302,5 @@ func TestTierActorsStartWithTheirFirstWork(t *testing.T) {
 		}
 	}
 	checkPages(t, e.self, sona.Uuid, settledTiers(t, e.self, sona.Uuid, n), answered, cfg.Tiers.STMPages)
-	if got := startedNow(); got != "map[mtm:1 stm:1]" {
-		t.Fatalf("after the STM overflowed the tier actors started are %s, want the STM's and the MTM's once", got)
-	}
+	check("after the STM overflowed", tiers.STM, tiers.MTM)
 }
