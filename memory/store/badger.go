@@ -179,7 +179,7 @@ func (e *badgerEngine) view(told uint64, fn func(Reader) error) error {
 }
 
 func (e *badgerEngine) begin() batch {
-	return badgerBatch{badgerReader{txn: e.db.NewTransaction(true)}, e}
+	return &badgerBatch{badgerReader: badgerReader{txn: e.db.NewTransaction(true)}, e: e}
 }
 
 func (e *badgerEngine) close() error { return e.db.Close() }
@@ -199,19 +199,50 @@ func (e *badgerEngine) check() error {
 	return err
 }
 
-// badgerBatch is a write transaction of Badger.
+// badgerBatch is a write transaction of Badger, which counts its writes
+// as Badger does (Txn.checkSize) or more, so that fits can tell before
+// Badger refuses one.
 type badgerBatch struct {
 	badgerReader
-	e *badgerEngine
+	e           *badgerEngine
+	count, size int64
 }
 
-func (b badgerBatch) set(key, val []byte) error { return tooBig(b.txn.Set(key, val)) }
-func (b badgerBatch) delete(key []byte) error   { return tooBig(b.txn.Delete(key)) }
-func (b badgerBatch) discard()                  { b.txn.Discard() }
+func (b *badgerBatch) set(key, val []byte) error {
+	b.add(key, val)
+	return tooBig(b.txn.Set(key, val))
+}
+
+func (b *badgerBatch) delete(key []byte) error {
+	b.add(key, nil)
+	return tooBig(b.txn.Delete(key))
+}
+
+func (b *badgerBatch) add(key, val []byte) {
+	b.count++
+	b.size += entrySize(key, val)
+}
+
+// entrySize is at least what Badger counts of an entry against a
+// transaction's limit: the key, the value (a pointer to the value log
+// when it is larger, which counts less), two bytes of meta and ten of
+// version.
+func entrySize(key, val []byte) int64 { return int64(len(key)+len(val)) + 2 + 10 }
+
+func (b *badgerBatch) fits(w *tx) bool {
+	count, size := b.count, b.size
+	for _, k := range w.order {
+		count++
+		size += entrySize([]byte(k), w.writes[k].val)
+	}
+	return count < b.e.db.MaxBatchCount() && size < b.e.db.MaxBatchSize()
+}
+
+func (b *badgerBatch) discard() { b.txn.Discard() }
 
 // commit commits, views reading the snapshot of what was committed before
 // meanwhile.
-func (b badgerBatch) commit() error {
+func (b *badgerBatch) commit() error {
 	done := b.e.inFlight()
 	defer done()
 	return classifyBadger(b.txn.Commit())

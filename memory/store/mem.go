@@ -135,16 +135,30 @@ func (b *memBatch) set(key, val []byte) error {
 func (b *memBatch) delete(key []byte) error { return b.put(key, &write{delete: true}) }
 
 func (b *memBatch) put(key []byte, w *write) error {
-	n := int64(len(key)) + entryOverhead
-	if len(w.val) < valueThreshold {
-		n += int64(len(w.val))
-	}
+	n := memEntrySize(key, w)
 	if b.size+n > b.eng.maxTxn {
 		return errTxnTooBig
 	}
 	b.size += n
 	b.writes[string(key)] = w
 	return nil
+}
+
+// memEntrySize is what a write counts against a transaction's limit.
+func memEntrySize(key []byte, w *write) int64 {
+	n := int64(len(key)) + entryOverhead
+	if len(w.val) < valueThreshold {
+		n += int64(len(w.val))
+	}
+	return n
+}
+
+func (b *memBatch) fits(w *tx) bool {
+	size := b.size
+	for _, k := range w.order {
+		size += memEntrySize([]byte(k), w.writes[k])
+	}
+	return size <= b.eng.maxTxn
 }
 
 func (b *memBatch) commit() error {

@@ -147,6 +147,10 @@ type batch interface {
 	Reader
 	set(key, val []byte) error
 	delete(key []byte) error
+	// fits reports whether the transaction surely takes the writes of w
+	// too (false when it may not: the committer commits what it holds
+	// first).
+	fits(w *tx) bool
 	commit() error
 	discard()
 }
@@ -572,15 +576,23 @@ func (s *Store) commitBatch(batch []*Pending) {
 	}
 
 	for _, p := range batch {
-		a, partial, err := runOp(txn, s, p)
+		a, partial, err := runOp(txn, s, p, func(t *tx) {
+			if len(applied) > 0 && !txn.fits(t) {
+				// Commit the earlier ops first: this one's writes were
+				// computed on what they wrote, which is then committed.
+				commit()
+				t.txn = txn
+			}
+		})
 		if errors.Is(err, errTxnTooBig) && len(applied) > 0 {
-			// Commit the earlier ops without this one's partial writes,
-			// then retry it alone in a fresh transaction.
+			// fits misjudged it: commit the earlier ops without this
+			// one's partial writes, then retry it alone in a fresh
+			// transaction.
 			txn.discard()
 			txn = s.newTxn()
 			applied = s.replay(txn, applied)
 			commit()
-			a, partial, err = runOp(txn, s, p)
+			a, partial, err = runOp(txn, s, p, nil)
 		}
 		if errors.Is(err, errTxnTooBig) {
 			err = fmt.Errorf("%w: one write exceeds a transaction", base.ErrTooLarge)
@@ -673,7 +685,7 @@ func (s *Store) ackLoop(done chan<- struct{}) {
 func (s *Store) rerun(a appliedOp, refused error) (appliedOp, error) {
 	txn := s.eng.begin()
 	defer txn.discard()
-	again, _, err := runOp(txn, s, a.p)
+	again, _, err := runOp(txn, s, a.p, nil)
 	if err == nil && again.bytes > 0 {
 		err = refused
 	}
@@ -701,10 +713,15 @@ type appliedOp struct {
 
 // runOp runs p's op against txn. An op that fails leaves nothing in txn,
 // except when applying its buffered writes fails part way (partial).
-func runOp(txn batch, s *Store, p *Pending) (a appliedOp, partial bool, err error) {
+// beforeApply, when given, sees the op's writes before they are applied,
+// and may hand them to another transaction (tx.txn).
+func runOp(txn batch, s *Store, p *Pending, beforeApply func(*tx)) (a appliedOp, partial bool, err error) {
 	t := &tx{txn: txn, store: s, writes: map[string]*write{}}
 	if err := p.op(t); err != nil {
 		return a, false, err
+	}
+	if beforeApply != nil {
+		beforeApply(t)
 	}
 	if err := t.apply(); err != nil {
 		return a, true, err
@@ -720,7 +737,7 @@ func runOp(txn batch, s *Store, p *Pending) (a appliedOp, partial bool, err erro
 func (s *Store) replay(txn batch, ops []appliedOp) []appliedOp {
 	kept := ops[:0]
 	for _, a := range ops {
-		again, _, err := runOp(txn, s, a.p)
+		again, _, err := runOp(txn, s, a.p, nil)
 		if err != nil {
 			s.answer(a.p, fmt.Errorf("memory: replay after split: %w", err))
 			continue

@@ -357,8 +357,10 @@ func testSnapshot(t *testing.T, open Opener) {
 	}
 }
 
-// A batch too big for one transaction is committed in several; one op
-// too big for any fails alone, writing nothing.
+// A batch too big for one transaction is committed in several, each op
+// run once (the transaction is committed before an op whose writes it
+// could not take, not discarded and run again); one op too big for any
+// fails alone, writing nothing.
 func testSplit(t *testing.T, open Opener) {
 	o := options()
 	o.MemTableMB = 8 // a transaction holds about 1.2 MiB
@@ -366,8 +368,10 @@ func testSplit(t *testing.T, open Opener) {
 	defer s.Close()
 	val := bytes.Repeat([]byte{7}, 32<<10) // under the value-log threshold
 	ops := make([]store.Op, 8)
+	runs := make([]atomic.Int32, len(ops))
 	for i := range ops {
 		ops[i] = func(tx store.Tx) error { // 512 KiB each
+			runs[i].Add(1)
 			for j := range 16 {
 				tx.Set(fmt.Appendf(nil, "t/big/%02d/%02d", i, j), val)
 			}
@@ -395,6 +399,9 @@ func testSplit(t *testing.T, open Opener) {
 	for i := range ops {
 		if v, ok := get(t, s, fmt.Sprintf("t/big/%02d/15", i)); !ok || len(v) != len(val) {
 			t.Errorf("op %d not written", i)
+		}
+		if n := runs[i].Load(); n != 1 {
+			t.Errorf("op %d ran %d times, want once", i, n)
 		}
 	}
 	if _, ok := get(t, s, "t/huge/00"); ok {
