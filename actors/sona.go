@@ -369,7 +369,10 @@ func (a *sonaActor) append(ctx actor.Context, item *model.Prepared, step *advanc
 	flight := a.sys.flights.add(a.id, p)
 	submitted = true
 	a.head, a.length = plan.Next()
-	a.last = &item.CID
+	// A copy: a pointer into item would keep the whole prepared memory
+	// (its block, its vector) alive until the sona's next append.
+	last := item.CID
+	a.last = &last
 	a.inflight[item.CID] = p
 	if item.Request != nil {
 		a.requests[item.Request.ID] = p
