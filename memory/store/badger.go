@@ -220,20 +220,20 @@ func (b *badgerBatch) delete(key []byte) error {
 
 func (b *badgerBatch) add(key, val []byte) {
 	b.count++
-	b.size += entrySize(key, val)
+	b.size += entrySize(len(key), len(val))
 }
 
-// entrySize is at least what Badger counts of an entry against a
-// transaction's limit: the key, the value (a pointer to the value log
+// entrySize is at least what Badger counts of an entry (lengths of its
+// key and value) against a transaction's limit: the key, the value (a pointer to the value log
 // when it is larger, which counts less), two bytes of meta and ten of
 // version.
-func entrySize(key, val []byte) int64 { return int64(len(key)+len(val)) + 2 + 10 }
+func entrySize(key, val int) int64 { return int64(key+val) + 2 + 10 }
 
 func (b *badgerBatch) fits(w *tx) bool {
 	count, size := b.count, b.size
 	for _, k := range w.order {
 		count++
-		size += entrySize([]byte(k), w.writes[k].val)
+		size += entrySize(len(k), len(w.writes[k].val))
 	}
 	return count < b.e.db.MaxBatchCount() && size < b.e.db.MaxBatchSize()
 }

@@ -135,7 +135,7 @@ func (b *memBatch) set(key, val []byte) error {
 func (b *memBatch) delete(key []byte) error { return b.put(key, &write{delete: true}) }
 
 func (b *memBatch) put(key []byte, w *write) error {
-	n := memEntrySize(key, w)
+	n := memEntrySize(len(key), w)
 	if b.size+n > b.eng.maxTxn {
 		return errTxnTooBig
 	}
@@ -144,9 +144,10 @@ func (b *memBatch) put(key []byte, w *write) error {
 	return nil
 }
 
-// memEntrySize is what a write counts against a transaction's limit.
-func memEntrySize(key []byte, w *write) int64 {
-	n := int64(len(key)) + entryOverhead
+// memEntrySize is what a write of a key of that length counts against a
+// transaction's limit.
+func memEntrySize(key int, w *write) int64 {
+	n := int64(key) + entryOverhead
 	if len(w.val) < valueThreshold {
 		n += int64(len(w.val))
 	}
@@ -156,7 +157,7 @@ func memEntrySize(key []byte, w *write) int64 {
 func (b *memBatch) fits(w *tx) bool {
 	size := b.size
 	for _, k := range w.order {
-		size += memEntrySize([]byte(k), w.writes[k])
+		size += memEntrySize(len(k), w.writes[k])
 	}
 	return size <= b.eng.maxTxn
 }
