@@ -58,9 +58,9 @@ type Options struct {
 	// MemTableMB sizes each of Badger's memtables, its write buffers. A
 	// full one is flushed to a table file of about this size, and level
 	// 0 is compacted once it holds about 320 MiB of them (5 to 20
-	// tables: levelZeroTables). A
-	// batch over 15% of it is split (Badger's limit of one transaction;
-	// the in-memory backend keeps the same).
+	// tables: levelZeroTables). A batch over 15% of it is split
+	// (Badger's limit of one transaction; the in-memory backend keeps
+	// the same).
 	MemTableMB int
 	// Memtables bounds how many memtables are held (the one written and
 	// those waiting for a flush).
