@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -195,6 +194,21 @@ func (d stateDigest) String() string {
 // off), hence the margin: the same value classes alike in any store.
 func largeValue(size int64) bool { return size >= valueThreshold-64 }
 
+// largeItem is largeValue of item's value. The size Badger gives of a
+// value in its value log is an estimate (its entry header's length is
+// not kept), and a value of any size may be there (valueLogSpaces), so
+// one near the bound is read for its length: a value classes alike
+// wherever a store keeps it.
+func largeItem(item *badger.Item) (bool, error) {
+	size := item.ValueSize()
+	if bound := int64(valueThreshold - 64); size < bound-16 || size >= bound+16 {
+		return largeValue(size), nil
+	}
+	n := 0
+	err := item.Value(func(v []byte) error { n = len(v); return nil })
+	return largeValue(int64(n)), classifyBadger(err)
+}
+
 // skipInBackup are keys a backup leaves out: the marker a pass of the
 // collection writes and drops in one operation (gc.go).
 func skipInBackup(k []byte) bool { return bytes.Equal(k, keyFlush) }
@@ -289,7 +303,11 @@ func (s *Store) Backup(ctx context.Context, w io.Writer, bb *BackupBase) (Backup
 		sel, add := keyHash(k)
 		digests[sel&uint64(buckets-1)] += add
 		send := bb == nil || item.Version() > bb.Version
-		large := largeValue(item.ValueSize())
+		large, err := largeItem(item)
+		if err != nil {
+			it.Close()
+			return m, fmt.Errorf("memory: backup: reading %q: %w", k, err)
+		}
 		if !send && large {
 			state.add(h, k, nil, true)
 			continue
@@ -643,7 +661,8 @@ func Restore(ctx context.Context, dir string, o Options, chain []io.Reader) (Bac
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return last, err
 	}
-	db, err := badger.Open(badgerOptions(dir, o, &atomic.Pointer[string]{}))
+	notes := &badgerNotes{}
+	db, err := badger.Open(badgerOptions(dir, o, notes))
 	if err != nil {
 		return last, fmt.Errorf("memory: restore: open %s: %w", dir, classifyBadger(err))
 	}
@@ -668,6 +687,9 @@ func Restore(ctx context.Context, dir string, o Options, chain []io.Reader) (Bac
 	}
 	if err := checkRestored(db, last, digests); err != nil {
 		return last, fmt.Errorf("memory: restore: %w", err)
+	}
+	if why := notes.unsynced.Load(); why != nil {
+		return last, fmt.Errorf("memory: restore: the value log was not synced: %s", *why)
 	}
 	err = db.Close()
 	db = nil
@@ -709,7 +731,7 @@ func restoreOne(db *badger.DB, r io.Reader) (BackupManifest, []uint64, error) {
 	lists := map[uint64]map[string]bool{}
 	m, digests, err := ReadBackup(r, func(rec *BackupRecord) error {
 		if rec.Set {
-			return wb.Set(rec.Key, rec.Value)
+			return wb.SetEntry(newEntry(rec.Key, rec.Value))
 		}
 		set := make(map[string]bool, len(rec.Keys))
 		for _, k := range rec.Keys {
@@ -792,7 +814,11 @@ func checkRestored(db *badger.DB, m BackupManifest, want []uint64) error {
 			keys++
 			sel, add := keyHash(k)
 			digests[sel&uint64(len(digests)-1)] += add
-			if largeValue(item.ValueSize()) {
+			large, err := largeItem(item)
+			if err != nil {
+				return err
+			}
+			if large {
 				state.add(h, k, nil, true)
 				continue
 			}

@@ -1,14 +1,17 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -20,8 +23,55 @@ import (
 )
 
 // valueThreshold is the size from which Badger keeps a value in its value
-// log rather than in the LSM tree.
+// log rather than in the LSM tree; the values of valueLogSpaces go there
+// whatever their size.
 const valueThreshold = 64 << 10
+
+// valueLogSpaces are the key spaces whose values Badger keeps in its
+// value log whatever their size: the memories' embeddings (v/,
+// meta.VectorPrefix) and evaluations (e/, eumas.KeyEval), written once
+// with their memory, never rewritten, deleted only when it is forgotten,
+// and read only off the hot paths (the vector index keeps the
+// embeddings). In the LSM tree they were two fifths of what an advance
+// wrote, carried through every memtable flush and compaction; in the
+// value log they are written once. Values that are rewritten (metadata,
+// link lists) stay in the tree, where a rewrite leaves no garbage for
+// the value log's collection (gc.go).
+var valueLogSpaces = [][]byte{[]byte("v/"), []byte("e/")}
+
+// newEntry is the Badger entry that writes val at key, for the value
+// log when key is in valueLogSpaces.
+func newEntry(key, val []byte) *badger.Entry {
+	e := badger.NewEntry(key, val)
+	if entryThreshold != ^uintptr(0) && len(val) > 0 && inValueLogSpace(key) {
+		// Badger takes an entry's threshold from its options unless the
+		// entry has one of its own; 1 sends any value to the value log.
+		*(*int64)(unsafe.Add(unsafe.Pointer(e), entryThreshold)) = 1
+	}
+	return e
+}
+
+func inValueLogSpace(key []byte) bool {
+	for _, p := range valueLogSpaces {
+		if bytes.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// entryThreshold is the offset of a Badger entry's own value threshold
+// (the unexported Entry.valThreshold, an int64, of Badger v4.9), or
+// ^0 when this Badger has none: every value then goes by its size, as
+// before, and TestValueLogSpaces fails, so that an upgrade of Badger
+// that drops the field is seen.
+var entryThreshold = func() uintptr {
+	f, ok := reflect.TypeFor[badger.Entry]().FieldByName("valThreshold")
+	if !ok || f.Type.Kind() != reflect.Int64 {
+		return ^uintptr(0)
+	}
+	return f.Offset
+}()
 
 // Open opens (creating if needed) the Badger store in dir. Before Badger
 // opens it, its tables and write-ahead logs are checked (integrity.go);
@@ -31,8 +81,8 @@ func Open(dir string, o Options) (*Store, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	unreadable := &atomic.Pointer[string]{}
-	bo := badgerOptions(dir, o, unreadable)
+	notes := &badgerNotes{}
+	bo := badgerOptions(dir, o, notes)
 	var wals []logDamage
 	if o.InMemory {
 		bo = bo.WithInMemory(true).WithDir("").WithValueDir("")
@@ -51,13 +101,13 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("memory: open %s: %w", dir, classifyBadger(err))
 	}
-	eng := &badgerEngine{db: db, dir: dir, inMemory: o.InMemory}
+	eng := &badgerEngine{db: db, dir: dir, inMemory: o.InMemory, notes: notes}
 	s, err := newStore(eng, dir, o)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	s.unreadable = unreadable
+	s.unreadable = &notes.unreadable
 	if !o.InMemory {
 		if s.space.free == nil {
 			s.space.free = func() (uint64, error) { return freeSpace(dir) }
@@ -73,7 +123,7 @@ func Open(dir string, o Options) (*Store, error) {
 }
 
 // badgerOptions are Badger's options for the store in dir.
-func badgerOptions(dir string, o Options, unreadable *atomic.Pointer[string]) badger.Options {
+func badgerOptions(dir string, o Options, notes *badgerNotes) badger.Options {
 	return badger.DefaultOptions(dir).
 		WithSyncWrites(true).       // one fsync per transaction, and one transaction per batch
 		WithDetectConflicts(false). // the committer is the only writer
@@ -86,7 +136,7 @@ func badgerOptions(dir string, o Options, unreadable *atomic.Pointer[string]) ba
 		WithVerifyValueChecksum(true).      // a damaged value is an error, not other bytes
 		WithValueThreshold(valueThreshold). // large blocks (files) live in the value log
 		WithValueLogFileSize(int64(o.ValueLogMB) << 20).
-		WithLogger(badgerLogger{o.Logger, unreadable})
+		WithLogger(badgerLogger{o.Logger, notes})
 }
 
 // levelZeroTables is how many tables level 0 holds before it is
@@ -126,6 +176,7 @@ type badgerEngine struct {
 	dir      string
 	inMemory bool
 	snap     atomic.Pointer[snapshot] // while a commit is in flight
+	notes    *badgerNotes
 }
 
 // snapshot is a read transaction shared by views; the last one to
@@ -210,7 +261,7 @@ type badgerBatch struct {
 
 func (b *badgerBatch) set(key, val []byte) error {
 	b.add(key, val)
-	return tooBig(b.txn.Set(key, val))
+	return tooBig(b.txn.SetEntry(newEntry(key, val)))
 }
 
 func (b *badgerBatch) delete(key []byte) error {
@@ -245,7 +296,16 @@ func (b *badgerBatch) discard() { b.txn.Discard() }
 func (b *badgerBatch) commit() error {
 	done := b.e.inFlight()
 	defer done()
-	return classifyBadger(b.txn.Commit())
+	if err := b.txn.Commit(); err != nil {
+		return classifyBadger(err)
+	}
+	// Badger logs a failed sync of its value log rather than failing the
+	// commit (valueLog.write): the values there may not be durable, so the
+	// commit is not acknowledged.
+	if why := b.e.notes.unsynced.Swap(nil); why != nil {
+		return fmt.Errorf("memory: the value log was not synced: %s", *why)
+	}
+	return nil
 }
 
 func tooBig(err error) error {
@@ -326,6 +386,21 @@ func (i badgerItem) Value(fn func(v []byte) error) error {
 func (i badgerItem) ValueCopy(dst []byte) ([]byte, error) {
 	v, err := i.Item.ValueCopy(dst)
 	return v, classifyBadger(err)
+}
+
+// inValueLog reports whether Badger keeps the value in its value log:
+// the size it gives of such a value is estimated from the length of the
+// entry there, which EstimatedSize gives whole, header and key included.
+func (i badgerItem) inValueLog() bool { return i.EstimatedSize() != i.KeySize()+i.ValueSize() }
+
+// inValueLog reports whether item's value is in the value log: where
+// Badger keeps it, or where the in-memory backend counts it.
+func inValueLog(item Item) bool {
+	if b, ok := item.(badgerItem); ok {
+		return b.inValueLog()
+	}
+	v := item.ValueSize()
+	return v >= valueThreshold || v > 0 && inValueLogSpace(item.Key())
 }
 
 type badgerIterator struct{ *badger.Iterator }
@@ -478,11 +553,20 @@ func isCorruption(err error) bool {
 	return slices.ContainsFunc(corruptionSigns, func(s string) bool { return strings.Contains(msg, s) })
 }
 
-// badgerLogger passes Badger's log to the store's, and keeps the last
-// value Badger could not read, with the file it names.
+// badgerLogger passes Badger's log to the store's, and notes what Badger
+// only logs.
 type badgerLogger struct {
-	l          *slog.Logger
-	unreadable *atomic.Pointer[string]
+	l     *slog.Logger
+	notes *badgerNotes
+}
+
+// badgerNotes are what Badger reported only in its log.
+type badgerNotes struct {
+	// unreadable is the last value Badger could not read, with the file
+	// it names.
+	unreadable atomic.Pointer[string]
+	// unsynced is a failed sync of the value log since the last commit.
+	unsynced atomic.Pointer[string]
 }
 
 func (b badgerLogger) Errorf(f string, a ...any) {
@@ -490,8 +574,12 @@ func (b badgerLogger) Errorf(f string, a ...any) {
 	if _, why, ok := strings.Cut(msg, " Error: "); ok && strings.HasPrefix(msg, "Unable to read") {
 		if file := badgerFile(errors.New(why)); file != "" {
 			why = file + ": " + why
-			b.unreadable.Store(&why)
+			b.notes.unreadable.Store(&why)
 		}
+	}
+	if why, ok := strings.CutPrefix(msg, "Error while curlf sync: "); ok {
+		why = strings.TrimSpace(why)
+		b.notes.unsynced.Store(&why)
 	}
 	b.l.Error(msg, "component", "badger")
 }

@@ -198,3 +198,99 @@ func TestLevelZeroHoldsTheSameBytesWhateverTheMemtable(t *testing.T) {
 		}
 	}
 }
+
+// TestValueLogSpaces: the embeddings (v/) and evaluations (e/) go to
+// Badger's value log whatever their size, the rest by its size as before;
+// the key spaces report what each keeps there; all reads back after a
+// reopen. A restored store places its values alike.
+func TestValueLogSpaces(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir)
+	kv := map[string][]byte{
+		"v/vector":   bytes.Repeat([]byte{1}, 1536),
+		"e/eval":     bytes.Repeat([]byte{2}, 200),
+		"m/meta":     bytes.Repeat([]byte{3}, 1536),
+		"h/coaccess": bytes.Repeat([]byte{4}, 2048),
+		"f/large":    bytes.Repeat([]byte{5}, 70<<10),
+	}
+	inLog := map[string]bool{"v/vector": true, "e/eval": true, "f/large": true}
+	put(t, s, kv)
+	placed := func(t *testing.T, db *badger.DB) {
+		t.Helper()
+		if err := db.View(func(txn *badger.Txn) error {
+			for k := range kv {
+				item, err := txn.Get([]byte(k))
+				if err != nil {
+					return err
+				}
+				// An entry in the value log is the pointer's length whole.
+				if got := item.EstimatedSize() != item.KeySize()+item.ValueSize(); got != inLog[k] {
+					t.Errorf("%s in the value log: %v, want %v", k, got, inLog[k])
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	placed(t, s.DB())
+	spaces, err := s.Spaces(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range spaces {
+		var want int64
+		for k, v := range kv {
+			if inLog[k] && strings.HasPrefix(k, sp.Space) {
+				want += int64(len(k) + len(v))
+			}
+		}
+		// Badger estimates the size of a value in its value log (the
+		// length of the entry's header is not kept).
+		if sp.ValueLogBytes < want-4 || sp.ValueLogBytes > want+4 || want == 0 && sp.ValueLogBytes != 0 {
+			t.Errorf("space %s: %d bytes in the value log, want %d", sp.Space, sp.ValueLogBytes, want)
+		}
+	}
+	buf, _ := backup(t, s, nil)
+	s.Close()
+	s = openTestStore(t, dir)
+	got := contents(t, s)
+	s.Close()
+	for k, v := range kv {
+		if got[k] != string(v) {
+			t.Errorf("%s read back %d bytes, want %d", k, len(got[k]), len(v))
+		}
+	}
+	r, _ := restore(t, buf)
+	defer r.Close()
+	placed(t, r.DB())
+}
+
+// TestStateDigestWhereverTheValueIs: a value a byte under the digest's
+// bound for a large value digests alike whether Badger keeps it in its
+// value log (where it gives only an estimate of its size) or in its tree.
+func TestStateDigestWhereverTheValueIs(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	defer s.Close()
+	key, val := []byte("e/near"), bytes.Repeat([]byte{7}, 64<<10-64-1)
+	put(t, s, map[string][]byte{string(key): val}) // e/: the value log
+	_, inLog := backup(t, s, nil)
+	// The same value again, written behind the store at Badger's own
+	// threshold: in its tree.
+	if err := s.DB().Update(func(txn *badger.Txn) error { return txn.Set(key, val) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DB().View(func(txn *badger.Txn) error {
+		item, err := txn.Get(key)
+		if err == nil && item.EstimatedSize() != item.KeySize()+item.ValueSize() {
+			t.Fatal("the rewritten value is in the value log")
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, inTree := backup(t, s, nil)
+	if inLog.State != inTree.State {
+		t.Errorf("state digest %s with the value in the value log, %s in the tree", inLog.State, inTree.State)
+	}
+}

@@ -19,7 +19,8 @@ import (
 )
 
 // The store's garbage collection. Badger keeps values from 64 KiB (the
-// large blocks: files) in its value log and everything else in its LSM
+// large blocks: files) and the embeddings and evaluations whatever their
+// size (valueLogSpaces) in its value log, everything else in its LSM
 // tree. The LSM tree collects its own garbage: its compactions drop the
 // versions a newer one replaced and the keys deleted. The value log does
 // not: a replaced or deleted value stays in its file until the file is
@@ -451,7 +452,7 @@ func (s *Store) Spaces(ctx context.Context) ([]SpaceUsage, error) {
 			v := item.ValueSize()
 			sp.Keys++
 			sp.Bytes += int64(len(k)) + v
-			if v >= valueThreshold {
+			if inValueLog(item) {
 				sp.ValueLogBytes += int64(len(k)) + v
 			}
 		}
