@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
@@ -14,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/memorytest"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -244,5 +246,39 @@ func TestMetricPathChangesRanking(t *testing.T) {
 	}
 	if e := rs[0].Explain; e.Evidence.MetricRank != 1 || e.Evidence.Metric <= 0 || e.Contrib.Metric <= 0 {
 		t.Errorf("the felt memory's explanation = %+v", e)
+	}
+}
+
+// TestEmbeddingAndEvaluationInTheValueLog: a memory's embedding and its
+// evaluation, written through the self's own paths, are in Badger's value
+// log (the store's valueLogSpaces name these key spaces), its metadata in
+// the tree.
+func TestEmbeddingAndEvaluationInTheValueLog(t *testing.T) {
+	cfg := memorytest.Config(t.TempDir())
+	ev := eumas.NewHeuristic(cfg.Evaluation.Archetypes)
+	s := openEvaluated(t, cfg, ev)
+	defer s.Close()
+	c := memorytest.NewOwner(t, s, "ella").Text("The meeting is at ten.")
+	if _, err := s.Evals.EvaluatePending(context.Background(), ev, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Store().DB().View(func(txn *badger.Txn) error {
+		for key, inLog := range map[string]bool{
+			string(meta.VectorKey(c)): true,
+			string(eumas.EvalKey(c)):  true,
+			string(meta.Key(c)):       false,
+		} {
+			item, err := txn.Get([]byte(key))
+			if err != nil {
+				return fmt.Errorf("%q: %w", key, err)
+			}
+			// An entry in the value log is the pointer's length whole.
+			if got := item.EstimatedSize() != item.KeySize()+item.ValueSize(); got != inLog {
+				t.Errorf("%q in the value log: %v, want %v", key[:2], got, inLog)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
