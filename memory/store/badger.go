@@ -29,15 +29,16 @@ const valueThreshold = 64 << 10
 
 // valueLogSpaces are the key spaces whose values Badger keeps in its
 // value log whatever their size: the memories' embeddings (v/,
-// meta.VectorPrefix) and evaluations (e/, eumas.KeyEval), written once
-// with their memory, never rewritten, deleted only when it is forgotten,
-// and read only off the hot paths (the vector index keeps the
-// embeddings). In the LSM tree they were two fifths of what an advance
-// wrote, carried through every memtable flush and compaction; in the
-// value log they are written once. Values that are rewritten (metadata,
-// link lists) stay in the tree, where a rewrite leaves no garbage for
-// the value log's collection (gc.go).
-var valueLogSpaces = [][]byte{[]byte("v/"), []byte("e/")}
+// meta.VectorPrefix), written once with their memory, never rewritten,
+// deleted only when it is forgotten, read only off the hot paths (the
+// vector index keeps them), and no smaller compressed. In the LSM tree
+// they were two fifths of what an advance wrote, carried through every
+// memtable flush and compaction; in the value log they are written
+// once. Values that are rewritten (metadata, link lists) stay in the
+// tree, where a rewrite leaves no garbage for the value log's collection
+// (gc.go); so do the evaluations (e/), written once too but text, which
+// the tree's tables compress and the value log would not.
+var valueLogSpaces = [][]byte{[]byte("v/")}
 
 // newEntry is the Badger entry that writes val at key, for the value
 // log when key is in valueLogSpaces.

@@ -199,8 +199,8 @@ func TestLevelZeroHoldsTheSameBytesWhateverTheMemtable(t *testing.T) {
 	}
 }
 
-// TestValueLogSpaces: the embeddings (v/) and evaluations (e/) go to
-// Badger's value log whatever their size, the rest by its size as before;
+// TestValueLogSpaces: the embeddings (v/) go to Badger's value log
+// whatever their size, the rest by its size as before;
 // the key spaces report what each keeps there; all reads back after a
 // reopen. A restored store places its values alike.
 func TestValueLogSpaces(t *testing.T) {
@@ -213,7 +213,7 @@ func TestValueLogSpaces(t *testing.T) {
 		"h/coaccess": bytes.Repeat([]byte{4}, 2048),
 		"f/large":    bytes.Repeat([]byte{5}, 70<<10),
 	}
-	inLog := map[string]bool{"v/vector": true, "e/eval": true, "f/large": true}
+	inLog := map[string]bool{"v/vector": true, "f/large": true}
 	put(t, s, kv)
 	placed := func(t *testing.T, db *badger.DB) {
 		t.Helper()
@@ -272,8 +272,8 @@ func TestValueLogSpaces(t *testing.T) {
 func TestStateDigestWhereverTheValueIs(t *testing.T) {
 	s := openTestStore(t, t.TempDir())
 	defer s.Close()
-	key, val := []byte("e/near"), bytes.Repeat([]byte{7}, 64<<10-64-1)
-	put(t, s, map[string][]byte{string(key): val}) // e/: the value log
+	key, val := []byte("v/near"), bytes.Repeat([]byte{7}, 64<<10-64-1)
+	put(t, s, map[string][]byte{string(key): val}) // v/: the value log
 	_, inLog := backup(t, s, nil)
 	// The same value again, written behind the store at Badger's own
 	// threshold: in its tree.

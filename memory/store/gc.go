@@ -19,8 +19,8 @@ import (
 )
 
 // The store's garbage collection. Badger keeps values from 64 KiB (the
-// large blocks: files) and the embeddings and evaluations whatever their
-// size (valueLogSpaces) in its value log, everything else in its LSM
+// large blocks: files) and the embeddings whatever their size
+// (valueLogSpaces) in its value log, everything else in its LSM
 // tree. The LSM tree collects its own garbage: its compactions drop the
 // versions a newer one replaced and the keys deleted. The value log does
 // not: a replaced or deleted value stays in its file until the file is
