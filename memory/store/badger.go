@@ -389,20 +389,29 @@ func (i badgerItem) ValueCopy(dst []byte) ([]byte, error) {
 	return v, classifyBadger(err)
 }
 
-// inValueLog reports whether Badger keeps the value in its value log:
-// the size it gives of such a value is estimated from the length of the
-// entry there, which EstimatedSize gives whole, header and key included.
-func (i badgerItem) inValueLog() bool { return i.EstimatedSize() != i.KeySize()+i.ValueSize() }
-
-// inValueLog reports whether item's value is in the value log: where
-// Badger keeps it, or where the in-memory backend counts it.
-func inValueLog(item Item) bool {
+// loggedSize is the length of item's entry in the value log (header,
+// key, version, value and checksum), 0 when its value is not there: where
+// Badger keeps it, or where the in-memory backend counts it. For a value
+// in its value log, Badger's EstimatedSize is that entry's length, and
+// its ValueSize an estimate made from it: the two differ by the key and
+// more, where for a value in the tree they differ by the key alone.
+func loggedSize(item Item) int64 {
 	if b, ok := item.(badgerItem); ok {
-		return b.inValueLog()
+		if n := b.EstimatedSize(); n != b.KeySize()+b.ValueSize() {
+			return n
+		}
+		return 0
 	}
 	v := item.ValueSize()
-	return v >= valueThreshold || v > 0 && inValueLogSpace(item.Key())
+	if v >= valueThreshold || v > 0 && inValueLogSpace(item.Key()) {
+		return int64(len(item.Key())) + v + logEntryOverhead
+	}
+	return 0
 }
+
+// logEntryOverhead is what a value-log entry adds to its key and value:
+// the version (8 bytes), a header of about 6 and a CRC-32 (4).
+const logEntryOverhead = 18
 
 type badgerIterator struct{ *badger.Iterator }
 

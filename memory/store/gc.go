@@ -75,6 +75,9 @@ type SpaceUsage struct {
 	Bytes int64
 	// ValueLogBytes is the part of Bytes in values kept in the value log.
 	ValueLogBytes int64
+	// logged is what those values' entries take in the value log (with
+	// their headers, versions and checksums): the live part of its size.
+	logged int64
 }
 
 // GCReport is what one pass did.
@@ -360,7 +363,7 @@ func (d DiskUsage) zero() bool { return d == DiskUsage{} }
 func valueLogGarbage(d DiskUsage, spaces []SpaceUsage) int64 {
 	var live int64
 	for _, sp := range spaces {
-		live += sp.ValueLogBytes
+		live += sp.logged
 	}
 	return max(d.ValueLog-live, 0)
 }
@@ -452,8 +455,9 @@ func (s *Store) Spaces(ctx context.Context) ([]SpaceUsage, error) {
 			v := item.ValueSize()
 			sp.Keys++
 			sp.Bytes += int64(len(k)) + v
-			if inValueLog(item) {
+			if n := loggedSize(item); n > 0 {
 				sp.ValueLogBytes += int64(len(k)) + v
+				sp.logged += n
 			}
 		}
 		return nil
