@@ -44,7 +44,7 @@ var valueLogSpaces = [][]byte{[]byte("v/")}
 // log when key is in valueLogSpaces.
 func newEntry(key, val []byte) *badger.Entry {
 	e := badger.NewEntry(key, val)
-	if entryThreshold != ^uintptr(0) && len(val) > 0 && inValueLogSpace(key) {
+	if entryThreshold != ^uintptr(0) && valueLogged(key, len(val)) {
 		// Badger takes an entry's threshold from its options unless the
 		// entry has one of its own; 1 sends any value to the value log.
 		*(*int64)(unsafe.Add(unsafe.Pointer(e), entryThreshold)) = 1
@@ -52,13 +52,13 @@ func newEntry(key, val []byte) *badger.Entry {
 	return e
 }
 
-func inValueLogSpace(key []byte) bool {
-	for _, p := range valueLogSpaces {
-		if bytes.HasPrefix(key, p) {
-			return true
-		}
+// valueLogged reports whether a value of size bytes at key goes to the
+// value log: a large one, or any in valueLogSpaces.
+func valueLogged(key []byte, size int) bool {
+	if size >= valueThreshold {
+		return true
 	}
-	return false
+	return size > 0 && slices.ContainsFunc(valueLogSpaces, func(p []byte) bool { return bytes.HasPrefix(key, p) })
 }
 
 // entryThreshold is the offset of a Badger entry's own value threshold
@@ -403,7 +403,7 @@ func loggedSize(item Item) int64 {
 		return 0
 	}
 	v := item.ValueSize()
-	if v >= valueThreshold || v > 0 && inValueLogSpace(item.Key()) {
+	if valueLogged(item.Key(), int(v)) {
 		return int64(len(item.Key())) + v + logEntryOverhead
 	}
 	return 0

@@ -135,7 +135,7 @@ func (b *memBatch) set(key, val []byte) error {
 func (b *memBatch) delete(key []byte) error { return b.put(key, &write{delete: true}) }
 
 func (b *memBatch) put(key []byte, w *write) error {
-	n := memEntrySize(len(key), w)
+	n := memEntrySize(key, w)
 	if b.size+n > b.eng.maxTxn {
 		return errTxnTooBig
 	}
@@ -144,11 +144,12 @@ func (b *memBatch) put(key []byte, w *write) error {
 	return nil
 }
 
-// memEntrySize is what a write of a key of that length counts against a
-// transaction's limit.
-func memEntrySize(key int, w *write) int64 {
-	n := int64(key) + entryOverhead
-	if len(w.val) < valueThreshold {
+// memEntrySize is what a write at key counts against a transaction's
+// limit: as in Badger, a value bound for the value log only by its
+// pointer.
+func memEntrySize(key []byte, w *write) int64 {
+	n := int64(len(key)) + entryOverhead
+	if !valueLogged(key, len(w.val)) {
 		n += int64(len(w.val))
 	}
 	return n
@@ -157,7 +158,7 @@ func memEntrySize(key int, w *write) int64 {
 func (b *memBatch) fits(w *tx) bool {
 	size := b.size
 	for _, k := range w.order {
-		size += memEntrySize(len(k), w.writes[k])
+		size += memEntrySize([]byte(k), w.writes[k])
 	}
 	return size <= b.eng.maxTxn
 }
