@@ -101,6 +101,15 @@ type Server struct {
 	// "off". Near the limit the collector runs more often and returns
 	// freed memory to the system sooner.
 	MemoryLimit MemoryLimit `yaml:"memory_limit"`
+	// GCHeadroom bounds how far the heap may grow past its live part
+	// between two collections, unless the GOGC environment variable is
+	// set: gc_percent% of the live heap, but no more than this — a size
+	// such as "512MiB", or "off" for gc_percent alone. A large store's
+	// live heap (the vector graph, the full-text index, Badger's caches
+	// and memtables: 1.4 GB at a million memories) would otherwise be
+	// doubled by the collector's target; with a headroom the target falls
+	// as the heap grows (not below 10%), and a small heap's is gc_percent.
+	GCHeadroom GCHeadroom `yaml:"gc_headroom"`
 	// MaxPathSegments caps the path after the CID of a gateway request
 	// (/ipfs/{cid}/prev/prev/…): a longer one is a 400 before any block is
 	// read. Walking a path costs a block read a link.
@@ -648,6 +657,7 @@ func Default() Config {
 			MaxHeaderBytes:  64 << 10,
 			MaxConnections:  2048,
 			MemoryLimit:     "auto",
+			GCHeadroom:      "512MiB",
 			MaxPathSegments: 1024,
 		},
 		Store: Store{
@@ -869,6 +879,9 @@ func (c *Config) validateServer(v *validation) {
 	}
 	if _, err := c.Server.MemoryLimit.Parse(); err != nil {
 		bad("server.memory_limit", "%v", err)
+	}
+	if _, err := c.Server.GCHeadroom.Parse(); err != nil {
+		bad("server.gc_headroom", "%v", err)
 	}
 	positive("server.max_path_segments", c.Server.MaxPathSegments)
 	c.validateTokens(bad)

@@ -287,6 +287,8 @@ func TestValidate(t *testing.T) {
 		{"connections", func(c *config.Config) { c.Server.MaxConnections = -1 }, []string{"server.max_connections"}},
 		{"memory limit", func(c *config.Config) { c.Server.MemoryLimit = "lots" }, []string{"server.memory_limit", "lots"}},
 		{"memory limit small", func(c *config.Config) { c.Server.MemoryLimit = "1MiB" }, []string{"server.memory_limit", "64MiB"}},
+		{"gc headroom", func(c *config.Config) { c.Server.GCHeadroom = "some" }, []string{"server.gc_headroom", "some"}},
+		{"gc headroom small", func(c *config.Config) { c.Server.GCHeadroom = "1MiB" }, []string{"server.gc_headroom", "16MiB"}},
 		{"memtables", func(c *config.Config) { c.Store.MemTableMB, c.Store.Memtables = 0, 1 }, []string{"store.memtable_mb", "store.memtables"}},
 		{"backoff", func(c *config.Config) { c.Actors.RestartBackoff, c.Actors.ServiceMaxBackoff = -1, -2 }, []string{"actors.restart_backoff", "actors.service_max_backoff"}},
 		{"backoff cap", func(c *config.Config) { c.Actors.MaxBackoff = config.Duration(time.Millisecond) }, []string{"actors.max_backoff"}},
@@ -488,5 +490,29 @@ func TestMemoryLimitParse(t *testing.T) {
 		if got, err := in.Parse(); err == nil {
 			t.Errorf("%q accepted as %+v", in, got)
 		}
+	}
+}
+
+func TestGCHeadroomParse(t *testing.T) {
+	for in, want := range map[config.GCHeadroom]int64{
+		"512MiB": 512 << 20,
+		" off ":  0,
+		"OFF":    0,
+		"1GB":    1e9,
+		"16MiB":  16 << 20,
+		"1 GiB":  1 << 30,
+	} {
+		got, err := in.Parse()
+		if err != nil || got != want {
+			t.Errorf("%q: %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []config.GCHeadroom{"", "auto", "40%", "-1GiB", "NaN", "15MiB", "1048576"} {
+		if got, err := in.Parse(); err == nil {
+			t.Errorf("%q accepted as %d", in, got)
+		}
+	}
+	if got, err := config.Default().Server.GCHeadroom.Parse(); err != nil || got != 512<<20 {
+		t.Errorf("default: %d, %v", got, err)
 	}
 }

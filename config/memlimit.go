@@ -60,6 +60,18 @@ func (m MemoryLimit) Parse() (MemoryLimitSpec, error) {
 		}
 		return MemoryLimitSpec{Fraction: p / 100}, nil
 	}
+	b, ok := parseSize(s)
+	if !ok {
+		return MemoryLimitSpec{}, fmt.Errorf(`want auto, off, a share such as "40%%" or a size such as "2GiB" or "1500MB", got %q`, s)
+	}
+	if b < MinMemoryLimit || b > math.MaxInt64/2 {
+		return MemoryLimitSpec{}, fmt.Errorf("a size must be at least 64MiB, got %q", s)
+	}
+	return MemoryLimitSpec{Bytes: int64(b)}, nil
+}
+
+// parseSize reads a size such as "2GiB", "1500MB" or "1073741824".
+func parseSize(s string) (float64, bool) {
 	mult, num := 1.0, s
 	for _, u := range sizeUnits {
 		if n, ok := strings.CutSuffix(s, u.suffix); ok {
@@ -69,11 +81,29 @@ func (m MemoryLimit) Parse() (MemoryLimitSpec, error) {
 	}
 	f, err := strconv.ParseFloat(num, 64)
 	if err != nil || math.IsNaN(f) || f < 0 {
-		return MemoryLimitSpec{}, fmt.Errorf(`want auto, off, a share such as "40%%" or a size such as "2GiB" or "1500MB", got %q`, s)
+		return 0, false
 	}
-	b := f * mult
-	if b < MinMemoryLimit || b > math.MaxInt64/2 {
-		return MemoryLimitSpec{}, fmt.Errorf("a size must be at least 64MiB, got %q", s)
+	return f * mult, true
+}
+
+// GCHeadroom is server.gc_headroom: a size such as "512MiB", or "off".
+type GCHeadroom string
+
+// MinGCHeadroom is the smallest headroom accepted.
+const MinGCHeadroom = 16 << 20
+
+// Parse reads the setting: the headroom in bytes, 0 for "off".
+func (h GCHeadroom) Parse() (int64, error) {
+	s := strings.TrimSpace(string(h))
+	if strings.EqualFold(s, "off") {
+		return 0, nil
 	}
-	return MemoryLimitSpec{Bytes: int64(b)}, nil
+	b, ok := parseSize(s)
+	if !ok {
+		return 0, fmt.Errorf(`want off or a size such as "512MiB", got %q`, s)
+	}
+	if b < MinGCHeadroom || b > math.MaxInt64/2 {
+		return 0, fmt.Errorf("a size must be at least 16MiB, got %q", s)
+	}
+	return int64(b), nil
 }

@@ -51,6 +51,8 @@ type App struct {
 	// Cluster is this process's membership of a cluster; nil on a single
 	// node (see Options.ClusterURL).
 	Cluster *cluster.Cluster
+
+	headroom *memlimit.Headroom // nil when GOGC is set or gc_headroom is off
 }
 
 // Options adjust Open.
@@ -98,7 +100,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options) (
 	return a, nil
 }
 
-func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, tracing *otlp.Tracing) (*App, error) {
+func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, tracing *otlp.Tracing) (a *App, err error) {
 	m := metrics.New()
 	model, emb, err := providers.New(cfg, providers.Options{Observer: m, Getenv: o.Getenv, HTTPClient: o.HTTPClient})
 	if err != nil {
@@ -108,8 +110,18 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 	if err != nil {
 		return nil, err
 	}
+	var headroom *memlimit.Headroom
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.Server.GCPercent)
+		if b, _ := cfg.Server.GCHeadroom.Parse(); b > 0 { // validated with the configuration
+			headroom = memlimit.StartHeadroom(cfg.Server.GCPercent, b)
+			log.Info("gc headroom", "mib", b>>20, "gc_percent", cfg.Server.GCPercent)
+			defer func() {
+				if a == nil {
+					headroom.Stop()
+				}
+			}()
+		}
 	}
 	if err := applyMemoryLimit(cfg.Server.MemoryLimit, log); err != nil {
 		return nil, err
@@ -172,7 +184,7 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), WritesRefused: st.CheckSpace() != nil,
 			TextRebuilds: self.Text.Rebuilds(), RerankFallbacks: self.Recaller.RerankFallbacks(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st)}
 	})
-	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing, Cluster: cl}, nil
+	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing, Cluster: cl, headroom: headroom}, nil
 }
 
 // diskParts are the store's files' sizes for the metrics.
@@ -246,6 +258,9 @@ func (a *App) Close() error {
 	}
 	err = errors.Join(err, a.Self.Close())
 	shutdownTracing(a.Tracing, a.Log)
+	if a.headroom != nil {
+		a.headroom.Stop()
+	}
 	return err
 }
 

@@ -4,11 +4,15 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/memlimit"
 	"github.com/memoria-ai/memoria/llm"
 )
 
@@ -101,4 +105,57 @@ func TestOpenSetsTheGCTarget(t *testing.T) {
 	if got := open("80", 250); got != 37 {
 		t.Errorf("GC target %d after Open with GOGC set, want it left alone (37)", got)
 	}
+}
+
+// TestOpenBoundsTheGCHeadroom: with server.gc_headroom the target falls
+// once the live heap is large (here 256 MiB against a 16 MiB headroom:
+// the floor, 10%), and is server.gc_percent again after Close; GOGC set,
+// the headroom is left alone too.
+func TestOpenBoundsTheGCHeadroom(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	gogc := func() int {
+		s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+		metrics.Read(s)
+		return int(s[0].Value.Uint64())
+	}
+	open := func(env string) *App {
+		t.Helper()
+		t.Setenv("GOGC", env)
+		cfg := config.Default()
+		cfg.DataDir = t.TempDir()
+		cfg.Evaluation.Mode = "off"
+		cfg.Server.GCHeadroom = "16MiB"
+		a, err := Open(context.Background(), cfg, slog.New(slog.DiscardHandler), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	live := make([]byte, 256<<20)
+	for i := range live {
+		live[i] = byte(i)
+	}
+
+	a := open("")
+	for deadline := time.Now().Add(10 * time.Second); gogc() != memlimit.MinPercent; runtime.GC() {
+		if time.Now().After(deadline) {
+			a.Close()
+			t.Fatalf("GC target %d with 256 MiB live and a 16 MiB headroom, want %d", gogc(), memlimit.MinPercent)
+		}
+	}
+	a.Close()
+	if got := gogc(); got != 100 {
+		t.Fatalf("GC target %d after Close, want server.gc_percent (100)", got)
+	}
+
+	debug.SetGCPercent(37)
+	a = open("80")
+	defer a.Close()
+	for range 3 {
+		runtime.GC()
+	}
+	if got := gogc(); got != 37 {
+		t.Fatalf("GC target %d with GOGC set, want it left alone (37)", got)
+	}
+	runtime.KeepAlive(live)
 }
