@@ -379,9 +379,24 @@ func (s *VectorSnapshots) Write() error {
 		return fmt.Errorf("memory: vector snapshot: %w", err)
 	}
 	s.changes, s.memberGen, s.old = info.Changes, memberGen, false
+	freed, err := s.adopt(path, info)
+	if err != nil { // the vectors stay in the heap: the snapshot is whole all the same
+		s.log.Warn("vector index: the snapshot's vectors not adopted", "path", path, "err", err)
+	}
 	s.log.Info("vector index: snapshot written", "path", path, "log_seq", seq, "vectors", info.IDs-info.Removed,
-		"pending", info.Pending, "bytes", size, "took", s.clock.Now().Sub(start))
+		"pending", info.Pending, "bytes", size, "heap_freed", freed, "took", s.clock.Now().Sub(start))
 	return nil
+}
+
+// adopt has the index read the float32 vectors the snapshot at path
+// holds from there, as a restore would, and free their heap copies.
+func (s *VectorSnapshots) adopt(path string, info vector.SnapshotInfo) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return s.index.AdoptFloats(f, info)
 }
 
 // Start writes the snapshot every interval until Stop.

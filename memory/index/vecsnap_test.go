@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
+	"math"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +28,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/index"
 	"github.com/memoria-ai/memoria/memory/memorytest"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/vector"
 )
 
@@ -516,5 +520,109 @@ func forgetCIDs(t *testing.T, s *memory.Self, cids ...cid.Cid) {
 	t.Helper()
 	if _, err := s.Forget.Forget(context.Background(), forget.Request{Selector: forget.Selector{CIDs: cids}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A written snapshot's float32 vectors are read from its file afterwards,
+// as a restore's would be (when there are more than the index keeps in
+// the heap): the log says what was freed (the whole chunks of 256), the
+// index answers as before, and the next snapshot, written from that file,
+// restores into an index that answers alike.
+func TestVectorSnapshotAdoptsItsVectors(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(filepath.Join(dir, "store"), store.OptionsOf(config.Default().Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const dims = 16
+	o := vector.Options{Dims: dims, Seed: 1, HeapVectors: -1}
+	ix := vector.New(o)
+	defer ix.Close()
+	rng := rand.New(rand.NewSource(1))
+	vec := func() []float32 {
+		v := make([]float32, dims)
+		var n float32
+		for i := range v {
+			v[i] = rng.Float32() - 0.5
+			n += v[i] * v[i]
+		}
+		for i := range v {
+			v[i] /= float32(math.Sqrt(float64(n)))
+		}
+		return v
+	}
+	for i := range 1000 {
+		ix.Add(fmt.Sprint("k", i), vec())
+	}
+	ix.WaitBuilt()
+	queries := make([][]float32, 20)
+	for i := range queries {
+		queries[i] = vec()
+	}
+	answers := func(x *vector.Index) (out [][]vector.Hit) {
+		for _, q := range queries {
+			out = append(out, x.Search(q, 10))
+		}
+		return out
+	}
+	before := answers(ix)
+	vectors := make([][]float32, 1000)
+	for i := range vectors {
+		vectors[i] = slices.Clone(ix.Vector(uint64(i), nil))
+	}
+
+	var logged bytes.Buffer
+	path := filepath.Join(dir, "vector", "index.snap")
+	snaps := index.NewVectorSnapshots(st, ix, index.SnapshotOptions{Path: path, Embedder: "test",
+		Covered: func() uint64 { return 0 }, Logger: slog.New(slog.NewJSONHandler(&logged, nil))})
+	if err := snaps.Write(); err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Msg       string
+		HeapFreed int64 `json:"heap_freed"`
+	}
+	if err := json.Unmarshal(logged.Bytes(), &rec); err != nil || rec.Msg != "vector index: snapshot written" {
+		t.Fatalf("log %q: %v", logged.String(), err)
+	}
+	if want := int64(3 * 256 * dims * 4); rec.HeapFreed != want {
+		t.Fatalf("heap_freed %d, want the 3 whole chunks' %d", rec.HeapFreed, want)
+	}
+	for i, q := range answers(ix) {
+		if !slices.Equal(q, before[i]) {
+			t.Fatalf("query %d after the adoption:\n got %v\nwant %v", i, q, before[i])
+		}
+	}
+	for i, v := range vectors {
+		if got := ix.Vector(uint64(i), nil); !slices.Equal(got, v) {
+			t.Fatalf("vector %d after the adoption differs", i)
+		}
+	}
+
+	for i := 1000; i < 1100; i++ {
+		ix.Add(fmt.Sprint("k", i), vec())
+	}
+	ix.WaitBuilt()
+	if err := snaps.Write(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := vector.New(o)
+	defer y.Close()
+	if _, err := y.Restore(f, fi.Size(), func([]byte) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	y.WaitBuilt()
+	if a, b := answers(ix), answers(y); !slices.Equal(slices.Concat(a...), slices.Concat(b...)) {
+		t.Fatalf("the snapshot written from the adopted file restores to other answers:\n%v\n%v", b, a)
 	}
 }

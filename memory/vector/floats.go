@@ -3,6 +3,8 @@ package vector
 import (
 	"fmt"
 	"os"
+	"slices"
+	"weak"
 )
 
 // floats is the float32 vectors by id. Those a snapshot restored from a
@@ -80,4 +82,65 @@ func (f *floats) remove(id uint32) {
 		return
 	}
 	f.markGone(id)
+}
+
+// AdoptFloats has the float32 vectors of a snapshot this index wrote
+// read from its file from now on instead of the heap, as if restored
+// from it: info is what Snapshot returned, f the file it was written to
+// (durable; the index keeps a handle of its own, so the caller closes f).
+// Only whole chunks move, and only when the snapshot's vectors are more
+// than Options.HeapVectors, the bound under which a restore reads them
+// into the heap. It returns the bytes of heap the index let go.
+//
+// A growing store would otherwise keep every vector added since its
+// start in the heap until the next restart (1.5 KB a memory at 384
+// dimensions), though its last snapshot has them. The file it read
+// before, if any, is closed when no copy of its floats is left (its
+// *os.File's finalizer); Unmap closes it if it is still open then.
+func (x *Index) AdoptFloats(f *os.File, info SnapshotInfo) (int64, error) {
+	whole := info.IDs >> chunkBits
+	if info.FloatsAt <= 0 || whole == 0 || int64(info.IDs)*int64(x.dims)*4 <= x.heapVecs {
+		return 0, nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if end := info.FloatsAt + int64(info.IDs)*int64(x.dims)*4; fi.Size() < end {
+		return 0, fmt.Errorf("vector: adopting the snapshot's vectors: %s holds %d bytes, its vectors end at %d", f.Name(), fi.Size(), end)
+	}
+	x.gmu.Lock()
+	defer x.gmu.Unlock()
+	x.kmu.Lock()
+	defer x.kmu.Unlock()
+	if whole > len(x.vecs.chunks) {
+		return 0, fmt.Errorf("vector: adopting the snapshot's vectors: it has %d ids, the index %d", info.IDs, len(x.keys))
+	}
+	var freed int64
+	for _, c := range x.vecs.chunks[:whole] {
+		if c != nil {
+			freed += int64(len(c)) * 4
+		}
+	}
+	if freed == 0 {
+		return 0, nil
+	}
+	file, err := reopen(f)
+	if err != nil {
+		return 0, fmt.Errorf("vector: adopting the snapshot's vectors: %w", err)
+	}
+	v := floats{chunked: chunked[float32]{stride: x.dims, chunks: make([][]float32, len(x.vecs.chunks))},
+		file: file, base: info.FloatsAt, gone: make([]uint64, (whole<<chunkBits+63)/64)}
+	copy(v.chunks[whole:], x.vecs.chunks[whole:])
+	for id := range x.removed {
+		if id < uint64(whole<<chunkBits) {
+			v.markGone(uint32(id))
+		}
+	}
+	if x.vecs.file != nil {
+		x.retired = slices.DeleteFunc(x.retired, func(p weak.Pointer[os.File]) bool { return p.Value() == nil })
+		x.retired = append(x.retired, weak.Make(x.vecs.file))
+	}
+	x.vecs, x.graph.vecs = v, v
+	return freed, nil
 }

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	"github.com/viterin/vek/vek32"
 
@@ -75,6 +77,10 @@ type Index struct {
 	// none): the pages holding its quantised records.
 	mapping []byte
 	changes uint64 // keys added and removed (Changes)
+	// retired are the files of floats AdoptFloats replaced, which copies
+	// made before may still read: each is closed when the last copy goes
+	// (its finalizer), or by Unmap.
+	retired []weak.Pointer[os.File]
 
 	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64
@@ -314,8 +320,15 @@ func (x *Index) Unmap() error {
 	defer x.kmu.Unlock()
 	x.pmu.Lock()
 	defer x.pmu.Unlock()
+	var err error
+	for _, p := range x.retired {
+		if f := p.Value(); f != nil {
+			err = errors.Join(err, f.Close())
+		}
+	}
+	x.retired = nil
 	if x.mapping == nil && x.vecs.file == nil {
-		return nil
+		return err
 	}
 	g := x.graph
 	x.graph = newGraph(x.dims, g.m, g.efc, g.seed)
@@ -324,9 +337,8 @@ func (x *Index) Unmap() error {
 	x.vecs, x.qv.chunks = floats{chunked: chunked[float32]{stride: x.dims}}, nil
 	m := x.mapping
 	x.mapping = nil
-	var err error
 	if m != nil {
-		err = unmapFile(m)
+		err = errors.Join(err, unmapFile(m))
 	}
 	if file != nil {
 		err = errors.Join(err, file.Close())
@@ -355,11 +367,6 @@ func (x *Index) build() {
 				break
 			}
 			start := x.clock.Now()
-			// The chunks hold every pending vector: Add stores a vector
-			// before it makes its id pending.
-			x.kmu.RLock()
-			qv, vecs := x.qv, x.vecs
-			x.kmu.RUnlock()
 			for _, id := range ids {
 				select {
 				case <-x.stop:
@@ -368,7 +375,12 @@ func (x *Index) build() {
 				}
 				x.bmu.Lock()
 				x.gmu.Lock()
-				x.graph.qv, x.graph.vecs = qv, vecs
+				// The chunks hold every pending vector: Add stores a
+				// vector before it makes its id pending. Taken anew for
+				// each: AdoptFloats may have replaced the floats.
+				x.kmu.RLock()
+				x.graph.qv, x.graph.vecs = x.qv, x.vecs
+				x.kmu.RUnlock()
 				x.graph.insert(uint32(id))
 				x.gmu.Unlock()
 				x.bmu.Unlock()

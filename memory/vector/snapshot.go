@@ -79,6 +79,9 @@ type SnapshotInfo struct {
 	Mapped int64
 	// Version is the snapshot's layout (SnapshotVersion when written).
 	Version int
+	// FloatsAt is the offset of the float32 vectors in a snapshot Snapshot
+	// wrote (0 for older layouts): see AdoptFloats.
+	FloatsAt int64
 }
 
 // SnapshotVersion is the layout Snapshot writes.
@@ -152,6 +155,7 @@ func (x *Index) snapshot(w io.Writer, tag []byte, version int) (SnapshotInfo, er
 	// when Remove zeroes one (under kmu).
 	if version > 1 {
 		sw.pad()
+		info.FloatsAt = sw.off
 	}
 	writeFloats(sw, &x.vecs, n, &x.kmu)
 	if version > 1 {
@@ -383,11 +387,13 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	qv := chunked[int8]{stride: x.dims + scaleBytes}
 	var sum uint32
 	var trailer [4]byte
+	var floatsAt int64
 	if fromFile {
 		sr.skip(padding(sr.off))
 		if sr.err == nil && sr.off != vecsAt {
 			sr.err = fmt.Errorf("the vectors start at byte %d, not %d", sr.off, vecsAt)
 		}
+		floatsAt = vecsAt
 		fs := <-summed
 		summed = nil // done with the file
 		if sr.err == nil && fs.err != nil {
@@ -398,6 +404,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	} else {
 		if !v1 {
 			sr.skip(padding(sr.off))
+			floatsAt = sr.off
 		}
 		vecs.grow(int(n))
 		readChunks(sr, &vecs.chunked, int(n))
@@ -502,7 +509,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		default:
 		}
 	}
-	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes, Mapped: info.Mapped, Version: version}
+	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes, Mapped: info.Mapped, Version: version, FloatsAt: floatsAt}
 	return info, nil
 }
 

@@ -567,3 +567,152 @@ func BenchmarkSearchRestored(b *testing.B) {
 		})
 	}
 }
+
+// adopt writes x's snapshot to a file and has x read its float32
+// vectors from there (AdoptFloats), returning what it freed.
+func adopt(t *testing.T, x *Index) (string, int64) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "index.snap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() // the index keeps a handle of its own
+	info, err := x.Snapshot(f, []byte("tag"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	freed, err := x.AdoptFloats(f, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, freed
+}
+
+// An index that adopted its snapshot's float32 vectors goes on as one
+// that kept them in the heap: the same searches, vectors, graph and
+// snapshots through removals and adds, searches meanwhile; a second
+// adoption moves the chunks filled since, and Unmap closes the file the
+// first one read if a copy still holds it. Under HeapVectors nothing
+// moves.
+func TestAdoptedFloatsLikeHeap(t *testing.T) {
+	const n, dims = 2100, 32 // 8 whole chunks and a partial one
+	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1, HeapVectors: -1}
+	vecs := clustered(rand.New(rand.NewSource(21)), n+500, dims, 10)
+	for i := 40; i < 60; i++ {
+		vecs[i] = vecs[30] // aliases of 30
+	}
+	x, y := New(o), New(o)
+	defer x.Close()
+	defer y.Close()
+	for _, z := range []*Index{x, y} {
+		for i, v := range vecs[:n] {
+			z.Add(key(i), v)
+		}
+		z.WaitBuilt()
+		z.Remove(key(3)) // removed before the snapshot
+	}
+	queries := clustered(rand.New(rand.NewSource(22)), 40, dims, 10)
+	queries = append(queries, vecs[30], vecs[1000], vecs[2099])
+
+	stop := make(chan struct{})
+	searched := make(chan int)
+	go func() { // searches while the floats are replaced (for -race)
+		c := 0
+		for {
+			select {
+			case <-stop:
+				searched <- c
+				return
+			default:
+			}
+			y.Search(queries[c%len(queries)], 10)
+			y.Vector(uint64(c%n), nil)
+			c++
+		}
+	}()
+	_, freed := adopt(t, y)
+	close(stop)
+	<-searched
+	if want := int64(8 << chunkBits * dims * 4); freed != want {
+		t.Fatalf("freed %d bytes, want the 8 whole chunks' %d", freed, want)
+	}
+	y.kmu.RLock()
+	inHeap := []bool{y.vecs.inHeap(0), y.vecs.inHeap(8<<chunkBits - 1), y.vecs.inHeap(8 << chunkBits)}
+	y.kmu.RUnlock()
+	if !slices.Equal(inHeap, []bool{false, false, true}) {
+		t.Fatalf("in the heap (first id, last of the whole chunks, the partial chunk's first): %v", inHeap)
+	}
+
+	for _, z := range []*Index{x, y} {
+		for _, i := range []int{0, 700, 2099, 30, 45} {
+			if !z.Remove(key(i)) {
+				t.Fatalf("key %d not removed", i)
+			}
+		}
+		for i := n; i < n+500; i++ {
+			z.Add(key(i), vecs[i])
+		}
+		z.WaitBuilt()
+	}
+	first := y.vecs.file // held: Unmap closes it though it is retired
+	if _, freed := adopt(t, y); freed != int64(2<<chunkBits*dims*4) {
+		t.Fatalf("the second adoption freed %d bytes, want the two chunks filled since", freed)
+	}
+	if y.vecs.file == first {
+		t.Fatal("the second adoption kept the first file")
+	}
+	for _, q := range queries {
+		for _, k := range []int{1, 10, 50} {
+			if a, b := x.Search(q, k), y.Search(q, k); !slices.Equal(a, b) {
+				t.Fatalf("search for %d differs:\n%v\n%v", k, a, b)
+			}
+		}
+		ids := make([]uint64, 0, n)
+		for id := uint64(0); id < uint64(n+500); id += 2 {
+			ids = append(ids, id)
+		}
+		if a, b := x.SearchAmong(q, ids, 10), y.SearchAmong(q, ids, 10); !slices.Equal(a, b) {
+			t.Fatalf("SearchAmong differs:\n%v\n%v", a, b)
+		}
+	}
+	for i := range n + 500 {
+		if a, b := x.Vector(uint64(i), nil), y.Vector(uint64(i), nil); !slices.Equal(a, b) {
+			t.Fatalf("vector %d: %v, want %v", i, b, a)
+		}
+	}
+	x.gmu.RLock()
+	y.gmu.RLock()
+	same := sameGraph(x.graph, y.graph)
+	y.gmu.RUnlock()
+	x.gmu.RUnlock()
+	if !same {
+		t.Fatal("the graph differs from the one that kept its vectors")
+	}
+	a, err := os.ReadFile(snapFile(t, x, SnapshotVersion))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(snapFile(t, y, SnapshotVersion))
+	if err != nil || !bytes.Equal(a, b) {
+		t.Fatalf("the snapshot differs (%v)", err)
+	}
+
+	y.Close()
+	if err := y.Unmap(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Stat(); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("the first adopted file after Unmap: %v, want it closed", err)
+	}
+
+	// Under HeapVectors the vectors stay where a restore would read them.
+	z := New(Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1})
+	defer z.Close()
+	for i, v := range vecs[:n] {
+		z.Add(key(i), v)
+	}
+	if _, freed := adopt(t, z); freed != 0 || !z.vecs.inHeap(0) {
+		t.Fatalf("freed %d bytes of a store under HeapVectors", freed)
+	}
+}
