@@ -427,49 +427,7 @@ func restoredLikeBuilt(t *testing.T, vecs [][]float32, n, dims int, o Options) {
 		}
 		z.WaitBuilt()
 	}
-	for _, q := range queries {
-		for _, k := range []int{1, 10, 50} {
-			if a, b := x.Search(q, k), y.Search(q, k); !slices.Equal(a, b) {
-				t.Fatalf("search for %d differs:\n%v\n%v", k, a, b)
-			}
-		}
-		ids := make([]uint64, 0, 1500)
-		for id := uint64(0); id < uint64(n+200); id += 2 {
-			ids = append(ids, id)
-		}
-		if a, b := x.SearchAmong(q, ids, 10), y.SearchAmong(q, ids, 10); !slices.Equal(a, b) {
-			t.Fatalf("SearchAmong differs:\n%v\n%v", a, b)
-		}
-	}
-	for i := range n + 200 {
-		id, _ := x.ID(key(i)) // a removed key's id is its place in the order
-		if _, ok := x.ID(key(i)); !ok {
-			id = uint64(i)
-		}
-		if a, b := x.Vector(id, nil), y.Vector(id, nil); !slices.Equal(a, b) {
-			t.Fatalf("vector %d: %v, want %v", i, b, a)
-		}
-		a, aok := x.Lookup(key(i))
-		if b, bok := y.Lookup(key(i)); aok != bok || !slices.Equal(a, b) {
-			t.Fatalf("Lookup of %d: %v %v, want %v %v", i, b, bok, a, aok)
-		}
-	}
-	x.gmu.RLock()
-	y.gmu.RLock()
-	same := sameGraph(x.graph, y.graph)
-	y.gmu.RUnlock()
-	x.gmu.RUnlock()
-	if !same {
-		t.Fatal("the restored index's graph differs from the one never restored")
-	}
-	a, err := os.ReadFile(snapFile(t, x, SnapshotVersion))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(snapFile(t, y, SnapshotVersion))
-	if err != nil || !bytes.Equal(a, b) {
-		t.Fatalf("the restored index's snapshot differs (%v)", err)
-	}
+	alike(t, x, y, queries, n+200)
 
 	// Nothing maps the float32 vectors (where /proc tells).
 	for _, r := range fileMappings(t, path) {
@@ -490,6 +448,56 @@ func restoredLikeBuilt(t *testing.T, vecs [][]float32, n, dims int, o Options) {
 	y.Close()
 	if err := y.Unmap(); err != nil || y.Len() != 0 {
 		t.Fatalf("Unmap: %v, %d keys", err, y.Len())
+	}
+}
+
+// alike checks that x and y, whose keys are key(0)..key(keys-1), answer
+// every query's searches (k 1, 10, 50; among every other id) alike, hold
+// the same vectors and graph, and write the same snapshot.
+func alike(t *testing.T, x, y *Index, queries [][]float32, keys int) {
+	t.Helper()
+	ids := make([]uint64, 0, keys/2+1)
+	for id := uint64(0); id < uint64(keys); id += 2 {
+		ids = append(ids, id)
+	}
+	for _, q := range queries {
+		for _, k := range []int{1, 10, 50} {
+			if a, b := x.Search(q, k), y.Search(q, k); !slices.Equal(a, b) {
+				t.Fatalf("search for %d differs:\n%v\n%v", k, a, b)
+			}
+		}
+		if a, b := x.SearchAmong(q, ids, 10), y.SearchAmong(q, ids, 10); !slices.Equal(a, b) {
+			t.Fatalf("SearchAmong differs:\n%v\n%v", a, b)
+		}
+	}
+	for i := range keys {
+		id, ok := x.ID(key(i))
+		if !ok {
+			id = uint64(i) // a removed key's id is its place in the order
+		}
+		if a, b := x.Vector(id, nil), y.Vector(id, nil); !slices.Equal(a, b) {
+			t.Fatalf("vector %d: %v, want %v", i, b, a)
+		}
+		a, aok := x.Lookup(key(i))
+		if b, bok := y.Lookup(key(i)); aok != bok || !slices.Equal(a, b) {
+			t.Fatalf("Lookup of %d: %v %v, want %v %v", i, b, bok, a, aok)
+		}
+	}
+	x.gmu.RLock()
+	y.gmu.RLock()
+	same := sameGraph(x.graph, y.graph)
+	y.gmu.RUnlock()
+	x.gmu.RUnlock()
+	if !same {
+		t.Fatal("the graphs differ")
+	}
+	a, err := os.ReadFile(snapFile(t, x, SnapshotVersion))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(snapFile(t, y, SnapshotVersion))
+	if err != nil || !bytes.Equal(a, b) {
+		t.Fatalf("the snapshots differ (%v)", err)
 	}
 }
 
@@ -662,41 +670,7 @@ func TestAdoptedFloatsLikeHeap(t *testing.T) {
 	if y.vecs.file == first {
 		t.Fatal("the second adoption kept the first file")
 	}
-	for _, q := range queries {
-		for _, k := range []int{1, 10, 50} {
-			if a, b := x.Search(q, k), y.Search(q, k); !slices.Equal(a, b) {
-				t.Fatalf("search for %d differs:\n%v\n%v", k, a, b)
-			}
-		}
-		ids := make([]uint64, 0, n)
-		for id := uint64(0); id < uint64(n+500); id += 2 {
-			ids = append(ids, id)
-		}
-		if a, b := x.SearchAmong(q, ids, 10), y.SearchAmong(q, ids, 10); !slices.Equal(a, b) {
-			t.Fatalf("SearchAmong differs:\n%v\n%v", a, b)
-		}
-	}
-	for i := range n + 500 {
-		if a, b := x.Vector(uint64(i), nil), y.Vector(uint64(i), nil); !slices.Equal(a, b) {
-			t.Fatalf("vector %d: %v, want %v", i, b, a)
-		}
-	}
-	x.gmu.RLock()
-	y.gmu.RLock()
-	same := sameGraph(x.graph, y.graph)
-	y.gmu.RUnlock()
-	x.gmu.RUnlock()
-	if !same {
-		t.Fatal("the graph differs from the one that kept its vectors")
-	}
-	a, err := os.ReadFile(snapFile(t, x, SnapshotVersion))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(snapFile(t, y, SnapshotVersion))
-	if err != nil || !bytes.Equal(a, b) {
-		t.Fatalf("the snapshot differs (%v)", err)
-	}
+	alike(t, x, y, queries, n+500)
 
 	y.Close()
 	if err := y.Unmap(); err != nil {
