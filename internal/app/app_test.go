@@ -92,6 +92,7 @@ func TestOpenSetsTheGCTarget(t *testing.T) {
 		cfg.DataDir = t.TempDir()
 		cfg.Evaluation.Mode = "off"
 		cfg.Server.GCPercent = percent
+		cfg.Server.GCHeadroom = "off" // gc_percent alone (the headroom: below)
 		a, err := Open(context.Background(), cfg, slog.New(slog.DiscardHandler), Options{})
 		if err != nil {
 			t.Fatal(err)
