@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
-	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -542,14 +541,10 @@ func TestVectorSnapshotAdoptsItsVectors(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	vec := func() []float32 {
 		v := make([]float32, dims)
-		var n float32
 		for i := range v {
 			v[i] = rng.Float32() - 0.5
-			n += v[i] * v[i]
 		}
-		for i := range v {
-			v[i] /= float32(math.Sqrt(float64(n)))
-		}
+		llm.Normalize(v)
 		return v
 	}
 	for i := range 1000 {

@@ -2,7 +2,6 @@ package vector
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -16,14 +15,10 @@ func TestRemove(t *testing.T) {
 	vecs := map[string][]float32{}
 	for i := range 200 {
 		v := make([]float32, 8)
-		var n float32
 		for j := range v {
 			v[j] = rng.Float32() - 0.5
-			n += v[j] * v[j]
 		}
-		for j := range v {
-			v[j] /= float32(math.Sqrt(float64(n)))
-		}
+		unit(v)
 		key := fmt.Sprint(i)
 		vecs[key] = v
 		x.Add(key, v)
