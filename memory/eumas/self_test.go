@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/recall"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -271,8 +272,7 @@ func TestEmbeddingInTheValueLog(t *testing.T) {
 			if err != nil {
 				return fmt.Errorf("%q: %w", key, err)
 			}
-			// An entry in the value log is the pointer's length whole.
-			if got := item.EstimatedSize() != item.KeySize()+item.ValueSize(); got != inLog {
+			if got := store.InValueLog(item); got != inLog {
 				t.Errorf("%q in the value log: %v, want %v", key[:2], got, inLog)
 			}
 		}

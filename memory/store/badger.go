@@ -389,16 +389,22 @@ func (i badgerItem) ValueCopy(dst []byte) ([]byte, error) {
 	return v, classifyBadger(err)
 }
 
-// loggedSize is the length of item's entry in the value log (header,
-// key, version, value and checksum), 0 when its value is not there: where
-// Badger keeps it, or where the in-memory backend counts it. For a value
-// in its value log, Badger's EstimatedSize is that entry's length, and
-// its ValueSize an estimate made from it: the two differ by the key and
+// InValueLog reports whether Badger keeps item's value in its value log.
+// For a value there, Badger's EstimatedSize is the length of its entry
+// in the log (header, key, version, value and checksum), and its
+// ValueSize an estimate made from it: the two differ by the key and
 // more, where for a value in the tree they differ by the key alone.
+func InValueLog(item *badger.Item) bool {
+	return item.EstimatedSize() != item.KeySize()+item.ValueSize()
+}
+
+// loggedSize is the length of item's entry in the value log, 0 when its
+// value is not there: where Badger keeps it (InValueLog), or where the
+// in-memory backend counts it.
 func loggedSize(item Item) int64 {
 	if b, ok := item.(badgerItem); ok {
-		if n := b.EstimatedSize(); n != b.KeySize()+b.ValueSize() {
-			return n
+		if InValueLog(b.Item) {
+			return b.EstimatedSize()
 		}
 		return 0
 	}

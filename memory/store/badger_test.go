@@ -223,8 +223,7 @@ func TestValueLogSpaces(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				// An entry in the value log is the pointer's length whole.
-				if got := item.EstimatedSize() != item.KeySize()+item.ValueSize(); got != inLog[k] {
+				if got := store.InValueLog(item); got != inLog[k] {
 					t.Errorf("%s in the value log: %v, want %v", k, got, inLog[k])
 				}
 			}
@@ -282,7 +281,7 @@ func TestStateDigestWhereverTheValueIs(t *testing.T) {
 	}
 	if err := s.DB().View(func(txn *badger.Txn) error {
 		item, err := txn.Get(key)
-		if err == nil && item.EstimatedSize() != item.KeySize()+item.ValueSize() {
+		if err == nil && store.InValueLog(item) {
 			t.Fatal("the rewritten value is in the value log")
 		}
 		return err
