@@ -34,7 +34,7 @@ func TestPercent(t *testing.T) {
 }
 
 // gogc reads the collector's target the runtime has.
-func gogc(t *testing.T) int {
+func gogc() int {
 	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
 	metrics.Read(s)
 	return int(s[0].Value.Uint64())
@@ -63,18 +63,18 @@ func TestHeadroomFollowsTheLiveHeap(t *testing.T) {
 	defer h.Stop()
 
 	live := make([]byte, 256<<20) // 256 MiB live (untouched: the heap counts it all the same): 16 MiB is 6%, below the floor
-	collectUntil(t, "target of 10", func() bool { return h.Target() == memlimit.MinPercent && gogc(t) == memlimit.MinPercent })
+	collectUntil(t, "target of 10", func() bool { return h.Target() == memlimit.MinPercent && gogc() == memlimit.MinPercent })
 	runtime.KeepAlive(live)
 
 	live = make([]byte, 64<<20) // 64 MiB and the test's own: 16 MiB is under 25%
 	collectUntil(t, "target between 10 and 25", func() bool {
 		p := h.Target()
-		return p > memlimit.MinPercent && p <= 25 && gogc(t) == p
+		return p > memlimit.MinPercent && p <= 25 && gogc() == p
 	})
 	runtime.KeepAlive(live)
 
 	live = nil
-	collectUntil(t, "gc_percent again", func() bool { return h.Target() == percent && gogc(t) == percent })
+	collectUntil(t, "gc_percent again", func() bool { return h.Target() == percent && gogc() == percent })
 
 	h.Stop()
 	debug.SetGCPercent(50) // someone else's target now
@@ -83,7 +83,7 @@ func TestHeadroomFollowsTheLiveHeap(t *testing.T) {
 		runtime.GC()
 	}
 	runtime.KeepAlive(big)
-	if got := gogc(t); got != 50 {
+	if got := gogc(); got != 50 {
 		t.Fatalf("a stopped headroom set the target to %d", got)
 	}
 }
