@@ -338,6 +338,11 @@ type Recall struct {
 	// CoAccessPartners is how many co-access partners of each hit are
 	// pulled in after the hits, within the remaining budget (0 = off).
 	CoAccessPartners int `yaml:"coaccess_partners"`
+	// CoAccessFlush is how long the recalls' co-access strengthening waits
+	// in memory (read back into every recall meanwhile) before one write
+	// of each list it changed; a crash loses at most that much learning.
+	// 0 writes each recall's with its trace.
+	CoAccessFlush Duration `yaml:"coaccess_flush"`
 	// Dedup makes inserts of near-duplicates reinforce the existing memory.
 	Dedup bool `yaml:"dedup"`
 	// SimilarNeighbors is how many strong neighbours a new memory is
@@ -700,6 +705,7 @@ func Default() Config {
 			BM25B:              0.3,
 			CoAccessRate:       0.05,
 			CoAccessPartners:   2,
+			CoAccessFlush:      Duration(5 * time.Second),
 			Dedup:              true,
 			SimilarNeighbors:   3,
 			QueryLog:           true,
@@ -1010,6 +1016,9 @@ func (c *Config) validateRecall(v *validation) {
 	nonNeg("recall.bm25_k1", c.Recall.BM25K1)
 	unit("recall.bm25_b", c.Recall.BM25B)
 	unit("recall.coaccess_rate", c.Recall.CoAccessRate)
+	if c.Recall.CoAccessFlush < 0 || c.Recall.CoAccessFlush.D() > time.Minute {
+		bad("recall.coaccess_flush", "must be within 0..1m, got %s", c.Recall.CoAccessFlush)
+	}
 	if c.Recall.CoAccessPartners < 0 {
 		bad("recall.coaccess_partners", "must not be negative, got %d", c.Recall.CoAccessPartners)
 	}

@@ -176,6 +176,8 @@ var _ transfer.Env = transferEnv{}
 
 func (transferEnv) ValidateSonaName(name string) error { return chain.ValidateSonaName(name) }
 
+func (e transferEnv) Flush(ctx context.Context) error { return e.s.Assoc.Flush(ctx) }
+
 func (e transferEnv) PutSona(tx store.Tx, rec *messages.Sona, name []float32, backbone bool) error {
 	if ok, err := tx.Has(chain.SonaKey(rec.Uuid)); err != nil {
 		return err

@@ -86,6 +86,7 @@ func (e forgetEnv) Parts() []forget.Part {
 			if err != nil {
 				return err
 			}
+			s.Assoc.Forgotten(b.CIDs())
 			return assoc.Forget(tx, b.CIDs(), agents, b.IsGone)
 		},
 		func(tx store.Tx, b *forget.Batch) error {

@@ -211,6 +211,9 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	})
 	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
 	s.Assoc = assoc.NewGraph(st, max(1, o.Config.Store.MemoryCache/4))
+	if every := o.Config.Recall.CoAccessFlush.D(); every > 0 {
+		s.Assoc.Buffer(st, assoc.BufferOptions{Every: every, Clock: o.Clock, Logger: o.Logger})
+	}
 	s.Consensus = consensus.NewLedger(st, consensusEnv{s}, o.Config, o.Clock)
 	s.Tiers = tiers.NewStore(st, tierEnv{s}, tiers.Options{Tiers: o.Config.Tiers, Thresholds: o.Config.Threshold, Clock: o.Clock})
 	evo := eumas.Options{ImportanceSeed: o.Config.Evaluation.ImportanceSeed, Clock: o.Clock}
@@ -273,8 +276,12 @@ func (s *Self) close(snapshot bool) error {
 	s.Text.Stop()
 	s.index.Close()
 	// What was submitted before Close commits, and the full-text index
-	// takes it, before the store closes.
+	// takes it, before the store closes; then the co-access learning that
+	// waits in memory.
 	s.store.Barrier(context.Background())
+	if err := s.Assoc.Close(context.Background()); err != nil {
+		s.log.Warn("co-access: the buffered strengthening was not written at close", "err", err)
+	}
 	if snapshot {
 		if err := s.SnapshotVectors(); err != nil {
 			s.log.Warn("vector index: snapshot at close failed", "err", err)

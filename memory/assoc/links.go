@@ -387,6 +387,7 @@ func Strengthen(agent string, together []cid.Cid, rate float64, now int64) store
 type Graph struct {
 	v     store.Viewer
 	cache *store.Cache[*cachedLinks]
+	buf   *buffer // the co-access strengthening not yet written (Buffer)
 }
 
 // cachedLinks is a list as committed, decoded on first use.
@@ -429,14 +430,23 @@ func (g *Graph) committed(e store.Event) {
 }
 
 // In reads the link list under key in r (nil when there is none),
-// strongest first, through the cache. The result is shared: do not
-// modify it.
+// strongest first, through the cache; a view's co-access list has the
+// buffered strengthening in it (Buffer), an operation's is as stored.
+// The result is shared: do not modify it.
 func (g *Graph) In(r store.Reader, key []byte) ([]Link, error) {
-	if g.cache == nil {
-		return Read(r, key)
-	}
 	if _, op := r.(store.Tx); op {
 		return Read(r, key) // an operation sees its batch's writes
+	}
+	links, err := g.in(r, key)
+	if err == nil && g.buf != nil && bytes.HasPrefix(key, KeyCoAccess) {
+		links = g.buf.merged(key, links)
+	}
+	return links, err
+}
+
+func (g *Graph) in(r store.Reader, key []byte) ([]Link, error) {
+	if g.cache == nil {
+		return Read(r, key)
 	}
 	k := string(key)
 	if c, ok := g.cache.In(k, r); ok {

@@ -90,16 +90,23 @@ type Env struct {
 	Links Links
 }
 
-// Links reads the link list under key in r (assoc.Graph.In). The result
-// is shared: do not modify it.
+// Links reads the link list under key in r (assoc.Graph.In; the result
+// is shared: do not modify it) and makes the op of a trace that
+// strengthens co-access (assoc.Graph.Strengthen).
 type Links interface {
 	In(r store.Reader, key []byte) ([]assoc.Link, error)
+	Strengthen(agent string, together []cid.Cid, rate float64, now int64) store.Op
 }
 
-// uncachedLinks reads every list from the store.
+// uncachedLinks reads every list from the store and writes every
+// strengthening with its trace.
 type uncachedLinks struct{}
 
 func (uncachedLinks) In(r store.Reader, key []byte) ([]assoc.Link, error) { return assoc.Read(r, key) }
+
+func (uncachedLinks) Strengthen(agent string, together []cid.Cid, rate float64, now int64) store.Op {
+	return assoc.Strengthen(agent, together, rate, now)
+}
 
 // Options configure recall.
 type Options struct {

@@ -471,7 +471,7 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 	if !q.Peek {
 		tr = append(tr, s.touchOp(out))
 		if len(hits) > 1 && rc.CoAccessRate > 0 {
-			tr = append(tr, assoc.Strengthen(q.AgentID, hits, rc.CoAccessRate, s.clock.Now().Unix()))
+			tr = append(tr, s.links.Strengthen(q.AgentID, hits, rc.CoAccessRate, s.clock.Now().Unix()))
 		}
 		if rc.QueryLog {
 			tr = append(tr, s.queryLogOp(q, out))

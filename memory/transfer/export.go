@@ -65,11 +65,15 @@ type exportChain struct {
 // of other sonas' chains that their memories' edges reach (transitively),
 // so the export imports on its own. The snapshot is taken once every
 // write submitted before the call is durable: an export holds what the
-// caller's earlier requests did, the traces they left included. (The
+// caller's earlier requests did, the traces they left included (and the
+// co-access learning the self keeps in memory: Env.Flush). (The
 // wait is for writes already queued, a group commit or two: ctx bounds the
 // export, not it.)
 func (t *Transfer) Export(ctx context.Context, sona string, w ExportWriter) error {
 	if err := t.store.Barrier(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	if err := t.env.Flush(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	return t.store.View(func(txn store.Reader) error {

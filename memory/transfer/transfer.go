@@ -69,6 +69,10 @@ type Env interface {
 	// Prepare checks memory m (CID c, encoded as block) with its
 	// embedding and metadata as an append's item.
 	Prepare(m *model.Memory, c cid.Cid, block []byte, vec []float32, meta *messages.MemoryMeta) (*model.Prepared, error)
+	// Flush writes what the self learned and keeps in memory for a while
+	// (the recalls' co-access strengthening), and waits until it is
+	// durable.
+	Flush(ctx context.Context) error
 }
 
 // Entry is one ACT of a sona's chain.

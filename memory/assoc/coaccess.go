@@ -1,0 +1,399 @@
+package assoc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
+)
+
+// The co-access buffer: a recall strengthens the co-access of its hits
+// (Strengthen: each hit's list of partners rewritten, ten lists of up to
+// 2 KB for ten hits), and every recall did so in a write of its own —
+// read from Badger in the committer, decoded, re-encoded, written, then
+// flushed and compacted: a fifth of a recall's CPU on a store whose lists
+// exist. Buffered (Graph.Buffer), a recall's strengthening is kept in
+// memory as how much of each pair's distance to 1 is left
+// ((1 − w) ← (1 − w)·(1 − rate) composes: n recalls multiply it n
+// times), read back into every list the Graph gives (In), and written
+// at most every Options.Every, one rewrite of each list for all the
+// recalls that strengthened it since.
+//
+// What is lost to a crash is at most that much learning: no one waits
+// for it (recall's Trace is deferred), and it is not an acknowledged
+// memory.
+
+// BufferOptions configure the co-access buffer.
+type BufferOptions struct {
+	// Every is how long the strengthening waits in memory before it is
+	// written (recall.coaccess_flush).
+	Every time.Duration
+	// MaxLists is how many lists may wait; past it they are written at
+	// once. 0: 8192.
+	MaxLists int
+	Clock    clock.Clock
+	Logger   *slog.Logger
+}
+
+// buffer holds the strengthening not yet written (see above).
+type buffer struct {
+	c     store.Committer
+	every time.Duration
+	max   int
+	clock clock.Clock
+	log   *slog.Logger
+
+	mu sync.Mutex
+	// pending is what the recalls strengthened since the flush in
+	// flight took its lists, by h/ key.
+	pending map[string]*pendingList
+	// flushing is what the flush in flight writes, until it commits; it
+	// stays, to be written again, when the flush fails. Only the
+	// committer changes it (the flush, a forgetting), under mu.
+	flushing *flushBatch
+	busy     bool          // a flush is submitted
+	settled  chan struct{} // closed when the flush in flight ends
+	failed   error         // the last flush's error
+	timer    clock.Timer   // armed while pending waits
+	closed   bool
+	// gone are the memories forgotten lately (with when): a recall that
+	// read them before the forgetting does not strengthen them after it.
+	gone map[cid.Cid]time.Time
+}
+
+// pendingList is the strengthening of one memory's list for one agent.
+type pendingList struct {
+	of cid.Cid // the memory whose list it is
+	ds []delta
+}
+
+type flushBatch struct{ lists map[string]*pendingList }
+
+type delta struct {
+	to   cid.Cid
+	keep float64 // what is left of 1 − w: the product of each recall's 1 − rate
+	at   int64   // the latest strengthening, Unix seconds
+}
+
+// maxDeltas bounds a list's pending partners: past it the least
+// strengthened go (a written list keeps MaxLinks).
+const maxDeltas = 2 * MaxLinks
+
+// goneFor is how long a forgotten memory is kept from the buffer: longer
+// than any recall takes between reading it and leaving its trace.
+const goneFor = time.Minute
+
+// maxFlushLists bounds one flush's transaction (a list is up to 2 KB).
+const maxFlushLists = 2048
+
+// Buffer has g keep the recalls' co-access strengthening in memory and
+// write it through c (see above). Call it before the store's first
+// write, and Close before the store closes.
+func (g *Graph) Buffer(c store.Committer, o BufferOptions) {
+	b := &buffer{c: c, every: o.Every, max: o.MaxLists, clock: clock.Or(o.Clock), log: o.Logger,
+		pending: map[string]*pendingList{}, gone: map[cid.Cid]time.Time{}}
+	if b.max <= 0 {
+		b.max = 8192
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	g.buf = b
+}
+
+// Strengthen is the op that strengthens the co-access of the memories
+// returned together, for agent: the package's Strengthen, or — buffered —
+// an op that writes nothing and hands the strengthening to the buffer
+// once the batch it shares commits.
+func (g *Graph) Strengthen(agent string, together []cid.Cid, rate float64, now int64) store.Op {
+	if g.buf == nil {
+		return Strengthen(agent, together, rate, now)
+	}
+	together = slices.Clone(together)
+	return func(tx store.Tx) error {
+		tx.OnCommit(func() { g.buf.add(agent, together, 1-rate, now) })
+		return nil
+	}
+}
+
+// Flush writes the strengthening buffered so far and waits until it is
+// durable (an export's, a close's).
+func (g *Graph) Flush(ctx context.Context) error {
+	if g.buf == nil {
+		return nil
+	}
+	return g.buf.flush(ctx)
+}
+
+// Close writes what is buffered and stops the buffer's timer.
+func (g *Graph) Close(ctx context.Context) error {
+	if g.buf == nil {
+		return nil
+	}
+	err := g.buf.flush(ctx)
+	b := g.buf
+	b.mu.Lock()
+	b.closed = true
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	b.mu.Unlock()
+	return err
+}
+
+// Forgotten drops what is buffered for or toward the memories gone, and
+// keeps them from the buffer for a while. It is forgetting's, called in
+// its transaction: that may run again or fail, and dropping learning
+// about memories that are then kept loses nothing that matters.
+func (g *Graph) Forgotten(gone []cid.Cid) {
+	if g.buf == nil || len(gone) == 0 {
+		return
+	}
+	b := g.buf
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	for c, at := range b.gone {
+		if now.Sub(at) > goneFor {
+			delete(b.gone, c)
+		}
+	}
+	for _, c := range gone {
+		b.gone[c] = now
+	}
+	b.without(b.pending)
+	if b.flushing != nil {
+		b.without(b.flushing.lists)
+	}
+}
+
+// without takes out of lists (in place) the lists of the memories gone
+// and the strengthening toward them.
+func (b *buffer) without(lists map[string]*pendingList) {
+	for k, pl := range lists {
+		if _, ok := b.gone[pl.of]; ok {
+			delete(lists, k)
+			continue
+		}
+		if pl.ds = slices.DeleteFunc(pl.ds, b.isGone); len(pl.ds) == 0 {
+			delete(lists, k)
+		}
+	}
+}
+
+func (b *buffer) isGone(d delta) bool {
+	_, ok := b.gone[d.to]
+	return ok
+}
+
+// add records that together were returned together (keep: 1 − rate).
+func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, a := range together {
+		if _, ok := b.gone[a]; ok {
+			continue
+		}
+		key := string(CoAccessKey(agent, a))
+		pl := b.pending[key]
+		if pl == nil {
+			pl = &pendingList{of: a}
+			b.pending[key] = pl
+		}
+		for _, t := range together {
+			if _, ok := b.gone[t]; ok || t == a {
+				continue
+			}
+			i := slices.IndexFunc(pl.ds, func(d delta) bool { return d.to == t })
+			if i < 0 {
+				pl.ds = append(pl.ds, delta{to: t, keep: 1})
+				i = len(pl.ds) - 1
+			}
+			pl.ds[i].keep *= keep
+			pl.ds[i].at = max(pl.ds[i].at, now)
+		}
+		if len(pl.ds) > maxDeltas {
+			slices.SortFunc(pl.ds, func(x, y delta) int { return cmp.Compare(x.keep, y.keep) })
+			pl.ds = pl.ds[:maxDeltas]
+		}
+	}
+	b.scheduleLocked()
+}
+
+// scheduleLocked arms the timer for what waits, or has it written now
+// when too much does.
+func (b *buffer) scheduleLocked() {
+	if b.busy || b.closed || len(b.pending) == 0 && b.flushing == nil {
+		return
+	}
+	if len(b.pending) >= b.max {
+		go b.kick()
+		return
+	}
+	if b.timer == nil {
+		b.timer = b.clock.AfterFunc(b.every, func() {
+			b.mu.Lock()
+			b.timer = nil
+			b.mu.Unlock()
+			b.kick()
+		})
+	}
+}
+
+// kick submits a flush unless one is in flight or nothing waits; it
+// returns the channel closed when the flush in flight ends (nil: none).
+func (b *buffer) kick() chan struct{} {
+	b.mu.Lock()
+	if b.busy {
+		ch := b.settled
+		b.mu.Unlock()
+		return ch
+	}
+	if len(b.pending) == 0 && b.flushing == nil {
+		b.mu.Unlock()
+		return nil
+	}
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	b.busy = true
+	ch := make(chan struct{})
+	b.settled = ch
+	b.mu.Unlock()
+	// Not under mu: the committer takes it (add, in a commit's hook).
+	p := b.c.Submit(b.flushOp)
+	go func() {
+		<-p.Done()
+		err := p.Err()
+		b.mu.Lock()
+		b.busy = false
+		b.failed = err
+		if err != nil && !errors.Is(err, base.ErrClosed) {
+			b.log.Warn("co-access: writing the buffered strengthening failed; it is tried again", "err", err)
+		}
+		b.scheduleLocked()
+		b.mu.Unlock()
+		close(ch)
+	}()
+	return ch
+}
+
+// flush writes until nothing is buffered, or a flush fails.
+func (b *buffer) flush(ctx context.Context) error {
+	for {
+		ch := b.kick()
+		if ch == nil {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		b.mu.Lock()
+		err := b.failed
+		b.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// flushOp writes the lists flushing holds, taking up to maxFlushLists of
+// pending's first when it holds none. It may run again (a batch split):
+// it writes flushing again, which its commit then empties.
+func (b *buffer) flushOp(tx store.Tx) error {
+	b.mu.Lock()
+	if b.flushing == nil {
+		b.flushing = &flushBatch{lists: make(map[string]*pendingList, min(len(b.pending), maxFlushLists))}
+		for k, pl := range b.pending {
+			if len(b.flushing.lists) == maxFlushLists {
+				break
+			}
+			b.flushing.lists[k] = pl
+			delete(b.pending, k)
+		}
+	}
+	batch := b.flushing
+	keys := make([]string, 0, len(batch.lists))
+	for k := range batch.lists {
+		keys = append(keys, k)
+	}
+	b.mu.Unlock()
+	slices.Sort(keys)
+	for _, k := range keys {
+		err := Update(tx, []byte(k), 0, func(l *List) {
+			for _, d := range batch.lists[k].ds {
+				e := l.Get(d.to)
+				e.Type = CoAccess
+				e.Strength = 1 - (1-e.Strength)*d.keep
+				e.UpdatedAt = d.at
+			}
+		})
+		if errors.Is(err, base.ErrCorrupt) {
+			b.log.Warn("co-access: a damaged list is not strengthened", "key", k, "err", err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	tx.OnCommit(func() {
+		b.mu.Lock()
+		if b.flushing == batch {
+			b.flushing = nil
+		}
+		b.mu.Unlock()
+	})
+	return nil
+}
+
+// merged returns links, the list under key as stored, with the buffered
+// strengthening of key applied (links itself when there is none).
+func (b *buffer) merged(key []byte, links []Link) []Link {
+	b.mu.Lock()
+	var f *pendingList
+	if b.flushing != nil {
+		f = b.flushing.lists[string(key)]
+	}
+	p := b.pending[string(key)]
+	if f == nil && p == nil {
+		b.mu.Unlock()
+		return links
+	}
+	var ds []delta
+	for _, pl := range [...]*pendingList{f, p} {
+		if pl != nil {
+			ds = append(ds, pl.ds...)
+		}
+	}
+	b.mu.Unlock()
+	out := append(make([]Link, 0, len(links)+len(ds)), links...)
+	for _, d := range ds {
+		i := slices.IndexFunc(out, func(l Link) bool { return l.Target == d.to })
+		if i < 0 {
+			out = append(out, Link{Target: d.to, Type: CoAccess})
+			i = len(out) - 1
+		}
+		out[i].Strength = 1 - (1-out[i].Strength)*d.keep
+	}
+	slices.SortFunc(out, func(x, y Link) int {
+		if c := cmp.Compare(y.Strength, x.Strength); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Target.KeyString(), y.Target.KeyString()) // the bytes' order, as Update's
+	})
+	return out[:min(len(out), MaxLinks)]
+}
