@@ -12,7 +12,9 @@
 //
 // Writers: the append contributes a memory's links with Append (which
 // writes them with Put and feeds the sona's d/ distribution); recall
-// strengthens co-access with Strengthen (w ← w + rate·(1 − w)); living
+// strengthens co-access with Graph.Strengthen (w ← w + rate·(1 − w)),
+// which a buffered Graph (Buffer) keeps in memory, reads back into every
+// list it gives and writes in batches (coaccess.go); living
 // memory prunes a/ lists with Update; import writes whole lists. Readers
 // go through Graph (Self.Assoc), whose cache of decoded lists the commit
 // events keep current (recall reads its hits' and seeds' lists with

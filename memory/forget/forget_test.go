@@ -169,6 +169,12 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 	if err := s.Store().Update(ctx, meta.Touch(used, make([]string, len(used)), nil)); err != nil {
 		t.Fatal(err)
 	}
+	// Recalled together with two kept memories: the co-access learning,
+	// in memory until it is written (recall.coaccess_flush), loses them.
+	together := append(slices.Clone(used), fs.kept[0], fs.kept[1])
+	if err := s.Store().Update(ctx, s.Assoc.Strengthen("agent", together, 0.05, 1)); err != nil {
+		t.Fatal(err)
+	}
 	rep, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{CIDs: []cid.Cid{fs.doomed}}, Reason: "user asked", By: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -201,6 +207,9 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 			if err != nil || len(links) > 0 {
 				t.Fatalf("associations of %s survived: %v %v", c, links, err)
 			}
+			if co, err := s.Assoc.CoAccess("agent", c); err != nil || len(co) > 0 {
+				t.Fatalf("co-access partners of %s survived: %v %v", c, co, err)
+			}
 			if err := s.Store().View(func(r store.Reader) error {
 				if has, err := r.Has(meta.HotKey(c)); err != nil || has {
 					return fmt.Errorf("the hot state of %s survived (%v)", c, err)
@@ -218,10 +227,17 @@ func TestForgetExcisesAMemoryAndWhatRestatedIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, l := range links {
+			co, err := s.Assoc.CoAccess("agent", c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range append(links, co...) {
 				if l.Target == fs.doomed || l.Target == fs.merge || l.Target == fs.insight {
-					t.Fatalf("kept memory %s still links to forgotten %s", c, l.Target)
+					t.Fatalf("kept memory %s still links to forgotten %s (%s)", c, l.Target, l.Type)
 				}
+			}
+			if (c == fs.kept[0] || c == fs.kept[1]) && len(co) != 1 {
+				t.Fatalf("kept memory %s's co-access partners %v, want the other kept one", c, co)
 			}
 		}
 		// The chain keeps the CIDs; every ACT verifies; the walk finds

@@ -1,0 +1,246 @@
+package assoc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/assoc"
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
+)
+
+// buffered is a store whose graph buffers co-access, and the number of
+// co-access lists its commits wrote.
+type buffered struct {
+	s      *store.Store
+	g      *assoc.Graph
+	writes *atomic.Int64
+}
+
+func openBuffered(t *testing.T, o assoc.BufferOptions, so store.Options) buffered {
+	t.Helper()
+	s, err := store.OpenMemory(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	b := buffered{s: s, g: assoc.NewGraph(s, 64), writes: new(atomic.Int64)}
+	s.Subscribe(func(e store.Event) {
+		for _, k := range e.Keys {
+			if strings.HasPrefix(k, string(assoc.KeyCoAccess)) {
+				b.writes.Add(1)
+			}
+		}
+	})
+	b.g.Buffer(s, o)
+	return b
+}
+
+func (b buffered) strengthen(t *testing.T, agent string, together []cid.Cid, now int64) {
+	t.Helper()
+	if err := b.s.Update(context.Background(), b.g.Strengthen(agent, together, 0.05, now)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stored reads c's co-access list for agent as the store holds it.
+func stored(t *testing.T, s *store.Store, agent string, c cid.Cid) []assoc.Link {
+	t.Helper()
+	var out []assoc.Link
+	if err := s.View(func(r store.Reader) error {
+		var err error
+		out, err = assoc.Read(r, assoc.CoAccessKey(agent, c))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameLinks(got, want []assoc.Link) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i].Target != want[i].Target || got[i].Type != want[i].Type || math.Abs(got[i].Strength-want[i].Strength) > 1e-12 {
+			return fmt.Errorf("%v, want %v", got, want)
+		}
+	}
+	return nil
+}
+
+func TestBufferedCoAccessIsReadBackThenWrittenOnce(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openBuffered(t, assoc.BufferOptions{Every: 5 * time.Second, Clock: clk}, store.OptionsOf(config.Default().Store))
+	direct := openStore(t) // each recall's strengthening written with it
+	dg := assoc.NewGraph(direct, 64)
+	a, bb, c, d := cidOf(t, "a"), cidOf(t, "b"), cidOf(t, "c"), cidOf(t, "d")
+	recalls := [][]cid.Cid{{a, bb, c}, {a, bb}, {bb, c, d}, {a, bb}, {d, a}}
+	for i, together := range recalls {
+		b.strengthen(t, "agent", together, int64(100+i))
+		if err := direct.Update(context.Background(), assoc.Strengthen("agent", together, 0.05, int64(100+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.strengthen(t, "other", []cid.Cid{a, d}, 200)
+
+	for _, x := range []cid.Cid{a, bb, c, d} {
+		got, err := b.g.CoAccess("agent", x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := dg.CoAccess("agent", x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameLinks(got, want); err != nil {
+			t.Errorf("%s's partners before the write: %v", x, err)
+		}
+	}
+	if n := b.writes.Load(); n != 0 {
+		t.Fatalf("%d co-access lists written before the interval, want none", n)
+	}
+
+	clk.Advance(5 * time.Second)
+	if err := b.s.Barrier(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.writes.Load(); n != 6 {
+		t.Fatalf("%d co-access lists written, want 6: each list once (a, b, c, d; a and d for the other agent)", n)
+	}
+	for _, x := range []cid.Cid{a, bb, c, d} {
+		if err := sameLinks(stored(t, b.s, "agent", x), stored(t, direct, "agent", x)); err != nil {
+			t.Errorf("%s's stored partners: %v", x, err)
+		}
+		got, _ := b.g.CoAccess("agent", x)
+		if err := sameLinks(got, stored(t, direct, "agent", x)); err != nil {
+			t.Errorf("%s's partners after the write: %v (not applied twice)", x, err)
+		}
+	}
+	if got := stored(t, b.s, "other", a); len(got) != 1 || got[0].Target != d {
+		t.Errorf("the other agent's partners of a: %v, want d alone", got)
+	}
+}
+
+func TestBufferedCoAccessForgetsTheForgotten(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openBuffered(t, assoc.BufferOptions{Every: time.Minute, Clock: clk}, store.OptionsOf(config.Default().Store))
+	a, gone, c := cidOf(t, "a"), cidOf(t, "gone"), cidOf(t, "c")
+	b.strengthen(t, "agent", []cid.Cid{a, gone, c}, 100)
+	if err := b.g.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.strengthen(t, "agent", []cid.Cid{a, gone}, 101) // buffered when the forgetting comes
+	err := b.s.Update(context.Background(), func(tx store.Tx) error {
+		b.g.Forgotten([]cid.Cid{gone})
+		return assoc.Forget(tx, []cid.Cid{gone}, []string{"agent"}, func(x cid.Cid) bool { return x == gone })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.strengthen(t, "agent", []cid.Cid{a, gone, c}, 102) // a recall that read it before
+
+	check := func(when string, read func(cid.Cid) []assoc.Link) {
+		t.Helper()
+		if got := read(gone); len(got) != 0 {
+			t.Errorf("%s: the forgotten memory's partners %v, want none", when, got)
+		}
+		for _, x := range []cid.Cid{a, c} {
+			for _, l := range read(x) {
+				if l.Target == gone {
+					t.Errorf("%s: %s still partners the forgotten memory: %v", when, x, read(x))
+				}
+			}
+		}
+		if got := read(a); len(got) != 1 || got[0].Target != c {
+			t.Errorf("%s: a's partners %v, want c", when, got)
+		}
+	}
+	check("buffered", func(x cid.Cid) []assoc.Link {
+		got, err := b.g.CoAccess("agent", x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	})
+	if err := b.g.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	check("written", func(x cid.Cid) []assoc.Link { return stored(t, b.s, "agent", x) })
+}
+
+func TestBufferedCoAccessIsWrittenAgainAfterAFailure(t *testing.T) {
+	var full atomic.Bool
+	so := store.OptionsOf(config.Default().Store)
+	so.FreeSpace = func() (uint64, error) {
+		if full.Load() {
+			return 0, nil
+		}
+		return 1 << 40, nil
+	}
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openBuffered(t, assoc.BufferOptions{Every: time.Minute, Clock: clk}, so)
+	a, c := cidOf(t, "a"), cidOf(t, "c")
+	b.strengthen(t, "agent", []cid.Cid{a, c}, 100)
+	full.Store(true)
+	if err := b.g.Flush(context.Background()); !errors.Is(err, base.ErrDiskFull) {
+		t.Fatalf("a flush on a full disk: %v, want ErrDiskFull", err)
+	}
+	b.strengthen(t, "agent", []cid.Cid{a, c}, 101)
+	if got, _ := b.g.CoAccess("agent", a); len(got) != 1 || math.Abs(got[0].Strength-(1-0.95*0.95)) > 1e-12 {
+		t.Fatalf("a's partners after the failed write: %v, want c at %v (both recalls)", got, 1-0.95*0.95)
+	}
+	full.Store(false)
+	if err := b.g.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(t, b.s, "agent", a); len(got) != 1 || math.Abs(got[0].Strength-(1-0.95*0.95)) > 1e-12 {
+		t.Fatalf("a's stored partners: %v, want c at %v", got, 1-0.95*0.95)
+	}
+}
+
+func TestBufferedCoAccessPastMaxListsIsWrittenAtOnce(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openBuffered(t, assoc.BufferOptions{Every: time.Hour, MaxLists: 2, Clock: clk}, store.OptionsOf(config.Default().Store))
+	a, c := cidOf(t, "a"), cidOf(t, "c")
+	b.strengthen(t, "agent", []cid.Cid{a, c}, 100)
+	for deadline := time.Now().Add(10 * time.Second); len(stored(t, b.s, "agent", a)) == 0 || len(stored(t, b.s, "agent", c)) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("two lists waiting, at most two allowed: not written without the clock moving")
+		}
+		if err := b.s.Barrier(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestClosingTheGraphWritesEveryBufferedList(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openBuffered(t, assoc.BufferOptions{Every: time.Hour, MaxLists: 1 << 20, Clock: clk}, store.OptionsOf(config.Default().Store))
+	const pairs = 1100 // more lists than one flush writes
+	for i := range pairs {
+		b.strengthen(t, "agent", []cid.Cid{cidOf(t, fmt.Sprint("x", i)), cidOf(t, fmt.Sprint("y", i))}, 100)
+	}
+	if err := b.g.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := b.s.View(func(r store.Reader) error {
+		return store.Scan(r, assoc.KeyCoAccess, func(k, v []byte) error { n++; return nil })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2*pairs {
+		t.Fatalf("%d co-access lists stored after Close, want %d", n, 2*pairs)
+	}
+}
