@@ -21,12 +21,12 @@ import (
 // (Strengthen: each hit's list of partners rewritten, ten lists of up to
 // 2 KB for ten hits), and every recall did so in a write of its own —
 // read from Badger in the committer, decoded, re-encoded, written, then
-// flushed and compacted: a fifth of a recall's CPU on a store whose lists
+// flushed and compacted: a quarter of a recall's CPU on a store whose lists
 // exist. Buffered (Graph.Buffer), a recall's strengthening is kept in
 // memory as how much of each pair's distance to 1 is left
 // ((1 − w) ← (1 − w)·(1 − rate) composes: n recalls multiply it n
 // times), read back into every list the Graph gives (In), and written
-// at most every Options.Every, one rewrite of each list for all the
+// every BufferOptions.Every, one rewrite of each list for all the
 // recalls that strengthened it since.
 //
 // What is lost to a crash is at most that much learning: no one waits
@@ -61,10 +61,8 @@ type buffer struct {
 	// stays, to be written again, when the flush fails. Only the
 	// committer changes it (the flush, a forgetting), under mu.
 	flushing *flushBatch
-	busy     bool          // a flush is submitted
-	settled  chan struct{} // closed when the flush in flight ends
-	failed   error         // the last flush's error
-	timer    clock.Timer   // armed while pending waits
+	inFlight *flushDone  // the flush submitted, nil when none
+	timer    clock.Timer // armed while pending waits
 	closed   bool
 	// gone are the memories forgotten lately (with when): a recall that
 	// read them before the forgetting does not strengthen them after it.
@@ -78,6 +76,13 @@ type pendingList struct {
 }
 
 type flushBatch struct{ lists map[string]*pendingList }
+
+// flushDone is a submitted flush: done is closed once it has ended, err
+// set before.
+type flushDone struct {
+	done chan struct{}
+	err  error
+}
 
 type delta struct {
 	to   cid.Cid
@@ -234,7 +239,7 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 // scheduleLocked arms the timer for what waits, or has it written now
 // when too much does.
 func (b *buffer) scheduleLocked() {
-	if b.busy || b.closed || len(b.pending) == 0 && b.flushing == nil {
+	if b.inFlight != nil || b.closed || len(b.pending) == 0 && b.flushing == nil {
 		return
 	}
 	if len(b.pending) >= b.max {
@@ -252,13 +257,12 @@ func (b *buffer) scheduleLocked() {
 }
 
 // kick submits a flush unless one is in flight or nothing waits; it
-// returns the channel closed when the flush in flight ends (nil: none).
-func (b *buffer) kick() chan struct{} {
+// returns the flush in flight (nil: none).
+func (b *buffer) kick() *flushDone {
 	b.mu.Lock()
-	if b.busy {
-		ch := b.settled
+	if f := b.inFlight; f != nil {
 		b.mu.Unlock()
-		return ch
+		return f
 	}
 	if len(b.pending) == 0 && b.flushing == nil {
 		b.mu.Unlock()
@@ -268,47 +272,49 @@ func (b *buffer) kick() chan struct{} {
 		b.timer.Stop()
 		b.timer = nil
 	}
-	b.busy = true
-	ch := make(chan struct{})
-	b.settled = ch
+	f := &flushDone{done: make(chan struct{})}
+	b.inFlight = f
 	b.mu.Unlock()
 	// Not under mu: the committer takes it (add, in a commit's hook).
 	p := b.c.Submit(b.flushOp)
 	go func() {
 		<-p.Done()
-		err := p.Err()
-		b.mu.Lock()
-		b.busy = false
-		b.failed = err
-		if err != nil && !errors.Is(err, base.ErrClosed) {
-			b.log.Warn("co-access: writing the buffered strengthening failed; it is tried again", "err", err)
+		f.err = p.Err()
+		if f.err != nil && !errors.Is(f.err, base.ErrClosed) {
+			b.log.Warn("co-access: writing the buffered strengthening failed; it is tried again", "err", f.err)
 		}
+		b.mu.Lock()
+		b.inFlight = nil
 		b.scheduleLocked()
 		b.mu.Unlock()
-		close(ch)
+		close(f.done)
 	}()
-	return ch
+	return f
 }
 
-// flush writes until nothing is buffered, or a flush fails.
+// flush writes what is buffered when it is called (the flush in flight,
+// then pending's lists), or returns the first failure. What recalls add
+// meanwhile may wait for the next: under a steady load it would never be
+// done.
 func (b *buffer) flush(ctx context.Context) error {
-	for {
-		ch := b.kick()
-		if ch == nil {
+	b.mu.Lock()
+	rounds := 2 + len(b.pending)/maxFlushLists
+	b.mu.Unlock()
+	for range rounds {
+		f := b.kick()
+		if f == nil {
 			return nil
 		}
 		select {
-		case <-ch:
+		case <-f.done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		b.mu.Lock()
-		err := b.failed
-		b.mu.Unlock()
-		if err != nil {
-			return err
+		if f.err != nil {
+			return f.err
 		}
 	}
+	return nil
 }
 
 // flushOp writes the lists flushing holds, taking up to maxFlushLists of

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,5 +243,38 @@ func TestClosingTheGraphWritesEveryBufferedList(t *testing.T) {
 	}
 	if n != 2*pairs {
 		t.Fatalf("%d co-access lists stored after Close, want %d", n, 2*pairs)
+	}
+}
+
+func TestFlushEndsUnderASteadyLoad(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openBuffered(t, assoc.BufferOptions{Every: time.Hour, Clock: clk}, store.OptionsOf(config.Default().Store))
+	a, c := cidOf(t, "a"), cidOf(t, "c")
+	b.strengthen(t, "agent", []cid.Cid{a, c}, 100)
+	stop := make(chan struct{})
+	var adders sync.WaitGroup
+	for g := range 4 { // recalls that never stop, their traces not waited for
+		adders.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				x, y := cidOf(t, fmt.Sprint("x", g, i)), cidOf(t, fmt.Sprint("y", g, i))
+				b.s.Submit(b.g.Strengthen("agent", []cid.Cid{x, y}, 0.05, 100))
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := b.g.Flush(ctx)
+	close(stop)
+	adders.Wait()
+	if err != nil {
+		t.Fatalf("Flush while recalls go on: %v, want it done with what was buffered when it was called", err)
+	}
+	if got := stored(t, b.s, "agent", a); len(got) != 1 {
+		t.Fatalf("a's stored partners after the Flush: %v, want c", got)
 	}
 }
