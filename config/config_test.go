@@ -295,6 +295,8 @@ func TestValidate(t *testing.T) {
 		{"block limit", func(c *config.Config) { c.Store.MaxBlockBytes = 5 << 20 }, []string{"store.max_block_bytes"}},
 		{"defer", func(c *config.Config) { c.Store.DeferFor = config.Duration(2 * time.Second) }, []string{"store.defer_for"}},
 		{"negative defer", func(c *config.Config) { c.Store.DeferFor = config.Duration(-time.Millisecond) }, []string{"store.defer_for"}},
+		{"coaccess flush", func(c *config.Config) { c.Recall.CoAccessFlush = config.Duration(2 * time.Minute) }, []string{"recall.coaccess_flush"}},
+		{"negative coaccess flush", func(c *config.Config) { c.Recall.CoAccessFlush = config.Duration(-time.Second) }, []string{"recall.coaccess_flush"}},
 		{"candidates", func(c *config.Config) { c.Recall.Candidates = 5 }, []string{"recall.candidates"}},
 		{"beta", func(c *config.Config) { c.Threshold.DedupBeta = 0 }, []string{"thresholds.dedup_beta"}},
 		{"unit", func(c *config.Config) { c.Recall.ExpandDecay = 1.5 }, []string{"recall.expand_decay"}},
