@@ -344,6 +344,8 @@ func (t *ledgerTx) PutBlock(cid.Cid, []byte) error {
 
 func (t *ledgerTx) OnCommit(func()) {}
 
+func (t *ledgerTx) Committed([]byte) bool { return false }
+
 // readLedger reads the whole ledger from r, with writes over it.
 func readLedger(r store.Reader, writes map[string][]byte) (*messages.Ledger, error) {
 	recs := map[string][]byte{}

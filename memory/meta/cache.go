@@ -132,6 +132,19 @@ func (e *metaEntry) withHot(h Hot) *metaEntry {
 	return n
 }
 
+// hotState is the hot state of c that e holds: the one a commit patched
+// in, without decoding the record.
+func (e *metaEntry) hotState(c cid.Cid) (Hot, error) {
+	if e.hot != nil {
+		return *e.hot, nil
+	}
+	meta, err := e.get(c)
+	if err != nil {
+		return Hot{}, err
+	}
+	return HotOf(meta), nil
+}
+
 // get returns the metadata of c that e holds (shared: do not modify it).
 func (e *metaEntry) get(c cid.Cid) (*messages.MemoryMeta, error) {
 	e.once.Do(func() {

@@ -17,11 +17,20 @@ import (
 // (false: the sona is gone, or "", the tick stays). It writes their hot
 // state only.
 func Touch(cids []cid.Cid, sonas []string, activity func(sona string) (int64, bool)) store.Op {
+	return touch(UpdateHot, cids, sonas, activity)
+}
+
+// Touch is the package's Touch, reading through the cache (Store.UpdateHot).
+func (m *Store) Touch(cids []cid.Cid, sonas []string, activity func(sona string) (int64, bool)) store.Op {
+	return touch(m.UpdateHot, cids, sonas, activity)
+}
+
+func touch(update func([]cid.Cid, func(*Hot, cid.Cid)) store.Op, cids []cid.Cid, sonas []string, activity func(sona string) (int64, bool)) store.Op {
 	first := make(map[cid.Cid]string, len(cids))
 	for i, c := range cids {
 		first[c] = sonas[i]
 	}
-	return UpdateHot(cids, func(h *Hot, c cid.Cid) {
+	return update(cids, func(h *Hot, c cid.Cid) {
 		h.AccessCount++
 		if sona := first[c]; sona != "" {
 			if tick, ok := activity(sona); ok {
@@ -90,7 +99,7 @@ func (m *Store) Reinforce(used []Used) *store.Pending {
 			cids = append(cids, c)
 		}
 		slices.SortFunc(cids, func(a, b cid.Cid) int { return bytes.Compare(a.Bytes(), b.Bytes()) })
-		return UpdateHot(cids, func(h *Hot, c cid.Cid) {
+		return m.UpdateHot(cids, func(h *Hot, c cid.Cid) {
 			if target := signal[c]; target > h.Importance {
 				h.Importance += rc.ImportanceAlpha * (target - h.Importance)
 			}
@@ -102,7 +111,7 @@ func (m *Store) Reinforce(used []Used) *store.Pending {
 // toward 1 and one more access, as if it had been stored again.
 func (m *Store) ReinforceDuplicate(ctx context.Context, c cid.Cid) error {
 	alpha := m.rc.ImportanceAlpha
-	return m.st.Update(ctx, UpdateHot([]cid.Cid{c}, func(h *Hot, _ cid.Cid) {
+	return m.st.Update(ctx, m.UpdateHot([]cid.Cid{c}, func(h *Hot, _ cid.Cid) {
 		h.Importance += alpha * (1 - h.Importance)
 		h.AccessCount++
 	}))

@@ -314,3 +314,42 @@ func TestCommittedMetadataIsCached(t *testing.T) {
 		t.Fatalf("a deleted record read %v, %v", got, err)
 	}
 }
+
+// Store.UpdateHot reads the hot state of a memory its batch has not
+// written from the cache — what the last commit left, even when Badger
+// holds something else behind the committer — and that of one an earlier
+// op of its batch wrote from the transaction: two touches in one batch
+// count two.
+func TestUpdateHotReadsTheCommittedStateFromTheCache(t *testing.T) {
+	cfg := config.Default()
+	st, err := store.Open(t.TempDir(), store.OptionsOf(cfg.Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	m := New(st, 64, cfg.Recall)
+	c := put(t, st, "stored", &messages.MemoryMeta{Kind: "note", Importance: 0.1, AccessCount: 5, Sonas: []string{"a"}})
+	touch := m.Touch([]cid.Cid{c}, []string{""}, nil)
+	if err := st.Update(context.Background(), touch); err != nil {
+		t.Fatal(err)
+	}
+	// Behind the committer: the cache still holds the committed 6.
+	if err := st.DB().Update(func(txn *badger.Txn) error { return txn.Set(HotKey(c), Hot{AccessCount: 100}.encode()) }); err != nil {
+		t.Fatal(err)
+	}
+	// Two touches in one batch: the committer is held by a first op
+	// while they queue behind it.
+	hold, held := make(chan struct{}), make(chan struct{})
+	first := st.Submit(func(store.Tx) error { close(held); <-hold; return nil })
+	<-held
+	a, b := st.Submit(touch), st.Submit(touch)
+	close(hold)
+	for _, p := range []*store.Pending{first, a, b} {
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := metaOf(t, m, c); got.AccessCount != 8 || got.Importance != 0.1 {
+		t.Fatalf("after three touches of a memory stored with 5 accesses: %v, want 8 (read from the cache, not the 100 behind it; the second of a batch from its transaction)", got)
+	}
+}

@@ -14,7 +14,6 @@ import (
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/eumas"
-	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/text"
@@ -40,6 +39,8 @@ type Sonas interface {
 type Memories interface {
 	MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error)
 	MemoryIn(r store.Reader, c cid.Cid) (*model.Memory, error)
+	// Touch is the op that records that memories were recalled (meta.Touch).
+	Touch(cids []cid.Cid, sonas []string, activity func(sona string) (int64, bool)) store.Op
 }
 
 // Text is the full-text index (index.Text): index.ErrUnavailable while it
@@ -189,5 +190,5 @@ func (s *Recaller) touchOp(rs []*Recalled) store.Op {
 			sonas[i] = r.Meta.Sonas[0]
 		}
 	}
-	return meta.Touch(cids, sonas, s.sonas.Activity)
+	return s.memories.Touch(cids, sonas, s.sonas.Activity)
 }

@@ -258,6 +258,7 @@ type badgerBatch struct {
 	badgerReader
 	e           *badgerEngine
 	count, size int64
+	written     map[string]struct{}
 }
 
 func (b *badgerBatch) set(key, val []byte) error {
@@ -273,6 +274,15 @@ func (b *badgerBatch) delete(key []byte) error {
 func (b *badgerBatch) add(key, val []byte) {
 	b.count++
 	b.size += entrySize(len(key), len(val))
+	if b.written == nil {
+		b.written = map[string]struct{}{}
+	}
+	b.written[string(key)] = struct{}{}
+}
+
+func (b *badgerBatch) wrote(key []byte) bool {
+	_, ok := b.written[string(key)]
+	return ok
 }
 
 // entrySize is at least what Badger counts of an entry (lengths of its

@@ -71,6 +71,16 @@ func (c *Cache[V]) In(key string, r Reader) (V, bool) {
 	return e.v, true
 }
 
+// Latest returns key's cached value for an operation that reads key as
+// the last commit left it (Tx.Committed): an entry is always the value of
+// the latest commit the cache was told of that wrote key, or of a view
+// that saw every such commit (Fill), and the committer tells every commit
+// before it runs the next batch.
+func (c *Cache[V]) Latest(key string) (V, bool) {
+	e, ok := c.get(key)
+	return e.v, ok
+}
+
 func (c *Cache[V]) get(key string) (cached[V], bool) {
 	s := c.shard(key)
 	s.mu.RLock()

@@ -134,6 +134,11 @@ func (b *memBatch) set(key, val []byte) error {
 
 func (b *memBatch) delete(key []byte) error { return b.put(key, &write{delete: true}) }
 
+func (b *memBatch) wrote(key []byte) bool {
+	_, ok := b.writes[string(key)]
+	return ok
+}
+
 func (b *memBatch) put(key []byte, w *write) error {
 	n := memEntrySize(key, w)
 	if b.size+n > b.eng.maxTxn {

@@ -147,6 +147,8 @@ type batch interface {
 	Reader
 	set(key, val []byte) error
 	delete(key []byte) error
+	// wrote reports whether the transaction wrote or deleted key.
+	wrote(key []byte) bool
 	// fits reports whether the transaction surely takes the writes of w
 	// too (false when it may not: the committer commits what it holds
 	// first).
@@ -271,6 +273,12 @@ type Tx interface {
 	// OnCommit registers fn to run after the op's writes are durable,
 	// before the op is acknowledged, on the committer's goroutine.
 	OnCommit(fn func())
+	// Committed reports whether key reads as the last commit left it:
+	// neither this op nor an earlier one of its batch wrote or deleted
+	// it. Every commit is told (Subscribe) before the committer runs the
+	// next batch, so a cache the events keep current holds then what the
+	// op would read (Cache.Latest) — false when unsure.
+	Committed(key []byte) bool
 }
 
 // Pending is a submitted Op. Done is closed once the Op's writes are durable
@@ -847,6 +855,11 @@ func (t *tx) holdsBlock(c cid.Cid, block []byte) bool {
 }
 
 func (t *tx) OnCommit(fn func()) { t.hooks = append(t.hooks, fn) }
+
+func (t *tx) Committed(key []byte) bool {
+	_, own := t.writes[string(key)]
+	return !own && !t.txn.wrote(key)
+}
 
 // keys are the keys the op wrote and their values (nil: deleted), for
 // the commit's event.

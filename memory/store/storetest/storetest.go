@@ -231,6 +231,11 @@ func testTxReads(t *testing.T, open Opener) {
 			if v, err := tx.Get([]byte("t/1")); err != nil || string(v) != "a" {
 				return fmt.Errorf("earlier op's write: %q %v", v, err)
 			}
+			for key, want := range map[string]bool{"t/0": false, "t/1": false, "t/2": false, "t/3": true} {
+				if got := tx.Committed([]byte(key)); got != want {
+					return fmt.Errorf("Committed(%s) = %v, want %v (own writes and deletes, an earlier op's: false)", key, got, want)
+				}
+			}
 			own = nil
 			it := tx.NewIterator(store.IterOptions{Prefix: []byte("t/")})
 			defer it.Close()
@@ -240,6 +245,9 @@ func testTxReads(t *testing.T, open Opener) {
 			return nil
 		},
 		func(tx store.Tx) error {
+			if tx.Committed([]byte("t/0")) || !tx.Committed([]byte("t/9")) {
+				return fmt.Errorf("Committed: an earlier op's delete reads as the last commit's, or an untouched key does not")
+			}
 			seen = nil
 			it := tx.NewIterator(store.IterOptions{Prefix: []byte("t/")})
 			defer it.Close()
