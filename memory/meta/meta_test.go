@@ -28,6 +28,19 @@ func open(t *testing.T) (*store.Store, *Store) {
 	return st, New(st, 64, cfg.Recall)
 }
 
+// openBadger is open on Badger, whose DB a test may write behind the
+// committer.
+func openBadger(t *testing.T) (*store.Store, *Store) {
+	t.Helper()
+	cfg := config.Default()
+	st, err := store.Open(t.TempDir(), store.OptionsOf(cfg.Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, New(st, 64, cfg.Recall)
+}
+
 // put stores a text memory with edges to targets and its metadata.
 func put(t *testing.T, st *store.Store, text string, meta *messages.MemoryMeta, targets ...cid.Cid) cid.Cid {
 	t.Helper()
@@ -271,13 +284,7 @@ func TestTouchCountsAndTicks(t *testing.T) {
 // store's own record is changed behind the committer, where no event
 // tells the cache: a read of the store would return that.)
 func TestCommittedMetadataIsCached(t *testing.T) {
-	cfg := config.Default()
-	st, err := store.Open(t.TempDir(), store.OptionsOf(cfg.Store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	m := New(st, 64, cfg.Recall)
+	st, m := openBadger(t)
 	c := put(t, st, "stored", &messages.MemoryMeta{Kind: "note", Importance: 0.1, Sonas: []string{"a"}})
 	behind := func() {
 		t.Helper()
@@ -321,13 +328,7 @@ func TestCommittedMetadataIsCached(t *testing.T) {
 // op of its batch wrote from the transaction: two touches in one batch
 // count two.
 func TestUpdateHotReadsTheCommittedStateFromTheCache(t *testing.T) {
-	cfg := config.Default()
-	st, err := store.Open(t.TempDir(), store.OptionsOf(cfg.Store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	m := New(st, 64, cfg.Recall)
+	st, m := openBadger(t)
 	c := put(t, st, "stored", &messages.MemoryMeta{Kind: "note", Importance: 0.1, AccessCount: 5, Sonas: []string{"a"}})
 	touch := m.Touch([]cid.Cid{c}, []string{""}, nil)
 	if err := st.Update(context.Background(), touch); err != nil {
