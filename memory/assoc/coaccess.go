@@ -64,6 +64,12 @@ type buffer struct {
 	inFlight *flushDone  // the flush submitted, nil when none
 	timer    clock.Timer // armed while pending waits
 	closed   bool
+	// failing is set by a failed flush and cleared by one that succeeds:
+	// meanwhile flushes are tried every `every`, not at once, and past
+	// twice MaxLists lists nothing more is buffered (dropped counts the
+	// recalls whose strengthening was dropped).
+	failing bool
+	dropped int
 	// gone are the memories forgotten lately (with when): a recall that
 	// read them before the forgetting does not strengthen them after it.
 	gone map[cid.Cid]time.Time
@@ -206,6 +212,14 @@ func (b *buffer) isGone(d delta) bool {
 func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(b.pending) >= 2*b.max {
+		// Only while writes fail (a full disk): below, a flush is
+		// submitted at MaxLists. Memory is not let grow without bound.
+		if b.dropped++; b.dropped == 1 {
+			b.log.Warn("co-access: the buffered strengthening cannot be written; recalls' strengthening is dropped until it can", "lists", len(b.pending))
+		}
+		return
+	}
 	for _, a := range together {
 		if _, ok := b.gone[a]; ok {
 			continue
@@ -242,7 +256,7 @@ func (b *buffer) scheduleLocked() {
 	if b.inFlight != nil || b.closed || len(b.pending) == 0 && b.flushing == nil {
 		return
 	}
-	if len(b.pending) >= b.max {
+	if len(b.pending) >= b.max && !b.failing {
 		go b.kick()
 		return
 	}
@@ -285,6 +299,10 @@ func (b *buffer) kick() *flushDone {
 		}
 		b.mu.Lock()
 		b.inFlight = nil
+		if b.failing = f.err != nil; !b.failing && b.dropped > 0 {
+			b.log.Warn("co-access: the buffered strengthening is written again", "recalls_dropped", b.dropped)
+			b.dropped = 0
+		}
 		b.scheduleLocked()
 		b.mu.Unlock()
 		close(f.done)

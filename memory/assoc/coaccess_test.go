@@ -278,3 +278,49 @@ func TestFlushEndsUnderASteadyLoad(t *testing.T) {
 		t.Fatalf("a's stored partners after the Flush: %v, want c", got)
 	}
 }
+
+// While writes fail, the buffer stops growing at twice MaxLists lists
+// (besides those the failed flush holds): what more recalls strengthen is
+// dropped; what it holds is written once the writes succeed.
+func TestBufferedCoAccessIsBoundedWhileWritesFail(t *testing.T) {
+	var full atomic.Bool
+	so := store.OptionsOf(config.Default().Store)
+	so.FreeSpace = func() (uint64, error) {
+		if full.Load() {
+			return 0, nil
+		}
+		return 1 << 40, nil
+	}
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openBuffered(t, assoc.BufferOptions{Every: time.Minute, MaxLists: 2, Clock: clk}, so)
+	full.Store(true)
+	pair := func(i int) []cid.Cid { return []cid.Cid{cidOf(t, fmt.Sprint("x", i)), cidOf(t, fmt.Sprint("y", i))} }
+	for i := range 10 {
+		b.strengthen(t, "agent", pair(i), 100)
+		if err := b.g.Flush(context.Background()); !errors.Is(err, base.ErrDiskFull) {
+			t.Fatalf("a flush on a full disk: %v, want ErrDiskFull", err)
+		}
+	}
+	buffered := 0
+	for i := range 10 {
+		if got, _ := b.g.CoAccess("agent", pair(i)[0]); len(got) > 0 {
+			buffered++
+		}
+	}
+	if buffered != 3 { // the first, which the failed flush holds, and 4 lists, twice MaxLists
+		t.Fatalf("%d of 10 pairs buffered while the writes fail, want 3", buffered)
+	}
+	full.Store(false)
+	if err := b.g.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.strengthen(t, "agent", pair(10), 100) // buffered again
+	if got, _ := b.g.CoAccess("agent", pair(10)[0]); len(got) != 1 {
+		t.Fatalf("after the writes succeed: %v, want the new pair buffered", got)
+	}
+	for i := range 3 {
+		if got := stored(t, b.s, "agent", pair(i)[0]); len(got) != 1 {
+			t.Fatalf("pair %d's list as stored: %v, want its partner", i, got)
+		}
+	}
+}
