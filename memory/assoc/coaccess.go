@@ -72,7 +72,9 @@ type buffer struct {
 	dropped int
 	// gone are the memories forgotten lately (with when): a recall that
 	// read them before the forgetting does not strengthen them after it.
-	gone map[cid.Cid]time.Time
+	// prune is armed while it holds any.
+	gone  map[cid.Cid]time.Time
+	prune clock.Timer
 }
 
 // pendingList is the strengthening of one memory's list for one agent.
@@ -155,9 +157,11 @@ func (g *Graph) Close(ctx context.Context) error {
 	b := g.buf
 	b.mu.Lock()
 	b.closed = true
-	if b.timer != nil {
-		b.timer.Stop()
-		b.timer = nil
+	for _, t := range []*clock.Timer{&b.timer, &b.prune} {
+		if *t != nil {
+			(*t).Stop()
+			*t = nil
+		}
 	}
 	b.mu.Unlock()
 	return err
@@ -175,17 +179,33 @@ func (g *Graph) Forgotten(gone []cid.Cid) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
-	for c, at := range b.gone {
-		if now.Sub(at) > goneFor {
-			delete(b.gone, c)
-		}
-	}
 	for _, c := range gone {
 		b.gone[c] = now
 	}
 	b.without(b.pending)
 	if b.flushing != nil {
 		b.without(b.flushing.lists)
+	}
+	b.pruneLocked()
+}
+
+// pruneLocked lets go of the memories forgotten more than goneFor ago,
+// and arms the timer that does it again while any are left (a forget of
+// a million memories would hold them all).
+func (b *buffer) pruneLocked() {
+	now := b.clock.Now()
+	for c, at := range b.gone {
+		if now.Sub(at) > goneFor {
+			delete(b.gone, c)
+		}
+	}
+	if len(b.gone) > 0 && b.prune == nil && !b.closed {
+		b.prune = b.clock.AfterFunc(goneFor+time.Second, func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.prune = nil
+			b.pruneLocked()
+		})
 	}
 }
 

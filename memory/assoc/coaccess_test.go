@@ -178,6 +178,14 @@ func TestBufferedCoAccessForgetsTheForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("written", func(x cid.Cid) []assoc.Link { return stored(t, b.s, "agent", x) })
+
+	// A minute on, with nothing else happening, the buffer lets go of
+	// the forgotten (a forget of a million memories would hold them all).
+	clk.Advance(2 * time.Minute)
+	b.strengthen(t, "agent", []cid.Cid{a, gone}, 103)
+	if got, _ := b.g.CoAccess("agent", gone); len(got) != 1 {
+		t.Fatalf("two minutes after the forgetting, the buffer still keeps the memory out: %v", got)
+	}
 }
 
 func TestBufferedCoAccessIsWrittenAgainAfterAFailure(t *testing.T) {
