@@ -148,7 +148,7 @@ func (g *Graph) Flush(ctx context.Context) error {
 	return g.buf.flush(ctx)
 }
 
-// Close writes what is buffered and stops the buffer's timer.
+// Close writes what is buffered and stops the buffer's timers.
 func (g *Graph) Close(ctx context.Context) error {
 	if g.buf == nil {
 		return nil
