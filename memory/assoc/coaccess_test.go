@@ -188,8 +188,10 @@ func TestBufferedCoAccessForgetsTheForgotten(t *testing.T) {
 	}
 }
 
-func TestBufferedCoAccessIsWrittenAgainAfterAFailure(t *testing.T) {
-	var full atomic.Bool
+// fillableDisk is the store's options on a disk that is full while full
+// is set.
+func fillableDisk() (*atomic.Bool, store.Options) {
+	full := new(atomic.Bool)
 	so := store.OptionsOf(config.Default().Store)
 	so.FreeSpace = func() (uint64, error) {
 		if full.Load() {
@@ -197,6 +199,11 @@ func TestBufferedCoAccessIsWrittenAgainAfterAFailure(t *testing.T) {
 		}
 		return 1 << 40, nil
 	}
+	return full, so
+}
+
+func TestBufferedCoAccessIsWrittenAgainAfterAFailure(t *testing.T) {
+	full, so := fillableDisk()
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	b := openBuffered(t, assoc.BufferOptions{Every: time.Minute, Clock: clk}, so)
 	a, c := cidOf(t, "a"), cidOf(t, "c")
@@ -291,14 +298,7 @@ func TestFlushEndsUnderASteadyLoad(t *testing.T) {
 // (besides those the failed flush holds): what more recalls strengthen is
 // dropped; what it holds is written once the writes succeed.
 func TestBufferedCoAccessIsBoundedWhileWritesFail(t *testing.T) {
-	var full atomic.Bool
-	so := store.OptionsOf(config.Default().Store)
-	so.FreeSpace = func() (uint64, error) {
-		if full.Load() {
-			return 0, nil
-		}
-		return 1 << 40, nil
-	}
+	full, so := fillableDisk()
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	b := openBuffered(t, assoc.BufferOptions{Every: time.Minute, MaxLists: 2, Clock: clk}, so)
 	full.Store(true)
