@@ -142,35 +142,41 @@ func (m *Store) committedHot(tx store.Tx, c cid.Cid) (Hot, bool) {
 func updateHot(cids []cid.Cid, fn func(*Hot, cid.Cid), committed func(store.Tx, cid.Cid) (Hot, bool)) store.Op {
 	return func(tx store.Tx) error {
 		for _, c := range cids {
-			if committed != nil {
-				if h, ok := committed(tx, c); ok {
-					before := h
-					if fn(&h, c); h != before {
-						tx.Set(HotKey(c), h.encode())
-					}
-					continue
-				}
-			}
-			h, ok, err := storedHot(tx, c)
+			h, create, found, err := hotToUpdate(tx, c, committed)
 			if err != nil {
 				return err
 			}
-			if !ok {
-				m, err := Read(tx, c)
-				if errors.Is(err, base.ErrNotFound) || errors.Is(err, base.ErrForgotten) {
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				h = HotOf(m)
+			if !found {
+				continue
 			}
 			before := h
-			fn(&h, c)
-			if h != before || !ok {
+			if fn(&h, c); h != before || create {
 				tx.Set(HotKey(c), h.encode())
 			}
 		}
 		return nil
 	}
+}
+
+// hotToUpdate is c's hot state for updateHot: committed's when it answers,
+// else tx's. create is set when c has no o/ record yet (read from tx: its
+// first change writes one even if it changes nothing); found is false
+// when c is not stored.
+func hotToUpdate(tx store.Tx, c cid.Cid, committed func(store.Tx, cid.Cid) (Hot, bool)) (h Hot, create, found bool, err error) {
+	if committed != nil {
+		if h, ok := committed(tx, c); ok {
+			return h, false, true, nil
+		}
+	}
+	if h, ok, err := storedHot(tx, c); err != nil || ok {
+		return h, false, ok, err
+	}
+	m, err := Read(tx, c)
+	if errors.Is(err, base.ErrNotFound) || errors.Is(err, base.ErrForgotten) {
+		return Hot{}, false, false, nil
+	}
+	if err != nil {
+		return Hot{}, false, false, err
+	}
+	return HotOf(m), true, true, nil
 }
