@@ -98,6 +98,9 @@ type delta struct {
 	at   int64   // the latest strengthening, Unix seconds
 }
 
+// strengthen is w after the recalls d counts: 1 − w ← (1 − w)·keep.
+func (d delta) strengthen(w float64) float64 { return 1 - (1-w)*d.keep }
+
 // maxDeltas bounds a list's pending partners: past it the least
 // strengthened go (a written list keeps MaxLinks).
 const maxDeltas = 2 * MaxLinks
@@ -382,7 +385,7 @@ func (b *buffer) flushOp(tx store.Tx) error {
 			for _, d := range batch.lists[k].ds {
 				e := l.Get(d.to)
 				e.Type = CoAccess
-				e.Strength = 1 - (1-e.Strength)*d.keep
+				e.Strength = d.strengthen(e.Strength)
 				e.UpdatedAt = d.at
 			}
 		})
@@ -431,7 +434,7 @@ func (b *buffer) merged(key []byte, links []Link) []Link {
 			out = append(out, Link{Target: d.to, Type: CoAccess})
 			i = len(out) - 1
 		}
-		out[i].Strength = 1 - (1-out[i].Strength)*d.keep
+		out[i].Strength = d.strengthen(out[i].Strength)
 	}
 	slices.SortFunc(out, func(x, y Link) int {
 		if c := cmp.Compare(y.Strength, x.Strength); c != 0 {
