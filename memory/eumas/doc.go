@@ -17,7 +17,8 @@
 // metadata (which also seeds its importance: max(importance,
 // importance_seed·priority)) and the new watermark. Key spaces:
 //
-//	e/         memory CID     messages.Evaluation: every archetype's metrics
+//	e/         memory CID     messages.Evaluation: every archetype's metrics, zstd-compressed
+//	                          against a fixed dictionary (record.go)
 //	x/evalseq                 the last insertion-log position evaluated (8 bytes BE)
 //
 // and the evaluation field of the m/ metadata record (written through

@@ -10,7 +10,6 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
@@ -176,7 +175,7 @@ func (s *Store) EvaluatePending(ctx context.Context, ev Evaluator, batch int) (S
 			return ErrConflict
 		}
 		for _, c := range cids {
-			b, err := proto.Marshal(evals[c])
+			b, err := encodeEval(evals[c])
 			if err != nil {
 				return err
 			}
@@ -233,15 +232,16 @@ func (s *Store) Settle(ctx context.Context) error {
 // Evaluation returns the stored evaluation of a memory.
 func (s *Store) Evaluation(c cid.Cid) (*messages.Evaluation, error) {
 	e := &messages.Evaluation{}
-	var found bool
 	err := s.store.View(func(txn store.Reader) error {
-		var err error
-		found, err = store.GetProto(txn, EvalKey(c), e)
-		return err
+		item, err := txn.Item(EvalKey(c))
+		if errors.Is(err, base.ErrNotFound) {
+			return fmt.Errorf("%w: no evaluation of %s", base.ErrNotFound, c)
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error { return decodeEval(v, e) })
 	})
-	if err == nil && !found {
-		err = fmt.Errorf("%w: no evaluation of %s", base.ErrNotFound, c)
-	}
 	return e, err
 }
 
