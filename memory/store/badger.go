@@ -120,6 +120,7 @@ func Open(dir string, o Options) (*Store, error) {
 	}
 	s.start()
 	s.startGC(o)
+	s.startTableChecks(o)
 	return s, nil
 }
 

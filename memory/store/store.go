@@ -198,9 +198,10 @@ type Store struct {
 	subs     []func(Event) // set before the first write
 	// told counts the commits told to the subscribers, from 1 (see
 	// ToldBefore).
-	told atomic.Uint64
-	gc   gcState    // the garbage collection (gc.go)
-	idMu sync.Mutex // the identity's creation (backup.go)
+	told   atomic.Uint64
+	gc     gcState     // the garbage collection (gc.go)
+	tables tableChecks // the new tables checked in the background (tablecheck.go)
+	idMu   sync.Mutex  // the identity's creation (backup.go)
 }
 
 // Committer is the door of writes (what a subsystem that writes needs).
@@ -364,6 +365,7 @@ func (s *Store) Explain(err error) error {
 // then closes the engine.
 func (s *Store) Close() error {
 	s.stopGC() // first: a pass writes through the committer
+	s.stopTableChecks()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
