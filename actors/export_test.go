@@ -7,3 +7,12 @@ func PreparedInFlight(s *System) int {
 	s.prepared.Range(func(any, any) bool { n++; return true })
 	return n
 }
+
+// Begins reports whether s would begin a step off the mailboxes now.
+func Begins(s *System) bool {
+	if !s.begin() {
+		return false
+	}
+	s.work.Done()
+	return true
+}

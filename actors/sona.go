@@ -450,12 +450,16 @@ func asyncIn[T any](ctx actor.Context, sys *System, c context.Context, timeout t
 		res T
 		err error
 	)
-	sys.work.Add(1)
-	go func() {
-		defer sys.work.Done()
-		res, err = fn(c)
+	if sys.begin() {
+		go func() {
+			defer sys.work.Done()
+			res, err = fn(c)
+			ctx.ActorSystem().Root.Send(f.PID(), &messages.Settled{})
+		}()
+	} else { // stopping: fn is not run, and cont hears why
+		err = sys.base.Err()
 		ctx.ActorSystem().Root.Send(f.PID(), &messages.Settled{})
-	}()
+	}
 	ctx.ReenterAfter(f, func(_ any, ferr error) {
 		if ferr != nil {
 			var zero T

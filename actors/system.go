@@ -129,7 +129,13 @@ type System struct {
 	// the sona actor does not decode and hash its block again.
 	prepared sync.Map // *messages.AppendMemory → *model.Prepared
 	nextCall atomic.Uint64
+	// work counts the steps running off the mailboxes (begin); Stop waits
+	// for them once stopping is set, after which none begins: an actor's
+	// continuation can still run while the tree stops, and a WaitGroup's
+	// Add must not race its Wait.
 	work     sync.WaitGroup
+	workMu   sync.Mutex
+	stopping bool
 	stop     sync.Once
 	ready    atomic.Bool // the PIDs above are set
 }
@@ -201,9 +207,24 @@ func (s *System) Stop() {
 	s.stop.Do(func() {
 		_ = s.as.Root.StopFuture(s.root).Wait()
 		s.cancel()
+		s.workMu.Lock()
+		s.stopping = true
+		s.workMu.Unlock()
 		s.work.Wait()
 		s.as.Shutdown()
 	})
+}
+
+// begin counts a step that is to run off the mailboxes; false once the
+// system is stopping (the step must not run).
+func (s *System) begin() bool {
+	s.workMu.Lock()
+	defer s.workMu.Unlock()
+	if s.stopping {
+		return false
+	}
+	s.work.Add(1)
+	return true
 }
 
 // ActorSystem exposes the protoactor system (for cluster wiring and tests).

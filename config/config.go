@@ -215,7 +215,9 @@ type Store struct {
 	MinFreeMB int `yaml:"min_free_mb"`
 	// VerifyTables checks every Badger table against its checksums before
 	// the store opens (about 0.3 s per 100,000 memories), so that a
-	// damaged table is named at once rather than read past. Default true.
+	// damaged table is named at once rather than read past, and the tables
+	// written while the server runs in the background (so that a restart
+	// need not). Default true.
 	VerifyTables bool `yaml:"verify_tables"`
 	// ValueLogMB is the size from which Badger starts a new value-log
 	// file (the log of values from 64 KiB: the large blocks, files). The

@@ -47,7 +47,7 @@ const maxEvalRecord = 16 << 20
 var (
 	evalEncoder = sync.OnceValue(func() *zstd.Encoder {
 		e, err := zstd.NewWriter(nil,
-			zstd.WithEncoderLevel(zstd.SpeedFastest), // default: 1.1 times slower, 2% smaller
+			zstd.WithEncoderLevel(zstd.SpeedFastest), // the default level: 1.7 times slower, 2% smaller
 			zstd.WithEncoderConcurrency(1),
 			zstd.WithEncoderCRC(false), // the store checks its blocks' checksums
 			zstd.WithEncoderDictRaw(evalDictID, evalDict))
