@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,34 +10,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/store"
 )
-
-// lockedBuffer is a log written by the store's goroutines while the test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // recordedTables are the table IDs memoria.tables records, sorted.
 func recordedTables(t *testing.T, dir string) []string {
@@ -81,7 +61,7 @@ func TestNewTablesAreCheckedInTheBackground(t *testing.T) {
 	var (
 		s    *store.Store
 		clk  *clock.Fake
-		logs lockedBuffer
+		logs memorytest.LogBuffer
 	)
 	open := func() {
 		t.Helper()
