@@ -181,14 +181,8 @@ func verifyTableFiles(dir string, tables map[uint64]options.CompressionType, blo
 						continue
 					}
 				}
-				err := verifyTable(path, table.Options{
-					ChkMode:     options.OnTableRead,
-					Compression: tables[ids[i]],
-					BlockSize:   blockSize,
-				})
-				if err == nil && known != nil {
-					sums[i], err = sumTable(path)
-				}
+				var err error
+				sums[i], err = checkTable(path, tables[ids[i]], blockSize, known != nil)
 				if !(missingOK && errors.Is(err, os.ErrNotExist)) {
 					errs[i] = err
 				}
@@ -220,6 +214,16 @@ func verifyTableFiles(dir string, tables map[uint64]options.CompressionType, blo
 		return nil, failed[0]
 	}
 	return nil, fmt.Errorf("%w (and %d more tables fail their checks)", failed[0], len(failed)-1)
+}
+
+// checkTable checks every block of the table at path against its
+// checksum and, with sum, sums the file for the record (checkedFile).
+func checkTable(path string, compression options.CompressionType, blockSize int, sum bool) (tableSum, error) {
+	err := verifyTable(path, table.Options{ChkMode: options.OnTableRead, Compression: compression, BlockSize: blockSize})
+	if err != nil || !sum {
+		return tableSum{}, err
+	}
+	return sumTable(path)
 }
 
 // verifyTable opens one table read-only with checksum verification, in

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/table"
 
 	"github.com/memoria-ai/memoria/internal/clock"
@@ -90,12 +89,7 @@ func (s *Store) checkNewTables() {
 			return
 		default:
 		}
-		path := table.NewFilename(ti.ID, s.dir)
-		err := verifyTable(path, table.Options{ChkMode: options.OnTableRead, Compression: bo.Compression, BlockSize: bo.BlockSize})
-		var sum tableSum
-		if err == nil {
-			sum, err = sumTable(path)
-		}
+		sum, err := checkTable(table.NewFilename(ti.ID, s.dir), bo.Compression, bo.BlockSize, true)
 		switch {
 		case errors.Is(err, os.ErrNotExist): // compacted away meanwhile
 		case err != nil:
