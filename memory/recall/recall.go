@@ -346,11 +346,15 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: sona %q", base.ErrNotFound, q.Sona)
 	}
+	n := rc.Candidates + len(q.Exclude) // each path brings at most n candidates
+	if q.AsOf != nil {
+		n *= 4 // later memories are filtered out after the search
+	}
 	sc := &scorer{
 		self: s, ctx: ctx, q: &q, centroid: centroid, now: s.clock.Now().Unix(),
 		sims: map[string]float64{}, activity: map[string]int64{q.Sona: activity},
 		excluded: map[cid.Cid]bool{}, weights: rc.Weights,
-		collapse: collapser{min: rc.Collapse},
+		collapse: collapser{min: rc.Collapse}, n: n,
 	}
 	if paths.Score != nil {
 		sc.weights = *paths.Score
@@ -364,10 +368,6 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 
 	// The backbone is every sona's: in sona scope its memories join the sona's.
 	backbone := s.backbone()
-	n := rc.Candidates + len(q.Exclude)
-	if q.AsOf != nil {
-		n *= 4 // later memories are filtered out after the search
-	}
 	// The dense and full-text paths run side by side; the full-text path
 	// also scores the dense candidates.
 	var dense []pathHit
@@ -611,6 +611,7 @@ type scorer struct {
 	weights  config.Weights // of the score: recall.weights or Paths.Score
 	collapse collapser      // what is injected so far, by its words
 	cal      Calibration    // the paths' scales for this query (gather)
+	n        int            // candidates a path brings at most
 
 	// The context, time and speaker evidence (context.go): the
 	// candidates by CID key, what was read of the memories around them,
@@ -922,8 +923,15 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 			}
 			return cmp.Compare(a.key, b.key)
 		})
+		// The best n join, as the other paths' do: a memory many
+		// responses drew on links to each of them, and all it reached
+		// joining made a long-lived sona's recall enrich a thousand
+		// candidates (issue 15).
 		rank = 0
 		for _, h := range ranked {
+			if rank == sc.n {
+				break
+			}
 			r, err := add(h.key)
 			if err != nil {
 				return nil, err
@@ -958,8 +966,7 @@ func (sc *scorer) feedback(cands []*Recalled) ([]pathHit, error) {
 		fb.Docs = append(fb.Docs, r.CID.String())
 		fb.Weights = append(fb.Weights, r.Explain.Fused.Relevance)
 	}
-	n := sc.self.cfg.Recall.Candidates + len(sc.q.Exclude)
-	return sc.self.bm25Candidates(sc.ctx, *sc.q, n, sc.self.backbone(), nil, fb)
+	return sc.self.bm25Candidates(sc.ctx, *sc.q, sc.n, sc.self.backbone(), nil, fb)
 }
 
 // admit applies the emergent retrieval threshold: a candidate stays if
