@@ -3,6 +3,7 @@ package tiers
 import (
 	"context"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -41,3 +42,44 @@ func (s *Store) SetSTM(sona string, st *messages.StmState) error {
 
 // PageVector is the embedding of page p (its memories' vectors).
 func (s *Store) PageVector(p *messages.Page) ([]float32, error) { return s.pageVector(p) }
+
+// DocFreqs are sona's document frequencies as stored (read past the
+// cache) and as the cache holds them, by dfKey; counted, for each content
+// word of sona's stored MTM pages, the pages that hold it, by dfKey.
+func (s *Store) DocFreqs(sona string) (stored, cached, counted map[string]uint64, err error) {
+	stored, cached, counted = map[string]uint64{}, map[string]uint64{}, map[string]uint64{}
+	err = s.view.View(func(txn store.Reader) error {
+		prefix := dfKey(sona, "")
+		err := store.Scan(txn, prefix, func(k, v []byte) error {
+			stored[string(k)] = base.DecodeU64(v)
+			if n, ok := s.dfs.Latest(string(k)); ok {
+				cached[string(k)] = n
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		segs, err := segments(txn, sona)
+		if err != nil {
+			return err
+		}
+		for _, seg := range segs {
+			pages, err := segmentPages(txn, sona, seg.ID)
+			if err != nil {
+				return err
+			}
+			for _, p := range pages {
+				pt, err := s.pageText(txn, p)
+				if err != nil {
+					return err
+				}
+				for _, t := range ContentWords(pt.Text()) {
+					counted[string(dfKey(sona, t))]++
+				}
+			}
+		}
+		return nil
+	})
+	return stored, cached, counted, err
+}

@@ -644,3 +644,54 @@ func TestStepsTellWhetherMoreWorkWaits(t *testing.T) {
 	step(tiers.MTM, true, false)
 	pending()
 }
+
+// The document frequencies of a sona's mid-term pages, read through the
+// cache (the MTM steps weigh each page's words with them and count the
+// page in), are the number of pages that hold each word — as stored and
+// as cached — with words shared by many pages.
+func TestDocFreqsCachedAndCounted(t *testing.T) {
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
+	defer s.Close()
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(5))
+	vocabulary := []string{"garden", "violin", "harbour", "lantern", "orchard", "meadow", "pottery", "canyon"}
+	words := func() string {
+		var out []string
+		for range 4 {
+			out = append(out, vocabulary[rng.Intn(len(vocabulary))])
+		}
+		return strings.Join(out, " ")
+	}
+	check := func(when string) {
+		t.Helper()
+		stored, cached, counted, err := s.Tiers.DocFreqs(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(counted) == 0 || !reflect.DeepEqual(stored, counted) {
+			t.Fatalf("%s: stored %v, the pages hold %v", when, stored, counted)
+		}
+		if len(cached) == 0 {
+			t.Fatalf("%s: nothing cached", when)
+		}
+		for k, n := range cached {
+			if stored[k] != n {
+				t.Fatalf("%s: %q cached as %d, stored as %d", when, k, n, stored[k])
+			}
+		}
+	}
+	for range 16 {
+		o.Page(words(), words())
+	}
+	memorytest.Settle(t, s, o.Sona)
+	check("after 16 pages")
+	vecs, _ := s.Embed(context.Background(), "garden violin")
+	if _, err := s.Tiers.Recall(o.Sona, "garden violin", vecs[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		o.Page(words(), words())
+	}
+	memorytest.Settle(t, s, o.Sona)
+	check("after 8 more")
+}

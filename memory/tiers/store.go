@@ -155,22 +155,6 @@ func (s *Store) PushPage(ctx context.Context, sona string, q, r cid.Cid) error {
 	})
 }
 
-// docFreq reads how many of sona's mid-term pages hold term: at most the
-// MTM state's Pages (both count the pages added, less those forgotten), so
-// while that is 0 the callers read none.
-func docFreq(txn store.Reader, sona, term string) (uint64, error) {
-	item, err := txn.Item(dfKey(sona, term))
-	if errors.Is(err, base.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	var n uint64
-	err = item.Value(func(v []byte) error { n = base.DecodeU64(v); return nil })
-	return n, err
-}
-
 // inbox lists the work waiting in a tier's inbox, oldest first, at most
 // limit entries (0: all). It seeks past the entries consumed before (see
 // inboxStart): an inbox is written at its end and consumed from its
@@ -532,14 +516,11 @@ func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork
 			}
 		}
 		for _, term := range c.terms {
-			key := dfKey(sona, term)
-			var n uint64
-			if v, err := tx.Get(key); err == nil {
-				n = base.DecodeU64(v)
-			} else if !errors.Is(err, base.ErrNotFound) {
+			n, err := s.docFreq(tx, sona, term)
+			if err != nil {
 				return err
 			}
-			tx.Set(key, base.U64(n+1))
+			tx.Set(dfKey(sona, term), base.U64(n+1))
 		}
 		for _, id := range c.evicted {
 			tx.Delete(segmentKey(sona, id))
@@ -621,7 +602,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 			return nil // the first mid-term page: every count is 0, nothing to read
 		}
 		for _, t := range terms {
-			if df[t], err = docFreq(txn, sona, t); err != nil {
+			if df[t], err = s.docFreq(txn, sona, t); err != nil {
 				return err
 			}
 		}
@@ -877,12 +858,14 @@ type Store struct {
 	cfg    Options
 	clock  clock.Clock
 	segs   *segmentCache
+	dfs    *store.Cache[uint64] // document frequencies by dfKey (dfcache.go)
 	starts inboxStart
 }
 
 // NewStore is the tiers' storage on st. When st reports its commits
 // (store.Store), NewStore subscribes to them — call it before st's first
-// write — and keeps the sonas' segments decoded (segmentCache).
+// write — and keeps the sonas' segments decoded (segmentCache) and their
+// document frequencies read lately (docFreq).
 func NewStore(st interface {
 	store.Committer
 	store.Viewer
@@ -890,6 +873,8 @@ func NewStore(st interface {
 	s := &Store{store: st, view: st, env: env, cfg: o, clock: clock.Or(o.Clock), segs: newSegmentCache()}
 	if sub, ok := st.(interface{ Subscribe(func(store.Event)) }); ok {
 		sub.Subscribe(s.segs.committed)
+		s.dfs = store.NewCache[uint64](dfCacheSize)
+		sub.Subscribe(s.dfCommitted)
 	} else {
 		s.segs = nil
 	}

@@ -1,0 +1,77 @@
+package tiers
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/store"
+)
+
+// dfCacheSize is how many document frequencies the cache keeps (about
+// 100 bytes each).
+const dfCacheSize = 1 << 16
+
+// docFreq is how many of sona's mid-term pages hold term (docFreqIn)
+// through the cache of the counts read lately: every MTM step reads the
+// count of each word of its page twice (to weigh its keywords, then to
+// add the page) and every tier retrieval the counts of the query's
+// words — from Badger, a lookup each that falls to the tree's deeper
+// levels as a sona's history grows (a twentieth of a long-lived sona's
+// advance at 12,000 memories, issue 15). An operation (r a store.Tx)
+// reads the cached count only when its batch has not written the key;
+// a view, only one that sees it (store.Cache).
+func (s *Store) docFreq(r store.Reader, sona, term string) (uint64, error) {
+	key := dfKey(sona, term)
+	if s.dfs == nil {
+		return docFreqIn(r, key)
+	}
+	if tx, op := r.(store.Tx); op {
+		if tx.Committed(key) {
+			if n, ok := s.dfs.Latest(string(key)); ok {
+				return n, nil
+			}
+		}
+		return docFreqIn(r, key)
+	}
+	if n, ok := s.dfs.In(string(key), r); ok {
+		return n, nil
+	}
+	n, err := docFreqIn(r, key)
+	if err == nil {
+		s.dfs.Fill(string(key), n, r)
+	}
+	return n, err
+}
+
+// docFreqIn reads the count of df key key in r: at most the MTM state's
+// Pages (both count the pages added, less those forgotten), so while that
+// is 0 the callers read none.
+func docFreqIn(r store.Reader, key []byte) (uint64, error) {
+	v, err := r.Get(key)
+	if errors.Is(err, base.ErrNotFound) {
+		return 0, nil
+	}
+	return base.DecodeU64(v), err
+}
+
+// dfCommitted keeps the cached counts current with a commit's writes.
+func (s *Store) dfCommitted(ev store.Event) {
+	for i, k := range ev.Keys {
+		if !isDFKey(k) {
+			continue
+		}
+		if v := ev.Values[i]; v != nil {
+			s.dfs.Set(k, ev.Told, base.DecodeU64(v))
+		} else {
+			s.dfs.Invalidate(k, ev.Told)
+		}
+	}
+}
+
+// isDFKey reports whether key is a document frequency's (dfKey).
+func isDFKey(key string) bool {
+	rest, ok := strings.CutPrefix(key, string(KeyPrefix))
+	j := strings.IndexByte(rest, 0)
+	return ok && j >= 0 && j+1 < len(rest) && rest[j+1] == 'f'
+}
