@@ -28,7 +28,9 @@ func TestAffinityPathBringsAtMostCandidates(t *testing.T) {
 	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
 	o := memorytest.NewOwner(t, s, "hub")
-	text := func(s string) *model.Memory { return &model.Memory{Data: model.Data{Text: &model.TextData{Content: s}}} }
+	text := func(s string) *model.Memory {
+		return &model.Memory{Data: model.Data{Text: &model.TextData{Content: s}}}
+	}
 	hub := o.Add(text("the orchard meeting is on friday"), nil)
 	var links []assoc.Link
 	strength := map[cid.Cid]float64{}
