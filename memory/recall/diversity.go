@@ -40,7 +40,7 @@ func (c *collapser) fold(r *Recalled) (collapseKey, bool) {
 		return collapseKey{}, false
 	}
 	for _, o := range c.kept {
-		if o.speaker == k.speaker && jaccard(o.words, k.words) >= c.min {
+		if o.speaker == k.speaker && mayReach(len(o.words), len(k.words), c.min) && jaccard(o.words, k.words) >= c.min {
 			o.r.Collapsed = append(o.r.Collapsed, r.CID)
 			return collapseKey{}, true
 		}
@@ -93,6 +93,14 @@ func wordSet(text string) []uint64 {
 }
 
 // jaccard is |a ∩ b| / |a ∪ b| of two sorted sets.
+// mayReach reports whether two sets of sizes a and b may have a Jaccard
+// similarity of least: it is at most the smaller size over the larger, and
+// jaccard's quotient never exceeds that one's (equal when one set holds
+// the other), so a false answer is jaccard's below least, without the walk.
+func mayReach(a, b int, least float64) bool {
+	return float64(min(a, b))/float64(max(a, b)) >= least
+}
+
 func jaccard(a, b []uint64) float64 {
 	common, i, j := 0, 0, 0
 	for i < len(a) && j < len(b) {

@@ -23,6 +23,39 @@ func TestJaccardOfWordSets(t *testing.T) {
 // The hashed word sets give the Jaccard similarity of the word sets as
 // strings (lower-cased, split at what is neither a letter nor a digit),
 // non-ASCII letters and digits included.
+// mayReach's false is never wrong: jaccard is then below the threshold
+// (random sets of 1–40 of 60 words, and the subset cases at the edge).
+func TestMayReachNeverHidesAJaccard(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	set := func() []uint64 {
+		var out []uint64
+		for w := range uint64(60) {
+			if rng.IntN(3) == 0 {
+				out = append(out, w)
+			}
+		}
+		if len(out) == 0 {
+			out = append(out, 0)
+		}
+		return out
+	}
+	for range 20_000 {
+		a, b := set(), set()
+		for _, least := range []float64{0.5, 0.8, 0.9, 1} {
+			if !mayReach(len(a), len(b), least) && jaccard(a, b) >= least {
+				t.Fatalf("%v, %v: jaccard %v ≥ %v, mayReach false", a, b, jaccard(a, b), least)
+			}
+		}
+	}
+	nine, ten := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9}, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if !mayReach(len(nine), len(ten), 0.9) || jaccard(nine, ten) < 0.9 {
+		t.Fatalf("a set of 9 within one of 10: mayReach %v, jaccard %v", mayReach(9, 10, 0.9), jaccard(nine, ten))
+	}
+	if mayReach(8, 10, 0.9) {
+		t.Fatal("8 of 10 may reach 0.9")
+	}
+}
+
 func TestWordSetHashesTheWords(t *testing.T) {
 	strs := func(text string) []string {
 		w := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })

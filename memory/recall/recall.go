@@ -1156,12 +1156,20 @@ func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen 
 	if r.Memory, err = sc.self.memories.MemoryIn(sc.txn, c); err != nil {
 		return nil, err
 	}
-	if sc.q.Vector != nil {
-		r.Explain.Evidence.Dense = sc.denseSim(c)
-	}
 	r.Score, r.Via, r.Depth = score, via, depth
 	r.Explain.Contrib = Contributions{Path: score}
 	return r, nil
+}
+
+// take adds r, reached and within budget, to out: its dense evidence is
+// read now, not for the many reached that do not fit (once the budget is
+// nearly spent, every partner and edge is reached and let go).
+func (sc *scorer) take(out []*Recalled, r *Recalled, key collapseKey) []*Recalled {
+	if sc.q.Vector != nil {
+		r.Explain.Evidence.Dense = sc.denseSim(r.CID)
+	}
+	sc.collapse.add(key)
+	return append(out, r)
 }
 
 // pullCoAccess adds, for each hit best first, its strongest co-access
@@ -1198,8 +1206,7 @@ func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget
 			if n := r.Chars(); n <= budget {
 				r.Explain.CoAccess = p.Strength
 				budget -= n
-				out = append(out, r)
-				sc.collapse.add(key)
+				out = sc.take(out, r, key)
 				taken++
 			}
 		}
@@ -1244,8 +1251,7 @@ func (sc *scorer) expand(from []*Recalled, chosen map[cid.Cid]bool, budget, max 
 			continue
 		}
 		budget -= n
-		out = append(out, r)
-		sc.collapse.add(key)
+		out = sc.take(out, r, key)
 		if e.depth < rc.ExpandDepth {
 			push(r)
 		}
