@@ -278,7 +278,8 @@ func (q Query) WithDefaults(rc config.Recall) (Query, int) {
 //
 //  1. candidates from the dense (HNSW) and full-text (BM25) paths, and an
 //     affinity path of the associations and co-access partners of the best
-//     of them (and, when recall.paths.feedback is set, a full-text search
+//     of them, at most recall.candidates from each path (and, when
+//     recall.paths.feedback is set, a full-text search
 //     with the words of the best: pseudo-relevance feedback), fused
 //     (reciprocal rank fusion or a calibrated sum) with the evidence of
 //     each candidate's context, session, time and speaker (context.go);
