@@ -1,10 +1,10 @@
 package meta
 
 import (
-	"bytes"
 	"context"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/ipfs/go-cid"
 
@@ -75,7 +75,7 @@ func (m *Store) Reinforce(used []Used) *store.Pending {
 		for c, v := range seeds {
 			queue = append(queue, visit{c, v, 0})
 		}
-		slices.SortFunc(queue, func(a, b visit) int { return bytes.Compare(a.c.Bytes(), b.c.Bytes()) })
+		slices.SortFunc(queue, func(a, b visit) int { return strings.Compare(a.c.KeyString(), b.c.KeyString()) })
 		for len(queue) > 0 {
 			v := queue[0]
 			queue = queue[1:]
@@ -98,7 +98,7 @@ func (m *Store) Reinforce(used []Used) *store.Pending {
 		for c := range signal {
 			cids = append(cids, c)
 		}
-		slices.SortFunc(cids, func(a, b cid.Cid) int { return bytes.Compare(a.Bytes(), b.Bytes()) })
+		slices.SortFunc(cids, func(a, b cid.Cid) int { return strings.Compare(a.KeyString(), b.KeyString()) })
 		return m.UpdateHot(cids, func(h *Hot, c cid.Cid) {
 			if target := signal[c]; target > h.Importance {
 				h.Importance += rc.ImportanceAlpha * (target - h.Importance)

@@ -173,7 +173,7 @@ func (m *Memory) Text() string {
 // SortEdges sorts edges by target bytes, the canonical order.
 func SortEdges(edges []Edge) {
 	sort.Slice(edges, func(i, j int) bool {
-		return bytes.Compare(edges[i].Target.Bytes(), edges[j].Target.Bytes()) < 0
+		return strings.Compare(edges[i].Target.KeyString(), edges[j].Target.KeyString()) < 0
 	})
 }
 
@@ -239,7 +239,7 @@ func (m *Memory) Validate() error {
 			return base.Invalidf("edge %d weight must be finite", i)
 		}
 		if i > 0 {
-			switch c := bytes.Compare(m.Edges[i-1].Target.Bytes(), e.Target.Bytes()); {
+			switch c := strings.Compare(m.Edges[i-1].Target.KeyString(), e.Target.KeyString()); {
 			case c == 0:
 				return base.Invalidf("duplicate edge to %s", e.Target)
 			case c > 0:

@@ -1085,14 +1085,14 @@ func byRelevance(a, b *Recalled) int {
 	if c := cmp.Compare(b.Explain.Fused.Relevance, a.Explain.Fused.Relevance); c != 0 {
 		return c
 	}
-	return bytes.Compare(a.CID.Bytes(), b.CID.Bytes())
+	return strings.Compare(a.CID.KeyString(), b.CID.KeyString())
 }
 
 func byScore(a, b *Recalled) int {
 	if c := cmp.Compare(b.Score, a.Score); c != 0 {
 		return c
 	}
-	return bytes.Compare(a.CID.Bytes(), b.CID.Bytes())
+	return strings.Compare(a.CID.KeyString(), b.CID.KeyString())
 }
 
 // choose takes the k hits: the best candidates that fit the budget, by
@@ -1309,7 +1309,7 @@ func (h edgeHeap) Less(i, j int) bool {
 	if h[i].score != h[j].score {
 		return h[i].score > h[j].score
 	}
-	return bytes.Compare(h[i].target.Bytes(), h[j].target.Bytes()) < 0
+	return strings.Compare(h[i].target.KeyString(), h[j].target.KeyString()) < 0
 }
 func (h edgeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *edgeHeap) Push(v any)   { *h = append(*h, v.(edgeCand)) }

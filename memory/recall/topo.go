@@ -1,8 +1,8 @@
 package recall
 
 import (
-	"bytes"
 	"container/heap"
+	"strings"
 
 	"github.com/ipfs/go-cid"
 )
@@ -54,7 +54,7 @@ func (h *readyHeap) Less(i, j int) bool {
 	if ta, tb := a.Time(), b.Time(); ta != tb {
 		return ta < tb
 	}
-	return bytes.Compare(a.CID.Bytes(), b.CID.Bytes()) < 0
+	return strings.Compare(a.CID.KeyString(), b.CID.KeyString()) < 0
 }
 func (h *readyHeap) Swap(i, j int) { h.idx[i], h.idx[j] = h.idx[j], h.idx[i] }
 func (h *readyHeap) Push(v any)    { h.idx = append(h.idx, v.(int)) }
