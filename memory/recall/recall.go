@@ -1173,10 +1173,19 @@ func (sc *scorer) take(out []*Recalled, r *Recalled, key collapseKey) []*Recalle
 	return append(out, r)
 }
 
+// visitsPerTake bounds what expansion reads: at most this many memories
+// visited for each it may take. Once the hits have spent most of the
+// budget, few visited memories fit what is left, and a long-lived sona's
+// recall read and folded ~260 memories to take a handful (issue 15).
+const visitsPerTake = 4
+
 // pullCoAccess adds, for each hit best first, its strongest co-access
-// partners (of this agent) that fit the remaining budget, at most max.
+// partners (of this agent) that fit the remaining budget, at most max:
+// recall.coaccess_partners of each, from its visitsPerTake times as many
+// strongest.
 func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget, max int) ([]*Recalled, int, error) {
 	var out []*Recalled
+	per := sc.self.cfg.Recall.CoAccessPartners
 	for _, h := range hits {
 		if len(out) == max {
 			break
@@ -1185,14 +1194,15 @@ func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget
 		if err != nil {
 			return nil, 0, err
 		}
-		taken := 0
+		taken, visited := 0, 0
 		for _, p := range partners {
-			if taken == sc.self.cfg.Recall.CoAccessPartners || budget <= 0 || len(out) == max {
+			if taken == per || visited == visitsPerTake*per || budget <= 0 || len(out) == max {
 				break
 			}
 			if chosen[p.Target] {
 				continue
 			}
+			visited++
 			r, err := sc.reach(p.Target, h.Score*p.Strength, ViaCoAccess, 1, chosen)
 			if err != nil {
 				return nil, 0, err
@@ -1218,7 +1228,8 @@ func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget
 // expand follows edges from the chosen memories, best first, adding each
 // reachable memory that fits the remaining budget with the score of the
 // path that reached it: parent score × edge weight (capped at 1) × decay
-// per hop, up to the configured depth, at most max of them.
+// per hop, up to the configured depth, at most max of them, from at most
+// visitsPerTake × max visited.
 func (sc *scorer) expand(from []*Recalled, chosen map[cid.Cid]bool, budget, max int, rc config.Recall) ([]*Recalled, error) {
 	frontier := &edgeHeap{}
 	push := func(r *Recalled) {
@@ -1234,8 +1245,11 @@ func (sc *scorer) expand(from []*Recalled, chosen map[cid.Cid]bool, budget, max 
 		push(r)
 	}
 	var out []*Recalled
-	for frontier.Len() > 0 && budget > 0 && len(out) < max {
+	for visits := 0; frontier.Len() > 0 && budget > 0 && len(out) < max && visits < visitsPerTake*max; {
 		e := heap.Pop(frontier).(edgeCand)
+		if !chosen[e.target] {
+			visits++
+		}
 		r, err := sc.reach(e.target, e.score, ViaExpansion, e.depth, chosen)
 		if err != nil {
 			return nil, err

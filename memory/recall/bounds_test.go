@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ipfs/go-cid"
@@ -66,5 +67,59 @@ func TestAffinityPathBringsAtMostCandidates(t *testing.T) {
 	slices.Sort(ranks)
 	if !slices.Equal(ranks, []int{1, 2, 3, 4, 5}) {
 		t.Errorf("affinity ranks %v, want 1…5", ranks)
+	}
+}
+
+// Expansion reads a bounded number of memories for each it may take:
+// with the budget nearly spent by the hit, none of its thirty co-access
+// partners fits, and only visitsPerTake × recall.coaccess_partners of them
+// (the strongest) are read.
+func TestExpansionVisitsAreBounded(t *testing.T) {
+	clk := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clk)
+	defer s.Close()
+	rc, mems := countingRecaller(s, cfg, clk)
+	o := memorytest.NewOwner(t, s, "partners")
+	text := func(s string) *model.Memory {
+		return &model.Memory{Data: model.Data{Text: &model.TextData{Content: s}}}
+	}
+	const said = "the lighthouse keeper"
+	hit := o.Add(text(said), nil)
+	var partners []cid.Cid
+	for i := range 30 {
+		partners = append(partners, o.Add(text(fmt.Sprintf("%d: %s", i, strings.Repeat("a long account of something else, ", 20))), nil))
+	}
+	err := s.Store().Update(context.Background(), func(tx store.Tx) error {
+		return assoc.Update(tx, assoc.CoAccessKey("", hit), clk.Now().Unix(), func(l *assoc.List) {
+			for i, p := range partners {
+				e := l.Get(p)
+				e.Type, e.Strength = assoc.CoAccess, 0.9-float64(i)/100
+			}
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := recall.Paths{Weights: config.PathWeights{BM25: 1}, CoAccess: true, Fusion: "weighted"}
+	rs, _, err := rc.Recall(context.Background(), recall.Query{Sona: o.Sona, Text: "lighthouse keeper", K: 1, Budget: len(said) + 50,
+		Paths: &paths, Peek: true, Expand: new(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].CID != hit {
+		t.Fatalf("recalled %v, want the hit alone", memorytest.Describe(rs))
+	}
+	read := 0
+	for i, p := range partners {
+		if mems.reads[p] > 0 {
+			read++
+			if i >= 8 {
+				t.Errorf("partner %d read: not among the eight strongest", i)
+			}
+		}
+	}
+	if want := 4 * cfg.Recall.CoAccessPartners; read != want {
+		t.Fatalf("%d of the 30 partners read, want %d", read, want)
 	}
 }
