@@ -12,7 +12,6 @@ import (
 
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
-	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/vector"
@@ -79,7 +78,7 @@ func (w *Writer) CheckLinks(m *model.Memory, inflight func(cid.Cid) bool) error 
 			if inflight(e.Target) {
 				continue
 			}
-			if ok, err := r.Has(meta.Key(e.Target)); err != nil {
+			if ok, err := w.mems.Has(r, e.Target); err != nil {
 				return err
 			} else if !ok {
 				return EdgeNotStored(e.Target)

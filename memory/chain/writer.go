@@ -213,7 +213,7 @@ func (w *Writer) checkLinksIn(tx store.Tx, a *model.Append) error {
 		if item.Replicated {
 			break // checked by the chain's owner; the target may be another member's
 		}
-		ok, err := tx.Has(meta.Key(e.Target))
+		ok, err := w.mems.Has(tx, e.Target)
 		if err == nil && !ok && item.Imported {
 			// An export keeps the edges to its forgotten memories.
 			ok, err = tx.Has(store.TombstoneKey(e.Target))

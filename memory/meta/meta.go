@@ -163,6 +163,27 @@ func (m *Store) MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) 
 	return meta, err
 }
 
+// Has reports whether c is a stored memory in r (its metadata record is
+// there), from the metadata cache when it holds c — only records that
+// exist enter it, and a commit's deletion takes them out — else from r:
+// a view reads what it sees, an operation what its batch has not changed
+// as the last commit left it. The edges of every new memory are checked
+// this way, twice (before its operation is submitted, and in it), and
+// those checks were Badger lookups under the committer's lock.
+func (m *Store) Has(r store.Reader, c cid.Cid) (bool, error) {
+	key := Key(c)
+	if tx, op := r.(store.Tx); op {
+		if tx.Committed(key) {
+			if _, ok := m.metas.Latest(c.KeyString()); ok {
+				return true, nil
+			}
+		}
+	} else if _, ok := m.metas.In(c.KeyString(), r); ok {
+		return true, nil
+	}
+	return r.Has(key)
+}
+
 // MemoryIn returns the decoded memory c, from the cache or from its
 // verified block in r. The result is shared: do not modify it.
 func (m *Store) MemoryIn(r store.Reader, c cid.Cid) (*model.Memory, error) {

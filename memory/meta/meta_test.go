@@ -354,3 +354,61 @@ func TestUpdateHotReadsTheCommittedStateFromTheCache(t *testing.T) {
 		t.Fatalf("after three touches of a memory stored with 5 accesses: %v, want 8 (read from the cache, not the 100 behind it; the second of a batch from its transaction)", got)
 	}
 }
+
+// Has answers from the cache when it holds the memory — in a view and in
+// an operation whose batch has not changed it — and from the store
+// otherwise: a deletion committed, or made earlier in the operation's
+// batch, makes it false.
+func TestHasReadsTheCacheAndFollowsDeletes(t *testing.T) {
+	st, m := openBadger(t)
+	c := put(t, st, "stored", &messages.MemoryMeta{Kind: "note", Sonas: []string{"a"}})
+	has := func(when string, want bool, op func(store.Tx)) {
+		t.Helper()
+		err := st.View(func(r store.Reader) error {
+			got, err := m.Has(r, c)
+			if err == nil && got != want {
+				t.Errorf("%s: a view's Has %v, want %v", when, got, want)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = st.Update(context.Background(), func(tx store.Tx) error {
+			if op != nil {
+				op(tx)
+			}
+			got, err := m.Has(tx, c)
+			if err == nil && got != (want && op == nil) {
+				t.Errorf("%s: an operation's Has %v, want %v", when, got, want && op == nil)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	has("stored", true, nil)
+	// Behind the committer the record goes: the cache still answers.
+	if err := st.DB().Update(func(txn *badger.Txn) error { return txn.Delete(Key(c)) }); err != nil {
+		t.Fatal(err)
+	}
+	has("deleted behind the cache", true, nil)
+	// Deleted earlier in the operation's own batch: its transaction answers.
+	has("deleted by the operation", true, func(tx store.Tx) { tx.Delete(Key(c)) })
+	// (That operation committed the deletion: every reader now sees it.)
+	has("after the committed deletion", false, nil)
+	never, _, err := (&model.Memory{Data: model.Data{Text: &model.TextData{Content: "never stored"}}}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.View(func(r store.Reader) error {
+		got, err := m.Has(r, never)
+		if err == nil && got {
+			t.Error("a memory never stored: Has true")
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
