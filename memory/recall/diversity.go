@@ -92,7 +92,6 @@ func wordSet(text string) []uint64 {
 	return slices.Compact(words)
 }
 
-// jaccard is |a ∩ b| / |a ∪ b| of two sorted sets.
 // mayReach reports whether two sets of sizes a and b may have a Jaccard
 // similarity of least: it is at most the smaller size over the larger, and
 // jaccard's quotient never exceeds that one's (equal when one set holds
@@ -101,6 +100,7 @@ func mayReach(a, b int, least float64) bool {
 	return float64(min(a, b))/float64(max(a, b)) >= least
 }
 
+// jaccard is |a ∩ b| / |a ∪ b| of two sorted sets.
 func jaccard(a, b []uint64) float64 {
 	common, i, j := 0, 0, 0
 	for i < len(a) && j < len(b) {
