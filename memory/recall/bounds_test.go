@@ -18,6 +18,11 @@ import (
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
+// textMemory is a text memory saying s.
+func textMemory(s string) *model.Memory {
+	return &model.Memory{Data: model.Data{Text: &model.TextData{Content: s}}}
+}
+
 // The affinity path brings at most recall.candidates memories, the best
 // by affinity, as the other paths do: a memory linked to many (one that
 // many responses drew on) made every recall it seeded enrich all it
@@ -29,14 +34,11 @@ func TestAffinityPathBringsAtMostCandidates(t *testing.T) {
 	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
 	o := memorytest.NewOwner(t, s, "hub")
-	text := func(s string) *model.Memory {
-		return &model.Memory{Data: model.Data{Text: &model.TextData{Content: s}}}
-	}
-	hub := o.Add(text("the orchard meeting is on friday"), nil)
+	hub := o.Add(textMemory("the orchard meeting is on friday"), nil)
 	var links []assoc.Link
 	strength := map[cid.Cid]float64{}
 	for i := range 40 {
-		c := o.Add(text(fmt.Sprintf("note %d about something else entirely", i)), nil)
+		c := o.Add(textMemory(fmt.Sprintf("note %d about something else entirely", i)), nil)
 		strength[c] = 0.9 - float64(i)/100
 		links = append(links, assoc.Link{Target: c, Type: assoc.Related, Strength: strength[c]})
 	}
@@ -81,14 +83,11 @@ func TestExpansionVisitsAreBounded(t *testing.T) {
 	defer s.Close()
 	rc, mems := countingRecaller(s, cfg, clk)
 	o := memorytest.NewOwner(t, s, "partners")
-	text := func(s string) *model.Memory {
-		return &model.Memory{Data: model.Data{Text: &model.TextData{Content: s}}}
-	}
 	const said = "the lighthouse keeper"
-	hit := o.Add(text(said), nil)
+	hit := o.Add(textMemory(said), nil)
 	var partners []cid.Cid
 	for i := range 30 {
-		partners = append(partners, o.Add(text(fmt.Sprintf("%d: %s", i, strings.Repeat("a long account of something else, ", 20))), nil))
+		partners = append(partners, o.Add(textMemory(fmt.Sprintf("%d: %s", i, strings.Repeat("a long account of something else, ", 20))), nil))
 	}
 	err := s.Store().Update(context.Background(), func(tx store.Tx) error {
 		return assoc.Update(tx, assoc.CoAccessKey("", hit), clk.Now().Unix(), func(l *assoc.List) {
