@@ -674,7 +674,10 @@ func testDeferred(t *testing.T, open Opener) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	o := options()
 	o.Clock, o.DeferFor = clk, 50*time.Millisecond
-	o.GC.Interval = 0 // no timer on clk but the deferred ops'
+	// No timer on clk but the deferred ops': no GC passes, no background
+	// table checks (with their timer set first, the wait below ended before
+	// the deferred ops' was set, and the advance missed it: a hang).
+	o.GC.Interval, o.SkipTableCheck = 0, true
 	s := open(t, o)
 	var mu sync.Mutex
 	var commits [][]string
