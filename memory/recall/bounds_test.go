@@ -35,12 +35,10 @@ func TestAffinityPathBringsAtMostCandidates(t *testing.T) {
 	defer s.Close()
 	o := memorytest.NewOwner(t, s, "hub")
 	hub := o.Add(textMemory("the orchard meeting is on friday"), nil)
-	var links []assoc.Link
-	strength := map[cid.Cid]float64{}
+	var links []assoc.Link // the i-th of strength 0.9 − i/100: the affinity it lends
 	for i := range 40 {
 		c := o.Add(textMemory(fmt.Sprintf("note %d about something else entirely", i)), nil)
-		strength[c] = 0.9 - float64(i)/100
-		links = append(links, assoc.Link{Target: c, Type: assoc.Related, Strength: strength[c]})
+		links = append(links, assoc.Link{Target: c, Type: assoc.Related, Strength: 0.9 - float64(i)/100})
 	}
 	if err := s.Store().Update(context.Background(), func(tx store.Tx) error { return assoc.Put(tx, hub, links, clk.Now().Unix()) }); err != nil {
 		t.Fatal(err)
