@@ -2,7 +2,6 @@ package tiers
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -58,8 +57,8 @@ func docFreqIn(r store.Reader, key []byte) (uint64, error) {
 // dfCommitted keeps the cached counts current with a commit's writes.
 func (s *Store) dfCommitted(ev store.Event) {
 	for i, k := range ev.Keys {
-		if !isDFKey(k) {
-			continue
+		if _, part, _, ok := tierKey(k); !ok || part != 'f' {
+			continue // not a dfKey
 		}
 		if v := ev.Values[i]; v != nil {
 			s.dfs.Set(k, ev.Told, base.DecodeU64(v))
@@ -67,11 +66,4 @@ func (s *Store) dfCommitted(ev store.Event) {
 			s.dfs.Invalidate(k, ev.Told)
 		}
 	}
-}
-
-// isDFKey reports whether key is a document frequency's (dfKey).
-func isDFKey(key string) bool {
-	rest, ok := strings.CutPrefix(key, string(KeyPrefix))
-	j := strings.IndexByte(rest, 0)
-	return ok && j >= 0 && j+1 < len(rest) && rest[j+1] == 'f'
 }

@@ -1,7 +1,6 @@
 package tiers
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"slices"
@@ -109,16 +108,10 @@ func (c *segmentCache) committed(ev store.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, k := range ev.Keys {
-		key := []byte(k)
-		if !bytes.HasPrefix(key, KeyPrefix) {
+		sona, part, id, ok := tierKey(k)
+		if !ok || part != 'g' {
 			continue
 		}
-		rest := key[len(KeyPrefix):]
-		j := bytes.IndexByte(rest, 0)
-		if j < 0 || j+1 >= len(rest) || rest[j+1] != 'g' {
-			continue
-		}
-		sona := string(rest[:j])
 		e := c.sonas[sona]
 		if e == nil {
 			e = &cachedSegments{}
@@ -128,8 +121,7 @@ func (c *segmentCache) committed(ev store.Event) {
 		if e.segs == nil {
 			continue
 		}
-		var ok bool
-		if e.segs, ok = patched(e.segs, rest[j+2:], ev.Values[i]); !ok {
+		if e.segs, ok = patched(e.segs, []byte(id), ev.Values[i]); !ok {
 			c.held--
 		}
 	}

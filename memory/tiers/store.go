@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/ipfs/go-cid"
@@ -80,6 +81,19 @@ func personaKey(sona string) []byte { return base.Join(tierPrefix(sona), []byte(
 func dfKey(sona, term string) []byte {
 	return base.Join(tierPrefix(sona), []byte("f"), base.KeyText(term))
 }
+
+// tierKey splits key, if it is one of the tiers' (tierPrefix(sona), a
+// part's letter, the rest), into those: the commit events' followers
+// (the segment and document-frequency caches) tell their keys by it.
+func tierKey(key string) (sona string, part byte, rest string, ok bool) {
+	after, ok := strings.CutPrefix(key, string(KeyPrefix))
+	j := strings.IndexByte(after, 0)
+	if !ok || j < 0 || j+1 >= len(after) {
+		return "", 0, "", false
+	}
+	return after[:j], after[j+1], after[j+2:], true
+}
+
 func inboxPrefix(sona, tier string) []byte {
 	return base.Join(tierPrefix(sona), []byte("i"), []byte(tier), []byte{0})
 }
