@@ -169,7 +169,7 @@ func (m *Store) MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) 
 // a view reads what it sees, an operation what its batch has not changed
 // as the last commit left it. The edges of every new memory are checked
 // this way, twice (before its operation is submitted, and in it), and
-// those checks were Badger lookups under the committer's lock.
+// those checks were Badger lookups, one of them in the committer.
 func (m *Store) Has(r store.Reader, c cid.Cid) (bool, error) {
 	key := Key(c)
 	if tx, op := r.(store.Tx); op {
