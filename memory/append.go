@@ -6,7 +6,6 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/memory/anchor"
-	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/living"
@@ -41,7 +40,7 @@ func (s *Self) contributions() []chain.Contribution {
 			return nil
 		},
 		func(tx store.Tx, w *chain.Written) error {
-			return assoc.Append(tx, s.cfg.Threshold, s.cfg.Recall.SimilarNeighbors, w.Append, w.Prev)
+			return s.Assoc.Append(tx, s.cfg.Threshold, s.cfg.Recall.SimilarNeighbors, w.Append, w.Prev)
 		},
 		func(tx store.Tx, w *chain.Written) error { return s.Living.Archive(tx, w.Sona, w.Item.Archive) },
 		func(tx store.Tx, w *chain.Written) error {

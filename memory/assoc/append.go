@@ -16,8 +16,9 @@ import (
 // previous memory prev, its edges (causal or related, strength relative
 // to its strongest edge), and similar to its strong neighbours (up to
 // similarMax of them), those at least as close as the sona's typical
-// nearest neighbour — whose distribution it then joins.
-func Append(tx store.Tx, t config.Thresholds, similarMax int, a *model.Append, prev *cid.Cid) error {
+// nearest neighbour — whose distribution it then joins. The lists are read
+// through g's cache (Graph.Update); g may be nil.
+func (g *Graph) Append(tx store.Tx, t config.Thresholds, similarMax int, a *model.Append, prev *cid.Cid) error {
 	item := a.Item
 	var links []Link
 	if prev != nil {
@@ -57,5 +58,5 @@ func Append(tx store.Tx, t config.Thresholds, similarMax int, a *model.Append, p
 		stats.Add(item.Neighbors[0].Sim)
 		tx.Set(SimStatsKey(a.Sona), EncodeStats(stats))
 	}
-	return Put(tx, item.CID, links, a.Now)
+	return g.Put(tx, item.CID, links, a.Now)
 }

@@ -47,6 +47,7 @@ type BufferOptions struct {
 
 // buffer holds the strengthening not yet written (see above).
 type buffer struct {
+	g     *Graph // whose cache the flush reads the lists through
 	c     store.Committer
 	every time.Duration
 	max   int
@@ -116,7 +117,7 @@ const maxFlushLists = 2048
 // write it through c (see above). Call it before the store's first
 // write, and Close before the store closes.
 func (g *Graph) Buffer(c store.Committer, o BufferOptions) {
-	b := &buffer{c: c, every: o.Every, max: o.MaxLists, clock: clock.Or(o.Clock), log: o.Logger,
+	b := &buffer{g: g, c: c, every: o.Every, max: o.MaxLists, clock: clock.Or(o.Clock), log: o.Logger,
 		pending: map[string]*pendingList{}, gone: map[cid.Cid]time.Time{}}
 	if b.max <= 0 {
 		b.max = 8192
@@ -133,7 +134,7 @@ func (g *Graph) Buffer(c store.Committer, o BufferOptions) {
 // once the batch it shares commits.
 func (g *Graph) Strengthen(agent string, together []cid.Cid, rate float64, now int64) store.Op {
 	if g.buf == nil {
-		return Strengthen(agent, together, rate, now)
+		return g.strengthen(agent, together, rate, now)
 	}
 	together = slices.Clone(together)
 	return func(tx store.Tx) error {
@@ -381,7 +382,7 @@ func (b *buffer) flushOp(tx store.Tx) error {
 	b.mu.Unlock()
 	slices.Sort(keys)
 	for _, k := range keys {
-		err := Update(tx, []byte(k), 0, func(l *List) {
+		err := b.g.Update(tx, []byte(k), 0, func(l *List) {
 			for _, d := range batch.lists[k].ds {
 				e := l.Get(d.to)
 				e.Type = CoAccess

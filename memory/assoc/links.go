@@ -149,7 +149,16 @@ func (l *List) Remove(target cid.Cid) bool {
 // a recall's co-access one per hit, and the generic codec's allocations
 // and reflection were most of their cost.
 func Update(tx store.Tx, key []byte, now int64, change func(*List)) error {
-	raw, err := tx.Get(key)
+	return (*Graph)(nil).Update(tx, key, now, change)
+}
+
+// Update is assoc.Update reading the list through g's cache when tx's
+// batch has not written it (stored): the committer rewrites a list for
+// every link an append brings, and reading each from Badger — deeper in
+// its tree as the store grows — was a twentieth of an advance's CPU once
+// sonas held a few dozen memories (issue 15). A nil g reads tx alone.
+func (g *Graph) Update(tx store.Tx, key []byte, now int64, change func(*List)) error {
+	raw, err := g.stored(tx, key)
 	if errors.Is(err, base.ErrNotFound) {
 		raw = nil
 	} else if err != nil {
@@ -320,6 +329,11 @@ func appendEntries(b []byte, es []Entry) []byte {
 // new one (strengths clamped to [0, 1]). from's own list is rewritten
 // once. It is the append's contribution to the a/ space.
 func Put(tx store.Tx, from cid.Cid, links []Link, now int64) error {
+	return (*Graph)(nil).Put(tx, from, links, now)
+}
+
+// Put is assoc.Put reading the lists through g's cache (Graph.Update).
+func (g *Graph) Put(tx store.Tx, from cid.Cid, links []Link, now int64) error {
 	keep := func(l *List, to cid.Cid, typ string, strength float64) {
 		if e := l.Find(to); e != nil && e.Strength >= strength {
 			return
@@ -330,7 +344,7 @@ func Put(tx store.Tx, from cid.Cid, links []Link, now int64) error {
 	for i := range links {
 		links[i].Strength = math.Max(0, math.Min(1, links[i].Strength))
 	}
-	err := Update(tx, Key(from), now, func(list *List) {
+	err := g.Update(tx, Key(from), now, func(list *List) {
 		for _, l := range links {
 			if l.Target != from {
 				keep(list, l.Target, l.Type, l.Strength)
@@ -344,7 +358,7 @@ func Put(tx store.Tx, from cid.Cid, links []Link, now int64) error {
 		if l.Target == from {
 			continue
 		}
-		err := Update(tx, Key(l.Target), now, func(list *List) {
+		err := g.Update(tx, Key(l.Target), now, func(list *List) {
 			keep(list, from, l.Type, l.Strength)
 		})
 		if err != nil {
@@ -358,9 +372,14 @@ func Put(tx store.Tx, from cid.Cid, links []Link, now int64) error {
 // every pair of memories returned together, for one agent:
 // w ← w + rate·(1 − w).
 func Strengthen(agent string, together []cid.Cid, rate float64, now int64) store.Op {
+	return (*Graph)(nil).strengthen(agent, together, rate, now)
+}
+
+// strengthen is Strengthen's op, reading the lists through g's cache.
+func (g *Graph) strengthen(agent string, together []cid.Cid, rate float64, now int64) store.Op {
 	return func(tx store.Tx) error {
 		for _, a := range together {
-			err := Update(tx, CoAccessKey(agent, a), now, func(list *List) {
+			err := g.Update(tx, CoAccessKey(agent, a), now, func(list *List) {
 				for _, b := range together {
 					if b != a {
 						e := list.Get(b)
@@ -378,19 +397,21 @@ func Strengthen(agent string, together []cid.Cid, rate float64, now int64) store
 }
 
 // Graph reads the links of a store, through a cache of the lists read
-// lately (each decoded once) that the store's commit events keep current:
-// a commit that writes a cached list replaces it with the value written,
-// decoded when next read. The recalls read the links of their hits and
-// best candidates — lists that their own co-access strengthening keeps
-// rewriting — so reads from Badger and decoding were a sixth of a
-// recall's CPU.
+// or written lately (each decoded once) that the store's commit events
+// keep current: a commit's lists enter it as written, decoded when next
+// read. The recalls read the links of their hits and best candidates —
+// lists that their own co-access strengthening keeps rewriting — so
+// reads from Badger and decoding were a sixth of a recall's CPU; and an
+// append rewrites the lists of what the new memory links to, mostly
+// memories written lately (Graph.Update).
 type Graph struct {
 	v     store.Viewer
 	cache *store.Cache[*cachedLinks]
 	buf   *buffer // the co-access strengthening not yet written (Buffer)
 }
 
-// cachedLinks is a list as committed, decoded on first use.
+// cachedLinks is a list as committed, decoded on first use; raw stays
+// for the committer's rewrites (Graph.Update).
 type cachedLinks struct {
 	raw   []byte // nil: no list
 	once  sync.Once
@@ -402,7 +423,6 @@ func (c *cachedLinks) decoded() ([]Link, error) {
 	c.once.Do(func() {
 		if c.raw != nil {
 			c.links, c.err = Decode(c.raw)
-			c.raw = nil
 		}
 	})
 	return c.links, c.err
@@ -423,8 +443,7 @@ func NewGraph(v store.Viewer, size int) *Graph {
 func (g *Graph) committed(e store.Event) {
 	for i, k := range e.Keys {
 		if strings.HasPrefix(k, string(KeyAssoc)) || strings.HasPrefix(k, string(KeyCoAccess)) {
-			value := e.Values[i] // shared, never modified
-			g.cache.Patch(k, e.Told, func(*cachedLinks) *cachedLinks { return &cachedLinks{raw: value} })
+			g.cache.Set(k, e.Told, &cachedLinks{raw: e.Values[i]}) // shared, never modified
 		}
 	}
 }
@@ -452,14 +471,35 @@ func (g *Graph) in(r store.Reader, key []byte) ([]Link, error) {
 	if c, ok := g.cache.In(k, r); ok {
 		return c.decoded()
 	}
-	links, err := Read(r, key)
+	raw, err := r.Get(key)
+	if errors.Is(err, base.ErrNotFound) {
+		raw = nil
+	} else if err != nil {
+		return nil, err
+	}
+	c := &cachedLinks{raw: raw}
+	links, err := c.decoded()
 	if err != nil {
 		return nil, err
 	}
-	c := &cachedLinks{links: links}
-	c.once.Do(func() {}) // decoded
 	g.cache.Fill(k, c, r)
 	return links, nil
+}
+
+// stored reads the list under key in tx as stored (base.ErrNotFound when
+// there is none): the cached list when tx's batch has not written key —
+// the committer tells every commit to the cache before its next batch
+// (store.Cache.Latest) —, else from tx.
+func (g *Graph) stored(tx store.Tx, key []byte) ([]byte, error) {
+	if g != nil && g.cache != nil && tx.Committed(key) {
+		if c, ok := g.cache.Latest(string(key)); ok {
+			if c.raw == nil {
+				return nil, base.ErrNotFound
+			}
+			return c.raw, nil
+		}
+	}
+	return tx.Get(key)
 }
 
 // Associations returns the typed associations of a memory, strongest first.

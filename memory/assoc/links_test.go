@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
@@ -245,4 +246,72 @@ func TestGraphCacheFollowsCommits(t *testing.T) {
 	if got, want := partners(b), fmt.Sprint([]assoc.Link{{Target: a, Type: assoc.CoAccess, Strength: 0.875}}); got != want {
 		t.Fatalf("b's partners after the old view %s, want %s: the old view's read was cached", got, want)
 	}
+}
+
+// The committer's rewrites read a list through the graph's cache when
+// their batch has not written it, their own batch's writes otherwise;
+// the package's Put reads the store alone.
+func TestUpdateReadsCommittedListsThroughTheCache(t *testing.T) {
+	s, err := store.Open(t.TempDir(), store.OptionsOf(config.Default().Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	g := assoc.NewGraph(s, 64)
+	a, b, c, d, e := cidOf(t, "a"), cidOf(t, "b"), cidOf(t, "c"), cidOf(t, "d"), cidOf(t, "e")
+	update := func(op store.Op) {
+		t.Helper()
+		if err := s.Update(context.Background(), op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	behind := func() { // b's list goes behind the committer (and the cache)
+		t.Helper()
+		if err := s.DB().Update(func(txn *badger.Txn) error { return txn.Delete(assoc.Key(b)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored := func(want ...cid.Cid) {
+		t.Helper()
+		var got []cid.Cid
+		err := s.DB().View(func(txn *badger.Txn) error {
+			item, err := txn.Get(assoc.Key(b))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			return item.Value(func(v []byte) error {
+				links, err := assoc.Decode(v)
+				for _, l := range links {
+					got = append(got, l.Target)
+				}
+				return err
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("b's stored list links to %v, want %v", got, want)
+		}
+	}
+	link := func(strength float64) []assoc.Link {
+		return []assoc.Link{{Target: b, Type: assoc.Related, Strength: strength}}
+	}
+	update(func(tx store.Tx) error { return g.Put(tx, a, link(0.9), 1) })
+	behind()
+	update(func(tx store.Tx) error { return g.Put(tx, c, link(0.8), 1) })
+	stored(a, c) // read from the cache: a's link survived the deletion behind it
+
+	update(func(tx store.Tx) error {
+		tx.Delete(assoc.Key(b))
+		return g.Put(tx, d, link(0.7), 1)
+	})
+	stored(d) // the batch's own deletion, not the cached list
+
+	behind()
+	update(func(tx store.Tx) error { return assoc.Put(tx, e, link(0.6), 1) })
+	stored(e) // the package's Put read the store, where the list was gone
 }
