@@ -64,6 +64,7 @@ type Vectors interface {
 	ID(key string) (uint64, bool)
 	Key(id uint64) (string, bool)
 	Lookup(key string) ([]float32, bool)
+	Dot(key string, q []float32) (float32, bool)
 	Search(q []float32, k int) []vector.Hit
 	SearchAmong(q []float32, ids []uint64, k int) []vector.Hit
 }

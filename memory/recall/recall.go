@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
-	"github.com/viterin/vek/vek32"
 	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/protobuf/proto"
 
@@ -1276,8 +1275,8 @@ func (sc *scorer) expand(from []*Recalled, chosen map[cid.Cid]bool, budget, max 
 
 // denseSim is the query's cosine similarity with a memory's embedding.
 func (sc *scorer) denseSim(c cid.Cid) float64 {
-	if vec, ok := sc.self.index.Lookup(c.KeyString()); ok {
-		return float64(vek32.Dot(sc.q.Vector, vec))
+	if sim, ok := sc.self.index.Dot(c.KeyString(), sc.q.Vector); ok {
+		return float64(sim)
 	}
 	if vec, err := readVector(sc.txn, c); err == nil {
 		return base.Dot(sc.q.Vector, vec)
@@ -1287,8 +1286,8 @@ func (sc *scorer) denseSim(c cid.Cid) float64 {
 
 // denseSimKey is denseSim of the memory of CID key.
 func (sc *scorer) denseSimKey(key string) float64 {
-	if vec, ok := sc.self.index.Lookup(key); ok {
-		return float64(vek32.Dot(sc.q.Vector, vec))
+	if sim, ok := sc.self.index.Dot(key, sc.q.Vector); ok {
+		return float64(sim)
 	}
 	if c, err := cid.Cast([]byte(key)); err == nil {
 		return sc.denseSim(c)

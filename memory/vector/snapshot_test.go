@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/viterin/vek/vek32"
 )
 
 func anyTag([]byte) error { return nil }
@@ -428,6 +430,11 @@ func restoredLikeBuilt(t *testing.T, vecs [][]float32, n, dims int, o Options) {
 		z.WaitBuilt()
 	}
 	alike(t, x, y, queries, n+200)
+	// A vector of the file is read into the scans' scratch, not copied.
+	k3 := key(3)
+	if allocs := testing.AllocsPerRun(100, func() { y.Dot(k3, queries[0]) }); allocs != 0 {
+		t.Fatalf("Dot with a vector of the file: %v allocations", allocs)
+	}
 
 	// Nothing maps the float32 vectors (where /proc tells).
 	for _, r := range fileMappings(t, path) {
@@ -481,6 +488,17 @@ func alike(t *testing.T, x, y *Index, queries [][]float32, keys int) {
 		a, aok := x.Lookup(key(i))
 		if b, bok := y.Lookup(key(i)); aok != bok || !slices.Equal(a, b) {
 			t.Fatalf("Lookup of %d: %v %v, want %v %v", i, b, bok, a, aok)
+		}
+		for _, q := range queries[:3] {
+			want := float32(0)
+			if aok {
+				want = vek32.Dot(q, a)
+			}
+			for _, z := range []*Index{x, y} {
+				if got, ok := z.Dot(key(i), q); ok != aok || got != want {
+					t.Fatalf("Dot with %d: %v %v, want %v %v", i, got, ok, want, aok)
+				}
+			}
 		}
 	}
 	x.gmu.RLock()
