@@ -13,8 +13,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -582,4 +584,38 @@ func keysOf(m map[string]any) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Server-Timing tells a principal not scoped to sonas how long the server
+// took until the response's headers; a sona-scoped one, and a request
+// not authorized, are told nothing (the time could tell what another
+// sona holds).
+func TestServerTimingOnlyForUnscopedPrincipals(t *testing.T) {
+	w := newAuthWorld(t)
+	timing := func(p principal, method, path string, body any) (string, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		resp := w.as(p, method, path, body)
+		return resp.header.Get("Server-Timing"), time.Since(start)
+	}
+	for _, p := range []principal{principals[2], principals[4]} {
+		for _, c := range []struct{ method, path string }{{"GET", "/memory/" + w.memB}, {"GET", "/memory/" + w.memA + "x"}, {"GET", "/no-such-route"}} {
+			h, took := timing(p, c.method, c.path, nil)
+			ms, ok := strings.CutPrefix(h, "app;dur=")
+			dur, err := strconv.ParseFloat(ms, 64)
+			if !ok || err != nil || dur < 0 || time.Duration(dur*float64(time.Millisecond)) > took {
+				t.Fatalf("%s %s %s: Server-Timing %q (the client waited %v)", p.name, c.method, c.path, h, took)
+			}
+		}
+		if h, _ := timing(p, "POST", "/sona/"+w.a+"/recall", map[string]any{"query": "red key"}); !strings.HasPrefix(h, "app;dur=") {
+			t.Fatalf("%s recall: Server-Timing %q", p.name, h)
+		}
+	}
+	for _, p := range []principal{principals[5], principals[7], principals[1], principals[0]} {
+		for _, path := range []string{"/memory/" + w.memA, "/memory/" + w.memB, "/sona/" + w.b} {
+			if h, _ := timing(p, "GET", path, nil); h != "" {
+				t.Fatalf("%s GET %s: Server-Timing %q", p.name, path, h)
+			}
+		}
+	}
 }

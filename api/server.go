@@ -14,6 +14,7 @@ import (
 	"mime"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -185,6 +186,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if !p.SonaScoped() {
+		rw.elapsed = func() time.Duration { return s.clock.Since(start) }
+	}
 	timeout, limit := s.cfg.Server.RequestTimeout.D(), s.cfg.Server.MaxBodyBytes
 	if transfers[pattern] {
 		timeout, limit = s.cfg.Server.TransferTimeout.D(), s.cfg.Server.MaxImportBytes
@@ -215,16 +219,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // statusWriter remembers the status a handler answered with, and gives
 // fail the request's context (for its trace ids in log lines and span).
+// When elapsed is set — a principal not scoped to sonas: a scoped one
+// is not told how long the server took, which could tell it what
+// another sona holds — the response's headers carry the server's time
+// until them, `Server-Timing: app;dur=<ms>` (what `memoria bench`
+// reports beside the latency its clients see).
 type statusWriter struct {
 	http.ResponseWriter
-	status int
-	ctx    context.Context
+	status  int
+	ctx     context.Context
+	elapsed func() time.Duration
+	stamped bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
+	w.stamp()
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -232,11 +244,23 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	w.stamp()
 	return w.ResponseWriter.Write(b)
+}
+
+// stamp sets the Server-Timing header before the headers go out.
+func (w *statusWriter) stamp() {
+	if w.stamped || w.elapsed == nil {
+		return
+	}
+	w.stamped = true
+	ms := float64(w.elapsed().Microseconds()) / 1000
+	w.Header().Set("Server-Timing", "app;dur="+strconv.FormatFloat(ms, 'f', 3, 64))
 }
 
 // Flush lets streamed responses (MCP's event streams, exports) through.
 func (w *statusWriter) Flush() {
+	w.stamp()
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}

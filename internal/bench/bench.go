@@ -268,6 +268,12 @@ type Result struct {
 	P50Ms     float64 `json:"p50_ms"`
 	P99Ms     float64 `json:"p99_ms"`
 	MaxMs     float64 `json:"max_ms"`
+	// ServerP50Ms and ServerP99Ms are the server's own time until its
+	// answers' headers (their Server-Timing), over HTTP: the latency
+	// without the loopback, the clients' decoding and their share of
+	// the machine's cores.
+	ServerP50Ms float64 `json:"server_p50_ms,omitempty"`
+	ServerP99Ms float64 `json:"server_p99_ms,omitempty"`
 	// CPUMsPerOp is the CPU time per operation of the process that did
 	// the work (the server over HTTP); ClientCPUMsPerOp the clients'.
 	CPUMsPerOp       float64 `json:"cpu_ms_per_op"`
@@ -479,6 +485,7 @@ func fromLoad(scenario string, rep *loadgen.Report) Result {
 	if len(rep.Routes) > 0 {
 		rt := rep.Routes[0]
 		res.Name, res.P50Ms, res.P99Ms, res.MaxMs = rt.Route, rt.P50Ms, rt.P99Ms, rt.MaxMs
+		res.ServerP50Ms, res.ServerP99Ms = rt.ServerP50Ms, rt.ServerP99Ms
 	}
 	if n := len(rep.Memory); n > 0 {
 		res.RSS = &RSS{Start: rep.Memory[0].RSS, Peak: rep.PeakRSS, End: rep.Memory[n-1].RSS}

@@ -70,6 +70,9 @@ func extras(r Result) string {
 	if r.BuildSeconds != nil {
 		parts = append(parts, fmt.Sprintf("built in %.1f s", *r.BuildSeconds))
 	}
+	if r.ServerP50Ms > 0 {
+		parts = append(parts, fmt.Sprintf("server p50 %.2f p99 %.2f ms", r.ServerP50Ms, r.ServerP99Ms))
+	}
 	if r.ClientCPUMsPerOp > 0 {
 		parts = append(parts, fmt.Sprintf("client CPU/op %.2f", r.ClientCPUMsPerOp))
 	}

@@ -3,7 +3,10 @@ package loadgen
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -123,5 +126,52 @@ func TestEverySecond(t *testing.T) {
 	}
 	if calls.Load() != n {
 		t.Fatal("called after stop returned")
+	}
+}
+
+// Drive reports the server's own time of the answers that tell it
+// (Server-Timing), beside the latency its clients saw.
+func TestDriveReportsServerTiming(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if k := n.Add(1); k%4 != 0 { // every fourth answer tells nothing
+			w.Header().Set("Server-Timing", fmt.Sprintf(`db;dur=99, app;desc="x";dur=%d`, k%4))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{}`)
+	}))
+	defer srv.Close()
+	c, closeClient := NewClient(srv.URL, "", 2)
+	defer closeClient()
+	req := func(ctx context.Context, _ int, _ *rand.Rand) (Op, error) {
+		_, err := c.Health(ctx)
+		return OpGet, err
+	}
+	rep := Drive(context.Background(), Window{Clients: 2, Duration: time.Minute, Requests: 400}, req)
+	if rep.Errors != 0 || len(rep.Routes) != 1 {
+		t.Fatalf("%+v", rep)
+	}
+	// 300 answers told 1, 2 or 3 ms, a hundred each.
+	if r := rep.Routes[0]; r.ServerP50Ms != 2 || r.ServerP99Ms != 3 {
+		t.Fatalf("server p50 %v, p99 %v; want 2 and 3", r.ServerP50Ms, r.ServerP99Ms)
+	}
+}
+
+func TestServerTime(t *testing.T) {
+	for h, want := range map[string]time.Duration{
+		"app;dur=2.197":               2197 * time.Microsecond,
+		"cache;desc=hit, app;dur=0.5": 500 * time.Microsecond,
+		"app;dur=-1":                  -1,
+		"app":                         -1,
+		"db;dur=3":                    -1,
+		"":                            -1,
+	} {
+		got, ok := ServerTime(http.Header{"Server-Timing": {h}})
+		if !ok {
+			got = -1
+		}
+		if got != want {
+			t.Errorf("%q: %v, want %v", h, got, want)
+		}
 	}
 }

@@ -180,6 +180,12 @@ type RouteReport struct {
 	P50Ms     float64 `json:"p50_ms"`
 	P99Ms     float64 `json:"p99_ms"`
 	MaxMs     float64 `json:"max_ms"`
+	// ServerP50Ms and ServerP99Ms are of the server's own time until the
+	// answer's headers, as its Server-Timing header tells it (app;dur):
+	// what the latency above is without the network, the client's
+	// decoding and its share of the machine. 0 when no answer told it.
+	ServerP50Ms float64 `json:"server_p50_ms,omitempty"`
+	ServerP99Ms float64 `json:"server_p99_ms,omitempty"`
 }
 
 // MemorySample is the server's memory at a point of the run (start,
@@ -218,12 +224,51 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // connections alive (one per concurrent caller), and a function that
 // closes them.
 func NewClient(url, token string, conns int) (*client.Client, func()) {
-	hc := &http.Client{Transport: &http.Transport{
+	hc := &http.Client{Transport: serverTiming{&http.Transport{
 		MaxIdleConns:        conns,
 		MaxIdleConnsPerHost: conns,
 		IdleConnTimeout:     90 * time.Second,
-	}}
+	}}}
 	return client.New(url, hc).WithToken(token), hc.CloseIdleConnections
+}
+
+// serverTiming hands the server's time of each answer (its Server-Timing
+// header's app;dur) to the request's context slot (Drive's), if any.
+type serverTiming struct{ base *http.Transport }
+
+type timingSlot struct{}
+
+func (t serverTiming) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if slot, ok := req.Context().Value(timingSlot{}).(*time.Duration); ok && err == nil {
+		if d, ok := ServerTime(resp.Header); ok {
+			*slot = d
+		}
+	}
+	return resp, err
+}
+
+func (t serverTiming) CloseIdleConnections() { t.base.CloseIdleConnections() }
+
+// ServerTime reads the server's time from h's Server-Timing header
+// (app;dur=<ms>).
+func ServerTime(h http.Header) (time.Duration, bool) {
+	for _, metric := range strings.Split(h.Get("Server-Timing"), ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(metric), ";")
+		if name != "app" {
+			continue
+		}
+		for _, p := range strings.Split(params, ";") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(p), "dur="); ok {
+				ms, err := strconv.ParseFloat(v, 64)
+				if err != nil || ms < 0 {
+					return 0, false
+				}
+				return time.Duration(ms * float64(time.Millisecond)), true
+			}
+		}
+	}
+	return 0, false
 }
 
 // Window is a measured stretch of load: Clients clients, each sending
@@ -281,8 +326,12 @@ func Drive(ctx context.Context, w Window, req Request) *Report {
 			rng := rand.New(rand.NewPCG(uint64(w.Seed), uint64(i)+1))
 			for time.Now().Before(deadline) && ctx.Err() == nil && (w.Requests <= 0 || started.Add(1) <= w.Requests) {
 				t := time.Now()
-				op, err := req(ctx, i, rng)
+				server := time.Duration(-1)
+				op, err := req(context.WithValue(ctx, timingSlot{}, &server), i, rng)
 				stats[i].record(op, time.Since(t), err)
+				if server >= 0 {
+					stats[i].server[op] = append(stats[i].server[op], server)
+				}
 				if err != nil {
 					errs.add(op, err)
 				}
@@ -426,6 +475,10 @@ func summarize(rep *Report, stats []*clientStats, errs *errorSamples) {
 		rr := RouteReport{Op: op, Route: route, Requests: int64(len(lat)), Errors: all.errors[op],
 			PerSecond: float64(len(lat)) / rep.Seconds,
 			P50Ms:     ms(Percentile(lat, 0.50)), P99Ms: ms(Percentile(lat, 0.99)), MaxMs: ms(lat[len(lat)-1])}
+		if srv := all.server[op]; len(srv) > 0 {
+			slices.Sort(srv)
+			rr.ServerP50Ms, rr.ServerP99Ms = ms(Percentile(srv, 0.50)), ms(Percentile(srv, 0.99))
+		}
 		rep.Routes = append(rep.Routes, rr)
 		rep.Requests += rr.Requests
 		rep.Errors += rr.Errors
@@ -451,12 +504,13 @@ func opRank(op Op) string {
 // the request path).
 type clientStats struct {
 	latency  map[Op][]time.Duration
+	server   map[Op][]time.Duration // the answers' Server-Timing
 	errors   map[Op]int64
 	statuses map[string]int64
 }
 
 func newClientStats() *clientStats {
-	return &clientStats{latency: map[Op][]time.Duration{}, errors: map[Op]int64{}, statuses: map[string]int64{}}
+	return &clientStats{latency: map[Op][]time.Duration{}, server: map[Op][]time.Duration{}, errors: map[Op]int64{}, statuses: map[string]int64{}}
 }
 
 func (s *clientStats) record(op Op, d time.Duration, err error) {
@@ -476,6 +530,9 @@ func (s *clientStats) record(op Op, d time.Duration, err error) {
 func (s *clientStats) merge(o *clientStats) {
 	for op, l := range o.latency {
 		s.latency[op] = append(s.latency[op], l...)
+	}
+	for op, l := range o.server {
+		s.server[op] = append(s.server[op], l...)
 	}
 	for op, n := range o.errors {
 		s.errors[op] += n
