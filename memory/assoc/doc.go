@@ -10,15 +10,17 @@
 //	d/  sona uuid                   SimStats (EncodeStats: n, mean, M2 as 8-byte BE
 //	                                floats): the sona's nearest-neighbour similarities
 //
-// Writers: the append contributes a memory's links with Append (which
-// writes them with Put and feeds the sona's d/ distribution); recall
+// Writers: the append contributes a memory's links with Graph.Append
+// (which writes them with Graph.Put, reading each list through the
+// graph's cache unless its batch wrote it, and feeds the sona's d/
+// distribution); recall
 // strengthens co-access with Graph.Strengthen (w ← w + rate·(1 − w)),
 // which a buffered Graph (Buffer) keeps in memory, reads back into every
 // list it gives and writes in batches (coaccess.go); living
 // memory prunes a/ lists with Update; import writes whole lists. Readers
-// go through Graph (Self.Assoc), whose cache of decoded lists the commit
-// events keep current (recall reads its hits' and seeds' lists with
-// Graph.In), or Read inside a transaction.
+// go through Graph (Self.Assoc), whose cache of the lists read or
+// committed lately the commit events keep current (recall reads its
+// hits' and seeds' lists with Graph.In), or Read inside a transaction.
 //
 // Invariants: a link list is sorted strongest first (ties by target
 // bytes) and holds at most MaxLinks links — the weakest are forgotten
