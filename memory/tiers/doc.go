@@ -55,6 +55,8 @@
 //	      "s"                       StmState: the short-term pages (no embeddings), version, page similarity stats
 //	      "m"                       MtmState: next segment id, page count, version
 //	      "g" segment (8 BE)        Segment
+//	      "v" segment (8 BE)        its visits since its last write: N_visit, last access (8 BE each);
+//	                                a reader takes the larger of each and the Segment's (both only grow)
 //	      "p" segment seq (8+8 BE)  Page of a mid-term segment
 //	      "l"                       Persona (user profile, knowledge, traits; agent traits)
 //	      "f" term                  document frequency of a term in the mid-term pages (8 BE)

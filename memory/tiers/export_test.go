@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"context"
+	"slices"
 
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -82,4 +83,23 @@ func (s *Store) DocFreqs(sona string) (stored, cached, counted map[string]uint64
 		return nil
 	})
 	return stored, cached, counted, err
+}
+
+// SegmentRecords are sona's stored segment headers and visit records, by
+// segment id.
+func (s *Store) SegmentRecords(sona string) (headers, visits map[uint64][]byte, err error) {
+	headers, visits = map[uint64][]byte{}, map[uint64][]byte{}
+	err = s.view.View(func(txn store.Reader) error {
+		for prefix, into := range map[string]map[uint64][]byte{string(segmentPrefix(sona)): headers, string(visitPrefix(sona)): visits} {
+			err := store.Scan(txn, []byte(prefix), func(k, v []byte) error {
+				into[base.DecodeU64(k[len(k)-8:])] = slices.Clone(v)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return headers, visits, err
 }

@@ -188,6 +188,7 @@ func (f *tierForget) mtm() error {
 		f.segs[seg.ID] = true
 		if len(kept) == 0 {
 			f.tx.Delete(segmentKey(f.sona, seg.ID))
+			f.tx.Delete(visitKey(f.sona, seg.ID))
 			return nil
 		}
 		seg.Summary, seg.Keywords, seg.Weights = "", nil, nil

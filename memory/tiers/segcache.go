@@ -1,7 +1,6 @@
 package tiers
 
 import (
-	"cmp"
 	"encoding/binary"
 	"slices"
 	"sync"
@@ -103,13 +102,14 @@ func (c *segmentCache) put(sona string, segs []*Segment, gen uint64) {
 }
 
 // committed follows the store's commits: the writes of a sona's segment
-// keys (t/ uuid 0x00 "g" id) move its generation and patch its entry.
+// keys and visit records (t/ uuid 0x00 "g" or "v" id) move its
+// generation and patch its entry.
 func (c *segmentCache) committed(ev store.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, k := range ev.Keys {
 		sona, part, id, ok := tierKey(k)
-		if !ok || part != 'g' {
+		if !ok || part != 'g' && part != 'v' {
 			continue
 		}
 		e := c.sonas[sona]
@@ -121,10 +121,35 @@ func (c *segmentCache) committed(ev store.Event) {
 		if e.segs == nil {
 			continue
 		}
-		if e.segs, ok = patched(e.segs, []byte(id), ev.Values[i]); !ok {
+		if part == 'v' {
+			e.segs, ok = visited(e.segs, []byte(id), ev.Values[i])
+		} else {
+			e.segs, ok = patched(e.segs, []byte(id), ev.Values[i])
+		}
+		if !ok {
 			c.held--
 		}
 	}
+}
+
+// visited is segs (by ID) with the visit record of key id written as
+// value taken into its segment (a new slice and segment; a deleted
+// record goes with its segment, whose deletion patches it).
+func visited(segs []*Segment, id, value []byte) (_ []*Segment, ok bool) {
+	if len(id) != 8 {
+		return nil, false
+	}
+	i, found := slices.BinarySearchFunc(segs, binary.BigEndian.Uint64(id), bySegmentID)
+	if !found || value == nil {
+		return segs, true
+	}
+	seg := *segs[i] // its slices stay shared: cached segments are never modified
+	if seg.addVisits(value) != nil {
+		return nil, false
+	}
+	out := slices.Clone(segs)
+	out[i] = &seg
+	return out, true
 }
 
 // patched is segs (by ID) with the segment of key id written as value
@@ -135,7 +160,7 @@ func patched(segs []*Segment, id, value []byte) (_ []*Segment, ok bool) {
 		return nil, false
 	}
 	n := binary.BigEndian.Uint64(id)
-	i, found := slices.BinarySearchFunc(segs, n, func(s *Segment, n uint64) int { return cmp.Compare(s.ID, n) })
+	i, found := slices.BinarySearchFunc(segs, n, bySegmentID)
 	out := slices.Clone(segs)
 	if value == nil {
 		if found {
@@ -151,7 +176,8 @@ func patched(segs []*Segment, id, value []byte) (_ []*Segment, ok bool) {
 	if seg.ID != n {
 		return nil, false
 	}
-	if found {
+	if found { // the header keeps its last write's visits: the record may hold later ones
+		seg.NVisit, seg.LastAccess = max(seg.NVisit, out[i].NVisit), max(seg.LastAccess, out[i].LastAccess)
 		out[i] = seg
 	} else {
 		out = slices.Insert(out, i, seg)

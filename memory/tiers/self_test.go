@@ -1,6 +1,7 @@
 package tiers_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -694,4 +695,79 @@ func TestDocFreqsCachedAndCounted(t *testing.T) {
 	}
 	memorytest.Settle(t, s, o.Sona)
 	check("after 8 more")
+}
+
+// A retrieval's visit writes the segment's visit record alone — not its
+// header, embedding and all — and every reader sees the visits: the
+// stored segments, the cache, the heat. A later write of the header
+// keeps them.
+func TestVisitsWriteTheirRecordAlone(t *testing.T) {
+	clock := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
+	defer s.Close()
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(4))
+	for range 10 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	memorytest.Settle(t, s, o.Sona)
+	headers, visits, err := s.Tiers.SegmentRecords(o.Sona)
+	if err != nil || len(headers) != 3 || len(visits) != 0 {
+		t.Fatalf("before any visit: %d headers, %d visit records (%v)", len(headers), len(visits), err)
+	}
+	for round := 1; round <= 2; round++ {
+		clock.Advance(time.Minute)
+		if _, err := s.Tiers.VisitSegments(context.Background(), o.Sona, []uint64{1, 3}, clock.Now().Unix()); err != nil {
+			t.Fatal(err)
+		}
+		after, visits, err := s.Tiers.SegmentRecords(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, h := range headers {
+			if !bytes.Equal(after[id], h) {
+				t.Fatalf("round %d: segment %d's header rewritten by a visit", round, id)
+			}
+		}
+		if len(visits) != 2 || len(visits[1]) != 16 || len(visits[3]) != 16 {
+			t.Fatalf("round %d: visit records %v", round, visits)
+		}
+		stored, err := s.Tiers.StoredSegments(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, seg := range stored {
+			want := uint64(round)
+			if seg.ID == 2 {
+				want = 0
+			}
+			if seg.NVisit != want || want > 0 && seg.LastAccess != clock.Now().Unix() {
+				t.Fatalf("round %d: segment %d read with %d visits, last %d", round, seg.ID, seg.NVisit, seg.LastAccess)
+			}
+		}
+		if _, err := s.Tiers.Recall(o.Sona, "anything", nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		if cached := s.Tiers.CachedSegments(o.Sona); !reflect.DeepEqual(cached, stored) {
+			t.Fatalf("round %d: cached %+v, stored %+v", round, cached, stored)
+		}
+	}
+	// Pages join the segments: their headers are written again, with the
+	// visits the records hold.
+	for range 6 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	memorytest.Settle(t, s, o.Sona)
+	stored, err := s.Tiers.StoredSegments(o.Sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seg := range stored {
+		if want := map[uint64]uint64{1: 2, 3: 2}[seg.ID]; seg.NVisit != want {
+			t.Fatalf("after more pages: segment %d has %d visits, want %d", seg.ID, seg.NVisit, want)
+		}
+	}
+	if cached := s.Tiers.CachedSegments(o.Sona); !reflect.DeepEqual(cached, stored) {
+		t.Fatalf("after more pages: cached %+v, stored %+v", cached, stored)
+	}
 }

@@ -2,7 +2,9 @@ package tiers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -69,6 +71,8 @@ func stmKey(sona string) []byte                { return base.Join(tierPrefix(son
 func mtmKey(sona string) []byte                { return base.Join(tierPrefix(sona), []byte("m")) }
 func segmentPrefix(sona string) []byte         { return base.Join(tierPrefix(sona), []byte("g")) }
 func segmentKey(sona string, id uint64) []byte { return base.Join(segmentPrefix(sona), base.U64(id)) }
+func visitPrefix(sona string) []byte           { return base.Join(tierPrefix(sona), []byte("v")) }
+func visitKey(sona string, id uint64) []byte   { return base.Join(visitPrefix(sona), base.U64(id)) }
 
 // PagePrefix is the key prefix of the pages of segment seg of sona.
 func PagePrefix(sona string, seg uint64) []byte {
@@ -221,7 +225,8 @@ func (s *inboxStart) seen(sona, tier string, seq uint64) {
 	s.first[k] = max(s.first[k], seq)
 }
 
-// segments reads the MTM segment headers of a sona, oldest first.
+// segments reads the MTM segment headers of a sona, oldest first, each
+// with its visits (visitKey) when they were recorded apart.
 func segments(txn store.Reader, sona string) ([]*Segment, error) {
 	var out []*Segment
 	err := store.Scan(txn, segmentPrefix(sona), func(_, v []byte) error {
@@ -232,8 +237,23 @@ func segments(txn store.Reader, sona string) ([]*Segment, error) {
 		out = append(out, SegmentOf(rec))
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	err = store.Scan(txn, visitPrefix(sona), func(k, v []byte) error {
+		id := binary.BigEndian.Uint64(k[len(k)-8:])
+		if i, ok := slices.BinarySearchFunc(out, id, bySegmentID); ok {
+			if err := out[i].addVisits(v); err != nil {
+				return fmt.Errorf("%w: visits of segment %d of %s: %v", base.ErrCorrupt, id, sona, err)
+			}
+		}
+		return nil
+	})
 	return out, err
 }
+
+// bySegmentID orders segments (as their keys do) for a binary search.
+func bySegmentID(s *Segment, id uint64) int { return cmp.Compare(s.ID, id) }
 
 // segmentPages reads the pages of one segment, oldest first.
 func segmentPages(txn store.Reader, sona string, seg uint64) ([]*messages.Page, error) {
@@ -493,6 +513,7 @@ type mtmChange struct {
 	state    *messages.MtmState
 	base     uint64                // the version it was computed on
 	changed  []*Segment            // headers to write
+	visited  []*Segment            // visits to write (visitKey), apart from the headers
 	page     *messages.Page        // a new page, with its segment
 	pageSeg  uint64                //
 	terms    []string              // document frequencies to count
@@ -524,6 +545,11 @@ func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork
 				return err
 			}
 		}
+		for _, seg := range c.visited {
+			if !slices.Contains(c.evicted, seg.ID) {
+				tx.Set(visitKey(sona, seg.ID), seg.visits())
+			}
+		}
 		if c.page != nil && !slices.Contains(c.evicted, c.pageSeg) {
 			if err := store.SetProto(tx, pageKey(sona, c.pageSeg, c.page.Seq), c.page); err != nil {
 				return err
@@ -538,6 +564,7 @@ func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork
 		}
 		for _, id := range c.evicted {
 			tx.Delete(segmentKey(sona, id))
+			tx.Delete(visitKey(sona, id))
 			var keys [][]byte
 			if err := store.Keys(tx, PagePrefix(sona, id), func(k []byte) { keys = append(keys, slices.Clone(k)) }); err != nil {
 				return err
@@ -745,14 +772,14 @@ func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at
 			seg = seg.clone()
 			segs[i] = seg
 			Visit(seg, at)
-			c.changed = append(c.changed, seg)
+			c.visited = append(c.visited, seg)
 			res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentVisited, Segment: seg.ID})
 		}
 	}
 	if err := s.promoteInto(c, &res, sona, segs, max(at, s.clock.Now().Unix()), nil, 0); err != nil {
 		return Step{}, err
 	}
-	if len(c.changed) == 0 {
+	if len(c.changed) == 0 && len(c.visited) == 0 {
 		return res, nil
 	}
 	c.state.Version++
