@@ -23,37 +23,7 @@ const (
 var Names = []string{STM, MTM, LPM}
 
 // Jaccard is |a ∩ b| / |a ∪ b| of two keyword sets; 0 when both are empty.
-// A segment's keywords are ten at most and a query's a few: every
-// retrieval and MTM step scores each of a sona's up to 200 segments, and
-// two maps a segment were half of that scoring (issue 15), so small sets
-// are compared pair by pair.
 func Jaccard(a, b []string) float64 {
-	if len(a)*len(b) > 256 {
-		return jaccardMaps(a, b)
-	}
-	inter, union := 0, 0
-	for i, k := range a {
-		if !slices.Contains(a[:i], k) {
-			union++
-		}
-	}
-	for i, k := range b {
-		switch {
-		case slices.Contains(b[:i], k):
-		case slices.Contains(a, k):
-			inter++
-		default:
-			union++
-		}
-	}
-	if union == 0 {
-		return 0
-	}
-	return float64(inter) / float64(union)
-}
-
-// jaccardMaps is Jaccard of larger sets.
-func jaccardMaps(a, b []string) float64 {
 	set := make(map[string]bool, len(a))
 	for _, k := range a {
 		set[k] = true

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand"
 	"slices"
 	"testing"
 
@@ -369,69 +368,5 @@ func TestHeuristicChain(t *testing.T) {
 	mc, _ = h.Chain(ctx, ChainInput{Prev: []PageText{first}, Page: second, Similarity: 0.2, Threshold: 0.5})
 	if mc.Linked || mc.Start != 2 {
 		t.Fatalf("dissimilar page: %+v", mc)
-	}
-}
-
-// Jaccard of small sets (compared pair by pair) is that of the sets the
-// slices hold, duplicates and all, as for large ones (through maps).
-func TestJaccardOfSmallAndLargeSets(t *testing.T) {
-	rng := rand.New(rand.NewSource(9))
-	words := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
-	draw := func(n int) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = words[rng.Intn(len(words))]
-		}
-		return out
-	}
-	for range 2000 {
-		a, b := draw(rng.Intn(12)), draw(rng.Intn(12))
-		want := 0.0
-		in, union := 0, map[string]bool{}
-		for _, w := range a {
-			union[w] = true
-		}
-		for _, w := range distinctWords(b) {
-			if union[w] {
-				in++
-			}
-			union[w] = true
-		}
-		if len(union) > 0 {
-			want = float64(in) / float64(len(union))
-		}
-		if got := Jaccard(a, b); got != want {
-			t.Fatalf("Jaccard(%v, %v) = %v, want %v", a, b, got, want)
-		}
-		if big := append(slices.Clone(a), draw(300)...); Jaccard(big, b) != Jaccard(distinctWords(big), b) {
-			t.Fatalf("a large set: Jaccard(%v…, %v) differs from its distinct words'", a, b)
-		}
-	}
-}
-
-func distinctWords(ws []string) []string {
-	var out []string
-	for _, w := range ws {
-		if !slices.Contains(out, w) {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
-// BenchmarkJaccard is a segment's keywords against a query's, pair by pair
-// (Jaccard) and through maps (jaccardMaps, as it was).
-func BenchmarkJaccard(b *testing.B) {
-	seg := []string{"garden", "tomato", "harvest", "summer", "soil", "water", "seeds", "sun", "rows", "basil"}
-	query := []string{"when", "did", "caroline", "plant", "tomato", "seeds", "garden"}
-	for _, f := range []struct {
-		name string
-		fn   func(a, b []string) float64
-	}{{"pairs", Jaccard}, {"maps", jaccardMaps}} {
-		b.Run(f.name, func(b *testing.B) {
-			for b.Loop() {
-				f.fn(seg, query)
-			}
-		})
 	}
 }
