@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/memoria-ai/memoria/memory/base"
-
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/memorytest"
@@ -427,15 +428,7 @@ func TestSTMStepReadsCommittedVectorsBeforeTheIndex(t *testing.T) {
 // and a commit patches the segments it wrote into it; a visit changes
 // copies, never what was handed out.
 func TestSegmentsCachedAndPatched(t *testing.T) {
-	clock := clock.NewFake(memorytest.Epoch)
-	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
-	defer s.Close()
-	o := memorytest.NewOwner(t, s, "a")
-	rng := rand.New(rand.NewSource(4))
-	for range 10 {
-		o.Page(randomWords(rng, 6), randomWords(rng, 6))
-	}
-	memorytest.Settle(t, s, o.Sona)
+	clock, s, o, rng := threeSegments(t)
 	vecs, _ := s.Embed(context.Background(), "anything")
 	first, err := s.Tiers.Recall(o.Sona, "anything", vecs[0], 0)
 	if err != nil {
@@ -702,15 +695,7 @@ func TestDocFreqsCachedAndCounted(t *testing.T) {
 // stored segments, the cache, the heat. A later write of the header
 // keeps them.
 func TestVisitsWriteTheirRecordAlone(t *testing.T) {
-	clock := clock.NewFake(memorytest.Epoch)
-	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
-	defer s.Close()
-	o := memorytest.NewOwner(t, s, "a")
-	rng := rand.New(rand.NewSource(4))
-	for range 10 {
-		o.Page(randomWords(rng, 6), randomWords(rng, 6))
-	}
-	memorytest.Settle(t, s, o.Sona)
+	clock, s, o, rng := threeSegments(t)
 	headers, visits, err := s.Tiers.SegmentRecords(o.Sona)
 	if err != nil || len(headers) != 3 || len(visits) != 0 {
 		t.Fatalf("before any visit: %d headers, %d visit records (%v)", len(headers), len(visits), err)
@@ -770,4 +755,20 @@ func TestVisitsWriteTheirRecordAlone(t *testing.T) {
 	if cached := s.Tiers.CachedSegments(o.Sona); !reflect.DeepEqual(cached, stored) {
 		t.Fatalf("after more pages: cached %+v, stored %+v", cached, stored)
 	}
+}
+
+// threeSegments opens a self whose sona "a" has ten random pages, settled:
+// seven in the STM, three in as many MTM segments.
+func threeSegments(t *testing.T) (*clock.Fake, *memory.Self, *memorytest.Owner, *rand.Rand) {
+	t.Helper()
+	clk := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clk)
+	t.Cleanup(func() { s.Close() })
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(4))
+	for range 10 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	memorytest.Settle(t, s, o.Sona)
+	return clk, s, o, rng
 }

@@ -240,8 +240,12 @@ func segments(txn store.Reader, sona string) ([]*Segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = store.Scan(txn, visitPrefix(sona), func(k, v []byte) error {
-		id := binary.BigEndian.Uint64(k[len(k)-8:])
+	prefix := visitPrefix(sona)
+	err = store.Scan(txn, prefix, func(k, v []byte) error {
+		if len(k) != len(prefix)+8 {
+			return fmt.Errorf("%w: visit record key %q of %s", base.ErrCorrupt, k, sona)
+		}
+		id := binary.BigEndian.Uint64(k[len(prefix):])
 		if i, ok := slices.BinarySearchFunc(out, id, bySegmentID); ok {
 			if err := out[i].addVisits(v); err != nil {
 				return fmt.Errorf("%w: visits of segment %d of %s: %v", base.ErrCorrupt, id, sona, err)
