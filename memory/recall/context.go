@@ -118,7 +118,7 @@ func (sc *scorer) neighbourOf(key string, chain *sonaChain, at int) *neighbour {
 	if r := sc.cands[key]; r != nil {
 		n.e = r.Explain.Evidence
 	} else if sc.q.Vector != nil {
-		n.e.Dense = sc.denseSimKey(key)
+		n.e.Dense = sc.neighbourSim(key)
 	}
 	sc.neighbours[key] = n
 	return n

@@ -65,6 +65,8 @@ type Vectors interface {
 	Key(id uint64) (string, bool)
 	Lookup(key string) ([]float32, bool)
 	Dot(key string, q []float32) (float32, bool)
+	Quantize(q []float32) vector.Quantized
+	ApproxDot(key string, q vector.Quantized) (float32, bool)
 	Search(q []float32, k int) []vector.Hit
 	SearchAmong(q []float32, ids []uint64, k int) []vector.Hit
 }

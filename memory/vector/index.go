@@ -234,6 +234,39 @@ func (x *Index) Dot(key string, q []float32) (float32, bool) {
 	return vek32.Dot(q, s.f32), true
 }
 
+// Quantized is a query in the int8 form of the index's records
+// (Quantize), for ApproxDot.
+type Quantized struct {
+	q     []int8
+	scale float32
+}
+
+// Quantize is q's int8 form (q of the index's dimensions).
+func (x *Index) Quantize(q []float32) Quantized {
+	qq := Quantized{q: make([]int8, len(q))}
+	qq.scale = quantize(q, qq.q)
+	return qq
+}
+
+// ApproxDot is Dot from the int8 records the graph is searched on, which
+// are in memory where a restored snapshot's float32 vectors are read
+// from its file: within the quantisation's error of Dot (for unit
+// vectors of 384 dimensions, a few thousandths). False when key has no
+// vector.
+func (x *Index) ApproxDot(key string, q Quantized) (float32, bool) {
+	x.kmu.RLock()
+	defer x.kmu.RUnlock()
+	id, ok := x.ids[key]
+	if !ok || len(q.q) != x.dims {
+		return 0, false
+	}
+	if x.removed[id] {
+		return 0, true // its vector is zero (as Dot reads it)
+	}
+	rec := x.qv.at(uint32(id))
+	return float32(dotInt8(q.q, rec)) * q.scale * recordScale(rec[x.dims:]), true
+}
+
 // Len is the number of vectors in the index.
 func (x *Index) Len() int {
 	x.kmu.RLock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -497,6 +498,19 @@ func alike(t *testing.T, x, y *Index, queries [][]float32, keys int) {
 			for _, z := range []*Index{x, y} {
 				if got, ok := z.Dot(key(i), q); ok != aok || got != want {
 					t.Fatalf("Dot with %d: %v %v, want %v %v", i, got, ok, want, aok)
+				}
+				// ApproxDot: as Dot, within the error the screen of
+				// exactAmong bounds (its int8 records).
+				qq := z.Quantize(q)
+				got, ok := z.ApproxDot(key(i), qq)
+				bound := float32(0)
+				if ok {
+					id, _ := z.ID(key(i))
+					ea, eb := quantError(q, qq.scale)
+					bound = ea*recordScale(z.qv.at(uint32(id))[z.dims:]) + eb
+				}
+				if ok != aok || float32(math.Abs(float64(got-want))) > bound {
+					t.Fatalf("ApproxDot with %d: %v %v, want %v %v (± %v)", i, got, ok, want, aok, bound)
 				}
 			}
 		}
