@@ -155,13 +155,13 @@ func showElapsed(w io.Writer, quiet bool, label string, total time.Duration) fun
 func printLoad(w io.Writer, rep *loadgen.Report) {
 	fmt.Fprintf(w, "%d clients over %d sonas for %.1f s (mix %s): %d requests, %.0f/s, %d errors\n\n",
 		rep.Clients, rep.Sonas, rep.Seconds, rep.Mix, rep.Requests, rep.PerSecond, rep.Errors)
-	fmt.Fprintf(w, "%-26s %9s %7s %8s %9s %9s %9s %11s\n", "route", "requests", "errors", "per s", "p50 ms", "p99 ms", "max ms", "server p50/p99")
+	fmt.Fprintf(w, "%-26s %9s %7s %8s %9s %9s %9s %15s\n", "route", "requests", "errors", "per s", "p50 ms", "p99 ms", "max ms", "server p50/p99")
 	for _, r := range rep.Routes {
 		server := "-" // the server told no time (a sona-scoped token)
 		if r.ServerP50Ms > 0 {
 			server = fmt.Sprintf("%.1f/%.1f", r.ServerP50Ms, r.ServerP99Ms)
 		}
-		fmt.Fprintf(w, "%-26s %9d %7d %8.1f %9.1f %9.1f %9.1f %11s\n", r.Route, r.Requests, r.Errors, r.PerSecond, r.P50Ms, r.P99Ms, r.MaxMs, server)
+		fmt.Fprintf(w, "%-26s %9d %7d %8.1f %9.1f %9.1f %9.1f %15s\n", r.Route, r.Requests, r.Errors, r.PerSecond, r.P50Ms, r.P99Ms, r.MaxMs, server)
 	}
 	if len(rep.Memory) > 0 {
 		fmt.Fprintln(w, "\nserver memory (MiB)     RSS    anon    file    peak")
