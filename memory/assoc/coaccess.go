@@ -62,6 +62,11 @@ type buffer struct {
 	// stays, to be written again, when the flush fails. Only the
 	// committer changes it (the flush, a forgetting), under mu.
 	flushing *flushBatch
+	// flushed are the last batches written (at most keepFlushed, none
+	// older than goneFor), with the commit that wrote them: a view begun
+	// before that commit reads the lists as they were, and merged gives
+	// it the batch's strengthening, which the buffer no longer holds.
+	flushed  []flushedBatch
 	inFlight *flushDone  // the flush submitted, nil when none
 	timer    clock.Timer // armed while pending waits
 	closed   bool
@@ -85,6 +90,18 @@ type pendingList struct {
 }
 
 type flushBatch struct{ lists map[string]*pendingList }
+
+// flushedBatch is a batch written by the commit told (Event.Told), at at.
+type flushedBatch struct {
+	lists map[string]*pendingList
+	told  uint64
+	at    time.Time
+}
+
+// keepFlushed bounds the batches kept for older views: a recall's view
+// lives milliseconds, a flush comes every recall.coaccess_flush or
+// MaxLists lists.
+const keepFlushed = 4
 
 // flushDone is a submitted flush: done is closed once it has ended, err
 // set before.
@@ -402,32 +419,48 @@ func (b *buffer) flushOp(tx store.Tx) error {
 		b.mu.Lock()
 		if b.flushing == batch {
 			b.flushing = nil
+			// The hooks run after the commit is told (Graph.committed):
+			// the latest told is this commit's.
+			if told := b.g.told.Load(); told > 0 {
+				now := b.clock.Now()
+				b.flushed = slices.DeleteFunc(b.flushed, func(f flushedBatch) bool { return now.Sub(f.at) > goneFor })
+				if len(b.flushed) == keepFlushed {
+					b.flushed = slices.Delete(b.flushed, 0, 1)
+				}
+				b.flushed = append(b.flushed, flushedBatch{lists: batch.lists, told: told, at: now})
+			}
 		}
 		b.mu.Unlock()
 	})
 	return nil
 }
 
-// merged returns links, the list under key as stored, with the buffered
-// strengthening of key applied (links itself when there is none).
-func (b *buffer) merged(key []byte, links []Link) []Link {
+// merged returns links, the list under key as a view that saw the commits
+// told before it read it (told: store.ToldBefore), with the buffered
+// strengthening of key applied — and that of the batches flushed by
+// commits the view does not see (links itself when there is none).
+func (b *buffer) merged(key []byte, links []Link, told uint64) []Link {
 	b.mu.Lock()
-	var f *pendingList
-	if b.flushing != nil {
-		f = b.flushing.lists[string(key)]
-	}
-	p := b.pending[string(key)]
-	if f == nil && p == nil {
-		b.mu.Unlock()
-		return links
-	}
 	var ds []delta
-	for _, pl := range [...]*pendingList{f, p} {
-		if pl != nil {
+	for _, f := range b.flushed {
+		if told < f.told {
+			if pl := f.lists[string(key)]; pl != nil {
+				ds = append(ds, pl.ds...)
+			}
+		}
+	}
+	if b.flushing != nil {
+		if pl := b.flushing.lists[string(key)]; pl != nil {
 			ds = append(ds, pl.ds...)
 		}
 	}
+	if pl := b.pending[string(key)]; pl != nil {
+		ds = append(ds, pl.ds...)
+	}
 	b.mu.Unlock()
+	if len(ds) == 0 {
+		return links
+	}
 	out := append(make([]Link, 0, len(links)+len(ds)), links...)
 	for _, d := range ds {
 		i := slices.IndexFunc(out, func(l Link) bool { return l.Target == d.to })

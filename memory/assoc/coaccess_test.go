@@ -322,20 +322,60 @@ func TestBufferedCoAccessIsBoundedWhileWritesFail(t *testing.T) {
 	if err := b.g.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// Buffered again, not dropped: written by the next flush. (A read
-	// right after it could miss it: at MaxLists the add starts a flush,
-	// and a view begun before that flush commits does not see the list
-	// the flush then takes out of the buffer.)
+	// Buffered again, not dropped. (At MaxLists the add starts a flush: a
+	// read that races it sees the list buffered, flushing or written —
+	// or, from a view begun before the flush committed, flushed:
+	// TestViewOlderThanAFlushKeepsItsStrengthening.)
 	b.strengthen(t, "agent", pair(10), 100)
-	if err := b.g.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if got := stored(t, b.s, "agent", pair(10)[0]); len(got) != 1 {
-		t.Fatalf("after the writes succeed: %v stored, want the new pair's partner", got)
+	if got, _ := b.g.CoAccess("agent", pair(10)[0]); len(got) != 1 {
+		t.Fatalf("after the writes succeed: %v, want the new pair buffered", got)
 	}
 	for i := range 3 {
 		if got := stored(t, b.s, "agent", pair(i)[0]); len(got) != 1 {
 			t.Fatalf("pair %d's list as stored: %v, want its partner", i, got)
 		}
+	}
+}
+
+// A view begun before a flush commits reads the lists as they were, and
+// the buffer no longer holds what the flush wrote: the view still gets
+// that strengthening, once — as a view begun after the flush does.
+func TestViewOlderThanAFlushKeepsItsStrengthening(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openBuffered(t, assoc.BufferOptions{Every: time.Hour, Clock: clk}, store.OptionsOf(config.Default().Store))
+	a, c := cidOf(t, "a"), cidOf(t, "c")
+	b.strengthen(t, "agent", []cid.Cid{a, c}, 100)
+	b.strengthen(t, "agent", []cid.Cid{a, c}, 100)
+	viewOpen, flushed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var old []assoc.Link
+	var oldErr error
+	go func() {
+		defer close(done)
+		oldErr = b.s.View(func(r store.Reader) error {
+			close(viewOpen)
+			<-flushed
+			var err error
+			old, err = b.g.In(r, assoc.CoAccessKey("agent", a))
+			return err
+		})
+	}()
+	<-viewOpen
+	if err := b.g.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(t, b.s, "agent", a); len(got) != 1 {
+		t.Fatalf("a's stored partners after the flush: %v", got)
+	}
+	close(flushed)
+	<-done
+	if oldErr != nil {
+		t.Fatal(oldErr)
+	}
+	now, err := b.g.CoAccess("agent", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(old) != 1 || len(now) != 1 || old[0].Target != c || old[0].Strength != now[0].Strength {
+		t.Fatalf("a's partners in a view older than the flush %v, in a newer one %v: want c, as strong", old, now)
 	}
 }

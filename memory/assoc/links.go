@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -407,7 +408,8 @@ func (g *Graph) strengthen(agent string, together []cid.Cid, rate float64, now i
 type Graph struct {
 	v     store.Viewer
 	cache *store.Cache[*cachedLinks]
-	buf   *buffer // the co-access strengthening not yet written (Buffer)
+	buf   *buffer       // the co-access strengthening not yet written (Buffer)
+	told  atomic.Uint64 // the latest commit told (Event.Told)
 }
 
 // cachedLinks is a list as committed, decoded on first use; raw stays
@@ -441,6 +443,7 @@ func NewGraph(v store.Viewer, size int) *Graph {
 }
 
 func (g *Graph) committed(e store.Event) {
+	g.told.Store(e.Told)
 	for i, k := range e.Keys {
 		if strings.HasPrefix(k, string(KeyAssoc)) || strings.HasPrefix(k, string(KeyCoAccess)) {
 			g.cache.Set(k, e.Told, &cachedLinks{raw: e.Values[i]}) // shared, never modified
@@ -458,7 +461,7 @@ func (g *Graph) In(r store.Reader, key []byte) ([]Link, error) {
 	}
 	links, err := g.in(r, key)
 	if err == nil && g.buf != nil && bytes.HasPrefix(key, KeyCoAccess) {
-		links = g.buf.merged(key, links)
+		links = g.buf.merged(key, links, store.ToldBefore(r))
 	}
 	return links, err
 }
