@@ -392,6 +392,7 @@ func (b *buffer) flushOp(tx store.Tx) error {
 		}
 	}
 	batch := b.flushing
+	before := b.g.told.Load() // the commits told before this one
 	keys := make([]string, 0, len(batch.lists))
 	for k := range batch.lists {
 		keys = append(keys, k)
@@ -420,8 +421,9 @@ func (b *buffer) flushOp(tx store.Tx) error {
 		if b.flushing == batch {
 			b.flushing = nil
 			// The hooks run after the commit is told (Graph.committed):
-			// the latest told is this commit's.
-			if told := b.g.told.Load(); told > 0 {
+			// the latest told is this commit's — unless it was not told
+			// (an op run again alone, which wrote nothing).
+			if told := b.g.told.Load(); told > before {
 				now := b.clock.Now()
 				b.flushed = slices.DeleteFunc(b.flushed, func(f flushedBatch) bool { return now.Sub(f.at) > goneFor })
 				if len(b.flushed) == keepFlushed {
