@@ -492,10 +492,10 @@ func (g *Graph) in(r store.Reader, key []byte) ([]Link, error) {
 // stored reads the list under key in tx as stored (base.ErrNotFound when
 // there is none): the cached list when tx's batch has not written key —
 // the committer tells every commit to the cache before its next batch
-// (store.Cache.Latest) —, else from tx.
+// (store.Cache.Lookup) —, else from tx.
 func (g *Graph) stored(tx store.Tx, key []byte) ([]byte, error) {
-	if g != nil && g.cache != nil && tx.Committed(key) {
-		if c, ok := g.cache.Latest(string(key)); ok {
+	if g != nil && g.cache != nil {
+		if c, ok := g.cache.Lookup(string(key), key, tx); ok {
 			if c.raw == nil {
 				return nil, base.ErrNotFound
 			}

@@ -128,10 +128,10 @@ func (m *Store) UpdateHot(cids []cid.Cid, fn func(*Hot, cid.Cid)) store.Op {
 // cache; false when the op's batch wrote c's records or the cache does
 // not hold them.
 func (m *Store) committedHot(tx store.Tx, c cid.Cid) (Hot, bool) {
-	if !tx.Committed(HotKey(c)) || !tx.Committed(Key(c)) {
+	if !tx.Committed(HotKey(c)) {
 		return Hot{}, false
 	}
-	e, ok := m.metas.Latest(c.KeyString())
+	e, ok := m.metas.Lookup(c.KeyString(), Key(c), tx)
 	if !ok {
 		return Hot{}, false
 	}

@@ -172,13 +172,7 @@ func (m *Store) MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) 
 // those checks were Badger lookups, one of them in the committer.
 func (m *Store) Has(r store.Reader, c cid.Cid) (bool, error) {
 	key := Key(c)
-	if tx, op := r.(store.Tx); op {
-		if tx.Committed(key) {
-			if _, ok := m.metas.Latest(c.KeyString()); ok {
-				return true, nil
-			}
-		}
-	} else if _, ok := m.metas.In(c.KeyString(), r); ok {
+	if _, ok := m.metas.Lookup(c.KeyString(), key, r); ok {
 		return true, nil
 	}
 	return r.Has(key)

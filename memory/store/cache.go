@@ -71,6 +71,21 @@ func (c *Cache[V]) In(key string, r Reader) (V, bool) {
 	return e.v, true
 }
 
+// Lookup returns key's cached value for r, a view or an operation: a
+// view's only if it sees it (In); an operation's (a Tx) as the last
+// commit left it (Latest), unless its batch wrote stored, the store key
+// the value derives from — its batch's write is what it must read.
+func (c *Cache[V]) Lookup(key string, stored []byte, r Reader) (V, bool) {
+	if tx, op := r.(Tx); op {
+		if !tx.Committed(stored) {
+			var none V
+			return none, false
+		}
+		return c.Latest(key)
+	}
+	return c.In(key, r)
+}
+
 // Latest returns key's cached value for an operation that reads key as
 // the last commit left it (Tx.Committed): an entry is always the value of
 // the latest commit the cache was told of that wrote key, or of a view

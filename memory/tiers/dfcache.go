@@ -11,29 +11,21 @@ import (
 // 100 bytes each).
 const dfCacheSize = 1 << 16
 
-// docFreq is how many of sona's mid-term pages hold term (docFreqIn)
-// through the cache of the counts read lately: every MTM step reads the
+// docFreq is how many of a sona's mid-term pages hold the term of df key
+// key (docFreqIn) through the cache of the counts read lately: every MTM step reads the
 // count of each word of its page twice (to weigh its keywords, then to
 // add the page) and every tier retrieval the counts of the query's
 // words — from Badger, a lookup each that falls to the tree's deeper
 // levels as a sona's history grows (a twentieth of a long-lived sona's
 // advance at 12,000 memories, issue 15). An operation (r a store.Tx)
 // reads the cached count only when its batch has not written the key;
-// a view, only one that sees it (store.Cache).
-func (s *Store) docFreq(r store.Reader, sona, term string) (uint64, error) {
-	key := dfKey(sona, term)
+// a view, only one that sees it; only a view's read fills it
+// (store.Cache).
+func (s *Store) docFreq(r store.Reader, key []byte) (uint64, error) {
 	if s.dfs == nil {
 		return docFreqIn(r, key)
 	}
-	if tx, op := r.(store.Tx); op {
-		if tx.Committed(key) {
-			if n, ok := s.dfs.Latest(string(key)); ok {
-				return n, nil
-			}
-		}
-		return docFreqIn(r, key)
-	}
-	if n, ok := s.dfs.In(string(key), r); ok {
+	if n, ok := s.dfs.Lookup(string(key), key, r); ok {
 		return n, nil
 	}
 	n, err := docFreqIn(r, key)

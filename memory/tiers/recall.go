@@ -85,7 +85,7 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 				if state.Pages == 0 {
 					return 0 // no mid-term page yet: nothing to read
 				}
-				n, _ := s.docFreq(txn, sona, term) // unreadable: as if unseen
+				n, _ := s.docFreq(txn, dfKey(sona, term)) // unreadable: as if unseen
 				return n
 			}
 			qk = Terms(Keywords(text, df, state.Pages, queryKeywords))

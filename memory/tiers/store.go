@@ -560,11 +560,12 @@ func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork
 			}
 		}
 		for _, term := range c.terms {
-			n, err := s.docFreq(tx, sona, term)
+			key := dfKey(sona, term)
+			n, err := s.docFreq(tx, key)
 			if err != nil {
 				return err
 			}
-			tx.Set(dfKey(sona, term), base.U64(n+1))
+			tx.Set(key, base.U64(n+1))
 		}
 		for _, id := range c.evicted {
 			tx.Delete(segmentKey(sona, id))
@@ -647,7 +648,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 			return nil // the first mid-term page: every count is 0, nothing to read
 		}
 		for _, t := range terms {
-			if df[t], err = s.docFreq(txn, sona, t); err != nil {
+			if df[t], err = s.docFreq(txn, dfKey(sona, t)); err != nil {
 				return err
 			}
 		}
