@@ -1275,15 +1275,7 @@ func (sc *scorer) expand(from []*Recalled, chosen map[cid.Cid]bool, budget, max 
 }
 
 // denseSim is the query's cosine similarity with a memory's embedding.
-func (sc *scorer) denseSim(c cid.Cid) float64 {
-	if sim, ok := sc.self.index.Dot(c.KeyString(), sc.q.Vector); ok {
-		return float64(sim)
-	}
-	if vec, err := readVector(sc.txn, c); err == nil {
-		return base.Dot(sc.q.Vector, vec)
-	}
-	return 0
-}
+func (sc *scorer) denseSim(c cid.Cid) float64 { return sc.denseSimKey(c.KeyString()) }
 
 // neighbourSim is denseSimKey of a chain neighbour that is no candidate,
 // from the int8 records the graph searches: its cosine only weighs the
@@ -1300,7 +1292,7 @@ func (sc *scorer) neighbourSim(key string) float64 {
 	if sim, ok := sc.self.index.ApproxDot(key, *sc.qq); ok {
 		return float64(sim)
 	}
-	return sc.denseSimKey(key) // not in the index: its stored vector
+	return sc.storedSim(key)
 }
 
 // denseSimKey is denseSim of the memory of CID key.
@@ -1308,10 +1300,21 @@ func (sc *scorer) denseSimKey(key string) float64 {
 	if sim, ok := sc.self.index.Dot(key, sc.q.Vector); ok {
 		return float64(sim)
 	}
-	if c, err := cid.Cast([]byte(key)); err == nil {
-		return sc.denseSim(c)
+	return sc.storedSim(key)
+}
+
+// storedSim is the query's cosine similarity with the stored embedding of
+// the memory of CID key, one the index does not hold (0 without one).
+func (sc *scorer) storedSim(key string) float64 {
+	c, err := cid.Cast([]byte(key))
+	if err != nil {
+		return 0
 	}
-	return 0
+	vec, err := readVector(sc.txn, c)
+	if err != nil {
+		return 0
+	}
+	return base.Dot(sc.q.Vector, vec)
 }
 
 func readVector(txn store.Reader, c cid.Cid) ([]float32, error) {
