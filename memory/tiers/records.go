@@ -79,16 +79,20 @@ func (s *Segment) visits() []byte {
 	return binary.BigEndian.AppendUint64(base.U64(s.NVisit), uint64(s.LastAccess))
 }
 
-// addVisits takes a visit record's counts into s: each the larger of the
-// two, as both only grow (Visit) — the header keeps those of its last
-// write, the record those of the last visit.
+// addVisits takes a visit record's counts into s (takeVisits).
 func (s *Segment) addVisits(v []byte) error {
 	if len(v) != 16 {
 		return fmt.Errorf("visit record of %d bytes, want 16", len(v))
 	}
-	s.NVisit = max(s.NVisit, binary.BigEndian.Uint64(v))
-	s.LastAccess = max(s.LastAccess, int64(binary.BigEndian.Uint64(v[8:])))
+	s.takeVisits(binary.BigEndian.Uint64(v), int64(binary.BigEndian.Uint64(v[8:])))
 	return nil
+}
+
+// takeVisits takes another reading of s's visits into s: each count the
+// larger of the two, as both only grow (Visit) — the header keeps those of
+// its last write, the visit record those of the last visit.
+func (s *Segment) takeVisits(n uint64, lastAccess int64) {
+	s.NVisit, s.LastAccess = max(s.NVisit, n), max(s.LastAccess, lastAccess)
 }
 
 // clone is a deep copy of s: a step changes its copy, never what it read.

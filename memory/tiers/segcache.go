@@ -177,7 +177,7 @@ func patched(segs []*Segment, id, value []byte) (_ []*Segment, ok bool) {
 		return nil, false
 	}
 	if found { // the header keeps its last write's visits: the record may hold later ones
-		seg.NVisit, seg.LastAccess = max(seg.NVisit, out[i].NVisit), max(seg.LastAccess, out[i].LastAccess)
+		seg.takeVisits(out[i].NVisit, out[i].LastAccess)
 		out[i] = seg
 	} else {
 		out = slices.Insert(out, i, seg)
