@@ -138,11 +138,15 @@ func TestDecoder(t *testing.T) {
 	b = binary.AppendUvarint(b, 300)
 	b = binary.AppendVarint(b, -7)
 	b = binary.LittleEndian.AppendUint64(b, 1<<60)
+	b = binary.LittleEndian.AppendUint32(b, 1<<30)
 	b = binary.AppendUvarint(b, 3)
 	b = append(b, "abc"...)
 	d := &Decoder{B: b, Bad: bad}
-	if u, i, w, s := d.Uvarint(), d.Varint(), d.U64(), d.Str(); u != 300 || i != -7 || w != 1<<60 || s != "abc" || d.Err != nil || len(d.B) != 0 {
-		t.Fatalf("read %d %d %d %q, err %v, %d bytes left", u, i, w, s, d.Err, len(d.B))
+	if u, i, w, h, s := d.Uvarint(), d.Varint(), d.U64(), d.U32(), d.Str(); u != 300 || i != -7 || w != 1<<60 || h != 1<<30 || s != "abc" || d.Err != nil || len(d.B) != 0 {
+		t.Fatalf("read %d %d %d %d %q, err %v, %d bytes left", u, i, w, h, s, d.Err, len(d.B))
+	}
+	if d = (&Decoder{B: []byte{1, 2, 3}, Bad: bad}); d.U32() != 0 || !errors.Is(d.Err, bad) {
+		t.Fatal("a word read from 3 bytes")
 	}
 	d = &Decoder{B: []byte{5, 'a', 1, 2}, Bad: bad} // a string of 5 bytes in 3
 	if s := d.Bytes(); s != nil || !errors.Is(d.Err, bad) {

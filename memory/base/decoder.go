@@ -56,6 +56,17 @@ func (d *Decoder) U64() uint64 {
 	return v
 }
 
+// U32 reads a little-endian 32-bit word.
+func (d *Decoder) U32() uint32 {
+	if d.Err != nil || len(d.B) < 4 {
+		d.Fail()
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(d.B)
+	d.B = d.B[4:]
+	return v
+}
+
 // Bytes reads a length-prefixed byte string: a part of B, valid as long
 // as it is.
 func (d *Decoder) Bytes() []byte {

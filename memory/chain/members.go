@@ -29,8 +29,12 @@ import (
 // chain (LoadMembers). The result is LoadMembers': the same members in
 // the same order, the same sums added in the same order.
 
-// membersFormat names the layout of EncodeMembers.
-const membersFormat = "MSONAS1"
+// membersFormat names the layout of EncodeMembers; membersFormat1 is the
+// one before it, whose sums were float64s, still read.
+const (
+	membersFormat  = "MSONAS2"
+	membersFormat1 = "MSONAS1"
+)
 
 // EncodeMembers encodes every sona's members, centroid sum and the chain
 // length and head they cover. Call it before the index's snapshot is
@@ -39,17 +43,17 @@ const membersFormat = "MSONAS1"
 // The layout (unsigned varints unless said): "MSONAS1", dims, the number
 // of sonas; each: its uuid (length, bytes), chain length, head ACT CID
 // (length, bytes; 0 for none), the mean's count, dims little-endian
-// float64 sums (when the count is not 0), the number of members, each a
+// float32 sums (when the count is not 0), the number of members, each a
 // zig-zag varint of its difference from the previous one (from 0).
 func (s *Sonas) EncodeMembers() []byte {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	// Sized first: at 10,000 sonas the state is ~30 MB of means, and
+	// Sized first: at 10,000 sonas the state is ~15 MB of means, and
 	// growing it as it was written copied it over and over (3% of the
 	// server's CPU while 10,000 sonas advanced, the snapshots taken).
 	size := len(membersFormat) + 2*binary.MaxVarintLen64
 	for id, st := range s.sonas {
-		size += len(id) + len(st.rec.GetHead()) + 4*binary.MaxVarintLen64 + 8*s.dims + binary.MaxVarintLen64*len(st.members)
+		size += len(id) + len(st.rec.GetHead()) + 4*binary.MaxVarintLen64 + 4*s.dims + binary.MaxVarintLen64*len(st.members)
 	}
 	b := make([]byte, 0, size)
 	b = append(b, membersFormat...)
@@ -69,7 +73,7 @@ func (s *Sonas) EncodeMembers() []byte {
 		b = binary.AppendUvarint(b, uint64(n))
 		if n > 0 {
 			for _, x := range sum {
-				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
 			}
 		}
 		b = binary.AppendUvarint(b, uint64(len(st.members)))
@@ -91,7 +95,7 @@ func appendString(b []byte, s string) []byte {
 type savedSona struct {
 	length  int64
 	head    []byte
-	sum     []float64
+	sum     []float32
 	n       int64
 	members []uint64
 }
@@ -99,7 +103,13 @@ type savedSona struct {
 var errMembersState = errors.New("chain: the sonas' saved state does not decode")
 
 func decodeMembers(b []byte, dims int) (map[string]*savedSona, error) {
-	if !bytes.HasPrefix(b, []byte(membersFormat)) {
+	// A float32 sum, or the float64 of the format before (float32 since).
+	sum := func(d *base.Decoder) float32 { return math.Float32frombits(d.U32()) }
+	switch {
+	case bytes.HasPrefix(b, []byte(membersFormat)):
+	case bytes.HasPrefix(b, []byte(membersFormat1)):
+		sum = func(d *base.Decoder) float32 { return float32(math.Float64frombits(d.U64())) }
+	default:
 		return nil, errMembersState
 	}
 	d := &base.Decoder{B: b[len(membersFormat):], Bad: errMembersState}
@@ -112,9 +122,9 @@ func decodeMembers(b []byte, dims int) (map[string]*savedSona, error) {
 		id := string(d.Bytes())
 		sv := &savedSona{length: int64(d.Uvarint()), head: d.Bytes(), n: int64(d.Uvarint())}
 		if sv.n > 0 {
-			sv.sum = make([]float64, dims)
+			sv.sum = make([]float32, dims)
 			for k := range sv.sum {
-				sv.sum[k] = math.Float64frombits(d.U64())
+				sv.sum[k] = sum(d)
 			}
 		}
 		nm := d.Uvarint()
@@ -148,10 +158,10 @@ func (s *Sonas) LoadMembersFrom(r store.Reader, ix *vector.Index, state []byte) 
 	}
 	buf := make([]float32, s.dims) // room for a vector read from a file
 	for id, st := range s.sonas {
-		name := st.centroid // its name's embedding (Load), until here
+		name := st.name
 		sv := saved[id]
 		from := int64(0)
-		st.centroid, st.mean, st.members = nil, base.Mean{}, nil
+		st.name, st.mean, st.members = nil, base.Mean{}, nil
 		if sv != nil {
 			from = sv.length
 			st.members = sv.members
@@ -183,7 +193,6 @@ func (s *Sonas) LoadMembersFrom(r store.Reader, ix *vector.Index, state []byte) 
 		if err != nil {
 			return true, nil, err
 		}
-		st.centroid = st.mean.Value()
 	}
 	return true, nil, nil
 }

@@ -123,10 +123,13 @@ func (s *Sonas) Changes() uint64 {
 
 // sonaState is the committed state of a sona.
 type sonaState struct {
-	rec      *messages.Sona
-	centroid []float32
-	mean     base.Mean
-	members  []uint64 // vector ids of its memories, in chain order (append only)
+	rec *messages.Sona
+	// mean is its centroid's (Snapshot): the mean of its name's embedding
+	// and its memories', added in chain order.
+	mean    base.Mean
+	members []uint64 // vector ids of its memories, in chain order (append only)
+	// name is its name's embedding between Load and LoadMembers.
+	name []float32
 }
 
 // NewSonas is the registry of the sonas in st, whose embeddings (names
@@ -153,7 +156,7 @@ func (s *Sonas) Load(r store.Reader) error {
 			return nil
 		}
 		var err error
-		st.centroid, err = meta.DecodeVector(v) // its name's, until LoadMembers
+		st.name, err = meta.DecodeVector(v)
 		return err
 	})
 }
@@ -186,8 +189,8 @@ func (s *Sonas) LoadMembers(r store.Reader, ix *vector.Index) error {
 	// added up in the order appends add them, so that a reopened self
 	// scores exactly as before.
 	for _, st := range s.sonas {
-		name := st.centroid
-		st.centroid, st.mean, st.members = nil, base.Mean{}, nil
+		name := st.name
+		st.name, st.mean, st.members = nil, base.Mean{}, nil
 		if len(name) == s.dims {
 			st.mean.AddInPlace(name)
 		}
@@ -200,13 +203,7 @@ func (s *Sonas) LoadMembers(r store.Reader, ix *vector.Index) error {
 		}
 		return s.addMember(r, ix, id, st, mem, buf)
 	})
-	if err != nil {
-		return err
-	}
-	for _, st := range s.sonas {
-		st.centroid = st.mean.Value()
-	}
-	return nil
+	return err
 }
 
 // Create creates a sona with a fresh uuid, unless a sona is called name
@@ -316,7 +313,7 @@ func (s *Sonas) Put(tx store.Tx, rec *messages.Sona, name []float32) error {
 	tx.Set(NameVecKey(rec.Uuid), meta.EncodeVector(name))
 	tx.OnCommit(func() {
 		st := &sonaState{rec: proto.Clone(rec).(*messages.Sona)}
-		st.mean, st.centroid = st.mean.Add(name)
+		st.mean.AddInPlace(name)
 		s.mu.Lock()
 		s.sonas[rec.Uuid] = st
 		s.changes++
@@ -335,10 +332,8 @@ func (s *Sonas) appended(sona string, rec *messages.Sona, vid uint64, vec []floa
 		st.members, st.mean = old.members, old.mean
 	}
 	// The sum is added to in place: a mean is only read under s.mu, and
-	// the old state's goes with it; the centroid, which readers keep, is
-	// a new slice.
+	// the old state's goes with it.
 	st.mean.AddInPlace(vec)
-	st.centroid = st.mean.Value()
 	st.members = append(st.members, vid)
 	s.sonas[sona] = st
 	s.changes++
@@ -351,7 +346,7 @@ func (s *Sonas) advanced(sona string, rec *messages.Sona) {
 	defer s.mu.Unlock()
 	st := &sonaState{rec: rec}
 	if old := s.sonas[sona]; old != nil {
-		st.members, st.mean, st.centroid = old.members, old.mean, old.centroid
+		st.members, st.mean = old.members, old.mean
 	}
 	s.sonas[sona] = st
 	s.changes++
@@ -386,13 +381,13 @@ func (s *Sonas) Forget(tx store.Tx, sonas []string, gone map[uint64]bool, ix *ve
 			}
 			st := &sonaState{rec: old.rec}
 			if name := names[id]; len(name) == s.dims {
-				st.mean, st.centroid = st.mean.Add(name)
+				st.mean.AddInPlace(name)
 			}
 			buf := make([]float32, s.dims) // room for a vector read from a file
 			for _, vid := range old.members {
 				if !gone[vid] {
 					st.members = append(st.members, vid)
-					st.mean, st.centroid = st.mean.Add(ix.Vector(vid, buf))
+					st.mean.AddInPlace(ix.Vector(vid, buf))
 				}
 			}
 			s.sonas[id] = st
@@ -453,8 +448,8 @@ func (s *Sonas) Lengths() map[string]int64 {
 	return out
 }
 
-// Snapshot returns the committed centroid and length of a sona. The
-// centroid is shared: do not modify it.
+// Snapshot returns the committed centroid (a new slice) and length of a
+// sona.
 func (s *Sonas) Snapshot(id string) (centroid []float32, length int64, ok bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -462,13 +457,18 @@ func (s *Sonas) Snapshot(id string) (centroid []float32, length int64, ok bool) 
 	if !ok {
 		return nil, 0, false
 	}
-	return st.centroid, st.rec.Length, true
+	return st.mean.Value(), st.rec.Length, true
 }
 
 // Activity is a sona's length, the tick its memories' decay counts in.
 func (s *Sonas) Activity(id string) (int64, bool) {
-	_, n, ok := s.Snapshot(id)
-	return n, ok
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, ok := s.sonas[id]
+	if !ok {
+		return 0, false
+	}
+	return st.rec.Length, true
 }
 
 // Members returns the vector ids of the sona's memories, with the
