@@ -109,7 +109,7 @@ func noEvaluation(c *config.Config) { c.Evaluation.Mode = "off" }
 func tamper(t *testing.T, h *harness, c cid.Cid, data []byte) {
 	t.Helper()
 	key := append([]byte("b/"), c.Hash()...)
-	err := h.app.Self.Store().DB().Update(func(txn *badger.Txn) error {
+	err := h.app.Self.Store().WriteBehind(func(txn *badger.Txn) error {
 		if data == nil {
 			return txn.Delete(key)
 		}

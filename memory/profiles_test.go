@@ -203,7 +203,7 @@ func TestProfilesLoadFailureTurnsTheMetricPathOff(t *testing.T) {
 	}
 	// Its metadata (not the last memory's, which the open checks)
 	// replaced by bytes that are no MemoryMeta.
-	err = s.Store().DB().Update(func(txn *badger.Txn) error { return txn.Set(meta.Key(damaged), []byte{0xff, 0xff, 0xff}) })
+	err = s.Store().WriteBehind(func(txn *badger.Txn) error { return txn.Set(meta.Key(damaged), []byte{0xff, 0xff, 0xff}) })
 	if err != nil {
 		t.Fatal(err)
 	}

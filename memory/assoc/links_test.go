@@ -267,7 +267,7 @@ func TestUpdateReadsCommittedListsThroughTheCache(t *testing.T) {
 	}
 	behind := func() { // b's list goes behind the committer (and the cache)
 		t.Helper()
-		if err := s.DB().Update(func(txn *badger.Txn) error { return txn.Delete(assoc.Key(b)) }); err != nil {
+		if err := s.WriteBehind(func(txn *badger.Txn) error { return txn.Delete(assoc.Key(b)) }); err != nil {
 			t.Fatal(err)
 		}
 	}

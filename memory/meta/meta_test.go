@@ -292,7 +292,7 @@ func TestCommittedMetadataIsCached(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.DB().Update(func(txn *badger.Txn) error { return txn.Set(Key(c), raw) }); err != nil {
+		if err := st.WriteBehind(func(txn *badger.Txn) error { return txn.Set(Key(c), raw) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -335,7 +335,7 @@ func TestUpdateHotReadsTheCommittedStateFromTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Behind the committer: the cache still holds the committed 6.
-	if err := st.DB().Update(func(txn *badger.Txn) error { return txn.Set(HotKey(c), Hot{AccessCount: 100}.encode()) }); err != nil {
+	if err := st.WriteBehind(func(txn *badger.Txn) error { return txn.Set(HotKey(c), Hot{AccessCount: 100}.encode()) }); err != nil {
 		t.Fatal(err)
 	}
 	// Two touches in one batch: the committer is held by a first op
@@ -390,7 +390,7 @@ func TestHasReadsTheCacheAndFollowsDeletes(t *testing.T) {
 	}
 	has("stored", true, nil)
 	// Behind the committer the record goes: the cache still answers.
-	if err := st.DB().Update(func(txn *badger.Txn) error { return txn.Delete(Key(c)) }); err != nil {
+	if err := st.WriteBehind(func(txn *badger.Txn) error { return txn.Delete(Key(c)) }); err != nil {
 		t.Fatal(err)
 	}
 	has("deleted behind the cache", true, nil)

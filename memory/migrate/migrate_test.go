@@ -153,7 +153,7 @@ func TestMigrateFromLayout2(t *testing.T) {
 	a.Add(fm, nil)
 	b.Text("no file here")
 	mine := func(id string) func(string) bool { return func(s string) bool { return s == id } }
-	err = s.Store().DB().Update(func(txn *badger.Txn) error {
+	err = s.Store().WriteBehind(func(txn *badger.Txn) error {
 		if err := txn.Delete(chain.FileSonaKey(file, a.Sona)); err != nil {
 			return err
 		}

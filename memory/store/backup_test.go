@@ -354,7 +354,7 @@ func TestRestoreRefusesDamage(t *testing.T) {
 	}
 
 	// A store whose block is damaged is not backed up.
-	if err := s.DB().Update(func(txn *badger.Txn) error { return txn.Set(store.BlockKey(c), flip(block, 3)) }); err != nil {
+	if err := s.WriteBehind(func(txn *badger.Txn) error { return txn.Set(store.BlockKey(c), flip(block, 3)) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Backup(context.Background(), io.Discard, nil); !errors.Is(err, base.ErrCorrupt) {

@@ -105,7 +105,7 @@ func Open(dir string, o Options) (*Store, error) {
 	eng := &badgerEngine{db: db, dir: dir, inMemory: o.InMemory, notes: notes}
 	s, err := newStore(eng, dir, o)
 	if err != nil {
-		db.Close()
+		eng.close()
 		return nil, err
 	}
 	s.unreadable = &notes.unreadable
@@ -114,7 +114,7 @@ func Open(dir string, o Options) (*Store, error) {
 			s.space.free = func() (uint64, error) { return freeSpace(dir) }
 		}
 		if err := s.openAcked(wals, o.AcceptLoss); err != nil {
-			db.Close()
+			eng.close()
 			return nil, err
 		}
 	}
@@ -153,8 +153,10 @@ func levelZeroTables(memtableMB int) int {
 	return min(20, max(5, 5*64/max(1, memtableMB)))
 }
 
-// DB is the Badger database under the store, for tests that write behind
-// the committer and for size reports; nil for the in-memory backend.
+// DB is the Badger database under the store, for size reports and
+// checks; nil for the in-memory backend. Write behind the committer with
+// WriteBehind: views would not see a write made here until the next
+// commit.
 func (s *Store) DB() *badger.DB {
 	if e, ok := s.eng.(*badgerEngine); ok {
 		return e.db
@@ -162,31 +164,56 @@ func (s *Store) DB() *badger.DB {
 	return nil
 }
 
+// WriteBehind runs fn in a Badger transaction of its own, behind the
+// committer's back (tests that damage or change the store under it); the
+// views after it read what it wrote.
+func (s *Store) WriteBehind(fn func(*badger.Txn) error) error {
+	e, ok := s.eng.(*badgerEngine)
+	if !ok {
+		return errors.New("memory: no Badger under the in-memory store")
+	}
+	if err := e.db.Update(fn); err != nil {
+		return err
+	}
+	e.done()
+	return nil
+}
+
 // badgerEngine is the Badger backend.
 //
 // Badger begins a read transaction at the newest commit timestamp and
 // waits until every commit up to it is done: a view begun while the
-// committer's transaction commits would wait for that commit's fsync. So
-// while it commits, views read the snapshot the commit took as it began
-// (snap): all that is acknowledged, as the commit in flight is not yet.
-// At other times a view begins its own transaction, which then waits for
-// nothing. No snapshot outlives its commit: a read transaction held open
-// would keep Badger's compactions from dropping what later commits
-// replaced or deleted.
+// committer's transaction commits would wait for that commit's fsync.
+// Right after a commit it may wait too, for Badger's watermark goroutine
+// to count the commit done (on a busy machine that goroutine waits for a
+// core), and every transaction begins under one lock, which its waiters
+// convoy on. So while the committer is busy, views share a read
+// transaction (snap): the first view after a commit begins one and
+// offers it to the views after it, and a commit begins one as it starts
+// when there is none (it then waits for nothing), so that views during
+// the commit read what was committed before. Once a commit is done it is
+// withdrawn, before the commit is told: it misses that commit. While the
+// committer is idle, or a GC pass runs (gc.go), views begin their own
+// and none is held, as before they were shared: a snapshot held in an
+// idle store would pin Badger's read watermark.
 type badgerEngine struct {
 	db       *badger.DB
 	dir      string
 	inMemory bool
-	snap     atomic.Pointer[snapshot] // while a commit is in flight
+	snap     atomic.Pointer[snapshot] // the views', while the committer is busy
+	commits  atomic.Uint64            // commits done (each withdraws snap)
+	busy     atomic.Bool              // the committer has work
+	paused   atomic.Int32             // GC passes running: views offer no snapshot
 	notes    *badgerNotes
 }
 
 // snapshot is a read transaction shared by views; the last one to
-// release it discards it (the commit that took it holds one reference
-// until it is done).
+// release it discards it (the engine holds one reference while it offers
+// it).
 type snapshot struct {
-	txn  *badger.Txn
-	refs atomic.Int64
+	txn     *badger.Txn
+	commits uint64 // the commits done before it began: it sees at least those
+	refs    atomic.Int64
 }
 
 func (s *snapshot) release() {
@@ -195,8 +222,9 @@ func (s *snapshot) release() {
 	}
 }
 
-// acquire takes a reference to the snapshot of the commit in flight; nil
-// when there is none.
+// acquire takes a reference to the views' snapshot; nil when there is
+// none, or it misses a commit done since it began (an offer raced that
+// commit's withdrawal).
 func (e *badgerEngine) acquire() *snapshot {
 	for {
 		s := e.snap.Load()
@@ -205,37 +233,100 @@ func (e *badgerEngine) acquire() *snapshot {
 		}
 		// Never from zero: a snapshot released by all is discarded.
 		if n := s.refs.Load(); n > 0 && s.refs.CompareAndSwap(n, n+1) {
+			if s.commits != e.commits.Load() {
+				s.release()
+				return nil
+			}
 			return s
 		}
 	}
 }
 
-// inFlight gives the views a snapshot of what is committed while a commit
-// is in flight (it waits for nothing: the committer is Badger's only
-// writer); done withdraws it.
-func (e *badgerEngine) inFlight() (done func()) {
-	s := &snapshot{txn: e.db.NewTransaction(false)}
-	s.refs.Store(1)
-	e.snap.Store(s)
-	return func() {
-		e.snap.Store(nil)
-		s.release()
+// snapshot begins a read transaction, holding refs references.
+func (e *badgerEngine) snapshot(refs int64) *snapshot {
+	s := &snapshot{commits: e.commits.Load()}
+	s.txn = e.db.NewTransaction(false)
+	s.refs.Store(refs)
+	return s
+}
+
+// offer makes s, holding a reference for the engine, the views' snapshot
+// unless another as recent is (then it drops that reference). One that
+// missed a commit is replaced.
+func (e *badgerEngine) offer(s *snapshot) {
+	for {
+		old := e.snap.Load()
+		if old != nil && old.commits >= s.commits {
+			s.release()
+			return
+		}
+		if e.snap.CompareAndSwap(old, s) {
+			if old != nil {
+				old.release()
+			}
+			return
+		}
 	}
 }
 
 func (e *badgerEngine) view(told uint64, fn func(Reader) error) error {
-	if s := e.acquire(); s != nil {
-		defer s.release()
-		return fn(badgerReader{s.txn, told})
+	s := e.acquire()
+	if s == nil {
+		s = e.snapshot(1)
+		if e.busy.Load() && e.paused.Load() == 0 && s.commits == e.commits.Load() {
+			s.refs.Add(1)
+			e.offer(s)
+			if e.paused.Load() > 0 && e.snap.CompareAndSwap(s, nil) {
+				s.release() // a pass began meanwhile
+			}
+		}
 	}
-	return e.db.View(func(txn *badger.Txn) error { return fn(badgerReader{txn, told}) })
+	defer s.release()
+	return fn(badgerReader{s.txn, told})
+}
+
+// done withdraws the views' snapshot: a commit (or a write behind the
+// committer) is done, which it misses.
+func (e *badgerEngine) done() {
+	e.commits.Add(1)
+	e.withdraw()
+}
+
+// working is told whether the committer has work: while it has none,
+// views share no snapshot.
+func (e *badgerEngine) working(busy bool) {
+	e.busy.Store(busy)
+	if !busy {
+		e.withdraw()
+	}
+}
+
+// pause has views offer no snapshot while a GC pass runs (on), and
+// withdraws the one offered; resume with on false.
+func (e *badgerEngine) pause(on bool) {
+	if !on {
+		e.paused.Add(-1)
+		return
+	}
+	e.paused.Add(1)
+	e.withdraw()
+}
+
+// withdraw leaves the views without a snapshot.
+func (e *badgerEngine) withdraw() {
+	if s := e.snap.Swap(nil); s != nil {
+		s.release()
+	}
 }
 
 func (e *badgerEngine) begin() batch {
 	return &badgerBatch{badgerReader: badgerReader{txn: e.db.NewTransaction(true)}, e: e}
 }
 
-func (e *badgerEngine) close() error { return e.db.Close() }
+func (e *badgerEngine) close() error {
+	e.withdraw()
+	return e.db.Close()
+}
 
 // check checks every table of the open store against its checksums, as
 // at open (tables a compaction removes meanwhile are skipped).
@@ -303,11 +394,14 @@ func (b *badgerBatch) fits(w *tx) bool {
 
 func (b *badgerBatch) discard() { b.txn.Discard() }
 
-// commit commits, views reading the snapshot of what was committed before
-// meanwhile.
+// commit commits, views reading a snapshot of what was committed before
+// meanwhile (theirs, or one begun now), which is withdrawn once the
+// commit is done: it misses the commit, which is told next.
 func (b *badgerBatch) commit() error {
-	done := b.e.inFlight()
-	defer done()
+	if s := b.e.snap.Load(); s == nil || s.commits != b.e.commits.Load() {
+		b.e.offer(b.e.snapshot(1))
+	}
+	defer b.e.done()
 	if err := b.txn.Commit(); err != nil {
 		return classifyBadger(err)
 	}

@@ -62,7 +62,7 @@ func TestCorruptBlockIsNotServed(t *testing.T) {
 		t.Fatalf("before corruption: %v", err)
 	}
 	// Tamper with the small block through Badger directly.
-	if err := s.DB().Update(func(txn *badger.Txn) error {
+	if err := s.WriteBehind(func(txn *badger.Txn) error {
 		return txn.Set(store.BlockKey(cs), []byte("a smell memory block"))
 	}); err != nil {
 		t.Fatal(err)
@@ -276,7 +276,7 @@ func TestStateDigestWhereverTheValueIs(t *testing.T) {
 	_, inLog := backup(t, s, nil)
 	// The same value again, written behind the store at Badger's own
 	// threshold: in its tree.
-	if err := s.DB().Update(func(txn *badger.Txn) error { return txn.Set(key, val) }); err != nil {
+	if err := s.WriteBehind(func(txn *badger.Txn) error { return txn.Set(key, val) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.DB().View(func(txn *badger.Txn) error {

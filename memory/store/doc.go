@@ -46,10 +46,11 @@
 //   - Before Badger opens the store, every table is verified and the
 //     write-ahead logs are scanned (integrity.go): damage is named, never
 //     read past.
-//   - A view never waits for a commit in flight: on Badger it then reads
-//     the snapshot the commit took as it began (badger.go), which holds
-//     everything acknowledged; no snapshot outlives its commit, so none
-//     keeps compactions from dropping garbage.
+//   - A view never waits for a commit in flight: it reads a snapshot of
+//     what was committed before (badger.go), which holds everything
+//     acknowledged. While the committer is busy, views share snapshots
+//     (Badger begins each transaction under one lock); while it is idle
+//     none is held, so none keeps compactions from dropping garbage.
 //   - Subscribers hear a commit after it is durable and before any of its
 //     operations is acknowledged, so a cache invalidated by an event never
 //     serves a caller what that caller's acknowledged write replaced.

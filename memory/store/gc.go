@@ -241,6 +241,13 @@ func (s *Store) collect(ctx context.Context, force bool, ratio float64) (rep GCR
 		rep.Spaces, err = s.Spaces(ctx)
 		return rep, err
 	}
+	// Views share no snapshot while a pass runs (badgerEngine): with them
+	// shared, a pass run right after a commit found nothing to rewrite
+	// about once in 150 runs of TestGCFreesDeletedData, never in 600
+	// without (as never before they were shared).
+	e := s.eng.(*badgerEngine)
+	e.pause(true)
+	defer e.pause(false)
 	if rep.Before, err = s.DiskUsage(); err != nil {
 		return rep, err
 	}

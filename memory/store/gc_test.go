@@ -391,7 +391,7 @@ func TestPutBlockStoresLargeBlocksOnce(t *testing.T) {
 	}
 	damaged := bytes.Clone(block)
 	damaged[100] ^= 1
-	if err := s.DB().Update(func(txn *badger.Txn) error { return txn.Set(store.BlockKey(c), damaged) }); err != nil {
+	if err := s.WriteBehind(func(txn *badger.Txn) error { return txn.Set(store.BlockKey(c), damaged) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Block(c); !errors.Is(err, base.ErrCorrupt) {

@@ -56,6 +56,7 @@ func (e *memEngine) begin() batch {
 }
 
 func (e *memEngine) check() error { return nil }
+func (e *memEngine) working(bool) {}
 func (e *memEngine) close() error { return nil }
 
 // memBatch reads a state and, in a write transaction, buffers writes over

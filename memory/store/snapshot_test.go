@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -34,25 +36,65 @@ func viewGet(t *testing.T, s *Store, key string) string {
 	return string(v)
 }
 
-// While the committer's transaction commits, a view reads the snapshot
-// the commit took as it began (Badger would have it wait for the commit's
-// fsync); at other times it begins its own transaction. A write behind the
-// committer's back shows which one a view read.
-func TestViewDuringCommitReadsTheLastCommit(t *testing.T) {
+// While the committer is busy, views share a read transaction — the
+// first view after a commit begins it and offers it — so that they do not
+// each begin one (Badger begins each under one lock and may have it wait
+// for its watermark goroutine); a commit, or a write behind the
+// committer, withdraws it; one that missed a commit is never read; and
+// while the committer is idle views begin their own and none is held, so
+// that none pins Badger's read watermark. A write behind the committer's
+// back shows which one a view read.
+func TestViewsShareASnapshotWhileTheCommitterIsBusy(t *testing.T) {
 	s, e := openBadger(t)
 	if err := s.Update(context.Background(), func(tx Tx) error { tx.Set([]byte("k"), []byte("committed")); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	done := e.inFlight()
-	if err := e.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("k"), []byte("behind")) }); err != nil {
+	for deadline := time.Now().Add(10 * time.Second); e.busy.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the committer, with nothing queued, is still busy")
+		}
+		runtime.Gosched()
+	}
+	behind := func(v string) {
+		t.Helper()
+		if err := e.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("k"), []byte(v)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	behind("behind")
+	if got := viewGet(t, s, "k"); got != "behind" || e.snap.Load() != nil {
+		t.Fatalf("the committer idle: %q, snapshot offered %v; want a transaction of the view's own, not offered", got, e.snap.Load() != nil)
+	}
+	e.working(true) // as the committer does when it takes a batch
+	if got := viewGet(t, s, "k"); got != "behind" || e.snap.Load() == nil {
+		t.Fatalf("the committer busy: %q, snapshot offered %v", got, e.snap.Load() != nil)
+	}
+	behind("behind again")
+	if got := viewGet(t, s, "k"); got != "behind" {
+		t.Fatalf("the committer busy: %q, want the snapshot the view before offered", got)
+	}
+	e.done() // as a commit does
+	if got := viewGet(t, s, "k"); got != "behind again" {
+		t.Fatalf("after a commit: %q, want a snapshot that has it", got)
+	}
+	if err := s.WriteBehind(func(txn *badger.Txn) error { return txn.Set([]byte("k"), []byte("written behind")) }); err != nil {
 		t.Fatal(err)
 	}
-	if got := viewGet(t, s, "k"); got != "committed" {
-		t.Fatalf("during a commit: %q, want the snapshot of what was committed before", got)
+	if got := viewGet(t, s, "k"); got != "written behind" {
+		t.Fatalf("after WriteBehind: %q", got)
 	}
-	done()
-	if got := viewGet(t, s, "k"); got != "behind" {
-		t.Fatalf("between commits: %q, want a transaction of its own", got)
+	// A snapshot offered that missed a commit (an offer that raced the
+	// commit's withdrawal) is never read.
+	stale := e.snapshot(1)
+	behind("after the stale one")
+	e.done()
+	e.offer(stale)
+	if got := viewGet(t, s, "k"); got != "after the stale one" {
+		t.Fatalf("with a stale snapshot offered: %q", got)
+	}
+	e.working(false) // as the committer does with nothing queued
+	if e.snap.Load() != nil {
+		t.Fatal("the committer idle, a snapshot is still offered")
 	}
 }
 

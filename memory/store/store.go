@@ -137,6 +137,8 @@ type engine interface {
 	// check verifies the engine's files against their checksums (nil when
 	// it has none).
 	check() error
+	// working tells the engine whether the committer has work.
+	working(busy bool)
 	close() error
 }
 
@@ -443,10 +445,9 @@ func (s *Store) Barrier(ctx context.Context) error {
 //
 // The reader knows how many commits had been told to the subscribers
 // when its snapshot was taken (ToldBefore): it sees at least those. A
-// commit is visible before it is told, and the snapshot of a commit in
-// flight (badgerEngine.inFlight) is withdrawn before its commit is
-// told, so counting before the snapshot is taken never counts a commit
-// the snapshot misses.
+// commit is visible before it is told, and on Badger a snapshot the views
+// share that misses it is withdrawn before (badgerEngine), so counting
+// before the snapshot is taken never counts a commit the snapshot misses.
 func (s *Store) View(fn func(r Reader) error) error { return s.eng.view(s.told.Load(), fn) }
 
 func (s *Store) commitLoop() {
@@ -478,6 +479,9 @@ func (s *Store) commitLoop() {
 	}
 	for open := true; open; {
 		var first *Pending
+		if len(s.queue) == 0 {
+			s.eng.working(false)
+		}
 		select {
 		case first, open = <-s.queue:
 		case p := <-s.deferred:
@@ -515,6 +519,7 @@ func (s *Store) commitLoop() {
 			}
 		}
 		if len(batch) > 0 {
+			s.eng.working(true)
 			s.commitBatch(batch)
 		}
 	}
