@@ -40,7 +40,7 @@ const (
 // length and head they cover. Call it before the index's snapshot is
 // taken: every vector id it names is then in the snapshot.
 //
-// The layout (unsigned varints unless said): "MSONAS1", dims, the number
+// The layout (unsigned varints unless said): "MSONAS2", dims, the number
 // of sonas; each: its uuid (length, bytes), chain length, head ACT CID
 // (length, bytes; 0 for none), the mean's count, dims little-endian
 // float32 sums (when the count is not 0), the number of members, each a
@@ -103,7 +103,9 @@ type savedSona struct {
 var errMembersState = errors.New("chain: the sonas' saved state does not decode")
 
 func decodeMembers(b []byte, dims int) (map[string]*savedSona, error) {
-	// A float32 sum, or the float64 of the format before (float32 since).
+	// A float32 sum, or the float64 of the format before, rounded (a
+	// centroid then differs from LoadMembers' in its last bits, until the
+	// chains are read whole again).
 	sum := func(d *base.Decoder) float32 { return math.Float32frombits(d.U32()) }
 	switch {
 	case bytes.HasPrefix(b, []byte(membersFormat)):

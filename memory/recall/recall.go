@@ -709,7 +709,7 @@ func (sc *scorer) activityOf(sona string) int64 {
 	if a, ok := sc.activity[sona]; ok {
 		return a
 	}
-	_, a, _ := sc.self.sonas.Snapshot(sona)
+	a, _ := sc.self.sonas.Activity(sona)
 	sc.activity[sona] = a
 	return a
 }
