@@ -418,10 +418,15 @@ func tell(ctx actor.Context, to *actor.PID, msg proto.Message) {
 // giving up on it early would report as failed a write that then lands.
 func (a *sonaActor) await(ctx actor.Context, p Settling, cont func(error)) {
 	f := actor.NewFuture(ctx.ActorSystem(), a.sys.stepTimeout())
-	go func() {
-		<-p.Done()
-		ctx.ActorSystem().Root.Send(f.PID(), &messages.Settled{})
-	}()
+	settled := func() { ctx.ActorSystem().Root.Send(f.PID(), &messages.Settled{}) }
+	if t, ok := p.(interface{ Then(func()) }); ok {
+		t.Then(settled) // the store's acknowledger tells the future itself
+	} else {
+		go func() {
+			<-p.Done()
+			settled()
+		}()
+	}
 	ctx.ReenterAfter(f, func(_ any, err error) {
 		if err == nil {
 			err = p.Err()

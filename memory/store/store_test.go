@@ -1,7 +1,11 @@
 package store_test
 
 import (
+	"context"
+	"runtime"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/store/storetest"
@@ -25,4 +29,47 @@ func TestMemory(t *testing.T) {
 		}
 		return s
 	})
+}
+
+// Then's function runs once the operation is done — after Done is
+// closed, exactly once; one registered after runs at once.
+func TestPendingThen(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	defer s.Close()
+	release := make(chan struct{})
+	p := s.Submit(func(tx store.Tx) error {
+		<-release
+		tx.Set([]byte("k"), []byte("v"))
+		return nil
+	})
+	var calls atomic.Int32
+	var afterDone atomic.Bool
+	p.Then(func() {
+		select {
+		case <-p.Done():
+			afterDone.Store(true)
+		default:
+		}
+		calls.Add(1)
+	})
+	if calls.Load() != 0 {
+		t.Fatal("called before the operation ran")
+	}
+	close(release)
+	if err := p.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); calls.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("not called once the operation was done")
+		}
+		runtime.Gosched()
+	}
+	if !afterDone.Load() {
+		t.Fatal("called before Done was closed")
+	}
+	p.Then(func() { calls.Add(1) })
+	if calls.Load() != 2 {
+		t.Fatalf("%d calls; one registered after the operation was done runs at once", calls.Load())
+	}
 }
