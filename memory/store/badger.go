@@ -272,6 +272,9 @@ func (e *badgerEngine) offer(s *snapshot) {
 func (e *badgerEngine) view(told uint64, fn func(Reader) error) error {
 	s := e.acquire()
 	if s == nil {
+		if e.db.IsClosed() {
+			return base.ErrClosed
+		}
 		s = e.snapshot(1)
 		if e.busy.Load() && e.paused.Load() == 0 && s.commits == e.commits.Load() {
 			s.refs.Add(1)

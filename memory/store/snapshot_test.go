@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 func openBadger(t *testing.T) (*Store, *badgerEngine) {
@@ -149,5 +151,18 @@ func TestReadYourWritesWhileCommitting(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// A view of a closed store is refused (ErrClosed): it does not begin a
+// transaction of the closed Badger, which would wait for its stopped
+// watermark goroutine.
+func TestViewAfterCloseIsRefused(t *testing.T) {
+	s, _ := openBadger(t)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.View(func(Reader) error { return nil }); !errors.Is(err, base.ErrClosed) {
+		t.Fatalf("a view after Close: %v, want ErrClosed", err)
 	}
 }
