@@ -279,8 +279,10 @@ func (e *badgerEngine) view(told uint64, fn func(Reader) error) error {
 		if e.busy.Load() && e.paused.Load() == 0 && s.commits == e.commits.Load() {
 			s.refs.Add(1)
 			e.offer(s)
-			if e.paused.Load() > 0 && e.snap.CompareAndSwap(s, nil) {
-				s.release() // a pass began meanwhile
+			// The committer went idle, or a pass began, meanwhile: their
+			// withdrawal may have come before the offer.
+			if (!e.busy.Load() || e.paused.Load() > 0) && e.snap.CompareAndSwap(s, nil) {
+				s.release()
 			}
 		}
 	}
