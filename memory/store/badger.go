@@ -276,12 +276,12 @@ func (e *badgerEngine) view(told uint64, fn func(Reader) error) error {
 			return base.ErrClosed
 		}
 		s = e.snapshot(1)
-		if e.busy.Load() && e.paused.Load() == 0 && s.commits == e.commits.Load() {
+		if e.sharing() && s.commits == e.commits.Load() {
 			s.refs.Add(1)
 			e.offer(s)
 			// The committer went idle, or a pass began, meanwhile: their
 			// withdrawal may have come before the offer.
-			if (!e.busy.Load() || e.paused.Load() > 0) && e.snap.CompareAndSwap(s, nil) {
+			if !e.sharing() && e.snap.CompareAndSwap(s, nil) {
 				s.release()
 			}
 		}
@@ -289,6 +289,10 @@ func (e *badgerEngine) view(told uint64, fn func(Reader) error) error {
 	defer s.release()
 	return fn(badgerReader{s.txn, told})
 }
+
+// sharing reports whether views share a snapshot: the committer is busy
+// and no GC pass runs.
+func (e *badgerEngine) sharing() bool { return e.busy.Load() && e.paused.Load() == 0 }
 
 // done withdraws the views' snapshot: a commit (or a write behind the
 // committer) is done, which it misses.

@@ -292,9 +292,8 @@ type Pending struct {
 	err  error
 	link oteltrace.SpanContext // the submitter's span (SubmitTraced)
 
-	mu      sync.Mutex
-	then    []func() // called once done (Then)
-	settled bool
+	mu   sync.Mutex
+	then []func() // called once done (Then)
 }
 
 // Done is closed when the operation is durable or has failed.
@@ -307,20 +306,20 @@ func (p *Pending) Done() <-chan struct{} { return p.done }
 // waits for a core.
 func (p *Pending) Then(fn func()) {
 	p.mu.Lock()
-	if !p.settled {
+	select {
+	case <-p.done: // settled: closed under mu
+		p.mu.Unlock()
+		fn()
+	default:
 		p.then = append(p.then, fn)
 		p.mu.Unlock()
-		return
 	}
-	p.mu.Unlock()
-	fn()
 }
 
 // settle closes Done and calls what Then registered.
 func (p *Pending) settle() {
 	p.mu.Lock()
 	close(p.done)
-	p.settled = true
 	then := p.then
 	p.then = nil
 	p.mu.Unlock()
