@@ -47,24 +47,30 @@ func (d *Decoder) Varint() int64 {
 
 // U64 reads a little-endian 64-bit word.
 func (d *Decoder) U64() uint64 {
-	if d.Err != nil || len(d.B) < 8 {
-		d.Fail()
-		return 0
+	if b := d.word(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
 	}
-	v := binary.LittleEndian.Uint64(d.B)
-	d.B = d.B[8:]
-	return v
+	return 0
 }
 
 // U32 reads a little-endian 32-bit word.
 func (d *Decoder) U32() uint32 {
-	if d.Err != nil || len(d.B) < 4 {
-		d.Fail()
-		return 0
+	if b := d.word(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
 	}
-	v := binary.LittleEndian.Uint32(d.B)
-	d.B = d.B[4:]
-	return v
+	return 0
+}
+
+// word reads the next n bytes (nil, and the decoder failed, when fewer
+// are left).
+func (d *Decoder) word(n int) []byte {
+	if d.Err != nil || len(d.B) < n {
+		d.Fail()
+		return nil
+	}
+	b := d.B[:n]
+	d.B = d.B[n:]
+	return b
 }
 
 // Bytes reads a length-prefixed byte string: a part of B, valid as long
