@@ -362,10 +362,12 @@ func (x *Index) Close() {
 
 // Unmap ends the mapping of a restored snapshot's quantised records and
 // closes its file (Restore), so that the file's blocks are freed and its
-// file system can be unmounted; the index is empty afterwards. Call it
-// last, after Close, once nothing searches the index nor holds a vector
-// it returned.
+// file system can be unmounted; the index is empty afterwards. It
+// closes the index first (the builder must not insert from records it
+// drops). Call it last, once nothing searches the index nor holds a
+// vector it returned.
 func (x *Index) Unmap() error {
+	x.Close()
 	x.bmu.Lock()
 	defer x.bmu.Unlock()
 	x.gmu.Lock()
