@@ -105,6 +105,20 @@ func TestMetricsAppearAndMove(t *testing.T) {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, v, ok, c.want)
 		}
 	}
+	// The recall and the chat read through the caches, and each read counts.
+	reads := func(b, cache string) float64 {
+		hits, ok := metric(b, "memoria_cache_hits_total", "cache", cache)
+		misses, ok2 := metric(b, "memoria_cache_misses_total", "cache", cache)
+		if _, ok3 := metric(b, "memoria_cache_entries", "cache", cache); !ok || !ok2 || !ok3 {
+			t.Fatalf("cache %q missing from /metrics", cache)
+		}
+		return hits + misses
+	}
+	for _, cache := range []string{"memories", "metadata", "links", "blocks"} {
+		if r0, r1 := reads(before, cache), reads(after, cache); cache != "blocks" && r1 <= r0 {
+			t.Errorf("cache %q: %v reads before the recalls, %v after", cache, r0, r1)
+		}
+	}
 	if _, ok := metric(after, "memoria_actor_mailbox_depth", "actor", "sona"); !ok {
 		t.Errorf("no mailbox depth for sona actors")
 	}

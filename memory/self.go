@@ -760,6 +760,14 @@ func (s *Self) IndexSizes() map[string]int64 {
 	return out
 }
 
+// CacheStats are the reads of the caches a recall and an advance read
+// through, by name: decoded memories, metadata records, link lists
+// (store.memory_cache), and Badger's blocks (store.cache_mb).
+func (s *Self) CacheStats() map[string]store.CacheStats {
+	mems, metas := s.Memories.CacheStats()
+	return map[string]store.CacheStats{"memories": mems, "metadata": metas, "links": s.Assoc.CacheStats(), "blocks": s.store.BlockCacheStats()}
+}
+
 // Reembed opens the store under cfg.DataDir, which nothing else may hold,
 // and moves it into emb's embedding space (transfer.Reembed).
 func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress func(done, total int)) (transfer.ReembedReport, error) {

@@ -182,7 +182,8 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 		sonas, mems := self.Counts()
 		st := self.Store()
 		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), WritesRefused: st.CheckSpace() != nil,
-			TextRebuilds: self.Text.Rebuilds(), RerankFallbacks: self.Recaller.RerankFallbacks(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st)}
+			TextRebuilds: self.Text.Rebuilds(), RerankFallbacks: self.Recaller.RerankFallbacks(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st),
+			Caches: caches(self.CacheStats())}
 	})
 	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing, Cluster: cl, headroom: headroom}, nil
 }
@@ -207,6 +208,15 @@ func spaces(st *store.Store) []metrics.Space {
 	out := make([]metrics.Space, len(last.Spaces))
 	for i, sp := range last.Spaces {
 		out[i] = metrics.Space{Name: sp.Space, Keys: sp.Keys, Bytes: sp.Bytes}
+	}
+	return out
+}
+
+// caches are the caches' reads for the metrics.
+func caches(stats map[string]store.CacheStats) map[string]metrics.Cache {
+	out := make(map[string]metrics.Cache, len(stats))
+	for name, c := range stats {
+		out[name] = metrics.Cache(c)
 	}
 	return out
 }

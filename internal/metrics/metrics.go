@@ -243,6 +243,15 @@ type State struct {
 	TextRebuilds int64
 	// RerankFallbacks counts recalls whose reranker failed (recall.rerank).
 	RerankFallbacks int64
+	// Caches are the reads and entries of the caches, by name.
+	Caches map[string]Cache
+}
+
+// Cache is a cache's reads that found what they wanted (Hits) and those
+// that did not since the process started, and its entries now.
+type Cache struct {
+	Hits, Misses uint64
+	Entries      int
 }
 
 // Space is one key space's live size.
@@ -276,6 +285,9 @@ var (
 	gcBytesDesc   = prometheus.NewDesc("memoria_store_gc_reclaimed_bytes_total", "Bytes on disk the garbage collection's passes freed.", nil, nil)
 	refusedDesc   = prometheus.NewDesc("memoria_writes_refused", "1 while writes are refused because the data directory's file system is below store.min_free_mb, else 0.", nil, nil)
 	rebuildsDesc  = prometheus.NewDesc("memoria_text_index_rebuilds_total", "Full-text index rebuilds after it was found damaged (at open or while serving).", nil, nil)
+	cacheHitsDesc = prometheus.NewDesc("memoria_cache_hits_total", "Reads that found what they wanted in a cache: memories (decoded memories), metadata, links (store.memory_cache each), blocks (Badger's block cache, store.cache_mb).", []string{"cache"}, nil)
+	cacheMissDesc = prometheus.NewDesc("memoria_cache_misses_total", "Reads that did not find what they wanted in a cache (see memoria_cache_hits_total) and read the store.", []string{"cache"}, nil)
+	cacheSizeDesc = prometheus.NewDesc("memoria_cache_entries", "Entries each cache holds (see memoria_cache_hits_total).", []string{"cache"}, nil)
 	rerankDesc    = prometheus.NewDesc("memoria_recall_rerank_fallbacks_total", "Recalls that kept the fused order because the reranker (recall.rerank) failed or timed out.", nil, nil)
 )
 
@@ -294,6 +306,9 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- refusedDesc
 	ch <- rebuildsDesc
 	ch <- rerankDesc
+	ch <- cacheHitsDesc
+	ch <- cacheMissDesc
+	ch <- cacheSizeDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -322,4 +337,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.GaugeValue, refused)
 	ch <- prometheus.MustNewConstMetric(rebuildsDesc, prometheus.CounterValue, float64(st.TextRebuilds))
 	ch <- prometheus.MustNewConstMetric(rerankDesc, prometheus.CounterValue, float64(st.RerankFallbacks))
+	for name, c := range st.Caches {
+		ch <- prometheus.MustNewConstMetric(cacheHitsDesc, prometheus.CounterValue, float64(c.Hits), name)
+		ch <- prometheus.MustNewConstMetric(cacheMissDesc, prometheus.CounterValue, float64(c.Misses), name)
+		ch <- prometheus.MustNewConstMetric(cacheSizeDesc, prometheus.GaugeValue, float64(c.Entries), name)
+	}
 }

@@ -505,6 +505,14 @@ func (g *Graph) stored(tx store.Tx, key []byte) ([]byte, error) {
 	return tx.Get(key)
 }
 
+// CacheStats are the reads of g's cache of link lists (none without one).
+func (g *Graph) CacheStats() store.CacheStats {
+	if g.cache == nil {
+		return store.CacheStats{}
+	}
+	return g.cache.Stats()
+}
+
 // Associations returns the typed associations of a memory, strongest first.
 func (g *Graph) Associations(c cid.Cid) ([]Link, error) { return g.read(Key(c)) }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -25,6 +26,7 @@ import (
 type memCache struct {
 	shards [64]cacheShard // a hit moves its entry: 64 locks, for a recall's ~30 reads on each core
 	seed   maphash.Seed
+	stats  store.CacheCounts
 }
 
 type cacheShard struct {
@@ -60,9 +62,23 @@ func (c *memCache) get(id cid.Cid) (*model.Memory, bool) {
 	defer s.mu.Unlock()
 	if e, ok := s.items[key]; ok {
 		s.order.MoveToFront(e)
+		c.stats.Count(true)
 		return e.Value.(*cacheEntry).m, true
 	}
+	c.stats.Count(false)
 	return nil, false
+}
+
+// Stats are c's reads so far and its entries now.
+func (c *memCache) Stats() store.CacheStats {
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += s.order.Len()
+		s.mu.Unlock()
+	}
+	return c.stats.Stats(n)
 }
 
 func (c *memCache) put(id cid.Cid, m *model.Memory) {

@@ -192,6 +192,12 @@ func (m *Store) MemoryIn(r store.Reader, c cid.Cid) (*model.Memory, error) {
 	return mem, nil
 }
 
+// CacheStats are the reads of the decoded memories' cache and of the
+// metadata records' cache.
+func (m *Store) CacheStats() (memories, metadata store.CacheStats) {
+	return m.mems.Stats(), m.metas.Stats()
+}
+
 // Stored caches mem, the decoded block c that a commit just stored (so
 // the indexes and readers that follow the commit need not read and decode
 // it again). The caller gives up mem: it must not modify it.

@@ -164,6 +164,20 @@ func (s *Store) DB() *badger.DB {
 	return nil
 }
 
+// BlockCacheStats are the reads of Badger's block cache (store.cache_mb:
+// the tables' blocks, decompressed), none for the in-memory backend.
+func (s *Store) BlockCacheStats() CacheStats {
+	db := s.DB()
+	if db == nil {
+		return CacheStats{}
+	}
+	m := db.BlockCacheMetrics()
+	if m == nil {
+		return CacheStats{}
+	}
+	return CacheStats{Hits: m.Hits(), Misses: m.Misses(), Entries: int(m.KeysAdded() - m.KeysEvicted())}
+}
+
 // WriteBehind runs fn in a Badger transaction of its own, behind the
 // committer's back (tests that damage or change the store under it); the
 // views after it read what it wrote.

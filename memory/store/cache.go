@@ -3,6 +3,7 @@ package store
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 )
 
 // Cache keeps values derived from the store's keys (decoded records),
@@ -26,6 +27,31 @@ type Cache[V any] struct {
 	shards [64]cacheShard[V]
 	seed   maphash.Seed
 	per    int
+	stats  CacheCounts
+}
+
+// CacheCounts counts a cache's reads (In and Latest), for /metrics.
+type CacheCounts struct{ hits, misses atomic.Uint64 }
+
+// Count counts a read that found (hit) or did not find what it wanted.
+func (c *CacheCounts) Count(hit bool) {
+	if hit {
+		c.hits.Add(1)
+	} else {
+		c.misses.Add(1)
+	}
+}
+
+// Stats are c's counts so far, with entries the cache holds.
+func (c *CacheCounts) Stats(entries int) CacheStats {
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: entries}
+}
+
+// CacheStats are a cache's reads that found what they wanted (Hits) and
+// those that did not, since the process started, and its entries now.
+type CacheStats struct {
+	Hits, Misses uint64
+	Entries      int
 }
 
 type cacheShard[V any] struct {
@@ -65,9 +91,11 @@ func (c *Cache[V]) shard(key string) *cacheShard[V] {
 func (c *Cache[V]) In(key string, r Reader) (V, bool) {
 	e, ok := c.get(key)
 	if told := ToldBefore(r); !ok || told == 0 || e.written > told {
+		c.stats.Count(false)
 		var none V
 		return none, false
 	}
+	c.stats.Count(true)
 	return e.v, true
 }
 
@@ -93,7 +121,20 @@ func (c *Cache[V]) Lookup(key string, stored []byte, r Reader) (V, bool) {
 // before it runs the next batch.
 func (c *Cache[V]) Latest(key string) (V, bool) {
 	e, ok := c.get(key)
+	c.stats.Count(ok)
 	return e.v, ok
+}
+
+// Stats are c's reads so far and its entries now.
+func (c *Cache[V]) Stats() CacheStats {
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.RLock()
+		n += len(s.m)
+		s.mu.RUnlock()
+	}
+	return c.stats.Stats(n)
 }
 
 func (c *Cache[V]) get(key string) (cached[V], bool) {

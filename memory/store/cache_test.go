@@ -60,6 +60,43 @@ func TestCacheFillsOnlyFromViewsThatSeeTheWrites(t *testing.T) {
 	}
 }
 
+// Reads count as hits or misses — a view's read of an entry a commit
+// wrote after its snapshot is a miss —, and the entries are counted.
+func TestCacheStats(t *testing.T) {
+	st, err := OpenMemory(OptionsOf(config.Default().Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var last uint64
+	st.Subscribe(func(e Event) { last = e.Told })
+	c := NewCache[int](64 * 4)
+	write := func() {
+		if err := st.Update(context.Background(), func(tx Tx) error { tx.Set([]byte("x"), []byte("v")); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	err = st.View(func(r Reader) error {
+		c.Fill("a", 1, r)
+		c.Fill("b", 2, r)
+		write()
+		c.Set("b", last, 3) // written after r's snapshot
+		c.In("a", r)        // hit
+		c.In("b", r)        // miss: r reads what the commit replaced
+		c.In("c", r)        // miss
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Latest("b") // hit
+	c.Latest("d") // miss
+	if got, want := c.Stats(), (CacheStats{Hits: 2, Misses: 3, Entries: 2}); got != want {
+		t.Fatalf("stats %+v, want %+v", got, want)
+	}
+}
+
 // The writes the cache remembers for keys it does not hold are bounded:
 // past the bound it forgets them, and no view older than the latest it
 // forgot fills the shard.
