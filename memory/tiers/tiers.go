@@ -23,7 +23,37 @@ const (
 var Names = []string{STM, MTM, LPM}
 
 // Jaccard is |a ∩ b| / |a ∪ b| of two keyword sets; 0 when both are empty.
+// A segment's keywords (at most maxKeywords) and a query's are a few
+// words: they are compared in place, without the sets two maps would cost
+// for each of a sona's segments at each placement and tier recall; longer
+// lists (none so far) through maps.
 func Jaccard(a, b []string) float64 {
+	if len(a) > 2*maxKeywords || len(b) > 4*maxKeywords {
+		return jaccardSets(a, b)
+	}
+	union := 0
+	for i, k := range a {
+		if !slices.Contains(a[:i], k) {
+			union++
+		}
+	}
+	inter := 0
+	for j, k := range b {
+		switch {
+		case slices.Contains(b[:j], k):
+		case slices.Contains(a, k):
+			inter++
+		default:
+			union++
+		}
+	}
+	if union == 0 {
+		return 0
+	}
+	return float64(inter) / float64(union)
+}
+
+func jaccardSets(a, b []string) float64 {
 	set := make(map[string]bool, len(a))
 	for _, k := range a {
 		set[k] = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand"
 	"slices"
 	"testing"
 
@@ -368,5 +369,27 @@ func TestHeuristicChain(t *testing.T) {
 	mc, _ = h.Chain(ctx, ChainInput{Prev: []PageText{first}, Page: second, Similarity: 0.2, Threshold: 0.5})
 	if mc.Linked || mc.Start != 2 {
 		t.Fatalf("dissimilar page: %+v", mc)
+	}
+}
+
+// Jaccard in place agrees with the sets' Jaccard on lists with repeated
+// words, empty ones, and lists too long for the in-place comparison.
+func TestJaccardInPlaceIsTheSetsJaccard(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	words := func(n, alphabet int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprint("w", rng.Intn(alphabet))
+		}
+		return out
+	}
+	for i := range 5000 {
+		a, b := words(rng.Intn(2*maxKeywords+3), 1+rng.Intn(30)), words(rng.Intn(4*maxKeywords+3), 1+rng.Intn(30))
+		if got, want := Jaccard(a, b), jaccardSets(a, b); got != want {
+			t.Fatalf("case %d: Jaccard(%q, %q) = %v, the sets' %v", i, a, b, got, want)
+		}
+	}
+	if Jaccard(nil, nil) != 0 || Jaccard([]string{"a", "a"}, []string{"a"}) != 1 || Jaccard([]string{"a", "b"}, []string{"b", "c", "c"}) != 1.0/3 {
+		t.Fatal("Jaccard of small cases")
 	}
 }
