@@ -139,6 +139,26 @@ func (m *Store) committedHot(tx store.Tx, c cid.Cid) (Hot, bool) {
 	return h, err == nil
 }
 
+// hotIn is c's hot state in r, a view: its cached entry's when r sees
+// it, else as stored; false when c is not stored there.
+func (m *Store) hotIn(r store.Reader, c cid.Cid) (Hot, bool, error) {
+	if e, ok := m.metas.In(c.KeyString(), r); ok {
+		h, err := e.hotState(c)
+		return h, err == nil, err
+	}
+	if h, ok, err := storedHot(r, c); err != nil || ok {
+		return h, ok, err
+	}
+	meta, err := m.MetaIn(r, c)
+	if errors.Is(err, base.ErrNotFound) || errors.Is(err, base.ErrForgotten) {
+		return Hot{}, false, nil
+	}
+	if err != nil {
+		return Hot{}, false, err
+	}
+	return HotOf(meta), true, nil
+}
+
 func updateHot(cids []cid.Cid, fn func(*Hot, cid.Cid), committed func(store.Tx, cid.Cid) (Hot, bool)) store.Op {
 	return func(tx store.Tx) error {
 		for _, c := range cids {

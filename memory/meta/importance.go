@@ -52,6 +52,17 @@ type Used struct {
 // propagates along its edges with the configured per-hop decay and depth.
 // Importance only rises here: a signal below a memory's importance leaves
 // it as it is.
+//
+// The walk along the edges and that comparison run in a view, in the
+// caller's goroutine, and the committer gets only the memories whose
+// importance the view shows below their signal: a memory's edges never
+// change, and its importance never falls — it rises here, in
+// ReinforceDuplicate and with the evaluator's priority (a maximum) —, so
+// a memory the view shows at or above its signal is one the commit would
+// leave as it is. A long-lived sona's response reaches hundreds of
+// memories within two hops, of which a few tens rise (issue 15: the walk
+// and the reads of ~650 hot states were a millisecond of the committer's
+// time an advance after 6,500 advances of one sona).
 func (m *Store) Reinforce(used []Used) *store.Pending {
 	rc := m.rc
 	best := 0.0
@@ -64,47 +75,70 @@ func (m *Store) Reinforce(used []Used) *store.Pending {
 			seeds[r.CID] = math.Max(seeds[r.CID], r.Score/best)
 		}
 	}
-	return m.st.Submit(func(tx store.Tx) error {
-		signal := map[cid.Cid]float64{}
-		type visit struct {
-			c        cid.Cid
-			strength float64
-			depth    int
-		}
-		var queue []visit
-		for c, v := range seeds {
-			queue = append(queue, visit{c, v, 0})
-		}
-		slices.SortFunc(queue, func(a, b visit) int { return strings.Compare(a.c.KeyString(), b.c.KeyString()) })
-		for len(queue) > 0 {
-			v := queue[0]
-			queue = queue[1:]
-			if v.strength < rc.ImportanceFloor || signal[v.c] >= v.strength {
-				continue
-			}
-			signal[v.c] = v.strength
-			if v.depth == rc.ImportanceDepth {
-				continue
-			}
-			mem, err := m.MemoryIn(tx, v.c)
+	var (
+		signal map[cid.Cid]float64
+		rising []cid.Cid
+	)
+	err := m.st.View(func(r store.Reader) error {
+		signal = m.propagate(r, seeds)
+		for c, target := range signal {
+			h, ok, err := m.hotIn(r, c)
 			if err != nil {
-				continue // not a memory (or gone): nothing to propagate
+				return err
 			}
-			for _, e := range mem.Edges {
-				queue = append(queue, visit{e.Target, v.strength * rc.ImportanceHopDecay, v.depth + 1})
+			if !ok || h.Importance < target { // not stored here: the committer tells
+				rising = append(rising, c)
 			}
 		}
-		cids := make([]cid.Cid, 0, len(signal))
-		for c := range signal {
-			cids = append(cids, c)
-		}
-		slices.SortFunc(cids, func(a, b cid.Cid) int { return strings.Compare(a.KeyString(), b.KeyString()) })
-		return m.UpdateHot(cids, func(h *Hot, c cid.Cid) {
-			if target := signal[c]; target > h.Importance {
-				h.Importance += rc.ImportanceAlpha * (target - h.Importance)
-			}
-		})(tx)
+		return nil
 	})
+	if err != nil {
+		return m.st.Submit(func(store.Tx) error { return err })
+	}
+	slices.SortFunc(rising, func(a, b cid.Cid) int { return strings.Compare(a.KeyString(), b.KeyString()) })
+	return m.st.Submit(m.UpdateHot(rising, func(h *Hot, c cid.Cid) {
+		if target := signal[c]; target > h.Importance {
+			h.Importance += rc.ImportanceAlpha * (target - h.Importance)
+		}
+	}))
+}
+
+// propagate is the signal of each memory the seeds reach along their
+// edges in r: a seed's own, decayed by ImportanceHopDecay a hop, up to
+// ImportanceDepth hops and down to ImportanceFloor, the strongest where
+// paths meet.
+func (m *Store) propagate(r store.Reader, seeds map[cid.Cid]float64) map[cid.Cid]float64 {
+	rc := m.rc
+	signal := map[cid.Cid]float64{}
+	type visit struct {
+		c        cid.Cid
+		strength float64
+		depth    int
+	}
+	var queue []visit
+	for c, v := range seeds {
+		queue = append(queue, visit{c, v, 0})
+	}
+	slices.SortFunc(queue, func(a, b visit) int { return strings.Compare(a.c.KeyString(), b.c.KeyString()) })
+	for len(queue) > 0 {
+		v := queue[0]
+		queue = queue[1:]
+		if v.strength < rc.ImportanceFloor || signal[v.c] >= v.strength {
+			continue
+		}
+		signal[v.c] = v.strength
+		if v.depth == rc.ImportanceDepth {
+			continue
+		}
+		mem, err := m.MemoryIn(r, v.c)
+		if err != nil {
+			continue // not a memory (or gone): nothing to propagate
+		}
+		for _, e := range mem.Edges {
+			queue = append(queue, visit{e.Target, v.strength * rc.ImportanceHopDecay, v.depth + 1})
+		}
+	}
+	return signal
 }
 
 // ReinforceDuplicate reinforces a deduplicated memory: an importance step

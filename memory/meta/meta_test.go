@@ -3,7 +3,11 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"math/rand"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -410,5 +414,116 @@ func TestHasReadsTheCacheAndFollowsDeletes(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Reinforce's screen in a view leaves every importance where the whole
+// walk applied in the committer leaves it: on random graphs with random
+// importances, after reinforcements one after another and then many
+// screened before any of them commits (in views older than the others'
+// commits), the importances are those of a model that raises every
+// memory reached, in the order of the commits.
+func TestReinforceScreenIsExact(t *testing.T) {
+	rc := config.Default().Recall
+	for round := range 4 {
+		rng := rand.New(rand.NewSource(int64(round)))
+		st, m := open(t)
+		var mems []cid.Cid
+		edges := map[cid.Cid][]cid.Cid{}
+		want := map[cid.Cid]float64{}
+		for i := range 80 {
+			var targets []cid.Cid
+			for range rng.Intn(6) {
+				if len(mems) > 0 {
+					if c := mems[rng.Intn(len(mems))]; !slices.Contains(targets, c) {
+						targets = append(targets, c)
+					}
+				}
+			}
+			slices.SortFunc(targets, func(a, b cid.Cid) int { return strings.Compare(a.KeyString(), b.KeyString()) })
+			imp := 0.0
+			if rng.Intn(2) == 0 {
+				imp = rng.Float64()
+			}
+			c := put(t, st, fmt.Sprint("memory ", round, " ", i), &messages.MemoryMeta{Kind: "note", Importance: imp}, targets...)
+			mems, edges[c], want[c] = append(mems, c), targets, imp
+		}
+		// The model: every memory reached is stepped toward its signal.
+		model := func(used []Used) {
+			best := 0.0
+			for _, u := range used {
+				best = math.Max(best, u.Score)
+			}
+			seeds := map[cid.Cid]float64{}
+			for _, u := range used {
+				seeds[u.CID] = math.Max(seeds[u.CID], u.Score/best)
+			}
+			type visit struct {
+				c     cid.Cid
+				s     float64
+				depth int
+			}
+			var queue []visit
+			for c, s := range seeds {
+				queue = append(queue, visit{c, s, 0})
+			}
+			slices.SortFunc(queue, func(a, b visit) int { return strings.Compare(a.c.KeyString(), b.c.KeyString()) })
+			signal := map[cid.Cid]float64{}
+			for len(queue) > 0 {
+				v := queue[0]
+				queue = queue[1:]
+				if v.s < rc.ImportanceFloor || signal[v.c] >= v.s {
+					continue
+				}
+				signal[v.c] = v.s
+				if v.depth < rc.ImportanceDepth {
+					for _, e := range edges[v.c] {
+						queue = append(queue, visit{e, v.s * rc.ImportanceHopDecay, v.depth + 1})
+					}
+				}
+			}
+			for c, s := range signal {
+				if s > want[c] {
+					want[c] += rc.ImportanceAlpha * (s - want[c])
+				}
+			}
+		}
+		pick := func() []Used {
+			var used []Used
+			for range 1 + rng.Intn(5) {
+				used = append(used, Used{CID: mems[rng.Intn(len(mems))], Score: 0.1 + rng.Float64()})
+			}
+			return used
+		}
+		ctx := context.Background()
+		for range 30 {
+			used := pick()
+			model(used)
+			if err := m.Reinforce(used).Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Screened while the committer is held: every view is older than
+		// the other reinforcements' commits, which then run in the order
+		// they were submitted.
+		release := make(chan struct{})
+		held := st.Submit(func(store.Tx) error { <-release; return nil })
+		var pending []*store.Pending
+		for range 20 {
+			used := pick()
+			model(used)
+			pending = append(pending, m.Reinforce(used))
+		}
+		close(release)
+		for _, p := range append(pending, held) {
+			if err := p.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range mems {
+			if got := metaOf(t, m, c).Importance; math.Abs(got-want[c]) > 1e-9 {
+				t.Fatalf("round %d: importance %v, want %v", round, got, want[c])
+			}
+		}
 	}
 }
