@@ -164,6 +164,17 @@ func (s *Store) EvaluatePending(ctx context.Context, ev Evaluator, batch int) (S
 		evals[it.CID] = e
 		cids = append(cids, it.CID)
 	}
+	// The records and their summaries are made here, outside the
+	// committer: the operation only writes them and the metadata.
+	records := make(map[cid.Cid][]byte, len(cids))
+	sums := make(map[cid.Cid]*messages.EvalSummary, len(cids))
+	for _, c := range cids {
+		b, err := encodeEval(evals[c])
+		if err != nil {
+			return Step{Watermark: mark}, err
+		}
+		records[c], sums[c] = b, Aggregate(evals[c])
+	}
 	seed := s.o.ImportanceSeed
 	profiles := map[cid.Cid][]float32{}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
@@ -175,16 +186,12 @@ func (s *Store) EvaluatePending(ctx context.Context, ev Evaluator, batch int) (S
 			return ErrConflict
 		}
 		for _, c := range cids {
-			b, err := encodeEval(evals[c])
-			if err != nil {
-				return err
-			}
-			tx.Set(EvalKey(c), b)
+			tx.Set(EvalKey(c), records[c])
 		}
 		step.Evaluated, step.Failed = 0, 0
 		clear(profiles)
 		if err := s.env.UpdateMeta(cids, func(meta *messages.MemoryMeta, c cid.Cid) {
-			sum := Aggregate(evals[c])
+			sum := sums[c]
 			meta.Evaluation = sum
 			step.Evaluated++
 			if sum.Failed {
