@@ -393,3 +393,20 @@ func TestJaccardInPlaceIsTheSetsJaccard(t *testing.T) {
 		t.Fatal("Jaccard of small cases")
 	}
 }
+
+// BenchmarkJaccard is a segment's ten keywords against a query's six, in
+// place and through the sets.
+func BenchmarkJaccard(b *testing.B) {
+	seg := []string{"garden", "tomato", "water", "soil", "sun", "seed", "grow", "leaf", "root", "plant"}
+	query := []string{"how", "water", "tomato", "plant", "often", "summer"}
+	b.Run("in-place", func(b *testing.B) {
+		for b.Loop() {
+			Jaccard(seg, query)
+		}
+	})
+	b.Run("sets", func(b *testing.B) {
+		for b.Loop() {
+			jaccardSets(seg, query)
+		}
+	})
+}
