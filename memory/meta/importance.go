@@ -65,16 +65,7 @@ type Used struct {
 // time an advance after 6,500 advances of one sona).
 func (m *Store) Reinforce(used []Used) *store.Pending {
 	rc := m.rc
-	best := 0.0
-	for _, r := range used {
-		best = math.Max(best, r.Score)
-	}
-	seeds := map[cid.Cid]float64{}
-	if best > 0 {
-		for _, r := range used {
-			seeds[r.CID] = math.Max(seeds[r.CID], r.Score/best)
-		}
-	}
+	seeds := seedsOf(used)
 	var (
 		signal map[cid.Cid]float64
 		rising []cid.Cid
@@ -101,6 +92,22 @@ func (m *Store) Reinforce(used []Used) *store.Pending {
 			h.Importance += rc.ImportanceAlpha * (target - h.Importance)
 		}
 	}))
+}
+
+// seedsOf is the signal of each memory used: its score relative to the
+// best (the strongest support moves most).
+func seedsOf(used []Used) map[cid.Cid]float64 {
+	best := 0.0
+	for _, r := range used {
+		best = math.Max(best, r.Score)
+	}
+	seeds := map[cid.Cid]float64{}
+	if best > 0 {
+		for _, r := range used {
+			seeds[r.CID] = math.Max(seeds[r.CID], r.Score/best)
+		}
+	}
+	return seeds
 }
 
 // propagate is the signal of each memory the seeds reach along their

@@ -429,7 +429,6 @@ func TestReinforceScreenIsExact(t *testing.T) {
 		rng := rand.New(rand.NewSource(int64(round)))
 		st, m := open(t)
 		var mems []cid.Cid
-		edges := map[cid.Cid][]cid.Cid{}
 		want := map[cid.Cid]float64{}
 		for i := range 80 {
 			var targets []cid.Cid
@@ -446,42 +445,16 @@ func TestReinforceScreenIsExact(t *testing.T) {
 				imp = rng.Float64()
 			}
 			c := put(t, st, fmt.Sprint("memory ", round, " ", i), &messages.MemoryMeta{Kind: "note", Importance: imp}, targets...)
-			mems, edges[c], want[c] = append(mems, c), targets, imp
+			mems, want[c] = append(mems, c), imp
 		}
-		// The model: every memory reached is stepped toward its signal.
+		// The model: every memory the walk reaches (propagate, the walk
+		// the committer made before) is stepped toward its signal.
 		model := func(used []Used) {
-			best := 0.0
-			for _, u := range used {
-				best = math.Max(best, u.Score)
-			}
-			seeds := map[cid.Cid]float64{}
-			for _, u := range used {
-				seeds[u.CID] = math.Max(seeds[u.CID], u.Score/best)
-			}
-			type visit struct {
-				c     cid.Cid
-				s     float64
-				depth int
-			}
-			var queue []visit
-			for c, s := range seeds {
-				queue = append(queue, visit{c, s, 0})
-			}
-			slices.SortFunc(queue, func(a, b visit) int { return strings.Compare(a.c.KeyString(), b.c.KeyString()) })
-			signal := map[cid.Cid]float64{}
-			for len(queue) > 0 {
-				v := queue[0]
-				queue = queue[1:]
-				if v.s < rc.ImportanceFloor || signal[v.c] >= v.s {
-					continue
-				}
-				signal[v.c] = v.s
-				if v.depth < rc.ImportanceDepth {
-					for _, e := range edges[v.c] {
-						queue = append(queue, visit{e, v.s * rc.ImportanceHopDecay, v.depth + 1})
-					}
-				}
-			}
+			var signal map[cid.Cid]float64
+			st.View(func(r store.Reader) error {
+				signal = m.propagate(r, seedsOf(used))
+				return nil
+			})
 			for c, s := range signal {
 				if s > want[c] {
 					want[c] += rc.ImportanceAlpha * (s - want[c])
