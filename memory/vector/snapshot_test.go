@@ -33,6 +33,18 @@ func snapIndex(t *testing.T, o Options, vecs [][]float32, built int) *Index {
 	return x
 }
 
+// pendingIndex is snapIndex of vecs[:built] with vecs[built:upto] added
+// after its builder stopped: pending.
+func pendingIndex(t *testing.T, o Options, vecs [][]float32, built, upto int) *Index {
+	t.Helper()
+	x := snapIndex(t, o, vecs, built)
+	x.Close()
+	for i := built; i < upto; i++ {
+		x.Add(key(i), vecs[i])
+	}
+	return x
+}
+
 // A restored index answers every search as the one it was taken of, holds
 // the same keys (removed ones removed), the same graph, and builds what
 // was pending; adds after the restore work as before it.
@@ -41,12 +53,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	vecs := clustered(rng, n, dims, 20)
 	o := Options{Dims: dims, M: 8, EfSearch: 40, EfConstruction: 32, Seed: 7}
-	x := snapIndex(t, o, vecs, 2500)
-	// The last 300 stay pending: the builder is stopped first.
-	x.Close()
-	for i := 2500; i < 2800; i++ {
-		x.Add(key(i), vecs[i])
-	}
+	x := pendingIndex(t, o, vecs, 2500, 2800) // the last 300 stay pending
 	var buf bytes.Buffer
 	info, err := x.Snapshot(&buf, []byte("tag-1"))
 	if err != nil {
@@ -273,12 +280,7 @@ func TestUnmapWhileBuilding(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	vecs := clustered(rng, n, dims, 10)
 	o := Options{Dims: dims, M: 8, EfSearch: 40, EfConstruction: 32, Seed: 7}
-	x := snapIndex(t, o, vecs, 200)
-	x.Close()
-	for i := 200; i < n; i++ {
-		x.Add(key(i), vecs[i])
-	}
-	path := snapFile(t, x, SnapshotVersion)
+	path := snapFile(t, pendingIndex(t, o, vecs, 200, n), SnapshotVersion)
 	for range 50 {
 		y, info, err := restoreFile(t, o, path)
 		if err != nil || info.Pending != n-200 {
