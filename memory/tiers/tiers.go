@@ -23,54 +23,35 @@ const (
 var Names = []string{STM, MTM, LPM}
 
 // Jaccard is |a ∩ b| / |a ∪ b| of two keyword sets; 0 when both are empty.
-// A segment's keywords (at most maxKeywords) and a query's are a few
-// words: they are compared in place, without the sets two maps would cost
-// for each of a sona's segments at each placement and tier recall; longer
-// lists (none so far) through maps.
-func Jaccard(a, b []string) float64 {
-	if len(a) > 2*maxKeywords || len(b) > 4*maxKeywords {
-		return jaccardSets(a, b)
+func Jaccard(a, b []string) float64 { return newKeywordSet(b).jaccard(a) }
+
+// keywordSet is a query's (or a page's) keywords, distinct: made once for
+// the Jaccard similarity of each of a sona's segments with them at a
+// placement or a tier recall, rather than two sets per segment.
+type keywordSet map[string]struct{}
+
+func newKeywordSet(keywords []string) keywordSet {
+	q := make(keywordSet, len(keywords))
+	for _, k := range keywords {
+		q[k] = struct{}{}
 	}
-	union := 0
-	for i, k := range a {
-		if !slices.Contains(a[:i], k) {
-			union++
-		}
-	}
-	inter := 0
-	for j, k := range b {
-		switch {
-		case slices.Contains(b[:j], k):
-		case slices.Contains(a, k):
-			inter++
-		default:
-			union++
-		}
-	}
-	if union == 0 {
-		return 0
-	}
-	return float64(inter) / float64(union)
+	return q
 }
 
-func jaccardSets(a, b []string) float64 {
-	set := make(map[string]bool, len(a))
-	for _, k := range a {
-		set[k] = true
-	}
-	inter, union := 0, len(set)
-	seen := make(map[string]bool, len(b))
-	for _, k := range b {
-		if seen[k] {
+// jaccard is the Jaccard similarity of keywords (a segment's: at most
+// maxKeywords, compared in place) and q.
+func (q keywordSet) jaccard(keywords []string) float64 {
+	distinct, inter := 0, 0
+	for i, k := range keywords {
+		if slices.Contains(keywords[:i], k) {
 			continue
 		}
-		seen[k] = true
-		if set[k] {
+		distinct++
+		if _, ok := q[k]; ok {
 			inter++
-		} else {
-			union++
 		}
 	}
+	union := distinct + len(q) - inter
 	if union == 0 {
 		return 0
 	}
@@ -79,7 +60,11 @@ func jaccardSets(a, b []string) float64 {
 
 // Fscore is MemoryOS's page-to-segment (and query-to-segment) score.
 func Fscore(seg *Segment, vec []float32, keywords []string) float64 {
-	return base.Cosine(seg.Embedding, vec) + Jaccard(seg.Keywords, keywords)
+	return fscore(seg, vec, newKeywordSet(keywords))
+}
+
+func fscore(seg *Segment, vec []float32, q keywordSet) float64 {
+	return base.Cosine(seg.Embedding, vec) + q.jaccard(seg.Keywords)
 }
 
 // Heat is a segment's heat at now (unix seconds).
@@ -121,8 +106,9 @@ func PushSTM(stm *messages.StmState, page *messages.Page, capacity int) []*messa
 // best Fscore. Ties go to the older segment.
 func Place(segs []*Segment, vec []float32, keywords []string, theta float64) (int, float64) {
 	best, bestScore := -1, math.Inf(-1)
+	q := newKeywordSet(keywords)
 	for i, s := range segs {
-		if f := Fscore(s, vec, keywords); f > bestScore {
+		if f := fscore(s, vec, q); f > bestScore {
 			best, bestScore = i, f
 		}
 	}
@@ -238,8 +224,9 @@ type Ranked struct {
 // with a positive score, best first (ties to the older segment).
 func TopSegments(segs []*Segment, vec []float32, keywords []string, m int) []Ranked {
 	var out []Ranked
+	q := newKeywordSet(keywords)
 	for i, s := range segs {
-		if f := Fscore(s, vec, keywords); f > 0 {
+		if f := fscore(s, vec, q); f > 0 {
 			out = append(out, Ranked{i, f})
 		}
 	}
