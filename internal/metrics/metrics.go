@@ -285,7 +285,7 @@ var (
 	gcBytesDesc   = prometheus.NewDesc("memoria_store_gc_reclaimed_bytes_total", "Bytes on disk the garbage collection's passes freed.", nil, nil)
 	refusedDesc   = prometheus.NewDesc("memoria_writes_refused", "1 while writes are refused because the data directory's file system is below store.min_free_mb, else 0.", nil, nil)
 	rebuildsDesc  = prometheus.NewDesc("memoria_text_index_rebuilds_total", "Full-text index rebuilds after it was found damaged (at open or while serving).", nil, nil)
-	cacheHitsDesc = prometheus.NewDesc("memoria_cache_hits_total", "Reads that found what they wanted in a cache: memories (decoded memories), metadata, links (store.memory_cache each), blocks (Badger's block cache, store.cache_mb).", []string{"cache"}, nil)
+	cacheHitsDesc = prometheus.NewDesc("memoria_cache_hits_total", "Reads that found what they wanted in a cache: memories (decoded memories) and metadata (store.memory_cache entries each), links (half as many), blocks (Badger's block cache, store.cache_mb).", []string{"cache"}, nil)
 	cacheMissDesc = prometheus.NewDesc("memoria_cache_misses_total", "Reads that did not find what they wanted in a cache (see memoria_cache_hits_total) and read the store.", []string{"cache"}, nil)
 	cacheSizeDesc = prometheus.NewDesc("memoria_cache_entries", "Entries each cache holds (see memoria_cache_hits_total).", []string{"cache"}, nil)
 	rerankDesc    = prometheus.NewDesc("memoria_recall_rerank_fallbacks_total", "Recalls that kept the fused order because the reranker (recall.rerank) failed or timed out.", nil, nil)
