@@ -58,6 +58,9 @@ type buffer struct {
 	// pending is what the recalls strengthened since the flush in
 	// flight took its lists, by h/ key.
 	pending map[string]*pendingList
+	// urgent are the keys of pending a Flush waits for: the next flush
+	// takes them first.
+	urgent map[string]struct{}
 	// flushing is what the flush in flight writes, until it commits; it
 	// stays, to be written again, when the flush fails. Only the
 	// committer changes it (the flush, a forgetting), under mu.
@@ -135,7 +138,7 @@ const maxFlushLists = 2048
 // write, and Close before the store closes.
 func (g *Graph) Buffer(c store.Committer, o BufferOptions) {
 	b := &buffer{g: g, c: c, every: o.Every, max: o.MaxLists, clock: clock.Or(o.Clock), log: o.Logger,
-		pending: map[string]*pendingList{}, gone: map[cid.Cid]time.Time{}}
+		pending: map[string]*pendingList{}, urgent: map[string]struct{}{}, gone: map[cid.Cid]time.Time{}}
 	if b.max <= 0 {
 		b.max = 8192
 	}
@@ -352,14 +355,18 @@ func (b *buffer) kick() *flushDone {
 }
 
 // flush writes what is buffered when it is called (the flush in flight,
-// then pending's lists), or returns the first failure. What recalls add
-// meanwhile may wait for the next: under a steady load it would never be
-// done.
+// then pending's lists, which the flushes after it take first), or
+// returns the first failure. What recalls add meanwhile may wait for the
+// next: under a steady load it would never be done. (It counted rounds
+// once: under a steady load the lists added meanwhile could fill them,
+// and a list buffered at the call stay pending.)
 func (b *buffer) flush(ctx context.Context) error {
 	b.mu.Lock()
-	rounds := 2 + len(b.pending)/maxFlushLists
+	for k := range b.pending {
+		b.urgent[k] = struct{}{}
+	}
 	b.mu.Unlock()
-	for range rounds {
+	for {
 		f := b.kick()
 		if f == nil {
 			return nil
@@ -372,8 +379,25 @@ func (b *buffer) flush(ctx context.Context) error {
 		if f.err != nil {
 			return f.err
 		}
+		b.mu.Lock()
+		left := b.urgentLeft()
+		b.mu.Unlock()
+		if !left {
+			return nil
+		}
 	}
-	return nil
+}
+
+// urgentLeft reports whether a key a Flush waits for is still pending,
+// forgetting those that are not (b.mu held).
+func (b *buffer) urgentLeft() bool {
+	for k := range b.urgent {
+		if _, ok := b.pending[k]; ok {
+			return true
+		}
+		delete(b.urgent, k)
+	}
+	return false
 }
 
 // flushOp writes the lists flushing holds, taking up to maxFlushLists of
@@ -383,12 +407,26 @@ func (b *buffer) flushOp(tx store.Tx) error {
 	b.mu.Lock()
 	if b.flushing == nil {
 		b.flushing = &flushBatch{lists: make(map[string]*pendingList, min(len(b.pending), maxFlushLists))}
-		for k, pl := range b.pending {
+		take := func(k string, pl *pendingList) bool {
 			if len(b.flushing.lists) == maxFlushLists {
-				break
+				return false
 			}
 			b.flushing.lists[k] = pl
 			delete(b.pending, k)
+			delete(b.urgent, k)
+			return true
+		}
+		for k := range b.urgent { // what a Flush waits for first
+			if pl, ok := b.pending[k]; !ok {
+				delete(b.urgent, k)
+			} else if !take(k, pl) {
+				break
+			}
+		}
+		for k, pl := range b.pending {
+			if !take(k, pl) {
+				break
+			}
 		}
 	}
 	batch := b.flushing
