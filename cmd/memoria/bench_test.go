@@ -217,6 +217,12 @@ func TestBenchAdvance(t *testing.T) {
 		if r.Ops != 30 { // --requests: every window the same work
 			t.Fatalf("advance window of %d chats, want 30 (--requests)", r.Ops)
 		}
+		// The caches the chats read through, from the server's /metrics.
+		for _, cache := range []string{"memories", "metadata", "links"} {
+			if h, ok := r.CacheHits[cache]; !ok || h < 0 || h > 1 {
+				t.Fatalf("advance: cache %q hit ratio %v (%v), want one within 0..1", cache, h, ok)
+			}
+		}
 	}
 }
 

@@ -283,6 +283,9 @@ type Result struct {
 	RSS *RSS `json:"rss,omitempty"`
 	// HitRate is the share of recalls whose source memory came back.
 	HitRate *float64 `json:"hit_rate,omitempty"`
+	// CacheHits is each of the server's caches' share of reads that found
+	// what they wanted during the window (its /metrics before and after).
+	CacheHits map[string]float64 `json:"cache_hits,omitempty"`
 	// RecallAt10 is the share of exact search's 10 nearest found.
 	RecallAt10 *float64 `json:"recall_at_10,omitempty"`
 	// BuildSeconds is how long the index (or the store's growth) took.

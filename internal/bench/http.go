@@ -1,10 +1,14 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -35,9 +39,8 @@ func (r *run) insert(ctx context.Context, clients int) error {
 		}
 		return loadgen.OpInsert, err
 	}
-	rep := r.window(ctx, fmt.Sprintf("insert: %d clients", clients), loadgen.Window{Clients: clients, Duration: r.o.Duration, Requests: r.o.Requests,
+	res := r.measure(ctx, Insert, fmt.Sprintf("insert: %d clients", clients), srv, loadgen.Window{Clients: clients, Duration: r.o.Duration, Requests: r.o.Requests,
 		Seed: r.o.Seed, Server: srv.Sample}, req)
-	res := fromLoad(Insert, rep)
 	res.Sonas = clients
 	if h, err := r.client(srv).Health(ctx); err == nil {
 		res.StoreSize = int(h.Memories)
@@ -63,12 +66,11 @@ func (r *run) recall(ctx context.Context, clients int) error {
 		}
 		return loadgen.OpRecall, err
 	}
-	rep := r.window(ctx, fmt.Sprintf("recall: %s, %d clients", FormatSize(s.man.Memories), clients),
+	res := r.measure(ctx, Recall, fmt.Sprintf("recall: %s, %d clients", FormatSize(s.man.Memories), clients), s.srv,
 		loadgen.Window{Clients: clients, Duration: r.o.Duration, Requests: r.o.Requests, Seed: r.o.Seed, Server: s.srv.Sample}, req)
-	res := fromLoad(Recall, rep)
 	res.StoreSize, res.Sonas = s.man.Memories, len(s.man.Sonas)
-	if rep.Requests > 0 {
-		h := float64(hits.Load()) / float64(rep.Requests)
+	if res.Ops > 0 {
+		h := float64(hits.Load()) / float64(res.Ops)
 		res.HitRate = &h
 	}
 	r.add(res)
@@ -108,9 +110,8 @@ func (r *run) advance(ctx context.Context) error {
 				Content: r.o.Corpus.Text(int(next.Add(1) - 1)), Name: "user"})
 			return loadgen.OpChat, err
 		}
-		rep := r.window(ctx, fmt.Sprintf("advance: %d sonas, %d clients", n, clients),
+		res := r.measure(ctx, Advance, fmt.Sprintf("advance: %d sonas, %d clients", n, clients), srv,
 			loadgen.Window{Clients: clients, Duration: r.o.Duration, Requests: r.o.Requests, Seed: r.o.Seed, Server: srv.Sample}, req)
-		res := fromLoad(Advance, rep)
 		res.Sonas = n
 		if h, err := r.client(srv).Health(ctx); err == nil {
 			res.StoreSize = int(h.Memories)
@@ -119,6 +120,74 @@ func (r *run) advance(ctx context.Context) error {
 		r.add(res)
 	}
 	return nil
+}
+
+// measure runs a window of load on srv and makes its result, with the
+// server's caches' hit ratios over the window.
+func (r *run) measure(ctx context.Context, scenario, phase string, srv *loadgen.Server, w loadgen.Window, req loadgen.Request) Result {
+	before := r.cacheReads(ctx, srv.URL)
+	res := fromLoad(scenario, r.window(ctx, phase, w, req))
+	res.CacheHits = hitRatios(before, r.cacheReads(ctx, srv.URL))
+	return res
+}
+
+// cacheReads are the hits and misses of each of the server's caches
+// (memoria_cache_hits_total, memoria_cache_misses_total on its /metrics),
+// nil when they cannot be read.
+func (r *run) cacheReads(ctx context.Context, url string) map[string][2]float64 {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		return nil
+	}
+	if r.o.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.o.Token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	out := map[string][2]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		for i, family := range []string{"memoria_cache_hits_total", "memoria_cache_misses_total"} {
+			rest, ok := strings.CutPrefix(sc.Text(), family+`{cache="`)
+			if !ok {
+				continue
+			}
+			name, value, ok := strings.Cut(rest, `"} `)
+			if v, err := strconv.ParseFloat(value, 64); ok && err == nil {
+				e := out[name]
+				e[i] = v
+				out[name] = e
+			}
+		}
+	}
+	return out
+}
+
+// hitRatios are each cache's hits over its reads between two readings;
+// nil when either is missing or no cache was read.
+func hitRatios(before, after map[string][2]float64) map[string]float64 {
+	if before == nil || after == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for name, a := range after {
+		b := before[name]
+		hits, misses := a[0]-b[0], a[1]-b[1]
+		if hits+misses > 0 {
+			out[name] = hits / (hits + misses)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // window runs a window of load with a progress bar of its seconds.

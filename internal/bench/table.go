@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -72,6 +74,13 @@ func extras(r Result) string {
 	}
 	if r.ServerP50Ms > 0 {
 		parts = append(parts, fmt.Sprintf("server p50 %.2f p99 %.2f ms", r.ServerP50Ms, r.ServerP99Ms))
+	}
+	if len(r.CacheHits) > 0 {
+		var hits []string
+		for _, name := range slices.Sorted(maps.Keys(r.CacheHits)) {
+			hits = append(hits, fmt.Sprintf("%s %.0f%%", name, 100*r.CacheHits[name]))
+		}
+		parts = append(parts, "cache hits "+strings.Join(hits, " "))
 	}
 	if r.ClientCPUMsPerOp > 0 {
 		parts = append(parts, fmt.Sprintf("client CPU/op %.2f", r.ClientCPUMsPerOp))
