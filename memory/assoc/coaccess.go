@@ -359,7 +359,7 @@ func (b *buffer) kick() *flushDone {
 // returns the first failure. What recalls add meanwhile may wait for the
 // next: under a steady load it would never be done. (It counted rounds
 // once: under a steady load the lists added meanwhile could fill them,
-// and a list buffered at the call stay pending.)
+// and a list buffered at the call could stay pending.)
 func (b *buffer) flush(ctx context.Context) error {
 	b.mu.Lock()
 	for k := range b.pending {
