@@ -22,9 +22,6 @@ const (
 // Names lists the tiers in the order work flows through them.
 var Names = []string{STM, MTM, LPM}
 
-// Jaccard is |a ∩ b| / |a ∪ b| of two keyword sets; 0 when both are empty.
-func Jaccard(a, b []string) float64 { return newKeywordSet(b).jaccard(a) }
-
 // keywordSet is a query's (or a page's) keywords, distinct: made once for
 // the Jaccard similarity of each of a sona's segments with them at a
 // placement or a tier recall, rather than two sets per segment.
@@ -38,8 +35,8 @@ func newKeywordSet(keywords []string) keywordSet {
 	return q
 }
 
-// jaccard is the Jaccard similarity of keywords (a segment's: at most
-// maxKeywords, compared in place) and q.
+// jaccard is |K ∩ q| / |K ∪ q| of the set K of keywords (a segment's: at
+// most maxKeywords, compared in place) and q; 0 when both are empty.
 func (q keywordSet) jaccard(keywords []string) float64 {
 	distinct, inter := 0, 0
 	for i, k := range keywords {
@@ -58,11 +55,8 @@ func (q keywordSet) jaccard(keywords []string) float64 {
 	return float64(inter) / float64(union)
 }
 
-// Fscore is MemoryOS's page-to-segment (and query-to-segment) score.
-func Fscore(seg *Segment, vec []float32, keywords []string) float64 {
-	return fscore(seg, vec, newKeywordSet(keywords))
-}
-
+// fscore is MemoryOS's page-to-segment (and query-to-segment) score, of
+// the page's (query's) embedding vec and keywords q.
 func fscore(seg *Segment, vec []float32, q keywordSet) float64 {
 	return base.Cosine(seg.Embedding, vec) + q.jaccard(seg.Keywords)
 }

@@ -372,7 +372,7 @@ func TestHeuristicChain(t *testing.T) {
 	}
 }
 
-// Jaccard through the query's set agrees with the two sets' Jaccard on
+// The Jaccard similarity through the query's set agrees with the two sets' Jaccard on
 // lists with repeated words and empty ones.
 func TestJaccardIsTheSetsJaccard(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
@@ -385,14 +385,17 @@ func TestJaccardIsTheSetsJaccard(t *testing.T) {
 	}
 	for i := range 5000 {
 		a, b := words(rng.Intn(2*maxKeywords+3), 1+rng.Intn(30)), words(rng.Intn(4*maxKeywords+3), 1+rng.Intn(30))
-		if got, want := Jaccard(a, b), jaccardSets(a, b); got != want {
-			t.Fatalf("case %d: Jaccard(%q, %q) = %v, the sets' %v", i, a, b, got, want)
+		if got, want := jaccard(a, b), jaccardSets(a, b); got != want {
+			t.Fatalf("case %d: jaccard(%q, %q) = %v, the sets' %v", i, a, b, got, want)
 		}
 	}
-	if Jaccard(nil, nil) != 0 || Jaccard([]string{"a", "a"}, []string{"a"}) != 1 || Jaccard([]string{"a", "b"}, []string{"b", "c", "c"}) != 1.0/3 {
+	if jaccard(nil, nil) != 0 || jaccard([]string{"a", "a"}, []string{"a"}) != 1 || jaccard([]string{"a", "b"}, []string{"b", "c", "c"}) != 1.0/3 {
 		t.Fatal("Jaccard of small cases")
 	}
 }
+
+// jaccard is a's keywords' Jaccard similarity with b's set.
+func jaccard(a, b []string) float64 { return newKeywordSet(b).jaccard(a) }
 
 // jaccardSets is the Jaccard similarity of a's and b's sets, as two maps.
 func jaccardSets(a, b []string) float64 {
