@@ -146,17 +146,8 @@ func (m *Store) hotIn(r store.Reader, c cid.Cid) (Hot, bool, error) {
 		h, err := e.hotState(c)
 		return h, err == nil, err
 	}
-	if h, ok, err := storedHot(r, c); err != nil || ok {
-		return h, ok, err
-	}
-	meta, err := m.MetaIn(r, c)
-	if errors.Is(err, base.ErrNotFound) || errors.Is(err, base.ErrForgotten) {
-		return Hot{}, false, nil
-	}
-	if err != nil {
-		return Hot{}, false, err
-	}
-	return HotOf(meta), true, nil
+	h, _, found, err := hotStored(r, c)
+	return h, found, err
 }
 
 func updateHot(cids []cid.Cid, fn func(*Hot, cid.Cid), committed func(store.Tx, cid.Cid) (Hot, bool)) store.Op {
@@ -188,10 +179,17 @@ func hotToUpdate(tx store.Tx, c cid.Cid, committed func(store.Tx, cid.Cid) (Hot,
 			return h, false, true, nil
 		}
 	}
-	if h, ok, err := storedHot(tx, c); err != nil || ok {
+	return hotStored(tx, c)
+}
+
+// hotStored is c's hot state as r holds it: its o/ record's, else its
+// metadata record's (create: it has no o/ record yet); found is false when
+// c is not stored.
+func hotStored(r store.Reader, c cid.Cid) (h Hot, create, found bool, err error) {
+	if h, ok, err := storedHot(r, c); err != nil || ok {
 		return h, false, ok, err
 	}
-	m, err := Read(tx, c)
+	m, err := Read(r, c)
 	if errors.Is(err, base.ErrNotFound) || errors.Is(err, base.ErrForgotten) {
 		return Hot{}, false, false, nil
 	}
