@@ -129,6 +129,19 @@ func TestMetricsAppearAndMove(t *testing.T) {
 		x, _ := metric(b, "memoria_index_entries", "index", "text")
 		return v >= 5 && x >= 5
 	})
+	// Their float32 vectors: one chunk of 256 in the heap (none before),
+	// none spilled.
+	const chunk = 256 * 384 * 4
+	for _, c := range []struct {
+		body        string
+		heap, spill float64
+	}{{before, 0, 0}, {h.scrape(), chunk, 0}} {
+		heap, ok := metric(c.body, "memoria_vector_float_bytes", "where", "heap")
+		spill, ok2 := metric(c.body, "memoria_vector_float_bytes", "where", "spill")
+		if !ok || !ok2 || heap != c.heap || spill != c.spill {
+			t.Errorf("memoria_vector_float_bytes: heap %v, spill %v (present %v %v), want %v, %v", heap, spill, ok, ok2, c.heap, c.spill)
+		}
+	}
 }
 
 // The store's size on disk moves with its writes (measured at each

@@ -265,6 +265,14 @@ type Index struct {
 	// TextBacklog: likewise for documents waiting for the full-text index.
 	// A recall waiting for its sona's latest documents speeds it up.
 	TextBacklog int `yaml:"text_backlog"`
+	// HeapVectorsMB: the most MiB of float32 vectors (1.5 KB a memory at
+	// 384 dimensions) kept in the heap (64). Beyond it, a restore leaves a
+	// snapshot's in its file, and vectors added since go, oldest first once
+	// in the graph, to a scratch file beside the snapshot until the next
+	// snapshot holds them: each read of one (a search's few exact
+	// re-scores, a small sona's exact scan) is then a read of the file,
+	// which the page cache serves. 0: the heap keeps every one.
+	HeapVectorsMB int `yaml:"heap_vectors_mb"`
 	// Seed makes HNSW level assignment reproducible.
 	Seed int64 `yaml:"seed"`
 	// SnapshotInterval: how often the vector index (its vectors and HNSW
@@ -684,7 +692,7 @@ func Default() Config {
 			ValueLogMB:    256,
 			GC:            StoreGC{Interval: Duration(10 * time.Minute), DiscardRatio: 0.5},
 		},
-		Index: Index{M: 32, EfSearch: 128, EfConstruction: 64, Backlog: 256, TextBacklog: 50_000, Seed: 1, SnapshotInterval: Duration(5 * time.Minute)},
+		Index: Index{M: 32, EfSearch: 128, EfConstruction: 64, Backlog: 256, TextBacklog: 50_000, HeapVectorsMB: 64, Seed: 1, SnapshotInterval: Duration(5 * time.Minute)},
 		Recall: Recall{
 			TopK:               10,
 			ExpandPerHit:       2,
@@ -942,6 +950,9 @@ func (c *Config) validateIndex(v *validation) {
 	positive("index.ef_construction", c.Index.EfConstruction)
 	if c.Index.Backlog < 0 {
 		bad("index.backlog", "must not be negative, got %d", c.Index.Backlog)
+	}
+	if c.Index.HeapVectorsMB < 0 {
+		bad("index.heap_vectors_mb", "must not be negative, got %d", c.Index.HeapVectorsMB)
 	}
 	if c.Index.TextBacklog < 0 {
 		bad("index.text_backlog", "must not be negative, got %d", c.Index.TextBacklog)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,6 +162,16 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	if err != nil {
 		return nil, err
 	}
+	heapVecs, spillDir := int64(o.Config.Index.HeapVectorsMB)<<20, ""
+	if heapVecs == 0 {
+		heapVecs = math.MaxInt64 // every vector in the heap
+	} else if dir != "" && !o.InMemory {
+		spillDir = filepath.Join(dir, "vector")
+		if err := os.MkdirAll(spillDir, 0o755); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 	s := &Self{
 		store: st,
 		emb:   o.Embedder,
@@ -174,7 +185,13 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 			EfConstruction: o.Config.Index.EfConstruction,
 			Backlog:        o.Config.Index.Backlog,
 			Seed:           o.Config.Index.Seed,
-			Clock:          o.Clock,
+			HeapVectors:    heapVecs,
+			SpillDir:       spillDir,
+			SpillRoom:      spillRoom(st),
+			SpillStopped: func(err error) {
+				o.Logger.Warn("vector index: vectors beyond index.heap_vectors_mb stay in the heap from now on", "err", err)
+			},
+			Clock: o.Clock,
 		}),
 	}
 	snapPath := index.VectorSnapshotPath(dir)
@@ -782,4 +799,14 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	}
 	defer st.Close()
 	return transfer.Reembed(ctx, st, records{}, emb, progress)
+}
+
+// spillRoom lets the vector index write n bytes of the vectors it moves
+// out of the heap beside the store while twice the store's free-space
+// reserve stays free: they give way long before the store refuses writes.
+func spillRoom(st *store.Store) func(n int64) bool {
+	return func(n int64) bool {
+		free, reserve, ok := st.FreeSpace()
+		return ok && free >= 2*reserve+uint64(n)
+	}
 }

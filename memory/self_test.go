@@ -3,6 +3,10 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +77,68 @@ func TestOpenRefusesAnotherEmbedder(t *testing.T) {
 	_, err := memory.Open(context.Background(), memory.Options{Config: memorytest.Config(dir), Embedder: llm.NewHashedEmbedder(128)})
 	if !errors.Is(err, base.ErrEmbedderMismatch) {
 		t.Fatalf("err = %v, want base.ErrEmbedderMismatch", err)
+	}
+}
+
+// A store whose vectors outgrow index.heap_vectors_mb keeps the older ones
+// in a file beside the vector snapshot that no name reaches (spilled), and
+// recalls as a store that keeps them all in the heap, before a restart and
+// after it.
+func TestVectorsBeyondTheHeapBound(t *testing.T) {
+	const n = 1100 // 5 chunks of 256 vectors
+	q := "quokka on rottnest island"
+	var want []string
+	for _, mb := range []int{0, 1} { // all in the heap; 1 MiB: 2.7 chunks of 384 dimensions
+		dir := t.TempDir()
+		cfg := memorytest.Config(dir)
+		cfg.Index.HeapVectorsMB = mb
+		clock := clock.NewFake(memorytest.Epoch)
+		s := memorytest.Open(t, cfg, clock)
+		o := memorytest.NewOwner(t, s, "counter")
+		first := o.Text("the zeroth memory mentions a " + q)
+		for i := 1; i < n; i++ {
+			o.Text(fmt.Sprintf("memory number %d of the counter, about nothing in particular", i))
+		}
+		s.Index().WaitBuilt()
+		const chunk = 256 * 384 * 4
+		wantHeap, wantSpilled := int64(5*chunk), int64(0)
+		if mb == 1 {
+			wantHeap, wantSpilled = 2*chunk, 3*chunk
+		}
+		if heap, spilled, err := s.Index().FloatBytes(); heap != wantHeap || spilled != wantSpilled || err != nil {
+			t.Fatalf("heap_vectors_mb %d: %d bytes of vectors in the heap, %d spilled (%v); want %d and %d", mb, heap, spilled, err, wantHeap, wantSpilled)
+		}
+		names, err := os.ReadDir(filepath.Join(dir, "vector"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		for _, e := range names {
+			if e.Name() != "index.snap" {
+				t.Fatalf("%s in the vector directory: the spill has a name", e.Name())
+			}
+		}
+		for round := range 2 {
+			hits, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: q, Peek: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, h := range hits {
+				got = append(got, h.CID.String())
+			}
+			if !slices.Contains(got, first.String()) {
+				t.Fatalf("heap_vectors_mb %d, round %d: the quokka is not recalled: %v", mb, round, got)
+			}
+			if want == nil {
+				want = got
+			} else if !slices.Equal(got, want) {
+				t.Fatalf("heap_vectors_mb %d, round %d: recalled %v, with every vector in the heap %v", mb, round, got, want)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = memorytest.Open(t, cfg, clock)
+		}
+		s.Close()
 	}
 }

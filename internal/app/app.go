@@ -34,6 +34,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/vector"
 )
 
 // App is an open data directory with everything running on it.
@@ -183,9 +184,16 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 		st := self.Store()
 		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), WritesRefused: st.CheckSpace() != nil,
 			TextRebuilds: self.Text.Rebuilds(), RerankFallbacks: self.Recaller.RerankFallbacks(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st),
-			Caches: caches(self.CacheStats())}
+			Caches: caches(self.CacheStats()), VectorFloats: vectorFloats(self.Index())}
 	})
 	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing, Cluster: cl, headroom: headroom}, nil
+}
+
+// vectorFloats is where the vector index's float32 vectors are, for the
+// metrics.
+func vectorFloats(x *vector.Index) map[string]int64 {
+	heap, spilled, _ := x.FloatBytes() // a stop was logged (SpillStopped)
+	return map[string]int64{"heap": heap, "spill": spilled}
 }
 
 // diskParts are the store's files' sizes for the metrics.

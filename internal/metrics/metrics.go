@@ -245,6 +245,9 @@ type State struct {
 	RerankFallbacks int64
 	// Caches are the reads and entries of the caches, by name.
 	Caches map[string]Cache
+	// VectorFloats are the bytes of the vector index's float32 vectors by
+	// where they are: heap, spill (index.heap_vectors_mb).
+	VectorFloats map[string]int64
 }
 
 // Cache is a cache's reads that found what they wanted (Hits) and those
@@ -288,6 +291,7 @@ var (
 	cacheHitsDesc = prometheus.NewDesc("memoria_cache_hits_total", "Reads that found what they wanted in a cache: memories (decoded memories) and metadata (store.memory_cache entries each), links (half as many), blocks (Badger's block cache, store.cache_mb).", []string{"cache"}, nil)
 	cacheMissDesc = prometheus.NewDesc("memoria_cache_misses_total", "Reads that did not find what they wanted in a cache (see memoria_cache_hits_total) and read the store.", []string{"cache"}, nil)
 	cacheSizeDesc = prometheus.NewDesc("memoria_cache_entries", "Entries each cache holds (see memoria_cache_hits_total).", []string{"cache"}, nil)
+	floatsDesc    = prometheus.NewDesc("memoria_vector_float_bytes", "Bytes of the vector index's float32 vectors in the heap (at most index.heap_vectors_mb once the graph holds them) and in its spill file beside the snapshot (those beyond, until a snapshot holds them).", []string{"where"}, nil)
 	rerankDesc    = prometheus.NewDesc("memoria_recall_rerank_fallbacks_total", "Recalls that kept the fused order because the reranker (recall.rerank) failed or timed out.", nil, nil)
 )
 
@@ -309,6 +313,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cacheHitsDesc
 	ch <- cacheMissDesc
 	ch <- cacheSizeDesc
+	ch <- floatsDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -341,5 +346,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(cacheHitsDesc, prometheus.CounterValue, float64(c.Hits), name)
 		ch <- prometheus.MustNewConstMetric(cacheMissDesc, prometheus.CounterValue, float64(c.Misses), name)
 		ch <- prometheus.MustNewConstMetric(cacheSizeDesc, prometheus.GaugeValue, float64(c.Entries), name)
+	}
+	for where, n := range st.VectorFloats {
+		ch <- prometheus.MustNewConstMetric(floatsDesc, prometheus.GaugeValue, float64(n), where)
 	}
 }

@@ -35,14 +35,25 @@ type Options struct {
 	Backlog int
 	Seed    int64 // seeds HNSW level assignment
 	// HeapVectors is the most bytes of float32 vectors a restore from a
-	// snapshot file reads into the heap (64 MiB: 43,690 vectors of 384
-	// dimensions; negative: none). A snapshot with more leaves them in
+	// snapshot file reads into the heap, and (with SpillDir) the heap
+	// keeps (64 MiB: 43,690 vectors of 384 dimensions; negative: none). A snapshot with more leaves them in
 	// the file and reads each from it when a search needs it (floats.go):
 	// a system call a vector re-ranked — a search of 20,000 vectors took
 	// 0.4–0.9 ms so, 0.15–0.3 ms with them in the heap
 	// (BenchmarkSearchRestored, a loaded machine) — which a store that
 	// small need not pay.
 	HeapVectors int64
+	// SpillDir is where the float32 vectors added beyond HeapVectors go
+	// once the graph holds them, oldest first, into a file no name reaches
+	// (floats.go), until a snapshot's file holds them (AdoptFloats): the
+	// heap then keeps at most HeapVectors bytes of them, not every vector
+	// added since the last snapshot. Empty: the heap keeps them all.
+	SpillDir string
+	// SpillRoom reports whether n more bytes may be written to SpillDir
+	// (nil: always); a chunk it refuses stays in the heap.
+	SpillRoom func(n int64) bool
+	// SpillStopped is told why spilling stopped, once (nil: nobody).
+	SpillStopped func(error)
 	// Clock times the builder's pacing (default: the wall clock).
 	Clock clock.Clock
 }
@@ -54,6 +65,15 @@ type Index struct {
 	backlog  int
 	clock    clock.Clock
 	heapVecs int64 // Options.HeapVectors
+
+	// smu orders the moves of vectors out of the heap (spillOld) with
+	// AdoptFloats, which frees the spill's blocks; taken before the others.
+	smu       sync.Mutex
+	spillDir  string
+	spillRoom func(n int64) bool
+	spillStop func(error)
+	spillBuf  []float32 // the chunk being written
+	spillErr  error     // why spilling stopped
 
 	gmu sync.RWMutex // graph: Search under RLock, insertion under Lock
 	// bmu is held by the builder around each insertion, and by a snapshot
@@ -84,7 +104,10 @@ type Index struct {
 
 	pmu     sync.RWMutex // ids not yet in the graph
 	pending []uint64
-	idle    *sync.Cond // signalled when pending drains; uses pmu
+	// spilling: the builder moves vectors out of the heap after its last
+	// insertions (spillOld).
+	spilling bool
+	idle     *sync.Cond // signalled when pending drains and spilling ends; uses pmu
 
 	wake chan struct{}
 	stop chan struct{}
@@ -121,6 +144,7 @@ func New(o Options) *Index {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	x.spillDir, x.spillRoom, x.spillStop = o.SpillDir, o.SpillRoom, o.SpillStopped
 	x.idle = sync.NewCond(&x.pmu)
 	go x.build()
 	return x
@@ -186,8 +210,9 @@ func (x *Index) Key(id uint64) (string, bool) {
 }
 
 // Vector returns the vector of id: the index's own (shared: do not
-// modify) or, for one of a restored snapshot (read from its file), a copy
-// in buf, grown when shorter than Dims (nil: a new slice).
+// modify) or, for one out of the heap (a restored snapshot's or one moved
+// out: floats.go), a copy read from its file into buf, grown when shorter
+// than Dims (nil: a new slice).
 func (x *Index) Vector(id uint64, buf []float32) []float32 {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
@@ -198,7 +223,7 @@ func (x *Index) Vector(id uint64, buf []float32) []float32 {
 }
 
 // Lookup returns the vector stored under key: the index's own (shared: do
-// not modify) or, for one of a restored snapshot, a copy.
+// not modify) or, for one out of the heap, a copy.
 func (x *Index) Lookup(key string) ([]float32, bool) {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
@@ -332,12 +357,13 @@ func (x *Index) Pending() int {
 	return len(x.pending)
 }
 
-// WaitBuilt blocks until every added vector is in the graph or the index
-// is closed.
+// WaitBuilt blocks until every added vector is in the graph, and the
+// heap's vectors beyond Options.HeapVectors in the spill, or the index is
+// closed.
 func (x *Index) WaitBuilt() {
 	x.pmu.Lock()
 	defer x.pmu.Unlock()
-	for len(x.pending) > 0 {
+	for len(x.pending) > 0 || x.spilling {
 		select {
 		case <-x.done:
 			return
@@ -368,6 +394,8 @@ func (x *Index) Close() {
 // vector it returned.
 func (x *Index) Unmap() error {
 	x.Close()
+	x.smu.Lock()
+	defer x.smu.Unlock()
 	x.bmu.Lock()
 	defer x.bmu.Unlock()
 	x.gmu.Lock()
@@ -383,21 +411,23 @@ func (x *Index) Unmap() error {
 		}
 	}
 	x.retired = nil
-	if x.mapping == nil && x.vecs.file == nil {
+	if x.mapping == nil && x.vecs.file == nil && x.vecs.spill == nil {
 		return err
 	}
 	g := x.graph
 	x.graph = newGraph(x.dims, g.m, g.efc, g.seed)
 	x.ids, x.keys, x.removed, x.pending = map[string]uint64{}, nil, nil, nil
-	file := x.vecs.file
+	file, spill := x.vecs.file, x.vecs.spill
 	x.vecs, x.qv.chunks = floats{chunked: chunked[float32]{stride: x.dims}}, nil
 	m := x.mapping
 	x.mapping = nil
 	if m != nil {
 		err = errors.Join(err, unmapFile(m))
 	}
-	if file != nil {
-		err = errors.Join(err, file.Close())
+	for _, f := range []*os.File{file, spill} {
+		if f != nil {
+			err = errors.Join(err, f.Close())
+		}
 	}
 	return err
 }
@@ -443,6 +473,11 @@ func (x *Index) build() {
 			}
 			x.pmu.Lock()
 			x.pending = append(x.pending[:0], x.pending[n:]...)
+			x.spilling = true
+			x.pmu.Unlock()
+			x.spillOld()
+			x.pmu.Lock()
+			x.spilling = false
 			if len(x.pending) == 0 {
 				x.idle.Broadcast()
 			}
@@ -632,7 +667,8 @@ func (x *Index) SearchAmong(q []float32, ids []uint64, k int) []Hit {
 const quantPrefetch = 8
 
 // quantScanMin is the number of ids from which exactAmong screens them on
-// their quantised records first.
+// their quantised records first — whatever their number when some of
+// their vectors are out of the heap, each a read of a file.
 const quantScanMin = 512
 
 // exactAmong is exact(q, ids, k), the same items with the same
@@ -645,7 +681,7 @@ const quantScanMin = 512
 // one's upper bound is below the k-th best exact similarity: an id never
 // scored is less similar than k others, so the result is exact's.
 func (x *Index) exactAmong(q []float32, ids []uint64, k int) []item {
-	if len(ids) < quantScanMin || k >= len(ids)/4 {
+	if (len(ids) < quantScanMin && x.inHeap(ids)) || k >= len(ids)/4 {
 		return x.exact(q, ids, k)
 	}
 	s := x.scratch.Get().(*scratch)
@@ -696,6 +732,21 @@ func (x *Index) exactAmong(q []float32, ids []uint64, k int) []item {
 	}
 	s.f32 = buf
 	return top
+}
+
+// inHeap reports whether the float32 vectors of ids are all in the heap,
+// where an exact scan reads them for less than their screen would cost;
+// one out of the heap is a read of a file.
+func (x *Index) inHeap(ids []uint64) bool {
+	x.kmu.RLock()
+	defer x.kmu.RUnlock()
+	from := uint64(x.vecs.heapFrom) << chunkBits // the heap's chunks are the last ones
+	for _, id := range ids {
+		if id < from {
+			return false
+		}
+	}
+	return true
 }
 
 // restFactor is how much longer than it worked the builder rests below its

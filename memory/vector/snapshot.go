@@ -648,8 +648,8 @@ func sumFile(f *os.File, at, size int64) fileSum {
 // own: f's owner closes f), the last chunk's, if partial, read into the
 // heap (ids are added after it). removed ids read as zeros.
 func fileFloats(f *os.File, at int64, dims, n int, removed map[uint64]bool) (floats, error) {
-	v := floats{chunked: chunked[float32]{stride: dims}, base: at}
 	whole := n >> chunkBits
+	v := floats{chunked: chunked[float32]{stride: dims}, base: at, fileEnd: uint32(whole << chunkBits), heapFrom: whole}
 	if whole > 0 {
 		var err error
 		if v.file, err = reopen(f); err != nil {
