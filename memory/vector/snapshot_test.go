@@ -639,6 +639,24 @@ func BenchmarkSearchRestored(b *testing.B) {
 	}
 }
 
+// searchWhile calls search(0), search(1), … on another goroutine until
+// the stop it returns is called (for -race: reads while the index changes).
+func searchWhile(search func(c int)) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for c := 0; ; c++ {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			search(c)
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
 // adopt writes x's snapshot to a file and has x read its float32
 // vectors from there (AdoptFloats), returning what it freed.
 func adopt(t *testing.T, x *Index) (string, int64) {
@@ -686,25 +704,12 @@ func TestAdoptedFloatsLikeHeap(t *testing.T) {
 	queries := clustered(rand.New(rand.NewSource(22)), 40, dims, 10)
 	queries = append(queries, vecs[30], vecs[1000], vecs[2099])
 
-	stop := make(chan struct{})
-	searched := make(chan int)
-	go func() { // searches while the floats are replaced (for -race)
-		c := 0
-		for {
-			select {
-			case <-stop:
-				searched <- c
-				return
-			default:
-			}
-			y.Search(queries[c%len(queries)], 10)
-			y.Vector(uint64(c%n), nil)
-			c++
-		}
-	}()
+	stop := searchWhile(func(c int) { // while the floats are replaced
+		y.Search(queries[c%len(queries)], 10)
+		y.Vector(uint64(c%n), nil)
+	})
 	_, freed := adopt(t, y)
-	close(stop)
-	<-searched
+	stop()
 	if want := int64(8 << chunkBits * dims * 4); freed != want {
 		t.Fatalf("freed %d bytes, want the 8 whole chunks' %d", freed, want)
 	}

@@ -78,26 +78,13 @@ func TestSpilledFloatsLikeHeap(t *testing.T) {
 	}
 	room.Store(true)
 
-	stop := make(chan struct{})
-	searched := make(chan int)
-	go func() { // searches while chunks leave the heap (for -race)
-		c := 0
-		for {
-			select {
-			case <-stop:
-				searched <- c
-				return
-			default:
-			}
-			y.Search(queries[c%len(queries)], 10)
-			y.SearchAmong(queries[c%len(queries)], small[:4], 3) // ids added so far
-			y.Vector(uint64(c%1000), nil)
-			c++
-		}
-	}()
+	stop := searchWhile(func(c int) { // while chunks leave the heap
+		y.Search(queries[c%len(queries)], 10)
+		y.SearchAmong(queries[c%len(queries)], small[:4], 3) // ids added so far
+		y.Vector(uint64(c%1000), nil)
+	})
 	add(1000, n)
-	close(stop)
-	<-searched
+	stop()
 	// 9 chunks: the last (partial) and the one before stay.
 	if heap, spilled, err := y.FloatBytes(); heap != 2*cb || spilled != 7*cb || err != nil {
 		t.Fatalf("%d bytes in the heap, %d spilled (%v); want 2 and 7 chunks", heap, spilled, err)
