@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
@@ -497,6 +498,36 @@ func TestReinforceScreenIsExact(t *testing.T) {
 			if got := metaOf(t, m, c).Importance; math.Abs(got-want[c]) > 1e-9 {
 				t.Fatalf("round %d: importance %v, want %v", round, got, want[c])
 			}
+		}
+	}
+}
+
+// Records read from the store share one copy of each evaluation metric's
+// name, and keep their values.
+func TestReadMetricNamesShared(t *testing.T) {
+	st, _ := open(t)
+	var cs []cid.Cid
+	for i := range 2 {
+		metrics := map[string]float64{"novelty": float64(i) + 0.25, "utility": float64(i) + 0.5}
+		cs = append(cs, put(t, st, fmt.Sprintf("evaluated %d", i), &messages.MemoryMeta{Evaluation: &messages.EvalSummary{Metrics: metrics}}))
+	}
+	var names [2]map[string]*byte
+	for i, c := range cs {
+		var got *messages.MemoryMeta
+		if err := st.View(func(r store.Reader) (err error) { got, err = Read(r, c); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if m := got.GetEvaluation().GetMetrics(); len(m) != 2 || m["novelty"] != float64(i)+0.25 || m["utility"] != float64(i)+0.5 {
+			t.Fatalf("record %d: metrics %v", i, m)
+		}
+		names[i] = map[string]*byte{}
+		for k := range got.GetEvaluation().GetMetrics() {
+			names[i][k] = unsafe.StringData(k)
+		}
+	}
+	for k, p := range names[0] {
+		if names[1][k] != p {
+			t.Fatalf("metric %q: the two records hold their own copies of its name", k)
 		}
 	}
 }

@@ -211,6 +211,11 @@ func (x *Index) spillOld() {
 	defer x.smu.Unlock()
 	cb := x.chunkBytes()
 	for x.spillErr == nil {
+		select {
+		case <-x.stop: // Close waits for the builder
+			return
+		default:
+		}
 		x.gmu.RLock()
 		inGraph := x.graph.n
 		x.gmu.RUnlock()
