@@ -168,6 +168,8 @@ func (e *metaEntry) get(c cid.Cid) (*messages.MemoryMeta, error) {
 			e.meta = &messages.MemoryMeta{}
 			if err := proto.Unmarshal(e.raw, e.meta); err != nil {
 				e.meta, e.err = nil, fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
+			} else {
+				internMetrics(e.meta)
 			}
 			e.raw = nil
 			return

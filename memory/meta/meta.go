@@ -61,11 +61,12 @@ func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
 	return meta, nil
 }
 
-// internMetrics keys a decoded record's evaluation metrics by the
-// process's one copy of each name (unique.Make): the records the cache
-// holds (store.memory_cache, 100,000) then keep no string of their own for
-// the same dozen names — a million fewer objects for the collector to
-// mark at 100,000 memories (issue 15).
+// internMetrics keys a decoded record's evaluation metrics (Read's, and
+// a committed record's at its first read from the cache) by the process's
+// one copy of each name (unique.Make): the records the cache holds
+// (store.memory_cache, 100,000) then keep no string of their own for the
+// same dozen names — a million fewer objects for the collector to mark at
+// 100,000 memories (issue 15).
 func internMetrics(m *messages.MemoryMeta) {
 	ev := m.GetEvaluation()
 	if len(ev.GetMetrics()) == 0 {

@@ -502,10 +502,10 @@ func TestReinforceScreenIsExact(t *testing.T) {
 	}
 }
 
-// Records read from the store share one copy of each evaluation metric's
-// name, and keep their values.
+// Records read from the store, and committed records read from the cache,
+// share one copy of each evaluation metric's name, and keep their values.
 func TestReadMetricNamesShared(t *testing.T) {
-	st, _ := open(t)
+	st, m := open(t)
 	var cs []cid.Cid
 	for i := range 2 {
 		metrics := map[string]float64{"novelty": float64(i) + 0.25, "utility": float64(i) + 0.5}
@@ -528,6 +528,18 @@ func TestReadMetricNamesShared(t *testing.T) {
 	for k, p := range names[0] {
 		if names[1][k] != p {
 			t.Fatalf("metric %q: the two records hold their own copies of its name", k)
+		}
+	}
+	own := strings.Clone("novelty") // a name of its own, as a decode makes
+	err := st.Update(context.Background(), Update(cs[:1], func(meta *messages.MemoryMeta, _ cid.Cid) {
+		meta.Evaluation = &messages.EvalSummary{Metrics: map[string]float64{own: 9}}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range metaOf(t, m, cs[0]).GetEvaluation().GetMetrics() {
+		if k != "novelty" || v != 9 || unsafe.StringData(k) != names[0]["novelty"] {
+			t.Fatalf("the committed record read from the cache: metric %q = %v, its name shared: %v", k, v, unsafe.StringData(k) == names[0]["novelty"])
 		}
 	}
 }
