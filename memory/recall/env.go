@@ -63,7 +63,7 @@ type Vectors interface {
 	Len() int
 	ID(key string) (uint64, bool)
 	Key(id uint64) (string, bool)
-	Lookup(key string) ([]float32, bool)
+	LookupInto(key string, buf []float32) ([]float32, bool)
 	Dot(key string, q []float32) (float32, bool)
 	Quantize(q []float32) vector.Quantized
 	ApproxDot(key string, q vector.Quantized) (float32, bool)

@@ -1105,6 +1105,7 @@ func (sc *scorer) choose(cands []*Recalled, k, budget int) ([]*Recalled, int, er
 	var mmr *diversity
 	if lambda < 1 && sc.q.Vector != nil {
 		mmr = sc.newDiversity(cands, lambda)
+		defer mmr.release() // its vectors go no further than this choice
 	}
 	var out []*Recalled
 	for len(out) < k && len(cands) > 0 {

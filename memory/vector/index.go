@@ -224,15 +224,19 @@ func (x *Index) Vector(id uint64, buf []float32) []float32 {
 
 // Lookup returns the vector stored under key: the index's own (shared: do
 // not modify) or, for one out of the heap, a copy.
-func (x *Index) Lookup(key string) ([]float32, bool) {
+func (x *Index) Lookup(key string) ([]float32, bool) { return x.LookupInto(key, nil) }
+
+// LookupInto is Lookup reading a vector out of the heap into buf when it
+// holds Dims elements (else into a new slice): a caller that needs many at
+// once reads them into one slice, not one each.
+func (x *Index) LookupInto(key string, buf []float32) ([]float32, bool) {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
 	id, ok := x.ids[key]
 	if !ok {
 		return nil, false
 	}
-	var buf []float32
-	if !x.vecs.inHeap(uint32(id)) {
+	if len(buf) < x.dims && !x.vecs.inHeap(uint32(id)) {
 		buf = make([]float32, x.dims)
 	}
 	return x.vecs.get(uint32(id), buf), true

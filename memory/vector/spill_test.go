@@ -93,6 +93,16 @@ func TestSpilledFloatsLikeHeap(t *testing.T) {
 		t.Fatalf("the spill file takes %d bytes of disk, want at least 7 chunks' %d", b, 7*cb)
 	}
 	check(n)
+	// LookupInto reads one out of the heap into the buffer given, and gives
+	// one in the heap as it is.
+	buf := make([]float32, dims)
+	for _, i := range []int{7, n - 1} {
+		want, _ := x.Lookup(key(i))
+		got, ok := y.LookupInto(key(i), buf)
+		if inBuf := &got[0] == &buf[0]; !ok || !slices.Equal(got, want) || inBuf != (i < 7<<chunkBits) {
+			t.Fatalf("LookupInto of %d: %v, in the buffer %v", i, ok, inBuf)
+		}
+	}
 
 	// A snapshot of every id: its file holds the 8 whole chunks; the
 	// spill is emptied.
