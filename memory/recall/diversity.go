@@ -136,7 +136,7 @@ func (sc *scorer) newDiversity(cands []*Recalled, lambda float64) *diversity {
 	d := &diversity{lambda: lambda, scores: make([]float64, len(cands)), vecs: make([][]float32, len(cands)), maxSim: make([]float64, len(cands))}
 	// The vectors out of the index's heap (a large store's, read from a
 	// file) are read into room kept from one recall to the next: at
-	// 100,000 memories their copies were a twelfth of the bytes a recall
+	// 100,000 memories their copies were 7.5% of the bytes recalls
 	// allocated.
 	dims := sc.self.index.Dims()
 	d.room = roomPool.Get().(*[]float32)

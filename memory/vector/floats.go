@@ -202,7 +202,7 @@ func (x *Index) chunkBytes() int64 { return int64(x.dims) << chunkBits * 4 }
 // Options.HeapVectors bytes of them and Options.SpillRoom allows. The
 // builder calls it between insertions. A chunk is written before it
 // leaves the heap; a failed write leaves it there and ends spilling
-// (SpillStats reports why).
+// (FloatBytes and Options.SpillStopped say why).
 func (x *Index) spillOld() {
 	if x.spillDir == "" {
 		return
@@ -220,16 +220,16 @@ func (x *Index) spillOld() {
 		inGraph := x.graph.n
 		x.gmu.RUnlock()
 		x.kmu.RLock()
-		c := x.vecs.heapFrom
+		c := x.vecs.heapFrom // moved only under smu (or by a restore, into an empty index)
 		over := int64(len(x.vecs.chunks)-c)*cb > x.heapVecs && (c+1)<<chunkBits <= inGraph
-		if over {
-			x.spillBuf = append(x.spillBuf[:0], x.vecs.chunks[c]...)
-		}
 		file := x.vecs.spill // set only under smu
 		x.kmu.RUnlock()
 		if !over || (x.spillRoom != nil && !x.spillRoom(cb)) {
 			return
 		}
+		x.kmu.RLock() // Remove zeroes a vector in the heap under kmu
+		x.spillBuf = append(x.spillBuf[:0], x.vecs.chunks[c]...)
+		x.kmu.RUnlock()
 		created := file == nil
 		if created {
 			var err error
@@ -251,7 +251,7 @@ func (x *Index) spillOld() {
 		v.chunks[c] = nil
 		v.heapFrom, v.spill = c+1, file
 		for id := uint64(c) << chunkBits; id < uint64(c+1)<<chunkBits; id++ {
-			if x.removed[id] { // zeroed in the heap since the copy
+			if x.removed[id] { // one removed since the copy is not zero in the file
 				v.markGone(uint32(id))
 			}
 		}
