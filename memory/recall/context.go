@@ -23,13 +23,18 @@ import (
 // candidate: its relevance of its own (from the paths' evidence, no read),
 // and once read (placed), whether recall may see it and its time.
 type neighbour struct {
-	e       Evidence   // its dense and BM25 evidence
-	chain   *sonaChain // a chain it is in, and its position there (its time is kept there)
-	at      int
-	placed  bool // visible and time were read
-	visible bool
-	time    int64
+	dense, bm25 float64    // its dense and BM25 evidence (match)
+	chain       *sonaChain // a chain it is in, and its position there (its time is kept there)
+	at          int
+	placed      bool // visible and time were read
+	visible     bool
+	time        int64
 }
+
+// match is n's own evidence: its dense and BM25 parts alone (a
+// neighbour is made for each memory around every candidate: a whole
+// Evidence each was a twentieth of the bytes a recall allocated).
+func (n *neighbour) match() Evidence { return Evidence{Dense: n.dense, BM25: n.bm25} }
 
 // chainView is one recall's view of a sona's chain: its members (vector
 // ids in chain order) as the registry held them when the recall first
@@ -116,9 +121,9 @@ func (sc *scorer) neighbourOf(key string, chain *sonaChain, at int) *neighbour {
 	}
 	n := &neighbour{chain: chain, at: at}
 	if r := sc.cands[key]; r != nil {
-		n.e = r.Explain.Evidence
+		n.dense, n.bm25 = r.Explain.Evidence.Dense, r.Explain.Evidence.BM25
 	} else if sc.q.Vector != nil {
-		n.e.Dense = sc.neighbourSim(key)
+		n.dense = sc.neighbourSim(key)
 	}
 	sc.neighbours[key] = n
 	return n
@@ -205,7 +210,7 @@ func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 					break
 				}
 				around = append(around, k)
-				rel = append(rel, sc.baseRelevance(sc.neighbourOf(k, v.chain, pos+dir*d).e, w)*math.Pow(contextDecay, float64(d-1)))
+				rel = append(rel, sc.baseRelevance(sc.neighbourOf(k, v.chain, pos+dir*d).match(), w)*math.Pow(contextDecay, float64(d-1)))
 				if rel[d-1] > 0 {
 					last = d
 				}

@@ -30,7 +30,7 @@ func (sc *scorer) reply(cands []*Recalled, w config.PathWeights) error {
 			return err
 		}
 		if q != nil {
-			r.Explain.Evidence.Reply = sc.baseRelevance(q.e, w)
+			r.Explain.Evidence.Reply = sc.baseRelevance(q.match(), w)
 		}
 	}
 	return nil
@@ -53,7 +53,7 @@ func (sc *scorer) questionBefore(r *Recalled, w config.PathWeights) (*neighbour,
 		return nil, nil
 	}
 	prev := sc.neighbourOf(pk, v.chain, pos-1)
-	if sc.baseRelevance(prev.e, w) == 0 {
+	if sc.baseRelevance(prev.match(), w) == 0 {
 		return nil, nil // it would lend nothing: no read
 	}
 	self := sc.neighbourOf(key, v.chain, pos)
