@@ -2,7 +2,6 @@ package meta
 
 import (
 	"container/list"
-	"fmt"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -10,7 +9,6 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -165,12 +163,7 @@ func (e *metaEntry) hotState(c cid.Cid) (Hot, error) {
 func (e *metaEntry) get(c cid.Cid) (*messages.MemoryMeta, error) {
 	e.once.Do(func() {
 		if e.hot == nil {
-			e.meta = &messages.MemoryMeta{}
-			if err := proto.Unmarshal(e.raw, e.meta); err != nil {
-				e.meta, e.err = nil, fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
-			} else {
-				internMetrics(e.meta)
-			}
+			e.meta, e.err = decodeMeta(e.raw, c)
 			e.raw = nil
 			return
 		}

@@ -50,23 +50,33 @@ func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
 	if err != nil {
 		return nil, err
 	}
-	meta := &messages.MemoryMeta{}
-	if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, meta) }); err != nil {
-		return nil, fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
+	var meta *messages.MemoryMeta
+	if err := item.Value(func(v []byte) (err error) { meta, err = decodeMeta(v, c); return err }); err != nil {
+		return nil, err
 	}
-	internMetrics(meta)
 	if err := MergeHot(r, c, meta); err != nil {
 		return nil, err
 	}
 	return meta, nil
 }
 
-// internMetrics keys a decoded record's evaluation metrics (Read's, and
-// a committed record's at its first read from the cache) by the process's
-// one copy of each name (unique.Make): the records the cache holds
-// (store.memory_cache, 100,000) then keep no string of their own for the
-// same dozen names — a million fewer objects for the collector to mark at
-// 100,000 memories (issue 15).
+// decodeMeta decodes c's metadata record b (Read's, and a committed
+// record's at its first read from the cache), its evaluation metrics keyed
+// by the shared copies of their names (internMetrics).
+func decodeMeta(b []byte, c cid.Cid) (*messages.MemoryMeta, error) {
+	m := &messages.MemoryMeta{}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
+	}
+	internMetrics(m)
+	return m, nil
+}
+
+// internMetrics keys a decoded record's evaluation metrics by the
+// process's one copy of each name (unique.Make): the records the cache
+// holds (store.memory_cache, 100,000) then keep no string of their own for
+// the same dozen names — a million fewer objects for the collector to mark
+// at 100,000 memories (issue 15).
 func internMetrics(m *messages.MemoryMeta) {
 	ev := m.GetEvaluation()
 	if len(ev.GetMetrics()) == 0 {
