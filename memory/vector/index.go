@@ -685,7 +685,7 @@ const quantScanMin = 512
 // one's upper bound is below the k-th best exact similarity: an id never
 // scored is less similar than k others, so the result is exact's.
 func (x *Index) exactAmong(q []float32, ids []uint64, k int) []item {
-	if (len(ids) < quantScanMin && x.inHeap(ids)) || k >= len(ids)/4 {
+	if (len(ids) < quantScanMin && x.allInHeap(ids)) || k >= len(ids)/4 {
 		return x.exact(q, ids, k)
 	}
 	s := x.scratch.Get().(*scratch)
@@ -738,15 +738,14 @@ func (x *Index) exactAmong(q []float32, ids []uint64, k int) []item {
 	return top
 }
 
-// inHeap reports whether the float32 vectors of ids are all in the heap,
-// where an exact scan reads them for less than their screen would cost;
-// one out of the heap is a read of a file.
-func (x *Index) inHeap(ids []uint64) bool {
+// allInHeap reports whether the float32 vectors of ids are all in the
+// heap, where an exact scan reads them for less than their screen would
+// cost; one out of the heap is a read of a file.
+func (x *Index) allInHeap(ids []uint64) bool {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	from := uint64(x.vecs.heapFrom) << chunkBits // the heap's chunks are the last ones
 	for _, id := range ids {
-		if id < from {
+		if !x.vecs.inHeap(uint32(id)) {
 			return false
 		}
 	}
