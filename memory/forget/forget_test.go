@@ -37,26 +37,40 @@ const marker = "zqvxjtkqw"
 // grepDir lists the files under dir that hold word (case-insensitive).
 func grepDir(t *testing.T, dir, word string) []string {
 	t.Helper()
-	var hits []string
 	lower := []byte(strings.ToLower(word))
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
+	// The store writes beside the walk (a metadata snapshot's part file,
+	// renamed when whole): a file gone before it is read was renamed, and
+	// the walk runs again to read it under its new name.
+	for range 10 {
+		var hits []string
+		vanished := false
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				vanished = true
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if bytes.Contains(bytes.ToLower(b), lower) {
+				rel, _ := filepath.Rel(dir, path)
+				hits = append(hits, rel)
+			}
+			return nil
+		})
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if bytes.Contains(bytes.ToLower(b), lower) {
-			rel, _ := filepath.Rel(dir, path)
-			hits = append(hits, rel)
+		if !vanished {
+			return hits
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	return hits
+	t.Fatalf("files of %s kept vanishing during ten walks", dir)
+	return nil
 }
 
 // forgetConfig scales the store down so that a byte search of its files

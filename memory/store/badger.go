@@ -102,7 +102,11 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("memory: open %s: %w", dir, classifyBadger(err))
 	}
-	eng := &badgerEngine{db: db, dir: dir, inMemory: o.InMemory, notes: notes}
+	eng := &badgerEngine{db: db, dir: dir, inMemory: o.InMemory, notes: notes, tombs: newTombFilter()}
+	if err := eng.tombs.load(db); err != nil {
+		eng.close()
+		return nil, fmt.Errorf("memory: reading the tombstones of %s: %w", dir, classifyBadger(err))
+	}
 	s, err := newStore(eng, dir, o)
 	if err != nil {
 		eng.close()
@@ -186,7 +190,11 @@ func (s *Store) WriteBehind(fn func(*badger.Txn) error) error {
 	if !ok {
 		return errors.New("memory: no Badger under the in-memory store")
 	}
-	if err := e.db.Update(fn); err != nil {
+	err := e.db.Update(fn)
+	if lerr := e.tombs.load(e.db); err == nil {
+		err = lerr // fn may have written tombstones
+	}
+	if err != nil {
 		return err
 	}
 	e.done()
@@ -219,6 +227,7 @@ type badgerEngine struct {
 	busy     atomic.Bool              // the committer has work
 	paused   atomic.Int32             // GC passes running: views offer no snapshot
 	notes    *badgerNotes
+	tombs    *tombFilter // the tombstone keys the store may hold
 }
 
 // snapshot is a read transaction shared by views; the last one to
@@ -301,7 +310,7 @@ func (e *badgerEngine) view(told uint64, fn func(Reader) error) error {
 		}
 	}
 	defer s.release()
-	return fn(badgerReader{s.txn, told})
+	return fn(badgerReader{txn: s.txn, told: told, tombs: e.tombs})
 }
 
 // sharing reports whether views share a snapshot: the committer is busy
@@ -343,7 +352,7 @@ func (e *badgerEngine) withdraw() {
 }
 
 func (e *badgerEngine) begin() batch {
-	return &badgerBatch{badgerReader: badgerReader{txn: e.db.NewTransaction(true)}, e: e}
+	return &badgerBatch{badgerReader: badgerReader{txn: e.db.NewTransaction(true), tombs: e.tombs}, e: e}
 }
 
 func (e *badgerEngine) close() error {
@@ -377,6 +386,9 @@ type badgerBatch struct {
 }
 
 func (b *badgerBatch) set(key, val []byte) error {
+	if bytes.HasPrefix(key, PrefixTombstone) {
+		b.e.tombs.add(key) // before the commit that makes it visible
+	}
 	b.add(key, val)
 	return tooBig(b.txn.SetEntry(newEntry(key, val)))
 }
@@ -445,13 +457,18 @@ func tooBig(err error) error {
 }
 
 // badgerReader reads a Badger transaction; told is the view's (see
-// Store.View), 0 in a write transaction.
+// Store.View), 0 in a write transaction; tombs, when set, answers for the
+// tombstones the store does not hold.
 type badgerReader struct {
-	txn  *badger.Txn
-	told uint64
+	txn   *badger.Txn
+	told  uint64
+	tombs *tombFilter
 }
 
 func (r badgerReader) Get(key []byte) ([]byte, error) {
+	if r.tombs.absent(key) {
+		return nil, base.ErrNotFound
+	}
 	item, err := r.txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, base.ErrNotFound
@@ -464,6 +481,9 @@ func (r badgerReader) Get(key []byte) ([]byte, error) {
 }
 
 func (r badgerReader) Item(key []byte) (Item, error) {
+	if r.tombs.absent(key) {
+		return nil, base.ErrNotFound
+	}
 	item, err := r.txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, base.ErrNotFound
@@ -475,6 +495,9 @@ func (r badgerReader) Item(key []byte) (Item, error) {
 }
 
 func (r badgerReader) Has(key []byte) (bool, error) {
+	if r.tombs.absent(key) {
+		return false, nil
+	}
 	_, err := r.txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return false, nil
