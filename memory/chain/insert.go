@@ -14,7 +14,6 @@ import (
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
-	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -225,16 +224,11 @@ func (w *Writer) sameTimeNeighbor(p *model.Prepared) (model.Neighbor, bool, erro
 }
 
 // Neighbors returns up to k memories of sona nearest to vec, best first,
-// leaving out self. A sona of up to recall.exact_scan_max memories is
-// searched exactly among its own (cheaper than the graph, and exact);
-// a larger one through the graph, its other sonas' hits filtered out.
+// leaving out self: exactly among the sona's own up to
+// recall.exact_scan_max of them (cheaper than the graph, and exact),
+// through the graph beyond when that finds them (vector.Index.SearchIn).
 func (w *Writer) Neighbors(vec []float32, sona string, k int, self cid.Cid) ([]model.Neighbor, error) {
-	var hits []vector.Hit
-	if members := w.sonas.Members(sona, "", false); len(members) <= w.cfg.Recall.ExactScanMax {
-		hits = w.index.SearchAmong(vec, members, max(4*k, 16))
-	} else {
-		hits = w.index.Search(vec, max(4*k, 16))
-	}
+	hits := w.index.SearchIn(vec, w.sonas.Members(sona, "", false), max(4*k, 16), w.cfg.Recall.ExactScanMax)
 	var out []model.Neighbor
 	err := w.st.View(func(r store.Reader) error {
 		for _, h := range hits {

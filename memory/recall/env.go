@@ -69,6 +69,7 @@ type Vectors interface {
 	ApproxDot(key string, q vector.Quantized) (float32, bool)
 	Search(q []float32, k int) []vector.Hit
 	SearchAmong(q []float32, ids []uint64, k int) []vector.Hit
+	SearchIn(q []float32, ids []uint64, k, exactMax int) []vector.Hit
 }
 
 // Env is what recall reads besides the store, by role; the self wires

@@ -553,22 +553,19 @@ func (sc *scorer) extend(hits []*Recalled, budget, max int, paths Paths) ([]*Rec
 	return out, nil
 }
 
-// denseCandidates runs the dense path. A sona of up to
-// recall.exact_scan_max memories is searched exactly among its own
-// memories; in self scope the graph adds the other sonas' nearest, and the
-// best of both are kept. In sona scope a larger sona goes through the
-// graph, fetching more to make up for the other sonas' memories filtered
-// out afterwards.
+// denseCandidates runs the dense path. In sona scope, the sona's (and
+// the backbone's) nearest memories: exactly among them up to
+// recall.exact_scan_max, through the graph beyond when that finds them
+// (vector.Index.SearchIn). In self scope a sona of up to
+// recall.exact_scan_max memories is searched exactly among its own and the
+// graph adds the other sonas' nearest, the best of both kept; a larger one
+// goes through the graph alone.
 func (s *Recaller) denseCandidates(q Query, n int, backbone string) []vector.Hit {
 	members := s.sonas.Members(q.Sona, backbone, q.Scope == ScopeSona)
 	exact := len(members) <= s.cfg.Recall.ExactScanMax
 	switch {
-	case q.Scope == ScopeSona && exact:
-		return s.index.SearchAmong(q.Vector, members, n)
 	case q.Scope == ScopeSona:
-		total := max(1, s.index.Len())
-		factor := min(16, max(1, total/max(1, len(members))))
-		return s.index.Search(q.Vector, n*factor)
+		return s.index.SearchIn(q.Vector, members, n, s.cfg.Recall.ExactScanMax)
 	case !exact:
 		return s.index.Search(q.Vector, n)
 	}

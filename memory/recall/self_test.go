@@ -3,6 +3,7 @@ package recall_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/memorytest"
@@ -238,6 +240,37 @@ func TestScope(t *testing.T) {
 	}
 	if _, err := memorytest.Recall(s, ctx, recall.Query{Sona: a.Sona, Text: "x", Scope: "everything"}); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("bad scope: %v", err)
+	}
+}
+
+// The dense path in sona scope finds the sona's own nearest when the sona
+// is larger than recall.exact_scan_max (0 here: every sona is) and another
+// sona holds many memories nearer to the query: the graph's nearest are
+// all theirs, so it searches the sona's own exactly. It once recalled
+// through the graph and filtered, and found nothing of the sona's.
+func TestSonaScopeFindsItsOwnBesideACrowdedSona(t *testing.T) {
+	cfg := memorytest.Config(t.TempDir())
+	cfg.Recall.ExactScanMax = 0
+	cfg.Recall.TopK, cfg.Recall.Candidates = 2, 2 // a path's candidates: the graph's 16 times as many are all the crowd's
+	s := memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
+	defer s.Close()
+	a, b := memorytest.NewOwner(t, s, "gardener"), memorytest.NewOwner(t, s, "crowd")
+	mine := a.Text("apples grow in an orchard")
+	a.Text("the train to lisbon was late again")
+	for i := range 60 {
+		b.Text(fmt.Sprintf("apples grow in the orchard by the river %d", i))
+	}
+	rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: a.Sona, Text: "apples grow in the orchard by the river",
+		Scope: recall.ScopeSona, Peek: true, Paths: &recall.Paths{Weights: config.PathWeights{Dense: 1}, Fusion: "weighted"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) == 0 || rs[0].CID != mine {
+		var got []cid.Cid
+		for _, r := range rs {
+			got = append(got, r.CID)
+		}
+		t.Fatalf("sona scope, dense path: %v, want %s first", got, mine)
 	}
 }
 

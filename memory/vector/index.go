@@ -528,6 +528,14 @@ func (x *Index) total() int {
 
 // search returns the k best of the want nearest (and how many it found).
 func (x *Index) search(q []float32, want, k int) ([]Hit, int) {
+	found := x.nearest(q, want, k)
+	return x.hits(found, k), len(found)
+}
+
+// nearest is search's candidates, in no order: the graph's want nearest
+// (and their aliases) and the pending vectors' want nearest, the k best
+// of them with their exact similarities (rescore).
+func (x *Index) nearest(q []float32, want, k int) []item {
 	// Pending before the graph: an id leaves the pending set only once it
 	// is in the graph, so in this order none slips between the two.
 	x.pmu.RLock()
@@ -553,7 +561,7 @@ func (x *Index) search(q []float32, want, k int) ([]Hit, int) {
 		slices.SortFunc(found, func(a, b item) int { return cmp.Compare(a.id, b.id) })
 		found = slices.CompactFunc(found, func(a, b item) bool { return a.id == b.id })
 	}
-	return x.hits(found, k), len(found)
+	return found
 }
 
 // rescore replaces the similarities of the graph's candidates, from the
@@ -663,6 +671,70 @@ func (x *Index) SearchAmong(q []float32, ids []uint64, k int) []Hit {
 		return nil
 	}
 	return x.hits(x.exactAmong(q, ids, k), k)
+}
+
+// SearchIn returns up to k of ids (a sona's memories) nearest to q. A
+// set of up to exactMax ids is scanned exactly (SearchAmong). A larger one
+// goes through the graph when it is a large enough share of the index for
+// the graph's nearest to hold k of it: the graph's nearest, twice k over
+// the set's share of the index (up to searchInMost·k), are scored exactly
+// and the set's among them kept. When fewer than k of them are the set's
+// (other sets' vectors are nearer), or the set is too small a share for
+// that many to hold k of it, it is scanned exactly after all: a large
+// sona in a store of many others gets its own nearest, as a small one
+// does, never another sona's in their place.
+func (x *Index) SearchIn(q []float32, ids []uint64, k, exactMax int) []Hit {
+	if k <= 0 || len(q) != x.dims {
+		return nil
+	}
+	if len(ids) <= exactMax {
+		return x.SearchAmong(q, ids, k)
+	}
+	fetch := k * ((2*x.total() + len(ids) - 1) / len(ids))
+	if fetch > searchInMost*k {
+		return x.SearchAmong(q, ids, k)
+	}
+	found := x.nearest(q, fetch, fetch)
+	in := found // the set is the whole index (one sona's store)
+	if len(ids) < x.total() {
+		in = inSet(found, ids)
+	}
+	if hits := x.hits(in, k); len(hits) == k {
+		return hits
+	}
+	return x.SearchAmong(q, ids, k)
+}
+
+// searchInMost bounds how many times k SearchIn asks of the graph: a set
+// under an eighth of the index is scanned exactly.
+const searchInMost = 16
+
+// inSet returns the items of found whose ids are in ids, in one pass over
+// ids: a bit per id of found (hashed into 65,536 bits) screens out nearly
+// every id that is not one of them before a binary search.
+func inSet(found []item, ids []uint64) []item {
+	const maskBits = 1 << 16
+	var mask [maskBits / 64]uint64
+	slices.SortFunc(found, func(a, b item) int { return cmp.Compare(a.id, b.id) })
+	for _, it := range found {
+		mask[it.id%maskBits/64] |= 1 << (it.id % 64)
+	}
+	keep := make([]bool, len(found))
+	for _, id := range ids {
+		if id > math.MaxUint32 || mask[id%maskBits/64]&(1<<(id%64)) == 0 {
+			continue
+		}
+		if i, ok := slices.BinarySearchFunc(found, uint32(id), func(it item, id uint32) int { return cmp.Compare(it.id, id) }); ok {
+			keep[i] = true
+		}
+	}
+	in := found[:0]
+	for i, it := range found {
+		if keep[i] {
+			in = append(in, it)
+		}
+	}
+	return in
 }
 
 // quantPrefetch is how many records ahead of the one it scores
