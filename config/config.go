@@ -364,8 +364,11 @@ type Recall struct {
 	SimilarNeighbors int `yaml:"similar_neighbors"`
 	// QueryLog records every recall (XmetaV memory_queries).
 	QueryLog bool `yaml:"query_log"`
-	// ExactScanMax: in sona scope, a sona of up to this many memories is
-	// searched exactly among its own memories instead of through the graph.
+	// ExactScanMax: in sona scope (and for a new memory's neighbours), a
+	// sona of up to this many memories is searched exactly among its own
+	// memories instead of through the graph; a larger one through the
+	// graph when it is at least an eighth of the store and the graph's
+	// nearest hold enough of its own, else exactly too.
 	ExactScanMax int `yaml:"exact_scan_max"`
 	// ContextWindow is how many memories on each side of a candidate in
 	// its sona's chain lend it their evidence (recall.paths.context).
