@@ -364,6 +364,10 @@ type Recall struct {
 	SimilarNeighbors int `yaml:"similar_neighbors"`
 	// QueryLog records every recall (XmetaV memory_queries).
 	QueryLog bool `yaml:"query_log"`
+	// QueryLogKeep is how many of the latest logged recalls the query log
+	// keeps (10,000, about 1.6 KB each); older ones are deleted in the
+	// background. 0: every one, for ever.
+	QueryLogKeep int `yaml:"query_log_keep"`
 	// ExactScanMax: in sona scope (and for a new memory's neighbours), a
 	// sona of up to this many memories is searched exactly among its own
 	// memories instead of through the graph; a larger one through the
@@ -726,6 +730,7 @@ func Default() Config {
 			Dedup:              true,
 			SimilarNeighbors:   3,
 			QueryLog:           true,
+			QueryLogKeep:       10_000,
 			ExactScanMax:       20_000,
 			ContextWindow:      2,
 			ContextGap:         Duration(time.Hour),
@@ -1041,6 +1046,9 @@ func (c *Config) validateRecall(v *validation) {
 	}
 	if c.Recall.CoAccessPartners < 0 {
 		bad("recall.coaccess_partners", "must not be negative, got %d", c.Recall.CoAccessPartners)
+	}
+	if c.Recall.QueryLogKeep < 0 {
+		bad("recall.query_log_keep", "must not be negative, got %d", c.Recall.QueryLogKeep)
 	}
 	if c.Recall.ExactScanMax < 0 {
 		bad("recall.exact_scan_max", "must not be negative, got %d", c.Recall.ExactScanMax)

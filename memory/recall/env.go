@@ -143,6 +143,7 @@ type Recaller struct {
 	links           Links
 	rerankFallbacks atomic.Int64
 	rerankWarned    atomic.Int64
+	queries         *queryLogKeeper // nil: the query log is not bounded
 }
 
 // New is recall over the self kept in st. When st reports its commits
@@ -164,7 +165,22 @@ func New(st store.Viewer, env Env, o Options) *Recaller {
 		r.plain = newPlainMemories()
 		sub.Subscribe(r.Committed)
 	}
+	if q, err := newQueryLogKeeper(st, o.Config.Recall.QueryLogKeep, r.log); err != nil {
+		r.log.Error("the query log is not kept to recall.query_log_keep", "err", err)
+	} else {
+		r.queries = q
+	}
 	return r
+}
+
+// PruneQueryLog deletes the oldest logged recalls until
+// recall.query_log_keep are left (what a committed recall starts in the
+// background once they are a hundredth over).
+func (s *Recaller) PruneQueryLog(ctx context.Context) error {
+	if s.queries == nil {
+		return nil
+	}
+	return s.queries.Prune(ctx)
 }
 
 // Trace is what a recall leaves behind unless it peeks (Query.Peek): the

@@ -1,7 +1,6 @@
 package recall
 
 import (
-	"bytes"
 	"cmp"
 	"container/heap"
 	"context"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"go.opentelemetry.io/otel/attribute"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/trace"
@@ -26,7 +24,6 @@ import (
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/text"
-	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/memory/vector"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -1353,51 +1350,6 @@ func (h *edgeHeap) Pop() any {
 	return v
 }
 
-// queryLogOp records a recall in the query log.
-func (s *Recaller) queryLogOp(q Query, out []*Recalled) store.Op {
-	e := &messages.QueryLog{Sona: q.Sona, AgentId: q.AgentID, Keywords: tiers.ContentWords(q.Text), Time: s.clock.Now().UnixNano()}
-	for _, r := range out {
-		e.Cids = append(e.Cids, r.CID.String())
-		e.Scores = append(e.Scores, r.Score)
-	}
-	raw, err := proto.Marshal(e)
-	return func(tx store.Tx) error {
-		if err != nil {
-			return err
-		}
-		tx.Set(queryLogKey(e.Time, q.Sona), raw)
-		return nil
-	}
-}
-
-// The query log: l/ time (ns, 8 bytes BE) sona uuid → messages.QueryLog.
-var prefixQueryLog = []byte("l/")
-
-func queryLogKey(ns int64, sona string) []byte {
-	return base.Join(prefixQueryLog, base.U64(uint64(ns)), []byte(sona))
-}
-
-// QueryLogEntry is one logged recall.
-type QueryLogEntry = messages.QueryLog
-
-// QueryLog returns the latest logged recalls, newest first.
-func (s *Recaller) QueryLog(limit int) ([]*QueryLogEntry, error) {
-	var out []*QueryLogEntry
-	err := s.store.View(func(txn store.Reader) error {
-		it := txn.NewIterator(store.IterOptions{Prefix: prefixQueryLog, Reverse: true, PrefetchValues: true})
-		defer it.Close()
-		for it.Seek(append(bytes.Clone(prefixQueryLog), 0xff)); it.Valid() && len(out) < limit; it.Next() {
-			e := &QueryLogEntry{}
-			if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, e) }); err != nil {
-				return fmt.Errorf("%w: query log: %v", base.ErrCorrupt, err)
-			}
-			out = append(out, e)
-		}
-		return nil
-	})
-	return out, err
-}
-
 // Support is what meta.Store.Reinforce takes of the memories a response
 // used: their CIDs and recall scores.
 func Support(used []*Recalled) []meta.Used {
@@ -1406,26 +1358,4 @@ func Support(used []*Recalled) []meta.Used {
 		out[i] = meta.Used{CID: r.CID, Score: r.Score}
 	}
 	return out
-}
-
-// ForgetQueries deletes, in tx, the logged recalls that returned a memory
-// forgotten reports (by its CID's string): their keywords are words of the
-// query, which may be the forgotten memory's own text (a chat's input is
-// its recall's query).
-func ForgetQueries(tx store.Tx, forgotten func(cid string) bool) error {
-	var doomed [][]byte
-	err := store.Scan(tx, prefixQueryLog, func(k, v []byte) error {
-		e := &messages.QueryLog{}
-		if err := proto.Unmarshal(v, e); err != nil {
-			return fmt.Errorf("%w: query log: %v", base.ErrCorrupt, err)
-		}
-		if slices.ContainsFunc(e.Cids, forgotten) {
-			doomed = append(doomed, bytes.Clone(k))
-		}
-		return nil
-	})
-	for _, k := range doomed {
-		tx.Delete(k)
-	}
-	return err
 }
