@@ -34,7 +34,10 @@ func (g *globals) openStore() (*store.Store, func(), error) {
 		return nil, nil, err
 	}
 	dir := filepath.Join(cfg.DataDir, "store")
-	if _, err := os.Stat(dir); err != nil {
+	// Badger's manifest, not the directory alone: a directory named store
+	// that holds none (the parent of a data directory, named by mistake)
+	// would otherwise get an empty store of its own.
+	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil {
 		return nil, nil, fmt.Errorf("no store in %s: name the data directory with --data (or the server with --server)", cfg.DataDir)
 	}
 	log, sync := app.NewLogger(cfg.Log, os.Stderr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -94,6 +95,17 @@ func TestStorageCommands(t *testing.T) {
 	}
 	if _, stderr, code := run(t, "gc", "--data", filepath.Join(t.TempDir(), "none")); code == 0 || !strings.Contains(stderr, "no store in") {
 		t.Fatalf("gc of a directory without a store: exit %d, %q", code, stderr)
+	}
+	// The parent of a data directory named store (as the bench keeps
+	// them): refused, and nothing written into the data directory.
+	parent := t.TempDir()
+	mustRun("restore", "--in", backups, "--data", filepath.Join(parent, "store"))
+	before, _ := os.ReadDir(filepath.Join(parent, "store"))
+	if _, stderr, code := run(t, "gc", "--data", parent); code == 0 || !strings.Contains(stderr, "no store in") {
+		t.Fatalf("gc of the parent of a data directory: exit %d, %q", code, stderr)
+	}
+	if after, _ := os.ReadDir(filepath.Join(parent, "store")); len(after) != len(before) {
+		t.Fatalf("gc of the parent wrote into the data directory: %d entries, were %d", len(after), len(before))
 	}
 
 	srv = startServer(t, restored)
