@@ -367,6 +367,58 @@ func TestGCRunsInTheBackground(t *testing.T) {
 	}
 }
 
+// A pass in the background that finds the store idle since the last one
+// (no commit) compacts its tables into one level, whatever the value
+// log's garbage; one that follows writes does not, nor one that finds
+// them in one level already.
+func TestGCCompactsAnIdleStore(t *testing.T) {
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	o := smallOptions()
+	o.GC.Interval = 10 * time.Minute
+	o.Clock = clk
+	s, err := store.Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	levels := func() map[int]int {
+		out := map[int]int{}
+		for _, ti := range s.DB().Tables() {
+			out[ti.Level]++
+		}
+		return out
+	}
+	rng := rand.NewChaCha8([32]byte{5})
+	for range 4 { // small records, rewritten: flushed tables, no value-log garbage
+		rewrite(t, s, rng, "rec/", 4000, 300)
+	}
+	testutil.Eventually(t, "tables in level 0", func() bool { return levels()[0] > 0 })
+	pass := func(n int) *store.GCReport {
+		t.Helper()
+		clk.Advance(10 * time.Minute)
+		testutil.Eventually(t, fmt.Sprintf("pass %d", n), func() bool { return s.GCStats().Passes >= int64(n) })
+		return s.GCStats().Last
+	}
+	if rep := pass(1); rep.Compacted {
+		t.Fatalf("the pass after writes compacted: %+v", rep)
+	}
+	before := levels()
+	rep := pass(2)
+	if !rep.Compacted {
+		t.Fatalf("the pass of an idle store did not compact (tables by level %v): %+v", before, rep)
+	}
+	if after := levels(); len(after) != 1 || after[0] != 0 {
+		t.Fatalf("after the idle pass, tables by level %v (were %v): want one level below 0", after, before)
+	}
+	if rep := pass(3); rep.Compacted {
+		t.Fatalf("an idle store already in one level compacted again: %+v", rep)
+	}
+	rewrite(t, s, rng, "rec/", 100, 300)
+	if rep := pass(4); rep.Compacted {
+		t.Fatalf("the pass after writes compacted: %+v", rep)
+	}
+}
+
 // TestPutBlockStoresLargeBlocksOnce: storing a large block again writes
 // nothing (a second copy would be garbage in the value log), unless the
 // stored copy is damaged.
