@@ -240,8 +240,9 @@ type Store struct {
 type StoreGC struct {
 	// Interval between two passes in the background; 0 runs none (on
 	// demand only). Default 10m. A pass compacts the tables when the value
-	// log holds new garbage, or when the store has been idle (no commit)
-	// since the last pass and its tables are not in one level.
+	// log holds new garbage, or when the store has been quiet since the
+	// last pass (a commit every 10 s or fewer) and its tables are not in
+	// one level.
 	Interval Duration `yaml:"interval"`
 	// DiscardRatio is the share of a value-log file that must be garbage
 	// for the file to be rewritten. Lower frees more space for more

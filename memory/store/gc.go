@@ -127,8 +127,8 @@ type gcState struct {
 	// a pass in the background compacts only when there is more.
 	residual int64
 	// told is the commits told (Store.told) at the last pass in the
-	// background: a pass that finds none since, and the tables not in
-	// one level, compacts them (idleCompaction).
+	// background: a pass that finds few since, and the tables not in one
+	// level, compacts them (idleCompaction).
 	told     uint64
 	stop     chan struct{}
 	done     chan struct{}
@@ -209,19 +209,21 @@ func (s *Store) GC(ctx context.Context, compact bool) (GCReport, error) {
 }
 
 // idleCompaction reports whether the pass in the background about to run
-// compacts the tables whatever the value log's garbage: no commit since
-// the last pass (a whole interval idle) and the tables not in one level
-// below level 0. Badger looks for a key in every level that may hold it,
-// and the keys rewritten most (metadata, hot state, co-access lists) have
-// versions in several: a recall on the kept 100k bench store cost a
-// fifth to a quarter less CPU once its tables were in one level (README:
-// "The query log bounded; what a compacted tree is worth"). Once
-// compacted, the tables stay in one level until the next writes.
+// compacts the tables whatever the value log's garbage: the store quiet
+// since the last pass — no more commits than one every quietEvery, the
+// heartbeat's and the other background writers' trickle — and the tables
+// not in one level below level 0. Badger looks for a key in every level
+// that may hold it, and the keys rewritten most (metadata, hot state,
+// co-access lists) have versions in several: a recall on the kept 100k
+// bench store cost a fifth to a quarter less CPU once its tables were in
+// one level (README: "The query log bounded; what a compacted tree is
+// worth"). Once compacted, they stay in one level until the next writes
+// fill a memtable.
 func (s *Store) idleCompaction() bool {
 	told := s.told.Load()
-	idle := told == s.gc.told
+	commits := told - s.gc.told
 	s.gc.told = told
-	if !idle {
+	if commits > uint64(max(1, s.gc.opts.Interval/quietEvery)) {
 		return false
 	}
 	levels := map[int]bool{}
@@ -230,6 +232,10 @@ func (s *Store) idleCompaction() bool {
 	}
 	return len(levels) > 1 || levels[0]
 }
+
+// quietEvery is how often a quiet store commits at most, on average (an
+// idle server's background writers commit every 30 s or so).
+const quietEvery = 10 * time.Second
 
 // Purge runs a pass that compacts and rewrites every value-log file that
 // holds any garbage, whatever the discard ratio, so that deleted values
