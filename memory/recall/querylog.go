@@ -3,6 +3,7 @@ package recall
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -152,7 +153,7 @@ func (k *queryLogKeeper) prune() {
 	}
 	go func() {
 		defer k.busy.Store(false)
-		if err := k.Prune(context.Background()); err != nil {
+		if err := k.Prune(context.Background()); err != nil && !errors.Is(err, base.ErrClosed) {
 			k.log.Warn("query log: deleting the oldest records", "keep", k.keep, "err", err)
 		}
 	}()
