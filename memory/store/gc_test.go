@@ -334,9 +334,10 @@ func TestGCLeavesHalfTheReserve(t *testing.T) {
 	}
 }
 
-// TestGCRunsInTheBackground: with an interval, passes run on the store's
-// clock, and stop with the store.
-func TestGCRunsInTheBackground(t *testing.T) {
+// openPassing opens a small store whose passes run in the background
+// every 10 minutes of the fake clock it returns; the caller closes it.
+func openPassing(t *testing.T) (*store.Store, *clock.Fake) {
+	t.Helper()
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	o := smallOptions()
 	o.GC.Interval = 10 * time.Minute
@@ -345,6 +346,13 @@ func TestGCRunsInTheBackground(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, clk
+}
+
+// TestGCRunsInTheBackground: with an interval, passes run on the store's
+// clock, and stop with the store.
+func TestGCRunsInTheBackground(t *testing.T) {
+	s, clk := openPassing(t)
 	rng := rand.NewChaCha8([32]byte{4})
 	for range 30 {
 		rewrite(t, s, rng, "big/", 4, 100<<10)
@@ -372,14 +380,7 @@ func TestGCRunsInTheBackground(t *testing.T) {
 // into one level, whatever the value log's garbage; one that follows more
 // writes does not, nor one that finds them in one level already.
 func TestGCCompactsAnIdleStore(t *testing.T) {
-	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	o := smallOptions()
-	o.GC.Interval = 10 * time.Minute
-	o.Clock = clk
-	s, err := store.Open(t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, clk := openPassing(t)
 	defer s.Close()
 	levels := func() map[int]int {
 		out := map[int]int{}
