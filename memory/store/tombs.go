@@ -21,8 +21,9 @@ import (
 // open (load), every one a write transaction sets from before its
 // commit (badgerBatch.set), and every one after a WriteBehind. A
 // tombstone deleted stays in it (a false positive: Badger answers). It
-// grows by parts, each holding twice the keys of the one before, so it
-// keeps about 1% false positives however many keys come; lookups take no
+// grows by parts, each holding twice the keys of the one before and at
+// most about 1% false positives when full: a few percent over the few
+// parts a store needs (six hold a million tombstones). Lookups take no
 // lock.
 type tombFilter struct {
 	seed  maphash.Seed
@@ -31,7 +32,8 @@ type tombFilter struct {
 }
 
 // bloomPart is one Bloom filter of up to max keys, at bitsPerKey bits a
-// key with probes probes (about 1% false positives when full).
+// key or more (its bits a power of two) with probes probes (at most about
+// 1% false positives when full).
 type bloomPart struct {
 	bits []uint64 // read and set atomically
 	mask uint64   // len(bits)*64 - 1
