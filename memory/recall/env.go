@@ -165,11 +165,7 @@ func New(st store.Viewer, env Env, o Options) *Recaller {
 		r.plain = newPlainMemories()
 		sub.Subscribe(r.Committed)
 	}
-	if q, err := newQueryLogKeeper(st, o.Config.Recall.QueryLogKeep, r.log); err != nil {
-		r.log.Error("the query log is not kept to recall.query_log_keep", "err", err)
-	} else {
-		r.queries = q
-	}
+	r.queries = newQueryLogKeeper(st, o.Config.Recall.QueryLogKeep, r.log)
 	return r
 }
 

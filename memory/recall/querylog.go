@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync/atomic"
 
@@ -95,18 +96,22 @@ func ForgetQueries(tx store.Tx, forgotten func(cid string) bool) error {
 // queryLogKeeper keeps the query log to its latest keep records, which a
 // store that runs for months would otherwise gather without end (1.6 KB a
 // recall; the kept 100k bench store held 415,000, three quarters of its
-// tables). It counts them — at the start, then one more for each logged
-// recall committed — and once they are keep and a hundredth more, deletes
-// the oldest down to keep from a goroutine of its own, pruneOps records
-// to an operation.
+// tables). It counts them — once, in the background from the start (0.9
+// s of walking 415,000 of them, which the start does not wait for), then
+// one more for each logged recall committed — and once they are keep and
+// a hundredth more, deletes the oldest down to keep from a goroutine of
+// its own, pruneOps records to an operation.
 type queryLogKeeper struct {
 	keep int64
 	c    store.Committer
 	log  *slog.Logger
 	// n is the records held, about: a forget's deletions (ForgetQueries)
-	// are not counted, so a prune may leave fewer than keep.
-	n    atomic.Int64
-	busy atomic.Bool // a prune runs
+	// are not counted, so a prune may leave fewer than keep; nor are those
+	// of a recall committed between the start and the count's view, so
+	// they may be counted twice.
+	n       atomic.Int64
+	counted chan struct{} // closed once the count at the start is in n
+	busy    atomic.Bool   // a prune runs
 	// from is where the next prune starts (past the last key deleted:
 	// not through their tombstones again); the prune's operations and
 	// their commits alone touch it, on the committer's goroutine.
@@ -116,32 +121,41 @@ type queryLogKeeper struct {
 // pruneOps is the most records one prune operation deletes.
 const pruneOps = 1000
 
-// newQueryLogKeeper counts the records of st; nil when keep is 0 or st
-// cannot be written. It deletes nothing until a logged recall is
+// newQueryLogKeeper starts counting the records of st; nil when keep is 0
+// or st cannot be written. It deletes nothing until a logged recall is
 // committed: the self is open by then (a write made while it opens would
 // come before its subscribers are all there).
-func newQueryLogKeeper(st store.Viewer, keep int, log *slog.Logger) (*queryLogKeeper, error) {
+func newQueryLogKeeper(st store.Viewer, keep int, log *slog.Logger) *queryLogKeeper {
 	c, ok := st.(store.Committer)
 	if keep <= 0 || !ok {
-		return nil, nil
+		return nil
 	}
-	k := &queryLogKeeper{keep: int64(keep), c: c, log: log, from: prefixQueryLog}
-	err := st.View(func(r store.Reader) error {
-		n := int64(0)
-		err := store.Keys(r, prefixQueryLog, func([]byte) { n++ })
-		k.n.Store(n)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("recall: counting the query log: %w", err)
-	}
-	return k, nil
+	k := &queryLogKeeper{keep: int64(keep), c: c, log: log, from: prefixQueryLog, counted: make(chan struct{})}
+	go func() {
+		defer close(k.counted)
+		err := st.View(func(r store.Reader) error {
+			n := int64(0)
+			err := store.Keys(r, prefixQueryLog, func([]byte) { n++ })
+			k.n.Add(n)
+			return err
+		})
+		if err != nil && !errors.Is(err, base.ErrClosed) {
+			log.Error("query log: counting its records: it is not kept to recall.query_log_keep until the next start", "err", err)
+			k.n.Store(math.MinInt64 / 2) // never over: nothing deleted on a wrong count
+		}
+	}()
+	return k
 }
 
 // logged counts a logged recall committed (an OnCommit hook).
 func (k *queryLogKeeper) logged() {
-	if k.n.Add(1) > k.keep+k.keep/100 {
+	if k.n.Add(1) <= k.keep+k.keep/100 {
+		return
+	}
+	select {
+	case <-k.counted:
 		k.prune()
+	default: // a later one prunes, once the count is in
 	}
 }
 
@@ -159,10 +173,16 @@ func (k *queryLogKeeper) prune() {
 	}()
 }
 
-// Prune deletes the oldest records until keep are left. Its operations
-// count what they delete as they commit, so that two prunes at once (the
-// background's, a caller's) delete no more than the excess.
+// Prune deletes the oldest records until keep are left, once they are
+// counted. Its operations count what they delete as they commit, so that
+// two prunes at once (the background's, a caller's) delete no more than
+// the excess.
 func (k *queryLogKeeper) Prune(ctx context.Context) error {
+	select {
+	case <-k.counted:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	for k.n.Load() > k.keep {
 		err := k.c.Update(ctx, func(tx store.Tx) error {
 			want := min(pruneOps, int(k.n.Load()-k.keep))

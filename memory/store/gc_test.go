@@ -103,6 +103,20 @@ func TestGCBoundsRewrittenStores(t *testing.T) {
 			r.end = disk(t, s)
 			r.peak = max(r.peak, r.end)
 		}
+		// Level 0 may hold up to three times its compaction trigger before
+		// writes stall (levelZeroTables) while the compactions lag behind
+		// the writes — on a busy machine they do: the end is measured once
+		// they have caught up, the peak may be that much over.
+		testutil.Eventually(t, "level 0 compacted", func() bool {
+			n := 0
+			for _, ti := range s.DB().Tables() {
+				if ti.Level == 0 {
+					n++
+				}
+			}
+			return n <= 20
+		})
+		r.end = disk(t, s)
 		return r
 	}
 	mb := func(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
@@ -110,14 +124,18 @@ func TestGCBoundsRewrittenStores(t *testing.T) {
 	t.Run("records", func(t *testing.T) {
 		live := int64(records * recordSize)
 		// Memtables (five of 1 MiB, with their logs) and level 0's tables
-		// (up to twenty of 1 MiB: levelZeroTables) come on top of what is
-		// live; what is written is well over both.
-		bound := 4*live + 32<<20
+		// (up to twenty of 1 MiB once compacted: levelZeroTables; up to
+		// sixty while the compactions lag, when writes stall) come on top
+		// of what is live; what is written is well over the first bound.
+		bound, lagging := 4*live+32<<20, 4*live+72<<20
 		for _, gc := range []bool{false, true} {
 			r := run(t, gc, "m/", records, recordSize, recordRounds)
-			t.Logf("records, gc %v: peak %s, end %s (live %s, %s written, bound %s)", gc, mb(r.peak), mb(r.end), mb(live), mb(live*recordRounds), mb(bound))
-			if r.peak > bound {
-				t.Errorf("records, gc %v: the store reached %s, over the bound %s", gc, mb(r.peak), mb(bound))
+			t.Logf("records, gc %v: peak %s, end %s (live %s, %s written, bound %s, %s while compactions lag)", gc, mb(r.peak), mb(r.end), mb(live), mb(live*recordRounds), mb(bound), mb(lagging))
+			if r.end > bound {
+				t.Errorf("records, gc %v: the store ended at %s, over the bound %s", gc, mb(r.end), mb(bound))
+			}
+			if r.peak > lagging {
+				t.Errorf("records, gc %v: the store reached %s, over the bound %s", gc, mb(r.peak), mb(lagging))
 			}
 		}
 	})
