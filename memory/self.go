@@ -290,6 +290,7 @@ func (s *Self) close(snapshot bool) error {
 		close(s.metaSnapStop)
 	}
 	s.metaSnapWG.Wait()
+	s.Recaller.Close()
 	s.Text.Stop()
 	s.index.Close()
 	// What was submitted before Close commits, and the full-text index

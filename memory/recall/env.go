@@ -169,6 +169,14 @@ func New(st store.Viewer, env Env, o Options) *Recaller {
 	return r
 }
 
+// Close stops what the recaller runs in the background (the query log's
+// count at the start); call it before the store closes.
+func (s *Recaller) Close() {
+	if s.queries != nil {
+		s.queries.Close()
+	}
+}
+
 // PruneQueryLog deletes the oldest logged recalls until
 // recall.query_log_keep are left (what a committed recall starts in the
 // background once they are a hundredth over).

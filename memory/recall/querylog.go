@@ -111,6 +111,7 @@ type queryLogKeeper struct {
 	// they may be counted twice.
 	n       atomic.Int64
 	counted chan struct{} // closed once the count at the start is in n
+	stop    atomic.Bool   // Close: the count gives up
 	busy    atomic.Bool   // a prune runs
 	// from is where the next prune starts (past the last key deleted:
 	// not through their tombstones again); the prune's operations and
@@ -134,10 +135,16 @@ func newQueryLogKeeper(st store.Viewer, keep int, log *slog.Logger) *queryLogKee
 	go func() {
 		defer close(k.counted)
 		err := st.View(func(r store.Reader) error {
+			it := r.NewIterator(store.IterOptions{Prefix: prefixQueryLog})
+			defer it.Close()
 			n := int64(0)
-			err := store.Keys(r, prefixQueryLog, func([]byte) { n++ })
+			for it.Rewind(); it.Valid(); it.Next() {
+				if n++; n%1024 == 0 && k.stop.Load() {
+					return base.ErrClosed
+				}
+			}
 			k.n.Add(n)
-			return err
+			return nil
 		})
 		if err != nil && !errors.Is(err, base.ErrClosed) {
 			log.Error("query log: counting its records: it is not kept to recall.query_log_keep until the next start", "err", err)
@@ -145,6 +152,14 @@ func newQueryLogKeeper(st store.Viewer, keep int, log *slog.Logger) *queryLogKee
 		}
 	}()
 	return k
+}
+
+// Close stops the count at the start, if it still runs, and waits for it:
+// it reads the store outside the committer, which must not close under it.
+// A prune in progress ends at its next write, refused by the store closed.
+func (k *queryLogKeeper) Close() {
+	k.stop.Store(true)
+	<-k.counted
 }
 
 // logged counts a logged recall committed (an OnCommit hook).

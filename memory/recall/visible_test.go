@@ -43,6 +43,7 @@ func (c *countingMemories) MemoryIn(r store.Reader, id cid.Cid) (*model.Memory, 
 // countingRecaller is a recaller of its own over s, counting its reads.
 func countingRecaller(s *memory.Self, cfg config.Config, clk clock.Clock) (*recall.Recaller, *countingMemories) {
 	mems := &countingMemories{Memories: s.Memories, reads: map[cid.Cid]int{}}
+	cfg.Recall.QueryLogKeep = 0 // the self's recaller keeps the query log: no count of its own to close
 	return recall.New(s.Store(), recall.Env{
 		Sonas: s.Sonas, Memories: mems, Text: s.Text, Profiles: s.Evals, Vectors: s.Index(),
 		BackboneSona: s.Backbone.Sona, Embed: s.Embed, Count: func() int64 { _, n := s.Counts(); return n },
