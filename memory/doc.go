@@ -139,7 +139,7 @@
 //	h/      agent_id 0x00 memory CID    Associations: Hebbian co-access partners, per agent
 //	d/      sona uuid                   similarity statistics of the sona (n, mean, M2 as
 //	                                    8-byte BE each): the emergent thresholds
-//	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall (memory/recall)
+//	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall, the latest recall.query_log_keep (memory/recall)
 //	g/      log seq (8 bytes BE)        memory CID bytes: a dream insight (memory/living)
 //	e/      memory CID bytes            Evaluation (protobuf): every archetype's metrics,
 //	                                    justifications, annotations, priority; failures (memory/eumas)

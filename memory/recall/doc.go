@@ -41,5 +41,6 @@
 // # Key spaces
 //
 //	l/  unix ns (8 bytes BE) sona uuid  QueryLog (protobuf): a logged
-//	    recall (written by its Trace when recall.query_log is on)
+//	    recall (written by its Trace when recall.query_log is on; the
+//	    latest recall.query_log_keep are kept: querylog.go)
 package recall
