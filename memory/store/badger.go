@@ -466,18 +466,11 @@ type badgerReader struct {
 }
 
 func (r badgerReader) Get(key []byte) ([]byte, error) {
-	if r.tombs.absent(key) {
-		return nil, base.ErrNotFound
-	}
-	item, err := r.txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, base.ErrNotFound
-	}
+	it, err := r.Item(key)
 	if err != nil {
-		return nil, classifyBadger(err)
+		return nil, err
 	}
-	v, err := item.ValueCopy(nil)
-	return v, classifyBadger(err)
+	return it.ValueCopy(nil)
 }
 
 func (r badgerReader) Item(key []byte) (Item, error) {
@@ -494,16 +487,7 @@ func (r badgerReader) Item(key []byte) (Item, error) {
 	return badgerItem{item}, nil
 }
 
-func (r badgerReader) Has(key []byte) (bool, error) {
-	if r.tombs.absent(key) {
-		return false, nil
-	}
-	_, err := r.txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return false, nil
-	}
-	return err == nil, classifyBadger(err)
-}
+func (r badgerReader) Has(key []byte) (bool, error) { return hasItem(r, key) }
 
 func (r badgerReader) NewIterator(o IterOptions) Iterator {
 	return badgerIterator{r.txn.NewIterator(badger.IteratorOptions{

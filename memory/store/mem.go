@@ -92,13 +92,7 @@ func (b *memBatch) Item(key []byte) (Item, error) {
 	return nil, base.ErrNotFound
 }
 
-func (b *memBatch) Has(key []byte) (bool, error) {
-	_, err := b.Item(key)
-	if err == base.ErrNotFound {
-		return false, nil
-	}
-	return err == nil, err
-}
+func (b *memBatch) Has(key []byte) (bool, error) { return hasItem(b, key) }
 
 // NewIterator iterates over the state and the transaction's writes so far,
 // as they are when it is made.

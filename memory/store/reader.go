@@ -1,5 +1,11 @@
 package store
 
+import (
+	"errors"
+
+	"github.com/memoria-ai/memoria/memory/base"
+)
+
 // Reader reads the store. In View it reads one consistent snapshot of
 // what is committed; in an Op (Tx) it reads what is committed, what the
 // earlier operations of the batch wrote and — for Get, Item and Has —
@@ -103,4 +109,19 @@ func (i valueItem) Value(fn func(v []byte) error) error { return fn(i.val) }
 func (i valueItem) ValueSize() int64                    { return int64(len(i.val)) }
 func (i valueItem) ValueCopy(dst []byte) ([]byte, error) {
 	return append(dst[:0], i.val...), nil
+}
+
+// itemReader is what hasItem needs of a reader.
+type itemReader interface {
+	Item(key []byte) (Item, error)
+}
+
+// hasItem is Has of a reader whose Item answers base.ErrNotFound for a key
+// it does not hold: each of the store's readers answers Has by its Item.
+func hasItem(r itemReader, key []byte) (bool, error) {
+	_, err := r.Item(key)
+	if errors.Is(err, base.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }

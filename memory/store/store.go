@@ -834,13 +834,7 @@ func (t *tx) Item(key []byte) (Item, error) {
 	return t.txn.Item(key)
 }
 
-func (t *tx) Has(key []byte) (bool, error) {
-	_, err := t.Item(key)
-	if errors.Is(err, base.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
+func (t *tx) Has(key []byte) (bool, error) { return hasItem(t, key) }
 
 func (t *tx) NewIterator(o IterOptions) Iterator { return t.txn.NewIterator(o) }
 
