@@ -74,23 +74,25 @@ func (f *tombFilter) add(key []byte) {
 		grown := append(parts[:len(parts):len(parts)], last)
 		f.parts.Store(&grown)
 	}
-	h1, h2 := h, h>>32|1
 	for i := range uint64(probes) {
-		b := (h1 + i*h2) & last.mask
+		b := last.probe(h, i)
 		atomic.OrUint64(&last.bits[b/64], 1<<(b%64))
 	}
 	last.n++
 }
 
+// probe is the bit of key's i-th probe in p, for key's hash h (double
+// hashing: the hash's two halves, the second odd).
+func (p *bloomPart) probe(h, i uint64) uint64 { return (h + i*(h>>32|1)) & p.mask }
+
 // mayHold reports whether key may be a tombstone of the store: false
 // means it surely is not.
 func (f *tombFilter) mayHold(key []byte) bool {
 	h := maphash.Bytes(f.seed, key)
-	h1, h2 := h, h>>32|1
 	for _, p := range *f.parts.Load() {
 		in := true
 		for i := range uint64(probes) {
-			b := (h1 + i*h2) & p.mask
+			b := p.probe(h, i)
 			if atomic.LoadUint64(&p.bits[b/64])&(1<<(b%64)) == 0 {
 				in = false
 				break
