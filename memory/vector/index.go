@@ -690,13 +690,14 @@ func (x *Index) SearchIn(q []float32, ids []uint64, k, exactMax int) []Hit {
 	if len(ids) <= exactMax {
 		return x.SearchAmong(q, ids, k)
 	}
-	fetch := k * ((2*x.total() + len(ids) - 1) / len(ids))
+	total := x.total()
+	fetch := k * ((2*total + len(ids) - 1) / len(ids))
 	if fetch > searchInMost*k {
 		return x.SearchAmong(q, ids, k)
 	}
 	found := x.nearest(q, fetch, fetch)
 	in := found // the set is the whole index (one sona's store)
-	if len(ids) < x.total() {
+	if len(ids) < total {
 		in = inSet(found, ids)
 	}
 	if hits := x.hits(in, k); len(hits) == k {
