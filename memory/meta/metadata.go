@@ -98,22 +98,24 @@ func Of(rec *messages.MemoryMeta) Metadata {
 // View is the metadata as the API shows it to a principal that may see
 // all of it (a memory, a recalled memory): every field, by name. The API
 // payload is the record's message, so the view of a record read by Of is
-// that record.
+// that record. It shares m's slices and maps (Of copied them from the
+// record; a second copy was half of what rendering a recall's metadata
+// allocated).
 func (m Metadata) View() *messages.MemoryMeta {
-	rec := &messages.MemoryMeta{Sonas: slices.Clone(m.Sonas), AgentId: m.AgentID, Kind: m.Kind, Labels: maps.Clone(m.Labels),
+	rec := &messages.MemoryMeta{Sonas: m.Sonas, AgentId: m.AgentID, Kind: m.Kind, Labels: m.Labels,
 		CreatedAt: m.CreatedAt, ExpiresAt: m.ExpiresAt, Backbone: m.Backbone, Archived: m.Archived,
 		Importance: m.Importance, AccessCount: m.AccessCount, LastAccessTick: m.LastAccessTick, Seq: m.Seq}
 	if m.Insight != nil {
 		rec.Insight = &messages.InsightMark{Category: m.Insight.Category, Confidence: m.Insight.Confidence}
 	}
 	for _, j := range m.Joins {
-		rec.Joins = append(rec.Joins, &messages.SonaJoin{Sona: j.Sona, AgentId: j.AgentID, Kind: j.Kind, Labels: maps.Clone(j.Labels),
+		rec.Joins = append(rec.Joins, &messages.SonaJoin{Sona: j.Sona, AgentId: j.AgentID, Kind: j.Kind, Labels: j.Labels,
 			JoinedAt: j.JoinedAt})
 	}
 	if e := m.Evaluation; e != nil {
-		rec.Evaluation = &messages.EvalSummary{Metrics: maps.Clone(e.Metrics), Failed: e.Failed}
+		rec.Evaluation = &messages.EvalSummary{Metrics: e.Metrics, Failed: e.Failed}
 		if p := e.Priority; p != nil {
-			rec.Evaluation.Priority = &messages.Priority{Score: p.Score, Factors: slices.Clone(p.Factors), DecayRate: p.DecayRate}
+			rec.Evaluation.Priority = &messages.Priority{Score: p.Score, Factors: p.Factors, DecayRate: p.DecayRate}
 		}
 	}
 	return rec
