@@ -61,29 +61,23 @@ func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
 }
 
 // decodeMeta decodes c's metadata record b (Read's, and a committed
-// record's at its first read from the cache), its repeated strings — sona
-// ids, kind, agent, evaluation metrics' names — shared (intern).
+// record's at its first read from the cache), its evaluation metrics keyed
+// by the shared copies of their names (internMetrics).
 func decodeMeta(b []byte, c cid.Cid) (*messages.MemoryMeta, error) {
 	m := &messages.MemoryMeta{}
 	if err := proto.Unmarshal(b, m); err != nil {
 		return nil, fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
 	}
-	intern(m)
+	internMetrics(m)
 	return m, nil
 }
 
-// intern makes a decoded record's strings that many records repeat the
-// process's one copy of each (unique.Make): its sonas' ids, its kind and
-// agent, and the names keying its evaluation metrics. The records the
-// cache holds (store.memory_cache, 100,000) then keep no string of their
-// own for them — at 100,000 memories a million fewer objects for the
-// collector to mark from the metrics' names alone (issue 15), and one a
-// record from its sonas'.
-func intern(m *messages.MemoryMeta) {
-	for i, s := range m.Sonas {
-		m.Sonas[i] = unique.Make(s).Value()
-	}
-	m.Kind, m.AgentId = unique.Make(m.Kind).Value(), unique.Make(m.AgentId).Value()
+// internMetrics keys a decoded record's evaluation metrics by the
+// process's one copy of each name (unique.Make): the records the cache
+// holds (store.memory_cache, 100,000) then keep no string of their own for
+// the same dozen names — a million fewer objects for the collector to mark
+// at 100,000 memories (issue 15).
+func internMetrics(m *messages.MemoryMeta) {
 	ev := m.GetEvaluation()
 	if len(ev.GetMetrics()) == 0 {
 		return

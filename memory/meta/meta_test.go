@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"math/rand"
 	"slices"
@@ -504,15 +503,13 @@ func TestReinforceScreenIsExact(t *testing.T) {
 }
 
 // Records read from the store, and committed records read from the cache,
-// share one copy of each evaluation metric's name — and of their sonas'
-// ids, kind and agent — and keep their values.
+// share one copy of each evaluation metric's name, and keep their values.
 func TestReadMetricNamesShared(t *testing.T) {
 	st, m := open(t)
 	var cs []cid.Cid
 	for i := range 2 {
 		metrics := map[string]float64{"novelty": float64(i) + 0.25, "utility": float64(i) + 0.5}
-		cs = append(cs, put(t, st, fmt.Sprintf("evaluated %d", i), &messages.MemoryMeta{Sonas: []string{"sona-a", "sona-b"},
-			Kind: "note", AgentId: "agent", Evaluation: &messages.EvalSummary{Metrics: metrics}}))
+		cs = append(cs, put(t, st, fmt.Sprintf("evaluated %d", i), &messages.MemoryMeta{Evaluation: &messages.EvalSummary{Metrics: metrics}}))
 	}
 	var names [2]map[string]*byte
 	for i, c := range cs {
@@ -523,20 +520,14 @@ func TestReadMetricNamesShared(t *testing.T) {
 		if m := got.GetEvaluation().GetMetrics(); len(m) != 2 || m["novelty"] != float64(i)+0.25 || m["utility"] != float64(i)+0.5 {
 			t.Fatalf("record %d: metrics %v", i, m)
 		}
-		if !slices.Equal(got.Sonas, []string{"sona-a", "sona-b"}) || got.Kind != "note" || got.AgentId != "agent" {
-			t.Fatalf("record %d: sonas %q, kind %q, agent %q", i, got.Sonas, got.Kind, got.AgentId)
-		}
 		names[i] = map[string]*byte{}
-		for _, k := range append(slices.Collect(maps.Keys(got.GetEvaluation().GetMetrics())), got.Kind, got.AgentId) {
+		for k := range got.GetEvaluation().GetMetrics() {
 			names[i][k] = unsafe.StringData(k)
-		}
-		for j, k := range got.Sonas {
-			names[i][fmt.Sprint("sona ", j)] = unsafe.StringData(k)
 		}
 	}
 	for k, p := range names[0] {
 		if names[1][k] != p {
-			t.Fatalf("%q: the two records hold their own copies of it", k)
+			t.Fatalf("metric %q: the two records hold their own copies of its name", k)
 		}
 	}
 	own := strings.Clone("novelty") // a name of its own, as a decode makes
