@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/memoria-ai/memoria/messages"
@@ -112,6 +113,48 @@ func TestMarshalMapKeysSorted(t *testing.T) {
 		if again := marshal(t, meta); again != got {
 			t.Fatalf("unstable output:\n%s\n%s", got, again)
 		}
+	}
+}
+
+// The maps written straight from their Go maps (labels, evaluation
+// metrics: writeMapField) are the bytes protoreflect's path writes
+// (writeMap), whatever their keys and values; a number that is not finite
+// is an error on both.
+func TestMarshalMapsAsReflected(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	keys := []string{"a", "b", "Mid", "zeta", "", "a\"q", "<tag>", "é", "日本", "\x01", "novelty_factor"}
+	floats := []float64{0, 1, -0.5, 1e-7, 1e21, 0.1 + 0.2, 123456789.125, math.SmallestNonzeroFloat64}
+	for i := range 200 {
+		labels, metrics := map[string]string{}, map[string]float64{}
+		for range rng.IntN(len(keys) + 1) {
+			labels[keys[rng.IntN(len(keys))]] = keys[rng.IntN(len(keys))]
+			metrics[keys[rng.IntN(len(keys))]] = floats[rng.IntN(len(floats))]
+		}
+		if i%3 == 0 {
+			labels, metrics = nil, nil
+		}
+		for _, m := range []proto.Message{
+			&messages.MemoryMeta{Labels: labels},
+			&messages.SonaJoin{Labels: labels},
+			&messages.EvalSummary{Metrics: metrics},
+		} {
+			r := m.ProtoReflect()
+			fd := r.Descriptor().Fields().ByName(map[bool]protoreflect.Name{true: "metrics", false: "labels"}[r.Descriptor().Name() == "EvalSummary"])
+			var fast, reflected bytes.Buffer
+			if err := writeMapField(&fast, r, fd); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeMap(&reflected, fd, r.Get(fd).Map()); err != nil {
+				t.Fatal(err)
+			}
+			if fast.String() != reflected.String() {
+				t.Fatalf("%s.%s: %s, protoreflect's path %s", r.Descriptor().Name(), fd.Name(), fast.String(), reflected.String())
+			}
+		}
+	}
+	ev := (&messages.EvalSummary{Metrics: map[string]float64{"x": math.Inf(1)}}).ProtoReflect()
+	if err := writeMapField(new(bytes.Buffer), ev, ev.Descriptor().Fields().ByName("metrics")); err == nil {
+		t.Fatal("an infinite metric rendered")
 	}
 }
 
