@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -309,20 +308,7 @@ func writeString(b *bytes.Buffer, s string) {
 // format. A number that is not finite is an error (JSON has none;
 // structpb would render it as a string).
 func writeStruct(b *bytes.Buffer, s *structpb.Struct) error {
-	names := slices.Sorted(maps.Keys(s.GetFields()))
-	b.WriteByte('{')
-	for i, k := range names {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		writeString(b, k)
-		b.WriteByte(':')
-		if err := writeStructValue(b, s.GetFields()[k]); err != nil {
-			return err
-		}
-	}
-	b.WriteByte('}')
-	return nil
+	return writeSortedMap(b, s.GetFields(), func(v *structpb.Value) error { return writeStructValue(b, v) })
 }
 
 func writeStructList(b *bytes.Buffer, l *structpb.ListValue) error {
