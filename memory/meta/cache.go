@@ -108,9 +108,12 @@ func (c *memCache) put(id cid.Cid, m *model.Memory) {
 		s.ring = append(s.ring, e)
 		return
 	}
-	for { // full: the first entry not used since the hand last passed gives way
+	// Full: the first entry not read since the hand last passed gives way —
+	// or, after two turns of the hand (reads set bits without the lock while
+	// it clears them), the one under it.
+	for step := 0; ; step++ {
 		old := s.ring[s.hand]
-		if old.ref.Load() {
+		if old.ref.Load() && step < 2*len(s.ring) {
 			old.ref.Store(false)
 			s.hand = (s.hand + 1) % len(s.ring)
 			continue
