@@ -83,12 +83,14 @@ func (sc *scorer) placeOf(r *Recalled) (v chainView, pos int, ok bool) {
 	return v, pos, ok && pos < len(v.members)
 }
 
-// memoryAt is the CID key of the memory at position i of v's chain.
-func (sc *scorer) memoryAt(v chainView, i int) (string, bool) {
+// memoryAt is the CID key and vector id of the memory at position i of
+// v's chain.
+func (sc *scorer) memoryAt(v chainView, i int) (string, uint64, bool) {
 	if i < 0 || i >= len(v.members) {
-		return "", false
+		return "", 0, false
 	}
-	return sc.self.index.Key(v.members[i])
+	key, ok := sc.self.index.Key(v.members[i])
+	return key, v.members[i], ok
 }
 
 // baseRelevance is a memory's own dense and full-text relevance, 0..1: the
@@ -115,7 +117,7 @@ func (sc *scorer) baseRelevance(e Evidence, w config.PathWeights) float64 {
 // candidates, so that their neighbours had their BM25: that changed
 // nothing on LoCoMo, and it was the larger part of the context
 // evidence's cost in `self` scope; README, "LoCoMo evaluation".)
-func (sc *scorer) neighbourOf(key string, chain *sonaChain, at int) *neighbour {
+func (sc *scorer) neighbourOf(key string, id uint64, chain *sonaChain, at int) *neighbour {
 	if n, ok := sc.neighbours[key]; ok {
 		return n
 	}
@@ -123,7 +125,7 @@ func (sc *scorer) neighbourOf(key string, chain *sonaChain, at int) *neighbour {
 	if r := sc.cands[key]; r != nil {
 		n.dense, n.bm25 = r.Explain.Evidence.Dense, r.Explain.Evidence.BM25
 	} else if sc.q.Vector != nil {
-		n.dense = sc.neighbourSim(key)
+		n.dense = sc.neighbourSim(key, id)
 	}
 	sc.neighbours[key] = n
 	return n
@@ -196,7 +198,7 @@ func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 			continue
 		}
 		key := r.CID.KeyString()
-		self := sc.neighbourOf(key, v.chain, pos)
+		self := sc.neighbourOf(key, v.members[pos], v.chain, pos)
 		sum := 0.0
 		for _, dir := range []int{-1, 1} {
 			// The window's memories and their relevance first: only those
@@ -205,12 +207,12 @@ func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 			around, rel = around[:0], rel[:0]
 			last := 0
 			for d := 1; d <= rc.ContextWindow; d++ {
-				k, ok := sc.memoryAt(v, pos+dir*d)
+				k, id, ok := sc.memoryAt(v, pos+dir*d)
 				if !ok {
 					break
 				}
 				around = append(around, k)
-				rel = append(rel, sc.baseRelevance(sc.neighbourOf(k, v.chain, pos+dir*d).match(), w)*math.Pow(contextDecay, float64(d-1)))
+				rel = append(rel, sc.baseRelevance(sc.neighbourOf(k, id, v.chain, pos+dir*d).match(), w)*math.Pow(contextDecay, float64(d-1)))
 				if rel[d-1] > 0 {
 					last = d
 				}

@@ -66,7 +66,7 @@ type Vectors interface {
 	LookupInto(key string, buf []float32) ([]float32, bool)
 	Dot(key string, q []float32) (float32, bool)
 	Quantize(q []float32) vector.Quantized
-	ApproxDot(key string, q vector.Quantized) (float32, bool)
+	ApproxDotID(id uint64, q vector.Quantized) (float32, bool)
 	Search(q []float32, k int) []vector.Hit
 	SearchAmong(q []float32, ids []uint64, k int) []vector.Hit
 	SearchIn(q []float32, ids []uint64, k, exactMax int) []vector.Hit

@@ -1279,12 +1279,12 @@ func (sc *scorer) denseSim(c cid.Cid) float64 { return sc.denseSimKey(c.KeyStrin
 // system call each — a recall reads a hundred neighbours, 8% of its CPU on
 // a restored store of 100,000 memories (issue 15). Its error is the
 // quantisation's, a few thousandths.
-func (sc *scorer) neighbourSim(key string) float64 {
+func (sc *scorer) neighbourSim(key string, id uint64) float64 {
 	if sc.qq == nil {
 		qq := sc.self.index.Quantize(sc.q.Vector)
 		sc.qq = &qq
 	}
-	if sim, ok := sc.self.index.ApproxDot(key, *sc.qq); ok {
+	if sim, ok := sc.self.index.ApproxDotID(id, *sc.qq); ok {
 		return float64(sim)
 	}
 	return sc.storedSim(key)

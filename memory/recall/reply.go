@@ -48,15 +48,15 @@ func (sc *scorer) questionBefore(r *Recalled, w config.PathWeights) (*neighbour,
 		return nil, nil
 	}
 	key := r.CID.KeyString()
-	pk, ok := sc.memoryAt(v, pos-1)
+	pk, pid, ok := sc.memoryAt(v, pos-1)
 	if !ok {
 		return nil, nil
 	}
-	prev := sc.neighbourOf(pk, v.chain, pos-1)
+	prev := sc.neighbourOf(pk, pid, v.chain, pos-1)
 	if sc.baseRelevance(prev.match(), w) == 0 {
 		return nil, nil // it would lend nothing: no read
 	}
-	self := sc.neighbourOf(key, v.chain, pos)
+	self := sc.neighbourOf(key, v.members[pos], v.chain, pos)
 	if err := sc.place(key, self); err != nil {
 		return nil, err
 	}

@@ -530,21 +530,24 @@ func alike(t *testing.T, x, y *Index, queries [][]float32, keys int) {
 				if got, ok := z.Dot(key(i), q); ok != aok || got != want {
 					t.Fatalf("Dot with %d: %v %v, want %v %v", i, got, ok, want, aok)
 				}
-				// ApproxDot: as Dot, within the error the screen of
-				// exactAmong bounds (its int8 records).
+				// ApproxDotID: as Dot, within the error the screen of
+				// exactAmong bounds (its int8 records); a removed id's
+				// vector is zero.
 				qq := z.Quantize(q)
-				got, ok := z.ApproxDot(key(i), qq)
+				got, ok := z.ApproxDotID(id, qq)
 				bound := float32(0)
-				if ok {
-					id, _ := z.ID(key(i))
+				if aok {
 					ea, eb := quantError(q, qq.scale)
 					bound = ea*recordScale(z.qv.at(uint32(id))[z.dims:]) + eb
 				}
-				if ok != aok || float32(math.Abs(float64(got-want))) > bound {
-					t.Fatalf("ApproxDot with %d: %v %v, want %v %v (± %v)", i, got, ok, want, aok, bound)
+				if !ok || float32(math.Abs(float64(got-want))) > bound {
+					t.Fatalf("ApproxDotID with %d (id %d): %v %v, want %v (± %v)", i, id, got, ok, want, bound)
 				}
 			}
 		}
+	}
+	if _, ok := x.ApproxDotID(uint64(x.IDs()), x.Quantize(queries[0])); ok {
+		t.Fatal("ApproxDotID of an id never given out answered")
 	}
 	x.gmu.RLock()
 	y.gmu.RLock()
