@@ -24,6 +24,7 @@ import (
 // and once read (placed), whether recall may see it and its time.
 type neighbour struct {
 	dense, bm25 float64    // its dense and BM25 evidence (match)
+	id          uint64     // its vector id, as the chain holds it
 	chain       *sonaChain // a chain it is in, and its position there (its time is kept there)
 	at          int
 	placed      bool // visible and time were read
@@ -121,7 +122,7 @@ func (sc *scorer) neighbourOf(key string, id uint64, chain *sonaChain, at int) *
 	if n, ok := sc.neighbours[key]; ok {
 		return n
 	}
-	n := &neighbour{chain: chain, at: at}
+	n := &neighbour{id: id, chain: chain, at: at}
 	if r := sc.cands[key]; r != nil {
 		n.dense, n.bm25 = r.Explain.Evidence.Dense, r.Explain.Evidence.BM25
 	} else if sc.q.Vector != nil {
@@ -144,7 +145,7 @@ func (sc *scorer) place(key string, n *neighbour) error {
 	if err != nil {
 		return fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
 	}
-	created, known := sc.knownVisible(key)
+	created, known := sc.knownVisible(n.id)
 	if !known {
 		meta, err := sc.self.memories.MetaIn(sc.txn, c)
 		if errors.Is(err, base.ErrNotFound) {

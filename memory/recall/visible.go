@@ -131,17 +131,14 @@ func (s *Recaller) Committed(e store.Event) {
 	}
 }
 
-// knownVisible reports whether the memory of CID key is known visible in
-// this recall without reading its metadata — known plain, and in the
+// knownVisible reports whether the memory of vector id is known visible
+// in this recall without reading its metadata — known plain, and in the
 // recall's sona — and when it was stored (its time when its body has
-// none). Time travel and exclusions read.
-func (sc *scorer) knownVisible(key string) (created int64, ok bool) {
+// none). Time travel and exclusions read. (By the id its sona's chain
+// holds: a lookup of its key's id was most of what this cost.)
+func (sc *scorer) knownVisible(id uint64) (created int64, ok bool) {
 	p := sc.self.plain
 	if p == nil || sc.q.AsOf != nil || len(sc.excluded) > 0 {
-		return 0, false
-	}
-	id, ok := sc.self.index.ID(key)
-	if !ok {
 		return 0, false
 	}
 	return p.visible(id, sc.q.Sona, sc.q.Scope == ScopeSona)
