@@ -32,7 +32,7 @@ import (
 // (Recaller.KnowPlain), so a restarted server reads no neighbour's
 // metadata either.
 type plainMemories struct {
-	mu    sync.Mutex
+	mu    sync.RWMutex // recalls read it (visible) many times each
 	seed  maphash.Seed
 	gen   uint64      // bumped by every forget
 	facts []plainFact // by vector id
@@ -59,8 +59,8 @@ func (p *plainMemories) hash(sona string) uint64 {
 // generation is to be taken before the view that reads a memory's
 // metadata begins, and given to record.
 func (p *plainMemories) generation() uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.mu.RLock()
+	defer p.mu.RUnlock()
 	return p.gen
 }
 
@@ -96,13 +96,14 @@ func (p *plainMemories) grow(id uint64) {
 // recall of sona — in sona scope (sonaScope) it must have been read a
 // member of sona, or be the backbone's — and when it was stored.
 func (p *plainMemories) visible(id uint64, sona string, sonaScope bool) (created int64, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	h := p.hash(sona)
+	p.mu.RLock()
+	defer p.mu.RUnlock()
 	if id >= uint64(len(p.facts)) {
 		return 0, false
 	}
 	f := p.facts[id]
-	return f.created, f.plain && (!sonaScope || f.backbone || f.sona == p.hash(sona))
+	return f.created, f.plain && (!sonaScope || f.backbone || f.sona == h)
 }
 
 // forget drops what is kept of vector id.
