@@ -176,6 +176,7 @@ func writeList(b *bytes.Buffer, fd protoreflect.FieldDescriptor, l protoreflect.
 // key and value (a tenth of rendering a recall's answer). Both write the
 // same bytes (TestMarshalMapsAsReflected).
 func writeMapField(b *bytes.Buffer, m protoreflect.Message, fd protoreflect.FieldDescriptor) error {
+	str := func(s string) error { writeString(b, s); return nil }
 	switch x := m.Interface().(type) {
 	case *messages.EvalSummary:
 		if fd.Name() == "metrics" {
@@ -183,11 +184,11 @@ func writeMapField(b *bytes.Buffer, m protoreflect.Message, fd protoreflect.Fiel
 		}
 	case *messages.MemoryMeta:
 		if fd.Name() == "labels" {
-			return writeSortedMap(b, x.Labels, func(s string) error { writeString(b, s); return nil })
+			return writeSortedMap(b, x.Labels, str)
 		}
 	case *messages.SonaJoin:
 		if fd.Name() == "labels" {
-			return writeSortedMap(b, x.Labels, func(s string) error { writeString(b, s); return nil })
+			return writeSortedMap(b, x.Labels, str)
 		}
 	}
 	return writeMap(b, fd, m.Get(fd).Map())
