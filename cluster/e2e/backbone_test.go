@@ -147,15 +147,13 @@ func assertPrefix(t *testing.T, n *clusterproc.Proc, bb string, acked map[string
 	// owner's chain a moment later. The chain only grows, so a copy that
 	// diverged never becomes its prefix, however long this waits.
 	var full []string
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	eventually(t, 10*time.Second, fmt.Sprintf("the chain through %s as long as %s's copy", ownerURL, n.Name), func() (bool, string) {
 		if full, err = chain(ownerURL, bb); err != nil {
 			t.Fatalf("the backbone through %s: %v", ownerURL, err)
 		}
-		if len(full) >= len(own) || time.Now().After(deadline) {
-			break
-		}
-	}
-	if len(own) > len(full) || !slices.Equal(own, full[:len(own)]) {
+		return len(full) >= len(own), fmt.Sprintf("%d of %d", len(full), len(own))
+	})
+	if !slices.Equal(own, full[:len(own)]) {
 		t.Fatalf("%s's copy of the backbone (%d) is not a prefix of the chain (%d)", n.Name, len(own), len(full))
 	}
 	for cid := range acked {
