@@ -38,11 +38,12 @@ func viewGet(t *testing.T, s *Store, key string) string {
 	return string(v)
 }
 
-// While the committer is busy, views share a read transaction — the
-// first view after a commit begins it and offers it — so that they do not
-// each begin one (Badger begins each under one lock and may have it wait
-// for its watermark goroutine); a commit, or a write behind the
-// committer, withdraws it; one that missed a commit is never read; and
+// While the committer is busy, views share a read transaction — a
+// commit replaces it with one begun after it, and when there is none the
+// first view begins it and offers it — so that they do not each begin
+// one (Badger begins each under one lock and may have it wait for its
+// watermark goroutine); a write behind the committer withdraws it; one
+// that missed a commit is never read; and
 // while the committer is idle views begin their own and none is held, so
 // that none pins Badger's read watermark. A write behind the committer's
 // back shows which one a view read.
@@ -75,7 +76,10 @@ func TestViewsShareASnapshotWhileTheCommitterIsBusy(t *testing.T) {
 	if got := viewGet(t, s, "k"); got != "behind" {
 		t.Fatalf("the committer busy: %q, want the snapshot the view before offered", got)
 	}
-	e.done() // as a commit does
+	e.renew() // as a commit does
+	if sn := e.snap.Load(); sn == nil || sn.commits != e.commits.Load() {
+		t.Fatal("after a commit, the committer busy: no snapshot offered that counts it")
+	}
 	if got := viewGet(t, s, "k"); got != "behind again" {
 		t.Fatalf("after a commit: %q, want a snapshot that has it", got)
 	}
@@ -97,6 +101,11 @@ func TestViewsShareASnapshotWhileTheCommitterIsBusy(t *testing.T) {
 	e.working(false) // as the committer does with nothing queued
 	if e.snap.Load() != nil {
 		t.Fatal("the committer idle, a snapshot is still offered")
+	}
+	behind("while idle")
+	e.renew() // a commit the committer idle (a barrier's)
+	if got := viewGet(t, s, "k"); got != "while idle" || e.snap.Load() != nil {
+		t.Fatalf("after a commit, the committer idle: %q, snapshot offered %v; want none offered", got, e.snap.Load() != nil)
 	}
 }
 

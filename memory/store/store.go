@@ -567,8 +567,8 @@ func (s *Store) commitLoop() {
 // acknowledged mark covers it (ackLoop). A transaction that would take the
 // file system below its reserve is not committed: its operations that
 // write fail with ErrDiskFull.
-func (s *Store) commitBatch(batch []*Pending) {
-	txn := s.newTxn()
+func (s *Store) commitBatch(ops []*Pending) {
+	var txn batch // begun when an op needs it
 	var applied []appliedOp
 	began := s.traceBegin()
 
@@ -618,16 +618,24 @@ func (s *Store) commitBatch(batch []*Pending) {
 		span.end(mark, err)
 		s.acknowledge(mark)
 		applied = applied[:0]
-		txn = s.newTxn()
+		// The next transaction begins when an op needs it: most batches
+		// fit one, and the one begun here was discarded (each begin and
+		// discard hands Badger's watermark goroutine, which commits and
+		// views wait for, two marks).
+		txn = nil
 		began = s.traceBegin()
 	}
 
-	for _, p := range batch {
+	for _, p := range ops {
+		if txn == nil {
+			txn = s.newTxn()
+		}
 		a, partial, err := runOp(txn, s, p, func(t *tx) {
 			if len(applied) > 0 && !txn.fits(t) {
 				// Commit the earlier ops first: this one's writes were
 				// computed on what they wrote, which is then committed.
 				commit()
+				txn = s.newTxn()
 				t.txn = txn
 			}
 		})
@@ -639,6 +647,7 @@ func (s *Store) commitBatch(batch []*Pending) {
 			txn = s.newTxn()
 			applied = s.replay(txn, applied)
 			commit()
+			txn = s.newTxn()
 			a, partial, err = runOp(txn, s, p, nil)
 		}
 		if errors.Is(err, errTxnTooBig) {
@@ -659,7 +668,9 @@ func (s *Store) commitBatch(batch []*Pending) {
 	if len(applied) > 0 {
 		commit()
 	}
-	txn.discard()
+	if txn != nil {
+		txn.discard()
+	}
 	s.acknowledge(nil)
 }
 
