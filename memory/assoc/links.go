@@ -57,7 +57,12 @@ type Link struct {
 
 // Decode reads a stored link list, strongest first.
 func Decode(raw []byte) ([]Link, error) {
-	es, err := decodeEntries(raw, nil)
+	scratch := entryLists.Get().(*[]Entry)
+	defer func() {
+		clear((*scratch)[:cap(*scratch)]) // no target aliasing raw stays
+		entryLists.Put(scratch)
+	}()
+	es, err := decodeEntries(raw, (*scratch)[:0])
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 // and once read (placed), whether recall may see it and its time.
 type neighbour struct {
 	dense, bm25 float64    // its dense and BM25 evidence (match)
+	key         string     // its CID key
 	id          uint64     // its vector id, as the chain holds it
 	chain       *sonaChain // a chain it is in, and its position there (its time is kept there)
 	at          int
@@ -36,6 +37,15 @@ type neighbour struct {
 // neighbour is made for each memory around every candidate: a whole
 // Evidence each was a twentieth of the bytes a recall allocated).
 func (n *neighbour) match() Evidence { return Evidence{Dense: n.dense, BM25: n.bm25} }
+
+// cid is n's CID, made only when a read needs it.
+func (n *neighbour) cid() (cid.Cid, error) {
+	c, err := cid.Cast([]byte(n.key))
+	if err != nil {
+		return cid.Undef, fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
+	}
+	return c, nil
+}
 
 // chainView is one recall's view of a sona's chain: its members (vector
 // ids in chain order) as the registry held them when the recall first
@@ -84,14 +94,21 @@ func (sc *scorer) placeOf(r *Recalled) (v chainView, pos int, ok bool) {
 	return v, pos, ok && pos < len(v.members)
 }
 
-// memoryAt is the CID key and vector id of the memory at position i of
-// v's chain.
-func (sc *scorer) memoryAt(v chainView, i int) (string, uint64, bool) {
+// neighbourAt is neighbourOf the memory at position i of v's chain, nil
+// past its ends.
+func (sc *scorer) neighbourAt(v chainView, i int) *neighbour {
 	if i < 0 || i >= len(v.members) {
-		return "", 0, false
+		return nil
 	}
-	key, ok := sc.self.index.Key(v.members[i])
-	return key, v.members[i], ok
+	id := v.members[i]
+	if n, ok := sc.neighbours[id]; ok {
+		return n
+	}
+	key, ok := sc.self.index.Key(id)
+	if !ok {
+		return nil
+	}
+	return sc.neighbourOf(key, id, v.chain, i)
 }
 
 // baseRelevance is a memory's own dense and full-text relevance, 0..1: the
@@ -119,34 +136,40 @@ func (sc *scorer) baseRelevance(e Evidence, w config.PathWeights) float64 {
 // nothing on LoCoMo, and it was the larger part of the context
 // evidence's cost in `self` scope; README, "LoCoMo evaluation".)
 func (sc *scorer) neighbourOf(key string, id uint64, chain *sonaChain, at int) *neighbour {
-	if n, ok := sc.neighbours[key]; ok {
+	if n, ok := sc.neighbours[id]; ok {
 		return n
 	}
-	n := &neighbour{id: id, chain: chain, at: at}
+	if len(sc.spare) == 0 {
+		sc.spare = make([]neighbour, 64)
+	}
+	n := &sc.spare[0]
+	sc.spare = sc.spare[1:]
+	*n = neighbour{key: key, id: id, chain: chain, at: at}
 	if r := sc.cands[key]; r != nil {
 		n.dense, n.bm25 = r.Explain.Evidence.Dense, r.Explain.Evidence.BM25
 	} else if sc.q.Vector != nil {
 		n.dense = sc.neighbourSim(key, id)
 	}
-	sc.neighbours[key] = n
+	sc.neighbours[id] = n
 	return n
 }
 
-// place reads (once per recall) whether recall may see n (the memory of
-// CID key) and its time (the memory's body only the first time any recall
-// asks: sonaChain keeps it). Its metadata is not read when it is known
-// plain (visible.go).
-func (sc *scorer) place(key string, n *neighbour) error {
+// place reads (once per recall) whether recall may see n and its time
+// (the memory's body only the first time any recall asks: sonaChain
+// keeps it). Its metadata is not read when it is known plain
+// (visible.go).
+func (sc *scorer) place(n *neighbour) error {
 	if n.placed {
 		return nil
 	}
 	n.placed = true
-	c, err := cid.Cast([]byte(key))
-	if err != nil {
-		return fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
-	}
 	created, known := sc.knownVisible(n.id)
+	var c cid.Cid
 	if !known {
+		var err error
+		if c, err = n.cid(); err != nil {
+			return err
+		}
 		meta, err := sc.self.memories.MetaIn(sc.txn, c)
 		if errors.Is(err, base.ErrNotFound) {
 			return nil // gone: no context
@@ -154,7 +177,7 @@ func (sc *scorer) place(key string, n *neighbour) error {
 		if err != nil {
 			return err
 		}
-		sc.remember(key, meta)
+		sc.remember(n.id, meta)
 		if sc.excluded[c] || !sc.visible(meta) {
 			return nil // hidden (another sona's, archived…): its text lends nothing
 		}
@@ -162,6 +185,12 @@ func (sc *scorer) place(key string, n *neighbour) error {
 	}
 	t, ok := n.chain.time(n.at)
 	if !ok {
+		if !c.Defined() {
+			var err error
+			if c, err = n.cid(); err != nil {
+				return err
+			}
+		}
 		m, err := sc.self.memories.MemoryIn(sc.txn, c)
 		if err != nil {
 			return err
@@ -191,15 +220,14 @@ func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 	if rc.ContextWindow == 0 {
 		return nil
 	}
-	var around []string
+	var around []*neighbour
 	var rel []float64
 	for _, r := range cands {
 		v, pos, ok := sc.placeOf(r)
 		if !ok {
 			continue
 		}
-		key := r.CID.KeyString()
-		self := sc.neighbourOf(key, v.members[pos], v.chain, pos)
+		self := sc.neighbourOf(r.CID.KeyString(), v.members[pos], v.chain, pos)
 		sum := 0.0
 		for _, dir := range []int{-1, 1} {
 			// The window's memories and their relevance first: only those
@@ -208,12 +236,12 @@ func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 			around, rel = around[:0], rel[:0]
 			last := 0
 			for d := 1; d <= rc.ContextWindow; d++ {
-				k, id, ok := sc.memoryAt(v, pos+dir*d)
-				if !ok {
+				n := sc.neighbourAt(v, pos+dir*d)
+				if n == nil {
 					break
 				}
-				around = append(around, k)
-				rel = append(rel, sc.baseRelevance(sc.neighbourOf(k, id, v.chain, pos+dir*d).match(), w)*math.Pow(contextDecay, float64(d-1)))
+				around = append(around, n)
+				rel = append(rel, sc.baseRelevance(n.match(), w)*math.Pow(contextDecay, float64(d-1)))
 				if rel[d-1] > 0 {
 					last = d
 				}
@@ -221,13 +249,13 @@ func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 			if last == 0 {
 				continue
 			}
-			if err := sc.place(key, self); err != nil {
+			if err := sc.place(self); err != nil {
 				return err
 			}
 			at := self
 			for d := 1; d <= last; d++ {
-				n := sc.neighbours[around[d-1]]
-				if err := sc.place(around[d-1], n); err != nil {
+				n := around[d-1]
+				if err := sc.place(n); err != nil {
 					return err
 				}
 				if !n.visible || absDiff(n.time, at.time) > gap {

@@ -612,7 +612,8 @@ type scorer struct {
 	// candidates by CID key, what was read of the memories around them,
 	// the query's time spans.
 	cands      map[string]*Recalled
-	neighbours map[string]*neighbour // by CID key
+	neighbours map[uint64]*neighbour // by vector id
+	spare      []neighbour           // room for the next ones
 	bodies     map[string]body       // the candidates' times and speakers, by CID key (readBodies)
 	chains     map[string]chainView  // sonas' chains by uuid (viewOf)
 	spans      []text.Span
@@ -737,8 +738,11 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 
 // gather builds the scored, fused candidate set of the three paths.
 func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalled, error) {
-	byKey := map[string]*Recalled{}
-	sc.cands, sc.neighbours, sc.chains, sc.bodies = byKey, map[string]*neighbour{}, map[string]chainView{}, map[string]body{}
+	// Sized for what the paths bring (a map grown entry by entry was a
+	// tenth of the bytes a recall allocated).
+	n := len(dense) + len(bm25) + len(metric)
+	byKey := make(map[string]*Recalled, n)
+	sc.cands, sc.neighbours, sc.chains, sc.bodies = byKey, make(map[uint64]*neighbour, 2*n), map[string]chainView{}, make(map[string]body, n)
 	if paths.Weights.Time > 0 {
 		if sc.spans = sc.querySpans(); len(sc.spans) == 0 {
 			paths.Weights.Time = 0 // the query speaks of no time

@@ -47,27 +47,23 @@ func (sc *scorer) questionBefore(r *Recalled, w config.PathWeights) (*neighbour,
 	if !ok || pos == 0 {
 		return nil, nil
 	}
-	key := r.CID.KeyString()
-	pk, pid, ok := sc.memoryAt(v, pos-1)
-	if !ok {
-		return nil, nil
-	}
-	prev := sc.neighbourOf(pk, pid, v.chain, pos-1)
-	if sc.baseRelevance(prev.match(), w) == 0 {
+	prev := sc.neighbourAt(v, pos-1)
+	if prev == nil || sc.baseRelevance(prev.match(), w) == 0 {
 		return nil, nil // it would lend nothing: no read
 	}
+	key := r.CID.KeyString()
 	self := sc.neighbourOf(key, v.members[pos], v.chain, pos)
-	if err := sc.place(key, self); err != nil {
+	if err := sc.place(self); err != nil {
 		return nil, err
 	}
-	if err := sc.place(pk, prev); err != nil {
+	if err := sc.place(prev); err != nil {
 		return nil, err
 	}
 	gap := int64(time.Duration(sc.self.cfg.Recall.ContextGap) / time.Second)
 	if !prev.visible || absDiff(prev.time, self.time) > gap {
 		return nil, nil
 	}
-	asked, err := sc.bodyAt(pk)
+	asked, err := sc.bodyAt(prev.key)
 	if err != nil || !asked.question {
 		return nil, err
 	}

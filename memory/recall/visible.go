@@ -145,16 +145,13 @@ func (sc *scorer) knownVisible(id uint64) (created int64, ok bool) {
 	return p.visible(id, sc.q.Sona, sc.q.Scope == ScopeSona)
 }
 
-// remember keeps what m, the metadata of the memory of CID key read in
+// remember keeps what m, the metadata of the memory of vector id read in
 // the recall's view, says. The generation is the one before the view
 // began (scorer.plainGen): a commit's events come after its writes are
 // visible to new views, so a write of the memory the view may not see
 // forbids it.
-func (sc *scorer) remember(key string, m *messages.MemoryMeta) {
-	if sc.self.plain == nil {
-		return
-	}
-	if id, ok := sc.self.index.ID(key); ok {
+func (sc *scorer) remember(id uint64, m *messages.MemoryMeta) {
+	if sc.self.plain != nil {
 		sc.self.plain.record(id, m, sc.q.Sona, sc.plainGen)
 	}
 }
