@@ -208,6 +208,11 @@ type Store struct {
 	// once full): a recall over a store of 100,000 memories cost a sixth
 	// to a quarter more CPU at 50,000 (README, issue 15).
 	MemoryCache int `yaml:"memory_cache"`
+	// Prewarm has the server, once the store is open, read the metadata
+	// and blocks of the newest memories — as many as memory_cache — into
+	// their caches in the background, newest first, so that the recalls
+	// after a restart do not each read them from the disk. Default true.
+	Prewarm bool `yaml:"prewarm"`
 	// MinFreeMB is the free space kept on the data directory's file
 	// system: a write that would leave less is refused (507
 	// insufficient_storage) while reads go on, and writes resume once
@@ -697,6 +702,7 @@ func Default() Config {
 			MemTableMB:    64,
 			Memtables:     5,
 			MemoryCache:   100_000,
+			Prewarm:       true,
 			MinFreeMB:     256,
 			VerifyTables:  true,
 			ValueLogMB:    256,

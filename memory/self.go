@@ -76,6 +76,11 @@ type Options struct {
 	// embedding spans follow the span of the context they are given).
 	Tracer oteltrace.TracerProvider
 
+	// Prewarm, once the self is open, reads the metadata and blocks of
+	// the newest memories into their caches in the background
+	// (store.prewarm; the server's, not the tools').
+	Prewarm bool
+
 	// noVecSnap: rebuild the vector index without its snapshot (Open's
 	// second try when the snapshot disagreed with the store).
 	noVecSnap bool
@@ -130,11 +135,14 @@ type Self struct {
 	covered atomic.Uint64
 	// vecSnaps writes and restores the vector index's snapshot.
 	vecSnaps *index.VectorSnapshots
-	// metaSnapPath is the metadata snapshot's file ("": none kept);
-	// metaSnapWG counts its writers, which metaSnapStop stops.
+	// metaSnapPath is the metadata snapshot's file ("": none kept).
 	metaSnapPath string
-	metaSnapWG   sync.WaitGroup
-	metaSnapStop chan struct{}
+	// bgWG counts the goroutines of the self's background work (the
+	// metadata snapshot's writers, the caches' warming), which closing
+	// stopping stops; warmed is closed once the caches are warmed.
+	bgWG     sync.WaitGroup
+	stopping chan struct{}
+	warmed   chan struct{}
 	// metaChanged counts the metadata records written since the
 	// metadata snapshot's version (about: the commits' keys since the
 	// open, plus those it read after the snapshot); metaSnapBusy is set
@@ -195,7 +203,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		}),
 	}
 	snapPath := index.VectorSnapshotPath(dir)
-	s.metaSnapPath, s.metaSnapStop = MetaSnapshotPath(dir), make(chan struct{})
+	s.metaSnapPath, s.stopping = MetaSnapshotPath(dir), make(chan struct{})
 	if dir == "" || o.InMemory {
 		snapPath, s.metaSnapPath = "", ""
 	}
@@ -266,9 +274,16 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	if iv := o.Config.Index.SnapshotInterval.D(); iv > 0 && !o.InMemory {
 		s.vecSnaps.Start(iv)
 		if s.metaSnapPath != "" {
-			s.metaSnapWG.Add(1)
+			s.bgWG.Add(1)
 			go s.metaSnapLoop(iv)
 		}
+	}
+	s.warmed = make(chan struct{})
+	if o.Prewarm && !o.InMemory {
+		s.bgWG.Add(1)
+		go s.prewarm()
+	} else {
+		close(s.warmed)
 	}
 	return s, nil
 }
@@ -285,11 +300,11 @@ func (s *Self) Close() error { return s.close(true) }
 func (s *Self) close(snapshot bool) error {
 	s.vecSnaps.Stop()
 	select {
-	case <-s.metaSnapStop:
+	case <-s.stopping:
 	default:
-		close(s.metaSnapStop)
+		close(s.stopping)
 	}
-	s.metaSnapWG.Wait()
+	s.bgWG.Wait()
 	s.Recaller.Close()
 	s.Text.Stop()
 	s.index.Close()
@@ -613,9 +628,9 @@ var errClosing = errors.New("memory: closing")
 // writeMetaSnapLater writes the metadata snapshot of head and parts in
 // the background (Close waits for it).
 func (s *Self) writeMetaSnapLater(head metaSnapHead, parts [2][]byte) {
-	s.metaSnapWG.Add(1)
+	s.bgWG.Add(1)
 	go func() {
-		defer s.metaSnapWG.Done()
+		defer s.bgWG.Done()
 		s.writeMetaSnap(head, parts)
 	}()
 }
@@ -648,11 +663,11 @@ func (s *Self) countMetaWrites(e store.Event) {
 // metaSnapLoop writes the metadata snapshot again every interval when
 // it is far behind the store (maybeRewriteMetaSnap), until Close.
 func (s *Self) metaSnapLoop(interval time.Duration) {
-	defer s.metaSnapWG.Done()
+	defer s.bgWG.Done()
 	for {
 		t := s.clock.NewTimer(interval)
 		select {
-		case <-s.metaSnapStop:
+		case <-s.stopping:
 			t.Stop()
 			return
 		case <-t.C():
@@ -679,9 +694,9 @@ func (s *Self) maybeRewriteMetaSnap(n int64) {
 // rewriteMetaSnap scans every metadata record again, in the background,
 // and writes the snapshot of them (metaSnapBusy set: it clears it).
 func (s *Self) rewriteMetaSnap() {
-	s.metaSnapWG.Add(1)
+	s.bgWG.Add(1)
 	go func() {
-		defer s.metaSnapWG.Done()
+		defer s.bgWG.Done()
 		defer s.metaSnapBusy.Store(false)
 		// The writes counted so far are in the scan's view, or after it.
 		before := s.metaChanged.Load()
@@ -694,7 +709,7 @@ func (s *Self) rewriteMetaSnap() {
 			if head, _, err = s.metaSnapHeadOf(txn); err != nil {
 				return err
 			}
-			_, parts, err = s.scanAllMeta(txn, nil, true, s.metaSnapStop)
+			_, parts, err = s.scanAllMeta(txn, nil, true, s.stopping)
 			return err
 		})
 		if errors.Is(err, errClosing) {

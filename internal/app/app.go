@@ -129,7 +129,7 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 	}
 	mo := memory.Options{Config: cfg, Embedder: emb, Reranker: reranker, Clock: o.Clock, Logger: log, Progress: o.Progress,
 		Evaluator: Evaluator(cfg, model, o.Clock, m, log), Summarize: Summarizer(cfg, model),
-		FreeSpace: o.FreeSpace, AcceptLoss: o.AcceptLoss}
+		FreeSpace: o.FreeSpace, AcceptLoss: o.AcceptLoss, Prewarm: cfg.Store.Prewarm}
 	if tracing != nil {
 		mo.Tracer = tracing.Provider // the store's group commits
 	}
