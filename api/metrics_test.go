@@ -119,6 +119,15 @@ func TestMetricsAppearAndMove(t *testing.T) {
 			t.Errorf("cache %q: %v reads before the recalls, %v after", cache, r0, r1)
 		}
 	}
+	// The writes went through the group committer: some commits, at
+	// least one operation each, time busy, part of it in Badger's commits.
+	commits, _ := metric(after, "memoria_store_commits_total")
+	ops, _ := metric(after, "memoria_store_committed_ops_total")
+	busy, _ := metric(after, "memoria_store_committer_busy_seconds_total")
+	inCommit, ok := metric(after, "memoria_store_commit_seconds_total")
+	if c0, _ := metric(before, "memoria_store_commits_total"); !ok || commits <= c0 || ops < commits || busy <= 0 || inCommit <= 0 || inCommit > busy {
+		t.Errorf("committer: %v commits (%v before), %v ops, %v s busy, %v s in Badger's commits (present %v)", commits, c0, ops, busy, inCommit, ok)
+	}
 	if _, ok := metric(after, "memoria_actor_mailbox_depth", "actor", "sona"); !ok {
 		t.Errorf("no mailbox depth for sona actors")
 	}

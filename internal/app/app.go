@@ -184,7 +184,7 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 		st := self.Store()
 		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), WritesRefused: st.CheckSpace() != nil,
 			TextRebuilds: self.Text.Rebuilds(), RerankFallbacks: self.Recaller.RerankFallbacks(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st),
-			Caches: caches(self.CacheStats()), VectorFloats: vectorFloats(self.Index())}
+			Caches: caches(self.CacheStats()), VectorFloats: vectorFloats(self.Index()), Committer: committer(st.CommitStats())}
 	})
 	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing, Cluster: cl, headroom: headroom}, nil
 }
@@ -227,6 +227,10 @@ func caches(stats map[string]store.CacheStats) map[string]metrics.Cache {
 		out[name] = metrics.Cache(c)
 	}
 	return out
+}
+
+func committer(c store.CommitStats) metrics.Committer {
+	return metrics.Committer{Commits: c.Commits, Ops: c.Ops, BusySeconds: c.Busy.Seconds(), CommitSeconds: c.Commit.Seconds()}
 }
 
 func gcState(st *store.Store) metrics.GCState {

@@ -286,6 +286,8 @@ type Result struct {
 	// CacheHits is each of the server's caches' share of reads that found
 	// what they wanted during the window (its /metrics before and after).
 	CacheHits map[string]float64 `json:"cache_hits,omitempty"`
+	// Committer is the server's group committer's work over the window.
+	Committer *CommitterFigures `json:"committer,omitempty"`
 	// RecallAt10 is the share of exact search's 10 nearest found.
 	RecallAt10 *float64 `json:"recall_at_10,omitempty"`
 	// BuildSeconds is how long the index (or the store's growth) took.
@@ -297,6 +299,18 @@ type Result struct {
 	ErrorSamples  []string `json:"error_samples,omitempty"`
 	Note          string   `json:"note,omitempty"`
 	ErrorStatuses string   `json:"error_statuses,omitempty"`
+}
+
+// CommitterFigures are the server's group committer's work over a window
+// (its memoria_store_* counters): the share of the window it was busy
+// with batches (every write goes through it), its commits a second, the
+// operations a commit carried and the milliseconds a commit spent in
+// Badger (value log, fsync, memtable).
+type CommitterFigures struct {
+	Busy         float64 `json:"busy"`
+	PerSecond    float64 `json:"commits_per_s"`
+	OpsPerCommit float64 `json:"ops_per_commit"`
+	CommitMs     float64 `json:"commit_ms"`
 }
 
 // RSS is a process's resident set over a measurement, in bytes.

@@ -277,3 +277,28 @@ func TestMergeLoad(t *testing.T) {
 		t.Fatalf("%+v", m)
 	}
 }
+
+// The committer's figures come from its counters' differences over the
+// window's wall time; none when a reading lacks a counter or no commit
+// was made.
+func TestCommitterFigures(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	reading := func(sec float64, commits, ops, busy, commit float64) *serverReading {
+		return &serverReading{at: at.Add(time.Duration(sec * float64(time.Second))), committer: map[string]float64{
+			"memoria_store_commits_total": commits, "memoria_store_committed_ops_total": ops,
+			"memoria_store_committer_busy_seconds_total": busy, "memoria_store_commit_seconds_total": commit}}
+	}
+	got := committerFigures(reading(0, 10, 100, 1, 0.5), reading(10, 110, 10_100, 9, 4.5))
+	want := CommitterFigures{Busy: 0.8, PerSecond: 10, OpsPerCommit: 100, CommitMs: 40}
+	if got == nil || math.Abs(got.Busy-want.Busy) > 1e-9 || got.PerSecond != want.PerSecond || got.OpsPerCommit != want.OpsPerCommit || math.Abs(got.CommitMs-want.CommitMs) > 1e-9 {
+		t.Fatalf("figures %+v, want %+v", got, want)
+	}
+	if got := committerFigures(reading(0, 10, 100, 1, 0.5), reading(10, 10, 100, 1, 0.5)); got != nil {
+		t.Fatalf("no commit in the window: %+v, want none", got)
+	}
+	old := reading(10, 110, 10_100, 9, 4.5)
+	delete(old.committer, "memoria_store_commit_seconds_total") // a server without the counter
+	if got := committerFigures(reading(0, 10, 100, 1, 0.5), old); got != nil {
+		t.Fatalf("a counter missing: %+v, want none", got)
+	}
+}

@@ -123,18 +123,34 @@ func (r *run) advance(ctx context.Context) error {
 }
 
 // measure runs a window of load on srv and makes its result, with the
-// server's caches' hit ratios over the window.
+// server's caches' hit ratios and its committer's work over the window.
 func (r *run) measure(ctx context.Context, scenario, phase string, srv *loadgen.Server, w loadgen.Window, req loadgen.Request) Result {
-	before := r.cacheReads(ctx, srv.URL)
+	before := r.readServer(ctx, srv.URL)
 	res := fromLoad(scenario, r.window(ctx, phase, w, req))
-	res.CacheHits = hitRatios(before, r.cacheReads(ctx, srv.URL))
+	after := r.readServer(ctx, srv.URL)
+	if before != nil && after != nil {
+		res.CacheHits = hitRatios(before.caches, after.caches)
+		res.Committer = committerFigures(before, after)
+	}
 	return res
 }
 
-// cacheReads are the hits and misses of each of the server's caches
-// (memoria_cache_hits_total, memoria_cache_misses_total on its /metrics),
-// nil when they cannot be read.
-func (r *run) cacheReads(ctx context.Context, url string) map[string][2]float64 {
+// serverReading is what the bench reads of a server's /metrics: each
+// cache's hits and misses (memoria_cache_hits_total,
+// memoria_cache_misses_total) and the committer's counters
+// (memoria_store_commits_total, …), and when.
+type serverReading struct {
+	at        time.Time
+	caches    map[string][2]float64
+	committer map[string]float64 // by family
+}
+
+// committerFamilies are the committer's counters on /metrics.
+var committerFamilies = []string{"memoria_store_commits_total", "memoria_store_committed_ops_total",
+	"memoria_store_committer_busy_seconds_total", "memoria_store_commit_seconds_total"}
+
+// readServer reads the server's /metrics; nil when it cannot.
+func (r *run) readServer(ctx context.Context, url string) *serverReading {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
 	if err != nil {
 		return nil
@@ -150,24 +166,57 @@ func (r *run) cacheReads(ctx context.Context, url string) map[string][2]float64 
 	if resp.StatusCode != http.StatusOK {
 		return nil
 	}
-	out := map[string][2]float64{}
+	out := &serverReading{at: time.Now(), caches: map[string][2]float64{}, committer: map[string]float64{}}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
+		line := sc.Text()
 		for i, family := range []string{"memoria_cache_hits_total", "memoria_cache_misses_total"} {
-			rest, ok := strings.CutPrefix(sc.Text(), family+`{cache="`)
+			rest, ok := strings.CutPrefix(line, family+`{cache="`)
 			if !ok {
 				continue
 			}
 			name, value, ok := strings.Cut(rest, `"} `)
 			if v, err := strconv.ParseFloat(value, 64); ok && err == nil {
-				e := out[name]
+				e := out.caches[name]
 				e[i] = v
-				out[name] = e
+				out.caches[name] = e
+			}
+		}
+		for _, family := range committerFamilies {
+			if value, ok := strings.CutPrefix(line, family+" "); ok {
+				if v, err := strconv.ParseFloat(value, 64); err == nil {
+					out.committer[family] = v
+				}
 			}
 		}
 	}
 	return out
+}
+
+// committerFigures is the committer's work between two readings; nil
+// when a reading lacks its counters or it made no commit.
+func committerFigures(before, after *serverReading) *CommitterFigures {
+	d := map[string]float64{}
+	for _, family := range committerFamilies {
+		b, ok := before.committer[family]
+		a, ok2 := after.committer[family]
+		if !ok || !ok2 {
+			return nil
+		}
+		d[family] = a - b
+	}
+	commits := d["memoria_store_commits_total"]
+	wall := after.at.Sub(before.at).Seconds()
+	if commits <= 0 || wall <= 0 {
+		return nil
+	}
+	return &CommitterFigures{
+		Busy:         d["memoria_store_committer_busy_seconds_total"] / wall,
+		PerSecond:    commits / wall,
+		OpsPerCommit: d["memoria_store_committed_ops_total"] / commits,
+		CommitMs:     1000 * d["memoria_store_commit_seconds_total"] / commits,
+	}
 }
 
 // hitRatios are each cache's hits over its reads between two readings;

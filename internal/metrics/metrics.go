@@ -248,6 +248,16 @@ type State struct {
 	// VectorFloats are the bytes of the vector index's float32 vectors by
 	// where they are: heap, spill (index.heap_vectors_mb).
 	VectorFloats map[string]int64
+	// Committer is the group committer's work since the start.
+	Committer Committer
+}
+
+// Committer is the group committer's work: its commits (one fsync each)
+// and the operations they committed, the seconds it was busy with
+// batches and, of those, in Badger's commits.
+type Committer struct {
+	Commits, Ops               uint64
+	BusySeconds, CommitSeconds float64
 }
 
 // Cache is a cache's reads that found what they wanted (Hits) and those
@@ -292,6 +302,10 @@ var (
 	cacheMissDesc = prometheus.NewDesc("memoria_cache_misses_total", "Reads that did not find what they wanted in a cache (see memoria_cache_hits_total) and read the store.", []string{"cache"}, nil)
 	cacheSizeDesc = prometheus.NewDesc("memoria_cache_entries", "Entries each cache holds (see memoria_cache_hits_total).", []string{"cache"}, nil)
 	floatsDesc    = prometheus.NewDesc("memoria_vector_float_bytes", "Bytes of the vector index's float32 vectors in the heap (at most index.heap_vectors_mb once the graph holds them) and in its spill file beside the snapshot (those beyond, until a snapshot holds them).", []string{"where"}, nil)
+	commitsDesc   = prometheus.NewDesc("memoria_store_commits_total", "Group commits of the store (one fsync each).", nil, nil)
+	commitOpsDesc = prometheus.NewDesc("memoria_store_committed_ops_total", "Writes (operations) the group commits committed; over memoria_store_commits_total, the batches' mean size.", nil, nil)
+	busyDesc      = prometheus.NewDesc("memoria_store_committer_busy_seconds_total", "Seconds the committer — one goroutine, which every write goes through — spent on batches: its rate is the committer's utilisation, and near 1 writes queue for it.", nil, nil)
+	commitSecDesc = prometheus.NewDesc("memoria_store_commit_seconds_total", "Seconds of memoria_store_committer_busy_seconds_total spent in Badger's commits (the value log, the fsync, the memtable).", nil, nil)
 	rerankDesc    = prometheus.NewDesc("memoria_recall_rerank_fallbacks_total", "Recalls that kept the fused order because the reranker (recall.rerank) failed or timed out.", nil, nil)
 )
 
@@ -314,6 +328,10 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cacheMissDesc
 	ch <- cacheSizeDesc
 	ch <- floatsDesc
+	ch <- commitsDesc
+	ch <- commitOpsDesc
+	ch <- busyDesc
+	ch <- commitSecDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -350,4 +368,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for where, n := range st.VectorFloats {
 		ch <- prometheus.MustNewConstMetric(floatsDesc, prometheus.GaugeValue, float64(n), where)
 	}
+	ch <- prometheus.MustNewConstMetric(commitsDesc, prometheus.CounterValue, float64(st.Committer.Commits))
+	ch <- prometheus.MustNewConstMetric(commitOpsDesc, prometheus.CounterValue, float64(st.Committer.Ops))
+	ch <- prometheus.MustNewConstMetric(busyDesc, prometheus.CounterValue, st.Committer.BusySeconds)
+	ch <- prometheus.MustNewConstMetric(commitSecDesc, prometheus.CounterValue, st.Committer.CommitSeconds)
 }

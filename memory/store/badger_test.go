@@ -293,3 +293,31 @@ func TestStateDigestWhereverTheValueIs(t *testing.T) {
 		t.Errorf("state digest %s with the value in the value log, %s in the tree", inLog.State, inTree.State)
 	}
 }
+
+// The committer counts its work: every operation that wrote, the group
+// commits that carried them (one per fsync), its time on batches and,
+// within it, in Badger's commits. A read-only operation commits nothing.
+func TestCommitStatsCountTheCommitterWork(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	before := s.CommitStats()
+	for i := range 10 {
+		if err := s.Update(ctx, func(tx store.Tx) error { tx.Set([]byte(fmt.Sprintf("k/%d", i)), []byte("v")); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error { _, err := tx.Get([]byte("k/0")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	got := s.CommitStats()
+	if ops := got.Ops - before.Ops; ops != 10 {
+		t.Errorf("%d operations counted committed, want the 10 that wrote", ops)
+	}
+	if n := got.Commits - before.Commits; n < 1 || n > 10 {
+		t.Errorf("%d commits for 10 sequential writes, want 1..10", n)
+	}
+	if got.Commit <= before.Commit || got.Busy < got.Commit {
+		t.Errorf("busy %v, in Badger's commits %v (before: %v, %v)", got.Busy, got.Commit, before.Busy, before.Commit)
+	}
+}

@@ -204,6 +204,25 @@ type Store struct {
 	gc     gcState     // the garbage collection (gc.go)
 	tables tableChecks // the new tables checked in the background (tablecheck.go)
 	idMu   sync.Mutex  // the identity's creation (backup.go)
+	// The committer's work since the open (CommitStats).
+	commits, committedOps, busyNanos, commitNanos atomic.Uint64
+}
+
+// CommitStats is the committer's work since the store opened: the group
+// commits it made (each one fsync) and the operations they committed;
+// how long it was busy with batches (every write goes through this one
+// goroutine: busy most of the time, writes queue for it) and how long of
+// that it waited in Badger's commits (the value log, the fsync, the
+// memtable).
+type CommitStats struct {
+	Commits, Ops uint64
+	Busy, Commit time.Duration
+}
+
+// CommitStats reports the committer's work since the open.
+func (s *Store) CommitStats() CommitStats {
+	return CommitStats{Commits: s.commits.Load(), Ops: s.committedOps.Load(),
+		Busy: time.Duration(s.busyNanos.Load()), Commit: time.Duration(s.commitNanos.Load())}
 }
 
 // Committer is the door of writes (what a subsystem that writes needs).
@@ -552,7 +571,9 @@ func (s *Store) commitLoop() {
 		}
 		if len(batch) > 0 {
 			s.eng.working(true)
+			start := s.clock.Now()
 			s.commitBatch(batch)
+			s.busyNanos.Add(uint64(s.clock.Since(start)))
 		}
 	}
 	// Closed: no more is deferred (Defer checks under s.mu).
@@ -584,12 +605,16 @@ func (s *Store) commitBatch(ops []*Pending) {
 			txn.discard() // nothing written: nothing to commit
 		} else if err = s.space.check(need); err == nil {
 			fsync := span.fsync()
+			start := s.clock.Now()
 			err = txn.commit()
+			s.commitNanos.Add(uint64(s.clock.Since(start)))
 			fsync.End()
 			if err != nil {
 				err = fmt.Errorf("memory: commit: %w", err)
 				s.log.Error("group commit failed", "ops", len(applied), "err", err)
 			} else {
+				s.commits.Add(1)
+				s.committedOps.Add(uint64(len(applied)))
 				s.mark.commits++
 				for _, a := range applied {
 					s.mark.memSeq = max(s.mark.memSeq, a.memSeq)
