@@ -157,8 +157,8 @@ func (s *Server) checkLinksSeen(ctx context.Context, m *model.Memory, inline cid
 // count and tick, insertion-log position), which other sonas' use shapes.
 //
 // Any other principal sees all of it: rec itself, shared (read records
-// are never modified; copying each — Of, then View — was a twentieth of
-// what a recall allocated at 100,000 memories).
+// are never modified; copying each — Of, then View — was 3–4% of what
+// a recall allocated at 100,000 memories).
 func (s *Server) metaView(ctx context.Context, rec *messages.MemoryMeta) *messages.MemoryMeta {
 	p := principalFrom(ctx)
 	if rec == nil || !p.SonaScoped() {

@@ -210,7 +210,7 @@ type Store struct {
 	MemoryCache int `yaml:"memory_cache"`
 	// Prewarm has the server, once the store is open, read the metadata
 	// and blocks of the newest memories — as many as memory_cache — into
-	// their caches in the background, newest first, so that the recalls
+	// their caches in the background, so that the recalls
 	// after a restart do not each read them from the disk. Default true.
 	Prewarm bool `yaml:"prewarm"`
 	// MinFreeMB is the free space kept on the data directory's file

@@ -738,11 +738,12 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 
 // gather builds the scored, fused candidate set of the three paths.
 func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalled, error) {
-	// Sized for what the paths bring (a map grown entry by entry was a
-	// tenth of the bytes a recall allocated).
+	// Sized for what the paths bring (these maps grown entry by entry
+	// were 7% of the bytes a recall allocated at 100,000 memories; a
+	// candidate has two or three neighbours of its own on average).
 	n := len(dense) + len(bm25) + len(metric)
 	byKey := make(map[string]*Recalled, n)
-	sc.cands, sc.neighbours, sc.chains, sc.bodies = byKey, make(map[uint64]*neighbour, 2*n), map[string]chainView{}, make(map[string]body, n)
+	sc.cands, sc.neighbours, sc.chains, sc.bodies = byKey, make(map[uint64]*neighbour, 3*n), map[string]chainView{}, make(map[string]body, n)
 	if paths.Weights.Time > 0 {
 		if sc.spans = sc.querySpans(); len(sc.spans) == 0 {
 			paths.Weights.Time = 0 // the query speaks of no time
