@@ -304,7 +304,7 @@ var (
 	floatsDesc    = prometheus.NewDesc("memoria_vector_float_bytes", "Bytes of the vector index's float32 vectors in the heap (at most index.heap_vectors_mb once the graph holds them) and in its spill file beside the snapshot (those beyond, until a snapshot holds them).", []string{"where"}, nil)
 	commitsDesc   = prometheus.NewDesc("memoria_store_commits_total", "Group commits of the store (one fsync each).", nil, nil)
 	commitOpsDesc = prometheus.NewDesc("memoria_store_committed_ops_total", "Writes (operations) the group commits committed; over memoria_store_commits_total, the batches' mean size.", nil, nil)
-	busyDesc      = prometheus.NewDesc("memoria_store_committer_busy_seconds_total", "Seconds the committer — one goroutine, which every write goes through — spent on batches: its rate is the committer's utilisation, and near 1 writes queue for it.", nil, nil)
+	busyDesc      = prometheus.NewDesc("memoria_store_committer_busy_seconds_total", "Seconds the committer — one goroutine, which every write goes through — spent on batches: its rate is the committer's utilisation (near 1 under a steady load: it takes what queued while it worked).", nil, nil)
 	commitSecDesc = prometheus.NewDesc("memoria_store_commit_seconds_total", "Seconds of memoria_store_committer_busy_seconds_total spent in Badger's commits (the value log, the fsync, the memtable).", nil, nil)
 	rerankDesc    = prometheus.NewDesc("memoria_recall_rerank_fallbacks_total", "Recalls that kept the fused order because the reranker (recall.rerank) failed or timed out.", nil, nil)
 )
