@@ -93,4 +93,20 @@ func TestPrewarmFillsTheCachesNewestFirst(t *testing.T) {
 	if n := s.CacheStats()["memories"].Entries; n != 0 {
 		t.Fatalf("opened without prewarm, %d memories cached", n)
 	}
+	s.Close()
+
+	// Closed at once, while it may still warm: Close waits for it.
+	cfg := memorytest.Config(dir)
+	s, err := memorytest.OpenWith(memory.Options{Config: cfg, Prewarm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Warmed():
+	default:
+		t.Fatal("Close returned before the warming ended")
+	}
 }
