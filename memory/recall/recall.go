@@ -1274,21 +1274,10 @@ func (sc *scorer) expand(from []*Recalled, chosen map[cid.Cid]bool, budget, max 
 	return out, nil
 }
 
-// denseSim is the query's cosine similarity with the embedding of a
-// memory no dense search scored (another path's candidate, one that
-// co-access or expansion reached), as neighbourSim reads it: from the
-// int8 records, within a few thousandths. Read from the float32 vectors,
-// at 100,000 memories most of them out of the heap, these cosines were
-// 3% of a recall's CPU, most of it the system calls that read them.
-func (sc *scorer) denseSim(c cid.Cid) float64 {
-	key := c.KeyString()
-	if id, ok := sc.self.index.ID(key); ok {
-		return sc.neighbourSim(key, id)
-	}
-	return sc.storedSim(key)
-}
+// denseSim is the query's cosine similarity with a memory's embedding.
+func (sc *scorer) denseSim(c cid.Cid) float64 { return sc.denseSimKey(c.KeyString()) }
 
-// neighbourSim is the query's cosine with a chain neighbour that is no candidate,
+// neighbourSim is denseSimKey of a chain neighbour that is no candidate,
 // from the int8 records the graph searches: its cosine only weighs the
 // context evidence of the candidates beside it (baseRelevance), and a
 // large store's float32 vectors are read from the snapshot's file one
@@ -1301,6 +1290,14 @@ func (sc *scorer) neighbourSim(key string, id uint64) float64 {
 		sc.qq = &qq
 	}
 	if sim, ok := sc.self.index.ApproxDotID(id, *sc.qq); ok {
+		return float64(sim)
+	}
+	return sc.storedSim(key)
+}
+
+// denseSimKey is denseSim of the memory of CID key.
+func (sc *scorer) denseSimKey(key string) float64 {
+	if sim, ok := sc.self.index.Dot(key, sc.q.Vector); ok {
 		return float64(sim)
 	}
 	return sc.storedSim(key)
