@@ -330,3 +330,39 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 		t.Fatalf("a peek was logged: %d entries", len(log))
 	}
 }
+// The dense evidence of a memory no dense search scored (here one an
+// edge reached) is its cosine with the query, read from its float32
+// vector: a primary evidence, calibrated over the candidates, which the
+// int8 records' error would blur for a narrow embedder.
+func TestReachedMemoryDenseEvidenceIsItsCosine(t *testing.T) {
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
+	defer s.Close()
+	o := memorytest.NewOwner(t, s, "a")
+	support := o.Text("tomatoes grow best with basil nearby")
+	o.Text("tomatoes and basil", model.Edge{Target: support, Weight: 0.8})
+	rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "tomatoes and basil", K: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reached *recall.Recalled
+	for _, r := range rs {
+		if r.Via == recall.ViaExpansion {
+			reached = r
+		}
+	}
+	if reached == nil || reached.CID != support {
+		t.Fatalf("got %v, want the support reached", memorytest.Describe(rs))
+	}
+	q, err := s.Embed(context.Background(), "tomatoes and basil")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vec, ok := s.Index().Lookup(support.KeyString())
+	if !ok {
+		t.Fatal("the support has no vector in the index")
+	}
+	exact := float64(base.Dot(q[0], vec))
+	if got := reached.Explain.Evidence.Dense; exact <= 0 || math.Abs(got-exact) > 1e-6 {
+		t.Fatalf("dense evidence %v, exact cosine %v", got, exact)
+	}
+}
