@@ -330,6 +330,7 @@ func TestCoAccessAndQueryLog(t *testing.T) {
 		t.Fatalf("a peek was logged: %d entries", len(log))
 	}
 }
+
 // The dense evidence of a memory no dense search scored (here one an
 // edge reached) is its cosine with the query, read from its float32
 // vector: a primary evidence, calibrated over the candidates, which the
