@@ -7,9 +7,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
-	"github.com/viterin/vek/vek32"
 
 	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/vector"
 )
 
 // collapser folds near-identical memories into the first one injected, so
@@ -123,38 +123,38 @@ func jaccard(a, b []uint64) float64 {
 // Goldstein, 1998): next is the candidate with the best
 // λ·score − (1−λ)·(its highest cosine to a hit already chosen). The
 // candidates come best score first, and ties go to the earlier one, so
-// with no hit chosen yet it is the best by score.
+// with no hit chosen yet it is the best by score. The cosines are read
+// from the index's int8 records (within a few thousandths; the penalty
+// is a raw cosine, not calibrated): the float32 vectors of a large store
+// are read from a file one system call each, and reading every
+// candidate's was 2% of a recall's CPU at 100,000 memories.
 type diversity struct {
 	lambda float64
 	scores []float64
-	vecs   [][]float32 // unit embeddings; nil when a candidate has none
+	recs   []vector.Quantized // int8 embeddings; empty when a candidate has none
 	maxSim []float64
-	room   *[]float32 // holds the vectors read for d (roomPool)
+	room   *[]int8 // holds the records read for d (roomPool)
 }
 
 func (sc *scorer) newDiversity(cands []*Recalled, lambda float64) *diversity {
-	d := &diversity{lambda: lambda, scores: make([]float64, len(cands)), vecs: make([][]float32, len(cands)), maxSim: make([]float64, len(cands))}
-	// The vectors out of the index's heap (a large store's, read from a
-	// file) are read into room kept from one recall to the next: at
-	// 100,000 memories their copies were 7.5% of the bytes recalls
-	// allocated.
+	d := &diversity{lambda: lambda, scores: make([]float64, len(cands)), recs: make([]vector.Quantized, len(cands)), maxSim: make([]float64, len(cands))}
 	dims := sc.self.index.Dims()
-	d.room = roomPool.Get().(*[]float32)
+	d.room = roomPool.Get().(*[]int8)
 	room := slices.Grow((*d.room)[:0], dims*len(cands))[:dims*len(cands)]
 	*d.room = room
 	for i, r := range cands {
 		d.scores[i] = r.Score
-		d.vecs[i] = sc.vector(r.CID, room[i*dims:(i+1)*dims:(i+1)*dims])
+		d.recs[i] = sc.record(r.CID, room[i*dims:(i+1)*dims:(i+1)*dims])
 	}
 	return d
 }
 
-// roomPool holds the room of a diversity's vectors between recalls.
-var roomPool = sync.Pool{New: func() any { return new([]float32) }}
+// roomPool holds the room of a diversity's records between recalls.
+var roomPool = sync.Pool{New: func() any { return new([]int8) }}
 
-// release gives d's room back: call it once no vector of d is used.
+// release gives d's room back: call it once no record of d is used.
 func (d *diversity) release() {
-	clear(d.vecs)
+	clear(d.recs)
 	roomPool.Put(d.room)
 	d.room = nil
 }
@@ -170,35 +170,39 @@ func (d *diversity) next() int {
 	return best
 }
 
-// take removes candidate i and returns its embedding.
-func (d *diversity) take(i int) []float32 {
-	v := d.vecs[i]
+// take removes candidate i and returns its record.
+func (d *diversity) take(i int) vector.Quantized {
+	v := d.recs[i]
 	d.scores = slices.Delete(d.scores, i, i+1)
-	d.vecs = slices.Delete(d.vecs, i, i+1)
+	d.recs = slices.Delete(d.recs, i, i+1)
 	d.maxSim = slices.Delete(d.maxSim, i, i+1)
 	return v
 }
 
-// chose records a hit's embedding: the others' redundancy grows.
-func (d *diversity) chose(v []float32) {
-	if v == nil {
+// chose records a hit's record: the others' redundancy grows.
+func (d *diversity) chose(v vector.Quantized) {
+	if v.Len() == 0 {
 		return
 	}
-	for i, o := range d.vecs {
-		if o != nil {
-			d.maxSim[i] = max(d.maxSim[i], float64(vek32.Dot(v, o)))
+	for i, o := range d.recs {
+		if o.Len() != 0 {
+			d.maxSim[i] = max(d.maxSim[i], float64(vector.ApproxDot(v, o)))
 		}
 	}
 }
 
-// vector is a memory's embedding (nil when it has none): the index's, one
-// out of its heap read into buf (of the index's dimensions).
-func (sc *scorer) vector(c cid.Cid, buf []float32) []float32 {
-	if vec, ok := sc.self.index.LookupInto(c.KeyString(), buf); ok {
-		return vec
+// record is a memory's int8 embedding (empty when it has none): the
+// index's record copied into buf (of the index's dimensions), or the
+// stored vector's int8 form for one the index does not hold.
+func (sc *scorer) record(c cid.Cid, buf []int8) vector.Quantized {
+	if id, ok := sc.self.index.ID(c.KeyString()); ok {
+		if q, ok := sc.self.index.RecordInto(id, buf); ok {
+			return q
+		}
 	}
-	if vec, err := readVector(sc.txn, c); err == nil {
-		return vec
+	if vec, err := readVector(sc.txn, c); err == nil && len(vec) == sc.self.index.Dims() {
+		return sc.self.index.Quantize(vec)
 	}
-	return nil
+	return vector.Quantized{}
 }
+

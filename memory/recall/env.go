@@ -63,7 +63,7 @@ type Vectors interface {
 	Len() int
 	ID(key string) (uint64, bool)
 	Key(id uint64) (string, bool)
-	LookupInto(key string, buf []float32) ([]float32, bool)
+	RecordInto(id uint64, buf []int8) (vector.Quantized, bool)
 	Dot(key string, q []float32) (float32, bool)
 	Quantize(q []float32) vector.Quantized
 	ApproxDotID(id uint64, q vector.Quantized) (float32, bool)

@@ -1104,7 +1104,7 @@ func (sc *scorer) choose(cands []*Recalled, k, budget int) ([]*Recalled, int, er
 	var mmr *diversity
 	if lambda < 1 && sc.q.Vector != nil {
 		mmr = sc.newDiversity(cands, lambda)
-		defer mmr.release() // its vectors go no further than this choice
+		defer mmr.release() // its records go no further than this choice
 	}
 	var out []*Recalled
 	for len(out) < k && len(cands) > 0 {
@@ -1114,7 +1114,7 @@ func (sc *scorer) choose(cands []*Recalled, k, budget int) ([]*Recalled, int, er
 		}
 		r := cands[i]
 		cands = slices.Delete(cands, i, i+1)
-		var vec []float32
+		var vec vector.Quantized
 		if mmr != nil {
 			vec = mmr.take(i)
 		}

@@ -297,6 +297,38 @@ func (x *Index) ApproxDotID(id uint64, q Quantized) (float32, bool) {
 	return float32(dotInt8(q.q, rec)) * q.scale * recordScale(rec[x.dims:]), true
 }
 
+// RecordInto is the int8 record of id — the form the graph is searched
+// on — copied into buf (grown when shorter than Dims), for ApproxDot:
+// zero for a removed id, as Dot reads it; false for an id never given out.
+func (x *Index) RecordInto(id uint64, buf []int8) (Quantized, bool) {
+	x.kmu.RLock()
+	defer x.kmu.RUnlock()
+	if id >= uint64(len(x.keys)) {
+		return Quantized{}, false
+	}
+	buf = slices.Grow(buf[:0], x.dims)[:x.dims]
+	if x.removed[id] {
+		clear(buf)
+		return Quantized{q: buf}, true
+	}
+	rec := x.qv.at(uint32(id))
+	copy(buf, rec[:x.dims])
+	return Quantized{q: buf, scale: recordScale(rec[x.dims:])}, true
+}
+
+// Len is the number of dimensions of q (0: none).
+func (q Quantized) Len() int { return len(q.q) }
+
+// ApproxDot is the dot product of two int8 forms (Quantize, RecordInto),
+// within the quantisation's error of their vectors' (for unit vectors of
+// 384 dimensions, a few thousandths); 0 when their lengths differ.
+func ApproxDot(a, b Quantized) float32 {
+	if len(a.q) != len(b.q) {
+		return 0
+	}
+	return float32(dotInt8(a.q, b.q)) * a.scale * b.scale
+}
+
 // Len is the number of vectors in the index.
 func (x *Index) Len() int {
 	x.kmu.RLock()

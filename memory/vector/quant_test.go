@@ -201,3 +201,61 @@ func int8Bytes(v []int8) []byte {
 	}
 	return b
 }
+
+// Two memories' int8 records (RecordInto) give their cosine within the
+// quantisation's error (ApproxDot), as a query's int8 form against a
+// record does (ApproxDotID); a removed id's record is zero, an id never
+// given out has none; a record read into room with space allocates
+// nothing.
+func TestRecordIntoApproxDot(t *testing.T) {
+	const n, dims = 60, 384
+	vecs := clustered(rand.New(rand.NewSource(5)), n, dims, 4)
+	x := New(Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1})
+	defer x.Close()
+	for i, v := range vecs {
+		x.Add(key(i), v)
+	}
+	x.WaitBuilt()
+	id := func(i int) uint64 {
+		t.Helper()
+		v, ok := x.ID(key(i))
+		if !ok {
+			t.Fatalf("key %d has no id", i)
+		}
+		return v
+	}
+	worst := 0.0
+	for i := range n {
+		a, ok := x.RecordInto(id(i), nil)
+		if !ok || a.Len() != dims {
+			t.Fatalf("record %d: ok %v, %d dimensions", i, ok, a.Len())
+		}
+		for j := range n {
+			b, _ := x.RecordInto(id(j), nil)
+			worst = max(worst, math.Abs(float64(ApproxDot(a, b)-vek32.Dot(vecs[i], vecs[j]))))
+		}
+		q := x.Quantize(vecs[(i+1)%n])
+		byID, _ := x.ApproxDotID(id(i), q)
+		if got := ApproxDot(q, a); got != byID {
+			t.Fatalf("record %d: ApproxDot %v, ApproxDotID %v", i, got, byID)
+		}
+	}
+	if worst > 0.01 {
+		t.Fatalf("records' cosines off by up to %v", worst)
+	}
+	x.Remove(key(7))
+	if r, ok := x.RecordInto(id(8), nil); !ok || ApproxDot(r, r) <= 0 {
+		t.Fatalf("a live record: ok %v", ok)
+	}
+	removedID := uint64(7) // ids are given out in order of adding
+	if r, ok := x.RecordInto(removedID, nil); !ok || r.Len() != dims || ApproxDot(r, r) != 0 {
+		t.Fatalf("a removed id's record: ok %v, %d dimensions, self-dot %v", ok, r.Len(), ApproxDot(r, r))
+	}
+	if _, ok := x.RecordInto(uint64(x.IDs()), nil); ok {
+		t.Fatal("a record for an id never given out")
+	}
+	room := make([]int8, dims)
+	if allocs := testing.AllocsPerRun(100, func() { x.RecordInto(3, room) }); allocs != 0 {
+		t.Fatalf("RecordInto with room: %v allocations", allocs)
+	}
+}
