@@ -205,4 +205,3 @@ func (sc *scorer) record(c cid.Cid, buf []int8) vector.Quantized {
 	}
 	return vector.Quantized{}
 }
-
