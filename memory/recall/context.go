@@ -38,15 +38,6 @@ type neighbour struct {
 // Evidence each was a twentieth of the bytes a recall allocated).
 func (n *neighbour) match() Evidence { return Evidence{Dense: n.dense, BM25: n.bm25} }
 
-// cid is n's CID, made only when a read needs it.
-func (n *neighbour) cid() (cid.Cid, error) {
-	c, err := cid.Cast([]byte(n.key))
-	if err != nil {
-		return cid.Undef, fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
-	}
-	return c, nil
-}
-
 // chainView is one recall's view of a sona's chain: its members (vector
 // ids in chain order) as the registry held them when the recall first
 // asked, and what chainPositions keeps of them.
@@ -94,23 +85,6 @@ func (sc *scorer) placeOf(r *Recalled) (v chainView, pos int, ok bool) {
 	return v, pos, ok && pos < len(v.members)
 }
 
-// neighbourAt is neighbourOf the memory at position i of v's chain, nil
-// past its ends.
-func (sc *scorer) neighbourAt(v chainView, i int) *neighbour {
-	if i < 0 || i >= len(v.members) {
-		return nil
-	}
-	id := v.members[i]
-	if n, ok := sc.neighbours[id]; ok {
-		return n
-	}
-	key, ok := sc.self.index.Key(id)
-	if !ok {
-		return nil
-	}
-	return sc.neighbourOf(key, id, v.chain, i)
-}
-
 // baseRelevance is a memory's own dense and full-text relevance, 0..1: the
 // calibrated cosine and BM25 over the query's best, weighted as in the
 // fusion.
@@ -129,22 +103,30 @@ func (sc *scorer) baseRelevance(e Evidence, w config.PathWeights) float64 {
 	return v / total
 }
 
-// neighbourOf is (once per recall) the evidence for the context of the
-// memory of CID key at position at of chain: a candidate's own, another's
-// cosine alone. (The full-text path used to score four times the
-// candidates, so that their neighbours had their BM25: that changed
-// nothing on LoCoMo, and it was the larger part of the context
+// neighbourAt is (once per recall) the evidence for the context of the
+// memory at position i of v's chain, nil past its ends: a candidate's
+// own, another's cosine alone. (The full-text path used to score four
+// times the candidates, so that their neighbours had their BM25: that
+// changed nothing on LoCoMo, and it was the larger part of the context
 // evidence's cost in `self` scope; README, "LoCoMo evaluation".)
-func (sc *scorer) neighbourOf(key string, id uint64, chain *sonaChain, at int) *neighbour {
+func (sc *scorer) neighbourAt(v chainView, i int) *neighbour {
+	if i < 0 || i >= len(v.members) {
+		return nil
+	}
+	id := v.members[i]
 	if n, ok := sc.neighbours[id]; ok {
 		return n
+	}
+	key, ok := sc.self.index.Key(id)
+	if !ok {
+		return nil
 	}
 	if len(sc.spare) == 0 {
 		sc.spare = make([]neighbour, 64)
 	}
 	n := &sc.spare[0]
 	sc.spare = sc.spare[1:]
-	*n = neighbour{key: key, id: id, chain: chain, at: at}
+	*n = neighbour{key: key, id: id, chain: v.chain, at: i}
 	if r := sc.cands[key]; r != nil {
 		n.dense, n.bm25 = r.Explain.Evidence.Dense, r.Explain.Evidence.BM25
 	} else if sc.q.Vector != nil {
@@ -164,12 +146,16 @@ func (sc *scorer) place(n *neighbour) error {
 	}
 	n.placed = true
 	created, known := sc.knownVisible(n.id)
-	var c cid.Cid
+	t, timed := n.chain.time(n.at)
+	if known && timed {
+		n.visible, n.time = true, t
+		return nil
+	}
+	c, err := cid.Cast([]byte(n.key))
+	if err != nil {
+		return fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
+	}
 	if !known {
-		var err error
-		if c, err = n.cid(); err != nil {
-			return err
-		}
 		meta, err := sc.self.memories.MetaIn(sc.txn, c)
 		if errors.Is(err, base.ErrNotFound) {
 			return nil // gone: no context
@@ -183,14 +169,7 @@ func (sc *scorer) place(n *neighbour) error {
 		}
 		created = meta.CreatedAt
 	}
-	t, ok := n.chain.time(n.at)
-	if !ok {
-		if !c.Defined() {
-			var err error
-			if c, err = n.cid(); err != nil {
-				return err
-			}
-		}
+	if !timed {
 		m, err := sc.self.memories.MemoryIn(sc.txn, c)
 		if err != nil {
 			return err
@@ -227,7 +206,7 @@ func (sc *scorer) context(cands []*Recalled, w config.PathWeights) error {
 		if !ok {
 			continue
 		}
-		self := sc.neighbourOf(r.CID.KeyString(), v.members[pos], v.chain, pos)
+		self := sc.neighbourAt(v, pos)
 		sum := 0.0
 		for _, dir := range []int{-1, 1} {
 			// The window's memories and their relevance first: only those

@@ -51,8 +51,7 @@ func (sc *scorer) questionBefore(r *Recalled, w config.PathWeights) (*neighbour,
 	if prev == nil || sc.baseRelevance(prev.match(), w) == 0 {
 		return nil, nil // it would lend nothing: no read
 	}
-	key := r.CID.KeyString()
-	self := sc.neighbourOf(key, v.members[pos], v.chain, pos)
+	self := sc.neighbourAt(v, pos)
 	if err := sc.place(self); err != nil {
 		return nil, err
 	}
@@ -67,7 +66,7 @@ func (sc *scorer) questionBefore(r *Recalled, w config.PathWeights) (*neighbour,
 	if err != nil || !asked.question {
 		return nil, err
 	}
-	answer, err := sc.bodyAt(key)
+	answer, err := sc.bodyAt(self.key)
 	if err != nil {
 		return nil, err
 	}
