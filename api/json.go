@@ -176,19 +176,14 @@ func writeList(b *bytes.Buffer, fd protoreflect.FieldDescriptor, l protoreflect.
 // key and value (a tenth of rendering a recall's answer). Both write the
 // same bytes (TestMarshalMapsAsReflected).
 func writeMapField(b *bytes.Buffer, m protoreflect.Message, fd protoreflect.FieldDescriptor) error {
-	str := func(s string) error { writeString(b, s); return nil }
 	switch x := m.Interface().(type) {
 	case *messages.EvalSummary:
 		if fd.Name() == "metrics" {
 			return writeSortedMap(b, x.Metrics, func(f float64) error { return writeDouble(b, fd.MapValue(), f) })
 		}
-	case *messages.MemoryMeta:
+	case interface{ GetLabels() map[string]string }: // MemoryMeta, SonaJoin
 		if fd.Name() == "labels" {
-			return writeSortedMap(b, x.Labels, str)
-		}
-	case *messages.SonaJoin:
-		if fd.Name() == "labels" {
-			return writeSortedMap(b, x.Labels, str)
+			return writeSortedMap(b, x.GetLabels(), func(s string) error { writeString(b, s); return nil })
 		}
 	}
 	return writeMap(b, fd, m.Get(fd).Map())
