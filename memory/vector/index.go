@@ -293,8 +293,14 @@ func (x *Index) ApproxDotID(id uint64, q Quantized) (float32, bool) {
 	if x.removed[id] {
 		return 0, true // its vector is zero (as Dot reads it)
 	}
+	return ApproxDot(q, x.record(id)), true
+}
+
+// record is id's int8 record as the index holds it, not a copy (kmu held,
+// id given out and not removed).
+func (x *Index) record(id uint64) Quantized {
 	rec := x.qv.at(uint32(id))
-	return float32(dotInt8(q.q, rec)) * q.scale * recordScale(rec[x.dims:]), true
+	return Quantized{q: rec[:x.dims], scale: recordScale(rec[x.dims:])}
 }
 
 // RecordInto is the int8 record of id — the form the graph is searched
@@ -311,9 +317,9 @@ func (x *Index) RecordInto(id uint64, buf []int8) (Quantized, bool) {
 		clear(buf)
 		return Quantized{q: buf}, true
 	}
-	rec := x.qv.at(uint32(id))
-	copy(buf, rec[:x.dims])
-	return Quantized{q: buf, scale: recordScale(rec[x.dims:])}, true
+	r := x.record(id)
+	copy(buf, r.q)
+	return Quantized{q: buf, scale: r.scale}, true
 }
 
 // Len is the number of dimensions of q (0: none).
