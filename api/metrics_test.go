@@ -128,6 +128,12 @@ func TestMetricsAppearAndMove(t *testing.T) {
 	if c0, _ := metric(before, "memoria_store_commits_total"); !ok || commits <= c0 || ops < commits || busy <= 0 || inCommit <= 0 || inCommit > busy {
 		t.Errorf("committer: %v commits (%v before), %v ops, %v s busy, %v s in Badger's commits (present %v)", commits, c0, ops, busy, inCommit, ok)
 	}
+	// A store this small never stalls its writes, and says so.
+	for _, name := range []string{"memoria_store_write_stalls_total", "memoria_store_write_stall_seconds_total"} {
+		if v, ok := metric(after, name); !ok || v != 0 {
+			t.Errorf("%s = %v (present %v), want 0", name, v, ok)
+		}
+	}
 	if _, ok := metric(after, "memoria_actor_mailbox_depth", "actor", "sona"); !ok {
 		t.Errorf("no mailbox depth for sona actors")
 	}

@@ -311,6 +311,10 @@ type CommitterFigures struct {
 	PerSecond    float64 `json:"commits_per_s"`
 	OpsPerCommit float64 `json:"ops_per_commit"`
 	CommitMs     float64 `json:"commit_ms"`
+	// StalledS is how long Badger held the writes back in the window
+	// (level 0 of its tree full); 0 also from a server that does not
+	// count it.
+	StalledS float64 `json:"stalled_s"`
 }
 
 // RSS is a process's resident set over a measurement, in bytes.

@@ -296,6 +296,16 @@ func TestCommitterFigures(t *testing.T) {
 	if got := committerFigures(reading(0, 10, 100, 1, 0.5), reading(10, 10, 100, 1, 0.5)); got != nil {
 		t.Fatalf("no commit in the window: %+v, want none", got)
 	}
+	stalled := reading(10, 110, 10_100, 9, 4.5)
+	stalled.committer[stallFamily] = 2.5
+	if got := committerFigures(reading(0, 10, 100, 1, 0.5), stalled); got == nil || got.StalledS != 0 {
+		t.Fatalf("a stall counter only after the window: %+v, want the figures without it", got) // a server before stop 45, then …
+	}
+	before := reading(0, 10, 100, 1, 0.5)
+	before.committer[stallFamily] = 1
+	if got := committerFigures(before, stalled); got == nil || got.StalledS != 1.5 || got.PerSecond != 10 {
+		t.Fatalf("1.5 s stalled in the window: %+v", got)
+	}
 	old := reading(10, 110, 10_100, 9, 4.5)
 	delete(old.committer, "memoria_store_commit_seconds_total") // a server without the counter
 	if got := committerFigures(reading(0, 10, 100, 1, 0.5), old); got != nil {

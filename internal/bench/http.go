@@ -145,9 +145,12 @@ type serverReading struct {
 	committer map[string]float64 // by family
 }
 
-// committerFamilies are the committer's counters on /metrics.
+// committerFamilies are the committer's counters on /metrics; the last,
+// the stalls', a server before stop 45 lacks.
 var committerFamilies = []string{"memoria_store_commits_total", "memoria_store_committed_ops_total",
-	"memoria_store_committer_busy_seconds_total", "memoria_store_commit_seconds_total"}
+	"memoria_store_committer_busy_seconds_total", "memoria_store_commit_seconds_total", stallFamily}
+
+const stallFamily = "memoria_store_write_stall_seconds_total"
 
 // readServer reads the server's /metrics; nil when it cannot.
 func (r *run) readServer(ctx context.Context, url string) *serverReading {
@@ -195,13 +198,17 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 }
 
 // committerFigures is the committer's work between two readings; nil
-// when a reading lacks its counters or it made no commit.
+// when a reading lacks its counters (the stalls' may be missing: none
+// counted) or it made no commit.
 func committerFigures(before, after *serverReading) *CommitterFigures {
 	d := map[string]float64{}
 	for _, family := range committerFamilies {
 		b, ok := before.committer[family]
 		a, ok2 := after.committer[family]
 		if !ok || !ok2 {
+			if family == stallFamily {
+				continue
+			}
 			return nil
 		}
 		d[family] = a - b
@@ -216,6 +223,7 @@ func committerFigures(before, after *serverReading) *CommitterFigures {
 		PerSecond:    commits / wall,
 		OpsPerCommit: d["memoria_store_committed_ops_total"] / commits,
 		CommitMs:     1000 * d["memoria_store_commit_seconds_total"] / commits,
+		StalledS:     d[stallFamily],
 	}
 }
 

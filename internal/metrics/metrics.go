@@ -254,10 +254,13 @@ type State struct {
 
 // Committer is the group committer's work: its commits (one fsync each)
 // and the operations they committed, the seconds it was busy with
-// batches and, of those, in Badger's commits.
+// batches and, of those, in Badger's commits; and Badger's stalls of the
+// writes while level 0 of its tree was full, and their seconds.
 type Committer struct {
 	Commits, Ops               uint64
 	BusySeconds, CommitSeconds float64
+	Stalls                     uint64
+	StallSeconds               float64
 }
 
 // Cache is a cache's reads that found what they wanted (Hits) and those
@@ -306,6 +309,8 @@ var (
 	commitOpsDesc = prometheus.NewDesc("memoria_store_committed_ops_total", "Writes (operations) the group commits committed; over memoria_store_commits_total, the batches' mean size.", nil, nil)
 	busyDesc      = prometheus.NewDesc("memoria_store_committer_busy_seconds_total", "Seconds the committer — one goroutine, which every write goes through — spent on batches: its rate is the committer's utilisation (near 1 under a steady load: it takes what queued while it worked).", nil, nil)
 	commitSecDesc = prometheus.NewDesc("memoria_store_commit_seconds_total", "Seconds of memoria_store_committer_busy_seconds_total spent in Badger's commits (the value log, the fsync, the memtable).", nil, nil)
+	stallsDesc    = prometheus.NewDesc("memoria_store_write_stalls_total", "Times Badger held the writes back because level 0 of the store's tree was full (its compaction behind the writes; each also logged at warn): commits wait meanwhile.", nil, nil)
+	stallSecDesc  = prometheus.NewDesc("memoria_store_write_stall_seconds_total", "Seconds the stalls of memoria_store_write_stalls_total lasted.", nil, nil)
 	rerankDesc    = prometheus.NewDesc("memoria_recall_rerank_fallbacks_total", "Recalls that kept the fused order because the reranker (recall.rerank) failed or timed out.", nil, nil)
 )
 
@@ -332,6 +337,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- commitOpsDesc
 	ch <- busyDesc
 	ch <- commitSecDesc
+	ch <- stallsDesc
+	ch <- stallSecDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -372,4 +379,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(commitOpsDesc, prometheus.CounterValue, float64(st.Committer.Ops))
 	ch <- prometheus.MustNewConstMetric(busyDesc, prometheus.CounterValue, st.Committer.BusySeconds)
 	ch <- prometheus.MustNewConstMetric(commitSecDesc, prometheus.CounterValue, st.Committer.CommitSeconds)
+	ch <- prometheus.MustNewConstMetric(stallsDesc, prometheus.CounterValue, float64(st.Committer.Stalls))
+	ch <- prometheus.MustNewConstMetric(stallSecDesc, prometheus.CounterValue, st.Committer.StallSeconds)
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
@@ -113,6 +114,7 @@ func Open(dir string, o Options) (*Store, error) {
 		return nil, err
 	}
 	s.unreadable = &notes.unreadable
+	s.stalls = &notes.stalls
 	if !o.InMemory {
 		if s.space.free == nil {
 			s.space.free = func() (uint64, error) { return freeSpace(dir) }
@@ -747,6 +749,26 @@ type badgerNotes struct {
 	unreadable atomic.Pointer[string]
 	// unsynced is a failed sync of the value log since the last commit.
 	unsynced atomic.Pointer[string]
+	// stalls are the times Badger held writes back until compaction made
+	// room in level 0 of its tree (its log's "L0 was stalled for …").
+	stalls writeStalls
+}
+
+// writeStalls count Badger's stalls of writes and how long they lasted.
+type writeStalls struct {
+	count atomic.Uint64
+	nanos atomic.Int64
+}
+
+// stalledFor reads how long a stall of Badger's log line ("L0 was stalled
+// for 1.5s") lasted.
+func stalledFor(msg string) (time.Duration, bool) {
+	rest, ok := strings.CutPrefix(msg, "L0 was stalled for ")
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(rest))
+	return d, err == nil
 }
 
 func (b badgerLogger) Errorf(f string, a ...any) {
@@ -767,6 +789,13 @@ func (b badgerLogger) Warningf(f string, a ...any) {
 	b.l.Warn(fmt.Sprintf(f, a...), "component", "badger")
 }
 func (b badgerLogger) Infof(f string, a ...any) {
-	b.l.Debug(fmt.Sprintf(f, a...), "component", "badger")
+	msg := fmt.Sprintf(f, a...)
+	if d, ok := stalledFor(msg); ok {
+		b.notes.stalls.count.Add(1)
+		b.notes.stalls.nanos.Add(int64(d))
+		b.l.Warn("writes stalled: level 0 of the store's tree was full until its compaction made room", "stalled", d, "component", "badger")
+		return
+	}
+	b.l.Debug(msg, "component", "badger")
 }
 func (b badgerLogger) Debugf(f string, a ...any) {}

@@ -1,11 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memoria-ai/memoria/config"
 )
@@ -31,6 +34,34 @@ func TestUnsyncedValueLogFailsTheCommit(t *testing.T) {
 	}
 	if err := set(); err != nil {
 		t.Fatalf("the next commit: %v", err)
+	}
+}
+
+// TestWriteStallsCounted: Badger only logs that it held the writes back
+// while level 0 of its tree was full (levelsController.addLevel0Table,
+// with this very format, at info); the store warns and counts each stall
+// and its length in CommitStats.
+func TestWriteStallsCounted(t *testing.T) {
+	var logs bytes.Buffer
+	o := OptionsOf(config.Default().Store)
+	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if c := s.CommitStats(); c.Stalls != 0 || c.Stalled != 0 {
+		t.Fatalf("a new store has stalled: %+v", c)
+	}
+	lg := s.DB().Opts().Logger
+	lg.Infof("L0 was stalled for %s\n", (1500 * time.Millisecond).Round(time.Millisecond))
+	lg.Infof("L0 was stalled for %s\n", (250 * time.Millisecond).Round(time.Millisecond))
+	lg.Infof("Lifetime L0 stalled for: %s\n", 1750*time.Millisecond) // at close: no stall of its own
+	if c := s.CommitStats(); c.Stalls != 2 || c.Stalled != 1750*time.Millisecond {
+		t.Errorf("after two stalls of 1.5 s and 250 ms: %d stalls, %v", c.Stalls, c.Stalled)
+	}
+	if n := strings.Count(logs.String(), "level=WARN msg=\"writes stalled"); n != 2 || !strings.Contains(logs.String(), "stalled=1.5s") {
+		t.Errorf("%d stalls warned, want 2 (the log: %s)", n, logs.String())
 	}
 }
 

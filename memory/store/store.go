@@ -179,7 +179,10 @@ type Store struct {
 	// log, and why (Badger logs it and returns no bytes, not an error);
 	// nil in memory.
 	unreadable *atomic.Pointer[string]
-	lost       string // the loss of acknowledged writes accepted at open
+	// stalls are Badger's stalls of writes (CommitStats); nil without
+	// Badger.
+	stalls *writeStalls
+	lost   string // the loss of acknowledged writes accepted at open
 
 	// Owned by the committer once it runs:
 	mark     ackMark    // commits made and the insertion log's end
@@ -213,16 +216,24 @@ type Store struct {
 // how long it was busy with batches (every write goes through this one
 // goroutine: busy most of the time, writes queue for it) and how long of
 // that it waited in Badger's commits (the value log, the fsync, the
-// memtable).
+// memtable); and how often and how long Badger held the writes back
+// because level 0 of its tree was full — its compaction behind the
+// writes (a commit waits for it).
 type CommitStats struct {
 	Commits, Ops uint64
 	Busy, Commit time.Duration
+	Stalls       uint64
+	Stalled      time.Duration
 }
 
 // CommitStats reports the committer's work since the open.
 func (s *Store) CommitStats() CommitStats {
-	return CommitStats{Commits: s.commits.Load(), Ops: s.committedOps.Load(),
+	c := CommitStats{Commits: s.commits.Load(), Ops: s.committedOps.Load(),
 		Busy: time.Duration(s.busyNanos.Load()), Commit: time.Duration(s.commitNanos.Load())}
+	if s.stalls != nil {
+		c.Stalls, c.Stalled = s.stalls.count.Load(), time.Duration(s.stalls.nanos.Load())
+	}
+	return c
 }
 
 // Committer is the door of writes (what a subsystem that writes needs).
