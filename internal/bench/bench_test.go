@@ -299,7 +299,7 @@ func TestCommitterFigures(t *testing.T) {
 	stalled := reading(10, 110, 10_100, 9, 4.5)
 	stalled.committer[stallFamily] = 2.5
 	if got := committerFigures(reading(0, 10, 100, 1, 0.5), stalled); got == nil || got.StalledS != 0 {
-		t.Fatalf("a stall counter only after the window: %+v, want the figures without it", got) // a server before stop 45, then …
+		t.Fatalf("the stall counter in one reading only: %+v, want the figures, none stalled", got)
 	}
 	before := reading(0, 10, 100, 1, 0.5)
 	before.committer[stallFamily] = 1
