@@ -146,7 +146,7 @@ type serverReading struct {
 }
 
 // committerFamilies are the committer's counters on /metrics; the last,
-// the stalls', a server before stop 45 lacks.
+// the stalls', an older server lacks.
 var committerFamilies = []string{"memoria_store_commits_total", "memoria_store_committed_ops_total",
 	"memoria_store_committer_busy_seconds_total", "memoria_store_commit_seconds_total", stallFamily}
 

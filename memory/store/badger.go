@@ -113,8 +113,7 @@ func Open(dir string, o Options) (*Store, error) {
 		eng.close()
 		return nil, err
 	}
-	s.unreadable = &notes.unreadable
-	s.stalls = &notes.stalls
+	s.notes = notes
 	if !o.InMemory {
 		if s.space.free == nil {
 			s.space.free = func() (uint64, error) { return freeSpace(dir) }

@@ -175,14 +175,12 @@ type Store struct {
 	maxBatch int
 	log      *slog.Logger
 	space    spaceGuard
-	// unreadable is the last value Badger could not read from a value
-	// log, and why (Badger logs it and returns no bytes, not an error);
-	// nil in memory.
-	unreadable *atomic.Pointer[string]
-	// stalls are Badger's stalls of writes (CommitStats); nil without
+	// notes are what Badger reported only in its log: the last value it
+	// could not read from a value log, and why (it returns no bytes, not
+	// an error), and its stalls of writes (CommitStats); nil without
 	// Badger.
-	stalls *writeStalls
-	lost   string // the loss of acknowledged writes accepted at open
+	notes *badgerNotes
+	lost  string // the loss of acknowledged writes accepted at open
 
 	// Owned by the committer once it runs:
 	mark     ackMark    // commits made and the insertion log's end
@@ -230,8 +228,8 @@ type CommitStats struct {
 func (s *Store) CommitStats() CommitStats {
 	c := CommitStats{Commits: s.commits.Load(), Ops: s.committedOps.Load(),
 		Busy: time.Duration(s.busyNanos.Load()), Commit: time.Duration(s.commitNanos.Load())}
-	if s.stalls != nil {
-		c.Stalls, c.Stalled = s.stalls.count.Load(), time.Duration(s.stalls.nanos.Load())
+	if s.notes != nil {
+		c.Stalls, c.Stalled = s.notes.stalls.count.Load(), time.Duration(s.notes.stalls.nanos.Load())
 	}
 	return c
 }
@@ -1001,8 +999,8 @@ func (s *Store) Block(c cid.Cid) ([]byte, error) {
 		out = b
 		return err
 	})
-	if errors.Is(err, errValueUnreadable) && s.unreadable != nil {
-		if why := s.unreadable.Load(); why != nil {
+	if errors.Is(err, errValueUnreadable) && s.notes != nil {
+		if why := s.notes.unreadable.Load(); why != nil {
 			err = fmt.Errorf("%w store: %s (block %s)", base.ErrCorrupt, *why, c)
 		}
 	}
