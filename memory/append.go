@@ -10,7 +10,6 @@ import (
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/living"
 	"github.com/memoria-ai/memoria/memory/store"
-	"github.com/memoria-ai/memoria/memory/tiers"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -47,7 +46,7 @@ func (s *Self) contributions() []chain.Contribution {
 			if w.Item.PageOf == nil {
 				return nil
 			}
-			return tiers.EnqueuePage(tx, w.Sona, *w.Item.PageOf, w.Item.CID, w.Now)
+			return s.Tiers.EnqueuePage(tx, w.Sona, *w.Item.PageOf, w.Item.CID, w.Now)
 		},
 	}
 }

@@ -103,3 +103,32 @@ func (s *Store) SegmentRecords(sona string) (headers, visits map[uint64][]byte, 
 	})
 	return headers, visits, err
 }
+
+// TierRecords are the records of sona that the record cache keeps
+// (reccache.go): as stored, read past the cache, and as the cache holds
+// them (nil: cached as absent), by key; and the cache's reads so far.
+func (s *Store) TierRecords(sona string) (stored, cached map[string][]byte, reads store.CacheStats, err error) {
+	stored, cached = map[string][]byte{}, map[string][]byte{}
+	err = s.view.View(func(txn store.Reader) error {
+		return store.Scan(txn, tierPrefix(sona), func(k, v []byte) error {
+			if _, part, _, ok := tierKey(string(k)); ok && cachedRecord(part) {
+				stored[string(k)] = slices.Clone(v)
+			}
+			return nil
+		})
+	})
+	keys := [][]byte{stmKey(sona), mtmKey(sona), personaKey(sona), counterKey(sona, counterPage)}
+	for _, tier := range []string{STM, MTM, LPM} {
+		keys = append(keys, counterKey(sona, tier))
+	}
+	for k := range stored {
+		keys = append(keys, []byte(k))
+	}
+	reads = s.recs.Stats() // before Latest counts its own
+	for _, k := range keys {
+		if v, ok := s.recs.Latest(string(k)); ok {
+			cached[string(k)] = v
+		}
+	}
+	return stored, cached, reads, err
+}

@@ -88,7 +88,7 @@ func (f *tierForget) bumpMTM() error {
 		return nil
 	}
 	state := &messages.MtmState{}
-	if _, err := store.GetProto(f.tx, mtmKey(f.sona), state); err != nil {
+	if _, err := f.s.getProto(f.tx, mtmKey(f.sona), state); err != nil {
 		return err
 	}
 	state.Pages -= min(state.Pages, f.dropped)
@@ -99,7 +99,7 @@ func (f *tierForget) bumpMTM() error {
 // stm drops the short-term pages that name a forgotten memory.
 func (f *tierForget) stm() error {
 	st := &messages.StmState{}
-	ok, err := store.GetProto(f.tx, stmKey(f.sona), st)
+	ok, err := f.s.getProto(f.tx, stmKey(f.sona), st)
 	if err != nil || !ok {
 		return err
 	}
@@ -155,7 +155,7 @@ func (f *tierForget) inboxes() error {
 				continue
 			}
 			pr.Summary, pr.Keywords = "", nil
-			if err := enqueueTier(f.tx, f.sona, LPM, &messages.TierWork{Work: &messages.TierWork_Promotion{Promotion: pr}}); err != nil {
+			if err := f.s.enqueueTier(f.tx, f.sona, LPM, &messages.TierWork{Work: &messages.TierWork_Promotion{Promotion: pr}}); err != nil {
 				return err
 			}
 		}
@@ -229,7 +229,7 @@ func (f *tierForget) eachSegment(fn func(seg *Segment, pages []*messages.Page) e
 // factsGone reports whether the persona holds a fact a forgotten memory
 // stated.
 func (f *tierForget) factsGone() bool {
-	persona, err := readPersona(f.tx, f.sona)
+	persona, err := f.s.readPersona(f.tx, f.sona)
 	if err != nil {
 		return false
 	}
@@ -252,7 +252,7 @@ func (f *tierForget) chainSummaries() error {
 		return false
 	}
 	st := &messages.StmState{}
-	if ok, err := store.GetProto(f.tx, stmKey(f.sona), st); err != nil {
+	if ok, err := f.s.getProto(f.tx, stmKey(f.sona), st); err != nil {
 		return err
 	} else if ok {
 		changed := false
@@ -343,7 +343,7 @@ func (f *tierForget) terms() error {
 // the user profile and the traits' evidence, which keep no provenance.
 func (f *tierForget) persona() error {
 	rec := &messages.Persona{}
-	ok, err := store.GetProto(f.tx, personaKey(f.sona), rec)
+	ok, err := f.s.getProto(f.tx, personaKey(f.sona), rec)
 	if err != nil || !ok {
 		return err
 	}

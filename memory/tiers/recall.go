@@ -50,7 +50,7 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
 		stm := &messages.StmState{}
-		if _, err := store.GetProto(txn, stmKey(sona), stm); err != nil {
+		if _, err := s.getProto(txn, stmKey(sona), stm); err != nil {
 			return err
 		}
 		pending, err := s.inbox(txn, sona, STM, 0)
@@ -70,7 +70,7 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 		}
 
 		state := &messages.MtmState{}
-		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
+		if _, err := s.getProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
 		var segs []*Segment
@@ -112,7 +112,7 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 			out.MTM = append(out.MTM, RecalledPage{PageText: t, Segment: owner[r.Index], Score: r.Score})
 		}
 
-		persona, err := readPersona(txn, sona)
+		persona, err := s.readPersona(txn, sona)
 		if err != nil {
 			return err
 		}
@@ -185,7 +185,7 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 		}
 
 		stm := &messages.StmState{}
-		if _, err := store.GetProto(txn, stmKey(sona), stm); err != nil {
+		if _, err := s.getProto(txn, stmKey(sona), stm); err != nil {
 			return err
 		}
 		var err error
@@ -230,7 +230,7 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 			out.Mtm.Promoting = append(out.Mtm.Promoting, w.GetPromotion())
 		}
 
-		lpm, err := readPersona(txn, sona)
+		lpm, err := s.readPersona(txn, sona)
 		if err != nil {
 			return err
 		}

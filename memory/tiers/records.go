@@ -232,9 +232,9 @@ func cloneFacts(fs []*Fact) []*Fact {
 
 // readPersona reads the persona of sona; a sona without one has an empty
 // persona.
-func readPersona(r store.Reader, sona string) (*Persona, error) {
+func (s *Store) readPersona(r store.Reader, sona string) (*Persona, error) {
 	rec := &messages.Persona{}
-	if _, err := store.GetProto(r, personaKey(sona), rec); err != nil {
+	if _, err := s.getProto(r, personaKey(sona), rec); err != nil {
 		return nil, err
 	}
 	return PersonaOf(rec), nil

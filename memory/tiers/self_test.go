@@ -21,6 +21,7 @@ import (
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/forget"
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -688,6 +689,67 @@ func TestDocFreqsCachedAndCounted(t *testing.T) {
 	}
 	memorytest.Settle(t, s, o.Sona)
 	check("after 8 more")
+}
+
+// The tier records read on every step and retrieval — the STM and MTM
+// states, the persona, the counters — are read through a cache that the
+// commits keep current: what it holds is what is stored (a record
+// absent, as absent) after steps, retrievals, a reopen and a forget of
+// the sona's memories, and the steps and retrievals read it.
+func TestTierRecordsCachedAsStored(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(dir), clk)
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(11))
+	check := func(s *memory.Self, when string) store.CacheStats {
+		t.Helper()
+		stored, cached, reads, err := s.Tiers.TierRecords(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cached) == 0 {
+			t.Fatalf("%s: nothing cached", when)
+		}
+		for k, v := range cached {
+			if w, ok := stored[k]; ok != (v != nil) || !bytes.Equal(v, w) {
+				t.Fatalf("%s: %q cached as %x (held %v), stored as %x (held %v)", when, k, v, v != nil, w, ok)
+			}
+		}
+		return reads
+	}
+	recall := func(s *memory.Self) {
+		t.Helper()
+		vecs, _ := s.Embed(context.Background(), "a question")
+		if _, err := s.Tiers.Recall(o.Sona, "a question", vecs[0], 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 12 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	memorytest.Settle(t, s, o.Sona)
+	recall(s)
+	if reads := check(s, "after 12 pages"); reads.Hits == 0 {
+		t.Fatalf("the steps and the retrieval read no cached record: %+v", reads)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = memorytest.Open(t, memorytest.Config(dir), clk)
+	defer s.Close()
+	recall(s)
+	o.S = s
+	for range 4 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	memorytest.Settle(t, s, o.Sona)
+	check(s, "reopened, 4 pages more")
+	if _, err := s.Forget.Forget(context.Background(), forget.Request{Selector: forget.Selector{Sona: o.Sona}}); err != nil {
+		t.Fatal(err)
+	}
+	recall(s)
+	check(s, "after a forget of the sona's memories")
 }
 
 // A retrieval's visit writes the segment's visit record alone — not its

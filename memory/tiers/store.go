@@ -112,9 +112,9 @@ func inboxKey(sona, tier string, seq uint64) []byte {
 const counterPage = "page"
 
 // nextCounter takes the next value of a tier counter.
-func nextCounter(tx store.Tx, key []byte) (uint64, error) {
+func (s *Store) nextCounter(tx store.Tx, key []byte) (uint64, error) {
 	var n uint64
-	v, err := tx.Get(key)
+	v, err := s.record(tx, key)
 	switch {
 	case errors.Is(err, base.ErrNotFound):
 	case err != nil:
@@ -129,8 +129,8 @@ func nextCounter(tx store.Tx, key []byte) (uint64, error) {
 }
 
 // enqueueTier writes w into a tier's inbox.
-func enqueueTier(tx store.Tx, sona, tier string, w *messages.TierWork) error {
-	seq, err := nextCounter(tx, counterKey(sona, tier))
+func (s *Store) enqueueTier(tx store.Tx, sona, tier string, w *messages.TierWork) error {
+	seq, err := s.nextCounter(tx, counterKey(sona, tier))
 	if err != nil {
 		return err
 	}
@@ -144,12 +144,12 @@ func enqueueTier(tx store.Tx, sona, tier string, w *messages.TierWork) error {
 }
 
 // enqueuePage numbers a new dialogue page (q, r) and hands it to the STM.
-func EnqueuePage(tx store.Tx, sona string, q, r cid.Cid, t int64) error {
-	seq, err := nextCounter(tx, counterKey(sona, counterPage))
+func (s *Store) EnqueuePage(tx store.Tx, sona string, q, r cid.Cid, t int64) error {
+	seq, err := s.nextCounter(tx, counterKey(sona, counterPage))
 	if err != nil {
 		return err
 	}
-	return enqueueTier(tx, sona, STM, &messages.TierWork{Work: &messages.TierWork_Page{
+	return s.enqueueTier(tx, sona, STM, &messages.TierWork{Work: &messages.TierWork_Page{
 		Page: &messages.Page{Seq: seq, Q: q.String(), R: r.String(), T: t},
 	}})
 }
@@ -169,7 +169,7 @@ func (s *Store) PushPage(ctx context.Context, sona string, q, r cid.Cid) error {
 				return fmt.Errorf("%w: memory %s is not in sona %s", base.ErrInvalid, c, sona)
 			}
 		}
-		return EnqueuePage(tx, sona, q, r, t)
+		return s.EnqueuePage(tx, sona, q, r, t)
 	})
 }
 
@@ -428,7 +428,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, er
 		if w.GetPage() == nil {
 			return fmt.Errorf("%w: STM inbox entry %d holds no page", base.ErrCorrupt, w.Seq)
 		}
-		if _, err := store.GetProto(txn, stmKey(sona), stm); err != nil {
+		if _, err := s.getProto(txn, stmKey(sona), stm); err != nil {
 			return err
 		}
 		for _, p := range stm.Pages {
@@ -483,7 +483,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, er
 	next.Version++
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		cur := &messages.StmState{}
-		if _, err := store.GetProto(tx, stmKey(sona), cur); err != nil {
+		if _, err := s.getProto(tx, stmKey(sona), cur); err != nil {
 			return err
 		}
 		if cur.Version != stm.Version {
@@ -493,7 +493,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, er
 			return err
 		}
 		for _, p := range moved {
-			if err := enqueueTier(tx, sona, MTM, &messages.TierWork{Work: &messages.TierWork_Page{Page: p}}); err != nil {
+			if err := s.enqueueTier(tx, sona, MTM, &messages.TierWork{Work: &messages.TierWork_Page{Page: p}}); err != nil {
 				return err
 			}
 		}
@@ -530,7 +530,7 @@ type mtmChange struct {
 func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork, c *mtmChange) error {
 	return s.store.Update(ctx, func(tx store.Tx) error {
 		cur := &messages.MtmState{}
-		if _, err := store.GetProto(tx, mtmKey(sona), cur); err != nil {
+		if _, err := s.getProto(tx, mtmKey(sona), cur); err != nil {
 			return err
 		}
 		if cur.Version != c.base {
@@ -579,7 +579,7 @@ func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork
 			}
 		}
 		for _, p := range c.promoted {
-			if err := enqueueTier(tx, sona, LPM, &messages.TierWork{Work: &messages.TierWork_Promotion{Promotion: p}}); err != nil {
+			if err := s.enqueueTier(tx, sona, LPM, &messages.TierWork{Work: &messages.TierWork_Promotion{Promotion: p}}); err != nil {
 				return err
 			}
 		}
@@ -634,7 +634,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 		if w.GetPage() == nil {
 			return fmt.Errorf("%w: MTM inbox entry %d holds no page", base.ErrCorrupt, w.Seq)
 		}
-		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
+		if _, err := s.getProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
 		if segs, err = s.readSegments(txn, sona, gen); err != nil {
@@ -759,7 +759,7 @@ func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at
 	var segs []*Segment
 	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
-		if _, err := store.GetProto(txn, mtmKey(sona), state); err != nil {
+		if _, err := s.getProto(txn, mtmKey(sona), state); err != nil {
 			return err
 		}
 		var err error
@@ -806,7 +806,7 @@ func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, er
 		if w.GetPromotion() == nil {
 			return fmt.Errorf("%w: LPM inbox entry %d holds no promotion", base.ErrCorrupt, w.Seq)
 		}
-		if persona, err = readPersona(txn, sona); err != nil {
+		if persona, err = s.readPersona(txn, sona); err != nil {
 			return err
 		}
 		for _, p := range w.GetPromotion().Pages {
@@ -850,7 +850,7 @@ func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, er
 	ApplyPersona(next, upd, s.cfg.Tiers, promo.Segment, s.clock.Now().Unix())
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		cur := &messages.Persona{}
-		if _, err := store.GetProto(tx, personaKey(sona), cur); err != nil {
+		if _, err := s.getProto(tx, personaKey(sona), cur); err != nil {
 			return err
 		}
 		if cur.Updates != persona.Updates {
@@ -905,6 +905,7 @@ type Store struct {
 	clock  clock.Clock
 	segs   *segmentCache
 	dfs    *store.Cache[uint64] // document frequencies by dfKey (dfcache.go)
+	recs   *store.Cache[[]byte] // states, personas and counters (reccache.go)
 	starts inboxStart
 }
 
@@ -921,6 +922,8 @@ func NewStore(st interface {
 		sub.Subscribe(s.segs.committed)
 		s.dfs = store.NewCache[uint64](dfCacheSize)
 		sub.Subscribe(s.dfCommitted)
+		s.recs = store.NewCache[[]byte](recCacheSize)
+		sub.Subscribe(s.recCommitted)
 	} else {
 		s.segs = nil
 	}
