@@ -62,6 +62,53 @@ func TestChainNeverForks(t *testing.T) {
 	}
 }
 
+// Two appends planned at the same seq of a chain, committed in one
+// batch: the second sees the first's record — not the one the commits
+// left in the writer's cache — and is refused.
+func TestAppendsInOneBatchSeeEachOther(t *testing.T) {
+	c := chaintest.Open(t, chain.Options{})
+	o := c.Owner("a")
+	o.Text("first") // its record is the one cached
+	plan := func(text string) *model.Append {
+		t.Helper()
+		p, err := c.Writer.Prepare(chaintest.TextMemory(text), make([]float32, c.Index.Dims()), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := model.PlanAppend(o.Sona, o.Head, o.N, p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	one, two := plan("one"), plan("two")
+	// The committer waits in an op of its own while both queue behind it:
+	// it takes them into its next batch together.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	blocker := c.Store.Submit(func(store.Tx) error {
+		once.Do(func() { close(entered) })
+		<-release
+		return nil
+	})
+	<-entered
+	first, second := c.Store.Submit(c.Writer.Op(one)), c.Store.Submit(c.Writer.Op(two))
+	close(release)
+	ctx := context.Background()
+	if err := blocker.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Wait(ctx); !errors.Is(err, base.ErrChainConflict) {
+		t.Fatalf("a second append at the same seq in the same batch: %v, want ErrChainConflict", err)
+	}
+	if rec, _ := c.Sonas.Get(o.Sona); rec.Length != 2 {
+		t.Fatalf("length %d, want 2", rec.Length)
+	}
+}
+
 func TestAppendRefusesDanglingLinksWritingNothing(t *testing.T) {
 	c := chaintest.Open(t, chain.Options{})
 	o := c.Owner("a")

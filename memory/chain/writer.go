@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -72,12 +73,33 @@ type Writer struct {
 	index *vector.Index
 	cfg   config.Config
 	o     Options
+	// recs are the sonas' records as the commits left them: every append
+	// checks its plan against its sona's in the committer (readPlanned),
+	// where a read from Badger waits for every other write.
+	recs *store.Cache[[]byte]
 }
+
+// sonaRecords is how many sonas' records the writer keeps (~150 bytes
+// each).
+const sonaRecords = 1 << 15
 
 // NewWriter writes the chains of the sonas in st; mems reads memories and
 // index is the vector index the appends add to.
 func NewWriter(st *store.Store, sonas *Sonas, mems *meta.Store, index *vector.Index, o Options) *Writer {
-	return &Writer{st: st, sonas: sonas, mems: mems, index: index, cfg: o.Config, o: o}
+	w := &Writer{st: st, sonas: sonas, mems: mems, index: index, cfg: o.Config, o: o, recs: store.NewCache[[]byte](sonaRecords)}
+	st.Subscribe(w.committed)
+	return w
+}
+
+// committed keeps the cached records current with a commit's writes.
+// The records are marshalled afresh for each write (store.SetProto), so
+// the event's values are theirs to share.
+func (w *Writer) committed(ev store.Event) {
+	for i, k := range ev.Keys {
+		if strings.HasPrefix(k, string(SonaPrefix)) {
+			w.recs.Set(k, ev.Told, ev.Values[i]) // nil: deleted
+		}
+	}
 }
 
 // Op returns the store operation that carries out a: memory block, ACT
@@ -91,7 +113,7 @@ func (w *Writer) Op(a *model.Append) store.Op {
 		return w.OpForgotten(a, a.Item.Forgotten)
 	}
 	return func(tx store.Tx) error {
-		rec, err := readPlanned(tx, a)
+		rec, err := w.readPlanned(tx, a)
 		if err != nil {
 			return err
 		}
@@ -169,8 +191,15 @@ func (w *Writer) Op(a *model.Append) store.Op {
 
 // readPlanned reads the record of a's sona and checks that a extends its
 // chain (checkPlan).
-func readPlanned(tx store.Tx, a *model.Append) (*messages.Sona, error) {
-	raw, err := tx.Get(SonaKey(a.Sona))
+func (w *Writer) readPlanned(tx store.Tx, a *model.Append) (*messages.Sona, error) {
+	key := SonaKey(a.Sona)
+	raw, ok := w.recs.Lookup(string(key), key, tx)
+	var err error
+	if !ok {
+		raw, err = tx.Get(key)
+	} else if raw == nil {
+		err = base.ErrNotFound
+	}
 	if errors.Is(err, base.ErrNotFound) {
 		return nil, fmt.Errorf("%w: sona %s", base.ErrNotFound, a.Sona)
 	}
@@ -302,7 +331,7 @@ func (w *Writer) OpForgotten(a *model.Append, t *messages.Tombstone) store.Op {
 		if err := CheckForgottenAct(a); err != nil {
 			return err
 		}
-		rec, err := readPlanned(tx, a)
+		rec, err := w.readPlanned(tx, a)
 		if err != nil {
 			return err
 		}

@@ -379,23 +379,22 @@ func DataFromJSON(b []byte) (Data, error) {
 
 // Encode returns the memory's canonical DAG-CBOR block and its CID.
 func (m *Memory) Encode() (cid.Cid, []byte, error) {
-	n, err := m.Node()
-	if err != nil {
+	if err := m.Validate(); err != nil {
 		return cid.Undef, nil, err
 	}
-	return encodeNode(n)
+	if m.Data.Kind() == "" {
+		return cid.Undef, nil, base.Invalidf("data has no kind")
+	}
+	return sum(m.appendCBOR(make([]byte, 0, m.sizeHint())))
 }
 
-func encodeNode(n datamodel.Node) (cid.Cid, []byte, error) {
-	var buf bytes.Buffer
-	if err := dagcbor.Encode(n, &buf); err != nil {
-		return cid.Undef, nil, err
-	}
-	c, err := SumCID(CodecDagCBOR, buf.Bytes())
+// sum is block with its CID.
+func sum(block []byte) (cid.Cid, []byte, error) {
+	c, err := SumCID(CodecDagCBOR, block)
 	if err != nil {
 		return cid.Undef, nil, err
 	}
-	return c, buf.Bytes(), nil
+	return c, block, nil
 }
 
 // SumCID returns the CIDv1 (sha2-256) of a block of the given codec.
@@ -571,10 +570,10 @@ func (a *Act) Node() datamodel.Node {
 
 // Encode returns the ACT's canonical DAG-CBOR block and its CID.
 func (a *Act) Encode() (cid.Cid, []byte, error) {
-	if !a.Memory.Defined() {
+	if !a.Memory.Defined() || a.Prev != nil && !a.Prev.Defined() {
 		return cid.Undef, nil, base.Invalidf("act without memory")
 	}
-	return encodeNode(a.Node())
+	return sum(a.appendCBOR(make([]byte, 0, 64+len(a.Sona)+2*40)))
 }
 
 // DecodeAct decodes an ACT block.

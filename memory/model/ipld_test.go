@@ -369,6 +369,7 @@ func FuzzDecodeMemory(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded memory does not re-encode: %v", err)
 		}
+		sameAsIPLDPrime(t, m) // the blocks' own encoder is go-ipld-prime's, byte for byte
 		back, err := DecodeMemory(block)
 		if err != nil {
 			t.Fatal(err)
