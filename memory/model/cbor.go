@@ -186,3 +186,251 @@ func (a *Act) appendCBOR(b []byte) []byte {
 	b = cborText(cborText(b, "sona"), a.Sona)
 	return cborCID(cborText(b, "memory"), a.Memory)
 }
+
+// cborReader reads the canonical DAG-CBOR the encoder above writes: a
+// block in that form decodes without go-ipld-prime's nodes (half of a
+// memory's decoding was building them, and most of its garbage), and
+// anything else — another form of the same data, or no memory at all —
+// is left to go-ipld-prime (DecodeMemory), which reads every form and
+// says what is wrong. Its methods report false at the first thing they
+// do not expect.
+type cborReader struct{ b []byte }
+
+// head reads a head of major type major in its shortest form.
+func (r *cborReader) head(major byte) (uint64, bool) {
+	if len(r.b) == 0 || r.b[0]&0xe0 != major {
+		return 0, false
+	}
+	info := r.b[0] & 0x1f
+	var n uint64
+	var size int
+	switch {
+	case info < 24:
+		n, size = uint64(info), 1
+	case info == 24 && len(r.b) >= 2:
+		n, size = uint64(r.b[1]), 2
+	case info == 25 && len(r.b) >= 3:
+		n, size = uint64(binary.BigEndian.Uint16(r.b[1:])), 3
+	case info == 26 && len(r.b) >= 5:
+		n, size = uint64(binary.BigEndian.Uint32(r.b[1:])), 5
+	case info == 27 && len(r.b) >= 9:
+		n, size = binary.BigEndian.Uint64(r.b[1:]), 9
+	default:
+		return 0, false
+	}
+	if len(cborHead(nil, major, n)) != size {
+		return 0, false // not the shortest form
+	}
+	r.b = r.b[size:]
+	return n, true
+}
+
+// count reads a map's or list's head of at most max entries, each at least
+// min bytes long, so that a lying head cannot make a large allocation.
+func (r *cborReader) count(major byte, max uint64, min int) (int, bool) {
+	n, ok := r.head(major)
+	if !ok || n > max || n > uint64(len(r.b)/min) {
+		return 0, false
+	}
+	return int(n), true
+}
+
+func (r *cborReader) bytesOf(major byte) ([]byte, bool) {
+	n, ok := r.head(major)
+	if !ok || n > uint64(len(r.b)) {
+		return nil, false
+	}
+	b := r.b[:n]
+	r.b = r.b[n:]
+	return b, true
+}
+
+func (r *cborReader) text() (string, bool) {
+	b, ok := r.bytesOf(cborString)
+	return string(b), ok
+}
+
+// key reads the text want (a map key) — false, reading nothing, when the
+// next item is anything else.
+func (r *cborReader) key(want string) bool {
+	saved := r.b
+	if s, ok := r.bytesOf(cborString); ok && string(s) == want {
+		return true
+	}
+	r.b = saved
+	return false
+}
+
+// optText reads an optional text field: nil when the next key is not key.
+func (r *cborReader) optText(key string) (*string, bool) {
+	if !r.key(key) {
+		return nil, true
+	}
+	s, ok := r.text()
+	return &s, ok
+}
+
+func (r *cborReader) int() (int64, bool) {
+	if len(r.b) > 0 && r.b[0]&0xe0 == cborNeg {
+		n, ok := r.head(cborNeg)
+		return -1 - int64(n), ok && n <= math.MaxInt64
+	}
+	n, ok := r.head(cborUint)
+	return int64(n), ok && n <= math.MaxInt64
+}
+
+func (r *cborReader) float() (float64, bool) {
+	if len(r.b) < 9 || r.b[0] != cborFloat {
+		return 0, false
+	}
+	f := math.Float64frombits(binary.BigEndian.Uint64(r.b[1:]))
+	r.b = r.b[9:]
+	return f, true
+}
+
+// cid reads a link whose bytes are its CID's own (a CID that reads back as
+// other bytes is not canonical).
+func (r *cborReader) cid() (cid.Cid, bool) {
+	if tag, ok := r.head(cborTag); !ok || tag != cborLink {
+		return cid.Undef, false
+	}
+	b, ok := r.bytesOf(cborBytes)
+	if !ok || len(b) < 2 || b[0] != 0 {
+		return cid.Undef, false
+	}
+	c, err := cid.Cast(b[1:])
+	if err != nil || c.KeyString() != string(b[1:]) {
+		return cid.Undef, false
+	}
+	return c, true
+}
+
+// decodeMemoryCBOR decodes block if it is a valid memory in the canonical
+// form; false leaves it to go-ipld-prime (DecodeMemory).
+func decodeMemoryCBOR(block []byte) (*Memory, bool) {
+	r := &cborReader{b: block}
+	fields, ok := r.count(cborMap, 3, 1)
+	if !ok || fields < 2 || !r.key("data") {
+		return nil, false
+	}
+	m := &Memory{}
+	if m.Data, ok = r.data(); !ok || !r.key("edges") {
+		return nil, false
+	}
+	edges, ok := r.count(cborList, math.MaxInt32, 20) // an edge takes more than 20 bytes
+	if !ok {
+		return nil, false
+	}
+	if edges > 0 {
+		m.Edges = make([]Edge, edges)
+	}
+	for i := range m.Edges {
+		e := &m.Edges[i]
+		if n, ok := r.head(cborMap); !ok || n != 2 || !r.key("target") {
+			return nil, false
+		}
+		if e.Target, ok = r.cid(); !ok || !r.key("weight") {
+			return nil, false
+		}
+		if e.Weight, ok = r.float(); !ok {
+			return nil, false
+		}
+	}
+	if fields == 3 {
+		if !r.key("timestamp") {
+			return nil, false
+		}
+		ts, ok := r.int()
+		if !ok {
+			return nil, false
+		}
+		m.Timestamp = &ts
+	}
+	if len(r.b) != 0 || m.Validate() != nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// data reads the inline data union (Data.appendCBOR).
+func (r *cborReader) data() (Data, bool) {
+	fields, ok := r.count(cborMap, 4, 1)
+	if !ok || !r.key("kind") {
+		return Data{}, false
+	}
+	kind, ok := r.text()
+	if !ok {
+		return Data{}, false
+	}
+	var d Data
+	read := uint64(1) // kind
+	switch kind {
+	case KindSelf:
+		s := &SelfData{}
+		if !r.key("name") {
+			return Data{}, false
+		}
+		if s.Name, ok = r.text(); !ok || !r.key("parts") {
+			return Data{}, false
+		}
+		parts, ok := r.count(cborList, math.MaxInt32, 9)
+		if !ok {
+			return Data{}, false
+		}
+		s.Parts = make([]Part, parts)
+		for i := range s.Parts {
+			p := &s.Parts[i]
+			n, ok := r.head(cborMap)
+			if !ok {
+				return Data{}, false
+			}
+			if p.Model, ok = r.optText("model"); !ok || !r.key("content") {
+				return Data{}, false
+			}
+			if p.Content, ok = r.text(); !ok || n != 1+present(p.Model != nil) {
+				return Data{}, false
+			}
+		}
+		if s.StopReason, ok = r.optText("stop_reason"); !ok {
+			return Data{}, false
+		}
+		read += 2 + present(s.StopReason != nil)
+		d.Self = s
+	case KindOther:
+		o := &OtherData{}
+		if o.Name, ok = r.optText("name"); !ok || !r.key("content") {
+			return Data{}, false
+		}
+		if o.Content, ok = r.text(); !ok {
+			return Data{}, false
+		}
+		read += 1 + present(o.Name != nil)
+		d.Other = o
+	case KindText:
+		t := &TextData{}
+		if !r.key("content") {
+			return Data{}, false
+		}
+		if t.Content, ok = r.text(); !ok {
+			return Data{}, false
+		}
+		read++
+		d.Text = t
+	case KindFile:
+		f := &FileData{}
+		if f.Name, ok = r.optText("name"); !ok || !r.key("content") {
+			return Data{}, false
+		}
+		if f.Content, ok = r.cid(); !ok {
+			return Data{}, false
+		}
+		if f.MimeType, ok = r.optText("mimeType"); !ok {
+			return Data{}, false
+		}
+		read += 1 + present(f.Name != nil, f.MimeType != nil)
+		d.File = f
+	default:
+		return Data{}, false
+	}
+	return d, uint64(fields) == read
+}

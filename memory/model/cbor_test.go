@@ -2,8 +2,10 @@ package model
 
 import (
 	"bytes"
+	"encoding/hex"
 	"math"
 	"math/rand"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -23,7 +25,30 @@ func ipldPrimeBlock(t testing.TB, n datamodel.Node) []byte {
 	return buf.Bytes()
 }
 
-// sameAsIPLDPrime fails unless m's block is go-ipld-prime's encoding of m.
+// readAsIPLDPrime fails unless block reads as go-ipld-prime reads it: the
+// canonical reader (decodeMemoryCBOR) either declines it or returns the
+// memory go-ipld-prime returns; and it must not decline a block the
+// encoder wrote (canonical).
+func readAsIPLDPrime(t testing.TB, block []byte, canonical bool) {
+	t.Helper()
+	m, ok := decodeMemoryCBOR(block)
+	if !ok {
+		if canonical {
+			t.Fatalf("the canonical reader declines the encoder's block %x", block)
+		}
+		return
+	}
+	want, err := decodeMemoryIPLD(block)
+	if err != nil {
+		t.Fatalf("the canonical reader reads %x, which go-ipld-prime refuses: %v", block, err)
+	}
+	if !reflect.DeepEqual(m, want) {
+		t.Fatalf("block %x reads as %+v, go-ipld-prime's %+v", block, m, want)
+	}
+}
+
+// sameAsIPLDPrime fails unless m's block is go-ipld-prime's encoding of m,
+// and reads back as go-ipld-prime reads it.
 func sameAsIPLDPrime(t testing.TB, m *Memory) {
 	t.Helper()
 	c, block, err := m.Encode()
@@ -40,6 +65,7 @@ func sameAsIPLDPrime(t testing.TB, m *Memory) {
 	if want, _ := SumCID(CodecDagCBOR, block); c != want {
 		t.Fatalf("CID %s of its own block %s", c, want)
 	}
+	readAsIPLDPrime(t, block, true)
 }
 
 // randomMemory is a valid memory of any kind, with the optional fields
@@ -123,6 +149,48 @@ func TestEncodeIsIPLDPrimes(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for range 1000 {
 		sameAsIPLDPrime(t, randomMemory(rng, cids))
+	}
+}
+
+// A block in another form than the canonical one — keys in the schema's
+// order, a longer head than needed, a float where an integer goes, bytes
+// after the memory — is left to go-ipld-prime, which reads it or says
+// what is wrong, as before.
+func TestOtherFormsLeftToIPLDPrime(t *testing.T) {
+	hexOf := func(s string) []byte {
+		b, err := hex.DecodeString(strings.ReplaceAll(s, " ", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	text := func(s string) string { return hex.EncodeToString(cborText(nil, s)) }
+	data := "a2" + text("kind") + text("text") + text("content") + text("hello")
+	for name, block := range map[string]string{
+		"canonical":          "a3" + text("data") + data + text("edges") + "80" + text("timestamp") + "1a6553f100",
+		"schema's order":     "a3" + text("data") + data + text("timestamp") + "1a6553f100" + text("edges") + "80",
+		"long head":          "a3" + text("data") + data + text("edges") + "80" + text("timestamp") + "1b000000006553f100",
+		"trailing bytes":     "a2" + text("data") + data + text("edges") + "80" + "00",
+		"no edges":           "a1" + text("data") + data,
+		"float timestamp":    "a3" + text("data") + data + text("edges") + "80" + text("timestamp") + "fb41d954fc4000000000",
+		"indefinite map":     "bf" + text("data") + data + text("edges") + "80" + "ff",
+		"kind unknown":       "a2" + text("data") + "a2" + text("kind") + text("poem") + text("content") + text("x") + text("edges") + "80",
+		"extra data field":   "a2" + text("data") + "a3" + text("kind") + text("text") + text("mood") + text("x") + text("content") + text("x") + text("edges") + "80",
+		"huge list head":     "a2" + text("data") + data + text("edges") + "9b7fffffffffffffff",
+		"invalid utf-8 text": "a2" + text("data") + "a2" + text("kind") + text("text") + text("content") + "62c328" + text("edges") + "80",
+	} {
+		t.Run(name, func(t *testing.T) {
+			block := hexOf(block)
+			if _, ok := decodeMemoryCBOR(block); ok != (name == "canonical") {
+				t.Fatalf("the canonical reader read it: %v", ok)
+			}
+			readAsIPLDPrime(t, block, false)
+			got, err := DecodeMemory(block)
+			want, wantErr := decodeMemoryIPLD(block)
+			if !reflect.DeepEqual(got, want) || (err == nil) != (wantErr == nil) {
+				t.Fatalf("DecodeMemory: %+v, %v; go-ipld-prime: %+v, %v", got, err, want, wantErr)
+			}
+		})
 	}
 }
 

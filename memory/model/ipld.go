@@ -404,6 +404,15 @@ func SumCID(codec uint64, block []byte) (cid.Cid, error) {
 
 // DecodeMemory decodes a memory block, checking it against the schema.
 func DecodeMemory(block []byte) (*Memory, error) {
+	if m, ok := decodeMemoryCBOR(block); ok {
+		return m, nil
+	}
+	return decodeMemoryIPLD(block)
+}
+
+// decodeMemoryIPLD decodes a memory block of any form through
+// go-ipld-prime, checking it against the schema.
+func decodeMemoryIPLD(block []byte) (*Memory, error) {
 	nb := basicnode.Prototype.Any.NewBuilder()
 	if err := dagcbor.Decode(nb, bytes.NewReader(block)); err != nil {
 		return nil, base.Invalidf("not dag-cbor: %v", err)

@@ -361,6 +361,7 @@ func FuzzDecodeMemory(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		readAsIPLDPrime(t, b, false) // the canonical reader reads no block otherwise than go-ipld-prime
 		m, err := DecodeMemory(b)
 		if err != nil {
 			return
