@@ -90,6 +90,9 @@ func (m *Memory) sizeHint() int {
 		n += len(d.Self.Name)
 		for _, p := range d.Self.Parts {
 			n += 24 + len(p.Content)
+			if p.Model != nil {
+				n += 8 + len(*p.Model)
+			}
 		}
 	case d.Other != nil:
 		n += len(d.Other.Content) + 24

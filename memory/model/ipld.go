@@ -189,17 +189,18 @@ func (m *Memory) Validate() error {
 	if n != 1 {
 		return base.Invalidf("data must have exactly one kind (self, other, text or file), has %d", n)
 	}
-	var strs []string
+	valid := true // every string valid UTF-8
+	check := func(s string) { valid = valid && utf8.ValidString(s) }
 	switch d := m.Data; {
 	case d.Self != nil:
 		if len(d.Self.Parts) == 0 {
 			return base.Invalidf("self memory needs at least one part")
 		}
-		strs = append(strs, d.Self.Name)
+		check(d.Self.Name)
 		for _, p := range d.Self.Parts {
-			strs = append(strs, p.Content)
+			check(p.Content)
 			if p.Model != nil {
-				strs = append(strs, *p.Model)
+				check(*p.Model)
 			}
 		}
 		if r := d.Self.StopReason; r != nil {
@@ -210,26 +211,24 @@ func (m *Memory) Validate() error {
 			}
 		}
 	case d.Other != nil:
-		strs = append(strs, d.Other.Content)
+		check(d.Other.Content)
 		if d.Other.Name != nil {
-			strs = append(strs, *d.Other.Name)
+			check(*d.Other.Name)
 		}
 	case d.Text != nil:
-		strs = append(strs, d.Text.Content)
+		check(d.Text.Content)
 	case d.File != nil:
 		if !d.File.Content.Defined() {
 			return base.Invalidf("file memory needs a content CID")
 		}
 		for _, s := range []*string{d.File.Name, d.File.MimeType} {
 			if s != nil {
-				strs = append(strs, *s)
+				check(*s)
 			}
 		}
 	}
-	for _, s := range strs {
-		if !utf8.ValidString(s) {
-			return base.Invalidf("strings must be valid UTF-8")
-		}
+	if !valid {
+		return base.Invalidf("strings must be valid UTF-8")
 	}
 	for i, e := range m.Edges {
 		if !e.Target.Defined() {
