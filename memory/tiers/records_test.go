@@ -2,6 +2,8 @@ package tiers
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -76,6 +78,24 @@ func TestPersonaRecordRoundTrip(t *testing.T) {
 		}
 		if again, _ := det.Marshal(p.Record()); !bytes.Equal(again, want) {
 			t.Fatalf("%s: changing a clone changed the original: %v", name, p.Record())
+		}
+	}
+}
+
+// distinct keeps each token's first appearance, in order, for a
+// sentence's few tokens (scanned) as for a long text's (a set).
+func TestDistinct(t *testing.T) {
+	for _, n := range []int{0, 1, 5, 32, 33, 200} {
+		var ts, want []string
+		for i := range n {
+			w := fmt.Sprint("w", i%7, "-", i%11) // repeats, first seen in order
+			if !slices.Contains(want, w) {
+				want = append(want, w)
+			}
+			ts = append(ts, w)
+		}
+		if got := distinct(ts); !slices.Equal(got, want) {
+			t.Fatalf("%d tokens: %q, want %q", n, got, want)
 		}
 	}
 }

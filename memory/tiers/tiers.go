@@ -370,9 +370,19 @@ func Summarize(sentences, keywords []string, maxSentences, maxChars int) string 
 	return Truncate(strings.Join(parts, " "), maxChars)
 }
 
+// distinct is ts without its repeats, in the order of their first
+// appearance.
 func distinct(ts []string) []string {
-	seen := map[string]bool{}
-	out := ts[:0:0]
+	out := ts[:0]      // in ts's own storage: its callers' tokens are theirs
+	if len(ts) <= 32 { // a sentence's: a scan costs less than a map
+		for _, t := range ts {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	seen := make(map[string]bool, len(ts))
 	for _, t := range ts {
 		if !seen[t] {
 			seen[t] = true
