@@ -135,7 +135,7 @@ func (b *memBatch) wrote(key []byte) bool {
 }
 
 func (b *memBatch) put(key []byte, w *write) error {
-	n := memEntrySize(key, w)
+	n := memEntrySize(key, *w)
 	if b.size+n > b.eng.maxTxn {
 		return errTxnTooBig
 	}
@@ -147,7 +147,7 @@ func (b *memBatch) put(key []byte, w *write) error {
 // memEntrySize is what a write at key counts against a transaction's
 // limit: as in Badger, a value bound for the value log only by its
 // pointer.
-func memEntrySize(key []byte, w *write) int64 {
+func memEntrySize(key []byte, w write) int64 {
 	n := int64(len(key)) + entryOverhead
 	if !valueLogged(key, len(w.val)) {
 		n += int64(len(w.val))

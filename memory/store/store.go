@@ -808,7 +808,7 @@ type appliedOp struct {
 // beforeApply, when given, sees the op's writes before they are applied,
 // and may hand them to another transaction (tx.txn).
 func runOp(txn batch, s *Store, p *Pending, beforeApply func(*tx)) (a appliedOp, partial bool, err error) {
-	t := &tx{txn: txn, store: s, writes: map[string]*write{}}
+	t := &tx{txn: txn, store: s, writes: map[string]write{}}
 	if err := p.op(t); err != nil {
 		return a, false, err
 	}
@@ -843,7 +843,7 @@ func (s *Store) replay(txn batch, ops []appliedOp) []appliedOp {
 type tx struct {
 	txn    batch
 	store  *Store
-	writes map[string]*write
+	writes map[string]write
 	order  []string
 	hooks  []func()
 	bytes  uint64 // of its applied writes, with the engine's overhead
@@ -891,7 +891,7 @@ func (t *tx) Set(key, val []byte) {
 	if _, ok := t.writes[k]; !ok {
 		t.order = append(t.order, k)
 	}
-	t.writes[k] = &write{val: val}
+	t.writes[k] = write{val: val}
 }
 
 func (t *tx) Delete(key []byte) {
@@ -899,7 +899,7 @@ func (t *tx) Delete(key []byte) {
 	if _, ok := t.writes[k]; !ok {
 		t.order = append(t.order, k)
 	}
-	t.writes[k] = &write{delete: true}
+	t.writes[k] = write{delete: true}
 }
 
 func (t *tx) PutBlock(c cid.Cid, block []byte) error {
