@@ -114,7 +114,7 @@ func TestMetricsAppearAndMove(t *testing.T) {
 		}
 		return hits + misses
 	}
-	for _, cache := range []string{"memories", "metadata", "links", "blocks"} {
+	for _, cache := range []string{"memories", "metadata", "links", "blocks", "tiers", "sonas"} {
 		if r0, r1 := reads(before, cache), reads(after, cache); cache != "blocks" && r1 <= r0 {
 			t.Errorf("cache %q: %v reads before the recalls, %v after", cache, r0, r1)
 		}

@@ -795,10 +795,12 @@ func (s *Self) IndexSizes() map[string]int64 {
 
 // CacheStats are the reads of the caches a recall and an advance read
 // through, by name: decoded memories, metadata records, link lists
-// (store.memory_cache), and Badger's blocks (store.cache_mb).
+// (store.memory_cache), Badger's blocks (store.cache_mb), the tiers'
+// records (states, personas, counters) and the sonas' records.
 func (s *Self) CacheStats() map[string]store.CacheStats {
 	mems, metas := s.Memories.CacheStats()
-	return map[string]store.CacheStats{"memories": mems, "metadata": metas, "links": s.Assoc.CacheStats(), "blocks": s.store.BlockCacheStats()}
+	return map[string]store.CacheStats{"memories": mems, "metadata": metas, "links": s.Assoc.CacheStats(), "blocks": s.store.BlockCacheStats(),
+		"tiers": s.Tiers.CacheStats(), "sonas": s.Chains.CacheStats()}
 }
 
 // Reembed opens the store under cfg.DataDir, which nothing else may hold,

@@ -91,6 +91,9 @@ func NewWriter(st *store.Store, sonas *Sonas, mems *meta.Store, index *vector.In
 	return w
 }
 
+// CacheStats are the reads of the cache of the sonas' records.
+func (w *Writer) CacheStats() store.CacheStats { return w.recs.Stats() }
+
 // committed keeps the cached records current with a commit's writes.
 // The records are marshalled afresh for each write (store.SetProto), so
 // the event's values are theirs to share.

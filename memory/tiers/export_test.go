@@ -132,3 +132,28 @@ func (s *Store) TierRecords(sona string) (stored, cached map[string][]byte, read
 	}
 	return stored, cached, reads, err
 }
+
+// TierInboxes are the sequence numbers of the entries in sona's inboxes,
+// by tier: as stored (read past the cache) and as the inbox cache holds
+// them (a tier whose inbox it does not hold is missing).
+func (s *Store) TierInboxes(sona string) (stored, cached map[string][]uint64, err error) {
+	stored, cached = map[string][]uint64{}, map[string][]uint64{}
+	err = s.view.View(func(txn store.Reader) error {
+		for _, tier := range Names {
+			stored[tier] = []uint64{}
+			prefix := inboxPrefix(sona, tier)
+			err := store.Scan(txn, prefix, func(k, _ []byte) error {
+				stored[tier] = append(stored[tier], base.DecodeU64(k[len(prefix):]))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if in, ok := s.inboxes.Latest(string(prefix)); ok {
+				cached[tier] = slices.Clone(in.seqs)
+			}
+		}
+		return nil
+	})
+	return stored, cached, err
+}

@@ -3,11 +3,13 @@ package tiers
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 // recCacheSize is how many tier records the cache keeps: a sona's STM
@@ -78,4 +80,87 @@ func (s *Store) recCommitted(ev store.Event) {
 			s.recs.Set(k, ev.Told, ev.Values[i]) // nil: deleted
 		}
 	}
+}
+
+// CacheStats are the reads of the cache of tier records (none without one).
+func (s *Store) CacheStats() store.CacheStats {
+	if s.recs == nil {
+		return store.CacheStats{}
+	}
+	return s.recs.Stats()
+}
+
+// cachedInbox is a tier's inbox as committed: its entries' sequence
+// numbers and stored values, oldest first, decoded when read. Shared:
+// never modified (a commit's patch makes another).
+type cachedInbox struct {
+	seqs []uint64
+	raws [][]byte
+}
+
+// inboxCacheSize is how many inboxes the cache keeps (three a sona,
+// mostly of one or two entries).
+const inboxCacheSize = 1 << 15
+
+// cachedInboxOf returns the inbox of sona's tier as r sees it through the
+// cache, and whether the cache could tell: every STM, MTM and LPM step
+// read its inbox's oldest entries, and every tier retrieval the STM's
+// and the LPM's, each through a Badger iterator whose seek into the tree
+// was a fortieth of an advance's CPU (issue 15). An operation's reads (r
+// a store.Tx) go to the store: they see their batch's writes.
+func (s *Store) cachedInboxOf(r store.Reader, sona, tier string) (*cachedInbox, bool) {
+	if s.inboxes == nil {
+		return nil, false
+	}
+	if _, op := r.(store.Tx); op {
+		return nil, false
+	}
+	return s.inboxes.In(string(inboxPrefix(sona, tier)), r)
+}
+
+// inboxCommitted patches the cached inboxes with a commit's writes of
+// their entries (inboxKey: a new entry, or a consumed one deleted).
+func (s *Store) inboxCommitted(ev store.Event) {
+	for i, k := range ev.Keys {
+		sona, part, rest, ok := tierKey(k)
+		if !ok || part != 'i' || len(rest) < 9 || rest[len(rest)-9] != 0 {
+			continue
+		}
+		tier, seq, raw := rest[:len(rest)-9], base.DecodeU64([]byte(rest[len(rest)-8:])), ev.Values[i]
+		s.inboxes.Patch(string(inboxPrefix(sona, tier)), ev.Told, func(in *cachedInbox) *cachedInbox {
+			return in.with(seq, raw)
+		})
+	}
+}
+
+// with is in with entry seq written as raw, or deleted (raw nil).
+func (in *cachedInbox) with(seq uint64, raw []byte) *cachedInbox {
+	i, found := slices.BinarySearch(in.seqs, seq)
+	out := &cachedInbox{seqs: slices.Clone(in.seqs), raws: slices.Clone(in.raws)}
+	switch {
+	case raw == nil && found:
+		out.seqs, out.raws = slices.Delete(out.seqs, i, i+1), slices.Delete(out.raws, i, i+1)
+	case raw == nil:
+	case found:
+		out.raws[i] = raw
+	default:
+		out.seqs, out.raws = slices.Insert(out.seqs, i, seq), slices.Insert(out.raws, i, raw)
+	}
+	return out
+}
+
+// works decodes the first limit entries (0: all).
+func (in *cachedInbox) works(sona, tier string, limit int) ([]*messages.TierWork, error) {
+	n := len(in.raws)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	out := make([]*messages.TierWork, n)
+	for i := range out {
+		out[i] = &messages.TierWork{}
+		if err := proto.Unmarshal(in.raws[i], out[i]); err != nil {
+			return nil, fmt.Errorf("%w: %s inbox of %s: %v", base.ErrCorrupt, tier, sona, err)
+		}
+	}
+	return out, nil
 }

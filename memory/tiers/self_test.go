@@ -692,16 +692,24 @@ func TestDocFreqsCachedAndCounted(t *testing.T) {
 }
 
 // The tier records read on every step and retrieval — the STM and MTM
-// states, the persona, the counters — are read through a cache that the
-// commits keep current: what it holds is what is stored (a record
-// absent, as absent) after steps, retrievals, a reopen and a forget of
-// the sona's memories, and the steps and retrievals read it.
+// states, the persona, the counters, the inboxes — are read through
+// caches that the commits keep current: what they hold is what is stored
+// (a record absent, as absent; an inbox's entries, as they come and go)
+// after pages, steps, retrievals, a reopen and a forget of the sona's
+// memories, and the steps and retrievals read them.
 func TestTierRecordsCachedAsStored(t *testing.T) {
 	dir := t.TempDir()
 	clk := clock.NewFake(memorytest.Epoch)
 	s := memorytest.Open(t, memorytest.Config(dir), clk)
 	o := memorytest.NewOwner(t, s, "a")
 	rng := rand.New(rand.NewSource(11))
+	recall := func(s *memory.Self) {
+		t.Helper()
+		vecs, _ := s.Embed(context.Background(), "a question")
+		if _, err := s.Tiers.Recall(o.Sona, "a question", vecs[0], 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 	check := func(s *memory.Self, when string) store.CacheStats {
 		t.Helper()
 		stored, cached, reads, err := s.Tiers.TierRecords(o.Sona)
@@ -716,15 +724,32 @@ func TestTierRecordsCachedAsStored(t *testing.T) {
 				t.Fatalf("%s: %q cached as %x (held %v), stored as %x (held %v)", when, k, v, v != nil, w, ok)
 			}
 		}
-		return reads
-	}
-	recall := func(s *memory.Self) {
-		t.Helper()
-		vecs, _ := s.Embed(context.Background(), "a question")
-		if _, err := s.Tiers.Recall(o.Sona, "a question", vecs[0], 0); err != nil {
+		inStore, inCache, err := s.Tiers.TierInboxes(o.Sona)
+		if err != nil {
 			t.Fatal(err)
 		}
+		for tier, seqs := range inCache {
+			if !slices.Equal(seqs, inStore[tier]) {
+				t.Fatalf("%s: %s inbox cached as %v, stored as %v", when, tier, seqs, inStore[tier])
+			}
+		}
+		return reads
 	}
+	// Pages waiting: a retrieval reads (and caches) the STM's inbox, the
+	// next pages patch it in, the steps take them out.
+	for range 5 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	recall(s)
+	for range 3 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	check(s, "8 pages waiting")
+	if _, inCache, _ := s.Tiers.TierInboxes(o.Sona); len(inCache[tiers.STM]) != 8 {
+		t.Fatalf("the STM's inbox of 8 pages cached as %v", inCache[tiers.STM])
+	}
+	memorytest.Settle(t, s, o.Sona)
+	check(s, "8 pages stepped through")
 	for range 12 {
 		o.Page(randomWords(rng, 6), randomWords(rng, 6))
 	}

@@ -179,21 +179,49 @@ func (s *Store) PushPage(ctx context.Context, sona string, q, r cid.Cid) error {
 // start, and the deleted entries stay in the store's files until a
 // compaction drops them — a scan from the inbox's first key stepped over
 // all of them, more with each page a sona ever had.
+//
+// A view reads it through the cache of the inboxes (cachedInboxOf) and,
+// when the cache cannot tell, reads the whole inbox to cache it.
 func (s *Store) inbox(txn store.Reader, sona, tier string, limit int) ([]*messages.TierWork, error) {
+	if in, ok := s.cachedInboxOf(txn, sona, tier); ok {
+		if len(in.seqs) > 0 {
+			s.starts.seen(sona, tier, in.seqs[0]) // for the reads the cache will not answer
+		}
+		return in.works(sona, tier, limit)
+	}
+	var fill *cachedInbox // the whole inbox, to cache
+	if _, op := txn.(store.Tx); !op && s.inboxes != nil {
+		fill = &cachedInbox{}
+	}
 	var out []*messages.TierWork
 	prefix := inboxPrefix(sona, tier)
 	from := s.starts.get(sona, tier)
 	it := txn.NewIterator(store.IterOptions{Prefix: prefix, PrefetchValues: true})
 	defer it.Close()
-	for it.Seek(inboxKey(sona, tier, from)); it.Valid() && (limit == 0 || len(out) < limit); it.Next() {
+	for it.Seek(inboxKey(sona, tier, from)); it.Valid() && (fill != nil || limit == 0 || len(out) < limit); it.Next() {
 		w := &messages.TierWork{}
-		if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, w) }); err != nil {
+		err := it.Item().Value(func(v []byte) error {
+			if fill != nil {
+				v = slices.Clone(v)
+				fill.raws = append(fill.raws, v)
+			}
+			return proto.Unmarshal(v, w)
+		})
+		if err != nil {
 			return nil, fmt.Errorf("%w: %s inbox of %s: %v", base.ErrCorrupt, tier, sona, err)
 		}
-		out = append(out, w)
+		if fill != nil {
+			fill.seqs = append(fill.seqs, w.Seq)
+		}
+		if limit == 0 || len(out) < limit {
+			out = append(out, w)
+		}
 	}
 	if len(out) > 0 {
 		s.starts.seen(sona, tier, out[0].Seq)
+	}
+	if fill != nil {
+		s.inboxes.Fill(string(prefix), fill, txn)
 	}
 	return out, nil
 }
@@ -898,15 +926,16 @@ type Options struct {
 // durable inboxes, the steps that move work through them, retrieval and
 // the display view.
 type Store struct {
-	store  store.Committer
-	view   store.Viewer
-	env    Env
-	cfg    Options
-	clock  clock.Clock
-	segs   *segmentCache
-	dfs    *store.Cache[uint64] // document frequencies by dfKey (dfcache.go)
-	recs   *store.Cache[[]byte] // states, personas and counters (reccache.go)
-	starts inboxStart
+	store   store.Committer
+	view    store.Viewer
+	env     Env
+	cfg     Options
+	clock   clock.Clock
+	segs    *segmentCache
+	dfs     *store.Cache[uint64]       // document frequencies by dfKey (dfcache.go)
+	recs    *store.Cache[[]byte]       // states, personas and counters (reccache.go)
+	inboxes *store.Cache[*cachedInbox] // the tiers' inboxes, by inboxPrefix (reccache.go)
+	starts  inboxStart
 }
 
 // NewStore is the tiers' storage on st. When st reports its commits
@@ -924,6 +953,8 @@ func NewStore(st interface {
 		sub.Subscribe(s.dfCommitted)
 		s.recs = store.NewCache[[]byte](recCacheSize)
 		sub.Subscribe(s.recCommitted)
+		s.inboxes = store.NewCache[*cachedInbox](inboxCacheSize)
+		sub.Subscribe(s.inboxCommitted)
 	} else {
 		s.segs = nil
 	}
