@@ -390,15 +390,17 @@ func (e *badgerEngine) close() error {
 }
 
 // check checks every table of the open store against its checksums, as
-// at open (tables a compaction removes meanwhile are skipped).
+// at open, each held in the tree's files while it is read (holdTables).
 func (e *badgerEngine) check() error {
 	if e.inMemory {
 		return nil
 	}
 	bo := e.db.Opts()
+	held, release := holdTables(e.db)
+	defer release()
 	tables := map[uint64]options.CompressionType{}
-	for _, ti := range e.db.Tables() {
-		tables[ti.ID] = bo.Compression
+	for id := range held {
+		tables[id] = bo.Compression
 	}
 	_, err := verifyTableFiles(e.dir, tables, bo.BlockSize, true, nil)
 	return err

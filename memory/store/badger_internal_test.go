@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/table"
 
 	"github.com/memoria-ai/memoria/config"
 )
@@ -98,5 +102,83 @@ func TestLiveEmbeddingsAreNoGarbage(t *testing.T) {
 	}
 	if g := valueLogGarbage(disk, spaces); g > 8<<10 {
 		t.Errorf("%d bytes of garbage in a value log of %d bytes holding only live embeddings", g, disk.ValueLog)
+	}
+}
+
+// TestHeldTablesKeepTheirFiles: the tables the live checks read are held
+// (holdTables): a compaction that replaces one meanwhile leaves its file
+// whole until the hold is released. Badger truncates a replaced table's
+// file before it removes it, and a read of the checker's own mapping of
+// the file then faulted (SIGBUS) and ended the process, now and then
+// under a steady load of writes.
+func TestHeldTablesKeepTheirFiles(t *testing.T) {
+	ctx := context.Background()
+	o := OptionsOf(config.Default().Store)
+	o.MemTableMB, o.ValueLogMB, o.MinFreeBytes, o.GC.Interval, o.SkipTableCheck = 1, 2, 2<<20, 0, true
+	dir := t.TempDir()
+	s, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// write writes the same keys again and has the tree compacted, so
+	// that the tables holding them are replaced.
+	write := func(round int) {
+		t.Helper()
+		for i := range 300 {
+			err := s.Update(ctx, func(tx Tx) error {
+				tx.Set([]byte(fmt.Sprintf("x/%04d", i)), bytes.Repeat([]byte{byte(round)}, 2048))
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.GC(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(1)
+	db := s.DB()
+	held, release := holdTables(db)
+	if len(held) == 0 {
+		t.Fatal("no table held")
+	}
+	sizes := map[uint64]int64{}
+	for id := range held {
+		fi, err := os.Stat(table.NewFilename(id, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[id] = fi.Size()
+	}
+	write(2)
+	live := map[uint64]bool{}
+	for _, ti := range db.Tables() {
+		live[ti.ID] = true
+	}
+	var replaced []uint64
+	for id := range held {
+		if !live[id] {
+			replaced = append(replaced, id)
+		}
+	}
+	if len(replaced) == 0 {
+		t.Fatal("no held table was replaced")
+	}
+	for _, id := range replaced {
+		path := table.NewFilename(id, dir)
+		if fi, err := os.Stat(path); err != nil || fi.Size() != sizes[id] {
+			t.Fatalf("held table %d replaced: its file %v (%v), was %d bytes", id, fi, err, sizes[id])
+		}
+		if err := verifyTable(path, table.Options{ChkMode: options.OnTableRead, Compression: db.Opts().Compression, BlockSize: db.Opts().BlockSize}); err != nil {
+			t.Fatalf("held table %d replaced: %v", id, err)
+		}
+	}
+	release()
+	for _, id := range replaced {
+		if _, err := os.Stat(table.NewFilename(id, dir)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("replaced table %d released: its file is still there (%v)", id, err)
+		}
 	}
 }

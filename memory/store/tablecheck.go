@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/table"
 
 	"github.com/memoria-ai/memoria/internal/clock"
@@ -77,11 +78,13 @@ func (s *Store) tableCheckLoop() {
 func (s *Store) checkNewTables() {
 	t := &s.tables
 	db, bo := s.DB(), s.DB().Opts()
+	held, release := holdTables(db)
+	defer release()
 	live := map[uint64]bool{}
 	changed := false
 	for _, ti := range db.Tables() {
 		live[ti.ID] = true
-		if _, ok := t.known[ti.ID]; ok || t.failed[ti.ID] {
+		if _, ok := t.known[ti.ID]; ok || t.failed[ti.ID] || !held[ti.ID] { // one not held: the next pass
 			continue
 		}
 		select {
@@ -109,5 +112,34 @@ func (s *Store) checkNewTables() {
 		if err := writeChecked(s.dir, t.known); err != nil {
 			s.log.Warn("store: the record of checked tables not written; the next start checks them in full", "err", err)
 		}
+	}
+}
+
+// holdTables has Badger keep the files of the tables in its tree while
+// they are read through mappings of their own (verifyTable): a compaction
+// that replaces a table truncates its file before it removes it, and a
+// read of another mapping of the file then faults (SIGBUS), which ended
+// the process under a steady load of writes. An iterator holds a
+// reference on every table in the tree when it is made, and Badger
+// deletes a table's file only when its last reference goes. held are the
+// tables in the tree both before and after it was made — so in the tree
+// when it was: a table leaves the tree once, for good —; release lets
+// them go.
+func holdTables(db *badger.DB) (held map[uint64]bool, release func()) {
+	before := map[uint64]bool{}
+	for _, ti := range db.Tables() {
+		before[ti.ID] = true
+	}
+	txn := db.NewTransaction(false)
+	it := txn.NewIterator(badger.IteratorOptions{})
+	held = map[uint64]bool{}
+	for _, ti := range db.Tables() {
+		if before[ti.ID] {
+			held[ti.ID] = true
+		}
+	}
+	return held, func() {
+		it.Close()
+		txn.Discard()
 	}
 }
