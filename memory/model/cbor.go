@@ -13,7 +13,7 @@ import (
 // advance 2% of its CPU and a tenth of its allocations for a memory and
 // its ACT (issue 15). The bytes are the same — they are what the CIDs
 // hash —: the tests and the fuzzing compare them with go-ipld-prime's
-// encoding of the same memory (Node, encodeNode).
+// encoding of the same memory (Node, then dagcbor.Encode).
 //
 // DAG-CBOR's canonical form: lengths and integers in their shortest
 // form, floats in 64 bits, map keys ordered by length and then bytewise

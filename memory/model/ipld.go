@@ -378,11 +378,8 @@ func DataFromJSON(b []byte) (Data, error) {
 
 // Encode returns the memory's canonical DAG-CBOR block and its CID.
 func (m *Memory) Encode() (cid.Cid, []byte, error) {
-	if err := m.Validate(); err != nil {
+	if err := m.Validate(); err != nil { // one kind, strings valid, edges sorted
 		return cid.Undef, nil, err
-	}
-	if m.Data.Kind() == "" {
-		return cid.Undef, nil, base.Invalidf("data has no kind")
 	}
 	return sum(m.appendCBOR(make([]byte, 0, m.sizeHint())))
 }
@@ -578,8 +575,11 @@ func (a *Act) Node() datamodel.Node {
 
 // Encode returns the ACT's canonical DAG-CBOR block and its CID.
 func (a *Act) Encode() (cid.Cid, []byte, error) {
-	if !a.Memory.Defined() || a.Prev != nil && !a.Prev.Defined() {
+	if !a.Memory.Defined() {
 		return cid.Undef, nil, base.Invalidf("act without memory")
+	}
+	if a.Prev != nil && !a.Prev.Defined() {
+		return cid.Undef, nil, base.Invalidf("act with an undefined prev")
 	}
 	return sum(a.appendCBOR(make([]byte, 0, 64+len(a.Sona)+2*40)))
 }

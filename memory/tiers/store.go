@@ -143,7 +143,8 @@ func (s *Store) enqueueTier(tx store.Tx, sona, tier string, w *messages.TierWork
 	return nil
 }
 
-// enqueuePage numbers a new dialogue page (q, r) and hands it to the STM.
+// EnqueuePage numbers a new dialogue page (q, r) and hands it to the STM,
+// in the operation that writes the page's response.
 func (s *Store) EnqueuePage(tx store.Tx, sona string, q, r cid.Cid, t int64) error {
 	seq, err := s.nextCounter(tx, counterKey(sona, counterPage))
 	if err != nil {
