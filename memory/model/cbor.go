@@ -316,8 +316,8 @@ func decodeMemoryCBOR(block []byte) (*Memory, bool) {
 	if !ok || fields < 2 || !r.key("data") {
 		return nil, false
 	}
-	m := &Memory{}
-	if m.Data, ok = r.data(); !ok || !r.key("edges") {
+	m, ts, ok := r.memory()
+	if !ok || !r.key("edges") {
 		return nil, false
 	}
 	edges, ok := r.count(cborList, math.MaxInt32, 20) // an edge takes more than 20 bytes
@@ -343,11 +343,10 @@ func decodeMemoryCBOR(block []byte) (*Memory, bool) {
 		if !r.key("timestamp") {
 			return nil, false
 		}
-		ts, ok := r.int()
-		if !ok {
+		if *ts, ok = r.int(); !ok {
 			return nil, false
 		}
-		m.Timestamp = &ts
+		m.Timestamp = ts
 	}
 	if len(r.b) != 0 || m.Validate() != nil {
 		return nil, false
@@ -355,85 +354,119 @@ func decodeMemoryCBOR(block []byte) (*Memory, bool) {
 	return m, true
 }
 
-// data reads the inline data union (Data.appendCBOR).
-func (r *cborReader) data() (Data, bool) {
+// memory reads the inline data union (Data.appendCBOR) into a new memory,
+// allocated with its member, its timestamp's place and a self memory's
+// first part: one object where there were three or four, each of which
+// the collector marks while the memory is cached.
+func (r *cborReader) memory() (*Memory, *int64, bool) {
 	fields, ok := r.count(cborMap, 4, 1)
 	if !ok || !r.key("kind") {
-		return Data{}, false
+		return nil, nil, false
 	}
-	kind, ok := r.text()
+	kind, ok := r.bytesOf(cborString)
 	if !ok {
-		return Data{}, false
+		return nil, nil, false
 	}
-	var d Data
-	read := uint64(1) // kind
-	switch kind {
+	var (
+		m    *Memory
+		ts   *int64
+		read = uint64(1) // kind
+	)
+	switch string(kind) {
 	case KindSelf:
-		s := &SelfData{}
+		box := &struct {
+			m     Memory
+			ts    int64
+			self  SelfData
+			first [1]Part
+		}{}
+		m, ts = &box.m, &box.ts
+		s := &box.self
 		if !r.key("name") {
-			return Data{}, false
+			return nil, nil, false
 		}
 		if s.Name, ok = r.text(); !ok || !r.key("parts") {
-			return Data{}, false
+			return nil, nil, false
 		}
 		parts, ok := r.count(cborList, math.MaxInt32, 9)
-		if !ok {
-			return Data{}, false
+		switch {
+		case !ok:
+			return nil, nil, false
+		case parts == 1:
+			s.Parts = box.first[:]
+		default:
+			s.Parts = make([]Part, parts)
 		}
-		s.Parts = make([]Part, parts)
 		for i := range s.Parts {
 			p := &s.Parts[i]
 			n, ok := r.head(cborMap)
 			if !ok {
-				return Data{}, false
+				return nil, nil, false
 			}
 			if p.Model, ok = r.optText("model"); !ok || !r.key("content") {
-				return Data{}, false
+				return nil, nil, false
 			}
 			if p.Content, ok = r.text(); !ok || n != 1+present(p.Model != nil) {
-				return Data{}, false
+				return nil, nil, false
 			}
 		}
 		if s.StopReason, ok = r.optText("stop_reason"); !ok {
-			return Data{}, false
+			return nil, nil, false
 		}
 		read += 2 + present(s.StopReason != nil)
-		d.Self = s
+		m.Data.Self = s
 	case KindOther:
-		o := &OtherData{}
+		box := &struct {
+			m     Memory
+			ts    int64
+			other OtherData
+		}{}
+		m, ts = &box.m, &box.ts
+		o := &box.other
 		if o.Name, ok = r.optText("name"); !ok || !r.key("content") {
-			return Data{}, false
+			return nil, nil, false
 		}
 		if o.Content, ok = r.text(); !ok {
-			return Data{}, false
+			return nil, nil, false
 		}
 		read += 1 + present(o.Name != nil)
-		d.Other = o
+		m.Data.Other = o
 	case KindText:
-		t := &TextData{}
+		box := &struct {
+			m    Memory
+			ts   int64
+			text TextData
+		}{}
+		m, ts = &box.m, &box.ts
 		if !r.key("content") {
-			return Data{}, false
+			return nil, nil, false
 		}
-		if t.Content, ok = r.text(); !ok {
-			return Data{}, false
+		if box.text.Content, ok = r.text(); !ok {
+			return nil, nil, false
 		}
 		read++
-		d.Text = t
+		m.Data.Text = &box.text
 	case KindFile:
-		f := &FileData{}
+		box := &struct {
+			m    Memory
+			ts   int64
+			file FileData
+		}{}
+		m, ts = &box.m, &box.ts
+		f := &box.file
 		if f.Name, ok = r.optText("name"); !ok || !r.key("content") {
-			return Data{}, false
+			return nil, nil, false
 		}
 		if f.Content, ok = r.cid(); !ok {
-			return Data{}, false
+			return nil, nil, false
 		}
 		if f.MimeType, ok = r.optText("mimeType"); !ok {
-			return Data{}, false
+			return nil, nil, false
 		}
 		read += 1 + present(f.Name != nil, f.MimeType != nil)
-		d.File = f
+		m.Data.File = f
 	default:
-		return Data{}, false
+		return nil, nil, false
 	}
-	return d, uint64(fields) == read
+	return m, ts, uint64(fields) == read
 }
