@@ -78,13 +78,11 @@ func (s *Store) tableCheckLoop() {
 func (s *Store) checkNewTables() {
 	t := &s.tables
 	db, bo := s.DB(), s.DB().Opts()
-	held, release := holdTables(db)
-	defer release()
 	live := map[uint64]bool{}
 	changed := false
 	for _, ti := range db.Tables() {
 		live[ti.ID] = true
-		if _, ok := t.known[ti.ID]; ok || t.failed[ti.ID] || !held[ti.ID] { // one not held: the next pass
+		if _, ok := t.known[ti.ID]; ok || t.failed[ti.ID] {
 			continue
 		}
 		select {
@@ -92,9 +90,18 @@ func (s *Store) checkNewTables() {
 			return
 		default:
 		}
-		sum, err := checkTable(table.NewFilename(ti.ID, s.dir), bo.Compression, bo.BlockSize, true)
+		// Held for its own check only: a hold keeps every table and
+		// memtable the tree had, which a pass over many new tables would
+		// keep for seconds.
+		held, release := holdTables(db)
+		var sum tableSum
+		err := os.ErrNotExist // compacted away meanwhile
+		if held[ti.ID] {
+			sum, err = checkTable(table.NewFilename(ti.ID, s.dir), bo.Compression, bo.BlockSize, true)
+		}
+		release()
 		switch {
-		case errors.Is(err, os.ErrNotExist): // compacted away meanwhile
+		case errors.Is(err, os.ErrNotExist):
 		case err != nil:
 			t.failed[ti.ID] = true
 			s.log.Error("store: a table fails its check; the next start checks it again", "table", ti.ID, "err", err)
