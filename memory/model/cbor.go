@@ -354,6 +354,23 @@ func decodeMemoryCBOR(block []byte) (*Memory, bool) {
 	return m, true
 }
 
+// boxed allocates a memory with its timestamp's place and its member, in
+// one object.
+func boxed[D any]() (*Memory, *int64, *D) {
+	b := &struct {
+		m  Memory
+		ts int64
+		d  D
+	}{}
+	return &b.m, &b.ts, &b.d
+}
+
+// selfBox is a self memory's member with its first part.
+type selfBox struct {
+	self  SelfData
+	first [1]Part
+}
+
 // memory reads the inline data union (Data.appendCBOR) into a new memory,
 // allocated with its member, its timestamp's place and a self memory's
 // first part: one object where there were three or four, each of which
@@ -374,13 +391,8 @@ func (r *cborReader) memory() (*Memory, *int64, bool) {
 	)
 	switch string(kind) {
 	case KindSelf:
-		box := &struct {
-			m     Memory
-			ts    int64
-			self  SelfData
-			first [1]Part
-		}{}
-		m, ts = &box.m, &box.ts
+		var box *selfBox
+		m, ts, box = boxed[selfBox]()
 		s := &box.self
 		if !r.key("name") {
 			return nil, nil, false
@@ -416,13 +428,8 @@ func (r *cborReader) memory() (*Memory, *int64, bool) {
 		read += 2 + present(s.StopReason != nil)
 		m.Data.Self = s
 	case KindOther:
-		box := &struct {
-			m     Memory
-			ts    int64
-			other OtherData
-		}{}
-		m, ts = &box.m, &box.ts
-		o := &box.other
+		var o *OtherData
+		m, ts, o = boxed[OtherData]()
 		if o.Name, ok = r.optText("name"); !ok || !r.key("content") {
 			return nil, nil, false
 		}
@@ -432,28 +439,19 @@ func (r *cborReader) memory() (*Memory, *int64, bool) {
 		read += 1 + present(o.Name != nil)
 		m.Data.Other = o
 	case KindText:
-		box := &struct {
-			m    Memory
-			ts   int64
-			text TextData
-		}{}
-		m, ts = &box.m, &box.ts
+		var t *TextData
+		m, ts, t = boxed[TextData]()
 		if !r.key("content") {
 			return nil, nil, false
 		}
-		if box.text.Content, ok = r.text(); !ok {
+		if t.Content, ok = r.text(); !ok {
 			return nil, nil, false
 		}
 		read++
-		m.Data.Text = &box.text
+		m.Data.Text = t
 	case KindFile:
-		box := &struct {
-			m    Memory
-			ts   int64
-			file FileData
-		}{}
-		m, ts = &box.m, &box.ts
-		f := &box.file
+		var f *FileData
+		m, ts, f = boxed[FileData]()
 		if f.Name, ok = r.optText("name"); !ok || !r.key("content") {
 			return nil, nil, false
 		}
