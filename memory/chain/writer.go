@@ -76,7 +76,7 @@ type Writer struct {
 	// recs are the sonas' records as the commits left them: every append
 	// checks its plan against its sona's in the committer (readPlanned),
 	// where a read from Badger waits for every other write.
-	recs *store.Cache[[]byte]
+	recs *store.Records
 }
 
 // sonaRecords is how many sonas' records the writer keeps (~150 bytes
@@ -86,24 +86,16 @@ const sonaRecords = 1 << 15
 // NewWriter writes the chains of the sonas in st; mems reads memories and
 // index is the vector index the appends add to.
 func NewWriter(st *store.Store, sonas *Sonas, mems *meta.Store, index *vector.Index, o Options) *Writer {
-	w := &Writer{st: st, sonas: sonas, mems: mems, index: index, cfg: o.Config, o: o, recs: store.NewCache[[]byte](sonaRecords)}
-	st.Subscribe(w.committed)
+	w := &Writer{st: st, sonas: sonas, mems: mems, index: index, cfg: o.Config, o: o, recs: store.NewRecords(sonaRecords, isSonaKey)}
+	st.Subscribe(w.recs.Committed)
 	return w
 }
 
 // CacheStats are the reads of the cache of the sonas' records.
 func (w *Writer) CacheStats() store.CacheStats { return w.recs.Stats() }
 
-// committed keeps the cached records current with a commit's writes.
-// The records are marshalled afresh for each write (store.SetProto), so
-// the event's values are theirs to share.
-func (w *Writer) committed(ev store.Event) {
-	for i, k := range ev.Keys {
-		if strings.HasPrefix(k, string(SonaPrefix)) {
-			w.recs.Set(k, ev.Told, ev.Values[i]) // nil: deleted
-		}
-	}
-}
+// isSonaKey reports whether key is a sona's record's (SonaKey).
+func isSonaKey(key string) bool { return strings.HasPrefix(key, string(SonaPrefix)) }
 
 // Op returns the store operation that carries out a: memory block, ACT
 // block, metadata, embedding, insertion log, chain entry, head, the file
@@ -195,14 +187,7 @@ func (w *Writer) Op(a *model.Append) store.Op {
 // readPlanned reads the record of a's sona and checks that a extends its
 // chain (checkPlan).
 func (w *Writer) readPlanned(tx store.Tx, a *model.Append) (*messages.Sona, error) {
-	key := SonaKey(a.Sona)
-	raw, ok := w.recs.Lookup(string(key), key, tx)
-	var err error
-	if !ok {
-		raw, err = tx.Get(key)
-	} else if raw == nil {
-		err = base.ErrNotFound
-	}
+	raw, err := w.recs.Get(tx, SonaKey(a.Sona))
 	if errors.Is(err, base.ErrNotFound) {
 		return nil, fmt.Errorf("%w: sona %s", base.ErrNotFound, a.Sona)
 	}

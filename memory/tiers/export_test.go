@@ -111,7 +111,7 @@ func (s *Store) TierRecords(sona string) (stored, cached map[string][]byte, read
 	stored, cached = map[string][]byte{}, map[string][]byte{}
 	err = s.view.View(func(txn store.Reader) error {
 		return store.Scan(txn, tierPrefix(sona), func(k, v []byte) error {
-			if _, part, _, ok := tierKey(string(k)); ok && cachedRecord(part) {
+			if cachedTierRecord(string(k)) {
 				stored[string(k)] = slices.Clone(v)
 			}
 			return nil

@@ -1,7 +1,6 @@
 package tiers
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -16,79 +15,33 @@ import (
 // state (~2 KB), MTM state, persona and counters (8 bytes each).
 const recCacheSize = 1 << 16
 
-// cachedRecord reports whether tier key part is a record the cache keeps:
-// the STM state (s), the MTM state (m), the persona (l), the counters (n).
-func cachedRecord(part byte) bool {
-	return part == 's' || part == 'm' || part == 'l' || part == 'n'
-}
+// record reads the tier record at key (one of cachedTierRecord's) through the
+// cache of the records read or written lately (store.Records): every
+// advance's STM step read the STM state twice — once in the view that
+// runs the model, once more in the committer, to check its version —,
+// took the next numbers of two counters there, and its tier retrieval
+// read the state a third time, each a lookup in Badger that falls to the
+// tree's deeper levels as the store grows (issue 15). nil
+// (base.ErrNotFound) when there is none. The record is shared: do not
+// modify it.
+func (s *Store) record(r store.Reader, key []byte) ([]byte, error) { return s.recs.Get(r, key) }
 
-// record reads the tier record at key (one of cachedRecord's) through the
-// cache of the records read or written lately: every advance's STM step
-// read the STM state twice — once in the view that runs the model, once
-// more in the committer, to check its version —, took the next numbers
-// of two counters there, and its tier retrieval read the state a third
-// time, each a lookup in Badger that falls to the tree's deeper levels as
-// the store grows (issue 15). As with the document frequencies
-// (docFreq): an operation (r a store.Tx) reads the cached record only
-// when its batch has not written the key, a view only one that it sees;
-// only a view's read fills the cache. nil (base.ErrNotFound) when there
-// is none. The record is shared: do not modify it.
-func (s *Store) record(r store.Reader, key []byte) ([]byte, error) {
-	if s.recs == nil {
-		return r.Get(key)
-	}
-	v, ok := s.recs.Lookup(string(key), key, r)
-	if !ok {
-		var err error
-		if v, err = r.Get(key); errors.Is(err, base.ErrNotFound) {
-			v = nil // cached: none
-		} else if err != nil {
-			return nil, err
-		} else if v == nil {
-			v = []byte{} // a record of no bytes
-		}
-		s.recs.Fill(string(key), v, r)
-	}
-	if v == nil {
-		return nil, base.ErrNotFound
-	}
-	return v, nil
+// cachedTierRecord reports whether key is one of the tier records the
+// cache keeps: an STM state (s), an MTM state (m), a persona (l), a
+// counter (n).
+func cachedTierRecord(key string) bool {
+	_, part, _, ok := tierKey(key)
+	return ok && (part == 's' || part == 'm' || part == 'l' || part == 'n')
 }
 
 // getProto reads the tier record at key into m through the cache (record);
 // false when there is none. One that does not decode is base.ErrCorrupt.
 func (s *Store) getProto(r store.Reader, key []byte, m proto.Message) (bool, error) {
-	v, err := s.record(r, key)
-	if errors.Is(err, base.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if err := proto.Unmarshal(v, m); err != nil {
-		return false, fmt.Errorf("%w: record %q: %v", base.ErrCorrupt, key, err)
-	}
-	return true, nil
-}
-
-// recCommitted keeps the cached records current with a commit's writes.
-// The tiers hand every record they write to the store in a buffer of its
-// own (a marshalled message, a counter's bytes), which the event shares.
-func (s *Store) recCommitted(ev store.Event) {
-	for i, k := range ev.Keys {
-		if _, part, _, ok := tierKey(k); ok && cachedRecord(part) {
-			s.recs.Set(k, ev.Told, ev.Values[i]) // nil: deleted
-		}
-	}
+	return s.recs.GetProto(r, key, m)
 }
 
 // CacheStats are the reads of the cache of tier records (none without one).
-func (s *Store) CacheStats() store.CacheStats {
-	if s.recs == nil {
-		return store.CacheStats{}
-	}
-	return s.recs.Stats()
-}
+func (s *Store) CacheStats() store.CacheStats { return s.recs.Stats() }
 
 // cachedInbox is a tier's inbox as committed: its entries' sequence
 // numbers and stored values, oldest first, decoded when read. Shared:

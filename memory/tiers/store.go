@@ -934,7 +934,7 @@ type Store struct {
 	clock   clock.Clock
 	segs    *segmentCache
 	dfs     *store.Cache[uint64]       // document frequencies by dfKey (dfcache.go)
-	recs    *store.Cache[[]byte]       // states, personas and counters (reccache.go)
+	recs    *store.Records             // states, personas and counters (reccache.go)
 	inboxes *store.Cache[*cachedInbox] // the tiers' inboxes, by inboxPrefix (reccache.go)
 	starts  inboxStart
 }
@@ -952,8 +952,8 @@ func NewStore(st interface {
 		sub.Subscribe(s.segs.committed)
 		s.dfs = store.NewCache[uint64](dfCacheSize)
 		sub.Subscribe(s.dfCommitted)
-		s.recs = store.NewCache[[]byte](recCacheSize)
-		sub.Subscribe(s.recCommitted)
+		s.recs = store.NewRecords(recCacheSize, cachedTierRecord)
+		sub.Subscribe(s.recs.Committed)
 		s.inboxes = store.NewCache[*cachedInbox](inboxCacheSize)
 		sub.Subscribe(s.inboxCommitted)
 	} else {
