@@ -449,11 +449,13 @@ func NewGraph(v store.Viewer, size int) *Graph {
 
 func (g *Graph) committed(e store.Event) {
 	g.told.Store(e.Told)
+	var changes []store.CacheChange[*cachedLinks]
 	for i, k := range e.Keys {
 		if strings.HasPrefix(k, string(KeyAssoc)) || strings.HasPrefix(k, string(KeyCoAccess)) {
-			g.cache.Set(k, e.Told, &cachedLinks{raw: e.Values[i]}) // shared, never modified
+			changes = append(changes, store.CacheChange[*cachedLinks]{Key: k, V: &cachedLinks{raw: e.Values[i]}}) // shared, never modified
 		}
 	}
+	g.cache.Apply(e.Told, changes, nil)
 }
 
 // In reads the link list under key in r (nil when there is none),

@@ -139,39 +139,50 @@ type Store struct {
 // st's commit events, so call it before st's first write.
 func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
 	m := &Store{st: st, rc: rc, metas: store.NewCache[*metaEntry](cacheSize), mems: newMemCache(cacheSize)}
-	st.Subscribe(func(e store.Event) {
-		for i, k := range e.Keys {
-			switch {
-			case strings.HasPrefix(k, string(Prefix)):
-				// The record as committed enters the cache, decoded when
-				// first read: a memory's metadata is read soon after it is
-				// stored (by the text index, the sona's next append, the
-				// neighbours of the next insertions).
-				if v := e.Values[i]; v != nil {
-					m.metas.Set(k[len(Prefix):], e.Told, &metaEntry{raw: v})
-				} else {
-					m.metas.Invalidate(k[len(Prefix):], e.Told)
+	st.Subscribe(m.committed)
+	return m
+}
+
+// committed tells the caches of commit e's writes: the metadata cache a
+// shard at a time (store.Cache.Apply).
+func (m *Store) committed(e store.Event) {
+	var changes []store.CacheChange[*metaEntry]
+	var hots []Hot // a CachePatch's, at its change's index
+	for i, k := range e.Keys {
+		switch {
+		case strings.HasPrefix(k, string(Prefix)):
+			// The record as committed enters the cache, decoded when
+			// first read: a memory's metadata is read soon after it is
+			// stored (by the text index, the sona's next append, the
+			// neighbours of the next insertions).
+			ch := store.CacheChange[*metaEntry]{Key: k[len(Prefix):], Op: store.CacheInvalidate}
+			if v := e.Values[i]; v != nil {
+				ch.Op, ch.V = store.CacheSet, &metaEntry{raw: v}
+			}
+			changes = append(changes, ch)
+		case strings.HasPrefix(k, string(HotPrefix)):
+			// The hot state changed: a cached record takes its values
+			// (most of a memory's writes are these).
+			key := k[len(HotPrefix):]
+			ch := store.CacheChange[*metaEntry]{Key: key, Op: store.CacheInvalidate}
+			c, err := cid.Cast([]byte(key))
+			if h, herr := decodeHot(c, e.Values[i]); err == nil && herr == nil {
+				ch.Op = store.CachePatch
+				if hots == nil {
+					hots = make([]Hot, len(e.Keys)) // at most a change a key
 				}
-			case strings.HasPrefix(k, string(HotPrefix)):
-				// The hot state changed: a cached record takes its values
-				// (most of a memory's writes are these).
-				key := k[len(HotPrefix):]
-				c, err := cid.Cast([]byte(key))
-				if h, herr := decodeHot(c, e.Values[i]); err == nil && herr == nil {
-					m.metas.Patch(key, e.Told, func(old *metaEntry) *metaEntry { return old.withHot(h) })
-				} else {
-					m.metas.Invalidate(key, e.Told)
-				}
-			case strings.HasPrefix(k, string(store.PrefixTombstone)):
-				// A forgotten memory leaves the decoded-memory cache (the
-				// only entries that ever leave it but by age).
-				if mh, err := multihash.Cast([]byte(k[len(store.PrefixTombstone):])); err == nil {
-					m.mems.remove(cid.NewCidV1(cid.DagCBOR, mh))
-				}
+				hots[len(changes)] = h
+			}
+			changes = append(changes, ch)
+		case strings.HasPrefix(k, string(store.PrefixTombstone)):
+			// A forgotten memory leaves the decoded-memory cache (the
+			// only entries that ever leave it but by age).
+			if mh, err := multihash.Cast([]byte(k[len(store.PrefixTombstone):])); err == nil {
+				m.mems.remove(cid.NewCidV1(cid.DagCBOR, mh))
 			}
 		}
-	})
-	return m
+	}
+	m.metas.Apply(e.Told, changes, func(i int, old *metaEntry) *metaEntry { return old.withHot(hots[i]) })
 }
 
 // MetaIn reads a memory's metadata in r through the cache — in a view:

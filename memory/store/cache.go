@@ -8,8 +8,9 @@ import (
 
 // Cache keeps values derived from the store's keys (decoded records),
 // bounded, and current by the store's commit events: its owner's
-// subscription (Subscribe) calls Invalidate, Patch or Set (the value
-// written) for every key a commit writes, with the event's Told. A view
+// subscription (Subscribe) invalidates, patches or sets (the value
+// written) every key a commit writes, with the event's Told — all of a
+// commit's with one Apply. A view
 // reads an entry (In) only if it sees the commit that made it: an older
 // one reads its snapshot. A value read in a view enters
 // with Fill only if that view sees every write of the key that the cache
@@ -167,14 +168,96 @@ func (c *Cache[V]) fill(key string, v V, told uint64) {
 // Set caches v as key's value: commit told wrote it (a value read from
 // the commit's Event, whose writes the cache is told of in order).
 func (c *Cache[V]) Set(key string, told uint64, v V) {
-	s := c.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.m[key]; !ok {
-		c.evict(s)
+	c.one(told, CacheChange[V]{Key: key, Op: CacheSet, V: v}, nil)
+}
+
+// CacheOp is what a commit did to a key of a Cache (Apply).
+type CacheOp uint8
+
+const (
+	// CacheSet: the key's value is the change's V (as Set).
+	CacheSet CacheOp = iota
+	// CachePatch: an entry cached takes the value Apply's patch makes of
+	// it (as Patch).
+	CachePatch
+	// CacheInvalidate: the entry is dropped (as Invalidate).
+	CacheInvalidate
+)
+
+// CacheChange is what a commit did to one key (Apply).
+type CacheChange[V any] struct {
+	Key string
+	Op  CacheOp
+	V   V // CacheSet's value
+}
+
+// Apply makes the changes of commit told, in their order, as Set, Patch
+// (patch(i, v) is the new value of changes[i]'s entry v) and Invalidate
+// would one by one, taking each shard's lock once. The committer tells a
+// commit of thousands of keys (a recall's touches) to every cache before
+// its next batch; taken per key, a lock that recalls' reads share made it
+// wait for them and, contended, yield its core thousands of times a
+// commit (README, "The committer's caches told a shard at a time").
+// patch runs under a shard's lock: keep it short.
+func (c *Cache[V]) Apply(told uint64, changes []CacheChange[V], patch func(i int, v V) V) {
+	const n = len(c.shards)
+	var start [n + 1]int32
+	shard := make([]uint8, len(changes))
+	for i := range changes {
+		s := uint8(maphash.String(c.seed, changes[i].Key) % uint64(n))
+		shard[i] = s
+		start[s+1]++
 	}
-	s.m[key] = cached[V]{v: v, written: told}
-	delete(s.written, key)
+	for s := range n {
+		start[s+1] += start[s]
+	}
+	next := start
+	order := make([]int32, len(changes)) // by shard, in order within one
+	for i, s := range shard {
+		order[next[s]] = int32(i)
+		next[s]++
+	}
+	for s := range n {
+		if start[s] == start[s+1] {
+			continue
+		}
+		sh := &c.shards[s]
+		sh.mu.Lock()
+		for _, i := range order[start[s]:start[s+1]] {
+			c.change(sh, told, changes, int(i), patch)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// change makes changes[i] of commit told in s, locked.
+func (c *Cache[V]) change(s *cacheShard[V], told uint64, changes []CacheChange[V], i int, patch func(int, V) V) {
+	ch := &changes[i]
+	switch ch.Op {
+	case CacheSet:
+		if _, ok := s.m[ch.Key]; !ok {
+			c.evict(s)
+		}
+		s.m[ch.Key] = cached[V]{v: ch.V, written: told}
+		delete(s.written, ch.Key)
+	case CachePatch:
+		if e, ok := s.m[ch.Key]; ok {
+			s.m[ch.Key] = cached[V]{v: patch(i, e.v), written: told}
+		} else {
+			c.wrote(s, ch.Key, told)
+		}
+	case CacheInvalidate:
+		delete(s.m, ch.Key)
+		c.wrote(s, ch.Key, told)
+	}
+}
+
+// one makes one change of commit told, as Apply.
+func (c *Cache[V]) one(told uint64, ch CacheChange[V], patch func(int, V) V) {
+	s := c.shard(ch.Key)
+	s.mu.Lock()
+	c.change(s, told, []CacheChange[V]{ch}, 0, patch)
+	s.mu.Unlock()
 }
 
 // evict makes room for an entry in s (locked), if it is full, by
@@ -205,22 +288,11 @@ func (c *Cache[V]) wrote(s *cacheShard[V], key string, told uint64) {
 
 // Invalidate drops key's entry: commit told wrote it.
 func (c *Cache[V]) Invalidate(key string, told uint64) {
-	s := c.shard(key)
-	s.mu.Lock()
-	delete(s.m, key)
-	c.wrote(s, key, told)
-	s.mu.Unlock()
+	c.one(told, CacheChange[V]{Key: key, Op: CacheInvalidate}, nil)
 }
 
 // Patch gives key's entry, if cached, the value fn makes of it: commit
 // told wrote it. fn runs under the shard's lock: keep it short.
 func (c *Cache[V]) Patch(key string, told uint64, fn func(V) V) {
-	s := c.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.m[key]; ok {
-		s.m[key] = cached[V]{v: fn(e.v), written: told}
-	} else {
-		c.wrote(s, key, told)
-	}
+	c.one(told, CacheChange[V]{Key: key, Op: CachePatch}, func(_ int, v V) V { return fn(v) })
 }

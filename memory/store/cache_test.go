@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/memoria-ai/memoria/config"
@@ -228,5 +229,46 @@ func testToldBefore(t *testing.T, st *Store) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A commit's changes applied together (Apply, a shard at a time) leave the
+// cache as Set, Patch and Invalidate applied one by one in their order do:
+// a key changed twice in a commit takes both, in order.
+func TestCacheApplyIsOneByOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	together, alone := NewCache[int](64*64), NewCache[int](64*64) // nothing evicted
+	keys := make([]string, 300)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+	}
+	for told := uint64(1); told <= 200; told++ {
+		changes := make([]CacheChange[int], rng.IntN(120))
+		for i := range changes {
+			changes[i] = CacheChange[int]{Key: keys[rng.IntN(len(keys))], Op: CacheOp(rng.IntN(3)), V: rng.IntN(1000)}
+		}
+		together.Apply(told, changes, func(i int, v int) int { return v*7 + i })
+		for i, ch := range changes {
+			switch ch.Op {
+			case CacheSet:
+				alone.Set(ch.Key, told, ch.V)
+			case CachePatch:
+				alone.Patch(ch.Key, told, func(v int) int { return v*7 + i })
+			case CacheInvalidate:
+				alone.Invalidate(ch.Key, told)
+			}
+		}
+		for _, k := range keys {
+			a, b := together.shard(k), alone.shard(k)
+			ea, oka := a.m[k]
+			eb, okb := b.m[k]
+			if oka != okb || ea != eb || a.written[k] != b.written[k] {
+				t.Fatalf("commit %d, %s: applied together %v %v (written %d), one by one %v %v (written %d)",
+					told, k, ea, oka, a.written[k], eb, okb, b.written[k])
+			}
+		}
+	}
+	if s := together.Stats(); s.Entries == 0 {
+		t.Fatal("nothing cached: the test tested nothing")
 	}
 }

@@ -29,11 +29,13 @@ func NewRecords(size int, match func(key string) bool) *Records {
 
 // Committed caches the records a commit wrote (nil: deleted).
 func (c *Records) Committed(ev Event) {
+	var changes []CacheChange[[]byte]
 	for i, k := range ev.Keys {
 		if c.match(k) {
-			c.cache.Set(k, ev.Told, ev.Values[i])
+			changes = append(changes, CacheChange[[]byte]{Key: k, V: ev.Values[i]})
 		}
 	}
+	c.cache.Apply(ev.Told, changes, nil)
 }
 
 // Get reads the record at key (one match accepts) in r through the

@@ -48,14 +48,16 @@ func docFreqIn(r store.Reader, key []byte) (uint64, error) {
 
 // dfCommitted keeps the cached counts current with a commit's writes.
 func (s *Store) dfCommitted(ev store.Event) {
+	var changes []store.CacheChange[uint64]
 	for i, k := range ev.Keys {
 		if _, part, _, ok := tierKey(k); !ok || part != 'f' {
 			continue // not a dfKey
 		}
+		ch := store.CacheChange[uint64]{Key: k, Op: store.CacheInvalidate}
 		if v := ev.Values[i]; v != nil {
-			s.dfs.Set(k, ev.Told, base.DecodeU64(v))
-		} else {
-			s.dfs.Invalidate(k, ev.Told)
+			ch.Op, ch.V = store.CacheSet, base.DecodeU64(v)
 		}
+		changes = append(changes, ch)
 	}
+	s.dfs.Apply(ev.Told, changes, nil)
 }

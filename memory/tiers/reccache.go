@@ -74,16 +74,24 @@ func (s *Store) cachedInboxOf(r store.Reader, sona, tier string) (*cachedInbox, 
 // inboxCommitted patches the cached inboxes with a commit's writes of
 // their entries (inboxKey: a new entry, or a consumed one deleted).
 func (s *Store) inboxCommitted(ev store.Event) {
+	type entry struct {
+		seq uint64
+		raw []byte
+	}
+	var changes []store.CacheChange[*cachedInbox]
+	var entries []entry // each change's
 	for i, k := range ev.Keys {
 		sona, part, rest, ok := tierKey(k)
 		if !ok || part != 'i' || len(rest) < 9 || rest[len(rest)-9] != 0 {
 			continue
 		}
-		tier, seq, raw := rest[:len(rest)-9], base.DecodeU64([]byte(rest[len(rest)-8:])), ev.Values[i]
-		s.inboxes.Patch(string(inboxPrefix(sona, tier)), ev.Told, func(in *cachedInbox) *cachedInbox {
-			return in.with(seq, raw)
-		})
+		tier := rest[:len(rest)-9]
+		changes = append(changes, store.CacheChange[*cachedInbox]{Key: string(inboxPrefix(sona, tier)), Op: store.CachePatch})
+		entries = append(entries, entry{base.DecodeU64([]byte(rest[len(rest)-8:])), ev.Values[i]})
 	}
+	s.inboxes.Apply(ev.Told, changes, func(i int, in *cachedInbox) *cachedInbox {
+		return in.with(entries[i].seq, entries[i].raw)
+	})
 }
 
 // with is in with entry seq written as raw, or deleted (raw nil).
