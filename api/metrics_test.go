@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,6 +134,19 @@ func TestMetricsAppearAndMove(t *testing.T) {
 		if v, ok := metric(after, name); !ok || v != 0 {
 			t.Errorf("%s = %v (present %v), want 0", name, v, ok)
 		}
+	}
+	// The recalls took turns on the workers (recall.workers: twice the
+	// cores), none computing or waiting once they are answered.
+	if v, ok := metric(after, "memoria_recall_workers"); !ok || v != float64(2*runtime.GOMAXPROCS(0)) {
+		t.Errorf("memoria_recall_workers = %v (present %v), want twice GOMAXPROCS", v, ok)
+	}
+	for _, name := range []string{"memoria_recall_workers_busy", "memoria_recall_waiting", "memoria_recall_waits_total", "memoria_recall_wait_seconds_total"} {
+		if _, ok := metric(after, name); !ok {
+			t.Errorf("%s missing from /metrics", name)
+		}
+	}
+	if v, _ := metric(after, "memoria_recall_workers_busy"); v != 0 {
+		t.Errorf("memoria_recall_workers_busy = %v with every recall answered", v)
 	}
 	if _, ok := metric(after, "memoria_actor_mailbox_depth", "actor", "sona"); !ok {
 		t.Errorf("no mailbox depth for sona actors")

@@ -298,6 +298,7 @@ func TestValidate(t *testing.T) {
 		{"coaccess flush", func(c *config.Config) { c.Recall.CoAccessFlush = config.Duration(2 * time.Minute) }, []string{"recall.coaccess_flush"}},
 		{"negative coaccess flush", func(c *config.Config) { c.Recall.CoAccessFlush = config.Duration(-time.Second) }, []string{"recall.coaccess_flush"}},
 		{"candidates", func(c *config.Config) { c.Recall.Candidates = 5 }, []string{"recall.candidates"}},
+		{"workers", func(c *config.Config) { c.Recall.Workers = -1 }, []string{"recall.workers"}},
 		{"beta", func(c *config.Config) { c.Threshold.DedupBeta = 0 }, []string{"thresholds.dedup_beta"}},
 		{"unit", func(c *config.Config) { c.Recall.ExpandDecay = 1.5 }, []string{"recall.expand_decay"}},
 		{"expand per hit", func(c *config.Config) { c.Recall.ExpandPerHit = -1 }, []string{"recall.expand_per_hit"}},

@@ -226,6 +226,31 @@ func TestBenchAdvance(t *testing.T) {
 	}
 }
 
+// TestBenchMixed: recalls and one inserting client in one window, a
+// result for each, on a fresh store of the size asked.
+func TestBenchMixed(t *testing.T) {
+	t.Parallel()
+	rep := runBench(t, "mixed", "--sizes", "150", "--store-sonas", "3", "--clients", "2")
+	mixed := find(t, rep, bench.Mixed)
+	if len(mixed) != 2 {
+		t.Fatalf("mixed %+v", mixed)
+	}
+	routes := map[string]bench.Result{}
+	for _, r := range mixed {
+		sane(t, r)
+		if r.StoreSize < 150 || r.Sonas != 3 || r.CPUMsPerOp <= 0 {
+			t.Fatalf("mixed %+v", r)
+		}
+		routes[r.Name] = r
+	}
+	if r, ok := routes["POST /memories"]; !ok || r.Clients != 1 || r.HitRate != nil {
+		t.Fatalf("the writer: %+v (present %v)", r, ok)
+	}
+	if r, ok := routes["POST /sona/{uuid}/recall"]; !ok || r.Clients != 2 || r.HitRate == nil || *r.HitRate < 0.5 {
+		t.Fatalf("the recalls: %+v (present %v)", r, ok)
+	}
+}
+
 // TestBenchTable: without --json, the table on stdout and the progress
 // on stderr (no terminal: a line a phase).
 func TestBenchTable(t *testing.T) {

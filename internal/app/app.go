@@ -33,6 +33,7 @@ import (
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/anchor"
 	"github.com/memoria-ai/memoria/memory/eumas"
+	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/vector"
 )
@@ -184,9 +185,15 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 		st := self.Store()
 		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), WritesRefused: st.CheckSpace() != nil,
 			TextRebuilds: self.Text.Rebuilds(), RerankFallbacks: self.Recaller.RerankFallbacks(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st),
-			Caches: caches(self.CacheStats()), VectorFloats: vectorFloats(self.Index()), Committer: committer(st.CommitStats())}
+			Caches: caches(self.CacheStats()), VectorFloats: vectorFloats(self.Index()), Committer: committer(st.CommitStats()),
+			RecallWorkers: recallWorkers(self.Recaller.Workers())}
 	})
 	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing, Cluster: cl, headroom: headroom}, nil
+}
+
+// recallWorkers are the recalls computing and waiting, for the metrics.
+func recallWorkers(w recall.WorkerStats) metrics.RecallWorkers {
+	return metrics.RecallWorkers{Workers: w.Workers, Busy: w.Busy, Waiting: w.Waiting, Waits: w.Waits, WaitSeconds: w.Waited.Seconds()}
 }
 
 // vectorFloats is where the vector index's float32 vectors are, for the

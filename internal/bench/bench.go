@@ -37,6 +37,7 @@ const (
 	Insert  = "insert"  // POST /memories, N clients into N sonas, on an empty store
 	Recall  = "recall"  // POST /sona/{uuid}/recall on a store of each size
 	Advance = "advance" // POST /sona/{uuid}/chat over many sonas, the offline model
+	Mixed   = "mixed"   // recalls and an insert at a time in one window, on a fresh store of each size
 	Restart = "restart" // SIGTERM and SIGKILL of a store of each size, then until it serves at full speed
 	ANN     = "ann"     // Memoria's HNSW in process: recall@10 against exact search
 	Refs    = "refs"    // raw Badger, exact search, coder/hnsw, chromem-go
@@ -49,7 +50,7 @@ const (
 )
 
 // Scenarios are the scenarios in the order a run makes them.
-var Scenarios = []string{Insert, Refs, Recall, Restart, ANN, Advance}
+var Scenarios = []string{Insert, Refs, Recall, Restart, ANN, Mixed, Advance}
 
 // ErrOptions means the options make no run.
 var ErrOptions = errors.New("bench: bad options")
@@ -136,7 +137,7 @@ const (
 var DefaultSizes = []int{10_000, 20_000}
 
 // clientsOf are the default client counts of each scenario.
-var clientsOf = map[string][]int{Insert: {64}, Recall: {1, 16}, Advance: {64, 128}}
+var clientsOf = map[string][]int{Insert: {64}, Recall: {1, 16}, Mixed: {16}, Advance: {64, 128}}
 
 func (o *Options) fill() error {
 	if o.Binary == "" {
@@ -384,6 +385,13 @@ func (r *run) all(ctx context.Context) error {
 			}
 		}
 	}
+	if o.has(Mixed) {
+		for _, size := range o.Sizes {
+			if err := r.mixed(ctx, size); err != nil {
+				return err
+			}
+		}
+	}
 	if o.has(Advance) {
 		if err := r.advance(ctx); err != nil {
 			return err
@@ -504,9 +512,7 @@ func fromLoad(scenario string, rep *loadgen.Report) Result {
 		Seconds: rep.Seconds, PerSecond: rep.PerSecond, CPUMsPerOp: rep.ServerCPUPerRequestMs,
 		ClientCPUMsPerOp: rep.ClientCPUPerRequestMs, ErrorSamples: rep.ErrorSamples}
 	if len(rep.Routes) > 0 {
-		rt := rep.Routes[0]
-		res.Name, res.P50Ms, res.P99Ms, res.MaxMs = rt.Route, rt.P50Ms, rt.P99Ms, rt.MaxMs
-		res.ServerP50Ms, res.ServerP99Ms = rt.ServerP50Ms, rt.ServerP99Ms
+		res.withRoute(rep.Routes[0])
 	}
 	if n := len(rep.Memory); n > 0 {
 		res.RSS = &RSS{Start: rep.Memory[0].RSS, Peak: rep.PeakRSS, End: rep.Memory[n-1].RSS}
@@ -520,6 +526,12 @@ func fromLoad(scenario string, rep *loadgen.Report) Result {
 		res.ErrorStatuses = strings.Join(parts, ", ")
 	}
 	return res
+}
+
+// withRoute gives res the latency of rt's answers.
+func (res *Result) withRoute(rt loadgen.RouteReport) {
+	res.Name, res.P50Ms, res.P99Ms, res.MaxMs = rt.Route, rt.P50Ms, rt.P99Ms, rt.MaxMs
+	res.ServerP50Ms, res.ServerP99Ms = rt.ServerP50Ms, rt.ServerP99Ms
 }
 
 // machine describes this machine.

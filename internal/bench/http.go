@@ -125,14 +125,21 @@ func (r *run) advance(ctx context.Context) error {
 // measure runs a window of load on srv and makes its result, with the
 // server's caches' hit ratios and its committer's work over the window.
 func (r *run) measure(ctx context.Context, scenario, phase string, srv *loadgen.Server, w loadgen.Window, req loadgen.Request) Result {
+	res, _ := r.measureLoad(ctx, scenario, phase, srv, w, req)
+	return res
+}
+
+// measureLoad is measure with the window's report (its routes).
+func (r *run) measureLoad(ctx context.Context, scenario, phase string, srv *loadgen.Server, w loadgen.Window, req loadgen.Request) (Result, *loadgen.Report) {
 	before := r.readServer(ctx, srv.URL)
-	res := fromLoad(scenario, r.window(ctx, phase, w, req))
+	rep := r.window(ctx, phase, w, req)
+	res := fromLoad(scenario, rep)
 	after := r.readServer(ctx, srv.URL)
 	if before != nil && after != nil {
 		res.CacheHits = hitRatios(before.caches, after.caches)
 		res.Committer = committerFigures(before, after)
 	}
-	return res
+	return res, rep
 }
 
 // serverReading is what the bench reads of a server's /metrics: each

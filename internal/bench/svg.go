@@ -43,6 +43,9 @@ func WriteSVG(w io.Writer, rep *Report) error {
 		if r.Path == "http" {
 			label = fmt.Sprintf("%s, %d clients", r.Name, r.Clients)
 		}
+		if r.Scenario == Mixed {
+			label = "mixed: " + label
+		}
 		key := r.Scenario + "|" + label
 		add(lat, key+"|p50", label+" p50", false, r.StoreSize, r.P50Ms)
 		add(lat, key+"|p99", label+" p99", true, r.StoreSize, r.P99Ms)

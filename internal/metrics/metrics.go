@@ -243,6 +243,9 @@ type State struct {
 	TextRebuilds int64
 	// RerankFallbacks counts recalls whose reranker failed (recall.rerank).
 	RerankFallbacks int64
+	// RecallWorkers are the recalls computing and waiting for a worker now
+	// (recall.workers), and the waits so far.
+	RecallWorkers RecallWorkers
 	// Caches are the reads and entries of the caches, by name.
 	Caches map[string]Cache
 	// VectorFloats are the bytes of the vector index's float32 vectors by
@@ -250,6 +253,14 @@ type State struct {
 	VectorFloats map[string]int64
 	// Committer is the group committer's work since the start.
 	Committer Committer
+}
+
+// RecallWorkers are the recalls computing (Busy, of Workers) and waiting
+// for a worker now, the recalls that waited and their waits' seconds.
+type RecallWorkers struct {
+	Workers, Busy, Waiting int
+	Waits                  uint64
+	WaitSeconds            float64
 }
 
 // Committer is the group committer's work: its commits (one fsync each)
@@ -312,6 +323,11 @@ var (
 	stallsDesc    = prometheus.NewDesc("memoria_store_write_stalls_total", "Times Badger held the writes back because level 0 of the store's tree was full (its compaction behind the writes; each also logged at warn): commits wait meanwhile.", nil, nil)
 	stallSecDesc  = prometheus.NewDesc("memoria_store_write_stall_seconds_total", "Seconds the stalls of memoria_store_write_stalls_total lasted.", nil, nil)
 	rerankDesc    = prometheus.NewDesc("memoria_recall_rerank_fallbacks_total", "Recalls that kept the fused order because the reranker (recall.rerank) failed or timed out.", nil, nil)
+	workersDesc   = prometheus.NewDesc("memoria_recall_workers", "Recalls that may compute at once (recall.workers).", nil, nil)
+	busyRecDesc   = prometheus.NewDesc("memoria_recall_workers_busy", "Recalls computing now (at most memoria_recall_workers).", nil, nil)
+	waitingDesc   = prometheus.NewDesc("memoria_recall_waiting", "Recalls waiting now for a worker (recall.workers) to compute.", nil, nil)
+	waitsDesc     = prometheus.NewDesc("memoria_recall_waits_total", "Recalls that waited for a worker (recall.workers).", nil, nil)
+	waitSecDesc   = prometheus.NewDesc("memoria_recall_wait_seconds_total", "Seconds the recalls of memoria_recall_waits_total waited, summed.", nil, nil)
 )
 
 type stateCollector struct{ read func() State }
@@ -329,6 +345,11 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- refusedDesc
 	ch <- rebuildsDesc
 	ch <- rerankDesc
+	ch <- workersDesc
+	ch <- busyRecDesc
+	ch <- waitingDesc
+	ch <- waitsDesc
+	ch <- waitSecDesc
 	ch <- cacheHitsDesc
 	ch <- cacheMissDesc
 	ch <- cacheSizeDesc
@@ -367,6 +388,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.GaugeValue, refused)
 	ch <- prometheus.MustNewConstMetric(rebuildsDesc, prometheus.CounterValue, float64(st.TextRebuilds))
 	ch <- prometheus.MustNewConstMetric(rerankDesc, prometheus.CounterValue, float64(st.RerankFallbacks))
+	ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(st.RecallWorkers.Workers))
+	ch <- prometheus.MustNewConstMetric(busyRecDesc, prometheus.GaugeValue, float64(st.RecallWorkers.Busy))
+	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(st.RecallWorkers.Waiting))
+	ch <- prometheus.MustNewConstMetric(waitsDesc, prometheus.CounterValue, float64(st.RecallWorkers.Waits))
+	ch <- prometheus.MustNewConstMetric(waitSecDesc, prometheus.CounterValue, st.RecallWorkers.WaitSeconds)
 	for name, c := range st.Caches {
 		ch <- prometheus.MustNewConstMetric(cacheHitsDesc, prometheus.CounterValue, float64(c.Hits), name)
 		ch <- prometheus.MustNewConstMetric(cacheMissDesc, prometheus.CounterValue, float64(c.Misses), name)

@@ -144,6 +144,7 @@ type Recaller struct {
 	rerankFallbacks atomic.Int64
 	rerankWarned    atomic.Int64
 	queries         *queryLogKeeper // nil: the query log is not bounded
+	workers         *workers        // the recalls computing at once (recall.workers)
 }
 
 // New is recall over the self kept in st. When st reports its commits
@@ -155,6 +156,7 @@ func New(st store.Viewer, env Env, o Options) *Recaller {
 		backbone: env.BackboneSona, embed: env.Embed, count: env.Count, cfg: o.Config, clock: clock.Or(o.Clock),
 		chains: newChainPositions(), log: o.Logger, reranker: env.Reranker, links: env.Links,
 	}
+	r.workers = newWorkers(o.Config.Recall.Workers, r.clock)
 	if r.links == nil {
 		r.links = uncachedLinks{}
 	}

@@ -336,6 +336,13 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 	if q.Vector != nil && len(q.Vector) != s.index.Dims() {
 		return nil, nil, fmt.Errorf("%w: query vector has %d dims, want %d", base.ErrInvalid, len(q.Vector), s.index.Dims())
 	}
+	// From here a recall computes (a reranker's call aside): it waits for
+	// a worker.
+	worker := &slot{w: s.workers}
+	if err := worker.take(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer worker.give()
 	centroid, activity, ok := s.sonas.Snapshot(q.Sona)
 	if q.Centroid != nil {
 		centroid, activity, ok = q.Centroid, q.Activity, true
@@ -351,7 +358,7 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 		self: s, ctx: ctx, q: &q, centroid: centroid, now: s.clock.Now().Unix(),
 		sims: map[string]float64{}, activity: map[string]int64{q.Sona: activity},
 		excluded: map[cid.Cid]bool{}, weights: rc.Weights,
-		collapse: collapser{min: rc.Collapse}, n: n,
+		collapse: collapser{min: rc.Collapse}, n: n, worker: worker,
 	}
 	if paths.Score != nil {
 		sc.weights = *paths.Score
@@ -624,6 +631,7 @@ type scorer struct {
 	maxTime int64
 
 	plainGen uint64 // plainMemories' generation before the view began (visible.go)
+	worker   *slot  // the recall's worker (recall.workers)
 }
 
 // resolveAsOf turns Query.AsOf into the limits of what existed.

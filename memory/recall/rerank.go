@@ -53,7 +53,14 @@ func (sc *scorer) rerank(ctx context.Context, cands []*Recalled) error {
 		docs[i] = m.Text()
 	}
 	span.SetAttributes(attribute.Int("memoria.recall.candidates", len(top)))
+	// The call waits on another machine: the worker serves another
+	// recall meanwhile.
+	sc.worker.give()
 	scores, err := s.reranker.Rerank(ctx, sc.q.Text, docs)
+	if werr := sc.worker.take(ctx); werr != nil {
+		trace.Fail(span, werr)
+		return werr
+	}
 	if err == nil && len(scores) != len(top) {
 		err = fmt.Errorf("%w: %d scores for %d documents", llm.ErrMalformed, len(scores), len(top))
 	}
