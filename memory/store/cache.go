@@ -197,8 +197,8 @@ type CacheChange[V any] struct {
 // commit of thousands of keys (a recall's touches) to every cache before
 // its next batch; taken per key, a lock that recalls' reads share made it
 // wait for them and, contended, yield its core thousands of times a
-// commit (README, "The committer's caches told a shard at a time").
-// patch runs under a shard's lock: keep it short.
+// commit (README, "a commit's changes told to the caches a shard at a
+// time"). patch runs under a shard's lock: keep it short.
 func (c *Cache[V]) Apply(told uint64, changes []CacheChange[V], patch func(i int, v V) V) {
 	const n = len(c.shards)
 	var start [n + 1]int32
