@@ -13,10 +13,10 @@ import (
 // wait their turn, in order. With as many recalls computing as clients
 // ask (16 over two cores), every runnable goroutine shares the cores
 // alike, and the store's committer — one goroutine, which every write
-// goes through, and which yields its core at each contended lock it
-// releases — waited behind them: an insert beside 16 clients' recalls
-// at 100,000 memories took 0.4 s (p50) to 1.3 s; with 4 computing, 40 ms
-// to 0.36 s, and the recalls were no fewer (README, "Recalls take turns").
+// goes through, woken many times a commit — waited its turn for a core
+// behind them each time: an insert beside 16 clients' recalls at 100,000
+// memories took 0.4 s (p50) to 1.3 s; with 4 computing, 40 ms to 0.36 s,
+// and the recalls were no fewer (README, "Recalls take turns").
 type workers struct {
 	slots   chan struct{}
 	clock   clock.Clock

@@ -194,11 +194,11 @@ type CacheChange[V any] struct {
 // Apply makes the changes of commit told, in their order, as Set, Patch
 // (patch(i, v) is the new value of changes[i]'s entry v) and Invalidate
 // would one by one, taking each shard's lock once. The committer tells a
-// commit of thousands of keys (a recall's touches) to every cache before
-// its next batch; taken per key, a lock that recalls' reads share made it
-// wait for them and, contended, yield its core thousands of times a
-// commit (README, "a commit's changes told to the caches a shard at a
-// time"). patch runs under a shard's lock: keep it short.
+// commit of thousands of keys (recalls' touches) to every cache before
+// its next batch; taken per key, a lock the recalls' reads share had it
+// wait for the readers of the shard, and then for a core, thousands of
+// times a commit (README, "a commit's changes told to the caches a shard
+// at a time"). patch runs under a shard's lock: keep it short.
 func (c *Cache[V]) Apply(told uint64, changes []CacheChange[V], patch func(i int, v V) V) {
 	const n = len(c.shards)
 	var start [n + 1]int32
