@@ -34,8 +34,8 @@ func benchCmd(g *globals) *cobra.Command {
 			"  ann      Memoria's HNSW in process over the store's vectors: recall@10 against exact search\n" +
 			"  refs     raw Badger (one fsynced transaction per write, as many writers as insert), exact search,\n" +
 			"           coder/hnsw and chromem-go over the same vectors\n" +
-			"  mixed    recalls from --clients (16) and inserts from one more in one window, on a fresh store of each\n" +
-			"           size: how long a write waits while recalls keep the server busy\n" +
+			"  mixed    recalls from --clients (16), inserts from one more and chats from another in one window, on a\n" +
+			"           fresh store of each size: how long a write waits while recalls keep the server busy\n" +
 			"  advance  POST /sona/{uuid}/chat (offline model) over --advance-sonas sonas, 64 and 128 clients\n" +
 			"  forget   (only when named) POST /forget of a sona of 10,000 memories, three times\n" +
 			"The store of --sizes is grown through POST /memories and kept in --data DIR (a temporary directory\n" +
@@ -154,7 +154,7 @@ func benchCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&sizes, "sizes", sizeList(bench.DefaultSizes), "store sizes of recall, restart, mixed, ann and refs' searches (10k, 1m, …)")
-	f.StringVar(&clients, "clients", "", "client counts, replacing every scenario's own (insert 64; recall 1,16; mixed 16 and a writer; advance 64,128)")
+	f.StringVar(&clients, "clients", "", "client counts, replacing every scenario's own (insert 64; recall 1,16; mixed 16 and two writers; advance 64,128)")
 	f.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "length of each measured window of load")
 	f.Int64Var(&o.Requests, "requests", 0, "end each window of load after this many requests, if --duration has not ended it (0: no limit)")
 	f.IntVar(&o.AdvanceSonas, "advance-sonas", bench.DefaultAdvanceSonas, "sonas the advance scenario chats with")

@@ -226,13 +226,13 @@ func TestBenchAdvance(t *testing.T) {
 	}
 }
 
-// TestBenchMixed: recalls and one inserting client in one window, a
-// result for each, on a fresh store of the size asked.
+// TestBenchMixed: recalls, one inserting client and one chatting in one
+// window, a result for each, on a fresh store of the size asked.
 func TestBenchMixed(t *testing.T) {
 	t.Parallel()
 	rep := runBench(t, "mixed", "--sizes", "150", "--store-sonas", "3", "--clients", "2")
 	mixed := find(t, rep, bench.Mixed)
-	if len(mixed) != 2 {
+	if len(mixed) != 3 {
 		t.Fatalf("mixed %+v", mixed)
 	}
 	routes := map[string]bench.Result{}
@@ -243,8 +243,10 @@ func TestBenchMixed(t *testing.T) {
 		}
 		routes[r.Name] = r
 	}
-	if r, ok := routes["POST /memories"]; !ok || r.Clients != 1 || r.HitRate != nil {
-		t.Fatalf("the writer: %+v (present %v)", r, ok)
+	for _, route := range []string{"POST /memories", "POST /sona/{uuid}/chat"} {
+		if r, ok := routes[route]; !ok || r.Clients != 1 || r.HitRate != nil {
+			t.Fatalf("the writer %s: %+v (present %v)", route, r, ok)
+		}
 	}
 	if r, ok := routes["POST /sona/{uuid}/recall"]; !ok || r.Clients != 2 || r.HitRate == nil || *r.HitRate < 0.5 {
 		t.Fatalf("the recalls: %+v (present %v)", r, ok)

@@ -37,7 +37,7 @@ const (
 	Insert  = "insert"  // POST /memories, N clients into N sonas, on an empty store
 	Recall  = "recall"  // POST /sona/{uuid}/recall on a store of each size
 	Advance = "advance" // POST /sona/{uuid}/chat over many sonas, the offline model
-	Mixed   = "mixed"   // recalls and an insert at a time in one window, on a fresh store of each size
+	Mixed   = "mixed"   // recalls, an insert and a chat at a time in one window, on a fresh store of each size
 	Restart = "restart" // SIGTERM and SIGKILL of a store of each size, then until it serves at full speed
 	ANN     = "ann"     // Memoria's HNSW in process: recall@10 against exact search
 	Refs    = "refs"    // raw Badger, exact search, coder/hnsw, chromem-go

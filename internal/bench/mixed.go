@@ -12,20 +12,21 @@ import (
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// mixed measures recalls and inserts in one window, as a server of many
-// agents sees them — most of them recalling while one writes: on a fresh
-// store of size memories (inserted as the sized store's are, 64 clients
-// over StoreSonas sonas), each of the Mixed clients recalls as recall's
-// do while one more inserts new texts, one after the other. A result for
-// each: the inserts' latency is what a write waits while recalls keep
-// the server busy.
+// mixed measures recalls, inserts and chats in one window, as a server of
+// many agents sees them — most of them recalling while others write: on a
+// fresh store of size memories (inserted as the sized store's are, 64
+// clients over StoreSonas sonas), each of the Mixed clients recalls as
+// recall's do while one more inserts new texts and another chats (the
+// server's model), each one request after the other. A result for each
+// route: the inserts' and the chats' latency is what a write waits while
+// recalls keep the server busy.
 func (r *run) mixed(ctx context.Context, size int) error {
 	srv, stop, err := r.scratchServer(ctx, "mixed")
 	if err != nil {
 		return err
 	}
 	defer stop()
-	most := max(buildClients, slices.Max(r.o.clients(Mixed))+1)
+	most := max(buildClients, slices.Max(r.o.clients(Mixed))+2)
 	c, closeClient := loadgen.NewClient(srv.URL, r.o.Token, most)
 	defer closeClient()
 	sonas, err := createSonas(ctx, c, r.o.StoreSonas, "mixed-%03d", nil)
@@ -54,8 +55,12 @@ func (r *run) mixed(ctx context.Context, size int) error {
 	for _, clients := range r.o.clients(Mixed) {
 		var hits atomic.Int64
 		req := func(ctx context.Context, i int, rng *rand.Rand) (loadgen.Op, error) {
-			if i == clients { // the writer
+			switch i {
+			case clients: // the writer
 				return insert(ctx, i, rng)
+			case clients + 1: // the chatter
+				_, err := c.Chat(ctx, sonas[0], &messages.ChatRequest{Content: r.o.Corpus.Text(int(next.Add(1) - 1)), Name: "user"})
+				return loadgen.OpChat, err
 			}
 			t := rng.IntN(held)
 			text := r.o.Corpus.Text(t)
@@ -65,8 +70,8 @@ func (r *run) mixed(ctx context.Context, size int) error {
 			}
 			return loadgen.OpRecall, err
 		}
-		all, rep := r.measureLoad(ctx, Mixed, fmt.Sprintf("mixed: %s, %d clients recalling, 1 inserting", FormatSize(size), clients), srv,
-			loadgen.Window{Clients: clients + 1, Duration: r.o.Duration, Requests: r.o.Requests, Seed: r.o.Seed, Server: srv.Sample}, req)
+		all, rep := r.measureLoad(ctx, Mixed, fmt.Sprintf("mixed: %s, %d clients recalling, 1 inserting, 1 chatting", FormatSize(size), clients), srv,
+			loadgen.Window{Clients: clients + 2, Duration: r.o.Duration, Requests: r.o.Requests, Seed: r.o.Seed, Server: srv.Sample}, req)
 		h, err := r.client(srv).Health(ctx)
 		if err != nil {
 			return err
@@ -84,7 +89,7 @@ func (r *run) mixed(ctx context.Context, size int) error {
 					res.HitRate = &hr
 				}
 			}
-			res.Note = fmt.Sprintf("%d clients recalling and 1 inserting in one window on a fresh store of %d memories over %d sonas; CPU/op is the window's, over both",
+			res.Note = fmt.Sprintf("%d clients recalling, 1 inserting and 1 chatting in one window on a fresh store of %d memories over %d sonas; CPU/op is the window's, over all three",
 				clients, size, len(sonas))
 			r.add(res)
 		}
