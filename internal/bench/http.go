@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/memoria-ai/memoria/api/client"
 	"github.com/memoria-ai/memoria/internal/loadgen"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -59,12 +60,7 @@ func (r *run) recall(ctx context.Context, clients int) error {
 	var hits atomic.Int64
 	req := func(ctx context.Context, _ int, rng *rand.Rand) (loadgen.Op, error) {
 		i := s.pick(rng)
-		text := r.o.Corpus.Text(i)
-		resp, err := c.Recall(ctx, s.sona(i), &messages.RecallRequest{Query: Query(text, rng)})
-		if err == nil && recalled(resp, text) {
-			hits.Add(1)
-		}
-		return loadgen.OpRecall, err
+		return recallText(ctx, c, s.sona(i), r.o.Corpus.Text(i), rng, &hits)
 	}
 	res := r.measure(ctx, Recall, fmt.Sprintf("recall: %s, %d clients", FormatSize(s.man.Memories), clients), s.srv,
 		loadgen.Window{Clients: clients, Duration: r.o.Duration, Requests: r.o.Requests, Seed: r.o.Seed, Server: s.srv.Sample}, req)
@@ -77,11 +73,16 @@ func (r *run) recall(ctx context.Context, clients int) error {
 	return nil
 }
 
-// recalled reports whether a recall brought back a memory of text.
-func recalled(resp *messages.RecallResponse, text string) bool {
-	return slices.ContainsFunc(resp.GetMemories(), func(m *messages.RecalledMemory) bool {
+// recallText asks sona for four words of text (Query) and counts in hits
+// a recall that brought back a memory of text.
+func recallText(ctx context.Context, c *client.Client, sona, text string, rng *rand.Rand, hits *atomic.Int64) (loadgen.Op, error) {
+	resp, err := c.Recall(ctx, sona, &messages.RecallRequest{Query: Query(text, rng)})
+	if err == nil && slices.ContainsFunc(resp.GetMemories(), func(m *messages.RecalledMemory) bool {
 		return m.GetMemory().GetData().GetFields()["content"].GetStringValue() == text
-	})
+	}) {
+		hits.Add(1)
+	}
+	return loadgen.OpRecall, err
 }
 
 // advance measures POST /sona/{uuid}/chat (the offline model unless the

@@ -63,12 +63,7 @@ func (r *run) mixed(ctx context.Context, size int) error {
 				return loadgen.OpChat, err
 			}
 			t := rng.IntN(held)
-			text := r.o.Corpus.Text(t)
-			resp, err := c.Recall(ctx, sonas[t%len(sonas)], &messages.RecallRequest{Query: Query(text, rng)})
-			if err == nil && recalled(resp, text) {
-				hits.Add(1)
-			}
-			return loadgen.OpRecall, err
+			return recallText(ctx, c, sonas[t%len(sonas)], r.o.Corpus.Text(t), rng, &hits)
 		}
 		all, rep := r.measureLoad(ctx, Mixed, fmt.Sprintf("mixed: %s, %d clients recalling, 1 inserting, 1 chatting", FormatSize(size), clients), srv,
 			loadgen.Window{Clients: clients + 2, Duration: r.o.Duration, Requests: r.o.Requests, Seed: r.o.Seed, Server: srv.Sample}, req)
