@@ -37,8 +37,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 		clock.Set(memorytest.Epoch.Add(time.Duration(i) * time.Hour))
 		mems = append(mems, o.Text(txt))
 	}
-	db := s.Store().DB()
-	err := db.Update(func(txn *badger.Txn) error {
+	err := s.Store().WriteBehind(func(txn *badger.Txn) error {
 		for _, c := range mems {
 			item, err := txn.Get(meta.Key(c))
 			if err != nil {

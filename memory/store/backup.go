@@ -265,8 +265,8 @@ func (s *Store) Backup(ctx context.Context, w io.Writer, bb *BackupBase) (Backup
 		}
 		m.Kind, m.Since, buckets = "incremental", bb.Version, n
 	}
-	txn := db.NewTransaction(false)
-	defer txn.Discard()
+	txn, done := s.eng.(*badgerEngine).read(false)
+	defer done()
 	m.Version = txn.ReadTs()
 	if bb != nil && bb.Version > m.Version {
 		return m, fmt.Errorf("%w: the backup to continue is of version %d, the store is at %d: take a full backup", base.ErrInvalid, bb.Version, m.Version)

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -96,7 +97,7 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 		bo = fitMemtable(bo, replay, o.Logger)
 	}
-	db, err := badger.Open(bo)
+	db, err := badger.OpenManaged(bo)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
 			return nil, fmt.Errorf("%w: %s (is `memoria serve` running? use --server)", base.ErrLocked, dir)
@@ -104,6 +105,9 @@ func Open(dir string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("memory: open %s: %w", dir, classifyBadger(err))
 	}
 	eng := &badgerEngine{db: db, dir: dir, inMemory: o.InMemory, notes: notes, tombs: newTombFilter()}
+	eng.version.Store(db.MaxVersion())
+	eng.reads.n = map[uint64]int{}
+	eng.settle()
 	if err := eng.tombs.load(db); err != nil {
 		eng.close()
 		return nil, fmt.Errorf("memory: reading the tombstones of %s: %w", dir, classifyBadger(err))
@@ -191,7 +195,7 @@ func (s *Store) WriteBehind(fn func(*badger.Txn) error) error {
 	if !ok {
 		return errors.New("memory: no Badger under the in-memory store")
 	}
-	err := e.db.Update(fn)
+	err := e.update(fn)
 	if lerr := e.tombs.load(e.db); err == nil {
 		err = lerr // fn may have written tombstones
 	}
@@ -202,24 +206,18 @@ func (s *Store) WriteBehind(fn func(*badger.Txn) error) error {
 	return nil
 }
 
-// badgerEngine is the Badger backend.
+// badgerEngine is the Badger backend, in Badger's managed mode (version,
+// below).
 //
-// Badger begins a read transaction at the newest commit timestamp and
-// waits until every commit up to it is done: a view begun while the
-// committer's transaction commits would wait for that commit's fsync.
-// Right after a commit it may wait too, for Badger's watermark goroutine
-// to count the commit done (on a busy machine that goroutine waits for a
-// core), and every transaction begins under one lock, which its waiters
-// convoy on. So while the committer is busy, views share a read
-// transaction (snap): the first view after a commit begins one and
-// offers it to the views after it, and a commit begins one as it starts
-// when there is none (it then waits for nothing), so that views during
-// the commit read what was committed before. Once a commit is done it is
-// replaced, before the commit is told (it misses that commit), by one
-// the committer begins then (renew). While the
+// While the committer is busy, views share a read transaction (snap):
+// the first view after a commit begins one and offers it to the views
+// after it, and a commit begins one as it starts when there is none, so
+// that views during the commit read what was committed before. Once a
+// commit is done it is replaced, before the commit is told (it misses
+// that commit), by one the committer begins then (renew). While the
 // committer is idle, or a GC pass runs (gc.go), views begin their own
-// and none is held, as before they were shared: a snapshot held in an
-// idle store would pin Badger's read watermark.
+// and none is held: a snapshot held in an idle store would keep Badger
+// from dropping the versions it reads (settle).
 type badgerEngine struct {
 	db       *badger.DB
 	dir      string
@@ -230,6 +228,97 @@ type badgerEngine struct {
 	paused   atomic.Int32             // GC passes running: views offer no snapshot
 	notes    *badgerNotes
 	tombs    *tombFilter // the tombstone keys the store may hold
+
+	// Badger runs in its managed mode: the store gives each commit its
+	// version and each read the version it reads at. Badger's own mode
+	// begins a transaction only once a goroutine of its own has counted
+	// the last commit done, and counts each read begun and ended on
+	// another, under a lock every transaction takes: with the cores busy,
+	// the committer waited for that goroutine 4 ms a commit (a sixth of
+	// its time at 10,000 sonas over two minutes), and readers queued on
+	// the lock behind a send to the other — 24 goroutines at any moment
+	// (README, issue 15). One writer needs neither: a commit is readable
+	// once Commit returns, at its version.
+	version atomic.Uint64 // the last commit's: a read begun now reads at it
+	wmu     sync.Mutex    // commits one at a time: the committer's, and writes behind its back
+	reads   readVersions  // the versions read now: Badger keeps what they see
+}
+
+// readVersions counts the transactions open at each version. Badger
+// keeps every version newer than the discard mark it is given (settle),
+// and of those at or below it only the latest: the mark is the oldest
+// version read, so that no read misses what it should see.
+type readVersions struct {
+	mu sync.Mutex
+	n  map[uint64]int
+}
+
+// begin counts a read at the latest version, which it returns: taken
+// under the lock that settle takes, so that a mark set meanwhile is not
+// above it.
+func (r *readVersions) begin(latest *atomic.Uint64) uint64 {
+	r.mu.Lock()
+	v := latest.Load()
+	r.n[v]++
+	r.mu.Unlock()
+	return v
+}
+
+func (r *readVersions) end(v uint64) {
+	r.mu.Lock()
+	if r.n[v]--; r.n[v] <= 0 {
+		delete(r.n, v)
+	}
+	r.mu.Unlock()
+}
+
+// oldest is the oldest version read, or latest when none is.
+func (r *readVersions) oldest(latest *atomic.Uint64) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := latest.Load()
+	for w := range r.n {
+		v = min(v, w)
+	}
+	return v
+}
+
+// read begins a transaction at the latest commit's version; done ends it.
+func (e *badgerEngine) read(update bool) (txn *badger.Txn, done func()) {
+	v := e.reads.begin(&e.version)
+	txn = e.db.NewTransactionAt(v, update)
+	return txn, func() {
+		txn.Discard()
+		e.reads.end(v)
+	}
+}
+
+// settle lets Badger drop the versions no read needs any more: its
+// compactions and the value log's collection (gc.go) keep, at or below
+// the oldest version read, only the latest of each key.
+func (e *badgerEngine) settle() { e.db.SetDiscardTs(e.reads.oldest(&e.version)) }
+
+// update runs fn in a write transaction of its own and commits it, behind
+// the committer's back.
+func (e *badgerEngine) update(fn func(*badger.Txn) error) error {
+	txn, done := e.read(true)
+	defer done()
+	if err := fn(txn); err != nil {
+		return err
+	}
+	return e.commitAt(txn)
+}
+
+// commitAt commits txn at the next version, after every commit before it.
+// Badger applies a failed commit's writes to its tree in part or not at
+// all, and counted it anyway in its own mode: so is its version here.
+func (e *badgerEngine) commitAt(txn *badger.Txn) error {
+	e.wmu.Lock()
+	v := e.version.Load() + 1
+	err := txn.CommitAt(v, nil)
+	e.version.Store(v)
+	e.wmu.Unlock()
+	return err
 }
 
 // snapshot is a read transaction shared by views; the last one to
@@ -237,13 +326,14 @@ type badgerEngine struct {
 // it).
 type snapshot struct {
 	txn     *badger.Txn
+	done    func() // ends txn
 	commits uint64 // the commits done before it began: it sees at least those
 	refs    atomic.Int64
 }
 
 func (s *snapshot) release() {
 	if s.refs.Add(-1) == 0 {
-		s.txn.Discard()
+		s.done()
 	}
 }
 
@@ -270,7 +360,7 @@ func (e *badgerEngine) acquire() *snapshot {
 // snapshot begins a read transaction, holding refs references.
 func (e *badgerEngine) snapshot(refs int64) *snapshot {
 	s := &snapshot{commits: e.commits.Load()}
-	s.txn = e.db.NewTransaction(false)
+	s.txn, s.done = e.read(false)
 	s.refs.Store(refs)
 	return s
 }
@@ -327,14 +417,8 @@ func (e *badgerEngine) done() {
 }
 
 // renew counts a commit done and, while views share a snapshot, offers
-// them one that sees it, begun at once. Badger begins a transaction only
-// once a goroutine of its own has counted the last commit done; right
-// after the commit that goroutine is the next to run, but once the
-// committer has woken the goroutines its acknowledgements release, it
-// waits behind them for a core. Withdrawn instead, at 10,000 sonas'
-// advances, the views that came next each began their own and waited,
-// 7 ms on average, ten of them at any moment (a scratch build's count),
-// and so did the committer's next transaction, a fifth of its time.
+// them one that sees it, begun at once: withdrawn instead, the views that
+// came next would each begin their own.
 func (e *badgerEngine) renew() {
 	if !e.sharing() {
 		e.done()
@@ -381,7 +465,8 @@ func (e *badgerEngine) withdraw() {
 }
 
 func (e *badgerEngine) begin() batch {
-	return &badgerBatch{badgerReader: badgerReader{txn: e.db.NewTransaction(true), tombs: e.tombs}, e: e}
+	txn, done := e.read(true)
+	return &badgerBatch{badgerReader: badgerReader{txn: txn, tombs: e.tombs}, e: e, done: done}
 }
 
 func (e *badgerEngine) close() error {
@@ -412,6 +497,7 @@ func (e *badgerEngine) check() error {
 type badgerBatch struct {
 	badgerReader
 	e           *badgerEngine
+	done        func() // ends the transaction (discarded, or committed)
 	count, size int64
 	written     map[string]struct{}
 }
@@ -458,7 +544,7 @@ func (b *badgerBatch) fits(w *tx) bool {
 	return count < b.e.db.MaxBatchCount() && size < b.e.db.MaxBatchSize()
 }
 
-func (b *badgerBatch) discard() { b.txn.Discard() }
+func (b *badgerBatch) discard() { b.done() }
 
 // commit commits, views reading a snapshot of what was committed before
 // meanwhile (theirs, or one begun now), which is replaced once the
@@ -467,11 +553,14 @@ func (b *badgerBatch) commit() error {
 	if s := b.e.snap.Load(); s == nil || s.commits != b.e.commits.Load() {
 		b.e.offer(b.e.snapshot(1))
 	}
-	if err := b.txn.Commit(); err != nil {
+	err := b.e.commitAt(b.txn)
+	b.done()
+	if err != nil {
 		b.e.done()
 		return classifyBadger(err)
 	}
 	b.e.renew()
+	b.e.settle()
 	// Badger logs a failed sync of its value log rather than failing the
 	// commit (valueLog.write): the values there may not be durable, so the
 	// commit is not acknowledged.

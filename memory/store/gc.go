@@ -302,6 +302,7 @@ func (s *Store) collect(ctx context.Context, force bool, ratio float64) (rep GCR
 			if err := s.flushMemtables(ctx); err != nil {
 				return rep, err
 			}
+			e.settle() // the compaction keeps no version older than a read's
 			if err := db.Flatten(1); err != nil {
 				return rep, fmt.Errorf("memory: gc: compacting the tables: %w", classifyBadger(err))
 			}
@@ -314,6 +315,7 @@ func (s *Store) collect(ctx context.Context, force bool, ratio float64) (rep GCR
 			skipped = append(skipped, "value log: "+why)
 			break
 		}
+		e.settle()
 		err := db.RunValueLogGC(ratio)
 		if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
 			break
@@ -419,11 +421,11 @@ func valueLogGarbage(d DiskUsage, spaces []SpaceUsage) int64 {
 // the reserve. The operation writes nothing through the committer: run
 // twice (a refused batch reruns such operations), it flushes twice.
 func (s *Store) flushMemtables(ctx context.Context) error {
-	db := s.DB()
+	e := s.eng.(*badgerEngine)
 	return s.Update(ctx, func(Tx) error {
-		err := db.Update(func(txn *badger.Txn) error { return txn.Set(keyFlush, nil) })
+		err := e.update(func(txn *badger.Txn) error { return txn.Set(keyFlush, nil) })
 		if err == nil {
-			err = db.DropPrefix(keyFlush)
+			err = e.db.DropPrefix(keyFlush)
 		}
 		if err != nil {
 			return fmt.Errorf("memory: gc: flushing the memtables: %w", classifyBadger(err))

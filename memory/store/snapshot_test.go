@@ -41,12 +41,11 @@ func viewGet(t *testing.T, s *Store, key string) string {
 // While the committer is busy, views share a read transaction — a
 // commit replaces it with one begun after it, and when there is none the
 // first view begins it and offers it — so that they do not each begin
-// one (Badger begins each under one lock and may have it wait for its
-// watermark goroutine); a write behind the committer withdraws it; one
-// that missed a commit is never read; and
-// while the committer is idle views begin their own and none is held, so
-// that none pins Badger's read watermark. A write behind the committer's
-// back shows which one a view read.
+// one; a write behind the committer withdraws it; one that missed a
+// commit is never read; and while the committer is idle views begin
+// their own and none is held, so that none holds back the versions Badger
+// may drop. A write behind the committer's back shows which one a view
+// read.
 func TestViewsShareASnapshotWhileTheCommitterIsBusy(t *testing.T) {
 	s, e := openBadger(t)
 	if err := s.Update(context.Background(), func(tx Tx) error { tx.Set([]byte("k"), []byte("committed")); return nil }); err != nil {
@@ -60,7 +59,7 @@ func TestViewsShareASnapshotWhileTheCommitterIsBusy(t *testing.T) {
 	}
 	behind := func(v string) {
 		t.Helper()
-		if err := e.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("k"), []byte(v)) }); err != nil {
+		if err := e.update(func(txn *badger.Txn) error { return txn.Set([]byte("k"), []byte(v)) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -173,5 +172,66 @@ func TestViewAfterCloseIsRefused(t *testing.T) {
 	}
 	if err := s.View(func(Reader) error { return nil }); !errors.Is(err, base.ErrClosed) {
 		t.Fatalf("a view after Close: %v, want ErrClosed", err)
+	}
+}
+
+// A read sees the version it began at through compactions while it is
+// open (Badger is told to keep it: settle), and once no read needs the
+// older versions a compaction drops them. Without the reads counted, the
+// open read finds the key gone: its version was compacted away.
+func TestCompactionsKeepWhatOpenReadsSee(t *testing.T) {
+	s, e := openBadger(t)
+	ctx := context.Background()
+	set := func(v string) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx Tx) error { tx.Set([]byte("k"), []byte(v)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compact := func() {
+		t.Helper()
+		if err := s.flushMemtables(ctx); err != nil {
+			t.Fatal(err)
+		}
+		e.settle()
+		if err := e.db.Flatten(1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	versions := func() (n int) {
+		t.Helper()
+		txn := e.db.NewTransactionAt(e.version.Load(), false)
+		defer txn.Discard()
+		it := txn.NewKeyIterator([]byte("k"), badger.IteratorOptions{AllVersions: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return n
+	}
+	set("first")
+	old, done := e.read(false)
+	for _, v := range []string{"second", "third"} {
+		set(v)
+		compact() // each commit settles too
+	}
+	item, err := old.Get([]byte("k"))
+	if err != nil {
+		t.Fatalf("the open read, after compactions: %v", err)
+	}
+	if v, _ := item.ValueCopy(nil); string(v) != "first" {
+		t.Fatalf("the open read sees %q, want first", v)
+	}
+	if n := versions(); n < 2 {
+		t.Fatalf("%d versions of k kept while a read needs an old one", n)
+	}
+	done()
+	set("fourth")
+	compact()
+	if n := versions(); n != 1 {
+		t.Fatalf("%d versions of k kept once no read needs them, want 1", n)
+	}
+	if got := viewGet(t, s, "k"); got != "fourth" {
+		t.Fatalf("after the compactions: %q", got)
 	}
 }

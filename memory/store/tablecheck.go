@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -137,7 +138,7 @@ func holdTables(db *badger.DB) (held map[uint64]bool, release func()) {
 	for _, ti := range db.Tables() {
 		before[ti.ID] = true
 	}
-	txn := db.NewTransaction(false)
+	txn := db.NewTransactionAt(math.MaxUint64, false) // it reads nothing
 	it := txn.NewIterator(badger.IteratorOptions{})
 	held = map[uint64]bool{}
 	for _, ti := range db.Tables() {
