@@ -48,9 +48,11 @@
 //     read past.
 //   - A view never waits for a commit in flight: it reads a snapshot of
 //     what was committed before (badger.go), which holds everything
-//     acknowledged. While the committer is busy, views share snapshots
-//     (Badger begins each transaction under one lock); while it is idle
-//     none is held, so none keeps compactions from dropping garbage.
+//     acknowledged. Badger runs in its managed mode: each commit is given
+//     the next version, a read begins at the last without waiting, and
+//     Badger keeps what the oldest read open sees. While the committer is
+//     busy, views share snapshots; while it is idle none is held, so none
+//     keeps compactions from dropping garbage.
 //   - Subscribers hear a commit after it is durable and before any of its
 //     operations is acknowledged, so a cache invalidated by an event never
 //     serves a caller what that caller's acknowledged write replaced.

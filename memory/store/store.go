@@ -653,9 +653,7 @@ func (s *Store) commitBatch(ops []*Pending) {
 		s.acknowledge(mark)
 		applied = applied[:0]
 		// The next transaction begins when an op needs it: most batches
-		// fit one, and the one begun here was discarded (each begin and
-		// discard hands Badger's watermark goroutine, which commits and
-		// views wait for, two marks).
+		// fit one, and one begun here would be discarded.
 		txn = nil
 		began = s.traceBegin()
 	}
