@@ -135,6 +135,13 @@ func TestMetricsAppearAndMove(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want 0", name, v, ok)
 		}
 	}
+	// The store's open reads are counted (how many depends on what the
+	// committer and the background are doing at the scrape).
+	for _, name := range []string{"memoria_store_reads_open", "memoria_store_oldest_read_commits_behind"} {
+		if _, ok := metric(after, name); !ok {
+			t.Errorf("%s missing from /metrics", name)
+		}
+	}
 	// The recalls took turns on the workers (recall.workers: twice the
 	// cores), none computing or waiting once they are answered.
 	if v, ok := metric(after, "memoria_recall_workers"); !ok || v != float64(2*runtime.GOMAXPROCS(0)) {

@@ -238,7 +238,7 @@ func caches(stats map[string]store.CacheStats) map[string]metrics.Cache {
 
 func committer(c store.CommitStats) metrics.Committer {
 	return metrics.Committer{Commits: c.Commits, Ops: c.Ops, BusySeconds: c.Busy.Seconds(), CommitSeconds: c.Commit.Seconds(),
-		Stalls: c.Stalls, StallSeconds: c.Stalled.Seconds()}
+		Stalls: c.Stalls, StallSeconds: c.Stalled.Seconds(), ReadsOpen: c.ReadsOpen, OldestReadBehind: c.OldestReadBehind}
 }
 
 func gcState(st *store.Store) metrics.GCState {

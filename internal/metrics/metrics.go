@@ -265,13 +265,16 @@ type RecallWorkers struct {
 
 // Committer is the group committer's work: its commits (one fsync each)
 // and the operations they committed, the seconds it was busy with
-// batches and, of those, in Badger's commits; and Badger's stalls of the
-// writes while level 0 of its tree was full, and their seconds.
+// batches and, of those, in Badger's commits; Badger's stalls of the
+// writes while level 0 of its tree was full, and their seconds; and the
+// store's read transactions open now, the oldest how many commits behind.
 type Committer struct {
 	Commits, Ops               uint64
 	BusySeconds, CommitSeconds float64
 	Stalls                     uint64
 	StallSeconds               float64
+	ReadsOpen                  int
+	OldestReadBehind           uint64
 }
 
 // Cache is a cache's reads that found what they wanted (Hits) and those
@@ -322,6 +325,8 @@ var (
 	commitSecDesc = prometheus.NewDesc("memoria_store_commit_seconds_total", "Seconds of memoria_store_committer_busy_seconds_total spent in Badger's commits (the value log, the fsync, the memtable).", nil, nil)
 	stallsDesc    = prometheus.NewDesc("memoria_store_write_stalls_total", "Times Badger held the writes back because level 0 of the store's tree was full (its compaction behind the writes; each also logged at warn): commits wait meanwhile.", nil, nil)
 	stallSecDesc  = prometheus.NewDesc("memoria_store_write_stall_seconds_total", "Seconds the stalls of memoria_store_write_stalls_total lasted.", nil, nil)
+	readsDesc     = prometheus.NewDesc("memoria_store_reads_open", "Read transactions of the store open now (views share one while the committer is busy).", nil, nil)
+	behindDesc    = prometheus.NewDesc("memoria_store_oldest_read_commits_behind", "Commits made since the oldest open read transaction began: Badger keeps every version it may read.", nil, nil)
 	rerankDesc    = prometheus.NewDesc("memoria_recall_rerank_fallbacks_total", "Recalls that kept the fused order because the reranker (recall.rerank) failed or timed out.", nil, nil)
 	workersDesc   = prometheus.NewDesc("memoria_recall_workers", "Recalls that may compute at once (recall.workers).", nil, nil)
 	busyRecDesc   = prometheus.NewDesc("memoria_recall_workers_busy", "Recalls computing now (at most memoria_recall_workers).", nil, nil)
@@ -360,6 +365,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- commitSecDesc
 	ch <- stallsDesc
 	ch <- stallSecDesc
+	ch <- readsDesc
+	ch <- behindDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -407,4 +414,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(commitSecDesc, prometheus.CounterValue, st.Committer.CommitSeconds)
 	ch <- prometheus.MustNewConstMetric(stallsDesc, prometheus.CounterValue, float64(st.Committer.Stalls))
 	ch <- prometheus.MustNewConstMetric(stallSecDesc, prometheus.CounterValue, st.Committer.StallSeconds)
+	ch <- prometheus.MustNewConstMetric(readsDesc, prometheus.GaugeValue, float64(st.Committer.ReadsOpen))
+	ch <- prometheus.MustNewConstMetric(behindDesc, prometheus.GaugeValue, float64(st.Committer.OldestReadBehind))
 }

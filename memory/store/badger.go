@@ -283,6 +283,20 @@ func (r *readVersions) oldest(latest *atomic.Uint64) uint64 {
 	return v
 }
 
+// open is how many reads are open now and how many versions (commits)
+// the oldest of them is behind the latest: what Badger must keep for it.
+func (r *readVersions) open(latest *atomic.Uint64) (n int, behind uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := latest.Load()
+	oldest := v
+	for w, c := range r.n {
+		n += c
+		oldest = min(oldest, w)
+	}
+	return n, v - oldest
+}
+
 // read begins a transaction at the latest commit's version; done ends it.
 func (e *badgerEngine) read(update bool) (txn *badger.Txn, done func()) {
 	v := e.reads.begin(&e.version)

@@ -215,6 +215,9 @@ func TestCompactionsKeepWhatOpenReadsSee(t *testing.T) {
 		set(v)
 		compact() // each commit settles too
 	}
+	if st := s.CommitStats(); st.ReadsOpen < 1 || st.OldestReadBehind < 2 {
+		t.Fatalf("with a read open two commits back: %d reads open, the oldest %d commits behind", st.ReadsOpen, st.OldestReadBehind)
+	}
 	item, err := old.Get([]byte("k"))
 	if err != nil {
 		t.Fatalf("the open read, after compactions: %v", err)
@@ -227,6 +230,12 @@ func TestCompactionsKeepWhatOpenReadsSee(t *testing.T) {
 	}
 	done()
 	set("fourth")
+	for deadline := time.Now().Add(10 * time.Second); s.CommitStats().OldestReadBehind != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the read ended, the committer done: the oldest read still %d commits behind", s.CommitStats().OldestReadBehind)
+		}
+		runtime.Gosched()
+	}
 	compact()
 	if n := versions(); n != 1 {
 		t.Fatalf("%d versions of k kept once no read needs them, want 1", n)

@@ -222,6 +222,13 @@ type CommitStats struct {
 	Busy, Commit time.Duration
 	Stalls       uint64
 	Stalled      time.Duration
+	// ReadsOpen are the read transactions open now (views share one while
+	// the committer is busy), and OldestReadBehind how many commits the
+	// oldest of them is behind the latest: Badger keeps every version it
+	// may read, so a read held open for long keeps the garbage of every
+	// write since. Zero for the in-memory backend.
+	ReadsOpen        int
+	OldestReadBehind uint64
 }
 
 // CommitStats reports the committer's work since the open.
@@ -230,6 +237,9 @@ func (s *Store) CommitStats() CommitStats {
 		Busy: time.Duration(s.busyNanos.Load()), Commit: time.Duration(s.commitNanos.Load())}
 	if s.notes != nil {
 		c.Stalls, c.Stalled = s.notes.stalls.count.Load(), time.Duration(s.notes.stalls.nanos.Load())
+	}
+	if e, ok := s.eng.(*badgerEngine); ok {
+		c.ReadsOpen, c.OldestReadBehind = e.reads.open(&e.version)
 	}
 	return c
 }
