@@ -272,29 +272,18 @@ func (r *readVersions) end(v uint64) {
 	r.mu.Unlock()
 }
 
-// oldest is the oldest version read, or latest when none is.
-func (r *readVersions) oldest(latest *atomic.Uint64) uint64 {
+// open is how many reads are open now, the oldest version read (the
+// latest when none is), and the latest, read together under the lock.
+func (r *readVersions) open(latest *atomic.Uint64) (n int, oldest, last uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	v := latest.Load()
-	for w := range r.n {
-		v = min(v, w)
-	}
-	return v
-}
-
-// open is how many reads are open now and how many versions (commits)
-// the oldest of them is behind the latest: what Badger must keep for it.
-func (r *readVersions) open(latest *atomic.Uint64) (n int, behind uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	v := latest.Load()
-	oldest := v
-	for w, c := range r.n {
+	last = latest.Load()
+	oldest = last
+	for v, c := range r.n {
 		n += c
-		oldest = min(oldest, w)
+		oldest = min(oldest, v)
 	}
-	return n, v - oldest
+	return n, oldest, last
 }
 
 // read begins a transaction at the latest commit's version; done ends it.
@@ -310,7 +299,10 @@ func (e *badgerEngine) read(update bool) (txn *badger.Txn, done func()) {
 // settle lets Badger drop the versions no read needs any more: its
 // compactions and the value log's collection (gc.go) keep, at or below
 // the oldest version read, only the latest of each key.
-func (e *badgerEngine) settle() { e.db.SetDiscardTs(e.reads.oldest(&e.version)) }
+func (e *badgerEngine) settle() {
+	_, oldest, _ := e.reads.open(&e.version)
+	e.db.SetDiscardTs(oldest)
+}
 
 // update runs fn in a write transaction of its own and commits it, behind
 // the committer's back.

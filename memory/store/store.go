@@ -239,7 +239,8 @@ func (s *Store) CommitStats() CommitStats {
 		c.Stalls, c.Stalled = s.notes.stalls.count.Load(), time.Duration(s.notes.stalls.nanos.Load())
 	}
 	if e, ok := s.eng.(*badgerEngine); ok {
-		c.ReadsOpen, c.OldestReadBehind = e.reads.open(&e.version)
+		n, oldest, last := e.reads.open(&e.version)
+		c.ReadsOpen, c.OldestReadBehind = n, last-oldest
 	}
 	return c
 }
