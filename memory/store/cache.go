@@ -83,12 +83,16 @@ func NewCache[V any](size int) *Cache[V] {
 	return c
 }
 
-func (c *Cache[V]) shard(key string) *cacheShard[V] {
-	return &c.shards[maphash.String(c.seed, key)%uint64(len(c.shards))]
+func (c *Cache[V]) shard(key string) *cacheShard[V] { return &c.shards[c.shardOf(key)] }
+
+// shardOf is the index of key's shard.
+func (c *Cache[V]) shardOf(key string) int {
+	return int(maphash.String(c.seed, key) % uint64(len(c.shards)))
 }
 
 // In returns key's cached value if r, a view, sees it: a value a commit
-// told after r's snapshot (Set, Patch) is newer than what r reads.
+// told after r's snapshot (CacheSet, CachePatch) is newer than what r
+// reads.
 func (c *Cache[V]) In(key string, r Reader) (V, bool) {
 	e, ok := c.get(key)
 	if told := ToldBefore(r); !ok || told == 0 || e.written > told {
@@ -165,22 +169,18 @@ func (c *Cache[V]) fill(key string, v V, told uint64) {
 	delete(s.written, key)
 }
 
-// Set caches v as key's value: commit told wrote it (a value read from
-// the commit's Event, whose writes the cache is told of in order).
-func (c *Cache[V]) Set(key string, told uint64, v V) {
-	c.one(told, CacheChange[V]{Key: key, Op: CacheSet, V: v}, nil)
-}
-
 // CacheOp is what a commit did to a key of a Cache (Apply).
 type CacheOp uint8
 
 const (
-	// CacheSet: the key's value is the change's V (as Set).
+	// CacheSet: the key's value is the change's V, a value read from the
+	// commit's Event, whose writes the cache is told of in order.
 	CacheSet CacheOp = iota
 	// CachePatch: an entry cached takes the value Apply's patch makes of
-	// it (as Patch).
+	// it; a key not cached is remembered as written.
 	CachePatch
-	// CacheInvalidate: the entry is dropped (as Invalidate).
+	// CacheInvalidate: the entry is dropped, and the key remembered as
+	// written.
 	CacheInvalidate
 )
 
@@ -191,9 +191,9 @@ type CacheChange[V any] struct {
 	V   V // CacheSet's value
 }
 
-// Apply makes the changes of commit told, in their order, as Set, Patch
-// (patch(i, v) is the new value of changes[i]'s entry v) and Invalidate
-// would one by one, taking each shard's lock once. The committer tells a
+// Apply makes the changes of commit told, in their order within a key's
+// shard (patch(i, v) is the new value of changes[i]'s entry v), taking
+// each shard's lock once. The committer tells a
 // commit of thousands of keys (recalls' touches) to every cache before
 // its next batch; taken per key, a lock the recalls' reads share had it
 // wait for the readers of the shard, and then for a core, thousands of
@@ -204,7 +204,7 @@ func (c *Cache[V]) Apply(told uint64, changes []CacheChange[V], patch func(i int
 	var start [n + 1]int32
 	shard := make([]uint8, len(changes))
 	for i := range changes {
-		s := uint8(maphash.String(c.seed, changes[i].Key) % uint64(n))
+		s := uint8(c.shardOf(changes[i].Key))
 		shard[i] = s
 		start[s+1]++
 	}
@@ -252,14 +252,6 @@ func (c *Cache[V]) change(s *cacheShard[V], told uint64, changes []CacheChange[V
 	}
 }
 
-// one makes one change of commit told, as Apply.
-func (c *Cache[V]) one(told uint64, ch CacheChange[V], patch func(int, V) V) {
-	s := c.shard(ch.Key)
-	s.mu.Lock()
-	c.change(s, told, []CacheChange[V]{ch}, 0, patch)
-	s.mu.Unlock()
-}
-
 // evict makes room for an entry in s (locked), if it is full, by
 // dropping an arbitrary one.
 func (c *Cache[V]) evict(s *cacheShard[V]) {
@@ -284,15 +276,4 @@ func (c *Cache[V]) wrote(s *cacheShard[V], key string, told uint64) {
 		clear(s.written)
 	}
 	s.written[key] = max(s.written[key], told)
-}
-
-// Invalidate drops key's entry: commit told wrote it.
-func (c *Cache[V]) Invalidate(key string, told uint64) {
-	c.one(told, CacheChange[V]{Key: key, Op: CacheInvalidate}, nil)
-}
-
-// Patch gives key's entry, if cached, the value fn makes of it: commit
-// told wrote it. fn runs under the shard's lock: keep it short.
-func (c *Cache[V]) Patch(key string, told uint64, fn func(V) V) {
-	c.one(told, CacheChange[V]{Key: key, Op: CachePatch}, func(_ int, v V) V { return fn(v) })
 }

@@ -9,6 +9,20 @@ import (
 	"github.com/memoria-ai/memoria/config"
 )
 
+// Set, Patch and Invalidate make one change of commit told (Apply of it
+// alone), as an owner's subscription does for a commit of one key.
+func (c *Cache[V]) Set(key string, told uint64, v V) {
+	c.Apply(told, []CacheChange[V]{{Key: key, Op: CacheSet, V: v}}, nil)
+}
+
+func (c *Cache[V]) Patch(key string, told uint64, fn func(V) V) {
+	c.Apply(told, []CacheChange[V]{{Key: key, Op: CachePatch}}, func(_ int, v V) V { return fn(v) })
+}
+
+func (c *Cache[V]) Invalidate(key string, told uint64) {
+	c.Apply(told, []CacheChange[V]{{Key: key, Op: CacheInvalidate}}, nil)
+}
+
 // Get returns key's cached value, whichever commit wrote it.
 func (c *Cache[V]) Get(key string) (V, bool) {
 	e, ok := c.get(key)
