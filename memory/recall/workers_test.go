@@ -8,27 +8,36 @@ import (
 
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/internal/testutil"
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/recall"
 )
+
+// oneWorker is a self whose recalls take turns on one worker
+// (recall.workers), reranked by rr when it is set, with a conversation to
+// recall from, and a query of it.
+func oneWorker(t *testing.T, rr llm.Reranker) (*memory.Self, recall.Query) {
+	t.Helper()
+	clk := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	cfg.Recall.Workers = 1
+	s, err := memorytest.OpenWith(memory.Options{Config: cfg, Clock: clk, Reranker: rr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	o := memorytest.NewOwner(t, s, "a")
+	o.Conversation(clk, 20, 3)
+	return s, recall.Query{Sona: o.Sona, Text: "garden tomato basil", K: 4, Peek: true}
+}
 
 // A recall computes only with a worker (recall.workers): with the one
 // worker held it waits, counted, until the worker is given back; one whose
 // context ends while it waits fails with the context's error and takes no
 // worker.
 func TestRecallsTakeTurns(t *testing.T) {
-	clk := clock.NewFake(memorytest.Epoch)
-	cfg := memorytest.Config(t.TempDir())
-	cfg.Recall.Workers = 1
-	s, err := memorytest.OpenWith(memory.Options{Config: cfg, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	o := memorytest.NewOwner(t, s, "a")
-	o.Conversation(clk, 20, 3)
-	q := recall.Query{Sona: o.Sona, Text: "garden tomato basil", K: 4, Peek: true}
+	s, q := oneWorker(t, nil)
 	if w := s.Recaller.Workers(); w.Workers != 1 || w.Busy != 0 || w.Waiting != 0 {
 		t.Fatalf("at rest: %+v", w)
 	}
@@ -93,20 +102,11 @@ func (b *blocking) Rerank(_ context.Context, _ string, docs []string) ([]float64
 // A reranker's call waits on another machine: the recall gives its worker
 // back meanwhile, and takes one again to finish.
 func TestRerankGivesTheWorkerBack(t *testing.T) {
-	clk := clock.NewFake(memorytest.Epoch)
-	cfg := memorytest.Config(t.TempDir())
-	cfg.Recall.Workers = 1
 	rr := &blocking{called: make(chan struct{}), release: make(chan struct{})}
-	s, err := memorytest.OpenWith(memory.Options{Config: cfg, Clock: clk, Reranker: rr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	o := memorytest.NewOwner(t, s, "a")
-	o.Conversation(clk, 20, 3)
+	s, q := oneWorker(t, rr)
 	done := make(chan error, 1)
 	go func() {
-		_, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "garden tomato basil", K: 4, Peek: true})
+		_, err := memorytest.Recall(s, context.Background(), q)
 		done <- err
 	}()
 	<-rr.called
