@@ -290,6 +290,7 @@ func TestValidate(t *testing.T) {
 		{"gc headroom", func(c *config.Config) { c.Server.GCHeadroom = "some" }, []string{"server.gc_headroom", "some"}},
 		{"gc headroom small", func(c *config.Config) { c.Server.GCHeadroom = "1MiB" }, []string{"server.gc_headroom", "16MiB"}},
 		{"memtables", func(c *config.Config) { c.Store.MemTableMB, c.Store.Memtables = 0, 1 }, []string{"store.memtable_mb", "store.memtables"}},
+		{"compression", func(c *config.Config) { c.Store.Compression = "lz4" }, []string{"store.compression", "lz4"}},
 		{"backoff", func(c *config.Config) { c.Actors.RestartBackoff, c.Actors.ServiceMaxBackoff = -1, -2 }, []string{"actors.restart_backoff", "actors.service_max_backoff"}},
 		{"backoff cap", func(c *config.Config) { c.Actors.MaxBackoff = config.Duration(time.Millisecond) }, []string{"actors.max_backoff"}},
 		{"block limit", func(c *config.Config) { c.Store.MaxBlockBytes = 5 << 20 }, []string{"store.max_block_bytes"}},

@@ -14,6 +14,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/loadgen"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/model"
+	memstore "github.com/memoria-ai/memoria/memory/store"
 )
 
 // badgerValues is how many distinct memories the raw Badger reference
@@ -22,9 +23,10 @@ const badgerValues = 4096
 
 // badger measures the insert scenario's reference: raw Badger, writers
 // concurrent writers, each write one transaction fsynced on commit (the
-// server's Badger settings: SyncWrites, no conflict detection, its cache
-// and memtables) that stores what is the bulk of an insert — the memory's
-// DAG-CBOR block under its CID and its embedding — and nothing else.
+// server's Badger settings: SyncWrites, no conflict detection, its
+// compression, cache and memtables) that stores what is the bulk of an
+// insert — the memory's DAG-CBOR block under its CID and its embedding —
+// and nothing else.
 func (r *run) badger(ctx context.Context, writers int) error {
 	dir, err := r.scratch("badger")
 	if err != nil {
@@ -33,6 +35,7 @@ func (r *run) badger(ctx context.Context, writers int) error {
 	defer os.RemoveAll(dir)
 	st := r.o.Config.Store
 	db, err := badger.Open(badger.DefaultOptions(dir).WithSyncWrites(true).WithDetectConflicts(false).
+		WithCompression(memstore.OptionsOf(st).Compression).
 		WithBlockCacheSize(int64(st.CacheMB) << 20).WithMemTableSize(int64(st.MemTableMB) << 20).
 		WithNumMemtables(st.Memtables).WithLogger(nil))
 	if err != nil {

@@ -87,15 +87,17 @@ func Open(dir string, o Options) (*Store, error) {
 	notes := &badgerNotes{}
 	bo := badgerOptions(dir, o, notes)
 	var wals []logDamage
+	var tables map[uint64]options.CompressionType
 	if o.InMemory {
 		bo = bo.WithInMemory(true).WithDir("").WithValueDir("")
 	} else {
 		var replay int64
 		var err error
-		if wals, replay, err = checkDir(dir, bo, o); err != nil {
+		if wals, replay, tables, err = checkDir(dir, bo, o); err != nil {
 			return nil, err
 		}
 		bo = fitMemtable(bo, replay, o.Logger)
+		bo = bo.WithBlockCacheSize(blockCacheSize(o, tables))
 	}
 	db, err := badger.OpenManaged(bo)
 	if err != nil {
@@ -104,7 +106,7 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("memory: open %s: %w", dir, classifyBadger(err))
 	}
-	eng := &badgerEngine{db: db, dir: dir, inMemory: o.InMemory, notes: notes, tombs: newTombFilter()}
+	eng := &badgerEngine{db: db, dir: dir, inMemory: o.InMemory, notes: notes, tombs: newTombFilter(), tables: tables}
 	eng.version.Store(db.MaxVersion())
 	eng.reads.n = map[uint64]int{}
 	eng.settle()
@@ -138,7 +140,8 @@ func badgerOptions(dir string, o Options, notes *badgerNotes) badger.Options {
 	return badger.DefaultOptions(dir).
 		WithSyncWrites(true).       // one fsync per transaction, and one transaction per batch
 		WithDetectConflicts(false). // the committer is the only writer
-		WithBlockCacheSize(int64(o.CacheMB) << 20).
+		WithBlockCacheSize(blockCacheSize(o, nil)).
+		WithCompression(o.Compression).
 		WithMemTableSize(int64(o.MemTableMB) << 20).
 		WithNumMemtables(o.Memtables).
 		WithNumLevelZeroTables(levelZeroTables(o.MemTableMB)).
@@ -148,6 +151,25 @@ func badgerOptions(dir string, o Options, notes *badgerNotes) badger.Options {
 		WithValueThreshold(valueThreshold). // large blocks (files) live in the value log
 		WithValueLogFileSize(int64(o.ValueLogMB) << 20).
 		WithLogger(badgerLogger{o.Logger, notes})
+}
+
+// blockCacheSize is the size of Badger's block cache for a store of
+// tables (by ID, how each is compressed): store.cache_mb when its new
+// tables are compressed or some of its tables are — a store written by a
+// build that compressed them (snappy, before issue 15 dropped it) keeps
+// them until compactions rewrite them —, else none. Badger reads a block
+// of an uncompressed table in place, from the mapped file, and its cache
+// would only be asked for blocks it can never hold: it weighs a block by
+// its bytes' capacity, there the rest of the file.
+func blockCacheSize(o Options, tables map[uint64]options.CompressionType) int64 {
+	compressed := o.Compression != options.None
+	for _, c := range tables {
+		compressed = compressed || c != options.None
+	}
+	if !compressed {
+		return 0
+	}
+	return int64(o.CacheMB) << 20
 }
 
 // levelZeroTables is how many tables level 0 holds before it is
@@ -228,6 +250,10 @@ type badgerEngine struct {
 	paused   atomic.Int32             // GC passes running: views offer no snapshot
 	notes    *badgerNotes
 	tombs    *tombFilter // the tombstone keys the store may hold
+	// tables are the tables of the store when it was opened, each with
+	// its compression; the tables Badger wrote since have the store's
+	// (compressionOf).
+	tables map[uint64]options.CompressionType
 
 	// Badger runs in its managed mode: the store gives each commit its
 	// version and each read the version it reads at. Badger's own mode
@@ -480,6 +506,14 @@ func (e *badgerEngine) close() error {
 	return e.db.Close()
 }
 
+// compressionOf is how table id of the store is compressed.
+func (e *badgerEngine) compressionOf(id uint64) options.CompressionType {
+	if c, ok := e.tables[id]; ok {
+		return c
+	}
+	return e.db.Opts().Compression
+}
+
 // check checks every table of the open store against its checksums, as
 // at open, each held in the tree's files while it is read (holdTables).
 func (e *badgerEngine) check() error {
@@ -491,7 +525,7 @@ func (e *badgerEngine) check() error {
 	defer release()
 	tables := map[uint64]options.CompressionType{}
 	for id := range held {
-		tables[id] = bo.Compression
+		tables[id] = e.compressionOf(id)
 	}
 	_, err := verifyTableFiles(e.dir, tables, bo.BlockSize, true, nil)
 	return err
@@ -686,35 +720,40 @@ type badgerIterator struct{ *badger.Iterator }
 func (it badgerIterator) Item() Item { return badgerItem{it.Iterator.Item()} }
 
 // checkDir makes sure dir is a writable directory and runs the checks of
-// integrity.go on it, holding the directory's lock as Badger will.
-func checkDir(dir string, bo badger.Options, o Options) (_ []logDamage, replay int64, _ error) {
+// integrity.go on it, holding the directory's lock as Badger will; tables
+// are those its manifest lists, with their compressions.
+func checkDir(dir string, bo badger.Options, o Options) (_ []logDamage, replay int64, tables map[uint64]options.CompressionType, _ error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, 0, fmt.Errorf("memory: cannot create the data directory: %w", err)
+		return nil, 0, nil, fmt.Errorf("memory: cannot create the data directory: %w", err)
 	}
 	probe, err := os.CreateTemp(dir, ".probe-")
 	if err != nil {
-		return nil, 0, fmt.Errorf("memory: the data directory %s is not writable: %w", dir, errors.Unwrap(err))
+		return nil, 0, nil, fmt.Errorf("memory: the data directory %s is not writable: %w", dir, errors.Unwrap(err))
 	}
 	probe.Close()
 	os.Remove(probe.Name())
 	d, err := os.Open(dir)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	defer d.Close() // releases the lock for Badger to take
 	if err := unix.Flock(int(d.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return nil, 0, fmt.Errorf("%w: %s (is `memoria serve` running? use --server)", base.ErrLocked, dir)
+		return nil, 0, nil, fmt.Errorf("%w: %s (is `memoria serve` running? use --server)", base.ErrLocked, dir)
+	}
+	if tables, err = manifestTables(dir, bo); err != nil {
+		return nil, 0, nil, err
 	}
 	if !o.SkipTableCheck {
 		c := clock.Or(o.Clock)
 		start := c.Now()
-		full, unchanged, err := verifyTables(dir, bo)
+		full, unchanged, err := verifyTables(dir, bo, tables)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		o.Logger.Info("store: tables checked", "in_full", full, "unchanged", unchanged, "took", c.Since(start))
 	}
-	return checkLogs(dir, o.Logger)
+	wals, replay, err := checkLogs(dir, o.Logger)
+	return wals, replay, tables, err
 }
 
 // fitMemtable gives Badger memtables large enough to replay replay bytes

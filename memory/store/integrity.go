@@ -63,29 +63,36 @@ func corruptFile(path string, err error) error {
 	return fmt.Errorf("%w store: %s: %v", base.ErrCorrupt, filepath.Base(path), err)
 }
 
-// verifyTables checks every block of every table the store's manifest
-// lists against its checksum, before Badger opens the store: a damaged
-// table is named (base.ErrCorrupt) instead of being read past or panicking.
-// Tables unchanged since they passed at an earlier open pass again from
-// their record (checkedFile); it reports how many tables it checked in
-// full and how many it found unchanged.
-func verifyTables(dir string, bo badger.Options) (full, unchanged int, err error) {
+// manifestTables are the tables the manifest of the store in dir lists,
+// each with the compression it was written with (none for a new store).
+func manifestTables(dir string, bo badger.Options) (map[uint64]options.CompressionType, error) {
 	f, err := os.Open(filepath.Join(dir, badger.ManifestFilename))
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, 0, nil // a new store
+		return nil, nil // a new store
 	}
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	m, _, err := badger.ReplayManifestFile(f, bo.ExternalMagicVersion, bo)
 	f.Close()
 	if err != nil {
-		return 0, 0, corruptFile(badger.ManifestFilename, err)
+		return nil, corruptFile(badger.ManifestFilename, err)
 	}
 	tables := map[uint64]options.CompressionType{}
 	for id, tm := range m.Tables {
 		tables[id] = tm.Compression
 	}
+	return tables, nil
+}
+
+// verifyTables checks every block of every table the store's manifest
+// lists (tables, from manifestTables) against its checksum, before Badger
+// opens the store: a damaged table is named (base.ErrCorrupt) instead of
+// being read past or panicking.
+// Tables unchanged since they passed at an earlier open pass again from
+// their record (checkedFile); it reports how many tables it checked in
+// full and how many it found unchanged.
+func verifyTables(dir string, bo badger.Options, tables map[uint64]options.CompressionType) (full, unchanged int, err error) {
 	known := readChecked(dir)
 	checked, err := verifyTableFiles(dir, tables, bo.BlockSize, false, known)
 	if err != nil {

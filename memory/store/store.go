@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dgraph-io/badger/v4/options"
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
 	oteltrace "go.opentelemetry.io/otel/trace"
@@ -53,8 +54,12 @@ type Options struct {
 	DeferFor time.Duration
 	// MaxBlockBytes caps one block.
 	MaxBlockBytes int
-	// CacheMB sizes Badger's block cache.
+	// CacheMB sizes Badger's block cache, which holds the decompressed
+	// blocks of compressed tables (blockCacheSize).
 	CacheMB int
+	// Compression is how the tables Badger writes compress their blocks
+	// (options.None, the zero value: read in place, mapped).
+	Compression options.CompressionType
 	// MemTableMB sizes each of Badger's memtables, its write buffers. A
 	// full one is flushed to a table file of about this size, and level
 	// 0 is compacted once it holds about 320 MiB of them (5 to 20
@@ -102,6 +107,7 @@ func OptionsOf(c config.Store) Options {
 		DeferFor:       c.DeferFor.D(),
 		MaxBlockBytes:  c.MaxBlockBytes,
 		CacheMB:        c.CacheMB,
+		Compression:    compressions[c.Compression],
 		MemTableMB:     c.MemTableMB,
 		Memtables:      c.Memtables,
 		MinFreeBytes:   uint64(c.MinFreeMB) << 20,
@@ -110,6 +116,10 @@ func OptionsOf(c config.Store) Options {
 		GC:             GCOptions{Interval: c.GC.Interval.D(), DiscardRatio: c.GC.DiscardRatio},
 	}
 }
+
+// compressions are the Badger compressions by their names in the
+// configuration (store.compression).
+var compressions = map[string]options.CompressionType{"none": options.None, "snappy": options.Snappy, "zstd": options.ZSTD}
 
 // check refuses options with no sizes (not made by OptionsOf) and gives
 // a store without a logger one that discards.

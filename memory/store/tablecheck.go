@@ -98,7 +98,7 @@ func (s *Store) checkNewTables() {
 		var sum tableSum
 		err := os.ErrNotExist // compacted away meanwhile
 		if held[ti.ID] {
-			sum, err = checkTable(table.NewFilename(ti.ID, s.dir), bo.Compression, bo.BlockSize, true)
+			sum, err = checkTable(table.NewFilename(ti.ID, s.dir), s.eng.(*badgerEngine).compressionOf(ti.ID), bo.BlockSize, true)
 		}
 		release()
 		switch {
