@@ -98,6 +98,9 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 		bo = fitMemtable(bo, replay, o.Logger)
 		bo = bo.WithBlockCacheSize(blockCacheSize(o, tables))
+		if n := compressedTables(tables); n > 0 && o.Compression == options.None {
+			o.Logger.Info("store: tables compressed by an earlier build or setting are rewritten uncompressed as compactions replace them (a GC pass rewrites them all)", "tables", n)
+		}
 	}
 	db, err := badger.OpenManaged(bo)
 	if err != nil {
@@ -156,20 +159,28 @@ func badgerOptions(dir string, o Options, notes *badgerNotes) badger.Options {
 // blockCacheSize is the size of Badger's block cache for a store of
 // tables (by ID, how each is compressed): store.cache_mb when its new
 // tables are compressed or some of its tables are — a store written by a
-// build that compressed them (snappy, before issue 15 dropped it) keeps
-// them until compactions rewrite them —, else none. Badger reads a block
+// build that compressed them (with Snappy, every build before stop 49 of
+// issue 15) keeps them until compactions rewrite them —, else none.
+// Badger reads a block
 // of an uncompressed table in place, from the mapped file, and its cache
 // would only be asked for blocks it can never hold: it weighs a block by
 // its bytes' capacity, there the rest of the file.
 func blockCacheSize(o Options, tables map[uint64]options.CompressionType) int64 {
-	compressed := o.Compression != options.None
-	for _, c := range tables {
-		compressed = compressed || c != options.None
-	}
-	if !compressed {
+	if o.Compression == options.None && compressedTables(tables) == 0 {
 		return 0
 	}
 	return int64(o.CacheMB) << 20
+}
+
+// compressedTables counts the compressed ones of tables.
+func compressedTables(tables map[uint64]options.CompressionType) int {
+	n := 0
+	for _, c := range tables {
+		if c != options.None {
+			n++
+		}
+	}
+	return n
 }
 
 // levelZeroTables is how many tables level 0 holds before it is

@@ -251,6 +251,9 @@ func TestCompressionChangesTableByTable(t *testing.T) {
 	}
 
 	s = open(options.None)
+	if want := fmt.Sprintf("rewritten uncompressed as compactions replace them (a GC pass rewrites them all)\" tables=%d", len(old)); !strings.Contains(logs.String(), want) {
+		t.Fatalf("the open did not log %q:\n%s", want, logs.String())
+	}
 	readAll(s)
 	checks(s)
 	if st := s.BlockCacheStats(); st.Hits+st.Misses == 0 {
