@@ -17,6 +17,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/table"
 	"github.com/dgraph-io/badger/v4/y"
 	"golang.org/x/sys/unix"
 
@@ -97,9 +98,11 @@ func Open(dir string, o Options) (*Store, error) {
 			return nil, err
 		}
 		bo = fitMemtable(bo, replay, o.Logger)
-		bo = bo.WithBlockCacheSize(blockCacheSize(o, tables))
-		if n := compressedTables(tables); n > 0 && o.Compression == options.None {
-			o.Logger.Info("store: tables compressed by an earlier build or setting are rewritten uncompressed as compactions replace them (a GC pass rewrites them all)", "tables", n)
+		old := compressedTables(dir, tables)
+		bo = bo.WithBlockCacheSize(blockCacheSize(o, old))
+		if old.tables > 0 && o.Compression == options.None {
+			o.Logger.Info("store: tables compressed by an earlier build or setting, rewritten uncompressed as compactions replace them",
+				"tables", old.tables, "share_of_bytes", fmt.Sprintf("%.3f", old.share), "block_cache", bo.BlockCacheSize > 0)
 		}
 	}
 	db, err := badger.OpenManaged(bo)
@@ -143,7 +146,7 @@ func badgerOptions(dir string, o Options, notes *badgerNotes) badger.Options {
 	return badger.DefaultOptions(dir).
 		WithSyncWrites(true).       // one fsync per transaction, and one transaction per batch
 		WithDetectConflicts(false). // the committer is the only writer
-		WithBlockCacheSize(blockCacheSize(o, nil)).
+		WithBlockCacheSize(blockCacheSize(o, compressed{})).
 		WithCompression(o.Compression).
 		WithMemTableSize(int64(o.MemTableMB) << 20).
 		WithNumMemtables(o.Memtables).
@@ -156,31 +159,55 @@ func badgerOptions(dir string, o Options, notes *badgerNotes) badger.Options {
 		WithLogger(badgerLogger{o.Logger, notes})
 }
 
-// blockCacheSize is the size of Badger's block cache for a store of
-// tables (by ID, how each is compressed): store.cache_mb when its new
-// tables are compressed or some of its tables are — a store written by a
-// build that compressed them (with Snappy, every build before stop 49 of
-// issue 15) keeps them until compactions rewrite them —, else none.
-// Badger reads a block
-// of an uncompressed table in place, from the mapped file, and its cache
-// would only be asked for blocks it can never hold: it weighs a block by
-// its bytes' capacity, there the rest of the file.
-func blockCacheSize(o Options, tables map[uint64]options.CompressionType) int64 {
-	if o.Compression == options.None && compressedTables(tables) == 0 {
+// blockCacheSize is the size of Badger's block cache for a store whose
+// compressed tables are old: store.cache_mb when the tables it writes
+// are compressed, or when compressed tables are at least
+// oldCompressedShare of its tables' bytes — a store written by a build
+// that compressed them (with Snappy, every build before stop 49 of issue
+// 15) keeps them until compactions rewrite them —, else none. Badger
+// reads a block of an uncompressed table in place, from the mapped file;
+// it still asks the cache for it, and offers it to the cache, which never
+// takes it (it weighs a mapped block by its bytes' capacity, there the
+// rest of the file): for nothing, at every read. A compaction rewrites a
+// table only where levels overlap, so a few old tables may stay for long
+// in the last level (5 of a 1M-memory store's 262 after a GC pass).
+func blockCacheSize(o Options, old compressed) int64 {
+	if o.Compression == options.None && old.share < oldCompressedShare {
 		return 0
 	}
 	return int64(o.CacheMB) << 20
 }
 
-// compressedTables counts the compressed ones of tables.
-func compressedTables(tables map[uint64]options.CompressionType) int {
-	n := 0
-	for _, c := range tables {
-		if c != options.None {
-			n++
+// oldCompressedShare is the share of a store's table bytes in compressed
+// tables from which, with compression none, Badger keeps a block cache.
+const oldCompressedShare = 0.1
+
+// compressed are the compressed ones of a store's tables.
+type compressed struct {
+	tables int
+	share  float64 // of the tables' bytes
+}
+
+// compressedTables finds the compressed ones of the tables of the store
+// in dir (by ID, how each is compressed), sized by their files.
+func compressedTables(dir string, tables map[uint64]options.CompressionType) compressed {
+	var c compressed
+	var all, in int64
+	for id, comp := range tables {
+		fi, err := os.Stat(table.NewFilename(id, dir))
+		if err != nil {
+			continue // missing: the open will say
+		}
+		all += fi.Size()
+		if comp != options.None {
+			c.tables++
+			in += fi.Size()
 		}
 	}
-	return n
+	if all > 0 {
+		c.share = float64(in) / float64(all)
+	}
+	return c
 }
 
 // levelZeroTables is how many tables level 0 holds before it is

@@ -182,3 +182,29 @@ func TestHeldTablesKeepTheirFiles(t *testing.T) {
 		}
 	}
 }
+
+// Badger's block cache is kept for compressed tables: those the store
+// writes, or old ones while they are a tenth or more of its tables' bytes.
+// A few left in the last level would only have every read of the others
+// ask it in vain.
+func TestBlockCacheForCompressedTables(t *testing.T) {
+	o := OptionsOf(config.Default().Store)
+	full := int64(o.CacheMB) << 20
+	for _, c := range []struct {
+		setting options.CompressionType
+		old     compressed
+		want    int64
+	}{
+		{options.None, compressed{}, 0},
+		{options.None, compressed{tables: 5, share: 0.02}, 0},
+		{options.None, compressed{tables: 40, share: 0.1}, full},
+		{options.None, compressed{tables: 262, share: 1}, full},
+		{options.Snappy, compressed{}, full},
+		{options.ZSTD, compressed{tables: 1, share: 0.01}, full},
+	} {
+		o.Compression = c.setting
+		if got := blockCacheSize(o, c.old); got != c.want {
+			t.Errorf("compression %d, old compressed tables %+v: block cache %d bytes, want %d", c.setting, c.old, got, c.want)
+		}
+	}
+}

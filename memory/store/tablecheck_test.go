@@ -251,7 +251,7 @@ func TestCompressionChangesTableByTable(t *testing.T) {
 	}
 
 	s = open(options.None)
-	if want := fmt.Sprintf("rewritten uncompressed as compactions replace them (a GC pass rewrites them all)\" tables=%d", len(old)); !strings.Contains(logs.String(), want) {
+	if want := fmt.Sprintf("rewritten uncompressed as compactions replace them\" tables=%d share_of_bytes=1.000 block_cache=true", len(old)); !strings.Contains(logs.String(), want) {
 		t.Fatalf("the open did not log %q:\n%s", want, logs.String())
 	}
 	readAll(s)
