@@ -195,9 +195,10 @@ type Store struct {
 	// MaxBlockBytes caps one block (a memory or a file).
 	MaxBlockBytes int `yaml:"max_block_bytes"`
 	// CacheMB is Badger's block cache size: the decompressed blocks of
-	// compressed tables. With compression none and no compressed table
-	// left from an earlier build it is not used: Badger reads an
-	// uncompressed block where it lies in the table file, mapped.
+	// compressed tables. With compression none there is none unless the
+	// tables an earlier build or setting compressed are still a tenth of
+	// the tables' bytes: Badger reads an uncompressed block where it lies
+	// in the table file, mapped.
 	CacheMB int `yaml:"cache_mb"`
 	// Compression is how the tables Badger writes compress their blocks:
 	// none (the default), snappy or zstd. A compressed block is copied
