@@ -315,7 +315,7 @@ var (
 	gcBytesDesc   = prometheus.NewDesc("memoria_store_gc_reclaimed_bytes_total", "Bytes on disk the garbage collection's passes freed.", nil, nil)
 	refusedDesc   = prometheus.NewDesc("memoria_writes_refused", "1 while writes are refused because the data directory's file system is below store.min_free_mb, else 0.", nil, nil)
 	rebuildsDesc  = prometheus.NewDesc("memoria_text_index_rebuilds_total", "Full-text index rebuilds after it was found damaged (at open or while serving).", nil, nil)
-	cacheHitsDesc = prometheus.NewDesc("memoria_cache_hits_total", "Reads that found what they wanted in a cache: memories (decoded memories) and metadata (store.memory_cache entries each), links (half as many), blocks (Badger's block cache, store.cache_mb).", []string{"cache"}, nil)
+	cacheHitsDesc = prometheus.NewDesc("memoria_cache_hits_total", "Reads that found what they wanted in a cache: memories (decoded memories) and metadata (store.memory_cache entries each), links (half as many), blocks (Badger's block cache, store.cache_mb; zero without one: tables uncompressed).", []string{"cache"}, nil)
 	cacheMissDesc = prometheus.NewDesc("memoria_cache_misses_total", "Reads that did not find what they wanted in a cache (see memoria_cache_hits_total) and read the store.", []string{"cache"}, nil)
 	cacheSizeDesc = prometheus.NewDesc("memoria_cache_entries", "Entries each cache holds (see memoria_cache_hits_total).", []string{"cache"}, nil)
 	floatsDesc    = prometheus.NewDesc("memoria_vector_float_bytes", "Bytes of the vector index's float32 vectors in the heap (at most index.heap_vectors_mb once the graph holds them) and in its spill file beside the snapshot (those beyond, until a snapshot holds them).", []string{"where"}, nil)
