@@ -61,15 +61,29 @@ func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
 }
 
 // decodeMeta decodes c's metadata record b (Read's, and a committed
-// record's at its first read from the cache), its evaluation metrics keyed
-// by the shared copies of their names (internMetrics).
+// record's at its first read from the cache), its strings that many
+// records repeat the shared copies (intern, internMetrics).
 func decodeMeta(b []byte, c cid.Cid) (*messages.MemoryMeta, error) {
 	m := &messages.MemoryMeta{}
 	if err := proto.Unmarshal(b, m); err != nil {
 		return nil, fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
 	}
+	intern(m)
 	internMetrics(m)
 	return m, nil
+}
+
+// intern makes a decoded record's sonas, agent and kind the process's
+// one copy of each (unique.Make): thousands of records name the same
+// sona, agent and kind, and the cache's records each held a string of
+// their own for them, three of the ten objects a cached record is for
+// the collector to mark (issue 15).
+func intern(m *messages.MemoryMeta) {
+	for i, s := range m.Sonas {
+		m.Sonas[i] = unique.Make(s).Value()
+	}
+	m.AgentId = unique.Make(m.AgentId).Value()
+	m.Kind = unique.Make(m.Kind).Value()
 }
 
 // internMetrics keys a decoded record's evaluation metrics by the

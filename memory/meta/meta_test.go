@@ -543,3 +543,29 @@ func TestReadMetricNamesShared(t *testing.T) {
 		}
 	}
 }
+
+// Records read from the store share one copy of each sona, agent and
+// kind they name.
+func TestReadRecordsShareTheirNames(t *testing.T) {
+	st, _ := open(t)
+	var got [2]*messages.MemoryMeta
+	for i := range got {
+		c := put(t, st, fmt.Sprintf("named %d", i), &messages.MemoryMeta{
+			Sonas: []string{strings.Clone("sona-a"), strings.Clone("sona-b")}, AgentId: strings.Clone("agent"), Kind: strings.Clone("fact")})
+		if err := st.View(func(r store.Reader) (err error) { got[i], err = Read(r, c); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := got[0], got[1]
+	if !slices.Equal(a.Sonas, []string{"sona-a", "sona-b"}) || a.AgentId != "agent" || a.Kind != "fact" {
+		t.Fatalf("record read back: sonas %v, agent %q, kind %q", a.Sonas, a.AgentId, a.Kind)
+	}
+	for _, f := range []struct {
+		name string
+		x, y string
+	}{{"sonas[0]", a.Sonas[0], b.Sonas[0]}, {"sonas[1]", a.Sonas[1], b.Sonas[1]}, {"agent", a.AgentId, b.AgentId}, {"kind", a.Kind, b.Kind}} {
+		if unsafe.StringData(f.x) != unsafe.StringData(f.y) {
+			t.Errorf("%s: the two records hold their own copies of %q", f.name, f.x)
+		}
+	}
+}
