@@ -206,7 +206,7 @@ type Store struct {
 	// misses, which was a quarter of what a recall at 100,000 memories
 	// allocated; none costs about half as much disk again for the tables
 	// (README, issue 15). Tables already written keep theirs until a
-	// compaction rewrites them (a GC pass rewrites them all).
+	// compaction rewrites them (a GC pass rewrites most, not all).
 	Compression string `yaml:"compression"`
 	// MemTableMB is the size of each of Badger's memtables (the write
 	// buffer before a flush to disk; a transaction may use 15% of one),

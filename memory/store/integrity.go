@@ -88,10 +88,9 @@ func manifestTables(dir string, bo badger.Options) (map[uint64]options.Compressi
 // verifyTables checks every block of every table the store's manifest
 // lists (tables, from manifestTables) against its checksum, before Badger
 // opens the store: a damaged table is named (base.ErrCorrupt) instead of
-// being read past or panicking.
-// Tables unchanged since they passed at an earlier open pass again from
-// their record (checkedFile); it reports how many tables it checked in
-// full and how many it found unchanged.
+// being read past or panicking. Tables unchanged since they passed at an
+// earlier open pass again from their record (checkedFile); it reports how
+// many tables it checked in full and how many it found unchanged.
 func verifyTables(dir string, bo badger.Options, tables map[uint64]options.CompressionType) (full, unchanged int, err error) {
 	known := readChecked(dir)
 	checked, err := verifyTableFiles(dir, tables, bo.BlockSize, false, known)
