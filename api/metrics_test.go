@@ -129,6 +129,16 @@ func TestMetricsAppearAndMove(t *testing.T) {
 	if c0, _ := metric(before, "memoria_store_commits_total"); !ok || commits <= c0 || ops < commits || busy <= 0 || inCommit <= 0 || inCommit > busy {
 		t.Errorf("committer: %v commits (%v before), %v ops, %v s busy, %v s in Badger's commits (present %v)", commits, c0, ops, busy, inCommit, ok)
 	}
+	// The runtime's figures of its collector (updated at each cycle's
+	// end): the collector's CPU time a part of what was used, and a live
+	// heap.
+	gc, ok := metric(after, "go_cpu_classes_gc_total_cpu_seconds_total")
+	total, ok2 := metric(after, "go_cpu_classes_total_cpu_seconds_total")
+	idle, ok3 := metric(after, "go_cpu_classes_idle_cpu_seconds_total")
+	live, ok4 := metric(after, "go_gc_heap_live_bytes")
+	if !ok || !ok2 || !ok3 || !ok4 || total <= 0 || gc <= 0 || gc > total-idle || live <= 0 {
+		t.Errorf("collector: %v s of CPU, %v idle, %v the collector's, %v bytes live (present %v %v %v %v)", total, idle, gc, live, ok, ok2, ok3, ok4)
+	}
 	// A store this small never stalls its writes, and says so.
 	for _, name := range []string{"memoria_store_write_stalls_total", "memoria_store_write_stall_seconds_total"} {
 		if v, ok := metric(after, name); !ok || v != 0 {

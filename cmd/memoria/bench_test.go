@@ -223,6 +223,10 @@ func TestBenchAdvance(t *testing.T) {
 				t.Fatalf("advance: cache %q hit ratio %v (%v), want one within 0..1", cache, h, ok)
 			}
 		}
+		// The collector's work, from the Go runtime's figures there.
+		if c := r.Collector; c == nil || c.CPUShare < 0 || c.CPUShare > 1 || c.Cycles < 0 || c.AllocKBPerOp <= 0 || c.LiveBytes <= 0 {
+			t.Fatalf("advance: collector %+v, want its CPU share within 0..1, some allocation and a live heap", c)
+		}
 	}
 }
 

@@ -289,6 +289,8 @@ type Result struct {
 	CacheHits map[string]float64 `json:"cache_hits,omitempty"`
 	// Committer is the server's group committer's work over the window.
 	Committer *CommitterFigures `json:"committer,omitempty"`
+	// Collector is the server's garbage collector's work over the window.
+	Collector *CollectorFigures `json:"collector,omitempty"`
 	// RecallAt10 is the share of exact search's 10 nearest found.
 	RecallAt10 *float64 `json:"recall_at_10,omitempty"`
 	// BuildSeconds is how long the index (or the store's growth) took.
@@ -316,6 +318,19 @@ type CommitterFigures struct {
 	// (level 0 of its tree full); 0 also from a server that does not
 	// count it.
 	StalledS float64 `json:"stalled_s"`
+}
+
+// CollectorFigures are the server's garbage collector's work over a
+// window, from the Go runtime's figures on its /metrics: the collector's
+// share of the CPU time the process used (the runtime's own estimates of
+// both, which overstate the collector's), its cycles, what the process
+// allocated per operation (kibibytes; background work included) and the
+// heap its last cycle found live, at the window's end.
+type CollectorFigures struct {
+	CPUShare     float64 `json:"cpu_share"`
+	Cycles       int64   `json:"cycles"`
+	AllocKBPerOp float64 `json:"alloc_kb_per_op"`
+	LiveBytes    int64   `json:"live_bytes"`
 }
 
 // RSS is a process's resident set over a measurement, in bytes.

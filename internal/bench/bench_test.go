@@ -278,13 +278,43 @@ func TestMergeLoad(t *testing.T) {
 	}
 }
 
+// The collector's figures come from the runtime's figures' differences
+// over the window: its share of the CPU time used (not of the time there
+// was), per operation what was allocated; none from a server without them
+// or for a window without operations.
+func TestCollectorFigures(t *testing.T) {
+	reading := func(alloc, cycles, gc, total, idle, live float64) *serverReading {
+		return &serverReading{values: map[string]float64{
+			"go_memstats_alloc_bytes_total": alloc, "go_gc_duration_seconds_count": cycles,
+			"go_cpu_classes_gc_total_cpu_seconds_total": gc, "go_cpu_classes_total_cpu_seconds_total": total,
+			"go_cpu_classes_idle_cpu_seconds_total": idle, "go_gc_heap_live_bytes": live}}
+	}
+	// 10 s on 2 cores: 20 s of CPU, 4 idle, 16 used, 4 of them the
+	// collector's; 100 MiB allocated over 1,000 operations.
+	before, after := reading(1<<30, 7, 1, 100, 30, 4e8), reading(1<<30+100<<20, 19, 5, 120, 34, 5e8)
+	got := collectorFigures(before, after, 1000)
+	want := CollectorFigures{CPUShare: 0.25, Cycles: 12, AllocKBPerOp: 102.4, LiveBytes: 5e8}
+	if got == nil || math.Abs(got.CPUShare-want.CPUShare) > 1e-9 || got.Cycles != want.Cycles ||
+		math.Abs(got.AllocKBPerOp-want.AllocKBPerOp) > 1e-9 || got.LiveBytes != want.LiveBytes {
+		t.Fatalf("figures %+v, want %+v", got, want)
+	}
+	if got := collectorFigures(before, after, 0); got != nil {
+		t.Fatalf("no operation: %+v, want none", got)
+	}
+	old := reading(1<<30+100<<20, 19, 5, 120, 34, 5e8)
+	delete(old.values, "go_cpu_classes_gc_total_cpu_seconds_total") // a server older than stop 50
+	if got := collectorFigures(before, old, 1000); got != nil {
+		t.Fatalf("a figure missing: %+v, want none", got)
+	}
+}
+
 // The committer's figures come from its counters' differences over the
 // window's wall time; none when a reading lacks a counter or no commit
 // was made.
 func TestCommitterFigures(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	reading := func(sec float64, commits, ops, busy, commit float64) *serverReading {
-		return &serverReading{at: at.Add(time.Duration(sec * float64(time.Second))), committer: map[string]float64{
+		return &serverReading{at: at.Add(time.Duration(sec * float64(time.Second))), values: map[string]float64{
 			"memoria_store_commits_total": commits, "memoria_store_committed_ops_total": ops,
 			"memoria_store_committer_busy_seconds_total": busy, "memoria_store_commit_seconds_total": commit}}
 	}
@@ -297,17 +327,17 @@ func TestCommitterFigures(t *testing.T) {
 		t.Fatalf("no commit in the window: %+v, want none", got)
 	}
 	stalled := reading(10, 110, 10_100, 9, 4.5)
-	stalled.committer[stallFamily] = 2.5
+	stalled.values[stallFamily] = 2.5
 	if got := committerFigures(reading(0, 10, 100, 1, 0.5), stalled); got == nil || got.StalledS != 0 {
 		t.Fatalf("the stall counter in one reading only: %+v, want the figures, none stalled", got)
 	}
 	before := reading(0, 10, 100, 1, 0.5)
-	before.committer[stallFamily] = 1
+	before.values[stallFamily] = 1
 	if got := committerFigures(before, stalled); got == nil || got.StalledS != 1.5 || got.PerSecond != 10 {
 		t.Fatalf("1.5 s stalled in the window: %+v", got)
 	}
 	old := reading(10, 110, 10_100, 9, 4.5)
-	delete(old.committer, "memoria_store_commit_seconds_total") // a server without the counter
+	delete(old.values, "memoria_store_commit_seconds_total") // a server without the counter
 	if got := committerFigures(reading(0, 10, 100, 1, 0.5), old); got != nil {
 		t.Fatalf("a counter missing: %+v, want none", got)
 	}

@@ -124,7 +124,8 @@ func (r *run) advance(ctx context.Context) error {
 }
 
 // measure runs a window of load on srv and makes its result, with the
-// server's caches' hit ratios and its committer's work over the window.
+// server's caches' hit ratios, its committer's and its collector's work
+// over the window.
 func (r *run) measure(ctx context.Context, scenario, phase string, srv *loadgen.Server, w loadgen.Window, req loadgen.Request) Result {
 	res, _ := r.measureLoad(ctx, scenario, phase, srv, w, req)
 	return res
@@ -139,18 +140,20 @@ func (r *run) measureLoad(ctx context.Context, scenario, phase string, srv *load
 	if before != nil && after != nil {
 		res.CacheHits = hitRatios(before.caches, after.caches)
 		res.Committer = committerFigures(before, after)
+		res.Collector = collectorFigures(before, after, res.Ops)
 	}
 	return res, rep
 }
 
 // serverReading is what the bench reads of a server's /metrics: each
 // cache's hits and misses (memoria_cache_hits_total,
-// memoria_cache_misses_total) and the committer's counters
-// (memoria_store_commits_total, …), and when.
+// memoria_cache_misses_total), the committer's counters
+// (memoria_store_commits_total, …) and the Go runtime's figures of its
+// collector (go_cpu_classes_gc_total_cpu_seconds_total, …), and when.
 type serverReading struct {
-	at        time.Time
-	caches    map[string][2]float64
-	committer map[string]float64 // by family
+	at     time.Time
+	caches map[string][2]float64
+	values map[string]float64 // the committer's and the collector's, by family
 }
 
 // committerFamilies are the committer's counters on /metrics; the last,
@@ -159,6 +162,16 @@ var committerFamilies = []string{"memoria_store_commits_total", "memoria_store_c
 	"memoria_store_committer_busy_seconds_total", "memoria_store_commit_seconds_total", stallFamily}
 
 const stallFamily = "memoria_store_write_stall_seconds_total"
+
+// collectorFamilies are the Go runtime's figures of the collector and the
+// heap on /metrics (internal/metrics): what the process allocated, the
+// collector's cycles, the runtime's estimates of the CPU time its
+// collector took, of the CPU time there was and of what was idle, and the
+// heap its last cycle found live. A server older than stop 50 of issue 15
+// lacks the last four.
+var collectorFamilies = []string{"go_memstats_alloc_bytes_total", "go_gc_duration_seconds_count",
+	"go_cpu_classes_gc_total_cpu_seconds_total", "go_cpu_classes_total_cpu_seconds_total",
+	"go_cpu_classes_idle_cpu_seconds_total", "go_gc_heap_live_bytes"}
 
 // readServer reads the server's /metrics; nil when it cannot.
 func (r *run) readServer(ctx context.Context, url string) *serverReading {
@@ -177,7 +190,7 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 	if resp.StatusCode != http.StatusOK {
 		return nil
 	}
-	out := &serverReading{at: time.Now(), caches: map[string][2]float64{}, committer: map[string]float64{}}
+	out := &serverReading{at: time.Now(), caches: map[string][2]float64{}, values: map[string]float64{}}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -194,11 +207,9 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 				out.caches[name] = e
 			}
 		}
-		for _, family := range committerFamilies {
-			if value, ok := strings.CutPrefix(line, family+" "); ok {
-				if v, err := strconv.ParseFloat(value, 64); err == nil {
-					out.committer[family] = v
-				}
+		if family, value, ok := strings.Cut(line, " "); ok && (slices.Contains(committerFamilies, family) || slices.Contains(collectorFamilies, family)) {
+			if v, err := strconv.ParseFloat(value, 64); err == nil {
+				out.values[family] = v
 			}
 		}
 	}
@@ -211,8 +222,8 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 func committerFigures(before, after *serverReading) *CommitterFigures {
 	d := map[string]float64{}
 	for _, family := range committerFamilies {
-		b, ok := before.committer[family]
-		a, ok2 := after.committer[family]
+		b, ok := before.values[family]
+		a, ok2 := after.values[family]
 		if !ok || !ok2 {
 			if family == stallFamily {
 				continue
@@ -233,6 +244,33 @@ func committerFigures(before, after *serverReading) *CommitterFigures {
 		CommitMs:     1000 * d["memoria_store_commit_seconds_total"] / commits,
 		StalledS:     d[stallFamily],
 	}
+}
+
+// collectorFigures are the collector's work between two readings over ops
+// operations; nil when a reading lacks a figure (a server older than
+// stop 50 of issue 15) or there was no operation.
+func collectorFigures(before, after *serverReading, ops int64) *CollectorFigures {
+	d := map[string]float64{}
+	for _, family := range collectorFamilies {
+		b, ok := before.values[family]
+		a, ok2 := after.values[family]
+		if !ok || !ok2 {
+			return nil
+		}
+		d[family] = a - b
+	}
+	if ops <= 0 {
+		return nil
+	}
+	f := &CollectorFigures{
+		Cycles:       int64(d["go_gc_duration_seconds_count"]),
+		AllocKBPerOp: d["go_memstats_alloc_bytes_total"] / 1024 / float64(ops),
+		LiveBytes:    int64(after.values["go_gc_heap_live_bytes"]),
+	}
+	if used := d["go_cpu_classes_total_cpu_seconds_total"] - d["go_cpu_classes_idle_cpu_seconds_total"]; used > 0 {
+		f.CPUShare = d["go_cpu_classes_gc_total_cpu_seconds_total"] / used
+	}
+	return f
 }
 
 // hitRatios are each cache's hits over its reads between two readings;

@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"net/http"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -112,10 +113,22 @@ func New() *Set {
 	})
 	r.MustRegister(s.HTTPRequests, s.HTTPDuration, s.RecallDuration, s.ActorRestarts, s.MailboxDepth, s.Connections, s.ConnectionWaits)
 	r.MustRegister(s.TierTransitions, s.TierFallbacks, s.TierFailures, s.Evaluations, s.EvaluationFailures,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectorRuntimeMetrics)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.llm = newLLMMetrics(r)
 	return s
 }
+
+// collectorRuntimeMetrics are the runtime's figures of the collector
+// exported beside the Go collector's defaults, which memoria bench reads:
+// the runtime's estimate of the CPU time its collector took (mark
+// workers, assists, pauses: go_cpu_classes_gc_total_cpu_seconds_total),
+// to be compared with its estimates of the CPU time there was
+// (go_cpu_classes_total_cpu_seconds_total, GOMAXPROCS × the time) and of
+// what was idle (go_cpu_classes_idle_cpu_seconds_total); and the heap
+// its last cycle found live (go_gc_heap_live_bytes).
+var collectorRuntimeMetrics = collectors.GoRuntimeMetricsRule{
+	Matcher: regexp.MustCompile(`^/cpu/classes/(gc/total|idle|total):cpu-seconds$|^/gc/heap/live:bytes$`)}
 
 // Handler serves the metrics in the Prometheus text format.
 func (s *Set) Handler() http.Handler {
