@@ -220,17 +220,9 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 // when a reading lacks its counters (the stalls' may be missing: none
 // counted) or it made no commit.
 func committerFigures(before, after *serverReading) *CommitterFigures {
-	d := map[string]float64{}
-	for _, family := range committerFamilies {
-		b, ok := before.values[family]
-		a, ok2 := after.values[family]
-		if !ok || !ok2 {
-			if family == stallFamily {
-				continue
-			}
-			return nil
-		}
-		d[family] = a - b
+	d, ok := deltas(before, after, committerFamilies, stallFamily)
+	if !ok {
+		return nil
 	}
 	commits := d["memoria_store_commits_total"]
 	wall := after.at.Sub(before.at).Seconds()
@@ -250,16 +242,8 @@ func committerFigures(before, after *serverReading) *CommitterFigures {
 // operations; nil when a reading lacks a figure (a server older than
 // stop 50 of issue 15) or there was no operation.
 func collectorFigures(before, after *serverReading, ops int64) *CollectorFigures {
-	d := map[string]float64{}
-	for _, family := range collectorFamilies {
-		b, ok := before.values[family]
-		a, ok2 := after.values[family]
-		if !ok || !ok2 {
-			return nil
-		}
-		d[family] = a - b
-	}
-	if ops <= 0 {
+	d, ok := deltas(before, after, collectorFamilies, "")
+	if !ok || ops <= 0 {
 		return nil
 	}
 	f := &CollectorFigures{
@@ -271,6 +255,24 @@ func collectorFigures(before, after *serverReading, ops int64) *CollectorFigures
 		f.CPUShare = d["go_cpu_classes_gc_total_cpu_seconds_total"] / used
 	}
 	return f
+}
+
+// deltas are each of families' change between two readings; false when
+// a reading lacks one other than optional (which is then left out).
+func deltas(before, after *serverReading, families []string, optional string) (map[string]float64, bool) {
+	d := map[string]float64{}
+	for _, family := range families {
+		b, ok := before.values[family]
+		a, ok2 := after.values[family]
+		if !ok || !ok2 {
+			if family == optional {
+				continue
+			}
+			return nil, false
+		}
+		d[family] = a - b
+	}
+	return d, true
 }
 
 // hitRatios are each cache's hits over its reads between two readings;
