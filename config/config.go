@@ -215,8 +215,8 @@ type Store struct {
 	MemTableMB int `yaml:"memtable_mb"`
 	Memtables  int `yaml:"memtables"`
 	// MemoryCache is how many decoded memories are kept in RAM, and as
-	// many metadata records and half as many link lists: the records a
-	// recall scores and enriches. 100,000 (~0.15 GB more RSS than 50,000
+	// many metadata records and link lists (as stored: decoded, a list
+	// took twice the memory): the records a recall scores and enriches. 100,000 (~0.15 GB more RSS than 50,000
 	// once full): a recall over a store of 100,000 memories cost a sixth
 	// to a quarter more CPU at 50,000 (README, issue 15).
 	MemoryCache int `yaml:"memory_cache"`

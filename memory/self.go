@@ -235,7 +235,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		Progress: o.Progress,
 	})
 	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
-	s.Assoc = assoc.NewGraph(st, max(1, o.Config.Store.MemoryCache/2))
+	s.Assoc = assoc.NewGraph(st, max(1, o.Config.Store.MemoryCache))
 	if every := o.Config.Recall.CoAccessFlush.D(); every > 0 {
 		s.Assoc.Buffer(st, assoc.BufferOptions{Every: every, Clock: o.Clock, Logger: o.Logger})
 	}

@@ -403,36 +403,21 @@ func (g *Graph) strengthen(agent string, together []cid.Cid, rate float64, now i
 }
 
 // Graph reads the links of a store, through a cache of the lists read
-// or written lately (each decoded once) that the store's commit events
-// keep current: a commit's lists enter it as written, decoded when next
-// read. The recalls read the links of their hits and best candidates —
-// lists that their own co-access strengthening keeps rewriting — so
-// reads from Badger and decoding were a sixth of a recall's CPU; and an
-// append rewrites the lists of what the new memory links to, mostly
-// memories written lately (Graph.Update).
+// or written lately, as stored, that the store's commit events keep
+// current: a commit's lists enter it as written. The recalls read the
+// links of their hits and best candidates — lists that their own
+// co-access strengthening keeps rewriting — so reads from Badger and
+// decoding were a sixth of a recall's CPU; and an append rewrites the
+// lists of what the new memory links to, mostly memories written lately
+// (Graph.Update). A list is decoded at each read: kept decoded, a list
+// took about twice its stored bytes and an object a link for the
+// collector to mark, so the same memory held half as many lists, and a
+// read from Badger costs ten decodings (issue 15, stop 50).
 type Graph struct {
 	v     store.Viewer
-	cache *store.Cache[*cachedLinks]
-	buf   *buffer       // the co-access strengthening not yet written (Buffer)
-	told  atomic.Uint64 // the latest commit told (Event.Told)
-}
-
-// cachedLinks is a list as committed, decoded on first use; raw stays
-// for the committer's rewrites (Graph.Update).
-type cachedLinks struct {
-	raw   []byte // nil: no list
-	once  sync.Once
-	links []Link
-	err   error
-}
-
-func (c *cachedLinks) decoded() ([]Link, error) {
-	c.once.Do(func() {
-		if c.raw != nil {
-			c.links, c.err = Decode(c.raw)
-		}
-	})
-	return c.links, c.err
+	cache *store.Cache[[]byte] // a list as stored, nil when there is none; shared, never modified
+	buf   *buffer              // the co-access strengthening not yet written (Buffer)
+	told  atomic.Uint64        // the latest commit told (Event.Told)
 }
 
 // NewGraph reads the links through v, caching about size lists. When v
@@ -441,7 +426,7 @@ func (c *cachedLinks) decoded() ([]Link, error) {
 func NewGraph(v store.Viewer, size int) *Graph {
 	g := &Graph{v: v}
 	if sub, ok := v.(interface{ Subscribe(func(store.Event)) }); ok && size > 0 {
-		g.cache = store.NewCache[*cachedLinks](size)
+		g.cache = store.NewCache[[]byte](size)
 		sub.Subscribe(g.committed)
 	}
 	return g
@@ -449,10 +434,10 @@ func NewGraph(v store.Viewer, size int) *Graph {
 
 func (g *Graph) committed(e store.Event) {
 	g.told.Store(e.Told)
-	var changes []store.CacheChange[*cachedLinks]
+	var changes []store.CacheChange[[]byte]
 	for i, k := range e.Keys {
 		if strings.HasPrefix(k, string(KeyAssoc)) || strings.HasPrefix(k, string(KeyCoAccess)) {
-			changes = append(changes, store.CacheChange[*cachedLinks]{Key: k, V: &cachedLinks{raw: e.Values[i]}}) // shared, never modified
+			changes = append(changes, store.CacheChange[[]byte]{Key: k, V: e.Values[i]}) // shared, never modified
 		}
 	}
 	g.cache.Apply(e.Told, changes, nil)
@@ -461,7 +446,7 @@ func (g *Graph) committed(e store.Event) {
 // In reads the link list under key in r (nil when there is none),
 // strongest first, through the cache; a view's co-access list has the
 // buffered strengthening in it (Buffer), an operation's is as stored.
-// The result is shared: do not modify it.
+// The result is the caller's.
 func (g *Graph) In(r store.Reader, key []byte) ([]Link, error) {
 	if _, op := r.(store.Tx); op {
 		return Read(r, key) // an operation sees its batch's writes
@@ -478,8 +463,8 @@ func (g *Graph) in(r store.Reader, key []byte) ([]Link, error) {
 		return Read(r, key)
 	}
 	k := string(key)
-	if c, ok := g.cache.In(k, r); ok {
-		return c.decoded()
+	if raw, ok := g.cache.In(k, r); ok {
+		return decodeStored(raw)
 	}
 	raw, err := r.Get(key)
 	if errors.Is(err, base.ErrNotFound) {
@@ -487,13 +472,20 @@ func (g *Graph) in(r store.Reader, key []byte) ([]Link, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	c := &cachedLinks{raw: raw}
-	links, err := c.decoded()
+	links, err := decodeStored(raw)
 	if err != nil {
 		return nil, err
 	}
-	g.cache.Fill(k, c, r)
+	g.cache.Fill(k, raw, r)
 	return links, nil
+}
+
+// decodeStored decodes a list as stored, nil when there is none.
+func decodeStored(raw []byte) ([]Link, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	return Decode(raw)
 }
 
 // stored reads the list under key in tx as stored (base.ErrNotFound when
@@ -502,11 +494,11 @@ func (g *Graph) in(r store.Reader, key []byte) ([]Link, error) {
 // (store.Cache.Lookup) —, else from tx.
 func (g *Graph) stored(tx store.Tx, key []byte) ([]byte, error) {
 	if g != nil && g.cache != nil {
-		if c, ok := g.cache.Lookup(string(key), key, tx); ok {
-			if c.raw == nil {
+		if raw, ok := g.cache.Lookup(string(key), key, tx); ok {
+			if raw == nil {
 				return nil, base.ErrNotFound
 			}
-			return c.raw, nil
+			return raw, nil
 		}
 	}
 	return tx.Get(key)

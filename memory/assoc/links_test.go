@@ -248,6 +248,40 @@ func TestGraphCacheFollowsCommits(t *testing.T) {
 	}
 }
 
+// A list read through the cache is the caller's: changing it changes
+// neither the cache nor the next read.
+func TestGraphReadsAreTheCallers(t *testing.T) {
+	s := openStore(t)
+	g := assoc.NewGraph(s, 64)
+	a, b := cidOf(t, "a"), cidOf(t, "b")
+	if err := s.Update(context.Background(), assoc.Strengthen("agent", []cid.Cid{a, b}, 0.5, 100)); err != nil {
+		t.Fatal(err)
+	}
+	key := assoc.CoAccessKey("agent", a)
+	read := func() []assoc.Link {
+		t.Helper()
+		var links []assoc.Link
+		if err := s.View(func(r store.Reader) (err error) {
+			links, err = g.In(r, key)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return links
+	}
+	want := fmt.Sprint([]assoc.Link{{Target: b, Type: assoc.CoAccess, Strength: 0.5}})
+	first := read() // a miss, which fills the cache
+	first[0].Strength = 9
+	second := read() // a hit
+	second[0].Target = a
+	if got := fmt.Sprint(read()); got != want {
+		t.Fatalf("read after the callers changed theirs: %s, want %s", got, want)
+	}
+	if st := g.CacheStats(); st.Hits < 2 {
+		t.Fatalf("cache %+v: the reads after the first did not hit it", st)
+	}
+}
+
 // The committer's rewrites read a list through the graph's cache when
 // their batch has not written it, their own batch's writes otherwise;
 // the package's Put reads the store alone.
