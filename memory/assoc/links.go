@@ -420,17 +420,32 @@ type Graph struct {
 	told  atomic.Uint64        // the latest commit told (Event.Told)
 }
 
-// NewGraph reads the links through v, caching about size lists. When v
-// reports its commits (store.Store), the cache follows them — call it
-// before v's first write; otherwise nothing is cached.
+// NewGraph reads the links through v, caching at most size lists and
+// about size·cachedListBytes bytes of them. When v reports its commits
+// (store.Store), the cache follows them — call it before v's first write;
+// otherwise nothing is cached.
 func NewGraph(v store.Viewer, size int) *Graph {
 	g := &Graph{v: v}
 	if sub, ok := v.(interface{ Subscribe(func(store.Event)) }); ok && size > 0 {
-		g.cache = store.NewCache[[]byte](size)
+		g.cache = store.NewWeighedCache(size, size*cachedListBytes, listWeight)
 		sub.Subscribe(g.committed)
 	}
 	return g
 }
+
+// cachedListBytes is what the cache of lists may hold for each list it
+// may hold: the lists' sizes vary (a co-access list of 32 partners takes
+// 1.6 KB, a new memory's links a hundred bytes), and bounded by their
+// number alone, the cache took twice the memory where appends rewrite
+// long lists (advances over 120 s) as where recalls read short ones.
+// 768 bytes is about what the lists took kept decoded, at half the
+// number, where recalls read them (at 100k memories a list takes 620
+// bytes on average, decoded 1.4 times as much again).
+const cachedListBytes = 768
+
+// listWeight is a cached list's weight: its bytes, and its key's and its
+// entry's.
+func listWeight(raw []byte) int { return len(raw) + 96 }
 
 func (g *Graph) committed(e store.Event) {
 	g.told.Store(e.Told)

@@ -27,8 +27,12 @@ import (
 type Cache[V any] struct {
 	shards [64]cacheShard[V]
 	seed   maphash.Seed
-	per    int
+	per    int // entries a shard holds at most
 	stats  CacheCounts
+	// weigh, when set, weighs an entry's value, and a shard holds at most
+	// perWeight of them (NewWeighedCache).
+	weigh     func(V) int
+	perWeight int
 }
 
 // CacheCounts counts a cache's reads (In and Latest), for /metrics.
@@ -65,6 +69,7 @@ type cacheShard[V any] struct {
 	// does not see that fills nothing in the shard.
 	written map[string]uint64
 	told    uint64
+	weight  int // of the entries, when the cache weighs them
 }
 
 type cached[V any] struct {
@@ -80,6 +85,15 @@ func NewCache[V any](size int) *Cache[V] {
 		c.shards[i].m = map[string]cached[V]{}
 		c.shards[i].written = map[string]uint64{}
 	}
+	return c
+}
+
+// NewWeighedCache makes a cache of at most about size entries whose
+// values weigh at most about budget in all (weigh: a value's weight, its
+// bytes for one), for values of very different sizes.
+func NewWeighedCache[V any](size, budget int, weigh func(V) int) *Cache[V] {
+	c := NewCache[V](size)
+	c.weigh, c.perWeight = weigh, max(1, budget/len(c.shards))
 	return c
 }
 
@@ -164,8 +178,7 @@ func (c *Cache[V]) fill(key string, v V, told uint64) {
 	if _, ok := s.m[key]; ok {
 		return
 	}
-	c.evict(s)
-	s.m[key] = cached[V]{v: v, written: s.written[key]} // an eviction remembers it again
+	c.put(s, key, cached[V]{v: v, written: s.written[key]}) // an eviction remembers it again
 	delete(s.written, key)
 }
 
@@ -235,35 +248,65 @@ func (c *Cache[V]) change(s *cacheShard[V], told uint64, changes []CacheChange[V
 	ch := &changes[i]
 	switch ch.Op {
 	case CacheSet:
-		if _, ok := s.m[ch.Key]; !ok {
-			c.evict(s)
-		}
-		s.m[ch.Key] = cached[V]{v: ch.V, written: told}
+		c.put(s, ch.Key, cached[V]{v: ch.V, written: told})
 		delete(s.written, ch.Key)
 	case CachePatch:
 		if e, ok := s.m[ch.Key]; ok {
-			s.m[ch.Key] = cached[V]{v: patch(i, e.v), written: told}
+			c.put(s, ch.Key, cached[V]{v: patch(i, e.v), written: told})
 		} else {
 			c.wrote(s, ch.Key, told)
 		}
 	case CacheInvalidate:
-		delete(s.m, ch.Key)
+		c.drop(s, ch.Key)
 		c.wrote(s, ch.Key, told)
 	}
 }
 
-// evict makes room for an entry in s (locked), if it is full, by
-// dropping an arbitrary one.
-func (c *Cache[V]) evict(s *cacheShard[V]) {
-	if len(s.m) < c.per {
+// put sets key's entry in s (locked), first making room for it by
+// dropping arbitrary others: one when s holds as many entries as it may
+// and key is new, and as many as its weight needs when c weighs them.
+func (c *Cache[V]) put(s *cacheShard[V], key string, e cached[V]) {
+	old, had := s.m[key]
+	if !had && len(s.m) >= c.per {
+		c.evictOther(s, key)
+	}
+	s.m[key] = e
+	if c.weigh == nil {
 		return
 	}
+	if had {
+		s.weight -= c.weigh(old.v)
+	}
+	s.weight += c.weigh(e.v)
+	for s.weight > c.perWeight && len(s.m) > 1 {
+		c.evictOther(s, key)
+	}
+}
+
+// evictOther drops an arbitrary entry of s (locked) other than key,
+// remembering it as written when a commit wrote it.
+func (c *Cache[V]) evictOther(s *cacheShard[V], key string) {
 	for k, e := range s.m {
+		if k == key {
+			continue
+		}
 		if e.written > 0 {
 			c.wrote(s, k, e.written)
 		}
-		delete(s.m, k)
+		c.drop(s, k)
 		return
+	}
+}
+
+// drop removes key's entry from s (locked), if it has one.
+func (c *Cache[V]) drop(s *cacheShard[V], key string) {
+	e, ok := s.m[key]
+	if !ok {
+		return
+	}
+	delete(s.m, key)
+	if c.weigh != nil {
+		s.weight -= c.weigh(e.v)
 	}
 }
 

@@ -286,3 +286,64 @@ func TestCacheApplyIsOneByOne(t *testing.T) {
 		t.Fatal("nothing cached: the test tested nothing")
 	}
 }
+
+// A weighed cache holds entries up to its budget whatever their number:
+// a heavy value makes room by dropping others; its weight follows what
+// replaces, patches and drops its entries.
+func TestWeighedCacheKeepsItsBudget(t *testing.T) {
+	const shards = 64
+	c := NewWeighedCache[[]byte](1000*shards, 100*shards, func(v []byte) int { return len(v) }) // 100 bytes a shard
+	weights := func() (total int, most int) {
+		for i := range c.shards {
+			s := &c.shards[i]
+			w := 0
+			for _, e := range s.m {
+				w += len(e.v)
+			}
+			if w != s.weight {
+				t.Fatalf("shard %d weighs %d, counts %d", i, w, s.weight)
+			}
+			total, most = total+w, max(most, w)
+		}
+		return total, most
+	}
+	told := uint64(0)
+	for i := range 2000 {
+		told++
+		c.Set(fmt.Sprint("k", i), told, make([]byte, 10+i%40))
+	}
+	if total, most := weights(); most > 100 || total < 50*shards {
+		t.Fatalf("after 2,000 sets: %d bytes in all, %d in the heaviest shard, want at most 100 a shard and about its budget", total, most)
+	}
+	// A value heavier than its shard's budget stays alone in it.
+	told++
+	c.Set("heavy", told, make([]byte, 300))
+	if v, ok := c.Get("heavy"); !ok || len(v) != 300 {
+		t.Fatalf("the heavy value: %d bytes, %v", len(v), ok)
+	}
+	if s := c.shard("heavy"); len(s.m) != 1 {
+		t.Fatalf("the heavy value's shard holds %d entries, want it alone", len(s.m))
+	}
+	// Replaced by a light one, patched, invalidated: the weight follows.
+	told++
+	c.Set("heavy", told, make([]byte, 5))
+	told++
+	c.Patch("heavy", told, func([]byte) []byte { return make([]byte, 7) })
+	weights()
+	told++
+	c.Invalidate("heavy", told)
+	weights()
+	if _, ok := c.Get("heavy"); ok {
+		t.Fatal("an invalidated entry is still held")
+	}
+	// A count-bounded cache keeps its bound as before.
+	n := NewCache[int](shards)
+	for i := range 1000 {
+		n.fill(fmt.Sprint(i), i, 1)
+	}
+	for i := range n.shards {
+		if len(n.shards[i].m) > 1 {
+			t.Fatalf("shard %d of a cache of one entry a shard holds %d", i, len(n.shards[i].m))
+		}
+	}
+}
