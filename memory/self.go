@@ -278,6 +278,8 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 			go s.metaSnapLoop(iv)
 		}
 	}
+	s.bgWG.Add(1)
+	go s.loadLinkKeys()
 	s.warmed = make(chan struct{})
 	if o.Prewarm && !o.InMemory {
 		s.bgWG.Add(1)

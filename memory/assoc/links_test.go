@@ -349,3 +349,90 @@ func TestUpdateReadsCommittedListsThroughTheCache(t *testing.T) {
 	update(func(tx store.Tx) error { return assoc.Put(tx, e, link(0.6), 1) })
 	stored(e) // the package's Put read the store, where the list was gone
 }
+
+// Once the graph knows which co-access lists the store holds
+// (LoadKeys), a read of one it does not hold is answered without the
+// store, and the lists written after — by the graph's own rewrites too —
+// are read as before.
+func TestGraphKnowsWhichCoAccessListsExist(t *testing.T) {
+	dir := t.TempDir()
+	so := store.OptionsOf(config.Default().Store)
+	ctx := context.Background()
+	a, b, c, d, e := cidOf(t, "a"), cidOf(t, "b"), cidOf(t, "c"), cidOf(t, "d"), cidOf(t, "e")
+	s, err := store.Open(dir, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, assoc.Strengthen("agent", []cid.Cid{a, b}, 0.5, 100)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = store.Open(dir, so); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	g := assoc.NewGraph(s, 64)
+	partners := func(of cid.Cid) string {
+		t.Helper()
+		got, err := g.CoAccess("agent", of)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, l := range got {
+			for n, x := range map[string]cid.Cid{"a": a, "b": b, "c": c, "d": d, "e": e} {
+				if l.Target == x {
+					names = append(names, fmt.Sprintf("%s %.2f", n, l.Strength))
+				}
+			}
+		}
+		return fmt.Sprint(names)
+	}
+	misses := func() uint64 { return g.CacheStats().Misses }
+
+	before := misses()
+	partners(c)
+	if misses() != before+1 {
+		t.Fatalf("before LoadKeys a read of a list the store does not hold did not go to the store (%d → %d misses)", before, misses())
+	}
+	if n, err := g.LoadKeys(); err != nil || n != 2 {
+		t.Fatalf("LoadKeys: %d lists, %v; want a's and b's", n, err)
+	}
+	before = misses()
+	if got := partners(d); got != "[]" {
+		t.Fatalf("d's partners %s", got)
+	}
+	if misses() != before {
+		t.Fatalf("a read of a list the store does not hold went to the store (%d → %d misses)", before, misses())
+	}
+	if got, want := partners(a), "[b 0.50]"; got != want {
+		t.Fatalf("a's partners %s, want %s", got, want)
+	}
+	// Lists written after the load, and rewritten by the graph's own
+	// operations, which read them in the committer's batch.
+	for _, together := range [][]cid.Cid{{c, d}, {a, e}, {c, e}} {
+		if err := s.Update(ctx, g.Strengthen("agent", together, 0.5, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for of, want := range map[cid.Cid]string{a: "[b 0.50 e 0.50]", c: "[d 0.50 e 0.50]", d: "[c 0.50]", e: "[c 0.50 a 0.50]"} {
+		if got := partners(of); got != want {
+			t.Errorf("partners %s, want %s", got, want)
+		}
+	}
+	// A batch that writes a list and then strengthens it again reads its
+	// own write.
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		for range 2 {
+			if err := g.Strengthen("agent", []cid.Cid{b, d}, 0.5, 100)(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := partners(d), "[b 0.75 c 0.50]"; got != want {
+		t.Errorf("d's partners after a batch strengthened it twice %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,122 @@
+package store
+
+import (
+	"bytes"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// KeySet is the set of the keys under a prefix that the store may hold,
+// as hashes, kept current by the commits its owner's subscription tells
+// it (Told), so that a read of a key the store does not hold is answered
+// without Badger: a key it lacks is certainly absent. A read of an absent
+// key looks into every table that may hold it (the memtables, each level
+// 0 table, a table a level below, their Bloom filters first) and
+// allocates as it goes. A key a commit deletes stays in the set — a hash
+// may stand for two keys — and is read as before.
+//
+// It answers nothing until Load has added every key the store held: the
+// owner subscribes before the store's first write, so that the commits
+// after Load's view are told to it. It is safe for concurrent use.
+type KeySet struct {
+	prefix []byte
+	seed   maphash.Seed
+	shards [16]keyShard
+	told   atomic.Uint64 // the latest commit whose keys are in the set (Event.Told)
+	ready  atomic.Bool   // Load has added every key of its view
+	size   atomic.Int64
+}
+
+type keyShard struct {
+	mu sync.RWMutex
+	m  map[uint64]struct{}
+	_  [32]byte // its own cache line: readers share the lock
+}
+
+// NewKeySet makes the set of the keys under prefix, empty.
+func NewKeySet(prefix []byte) *KeySet {
+	s := &KeySet{prefix: prefix, seed: maphash.MakeSeed()}
+	for i := range s.shards {
+		s.shards[i].m = map[uint64]struct{}{}
+	}
+	return s
+}
+
+// Told adds the keys under the prefix that e's commit wrote; call it from
+// the store's subscription (Store.Subscribe), for every commit.
+func (s *KeySet) Told(e Event) {
+	for i, k := range e.Keys {
+		if e.Values[i] != nil && strings.HasPrefix(k, string(s.prefix)) {
+			s.add(maphash.String(s.seed, k))
+		}
+	}
+	s.told.Store(e.Told) // commits are told in order, and after the view of a Load that missed them
+}
+
+func (s *KeySet) add(h uint64) {
+	sh := &s.shards[h%uint64(len(s.shards))]
+	sh.mu.RLock()
+	_, ok := sh.m[h]
+	sh.mu.RUnlock()
+	if ok {
+		return
+	}
+	sh.mu.Lock()
+	if _, ok := sh.m[h]; !ok {
+		sh.m[h] = struct{}{}
+		s.size.Add(1)
+	}
+	sh.mu.Unlock()
+}
+
+// Load adds every key under the prefix that a view of v holds, after which
+// the set answers (Absent); it returns how many the set holds.
+func (s *KeySet) Load(v Viewer) (int, error) {
+	err := v.View(func(r Reader) error {
+		if err := Keys(r, s.prefix, func(k []byte) { s.add(maphash.Bytes(s.seed, k)) }); err != nil {
+			return err
+		}
+		// The view sees every commit told before it: the set has their keys.
+		for told := ToldBefore(r); ; {
+			was := s.told.Load()
+			if was >= told || s.told.CompareAndSwap(was, told) {
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.ready.Store(true)
+	return s.Len(), nil
+}
+
+// Len is how many keys the set holds.
+func (s *KeySet) Len() int { return int(s.size.Load()) }
+
+// Absent reports whether r certainly reads no value under key: key is
+// under the prefix, the set is loaded, the key is not in it, and r is a view
+// that sees no commit the set was not told of, or an operation that
+// reads key as the last commit left it (Tx.Committed) — every commit is
+// told before the committer runs the next batch. False when unsure.
+func (s *KeySet) Absent(key []byte, r Reader) bool {
+	if !s.ready.Load() || !bytes.HasPrefix(key, s.prefix) {
+		return false
+	}
+	if tx, op := r.(Tx); op {
+		if !tx.Committed(key) {
+			return false
+		}
+	} else if told := ToldBefore(r); told == 0 || told > s.told.Load() {
+		return false
+	}
+	h := maphash.Bytes(s.seed, key)
+	sh := &s.shards[h%uint64(len(s.shards))]
+	sh.mu.RLock()
+	_, ok := sh.m[h]
+	sh.mu.RUnlock()
+	return !ok
+}
