@@ -23,8 +23,9 @@ const badgerValues = 4096
 
 // badger measures the insert scenario's reference: raw Badger, writers
 // concurrent writers, each write one transaction fsynced on commit (the
-// server's Badger settings: SyncWrites, no conflict detection, its
-// compression, cache and memtables) that stores what is the bulk of an
+// Badger options the server opens a new store with: SyncWrites, no
+// conflict detection, its compression, block cache, memtables, level 0
+// and checksums; store.BadgerOptions) that stores what is the bulk of an
 // insert — the memory's DAG-CBOR block under its CID and its embedding —
 // and nothing else.
 func (r *run) badger(ctx context.Context, writers int) error {
@@ -33,11 +34,7 @@ func (r *run) badger(ctx context.Context, writers int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	st := r.o.Config.Store
-	db, err := badger.Open(badger.DefaultOptions(dir).WithSyncWrites(true).WithDetectConflicts(false).
-		WithCompression(memstore.OptionsOf(st).Compression).
-		WithBlockCacheSize(int64(st.CacheMB) << 20).WithMemTableSize(int64(st.MemTableMB) << 20).
-		WithNumMemtables(st.Memtables).WithLogger(nil))
+	db, err := badger.Open(memstore.BadgerOptions(dir, memstore.OptionsOf(r.o.Config.Store)))
 	if err != nil {
 		return fmt.Errorf("bench: raw badger: %w", err)
 	}

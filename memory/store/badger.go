@@ -159,6 +159,17 @@ func badgerOptions(dir string, o Options, notes *badgerNotes) badger.Options {
 		WithLogger(badgerLogger{o.Logger, notes})
 }
 
+// BadgerOptions are the Badger options a store of o opens a new
+// directory dir with (block cache, compression, memtables, level 0,
+// checksums, value threshold), logging to o.Logger, or nowhere: what a
+// reference measured beside the store runs on (the bench's raw Badger).
+func BadgerOptions(dir string, o Options) badger.Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return badgerOptions(dir, o, &badgerNotes{})
+}
+
 // blockCacheSize is the size of Badger's block cache for a store whose
 // compressed tables are old: store.cache_mb when the tables it writes
 // are compressed, or when compressed tables are at least
