@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unique"
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
@@ -62,8 +61,12 @@ func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
 
 // decodeMeta decodes c's metadata record b (Read's, and a committed
 // record's at its first read from the cache), its strings that many
-// records repeat the shared copies (intern, internMetrics).
+// records repeat the shared copies (intern, internMetrics): by hand when
+// it holds what most records hold (decodePlain), else by proto.Unmarshal.
 func decodeMeta(b []byte, c cid.Cid) (*messages.MemoryMeta, error) {
+	if m, ok := decodePlain(b); ok {
+		return m, nil
+	}
 	m := &messages.MemoryMeta{}
 	if err := proto.Unmarshal(b, m); err != nil {
 		return nil, fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
@@ -74,20 +77,20 @@ func decodeMeta(b []byte, c cid.Cid) (*messages.MemoryMeta, error) {
 }
 
 // intern makes a decoded record's sonas, agent and kind the process's
-// one copy of each (unique.Make): thousands of records name the same
+// one copy of each (names): thousands of records name the same
 // sona, agent and kind, and the cache's records each held a string of
 // their own for them, three of the ten objects a cached record is for
 // the collector to mark (issue 15).
 func intern(m *messages.MemoryMeta) {
 	for i, s := range m.Sonas {
-		m.Sonas[i] = unique.Make(s).Value()
+		m.Sonas[i] = names.intern(s)
 	}
-	m.AgentId = unique.Make(m.AgentId).Value()
-	m.Kind = unique.Make(m.Kind).Value()
+	m.AgentId = names.intern(m.AgentId)
+	m.Kind = names.intern(m.Kind)
 }
 
 // internMetrics keys a decoded record's evaluation metrics by the
-// process's one copy of each name (unique.Make): the records the cache
+// process's one copy of each name (names): the records the cache
 // holds (store.memory_cache, 100,000) then keep no string of their own for
 // the same dozen names — a million fewer objects for the collector to mark
 // at 100,000 memories (issue 15).
@@ -96,11 +99,12 @@ func internMetrics(m *messages.MemoryMeta) {
 	if len(ev.GetMetrics()) == 0 {
 		return
 	}
-	named := make(map[string]float64, len(ev.Metrics))
+	// An assignment to a key the map holds stores the key given (strings
+	// need their key updated): the decoded names are let go in place, with
+	// no second map.
 	for k, v := range ev.Metrics {
-		named[unique.Make(k).Value()] = v
+		ev.Metrics[names.intern(k)] = v
 	}
-	ev.Metrics = named
 }
 
 // ReadMemory reads and decodes a memory's verified block, past the cache.

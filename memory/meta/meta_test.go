@@ -569,3 +569,24 @@ func TestReadRecordsShareTheirNames(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodeMeta decodes an evaluated record as a read from the store
+// does (a dozen metrics, a priority, a sona).
+func BenchmarkDecodeMeta(b *testing.B) {
+	metrics := map[string]float64{}
+	for i := range 12 {
+		metrics[fmt.Sprintf("metric-%02d", i)] = float64(i) / 12
+	}
+	raw, err := proto.Marshal(&messages.MemoryMeta{Sonas: []string{"8c0f2b1e-5b7a-4c1e-9f0a-1d2e3f4a5b6c"}, Kind: "note", Importance: 0.4,
+		CreatedAt: 1763791234, Seq: 12345, Evaluation: &messages.EvalSummary{Metrics: metrics, Priority: &messages.Priority{Score: 0.5, DecayRate: 0.4}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := cid.Undef
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeMeta(raw, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package meta
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/memoria-ai/memoria/messages"
+)
+
+// randomPlain is a record of the fields decodePlain reads, each set or not.
+func randomPlain(rng *rand.Rand) *messages.MemoryMeta {
+	m := &messages.MemoryMeta{}
+	for range rng.IntN(3) {
+		m.Sonas = append(m.Sonas, fmt.Sprintf("sona-%d", rng.IntN(5)))
+	}
+	pick := func() bool { return rng.IntN(2) == 0 }
+	if pick() {
+		m.AgentId = fmt.Sprintf("agent-%d", rng.IntN(3))
+	}
+	if pick() {
+		m.Kind = []string{"note", "fact", "outcome", ""}[rng.IntN(4)]
+	}
+	m.Backbone, m.Archived = pick(), pick()
+	if pick() {
+		m.ExpiresAt = rng.Int64N(2e9) - 1e9
+	}
+	if pick() {
+		m.Importance = rng.Float64()
+	}
+	if pick() {
+		m.AccessCount, m.LastAccessTick = rng.Int64N(1000), rng.Int64N(1e6)
+	}
+	if pick() {
+		m.CreatedAt, m.Seq = rng.Int64N(2e9), rng.Uint64()
+	}
+	if pick() {
+		e := &messages.EvalSummary{Failed: pick()}
+		if pick() {
+			e.Metrics = map[string]float64{}
+			for range rng.IntN(14) {
+				e.Metrics[fmt.Sprintf("metric-%d", rng.IntN(20))] = rng.Float64()
+			}
+		}
+		if pick() {
+			e.Priority = &messages.Priority{Score: rng.Float64(), DecayRate: rng.Float64()}
+			for range rng.IntN(3) {
+				e.Priority.Factors = append(e.Priority.Factors, fmt.Sprintf("factor %d", rng.IntN(9)))
+			}
+		}
+		m.Evaluation = e
+	}
+	return m
+}
+
+// unmarshal is proto.Unmarshal's reading of b, nil when it refuses it.
+func unmarshal(b []byte) *messages.MemoryMeta {
+	m := &messages.MemoryMeta{}
+	if proto.Unmarshal(b, m) != nil {
+		return nil
+	}
+	return m
+}
+
+// decodePlain reads as proto.Unmarshal does every record of the fields it
+// knows — written by proto.Marshal, or with a field given twice, a map
+// entry missing its name or value — and leaves every other record to it.
+func TestDecodePlainIsUnmarshal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 51))
+	for i := range 2000 {
+		raw, err := proto.Marshal(randomPlain(rng))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := decodePlain(raw)
+		if want := unmarshal(raw); !ok || !proto.Equal(got, want) {
+			t.Fatalf("record %d (%x): decoded %v (%v), proto.Unmarshal %v", i, raw, got, ok, want)
+		}
+	}
+	tag := func(num protowire.Number, typ protowire.Type) []byte { return protowire.AppendTag(nil, num, typ) }
+	str := func(num protowire.Number, s string) []byte {
+		return protowire.AppendString(tag(num, protowire.BytesType), s)
+	}
+	msg := func(num protowire.Number, parts ...[]byte) []byte {
+		var body []byte
+		for _, p := range parts {
+			body = append(body, p...)
+		}
+		return protowire.AppendBytes(tag(num, protowire.BytesType), body)
+	}
+	join := func(parts ...[]byte) []byte {
+		var b []byte
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		return b
+	}
+	varint := func(num protowire.Number, v uint64) []byte {
+		return protowire.AppendVarint(tag(num, protowire.VarintType), v)
+	}
+	for name, raw := range map[string][]byte{
+		"a kind given twice":             join(str(3, "note"), str(3, "fact")),
+		"a metric's name given twice":    msg(14, msg(1, str(1, "a"), protowire.AppendFixed64(tag(2, protowire.Fixed64Type), 7), str(1, "b"))),
+		"a metric without its value":     msg(14, msg(1, str(1, "novelty"))),
+		"a metric without its name":      msg(14, msg(1, protowire.AppendFixed64(tag(2, protowire.Fixed64Type), 3))),
+		"a metric given twice":           msg(14, msg(1, str(1, "a")), msg(1, str(1, "a"), protowire.AppendFixed64(tag(2, protowire.Fixed64Type), 3))),
+		"an empty evaluation":            msg(14),
+		"a negative expiry":              varint(6, uint64(1<<64-5)),
+		"a bool of another value than 1": varint(4, 7),
+		"nothing":                        {},
+	} {
+		got, ok := decodePlain(raw)
+		if want := unmarshal(raw); !ok || want == nil || !proto.Equal(got, want) {
+			t.Errorf("%s (%x): decoded %v (%v), proto.Unmarshal %v", name, raw, got, ok, want)
+		}
+	}
+	for name, raw := range map[string][]byte{
+		"labels":                      msg(11, str(1, "k"), str(2, "v")),
+		"an insight":                  msg(13, str(1, "pattern")),
+		"a join":                      msg(15, str(1, "sona")),
+		"an unknown field":            varint(99, 1),
+		"an evaluation given twice":   join(msg(14, varint(3, 1)), msg(14, msg(2))),
+		"a priority given twice":      msg(14, msg(2, protowire.AppendFixed64(tag(1, protowire.Fixed64Type), 1)), msg(2)),
+		"an unknown evaluation field": msg(14, varint(9, 1)),
+		"a kind that is not UTF-8":    str(3, "\xff"),
+		"a metric name not UTF-8":     msg(14, msg(1, str(1, "\xfe"))),
+		"a factor not UTF-8":          msg(14, msg(2, str(2, "\xfe"))),
+		"a truncated field":           tag(7, protowire.Fixed64Type),
+		"a sona as a number":          varint(1, 3),
+		"an importance as a varint":   varint(7, 3),
+	} {
+		if got, ok := decodePlain(raw); ok {
+			t.Errorf("%s (%x): decoded %v, not left to proto.Unmarshal", name, raw, got)
+		}
+	}
+}
+
+// A record decoded by hand shares its strings with one proto.Unmarshal
+// read and intern shared.
+func TestDecodePlainInterns(t *testing.T) {
+	rec := &messages.MemoryMeta{Sonas: []string{"shared-sona"}, Kind: "note",
+		Evaluation: &messages.EvalSummary{Metrics: map[string]float64{"shared-metric": 1}}}
+	plain, err := proto.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Labels = map[string]string{"k": "v"} // left to proto.Unmarshal
+	labelled, err := proto.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, errA := decodeMeta(plain, cid.Undef)
+	b, errB := decodeMeta(labelled, cid.Undef)
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	var ma, mb string
+	for k := range a.Evaluation.Metrics {
+		ma = k
+	}
+	for k := range b.Evaluation.Metrics {
+		mb = k
+	}
+	if !same(a.Sonas[0], b.Sonas[0]) || !same(a.Kind, b.Kind) || !same(ma, mb) {
+		t.Fatalf("the two records hold their own copies: sona %v, kind %v, metric %v", same(a.Sonas[0], b.Sonas[0]), same(a.Kind, b.Kind), same(ma, mb))
+	}
+}
+
+// FuzzDecodePlain: whatever decodePlain reads, proto.Unmarshal reads the
+// same.
+func FuzzDecodePlain(f *testing.F) {
+	rng := rand.New(rand.NewPCG(2, 51))
+	for range 8 {
+		raw, _ := proto.Marshal(randomPlain(rng))
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := decodePlain(raw)
+		if !ok {
+			return
+		}
+		if want := unmarshal(raw); want == nil || !proto.Equal(got, want) {
+			t.Fatalf("%x: decoded %v, proto.Unmarshal %v", raw, got, want)
+		}
+	})
+}
