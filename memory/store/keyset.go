@@ -52,7 +52,9 @@ func (s *KeySet) Told(e Event) {
 			s.add(maphash.String(s.seed, k))
 		}
 	}
-	s.told.Store(e.Told) // commits are told in order, and after the view of a Load that missed them
+	// e is the latest commit told: commits are told in order, and a
+	// Load's view sees every commit told before it.
+	s.told.Store(e.Told)
 }
 
 func (s *KeySet) add(h uint64) {
