@@ -214,13 +214,12 @@ type Store struct {
 	// waiting to be flushed. Each is allocated whole on the Go heap.
 	MemTableMB int `yaml:"memtable_mb"`
 	Memtables  int `yaml:"memtables"`
-	// MemoryCache is how many decoded memories are kept in RAM, as many
-	// metadata records and twice as many link lists (a memory's typed
-	// associations and its co-access lists, as stored, 768 bytes each at
-	// most on average): the records a recall scores and enriches.
-	// 100,000 (~0.15 GB more RSS than 50,000 once full): a recall over a
-	// store of 100,000 memories cost a sixth to a quarter more CPU at
-	// 50,000 (README, issue 15).
+	// MemoryCache is how many decoded memories are kept in RAM, and as
+	// many metadata records and link lists (the lists as stored, 768
+	// bytes each at most on average): the records a recall scores and
+	// enriches. 100,000 (~0.15 GB more RSS than 50,000 once full): a
+	// recall over a store of 100,000 memories cost a sixth to a quarter
+	// more CPU at 50,000 (README, issue 15).
 	MemoryCache int `yaml:"memory_cache"`
 	// Prewarm has the server, once the store is open, read the metadata
 	// and blocks of the newest memories — as many as memory_cache — into

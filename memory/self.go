@@ -235,10 +235,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		Progress: o.Progress,
 	})
 	s.Anchors = anchor.NewList(st, o.Config.Anchoring)
-	// Two lists a memory: its typed associations and its co-access lists
-	// (at 100k memories after many recalls, 170k lists; with as many as
-	// memories, a third of the reads missed — README, stop 51).
-	s.Assoc = assoc.NewGraph(st, max(1, 2*o.Config.Store.MemoryCache))
+	s.Assoc = assoc.NewGraph(st, max(1, o.Config.Store.MemoryCache))
 	if every := o.Config.Recall.CoAccessFlush.D(); every > 0 {
 		s.Assoc.Buffer(st, assoc.BufferOptions{Every: every, Clock: o.Clock, Logger: o.Logger})
 	}
