@@ -56,7 +56,13 @@ func locomo(b *testing.B) (turns, questions []string) {
 // turns, repeated) in 100 sonas, with 32 results and the dense path's 32
 // candidates to score too, as recall asks it (two passes: the collection
 // is over pruneFrom). Reports p50 and p99 in microseconds.
-func BenchmarkSearch(b *testing.B) {
+func BenchmarkSearch(b *testing.B) { benchmarkSearch(b, false) }
+
+// BenchmarkSearchSona is BenchmarkSearch in one sona's documents, as a
+// recall in sona scope asks it.
+func BenchmarkSearchSona(b *testing.B) { benchmarkSearch(b, true) }
+
+func benchmarkSearch(b *testing.B, inSona bool) {
 	turns, questions := locomo(b)
 	x, err := Open(b.TempDir() + "/idx")
 	if err != nil {
@@ -86,8 +92,12 @@ func BenchmarkSearch(b *testing.B) {
 		for j := range also {
 			also[j] = ids[rng.IntN(n)]
 		}
+		o := SearchOptions{K: 32, Also: func() []string { return also }}
+		if inSona {
+			o.Sonas = []string{fmt.Sprint(rng.IntN(sonas))}
+		}
 		start := time.Now()
-		if _, err := x.Search(questions[i%len(questions)], SearchOptions{K: 32, Also: func() []string { return also }}); err != nil {
+		if _, err := x.Search(questions[i%len(questions)], o); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(start))

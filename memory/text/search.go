@@ -275,6 +275,9 @@ func (x *Index) accumulate(ids []uint32, st stats, filter []uint32) *scores {
 			continue
 		}
 		for _, p := range x.post[id] {
+			if filter != nil && !x.owned(p.slot, filter) {
+				continue
+			}
 			s := &x.slots[p.slot]
 			if s.dead {
 				continue
@@ -286,18 +289,20 @@ func (x *Index) accumulate(ids []uint32, st stats, filter []uint32) *scores {
 			sc.matched[p.slot]++
 		}
 	}
-	if filter != nil {
-		kept := sc.touched[:0]
-		for _, s := range sc.touched {
-			if x.inSonas(s, filter) {
-				kept = append(kept, s)
-			} else {
-				sc.sum[s], sc.matched[s] = 0, 0
-			}
-		}
-		sc.touched = kept
-	}
 	return sc
+}
+
+// owned reports whether the document in slot n is in one of filter's
+// sonas, from its owner when it has one sona. The caller holds mu.
+func (x *Index) owned(n uint32, filter []uint32) bool {
+	switch o := x.owner[n]; o {
+	case ownerDead:
+		return false
+	case ownerMany:
+		return x.inSonas(n, filter)
+	default:
+		return slices.Contains(filter, o)
+	}
 }
 
 // scoreSlots scores the documents slots (ascending, no repeats) by the
