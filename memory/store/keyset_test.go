@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/memoria-ai/memoria/config"
@@ -71,6 +72,47 @@ func TestKeySetAnswersOnlyWhenSure(t *testing.T) {
 	if err := s.View(func(r store.Reader) error {
 		if alone.Absent([]byte("h/later"), r) {
 			t.Error("a set not told of a commit answered a view that sees it")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A set of thousands of keys, loaded and told, holds every one of them and
+// lacks the others.
+func TestKeySetHoldsThousands(t *testing.T) {
+	s, err := store.Open(t.TempDir(), store.OptionsOf(config.Default().Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ks := store.NewKeySet([]byte("h/"))
+	s.Subscribe(ks.Told)
+	write := func(from, to int) {
+		t.Helper()
+		if err := s.Update(context.Background(), func(tx store.Tx) error {
+			for i := from; i < to; i++ {
+				tx.Set(fmt.Appendf(nil, "h/%d", i), []byte("v"))
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0, 3000)
+	if n, err := ks.Load(s); err != nil || n != 3000 {
+		t.Fatalf("Load: %d keys, %v; want 3000", n, err)
+	}
+	write(3000, 6000)
+	if n := ks.Len(); n != 6000 {
+		t.Fatalf("%d keys after 3,000 more were told, want 6,000", n)
+	}
+	if err := s.View(func(r store.Reader) error {
+		for i := range 12000 {
+			if got, want := ks.Absent(fmt.Appendf(nil, "h/%d", i), r), i >= 6000; got != want {
+				t.Fatalf("h/%d absent: %v, want %v", i, got, want)
+			}
 		}
 		return nil
 	}); err != nil {
