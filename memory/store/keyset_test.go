@@ -9,17 +9,25 @@ import (
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
-// A key set answers only once loaded, only for keys under its prefix,
-// only for a view that sees no commit it was not told of and an operation
-// whose batch has not written the key; a deleted key stays in it.
-func TestKeySetAnswersOnlyWhenSure(t *testing.T) {
+// openKeySet opens a store on disk and a set of its keys under h/ that
+// its commits are told to.
+func openKeySet(t *testing.T) (*store.Store, *store.KeySet) {
+	t.Helper()
 	s, err := store.Open(t.TempDir(), store.OptionsOf(config.Default().Store))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	ks := store.NewKeySet([]byte("h/"))
 	s.Subscribe(ks.Told)
+	return s, ks
+}
+
+// A key set answers only once loaded, only for keys under its prefix,
+// only for a view that sees no commit it was not told of and an operation
+// whose batch has not written the key; a deleted key stays in it.
+func TestKeySetAnswersOnlyWhenSure(t *testing.T) {
+	s, ks := openKeySet(t)
 	ctx := context.Background()
 	set := func(key string) {
 		t.Helper()
@@ -82,13 +90,7 @@ func TestKeySetAnswersOnlyWhenSure(t *testing.T) {
 // A set of thousands of keys, loaded and told, holds every one of them and
 // lacks the others.
 func TestKeySetHoldsThousands(t *testing.T) {
-	s, err := store.Open(t.TempDir(), store.OptionsOf(config.Default().Store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ks := store.NewKeySet([]byte("h/"))
-	s.Subscribe(ks.Told)
+	s, ks := openKeySet(t)
 	write := func(from, to int) {
 		t.Helper()
 		if err := s.Update(context.Background(), func(tx store.Tx) error {
