@@ -422,9 +422,9 @@ type Graph struct {
 	// in the 1M store, against a typed list for every memory) —, and each
 	// such read went to Badger's tables (LoadKeys).
 	coKeys *store.KeySet
-	absent store.CacheCounts // reads coKeys answered
-	buf    *buffer           // the co-access strengthening not yet written (Buffer)
-	told   atomic.Uint64     // the latest commit told (Event.Told)
+	absent atomic.Uint64 // reads coKeys answered
+	buf    *buffer       // the co-access strengthening not yet written (Buffer)
+	told   atomic.Uint64 // the latest commit told (Event.Told)
 }
 
 // NewGraph reads the links through v, caching at most size lists and
@@ -497,7 +497,7 @@ func (g *Graph) in(r store.Reader, key []byte) ([]Link, error) {
 		return Read(r, key)
 	}
 	if g.coKeys.Absent(key, r) {
-		g.absent.Count(true)
+		g.absent.Add(1)
 		return nil, nil
 	}
 	k := string(key)
@@ -552,7 +552,7 @@ func (g *Graph) CacheStats() store.CacheStats {
 		return store.CacheStats{}
 	}
 	st := g.cache.Stats()
-	st.Hits += g.absent.Stats(0).Hits
+	st.Hits += g.absent.Load()
 	return st
 }
 

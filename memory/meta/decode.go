@@ -42,20 +42,17 @@ func decodePlain(b []byte) (*messages.MemoryMeta, bool) {
 			}
 			b = b[n:]
 			switch num {
-			case 1:
+			case 1, 2, 3:
 				s, ok := names.of(v)
 				if !ok {
 					return nil, false
 				}
-				m.Sonas = append(m.Sonas, s)
-			case 2, 3:
-				s, ok := names.of(v)
-				if !ok {
-					return nil, false
-				}
-				if num == 2 {
+				switch num {
+				case 1:
+					m.Sonas = append(m.Sonas, s)
+				case 2:
 					m.AgentId = s
-				} else {
+				default:
 					m.Kind = s
 				}
 			case 14:

@@ -26,7 +26,6 @@ type KeySet struct {
 	shards [16]keyShard
 	told   atomic.Uint64 // the latest commit whose keys are in the set (Event.Told)
 	ready  atomic.Bool   // Load has added every key of its view
-	size   atomic.Int64
 }
 
 // keyShard is an open-addressing table of hashes (linear probing, 0
@@ -66,8 +65,8 @@ func (sh *keyShard) has(h uint64) bool {
 	}
 }
 
-// insert adds h, reporting whether it is new. The caller holds mu.
-func (sh *keyShard) insert(h uint64) bool {
+// insert adds h, if new. The caller holds mu.
+func (sh *keyShard) insert(h uint64) {
 	if 4*(sh.n+1) > 3*len(sh.slots) {
 		old := sh.slots
 		sh.slots, sh.n = make([]uint64, max(64, 2*len(old))), 0
@@ -83,9 +82,9 @@ func (sh *keyShard) insert(h uint64) bool {
 		case 0:
 			sh.slots[i] = h
 			sh.n++
-			return true
+			return
 		case h:
-			return false
+			return
 		}
 	}
 }
@@ -112,9 +111,7 @@ func (s *KeySet) add(h uint64) {
 		return
 	}
 	sh.mu.Lock()
-	if sh.insert(h) {
-		s.size.Add(1)
-	}
+	sh.insert(h)
 	sh.mu.Unlock()
 }
 
@@ -142,7 +139,16 @@ func (s *KeySet) Load(v Viewer) (int, error) {
 }
 
 // Len is how many keys the set holds.
-func (s *KeySet) Len() int { return int(s.size.Load()) }
+func (s *KeySet) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		n += sh.n
+		sh.mu.RUnlock()
+	}
+	return n
+}
 
 // Absent reports whether r certainly reads no value under key: key is
 // under the prefix, the set is loaded, the key is not in it, and r is a view
