@@ -373,6 +373,17 @@ func (c *Client) Recall(ctx context.Context, uuid string, req *messages.RecallRe
 	return out, c.post(ctx, "/sona/"+url.PathEscape(uuid)+"/recall", req, out)
 }
 
+// RecallJSON is Recall's answer as the server sent it, undecoded: for a
+// caller that reads a few of its fields itself (decoding the whole
+// answer with protojson costs more than the request).
+func (c *Client) RecallJSON(ctx context.Context, uuid string, req *messages.RecallRequest) ([]byte, error) {
+	body, err := api.MarshalJSON(req)
+	if err != nil {
+		return nil, err
+	}
+	return c.send(ctx, http.MethodPost, "/sona/"+url.PathEscape(uuid)+"/recall", bytes.NewReader(body), "Content-Type", "application/json")
+}
+
 // Insert stores a memory into a sona.
 func (c *Client) Insert(ctx context.Context, req *messages.InsertRequest) (*messages.InsertResponse, error) {
 	out := &messages.InsertResponse{}

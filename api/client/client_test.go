@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"google.golang.org/protobuf/encoding/protojson"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -145,6 +146,12 @@ func TestClientFlow(t *testing.T) {
 		}
 		if !slices.Contains(recalled, ins.Cid) {
 			t.Fatalf("recall %v lacks %s", recalled, ins.Cid)
+		}
+		raw, err := c.RecallJSON(ctx, s.Uuid, &messages.RecallRequest{Query: "honey from bees", K: 3})
+		var asJSON messages.RecallResponse
+		if err != nil || protojson.Unmarshal(raw, &asJSON) != nil ||
+			!slices.ContainsFunc(asJSON.Memories, func(r *messages.RecalledMemory) bool { return r.Cid == ins.Cid }) {
+			t.Fatalf("recall as JSON %s, %v: lacks %s", raw, err, ins.Cid)
 		}
 
 		q, err := c.Query(ctx, s.Uuid, &messages.ChatRequest{Content: "Where do I keep bees?"})

@@ -342,3 +342,31 @@ func TestCommitterFigures(t *testing.T) {
 		t.Fatalf("a counter missing: %+v, want none", got)
 	}
 }
+
+func TestHasContent(t *testing.T) {
+	quoted := `she said "hi" – ü <b>&`
+	doc := `{"memories":[{"cid":"a","memory":{"data":{"content":"not this, \"content\":\"inner\"","kind":"text"},"meta":{"labels":{"content":7}}}},` +
+		`{"memory":{"data":{"content": "plain text"}}},` +
+		`{"memory":{"data":{"content":"she said \"hi\" \u2013 \u00fc \u003cb\u003e\u0026"}}}]}`
+	for _, c := range []struct {
+		text string
+		want bool
+	}{
+		{"plain text", true},
+		{quoted, true},
+		{"plain", false},
+		{"she said", false},
+		{"7", false},
+		{"inner", false},
+	} {
+		if got, err := hasContent([]byte(doc), c.text); err != nil || got != c.want {
+			t.Errorf("hasContent(%q) = %v, %v; want %v", c.text, got, err, c.want)
+		}
+	}
+	if got, err := hasContent([]byte(`{"content":"unfinished`), "x"); err == nil || got {
+		t.Errorf("an unfinished string: %v, %v; want an error", got, err)
+	}
+	if got, err := hasContent([]byte(`{"content":"bad \q"}`), "x"); err == nil || got {
+		t.Errorf("a bad escape: %v, %v; want an error", got, err)
+	}
+}
