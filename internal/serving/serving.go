@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/trace"
 	"sync"
 	"time"
 
@@ -110,6 +111,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			b.extend = s.o.Config.TransferTimeout.D()
 		}
 		r.Body = b
+	}
+	if trace.IsEnabled() { // memoria serve --trace: a task a request, timed by go tool trace
+		ctx, task := trace.NewTask(r.Context(), "http "+r.Method)
+		defer task.End()
+		trace.Log(ctx, "path", r.URL.Path)
+		r = r.WithContext(ctx)
 	}
 	s.o.Handler.ServeHTTP(w, r)
 }

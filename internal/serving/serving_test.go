@@ -2,12 +2,14 @@ package serving_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"runtime/trace"
 	"strings"
 	"testing"
 	"time"
@@ -319,4 +321,29 @@ func waitGauge(t *testing.T, m *metrics.Set, name string, v float64) {
 		}
 		return got == v, fmt.Sprint(got)
 	})
+}
+
+// TestRequestsAreTraceTasks: while an execution trace is taken (memoria
+// serve --trace), each request is a task named after its method, its path
+// logged in it, so that go tool trace times the requests.
+func TestRequestsAreTraceTasks(t *testing.T) {
+	var buf bytes.Buffer
+	if err := trace.Start(&buf); err != nil {
+		t.Fatalf("no trace (is this test run with -trace?): %v", err)
+	}
+	addr, _ := start(t, testConfig(), bodyEcho(nil))
+	resp, err := http.Post("http://"+addr+"/traced-path-4711", "text/plain", strings.NewReader("body"))
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	trace.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"http POST", "/traced-path-4711"} {
+		if !bytes.Contains(buf.Bytes(), []byte(want)) {
+			t.Errorf("the trace does not name %q", want)
+		}
+	}
 }
