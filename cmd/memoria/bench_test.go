@@ -373,3 +373,26 @@ func TestBenchKeptStore(t *testing.T) {
 		t.Fatalf("the store was removed: %v %v", ents, err)
 	}
 }
+
+// TestBenchCorpusRepeatingTexts: a corpus may repeat a text (LoCoMo's
+// short turns, a turn said twice), and the same text inserted into another
+// sona is the same memory, not a new one: the store grows by the texts'
+// memories, not by the answers "new to the sona", and the bench's check
+// that the store holds what it acknowledged passes.
+func TestBenchCorpusRepeatingTexts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	conv := `{"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [` +
+		`{"speaker": "A", "dia_id": "D1:1", "text": "hi"}, {"speaker": "A", "dia_id": "D1:2", "text": "hi"},` +
+		`{"speaker": "B", "dia_id": "D1:3", "text": "the lake froze early this winter and we skated on it"},` +
+		`{"speaker": "A", "dia_id": "D1:4", "text": "ok"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "conv-1.json"), []byte(conv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := runBench(t, "recall", "--locomo", dir, "--sizes", "60", "--store-sonas", "2", "--clients", "1")
+	build := find(t, rep, bench.Build)[0]
+	if build.StoreSize != 60 || !strings.Contains(build.Note, "of a text another sona holds") ||
+		strings.Contains(build.Note, ", 0 were of a text another sona holds") {
+		t.Fatalf("build %+v: want 60 memories, some inserts of a text another sona holds", build)
+	}
+}

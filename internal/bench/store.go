@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -68,6 +69,38 @@ type store struct {
 	// unsure: texts before it (from man.Tried on) may be stored already
 	// (openStore).
 	unsure int
+	// texts are the hashes of the texts whose memories the store holds
+	// (growTo): a text inserted again into another sona is the same
+	// memory, content-addressed — the store gains a sona for it, not a
+	// memory — and a corpus may repeat a text (LoCoMo's short turns).
+	texts    map[uint64]bool
+	textSeed maphash.Seed
+}
+
+// newMemory records that the store holds text's memory and tells whether
+// that memory is new to the store, not the memory of the same text
+// inserted before into another sona. Not safe for concurrent use.
+func (s *store) newMemory(text string) bool {
+	h := maphash.String(s.textSeed, text)
+	if s.texts[h] {
+		return false
+	}
+	s.texts[h] = true
+	return true
+}
+
+// knowTexts fills texts, the first time, with the texts inserted so far
+// that the store holds.
+func (s *store) knowTexts() {
+	if s.texts != nil {
+		return
+	}
+	s.texts, s.textSeed = map[uint64]bool{}, maphash.MakeSeed()
+	for i := range s.man.Tried {
+		if !s.skipped[i] {
+			s.newMemory(s.r.o.Corpus.Text(i))
+		}
+	}
 }
 
 func (r *run) manifestPath() string { return filepath.Join(r.o.Dir, "store.json") }
@@ -279,7 +312,24 @@ func (s *store) growTo(ctx context.Context, c *client.Client, target, size int) 
 	var stored atomic.Int64
 	var mu sync.Mutex
 	var skipped []int
-	folded := 0
+	folded, joined := 0, 0
+	s.knowTexts()
+	// added counts an insert answered as new to its sona: a new memory,
+	// unless the store held the text's memory already, in another sona.
+	added := func(text string) {
+		mu.Lock()
+		isNew := s.newMemory(text)
+		if !isNew {
+			joined++
+		}
+		mu.Unlock()
+		if !isNew {
+			return
+		}
+		if n := stored.Add(1); n%256 == 0 {
+			r.progress(phase, s.man.Memories+int(n), size)
+		}
+	}
 	saved := start
 	next := atomic.Int64{}
 	next.Store(int64(s.man.Tried))
@@ -287,23 +337,20 @@ func (s *store) growTo(ctx context.Context, c *client.Client, target, size int) 
 		need := int64(min(target-s.man.Memories, saveEvery))
 		req := func(ctx context.Context, _ int, _ *rand.Rand) (loadgen.Op, error) {
 			i := int(next.Add(1) - 1)
-			resp, retried, err := insertRetried(ctx, c, s.sona(i), r.o.Corpus.Text(i))
+			text := r.o.Corpus.Text(i)
+			resp, retried, err := insertRetried(ctx, c, s.sona(i), text)
 			switch {
 			case err != nil: // the growth fails: see part.Errors
 			case (retried || i < s.unsure) && resp.Existed:
 				// An earlier attempt stored it and its answer was lost
 				// (a timeout on a loaded machine): it counts as stored.
-				if n := stored.Add(1); n%256 == 0 {
-					r.progress(phase, s.man.Memories+int(n), size)
-				}
+				added(text)
 			case resp.Existed || resp.Deduplicated:
 				mu.Lock()
 				skipped = append(skipped, i)
 				mu.Unlock()
 			default:
-				if n := stored.Add(1); n%256 == 0 {
-					r.progress(phase, s.man.Memories+int(n), size)
-				}
+				added(text)
 			}
 			return loadgen.OpInsert, err
 		}
@@ -348,8 +395,8 @@ func (s *store) growTo(ctx context.Context, c *client.Client, target, size int) 
 	}
 	res := fromLoad(Build, rep)
 	res.Name, res.StoreSize, res.Sonas = "POST /memories (growing the store)", s.man.Memories, len(s.man.Sonas)
-	res.Note = fmt.Sprintf("%d clients into %d sonas; %d of the %d inserts were folded into a near-duplicate", buildClients,
-		len(s.man.Sonas), folded, rep.Requests)
+	res.Note = fmt.Sprintf("%d clients into %d sonas; %d of the %d inserts were folded into a near-duplicate, %d were of a text another sona holds", buildClients,
+		len(s.man.Sonas), folded, rep.Requests, joined)
 	bs := took.Seconds()
 	res.BuildSeconds = &bs
 	r.add(res)
