@@ -37,6 +37,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // Version is the index layout: bump it when the layout or the analysis
@@ -80,7 +82,7 @@ type Index struct {
 	df        []uint32    // by term id: live documents holding it
 	post      [][]posting // by term id: its postings, dead slots included
 	tokens    uint64      // the live documents' lengths summed
-	docs      map[string]uint32
+	docs      *base.KeyIndex // a document's id → its slot (slotID), of the live ones
 	slots     []slot
 	dead      int // dead slots
 	sonaIDs   map[string]uint32
@@ -146,7 +148,9 @@ func analyseDoc(d Doc) analysed {
 }
 
 func newIndex(dir string) *Index {
-	return &Index{dir: dir, terms: map[string]uint32{}, docs: map[string]uint32{}, sonaIDs: map[string]uint32{}, pruneFrom: pruneFrom, logMin: 1 << 20}
+	x := &Index{dir: dir, terms: map[string]uint32{}, sonaIDs: map[string]uint32{}, pruneFrom: pruneFrom, logMin: 1 << 20}
+	x.docs = base.NewKeyIndex(0, x.slotID)
+	return x
 }
 
 const (
@@ -247,7 +251,7 @@ func (x *Index) Watermark() (uint64, error) {
 func (x *Index) Len() (uint64, error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return uint64(len(x.docs)), nil
+	return uint64(x.docs.Len()), nil
 }
 
 // Apply indexes docs (again, for documents it holds: their sonas change)
@@ -315,7 +319,7 @@ func (x *Index) put(a analysed) {
 	}
 	slices.Sort(sonas)
 	sonas = slices.Compact(sonas)
-	if s, ok := x.docs[a.id]; ok {
+	if s, ok := x.docs.Get(a.id); ok {
 		if x.sameTerms(&x.slots[s], a) { // a CID's text does not change: its sonas do
 			x.relistSlot(s, x.slots[s].sonas, sonas)
 			x.slots[s].sonas = sonas
@@ -351,7 +355,7 @@ func (x *Index) put(a analysed) {
 	}
 	sl.ids, sl.freqs = ids, freqs
 	x.slots = append(x.slots, sl)
-	x.docs[a.id] = n
+	x.docs.Put(a.id, n)
 	x.relistSlot(n, nil, sonas)
 }
 
@@ -435,7 +439,7 @@ func (x *Index) sameTerms(s *slot, a analysed) bool {
 
 // remove forgets a document, if held. The caller holds mu.
 func (x *Index) remove(id string) {
-	n, ok := x.docs[id]
+	n, ok := x.docs.Get(id)
 	if !ok {
 		return
 	}
@@ -447,7 +451,7 @@ func (x *Index) remove(id string) {
 	s.dead = true
 	s.ids, s.freqs, s.sonas = nil, nil, nil
 	x.owner[n] = ownerDead
-	delete(x.docs, id)
+	x.docs.Delete(id) // its slot keeps the id
 	x.dead++
 }
 
@@ -478,12 +482,15 @@ func (x *Index) compactSlots() {
 	kept := x.slots[:0]
 	for i, s := range x.slots {
 		if alive[i] {
-			x.docs[s.id] = renum[i]
 			kept = append(kept, s)
 		}
 	}
 	clear(x.slots[len(kept):])
 	x.slots, x.dead = kept, 0
+	x.docs.Reset(len(kept)) // every live slot renumbered
+	for i := range kept {
+		x.docs.Put(kept[i].id, uint32(i))
+	}
 	x.relist()
 }
 
@@ -491,7 +498,7 @@ func (x *Index) compactSlots() {
 func (x *Index) Has(id string) (bool, error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	_, ok := x.docs[id]
+	_, ok := x.docs.Get(id)
 	return ok, nil
 }
 
@@ -519,3 +526,6 @@ func (x *Index) Compact(ctx context.Context) error {
 	}
 	return x.snapshot()
 }
+
+// slotID is the id of the document of slot n (for docs).
+func (x *Index) slotID(n uint32) string { return x.slots[n].id }

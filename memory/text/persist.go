@@ -159,7 +159,7 @@ func (x *Index) snapshot() error {
 	}
 	e.strs(terms)
 	e.strs(x.sonaNames)
-	e.uint(uint64(len(x.docs)))
+	e.uint(uint64(x.docs.Len()))
 	for _, s := range x.slots {
 		if s.dead {
 			continue
@@ -252,8 +252,8 @@ func (x *Index) decodeSnapshot(b []byte) error {
 	}
 	n := d.Count()
 	x.slots = make([]slot, 0, n)
-	if len(x.docs) == 0 {
-		x.docs = make(map[string]uint32, n) // not grown 20 times at 1M
+	if x.docs.Len() == 0 {
+		x.docs.Reset(int(n)) // not grown 20 times at 1M
 	}
 	for range n {
 		sl := slot{id: str(d.Bytes()), length: uint32(d.Uvarint())}
@@ -279,10 +279,7 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		if d.Err != nil {
 			break
 		}
-		// One lookup: a document twice does not grow the map.
-		had := len(x.docs)
-		x.docs[sl.id] = uint32(len(x.slots))
-		if len(x.docs) == had {
+		if _, twice := x.docs.Get(sl.id); twice {
 			d.Fail()
 			break
 		}
@@ -291,6 +288,7 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		}
 		total += len(sl.ids)
 		x.slots = append(x.slots, sl)
+		x.docs.Put(sl.id, uint32(len(x.slots)-1))
 		x.tokens += uint64(sl.length)
 	}
 	// The postings, each term's cut to its length from one array.

@@ -105,7 +105,7 @@ func (x *Index) Search(q string, opts SearchOptions) (hits []Hit, err error) {
 		}
 	}
 	ids := make([]uint32, len(terms)) // math.MaxUint32: not in the index
-	st := stats{n: uint64(len(x.docs)), df: make([]uint64, len(terms))}
+	st := stats{n: uint64(x.docs.Len()), df: make([]uint64, len(terms))}
 	if st.n > 0 {
 		st.avgLen = float64(x.tokens) / float64(st.n)
 	}
@@ -134,10 +134,11 @@ func (x *Index) Search(q string, opts SearchOptions) (hits []Hit, err error) {
 	cands := x.top(x.accumulate(rids, rst, filter), candidateFactor*opts.K)
 	slots := make([]uint32, 0, len(cands)+len(also))
 	for _, h := range cands {
-		slots = append(slots, x.docs[h.ID])
+		s, _ := x.docs.Get(h.ID)
+		slots = append(slots, s)
 	}
 	for _, id := range also {
-		if s, ok := x.docs[id]; ok && x.inSonas(s, filter) {
+		if s, ok := x.docs.Get(id); ok && x.inSonas(s, filter) {
 			slots = append(slots, s)
 		}
 	}
@@ -163,7 +164,7 @@ func (x *Index) expansion(terms []string, fb Feedback) []string {
 	}
 	score := map[uint32]float64{}
 	for i, id := range fb.Docs {
-		s, ok := x.docs[id]
+		s, ok := x.docs.Get(id)
 		if !ok || x.slots[s].dead || x.slots[s].length == 0 {
 			continue
 		}
@@ -174,7 +175,7 @@ func (x *Index) expansion(terms []string, fb Feedback) []string {
 			}
 		}
 	}
-	n := float64(len(x.docs))
+	n := float64(x.docs.Len())
 	ids := make([]uint32, 0, len(score))
 	for t := range score {
 		d := float64(x.df[t])

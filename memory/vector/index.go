@@ -13,6 +13,7 @@ import (
 	"github.com/viterin/vek/vek32"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // Hit is one search result.
@@ -87,8 +88,8 @@ type Index struct {
 	// start is not done until they are in the graph).
 	hurry atomic.Int64
 
-	kmu     sync.RWMutex // ids, keys, the vectors and removed
-	ids     map[string]uint64
+	kmu     sync.RWMutex   // ids, keys, the vectors and removed
+	ids     *base.KeyIndex // key → id, of the keys not removed (keyOf)
 	keys    []string
 	vecs    floats          // by id (floats.go): in the heap or a restored snapshot's file
 	qv      chunked[int8]   // by id, quantised records (quant.go); the graph shares the chunks
@@ -137,13 +138,13 @@ func New(o Options) *Index {
 		clock:    clock.Or(o.Clock),
 		graph:    newGraph(o.Dims, o.M, o.EfConstruction, o.Seed),
 		scratch:  sync.Pool{New: func() any { return new(scratch) }},
-		ids:      map[string]uint64{},
 		vecs:     floats{chunked: chunked[float32]{stride: o.Dims}},
 		qv:       chunked[int8]{stride: o.Dims + scaleBytes},
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	x.ids = base.NewKeyIndex(0, x.keyOf)
 	x.spillDir, x.spillRoom, x.spillStop = o.SpillDir, o.SpillRoom, o.SpillStopped
 	x.idle = sync.NewCond(&x.pmu)
 	go x.build()
@@ -162,17 +163,17 @@ func (x *Index) Add(key string, vec []float32) uint64 {
 		panic("vector: dimension mismatch")
 	}
 	x.kmu.Lock()
-	if id, ok := x.ids[key]; ok {
+	if id, ok := x.ids.Get(key); ok {
 		x.kmu.Unlock()
-		return id
+		return uint64(id)
 	}
 	if uint64(len(x.keys)) > math.MaxUint32 {
 		x.kmu.Unlock()
 		panic("vector: more than 2^32 vectors")
 	}
 	id := uint64(len(x.keys))
-	x.ids[key] = id
 	x.keys = append(x.keys, key)
+	x.ids.Put(key, uint32(id))
 	x.changes++
 	x.vecs.grow(len(x.keys))
 	x.qv.grow(len(x.keys))
@@ -195,9 +196,12 @@ func (x *Index) Add(key string, vec []float32) uint64 {
 func (x *Index) ID(key string) (uint64, bool) {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	id, ok := x.ids[key]
-	return id, ok
+	id, ok := x.ids.Get(key)
+	return uint64(id), ok
 }
+
+// keyOf is the key of id (for ids), under kmu.
+func (x *Index) keyOf(id uint32) string { return x.keys[id] }
 
 // Key returns the key of id.
 func (x *Index) Key(id uint64) (string, bool) {
@@ -232,7 +236,7 @@ func (x *Index) Lookup(key string) ([]float32, bool) { return x.LookupInto(key, 
 func (x *Index) LookupInto(key string, buf []float32) ([]float32, bool) {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	id, ok := x.ids[key]
+	id, ok := x.ids.Get(key)
 	if !ok {
 		return nil, false
 	}
@@ -250,7 +254,7 @@ func (x *Index) LookupInto(key string, buf []float32) ([]float32, bool) {
 func (x *Index) Dot(key string, q []float32) (float32, bool) {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	id, ok := x.ids[key]
+	id, ok := x.ids.Get(key)
 	if !ok {
 		return 0, false
 	}
@@ -364,17 +368,17 @@ func (x *Index) Remove(key string) bool {
 	defer x.gmu.Unlock()
 	x.kmu.Lock()
 	defer x.kmu.Unlock()
-	id, ok := x.ids[key]
+	id, ok := x.ids.Get(key)
 	if !ok {
 		return false
 	}
-	delete(x.ids, key)
+	x.ids.Delete(key) // before the key goes
 	x.keys[id] = ""
 	x.vecs.remove(uint32(id))
 	if x.removed == nil {
 		x.removed = map[uint64]bool{}
 	}
-	x.removed[id] = true
+	x.removed[uint64(id)] = true
 	// A representative stays the way to its live aliases: its quantised
 	// record, theirs too, is kept until the last of them goes.
 	g := x.graph
@@ -459,7 +463,8 @@ func (x *Index) Unmap() error {
 	}
 	g := x.graph
 	x.graph = newGraph(x.dims, g.m, g.efc, g.seed)
-	x.ids, x.keys, x.removed, x.pending = map[string]uint64{}, nil, nil, nil
+	x.keys, x.removed, x.pending = nil, nil, nil
+	x.ids.Reset(0)
 	file, spill := x.vecs.file, x.vecs.spill
 	x.vecs, x.qv.chunks = floats{chunked: chunked[float32]{stride: x.dims}}, nil
 	m := x.mapping

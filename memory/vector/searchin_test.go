@@ -98,7 +98,7 @@ func TestSearchInFindsTheSetsNearest(t *testing.T) {
 				t.Fatalf("query %d, %d ids: %d hits", qi, len(ids), len(got))
 			}
 			for _, g := range got {
-				if !slices.Contains(ids, uint64(x.ids[g])) {
+				if !slices.Contains(ids, idOf(t, x, g)) {
 					t.Fatalf("query %d: %s is not in the set", qi, g)
 				}
 				if slices.Contains(want, g) {
@@ -175,4 +175,14 @@ func BenchmarkSearchIn(b *testing.B) {
 			}
 		})
 	}
+}
+
+// idOf is key's id in x, failing when x does not know it.
+func idOf(t *testing.T, x *Index, key string) uint64 {
+	t.Helper()
+	id, ok := x.ID(key)
+	if !ok {
+		t.Fatalf("no id for %q", key)
+	}
+	return id
 }

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // A snapshot is the index written whole — keys, float32 vectors, int8
@@ -330,8 +332,8 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 
 	// The keys are strings of one arena (a few allocations, not two a
 	// key: 2M at 1M memories).
-	ids := make(map[string]uint64, n)
 	keys := make([]string, n)
+	ids := base.NewKeyIndex(int(n), func(id uint32) string { return keys[id] })
 	removed := map[uint64]bool{}
 	var arena []byte
 	for id := range n {
@@ -350,10 +352,11 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		}
 		arena = arena[:len(arena)+l]
 		k := unsafe.String(unsafe.SliceData(b), l)
-		if _, dup := ids[k]; dup {
+		if _, dup := ids.Get(k); dup {
 			return fail(bad("key %q twice", k))
 		}
-		ids[k], keys[id] = id, k
+		keys[id] = k
+		ids.Put(k, uint32(id))
 	}
 
 	ng := newGraph(x.dims, g.m, g.efc, g.seed)
@@ -488,6 +491,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	if empty {
 		x.graph = ng
 		x.ids, x.keys, x.vecs, x.qv, x.removed, x.mapping = ids, keys, vecs, qv, removed, mapping
+		ids.SetKey(x.keyOf) // keys grow in x.keys from now on
 		x.pending = pending
 		x.changes = uint64(n) + uint64(len(removed))
 	}
