@@ -78,10 +78,10 @@ func SetBM25(k1, b float64) { bm25K1, bm25B = k1, b }
 type Index struct {
 	mu        sync.RWMutex // guards what follows, up to pmu
 	terms     map[string]uint32
-	names     []string    // by term id: the term
-	df        []uint32    // by term id: live documents holding it
-	post      [][]posting // by term id: its postings, dead slots included
-	tokens    uint64      // the live documents' lengths summed
+	names     []string       // by term id: the term
+	df        []uint32       // by term id: live documents holding it
+	post      [][]posting    // by term id: its postings, dead slots included
+	tokens    uint64         // the live documents' lengths summed
 	docs      *base.KeyIndex // a document's id → its slot (slotID), of the live ones
 	slots     []slot
 	dead      int // dead slots
