@@ -150,7 +150,7 @@ func (x *Index) AdoptFloats(f *os.File, info SnapshotInfo) (int64, error) {
 	x.kmu.Lock()
 	defer x.kmu.Unlock()
 	if whole > len(x.vecs.chunks) {
-		return 0, fmt.Errorf("vector: adopting the snapshot's vectors: it has %d ids, the index %d", info.IDs, x.keys.len())
+		return 0, fmt.Errorf("vector: adopting the snapshot's vectors: it has %d ids, the index %d", info.IDs, len(x.keys))
 	}
 	if uint32(whole<<chunkBits) <= x.vecs.fileEnd {
 		return 0, nil // its file holds them already

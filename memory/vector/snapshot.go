@@ -119,8 +119,8 @@ func (x *Index) snapshot(w io.Writer, tag []byte, version int) (SnapshotInfo, er
 	x.bmu.Lock()
 	x.gmu.RLock()
 	x.kmu.RLock()
-	n := x.keys.len()
-	keys := x.keys.view(n) // a key is only ever cleared (Remove), under gmu
+	n := len(x.keys)
+	keys := x.keys[:n:n] // a key is only ever cleared (Remove), under gmu
 	info := SnapshotInfo{IDs: n, Removed: len(x.removed), Changes: x.changes, Version: version}
 	x.kmu.RUnlock()
 	g := x.graph
@@ -135,10 +135,9 @@ func (x *Index) snapshot(w io.Writer, tag []byte, version int) (SnapshotInfo, er
 	sw.u32(uint32(int32(g.top)))
 	sw.u32(uint32(len(tag)))
 	sw.bytes(tag)
-	for id := range n {
-		k := keys.at(uint32(id))
+	for _, k := range keys {
 		sw.u32(uint32(len(k)))
-		sw.bytes(unsafe.Slice(unsafe.StringData(k), len(k)))
+		sw.bytes([]byte(k))
 	}
 	sw.bytes(asBytes(g.in))
 	writeChunks(sw, &g.links0, g.n, nil)
@@ -331,15 +330,18 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	tag := make([]byte, sr.len(size))
 	sr.bytes(tag)
 
-	// The keys are read into the chunks of a key list (a few
-	// allocations, not two a key: 2M at 1M memories).
-	var keys keyList
-	keys.refs = make([]keyRef, 0, n)
-	ids := base.NewKeyIndex(int(n), keys.at)
+	// The keys are strings of one arena (a few allocations, not two a
+	// key: 2M at 1M memories).
+	keys := make([]string, n)
+	ids := base.NewKeyIndex(int(n), func(id uint32) string { return keys[id] })
 	removed := map[uint64]bool{}
+	var arena []byte
 	for id := range n {
 		l := sr.len(size)
-		b := keys.reserve(l)
+		if len(arena)+l > cap(arena) {
+			arena = make([]byte, 0, max(l, 1<<20))
+		}
+		b := arena[len(arena) : len(arena)+l]
 		sr.bytes(b)
 		if sr.err != nil {
 			return fail(bad("keys: %v", sr.err))
@@ -348,10 +350,12 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 			removed[id] = true
 			continue
 		}
+		arena = arena[:len(arena)+l]
 		k := unsafe.String(unsafe.SliceData(b), l)
 		if _, dup := ids.Get(k); dup {
 			return fail(bad("key %q twice", k))
 		}
+		keys[id] = k
 		ids.Put(k, uint32(id))
 	}
 
@@ -483,7 +487,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	x.gmu.Lock()
 	x.kmu.Lock()
 	x.pmu.Lock()
-	empty := x.keys.len() == 0 && len(x.pending) == 0 && x.graph.top < 0
+	empty := len(x.keys) == 0 && len(x.pending) == 0 && x.graph.top < 0
 	if empty {
 		x.graph = ng
 		x.ids, x.keys, x.vecs, x.qv, x.removed, x.mapping = ids, keys, vecs, qv, removed, mapping
