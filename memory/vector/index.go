@@ -167,9 +167,9 @@ func (x *Index) Add(key string, vec []float32) uint64 {
 		x.kmu.Unlock()
 		return uint64(id)
 	}
-	if uint64(len(x.keys)) > math.MaxUint32 {
+	if uint64(len(x.keys)) >= math.MaxUint32 { // KeyIndex numbers up to 2^32-2
 		x.kmu.Unlock()
-		panic("vector: more than 2^32 vectors")
+		panic("vector: more than 2^32-1 vectors")
 	}
 	id := uint64(len(x.keys))
 	x.keys = append(x.keys, key)
