@@ -49,9 +49,9 @@ func (x *KeyIndex) Len() int { return x.n }
 // tag is k's hash's high 32 bits; a slot's home is the tag's low bits.
 func (x *KeyIndex) tag(k string) uint64 { return maphash.String(x.seed, k) >> 32 }
 
-// find returns k's slot, or the empty slot where it would go.
-func (x *KeyIndex) find(k string) (int, bool) {
-	t := x.tag(k)
+// find returns k's slot, or the empty slot where it would go; t is k's
+// tag.
+func (x *KeyIndex) find(k string, t uint64) (int, bool) {
 	mask := len(x.slots) - 1
 	for i := int(t) & mask; ; i = (i + 1) & mask {
 		s := x.slots[i]
@@ -66,7 +66,7 @@ func (x *KeyIndex) find(k string) (int, bool) {
 
 // Get returns k's number.
 func (x *KeyIndex) Get(k string) (uint32, bool) {
-	i, ok := x.find(k)
+	i, ok := x.find(k, x.tag(k))
 	if !ok {
 		return 0, false
 	}
@@ -74,25 +74,36 @@ func (x *KeyIndex) Get(k string) (uint32, bool) {
 }
 
 // Put gives k the number v: the owner's key(v) is k.
-func (x *KeyIndex) Put(k string, v uint32) {
+func (x *KeyIndex) Put(k string, v uint32) { x.put(k, v, true) }
+
+// Add gives k the number v unless k has one, reporting whether it did:
+// one lookup where Get then Put are two.
+func (x *KeyIndex) Add(k string, v uint32) bool { return x.put(k, v, false) }
+
+func (x *KeyIndex) put(k string, v uint32, replace bool) bool {
 	if v == math.MaxUint32 {
 		panic("base: KeyIndex: number out of range")
 	}
-	i, ok := x.find(k)
-	if !ok && (x.n+1)*4 > len(x.slots)*3 {
-		x.grow()
-		i, _ = x.find(k)
+	t := x.tag(k)
+	i, had := x.find(k, t)
+	if had && !replace {
+		return false
 	}
-	if !ok {
+	if !had {
+		if (x.n+1)*4 > len(x.slots)*3 {
+			x.grow()
+			i, _ = x.find(k, t)
+		}
 		x.n++
 	}
-	x.slots[i] = x.tag(k)<<32 | uint64(v+1)
+	x.slots[i] = t<<32 | uint64(v+1)
+	return !had
 }
 
 // Delete takes k out, reporting whether it was in; the owner's key of its
 // number must still be k.
 func (x *KeyIndex) Delete(k string) bool {
-	i, ok := x.find(k)
+	i, ok := x.find(k, x.tag(k))
 	if !ok {
 		return false
 	}

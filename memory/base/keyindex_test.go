@@ -7,7 +7,7 @@ import (
 )
 
 // TestKeyIndexIsAMap: long random sequences of puts (new keys and new
-// numbers for old ones), deletions and reads against a Go map, from a
+// numbers for old ones), adds (a number only for a new key), deletions and reads against a Go map, from a
 // table of 8 slots grown on the way, with many keys sharing home slots
 // and, in small tables, probe runs past the table's end.
 func TestKeyIndexIsAMap(t *testing.T) {
@@ -24,10 +24,19 @@ func keyIndexIsAMap(t *testing.T, universe int) {
 	for step := range 200_000 {
 		k := fmt.Sprintf("key-%d", rng.IntN(universe))
 		switch op := rng.IntN(10); {
-		case op < 5: // put: a new number for k, new or not
+		case op < 4: // put: a new number for k, new or not
 			keys = append(keys, k)
 			x.Put(k, uint32(len(keys)-1))
 			ref[k] = uint32(len(keys) - 1)
+		case op < 5: // add: a number for k if it has none
+			keys = append(keys, k)
+			_, had := ref[k]
+			if added := x.Add(k, uint32(len(keys)-1)); added == had {
+				t.Fatalf("step %d: Add(%q) = %v with the key there %v", step, k, added, had)
+			}
+			if !had {
+				ref[k] = uint32(len(keys) - 1)
+			}
 		case op < 8:
 			v, had := ref[k]
 			if got := x.Delete(k); got != had {

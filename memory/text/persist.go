@@ -279,7 +279,8 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		if d.Err != nil {
 			break
 		}
-		if _, twice := x.docs.Get(sl.id); twice {
+		x.slots = append(x.slots, sl)
+		if !x.docs.Add(sl.id, uint32(len(x.slots)-1)) { // a document twice
 			d.Fail()
 			break
 		}
@@ -287,8 +288,6 @@ func (x *Index) decodeSnapshot(b []byte) error {
 			x.df[id]++
 		}
 		total += len(sl.ids)
-		x.slots = append(x.slots, sl)
-		x.docs.Put(sl.id, uint32(len(x.slots)-1))
 		x.tokens += uint64(sl.length)
 	}
 	// The postings, each term's cut to its length from one array.

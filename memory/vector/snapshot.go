@@ -352,11 +352,10 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		}
 		arena = arena[:len(arena)+l]
 		k := unsafe.String(unsafe.SliceData(b), l)
-		if _, dup := ids.Get(k); dup {
+		keys[id] = k
+		if !ids.Add(k, uint32(id)) {
 			return fail(bad("key %q twice", k))
 		}
-		keys[id] = k
-		ids.Put(k, uint32(id))
 	}
 
 	ng := newGraph(x.dims, g.m, g.efc, g.seed)
