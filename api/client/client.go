@@ -208,6 +208,11 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 	if err != nil {
 		return err
 	}
+	return decodeAnswer(path, data, out)
+}
+
+// decodeAnswer decodes the JSON answer from path into out.
+func decodeAnswer(path string, data []byte, out proto.Message) error {
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, out); err != nil {
 		return fmt.Errorf("client: bad response from %s: %w", path, err)
 	}
@@ -215,11 +220,20 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 }
 
 func (c *Client) post(ctx context.Context, path string, in, out proto.Message) error {
-	body, err := api.MarshalJSON(in)
+	data, err := c.postJSON(ctx, path, in)
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, http.MethodPost, path, bytes.NewReader(body), "application/json", out)
+	return decodeAnswer(path, data, out)
+}
+
+// postJSON posts in as JSON to path and returns the answer undecoded.
+func (c *Client) postJSON(ctx context.Context, path string, in proto.Message) ([]byte, error) {
+	body, err := api.MarshalJSON(in)
+	if err != nil {
+		return nil, err
+	}
+	return c.send(ctx, http.MethodPost, path, bytes.NewReader(body), "Content-Type", "application/json")
 }
 
 func (c *Client) get(ctx context.Context, path string, out proto.Message) error {
@@ -370,19 +384,17 @@ func (c *Client) Query(ctx context.Context, uuid string, req *messages.ChatReque
 // Recall returns the memories that matter for a query in a sona.
 func (c *Client) Recall(ctx context.Context, uuid string, req *messages.RecallRequest) (*messages.RecallResponse, error) {
 	out := &messages.RecallResponse{}
-	return out, c.post(ctx, "/sona/"+url.PathEscape(uuid)+"/recall", req, out)
+	return out, c.post(ctx, recallPath(uuid), req, out)
 }
 
 // RecallJSON is Recall's answer as the server sent it, undecoded: for a
 // caller that reads a few of its fields itself (decoding the whole
 // answer with protojson costs more than the request).
 func (c *Client) RecallJSON(ctx context.Context, uuid string, req *messages.RecallRequest) ([]byte, error) {
-	body, err := api.MarshalJSON(req)
-	if err != nil {
-		return nil, err
-	}
-	return c.send(ctx, http.MethodPost, "/sona/"+url.PathEscape(uuid)+"/recall", bytes.NewReader(body), "Content-Type", "application/json")
+	return c.postJSON(ctx, recallPath(uuid), req)
 }
+
+func recallPath(uuid string) string { return "/sona/" + url.PathEscape(uuid) + "/recall" }
 
 // Insert stores a memory into a sona.
 func (c *Client) Insert(ctx context.Context, req *messages.InsertRequest) (*messages.InsertResponse, error) {
