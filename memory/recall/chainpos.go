@@ -1,6 +1,7 @@
 package recall
 
 import (
+	"strings"
 	"sync"
 )
 
@@ -17,9 +18,19 @@ import (
 // Until issue 17 the walk read each memory's associations (its
 // `sequential` links), metadata and body from the store: the larger part
 // of a recall's CPU with the context evidence on.
+//
+// It keeps the rest of what the evidence reads of a member's body too,
+// once read (4 bytes a member): whether it asks a question and who
+// speaks, its speaker's words kept once for all the chains. Those never
+// change either, and a candidate's body and the one before it (reply)
+// were read for every recall: at 1M memories, where the memory cache
+// holds a tenth of them, these reads were a sixth of a recall's CPU
+// (README, stop 53).
 type chainPositions struct {
-	mu    sync.Mutex
-	sonas map[string]*sonaChain
+	mu       sync.Mutex
+	sonas    map[string]*sonaChain
+	speakers [][]string        // by speaker id: a speaker's words (body.speaker); 0 is none
+	named    map[string]uint32 // a speaker's words, joined, → its id
 }
 
 // sonaChain is what is kept of one sona's members slice: its first
@@ -27,15 +38,23 @@ type chainPositions struct {
 // sona's members, and a forget, or a reload, builds a new slice), n is
 // how much of it pos and times cover.
 type sonaChain struct {
-	mu    *sync.Mutex // chainPositions.mu
+	c     *chainPositions // its mu guards what follows
 	first *uint64
 	n     int
 	pos   map[uint64]int32 // position by vector id
 	times []int64          // time by position; 0 = not read yet
+	said  []uint32         // by position: saidKnown, saidQuestion and the speaker's id from bit 2
 }
 
+// The bits of sonaChain.said.
+const (
+	saidKnown    = 1 << 0
+	saidQuestion = 1 << 1
+	saidSpeaker  = 2 // the speaker's id is said >> saidSpeaker
+)
+
 func newChainPositions() *chainPositions {
-	return &chainPositions{sonas: map[string]*sonaChain{}}
+	return &chainPositions{sonas: map[string]*sonaChain{}, speakers: [][]string{nil}, named: map[string]uint32{}}
 }
 
 // chain is what is kept of sona's chain, covering members (sona's
@@ -48,7 +67,7 @@ func (c *chainPositions) chain(sona string, members []uint64) *sonaChain {
 	defer c.mu.Unlock()
 	p := c.sonas[sona]
 	if p == nil || p.first != &members[0] { // (first keeps the old slice alive: its address is not reused)
-		p = &sonaChain{mu: &c.mu, first: &members[0], pos: make(map[uint64]int32, len(members))}
+		p = &sonaChain{c: c, first: &members[0], pos: make(map[uint64]int32, len(members))}
 		c.sonas[sona] = p
 	}
 	for i := p.n; i < len(members); i++ {
@@ -58,6 +77,7 @@ func (c *chainPositions) chain(sona string, members []uint64) *sonaChain {
 	}
 	if len(members) > p.n {
 		p.times = append(p.times, make([]int64, len(members)-p.n)...)
+		p.said = append(p.said, make([]uint32, len(members)-p.n)...)
 		p.n = len(members)
 	}
 	return p
@@ -65,22 +85,52 @@ func (c *chainPositions) chain(sona string, members []uint64) *sonaChain {
 
 // position is vid's place in the chain, and whether it is in it.
 func (p *sonaChain) position(vid uint64) (int, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
 	i, ok := p.pos[vid]
 	return int(i), ok
 }
 
 // time is the time kept for the memory at position i, if any.
 func (p *sonaChain) time(i int) (int64, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
 	return p.times[i], p.times[i] != 0
 }
 
-// setTime keeps the time of the memory at position i.
-func (p *sonaChain) setTime(i int, t int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.times[i] = t
+
+// body is what is kept of the body of the memory at position i (its
+// time, whether it asks, its speaker), if it was read before.
+func (p *sonaChain) body(i int) (body, bool) {
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
+	t, said := p.times[i], p.said[i]
+	if t == 0 || said&saidKnown == 0 {
+		return body{}, false
+	}
+	return body{time: t, question: said&saidQuestion != 0, speaker: p.c.speakers[said>>saidSpeaker]}, true
+}
+
+// setBody keeps b, the body of the memory at position i.
+func (p *sonaChain) setBody(i int, b body) {
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
+	said := uint32(saidKnown)
+	if b.question {
+		said |= saidQuestion
+	}
+	if len(b.speaker) > 0 {
+		name := strings.Join(b.speaker, " ")
+		id, ok := p.c.named[name]
+		if !ok {
+			if len(p.c.speakers) >= 1<<(32-saidSpeaker) {
+				return // (a billion speakers) not kept: read again
+			}
+			id = uint32(len(p.c.speakers))
+			p.c.named[name] = id
+			p.c.speakers = append(p.c.speakers, b.speaker)
+		}
+		said |= id << saidSpeaker
+	}
+	p.times[i], p.said[i] = b.time, said
 }

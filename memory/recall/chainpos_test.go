@@ -8,8 +8,9 @@ import (
 
 // The positions follow a sona's members as the registry changes them:
 // extended in place on an append, rebuilt for a new slice (a forget), a
-// memory appended twice keeping its first place; and a time kept at a
-// position is there for the next recall, gone with a rebuilt slice.
+// memory appended twice keeping its first place; and a body kept at a
+// position (its time, whether it asks, its speaker) is there for the next
+// recall, gone with a rebuilt slice.
 func TestChainPositions(t *testing.T) {
 	c := newChainPositions()
 	members := make([]uint64, 3, 8)
@@ -23,7 +24,11 @@ func TestChainPositions(t *testing.T) {
 	if _, ok := p.position(4); ok {
 		t.Error("4 is no member but has a position")
 	}
-	p.setTime(1, 1234)
+	if _, ok := p.body(1); ok {
+		t.Error("a body is kept before any was read")
+	}
+	p.setBody(1, body{time: 1234, question: true, speaker: []string{"caroline"}})
+	p.setBody(2, body{time: 99, speaker: []string{"caroline"}})
 	members = append(members, 4, 7) // appended in place; 7 again
 	if q := c.chain("s", members); q != p {
 		t.Fatal("an append rebuilt the positions")
@@ -39,6 +44,20 @@ func TestChainPositions(t *testing.T) {
 	}
 	if _, ok := p.time(3); ok {
 		t.Error("time(3) was never set but is kept")
+	}
+	b1, ok1 := p.body(1)
+	b2, ok2 := p.body(2)
+	if !ok1 || b1.time != 1234 || !b1.question || !slices.Equal(b1.speaker, []string{"caroline"}) {
+		t.Errorf("body(1) = %+v, %v; want time 1234, a question, caroline", b1, ok1)
+	}
+	if !ok2 || b2.time != 99 || b2.question || !slices.Equal(b2.speaker, []string{"caroline"}) {
+		t.Errorf("body(2) = %+v, %v; want time 99, no question, caroline", b2, ok2)
+	}
+	if len(c.speakers) != 2 {
+		t.Errorf("%d speakers kept for one, want it once (and none)", len(c.speakers)-1)
+	}
+	if _, ok := p.body(3); ok {
+		t.Error("body(3) was never read but is kept")
 	}
 	// An older, shorter view of the same slice uses the same positions.
 	if q := c.chain("s", members[:3]); q != p {
@@ -58,6 +77,9 @@ func TestChainPositions(t *testing.T) {
 	}
 	if _, ok := q.time(1); ok {
 		t.Error("a time survived the rebuild")
+	}
+	if _, ok := q.body(1); ok {
+		t.Error("a body survived the rebuild")
 	}
 	if c.chain("none", nil) != nil {
 		t.Error("a sona without members has a chain")

@@ -71,8 +71,15 @@ func (sc *scorer) viewOf(sona string) chainView {
 }
 
 // placeOf is r's sona chain and its position there (ok false when it has
-// none: no sona, no embedding).
+// none: no sona, no embedding), found once per recall.
 func (sc *scorer) placeOf(r *Recalled) (v chainView, pos int, ok bool) {
+	switch {
+	case r.place < 0:
+		return v, 0, false
+	case r.place > 0:
+		return sc.chains[sc.chainOf(r.Meta)], int(r.place - 1), true
+	}
+	r.place = -1
 	sona := sc.chainOf(r.Meta)
 	vid, ok := sc.self.index.ID(r.CID.KeyString())
 	if sona == "" || !ok {
@@ -81,8 +88,11 @@ func (sc *scorer) placeOf(r *Recalled) (v chainView, pos int, ok bool) {
 	if v = sc.viewOf(sona); v.chain == nil {
 		return v, 0, false
 	}
-	pos, ok = v.chain.position(vid)
-	return v, pos, ok && pos < len(v.members)
+	if pos, ok = v.chain.position(vid); !ok || pos >= len(v.members) || pos >= math.MaxInt32 {
+		return v, 0, false
+	}
+	r.place = int32(pos + 1)
+	return v, pos, true
 }
 
 // baseRelevance is a memory's own dense and full-text relevance, 0..1: the
@@ -174,8 +184,9 @@ func (sc *scorer) place(n *neighbour) error {
 		if err != nil {
 			return err
 		}
-		t = memoryTime(m, &messages.MemoryMeta{CreatedAt: created})
-		n.chain.setTime(n.at, t)
+		b := bodyOf(m, &messages.MemoryMeta{CreatedAt: created})
+		n.chain.setBody(n.at, b)
+		t = b.time
 	}
 	n.visible, n.time = true, t
 	return nil
@@ -347,7 +358,13 @@ func (sc *scorer) readBodies(cands []*Recalled, time, speaker bool) (bool, error
 	}
 	named := false
 	for _, r := range cands {
-		b, err := sc.bodyWith(r.CID.KeyString(), r.CID, r.Meta)
+		var b body
+		var err error
+		if v, pos, ok := sc.placeOf(r); ok {
+			b, err = sc.bodyNear(sc.neighbourAt(v, pos), r.CID, r.Meta)
+		} else {
+			b, err = sc.bodyWith(r.CID.KeyString(), r.CID, r.Meta)
+		}
 		if err != nil {
 			return false, err
 		}

@@ -2,6 +2,7 @@ package recall_test
 
 import (
 	"context"
+	"maps"
 	"math"
 	"testing"
 	"time"
@@ -199,7 +200,9 @@ func TestRecallSpeakerEvidence(t *testing.T) {
 // The time, speaker and session evidence read a candidate's body once
 // per recall, however many times the candidates are enriched (here twice:
 // the affinity path adds candidates, and the session evidence is then
-// every candidate's again); choosing the hits reads it once more.
+// every candidate's again); choosing the hits reads it once more. A later
+// recall reads none for the evidence — its sona's chain kept what the
+// first read (sonaChain.body) — and finds the same evidence.
 func TestRecallEvidenceReadsEachBodyOnce(t *testing.T) {
 	clk := clock.NewFake(memorytest.Epoch)
 	cfg := memorytest.Config(t.TempDir())
@@ -223,6 +226,24 @@ func TestRecallEvidenceReadsEachBodyOnce(t *testing.T) {
 	for c, n := range mem.reads {
 		if n > 2 {
 			t.Errorf("%s: its body read %d times", c, n)
+		}
+	}
+	first := maps.Clone(mem.reads)
+	clear(mem.reads)
+	again, _, err := r.Recall(context.Background(), recall.Query{Sona: o.Sona, Text: "What did Ann see over the fjord two days ago?", Paths: &paths, Peek: true, Expand: new(0), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := evidenceOf(again); !maps.Equal(got, ex) {
+		t.Errorf("the second recall's evidence differs:\n%+v\nwant\n%+v", got, ex)
+	}
+	hits := map[cid.Cid]bool{}
+	for _, h := range recall.Ranked(again) {
+		hits[h.CID] = true
+	}
+	for c, n := range mem.reads {
+		if n > 1 || !hits[c] {
+			t.Errorf("%s: its body read %d times by the second recall (a hit: %v; the first read it %d times)", c, n, hits[c], first[c])
 		}
 	}
 }

@@ -223,6 +223,9 @@ type Recalled struct {
 	// Collapsed are near-identical memories folded into this one (see
 	// recall.collapse): found, but not injected.
 	Collapsed []cid.Cid
+	// place is its position in its sona's chain plus one, -1 for none, 0
+	// not looked up yet (placeOf).
+	place int32
 }
 
 // Ranked returns the hits of a recall result in their rank order.

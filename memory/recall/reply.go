@@ -62,11 +62,11 @@ func (sc *scorer) questionBefore(r *Recalled, w config.PathWeights) (*neighbour,
 	if !prev.visible || absDiff(prev.time, self.time) > gap {
 		return nil, nil
 	}
-	asked, err := sc.bodyAt(prev.key)
+	asked, err := sc.bodyNear(prev, cid.Undef, nil)
 	if err != nil || !asked.question {
 		return nil, err
 	}
-	answer, err := sc.bodyAt(self.key)
+	answer, err := sc.bodyNear(self, cid.Undef, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -76,22 +76,33 @@ func (sc *scorer) questionBefore(r *Recalled, w config.PathWeights) (*neighbour,
 	return prev, nil
 }
 
-// bodyAt is what the evidence keeps of the body of the memory of CID key
-// (bodyOf), read once per recall: a candidate's or a neighbour's that
-// place found visible.
-func (sc *scorer) bodyAt(key string) (body, error) {
-	if b, ok := sc.bodies[key]; ok {
+// bodyNear is what the evidence keeps of the body of n's memory (bodyOf):
+// a candidate's or a neighbour's that place found visible. It is read
+// once per recall, and only the first time any recall asks: n's chain
+// keeps it. c and meta are its CID and metadata when the caller has
+// them (meta nil: read).
+func (sc *scorer) bodyNear(n *neighbour, c cid.Cid, meta *messages.MemoryMeta) (body, error) {
+	if b, ok := sc.bodies[n.key]; ok {
 		return b, nil
 	}
-	c, err := cid.Cast([]byte(key))
-	if err != nil {
-		return body{}, fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
+	if b, ok := n.chain.body(n.at); ok {
+		sc.bodies[n.key] = b
+		return b, nil
 	}
-	md, err := sc.self.memories.MetaIn(sc.txn, c)
-	if err != nil {
-		return body{}, err
+	if meta == nil {
+		var err error
+		if c, err = cid.Cast([]byte(n.key)); err != nil {
+			return body{}, fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
+		}
+		if meta, err = sc.self.memories.MetaIn(sc.txn, c); err != nil {
+			return body{}, err
+		}
 	}
-	return sc.bodyWith(key, c, md)
+	b, err := sc.bodyWith(n.key, c, meta)
+	if err == nil {
+		n.chain.setBody(n.at, b)
+	}
+	return b, err
 }
 
 // bodyWith is bodyAt of memory c (of CID key), its metadata given.
