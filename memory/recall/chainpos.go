@@ -98,7 +98,6 @@ func (p *sonaChain) time(i int) (int64, bool) {
 	return p.times[i], p.times[i] != 0
 }
 
-
 // body is what is kept of the body of the memory at position i (its
 // time, whether it asks, its speaker), if it was read before.
 func (p *sonaChain) body(i int) (body, bool) {
