@@ -249,10 +249,24 @@ func TestScoresAreExhaustiveBM25(t *testing.T) {
 // hold only common ones), as documents join and leave it, are deleted
 // (the slots compacted) and the index is reopened.
 func TestSonaSearchesAreExhaustiveBM25(t *testing.T) {
+	t.Run("sona ids of 16 bits", func(t *testing.T) { testSonaSearches(t, 0) })
+	// Every sona's id past what a posting holds (postOwner): the walk
+	// reads the slots' owners.
+	t.Run("sona ids past 16 bits", func(t *testing.T) { testSonaSearches(t, postMany) })
+}
+
+// testSonaSearches runs TestSonaSearchesAreExhaustiveBM25 in an index
+// that knew others sonas before its own.
+func testSonaSearches(t *testing.T, others int) {
 	dir := t.TempDir() + "/idx"
 	x, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := range others {
+		name := fmt.Sprintf("other%d", i)
+		x.sonaIDs[name] = uint32(len(x.sonaNames))
+		x.sonaNames = append(x.sonaNames, name)
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	words := strings.Fields("garden tomato basil river train lisbon novel lighthouse painting sister dog concert recipe hiking sunset lake city job guitar")
@@ -283,6 +297,13 @@ func TestSonaSearchesAreExhaustiveBM25(t *testing.T) {
 	queries := []string{"garden river", "tomato and basil from the garden", "a guitar by the lake", "my sister's dog went hiking", "unknownword"}
 	check := func(stage string) {
 		t.Helper()
+		for term, ps := range x.post {
+			for _, p := range ps {
+				if want := postOwner(x.owner[p.slot]); p.owner != want {
+					t.Fatalf("%s: %q's posting of slot %d has owner %d, its slot %d (%d)", stage, x.names[term], p.slot, p.owner, want, x.owner[p.slot])
+				}
+			}
+		}
 		for _, twoPass := range []bool{false, true} {
 			x.pruneFrom = pruneFrom
 			filters := [][]string{{"tiny"}, {"s3"}, {"s3", "tiny"}} // on one pass, every search is exhaustive
@@ -308,7 +329,18 @@ func TestSonaSearchesAreExhaustiveBM25(t *testing.T) {
 	check("joined")
 	apply(Doc{ID: "d0100", Text: docs[100].Text, Sonas: []string{"s0"}})
 	check("left")
-	if err := x.Delete(docs[1:1501], 1); err != nil { // d0001 of tiny among them
+	// A few deleted: dead slots stay in the postings until there are many.
+	if err := x.Delete([]Doc{docs[3], docs[301], docs[302], docs[1700]}, 1); err != nil { // d0003 of tiny
+		t.Fatal(err)
+	}
+	for _, d := range []Doc{docs[3], docs[301], docs[302], docs[1700]} {
+		delete(ref, d.ID)
+	}
+	if x.dead != 4 {
+		t.Fatalf("%d dead slots after 4 deletes, want 4 (not compacted)", x.dead)
+	}
+	check("a few deleted")
+	if err := x.Delete(docs[1:1501], 1); err != nil { // d0001 of tiny among them (d0003 again)
 		t.Fatal(err)
 	}
 	for _, d := range docs[1:1501] {

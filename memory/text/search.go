@@ -276,7 +276,7 @@ func (x *Index) accumulate(ids []uint32, st stats, filter []uint32) *scores {
 			continue
 		}
 		for _, p := range x.post[id] {
-			if filter != nil && !x.owned(p.slot, filter) {
+			if filter != nil && !x.postOwned(p, filter) {
 				continue
 			}
 			s := &x.slots[p.slot]
@@ -291,6 +291,18 @@ func (x *Index) accumulate(ids []uint32, st stats, filter []uint32) *scores {
 		}
 	}
 	return sc
+}
+
+// postOwned is owned for p's slot, from p's owner when it holds one.
+// The caller holds mu.
+func (x *Index) postOwned(p posting, filter []uint32) bool {
+	switch p.owner {
+	case postDead:
+		return false
+	case postMany:
+		return x.owned(p.slot, filter)
+	}
+	return slices.Contains(filter, uint32(p.owner))
 }
 
 // owned reports whether the document in slot n is in one of filter's
