@@ -455,11 +455,6 @@ func (x *Index) relist() {
 			x.bySona[s] = append(x.bySona[s], uint32(n))
 		}
 	}
-	for _, ps := range x.post {
-		for i := range ps {
-			ps[i].owner = postOwner(x.owner[ps[i].slot])
-		}
-	}
 }
 
 // sameTerms reports whether the slot holds exactly a's terms.
@@ -518,7 +513,7 @@ func (x *Index) compactSlots() {
 		out := ps[:0]
 		for _, p := range ps {
 			if alive[p.slot] {
-				out = append(out, posting{slot: renum[p.slot], freq: p.freq})
+				out = append(out, posting{slot: renum[p.slot], freq: p.freq, owner: p.owner})
 			}
 		}
 		x.post[t] = out

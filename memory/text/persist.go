@@ -290,6 +290,10 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		total += len(sl.ids)
 		x.tokens += uint64(sl.length)
 	}
+	if d.Err != nil || len(d.B) != 0 {
+		return fmt.Errorf("%w: %s does not decode", ErrCorrupt, snapshotFile)
+	}
+	x.relist()
 	// The postings, each term's cut to its length from one array.
 	posts := make([]posting, total)
 	at := 0
@@ -298,14 +302,11 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		at += int(df)
 	}
 	for i, sl := range x.slots {
+		o := postOwner(x.owner[i])
 		for k, id := range sl.ids {
-			x.post[id] = append(x.post[id], posting{slot: uint32(i), freq: sl.freqs[k]})
+			x.post[id] = append(x.post[id], posting{slot: uint32(i), freq: sl.freqs[k], owner: o})
 		}
 	}
-	if d.Err != nil || len(d.B) != 0 {
-		return fmt.Errorf("%w: %s does not decode", ErrCorrupt, snapshotFile)
-	}
-	x.relist()
 	return nil
 }
 
