@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -179,7 +181,7 @@ func writeMapField(b *bytes.Buffer, m protoreflect.Message, fd protoreflect.Fiel
 	switch x := m.Interface().(type) {
 	case *messages.EvalSummary:
 		if fd.Name() == "metrics" {
-			return writeSortedMap(b, x.Metrics, func(f float64) error { return writeDouble(b, fd.MapValue(), f) })
+			return writeMetrics(b, fd.MapValue(), x.Metrics)
 		}
 	case interface{ GetLabels() map[string]string }: // MemoryMeta, SonaJoin
 		if fd.Name() == "labels" {
@@ -187,6 +189,74 @@ func writeMapField(b *bytes.Buffer, m protoreflect.Message, fd protoreflect.Fiel
 		}
 	}
 	return writeMap(b, fd, m.Get(fd).Map())
+}
+
+// metricNames are the metric names the evaluations written so far have
+// held, sorted, at most knownMetrics of them (metricsFull: more were met).
+// An evaluation's metrics are written in their order, a lookup each: the
+// same few names in every evaluation, and iterating and sorting each
+// map's keys took two fifths of rendering a recall's answer (README,
+// stop 53).
+var (
+	metricNames   atomic.Pointer[[]string]
+	metricNamesMu sync.Mutex // held to change metricNames
+	metricsFull   atomic.Bool
+)
+
+const knownMetrics = 64
+
+// writeMetrics writes an evaluation's metrics mp (values of field fd) as
+// writeSortedMap does.
+func writeMetrics(b *bytes.Buffer, fd protoreflect.FieldDescriptor, mp map[string]float64) error {
+	if names := metricNames.Load(); names != nil && len(mp) <= len(*names) {
+		start, n := b.Len(), 0
+		b.WriteByte('{')
+		for _, k := range *names {
+			f, ok := mp[k]
+			if !ok {
+				continue
+			}
+			if n > 0 {
+				b.WriteByte(',')
+			}
+			n++
+			writeString(b, k)
+			b.WriteByte(':')
+			if err := writeDouble(b, fd, f); err != nil {
+				return err
+			}
+		}
+		if n == len(mp) {
+			b.WriteByte('}')
+			return nil
+		}
+		b.Truncate(start) // a name it does not know
+	}
+	if !metricsFull.Load() {
+		learnMetricNames(mp)
+	}
+	return writeSortedMap(b, mp, func(f float64) error { return writeDouble(b, fd, f) })
+}
+
+// learnMetricNames adds the names of mp to metricNames.
+func learnMetricNames(mp map[string]float64) {
+	metricNamesMu.Lock()
+	defer metricNamesMu.Unlock()
+	var names []string
+	if p := metricNames.Load(); p != nil {
+		names = slices.Clone(*p)
+	}
+	for k := range mp {
+		if _, ok := slices.BinarySearch(names, k); !ok {
+			names = append(names, k)
+			slices.Sort(names)
+		}
+	}
+	if len(names) > knownMetrics {
+		metricsFull.Store(true) // each map's names sorted from now on
+		return
+	}
+	metricNames.Store(&names)
 }
 
 // writeSortedMap writes mp as a JSON object, its keys sorted, each value

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -151,6 +152,25 @@ func TestMarshalMapsAsReflected(t *testing.T) {
 				t.Fatalf("%s.%s: %s, protoreflect's path %s", r.Descriptor().Name(), fd.Name(), fast.String(), reflected.String())
 			}
 		}
+	}
+	// More names than the known order holds: each map's sorted again.
+	for i := range 3 * knownMetrics {
+		metrics := map[string]float64{fmt.Sprintf("m%03d", i): 1, fmt.Sprintf("m%03d", (i*7)%(3*knownMetrics)): 0.5, "a": 2}
+		r := (&messages.EvalSummary{Metrics: metrics}).ProtoReflect()
+		fd := r.Descriptor().Fields().ByName("metrics")
+		var fast, reflected bytes.Buffer
+		if err := writeMapField(&fast, r, fd); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeMap(&reflected, fd, r.Get(fd).Map()); err != nil {
+			t.Fatal(err)
+		}
+		if fast.String() != reflected.String() {
+			t.Fatalf("metrics %d: %s, protoreflect's path %s", i, fast.String(), reflected.String())
+		}
+	}
+	if !metricsFull.Load() {
+		t.Errorf("%d metric names met, the known order not full", 3*knownMetrics)
 	}
 	ev := (&messages.EvalSummary{Metrics: map[string]float64{"x": math.Inf(1)}}).ProtoReflect()
 	if err := writeMapField(new(bytes.Buffer), ev, ev.Descriptor().Fields().ByName("metrics")); err == nil {
