@@ -262,7 +262,11 @@ func TestRecall(t *testing.T) {
 	})
 	length := h.sonaLength(id)
 
-	r := h.post("/sona/"+id+"/recall", map[string]any{"query": "roses and tulips in the garden", "k": 1, "explain": true}).obj(t, http.StatusOK)
+	answer := h.post("/sona/"+id+"/recall", map[string]any{"query": "roses and tulips in the garden", "k": 1, "explain": true})
+	if answer.header.Get("Content-Length") == "" {
+		t.Error("a recall's answer has no Content-Length (sent chunked)")
+	}
+	r := answer.obj(t, http.StatusOK)
 	wantKeys(t, r, "memories")
 	mems := array(t, r["memories"])
 	if len(mems) == 0 {

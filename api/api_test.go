@@ -155,6 +155,9 @@ func (r response) obj(t *testing.T, status int) map[string]any {
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type %q, want application/json: %s", ct, r)
 	}
+	if cl := r.header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(r.body)) { // a stream (an export) has none
+		t.Fatalf("Content-Length %q of a body of %d bytes: %s", cl, len(r.body), r)
+	}
 	m, ok := decodeJSON(t, r.body).(map[string]any)
 	if !ok {
 		t.Fatalf("body is not a JSON object: %s", r)

@@ -389,7 +389,11 @@ func writeJSON(w http.ResponseWriter, status int, m proto.Message) {
 		b.WriteString(`{"error":{"code":"internal","message":"response cannot be rendered"}}`)
 	}
 	b.WriteByte('\n')
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	// Its length, as it is whole: a recall's answer of tens of kilobytes
+	// went out chunked.
+	h.Set("Content-Length", strconv.Itoa(b.Len()))
 	w.WriteHeader(status)
 	w.Write(b.Bytes())
 }
