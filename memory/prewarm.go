@@ -94,18 +94,30 @@ func (s *Self) warm(r store.Reader, id uint64) (bool, error) {
 	return true, nil
 }
 
-// loadLinkKeys has the links read which co-access lists the store holds
-// (assoc.Graph.LoadKeys), in the background: until then a read of one
-// the store does not hold goes to Badger, as it did before.
-func (s *Self) loadLinkKeys() {
+// loadKeys has the links read which co-access lists the store holds
+// (assoc.Graph.LoadKeys), and the metadata which memories have a record
+// of their hot state (meta.Store.LoadHotKeys), in the background: until
+// then a read of one the store does not hold goes to Badger, as it did
+// before.
+func (s *Self) loadKeys() {
 	defer s.bgWG.Done()
 	start := s.clock.Now()
 	n, err := s.Assoc.LoadKeys()
 	switch {
 	case errors.Is(err, base.ErrClosed):
+		return
 	case err != nil:
 		s.log.Warn("reading which co-access lists the store holds failed: every read of one goes to the store", "err", err)
 	default:
 		s.log.Info("co-access lists known", "lists", n, "took", s.clock.Now().Sub(start))
+	}
+	start = s.clock.Now()
+	n, err = s.Memories.LoadHotKeys()
+	switch {
+	case errors.Is(err, base.ErrClosed):
+	case err != nil:
+		s.log.Warn("reading which memories have a hot state's record failed: every read of metadata looks for one in the store", "err", err)
+	default:
+		s.log.Info("hot states' records known", "records", n, "took", s.clock.Now().Sub(start))
 	}
 }

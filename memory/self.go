@@ -279,7 +279,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		}
 	}
 	s.bgWG.Add(1)
-	go s.loadLinkKeys()
+	go s.loadKeys()
 	s.warmed = make(chan struct{})
 	if o.Prewarm && !o.InMemory {
 		s.bgWG.Add(1)

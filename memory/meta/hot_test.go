@@ -2,13 +2,16 @@ package meta
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -117,5 +120,77 @@ func TestUpdateKeepsTheHotStateInStep(t *testing.T) {
 	}
 	if got := metaOf(t, m, a); got.Importance != 0.9 || got.AccessCount != 3 || !got.Archived {
 		t.Fatalf("after the updates: %v", got)
+	}
+}
+
+// Once the store knows which memories have a hot state's record
+// (LoadHotKeys), a read of a memory's metadata looks for that record only
+// where there may be one: a record written behind the committer's back
+// for a memory that had none is not seen (Read, which looks, sees it),
+// while records written after the load, by commits it was told of, are.
+func TestMetaKnowsWhichHotRecordsExist(t *testing.T) {
+	st, _ := openBadger(t)
+	ctx := context.Background()
+	a := put(t, st, "a", &messages.MemoryMeta{Kind: "note", Sonas: []string{"s"}, AccessCount: 1})
+	b := put(t, st, "b", &messages.MemoryMeta{Kind: "note", Sonas: []string{"s"}, AccessCount: 2})
+	c := put(t, st, "c", &messages.MemoryMeta{Kind: "note", Sonas: []string{"s"}, AccessCount: 3})
+	if err := st.Update(ctx, UpdateHot([]cid.Cid{a}, func(h *Hot, _ cid.Cid) { h.AccessCount = 10 })); err != nil {
+		t.Fatal(err)
+	}
+	m := New(st, 64, config.Default().Recall) // its cache empty: every read below misses it
+	counts := func(read func(store.Reader, cid.Cid) (*messages.MemoryMeta, error)) map[string]int64 {
+		t.Helper()
+		out := map[string]int64{}
+		if err := st.View(func(r store.Reader) error {
+			for name, x := range map[string]cid.Cid{"a": a, "b": b, "c": c} {
+				meta, err := read(r, x)
+				if err != nil {
+					return err
+				}
+				out[name] = meta.AccessCount
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	withKeys := func(r store.Reader, x cid.Cid) (*messages.MemoryMeta, error) { return read(r, x, m.hotKeys) }
+	if n, err := m.LoadHotKeys(); err != nil || n != 1 {
+		t.Fatalf("LoadHotKeys: %d, %v; want a's record alone", n, err)
+	}
+	if err := st.WriteBehind(func(txn *badger.Txn) error { return txn.Set(HotKey(b), Hot{AccessCount: 100}.encode()) }); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := counts(Read), map[string]int64{"a": 10, "b": 100, "c": 3}; !maps.Equal(got, want) {
+		t.Fatalf("Read: %v, want %v", got, want)
+	}
+	if got, want := counts(withKeys), map[string]int64{"a": 10, "b": 2, "c": 3}; !maps.Equal(got, want) {
+		t.Fatalf("with the records known: %v, want %v (b's record written behind the committer looked for)", got, want)
+	}
+	if got := counts(m.MetaIn); got["b"] != 2 {
+		t.Fatalf("MetaIn: b's access count %d, want 2 (its record looked for)", got["b"])
+	}
+	// Written after the load: told to the set.
+	if err := st.Update(ctx, m.UpdateHot([]cid.Cid{c}, func(h *Hot, _ cid.Cid) { h.AccessCount = 30 })); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := counts(withKeys), map[string]int64{"a": 10, "b": 2, "c": 30}; !maps.Equal(got, want) {
+		t.Fatalf("after c's record was written: %v, want %v", got, want)
+	}
+	// An operation reads as the last commit left it.
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		for x, want := range map[cid.Cid]int64{a: 10, b: 2, c: 30} {
+			meta, err := read(tx, x, m.hotKeys)
+			if err != nil {
+				return err
+			}
+			if meta.AccessCount != want {
+				t.Errorf("in an operation %s: %d, want %d", x, meta.AccessCount, want)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

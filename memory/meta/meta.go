@@ -38,7 +38,11 @@ func DecodeVector(b []byte) ([]float32, error) { return base.DecodeVector(b) }
 
 // Read reads a memory's metadata past the cache (ErrNotFound when c is
 // not a stored memory, ErrForgotten when it was forgotten).
-func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
+func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) { return read(r, c, nil) }
+
+// read is Read, the hot state's record looked for unless known (when not
+// nil) is sure there is none (storedHotIn).
+func read(r store.Reader, c cid.Cid, known *store.KeySet) (*messages.MemoryMeta, error) {
 	item, err := r.Item(Key(c))
 	if errors.Is(err, base.ErrNotFound) {
 		if gone, herr := r.Has(store.TombstoneKey(c)); herr == nil && gone {
@@ -53,7 +57,7 @@ func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
 	if err := item.Value(func(v []byte) (err error) { meta, err = decodeMeta(v, c); return err }); err != nil {
 		return nil, err
 	}
-	if err := MergeHot(r, c, meta); err != nil {
+	if err := mergeHot(r, c, meta, known); err != nil {
 		return nil, err
 	}
 	return meta, nil
@@ -150,20 +154,30 @@ type Store struct {
 	rc    config.Recall
 	metas *store.Cache[*metaEntry]
 	mems  *memCache
+	// hotKeys are the hot states' records (o/) the store holds, once
+	// loaded (LoadHotKeys): a read of a memory's metadata that the cache
+	// misses then reads its o/ record only when there may be one.
+	hotKeys *store.KeySet
 }
 
 // New reads the memories of st with caches of cacheSize entries each
 // (store.memory_cache); rc gives importance's parameters. It subscribes to
 // st's commit events, so call it before st's first write.
 func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
-	m := &Store{st: st, rc: rc, metas: store.NewCache[*metaEntry](cacheSize), mems: newMemCache(cacheSize)}
+	m := &Store{st: st, rc: rc, metas: store.NewCache[*metaEntry](cacheSize), mems: newMemCache(cacheSize), hotKeys: store.NewKeySet(HotPrefix)}
 	st.Subscribe(m.committed)
 	return m
 }
 
+// LoadHotKeys reads which memories have a record of their hot state (the
+// keys only), after which a read of a memory's metadata reads that record
+// only for them; it returns how many have one.
+func (m *Store) LoadHotKeys() (int, error) { return m.hotKeys.Load(m.st) }
+
 // committed tells the caches of commit e's writes: the metadata cache a
 // shard at a time (store.Cache.Apply).
 func (m *Store) committed(e store.Event) {
+	m.hotKeys.Told(e)
 	var changes []store.CacheChange[*metaEntry]
 	var hots []Hot // a CachePatch's, at its change's index
 	for i, k := range e.Keys {
@@ -209,13 +223,13 @@ func (m *Store) committed(e store.Event) {
 // that update the cache. The result is shared: do not modify it.
 func (m *Store) MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
 	if _, op := r.(store.Tx); op {
-		return Read(r, c)
+		return read(r, c, m.hotKeys)
 	}
 	key := c.KeyString()
 	if e, ok := m.metas.In(key, r); ok {
 		return e.get(c)
 	}
-	meta, err := Read(r, c)
+	meta, err := read(r, c, m.hotKeys)
 	if err == nil {
 		m.metas.Fill(key, decoded(meta), r)
 	}
