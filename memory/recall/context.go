@@ -358,13 +358,7 @@ func (sc *scorer) readBodies(cands []*Recalled, time, speaker bool) (bool, error
 	}
 	named := false
 	for _, r := range cands {
-		var b body
-		var err error
-		if v, pos, ok := sc.placeOf(r); ok {
-			b, err = sc.bodyNear(sc.neighbourAt(v, pos), r.CID, r.Meta)
-		} else {
-			b, err = sc.bodyWith(r.CID.KeyString(), r.CID, r.Meta)
-		}
+		b, err := sc.candidateBody(r)
 		if err != nil {
 			return false, err
 		}
@@ -380,6 +374,18 @@ func (sc *scorer) readBodies(cands []*Recalled, time, speaker bool) (bool, error
 		}
 	}
 	return named, nil
+}
+
+// candidateBody is bodyNear of candidate r, from its place in its chain
+// (placeOf); read as bodyWith when it has none.
+func (sc *scorer) candidateBody(r *Recalled) (body, error) {
+	key := r.CID.KeyString()
+	if v, pos, ok := sc.placeOf(r); ok {
+		if n := sc.neighbourAt(v, pos); n != nil && n.key == key { // (not forgotten meanwhile)
+			return sc.bodyNear(n, r.CID, r.Meta)
+		}
+	}
+	return sc.bodyWith(key, r.CID, r.Meta)
 }
 
 // bodyOf is what the evidence keeps of memory m (of metadata meta).
