@@ -139,35 +139,12 @@ func TestMarshalMapsAsReflected(t *testing.T) {
 			&messages.SonaJoin{Labels: labels},
 			&messages.EvalSummary{Metrics: metrics},
 		} {
-			r := m.ProtoReflect()
-			fd := r.Descriptor().Fields().ByName(map[bool]protoreflect.Name{true: "metrics", false: "labels"}[r.Descriptor().Name() == "EvalSummary"])
-			var fast, reflected bytes.Buffer
-			if err := writeMapField(&fast, r, fd); err != nil {
-				t.Fatal(err)
-			}
-			if err := writeMap(&reflected, fd, r.Get(fd).Map()); err != nil {
-				t.Fatal(err)
-			}
-			if fast.String() != reflected.String() {
-				t.Fatalf("%s.%s: %s, protoreflect's path %s", r.Descriptor().Name(), fd.Name(), fast.String(), reflected.String())
-			}
+			mapAsReflected(t, m)
 		}
 	}
 	// More names than the known order holds: each map's sorted again.
 	for i := range 3 * knownMetrics {
-		metrics := map[string]float64{fmt.Sprintf("m%03d", i): 1, fmt.Sprintf("m%03d", (i*7)%(3*knownMetrics)): 0.5, "a": 2}
-		r := (&messages.EvalSummary{Metrics: metrics}).ProtoReflect()
-		fd := r.Descriptor().Fields().ByName("metrics")
-		var fast, reflected bytes.Buffer
-		if err := writeMapField(&fast, r, fd); err != nil {
-			t.Fatal(err)
-		}
-		if err := writeMap(&reflected, fd, r.Get(fd).Map()); err != nil {
-			t.Fatal(err)
-		}
-		if fast.String() != reflected.String() {
-			t.Fatalf("metrics %d: %s, protoreflect's path %s", i, fast.String(), reflected.String())
-		}
+		mapAsReflected(t, &messages.EvalSummary{Metrics: map[string]float64{fmt.Sprintf("m%03d", i): 1, fmt.Sprintf("m%03d", (i*7)%(3*knownMetrics)): 0.5, "a": 2}})
 	}
 	if !metricsFull.Load() {
 		t.Errorf("%d metric names met, the known order not full", 3*knownMetrics)
@@ -175,6 +152,24 @@ func TestMarshalMapsAsReflected(t *testing.T) {
 	ev := (&messages.EvalSummary{Metrics: map[string]float64{"x": math.Inf(1)}}).ProtoReflect()
 	if err := writeMapField(new(bytes.Buffer), ev, ev.Descriptor().Fields().ByName("metrics")); err == nil {
 		t.Fatal("an infinite metric rendered")
+	}
+}
+
+// mapAsReflected checks that m's map field (an EvalSummary's metrics,
+// else labels) is written as protoreflect's path writes it.
+func mapAsReflected(t *testing.T, m proto.Message) {
+	t.Helper()
+	r := m.ProtoReflect()
+	fd := r.Descriptor().Fields().ByName(map[bool]protoreflect.Name{true: "metrics", false: "labels"}[r.Descriptor().Name() == "EvalSummary"])
+	var fast, reflected bytes.Buffer
+	if err := writeMapField(&fast, r, fd); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeMap(&reflected, fd, r.Get(fd).Map()); err != nil {
+		t.Fatal(err)
+	}
+	if fast.String() != reflected.String() {
+		t.Fatalf("%s.%s: %s, protoreflect's path %s", r.Descriptor().Name(), fd.Name(), fast.String(), reflected.String())
 	}
 }
 
