@@ -1,8 +1,11 @@
 package text
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -693,5 +696,40 @@ func TestScoresKeepRoomAsTheIndexGrows(t *testing.T) {
 	sc.fit(len(sc.sum) + 1)
 	if &sc.sum[0] == sum || slices.ContainsFunc(sc.sum, func(v float64) bool { return v != 0 }) || slices.ContainsFunc(sc.matched, func(v uint16) bool { return v != 0 }) {
 		t.Fatal("past its room, fit must make zeroed arrays")
+	}
+}
+
+// A snapshot that holds a document twice, its checksum right, is refused
+// at open (ErrCorrupt): the index would number one id twice.
+func TestSnapshotWithADocumentTwiceIsRefused(t *testing.T) {
+	dir := t.TempDir() + "/idx"
+	x, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Apply([]Doc{{ID: "docAAAA", Text: "the lake"}, {ID: "docBBBB", Text: "the river"}}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, snapshotFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Count(b, []byte("docBBBB")) != 1 {
+		t.Fatalf("the snapshot holds docBBBB %d times", bytes.Count(b, []byte("docBBBB")))
+	}
+	b = bytes.Replace(b, []byte("docBBBB"), []byte("docAAAA"), 1)
+	binary.BigEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if x, err := Open(dir); !errors.Is(err, ErrCorrupt) {
+		if err == nil {
+			x.Close()
+		}
+		t.Fatalf("a document twice: err = %v, want ErrCorrupt", err)
 	}
 }

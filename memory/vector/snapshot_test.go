@@ -2,7 +2,9 @@ package vector
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"fmt"
 	"math"
 	"math/rand"
@@ -759,5 +761,44 @@ func TestAdoptedFloatsLikeHeap(t *testing.T) {
 	}
 	if _, freed := adopt(t, z); freed != 0 || !z.vecs.inHeap(0) {
 		t.Fatalf("freed %d bytes of a store under HeapVectors", freed)
+	}
+}
+
+// A snapshot that holds a key twice, its checksum right, is refused
+// (ErrSnapshot), the index left empty: two ids would be one memory's.
+func TestSnapshotWithAKeyTwiceRefused(t *testing.T) {
+	const dims = 16
+	vecs := clustered(rand.New(rand.NewSource(5)), 50, dims, 3)
+	o := Options{Dims: dims, M: 6, EfConstruction: 20, Seed: 1}
+	x := New(o)
+	defer x.Close()
+	for i, v := range vecs {
+		k := key(i)
+		switch i {
+		case 10:
+			k = "keyAAAAAAAA"
+		case 20:
+			k = "keyBBBBBBBB"
+		}
+		x.Add(k, v)
+	}
+	x.WaitBuilt()
+	var buf bytes.Buffer
+	if _, err := x.Snapshot(&buf, []byte("t")); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	if n := bytes.Count(b, []byte("keyBBBBBBBB")); n != 1 {
+		t.Fatalf("the snapshot holds the key %d times", n)
+	}
+	b = bytes.Replace(b, []byte("keyBBBBBBBB"), []byte("keyAAAAAAAA"), 1)
+	binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
+	y := New(o)
+	defer y.Close()
+	if _, err := y.Restore(bytes.NewReader(b), int64(len(b)), anyTag); !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("a key twice: err %v, want ErrSnapshot for a key twice", err)
+	}
+	if y.Len() != 0 {
+		t.Fatalf("Len %d after the refused restore", y.Len())
 	}
 }
