@@ -29,7 +29,7 @@ import (
 type chainPositions struct {
 	mu       sync.Mutex
 	sonas    map[string]*sonaChain
-	speakers [][]string        // by speaker id: a speaker's words (body.speaker); 0 is none
+	speakers [][]string        // by speaker id: a speaker's words (body.speaker); 0 is none; at most maxSpeakers more
 	named    map[string]uint32 // a speaker's words, joined, → its id
 }
 
@@ -45,6 +45,12 @@ type sonaChain struct {
 	times []int64          // time by position; 0 = not read yet
 	said  []uint32         // by position: saidKnown, saidQuestion and the speaker's id from bit 2
 }
+
+// maxSpeakers bounds the speakers the chains keep (chainPositions.speakers):
+// a body of another speaker is not kept, and is read again at each recall
+// as before — where every memory names a speaker of its own, the table
+// would grow with the memories.
+const maxSpeakers = 1 << 16
 
 // The bits of sonaChain.said.
 const (
@@ -122,8 +128,8 @@ func (p *sonaChain) setBody(i int, b body) {
 		name := strings.Join(b.speaker, " ")
 		id, ok := p.c.named[name]
 		if !ok {
-			if len(p.c.speakers) >= 1<<(32-saidSpeaker) {
-				return // (a billion speakers) not kept: read again
+			if len(p.c.speakers) > maxSpeakers {
+				return // not kept: its body is read again each time
 			}
 			id = uint32(len(p.c.speakers))
 			p.c.named[name] = id

@@ -3,6 +3,7 @@ package recall
 import (
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -58,6 +59,22 @@ func TestChainPositions(t *testing.T) {
 	}
 	if _, ok := p.body(3); ok {
 		t.Error("body(3) was never read but is kept")
+	}
+	// Past maxSpeakers speakers a new one's body is not kept; a known
+	// one's still is.
+	for i := range maxSpeakers {
+		p.setBody(0, body{time: 1, speaker: []string{"s", strconv.Itoa(i)}})
+	}
+	if len(c.speakers) != maxSpeakers+1 {
+		t.Fatalf("%d speakers kept, want %d", len(c.speakers)-1, maxSpeakers)
+	}
+	p.setBody(0, body{time: 5, speaker: []string{"one", "more"}})
+	if b, ok := p.body(0); ok && b.time == 5 {
+		t.Errorf("a speaker past %d kept: %+v", maxSpeakers, b)
+	}
+	p.setBody(0, body{time: 6, speaker: []string{"caroline"}})
+	if b, ok := p.body(0); !ok || b.time != 6 || !slices.Equal(b.speaker, []string{"caroline"}) {
+		t.Errorf("a known speaker's body not kept past the bound: %+v, %v", b, ok)
 	}
 	// An older, shorter view of the same slice uses the same positions.
 	if q := c.chain("s", members[:3]); q != p {
