@@ -367,36 +367,13 @@ func testSonaSearches(t *testing.T, others int) {
 // damaged, Open reports, never panics.
 func TestDamagedSnapshotIsRefused(t *testing.T) {
 	for _, at := range []float64{0, 0.3, 0.6, 0.99} {
-		dir := t.TempDir() + "/idx"
-		x, err := Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var docs []Doc
 		for i := range 300 {
 			docs = append(docs, Doc{ID: fmt.Sprintf("d%d", i), Text: fmt.Sprintf("word%d about the lake %d", i, i%7)})
 		}
-		if err := x.Apply(docs, 300); err != nil {
-			t.Fatal(err)
-		}
-		if err := x.Close(); err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, snapshotFile)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		dir, b := snapshotOf(t, docs)
 		b[int(float64(len(b)-1)*at)] ^= 0xff
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if x, err := Open(dir); !errors.Is(err, ErrCorrupt) {
-			if err == nil {
-				x.Close()
-			}
-			t.Fatalf("damage at %v: err = %v, want ErrCorrupt", at, err)
-		}
+		refused(t, dir, b, fmt.Sprintf("damage at %v", at))
 	}
 }
 
@@ -702,34 +679,47 @@ func TestScoresKeepRoomAsTheIndexGrows(t *testing.T) {
 // A snapshot that holds a document twice, its checksum right, is refused
 // at open (ErrCorrupt): the index would number one id twice.
 func TestSnapshotWithADocumentTwiceIsRefused(t *testing.T) {
-	dir := t.TempDir() + "/idx"
+	dir, b := snapshotOf(t, []Doc{{ID: "docAAAA", Text: "the lake"}, {ID: "docBBBB", Text: "the river"}})
+	if n := bytes.Count(b, []byte("docBBBB")); n != 1 {
+		t.Fatalf("the snapshot holds docBBBB %d times", n)
+	}
+	b = bytes.Replace(b, []byte("docBBBB"), []byte("docAAAA"), 1)
+	binary.BigEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
+	refused(t, dir, b, "a document twice")
+}
+
+// snapshotOf is the snapshot of an index of docs, and its directory.
+func snapshotOf(t *testing.T, docs []Doc) (dir string, snap []byte) {
+	t.Helper()
+	dir = t.TempDir() + "/idx"
 	x, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := x.Apply([]Doc{{ID: "docAAAA", Text: "the lake"}, {ID: "docBBBB", Text: "the river"}}, 2); err != nil {
+	if err := x.Apply(docs, uint64(len(docs))); err != nil {
 		t.Fatal(err)
 	}
 	if err := x.Close(); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, snapshotFile)
-	b, err := os.ReadFile(path)
+	snap, err = os.ReadFile(filepath.Join(dir, snapshotFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Count(b, []byte("docBBBB")) != 1 {
-		t.Fatalf("the snapshot holds docBBBB %d times", bytes.Count(b, []byte("docBBBB")))
-	}
-	b = bytes.Replace(b, []byte("docBBBB"), []byte("docAAAA"), 1)
-	binary.BigEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	return dir, snap
+}
+
+// refused writes snap as dir's snapshot and checks that Open refuses it
+// (ErrCorrupt).
+func refused(t *testing.T, dir string, snap []byte, what string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, snapshotFile), snap, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if x, err := Open(dir); !errors.Is(err, ErrCorrupt) {
 		if err == nil {
 			x.Close()
 		}
-		t.Fatalf("a document twice: err = %v, want ErrCorrupt", err)
+		t.Fatalf("%s: err = %v, want ErrCorrupt", what, err)
 	}
 }
