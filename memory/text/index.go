@@ -324,6 +324,7 @@ func (x *Index) put(a analysed) {
 	if s, ok := x.docs.Get(a.id); ok {
 		if x.sameTerms(&x.slots[s], a) { // a CID's text does not change: its sonas do
 			x.relistSlot(s, x.slots[s].sonas, sonas)
+			x.setPostOwners(s, x.slots[s].ids)
 			x.slots[s].sonas = sonas
 			return
 		}
@@ -331,6 +332,7 @@ func (x *Index) put(a analysed) {
 	}
 	sl := slot{id: a.id, ids: make([]uint32, len(a.terms)), freqs: a.freqs, length: a.length, sonas: sonas}
 	n := uint32(len(x.slots))
+	o := postOwner(ownerOf(sonas)) // as relistSlot makes it, below
 	x.tokens += uint64(a.length)
 	for i, t := range a.terms {
 		id, ok := x.terms[t]
@@ -343,7 +345,7 @@ func (x *Index) put(a analysed) {
 		}
 		sl.ids[i] = id
 		x.df[id]++
-		x.post[id] = append(x.post[id], posting{slot: n, freq: a.freqs[i]})
+		x.post[id] = append(x.post[id], posting{slot: n, freq: a.freqs[i], owner: o})
 	}
 	// Ids ascending, for the binary search of scoring.
 	order := make([]int, len(sl.ids))
@@ -397,7 +399,8 @@ func postOwner(o uint32) uint16 {
 }
 
 // setPostOwners gives the postings of slot n, of the terms ids, its
-// owner. The caller holds mu.
+// owner, after the owner changed (a new slot's postings are made with
+// it). The caller holds mu.
 func (x *Index) setPostOwners(n uint32, ids []uint32) {
 	o := postOwner(x.owner[n])
 	for _, t := range ids {
@@ -426,7 +429,6 @@ func (x *Index) relistSlot(n uint32, was, now []uint32) {
 		x.owner = append(x.owner, ownerMany)
 	}
 	x.owner[n] = ownerOf(now)
-	x.setPostOwners(n, x.slots[n].ids)
 	for _, s := range was {
 		if _, kept := slices.BinarySearch(now, s); !kept {
 			if i, ok := slices.BinarySearch(x.bySona[s], n); ok {
