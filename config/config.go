@@ -378,6 +378,13 @@ type Recall struct {
 	// of each list it changed; a crash loses at most that much learning.
 	// 0 writes each recall's with its trace.
 	CoAccessFlush Duration `yaml:"coaccess_flush"`
+	// TouchFlush is how long what recalls change of the memories they
+	// return (one more access, the tick their decay counts from) waits in
+	// memory (read back into every read meanwhile) before one write of
+	// each memory's hot state for all the recalls that returned it; a
+	// crash loses at most that much of the memories' use. 0 writes each
+	// recall's with its trace.
+	TouchFlush Duration `yaml:"touch_flush"`
 	// Dedup makes inserts of near-duplicates reinforce the existing memory.
 	Dedup bool `yaml:"dedup"`
 	// SimilarNeighbors is how many strong neighbours a new memory is
@@ -758,6 +765,7 @@ func Default() Config {
 			CoAccessRate:       0.05,
 			CoAccessPartners:   2,
 			CoAccessFlush:      Duration(5 * time.Second),
+			TouchFlush:         Duration(30 * time.Second),
 			Dedup:              true,
 			SimilarNeighbors:   3,
 			QueryLog:           true,
@@ -1077,6 +1085,9 @@ func (c *Config) validateRecall(v *validation) {
 	unit("recall.coaccess_rate", c.Recall.CoAccessRate)
 	if c.Recall.CoAccessFlush < 0 || c.Recall.CoAccessFlush.D() > time.Minute {
 		bad("recall.coaccess_flush", "must be within 0..1m, got %s", c.Recall.CoAccessFlush)
+	}
+	if c.Recall.TouchFlush < 0 || c.Recall.TouchFlush.D() > 5*time.Minute {
+		bad("recall.touch_flush", "must be within 0..5m, got %s", c.Recall.TouchFlush)
 	}
 	if c.Recall.CoAccessPartners < 0 {
 		bad("recall.coaccess_partners", "must not be negative, got %d", c.Recall.CoAccessPartners)

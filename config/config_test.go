@@ -298,6 +298,8 @@ func TestValidate(t *testing.T) {
 		{"negative defer", func(c *config.Config) { c.Store.DeferFor = config.Duration(-time.Millisecond) }, []string{"store.defer_for"}},
 		{"coaccess flush", func(c *config.Config) { c.Recall.CoAccessFlush = config.Duration(2 * time.Minute) }, []string{"recall.coaccess_flush"}},
 		{"negative coaccess flush", func(c *config.Config) { c.Recall.CoAccessFlush = config.Duration(-time.Second) }, []string{"recall.coaccess_flush"}},
+		{"touch flush", func(c *config.Config) { c.Recall.TouchFlush = config.Duration(6 * time.Minute) }, []string{"recall.touch_flush"}},
+		{"negative touch flush", func(c *config.Config) { c.Recall.TouchFlush = config.Duration(-time.Second) }, []string{"recall.touch_flush"}},
 		{"candidates", func(c *config.Config) { c.Recall.Candidates = 5 }, []string{"recall.candidates"}},
 		{"workers", func(c *config.Config) { c.Recall.Workers = -1 }, []string{"recall.workers"}},
 		{"beta", func(c *config.Config) { c.Threshold.DedupBeta = 0 }, []string{"thresholds.dedup_beta"}},

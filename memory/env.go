@@ -160,6 +160,25 @@ type selfState struct {
 	s *Self
 }
 
+// Meta is a memory's metadata as records reads it, with the recalls'
+// touches not yet written when r is a view (meta.Store.WithTouches).
+func (e selfState) Meta(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) {
+	m, err := e.records.Meta(r, c)
+	if err != nil {
+		return nil, err
+	}
+	return e.s.Memories.WithTouches(r, c, m), nil
+}
+
+// ScanMeta is records' ScanMeta, each record with the touches not yet
+// written when r is a view (the living memory's branch statistics count
+// the accesses).
+func (e selfState) ScanMeta(r store.Reader, cursor []byte, f func(key []byte, c cid.Cid, meta *messages.MemoryMeta) (bool, error)) error {
+	return e.records.ScanMeta(r, cursor, func(key []byte, c cid.Cid, m *messages.MemoryMeta) (bool, error) {
+		return f(key, c, e.s.Memories.WithTouches(r, c, m))
+	})
+}
+
 func (e selfState) Memory(r store.Reader, c cid.Cid) (*model.Memory, error) {
 	return e.s.Memories.MemoryIn(r, c)
 }
@@ -176,7 +195,12 @@ var _ transfer.Env = transferEnv{}
 
 func (transferEnv) ValidateSonaName(name string) error { return chain.ValidateSonaName(name) }
 
-func (e transferEnv) Flush(ctx context.Context) error { return e.s.Assoc.Flush(ctx) }
+func (e transferEnv) Flush(ctx context.Context) error {
+	if err := e.s.Assoc.Flush(ctx); err != nil {
+		return err
+	}
+	return e.s.Memories.FlushTouches(ctx)
+}
 
 func (e transferEnv) PutSona(tx store.Tx, rec *messages.Sona, name []float32, backbone bool) error {
 	if ok, err := tx.Has(chain.SonaKey(rec.Uuid)); err != nil {

@@ -239,6 +239,9 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	if every := o.Config.Recall.CoAccessFlush.D(); every > 0 {
 		s.Assoc.Buffer(st, assoc.BufferOptions{Every: every, Clock: o.Clock, Logger: o.Logger})
 	}
+	if every := o.Config.Recall.TouchFlush.D(); every > 0 {
+		s.Memories.BufferTouches(st, meta.TouchOptions{Every: every, Clock: o.Clock, Logger: o.Logger})
+	}
 	s.Consensus = consensus.NewLedger(st, consensusEnv{s}, o.Config, o.Clock)
 	s.Tiers = tiers.NewStore(st, tierEnv{s}, tiers.Options{Tiers: o.Config.Tiers, Thresholds: o.Config.Threshold, Clock: o.Clock})
 	evo := eumas.Options{ImportanceSeed: o.Config.Evaluation.ImportanceSeed, Clock: o.Clock}
@@ -316,6 +319,9 @@ func (s *Self) close(snapshot bool) error {
 	s.store.Barrier(context.Background())
 	if err := s.Assoc.Close(context.Background()); err != nil {
 		s.log.Warn("co-access: the buffered strengthening was not written at close", "err", err)
+	}
+	if err := s.Memories.CloseTouches(context.Background()); err != nil {
+		s.log.Warn("touches: the buffered touches were not written at close", "err", err)
 	}
 	if snapshot {
 		if err := s.SnapshotVectors(); err != nil {

@@ -69,16 +69,13 @@ type buffer struct {
 	// older than goneFor), with the commit that wrote them: a view begun
 	// before that commit reads the lists as they were, and merged gives
 	// it the batch's strengthening, which the buffer no longer holds.
-	flushed  []flushedBatch
-	inFlight *flushDone  // the flush submitted, nil when none
-	timer    clock.Timer // armed while pending waits
-	closed   bool
-	// failing is set by a failed flush and cleared by one that succeeds:
-	// meanwhile flushes are tried every `every`, not at once, and past
-	// twice MaxLists lists nothing more is buffered (dropped counts the
-	// recalls whose strengthening was dropped).
-	failing bool
-	dropped int
+	flushed []flushedBatch
+	// w writes: while its writes fail, flushes are tried every `every`,
+	// not at once, and past twice MaxLists lists nothing more is
+	// buffered.
+	w      *store.BufferWriter
+	timer  clock.Timer // armed while pending waits
+	closed bool
 	// gone are the memories forgotten lately (with when): a recall that
 	// read them before the forgetting does not strengthen them after it.
 	// prune is armed while it holds any.
@@ -105,13 +102,6 @@ type flushedBatch struct {
 // lives milliseconds, a flush comes every recall.coaccess_flush or
 // MaxLists lists.
 const keepFlushed = 4
-
-// flushDone is a submitted flush: done is closed once it has ended, err
-// set before.
-type flushDone struct {
-	done chan struct{}
-	err  error
-}
 
 type delta struct {
 	to   cid.Cid
@@ -145,6 +135,7 @@ func (g *Graph) Buffer(c store.Committer, o BufferOptions) {
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
+	b.w = store.NewBufferWriter(&b.mu, c, b.flushOp, b.log, "co-access: the buffered strengthening", b.scheduleLocked)
 	g.buf = b
 }
 
@@ -259,9 +250,7 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 	if len(b.pending) >= 2*b.max {
 		// Only while writes fail (a full disk): below, a flush is
 		// submitted at MaxLists. Memory is not let grow without bound.
-		if b.dropped++; b.dropped == 1 {
-			b.log.Warn("co-access: the buffered strengthening cannot be written; recalls' strengthening is dropped until it can", "lists", len(b.pending))
-		}
+		b.w.Drop(len(b.pending))
 		return
 	}
 	for _, a := range together {
@@ -297,10 +286,10 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 // scheduleLocked arms the timer for what waits, or has it written now
 // when too much does.
 func (b *buffer) scheduleLocked() {
-	if b.inFlight != nil || b.closed || len(b.pending) == 0 && b.flushing == nil {
+	if b.w.Busy() || b.closed || len(b.pending) == 0 && b.flushing == nil {
 		return
 	}
-	if len(b.pending) >= b.max && !b.failing {
+	if len(b.pending) >= b.max && !b.w.Failing() {
 		go b.kick()
 		return
 	}
@@ -316,42 +305,17 @@ func (b *buffer) scheduleLocked() {
 
 // kick submits a flush unless one is in flight or nothing waits; it
 // returns the flush in flight (nil: none).
-func (b *buffer) kick() *flushDone {
-	b.mu.Lock()
-	if f := b.inFlight; f != nil {
-		b.mu.Unlock()
-		return f
-	}
-	if len(b.pending) == 0 && b.flushing == nil {
-		b.mu.Unlock()
-		return nil
-	}
-	if b.timer != nil {
-		b.timer.Stop()
-		b.timer = nil
-	}
-	f := &flushDone{done: make(chan struct{})}
-	b.inFlight = f
-	b.mu.Unlock()
-	// Not under mu: the committer takes it (add, in a commit's hook).
-	p := b.c.Submit(b.flushOp)
-	go func() {
-		<-p.Done()
-		f.err = p.Err()
-		if f.err != nil && !errors.Is(f.err, base.ErrClosed) {
-			b.log.Warn("co-access: writing the buffered strengthening failed; it is tried again", "err", f.err)
+func (b *buffer) kick() *store.BufferWrite {
+	return b.w.Kick(func() bool {
+		if len(b.pending) == 0 && b.flushing == nil {
+			return false
 		}
-		b.mu.Lock()
-		b.inFlight = nil
-		if b.failing = f.err != nil; !b.failing && b.dropped > 0 {
-			b.log.Warn("co-access: the buffered strengthening is written again", "recalls_dropped", b.dropped)
-			b.dropped = 0
+		if b.timer != nil {
+			b.timer.Stop()
+			b.timer = nil
 		}
-		b.scheduleLocked()
-		b.mu.Unlock()
-		close(f.done)
-	}()
-	return f
+		return true
+	})
 }
 
 // flush writes what is buffered when it is called (the flush in flight,
@@ -366,26 +330,7 @@ func (b *buffer) flush(ctx context.Context) error {
 		b.urgent[k] = struct{}{}
 	}
 	b.mu.Unlock()
-	for {
-		f := b.kick()
-		if f == nil {
-			return nil
-		}
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if f.err != nil {
-			return f.err
-		}
-		b.mu.Lock()
-		left := b.urgentLeft()
-		b.mu.Unlock()
-		if !left {
-			return nil
-		}
-	}
+	return b.w.Flush(ctx, b.kick, b.urgentLeft)
 }
 
 // urgentLeft reports whether a key a Flush waits for is still pending,

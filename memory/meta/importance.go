@@ -20,8 +20,13 @@ func Touch(cids []cid.Cid, sonas []string, activity func(sona string) (int64, bo
 	return touch(UpdateHot, cids, sonas, activity)
 }
 
-// Touch is the package's Touch, reading through the cache (Store.UpdateHot).
+// Touch is the package's Touch, reading through the cache (Store.UpdateHot)
+// — or, buffered (BufferTouches), an op that writes nothing: the buffer
+// writes the touches later.
 func (m *Store) Touch(cids []cid.Cid, sonas []string, activity func(sona string) (int64, bool)) store.Op {
+	if m.touches != nil {
+		return m.touches.op(cids, sonas, activity)
+	}
 	return touch(m.UpdateHot, cids, sonas, activity)
 }
 

@@ -158,6 +158,9 @@ type Store struct {
 	// loaded (LoadHotKeys): a read of a memory's metadata that the cache
 	// misses then reads its o/ record only when there may be one.
 	hotKeys *store.KeySet
+	// touches are the recalls' touches not yet written, when buffered
+	// (BufferTouches).
+	touches *touches
 }
 
 // New reads the memories of st with caches of cacheSize entries each
@@ -227,13 +230,18 @@ func (m *Store) MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) 
 	}
 	key := c.KeyString()
 	if e, ok := m.metas.In(key, r); ok {
-		return e.get(c)
+		meta, err := e.get(c)
+		if err != nil {
+			return nil, err
+		}
+		return m.WithTouches(r, c, meta), nil
 	}
 	meta, err := read(r, c, m.hotKeys)
-	if err == nil {
-		m.metas.Fill(key, decoded(meta), r)
+	if err != nil {
+		return nil, err
 	}
-	return meta, err
+	m.metas.Fill(key, decoded(meta), r)
+	return m.WithTouches(r, c, meta), nil
 }
 
 // Has reports whether c is a stored memory in r (its metadata record is

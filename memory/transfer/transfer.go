@@ -70,8 +70,8 @@ type Env interface {
 	// embedding and metadata as an append's item.
 	Prepare(m *model.Memory, c cid.Cid, block []byte, vec []float32, meta *messages.MemoryMeta) (*model.Prepared, error)
 	// Flush writes what the self learned and keeps in memory for a while
-	// (the recalls' co-access strengthening), and waits until it is
-	// durable.
+	// (the recalls' co-access strengthening, and their touches of the
+	// memories they returned), and waits until it is durable.
 	Flush(ctx context.Context) error
 }
 

@@ -1,0 +1,124 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/memoria-ai/memoria/memory/base"
+)
+
+// BufferWriter writes what a buffer keeps in memory for a while — what a
+// recall leaves behind that nobody waits for: the co-access
+// strengthening, the touches of the memories it returned — through a
+// committer, one write at a time, and notes when they fail: meanwhile the
+// buffer tries again now and then and bounds what it keeps. It shares the
+// buffer's lock, under which the buffer keeps what waits.
+type BufferWriter struct {
+	mu    sync.Locker // the buffer's
+	c     Committer
+	write Op
+	log   *slog.Logger
+	what  string // for the log: "co-access: the buffered strengthening"
+	ended func()
+
+	inFlight *BufferWrite // the write submitted, nil when none
+	failing  bool
+	dropped  int
+}
+
+// BufferWrite is a write a BufferWriter submitted.
+type BufferWrite struct {
+	done chan struct{}
+	err  error
+}
+
+// NewBufferWriter writes through c with write, which takes from the
+// buffer under mu what it writes. ended is called under mu once a write
+// has ended (the buffer schedules what waits); what names what is
+// written in the log.
+func NewBufferWriter(mu sync.Locker, c Committer, write Op, log *slog.Logger, what string, ended func()) *BufferWriter {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &BufferWriter{mu: mu, c: c, write: write, log: log, what: what, ended: ended}
+}
+
+// Busy reports whether a write is in flight (mu held).
+func (w *BufferWriter) Busy() bool { return w.inFlight != nil }
+
+// Failing reports whether the last write failed (mu held): the buffer then
+// tries again only now and then, and bounds what it keeps.
+func (w *BufferWriter) Failing() bool { return w.failing }
+
+// Drop counts a recall whose leavings the buffer dropped while writes
+// fail, saying so the first time (mu held); held is what it keeps.
+func (w *BufferWriter) Drop(held int) {
+	if w.dropped++; w.dropped == 1 {
+		w.log.Warn(w.what+" cannot be written; what recalls leave is dropped until it can", "held", held)
+	}
+}
+
+// Kick submits a write unless one is in flight, or unless ready, called
+// under mu, reports that nothing waits; it returns the write in flight
+// (nil: none). Call it without mu.
+func (w *BufferWriter) Kick(ready func() bool) *BufferWrite {
+	w.mu.Lock()
+	if f := w.inFlight; f != nil {
+		w.mu.Unlock()
+		return f
+	}
+	if !ready() {
+		w.mu.Unlock()
+		return nil
+	}
+	f := &BufferWrite{done: make(chan struct{})}
+	w.inFlight = f
+	w.mu.Unlock()
+	// Not under mu: the committer takes it (a commit's hook adds to the
+	// buffer).
+	p := w.c.Submit(w.write)
+	go func() {
+		<-p.Done()
+		f.err = p.Err()
+		if f.err != nil && !errors.Is(f.err, base.ErrClosed) {
+			w.log.Warn("writing "+w.what+" failed; it is tried again", "err", f.err)
+		}
+		w.mu.Lock()
+		w.inFlight = nil
+		if w.failing = f.err != nil; !w.failing && w.dropped > 0 {
+			w.log.Warn(w.what+" is written again", "recalls_dropped", w.dropped)
+			w.dropped = 0
+		}
+		w.ended()
+		w.mu.Unlock()
+		close(f.done)
+	}()
+	return f
+}
+
+// Flush submits writes (kick) until left, called under mu, reports that
+// what it waits for is written, or returns the first failure.
+func (w *BufferWriter) Flush(ctx context.Context, kick func() *BufferWrite, left func() bool) error {
+	for {
+		f := kick()
+		if f == nil {
+			return nil
+		}
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if f.err != nil {
+			return f.err
+		}
+		w.mu.Lock()
+		more := left()
+		w.mu.Unlock()
+		if !more {
+			return nil
+		}
+	}
+}
