@@ -239,3 +239,48 @@ func TestBufferedTouchesAreWrittenAgainAfterAFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// While writes fail, the buffer stops growing at twice Max memories
+// (besides those the failed write holds): what more recalls touch is
+// dropped; what it holds is written once the writes succeed.
+func TestBufferedTouchesAreBoundedWhileWritesFail(t *testing.T) {
+	full := new(atomic.Bool)
+	so := store.OptionsOf(config.Default().Store)
+	so.FreeSpace = func() (uint64, error) {
+		if full.Load() {
+			return 0, nil
+		}
+		return 1 << 40, nil
+	}
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openTouches(t, TouchOptions{Every: time.Minute, Max: 2, Clock: clk}, so)
+	var cids []cid.Cid
+	for i := range 10 {
+		cids = append(cids, put(t, b.st, fmt.Sprint("memory ", i), &messages.MemoryMeta{Kind: "note", Sonas: []string{"s"}}))
+	}
+	full.Store(true)
+	for _, c := range cids {
+		b.touch(t, 3, c)
+		if err := b.m.FlushTouches(context.Background()); !errors.Is(err, base.ErrDiskFull) {
+			t.Fatalf("a write on a full disk: %v, want ErrDiskFull", err)
+		}
+	}
+	held := 0
+	for _, c := range cids {
+		if metaOf(t, b.m, c).AccessCount > 0 {
+			held++
+		}
+	}
+	if held != 5 { // the first, which the failed write holds, and 4 more, twice Max
+		t.Fatalf("%d of 10 memories' touches held while the writes fail, want 5", held)
+	}
+	full.Store(false)
+	if err := b.m.FlushTouches(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cids {
+		if got, want := b.stored(t, c).AccessCount, int64(min(1, max(0, 5-i))); got != want {
+			t.Fatalf("memory %d stored with %d accesses, want %d", i, got, want)
+		}
+	}
+}
