@@ -132,7 +132,7 @@ func (sc *scorer) neighbourAt(v chainView, i int) *neighbour {
 		return nil
 	}
 	if len(sc.spare) == 0 {
-		sc.spare = make([]neighbour, 64)
+		sc.spare = sc.scratch.chunk()
 	}
 	n := &sc.spare[0]
 	sc.spare = sc.spare[1:]

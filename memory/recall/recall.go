@@ -362,7 +362,9 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 		sims: map[string]float64{}, activity: map[string]int64{q.Sona: activity},
 		excluded: map[cid.Cid]bool{}, weights: rc.Weights,
 		collapse: collapser{min: rc.Collapse}, n: n, worker: worker,
+		scratch: evidenceScratches.Get().(*evidenceScratch),
 	}
+	defer sc.scratch.release()
 	if paths.Score != nil {
 		sc.weights = *paths.Score
 	}
@@ -635,6 +637,7 @@ type scorer struct {
 
 	plainGen uint64 // plainMemories' generation before the view began (visible.go)
 	worker   *slot  // the recall's worker (recall.workers)
+	scratch  *evidenceScratch
 }
 
 // resolveAsOf turns Query.AsOf into the limits of what existed.
@@ -749,12 +752,11 @@ func (sc *scorer) sonaSimilarity(meta *messages.MemoryMeta) float64 {
 
 // gather builds the scored, fused candidate set of the three paths.
 func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalled, error) {
-	// Sized for what the paths bring (these maps grown entry by entry
-	// were 7% of the bytes a recall allocated at 100,000 memories; a
-	// candidate has two or three neighbours of its own on average).
-	n := len(dense) + len(bm25) + len(metric)
-	byKey := make(map[string]*Recalled, n)
-	sc.cands, sc.neighbours, sc.chains, sc.bodies = byKey, make(map[uint64]*neighbour, 3*n), map[string]chainView{}, make(map[string]body, n)
+	// The maps come from the recall's scratch (evidenceScratch), grown by
+	// the recalls before it: grown entry by entry they were 7% of the
+	// bytes a recall allocated at 100,000 memories.
+	byKey := sc.scratch.cands
+	sc.cands, sc.neighbours, sc.chains, sc.bodies = byKey, sc.scratch.neighbours, sc.scratch.chains, sc.scratch.bodies
 	if paths.Weights.Time > 0 {
 		if sc.spans = sc.querySpans(); len(sc.spans) == 0 {
 			paths.Weights.Time = 0 // the query speaks of no time
