@@ -50,7 +50,6 @@ type BufferOptions struct {
 // buffer holds the strengthening not yet written (see above).
 type buffer struct {
 	g     *Graph // whose cache the flush reads the lists through
-	c     store.Committer
 	every time.Duration
 	max   int
 	clock clock.Clock
@@ -129,7 +128,7 @@ const maxFlushLists = 2048
 // write it through c (see above). Call it before the store's first
 // write, and Close before the store closes.
 func (g *Graph) Buffer(c store.Committer, o BufferOptions) {
-	b := &buffer{g: g, c: c, every: o.Every, max: o.MaxLists, clock: clock.Or(o.Clock), log: o.Logger,
+	b := &buffer{g: g, every: o.Every, max: o.MaxLists, clock: clock.Or(o.Clock), log: o.Logger,
 		pending: map[string]*pendingList{}, urgent: map[string]struct{}{}, gone: map[cid.Cid]time.Time{}}
 	if b.max <= 0 {
 		b.max = 65_536
