@@ -50,7 +50,6 @@ type BufferOptions struct {
 // buffer holds the strengthening not yet written (see above).
 type buffer struct {
 	g     *Graph // whose cache the flush reads the lists through
-	every time.Duration
 	max   int
 	clock clock.Clock
 	log   *slog.Logger
@@ -71,11 +70,10 @@ type buffer struct {
 	// before that commit reads the lists as they were, and merged gives
 	// it the batch's strengthening, which the buffer no longer holds.
 	flushed []flushedBatch
-	// w writes: while its writes fail, flushes are tried every `every`,
+	// w writes: while its writes fail, flushes are tried every Every,
 	// not at once, and past twice MaxLists lists nothing more is
 	// buffered.
-	w      *store.BufferWriter
-	timer  clock.Timer // armed while pending waits
+	w      *store.BufferWriter // its timer armed while pending waits
 	closed bool
 	// gone are the memories forgotten lately (with when): a recall that
 	// read them before the forgetting does not strengthen them after it.
@@ -128,7 +126,7 @@ const maxFlushLists = 2048
 // write it through c (see above). Call it before the store's first
 // write, and Close before the store closes.
 func (g *Graph) Buffer(c store.Committer, o BufferOptions) {
-	b := &buffer{g: g, every: o.Every, max: o.MaxLists, clock: clock.Or(o.Clock), log: o.Logger,
+	b := &buffer{g: g, max: o.MaxLists, clock: clock.Or(o.Clock), log: o.Logger,
 		pending: map[string]*pendingList{}, urgent: map[string]struct{}{}, gone: map[cid.Cid]time.Time{}}
 	if b.max <= 0 {
 		b.max = 65_536
@@ -136,7 +134,8 @@ func (g *Graph) Buffer(c store.Committer, o BufferOptions) {
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
-	b.w = store.NewBufferWriter(&b.mu, c, b.flushOp, b.log, "co-access: the buffered strengthening", b.scheduleLocked)
+	b.w = store.NewBufferWriter(&b.mu, c, b.flushOp, b.scheduleLocked,
+		store.BufferWriterOptions{Every: o.Every, Clock: b.clock, Logger: b.log, What: "co-access: the buffered strengthening"})
 	g.buf = b
 }
 
@@ -173,11 +172,10 @@ func (g *Graph) Close(ctx context.Context) error {
 	b := g.buf
 	b.mu.Lock()
 	b.closed = true
-	for _, t := range []*clock.Timer{&b.timer, &b.prune} {
-		if *t != nil {
-			(*t).Stop()
-			*t = nil
-		}
+	b.w.Disarm()
+	if b.prune != nil {
+		b.prune.Stop()
+		b.prune = nil
 	}
 	b.mu.Unlock()
 	return err
@@ -294,29 +292,13 @@ func (b *buffer) scheduleLocked() {
 		go b.kick()
 		return
 	}
-	if b.timer == nil {
-		b.timer = b.clock.AfterFunc(b.every, func() {
-			b.mu.Lock()
-			b.timer = nil
-			b.mu.Unlock()
-			b.kick()
-		})
-	}
+	b.w.Arm(func() { b.kick() })
 }
 
 // kick submits a flush unless one is in flight or nothing waits; it
 // returns the flush in flight (nil: none).
 func (b *buffer) kick() *store.BufferWrite {
-	return b.w.Kick(func() bool {
-		if len(b.pending) == 0 && b.flushing == nil {
-			return false
-		}
-		if b.timer != nil {
-			b.timer.Stop()
-			b.timer = nil
-		}
-		return true
-	})
+	return b.w.Kick(func() bool { return len(b.pending) > 0 || b.flushing != nil })
 }
 
 // flush writes what is buffered when it is called (the flush in flight,

@@ -18,6 +18,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/store/storetest"
 )
 
 // buffered is a store whose graph buffers co-access, and the number of
@@ -188,22 +189,8 @@ func TestBufferedCoAccessForgetsTheForgotten(t *testing.T) {
 	}
 }
 
-// fillableDisk is the store's options on a disk that is full while full
-// is set.
-func fillableDisk() (*atomic.Bool, store.Options) {
-	full := new(atomic.Bool)
-	so := store.OptionsOf(config.Default().Store)
-	so.FreeSpace = func() (uint64, error) {
-		if full.Load() {
-			return 0, nil
-		}
-		return 1 << 40, nil
-	}
-	return full, so
-}
-
 func TestBufferedCoAccessIsWrittenAgainAfterAFailure(t *testing.T) {
-	full, so := fillableDisk()
+	full, so := storetest.FillableDisk()
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	b := openBuffered(t, assoc.BufferOptions{Every: time.Minute, Clock: clk}, so)
 	a, c := cidOf(t, "a"), cidOf(t, "c")
@@ -298,7 +285,7 @@ func TestFlushEndsUnderASteadyLoad(t *testing.T) {
 // (besides those the failed flush holds): what more recalls strengthen is
 // dropped; what it holds is written once the writes succeed.
 func TestBufferedCoAccessIsBoundedWhileWritesFail(t *testing.T) {
-	full, so := fillableDisk()
+	full, so := storetest.FillableDisk()
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	b := openBuffered(t, assoc.BufferOptions{Every: time.Minute, MaxLists: 2, Clock: clk}, so)
 	full.Store(true)

@@ -61,10 +61,8 @@ func (d touched) apply(h *Hot) {
 
 // touches holds the touches not yet written (see above).
 type touches struct {
-	m     *Store
-	every time.Duration
-	max   int
-	clock clock.Clock
+	m   *Store
+	max int
 
 	mu sync.RWMutex
 	// pending are the touches since the last write began, by CID key;
@@ -73,10 +71,9 @@ type touches struct {
 	// written again, when it fails).
 	pending, due map[string]touched
 	flushing     *touchBatch
-	// w writes: while its writes fail, they are tried every `every`, and
+	// w writes: while its writes fail, they are tried every Every, and
 	// past twice Max memories nothing more is buffered.
-	w      *store.BufferWriter
-	timer  clock.Timer // armed while pending waits
+	w      *store.BufferWriter // its timer armed while pending waits
 	closed bool
 }
 
@@ -90,12 +87,13 @@ const maxFlushTouches = 1024
 // through c (see above). Call it before the store's first write, and
 // CloseTouches before the store closes.
 func (m *Store) BufferTouches(c store.Committer, o TouchOptions) {
-	t := &touches{m: m, every: o.Every, max: o.Max, clock: clock.Or(o.Clock),
+	t := &touches{m: m, max: o.Max,
 		pending: map[string]touched{}, due: map[string]touched{}}
 	if t.max <= 0 {
 		t.max = 131_072
 	}
-	t.w = store.NewBufferWriter(&t.mu, c, t.flushOp, o.Logger, "touches: the buffered touches", t.scheduleLocked)
+	t.w = store.NewBufferWriter(&t.mu, c, t.flushOp, t.scheduleLocked,
+		store.BufferWriterOptions{Every: o.Every, Clock: o.Clock, Logger: o.Logger, What: "touches: the buffered touches"})
 	m.touches = t
 }
 
@@ -117,10 +115,7 @@ func (m *Store) CloseTouches(ctx context.Context) error {
 	err := t.flush(ctx)
 	t.mu.Lock()
 	t.closed = true
-	if t.timer != nil {
-		t.timer.Stop()
-		t.timer = nil
-	}
+	t.w.Disarm()
 	t.mu.Unlock()
 	return err
 }
@@ -185,15 +180,12 @@ func (t *touches) scheduleLocked() {
 		go t.kick()
 		return
 	}
-	if t.timer == nil {
-		t.timer = t.clock.AfterFunc(t.every, func() {
-			t.mu.Lock()
-			t.timer = nil
-			t.takeLocked()
-			t.mu.Unlock()
-			t.kick()
-		})
-	}
+	t.w.Arm(func() {
+		t.mu.Lock()
+		t.takeLocked()
+		t.mu.Unlock()
+		t.kick()
+	})
 }
 
 // takeLocked makes every pending touch due.
@@ -212,14 +204,7 @@ func (t *touches) kick() *store.BufferWrite {
 		if len(t.due) == 0 && t.flushing == nil {
 			t.takeLocked()
 		}
-		if len(t.due) == 0 && t.flushing == nil {
-			return false
-		}
-		if t.timer != nil {
-			t.timer.Stop()
-			t.timer = nil
-		}
-		return true
+		return len(t.due) > 0 || t.flushing != nil
 	})
 }
 

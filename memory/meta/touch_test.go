@@ -16,6 +16,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/memory/store/storetest"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -196,14 +197,7 @@ func TestBufferedTouchesPastMaxAreWrittenAtOnce(t *testing.T) {
 // A write that fails keeps its touches (read back meanwhile) and is tried
 // again; a memory forgotten while its touches wait is passed over.
 func TestBufferedTouchesAreWrittenAgainAfterAFailure(t *testing.T) {
-	full := new(atomic.Bool)
-	so := store.OptionsOf(config.Default().Store)
-	so.FreeSpace = func() (uint64, error) {
-		if full.Load() {
-			return 0, nil
-		}
-		return 1 << 40, nil
-	}
+	full, so := storetest.FillableDisk()
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	b := openTouches(t, TouchOptions{Every: time.Minute, Clock: clk}, so)
 	a := put(t, b.st, "a", &messages.MemoryMeta{Kind: "note", Sonas: []string{"s"}})
@@ -244,14 +238,7 @@ func TestBufferedTouchesAreWrittenAgainAfterAFailure(t *testing.T) {
 // (besides those the failed write holds): what more recalls touch is
 // dropped; what it holds is written once the writes succeed.
 func TestBufferedTouchesAreBoundedWhileWritesFail(t *testing.T) {
-	full := new(atomic.Bool)
-	so := store.OptionsOf(config.Default().Store)
-	so.FreeSpace = func() (uint64, error) {
-		if full.Load() {
-			return 0, nil
-		}
-		return 1 << 40, nil
-	}
+	full, so := storetest.FillableDisk()
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	b := openTouches(t, TouchOptions{Every: time.Minute, Max: 2, Clock: clk}, so)
 	var cids []cid.Cid

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
 )
 
@@ -14,7 +16,8 @@ import (
 // strengthening, the touches of the memories it returned — through a
 // committer, one write at a time, and notes when they fail: meanwhile the
 // buffer tries again now and then and bounds what it keeps. It shares the
-// buffer's lock, under which the buffer keeps what waits.
+// buffer's lock, under which the buffer keeps what waits, and keeps the
+// timer of the buffer's next write.
 type BufferWriter struct {
 	mu    sync.Locker // the buffer's
 	c     Committer
@@ -22,8 +25,11 @@ type BufferWriter struct {
 	log   *slog.Logger
 	what  string // for the log: "co-access: the buffered strengthening"
 	ended func()
+	every time.Duration
+	clock clock.Clock
 
 	inFlight *BufferWrite // the write submitted, nil when none
+	timer    clock.Timer  // armed while what waits is not due
 	failing  bool
 	dropped  int
 }
@@ -34,15 +40,48 @@ type BufferWrite struct {
 	err  error
 }
 
+// BufferWriterOptions configure a BufferWriter.
+type BufferWriterOptions struct {
+	// Every is how long what a buffer keeps waits before its write (Arm).
+	Every  time.Duration
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// What names what is written, for the log: "touches: the buffered
+	// touches".
+	What string
+}
+
 // NewBufferWriter writes through c with write, which takes from the
 // buffer under mu what it writes. ended is called under mu once a write
-// has ended (the buffer schedules what waits); what names what is
-// written in the log.
-func NewBufferWriter(mu sync.Locker, c Committer, write Op, log *slog.Logger, what string, ended func()) *BufferWriter {
+// has ended (the buffer schedules what waits).
+func NewBufferWriter(mu sync.Locker, c Committer, write Op, ended func(), o BufferWriterOptions) *BufferWriter {
+	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &BufferWriter{mu: mu, c: c, write: write, log: log, what: what, ended: ended}
+	return &BufferWriter{mu: mu, c: c, write: write, log: log, what: o.What, ended: ended, every: o.Every, clock: clock.Or(o.Clock)}
+}
+
+// Arm has fire called (without mu) Every from now, unless the timer is
+// armed already (mu held).
+func (w *BufferWriter) Arm(fire func()) {
+	if w.timer != nil {
+		return
+	}
+	w.timer = w.clock.AfterFunc(w.every, func() {
+		w.mu.Lock()
+		w.timer = nil
+		w.mu.Unlock()
+		fire()
+	})
+}
+
+// Disarm stops the timer (mu held).
+func (w *BufferWriter) Disarm() {
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
 }
 
 // Busy reports whether a write is in flight (mu held).
@@ -60,9 +99,9 @@ func (w *BufferWriter) Drop(held int) {
 	}
 }
 
-// Kick submits a write unless one is in flight, or unless ready, called
-// under mu, reports that nothing waits; it returns the write in flight
-// (nil: none). Call it without mu.
+// Kick submits a write, and disarms the timer, unless one is in flight,
+// or unless ready, called under mu, reports that nothing waits; it
+// returns the write in flight (nil: none). Call it without mu.
 func (w *BufferWriter) Kick(ready func() bool) *BufferWrite {
 	w.mu.Lock()
 	if f := w.inFlight; f != nil {
@@ -73,6 +112,7 @@ func (w *BufferWriter) Kick(ready func() bool) *BufferWrite {
 		w.mu.Unlock()
 		return nil
 	}
+	w.Disarm()
 	f := &BufferWrite{done: make(chan struct{})}
 	w.inFlight = f
 	w.mu.Unlock()

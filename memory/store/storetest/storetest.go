@@ -786,3 +786,17 @@ func testClosed(t *testing.T, open Opener) {
 		t.Fatalf("Update after Close: err = %v, want ErrClosed", err)
 	}
 }
+
+// FillableDisk is the default store options on a disk that is full while
+// full is set (Options.FreeSpace): a write then fails with ErrDiskFull.
+func FillableDisk() (full *atomic.Bool, o store.Options) {
+	full = new(atomic.Bool)
+	o = store.OptionsOf(config.Default().Store)
+	o.FreeSpace = func() (uint64, error) {
+		if full.Load() {
+			return 0, nil
+		}
+		return 1 << 40, nil
+	}
+	return full, o
+}
