@@ -486,3 +486,41 @@ func TestImportKeepsTheJoinOrderAtOnePosition(t *testing.T) {
 		t.Fatal("the import exports differently")
 	}
 }
+
+// The recalls' touches wait in memory (recall.touch_flush): an export
+// writes them first, so the document holds every access.
+func TestExportHoldsTheBufferedTouches(t *testing.T) {
+	x := newTwoSonas(t)
+	s, ctx := x.s, context.Background()
+	touch := s.Memories.Touch([]cid.Cid{x.a2, x.a2, x.a3}, []string{x.a.Sona, x.a.Sona, x.a.Sona}, s.Sonas.Activity)
+	if err := s.Store().Update(ctx, touch); err != nil {
+		t.Fatal(err)
+	}
+	stored := func(c cid.Cid) int64 {
+		t.Helper()
+		var n int64
+		if err := s.Store().View(func(r store.Reader) error {
+			m, err := meta.Read(r, c)
+			if err == nil {
+				n = m.AccessCount
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := stored(x.a2); n != 0 {
+		t.Fatalf("a2 stored with %d accesses before the export, want the touches still buffered", n)
+	}
+	doc, _ := exportDoc(t, s, "")
+	want := map[string]int64{x.a2.String(): 2, x.a3.String(): 1, x.a1.String(): 0}
+	for _, m := range doc.Memories {
+		if n, ok := want[m.Cid]; ok && m.Meta.GetAccessCount() != n {
+			t.Errorf("%s exported with %d accesses, want %d", m.Cid, m.Meta.GetAccessCount(), n)
+		}
+	}
+	if n := stored(x.a2); n != 2 {
+		t.Fatalf("a2 stored with %d accesses after the export, want 2", n)
+	}
+}
