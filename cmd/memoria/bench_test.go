@@ -383,9 +383,11 @@ func TestBenchKeptStore(t *testing.T) {
 //
 // The turn said twice goes to both sonas whatever the order of the
 // inserts: it is the only text of its speaker, and the others are made of
-// words no other turn has, so no insert is folded into a near-duplicate
-// and the 60 memories are all grown from the turns as written (the
-// corpus's altered repetitions, which may fold, start past them).
+// words no other turn has (the hashed embeddings of any two turns are at
+// most 0.33 alike, where a near-duplicate needs 0.71), so no insert is
+// folded into a near-duplicate and the 60 memories are all grown from the
+// turns as written (the corpus's altered repetitions, which may fold,
+// start past them).
 func TestBenchCorpusRepeatingTexts(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
