@@ -208,34 +208,19 @@ const knownMetrics = 64
 // writeMetrics writes an evaluation's metrics mp (values of field fd) as
 // writeSortedMap does.
 func writeMetrics(b *bytes.Buffer, fd protoreflect.FieldDescriptor, mp map[string]float64) error {
+	value := func(f float64) error { return writeDouble(b, fd, f) }
 	if names := metricNames.Load(); names != nil && len(mp) <= len(*names) {
-		start, n := b.Len(), 0
-		b.WriteByte('{')
-		for _, k := range *names {
-			f, ok := mp[k]
-			if !ok {
-				continue
-			}
-			if n > 0 {
-				b.WriteByte(',')
-			}
-			n++
-			writeString(b, k)
-			b.WriteByte(':')
-			if err := writeDouble(b, fd, f); err != nil {
-				return err
-			}
-		}
-		if n == len(mp) {
-			b.WriteByte('}')
-			return nil
+		start := b.Len()
+		n, err := writeMapIn(b, *names, mp, value)
+		if err != nil || n == len(mp) {
+			return err
 		}
 		b.Truncate(start) // a name it does not know
 	}
 	if !metricsFull.Load() {
 		learnMetricNames(mp)
 	}
-	return writeSortedMap(b, mp, func(f float64) error { return writeDouble(b, fd, f) })
+	return writeSortedMap(b, mp, value)
 }
 
 // learnMetricNames adds the names of mp to metricNames.
@@ -268,19 +253,31 @@ func writeSortedMap[V any](b *bytes.Buffer, mp map[string]V, value func(V) error
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	_, err := writeMapIn(b, keys, mp, value)
+	return err
+}
+
+// writeMapIn writes as a JSON object the entries of mp under keys, in
+// their order (a key mp does not hold is passed over); n is how many.
+func writeMapIn[V any](b *bytes.Buffer, keys []string, mp map[string]V, value func(V) error) (n int, err error) {
 	b.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
+	for _, k := range keys {
+		v, ok := mp[k]
+		if !ok {
+			continue
+		}
+		if n > 0 {
 			b.WriteByte(',')
 		}
+		n++
 		writeString(b, k)
 		b.WriteByte(':')
-		if err := value(mp[k]); err != nil {
-			return err
+		if err := value(v); err != nil {
+			return n, err
 		}
 	}
 	b.WriteByte('}')
-	return nil
+	return n, nil
 }
 
 func writeMap(b *bytes.Buffer, fd protoreflect.FieldDescriptor, mp protoreflect.Map) error {
