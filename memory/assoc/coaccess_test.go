@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -365,4 +366,113 @@ func TestViewOlderThanAFlushKeepsItsStrengthening(t *testing.T) {
 	if len(old) != 1 || len(now) != 1 || old[0].Target != c || old[0].Strength != now[0].Strength {
 		t.Fatalf("a's partners in a view older than the flush %v, in a newer one %v: want c, as strong", old, now)
 	}
+}
+
+// The buffer numbers the memories its strengthening goes to, in tables it
+// renews (targets): across many renewals and a forgetting, what it shows
+// and writes is what each recall's strengthening written with it makes,
+// and its pending lists use at most two tables.
+func TestBufferedCoAccessAcrossRenumberedTables(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	// Written only when the test says (no flush at MaxLists, none
+	// dropped); a table renewed every 8 memories.
+	b := openBuffered(t, assoc.BufferOptions{Every: time.Hour, MaxLists: 1 << 20, Clock: clk}, store.OptionsOf(config.Default().Store))
+	assoc.SetBufferTableMax(b.g, 8)
+	direct := openStore(t)
+	dg := assoc.NewGraph(direct, 64)
+	var pool []cid.Cid // 30 memories: no list reaches MaxLinks partners
+	for i := range 30 {
+		pool = append(pool, cidOf(t, fmt.Sprint("m", i)))
+	}
+	same := func(when string, x cid.Cid) {
+		t.Helper()
+		got, err := b.g.CoAccess("agent", x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := dg.CoAccess("agent", x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameSet(got, want); err != nil {
+			t.Fatalf("%s: %s's partners: %v", when, x, err)
+		}
+		if err := sameSet(stored(t, b.s, "agent", x), stored(t, direct, "agent", x)); err != nil && strings.HasPrefix(when, "written") {
+			t.Fatalf("%s: %s's partners as stored: %v", when, x, err)
+		}
+	}
+	forget := func(s *store.Store, gone cid.Cid, g *assoc.Graph) {
+		t.Helper()
+		err := s.Update(context.Background(), func(tx store.Tx) error {
+			if g != nil {
+				g.Forgotten([]cid.Cid{gone})
+			}
+			return assoc.Forget(tx, []cid.Cid{gone}, []string{"agent"}, func(x cid.Cid) bool { return x == gone })
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	gone := pool[0]
+	renewed, lastSize := 0, 0
+	for step := range 300 {
+		if step == 150 {
+			forget(b.s, gone, b.g)
+			forget(direct, gone, nil)
+		}
+		var together []cid.Cid
+		for _, i := range rng.Perm(len(pool))[:2+rng.IntN(4)] {
+			if step < 150 || pool[i] != gone {
+				together = append(together, pool[i])
+			}
+		}
+		now := int64(100 + step)
+		b.strengthen(t, "agent", together, now)
+		if err := direct.Update(context.Background(), assoc.Strengthen("agent", together, 0.05, now)); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range together {
+			same(fmt.Sprint("step ", step), x)
+		}
+		size, inUse := assoc.BufferTables(b.g)
+		if inUse > 2 {
+			t.Fatalf("step %d: the pending lists use %d tables, want at most 2", step, inUse)
+		}
+		if size < lastSize {
+			renewed++
+		}
+		lastSize = size
+		if step%10 == 9 {
+			if err := b.g.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range pool {
+				same(fmt.Sprint("written at step ", step), x)
+			}
+		}
+	}
+	if renewed < 50 {
+		t.Fatalf("the buffer renewed its table %d times, want many", renewed)
+	}
+}
+
+// sameSet is sameLinks up to the order of links whose strengths differ
+// only by rounding (the buffer multiplies what is left, a direct write
+// adds to the strength).
+func sameSet(got, want []assoc.Link) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%v, want %v", got, want)
+	}
+	byTarget := map[cid.Cid]assoc.Link{}
+	for _, l := range got {
+		byTarget[l.Target] = l
+	}
+	for _, w := range want {
+		g, ok := byTarget[w.Target]
+		if !ok || g.Type != w.Type || math.Abs(g.Strength-w.Strength) > 1e-9 {
+			return fmt.Errorf("%v, want %v", got, want)
+		}
+	}
+	return nil
 }
