@@ -501,27 +501,30 @@ func (b *buffer) merged(key []byte, links []Link, told uint64) []Link {
 		to   cid.Cid
 		keep float64
 	}
-	var ds []named
-	add := func(pl *pendingList) {
-		for _, d := range pl.ds {
-			ds = append(ds, named{pl.t.cids[d.to], d.keep})
+	var (
+		lists   [keepFlushed + 2]*pendingList // what waits for key, sized before it is copied
+		n, size int
+	)
+	take := func(pl *pendingList) {
+		if pl != nil {
+			lists[n], n, size = pl, n+1, size+len(pl.ds)
 		}
 	}
 	b.mu.Lock()
 	for _, f := range b.flushed {
 		if told < f.told {
-			if pl := f.lists[string(key)]; pl != nil {
-				add(pl)
-			}
+			take(f.lists[string(key)])
 		}
 	}
 	if b.flushing != nil {
-		if pl := b.flushing.lists[string(key)]; pl != nil {
-			add(pl)
-		}
+		take(b.flushing.lists[string(key)])
 	}
-	if pl := b.pending[string(key)]; pl != nil {
-		add(pl)
+	take(b.pending[string(key)])
+	ds := make([]named, 0, size)
+	for _, pl := range lists[:n] {
+		for _, d := range pl.ds {
+			ds = append(ds, named{pl.t.cids[d.to], d.keep})
+		}
 	}
 	b.mu.Unlock()
 	if len(ds) == 0 {
