@@ -101,8 +101,8 @@ type pendingList struct {
 // deltas a full buffer holds at 100,000 memories (65,536 lists of up to
 // 2·MaxLinks partners) are no pointers for the collector to mark. With
 // them as CIDs, a recall at 100k under 16 clients spent 13–14% of the CPU
-// in the collector; numbered, 11–12%, and 5% more recalls a second (issue
-// 15, stop 55). A table only grows: the buffer starts a new one when it
+// in the collector; numbered, 11–12%, and some 3% more recalls a second
+// (issue 15, stop 55). A table only grows: the buffer starts a new one when it
 // holds twice MaxLists memories, and the lists move to it when next
 // strengthened, or when the table after it fills (renumber), so at most
 // two tables are in use by what is pending, besides those of the batches
