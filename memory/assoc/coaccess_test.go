@@ -56,6 +56,16 @@ func (b buffered) strengthen(t *testing.T, agent string, together []cid.Cid, now
 	}
 }
 
+// partners reads c's co-access partners for "agent" through g.
+func partners(t *testing.T, g *assoc.Graph, c cid.Cid) []assoc.Link {
+	t.Helper()
+	out, err := g.CoAccess("agent", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // stored reads c's co-access list for agent as the store holds it.
 func stored(t *testing.T, s *store.Store, agent string, c cid.Cid) []assoc.Link {
 	t.Helper()
@@ -98,15 +108,7 @@ func TestBufferedCoAccessIsReadBackThenWrittenOnce(t *testing.T) {
 	b.strengthen(t, "other", []cid.Cid{a, d}, 200)
 
 	for _, x := range []cid.Cid{a, bb, c, d} {
-		got, err := b.g.CoAccess("agent", x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := dg.CoAccess("agent", x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sameLinks(got, want); err != nil {
+		if err := sameLinks(partners(t, b.g, x), partners(t, dg, x)); err != nil {
 			t.Errorf("%s's partners before the write: %v", x, err)
 		}
 	}
@@ -388,15 +390,7 @@ func TestBufferedCoAccessAcrossRenumberedTables(t *testing.T) {
 	// when written.
 	same := func(when string, x cid.Cid, written bool) {
 		t.Helper()
-		got, err := b.g.CoAccess("agent", x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := dg.CoAccess("agent", x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sameSet(got, want); err != nil {
+		if err := sameSet(partners(t, b.g, x), partners(t, dg, x)); err != nil {
 			t.Fatalf("%s: %s's partners: %v", when, x, err)
 		}
 		if !written {
