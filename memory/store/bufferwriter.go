@@ -91,11 +91,17 @@ func (w *BufferWriter) Busy() bool { return w.inFlight != nil }
 // tries again only now and then, and bounds what it keeps.
 func (w *BufferWriter) Failing() bool { return w.failing }
 
-// Drop counts a recall whose leavings the buffer dropped while writes
-// fail, saying so the first time (mu held); held is what it keeps.
+// Drop counts a recall whose leavings the buffer dropped, saying so the
+// first time (mu held): while writes fail, or while they fall behind
+// what recalls leave; held is what it keeps.
 func (w *BufferWriter) Drop(held int) {
-	if w.dropped++; w.dropped == 1 {
+	if w.dropped++; w.dropped > 1 {
+		return
+	}
+	if w.failing {
 		w.log.Warn(w.what+" cannot be written; what recalls leave is dropped until it can", "held", held)
+	} else {
+		w.log.Warn("writing "+w.what+" falls behind; what recalls leave is dropped until it catches up", "held", held)
 	}
 }
 
