@@ -108,7 +108,7 @@ type pendingList struct {
 // two tables are in use by what is pending, besides those of the batches
 // being or lately written.
 type targets struct {
-	cids []cid.Cid // by number; only appended, under the buffer's lock
+	cids []cid.Cid // by number; only appended, by add, under the buffer's lock
 	ids  *base.KeyIndex
 }
 
@@ -444,12 +444,8 @@ func (b *buffer) flushOp(tx store.Tx) error {
 	batch := b.flushing
 	before := b.g.told.Load() // the commits told before this one
 	keys := make([]string, 0, len(batch.lists))
-	// The names of its lists' partners as they are now: the recalls may
-	// add to a table meanwhile, which moves its slice, never an entry.
-	cids := map[*targets][]cid.Cid{}
-	for k, pl := range batch.lists {
+	for k := range batch.lists {
 		keys = append(keys, k)
-		cids[pl.t] = pl.t.cids
 	}
 	b.mu.Unlock()
 	slices.Sort(keys)
@@ -457,7 +453,9 @@ func (b *buffer) flushOp(tx store.Tx) error {
 		pl := batch.lists[k]
 		err := b.g.Update(tx, []byte(k), 0, func(l *List) {
 			for _, d := range pl.ds {
-				e := l.Get(cids[pl.t][d.to])
+				// Read without the lock: the tables grow only in add,
+				// which commit hooks call — in the committer, as this.
+				e := l.Get(pl.t.cids[d.to])
 				e.Type = CoAccess
 				e.Strength = d.strengthen(e.Strength)
 				e.UpdatedAt = d.at

@@ -475,3 +475,78 @@ func sameSet(got, want []assoc.Link) error {
 	}
 	return nil
 }
+
+// Recalls strengthening and reading co-access at once, while the buffer
+// writes at MaxLists and renews its table every 8 memories: under -race,
+// no view's merge reads a table as the strengthening grows it (it fails
+// with the merge's copy made after the lock is let go), and what is
+// written names only the memories recalled, never a memory as its own
+// partner.
+func TestBufferedCoAccessTablesUnderConcurrentRecalls(t *testing.T) {
+	b := openBuffered(t, assoc.BufferOptions{Every: time.Hour, MaxLists: 4}, store.OptionsOf(config.Default().Store))
+	assoc.SetBufferTableMax(b.g, 8)
+	var pool []cid.Cid
+	in := map[cid.Cid]bool{}
+	for i := range 40 {
+		c := cidOf(t, fmt.Sprint("m", i))
+		pool = append(pool, c)
+		in[c] = true
+	}
+	var recalls, readers sync.WaitGroup
+	done := make(chan struct{})
+	for g := range 4 {
+		recalls.Add(1)
+		go func() {
+			defer recalls.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for i := range 200 {
+				var together []cid.Cid
+				for _, j := range rng.Perm(len(pool))[:2+rng.IntN(4)] {
+					together = append(together, pool[j])
+				}
+				if err := b.s.Update(context.Background(), b.g.Strengthen("agent", together, 0.05, int64(100+i))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for g := range 2 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := b.g.CoAccess("agent", pool[(i*7+g)%len(pool)]); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	recalls.Wait()
+	close(done)
+	readers.Wait()
+	if err := b.g.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	written := 0
+	for _, x := range pool {
+		for _, l := range stored(t, b.s, "agent", x) {
+			written++
+			if !in[l.Target] || l.Target == x || l.Strength <= 0 || l.Strength >= 1 {
+				t.Fatalf("%s's written partner %v", x, l)
+			}
+		}
+	}
+	if written == 0 {
+		t.Fatal("nothing written")
+	}
+	if _, inUse := assoc.BufferTables(b.g); inUse > 2 {
+		t.Fatalf("the pending lists use %d tables, want at most 2", inUse)
+	}
+}
