@@ -177,9 +177,8 @@ type delta struct {
 	at   int64   // the latest strengthening, Unix seconds
 }
 
-// strengthen is w after the recalls d counts: 1 − w ← (1 − w)·keep.
-func (d delta) strengthen(w float64) float64 { return strengthened(w, d.keep) }
-
+// strengthened is w after the recalls a delta counts, keep being what
+// they left of 1 − w: 1 − w ← (1 − w)·keep.
 func strengthened(w, keep float64) float64 { return 1 - (1-w)*keep }
 
 // maxID marks a memory add leaves out (gone).
@@ -320,11 +319,7 @@ func (b *buffer) without(lists map[string]*pendingList) {
 func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.pending) >= 2*b.max {
-		// While writes fail (a full disk), or fall this far behind: a
-		// flush is submitted at MaxLists, and takes up to
-		// maxFlushLists. Memory is not let grow without bound.
-		b.w.Drop(len(b.pending))
+	if b.w.Refuses(len(b.pending), b.max) {
 		return
 	}
 	ids := make([]uint32, len(together)) // each one's number, or maxID when gone
@@ -457,7 +452,7 @@ func (b *buffer) flushOp(tx store.Tx) error {
 				// which commit hooks call — in the committer, as this.
 				e := l.Get(pl.t.cids[d.to])
 				e.Type = CoAccess
-				e.Strength = d.strengthen(e.Strength)
+				e.Strength = strengthened(e.Strength, d.keep)
 				e.UpdatedAt = d.at
 			}
 		})
