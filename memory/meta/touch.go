@@ -141,10 +141,7 @@ func (t *touches) op(cids []cid.Cid, sonas []string, activity func(sona string) 
 func (t *touches) add(cids []cid.Cid, ds []touched) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if held := len(t.pending) + len(t.due); held >= 2*t.max {
-		// Only while writes fail (a full disk): below, a write is
-		// submitted at Max. Memory is not let grow without bound.
-		t.w.Drop(held)
+	if t.w.Refuses(len(t.pending)+len(t.due), t.max) {
 		return
 	}
 	for i, c := range cids {

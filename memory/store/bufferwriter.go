@@ -91,18 +91,24 @@ func (w *BufferWriter) Busy() bool { return w.inFlight != nil }
 // tries again only now and then, and bounds what it keeps.
 func (w *BufferWriter) Failing() bool { return w.failing }
 
-// Drop counts a recall whose leavings the buffer dropped, saying so the
-// first time (mu held): while writes fail, or while they fall behind
-// what recalls leave; held is what it keeps.
-func (w *BufferWriter) Drop(held int) {
+// Refuses reports whether a buffer holding held, bounded at max, takes
+// nothing more from a recall (mu held). Past max a write is submitted at
+// once; what waits may still reach twice max while writes fail or fall
+// behind, and past that the recall's leavings are dropped — memory is
+// not let grow without bound —, counted, and said so the first time.
+func (w *BufferWriter) Refuses(held, max int) bool {
+	if held < 2*max {
+		return false
+	}
 	if w.dropped++; w.dropped > 1 {
-		return
+		return true
 	}
 	if w.failing {
 		w.log.Warn(w.what+" cannot be written; what recalls leave is dropped until it can", "held", held)
 	} else {
 		w.log.Warn("writing "+w.what+" falls behind; what recalls leave is dropped until it catches up", "held", held)
 	}
+	return true
 }
 
 // Kick submits a write, and disarms the timer, unless one is in flight,

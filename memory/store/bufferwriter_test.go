@@ -12,9 +12,10 @@ import (
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
-// A buffer that drops what recalls leave while its write is in flight,
-// not failed, says its writes fall behind — not that they cannot be
-// written — and, once the write is done, that it is written again.
+// A buffer holding twice its bound refuses what recalls leave (below it,
+// not); dropping it while its write is in flight, not failed, it says its
+// writes fall behind — not that they cannot be written — and, once the
+// write is done, that it is written again.
 func TestBufferWriterSaysItFallsBehind(t *testing.T) {
 	s := openTestStore(t, t.TempDir())
 	defer s.Close()
@@ -31,8 +32,14 @@ func TestBufferWriterSaysItFallsBehind(t *testing.T) {
 		t.Fatal("nothing submitted")
 	}
 	mu.Lock()
-	w.Drop(5)
-	w.Drop(6)
+	for _, held := range []int{4, 5} { // twice its bound of 2, and past it
+		if !w.Refuses(held, 2) {
+			t.Fatalf("a buffer holding %d, bounded at 2, takes more", held)
+		}
+	}
+	if w.Refuses(3, 2) {
+		t.Fatal("a buffer holding 3, bounded at 2, refuses")
+	}
 	mu.Unlock()
 	close(release)
 	if err := blocker.Wait(context.Background()); err != nil {
