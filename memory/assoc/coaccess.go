@@ -74,8 +74,7 @@ type buffer struct {
 	// w writes: while its writes fail, flushes are tried every Every,
 	// not at once, and past twice MaxLists lists nothing more is
 	// buffered.
-	w      *store.BufferWriter // its timer armed while pending waits
-	closed bool
+	w *store.BufferWriter // its timer armed while pending waits
 	// gone are the memories forgotten lately (with when): a recall that
 	// read them before the forgetting does not strengthen them after it.
 	// prune is armed while it holds any.
@@ -245,8 +244,7 @@ func (g *Graph) Close(ctx context.Context) error {
 	err := g.buf.flush(ctx)
 	b := g.buf
 	b.mu.Lock()
-	b.closed = true
-	b.w.Disarm()
+	b.w.Close()
 	if b.prune != nil {
 		b.prune.Stop()
 		b.prune = nil
@@ -287,7 +285,7 @@ func (b *buffer) pruneLocked() {
 			delete(b.gone, c)
 		}
 	}
-	if len(b.gone) > 0 && b.prune == nil && !b.closed {
+	if len(b.gone) > 0 && b.prune == nil && !b.w.Closed() {
 		b.prune = b.clock.AfterFunc(goneFor+time.Second, func() {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -364,7 +362,7 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 // scheduleLocked arms the timer for what waits, or has it written now
 // when too much does.
 func (b *buffer) scheduleLocked() {
-	if b.w.Busy() || b.closed || len(b.pending) == 0 && b.flushing == nil {
+	if b.w.Busy() || b.w.Closed() || len(b.pending) == 0 && b.flushing == nil {
 		return
 	}
 	if len(b.pending) >= b.max && !b.w.Failing() {

@@ -73,8 +73,7 @@ type touches struct {
 	flushing     *touchBatch
 	// w writes: while its writes fail, they are tried every Every, and
 	// past twice Max memories nothing more is buffered.
-	w      *store.BufferWriter // its timer armed while pending waits
-	closed bool
+	w *store.BufferWriter // its timer armed while pending waits
 }
 
 type touchBatch struct{ touches map[string]touched }
@@ -114,8 +113,7 @@ func (m *Store) CloseTouches(ctx context.Context) error {
 	}
 	err := t.flush(ctx)
 	t.mu.Lock()
-	t.closed = true
-	t.w.Disarm()
+	t.w.Close()
 	t.mu.Unlock()
 	return err
 }
@@ -170,7 +168,7 @@ func (t *touches) of(key string) (touched, bool) {
 // scheduleLocked arms the timer for what waits, or has it written now
 // when a write is under way (its next part) or too much waits.
 func (t *touches) scheduleLocked() {
-	if t.w.Busy() || t.closed || len(t.pending) == 0 && len(t.due) == 0 && t.flushing == nil {
+	if t.w.Busy() || t.w.Closed() || len(t.pending) == 0 && len(t.due) == 0 && t.flushing == nil {
 		return
 	}
 	if !t.w.Failing() && (len(t.due) > 0 || t.flushing != nil || len(t.pending) >= t.max) {

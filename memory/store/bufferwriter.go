@@ -32,6 +32,7 @@ type BufferWriter struct {
 	timer    clock.Timer  // armed while what waits is not due
 	failing  bool
 	dropped  int
+	closed   bool
 }
 
 // BufferWrite is a write a BufferWriter submitted.
@@ -76,13 +77,23 @@ func (w *BufferWriter) Arm(fire func()) {
 	})
 }
 
-// Disarm stops the timer (mu held).
-func (w *BufferWriter) Disarm() {
+// disarm stops the timer (mu held).
+func (w *BufferWriter) disarm() {
 	if w.timer != nil {
 		w.timer.Stop()
 		w.timer = nil
 	}
 }
+
+// Close stops the timer for good (mu held): the buffer, closing, arms and
+// kicks nothing more (Closed).
+func (w *BufferWriter) Close() {
+	w.closed = true
+	w.disarm()
+}
+
+// Closed reports whether Close was called (mu held).
+func (w *BufferWriter) Closed() bool { return w.closed }
 
 // Busy reports whether a write is in flight (mu held).
 func (w *BufferWriter) Busy() bool { return w.inFlight != nil }
@@ -124,7 +135,7 @@ func (w *BufferWriter) Kick(ready func() bool) *BufferWrite {
 		w.mu.Unlock()
 		return nil
 	}
-	w.Disarm()
+	w.disarm()
 	f := &BufferWrite{done: make(chan struct{})}
 	w.inFlight = f
 	w.mu.Unlock()
