@@ -97,6 +97,10 @@ func lineColumn(b []byte, off int64) (line, col int) {
 	return bytes.Count(before, []byte("\n")) + 1, i - bytes.LastIndexByte(before, '\n')
 }
 
+// reflectOnly has every message written through protoreflect, none by
+// writeKnown: for the tests that hold the two to the same bytes.
+var reflectOnly atomic.Bool
+
 func writeMessage(b *bytes.Buffer, m protoreflect.Message) error {
 	desc := m.Descriptor()
 	switch desc.FullName() {
@@ -122,6 +126,11 @@ func writeMessage(b *bytes.Buffer, m protoreflect.Message) error {
 		writeString(b, m.Get(desc.Fields().ByName("cid")).String())
 		b.WriteByte('}')
 		return nil
+	}
+	if !reflectOnly.Load() {
+		if ok, err := writeKnown(b, m); ok {
+			return err
+		}
 	}
 	b.WriteByte('{')
 	fields := desc.Fields()
@@ -181,7 +190,7 @@ func writeMapField(b *bytes.Buffer, m protoreflect.Message, fd protoreflect.Fiel
 	switch x := m.Interface().(type) {
 	case *messages.EvalSummary:
 		if fd.Name() == "metrics" {
-			return writeMetrics(b, fd.MapValue(), x.Metrics)
+			return writeMetrics(b, string(fd.MapValue().FullName()), x.Metrics)
 		}
 	case interface{ GetLabels() map[string]string }: // MemoryMeta, SonaJoin
 		if fd.Name() == "labels" {
@@ -205,10 +214,10 @@ var (
 
 const knownMetrics = 64
 
-// writeMetrics writes an evaluation's metrics mp (values of field fd) as
-// writeSortedMap does.
-func writeMetrics(b *bytes.Buffer, fd protoreflect.FieldDescriptor, mp map[string]float64) error {
-	value := func(f float64) error { return writeDouble(b, fd, f) }
+// writeMetrics writes an evaluation's metrics mp (values of the field
+// named name) as writeSortedMap does.
+func writeMetrics(b *bytes.Buffer, name string, mp map[string]float64) error {
+	value := func(f float64) error { return writeFloat64(b, name, f) }
 	if names := metricNames.Load(); names != nil && len(mp) <= len(*names) {
 		start := b.Len()
 		n, err := writeMapIn(b, *names, mp, value)
@@ -338,14 +347,13 @@ func writeValue(b *bytes.Buffer, fd protoreflect.FieldDescriptor, v protoreflect
 // writeDouble writes f, the value of a float or double field fd; a number
 // that is not finite is an error (JSON has none).
 func writeDouble(b *bytes.Buffer, fd protoreflect.FieldDescriptor, f float64) error {
+	if fd.Kind() != protoreflect.FloatKind {
+		return writeFloat64(b, string(fd.FullName()), f)
+	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return fmt.Errorf("api: %s is not a finite number", fd.FullName())
 	}
-	bits := 64
-	if fd.Kind() == protoreflect.FloatKind {
-		bits = 32
-	}
-	b.Write(strconv.AppendFloat(b.AvailableBuffer(), f, 'g', -1, bits))
+	b.Write(strconv.AppendFloat(b.AvailableBuffer(), f, 'g', -1, 32))
 	return nil
 }
 

@@ -469,3 +469,135 @@ func TestMarshalAsEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// Every message writeKnown writes is written byte for byte as
+// protoreflect's path writes it: with every field set (two of each list
+// and map, every nested message), with none set, and with each field
+// alone. A field added to one of these messages and not to its writer
+// fails here.
+func TestKnownAsReflected(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, m := range []proto.Message{
+		&messages.RecalledMemory{}, &messages.Memory{}, &messages.Edge{}, &messages.MemoryMeta{},
+		&messages.EvalSummary{}, &messages.Priority{}, &messages.InsightMark{}, &messages.SonaJoin{},
+	} {
+		if ok, _ := writeKnown(new(bytes.Buffer), m.ProtoReflect()); !ok {
+			t.Fatalf("%T is not written by writeKnown", m)
+		}
+		knownAsReflected(t, m) // nothing set
+		full := proto.Clone(m)
+		fill(full.ProtoReflect(), rng, 0)
+		knownAsReflected(t, full)
+		fields := m.ProtoReflect().Descriptor().Fields()
+		for i := range fields.Len() {
+			one := proto.Clone(m).ProtoReflect()
+			one.Set(fields.Get(i), full.ProtoReflect().Get(fields.Get(i)))
+			knownAsReflected(t, one.Interface())
+		}
+	}
+	// A non-finite number fails both ways.
+	for _, m := range []proto.Message{
+		&messages.MemoryMeta{Importance: math.NaN()},
+		&messages.Memory{Meta: &messages.MemoryMeta{Evaluation: &messages.EvalSummary{Metrics: map[string]float64{"x": math.Inf(-1)}}}},
+		&messages.RecalledMemory{Memory: &messages.Memory{Edges: []*messages.Edge{{Weight: math.Inf(1)}}}},
+	} {
+		if _, err := MarshalJSON(m); err == nil {
+			t.Errorf("%v rendered", m)
+		}
+		reflectOnly.Store(true)
+		_, err := MarshalJSON(m)
+		reflectOnly.Store(false)
+		if err == nil {
+			t.Errorf("%v rendered through protoreflect", m)
+		}
+	}
+}
+
+// knownAsReflected checks that m renders the same with writeKnown and
+// through protoreflect alone.
+func knownAsReflected(t *testing.T, m proto.Message) {
+	t.Helper()
+	fast, err := MarshalJSON(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reflectOnly.Store(true)
+	reflected, err := MarshalJSON(m)
+	reflectOnly.Store(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(fast, reflected) {
+		t.Fatalf("%T:\n      known %s\nprotoreflect %s", m, fast, reflected)
+	}
+}
+
+// fill sets every field of m to a value other than its default: two
+// entries of each list and map, nested messages filled in turn (to a
+// depth), strings that need escaping among them.
+func fill(m protoreflect.Message, rng *rand.Rand, depth int) {
+	strs := []string{"note", `a"b<c>&`, "é日本", "bafyreigch6thtomouywubtzdvm5fxozfvscfcpt7n257qoi4tywzme2eiu", "x\ny"}
+	scalar := func(fd protoreflect.FieldDescriptor) protoreflect.Value {
+		switch fd.Kind() {
+		case protoreflect.BoolKind:
+			return protoreflect.ValueOfBool(true)
+		case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+			return protoreflect.ValueOfInt32(int32(rng.IntN(1000) + 1))
+		case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+			return protoreflect.ValueOfInt64(rng.Int64N(1<<40) - 1<<39 + 1)
+		case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+			return protoreflect.ValueOfUint32(uint32(rng.IntN(1000) + 1))
+		case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+			return protoreflect.ValueOfUint64(rng.Uint64()>>1 + 1)
+		case protoreflect.FloatKind:
+			return protoreflect.ValueOfFloat32(rng.Float32() + 0.5)
+		case protoreflect.DoubleKind:
+			return protoreflect.ValueOfFloat64([]float64{0.1 + 0.2, 1e-7, 123456789.125, 0.9407080707067969}[rng.IntN(4)])
+		case protoreflect.StringKind:
+			return protoreflect.ValueOfString(strs[rng.IntN(len(strs))])
+		case protoreflect.BytesKind:
+			return protoreflect.ValueOfBytes([]byte{1, 2, 3})
+		case protoreflect.EnumKind:
+			return protoreflect.ValueOfEnum(fd.Enum().Values().Get(fd.Enum().Values().Len() - 1).Number())
+		}
+		panic(fd.FullName())
+	}
+	if s, ok := m.Interface().(*structpb.Struct); ok {
+		s.Fields = map[string]*structpb.Value{"kind": structpb.NewStringValue("text"), "content": structpb.NewStringValue(strs[rng.IntN(len(strs))])}
+		return
+	}
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		switch {
+		case fd.IsList():
+			l := m.Mutable(fd).List()
+			for range 2 {
+				if fd.Kind() == protoreflect.MessageKind {
+					e := l.NewElement()
+					fill(e.Message(), rng, depth+1)
+					l.Append(e)
+				} else {
+					l.Append(scalar(fd))
+				}
+			}
+		case fd.IsMap():
+			mp := m.Mutable(fd).Map()
+			for _, k := range []string{"zeta", "alpha"} {
+				if fd.MapValue().Kind() == protoreflect.MessageKind {
+					v := mp.NewValue()
+					fill(v.Message(), rng, depth+1)
+					mp.Set(protoreflect.ValueOfString(k).MapKey(), v)
+				} else {
+					mp.Set(protoreflect.ValueOfString(k).MapKey(), scalar(fd.MapValue()))
+				}
+			}
+		case fd.Kind() == protoreflect.MessageKind:
+			if depth < 4 {
+				fill(m.Mutable(fd).Message(), rng, depth+1)
+			}
+		default:
+			m.Set(fd, scalar(fd))
+		}
+	}
+}
