@@ -81,7 +81,7 @@ func (sc *scorer) placeOf(r *Recalled) (v chainView, pos int, ok bool) {
 	}
 	r.place = -1
 	sona := sc.chainOf(r.Meta)
-	vid, ok := sc.self.index.ID(r.CID.KeyString())
+	vid, ok := sc.vectorID(r)
 	if sona == "" || !ok {
 		return v, 0, false
 	}
@@ -93,6 +93,17 @@ func (sc *scorer) placeOf(r *Recalled) (v chainView, pos int, ok bool) {
 	}
 	r.place = int32(pos + 1)
 	return v, pos, true
+}
+
+// vectorID is r's vector id, looked up once.
+func (sc *scorer) vectorID(r *Recalled) (uint64, bool) {
+	if r.vid == 0 {
+		r.vid = -1
+		if id, ok := sc.self.index.ID(r.CID.KeyString()); ok {
+			r.vid = int64(id) + 1
+		}
+	}
+	return uint64(r.vid - 1), r.vid > 0
 }
 
 // baseRelevance is a memory's own dense and full-text relevance, 0..1: the
@@ -137,7 +148,7 @@ func (sc *scorer) neighbourAt(v chainView, i int) *neighbour {
 	n := &sc.spare[0]
 	sc.spare = sc.spare[1:]
 	*n = neighbour{key: key, id: id, chain: v.chain, at: i}
-	if r := sc.cands[key]; r != nil {
+	if r := sc.byID[id]; r != nil { // a candidate (ids are never reused)
 		n.dense, n.bm25 = r.Explain.Evidence.Dense, r.Explain.Evidence.BM25
 	} else if sc.q.Vector != nil {
 		n.dense = sc.neighbourSim(key, id)

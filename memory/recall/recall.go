@@ -226,6 +226,9 @@ type Recalled struct {
 	// place is its position in its sona's chain plus one, -1 for none, 0
 	// not looked up yet (placeOf).
 	place int32
+	// vid is its vector id plus one, -1 for none, 0 not looked up yet
+	// (vectorID).
+	vid int64
 }
 
 // Ranked returns the hits of a recall result in their rank order.
@@ -470,6 +473,7 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 	if err != nil {
 		return nil, nil, err
 	}
+	out = detach(out) // out of the scratch, which the next recall reuses
 	hits := make([]cid.Cid, 0, q.K)
 	for _, r := range out {
 		if r.Via == ViaHit {
@@ -624,6 +628,7 @@ type scorer struct {
 	// candidates by CID key, what was read of the memories around them,
 	// the query's time spans.
 	cands      map[string]*Recalled
+	byID       map[uint64]*Recalled  // the candidates by vector id
 	neighbours map[uint64]*neighbour // by vector id
 	spare      []neighbour           // room for the next ones
 	bodies     map[string]body       // the candidates' times and speakers, by CID key (readBodies)
@@ -687,7 +692,13 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 	if len(meta.Sonas) > 0 {
 		activity = sc.activityOf(meta.Sonas[0])
 	}
-	return &Recalled{
+	var r *Recalled
+	if sc.scratch != nil {
+		r = sc.scratch.recalled()
+	} else {
+		r = new(Recalled)
+	}
+	*r = Recalled{
 		CID:  c,
 		Meta: meta,
 		Explain: Explain{
@@ -696,7 +707,8 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 			Importance:     meta.Importance,
 			SonaSimilarity: sc.sonaSimilarity(meta),
 		},
-	}, nil
+	}
+	return r, nil
 }
 
 // visible applies scope, time travel, archive and expiry.
@@ -756,7 +768,7 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 	// the recalls before it: grown entry by entry they were 7% of the
 	// bytes a recall allocated at 100,000 memories.
 	byKey := sc.scratch.cands
-	sc.cands, sc.neighbours, sc.chains, sc.bodies = byKey, sc.scratch.neighbours, sc.scratch.chains, sc.scratch.bodies
+	sc.cands, sc.byID, sc.neighbours, sc.chains, sc.bodies = byKey, sc.scratch.byID, sc.scratch.neighbours, sc.scratch.chains, sc.scratch.bodies
 	if paths.Weights.Time > 0 {
 		if sc.spans = sc.querySpans(); len(sc.spans) == 0 {
 			paths.Weights.Time = 0 // the query speaks of no time
@@ -780,6 +792,9 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 			return nil, err
 		}
 		byKey[key] = r
+		if id, ok := sc.vectorID(r); ok {
+			sc.byID[id] = r
+		}
 		order = append(order, r)
 		return r, nil
 	}

@@ -8,18 +8,22 @@ import "sync"
 // they were a tenth of the bytes a recall allocated at 100,000 memories
 // (a recall places some 350 neighbours), and so of the collector's work.
 // Nothing a recall returns points into it: the neighbours are the
-// scorer's own, and the candidates the maps hold are let go of, not
-// cleared.
+// scorer's own, and the candidates, made in its chunks too (recalled),
+// are copied out of it (detach) before it is released.
 type evidenceScratch struct {
 	cands      map[string]*Recalled
+	byID       map[uint64]*Recalled
 	neighbours map[uint64]*neighbour
 	chains     map[string]chainView
 	bodies     map[string]body
 	used, free [][]neighbour // the chunks of neighbours handed out, and those cleared
+
+	spareR       []Recalled   // room for the next candidates
+	usedR, freeR [][]Recalled // the chunks of candidates handed out, and those cleared
 }
 
 var evidenceScratches = sync.Pool{New: func() any {
-	return &evidenceScratch{cands: map[string]*Recalled{}, neighbours: map[uint64]*neighbour{},
+	return &evidenceScratch{cands: map[string]*Recalled{}, byID: map[uint64]*Recalled{}, neighbours: map[uint64]*neighbour{},
 		chains: map[string]chainView{}, bodies: map[string]body{}}
 }}
 
@@ -42,16 +46,54 @@ func (s *evidenceScratch) chunk() []neighbour {
 	return c
 }
 
+// recalledChunk is how many candidates a chunk holds.
+const recalledChunk = 32
+
+// recalled is a zero candidate, made in s's chunks: made one by one, the
+// candidates were an eighth of the bytes a recall allocated at 100,000
+// memories (README, stop 56). What the recall returns is copied out
+// (detach) before s is released.
+func (s *evidenceScratch) recalled() *Recalled {
+	if len(s.spareR) == 0 {
+		if n := len(s.freeR); n > 0 {
+			s.spareR, s.freeR = s.freeR[n-1], s.freeR[:n-1]
+		} else {
+			s.spareR = make([]Recalled, recalledChunk)
+		}
+		s.usedR = append(s.usedR, s.spareR)
+	}
+	r := &s.spareR[0]
+	s.spareR = s.spareR[1:]
+	return r
+}
+
+// detach copies rs, candidates made in a scratch, out of it: one
+// allocation for all.
+func detach(rs []*Recalled) []*Recalled {
+	copies := make([]Recalled, len(rs))
+	for i, r := range rs {
+		copies[i] = *r
+		rs[i] = &copies[i]
+	}
+	return rs
+}
+
 // release clears s and gives it to the next recall.
 func (s *evidenceScratch) release() {
 	for _, c := range s.used {
 		clear(c)
 	}
 	s.free, s.used = append(s.free, s.used...), s.used[:0]
-	if len(s.cands) > maxScratchEntries || len(s.neighbours) > maxScratchEntries || len(s.free) > maxScratchEntries/neighbourChunk {
+	for _, c := range s.usedR {
+		clear(c)
+	}
+	s.freeR, s.usedR, s.spareR = append(s.freeR, s.usedR...), s.usedR[:0], nil
+	if len(s.cands) > maxScratchEntries || len(s.neighbours) > maxScratchEntries || len(s.free) > maxScratchEntries/neighbourChunk ||
+		len(s.freeR) > maxScratchEntries/recalledChunk {
 		return // the pool makes another
 	}
 	clear(s.cands)
+	clear(s.byID)
 	clear(s.neighbours)
 	clear(s.chains)
 	clear(s.bodies)
