@@ -339,7 +339,7 @@ func (s *Server) recall(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, err)
 			return
 		}
-		out := &messages.RecalledMemory{Cid: rc.CID.String(), Score: rc.Score, Via: rc.Via, Memory: m, Collapsed: cidStrings(rc.Collapsed)}
+		out := &messages.RecalledMemory{Cid: m.Cid, Score: rc.Score, Via: rc.Via, Memory: m, Collapsed: cidStrings(rc.Collapsed)}
 		if rc.Rank > 0 {
 			out.Rank = proto.Int32(int32(rc.Rank))
 		}

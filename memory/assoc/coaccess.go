@@ -486,7 +486,9 @@ func (b *buffer) flushOp(tx store.Tx) error {
 // merged returns links, the list under key as a view that saw the commits
 // told before it read it (told: store.ToldBefore), with the buffered
 // strengthening of key applied — and that of the batches flushed by
-// commits the view does not see (links itself when there is none).
+// commits the view does not see (links itself when there is none). links
+// is the caller's (Graph.In decodes it for each read): merged appends to
+// it and orders it in place.
 func (b *buffer) merged(key []byte, links []Link, told uint64) []Link {
 	type named struct {
 		to   cid.Cid
@@ -511,7 +513,11 @@ func (b *buffer) merged(key []byte, links []Link, told uint64) []Link {
 		take(b.flushing.lists[string(key)])
 	}
 	take(b.pending[string(key)])
-	ds := make([]named, 0, size)
+	var room [32]named // most lists wait for fewer
+	ds := room[:0:min(size, len(room))]
+	if size > len(room) {
+		ds = make([]named, 0, size)
+	}
 	for _, pl := range lists[:n] {
 		for _, d := range pl.ds {
 			ds = append(ds, named{pl.t.cids[d.to], d.keep})
@@ -521,7 +527,7 @@ func (b *buffer) merged(key []byte, links []Link, told uint64) []Link {
 	if len(ds) == 0 {
 		return links
 	}
-	out := append(make([]Link, 0, len(links)+len(ds)), links...)
+	out := slices.Grow(links, len(ds)) // links is the caller's (Graph.In)
 	for _, d := range ds {
 		i := slices.IndexFunc(out, func(l Link) bool { return l.Target == d.to })
 		if i < 0 {
