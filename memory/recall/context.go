@@ -142,11 +142,7 @@ func (sc *scorer) neighbourAt(v chainView, i int) *neighbour {
 	if !ok {
 		return nil
 	}
-	if len(sc.spare) == 0 {
-		sc.spare = sc.scratch.chunk()
-	}
-	n := &sc.spare[0]
-	sc.spare = sc.spare[1:]
+	n := sc.scratch.places.next()
 	*n = neighbour{key: key, id: id, chain: v.chain, at: i}
 	if r := sc.byID[id]; r != nil { // a candidate (ids are never reused)
 		n.dense, n.bm25 = r.Explain.Evidence.Dense, r.Explain.Evidence.BM25

@@ -630,7 +630,6 @@ type scorer struct {
 	cands      map[string]*Recalled
 	byID       map[uint64]*Recalled  // the candidates by vector id
 	neighbours map[uint64]*neighbour // by vector id
-	spare      []neighbour           // room for the next ones
 	bodies     map[string]body       // the candidates' times and speakers, by CID key (readBodies)
 	chains     map[string]chainView  // sonas' chains by uuid (viewOf)
 	spans      []text.Span
@@ -694,7 +693,7 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 	}
 	var r *Recalled
 	if sc.scratch != nil {
-		r = sc.scratch.recalled()
+		r = sc.scratch.recalled.next()
 	} else {
 		r = new(Recalled)
 	}

@@ -8,18 +8,18 @@ import "sync"
 // they were a tenth of the bytes a recall allocated at 100,000 memories
 // (a recall places some 350 neighbours), and so of the collector's work.
 // Nothing a recall returns points into it: the neighbours are the
-// scorer's own, and the candidates, made in its chunks too (recalled),
-// are copied out of it (detach) before it is released.
+// scorer's own, and the candidates, made in its chunks too, are copied out
+// of it (detach) before it is released.
 type evidenceScratch struct {
 	cands      map[string]*Recalled
 	byID       map[uint64]*Recalled
 	neighbours map[uint64]*neighbour
 	chains     map[string]chainView
 	bodies     map[string]body
-	used, free [][]neighbour // the chunks of neighbours handed out, and those cleared
-
-	spareR       []Recalled   // room for the next candidates
-	usedR, freeR [][]Recalled // the chunks of candidates handed out, and those cleared
+	places     chunks[neighbour] // the neighbours'
+	// The candidates': made one by one, they were an eighth of the bytes a
+	// recall allocated at 100,000 memories (README, stop 56).
+	recalled chunks[Recalled]
 }
 
 var evidenceScratches = sync.Pool{New: func() any {
@@ -27,44 +27,43 @@ var evidenceScratches = sync.Pool{New: func() any {
 		chains: map[string]chainView{}, bodies: map[string]body{}}
 }}
 
-// neighbourChunk is how many neighbours a chunk holds.
-const neighbourChunk = 64
+// chunkSize is how many values a chunk holds.
+const chunkSize = 32
 
 // maxScratchEntries bounds what a map of the scratch keeps for the next
 // recall: one that grew past it (a recall with a huge k) is let go.
 const maxScratchEntries = 4096
 
-// chunk is room for the next neighbours.
-func (s *evidenceScratch) chunk() []neighbour {
-	var c []neighbour
-	if n := len(s.free); n > 0 {
-		c, s.free = s.free[n-1], s.free[:n-1]
-	} else {
-		c = make([]neighbour, neighbourChunk)
-	}
-	s.used = append(s.used, c)
-	return c
+// chunks hands out zero values of T from chunks of chunkSize, kept, once
+// cleared, for the next recall.
+type chunks[T any] struct {
+	spare      []T   // room for the next values
+	used, free [][]T // the chunks handed out, and those cleared
 }
 
-// recalledChunk is how many candidates a chunk holds.
-const recalledChunk = 32
-
-// recalled is a zero candidate, made in s's chunks: made one by one, the
-// candidates were an eighth of the bytes a recall allocated at 100,000
-// memories (README, stop 56). What the recall returns is copied out
-// (detach) before s is released.
-func (s *evidenceScratch) recalled() *Recalled {
-	if len(s.spareR) == 0 {
-		if n := len(s.freeR); n > 0 {
-			s.spareR, s.freeR = s.freeR[n-1], s.freeR[:n-1]
+// next is a zero T.
+func (c *chunks[T]) next() *T {
+	if len(c.spare) == 0 {
+		if n := len(c.free); n > 0 {
+			c.spare, c.free = c.free[n-1], c.free[:n-1]
 		} else {
-			s.spareR = make([]Recalled, recalledChunk)
+			c.spare = make([]T, chunkSize)
 		}
-		s.usedR = append(s.usedR, s.spareR)
+		c.used = append(c.used, c.spare)
 	}
-	r := &s.spareR[0]
-	s.spareR = s.spareR[1:]
-	return r
+	v := &c.spare[0]
+	c.spare = c.spare[1:]
+	return v
+}
+
+// clear zeroes what was handed out, for the next recall; false when c
+// grew past what a scratch keeps.
+func (c *chunks[T]) clear() bool {
+	for _, ch := range c.used {
+		clear(ch)
+	}
+	c.free, c.used, c.spare = append(c.free, c.used...), c.used[:0], nil
+	return len(c.free) <= maxScratchEntries/chunkSize
 }
 
 // detach copies rs, candidates made in a scratch, out of it: one
@@ -80,16 +79,8 @@ func detach(rs []*Recalled) []*Recalled {
 
 // release clears s and gives it to the next recall.
 func (s *evidenceScratch) release() {
-	for _, c := range s.used {
-		clear(c)
-	}
-	s.free, s.used = append(s.free, s.used...), s.used[:0]
-	for _, c := range s.usedR {
-		clear(c)
-	}
-	s.freeR, s.usedR, s.spareR = append(s.freeR, s.usedR...), s.usedR[:0], nil
-	if len(s.cands) > maxScratchEntries || len(s.neighbours) > maxScratchEntries || len(s.free) > maxScratchEntries/neighbourChunk ||
-		len(s.freeR) > maxScratchEntries/recalledChunk {
+	placesKept, recalledKept := s.places.clear(), s.recalled.clear()
+	if !placesKept || !recalledKept || len(s.cands) > maxScratchEntries || len(s.neighbours) > maxScratchEntries {
 		return // the pool makes another
 	}
 	clear(s.cands)
