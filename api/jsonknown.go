@@ -117,7 +117,25 @@ func (o *jsonObject) message(name string, set bool, write func() error) {
 		o.b.WriteString("null")
 		return
 	}
-	if err := write(); err != nil && o.err == nil {
+	o.keep(write())
+}
+
+// messageList writes a repeated message field, each element by write.
+func messageList[T any](o *jsonObject, name string, xs []T, write func(*bytes.Buffer, T) error) {
+	o.key(name)
+	o.b.WriteByte('[')
+	for i, x := range xs {
+		if i > 0 {
+			o.b.WriteByte(',')
+		}
+		o.keep(write(o.b, x))
+	}
+	o.b.WriteByte(']')
+}
+
+// keep keeps err if it is the first.
+func (o *jsonObject) keep(err error) {
+	if o.err == nil {
 		o.err = err
 	}
 }
@@ -160,17 +178,7 @@ func writeMemory(b *bytes.Buffer, x *messages.Memory) error {
 		b.Write(strconv.AppendInt(b.AvailableBuffer(), *x.Timestamp, 10))
 		return nil
 	})
-	o.key("edges")
-	b.WriteByte('[')
-	for i, e := range x.Edges {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		if err := writeEdge(b, e); err != nil && o.err == nil {
-			o.err = err
-		}
-	}
-	b.WriteByte(']')
+	messageList(o, "edges", x.Edges, writeEdge)
 	o.message("meta", x.Meta != nil, func() error { return writeMemoryMeta(b, x.Meta) })
 	return o.end()
 }
@@ -203,26 +211,14 @@ func writeMemoryMeta(b *bytes.Buffer, x *messages.MemoryMeta) error {
 	o.uint("seq", x.Seq)
 	o.message("insight", x.Insight != nil, func() error { return writeInsightMark(b, x.Insight) })
 	o.message("evaluation", x.Evaluation != nil, func() error { return writeEvalSummary(b, x.Evaluation) })
-	o.key("joins")
-	b.WriteByte('[')
-	for i, j := range x.Joins {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		if err := writeSonaJoin(b, j); err != nil && o.err == nil {
-			o.err = err
-		}
-	}
-	b.WriteByte(']')
+	messageList(o, "joins", x.Joins, writeSonaJoin)
 	return o.end()
 }
 
 func writeEvalSummary(b *bytes.Buffer, x *messages.EvalSummary) error {
 	o := newObject(b, "memoria.v1.EvalSummary")
 	o.key("metrics")
-	if err := writeMetrics(b, "memoria.v1.EvalSummary.MetricsEntry.value", x.Metrics); err != nil && o.err == nil {
-		o.err = err
-	}
+	o.keep(writeMetrics(b, "memoria.v1.EvalSummary.MetricsEntry.value", x.Metrics))
 	o.message("priority", x.Priority != nil, func() error { return writePriority(b, x.Priority) })
 	o.boolean("failed", x.Failed)
 	return o.end()
