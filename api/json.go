@@ -217,7 +217,12 @@ const knownMetrics = 64
 // writeMetrics writes an evaluation's metrics mp (values of the field
 // named name) as writeSortedMap does.
 func writeMetrics(b *bytes.Buffer, name string, mp map[string]float64) error {
-	value := func(f float64) error { return writeFloat64(b, name, f) }
+	value := func(f float64) error {
+		if !writeFloat64(b, f) {
+			return fmt.Errorf("api: %s is not a finite number", name)
+		}
+		return nil
+	}
 	if names := metricNames.Load(); names != nil && len(mp) <= len(*names) {
 		start := b.Len()
 		n, err := writeMapIn(b, *names, mp, value)
@@ -347,13 +352,14 @@ func writeValue(b *bytes.Buffer, fd protoreflect.FieldDescriptor, v protoreflect
 // writeDouble writes f, the value of a float or double field fd; a number
 // that is not finite is an error (JSON has none).
 func writeDouble(b *bytes.Buffer, fd protoreflect.FieldDescriptor, f float64) error {
-	if fd.Kind() != protoreflect.FloatKind {
-		return writeFloat64(b, string(fd.FullName()), f)
-	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return fmt.Errorf("api: %s is not a finite number", fd.FullName())
 	}
-	b.Write(strconv.AppendFloat(b.AvailableBuffer(), f, 'g', -1, 32))
+	bits := 64
+	if fd.Kind() == protoreflect.FloatKind {
+		bits = 32
+	}
+	b.Write(strconv.AppendFloat(b.AvailableBuffer(), f, 'g', -1, bits))
 	return nil
 }
 

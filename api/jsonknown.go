@@ -101,13 +101,9 @@ func (o *jsonObject) uint(name string, v uint64) {
 
 func (o *jsonObject) double(name string, v float64) {
 	o.key(name)
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		if o.err == nil {
-			o.err = fmt.Errorf("api: %s.%s is not a finite number", o.msg, name)
-		}
-		return
+	if !writeFloat64(o.b, v) {
+		o.keep(fmt.Errorf("api: %s.%s is not a finite number", o.msg, name))
 	}
-	o.b.Write(strconv.AppendFloat(o.b.AvailableBuffer(), v, 'g', -1, 64))
 }
 
 // message writes a message field: null when unset.
@@ -249,12 +245,12 @@ func writeSonaJoin(b *bytes.Buffer, x *messages.SonaJoin) error {
 	return o.end()
 }
 
-// writeFloat64 writes f, the value of the double field named name; a
-// number that is not finite is an error (JSON has none).
-func writeFloat64(b *bytes.Buffer, name string, f float64) error {
+// writeFloat64 writes f, a double, unless it is not finite (JSON has no
+// such number): then it writes nothing and returns false.
+func writeFloat64(b *bytes.Buffer, f float64) bool {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return fmt.Errorf("api: %s is not a finite number", name)
+		return false
 	}
 	b.Write(strconv.AppendFloat(b.AvailableBuffer(), f, 'g', -1, 64))
-	return nil
+	return true
 }
