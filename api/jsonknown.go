@@ -13,13 +13,13 @@ import (
 
 // writeKnown writes m when it is one of the messages every recalled
 // memory is made of (RecalledMemory, Memory, Edge, MemoryMeta,
-// EvalSummary, Priority, InsightMark, SonaJoin) from its Go fields, as
-// writeReflected would write it through protoreflect; ok is false for any
-// other. Through protoreflect — each field's descriptor asked, each value
-// boxed — rendering a recall's answer was 8% of a recall's CPU at 100,000
-// memories (README, stop 56). TestKnownAsReflected holds every field of
-// these to writeReflected's bytes, so a field added to one of them fails
-// it until it is written here.
+// EvalSummary, Priority, InsightMark, SonaJoin) from its Go fields, byte
+// for byte as writeMessage writes it through protoreflect; ok is false for
+// any other. Through protoreflect — each field's descriptor asked, each
+// value boxed — rendering a recall's answer was 8% of a recall's CPU at
+// 100,000 memories (README, stop 56). TestKnownAsReflected holds every
+// field of these to protoreflect's bytes (reflectOnly), so a field added
+// to one of them fails it until it is written here.
 func writeKnown(b *bytes.Buffer, m protoreflect.Message) (ok bool, err error) {
 	switch x := m.Interface().(type) {
 	case *messages.RecalledMemory:
