@@ -66,6 +66,21 @@ func partners(t *testing.T, g *assoc.Graph, c cid.Cid) []assoc.Link {
 	return out
 }
 
+// forget forgets gone's links for "agent" in s, telling g's buffer first
+// (as the forgetting does) when g is not nil.
+func forget(t *testing.T, s *store.Store, g *assoc.Graph, gone cid.Cid) {
+	t.Helper()
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		if g != nil {
+			g.Forgotten([]cid.Cid{gone})
+		}
+		return assoc.Forget(tx, []cid.Cid{gone}, []string{"agent"}, func(x cid.Cid) bool { return x == gone })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // stored reads c's co-access list for agent as the store holds it.
 func stored(t *testing.T, s *store.Store, agent string, c cid.Cid) []assoc.Link {
 	t.Helper()
@@ -146,13 +161,7 @@ func TestBufferedCoAccessForgetsTheForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.strengthen(t, "agent", []cid.Cid{a, gone}, 101) // buffered when the forgetting comes
-	err := b.s.Update(context.Background(), func(tx store.Tx) error {
-		b.g.Forgotten([]cid.Cid{gone})
-		return assoc.Forget(tx, []cid.Cid{gone}, []string{"agent"}, func(x cid.Cid) bool { return x == gone })
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	forget(t, b.s, b.g, gone)
 	b.strengthen(t, "agent", []cid.Cid{a, gone, c}, 102) // a recall that read it before
 
 	check := func(when string, read func(cid.Cid) []assoc.Link) {
@@ -400,25 +409,13 @@ func TestBufferedCoAccessAcrossRenumberedTables(t *testing.T) {
 			t.Fatalf("%s: %s's partners as written: %v", when, x, err)
 		}
 	}
-	forget := func(s *store.Store, gone cid.Cid, g *assoc.Graph) {
-		t.Helper()
-		err := s.Update(context.Background(), func(tx store.Tx) error {
-			if g != nil {
-				g.Forgotten([]cid.Cid{gone})
-			}
-			return assoc.Forget(tx, []cid.Cid{gone}, []string{"agent"}, func(x cid.Cid) bool { return x == gone })
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	gone := pool[0]
 	renewed, lastSize := 0, 0
 	for step := range 300 {
 		if step == 150 {
-			forget(b.s, gone, b.g)
-			forget(direct, gone, nil)
+			forget(t, b.s, b.g, gone)
+			forget(t, direct, nil, gone)
 		}
 		var together []cid.Cid
 		for _, i := range rng.Perm(len(pool))[:2+rng.IntN(4)] {

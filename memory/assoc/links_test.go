@@ -214,11 +214,7 @@ func TestGraphCacheFollowsCommits(t *testing.T) {
 	if got, want := partners(a), fmt.Sprint([]assoc.Link{{Target: b, Type: assoc.CoAccess, Strength: 0.75}, {Target: c, Type: assoc.CoAccess, Strength: 0.5}}); got != want {
 		t.Fatalf("a's partners after a second recall %s, want %s", got, want)
 	}
-	if err := s.Update(ctx, func(tx store.Tx) error {
-		return assoc.Forget(tx, []cid.Cid{c}, []string{"agent"}, func(x cid.Cid) bool { return x == c })
-	}); err != nil {
-		t.Fatal(err)
-	}
+	forget(t, s, nil, c)
 	if got, want := partners(a), fmt.Sprint([]assoc.Link{{Target: b, Type: assoc.CoAccess, Strength: 0.75}}); got != want {
 		t.Fatalf("a's partners after c was forgotten %s, want %s", got, want)
 	}
