@@ -442,17 +442,17 @@ func (b *buffer) flushOp(tx store.Tx) error {
 	}
 	b.mu.Unlock()
 	slices.Sort(keys)
+	var table indexRoom // each list's index (List.each)
 	for _, k := range keys {
 		pl := batch.lists[k]
 		err := b.g.Update(tx, []byte(k), 0, func(l *List) {
-			for _, d := range pl.ds {
-				// Read without the lock: the tables grow only in add,
-				// which commit hooks call — in the committer, as this.
-				e := l.Get(pl.t.cids[d.to])
+			// Read without the lock: the tables grow only in add, which
+			// commit hooks call — in the committer, as this.
+			l.each(len(pl.ds), func(i int) cid.Cid { return pl.t.cids[pl.ds[i].to] }, &table, func(i int, e *Entry) {
 				e.Type = CoAccess
-				e.Strength = strengthened(e.Strength, d.keep)
-				e.UpdatedAt = d.at
-			}
+				e.Strength = strengthened(e.Strength, pl.ds[i].keep)
+				e.UpdatedAt = pl.ds[i].at
+			})
 		})
 		if errors.Is(err, base.ErrCorrupt) {
 			b.log.Warn("co-access: a damaged list is not strengthened", "key", k, "err", err)
@@ -528,11 +528,19 @@ func (b *buffer) merged(key []byte, links []Link, told uint64) []Link {
 		return links
 	}
 	out := slices.Grow(links, len(ds)) // links is the caller's (Graph.In)
+	var table indexRoom
+	ix := newTargetIndex(len(out)+len(ds), &table)
+	for i, l := range out {
+		ix.add(targetHash(l.Target.KeyString()), i, func(at int) bool { return out[at].Target == l.Target })
+	}
 	for _, d := range ds {
-		i := slices.IndexFunc(out, func(l Link) bool { return l.Target == d.to })
+		same := func(at int) bool { return out[at].Target == d.to }
+		h := targetHash(d.to.KeyString())
+		i := ix.find(h, same)
 		if i < 0 {
 			out = append(out, Link{Target: d.to, Type: CoAccess})
 			i = len(out) - 1
+			ix.add(h, i, same)
 		}
 		out[i].Strength = strengthened(out[i].Strength, d.keep)
 	}

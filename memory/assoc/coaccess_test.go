@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -545,5 +546,103 @@ func TestBufferedCoAccessTablesUnderConcurrentRecalls(t *testing.T) {
 	}
 	if _, inUse := assoc.BufferTables(b.g); inUse > 2 {
 		t.Fatalf("the pending lists use %d tables, want at most 2", inUse)
+	}
+}
+
+// TestBufferedCoAccessMatchesDirectAtScale reads buffered strengthening
+// back as writing each recall's would have left it, with full lists and
+// many partners waiting for each (more than a list keeps, counting
+// those written and those waiting), before and after the buffer is
+// written. A memory has at most MaxLinks partners here: past that, the
+// buffer keeps partners a list written at each recall would have dropped.
+func TestBufferedCoAccessMatchesDirectAtScale(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openBuffered(t, assoc.BufferOptions{Every: time.Hour, Clock: clk}, store.OptionsOf(config.Default().Store))
+	direct := openStore(t)
+	dg := assoc.NewGraph(direct, 64)
+	mems := make([]cid.Cid, assoc.MaxLinks+1)
+	for i := range mems {
+		mems[i] = cidOf(t, fmt.Sprint("m", i))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	recall := func(i int) {
+		together := make([]cid.Cid, 2+rng.IntN(9))
+		for j := range together {
+			together[j] = mems[rng.IntN(len(mems))]
+		}
+		b.strengthen(t, "agent", together, int64(100+i))
+		if err := direct.Update(context.Background(), assoc.Strengthen("agent", together, 0.05, int64(100+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		full := 0
+		for _, x := range mems {
+			want := partners(t, dg, x)
+			if len(want) == assoc.MaxLinks {
+				full++
+			}
+			// Strengths computed in another order differ in their last
+			// bits, so links alike but for those may come in either order.
+			got := partners(t, b.g, x)
+			byTarget := func(a, b assoc.Link) int { return strings.Compare(a.Target.KeyString(), b.Target.KeyString()) }
+			slices.SortFunc(got, byTarget)
+			slices.SortFunc(want, byTarget)
+			if err := sameLinks(got, want); err != nil {
+				t.Fatalf("%s: %s's partners: %v", when, x, err)
+			}
+		}
+		if full == 0 {
+			t.Fatalf("%s: no list is full: the test reads no list past MaxLinks", when)
+		}
+	}
+	for i := range 400 {
+		recall(i)
+	}
+	check("buffered")
+	if err := b.g.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 { // and more on top of what was written
+		recall(400 + i)
+	}
+	check("written, then buffered again")
+}
+
+// BenchmarkBufferedCoAccessRead reads full co-access lists whose partners
+// are all strengthened again in the buffer: what a recall's affinity and
+// co-access paths read at 100k memories under load.
+func BenchmarkBufferedCoAccessRead(b *testing.B) {
+	t := &testing.T{}
+	bs := openBuffered(t, assoc.BufferOptions{Every: time.Hour}, store.OptionsOf(config.Default().Store))
+	mems := make([]cid.Cid, 2*assoc.MaxLinks)
+	for i := range mems {
+		mems[i] = cidOf(t, fmt.Sprint("m", i))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	recall := func() {
+		together := make([]cid.Cid, 10)
+		for j := range together {
+			together[j] = mems[rng.IntN(len(mems))]
+		}
+		if err := bs.s.Update(context.Background(), bs.g.Strengthen("agent", together, 0.05, 100)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 300 {
+		recall()
+	}
+	if err := bs.g.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	for range 100 {
+		recall()
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := bs.g.CoAccess("agent", mems[i%len(mems)]); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -135,6 +135,30 @@ func (l *List) Get(target cid.Cid) *Entry {
 	return e
 }
 
+// each calls f with the link of each of n targets (target(i) the i-th),
+// made if new and stamped as Get's, found through an index in room: a
+// flush applies up to maxDeltas partners to a list of MaxLinks.
+func (l *List) each(n int, target func(i int) cid.Cid, room *indexRoom, f func(i int, e *Entry)) {
+	ix := newTargetIndex(len(l.entries)+n, room)
+	for i, e := range l.entries {
+		ix.add(targetHash(e.Target), i, func(at int) bool { return bytes.Equal(l.entries[at].Target, e.Target) })
+	}
+	for i := range n {
+		c := target(i).KeyString()
+		same := func(at int) bool { return string(l.entries[at].Target) == c }
+		h := targetHash(c)
+		at := ix.find(h, same)
+		if at < 0 {
+			l.entries = append(l.entries, Entry{Target: []byte(c)})
+			at = len(l.entries) - 1
+			ix.add(h, at, same)
+		}
+		e := &l.entries[at]
+		e.UpdatedAt = l.now
+		f(i, e)
+	}
+}
+
 // Remove drops target's link, reporting whether the list had one.
 func (l *List) Remove(target cid.Cid) bool {
 	i := l.index(target)
