@@ -373,10 +373,12 @@ type Recall struct {
 	// CoAccessPartners is how many co-access partners of each hit are
 	// pulled in after the hits, within the remaining budget (0 = off).
 	CoAccessPartners int `yaml:"coaccess_partners"`
-	// CoAccessFlush is how long the recalls' co-access strengthening waits
-	// in memory (read back into every recall meanwhile) before one write
-	// of each list it changed; a crash loses at most that much learning.
-	// 0 writes each recall's with its trace.
+	// CoAccessFlush is how often the recalls' co-access strengthening,
+	// kept in memory (read back into every recall meanwhile), is written:
+	// one write of each of the 2,048 lists that have waited longest, for
+	// all the recalls that strengthened it; at once when 262,144 lists
+	// wait. A crash loses what waits (learning, never a memory). 0 writes
+	// each recall's with its trace.
 	CoAccessFlush Duration `yaml:"coaccess_flush"`
 	// TouchFlush is how long what recalls change of the memories they
 	// return (one more access, the tick their decay counts from) waits in

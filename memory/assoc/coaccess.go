@@ -27,22 +27,31 @@ import (
 // memory as how much of each pair's distance to 1 is left
 // ((1 − w) ← (1 − w)·(1 − rate) composes: n recalls multiply it n
 // times), read back into every list the Graph gives (In), and written
-// every BufferOptions.Every, one rewrite of each list for all the
-// recalls that strengthened it since.
+// in the background, one rewrite of each list for all the recalls that
+// strengthened it since: every BufferOptions.Every the maxFlushLists
+// lists that have waited longest, and at once past MaxLists lists.
 //
-// What is lost to a crash is at most that much learning: no one waits
-// for it (recall's Trace is deferred), and it is not an acknowledged
-// memory.
+// What is lost to a crash is what waits: no one waits for it (recall's
+// Trace is deferred), and it is not an acknowledged memory. A list waits
+// about (lists waiting ÷ maxFlushLists) × Every: at 100k memories under
+// 16 clients' recalls, some 100,000 lists, a few minutes. Written at
+// once past 65,536 lists (stop 54), the lists were rewritten 2,400–2,700
+// times a second — 4.5 MB/s into Badger's tree, its compactions, and a
+// recall's reads missing the lists the flushes had just rewritten —, and
+// over a minute a recall at 100k cost half as much again as over its
+// first ten seconds; past 262,144, the recalls made 1,005 /s over two
+// minutes against 819 /s (issue 15, stop 57).
 
 // BufferOptions configure the co-access buffer.
 type BufferOptions struct {
-	// Every is how long the strengthening waits in memory before it is
-	// written (recall.coaccess_flush).
+	// Every is how often the lists that have waited longest are written
+	// (recall.coaccess_flush), maxFlushLists of them.
 	Every time.Duration
 	// MaxLists is how many lists may wait; past it they are written at
-	// once. 0: 65,536 (at 100k memories, recalls from 16 clients
+	// once. 0: 262,144 (at 100k memories, recalls from 16 clients
 	// strengthen 6,000 lists a second: 8,192 had them written every 1.3 s,
-	// not every Every, a tenth of a recall's CPU).
+	// a tenth of a recall's CPU; 65,536, 2,400–2,700 a second, a fifth of
+	// a sustained recall's).
 	MaxLists int
 	Clock    clock.Clock
 	Logger   *slog.Logger
@@ -59,6 +68,9 @@ type buffer struct {
 	// pending is what the recalls strengthened since the flush in
 	// flight took its lists, by h/ key.
 	pending map[string]*pendingList
+	// order are pending's keys, oldest first, for the flushes to take
+	// (a key taken otherwise, or dropped, stays until it comes first).
+	order []string
 	// urgent are the keys of pending a Flush waits for: the next flush
 	// takes them first.
 	urgent map[string]struct{}
@@ -201,7 +213,7 @@ func (g *Graph) Buffer(c store.Committer, o BufferOptions) {
 	b := &buffer{g: g, max: o.MaxLists, clock: clock.Or(o.Clock), log: o.Logger,
 		pending: map[string]*pendingList{}, urgent: map[string]struct{}{}, gone: map[cid.Cid]time.Time{}, targets: newTargets()}
 	if b.max <= 0 {
-		b.max = 65_536
+		b.max = 262_144
 	}
 	b.tableMax = 2 * b.max
 	if b.log == nil {
@@ -336,6 +348,7 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 		if pl == nil {
 			pl = &pendingList{of: a, t: b.targets}
 			b.pending[key] = pl
+			b.order = append(b.order, key)
 		}
 		b.renumber(pl)
 		for _, t := range ids {
@@ -428,9 +441,11 @@ func (b *buffer) flushOp(tx store.Tx) error {
 				break
 			}
 		}
-		for k, pl := range b.pending {
-			if !take(k, pl) {
-				break
+		for len(b.order) > 0 && len(b.flushing.lists) < maxFlushLists { // the oldest next
+			k := b.order[0]
+			b.order[0], b.order = "", b.order[1:]
+			if pl, ok := b.pending[k]; ok {
+				take(k, pl)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -643,6 +644,37 @@ func BenchmarkBufferedCoAccessRead(b *testing.B) {
 	for i := range b.N {
 		if _, err := bs.g.CoAccess("agent", mems[i%len(mems)]); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestBufferedCoAccessWritesTheOldestListsFirst: a flush takes the lists
+// that have waited longest, so that none waits longer than the lists
+// before it take to be written.
+func TestBufferedCoAccessWritesTheOldestListsFirst(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openBuffered(t, assoc.BufferOptions{Every: 5 * time.Second, Clock: clk}, store.OptionsOf(config.Default().Store))
+	mems := make([]cid.Cid, assoc.MaxFlushLists+1000) // more lists than a flush writes
+	for i := range mems {
+		mems[i] = cidOf(t, fmt.Sprint("m", i))
+	}
+	for i := 0; i < len(mems); i += 2 { // each recall's two lists, in mems' order
+		b.strengthen(t, "agent", mems[i:i+2], int64(100+i))
+	}
+	clk.Advance(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for b.writes.Load() < assoc.MaxFlushLists && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	if err := b.s.Barrier(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.writes.Load(); n != assoc.MaxFlushLists {
+		t.Fatalf("%d lists written, want one flush's %d", n, assoc.MaxFlushLists)
+	}
+	for i, m := range mems {
+		if written, oldest := stored(t, b.s, "agent", m) != nil, i < assoc.MaxFlushLists; written != oldest {
+			t.Fatalf("list %d of %d written: %v, want %v (the oldest first)", i, len(mems), written, oldest)
 		}
 	}
 }

@@ -20,3 +20,7 @@ func SetBufferTableMax(g *Graph, n int) {
 	defer g.buf.mu.Unlock()
 	g.buf.tableMax = n
 }
+
+// MaxFlushLists is how many lists one flush of the co-access buffer
+// writes at most.
+const MaxFlushLists = maxFlushLists
