@@ -639,6 +639,9 @@ type scorer struct {
 	maxSeq  uint64
 	maxTime int64
 
+	// partners are the co-access lists read so far, by memory (coAccess).
+	partners map[cid.Cid][]assoc.Link
+
 	plainGen uint64 // plainMemories' generation before the view began (visible.go)
 	worker   *slot  // the recall's worker (recall.workers)
 	scratch  *evidenceScratch
@@ -1050,7 +1053,7 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 		var partners []assoc.Link
 		if rc.AffinityLinks.CoAccess > 0 {
 			var err error
-			if partners, err = sc.self.links.In(sc.txn, assoc.CoAccessKey(sc.q.AgentID, seed.CID)); err != nil {
+			if partners, err = sc.coAccess(seed.CID); err != nil {
 				return nil, err
 			}
 		}
@@ -1088,6 +1091,24 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 		}
 	}
 	return affinity, nil
+}
+
+// coAccess returns c's co-access partners for the recalling agent, read
+// once a recall: the affinity path's seeds are mostly hits, whose partners
+// the co-access path pulls in after. The list is shared: do not modify it.
+func (sc *scorer) coAccess(c cid.Cid) ([]assoc.Link, error) {
+	if l, ok := sc.partners[c]; ok {
+		return l, nil
+	}
+	l, err := sc.self.links.In(sc.txn, assoc.CoAccessKey(sc.q.AgentID, c))
+	if err != nil {
+		return nil, err
+	}
+	if sc.partners == nil {
+		sc.partners = map[cid.Cid][]assoc.Link{}
+	}
+	sc.partners[c] = l
+	return l, nil
 }
 
 // linkWeight is an association type's weight on the affinity path.
@@ -1217,7 +1238,7 @@ func (sc *scorer) pullCoAccess(hits []*Recalled, chosen map[cid.Cid]bool, budget
 		if len(out) == max {
 			break
 		}
-		partners, err := sc.self.links.In(sc.txn, assoc.CoAccessKey(sc.q.AgentID, h.CID))
+		partners, err := sc.coAccess(h.CID)
 		if err != nil {
 			return nil, 0, err
 		}
