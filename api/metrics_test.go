@@ -165,6 +165,12 @@ func TestMetricsAppearAndMove(t *testing.T) {
 	if v, _ := metric(after, "memoria_recall_workers_busy"); v != 0 {
 		t.Errorf("memoria_recall_workers_busy = %v with every recall answered", v)
 	}
+	// What the recalls left behind waits in memory, and says how much.
+	for _, what := range []string{"coaccess_lists", "touches"} {
+		if _, ok := metric(after, "memoria_learning_waiting", "what", what); !ok {
+			t.Errorf("memoria_learning_waiting{what=%q} missing from /metrics", what)
+		}
+	}
 	if _, ok := metric(after, "memoria_actor_mailbox_depth", "actor", "sona"); !ok {
 		t.Errorf("no mailbox depth for sona actors")
 	}

@@ -186,7 +186,8 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), WritesRefused: st.CheckSpace() != nil,
 			TextRebuilds: self.Text.Rebuilds(), RerankFallbacks: self.Recaller.RerankFallbacks(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st),
 			Caches: caches(self.CacheStats()), VectorFloats: vectorFloats(self.Index()), Committer: committer(st.CommitStats()),
-			RecallWorkers: recallWorkers(self.Recaller.Workers())}
+			RecallWorkers: recallWorkers(self.Recaller.Workers()),
+			Waiting:       map[string]int64{"coaccess_lists": int64(self.Assoc.Waiting()), "touches": int64(self.Memories.TouchesWaiting())}}
 	})
 	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing, Cluster: cl, headroom: headroom}, nil
 }

@@ -266,6 +266,9 @@ type State struct {
 	VectorFloats map[string]int64
 	// Committer is the group committer's work since the start.
 	Committer Committer
+	// Waiting is what recalls left behind that waits in memory to be
+	// written, by what: coaccess_lists, touches (memories).
+	Waiting map[string]int64
 }
 
 // RecallWorkers are the recalls computing (Busy, of Workers) and waiting
@@ -346,6 +349,7 @@ var (
 	waitingDesc   = prometheus.NewDesc("memoria_recall_waiting", "Recalls waiting now for a worker (recall.workers) to compute.", nil, nil)
 	waitsDesc     = prometheus.NewDesc("memoria_recall_waits_total", "Recalls that waited for a worker (recall.workers).", nil, nil)
 	waitSecDesc   = prometheus.NewDesc("memoria_recall_wait_seconds_total", "Seconds the recalls of memoria_recall_waits_total waited, summed.", nil, nil)
+	learningDesc  = prometheus.NewDesc("memoria_learning_waiting", "What recalls left behind that waits in memory to be written, which a crash would lose (learning, never a memory): co-access lists (recall.coaccess_flush), memories' touches (recall.touch_flush).", []string{"what"}, nil)
 )
 
 type stateCollector struct{ read func() State }
@@ -368,6 +372,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- waitingDesc
 	ch <- waitsDesc
 	ch <- waitSecDesc
+	ch <- learningDesc
 	ch <- cacheHitsDesc
 	ch <- cacheMissDesc
 	ch <- cacheSizeDesc
@@ -413,6 +418,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(st.RecallWorkers.Waiting))
 	ch <- prometheus.MustNewConstMetric(waitsDesc, prometheus.CounterValue, float64(st.RecallWorkers.Waits))
 	ch <- prometheus.MustNewConstMetric(waitSecDesc, prometheus.CounterValue, st.RecallWorkers.WaitSeconds)
+	for what, n := range st.Waiting {
+		ch <- prometheus.MustNewConstMetric(learningDesc, prometheus.GaugeValue, float64(n), what)
+	}
 	for name, c := range st.Caches {
 		ch <- prometheus.MustNewConstMetric(cacheHitsDesc, prometheus.CounterValue, float64(c.Hits), name)
 		ch <- prometheus.MustNewConstMetric(cacheMissDesc, prometheus.CounterValue, float64(c.Misses), name)

@@ -239,6 +239,22 @@ func (g *Graph) Strengthen(agent string, together []cid.Cid, rate float64, now i
 	}
 }
 
+// Waiting is how many lists the buffer holds not yet written (those a
+// flush is writing too): what a crash would lose.
+func (g *Graph) Waiting() int {
+	if g.buf == nil {
+		return 0
+	}
+	b := g.buf
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.pending)
+	if b.flushing != nil {
+		n += len(b.flushing.lists)
+	}
+	return n
+}
+
 // Flush writes the strengthening buffered so far and waits until it is
 // durable (an export's, a close's).
 func (g *Graph) Flush(ctx context.Context) error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -661,17 +661,18 @@ func TestBufferedCoAccessWritesTheOldestListsFirst(t *testing.T) {
 	for i := 0; i < len(mems); i += 2 { // each recall's two lists, in mems' order
 		b.strengthen(t, "agent", mems[i:i+2], int64(100+i))
 	}
-	clk.Advance(5 * time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for b.writes.Load() < assoc.MaxFlushLists && time.Now().Before(deadline) {
-		runtime.Gosched()
+	if n := b.g.Waiting(); n != len(mems) {
+		t.Fatalf("%d lists waiting, want %d", n, len(mems))
 	}
+	clk.Advance(5 * time.Second)
+	testutil.Eventually(t, "a flush", func() bool { return b.writes.Load() >= assoc.MaxFlushLists })
 	if err := b.s.Barrier(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if n := b.writes.Load(); n != assoc.MaxFlushLists {
 		t.Fatalf("%d lists written, want one flush's %d", n, assoc.MaxFlushLists)
 	}
+	testutil.Eventually(t, "the flush's lists to stop waiting", func() bool { return b.g.Waiting() == len(mems)-assoc.MaxFlushLists })
 	for i, m := range mems {
 		if written, oldest := stored(t, b.s, "agent", m) != nil, i < assoc.MaxFlushLists; written != oldest {
 			t.Fatalf("list %d of %d written: %v, want %v (the oldest first)", i, len(mems), written, oldest)

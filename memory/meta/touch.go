@@ -96,6 +96,22 @@ func (m *Store) BufferTouches(c store.Committer, o TouchOptions) {
 	m.touches = t
 }
 
+// TouchesWaiting is how many memories' touches the buffer holds not yet
+// written (those a write is writing too): what a crash would lose.
+func (m *Store) TouchesWaiting() int {
+	t := m.touches
+	if t == nil {
+		return 0
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	n := len(t.pending) + len(t.due)
+	if t.flushing != nil {
+		n += len(t.flushing.touches)
+	}
+	return n
+}
+
 // FlushTouches writes the touches buffered so far and waits until they
 // are durable (an export's, a close's).
 func (m *Store) FlushTouches(ctx context.Context) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/store/storetest"
@@ -119,6 +120,9 @@ func TestBufferedTouchesAreReadBackThenWrittenOnce(t *testing.T) {
 	if n := b.writes.Load(); n != 0 {
 		t.Fatalf("%d hot states written before the interval, want none", n)
 	}
+	if n := b.m.TouchesWaiting(); n != 3 {
+		t.Fatalf("%d memories' touches waiting, want 3", n)
+	}
 	if got := b.stored(t, a); got.AccessCount != 0 {
 		t.Fatalf("a stored before the interval: %+v", got)
 	}
@@ -141,6 +145,7 @@ func TestBufferedTouchesAreReadBackThenWrittenOnce(t *testing.T) {
 	if n := b.writes.Load(); n != 3 {
 		t.Fatalf("%d hot states written, want 3: each memory once", n)
 	}
+	testutil.Eventually(t, "no touches waiting once written", func() bool { return b.m.TouchesWaiting() == 0 })
 	for i, x := range cids {
 		if got := b.stored(t, x); got != want(i) {
 			t.Errorf("memory %d stored %+v, want %+v", i, got, want(i))
