@@ -39,8 +39,9 @@ import (
 // times a second — 4.5 MB/s into Badger's tree, its compactions, and a
 // recall's reads missing the lists the flushes had just rewritten —, and
 // over a minute a recall at 100k cost half as much again as over its
-// first ten seconds; past 262,144, the recalls made 1,005 /s over two
-// minutes against 819 /s (issue 15, stop 57).
+// first ten seconds; with 262,144 waiting, the oldest written first, the
+// recalls made 1,043 /s over two minutes against 880 /s (issue 15, stop
+// 57).
 
 // BufferOptions configure the co-access buffer.
 type BufferOptions struct {
@@ -50,7 +51,7 @@ type BufferOptions struct {
 	// MaxLists is how many lists may wait; past it they are written at
 	// once. 0: 262,144 (at 100k memories, recalls from 16 clients
 	// strengthen 6,000 lists a second: 8,192 had them written every 1.3 s,
-	// a tenth of a recall's CPU; 65,536, 2,400–2,700 a second, a fifth of
+	// a tenth of a recall's CPU; 65,536, 2,400–2,700 a second, a sixth of
 	// a sustained recall's).
 	MaxLists int
 	Clock    clock.Clock

@@ -32,7 +32,7 @@ type buffered struct {
 	writes *atomic.Int64
 }
 
-func openBuffered(t *testing.T, o assoc.BufferOptions, so store.Options) buffered {
+func openBuffered(t testing.TB, o assoc.BufferOptions, so store.Options) buffered {
 	t.Helper()
 	s, err := store.OpenMemory(so)
 	if err != nil {
@@ -615,11 +615,10 @@ func TestBufferedCoAccessMatchesDirectAtScale(t *testing.T) {
 // are all strengthened again in the buffer: what a recall's affinity and
 // co-access paths read at 100k memories under load.
 func BenchmarkBufferedCoAccessRead(b *testing.B) {
-	t := &testing.T{}
-	bs := openBuffered(t, assoc.BufferOptions{Every: time.Hour}, store.OptionsOf(config.Default().Store))
+	bs := openBuffered(b, assoc.BufferOptions{Every: time.Hour}, store.OptionsOf(config.Default().Store))
 	mems := make([]cid.Cid, 2*assoc.MaxLinks)
 	for i := range mems {
-		mems[i] = cidOf(t, fmt.Sprint("m", i))
+		mems[i] = cidOf(b, fmt.Sprint("m", i))
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	recall := func() {

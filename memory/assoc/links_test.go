@@ -28,7 +28,7 @@ func openStore(t *testing.T) *store.Store {
 	return s
 }
 
-func cidOf(t *testing.T, name string) cid.Cid {
+func cidOf(t testing.TB, name string) cid.Cid {
 	t.Helper()
 	c, err := model.SumCID(cid.Raw, []byte(name))
 	if err != nil {
