@@ -118,12 +118,7 @@ func (r *advanceRun) carry(ctx actor.Context, effects []advance.Effect) {
 			// Off the mailbox: for a long-lived sona the walk to the
 			// memories its response reached reads hundreds of records
 			// (meta.Store.Reinforce), which the reply need not wait for.
-			if a.sys.begin() {
-				go func() {
-					defer a.sys.work.Done()
-					a.sys.self.Memories.Reinforce(e.Used)
-				}()
-			}
+			a.sys.off(func() { a.sys.self.Memories.Reinforce(e.Used) })
 		case advance.Wake:
 			a.wakeTier(ctx, e.Tier)
 		case advance.Visit:

@@ -48,15 +48,21 @@ func (s *System) observeRestarts() {
 	})
 }
 
-// mailbox gives an actor kind's mailboxes a depth gauge.
+// mailbox gives an actor kind's mailboxes a depth gauge, and runs them on
+// the system's goroutines.
 func (s *System) mailbox(kind string) actor.PropsOption {
 	m := s.metrics
-	return actor.WithMailbox(func() actor.Mailbox {
+	mailbox := actor.WithMailbox(func() actor.Mailbox {
 		if m == nil {
 			return actor.Unbounded()()
 		}
 		return actor.Unbounded(&mailboxDepth{kind: kind, m: m})()
 	})
+	dispatcher := actor.WithDispatcher(s.goroutines)
+	return func(p *actor.Props) {
+		mailbox(p)
+		dispatcher(p)
+	}
 }
 
 // mailboxDepth mirrors one mailbox's waiting messages into its kind's

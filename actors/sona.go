@@ -455,13 +455,10 @@ func asyncIn[T any](ctx actor.Context, sys *System, c context.Context, timeout t
 		res T
 		err error
 	)
-	if sys.begin() {
-		go func() {
-			defer sys.work.Done()
-			res, err = fn(c)
-			ctx.ActorSystem().Root.Send(f.PID(), &messages.Settled{})
-		}()
-	} else { // stopping: fn is not run, and cont hears why
+	if !sys.off(func() {
+		res, err = fn(c)
+		ctx.ActorSystem().Root.Send(f.PID(), &messages.Settled{})
+	}) { // stopping: fn is not run, and cont hears why
 		err = sys.base.Err()
 		ctx.ActorSystem().Root.Send(f.PID(), &messages.Settled{})
 	}

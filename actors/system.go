@@ -137,7 +137,9 @@ type System struct {
 	workMu   sync.Mutex
 	stopping bool
 	stop     sync.Once
-	ready    atomic.Bool // the PIDs above are set
+	// goroutines run the mailboxes and the steps off them.
+	goroutines *goroutines
+	ready      atomic.Bool // the PIDs above are set
 }
 
 // Start builds the actor tree.
@@ -163,6 +165,7 @@ func Start(o Options) (*System, error) {
 		s.backbone = localBackbone{o.Self}
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
+	s.goroutines = newGoroutines()
 	if s.tierModel == nil {
 		s.tierModel = &tiers.LLMModel{LLM: o.LLM, MaxTokens: o.Config.LLM.MaxTokens, Fallback: func(op string, err error) {
 			s.metrics.TierFallback(op)
@@ -212,6 +215,7 @@ func (s *System) Stop() {
 		s.workMu.Unlock()
 		s.work.Wait()
 		s.as.Shutdown()
+		s.goroutines.stop()
 	})
 }
 
@@ -224,6 +228,19 @@ func (s *System) begin() bool {
 		return false
 	}
 	s.work.Add(1)
+	return true
+}
+
+// off runs fn off the mailboxes, counted in work; false, and fn not run,
+// once the system is stopping.
+func (s *System) off(fn func()) bool {
+	if !s.begin() {
+		return false
+	}
+	s.goroutines.Schedule(func() {
+		defer s.work.Done()
+		fn()
+	})
 	return true
 }
 

@@ -1,0 +1,103 @@
+package actors
+
+import (
+	"bytes"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// goroutineID is the number the runtime gives the calling goroutine.
+func goroutineID(t *testing.T) uint64 {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := bytes.Fields(buf) // "goroutine 42 [running]: …"
+	id, err := strconv.ParseUint(string(f[1]), 10, 64)
+	if err != nil {
+		t.Errorf("reading the goroutine's number in %q: %v", buf, err)
+	}
+	return id
+}
+
+// waitIdle polls until n goroutines of g wait for work.
+func waitIdle(t *testing.T, g *goroutines, n int32) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for g.idle.Load() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines wait for work, want %d", g.idle.Load(), n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// run schedules fn on g and returns the number of the goroutine it ran on.
+func run(t *testing.T, g *goroutines) uint64 {
+	ran := make(chan uint64)
+	g.Schedule(func() { ran <- goroutineID(t) })
+	return <-ran
+}
+
+func TestGoroutinesRunTheNextWorkOnAWaitingOne(t *testing.T) {
+	g := newGoroutines()
+	defer g.stop()
+	first := run(t, g)
+	waitIdle(t, g, 1)
+	if again := run(t, g); again != first {
+		t.Errorf("ran on goroutine %d, want %d, which waited for work", again, first)
+	}
+	waitIdle(t, g, 1)
+	if caller := goroutineID(t); first == caller {
+		t.Errorf("ran on the caller's goroutine %d", caller)
+	}
+}
+
+func TestGoroutinesKeepAtMostMaxIdle(t *testing.T) {
+	g := newGoroutines()
+	defer g.stop()
+	base := runtime.NumGoroutine()
+	const n = maxIdle + 20
+	var started, finished sync.WaitGroup
+	release := make(chan struct{})
+	started.Add(n)
+	finished.Add(n)
+	for range n {
+		g.Schedule(func() {
+			defer finished.Done()
+			started.Done()
+			<-release // all n at once: none can take another's place
+		})
+	}
+	started.Wait()
+	close(release)
+	finished.Wait()
+	// The 20 beyond the bound end.
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base+maxIdle {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, want at most %d: %d of the scheduler's wait for work", runtime.NumGoroutine(), base+maxIdle, g.idle.Load())
+		}
+		runtime.Gosched()
+	}
+	waitIdle(t, g, maxIdle)
+	for range 3 {
+		run(t, g)
+		waitIdle(t, g, maxIdle)
+	}
+}
+
+func TestGoroutinesStopped(t *testing.T) {
+	g := newGoroutines()
+	run(t, g)
+	waitIdle(t, g, 1)
+	g.stop()
+	waitIdle(t, g, 0)
+	// Work after the stop still runs, each on a goroutine of its own that
+	// then ends.
+	for range 3 {
+		run(t, g)
+		waitIdle(t, g, 0)
+	}
+}
