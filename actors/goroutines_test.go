@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"weak"
 )
 
 // goroutineID is the number the runtime gives the calling goroutine.
@@ -100,4 +101,28 @@ func TestGoroutinesStopped(t *testing.T) {
 		run(t, g)
 		waitIdle(t, g, 0)
 	}
+}
+
+func TestGoroutinesKeepNothingOfTheirLastWork(t *testing.T) {
+	g := newGoroutines()
+	defer g.stop()
+	ran := make(chan struct{})
+	gone := scheduleHolding(g, ran)
+	<-ran
+	waitIdle(t, g, 1)
+	runtime.GC()
+	if gone.Value() != nil {
+		t.Error("a waiting goroutine keeps what its last work held")
+	}
+}
+
+// scheduleHolding schedules on g work that holds memory of its own,
+// closing ran once it ran, and returns a weak pointer to that memory.
+func scheduleHolding(g *goroutines, ran chan struct{}) weak.Pointer[[1 << 16]byte] {
+	held := new([1 << 16]byte)
+	g.Schedule(func() {
+		held[0] = 1
+		close(ran)
+	})
+	return weak.Make(held)
 }
