@@ -563,16 +563,12 @@ func (b *buffer) merged(key []byte, links []Link, told uint64) []Link {
 	var table indexRoom
 	ix := newTargetIndex(len(out)+len(ds), &table)
 	for i, l := range out {
-		ix.add(targetHash(l.Target.KeyString()), i, func(at int) bool { return out[at].Target == l.Target })
+		ix.findOrAdd(targetHash(l.Target.KeyString()), i, func(at int) bool { return out[at].Target == l.Target })
 	}
 	for _, d := range ds {
-		same := func(at int) bool { return out[at].Target == d.to }
-		h := targetHash(d.to.KeyString())
-		i := ix.find(h, same)
-		if i < 0 {
+		i, added := ix.findOrAdd(targetHash(d.to.KeyString()), len(out), func(at int) bool { return out[at].Target == d.to })
+		if added {
 			out = append(out, Link{Target: d.to, Type: CoAccess})
-			i = len(out) - 1
-			ix.add(h, i, same)
 		}
 		out[i].Strength = strengthened(out[i].Strength, d.keep)
 	}

@@ -141,17 +141,13 @@ func (l *List) Get(target cid.Cid) *Entry {
 func (l *List) each(n int, target func(i int) cid.Cid, room *indexRoom, f func(i int, e *Entry)) {
 	ix := newTargetIndex(len(l.entries)+n, room)
 	for i, e := range l.entries {
-		ix.add(targetHash(e.Target), i, func(at int) bool { return bytes.Equal(l.entries[at].Target, e.Target) })
+		ix.findOrAdd(targetHash(e.Target), i, func(at int) bool { return bytes.Equal(l.entries[at].Target, e.Target) })
 	}
 	for i := range n {
 		c := target(i).KeyString()
-		same := func(at int) bool { return string(l.entries[at].Target) == c }
-		h := targetHash(c)
-		at := ix.find(h, same)
-		if at < 0 {
+		at, added := ix.findOrAdd(targetHash(c), len(l.entries), func(at int) bool { return string(l.entries[at].Target) == c })
+		if added {
 			l.entries = append(l.entries, Entry{Target: []byte(c)})
-			at = len(l.entries) - 1
-			ix.add(h, at, same)
 		}
 		e := &l.entries[at]
 		e.UpdatedAt = l.now

@@ -61,40 +61,53 @@ func targetHash[C string | []byte](c C) uint64 {
 // find returns the position of the target of hash h (same: whether the
 // one at a position is it), -1 when x has none.
 func (x *targetIndex) find(h uint64, same func(at int) bool) int {
-	for i := h >> x.shift; ; i = (i + 1) & uint64(len(x.slots)-1) {
-		s := x.slots[i]
-		if s.at == 0 {
-			return -1
-		}
-		if s.hash == h && same(int(s.at-1)) {
-			return int(s.at - 1)
-		}
-	}
+	at, _ := x.probe(h, same)
+	return at
 }
 
-// add records the target of hash h at position at unless x has it
-// already (find's same), growing the table past half full.
-func (x *targetIndex) add(h uint64, at int, same func(at int) bool) {
-	if x.find(h, same) >= 0 {
-		return
+// findOrAdd returns the position of the target of hash h (find's same),
+// or records it at position next when x has none and returns next, added
+// — one walk of the table for both, growing it past half full.
+func (x *targetIndex) findOrAdd(h uint64, next int, same func(at int) bool) (at int, added bool) {
+	at, free := x.probe(h, same)
+	if at >= 0 {
+		return at, false
 	}
 	if 2*(x.n+1) > len(x.slots) {
 		old := x.slots // maybe the caller's room: the new table is not
 		*x = emptyIndex(make([]indexSlot, 2*len(old)))
 		for _, s := range old {
 			if s.at != 0 {
-				x.put(s.hash, s.at)
+				x.slots[x.freeSlot(s.hash)] = s
+				x.n++
 			}
 		}
+		free = x.freeSlot(h)
 	}
-	x.put(h, int32(at+1))
+	x.slots[free] = indexSlot{h, int32(next + 1)}
+	x.n++
+	return next, true
 }
 
-func (x *targetIndex) put(h uint64, at int32) {
+// probe walks the table from h's slot: the position of the target of
+// hash h (find's same), or -1 and the empty slot where the walk ended.
+func (x *targetIndex) probe(h uint64, same func(at int) bool) (at int, free uint64) {
+	for i := h >> x.shift; ; i = (i + 1) & uint64(len(x.slots)-1) {
+		s := x.slots[i]
+		if s.at == 0 {
+			return -1, i
+		}
+		if s.hash == h && same(int(s.at-1)) {
+			return int(s.at - 1), i
+		}
+	}
+}
+
+// freeSlot is the first empty slot from h's.
+func (x *targetIndex) freeSlot(h uint64) uint64 {
 	i := h >> x.shift
 	for x.slots[i].at != 0 {
 		i = (i + 1) & uint64(len(x.slots)-1)
 	}
-	x.slots[i] = indexSlot{h, at}
-	x.n++
+	return i
 }

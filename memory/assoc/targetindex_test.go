@@ -25,8 +25,12 @@ func TestTargetIndexFindsWhatAScanFinds(t *testing.T) {
 		}
 		var room indexRoom
 		x := newTargetIndex(n/4, &room) // it grows
+		seen := map[string]bool{}
 		for i, k := range keys {
-			x.add(targetHash(k), i, func(at int) bool { return keys[at] == k })
+			if _, added := x.findOrAdd(targetHash(k), i, func(at int) bool { return keys[at] == k }); added == seen[k] {
+				t.Fatalf("n=%d: %q at %d added %v, seen before %v", n, k, i, added, seen[k])
+			}
+			seen[k] = true
 		}
 		for i, k := range keys {
 			want := i
