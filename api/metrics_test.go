@@ -129,6 +129,16 @@ func TestMetricsAppearAndMove(t *testing.T) {
 	if c0, _ := metric(before, "memoria_store_commits_total"); !ok || commits <= c0 || ops < commits || busy <= 0 || inCommit <= 0 || inCommit > busy {
 		t.Errorf("committer: %v commits (%v before), %v ops, %v s busy, %v s in Badger's commits (present %v)", commits, c0, ops, busy, inCommit, ok)
 	}
+	// Its batches by their time: more of them than before, every one
+	// within the last bucket, their times summing to its time busy.
+	batches, ok := metric(after, "memoria_store_batch_duration_seconds_count")
+	b0, _ := metric(before, "memoria_store_batch_duration_seconds_count")
+	all, ok2 := metric(after, "memoria_store_batch_duration_seconds_bucket", "le", "+Inf")
+	fast, ok3 := metric(after, "memoria_store_batch_duration_seconds_bucket", "le", "0.005")
+	sum, ok4 := metric(after, "memoria_store_batch_duration_seconds_sum")
+	if !ok || !ok2 || !ok3 || !ok4 || batches <= b0 || all != batches || fast > all || sum != busy {
+		t.Errorf("batches: %v (%v before), %v within +Inf, %v within 5 ms, %v s summed against %v s busy (present %v %v %v %v)", batches, b0, all, fast, sum, busy, ok, ok2, ok3, ok4)
+	}
 	// The runtime's figures of its collector (updated at each cycle's
 	// end): the collector's CPU time a part of what was used, and a live
 	// heap.

@@ -238,7 +238,12 @@ func caches(stats map[string]store.CacheStats) map[string]metrics.Cache {
 }
 
 func committer(c store.CommitStats) metrics.Committer {
+	bounds := make([]float64, len(store.BatchBounds))
+	for i, b := range store.BatchBounds {
+		bounds[i] = b.Seconds()
+	}
 	return metrics.Committer{Commits: c.Commits, Ops: c.Ops, BusySeconds: c.Busy.Seconds(), CommitSeconds: c.Commit.Seconds(),
+		BatchBounds: bounds, Batches: c.Batches[:],
 		Stalls: c.Stalls, StallSeconds: c.Stalled.Seconds(), ReadsOpen: c.ReadsOpen, OldestReadBehind: c.OldestReadBehind}
 }
 

@@ -318,6 +318,11 @@ type CommitterFigures struct {
 	// (level 0 of its tree full); 0 also from a server that does not
 	// count it.
 	StalledS float64 `json:"stalled_s"`
+	// BatchesOver100ms and BatchesOver500ms are the window's batches that
+	// took the committer longer than that (every write in such a batch
+	// waited as long); 0 also from a server that does not count them.
+	BatchesOver100ms int64 `json:"batches_over_100ms"`
+	BatchesOver500ms int64 `json:"batches_over_500ms"`
 }
 
 // CollectorFigures are the server's garbage collector's work over a

@@ -2,11 +2,13 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"io"
 	"math"
 	"math/rand/v2"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/memoria-ai/memoria/internal/loadgen"
+	"github.com/memoria-ai/memoria/internal/metrics"
 )
 
 func TestSizes(t *testing.T) {
@@ -336,6 +339,19 @@ func TestCommitterFigures(t *testing.T) {
 	if got := committerFigures(before, stalled); got == nil || got.StalledS != 1.5 || got.PerSecond != 10 {
 		t.Fatalf("1.5 s stalled in the window: %+v", got)
 	}
+	// The batches over 100 and 500 ms from the batch-time histogram's
+	// series, none from readings that lack them.
+	if got.BatchesOver100ms != 0 || got.BatchesOver500ms != 0 {
+		t.Fatalf("batches over 100/500 ms without the histogram: %+v", got)
+	}
+	timed := func(r *serverReading, n, within100, within500 float64) *serverReading {
+		r.values[batchFamilies[0]], r.values[batchFamilies[1]], r.values[batchFamilies[2]] = n, within100, within500
+		return r
+	}
+	got = committerFigures(timed(reading(0, 10, 100, 1, 0.5), 50, 45, 50), timed(reading(10, 110, 10_100, 9, 4.5), 150, 140, 148))
+	if got == nil || got.BatchesOver100ms != 5 || got.BatchesOver500ms != 2 {
+		t.Fatalf("100 batches, 95 within 100 ms and 98 within 500: %+v, want 5 and 2 over", got)
+	}
 	old := reading(10, 110, 10_100, 9, 4.5)
 	delete(old.values, "memoria_store_commit_seconds_total") // a server without the counter
 	if got := committerFigures(reading(0, 10, 100, 1, 0.5), old); got != nil {
@@ -368,5 +384,29 @@ func TestHasContent(t *testing.T) {
 	}
 	if got, err := hasContent([]byte(`{"content":"bad \q"}`), "x"); err == nil || got {
 		t.Errorf("a bad escape: %v, %v; want an error", got, err)
+	}
+}
+
+// The bench reads the committer's series from the server's own /metrics
+// (internal/metrics), the batch-time histogram's buckets included.
+func TestReadServerTheCommittersSeries(t *testing.T) {
+	m := metrics.New()
+	m.WatchState(func() metrics.State {
+		return metrics.State{Committer: metrics.Committer{Commits: 7, Ops: 70, BusySeconds: 3, CommitSeconds: 1,
+			BatchBounds: []float64{0.05, 0.1, 0.5, 1}, Batches: []uint64{4, 1, 2, 1, 1}}}
+	})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	r := (&run{}).readServer(context.Background(), srv.URL)
+	if r == nil {
+		t.Fatal("no reading")
+	}
+	want := map[string]float64{"memoria_store_commits_total": 7, "memoria_store_committed_ops_total": 70,
+		"memoria_store_committer_busy_seconds_total": 3, "memoria_store_commit_seconds_total": 1,
+		batchFamilies[0]: 9, batchFamilies[1]: 5, batchFamilies[2]: 7}
+	for family, v := range want {
+		if got, ok := r.values[family]; !ok || got != v {
+			t.Errorf("%s = %v (read %v), want %v", family, got, ok, v)
+		}
 	}
 }

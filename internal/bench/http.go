@@ -215,6 +215,12 @@ var committerFamilies = []string{"memoria_store_commits_total", "memoria_store_c
 
 const stallFamily = "memoria_store_write_stall_seconds_total"
 
+// batchFamilies are the series of the committer's batch times on /metrics
+// that the bench reads (a server older than stop 59 of issue 15 lacks
+// them): all its batches, those within 100 ms and within 500 ms.
+var batchFamilies = []string{"memoria_store_batch_duration_seconds_count",
+	`memoria_store_batch_duration_seconds_bucket{le="0.1"}`, `memoria_store_batch_duration_seconds_bucket{le="0.5"}`}
+
 // collectorFamilies are the Go runtime's figures of the collector and the
 // heap on /metrics (internal/metrics): what the process allocated, the
 // collector's cycles, the runtime's estimates of the CPU time its
@@ -259,7 +265,7 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 				out.caches[name] = e
 			}
 		}
-		if family, value, ok := strings.Cut(line, " "); ok && (slices.Contains(committerFamilies, family) || slices.Contains(collectorFamilies, family)) {
+		if family, value, ok := strings.Cut(line, " "); ok && (slices.Contains(committerFamilies, family) || slices.Contains(batchFamilies, family) || slices.Contains(collectorFamilies, family)) {
 			if v, err := strconv.ParseFloat(value, 64); err == nil {
 				out.values[family] = v
 			}
@@ -281,13 +287,18 @@ func committerFigures(before, after *serverReading) *CommitterFigures {
 	if commits <= 0 || wall <= 0 {
 		return nil
 	}
-	return &CommitterFigures{
+	f := &CommitterFigures{
 		Busy:         d["memoria_store_committer_busy_seconds_total"] / wall,
 		PerSecond:    commits / wall,
 		OpsPerCommit: d["memoria_store_committed_ops_total"] / commits,
 		CommitMs:     1000 * d["memoria_store_commit_seconds_total"] / commits,
 		StalledS:     d[stallFamily],
 	}
+	if b, ok := deltas(before, after, batchFamilies, ""); ok {
+		all := b[batchFamilies[0]]
+		f.BatchesOver100ms, f.BatchesOver500ms = int64(all-b[batchFamilies[1]]), int64(all-b[batchFamilies[2]])
+	}
+	return f
 }
 
 // collectorFigures are the collector's work between two readings over ops

@@ -84,6 +84,9 @@ func extras(r Result) string {
 	}
 	if c := r.Committer; c != nil {
 		parts = append(parts, fmt.Sprintf("committer busy %.0f%%, %.0f commits/s of %.1f ops, %.1f ms in Badger", 100*c.Busy, c.PerSecond, c.OpsPerCommit, c.CommitMs))
+		if c.BatchesOver100ms > 0 {
+			parts = append(parts, fmt.Sprintf("%d batches over 100 ms (%d over 500)", c.BatchesOver100ms, c.BatchesOver500ms))
+		}
 		if c.StalledS > 0 {
 			parts = append(parts, fmt.Sprintf("writes stalled %.1f s", c.StalledS))
 		}

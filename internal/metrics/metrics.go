@@ -281,12 +281,17 @@ type RecallWorkers struct {
 
 // Committer is the group committer's work: its commits (one fsync each)
 // and the operations they committed, the seconds it was busy with
-// batches and, of those, in Badger's commits; Badger's stalls of the
-// writes while level 0 of its tree was full, and their seconds; and the
-// store's read transactions open now, the oldest how many commits behind.
+// batches and, of those, in Badger's commits; its batches by how long it
+// took over each (Batches[i] at most BatchBounds[i] seconds and more than
+// the bound before, the last more than every bound); Badger's stalls of
+// the writes while level 0 of its tree was full, and their seconds; and
+// the store's read transactions open now, the oldest how many commits
+// behind.
 type Committer struct {
 	Commits, Ops               uint64
 	BusySeconds, CommitSeconds float64
+	BatchBounds                []float64
+	Batches                    []uint64
 	Stalls                     uint64
 	StallSeconds               float64
 	ReadsOpen                  int
@@ -338,6 +343,7 @@ var (
 	commitsDesc   = prometheus.NewDesc("memoria_store_commits_total", "Group commits of the store (one fsync each).", nil, nil)
 	commitOpsDesc = prometheus.NewDesc("memoria_store_committed_ops_total", "Writes (operations) the group commits committed; over memoria_store_commits_total, the batches' mean size.", nil, nil)
 	busyDesc      = prometheus.NewDesc("memoria_store_committer_busy_seconds_total", "Seconds the committer — one goroutine, which every write goes through — spent on batches: its rate is the committer's utilisation (near 1 under a steady load: it takes what queued while it worked).", nil, nil)
+	batchDesc     = prometheus.NewDesc("memoria_store_batch_duration_seconds", "How long the committer took over each batch of writes: running its operations and committing them (its sum is memoria_store_committer_busy_seconds_total). Every write of a batch waited that long, besides its wait for the batch to begin: a slow batch, such as one that met Badger's switch to a new memtable, holds back every write in it.", nil, nil)
 	commitSecDesc = prometheus.NewDesc("memoria_store_commit_seconds_total", "Seconds of memoria_store_committer_busy_seconds_total spent in Badger's commits (the value log, the fsync, the memtable).", nil, nil)
 	stallsDesc    = prometheus.NewDesc("memoria_store_write_stalls_total", "Times Badger held the writes back because level 0 of the store's tree was full (its compaction behind the writes; each also logged at warn): commits wait meanwhile.", nil, nil)
 	stallSecDesc  = prometheus.NewDesc("memoria_store_write_stall_seconds_total", "Seconds the stalls of memoria_store_write_stalls_total lasted.", nil, nil)
@@ -381,6 +387,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- commitOpsDesc
 	ch <- busyDesc
 	ch <- commitSecDesc
+	ch <- batchDesc
 	ch <- stallsDesc
 	ch <- stallSecDesc
 	ch <- readsDesc
@@ -433,6 +440,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(commitOpsDesc, prometheus.CounterValue, float64(st.Committer.Ops))
 	ch <- prometheus.MustNewConstMetric(busyDesc, prometheus.CounterValue, st.Committer.BusySeconds)
 	ch <- prometheus.MustNewConstMetric(commitSecDesc, prometheus.CounterValue, st.Committer.CommitSeconds)
+	if c := st.Committer; len(c.Batches) == len(c.BatchBounds)+1 {
+		buckets := make(map[float64]uint64, len(c.BatchBounds))
+		var n uint64
+		for i, le := range c.BatchBounds {
+			n += c.Batches[i]
+			buckets[le] = n
+		}
+		n += c.Batches[len(c.BatchBounds)]
+		ch <- prometheus.MustNewConstHistogram(batchDesc, n, c.BusySeconds, buckets)
+	}
 	ch <- prometheus.MustNewConstMetric(stallsDesc, prometheus.CounterValue, float64(st.Committer.Stalls))
 	ch <- prometheus.MustNewConstMetric(stallSecDesc, prometheus.CounterValue, st.Committer.StallSeconds)
 	ch <- prometheus.MustNewConstMetric(readsDesc, prometheus.GaugeValue, float64(st.Committer.ReadsOpen))

@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 )
@@ -291,6 +293,48 @@ func TestStateDigestWhereverTheValueIs(t *testing.T) {
 	_, inTree := backup(t, s, nil)
 	if inLog.State != inTree.State {
 		t.Errorf("state digest %s with the value in the value log, %s in the tree", inLog.State, inTree.State)
+	}
+}
+
+// The committer counts each batch by how long it took over it, on the
+// store's clock: here each batch is one operation that moves a fake clock
+// on by its duration.
+func TestCommitStatsCountBatchesByTheirTime(t *testing.T) {
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	o := smallOptions()
+	o.Clock = clk
+	s := openWith(t, t.TempDir(), o)
+	t.Cleanup(func() { s.Close() })
+	took := []time.Duration{3 * time.Millisecond, 5 * time.Millisecond, 30 * time.Millisecond,
+		150 * time.Millisecond, 3 * time.Second}
+	before := s.CommitStats()
+	for i, d := range took {
+		err := s.Update(context.Background(), func(tx store.Tx) error {
+			clk.Advance(d)
+			tx.Set([]byte(fmt.Sprintf("k/%d", i)), []byte("v"))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := s.CommitStats()
+	var counted [len(store.BatchBounds) + 1]uint64
+	for i := range counted {
+		counted[i] = got.Batches[i] - before.Batches[i]
+	}
+	// 3 and 5 ms at most 5 ms, 30 ms at most 50, 150 ms at most 200, 3 s
+	// past the last bound (a batch of the store's own would take no time
+	// on the fake clock).
+	want := [len(store.BatchBounds) + 1]uint64{0: 2, 3: 1, 5: 1, len(store.BatchBounds): 1}
+	if counted[0] >= want[0] {
+		counted[0] = want[0]
+	}
+	if counted != want {
+		t.Errorf("batches counted by time %v, want %v (bounds %v)", counted, want, store.BatchBounds)
+	}
+	if busy := got.Busy - before.Busy; busy < 3188*time.Millisecond {
+		t.Errorf("busy %v on batches, want at least their 3.188 s", busy)
 	}
 }
 

@@ -217,6 +217,22 @@ type Store struct {
 	idMu   sync.Mutex  // the identity's creation (backup.go)
 	// The committer's work since the open (CommitStats).
 	commits, committedOps, busyNanos, commitNanos atomic.Uint64
+	batchTimes                                    [len(BatchBounds) + 1]atomic.Uint64
+}
+
+// BatchBounds are the upper bounds of the committer's batch times that
+// CommitStats counts (Batches): a batch over the last is counted past it.
+var BatchBounds = [...]time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second}
+
+// countBatch counts a batch that took d.
+func (s *Store) countBatch(d time.Duration) {
+	i := 0
+	for i < len(BatchBounds) && d > BatchBounds[i] {
+		i++
+	}
+	s.batchTimes[i].Add(1)
 }
 
 // CommitStats is the committer's work since the store opened: the group
@@ -230,8 +246,13 @@ type Store struct {
 type CommitStats struct {
 	Commits, Ops uint64
 	Busy, Commit time.Duration
-	Stalls       uint64
-	Stalled      time.Duration
+	// Batches counts the batches by how long the committer took over each
+	// (Busy is their sum): Batches[i] took at most BatchBounds[i] and more
+	// than the bound before; the last, more than every bound. Every write
+	// of a batch waited that long, besides its wait for the batch to begin.
+	Batches [len(BatchBounds) + 1]uint64
+	Stalls  uint64
+	Stalled time.Duration
 	// ReadsOpen are the read transactions open now (views share one while
 	// the committer is busy), and OldestReadBehind how many commits the
 	// oldest of them is behind the latest: Badger keeps every version it
@@ -245,6 +266,9 @@ type CommitStats struct {
 func (s *Store) CommitStats() CommitStats {
 	c := CommitStats{Commits: s.commits.Load(), Ops: s.committedOps.Load(),
 		Busy: time.Duration(s.busyNanos.Load()), Commit: time.Duration(s.commitNanos.Load())}
+	for i := range s.batchTimes {
+		c.Batches[i] = s.batchTimes[i].Load()
+	}
 	if s.notes != nil {
 		c.Stalls, c.Stalled = s.notes.stalls.count.Load(), time.Duration(s.notes.stalls.nanos.Load())
 	}
@@ -603,7 +627,9 @@ func (s *Store) commitLoop() {
 			s.eng.working(true)
 			start := s.clock.Now()
 			s.commitBatch(batch)
-			s.busyNanos.Add(uint64(s.clock.Since(start)))
+			took := s.clock.Since(start)
+			s.busyNanos.Add(uint64(took))
+			s.countBatch(took)
 		}
 	}
 	// Closed: no more is deferred (Defer checks under s.mu).
