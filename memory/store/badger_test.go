@@ -19,6 +19,7 @@ import (
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
@@ -297,12 +298,14 @@ func TestStateDigestWhereverTheValueIs(t *testing.T) {
 }
 
 // The committer counts each batch by how long it took over it, on the
-// store's clock: here each batch is one operation that moves a fake clock
-// on by its duration.
+// store's clock — here each batch is one operation that moves a fake clock
+// on by its duration — and logs one that took a second or more.
 func TestCommitStatsCountBatchesByTheirTime(t *testing.T) {
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	o := smallOptions()
 	o.Clock = clk
+	var logs memorytest.LogBuffer
+	o.Logger = logs.Logger()
 	s := openWith(t, t.TempDir(), o)
 	t.Cleanup(func() { s.Close() })
 	took := []time.Duration{3 * time.Millisecond, 5 * time.Millisecond, 30 * time.Millisecond,
@@ -335,6 +338,17 @@ func TestCommitStatsCountBatchesByTheirTime(t *testing.T) {
 	}
 	if busy := got.Busy - before.Busy; busy < 3188*time.Millisecond {
 		t.Errorf("busy %v on batches, want at least their 3.188 s", busy)
+	}
+	// The 3 s batch is logged (after its writes are acknowledged: wait for
+	// the line), the 150 ms one is not.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "slow batch"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no slow batch logged: %s", logs.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := strings.Count(logs.String(), "slow batch"); n != 1 || !strings.Contains(logs.String(), "took=3s ops=1") {
+		t.Errorf("%d slow batches logged, want the one of 3 s and one write: %s", n, logs.String())
 	}
 }
 

@@ -226,6 +226,10 @@ var BatchBounds = [...]time.Duration{5 * time.Millisecond, 10 * time.Millisecond
 	50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
 	time.Second, 2 * time.Second}
 
+// slowBatch is how long a batch takes the committer before the store
+// logs it (at warn).
+const slowBatch = time.Second
+
 // countBatch counts a batch that took d.
 func (s *Store) countBatch(d time.Duration) {
 	i := 0
@@ -625,11 +629,15 @@ func (s *Store) commitLoop() {
 		}
 		if len(batch) > 0 {
 			s.eng.working(true)
-			start := s.clock.Now()
+			start, inBadger := s.clock.Now(), s.commitNanos.Load()
 			s.commitBatch(batch)
 			took := s.clock.Since(start)
 			s.busyNanos.Add(uint64(took))
 			s.countBatch(took)
+			if took >= slowBatch {
+				s.log.Warn("slow batch: every write in it waited as long", "took", took.Round(time.Millisecond),
+					"ops", len(batch), "in_badger", time.Duration(s.commitNanos.Load()-inBadger).Round(time.Millisecond))
+			}
 		}
 	}
 	// Closed: no more is deferred (Defer checks under s.mu).
