@@ -58,16 +58,10 @@ func targetHash[C string | []byte](c C) uint64 {
 	return (h ^ uint64(len(c))) * 0x9e3779b97f4a7c15
 }
 
-// find returns the position of the target of hash h (same: whether the
-// one at a position is it), -1 when x has none.
-func (x *targetIndex) find(h uint64, same func(at int) bool) int {
-	at, _ := x.probe(h, same)
-	return at
-}
-
-// findOrAdd returns the position of the target of hash h (find's same),
-// or records it at position next when x has none and returns next, added
-// — one walk of the table for both, growing it past half full.
+// findOrAdd returns the position of the target of hash h (same: whether
+// the one at a position is it), or records it at position next when x
+// has none and returns next, added — one walk of the table for both,
+// growing it past half full.
 func (x *targetIndex) findOrAdd(h uint64, next int, same func(at int) bool) (at int, added bool) {
 	at, free := x.probe(h, same)
 	if at >= 0 {
@@ -90,7 +84,8 @@ func (x *targetIndex) findOrAdd(h uint64, next int, same func(at int) bool) (at 
 }
 
 // probe walks the table from h's slot: the position of the target of
-// hash h (find's same), or -1 and the empty slot where the walk ended.
+// hash h (same: whether the one at a position is it), or -1 and the empty
+// slot where the walk ended.
 func (x *targetIndex) probe(h uint64, same func(at int) bool) (at int, free uint64) {
 	for i := h >> x.shift; ; i = (i + 1) & uint64(len(x.slots)-1) {
 		s := x.slots[i]

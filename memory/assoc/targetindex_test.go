@@ -40,12 +40,12 @@ func TestTargetIndexFindsWhatAScanFinds(t *testing.T) {
 					break
 				}
 			}
-			if got := x.find(targetHash(k), func(at int) bool { return keys[at] == k }); got != want {
+			if got, _ := x.probe(targetHash(k), func(at int) bool { return keys[at] == k }); got != want {
 				t.Fatalf("n=%d: %q found at %d, want %d (the first)", n, k, got, want)
 			}
 		}
 		for _, absent := range []string{"", "cid-", "zz9", fmt.Sprintf("cid-%036d", n+1)} {
-			if got := x.find(targetHash(absent), func(at int) bool { return keys[at] == absent }); got != -1 {
+			if got, _ := x.probe(targetHash(absent), func(at int) bool { return keys[at] == absent }); got != -1 {
 				t.Errorf("n=%d: %q, which was never added, found at %d", n, absent, got)
 			}
 		}
