@@ -157,6 +157,7 @@ func benchCmd(g *globals) *cobra.Command {
 	f.StringVar(&clients, "clients", "", "client counts, replacing every scenario's own (insert 64; recall 1,16; mixed 16 and two writers; advance 64,128)")
 	f.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "length of each measured window of load")
 	f.Int64Var(&o.Requests, "requests", 0, "end each window of load after this many requests, if --duration has not ended it (0: no limit)")
+	f.Float64Var(&o.Rate, "rate", 0, "offer each window of insert, recall and advance this many requests a second on a fixed schedule (an open loop: a request's latency counts from when it was due; those no client was free to send are reported), instead of each client sending its next once its last is answered (0)")
 	f.IntVar(&o.AdvanceSonas, "advance-sonas", bench.DefaultAdvanceSonas, "sonas the advance scenario chats with")
 	f.IntVar(&o.StoreSonas, "store-sonas", bench.DefaultStoreSonas, "sonas the sized store's memories are spread over")
 	f.IntVar(&o.Queries, "queries", bench.DefaultQueries, "searches of each in-process vector index")

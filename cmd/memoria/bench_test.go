@@ -109,6 +109,25 @@ func TestBenchInsertAndRefs(t *testing.T) {
 	}
 }
 
+// TestBenchAtARate: with --rate a window offers requests on a schedule:
+// every request due in it was sent or is counted as not sent, and the
+// rate is in the report.
+func TestBenchAtARate(t *testing.T) {
+	t.Parallel()
+	rep := runBench(t, "insert", "--clients", "4", "--rate", "40", "--duration", "2s")
+	if rep.Settings.Rate != 40 {
+		t.Fatalf("settings %+v", rep.Settings)
+	}
+	ins := find(t, rep, bench.Insert)
+	if len(ins) != 1 {
+		t.Fatalf("insert results %+v", ins)
+	}
+	sane(t, ins[0])
+	if r := ins[0]; r.Rate != 40 || r.Ops+r.Unsent != 80 || r.Ops == 0 {
+		t.Fatalf("insert at 40/s for 2 s: %+v, want 80 due, sent or not", r)
+	}
+}
+
 func TestBenchRecallANNPlots(t *testing.T) {
 	t.Parallel()
 	svg := filepath.Join(t.TempDir(), "bench.svg")
@@ -281,7 +300,7 @@ func TestBenchRefusesBadOptions(t *testing.T) {
 	for _, args := range [][]string{{"nonsense"}, {"--sizes", "12q"}, {"--sizes", "0"}, {"--clients", "-1"}, {"--clients", "4,x"},
 		{"--duration", "0s"}, {"--duration", "-3s"}, {"--requests", "-1"}, {"--queries", "0"}, {"--advance-sonas", "-5"}, {"--store-sonas", "0"},
 		{"--svg", filepath.Join(t.TempDir(), "missing", "b.svg")}, {"--locomo", filepath.Join(t.TempDir(), "missing")},
-		{"--server-trace"}} {
+		{"--server-trace"}, {"--rate", "-1"}, {"--rate", "NaN"}, {"--rate", "2e6"}} {
 		dir := t.TempDir()
 		out, errOut, code := run(t, append([]string{"bench", "--data", dir}, args...)...)
 		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 || out != "" {

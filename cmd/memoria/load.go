@@ -79,6 +79,7 @@ func loadCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.IntVar(&o.Clients, "clients", 300, "concurrent clients")
 	f.DurationVar(&o.Duration, "duration", time.Minute, "how long the load lasts")
+	f.Float64Var(&o.Rate, "rate", 0, "offer this many requests a second on a fixed schedule (an open loop: latency counts from when a request was due) instead of each client sending its next once its last is answered (0)")
 	f.IntVar(&o.Sonas, "sonas", 50, "sonas the clients spread over")
 	f.IntVar(&o.SeedMemories, "seed-memories", 4, "memories inserted into each sona before the load")
 	f.StringVar(&mix, "mix", loadgen.DefaultMix().String(), "weights of the operations")
@@ -153,8 +154,12 @@ func showElapsed(w io.Writer, quiet bool, label string, total time.Duration) fun
 }
 
 func printLoad(w io.Writer, rep *loadgen.Report) {
-	fmt.Fprintf(w, "%d clients over %d sonas for %.1f s (mix %s): %d requests, %.0f/s, %d errors\n\n",
+	fmt.Fprintf(w, "%d clients over %d sonas for %.1f s (mix %s): %d requests, %.0f/s, %d errors\n",
 		rep.Clients, rep.Sonas, rep.Seconds, rep.Mix, rep.Requests, rep.PerSecond, rep.Errors)
+	if rep.Rate > 0 {
+		fmt.Fprintf(w, "offered %g/s (open loop): %d due but not sent\n", rep.Rate, rep.Unsent)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-26s %9s %7s %8s %9s %9s %9s %15s\n", "route", "requests", "errors", "per s", "p50 ms", "p99 ms", "max ms", "server p50/p99")
 	for _, r := range rep.Routes {
 		server := "-" // the server told no time (a sona-scoped token)

@@ -69,6 +69,26 @@ func TestLoadFailsOnErrors(t *testing.T) {
 	}
 }
 
+// TestLoadAtARate: `memoria load --rate` offers its requests on a
+// schedule: each one due in the window sent or counted as not sent; a rate
+// below zero is refused in one line.
+func TestLoadAtARate(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	out, errOut, code := run(t, "load", "--server", srv.url, "--clients", "4", "--rate", "30", "--duration", "2s", "--sonas", "1",
+		"--seed-memories", "1", "--mix", "insert=1,get=1", "--json")
+	var rep loadgen.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	if rep.Rate != 30 || rep.Requests+rep.Unsent != 60 || rep.Requests == 0 || rep.Errors != 0 {
+		t.Fatalf("load at 30/s for 2 s: %s", out)
+	}
+	_, errOut, code = run(t, "load", "--server", srv.url, "--rate", "-1", "--duration", "1s")
+	if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "rate") {
+		t.Fatalf("--rate -1: exit %d, stderr %q", code, errOut)
+	}
+}
+
 // writeConfig writes a YAML config file and returns its path.
 func writeConfig(t *testing.T, yaml string) string {
 	t.Helper()

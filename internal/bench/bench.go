@@ -92,6 +92,12 @@ type Options struct {
 	// comparison of work that changes with what was done (one sona's
 	// advances cost more as its history grows) needs the same work.
 	Requests int64
+	// Rate, when above 0, offers each window of insert, recall and advance
+	// that many requests a second on a fixed schedule (loadgen.Window.Rate:
+	// an open loop, a request's latency counted from when it was due)
+	// instead of each client sending its next request once its last was
+	// answered: the latency at a given load, not at the clients' most.
+	Rate float64
 	// AdvanceSonas is how many sonas the advance scenario chats with
 	// (10,000); StoreSonas how many the sized store's memories are spread
 	// over (100, as BenchmarkRecall).
@@ -174,6 +180,9 @@ func (o *Options) fill() error {
 	if o.Duration < 0 || o.Requests < 0 || o.AdvanceSonas < 0 || o.StoreSonas < 0 || o.Queries < 0 {
 		return fmt.Errorf("%w: a negative duration or count", ErrOptions)
 	}
+	if !(o.Rate >= 0 && o.Rate <= loadgen.MaxRate) {
+		return fmt.Errorf("%w: a rate of %g requests a second is not between 0 and %d", ErrOptions, o.Rate, loadgen.MaxRate)
+	}
 	if o.Duration <= 0 {
 		o.Duration = DefaultDuration
 	}
@@ -240,6 +249,7 @@ type Settings struct {
 	Clients         []int    `json:"clients,omitempty"`
 	DurationSeconds float64  `json:"duration_seconds"`
 	Requests        int64    `json:"requests,omitempty"`
+	Rate            float64  `json:"rate,omitempty"`
 	AdvanceSonas    int      `json:"advance_sonas"`
 	StoreSonas      int      `json:"store_sonas"`
 	Queries         int      `json:"queries"`
@@ -259,9 +269,14 @@ type Result struct {
 	Path string `json:"path"`
 	// StoreSize is the memories in the store (or vectors in the index)
 	// when the measurement ended.
-	StoreSize int     `json:"store_size"`
-	Sonas     int     `json:"sonas,omitempty"`
-	Clients   int     `json:"clients"`
+	StoreSize int `json:"store_size"`
+	Sonas     int `json:"sonas,omitempty"`
+	Clients   int `json:"clients"`
+	// Rate is the requests a second the window offered (Options.Rate), 0
+	// for a closed loop; Unsent the requests due in it that no client was
+	// free to send before it ended (the server behind the rate).
+	Rate      float64 `json:"rate,omitempty"`
+	Unsent    int64   `json:"unsent,omitempty"`
 	Ops       int64   `json:"ops"`
 	Errors    int64   `json:"errors"`
 	Seconds   float64 `json:"seconds"`
@@ -368,7 +383,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r := &run{o: o, rep: &Report{Format: ReportFormat, StartedAt: time.Now().UTC(), Machine: machine()}}
 	r.rep.Settings = Settings{Scenarios: o.Scenarios, Sizes: o.Sizes, Clients: o.Clients, DurationSeconds: o.Duration.Seconds(),
-		Requests: o.Requests, AdvanceSonas: o.AdvanceSonas, StoreSonas: o.StoreSonas, Queries: o.Queries, Seed: o.Seed, Corpus: o.Corpus.Name(), ServerArgs: o.ServerArgs}
+		Requests: o.Requests, Rate: o.Rate, AdvanceSonas: o.AdvanceSonas, StoreSonas: o.StoreSonas, Queries: o.Queries, Seed: o.Seed, Corpus: o.Corpus.Name(), ServerArgs: o.ServerArgs}
 	err := r.all(ctx)
 	if r.store != nil {
 		if cerr := r.store.close(); err == nil {
@@ -528,7 +543,7 @@ func (r *run) scratchServer(ctx context.Context, name string) (srv *loadgen.Serv
 
 // fromLoad turns a load report of one operation into a result.
 func fromLoad(scenario string, rep *loadgen.Report) Result {
-	res := Result{Scenario: scenario, Path: "http", Clients: rep.Clients, Ops: rep.Requests, Errors: rep.Errors,
+	res := Result{Scenario: scenario, Path: "http", Clients: rep.Clients, Rate: rep.Rate, Unsent: rep.Unsent, Ops: rep.Requests, Errors: rep.Errors,
 		Seconds: rep.Seconds, PerSecond: rep.PerSecond, CPUMsPerOp: rep.ServerCPUPerRequestMs,
 		ClientCPUMsPerOp: rep.ClientCPUPerRequestMs, ErrorSamples: rep.ErrorSamples}
 	if len(rep.Routes) > 0 {

@@ -232,9 +232,12 @@ func TestWriteTable(t *testing.T) {
 	var b bytes.Buffer
 	rep := sampleReport()
 	rep.Notes = []string{"a note"}
+	rep.Results = append(rep.Results, Result{Scenario: Advance, Name: "POST /sona/{uuid}/chat", Path: "http", Clients: 64,
+		Rate: 750, Unsent: 12, Ops: 7488, PerSecond: 748.8})
 	WriteTable(&b, rep)
 	out := b.String()
-	for _, want := range []string{"POST /sona/{uuid}/recall", "hit 0.90", "recall@10 0.900", "300k after SIGTERM", "note: a note", "1→3→2"} {
+	for _, want := range []string{"POST /sona/{uuid}/recall", "hit 0.90", "recall@10 0.900", "300k after SIGTERM", "note: a note", "1→3→2",
+		"offered 750/s (open loop), 12 due but not sent: the server behind the rate"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
 		}

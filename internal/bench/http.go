@@ -179,6 +179,10 @@ func (r *run) advance(ctx context.Context) error {
 // server's caches' hit ratios, its committer's and its collector's work
 // over the window.
 func (r *run) measure(ctx context.Context, scenario, phase string, srv *loadgen.Server, w loadgen.Window, req loadgen.Request) Result {
+	if r.o.Rate > 0 {
+		w.Rate = r.o.Rate
+		phase += fmt.Sprintf(" at %g/s", r.o.Rate)
+	}
 	res, _ := r.measureLoad(ctx, scenario, phase, srv, w, req)
 	return res
 }

@@ -60,6 +60,12 @@ func steady(ms float64) string {
 
 func extras(r Result) string {
 	var parts []string
+	if r.Rate > 0 {
+		parts = append(parts, fmt.Sprintf("offered %g/s (open loop)", r.Rate))
+		if r.Unsent > 0 {
+			parts = append(parts, fmt.Sprintf("%d due but not sent: the server behind the rate", r.Unsent))
+		}
+	}
 	if r.Errors > 0 {
 		parts = append(parts, fmt.Sprintf("%d errors (%s)", r.Errors, r.ErrorStatuses))
 	}

@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/memoria-ai/memoria/api/client"
@@ -111,6 +114,55 @@ func TestDrive(t *testing.T) {
 	if len(rep.Memory) < 2 || rep.Memory[0].At != "start" || rep.Memory[len(rep.Memory)-1].At != "end" || rep.PeakRSS <= 0 {
 		t.Fatalf("memory %+v, peak %d", rep.Memory, rep.PeakRSS)
 	}
+}
+
+// TestDriveAtARate (fake time): a window at a rate sends each request
+// when it is due and counts its latency from then. Fast answers: every
+// request of the schedule sent on time. Answers slower than the rate with
+// one client: the same requests as the closed loop sends, but each later
+// one waited for the client, and the rest of the schedule is not sent.
+func TestDriveAtARate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Now()
+		var sent []time.Duration
+		var mu sync.Mutex
+		taking := func(d time.Duration) Request {
+			return func(context.Context, int, *rand.Rand) (Op, error) {
+				mu.Lock()
+				sent = append(sent, time.Since(origin))
+				mu.Unlock()
+				time.Sleep(d)
+				return OpInsert, nil
+			}
+		}
+		rep := Drive(t.Context(), Window{Clients: 4, Duration: time.Second, Rate: 100}, taking(5*time.Millisecond))
+		if rep.Requests != 100 || rep.Unsent != 0 || rep.Rate != 100 || rep.Routes[0].P99Ms != 5 || rep.Routes[0].MaxMs != 5 {
+			t.Fatalf("fast answers at 100/s: %+v %+v", rep, rep.Routes)
+		}
+		slices.Sort(sent)
+		for k, at := range sent {
+			if at != time.Duration(k)*10*time.Millisecond {
+				t.Fatalf("request %d sent at %v, due at %d ms", k, at, 10*k)
+			}
+		}
+
+		origin = time.Now()
+		closed := Drive(t.Context(), Window{Clients: 1, Duration: time.Second}, taking(30*time.Millisecond))
+		origin = time.Now()
+		open := Drive(t.Context(), Window{Clients: 1, Duration: time.Second, Rate: 100}, taking(30*time.Millisecond))
+		// Sent at 0, 30, …, 990 ms either way; request k was due at 10·k ms.
+		if closed.Requests != 34 || closed.Unsent != 0 || closed.Routes[0].MaxMs != 30 {
+			t.Fatalf("closed loop: %+v %+v", closed, closed.Routes)
+		}
+		if open.Requests != 34 || open.Unsent != 66 || open.Routes[0].P50Ms != 20*16+30 || open.Routes[0].MaxMs != 20*33+30 {
+			t.Fatalf("open loop behind: %+v %+v", open, open.Routes)
+		}
+
+		capped := Drive(t.Context(), Window{Clients: 2, Duration: time.Second, Rate: 1000, Requests: 10}, taking(time.Millisecond))
+		if capped.Requests != 10 || capped.Unsent != 0 {
+			t.Fatalf("10 requests at 1000/s: %+v", capped)
+		}
+	})
 }
 
 // EverySecond reports whole seconds, capped at the total, and after stop

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -128,6 +129,9 @@ type Options struct {
 	Clients int
 	// Duration of the load (setup not counted).
 	Duration time.Duration
+	// Rate, when above 0, offers that many requests a second on a fixed
+	// schedule instead (Window.Rate).
+	Rate float64
 	// Sonas the clients spread over; each gets SeedMemories memories
 	// before the load starts, so reads find something from the start.
 	Sonas        int
@@ -142,7 +146,13 @@ type Options struct {
 
 // Report is the outcome of a run.
 type Report struct {
-	Clients  int     `json:"clients"`
+	Clients int `json:"clients"`
+	// Rate is the requests a second offered (Window.Rate), 0 for clients
+	// each sending its next request once its last was answered; Unsent
+	// are the requests due within the window that no client was free to
+	// send before it ended.
+	Rate     float64 `json:"rate,omitempty"`
+	Unsent   int64   `json:"unsent,omitempty"`
 	Sonas    int     `json:"sonas,omitempty"`
 	Mix      string  `json:"mix,omitempty"`
 	Seed     int64   `json:"seed"`
@@ -203,6 +213,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Clients < 1 || o.Sonas < 1 || o.Duration <= 0 || o.SeedMemories < 0 {
 		return nil, fmt.Errorf("loadgen: need at least one client and one sona and a positive duration")
 	}
+	if !(o.Rate >= 0 && o.Rate <= MaxRate) {
+		return nil, fmt.Errorf("loadgen: a rate of %g requests a second is not between 0 and %d", o.Rate, MaxRate)
+	}
 	if o.Mix == nil {
 		o.Mix = DefaultMix()
 	}
@@ -215,7 +228,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
-	rep := Drive(ctx, Window{Clients: o.Clients, Duration: o.Duration, Seed: o.Seed, Server: o.Server}, r.do)
+	rep := Drive(ctx, Window{Clients: o.Clients, Duration: o.Duration, Rate: o.Rate, Seed: o.Seed, Server: o.Server}, r.do)
 	rep.Sonas, rep.Mix = o.Sonas, o.Mix.String()
 	return rep, nil
 }
@@ -271,6 +284,9 @@ func ServerTime(h http.Header) (time.Duration, bool) {
 	return 0, false
 }
 
+// MaxRate bounds Window.Rate: a million requests a second.
+const MaxRate = 1_000_000
+
 // Window is a measured stretch of load: Clients clients, each sending
 // one request after the other, until Duration has passed or, when
 // Requests > 0, that many requests were started.
@@ -278,6 +294,14 @@ type Window struct {
 	Clients  int
 	Duration time.Duration
 	Requests int64
+	// Rate, when above 0, offers the load on a fixed schedule (an open
+	// loop) instead: request k (from 0) is due k/Rate seconds after the
+	// start, the next free client sends the next request due, and a
+	// request's latency is counted from when it was due, so the time a
+	// request waited for a free client (the server behind) is in it. The
+	// requests due within the window that no client could start before its
+	// end are not sent: Report.Unsent.
+	Rate float64
 	// Seed seeds each client's random source (client i: Seed, i+1).
 	Seed int64
 	// Server, when set, is sampled at the start, the middle and the end of
@@ -313,10 +337,9 @@ func Drive(ctx context.Context, w Window, req Request) *Report {
 	startCPU, haveServer = sample("start")
 	clientStart, _ := ReadProcCPU(os.Getpid())
 	start := time.Now()
-	deadline := start.Add(w.Duration)
-	var started atomic.Int64
 	stats := make([]*clientStats, w.Clients)
 	errs := &errorSamples{}
+	next := w.schedule(start)
 	var wg sync.WaitGroup
 	for i := range stats {
 		stats[i] = newClientStats()
@@ -324,11 +347,14 @@ func Drive(ctx context.Context, w Window, req Request) *Report {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w.Seed), uint64(i)+1))
-			for time.Now().Before(deadline) && ctx.Err() == nil && (w.Requests <= 0 || started.Add(1) <= w.Requests) {
-				t := time.Now()
+			for ctx.Err() == nil {
+				due, ok := next(ctx)
+				if !ok {
+					return
+				}
 				server := time.Duration(-1)
 				op, err := req(context.WithValue(ctx, timingSlot{}, &server), i, rng)
-				stats[i].record(op, time.Since(t), err)
+				stats[i].record(op, time.Since(due), err)
 				if server >= 0 {
 					stats[i].server[op] = append(stats[i].server[op], server)
 				}
@@ -361,11 +387,59 @@ func Drive(ctx context.Context, w Window, req Request) *Report {
 	clientEnd, _ := ReadProcCPU(os.Getpid())
 	rep.Seconds = took.Seconds()
 	summarize(rep, stats, errs)
+	if w.Rate > 0 {
+		rep.Rate, rep.Unsent = w.Rate, w.due()-rep.Requests
+	}
 	if rep.Requests > 0 {
 		rep.ServerCPUPerRequestMs = 1000 * rep.ServerCPUSeconds / float64(rep.Requests)
 		rep.ClientCPUPerRequestMs = 1000 * (clientEnd - clientStart).Seconds() / float64(rep.Requests)
 	}
 	return rep
+}
+
+// schedule returns what a client calls before each request of a window
+// begun at start: when the request was due (its latency counts from then)
+// and whether to send it. Without a Rate a request is due when its client
+// is free, while the window lasts and fewer than Requests were started;
+// with one the next request in the schedule is taken, waited for if it is
+// not due yet, and sent if the window has not ended by then.
+func (w Window) schedule(start time.Time) func(context.Context) (time.Time, bool) {
+	deadline := start.Add(w.Duration)
+	var started atomic.Int64
+	if w.Rate <= 0 {
+		return func(context.Context) (time.Time, bool) {
+			now := time.Now()
+			return now, now.Before(deadline) && (w.Requests <= 0 || started.Add(1) <= w.Requests)
+		}
+	}
+	n := w.due()
+	return func(ctx context.Context) (time.Time, bool) {
+		k := started.Add(1) - 1
+		if k >= n {
+			return time.Time{}, false
+		}
+		due := start.Add(time.Duration(float64(k) / w.Rate * float64(time.Second)))
+		if wait := time.Until(due); wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return time.Time{}, false
+			}
+		}
+		return due, time.Now().Before(deadline)
+	}
+}
+
+// due is how many requests a window at a Rate offers: those due before
+// its Duration ends, no more than Requests when that is set.
+func (w Window) due() int64 {
+	n := int64(math.Ceil(w.Duration.Seconds() * w.Rate))
+	if w.Requests > 0 {
+		n = min(n, w.Requests)
+	}
+	return n
 }
 
 type runner struct {
