@@ -296,6 +296,8 @@ func TestValidate(t *testing.T) {
 		{"block limit", func(c *config.Config) { c.Store.MaxBlockBytes = 5 << 20 }, []string{"store.max_block_bytes"}},
 		{"defer", func(c *config.Config) { c.Store.DeferFor = config.Duration(2 * time.Second) }, []string{"store.defer_for"}},
 		{"negative defer", func(c *config.Config) { c.Store.DeferFor = config.Duration(-time.Millisecond) }, []string{"store.defer_for"}},
+		{"commit interval", func(c *config.Config) { c.Store.CommitInterval = config.Duration(time.Second) }, []string{"store.commit_interval"}},
+		{"negative commit interval", func(c *config.Config) { c.Store.CommitInterval = config.Duration(-time.Millisecond) }, []string{"store.commit_interval"}},
 		{"coaccess flush", func(c *config.Config) { c.Recall.CoAccessFlush = config.Duration(2 * time.Minute) }, []string{"recall.coaccess_flush"}},
 		{"negative coaccess flush", func(c *config.Config) { c.Recall.CoAccessFlush = config.Duration(-time.Second) }, []string{"recall.coaccess_flush"}},
 		{"touch flush", func(c *config.Config) { c.Recall.TouchFlush = config.Duration(6 * time.Minute) }, []string{"recall.touch_flush"}},

@@ -379,3 +379,103 @@ func TestCommitStatsCountTheCommitterWork(t *testing.T) {
 		t.Errorf("busy %v, in Badger's commits %v (before: %v, %v)", got.Busy, got.Commit, before.Busy, before.Commit)
 	}
 }
+
+// TestCommitIntervalGathersConcurrentWrites: once a batch held three
+// submitted writes, the next commit waits out the interval since the last
+// began, and the writes that come meanwhile share it; a lone writer's
+// writes, and those after a batch of two, never wait. (The wait is the
+// test's: the interval is an hour.)
+func TestCommitIntervalGathersConcurrentWrites(t *testing.T) {
+	o := smallOptions()
+	o.CommitInterval = time.Hour
+	s := openWith(t, t.TempDir(), o)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	waits, resume := make(chan time.Duration, 8), make(chan struct{})
+	store.SetPause(s, func(d time.Duration) {
+		waits <- d
+		select {
+		case <-resume:
+		case <-ctx.Done(): // the test failed: let the store close
+		}
+	})
+	write := func(key string) store.Op {
+		return func(tx store.Tx) error { tx.Set([]byte(key), []byte("v")); return nil }
+	}
+	wait := func(ps ...*store.Pending) {
+		t.Helper()
+		for _, p := range ps {
+			if err := p.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	noWait := func(when string) {
+		t.Helper()
+		if len(waits) != 0 {
+			t.Fatalf("%s: the committer waited %v", when, <-waits)
+		}
+	}
+	commits := func() uint64 { return s.CommitStats().Commits }
+
+	for i := range 3 {
+		wait(s.Submit(write(fmt.Sprintf("lone/%d", i))))
+	}
+	noWait("a lone writer")
+
+	// A batch of n: the writes queue while a blocking one's commit runs.
+	batchOf := func(n int) {
+		t.Helper()
+		gate, entered := make(chan struct{}), make(chan struct{})
+		pa := s.Submit(func(tx store.Tx) error {
+			close(entered)
+			<-gate
+			tx.Set([]byte("a"), []byte("v"))
+			return nil
+		})
+		<-entered
+		before := commits()
+		ps := []*store.Pending{pa}
+		for i := range n {
+			ps = append(ps, s.Submit(write(fmt.Sprintf("batch/%d/%d", n, i))))
+		}
+		close(gate)
+		wait(ps...)
+		if got := commits() - before; got != 2 {
+			t.Fatalf("a, then %d writes took %d commits, want 2 (the %d in one)", n, got, n)
+		}
+	}
+	batchOf(2)
+	noWait("after batches of one and two")
+	wait(s.Submit(write("after two")))
+	noWait("after a batch of two")
+	batchOf(3)
+	noWait("after a batch of one")
+
+	// The next write waits; one submitted meanwhile shares its commit.
+	before := commits()
+	pd := s.Submit(write("d"))
+	select {
+	case d := <-waits:
+		if d <= 0 || d > time.Hour {
+			t.Fatalf("waited %v, want within the interval", d)
+		}
+	case <-ctx.Done():
+		t.Fatal("no wait after a batch of two")
+	}
+	pe := s.Submit(write("e"))
+	select {
+	case <-pd.Done():
+		t.Fatal("d was committed during the wait")
+	default:
+	}
+	resume <- struct{}{}
+	wait(pd, pe)
+	if n := commits() - before; n != 1 {
+		t.Fatalf("d and e took %d commits, want 1", n)
+	}
+
+	// Then a lone writer: no wait after that batch of two.
+	wait(s.Submit(write("f")), s.Submit(write("g")))
+	noWait("after a batch of two")
+}
