@@ -519,10 +519,11 @@ func (s *Store) submit(op Op, link oteltrace.SpanContext) *Pending {
 
 // gatherFrom is how many submitted operations the last batch held when
 // the next commit waits out the commit interval (Options.CommitInterval):
-// several writers at work. One request's own writes come a few at a
-// time — a chat's, with the evaluations and tier steps it starts, two or
-// three a batch —, and a lone client would only wait on itself (a scratch
-// build gathering from two: one client's inserts 395 → 236 /s).
+// several writers at work. One request's own writes come a few at a time,
+// and a lone client waiting on itself gathers nothing: its inserts come
+// one a batch (gathering from two, a scratch build made one client's
+// inserts 395 → 236 /s), its chats two or three, so a lone chatting client
+// waits now and then (about a millisecond a chat, README stop 60).
 const gatherFrom = 3
 
 // deferredQueue is how many batches of deferred operations may queue
