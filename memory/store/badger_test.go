@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -478,4 +479,43 @@ func TestCommitIntervalGathersConcurrentWrites(t *testing.T) {
 	// Then a lone writer: no wait after that batch of two.
 	wait(s.Submit(write("f")), s.Submit(write("g")))
 	noWait("after a batch of two")
+}
+
+// TestBarrierWaitsForDeferred: an operation submitted after a deferred
+// one is not committed before it — a Barrier after a Defer returns with
+// the deferred operation durable — while other writers keep the committer
+// filling batches.
+func TestBarrierWaitsForDeferred(t *testing.T) {
+	o := smallOptions()
+	o.DeferFor = time.Hour // a deferred operation goes only with the next batch
+	s := openWith(t, t.TempDir(), o)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stop := make(chan struct{})
+	var busy sync.WaitGroup
+	for w := range 4 {
+		busy.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("busy/%d/%d", w, i)
+				s.Update(ctx, func(tx store.Tx) error { tx.Set([]byte(key), []byte("v")); return nil })
+			}
+		})
+	}
+	defer func() { close(stop); busy.Wait() }()
+	for i := range 500 {
+		d := s.Defer(func(tx store.Tx) error { tx.Set([]byte(fmt.Sprintf("deferred/%d", i)), []byte("v")); return nil })
+		if err := s.Barrier(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-d.Done():
+		default:
+			t.Fatalf("write %d: a Barrier after a Defer returned before the deferred write was committed", i)
+		}
+	}
 }

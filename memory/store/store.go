@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -598,7 +599,7 @@ func (s *Store) commitLoop() {
 	)
 	// take moves the deferred operations queued so far into held: a batch
 	// begins with them, so that none is committed after an operation
-	// submitted after it.
+	// submitted after it (Defer).
 	take := func() {
 		for {
 			select {
@@ -638,15 +639,12 @@ func (s *Store) commitLoop() {
 				s.pause(wait)
 			}
 		}
-		take()
-		batch = append(batch[:0], held...)
-		held = held[:0]
-		deferred := len(batch)
+		batch = batch[:0]
 		if first != nil {
 			batch = append(batch, first)
 		}
 	fill:
-		for open && len(batch) < s.maxBatch {
+		for open && len(held)+len(batch) < s.maxBatch {
 			select {
 			case p, ok := <-s.queue:
 				if !ok {
@@ -658,8 +656,14 @@ func (s *Store) commitLoop() {
 				break fill
 			}
 		}
+		// Taken after the fill: every operation deferred before one the
+		// batch holds is in its channel by now.
+		take()
+		submitted := len(batch)
+		batch = slices.Insert(batch, 0, held...)
+		held = held[:0]
 		if len(batch) > 0 {
-			lastStart, lastSubmitted = time.Now(), len(batch)-deferred
+			lastStart, lastSubmitted = time.Now(), submitted
 			s.eng.working(true)
 			start, inBadger := s.clock.Now(), s.commitNanos.Load()
 			s.commitBatch(batch)
