@@ -440,15 +440,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(commitOpsDesc, prometheus.CounterValue, float64(st.Committer.Ops))
 	ch <- prometheus.MustNewConstMetric(busyDesc, prometheus.CounterValue, st.Committer.BusySeconds)
 	ch <- prometheus.MustNewConstMetric(commitSecDesc, prometheus.CounterValue, st.Committer.CommitSeconds)
-	if c := st.Committer; len(c.Batches) == len(c.BatchBounds)+1 {
-		buckets := make(map[float64]uint64, len(c.BatchBounds))
+	if cm := st.Committer; len(cm.Batches) == len(cm.BatchBounds)+1 {
+		buckets := make(map[float64]uint64, len(cm.BatchBounds))
 		var n uint64
-		for i, le := range c.BatchBounds {
-			n += c.Batches[i]
+		for i, le := range cm.BatchBounds {
+			n += cm.Batches[i]
 			buckets[le] = n
 		}
-		n += c.Batches[len(c.BatchBounds)]
-		ch <- prometheus.MustNewConstHistogram(batchDesc, n, c.BusySeconds, buckets)
+		n += cm.Batches[len(cm.BatchBounds)]
+		ch <- prometheus.MustNewConstHistogram(batchDesc, n, cm.BusySeconds, buckets)
 	}
 	ch <- prometheus.MustNewConstMetric(stallsDesc, prometheus.CounterValue, float64(st.Committer.Stalls))
 	ch <- prometheus.MustNewConstMetric(stallSecDesc, prometheus.CounterValue, st.Committer.StallSeconds)
