@@ -634,7 +634,7 @@ func (s *Store) commitLoop() {
 		}
 		// Several writers at work: the ones that come until the interval
 		// since the last commit began has passed share this commit.
-		if first != nil && lastSubmitted >= gatherFrom {
+		if s.every > 0 && first != nil && lastSubmitted >= gatherFrom {
 			if wait := s.every - time.Since(lastStart); wait > 0 {
 				s.pause(wait)
 			}
@@ -663,7 +663,9 @@ func (s *Store) commitLoop() {
 		batch = slices.Insert(batch, 0, held...)
 		held = held[:0]
 		if len(batch) > 0 {
-			lastStart, lastSubmitted = time.Now(), submitted
+			if lastSubmitted = submitted; s.every > 0 {
+				lastStart = time.Now()
+			}
 			s.eng.working(true)
 			start, inBadger := s.clock.Now(), s.commitNanos.Load()
 			s.commitBatch(batch)
