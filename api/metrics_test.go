@@ -129,6 +129,11 @@ func TestMetricsAppearAndMove(t *testing.T) {
 	if c0, _ := metric(before, "memoria_store_commits_total"); !ok || commits <= c0 || ops < commits || busy <= 0 || inCommit <= 0 || inCommit > busy {
 		t.Errorf("committer: %v commits (%v before), %v ops, %v s busy, %v s in Badger's commits (present %v)", commits, c0, ops, busy, inCommit, ok)
 	}
+	// The recalls' traces waited for a commit to share.
+	deferred, ok := metric(after, "memoria_store_committed_deferred_ops_total")
+	if d0, _ := metric(before, "memoria_store_committed_deferred_ops_total"); !ok || deferred <= d0 || deferred > ops {
+		t.Errorf("deferred ops: %v (%v before) of %v ops (present %v)", deferred, d0, ops, ok)
+	}
 	// Its batches by their time: more of them than before, every one
 	// within the last bucket, their times summing to its time busy.
 	batches, ok := metric(after, "memoria_store_batch_duration_seconds_count")

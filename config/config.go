@@ -185,12 +185,15 @@ func (s Server) CheckExposure(listen string) error {
 type Store struct {
 	// MaxBatch is the most writes one group commit (one fsync) acknowledges.
 	MaxBatch int `yaml:"max_batch"`
-	// DeferFor is how long a write nobody waits for — what a recall
-	// leaves behind: its memories' access counts, its hits' co-access,
-	// its query log — may wait for a group commit: it joins the next one
-	// (any write, a barrier), or gets one of its own after this long, with
-	// those deferred meanwhile. A crash loses at most this much of them;
-	// never a memory. 0 commits them as they come. Default 50ms; at most 1s.
+	// DeferFor is how long a write no client waits for — what a recall
+	// leaves behind (its memories' access counts, its hits' co-access,
+	// its query log), a response's reinforcement, the tiers' steps, the
+	// evaluator's records — may wait for a group commit: it joins the next
+	// one (any write, a barrier), or gets one of its own after this long,
+	// with those deferred meanwhile. A crash loses at most this much of
+	// the first two; the others are done again from their inboxes and
+	// watermarks; never a memory. 0 commits them as they come. Default
+	// 50ms; at most 1s.
 	DeferFor Duration `yaml:"defer_for"`
 	// CommitInterval is the least time from the start of one group commit
 	// to the start of the next while several writers keep the committer

@@ -242,7 +242,7 @@ func committer(c store.CommitStats) metrics.Committer {
 	for i, b := range store.BatchBounds {
 		bounds[i] = b.Seconds()
 	}
-	return metrics.Committer{Commits: c.Commits, Ops: c.Ops, BusySeconds: c.Busy.Seconds(), CommitSeconds: c.Commit.Seconds(),
+	return metrics.Committer{Commits: c.Commits, Ops: c.Ops, DeferredOps: c.Deferred, BusySeconds: c.Busy.Seconds(), CommitSeconds: c.Commit.Seconds(),
 		BatchBounds: bounds, Batches: c.Batches[:],
 		Stalls: c.Stalls, StallSeconds: c.Stalled.Seconds(), ReadsOpen: c.ReadsOpen, OldestReadBehind: c.OldestReadBehind}
 }

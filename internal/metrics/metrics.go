@@ -288,7 +288,7 @@ type RecallWorkers struct {
 // the store's read transactions open now, the oldest how many commits
 // behind.
 type Committer struct {
-	Commits, Ops               uint64
+	Commits, Ops, DeferredOps  uint64
 	BusySeconds, CommitSeconds float64
 	BatchBounds                []float64
 	Batches                    []uint64
@@ -342,6 +342,7 @@ var (
 	floatsDesc    = prometheus.NewDesc("memoria_vector_float_bytes", "Bytes of the vector index's float32 vectors in the heap (at most index.heap_vectors_mb once the graph holds them) and in its spill file beside the snapshot (those beyond, until a snapshot holds them).", []string{"where"}, nil)
 	commitsDesc   = prometheus.NewDesc("memoria_store_commits_total", "Group commits of the store (one fsync each).", nil, nil)
 	commitOpsDesc = prometheus.NewDesc("memoria_store_committed_ops_total", "Writes (operations) the group commits committed; over memoria_store_commits_total, the batches' mean size.", nil, nil)
+	deferredDesc  = prometheus.NewDesc("memoria_store_committed_deferred_ops_total", "Of memoria_store_committed_ops_total, the writes no client waited for that waited for a group commit to share (store.defer_for): recalls' traces, responses' reinforcements, the tiers' steps, the evaluator's records.", nil, nil)
 	busyDesc      = prometheus.NewDesc("memoria_store_committer_busy_seconds_total", "Seconds the committer — one goroutine, which every write goes through — spent on batches: its rate is the committer's utilisation (near 1 under a steady load: it takes what queued while it worked).", nil, nil)
 	batchDesc     = prometheus.NewDesc("memoria_store_batch_duration_seconds", "How long the committer took over each batch of writes: running its operations and committing them (its sum is memoria_store_committer_busy_seconds_total). Every write of a batch waited that long, besides its wait for the batch to begin: a slow batch, such as one that met Badger's switch to a new memtable, holds back every write in it.", nil, nil)
 	commitSecDesc = prometheus.NewDesc("memoria_store_commit_seconds_total", "Seconds of memoria_store_committer_busy_seconds_total spent in Badger's commits (the value log, the fsync, the memtable).", nil, nil)
@@ -385,6 +386,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- floatsDesc
 	ch <- commitsDesc
 	ch <- commitOpsDesc
+	ch <- deferredDesc
 	ch <- busyDesc
 	ch <- commitSecDesc
 	ch <- batchDesc
@@ -438,6 +440,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(commitsDesc, prometheus.CounterValue, float64(st.Committer.Commits))
 	ch <- prometheus.MustNewConstMetric(commitOpsDesc, prometheus.CounterValue, float64(st.Committer.Ops))
+	ch <- prometheus.MustNewConstMetric(deferredDesc, prometheus.CounterValue, float64(st.Committer.DeferredOps))
 	ch <- prometheus.MustNewConstMetric(busyDesc, prometheus.CounterValue, st.Committer.BusySeconds)
 	ch <- prometheus.MustNewConstMetric(commitSecDesc, prometheus.CounterValue, st.Committer.CommitSeconds)
 	if cm := st.Committer; len(cm.Batches) == len(cm.BatchBounds)+1 {

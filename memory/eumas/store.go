@@ -177,7 +177,11 @@ func (s *Store) EvaluatePending(ctx context.Context, ev Evaluator, batch int) (S
 	}
 	seed := s.o.ImportanceSeed
 	profiles := map[cid.Cid][]float32{}
-	err = s.store.Update(ctx, func(tx store.Tx) error {
+	update := s.store.UpdateDeferred // shares a later commit (store.Committer.UpdateDeferred)…
+	if step.More {
+		update = s.store.Update // … unless the next batch waits for it
+	}
+	err = update(ctx, func(tx store.Tx) error {
 		raw, err := tx.Get(KeyEvalSeq)
 		if err != nil && !errors.Is(err, base.ErrNotFound) {
 			return err

@@ -89,10 +89,10 @@ func (m *Store) Reinforce(used []Used) *store.Pending {
 		return nil
 	})
 	if err != nil {
-		return m.st.Submit(func(store.Tx) error { return err })
+		return m.st.Defer(func(store.Tx) error { return err })
 	}
 	slices.SortFunc(rising, func(a, b cid.Cid) int { return strings.Compare(a.KeyString(), b.KeyString()) })
-	return m.st.Submit(m.UpdateHot(rising, func(h *Hot, c cid.Cid) {
+	return m.st.Defer(m.UpdateHot(rising, func(h *Hot, c cid.Cid) {
 		if target := signal[c]; target > h.Importance {
 			h.Importance += rc.ImportanceAlpha * (target - h.Importance)
 		}

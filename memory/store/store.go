@@ -224,8 +224,8 @@ type Store struct {
 	tables tableChecks // the new tables checked in the background (tablecheck.go)
 	idMu   sync.Mutex  // the identity's creation (backup.go)
 	// The committer's work since the open (CommitStats).
-	commits, committedOps, busyNanos, commitNanos atomic.Uint64
-	batchTimes                                    [len(BatchBounds) + 1]atomic.Uint64
+	commits, committedOps, deferredOps, busyNanos, commitNanos atomic.Uint64
+	batchTimes                                                 [len(BatchBounds) + 1]atomic.Uint64
 }
 
 // BatchBounds are the upper bounds of the committer's batch times that
@@ -257,6 +257,9 @@ func (s *Store) countBatch(d time.Duration) {
 // writes (a commit waits for it).
 type CommitStats struct {
 	Commits, Ops uint64
+	// Deferred are the Ops that waited for a commit to share (Defer,
+	// UpdateDeferred).
+	Deferred     uint64
 	Busy, Commit time.Duration
 	// Batches counts the batches by how long the committer took over each
 	// (Busy is their sum): Batches[i] took at most BatchBounds[i] and more
@@ -276,7 +279,7 @@ type CommitStats struct {
 
 // CommitStats reports the committer's work since the open.
 func (s *Store) CommitStats() CommitStats {
-	c := CommitStats{Commits: s.commits.Load(), Ops: s.committedOps.Load(),
+	c := CommitStats{Commits: s.commits.Load(), Ops: s.committedOps.Load(), Deferred: s.deferredOps.Load(),
 		Busy: time.Duration(s.busyNanos.Load()), Commit: time.Duration(s.commitNanos.Load())}
 	for i := range s.batchTimes {
 		c.Batches[i] = s.batchTimes[i].Load()
@@ -300,6 +303,9 @@ type Committer interface {
 	Defer(op Op) *Pending
 	// Update runs op and waits until it is durable.
 	Update(ctx context.Context, op Op) error
+	// UpdateDeferred runs op with a later group commit, as Defer, and
+	// waits until it is durable (Store.UpdateDeferred).
+	UpdateDeferred(ctx context.Context, op Op) error
 	// Barrier waits until everything submitted before it is durable or
 	// failed.
 	Barrier(ctx context.Context) error
@@ -376,6 +382,7 @@ type Pending struct {
 	done chan struct{}
 	err  error
 	link oteltrace.SpanContext // the submitter's span (SubmitTraced)
+	by   *Store                // the store it is deferred on (Defer); nil: submitted
 
 	mu   sync.Mutex
 	then []func() // called once done (Then)
@@ -416,13 +423,30 @@ func (p *Pending) settle() {
 // Err returns the operation's error; valid after Done is closed.
 func (p *Pending) Err() error { return p.err }
 
-// Wait blocks until the operation is durable (nil) or failed.
+// Wait blocks until the operation is durable (nil) or failed. A deferred
+// operation (Defer) waited for is committed once twice Options.DeferFor
+// has passed on the machine's clock, even on a store whose clock does not
+// move (a test's): the committer's own timer, on the store's clock, has it
+// committed before that everywhere else.
 func (p *Pending) Wait(ctx context.Context) error {
-	select {
-	case <-p.done:
-		return p.err
-	case <-ctx.Done():
-		return ctx.Err()
+	var late <-chan time.Time
+	if p.by != nil {
+		t := time.NewTimer(2 * p.by.deferFor)
+		defer t.Stop()
+		late = t.C
+	}
+	for {
+		select {
+		case <-p.done:
+			return p.err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-late:
+			late = nil
+			if err := p.by.Barrier(ctx); err != nil {
+				return err
+			}
+		}
 	}
 }
 
@@ -544,6 +568,7 @@ func (s *Store) Defer(op Op) *Pending {
 	if s.deferFor <= 0 {
 		return s.enqueue(s.queue, p)
 	}
+	p.by = s
 	return s.enqueue(s.deferred, p)
 }
 
@@ -562,6 +587,18 @@ func (s *Store) enqueue(q chan *Pending, p *Pending) *Pending {
 // Update runs op through the committer and waits until it is durable.
 func (s *Store) Update(ctx context.Context, op Op) error {
 	return s.Submit(op).Wait(ctx)
+}
+
+// UpdateDeferred runs op with the next group commit or after
+// Options.DeferFor, whichever comes first (Defer), and waits until it is
+// durable: for the writes of the background's work — a tier's step, an
+// evaluation — whose worker waits for them and no client does. They then
+// share the fsync of the requests' writes around them instead of each
+// making a commit of its own, whose syncs cost the cores the same
+// whatever it carries: below the machine's most an advance's background
+// writes made half its commits (README, stop 61).
+func (s *Store) UpdateDeferred(ctx context.Context, op Op) error {
+	return s.Defer(op).Wait(ctx)
 }
 
 // Barrier waits until everything submitted before it is durable or failed.
@@ -718,9 +755,14 @@ func (s *Store) commitBatch(ops []*Pending) {
 				s.commits.Add(1)
 				s.committedOps.Add(uint64(len(applied)))
 				s.mark.commits++
+				deferred := 0
 				for _, a := range applied {
 					s.mark.memSeq = max(s.mark.memSeq, a.memSeq)
+					if a.p.by != nil {
+						deferred++
+					}
 				}
+				s.deferredOps.Add(uint64(deferred))
 				m := s.mark
 				mark = &m
 				s.tell(m.commits, applied)

@@ -605,14 +605,26 @@ func TestStepsTellWhetherMoreWorkWaits(t *testing.T) {
 			t.Fatalf("pending tiers %q, want %q", got, want)
 		}
 	}
+	// A step's write waits for a commit to share (UpdateDeferred) unless
+	// more work waits: a backlog's steps do not wait out store.defer_for
+	// one after the other. (On this test's clock, which stands still, the
+	// deferred write is committed after twice defer_for on the machine's.)
 	step := func(tier string, done, more bool) {
 		t.Helper()
+		d0 := s.Store().CommitStats().Deferred
 		res, err := s.Tiers.Step(context.Background(), o.Sona, tier, tiers.Heuristic{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Done != done || res.More != more {
 			t.Fatalf("%s step: done %v more %v, want %v %v", tier, res.Done, res.More, done, more)
+		}
+		want := uint64(0)
+		if done && !more {
+			want = 1
+		}
+		if d := s.Store().CommitStats().Deferred - d0; d != want {
+			t.Fatalf("%s step (done %v, more %v): %d deferred writes committed, want %d", tier, done, more, d, want)
 		}
 	}
 	rng := rand.New(rand.NewSource(9))

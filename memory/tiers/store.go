@@ -510,7 +510,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, er
 		next.SimN, next.SimMean, next.SimM2 = uint64(stats.N), stats.Mean, stats.M2
 	}
 	next.Version++
-	err = s.store.Update(ctx, func(tx store.Tx) error {
+	err = s.commit(ctx, more, func(tx store.Tx) error {
 		cur := &messages.StmState{}
 		if _, err := s.getProto(tx, stmKey(sona), cur); err != nil {
 			return err
@@ -554,10 +554,21 @@ type mtmChange struct {
 	promoted []*messages.Promotion // to hand to the LPM
 }
 
+// commit runs a step's write: with a later group commit
+// (store.Committer.UpdateDeferred) unless more work waits in the tier's
+// inbox, whose next step would wait for it.
+func (s *Store) commit(ctx context.Context, more bool, op store.Op) error {
+	if more {
+		return s.store.Update(ctx, op)
+	}
+	return s.store.UpdateDeferred(ctx, op)
+}
+
 // commitMTM writes an MTM change if the MTM is still at its base version,
-// consuming w (when not nil) in the same transaction.
-func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork, c *mtmChange) error {
-	return s.store.Update(ctx, func(tx store.Tx) error {
+// consuming w (when not nil) in the same transaction; more: work waits
+// after w.
+func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork, more bool, c *mtmChange) error {
+	return s.commit(ctx, more, func(tx store.Tx) error {
 		cur := &messages.MtmState{}
 		if _, err := s.getProto(tx, mtmKey(sona), cur); err != nil {
 			return err
@@ -735,7 +746,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 	}
 	c.state.Pages++
 	c.state.Version++
-	if err := s.commitMTM(ctx, sona, w, c); err != nil {
+	if err := s.commitMTM(ctx, sona, w, more, c); err != nil {
 		return Step{}, err
 	}
 	return res, nil
@@ -817,7 +828,7 @@ func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at
 		return res, nil
 	}
 	c.state.Version++
-	return res, s.commitMTM(ctx, sona, nil, c)
+	return res, s.commitMTM(ctx, sona, nil, false, c)
 }
 
 func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, error) {
@@ -877,7 +888,7 @@ func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, er
 	}
 	next := persona.Clone()
 	ApplyPersona(next, upd, s.cfg.Tiers, promo.Segment, s.clock.Now().Unix())
-	err = s.store.Update(ctx, func(tx store.Tx) error {
+	err = s.commit(ctx, more, func(tx store.Tx) error {
 		cur := &messages.Persona{}
 		if _, err := s.getProto(tx, personaKey(sona), cur); err != nil {
 			return err

@@ -51,6 +51,7 @@ func Run(t *testing.T, open Opener) {
 		{"Events", testEvents},
 		{"Barrier", testBarrier},
 		{"Deferred", testDeferred},
+		{"UpdateDeferred", testUpdateDeferred},
 		{"ViewsSeeWhatWasTold", testViewsSeeWhatWasTold},
 		{"Closed", testClosed},
 	}
@@ -737,6 +738,67 @@ func testDeferred(t *testing.T, open Opener) {
 	}
 	if p := s.Defer(set("t/e")); !errors.Is(p.Err(), base.ErrClosed) {
 		t.Fatalf("Defer after Close: %v", p.Err())
+	}
+}
+
+// testUpdateDeferred: a deferred write waited for (a tier's step) shares
+// the next group commit of a submitted one, and on a clock that does not
+// move is committed all the same.
+func testUpdateDeferred(t *testing.T, open Opener) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	o := options()
+	o.Clock, o.DeferFor = clk, 20*time.Millisecond
+	o.GC.Interval, o.SkipTableCheck = 0, true // no timer on clk but the deferred ops' (testDeferred)
+	s := open(t, o)
+	var mu sync.Mutex
+	var commits [][]string
+	s.Subscribe(func(e store.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		commits = append(commits, e.Keys)
+	})
+	set := func(key string) store.Op {
+		return func(tx store.Tx) error { tx.Set([]byte(key), []byte("v")); return nil }
+	}
+	ctx := context.Background()
+	deferred := func(key string) chan error {
+		errc := make(chan error, 1)
+		go func() { errc <- s.UpdateDeferred(ctx, set(key)) }()
+		return errc
+	}
+	wait := func(errc chan error) {
+		t.Helper()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("UpdateDeferred did not return")
+		}
+	}
+
+	a := deferred("t/a")
+	for deadline := time.Now().Add(10 * time.Second); clk.Pending() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the committer set no timer for the deferred op")
+		}
+		runtime.Gosched()
+	}
+	if err := s.Update(ctx, set("t/b")); err != nil {
+		t.Fatal(err)
+	}
+	wait(a)
+	// Nothing else to commit, and the store's clock stands still.
+	wait(deferred("t/c"))
+	mu.Lock()
+	defer mu.Unlock()
+	want := [][]string{{"t/a", "t/b"}, {"t/c"}}
+	if !slices.EqualFunc(commits, want, slices.Equal) {
+		t.Fatalf("commits %q, want %q", commits, want)
+	}
+	if c := s.CommitStats(); c.Deferred != 2 || c.Ops != 4 { // and the Barrier that committed t/c
+		t.Fatalf("%d deferred ops of %d committed, want 2 of 4", c.Deferred, c.Ops)
 	}
 }
 
