@@ -444,7 +444,12 @@ func (p *Pending) Wait(ctx context.Context) error {
 		case <-late:
 			late = nil
 			if err := p.by.Barrier(ctx); err != nil {
-				return err
+				select {
+				case <-p.done: // settled meanwhile (a store closing commits what is deferred)
+					return p.err
+				default:
+					return err
+				}
 			}
 		}
 	}
