@@ -54,6 +54,10 @@ func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
 	plain := o.Text("The meeting is at ten.")
 	ctx := context.Background()
 
+	// The evaluator actor's batch shares a later group commit
+	// (UpdateDeferred) unless more memories wait for the next batch.
+	deferred := func() uint64 { return s.Store().CommitStats().Deferred }
+	d0 := deferred()
 	step, err := s.Evals.EvaluatePending(ctx, ev, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -64,8 +68,12 @@ func TestEvaluationIsStoredSeedsImportanceAndSurvivesReopen(t *testing.T) {
 	if metaOf(t, s, plain).Evaluation != nil {
 		t.Fatal("the second memory was evaluated in a batch of one")
 	}
+	d1 := deferred()
 	if step, err = s.Evals.EvaluatePending(ctx, ev, 10); err != nil || step.Evaluated != 1 || step.More {
 		t.Fatalf("second step = %+v, %v", step, err)
+	}
+	if d0 != d1 || deferred() != d1+1 {
+		t.Fatalf("deferred writes committed: %d by a batch with more to come, %d by the last, want 0 and 1", d1-d0, deferred()-d1)
 	}
 	if step, err = s.Evals.EvaluatePending(ctx, ev, 10); err != nil || step.Evaluated != 0 || step.Watermark != 2 {
 		t.Fatalf("a step with nothing to do = %+v, %v", step, err)
@@ -211,8 +219,12 @@ func TestMetricPathChangesRanking(t *testing.T) {
 	o := memorytest.NewOwner(t, s, "ella")
 	felt := o.Text("The party was at the lake house, I loved it and felt happy.")
 	plain := o.Text("The party was at the lake house.") // later, so also more recent
+	d0 := s.Store().CommitStats().Deferred
 	if err := s.Evals.Settle(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if d := s.Store().CommitStats().Deferred - d0; d != 0 { // its caller waits for every batch
+		t.Fatalf("Settle: %d deferred writes committed, want none", d)
 	}
 	if err := s.Text.Settle(context.Background()); err != nil {
 		t.Fatal(err)

@@ -128,9 +128,17 @@ func (s *Store) BeginLoad() (done func(error)) {
 func (s *Store) Evaluator() Evaluator { return s.o.Evaluator }
 
 // EvaluatePending evaluates up to batch memories after the watermark with
-// ev. Memories without text (files) are passed over. Only the context's
-// error, a store error or ErrConflict is returned.
+// ev, as the evaluator actor does: unless more wait, its write shares a
+// later group commit (store.Committer.UpdateDeferred). Memories without
+// text (files) are passed over. Only the context's error, a store error
+// or ErrConflict is returned.
 func (s *Store) EvaluatePending(ctx context.Context, ev Evaluator, batch int) (Step, error) {
+	return s.evaluate(ctx, ev, batch, true)
+}
+
+// evaluate is EvaluatePending; in the background or not (Settle, whose
+// caller waits for every batch).
+func (s *Store) evaluate(ctx context.Context, ev Evaluator, batch int, background bool) (Step, error) {
 	var (
 		items     []Logged
 		mark, end uint64
@@ -177,9 +185,9 @@ func (s *Store) EvaluatePending(ctx context.Context, ev Evaluator, batch int) (S
 	}
 	seed := s.o.ImportanceSeed
 	profiles := map[cid.Cid][]float32{}
-	update := s.store.UpdateDeferred // shares a later commit (store.Committer.UpdateDeferred)…
-	if step.More {
-		update = s.store.Update // … unless the next batch waits for it
+	update := s.store.Update
+	if background && !step.More { // nothing waits for it but the actor
+		update = s.store.UpdateDeferred
 	}
 	err = update(ctx, func(tx store.Tx) error {
 		raw, err := tx.Get(KeyEvalSeq)
@@ -230,7 +238,7 @@ func (s *Store) Settle(ctx context.Context) error {
 		return nil
 	}
 	for {
-		step, err := s.EvaluatePending(ctx, s.o.Evaluator, 256)
+		step, err := s.evaluate(ctx, s.o.Evaluator, 256, false)
 		if errors.Is(err, ErrConflict) {
 			continue
 		}

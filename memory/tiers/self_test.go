@@ -605,9 +605,9 @@ func TestStepsTellWhetherMoreWorkWaits(t *testing.T) {
 			t.Fatalf("pending tiers %q, want %q", got, want)
 		}
 	}
-	// A step's write waits for a commit to share (UpdateDeferred) unless
-	// more work waits: a backlog's steps do not wait out store.defer_for
-	// one after the other. (On this test's clock, which stands still, the
+	// A tier actor's step (Step) has its write wait for a commit to share
+	// (UpdateDeferred) unless more work waits: a backlog's steps do not
+	// wait out store.defer_for one after the other. (On this test's clock, which stands still, the
 	// deferred write is committed after twice defer_for on the machine's.)
 	step := func(tier string, done, more bool) {
 		t.Helper()
@@ -650,6 +650,15 @@ func TestStepsTellWhetherMoreWorkWaits(t *testing.T) {
 	step(tiers.MTM, true, true)
 	step(tiers.MTM, true, false)
 	pending()
+	// Settle's caller waits for every step: none is deferred.
+	o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	d0 := s.Store().CommitStats().Deferred
+	if ev := memorytest.Settle(t, s, o.Sona); count(ev, tiers.PageAdded) != 1 {
+		t.Fatalf("settle: events %v", ev)
+	}
+	if d := s.Store().CommitStats().Deferred - d0; d != 0 {
+		t.Fatalf("settle: %d deferred writes committed, want none", d)
+	}
 }
 
 // The document frequencies of a sona's mid-term pages, read through the

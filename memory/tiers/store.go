@@ -321,13 +321,19 @@ func consume(tx store.Tx, sona, tier string, w *messages.TierWork) error {
 // model, durably. A tier's steps must not run concurrently with each other
 // (its actor runs them one at a time); if they do, one of them retries.
 func (s *Store) Step(ctx context.Context, sona, tier string, model Model) (Step, error) {
-	step := map[string]func(context.Context, string, Model) (Step, error){
+	return s.step(ctx, sona, tier, model, true)
+}
+
+// step runs one step of tier; in the background (a tier actor's), its
+// write shares a later group commit unless more work waits (commit).
+func (s *Store) step(ctx context.Context, sona, tier string, model Model, background bool) (Step, error) {
+	step := map[string]func(context.Context, string, Model, bool) (Step, error){
 		STM: s.stepSTM, MTM: s.stepMTM, LPM: s.stepLPM,
 	}[tier]
 	if step == nil {
 		return Step{}, fmt.Errorf("%w: no tier %q", base.ErrInvalid, tier)
 	}
-	return retryConflicts(func() (Step, error) { return step(ctx, sona, model) })
+	return retryConflicts(func() (Step, error) { return step(ctx, sona, model, background) })
 }
 
 // retryConflicts runs a tier step again while another worker's commit got
@@ -350,7 +356,7 @@ func (s *Store) Settle(ctx context.Context, sona string, model Model) ([]Event, 
 		progress := false
 		for _, tier := range Names {
 			for {
-				res, err := s.Step(ctx, sona, tier, model)
+				res, err := s.step(ctx, sona, tier, model, false)
 				if err != nil {
 					return events, err
 				}
@@ -441,7 +447,7 @@ func (s *Store) pageVector(p *messages.Page) ([]float32, error) {
 	return PageVector(vecs[0], vecs[1]), nil
 }
 
-func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, error) {
+func (s *Store) stepSTM(ctx context.Context, sona string, model Model, background bool) (Step, error) {
 	var (
 		w    *messages.TierWork
 		more bool
@@ -510,7 +516,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model) (Step, er
 		next.SimN, next.SimMean, next.SimM2 = uint64(stats.N), stats.Mean, stats.M2
 	}
 	next.Version++
-	err = s.commit(ctx, more, func(tx store.Tx) error {
+	err = s.commit(ctx, background && !more, func(tx store.Tx) error {
 		cur := &messages.StmState{}
 		if _, err := s.getProto(tx, stmKey(sona), cur); err != nil {
 			return err
@@ -554,21 +560,21 @@ type mtmChange struct {
 	promoted []*messages.Promotion // to hand to the LPM
 }
 
-// commit runs a step's write: with a later group commit
-// (store.Committer.UpdateDeferred) unless more work waits in the tier's
-// inbox, whose next step would wait for it.
-func (s *Store) commit(ctx context.Context, more bool, op store.Op) error {
-	if more {
-		return s.store.Update(ctx, op)
+// commit runs a step's write; lazy (a tier actor's step, no more work in
+// its inbox, whose next step would wait for it): with a later group
+// commit (store.Committer.UpdateDeferred). Settle's steps are not lazy:
+// their caller waits for all of them.
+func (s *Store) commit(ctx context.Context, lazy bool, op store.Op) error {
+	if lazy {
+		return s.store.UpdateDeferred(ctx, op)
 	}
-	return s.store.UpdateDeferred(ctx, op)
+	return s.store.Update(ctx, op)
 }
 
 // commitMTM writes an MTM change if the MTM is still at its base version,
-// consuming w (when not nil) in the same transaction; more: work waits
-// after w.
-func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork, more bool, c *mtmChange) error {
-	return s.commit(ctx, more, func(tx store.Tx) error {
+// consuming w (when not nil) in the same transaction (lazy: commit).
+func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork, lazy bool, c *mtmChange) error {
+	return s.commit(ctx, lazy, func(tx store.Tx) error {
 		cur := &messages.MtmState{}
 		if _, err := s.getProto(tx, mtmKey(sona), cur); err != nil {
 			return err
@@ -655,7 +661,7 @@ func (s *Store) promote(segs []*Segment, now int64, pages func(*Segment) ([]*mes
 	return changed, out, nil
 }
 
-func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, error) {
+func (s *Store) stepMTM(ctx context.Context, sona string, model Model, background bool) (Step, error) {
 	var (
 		w     *messages.TierWork
 		more  bool
@@ -746,7 +752,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model) (Step, er
 	}
 	c.state.Pages++
 	c.state.Version++
-	if err := s.commitMTM(ctx, sona, w, more, c); err != nil {
+	if err := s.commitMTM(ctx, sona, w, background && !more, c); err != nil {
 		return Step{}, err
 	}
 	return res, nil
@@ -828,10 +834,10 @@ func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at
 		return res, nil
 	}
 	c.state.Version++
-	return res, s.commitMTM(ctx, sona, nil, false, c)
+	return res, s.commitMTM(ctx, sona, nil, true, c)
 }
 
-func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, error) {
+func (s *Store) stepLPM(ctx context.Context, sona string, model Model, background bool) (Step, error) {
 	var (
 		w       *messages.TierWork
 		more    bool
@@ -888,7 +894,7 @@ func (s *Store) stepLPM(ctx context.Context, sona string, model Model) (Step, er
 	}
 	next := persona.Clone()
 	ApplyPersona(next, upd, s.cfg.Tiers, promo.Segment, s.clock.Now().Unix())
-	err = s.commit(ctx, more, func(tx store.Tx) error {
+	err = s.commit(ctx, background && !more, func(tx store.Tx) error {
 		cur := &messages.Persona{}
 		if _, err := s.getProto(tx, personaKey(sona), cur); err != nil {
 			return err
