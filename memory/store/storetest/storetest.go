@@ -671,25 +671,38 @@ func testViewsSeeWhatWasTold(t *testing.T, open Opener) {
 // A deferred op waits for a group commit: one of its own once DeferFor
 // has passed, with the ops deferred meanwhile, or any before that (a
 // Barrier's); Close commits what is still deferred.
-func testDeferred(t *testing.T, open Opener) {
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
+// deferring opens a store whose deferred ops wait deferFor on a fake
+// clock, recording its commits' keys, and set is an op that sets key. No
+// timer is set on the clock but the deferred ops': no GC passes, no
+// background table checks (with their timer set first, a wait for the
+// deferred ops' ended before theirs was set, and the advance missed it: a
+// hang).
+func deferring(t *testing.T, open Opener, deferFor time.Duration) (s *store.Store, clk *clock.Fake, commits func() [][]string) {
+	clk = clock.NewFake(time.Unix(1_000_000, 0))
 	o := options()
-	o.Clock, o.DeferFor = clk, 50*time.Millisecond
-	// No timer on clk but the deferred ops': no GC passes, no background
-	// table checks (with their timer set first, the wait below ended before
-	// the deferred ops' was set, and the advance missed it: a hang).
+	o.Clock, o.DeferFor = clk, deferFor
 	o.GC.Interval, o.SkipTableCheck = 0, true
-	s := open(t, o)
+	s = open(t, o)
 	var mu sync.Mutex
-	var commits [][]string
+	var keys [][]string
 	s.Subscribe(func(e store.Event) {
 		mu.Lock()
 		defer mu.Unlock()
-		commits = append(commits, e.Keys)
+		keys = append(keys, e.Keys)
 	})
-	set := func(key string) store.Op {
-		return func(tx store.Tx) error { tx.Set([]byte(key), []byte("v")); return nil }
+	return s, clk, func() [][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(keys)
 	}
+}
+
+func set(key string) store.Op {
+	return func(tx store.Tx) error { tx.Set([]byte(key), []byte("v")); return nil }
+}
+
+func testDeferred(t *testing.T, open Opener) {
+	s, clk, commits := deferring(t, open, 50*time.Millisecond)
 	done := func(p *store.Pending) bool {
 		select {
 		case <-p.Done():
@@ -716,11 +729,9 @@ func testDeferred(t *testing.T, open Opener) {
 	if a.Wait(ctx) != nil || b.Wait(ctx) != nil {
 		t.Fatal("deferred ops failed")
 	}
-	mu.Lock()
-	if len(commits) != 1 || !slices.Equal(commits[0], []string{"t/a", "t/b"}) {
-		t.Fatalf("commits %q, want one of both deferred ops", commits)
+	if c := commits(); len(c) != 1 || !slices.Equal(c[0], []string{"t/a", "t/b"}) {
+		t.Fatalf("commits %q, want one of both deferred ops", c)
 	}
-	mu.Unlock()
 
 	c := s.Defer(set("t/c"))
 	if err := s.Barrier(ctx); err != nil {
@@ -745,21 +756,7 @@ func testDeferred(t *testing.T, open Opener) {
 // the next group commit of a submitted one, and on a clock that does not
 // move is committed all the same.
 func testUpdateDeferred(t *testing.T, open Opener) {
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	o := options()
-	o.Clock, o.DeferFor = clk, 20*time.Millisecond
-	o.GC.Interval, o.SkipTableCheck = 0, true // no timer on clk but the deferred ops' (testDeferred)
-	s := open(t, o)
-	var mu sync.Mutex
-	var commits [][]string
-	s.Subscribe(func(e store.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		commits = append(commits, e.Keys)
-	})
-	set := func(key string) store.Op {
-		return func(tx store.Tx) error { tx.Set([]byte(key), []byte("v")); return nil }
-	}
+	s, clk, commits := deferring(t, open, 20*time.Millisecond)
 	ctx := context.Background()
 	deferred := func(key string) chan error {
 		errc := make(chan error, 1)
@@ -791,11 +788,9 @@ func testUpdateDeferred(t *testing.T, open Opener) {
 	wait(a)
 	// Nothing else to commit, and the store's clock stands still.
 	wait(deferred("t/c"))
-	mu.Lock()
-	defer mu.Unlock()
 	want := [][]string{{"t/a", "t/b"}, {"t/c"}}
-	if !slices.EqualFunc(commits, want, slices.Equal) {
-		t.Fatalf("commits %q, want %q", commits, want)
+	if c := commits(); !slices.EqualFunc(c, want, slices.Equal) {
+		t.Fatalf("commits %q, want %q", c, want)
 	}
 	if c := s.CommitStats(); c.Deferred != 2 || c.Ops != 4 { // and the Barrier that committed t/c
 		t.Fatalf("%d deferred ops of %d committed, want 2 of 4", c.Deferred, c.Ops)
