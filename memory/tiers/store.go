@@ -317,15 +317,17 @@ func consume(tx store.Tx, sona, tier string, w *messages.TierWork) error {
 	return nil
 }
 
-// StepTier processes the oldest entry of one tier's inbox of sona with
-// model, durably. A tier's steps must not run concurrently with each other
-// (its actor runs them one at a time); if they do, one of them retries.
+// Step processes the oldest entry of one tier's inbox of sona with model,
+// durably, as the tier's actor does: when it was the last entry, its
+// write waits for a group commit to share (store.Committer.UpdateDeferred).
+// A tier's steps must not run concurrently with each other (its actor
+// runs them one at a time); if they do, one of them retries.
 func (s *Store) Step(ctx context.Context, sona, tier string, model Model) (Step, error) {
 	return s.step(ctx, sona, tier, model, true)
 }
 
-// step runs one step of tier; in the background (a tier actor's), its
-// write shares a later group commit unless more work waits (commit).
+// step runs one step of tier; in the background (Step), its write shares
+// a later group commit unless more work waits (commit).
 func (s *Store) step(ctx context.Context, sona, tier string, model Model, background bool) (Step, error) {
 	step := map[string]func(context.Context, string, Model, bool) (Step, error){
 		STM: s.stepSTM, MTM: s.stepMTM, LPM: s.stepLPM,
@@ -349,7 +351,8 @@ func retryConflicts(step func() (Step, error)) (Step, error) {
 	return Step{Done: true, More: true}, nil
 }
 
-// SettleTiers runs the steps of every tier of sona until no work is left.
+// Settle runs the steps of every tier of sona until no work is left, each
+// committed at once: its caller waits for them all.
 func (s *Store) Settle(ctx context.Context, sona string, model Model) ([]Event, error) {
 	var events []Event
 	for {
