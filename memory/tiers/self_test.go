@@ -607,8 +607,9 @@ func TestStepsTellWhetherMoreWorkWaits(t *testing.T) {
 	}
 	// A tier actor's step (Step) has its write wait for a commit to share
 	// (UpdateDeferred) unless more work waits: a backlog's steps do not
-	// wait out store.defer_for one after the other. (On this test's clock, which stands still, the
-	// deferred write is committed after twice defer_for on the machine's.)
+	// wait out store.defer_for one after the other. (On this test's clock,
+	// which stands still, the deferred write is committed after twice
+	// defer_for on the machine's.)
 	step := func(tier string, done, more bool) {
 		t.Helper()
 		d0 := s.Store().CommitStats().Deferred

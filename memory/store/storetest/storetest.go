@@ -668,9 +668,6 @@ func testViewsSeeWhatWasTold(t *testing.T, open Opener) {
 	}
 }
 
-// A deferred op waits for a group commit: one of its own once DeferFor
-// has passed, with the ops deferred meanwhile, or any before that (a
-// Barrier's); Close commits what is still deferred.
 // deferring opens a store whose deferred ops wait deferFor on a fake
 // clock, recording its commits' keys, and set is an op that sets key. No
 // timer is set on the clock but the deferred ops': no GC passes, no
@@ -701,6 +698,9 @@ func set(key string) store.Op {
 	return func(tx store.Tx) error { tx.Set([]byte(key), []byte("v")); return nil }
 }
 
+// A deferred op waits for a group commit: one of its own once DeferFor
+// has passed, with the ops deferred meanwhile, or any before that (a
+// Barrier's); Close commits what is still deferred.
 func testDeferred(t *testing.T, open Opener) {
 	s, clk, commits := deferring(t, open, 50*time.Millisecond)
 	done := func(p *store.Pending) bool {
