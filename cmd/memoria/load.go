@@ -28,7 +28,9 @@ func loadCmd(g *globals) *cobra.Command {
 			"a running one (--server), create --sonas sonas, then run --clients concurrent clients for --duration,\n" +
 			"each sending one request after the other, drawn from --mix (insert, recall, chat, get, list).\n" +
 			"Reports requests, errors by status, p50/p99 per route, throughput and the server's RSS at the\n" +
-			"start, middle and end. Exits non-zero when any request failed.",
+			"start, middle and end; with --every, the same in stretches of that length as they end (with the\n" +
+			"server's CPU time per request and the memories it holds), to see a long run change as its store\n" +
+			"grows. Exits non-zero when any request failed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			m, err := loadgen.ParseMix(mix)
@@ -49,7 +51,18 @@ func loadCmd(g *globals) *cobra.Command {
 				defer cleanup()
 				o.URL, o.Server = srv.URL, srv.Sample
 			}
-			stopProgress := showElapsed(cmd.ErrOrStderr(), g.json, "load", o.Duration)
+			p := newProgress(cmd.ErrOrStderr(), g.json)
+			if o.Every > 0 && !g.json {
+				header := intervalHeader
+				o.OnInterval = func(iv loadgen.Interval) {
+					if header != "" {
+						p.note(header)
+						header = ""
+					}
+					p.note(intervalLine(iv))
+				}
+			}
+			stopProgress := p.elapsed("load", o.Duration)
 			rep, err := loadgen.Run(ctx, o)
 			stopProgress()
 			if err != nil {
@@ -79,6 +92,7 @@ func loadCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.IntVar(&o.Clients, "clients", 300, "concurrent clients")
 	f.DurationVar(&o.Duration, "duration", time.Minute, "how long the load lasts")
+	f.DurationVar(&o.Every, "every", 0, "also report the load in stretches of this length, each as it ends (0: none)")
 	f.Float64Var(&o.Rate, "rate", 0, "offer this many requests a second on a fixed schedule (an open loop: latency counts from when a request was due) instead of each client sending its next once its last is answered (0)")
 	f.IntVar(&o.Sonas, "sonas", 50, "sonas the clients spread over")
 	f.IntVar(&o.SeedMemories, "seed-memories", 4, "memories inserted into each sona before the load")
@@ -144,7 +158,12 @@ func (g *globals) startChild(cmd *cobra.Command, keep bool, logFile string) (*lo
 // showElapsed draws a progress bar of elapsed seconds on a terminal until
 // the returned function is called.
 func showElapsed(w io.Writer, quiet bool, label string, total time.Duration) func() {
-	p := newProgress(w, quiet)
+	return newProgress(w, quiet).elapsed(label, total)
+}
+
+// elapsed draws p as a bar of elapsed seconds until the returned function
+// is called.
+func (p *progress) elapsed(label string, total time.Duration) func() {
 	p.start(label, int(total.Seconds()))
 	stop := loadgen.EverySecond(total, p.set)
 	return func() {
@@ -168,6 +187,12 @@ func printLoad(w io.Writer, rep *loadgen.Report) {
 		}
 		fmt.Fprintf(w, "%-26s %9d %7d %8.1f %9.1f %9.1f %9.1f %15s\n", r.Route, r.Requests, r.Errors, r.PerSecond, r.P50Ms, r.P99Ms, r.MaxMs, server)
 	}
+	if len(rep.Intervals) > 0 {
+		fmt.Fprintf(w, "\n%s\n", intervalHeader)
+		for _, iv := range rep.Intervals {
+			fmt.Fprintln(w, intervalLine(iv))
+		}
+	}
 	if len(rep.Memory) > 0 {
 		fmt.Fprintln(w, "\nserver memory (MiB)     RSS    anon    file    peak")
 		for _, m := range rep.Memory {
@@ -177,6 +202,25 @@ func printLoad(w io.Writer, rep *loadgen.Report) {
 	for _, s := range rep.ErrorSamples {
 		fmt.Fprintf(w, "error: %s\n", s)
 	}
+}
+
+const intervalHeader = "  until s  requests  errors    per s   p50 ms   p99 ms  server CPU ms/req  RSS MiB  anon MiB  memories"
+
+// intervalLine is a stretch of the load as a row under intervalHeader; what
+// was not measured is "-".
+func intervalLine(iv loadgen.Interval) string {
+	cpu, rss, anon, mem := "-", "-", "-", "-"
+	if iv.ServerCPUPerRequestMs > 0 {
+		cpu = fmt.Sprintf("%.2f", iv.ServerCPUPerRequestMs)
+	}
+	if iv.RSS > 0 {
+		rss, anon = fmt.Sprintf("%.0f", mib(iv.RSS)), fmt.Sprintf("%.0f", mib(iv.Anon))
+	}
+	if iv.Memories >= 0 {
+		mem = fmt.Sprint(iv.Memories)
+	}
+	return fmt.Sprintf("%9.0f %9d %7d %8.1f %8.1f %8.1f %18s %8s %9s %9s",
+		iv.EndSeconds, iv.Requests, iv.Errors, iv.PerSecond, iv.P50Ms, iv.P99Ms, cpu, rss, anon, mem)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

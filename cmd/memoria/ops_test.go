@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -86,6 +88,45 @@ func TestLoadAtARate(t *testing.T) {
 	_, errOut, code = run(t, "load", "--server", srv.url, "--rate", "-1", "--duration", "1s")
 	if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "rate") {
 		t.Fatalf("--rate -1: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestLoadInStretches: `memoria load --every` prints each stretch of the
+// load as it ends, on stderr, and all of them under the routes, each with
+// the memories the server holds then (more and more: the load inserts); a
+// stretch's length below zero is refused in one line.
+func TestLoadInStretches(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	out, errOut, code := run(t, "load", "--server", srv.url, "--clients", "4", "--every", "1s", "--duration", "3s", "--sonas", "2",
+		"--seed-memories", "1", "--mix", "insert=1,recall=1")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	rows := func(text string) [][]string {
+		var rs [][]string
+		for _, l := range strings.Split(text, "\n") {
+			if f := strings.Fields(l); len(f) == 10 && f[0] != "until" {
+				rs = append(rs, f)
+			}
+		}
+		return rs
+	}
+	live, table := rows(errOut), rows(out)
+	if len(table) < 3 || len(table) > 4 || !slices.EqualFunc(live, table, slices.Equal) ||
+		strings.Count(errOut, "until s") != 1 || strings.Count(out, "until s") != 1 {
+		t.Fatalf("stretches told %q, reported %q\n%s\n%s", live, table, errOut, out)
+	}
+	last := 0
+	for _, r := range table {
+		memories, err := strconv.Atoi(r[9])
+		if err != nil || memories <= last || r[1] == "0" || r[6] != "-" { // no CPU figure: not its server
+			t.Fatalf("stretch %q after %d memories", r, last)
+		}
+		last = memories
+	}
+	_, errOut, code = run(t, "load", "--server", srv.url, "--every", "-1s", "--duration", "1s")
+	if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "stretches") {
+		t.Fatalf("--every -1s: exit %d, stderr %q", code, errOut)
 	}
 }
 

@@ -82,3 +82,17 @@ func (p *progress) done() {
 	}
 	p.label = ""
 }
+
+// note writes line on a line of its own, above the bar when one is drawn
+// (on a terminal), and as it is elsewhere.
+func (p *progress) note(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.on {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintln(p.w, line)
+	if p.on && p.label != "" {
+		p.draw(true)
+	}
+}

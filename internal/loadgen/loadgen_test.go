@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -226,4 +227,70 @@ func TestServerTime(t *testing.T) {
 			t.Errorf("%q: %v, want %v", h, got, want)
 		}
 	}
+}
+
+// TestDriveInStretches (fake time): a window with Every reports each
+// stretch as it ends — its requests, errors and latency, the server's CPU
+// time per request over it and its memory then, the memories it holds —
+// and every request of the window in exactly one stretch.
+func TestDriveInStretches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var n, done atomic.Int64
+		req := func(context.Context, int, *rand.Rand) (Op, error) {
+			k := n.Add(1)
+			// Slower and slower answers: 10 ms in the first quarter
+			// second, 20 in the second, … (7 µs less, so that none ends
+			// at a stretch's end, where the server's sample and the
+			// stretches could each count it first)
+			time.Sleep(time.Duration(1+int(time.Since(start)/(250*time.Millisecond)))*10*time.Millisecond - 7*time.Microsecond)
+			done.Add(1)
+			if k%5 == 0 {
+				return OpGet, errors.New("no answer")
+			}
+			return OpInsert, nil
+		}
+		// A server that spends 2 ms of CPU a request and grows a MiB each.
+		server := func() (ProcSample, error) {
+			k := done.Load()
+			return ProcSample{At: time.Now(), CPU: time.Duration(k) * 2 * time.Millisecond,
+				ProcMemory: ProcMemory{RSS: k << 20, Anon: k << 19, Peak: k << 20}}, nil
+		}
+		var asked atomic.Int64
+		stored := func(context.Context) (int64, error) { return 100 * asked.Add(1), nil }
+		var told []Interval
+		w := Window{Clients: 2, Duration: time.Second, Every: 250 * time.Millisecond, Server: server, Stored: stored,
+			OnInterval: func(iv Interval) { told = append(told, iv) }}
+		rep := Drive(t.Context(), w, req)
+		// Four stretches, and the requests under way when the window
+		// ended (each sent before, answered up to 40 ms after) in a fifth.
+		if !slices.Equal(told, rep.Intervals) || len(rep.Intervals) != 5 || rep.Intervals[4].EndSeconds <= 1 ||
+			rep.Intervals[4].EndSeconds > 1.04 || rep.Intervals[4].ServerCPUPerRequestMs != 2 {
+			t.Fatalf("told %+v, reported %+v", told, rep.Intervals)
+		}
+		var sum, errs int64
+		for i, iv := range rep.Intervals[:4] {
+			// Each quarter second two clients, each request 10·(i+1) ms.
+			want := int64(2 * 25 / (i + 1))
+			if iv.EndSeconds != 0.25*float64(i+1) || iv.Requests < want-2 || iv.Requests > want+2 ||
+				math.Round(iv.P50Ms) != float64(10*(i+1)) || iv.ServerCPUPerRequestMs != 2 || iv.RSS <= 0 || iv.Memories != int64(100*(i+1)) {
+				t.Errorf("stretch %d: %+v, want ~%d requests of %d ms", i, iv, want, 10*(i+1))
+			}
+			if i > 0 && iv.RSS <= rep.Intervals[i-1].RSS {
+				t.Errorf("stretch %d: RSS %d after %d", i, iv.RSS, rep.Intervals[i-1].RSS)
+			}
+		}
+		for _, iv := range rep.Intervals {
+			sum += iv.Requests
+			errs += iv.Errors
+		}
+		if sum != rep.Requests || errs != rep.Errors || errs != rep.Requests/5 {
+			t.Fatalf("stretches hold %d requests, %d errors; the window %d, %d", sum, errs, rep.Requests, rep.Errors)
+		}
+
+		plain := Drive(t.Context(), Window{Clients: 1, Duration: 100 * time.Millisecond}, req)
+		if plain.Intervals != nil {
+			t.Fatalf("stretches without Every: %+v", plain.Intervals)
+		}
+	})
 }

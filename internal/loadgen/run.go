@@ -142,6 +142,11 @@ type Options struct {
 	// Server, when set, is sampled during the load: the server's CPU time
 	// and memory (see Window.Server).
 	Server func() (ProcSample, error)
+	// Every, when above 0, also reports the load in stretches of that
+	// length (Report.Intervals), each with the memories the server holds at
+	// its end; OnInterval, when set, is given each as it ends.
+	Every      time.Duration
+	OnInterval func(Interval)
 }
 
 // Report is the outcome of a run.
@@ -167,6 +172,7 @@ type Report struct {
 	// ErrorSamples are the first few distinct error messages.
 	ErrorSamples []string       `json:"error_samples,omitempty"`
 	Routes       []RouteReport  `json:"routes"`
+	Intervals    []Interval     `json:"intervals,omitempty"`
 	Memory       []MemorySample `json:"server_memory,omitempty"`
 	// PeakRSS is the largest resident set of the server sampled during
 	// the load (every 250 ms, and at its start and end).
@@ -198,6 +204,29 @@ type RouteReport struct {
 	ServerP99Ms float64 `json:"server_p99_ms,omitempty"`
 }
 
+// Interval is one stretch of a window (Window.Every): the requests that
+// ended within it, and the server then — how a long run's figures move as
+// the store grows.
+type Interval struct {
+	// EndSeconds is when the stretch ended, from the window's start.
+	EndSeconds float64 `json:"end_seconds"`
+	Requests   int64   `json:"requests"`
+	Errors     int64   `json:"errors"`
+	PerSecond  float64 `json:"per_second"`
+	// P50Ms, P99Ms are of every operation's latency together.
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
+	// ServerCPUPerRequestMs is the server's CPU time over the stretch
+	// divided by its requests; RSS and Anon its memory at the end (0: not
+	// sampled, Window.Server).
+	ServerCPUPerRequestMs float64 `json:"server_cpu_ms_per_request,omitempty"`
+	RSS                   int64   `json:"rss_bytes,omitempty"`
+	Anon                  int64   `json:"anon_bytes,omitempty"`
+	// Memories are those the server holds at the end (Window.Stored; -1:
+	// not asked or not answered).
+	Memories int64 `json:"memories"`
+}
+
 // MemorySample is the server's memory at a point of the run (start,
 // middle, end).
 type MemorySample struct {
@@ -216,6 +245,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if !(o.Rate >= 0 && o.Rate <= MaxRate) {
 		return nil, fmt.Errorf("loadgen: a rate of %g requests a second is not between 0 and %d", o.Rate, MaxRate)
 	}
+	if o.Every < 0 {
+		return nil, fmt.Errorf("loadgen: stretches of %v: want a positive length, or 0 for none", o.Every)
+	}
 	if o.Mix == nil {
 		o.Mix = DefaultMix()
 	}
@@ -228,7 +260,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
-	rep := Drive(ctx, Window{Clients: o.Clients, Duration: o.Duration, Rate: o.Rate, Seed: o.Seed, Server: o.Server}, r.do)
+	w := Window{Clients: o.Clients, Duration: o.Duration, Rate: o.Rate, Seed: o.Seed, Server: o.Server,
+		Every: o.Every, OnInterval: o.OnInterval, Stored: r.stored}
+	rep := Drive(ctx, w, r.do)
 	rep.Sonas, rep.Mix = o.Sonas, o.Mix.String()
 	return rep, nil
 }
@@ -308,6 +342,14 @@ type Window struct {
 	// the window and every 250 ms between: its CPU time over the window
 	// and its memory.
 	Server func() (ProcSample, error)
+	// Every, when above 0, also reports the window in stretches of that
+	// length (Report.Intervals; the last may be shorter), a request in the
+	// stretch it ended in; OnInterval, when set, is given each as it ends,
+	// and Stored, when set, is asked how many memories the server holds
+	// then.
+	Every      time.Duration
+	OnInterval func(Interval)
+	Stored     func(context.Context) (int64, error)
 }
 
 // Request sends one request as client i (0 ≤ i < Clients) and says which
@@ -340,6 +382,7 @@ func Drive(ctx context.Context, w Window, req Request) *Report {
 	stats := make([]*clientStats, w.Clients)
 	errs := &errorSamples{}
 	next := w.schedule(start)
+	stretches := newStretches(w.Clients, start, w.Every)
 	var wg sync.WaitGroup
 	for i := range stats {
 		stats[i] = newClientStats()
@@ -355,6 +398,7 @@ func Drive(ctx context.Context, w Window, req Request) *Report {
 				server := time.Duration(-1)
 				op, err := req(context.WithValue(ctx, timingSlot{}, &server), i, rng)
 				stats[i].record(op, time.Since(due), err)
+				stretches.record(i, time.Since(due), err)
 				if server >= 0 {
 					stats[i].server[op] = append(stats[i].server[op], server)
 				}
@@ -368,12 +412,44 @@ func Drive(ctx context.Context, w Window, req Request) *Report {
 	go func() { wg.Wait(); close(done) }()
 	middle := time.NewTimer(w.Duration / 2)
 	tick := time.NewTicker(250 * time.Millisecond)
+	var every <-chan time.Time
+	if w.Every > 0 {
+		t := time.NewTicker(w.Every)
+		defer t.Stop()
+		every = t.C
+	}
+	last := startCPU
+	stretch := func(final bool, s ProcSample, sampled bool) {
+		iv, ok := stretches.take(final)
+		if !ok {
+			return
+		}
+		if sampled && haveServer {
+			if iv.Requests > 0 {
+				iv.ServerCPUPerRequestMs = 1000 * (s.CPU - last.CPU).Seconds() / float64(iv.Requests)
+			}
+			iv.RSS, iv.Anon, last = s.RSS, s.Anon, s
+		}
+		iv.Memories = -1
+		if w.Stored != nil {
+			if n, err := w.Stored(ctx); err == nil {
+				iv.Memories = n
+			}
+		}
+		rep.Intervals = append(rep.Intervals, iv)
+		if w.OnInterval != nil {
+			w.OnInterval(iv)
+		}
+	}
 	for running := true; running; {
 		select {
 		case <-middle.C:
 			sample("middle")
 		case <-tick.C:
 			sample("")
+		case <-every:
+			s, ok := sample("")
+			stretch(false, s, ok)
 		case <-done:
 			running = false
 		}
@@ -381,8 +457,12 @@ func Drive(ctx context.Context, w Window, req Request) *Report {
 	middle.Stop()
 	tick.Stop()
 	took := time.Since(start)
-	if endCPU, _ = sample("end"); haveServer {
+	endCPU, sampled := sample("end")
+	if sampled && haveServer {
 		rep.ServerCPUSeconds = (endCPU.CPU - startCPU.CPU).Seconds()
+	}
+	if w.Every > 0 {
+		stretch(true, endCPU, sampled)
 	}
 	clientEnd, _ := ReadProcCPU(os.Getpid())
 	rep.Seconds = took.Seconds()
@@ -395,6 +475,89 @@ func Drive(ctx context.Context, w Window, req Request) *Report {
 		rep.ClientCPUPerRequestMs = 1000 * (clientEnd - clientStart).Seconds() / float64(rep.Requests)
 	}
 	return rep
+}
+
+// stretches collect the requests of a window's stretches (Window.Every):
+// each client records into its own part, under its own lock — taken by
+// nobody else but take, once a stretch —, the stretch a request ends in
+// read under that lock, so that a stretch taken holds every request that
+// ended before.
+type stretches struct {
+	start   time.Time
+	every   time.Duration
+	taken   time.Duration // the end of the last stretch taken
+	clients []stretchPart
+}
+
+type stretchPart struct {
+	mu      sync.Mutex
+	latency map[int][]time.Duration // by stretch
+	errors  map[int]int64
+}
+
+func newStretches(clients int, start time.Time, every time.Duration) *stretches {
+	s := &stretches{start: start, every: every}
+	if every > 0 {
+		s.clients = make([]stretchPart, clients)
+		for i := range s.clients {
+			s.clients[i] = stretchPart{latency: map[int][]time.Duration{}, errors: map[int]int64{}}
+		}
+	}
+	return s
+}
+
+func (s *stretches) record(client int, d time.Duration, err error) {
+	if s.every <= 0 {
+		return
+	}
+	p := &s.clients[client]
+	p.mu.Lock()
+	k := int(time.Since(s.start) / s.every)
+	p.latency[k] = append(p.latency[k], d)
+	if err != nil {
+		p.errors[k]++
+	}
+	p.mu.Unlock()
+}
+
+// take returns the stretches ended since the last taken, as one (more
+// than one only when the window's loop was late for a tick), or with final
+// the rest of the window; false when there is nothing to report.
+func (s *stretches) take(final bool) (Interval, bool) {
+	now := time.Since(s.start)
+	upTo := int(now / s.every) // the stretches before it have ended
+	end := time.Duration(upTo) * s.every
+	if final {
+		upTo, end = math.MaxInt, max(now, s.taken)
+	}
+	var lat []time.Duration
+	var errs int64
+	for i := range s.clients {
+		p := &s.clients[i]
+		p.mu.Lock()
+		for j, l := range p.latency {
+			if j < upTo {
+				lat = append(lat, l...)
+				errs += p.errors[j]
+				delete(p.latency, j)
+				delete(p.errors, j)
+			}
+		}
+		p.mu.Unlock()
+	}
+	if end <= s.taken && len(lat) == 0 {
+		return Interval{}, false
+	}
+	iv := Interval{EndSeconds: end.Seconds(), Requests: int64(len(lat)), Errors: errs}
+	if end > s.taken {
+		iv.PerSecond = float64(len(lat)) / (end - s.taken).Seconds()
+	}
+	s.taken = end
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		iv.P50Ms, iv.P99Ms = ms(Percentile(lat, 0.50)), ms(Percentile(lat, 0.99))
+	}
+	return iv, true
 }
 
 // schedule returns what a client calls before each request of a window
@@ -502,6 +665,15 @@ func (r *runner) do(ctx context.Context, _ int, rng *rand.Rand) (Op, error) {
 		return op, err
 	}
 	return op, fmt.Errorf("loadgen: unknown op %q", op)
+}
+
+// stored is how many memories the server holds (its /healthz).
+func (r *runner) stored(ctx context.Context) (int64, error) {
+	h, err := r.c.Health(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return h.Memories, nil
 }
 
 func (r *runner) insert(ctx context.Context, rng *rand.Rand, sona string) error {
