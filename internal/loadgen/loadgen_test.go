@@ -288,6 +288,22 @@ func TestDriveInStretches(t *testing.T) {
 			t.Fatalf("stretches hold %d requests, %d errors; the window %d, %d", sum, errs, rep.Requests, rep.Errors)
 		}
 
+		// The server not sampled at a stretch's end: neither that
+		// stretch nor the next has a CPU figure (no base to count from).
+		begun := time.Now()
+		w.Server = func() (ProcSample, error) {
+			if time.Since(begun) == 500*time.Millisecond {
+				return ProcSample{}, errors.New("gone for a moment")
+			}
+			return server()
+		}
+		w.OnInterval = nil
+		gap := Drive(t.Context(), w, req)
+		if len(gap.Intervals) < 4 || gap.Intervals[1].ServerCPUPerRequestMs != 0 || gap.Intervals[1].RSS != 0 ||
+			gap.Intervals[2].ServerCPUPerRequestMs != 0 || gap.Intervals[2].RSS <= 0 || gap.Intervals[3].ServerCPUPerRequestMs != 2 {
+			t.Fatalf("a sample missed at 0.5 s: %+v", gap.Intervals)
+		}
+
 		plain := Drive(t.Context(), Window{Clients: 1, Duration: 100 * time.Millisecond}, req)
 		if plain.Intervals != nil {
 			t.Fatalf("stretches without Every: %+v", plain.Intervals)

@@ -397,8 +397,9 @@ func Drive(ctx context.Context, w Window, req Request) *Report {
 				}
 				server := time.Duration(-1)
 				op, err := req(context.WithValue(ctx, timingSlot{}, &server), i, rng)
-				stats[i].record(op, time.Since(due), err)
-				stretches.record(i, time.Since(due), err)
+				lat := time.Since(due)
+				stats[i].record(op, lat, err)
+				stretches.record(i, lat, err)
 				if server >= 0 {
 					stats[i].server[op] = append(stats[i].server[op], server)
 				}
@@ -418,18 +419,19 @@ func Drive(ctx context.Context, w Window, req Request) *Report {
 		defer t.Stop()
 		every = t.C
 	}
-	last := startCPU
+	last, lastOK := startCPU, haveServer // the server at the last stretch's end
 	stretch := func(final bool, s ProcSample, sampled bool) {
 		iv, ok := stretches.take(final)
 		if !ok {
 			return
 		}
-		if sampled && haveServer {
-			if iv.Requests > 0 {
-				iv.ServerCPUPerRequestMs = 1000 * (s.CPU - last.CPU).Seconds() / float64(iv.Requests)
-			}
-			iv.RSS, iv.Anon, last = s.RSS, s.Anon, s
+		if sampled && lastOK && iv.Requests > 0 {
+			iv.ServerCPUPerRequestMs = 1000 * (s.CPU - last.CPU).Seconds() / float64(iv.Requests)
 		}
+		if sampled {
+			iv.RSS, iv.Anon = s.RSS, s.Anon
+		}
+		last, lastOK = s, sampled
 		iv.Memories = -1
 		if w.Stored != nil {
 			if n, err := w.Stored(ctx); err == nil {
