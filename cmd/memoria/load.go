@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ func loadCmd(g *globals) *cobra.Command {
 		mix        string
 		keep       bool
 		serverLogs string
+		profiles   string
 	)
 	cmd := &cobra.Command{
 		Use:   "load",
@@ -41,10 +43,13 @@ func loadCmd(g *globals) *cobra.Command {
 			ctx := cmd.Context()
 			var srv *loadgen.Server
 			if g.server != "" {
+				if profiles != "" {
+					return fmt.Errorf("load: --server-profiles profiles the server load starts, not one given by --server")
+				}
 				o.URL, o.Token = g.server, os.Getenv(config.EnvToken)
 			} else {
 				var cleanup func()
-				srv, cleanup, err = g.startChild(cmd, keep, serverLogs)
+				srv, cleanup, err = g.startChild(cmd, keep, serverLogs, profiles)
 				if err != nil {
 					return err
 				}
@@ -100,14 +105,16 @@ func loadCmd(g *globals) *cobra.Command {
 	f.Int64Var(&o.Seed, "seed", 1, "seed of the workload")
 	f.BoolVar(&keep, "keep", false, "keep the temporary data directory")
 	f.StringVar(&serverLogs, "server-log", "", "append the server's log to this file")
+	f.StringVar(&profiles, "server-profiles", "", "have the server it starts write a CPU profile of its whole run (setup included) and a heap profile when it stops into this directory (load.pprof, load.heap.pprof)")
 	clientFlags(cmd, g)
 	return cmd
 }
 
 // startChild starts `memoria serve` from this binary on --data (or a
-// temporary directory, removed by cleanup unless keep) with --config, and
-// waits until it is healthy.
-func (g *globals) startChild(cmd *cobra.Command, keep bool, logFile string) (*loadgen.Server, func(), error) {
+// temporary directory, removed by cleanup unless keep) with --config —
+// writing its CPU and heap profiles into profiles, unless "" — and waits
+// until it is healthy.
+func (g *globals) startChild(cmd *cobra.Command, keep bool, logFile, profiles string) (*loadgen.Server, func(), error) {
 	bin, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -132,6 +139,14 @@ func (g *globals) startChild(cmd *cobra.Command, keep bool, logFile string) (*lo
 	so := loadgen.ServerOptions{Binary: bin, DataDir: dir}
 	if g.configFile != "" {
 		so.Args = []string{"--config", g.configFile}
+	}
+	if profiles != "" {
+		if err := os.MkdirAll(profiles, 0o755); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		so.Args = append(so.Args, "--cpuprofile", filepath.Join(profiles, "load.pprof"),
+			"--memprofile", filepath.Join(profiles, "load.heap.pprof"))
 	}
 	if logFile != "" {
 		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)

@@ -33,10 +33,11 @@ func TestTortureShort(t *testing.T) {
 }
 
 // TestLoadShort runs `memoria load` for a few seconds with a few dozen
-// clients: no request may fail, and every route and the server's memory
-// are reported.
+// clients: no request may fail, every route and the server's memory are
+// reported, and the server wrote its profiles (--server-profiles).
 func TestLoadShort(t *testing.T) {
-	out, errOut, code := run(t, "load", "--clients", "24", "--duration", "3s", "--sonas", "4", "--json")
+	profiles := filepath.Join(t.TempDir(), "profiles")
+	out, errOut, code := run(t, "load", "--clients", "24", "--duration", "3s", "--sonas", "4", "--json", "--server-profiles", profiles)
 	var rep loadgen.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errOut)
@@ -55,6 +56,11 @@ func TestLoadShort(t *testing.T) {
 	for _, m := range rep.Memory {
 		if m.RSS <= 0 {
 			t.Fatalf("memory %+v", rep.Memory)
+		}
+	}
+	for _, name := range []string{"load.pprof", "load.heap.pprof"} { // gzipped protobuf, as pprof writes
+		if b, err := os.ReadFile(filepath.Join(profiles, name)); err != nil || len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Fatalf("--server-profiles: %s: %d bytes, %v", name, len(b), err)
 		}
 	}
 }
@@ -94,7 +100,8 @@ func TestLoadAtARate(t *testing.T) {
 // TestLoadInStretches: `memoria load --every` prints each stretch of the
 // load as it ends, on stderr, and all of them under the routes, each with
 // the memories the server holds then (more and more: the load inserts); a
-// stretch's length below zero is refused in one line.
+// stretch's length below zero, and --server-profiles of a server it did
+// not start, are refused in one line.
 func TestLoadInStretches(t *testing.T) {
 	srv := startServer(t, t.TempDir())
 	out, errOut, code := run(t, "load", "--server", srv.url, "--clients", "4", "--every", "1s", "--duration", "3s", "--sonas", "2",
@@ -123,6 +130,10 @@ func TestLoadInStretches(t *testing.T) {
 			t.Fatalf("stretch %q after %d memories", r, last)
 		}
 		last = memories
+	}
+	_, errOut, code = run(t, "load", "--server", srv.url, "--server-profiles", t.TempDir(), "--duration", "1s")
+	if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "--server-profiles") {
+		t.Fatalf("--server-profiles with --server: exit %d, stderr %q", code, errOut)
 	}
 	_, errOut, code = run(t, "load", "--server", srv.url, "--every", "-1s", "--duration", "1s")
 	if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "stretches") {
