@@ -524,7 +524,8 @@ func (s *stretches) record(client int, d time.Duration, err error) {
 
 // take returns the stretches ended since the last taken, as one (more
 // than one only when the window's loop was late for a tick), or with final
-// the rest of the window; false when there is nothing to report.
+// the rest of the window; false when there is nothing to report (a full
+// stretch without requests is reported: the server answered none).
 func (s *stretches) take(final bool) (Interval, bool) {
 	now := time.Since(s.start)
 	upTo := int(now / s.every) // the stretches before it have ended
@@ -547,7 +548,7 @@ func (s *stretches) take(final bool) (Interval, bool) {
 		}
 		p.mu.Unlock()
 	}
-	if end <= s.taken && len(lat) == 0 {
+	if len(lat) == 0 && (final || end <= s.taken) { // the window's end: no stretch of nothing
 		return Interval{}, false
 	}
 	iv := Interval{EndSeconds: end.Seconds(), Requests: int64(len(lat)), Errors: errs}
