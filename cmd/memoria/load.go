@@ -145,8 +145,7 @@ func (g *globals) startChild(cmd *cobra.Command, keep bool, logFile, profiles st
 			cleanup()
 			return nil, nil, err
 		}
-		so.Args = append(so.Args, "--cpuprofile", filepath.Join(profiles, "load.pprof"),
-			"--memprofile", filepath.Join(profiles, "load.heap.pprof"))
+		so.Args = append(so.Args, loadgen.ProfileArgs(filepath.Join(profiles, "load"))...)
 	}
 	if logFile != "" {
 		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -168,12 +167,6 @@ func (g *globals) startChild(cmd *cobra.Command, keep bool, logFile, profiles st
 		return nil, nil, err
 	}
 	return srv, cleanup, nil
-}
-
-// showElapsed draws a progress bar of elapsed seconds on a terminal until
-// the returned function is called.
-func showElapsed(w io.Writer, quiet bool, label string, total time.Duration) func() {
-	return newProgress(w, quiet).elapsed(label, total)
 }
 
 // elapsed draws p as a bar of elapsed seconds until the returned function

@@ -501,7 +501,7 @@ func (r *run) launch(ctx context.Context, dir string) (*loadgen.Server, error) {
 	if r.o.ProfileDir != "" {
 		r.started++
 		name := filepath.Join(r.o.ProfileDir, fmt.Sprintf("%s-%d", filepath.Base(dir), r.started))
-		args = append(slices.Clone(args), "--cpuprofile", name+".pprof", "--memprofile", name+".heap.pprof")
+		args = append(slices.Clone(args), loadgen.ProfileArgs(name)...)
 		if r.o.Trace {
 			args = append(args, "--trace", name+".trace")
 		}

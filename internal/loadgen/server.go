@@ -40,6 +40,13 @@ type ServerOptions struct {
 	Stderr io.Writer
 }
 
+// ProfileArgs are the arguments of serve that have it write a CPU profile of
+// its whole run into name.pprof and its heap, when it stops, into
+// name.heap.pprof (ServerOptions.Args).
+func ProfileArgs(name string) []string {
+	return []string{"--cpuprofile", name + ".pprof", "--memprofile", name + ".heap.pprof"}
+}
+
 // Server is a running `memoria serve` child.
 type Server struct {
 	// URL is the address the server said it serves on (http://host:port).
