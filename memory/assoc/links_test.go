@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
@@ -431,4 +432,117 @@ func TestGraphKnowsWhichCoAccessListsExist(t *testing.T) {
 	if got, want := partners(d), "[b 0.75 c 0.50]"; got != want {
 		t.Errorf("d's partners after a batch strengthened it twice %s, want %s", got, want)
 	}
+}
+
+// walked is what Walk calls back with for key in r, as Links.
+func walked(r store.Reader, g *assoc.Graph, key []byte, stop int) ([]assoc.Link, error) {
+	var out []assoc.Link
+	var bad error
+	err := g.Walk(r, key, func(e assoc.Entry) bool {
+		c, err := cid.Cast(e.Target)
+		if err != nil {
+			bad = err
+			return false
+		}
+		out = append(out, assoc.Link{Target: c, Type: e.Type, Strength: e.Strength})
+		return len(out) != stop
+	})
+	return out, errors.Join(err, bad)
+}
+
+// Walk gives the links In reads, strongest first — through the cache, or
+// without one, in a view or in an operation (which sees its batch), a
+// co-access list with the buffered strengthening —, stops when told, and
+// fails on a damaged list as In does.
+func TestWalkIsInWithoutDecoding(t *testing.T) {
+	s := openStore(t)
+	g := assoc.NewGraph(s, 64)
+	ctx := context.Background()
+	a, b, c, d := cidOf(t, "a"), cidOf(t, "b"), cidOf(t, "c"), cidOf(t, "d")
+	links := []assoc.Link{{Target: b, Type: assoc.Causal, Strength: 0.9}, {Target: c, Type: assoc.Sequential, Strength: 0.5}, {Target: d, Type: assoc.Similar, Strength: 0.7}}
+	if err := s.Update(ctx, func(tx store.Tx) error { return assoc.Put(tx, a, links, 100) }); err != nil {
+		t.Fatal(err)
+	}
+	check := func(r store.Reader, g *assoc.Graph, key []byte, what string) {
+		t.Helper()
+		read := g.In
+		if g == nil {
+			read = assoc.Read
+		}
+		want, err := read(r, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := walked(r, g, key, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameLinks(got, want); err != nil {
+			t.Errorf("%s: walked %v", what, err)
+		}
+		if len(want) > 1 {
+			first, err := walked(r, g, key, 1)
+			if err != nil || sameLinks(first, want[:1]) != nil {
+				t.Errorf("%s, stopped after one: %v, %v", what, first, err)
+			}
+		}
+	}
+	view := func(fn func(r store.Reader)) {
+		t.Helper()
+		if err := s.View(func(r store.Reader) error { fn(r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	view(func(r store.Reader) {
+		check(r, g, assoc.Key(a), "a view, a miss")
+		check(r, g, assoc.Key(a), "a view, a hit")
+		check(r, nil, assoc.Key(a), "no cache")
+		check(r, g, assoc.Key(cidOf(t, "none")), "no list")
+	})
+	if st := g.CacheStats(); st.Hits == 0 {
+		t.Fatalf("cache %+v: no walk hit it", st)
+	}
+	err := s.Update(ctx, func(tx store.Tx) error {
+		if err := assoc.Put(tx, a, []assoc.Link{{Target: cidOf(t, "e"), Type: assoc.Related, Strength: 1}}, 101); err != nil {
+			return err
+		}
+		got, err := walked(tx, g, assoc.Key(a), -1)
+		if err != nil {
+			return err
+		}
+		if len(got) != 4 || got[0].Target != cidOf(t, "e") {
+			t.Errorf("an operation walked %v, want its batch's new link first", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A co-access list with strengthening still buffered.
+	b2 := openBuffered(t, assoc.BufferOptions{Every: time.Hour}, store.OptionsOf(config.Default().Store))
+	b2.strengthen(t, "agent", []cid.Cid{a, b, c}, 100)
+	b2.strengthen(t, "agent", []cid.Cid{a, b}, 101)
+	if err := b2.s.View(func(r store.Reader) error {
+		key := assoc.CoAccessKey("agent", a)
+		if l, _ := b2.g.In(r, key); len(l) != 2 {
+			t.Errorf("the buffered list read %v, want a's two partners", l)
+		}
+		check(r, b2.g, key, "a buffered co-access list")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A damaged list.
+	if err := s.Update(ctx, func(tx store.Tx) error { tx.Set(assoc.Key(b), []byte{0xff, 0xff}); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	view(func(r store.Reader) {
+		for _, g := range []*assoc.Graph{g, nil} {
+			if _, err := walked(r, g, assoc.Key(b), -1); !errors.Is(err, base.ErrCorrupt) {
+				t.Errorf("a damaged list walked: %v, want ErrCorrupt", err)
+			}
+		}
+	})
 }

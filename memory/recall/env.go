@@ -96,10 +96,12 @@ type Env struct {
 }
 
 // Links reads the link list under key in r (assoc.Graph.In; the result
-// is shared: do not modify it) and makes the op of a trace that
-// strengthens co-access (assoc.Graph.Strengthen).
+// is shared: do not modify it), or walks it without decoding it
+// (assoc.Graph.Walk), and makes the op of a trace that strengthens
+// co-access (assoc.Graph.Strengthen).
 type Links interface {
 	In(r store.Reader, key []byte) ([]assoc.Link, error)
+	Walk(r store.Reader, key []byte, fn func(assoc.Entry) bool) error
 	Strengthen(agent string, together []cid.Cid, rate float64, now int64) store.Op
 }
 
@@ -108,6 +110,10 @@ type Links interface {
 type uncachedLinks struct{}
 
 func (uncachedLinks) In(r store.Reader, key []byte) ([]assoc.Link, error) { return assoc.Read(r, key) }
+
+func (uncachedLinks) Walk(r store.Reader, key []byte, fn func(assoc.Entry) bool) error {
+	return assoc.Walk(r, key, fn)
+}
 
 func (uncachedLinks) Strengthen(agent string, together []cid.Cid, rate float64, now int64) store.Op {
 	return assoc.Strengthen(agent, together, rate, now)

@@ -1041,10 +1041,11 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 	top := seeds[0].Explain.Fused.Relevance
 	affinity := map[string]float64{}
 	type step struct {
-		c     cid.Cid
-		score float64
-		depth int
+		target string // the CID's bytes
+		score  float64
+		depth  int
 	}
+	var listKey []byte
 	for _, seed := range seeds {
 		start := 1.0
 		if top > 0 {
@@ -1061,32 +1062,37 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 			k := l.Target.KeyString()
 			affinity[k] = math.Max(affinity[k], start*l.Strength*rc.AffinityLinks.CoAccess)
 		}
-		queue := []step{{seed.CID, start, 0}}
+		// The lists are walked as stored, not decoded into links: a
+		// target's bytes are its key here, and the few that join are
+		// made CIDs then (add).
+		from := seed.CID.KeyString()
+		queue := []step{{from, start, 0}}
 		for len(queue) > 0 {
 			cur := queue[0]
 			queue = queue[1:]
 			if cur.depth == rc.AffinityDepth {
 				continue
 			}
-			links, err := sc.self.links.In(sc.txn, assoc.Key(cur.c))
-			if err != nil {
-				return nil, err
-			}
-			for _, l := range links {
+			listKey = append(append(listKey[:0], assoc.KeyAssoc...), cur.target...)
+			err := sc.self.links.Walk(sc.txn, listKey, func(l assoc.Entry) bool {
 				w := linkWeight(rc.AffinityLinks, l.Type)
-				if l.Target == seed.CID || w == 0 {
-					continue
+				if w == 0 || string(l.Target) == from {
+					return true
 				}
 				v := cur.score * l.Strength * w
 				if cur.depth > 0 {
 					v *= rc.ExpandDecay
 				}
-				k := l.Target.KeyString()
-				if v <= affinity[k] {
-					continue
+				if v <= affinity[string(l.Target)] {
+					return true
 				}
+				k := string(l.Target)
 				affinity[k] = v
-				queue = append(queue, step{l.Target, v, cur.depth + 1})
+				queue = append(queue, step{k, v, cur.depth + 1})
+				return true
+			})
+			if err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -200,6 +200,7 @@ type Store struct {
 
 	// Owned by the committer once it runs:
 	mark     ackMark    // commits made and the insertion log's end
+	logEnd   uint64     // x/memseq as committed, 0 while there is none (tx.Get)
 	answered []*Pending // answered by the batch, to acknowledge in order
 	acks     chan ackBatch
 	// Owned by the acknowledger (ackLoop) once it runs:
@@ -484,6 +485,7 @@ func newStore(eng engine, dir string, o Options) (*Store, error) {
 			return err
 		}
 		s.mark.memSeq, err = ReadU64(r, KeyMemSeq)
+		s.logEnd = s.mark.memSeq
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("memory: open %s: %w", dir, err)
@@ -763,6 +765,9 @@ func (s *Store) commitBatch(ops []*Pending) {
 				deferred := 0
 				for _, a := range applied {
 					s.mark.memSeq = max(s.mark.memSeq, a.memSeq)
+					if a.memSeq != 0 {
+						s.logEnd = a.memSeq
+					}
 					if a.p.by != nil {
 						deferred++
 					}
@@ -1004,7 +1009,22 @@ func (t *tx) Get(key []byte) ([]byte, error) {
 		}
 		return w.val, nil
 	}
+	if v, ok := t.logEnd(key); ok {
+		return v, nil
+	}
 	return t.txn.Get(key)
+}
+
+// logEnd is key's value if key is the insertion log's end, which every
+// new memory's operation reads and writes, and the batch has not written
+// it: as the last commit left it, without Badger, which looks for a key
+// in every memtable and level until it finds the version read — and this
+// one has a version in most of them.
+func (t *tx) logEnd(key []byte) ([]byte, bool) {
+	if t.store.logEnd == 0 || string(key) != string(KeyMemSeq) || t.txn.wrote(key) {
+		return nil, false
+	}
+	return base.U64(t.store.logEnd), true
 }
 
 func (t *tx) Item(key []byte) (Item, error) {
@@ -1013,6 +1033,9 @@ func (t *tx) Item(key []byte) (Item, error) {
 			return nil, base.ErrNotFound
 		}
 		return valueItem{key, w.val}, nil
+	}
+	if v, ok := t.logEnd(key); ok {
+		return valueItem{key, v}, nil
 	}
 	return t.txn.Item(key)
 }

@@ -42,6 +42,7 @@ func Run(t *testing.T, open Opener) {
 		{"GetSetDelete", testGetSetDelete},
 		{"FailedOpLeavesNothing", testFailedOp},
 		{"OpsApplyOnceInOrder", testOpsInOrder},
+		{"LogEnd", testLogEnd},
 		{"TxReads", testTxReads},
 		{"Iteration", testIteration},
 		{"ViewIsASnapshot", testSnapshot},
@@ -183,6 +184,94 @@ func testOpsInOrder(t *testing.T, open Opener) {
 	if v, _ := get(t, s, "t/count"); string(v) != fmt.Sprint(n) {
 		t.Fatalf("count = %s, want %d", v, n)
 	}
+}
+
+// The insertion log's end (store.KeyMemSeq), which the store answers
+// without its engine once it has a value: an op reads it — with Get and
+// Item — as the last commit left it, or as its batch wrote it, and not as
+// a failed op or a refused batch wrote it; a view reads it as committed.
+func testLogEnd(t *testing.T, open Opener) {
+	var free atomic.Uint64
+	free.Store(1 << 30)
+	o := options()
+	o.MinFreeBytes = 1 << 20
+	o.FreeSpace = func() (uint64, error) { return free.Load(), nil }
+	s := open(t, o)
+	defer s.Close()
+	read := func(tx store.Tx) (uint64, error) {
+		v, err := tx.Get(store.KeyMemSeq)
+		if errors.Is(err, base.ErrNotFound) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		it, err := tx.Item(store.KeyMemSeq)
+		if err != nil {
+			return 0, err
+		}
+		w, err := it.ValueCopy(nil)
+		if err != nil {
+			return 0, err
+		}
+		if string(v) != string(w) || len(v) != 8 {
+			return 0, fmt.Errorf("Get %x, Item %x", v, w)
+		}
+		return base.DecodeU64(v), nil
+	}
+	next := func(tx store.Tx) error {
+		n, err := read(tx)
+		if err != nil {
+			return err
+		}
+		tx.Set(store.KeyMemSeq, base.U64(n+1))
+		return nil
+	}
+	want := func(n uint64) {
+		t.Helper()
+		update(t, s, func(tx store.Tx) error {
+			if got, err := read(tx); err != nil || got != n {
+				return fmt.Errorf("an op read the log's end %d (%v), want %d", got, err, n)
+			}
+			return nil
+		})
+		if n == 0 {
+			return
+		}
+		if v, ok := get(t, s, string(store.KeyMemSeq)); !ok || base.DecodeU64(v) != n {
+			t.Fatalf("a view read the log's end %x, want %d", v, n)
+		}
+	}
+	want(0)
+	for range 2 { // the store's engine, then the store, answers the first
+		for _, err := range batch(t, s, next, next, next) { // each sees the one before
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want(6)
+	boom := errors.New("boom")
+	if err := s.Update(context.Background(), func(tx store.Tx) error { next(tx); return boom }); !errors.Is(err, boom) {
+		t.Fatalf("a failed op: %v", err)
+	}
+	want(6)
+	free.Store(1 << 19)
+	if errs := batch(t, s, next, next); !errors.Is(errs[0], base.ErrDiskFull) {
+		t.Fatalf("a refused batch: %v", errs)
+	}
+	free.Store(1 << 30)
+	want(6)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if err := s.Update(context.Background(), next); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	want(56)
 }
 
 // batch submits ops behind one that holds the committer, so that they
