@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
@@ -92,6 +93,30 @@ type Store struct {
 	// loadErr what the load failed with.
 	loaded  chan struct{}
 	loadErr error
+	// evaluated is the watermark as the last step here committed it:
+	// only a step writes it, and reading it from Badger at every step
+	// looked into each level for a key with a version in most of them.
+	// Unknown until read once, and again after a step lost its race.
+	evaluated struct {
+		sync.Mutex
+		mark  uint64
+		known bool
+	}
+}
+
+// watermark is the watermark the last step here committed, if known.
+func (s *Store) watermark() (uint64, bool) {
+	s.evaluated.Lock()
+	defer s.evaluated.Unlock()
+	return s.evaluated.mark, s.evaluated.known
+}
+
+// setWatermark records the watermark a step read or committed; known
+// false forgets it.
+func (s *Store) setWatermark(mark uint64, known bool) {
+	s.evaluated.Lock()
+	defer s.evaluated.Unlock()
+	s.evaluated.mark, s.evaluated.known = mark, known
 }
 
 // NewStore keeps evaluations in st.
@@ -143,10 +168,13 @@ func (s *Store) evaluate(ctx context.Context, ev Evaluator, batch int, backgroun
 		items     []Logged
 		mark, end uint64
 	)
+	mark, known := s.watermark()
 	err := s.store.View(func(txn store.Reader) error {
 		var err error
-		if mark, err = store.ReadU64(txn, KeyEvalSeq); err != nil {
-			return err
+		if !known {
+			if mark, err = store.ReadU64(txn, KeyEvalSeq); err != nil {
+				return err
+			}
 		}
 		items, end, err = s.env.Logged(txn, mark, batch)
 		return err
@@ -219,12 +247,16 @@ func (s *Store) evaluate(ctx context.Context, ev Evaluator, batch int, backgroun
 		}
 		tx.Set(KeyEvalSeq, base.U64(last))
 		tx.OnCommit(func() {
+			s.setWatermark(last, true)
 			for c, p := range profiles {
 				s.setProfile(c, p)
 			}
 		})
 		return nil
 	})
+	if errors.Is(err, ErrConflict) {
+		s.setWatermark(0, false) // another step moved it: read it again
+	}
 	if err != nil {
 		return Step{Watermark: mark}, err
 	}

@@ -149,6 +149,43 @@ func TestEvaluatePendingConflictWritesNothing(t *testing.T) {
 	}
 }
 
+// A step starts from the watermark the last step here committed, not
+// read again; one that loses the race to another evaluator reads it again
+// for the next: two evaluators over one store take turns, each memory
+// evaluated once.
+func TestEvaluatorsOverOneStoreTakeTurns(t *testing.T) {
+	ctx := context.Background()
+	env := newLogEnv(t, "so happy", "a sad loss", "glad again", "the last one")
+	ev := NewHeuristic(archetypes())
+	a, st := openEvals(t, env, ev)
+	b := NewStore(st, env, Options{Evaluator: ev, Metrics: Metrics(archetypes()), ImportanceSeed: 1})
+	if step, err := a.EvaluatePending(ctx, ev, 1); err != nil || step.Watermark != 1 {
+		t.Fatalf("a's first step %+v, %v", step, err)
+	}
+	if step, err := b.EvaluatePending(ctx, ev, 1); err != nil || step.Watermark != 2 {
+		t.Fatalf("b's first step %+v, %v: want it to read a's watermark", step, err)
+	}
+	// a's watermark (1) is behind the store's (2): it loses once, then
+	// goes on from the store's.
+	if step, err := a.EvaluatePending(ctx, ev, 1); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a's step behind b's: %+v, %v, want ErrConflict", step, err)
+	}
+	if step, err := a.EvaluatePending(ctx, ev, 1); err != nil || step.Watermark != 3 || step.Evaluated != 1 {
+		t.Fatalf("a's step after losing %+v, %v, want the third memory", step, err)
+	}
+	if step, err := b.EvaluatePending(ctx, ev, 10); !errors.Is(err, ErrConflict) {
+		t.Fatalf("b's step behind a's: %+v, %v, want ErrConflict", step, err)
+	}
+	if step, err := b.EvaluatePending(ctx, ev, 10); err != nil || step != (Step{Evaluated: 1, Watermark: 4}) {
+		t.Fatalf("b's last step %+v, %v, want the fourth memory", step, err)
+	}
+	for _, l := range env.log {
+		if env.meta[l.CID].Evaluation == nil {
+			t.Errorf("%s was not evaluated", l.Input.Text)
+		}
+	}
+}
+
 func TestSettle(t *testing.T) {
 	texts := make([]string, 600)
 	for i := range texts {

@@ -1045,7 +1045,10 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 		score  float64
 		depth  int
 	}
-	var listKey []byte
+	var (
+		listKey []byte
+		queue   []step // each seed's walk, breadth first, in the room of the one before
+	)
 	for _, seed := range seeds {
 		start := 1.0
 		if top > 0 {
@@ -1066,10 +1069,9 @@ func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
 		// target's bytes are its key here, and the few that join are
 		// made CIDs then (add).
 		from := seed.CID.KeyString()
-		queue := []step{{from, start, 0}}
-		for len(queue) > 0 {
-			cur := queue[0]
-			queue = queue[1:]
+		queue = append(queue[:0], step{from, start, 0})
+		for i := 0; i < len(queue); i++ {
+			cur := queue[i]
 			if cur.depth == rc.AffinityDepth {
 				continue
 			}
