@@ -26,7 +26,9 @@
 //
 // Invariants: the watermark only moves forward, by the step that
 // evaluated up to it; a step that finds the watermark moved since it read
-// it (another evaluator ran) writes nothing and returns ErrConflict;
+// it (another evaluator ran) writes nothing and returns ErrConflict —
+// a step starts from the watermark its store last read or committed,
+// read again after a conflict;
 // memories without text (files) are passed over, never evaluated.
 //
 // The metric profiles of the evaluated memories are derived state, kept

@@ -93,8 +93,8 @@ type Store struct {
 	// loadErr what the load failed with.
 	loaded  chan struct{}
 	loadErr error
-	// evaluated is the watermark as the last step here committed it:
-	// only a step writes it, and reading it from Badger at every step
+	// evaluated is the watermark as this store last read or committed
+	// it: only a step writes it, and reading it from Badger at every step
 	// looked into each level for a key with a version in most of them.
 	// Unknown until read once, and again after a step lost its race.
 	evaluated struct {
@@ -112,7 +112,8 @@ func (s *Store) watermark() (uint64, bool) {
 }
 
 // setWatermark records the watermark a step read or committed; known
-// false forgets it.
+// false forgets it. One recorded from a view older than another
+// evaluator's commit makes the next step lose its race, and forget it.
 func (s *Store) setWatermark(mark uint64, known bool) {
 	s.evaluated.Lock()
 	defer s.evaluated.Unlock()
@@ -179,6 +180,9 @@ func (s *Store) evaluate(ctx context.Context, ev Evaluator, batch int, backgroun
 		items, end, err = s.env.Logged(txn, mark, batch)
 		return err
 	})
+	if err == nil && !known {
+		s.setWatermark(mark, true)
+	}
 	if err != nil || len(items) == 0 {
 		return Step{Watermark: mark}, err
 	}
