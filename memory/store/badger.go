@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -260,7 +261,7 @@ func (s *Store) BlockCacheStats() CacheStats {
 
 // WriteBehind runs fn in a Badger transaction of its own, behind the
 // committer's back (tests that damage or change the store under it); the
-// views after it read what it wrote.
+// views and operations after it read what it wrote.
 func (s *Store) WriteBehind(fn func(*badger.Txn) error) error {
 	e, ok := s.eng.(*badgerEngine)
 	if !ok {
@@ -274,7 +275,13 @@ func (s *Store) WriteBehind(fn func(*badger.Txn) error) error {
 		return err
 	}
 	e.done()
-	return nil
+	// The committer's record of the insertion log's end (tx.Get) is read
+	// again, by the committer: fn may have changed it.
+	return s.Update(context.Background(), func(t Tx) error {
+		end, err := ReadU64(t.(*tx).txn, KeyMemSeq)
+		s.logEnd = end
+		return err
+	})
 }
 
 // badgerEngine is the Badger backend, in Badger's managed mode (version,

@@ -519,3 +519,27 @@ func TestBarrierWaitsForDeferred(t *testing.T) {
 		}
 	}
 }
+
+// An operation after a write behind the committer's back reads the
+// insertion log's end it wrote, not the committer's record of it.
+func TestOpsReadTheLogEndWrittenBehind(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	defer s.Close()
+	ctx := context.Background()
+	set := func(tx store.Tx) error { tx.Set(store.KeyMemSeq, base.U64(7)); return nil }
+	if err := s.Update(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteBehind(func(txn *badger.Txn) error { return txn.Set(store.KeyMemSeq, base.U64(42)) }); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Update(ctx, func(tx store.Tx) error {
+		if v, err := tx.Get(store.KeyMemSeq); err != nil || base.DecodeU64(v) != 42 {
+			return fmt.Errorf("an op read the log's end %x, %v after a write behind, want 42", v, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
