@@ -104,7 +104,8 @@ type Store struct {
 	}
 }
 
-// watermark is the watermark the last step here committed, if known.
+// watermark is the watermark as this store last read or committed it,
+// if known.
 func (s *Store) watermark() (uint64, bool) {
 	s.evaluated.Lock()
 	defer s.evaluated.Unlock()

@@ -191,11 +191,7 @@ func testOpsInOrder(t *testing.T, open Opener) {
 // Item — as the last commit left it, or as its batch wrote it, and not as
 // a failed op or a refused batch wrote it; a view reads it as committed.
 func testLogEnd(t *testing.T, open Opener) {
-	var free atomic.Uint64
-	free.Store(1 << 30)
-	o := options()
-	o.MinFreeBytes = 1 << 20
-	o.FreeSpace = func() (uint64, error) { return free.Load(), nil }
+	full, o := FillableDisk()
 	s := open(t, o)
 	defer s.Close()
 	read := func(tx store.Tx) (uint64, error) {
@@ -256,11 +252,11 @@ func testLogEnd(t *testing.T, open Opener) {
 		t.Fatalf("a failed op: %v", err)
 	}
 	want(6)
-	free.Store(1 << 19)
+	full.Store(true)
 	if errs := batch(t, s, next, next); !errors.Is(errs[0], base.ErrDiskFull) {
 		t.Fatalf("a refused batch: %v", errs)
 	}
-	free.Store(1 << 30)
+	full.Store(false)
 	want(6)
 	var wg sync.WaitGroup
 	for range 50 {
