@@ -2,7 +2,13 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,5 +77,77 @@ func TestPendingThen(t *testing.T) {
 	p.Then(func() { calls.Add(1) })
 	if calls.Load() != 2 {
 		t.Fatalf("%d calls; one registered after the operation was done runs at once", calls.Load())
+	}
+}
+
+// The commits made while the acknowledger records a mark share its next
+// record, of the latest mark: none of their writes is acknowledged before
+// it is durable, and the file holds the last commit's mark.
+func TestQueuedCommitsShareOneMark(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir)
+	defer s.Close()
+	var (
+		mu      sync.Mutex
+		marks   []uint64
+		holding = make(chan struct{})
+		hold    = make(chan struct{})
+		release = sync.OnceFunc(func() { close(hold) })
+	)
+	defer release() // before Close, which waits for the acknowledger
+	store.SetBeforeMark(s, func(commits uint64) {
+		mu.Lock()
+		marks = append(marks, commits)
+		first := len(marks) == 1
+		mu.Unlock()
+		if first {
+			close(holding)
+			<-hold
+		}
+	})
+	set := func(k string) store.Op {
+		return func(tx store.Tx) error { tx.Set([]byte(k), []byte("v")); return nil }
+	}
+	committed := func(n uint64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); s.CommitStats().Commits < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d commits, want %d", s.CommitStats().Commits, n)
+			}
+			runtime.Gosched()
+		}
+	}
+	before := s.CommitStats().Commits
+	ps := []*store.Pending{s.Submit(set("a"))}
+	<-holding
+	ps = append(ps, s.Submit(set("b")))
+	committed(before + 2)
+	ps = append(ps, s.Submit(set("c")))
+	committed(before + 3)
+	for i, p := range ps {
+		select {
+		case <-p.Done():
+			t.Fatalf("write %d acknowledged while the first mark was being recorded", i)
+		default:
+		}
+	}
+	release()
+	for _, p := range ps {
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	got := slices.Clone(marks)
+	mu.Unlock()
+	if len(got) != 2 || got[1] != got[0]+2 {
+		t.Fatalf("marks recorded %v, want the first commit's and then one for the two after it", got)
+	}
+	file, err := os.ReadFile(filepath.Join(dir, store.AckFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("commits=%020d", got[1]); !strings.Contains(string(file), want) {
+		t.Fatalf("the acknowledged mark is %q, want %s", file, want)
 	}
 }
