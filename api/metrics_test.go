@@ -144,6 +144,18 @@ func TestMetricsAppearAndMove(t *testing.T) {
 	if !ok || !ok2 || !ok3 || !ok4 || batches <= b0 || all != batches || fast > all || sum != busy {
 		t.Errorf("batches: %v (%v before), %v within +Inf, %v within 5 ms, %v s summed against %v s busy (present %v %v %v %v)", batches, b0, all, fast, sum, busy, ok, ok2, ok3, ok4)
 	}
+	// The submitted writes' waits by stage: the inserts and the chat's
+	// appends waited in each, no more of them than the operations
+	// committed (the deferred ones are not counted), each stage's count
+	// within its last bucket.
+	for _, stage := range []string{"queued", "batch", "acknowledge"} {
+		n, ok := metric(after, "memoria_store_write_wait_seconds_count", "stage", stage)
+		n0, _ := metric(before, "memoria_store_write_wait_seconds_count", "stage", stage)
+		inf, ok2 := metric(after, "memoria_store_write_wait_seconds_bucket", "stage", stage, "le", "+Inf")
+		if _, ok3 := metric(after, "memoria_store_write_wait_seconds_sum", "stage", stage); !ok || !ok2 || !ok3 || n-n0 < 5 || n > ops || inf != n {
+			t.Errorf("writes' waits %s: %v (%v before) of %v ops, %v within +Inf (present %v %v %v)", stage, n, n0, ops, inf, ok, ok2, ok3)
+		}
+	}
 	// The runtime's figures of its collector (updated at each cycle's
 	// end): the collector's CPU time a part of what was used, and a live
 	// heap.

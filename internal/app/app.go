@@ -238,13 +238,25 @@ func caches(stats map[string]store.CacheStats) map[string]metrics.Cache {
 }
 
 func committer(c store.CommitStats) metrics.Committer {
-	bounds := make([]float64, len(store.BatchBounds))
-	for i, b := range store.BatchBounds {
-		bounds[i] = b.Seconds()
+	waits := make(map[string]metrics.Waits, store.WriteStages)
+	for stage, name := range writeStages {
+		waits[name] = metrics.Waits{Counts: c.Waits[stage].Counts[:], Seconds: c.Waits[stage].Total.Seconds()}
 	}
 	return metrics.Committer{Commits: c.Commits, Ops: c.Ops, DeferredOps: c.Deferred, BusySeconds: c.Busy.Seconds(), CommitSeconds: c.Commit.Seconds(),
-		BatchBounds: bounds, Batches: c.Batches[:],
+		BatchBounds: seconds(store.BatchBounds[:]), Batches: c.Batches[:], WaitBounds: seconds(store.WaitBounds[:]), Waits: waits,
 		Stalls: c.Stalls, StallSeconds: c.Stalled.Seconds(), ReadsOpen: c.ReadsOpen, OldestReadBehind: c.OldestReadBehind}
+}
+
+// writeStages name the stages of a write's wait on /metrics.
+var writeStages = [store.WriteStages]string{store.StageQueued: "queued", store.StageBatch: "batch", store.StageAcknowledge: "acknowledge"}
+
+// seconds are ds in seconds.
+func seconds(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = d.Seconds()
+	}
+	return out
 }
 
 func gcState(st *store.Store) metrics.GCState {

@@ -338,6 +338,20 @@ type CommitterFigures struct {
 	// waited as long); 0 also from a server that does not count them.
 	BatchesOver100ms int64 `json:"batches_over_100ms"`
 	BatchesOver500ms int64 `json:"batches_over_500ms"`
+	// WriteWaits are the submitted writes' mean waits by stage in the
+	// window; nil from a server that does not count them.
+	WriteWaits *WriteWaits `json:"write_waits,omitempty"`
+}
+
+// WriteWaits are the writes submitted and committed in a window (not the
+// background's deferred ones) and how long they waited on average, by
+// stage: queued until their batch began, in it until it was durable, and
+// then until acknowledged (the acknowledged mark recorded).
+type WriteWaits struct {
+	Writes        int64   `json:"writes"`
+	QueuedMs      float64 `json:"queued_ms"`
+	BatchMs       float64 `json:"batch_ms"`
+	AcknowledgeMs float64 `json:"acknowledge_ms"`
 }
 
 // CollectorFigures are the server's garbage collector's work over a

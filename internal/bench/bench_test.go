@@ -355,6 +355,24 @@ func TestCommitterFigures(t *testing.T) {
 	if got == nil || got.BatchesOver100ms != 5 || got.BatchesOver500ms != 2 {
 		t.Fatalf("100 batches, 95 within 100 ms and 98 within 500: %+v, want 5 and 2 over", got)
 	}
+	// The writes' mean waits by stage from their sums and counts, none
+	// from readings that lack them or a window without a write counted.
+	if got.WriteWaits != nil {
+		t.Fatalf("writes' waits without their series: %+v", got.WriteWaits)
+	}
+	waited := func(r *serverReading, writes float64, seconds ...float64) *serverReading {
+		for stage, sec := range seconds {
+			r.values[writeWaitFamilies[2*stage]], r.values[writeWaitFamilies[2*stage+1]] = sec, writes
+		}
+		return r
+	}
+	got = committerFigures(waited(reading(0, 10, 100, 1, 0.5), 100, 1, 2, 0.5), waited(reading(10, 110, 10_100, 9, 4.5), 300, 3, 8, 1.5))
+	if w := got.WriteWaits; w == nil || w.Writes != 200 || math.Abs(w.QueuedMs-10) > 1e-9 || math.Abs(w.BatchMs-30) > 1e-9 || math.Abs(w.AcknowledgeMs-5) > 1e-9 {
+		t.Fatalf("200 writes waiting 2, 6 and 1 s in all: %+v, want 10, 30 and 5 ms each", w)
+	}
+	if got := committerFigures(waited(reading(0, 10, 100, 1, 0.5), 100, 1, 2, 0.5), waited(reading(10, 110, 10_100, 9, 4.5), 100, 1, 2, 0.5)); got.WriteWaits != nil {
+		t.Fatalf("no write counted in the window: %+v, want no waits", got.WriteWaits)
+	}
 	old := reading(10, 110, 10_100, 9, 4.5)
 	delete(old.values, "memoria_store_commit_seconds_total") // a server without the counter
 	if got := committerFigures(reading(0, 10, 100, 1, 0.5), old); got != nil {
@@ -396,7 +414,10 @@ func TestReadServerTheCommittersSeries(t *testing.T) {
 	m := metrics.New()
 	m.WatchState(func() metrics.State {
 		return metrics.State{Committer: metrics.Committer{Commits: 7, Ops: 70, BusySeconds: 3, CommitSeconds: 1,
-			BatchBounds: []float64{0.05, 0.1, 0.5, 1}, Batches: []uint64{4, 1, 2, 1, 1}}}
+			BatchBounds: []float64{0.05, 0.1, 0.5, 1}, Batches: []uint64{4, 1, 2, 1, 1},
+			WaitBounds: []float64{0.01, 0.1}, Waits: map[string]metrics.Waits{
+				"queued": {Counts: []uint64{3, 1, 0}, Seconds: 0.25}, "batch": {Counts: []uint64{1, 2, 1}, Seconds: 0.75},
+				"acknowledge": {Counts: []uint64{4, 0, 0}, Seconds: 0.125}}}}
 	})
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
@@ -406,7 +427,9 @@ func TestReadServerTheCommittersSeries(t *testing.T) {
 	}
 	want := map[string]float64{"memoria_store_commits_total": 7, "memoria_store_committed_ops_total": 70,
 		"memoria_store_committer_busy_seconds_total": 3, "memoria_store_commit_seconds_total": 1,
-		batchFamilies[0]: 9, batchFamilies[1]: 5, batchFamilies[2]: 7}
+		batchFamilies[0]: 9, batchFamilies[1]: 5, batchFamilies[2]: 7,
+		writeWaitFamilies[0]: 0.25, writeWaitFamilies[1]: 4, writeWaitFamilies[2]: 0.75, writeWaitFamilies[3]: 4,
+		writeWaitFamilies[4]: 0.125, writeWaitFamilies[5]: 4}
 	for family, v := range want {
 		if got, ok := r.values[family]; !ok || got != v {
 			t.Errorf("%s = %v (read %v), want %v", family, got, ok, v)

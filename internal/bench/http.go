@@ -225,6 +225,17 @@ const stallFamily = "memoria_store_write_stall_seconds_total"
 var batchFamilies = []string{"memoria_store_batch_duration_seconds_count",
 	`memoria_store_batch_duration_seconds_bucket{le="0.1"}`, `memoria_store_batch_duration_seconds_bucket{le="0.5"}`}
 
+// writeWaitFamilies are the sums and counts of the submitted writes'
+// waits by stage on /metrics (a server older than stop 64 of issue 15
+// lacks them), in the order of WriteWaits' fields.
+var writeWaitFamilies = func() []string {
+	var out []string
+	for _, stage := range []string{"queued", "batch", "acknowledge"} {
+		out = append(out, `memoria_store_write_wait_seconds_sum{stage="`+stage+`"}`, `memoria_store_write_wait_seconds_count{stage="`+stage+`"}`)
+	}
+	return out
+}()
+
 // collectorFamilies are the Go runtime's figures of the collector and the
 // heap on /metrics (internal/metrics): what the process allocated, the
 // collector's cycles, the runtime's estimates of the CPU time its
@@ -269,7 +280,7 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 				out.caches[name] = e
 			}
 		}
-		if family, value, ok := strings.Cut(line, " "); ok && (slices.Contains(committerFamilies, family) || slices.Contains(batchFamilies, family) || slices.Contains(collectorFamilies, family)) {
+		if family, value, ok := strings.Cut(line, " "); ok && (slices.Contains(committerFamilies, family) || slices.Contains(batchFamilies, family) || slices.Contains(writeWaitFamilies, family) || slices.Contains(collectorFamilies, family)) {
 			if v, err := strconv.ParseFloat(value, 64); err == nil {
 				out.values[family] = v
 			}
@@ -301,6 +312,12 @@ func committerFigures(before, after *serverReading) *CommitterFigures {
 	if b, ok := deltas(before, after, batchFamilies, ""); ok {
 		all := b[batchFamilies[0]]
 		f.BatchesOver100ms, f.BatchesOver500ms = int64(all-b[batchFamilies[1]]), int64(all-b[batchFamilies[2]])
+	}
+	if w, ok := deltas(before, after, writeWaitFamilies, ""); ok && w[writeWaitFamilies[1]] > 0 {
+		mean := func(stage int) float64 {
+			return 1000 * w[writeWaitFamilies[2*stage]] / w[writeWaitFamilies[2*stage+1]]
+		}
+		f.WriteWaits = &WriteWaits{Writes: int64(w[writeWaitFamilies[1]]), QueuedMs: mean(0), BatchMs: mean(1), AcknowledgeMs: mean(2)}
 	}
 	return f
 }

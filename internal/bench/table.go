@@ -93,6 +93,9 @@ func extras(r Result) string {
 		if c.BatchesOver100ms > 0 {
 			parts = append(parts, fmt.Sprintf("%d batches over 100 ms (%d over 500)", c.BatchesOver100ms, c.BatchesOver500ms))
 		}
+		if w := c.WriteWaits; w != nil {
+			parts = append(parts, fmt.Sprintf("a write waited %.1f ms queued, %.1f in its batch, %.1f for its acknowledgement (means)", w.QueuedMs, w.BatchMs, w.AcknowledgeMs))
+		}
 		if c.StalledS > 0 {
 			parts = append(parts, fmt.Sprintf("writes stalled %.1f s", c.StalledS))
 		}

@@ -292,10 +292,22 @@ type Committer struct {
 	BusySeconds, CommitSeconds float64
 	BatchBounds                []float64
 	Batches                    []uint64
-	Stalls                     uint64
-	StallSeconds               float64
-	ReadsOpen                  int
-	OldestReadBehind           uint64
+	// Waits are the submitted writes' waits by stage (queued, batch,
+	// acknowledge): counts by WaitBounds as Batches by BatchBounds, and
+	// their seconds.
+	WaitBounds       []float64
+	Waits            map[string]Waits
+	Stalls           uint64
+	StallSeconds     float64
+	ReadsOpen        int
+	OldestReadBehind uint64
+}
+
+// Waits are the writes' waits in one stage: Counts[i] at most
+// Committer.WaitBounds[i] seconds, the last more than every bound.
+type Waits struct {
+	Counts  []uint64
+	Seconds float64
 }
 
 // Cache is a cache's reads that found what they wanted (Hits) and those
@@ -345,6 +357,7 @@ var (
 	deferredDesc  = prometheus.NewDesc("memoria_store_committed_deferred_ops_total", "Of memoria_store_committed_ops_total, the writes no client waited for that waited for a group commit to share (store.defer_for): recalls' traces, responses' reinforcements, the tiers' steps, the evaluator's records.", nil, nil)
 	busyDesc      = prometheus.NewDesc("memoria_store_committer_busy_seconds_total", "Seconds the committer — one goroutine, which every write goes through — spent on batches: its rate is the committer's utilisation (near 1 under a steady load: it takes what queued while it worked).", nil, nil)
 	batchDesc     = prometheus.NewDesc("memoria_store_batch_duration_seconds", "How long the committer took over each batch of writes: running its operations and committing them (its sum is memoria_store_committer_busy_seconds_total). Every write of a batch waited that long, besides its wait for the batch to begin: a slow batch, such as one that met Badger's switch to a new memtable, holds back every write in it.", nil, nil)
+	writeWaitDesc = prometheus.NewDesc("memoria_store_write_wait_seconds", "How long each submitted write (not the background's deferred ones) waited, by stage: queued until its batch began, batch until its batch was committed and durable (memoria_store_batch_duration_seconds, from the write's point of view), acknowledge until its acknowledged mark was recorded and it was answered. A write's wait for durability is their sum.", []string{"stage"}, nil)
 	commitSecDesc = prometheus.NewDesc("memoria_store_commit_seconds_total", "Seconds of memoria_store_committer_busy_seconds_total spent in Badger's commits (the value log, the fsync, the memtable).", nil, nil)
 	stallsDesc    = prometheus.NewDesc("memoria_store_write_stalls_total", "Times Badger held the writes back because level 0 of the store's tree was full (its compaction behind the writes; each also logged at warn): commits wait meanwhile.", nil, nil)
 	stallSecDesc  = prometheus.NewDesc("memoria_store_write_stall_seconds_total", "Seconds the stalls of memoria_store_write_stalls_total lasted.", nil, nil)
@@ -390,6 +403,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- busyDesc
 	ch <- commitSecDesc
 	ch <- batchDesc
+	ch <- writeWaitDesc
 	ch <- stallsDesc
 	ch <- stallSecDesc
 	ch <- readsDesc
@@ -443,18 +457,34 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(deferredDesc, prometheus.CounterValue, float64(st.Committer.DeferredOps))
 	ch <- prometheus.MustNewConstMetric(busyDesc, prometheus.CounterValue, st.Committer.BusySeconds)
 	ch <- prometheus.MustNewConstMetric(commitSecDesc, prometheus.CounterValue, st.Committer.CommitSeconds)
-	if cm := st.Committer; len(cm.Batches) == len(cm.BatchBounds)+1 {
-		buckets := make(map[float64]uint64, len(cm.BatchBounds))
-		var n uint64
-		for i, le := range cm.BatchBounds {
-			n += cm.Batches[i]
-			buckets[le] = n
+	cm := st.Committer
+	if h, ok := histogram(batchDesc, cm.BatchBounds, cm.Batches, cm.BusySeconds); ok {
+		ch <- h
+	}
+	for stage, w := range cm.Waits {
+		if h, ok := histogram(writeWaitDesc, cm.WaitBounds, w.Counts, w.Seconds, stage); ok {
+			ch <- h
 		}
-		n += cm.Batches[len(cm.BatchBounds)]
-		ch <- prometheus.MustNewConstHistogram(batchDesc, n, cm.BusySeconds, buckets)
 	}
 	ch <- prometheus.MustNewConstMetric(stallsDesc, prometheus.CounterValue, float64(st.Committer.Stalls))
 	ch <- prometheus.MustNewConstMetric(stallSecDesc, prometheus.CounterValue, st.Committer.StallSeconds)
 	ch <- prometheus.MustNewConstMetric(readsDesc, prometheus.GaugeValue, float64(st.Committer.ReadsOpen))
 	ch <- prometheus.MustNewConstMetric(behindDesc, prometheus.GaugeValue, float64(st.Committer.OldestReadBehind))
+}
+
+// histogram is the histogram of counts by bounds (counts[i] at most
+// bounds[i] and more than the bound before, the last more than every
+// bound) whose sum is sum; not ok unless there is a count for each.
+func histogram(desc *prometheus.Desc, bounds []float64, counts []uint64, sum float64, labels ...string) (prometheus.Metric, bool) {
+	if len(counts) != len(bounds)+1 {
+		return nil, false
+	}
+	buckets := make(map[float64]uint64, len(bounds))
+	var n uint64
+	for i, le := range bounds {
+		n += counts[i]
+		buckets[le] = n
+	}
+	n += counts[len(bounds)]
+	return prometheus.MustNewConstHistogram(desc, n, sum, buckets, labels...), true
 }

@@ -353,6 +353,65 @@ func TestCommitStatsCountBatchesByTheirTime(t *testing.T) {
 	}
 }
 
+// A submitted write's wait is counted by stage: queued, in its batch
+// (operations and commit), until acknowledged. A deferred write (nobody
+// waits for it) and an operation alone in a batch that committed nothing
+// are not counted.
+func TestCommitStatsCountWritesWaitsByStage(t *testing.T) {
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	o := smallOptions()
+	o.Clock = clk
+	s := openWith(t, t.TempDir(), o)
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	before := s.CommitStats()
+	for i, d := range []time.Duration{30 * time.Millisecond, 300 * time.Millisecond} {
+		if err := s.Update(ctx, func(tx store.Tx) error {
+			clk.Advance(d)
+			tx.Set([]byte(fmt.Sprintf("k/%d", i)), []byte("v"))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error { clk.Advance(time.Second); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// A deferred write shares the next batch: the write submitted after
+	// it waits for both; it is not counted itself.
+	deferred := s.Defer(func(tx store.Tx) error {
+		clk.Advance(time.Second)
+		tx.Set([]byte("deferred"), []byte("v"))
+		return nil
+	})
+	if err := s.Update(ctx, func(tx store.Tx) error { tx.Set([]byte("after"), []byte("v")); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := deferred.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := s.CommitStats()
+	var batch [len(store.WaitBounds) + 1]uint64
+	for i := range batch {
+		batch[i] = got.Waits[store.StageBatch].Counts[i] - before.Waits[store.StageBatch].Counts[i]
+	}
+	// 30 ms within 50 ms, 300 ms within 500 ms, the write after the
+	// deferred one within 1 s; no other write.
+	want := [len(store.WaitBounds) + 1]uint64{5: 1, 8: 1, 9: 1}
+	if batch != want {
+		t.Errorf("writes counted by their batch's time %v, want %v (bounds %v)", batch, want, store.WaitBounds)
+	}
+	if total := got.Waits[store.StageBatch].Total - before.Waits[store.StageBatch].Total; total != 1330*time.Millisecond {
+		t.Errorf("%v in batches, want the 1.33 s of the three writes", total)
+	}
+	for _, stage := range []int{store.StageQueued, store.StageAcknowledge} {
+		w, b := got.Waits[stage], before.Waits[stage]
+		if n := w.Counts[0] - b.Counts[0]; n != 3 || w.Total != b.Total {
+			t.Errorf("stage %d: %d writes within the first bound, %v in all, want the 3 writes and no time (the clock stood still)", stage, n, w.Total-b.Total)
+		}
+	}
+}
+
 // The committer counts its work: every operation that wrote, the group
 // commits that carried them (one per fsync), its time on batches and,
 // within it, in Badger's commits. A read-only operation commits nothing.

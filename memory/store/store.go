@@ -234,6 +234,54 @@ type Store struct {
 	// The committer's work since the open (CommitStats).
 	commits, committedOps, deferredOps, busyNanos, commitNanos atomic.Uint64
 	batchTimes                                                 [len(BatchBounds) + 1]atomic.Uint64
+	waits                                                      [WriteStages]waitCounter
+}
+
+// The stages of a submitted write's wait, as CommitStats counts them
+// (Waits).
+const (
+	StageQueued      = iota // from its submission until its batch begins
+	StageBatch              // its batch's operations and commit, until durable
+	StageAcknowledge        // then until acknowledged: its acknowledged mark recorded
+	WriteStages
+)
+
+// WaitBounds are the upper bounds of a write's wait in a stage that
+// CommitStats counts (Waits): a wait over the last is counted past it.
+var WaitBounds = [...]time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
+	200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+
+// waitCounter counts the waits of one stage by their time, and their sum.
+type waitCounter struct {
+	counts [len(WaitBounds) + 1]atomic.Uint64
+	nanos  atomic.Uint64
+}
+
+func (w *waitCounter) add(d time.Duration) {
+	w.counts[bucketOf(d, WaitBounds[:])].Add(1)
+	w.nanos.Add(uint64(max(d, 0)))
+}
+
+// bucketOf is the index of the first bound d is within, len(bounds) past
+// the last.
+func bucketOf(d time.Duration, bounds []time.Duration) int {
+	i := 0
+	for i < len(bounds) && d > bounds[i] {
+		i++
+	}
+	return i
+}
+
+// countWaits counts the stages of p's wait, acknowledged now, if it was
+// submitted (a deferred write has no waiter) and committed.
+func (s *Store) countWaits(p *Pending, now time.Time) {
+	if p.by != nil || p.submitted.IsZero() || p.committed.IsZero() {
+		return
+	}
+	s.waits[StageQueued].add(p.began.Sub(p.submitted))
+	s.waits[StageBatch].add(p.committed.Sub(p.began))
+	s.waits[StageAcknowledge].add(now.Sub(p.committed))
 }
 
 // BatchBounds are the upper bounds of the committer's batch times that
@@ -247,13 +295,7 @@ var BatchBounds = [...]time.Duration{5 * time.Millisecond, 10 * time.Millisecond
 const slowBatch = time.Second
 
 // countBatch counts a batch that took d.
-func (s *Store) countBatch(d time.Duration) {
-	i := 0
-	for i < len(BatchBounds) && d > BatchBounds[i] {
-		i++
-	}
-	s.batchTimes[i].Add(1)
-}
+func (s *Store) countBatch(d time.Duration) { s.batchTimes[bucketOf(d, BatchBounds[:])].Add(1) }
 
 // CommitStats is the committer's work since the store opened: the group
 // commits it made (each one fsync) and the operations they committed;
@@ -274,6 +316,10 @@ type CommitStats struct {
 	// than the bound before; the last, more than every bound. Every write
 	// of a batch waited that long, besides its wait for the batch to begin.
 	Batches [len(BatchBounds) + 1]uint64
+	// Waits counts the submitted writes that were committed — not the
+	// deferred ones, which nobody waits for — by how long each waited in
+	// each stage (StageQueued, StageBatch, StageAcknowledge).
+	Waits   [WriteStages]WaitCounts
 	Stalls  uint64
 	Stalled time.Duration
 	// ReadsOpen are the read transactions open now (views share one while
@@ -285,12 +331,27 @@ type CommitStats struct {
 	OldestReadBehind uint64
 }
 
+// WaitCounts are the waits of a stage: Counts[i] took at most
+// WaitBounds[i] and more than the bound before, the last more than every
+// bound; Total is their sum.
+type WaitCounts struct {
+	Counts [len(WaitBounds) + 1]uint64
+	Total  time.Duration
+}
+
 // CommitStats reports the committer's work since the open.
 func (s *Store) CommitStats() CommitStats {
 	c := CommitStats{Commits: s.commits.Load(), Ops: s.committedOps.Load(), Deferred: s.deferredOps.Load(),
 		Busy: time.Duration(s.busyNanos.Load()), Commit: time.Duration(s.commitNanos.Load())}
 	for i := range s.batchTimes {
 		c.Batches[i] = s.batchTimes[i].Load()
+	}
+	for stage := range s.waits {
+		w := &s.waits[stage]
+		for i := range w.counts {
+			c.Waits[stage].Counts[i] = w.counts[i].Load()
+		}
+		c.Waits[stage].Total = time.Duration(w.nanos.Load())
 	}
 	if s.notes != nil {
 		c.Stalls, c.Stalled = s.notes.stalls.count.Load(), time.Duration(s.notes.stalls.nanos.Load())
@@ -394,6 +455,11 @@ type Pending struct {
 
 	mu   sync.Mutex
 	then []func() // called once done (Then)
+
+	// When it was submitted (zero if deferred), its batch began and its
+	// commit returned (zero if it committed nothing), on the store's
+	// clock: CommitStats' Waits.
+	submitted, began, committed time.Time
 }
 
 // Done is closed when the operation is durable or has failed.
@@ -554,7 +620,7 @@ func (s *Store) SubmitTraced(ctx context.Context, op Op) *Pending {
 }
 
 func (s *Store) submit(op Op, link oteltrace.SpanContext) *Pending {
-	return s.enqueue(s.queue, &Pending{op: op, done: make(chan struct{}), link: link})
+	return s.enqueue(s.queue, &Pending{op: op, done: make(chan struct{}), link: link, submitted: s.clock.Now()})
 }
 
 // gatherFrom is how many submitted operations the last batch held when
@@ -720,6 +786,9 @@ func (s *Store) commitLoop() {
 			}
 			s.eng.working(true)
 			start, inBadger := s.clock.Now(), s.commitNanos.Load()
+			for _, p := range batch {
+				p.began = start
+			}
 			s.commitBatch(batch)
 			took := s.clock.Since(start)
 			s.busyNanos.Add(uint64(took))
@@ -761,7 +830,8 @@ func (s *Store) commitBatch(ops []*Pending) {
 			fsync := span.fsync()
 			start := s.clock.Now()
 			err = txn.commit()
-			s.commitNanos.Add(uint64(s.clock.Since(start)))
+			committed := s.clock.Now()
+			s.commitNanos.Add(uint64(committed.Sub(start)))
 			fsync.End()
 			if err != nil {
 				err = fmt.Errorf("memory: commit: %w", err)
@@ -781,6 +851,9 @@ func (s *Store) commitBatch(ops []*Pending) {
 					}
 				}
 				s.deferredOps.Add(uint64(deferred))
+				for _, a := range applied {
+					a.p.committed = committed
+				}
 				m := s.mark
 				mark = &m
 				s.tell(m.commits, applied)
@@ -963,8 +1036,10 @@ func (s *Store) ackLoop(done chan<- struct{}) {
 			}
 			s.ackErr = err
 		}
+		now := s.clock.Now()
 		for i, b := range batches {
 			for _, p := range b.ops {
+				s.countWaits(p, now)
 				p.settle()
 			}
 			batches[i] = ackBatch{}
