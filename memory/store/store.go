@@ -209,9 +209,9 @@ type Store struct {
 	ackIdle atomic.Bool
 	ackWoke chan struct{}
 	// Owned by the acknowledger (ackLoop) once it runs:
-	acked      *ackFile // the acknowledged mark (integrity.go); nil in memory
-	ackErr     error    // the mark's last write failure, logged once
-	ackBatches []ackBatch
+	acked      *ackFile             // the acknowledged mark (integrity.go); nil in memory
+	ackErr     error                // the mark's last write failure, logged once
+	ackBatches []ackBatch           // the batches taken at once (reused)
 	beforeMark func(commits uint64) // tests: called before each record of the mark
 
 	queue    chan *Pending
