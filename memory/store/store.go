@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -263,6 +264,23 @@ func (w *waitCounter) add(d time.Duration) {
 	w.nanos.Add(uint64(max(d, 0)))
 }
 
+// ready appends to out what ch holds now, until out holds limit items;
+// open is false once ch is found closed.
+func ready[T any](ch <-chan T, out []T, limit int) (_ []T, open bool) {
+	for len(out) < limit {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return out, false
+			}
+			out = append(out, v)
+		default:
+			return out, true
+		}
+	}
+	return out, true
+}
+
 // bucketOf is the index of the first bound d is within, len(bounds) past
 // the last.
 func bucketOf(d time.Duration, bounds []time.Duration) int {
@@ -274,9 +292,10 @@ func bucketOf(d time.Duration, bounds []time.Duration) int {
 }
 
 // countWaits counts the stages of p's wait, acknowledged now, if it was
-// submitted (a deferred write has no waiter) and committed.
+// submitted (a deferred write, which has no waiter, has no submission
+// time) and committed.
 func (s *Store) countWaits(p *Pending, now time.Time) {
-	if p.by != nil || p.submitted.IsZero() || p.committed.IsZero() {
+	if p.submitted.IsZero() || p.committed.IsZero() {
 		return
 	}
 	s.waits[StageQueued].add(p.began.Sub(p.submitted))
@@ -718,16 +737,7 @@ func (s *Store) commitLoop() {
 	// take moves the deferred operations queued so far into held: a batch
 	// begins with them, so that none is committed after an operation
 	// submitted after it (Defer).
-	take := func() {
-		for {
-			select {
-			case p := <-s.deferred:
-				held = append(held, p)
-			default:
-				return
-			}
-		}
-	}
+	take := func() { held, _ = ready(s.deferred, held, math.MaxInt) }
 	for open := true; open; {
 		var first *Pending
 		if len(s.queue) == 0 {
@@ -761,18 +771,8 @@ func (s *Store) commitLoop() {
 		if first != nil {
 			batch = append(batch, first)
 		}
-	fill:
-		for open && len(held)+len(batch) < s.maxBatch {
-			select {
-			case p, ok := <-s.queue:
-				if !ok {
-					open = false
-					break fill
-				}
-				batch = append(batch, p)
-			default:
-				break fill
-			}
+		if open {
+			batch, open = ready(s.queue, batch, s.maxBatch-len(held))
 		}
 		// Taken after the fill: every operation deferred before one the
 		// batch holds is in its channel by now.
@@ -849,11 +849,9 @@ func (s *Store) commitBatch(ops []*Pending) {
 					if a.p.by != nil {
 						deferred++
 					}
-				}
-				s.deferredOps.Add(uint64(deferred))
-				for _, a := range applied {
 					a.p.committed = committed
 				}
+				s.deferredOps.Add(uint64(deferred))
 				m := s.mark
 				mark = &m
 				s.tell(m.commits, applied)
@@ -1004,20 +1002,8 @@ func (s *Store) ackLoop(done chan<- struct{}) {
 		if !ok {
 			return
 		}
-		batches := append(s.ackBatches[:0], b)
-	queued:
-		for {
-			select {
-			case b, ok := <-s.acks:
-				if !ok {
-					open = false
-					break queued
-				}
-				batches = append(batches, b)
-			default:
-				break queued
-			}
-		}
+		var batches []ackBatch
+		batches, open = ready(s.acks, append(s.ackBatches[:0], b), math.MaxInt)
 		var mark *ackMark
 		for _, b := range batches {
 			if b.mark != nil {
