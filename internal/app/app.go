@@ -247,8 +247,9 @@ func committer(c store.CommitStats) metrics.Committer {
 		Stalls: c.Stalls, StallSeconds: c.Stalled.Seconds(), ReadsOpen: c.ReadsOpen, OldestReadBehind: c.OldestReadBehind}
 }
 
-// writeStages name the stages of a write's wait on /metrics.
-var writeStages = [store.WriteStages]string{store.StageQueued: "queued", store.StageBatch: "batch", store.StageAcknowledge: "acknowledge"}
+// writeStages are the names of the store's stages on /metrics (an array
+// of the store's length: the two must agree to compile).
+var writeStages [store.WriteStages]string = metrics.WriteStages
 
 // seconds are ds in seconds.
 func seconds(ds []time.Duration) []float64 {

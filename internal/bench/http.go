@@ -17,6 +17,7 @@ import (
 
 	"github.com/memoria-ai/memoria/api/client"
 	"github.com/memoria-ai/memoria/internal/loadgen"
+	"github.com/memoria-ai/memoria/internal/metrics"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -230,7 +231,7 @@ var batchFamilies = []string{"memoria_store_batch_duration_seconds_count",
 // lacks them), in the order of WriteWaits' fields.
 var writeWaitFamilies = func() []string {
 	var out []string
-	for _, stage := range []string{"queued", "batch", "acknowledge"} {
+	for _, stage := range metrics.WriteStages {
 		out = append(out, `memoria_store_write_wait_seconds_sum{stage="`+stage+`"}`, `memoria_store_write_wait_seconds_count{stage="`+stage+`"}`)
 	}
 	return out

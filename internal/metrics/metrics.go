@@ -303,6 +303,11 @@ type Committer struct {
 	OldestReadBehind uint64
 }
 
+// WriteStages name the stages of a write's wait (Committer.Waits' keys,
+// the stage label of memoria_store_write_wait_seconds), in the order the
+// store counts them (store.StageQueued, StageBatch, StageAcknowledge).
+var WriteStages = [...]string{"queued", "batch", "acknowledge"}
+
 // Waits are the writes' waits in one stage: Counts[i] at most
 // Committer.WaitBounds[i] seconds, the last more than every bound.
 type Waits struct {
