@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/memory/store/storetest"
 )
@@ -110,12 +111,10 @@ func TestQueuedCommitsShareOneMark(t *testing.T) {
 	}
 	committed := func(n uint64) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); s.CommitStats().Commits < n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d commits, want %d", s.CommitStats().Commits, n)
-			}
-			runtime.Gosched()
-		}
+		testutil.EventuallyShow(t, fmt.Sprintf("%d commits", n), func() (bool, string) {
+			c := s.CommitStats().Commits
+			return c >= n, fmt.Sprint(c)
+		})
 	}
 	before := s.CommitStats().Commits
 	ps := []*store.Pending{s.Submit(set("a"))}
