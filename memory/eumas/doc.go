@@ -17,7 +17,7 @@
 // metadata (which also seeds its importance: max(importance,
 // importance_seed·priority)) and the new watermark. Key spaces:
 //
-//	e/         memory CID     messages.Evaluation: every archetype's metrics, zstd-compressed
+//	e/         memory CID     messages.Evaluation: every archetype's metrics, compressed (S2)
 //	                          against a fixed dictionary (record.go)
 //	x/evalseq                 the last insertion-log position evaluated (8 bytes BE)
 //

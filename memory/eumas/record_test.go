@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
@@ -57,24 +59,76 @@ func TestEvaluationRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.HasPrefix(rec, zstdMagic) {
-			t.Fatalf("record %d does not begin with zstd's magic number: %x", i, rec[:min(8, len(rec))])
+		if !bytes.HasPrefix(rec, []byte{s2Tag, evalDictID}) {
+			t.Fatalf("record %d does not begin with the S2 header: %x", i, rec[:min(8, len(rec))])
 		}
-		if i < 2 && len(rec)*4 > len(plain) {
-			t.Errorf("heuristic evaluation %d: record of %d bytes for a protobuf of %d, want a quarter or less", i, len(rec), len(plain))
+		// Without the dictionary S2 leaves ~45%.
+		if i < 2 && len(rec)*3 > len(plain) {
+			t.Errorf("heuristic evaluation %d: record of %d bytes for a protobuf of %d, want a third or less", i, len(rec), len(plain))
 		}
-		for _, form := range [][]byte{rec, plain} { // and as stored before
+		for _, form := range [][]byte{rec, zstdRecord(t, plain), plain} { // and as stored before
 			var got messages.Evaluation
 			if err := decodeEval(form, &got); err != nil || !proto.Equal(&got, e) {
 				t.Fatalf("evaluation %d read back as %v, %v; want %v", i, &got, err, e)
 			}
 		}
 	}
-	bad, _ := encodeEval(evals[0])
-	bad[len(bad)/2] ^= 0xff
-	bad = bad[:len(bad)-3]
-	if err := decodeEval(bad, &messages.Evaluation{}); !errors.Is(err, base.ErrCorrupt) {
-		t.Fatalf("a damaged record: %v, want ErrCorrupt", err)
+	good, _ := encodeEval(evals[0])
+	huge := append([]byte{s2Tag, evalDictID}, binary.AppendUvarint(nil, maxEvalRecord+1)...)
+	for name, bad := range map[string][]byte{
+		"cut short":             good[:len(good)-3],
+		"of another dictionary": append([]byte{s2Tag, evalDictID + 1}, good[2:]...),
+		"header alone":          good[:1],
+		"too large":             append(huge, good[3:]...),
+		"zstd cut short":        zstdRecord(t, []byte("0123456789abcdef"))[:12],
+	} {
+		if err := decodeEval(bad, &messages.Evaluation{}); !errors.Is(err, base.ErrCorrupt) {
+			t.Errorf("a record %s: %v, want ErrCorrupt", name, err)
+		}
+	}
+}
+
+// zstdRecord is plain as records were written before: one zstd frame
+// against the dictionary.
+func zstdRecord(t *testing.T, plain []byte) []byte {
+	t.Helper()
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false),
+		zstd.WithEncoderDictRaw(evalDictID, evalDict))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enc.EncodeAll(plain, nil)
+}
+
+// Records of each form as this version wrote them read back forever,
+// whatever the compression library's version.
+func TestEvaluationRecordsAsWritten(t *testing.T) {
+	want := &messages.Evaluation{Evaluator: "heuristic", EvaluatedAt: 1795848902, Archetypes: []*messages.ArchetypeEvaluation{{
+		Archetype: "ella", Metrics: map[string]float64{"emotional_intensity": 0.5},
+		Justifications: map[string]string{"emotional_intensity": "a few words of feeling"},
+	}}}
+	for form, rec := range map[string]string{
+		"s2":   "3001682c0a550a04656c6c61121e0a13593414696e74656e73b97f0ce03f1a2d522000701216612066657720776f726473206f66206665656c696e6718c6f5a9d801681100",
+		"zstd": "28b52ffd0100011d0200e4020a551e0a13696e74656e73e03f1a2d0a131216612066657720776f726473206f66206665656c696e6718c6f5a9d80600ad81fb5005805d04cbbbdc107b0096652c",
+	} {
+		b, _ := hex.DecodeString(rec)
+		var got messages.Evaluation
+		if err := decodeEval(b, &got); err != nil || !proto.Equal(&got, want) {
+			t.Errorf("the %s record read as %v, %v; want %v", form, &got, err, want)
+		}
+	}
+}
+
+func BenchmarkEncodeEval(b *testing.B) {
+	e, err := NewHeuristic(config.DefaultArchetypes()).Evaluate(context.Background(),
+		Input{Text: "I was so happy to learn the lesson; I wonder what it means for who I become.", Kind: "event"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := encodeEval(e); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -99,8 +153,8 @@ func TestStoredEvaluationRecords(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.HasPrefix(rec, zstdMagic) {
-		t.Fatalf("stored record %x…, want a zstd frame", rec[:8])
+	if !bytes.HasPrefix(rec, []byte{s2Tag, evalDictID}) {
+		t.Fatalf("stored record %x…, want an S2 block", rec[:8])
 	}
 	got, err := s.Evaluation(happy)
 	if err != nil {
