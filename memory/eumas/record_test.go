@@ -74,12 +74,11 @@ func TestEvaluationRecords(t *testing.T) {
 		}
 	}
 	good, _ := encodeEval(evals[0])
-	huge := append([]byte{s2Tag, evalDictID}, binary.AppendUvarint(nil, maxEvalRecord+1)...)
 	for name, bad := range map[string][]byte{
 		"cut short":             good[:len(good)-3],
 		"of another dictionary": append([]byte{s2Tag, evalDictID + 1}, good[2:]...),
 		"header alone":          good[:1],
-		"too large":             append(huge, good[3:]...),
+		"claiming too much":     append([]byte{s2Tag, evalDictID}, binary.AppendUvarint(nil, maxEvalRecord+1)...),
 		"zstd cut short":        zstdRecord(t, []byte("0123456789abcdef"))[:12],
 	} {
 		if err := decodeEval(bad, &messages.Evaluation{}); !errors.Is(err, base.ErrCorrupt) {
