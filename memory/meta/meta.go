@@ -355,14 +355,21 @@ func (m *Store) List(cursor string, limit int) (base.Page[cid.Cid], error) {
 	return page, err
 }
 
-// InSona reports whether memory c is (durably) in sona id.
+// InSona reports whether memory c is (durably) in sona id. Every append
+// asks it of a memory that is mostly new: that is told by Has, without the
+// error (and the CID it names) a read of a missing record builds.
 func (m *Store) InSona(c cid.Cid, id string) (bool, error) {
-	meta, err := m.Meta(c)
-	if errors.Is(err, base.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return slices.Contains(meta.Sonas, id), nil
+	var in bool
+	err := m.st.View(func(r store.Reader) error {
+		if ok, err := m.Has(r, c); err != nil || !ok {
+			return err
+		}
+		meta, err := m.MetaIn(r, c)
+		if err != nil {
+			return err
+		}
+		in = slices.Contains(meta.Sonas, id)
+		return nil
+	})
+	return in, err
 }
