@@ -365,6 +365,9 @@ func (m *Store) InSona(c cid.Cid, id string) (bool, error) {
 			return err
 		}
 		meta, err := m.MetaIn(r, c)
+		if errors.Is(err, base.ErrNotFound) {
+			return nil // forgotten
+		}
 		if err != nil {
 			return err
 		}
