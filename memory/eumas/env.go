@@ -44,7 +44,7 @@ func (e StoreEnv) Logged(txn store.Reader, after uint64, n int) ([]Logged, uint6
 		if err != nil {
 			return nil, 0, err
 		}
-		meta, err := e.Memories.MetaIn(txn, c) // through the cache: the step follows the commits that filled it
+		meta, err := e.Memories.MetaIn(txn, c) // through the cache; shared, only its kind is read
 		if err != nil {
 			return nil, 0, err
 		}
