@@ -162,7 +162,7 @@ func (sc *scorer) place(n *neighbour) error {
 		return nil
 	}
 	n.placed = true
-	created, known := sc.knownVisible(n.id)
+	created, known := sc.knownVisible(n.id, n.key)
 	t, timed := n.chain.time(n.at)
 	if known && timed {
 		n.visible, n.time = true, t

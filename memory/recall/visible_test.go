@@ -102,6 +102,64 @@ func TestContextKnowsPlainNeighboursWithoutReading(t *testing.T) {
 	}
 }
 
+// A recall that excludes memories (every chat's excludes its input) knows
+// its plain neighbours as one that excludes none does, reading no more
+// metadata and scoring alike — but an excluded neighbour is read, and
+// lends no context.
+func TestContextWithAnExclusionKnowsPlainNeighbours(t *testing.T) {
+	clk := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clk)
+	defer s.Close()
+	rc, mems := countingRecaller(s, cfg, clk)
+	o, m := contextSona(t, s, clk)
+	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Context: 1}, Fusion: "weighted"}
+	ask := func(exclude ...cid.Cid) (map[cid.Cid]recall.Explain, int64) {
+		t.Helper()
+		q := recall.Query{Sona: o.Sona, Text: "aurora green", Paths: &paths, Peek: true, Expand: new(0), Exclude: exclude}
+		before := mems.metas.Load()
+		rs, _, err := rc.Recall(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evidenceOf(rs), mems.metas.Load() - before
+	}
+	ask() // cold: the neighbours read once
+	warm, warmReads := ask()
+	// a5 (another session, none of the query's words) is no candidate.
+	excluding, excludingReads := ask(m["a5"])
+	if excludingReads > warmReads {
+		t.Errorf("excluding a5 the recall read %d metadata, without %d: the known neighbours were read again", excludingReads, warmReads)
+	}
+	if len(excluding) != len(warm) {
+		t.Errorf("excluding a5: %d recalled, without %d", len(excluding), len(warm))
+	}
+	for c, e := range warm {
+		if excluding[c].Evidence != e.Evidence || excluding[c].Fused != e.Fused {
+			t.Errorf("%s scores otherwise excluding a5: %+v, without %+v", c, excluding[c], e)
+		}
+	}
+	// With the dense path a neighbour that is no candidate has a relevance
+	// of its own (its cosine), so an excluded one would lend context if
+	// it were taken as visible: a2's context excluding a1 is what it is
+	// once a1 is archived (hidden by its metadata), not what it is with a1
+	// there.
+	paths.Weights.Dense = 1
+	withA1, _ := ask()
+	noA1, _ := ask(m["a1"])
+	if _, ok := noA1[m["a1"]]; ok {
+		t.Fatal("excluded a1 recalled")
+	}
+	if err := s.Store().Update(context.Background(), meta.Update([]cid.Cid{m["a1"]}, func(mm *messages.MemoryMeta, _ cid.Cid) { mm.Archived = true })); err != nil {
+		t.Fatal(err)
+	}
+	archived, _ := ask()
+	got, want := noA1[m["a2"]].Evidence.Context, archived[m["a2"]].Evidence.Context
+	if got != want || want >= withA1[m["a2"]].Evidence.Context {
+		t.Errorf("a2's context: %v excluding a1, %v with a1 archived, %v with a1 there", got, want, withA1[m["a2"]].Evidence.Context)
+	}
+}
+
 // What the open's scan of the metadata tells (KnowPlain) spares a
 // restarted server's first recalls the neighbours' reads, and changes no
 // score.

@@ -54,7 +54,9 @@ func quantize(v []float32, q []int8) float32 {
 	return scale
 }
 
-// dotInt8 returns the dot product of a and b (len(b) ≥ len(a)).
+// dotInt8 returns the dot product of a and b (len(b) ≥ len(a)), whose
+// components are in quantize's range [-127, 127] (the AVX2 loop is exact
+// only there).
 func dotInt8(a, b []int8) int32 {
 	b = b[:len(a)]
 	n := 0
