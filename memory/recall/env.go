@@ -61,6 +61,7 @@ type Profiles interface {
 type Vectors interface {
 	Dims() int
 	Len() int
+	IDs() int // ids given out: a vector added later has an id of at least this
 	ID(key string) (uint64, bool)
 	Key(id uint64) (string, bool)
 	RecordInto(id uint64, buf []int8) (vector.Quantized, bool)
@@ -141,6 +142,7 @@ type Recaller struct {
 	cfg      config.Config
 	clock    clock.Clock
 	chains   *chainPositions // where memories sit in their sonas' chains (the context evidence)
+	words    *wordSets       // the word sets of the memories folded lately (collapser)
 	plain    *plainMemories  // memories known visible without a read (the context evidence); nil: not kept
 	log      *slog.Logger
 	// reranker (nil: off); rerankFallbacks counts its failures,
@@ -160,7 +162,7 @@ func New(st store.Viewer, env Env, o Options) *Recaller {
 	r := &Recaller{
 		store: st, sonas: env.Sonas, memories: env.Memories, text: env.Text, profiles: env.Profiles, index: env.Vectors,
 		backbone: env.BackboneSona, embed: env.Embed, count: env.Count, cfg: o.Config, clock: clock.Or(o.Clock),
-		chains: newChainPositions(), log: o.Logger, reranker: env.Reranker, links: env.Links,
+		chains: newChainPositions(), words: newWordSets(wordSetSlots), log: o.Logger, reranker: env.Reranker, links: env.Links,
 	}
 	r.workers = newWorkers(o.Config.Recall.Workers, r.clock)
 	if r.links == nil {

@@ -364,7 +364,7 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 		self: s, ctx: ctx, q: &q, centroid: centroid, now: s.clock.Now().Unix(),
 		sims: map[string]float64{}, activity: map[string]int64{q.Sona: activity},
 		excluded: map[cid.Cid]bool{}, weights: rc.Weights,
-		collapse: collapser{min: rc.Collapse}, n: n, worker: worker,
+		collapse: collapser{min: rc.Collapse, sets: s.words}, n: n, worker: worker,
 		scratch: evidenceScratches.Get().(*evidenceScratch),
 	}
 	defer sc.scratch.release()
@@ -623,6 +623,12 @@ type scorer struct {
 	collapse collapser      // what is injected so far, by its words
 	cal      Calibration    // the paths' scales for this query (gather)
 	n        int            // candidates a path brings at most
+
+	// The excluded memories by vector id and, for those without one, by
+	// key, and the ids given out then (excludes); nil until asked.
+	excludedIDs  []uint64
+	excludedKeys []string
+	excludedFrom uint64
 
 	// The context, time and speaker evidence (context.go): the
 	// candidates by CID key, what was read of the memories around them,

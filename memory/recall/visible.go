@@ -142,15 +142,34 @@ func (s *Recaller) Committed(e store.Event) {
 // a long-lived sona's recall.)
 func (sc *scorer) knownVisible(id uint64, key string) (created int64, ok bool) {
 	p := sc.self.plain
-	if p == nil || sc.q.AsOf != nil {
+	if p == nil || sc.q.AsOf != nil || sc.excludes(id, key) {
 		return 0, false
 	}
-	for c := range sc.excluded {
-		if c.KeyString() == key {
-			return 0, false // read, and hidden there
+	return p.visible(id, sc.q.Sona, sc.q.Scope == ScopeSona)
+}
+
+// excludes reports whether the recall excludes the memory of vector id and
+// key key: by the excluded memories' ids, found at the first ask, not by
+// key, whose bytes lie in the index's arena (a cache miss a neighbour). An
+// excluded memory the index did not hold then (a chat's input, its append
+// in flight) can only have an id given out since: only such an id's key
+// is compared.
+func (sc *scorer) excludes(id uint64, key string) bool {
+	if len(sc.excluded) == 0 {
+		return false
+	}
+	if sc.excludedIDs == nil {
+		sc.excludedIDs = make([]uint64, 0, len(sc.excluded))
+		sc.excludedFrom = uint64(sc.self.index.IDs())
+		for c := range sc.excluded {
+			if xid, ok := sc.self.index.ID(c.KeyString()); ok {
+				sc.excludedIDs = append(sc.excludedIDs, xid)
+			} else {
+				sc.excludedKeys = append(sc.excludedKeys, c.KeyString())
+			}
 		}
 	}
-	return p.visible(id, sc.q.Sona, sc.q.Scope == ScopeSona)
+	return slices.Contains(sc.excludedIDs, id) || id >= sc.excludedFrom && slices.Contains(sc.excludedKeys, key)
 }
 
 // remember keeps what m, the metadata of the memory of vector id read in

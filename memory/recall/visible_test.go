@@ -126,8 +126,14 @@ func TestContextWithAnExclusionKnowsPlainNeighbours(t *testing.T) {
 	}
 	ask() // cold: the neighbours read once
 	warm, warmReads := ask()
-	// a5 (another session, none of the query's words) is no candidate.
-	excluding, excludingReads := ask(m["a5"])
+	// a5 (another session, none of the query's words) is no candidate;
+	// nor is a memory never stored (the index holds no vector of it, as
+	// of a chat's input whose append is in flight).
+	unknown, err := cid.Decode("bafyreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	excluding, excludingReads := ask(m["a5"], unknown)
 	if excludingReads > warmReads {
 		t.Errorf("excluding a5 the recall read %d metadata, without %d: the known neighbours were read again", excludingReads, warmReads)
 	}

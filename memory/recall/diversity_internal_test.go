@@ -1,0 +1,58 @@
+package recall
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
+
+	"github.com/memoria-ai/memoria/memory/model"
+)
+
+// wordSets gives each memory its own word set, kept (the same set the
+// next time, not made again) until another memory's CID takes its slot —
+// with two slots, forty memories asked in turn from four goroutines each
+// get theirs; and none kept (nil) makes it every time.
+func TestWordSetsKeepEachMemorysOwn(t *testing.T) {
+	type memo struct {
+		c cid.Cid
+		m *model.Memory
+	}
+	var ms []memo
+	for i := range 40 {
+		text := fmt.Sprintf("Turn %d: the aurora was green, said speaker %d", i, i%3)
+		mh, err := multihash.Sum([]byte(text), multihash.SHA2_256, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, memo{cid.NewCidV1(cid.DagCBOR, mh), &model.Memory{Data: model.Data{Other: &model.OtherData{Content: text}}}})
+	}
+	var nilSets *wordSets
+	if got, want := nilSets.of(ms[0].c, ms[0].m), wordSet(model.Said(ms[0].m)); !slices.Equal(got, want) {
+		t.Fatalf("none kept: %v, want %v", got, want)
+	}
+	w := newWordSets(wordSetSlots)
+	first := w.of(ms[1].c, ms[1].m)
+	if again := w.of(ms[1].c, ms[1].m); &again[0] != &first[0] {
+		t.Error("a memory's word set made again while kept")
+	}
+	w = newWordSets(2)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for round := range 50 {
+				for i := range ms {
+					x := ms[(i+g*7+round)%len(ms)]
+					if got, want := w.of(x.c, x.m), wordSet(model.Said(x.m)); !slices.Equal(got, want) {
+						t.Errorf("%s: %v, want %v", x.c, got, want)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
