@@ -100,8 +100,8 @@ func wordSet(text string) []uint64 {
 // fold met lately, by CID: a memory's words never change, and a long-lived
 // sona's recall folds every co-access partner and expansion it reaches,
 // most of them reached by the recalls before it — computing each set again
-// was 4% of such a recall's CPU (a sona of 1,000 memories and more, stop
-// 66). Direct-mapped: a slot holds the last memory whose CID hashed to
+// was a few percent of such a recall's CPU (a sona of 1,000 memories and
+// more, stop 66). Direct-mapped: a slot holds the last memory whose CID hashed to
 // it. The sets are shared and never written.
 type wordSets struct {
 	seed  maphash.Seed

@@ -50,6 +50,18 @@ func countingRecaller(s *memory.Self, cfg config.Config, clk clock.Clock) (*reca
 	}, recall.Options{Config: cfg, Clock: clk}), mems
 }
 
+// countedRecall is rc's recall of q: what each memory recalled was scored
+// by, and how many metadata reads it asked for.
+func countedRecall(t *testing.T, rc *recall.Recaller, mems *countingMemories, q recall.Query) (map[cid.Cid]recall.Explain, int64) {
+	t.Helper()
+	before := mems.metas.Load()
+	rs, _, err := rc.Recall(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evidenceOf(rs), mems.metas.Load() - before
+}
+
 // The context evidence reads a neighbour's metadata (whether recall may
 // see it) once: a later recall knows it plain without a read, and scores
 // alike — until its metadata is written again (here: archived), after
@@ -67,15 +79,7 @@ func TestContextKnowsPlainNeighboursWithoutReading(t *testing.T) {
 	// each lends the other context.
 	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Context: 1}, Fusion: "weighted"}
 	q := recall.Query{Sona: o.Sona, Text: "aurora green", Paths: &paths, Peek: true, Expand: new(0)}
-	ask := func() (map[cid.Cid]recall.Explain, int64) {
-		t.Helper()
-		before := mems.metas.Load()
-		rs, _, err := rc.Recall(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return evidenceOf(rs), mems.metas.Load() - before
-	}
+	ask := func() (map[cid.Cid]recall.Explain, int64) { return countedRecall(t, rc, mems, q) }
 	cold, coldReads := ask()
 	if cold[m["a2"]].Evidence.Context <= 0 || cold[m["a1"]].Evidence.Context <= 0 {
 		t.Fatalf("a1 and a2 lend each other no context: %+v", cold)
@@ -116,13 +120,7 @@ func TestContextWithAnExclusionKnowsPlainNeighbours(t *testing.T) {
 	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Context: 1}, Fusion: "weighted"}
 	ask := func(exclude ...cid.Cid) (map[cid.Cid]recall.Explain, int64) {
 		t.Helper()
-		q := recall.Query{Sona: o.Sona, Text: "aurora green", Paths: &paths, Peek: true, Expand: new(0), Exclude: exclude}
-		before := mems.metas.Load()
-		rs, _, err := rc.Recall(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return evidenceOf(rs), mems.metas.Load() - before
+		return countedRecall(t, rc, mems, recall.Query{Sona: o.Sona, Text: "aurora green", Paths: &paths, Peek: true, Expand: new(0), Exclude: exclude})
 	}
 	ask() // cold: the neighbours read once
 	warm, warmReads := ask()

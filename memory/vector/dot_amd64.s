@@ -7,9 +7,9 @@
 // to int16 (VPMADDUBSW), then in pairs to int32 (VPMADDWD by ones): 32
 // bytes in five operations, 64 a loop into two accumulators. Exact for
 // components in [-127, 127] (quantize's range): a pair's sum is at most
-// 2·127·127 < 2^15. A -128 in a is not (its magnitude 128 makes b's
-// sign-flipped -128 wrap), nor in b beside a -127 (two products of
-// 127·128 saturate).
+// 2·127·127 < 2^15, and int32 holds any sum of up to 133,000 terms. Not
+// with a -128 in either: its magnitude is 128, and VPSIGNB's negation of
+// it wraps.
 TEXT ·dotInt8AVX2(SB), NOSPLIT, $0-28
 	MOVQ a+0(FP), SI
 	MOVQ b+8(FP), DI
