@@ -943,31 +943,20 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		seeds = seeds[:min(len(seeds), sc.self.cfg.Recall.AffinitySeeds)]
 		_, span := trace.Start(sc.ctx, "recall.affinity", attribute.Int("memoria.recall.seeds", len(seeds)))
 		affinity, err := sc.affinity(seeds)
-		span.SetAttributes(attribute.Int("memoria.recall.candidates", len(affinity)))
+		span.SetAttributes(attribute.Int("memoria.recall.candidates", len(affinity.hits)))
 		trace.Fail(span, err)
 		span.End()
 		if err != nil {
 			return nil, err
 		}
-		ranked := make([]pathHit, 0, len(affinity))
-		for k, v := range affinity {
-			ranked = append(ranked, pathHit{key: k, score: v})
-		}
-		slices.SortFunc(ranked, func(a, b pathHit) int {
-			if c := cmp.Compare(b.score, a.score); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.key, b.key)
-		})
 		// The best n join, as the other paths' do: a memory many
 		// responses drew on links to each of them, and all it reached
 		// joining made a long-lived sona's recall enrich a thousand
 		// candidates (issue 15).
+		ranked := bestFirst(affinity.hits)
 		rank = 0
-		for _, h := range ranked {
-			if rank == sc.n {
-				break
-			}
+		for rank < sc.n && len(*ranked) > 0 {
+			h := ranked.pop()
 			r, err := add(h.key)
 			if err != nil {
 				return nil, err
@@ -1038,73 +1027,6 @@ func (sc *scorer) admit(cands []*Recalled) []*Recalled {
 		r.Via = ViaHit
 	}
 	return kept
-}
-
-// affinity scores what the seeds reach through associations (breadth
-// first, up to the configured depth) and co-access partners (one hop).
-func (sc *scorer) affinity(seeds []*Recalled) (map[string]float64, error) {
-	rc := sc.self.cfg.Recall
-	top := seeds[0].Explain.Fused.Relevance
-	affinity := map[string]float64{}
-	type step struct {
-		target string // the CID's bytes
-		score  float64
-		depth  int
-	}
-	var (
-		listKey []byte
-		queue   []step // each seed's walk, breadth first, in the room of the one before
-	)
-	for _, seed := range seeds {
-		start := 1.0
-		if top > 0 {
-			start = seed.Explain.Fused.Relevance / top
-		}
-		var partners []assoc.Link
-		if rc.AffinityLinks.CoAccess > 0 {
-			var err error
-			if partners, err = sc.coAccess(seed.CID); err != nil {
-				return nil, err
-			}
-		}
-		for _, l := range partners {
-			k := l.Target.KeyString()
-			affinity[k] = math.Max(affinity[k], start*l.Strength*rc.AffinityLinks.CoAccess)
-		}
-		// The lists are walked as stored, not decoded into links: a
-		// target's bytes are its key here, and the few that join are
-		// made CIDs then (add).
-		from := seed.CID.KeyString()
-		queue = append(queue[:0], step{from, start, 0})
-		for i := 0; i < len(queue); i++ {
-			cur := queue[i]
-			if cur.depth == rc.AffinityDepth {
-				continue
-			}
-			listKey = append(append(listKey[:0], assoc.KeyAssoc...), cur.target...)
-			err := sc.self.links.Walk(sc.txn, listKey, func(l assoc.Entry) bool {
-				w := linkWeight(rc.AffinityLinks, l.Type)
-				if w == 0 || string(l.Target) == from {
-					return true
-				}
-				v := cur.score * l.Strength * w
-				if cur.depth > 0 {
-					v *= rc.ExpandDecay
-				}
-				if v <= affinity[string(l.Target)] {
-					return true
-				}
-				k := string(l.Target)
-				affinity[k] = v
-				queue = append(queue, step{k, v, cur.depth + 1})
-				return true
-			})
-			if err != nil {
-				return nil, err
-			}
-		}
-	}
-	return affinity, nil
 }
 
 // coAccess returns c's co-access partners for the recalling agent, read
