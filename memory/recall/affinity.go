@@ -20,7 +20,14 @@ type reached struct {
 	arena []byte // the keys' bytes; a full block is left to the keys in it
 }
 
-func newReached() *reached { return &reached{at: make(map[string]int32, 256)} }
+// newReached is an empty reached in at (the recall's scratch map, empty),
+// or in a map of its own when at is nil.
+func newReached(at map[string]int32) *reached {
+	if at == nil {
+		at = make(map[string]int32, 256)
+	}
+	return &reached{at: at}
+}
 
 // score is key's best score so far, 0 when it was not reached.
 func (r *reached) score(key []byte) float64 {
@@ -54,7 +61,11 @@ func (r *reached) of(key string) float64 { return r.score([]byte(key)) }
 func (sc *scorer) affinity(seeds []*Recalled) (*reached, error) {
 	rc := sc.self.cfg.Recall
 	top := seeds[0].Explain.Fused.Relevance
-	affinity := newReached()
+	var at map[string]int32
+	if sc.scratch != nil {
+		at = sc.scratch.reached
+	}
+	affinity := newReached(at)
 	type step struct {
 		target string // the CID's bytes
 		score  float64

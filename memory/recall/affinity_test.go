@@ -75,43 +75,14 @@ func TestAffinityLinkWeights(t *testing.T) {
 // graph of full lists with every link type and strength — and the hits
 // come out best first as a sort of them all orders them.
 func TestAffinityAsAPlainWalk(t *testing.T) {
-	st, err := store.OpenMemory(store.OptionsOf(config.Default().Store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	rng := rand.New(rand.NewPCG(7, 7))
-	mems := make([]cid.Cid, 300)
-	for i := range mems {
-		c, _, err := (&model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprint("memory ", i)}}}).Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		mems[i] = c
-	}
-	types := []string{assoc.Causal, assoc.Similar, assoc.Sequential, assoc.Related, assoc.CoAccess}
-	err = st.Update(context.Background(), func(tx store.Tx) error {
-		for _, c := range mems {
-			var links []assoc.Link
-			for range rng.IntN(assoc.MaxLinks + 1) {
-				// Strengths from a few values: equal scores, ordered by key.
-				links = append(links, assoc.Link{Target: mems[rng.IntN(len(mems))], Type: types[rng.IntN(len(types))], Strength: float64(1+rng.IntN(4)) / 4})
-			}
-			if err := assoc.Put(tx, c, links, 1); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, g, mems := linkedGraph(t, rng, 300, []string{assoc.Causal, assoc.Similar, assoc.Sequential, assoc.Related, assoc.CoAccess})
 	cfg := config.Default()
 	for _, w := range []config.LinkWeights{cfg.Recall.AffinityLinks, {Causal: 1, Similar: 0.5, Sequential: 1, Related: 0.25}} {
 		for _, depth := range []int{1, 2, 3} {
 			cfg.Recall.AffinityLinks, cfg.Recall.AffinityDepth = w, depth
 			cfg.Recall.AffinityLinks.CoAccess = 0
-			s := &Recaller{store: st, cfg: cfg, links: uncachedLinks{}}
+			s := &Recaller{store: st, cfg: cfg, links: g}
 			var seeds []*Recalled
 			for i := range 5 {
 				seeds = append(seeds, &Recalled{CID: mems[rng.IntN(len(mems))], Explain: Explain{Fused: Fused{Relevance: 1 - float64(i)/8}}})
@@ -198,4 +169,73 @@ func plainAffinity(r store.Reader, rc config.Recall, seeds []*Recalled) (map[str
 		}
 	}
 	return affinity, nil
+}
+
+// linkedGraph stores n memories' link lists, each up to assoc.MaxLinks
+// links of the given types to the others, with strengths of a few values
+// (equal scores, ordered by key), and returns a Graph caching them.
+func linkedGraph(t testing.TB, rng *rand.Rand, n int, types []string) (*store.Store, *assoc.Graph, []cid.Cid) {
+	t.Helper()
+	st, err := store.OpenMemory(store.OptionsOf(config.Default().Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	g := assoc.NewGraph(st, 4*n) // before the first write, to follow them
+	mems := make([]cid.Cid, n)
+	for i := range mems {
+		c, _, err := (&model.Memory{Data: model.Data{Text: &model.TextData{Content: fmt.Sprint("memory ", i)}}}).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mems[i] = c
+	}
+	err = st.Update(context.Background(), func(tx store.Tx) error {
+		for _, c := range mems {
+			var links []assoc.Link
+			for range rng.IntN(assoc.MaxLinks + 1) {
+				links = append(links, assoc.Link{Target: mems[rng.IntN(len(mems))], Type: types[rng.IntN(len(types))], Strength: float64(1+rng.IntN(4)) / 4})
+			}
+			if err := assoc.Put(tx, c, links, 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, g, mems
+}
+
+// BenchmarkAffinity: a long-lived sona's affinity path — five seeds in a
+// graph of 3,000 memories whose lists are full of causal links (what the
+// responses that drew on a memory leave), the best sc.n taken.
+func BenchmarkAffinity(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	st, g, mems := linkedGraph(b, rng, 3000, []string{assoc.Causal, assoc.Causal, assoc.Causal, assoc.Causal, assoc.Sequential, assoc.Similar})
+	cfg := config.Default()
+	s := &Recaller{store: st, cfg: cfg, links: g}
+	var seeds []*Recalled
+	for i := range 5 {
+		seeds = append(seeds, &Recalled{CID: mems[i*7], Explain: Explain{Fused: Fused{Relevance: 1 - float64(i)/8}}})
+	}
+	err := st.View(func(txn store.Reader) error {
+		sc := &scorer{self: s, q: &Query{}, txn: txn, n: 50, scratch: evidenceScratches.Get().(*evidenceScratch)}
+		for b.Loop() {
+			got, err := sc.affinity(seeds)
+			if err != nil {
+				return err
+			}
+			h := bestFirst(got.hits)
+			for range min(sc.n, len(*h)) {
+				h.pop()
+			}
+			clear(sc.scratch.reached) // as the recall's release does
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
 }

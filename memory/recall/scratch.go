@@ -16,6 +16,7 @@ type evidenceScratch struct {
 	neighbours map[uint64]*neighbour
 	chains     map[string]chainView
 	bodies     map[string]body
+	reached    map[string]int32  // the affinity walk's (reached.at)
 	places     chunks[neighbour] // the neighbours'
 	// The candidates': made one by one, they were an eighth of the bytes a
 	// recall allocated at 100,000 memories (README, stop 56).
@@ -24,7 +25,7 @@ type evidenceScratch struct {
 
 var evidenceScratches = sync.Pool{New: func() any {
 	return &evidenceScratch{cands: map[string]*Recalled{}, byID: map[uint64]*Recalled{}, neighbours: map[uint64]*neighbour{},
-		chains: map[string]chainView{}, bodies: map[string]body{}}
+		chains: map[string]chainView{}, bodies: map[string]body{}, reached: make(map[string]int32, 256)}
 }}
 
 // chunkSize is how many values a chunk holds.
@@ -80,7 +81,8 @@ func detach(rs []*Recalled) []*Recalled {
 // release clears s and gives it to the next recall.
 func (s *evidenceScratch) release() {
 	placesKept, recalledKept := s.places.clear(), s.recalled.clear()
-	if !placesKept || !recalledKept || len(s.cands) > maxScratchEntries || len(s.neighbours) > maxScratchEntries {
+	if !placesKept || !recalledKept || len(s.cands) > maxScratchEntries || len(s.neighbours) > maxScratchEntries ||
+		len(s.reached) > maxScratchEntries {
 		return // the pool makes another
 	}
 	clear(s.cands)
@@ -88,5 +90,6 @@ func (s *evidenceScratch) release() {
 	clear(s.neighbours)
 	clear(s.chains)
 	clear(s.bodies)
+	clear(s.reached)
 	evidenceScratches.Put(s)
 }
