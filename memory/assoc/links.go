@@ -3,6 +3,7 @@ package assoc
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -228,6 +229,12 @@ const (
 	fieldStrength  = 2
 	fieldUpdatedAt = 3
 	fieldTarget    = 4
+
+	// An entry's fields' tags, of one byte each.
+	tagType      = fieldType<<3 | byte(protowire.BytesType)
+	tagStrength  = fieldStrength<<3 | byte(protowire.Fixed64Type)
+	tagUpdatedAt = fieldUpdatedAt<<3 | byte(protowire.VarintType)
+	tagTarget    = fieldTarget<<3 | byte(protowire.BytesType)
 )
 
 // decodeEntries appends to out the links of raw, a stored
@@ -277,6 +284,25 @@ func eachEntry(raw []byte, fn func(Entry) bool) error {
 
 func decodeEntry(b []byte) (Entry, error) {
 	var e Entry
+	// An entry as appendEntries writes it — its fields in order, each
+	// once, lengths of one byte — is read straight; what follows that
+	// form, or departs from it, by the general loop. A long-lived sona's
+	// recall walks hundreds of entries (issue 15).
+	if len(b) > 2 && b[0] == tagType && b[1] < 0x80 && 2+int(b[1]) <= len(b) {
+		e.Type, b = linkType(b[2:2+b[1]]), b[2+b[1]:]
+	}
+	if len(b) >= 9 && b[0] == tagStrength {
+		e.Strength, b = math.Float64frombits(binary.LittleEndian.Uint64(b[1:9])), b[9:]
+	}
+	if len(b) > 1 && b[0] == tagUpdatedAt {
+		if v, n := protowire.ConsumeVarint(b[1:]); n > 0 {
+			e.UpdatedAt, b = int64(v), b[1+n:]
+		}
+	}
+	if len(b) > 1 && b[0] == tagTarget && b[1] < 0x80 && 2+int(b[1]) == len(b) {
+		e.Target = b[2:]
+		return e, nil
+	}
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
