@@ -2,6 +2,7 @@ package recall
 
 import (
 	"cmp"
+	"container/heap"
 	"math"
 	"unsafe"
 
@@ -127,53 +128,36 @@ func (sc *scorer) affinity(seeds []*Recalled) (*reached, error) {
 }
 
 // bestFirst orders hits best first — by score, then key — as they are
-// taken: a recall takes the best few of the hundreds its affinity walk
-// reached (the first n that join), and sorting them all was a twelfth of
-// a long-lived sona's recall (issue 15). It reorders hits.
+// taken (heap.Pop): a recall takes the best few of the hundreds its
+// affinity walk reached (the first n that join), and sorting them all was
+// a twelfth of a long-lived sona's recall (issue 15). It reorders hits.
 func bestFirst(hits []pathHit) *hitHeap {
 	h := hitHeap(hits)
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		h.down(i)
-	}
+	heap.Init(&h)
 	return &h
 }
 
-// hitHeap is a binary heap of path hits, the best at the top.
+// hitHeap is a heap of path hits, the best at the top.
 type hitHeap []pathHit
 
-// before orders a before b: the higher score first (cmp.Compare's order,
-// NaN last), then the lower key.
-func (h hitHeap) before(i, j int) bool {
+func (h hitHeap) Len() int { return len(h) }
+
+// Less orders the higher score first (cmp.Compare's order, NaN last),
+// then the lower key.
+func (h hitHeap) Less(i, j int) bool {
 	if c := cmp.Compare(h[j].score, h[i].score); c != 0 {
 		return c < 0
 	}
 	return h[i].key < h[j].key
 }
-
-func (h hitHeap) down(i int) {
-	for {
-		best, l := i, 2*i+1
-		if l < len(h) && h.before(l, best) {
-			best = l
-		}
-		if r := l + 1; r < len(h) && h.before(r, best) {
-			best = r
-		}
-		if best == i {
-			return
-		}
-		h[i], h[best] = h[best], h[i]
-		i = best
-	}
+func (h hitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *hitHeap) Push(v any)   { *h = append(*h, v.(pathHit)) }
+func (h *hitHeap) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
 }
 
 // pop takes the best hit; h must not be empty.
-func (h *hitHeap) pop() pathHit {
-	old := *h
-	top := old[0]
-	last := len(old) - 1
-	old[0] = old[last]
-	*h = old[:last]
-	h.down(0)
-	return top
-}
+func (h *hitHeap) pop() pathHit { return heap.Pop(h).(pathHit) }
