@@ -10,11 +10,11 @@ import (
 )
 
 // reached is what the affinity walk reached: each memory's best score,
-// hits in the order first reached. A long-lived sona's walk meets a
-// thousand links a recall, most of them causal links from the responses
-// that drew on a memory (issue 15): a score is found with one lookup, and
-// the keys of the memories reached are cut from a few shared blocks
-// rather than made one string each.
+// hits in the order first reached. A long-lived sona's walk meets
+// hundreds of links a recall, most of them causal links from the
+// responses that drew on a memory (issue 15): a score is found with one
+// lookup, and the keys of the memories reached are cut from a few shared
+// blocks rather than made one string each.
 type reached struct {
 	at    map[string]int32 // key → index in hits
 	hits  []pathHit
