@@ -311,11 +311,34 @@ type Index struct {
 	HeapVectorsMB int `yaml:"heap_vectors_mb"`
 	// Seed makes HNSW level assignment reproducible.
 	Seed int64 `yaml:"seed"`
+	// Graph: when the HNSW graph is built. "eager": every vector joins it
+	// as it is added. "lazy": only once a search needs it — a recall in
+	// self scope, or in a sona of more than recall.exact_scan_max memories
+	// — until which every search is an exact scan (of a sona's memories,
+	// or of all the vectors while the graph catches up at full pace); a
+	// store whose recalls are all in sona scope never builds it, and saves
+	// its CPU (a seventh of an advance's, a quarter of an insert's) and
+	// memory. "auto" (the default): eager when recall.scope is self, else
+	// lazy.
+	Graph string `yaml:"graph"`
 	// SnapshotInterval: how often the vector index (its vectors and HNSW
 	// graph) is written to data_dir/vector/index.snap when it changed, so
 	// that a restart loads it instead of rebuilding the graph (5m); it is
 	// also written at a clean shutdown. 0: only at shutdown.
 	SnapshotInterval Duration `yaml:"snapshot_interval"`
+}
+
+// The values of index.graph.
+const (
+	GraphAuto  = "auto"
+	GraphEager = "eager"
+	GraphLazy  = "lazy"
+)
+
+// LazyGraph reports whether the HNSW graph waits for a search that needs
+// it (index.graph).
+func (c *Config) LazyGraph() bool {
+	return c.Index.Graph == GraphLazy || c.Index.Graph == GraphAuto && c.Recall.Scope != "self"
 }
 
 // Recall configures scoring and injection (DESIGN.md §5).
@@ -754,7 +777,7 @@ func Default() Config {
 			ValueLogMB:    256,
 			GC:            StoreGC{Interval: Duration(10 * time.Minute), DiscardRatio: 0.5},
 		},
-		Index: Index{M: 32, EfSearch: 128, EfConstruction: 64, Backlog: 256, TextBacklog: 50_000, HeapVectorsMB: 64, Seed: 1, SnapshotInterval: Duration(5 * time.Minute)},
+		Index: Index{M: 32, EfSearch: 128, EfConstruction: 64, Backlog: 256, TextBacklog: 50_000, HeapVectorsMB: 64, Seed: 1, Graph: GraphAuto, SnapshotInterval: Duration(5 * time.Minute)},
 		Recall: Recall{
 			TopK:               10,
 			ExpandPerHit:       2,
@@ -1018,6 +1041,9 @@ func (c *Config) validateIndex(v *validation) {
 	}
 	positive("index.ef_search", c.Index.EfSearch)
 	positive("index.ef_construction", c.Index.EfConstruction)
+	if !slices.Contains([]string{GraphAuto, GraphEager, GraphLazy}, c.Index.Graph) {
+		bad("index.graph", "must be %q, %q or %q, got %q", GraphAuto, GraphEager, GraphLazy, c.Index.Graph)
+	}
 	if c.Index.Backlog < 0 {
 		bad("index.backlog", "must not be negative, got %d", c.Index.Backlog)
 	}

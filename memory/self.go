@@ -200,6 +200,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 				o.Logger.Warn("vector index: vectors beyond index.heap_vectors_mb stay in the heap from now on", "err", err)
 			},
 			Clock: o.Clock,
+			Lazy:  o.Config.LazyGraph(),
 		}),
 	}
 	snapPath := index.VectorSnapshotPath(dir)
@@ -412,7 +413,12 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 		"vectors", vectors, "vector_snapshot", restored, "took", s.clock.Now().Sub(start))
 	// The HNSW graph is built in the background (dense searches are exact
 	// meanwhile): its end is the last readiness signal (memoria bench's
-	// restart reads it). WaitBuilt returns at Close too.
+	// restart reads it). WaitBuilt returns at Close too. A lazy graph no
+	// search has needed yet is not waited for (index.graph).
+	if !s.index.GraphWanted() {
+		s.log.Info("vector graph deferred until a search needs it", "vectors", vectors, "pending", s.index.Pending())
+		return nil
+	}
 	go func() {
 		s.index.WaitBuilt()
 		if s.index.Pending() == 0 {

@@ -198,7 +198,7 @@ func (x *Index) AdoptFloats(f *os.File, info SnapshotInfo) (int64, error) {
 func (x *Index) chunkBytes() int64 { return int64(x.dims) << chunkBits * 4 }
 
 // spillOld moves the heap's oldest chunks of float32 vectors, those the
-// graph holds, into the spill file while the heap holds more than
+// graph holds (any, while a lazy index's graph is not wanted), into the spill file while the heap holds more than
 // Options.HeapVectors bytes of them and Options.SpillRoom allows. The
 // builder calls it between insertions. A chunk is written before it
 // leaves the heap; a failed write leaves it there and ends spilling
@@ -217,11 +217,14 @@ func (x *Index) spillOld() {
 		default:
 		}
 		x.gmu.RLock()
-		inGraph := x.graph.n
+		placed := x.graph.n
 		x.gmu.RUnlock()
 		x.kmu.RLock()
+		if !x.wanted.Load() {
+			placed = len(x.keys) // no graph to wait for (Options.Lazy)
+		}
 		c := x.vecs.heapFrom // moved only under smu (or by a restore, into an empty index)
-		over := int64(len(x.vecs.chunks)-c)*cb > x.heapVecs && (c+1)<<chunkBits <= inGraph
+		over := int64(len(x.vecs.chunks)-c)*cb > x.heapVecs && (c+1)<<chunkBits <= placed
 		file := x.vecs.spill // set only under smu
 		x.kmu.RUnlock()
 		if !over || (x.spillRoom != nil && !x.spillRoom(cb)) {

@@ -57,6 +57,14 @@ type Options struct {
 	SpillStopped func(error)
 	// Clock times the builder's pacing (default: the wall clock).
 	Clock clock.Clock
+	// Lazy defers the graph until a search needs it: Search, SearchIn over
+	// a set larger than its exactMax, or WaitBuilt. Until then the added
+	// vectors stay pending, searched exactly, and the builder only moves
+	// them out of the heap; from then on it places them as if the index
+	// were not lazy. A store whose searches are all of small sets (a sona's
+	// memories, scanned exactly) never pays for the graph. A restored
+	// snapshot holding a graph is kept current at once.
+	Lazy bool
 }
 
 // Index is a concurrent vector index. The zero value is not usable; call New.
@@ -87,6 +95,9 @@ type Index struct {
 	// whatever the backlog: those a restored snapshot left pending (a
 	// start is not done until they are in the graph).
 	hurry atomic.Int64
+	// wanted: the builder places vectors in the graph (Options.Lazy: from
+	// the first search that needs it, want).
+	wanted atomic.Bool
 
 	kmu     sync.RWMutex   // ids, keys, the vectors and removed
 	ids     *base.KeyIndex // key → id, of the keys not removed (keyOf)
@@ -147,6 +158,7 @@ func New(o Options) *Index {
 	x.ids = base.NewKeyIndex(0, x.keyOf)
 	x.spillDir, x.spillRoom, x.spillStop = o.SpillDir, o.SpillRoom, o.SpillStopped
 	x.idle = sync.NewCond(&x.pmu)
+	x.wanted.Store(!o.Lazy)
 	go x.build()
 	return x
 }
@@ -406,8 +418,9 @@ func (x *Index) Pending() int {
 
 // WaitBuilt blocks until every added vector is in the graph, and the
 // heap's vectors beyond Options.HeapVectors in the spill, or the index is
-// closed.
+// closed. A lazy index's graph is wanted from then on.
 func (x *Index) WaitBuilt() {
+	x.want()
 	x.pmu.Lock()
 	defer x.pmu.Unlock()
 	for len(x.pending) > 0 || x.spilling {
@@ -491,6 +504,10 @@ func (x *Index) build() {
 			return
 		case <-x.wake:
 		}
+		if !x.wanted.Load() {
+			x.spill() // a lazy index's vectors wait for no graph
+			continue
+		}
 		for {
 			x.pmu.RLock()
 			n := min(len(x.pending), chunk)
@@ -521,15 +538,8 @@ func (x *Index) build() {
 			}
 			x.pmu.Lock()
 			x.pending = append(x.pending[:0], x.pending[n:]...)
-			x.spilling = true
 			x.pmu.Unlock()
-			x.spillOld()
-			x.pmu.Lock()
-			x.spilling = false
-			if len(x.pending) == 0 {
-				x.idle.Broadcast()
-			}
-			x.pmu.Unlock()
+			x.spill()
 			// Below the backlog bound, rest restFactor times as long as the
 			// chunk took: graph insertion takes a small share of a core from
 			// the writes and searches it would otherwise compete with; the
@@ -546,6 +556,40 @@ func (x *Index) build() {
 		}
 	}
 }
+
+// spill moves vectors out of the heap (spillOld), WaitBuilt waiting
+// meanwhile, and wakes it once nothing is pending.
+func (x *Index) spill() {
+	x.pmu.Lock()
+	x.spilling = true
+	x.pmu.Unlock()
+	x.spillOld()
+	x.pmu.Lock()
+	x.spilling = false
+	if len(x.pending) == 0 {
+		x.idle.Broadcast()
+	}
+	x.pmu.Unlock()
+}
+
+// want has the builder place the pending vectors in the graph from now on
+// (Options.Lazy), at full pace until those pending now are placed.
+func (x *Index) want() {
+	if x.wanted.Load() || !x.wanted.CompareAndSwap(false, true) {
+		return
+	}
+	x.pmu.RLock()
+	x.hurry.Add(int64(len(x.pending)))
+	x.pmu.RUnlock()
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+// GraphWanted reports whether the builder places vectors in the graph: a
+// lazy index's (Options.Lazy) once a search needed it.
+func (x *Index) GraphWanted() bool { return x.wanted.Load() }
 
 // Search returns up to k keys nearest to q (unit length), most similar
 // first; ties are broken by insertion order.
@@ -580,6 +624,7 @@ func (x *Index) search(q []float32, want, k int) ([]Hit, int) {
 // (and their aliases) and the pending vectors' want nearest, the k best
 // of them with their exact similarities (rescore).
 func (x *Index) nearest(q []float32, want, k int) []item {
+	x.want()
 	// Pending before the graph: an id leaves the pending set only once it
 	// is in the graph, so in this order none slips between the two.
 	x.pmu.RLock()
@@ -598,7 +643,7 @@ func (x *Index) nearest(q []float32, want, k int) []item {
 	x.rescore(s, q, qq.s, found, k)
 
 	if len(pending) > 0 {
-		found = append(found, x.exact(q, pending, want)...)
+		found = append(found, x.exactAmong(q, pending, want)...)
 		// An id that joined the graph meanwhile is in both: once, whichever
 		// similarity it keeps (a quantised one is of an id below the k
 		// best, exact or not).
