@@ -262,6 +262,23 @@ func TestEnvDurationOverflow(t *testing.T) {
 	wantErr(t, err, "MEMORIA_TIERS_MU")
 }
 
+// index.graph "auto" is lazy unless recall.scope is self.
+func TestLazyGraph(t *testing.T) {
+	for _, c := range []struct {
+		graph, scope string
+		lazy         bool
+	}{
+		{config.GraphAuto, "sona", true}, {config.GraphAuto, "self", false},
+		{config.GraphLazy, "self", true}, {config.GraphEager, "sona", false},
+	} {
+		cfg := config.Default()
+		cfg.Index.Graph, cfg.Recall.Scope = c.graph, c.scope
+		if got := cfg.LazyGraph(); got != c.lazy {
+			t.Errorf("graph %s, scope %s: lazy %v, want %v", c.graph, c.scope, got, c.lazy)
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -291,6 +308,7 @@ func TestValidate(t *testing.T) {
 		{"gc headroom small", func(c *config.Config) { c.Server.GCHeadroom = "1MiB" }, []string{"server.gc_headroom", "16MiB"}},
 		{"memtables", func(c *config.Config) { c.Store.MemTableMB, c.Store.Memtables = 0, 1 }, []string{"store.memtable_mb", "store.memtables"}},
 		{"compression", func(c *config.Config) { c.Store.Compression = "lz4" }, []string{"store.compression", "lz4"}},
+		{"graph", func(c *config.Config) { c.Index.Graph = "later" }, []string{"index.graph", "later"}},
 		{"backoff", func(c *config.Config) { c.Actors.RestartBackoff, c.Actors.ServiceMaxBackoff = -1, -2 }, []string{"actors.restart_backoff", "actors.service_max_backoff"}},
 		{"backoff cap", func(c *config.Config) { c.Actors.MaxBackoff = config.Duration(time.Millisecond) }, []string{"actors.max_backoff"}},
 		{"block limit", func(c *config.Config) { c.Store.MaxBlockBytes = 5 << 20 }, []string{"store.max_block_bytes"}},

@@ -62,8 +62,9 @@ type Options struct {
 	// vectors stay pending, searched exactly, and the builder only moves
 	// them out of the heap; from then on it places them as if the index
 	// were not lazy. A store whose searches are all of small sets (a sona's
-	// memories, scanned exactly) never pays for the graph. A restored
-	// snapshot holding a graph is kept current at once.
+	// memories, scanned exactly) never pays for the graph. A graph a
+	// snapshot restores is searched as it is, its pending vectors placed
+	// once wanted.
 	Lazy bool
 }
 

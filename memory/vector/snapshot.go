@@ -260,7 +260,7 @@ func asBytes[T float32 | uint32 | int8 | uint64](v []T) []byte {
 // Once the snapshot is read and checked, accept is given its tag: an
 // error from it leaves x empty and is returned. Ids not in the snapshot's
 // graph are pending again: the builder adds them (a lazy index's once its
-// graph is wanted; a snapshot holding a graph is). On an error x is left
+// graph is wanted). On an error x is left
 // empty; errors of the snapshot itself are ErrSnapshot.
 func (x *Index) Restore(r io.Reader, size int64, accept func(tag []byte) error) (SnapshotInfo, error) {
 	info, err := x.restore(r, size, accept)
@@ -505,9 +505,6 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		}
 		vecs.close()
 		return info, errors.New("vector: Restore into an index that is not empty")
-	}
-	if ng.top >= 0 {
-		x.wanted.Store(true) // a graph kept: kept current (Options.Lazy)
 	}
 	if len(pending) > 0 {
 		if x.wanted.Load() {
