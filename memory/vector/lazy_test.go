@@ -80,8 +80,8 @@ func TestLazyGraphWaitsForASearch(t *testing.T) {
 	alike(t, eager, lazy, queries, n)
 }
 
-// WaitBuilt wants a lazy index's graph, and an empty lazy index's
-// SearchIn over a set larger than its exactMax does too.
+// WaitBuilt wants a lazy index's graph, and so does a SearchIn over a set
+// larger than its exactMax; one within it does not.
 func TestLazyGraphWantedByWaitAndLargeSets(t *testing.T) {
 	o := Options{Dims: 8, Lazy: true}
 	x := New(o)
