@@ -214,6 +214,20 @@ func TestAsOfRecallsOnlyWhatExisted(t *testing.T) {
 	}
 }
 
+// index.graph eager (or auto with recall.scope self) builds the graph
+// from the open, as vectors come.
+func TestEagerGraph(t *testing.T) {
+	for _, c := range []struct{ graph, scope string }{{config.GraphEager, recall.ScopeSona}, {config.GraphAuto, recall.ScopeSelf}} {
+		cfg := memorytest.Config(t.TempDir())
+		cfg.Index.Graph, cfg.Recall.Scope = c.graph, c.scope
+		s := memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
+		if !s.Index().GraphWanted() {
+			t.Errorf("graph %s, scope %s: not built as vectors come", c.graph, c.scope)
+		}
+		s.Close()
+	}
+}
+
 func TestScope(t *testing.T) {
 	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
 	defer s.Close()
@@ -235,8 +249,16 @@ func TestScope(t *testing.T) {
 	if g := got(recall.ScopeSona); !slices.Contains(g, mine) || slices.Contains(g, theirs) {
 		t.Fatalf("sona scope: %v", g)
 	}
+	// The HNSW graph waits for a search that needs it (index.graph auto,
+	// sona scope): a recall in self scope is one.
+	if s.Index().GraphWanted() {
+		t.Fatal("the graph wanted before a recall in self scope")
+	}
 	if g := got(recall.ScopeSelf); !slices.Contains(g, mine) || !slices.Contains(g, theirs) {
 		t.Fatalf("self scope: %v", g)
+	}
+	if !s.Index().GraphWanted() {
+		t.Fatal("a recall in self scope did not want the graph")
 	}
 	if _, err := memorytest.Recall(s, ctx, recall.Query{Sona: a.Sona, Text: "x", Scope: "everything"}); !errors.Is(err, base.ErrInvalid) {
 		t.Fatalf("bad scope: %v", err)
