@@ -57,8 +57,9 @@ type Options struct {
 	SpillStopped func(error)
 	// Clock times the builder's pacing (default: the wall clock).
 	Clock clock.Clock
-	// Lazy defers the graph until a search needs it: Search, SearchIn over
-	// a set larger than its exactMax, or WaitBuilt. Until then the added
+	// Lazy defers the graph until a search needs it: Search, a SearchIn
+	// that goes through the graph (a set past its exactMax, at least an
+	// eighth of the index), or WaitBuilt. Until then the added
 	// vectors stay pending, searched exactly, and the builder only moves
 	// them out of the heap; from then on it places them as if the index
 	// were not lazy. A store whose searches are all of small sets (a sona's
