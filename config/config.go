@@ -314,7 +314,7 @@ type Index struct {
 	// Graph: when the HNSW graph is built. "eager": every vector joins it
 	// as it is added. "lazy": only once a search needs it — a recall in
 	// self scope, or in a sona of more than recall.exact_scan_max memories
-	// — until which every search is an exact scan (of a sona's memories,
+	// and an eighth of the store — until which every search is an exact scan (of a sona's memories,
 	// or of all the vectors while the graph catches up at full pace); a
 	// store whose recalls are all in sona scope never builds it, and saves
 	// its CPU (a seventh of an advance's, a quarter of an insert's) and
