@@ -314,12 +314,12 @@ type Index struct {
 	// Graph: when the HNSW graph is built. "eager": every vector joins it
 	// as it is added. "lazy": only once a search needs it — a recall in
 	// self scope, or in a sona of more than recall.exact_scan_max memories
-	// and an eighth of the store — until which every search is an exact scan (of a sona's memories,
-	// or of all the vectors while the graph catches up at full pace); a
-	// store whose recalls are all in sona scope never builds it, and saves
-	// its CPU (a seventh of an advance's, a quarter of an insert's) and
-	// memory. "auto" (the default): eager when recall.scope is self, else
-	// lazy.
+	// and an eighth of the store — until which every search is an exact
+	// scan (of a sona's memories, or of all the vectors while the graph
+	// catches up at full pace); a store whose recalls are all in sona
+	// scope never builds it, and saves its CPU (a seventh of an advance's,
+	// a quarter of an insert's) and memory. "auto" (the default): eager
+	// when recall.scope is self, else lazy.
 	Graph string `yaml:"graph"`
 	// SnapshotInterval: how often the vector index (its vectors and HNSW
 	// graph) is written to data_dir/vector/index.snap when it changed, so

@@ -200,10 +200,10 @@ func (x *Index) chunkBytes() int64 { return int64(x.dims) << chunkBits * 4 }
 // spillOld moves the heap's oldest chunks of float32 vectors, those the
 // graph holds (any, while a lazy index's graph is not wanted), into the
 // spill file while the heap holds more than Options.HeapVectors bytes of
-// them and Options.SpillRoom allows. The
-// builder calls it between insertions. A chunk is written before it
-// leaves the heap; a failed write leaves it there and ends spilling
-// (FloatBytes and Options.SpillStopped say why).
+// them and Options.SpillRoom allows. The builder calls it between
+// insertions. A chunk is written before it leaves the heap; a failed
+// write leaves it there and ends spilling (FloatBytes and
+// Options.SpillStopped say why).
 func (x *Index) spillOld() {
 	if x.spillDir == "" {
 		return

@@ -59,10 +59,10 @@ type Options struct {
 	Clock clock.Clock
 	// Lazy defers the graph until a search needs it: Search, a SearchIn
 	// that goes through the graph (a set past its exactMax, at least an
-	// eighth of the index), or WaitBuilt. Until then the added
-	// vectors stay pending, searched exactly, and the builder only moves
-	// them out of the heap; from then on it places them as if the index
-	// were not lazy. A store whose searches are all of small sets (a sona's
+	// eighth of the index), or WaitBuilt. Until then the added vectors
+	// stay pending, searched exactly, and the builder only moves them out
+	// of the heap; from then on it places them as if the index were not
+	// lazy. A store whose searches are all of small sets (a sona's
 	// memories, scanned exactly) never pays for the graph. A graph a
 	// snapshot restores is searched as it is, its pending vectors placed
 	// once wanted.
@@ -198,10 +198,7 @@ func (x *Index) Add(key string, vec []float32) uint64 {
 	x.pmu.Lock()
 	x.pending = append(x.pending, id)
 	x.pmu.Unlock()
-	select {
-	case x.wake <- struct{}{}:
-	default:
-	}
+	x.wakeBuilder()
 	return id
 }
 
@@ -583,6 +580,11 @@ func (x *Index) want() {
 	x.pmu.RLock()
 	x.hurry.Add(int64(len(x.pending)))
 	x.pmu.RUnlock()
+	x.wakeBuilder()
+}
+
+// wakeBuilder has the builder look at the pending vectors again.
+func (x *Index) wakeBuilder() {
 	select {
 	case x.wake <- struct{}{}:
 	default:

@@ -260,8 +260,8 @@ func asBytes[T float32 | uint32 | int8 | uint64](v []T) []byte {
 // Once the snapshot is read and checked, accept is given its tag: an
 // error from it leaves x empty and is returned. Ids not in the snapshot's
 // graph are pending again: the builder adds them (a lazy index's once its
-// graph is wanted). On an error x is left
-// empty; errors of the snapshot itself are ErrSnapshot.
+// graph is wanted). On an error x is left empty; errors of the snapshot
+// itself are ErrSnapshot.
 func (x *Index) Restore(r io.Reader, size int64, accept func(tag []byte) error) (SnapshotInfo, error) {
 	info, err := x.restore(r, size, accept)
 	if err != nil {
@@ -510,10 +510,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		if x.wanted.Load() {
 			x.hurry.Store(int64(len(pending)))
 		}
-		select {
-		case x.wake <- struct{}{}:
-		default:
-		}
+		x.wakeBuilder()
 	}
 	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes, Mapped: info.Mapped, Version: version, FloatsAt: floatsAt}
 	return info, nil
