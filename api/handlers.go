@@ -423,13 +423,15 @@ func insertFromRequest(req *messages.InsertRequest) insertion {
 			if req.Data == nil {
 				return nil, badRequest("invalid", `data is required, e.g. {"kind":"text","content":"..."}`)
 			}
-			raw, err := protojson.Marshal(req.Data)
-			if err != nil {
-				return nil, badRequest("invalid", "data: %v", err)
-			}
-			data, err := model.DataFromJSON(raw)
-			if err != nil {
-				return nil, err
+			data, ok := dataFromStruct(req.Data)
+			if !ok {
+				raw, err := protojson.Marshal(req.Data)
+				if err != nil {
+					return nil, badRequest("invalid", "data: %v", err)
+				}
+				if data, err = model.DataFromJSON(raw); err != nil {
+					return nil, err
+				}
 			}
 			edges := make([]EdgeInput, len(req.Edges))
 			for i, e := range req.Edges {
