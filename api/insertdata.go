@@ -62,7 +62,7 @@ func dataFromStruct(s *structpb.Struct) (d model.Data, ok bool) {
 		if sd.StopReason, ok = optString(f, "stop_reason"); !ok || len(f) != 3+ifSet(sd.StopReason) {
 			return model.Data{}, false
 		}
-		if r := sd.StopReason; r != nil && *r != "endTurn" && *r != "stopSequence" && *r != "maxTokens" {
+		if r := sd.StopReason; r != nil && !model.ValidStopReason(*r) {
 			return model.Data{}, false
 		}
 		return model.Data{Self: sd}, true

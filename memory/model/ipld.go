@@ -177,6 +177,12 @@ func SortEdges(edges []Edge) {
 	})
 }
 
+// ValidStopReason reports whether r is one of the schema's stop reasons
+// (its StopReason enum).
+func ValidStopReason(r string) bool {
+	return r == "endTurn" || r == "stopSequence" || r == "maxTokens"
+}
+
 // Validate checks what the schema cannot: exactly one union member, valid
 // UTF-8, finite weights, defined links, edges sorted and unique.
 func (m *Memory) Validate() error {
@@ -203,12 +209,8 @@ func (m *Memory) Validate() error {
 				check(*p.Model)
 			}
 		}
-		if r := d.Self.StopReason; r != nil {
-			switch *r {
-			case "endTurn", "stopSequence", "maxTokens":
-			default:
-				return base.Invalidf("stop_reason must be endTurn, stopSequence or maxTokens, got %q", *r)
-			}
+		if r := d.Self.StopReason; r != nil && !ValidStopReason(*r) {
+			return base.Invalidf("stop_reason must be endTurn, stopSequence or maxTokens, got %q", *r)
 		}
 	case d.Other != nil:
 		check(d.Other.Content)
