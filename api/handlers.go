@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/ipfs/go-cid"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/actors"
@@ -423,15 +422,9 @@ func insertFromRequest(req *messages.InsertRequest) insertion {
 			if req.Data == nil {
 				return nil, badRequest("invalid", `data is required, e.g. {"kind":"text","content":"..."}`)
 			}
-			data, ok := dataFromStruct(req.Data)
-			if !ok {
-				raw, err := protojson.Marshal(req.Data)
-				if err != nil {
-					return nil, badRequest("invalid", "data: %v", err)
-				}
-				if data, err = model.DataFromJSON(raw); err != nil {
-					return nil, err
-				}
+			data, err := transfer.DataFromStruct(req.Data)
+			if err != nil {
+				return nil, err
 			}
 			edges := make([]EdgeInput, len(req.Edges))
 			for i, e := range req.Edges {

@@ -1,4 +1,4 @@
-package api
+package transfer
 
 import (
 	"bytes"
@@ -10,8 +10,8 @@ import (
 	"github.com/memoria-ai/memoria/memory/model"
 )
 
-// dataCases are insert data with whether dataFromStruct reads them
-// itself (the rest take the general path).
+// dataCases are data (an insert's, an import's) with whether
+// dataFromStruct reads them itself (the rest take the general path).
 var dataCases = []struct {
 	json string
 	fast bool
@@ -54,9 +54,9 @@ func TestDataFromStruct(t *testing.T) {
 	}
 }
 
-// FuzzDataFromStruct holds dataFromStruct to the general path: whatever
-// it reads, the general path reads too, into a memory of the same block
-// (or the same refusal by Validate).
+// FuzzDataFromStruct holds dataFromStruct to the general way: whatever it
+// reads, the general way reads too, into a memory of the same block (or
+// the same refusal by Validate).
 func FuzzDataFromStruct(f *testing.F) {
 	for _, c := range dataCases {
 		f.Add(c.json)
@@ -94,8 +94,8 @@ func sameAsGeneral(t *testing.T, s *structpb.Struct) {
 	}
 }
 
-// BenchmarkInsertData reads a text memory's data both ways.
-func BenchmarkInsertData(b *testing.B) {
+// BenchmarkDataFromStruct reads a text memory's data both ways.
+func BenchmarkDataFromStruct(b *testing.B) {
 	var s structpb.Struct
 	if err := protojson.Unmarshal([]byte(`{"kind":"text","content":"Caroline went to the support group yesterday; it was so powerful, she said."}`), &s); err != nil {
 		b.Fatal(err)
