@@ -120,7 +120,7 @@ func (records) ScanMeta(r store.Reader, cursor []byte, f func(key []byte, c cid.
 			return fmt.Errorf("%w: metadata key: %v", base.ErrCorrupt, err)
 		}
 		m := &messages.MemoryMeta{}
-		if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err != nil {
+		if err := it.Item().Value(func(v []byte) error { return meta.Unmarshal(v, m) }); err != nil {
 			return fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
 		}
 		if err := meta.MergeHot(r, c, m); err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory"
@@ -36,7 +35,7 @@ func fullScan(t *testing.T, s *memory.Self, metrics []string) (int64, map[uint64
 				return err
 			}
 			m := &messages.MemoryMeta{}
-			if err := proto.Unmarshal(v, m); err != nil {
+			if err := meta.Unmarshal(v, m); err != nil {
 				return err
 			}
 			if m.Evaluation == nil {

@@ -137,7 +137,7 @@ func (w *Writer) Op(a *model.Append) store.Op {
 			return err
 		default:
 			wr.Meta = &messages.MemoryMeta{}
-			if err := proto.Unmarshal(raw, wr.Meta); err != nil {
+			if err := meta.Unmarshal(raw, wr.Meta); err != nil {
 				return fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, item.CID, err)
 			}
 			// The record written back holds the current hot state, as
@@ -152,7 +152,7 @@ func (w *Writer) Op(a *model.Append) store.Op {
 				return err
 			}
 		}
-		if err := store.SetProto(tx, meta.Key(item.CID), wr.Meta); err != nil {
+		if err := meta.Put(tx, item.CID, wr.Meta); err != nil {
 			return err
 		}
 		if err := tx.PutBlock(a.Act, a.ActBlock); err != nil {

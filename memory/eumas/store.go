@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -309,43 +310,28 @@ func (s *Store) setProfile(c cid.Cid, p []float32) {
 }
 
 // LoadProfile adds a memory's metric profile to the derived table at
-// open; raw is its metadata record, of which only the evaluation field
-// is decoded.
+// open; raw is its metadata record, of which only the evaluation's fields
+// are decoded.
 func (s *Store) LoadProfile(c cid.Cid, raw []byte) error {
 	if len(s.o.Metrics) == 0 {
 		return nil
 	}
-	for len(raw) > 0 {
-		num, typ, n := protowire.ConsumeTag(raw)
-		if n < 0 {
-			return fmt.Errorf("%w: metadata of %s", base.ErrCorrupt, c)
-		}
-		raw = raw[n:]
-		if num == metaEvaluationField && typ == protowire.BytesType {
-			b, n := protowire.ConsumeBytes(raw)
-			if n < 0 {
-				return fmt.Errorf("%w: metadata of %s", base.ErrCorrupt, c)
-			}
-			p, err := rawProfile(b, s.o.Metrics)
-			if err != nil {
-				return fmt.Errorf("%w: evaluation of %s: %v", base.ErrCorrupt, c, err)
-			}
-			if p != nil {
-				s.setProfile(c, p)
-			}
-			return nil
-		}
-		n = protowire.ConsumeFieldValue(num, typ, raw)
-		if n < 0 {
-			return fmt.Errorf("%w: metadata of %s", base.ErrCorrupt, c)
-		}
-		raw = raw[n:]
+	ev, err := evaluationOf(raw)
+	if err != nil {
+		return fmt.Errorf("%w: metadata of %s", base.ErrCorrupt, c)
+	}
+	p, err := rawProfile(ev.summary, ev.packed, s.o.Metrics)
+	if err != nil {
+		return fmt.Errorf("%w: evaluation of %s: %v", base.ErrCorrupt, c, err)
+	}
+	if p != nil {
+		s.setProfile(c, p)
 	}
 	return nil
 }
 
-// TrimProfile appends to dst the evaluation field of raw, an encoded
-// MemoryMeta, when it gives a metric profile — what LoadProfile keeps of
+// TrimProfile appends to dst the evaluation's fields of raw, an encoded
+// MemoryMeta, when they give a metric profile — what LoadProfile keeps of
 // raw — and reports whether it did; LoadProfile of the result keeps the
 // same. The metadata snapshot of the open stores this instead of the
 // whole record (most evaluations give no profile: nothing then).
@@ -353,45 +339,66 @@ func (s *Store) TrimProfile(dst, raw []byte) ([]byte, bool, error) {
 	if len(s.o.Metrics) == 0 {
 		return dst, false, nil
 	}
+	ev, err := evaluationOf(raw)
+	if err != nil {
+		return dst, false, err
+	}
+	p, err := rawProfile(ev.summary, ev.packed, s.o.Metrics)
+	if err != nil || p == nil {
+		return dst, false, err
+	}
+	return append(append(dst, ev.fields[0]...), ev.fields[1]...), true, nil
+}
+
+// recordEvaluation is what a metadata record holds of its evaluation: the
+// summary's value and the packed metrics' (meta.Marshal), and each whole
+// field as encoded (tag included; nil when missing).
+type recordEvaluation struct {
+	summary, packed []byte
+	fields          [2][]byte
+}
+
+// evaluationOf finds the evaluation's fields of raw, an encoded
+// MemoryMeta: the first of each.
+func evaluationOf(raw []byte) (ev recordEvaluation, err error) {
 	for len(raw) > 0 {
 		num, typ, n := protowire.ConsumeTag(raw)
 		if n < 0 {
-			return dst, false, protowire.ParseError(n)
+			return ev, protowire.ParseError(n)
 		}
 		field := raw[:n]
 		raw = raw[n:]
-		if num == metaEvaluationField && typ == protowire.BytesType {
-			b, n := protowire.ConsumeBytes(raw)
-			if n < 0 {
-				return dst, false, protowire.ParseError(n)
-			}
-			p, err := rawProfile(b, s.o.Metrics)
-			if err != nil || p == nil {
-				return dst, false, err
-			}
-			return append(append(dst, field...), raw[:n]...), true, nil
-		}
 		n = protowire.ConsumeFieldValue(num, typ, raw)
 		if n < 0 {
-			return dst, false, protowire.ParseError(n)
+			return ev, protowire.ParseError(n)
 		}
+		field = field[:len(field)+n]
+		value, _ := protowire.ConsumeBytes(raw[:n])
 		raw = raw[n:]
+		switch {
+		case typ != protowire.BytesType:
+		case num == metaEvaluationField && ev.fields[0] == nil:
+			ev.summary, ev.fields[0] = value, field
+		case num == meta.PackedField && ev.fields[1] == nil:
+			ev.packed, ev.fields[1] = value, field
+		}
 	}
-	return dst, false, nil
+	return ev, nil
 }
 
 // MetricNames are the metrics a profile has, in its order (none when the
 // profiles are not kept).
 func (s *Store) MetricNames() []string { return s.o.Metrics }
 
-// rawProfile is Profile of the encoded EvalSummary b, read without
+// rawProfile is Profile of the encoded EvalSummary b and the packed
+// metrics (meta.Marshal) beside it, read without
 // decoding it into a message: the open reads every memory's metadata for
 // its profile, and most evaluations give none (nothing stands out), so
 // the maps and strings of a decoded summary were most of the load's CPU
 // (5 s of 15 at 200k memories, issue 15). It refuses what proto.Unmarshal
 // refuses of the fields it reads (a map key that is not UTF-8, a
 // malformed field); TestRawProfileIsProfile compares the two.
-func rawProfile(b []byte, names []string) ([]float32, error) {
+func rawProfile(b, packed []byte, names []string) ([]float32, error) {
 	const (
 		metricsField = 1
 		failedField  = 3
@@ -400,6 +407,21 @@ func rawProfile(b []byte, names []string) ([]float32, error) {
 	)
 	var v []float32
 	failed := false
+	// set takes a metric's value; a later one of the same name replaces
+	// an earlier one.
+	set := func(metric string, x float64) {
+		for i, name := range names {
+			if name == metric {
+				if v == nil {
+					v = make([]float32, len(names))
+				}
+				v[i] = 0
+				if x > 0 && !math.IsInf(x, 0) {
+					v[i] = float32(x)
+				}
+			}
+		}
+	}
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -439,17 +461,7 @@ func rawProfile(b []byte, names []string) ([]float32, error) {
 			if !utf8.Valid(key) {
 				return nil, errors.New("a metric name that is not UTF-8")
 			}
-			for i, name := range names {
-				if name == string(key) {
-					if v == nil {
-						v = make([]float32, len(names))
-					}
-					v[i] = 0 // a later entry of the same name replaces an earlier one
-					if x > 0 && !math.IsInf(x, 0) {
-						v[i] = float32(x)
-					}
-				}
-			}
+			set(string(key), x)
 			continue
 		case num == failedField && typ == protowire.VarintType:
 			u, n := protowire.ConsumeVarint(b)
@@ -465,6 +477,9 @@ func rawProfile(b []byte, names []string) ([]float32, error) {
 			return nil, protowire.ParseError(n)
 		}
 		b = b[n:]
+	}
+	if err := meta.RangePacked(packed, set); err != nil {
+		return nil, err
 	}
 	if failed || v == nil || !llm.Normalize(v) {
 		return nil, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -208,18 +209,25 @@ func TestSettle(t *testing.T) {
 // TestRawProfileIsProfile: the open's profile of an encoded summary
 // (rawProfile) is Profile of the decoded one, for summaries with and
 // without the metrics named, failed ones, odd values, repeated entries,
-// unknown fields; and what proto.Unmarshal refuses, it refuses.
+// unknown fields, alone and in a record as stored (its metrics packed
+// when they can be: meta.Marshal); and what proto.Unmarshal refuses, it
+// refuses.
 func TestRawProfileIsProfile(t *testing.T) {
 	names := Metrics(config.Default().Evaluation.Archetypes)
 	if len(names) < 2 {
 		t.Fatalf("metrics %v", names)
 	}
 	pool := append(slices.Clone(names), "other", "", "zzz")
-	values := []float64{0, -1, 0.25, 1, 3.5, math.Inf(1), math.Inf(-1), math.NaN(), 1e-300}
+	values := []float64{0, -1, 0.25, 1, 3.5, 0.123, math.Inf(1), math.Inf(-1), math.NaN(), 1e-300}
 	rng := rand.New(rand.NewPCG(1, 2))
+	packed := 0
 	for i := range 5000 {
 		sum := &messages.EvalSummary{Metrics: map[string]float64{}, Failed: rng.IntN(10) == 0}
 		for range rng.IntN(6) {
+			if i%2 == 0 { // what can be packed: the table's metrics, whole thousandths
+				sum.Metrics[names[rng.IntN(len(names))]] = values[rng.IntN(6)]
+				continue
+			}
 			sum.Metrics[pool[rng.IntN(len(pool))]] = values[rng.IntN(len(values))]
 		}
 		if rng.IntN(2) == 0 {
@@ -244,13 +252,40 @@ func TestRawProfileIsProfile(t *testing.T) {
 		if err := proto.Unmarshal(b, want); err != nil {
 			t.Fatal(err)
 		}
-		got, err := rawProfile(b, names)
+		got, err := rawProfile(b, nil, names)
 		if err != nil {
 			t.Fatalf("summary %d: %v", i, err)
 		}
 		if w := Profile(want, names); !slices.Equal(got, w) {
 			t.Fatalf("summary %d (%v): raw %v, decoded %v", i, want, got, w)
 		}
+		// In a metadata record as it is stored, its metrics packed when
+		// they can be (meta.Marshal): the two fields read together.
+		rec, err := meta.Marshal(&messages.MemoryMeta{Kind: "note", Evaluation: want})
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded := &messages.MemoryMeta{}
+		if err := meta.Unmarshal(rec, decoded); err != nil {
+			t.Fatal(err)
+		}
+		ev, err := evaluationOf(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if packable := ev.packed != nil; packable {
+			packed++
+		}
+		got, err = rawProfile(ev.summary, ev.packed, names)
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if w := Profile(decoded.Evaluation, names); !slices.Equal(got, w) {
+			t.Fatalf("record %d (%v): raw %v, decoded %v", i, decoded, got, w)
+		}
+	}
+	if packed < 500 {
+		t.Fatalf("only %d of the records had their metrics packed", packed)
 	}
 	// Refused alike: a truncated summary, a metric name that is not UTF-8.
 	var bad []byte
@@ -264,8 +299,15 @@ func TestRawProfileIsProfile(t *testing.T) {
 		if proto.Unmarshal(b, &messages.EvalSummary{}) == nil {
 			t.Fatalf("proto.Unmarshal took %x", b)
 		}
-		if _, err := rawProfile(b, names); err == nil {
+		if _, err := rawProfile(b, nil, names); err == nil {
 			t.Fatalf("rawProfile took %x", b)
+		}
+	}
+	// Packed metrics that do not parse, or name a metric the table does
+	// not hold, are refused too.
+	for _, p := range [][]byte{{0x01}, {byte(len(meta.PackedMetrics)), 0x02}} {
+		if _, err := rawProfile(nil, p, names); err == nil {
+			t.Fatalf("rawProfile took packed %x", p)
 		}
 	}
 }

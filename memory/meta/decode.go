@@ -15,19 +15,20 @@ import (
 // decodePlain decodes a metadata record by hand, as proto.Unmarshal would
 // and with its strings interned (intern, internMetrics), when it holds
 // only the fields most records hold: its sonas, agent, kind, flags, times,
-// counters and evaluation summary. It returns false for any other record —
+// counters and evaluation summary (its metrics packed or not: Marshal).
+// It returns false for any other record —
 // one with labels, an insight mark, joins, a field it does not know, a
 // message field given twice (which proto.Unmarshal merges), a string that
-// is not UTF-8, or bytes it cannot parse —, which proto.Unmarshal reads.
+// is not UTF-8, or bytes it cannot parse —, which Unmarshal reads.
 //
 // A record read from the store is decoded at each metadata cache miss: at
 // 1M memories, where the cache holds a tenth of them, proto.Unmarshal and
 // the interning after it were 7% of a recall's CPU, and a record of a
 // dozen metrics made 70 allocations (README, stop 51).
-// TestDecodePlainIsUnmarshal and FuzzDecodePlain hold it to proto.Unmarshal.
+// TestDecodePlainIsUnmarshal and FuzzDecodePlain hold it to Unmarshal.
 func decodePlain(b []byte) (*messages.MemoryMeta, bool) {
 	m := &messages.MemoryMeta{}
-	evaluated := false
+	evaluated, packed := false, false
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -56,11 +57,19 @@ func decodePlain(b []byte) (*messages.MemoryMeta, bool) {
 					m.Kind = s
 				}
 			case 14:
-				if evaluated {
-					return nil, false // proto.Unmarshal merges the two
+				if evaluated || packed {
+					return nil, false // proto.Unmarshal merges the two; the metrics come after
 				}
 				evaluated = true
 				if m.Evaluation = decodeEvalSummary(v); m.Evaluation == nil {
+					return nil, false
+				}
+			case PackedField:
+				if packed {
+					return nil, false
+				}
+				packed = true
+				if unpackInto(m, v) != nil {
 					return nil, false
 				}
 			default:

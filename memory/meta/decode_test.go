@@ -41,10 +41,16 @@ func randomPlain(rng *rand.Rand) *messages.MemoryMeta {
 	}
 	if pick() {
 		e := &messages.EvalSummary{Failed: pick()}
-		if pick() {
+		switch rng.IntN(3) {
+		case 0:
 			e.Metrics = map[string]float64{}
 			for range rng.IntN(14) {
 				e.Metrics[fmt.Sprintf("metric-%d", rng.IntN(20))] = rng.Float64()
+			}
+		case 1: // what Marshal packs: the table's metrics, whole thousandths
+			e.Metrics = map[string]float64{}
+			for range rng.IntN(14) {
+				e.Metrics[PackedMetrics[rng.IntN(len(PackedMetrics))]] = float64(rng.IntN(2001)-1000) / 1000
 			}
 		}
 		if pick() {
@@ -58,28 +64,34 @@ func randomPlain(rng *rand.Rand) *messages.MemoryMeta {
 	return m
 }
 
-// unmarshal is proto.Unmarshal's reading of b, nil when it refuses it.
+// unmarshal is Unmarshal's reading of b, nil when it refuses it.
 func unmarshal(b []byte) *messages.MemoryMeta {
 	m := &messages.MemoryMeta{}
-	if proto.Unmarshal(b, m) != nil {
+	if Unmarshal(b, m) != nil {
 		return nil
 	}
 	return m
 }
 
-// decodePlain reads as proto.Unmarshal does every record of the fields it
-// knows — written by proto.Marshal, or with a field given twice, a map
-// entry missing its name or value — and leaves every other record to it.
+// decodePlain reads as Unmarshal does every record of the fields it
+// knows — written by Marshal (its metrics packed or not) or by
+// proto.Marshal, or with a field given twice, a map entry missing its
+// name or value — and leaves every other record to it.
 func TestDecodePlainIsUnmarshal(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 51))
 	for i := range 2000 {
-		raw, err := proto.Marshal(randomPlain(rng))
+		rec := randomPlain(rng)
+		marshal := Marshal
+		if i%2 == 1 {
+			marshal = func(m *messages.MemoryMeta) ([]byte, error) { return proto.Marshal(m) }
+		}
+		raw, err := marshal(rec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, ok := decodePlain(raw)
-		if want := unmarshal(raw); !ok || !proto.Equal(got, want) {
-			t.Fatalf("record %d (%x): decoded %v (%v), proto.Unmarshal %v", i, raw, got, ok, want)
+		if want := unmarshal(raw); !ok || !proto.Equal(got, want) || !proto.Equal(got, rec) {
+			t.Fatalf("record %d (%x): decoded %v (%v), Unmarshal %v, written %v", i, raw, got, ok, want, rec)
 		}
 	}
 	tag := func(num protowire.Number, typ protowire.Type) []byte { return protowire.AppendTag(nil, num, typ) }
@@ -113,10 +125,13 @@ func TestDecodePlainIsUnmarshal(t *testing.T) {
 		"a negative expiry":              varint(6, uint64(1<<64-5)),
 		"a bool of another value than 1": varint(4, 7),
 		"nothing":                        {},
+		"packed metrics":                 join(msg(14), msg(16, []byte{0, 2, 10, 1})),
+		"packed metrics alone":           msg(16, []byte{1, 0}),
+		"a packed metric given twice":    join(msg(14), msg(16, []byte{3, 2, 3, 4})),
 	} {
 		got, ok := decodePlain(raw)
 		if want := unmarshal(raw); !ok || want == nil || !proto.Equal(got, want) {
-			t.Errorf("%s (%x): decoded %v (%v), proto.Unmarshal %v", name, raw, got, ok, want)
+			t.Errorf("%s (%x): decoded %v (%v), Unmarshal %v", name, raw, got, ok, want)
 		}
 	}
 	for name, raw := range map[string][]byte{
@@ -133,9 +148,14 @@ func TestDecodePlainIsUnmarshal(t *testing.T) {
 		"a truncated field":           tag(7, protowire.Fixed64Type),
 		"a sona as a number":          varint(1, 3),
 		"an importance as a varint":   varint(7, 3),
+		"packed metrics given twice":  join(msg(16, []byte{0, 2}), msg(16, []byte{1, 2})),
+		"an evaluation after packed":  join(msg(16, []byte{0, 2}), msg(14)),
+		"a packed metric not known":   msg(16, []byte{byte(len(PackedMetrics)), 2}),
+		"packed metrics truncated":    msg(16, []byte{0}),
+		"packed metrics as a number":  varint(16, 3),
 	} {
 		if got, ok := decodePlain(raw); ok {
-			t.Errorf("%s (%x): decoded %v, not left to proto.Unmarshal", name, raw, got)
+			t.Errorf("%s (%x): decoded %v, not left to Unmarshal", name, raw, got)
 		}
 	}
 }
@@ -172,12 +192,11 @@ func TestDecodePlainInterns(t *testing.T) {
 	}
 }
 
-// FuzzDecodePlain: whatever decodePlain reads, proto.Unmarshal reads the
-// same.
+// FuzzDecodePlain: whatever decodePlain reads, Unmarshal reads the same.
 func FuzzDecodePlain(f *testing.F) {
 	rng := rand.New(rand.NewPCG(2, 51))
 	for range 8 {
-		raw, _ := proto.Marshal(randomPlain(rng))
+		raw, _ := Marshal(randomPlain(rng))
 		f.Add(raw)
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -186,7 +205,7 @@ func FuzzDecodePlain(f *testing.F) {
 			return
 		}
 		if want := unmarshal(raw); want == nil || !proto.Equal(got, want) {
-			t.Fatalf("%x: decoded %v, proto.Unmarshal %v", raw, got, want)
+			t.Fatalf("%x: decoded %v, Unmarshal %v", raw, got, want)
 		}
 	})
 }

@@ -114,7 +114,7 @@ func mergeHot(r store.Reader, c cid.Cid, m *messages.MemoryMeta, known *store.Ke
 // Read holds the current ones), so a writer that changes only other
 // fields leaves the hot state as it is.
 func Write(tx store.Tx, c cid.Cid, m *messages.MemoryMeta) error {
-	if err := store.SetProto(tx, Key(c), m); err != nil {
+	if err := Put(tx, c, m); err != nil {
 		return err
 	}
 	h, ok, err := storedHot(tx, c)

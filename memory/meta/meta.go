@@ -8,7 +8,6 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/base"
@@ -72,7 +71,7 @@ func decodeMeta(b []byte, c cid.Cid) (*messages.MemoryMeta, error) {
 		return m, nil
 	}
 	m := &messages.MemoryMeta{}
-	if err := proto.Unmarshal(b, m); err != nil {
+	if err := Unmarshal(b, m); err != nil {
 		return nil, fmt.Errorf("%w: metadata of %s: %v", base.ErrCorrupt, c, err)
 	}
 	intern(m)

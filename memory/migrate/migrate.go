@@ -140,18 +140,16 @@ func (mg *migrator) v1(ctx context.Context) error {
 					return err
 				}
 				m := &messages.MemoryMeta{}
-				if err := proto.Unmarshal(raw, m); err != nil {
+				if err := meta.Unmarshal(raw, m); err != nil {
 					return err
 				}
 				if err := meta.MergeHot(tx, e.c, m); err != nil { // as meta.Write keeps it
 					return err
 				}
 				m.Seq = seq
-				out, err := proto.Marshal(m)
-				if err != nil {
+				if err := meta.Put(tx, e.c, m); err != nil {
 					return err
 				}
-				tx.Set(meta.Key(e.c), out)
 				tx.Set(chain.LogKey(seq), e.c.Bytes())
 			}
 			tx.Set(store.KeyMemSeq, base.U64(first+uint64(len(part))-1))
