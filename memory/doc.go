@@ -114,7 +114,8 @@
 //	m/      memory CID bytes            MemoryMeta (protobuf): sonas, agent_id, kind,
 //	                                    backbone, archived, expires_at, importance,
 //	                                    access_count, last_access_tick, created_at, labels,
-//	                                    insight mark, evaluation (EUMAS aggregate) (memory/meta)
+//	                                    insight mark, evaluation (EUMAS aggregate; its metrics
+//	                                    packed in field 16: meta.Marshal) (memory/meta)
 //	o/      memory CID bytes            the memory's hot state once its use changed it: importance
 //	                                    (float64 bits), access_count, last_access_tick (8 bytes BE
 //	                                    each), which then override m/'s (memory/meta)

@@ -39,7 +39,8 @@
 //
 // # Key spaces
 //
-//	m/  memory CID bytes  MemoryMeta (protobuf)
+//	m/  memory CID bytes  MemoryMeta (protobuf; the evaluation's metrics
+//	                      packed in a field of their own: Marshal)
 //	o/  memory CID bytes  Hot: importance (float64 bits), access count,
 //	                      last access tick (8 bytes big-endian each)
 //	v/  memory CID bytes  embedding: little-endian float32 × dims

@@ -154,6 +154,7 @@ func Marshal(m *messages.MemoryMeta) ([]byte, error) {
 		Insight: m.Insight, Joins: m.Joins,
 		Evaluation: &messages.EvalSummary{Priority: ev.Priority, Failed: ev.Failed},
 	}
+	rest.ProtoReflect().SetUnknown(m.ProtoReflect().GetUnknown())
 	b, err := proto.Marshal(rest)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,8 @@
 //	       ties by CID), each memory's log position in its metadata and
 //	       its chain entries; the sonas' name embeddings under k/
 //	2 → 3  the file records f/ (a sona may name a file memory's raw block)
+//	3 → 4  every metadata record's evaluation metrics packed (meta.Marshal;
+//	       a layout-3 binary would read them as missing, and refuses)
 //
 // The migrations know the domain's key spaces (memory/chain, memory/meta):
 // that is why they are here and not in memory/store.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
@@ -21,7 +22,7 @@ import (
 
 // Version is the layout version of the key spaces (memory/store's doc). A
 // store written by a newer layout is refused.
-const Version = 3
+const Version = 4
 
 // KeyVersion holds a store's layout version.
 var KeyVersion = []byte("x/version")
@@ -68,6 +69,7 @@ func (m *migrationNeeded) Error() string {
 var migrations = map[string]*migrationNeeded{
 	"1": {1, (*migrator).v1},
 	"2": {2, (*migrator).v2},
+	"3": {3, (*migrator).v3},
 }
 
 func (mg *migrator) identityOp(ctx context.Context, embedder string) error {
@@ -254,4 +256,67 @@ func (mg *migrator) v2(ctx context.Context) error {
 	}
 	mg.log.Info("store migrated", "from", 2, "to", 3, "file_records", len(keys))
 	return mg.setLayout(ctx, 3)
+}
+
+// packBatch is how many metadata records v3 reads a transaction.
+var packBatch = 2000
+
+// v3 brings a layout-3 store to layout 4: every metadata record's
+// evaluation metrics packed (meta.Marshal), a tenth of what they took. A
+// binary of layout 3 would read a packed record's evaluation without its
+// metrics: it refuses the store instead. The records are rewritten a
+// batch a transaction, in key order; one already packed, or whose
+// metrics cannot be, is left as it is.
+func (mg *migrator) v3(ctx context.Context) error {
+	per := packBatch
+	var (
+		from            = meta.Prefix
+		seen, rewritten int
+		before, after   int64
+		last            = time.Now()
+	)
+	for done := false; !done; {
+		if err := mg.store.Update(ctx, func(tx store.Tx) error {
+			it := tx.NewIterator(store.IterOptions{Prefix: meta.Prefix, PrefetchValues: true, PrefetchSize: 256})
+			defer it.Close()
+			n := 0
+			for it.Seek(from); it.Valid() && n < per; it.Next() {
+				n++
+				k := it.Item().KeyCopy(nil)
+				v, err := it.Item().ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				m := &messages.MemoryMeta{}
+				if err := meta.Unmarshal(v, m); err != nil {
+					return fmt.Errorf("%w: metadata of %x: %v", base.ErrCorrupt, k[len(meta.Prefix):], err)
+				}
+				b, err := meta.Marshal(m)
+				if err != nil {
+					return err
+				}
+				before += int64(len(v))
+				if len(b) < len(v) {
+					tx.Set(k, b)
+					rewritten++
+				} else {
+					b = v
+				}
+				after += int64(len(b))
+				from = append(k, 0)
+			}
+			seen += n
+			done = n < per
+			return nil
+		}); err != nil {
+			return err
+		}
+		if time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			mg.log.Info("migrating the store: packing the metadata's evaluation metrics", "records", seen, "rewritten", rewritten)
+		}
+	}
+	mg.log.Info("store migrated", "from", 3, "to", 4, "metadata_records", seen, "rewritten", rewritten,
+		"bytes_before", before, "bytes_after", after)
+	return mg.setLayout(ctx, 4)
 }

@@ -173,3 +173,84 @@ func TestMigrateFromLayout2(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateFromLayout3 rewrites a store into layout 3 (every metadata
+// record's evaluation metrics as a map of names) and checks that opening
+// it packs them (meta.Marshal), a few records a transaction, and leaves
+// a record whose metrics cannot be packed as it was.
+func TestMigrateFromLayout3(t *testing.T) {
+	defer migrate.SetPackBatch(2)()
+	dir := t.TempDir()
+	clock := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(dir)
+	s := memorytest.Open(t, cfg, clock)
+	o := memorytest.NewOwner(t, s, "old")
+	var mems []cid.Cid
+	for _, txt := range []string{"first memory", "second memory", "third memory", "fourth memory", "fifth memory"} {
+		mems = append(mems, o.Text(txt))
+	}
+	odd := mems[2] // a metric no number names: not packed
+	want := map[cid.Cid]*messages.MemoryMeta{}
+	old := map[cid.Cid][]byte{}
+	err := s.Store().WriteBehind(func(txn *badger.Txn) error {
+		for i, c := range mems {
+			item, err := txn.Get(meta.Key(c))
+			if err != nil {
+				return err
+			}
+			m := &messages.MemoryMeta{}
+			if err := item.Value(func(v []byte) error { return meta.Unmarshal(v, m) }); err != nil {
+				return err
+			}
+			m.Evaluation = &messages.EvalSummary{Metrics: map[string]float64{}, Priority: &messages.Priority{DecayRate: 0.5}}
+			for j, name := range meta.PackedMetrics {
+				m.Evaluation.Metrics[name] = float64((i*7+j)%1000) / 1000
+			}
+			if c == odd {
+				m.Evaluation.Metrics["custom_metric"] = 0.5
+			}
+			raw, _ := proto.Marshal(m)
+			if err := txn.Set(meta.Key(c), raw); err != nil {
+				return err
+			}
+			want[c], old[c] = m, raw
+		}
+		return txn.Set(migrate.KeyVersion, []byte("3"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = memorytest.Open(t, cfg, clock)
+	defer s.Close()
+	err = s.Store().View(func(txn store.Reader) error {
+		for _, c := range mems {
+			raw, err := txn.Get(meta.Key(c))
+			if err != nil {
+				return err
+			}
+			packed, _ := meta.Marshal(want[c])
+			switch {
+			case c == odd && !bytes.Equal(raw, old[c]):
+				t.Errorf("%s: a record that cannot be packed was rewritten", c)
+			case c != odd && (!bytes.Equal(raw, packed) || len(raw) >= len(old[c])/2):
+				t.Errorf("%s: %d bytes after the migration, %d before: not packed", c, len(raw), len(old[c]))
+			}
+			got := &messages.MemoryMeta{}
+			if err := meta.Unmarshal(raw, got); err != nil || !proto.Equal(got, want[c]) {
+				t.Errorf("%s: read back %v (%v), want %v", c, got, err, want[c])
+			}
+		}
+		v, err := txn.Get(migrate.KeyVersion)
+		if err == nil && string(v) != fmt.Sprint(migrate.Version) {
+			t.Errorf("layout %s after migration", v)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Memories.Meta(mems[0]); err != nil || !proto.Equal(m.Evaluation, want[mems[0]].Evaluation) {
+		t.Fatalf("through the cache: %v (%v)", m, err)
+	}
+}
