@@ -372,11 +372,13 @@ func evaluationOf(raw []byte) (ev recordEvaluation, err error) {
 		if n < 0 {
 			return ev, protowire.ParseError(n)
 		}
-		field = field[:len(field)+n]
-		value, _ := protowire.ConsumeBytes(raw[:n])
+		field, value := field[:len(field)+n], raw[:n]
 		raw = raw[n:]
+		if typ != protowire.BytesType {
+			continue
+		}
+		value, _ = protowire.ConsumeBytes(value)
 		switch {
-		case typ != protowire.BytesType:
 		case num == metaEvaluationField && ev.fields[0] == nil:
 			ev.summary, ev.fields[0] = value, field
 		case num == meta.PackedField && ev.fields[1] == nil:
@@ -391,13 +393,14 @@ func evaluationOf(raw []byte) (ev recordEvaluation, err error) {
 func (s *Store) MetricNames() []string { return s.o.Metrics }
 
 // rawProfile is Profile of the encoded EvalSummary b and the packed
-// metrics (meta.Marshal) beside it, read without
-// decoding it into a message: the open reads every memory's metadata for
-// its profile, and most evaluations give none (nothing stands out), so
-// the maps and strings of a decoded summary were most of the load's CPU
-// (5 s of 15 at 200k memories, issue 15). It refuses what proto.Unmarshal
-// refuses of the fields it reads (a map key that is not UTF-8, a
-// malformed field); TestRawProfileIsProfile compares the two.
+// metrics beside it (meta.Marshal), read without decoding them into a
+// message: the open reads every memory's metadata for its profile, and
+// most evaluations give none (nothing stands out), so the maps and
+// strings of a decoded summary were most of the load's CPU (5 s of 15 at
+// 200k memories, issue 15). It refuses what proto.Unmarshal refuses of
+// the fields it reads (a map key that is not UTF-8, a malformed field),
+// and packed metrics that do not parse or name no known metric;
+// TestRawProfileIsProfile compares the two.
 func rawProfile(b, packed []byte, names []string) ([]float32, error) {
 	const (
 		metricsField = 1

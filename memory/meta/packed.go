@@ -25,9 +25,10 @@ import (
 // it is. Every reader of a record decodes both forms (Unmarshal,
 // decodePlain; eumas's profiles, RangePacked).
 //
-// A binary older than the packing reads a packed record's evaluation
-// without its metrics (an unknown field); the full evaluation stays in
-// its own record (eumas, e/).
+// A binary older than the packing would read a packed record's evaluation
+// without its metrics (an unknown field): the store's layout 4 has it
+// refuse the store instead, and the migration to it packs an older
+// store's records (memory/migrate).
 
 // PackedField is the MemoryMeta field number of the packed metrics: none
 // of the message's (TestPackedFieldIsFree).

@@ -258,8 +258,12 @@ func (mg *migrator) v2(ctx context.Context) error {
 	return mg.setLayout(ctx, 3)
 }
 
-// packBatch is how many metadata records v3 reads a transaction.
-var packBatch = 2000
+// packBatch is how many metadata records v3 reads a transaction, and
+// packBytes about how many bytes it writes in one at most.
+var (
+	packBatch = 2000
+	packBytes = 1 << 20
+)
 
 // v3 brings a layout-3 store to layout 4: every metadata record's
 // evaluation metrics packed (meta.Marshal), a tenth of what they took. A
@@ -268,20 +272,24 @@ var packBatch = 2000
 // batch a transaction, in key order; one already packed, or whose
 // metrics cannot be, is left as it is.
 func (mg *migrator) v3(ctx context.Context) error {
-	per := packBatch
+	// part is what one transaction did: set anew by each run of its
+	// operation, so that a run the committer repeats counts once.
+	type part struct {
+		n, rewritten, wrote int
+		before, after       int64
+		next                []byte
+	}
 	var (
-		from            = meta.Prefix
-		seen, rewritten int
-		before, after   int64
-		last            = time.Now()
+		total = part{next: meta.Prefix}
+		last  = time.Now()
 	)
-	for done := false; !done; {
+	for more := true; more; {
+		var p part
 		if err := mg.store.Update(ctx, func(tx store.Tx) error {
+			p = part{next: total.next}
 			it := tx.NewIterator(store.IterOptions{Prefix: meta.Prefix, PrefetchValues: true, PrefetchSize: 256})
 			defer it.Close()
-			n := 0
-			for it.Seek(from); it.Valid() && n < per; it.Next() {
-				n++
+			for it.Seek(p.next); it.Valid() && p.n < packBatch && p.wrote < packBytes; it.Next() {
 				k := it.Item().KeyCopy(nil)
 				v, err := it.Item().ValueCopy(nil)
 				if err != nil {
@@ -295,28 +303,31 @@ func (mg *migrator) v3(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				before += int64(len(v))
+				p.n++
+				p.before += int64(len(v))
 				if len(b) < len(v) {
 					tx.Set(k, b)
-					rewritten++
+					p.rewritten++
+					p.wrote += len(k) + len(b)
 				} else {
 					b = v
 				}
-				after += int64(len(b))
-				from = append(k, 0)
+				p.after += int64(len(b))
+				p.next = append(k, 0)
 			}
-			seen += n
-			done = n < per
+			more = it.Valid()
 			return nil
 		}); err != nil {
 			return err
 		}
+		total = part{n: total.n + p.n, rewritten: total.rewritten + p.rewritten,
+			before: total.before + p.before, after: total.after + p.after, next: p.next}
 		if time.Since(last) >= 5*time.Second {
 			last = time.Now()
-			mg.log.Info("migrating the store: packing the metadata's evaluation metrics", "records", seen, "rewritten", rewritten)
+			mg.log.Info("migrating the store: packing the metadata's evaluation metrics", "records", total.n, "rewritten", total.rewritten)
 		}
 	}
-	mg.log.Info("store migrated", "from", 3, "to", 4, "metadata_records", seen, "rewritten", rewritten,
-		"bytes_before", before, "bytes_after", after)
+	mg.log.Info("store migrated", "from", 3, "to", 4, "metadata_records", total.n, "rewritten", total.rewritten,
+		"bytes_before", total.before, "bytes_after", total.after)
 	return mg.setLayout(ctx, 4)
 }
