@@ -37,6 +37,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	"github.com/memoria-ai/memoria/memory/base"
 )
@@ -84,6 +85,7 @@ type Index struct {
 	tokens    uint64         // the live documents' lengths summed
 	docs      *base.KeyIndex // a document's id → its slot (slotID), of the live ones
 	slots     []slot
+	runs          // the slots' ids, sonas, terms and frequencies
 	dead      int // dead slots
 	sonaIDs   map[string]uint32
 	sonaNames []string
@@ -110,16 +112,49 @@ type posting struct {
 	owner uint16
 }
 
-// slot is one document: its terms (ids ascending, with their
-// frequencies), its length in tokens and its sonas.
+// slot is one document: its id, its terms (ids ascending, with their
+// frequencies), its length in tokens and its sonas (ascending) — each a
+// run in the index's pools, read with idOf, termsOf and sonasOf.
 type slot struct {
-	id     string
-	ids    []uint32
-	freqs  []uint16
-	length uint32
-	sonas  []uint32
-	dead   bool
+	id, idLen     uint32 // in strs
+	sonas, nSonas uint32 // in sonaRuns
+	terms, nTerms uint32 // in termIDs, and termFreqs
+	length        uint32
+	dead          bool
 }
+
+// runs are the slots' ids, sonas, terms and frequencies, in pools: a run
+// of termIDs and the run of termFreqs beside it have the same ref.
+type runs struct {
+	strs      pool[byte]
+	sonaRuns  pool[uint32]
+	termIDs   pool[uint32]
+	termFreqs pool[uint16]
+}
+
+// newSlot is a slot of a document, its runs added to the pools.
+func (x *runs) newSlot(id string, ids []uint32, freqs []uint16, length uint32, sonas []uint32) slot {
+	sl := slot{id: x.strs.add(unsafe.Slice(unsafe.StringData(id), len(id))), idLen: uint32(len(id)),
+		nSonas: uint32(len(sonas)), terms: x.termIDs.add(ids), nTerms: uint32(len(ids)), length: length}
+	if f := x.termFreqs.add(freqs); f != sl.terms {
+		panic(fmt.Sprintf("text: a document's frequencies at %#x, its terms at %#x", f, sl.terms))
+	}
+	sl.sonas = x.sonaRuns.add(sonas)
+	return sl
+}
+
+// idOf is the id of slot s's document.
+func (x *runs) idOf(s *slot) string { return str(&x.strs, s.id, s.idLen) }
+
+// termsOf are the terms of slot s's document, ids ascending, and their
+// frequencies (none once it is dead); not to be changed.
+func (x *runs) termsOf(s *slot) ([]uint32, []uint16) {
+	return x.termIDs.get(s.terms, s.nTerms), x.termFreqs.get(s.terms, s.nTerms)
+}
+
+// sonasOf are the sonas of slot s's document, ascending (none once it is
+// dead); not to be changed.
+func (x *runs) sonasOf(s *slot) []uint32 { return x.sonaRuns.get(s.sonas, s.nSonas) }
 
 // analysed is a document's analysis: its terms ascending, their
 // frequencies, its length in tokens.
@@ -322,15 +357,16 @@ func (x *Index) put(a analysed) {
 	slices.Sort(sonas)
 	sonas = slices.Compact(sonas)
 	if s, ok := x.docs.Get(a.id); ok {
-		if x.sameTerms(&x.slots[s], a) { // a CID's text does not change: its sonas do
-			x.relistSlot(s, x.slots[s].sonas, sonas)
-			x.setPostOwners(s, x.slots[s].ids)
-			x.slots[s].sonas = sonas
+		if sl := &x.slots[s]; x.sameTerms(sl, a) { // a CID's text does not change: its sonas do
+			x.relistSlot(s, x.sonasOf(sl), sonas)
+			ids, _ := x.termsOf(sl)
+			x.setPostOwners(s, ids)
+			sl.sonas, sl.nSonas = x.sonaRuns.add(sonas), uint32(len(sonas))
 			return
 		}
 		x.remove(a.id)
 	}
-	sl := slot{id: a.id, ids: make([]uint32, len(a.terms)), freqs: a.freqs, length: a.length, sonas: sonas}
+	tids := make([]uint32, len(a.terms))
 	n := uint32(len(x.slots))
 	o := postOwner(ownerOf(sonas)) // as relistSlot makes it, below
 	x.tokens += uint64(a.length)
@@ -343,22 +379,21 @@ func (x *Index) put(a analysed) {
 			x.df = append(x.df, 0)
 			x.post = append(x.post, nil)
 		}
-		sl.ids[i] = id
+		tids[i] = id
 		x.df[id]++
 		x.post[id] = append(x.post[id], posting{slot: n, freq: a.freqs[i], owner: o})
 	}
 	// Ids ascending, for the binary search of scoring.
-	order := make([]int, len(sl.ids))
+	order := make([]int, len(tids))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(i, j int) int { return cmp.Compare(sl.ids[i], sl.ids[j]) })
+	slices.SortFunc(order, func(i, j int) int { return cmp.Compare(tids[i], tids[j]) })
 	ids, freqs := make([]uint32, len(order)), make([]uint16, len(order))
 	for k, i := range order {
-		ids[k], freqs[k] = sl.ids[i], sl.freqs[i]
+		ids[k], freqs[k] = tids[i], a.freqs[i]
 	}
-	sl.ids, sl.freqs = ids, freqs
-	x.slots = append(x.slots, sl)
+	x.slots = append(x.slots, x.newSlot(a.id, ids, freqs, a.length, sonas))
 	x.docs.Put(a.id, n)
 	x.relistSlot(n, nil, sonas)
 }
@@ -367,9 +402,9 @@ func (x *Index) put(a analysed) {
 // (accumulate) checks first: its one sona, else ownerMany (none or
 // several: its sonas are read) or ownerDead. At 1M documents in 100 sonas,
 // 99 of every 100 postings such a walk takes are of other sonas, and each
-// read of its slot (96 bytes) and then of its score was a read of memory
-// the caches did not hold; the owners take 4 bytes a slot (README, stop
-// 51).
+// read of its slot (96 bytes then) and then of its score was a read of
+// memory the caches did not hold; the owners take 4 bytes a slot (README,
+// stop 51).
 const (
 	ownerMany = math.MaxUint32
 	ownerDead = math.MaxUint32 - 1
@@ -448,12 +483,14 @@ func (x *Index) relistSlot(n uint32, was, now []uint32) {
 func (x *Index) relist() {
 	x.bySona = make([][]uint32, len(x.sonaNames))
 	x.owner = make([]uint32, len(x.slots))
-	for n, sl := range x.slots {
-		x.owner[n] = ownerOf(sl.sonas)
+	for n := range x.slots {
+		sl := &x.slots[n]
+		sonas := x.sonasOf(sl)
+		x.owner[n] = ownerOf(sonas)
 		if sl.dead {
 			x.owner[n] = ownerDead
 		}
-		for _, s := range sl.sonas {
+		for _, s := range sonas {
 			x.bySona[s] = append(x.bySona[s], uint32(n))
 		}
 	}
@@ -461,7 +498,8 @@ func (x *Index) relist() {
 
 // sameTerms reports whether the slot holds exactly a's terms.
 func (x *Index) sameTerms(s *slot, a analysed) bool {
-	if len(s.ids) != len(a.terms) || s.length != a.length {
+	ids, freqs := x.termsOf(s)
+	if len(ids) != len(a.terms) || s.length != a.length {
 		return false
 	}
 	for i, t := range a.terms {
@@ -469,8 +507,8 @@ func (x *Index) sameTerms(s *slot, a analysed) bool {
 		if !ok {
 			return false
 		}
-		k, found := slices.BinarySearch(s.ids, id)
-		if !found || s.freqs[k] != a.freqs[i] {
+		k, found := slices.BinarySearch(ids, id)
+		if !found || freqs[k] != a.freqs[i] {
 			return false
 		}
 	}
@@ -484,15 +522,16 @@ func (x *Index) remove(id string) {
 		return
 	}
 	s := &x.slots[n]
-	for _, t := range s.ids {
+	ids, _ := x.termsOf(s)
+	for _, t := range ids {
 		x.df[t]--
 	}
 	x.tokens -= uint64(s.length)
 	x.owner[n] = ownerDead
-	x.setPostOwners(n, s.ids)
+	x.setPostOwners(n, ids)
 	s.dead = true
-	s.ids, s.freqs, s.sonas = nil, nil, nil
-	x.docs.Delete(id) // its slot keeps the id
+	s.nTerms, s.nSonas = 0, 0 // their runs are left in the pools
+	x.docs.Delete(id)         // its slot keeps the id
 	x.dead++
 }
 
@@ -520,17 +559,22 @@ func (x *Index) compactSlots() {
 		}
 		x.post[t] = out
 	}
+	// The live slots' runs into new pools, the dead ones' left behind.
+	old := x.runs
+	x.runs = runs{}
 	kept := x.slots[:0]
-	for i, s := range x.slots {
+	for i := range x.slots {
 		if alive[i] {
-			kept = append(kept, s)
+			s := &x.slots[i]
+			ids, freqs := old.termsOf(s)
+			kept = append(kept, x.newSlot(old.idOf(s), ids, freqs, s.length, old.sonasOf(s)))
 		}
 	}
 	clear(x.slots[len(kept):])
 	x.slots, x.dead = kept, 0
 	x.docs.Reset(len(kept)) // every live slot renumbered
 	for i := range kept {
-		x.docs.Put(kept[i].id, uint32(i))
+		x.docs.Put(x.idOf(&kept[i]), uint32(i))
 	}
 	x.relist()
 }
@@ -569,4 +613,4 @@ func (x *Index) Compact(ctx context.Context) error {
 }
 
 // slotID is the id of the document of slot n (for docs).
-func (x *Index) slotID(n uint32) string { return x.slots[n].id }
+func (x *Index) slotID(n uint32) string { return x.idOf(&x.slots[n]) }

@@ -243,6 +243,16 @@ func TestScoresAreExhaustiveBM25(t *testing.T) {
 	if x.dead != 0 || len(x.slots) != 1500 {
 		t.Fatalf("%d dead slots of %d after compaction", x.dead, len(x.slots))
 	}
+	// The compaction left the deleted documents' runs behind.
+	terms, sonas, idBytes := 0, 0, 0
+	for i := range x.slots {
+		ids, _ := x.termsOf(&x.slots[i])
+		terms, sonas, idBytes = terms+len(ids), sonas+len(x.sonasOf(&x.slots[i])), idBytes+len(x.idOf(&x.slots[i]))
+	}
+	if used(&x.termIDs) != terms || used(&x.termFreqs) != terms || used(&x.sonaRuns) != sonas || used(&x.strs) != idBytes {
+		t.Fatalf("the pools hold %d terms, %d frequencies, %d sonas, %d bytes of ids; the live documents %d, %d, %d",
+			used(&x.termIDs), used(&x.termFreqs), used(&x.sonaRuns), used(&x.strs), terms, sonas, idBytes)
+	}
 }
 
 // A search within a sona holding few of the collection's documents

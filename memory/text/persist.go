@@ -160,24 +160,27 @@ func (x *Index) snapshot() error {
 	e.strs(terms)
 	e.strs(x.sonaNames)
 	e.uint(uint64(x.docs.Len()))
-	for _, s := range x.slots {
+	for i := range x.slots {
+		s := &x.slots[i]
 		if s.dead {
 			continue
 		}
-		e.str(s.id)
+		e.str(x.idOf(s))
 		e.uint(uint64(s.length))
-		e.uint(uint64(len(s.sonas)))
-		for _, v := range s.sonas {
+		sonas := x.sonasOf(s)
+		e.uint(uint64(len(sonas)))
+		for _, v := range sonas {
 			e.uint(uint64(v))
 		}
 		// Term indexes follow the ids' order, which the renumbering
 		// keeps: deltas from the previous.
-		e.uint(uint64(len(s.ids)))
+		ids, freqs := x.termsOf(s)
+		e.uint(uint64(len(ids)))
 		prev := uint64(0)
-		for i, id := range s.ids {
+		for i, id := range ids {
 			t := termIdx[id]
 			e.uint(t - prev)
-			e.uint(uint64(s.freqs[i]))
+			e.uint(uint64(freqs[i]))
 			prev = t
 		}
 	}
@@ -230,65 +233,53 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		d.Fail() // a name twice
 	}
 	x.df, x.post = make([]uint32, len(x.names)), make([][]posting, len(x.names))
-	// The documents' ids, sonas, terms and frequencies are cut from a few
-	// large arrays rather than allocated one by one (four allocations a
-	// document: 4M at 1M memories), each part with no room past its end,
-	// so that a later append copies it out instead of writing over the
-	// next document's.
+	// The documents' ids, sonas, terms and frequencies go into the pools
+	// (runs), a few large arrays, rather than allocated one by one (four
+	// allocations a document: 4M at 1M memories).
 	var (
-		strs  []byte
-		u32s  []uint32
-		u16s  []uint16
+		sonas []uint32
+		ids   []uint32
+		freqs []uint16
 		total int
 	)
-	const arena = 1 << 16
-	str := func(b []byte) string {
-		if len(strs)+len(b) > cap(strs) {
-			strs = make([]byte, 0, max(len(b), arena*16))
-		}
-		at := len(strs)
-		strs = append(strs, b...)
-		return unsafe.String(unsafe.SliceData(strs[at:]), len(b))
-	}
 	n := d.Count()
 	x.slots = make([]slot, 0, n)
 	if x.docs.Len() == 0 {
 		x.docs.Reset(int(n)) // not grown 20 times at 1M
 	}
 	for range n {
-		sl := slot{id: str(d.Bytes()), length: uint32(d.Uvarint())}
-		sl.sonas = cut(&u32s, d.Count(), arena)
-		for k := range sl.sonas {
-			sl.sonas[k] = uint32(d.Uvarint())
-			if uint64(sl.sonas[k]) >= uint64(len(x.sonaNames)) || k > 0 && sl.sonas[k] <= sl.sonas[k-1] {
+		id, length := d.Bytes(), uint32(d.Uvarint())
+		sonas = sonas[:0]
+		for k := range d.Count() {
+			sonas = append(sonas, uint32(d.Uvarint()))
+			if uint64(sonas[k]) >= uint64(len(x.sonaNames)) || k > 0 && sonas[k] <= sonas[k-1] {
 				d.Fail()
 			}
 		}
-		nt := d.Count()
-		sl.ids, sl.freqs = cut(&u32s, nt, arena), cut(&u16s, nt, arena)
+		ids, freqs = ids[:0], freqs[:0]
 		t := uint64(0)
-		for k := range nt {
+		for k := range d.Count() {
 			delta := d.Uvarint()
 			t += delta
 			if t >= uint64(len(x.names)) || k > 0 && delta == 0 { // ids ascending
 				d.Fail()
 				break
 			}
-			sl.ids[k], sl.freqs[k] = uint32(t), uint16(d.Uvarint())
+			ids, freqs = append(ids, uint32(t)), append(freqs, uint16(d.Uvarint()))
 		}
 		if d.Err != nil {
 			break
 		}
-		x.slots = append(x.slots, sl)
-		if !x.docs.Add(sl.id, uint32(len(x.slots)-1)) { // a document twice
+		x.slots = append(x.slots, x.newSlot(unsafe.String(unsafe.SliceData(id), len(id)), ids, freqs, length, sonas))
+		if !x.docs.Add(x.idOf(&x.slots[len(x.slots)-1]), uint32(len(x.slots)-1)) { // a document twice
 			d.Fail()
 			break
 		}
-		for _, id := range sl.ids {
+		for _, id := range ids {
 			x.df[id]++
 		}
-		total += len(sl.ids)
-		x.tokens += uint64(sl.length)
+		total += len(ids)
+		x.tokens += uint64(length)
 	}
 	if d.Err != nil || len(d.B) != 0 {
 		return fmt.Errorf("%w: %s does not decode", ErrCorrupt, snapshotFile)
@@ -301,10 +292,11 @@ func (x *Index) decodeSnapshot(b []byte) error {
 		x.post[id] = posts[at : at : at+int(df)]
 		at += int(df)
 	}
-	for i, sl := range x.slots {
+	for i := range x.slots {
 		o := postOwner(x.owner[i])
-		for k, id := range sl.ids {
-			x.post[id] = append(x.post[id], posting{slot: uint32(i), freq: sl.freqs[k], owner: o})
+		ids, freqs := x.termsOf(&x.slots[i])
+		for k, id := range ids {
+			x.post[id] = append(x.post[id], posting{slot: uint32(i), freq: freqs[k], owner: o})
 		}
 	}
 	return nil
@@ -360,17 +352,4 @@ func (x *Index) Discard() error {
 	}
 	x.logErr = errClosed
 	return err
-}
-
-// cut returns k elements cut from the end of *pool, with no room past
-// them (a later append copies them out rather than writing over what
-// follows), starting a new pool of at least size elements when *pool has
-// not room for k.
-func cut[T any](pool *[]T, k, size int) []T {
-	if len(*pool)+k > cap(*pool) {
-		*pool = make([]T, 0, max(k, size))
-	}
-	at := len(*pool)
-	*pool = (*pool)[:at+k]
-	return (*pool)[at : at+k : at+k]
 }

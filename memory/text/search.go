@@ -169,9 +169,10 @@ func (x *Index) expansion(terms []string, fb Feedback) []string {
 			continue
 		}
 		sl := &x.slots[s]
-		for j, t := range sl.ids {
+		ids, freqs := x.termsOf(sl)
+		for j, t := range ids {
 			if !query[t] && x.df[t] > 1 {
-				score[t] += fb.Weights[i] / total * float64(sl.freqs[j]) / float64(sl.length)
+				score[t] += fb.Weights[i] / total * float64(freqs[j]) / float64(sl.length)
 			}
 		}
 	}
@@ -325,18 +326,19 @@ func (x *Index) scoreSlots(ids []uint32, st stats, slots []uint32) *scores {
 	idf, norm := weights(st)
 	for _, n := range slots {
 		s := &x.slots[n]
+		sids, freqs := x.termsOf(s)
 		for i, id := range ids {
 			if id == math.MaxUint32 {
 				continue
 			}
-			k, found := slices.BinarySearch(s.ids, id)
+			k, found := slices.BinarySearch(sids, id)
 			if !found {
 				continue
 			}
 			if sc.matched[n] == 0 {
 				sc.touched = append(sc.touched, n)
 			}
-			sc.sum[n] += term(idf[i], norm, s.freqs[k], s.length, st.avgLen)
+			sc.sum[n] += term(idf[i], norm, freqs[k], s.length, st.avgLen)
 			sc.matched[n]++
 		}
 	}
@@ -350,7 +352,7 @@ func (x *Index) scoreSlots(ids []uint32, st stats, slots []uint32) *scores {
 func (x *Index) top(sc *scores, k int) []Hit {
 	h := make(hitHeap, 0, min(k, len(sc.touched)))
 	for _, n := range sc.touched {
-		hit := Hit{ID: x.slots[n].id, Score: sc.sum[n] * float64(sc.matched[n]) / float64(sc.terms)}
+		hit := Hit{ID: x.idOf(&x.slots[n]), Score: sc.sum[n] * float64(sc.matched[n]) / float64(sc.terms)}
 		sc.sum[n], sc.matched[n] = 0, 0
 		switch {
 		case len(h) < k:
@@ -451,7 +453,7 @@ func (x *Index) inSonas(n uint32, filter []uint32) bool {
 	if filter == nil {
 		return true
 	}
-	for _, s := range x.slots[n].sonas {
+	for _, s := range x.sonasOf(&x.slots[n]) {
 		if slices.Contains(filter, s) {
 			return true
 		}

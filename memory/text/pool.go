@@ -1,0 +1,62 @@
+package text
+
+import "unsafe"
+
+// pool holds runs of values in chunks that never move, each run named by
+// a ref: its chunk (the high 16 bits) and its place there (the low 16). A
+// slot refers to its id, sonas, terms and frequencies by refs, so that
+// the slots hold no pointer: at 1M documents their slices and strings
+// made a slot 104 bytes, 104 MB the collector marked at every cycle (a
+// slot is 32 bytes now, which it does not look into). A run's values are never changed once added; a
+// run replaced (a slot's sonas) or dropped (a removed document) is left
+// in its chunk until the slots are compacted (compactSlots), which adds
+// the live runs to new pools.
+type pool[T any] struct {
+	chunks [][]T
+}
+
+// chunkLen is a chunk's length: a run longer than it has a chunk of its
+// own.
+const chunkLen = 1 << 16
+
+// add adds vals as one run and returns its ref.
+func (p *pool[T]) add(vals []T) uint32 {
+	n := len(p.chunks)
+	if n == 0 || len(p.chunks[n-1])+len(vals) > cap(p.chunks[n-1]) {
+		if n == 1<<16 {
+			panic("text: a pool of 65,536 chunks is full") // 4G values: past any memory here
+		}
+		p.chunks = append(p.chunks, make([]T, 0, max(chunkLen, len(vals))))
+		n++
+	}
+	c := &p.chunks[n-1]
+	at := len(*c)
+	*c = append(*c, vals...)
+	return uint32(n-1)<<16 | uint32(at)
+}
+
+// get is the run of n values at ref, with no room past its end.
+func (p *pool[T]) get(ref uint32, n uint32) []T {
+	c := p.chunks[ref>>16]
+	at := ref & (chunkLen - 1)
+	return c[at : at+n : at+n]
+}
+
+// size is the values the pool holds room for.
+func (p *pool[T]) size() int {
+	n := 0
+	for _, c := range p.chunks {
+		n += cap(c)
+	}
+	return n
+}
+
+// str is the run of n bytes at ref as a string, sharing its bytes (which
+// never change).
+func str(p *pool[byte], ref, n uint32) string {
+	if n == 0 {
+		return ""
+	}
+	b := p.get(ref, n)
+	return unsafe.String(unsafe.SliceData(b), n)
+}
