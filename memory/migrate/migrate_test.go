@@ -38,20 +38,8 @@ func TestMigrateFromLayout1(t *testing.T) {
 		mems = append(mems, o.Text(txt))
 	}
 	err := s.Store().WriteBehind(func(txn *badger.Txn) error {
-		for _, c := range mems {
-			item, err := txn.Get(meta.Key(c))
-			if err != nil {
-				return err
-			}
-			m := &messages.MemoryMeta{}
-			if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, m) }); err != nil {
-				return err
-			}
-			m.Seq = 0
-			raw, _ := proto.Marshal(m)
-			if err := txn.Set(meta.Key(c), raw); err != nil {
-				return err
-			}
+		if _, err := rewriteMeta(txn, mems, func(_ cid.Cid, m *messages.MemoryMeta) { m.Seq = 0 }); err != nil {
+			return err
 		}
 		for seq := int64(0); seq < 3; seq++ {
 			item, err := txn.Get(chain.EntryKey(o.Sona, seq))
@@ -191,29 +179,20 @@ func TestMigrateFromLayout3(t *testing.T) {
 	}
 	odd := mems[2] // a metric no number names: not packed
 	want := map[cid.Cid]*messages.MemoryMeta{}
-	old := map[cid.Cid][]byte{}
-	err := s.Store().WriteBehind(func(txn *badger.Txn) error {
-		for i, c := range mems {
-			item, err := txn.Get(meta.Key(c))
-			if err != nil {
-				return err
-			}
-			m := &messages.MemoryMeta{}
-			if err := item.Value(func(v []byte) error { return meta.Unmarshal(v, m) }); err != nil {
-				return err
-			}
+	var old map[cid.Cid][]byte
+	err := s.Store().WriteBehind(func(txn *badger.Txn) (err error) {
+		old, err = rewriteMeta(txn, mems, func(c cid.Cid, m *messages.MemoryMeta) {
 			m.Evaluation = &messages.EvalSummary{Metrics: map[string]float64{}, Priority: &messages.Priority{DecayRate: 0.5}}
 			for j, name := range meta.PackedMetrics {
-				m.Evaluation.Metrics[name] = float64((i*7+j)%1000) / 1000
+				m.Evaluation.Metrics[name] = float64((len(want)*7+j)%1000) / 1000
 			}
 			if c == odd {
 				m.Evaluation.Metrics["custom_metric"] = 0.5
 			}
-			raw, _ := proto.Marshal(m)
-			if err := txn.Set(meta.Key(c), raw); err != nil {
-				return err
-			}
-			want[c], old[c] = m, raw
+			want[c] = m
+		})
+		if err != nil {
+			return err
 		}
 		return txn.Set(migrate.KeyVersion, []byte("3"))
 	})
@@ -253,4 +232,29 @@ func TestMigrateFromLayout3(t *testing.T) {
 	if m, err := s.Memories.Meta(mems[0]); err != nil || !proto.Equal(m.Evaluation, want[mems[0]].Evaluation) {
 		t.Fatalf("through the cache: %v (%v)", m, err)
 	}
+}
+
+// rewriteMeta rewrites the metadata record of each of mems behind the
+// store's back as change leaves it, encoded as layouts before 4 wrote
+// records (proto.Marshal), and returns what it wrote.
+func rewriteMeta(txn *badger.Txn, mems []cid.Cid, change func(c cid.Cid, m *messages.MemoryMeta)) (map[cid.Cid][]byte, error) {
+	wrote := map[cid.Cid][]byte{}
+	for _, c := range mems {
+		item, err := txn.Get(meta.Key(c))
+		if err != nil {
+			return nil, err
+		}
+		m := &messages.MemoryMeta{}
+		if err := item.Value(func(v []byte) error { return meta.Unmarshal(v, m) }); err != nil {
+			return nil, err
+		}
+		change(c, m)
+		if wrote[c], err = proto.Marshal(m); err != nil {
+			return nil, err
+		}
+		if err := txn.Set(meta.Key(c), wrote[c]); err != nil {
+			return nil, err
+		}
+	}
+	return wrote, nil
 }
