@@ -30,8 +30,9 @@ import (
 // refuse the store instead, and the migration to it packs an older
 // store's records (memory/migrate).
 
-// PackedField is the MemoryMeta field number of the packed metrics: none
-// of the message's (TestPackedFieldIsFree).
+// PackedField is the MemoryMeta field number of the packed metrics,
+// reserved in memory.proto (TestPackedFieldIsFree) and not declared there:
+// MemoryMeta is also the API's message, and the packing is the store's.
 const PackedField protowire.Number = 16
 
 // PackedMetrics are the metrics a record's packed field can name, by

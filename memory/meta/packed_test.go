@@ -11,10 +11,15 @@ import (
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// The packed field's number is none of MemoryMeta's.
+// The packed field's number is none of MemoryMeta's, and memory.proto
+// reserves it.
 func TestPackedFieldIsFree(t *testing.T) {
-	if f := (&messages.MemoryMeta{}).ProtoReflect().Descriptor().Fields().ByNumber(PackedField); f != nil {
+	d := (&messages.MemoryMeta{}).ProtoReflect().Descriptor()
+	if f := d.Fields().ByNumber(PackedField); f != nil {
 		t.Fatalf("field %d is MemoryMeta's %s: the packed metrics need another number", PackedField, f.Name())
+	}
+	if !d.ReservedRanges().Has(PackedField) {
+		t.Fatalf("memory.proto does not reserve field %d for the packed metrics", PackedField)
 	}
 }
 
