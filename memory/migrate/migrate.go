@@ -258,12 +258,12 @@ func (mg *migrator) v2(ctx context.Context) error {
 	return mg.setLayout(ctx, 3)
 }
 
-// packBatch is how many metadata records v3 reads a transaction, and
-// packBytes about how many bytes it writes in one at most.
-var (
-	packBatch = 2000
-	packBytes = 1 << 20
-)
+// packBatch is how many metadata records v3 reads a transaction (a test
+// sets fewer), and packBytes about how many bytes it writes in one at
+// most.
+var packBatch = 2000
+
+const packBytes = 1 << 20
 
 // v3 brings a layout-3 store to layout 4: every metadata record's
 // evaluation metrics packed (meta.Marshal), a tenth of what they took. A

@@ -42,15 +42,6 @@ func (p *pool[T]) get(ref uint32, n uint32) []T {
 	return c[at : at+n : at+n]
 }
 
-// size is the values the pool holds room for.
-func (p *pool[T]) size() int {
-	n := 0
-	for _, c := range p.chunks {
-		n += cap(c)
-	}
-	return n
-}
-
 // str is the run of n bytes at ref as a string, sharing its bytes (which
 // never change).
 func str(p *pool[byte], ref, n uint32) string {
