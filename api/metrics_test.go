@@ -221,6 +221,10 @@ func TestMetricsAppearAndMove(t *testing.T) {
 			t.Errorf("memoria_vector_float_bytes: heap %v, spill %v (present %v %v), want %v, %v", heap, spill, ok, ok2, c.heap, c.spill)
 		}
 	}
+	// No sona of five memories is packed.
+	if v, ok := metric(after, "memoria_vector_pack_bytes"); !ok || v != 0 {
+		t.Errorf("memoria_vector_pack_bytes = %v (present %v), want 0", v, ok)
+	}
 }
 
 // The store's size on disk moves with its writes (measured at each

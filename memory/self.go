@@ -194,6 +194,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 			Backlog:        o.Config.Index.Backlog,
 			Seed:           o.Config.Index.Seed,
 			HeapVectors:    heapVecs,
+			PackBytes:      packBytes(o.Config.Index.PackMB),
 			SpillDir:       spillDir,
 			SpillRoom:      spillRoom(st),
 			SpillStopped: func(err error) {
@@ -831,6 +832,15 @@ func Reembed(ctx context.Context, cfg config.Config, emb llm.Embedder, progress 
 	}
 	defer st.Close()
 	return transfer.Reembed(ctx, st, records{}, emb, progress)
+}
+
+// packBytes is the vector index's budget of packs for index.pack_mb (0:
+// none, which the index spells -1).
+func packBytes(mb int) int64 {
+	if mb == 0 {
+		return -1
+	}
+	return int64(mb) << 20
 }
 
 // spillRoom lets the vector index write n bytes of the vectors it moves

@@ -185,7 +185,7 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 		st := self.Store()
 		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), WritesRefused: st.CheckSpace() != nil,
 			TextRebuilds: self.Text.Rebuilds(), RerankFallbacks: self.Recaller.RerankFallbacks(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st),
-			Caches: caches(self.CacheStats()), VectorFloats: vectorFloats(self.Index()), Committer: committer(st.CommitStats()),
+			Caches: caches(self.CacheStats()), VectorFloats: vectorFloats(self.Index()), VectorPacks: self.Index().PackBytes(), Committer: committer(st.CommitStats()),
 			RecallWorkers: recallWorkers(self.Recaller.Workers()),
 			Waiting:       map[string]int64{"coaccess_lists": int64(self.Assoc.Waiting()), "touches": int64(self.Memories.TouchesWaiting())}}
 	})

@@ -306,6 +306,9 @@ type Result struct {
 	Committer *CommitterFigures `json:"committer,omitempty"`
 	// Collector is the server's garbage collector's work over the window.
 	Collector *CollectorFigures `json:"collector,omitempty"`
+	// PackBytes are the server's packs of large sonas' records at the
+	// window's end (index.pack_mb).
+	PackBytes int64 `json:"pack_bytes,omitempty"`
 	// RecallAt10 is the share of exact search's 10 nearest found.
 	RecallAt10 *float64 `json:"recall_at_10,omitempty"`
 	// BuildSeconds is how long the index (or the store's growth) took.

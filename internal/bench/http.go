@@ -199,6 +199,9 @@ func (r *run) measureLoad(ctx context.Context, scenario, phase string, srv *load
 		res.Committer = committerFigures(before, after)
 		res.Collector = collectorFigures(before, after, res.Ops)
 	}
+	if after != nil {
+		res.PackBytes = int64(after.values[packsFamily])
+	}
 	return res, rep
 }
 
@@ -247,6 +250,10 @@ var collectorFamilies = []string{"go_memstats_alloc_bytes_total", "go_gc_duratio
 	"go_cpu_classes_gc_total_cpu_seconds_total", "go_cpu_classes_total_cpu_seconds_total",
 	"go_cpu_classes_idle_cpu_seconds_total", "go_gc_heap_live_bytes"}
 
+// packsFamily is the bytes of the vector index's packs of large sonas'
+// records (a server older than stop 72 of issue 15 lacks it).
+const packsFamily = "memoria_vector_pack_bytes"
+
 // readServer reads the server's /metrics; nil when it cannot.
 func (r *run) readServer(ctx context.Context, url string) *serverReading {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
@@ -281,7 +288,7 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 				out.caches[name] = e
 			}
 		}
-		if family, value, ok := strings.Cut(line, " "); ok && (slices.Contains(committerFamilies, family) || slices.Contains(batchFamilies, family) || slices.Contains(writeWaitFamilies, family) || slices.Contains(collectorFamilies, family)) {
+		if family, value, ok := strings.Cut(line, " "); ok && (slices.Contains(committerFamilies, family) || slices.Contains(batchFamilies, family) || slices.Contains(writeWaitFamilies, family) || slices.Contains(collectorFamilies, family) || family == packsFamily) {
 			if v, err := strconv.ParseFloat(value, 64); err == nil {
 				out.values[family] = v
 			}

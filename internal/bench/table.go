@@ -103,6 +103,9 @@ func extras(r Result) string {
 	if c := r.Collector; c != nil {
 		parts = append(parts, fmt.Sprintf("GC %.0f%% of the CPU, %d cycles, %.0f KB allocated/op, %.0f MB live", 100*c.CPUShare, c.Cycles, c.AllocKBPerOp, float64(c.LiveBytes)/1e6))
 	}
+	if r.PackBytes > 0 {
+		parts = append(parts, fmt.Sprintf("packs %.0f MiB", mib(r.PackBytes)))
+	}
 	if r.ClientCPUMsPerOp > 0 {
 		parts = append(parts, fmt.Sprintf("client CPU/op %.2f", r.ClientCPUMsPerOp))
 	}

@@ -264,6 +264,9 @@ type State struct {
 	// VectorFloats are the bytes of the vector index's float32 vectors by
 	// where they are: heap, spill (index.heap_vectors_mb).
 	VectorFloats map[string]int64
+	// VectorPacks are the bytes of the vector index's packs of large
+	// sonas' records (index.pack_mb).
+	VectorPacks int64
 	// Committer is the group committer's work since the start.
 	Committer Committer
 	// Waiting is what recalls left behind that waits in memory to be
@@ -356,6 +359,7 @@ var (
 	cacheHitsDesc = prometheus.NewDesc("memoria_cache_hits_total", "Reads that found what they wanted in a cache: memories (decoded memories) and metadata (store.memory_cache entries each), links (half as many), blocks (Badger's block cache, store.cache_mb; zero without one: tables uncompressed).", []string{"cache"}, nil)
 	cacheMissDesc = prometheus.NewDesc("memoria_cache_misses_total", "Reads that did not find what they wanted in a cache (see memoria_cache_hits_total) and read the store.", []string{"cache"}, nil)
 	cacheSizeDesc = prometheus.NewDesc("memoria_cache_entries", "Entries each cache holds (see memoria_cache_hits_total).", []string{"cache"}, nil)
+	packsDesc     = prometheus.NewDesc("memoria_vector_pack_bytes", "Bytes of the vector index's packs: copies of large sonas' int8 records side by side, which their searches read in sequence (at most index.pack_mb).", nil, nil)
 	floatsDesc    = prometheus.NewDesc("memoria_vector_float_bytes", "Bytes of the vector index's float32 vectors in the heap (at most index.heap_vectors_mb once the graph holds them) and in its spill file beside the snapshot (those beyond, until a snapshot holds them).", []string{"where"}, nil)
 	commitsDesc   = prometheus.NewDesc("memoria_store_commits_total", "Group commits of the store (one fsync each).", nil, nil)
 	commitOpsDesc = prometheus.NewDesc("memoria_store_committed_ops_total", "Writes (operations) the group commits committed; over memoria_store_commits_total, the batches' mean size.", nil, nil)
@@ -402,6 +406,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cacheMissDesc
 	ch <- cacheSizeDesc
 	ch <- floatsDesc
+	ch <- packsDesc
 	ch <- commitsDesc
 	ch <- commitOpsDesc
 	ch <- deferredDesc
@@ -457,6 +462,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for where, n := range st.VectorFloats {
 		ch <- prometheus.MustNewConstMetric(floatsDesc, prometheus.GaugeValue, float64(n), where)
 	}
+	ch <- prometheus.MustNewConstMetric(packsDesc, prometheus.GaugeValue, float64(st.VectorPacks))
 	ch <- prometheus.MustNewConstMetric(commitsDesc, prometheus.CounterValue, float64(st.Committer.Commits))
 	ch <- prometheus.MustNewConstMetric(commitOpsDesc, prometheus.CounterValue, float64(st.Committer.Ops))
 	ch <- prometheus.MustNewConstMetric(deferredDesc, prometheus.CounterValue, float64(st.Committer.DeferredOps))

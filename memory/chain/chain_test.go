@@ -298,6 +298,15 @@ func TestSonasLoadAsAppended(t *testing.T) {
 	if got := len(loaded.Members(b.Sona, a.Sona, true)); got != 11 {
 		t.Fatalf("b with a as its backbone: %d members", got)
 	}
+	// The same as the vector index searches them: a run of each, by name.
+	runs := loaded.Runs(b.Sona, a.Sona, true)
+	if len(runs) != 2 || runs[0].Name != b.Sona || runs[1].Name != a.Sona ||
+		!slices.Equal(append(slices.Clone(runs[0].IDs), runs[1].IDs...), loaded.Members(b.Sona, a.Sona, true)) {
+		t.Fatalf("b with a as its backbone: runs %+v", runs)
+	}
+	if runs := loaded.Runs(b.Sona, a.Sona, false); len(runs) != 1 || runs[0].Name != b.Sona {
+		t.Fatalf("b without its backbone: runs %+v", runs)
+	}
 }
 
 // A stored sona record whose last memory is not a CID is damage: the

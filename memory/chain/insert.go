@@ -228,7 +228,7 @@ func (w *Writer) sameTimeNeighbor(p *model.Prepared) (model.Neighbor, bool, erro
 // recall.exact_scan_max of them (cheaper than the graph, and exact),
 // through the graph beyond when that finds them (vector.Index.SearchIn).
 func (w *Writer) Neighbors(vec []float32, sona string, k int, self cid.Cid) ([]model.Neighbor, error) {
-	hits := w.index.SearchIn(vec, w.sonas.Members(sona, "", false), max(4*k, 16), w.cfg.Recall.ExactScanMax)
+	hits := w.index.SearchIn(vec, w.sonas.Runs(sona, "", false), max(4*k, 16), w.cfg.Recall.ExactScanMax)
 	var out []model.Neighbor
 	err := w.st.View(func(r store.Reader) error {
 		for _, h := range hits {

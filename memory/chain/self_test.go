@@ -15,6 +15,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
+	"github.com/memoria-ai/memoria/memory/vector"
 )
 
 func TestDedupOnInsert(t *testing.T) {
@@ -160,6 +161,54 @@ func TestNeighboursAreTheSonasNearest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Large sonas' neighbours are searched on their packs (index.pack_mb):
+// the same neighbours as without them, and the packs' bytes counted;
+// none at pack_mb 0 (the same store opened again).
+func TestLargeSonasNeighboursPacked(t *testing.T) {
+	const sonas, each = 5, 520 // past 512 members, one id in five
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
+	owners := make([]*memorytest.Owner, sonas)
+	for i := range owners {
+		owners[i] = memorytest.NewOwner(t, s, fmt.Sprintf("sona %d", i))
+	}
+	for n := range each {
+		for i, o := range owners {
+			o.Text(fmt.Sprintf("note %d of sona %d about topic %d and %d", n, i, n%17, (n*i)%29))
+		}
+	}
+	for _, packMB := range []int{256, 0} {
+		if packMB == 0 {
+			s.Close()
+			cfg.Index.PackMB = 0
+			s = memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
+		}
+		vecs, err := s.Embed(context.Background(), "a note about topic 3 and 12")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range owners {
+			got, err := s.Chains.Neighbors(vecs[0], o.Sona, 4, cid.Undef)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := s.Index().SearchAmong(vecs[0], vector.Unnamed(s.Sonas.Members(o.Sona, "", false)), 16)
+			if len(got) != 4 {
+				t.Fatalf("pack_mb %d: %d neighbours, want 4", packMB, len(got))
+			}
+			for i, n := range got {
+				if n.CID.KeyString() != want[i].Key {
+					t.Fatalf("pack_mb %d: neighbour %d is %s, not the sona's nearest", packMB, i, n.CID)
+				}
+			}
+		}
+		if b := s.Index().PackBytes(); (b > 0) != (packMB > 0) || b > int64(packMB)<<20 {
+			t.Fatalf("the packs hold %d bytes at pack_mb %d", b, packMB)
+		}
+	}
+	s.Close()
 }
 
 // Dedup and similar associations work on the sona-scoped neighbours, by

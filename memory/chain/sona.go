@@ -486,6 +486,22 @@ func (s *Sonas) Members(sona, backbone string, withBackbone bool) []uint64 {
 	return members
 }
 
+// Runs are Members as the vector index searches them: the sona's, and
+// the backbone's when withBackbone, each under its uuid (vector.Run). The
+// ids are shared: do not modify them.
+func (s *Sonas) Runs(sona, backbone string, withBackbone bool) []vector.Run {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	runs := make([]vector.Run, 0, 2)
+	if st := s.sonas[sona]; st != nil && len(st.members) > 0 {
+		runs = append(runs, vector.Run{Name: sona, IDs: st.members})
+	}
+	if bb := s.sonas[backbone]; withBackbone && bb != nil && backbone != sona && len(bb.members) > 0 {
+		runs = append(runs, vector.Run{Name: backbone, IDs: bb.members})
+	}
+	return runs
+}
+
 // Named returns the uuids of the sonas called name.
 func (s *Sonas) Named(name string) ([]string, error) {
 	var ids []string

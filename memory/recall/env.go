@@ -30,6 +30,8 @@ type Sonas interface {
 	// Members are the vector ids of a sona's memories (and the
 	// backbone's, withBackbone).
 	Members(sona, backbone string, withBackbone bool) []uint64
+	// Runs are Members as the vector index searches them, by sona.
+	Runs(sona, backbone string, withBackbone bool) []vector.Run
 	// Chain is a page of a sona's chain from seq from.
 	Chain(id string, from int64, limit int) (base.Page[chain.Entry], error)
 }
@@ -69,8 +71,8 @@ type Vectors interface {
 	Quantize(q []float32) vector.Quantized
 	ApproxDotID(id uint64, q vector.Quantized) (float32, bool)
 	Search(q []float32, k int) []vector.Hit
-	SearchAmong(q []float32, ids []uint64, k int) []vector.Hit
-	SearchIn(q []float32, ids []uint64, k, exactMax int) []vector.Hit
+	SearchAmong(q []float32, in []vector.Run, k int) []vector.Hit
+	SearchIn(q []float32, in []vector.Run, k, exactMax int) []vector.Hit
 }
 
 // Env is what recall reads besides the store, by role; the self wires

@@ -574,8 +574,8 @@ func (sc *scorer) extend(hits []*Recalled, budget, max int, paths Paths) ([]*Rec
 // graph adds the other sonas' nearest, the best of both kept; a larger one
 // goes through the graph alone.
 func (s *Recaller) denseCandidates(q Query, n int, backbone string) []vector.Hit {
-	members := s.sonas.Members(q.Sona, backbone, q.Scope == ScopeSona)
-	exact := len(members) <= s.cfg.Recall.ExactScanMax
+	members := s.sonas.Runs(q.Sona, backbone, q.Scope == ScopeSona)
+	exact := vector.RunsLen(members) <= s.cfg.Recall.ExactScanMax
 	switch {
 	case q.Scope == ScopeSona:
 		return s.index.SearchIn(q.Vector, members, n, s.cfg.Recall.ExactScanMax)

@@ -50,6 +50,10 @@ type Options struct {
 	// heap then keeps at most HeapVectors bytes of them, not every vector
 	// added since the last snapshot. Empty: the heap keeps them all.
 	SpillDir string
+	// PackBytes is the most bytes of packs (packs.go): copies of large
+	// sonas' int8 records side by side, which their scans read several
+	// times faster than where the records lie (256 MiB; negative: none).
+	PackBytes int64
 	// SpillRoom reports whether n more bytes may be written to SpillDir
 	// (nil: always); a chunk it refuses stays in the heap.
 	SpillRoom func(n int64) bool
@@ -110,6 +114,7 @@ type Index struct {
 	// mapping is the part of a snapshot's file mapped by Restore (nil if
 	// none): the pages holding its quantised records.
 	mapping []byte
+	packs   packs  // of named runs' records, read and extended under kmu read-held
 	changes uint64 // keys added and removed (Changes)
 	// retired are the files of floats AdoptFloats replaced, which copies
 	// made before may still read: each is closed when the last copy goes
@@ -143,6 +148,9 @@ func New(o Options) *Index {
 	if o.HeapVectors == 0 {
 		o.HeapVectors = 64 << 20
 	}
+	if o.PackBytes == 0 {
+		o.PackBytes = 256 << 20
+	}
 	x := &Index{
 		dims:     o.Dims,
 		efSearch: o.EfSearch,
@@ -158,6 +166,7 @@ func New(o Options) *Index {
 		done:     make(chan struct{}),
 	}
 	x.ids = base.NewKeyIndex(0, x.keyOf)
+	x.packs.budget = o.PackBytes
 	x.spillDir, x.spillRoom, x.spillStop = o.SpillDir, o.SpillRoom, o.SpillStopped
 	x.idle = sync.NewCond(&x.pmu)
 	x.wanted.Store(!o.Lazy)
@@ -477,6 +486,7 @@ func (x *Index) Unmap() error {
 	x.graph = newGraph(x.dims, g.m, g.efc, g.seed)
 	x.keys, x.removed, x.pending = nil, nil, nil
 	x.ids.Reset(0)
+	x.packs.reset()
 	file, spill := x.vecs.file, x.vecs.spill
 	x.vecs, x.qv.chunks = floats{chunked: chunked[float32]{stride: x.dims}}, nil
 	m := x.mapping
@@ -647,7 +657,7 @@ func (x *Index) nearest(q []float32, want, k int) []item {
 	x.rescore(s, q, qq.s, found, k)
 
 	if len(pending) > 0 {
-		found = append(found, x.exactAmong(q, pending, want)...)
+		found = append(found, x.exactAmong(q, Unnamed(pending), want)...)
 		// An id that joined the graph meanwhile is in both: once, whichever
 		// similarity it keeps (a quantised one is of an id below the k
 		// best, exact or not).
@@ -717,18 +727,21 @@ func quantError(q []float32, qs float32) (ea, eb float32) {
 }
 
 // exact returns the k best of ids by exact similarity to q, in no order.
-func (x *Index) exact(q []float32, ids []uint64, k int) []item {
-	top := make(minHeap, 0, min(k, len(ids)))
+func (x *Index) exact(q []float32, in []Run, k int) []item {
+	top := make(minHeap, 0, min(k, RunsLen(in)))
 	s := x.scratch.Get().(*scratch)
 	defer x.scratch.Put(s)
 	buf := slices.Grow(s.f32[:0], x.dims)
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	for i, id := range ids {
-		if i+prefetchAhead < len(ids) && x.vecs.inHeap(uint32(ids[i+prefetchAhead])) {
-			prefetchFloats(x.vecs.at(uint32(ids[i+prefetchAhead])))
+	for _, r := range in {
+		ids := r.IDs
+		for i, id := range ids {
+			if i+prefetchAhead < len(ids) && x.vecs.inHeap(uint32(ids[i+prefetchAhead])) {
+				prefetchFloats(x.vecs.at(uint32(ids[i+prefetchAhead])))
+			}
+			top.offer(item{vek32.Dot(q, x.vecs.get(uint32(id), buf)), uint32(id)}, k)
 		}
-		top.offer(item{vek32.Dot(q, x.vecs.get(uint32(id), buf)), uint32(id)}, k)
 	}
 	s.f32 = buf
 	return top
@@ -756,57 +769,58 @@ func (x *Index) hits(found []item, k int) []Hit {
 	return hits
 }
 
-// SearchAmong returns up to k of ids (from Add or ID) nearest to q by
-// exact search: for a small subset (one sona's memories), exact and
-// cheaper than filtering a graph search.
-func (x *Index) SearchAmong(q []float32, ids []uint64, k int) []Hit {
+// SearchAmong returns up to k of the runs' ids (from Add or ID) nearest
+// to q by exact search: for a small subset (one sona's memories), exact
+// and cheaper than filtering a graph search.
+func (x *Index) SearchAmong(q []float32, in []Run, k int) []Hit {
 	if k <= 0 || len(q) != x.dims {
 		return nil
 	}
-	return x.hits(x.exactAmong(q, ids, k), k)
+	return x.hits(x.exactAmong(q, in, k), k)
 }
 
-// SearchIn returns up to k of ids (a sona's memories) nearest to q. A
-// set of up to exactMax ids is scanned exactly (SearchAmong). A larger one
-// goes through the graph when it is a large enough share of the index for
-// the graph's nearest to hold k of it: the graph's nearest, twice k over
-// the set's share of the index (up to searchInMost·k), are scored exactly
-// and the set's among them kept. When fewer than k of them are the set's
-// (other sets' vectors are nearer), or the set is too small a share for
-// that many to hold k of it, it is scanned exactly after all: a large
-// sona in a store of many others gets its own nearest, as a small one
-// does, never another sona's in their place.
-func (x *Index) SearchIn(q []float32, ids []uint64, k, exactMax int) []Hit {
+// SearchIn returns up to k of the runs' ids (a sona's memories, and its
+// backbone's) nearest to q. A set of up to exactMax ids is scanned exactly
+// (SearchAmong). A larger one goes through the graph when it is a large
+// enough share of the index for the graph's nearest to hold k of it: the
+// graph's nearest, twice k over the set's share of the index (up to
+// searchInMost·k), are scored exactly and the set's among them kept. When
+// fewer than k of them are the set's (other sets' vectors are nearer), or
+// the set is too small a share for that many to hold k of it, it is
+// scanned exactly after all: a large sona in a store of many others gets
+// its own nearest, as a small one does, never another sona's in their
+// place.
+func (x *Index) SearchIn(q []float32, in []Run, k, exactMax int) []Hit {
 	if k <= 0 || len(q) != x.dims {
 		return nil
 	}
-	if len(ids) <= exactMax {
-		return x.SearchAmong(q, ids, k)
+	n := RunsLen(in)
+	if n <= exactMax {
+		return x.SearchAmong(q, in, k)
 	}
 	total := x.total()
-	fetch := k * ((2*total + len(ids) - 1) / len(ids))
+	fetch := k * ((2*total + n - 1) / n)
 	if fetch > searchInMost*k {
-		return x.SearchAmong(q, ids, k)
+		return x.SearchAmong(q, in, k)
 	}
 	found := x.nearest(q, fetch, fetch)
-	in := found // the set is the whole index (one sona's store)
-	if len(ids) < total {
-		in = inSet(found, ids)
+	if n < total { // else the set is the whole index (one sona's store)
+		found = inSet(found, in)
 	}
-	if hits := x.hits(in, k); len(hits) == k {
+	if hits := x.hits(found, k); len(hits) == k {
 		return hits
 	}
-	return x.SearchAmong(q, ids, k)
+	return x.SearchAmong(q, in, k)
 }
 
 // searchInMost bounds how many times k SearchIn asks of the graph: a set
 // under an eighth of the index is scanned exactly.
 const searchInMost = 16
 
-// inSet returns the items of found whose ids are in ids, in one pass over
-// ids: a bit per id of found (hashed into 65,536 bits) screens out nearly
-// every id that is not one of them before a binary search.
-func inSet(found []item, ids []uint64) []item {
+// inSet returns the items of found whose ids are in the runs, in one pass
+// over their ids: a bit per id of found (hashed into 65,536 bits) screens
+// out nearly every id that is not one of them before a binary search.
+func inSet(found []item, in []Run) []item {
 	const maskBits = 1 << 16
 	var mask [maskBits / 64]uint64
 	slices.SortFunc(found, func(a, b item) int { return cmp.Compare(a.id, b.id) })
@@ -814,21 +828,23 @@ func inSet(found []item, ids []uint64) []item {
 		mask[it.id%maskBits/64] |= 1 << (it.id % 64)
 	}
 	keep := make([]bool, len(found))
-	for _, id := range ids {
-		if id > math.MaxUint32 || mask[id%maskBits/64]&(1<<(id%64)) == 0 {
-			continue
-		}
-		if i, ok := slices.BinarySearchFunc(found, uint32(id), func(it item, id uint32) int { return cmp.Compare(it.id, id) }); ok {
-			keep[i] = true
+	for _, r := range in {
+		for _, id := range r.IDs {
+			if id > math.MaxUint32 || mask[id%maskBits/64]&(1<<(id%64)) == 0 {
+				continue
+			}
+			if i, ok := slices.BinarySearchFunc(found, uint32(id), func(it item, id uint32) int { return cmp.Compare(it.id, id) }); ok {
+				keep[i] = true
+			}
 		}
 	}
-	in := found[:0]
+	kept := found[:0]
 	for i, it := range found {
 		if keep[i] {
-			in = append(in, it)
+			kept = append(kept, it)
 		}
 	}
-	return in
+	return kept
 }
 
 // quantPrefetch is how many records ahead of the one it scores
@@ -841,53 +857,63 @@ const quantPrefetch = 8
 // their vectors are out of the heap, each a read of a file.
 const quantScanMin = 512
 
-// exactAmong is exact(q, ids, k), the same items with the same
+// exactAmong is exact(q, in, k), the same items with the same
 // similarities, for less: an exact scan of a large sona (up to
 // recall.exact_scan_max, 20,000, members: at 1M memories in 100 sonas,
 // 10,000 float32 vectors, 15 MB, read by every insert's neighbour search)
 // is bound by memory. So every id is first scored on its int8 record (a
-// quarter of the bytes) with a bound on that score's error (quantError);
-// then, best upper bound first, ids are scored exactly until the next
-// one's upper bound is below the k-th best exact similarity: an id never
-// scored is less similar than k others, so the result is exact's.
-func (x *Index) exactAmong(q []float32, ids []uint64, k int) []item {
-	if (len(ids) < quantScanMin && x.allInHeap(ids)) || k >= len(ids)/4 {
-		return x.exact(q, ids, k)
+// quarter of the bytes; a named run's from its pack, in sequence, those
+// its pack lacks where they lie) with a bound on that score's error
+// (quantError); then, best upper bound first, ids are scored exactly until
+// the next one's upper bound is below the k-th best exact similarity: an
+// id never scored is less similar than k others, so the result is
+// exact's.
+func (x *Index) exactAmong(q []float32, in []Run, k int) []item {
+	n := RunsLen(in)
+	if (n < quantScanMin && x.allInHeap(in)) || k >= n/4 {
+		return x.exact(q, in, k)
 	}
 	s := x.scratch.Get().(*scratch)
 	defer x.scratch.Put(s)
 	s.q = slices.Grow(s.q[:0], x.dims)[:x.dims]
 	qs := quantize(q, s.q)
-	ea, eb := quantError(q, qs) // e = ea·s_w + eb
-	s.hi = slices.Grow(s.hi[:0], len(ids))[:len(ids)]
-	floor := make(minHeap, 0, k) // the k best lower bounds
+	ea, eb := quantError(q, qs)
+	sc := screen{q: s.q, qs: qs, ea: ea, eb: eb, dims: x.dims, k: k,
+		hi: slices.Grow(s.hi[:0], n), floor: make(minHeap, 0, k)}
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	checkRemoved := len(x.removed) > 0
-	for i, id := range ids {
-		if i+quantPrefetch < len(ids) {
-			prefetch(x.qv.at(uint32(ids[i+quantPrefetch])))
+	if len(x.removed) > 0 {
+		sc.removed = x.removed
+	}
+	for _, r := range in {
+		e, p, packed := x.packOf(r)
+		if packed > 0 {
+			stride := x.qv.stride
+			for i, id := range r.IDs[:packed] {
+				sc.add(id, p.recs[i*stride:(i+1)*stride])
+			}
 		}
-		rec := x.qv.at(uint32(id))
-		ws := recordScale(rec[x.dims:])
-		a := float32(dotInt8(s.q, rec)) * qs * ws
-		e := ea*ws + eb
-		lo, hi := a-e, a+e
-		if checkRemoved && x.removed[id] {
-			lo, hi = 0, 0 // its vector is zero (its record may stay, for its aliases)
+		rest := r.IDs[packed:]
+		for i, id := range rest {
+			if i+quantPrefetch < len(rest) {
+				prefetch(x.qv.at(uint32(rest[i+quantPrefetch])))
+			}
+			sc.add(id, x.qv.at(uint32(id)))
 		}
-		s.hi[i] = hi
-		if len(floor) < k {
-			floor.push(item{lo, uint32(i)})
-		} else if floor[0].sim < lo {
-			floor.replaceTop(item{lo, uint32(i)})
+		if e != nil && (p == nil || len(rest) >= packGrow) {
+			x.extend(e, r)
 		}
 	}
-	cut := floor[0].sim // k ids are at least this similar
+	s.hi = sc.hi
+	cut := sc.floor[0].sim // k ids are at least this similar
 	s.sel = s.sel[:0]
-	for i, hi := range s.hi {
-		if hi >= cut {
-			s.sel = append(s.sel, item{hi, uint32(i)})
+	i := 0
+	for _, r := range in {
+		for _, id := range r.IDs {
+			if hi := sc.hi[i]; hi >= cut {
+				s.sel = append(s.sel, item{hi, uint32(id)})
+			}
+			i++
 		}
 	}
 	slices.SortFunc(s.sel, func(a, b item) int { return cmp.Compare(b.sim, a.sim) })
@@ -897,22 +923,51 @@ func (x *Index) exactAmong(q []float32, ids []uint64, k int) []item {
 		if len(top) == k && c.sim < top[0].sim {
 			break // no id left can reach the k-th best
 		}
-		id := uint32(ids[c.id])
-		top.offer(item{vek32.Dot(q, x.vecs.get(id, buf)), id}, k)
+		top.offer(item{vek32.Dot(q, x.vecs.get(c.id, buf)), c.id}, k)
 	}
 	s.f32 = buf
 	return top
 }
 
+// screen is exactAmong's first pass: each id's bounds from its record.
+type screen struct {
+	q          []int8 // the query's int8 form, at scale qs
+	qs, ea, eb float32
+	dims, k    int
+	removed    map[uint64]bool // nil when none is
+	hi         []float32       // each id's upper bound, in order
+	floor      minHeap         // the k best lower bounds
+}
+
+// add bounds id's similarity from its record rec.
+func (sc *screen) add(id uint64, rec []int8) {
+	ws := recordScale(rec[sc.dims:])
+	a := float32(dotInt8(sc.q, rec)) * sc.qs * ws
+	e := sc.ea*ws + sc.eb
+	lo, hi := a-e, a+e
+	if sc.removed != nil && sc.removed[id] {
+		lo, hi = 0, 0 // its vector is zero (its record may stay, for its aliases)
+	}
+	i := uint32(len(sc.hi))
+	sc.hi = append(sc.hi, hi)
+	if len(sc.floor) < sc.k {
+		sc.floor.push(item{lo, i})
+	} else if sc.floor[0].sim < lo {
+		sc.floor.replaceTop(item{lo, i})
+	}
+}
+
 // allInHeap reports whether the float32 vectors of ids are all in the
 // heap, where an exact scan reads them for less than their screen would
 // cost; one out of the heap is a read of a file.
-func (x *Index) allInHeap(ids []uint64) bool {
+func (x *Index) allInHeap(in []Run) bool {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	for _, id := range ids {
-		if !x.vecs.inHeap(uint32(id)) {
-			return false
+	for _, r := range in {
+		for _, id := range r.IDs {
+			if !x.vecs.inHeap(uint32(id)) {
+				return false
+			}
 		}
 	}
 	return true

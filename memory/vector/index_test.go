@@ -375,7 +375,7 @@ func TestTiesByInsertionOrder(t *testing.T) {
 	if got := keys(x.Search(v, 5)); got != "c a d b e" {
 		t.Fatalf("after build: got %q, want \"c a d b e\"", got)
 	}
-	if got := keys(x.SearchAmong(v, []uint64{4, 3, 1}, 2)); got != "a b" {
+	if got := keys(x.SearchAmong(v, Unnamed([]uint64{4, 3, 1}), 2)); got != "a b" {
 		t.Fatalf("among: got %q, want \"a b\"", got)
 	}
 }
@@ -584,9 +584,9 @@ func BenchmarkSearchAmong(b *testing.B) {
 			b.Run(fmt.Sprintf("%s-%d", mode, members), func(b *testing.B) {
 				for b.Loop() {
 					if mode == "exact" {
-						x.exact(q, ids, 16)
+						x.exact(q, Unnamed(ids), 16)
 					} else {
-						x.exactAmong(q, ids, 16)
+						x.exactAmong(q, Unnamed(ids), 16)
 					}
 				}
 			})
@@ -712,7 +712,7 @@ func TestExactAmongIsExact(t *testing.T) {
 			q = unit(randVec(rng, dims))
 		}
 		for _, k := range []int{1, 10, 16, 40, 200, len(ids)/4 - 1} {
-			want, got := sorted(x.exact(q, ids, k)), sorted(x.exactAmong(q, ids, k))
+			want, got := sorted(x.exact(q, Unnamed(ids), k)), sorted(x.exactAmong(q, Unnamed(ids), k))
 			if !slices.Equal(want, got) {
 				t.Fatalf("trial %d, k %d: exactAmong %v, exact %v", trial, k, got[:min(5, len(got))], want[:min(5, len(want))])
 			}

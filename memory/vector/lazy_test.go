@@ -37,7 +37,7 @@ func TestLazyGraphWaitsForASearch(t *testing.T) {
 	queries := clustered(rand.New(rand.NewSource(42)), 20, dims, 8)
 	small := []uint64{3, 40, 700, 1099}
 	for _, q := range queries {
-		if a, b := lazy.SearchAmong(q, small, 2), eager.SearchAmong(q, small, 2); !slices.Equal(a, b) {
+		if a, b := lazy.SearchAmong(q, Unnamed(small), 2), eager.SearchAmong(q, Unnamed(small), 2); !slices.Equal(a, b) {
 			t.Fatalf("a small set's exact scan differs:\n%v\n%v", a, b)
 		}
 	}
@@ -97,11 +97,11 @@ func TestLazyGraphWantedByWaitAndLargeSets(t *testing.T) {
 	for i, v := range vecs {
 		ids[i] = y.Add(key(i), v)
 	}
-	y.SearchIn(vecs[0], ids, 3, len(ids))
+	y.SearchIn(vecs[0], Unnamed(ids), 3, len(ids))
 	if y.GraphWanted() {
 		t.Fatal("a set within exactMax wanted the graph")
 	}
-	y.SearchIn(vecs[0], ids, 3, len(ids)-1)
+	y.SearchIn(vecs[0], Unnamed(ids), 3, len(ids)-1)
 	if !y.GraphWanted() {
 		t.Fatal("a set past exactMax did not want the graph")
 	}

@@ -88,12 +88,12 @@ func TestSearchInFindsTheSetsNearest(t *testing.T) {
 			ids      []uint64
 			exactMax int
 		}{{"a twentieth, exactMax 100", share, 100}, {"a twentieth, exactMax 1000", share, 1000}, {"the far fifth", far, 100}} {
-			if got, want := keys(x.SearchIn(q, c.ids, k, c.exactMax)), exactAmong(q, c.ids); !slices.Equal(got, want) {
+			if got, want := keys(x.SearchIn(q, Unnamed(c.ids), k, c.exactMax)), exactAmong(q, c.ids); !slices.Equal(got, want) {
 				t.Fatalf("query %d, %s: %v, want %v", qi, c.name, got, want)
 			}
 		}
 		for _, ids := range [][]uint64{most, all} {
-			got, want := keys(x.SearchIn(q, ids, k, 100)), exactAmong(q, ids)
+			got, want := keys(x.SearchIn(q, Unnamed(ids), k, 100)), exactAmong(q, ids)
 			if len(got) != k {
 				t.Fatalf("query %d, %d ids: %d hits", qi, len(ids), len(got))
 			}
@@ -112,15 +112,15 @@ func TestSearchInFindsTheSetsNearest(t *testing.T) {
 	}
 }
 
-// inSet keeps exactly the items whose ids are in the set, including ids
-// that share a bit of its screen.
+// inSet keeps exactly the items whose ids are in the set (of two runs),
+// including ids that share a bit of its screen.
 func TestInSet(t *testing.T) {
 	var found []item
 	for _, id := range []uint32{3, 65539, 131075, 70, 9000, 65536} {
 		found = append(found, item{sim: float32(id), id: id})
 	}
-	ids := []uint64{65539, 7, 70, 1 << 33, 131075 + 65536, 65536, 3}
-	got := inSet(slices.Clone(found), ids)
+	runs := []Run{{Name: "a", IDs: []uint64{65539, 7, 70, 1 << 33}}, {Name: "b", IDs: []uint64{131075 + 65536, 65536, 3}}}
+	got := inSet(slices.Clone(found), runs)
 	var gotIDs []uint32
 	for _, it := range got {
 		gotIDs = append(gotIDs, it.id)
@@ -163,14 +163,14 @@ func BenchmarkSearchIn(b *testing.B) {
 		b.Run(c.name+"/graph", func(b *testing.B) {
 			i := 0
 			for b.Loop() {
-				x.SearchIn(qs[i%len(qs)], c.ids, k, 20_000)
+				x.SearchIn(qs[i%len(qs)], Unnamed(c.ids), k, 20_000)
 				i++
 			}
 		})
 		b.Run(c.name+"/exact", func(b *testing.B) {
 			i := 0
 			for b.Loop() {
-				x.SearchAmong(qs[i%len(qs)], c.ids, k)
+				x.SearchAmong(qs[i%len(qs)], Unnamed(c.ids), k)
 				i++
 			}
 		})

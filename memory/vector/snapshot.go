@@ -491,6 +491,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	if empty {
 		x.graph = ng
 		x.ids, x.keys, x.vecs, x.qv, x.removed, x.mapping = ids, keys, vecs, qv, removed, mapping
+		x.packs.reset()
 		ids.SetKey(x.keyOf) // keys grow in x.keys from now on
 		x.pending = pending
 		x.changes = uint64(n) + uint64(len(removed))

@@ -507,7 +507,7 @@ func alike(t *testing.T, x, y *Index, queries [][]float32, keys int) {
 				t.Fatalf("search for %d differs:\n%v\n%v", k, a, b)
 			}
 		}
-		if a, b := x.SearchAmong(q, ids, 10), y.SearchAmong(q, ids, 10); !slices.Equal(a, b) {
+		if a, b := x.SearchAmong(q, Unnamed(ids), 10), y.SearchAmong(q, Unnamed(ids), 10); !slices.Equal(a, b) {
 			t.Fatalf("SearchAmong differs:\n%v\n%v", a, b)
 		}
 	}

@@ -66,7 +66,7 @@ func TestSpilledFloatsLikeHeap(t *testing.T) {
 		t.Helper()
 		alike(t, x, y, queries, keys)
 		for _, q := range queries {
-			if a, b := x.SearchAmong(q, small, 3), y.SearchAmong(q, small, 3); !slices.Equal(a, b) {
+			if a, b := x.SearchAmong(q, Unnamed(small), 3), y.SearchAmong(q, Unnamed(small), 3); !slices.Equal(a, b) {
 				t.Fatalf("SearchAmong a small set differs:\n%v\n%v", a, b)
 			}
 		}
@@ -80,7 +80,7 @@ func TestSpilledFloatsLikeHeap(t *testing.T) {
 
 	stop := searchWhile(func(c int) { // while chunks leave the heap
 		y.Search(queries[c%len(queries)], 10)
-		y.SearchAmong(queries[c%len(queries)], small[:4], 3) // ids added so far
+		y.SearchAmong(queries[c%len(queries)], Unnamed(small[:4]), 3) // ids added so far
 		y.Vector(uint64(c%1000), nil)
 	})
 	add(1000, n)

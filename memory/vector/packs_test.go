@@ -1,0 +1,234 @@
+package vector
+
+import (
+	"math/rand"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/memoria-ai/memoria/internal/clock"
+)
+
+// sonaRuns deals ids 0..n-1 out to sonas in turn, as a store of that many
+// sonas gives out its memories' ids.
+func sonaRuns(n, sonas int) []Run {
+	runs := make([]Run, sonas)
+	for i := range runs {
+		runs[i].Name = "sona" + strconv.Itoa(i)
+	}
+	for id := range n {
+		r := &runs[id%sonas]
+		r.IDs = append(r.IDs, uint64(id))
+	}
+	return runs
+}
+
+// packed is how many ids the pack of name holds (0: none).
+func packed(x *Index, name string) int {
+	x.packs.mu.Lock()
+	defer x.packs.mu.Unlock()
+	if e := x.packs.byName[name]; e != nil {
+		if p := e.cur.Load(); p != nil {
+			return len(p.ids)
+		}
+	}
+	return 0
+}
+
+// A search of named runs — packed, their packs extended as they grow,
+// replaced when a run changes otherwise, read for an older and shorter
+// view of a run, with removed ids and a second run (a backbone) — finds
+// what the same search of their ids unnamed finds, and what scoring every
+// id exactly finds: the same ids with the same similarities.
+func TestPacksAreExact(t *testing.T) {
+	const dims, sonas = 64, 6
+	rng := rand.New(rand.NewSource(3))
+	vecs := clustered(rng, 9000, dims, 40)
+	x := New(Options{Dims: dims, Seed: 1, Lazy: true})
+	defer x.Close()
+	check := func(step string, in []Run, k int) {
+		t.Helper()
+		q := unit(randVec(rng, dims))
+		var flat []uint64
+		for _, r := range in {
+			flat = append(flat, r.IDs...)
+		}
+		got, unnamed := x.SearchAmong(q, in, k), x.SearchAmong(q, Unnamed(flat), k)
+		want := x.hits(x.exact(q, Unnamed(flat), k), k)
+		if !slices.Equal(got, want) || !slices.Equal(unnamed, want) {
+			t.Fatalf("%s: named %v, unnamed %v, exact %v", step, got[:min(3, len(got))], unnamed[:min(3, len(unnamed))], want[:min(3, len(want))])
+		}
+	}
+	added := 0
+	for _, n := range []int{3300, 3350, 3800, 6000, 9000} { // growth by fewer and more than packGrow
+		for ; added < n; added++ {
+			x.Add(key(added), vecs[added])
+		}
+		for _, r := range sonaRuns(n, sonas) {
+			check("grown to "+strconv.Itoa(n), []Run{r}, 10)
+			if got := packed(x, r.Name); got < len(r.IDs)-packGrow || got > len(r.IDs) {
+				t.Fatalf("grown to %d: %s's pack holds %d of its %d ids", n, r.Name, got, len(r.IDs))
+			}
+		}
+	}
+	runs := sonaRuns(9000, sonas)
+	if got := packed(x, "sona0"); got != len(runs[0].IDs) {
+		t.Fatalf("sona0's pack holds %d of its %d ids", got, len(runs[0].IDs))
+	}
+	if want := int64(0); x.packs.Bytes() <= want {
+		t.Fatal("no bytes held by the packs")
+	}
+	// An older view of a run, shorter than its pack.
+	check("an older view", []Run{{Name: "sona1", IDs: runs[1].IDs[:700]}}, 10)
+	// Removed ids: their records stay in the packs, their vectors are zero.
+	for _, id := range runs[2].IDs[:40] {
+		x.Remove(key(int(id)))
+	}
+	check("removals", []Run{runs[2]}, 20)
+	// A run that forgot ids is another run under the same name: its pack
+	// is replaced.
+	forgot := Run{Name: "sona3", IDs: slices.Delete(slices.Clone(runs[3].IDs), 10, 200)}
+	check("a forgetting", []Run{forgot}, 10)
+	if got := packed(x, "sona3"); got != len(forgot.IDs) {
+		t.Fatalf("after a forgetting sona3's pack holds %d ids, want %d", got, len(forgot.IDs))
+	}
+	// A sona with its backbone: two runs.
+	check("with a backbone", []Run{runs[4], runs[5]}, 30)
+	check("k of a quarter", []Run{runs[4]}, len(runs[4].IDs)/4-1)
+}
+
+// Packs stay within their budget: a run finds no room while the others'
+// packs are in use, and takes the room of one unused for packIdle.
+func TestPacksBudget(t *testing.T) {
+	const dims = 32
+	rng := rand.New(rand.NewSource(4))
+	fake := clock.NewFake(time.Unix(1e9, 0))
+	runs := sonaRuns(8000, 8) // 1,000 ids each
+	one := int64(1250 * (8 + dims + scaleBytes))
+	x := New(Options{Dims: dims, Seed: 1, Lazy: true, PackBytes: 2 * one, Clock: fake})
+	defer x.Close()
+	for i := range 8000 {
+		x.Add(key(i), unit(randVec(rng, dims)))
+	}
+	q := unit(randVec(rng, dims))
+	search := func(names ...int) {
+		for _, i := range names {
+			x.SearchAmong(q, runs[i:i+1], 5)
+		}
+	}
+	search(0, 1, 2)
+	if packed(x, "sona0") == 0 || packed(x, "sona1") == 0 || packed(x, "sona2") != 0 {
+		t.Fatalf("packed %d, %d, %d ids: want the first two only", packed(x, "sona0"), packed(x, "sona1"), packed(x, "sona2"))
+	}
+	fake.Advance(packIdle / 2)
+	search(1)
+	fake.Advance(packIdle/2 + time.Second) // sona0 unused for longer than packIdle, sona1 not
+	search(2)
+	if packed(x, "sona0") != 0 || packed(x, "sona1") == 0 || packed(x, "sona2") == 0 {
+		t.Fatalf("packed %d, %d, %d ids: want sona0's room taken by sona2", packed(x, "sona0"), packed(x, "sona1"), packed(x, "sona2"))
+	}
+	if b := x.packs.Bytes(); b > 2*one {
+		t.Fatalf("packs hold %d bytes, over the budget of %d", b, 2*one)
+	}
+	none := New(Options{Dims: dims, Seed: 1, Lazy: true, PackBytes: -1})
+	defer none.Close()
+	for i := range 8000 {
+		none.Add(key(i), unit(randVec(rng, dims)))
+	}
+	none.SearchAmong(q, runs[:1], 5)
+	if packed(none, "sona0") != 0 || none.packs.Bytes() != 0 {
+		t.Fatal("a negative PackBytes packed a run")
+	}
+}
+
+// Searches of sonas' runs while their sonas grow, as a store's sonas
+// share their members (one writer appends; readers take the slice as it
+// is): under -race, and each search's hits are its view's exact ones.
+func TestPacksConcurrent(t *testing.T) {
+	const dims, sonas, n = 32, 4, 6000
+	rng := rand.New(rand.NewSource(5))
+	vecs := make([][]float32, n)
+	for i := range vecs {
+		vecs[i] = unit(randVec(rng, dims))
+	}
+	x := New(Options{Dims: dims, Seed: 1, Lazy: true})
+	defer x.Close()
+	var mu sync.Mutex
+	members := make([][]uint64, sonas)
+	view := func(s int) Run {
+		mu.Lock()
+		defer mu.Unlock()
+		return Run{Name: "sona" + strconv.Itoa(s), IDs: members[s]}
+	}
+	for i := range 2500 { // past packMin for every sona
+		members[i%sonas] = append(members[i%sonas], x.Add(key(i), vecs[i]))
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 2500; i < n; i++ {
+			id := x.Add(key(i), vecs[i])
+			mu.Lock()
+			members[i%sonas] = append(members[i%sonas], id)
+			mu.Unlock()
+		}
+	})
+	errs := make(chan string, 4)
+	for g := range 3 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewSource(int64(g)))
+			for i := range 150 {
+				r := view((g + i) % sonas)
+				q := vecs[rng.Intn(n)]
+				got, want := x.SearchAmong(q, []Run{r}, 8), x.hits(x.exact(q, Unnamed(r.IDs), 8), 8)
+				if !slices.Equal(got, want) {
+					errs <- "search " + strconv.Itoa(i) + " of " + r.Name + ": not the exact hits"
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+}
+
+// BenchmarkScreen is a new memory's neighbour search in a sona of 12,500
+// memories, one id in 16 of a 200,000-vector index (384 dimensions, the
+// records ~75 MB: beyond the caches): the sona's records where they lie
+// against its pack.
+func BenchmarkScreen(b *testing.B) {
+	const dims, n, sonas = 384, 200_000, 16
+	rng := rand.New(rand.NewSource(6))
+	x := New(Options{Dims: dims, Seed: 1, Lazy: true})
+	defer x.Close()
+	for i := range n {
+		x.Add(key(i), unit(randVec(rng, dims)))
+	}
+	runs := sonaRuns(n, sonas)
+	qs := make([][]float32, 64)
+	for i := range qs {
+		qs[i] = unit(randVec(rng, dims))
+	}
+	for _, c := range []struct {
+		name string
+		in   func(i int) []Run
+	}{
+		{"where-they-lie", func(i int) []Run { return Unnamed(runs[i%sonas].IDs) }},
+		{"packed", func(i int) []Run { return runs[i%sonas : i%sonas+1] }},
+	} {
+		for i := range sonas {
+			x.SearchAmong(qs[0], c.in(i), 16) // the packs made
+		}
+		b.Run(c.name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				x.SearchAmong(qs[i%len(qs)], c.in(i), 16)
+				i++
+			}
+		})
+	}
+}
