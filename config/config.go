@@ -315,7 +315,8 @@ type Index struct {
 	// several such, has its records one or a few to a page; a search
 	// among them (a new memory's neighbours, a sona-scoped recall) reads
 	// its pack in sequence instead, several times faster. A pack unused
-	// for a minute makes room for another's. 0: none.
+	// for a minute makes room for the pack of a sona searched twice
+	// within a minute. 0: none.
 	PackMB int `yaml:"pack_mb"`
 	// Seed makes HNSW level assignment reproducible.
 	Seed int64 `yaml:"seed"`

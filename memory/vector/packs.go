@@ -14,9 +14,11 @@ import (
 // A pack is a copy of a named run's records side by side, in the run's
 // order, which the screen reads in sequence, prefetching ahead: 4–5×
 // faster over 12,500 records one id in 16 (BenchmarkScreen). Packs are kept
-// within Options.PackBytes; one unused for packIdle makes room for
-// another, so that a store of more large sonas than the budget holds
-// keeps the same ones packed rather than rebuilding them in turn.
+// within Options.PackBytes; one unused for packIdle makes room for one
+// searched twice within packIdle, so that a store of more large sonas than
+// the budget holds keeps the same ones packed rather than rebuilding them
+// in turn, and a sona searched less often than that (whose pack would cost
+// more to make than it saves) takes no other's room.
 
 // Run is a part of the ids a search is confined to that only grows by
 // appending — a sona's memories, in chain order — under a name of its
@@ -72,7 +74,10 @@ type pack struct {
 type packEntry struct {
 	cur  atomic.Pointer[pack]
 	used atomic.Int64 // when it was last searched (Unix nanoseconds)
-	mu   sync.Mutex   // held by the one extending or replacing it
+	// again: it was searched within packIdle before that (may take the
+	// room of idle packs).
+	again atomic.Bool
+	mu    sync.Mutex // held by the one extending or replacing it
 	// Under mu:
 	bytes   int64 // the capacity of cur's slices, reserved in packs.bytes
 	dropped bool  // taken out of packs for another's room
@@ -112,12 +117,15 @@ func (ps *packs) entry(name string) *packEntry {
 }
 
 // reserve takes n more bytes for e (e.mu held), dropping packs unused
-// since idleBefore, the least recently used first, to make room; false
-// when there is none.
+// since idleBefore, the least recently used first, to make room when e was
+// searched again within packIdle; false when there is none.
 func (ps *packs) reserve(e *packEntry, n int64, idleBefore int64) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for ps.bytes+n > ps.budget {
+		if !e.again.Load() {
+			return false
+		}
 		var victim *packEntry
 		var name string
 		for nm, o := range ps.byName {
@@ -180,7 +188,8 @@ func (x *Index) packOf(r Run) (*packEntry, *pack, int) {
 		return nil, nil, 0
 	}
 	e := x.packs.entry(r.Name)
-	e.used.Store(x.clock.Now().UnixNano())
+	now := x.clock.Now().UnixNano()
+	e.again.Store(now-e.used.Swap(now) < int64(packIdle))
 	p := e.cur.Load()
 	if p == nil {
 		return e, nil, 0

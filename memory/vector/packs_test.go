@@ -100,7 +100,8 @@ func TestPacksAreExact(t *testing.T) {
 }
 
 // Packs stay within their budget: a run finds no room while the others'
-// packs are in use, and takes the room of one unused for packIdle.
+// packs are in use, and takes the room of one unused for packIdle once it
+// is searched twice within packIdle.
 func TestPacksBudget(t *testing.T) {
 	const dims = 32
 	rng := rand.New(rand.NewSource(4))
@@ -125,7 +126,13 @@ func TestPacksBudget(t *testing.T) {
 	fake.Advance(packIdle / 2)
 	search(1)
 	fake.Advance(packIdle/2 + time.Second) // sona0 unused for longer than packIdle, sona1 not
+	// sona2's last search was longer ago than packIdle: it takes no room.
 	search(2)
+	if packed(x, "sona0") == 0 || packed(x, "sona2") != 0 {
+		t.Fatalf("packed %d, %d, %d ids: want sona2 searched once in packIdle not packed", packed(x, "sona0"), packed(x, "sona1"), packed(x, "sona2"))
+	}
+	fake.Advance(time.Second)
+	search(2) // again within packIdle: it takes sona0's idle room
 	if packed(x, "sona0") != 0 || packed(x, "sona1") == 0 || packed(x, "sona2") == 0 {
 		t.Fatalf("packed %d, %d, %d ids: want sona0's room taken by sona2", packed(x, "sona0"), packed(x, "sona1"), packed(x, "sona2"))
 	}
