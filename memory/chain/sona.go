@@ -474,16 +474,14 @@ func (s *Sonas) Activity(id string) (int64, bool) {
 // Members returns the vector ids of the sona's memories, with the
 // backbone's when withBackbone. The result is shared: do not modify it.
 func (s *Sonas) Members(sona, backbone string, withBackbone bool) []uint64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var members []uint64
-	if st := s.sonas[sona]; st != nil {
-		members = st.members
+	runs := s.Runs(sona, backbone, withBackbone)
+	switch len(runs) {
+	case 0:
+		return nil
+	case 1:
+		return runs[0].IDs
 	}
-	if bb := s.sonas[backbone]; withBackbone && bb != nil && backbone != sona {
-		members = append(slices.Clip(members), bb.members...)
-	}
-	return members
+	return append(slices.Clip(runs[0].IDs), runs[1].IDs...)
 }
 
 // Runs are Members as the vector index searches them: the sona's, and

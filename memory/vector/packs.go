@@ -92,13 +92,10 @@ type packs struct {
 }
 
 // PackBytes is the memory the packs hold (Options.PackBytes).
-func (x *Index) PackBytes() int64 { return x.packs.Bytes() }
-
-// Bytes is the memory the packs hold.
-func (ps *packs) Bytes() int64 {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return ps.bytes
+func (x *Index) PackBytes() int64 {
+	x.packs.mu.Lock()
+	defer x.packs.mu.Unlock()
+	return x.packs.bytes
 }
 
 // entry is the entry of name, made if it has none.

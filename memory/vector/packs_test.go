@@ -77,7 +77,7 @@ func TestPacksAreExact(t *testing.T) {
 	if got := packed(x, "sona0"); got != len(runs[0].IDs) {
 		t.Fatalf("sona0's pack holds %d of its %d ids", got, len(runs[0].IDs))
 	}
-	if want := int64(0); x.packs.Bytes() <= want {
+	if want := int64(0); x.PackBytes() <= want {
 		t.Fatal("no bytes held by the packs")
 	}
 	// An older view of a run, shorter than its pack.
@@ -136,7 +136,7 @@ func TestPacksBudget(t *testing.T) {
 	if packed(x, "sona0") != 0 || packed(x, "sona1") == 0 || packed(x, "sona2") == 0 {
 		t.Fatalf("packed %d, %d, %d ids: want sona0's room taken by sona2", packed(x, "sona0"), packed(x, "sona1"), packed(x, "sona2"))
 	}
-	if b := x.packs.Bytes(); b > 2*one {
+	if b := x.PackBytes(); b > 2*one {
 		t.Fatalf("packs hold %d bytes, over the budget of %d", b, 2*one)
 	}
 	none := New(Options{Dims: dims, Seed: 1, Lazy: true, PackBytes: -1})
@@ -145,7 +145,7 @@ func TestPacksBudget(t *testing.T) {
 		none.Add(key(i), unit(randVec(rng, dims)))
 	}
 	none.SearchAmong(q, runs[:1], 5)
-	if packed(none, "sona0") != 0 || none.packs.Bytes() != 0 {
+	if packed(none, "sona0") != 0 || none.PackBytes() != 0 {
 		t.Fatal("a negative PackBytes packed a run")
 	}
 }
@@ -181,7 +181,6 @@ func TestPacksConcurrent(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	errs := make(chan string, 4)
 	for g := range 3 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewSource(int64(g)))
@@ -190,17 +189,13 @@ func TestPacksConcurrent(t *testing.T) {
 				q := vecs[rng.Intn(n)]
 				got, want := x.SearchAmong(q, []Run{r}, 8), x.hits(x.exact(q, Unnamed(r.IDs), 8), 8)
 				if !slices.Equal(got, want) {
-					errs <- "search " + strconv.Itoa(i) + " of " + r.Name + ": not the exact hits"
+					t.Errorf("search %d of %s: not the exact hits", i, r.Name)
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Fatal(e)
-	}
 }
 
 // BenchmarkScreen is a new memory's neighbour search in a sona of 12,500
