@@ -50,8 +50,6 @@ type Options struct {
 	Reranker llm.Reranker
 	Clock    clock.Clock
 	Logger   *slog.Logger
-	// InMemory keeps the store in RAM (for benchmarks of logic only).
-	InMemory bool
 	// FreeSpace reports the bytes available on the data directory's file
 	// system (default: statfs); tests inject it.
 	FreeSpace func() (uint64, error)
@@ -165,7 +163,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	}
 	dir := o.Config.DataDir
 	so := store.OptionsOf(o.Config.Store)
-	so.FreeSpace, so.AcceptLoss, so.InMemory, so.Logger, so.Clock, so.Tracer = o.FreeSpace, o.AcceptLoss, o.InMemory, o.Logger, o.Clock, o.Tracer
+	so.FreeSpace, so.AcceptLoss, so.Logger, so.Clock, so.Tracer = o.FreeSpace, o.AcceptLoss, o.Logger, o.Clock, o.Tracer
 	st, err := store.Open(filepath.Join(dir, "store"), so)
 	if err != nil {
 		return nil, err
@@ -173,7 +171,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	heapVecs, spillDir := int64(o.Config.Index.HeapVectorsMB)<<20, ""
 	if heapVecs == 0 {
 		heapVecs = math.MaxInt64 // every vector in the heap
-	} else if dir != "" && !o.InMemory {
+	} else if dir != "" {
 		spillDir = filepath.Join(dir, "vector")
 		if err := os.MkdirAll(spillDir, 0o755); err != nil {
 			st.Close()
@@ -206,7 +204,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	}
 	snapPath := index.VectorSnapshotPath(dir)
 	s.metaSnapPath, s.stopping = MetaSnapshotPath(dir), make(chan struct{})
-	if dir == "" || o.InMemory {
+	if dir == "" {
 		snapPath, s.metaSnapPath = "", ""
 	}
 	s.vecSnaps = index.NewVectorSnapshots(st, s.index, index.SnapshotOptions{
@@ -276,7 +274,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		}
 		return nil, err
 	}
-	if iv := o.Config.Index.SnapshotInterval.D(); iv > 0 && !o.InMemory {
+	if iv := o.Config.Index.SnapshotInterval.D(); iv > 0 {
 		s.vecSnaps.Start(iv)
 		if s.metaSnapPath != "" {
 			s.bgWG.Add(1)
@@ -286,7 +284,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	s.bgWG.Add(1)
 	go s.loadKeys()
 	s.warmed = make(chan struct{})
-	if o.Prewarm && !o.InMemory {
+	if o.Prewarm {
 		s.bgWG.Add(1)
 		go s.prewarm()
 	} else {

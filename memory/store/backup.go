@@ -246,7 +246,7 @@ func (b *backupWriter) bytes(p []byte) {
 func (s *Store) Backup(ctx context.Context, w io.Writer, bb *BackupBase) (BackupManifest, error) {
 	m := BackupManifest{Format: BackupFormat, Kind: "full"}
 	db := s.DB()
-	if db == nil || db.Opts().InMemory {
+	if db == nil {
 		return m, fmt.Errorf("%w: only a store on disk can be backed up", base.ErrInvalid)
 	}
 	id, err := s.ID()

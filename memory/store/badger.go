@@ -88,23 +88,16 @@ func Open(dir string, o Options) (*Store, error) {
 	}
 	notes := &badgerNotes{}
 	bo := badgerOptions(dir, o, notes)
-	var wals []logDamage
-	var tables map[uint64]options.CompressionType
-	if o.InMemory {
-		bo = bo.WithInMemory(true).WithDir("").WithValueDir("")
-	} else {
-		var replay int64
-		var err error
-		if wals, replay, tables, err = checkDir(dir, bo, o); err != nil {
-			return nil, err
-		}
-		bo = fitMemtable(bo, replay, o.Logger)
-		old := compressedTables(dir, tables)
-		bo = bo.WithBlockCacheSize(blockCacheSize(o, old))
-		if old.tables > 0 && o.Compression == options.None {
-			o.Logger.Info("store: tables compressed by an earlier build or setting, rewritten uncompressed as compactions replace them",
-				"tables", old.tables, "share_of_bytes", fmt.Sprintf("%.3f", old.share), "block_cache", bo.BlockCacheSize > 0)
-		}
+	wals, replay, tables, err := checkDir(dir, bo, o)
+	if err != nil {
+		return nil, err
+	}
+	bo = fitMemtable(bo, replay, o.Logger)
+	old := compressedTables(dir, tables)
+	bo = bo.WithBlockCacheSize(blockCacheSize(o, old))
+	if old.tables > 0 && o.Compression == options.None {
+		o.Logger.Info("store: tables compressed by an earlier build or setting, rewritten uncompressed as compactions replace them",
+			"tables", old.tables, "share_of_bytes", fmt.Sprintf("%.3f", old.share), "block_cache", bo.BlockCacheSize > 0)
 	}
 	db, err := badger.OpenManaged(bo)
 	if err != nil {
@@ -113,7 +106,7 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("memory: open %s: %w", dir, classifyBadger(err))
 	}
-	eng := &badgerEngine{db: db, dir: dir, inMemory: o.InMemory, notes: notes, tombs: newTombFilter(), tables: tables}
+	eng := &badgerEngine{db: db, dir: dir, notes: notes, tombs: newTombFilter(), tables: tables}
 	eng.version.Store(db.MaxVersion())
 	eng.reads.n = map[uint64]int{}
 	eng.settle()
@@ -127,14 +120,12 @@ func Open(dir string, o Options) (*Store, error) {
 		return nil, err
 	}
 	s.notes = notes
-	if !o.InMemory {
-		if s.space.free == nil {
-			s.space.free = func() (uint64, error) { return freeSpace(dir) }
-		}
-		if err := s.openAcked(wals, o.AcceptLoss); err != nil {
-			eng.close()
-			return nil, err
-		}
+	if s.space.free == nil {
+		s.space.free = func() (uint64, error) { return freeSpace(dir) }
+	}
+	if err := s.openAcked(wals, o.AcceptLoss); err != nil {
+		eng.close()
+		return nil, err
 	}
 	s.start()
 	s.startGC(o)
@@ -297,15 +288,14 @@ func (s *Store) WriteBehind(fn func(*badger.Txn) error) error {
 // and none is held: a snapshot held in an idle store would keep Badger
 // from dropping the versions it reads (settle).
 type badgerEngine struct {
-	db       *badger.DB
-	dir      string
-	inMemory bool
-	snap     atomic.Pointer[snapshot] // the views', while the committer is busy
-	commits  atomic.Uint64            // commits done (each withdraws snap)
-	busy     atomic.Bool              // the committer has work
-	paused   atomic.Int32             // GC passes running: views offer no snapshot
-	notes    *badgerNotes
-	tombs    *tombFilter // the tombstone keys the store may hold
+	db      *badger.DB
+	dir     string
+	snap    atomic.Pointer[snapshot] // the views', while the committer is busy
+	commits atomic.Uint64            // commits done (each withdraws snap)
+	busy    atomic.Bool              // the committer has work
+	paused  atomic.Int32             // GC passes running: views offer no snapshot
+	notes   *badgerNotes
+	tombs   *tombFilter // the tombstone keys the store may hold
 	// tables are the tables of the store when it was opened, each with
 	// its compression; the tables Badger wrote since have the store's
 	// (compressionOf).
@@ -573,9 +563,6 @@ func (e *badgerEngine) compressionOf(id uint64) options.CompressionType {
 // check checks every table of the open store against its checksums, as
 // at open, each held in the tree's files while it is read (holdTables).
 func (e *badgerEngine) check() error {
-	if e.inMemory {
-		return nil
-	}
 	bo := e.db.Opts()
 	held, release := holdTables(e.db)
 	defer release()

@@ -150,7 +150,7 @@ func (s *Store) startGC(o Options) {
 	s.gc.opts = o.GC
 	s.gc.vlog = int64(o.ValueLogMB) << 20
 	s.gc.clock = clock.Or(o.Clock)
-	if o.GC.Interval <= 0 || s.DB() == nil || o.InMemory {
+	if o.GC.Interval <= 0 || s.DB() == nil {
 		return
 	}
 	s.gc.stop, s.gc.done = make(chan struct{}), make(chan struct{})
@@ -272,7 +272,7 @@ func (s *Store) collect(ctx context.Context, force bool, ratio float64) (rep GCR
 		s.noteGC(rep, err)
 	}()
 	db := s.DB()
-	if db == nil || db.Opts().InMemory {
+	if db == nil {
 		rep.Spaces, err = s.Spaces(ctx)
 		return rep, err
 	}
@@ -438,7 +438,7 @@ func (s *Store) flushMemtables(ctx context.Context) error {
 // backend).
 func (s *Store) DiskUsage() (DiskUsage, error) {
 	var d DiskUsage
-	if s.DB() == nil || s.DB().Opts().InMemory {
+	if s.DB() == nil {
 		return d, nil
 	}
 	entries, err := os.ReadDir(s.dir)

@@ -92,8 +92,6 @@ type Options struct {
 	// AcceptLoss opens a store that lost acknowledged writes: it logs
 	// what is gone and takes what remains as acknowledged from now on.
 	AcceptLoss bool
-	// InMemory keeps Badger in RAM (benchmarks of the logic only).
-	InMemory bool
 	// ValueLogMB is the size of a value-log file (gc.go).
 	ValueLogMB int
 	// GC schedules the garbage collection in the background (gc.go).

@@ -41,7 +41,7 @@ type tableChecks struct {
 }
 
 func (s *Store) startTableChecks(o Options) {
-	if o.SkipTableCheck || o.InMemory || s.DB() == nil {
+	if o.SkipTableCheck || s.DB() == nil {
 		return
 	}
 	t := &s.tables
