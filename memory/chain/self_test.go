@@ -167,7 +167,7 @@ func TestNeighboursAreTheSonasNearest(t *testing.T) {
 // the same neighbours as without them, and the packs' bytes counted;
 // none at pack_mb 0 (the same store opened again).
 func TestLargeSonasNeighboursPacked(t *testing.T) {
-	const sonas, each = 5, 520 // past 512 members, one id in five
+	const sonas, each = 5, 140 // past the 128 members a pack needs, one id in five
 	cfg := memorytest.Config(t.TempDir())
 	s := memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
 	owners := make([]*memorytest.Owner, sonas)
