@@ -211,6 +211,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		Path: snapPath, Embedder: o.Embedder.ID(), Covered: s.covered.Load, Clock: o.Clock, Logger: o.Logger,
 		Members:       func() []byte { return s.Sonas.EncodeMembers() },
 		MemberChanges: func() uint64 { return s.Sonas.Changes() },
+		Runs:          func() []vector.Run { return s.Sonas.AllRuns() },
 	})
 	if s.metaSnapPath != "" {
 		st.Subscribe(s.countMetaWrites)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/memorytest"
@@ -164,8 +165,9 @@ func TestNeighboursAreTheSonasNearest(t *testing.T) {
 }
 
 // Large sonas' neighbours are searched on their packs (index.pack_mb):
-// the same neighbours as without them, and the packs' bytes counted;
-// none at pack_mb 0 (the same store opened again).
+// the same neighbours as without them, and the packs' bytes counted; the
+// store opened again maps them from its vector snapshot (none in the
+// heap); none at pack_mb 0.
 func TestLargeSonasNeighboursPacked(t *testing.T) {
 	const sonas, each = 5, 140 // past the 128 members a pack needs, one id in five
 	cfg := memorytest.Config(t.TempDir())
@@ -179,11 +181,19 @@ func TestLargeSonasNeighboursPacked(t *testing.T) {
 			o.Text(fmt.Sprintf("note %d of sona %d about topic %d and %d", n, i, n%17, (n*i)%29))
 		}
 	}
-	for _, packMB := range []int{256, 0} {
-		if packMB == 0 {
+	for step, packMB := range []int{256, 256, 0} {
+		mapped := step == 1
+		if step > 0 {
 			s.Close()
-			cfg.Index.PackMB = 0
-			s = memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
+			cfg.Index.PackMB = packMB
+			logs := &memorytest.LogBuffer{}
+			var err error
+			if s, err = memorytest.OpenWith(memory.Options{Config: cfg, Logger: logs.Logger()}); err != nil {
+				t.Fatal(err)
+			}
+			if mapped {
+				memorytest.MustLog(t, logs, "vector index: snapshot loaded", fmt.Sprintf("packs=%d", sonas))
+			}
 		}
 		vecs, err := s.Embed(context.Background(), "a note about topic 3 and 12")
 		if err != nil {
@@ -204,8 +214,8 @@ func TestLargeSonasNeighboursPacked(t *testing.T) {
 				}
 			}
 		}
-		if b := s.Index().PackBytes(); (b > 0) != (packMB > 0) || b > int64(packMB)<<20 {
-			t.Fatalf("the packs hold %d bytes at pack_mb %d", b, packMB)
+		if b := s.Index().PackBytes(); (b > 0) != (packMB > 0 && !mapped) || b > int64(packMB)<<20 {
+			t.Fatalf("the packs hold %d bytes of the heap at pack_mb %d (mapped: %v)", b, packMB, mapped)
 		}
 	}
 	s.Close()

@@ -500,6 +500,21 @@ func (s *Sonas) Runs(sona, backbone string, withBackbone bool) []vector.Run {
 	return runs
 }
 
+// AllRuns are every sona's members as a run of its own (Runs without the
+// backbone), for the vector index's snapshot. The ids are shared: do not
+// modify them.
+func (s *Sonas) AllRuns() []vector.Run {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	runs := make([]vector.Run, 0, len(s.sonas))
+	for id, st := range s.sonas {
+		if len(st.members) > 0 {
+			runs = append(runs, vector.Run{Name: id, IDs: st.members})
+		}
+	}
+	return runs
+}
+
 // Named returns the uuids of the sonas called name.
 func (s *Sonas) Named(name string) ([]string, error) {
 	var ids []string

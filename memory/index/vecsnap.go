@@ -63,7 +63,7 @@ type vecSnapTag struct {
 // VectorSnapshots writes the vector index's snapshot and restores the
 // index from it (see above).
 type VectorSnapshots struct {
-	path     string // "": no snapshots (an in-memory store)
+	path     string // "": no snapshots (a store without a data directory)
 	index    *vector.Index
 	store    *store.Store
 	embedder string
@@ -71,6 +71,7 @@ type VectorSnapshots struct {
 	members  func() []byte
 	// memberChanges counts the changes of what members encodes.
 	memberChanges func() uint64
+	runs          func() []vector.Run // the sonas' runs, packed in the snapshot
 	clock         clock.Clock
 	log           *slog.Logger
 
@@ -102,8 +103,12 @@ type SnapshotOptions struct {
 	// changed).
 	Members       func() []byte
 	MemberChanges func() uint64
-	Clock         clock.Clock
-	Logger        *slog.Logger
+	// Runs, when set, gives the sonas' members as runs of the index, whose
+	// records each snapshot holds side by side (vector.SnapshotRuns): a
+	// restore maps them as their packs.
+	Runs   func() []vector.Run
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // NewVectorSnapshots keeps the snapshots of ix, the vector index of st.
@@ -112,7 +117,7 @@ func NewVectorSnapshots(st *store.Store, ix *vector.Index, o SnapshotOptions) *V
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &VectorSnapshots{path: o.Path, index: ix, store: st, embedder: o.Embedder, covered: o.Covered,
-		members: o.Members, memberChanges: o.MemberChanges, clock: clock.Or(o.Clock), log: o.Logger}
+		members: o.Members, memberChanges: o.MemberChanges, runs: o.Runs, clock: clock.Or(o.Clock), log: o.Logger}
 }
 
 // Outdated makes the next Write write a snapshot even when the index did
@@ -233,7 +238,7 @@ func (s *VectorSnapshots) Restore(txn store.Reader, end uint64) (bool, error) {
 	}
 	s.log.Info("vector index: snapshot loaded", "path", path, "log_seq", tag.LogSeq, "vectors", info.IDs-info.Removed,
 		"pending", info.Pending, "added_since", added, "forgotten_since", removed, "mapped_bytes", info.Mapped,
-		"took", s.clock.Now().Sub(start), "read", loaded.Sub(start))
+		"packs", info.Packs, "took", s.clock.Now().Sub(start), "read", loaded.Sub(start))
 	return true, nil
 }
 
@@ -355,10 +360,14 @@ func (s *VectorSnapshots) Write() error {
 			return fmt.Errorf("memory: vector snapshot: the insertion log at %d: %w", seq, err)
 		}
 	}
+	var runs []vector.Run
 	if s.members != nil {
 		// Before the index is written: every vector id it names is in
 		// the snapshot then.
 		tag.Sonas = s.members()
+	}
+	if s.runs != nil {
+		runs = s.runs()
 	}
 	raw, err := json.Marshal(tag)
 	if err != nil {
@@ -372,7 +381,7 @@ func (s *VectorSnapshots) Write() error {
 	var info vector.SnapshotInfo
 	size, err := durable.Write(path, func(w io.Writer) error {
 		var err error
-		info, err = s.index.Snapshot(w, raw)
+		info, err = s.index.SnapshotRuns(w, raw, runs)
 		return err
 	})
 	if err != nil {
@@ -384,7 +393,7 @@ func (s *VectorSnapshots) Write() error {
 		s.log.Warn("vector index: the snapshot's vectors not adopted", "path", path, "err", err)
 	}
 	s.log.Info("vector index: snapshot written", "path", path, "log_seq", seq, "vectors", info.IDs-info.Removed,
-		"pending", info.Pending, "bytes", size, "heap_freed", freed, "took", s.clock.Now().Sub(start))
+		"pending", info.Pending, "packs", info.Packs, "bytes", size, "heap_freed", freed, "took", s.clock.Now().Sub(start))
 	return nil
 }
 

@@ -324,12 +324,13 @@ func toVersion1(t *testing.T, path string) {
 	pad := func(at int) int { return (4096 - at%4096) % 4096 }
 	vecsAt := off + pad(off)
 	qvAt := vecsAt + n*dims*4 + pad(vecsAt+n*dims*4)
-	if len(b) != qvAt+n*(dims+4)+4 {
-		t.Fatalf("a snapshot of %d bytes, not the layout read (%d)", len(b), qvAt+n*(dims+4)+4)
+	qvEnd := qvAt + n*(dims+4)
+	if packsAt := int(le.Uint64(b[len(b)-12:])); packsAt != qvEnd || len(b) < qvEnd+12 {
+		t.Fatalf("a snapshot of %d bytes, its packs at %d, not the layout read (its records end at %d)", len(b), packsAt, qvEnd)
 	}
 	out := append([]byte("MEMVSNP1"), b[8:off]...)
 	out = append(out, b[vecsAt:vecsAt+n*dims*4]...)
-	out = append(out, b[qvAt:len(b)-4]...)
+	out = append(out, b[qvAt:qvEnd]...)
 	out = le.AppendUint32(out, crc32.Checksum(out, crc32.MakeTable(crc32.Castagnoli)))
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		t.Fatal(err)

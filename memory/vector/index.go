@@ -891,11 +891,8 @@ func (x *Index) exactAmong(q []float32, in []Run, k int) []item {
 	}
 	for _, r := range in {
 		e, p, packed := x.packOf(r)
-		for i, id := range r.IDs[:packed] {
-			if i+quantPrefetch < packed { // in sequence, but ahead of the CPU's own fetching
-				prefetch(p.q[(i+quantPrefetch)*x.dims : (i+quantPrefetch+1)*x.dims])
-			}
-			sc.add(id, p.q[i*x.dims:(i+1)*x.dims], p.scales[i])
+		if p != nil {
+			p.screen(&sc, packed, x.dims)
 		}
 		rest := r.IDs[packed:]
 		for i, id := range rest {

@@ -63,11 +63,33 @@ const (
 // may fill.
 type pack struct {
 	ids []uint64 // a copy: a run's backing array may be written past a shorter run's end
-	// Their records' int8 components, dims a record — 384 bytes at 384
-	// dimensions, six cache lines, where a record with its scale spans
-	// seven — and their scales apart.
+	// The records of the first mapped ids are in a restored snapshot's
+	// file (mq, ms: mapped, not in the heap nor in the budget); those of
+	// the rest in q and scales. Their int8 components, dims a record —
+	// 384 bytes at 384 dimensions, six cache lines, where a record with
+	// its scale spans seven — and their scales apart.
+	mapped int
+	mq     []int8
+	ms     []float32
 	q      []int8
 	scales []float32
+}
+
+// screen adds the first n ids of p (n at most len(p.ids)) to sc, their
+// records read in sequence with a prefetch ahead.
+func (p *pack) screen(sc *screen, n, dims int) {
+	m := min(p.mapped, n)
+	screenRecords(sc, p.ids[:m], p.mq, p.ms, dims)
+	screenRecords(sc, p.ids[m:n], p.q, p.scales, dims)
+}
+
+func screenRecords(sc *screen, ids []uint64, q []int8, scales []float32, dims int) {
+	for i, id := range ids {
+		if i+quantPrefetch < len(ids) { // in sequence, but ahead of the CPU's own fetching
+			prefetch(q[(i+quantPrefetch)*dims : (i+quantPrefetch+1)*dims])
+		}
+		sc.add(id, q[i*dims:(i+1)*dims], scales[i])
+	}
 }
 
 // packEntry is the pack of one name.
@@ -126,6 +148,11 @@ func (ps *packs) reserve(e *packEntry, n int64, idleBefore int64) bool {
 		var victim *packEntry
 		var name string
 		for nm, o := range ps.byName {
+			// A pack mapped from a snapshot holds little of the budget
+			// (its ids, and the records of those added since): kept.
+			if p := o.cur.Load(); p != nil && p.mapped > 0 {
+				continue
+			}
 			if o != e && o.used.Load() < idleBefore && (victim == nil || o.used.Load() < victim.used.Load()) {
 				victim, name = o, nm
 			}
@@ -164,6 +191,22 @@ func (ps *packs) reset() {
 		e.mu.Unlock()
 	}
 	ps.byName, ps.bytes = nil, 0
+}
+
+// install makes the packs a restore mapped the packs of their names
+// (none when packs are off). Called with kmu held, after reset.
+func (ps *packs) install(mapped map[string]*pack) {
+	if ps.budget <= 0 || len(mapped) == 0 {
+		return
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.byName = make(map[string]*packEntry, len(mapped))
+	for name, p := range mapped {
+		e := &packEntry{}
+		e.cur.Store(p)
+		ps.byName[name] = e
+	}
 }
 
 // packable reports whether run r may be packed: named, long enough and
@@ -210,9 +253,7 @@ func (x *Index) extend(e *packEntry, r Run) {
 	if e.dropped {
 		return
 	}
-	var ids []uint64
-	var q []int8
-	var scales []float32
+	var np pack
 	p := e.cur.Load()
 	if p != nil && !slices.Equal(p.ids, r.IDs[:min(len(p.ids), len(r.IDs))]) {
 		e.cur.Store(nil) // no longer r's
@@ -223,25 +264,25 @@ func (x *Index) extend(e *packEntry, r Run) {
 		if len(r.IDs)-len(p.ids) < packGrow {
 			return // extended meanwhile, or r is older than it
 		}
-		ids, q, scales = p.ids, p.q, p.scales // appended to past their ends, which p's readers do not read
+		np = *p // its slices appended to past their ends, which p's readers do not read
 	}
-	if want := len(r.IDs); cap(ids) < want {
+	if want := len(r.IDs); cap(np.ids) < want {
 		// Room for an eighth more: a growing run is copied some twenty
 		// times from packMin to 10,000 ids, not at every extension.
 		room := want + want/8
-		grown := int64(room)*int64(8+x.dims+4) - e.bytes
+		grown := int64(room)*8 + int64(room-np.mapped)*int64(x.dims+4) - e.bytes
 		if !x.packs.reserve(e, grown, x.clock.Now().Add(-packIdle).UnixNano()) {
 			return
 		}
-		ids = append(make([]uint64, 0, room), ids...)
-		q = append(make([]int8, 0, room*x.dims), q...)
-		scales = append(make([]float32, 0, room), scales...)
+		np.ids = append(make([]uint64, 0, room), np.ids...)
+		np.q = append(make([]int8, 0, (room-np.mapped)*x.dims), np.q...)
+		np.scales = append(make([]float32, 0, room-np.mapped), np.scales...)
 	}
-	for _, id := range r.IDs[len(ids):] {
+	for _, id := range r.IDs[len(np.ids):] {
 		rec := x.qv.at(uint32(id))
-		ids = append(ids, id)
-		q = append(q, rec[:x.dims]...)
-		scales = append(scales, recordScale(rec[x.dims:]))
+		np.ids = append(np.ids, id)
+		np.q = append(np.q, rec[:x.dims]...)
+		np.scales = append(np.scales, recordScale(rec[x.dims:]))
 	}
-	e.cur.Store(&pack{ids: ids, q: q, scales: scales})
+	e.cur.Store(&np)
 }

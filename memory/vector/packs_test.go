@@ -1,7 +1,12 @@
 package vector
 
 import (
+	"bytes"
+	"encoding/binary"
+	"errors"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -232,5 +237,119 @@ func BenchmarkScreen(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// A snapshot holds the packs of the runs it is given (those the index
+// would pack); a restore from its file maps them, outside the budget: the
+// searches of a restarted index are the exact ones without a copy of its
+// runs' records in the heap. A run that grew since is extended in the
+// heap past its mapped part; an index without packs maps none; a reader
+// that is no file, and the earlier layout, restore without them; a
+// damaged pack is refused with the snapshot.
+func TestPacksFromSnapshot(t *testing.T) {
+	const dims, sonas, n = 48, 6, 3000
+	rng := rand.New(rand.NewSource(8))
+	vecs := clustered(rng, n+200, dims, 30)
+	o := Options{Dims: dims, Seed: 1, Lazy: true}
+	x := New(o)
+	defer x.Close()
+	for i := range n {
+		x.Add(key(i), vecs[i])
+	}
+	runs := append(sonaRuns(n, sonas), Run{Name: "few", IDs: []uint64{3, 700, 2900}}, Run{IDs: []uint64{1, 2, 3}})
+	exact := func(y *Index, r Run, q []float32) {
+		t.Helper()
+		got, want := y.SearchAmong(q, []Run{r}, 10), x.hits(x.exact(q, Unnamed(r.IDs), 10), 10)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: %v, want %v", r.Name, got[:min(3, len(got))], want[:min(3, len(want))])
+		}
+	}
+	path := snapFile(t, x, SnapshotVersion, runs...)
+	y, info, err := restoreFile(t, o, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perRun := int64(n/sonas) * (dims + scaleBytes)
+	if info.Packs != sonas || info.Mapped != int64(n)*(dims+scaleBytes)+sonas*perRun {
+		t.Fatalf("restored %d packs, %d bytes mapped; want %d, %d", info.Packs, info.Mapped, sonas, int64(n)*(dims+scaleBytes)+sonas*perRun)
+	}
+	for _, r := range runs[:sonas] {
+		if got := packed(y, r.Name); got != len(r.IDs) {
+			t.Fatalf("%s: a pack of %d ids restored, want %d", r.Name, got, len(r.IDs))
+		}
+		exact(y, r, unit(randVec(rng, dims)))
+	}
+	if y.PackBytes() != 0 {
+		t.Fatalf("the mapped packs hold %d bytes of the budget", y.PackBytes())
+	}
+	// sona0 grows by more than packGrow: its pack is extended in the
+	// heap, its first ids still mapped.
+	grown := runs[0]
+	for i := n; i < n+200; i++ {
+		y.Add(key(i), vecs[i])
+		x.Add(key(i), vecs[i])
+		grown.IDs = append(slices.Clip(grown.IDs), uint64(i))
+	}
+	exact(y, grown, unit(randVec(rng, dims)))
+	y.packs.mu.Lock()
+	p := y.packs.byName["sona0"].cur.Load()
+	y.packs.mu.Unlock()
+	if p.mapped != n/sonas || len(p.ids) != len(grown.IDs) || y.PackBytes() == 0 || y.PackBytes() >= int64(len(grown.IDs))*(8+dims+scaleBytes) {
+		t.Fatalf("the grown pack: %d ids mapped of %d, %d bytes of the budget", p.mapped, len(p.ids), y.PackBytes())
+	}
+	exact(y, grown, unit(randVec(rng, dims)))
+
+	// A run searched again that finds no room takes none of a mapped
+	// pack's, however long unused.
+	small := o
+	small.PackBytes, small.Clock = 1000, clock.NewFake(time.Unix(1e9, 0))
+	v, _, err := restoreFile(t, small, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small.Clock.(*clock.Fake).Advance(2 * packIdle)
+	for range 2 {
+		exact(v, Run{Name: "another", IDs: runs[1].IDs}, unit(randVec(rng, dims)))
+	}
+	if packed(v, "sona1") != len(runs[1].IDs) || packed(v, "another") != 0 {
+		t.Fatalf("after another run's search: sona1's pack %d ids, another's %d", packed(v, "sona1"), packed(v, "another"))
+	}
+
+	// Packs off: none mapped; the searches the same.
+	off := o
+	off.PackBytes = -1
+	z, info, err := restoreFile(t, off, path)
+	if err != nil || info.Packs != 0 || packed(z, "sona1") != 0 {
+		t.Fatalf("packs off: %d packs restored (%v)", info.Packs, err)
+	}
+	exact(z, runs[1], unit(randVec(rng, dims)))
+
+	// Not from a file, or version 3: no packs, the same index.
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(o)
+	defer w.Close()
+	if info, err := w.Restore(bytes.NewReader(b), int64(len(b)), anyTag); err != nil || info.Packs != 0 || w.Len() != n {
+		t.Fatalf("from a reader: %+v, %v", info, err)
+	}
+	exact(w, runs[2], unit(randVec(rng, dims)))
+	if v3, info, err := restoreFile(t, o, snapFile(t, x, 3, runs...)); err != nil || info.Packs != 0 || info.Version != 3 {
+		t.Fatalf("version 3: %+v, %v", info, err)
+	} else {
+		exact(v3, runs[3], unit(randVec(rng, dims)))
+	}
+
+	// A flipped byte in a pack's records: the snapshot is refused.
+	packsAt := int64(binary.LittleEndian.Uint64(b[len(b)-12:]))
+	b[packsAt+int64(len(b)-12-int(packsAt))/2] ^= 0x40
+	bad := filepath.Join(t.TempDir(), "index.snap")
+	if err := os.WriteFile(bad, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := restoreFile(t, o, bad); !errors.Is(err, ErrSnapshot) || v.Len() != 0 {
+		t.Fatalf("a damaged pack restored: %v", err)
 	}
 }

@@ -37,15 +37,27 @@ import (
 //	       layers (u32 level, level × (u32 count, m u32 links))
 //	zero bytes up to a multiple of 4096, n × dims float32,
 //	zero bytes up to a multiple of 4096, n × (dims + 4) int8 records
+//	packs: u32 count, then each: u32 name length, the name, u64 ids,
+//	       each of the next three after zero bytes up to a multiple of
+//	       64 (of the file's offset): the ids (u64), their records'
+//	       int8 components (dims each), their scales (float32)
+//	u64 offset of the packs
 //	u32 CRC-32C of every byte before it
 //
+// The packs are those of the runs given to SnapshotRuns (of the runs
+// the index would pack: named, long and spread out enough; Options.
+// PackBytes not negative), each the longest prefix of a run the snapshot
+// holds: a restore from a file maps them as the runs' packs, outside the
+// budget (packs.go), so that a restarted index screens every large sona
+// in sequence without a copy of its records in the heap.
 // The vectors start on page boundaries: a restore from a file reads them
 // once, to check the CRC, and keeps none of them in the heap — it maps the
 // quantised records (mmap, copy-on-write), which the graph's searches
 // read, and reads each float32 vector from the file when one is needed
-// (floats.go; see Restore). Version 2
-// ("MEMVSNP2", the same without aliases) is still read, and version 1
-// ("MEMVSNP1", without aliases nor the padding), into the heap.
+// (floats.go; see Restore). Version 3 ("MEMVSNP3", the same without
+// packs nor their offset) and version 2 ("MEMVSNP2", nor aliases) are
+// still read, and version 1 ("MEMVSNP1", without aliases nor the
+// padding), into the heap.
 //
 // A snapshot whose checksum, layout or parameters (dims, m,
 // ef_construction, seed) do not match is refused with ErrSnapshot.
@@ -60,7 +72,8 @@ const snapAlign = 4096
 var snapMagics = map[string]int{
 	"MEMVSNP1": 1, // no padding before the vectors, no aliases
 	"MEMVSNP2": 2, // no aliases
-	"MEMVSNP3": 3,
+	"MEMVSNP3": 3, // no packs
+	"MEMVSNP4": 4,
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -84,10 +97,13 @@ type SnapshotInfo struct {
 	// FloatsAt is the offset of the float32 vectors in a snapshot Snapshot
 	// wrote (0 for older layouts): see AdoptFloats.
 	FloatsAt int64
+	// Packs is the runs' packs written, or mapped by a restore (their
+	// records' bytes are in Mapped).
+	Packs int
 }
 
 // SnapshotVersion is the layout Snapshot writes.
-const SnapshotVersion = 3
+const SnapshotVersion = 4
 
 // Changes counts the keys added and removed since the index was created or
 // restored (a restored index starts at its snapshot's count): a snapshot
@@ -103,12 +119,19 @@ func (x *Index) Changes() uint64 {
 // Remove until then. Every key added before Snapshot was called is in
 // it; keys added meanwhile may be.
 func (x *Index) Snapshot(w io.Writer, tag []byte) (SnapshotInfo, error) {
-	return x.snapshot(w, tag, SnapshotVersion)
+	return x.snapshot(w, tag, SnapshotVersion, nil)
 }
 
-// snapshot writes version 3, or an older one (for the tests of reading
-// them: the graph must have no aliases).
-func (x *Index) snapshot(w io.Writer, tag []byte, version int) (SnapshotInfo, error) {
+// SnapshotRuns is Snapshot with the packs of runs (the sonas' members):
+// of each run the index would pack, the records of its ids the snapshot
+// holds, side by side. The runs' ids are only read.
+func (x *Index) SnapshotRuns(w io.Writer, tag []byte, runs []Run) (SnapshotInfo, error) {
+	return x.snapshot(w, tag, SnapshotVersion, runs)
+}
+
+// snapshot writes version 4, or an older one (for the tests of reading
+// them: the graph must have no aliases before 3; runs are written from 4).
+func (x *Index) snapshot(w io.Writer, tag []byte, version int, runs []Run) (SnapshotInfo, error) {
 	if !littleEndian {
 		return SnapshotInfo{}, fmt.Errorf("%w: snapshots are little-endian", ErrSnapshot)
 	}
@@ -164,12 +187,56 @@ func (x *Index) snapshot(w io.Writer, tag []byte, version int) (SnapshotInfo, er
 		sw.pad()
 	}
 	writeChunks(sw, &x.qv, n, &x.kmu)
+	if version >= 4 {
+		at := sw.off
+		info.Packs = x.writePacks(sw, runs, n)
+		sw.u64(uint64(at))
+	}
 	sw.u32(sw.crc.Sum32())
 	if sw.err == nil {
 		sw.err = sw.w.Flush()
 	}
 	return info, sw.err
 }
+
+// writePacks writes the packs of runs (see the layout above), of the ids
+// under n, and returns how many.
+func (x *Index) writePacks(sw *snapWriter, runs []Run, n int) int {
+	var packed []Run
+	for _, r := range runs {
+		if i := slices.IndexFunc(r.IDs, func(id uint64) bool { return id >= uint64(n) }); i >= 0 {
+			r.IDs = r.IDs[:i]
+		}
+		if x.packs.packable(r) {
+			packed = append(packed, r)
+		}
+	}
+	sw.u32(uint32(len(packed)))
+	var scales []float32
+	for _, r := range packed {
+		sw.u32(uint32(len(r.Name)))
+		sw.bytes([]byte(r.Name))
+		sw.u64(uint64(len(r.IDs)))
+		sw.padTo(packAlign)
+		sw.bytes(asBytes(r.IDs))
+		sw.padTo(packAlign)
+		scales = scales[:0]
+		x.kmu.RLock()
+		for _, id := range r.IDs {
+			rec := x.qv.at(uint32(id))
+			sw.bytes(asBytes(rec[:x.dims]))
+			scales = append(scales, recordScale(rec[x.dims:]))
+		}
+		x.kmu.RUnlock()
+		sw.padTo(packAlign)
+		sw.bytes(asBytes(scales))
+	}
+	return len(packed)
+}
+
+// packAlign aligns a pack's ids, components and scales in the file, and
+// so in its mapping: each starts on a cache line.
+const packAlign = 64
 
 // writeChunks writes records 0..n-1 of c, each chunk under mu's read
 // lock when mu is not nil.
@@ -222,12 +289,17 @@ func (s *snapWriter) bytes(b []byte) {
 }
 
 // pad writes zero bytes up to the next multiple of snapAlign.
-func (s *snapWriter) pad() {
-	s.bytes(make([]byte, padding(s.off)))
+func (s *snapWriter) pad() { s.padTo(snapAlign) }
+
+// padTo writes zero bytes up to the next multiple of align.
+func (s *snapWriter) padTo(align int64) {
+	s.bytes(make([]byte, paddingTo(s.off, align)))
 }
 
 // padding is the bytes from off to the next multiple of snapAlign.
-func padding(off int64) int64 { return (snapAlign - off%snapAlign) % snapAlign }
+func padding(off int64) int64 { return paddingTo(off, snapAlign) }
+
+func paddingTo(off, align int64) int64 { return (align - off%align) % align }
 
 func (s *snapWriter) u32(v uint32) {
 	binary.LittleEndian.PutUint32(s.buf[:4], v)
@@ -283,7 +355,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	magic := make([]byte, len("MEMVSNP3"))
 	sr.bytes(magic)
 	version := snapMagics[string(magic)]
-	v1 := version == 1
+	v1, v4 := version == 1, version >= 4
 	dims, m, efc, seed := sr.u32(), sr.u32(), sr.u32(), int64(sr.u64())
 	n, gn, entry, top := sr.u64(), sr.u64(), sr.u32(), int(int32(sr.u32()))
 	if sr.err != nil {
@@ -311,8 +383,23 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		vecBytes     = int64(n) * int64(dims) * 4
 		alignedVecs  = (vecBytes + snapAlign - 1) / snapAlign * snapAlign
 	)
+	// The packs' offset (version 4), from the end; the packs end there.
+	packsAt, packsEnd := size-4, size-4
+	if v4 {
+		packsEnd = size - 12
+		var foot [8]byte
+		if file != nil {
+			if _, err := file.ReadAt(foot[:], packsEnd); err != nil {
+				return info, bad("the packs' offset: %v", err)
+			}
+			packsAt = int64(binary.LittleEndian.Uint64(foot[:]))
+			if packsAt < 0 || packsAt > packsEnd {
+				return info, bad("packs at %d in a file of %d bytes", packsAt, size)
+			}
+		}
+	}
 	if fromFile {
-		qvAt = size - 4 - int64(n)*qstride
+		qvAt = packsAt - int64(n)*qstride
 		vecsAt = qvAt - alignedVecs
 		if vecsAt < 0 || vecsAt%snapAlign != 0 {
 			return info, bad("%d bytes cannot hold %d vectors of %d dims", size, n, dims)
@@ -416,6 +503,16 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		}
 		qv.grow(int(n))
 		readChunks(sr, &qv, int(n))
+		if v4 { // not kept: a restore from a file maps them
+			at := sr.off
+			if at > packsEnd && sr.err == nil {
+				sr.err = fmt.Errorf("the records end at byte %d, past the packs' end %d", at, packsEnd)
+			}
+			sr.skip(packsEnd - at)
+			if got := sr.u64(); sr.err == nil && int64(got) != at {
+				sr.err = fmt.Errorf("packs at %d, not %d", got, at)
+			}
+		}
 		sum = sr.crc.Sum32()
 		if _, err := io.ReadFull(sr.r, trailer[:]); sr.err == nil && err != nil {
 			sr.err = err
@@ -434,6 +531,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		return fail(err)
 	}
 	var mapping []byte
+	var restored map[string]*pack
 	if fromFile {
 		var err error
 		if vecBytes <= x.heapVecs {
@@ -452,6 +550,17 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		}
 		mapChunks(&qv, mapping, qvAt-mapAt, int(n))
 		info.Mapped = int64(n) * int64(qv.stride)
+		if v4 && x.packs.budget > 0 { // else none is wanted
+			if restored, err = mappedPacks(mapping[packsAt-mapAt:packsEnd-mapAt], packsAt, n, x.dims); err != nil {
+				unmapFile(mapping)
+				vecs.close()
+				return SnapshotInfo{}, bad("packs: %v", err)
+			}
+			for _, p := range restored {
+				info.Mapped += int64(len(p.mq)) + 4*int64(len(p.ms))
+			}
+			info.Packs = len(restored)
+		}
 	}
 
 	// The level source where the graph's insertions left it (one draw
@@ -492,6 +601,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		x.graph = ng
 		x.ids, x.keys, x.vecs, x.qv, x.removed, x.mapping = ids, keys, vecs, qv, removed, mapping
 		x.packs.reset()
+		x.packs.install(restored)
 		ids.SetKey(x.keyOf) // keys grow in x.keys from now on
 		x.pending = pending
 		x.changes = uint64(n) + uint64(len(removed))
@@ -513,8 +623,89 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		}
 		x.wakeBuilder()
 	}
-	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes, Mapped: info.Mapped, Version: version, FloatsAt: floatsAt}
+	info = SnapshotInfo{IDs: int(n), Removed: len(removed), Pending: len(pending), Changes: x.changes, Mapped: info.Mapped, Version: version, FloatsAt: floatsAt, Packs: info.Packs}
 	return info, nil
+}
+
+// mappedPacks are the packs of a snapshot's packs section b, at offset at
+// of its file (b mapped from it: aligned as the file's offsets are), of a
+// snapshot of n ids: by name, each with its ids and records in b.
+func mappedPacks(b []byte, at int64, n uint64, dims int) (map[string]*pack, error) {
+	off := 0
+	take := func(k uint64) ([]byte, error) {
+		if k > uint64(len(b)-off) {
+			return nil, fmt.Errorf("%d bytes at %d, past the end %d", k, at+int64(off), at+int64(len(b)))
+		}
+		p := b[off : off+int(k)]
+		off += int(k)
+		return p, nil
+	}
+	u := func(size int) (uint64, error) {
+		p, err := take(uint64(size))
+		if err != nil {
+			return 0, err
+		}
+		if size == 4 {
+			return uint64(binary.LittleEndian.Uint32(p)), nil
+		}
+		return binary.LittleEndian.Uint64(p), nil
+	}
+	aligned := func(k uint64) ([]byte, error) {
+		if _, err := take(uint64(paddingTo(at+int64(off), packAlign))); err != nil {
+			return nil, err
+		}
+		return take(k)
+	}
+	count, err := u(4)
+	if err != nil {
+		return nil, err
+	}
+	packs := make(map[string]*pack, count)
+	for range count {
+		l, err := u(4)
+		if err != nil {
+			return nil, err
+		}
+		name, err := take(l)
+		if err != nil {
+			return nil, err
+		}
+		k, err := u(8)
+		if err != nil {
+			return nil, err
+		}
+		if k == 0 || k > n || packs[string(name)] != nil {
+			return nil, fmt.Errorf("pack %q: %d ids of %d, or a name twice", name, k, n)
+		}
+		rawIDs, err := aligned(8 * k)
+		if err != nil {
+			return nil, err
+		}
+		rawQ, err := aligned(k * uint64(dims))
+		if err != nil {
+			return nil, err
+		}
+		rawScales, err := aligned(4 * k)
+		if err != nil {
+			return nil, err
+		}
+		ids := unsafe.Slice((*uint64)(unsafe.Pointer(&rawIDs[0])), k)
+		for _, id := range ids {
+			if id >= n {
+				return nil, fmt.Errorf("pack %q: id %d of %d", name, id, n)
+			}
+		}
+		packs[string(name)] = &pack{
+			ids:    ids[:k:k], // extended in the heap
+			mapped: int(k),
+			mq:     unsafe.Slice((*int8)(unsafe.Pointer(&rawQ[0])), k*uint64(dims)),
+			ms:     unsafe.Slice((*float32)(unsafe.Pointer(&rawScales[0])), k),
+		}
+	}
+	if off != len(b) {
+		return nil, fmt.Errorf("%d bytes after the last pack", len(b)-off)
+	}
+	return packs, nil
 }
 
 // check checks a restored graph's structure: every link within the

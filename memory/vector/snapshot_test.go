@@ -239,9 +239,9 @@ func TestSnapshotDuringWrites(t *testing.T) {
 	}
 }
 
-// snapFile writes x's snapshot (of the version given) to a file and
-// returns its path.
-func snapFile(t *testing.T, x *Index, version int) string {
+// snapFile writes x's snapshot (of the version given, with the packs of
+// runs from version 4) to a file and returns its path.
+func snapFile(t *testing.T, x *Index, version int, runs ...Run) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "index.snap")
 	f, err := os.Create(path)
@@ -249,7 +249,7 @@ func snapFile(t *testing.T, x *Index, version int) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := x.snapshot(f, []byte("tag"), version); err != nil {
+	if _, err := x.snapshot(f, []byte("tag"), version, runs); err != nil {
 		t.Fatal(err)
 	}
 	return path
