@@ -321,8 +321,12 @@ func (x *Index) ApproxDotID(id uint64, q Quantized) (float32, bool) {
 }
 
 // record is id's int8 record as the index holds it, not a copy (kmu held,
-// id given out and not removed).
+// id given out and not removed): from a mapped pack when one holds it (so
+// that the records by id lie untouched where packs hold every id).
 func (x *Index) record(id uint64) Quantized {
+	if r, ok := x.packs.mapped.record(id, x.dims); ok {
+		return r
+	}
 	rec := x.qv.at(uint32(id))
 	return Quantized{q: rec[:x.dims], scale: recordScale(rec[x.dims:])}
 }

@@ -111,6 +111,30 @@ type packs struct {
 	mu     sync.Mutex
 	byName map[string]*packEntry
 	bytes  int64 // reserved by the entries of byName
+	// mapped are the packs a restore mapped from its snapshot (nil:
+	// none); written with kmu held, read with it read-held.
+	mapped *mapped
+}
+
+// mapped are the packs of a restored snapshot, their records side by
+// side in its file (snapshot.go).
+type mapped struct {
+	byName map[string]*pack
+	ids    []uint64  // every pack's, one pack after the other
+	q      []int8    // their records' components, dims each
+	scales []float32 // and scales
+	// slot is, by id, 1 + the index in ids of its first place in a pack
+	// (0: in none).
+	slot []uint32
+}
+
+// record is the record of id in a mapped pack (kmu read-held), if any.
+func (m *mapped) record(id uint64, dims int) (Quantized, bool) {
+	if m == nil || id >= uint64(len(m.slot)) || m.slot[id] == 0 {
+		return Quantized{}, false
+	}
+	s := int(m.slot[id] - 1)
+	return Quantized{q: m.q[s*dims : (s+1)*dims], scale: m.scales[s]}, true
 }
 
 // PackBytes is the memory the packs hold (Options.PackBytes).
@@ -190,19 +214,20 @@ func (ps *packs) reset() {
 		e.bytes, e.dropped = 0, true
 		e.mu.Unlock()
 	}
-	ps.byName, ps.bytes = nil, 0
+	ps.byName, ps.bytes, ps.mapped = nil, 0, nil
 }
 
 // install makes the packs a restore mapped the packs of their names
 // (none when packs are off). Called with kmu held, after reset.
-func (ps *packs) install(mapped map[string]*pack) {
-	if ps.budget <= 0 || len(mapped) == 0 {
+func (ps *packs) install(m *mapped) {
+	if ps.budget <= 0 || m == nil || len(m.byName) == 0 {
 		return
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	ps.byName = make(map[string]*packEntry, len(mapped))
-	for name, p := range mapped {
+	ps.mapped = m
+	ps.byName = make(map[string]*packEntry, len(m.byName))
+	for name, p := range m.byName {
 		e := &packEntry{}
 		e.cur.Store(p)
 		ps.byName[name] = e

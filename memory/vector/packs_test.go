@@ -283,6 +283,21 @@ func TestPacksFromSnapshot(t *testing.T) {
 	if y.PackBytes() != 0 {
 		t.Fatalf("the mapped packs hold %d bytes of the budget", y.PackBytes())
 	}
+	// An id's record is read from its pack, not where the records by id
+	// lie (cleared here, to tell); that of an id in none from there.
+	sameRecord := func(id uint64) {
+		t.Helper()
+		got, _ := y.RecordInto(id, nil)
+		want, _ := x.RecordInto(id, nil)
+		if !slices.Equal(got.q, want.q) || got.scale != want.scale {
+			t.Fatalf("id %d: record %v (scale %v), want %v (%v)", id, got.q[:4], got.scale, want.q[:4], want.scale)
+		}
+	}
+	y.kmu.Lock()
+	clear(y.qv.at(uint32(runs[2].IDs[5])))
+	y.kmu.Unlock()
+	sameRecord(runs[2].IDs[5])
+	sameRecord(n - 1)
 	// sona0 grows by more than packGrow: its pack is extended in the
 	// heap, its first ids still mapped.
 	grown := runs[0]
@@ -292,6 +307,7 @@ func TestPacksFromSnapshot(t *testing.T) {
 		grown.IDs = append(slices.Clip(grown.IDs), uint64(i))
 	}
 	exact(y, grown, unit(randVec(rng, dims)))
+	sameRecord(n + 5)
 	y.packs.mu.Lock()
 	p := y.packs.byName["sona0"].cur.Load()
 	y.packs.mu.Unlock()

@@ -37,10 +37,11 @@ import (
 //	       layers (u32 level, level × (u32 count, m u32 links))
 //	zero bytes up to a multiple of 4096, n × dims float32,
 //	zero bytes up to a multiple of 4096, n × (dims + 4) int8 records
-//	packs: u32 count, then each: u32 name length, the name, u64 ids,
-//	       each of the next three after zero bytes up to a multiple of
-//	       64 (of the file's offset): the ids (u64), their records'
-//	       int8 components (dims each), their scales (float32)
+//	packs: u32 count, then each: u32 name length, the name, u64 ids;
+//	       then, each after zero bytes up to a multiple of 64 (of the
+//	       file's offset), every pack's ids (u64) one pack after the
+//	       other, their records' int8 components (dims each), their
+//	       scales (float32)
 //	u64 offset of the packs
 //	u32 CRC-32C of every byte before it
 //
@@ -49,7 +50,9 @@ import (
 // PackBytes not negative), each the longest prefix of a run the snapshot
 // holds: a restore from a file maps them as the runs' packs, outside the
 // budget (packs.go), so that a restarted index screens every large sona
-// in sequence without a copy of its records in the heap.
+// in sequence without a copy of its records in the heap, and reads an id
+// of a pack from there (record): the records by id then lie untouched,
+// out of the process's memory, where every id is in a pack.
 // The vectors start on page boundaries: a restore from a file reads them
 // once, to check the CRC, and keeps none of them in the heap — it maps the
 // quantised records (mmap, copy-on-write), which the graph's searches
@@ -212,15 +215,18 @@ func (x *Index) writePacks(sw *snapWriter, runs []Run, n int) int {
 		}
 	}
 	sw.u32(uint32(len(packed)))
-	var scales []float32
 	for _, r := range packed {
 		sw.u32(uint32(len(r.Name)))
 		sw.bytes([]byte(r.Name))
 		sw.u64(uint64(len(r.IDs)))
-		sw.padTo(packAlign)
+	}
+	sw.padTo(packAlign)
+	for _, r := range packed {
 		sw.bytes(asBytes(r.IDs))
-		sw.padTo(packAlign)
-		scales = scales[:0]
+	}
+	sw.padTo(packAlign)
+	var scales []float32
+	for _, r := range packed {
 		x.kmu.RLock()
 		for _, id := range r.IDs {
 			rec := x.qv.at(uint32(id))
@@ -228,9 +234,9 @@ func (x *Index) writePacks(sw *snapWriter, runs []Run, n int) int {
 			scales = append(scales, recordScale(rec[x.dims:]))
 		}
 		x.kmu.RUnlock()
-		sw.padTo(packAlign)
-		sw.bytes(asBytes(scales))
 	}
+	sw.padTo(packAlign)
+	sw.bytes(asBytes(scales))
 	return len(packed)
 }
 
@@ -531,7 +537,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		return fail(err)
 	}
 	var mapping []byte
-	var restored map[string]*pack
+	var restored *mapped
 	if fromFile {
 		var err error
 		if vecBytes <= x.heapVecs {
@@ -556,10 +562,8 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 				vecs.close()
 				return SnapshotInfo{}, bad("packs: %v", err)
 			}
-			for _, p := range restored {
-				info.Mapped += int64(len(p.mq)) + 4*int64(len(p.ms))
-			}
-			info.Packs = len(restored)
+			info.Mapped += int64(len(restored.q)) + 4*int64(len(restored.scales))
+			info.Packs = len(restored.byName)
 		}
 	}
 
@@ -629,8 +633,8 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 
 // mappedPacks are the packs of a snapshot's packs section b, at offset at
 // of its file (b mapped from it: aligned as the file's offsets are), of a
-// snapshot of n ids: by name, each with its ids and records in b.
-func mappedPacks(b []byte, at int64, n uint64, dims int) (map[string]*pack, error) {
+// snapshot of n ids.
+func mappedPacks(b []byte, at int64, n uint64, dims int) (*mapped, error) {
 	off := 0
 	take := func(k uint64) ([]byte, error) {
 		if k > uint64(len(b)-off) {
@@ -660,8 +664,10 @@ func mappedPacks(b []byte, at int64, n uint64, dims int) (map[string]*pack, erro
 	if err != nil {
 		return nil, err
 	}
-	packs := make(map[string]*pack, count)
-	for range count {
+	names := make([]string, count)
+	sizes := make([]uint64, count)
+	var total uint64
+	for i := range count {
 		l, err := u(4)
 		if err != nil {
 			return nil, err
@@ -670,42 +676,61 @@ func mappedPacks(b []byte, at int64, n uint64, dims int) (map[string]*pack, erro
 		if err != nil {
 			return nil, err
 		}
-		k, err := u(8)
-		if err != nil {
+		if sizes[i], err = u(8); err != nil {
 			return nil, err
 		}
-		if k == 0 || k > n || packs[string(name)] != nil {
-			return nil, fmt.Errorf("pack %q: %d ids of %d, or a name twice", name, k, n)
+		if sizes[i] == 0 || sizes[i] > n {
+			return nil, fmt.Errorf("pack %q: %d ids of %d", name, sizes[i], n)
 		}
-		rawIDs, err := aligned(8 * k)
-		if err != nil {
-			return nil, err
+		names[i], total = string(name), total+sizes[i]
+	}
+	if total > uint64(len(b)) {
+		return nil, fmt.Errorf("%d ids in %d bytes", total, len(b))
+	}
+	m := &mapped{byName: make(map[string]*pack, count), slot: make([]uint32, n)}
+	rawIDs, err := aligned(8 * total)
+	if err != nil {
+		return nil, err
+	}
+	rawQ, err := aligned(total * uint64(dims))
+	if err != nil {
+		return nil, err
+	}
+	rawScales, err := aligned(4 * total)
+	if err != nil {
+		return nil, err
+	}
+	if total > 0 {
+		m.ids = unsafe.Slice((*uint64)(unsafe.Pointer(&rawIDs[0])), total)
+		m.q = unsafe.Slice((*int8)(unsafe.Pointer(&rawQ[0])), total*uint64(dims))
+		m.scales = unsafe.Slice((*float32)(unsafe.Pointer(&rawScales[0])), total)
+	}
+	if off != len(b) {
+		return nil, fmt.Errorf("%d bytes after the packs", len(b)-off)
+	}
+	var from uint64
+	for i, name := range names {
+		k, to := sizes[i], from+sizes[i]
+		if m.byName[name] != nil {
+			return nil, fmt.Errorf("pack %q twice", name)
 		}
-		rawQ, err := aligned(k * uint64(dims))
-		if err != nil {
-			return nil, err
-		}
-		rawScales, err := aligned(4 * k)
-		if err != nil {
-			return nil, err
-		}
-		ids := unsafe.Slice((*uint64)(unsafe.Pointer(&rawIDs[0])), k)
-		for _, id := range ids {
+		for s, id := range m.ids[from:to] {
 			if id >= n {
 				return nil, fmt.Errorf("pack %q: id %d of %d", name, id, n)
 			}
+			if m.slot[id] == 0 { // a memory of several sonas: its first
+				m.slot[id] = uint32(from) + uint32(s) + 1
+			}
 		}
-		packs[string(name)] = &pack{
-			ids:    ids[:k:k], // extended in the heap
+		m.byName[name] = &pack{
+			ids:    m.ids[from:to:to], // extended in the heap
 			mapped: int(k),
-			mq:     unsafe.Slice((*int8)(unsafe.Pointer(&rawQ[0])), k*uint64(dims)),
-			ms:     unsafe.Slice((*float32)(unsafe.Pointer(&rawScales[0])), k),
+			mq:     m.q[from*uint64(dims) : to*uint64(dims)],
+			ms:     m.scales[from:to],
 		}
+		from = to
 	}
-	if off != len(b) {
-		return nil, fmt.Errorf("%d bytes after the last pack", len(b)-off)
-	}
-	return packs, nil
+	return m, nil
 }
 
 // check checks a restored graph's structure: every link within the
