@@ -137,7 +137,8 @@ func (m *mapped) record(id uint64, dims int) (Quantized, bool) {
 	return Quantized{q: m.q[s*dims : (s+1)*dims], scale: m.scales[s]}, true
 }
 
-// PackBytes is the memory the packs hold (Options.PackBytes).
+// PackBytes is the heap the packs hold, within Options.PackBytes (those
+// a restore mapped from its snapshot not counted).
 func (x *Index) PackBytes() int64 {
 	x.packs.mu.Lock()
 	defer x.packs.mu.Unlock()

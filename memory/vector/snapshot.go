@@ -687,7 +687,10 @@ func mappedPacks(b []byte, at int64, n uint64, dims int) (*mapped, error) {
 	if total > uint64(len(b)) {
 		return nil, fmt.Errorf("%d ids in %d bytes", total, len(b))
 	}
-	m := &mapped{byName: make(map[string]*pack, count), slot: make([]uint32, n)}
+	m := &mapped{byName: make(map[string]*pack, count)}
+	if count > 0 {
+		m.slot = make([]uint32, n)
+	}
 	rawIDs, err := aligned(8 * total)
 	if err != nil {
 		return nil, err
