@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/memoria-ai/memoria/internal/clock"
 )
@@ -367,5 +368,45 @@ func TestPacksFromSnapshot(t *testing.T) {
 	}
 	if v, _, err := restoreFile(t, o, bad); !errors.Is(err, ErrSnapshot) || v.Len() != 0 {
 		t.Fatalf("a damaged pack restored: %v", err)
+	}
+}
+
+// TestMappedPacksTruncated: a packs section cut anywhere, or with a
+// count past what its bytes hold, is an error, never a panic or a pack.
+func TestMappedPacksTruncated(t *testing.T) {
+	const dims, sonas, n = 16, 6, 1200
+	rng := rand.New(rand.NewSource(3))
+	x := New(Options{Dims: dims, Seed: 1, Lazy: true})
+	defer x.Close()
+	for i := range n {
+		x.Add(key(i), unit(randVec(rng, dims)))
+	}
+	data, err := os.ReadFile(snapFile(t, x, SnapshotVersion, sonaRuns(n, sonas)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := int64(len(data)) - 12
+	at := int64(binary.LittleEndian.Uint64(data[end:]))
+	section := data[at:end]
+	// The section is parsed where the file puts it, so its arrays' offsets
+	// keep their alignment: copy it to a buffer of that alignment.
+	aligned := func(b []byte) []byte {
+		buf := make([]byte, len(b)+2*packAlign)
+		pad := int(paddingTo(at-int64(uintptr(unsafe.Pointer(&buf[0]))), packAlign))
+		return append(buf[pad:pad], b...)
+	}
+	m, err := mappedPacks(aligned(section), at, n, dims)
+	if err != nil || len(m.byName) != sonas {
+		t.Fatalf("the whole section: %v, %d packs", err, len(m.byName))
+	}
+	for cut := range len(section) {
+		if _, err := mappedPacks(aligned(section[:cut]), at, n, dims); err == nil {
+			t.Fatalf("cut at %d of %d: no error", cut, len(section))
+		}
+	}
+	huge := bytes.Clone(section)
+	binary.LittleEndian.PutUint32(huge, 1<<30)
+	if _, err := mappedPacks(aligned(huge), at, n, dims); err == nil {
+		t.Fatal("a count of 2^30: no error")
 	}
 }

@@ -2,6 +2,7 @@ package vector
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -635,81 +636,55 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 // of its file (b mapped from it: aligned as the file's offsets are), of a
 // snapshot of n ids.
 func mappedPacks(b []byte, at int64, n uint64, dims int) (*mapped, error) {
-	off := 0
-	take := func(k uint64) ([]byte, error) {
-		if k > uint64(len(b)-off) {
-			return nil, fmt.Errorf("%d bytes at %d, past the end %d", k, at+int64(off), at+int64(len(b)))
-		}
-		p := b[off : off+int(k)]
-		off += int(k)
-		return p, nil
-	}
-	u := func(size int) (uint64, error) {
-		p, err := take(uint64(size))
-		if err != nil {
-			return 0, err
-		}
-		if size == 4 {
-			return uint64(binary.LittleEndian.Uint32(p)), nil
-		}
-		return binary.LittleEndian.Uint64(p), nil
-	}
-	aligned := func(k uint64) ([]byte, error) {
-		if _, err := take(uint64(paddingTo(at+int64(off), packAlign))); err != nil {
-			return nil, err
-		}
-		return take(k)
-	}
-	count, err := u(4)
-	if err != nil {
-		return nil, err
-	}
+	// The header through a snapReader (its checksum unused: the file's
+	// covers it), the arrays sliced from b where they lie.
+	sr := &snapReader{r: bufio.NewReader(bytes.NewReader(b)), crc: crc32.New(castagnoli)}
+	count := sr.len(int64(len(b)) / 12) // a pack's name length and size
 	names := make([]string, count)
 	sizes := make([]uint64, count)
 	var total uint64
 	for i := range count {
-		l, err := u(4)
-		if err != nil {
-			return nil, err
-		}
-		name, err := take(l)
-		if err != nil {
-			return nil, err
-		}
-		if sizes[i], err = u(8); err != nil {
-			return nil, err
+		name := make([]byte, sr.len(int64(len(b))))
+		sr.bytes(name)
+		sizes[i] = sr.u64()
+		if sr.err != nil {
+			return nil, fmt.Errorf("the header at %d: %w", at, sr.err)
 		}
 		if sizes[i] == 0 || sizes[i] > n {
 			return nil, fmt.Errorf("pack %q: %d ids of %d", name, sizes[i], n)
 		}
 		names[i], total = string(name), total+sizes[i]
 	}
+	if sr.err != nil {
+		return nil, fmt.Errorf("the header at %d: %w", at, sr.err)
+	}
 	if total > uint64(len(b)) {
 		return nil, fmt.Errorf("%d ids in %d bytes", total, len(b))
+	}
+	off := uint64(sr.off)
+	aligned := func(k uint64) []byte {
+		off += uint64(paddingTo(at+int64(off), packAlign))
+		if off > uint64(len(b)) || k > uint64(len(b))-off {
+			return nil
+		}
+		off += k
+		return b[off-k : off]
+	}
+	rawIDs, rawQ, rawScales := aligned(8*total), aligned(total*uint64(dims)), aligned(4*total)
+	if rawIDs == nil || rawQ == nil || rawScales == nil {
+		return nil, fmt.Errorf("%d ids' arrays past the end %d", total, at+int64(len(b)))
+	}
+	if off != uint64(len(b)) {
+		return nil, fmt.Errorf("%d bytes after the packs", uint64(len(b))-off)
 	}
 	m := &mapped{byName: make(map[string]*pack, count)}
 	if count > 0 {
 		m.slot = make([]uint32, n)
 	}
-	rawIDs, err := aligned(8 * total)
-	if err != nil {
-		return nil, err
-	}
-	rawQ, err := aligned(total * uint64(dims))
-	if err != nil {
-		return nil, err
-	}
-	rawScales, err := aligned(4 * total)
-	if err != nil {
-		return nil, err
-	}
 	if total > 0 {
 		m.ids = unsafe.Slice((*uint64)(unsafe.Pointer(&rawIDs[0])), total)
 		m.q = unsafe.Slice((*int8)(unsafe.Pointer(&rawQ[0])), total*uint64(dims))
 		m.scales = unsafe.Slice((*float32)(unsafe.Pointer(&rawScales[0])), total)
-	}
-	if off != len(b) {
-		return nil, fmt.Errorf("%d bytes after the packs", len(b)-off)
 	}
 	var from uint64
 	for i, name := range names {
