@@ -31,6 +31,17 @@ func sonaRuns(n, sonas int) []Run {
 	return runs
 }
 
+// randomIndex is an index of o holding n random unit vectors, keys 0..n-1,
+// closed when tb ends.
+func randomIndex(tb testing.TB, o Options, n int, rng *rand.Rand) *Index {
+	x := New(o)
+	tb.Cleanup(func() { x.Close() })
+	for i := range n {
+		x.Add(key(i), unit(randVec(rng, o.Dims)))
+	}
+	return x
+}
+
 // packed is how many ids the pack of name holds (0: none).
 func packed(x *Index, name string) int {
 	x.packs.mu.Lock()
@@ -114,11 +125,7 @@ func TestPacksBudget(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1e9, 0))
 	runs := sonaRuns(8000, 8) // 1,000 ids each
 	one := int64(1250 * (8 + dims + scaleBytes))
-	x := New(Options{Dims: dims, Seed: 1, Lazy: true, PackBytes: 2 * one, Clock: fake})
-	defer x.Close()
-	for i := range 8000 {
-		x.Add(key(i), unit(randVec(rng, dims)))
-	}
+	x := randomIndex(t, Options{Dims: dims, Seed: 1, Lazy: true, PackBytes: 2 * one, Clock: fake}, 8000, rng)
 	q := unit(randVec(rng, dims))
 	search := func(names ...int) {
 		for _, i := range names {
@@ -211,11 +218,7 @@ func TestPacksConcurrent(t *testing.T) {
 func BenchmarkScreen(b *testing.B) {
 	const dims, n, sonas = 384, 200_000, 16
 	rng := rand.New(rand.NewSource(6))
-	x := New(Options{Dims: dims, Seed: 1, Lazy: true})
-	defer x.Close()
-	for i := range n {
-		x.Add(key(i), unit(randVec(rng, dims)))
-	}
+	x := randomIndex(b, Options{Dims: dims, Seed: 1, Lazy: true}, n, rng)
 	runs := sonaRuns(n, sonas)
 	qs := make([][]float32, 64)
 	for i := range qs {
@@ -376,11 +379,7 @@ func TestPacksFromSnapshot(t *testing.T) {
 func TestMappedPacksTruncated(t *testing.T) {
 	const dims, sonas, n = 16, 6, 1200
 	rng := rand.New(rand.NewSource(3))
-	x := New(Options{Dims: dims, Seed: 1, Lazy: true})
-	defer x.Close()
-	for i := range n {
-		x.Add(key(i), unit(randVec(rng, dims)))
-	}
+	x := randomIndex(t, Options{Dims: dims, Seed: 1, Lazy: true}, n, rng)
 	data, err := os.ReadFile(snapFile(t, x, SnapshotVersion, sonaRuns(n, sonas)...))
 	if err != nil {
 		t.Fatal(err)
