@@ -183,11 +183,17 @@ type flushedBatch struct {
 // MaxLists lists.
 const keepFlushed = 4
 
+// delta is a pending strengthening of one link: 16 bytes, of which a
+// full buffer holds millions (77 MB of 24-byte ones under recalls at 1M
+// memories, README stop 74).
 type delta struct {
 	to   uint32  // the partner, by its number in the list's targets
+	at   uint32  // the latest strengthening, Unix seconds (unixSeconds)
 	keep float64 // what is left of 1 − w: the product of each recall's 1 − rate
-	at   int64   // the latest strengthening, Unix seconds
 }
+
+// unixSeconds is now as a delta holds it: within 1970–2106.
+func unixSeconds(now int64) uint32 { return uint32(min(max(now, 0), math.MaxUint32)) }
 
 // strengthened is w after the recalls a delta counts, keep being what
 // they left of 1 − w: 1 − w ← (1 − w)·keep.
@@ -378,7 +384,7 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 				i = len(pl.ds) - 1
 			}
 			pl.ds[i].keep *= keep
-			pl.ds[i].at = max(pl.ds[i].at, now)
+			pl.ds[i].at = max(pl.ds[i].at, unixSeconds(now))
 		}
 		if len(pl.ds) > maxDeltas {
 			slices.SortFunc(pl.ds, func(x, y delta) int { return cmp.Compare(x.keep, y.keep) })
@@ -483,7 +489,7 @@ func (b *buffer) flushOp(tx store.Tx) error {
 			l.each(len(pl.ds), func(i int) cid.Cid { return pl.t.cids[pl.ds[i].to] }, &table, func(i int, e *Entry) {
 				e.Type = CoAccess
 				e.Strength = strengthened(e.Strength, pl.ds[i].keep)
-				e.UpdatedAt = pl.ds[i].at
+				e.UpdatedAt = int64(pl.ds[i].at)
 			})
 		})
 		if errors.Is(err, base.ErrCorrupt) {
