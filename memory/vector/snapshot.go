@@ -640,6 +640,9 @@ func mappedPacks(b []byte, at int64, n uint64, dims int) (*mapped, error) {
 	// covers it), the arrays sliced from b where they lie.
 	sr := &snapReader{r: bufio.NewReader(bytes.NewReader(b)), crc: crc32.New(castagnoli)}
 	count := sr.len(int64(len(b)) / 12) // a pack's name length and size
+	if sr.err != nil {
+		return nil, fmt.Errorf("the header at %d: %w", at, sr.err)
+	}
 	names := make([]string, count)
 	sizes := make([]uint64, count)
 	var total uint64
@@ -654,9 +657,6 @@ func mappedPacks(b []byte, at int64, n uint64, dims int) (*mapped, error) {
 			return nil, fmt.Errorf("pack %q: %d ids of %d", name, sizes[i], n)
 		}
 		names[i], total = string(name), total+sizes[i]
-	}
-	if sr.err != nil {
-		return nil, fmt.Errorf("the header at %d: %w", at, sr.err)
 	}
 	if total > uint64(len(b)) {
 		return nil, fmt.Errorf("%d ids in %d bytes", total, len(b))
