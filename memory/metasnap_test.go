@@ -213,3 +213,53 @@ func TestMetaSnapshotWrittenAgainWhenFarBehind(t *testing.T) {
 		t.Errorf("%d memories counted, want 30", n)
 	}
 }
+
+// TestMetaSnapshotWrittenAtCloseWhenFarBehind: a server that closes with
+// its metadata snapshot behind by more records than a tenth of its
+// memories (or 50,000) — here one whose interval never came — writes it
+// at Close, and the next open reads nothing after it; one that closes
+// with its snapshot current does not scan its records again.
+func TestMetaSnapshotWrittenAtCloseWhenFarBehind(t *testing.T) {
+	dir := t.TempDir()
+	cfg := memorytest.Config(dir)
+	cfg.Index.SnapshotInterval = config.Duration(time.Hour)
+	open := func() (*memory.Self, *memorytest.LogBuffer) {
+		t.Helper()
+		logs := &memorytest.LogBuffer{}
+		s, err := memorytest.OpenWith(memory.Options{Config: cfg, Clock: clock.NewFake(memorytest.Epoch), Logger: logs.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, logs
+	}
+	written := func(logs *memorytest.LogBuffer) int {
+		return strings.Count(logs.String(), "metadata: snapshot written")
+	}
+
+	s, logs := open()
+	o := memorytest.NewOwner(t, s, "a")
+	for i := range 30 {
+		o.Text(fmt.Sprintf("memory %d written before the interval came", i))
+	}
+	if n := written(logs); n != 1 { // the open's, of the empty store
+		t.Fatalf("%d snapshots written before Close, want 1:\n%s", n, logs)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := written(logs); n != 2 {
+		t.Fatalf("%d snapshots written by Close, want 2 (the open's and Close's):\n%s", n, logs)
+	}
+
+	s, logs = open()
+	memorytest.MustLog(t, logs, "metadata: from its snapshot and the records written after it", "changed=0")
+	if _, n := s.Counts(); n != 30 {
+		t.Errorf("%d memories counted, want 30", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := written(logs); n != 0 {
+		t.Errorf("%d snapshots written by a Close with the snapshot current, want 0:\n%s", n, logs)
+	}
+}

@@ -300,7 +300,8 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 func (s *Self) LastActivity() time.Time { return time.Unix(s.lastActivity.Load(), 0) }
 
 // Close closes the indexes and the store, after every submitted write,
-// and writes the vector index's snapshot when it changed.
+// and writes the vector index's snapshot when it changed and the
+// metadata snapshot when it is far behind.
 func (s *Self) Close() error { return s.close(true) }
 
 func (s *Self) close(snapshot bool) error {
@@ -325,9 +326,18 @@ func (s *Self) close(snapshot bool) error {
 		s.log.Warn("touches: the buffered touches were not written at close", "err", err)
 	}
 	if snapshot {
+		// A metadata snapshot far behind is written now, beside the
+		// vector snapshot: else the next open reads every record written
+		// since it, slower than a scan of them all (a server that grew a
+		// store by 300,000 memories in under an interval: 16.5 s at 1.3M).
+		var metaSnap sync.WaitGroup
+		if s.metaSnapBehind(s.memories.Load()) {
+			metaSnap.Go(func() { s.writeMetaSnapNow(nil) })
+		}
 		if err := s.SnapshotVectors(); err != nil {
 			s.log.Warn("vector index: snapshot at close failed", "err", err)
 		}
+		metaSnap.Wait()
 	}
 	terr := s.Text.Close()
 	err := s.store.Close()
@@ -696,13 +706,20 @@ func (s *Self) metaSnapLoop(interval time.Duration) {
 // the next open would read them all, and Badger every table newer than
 // the snapshot.
 func (s *Self) maybeRewriteMetaSnap(n int64) {
-	if s.metaSnapPath == "" || s.metaChanged.Load() <= min(metaSnapRewrite, n/10) {
+	if !s.metaSnapBehind(n) {
 		return
 	}
 	if !s.metaSnapBusy.CompareAndSwap(false, true) {
 		return
 	}
 	s.rewriteMetaSnap()
+}
+
+// metaSnapBehind reports whether the metadata snapshot is far enough
+// behind a store of n memories to be written again: more records written
+// since its version than metaSnapRewrite or a tenth of them.
+func (s *Self) metaSnapBehind(n int64) bool {
+	return s.metaSnapPath != "" && s.metaChanged.Load() > min(metaSnapRewrite, n/10)
 }
 
 // rewriteMetaSnap scans every metadata record again, in the background,
@@ -712,31 +729,37 @@ func (s *Self) rewriteMetaSnap() {
 	go func() {
 		defer s.bgWG.Done()
 		defer s.metaSnapBusy.Store(false)
-		// The writes counted so far are in the scan's view, or after it.
-		before := s.metaChanged.Load()
-		var (
-			head  metaSnapHead
-			parts [2][]byte
-		)
-		err := s.store.View(func(txn store.Reader) error {
-			var err error
-			if head, _, err = s.metaSnapHeadOf(txn); err != nil {
-				return err
-			}
-			_, parts, err = s.scanAllMeta(txn, nil, true, s.stopping)
-			return err
-		})
-		if errors.Is(err, errClosing) {
-			return
-		}
-		if err != nil {
-			s.log.Warn("metadata: snapshot not written", "err", err)
-			return
-		}
-		if s.writeMetaSnap(head, parts) == nil {
-			s.metaChanged.Add(-before)
-		}
+		s.writeMetaSnapNow(s.stopping)
 	}()
+}
+
+// writeMetaSnapNow scans every metadata record and writes the snapshot of
+// them, unless stop closes first.
+func (s *Self) writeMetaSnapNow(stop <-chan struct{}) {
+	// The writes counted so far are in the scan's view, or after it.
+	before := s.metaChanged.Load()
+	var (
+		head  metaSnapHead
+		parts [2][]byte
+	)
+	err := s.store.View(func(txn store.Reader) error {
+		var err error
+		if head, _, err = s.metaSnapHeadOf(txn); err != nil {
+			return err
+		}
+		_, parts, err = s.scanAllMeta(txn, nil, true, stop)
+		return err
+	})
+	if errors.Is(err, errClosing) {
+		return
+	}
+	if err != nil {
+		s.log.Warn("metadata: snapshot not written", "err", err)
+		return
+	}
+	if s.writeMetaSnap(head, parts) == nil {
+		s.metaChanged.Add(-before)
+	}
 }
 
 // errStop ends a scan early.
