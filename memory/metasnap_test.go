@@ -237,11 +237,15 @@ func TestMetaSnapshotWrittenAtCloseWhenFarBehind(t *testing.T) {
 	}
 
 	s, logs := open()
+	// The open's, of the empty store, is written in the background.
+	testutil.EventuallyShow(t, "the open's snapshot written", func() (bool, string) {
+		return written(logs) == 1, logs.String()
+	})
 	o := memorytest.NewOwner(t, s, "a")
 	for i := range 30 {
 		o.Text(fmt.Sprintf("memory %d written before the interval came", i))
 	}
-	if n := written(logs); n != 1 { // the open's, of the empty store
+	if n := written(logs); n != 1 {
 		t.Fatalf("%d snapshots written before Close, want 1:\n%s", n, logs)
 	}
 	if err := s.Close(); err != nil {
