@@ -189,7 +189,7 @@ func TestMetaSnapshotWrittenAgainWhenFarBehind(t *testing.T) {
 	for i := range 30 {
 		o.Text(fmt.Sprintf("memory %d of a sona whose snapshot falls behind", i))
 	}
-	written := func() int { return strings.Count(logs.String(), "metadata: snapshot written") }
+	written := func() int { return metaSnapsWritten(logs) }
 	if n := written(); n != 1 { // the open's, of the empty store
 		t.Fatalf("%d snapshots written before the interval, want 1:\n%s", n, logs)
 	}
@@ -214,6 +214,11 @@ func TestMetaSnapshotWrittenAgainWhenFarBehind(t *testing.T) {
 	}
 }
 
+// metaSnapsWritten counts the metadata snapshots logs says were written.
+func metaSnapsWritten(logs *memorytest.LogBuffer) int {
+	return strings.Count(logs.String(), "metadata: snapshot written")
+}
+
 // TestMetaSnapshotWrittenAtCloseWhenFarBehind: a server that closes with
 // its metadata snapshot behind by more records than a tenth of its
 // memories (or 50,000) — here one whose interval never came — writes it
@@ -232,26 +237,22 @@ func TestMetaSnapshotWrittenAtCloseWhenFarBehind(t *testing.T) {
 		}
 		return s, logs
 	}
-	written := func(logs *memorytest.LogBuffer) int {
-		return strings.Count(logs.String(), "metadata: snapshot written")
-	}
-
 	s, logs := open()
 	// The open's, of the empty store, is written in the background.
 	testutil.EventuallyShow(t, "the open's snapshot written", func() (bool, string) {
-		return written(logs) == 1, logs.String()
+		return metaSnapsWritten(logs) == 1, logs.String()
 	})
 	o := memorytest.NewOwner(t, s, "a")
 	for i := range 30 {
 		o.Text(fmt.Sprintf("memory %d written before the interval came", i))
 	}
-	if n := written(logs); n != 1 {
+	if n := metaSnapsWritten(logs); n != 1 {
 		t.Fatalf("%d snapshots written before Close, want 1:\n%s", n, logs)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := written(logs); n != 2 {
+	if n := metaSnapsWritten(logs); n != 2 {
 		t.Fatalf("%d snapshots written by Close, want 2 (the open's and Close's):\n%s", n, logs)
 	}
 
@@ -263,7 +264,7 @@ func TestMetaSnapshotWrittenAtCloseWhenFarBehind(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := written(logs); n != 0 {
+	if n := metaSnapsWritten(logs); n != 0 {
 		t.Errorf("%d snapshots written by a Close with the snapshot current, want 0:\n%s", n, logs)
 	}
 }
