@@ -38,7 +38,7 @@ import (
 // the vector index (caught up with the store first) no longer holds is
 // counted only if its record is still there.
 //
-// Layout, integers big-endian: magic "MMETASNP", version u32 (1), store
+// Layout, integers big-endian: magic "MMETASNP", version u32 (2), store
 // version u64, insertion-log end u64, uvarint length and CID bytes of the
 // memory there, hash of the metric names u64, entries u64; each entry:
 // uvarint length and CID bytes, a flag byte (1: its record has a profile),

@@ -44,13 +44,12 @@ func plainState(t *testing.T, s *memory.Self, sonas ...string) map[string]string
 	return out
 }
 
-// TestMetaSnapshotTakesWhatAFullScanTakes: an open that takes the
-// metadata from its snapshot and the records written after it (new
-// memories, forgotten ones, evaluations written since into records of
-// the snapshot) counts the same
-// memories, loads the same metric profiles and knows the same of each
-// memory's visibility as an open that reads every record; a damaged
-// snapshot is not used.
+// TestMetaSnapshotTakesWhatAFullScanTakes: an open after a crash that
+// takes the metadata from its snapshot and the records written after it
+// (new memories, forgotten ones, evaluations written since into records of
+// the snapshot) counts the same memories, loads the same metric profiles
+// and knows the same of each memory's visibility as an open that reads
+// every record; a damaged snapshot is not used.
 func TestMetaSnapshotTakesWhatAFullScanTakes(t *testing.T) {
 	dir := t.TempDir()
 	cfg := memorytest.Config(dir)
@@ -70,7 +69,29 @@ func TestMetaSnapshotTakesWhatAFullScanTakes(t *testing.T) {
 		return s, logs
 	}
 	ctx := context.Background()
+	// The snapshot of an empty store (the first open writes it).
+	path := memory.MetaSnapshotPath(dir)
 	s, _ := open()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	empty, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// crashed closes s and puts back snap, a snapshot of before its
+	// writes, as a crash would have left it (a close writes the snapshot
+	// again when it is far behind: the next open would catch up nothing).
+	crashed := func(snap []byte) {
+		t.Helper()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, snap, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _ = open()
 	a, b := memorytest.NewOwner(t, s, "a"), memorytest.NewOwner(t, s, "b")
 	var doomed []cid.Cid
 	text := func(i int) cid.Cid {
@@ -89,20 +110,25 @@ func TestMetaSnapshotTakesWhatAFullScanTakes(t *testing.T) {
 	if _, err := s.Evals.EvaluatePending(ctx, ev, 30); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// The snapshot of the first open (an empty store) and every record
-	// after it; this open writes it again in the background (it was far
-	// behind), which its close waits for.
+	crashed(empty)
+	// The empty store's snapshot and every record after it; this open
+	// writes it again in the background (it was far behind), which its
+	// close waits for.
 	s, logs := open()
 	memorytest.MustLog(t, logs, "metadata: from its snapshot and the records written after it")
+	if changed := logValue(logs.String(), "changed"); changed != 60 {
+		t.Errorf("%d records taken as written after the empty store's snapshot, want 60:\n%s", changed, logs)
+	}
 	checkLoaded(t, s, metrics, "from the first snapshot", true)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	// After that snapshot: forgets, new memories, some evaluated.
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, _ = open()
 	if _, err := s.Forget.Forget(ctx, forget.Request{Selector: forget.Selector{CIDs: doomed}, Reason: "test"}); err != nil {
 		t.Fatal(err)
@@ -114,12 +140,13 @@ func TestMetaSnapshotTakesWhatAFullScanTakes(t *testing.T) {
 	if _, err := s.Evals.EvaluatePending(ctx, ev, 40); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	crashed(before)
 
 	s, logs = open()
 	memorytest.MustLog(t, logs, "metadata: from its snapshot and the records written after it")
+	if changed := logValue(logs.String(), "changed"); changed < 15 {
+		t.Errorf("%d records taken as written after the snapshot, want at least the 15 new ones:\n%s", changed, logs)
+	}
 	checkLoaded(t, s, metrics, "from the snapshot", true)
 	_, fromSnap := s.Counts()
 	gotPlain := plainState(t, s, a.Sona, b.Sona)
@@ -153,7 +180,6 @@ func TestMetaSnapshotTakesWhatAFullScanTakes(t *testing.T) {
 	}
 
 	// A damaged snapshot: every record read, and the same taken.
-	path := memory.MetaSnapshotPath(dir)
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -212,6 +238,23 @@ func TestMetaSnapshotWrittenAgainWhenFarBehind(t *testing.T) {
 	if _, n := s.Counts(); n != 30 {
 		t.Errorf("%d memories counted, want 30", n)
 	}
+}
+
+// logValue is the integer value of the first key=N in logs (text
+// handler), -1 when none.
+func logValue(logs, key string) int {
+	_, after, ok := strings.Cut(logs, " "+key+"=")
+	if !ok {
+		return -1
+	}
+	n := 0
+	for _, c := range after {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 // metaSnapsWritten counts the metadata snapshots logs says were written.
