@@ -62,6 +62,11 @@ func sane(t *testing.T, r bench.Result) {
 	if r.RSS == nil || r.RSS.Start <= 0 || r.RSS.End <= 0 || r.RSS.Peak < r.RSS.Start || r.RSS.Peak < r.RSS.End {
 		t.Fatalf("memory of %s %s: %+v", r.Scenario, r.Name, r.RSS)
 	}
+	// A served load's end tells its mapped files (the binary's pages at
+	// least) apart from the rest.
+	if r.Path == "http" && r.Restart == nil && (r.RSS.EndFile <= 0 || r.RSS.EndFile >= r.RSS.End) {
+		t.Fatalf("mapped files of %s %s: %+v", r.Scenario, r.Name, r.RSS)
+	}
 }
 
 func TestBenchInsertAndRefs(t *testing.T) {

@@ -375,6 +375,11 @@ type RSS struct {
 	Start int64 `json:"start_bytes"`
 	Peak  int64 `json:"peak_bytes"`
 	End   int64 `json:"end_bytes"`
+	// EndFile is how much of End is pages of mapped files (RssFile):
+	// Badger's tables and the vector index's records, read in place —
+	// the page cache's, which the kernel takes back under pressure (the
+	// rest is the heap, stacks and Badger's memtables: RssAnon).
+	EndFile int64 `json:"end_file_bytes,omitempty"`
 }
 
 // run is one run's state.
@@ -567,7 +572,8 @@ func fromLoad(scenario string, rep *loadgen.Report) Result {
 		res.withRoute(rep.Routes[0])
 	}
 	if n := len(rep.Memory); n > 0 {
-		res.RSS = &RSS{Start: rep.Memory[0].RSS, Peak: rep.PeakRSS, End: rep.Memory[n-1].RSS}
+		end := rep.Memory[n-1]
+		res.RSS = &RSS{Start: rep.Memory[0].RSS, Peak: rep.PeakRSS, End: end.RSS, EndFile: end.File}
 	}
 	if rep.Errors > 0 {
 		var parts []string

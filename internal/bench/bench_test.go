@@ -186,7 +186,7 @@ func sampleReport() *Report {
 		x := float64(n) / 10_000
 		rep.Results = append(rep.Results,
 			Result{Scenario: Recall, Name: "POST /sona/{uuid}/recall", Path: "http", StoreSize: n, Clients: 1, Ops: 100,
-				PerSecond: 100 / x, P50Ms: 5 * x, P99Ms: 9 * x, MaxMs: 12 * x, HitRate: f(0.9), RSS: &RSS{1 << 20, 3 << 20, 2 << 20}},
+				PerSecond: 100 / x, P50Ms: 5 * x, P99Ms: 9 * x, MaxMs: 12 * x, HitRate: f(0.9), RSS: &RSS{Start: 1 << 20, Peak: 3 << 20, End: 2 << 20, EndFile: 1 << 20}},
 			Result{Scenario: ANN, Name: "memoria HNSW <own>", Path: "in-process", StoreSize: n, Clients: 1, Ops: 200,
 				PerSecond: 3000, P50Ms: 0.2, P99Ms: 0.4, MaxMs: 1, RecallAt10: f(0.9), BuildSeconds: f(x)},
 			Result{Scenario: Restart, Name: "restart after SIGTERM", Path: "http", StoreSize: n, Restart: &RestartFigures{
@@ -236,7 +236,7 @@ func TestWriteTable(t *testing.T) {
 		Rate: 750, Unsent: 12, Ops: 7488, PerSecond: 748.8})
 	WriteTable(&b, rep)
 	out := b.String()
-	for _, want := range []string{"POST /sona/{uuid}/recall", "hit 0.90", "recall@10 0.900", "300k after SIGTERM", "note: a note", "1→3→2",
+	for _, want := range []string{"POST /sona/{uuid}/recall", "hit 0.90", "recall@10 0.900", "300k after SIGTERM", "note: a note", "1→3→2", "of the end's RSS 1 MiB mapped files",
 		"offered 750/s (open loop), 12 due but not sent: the server behind the rate"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)

@@ -81,6 +81,9 @@ func extras(r Result) string {
 	if r.ServerP50Ms > 0 {
 		parts = append(parts, fmt.Sprintf("server p50 %.2f p99 %.2f ms", r.ServerP50Ms, r.ServerP99Ms))
 	}
+	if r.RSS != nil && r.RSS.EndFile > 0 {
+		parts = append(parts, fmt.Sprintf("of the end's RSS %.0f MiB mapped files", mib(r.RSS.EndFile)))
+	}
 	if len(r.CacheHits) > 0 {
 		var hits []string
 		for _, name := range slices.Sorted(maps.Keys(r.CacheHits)) {
