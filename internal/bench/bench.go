@@ -376,9 +376,10 @@ type RSS struct {
 	Peak  int64 `json:"peak_bytes"`
 	End   int64 `json:"end_bytes"`
 	// EndFile is how much of End is pages of mapped files (RssFile):
-	// Badger's tables and the vector index's records, read in place —
-	// the page cache's, which the kernel takes back under pressure (the
-	// rest is the heap, stacks and Badger's memtables: RssAnon).
+	// Badger's tables and the vector index's records, read in place, and
+	// the binary's own — the page cache's, which the kernel takes back
+	// under pressure (the rest is the heap, stacks and Badger's
+	// memtables: RssAnon).
 	EndFile int64 `json:"end_file_bytes,omitempty"`
 }
 
