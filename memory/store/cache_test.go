@@ -287,6 +287,40 @@ func TestCacheApplyIsOneByOne(t *testing.T) {
 	}
 }
 
+// A weighed cache over its budget drops heavy entries before light ones:
+// a read that misses costs the same whatever the entry's size, so the
+// light ones are the cheaper to keep. Dropped at random, a third of each
+// kind would stay here; the heaviest of a sample dropped, nearly every
+// light one stays.
+func TestWeighedCacheDropsTheHeavyFirst(t *testing.T) {
+	const shards, perShard = 64, 20
+	// Each shard's budget holds its ~10 light entries (10 each) and ~4
+	// of its ~10 heavy ones (1,000 each).
+	c := NewWeighedCache[[]byte](1000*shards, 5000*shards, func(v []byte) int { return len(v) })
+	told := uint64(0)
+	for i := range shards * perShard {
+		told++
+		size := 10
+		if i%2 == 1 {
+			size = 1000
+		}
+		c.Set(fmt.Sprint("k", i), told, make([]byte, size))
+	}
+	light, heavy := 0, 0
+	for i := range shards * perShard {
+		if _, ok := c.Get(fmt.Sprint("k", i)); ok {
+			if i%2 == 1 {
+				heavy++
+			} else {
+				light++
+			}
+		}
+	}
+	if n := shards * perShard / 2; light < n*3/4 || heavy == 0 {
+		t.Fatalf("%d of %d light entries and %d heavy ones stayed: want at least three quarters of the light, and heavy ones in the room left", light, n, heavy)
+	}
+}
+
 // A weighed cache holds entries up to its budget whatever their number:
 // a heavy value makes room by dropping others; its weight follows what
 // replaces, patches and drops its entries.
