@@ -289,9 +289,9 @@ func TestCacheApplyIsOneByOne(t *testing.T) {
 
 // A weighed cache over its budget drops heavy entries before light ones:
 // a read that misses costs the same whatever the entry's size, so the
-// light ones are the cheaper to keep. Dropped at random, a third of each
-// kind would stay here; the heaviest of a sample dropped, nearly every
-// light one stays.
+// light ones are the cheaper to keep. Dropped arbitrarily, fewer than
+// half of the light ones stayed here (298–314 of 640); the heaviest of a
+// sample dropped, more than nine in ten (589–592 in 200 runs).
 func TestWeighedCacheDropsTheHeavyFirst(t *testing.T) {
 	const shards, perShard = 64, 20
 	// Each shard's budget holds its ~10 light entries (10 each) and ~4
