@@ -247,6 +247,9 @@ func TestBenchAdvance(t *testing.T) {
 			if h, ok := r.CacheHits[cache]; !ok || h < 0 || h > 1 {
 				t.Fatalf("advance: cache %q hit ratio %v (%v), want one within 0..1", cache, h, ok)
 			}
+			if m, ok := r.CacheMissesPerOp[cache]; !ok || m < 0 {
+				t.Fatalf("advance: cache %q misses an advance %v (%v), want a count", cache, m, ok)
+			}
 		}
 		// The collector's work, from the Go runtime's figures there.
 		if c := r.Collector; c == nil || c.CPUShare < 0 || c.CPUShare > 1 || c.Cycles < 0 || c.AllocKBPerOp <= 0 || c.LiveBytes <= 0 {

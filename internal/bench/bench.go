@@ -302,6 +302,11 @@ type Result struct {
 	// CacheHits is each of the server's caches' share of reads that found
 	// what they wanted during the window (its /metrics before and after).
 	CacheHits map[string]float64 `json:"cache_hits,omitempty"`
+	// CacheMissesPerOp is each cache's reads that went to the store, per
+	// operation of the window: unlike the hits' share, it does not move
+	// with the machine's speed, so an A/B of a cache shows in it where the
+	// throughput's noise hides it.
+	CacheMissesPerOp map[string]float64 `json:"cache_misses_per_op,omitempty"`
 	// Committer is the server's group committer's work over the window.
 	Committer *CommitterFigures `json:"committer,omitempty"`
 	// Collector is the server's garbage collector's work over the window.

@@ -196,6 +196,7 @@ func (r *run) measureLoad(ctx context.Context, scenario, phase string, srv *load
 	after := r.readServer(ctx, srv.URL)
 	if before != nil && after != nil {
 		res.CacheHits = hitRatios(before.caches, after.caches)
+		res.CacheMissesPerOp = missesPerOp(before.caches, after.caches, res.Ops)
 		res.Committer = committerFigures(before, after)
 		res.Collector = collectorFigures(before, after, res.Ops)
 	}
@@ -383,6 +384,19 @@ func hitRatios(before, after map[string][2]float64) map[string]float64 {
 	}
 	if len(out) == 0 {
 		return nil
+	}
+	return out
+}
+
+// missesPerOp is each cache's misses between before and after per one of
+// ops operations (nil without either reading or operations).
+func missesPerOp(before, after map[string][2]float64, ops int64) map[string]float64 {
+	if before == nil || after == nil || ops <= 0 {
+		return nil
+	}
+	out := map[string]float64{}
+	for name, a := range after {
+		out[name] = (a[1] - before[name][1]) / float64(ops)
 	}
 	return out
 }

@@ -91,6 +91,15 @@ func extras(r Result) string {
 		}
 		parts = append(parts, "cache hits "+strings.Join(hits, " "))
 	}
+	var misses []string
+	for _, name := range slices.Sorted(maps.Keys(r.CacheMissesPerOp)) {
+		if m := r.CacheMissesPerOp[name]; m >= 0.05 {
+			misses = append(misses, fmt.Sprintf("%s %.1f", name, m))
+		}
+	}
+	if len(misses) > 0 {
+		parts = append(parts, "store reads/op for the caches' misses "+strings.Join(misses, " "))
+	}
 	if c := r.Committer; c != nil {
 		parts = append(parts, fmt.Sprintf("committer busy %.0f%%, %.0f commits/s of %.1f ops, %.1f ms in Badger", 100*c.Busy, c.PerSecond, c.OpsPerCommit, c.CommitMs))
 		if c.BatchesOver100ms > 0 {
