@@ -236,9 +236,8 @@ type Store struct {
 	// recall over a store of 100,000 memories cost a sixth to a quarter
 	// more CPU at 50,000 (README, issue 15).
 	MemoryCache int `yaml:"memory_cache"`
-	// Prewarm has the server, once the store is open, read the metadata,
-	// blocks and typed links of the newest memories — as many as
-	// memory_cache — into
+	// Prewarm has the server, once the store is open, read the metadata
+	// and blocks of the newest memories — as many as memory_cache — into
 	// their caches in the background, so that the recalls
 	// after a restart do not each read them from the disk. Default true.
 	Prewarm bool `yaml:"prewarm"`

@@ -18,9 +18,8 @@ const prewarmChunk = 256
 // (Options.Prewarm), or warming them stopped; at once without it.
 func (s *Self) Warmed() <-chan struct{} { return s.warmed }
 
-// prewarm reads the metadata record, the block and the typed links of the
-// newest memories — as many as the caches keep (store.memory_cache) — into
-// the caches (the
+// prewarm reads the metadata record and the block of the newest memories
+// — as many as the caches keep (store.memory_cache) — into the caches (the
 // vector index's ids count the memories in the order they were stored),
 // the oldest of them first, so that where a cache's shard overflows it is
 // the newest that stay; a chunk to a view. After a restart the caches are
@@ -71,12 +70,8 @@ func (s *Self) prewarm() {
 	s.log.Info("caches warmed", "memories", done, "took", s.clock.Now().Sub(start))
 }
 
-// warm reads the metadata, the block and the typed associations of the
-// memory of vector id into their caches; false when there is none
-// (forgotten meanwhile). The typed lists are small (334 bytes on average
-// at 100k memories) and every recall's affinity walk reads a few dozen;
-// the co-access lists, up to six times as large and read only for a
-// recall's hits, are left to the recalls.
+// warm reads the metadata and the block of the memory of vector id into
+// their caches; false when there is none (forgotten meanwhile).
 func (s *Self) warm(r store.Reader, id uint64) (bool, error) {
 	key, ok := s.index.Key(id)
 	if !ok {
@@ -96,7 +91,7 @@ func (s *Self) warm(r store.Reader, id uint64) (bool, error) {
 	} else if err != nil {
 		return false, err
 	}
-	return true, s.Assoc.Warm(r, c)
+	return true, nil
 }
 
 // loadKeys has the links read which co-access lists the store holds

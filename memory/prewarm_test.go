@@ -14,8 +14,7 @@ import (
 )
 
 // Opened with Prewarm, the self reads the newest memories — as many as
-// store.memory_cache — into the memories', metadata and links' caches (their
-// typed associations) before any
+// store.memory_cache — into the memories' and metadata caches before any
 // read asks: then reading the newest finds it cached, the oldest beyond
 // the bound not; with a bound above the store, every memory is cached.
 // Without Prewarm (the tools') nothing is read.
@@ -73,8 +72,8 @@ func TestPrewarmFillsTheCachesNewestFirst(t *testing.T) {
 
 	s, logs := open(100_000, true)
 	stats := s.CacheStats()
-	if stats["memories"].Entries != len(cids) || stats["metadata"].Entries != len(cids) || stats["links"].Entries != len(cids) {
-		t.Fatalf("warmed with room for all: %d memories, %d metadata records, %d link lists cached, want %d", stats["memories"].Entries, stats["metadata"].Entries, stats["links"].Entries, len(cids))
+	if stats["memories"].Entries != len(cids) || stats["metadata"].Entries != len(cids) {
+		t.Fatalf("warmed with room for all: %d memories, %d metadata records cached, want %d", stats["memories"].Entries, stats["metadata"].Entries, len(cids))
 	}
 	if !strings.Contains(logs.String(), "caches warmed") || !cached(s, oldest) || !cached(s, newest) {
 		t.Fatalf("warmed with room for all, the oldest and the newest not both cached; log:\n%s", logs)
@@ -91,8 +90,8 @@ func TestPrewarmFillsTheCachesNewestFirst(t *testing.T) {
 	s.Close()
 
 	s, _ = open(100_000, false)
-	if st := s.CacheStats(); st["memories"].Entries != 0 || st["links"].Entries != 0 {
-		t.Fatalf("opened without prewarm, %d memories and %d link lists cached", st["memories"].Entries, st["links"].Entries)
+	if n := s.CacheStats()["memories"].Entries; n != 0 {
+		t.Fatalf("opened without prewarm, %d memories cached", n)
 	}
 	s.Close()
 

@@ -593,14 +593,6 @@ func (g *Graph) listIn(r store.Reader, key []byte) ([]byte, error) {
 	return raw, nil
 }
 
-// Warm reads c's typed associations in r into the cache, if g has one
-// and r is a view: a start's warming (memory.Self's prewarm) has them
-// read before the first recalls' walks ask.
-func (g *Graph) Warm(r store.Reader, c cid.Cid) error {
-	_, err := g.listIn(r, Key(c))
-	return err
-}
-
 // Walk calls fn with each link of the list under key in r, strongest
 // first, until fn returns false: the list In reads, not decoded into
 // Links — an entry's Target is the target CID's bytes, unchecked, and
