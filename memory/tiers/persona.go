@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode"
 
 	"github.com/memoria-ai/memoria/config"
@@ -39,7 +40,7 @@ const (
 // agent traits.
 func ExtractPersona(pages []PageText, dims []config.TraitDimension) PersonaUpdate {
 	u := PersonaUpdate{Profile: map[string]string{}}
-	cues := cueIndex(dims)
+	cues := cuesOf(dims)
 	user := func(name, text, source string) {
 		for _, s := range llm.Sentences(text) {
 			if strings.HasSuffix(s, "?") {
@@ -85,6 +86,31 @@ func ExtractPersona(pages []PageText, dims []config.TraitDimension) PersonaUpdat
 }
 
 var agentPattern = regexp.MustCompile(`(?i)\b(i (recommend|suggest|will|'ll|can help)|i'll|you (should|could|might)|let's)\b`)
+
+// lastCues is the cue index of the trait dimensions ExtractPersona was
+// last given: the configuration's (tiers.traits, 90 dimensions by
+// default), the same slice at every promotion, whose cues were tokenised
+// anew each time — 16 KB allocated an advance, with the collector's share
+// a fiftieth of an advance's CPU over five minutes of them (issue 15,
+// stop 80).
+var lastCues atomic.Pointer[cueCache]
+
+type cueCache struct {
+	dims []config.TraitDimension
+	idx  map[string][]string // read only
+}
+
+// cuesOf is cueIndex(dims), built once for as long as the dimensions
+// asked for are the same slice (the configuration never changes one in
+// place).
+func cuesOf(dims []config.TraitDimension) map[string][]string {
+	if c := lastCues.Load(); c != nil && len(c.dims) == len(dims) && (len(dims) == 0 || &c.dims[0] == &dims[0]) {
+		return c.idx
+	}
+	idx := cueIndex(dims)
+	lastCues.Store(&cueCache{dims: dims, idx: idx})
+	return idx
+}
 
 // cueIndex maps each stemmed cue to the dimensions it shows, in
 // configuration order.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -439,4 +440,47 @@ func BenchmarkJaccard(b *testing.B) {
 			jaccardSets(seg, query)
 		}
 	})
+}
+
+// The cue index is built once for the configuration's dimensions and
+// built anew for other ones: a promotion under other dimensions observes
+// theirs, not those of the index built before.
+func TestExtractPersonaCuesFollowTheDimensions(t *testing.T) {
+	pages := []PageText{{Page: &messages.Page{Q: "q", R: "r"}, QName: "Ann", Q: "I play chess with my friends every weekend.", RName: "assistant", RSelf: true}}
+	observed := func(dims []config.TraitDimension) []string {
+		var got []string
+		for _, o := range ExtractPersona(pages, dims).Traits {
+			got = append(got, o.Dimension)
+		}
+		return got
+	}
+	games := []config.TraitDimension{{Name: "strategic", Cues: []string{"chess"}}}
+	outdoors := []config.TraitDimension{{Name: "outdoorsy", Cues: []string{"hiking"}}, {Name: "social", Cues: []string{"friends"}}}
+	for range 2 {
+		if got := observed(games); !slices.Equal(got, []string{"strategic"}) {
+			t.Fatalf("chess dimensions observed %q, want [strategic]", got)
+		}
+		if got := observed(outdoors); !slices.Equal(got, []string{"social"}) {
+			t.Fatalf("outdoor dimensions observed %q, want [social]", got)
+		}
+	}
+	dims := params().Traits
+	if a, b := cuesOf(dims), cuesOf(dims); reflect.ValueOf(a).UnsafePointer() != reflect.ValueOf(b).UnsafePointer() {
+		t.Fatal("the configuration's cue index was built again for the same dimensions")
+	}
+}
+
+// BenchmarkExtractPersona is one promotion's extraction from two pages
+// under the default 90 trait dimensions.
+func BenchmarkExtractPersona(b *testing.B) {
+	dims := params().Traits
+	pages := []PageText{{
+		Page: &messages.Page{Q: "q", R: "r"}, QName: "Caroline", RName: "assistant", RSelf: true,
+		Q: "My name is Caroline. I love hiking with my friends, and I read about history every night.",
+		R: "I recommend the trail by the lake. You should bring water.",
+	}}
+	b.ReportAllocs()
+	for b.Loop() {
+		ExtractPersona(pages, dims)
+	}
 }
