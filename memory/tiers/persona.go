@@ -90,8 +90,8 @@ var agentPattern = regexp.MustCompile(`(?i)\b(i (recommend|suggest|will|'ll|can 
 // lastCues is the cue index of the trait dimensions ExtractPersona was
 // last given: the configuration's (tiers.traits, 90 dimensions by
 // default), the same slice at every promotion, whose cues were tokenised
-// anew each time — 16 KB allocated an advance, with the collector's share
-// a fiftieth of an advance's CPU over five minutes of them (issue 15,
+// anew each time — 16 KB allocated an advance and, with the collector's
+// share, 1–1.5% of an advance's CPU over five minutes of them (issue 15,
 // stop 80).
 var lastCues atomic.Pointer[cueCache]
 
