@@ -117,7 +117,7 @@ func (m *LLMModel) Persona(ctx context.Context, in PersonaInput) (PersonaUpdate,
 		fmt.Fprintf(&pages, "[page %d]\n%s\n", i+1, p.Text())
 	}
 	var dims strings.Builder
-	for _, d := range in.Traits {
+	for _, d := range in.Traits.Dims() {
 		fmt.Fprintf(&dims, "%s (%s); ", d.Name, d.Group)
 	}
 	var reply struct {
@@ -146,7 +146,7 @@ func (m *LLMModel) Persona(ctx context.Context, in PersonaInput) (PersonaUpdate,
 		return fallback(ctx, m, "persona", err, func() (PersonaUpdate, error) { return Heuristic{}.Persona(ctx, in) })
 	}
 	known := map[string]bool{}
-	for _, d := range in.Traits {
+	for _, d := range in.Traits.Dims() {
 		known[d.Name] = true
 	}
 	source := func(page int, response bool) string {

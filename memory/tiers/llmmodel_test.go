@@ -73,7 +73,7 @@ func TestLLMModelUsesStructuredReplies(t *testing.T) {
 		t.Fatalf("digest %q %v %v", summary, kw, err)
 	}
 	dims := []config.TraitDimension{{Name: "gardening", Group: "content interests"}}
-	u, err := m.Persona(ctx, PersonaInput{Pages: []PageText{p1, p2}, Traits: dims})
+	u, err := m.Persona(ctx, PersonaInput{Pages: []PageText{p1, p2}, Traits: NewTraits(dims)})
 	if err != nil {
 		t.Fatal(err)
 	}

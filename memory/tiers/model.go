@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -99,7 +98,7 @@ type PersonaInput struct {
 	Promotion *messages.Promotion
 	Pages     []PageText
 	Persona   *Persona
-	Traits    []config.TraitDimension
+	Traits    Traits
 }
 
 // Statement is a fact about the user or a trait of the agent, with the

@@ -4,7 +4,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"unicode"
 
 	"github.com/memoria-ai/memoria/config"
@@ -38,9 +37,9 @@ const (
 // From the sona's own responses (not mere quotes) it takes the agent's
 // recommendations and commitments ("I recommend …", "you should …") as
 // agent traits.
-func ExtractPersona(pages []PageText, dims []config.TraitDimension) PersonaUpdate {
+func ExtractPersona(pages []PageText, traits Traits) PersonaUpdate {
 	u := PersonaUpdate{Profile: map[string]string{}}
-	cues := cuesOf(dims)
+	cues := traits.cues
 	user := func(name, text, source string) {
 		for _, s := range llm.Sentences(text) {
 			if strings.HasSuffix(s, "?") {
@@ -87,30 +86,24 @@ func ExtractPersona(pages []PageText, dims []config.TraitDimension) PersonaUpdat
 
 var agentPattern = regexp.MustCompile(`(?i)\b(i (recommend|suggest|will|'ll|can help)|i'll|you (should|could|might)|let's)\b`)
 
-// lastCues is the cue index of the trait dimensions ExtractPersona was
-// last given: the configuration's (tiers.traits, 90 dimensions by
-// default), the same slice at every promotion, whose cues were tokenised
-// anew each time — 16 KB allocated an advance and, with the collector's
+// Traits are the user trait dimensions a persona is observed on, with
+// the index of their cues the offline extractor reads. NewTraits builds it
+// once, as eumas.NewHeuristic does its archetypes': built at every
+// promotion it was 16 KB allocated an advance and, with the collector's
 // share, 1–1.5% of an advance's CPU over five minutes of them (issue 15,
-// stop 80).
-var lastCues atomic.Pointer[cueCache]
-
-type cueCache struct {
+// stop 80). The zero Traits has no dimensions.
+type Traits struct {
 	dims []config.TraitDimension
-	idx  map[string][]string // read only
+	cues map[string][]string // read only
 }
 
-// cuesOf is cueIndex(dims), built once for as long as the dimensions
-// asked for are the same slice (the configuration never changes one in
-// place).
-func cuesOf(dims []config.TraitDimension) map[string][]string {
-	if c := lastCues.Load(); c != nil && len(c.dims) == len(dims) && (len(dims) == 0 || &c.dims[0] == &dims[0]) {
-		return c.idx
-	}
-	idx := cueIndex(dims)
-	lastCues.Store(&cueCache{dims: dims, idx: idx})
-	return idx
+// NewTraits prepares dims' cue index.
+func NewTraits(dims []config.TraitDimension) Traits {
+	return Traits{dims: dims, cues: cueIndex(dims)}
 }
+
+// Dims are the dimensions, in configuration order.
+func (t Traits) Dims() []config.TraitDimension { return t.dims }
 
 // cueIndex maps each stemmed cue to the dimensions it shows, in
 // configuration order.

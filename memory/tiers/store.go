@@ -871,7 +871,7 @@ func (s *Store) stepLPM(ctx context.Context, sona string, model Model, backgroun
 		return Step{}, err
 	}
 	promo := w.GetPromotion()
-	upd, err := model.Persona(ctx, PersonaInput{Promotion: promo, Pages: texts, Persona: persona, Traits: s.cfg.Tiers.Traits})
+	upd, err := model.Persona(ctx, PersonaInput{Promotion: promo, Pages: texts, Persona: persona, Traits: s.traits})
 	if err != nil {
 		return Step{}, err
 	}
@@ -951,6 +951,7 @@ type Store struct {
 	view    store.Viewer
 	env     Env
 	cfg     Options
+	traits  Traits // cfg.Tiers.Traits, their cues indexed
 	clock   clock.Clock
 	segs    *segmentCache
 	dfs     *store.Cache[uint64]       // document frequencies by dfKey (dfcache.go)
@@ -967,7 +968,7 @@ func NewStore(st interface {
 	store.Committer
 	store.Viewer
 }, env Env, o Options) *Store {
-	s := &Store{store: st, view: st, env: env, cfg: o, clock: clock.Or(o.Clock), segs: newSegmentCache()}
+	s := &Store{store: st, view: st, env: env, cfg: o, traits: NewTraits(o.Tiers.Traits), clock: clock.Or(o.Clock), segs: newSegmentCache()}
 	if sub, ok := st.(interface{ Subscribe(func(store.Event)) }); ok {
 		sub.Subscribe(s.segs.committed)
 		s.dfs = store.NewCache[uint64](dfCacheSize)

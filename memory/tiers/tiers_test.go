@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"reflect"
 	"slices"
 	"testing"
 
@@ -270,7 +269,7 @@ func TestExtractPersona(t *testing.T) {
 		RName: "assistant", RSelf: true, RQuotes: true,
 		R: "[offline model] From memory: I will go.",
 	}}
-	u := ExtractPersona(pages, dims)
+	u := ExtractPersona(pages, NewTraits(dims))
 	wantProfile := map[string]string{
 		"Caroline.name": "Caroline", "Caroline.location": "New York City", "Caroline.age": "29",
 		"Caroline.gender": "female", "Caroline.occupation": "counselor",
@@ -442,20 +441,20 @@ func BenchmarkJaccard(b *testing.B) {
 	})
 }
 
-// The cue index is built once for the configuration's dimensions and
-// built anew for other ones: a promotion under other dimensions observes
-// theirs, not those of the index built before.
+// The cue index is built once, with the Traits, not at every extraction;
+// and other dimensions get their own: a promotion under other dimensions
+// observes theirs.
 func TestExtractPersonaCuesFollowTheDimensions(t *testing.T) {
 	pages := []PageText{{Page: &messages.Page{Q: "q", R: "r"}, QName: "Ann", Q: "I play chess with my friends every weekend.", RName: "assistant", RSelf: true}}
-	observed := func(dims []config.TraitDimension) []string {
+	observed := func(traits Traits) []string {
 		var got []string
-		for _, o := range ExtractPersona(pages, dims).Traits {
+		for _, o := range ExtractPersona(pages, traits).Traits {
 			got = append(got, o.Dimension)
 		}
 		return got
 	}
-	games := []config.TraitDimension{{Name: "strategic", Cues: []string{"chess"}}}
-	outdoors := []config.TraitDimension{{Name: "outdoorsy", Cues: []string{"hiking"}}, {Name: "social", Cues: []string{"friends"}}}
+	games := NewTraits([]config.TraitDimension{{Name: "strategic", Cues: []string{"chess"}}})
+	outdoors := NewTraits([]config.TraitDimension{{Name: "outdoorsy", Cues: []string{"hiking"}}, {Name: "social", Cues: []string{"friends"}}})
 	for range 2 {
 		if got := observed(games); !slices.Equal(got, []string{"strategic"}) {
 			t.Fatalf("chess dimensions observed %q, want [strategic]", got)
@@ -465,8 +464,10 @@ func TestExtractPersonaCuesFollowTheDimensions(t *testing.T) {
 		}
 	}
 	dims := params().Traits
-	if a, b := cuesOf(dims), cuesOf(dims); reflect.ValueOf(a).UnsafePointer() != reflect.ValueOf(b).UnsafePointer() {
-		t.Fatal("the configuration's cue index was built again for the same dimensions")
+	traits := NewTraits(dims)
+	build := testing.AllocsPerRun(10, func() { NewTraits(dims) })
+	if extract := testing.AllocsPerRun(10, func() { ExtractPersona(pages, traits) }); extract >= build {
+		t.Fatalf("an extraction allocated %.0f times, the index's building %.0f: the configuration's cue index was built again", extract, build)
 	}
 }
 
@@ -479,8 +480,9 @@ func BenchmarkExtractPersona(b *testing.B) {
 		Q: "My name is Caroline. I love hiking with my friends, and I read about history every night.",
 		R: "I recommend the trail by the lake. You should bring water.",
 	}}
+	traits := NewTraits(dims)
 	b.ReportAllocs()
 	for b.Loop() {
-		ExtractPersona(pages, dims)
+		ExtractPersona(pages, traits)
 	}
 }
