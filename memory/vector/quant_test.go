@@ -257,3 +257,106 @@ func TestRecordIntoApproxDot(t *testing.T) {
 		t.Fatalf("RecordInto with room: %v allocations", allocs)
 	}
 }
+
+// quantError bounds how far a quantised similarity (the screen's, as
+// exactAmong and rescore compute it: the int8 dot at the two scales) is
+// from the exact one, for unit vectors of every shape — dense, clustered,
+// one-hot, a few large components, rounding pushed to half a step —; and
+// the bound is the query's own rounding, not its worst case: for dense
+// vectors it is at most four-fifths of the bound that took each of q's
+// components to be half a step off (which scored a third more candidates
+// again on their float32 vectors).
+func TestQuantErrorBoundsTheScreen(t *testing.T) {
+	const dims = 384
+	rng := rand.New(rand.NewSource(9))
+	shapes := map[string]func() []float32{
+		"dense":     func() []float32 { return unit(randVec(rng, dims)) },
+		"clustered": func() []float32 { return clustered(rng, 1, dims, 1)[0] },
+		"one-hot": func() []float32 {
+			v := make([]float32, dims)
+			v[rng.Intn(dims)] = 1
+			return v
+		},
+		"spiky": func() []float32 {
+			v := randVec(rng, dims)
+			for range 3 {
+				v[rng.Intn(dims)] *= 40
+			}
+			return unit(v)
+		},
+		"half-steps": func() []float32 { // every component at .5 of a step of the largest
+			v := make([]float32, dims)
+			v[0] = 127
+			for i := 1; i < dims; i++ {
+				v[i] = float32(rng.Intn(254)-127) + 0.5
+			}
+			return unit(v)
+		},
+	}
+	q8, w8 := make([]int8, dims), make([]int8, dims)
+	var tight, loose float64
+	for qname, qshape := range shapes {
+		for wname, wshape := range shapes {
+			for range 200 {
+				q, w := qshape(), wshape()
+				qs, ws := quantize(q, q8), quantize(w, w8)
+				ea, eb := quantError(q, q8, qs)
+				approx := float32(dotInt8(q8, w8)) * qs * ws
+				exact := vek32.Dot(q, w)
+				bound := ea*ws + eb
+				if diff := math.Abs(float64(approx - exact)); diff > float64(bound) {
+					t.Fatalf("q %s, w %s: quantised %v, exact %v: off by %v, bound %v", qname, wname, approx, exact, diff, bound)
+				}
+				if qname == "dense" && wname == "dense" {
+					var q1 float64
+					for _, f := range q {
+						q1 += math.Abs(float64(f))
+					}
+					d := float64(dims)
+					tight += float64(bound)
+					loose += (q1/2+d*float64(qs)/4)*float64(ws) + math.Sqrt(d)*float64(qs)/2 + 1e-4
+				}
+			}
+		}
+	}
+	// The worst case's shape: each vector half a step off its int8 form
+	// in the direction that adds to the error, q's where ŵ is large and
+	// w's along q's signs, so both terms of the error are near their
+	// bounds.
+	for range 500 {
+		w8s := make([]float32, dims)
+		for i := range w8s {
+			w8s[i] = float32(rng.Intn(255) - 127)
+		}
+		w8s[0] = 127
+		q := make([]float32, dims)
+		q[0] = 127
+		for i := 1; i < dims; i++ {
+			q[i] = float32(rng.Intn(253)-126) + 0.499*sign(w8s[i])
+		}
+		q = unit(q)
+		w := make([]float32, dims)
+		w[0] = 127
+		for i := 1; i < dims; i++ {
+			w[i] = w8s[i] + 0.499*sign(q[i])
+		}
+		w = unit(w)
+		qs, ws := quantize(q, q8), quantize(w, w8)
+		ea, eb := quantError(q, q8, qs)
+		approx := float32(dotInt8(q8, w8)) * qs * ws
+		if diff, bound := math.Abs(float64(approx-vek32.Dot(q, w))), ea*ws+eb; diff > float64(bound) {
+			t.Fatalf("worst case: quantised %v, exact %v: off by %v, bound %v", approx, vek32.Dot(q, w), diff, bound)
+		}
+	}
+	t.Logf("the bound is %.0f%% of the worst case's for dense vectors", 100*tight/loose)
+	if tight > 0.8*loose {
+		t.Fatalf("the bound is %.0f%% of the worst case's, want at most 80%%", 100*tight/loose)
+	}
+}
+
+func sign(f float32) float32 {
+	if f < 0 {
+		return -1
+	}
+	return 1
+}

@@ -539,7 +539,7 @@ func alike(t *testing.T, x, y *Index, queries [][]float32, keys int) {
 				got, ok := z.ApproxDotID(id, qq)
 				bound := float32(0)
 				if aok {
-					ea, eb := quantError(q, qq.scale)
+					ea, eb := quantError(q, qq.q, qq.scale)
 					bound = ea*recordScale(z.qv.at(uint32(id))[z.dims:]) + eb
 				}
 				if !ok || float32(math.Abs(float64(got-want))) > bound {
