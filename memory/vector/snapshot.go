@@ -146,8 +146,8 @@ func (x *Index) snapshot(w io.Writer, tag []byte, version int, runs []Run) (Snap
 	x.bmu.Lock()
 	x.gmu.RLock()
 	x.kmu.RLock()
-	n := len(x.keys)
-	keys := x.keys[:n:n] // a key is only ever cleared (Remove), under gmu
+	keys := x.keys.frozen() // a key is only ever cleared (Remove), under gmu
+	n := keys.len()
 	info := SnapshotInfo{IDs: n, Removed: len(x.removed), Changes: x.changes, Version: version}
 	x.kmu.RUnlock()
 	g := x.graph
@@ -162,9 +162,10 @@ func (x *Index) snapshot(w io.Writer, tag []byte, version int, runs []Run) (Snap
 	sw.u32(uint32(int32(g.top)))
 	sw.u32(uint32(len(tag)))
 	sw.bytes(tag)
-	for _, k := range keys {
+	for id := range n {
+		k := keys.at(uint32(id))
 		sw.u32(uint32(len(k)))
-		sw.bytes([]byte(k))
+		sw.bytes(unsafe.Slice(unsafe.StringData(k), len(k)))
 	}
 	sw.bytes(asBytes(g.in))
 	writeChunks(sw, &g.links0, g.n, nil)
@@ -425,30 +426,23 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	tag := make([]byte, sr.len(size))
 	sr.bytes(tag)
 
-	// The keys are strings of one arena (a few allocations, not two a
-	// key: 2M at 1M memories).
-	keys := make([]string, n)
-	ids := base.NewKeyIndex(int(n), func(id uint32) string { return keys[id] })
+	var keys keyTable
+	ids := base.NewKeyIndex(int(n), keys.at)
 	removed := map[uint64]bool{}
-	var arena []byte
+	var buf []byte
 	for id := range n {
 		l := sr.len(size)
-		if len(arena)+l > cap(arena) {
-			arena = make([]byte, 0, max(l, 1<<20))
-		}
-		b := arena[len(arena) : len(arena)+l]
-		sr.bytes(b)
+		buf = slices.Grow(buf[:0], l)[:l]
+		sr.bytes(buf)
 		if sr.err != nil {
 			return fail(bad("keys: %v", sr.err))
 		}
+		keys.add(unsafe.String(unsafe.SliceData(buf), l)) // copied
 		if l == 0 {
 			removed[id] = true
 			continue
 		}
-		arena = arena[:len(arena)+l]
-		k := unsafe.String(unsafe.SliceData(b), l)
-		keys[id] = k
-		if !ids.Add(k, uint32(id)) {
+		if k := keys.at(uint32(id)); !ids.Add(k, uint32(id)) {
 			return fail(bad("key %q twice", k))
 		}
 	}
@@ -601,7 +595,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	x.gmu.Lock()
 	x.kmu.Lock()
 	x.pmu.Lock()
-	empty := len(x.keys) == 0 && len(x.pending) == 0 && x.graph.top < 0
+	empty := x.keys.len() == 0 && len(x.pending) == 0 && x.graph.top < 0
 	if empty {
 		x.graph = ng
 		x.ids, x.keys, x.vecs, x.qv, x.removed, x.mapping = ids, keys, vecs, qv, removed, mapping

@@ -1,0 +1,62 @@
+package vector
+
+import (
+	"math/rand"
+	"runtime"
+	"testing"
+)
+
+// The keys are held in the index's own chunks, not as a string each: a
+// hundred thousand keys add a few dozen objects to the heap, not a
+// hundred thousand, and each reads back as it was given — after a key
+// removed before it too, and through a copy frozen before more were
+// added.
+func TestKeysAreNotAnObjectEach(t *testing.T) {
+	const n, dims = 100_000, 4
+	rng := rand.New(rand.NewSource(3))
+	x := New(Options{Dims: dims, Seed: 1, Lazy: true})
+	defer x.Close()
+	vec := unit(randVec(rng, dims))
+	objects := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapObjects
+	}
+	before := objects()
+	for i := range n {
+		x.Add(key(i), vec)
+	}
+	after := objects()
+	grew := int64(after) - int64(before)
+	t.Logf("%d keys: %d more objects on the heap", n, grew)
+	if grew > n/20 {
+		t.Fatalf("%d keys added %d objects to the heap", n, grew)
+	}
+	x.kmu.RLock()
+	frozen := x.keys.frozen()
+	x.kmu.RUnlock()
+	x.Remove(key(10))
+	x.Add("a key longer than a chunk "+string(make([]byte, keyChunk)), vec)
+	for i := range n {
+		want := key(i)
+		if i == 10 {
+			want = ""
+		}
+		if got, ok := x.Key(uint64(i)); !ok || got != want {
+			t.Fatalf("key %d: %q %v, want %q", i, got, ok, want)
+		}
+		if got := frozen.at(uint32(i)); got != key(i) && i != 10 {
+			t.Fatalf("frozen key %d: %q", i, got)
+		}
+		if id, ok := x.ID(key(i)); ok != (i != 10) || (ok && id != uint64(i)) {
+			t.Fatalf("ID of key %d: %d %v", i, id, ok)
+		}
+	}
+	if got, _ := x.Key(n); len(got) != len("a key longer than a chunk ")+keyChunk {
+		t.Fatalf("the long key reads back %d bytes", len(got))
+	}
+	if frozen.len() != n {
+		t.Fatalf("the frozen copy holds %d keys, want %d", frozen.len(), n)
+	}
+}
