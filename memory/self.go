@@ -837,8 +837,8 @@ func (s *Self) IndexSizes() map[string]int64 {
 // (store.memory_cache), Badger's blocks (store.cache_mb), the tiers'
 // records (states, personas, counters) and the sonas' records.
 func (s *Self) CacheStats() map[string]store.CacheStats {
-	mems, metas := s.Memories.CacheStats()
-	return map[string]store.CacheStats{"memories": mems, "metadata": metas, "links": s.Assoc.CacheStats(), "blocks": s.store.BlockCacheStats(),
+	mems, metas, hot := s.Memories.CacheStats()
+	return map[string]store.CacheStats{"memories": mems, "metadata": metas, "hot": hot, "links": s.Assoc.CacheStats(), "blocks": s.store.BlockCacheStats(),
 		"tiers": s.Tiers.CacheStats(), "sonas": s.Chains.CacheStats()}
 }
 

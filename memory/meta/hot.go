@@ -94,6 +94,38 @@ func storedHotIn(r store.Reader, c cid.Cid, known *store.KeySet) (h Hot, ok bool
 	return h, err == nil, err
 }
 
+// hotEntry is a memory's hot state in the cache of them (Store.hots): ok
+// false when it has no o/ record.
+type hotEntry struct {
+	h  Hot
+	ok bool
+}
+
+// hotCacheScale is how many more hot states the cache of them holds than
+// the metadata cache holds records (store.memory_cache): an entry is a
+// tenth of a decoded record's bytes, and where the records read are too
+// many for that cache — a recall at 1M memories misses 85% of them — the
+// hot state was a second read from Badger for each miss, 9% of a recall's
+// CPU there (issue 15, stop 81).
+const hotCacheScale = 4
+
+// hotIn is c's hot state in r: storedHotIn's (known given), through hots
+// when it is not nil — a view's read, which fills it (store.Cache).
+func hotIn(r store.Reader, c cid.Cid, known *store.KeySet, hots *store.Cache[hotEntry]) (Hot, bool, error) {
+	if hots == nil {
+		return storedHotIn(r, c, known)
+	}
+	key := c.KeyString()
+	if e, ok := hots.In(key, r); ok {
+		return e.h, e.ok, nil
+	}
+	h, ok, err := storedHotIn(r, c, known)
+	if err == nil {
+		hots.Fill(key, hotEntry{h: h, ok: ok}, r)
+	}
+	return h, ok, err
+}
+
 // MergeHot sets m's hot fields, read with it in r, to the memory's: its
 // o/ record's, when it has one.
 func MergeHot(r store.Reader, c cid.Cid, m *messages.MemoryMeta) error {

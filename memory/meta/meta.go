@@ -42,6 +42,12 @@ func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) { return read
 // read is Read, the hot state's record looked for unless known (when not
 // nil) is sure there is none (storedHotIn).
 func read(r store.Reader, c cid.Cid, known *store.KeySet) (*messages.MemoryMeta, error) {
+	return readWith(r, c, known, nil)
+}
+
+// readWith is read, the hot state read through hots when it is not nil
+// (a view's read: hotIn).
+func readWith(r store.Reader, c cid.Cid, known *store.KeySet, hots *store.Cache[hotEntry]) (*messages.MemoryMeta, error) {
 	item, err := r.Item(Key(c))
 	if errors.Is(err, base.ErrNotFound) {
 		if gone, herr := r.Has(store.TombstoneKey(c)); herr == nil && gone {
@@ -56,8 +62,12 @@ func read(r store.Reader, c cid.Cid, known *store.KeySet) (*messages.MemoryMeta,
 	if err := item.Value(func(v []byte) (err error) { meta, err = decodeMeta(v, c); return err }); err != nil {
 		return nil, err
 	}
-	if err := mergeHot(r, c, meta, known); err != nil {
+	h, ok, err := hotIn(r, c, known, hots)
+	if err != nil {
 		return nil, err
+	}
+	if ok {
+		h.into(meta)
 	}
 	return meta, nil
 }
@@ -157,6 +167,9 @@ type Store struct {
 	// loaded (LoadHotKeys): a read of a memory's metadata that the cache
 	// misses then reads its o/ record only when there may be one.
 	hotKeys *store.KeySet
+	// hots are the hot states read or written lately (hotIn), by the
+	// memory's CID key.
+	hots *store.Cache[hotEntry]
 	// touches are the recalls' touches not yet written, when buffered
 	// (BufferTouches).
 	touches *touches
@@ -166,7 +179,8 @@ type Store struct {
 // (store.memory_cache); rc gives importance's parameters. It subscribes to
 // st's commit events, so call it before st's first write.
 func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
-	m := &Store{st: st, rc: rc, metas: store.NewCache[*metaEntry](cacheSize), mems: newMemCache(cacheSize), hotKeys: store.NewKeySet(HotPrefix)}
+	m := &Store{st: st, rc: rc, metas: store.NewCache[*metaEntry](cacheSize), mems: newMemCache(cacheSize),
+		hots: store.NewCache[hotEntry](hotCacheScale * cacheSize), hotKeys: store.NewKeySet(HotPrefix)}
 	st.Subscribe(m.committed)
 	return m
 }
@@ -182,6 +196,7 @@ func (m *Store) committed(e store.Event) {
 	m.hotKeys.Told(e)
 	var changes []store.CacheChange[*metaEntry]
 	var hots []Hot // a CachePatch's, at its change's index
+	var hotChanges []store.CacheChange[hotEntry]
 	for i, k := range e.Keys {
 		switch {
 		case strings.HasPrefix(k, string(Prefix)):
@@ -197,8 +212,10 @@ func (m *Store) committed(e store.Event) {
 		case strings.HasPrefix(k, string(HotPrefix)):
 			// The hot state changed: a cached record takes its values
 			// (most of a memory's writes are these).
+			// So does the cache of hot states.
 			key := k[len(HotPrefix):]
 			ch := store.CacheChange[*metaEntry]{Key: key, Op: store.CacheInvalidate}
+			hc := store.CacheChange[hotEntry]{Key: key, Op: store.CacheInvalidate}
 			c, err := cid.Cast([]byte(key))
 			if h, herr := decodeHot(c, e.Values[i]); err == nil && herr == nil {
 				ch.Op = store.CachePatch
@@ -206,8 +223,10 @@ func (m *Store) committed(e store.Event) {
 					hots = make([]Hot, len(e.Keys)) // at most a change a key
 				}
 				hots[len(changes)] = h
+				hc.Op, hc.V = store.CacheSet, hotEntry{h: h, ok: true}
 			}
 			changes = append(changes, ch)
+			hotChanges = append(hotChanges, hc)
 		case strings.HasPrefix(k, string(store.PrefixTombstone)):
 			// A forgotten memory leaves the decoded-memory cache (the
 			// only entries that ever leave it but by age).
@@ -217,6 +236,9 @@ func (m *Store) committed(e store.Event) {
 		}
 	}
 	m.metas.Apply(e.Told, changes, func(i int, old *metaEntry) *metaEntry { return old.withHot(hots[i]) })
+	if len(hotChanges) > 0 {
+		m.hots.Apply(e.Told, hotChanges, nil)
+	}
 }
 
 // MetaIn reads a memory's metadata in r through the cache — in a view:
@@ -235,7 +257,7 @@ func (m *Store) MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) 
 		}
 		return m.WithTouches(r, c, meta), nil
 	}
-	meta, err := read(r, c, m.hotKeys)
+	meta, err := readWith(r, c, m.hotKeys, m.hots)
 	if err != nil {
 		return nil, err
 	}
@@ -272,10 +294,10 @@ func (m *Store) MemoryIn(r store.Reader, c cid.Cid) (*model.Memory, error) {
 	return mem, nil
 }
 
-// CacheStats are the reads of the decoded memories' cache and of the
-// metadata records' cache.
-func (m *Store) CacheStats() (memories, metadata store.CacheStats) {
-	return m.mems.Stats(), m.metas.Stats()
+// CacheStats are the reads of the caches of decoded memories, of
+// metadata records and of hot states (hotIn).
+func (m *Store) CacheStats() (memories, metadata, hot store.CacheStats) {
+	return m.mems.Stats(), m.metas.Stats(), m.hots.Stats()
 }
 
 // Stored caches mem, the decoded block c that a commit just stored (so
