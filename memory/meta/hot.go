@@ -110,16 +110,21 @@ type hotEntry struct {
 const hotCacheScale = 4
 
 // hotIn is c's hot state in r: storedHotIn's (known given), through hots
-// when it is not nil — a view's read, which fills it (store.Cache).
+// when it is not nil — a view's read, which fills it (store.Cache). A
+// state known absent is not cached: known says so without Badger, and
+// most memories have none.
 func hotIn(r store.Reader, c cid.Cid, known *store.KeySet, hots *store.Cache[hotEntry]) (Hot, bool, error) {
 	if hots == nil {
 		return storedHotIn(r, c, known)
+	}
+	if known != nil && known.Absent(HotKey(c), r) {
+		return Hot{}, false, nil
 	}
 	key := c.KeyString()
 	if e, ok := hots.In(key, r); ok {
 		return e.h, e.ok, nil
 	}
-	h, ok, err := storedHotIn(r, c, known)
+	h, ok, err := storedHotIn(r, c, nil)
 	if err == nil {
 		hots.Fill(key, hotEntry{h: h, ok: ok}, r)
 	}
