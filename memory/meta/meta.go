@@ -197,6 +197,7 @@ func (m *Store) committed(e store.Event) {
 	var changes []store.CacheChange[*metaEntry]
 	var hots []Hot // a CachePatch's, at its change's index
 	var hotChanges []store.CacheChange[hotEntry]
+	var hotsOf []Hot // a hot change's patch, at its index
 	for i, k := range e.Keys {
 		switch {
 		case strings.HasPrefix(k, string(Prefix)):
@@ -211,8 +212,11 @@ func (m *Store) committed(e store.Event) {
 			changes = append(changes, ch)
 		case strings.HasPrefix(k, string(HotPrefix)):
 			// The hot state changed: a cached record takes its values
-			// (most of a memory's writes are these).
-			// So does the cache of hot states.
+			// (most of a memory's writes are these), and so does the
+			// cache of hot states when it holds the memory's — it is
+			// filled by the reads that miss the records' cache; filled
+			// by the writes too, it cost the collector more than it
+			// spared Badger over two minutes of advances (stop 81).
 			key := k[len(HotPrefix):]
 			ch := store.CacheChange[*metaEntry]{Key: key, Op: store.CacheInvalidate}
 			hc := store.CacheChange[hotEntry]{Key: key, Op: store.CacheInvalidate}
@@ -223,7 +227,11 @@ func (m *Store) committed(e store.Event) {
 					hots = make([]Hot, len(e.Keys)) // at most a change a key
 				}
 				hots[len(changes)] = h
-				hc.Op, hc.V = store.CacheSet, hotEntry{h: h, ok: true}
+				hc.Op = store.CachePatch
+				if hotsOf == nil {
+					hotsOf = make([]Hot, len(e.Keys))
+				}
+				hotsOf[len(hotChanges)] = h
 			}
 			changes = append(changes, ch)
 			hotChanges = append(hotChanges, hc)
@@ -237,7 +245,7 @@ func (m *Store) committed(e store.Event) {
 	}
 	m.metas.Apply(e.Told, changes, func(i int, old *metaEntry) *metaEntry { return old.withHot(hots[i]) })
 	if len(hotChanges) > 0 {
-		m.hots.Apply(e.Told, hotChanges, nil)
+		m.hots.Apply(e.Told, hotChanges, func(i int, _ hotEntry) hotEntry { return hotEntry{h: hotsOf[i], ok: true} })
 	}
 }
 
