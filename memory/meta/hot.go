@@ -134,12 +134,7 @@ func hotIn(r store.Reader, c cid.Cid, known *store.KeySet, hots *store.Cache[hot
 // MergeHot sets m's hot fields, read with it in r, to the memory's: its
 // o/ record's, when it has one.
 func MergeHot(r store.Reader, c cid.Cid, m *messages.MemoryMeta) error {
-	return mergeHot(r, c, m, nil)
-}
-
-// mergeHot is MergeHot, storedHotIn's known given.
-func mergeHot(r store.Reader, c cid.Cid, m *messages.MemoryMeta, known *store.KeySet) error {
-	h, ok, err := storedHotIn(r, c, known)
+	h, ok, err := storedHot(r, c)
 	if ok {
 		h.into(m)
 	}

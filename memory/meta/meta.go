@@ -167,8 +167,8 @@ type Store struct {
 	// loaded (LoadHotKeys): a read of a memory's metadata that the cache
 	// misses then reads its o/ record only when there may be one.
 	hotKeys *store.KeySet
-	// hots are the hot states read or written lately (hotIn), by the
-	// memory's CID key.
+	// hots are the hot states read lately (hotIn), kept current by the
+	// commits, by the memory's CID key.
 	hots *store.Cache[hotEntry]
 	// touches are the recalls' touches not yet written, when buffered
 	// (BufferTouches).

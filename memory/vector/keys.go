@@ -29,9 +29,9 @@ type keyTable struct {
 // keyLoc is where a key's bytes are; n 0 for a cleared key (removed).
 type keyLoc struct{ chunk, off, n uint32 }
 
-// keyChunk is the size of the chunks of keys: a thousandth of a million
-// CID keys' 36 MB, so that a string held after its key is gone keeps a
-// little of the table alive, not all of it.
+// keyChunk is the size of the chunks of keys: a 550th of a million CID
+// keys' 36 MB, so that a string held after the table is gone keeps a
+// little of it alive, not all of it.
 const keyChunk = 64 << 10
 
 // len is the number of ids given out.
@@ -46,7 +46,8 @@ func (t *keyTable) at(id uint32) string {
 	return unsafe.String(&t.chunks[l.chunk][l.off], int(l.n))
 }
 
-// add gives key (not empty) the next id.
+// add gives key the next id (an empty one reads as cleared: a removed
+// key's, as a snapshot writes it).
 func (t *keyTable) add(key string) {
 	n := len(key)
 	if len(t.chunks) == 0 || t.used+n > len(t.chunks[len(t.chunks)-1]) {

@@ -7,8 +7,8 @@ import (
 )
 
 // The keys are held in the index's own chunks, not as a string each: a
-// hundred thousand keys add a few dozen objects to the heap, not a
-// hundred thousand, and each reads back as it was given — after a key
+// hundred thousand keys add a few hundred objects to the heap (the
+// vectors' chunks, the table's), not a hundred thousand, and each reads back as it was given — after a key
 // removed before it too, and through a copy frozen before more were
 // added.
 func TestKeysAreNotAnObjectEach(t *testing.T) {
