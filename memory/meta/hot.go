@@ -83,6 +83,11 @@ func storedHotIn(r store.Reader, c cid.Cid, known *store.KeySet) (h Hot, ok bool
 	if known != nil && known.Absent(key, r) {
 		return Hot{}, false, nil
 	}
+	return hotAt(r, c, key)
+}
+
+// hotAt reads c's o/ record, under key (HotKey(c)), from r.
+func hotAt(r store.Reader, c cid.Cid, key []byte) (h Hot, ok bool, err error) {
 	raw, err := r.Get(key)
 	if errors.Is(err, base.ErrNotFound) {
 		return Hot{}, false, nil
@@ -117,14 +122,15 @@ func hotIn(r store.Reader, c cid.Cid, known *store.KeySet, hots *store.Cache[hot
 	if hots == nil {
 		return storedHotIn(r, c, known)
 	}
-	if known != nil && known.Absent(HotKey(c), r) {
+	hk := HotKey(c)
+	if known != nil && known.Absent(hk, r) {
 		return Hot{}, false, nil
 	}
 	key := c.KeyString()
 	if e, ok := hots.In(key, r); ok {
 		return e.h, e.ok, nil
 	}
-	h, ok, err := storedHotIn(r, c, nil)
+	h, ok, err := hotAt(r, c, hk)
 	if err == nil {
 		hots.Fill(key, hotEntry{h: h, ok: ok}, r)
 	}

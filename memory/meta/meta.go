@@ -195,9 +195,8 @@ func (m *Store) LoadHotKeys() (int, error) { return m.hotKeys.Load(m.st) }
 func (m *Store) committed(e store.Event) {
 	m.hotKeys.Told(e)
 	var changes []store.CacheChange[*metaEntry]
-	var hots []Hot // a CachePatch's, at its change's index
-	var hotChanges []store.CacheChange[hotEntry]
-	var hotsOf []Hot // a hot change's patch, at its index
+	var hots []Hot                               // a CachePatch's, at its change's index
+	var hotChanges []store.CacheChange[hotEntry] // a CachePatch's new entry in its V
 	for i, k := range e.Keys {
 		switch {
 		case strings.HasPrefix(k, string(Prefix)):
@@ -227,11 +226,7 @@ func (m *Store) committed(e store.Event) {
 					hots = make([]Hot, len(e.Keys)) // at most a change a key
 				}
 				hots[len(changes)] = h
-				hc.Op = store.CachePatch
-				if hotsOf == nil {
-					hotsOf = make([]Hot, len(e.Keys))
-				}
-				hotsOf[len(hotChanges)] = h
+				hc.Op, hc.V = store.CachePatch, hotEntry{h: h, ok: true}
 			}
 			changes = append(changes, ch)
 			hotChanges = append(hotChanges, hc)
@@ -245,7 +240,7 @@ func (m *Store) committed(e store.Event) {
 	}
 	m.metas.Apply(e.Told, changes, func(i int, old *metaEntry) *metaEntry { return old.withHot(hots[i]) })
 	if len(hotChanges) > 0 {
-		m.hots.Apply(e.Told, hotChanges, func(i int, _ hotEntry) hotEntry { return hotEntry{h: hotsOf[i], ok: true} })
+		m.hots.Apply(e.Told, hotChanges, func(i int, _ hotEntry) hotEntry { return hotChanges[i].V })
 	}
 }
 
