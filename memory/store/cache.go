@@ -24,9 +24,19 @@ import (
 //
 // Cached values are shared: callers must not modify them. It is safe for
 // concurrent use.
+//
+// It holds a key as its 128-bit hash (cacheKey), not as a string: a
+// string is an object and a pointer an entry for the collector to mark,
+// and the caches hold hundreds of thousands of them (the hot states'
+// alone 400,000 at the default store.memory_cache). A cache whose values
+// hold no pointer is then nothing the collector scans. Two keys share a
+// hash with a chance of 2⁻¹²⁸ a pair under seeds drawn for each process,
+// which no caller can choose keys against: a cache of a million entries
+// read a trillion times is wrong with a chance under 2⁻⁶⁸, far below a
+// disk's undetected errors.
 type Cache[V any] struct {
 	shards [64]cacheShard[V]
-	seed   maphash.Seed
+	seeds  [2]maphash.Seed
 	per    int // entries a shard holds at most
 	stats  CacheCounts
 	// weigh, when set, weighs an entry's value, and a shard holds at most
@@ -61,16 +71,20 @@ type CacheStats struct {
 
 type cacheShard[V any] struct {
 	mu sync.RWMutex // readers (In) share it
-	m  map[string]cached[V]
+	m  map[cacheKey]cached[V]
 	// written is, for keys not cached, the latest commit (Event.Told)
 	// that wrote them since the shard last forgot: a view that does not
 	// see it does not fill the key. Bounded like the entries; when it
 	// forgets, told takes the latest of what it forgot, and a view that
 	// does not see that fills nothing in the shard.
-	written map[string]uint64
+	written map[cacheKey]uint64
 	told    uint64
 	weight  int // of the entries, when the cache weighs them
 }
+
+// cacheKey is a key as a Cache holds it: its hashes under the cache's two
+// seeds; the first picks its shard.
+type cacheKey [2]uint64
 
 type cached[V any] struct {
 	v       V
@@ -79,11 +93,11 @@ type cached[V any] struct {
 
 // NewCache makes a cache of about size entries.
 func NewCache[V any](size int) *Cache[V] {
-	c := &Cache[V]{seed: maphash.MakeSeed()}
+	c := &Cache[V]{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 	c.per = max(1, size/len(c.shards))
 	for i := range c.shards {
-		c.shards[i].m = map[string]cached[V]{}
-		c.shards[i].written = map[string]uint64{}
+		c.shards[i].m = map[cacheKey]cached[V]{}
+		c.shards[i].written = map[cacheKey]uint64{}
 	}
 	return c
 }
@@ -97,12 +111,13 @@ func NewWeighedCache[V any](size, budget int, weigh func(V) int) *Cache[V] {
 	return c
 }
 
-func (c *Cache[V]) shard(key string) *cacheShard[V] { return &c.shards[c.shardOf(key)] }
-
-// shardOf is the index of key's shard.
-func (c *Cache[V]) shardOf(key string) int {
-	return int(maphash.String(c.seed, key) % uint64(len(c.shards)))
+// keyOf is key as c holds it.
+func (c *Cache[V]) keyOf(key string) cacheKey {
+	return cacheKey{maphash.String(c.seeds[0], key), maphash.String(c.seeds[1], key)}
 }
+
+// shard is k's shard.
+func (c *Cache[V]) shard(k cacheKey) *cacheShard[V] { return &c.shards[k[0]%uint64(len(c.shards))] }
 
 // In returns key's cached value if r, a view, sees it: a value a commit
 // told after r's snapshot (CacheSet, CachePatch) is newer than what r
@@ -157,9 +172,10 @@ func (c *Cache[V]) Stats() CacheStats {
 }
 
 func (c *Cache[V]) get(key string) (cached[V], bool) {
-	s := c.shard(key)
+	k := c.keyOf(key)
+	s := c.shard(k)
 	s.mu.RLock()
-	e, ok := s.m[key]
+	e, ok := s.m[k]
 	s.mu.RUnlock()
 	return e, ok
 }
@@ -169,17 +185,18 @@ func (c *Cache[V]) get(key string) (cached[V], bool) {
 func (c *Cache[V]) Fill(key string, v V, r Reader) { c.fill(key, v, ToldBefore(r)) }
 
 func (c *Cache[V]) fill(key string, v V, told uint64) {
-	s := c.shard(key)
+	k := c.keyOf(key)
+	s := c.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if told == 0 || s.told > told || s.written[key] > told {
+	if told == 0 || s.told > told || s.written[k] > told {
 		return
 	}
-	if _, ok := s.m[key]; ok {
+	if _, ok := s.m[k]; ok {
 		return
 	}
-	c.put(s, key, cached[V]{v: v, written: s.written[key]}) // an eviction remembers it again
-	delete(s.written, key)
+	c.put(s, k, cached[V]{v: v, written: s.written[k]}) // an eviction remembers it again
+	delete(s.written, k)
 }
 
 // CacheOp is what a commit did to a key of a Cache (Apply).
@@ -213,20 +230,20 @@ type CacheChange[V any] struct {
 // times a commit (README, "a commit's changes told to the caches a shard
 // at a time"). patch runs under a shard's lock: keep it short.
 func (c *Cache[V]) Apply(told uint64, changes []CacheChange[V], patch func(i int, v V) V) {
-	const n = len(c.shards)
+	const n = uint64(len(c.shards))
 	var start [n + 1]int32
-	shard := make([]uint8, len(changes))
+	keys := make([]cacheKey, len(changes))
 	for i := range changes {
-		s := uint8(c.shardOf(changes[i].Key))
-		shard[i] = s
-		start[s+1]++
+		keys[i] = c.keyOf(changes[i].Key)
+		start[keys[i][0]%n+1]++
 	}
 	for s := range n {
 		start[s+1] += start[s]
 	}
 	next := start
 	order := make([]int32, len(changes)) // by shard, in order within one
-	for i, s := range shard {
+	for i, k := range keys {
+		s := k[0] % n
 		order[next[s]] = int32(i)
 		next[s]++
 	}
@@ -237,35 +254,36 @@ func (c *Cache[V]) Apply(told uint64, changes []CacheChange[V], patch func(i int
 		sh := &c.shards[s]
 		sh.mu.Lock()
 		for _, i := range order[start[s]:start[s+1]] {
-			c.change(sh, told, changes, int(i), patch)
+			c.change(sh, told, keys[i], changes, int(i), patch)
 		}
 		sh.mu.Unlock()
 	}
 }
 
-// change makes changes[i] of commit told in s, locked.
-func (c *Cache[V]) change(s *cacheShard[V], told uint64, changes []CacheChange[V], i int, patch func(int, V) V) {
+// change makes changes[i], whose key c holds as k, of commit told in s,
+// locked.
+func (c *Cache[V]) change(s *cacheShard[V], told uint64, k cacheKey, changes []CacheChange[V], i int, patch func(int, V) V) {
 	ch := &changes[i]
 	switch ch.Op {
 	case CacheSet:
-		c.put(s, ch.Key, cached[V]{v: ch.V, written: told})
-		delete(s.written, ch.Key)
+		c.put(s, k, cached[V]{v: ch.V, written: told})
+		delete(s.written, k)
 	case CachePatch:
-		if e, ok := s.m[ch.Key]; ok {
-			c.put(s, ch.Key, cached[V]{v: patch(i, e.v), written: told})
+		if e, ok := s.m[k]; ok {
+			c.put(s, k, cached[V]{v: patch(i, e.v), written: told})
 		} else {
-			c.wrote(s, ch.Key, told)
+			c.wrote(s, k, told)
 		}
 	case CacheInvalidate:
-		c.drop(s, ch.Key)
-		c.wrote(s, ch.Key, told)
+		c.drop(s, k)
+		c.wrote(s, k, told)
 	}
 }
 
 // put sets key's entry in s (locked), first making room for it by
 // dropping arbitrary others: one when s holds as many entries as it may
 // and key is new, and as many as its weight needs when c weighs them.
-func (c *Cache[V]) put(s *cacheShard[V], key string, e cached[V]) {
+func (c *Cache[V]) put(s *cacheShard[V], key cacheKey, e cached[V]) {
 	old, had := s.m[key]
 	if !had && len(s.m) >= c.per {
 		c.evictOther(s, key)
@@ -293,9 +311,9 @@ func (c *Cache[V]) put(s *cacheShard[V], key string, e cached[V]) {
 // their bytes, and a store of 100k memories aged by recalls hit a third
 // of its link lists in the cache, against nearly half with the heaviest
 // of five dropped (issue 15, stop 78).
-func (c *Cache[V]) evictOther(s *cacheShard[V], key string) {
+func (c *Cache[V]) evictOther(s *cacheShard[V], key cacheKey) {
 	var (
-		victim string
+		victim cacheKey
 		e      cached[V]
 		found  bool
 		heavy  int
@@ -331,7 +349,7 @@ func (c *Cache[V]) evictOther(s *cacheShard[V], key string) {
 const evictSample = 5
 
 // drop removes key's entry from s (locked), if it has one.
-func (c *Cache[V]) drop(s *cacheShard[V], key string) {
+func (c *Cache[V]) drop(s *cacheShard[V], key cacheKey) {
 	e, ok := s.m[key]
 	if !ok {
 		return
@@ -343,7 +361,7 @@ func (c *Cache[V]) drop(s *cacheShard[V], key string) {
 }
 
 // wrote records that commit told wrote key, not cached, in s (locked).
-func (c *Cache[V]) wrote(s *cacheShard[V], key string, told uint64) {
+func (c *Cache[V]) wrote(s *cacheShard[V], key cacheKey, told uint64) {
 	if len(s.written) >= c.per {
 		for _, w := range s.written {
 			s.told = max(s.told, w)

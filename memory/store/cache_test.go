@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/memoria-ai/memoria/config"
@@ -22,6 +23,9 @@ func (c *Cache[V]) Patch(key string, told uint64, fn func(V) V) {
 func (c *Cache[V]) Invalidate(key string, told uint64) {
 	c.Apply(told, []CacheChange[V]{{Key: key, Op: CacheInvalidate}}, nil)
 }
+
+// shardFor is key's shard.
+func (c *Cache[V]) shardFor(key string) *cacheShard[V] { return c.shard(c.keyOf(key)) }
 
 // Get returns key's cached value, whichever commit wrote it.
 func (c *Cache[V]) Get(key string) (V, bool) {
@@ -64,7 +68,7 @@ func TestCacheFillsOnlyFromViewsThatSeeTheWrites(t *testing.T) {
 	}
 	for i := range 200 {
 		k := fmt.Sprint("q", i)
-		if c.shard(k) != c.shard("p") {
+		if c.shardFor(k) != c.shardFor("p") {
 			continue
 		}
 		c.fill(k, i, 7)
@@ -119,17 +123,17 @@ func TestCacheForgetsWritesBounded(t *testing.T) {
 	c := NewCache[int](64 * 2) // two entries a shard
 	var keys []string
 	for i := 0; len(keys) < 3; i++ {
-		if k := fmt.Sprint("k", i); c.shard(k) == c.shard("k0") {
+		if k := fmt.Sprint("k", i); c.shardFor(k) == c.shardFor("k0") {
 			keys = append(keys, k)
 		}
 	}
 	c.Invalidate(keys[0], 3)
 	c.Invalidate(keys[1], 4)
-	if n := len(c.shard(keys[0]).written); n != 2 {
+	if n := len(c.shardFor(keys[0]).written); n != 2 {
 		t.Fatalf("%d writes remembered, want 2", n)
 	}
 	c.Invalidate(keys[2], 5) // over the bound: 3 and 4 forgotten into told
-	if s := c.shard(keys[0]); len(s.written) != 1 || s.told != 4 {
+	if s := c.shardFor(keys[0]); len(s.written) != 1 || s.told != 4 {
 		t.Fatalf("after the bound: %d remembered, told %d; want 1, 4", len(s.written), s.told)
 	}
 	c.fill(keys[0], 1, 3)
@@ -147,7 +151,7 @@ func TestCacheForgetsWritesBounded(t *testing.T) {
 func evictByFill(t *testing.T, c *Cache[int], key string, told uint64) {
 	t.Helper()
 	for i := 0; ; i++ {
-		if other := fmt.Sprint("o", i); c.shard(other) == c.shard(key) {
+		if other := fmt.Sprint("o", i); c.shardFor(other) == c.shardFor(key) {
 			c.fill(other, i, told)
 			break
 		}
@@ -273,12 +277,13 @@ func TestCacheApplyIsOneByOne(t *testing.T) {
 			}
 		}
 		for _, k := range keys {
-			a, b := together.shard(k), alone.shard(k)
-			ea, oka := a.m[k]
-			eb, okb := b.m[k]
-			if oka != okb || ea != eb || a.written[k] != b.written[k] {
+			a, b := together.shardFor(k), alone.shardFor(k)
+			ka, kb := together.keyOf(k), alone.keyOf(k)
+			ea, oka := a.m[ka]
+			eb, okb := b.m[kb]
+			if oka != okb || ea != eb || a.written[ka] != b.written[kb] {
 				t.Fatalf("commit %d, %s: applied together %v %v (written %d), one by one %v %v (written %d)",
-					told, k, ea, oka, a.written[k], eb, okb, b.written[k])
+					told, k, ea, oka, a.written[ka], eb, okb, b.written[kb])
 			}
 		}
 	}
@@ -355,7 +360,7 @@ func TestWeighedCacheKeepsItsBudget(t *testing.T) {
 	if v, ok := c.Get("heavy"); !ok || len(v) != 300 {
 		t.Fatalf("the heavy value: %d bytes, %v", len(v), ok)
 	}
-	if s := c.shard("heavy"); len(s.m) != 1 {
+	if s := c.shardFor("heavy"); len(s.m) != 1 {
 		t.Fatalf("the heavy value's shard holds %d entries, want it alone", len(s.m))
 	}
 	// Replaced by a light one, patched, invalidated: the weight follows.
@@ -380,4 +385,37 @@ func TestWeighedCacheKeepsItsBudget(t *testing.T) {
 			t.Fatalf("shard %d of a cache of one entry a shard holds %d", i, len(n.shards[i].m))
 		}
 	}
+}
+
+// A cache holds its keys as hashes, not as strings: filled with 100,000
+// entries whose values hold no pointer, it adds a few map tables to the
+// heap, not an object an entry (a string a key: over 100,000), and the
+// collector does not scan them.
+func TestCacheKeysAreNotAnObjectEach(t *testing.T) {
+	const n = 100_000
+	objects := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapObjects
+	}
+	before := objects()
+	c := NewCache[uint64](n)
+	for i := range n {
+		c.fill(fmt.Sprintf("o/%036d", i), uint64(i), 1)
+	}
+	grew := int64(objects()) - int64(before)
+	t.Logf("%d entries: %d more objects on the heap", n, grew)
+	if s := c.Stats(); s.Entries < n*9/10 {
+		t.Fatalf("%d entries cached of %d", s.Entries, n)
+	}
+	if grew > n/20 {
+		t.Fatalf("%d entries added %d objects to the heap", n, grew)
+	}
+	for _, i := range []int{0, 4242, n - 1} {
+		if v, ok := c.Get(fmt.Sprintf("o/%036d", i)); ok && v != uint64(i) {
+			t.Fatalf("entry %d reads %d", i, v)
+		}
+	}
+	runtime.KeepAlive(c)
 }
