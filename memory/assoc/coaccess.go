@@ -88,10 +88,10 @@ type buffer struct {
 	// not at once, and past twice MaxLists lists nothing more is
 	// buffered.
 	w *store.BufferWriter // its timer armed while pending waits
-	// gone are the memories forgotten lately (with when): a recall that
-	// read them before the forgetting does not strengthen them after it.
-	// prune is armed while it holds any.
-	gone  map[cid.Cid]time.Time
+	// gone are the memories forgotten lately (with when), by their CIDs'
+	// bytes: a recall that read them before the forgetting does not
+	// strengthen them after it. prune is armed while it holds any.
+	gone  map[string]time.Time
 	prune clock.Timer
 	// targets numbers the memories the pending lists' strengthening goes
 	// to (see targets); a list numbered by an older table is renumbered
@@ -103,8 +103,8 @@ type buffer struct {
 
 // pendingList is the strengthening of one memory's list for one agent.
 type pendingList struct {
-	of cid.Cid  // the memory whose list it is
-	t  *targets // what ds's numbers name
+	of uint32   // the memory whose list it is, by its number in t
+	t  *targets // what of's and ds's numbers name
 	ds []delta
 }
 
@@ -114,33 +114,40 @@ type pendingList struct {
 // 2·MaxLinks partners) are no pointers for the collector to mark. With
 // them as CIDs, a recall at 100k under 16 clients spent 13–14% of the CPU
 // in the collector; numbered, 11–12%, and some 3% more recalls a second
-// (issue 15, stop 55). A table only grows: the buffer starts a new one when it
+// (issue 15, stop 55). The table holds the CIDs' bytes packed
+// (base.KeyTable), not the recalls' CIDs: those were a string each that
+// the buffer kept alive, a twentieth of the heap's objects after two
+// minutes of advances (stop 82). A table only grows: the buffer starts a new one when it
 // holds twice MaxLists memories, and the lists move to it when next
 // strengthened, or when the table after it fills (renumber), so at most
 // two tables are in use by what is pending, besides those of the batches
 // being or lately written.
 type targets struct {
-	cids []cid.Cid // by number; only appended, by add, under the buffer's lock
+	cids base.KeyTable // the CIDs' bytes by number; only added to, by id, under the buffer's lock
 	ids  *base.KeyIndex
 }
 
 func newTargets() *targets {
 	t := &targets{}
-	t.ids = base.NewKeyIndex(0, func(v uint32) string { return t.cids[v].KeyString() })
+	t.ids = base.NewKeyIndex(0, t.cids.At)
 	return t
 }
 
-// id is c's number, given now if c has none.
-func (t *targets) id(c cid.Cid) uint32 {
-	k := c.KeyString()
-	if v, ok := t.ids.Get(k); ok {
+// id is the number of the memory whose CID's bytes are key, given now if
+// it has none.
+func (t *targets) id(key string) uint32 {
+	if v, ok := t.ids.Get(key); ok {
 		return v
 	}
-	t.cids = append(t.cids, c)
-	v := uint32(len(t.cids) - 1)
-	t.ids.Put(k, v)
+	t.cids.Add(key)
+	v := uint32(t.cids.Len() - 1)
+	t.ids.Put(key, v)
 	return v
 }
+
+// at is the CID's bytes of number v (aliasing the table: read it under
+// the buffer's lock, or in the committer, where the table grows).
+func (t *targets) at(v uint32) string { return t.cids.At(v) }
 
 // renumber moves pl to the buffer's current table (b.mu held).
 func (b *buffer) renumber(pl *pendingList) {
@@ -148,8 +155,9 @@ func (b *buffer) renumber(pl *pendingList) {
 		return
 	}
 	for i, d := range pl.ds {
-		pl.ds[i].to = b.targets.id(pl.t.cids[d.to])
+		pl.ds[i].to = b.targets.id(pl.t.at(d.to))
 	}
+	pl.of = b.targets.id(pl.t.at(pl.of))
 	pl.t = b.targets
 }
 
@@ -157,7 +165,7 @@ func (b *buffer) renumber(pl *pendingList) {
 // memories, and moves to it the lists still numbered by the tables before
 // the current one (b.mu held).
 func (b *buffer) newTable() {
-	if len(b.targets.cids) < b.tableMax {
+	if b.targets.cids.Len() < b.tableMax {
 		return
 	}
 	prev := b.targets
@@ -218,7 +226,7 @@ const maxFlushLists = 2048
 // write, and Close before the store closes.
 func (g *Graph) Buffer(c store.Committer, o BufferOptions) {
 	b := &buffer{g: g, max: o.MaxLists, clock: clock.Or(o.Clock), log: o.Logger,
-		pending: map[string]*pendingList{}, urgent: map[string]struct{}{}, gone: map[cid.Cid]time.Time{}, targets: newTargets()}
+		pending: map[string]*pendingList{}, urgent: map[string]struct{}{}, gone: map[string]time.Time{}, targets: newTargets()}
 	if b.max <= 0 {
 		b.max = 262_144
 	}
@@ -301,7 +309,7 @@ func (g *Graph) Forgotten(gone []cid.Cid) {
 	defer b.mu.Unlock()
 	now := b.clock.Now()
 	for _, c := range gone {
-		b.gone[c] = now
+		b.gone[c.KeyString()] = now
 	}
 	b.without(b.pending)
 	if b.flushing != nil {
@@ -334,12 +342,12 @@ func (b *buffer) pruneLocked() {
 // and the strengthening toward them.
 func (b *buffer) without(lists map[string]*pendingList) {
 	for k, pl := range lists {
-		if _, ok := b.gone[pl.of]; ok {
+		if _, ok := b.gone[pl.t.at(pl.of)]; ok {
 			delete(lists, k)
 			continue
 		}
 		isGone := func(d delta) bool {
-			_, ok := b.gone[pl.t.cids[d.to]]
+			_, ok := b.gone[pl.t.at(d.to)]
 			return ok
 		}
 		if pl.ds = slices.DeleteFunc(pl.ds, isGone); len(pl.ds) == 0 {
@@ -358,8 +366,8 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 	ids := make([]uint32, len(together)) // each one's number, or maxID when gone
 	for i, c := range together {
 		ids[i] = maxID
-		if _, ok := b.gone[c]; !ok {
-			ids[i] = b.targets.id(c)
+		if _, ok := b.gone[c.KeyString()]; !ok {
+			ids[i] = b.targets.id(c.KeyString())
 		}
 	}
 	for ai, a := range together {
@@ -369,7 +377,7 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 		key := string(CoAccessKey(agent, a))
 		pl := b.pending[key]
 		if pl == nil {
-			pl = &pendingList{of: a, t: b.targets}
+			pl = &pendingList{of: ids[ai], t: b.targets}
 			b.pending[key] = pl
 			b.order = append(b.order, key)
 		}
@@ -486,7 +494,7 @@ func (b *buffer) flushOp(tx store.Tx) error {
 		err := b.g.Update(tx, []byte(k), 0, func(l *List) {
 			// Read without the lock: the tables grow only in add, which
 			// commit hooks call — in the committer, as this.
-			l.each(len(pl.ds), func(i int) cid.Cid { return pl.t.cids[pl.ds[i].to] }, &table, func(i int, e *Entry) {
+			l.each(len(pl.ds), func(i int) string { return pl.t.at(pl.ds[i].to) }, &table, func(i int, e *Entry) {
 				e.Type = CoAccess
 				e.Strength = strengthened(e.Strength, pl.ds[i].keep)
 				e.UpdatedAt = int64(pl.ds[i].at)
@@ -529,7 +537,7 @@ func (b *buffer) flushOp(tx store.Tx) error {
 // it and orders it in place.
 func (b *buffer) merged(key []byte, links []Link, told uint64) []Link {
 	type named struct {
-		to   cid.Cid
+		to   string // the CID's bytes, aliasing its table (never changed)
 		keep float64
 	}
 	var (
@@ -558,7 +566,7 @@ func (b *buffer) merged(key []byte, links []Link, told uint64) []Link {
 	}
 	for _, pl := range lists[:n] {
 		for _, d := range pl.ds {
-			ds = append(ds, named{pl.t.cids[d.to], d.keep})
+			ds = append(ds, named{pl.t.at(d.to), d.keep})
 		}
 	}
 	b.mu.Unlock()
@@ -572,9 +580,13 @@ func (b *buffer) merged(key []byte, links []Link, told uint64) []Link {
 		ix.findOrAdd(targetHash(l.Target.KeyString()), i, func(at int) bool { return out[at].Target == l.Target })
 	}
 	for _, d := range ds {
-		i, added := ix.findOrAdd(targetHash(d.to.KeyString()), len(out), func(at int) bool { return out[at].Target == d.to })
+		i, added := ix.findOrAdd(targetHash(d.to), len(out), func(at int) bool { return out[at].Target.KeyString() == d.to })
 		if added {
-			out = append(out, Link{Target: d.to, Type: CoAccess})
+			to, err := cid.Cast([]byte(d.to))
+			if err != nil { // the bytes of a cid.Cid that add was given
+				panic("co-access: a buffered partner's CID does not read back: " + err.Error())
+			}
+			out = append(out, Link{Target: to, Type: CoAccess})
 		}
 		out[i].Strength = strengthened(out[i].Strength, d.keep)
 	}

@@ -10,7 +10,7 @@ func BufferTables(g *Graph) (size, inUse int) {
 	for _, pl := range b.pending {
 		used[pl.t] = true
 	}
-	return len(b.targets.cids), len(used)
+	return b.targets.cids.Len(), len(used)
 }
 
 // SetBufferTableMax has the co-access buffer start a new table at n

@@ -136,16 +136,17 @@ func (l *List) Get(target cid.Cid) *Entry {
 	return e
 }
 
-// each calls f with the link of each of n targets (target(i) the i-th),
+// each calls f with the link of each of n targets (target(i) the i-th's
+// CID's bytes),
 // made if new and stamped as Get's, found through an index in room: a
 // flush applies up to maxDeltas partners to a list of MaxLinks.
-func (l *List) each(n int, target func(i int) cid.Cid, room *indexRoom, f func(i int, e *Entry)) {
+func (l *List) each(n int, target func(i int) string, room *indexRoom, f func(i int, e *Entry)) {
 	ix := newTargetIndex(len(l.entries)+n, room)
 	for i, e := range l.entries {
 		ix.findOrAdd(targetHash(e.Target), i, func(at int) bool { return bytes.Equal(l.entries[at].Target, e.Target) })
 	}
 	for i := range n {
-		c := target(i).KeyString()
+		c := target(i)
 		at, added := ix.findOrAdd(targetHash(c), len(l.entries), func(at int) bool { return string(l.entries[at].Target) == c })
 		if added {
 			l.entries = append(l.entries, Entry{Target: []byte(c)})

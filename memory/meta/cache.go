@@ -1,12 +1,12 @@
 package meta
 
 import (
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -26,56 +26,62 @@ import (
 // the bits it passes). An LRU list made every hit take the shard's lock
 // exclusively and move its element — 3.5% of a recall's CPU at 100k
 // memories with 16 clients — and kept a list element per entry for the
-// collector to mark.
+// collector to mark. The ring holds the entries themselves and the map
+// their places, by the key's hash (base.KeyHash): an entry is no object of
+// its own, and its one pointer is to its memory.
 type memCache struct {
 	shards [64]cacheShard
-	seed   maphash.Seed
+	hash   base.KeyHasher
 	stats  store.CacheCounts
 }
 
 type cacheShard struct {
 	mu        sync.RWMutex
 	max       int
-	items     map[string]*cacheEntry
-	ring      []*cacheEntry // the entries, in the hand's order
+	items     map[base.KeyHash]int32 // each entry's place in the ring
+	ring      []cacheEntry           // the entries, in the hand's order
 	hand      int
-	forgotten map[string]bool // removed in this process: never cached again
+	forgotten map[base.KeyHash]struct{} // removed in this process: never cached again
 }
 
 type cacheEntry struct {
-	key string
+	key base.KeyHash
 	m   *model.Memory
-	at  int         // its place in the shard's ring
 	ref atomic.Bool // used since the hand last passed
 }
 
 func newMemCache(size int) *memCache {
-	c := &memCache{seed: maphash.MakeSeed()}
+	c := &memCache{hash: base.NewKeyHasher()}
 	per := max(1, size/len(c.shards))
 	for i := range c.shards {
-		c.shards[i] = cacheShard{max: per, items: map[string]*cacheEntry{}}
+		c.shards[i] = cacheShard{max: per, items: map[base.KeyHash]int32{}}
 	}
 	return c
 }
 
-func (c *memCache) shard(key string) *cacheShard {
-	return &c.shards[maphash.String(c.seed, key)%uint64(len(c.shards))]
+// keyOf is id as c holds it.
+func (c *memCache) keyOf(id cid.Cid) base.KeyHash { return c.hash.Of(id.KeyString()) }
+
+func (c *memCache) shard(k base.KeyHash) *cacheShard {
+	return &c.shards[k[0]%uint64(len(c.shards))]
 }
 
 func (c *memCache) get(id cid.Cid) (*model.Memory, bool) {
-	key := id.KeyString()
-	s := c.shard(key)
+	k := c.keyOf(id)
+	s := c.shard(k)
 	s.mu.RLock()
-	e, ok := s.items[key]
+	var m *model.Memory
+	i, ok := s.items[k]
+	if ok {
+		e := &s.ring[i]
+		m = e.m
+		if !e.ref.Load() { // a write only when the bit changes: hits share the line
+			e.ref.Store(true)
+		}
+	}
 	s.mu.RUnlock()
 	c.stats.Count(ok)
-	if !ok {
-		return nil, false
-	}
-	if !e.ref.Load() { // a write only when the bit changes: hits share the line
-		e.ref.Store(true)
-	}
-	return e.m, true
+	return m, ok
 }
 
 // Stats are c's reads so far and its entries now.
@@ -91,59 +97,64 @@ func (c *memCache) Stats() store.CacheStats {
 }
 
 func (c *memCache) put(id cid.Cid, m *model.Memory) {
-	key := id.KeyString()
-	s := c.shard(key)
+	k := c.keyOf(id)
+	s := c.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.items[key]; ok {
-		e.ref.Store(true)
+	if i, ok := s.items[k]; ok {
+		s.ring[i].ref.Store(true)
 		return
 	}
-	if s.forgotten[key] {
+	if _, ok := s.forgotten[k]; ok {
 		return
 	}
-	e := &cacheEntry{key: key, m: m, at: len(s.ring)}
-	s.items[key] = e
 	if len(s.ring) < s.max {
-		s.ring = append(s.ring, e)
+		s.items[k] = int32(len(s.ring))
+		s.ring = append(s.ring, cacheEntry{key: k, m: m})
 		return
 	}
 	// Full: the first entry not read since the hand last passed gives way —
 	// or, after two turns of the hand (reads set bits without the lock while
 	// it clears them), the one under it.
 	for step := 0; ; step++ {
-		old := s.ring[s.hand]
+		old := &s.ring[s.hand]
 		if old.ref.Load() && step < 2*len(s.ring) {
 			old.ref.Store(false)
 			s.hand = (s.hand + 1) % len(s.ring)
 			continue
 		}
 		delete(s.items, old.key)
-		e.at, s.ring[s.hand] = s.hand, e
+		s.items[k] = int32(s.hand)
+		old.key, old.m = k, m
+		old.ref.Store(false)
 		s.hand = (s.hand + 1) % len(s.ring)
 		return
 	}
 }
 
 func (c *memCache) remove(id cid.Cid) {
-	key := id.KeyString()
-	s := c.shard(key)
+	k := c.keyOf(id)
+	s := c.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.items[key]; ok { // the ring's last entry takes its place
-		delete(s.items, key)
-		last := s.ring[len(s.ring)-1]
-		last.at, s.ring[e.at] = e.at, last
-		s.ring[len(s.ring)-1] = nil
+	if i, ok := s.items[k]; ok { // the ring's last entry takes its place
+		delete(s.items, k)
+		last, e := &s.ring[len(s.ring)-1], &s.ring[i]
+		if e != last {
+			e.key, e.m = last.key, last.m
+			e.ref.Store(last.ref.Load())
+			s.items[e.key] = i
+		}
+		last.m = nil
 		s.ring = s.ring[:len(s.ring)-1]
 		if s.hand >= len(s.ring) {
 			s.hand = 0
 		}
 	}
 	if s.forgotten == nil {
-		s.forgotten = map[string]bool{}
+		s.forgotten = map[base.KeyHash]struct{}{}
 	}
-	s.forgotten[key] = true
+	s.forgotten[k] = struct{}{}
 }
 
 // metaEntry is a memory's metadata in the cache: a record read in a view,

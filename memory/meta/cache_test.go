@@ -2,6 +2,7 @@ package meta
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -23,7 +24,7 @@ func sameShard(t *testing.T, c *memCache, n int) ([]cid.Cid, *cacheShard) {
 			t.Fatal(err)
 		}
 		id := cid.NewCidV1(cid.DagCBOR, mh)
-		if sh := c.shard(id.KeyString()); s == nil || sh == s {
+		if sh := c.shard(c.keyOf(id)); s == nil || sh == s {
 			s = sh
 			out = append(out, id)
 		}
@@ -37,14 +38,14 @@ func holds(t *testing.T, c *memCache, s *cacheShard, ids []cid.Cid) []int {
 	if len(s.ring) != len(s.items) || len(s.ring) > s.max {
 		t.Fatalf("ring of %d, map of %d, bound %d", len(s.ring), len(s.items), s.max)
 	}
-	for i, e := range s.ring {
-		if e.at != i || s.items[e.key] != e {
-			t.Fatalf("ring place %d holds an entry that says %d, or one the map does not", i, e.at)
+	for i := range s.ring {
+		if at, ok := s.items[s.ring[i].key]; !ok || int(at) != i {
+			t.Fatalf("ring place %d holds an entry the map places at %d (%v)", i, at, ok)
 		}
 	}
 	var in []int
 	for i, id := range ids {
-		if _, ok := s.items[id.KeyString()]; ok {
+		if _, ok := s.items[c.keyOf(id)]; ok {
 			in = append(in, i)
 		}
 	}
@@ -124,4 +125,42 @@ func TestMemoryCacheConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	holds(t, c, s, ids)
+}
+
+// An entry of the memory cache is no object of its own: 50,000 memories
+// cached add the shards' tables to the heap, not an object each (when the
+// ring held pointers to entries, over 50,000 — and each kept its CID's
+// string alive).
+func TestMemoryCacheEntriesAreNotObjects(t *testing.T) {
+	const n = 50_000
+	ids := make([]cid.Cid, n)
+	for i := range ids {
+		mh, err := multihash.Sum(fmt.Appendf(nil, "memory %d", i), multihash.SHA2_256, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = cid.NewCidV1(cid.DagCBOR, mh)
+	}
+	objects := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapObjects
+	}
+	mem := &model.Memory{}
+	before := objects()
+	c := newMemCache(2 * n)
+	for _, id := range ids {
+		c.put(id, mem)
+	}
+	grew := int64(objects()) - int64(before)
+	t.Logf("%d memories cached: %d more objects on the heap", n, grew)
+	if st := c.Stats(); st.Entries != n {
+		t.Fatalf("%d entries, want %d", st.Entries, n)
+	}
+	if grew > n/20 {
+		t.Fatalf("%d memories cached added %d objects", n, grew)
+	}
+	runtime.KeepAlive(c)
+	runtime.KeepAlive(ids)
 }

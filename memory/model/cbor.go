@@ -49,6 +49,22 @@ func cborHead(b []byte, major byte, n uint64) []byte {
 	return binary.BigEndian.AppendUint64(append(b, major|27), n)
 }
 
+// headSize is the bytes of a head of argument n in its shortest form (as
+// cborHead writes it).
+func headSize(n uint64) int {
+	switch {
+	case n < 24:
+		return 1
+	case n <= math.MaxUint8:
+		return 2
+	case n <= math.MaxUint16:
+		return 3
+	case n <= math.MaxUint32:
+		return 5
+	}
+	return 9
+}
+
 func cborText(b []byte, s string) []byte {
 	return append(cborHead(b, cborString, uint64(len(s))), s...)
 }
@@ -197,7 +213,10 @@ func (a *Act) appendCBOR(b []byte) []byte {
 // is left to go-ipld-prime (DecodeMemory), which reads every form and
 // says what is wrong. Its methods report false at the first thing they
 // do not expect.
-type cborReader struct{ b []byte }
+type cborReader struct {
+	b []byte // what is left to read of the block
+	s string // the whole block as a string: the texts read are its substrings
+}
 
 // head reads a head of major type major in its shortest form.
 func (r *cborReader) head(major byte) (uint64, bool) {
@@ -221,7 +240,7 @@ func (r *cborReader) head(major byte) (uint64, bool) {
 	default:
 		return 0, false
 	}
-	if len(cborHead(nil, major, n)) != size {
+	if headSize(n) != size {
 		return 0, false // not the shortest form
 	}
 	r.b = r.b[size:]
@@ -248,9 +267,16 @@ func (r *cborReader) bytesOf(major byte) ([]byte, bool) {
 	return b, true
 }
 
+// text reads a text, a substring of the block's string: a memory's texts
+// share one object (its name, content, a model's name and a stop reason
+// were one each, marked by the collector while the memory is cached).
 func (r *cborReader) text() (string, bool) {
 	b, ok := r.bytesOf(cborString)
-	return string(b), ok
+	if !ok {
+		return "", false
+	}
+	end := len(r.s) - len(r.b)
+	return r.s[end-len(b) : end], true
 }
 
 // key reads the text want (a map key) — false, reading nothing, when the
@@ -264,13 +290,18 @@ func (r *cborReader) key(want string) bool {
 	return false
 }
 
-// optText reads an optional text field: nil when the next key is not key.
-func (r *cborReader) optText(key string) (*string, bool) {
+// optText reads an optional text field into *into (a new string's place
+// when into is nil), returning its place: nil when the next key is not key.
+func (r *cborReader) optText(key string, into *string) (*string, bool) {
 	if !r.key(key) {
 		return nil, true
 	}
-	s, ok := r.text()
-	return &s, ok
+	if into == nil {
+		into = new(string)
+	}
+	var ok bool
+	*into, ok = r.text()
+	return into, ok
 }
 
 func (r *cborReader) int() (int64, bool) {
@@ -311,7 +342,7 @@ func (r *cborReader) cid() (cid.Cid, bool) {
 // decodeMemoryCBOR decodes block if it is a valid memory in the canonical
 // form; false leaves it to go-ipld-prime (DecodeMemory).
 func decodeMemoryCBOR(block []byte) (*Memory, bool) {
-	r := &cborReader{b: block}
+	r := &cborReader{b: block, s: string(block)}
 	fields, ok := r.count(cborMap, 3, 1)
 	if !ok || fields < 2 || !r.key("data") {
 		return nil, false
@@ -365,16 +396,31 @@ func boxed[D any]() (*Memory, *int64, *D) {
 	return &b.m, &b.ts, &b.d
 }
 
-// selfBox is a self memory's member with its first part.
+// selfBox is a self memory's member with its first part and the places
+// of its optional texts.
 type selfBox struct {
-	self  SelfData
-	first [1]Part
+	self        SelfData
+	first       [1]Part
+	model, stop string
+}
+
+// otherBox and fileBox are the other members with their optional texts'
+// places.
+type otherBox struct {
+	other OtherData
+	name  string
+}
+
+type fileBox struct {
+	file       FileData
+	name, mime string
 }
 
 // memory reads the inline data union (Data.appendCBOR) into a new memory,
-// allocated with its member, its timestamp's place and a self memory's
-// first part: one object where there were three or four, each of which
-// the collector marks while the memory is cached.
+// allocated with its member, its timestamp's place, a self memory's
+// first part and the places of its optional texts: one object where there
+// were up to six, each of which the collector marks while the memory is
+// cached.
 func (r *cborReader) memory() (*Memory, *int64, bool) {
 	fields, ok := r.count(cborMap, 4, 1)
 	if !ok || !r.key("kind") {
@@ -415,22 +461,27 @@ func (r *cborReader) memory() (*Memory, *int64, bool) {
 			if !ok {
 				return nil, nil, false
 			}
-			if p.Model, ok = r.optText("model"); !ok || !r.key("content") {
+			var model *string // the box holds the first part's
+			if i == 0 {
+				model = &box.model
+			}
+			if p.Model, ok = r.optText("model", model); !ok || !r.key("content") {
 				return nil, nil, false
 			}
 			if p.Content, ok = r.text(); !ok || n != 1+present(p.Model != nil) {
 				return nil, nil, false
 			}
 		}
-		if s.StopReason, ok = r.optText("stop_reason"); !ok {
+		if s.StopReason, ok = r.optText("stop_reason", &box.stop); !ok {
 			return nil, nil, false
 		}
 		read += 2 + present(s.StopReason != nil)
 		m.Data.Self = s
 	case KindOther:
-		var o *OtherData
-		m, ts, o = boxed[OtherData]()
-		if o.Name, ok = r.optText("name"); !ok || !r.key("content") {
+		var box *otherBox
+		m, ts, box = boxed[otherBox]()
+		o := &box.other
+		if o.Name, ok = r.optText("name", &box.name); !ok || !r.key("content") {
 			return nil, nil, false
 		}
 		if o.Content, ok = r.text(); !ok {
@@ -450,15 +501,16 @@ func (r *cborReader) memory() (*Memory, *int64, bool) {
 		read++
 		m.Data.Text = t
 	case KindFile:
-		var f *FileData
-		m, ts, f = boxed[FileData]()
-		if f.Name, ok = r.optText("name"); !ok || !r.key("content") {
+		var box *fileBox
+		m, ts, box = boxed[fileBox]()
+		f := &box.file
+		if f.Name, ok = r.optText("name", &box.name); !ok || !r.key("content") {
 			return nil, nil, false
 		}
 		if f.Content, ok = r.cid(); !ok {
 			return nil, nil, false
 		}
-		if f.MimeType, ok = r.optText("mimeType"); !ok {
+		if f.MimeType, ok = r.optText("mimeType", &box.mime); !ok {
 			return nil, nil, false
 		}
 		read += 1 + present(f.Name != nil, f.MimeType != nil)

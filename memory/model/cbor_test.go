@@ -212,3 +212,35 @@ func TestActEncodeIsIPLDPrimes(t *testing.T) {
 		}
 	}
 }
+
+// A decoded memory is few objects, which the collector marks while a
+// cache holds it: its member with its optional texts' places in one, its
+// texts substrings of one string, then its parts past the first, its
+// edges and their CIDs (a self memory with a model and a stop reason was
+// eleven objects with two edges).
+func TestDecodedMemoryIsFewObjects(t *testing.T) {
+	edges := []Edge{{Target: mustCIDOf(t, CodecDagCBOR, []byte("a")), Weight: 0.5}, {Target: mustCIDOf(t, CodecRaw, []byte("b")), Weight: 1}}
+	SortEdges(edges)
+	model, stop, name := "m-1", "maxTokens", "bob"
+	for _, tc := range []struct {
+		name string
+		m    *Memory
+		want float64
+	}{
+		{"self", &Memory{Data: Data{Self: &SelfData{Name: "ada", Parts: []Part{{Content: "one", Model: &model}}, StopReason: &stop}}, Edges: edges}, 5},
+		{"self of two parts", &Memory{Data: Data{Self: &SelfData{Name: "ada", Parts: []Part{{Content: "one", Model: &model}, {Content: "two"}}}}, Edges: edges}, 6},
+		{"other", &Memory{Data: Data{Other: &OtherData{Name: &name, Content: "hi"}}, Timestamp: new(int64)}, 2},
+	} {
+		_, block, err := tc.m.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := decodeMemoryCBOR(block)
+		if !ok || !reflect.DeepEqual(got, tc.m) {
+			t.Fatalf("%s: decoded %+v (%v), want %+v", tc.name, got, ok, tc.m)
+		}
+		if n := testing.AllocsPerRun(100, func() { decodeMemoryCBOR(block) }); n > tc.want {
+			t.Errorf("%s: %v objects a decode, want at most %v", tc.name, n, tc.want)
+		}
+	}
+}

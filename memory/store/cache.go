@@ -1,9 +1,10 @@
 package store
 
 import (
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
+
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // Cache keeps values derived from the store's keys (decoded records),
@@ -25,18 +26,13 @@ import (
 // Cached values are shared: callers must not modify them. It is safe for
 // concurrent use.
 //
-// It holds a key as its 128-bit hash (cacheKey), not as a string: a
-// string is an object and a pointer an entry for the collector to mark,
-// and the caches hold hundreds of thousands of them (the hot states'
-// alone 400,000 at the default store.memory_cache). A cache whose values
-// hold no pointer is then nothing the collector scans. Two keys share a
-// hash with a chance of 2⁻¹²⁸ a pair under seeds drawn for each process,
-// which no caller can choose keys against: a cache of a million entries
-// read a trillion times is wrong with a chance under 2⁻⁶⁸, far below a
-// disk's undetected errors.
+// It holds a key as its 128-bit hash (base.KeyHash), not as a string: the
+// hot states' cache alone holds 400,000 entries at the default
+// store.memory_cache, and with pointer-free values it is nothing the
+// collector scans.
 type Cache[V any] struct {
 	shards [64]cacheShard[V]
-	seeds  [2]maphash.Seed
+	hash   base.KeyHasher
 	per    int // entries a shard holds at most
 	stats  CacheCounts
 	// weigh, when set, weighs an entry's value, and a shard holds at most
@@ -71,20 +67,16 @@ type CacheStats struct {
 
 type cacheShard[V any] struct {
 	mu sync.RWMutex // readers (In) share it
-	m  map[cacheKey]cached[V]
+	m  map[base.KeyHash]cached[V]
 	// written is, for keys not cached, the latest commit (Event.Told)
 	// that wrote them since the shard last forgot: a view that does not
 	// see it does not fill the key. Bounded like the entries; when it
 	// forgets, told takes the latest of what it forgot, and a view that
 	// does not see that fills nothing in the shard.
-	written map[cacheKey]uint64
+	written map[base.KeyHash]uint64
 	told    uint64
 	weight  int // of the entries, when the cache weighs them
 }
-
-// cacheKey is a key as a Cache holds it: its hashes under the cache's two
-// seeds; the first picks its shard.
-type cacheKey [2]uint64
 
 type cached[V any] struct {
 	v       V
@@ -93,11 +85,11 @@ type cached[V any] struct {
 
 // NewCache makes a cache of about size entries.
 func NewCache[V any](size int) *Cache[V] {
-	c := &Cache[V]{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
+	c := &Cache[V]{hash: base.NewKeyHasher()}
 	c.per = max(1, size/len(c.shards))
 	for i := range c.shards {
-		c.shards[i].m = map[cacheKey]cached[V]{}
-		c.shards[i].written = map[cacheKey]uint64{}
+		c.shards[i].m = map[base.KeyHash]cached[V]{}
+		c.shards[i].written = map[base.KeyHash]uint64{}
 	}
 	return c
 }
@@ -112,12 +104,10 @@ func NewWeighedCache[V any](size, budget int, weigh func(V) int) *Cache[V] {
 }
 
 // keyOf is key as c holds it.
-func (c *Cache[V]) keyOf(key string) cacheKey {
-	return cacheKey{maphash.String(c.seeds[0], key), maphash.String(c.seeds[1], key)}
-}
+func (c *Cache[V]) keyOf(key string) base.KeyHash { return c.hash.Of(key) }
 
-// shard is k's shard.
-func (c *Cache[V]) shard(k cacheKey) *cacheShard[V] { return &c.shards[k[0]%uint64(len(c.shards))] }
+// shard is k's shard: by its first hash, as in Apply.
+func (c *Cache[V]) shard(k base.KeyHash) *cacheShard[V] { return &c.shards[k[0]%uint64(len(c.shards))] }
 
 // In returns key's cached value if r, a view, sees it: a value a commit
 // told after r's snapshot (CacheSet, CachePatch) is newer than what r
@@ -232,7 +222,7 @@ type CacheChange[V any] struct {
 func (c *Cache[V]) Apply(told uint64, changes []CacheChange[V], patch func(i int, v V) V) {
 	const n = uint64(len(c.shards))
 	var start [n + 1]int32
-	keys := make([]cacheKey, len(changes))
+	keys := make([]base.KeyHash, len(changes))
 	for i := range changes {
 		keys[i] = c.keyOf(changes[i].Key)
 		start[keys[i][0]%n+1]++
@@ -262,7 +252,7 @@ func (c *Cache[V]) Apply(told uint64, changes []CacheChange[V], patch func(i int
 
 // change makes changes[i], whose key c holds as k, of commit told in s,
 // locked.
-func (c *Cache[V]) change(s *cacheShard[V], told uint64, k cacheKey, changes []CacheChange[V], i int, patch func(int, V) V) {
+func (c *Cache[V]) change(s *cacheShard[V], told uint64, k base.KeyHash, changes []CacheChange[V], i int, patch func(int, V) V) {
 	ch := &changes[i]
 	switch ch.Op {
 	case CacheSet:
@@ -283,7 +273,7 @@ func (c *Cache[V]) change(s *cacheShard[V], told uint64, k cacheKey, changes []C
 // put sets key's entry in s (locked), first making room for it by
 // dropping arbitrary others: one when s holds as many entries as it may
 // and key is new, and as many as its weight needs when c weighs them.
-func (c *Cache[V]) put(s *cacheShard[V], key cacheKey, e cached[V]) {
+func (c *Cache[V]) put(s *cacheShard[V], key base.KeyHash, e cached[V]) {
 	old, had := s.m[key]
 	if !had && len(s.m) >= c.per {
 		c.evictOther(s, key)
@@ -311,9 +301,9 @@ func (c *Cache[V]) put(s *cacheShard[V], key cacheKey, e cached[V]) {
 // their bytes, and a store of 100k memories aged by recalls hit a third
 // of its link lists in the cache, against nearly half with the heaviest
 // of five dropped (issue 15, stop 78).
-func (c *Cache[V]) evictOther(s *cacheShard[V], key cacheKey) {
+func (c *Cache[V]) evictOther(s *cacheShard[V], key base.KeyHash) {
 	var (
-		victim cacheKey
+		victim base.KeyHash
 		e      cached[V]
 		found  bool
 		heavy  int
@@ -349,7 +339,7 @@ func (c *Cache[V]) evictOther(s *cacheShard[V], key cacheKey) {
 const evictSample = 5
 
 // drop removes key's entry from s (locked), if it has one.
-func (c *Cache[V]) drop(s *cacheShard[V], key cacheKey) {
+func (c *Cache[V]) drop(s *cacheShard[V], key base.KeyHash) {
 	e, ok := s.m[key]
 	if !ok {
 		return
@@ -361,7 +351,7 @@ func (c *Cache[V]) drop(s *cacheShard[V], key cacheKey) {
 }
 
 // wrote records that commit told wrote key, not cached, in s (locked).
-func (c *Cache[V]) wrote(s *cacheShard[V], key cacheKey, told uint64) {
+func (c *Cache[V]) wrote(s *cacheShard[V], key base.KeyHash, told uint64) {
 	if len(s.written) >= c.per {
 		for _, w := range s.written {
 			s.told = max(s.told, w)

@@ -150,7 +150,7 @@ func (x *Index) AdoptFloats(f *os.File, info SnapshotInfo) (int64, error) {
 	x.kmu.Lock()
 	defer x.kmu.Unlock()
 	if whole > len(x.vecs.chunks) {
-		return 0, fmt.Errorf("vector: adopting the snapshot's vectors: it has %d ids, the index %d", info.IDs, x.keys.len())
+		return 0, fmt.Errorf("vector: adopting the snapshot's vectors: it has %d ids, the index %d", info.IDs, x.keys.Len())
 	}
 	if uint32(whole<<chunkBits) <= x.vecs.fileEnd {
 		return 0, nil // its file holds them already
@@ -222,7 +222,7 @@ func (x *Index) spillOld() {
 		x.gmu.RUnlock()
 		x.kmu.RLock()
 		if !x.wanted.Load() {
-			placed = x.keys.len() // no graph to wait for (Options.Lazy)
+			placed = x.keys.Len() // no graph to wait for (Options.Lazy)
 		}
 		c := x.vecs.heapFrom // moved only under smu (or by a restore, into an empty index)
 		over := int64(len(x.vecs.chunks)-c)*cb > x.heapVecs && (c+1)<<chunkBits <= placed

@@ -105,9 +105,9 @@ type Index struct {
 	// the first search that needs it, want).
 	wanted atomic.Bool
 
-	kmu     sync.RWMutex   // ids, keys, the vectors and removed
-	ids     *base.KeyIndex // key → id, of the keys not removed (keyOf)
-	keys    keyTable
+	kmu     sync.RWMutex    // ids, keys, the vectors and removed
+	ids     *base.KeyIndex  // key → id, of the keys not removed (keyOf)
+	keys    base.KeyTable   // by id; a snapshot reads a Frozen copy under gmu, which Remove (its Clear) takes
 	vecs    floats          // by id (floats.go): in the heap or a restored snapshot's file
 	qv      chunked[int8]   // by id, quantised records (quant.go); the graph shares the chunks
 	removed map[uint64]bool // ids of removed keys (forgotten memories)
@@ -190,16 +190,16 @@ func (x *Index) Add(key string, vec []float32) uint64 {
 		x.kmu.Unlock()
 		return uint64(id)
 	}
-	if uint64(x.keys.len()) >= math.MaxUint32 { // KeyIndex numbers up to 2^32-2
+	if uint64(x.keys.Len()) >= math.MaxUint32 { // KeyIndex numbers up to 2^32-2
 		x.kmu.Unlock()
 		panic("vector: more than 2^32-1 vectors")
 	}
-	id := uint64(x.keys.len())
-	x.keys.add(key)
+	id := uint64(x.keys.Len())
+	x.keys.Add(key)
 	x.ids.Put(key, uint32(id))
 	x.changes++
-	x.vecs.grow(x.keys.len())
-	x.qv.grow(x.keys.len())
+	x.vecs.grow(x.keys.Len())
+	x.qv.grow(x.keys.Len())
 	copy(x.vecs.at(uint32(id)), vec)
 	quantizeRecord(vec, x.qv.at(uint32(id)))
 	x.kmu.Unlock()
@@ -221,16 +221,16 @@ func (x *Index) ID(key string) (uint64, bool) {
 }
 
 // keyOf is the key of id (for ids), under kmu.
-func (x *Index) keyOf(id uint32) string { return x.keys.at(id) }
+func (x *Index) keyOf(id uint32) string { return x.keys.At(id) }
 
 // Key returns the key of id.
 func (x *Index) Key(id uint64) (string, bool) {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	if id >= uint64(x.keys.len()) {
+	if id >= uint64(x.keys.Len()) {
 		return "", false
 	}
-	return x.keys.at(uint32(id)), true
+	return x.keys.At(uint32(id)), true
 }
 
 // Vector returns the vector of id: the index's own (shared: do not
@@ -240,7 +240,7 @@ func (x *Index) Key(id uint64) (string, bool) {
 func (x *Index) Vector(id uint64, buf []float32) []float32 {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	if id >= uint64(x.keys.len()) {
+	if id >= uint64(x.keys.Len()) {
 		panic("vector: no such id")
 	}
 	return x.vecs.get(uint32(id), slices.Grow(buf[:0], x.dims))
@@ -311,7 +311,7 @@ func (x *Index) Quantize(q []float32) Quantized {
 func (x *Index) ApproxDotID(id uint64, q Quantized) (float32, bool) {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	if id >= uint64(x.keys.len()) || len(q.q) != x.dims {
+	if id >= uint64(x.keys.Len()) || len(q.q) != x.dims {
 		return 0, false
 	}
 	if x.removed[id] {
@@ -337,7 +337,7 @@ func (x *Index) record(id uint64) Quantized {
 func (x *Index) RecordInto(id uint64, buf []int8) (Quantized, bool) {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	if id >= uint64(x.keys.len()) {
+	if id >= uint64(x.keys.Len()) {
 		return Quantized{}, false
 	}
 	buf = slices.Grow(buf[:0], x.dims)[:x.dims]
@@ -367,7 +367,7 @@ func ApproxDot(a, b Quantized) float32 {
 func (x *Index) Len() int {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	return x.keys.len() - len(x.removed)
+	return x.keys.Len() - len(x.removed)
 }
 
 // IDs is the number of ids given out: the vectors in the index and
@@ -379,7 +379,7 @@ func (x *Index) IDs() int { return x.total() }
 func (x *Index) Live(id uint64) bool {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	return id < uint64(x.keys.len()) && !x.removed[id]
+	return id < uint64(x.keys.Len()) && !x.removed[id]
 }
 
 // Remove takes key's vector out of the index (a forgotten memory): its
@@ -397,7 +397,7 @@ func (x *Index) Remove(key string) bool {
 		return false
 	}
 	x.ids.Delete(key) // before the key goes
-	x.keys.clear(id)
+	x.keys.Clear(id)
 	x.vecs.remove(uint32(id))
 	if x.removed == nil {
 		x.removed = map[uint64]bool{}
@@ -488,7 +488,7 @@ func (x *Index) Unmap() error {
 	}
 	g := x.graph
 	x.graph = newGraph(x.dims, g.m, g.efc, g.seed)
-	x.keys, x.removed, x.pending = keyTable{}, nil, nil
+	x.keys, x.removed, x.pending = base.KeyTable{}, nil, nil
 	x.ids.Reset(0)
 	x.packs.reset()
 	file, spill := x.vecs.file, x.vecs.spill
@@ -629,7 +629,7 @@ func (x *Index) Search(q []float32, k int) []Hit {
 func (x *Index) total() int {
 	x.kmu.RLock()
 	defer x.kmu.RUnlock()
-	return x.keys.len()
+	return x.keys.Len()
 }
 
 // search returns the k best of the want nearest (and how many it found).
@@ -773,7 +773,7 @@ func (x *Index) hits(found []item, k int) []Hit {
 			break
 		}
 		if !x.removed[uint64(it.id)] {
-			hits = append(hits, Hit{Key: x.keys.at(it.id), Similarity: it.sim})
+			hits = append(hits, Hit{Key: x.keys.At(it.id), Similarity: it.sim})
 		}
 	}
 	x.kmu.RUnlock()

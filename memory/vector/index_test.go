@@ -572,7 +572,7 @@ func BenchmarkSearchAmong(b *testing.B) {
 		v := unit(randVec(rng, dims))
 		copy(x.vecs.at(uint32(i)), v)
 		quantizeRecord(v, x.qv.at(uint32(i)))
-		x.keys.add(key(i))
+		x.keys.Add(key(i))
 	}
 	for _, members := range []int{1000, 10_000} {
 		ids := make([]uint64, members)

@@ -4,6 +4,8 @@ import (
 	"math/rand"
 	"runtime"
 	"testing"
+
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // The keys are held in the index's own chunks, not as a string each: a
@@ -34,10 +36,10 @@ func TestKeysAreNotAnObjectEach(t *testing.T) {
 		t.Fatalf("%d keys added %d objects to the heap", n, grew)
 	}
 	x.kmu.RLock()
-	frozen := x.keys.frozen()
+	frozen := x.keys.Frozen()
 	x.kmu.RUnlock()
 	x.Remove(key(10))
-	x.Add("a key longer than a chunk "+string(make([]byte, keyChunk)), vec)
+	x.Add("a key longer than a chunk "+string(make([]byte, base.KeyChunk)), vec)
 	for i := range n {
 		want := key(i)
 		if i == 10 {
@@ -46,17 +48,17 @@ func TestKeysAreNotAnObjectEach(t *testing.T) {
 		if got, ok := x.Key(uint64(i)); !ok || got != want {
 			t.Fatalf("key %d: %q %v, want %q", i, got, ok, want)
 		}
-		if got := frozen.at(uint32(i)); got != key(i) && i != 10 {
+		if got := frozen.At(uint32(i)); got != key(i) && i != 10 {
 			t.Fatalf("frozen key %d: %q", i, got)
 		}
 		if id, ok := x.ID(key(i)); ok != (i != 10) || (ok && id != uint64(i)) {
 			t.Fatalf("ID of key %d: %d %v", i, id, ok)
 		}
 	}
-	if got, _ := x.Key(n); len(got) != len("a key longer than a chunk ")+keyChunk {
+	if got, _ := x.Key(n); len(got) != len("a key longer than a chunk ")+base.KeyChunk {
 		t.Fatalf("the long key reads back %d bytes", len(got))
 	}
-	if frozen.len() != n {
-		t.Fatalf("the frozen copy holds %d keys, want %d", frozen.len(), n)
+	if frozen.Len() != n {
+		t.Fatalf("the frozen copy holds %d keys, want %d", frozen.Len(), n)
 	}
 }

@@ -146,8 +146,8 @@ func (x *Index) snapshot(w io.Writer, tag []byte, version int, runs []Run) (Snap
 	x.bmu.Lock()
 	x.gmu.RLock()
 	x.kmu.RLock()
-	keys := x.keys.frozen() // a key is only ever cleared (Remove), under gmu
-	n := keys.len()
+	keys := x.keys.Frozen() // a key is only ever cleared (Remove), under gmu
+	n := keys.Len()
 	info := SnapshotInfo{IDs: n, Removed: len(x.removed), Changes: x.changes, Version: version}
 	x.kmu.RUnlock()
 	g := x.graph
@@ -163,7 +163,7 @@ func (x *Index) snapshot(w io.Writer, tag []byte, version int, runs []Run) (Snap
 	sw.u32(uint32(len(tag)))
 	sw.bytes(tag)
 	for id := range n {
-		k := keys.at(uint32(id))
+		k := keys.At(uint32(id))
 		sw.u32(uint32(len(k)))
 		sw.bytes(unsafe.Slice(unsafe.StringData(k), len(k)))
 	}
@@ -426,8 +426,8 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	tag := make([]byte, sr.len(size))
 	sr.bytes(tag)
 
-	var keys keyTable
-	ids := base.NewKeyIndex(int(n), keys.at)
+	var keys base.KeyTable
+	ids := base.NewKeyIndex(int(n), keys.At)
 	removed := map[uint64]bool{}
 	var buf []byte
 	for id := range n {
@@ -437,12 +437,12 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 		if sr.err != nil {
 			return fail(bad("keys: %v", sr.err))
 		}
-		keys.add(unsafe.String(unsafe.SliceData(buf), l)) // copied
+		keys.Add(unsafe.String(unsafe.SliceData(buf), l)) // copied
 		if l == 0 {
 			removed[id] = true
 			continue
 		}
-		if k := keys.at(uint32(id)); !ids.Add(k, uint32(id)) {
+		if k := keys.At(uint32(id)); !ids.Add(k, uint32(id)) {
 			return fail(bad("key %q twice", k))
 		}
 	}
@@ -595,7 +595,7 @@ func (x *Index) restore(r io.Reader, size int64, accept func(tag []byte) error) 
 	x.gmu.Lock()
 	x.kmu.Lock()
 	x.pmu.Lock()
-	empty := x.keys.len() == 0 && len(x.pending) == 0 && x.graph.top < 0
+	empty := x.keys.Len() == 0 && len(x.pending) == 0 && x.graph.top < 0
 	if empty {
 		x.graph = ng
 		x.ids, x.keys, x.vecs, x.qv, x.removed, x.mapping = ids, keys, vecs, qv, removed, mapping
