@@ -166,9 +166,12 @@ type metaEntry struct {
 	once sync.Once
 	raw  []byte                    // a record as committed, until decoded
 	prev atomic.Pointer[metaEntry] // the record the hot state follows, until decoded
-	hot  *Hot
-	meta *messages.MemoryMeta
-	err  error
+	// hot is the hot state a commit wrote after prev's record, when hasHot
+	// (in the entry, not an object of its own).
+	hot    Hot
+	hasHot bool
+	meta   *messages.MemoryMeta
+	err    error
 }
 
 // decoded is the entry of a record read in a view.
@@ -184,7 +187,7 @@ func (e *metaEntry) withHot(h Hot) *metaEntry {
 	if p := e.prev.Load(); p != nil { // e's own hot state gives way to h
 		rec = p
 	}
-	n := &metaEntry{hot: &h}
+	n := &metaEntry{hot: h, hasHot: true}
 	n.prev.Store(rec)
 	return n
 }
@@ -192,8 +195,8 @@ func (e *metaEntry) withHot(h Hot) *metaEntry {
 // hotState is the hot state of c that e holds: the one a commit patched
 // in, without decoding the record.
 func (e *metaEntry) hotState(c cid.Cid) (Hot, error) {
-	if e.hot != nil {
-		return *e.hot, nil
+	if e.hasHot {
+		return e.hot, nil
 	}
 	meta, err := e.get(c)
 	if err != nil {
@@ -223,7 +226,7 @@ func withHot(rec *messages.MemoryMeta, h Hot) *messages.MemoryMeta {
 // get returns the metadata of c that e holds (shared: do not modify it).
 func (e *metaEntry) get(c cid.Cid) (*messages.MemoryMeta, error) {
 	e.once.Do(func() {
-		if e.hot == nil {
+		if !e.hasHot {
 			e.meta, e.err = decodeMeta(e.raw, c)
 			e.raw = nil
 			return
@@ -231,7 +234,7 @@ func (e *metaEntry) get(c cid.Cid) (*messages.MemoryMeta, error) {
 		rec := e.prev.Load()
 		var meta *messages.MemoryMeta
 		if meta, e.err = rec.get(c); e.err == nil {
-			e.meta = withHot(meta, *e.hot)
+			e.meta = withHot(meta, e.hot)
 		}
 		e.prev.Store(nil)
 	})

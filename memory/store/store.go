@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -584,8 +585,13 @@ func newStore(eng engine, dir string, o Options) (*Store, error) {
 	return s, nil
 }
 
-// start runs the committer.
-func (s *Store) start() { go s.commitLoop() }
+// start runs the committer, its samples labelled memoria=committer in a
+// CPU profile (`go tool pprof -tagfocus memoria=committer`), as the
+// acknowledger's memoria=acknowledger: one goroutine runs every
+// operation, and a profile says what holds it.
+func (s *Store) start() {
+	go pprof.Do(context.Background(), pprof.Labels("memoria", "committer"), func(context.Context) { s.commitLoop() })
+}
 
 // AcceptedLoss says what the store had lost when it was opened with
 // AcceptLoss, or "" when it had lost nothing.
@@ -716,7 +722,7 @@ func (s *Store) View(fn func(r Reader) error) error { return s.eng.view(s.told.L
 func (s *Store) commitLoop() {
 	defer close(s.stopped)
 	acked := make(chan struct{})
-	go s.ackLoop(acked)
+	go pprof.Do(context.Background(), pprof.Labels("memoria", "acknowledger"), func(context.Context) { s.ackLoop(acked) })
 	defer func() {
 		close(s.acks)
 		<-acked
