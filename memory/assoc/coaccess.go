@@ -1,6 +1,7 @@
 package assoc
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -67,14 +68,23 @@ type buffer struct {
 
 	mu sync.Mutex
 	// pending is what the recalls strengthened since the flush in
-	// flight took its lists, by h/ key.
-	pending map[string]*pendingList
+	// flight took its lists, by their h/ keys' hashes (lists): a list is
+	// no object of its own, and its key no string, for the collector to
+	// mark — each was, and so were the recalls' CIDs the lists kept, a
+	// ninth of the heap's objects after two minutes of advances (stop 82).
+	pending lists
 	// order are pending's keys, oldest first, for the flushes to take
 	// (a key taken otherwise, or dropped, stays until it comes first).
-	order []string
+	order []base.KeyHash
 	// urgent are the keys of pending a Flush waits for: the next flush
 	// takes them first.
-	urgent map[string]struct{}
+	urgent map[base.KeyHash]struct{}
+	// hash hashes the h/ keys; agents numbers the agents the lists are
+	// for (agentIDs: each one's number), and key is room for a key.
+	hash     base.KeyHasher
+	agents   []string
+	agentIDs map[string]uint32
+	key      []byte
 	// flushing is what the flush in flight writes, until it commits; it
 	// stays, to be written again, when the flush fails. Only the
 	// committer changes it (the flush, a forgetting), under mu.
@@ -103,9 +113,30 @@ type buffer struct {
 
 // pendingList is the strengthening of one memory's list for one agent.
 type pendingList struct {
-	of uint32   // the memory whose list it is, by its number in t
-	t  *targets // what of's and ds's numbers name
-	ds []delta
+	agent uint32   // by its number in the buffer's agents
+	of    uint32   // the memory whose list it is, by its number in t
+	t     *targets // what of's and ds's numbers name
+	ds    []delta
+}
+
+// lists are pending lists by their h/ keys' hashes.
+type lists map[base.KeyHash]pendingList
+
+// keyOf is pl's h/ key, in the room b.key (b.mu held).
+func (b *buffer) keyOf(pl pendingList) []byte {
+	b.key = append(append(append(append(b.key[:0], KeyCoAccess...), b.agents[pl.agent]...), 0), pl.t.at(pl.of)...)
+	return b.key
+}
+
+// agentID is agent's number, given now if it has none (b.mu held).
+func (b *buffer) agentID(agent string) uint32 {
+	id, ok := b.agentIDs[agent]
+	if !ok {
+		id = uint32(len(b.agents))
+		b.agents = append(b.agents, agent)
+		b.agentIDs[agent] = id
+	}
+	return id
 }
 
 // targets numbers the memories a buffer's strengthening goes to: a delta
@@ -170,18 +201,19 @@ func (b *buffer) newTable() {
 	}
 	prev := b.targets
 	b.targets = newTargets()
-	for _, pl := range b.pending {
+	for k, pl := range b.pending {
 		if pl.t != prev {
-			b.renumber(pl)
+			b.renumber(&pl)
+			b.pending[k] = pl
 		}
 	}
 }
 
-type flushBatch struct{ lists map[string]*pendingList }
+type flushBatch struct{ lists lists }
 
 // flushedBatch is a batch written by the commit told (Event.Told), at at.
 type flushedBatch struct {
-	lists map[string]*pendingList
+	lists lists
 	told  uint64
 	at    time.Time
 }
@@ -226,7 +258,8 @@ const maxFlushLists = 2048
 // write, and Close before the store closes.
 func (g *Graph) Buffer(c store.Committer, o BufferOptions) {
 	b := &buffer{g: g, max: o.MaxLists, clock: clock.Or(o.Clock), log: o.Logger,
-		pending: map[string]*pendingList{}, urgent: map[string]struct{}{}, gone: map[string]time.Time{}, targets: newTargets()}
+		pending: lists{}, urgent: map[base.KeyHash]struct{}{}, hash: base.NewKeyHasher(), agentIDs: map[string]uint32{},
+		gone: map[string]time.Time{}, targets: newTargets()}
 	if b.max <= 0 {
 		b.max = 262_144
 	}
@@ -340,10 +373,10 @@ func (b *buffer) pruneLocked() {
 
 // without takes out of lists (in place) the lists of the memories gone
 // and the strengthening toward them.
-func (b *buffer) without(lists map[string]*pendingList) {
-	for k, pl := range lists {
+func (b *buffer) without(ls lists) {
+	for k, pl := range ls {
 		if _, ok := b.gone[pl.t.at(pl.of)]; ok {
-			delete(lists, k)
+			delete(ls, k)
 			continue
 		}
 		isGone := func(d delta) bool {
@@ -351,7 +384,9 @@ func (b *buffer) without(lists map[string]*pendingList) {
 			return ok
 		}
 		if pl.ds = slices.DeleteFunc(pl.ds, isGone); len(pl.ds) == 0 {
-			delete(lists, k)
+			delete(ls, k)
+		} else {
+			ls[k] = pl
 		}
 	}
 }
@@ -370,18 +405,18 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 			ids[i] = b.targets.id(c.KeyString())
 		}
 	}
-	for ai, a := range together {
+	for ai := range together {
 		if ids[ai] == maxID {
 			continue
 		}
-		key := string(CoAccessKey(agent, a))
-		pl := b.pending[key]
-		if pl == nil {
-			pl = &pendingList{of: ids[ai], t: b.targets}
-			b.pending[key] = pl
+		pl := pendingList{agent: b.agentID(agent), of: ids[ai], t: b.targets}
+		key := b.hash.OfBytes(b.keyOf(pl))
+		if old, ok := b.pending[key]; ok {
+			pl = old
+		} else {
 			b.order = append(b.order, key)
 		}
-		b.renumber(pl)
+		b.renumber(&pl)
 		for _, t := range ids {
 			if t == maxID || t == ids[ai] {
 				continue
@@ -398,6 +433,7 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 			slices.SortFunc(pl.ds, func(x, y delta) int { return cmp.Compare(x.keep, y.keep) })
 			pl.ds = pl.ds[:maxDeltas]
 		}
+		b.pending[key] = pl
 	}
 	b.newTable()
 	b.scheduleLocked()
@@ -455,8 +491,8 @@ func (b *buffer) urgentLeft() bool {
 func (b *buffer) flushOp(tx store.Tx) error {
 	b.mu.Lock()
 	if b.flushing == nil {
-		b.flushing = &flushBatch{lists: make(map[string]*pendingList, min(len(b.pending), maxFlushLists))}
-		take := func(k string, pl *pendingList) bool {
+		b.flushing = &flushBatch{lists: make(lists, min(len(b.pending), maxFlushLists))}
+		take := func(k base.KeyHash, pl pendingList) bool {
 			if len(b.flushing.lists) == maxFlushLists {
 				return false
 			}
@@ -474,7 +510,7 @@ func (b *buffer) flushOp(tx store.Tx) error {
 		}
 		for len(b.order) > 0 && len(b.flushing.lists) < maxFlushLists { // the oldest next
 			k := b.order[0]
-			b.order[0], b.order = "", b.order[1:]
+			b.order = b.order[1:]
 			if pl, ok := b.pending[k]; ok {
 				take(k, pl)
 			}
@@ -482,16 +518,20 @@ func (b *buffer) flushOp(tx store.Tx) error {
 	}
 	batch := b.flushing
 	before := b.g.told.Load() // the commits told before this one
-	keys := make([]string, 0, len(batch.lists))
-	for k := range batch.lists {
-		keys = append(keys, k)
+	type keyed struct {
+		key []byte
+		pl  pendingList
+	}
+	keys := make([]keyed, 0, len(batch.lists))
+	for _, pl := range batch.lists {
+		keys = append(keys, keyed{slices.Clone(b.keyOf(pl)), pl})
 	}
 	b.mu.Unlock()
-	slices.Sort(keys)
+	slices.SortFunc(keys, func(x, y keyed) int { return bytes.Compare(x.key, y.key) })
 	var table indexRoom // each list's index (List.each)
 	for _, k := range keys {
-		pl := batch.lists[k]
-		err := b.g.Update(tx, []byte(k), 0, func(l *List) {
+		pl := k.pl
+		err := b.g.Update(tx, k.key, 0, func(l *List) {
 			// Read without the lock: the tables grow only in add, which
 			// commit hooks call — in the committer, as this.
 			l.each(len(pl.ds), func(i int) string { return pl.t.at(pl.ds[i].to) }, &table, func(i int, e *Entry) {
@@ -501,7 +541,7 @@ func (b *buffer) flushOp(tx store.Tx) error {
 			})
 		})
 		if errors.Is(err, base.ErrCorrupt) {
-			b.log.Warn("co-access: a damaged list is not strengthened", "key", k, "err", err)
+			b.log.Warn("co-access: a damaged list is not strengthened", "key", string(k.key), "err", err)
 			continue
 		}
 		if err != nil {
@@ -541,30 +581,31 @@ func (b *buffer) merged(key []byte, links []Link, told uint64) []Link {
 		keep float64
 	}
 	var (
-		lists   [keepFlushed + 2]*pendingList // what waits for key, sized before it is copied
+		waiting [keepFlushed + 2]pendingList // what waits for key, sized before it is copied
 		n, size int
 	)
-	take := func(pl *pendingList) {
-		if pl != nil {
-			lists[n], n, size = pl, n+1, size+len(pl.ds)
+	k := b.hash.OfBytes(key)
+	take := func(ls lists) {
+		if pl, ok := ls[k]; ok {
+			waiting[n], n, size = pl, n+1, size+len(pl.ds)
 		}
 	}
 	b.mu.Lock()
 	for _, f := range b.flushed {
 		if told < f.told {
-			take(f.lists[string(key)])
+			take(f.lists)
 		}
 	}
 	if b.flushing != nil {
-		take(b.flushing.lists[string(key)])
+		take(b.flushing.lists)
 	}
-	take(b.pending[string(key)])
+	take(b.pending)
 	var room [32]named // most lists wait for fewer
 	ds := room[:0:min(size, len(room))]
 	if size > len(room) {
 		ds = make([]named, 0, size)
 	}
-	for _, pl := range lists[:n] {
+	for _, pl := range waiting[:n] {
 		for _, d := range pl.ds {
 			ds = append(ds, named{pl.t.at(d.to), d.keep})
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -676,5 +677,37 @@ func TestBufferedCoAccessWritesTheOldestListsFirst(t *testing.T) {
 		if written, oldest := stored(t, b.s, "agent", m) != nil, i < assoc.MaxFlushLists; written != oldest {
 			t.Fatalf("list %d of %d written: %v, want %v (the oldest first)", i, len(mems), written, oldest)
 		}
+	}
+}
+
+// A list the buffer holds is one object — its deltas —: its key is a
+// hash, the list a value in the map, and the partners' CIDs bytes in the
+// buffer's table, not the recalls' strings kept alive (10,000 lists were
+// 30,000 objects with a string key and a pointer a list, and some 40,000
+// when the table held the recalls' CIDs).
+func TestBufferedListsAreFewObjects(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openBuffered(t, assoc.BufferOptions{Every: time.Hour, Clock: clk}, store.OptionsOf(config.Default().Store))
+	const pairs = 5000
+	objects := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapObjects
+	}
+	before := objects()
+	for i := range pairs {
+		b.strengthen(t, "agent", []cid.Cid{cidOf(t, fmt.Sprint("x", i)), cidOf(t, fmt.Sprint("y", i))}, 100)
+	}
+	grew := int64(objects()) - int64(before)
+	t.Logf("%d lists waiting: %d more objects on the heap", 2*pairs, grew)
+	if n := b.g.Waiting(); n != 2*pairs {
+		t.Fatalf("%d lists waiting, want %d", n, 2*pairs)
+	}
+	if grew > 3*pairs {
+		t.Fatalf("%d lists waiting added %d objects", 2*pairs, grew)
+	}
+	if got := partners(t, b.g, cidOf(t, "x42")); len(got) != 1 || got[0].Target != cidOf(t, "y42") {
+		t.Fatalf("x42's partners %v, want y42", got)
 	}
 }

@@ -24,3 +24,8 @@ func NewKeyHasher() KeyHasher { return KeyHasher{maphash.MakeSeed(), maphash.Mak
 func (h KeyHasher) Of(key string) KeyHash {
 	return KeyHash{maphash.String(h[0], key), maphash.String(h[1], key)}
 }
+
+// OfBytes is the hash of key's bytes: Of(string(key)).
+func (h KeyHasher) OfBytes(key []byte) KeyHash {
+	return KeyHash{maphash.Bytes(h[0], key), maphash.Bytes(h[1], key)}
+}
