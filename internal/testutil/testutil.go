@@ -2,6 +2,7 @@
 package testutil
 
 import (
+	"runtime"
 	"slices"
 	"strconv"
 	"testing"
@@ -85,4 +86,13 @@ func ReportLatencies(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+}
+
+// HeapObjects is the heap's live objects after a collection: what a test
+// of a structure's objects for the collector counts before and after.
+func HeapObjects() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapObjects
 }

@@ -71,7 +71,7 @@ type buffer struct {
 	// flight took its lists, by their h/ keys' hashes (lists): a list is
 	// no object of its own, and its key no string, for the collector to
 	// mark — each was, and so were the recalls' CIDs the lists kept, a
-	// ninth of the heap's objects after two minutes of advances (stop 82).
+	// seventh of the heap's objects after two minutes of advances (stop 82).
 	pending lists
 	// order are pending's keys, oldest first, for the flushes to take
 	// (a key taken otherwise, or dropped, stays until it comes first).

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -689,17 +688,11 @@ func TestBufferedListsAreFewObjects(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	b := openBuffered(t, assoc.BufferOptions{Every: time.Hour, Clock: clk}, store.OptionsOf(config.Default().Store))
 	const pairs = 5000
-	objects := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapObjects
-	}
-	before := objects()
+	before := testutil.HeapObjects()
 	for i := range pairs {
 		b.strengthen(t, "agent", []cid.Cid{cidOf(t, fmt.Sprint("x", i)), cidOf(t, fmt.Sprint("y", i))}, 100)
 	}
-	grew := int64(objects()) - int64(before)
+	grew := int64(testutil.HeapObjects()) - int64(before)
 	t.Logf("%d lists waiting: %d more objects on the heap", 2*pairs, grew)
 	if n := b.g.Waiting(); n != 2*pairs {
 		t.Fatalf("%d lists waiting, want %d", n, 2*pairs)

@@ -10,6 +10,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
 
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory/model"
 )
 
@@ -141,19 +142,13 @@ func TestMemoryCacheEntriesAreNotObjects(t *testing.T) {
 		}
 		ids[i] = cid.NewCidV1(cid.DagCBOR, mh)
 	}
-	objects := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapObjects
-	}
 	mem := &model.Memory{}
-	before := objects()
+	before := testutil.HeapObjects()
 	c := newMemCache(2 * n)
 	for _, id := range ids {
 		c.put(id, mem)
 	}
-	grew := int64(objects()) - int64(before)
+	grew := int64(testutil.HeapObjects()) - int64(before)
 	t.Logf("%d memories cached: %d more objects on the heap", n, grew)
 	if st := c.Stats(); st.Entries != n {
 		t.Fatalf("%d entries, want %d", st.Entries, n)

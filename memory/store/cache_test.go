@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/testutil"
 )
 
 // Set, Patch and Invalidate make one change of commit told (Apply of it
@@ -393,18 +394,12 @@ func TestWeighedCacheKeepsItsBudget(t *testing.T) {
 // collector does not scan them.
 func TestCacheKeysAreNotAnObjectEach(t *testing.T) {
 	const n = 100_000
-	objects := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapObjects
-	}
-	before := objects()
+	before := testutil.HeapObjects()
 	c := NewCache[uint64](n)
 	for i := range n {
 		c.fill(fmt.Sprintf("o/%036d", i), uint64(i), 1)
 	}
-	grew := int64(objects()) - int64(before)
+	grew := int64(testutil.HeapObjects()) - int64(before)
 	t.Logf("%d entries: %d more objects on the heap", n, grew)
 	if s := c.Stats(); s.Entries < n*9/10 {
 		t.Fatalf("%d entries cached of %d", s.Entries, n)

@@ -2,9 +2,9 @@ package vector
 
 import (
 	"math/rand"
-	"runtime"
 	"testing"
 
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory/base"
 )
 
@@ -19,17 +19,11 @@ func TestKeysAreNotAnObjectEach(t *testing.T) {
 	x := New(Options{Dims: dims, Seed: 1, Lazy: true})
 	defer x.Close()
 	vec := unit(randVec(rng, dims))
-	objects := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapObjects
-	}
-	before := objects()
+	before := testutil.HeapObjects()
 	for i := range n {
 		x.Add(key(i), vec)
 	}
-	after := objects()
+	after := testutil.HeapObjects()
 	grew := int64(after) - int64(before)
 	t.Logf("%d keys: %d more objects on the heap", n, grew)
 	if grew > n/20 {
