@@ -12,6 +12,14 @@ import (
 	"github.com/memoria-ai/memoria/messages"
 )
 
+// metaBox is a decoded record with the place of its first sona: one
+// object where there were two, for the collector to mark while the
+// metadata cache holds it (a record's sonas are nearly always one).
+type metaBox struct {
+	m    messages.MemoryMeta
+	sona [1]string
+}
+
 // decodePlain decodes a metadata record by hand, as proto.Unmarshal would
 // and with its strings interned (intern, internMetrics), when it holds
 // only the fields most records hold: its sonas, agent, kind, flags, times,
@@ -27,7 +35,8 @@ import (
 // dozen metrics made 70 allocations (README, stop 51).
 // TestDecodePlainIsUnmarshal and FuzzDecodePlain hold it to Unmarshal.
 func decodePlain(b []byte) (*messages.MemoryMeta, bool) {
-	m := &messages.MemoryMeta{}
+	box := &metaBox{}
+	m := &box.m
 	evaluated, packed := false, false
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -50,7 +59,12 @@ func decodePlain(b []byte) (*messages.MemoryMeta, bool) {
 				}
 				switch num {
 				case 1:
-					m.Sonas = append(m.Sonas, s)
+					if m.Sonas == nil {
+						box.sona[0] = s
+						m.Sonas = box.sona[:1:1]
+					} else {
+						m.Sonas = append(m.Sonas, s)
+					}
 				case 2:
 					m.AgentId = s
 				default:

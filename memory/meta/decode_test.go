@@ -192,6 +192,32 @@ func TestDecodePlainInterns(t *testing.T) {
 	}
 }
 
+// A record of one sona decodes into one object (its sona's place in the
+// record's), with three more for its evaluation and its metrics' map: the
+// collector marks them while the metadata cache holds the record (the
+// sonas a slice of their own made them two and five).
+func TestDecodePlainIsFewObjects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rec  *messages.MemoryMeta
+		want float64
+	}{
+		{"one sona", &messages.MemoryMeta{Sonas: []string{"sona"}, Kind: "note", Importance: 0.5, CreatedAt: 1}, 1},
+		{"evaluated", &messages.MemoryMeta{Sonas: []string{"sona"}, Evaluation: &messages.EvalSummary{Metrics: map[string]float64{"m": 1}}}, 4},
+	} {
+		raw, err := proto.Marshal(tc.rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := decodePlain(raw); !ok || !proto.Equal(got, tc.rec) {
+			t.Fatalf("%s: decoded %v (%v), want %v", tc.name, got, ok, tc.rec)
+		}
+		if n := testing.AllocsPerRun(100, func() { decodePlain(raw) }); n > tc.want {
+			t.Errorf("%s: %v objects a decode, want at most %v", tc.name, n, tc.want)
+		}
+	}
+}
+
 // FuzzDecodePlain: whatever decodePlain reads, Unmarshal reads the same.
 func FuzzDecodePlain(f *testing.F) {
 	rng := rand.New(rand.NewPCG(2, 51))
