@@ -71,19 +71,7 @@ func decodeHot(c cid.Cid, b []byte) (Hot, error) {
 
 // storedHot reads c's o/ record; ok is false when there is none.
 func storedHot(r store.Reader, c cid.Cid) (h Hot, ok bool, err error) {
-	return storedHotIn(r, c, nil)
-}
-
-// storedHotIn is storedHot answering from known (when not nil) that c has
-// no o/ record when it is sure: most memories have none (1,210 of the
-// bench's 1M store), and each read of an absent key looked into every
-// table that may hold it.
-func storedHotIn(r store.Reader, c cid.Cid, known *store.KeySet) (h Hot, ok bool, err error) {
-	key := HotKey(c)
-	if known != nil && known.Absent(key, r) {
-		return Hot{}, false, nil
-	}
-	return hotAt(r, c, key)
+	return hotIn(r, c, nil, nil)
 }
 
 // hotAt reads c's o/ record, under key (HotKey(c)), from r.
@@ -114,17 +102,19 @@ type hotEntry struct {
 // CPU there (issue 15, stop 81).
 const hotCacheScale = 4
 
-// hotIn is c's hot state in r: storedHotIn's (known given), through hots
-// when it is not nil — a view's read, which fills it (store.Cache). A
-// state known absent is not cached: known says so without Badger, and
-// most memories have none.
+// hotIn is c's hot state in r (storedHot's), answered from known (when
+// not nil) when it is sure c has no o/ record — most memories have none
+// (1,210 of the bench's 1M store), and each read of an absent key looked
+// into every table that may hold it —, and read through hots when it is
+// not nil: a view's read, which fills it (store.Cache). A state known
+// absent is not cached: known says so without Badger.
 func hotIn(r store.Reader, c cid.Cid, known *store.KeySet, hots *store.Cache[hotEntry]) (Hot, bool, error) {
-	if hots == nil {
-		return storedHotIn(r, c, known)
-	}
 	hk := HotKey(c)
 	if known != nil && known.Absent(hk, r) {
 		return Hot{}, false, nil
+	}
+	if hots == nil {
+		return hotAt(r, c, hk)
 	}
 	key := c.KeyString()
 	if e, ok := hots.In(key, r); ok {
@@ -241,7 +231,7 @@ func hotToUpdate(tx store.Tx, c cid.Cid, committed func(store.Tx, cid.Cid) (Hot,
 // metadata record's (create: it has no o/ record yet); found is false when
 // c is not stored.
 func hotStored(r store.Reader, c cid.Cid, known *store.KeySet) (h Hot, create, found bool, err error) {
-	if h, ok, err := storedHotIn(r, c, known); err != nil || ok {
+	if h, ok, err := hotIn(r, c, known, nil); err != nil || ok {
 		return h, false, ok, err
 	}
 	m, err := read(r, c, known)

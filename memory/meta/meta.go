@@ -40,7 +40,7 @@ func DecodeVector(b []byte) ([]float32, error) { return base.DecodeVector(b) }
 func Read(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error) { return read(r, c, nil) }
 
 // read is Read, the hot state's record looked for unless known (when not
-// nil) is sure there is none (storedHotIn).
+// nil) is sure there is none (hotIn).
 func read(r store.Reader, c cid.Cid, known *store.KeySet) (*messages.MemoryMeta, error) {
 	return readWith(r, c, known, nil)
 }
