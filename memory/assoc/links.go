@@ -58,12 +58,9 @@ type Link struct {
 
 // Decode reads a stored link list, strongest first.
 func Decode(raw []byte) ([]Link, error) {
-	scratch := entryLists.Get().(*[]Entry)
-	defer func() {
-		clear((*scratch)[:cap(*scratch)]) // no target aliasing raw stays
-		entryLists.Put(scratch)
-	}()
-	es, err := decodeEntries(raw, (*scratch)[:0])
+	scratch := getEntries()
+	defer scratch.put()
+	es, err := decodeEntries(raw, scratch.es, &scratch.targets)
 	if err != nil {
 		return nil, err
 	}
@@ -193,12 +190,9 @@ func (g *Graph) Update(tx store.Tx, key []byte, now int64, change func(*List)) e
 		return err
 	}
 	l := List{now: now}
-	scratch := entryLists.Get().(*[]Entry)
-	defer func() {
-		clear((*scratch)[:cap(*scratch)]) // no target aliasing raw stays
-		entryLists.Put(scratch)
-	}()
-	if l.entries, err = decodeEntries(raw, (*scratch)[:0]); err != nil {
+	scratch := getEntries()
+	defer scratch.put()
+	if l.entries, err = decodeEntries(raw, scratch.es, &scratch.targets); err != nil {
 		return err
 	}
 	change(&l)
@@ -219,9 +213,23 @@ func (g *Graph) Update(tx store.Tx, key []byte, now int64, change func(*List)) e
 // entryLists are the lists Update decodes into: a list of MaxLinks+1
 // entries is 1.8 KB, and an append or a recall's trace rewrites several.
 var entryLists = sync.Pool{New: func() any {
-	es := make([]Entry, 0, MaxLinks+1)
-	return &es
+	return &entryScratch{es: make([]Entry, 0, MaxLinks+1)}
 }}
+
+// entryScratch is a decoded list's room: its entries, and the targets a
+// compact list's entries were built again in.
+type entryScratch struct {
+	es      []Entry
+	targets builtTargets
+}
+
+func getEntries() *entryScratch { return entryLists.Get().(*entryScratch) }
+
+func (s *entryScratch) put() {
+	clear(s.es[:cap(s.es)]) // no target aliasing a list stays
+	s.es, s.targets.buf = s.es[:0], s.targets.buf[:0]
+	entryLists.Put(s)
+}
 
 // The field numbers of messages.Associations and messages.Association.
 const (
@@ -238,22 +246,27 @@ const (
 	tagTarget    = fieldTarget<<3 | byte(protowire.BytesType)
 )
 
-// decodeEntries appends to out the links of raw, a stored
-// messages.Associations, as proto.Unmarshal reads it (fields of other
-// numbers skipped, a field given twice taking its last value); the
-// targets alias raw.
-func decodeEntries(raw []byte, out []Entry) ([]Entry, error) {
-	err := eachEntry(raw, func(e Entry) bool {
+// decodeEntries appends to out the links of raw, a stored list in either
+// form (a message as proto.Unmarshal reads it: fields of other numbers
+// skipped, a field given twice taking its last value); the targets alias
+// raw, or are built in ts, kept, where the compact form left out their
+// prefix.
+func decodeEntries(raw []byte, out []Entry, ts *builtTargets) ([]Entry, error) {
+	ts.keep = true
+	err := eachEntry(raw, ts, func(e Entry) bool {
 		out = append(out, e)
 		return true
 	})
 	return out, err
 }
 
-// eachEntry calls fn with each link of raw, a stored
-// messages.Associations, in order, until fn returns false; the targets
-// alias raw.
-func eachEntry(raw []byte, fn func(Entry) bool) error {
+// eachEntry calls fn with each link of raw, a stored list in either
+// form, in order, until fn returns false; the targets alias raw or are
+// built in ts (eachCompact).
+func eachEntry(raw []byte, ts *builtTargets, fn func(Entry) bool) error {
+	if compact(raw) {
+		return eachCompact(raw, ts, fn)
+	}
 	for len(raw) > 0 {
 		num, typ, n := protowire.ConsumeTag(raw)
 		if n < 0 {
@@ -348,46 +361,6 @@ func linkType(b []byte) string {
 
 func corruptList(n int) error {
 	return fmt.Errorf("%w: link list: %v", base.ErrCorrupt, protowire.ParseError(n))
-}
-
-// appendEntries appends es to b as proto.Marshal encodes a
-// messages.Associations of them (fields in order, zero values left out),
-// so that a list read and written back unchanged has the same bytes.
-func appendEntries(b []byte, es []Entry) []byte {
-	for _, e := range es {
-		size := 0
-		if e.Type != "" {
-			size += 1 + protowire.SizeBytes(len(e.Type))
-		}
-		if math.Float64bits(e.Strength) != 0 {
-			size += 1 + protowire.SizeFixed64()
-		}
-		if e.UpdatedAt != 0 {
-			size += 1 + protowire.SizeVarint(uint64(e.UpdatedAt))
-		}
-		if len(e.Target) > 0 {
-			size += 1 + protowire.SizeBytes(len(e.Target))
-		}
-		b = protowire.AppendTag(b, fieldLinks, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(size))
-		if e.Type != "" {
-			b = protowire.AppendTag(b, fieldType, protowire.BytesType)
-			b = protowire.AppendString(b, e.Type)
-		}
-		if math.Float64bits(e.Strength) != 0 {
-			b = protowire.AppendTag(b, fieldStrength, protowire.Fixed64Type)
-			b = protowire.AppendFixed64(b, math.Float64bits(e.Strength))
-		}
-		if e.UpdatedAt != 0 {
-			b = protowire.AppendTag(b, fieldUpdatedAt, protowire.VarintType)
-			b = protowire.AppendVarint(b, uint64(e.UpdatedAt))
-		}
-		if len(e.Target) > 0 {
-			b = protowire.AppendTag(b, fieldTarget, protowire.BytesType)
-			b = protowire.AppendBytes(b, e.Target)
-		}
-	}
-	return b
 }
 
 // Put records typed associations between from and each of links'
@@ -596,8 +569,9 @@ func (g *Graph) listIn(r store.Reader, key []byte) ([]byte, error) {
 
 // Walk calls fn with each link of the list under key in r, strongest
 // first, until fn returns false: the list In reads, not decoded into
-// Links — an entry's Target is the target CID's bytes, unchecked, and
-// aliases the list, which is shared: fn must not modify it. A recall's
+// Links — an entry's Target is the target CID's bytes, unchecked, valid
+// until fn returns (it aliases the list, which is shared, or is built
+// again from its digest): fn must not modify it or keep it. A recall's
 // affinity walk reads a few dozen lists and keeps a few of the links it
 // meets, and decoding every list into Links, a CID made and checked for
 // each link, was a fourteenth of the bytes a long mixed run allocated
@@ -616,7 +590,7 @@ func (g *Graph) Walk(r store.Reader, key []byte, fn func(Entry) bool) error {
 	if err != nil {
 		return err
 	}
-	return eachEntry(raw, fn)
+	return eachEntry(raw, &builtTargets{}, fn)
 }
 
 // Walk is Graph.Walk without a cache.
@@ -732,7 +706,7 @@ func remove(tx store.Tx, key []byte, c cid.Cid, isGone func(cid.Cid) bool) error
 	if err != nil {
 		return err
 	}
-	es, err := decodeEntries(raw, nil)
+	es, err := decodeEntries(raw, nil, &builtTargets{})
 	if err != nil {
 		return err
 	}

@@ -1,22 +1,26 @@
 package assoc_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/store"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 func openStore(t *testing.T) *store.Store {
@@ -545,4 +549,68 @@ func TestWalkIsInWithoutDecoding(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAMessageListIsRewrittenCompact: a list as every build before the
+// compact form wrote it (a messages.Associations) is read as it was, and
+// the first Update that changes nothing in it writes it again in the
+// compact form, smaller, with the same links; one already compact that
+// comes out as it was is not written again.
+func TestAMessageListIsRewrittenCompact(t *testing.T) {
+	s := openStore(t)
+	from := cidOf(t, "from")
+	old := &messages.Associations{}
+	for i := range 8 {
+		old.Links = append(old.Links, &messages.Association{Type: assoc.Causal, Strength: 1 - float64(i)/10, UpdatedAt: 1_764_000_000, Target: cidOf(t, fmt.Sprint(i)).Bytes()})
+	}
+	raw, err := proto.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := assoc.Key(from)
+	update := func() []byte {
+		t.Helper()
+		if err := s.Update(context.Background(), func(tx store.Tx) error {
+			return assoc.Update(tx, key, 1_764_000_100, func(*assoc.List) {})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		if err := s.View(func(r store.Reader) error {
+			v, err := r.Get(key)
+			got = bytes.Clone(v)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if err := s.Update(context.Background(), func(tx store.Tx) error { tx.Set(key, raw); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	compact := update()
+	if bytes.Equal(compact, raw) || len(compact) >= len(raw) || compact[0] != 0 {
+		t.Fatalf("the message list (%d bytes) was left as %d bytes %x", len(raw), len(compact), compact)
+	}
+	got, err := assoc.Unmarshal(compact)
+	if err != nil || !proto.Equal(got, old) {
+		t.Fatalf("rewritten, it reads %v (%v), want %v", got, err, old)
+	}
+	var (
+		mu     sync.Mutex
+		events int
+	)
+	s.Subscribe(func(e store.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if slices.Contains(e.Keys, string(key)) {
+			events++
+		}
+	})
+	again := update()
+	mu.Lock()
+	defer mu.Unlock()
+	if !bytes.Equal(again, compact) || events != 0 {
+		t.Fatalf("an unchanged compact list was written again (%d commits of it)", events)
+	}
 }

@@ -352,8 +352,8 @@ func (x *exporter) memories(w ExportWriter) ([]cid.Cid, error) {
 			return nil, fmt.Errorf("%w: memory %s has no embedding: %v", base.ErrCorrupt, c, err)
 		}
 		out.Vector = base.EncodeVector(vec)
-		links := &messages.Associations{}
-		if _, err := store.GetProto(x.txn, assoc.Key(c), links); err != nil {
+		links, err := assoc.ReadList(x.txn, assoc.Key(c))
+		if err != nil {
 			return nil, err
 		}
 		if out.Associations, err = x.links(links); err != nil {
@@ -402,9 +402,9 @@ func (x *exporter) coAccess() (map[cid.Cid][]*messages.ExportCoAccess, error) {
 		if !x.exported[c] {
 			return nil
 		}
-		list := &messages.Associations{}
-		if err := proto.Unmarshal(v, list); err != nil {
-			return fmt.Errorf("%w: co-access of %s: %v", base.ErrCorrupt, c, err)
+		list, err := assoc.Unmarshal(v)
+		if err != nil {
+			return fmt.Errorf("co-access of %s: %w", c, err)
 		}
 		links, err := x.links(list)
 		if err != nil {

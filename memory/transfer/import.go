@@ -970,13 +970,11 @@ func (t *Transfer) restoreOp(tx store.Tx, p *ImportPlan, part []*importMemory) e
 		}
 		if len(im.assoc.Links) == 0 {
 			tx.Delete(assoc.Key(im.c))
-		} else if err := store.SetProto(tx, assoc.Key(im.c), im.assoc); err != nil {
-			return err
+		} else {
+			tx.Set(assoc.Key(im.c), assoc.Marshal(im.assoc))
 		}
 		for agent, list := range im.coaccess {
-			if err := store.SetProto(tx, assoc.CoAccessKey(agent, im.c), list); err != nil {
-				return err
-			}
+			tx.Set(assoc.CoAccessKey(agent, im.c), assoc.Marshal(list))
 		}
 		if a := p.anchors[im.c]; a != nil {
 			if err := store.SetProto(tx, anchor.Key(cur.Seq), a); err != nil {
