@@ -158,6 +158,17 @@ func TestMetricsAppearAndMove(t *testing.T) {
 			t.Errorf("writes' waits %s: %v (%v before) of %v ops, %v within +Inf (present %v %v %v)", stage, n, n0, ops, inf, ok, ok2, ok3)
 		}
 	}
+	// What the commits wrote, by key space: the appends' blocks and
+	// metadata among them, keys no fewer than bytes' worth.
+	for _, space := range []string{"b/", "m/"} {
+		b, ok := metric(after, "memoria_store_written_bytes_total", "space", space)
+		b0, _ := metric(before, "memoria_store_written_bytes_total", "space", space)
+		k, ok2 := metric(after, "memoria_store_written_keys_total", "space", space)
+		k0, _ := metric(before, "memoria_store_written_keys_total", "space", space)
+		if !ok || !ok2 || k-k0 < 5 || b-b0 < 40*(k-k0) {
+			t.Errorf("written into %s: %v keys, %v bytes (%v, %v before; present %v %v)", space, k, b, k0, b0, ok, ok2)
+		}
+	}
 	// The runtime's figures of its collector (updated at each cycle's
 	// end): the collector's CPU time a part of what was used, and a live
 	// heap.

@@ -135,9 +135,11 @@
 //	        "heartbeat" | "backbone" |  HeartbeatState (protobuf, memory/living); uuid of the backbone's sona;
 //	        "evalseq" | "anchored"      last insertion-log position evaluated (8 BE); last anchor
 //	                                    (y/ position, 8 bytes BE) the anchor.Sink took
-//	a/      memory CID bytes            Associations (protobuf): the memory's typed links
-//	                                    (causal, similar, sequential, related), strongest first
-//	h/      agent_id 0x00 memory CID    Associations: Hebbian co-access partners, per agent
+//	a/      memory CID bytes            a link list (memory/assoc/form.go: compact; lists an older
+//	                                    build wrote are Associations, protobuf, until rewritten):
+//	                                    the memory's typed links (causal, similar, sequential,
+//	                                    related), strongest first
+//	h/      agent_id 0x00 memory CID    a link list: Hebbian co-access partners, per agent
 //	d/      sona uuid                   similarity statistics of the sona (n, mean, M2 as
 //	                                    8-byte BE each): the emergent thresholds
 //	l/      unix ns (8 bytes BE) uuid   QueryLog (protobuf): a logged recall, the latest recall.query_log_keep (memory/recall)

@@ -251,6 +251,17 @@ func TestBenchAdvance(t *testing.T) {
 				t.Fatalf("advance: cache %q misses an advance %v (%v), want a count", cache, m, ok)
 			}
 		}
+		// What each chat wrote into the store: its two memories' blocks
+		// (b/) and embeddings (v/), their links (a/) and the tiers'
+		// records (t/) among the rest.
+		for _, space := range []string{"b/", "v/", "a/", "m/"} {
+			if w := r.WrittenPerOp[space]; w <= 0 {
+				t.Fatalf("advance: %v bytes of %s written a chat (%v), want some", w, space, r.WrittenPerOp)
+			}
+		}
+		if w := r.WrittenPerOp["v/"]; w < 2*384*4 {
+			t.Fatalf("advance: %.0f bytes of embeddings written a chat, want two memories' 384 floats at least", w)
+		}
 		// The collector's work, from the Go runtime's figures there.
 		if c := r.Collector; c == nil || c.CPUShare < 0 || c.CPUShare > 1 || c.Cycles < 0 || c.AllocKBPerOp <= 0 || c.LiveBytes <= 0 {
 			t.Fatalf("advance: collector %+v, want its CPU share within 0..1, some allocation and a live heap", c)

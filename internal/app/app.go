@@ -242,9 +242,13 @@ func committer(c store.CommitStats) metrics.Committer {
 	for stage, name := range writeStages {
 		waits[name] = metrics.Waits{Counts: c.Waits[stage].Counts[:], Seconds: c.Waits[stage].Total.Seconds()}
 	}
+	written := make(map[string]metrics.Written, len(c.Written))
+	for _, w := range c.Written {
+		written[w.Space] = metrics.Written{Keys: w.Keys, Bytes: w.Bytes}
+	}
 	return metrics.Committer{Commits: c.Commits, Ops: c.Ops, DeferredOps: c.Deferred, BusySeconds: c.Busy.Seconds(), CommitSeconds: c.Commit.Seconds(),
 		BatchBounds: seconds(store.BatchBounds[:]), Batches: c.Batches[:], WaitBounds: seconds(store.WaitBounds[:]), Waits: waits,
-		Stalls: c.Stalls, StallSeconds: c.Stalled.Seconds(), ReadsOpen: c.ReadsOpen, OldestReadBehind: c.OldestReadBehind}
+		Stalls: c.Stalls, StallSeconds: c.Stalled.Seconds(), ReadsOpen: c.ReadsOpen, OldestReadBehind: c.OldestReadBehind, Written: written}
 }
 
 // writeStages are the names of the store's stages on /metrics (an array

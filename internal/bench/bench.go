@@ -307,6 +307,13 @@ type Result struct {
 	// with the machine's speed, so an A/B of a cache shows in it where the
 	// throughput's noise hides it.
 	CacheMissesPerOp map[string]float64 `json:"cache_misses_per_op,omitempty"`
+	// WrittenPerOp is the bytes the server's commits wrote into Badger
+	// per operation of the window, by key space (memoria_store_written_
+	// bytes_total: keys and values, the v/ values to the value log, the
+	// rest into the tree): what an operation writes, which the
+	// compactions then rewrite — like the cache misses, a count that does
+	// not move with the machine's speed.
+	WrittenPerOp map[string]float64 `json:"written_bytes_per_op,omitempty"`
 	// Committer is the server's group committer's work over the window.
 	Committer *CommitterFigures `json:"committer,omitempty"`
 	// Collector is the server's garbage collector's work over the window.

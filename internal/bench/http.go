@@ -197,6 +197,7 @@ func (r *run) measureLoad(ctx context.Context, scenario, phase string, srv *load
 	if before != nil && after != nil {
 		res.CacheHits = hitRatios(before.caches, after.caches)
 		res.CacheMissesPerOp = missesPerOp(before.caches, after.caches, res.Ops)
+		res.WrittenPerOp = perOp(before.written, after.written, res.Ops)
 		res.Committer = committerFigures(before, after)
 		res.Collector = collectorFigures(before, after, res.Ops)
 	}
@@ -212,9 +213,10 @@ func (r *run) measureLoad(ctx context.Context, scenario, phase string, srv *load
 // (memoria_store_commits_total, …) and the Go runtime's figures of its
 // collector (go_cpu_classes_gc_total_cpu_seconds_total, …), and when.
 type serverReading struct {
-	at     time.Time
-	caches map[string][2]float64
-	values map[string]float64 // the committer's and the collector's, by family
+	at      time.Time
+	caches  map[string][2]float64
+	written map[string]float64 // memoria_store_written_bytes_total by space
+	values  map[string]float64 // the committer's and the collector's, by family
 }
 
 // committerFamilies are the committer's counters on /metrics; the last,
@@ -251,6 +253,10 @@ var collectorFamilies = []string{"go_memstats_alloc_bytes_total", "go_gc_duratio
 	"go_cpu_classes_gc_total_cpu_seconds_total", "go_cpu_classes_total_cpu_seconds_total",
 	"go_cpu_classes_idle_cpu_seconds_total", "go_gc_heap_live_bytes"}
 
+// writtenFamily is the bytes the commits wrote by key space (a server
+// older than stop 83 of issue 15 lacks it).
+const writtenFamily = "memoria_store_written_bytes_total"
+
 // packsFamily is the bytes of the vector index's packs of large sonas'
 // records (a server older than stop 72 of issue 15 lacks it).
 const packsFamily = "memoria_vector_pack_bytes"
@@ -272,7 +278,7 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 	if resp.StatusCode != http.StatusOK {
 		return nil
 	}
-	out := &serverReading{at: time.Now(), caches: map[string][2]float64{}, values: map[string]float64{}}
+	out := &serverReading{at: time.Now(), caches: map[string][2]float64{}, written: map[string]float64{}, values: map[string]float64{}}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -287,6 +293,13 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 				e := out.caches[name]
 				e[i] = v
 				out.caches[name] = e
+			}
+		}
+		if rest, ok := strings.CutPrefix(line, writtenFamily+`{space="`); ok {
+			if space, value, ok := strings.Cut(rest, `"} `); ok {
+				if v, err := strconv.ParseFloat(value, 64); err == nil {
+					out.written[space] = v
+				}
 			}
 		}
 		if family, value, ok := strings.Cut(line, " "); ok && (slices.Contains(committerFamilies, family) || slices.Contains(batchFamilies, family) || slices.Contains(writeWaitFamilies, family) || slices.Contains(collectorFamilies, family) || family == packsFamily) {
@@ -397,6 +410,19 @@ func missesPerOp(before, after map[string][2]float64, ops int64) map[string]floa
 	out := map[string]float64{}
 	for name, a := range after {
 		out[name] = (a[1] - before[name][1]) / float64(ops)
+	}
+	return out
+}
+
+// perOp is each counter's growth between before and after per one of
+// ops operations (nil without either reading, operations or counters).
+func perOp(before, after map[string]float64, ops int64) map[string]float64 {
+	if len(after) == 0 || before == nil || ops <= 0 {
+		return nil
+	}
+	out := make(map[string]float64, len(after))
+	for name, a := range after {
+		out[name] = (a - before[name]) / float64(ops)
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -112,6 +113,9 @@ func extras(r Result) string {
 			parts = append(parts, fmt.Sprintf("writes stalled %.1f s", c.StalledS))
 		}
 	}
+	if w := writtenNote(r.WrittenPerOp); w != "" {
+		parts = append(parts, w)
+	}
 	if c := r.Collector; c != nil {
 		parts = append(parts, fmt.Sprintf("GC %.0f%% of the CPU, %d cycles, %.0f KB allocated/op, %.0f MB live", 100*c.CPUShare, c.Cycles, c.AllocKBPerOp, float64(c.LiveBytes)/1e6))
 	}
@@ -122,6 +126,28 @@ func extras(r Result) string {
 		parts = append(parts, fmt.Sprintf("client CPU/op %.2f", r.ClientCPUMsPerOp))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// writtenNote tells what an operation wrote into the store: the total,
+// then the spaces of a twentieth of it or more, the most first.
+func writtenNote(perOp map[string]float64) string {
+	var total float64
+	for _, b := range perOp {
+		total += b
+	}
+	if total < 1 {
+		return ""
+	}
+	spaces := slices.SortedFunc(maps.Keys(perOp), func(a, b string) int {
+		return cmp.Or(cmp.Compare(perOp[b], perOp[a]), strings.Compare(a, b))
+	})
+	var big []string
+	for _, sp := range spaces {
+		if perOp[sp] >= total/20 {
+			big = append(big, fmt.Sprintf("%s %.1f", sp, perOp[sp]/1000))
+		}
+	}
+	return fmt.Sprintf("written/op %.1f KB (%s)", total/1000, strings.Join(big, " "))
 }
 
 func clip(s string, n int) string {

@@ -304,7 +304,12 @@ type Committer struct {
 	StallSeconds     float64
 	ReadsOpen        int
 	OldestReadBehind uint64
+	// Written are the keys and bytes the commits wrote, by key space.
+	Written map[string]Written
 }
+
+// Written are the keys of a key space the commits wrote and their bytes.
+type Written struct{ Keys, Bytes uint64 }
 
 // WriteStages name the stages of a write's wait (Committer.Waits' keys,
 // the stage label of memoria_store_write_wait_seconds), in the order the
@@ -372,6 +377,8 @@ var (
 	stallSecDesc  = prometheus.NewDesc("memoria_store_write_stall_seconds_total", "Seconds the stalls of memoria_store_write_stalls_total lasted.", nil, nil)
 	readsDesc     = prometheus.NewDesc("memoria_store_reads_open", "Read transactions of the store open now (views share one while the committer is busy).", nil, nil)
 	behindDesc    = prometheus.NewDesc("memoria_store_oldest_read_commits_behind", "Commits made since the oldest open read transaction began: Badger keeps every version it may read.", nil, nil)
+	writtenDesc   = prometheus.NewDesc("memoria_store_written_bytes_total", "Bytes the commits wrote into Badger (keys and values; a deletion its key; a key written twice in a batch once), by key space (its first letter and '/'; \"other\" for keys of none): the values of v/ (the embeddings) go to the value log, the rest into the tree, which its compactions rewrite level by level. Over operations, what each writes, a figure that does not move with the machine's speed.", []string{"space"}, nil)
+	writtenKeys   = prometheus.NewDesc("memoria_store_written_keys_total", "Keys the commits wrote into Badger (see memoria_store_written_bytes_total), by key space.", []string{"space"}, nil)
 	rerankDesc    = prometheus.NewDesc("memoria_recall_rerank_fallbacks_total", "Recalls that kept the fused order because the reranker (recall.rerank) failed or timed out.", nil, nil)
 	workersDesc   = prometheus.NewDesc("memoria_recall_workers", "Recalls that may compute at once (recall.workers).", nil, nil)
 	busyRecDesc   = prometheus.NewDesc("memoria_recall_workers_busy", "Recalls computing now (at most memoria_recall_workers).", nil, nil)
@@ -418,6 +425,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- stallSecDesc
 	ch <- readsDesc
 	ch <- behindDesc
+	ch <- writtenDesc
+	ch <- writtenKeys
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -481,6 +490,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(stallSecDesc, prometheus.CounterValue, st.Committer.StallSeconds)
 	ch <- prometheus.MustNewConstMetric(readsDesc, prometheus.GaugeValue, float64(st.Committer.ReadsOpen))
 	ch <- prometheus.MustNewConstMetric(behindDesc, prometheus.GaugeValue, float64(st.Committer.OldestReadBehind))
+	for space, w := range st.Committer.Written {
+		ch <- prometheus.MustNewConstMetric(writtenDesc, prometheus.CounterValue, float64(w.Bytes), space)
+		ch <- prometheus.MustNewConstMetric(writtenKeys, prometheus.CounterValue, float64(w.Keys), space)
+	}
 }
 
 // histogram is the histogram of counts by bounds (counts[i] at most

@@ -2,11 +2,11 @@
 // associations, the Hebbian co-access partners, and Living Memory's
 // emergent thresholds.
 //
-// Key spaces (values protobuf unless said):
+// Key spaces:
 //
-//	a/  memory CID                  Associations: the memory's typed links (Causal,
+//	a/  memory CID                  a link list: the memory's typed links (Causal,
 //	                                Similar, Sequential, Related), both directions
-//	h/  agent 0x00 memory CID       Associations: co-access partners for one agent
+//	h/  agent 0x00 memory CID       a link list: co-access partners for one agent
 //	d/  sona uuid                   SimStats (EncodeStats: n, mean, M2 as 8-byte BE
 //	                                floats): the sona's nearest-neighbour similarities
 //
@@ -21,6 +21,11 @@
 // go through Graph (Self.Assoc), whose cache of the lists read or
 // committed lately the commit events keep current (recall reads its
 // hits' and seeds' lists with Graph.In), or Read inside a transaction.
+//
+// A link list is stored in a compact form (form.go), ~43 bytes a link; a
+// list an older build wrote as a messages.Associations is read as well,
+// and written again compact at its next change. Export and import see
+// lists as messages (Unmarshal, Marshal).
 //
 // Invariants: a link list is sorted strongest first (ties by target
 // bytes) and holds at most MaxLinks links — the weakest are forgotten

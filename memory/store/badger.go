@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -314,6 +315,43 @@ type badgerEngine struct {
 	version atomic.Uint64 // the last commit's: a read begun now reads at it
 	wmu     sync.Mutex    // commits one at a time: the committer's, and writes behind its back
 	reads   readVersions  // the versions read now: Badger keeps what they see
+
+	written spaceWrites // what the commits wrote, by key space
+}
+
+// spaceWrites count the keys the commits wrote and their bytes (key and
+// value; a deletion its key) by key space: indexed by a key's first byte
+// when its second is '/', else 0. A key written twice in a batch counts
+// once, its last value, as Badger writes it.
+type spaceWrites [256]struct{ keys, bytes atomic.Uint64 }
+
+// SpaceWrites are the writes of one key space (CommitStats.Written).
+type SpaceWrites struct {
+	Space       string // "a/", "t/", …; "other" for keys of no space
+	Keys, Bytes uint64
+}
+
+func spaceOf(key []byte) byte {
+	if len(key) >= 2 && key[1] == '/' && key[0] != 0 {
+		return key[0]
+	}
+	return 0
+}
+
+// stats lists the spaces written so far, in the order of their bytes.
+func (w *spaceWrites) stats() []SpaceWrites {
+	var out []SpaceWrites
+	for i := range w {
+		if k := w[i].keys.Load(); k > 0 {
+			name := "other"
+			if i > 0 {
+				name = string([]byte{byte(i), '/'})
+			}
+			out = append(out, SpaceWrites{Space: name, Keys: k, Bytes: w[i].bytes.Load()})
+		}
+	}
+	slices.SortFunc(out, func(a, b SpaceWrites) int { return cmp.Compare(b.Bytes, a.Bytes) })
+	return out
 }
 
 // readVersions counts the transactions open at each version. Badger
@@ -582,7 +620,8 @@ type badgerBatch struct {
 	e           *badgerEngine
 	done        func() // ends the transaction (discarded, or committed)
 	count, size int64
-	written     map[string]struct{}
+	written     map[string]int // the keys written, each with its bytes (key and value)
+	spaces      [256][2]int64  // the keys and bytes written, by space (spaceOf)
 }
 
 func (b *badgerBatch) set(key, val []byte) error {
@@ -602,9 +641,16 @@ func (b *badgerBatch) add(key, val []byte) {
 	b.count++
 	b.size += entrySize(len(key), len(val))
 	if b.written == nil {
-		b.written = map[string]struct{}{}
+		b.written = map[string]int{}
 	}
-	b.written[string(key)] = struct{}{}
+	sp, n := &b.spaces[spaceOf(key)], len(key)+len(val)
+	if old, ok := b.written[string(key)]; ok {
+		sp[0]--
+		sp[1] -= int64(old)
+	}
+	sp[0]++
+	sp[1] += int64(n)
+	b.written[string(key)] = n
 }
 
 func (b *badgerBatch) wrote(key []byte) bool {
@@ -644,6 +690,12 @@ func (b *badgerBatch) commit() error {
 	}
 	b.e.renew()
 	b.e.settle()
+	for i, sp := range &b.spaces {
+		if sp[0] != 0 {
+			b.e.written[i].keys.Add(uint64(sp[0]))
+			b.e.written[i].bytes.Add(uint64(sp[1]))
+		}
+	}
 	// Badger logs a failed sync of its value log rather than failing the
 	// commit (valueLog.write): the values there may not be durable, so the
 	// commit is not acknowledged.

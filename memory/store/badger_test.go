@@ -2,12 +2,14 @@ package store_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -438,6 +440,44 @@ func TestCommitStatsCountTheCommitterWork(t *testing.T) {
 	}
 	if got.Commit <= before.Commit || got.Busy < got.Commit {
 		t.Errorf("busy %v, in Badger's commits %v (before: %v, %v)", got.Busy, got.Commit, before.Busy, before.Commit)
+	}
+}
+
+// TestCommitStatsCountWrittenBySpace: the commits' writes are counted by
+// key space — keys and bytes, a deletion its key, a key written twice in
+// a batch once at its last value, a key of no space as other —, most
+// bytes first.
+func TestCommitStatsCountWrittenBySpace(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	t.Cleanup(func() { s.Close() })
+	if err := s.Update(context.Background(), func(tx store.Tx) error {
+		tx.Set([]byte("a/1"), make([]byte, 100))
+		tx.Set([]byte("a/1"), make([]byte, 10)) // the same key again: its last value
+		tx.Set([]byte("a/2"), make([]byte, 20))
+		tx.Delete([]byte("q/1"))
+		tx.Set([]byte("nospace"), []byte("v"))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]store.SpaceWrites{}
+	var order []string
+	for _, w := range s.CommitStats().Written {
+		got[w.Space] = w
+		order = append(order, w.Space)
+	}
+	want := map[string]store.SpaceWrites{
+		"a/":    {Space: "a/", Keys: 2, Bytes: 3 + 10 + 3 + 20},
+		"q/":    {Space: "q/", Keys: 1, Bytes: 3},
+		"other": {Space: "other", Keys: 1, Bytes: 8},
+	}
+	for space, w := range want {
+		if got[space] != w {
+			t.Errorf("%s: %+v, want %+v", space, got[space], w)
+		}
+	}
+	if !slices.IsSortedFunc(s.CommitStats().Written, func(a, b store.SpaceWrites) int { return cmp.Compare(b.Bytes, a.Bytes) }) {
+		t.Errorf("spaces in the order %v, want the most bytes first", order)
 	}
 }
 

@@ -347,6 +347,12 @@ type CommitStats struct {
 	// write since. Zero for the in-memory backend.
 	ReadsOpen        int
 	OldestReadBehind uint64
+	// Written is what the commits wrote into Badger by key space, the
+	// most bytes first: every key and value of a batch once (its last
+	// write of a key), a deletion its key. The values of valueLogSpaces
+	// went to the value log, the rest into the tree, which its
+	// compactions rewrite level by level. Nil for the in-memory backend.
+	Written []SpaceWrites
 }
 
 // WaitCounts are the waits of a stage: Counts[i] took at most
@@ -377,6 +383,7 @@ func (s *Store) CommitStats() CommitStats {
 	if e, ok := s.eng.(*badgerEngine); ok {
 		n, oldest, last := e.reads.open(&e.version)
 		c.ReadsOpen, c.OldestReadBehind = n, last-oldest
+		c.Written = e.written.stats()
 	}
 	return c
 }
