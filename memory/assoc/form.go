@@ -71,9 +71,9 @@ func appendEntries(b []byte, es []Entry) []byte {
 	if len(es) == 0 {
 		return b
 	}
-	base := es[0].UpdatedAt
+	first := es[0].UpdatedAt
 	b = append(b, formMark, formCompact)
-	b = binary.AppendVarint(b, base)
+	b = binary.AppendVarint(b, first)
 	for _, e := range es {
 		head := typeCode(e.Type)
 		short := len(e.Target) == len(cidPrefix)+digestLen && [4]byte(e.Target) == cidPrefix
@@ -82,7 +82,7 @@ func appendEntries(b []byte, es []Entry) []byte {
 		}
 		b = append(b, head)
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(e.Strength))
-		b = binary.AppendVarint(b, e.UpdatedAt-base)
+		b = binary.AppendVarint(b, e.UpdatedAt-first)
 		if head&headType == 0 {
 			b = binary.AppendUvarint(b, uint64(len(e.Type)))
 			b = append(b, e.Type...)
@@ -107,7 +107,7 @@ func eachCompact(raw []byte, ts *builtTargets, fn func(Entry) bool) error {
 	if len(raw) < 2 || raw[1] != formCompact {
 		return corruptForm("unknown form")
 	}
-	base, n := binary.Varint(raw[2:])
+	first, n := binary.Varint(raw[2:])
 	if n <= 0 {
 		return corruptForm("base time")
 	}
@@ -126,7 +126,7 @@ func eachCompact(raw []byte, ts *builtTargets, fn func(Entry) bool) error {
 		if n <= 0 {
 			return corruptForm("link time")
 		}
-		e.UpdatedAt = base + d
+		e.UpdatedAt = first + d
 		raw = raw[9+n:]
 		switch code := head & headType; {
 		case code == 0:

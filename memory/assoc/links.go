@@ -227,7 +227,7 @@ func getEntries() *entryScratch { return entryLists.Get().(*entryScratch) }
 
 func (s *entryScratch) put() {
 	clear(s.es[:cap(s.es)]) // no target aliasing a list stays
-	s.es, s.targets.buf = s.es[:0], s.targets.buf[:0]
+	s.es, s.targets.buf, s.targets.keep = s.es[:0], s.targets.buf[:0], false
 	entryLists.Put(s)
 }
 
@@ -590,7 +590,9 @@ func (g *Graph) Walk(r store.Reader, key []byte, fn func(Entry) bool) error {
 	if err != nil {
 		return err
 	}
-	return eachEntry(raw, &builtTargets{}, fn)
+	scratch := getEntries() // room to build a target in, without an allocation a walk
+	defer scratch.put()
+	return eachEntry(raw, &scratch.targets, fn)
 }
 
 // Walk is Graph.Walk without a cache.
