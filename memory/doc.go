@@ -160,7 +160,9 @@
 //	                                    (its idempotency key) made (memory/chain)
 //	        uuid 0x00 "s" seq (8 BE)    the request id of the append at seq
 //	t/      uuid 0x00 …                 MemoryOS tiers of the sona (memory/tiers):
-//	          "s"                       StmState: the short-term pages (no embeddings), version, page similarity stats
+//	          "s"                       StmState: version, page similarity stats, the short-term pages' seqs
+//	                                    (an older build's: the pages inline, no embeddings)
+//	          "S" seq (8 BE)            Page: a short-term page (no embedding), its own record since stop 83
 //	          "m"                       MtmState: next segment id, page count, version
 //	          "g" segment (8 BE)        Segment
 //	          "p" segment seq (8+8 BE)  Page of a mid-term segment

@@ -757,16 +757,23 @@ func (x *Persona) GetUpdates() uint64 {
 // StmState is the stored short-term memory of a sona.
 type StmState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Oldest first; at most tiers.stm_pages.
+	// Oldest first; at most tiers.stm_pages. Stored by builds before stop 83
+	// of issue 15 only: since, each page is its own record (the tiers' "S"
+	// key, by seq), listed in page_seqs, and a read fills this in.
 	Pages []*Page `protobuf:"bytes,1,rep,name=pages,proto3" json:"pages,omitempty"`
 	// Bumped on every change (optimistic concurrency of tier workers).
 	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
 	// Running distribution of the similarity of each page to the one before
 	// it (Welford: count, mean, sum of squared deviations): the emergent
 	// threshold that links a page to the chain comes from it.
-	SimN          uint64  `protobuf:"varint,3,opt,name=sim_n,json=simN,proto3" json:"sim_n,omitempty"`
-	SimMean       float64 `protobuf:"fixed64,4,opt,name=sim_mean,json=simMean,proto3" json:"sim_mean,omitempty"`
-	SimM2         float64 `protobuf:"fixed64,5,opt,name=sim_m2,json=simM2,proto3" json:"sim_m2,omitempty"`
+	SimN    uint64  `protobuf:"varint,3,opt,name=sim_n,json=simN,proto3" json:"sim_n,omitempty"`
+	SimMean float64 `protobuf:"fixed64,4,opt,name=sim_mean,json=simMean,proto3" json:"sim_mean,omitempty"`
+	SimM2   float64 `protobuf:"fixed64,5,opt,name=sim_m2,json=simM2,proto3" json:"sim_m2,omitempty"`
+	// The seqs of the pages, oldest first, each stored as its own record:
+	// a step writes the page it adds and deletes the one it hands on, not
+	// the whole state (what an advance wrote was 2.9 KB of it at five
+	// minutes of advances). Empty in a state whose pages are inline.
+	PageSeqs      []uint64 `protobuf:"varint,6,rep,packed,name=page_seqs,json=pageSeqs,proto3" json:"page_seqs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -834,6 +841,13 @@ func (x *StmState) GetSimM2() float64 {
 		return x.SimM2
 	}
 	return 0
+}
+
+func (x *StmState) GetPageSeqs() []uint64 {
+	if x != nil {
+		return x.PageSeqs
+	}
+	return nil
 }
 
 // MtmState is the stored header of a sona's mid-term memory.
@@ -1456,13 +1470,14 @@ const file_memoria_v1_tiers_proto_rawDesc = "" +
 	"\aPersona\x12+\n" +
 	"\x04user\x18\x01 \x01(\v2\x17.memoria.v1.UserPersonaR\x04user\x12.\n" +
 	"\x05agent\x18\x02 \x01(\v2\x18.memoria.v1.AgentPersonaR\x05agent\x12\x18\n" +
-	"\aupdates\x18\x03 \x01(\x04R\aupdates\"\x93\x01\n" +
+	"\aupdates\x18\x03 \x01(\x04R\aupdates\"\xb0\x01\n" +
 	"\bStmState\x12&\n" +
 	"\x05pages\x18\x01 \x03(\v2\x10.memoria.v1.PageR\x05pages\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x13\n" +
 	"\x05sim_n\x18\x03 \x01(\x04R\x04simN\x12\x19\n" +
 	"\bsim_mean\x18\x04 \x01(\x01R\asimMean\x12\x15\n" +
-	"\x06sim_m2\x18\x05 \x01(\x01R\x05simM2\"]\n" +
+	"\x06sim_m2\x18\x05 \x01(\x01R\x05simM2\x12\x1b\n" +
+	"\tpage_seqs\x18\x06 \x03(\x04R\bpageSeqs\"]\n" +
 	"\bMtmState\x12!\n" +
 	"\fnext_segment\x18\x01 \x01(\x04R\vnextSegment\x12\x14\n" +
 	"\x05pages\x18\x02 \x01(\x04R\x05pages\x12\x18\n" +

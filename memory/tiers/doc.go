@@ -52,7 +52,9 @@
 // # Key space
 //
 //	t/  uuid 0x00 …                 the tiers of the sona:
-//	      "s"                       StmState: the short-term pages (no embeddings), version, page similarity stats
+//	      "s"                       StmState: version, page similarity stats, the short-term pages' seqs
+//	                                (an older build's: the pages inline, no embeddings)
+//	      "S" seq (8 BE)            Page: a short-term page (no embedding), its own record since stop 83
 //	      "m"                       MtmState: next segment id, page count, version
 //	      "g" segment (8 BE)        Segment
 //	      "v" segment (8 BE)        its visits since its last write: N_visit, last access (8 BE each);

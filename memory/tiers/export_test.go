@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -26,19 +28,46 @@ func (s *Store) StoredSegments(sona string) ([]*Segment, error) {
 // InboxStart is where reads of sona's tier inbox begin.
 func (s *Store) InboxStart(sona, tier string) uint64 { return s.starts.get(sona, tier) }
 
-// StoredSTM is sona's STM state as stored.
+// StoredSTM is sona's STM state as stored, its pages read (stmState).
 func (s *Store) StoredSTM(sona string) (*messages.StmState, error) {
-	st := &messages.StmState{}
+	var st *messages.StmState
 	err := s.view.View(func(txn store.Reader) error {
-		_, err := store.GetProto(txn, stmKey(sona), st)
+		var err error
+		st, err = s.stmState(txn, sona)
 		return err
 	})
 	return st, err
 }
 
-// SetSTM stores st as sona's STM state.
+// SetSTM stores st as sona's STM state as a build before stop 83 did:
+// its pages inline, their records deleted.
 func (s *Store) SetSTM(sona string, st *messages.StmState) error {
-	return s.store.Update(context.Background(), func(tx store.Tx) error { return store.SetProto(tx, stmKey(sona), st) })
+	return s.store.Update(context.Background(), func(tx store.Tx) error {
+		old, err := s.stmState(tx, sona)
+		if err != nil {
+			return err
+		}
+		for _, seq := range old.PageSeqs {
+			tx.Delete(stmPageKey(sona, seq))
+		}
+		inline := proto.Clone(st).(*messages.StmState)
+		inline.PageSeqs = nil
+		return store.SetProto(tx, stmKey(sona), inline)
+	})
+}
+
+// STMRecords are the keys of sona's STM state and page records as stored.
+func (s *Store) STMRecords(sona string) (state *messages.StmState, pages []uint64, err error) {
+	state = &messages.StmState{}
+	err = s.view.View(func(txn store.Reader) error {
+		if _, err := store.GetProto(txn, stmKey(sona), state); err != nil {
+			return err
+		}
+		return store.Keys(txn, base.Join(tierPrefix(sona), []byte("S")), func(k []byte) {
+			pages = append(pages, base.DecodeU64(k[len(k)-8:]))
+		})
+	})
+	return state, pages, err
 }
 
 // PageVector is the embedding of page p (its memories' vectors).

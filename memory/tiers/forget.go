@@ -98,11 +98,11 @@ func (f *tierForget) bumpMTM() error {
 
 // stm drops the short-term pages that name a forgotten memory.
 func (f *tierForget) stm() error {
-	st := &messages.StmState{}
-	ok, err := f.s.getProto(f.tx, stmKey(f.sona), st)
-	if err != nil || !ok {
+	old, err := f.s.stmState(f.tx, f.sona)
+	if err != nil {
 		return err
 	}
+	st := proto.Clone(old).(*messages.StmState)
 	kept := st.Pages[:0]
 	for _, p := range st.Pages {
 		if f.hit(p) {
@@ -117,7 +117,7 @@ func (f *tierForget) stm() error {
 	}
 	st.Pages = kept
 	st.Version++
-	return store.SetProto(f.tx, stmKey(f.sona), st)
+	return f.s.putSTM(f.tx, f.sona, old, st)
 }
 
 // inboxes drops queued pages that name a forgotten memory, and strips
@@ -251,19 +251,19 @@ func (f *tierForget) chainSummaries() error {
 		}
 		return false
 	}
-	st := &messages.StmState{}
-	if ok, err := f.s.getProto(f.tx, stmKey(f.sona), st); err != nil {
+	old, err := f.s.stmState(f.tx, f.sona)
+	if err != nil {
 		return err
-	} else if ok {
-		changed := false
-		for _, p := range st.Pages {
-			changed = clear(p) || changed
-		}
-		if changed {
-			st.Version++
-			if err := store.SetProto(f.tx, stmKey(f.sona), st); err != nil {
-				return err
-			}
+	}
+	st := proto.Clone(old).(*messages.StmState)
+	changed := false
+	for _, p := range st.Pages {
+		changed = clear(p) || changed
+	}
+	if changed {
+		st.Version++
+		if err := f.s.putSTM(f.tx, f.sona, old, st); err != nil {
+			return err
 		}
 	}
 	return f.eachSegment(func(seg *Segment, pages []*messages.Page) error {

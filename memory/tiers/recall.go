@@ -49,8 +49,8 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 	out := &Recall{}
 	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
-		stm := &messages.StmState{}
-		if _, err := s.getProto(txn, stmKey(sona), stm); err != nil {
+		stm, err := s.stmState(txn, sona)
+		if err != nil {
 			return err
 		}
 		pending, err := s.inbox(txn, sona, STM, 0)
@@ -184,11 +184,10 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 			return ps, err
 		}
 
-		stm := &messages.StmState{}
-		if _, err := s.getProto(txn, stmKey(sona), stm); err != nil {
+		stm, err := s.stmState(txn, sona)
+		if err != nil {
 			return err
 		}
-		var err error
 		if out.Stm.Pages, err = showAll(stm.Pages); err != nil {
 			return err
 		}

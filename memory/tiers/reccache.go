@@ -12,8 +12,11 @@ import (
 )
 
 // recCacheSize is how many tier records the cache keeps: a sona's STM
-// state (~2 KB), MTM state, persona and counters (8 bytes each).
-const recCacheSize = 1 << 16
+// state and its pages (stm_pages, 7, of ~400 bytes each: since stop 83,
+// records of their own, where the state held them inline, ~2.9 KB), MTM
+// state, persona and counters (8 bytes each) — some 13 a sona, so that
+// 10,000 sonas' fit as their states did in 65,536 before.
+const recCacheSize = 1 << 17
 
 // record reads the tier record at key (one of cachedTierRecord's) through the
 // cache of the records read or written lately (store.Records): every
@@ -27,11 +30,11 @@ const recCacheSize = 1 << 16
 func (s *Store) record(r store.Reader, key []byte) ([]byte, error) { return s.recs.Get(r, key) }
 
 // cachedTierRecord reports whether key is one of the tier records the
-// cache keeps: an STM state (s), an MTM state (m), a persona (l), a
-// counter (n).
+// cache keeps: an STM state (s) or page (S), an MTM state (m), a persona
+// (l), a counter (n).
 func cachedTierRecord(key string) bool {
 	_, part, _, ok := tierKey(key)
-	return ok && (part == 's' || part == 'm' || part == 'l' || part == 'n')
+	return ok && (part == 's' || part == 'S' || part == 'm' || part == 'l' || part == 'n')
 }
 
 // getProto reads the tier record at key into m through the cache (record);

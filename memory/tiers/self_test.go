@@ -588,6 +588,67 @@ func TestSTMStateKeepsNoEmbeddings(t *testing.T) {
 	}
 }
 
+// TestSTMPagesAreRecords: the STM's state lists its pages by seq, each
+// page its own record — a step writes the page it adds and deletes the
+// one it hands to the MTM, never the state's pages inline —, and a state
+// an older build wrote with its pages inline is read as it was and
+// written as records at the next step.
+func TestSTMPagesAreRecords(t *testing.T) {
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
+	defer s.Close()
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(4))
+	page := func(i int) {
+		t.Helper()
+		o.Page(fmt.Sprintf("We talked about %s.", randomWords(rng, 3)), fmt.Sprintf("Page %d: %s.", i, randomWords(rng, 3)))
+		memorytest.Settle(t, s, o.Sona)
+	}
+	// records checks that the pages are records, those of seqs first..last.
+	records := func(first, last uint64) {
+		t.Helper()
+		state, recs, err := s.Tiers.STMRecords(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []uint64
+		for seq := first; seq <= last; seq++ {
+			want = append(want, seq)
+		}
+		if len(state.Pages) != 0 || !slices.Equal(state.PageSeqs, want) || !slices.Equal(recs, want) {
+			t.Fatalf("state with %d pages inline, listing %v; page records %v; want %v", len(state.Pages), state.PageSeqs, recs, want)
+		}
+		st, err := s.Tiers.StoredSTM(o.Sona)
+		if err != nil || len(st.Pages) != len(want) {
+			t.Fatalf("STM read with %d pages (%v), want %d", len(st.Pages), err, len(want))
+		}
+		for i, p := range st.Pages {
+			if p.Seq != want[i] || p.Q == "" || p.R == "" || p.GetMetaChain() == nil {
+				t.Fatalf("page %d read as %v", want[i], p)
+			}
+		}
+	}
+	for i := range 9 {
+		page(i)
+	}
+	records(3, 9) // seven pages; the first two handed on
+	// As a build before stop 83 stored it: the pages inline, no records.
+	st, err := s.Tiers.StoredSTM(o.Sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tiers.SetSTM(o.Sona, st); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := s.Tiers.StoredSTM(o.Sona); err != nil || !proto.Equal(&messages.StmState{Pages: again.Pages}, &messages.StmState{Pages: st.Pages}) {
+		t.Fatalf("the inline state read as %v (%v), want %v", again, err, st)
+	}
+	if state, recs, err := s.Tiers.STMRecords(o.Sona); err != nil || len(state.Pages) != 7 || len(recs) != 0 {
+		t.Fatalf("inline state: %d pages inline, records %v (%v)", len(state.Pages), recs, err)
+	}
+	page(9)
+	records(4, 10)
+}
+
 // A step tells whether its inbox held more work when it read it (a tier
 // rests after a step without More, with no read of an empty inbox), and
 // Pending lists the tiers holding work in one read.

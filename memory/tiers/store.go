@@ -82,6 +82,9 @@ func pageKey(sona string, seg, seq uint64) []byte {
 	return base.Join(PagePrefix(sona, seg), base.U64(seq))
 }
 func personaKey(sona string) []byte { return base.Join(tierPrefix(sona), []byte("l")) }
+func stmPageKey(sona string, seq uint64) []byte {
+	return base.Join(tierPrefix(sona), []byte("S"), base.U64(seq))
+}
 func dfKey(sona, term string) []byte {
 	return base.Join(tierPrefix(sona), []byte("f"), base.KeyText(term))
 }
@@ -450,6 +453,63 @@ func (s *Store) pageVector(p *messages.Page) ([]float32, error) {
 	return PageVector(vecs[0], vecs[1]), nil
 }
 
+// stmState reads sona's STM state in r with its pages, oldest first (an
+// empty state when there is none): the pages are records of their own
+// (stmPageKey, listed by the state's PageSeqs, which stays as read), or
+// inline in a state an older build wrote. Every record is read through
+// the cache of tier records.
+func (s *Store) stmState(r store.Reader, sona string) (*messages.StmState, error) {
+	st := &messages.StmState{}
+	if _, err := s.getProto(r, stmKey(sona), st); err != nil {
+		return nil, err
+	}
+	for _, seq := range st.PageSeqs {
+		p := &messages.Page{}
+		ok, err := s.getProto(r, stmPageKey(sona, seq), p)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: STM page %d of sona %s is missing", base.ErrCorrupt, seq, sona)
+		}
+		st.Pages = append(st.Pages, p)
+	}
+	return st, nil
+}
+
+// putSTM writes next as sona's STM state over old (as stmState read it in
+// tx): the state with its pages' seqs, the pages it adds or changes, and
+// the deletion of those it no longer holds — every page when old held
+// them inline.
+func (s *Store) putSTM(tx store.Tx, sona string, old, next *messages.StmState) error {
+	had := map[uint64]*messages.Page{}
+	if len(old.PageSeqs) > 0 || len(old.Pages) == 0 {
+		for _, p := range old.Pages {
+			had[p.Seq] = p
+		}
+	} else {
+		for _, p := range old.Pages {
+			had[p.Seq] = nil // inline: its record is to be written
+		}
+	}
+	head := &messages.StmState{Version: next.Version, SimN: next.SimN, SimMean: next.SimMean, SimM2: next.SimM2}
+	for _, p := range next.Pages {
+		head.PageSeqs = append(head.PageSeqs, p.Seq)
+		if prev, ok := had[p.Seq]; !ok || prev == nil || !proto.Equal(prev, p) {
+			if err := store.SetProto(tx, stmPageKey(sona, p.Seq), p); err != nil {
+				return err
+			}
+		}
+		delete(had, p.Seq)
+	}
+	for seq, p := range had {
+		if p != nil {
+			tx.Delete(stmPageKey(sona, seq))
+		}
+	}
+	return store.SetProto(tx, stmKey(sona), head)
+}
+
 func (s *Store) stepSTM(ctx context.Context, sona string, model Model, background bool) (Step, error) {
 	var (
 		w    *messages.TierWork
@@ -466,7 +526,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 		if w.GetPage() == nil {
 			return fmt.Errorf("%w: STM inbox entry %d holds no page", base.ErrCorrupt, w.Seq)
 		}
-		if _, err := s.getProto(txn, stmKey(sona), stm); err != nil {
+		if stm, err = s.stmState(txn, sona); err != nil {
 			return err
 		}
 		for _, p := range stm.Pages {
@@ -520,8 +580,8 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 	}
 	next.Version++
 	err = s.commit(ctx, background && !more, func(tx store.Tx) error {
-		cur := &messages.StmState{}
-		if _, err := s.getProto(tx, stmKey(sona), cur); err != nil {
+		cur, err := s.stmState(tx, sona)
+		if err != nil {
 			return err
 		}
 		if cur.Version != stm.Version {
@@ -535,7 +595,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 				return err
 			}
 		}
-		return store.SetProto(tx, stmKey(sona), next)
+		return s.putSTM(tx, sona, cur, next)
 	})
 	if err != nil {
 		return Step{}, err
