@@ -164,8 +164,8 @@
 //	                                    (an older build's: the pages inline, no embeddings)
 //	          "S" seq (8 BE)            Page: a short-term page (no embedding), its own record since stop 83
 //	          "m"                       MtmState: next segment id, page count, version
-//	          "g" segment (8 BE)        Segment
-//	          "p" segment seq (8+8 BE)  Page of a mid-term segment
+//	          "g" segment (8 BE)        Segment, its mean embedding packed (embedding8) since stop 84
+//	          "p" segment seq (8+8 BE)  Page of a mid-term segment, its embedding packed since stop 84
 //	          "l"                       Persona (user profile, knowledge, traits; agent traits)
 //	          "f" term                  document frequency of a term in the mid-term pages (8 BE);
 //	                                    a term over 128 bytes is keyed by its first 95 bytes,

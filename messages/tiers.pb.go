@@ -38,8 +38,13 @@ type Page struct {
 	// Page embedding: the normalised sum of q's and r's (stored only).
 	Embedding []float32 `protobuf:"fixed32,7,rep,packed,name=embedding,proto3" json:"embedding,omitempty"`
 	// Texts of q and r with their speakers, filled in API responses only.
-	QText         string `protobuf:"bytes,8,opt,name=q_text,json=qText,proto3" json:"q_text,omitempty"`
-	RText         string `protobuf:"bytes,9,opt,name=r_text,json=rText,proto3" json:"r_text,omitempty"`
+	QText string `protobuf:"bytes,8,opt,name=q_text,json=qText,proto3" json:"q_text,omitempty"`
+	RText string `protobuf:"bytes,9,opt,name=r_text,json=rText,proto3" json:"r_text,omitempty"`
+	// The page embedding packed (stored only, in place of embedding): a
+	// little-endian float32 scale, then a signed byte a dimension, each
+	// component the byte times the scale. Written since stop 84; a record
+	// with embedding set is read from that.
+	Embedding8    []byte `protobuf:"bytes,10,opt,name=embedding8,proto3" json:"embedding8,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -135,6 +140,13 @@ func (x *Page) GetRText() string {
 		return x.RText
 	}
 	return ""
+}
+
+func (x *Page) GetEmbedding8() []byte {
+	if x != nil {
+		return x.Embedding8
+	}
+	return nil
 }
 
 // MetaChain links a page to the pages before it on the same thread of
@@ -280,8 +292,11 @@ type Segment struct {
 	// Times the segment was promoted.
 	Promotions uint64 `protobuf:"varint,12,opt,name=promotions,proto3" json:"promotions,omitempty"`
 	// Filled in API responses only: the pages and the heat now.
-	Pages         []*Page `protobuf:"bytes,13,rep,name=pages,proto3" json:"pages,omitempty"`
-	Heat          float64 `protobuf:"fixed64,14,opt,name=heat,proto3" json:"heat,omitempty"`
+	Pages []*Page `protobuf:"bytes,13,rep,name=pages,proto3" json:"pages,omitempty"`
+	Heat  float64 `protobuf:"fixed64,14,opt,name=heat,proto3" json:"heat,omitempty"`
+	// The mean embedding packed as a page's embedding8 is (stored only, in
+	// place of embedding).
+	Embedding8    []byte `protobuf:"bytes,15,opt,name=embedding8,proto3" json:"embedding8,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -412,6 +427,13 @@ func (x *Segment) GetHeat() float64 {
 		return x.Heat
 	}
 	return 0
+}
+
+func (x *Segment) GetEmbedding8() []byte {
+	if x != nil {
+		return x.Embedding8
+	}
+	return nil
 }
 
 // Fact is an entry of the user's knowledge base or one of the agent's
@@ -1401,7 +1423,7 @@ var File_memoria_v1_tiers_proto protoreflect.FileDescriptor
 const file_memoria_v1_tiers_proto_rawDesc = "" +
 	"\n" +
 	"\x16memoria/v1/tiers.proto\x12\n" +
-	"memoria.v1\"\xe0\x01\n" +
+	"memoria.v1\"\x80\x02\n" +
 	"\x04Page\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\f\n" +
 	"\x01q\x18\x02 \x01(\tR\x01q\x12\f\n" +
@@ -1412,14 +1434,18 @@ const file_memoria_v1_tiers_proto_rawDesc = "" +
 	"\bkeywords\x18\x06 \x03(\tR\bkeywords\x12\x1c\n" +
 	"\tembedding\x18\a \x03(\x02R\tembedding\x12\x15\n" +
 	"\x06q_text\x18\b \x01(\tR\x05qText\x12\x15\n" +
-	"\x06r_text\x18\t \x01(\tR\x05rText\"S\n" +
+	"\x06r_text\x18\t \x01(\tR\x05rText\x12\x1e\n" +
+	"\n" +
+	"embedding8\x18\n" +
+	" \x01(\fR\n" +
+	"embedding8\"S\n" +
 	"\tMetaChain\x12\x16\n" +
 	"\x06linked\x18\x01 \x01(\bR\x06linked\x12\x18\n" +
 	"\asummary\x18\x02 \x01(\tR\asummary\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x04R\x05start\"5\n" +
 	"\aKeyword\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\tR\x04term\x12\x16\n" +
-	"\x06weight\x18\x02 \x01(\x01R\x06weight\"\xc0\x03\n" +
+	"\x06weight\x18\x02 \x01(\x01R\x06weight\"\xe0\x03\n" +
 	"\aSegment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\asummary\x18\x02 \x01(\tR\asummary\x12\x1a\n" +
@@ -1440,7 +1466,10 @@ const file_memoria_v1_tiers_proto_rawDesc = "" +
 	"promotions\x18\f \x01(\x04R\n" +
 	"promotions\x12&\n" +
 	"\x05pages\x18\r \x03(\v2\x10.memoria.v1.PageR\x05pages\x12\x12\n" +
-	"\x04heat\x18\x0e \x01(\x01R\x04heat\"x\n" +
+	"\x04heat\x18\x0e \x01(\x01R\x04heat\x12\x1e\n" +
+	"\n" +
+	"embedding8\x18\x0f \x01(\fR\n" +
+	"embedding8\"x\n" +
 	"\x04Fact\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
 	"\tembedding\x18\x02 \x03(\x02R\tembedding\x12\f\n" +

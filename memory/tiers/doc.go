@@ -56,10 +56,10 @@
 //	                                (an older build's: the pages inline, no embeddings)
 //	      "S" seq (8 BE)            Page: a short-term page (no embedding), its own record since stop 83
 //	      "m"                       MtmState: next segment id, page count, version
-//	      "g" segment (8 BE)        Segment
+//	      "g" segment (8 BE)        Segment, its mean embedding packed (embedding8) since stop 84
 //	      "v" segment (8 BE)        its visits since its last write: N_visit, last access (8 BE each);
 //	                                a reader takes the larger of each and the Segment's (both only grow)
-//	      "p" segment seq (8+8 BE)  Page of a mid-term segment
+//	      "p" segment seq (8+8 BE)  Page of a mid-term segment, its embedding packed since stop 84
 //	      "l"                       Persona (user profile, knowledge, traits; agent traits)
 //	      "f" term                  document frequency of a term in the mid-term pages (8 BE)
 //	      "i" tier 0x00 seq (8 BE)  TierWork: the tier's durable inbox, oldest first

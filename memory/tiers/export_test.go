@@ -186,3 +186,85 @@ func (s *Store) TierInboxes(sona string) (stored, cached map[string][]uint64, er
 	})
 	return stored, cached, err
 }
+
+// MidTermPage is a mid-term page as stored and as segmentPages reads it.
+type MidTermPage struct {
+	Segment      uint64
+	Stored, Read *messages.Page
+}
+
+// MidTerm are sona's mid-term segment records as stored (read past the
+// cache) and its pages.
+func (s *Store) MidTerm(sona string) (segs []*messages.Segment, pages []MidTermPage, err error) {
+	err = s.view.View(func(txn store.Reader) error {
+		if err := store.Scan(txn, segmentPrefix(sona), func(_, v []byte) error {
+			seg := &messages.Segment{}
+			segs = append(segs, seg)
+			return proto.Unmarshal(v, seg)
+		}); err != nil {
+			return err
+		}
+		for _, seg := range segs {
+			read, err := segmentPages(txn, sona, seg.Id)
+			if err != nil {
+				return err
+			}
+			i := 0
+			if err := store.Scan(txn, PagePrefix(sona, seg.Id), func(_, v []byte) error {
+				p := &messages.Page{}
+				pages = append(pages, MidTermPage{seg.Id, p, read[i]})
+				i++
+				return proto.Unmarshal(v, p)
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return segs, pages, err
+}
+
+// SetMidTermFloats stores sona's mid-term segments and pages as a build
+// before stop 84 did: their embeddings as floats (those read now).
+func (s *Store) SetMidTermFloats(sona string) error {
+	return s.store.Update(context.Background(), func(tx store.Tx) error {
+		segs, err := segments(tx, sona)
+		if err != nil {
+			return err
+		}
+		for _, seg := range segs {
+			rec := seg.Record()
+			rec.Embedding, rec.Embedding8 = seg.Embedding, nil
+			if err := store.SetProto(tx, segmentKey(sona, seg.ID), rec); err != nil {
+				return err
+			}
+			pages, err := segmentPages(tx, sona, seg.ID)
+			if err != nil {
+				return err
+			}
+			for _, p := range pages {
+				if err := store.SetProto(tx, pageKey(sona, seg.ID, p.Seq), p); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// STMStateRecord is sona's STM state record as stored.
+func (s *Store) STMStateRecord(sona string) (raw []byte, err error) {
+	err = s.view.View(func(txn store.Reader) error {
+		raw, err = txn.Get(stmKey(sona))
+		return err
+	})
+	return raw, err
+}
+
+// CacheSTMState has the cache of tier records hold raw as sona's STM
+// state, as a commit told before every other did: what a view reads there
+// when a later commit that wrote the state is not yet told (its snapshot
+// may already see it).
+func (s *Store) CacheSTMState(sona string, raw []byte) {
+	s.recs.Committed(store.Event{Told: 1, Keys: []string{string(stmKey(sona))}, Values: [][]byte{raw}})
+}

@@ -270,7 +270,7 @@ func (f *tierForget) chainSummaries() error {
 		for _, p := range pages {
 			if clear(p) {
 				f.mtmMod = true
-				if err := store.SetProto(f.tx, pageKey(f.sona, seg.ID, p.Seq), p); err != nil {
+				if err := setPage(f.tx, pageKey(f.sona, seg.ID, p.Seq), p); err != nil {
 					return err
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/memoria-ai/memoria/memory/base"
@@ -47,21 +48,28 @@ type Keyword struct {
 	Weight float64
 }
 
-// SegmentOf reads a stored segment record.
-func SegmentOf(rec *messages.Segment) *Segment {
+// SegmentOf reads a stored segment record: its embedding packed
+// (embedding8) or, as an older build wrote it, as floats.
+func SegmentOf(rec *messages.Segment) (*Segment, error) {
 	s := &Segment{ID: rec.GetId(), Summary: rec.GetSummary(), Keywords: rec.GetKeywords(), Embedding: rec.GetEmbedding(),
 		NVisit: rec.GetNVisit(), LInteraction: rec.GetLInteraction(), LastAccess: rec.GetLastAccess(), CreatedAt: rec.GetCreatedAt(),
 		PageCount: rec.GetPageCount(), PromotedThrough: rec.GetPromotedThrough(), Promotions: rec.GetPromotions()}
+	if len(s.Embedding) == 0 && len(rec.GetEmbedding8()) > 0 {
+		var err error
+		if s.Embedding, err = UnpackEmbedding(rec.GetEmbedding8()); err != nil {
+			return nil, fmt.Errorf("segment %d: %w", s.ID, err)
+		}
+	}
 	for _, k := range rec.GetWeights() {
 		s.Weights = append(s.Weights, Keyword{Term: k.GetTerm(), Weight: k.GetWeight()})
 	}
-	return s
+	return s, nil
 }
 
-// Record is the stored record of s. The API-only fields (pages, heat)
-// stay unset.
+// Record is the stored record of s, its embedding packed. The API-only
+// fields (pages, heat) stay unset.
 func (s *Segment) Record() *messages.Segment {
-	rec := &messages.Segment{Id: s.ID, Summary: s.Summary, Keywords: s.Keywords, Embedding: s.Embedding,
+	rec := &messages.Segment{Id: s.ID, Summary: s.Summary, Keywords: s.Keywords, Embedding8: PackEmbedding(s.Embedding),
 		NVisit: s.NVisit, LInteraction: s.LInteraction, LastAccess: s.LastAccess, CreatedAt: s.CreatedAt,
 		PageCount: s.PageCount, PromotedThrough: s.PromotedThrough, Promotions: s.Promotions}
 	for _, k := range s.Weights {
@@ -70,11 +78,57 @@ func (s *Segment) Record() *messages.Segment {
 	return rec
 }
 
+// PackEmbedding is v as a segment's or a mid-term page's record keeps it
+// (embedding8): a little-endian float32 scale, the largest component's
+// magnitude over 127, then each component over the scale rounded to a
+// signed byte — 388 bytes at 384 dimensions where the floats took 1,539
+// (most of what a step wrote into a segment and a page, issue 15). A
+// component is off by at most half the scale, a unit vector's cosine
+// with another by about a thousandth: well inside what a segment's
+// placement (its theta) and a page's ranking tell apart. A non-finite
+// component packs as 0; nil packs as nil.
+func PackEmbedding(v []float32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	var top float32
+	for _, x := range v {
+		if a := float32(math.Abs(float64(x))); a > top && !math.IsInf(float64(a), 0) {
+			top = a
+		}
+	}
+	out := binary.LittleEndian.AppendUint32(make([]byte, 0, 4+len(v)), math.Float32bits(top/127))
+	for _, x := range v {
+		q := 0.0
+		if top > 0 && !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) {
+			q = math.Round(float64(x) / float64(top) * 127)
+		}
+		out = append(out, byte(int8(q)))
+	}
+	return out
+}
+
+// UnpackEmbedding reads what PackEmbedding wrote.
+func UnpackEmbedding(b []byte) ([]float32, error) {
+	if len(b) < 5 {
+		return nil, fmt.Errorf("%w: a packed embedding of %d bytes", base.ErrCorrupt, len(b))
+	}
+	scale := math.Float32frombits(binary.LittleEndian.Uint32(b))
+	if !(scale >= 0) || math.IsInf(float64(scale), 0) {
+		return nil, fmt.Errorf("%w: a packed embedding's scale %v", base.ErrCorrupt, scale)
+	}
+	v := make([]float32, len(b)-4)
+	for i, q := range b[4:] {
+		v[i] = float32(int8(q)) * scale
+	}
+	return v, nil
+}
+
 // visits is s's visit record (t/ uuid "v" id): NVisit and LastAccess, 8
 // bytes each, big-endian. A retrieval's visit writes it alone, not the
-// segment's header with its embedding (2 KB at 384 dimensions, rewritten
-// some six times an advance in a long-lived sona: a fifth of the bytes it
-// wrote, issue 15).
+// segment's header with its embedding (2 KB at 384 dimensions while that
+// was floats, rewritten some six times an advance in a long-lived sona: a
+// fifth of the bytes it wrote, issue 15).
 func (s *Segment) visits() []byte {
 	return binary.BigEndian.AppendUint64(base.U64(s.NVisit), uint64(s.LastAccess))
 }

@@ -172,8 +172,8 @@ func patched(segs []*Segment, id, value []byte) (_ []*Segment, ok bool) {
 	if err := proto.Unmarshal(value, rec); err != nil {
 		return nil, false
 	}
-	seg := SegmentOf(rec)
-	if seg.ID != n {
+	seg, err := SegmentOf(rec)
+	if err != nil || seg.ID != n {
 		return nil, false
 	}
 	if found { // the header keeps its last write's visits: the record may hold later ones

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
@@ -647,6 +648,146 @@ func TestSTMPagesAreRecords(t *testing.T) {
 	}
 	page(9)
 	records(4, 10)
+	// A view that reads in the cache a state older than its snapshot (the
+	// commit that wrote the state it sees not yet told), which lists a page
+	// that commit deleted, reads the state and its pages from its snapshot.
+	old, err := s.Tiers.STMStateRecord(o.Sona)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page(10)
+	s.Tiers.CacheSTMState(o.Sona, old) // lists seqs 4–10; 4 is deleted
+	records(5, 11)
+}
+
+// TestMidTermEmbeddingsArePacked: a mid-term segment's mean embedding and
+// a mid-term page's embedding are stored packed (embedding8: 4 bytes and
+// one a dimension, no floats), and read close to what they stand for —
+// a page its memories' vector, a segment the mean of its pages'; records
+// an older build wrote with floats read as those floats, and what a step
+// writes after is packed.
+func TestMidTermEmbeddingsArePacked(t *testing.T) {
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(5))
+	page := func(i int) {
+		t.Helper()
+		topic := []string{"tomatoes in the garden", "the trip to Lisbon"}[i%2]
+		o.Page(fmt.Sprintf("About %s: %s.", topic, randomWords(rng, 2)), fmt.Sprintf("Page %d on %s.", i, topic))
+		memorytest.Settle(t, s, o.Sona)
+	}
+	midTerm := func() ([]*messages.Segment, []tiers.MidTermPage, []*tiers.Segment) {
+		t.Helper()
+		segs, pages, err := s.Tiers.MidTerm(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, err := s.Tiers.StoredSegments(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return segs, pages, read
+	}
+	for i := range 14 {
+		page(i)
+	}
+	segs, pages, read := midTerm()
+	if len(segs) == 0 || len(pages) != 7 {
+		t.Fatalf("%d segments, %d pages, want some and 7", len(segs), len(pages))
+	}
+	means := map[uint64][]float32{}
+	for _, p := range pages {
+		want, err := s.Tiers.PageVector(p.Read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Stored.Embedding) != 0 || len(p.Stored.Embedding8) != 4+len(want) || len(p.Read.Embedding8) != 0 {
+			t.Fatalf("page %d stored with %d floats and %d packed bytes (want %d), %d left after reading",
+				p.Stored.Seq, len(p.Stored.Embedding), len(p.Stored.Embedding8), 4+len(want), len(p.Read.Embedding8))
+		}
+		if c := base.Cosine(p.Read.Embedding, want); c < 0.999 {
+			t.Fatalf("page %d read with cosine %v to its memories' vector", p.Stored.Seq, c)
+		}
+		if means[p.Segment] == nil {
+			means[p.Segment] = make([]float32, len(want))
+		}
+		for j, x := range want {
+			means[p.Segment][j] += x
+		}
+	}
+	for i, rec := range segs {
+		if len(rec.Embedding) != 0 || len(rec.Embedding8) != 4+len(read[i].Embedding) {
+			t.Fatalf("segment %d stored with %d floats and %d packed bytes", rec.Id, len(rec.Embedding), len(rec.Embedding8))
+		}
+		// The mean of its pages, those handed to the persona's included:
+		// only those still stored are at hand.
+		if m := means[rec.Id]; m != nil && base.Cosine(read[i].Embedding, m) < 0.99 {
+			t.Fatalf("segment %d read with cosine %v to its pages' mean", rec.Id, base.Cosine(read[i].Embedding, m))
+		}
+	}
+	// As a build before stop 84 stored them: the embeddings as floats.
+	if err := s.Tiers.SetMidTermFloats(o.Sona); err != nil {
+		t.Fatal(err)
+	}
+	segs2, pages2, read2 := midTerm()
+	for i, rec := range segs2 {
+		if len(rec.Embedding8) != 0 || !slices.Equal(read2[i].Embedding, read[i].Embedding) {
+			t.Fatalf("segment %d stored as floats: %d packed bytes, read the same: %v", rec.Id, len(rec.Embedding8),
+				slices.Equal(read2[i].Embedding, read[i].Embedding))
+		}
+	}
+	for i, p := range pages2 {
+		if len(p.Stored.Embedding8) != 0 || !slices.Equal(p.Read.Embedding, pages[i].Read.Embedding) {
+			t.Fatalf("page %d stored as floats: %d packed bytes, read the same: %v", p.Stored.Seq, len(p.Stored.Embedding8),
+				slices.Equal(p.Read.Embedding, pages[i].Read.Embedding))
+		}
+	}
+	page(14)
+	segs3, pages3, _ := midTerm()
+	packed := 0
+	for _, p := range pages3 {
+		if len(p.Stored.Embedding8) > 0 {
+			packed++
+		}
+	}
+	joined := 0
+	for _, rec := range segs3 {
+		if len(rec.Embedding8) > 0 {
+			joined++
+		}
+	}
+	if len(pages3) != 8 || packed != 1 || joined != 1 {
+		t.Fatalf("after one more step: %d pages, %d packed, %d segments packed; want 8, the new one and the one it joined", len(pages3), packed, joined)
+	}
+	// Re-embedded for another embedder (memoria reindex), the floats of the
+	// older form and the packed alike are written packed, of its dims.
+	s.Close()
+	emb := llm.NewHashedEmbedder(128)
+	if _, err := memory.Reembed(context.Background(), cfg, emb, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := memorytest.OpenWith(memory.Options{Config: cfg, Embedder: emb, Clock: clock.NewFake(memorytest.Epoch)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	segs4, pages4, read4 := midTerm()
+	for _, p := range pages4 {
+		want, err := s.Tiers.PageVector(p.Read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Stored.Embedding) != 0 || len(p.Stored.Embedding8) != 4+128 || base.Cosine(p.Read.Embedding, want) < 0.999 {
+			t.Fatalf("re-embedded page %d: %d floats, %d packed bytes, cosine %v to its memories' vector", p.Stored.Seq,
+				len(p.Stored.Embedding), len(p.Stored.Embedding8), base.Cosine(p.Read.Embedding, want))
+		}
+	}
+	for i, rec := range segs4 {
+		if len(rec.Embedding) != 0 || len(rec.Embedding8) != 4+128 || len(read4[i].Embedding) != 128 {
+			t.Fatalf("re-embedded segment %d: %d floats, %d packed bytes", rec.Id, len(rec.Embedding), len(rec.Embedding8))
+		}
+	}
 }
 
 // A step tells whether its inbox held more work when it read it (a tier

@@ -266,7 +266,11 @@ func segments(txn store.Reader, sona string) ([]*Segment, error) {
 		if err := proto.Unmarshal(v, rec); err != nil {
 			return fmt.Errorf("%w: segment of %s: %v", base.ErrCorrupt, sona, err)
 		}
-		out = append(out, SegmentOf(rec))
+		seg, err := SegmentOf(rec)
+		if err != nil {
+			return fmt.Errorf("%w: segment of %s: %v", base.ErrCorrupt, sona, err)
+		}
+		out = append(out, seg)
 		return nil
 	})
 	if err != nil {
@@ -291,13 +295,34 @@ func segments(txn store.Reader, sona string) ([]*Segment, error) {
 // bySegmentID orders segments (as their keys do) for a binary search.
 func bySegmentID(s *Segment, id uint64) int { return cmp.Compare(s.ID, id) }
 
-// segmentPages reads the pages of one segment, oldest first.
+// setPage writes mid-term page p at key with its embedding packed
+// (PackEmbedding), and leaves p as it was.
+func setPage(tx store.Tx, key []byte, p *messages.Page) error {
+	emb := p.Embedding
+	p.Embedding, p.Embedding8 = nil, PackEmbedding(emb)
+	err := store.SetProto(tx, key, p)
+	p.Embedding, p.Embedding8 = emb, nil
+	return err
+}
+
+// segmentPages reads the pages of one segment, oldest first, their
+// embeddings unpacked.
 func segmentPages(txn store.Reader, sona string, seg uint64) ([]*messages.Page, error) {
 	var out []*messages.Page
 	err := store.Scan(txn, PagePrefix(sona, seg), func(_, v []byte) error {
 		p := &messages.Page{}
 		if err := proto.Unmarshal(v, p); err != nil {
 			return fmt.Errorf("%w: page of %s: %v", base.ErrCorrupt, sona, err)
+		}
+		if len(p.Embedding8) > 0 {
+			emb, err := UnpackEmbedding(p.Embedding8)
+			if err != nil {
+				return fmt.Errorf("%w: page %d of %s: %v", base.ErrCorrupt, p.Seq, sona, err)
+			}
+			if len(p.Embedding) == 0 {
+				p.Embedding = emb
+			}
+			p.Embedding8 = nil
 		}
 		out = append(out, p)
 		return nil
@@ -457,24 +482,43 @@ func (s *Store) pageVector(p *messages.Page) ([]float32, error) {
 // empty state when there is none): the pages are records of their own
 // (stmPageKey, listed by the state's PageSeqs, which stays as read), or
 // inline in a state an older build wrote. Every record is read through
-// the cache of tier records.
+// the cache of tier records — but a view may read there a record older
+// than its snapshot (a commit's writes reach the cache just after its
+// snapshot is offered), so that the state it reads lists a page its
+// snapshot no longer holds, or the other way round: it then reads them
+// all past the cache, from its snapshot, which holds the state and its
+// pages as one commit left them.
 func (s *Store) stmState(r store.Reader, sona string) (*messages.StmState, error) {
+	st, missing, err := readSTM(r, s.recs, sona)
+	if _, op := r.(store.Tx); missing != 0 && err == nil && !op {
+		st, missing, err = readSTM(r, nil, sona)
+	}
+	if err == nil && missing != 0 {
+		err = fmt.Errorf("%w: STM page %d of sona %s is missing", base.ErrCorrupt, missing, sona)
+	}
+	return st, err
+}
+
+// readSTM reads sona's STM state in r through recs (nil: past the
+// cache), and the seq of the first page it lists that r does not hold (0:
+// none).
+func readSTM(r store.Reader, recs *store.Records, sona string) (*messages.StmState, uint64, error) {
 	st := &messages.StmState{}
-	if _, err := s.getProto(r, stmKey(sona), st); err != nil {
-		return nil, err
+	if _, err := recs.GetProto(r, stmKey(sona), st); err != nil {
+		return nil, 0, err
 	}
 	for _, seq := range st.PageSeqs {
 		p := &messages.Page{}
-		ok, err := s.getProto(r, stmPageKey(sona, seq), p)
+		ok, err := recs.GetProto(r, stmPageKey(sona, seq), p)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: STM page %d of sona %s is missing", base.ErrCorrupt, seq, sona)
+			return st, seq, nil
 		}
 		st.Pages = append(st.Pages, p)
 	}
-	return st, nil
+	return st, 0, nil
 }
 
 // putSTM writes next as sona's STM state over old (as stmState read it in
@@ -664,7 +708,7 @@ func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork
 			}
 		}
 		if c.page != nil && !slices.Contains(c.evicted, c.pageSeg) {
-			if err := store.SetProto(tx, pageKey(sona, c.pageSeg, c.page.Seq), c.page); err != nil {
+			if err := setPage(tx, pageKey(sona, c.pageSeg, c.page.Seq), c.page); err != nil {
 				return err
 			}
 		}

@@ -211,9 +211,9 @@ func Reembed(ctx context.Context, st ReembedStore, records Records, emb llm.Embe
 	var rewrite func(m protoreflect.Message, sona string) error
 	rewrite = func(m protoreflect.Message, sona string) error {
 		switch x := m.Interface().(type) {
-		case *messages.Page:
-			if len(x.Embedding) > 0 {
-				x.Embedding = pageVec(x)
+		case *messages.Page: // a mid-term page: its embedding kept as floats until written
+			if len(x.Embedding) > 0 || len(x.Embedding8) > 0 {
+				x.Embedding, x.Embedding8 = pageVec(x), nil
 			}
 		case *messages.Fact:
 			if len(x.Embedding) > 0 {
@@ -233,15 +233,16 @@ func Reembed(ctx context.Context, st ReembedStore, records Records, emb llm.Embe
 				rep.Versions++
 			}
 		case *messages.Segment:
-			if sum, ok := sums[segKey{sona, x.Id}]; ok && len(x.Embedding) > 0 {
-				mean := make([]float32, len(sum))
+			if len(x.Embedding) == 0 && len(x.Embedding8) == 0 {
+				break
+			}
+			mean := make([]float32, emb.Dims())
+			if sum, ok := sums[segKey{sona, x.Id}]; ok {
 				for i, f := range sum {
 					mean[i] = f / float32(counts[segKey{sona, x.Id}])
 				}
-				x.Embedding = mean
-			} else if len(x.Embedding) > 0 {
-				x.Embedding = make([]float32, emb.Dims())
 			}
+			x.Embedding, x.Embedding8 = nil, tiers.PackEmbedding(mean)
 		}
 		var err error
 		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
@@ -280,6 +281,9 @@ func Reembed(ctx context.Context, st ReembedStore, records Records, emb llm.Embe
 			sums[k][i] += f
 		}
 		counts[k]++
+		if len(p.Embedding) > 0 {
+			p.Embedding, p.Embedding8 = nil, tiers.PackEmbedding(p.Embedding)
+		}
 	}
 	for _, r := range others {
 		if err := rewrite(r.msg.ProtoReflect(), sonaOf(r.key)); err != nil {
