@@ -835,11 +835,12 @@ func (s *Self) IndexSizes() map[string]int64 {
 // CacheStats are the reads of the caches a recall and an advance read
 // through, by name: decoded memories, metadata records, link lists
 // (store.memory_cache), Badger's blocks (store.cache_mb), the tiers'
-// records (states, personas, counters) and the sonas' records.
+// records (states, pages of the STM, personas, counters) and their
+// document frequencies, and the sonas' records.
 func (s *Self) CacheStats() map[string]store.CacheStats {
 	mems, metas, hot := s.Memories.CacheStats()
 	return map[string]store.CacheStats{"memories": mems, "metadata": metas, "hot": hot, "links": s.Assoc.CacheStats(), "blocks": s.store.BlockCacheStats(),
-		"tiers": s.Tiers.CacheStats(), "sonas": s.Chains.CacheStats()}
+		"tiers": s.Tiers.CacheStats(), "terms": s.Tiers.TermCacheStats(), "sonas": s.Chains.CacheStats()}
 }
 
 // Reembed opens the store under cfg.DataDir, which nothing else may hold,

@@ -7,8 +7,11 @@ import (
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
-// dfCacheSize is how many document frequencies the cache keeps (about
-// 100 bytes each).
+// dfCacheSize is how many document frequencies the cache keeps (keyed by
+// hashes, some 40 bytes each). At 10,000 sonas it holds 40% of what five
+// minutes of advances read (13 Badger reads an advance for its misses);
+// four times as many held 47% and made no difference to the rate (stop
+// 84): the words of all the sonas are far more than a cache holds.
 const dfCacheSize = 1 << 16
 
 // docFreq is how many of a sona's mid-term pages hold the term of df key
