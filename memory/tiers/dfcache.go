@@ -64,3 +64,12 @@ func (s *Store) dfCommitted(ev store.Event) {
 	}
 	s.dfs.Apply(ev.Told, changes, nil)
 }
+
+// TermCacheStats are the reads of the cache of document frequencies
+// (none without one).
+func (s *Store) TermCacheStats() store.CacheStats {
+	if s.dfs == nil {
+		return store.CacheStats{}
+	}
+	return s.dfs.Stats()
+}

@@ -46,15 +46,6 @@ func (s *Store) getProto(r store.Reader, key []byte, m proto.Message) (bool, err
 // CacheStats are the reads of the cache of tier records (none without one).
 func (s *Store) CacheStats() store.CacheStats { return s.recs.Stats() }
 
-// TermCacheStats are the reads of the cache of document frequencies
-// (dfcache.go; none without one).
-func (s *Store) TermCacheStats() store.CacheStats {
-	if s.dfs == nil {
-		return store.CacheStats{}
-	}
-	return s.dfs.Stats()
-}
-
 // cachedInbox is a tier's inbox as committed: its entries' sequence
 // numbers and stored values, oldest first, decoded when read. Shared:
 // never modified (a commit's patch makes another).
