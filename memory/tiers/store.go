@@ -624,8 +624,10 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 	}
 	next.Version++
 	err = s.commit(ctx, background && !more, func(tx store.Tx) error {
-		cur, err := s.stmState(tx, sona)
-		if err != nil {
+		// The state's version alone: every change of the STM moves it, so
+		// at stm's version its pages are those the view read.
+		cur := &messages.StmState{}
+		if _, err := s.getProto(tx, stmKey(sona), cur); err != nil {
 			return err
 		}
 		if cur.Version != stm.Version {
@@ -639,7 +641,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 				return err
 			}
 		}
-		return s.putSTM(tx, sona, cur, next)
+		return s.putSTM(tx, sona, stm, next)
 	})
 	if err != nil {
 		return Step{}, err
