@@ -268,7 +268,7 @@ func segments(txn store.Reader, sona string) ([]*Segment, error) {
 		}
 		seg, err := SegmentOf(rec)
 		if err != nil {
-			return fmt.Errorf("%w: segment of %s: %v", base.ErrCorrupt, sona, err)
+			return fmt.Errorf("segment of %s: %w", sona, err) // corrupt
 		}
 		out = append(out, seg)
 		return nil
@@ -317,7 +317,7 @@ func segmentPages(txn store.Reader, sona string, seg uint64) ([]*messages.Page, 
 		if len(p.Embedding8) > 0 {
 			emb, err := UnpackEmbedding(p.Embedding8)
 			if err != nil {
-				return fmt.Errorf("%w: page %d of %s: %v", base.ErrCorrupt, p.Seq, sona, err)
+				return fmt.Errorf("page %d of %s: %w", p.Seq, sona, err) // corrupt
 			}
 			if len(p.Embedding) == 0 {
 				p.Embedding = emb
