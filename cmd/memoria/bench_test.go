@@ -258,6 +258,9 @@ func TestBenchAdvance(t *testing.T) {
 			if w := r.WrittenPerOp[space]; w <= 0 {
 				t.Fatalf("advance: %v bytes of %s written a chat (%v), want some", w, space, r.WrittenPerOp)
 			}
+			if k := r.WrittenKeysPerOp[space]; k <= 0 || k > r.WrittenPerOp[space] {
+				t.Fatalf("advance: %v keys of %s written a chat (%v bytes), want some, fewer than their bytes", k, space, r.WrittenPerOp[space])
+			}
 		}
 		if w := r.WrittenPerOp["v/"]; w < 2*384*4 {
 			t.Fatalf("advance: %.0f bytes of embeddings written a chat, want two memories' 384 floats at least", w)

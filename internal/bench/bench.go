@@ -314,6 +314,10 @@ type Result struct {
 	// compactions then rewrite — like the cache misses, a count that does
 	// not move with the machine's speed.
 	WrittenPerOp map[string]float64 `json:"written_bytes_per_op,omitempty"`
+	// WrittenKeysPerOp is the keys those bytes were written under, per
+	// operation, by key space (memoria_store_written_keys_total): each
+	// a search and an insert in Badger's memtable, whatever its size.
+	WrittenKeysPerOp map[string]float64 `json:"written_keys_per_op,omitempty"`
 	// Committer is the server's group committer's work over the window.
 	Committer *CommitterFigures `json:"committer,omitempty"`
 	// Collector is the server's garbage collector's work over the window.

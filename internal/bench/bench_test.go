@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http/httptest"
@@ -417,7 +418,8 @@ func TestReadServerTheCommittersSeries(t *testing.T) {
 			BatchBounds: []float64{0.05, 0.1, 0.5, 1}, Batches: []uint64{4, 1, 2, 1, 1},
 			WaitBounds: []float64{0.01, 0.1}, Waits: map[string]metrics.Waits{
 				"queued": {Counts: []uint64{3, 1, 0}, Seconds: 0.25}, "batch": {Counts: []uint64{1, 2, 1}, Seconds: 0.75},
-				"acknowledge": {Counts: []uint64{4, 0, 0}, Seconds: 0.125}}}}
+				"acknowledge": {Counts: []uint64{4, 0, 0}, Seconds: 0.125}},
+			Written: map[string]metrics.Written{"a/": {Keys: 3, Bytes: 900}, "t/": {Keys: 12, Bytes: 600}}}}
 	})
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
@@ -434,5 +436,19 @@ func TestReadServerTheCommittersSeries(t *testing.T) {
 		if got, ok := r.values[family]; !ok || got != v {
 			t.Errorf("%s = %v (read %v), want %v", family, got, ok, v)
 		}
+	}
+	if want := map[string]float64{"a/": 900, "t/": 600}; !maps.Equal(r.written, want) {
+		t.Errorf("written bytes %v, want %v", r.written, want)
+	}
+	if want := map[string]float64{"a/": 3, "t/": 12}; !maps.Equal(r.writtenKeys, want) {
+		t.Errorf("written keys %v, want %v", r.writtenKeys, want)
+	}
+	// What a window wrote an operation, in the table: the total, then
+	// each space with its keys.
+	if got, want := writtenNote(perOp(map[string]float64{}, r.written, 3), perOp(map[string]float64{}, r.writtenKeys, 3)), "written/op 0.5 KB in 5.0 keys (a/ 0.3 in 1.0 keys, t/ 0.2 in 4.0 keys)"; got != want {
+		t.Errorf("note %q, want %q", got, want)
+	}
+	if got, want := writtenNote(map[string]float64{"a/": 300}, nil), "written/op 0.3 KB (a/ 0.3)"; got != want {
+		t.Errorf("note of an older server %q, want %q", got, want)
 	}
 }

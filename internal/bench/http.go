@@ -198,6 +198,7 @@ func (r *run) measureLoad(ctx context.Context, scenario, phase string, srv *load
 		res.CacheHits = hitRatios(before.caches, after.caches)
 		res.CacheMissesPerOp = missesPerOp(before.caches, after.caches, res.Ops)
 		res.WrittenPerOp = perOp(before.written, after.written, res.Ops)
+		res.WrittenKeysPerOp = perOp(before.writtenKeys, after.writtenKeys, res.Ops)
 		res.Committer = committerFigures(before, after)
 		res.Collector = collectorFigures(before, after, res.Ops)
 	}
@@ -213,10 +214,11 @@ func (r *run) measureLoad(ctx context.Context, scenario, phase string, srv *load
 // (memoria_store_commits_total, …) and the Go runtime's figures of its
 // collector (go_cpu_classes_gc_total_cpu_seconds_total, …), and when.
 type serverReading struct {
-	at      time.Time
-	caches  map[string][2]float64
-	written map[string]float64 // memoria_store_written_bytes_total by space
-	values  map[string]float64 // the committer's and the collector's, by family
+	at          time.Time
+	caches      map[string][2]float64
+	written     map[string]float64 // memoria_store_written_bytes_total by space
+	writtenKeys map[string]float64 // memoria_store_written_keys_total by space
+	values      map[string]float64 // the committer's and the collector's, by family
 }
 
 // committerFamilies are the committer's counters on /metrics; the last,
@@ -253,13 +255,32 @@ var collectorFamilies = []string{"go_memstats_alloc_bytes_total", "go_gc_duratio
 	"go_cpu_classes_gc_total_cpu_seconds_total", "go_cpu_classes_total_cpu_seconds_total",
 	"go_cpu_classes_idle_cpu_seconds_total", "go_gc_heap_live_bytes"}
 
-// writtenFamily is the bytes the commits wrote by key space (a server
-// older than stop 83 of issue 15 lacks it).
-const writtenFamily = "memoria_store_written_bytes_total"
+// writtenFamily and writtenKeysFamily are the bytes and the keys the
+// commits wrote by key space (a server older than stop 83 of issue 15
+// lacks them).
+const (
+	writtenFamily     = "memoria_store_written_bytes_total"
+	writtenKeysFamily = "memoria_store_written_keys_total"
+)
 
 // packsFamily is the bytes of the vector index's packs of large sonas'
 // records (a server older than stop 72 of issue 15 lacks it).
 const packsFamily = "memoria_vector_pack_bytes"
+
+// spaceValue reads a line of /metrics of family by key space: the space
+// and the value.
+func spaceValue(line, family string) (space string, v float64, ok bool) {
+	rest, ok := strings.CutPrefix(line, family+`{space="`)
+	if !ok {
+		return "", 0, false
+	}
+	space, value, ok := strings.Cut(rest, `"} `)
+	if !ok {
+		return "", 0, false
+	}
+	v, err := strconv.ParseFloat(value, 64)
+	return space, v, err == nil
+}
 
 // readServer reads the server's /metrics; nil when it cannot.
 func (r *run) readServer(ctx context.Context, url string) *serverReading {
@@ -278,7 +299,7 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 	if resp.StatusCode != http.StatusOK {
 		return nil
 	}
-	out := &serverReading{at: time.Now(), caches: map[string][2]float64{}, written: map[string]float64{}, values: map[string]float64{}}
+	out := &serverReading{at: time.Now(), caches: map[string][2]float64{}, written: map[string]float64{}, writtenKeys: map[string]float64{}, values: map[string]float64{}}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -295,12 +316,11 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 				out.caches[name] = e
 			}
 		}
-		if rest, ok := strings.CutPrefix(line, writtenFamily+`{space="`); ok {
-			if space, value, ok := strings.Cut(rest, `"} `); ok {
-				if v, err := strconv.ParseFloat(value, 64); err == nil {
-					out.written[space] = v
-				}
-			}
+		if space, v, ok := spaceValue(line, writtenFamily); ok {
+			out.written[space] = v
+		}
+		if space, v, ok := spaceValue(line, writtenKeysFamily); ok {
+			out.writtenKeys[space] = v
 		}
 		if family, value, ok := strings.Cut(line, " "); ok && (slices.Contains(committerFamilies, family) || slices.Contains(batchFamilies, family) || slices.Contains(writeWaitFamilies, family) || slices.Contains(collectorFamilies, family) || family == packsFamily) {
 			if v, err := strconv.ParseFloat(value, 64); err == nil {

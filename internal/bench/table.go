@@ -113,7 +113,7 @@ func extras(r Result) string {
 			parts = append(parts, fmt.Sprintf("writes stalled %.1f s", c.StalledS))
 		}
 	}
-	if w := writtenNote(r.WrittenPerOp); w != "" {
+	if w := writtenNote(r.WrittenPerOp, r.WrittenKeysPerOp); w != "" {
 		parts = append(parts, w)
 	}
 	if c := r.Collector; c != nil {
@@ -128,12 +128,16 @@ func extras(r Result) string {
 	return strings.Join(parts, ", ")
 }
 
-// writtenNote tells what an operation wrote into the store: the total,
-// then the spaces of a twentieth of it or more, the most first.
-func writtenNote(perOp map[string]float64) string {
-	var total float64
+// writtenNote tells what an operation wrote into the store: the total
+// and its keys, then the spaces of a twentieth of the bytes or more, the
+// most first, each with its keys.
+func writtenNote(perOp, keysPerOp map[string]float64) string {
+	var total, keys float64
 	for _, b := range perOp {
 		total += b
+	}
+	for _, k := range keysPerOp {
+		keys += k
 	}
 	if total < 1 {
 		return ""
@@ -144,10 +148,19 @@ func writtenNote(perOp map[string]float64) string {
 	var big []string
 	for _, sp := range spaces {
 		if perOp[sp] >= total/20 {
-			big = append(big, fmt.Sprintf("%s %.1f", sp, perOp[sp]/1000))
+			big = append(big, fmt.Sprintf("%s %.1f%s", sp, perOp[sp]/1000, inKeys(keysPerOp[sp])))
 		}
 	}
-	return fmt.Sprintf("written/op %.1f KB (%s)", total/1000, strings.Join(big, " "))
+	return fmt.Sprintf("written/op %.1f KB%s (%s)", total/1000, inKeys(keys), strings.Join(big, ", "))
+}
+
+// inKeys is " in N keys" for the keys of a figure of written bytes, or
+// nothing when a server does not count them.
+func inKeys(n float64) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" in %.1f keys", n)
 }
 
 func clip(s string, n int) string {
