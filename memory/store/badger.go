@@ -107,7 +107,7 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("memory: open %s: %w", dir, classifyBadger(err))
 	}
-	eng := &badgerEngine{db: db, dir: dir, notes: notes, tombs: newTombFilter(), tables: tables}
+	eng := &badgerEngine{db: db, dir: dir, notes: notes, tombs: newTombFilter(), tables: tables, hash: base.NewKeyHasher()}
 	eng.version.Store(db.MaxVersion())
 	eng.reads.n = map[uint64]int{}
 	eng.settle()
@@ -316,7 +316,8 @@ type badgerEngine struct {
 	wmu     sync.Mutex    // commits one at a time: the committer's, and writes behind its back
 	reads   readVersions  // the versions read now: Badger keeps what they see
 
-	written spaceWrites // what the commits wrote, by key space
+	written spaceWrites    // what the commits wrote, by key space
+	hash    base.KeyHasher // of the keys a batch wrote (badgerBatch.written)
 }
 
 // spaceWrites count the keys the commits wrote and their bytes (key and
@@ -620,8 +621,13 @@ type badgerBatch struct {
 	e           *badgerEngine
 	done        func() // ends the transaction (discarded, or committed)
 	count, size int64
-	written     map[string]int // the keys written, each with its bytes (key and value)
-	spaces      [256][2]int64  // the keys and bytes written, by space (spaceOf)
+	// written are the keys written, by hash, each with its bytes (key
+	// and value): a batch writes a thousand keys or more, and a map of
+	// strings allocated each one's (issue 15, stop 85). Keys that share
+	// a hash (2⁻¹²⁸ a pair, base.KeyHash) would read as written: a read
+	// through the batch then skips the caches, for the same value.
+	written map[base.KeyHash]int
+	spaces  [256][2]int64 // the keys and bytes written, by space (spaceOf)
 }
 
 func (b *badgerBatch) set(key, val []byte) error {
@@ -641,20 +647,20 @@ func (b *badgerBatch) add(key, val []byte) {
 	b.count++
 	b.size += entrySize(len(key), len(val))
 	if b.written == nil {
-		b.written = map[string]int{}
+		b.written = map[base.KeyHash]int{}
 	}
-	sp, n := &b.spaces[spaceOf(key)], len(key)+len(val)
-	if old, ok := b.written[string(key)]; ok {
+	sp, n, h := &b.spaces[spaceOf(key)], len(key)+len(val), b.e.hash.OfBytes(key)
+	if old, ok := b.written[h]; ok {
 		sp[0]--
 		sp[1] -= int64(old)
 	}
 	sp[0]++
 	sp[1] += int64(n)
-	b.written[string(key)] = n
+	b.written[h] = n
 }
 
 func (b *badgerBatch) wrote(key []byte) bool {
-	_, ok := b.written[string(key)]
+	_, ok := b.written[b.e.hash.OfBytes(key)]
 	return ok
 }
 

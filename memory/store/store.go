@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/ipfs/go-cid"
@@ -1253,11 +1254,15 @@ func (t *tx) apply() error {
 		if k == string(KeyMemSeq) && len(w.val) == 8 {
 			t.memSeq = base.DecodeU64(w.val)
 		}
+		// The batch and Badger read the key and keep copies of their own
+		// (Badger's pending writes, its versioned key): k's bytes, not a
+		// copy of them, one allocation fewer a key.
+		key := unsafe.Slice(unsafe.StringData(k), len(k))
 		var err error
 		if w.delete {
-			err = t.txn.delete([]byte(k))
+			err = t.txn.delete(key)
 		} else {
-			err = t.txn.set([]byte(k), w.val)
+			err = t.txn.set(key, w.val)
 		}
 		if err != nil {
 			return err
