@@ -267,19 +267,19 @@ const (
 // records (a server older than stop 72 of issue 15 lacks it).
 const packsFamily = "memoria_vector_pack_bytes"
 
-// spaceValue reads a line of /metrics of family by key space: the space
-// and the value.
-func spaceValue(line, family string) (space string, v float64, ok bool) {
-	rest, ok := strings.CutPrefix(line, family+`{space="`)
+// labelValue reads a line of /metrics of family with the one label
+// label (family{label="name"} value): the name and the value.
+func labelValue(line, family, label string) (name string, v float64, ok bool) {
+	rest, ok := strings.CutPrefix(line, family+`{`+label+`="`)
 	if !ok {
 		return "", 0, false
 	}
-	space, value, ok := strings.Cut(rest, `"} `)
+	name, value, ok := strings.Cut(rest, `"} `)
 	if !ok {
 		return "", 0, false
 	}
 	v, err := strconv.ParseFloat(value, 64)
-	return space, v, err == nil
+	return name, v, err == nil
 }
 
 // readServer reads the server's /metrics; nil when it cannot.
@@ -305,21 +305,16 @@ func (r *run) readServer(ctx context.Context, url string) *serverReading {
 	for sc.Scan() {
 		line := sc.Text()
 		for i, family := range []string{"memoria_cache_hits_total", "memoria_cache_misses_total"} {
-			rest, ok := strings.CutPrefix(line, family+`{cache="`)
-			if !ok {
-				continue
-			}
-			name, value, ok := strings.Cut(rest, `"} `)
-			if v, err := strconv.ParseFloat(value, 64); ok && err == nil {
+			if name, v, ok := labelValue(line, family, "cache"); ok {
 				e := out.caches[name]
 				e[i] = v
 				out.caches[name] = e
 			}
 		}
-		if space, v, ok := spaceValue(line, writtenFamily); ok {
+		if space, v, ok := labelValue(line, writtenFamily, "space"); ok {
 			out.written[space] = v
 		}
-		if space, v, ok := spaceValue(line, writtenKeysFamily); ok {
+		if space, v, ok := labelValue(line, writtenKeysFamily, "space"); ok {
 			out.writtenKeys[space] = v
 		}
 		if family, value, ok := strings.Cut(line, " "); ok && (slices.Contains(committerFamilies, family) || slices.Contains(batchFamilies, family) || slices.Contains(writeWaitFamilies, family) || slices.Contains(collectorFamilies, family) || family == packsFamily) {
