@@ -149,8 +149,11 @@ func (c *Cache[V]) Latest(key string) (V, bool) {
 	return e.v, ok
 }
 
-// Stats are c's reads so far and its entries now.
+// Stats are c's reads so far and its entries now (none for a nil c).
 func (c *Cache[V]) Stats() CacheStats {
+	if c == nil {
+		return CacheStats{}
+	}
 	n := 0
 	for i := range c.shards {
 		s := &c.shards[i]

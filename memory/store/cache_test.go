@@ -115,6 +115,10 @@ func TestCacheStats(t *testing.T) {
 	if got, want := c.Stats(), (CacheStats{Hits: 2, Misses: 3, Entries: 2}); got != want {
 		t.Fatalf("stats %+v, want %+v", got, want)
 	}
+	var none *Cache[int] // a store configured without the cache
+	if got := none.Stats(); got != (CacheStats{}) {
+		t.Fatalf("stats of no cache %+v, want none", got)
+	}
 }
 
 // The writes the cache remembers for keys it does not hold are bounded:

@@ -67,9 +67,4 @@ func (s *Store) dfCommitted(ev store.Event) {
 
 // TermCacheStats are the reads of the cache of document frequencies
 // (none without one).
-func (s *Store) TermCacheStats() store.CacheStats {
-	if s.dfs == nil {
-		return store.CacheStats{}
-	}
-	return s.dfs.Stats()
-}
+func (s *Store) TermCacheStats() store.CacheStats { return s.dfs.Stats() }
