@@ -267,6 +267,16 @@ func (t *touches) flushOp(tx store.Tx) error {
 	return nil
 }
 
+// TouchedTick is the latest activity tick of the touches the buffer
+// holds for c (0: none): what WithTouches makes its access tick at least.
+func (m *Store) TouchedTick(c cid.Cid) int64 {
+	if m.touches == nil {
+		return 0
+	}
+	d, _ := m.touches.of(c.KeyString())
+	return d.tick
+}
+
 // WithTouches is meta, c's metadata read in r, with the touches the
 // buffer holds for c when r is a view (an operation reads the hot state
 // as stored: it may write it). meta is not modified.

@@ -41,6 +41,9 @@ type Sonas interface {
 type Memories interface {
 	MetaIn(r store.Reader, c cid.Cid) (*messages.MemoryMeta, error)
 	MemoryIn(r store.Reader, c cid.Cid) (*model.Memory, error)
+	// TouchedTick is the latest activity tick of c's touches not yet
+	// written (0: none), which MetaIn in a view adds.
+	TouchedTick(c cid.Cid) int64
 	// Touch is the op that records that memories were recalled (meta.Touch).
 	Touch(cids []cid.Cid, sonas []string, activity func(sona string) (int64, bool)) store.Op
 }

@@ -229,6 +229,8 @@ type Recalled struct {
 	// vid is its vector id plus one, -1 for none, 0 not looked up yet
 	// (vectorID).
 	vid int64
+	// partial: Meta is what knownCandidate knew, not the record.
+	partial bool
 }
 
 // Ranked returns the hits of a recall result in their rank order.
@@ -459,15 +461,18 @@ func (s *Recaller) Recall(ctx context.Context, q Query) (out []*Recalled, tr Tra
 			return err
 		}
 		out = hits
-		if expandMax == 0 || !paths.CoAccess && !paths.Expand {
-			return nil
+		if expandMax > 0 && (paths.CoAccess || paths.Expand) {
+			_, xspan := trace.Start(ctx, "recall.expand")
+			more, err := sc.extend(hits, budget, expandMax, paths)
+			xspan.SetAttributes(attribute.Int("memoria.recall.memories", len(more)))
+			trace.Fail(xspan, err)
+			xspan.End()
+			if err != nil {
+				return err
+			}
+			out = append(out, more...)
 		}
-		_, xspan := trace.Start(ctx, "recall.expand")
-		more, err := sc.extend(hits, budget, expandMax, paths)
-		xspan.SetAttributes(attribute.Int("memoria.recall.memories", len(more)))
-		trace.Fail(xspan, err)
-		xspan.End()
-		out = append(out, more...)
+		out, err = sc.complete(out)
 		return err
 	})
 	if err != nil {
@@ -685,27 +690,31 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 	if sc.excluded[c] {
 		return nil, errHidden
 	}
-	meta, err := sc.self.memories.MetaIn(sc.txn, c)
+	s := sc.self
+	id, hasID := s.index.ID(c.KeyString())
+	if hasID {
+		if r, err, ok := sc.knownCandidate(c, id); ok {
+			return r, err
+		}
+	}
+	meta, err := s.memories.MetaIn(sc.txn, c)
 	if errors.Is(err, base.ErrNotFound) {
 		return nil, errHidden // indexed but gone
 	}
 	if err != nil {
 		return nil, err
 	}
+	if hasID {
+		sc.remember(id, meta)
+	}
 	if !sc.visible(meta) {
 		return nil, errHidden
 	}
-	s := sc.self
 	var activity int64
 	if len(meta.Sonas) > 0 {
 		activity = sc.activityOf(meta.Sonas[0])
 	}
-	var r *Recalled
-	if sc.scratch != nil {
-		r = sc.scratch.recalled.next()
-	} else {
-		r = new(Recalled)
-	}
+	r := sc.newRecalled()
 	*r = Recalled{
 		CID:  c,
 		Meta: meta,
@@ -715,8 +724,94 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 			Importance:     meta.Importance,
 			SonaSimilarity: sc.sonaSimilarity(meta),
 		},
+		vid: vid(id, hasID),
 	}
 	return r, nil
+}
+
+func (sc *scorer) newRecalled() *Recalled {
+	if sc.scratch != nil {
+		return sc.scratch.recalled.next()
+	}
+	return new(Recalled)
+}
+
+// vid is Recalled.vid of vector id id (ok: the memory has one).
+func vid(id uint64, ok bool) int64 {
+	if !ok {
+		return -1
+	}
+	return int64(id) + 1
+}
+
+// knownCandidate is candidate c, of vector id id, scored from what recall
+// keeps of its metadata (scoreFact) without reading it; ok false when not
+// enough is known. Its Meta holds only what the score and the evidence
+// read — its kind, sona, backbone, time, importance and access tick —
+// until complete reads the record of those recall returns.
+func (sc *scorer) knownCandidate(c cid.Cid, id uint64) (_ *Recalled, _ error, ok bool) {
+	p := sc.self.plain
+	if p == nil || sc.q.AsOf != nil {
+		return nil, nil, false
+	}
+	f, fact, kind, sonas, ok := p.known(id)
+	if !ok {
+		return nil, nil, false
+	}
+	if sc.q.Scope == ScopeSona && !f.backbone && (len(sonas) == 0 || sonas[0] != sc.q.Sona) {
+		return nil, errHidden, true
+	}
+	var meta *messages.MemoryMeta
+	if sc.scratch != nil {
+		meta = sc.scratch.metas.next()
+	} else {
+		meta = new(messages.MemoryMeta)
+	}
+	meta.Kind, meta.Sonas, meta.Backbone, meta.CreatedAt, meta.Importance = kind, sonas, f.backbone, f.created, fact.importance
+	meta.LastAccessTick = max(fact.access, sc.self.memories.TouchedTick(c))
+	var activity int64
+	if len(sonas) > 0 {
+		activity = sc.activityOf(sonas[0])
+	}
+	r := sc.newRecalled()
+	*r = Recalled{
+		CID:  c,
+		Meta: meta,
+		Explain: Explain{
+			KindWeight:     sc.self.cfg.KindWeight(kind),
+			Recency:        Decay(sc.self.cfg.Recall.Lambda*fact.decay, fact.importance, f.backbone, activity, meta.LastAccessTick),
+			Importance:     fact.importance,
+			SonaSimilarity: sc.sonaSimilarity(meta),
+		},
+		vid:     int64(id) + 1,
+		partial: true,
+	}
+	return r, nil, true
+}
+
+// complete reads the metadata of those of out that knownCandidate scored
+// from what it knew: what recall returns has its whole record. One hidden
+// or gone since (a commit whose events recall has not taken yet) is left
+// out.
+func (sc *scorer) complete(out []*Recalled) ([]*Recalled, error) {
+	kept := out[:0]
+	for _, r := range out {
+		if r.partial {
+			meta, err := sc.self.memories.MetaIn(sc.txn, r.CID)
+			if errors.Is(err, base.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if !sc.visible(meta) {
+				continue
+			}
+			r.Meta, r.partial = meta, false
+		}
+		kept = append(kept, r)
+	}
+	return kept, nil
 }
 
 // visible applies scope, time travel, archive and expiry.

@@ -1,6 +1,10 @@
 package recall
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/memoria-ai/memoria/messages"
+)
 
 // evidenceScratch is what a scorer fills for the context, time and
 // speaker evidence — the candidates by key, the memories around them, the
@@ -21,6 +25,9 @@ type evidenceScratch struct {
 	// The candidates': made one by one, they were an eighth of the bytes a
 	// recall allocated at 100,000 memories (README, stop 56).
 	recalled chunks[Recalled]
+	// The metadata of the candidates scored from what was known of them
+	// (knownCandidate): those returned have their records read (complete).
+	metas chunks[messages.MemoryMeta]
 }
 
 var evidenceScratches = sync.Pool{New: func() any {
@@ -80,8 +87,8 @@ func detach(rs []*Recalled) []*Recalled {
 
 // release clears s and gives it to the next recall.
 func (s *evidenceScratch) release() {
-	placesKept, recalledKept := s.places.clear(), s.recalled.clear()
-	if !placesKept || !recalledKept || len(s.cands) > maxScratchEntries || len(s.neighbours) > maxScratchEntries ||
+	placesKept, recalledKept, metasKept := s.places.clear(), s.recalled.clear(), s.metas.clear()
+	if !placesKept || !recalledKept || !metasKept || len(s.cands) > maxScratchEntries || len(s.neighbours) > maxScratchEntries ||
 		len(s.reached) > maxScratchEntries {
 		return // the pool makes another
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
@@ -32,10 +33,17 @@ import (
 // (Recaller.KnowPlain), so a restarted server reads no neighbour's
 // metadata either.
 type plainMemories struct {
-	mu    sync.RWMutex // recalls read it (visible) many times each
-	seed  maphash.Seed
-	gen   uint64      // bumped by every forget
-	facts []plainFact // by vector id
+	mu     sync.RWMutex // recalls read it (visible) many times each
+	seed   maphash.Seed
+	gen    uint64      // bumped by every forget
+	facts  []plainFact // by vector id
+	scores []scoreFact // by vector id, as far as one was recorded
+	// The sonas and kinds the scores name, by number (their index plus
+	// one): a fact holds no string, whose pointer the collector would
+	// follow a memory.
+	sonas, kinds   []string
+	sonaNo, kindNo map[string]uint32
+	sonaSlices     [][]string // a one-sona Sonas of each sona, shared
 }
 
 // plainFact is what is kept of one memory; the zero value knows nothing.
@@ -47,7 +55,56 @@ type plainFact struct {
 	forgot   uint64 // the generation of its last forget
 }
 
-func newPlainMemories() *plainMemories { return &plainMemories{seed: maphash.MakeSeed()} }
+// scoreFact is the rest of what a candidate's score takes of a plain
+// memory's metadata (scorer.candidate): recall scores a known candidate
+// without reading its metadata, and reads the records of those it
+// returns only (scorer.complete). At 1M memories the reads of ~77
+// candidates' records a recall were a fifth of its CPU, and the pages of
+// the metadata's tables they touched much of its RSS (issue 15, stop
+// 85). Kept for a memory of one sona or none, written with its plain
+// fact (record) and dropped by any commit of its metadata or hot state
+// (Recaller.Committed). Its access tick is the stored one with the
+// touches buffered when it was read: a candidate's takes the buffer's
+// since (meta.Store.TouchedTick). 32 bytes a memory recalled.
+type scoreFact struct {
+	importance float64
+	decay      float64 // the evaluation's multiplier of the decay rate (eumas.DecayMultiplier)
+	access     int64   // MemoryMeta.last_access_tick
+	sona       uint32  // its sona's number; 0: none
+	kind       uint32  // its kind's number; 0: nothing is known
+}
+
+func newPlainMemories() *plainMemories {
+	return &plainMemories{seed: maphash.MakeSeed(), sonaNo: map[string]uint32{}, kindNo: map[string]uint32{}}
+}
+
+// number is s's number in names (adding it): its index plus one.
+func number(names *[]string, nos map[string]uint32, s string) uint32 {
+	if n, ok := nos[s]; ok {
+		return n
+	}
+	*names = append(*names, s)
+	n := uint32(len(*names))
+	nos[s] = n
+	return n
+}
+
+// scoreOf is the score fact of m, known plain; ok false when m has more
+// than one sona (its sona similarity is its best one's).
+func (p *plainMemories) scoreOf(m *messages.MemoryMeta) (scoreFact, bool) {
+	if len(m.Sonas) > 1 {
+		return scoreFact{}, false
+	}
+	s := scoreFact{importance: m.Importance, decay: eumas.DecayMultiplier(m.Evaluation), access: m.LastAccessTick,
+		kind: number(&p.kinds, p.kindNo, m.Kind)}
+	if len(m.Sonas) == 1 {
+		s.sona = number(&p.sonas, p.sonaNo, m.Sonas[0])
+		for len(p.sonaSlices) < len(p.sonas) {
+			p.sonaSlices = append(p.sonaSlices, []string{p.sonas[len(p.sonaSlices)]})
+		}
+	}
+	return s, true
+}
 
 func (p *plainMemories) hash(sona string) uint64 {
 	if sona == "" {
@@ -72,18 +129,38 @@ func (p *plainMemories) record(id uint64, m *messages.MemoryMeta, sona string, g
 	if slices.Contains(m.Sonas, sona) {
 		f.sona = p.hash(sona)
 	}
-	p.keep(id, f, gen)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.keepLocked(id, f, gen) || !f.plain {
+		return
+	}
+	if s, ok := p.scoreOf(m); ok {
+		for id >= uint64(len(p.scores)) {
+			p.scores = append(p.scores, make([]scoreFact, max(64, len(p.scores)/4))...)
+		}
+		p.scores[id] = s
+	}
 }
 
 // keep keeps f as record does.
 func (p *plainMemories) keep(id uint64, f plainFact, gen uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.keepLocked(id, f, gen)
+}
+
+// keepLocked is keep with p.mu held; false when a write since the view
+// began forbids it. What was known of the memory's score goes.
+func (p *plainMemories) keepLocked(id uint64, f plainFact, gen uint64) bool {
 	p.grow(id)
 	if f.forgot = p.facts[id].forgot; f.forgot > gen {
-		return // written since the view began
+		return false // written since the view began
 	}
 	p.facts[id] = f
+	if id < uint64(len(p.scores)) {
+		p.scores[id] = scoreFact{}
+	}
+	return true
 }
 
 func (p *plainMemories) grow(id uint64) {
@@ -106,28 +183,59 @@ func (p *plainMemories) visible(id uint64, sona string, sonaScope bool) (created
 	return f.created, f.plain && (!sonaScope || f.backbone || f.sona == h)
 }
 
-// forget drops what is kept of vector id.
-func (p *plainMemories) forget(id uint64) {
+// known is what is kept of vector id for scoring it: its plain fact, its
+// score fact, and the names of its kind and its sona (none: ""); ok false
+// when it is not known plain with a score.
+func (p *plainMemories) known(id uint64) (f plainFact, s scoreFact, kind string, sonas []string, ok bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if id >= uint64(len(p.scores)) || p.scores[id].kind == 0 {
+		return f, s, "", nil, false
+	}
+	f, s = p.facts[id], p.scores[id]
+	if s.sona > 0 {
+		sonas = p.sonaSlices[s.sona-1]
+	}
+	return f, s, p.kinds[s.kind-1], sonas, true
+}
+
+// forget drops what is kept of vector id; with hot, only its score (a
+// write of its hot state).
+func (p *plainMemories) forget(id uint64, hot bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.gen++
 	p.grow(id)
-	p.facts[id] = plainFact{forgot: p.gen}
+	if hot {
+		p.facts[id].forgot = p.gen
+	} else {
+		p.facts[id] = plainFact{forgot: p.gen}
+	}
+	if id < uint64(len(p.scores)) {
+		p.scores[id] = scoreFact{}
+	}
 }
 
 // Committed takes a commit's events (store.Store.Subscribe, before the
 // store's first write): a memory whose metadata a commit wrote or deleted
-// is no longer known plain.
+// is no longer known plain, nor its score known; one whose hot state it
+// wrote (Reinforce, the touches' write), its score.
 func (s *Recaller) Committed(e store.Event) {
 	for _, k := range e.Keys {
-		if !strings.HasPrefix(k, string(meta.Prefix)) {
+		var hot bool
+		switch {
+		case strings.HasPrefix(k, string(meta.Prefix)):
+			k = k[len(meta.Prefix):]
+		case strings.HasPrefix(k, string(meta.HotPrefix)):
+			k, hot = k[len(meta.HotPrefix):], true
+		default:
 			continue
 		}
 		// (A memory without a vector id has nothing kept: ids are never
 		// reused, and a forgotten memory's key no longer has one, which
 		// knownVisible checks.)
-		if id, ok := s.index.ID(k[len(meta.Prefix):]); ok {
-			s.plain.forget(id)
+		if id, ok := s.index.ID(k); ok {
+			s.plain.forget(id, hot)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/memoria-ai/memoria/memory/recall"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
+	"google.golang.org/protobuf/proto"
 )
 
 // countingMemories counts the metadata reads recall asks for, and the
@@ -85,8 +86,9 @@ func TestContextKnowsPlainNeighboursWithoutReading(t *testing.T) {
 		t.Fatalf("a1 and a2 lend each other no context: %+v", cold)
 	}
 	warm, warmReads := ask()
-	if warmReads >= coldReads {
-		t.Errorf("the warm recall read %d metadata, the cold one %d: the neighbours were read again", warmReads, coldReads)
+	// (What it returns has its record read: scoreFact.)
+	if warmReads > int64(len(warm)) || warmReads > coldReads {
+		t.Errorf("the warm recall read %d metadata returning %d, the cold one %d: the neighbours were read again", warmReads, len(warm), coldReads)
 	}
 	for c, e := range cold {
 		if warm[c].Evidence != e.Evidence || warm[c].Fused != e.Fused {
@@ -173,8 +175,13 @@ func TestKnowPlainSparesTheFirstRecall(t *testing.T) {
 	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
 	o, _ := contextSona(t, s, clk)
-	cold, coldMems := countingRecaller(s, cfg, clk)
-	known, knownMems := countingRecaller(s, cfg, clk)
+	// Two candidates a path: a neighbour that is none lends context with
+	// its own cosine, and is read unless known (a candidate's read tells
+	// recall what it is as a neighbour too).
+	two := cfg
+	two.Recall.Candidates = 2
+	cold, coldMems := countingRecaller(s, two, clk)
+	known, knownMems := countingRecaller(s, two, clk)
 	gen := known.PlainGeneration()
 	if err := s.Store().View(func(r store.Reader) error {
 		return store.Scan(r, meta.Prefix, func(k, v []byte) error {
@@ -190,8 +197,8 @@ func TestKnowPlainSparesTheFirstRecall(t *testing.T) {
 	}
 	// Their times are read (kept by each recaller's chain positions):
 	// once warm, neither reads them again.
-	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Context: 1}, Fusion: "weighted"}
-	q := recall.Query{Sona: o.Sona, Text: "aurora green", Paths: &paths, Peek: true, Expand: new(0)}
+	paths := recall.Paths{Weights: config.PathWeights{Dense: 1, BM25: 1, Context: 1}, Fusion: "weighted"}
+	q := recall.Query{Sona: o.Sona, Text: "green", Paths: &paths, Peek: true, Expand: new(0)}
 	var want map[cid.Cid]recall.Explain
 	for i, rc := range []*recall.Recaller{cold, known} {
 		rs, _, err := rc.Recall(context.Background(), q)
@@ -212,4 +219,93 @@ func TestKnowPlainSparesTheFirstRecall(t *testing.T) {
 	if k, c := knownMems.metas.Load(), coldMems.metas.Load(); k >= c {
 		t.Errorf("with the scan's knowledge the recall read %d metadata, without %d", k, c)
 	}
+}
+
+// A candidate recall has read before is scored from what was kept of its
+// metadata (the score facts), and only the records of what it returns
+// are read — its scores, and what it returns, are those of a recaller
+// that reads every record: warm, after a memory's hot state was written
+// (its importance), and while touches wait in the buffer (its access
+// tick), which no commit tells.
+func TestRecallScoresKnownCandidatesWithoutReading(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clk)
+	defer s.Close()
+	rc, mems := countingRecaller(s, cfg, clk)
+	o, m := contextSona(t, s, clk)
+	q := recall.Query{Sona: o.Sona, Text: "aurora green tyres cello", K: 2, Peek: true, Expand: new(0)}
+	all := q
+	all.K = 6 // every memory returned: every candidate's score is seen
+	ask := func(rc *recall.Recaller, q recall.Query) []*recall.Recalled {
+		t.Helper()
+		rs, _, err := rc.Recall(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	// same compares rc's recall of q with a new recaller's, which knows
+	// nothing and reads every record.
+	same := func(when string, q recall.Query) []*recall.Recalled {
+		t.Helper()
+		fresh, _ := countingRecaller(s, cfg, clk)
+		got, want := ask(rc, q), ask(fresh, q)
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d recalled, a recaller reading every record %d", when, len(got), len(want))
+		}
+		for i, w := range want {
+			g := got[i]
+			if g.CID != w.CID || g.Score != w.Score || g.Explain != w.Explain || !proto.Equal(g.Meta, w.Meta) {
+				t.Errorf("%s: #%d %s scored %v (%+v, meta %v), reading every record %s %v (%+v, meta %v)",
+					when, i, g.CID, g.Score, g.Explain, g.Meta, w.CID, w.Score, w.Explain, w.Meta)
+			}
+		}
+		return got
+	}
+	cold := mems.metas.Load()
+	rs := same("cold", all)
+	if len(rs) < 4 {
+		t.Fatalf("%d recalled, want every memory", len(rs))
+	}
+	coldReads := mems.metas.Load() - cold
+	before := mems.metas.Load()
+	warm := same("warm", q)
+	if reads := mems.metas.Load() - before; reads != int64(len(warm)) || len(warm) >= len(rs) {
+		t.Errorf("the warm recall read %d records returning %d of %d candidates (the cold one %d): want only those it returns",
+			reads, len(warm), len(rs), coldReads)
+	}
+	same("warm, every memory", all)
+
+	// a2's importance written: its score is read again.
+	if err := s.Store().Update(ctx, meta.UpdateHot([]cid.Cid{m["a2"]}, func(h *meta.Hot, _ cid.Cid) { h.Importance = 0.97 })); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range same("after a2's importance", all) {
+		if r.CID == m["a2"] && r.Explain.Importance != 0.97 {
+			t.Errorf("a2's importance %v, want 0.97", r.Explain.Importance)
+		}
+	}
+
+	// The sona goes on (its activity grows), then a recall touches what it
+	// returns: the touches wait in the buffer, and the access ticks they
+	// raise count.
+	o.Text("The kettle is broken.")
+	o.Text("Buy a new one tomorrow.")
+	touching := all
+	touching.Peek = false
+	_, tr, err := rc.Recall(ctx, touching)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range tr {
+		if err := s.Store().Update(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tick := s.Memories.TouchedTick(m["a1"]); tick == 0 {
+		t.Fatal("a1's touch is not in the buffer: the test tells nothing of it")
+	}
+	same("touched", all)
 }
