@@ -38,7 +38,7 @@ import (
 // the vector index (caught up with the store first) no longer holds is
 // counted only if its record is still there.
 //
-// Layout, integers big-endian: magic "MMETASNP", version u32 (2), store
+// Layout, integers big-endian: magic "MMETASNP", version u32 (3), store
 // version u64, insertion-log end u64, uvarint length and CID bytes of the
 // memory there, hash of the metric names u64, entries u64; each entry:
 // uvarint length and CID bytes, a flag byte (1: its record has a profile),
@@ -48,7 +48,7 @@ import (
 // before.
 const (
 	metaSnapMagic   = "MMETASNP"
-	metaSnapVersion = 2
+	metaSnapVersion = 3 // 3: the trimmed records hold what a score reads (stop 86)
 	// metaSnapRewrite: an open whose snapshot is older than this many
 	// changed records (or a tenth of the memories, when more) writes it
 	// again, after a full scan in the background.
@@ -122,11 +122,13 @@ func (s *Self) metaSnapEntry(dst, key, raw []byte, id uint64, isID bool) ([]byte
 	// room for a 3-byte uvarint, moved if it is shorter.
 	at := len(dst)
 	dst = append(dst, 0, 0, 0)
-	dst, err := recall.TrimPlain(dst, raw)
+	// (The profile's evaluation first: LoadProfile takes the first, and
+	// TrimPlain's keeps only what the decay reads.)
+	dst, prof, err := s.Evals.TrimProfile(dst, raw)
 	if err != nil {
 		return dst, err
 	}
-	dst, prof, err := s.Evals.TrimProfile(dst, raw)
+	dst, err = recall.TrimPlain(dst, raw)
 	if err != nil {
 		return dst, err
 	}

@@ -36,6 +36,7 @@ func plainState(t *testing.T, s *memory.Self, sonas ...string) map[string]string
 				created, ok := s.Recaller.KnownPlain(c, sona)
 				out[c.String()+" "+sona] = fmt.Sprint(created, ok)
 			}
+			out[c.String()+" score"] = s.Recaller.KnownScore(c)
 		})
 	})
 	if err != nil {
@@ -48,8 +49,8 @@ func plainState(t *testing.T, s *memory.Self, sonas ...string) map[string]string
 // takes the metadata from its snapshot and the records written after it
 // (new memories, forgotten ones, evaluations written since into records of
 // the snapshot) counts the same memories, loads the same metric profiles
-// and knows the same of each memory's visibility as an open that reads
-// every record; a damaged snapshot is not used.
+// and knows the same of each memory's visibility and score as an open
+// that reads every record; a damaged snapshot is not used.
 func TestMetaSnapshotTakesWhatAFullScanTakes(t *testing.T) {
 	dir := t.TempDir()
 	cfg := memorytest.Config(dir)

@@ -39,6 +39,13 @@ type Hot struct {
 // hotSize is the bytes of a stored Hot: three 8-byte big-endian fields.
 const hotSize = 24
 
+// HotAbsent reports whether r certainly holds no record of c's hot state
+// (false when unsure: before the open's scan of them, LoadHotKeys).
+func (m *Store) HotAbsent(r store.Reader, c cid.Cid) bool {
+	var buf [80]byte
+	return m.hotKeys.Absent(append(append(buf[:0], HotPrefix...), c.KeyString()...), r)
+}
+
 // HotOf is the hot state a metadata record holds.
 func HotOf(m *messages.MemoryMeta) Hot {
 	return Hot{Importance: m.GetImportance(), AccessCount: m.GetAccessCount(), LastAccessTick: m.GetLastAccessTick()}

@@ -44,6 +44,9 @@ type Memories interface {
 	// TouchedTick is the latest activity tick of c's touches not yet
 	// written (0: none), which MetaIn in a view adds.
 	TouchedTick(c cid.Cid) int64
+	// HotAbsent reports whether view r certainly holds no record of c's
+	// hot state: its record's importance and access tick are its own.
+	HotAbsent(r store.Reader, c cid.Cid) bool
 	// Touch is the op that records that memories were recalled (meta.Touch).
 	Touch(cids []cid.Cid, sonas []string, activity func(sona string) (int64, bool)) store.Op
 }

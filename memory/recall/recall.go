@@ -755,7 +755,7 @@ func (sc *scorer) knownCandidate(c cid.Cid, id uint64) (_ *Recalled, _ error, ok
 		return nil, nil, false
 	}
 	f, fact, kind, sonas, ok := p.known(id)
-	if !ok {
+	if !ok || fact.fromRecord && !sc.self.memories.HotAbsent(sc.txn, c) {
 		return nil, nil, false
 	}
 	if sc.q.Scope == ScopeSona && !f.backbone && (len(sonas) == 0 || sonas[0] != sc.q.Sona) {

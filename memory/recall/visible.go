@@ -1,7 +1,9 @@
 package recall
 
 import (
+	"fmt"
 	"hash/maphash"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -61,49 +63,62 @@ type plainFact struct {
 // returns only (scorer.complete). At 1M memories the reads of ~77
 // candidates' records a recall were a fifth of its CPU, and the pages of
 // the metadata's tables they touched much of its RSS (issue 15, stop
-// 85). Kept for a memory of one sona or none, written with its plain
-// fact (record) and dropped by any commit of its metadata or hot state
-// (Recaller.Committed). Its access tick is the stored one with the
-// touches buffered when it was read: a candidate's takes the buffer's
-// since (meta.Store.TouchedTick). 32 bytes a memory recalled.
+// 85). Kept for a memory of one sona or none, with its plain fact — by
+// recall's reads (record) and the open's scan (KnowPlain) — and dropped
+// by any commit of its metadata or hot state (Recaller.Committed). Its
+// access tick is the stored one with the touches buffered when it was
+// read: a candidate's takes the buffer's since (meta.Store.TouchedTick).
+// 32 bytes a memory.
 type scoreFact struct {
 	importance float64
 	decay      float64 // the evaluation's multiplier of the decay rate (eumas.DecayMultiplier)
 	access     int64   // MemoryMeta.last_access_tick
 	sona       uint32  // its sona's number; 0: none
-	kind       uint32  // its kind's number; 0: nothing is known
+	kind       uint16  // its kind's number; 0: nothing is known
+	// fromRecord: read from the record alone (the open's scan), whose
+	// importance and access tick are the memory's only while it has no
+	// hot state's record (meta.Store.HotAbsent); recall's reads merge it.
+	fromRecord bool
 }
 
 func newPlainMemories() *plainMemories {
 	return &plainMemories{seed: maphash.MakeSeed(), sonaNo: map[string]uint32{}, kindNo: map[string]uint32{}}
 }
 
-// number is s's number in names (adding it): its index plus one.
-func number(names *[]string, nos map[string]uint32, s string) uint32 {
-	if n, ok := nos[s]; ok {
+// number is name's number in names (adding it): its index plus one.
+func number[S string | []byte](names *[]string, nos map[string]uint32, name S) uint32 {
+	if n, ok := nos[string(name)]; ok {
 		return n
 	}
-	*names = append(*names, s)
+	*names = append(*names, string(name))
 	n := uint32(len(*names))
-	nos[s] = n
+	nos[string(name)] = n
 	return n
 }
 
-// scoreOf is the score fact of m, known plain; ok false when m has more
-// than one sona (its sona similarity is its best one's).
-func (p *plainMemories) scoreOf(m *messages.MemoryMeta) (scoreFact, bool) {
-	if len(m.Sonas) > 1 {
-		return scoreFact{}, false
+// numbered is s with the numbers of kind and sona (none when !hasSona),
+// p.mu held; ok false past the kinds a fact can number.
+func numbered[S string | []byte](p *plainMemories, s scoreFact, kind, sona S, hasSona bool) (scoreFact, bool) {
+	k := number(&p.kinds, p.kindNo, kind)
+	if k > math.MaxUint16 {
+		return s, false
 	}
-	s := scoreFact{importance: m.Importance, decay: eumas.DecayMultiplier(m.Evaluation), access: m.LastAccessTick,
-		kind: number(&p.kinds, p.kindNo, m.Kind)}
-	if len(m.Sonas) == 1 {
-		s.sona = number(&p.sonas, p.sonaNo, m.Sonas[0])
+	s.kind = uint16(k)
+	if hasSona {
+		s.sona = number(&p.sonas, p.sonaNo, sona)
 		for len(p.sonaSlices) < len(p.sonas) {
 			p.sonaSlices = append(p.sonaSlices, []string{p.sonas[len(p.sonaSlices)]})
 		}
 	}
 	return s, true
+}
+
+// setScore keeps s as vector id's score fact, p.mu held.
+func (p *plainMemories) setScore(id uint64, s scoreFact) {
+	for id >= uint64(len(p.scores)) {
+		p.scores = append(p.scores, make([]scoreFact, max(64, len(p.scores)/4))...)
+	}
+	p.scores[id] = s
 }
 
 func (p *plainMemories) hash(sona string) uint64 {
@@ -131,15 +146,20 @@ func (p *plainMemories) record(id uint64, m *messages.MemoryMeta, sona string, g
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.keepLocked(id, f, gen) || !f.plain {
+	if !p.keepLocked(id, f, gen) || !f.plain || len(m.Sonas) > 1 {
 		return
 	}
-	if s, ok := p.scoreOf(m); ok {
-		for id >= uint64(len(p.scores)) {
-			p.scores = append(p.scores, make([]scoreFact, max(64, len(p.scores)/4))...)
-		}
-		p.scores[id] = s
+	s := scoreFact{importance: m.Importance, decay: eumas.DecayMultiplier(m.Evaluation), access: m.LastAccessTick}
+	if s, ok := numbered(p, s, m.Kind, firstOr(m.Sonas), len(m.Sonas) == 1); ok {
+		p.setScore(id, s)
 	}
+}
+
+func firstOr(ss []string) string {
+	if len(ss) == 0 {
+		return ""
+	}
+	return ss[0]
 }
 
 // keep keeps f as record does.
@@ -302,10 +322,12 @@ func (s *Recaller) PlainGeneration() uint64 {
 
 // KnowPlain keeps what raw, the encoded metadata of memory c read in a
 // view begun at generation gen (PlainGeneration), says of whether recall
-// may see it: the open's scan of every memory's metadata calls it. It
-// decodes only the fields it needs (the evaluation, labels and joins are
-// skipped); a record it cannot decode is left to recall's own read, which
-// names the damage.
+// may see it and of its score: the open's scan of every memory's metadata
+// calls it. It decodes only the fields it needs (the labels, joins and
+// evaluation's metrics are skipped); a record it cannot decode is left to
+// recall's own read, which names the damage. (The importance and access
+// tick of a record count only while the memory has no hot state's record:
+// knownCandidate asks, meta.Store.HotAbsent.)
 func (s *Recaller) KnowPlain(c cid.Cid, raw []byte, gen uint64) {
 	s.KnowPlainKey(c.KeyString(), raw, gen)
 }
@@ -327,29 +349,63 @@ func (s *Recaller) KnowPlainAt(id uint64, raw []byte, gen uint64) {
 	if s.plain == nil {
 		return
 	}
-	if f, err := plainFields(raw, s.plain); err == nil {
-		s.plain.keep(id, f, gen)
+	if f, rs, err := plainFields(raw, s.plain); err == nil {
+		s.plain.keepRecord(id, f, rs, gen)
 	}
+}
+
+// keepRecord keeps what KnowPlain read: f, and rs as its score when it
+// is one.
+func (p *plainMemories) keepRecord(id uint64, f plainFact, rs recordScore, gen uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.keepLocked(id, f, gen) || !f.plain || !rs.ok {
+		return
+	}
+	s := scoreFact{importance: rs.importance, decay: rs.decay, access: rs.access, fromRecord: true}
+	if s, ok := numbered(p, s, rs.kind, rs.sona, rs.sona != nil); ok {
+		p.setScore(id, s)
+	}
+}
+
+// recordScore is what plainFields reads of a record's score fact.
+type recordScore struct {
+	ok         bool   // at most one sona: a score fact
+	kind, sona []byte // sona nil: none
+	importance float64
+	decay      float64
+	access     int64
 }
 
 // Plain metadata fields: the MemoryMeta field numbers plainFields reads.
 const (
-	plainSonas    = 1
-	plainBackbone = 4
-	plainArchived = 5
-	plainExpires  = 6
-	plainCreated  = 10
-	plainInsight  = 13
+	plainSonas      = 1
+	plainKind       = 3
+	plainBackbone   = 4
+	plainArchived   = 5
+	plainExpires    = 6
+	plainImportance = 7
+	plainAccess     = 9
+	plainCreated    = 10
+	plainInsight    = 13
+	plainEvaluation = 14
+	// Within the evaluation (EvalSummary) and its priority (Priority).
+	evalPriority  = 2
+	evalFailed    = 3
+	priorityDecay = 3
 )
 
 // TrimPlain appends to dst the fields of raw, an encoded MemoryMeta, that
-// KnowPlain reads — the first of its sonas, backbone, archived,
-// expires_at, created_at, and insight as an empty message when set — so
-// that KnowPlain of the result keeps what KnowPlain of raw keeps
-// (TestPlainFieldsAgreeWithProto). The metadata snapshot of the open stores
-// these instead of the whole records.
+// KnowPlain reads — its first two sonas (whether it has more than one),
+// kind, backbone, archived, expires_at, importance, last_access_tick,
+// created_at, insight as an empty message when set, and of its evaluation
+// the priority's decay rate and failed — so that KnowPlain of the result
+// keeps what KnowPlain of raw keeps (TestPlainFieldsAgreeWithProto). The
+// metadata snapshot of the open stores these instead of the whole
+// records.
 func TrimPlain(dst, raw []byte) ([]byte, error) {
-	sona := false
+	sonas := 0
+	var ev evalDecay
 	for len(raw) > 0 {
 		num, typ, n := protowire.ConsumeTag(raw)
 		if n < 0 {
@@ -363,18 +419,112 @@ func TrimPlain(dst, raw []byte) ([]byte, error) {
 		}
 		switch {
 		case num == plainSonas && typ == protowire.BytesType:
-			if !sona {
+			if sonas < 2 {
 				dst = append(append(dst, field...), raw[:n]...)
-				sona = true
+				sonas++
 			}
-		case (num == plainBackbone || num == plainArchived || num == plainExpires || num == plainCreated) && typ == protowire.VarintType:
+		case num == plainKind && typ == protowire.BytesType,
+			(num == plainBackbone || num == plainArchived || num == plainExpires || num == plainCreated || num == plainAccess) && typ == protowire.VarintType,
+			num == plainImportance && typ == protowire.Fixed64Type:
 			dst = append(append(dst, field...), raw[:n]...)
 		case num == plainInsight && typ == protowire.BytesType:
 			dst = append(append(dst, field...), 0)
+		case num == plainEvaluation && typ == protowire.BytesType:
+			v, _ := protowire.ConsumeBytes(raw)
+			if err := ev.read(v); err != nil {
+				return dst, err
+			}
 		}
 		raw = raw[n:]
 	}
-	return dst, nil
+	return ev.append(dst), nil
+}
+
+// evalDecay is what a record's evaluation (its occurrences merged, as
+// proto merges them) says of the memory's decay (eumas.DecayMultiplier).
+type evalDecay struct {
+	set, priority, failed bool
+	rate                  float64
+}
+
+// read merges the encoded EvalSummary b into e.
+func (e *evalDecay) read(b []byte) error {
+	e.set = true
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		switch {
+		case num == evalFailed && typ == protowire.VarintType:
+			x, _ := protowire.ConsumeVarint(v)
+			e.failed = x != 0
+		case num == evalPriority && typ == protowire.BytesType:
+			e.priority = true
+			p, _ := protowire.ConsumeBytes(v)
+			return eachField(p, func(num protowire.Number, typ protowire.Type, v []byte) error {
+				if num == priorityDecay && typ == protowire.Fixed64Type {
+					x, _ := protowire.ConsumeFixed64(v)
+					e.rate = math.Float64frombits(x)
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+}
+
+// multiplier is eumas.DecayMultiplier of the evaluation e read.
+func (e *evalDecay) multiplier() float64 {
+	if !e.set {
+		return eumas.DecayMultiplier(nil)
+	}
+	s := &messages.EvalSummary{Failed: e.failed}
+	if e.priority {
+		s.Priority = &messages.Priority{DecayRate: e.rate}
+	}
+	return eumas.DecayMultiplier(s)
+}
+
+// append appends to dst an evaluation field that reads as e does, none
+// when e changes no decay.
+func (e *evalDecay) append(dst []byte) []byte {
+	if !e.set || !e.priority && !e.failed {
+		return dst
+	}
+	var body []byte
+	if e.priority {
+		var p []byte
+		if e.rate != 0 {
+			p = protowire.AppendTag(p, priorityDecay, protowire.Fixed64Type)
+			p = protowire.AppendFixed64(p, math.Float64bits(e.rate))
+		}
+		body = protowire.AppendTag(body, evalPriority, protowire.BytesType)
+		body = protowire.AppendBytes(body, p)
+	}
+	if e.failed {
+		body = protowire.AppendTag(body, evalFailed, protowire.VarintType)
+		body = protowire.AppendVarint(body, 1)
+	}
+	dst = protowire.AppendTag(dst, plainEvaluation, protowire.BytesType)
+	return protowire.AppendBytes(dst, body)
+}
+
+// eachField calls fn with each field of the encoded message b: its number,
+// type and encoded value.
+func eachField(b []byte, fn func(protowire.Number, protowire.Type, []byte) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		if err := fn(num, typ, b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
 }
 
 // KnownPlain reports what recall knows of memory c without reading its
@@ -392,73 +542,81 @@ func (s *Recaller) KnownPlain(c cid.Cid, sona string) (created int64, ok bool) {
 	return s.plain.visible(id, sona, true)
 }
 
-// plainFields decodes what record keeps of an encoded MemoryMeta — sonas
-// (its first), backbone, archived, expires_at, created_at, and whether
-// insight is set — without decoding the record into a message: the open
-// reads every memory's metadata this way (at 1M memories, a message and a
-// string each was a second of CPU and garbage).
-func plainFields(raw []byte, p *plainMemories) (plainFact, error) {
-	const (
-		sonas    = plainSonas
-		backbone = plainBackbone
-		archived = plainArchived
-		expires  = plainExpires
-		created  = plainCreated
-		insight  = plainInsight
-	)
+// KnownScore describes what recall knows of memory c's score without
+// reading its metadata ("" for nothing): tests compare an open's
+// knowledge with another's.
+func (s *Recaller) KnownScore(c cid.Cid) string {
+	if s.plain == nil {
+		return ""
+	}
+	id, ok := s.index.ID(c.KeyString())
+	if !ok {
+		return ""
+	}
+	_, f, kind, sonas, ok := s.plain.known(id)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprint(f.importance, f.decay, f.access, kind, sonas, f.fromRecord)
+}
+
+// plainFields decodes what KnowPlain keeps of an encoded MemoryMeta — its
+// plain fact, and what its score fact would be — without decoding the
+// record into a message: the open reads every memory's metadata this way
+// (at 1M memories, a message and a string each was a second of CPU and
+// garbage).
+func plainFields(raw []byte, p *plainMemories) (plainFact, recordScore, error) {
 	var (
 		f                     plainFact
-		first                 []byte
-		hasSona               bool
+		rs                    recordScore
+		sonas                 int
 		isArchived, isInsight bool
 		expiresAt             uint64
+		ev                    evalDecay
 	)
-	for len(raw) > 0 {
-		num, typ, n := protowire.ConsumeTag(raw)
-		if n < 0 {
-			return plainFact{}, protowire.ParseError(n)
-		}
-		raw = raw[n:]
+	err := eachField(raw, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		switch {
-		case num == sonas && typ == protowire.BytesType:
-			b, n := protowire.ConsumeBytes(raw)
-			if n < 0 {
-				return plainFact{}, protowire.ParseError(n)
+		case num == plainSonas && typ == protowire.BytesType:
+			if sonas++; sonas == 1 {
+				rs.sona, _ = protowire.ConsumeBytes(v)
 			}
-			if !hasSona {
-				first, hasSona = b, true
-			}
-			raw = raw[n:]
-			continue
-		case (num == backbone || num == archived || num == expires || num == created) && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(raw)
-			if n < 0 {
-				return plainFact{}, protowire.ParseError(n)
-			}
+		case num == plainKind && typ == protowire.BytesType:
+			rs.kind, _ = protowire.ConsumeBytes(v)
+		case num == plainImportance && typ == protowire.Fixed64Type:
+			x, _ := protowire.ConsumeFixed64(v)
+			rs.importance = math.Float64frombits(x)
+		case (num == plainBackbone || num == plainArchived || num == plainExpires || num == plainCreated || num == plainAccess) && typ == protowire.VarintType:
+			x, _ := protowire.ConsumeVarint(v)
 			switch num {
-			case backbone:
-				f.backbone = v != 0
-			case archived:
-				isArchived = v != 0
-			case expires:
-				expiresAt = v
+			case plainBackbone:
+				f.backbone = x != 0
+			case plainArchived:
+				isArchived = x != 0
+			case plainExpires:
+				expiresAt = x
+			case plainAccess:
+				rs.access = int64(x)
 			default:
-				f.created = int64(v)
+				f.created = int64(x)
 			}
-			raw = raw[n:]
-			continue
-		case num == insight && typ == protowire.BytesType:
+		case num == plainInsight && typ == protowire.BytesType:
 			isInsight = true // set: not plain, whatever it holds
+		case num == plainEvaluation && typ == protowire.BytesType:
+			b, _ := protowire.ConsumeBytes(v)
+			return ev.read(b)
 		}
-		n = protowire.ConsumeFieldValue(num, typ, raw)
-		if n < 0 {
-			return plainFact{}, protowire.ParseError(n)
-		}
-		raw = raw[n:]
+		return nil
+	})
+	if err != nil {
+		return plainFact{}, recordScore{}, err
 	}
 	f.plain = !isArchived && expiresAt == 0 && !isInsight
-	if hasSona && len(first) > 0 {
-		f.sona = maphash.Bytes(p.seed, first) | 1 // p.hash of it
+	if len(rs.sona) > 0 {
+		f.sona = maphash.Bytes(p.seed, rs.sona) | 1 // p.hash of it
 	}
-	return f, nil
+	if sonas == 1 && rs.sona == nil {
+		rs.sona = []byte{} // a sona named "": one
+	}
+	rs.ok, rs.decay = sonas <= 1, ev.multiplier()
+	return f, rs, nil
 }

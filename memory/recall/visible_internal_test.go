@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/messages"
 )
 
@@ -19,47 +20,86 @@ func TestPlainFieldsAgreeWithProto(t *testing.T) {
 			Joins: []*messages.SonaJoin{{Sona: "b", AgentId: "ag2", Labels: map[string]string{"k": "v"}, JoinedAt: 5}}},
 		{Sonas: []string{"s"}, Backbone: true},
 		{Sonas: []string{"", "s"}},
+		{Sonas: []string{""}, Kind: "note"},
 		{Sonas: []string{"s"}, Archived: true, Evaluation: &messages.EvalSummary{Failed: true}},
 		{Sonas: []string{"s"}, ExpiresAt: 1 << 40},
 		{Sonas: []string{"s"}, Insight: &messages.InsightMark{}},
 		{Sonas: []string{"s"}, Insight: &messages.InsightMark{Confidence: 0.9}},
+		{Sonas: []string{"s"}, Kind: "goal", Importance: 0.25, LastAccessTick: 4, CreatedAt: 3,
+			Evaluation: &messages.EvalSummary{Metrics: map[string]float64{"m": 0.5}, Priority: &messages.Priority{Score: 0.3, Factors: []string{"x"}, DecayRate: 0.8}}},
+		{Kind: "fact", Evaluation: &messages.EvalSummary{Priority: &messages.Priority{Score: 0.5}}},
+		{Sonas: []string{"t"}, Evaluation: &messages.EvalSummary{Failed: true, Priority: &messages.Priority{DecayRate: 0.1}}},
+		{Sonas: []string{"t"}, Evaluation: &messages.EvalSummary{Metrics: map[string]float64{"m": 0.5}}},
 	} {
-		raw, err := proto.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := plainFields(raw, p)
-		if err != nil {
-			t.Fatalf("%d: %v", i, err)
-		}
 		sona := ""
 		if len(m.Sonas) > 0 {
 			sona = m.Sonas[0]
 		}
+		// What recall's read of m keeps.
 		q := newPlainMemories()
 		q.seed = p.seed
 		q.record(0, m, sona, 0)
-		if want := q.facts[0]; got != want {
-			t.Errorf("%d: %+v, want %+v", i, got, want)
-		}
-		// TestTrimPlainKnowsTheSame: the trimmed record gives the same.
-		trimmed, err := TrimPlain(nil, raw)
+		want, wantScore := q.facts[0], scoreNamed(q, 0)
+		// As stored (packed) and as proto encodes it.
+		packed, err := meta.Marshal(m)
 		if err != nil {
-			t.Fatalf("%d: trim: %v", i, err)
+			t.Fatal(err)
 		}
-		if len(trimmed) > len(raw) {
-			t.Errorf("%d: trimmed to %d bytes from %d", i, len(trimmed), len(raw))
+		plain, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if tf, err := plainFields(trimmed, p); err != nil || tf != got {
-			t.Errorf("%d: trimmed: %+v, %v; want %+v", i, tf, err, got)
+		for _, raw := range [][]byte{packed, plain} {
+			// TestTrimPlainKnowsTheSame: the trimmed record gives the same.
+			trimmed, err := TrimPlain(nil, raw)
+			if err != nil {
+				t.Fatalf("%d: trim: %v", i, err)
+			}
+			if len(trimmed) > len(raw) {
+				t.Errorf("%d: trimmed to %d bytes from %d", i, len(trimmed), len(raw))
+			}
+			for what, b := range map[string][]byte{"record": raw, "trimmed": trimmed} {
+				got, rs, err := plainFields(b, p)
+				if err != nil {
+					t.Fatalf("%d: %s: %v", i, what, err)
+				}
+				if got != want {
+					t.Errorf("%d: %s: %+v, want %+v", i, what, got, want)
+				}
+				r := newPlainMemories()
+				r.keepRecord(0, got, rs, 0)
+				if s := scoreNamed(r, 0); s != wantScore {
+					t.Errorf("%d: %s: score %+v, want %+v", i, what, s, wantScore)
+				}
+			}
 		}
 	}
 	if _, err := TrimPlain(nil, []byte{0x0a, 0x05, 'a'}); err == nil {
 		t.Error("a damaged record trims")
 	}
-	if _, err := plainFields([]byte{0x0a, 0x05, 'a'}, p); err == nil { // a string cut short
+	if _, _, err := plainFields([]byte{0x0a, 0x05, 'a'}, p); err == nil { // a string cut short
 		t.Error("a damaged record decodes")
 	}
+}
+
+// namedScore is a score fact with its names.
+type namedScore struct {
+	known             bool
+	importance, decay float64
+	access            int64
+	kind, sona        string
+}
+
+func scoreNamed(p *plainMemories, id uint64) namedScore {
+	_, s, kind, sonas, ok := p.known(id)
+	if !ok {
+		return namedScore{}
+	}
+	n := namedScore{known: true, importance: s.importance, decay: s.decay, access: s.access, kind: kind}
+	if len(sonas) > 0 {
+		n.sona = sonas[0]
+	}
+	return n
 }
 
 // What plainMemories tells: in sona scope only for the sona a memory was

@@ -2,9 +2,11 @@ package recall_test
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ipfs/go-cid"
 
@@ -308,4 +310,83 @@ func TestRecallScoresKnownCandidatesWithoutReading(t *testing.T) {
 		t.Fatal("a1's touch is not in the buffer: the test tells nothing of it")
 	}
 	same("touched", all)
+}
+
+// What the open's scan reads of the records (KnowPlain) scores a
+// restarted server's first recalls without reading the candidates'
+// records — but not a memory with a record of its hot state, whose
+// importance the metadata record no longer holds.
+func TestKnowPlainScoresTheFirstRecall(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clk)
+	defer s.Close()
+	o, m := contextSona(t, s, clk)
+	if err := s.Store().Update(ctx, meta.UpdateHot([]cid.Cid{m["a2"]}, func(h *meta.Hot, _ cid.Cid) { h.Importance = 0.97 })); err != nil {
+		t.Fatal(err)
+	}
+	// The open loads which memories have a hot state's record in the
+	// background: until then every record's score is read.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var absent bool
+		if err := s.Store().View(func(r store.Reader) error { absent = s.Memories.HotAbsent(r, m["a1"]); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if absent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hot states' records are not known after 10 s")
+		}
+		runtime.Gosched()
+	}
+	cold, coldMems := countingRecaller(s, cfg, clk)
+	known, knownMems := countingRecaller(s, cfg, clk)
+	gen := known.PlainGeneration()
+	if err := s.Store().View(func(r store.Reader) error {
+		return store.Scan(r, meta.Prefix, func(k, v []byte) error {
+			c, err := cid.Cast(k[len(meta.Prefix):])
+			if err != nil {
+				return err
+			}
+			known.KnowPlain(c, v, gen)
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Two of the candidates returned: the known recall reads their records
+	// (and a2's, whose hot state has a record), the cold one every
+	// candidate's.
+	q := recall.Query{Sona: o.Sona, Text: "aurora green tyres cello", K: 2, Peek: true, Expand: new(0)}
+	for _, rc := range []*recall.Recaller{cold, known} {
+		if _, _, err := rc.Recall(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k, c := knownMems.metas.Load(), coldMems.metas.Load(); k > 3 || k >= c {
+		t.Errorf("with the scan's knowledge the recall of 2 read %d records, without %d", k, c)
+	}
+	// Every memory returned: every candidate's score is seen.
+	q.K = 6
+	want, _, err := cold.Recall(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := known.Recall(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) || len(got) < 4 {
+		t.Fatalf("%d recalled, reading every record %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if g := got[i]; g.CID != w.CID || g.Explain != w.Explain {
+			t.Errorf("#%d %s scored %+v, reading every record %s %+v", i, g.CID, g.Explain, w.CID, w.Explain)
+		}
+		if w.CID == m["a2"] && w.Explain.Importance != 0.97 {
+			t.Errorf("a2's importance %v, want 0.97", w.Explain.Importance)
+		}
+	}
 }
