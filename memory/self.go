@@ -497,6 +497,7 @@ func (s *Self) loadVectors(txn store.Reader, snap bool, restored *bool) error {
 func (s *Self) scanMeta(txn store.Reader) (int64, error) {
 	start := s.clock.Now()
 	t := &metaTaker{s: s, gen: s.Recaller.PlainGeneration()}
+	s.Recaller.ReserveKnown(s.index.IDs())
 	if s.Evals.Loads() {
 		t.done = s.Evals.BeginLoad()
 	}

@@ -106,7 +106,11 @@ func DecayMultiplier(s *messages.EvalSummary) float64 {
 	if s == nil || s.Priority == nil || s.Failed {
 		return 1
 	}
-	return math.Exp2(2*s.Priority.DecayRate - 1)
+	return RateMultiplier(s.Priority.DecayRate)
 }
+
+// RateMultiplier is DecayMultiplier of an evaluation, not failed, whose
+// priority has decay rate rate.
+func RateMultiplier(rate float64) float64 { return math.Exp2(2*rate - 1) }
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }

@@ -115,9 +115,7 @@ func numbered[S string | []byte](p *plainMemories, s scoreFact, kind, sona S, ha
 
 // setScore keeps s as vector id's score fact, p.mu held.
 func (p *plainMemories) setScore(id uint64, s scoreFact) {
-	for id >= uint64(len(p.scores)) {
-		p.scores = append(p.scores, make([]scoreFact, max(64, len(p.scores)/4))...)
-	}
+	p.scores = upTo(p.scores, id)
 	p.scores[id] = s
 }
 
@@ -183,9 +181,35 @@ func (p *plainMemories) keepLocked(id uint64, f plainFact, gen uint64) bool {
 	return true
 }
 
-func (p *plainMemories) grow(id uint64) {
-	if id >= uint64(len(p.facts)) {
-		p.facts = append(p.facts, make([]plainFact, id+1-uint64(len(p.facts)))...)
+func (p *plainMemories) grow(id uint64) { p.facts = upTo(p.facts, id) }
+
+// upTo is s long enough to hold index id, its new elements zero. (Grown
+// an element at a time by the open's scan, the copies as the slices grew
+// were most of its cost: reserve first.)
+func upTo[T any](s []T, id uint64) []T {
+	n := int(id) + 1
+	if n <= len(s) {
+		return s
+	}
+	if n > cap(s) {
+		s = slices.Grow(s, max(n-len(s), len(s)/4))
+	}
+	return s[:n] // past its length a slice here holds zeros: none is ever shortened
+}
+
+// reserve makes room for the facts of n memories.
+func (p *plainMemories) reserve(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.facts = slices.Grow(p.facts, n-len(p.facts))
+	p.scores = slices.Grow(p.scores, n-len(p.scores))
+}
+
+// ReserveKnown makes room for what recall keeps of n memories: the open
+// calls it before its scan of their metadata (KnowPlain).
+func (s *Recaller) ReserveKnown(n int) {
+	if s.plain != nil && n > 0 {
+		s.plain.reserve(n)
 	}
 }
 
@@ -471,15 +495,12 @@ func (e *evalDecay) read(b []byte) error {
 }
 
 // multiplier is eumas.DecayMultiplier of the evaluation e read.
+// (Without making the message: at the open, a million of them.)
 func (e *evalDecay) multiplier() float64 {
-	if !e.set {
+	if !e.set || !e.priority || e.failed {
 		return eumas.DecayMultiplier(nil)
 	}
-	s := &messages.EvalSummary{Failed: e.failed}
-	if e.priority {
-		s.Priority = &messages.Priority{DecayRate: e.rate}
-	}
-	return eumas.DecayMultiplier(s)
+	return eumas.RateMultiplier(e.rate)
 }
 
 // append appends to dst an evaluation field that reads as e does, none

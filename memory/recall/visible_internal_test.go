@@ -148,3 +148,23 @@ func TestPlainMemoriesTellOnlyWhatWasRead(t *testing.T) {
 		t.Error("a read after the write did not record")
 	}
 }
+
+// BenchmarkKnowPlain is what the open's scan does with each memory's
+// trimmed record from the metadata snapshot (KnowPlainAt), room reserved
+// as the open reserves it.
+func BenchmarkKnowPlain(b *testing.B) {
+	m := &messages.MemoryMeta{Sonas: []string{"sona-0123456789abcdef"}, Kind: "observation", Importance: 0.3, LastAccessTick: 1234, CreatedAt: 1700000000, Seq: 99,
+		Evaluation: &messages.EvalSummary{Metrics: map[string]float64{"m": 0.5}, Priority: &messages.Priority{Score: 0.3, Factors: []string{"x"}, DecayRate: 0.6}}}
+	raw, _ := meta.Marshal(m)
+	tr, _ := TrimPlain(nil, raw)
+	p := newPlainMemories()
+	p.reserve(b.N)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		f, rs, err := plainFields(tr, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.keepRecord(uint64(i), f, rs, 0)
+	}
+}
