@@ -16,11 +16,6 @@ func DecayOf(lambda float64, meta *messages.MemoryMeta, activity int64) float64 
 	return Decay(lambda, meta.Importance, meta.Backbone, activity, meta.LastAccessTick)
 }
 
-// decay is DecayOf at the configured rate.
-func (s *Recaller) decay(meta *messages.MemoryMeta, activity int64) float64 {
-	return DecayOf(s.cfg.Recall.Lambda, meta, activity)
-}
-
 // metricCandidates are the n memories of the sona (and the backbone)
 // whose metric profiles are nearest prof: the metric path matches the
 // query against the sona's own experience, in either scope.

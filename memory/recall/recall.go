@@ -19,6 +19,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/trace"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/eumas"
 	"github.com/memoria-ai/memoria/memory/index"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -704,44 +705,44 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 	if err != nil {
 		return nil, err
 	}
+	vid := int64(-1)
 	if hasID {
 		sc.remember(id, meta)
+		vid = int64(id) + 1
 	}
 	if !sc.visible(meta) {
 		return nil, errHidden
 	}
+	return sc.scored(c, meta, eumas.DecayMultiplier(meta.Evaluation), vid, false), nil
+}
+
+// scored is candidate c of metadata meta with its parts other than
+// relevance (decay: its evaluation's multiplier of the decay rate, as
+// DecayOf takes it), vid and partial as Recalled has them.
+func (sc *scorer) scored(c cid.Cid, meta *messages.MemoryMeta, decay float64, vid int64, partial bool) *Recalled {
 	var activity int64
 	if len(meta.Sonas) > 0 {
 		activity = sc.activityOf(meta.Sonas[0])
 	}
-	r := sc.newRecalled()
+	var r *Recalled
+	if sc.scratch != nil {
+		r = sc.scratch.recalled.next()
+	} else {
+		r = new(Recalled)
+	}
 	*r = Recalled{
 		CID:  c,
 		Meta: meta,
 		Explain: Explain{
-			KindWeight:     s.cfg.KindWeight(meta.Kind),
-			Recency:        s.decay(meta, activity),
+			KindWeight:     sc.self.cfg.KindWeight(meta.Kind),
+			Recency:        Decay(sc.self.cfg.Recall.Lambda*decay, meta.Importance, meta.Backbone, activity, meta.LastAccessTick),
 			Importance:     meta.Importance,
 			SonaSimilarity: sc.sonaSimilarity(meta),
 		},
-		vid: vid(id, hasID),
+		vid:     vid,
+		partial: partial,
 	}
-	return r, nil
-}
-
-func (sc *scorer) newRecalled() *Recalled {
-	if sc.scratch != nil {
-		return sc.scratch.recalled.next()
-	}
-	return new(Recalled)
-}
-
-// vid is Recalled.vid of vector id id (ok: the memory has one).
-func vid(id uint64, ok bool) int64 {
-	if !ok {
-		return -1
-	}
-	return int64(id) + 1
+	return r
 }
 
 // knownCandidate is candidate c, of vector id id, scored from what recall
@@ -769,24 +770,7 @@ func (sc *scorer) knownCandidate(c cid.Cid, id uint64) (_ *Recalled, _ error, ok
 	}
 	meta.Kind, meta.Sonas, meta.Backbone, meta.CreatedAt, meta.Importance = kind, sonas, f.backbone, f.created, fact.importance
 	meta.LastAccessTick = max(fact.access, sc.self.memories.TouchedTick(c))
-	var activity int64
-	if len(sonas) > 0 {
-		activity = sc.activityOf(sonas[0])
-	}
-	r := sc.newRecalled()
-	*r = Recalled{
-		CID:  c,
-		Meta: meta,
-		Explain: Explain{
-			KindWeight:     sc.self.cfg.KindWeight(kind),
-			Recency:        Decay(sc.self.cfg.Recall.Lambda*fact.decay, fact.importance, f.backbone, activity, meta.LastAccessTick),
-			Importance:     fact.importance,
-			SonaSimilarity: sc.sonaSimilarity(meta),
-		},
-		vid:     int64(id) + 1,
-		partial: true,
-	}
-	return r, nil, true
+	return sc.scored(c, meta, fact.decay, int64(id)+1, true), nil, true
 }
 
 // complete reads the metadata of those of out that knownCandidate scored

@@ -228,8 +228,8 @@ func (p *plainMemories) visible(id uint64, sona string, sonaScope bool) (created
 }
 
 // known is what is kept of vector id for scoring it: its plain fact, its
-// score fact, and the names of its kind and its sona (none: ""); ok false
-// when it is not known plain with a score.
+// score fact, its kind and its Sonas (shared: not to be modified; nil for
+// none); ok false when it is not known plain with a score.
 func (p *plainMemories) known(id uint64) (f plainFact, s scoreFact, kind string, sonas []string, ok bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()

@@ -184,19 +184,7 @@ func TestKnowPlainSparesTheFirstRecall(t *testing.T) {
 	two.Recall.Candidates = 2
 	cold, coldMems := countingRecaller(s, two, clk)
 	known, knownMems := countingRecaller(s, two, clk)
-	gen := known.PlainGeneration()
-	if err := s.Store().View(func(r store.Reader) error {
-		return store.Scan(r, meta.Prefix, func(k, v []byte) error {
-			c, err := cid.Cast(k[len(meta.Prefix):])
-			if err != nil {
-				return err
-			}
-			known.KnowPlain(c, v, gen)
-			return nil
-		})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	knowEveryRecord(t, s, known)
 	// Their times are read (kept by each recaller's chain positions):
 	// once warm, neither reads them again.
 	paths := recall.Paths{Weights: config.PathWeights{Dense: 1, BM25: 1, Context: 1}, Fusion: "weighted"}
@@ -343,19 +331,7 @@ func TestKnowPlainScoresTheFirstRecall(t *testing.T) {
 	}
 	cold, coldMems := countingRecaller(s, cfg, clk)
 	known, knownMems := countingRecaller(s, cfg, clk)
-	gen := known.PlainGeneration()
-	if err := s.Store().View(func(r store.Reader) error {
-		return store.Scan(r, meta.Prefix, func(k, v []byte) error {
-			c, err := cid.Cast(k[len(meta.Prefix):])
-			if err != nil {
-				return err
-			}
-			known.KnowPlain(c, v, gen)
-			return nil
-		})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	knowEveryRecord(t, s, known)
 	// Two of the candidates returned: the known recall reads their records
 	// (and a2's, whose hot state has a record), the cold one every
 	// candidate's.
@@ -388,5 +364,24 @@ func TestKnowPlainScoresTheFirstRecall(t *testing.T) {
 		if w.CID == m["a2"] && w.Explain.Importance != 0.97 {
 			t.Errorf("a2's importance %v, want 0.97", w.Explain.Importance)
 		}
+	}
+}
+
+// knowEveryRecord has rc know what every metadata record of s says, as
+// the open's scan does (KnowPlain).
+func knowEveryRecord(t *testing.T, s *memory.Self, rc *recall.Recaller) {
+	t.Helper()
+	gen := rc.PlainGeneration()
+	if err := s.Store().View(func(r store.Reader) error {
+		return store.Scan(r, meta.Prefix, func(k, v []byte) error {
+			c, err := cid.Cast(k[len(meta.Prefix):])
+			if err != nil {
+				return err
+			}
+			rc.KnowPlain(c, v, gen)
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
