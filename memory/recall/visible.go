@@ -430,36 +430,27 @@ const (
 func TrimPlain(dst, raw []byte) ([]byte, error) {
 	sonas := 0
 	var ev evalDecay
-	for len(raw) > 0 {
-		num, typ, n := protowire.ConsumeTag(raw)
-		if n < 0 {
-			return dst, protowire.ParseError(n)
-		}
-		field := raw[:n]
-		raw = raw[n:]
-		n = protowire.ConsumeFieldValue(num, typ, raw)
-		if n < 0 {
-			return dst, protowire.ParseError(n)
-		}
+	err := eachField(raw, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		switch {
 		case num == plainSonas && typ == protowire.BytesType:
 			if sonas < 2 {
-				dst = append(append(dst, field...), raw[:n]...)
+				dst = append(protowire.AppendTag(dst, num, typ), v...)
 				sonas++
 			}
 		case num == plainKind && typ == protowire.BytesType,
 			(num == plainBackbone || num == plainArchived || num == plainExpires || num == plainCreated || num == plainAccess) && typ == protowire.VarintType,
 			num == plainImportance && typ == protowire.Fixed64Type:
-			dst = append(append(dst, field...), raw[:n]...)
+			dst = append(protowire.AppendTag(dst, num, typ), v...)
 		case num == plainInsight && typ == protowire.BytesType:
-			dst = append(append(dst, field...), 0)
+			dst = append(protowire.AppendTag(dst, num, typ), 0)
 		case num == plainEvaluation && typ == protowire.BytesType:
-			v, _ := protowire.ConsumeBytes(raw)
-			if err := ev.read(v); err != nil {
-				return dst, err
-			}
+			b, _ := protowire.ConsumeBytes(v)
+			return ev.read(b)
 		}
-		raw = raw[n:]
+		return nil
+	})
+	if err != nil {
+		return dst, err
 	}
 	return ev.append(dst), nil
 }
@@ -634,9 +625,6 @@ func plainFields(raw []byte, p *plainMemories) (plainFact, recordScore, error) {
 	f.plain = !isArchived && expiresAt == 0 && !isInsight
 	if len(rs.sona) > 0 {
 		f.sona = maphash.Bytes(p.seed, rs.sona) | 1 // p.hash of it
-	}
-	if sonas == 1 && rs.sona == nil {
-		rs.sona = []byte{} // a sona named "": one
 	}
 	rs.ok, rs.decay = sonas <= 1, ev.multiplier()
 	return f, rs, nil
