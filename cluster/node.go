@@ -345,9 +345,15 @@ func (n *Node) watch(rev int64) {
 				case clientv3.EventTypePut:
 					var m Member
 					if err := json.Unmarshal(ev.Kv.Value, &m); err == nil {
+						if _, known := n.members[id]; !known && id != n.self.ID {
+							n.log.Info("a member joined", "member", id, "url", m.URL)
+						}
 						n.members[id] = m
 					}
 				case clientv3.EventTypeDelete:
+					if _, known := n.members[id]; known && id != n.self.ID {
+						n.log.Info("a member left (its lease ended or it left)", "member", id)
+					}
 					delete(n.members, id)
 				}
 			}

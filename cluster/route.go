@@ -679,6 +679,7 @@ func (c *Cluster) forward(w http.ResponseWriter, r *http.Request, sona string, t
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 				err = cause
 			}
+			c.log.Debug("a forwarded request failed", "sona", sona, "member", to.ID, "path", r.URL.Path, "err", err)
 			apiError(w, fmt.Errorf("%w: sona %s is served by member %s at %s, which does not answer (%v); retry", ErrNoReplicas, sona, to.ID, to.URL, err))
 		},
 	}

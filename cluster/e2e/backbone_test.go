@@ -24,7 +24,9 @@ import (
 // writes go on through the survivors, and every acknowledged write — and
 // a pending consensus contribution — is on the backbone they serve.
 func TestBackboneOneChain(t *testing.T) {
-	c, logs := startCluster(t, 3, 2)
+	// At debug, a failure's logs say where a write waited (a flake once:
+	// every writer's write hung 30 s while the owner was paused).
+	c, logs := startCluster(t, 3, 2, "MEMORIA_LOG_LEVEL=debug")
 	bb := etcdBackbone(t, c.Etcd.URL)
 	if bb == "" {
 		t.Fatal("no backbone in etcd")
