@@ -52,7 +52,8 @@ func (s *Self) contributions() []chain.Contribution {
 }
 
 // appended follows a committed append: the activity dream mode's idle
-// time counts from, and the count of memories. (The full-text index
+// time counts from, the count of memories, and what recall keeps of a new
+// memory's body. (The full-text index
 // follows the store's commit events itself.)
 func (s *Self) appended(w *chain.Written) {
 	if !w.Heartbeat() {
@@ -61,6 +62,9 @@ func (s *Self) appended(w *chain.Written) {
 	if w.New {
 		s.memories.Add(1)
 		s.covered.Store(w.LogSeq) // after the index took it (chain.Options.OnAppended)
+		if w.Item.Memory != nil {
+			s.Recaller.Appended(w.ID, w.Item.Memory, w.Meta)
+		}
 	}
 }
 

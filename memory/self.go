@@ -133,8 +133,9 @@ type Self struct {
 	covered atomic.Uint64
 	// vecSnaps writes and restores the vector index's snapshot.
 	vecSnaps *index.VectorSnapshots
-	// metaSnapPath is the metadata snapshot's file ("": none kept).
-	metaSnapPath string
+	// metaSnapPath is the metadata snapshot's file ("": none kept), and
+	// bodiesPath the body snapshot's (recall.Recaller.WriteBodies).
+	metaSnapPath, bodiesPath string
 	// bgWG counts the goroutines of the self's background work (the
 	// metadata snapshot's writers, the caches' warming), which closing
 	// stopping stops; warmed is closed once the caches are warmed.
@@ -203,9 +204,9 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 		}),
 	}
 	snapPath := index.VectorSnapshotPath(dir)
-	s.metaSnapPath, s.stopping = MetaSnapshotPath(dir), make(chan struct{})
+	s.metaSnapPath, s.bodiesPath, s.stopping = MetaSnapshotPath(dir), BodySnapshotPath(dir), make(chan struct{})
 	if dir == "" {
-		snapPath, s.metaSnapPath = "", ""
+		snapPath, s.metaSnapPath, s.bodiesPath = "", "", ""
 	}
 	s.vecSnaps = index.NewVectorSnapshots(st, s.index, index.SnapshotOptions{
 		Path: snapPath, Embedder: o.Embedder.ID(), Covered: s.covered.Load, Clock: o.Clock, Logger: o.Logger,
@@ -284,6 +285,10 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	}
 	s.bgWG.Add(1)
 	go s.loadKeys()
+	if s.bodiesPath != "" {
+		s.bgWG.Add(1)
+		go s.loadBodies()
+	}
 	s.warmed = make(chan struct{})
 	if o.Prewarm {
 		s.bgWG.Add(1)
@@ -335,6 +340,9 @@ func (s *Self) close(snapshot bool) error {
 		var metaSnap sync.WaitGroup
 		if s.metaSnapBehind(s.memories.Load()) {
 			metaSnap.Go(func() { s.writeMetaSnapNow(nil) })
+		}
+		if s.bodiesPath != "" && s.Recaller.BodiesChanged(false) {
+			metaSnap.Go(s.writeBodies)
 		}
 		if err := s.SnapshotVectors(); err != nil {
 			s.log.Warn("vector index: snapshot at close failed", "err", err)
@@ -700,6 +708,9 @@ func (s *Self) metaSnapLoop(interval time.Duration) {
 		case <-t.C():
 		}
 		s.maybeRewriteMetaSnap(s.memories.Load())
+		if s.Recaller.BodiesChanged(true) {
+			s.writeBodies()
+		}
 	}
 }
 

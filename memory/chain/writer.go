@@ -35,6 +35,8 @@ type Written struct {
 	// Prev is the sona's memory before this one (nil: the chain was
 	// empty).
 	Prev *cid.Cid
+	// ID is the memory's vector id (set once committed: OnAppended).
+	ID uint64
 }
 
 // Heartbeat reports the heartbeat's own writes — a merge (it archives its
@@ -176,6 +178,7 @@ func (w *Writer) Op(a *model.Append) store.Op {
 			}
 			vid := w.index.Add(item.CID.KeyString(), item.Vector) // the existing id when not new
 			w.sonas.appended(a.Sona, rec, vid, item.Vector)
+			wr.ID = vid
 			if w.o.OnAppended != nil {
 				w.o.OnAppended(wr)
 			}

@@ -9,9 +9,7 @@ import (
 
 // The positions follow a sona's members as the registry changes them:
 // extended in place on an append, rebuilt for a new slice (a forget), a
-// memory appended twice keeping its first place; and a body kept at a
-// position (its time, whether it asks, its speaker) is there for the next
-// recall, gone with a rebuilt slice.
+// memory appended twice keeping its first place.
 func TestChainPositions(t *testing.T) {
 	c := newChainPositions()
 	members := make([]uint64, 3, 8)
@@ -25,11 +23,6 @@ func TestChainPositions(t *testing.T) {
 	if _, ok := p.position(4); ok {
 		t.Error("4 is no member but has a position")
 	}
-	if _, ok := p.body(1); ok {
-		t.Error("a body is kept before any was read")
-	}
-	p.setBody(1, body{time: 1234, question: true, speaker: []string{"caroline"}})
-	p.setBody(2, body{time: 99, speaker: []string{"caroline"}})
 	members = append(members, 4, 7) // appended in place; 7 again
 	if q := c.chain("s", members); q != p {
 		t.Fatal("an append rebuilt the positions")
@@ -39,42 +32,6 @@ func TestChainPositions(t *testing.T) {
 	}
 	if got, _ := p.position(7); got != 0 {
 		t.Errorf("position(7) = %d after it was appended again; want its first, 0", got)
-	}
-	if tm, ok := p.time(1); !ok || tm != 1234 {
-		t.Errorf("time(1) = %d, %v; want 1234", tm, ok)
-	}
-	if _, ok := p.time(3); ok {
-		t.Error("time(3) was never set but is kept")
-	}
-	b1, ok1 := p.body(1)
-	b2, ok2 := p.body(2)
-	if !ok1 || b1.time != 1234 || !b1.question || !slices.Equal(b1.speaker, []string{"caroline"}) {
-		t.Errorf("body(1) = %+v, %v; want time 1234, a question, caroline", b1, ok1)
-	}
-	if !ok2 || b2.time != 99 || b2.question || !slices.Equal(b2.speaker, []string{"caroline"}) {
-		t.Errorf("body(2) = %+v, %v; want time 99, no question, caroline", b2, ok2)
-	}
-	if len(c.speakers) != 2 {
-		t.Errorf("%d speakers kept for one, want it once (and none)", len(c.speakers)-1)
-	}
-	if _, ok := p.body(3); ok {
-		t.Error("body(3) was never read but is kept")
-	}
-	// Past maxSpeakers speakers a new one's body is not kept; a known
-	// one's still is.
-	for i := range maxSpeakers {
-		p.setBody(0, body{time: 1, speaker: []string{"s", strconv.Itoa(i)}})
-	}
-	if len(c.speakers) != maxSpeakers+1 {
-		t.Fatalf("%d speakers kept, want %d", len(c.speakers)-1, maxSpeakers)
-	}
-	p.setBody(0, body{time: 5, speaker: []string{"one", "more"}})
-	if b, ok := p.body(0); ok && b.time == 5 {
-		t.Errorf("a speaker past %d kept: %+v", maxSpeakers, b)
-	}
-	p.setBody(0, body{time: 6, speaker: []string{"caroline"}})
-	if b, ok := p.body(0); !ok || b.time != 6 || !slices.Equal(b.speaker, []string{"caroline"}) {
-		t.Errorf("a known speaker's body not kept past the bound: %+v, %v", b, ok)
 	}
 	// An older, shorter view of the same slice uses the same positions.
 	if q := c.chain("s", members[:3]); q != p {
@@ -92,14 +49,62 @@ func TestChainPositions(t *testing.T) {
 	if got, _ := q.position(4); got != 2 {
 		t.Errorf("after the forget position(4) = %d; want 2", got)
 	}
-	if _, ok := q.time(1); ok {
-		t.Error("a time survived the rebuild")
-	}
-	if _, ok := q.body(1); ok {
-		t.Error("a body survived the rebuild")
-	}
 	if c.chain("none", nil) != nil {
 		t.Error("a sona without members has a chain")
+	}
+}
+
+// A body kept for a vector id (its time, whether it asks, its speaker) is
+// there for the next recall; speakers are kept once, up to maxSpeakers.
+func TestBodyFacts(t *testing.T) {
+	f := newBodyFacts()
+	if _, ok := f.body(1); ok {
+		t.Error("a body is kept before any was read")
+	}
+	f.set(1, body{time: 1234, question: true, speaker: []string{"caroline"}})
+	f.set(2, body{time: 99, speaker: []string{"caroline"}})
+	f.set(5, body{time: 0}) // a time of 0 is a time
+	if tm, ok := f.time(1); !ok || tm != 1234 {
+		t.Errorf("time(1) = %d, %v; want 1234", tm, ok)
+	}
+	if _, ok := f.time(3); ok {
+		t.Error("time(3) was never set but is kept")
+	}
+	if _, ok := f.time(5); !ok {
+		t.Error("time(5), 0, is not kept")
+	}
+	b1, ok1 := f.body(1)
+	b2, ok2 := f.body(2)
+	if !ok1 || b1.time != 1234 || !b1.question || !slices.Equal(b1.speaker, []string{"caroline"}) {
+		t.Errorf("body(1) = %+v, %v; want time 1234, a question, caroline", b1, ok1)
+	}
+	if !ok2 || b2.time != 99 || b2.question || !slices.Equal(b2.speaker, []string{"caroline"}) {
+		t.Errorf("body(2) = %+v, %v; want time 99, no question, caroline", b2, ok2)
+	}
+	if len(f.speakers) != 2 {
+		t.Errorf("%d speakers kept for one, want it once (and none)", len(f.speakers)-1)
+	}
+	if _, ok := f.body(3); ok {
+		t.Error("body(3) was never read but is kept")
+	}
+	if f.known != 3 {
+		t.Errorf("%d bodies counted, want 3", f.known)
+	}
+	// Past maxSpeakers speakers a new one's body is not kept; a known
+	// one's still is.
+	for i := range maxSpeakers {
+		f.set(0, body{time: 1, speaker: []string{"s", strconv.Itoa(i)}})
+	}
+	if len(f.speakers) != maxSpeakers+1 {
+		t.Fatalf("%d speakers kept, want %d", len(f.speakers)-1, maxSpeakers)
+	}
+	f.set(0, body{time: 5, speaker: []string{"one", "more"}})
+	if b, ok := f.body(0); ok && b.time == 5 {
+		t.Errorf("a speaker past %d kept: %+v", maxSpeakers, b)
+	}
+	f.set(0, body{time: 6, speaker: []string{"caroline"}})
+	if b, ok := f.body(0); !ok || b.time != 6 || !slices.Equal(b.speaker, []string{"caroline"}) {
+		t.Errorf("a known speaker's body not kept past the bound: %+v, %v", b, ok)
 	}
 }
 

@@ -23,12 +23,10 @@ import (
 // candidate: its relevance of its own (from the paths' evidence, no read),
 // and once read (placed), whether recall may see it and its time.
 type neighbour struct {
-	dense, bm25 float64    // its dense and BM25 evidence (match)
-	key         string     // its CID key
-	id          uint64     // its vector id, as the chain holds it
-	chain       *sonaChain // a chain it is in, and its position there (its time is kept there)
-	at          int
-	placed      bool // visible and time were read
+	dense, bm25 float64 // its dense and BM25 evidence (match)
+	key         string  // its CID key
+	id          uint64  // its vector id, as the chain holds it (bodyFacts keeps its time by it)
+	placed      bool    // visible and time were read
 	visible     bool
 	time        int64
 }
@@ -143,7 +141,7 @@ func (sc *scorer) neighbourAt(v chainView, i int) *neighbour {
 		return nil
 	}
 	n := sc.scratch.places.next()
-	*n = neighbour{key: key, id: id, chain: v.chain, at: i}
+	*n = neighbour{key: key, id: id}
 	if r := sc.byID[id]; r != nil { // a candidate (ids are never reused)
 		n.dense, n.bm25 = r.Explain.Evidence.Dense, r.Explain.Evidence.BM25
 	} else if sc.q.Vector != nil {
@@ -154,8 +152,7 @@ func (sc *scorer) neighbourAt(v chainView, i int) *neighbour {
 }
 
 // place reads (once per recall) whether recall may see n and its time
-// (the memory's body only the first time any recall asks: sonaChain
-// keeps it). Its metadata is not read when it is known plain
+// (the memory's body only when bodyFacts does not know it). Its metadata is not read when it is known plain
 // (visible.go).
 func (sc *scorer) place(n *neighbour) error {
 	if n.placed {
@@ -163,7 +160,7 @@ func (sc *scorer) place(n *neighbour) error {
 	}
 	n.placed = true
 	created, known := sc.knownVisible(n.id, n.key)
-	t, timed := n.chain.time(n.at)
+	t, timed := sc.self.bodies.time(n.id)
 	if known && timed {
 		n.visible, n.time = true, t
 		return nil
@@ -192,7 +189,7 @@ func (sc *scorer) place(n *neighbour) error {
 			return err
 		}
 		b := bodyOf(m, &messages.MemoryMeta{CreatedAt: created})
-		n.chain.setBody(n.at, b)
+		sc.self.bodies.set(n.id, b)
 		t = b.time
 	}
 	n.visible, n.time = true, t

@@ -150,6 +150,7 @@ type Recaller struct {
 	cfg      config.Config
 	clock    clock.Clock
 	chains   *chainPositions // where memories sit in their sonas' chains (the context evidence)
+	bodies   *bodyFacts      // what the evidence reads of memories' bodies
 	words    *wordSets       // the word sets of the memories folded lately (collapser)
 	plain    *plainMemories  // memories known visible without a read (the context evidence); nil: not kept
 	log      *slog.Logger
@@ -170,7 +171,7 @@ func New(st store.Viewer, env Env, o Options) *Recaller {
 	r := &Recaller{
 		store: st, sonas: env.Sonas, memories: env.Memories, text: env.Text, profiles: env.Profiles, index: env.Vectors,
 		backbone: env.BackboneSona, embed: env.Embed, count: env.Count, cfg: o.Config, clock: clock.Or(o.Clock),
-		chains: newChainPositions(), words: newWordSets(wordSetSlots), log: o.Logger, reranker: env.Reranker, links: env.Links,
+		chains: newChainPositions(), bodies: newBodyFacts(), words: newWordSets(wordSetSlots), log: o.Logger, reranker: env.Reranker, links: env.Links,
 	}
 	r.workers = newWorkers(o.Config.Recall.Workers, r.clock)
 	if r.links == nil {

@@ -78,14 +78,13 @@ func (sc *scorer) questionBefore(r *Recalled, w config.PathWeights) (*neighbour,
 
 // bodyNear is what the evidence keeps of the body of n's memory (bodyOf):
 // a candidate's or a neighbour's that place found visible. It is read
-// once per recall, and only the first time any recall asks: n's chain
-// keeps it. c and meta are its CID and metadata when the caller has
+// once per recall, and only when bodyFacts does not know it. c and meta are its CID and metadata when the caller has
 // them (meta nil: read).
 func (sc *scorer) bodyNear(n *neighbour, c cid.Cid, meta *messages.MemoryMeta) (body, error) {
 	if b, ok := sc.bodies[n.key]; ok {
 		return b, nil
 	}
-	if b, ok := n.chain.body(n.at); ok {
+	if b, ok := sc.self.bodies.body(n.id); ok {
 		sc.bodies[n.key] = b
 		return b, nil
 	}
@@ -100,7 +99,7 @@ func (sc *scorer) bodyNear(n *neighbour, c cid.Cid, meta *messages.MemoryMeta) (
 	}
 	b, err := sc.bodyWith(n.key, c, meta)
 	if err == nil {
-		n.chain.setBody(n.at, b)
+		sc.self.bodies.set(n.id, b)
 	}
 	return b, err
 }

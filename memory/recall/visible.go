@@ -208,7 +208,11 @@ func (p *plainMemories) reserve(n int) {
 // ReserveKnown makes room for what recall keeps of n memories: the open
 // calls it before its scan of their metadata (KnowPlain).
 func (s *Recaller) ReserveKnown(n int) {
-	if s.plain != nil && n > 0 {
+	if n <= 0 {
+		return
+	}
+	s.bodies.reserve(n)
+	if s.plain != nil {
 		s.plain.reserve(n)
 	}
 }
