@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/memoria-ai/memoria/internal/durable"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -201,7 +202,7 @@ func (s *Recaller) WriteBodies(path string) (int, error) {
 			entries = binary.AppendUvarint(entries, uint64(id)-prev)
 			entries = binary.AppendVarint(entries, times[id])
 			entries = binary.AppendUvarint(entries, uint64(sd))
-			entries = binary.BigEndian.AppendUint32(entries, crc32.Checksum([]byte(key), castagnoli))
+			entries = binary.BigEndian.AppendUint32(entries, keySum(key))
 			prev = uint64(id)
 			n++
 		}
@@ -267,39 +268,48 @@ func (s *Recaller) LoadBodies(path string) (took, dropped int, err error) {
 	if r.bad || len(r.b) != 0 {
 		return 0, 0, fmt.Errorf("%w: a bad entry", errBodySnap)
 	}
-	f := s.bodies
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	// The snapshot's speakers by this process's ids (the ids differ once
-	// a recall or an append kept a speaker before the load).
-	ids := make([]uint32, len(names)+1)
-	for i, name := range names {
-		said, ok := f.saidLocked(false, strings.Fields(name))
-		if !ok {
-			ids[i+1] = 0 // past maxSpeakers: its bodies are not taken
-			continue
-		}
-		ids[i+1] = said >> saidSpeaker
-	}
+	// Checked against the index's keys before the lock: recalls go on
+	// meanwhile.
+	valid := entries[:0]
 	for _, e := range entries {
-		sp := e.said >> saidSpeaker
-		if e.said&saidKnown == 0 || sp >= uint64(len(ids)) || sp > 0 && ids[sp] == 0 {
+		key, ok := s.index.Key(e.id)
+		if e.said&saidKnown == 0 || e.said>>saidSpeaker > uint64(len(names)) || !ok || keySum(key) != e.key {
 			dropped++
 			continue
 		}
-		key, ok := s.index.Key(e.id)
-		if !ok || crc32.Checksum([]byte(key), castagnoli) != e.key {
+		valid = append(valid, e)
+	}
+	f := s.bodies
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// The snapshot's speakers by this process's ids (they differ once a
+	// recall or an append kept a speaker before the load); 0: past
+	// maxSpeakers, its bodies not taken.
+	ids := make([]uint32, len(names)+1)
+	for i, name := range names {
+		if said, ok := f.saidLocked(false, strings.Fields(name)); ok {
+			ids[i+1] = said >> saidSpeaker
+		}
+	}
+	for _, e := range valid {
+		sp := e.said >> saidSpeaker
+		if sp > 0 && ids[sp] == 0 {
 			dropped++
 			continue
 		}
 		if e.id < uint64(len(f.said)) && f.said[e.id]&saidKnown != 0 {
-			continue
+			continue // known already
 		}
 		f.setLocked(e.id, e.time, uint32(e.said&(saidKnown|saidQuestion))|ids[sp]<<saidSpeaker)
 		took++
 	}
 	f.written = f.known
 	return took, dropped, nil
+}
+
+// keySum is the CRC-32C of an index key (a CID's bytes).
+func keySum(key string) uint32 {
+	return crc32.Checksum(unsafe.Slice(unsafe.StringData(key), len(key)), castagnoli)
 }
 
 // snapReader reads a snapshot's integers and bytes; bad is set at the
