@@ -319,15 +319,9 @@ type snapReader struct {
 	bad bool
 }
 
-func (r *snapReader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.bad, r.b = true, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *snapReader) uvarint() uint64 { v, n := binary.Uvarint(r.b); return consumed(r, v, n) }
+
+func (r *snapReader) varint() int64 { v, n := binary.Varint(r.b); return consumed(r, v, n) }
 
 // count is a count of what follows, each at least a byte.
 func (r *snapReader) count() uint64 {
@@ -339,8 +333,8 @@ func (r *snapReader) count() uint64 {
 	return v
 }
 
-func (r *snapReader) varint() int64 {
-	v, n := binary.Varint(r.b)
+// consumed is v, read from the next n bytes of r (n ≤ 0: none fit).
+func consumed[T int64 | uint64](r *snapReader, v T, n int) T {
 	if n <= 0 {
 		r.bad, r.b = true, nil
 		return 0
