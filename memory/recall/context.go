@@ -152,8 +152,8 @@ func (sc *scorer) neighbourAt(v chainView, i int) *neighbour {
 }
 
 // place reads (once per recall) whether recall may see n and its time
-// (the memory's body only when bodyFacts does not know it). Its metadata is not read when it is known plain
-// (visible.go).
+// (the memory's body only when bodyFacts does not know it). Its metadata
+// is not read when it is known plain (visible.go).
 func (sc *scorer) place(n *neighbour) error {
 	if n.placed {
 		return nil

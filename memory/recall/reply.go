@@ -78,8 +78,8 @@ func (sc *scorer) questionBefore(r *Recalled, w config.PathWeights) (*neighbour,
 
 // bodyNear is what the evidence keeps of the body of n's memory (bodyOf):
 // a candidate's or a neighbour's that place found visible. It is read
-// once per recall, and only when bodyFacts does not know it. c and meta are its CID and metadata when the caller has
-// them (meta nil: read).
+// once per recall, and only when bodyFacts does not know it. c and meta
+// are its CID and metadata when the caller has them (meta nil: read).
 func (sc *scorer) bodyNear(n *neighbour, c cid.Cid, meta *messages.MemoryMeta) (body, error) {
 	if b, ok := sc.bodies[n.key]; ok {
 		return b, nil
