@@ -201,8 +201,8 @@ func TestRecallSpeakerEvidence(t *testing.T) {
 // per recall, however many times the candidates are enriched (here twice:
 // the affinity path adds candidates, and the session evidence is then
 // every candidate's again); choosing the hits reads it once more. A later
-// recall reads none for the evidence — its sona's chain kept what the
-// first read (sonaChain.body) — and finds the same evidence.
+// recall reads none for the evidence — recall kept what the first read
+// (bodyFacts) — and finds the same evidence.
 func TestRecallEvidenceReadsEachBodyOnce(t *testing.T) {
 	clk := clock.NewFake(memorytest.Epoch)
 	cfg := memorytest.Config(t.TempDir())

@@ -22,7 +22,7 @@ import (
 // so visible to every recall that may see their sona — and which sona
 // they were read a member of, so that the context evidence (place) can
 // tell a neighbour visible without reading and decoding its metadata:
-// with its time kept by chainPositions, a warm recall reads nothing of
+// with its time kept by bodyFacts, a warm recall reads nothing of
 // the memories around its candidates. (Those reads were the larger part
 // of a recall's CPU over HTTP at 100k memories, issue 15: about 190 a
 // recall, each a Badger lookup and a protobuf decode, half of them missing
