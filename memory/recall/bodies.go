@@ -78,23 +78,24 @@ func (f *bodyFacts) body(id uint64) (body, bool) {
 // set keeps b, the body of the memory of vector id (not when its speaker
 // would be one past maxSpeakers).
 func (f *bodyFacts) set(id uint64, b body) {
+	name := strings.Join(b.speaker, " ")
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	said, ok := f.saidLocked(b.question, b.speaker)
+	said, ok := f.saidLocked(b.question, name, b.speaker)
 	if ok {
 		f.setLocked(id, b.time, said)
 	}
 }
 
 // saidLocked is the said bits of a body (its speaker's id given out when
-// it is new); ok false past maxSpeakers.
-func (f *bodyFacts) saidLocked(question bool, speaker []string) (uint32, bool) {
+// it is new) whose speaker has words speaker, name those joined by
+// spaces; ok false past maxSpeakers.
+func (f *bodyFacts) saidLocked(question bool, name string, speaker []string) (uint32, bool) {
 	said := uint32(saidKnown)
 	if question {
 		said |= saidQuestion
 	}
 	if len(speaker) > 0 {
-		name := strings.Join(speaker, " ")
 		id, ok := f.named[name]
 		if !ok {
 			if len(f.speakers) > maxSpeakers {
@@ -121,10 +122,7 @@ func (f *bodyFacts) setLocked(id uint64, time int64, said uint32) {
 func (f *bodyFacts) reserve(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if n > cap(f.times) {
-		f.times = append(make([]int64, 0, n), f.times...)
-		f.said = append(make([]uint32, 0, n), f.said...)
-	}
+	f.times, f.said = reserved(f.times, n), reserved(f.said, n)
 }
 
 // Appended keeps the body of the memory of vector id (m, of metadata mt)
@@ -287,7 +285,7 @@ func (s *Recaller) LoadBodies(path string) (took, dropped int, err error) {
 	// maxSpeakers, its bodies not taken.
 	ids := make([]uint32, len(names)+1)
 	for i, name := range names {
-		if said, ok := f.saidLocked(false, strings.Fields(name)); ok {
+		if said, ok := f.saidLocked(false, name, strings.Fields(name)); ok {
 			ids[i+1] = said >> saidSpeaker
 		}
 	}

@@ -197,12 +197,19 @@ func upTo[T any](s []T, id uint64) []T {
 	return s[:n] // past its length a slice here holds zeros: none is ever shortened
 }
 
+// reserved is s with room for n elements.
+func reserved[T any](s []T, n int) []T {
+	if n <= cap(s) {
+		return s
+	}
+	return slices.Grow(s, n-len(s))
+}
+
 // reserve makes room for the facts of n memories.
 func (p *plainMemories) reserve(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.facts = slices.Grow(p.facts, n-len(p.facts))
-	p.scores = slices.Grow(p.scores, n-len(p.scores))
+	p.facts, p.scores = reserved(p.facts, n), reserved(p.scores, n)
 }
 
 // ReserveKnown makes room for what recall keeps of n memories: the open
