@@ -7,6 +7,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/memory/base"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
 )
 
@@ -96,9 +97,10 @@ func (s *Self) warm(r store.Reader, id uint64) (bool, error) {
 
 // loadKeys has the links read which co-access lists the store holds
 // (assoc.Graph.LoadKeys), and the metadata which memories have a record
-// of their hot state (meta.Store.LoadHotKeys), in the background: until
+// of their hot state (meta.Store.LoadHot), in the background: until
 // then a read of one the store does not hold goes to Badger, as it did
-// before.
+// before. Recall takes those records' values into the scores the open's
+// scan kept from the metadata records (Recaller.KnowHot).
 func (s *Self) loadKeys() {
 	defer s.bgWG.Done()
 	start := s.clock.Now()
@@ -112,7 +114,8 @@ func (s *Self) loadKeys() {
 		s.log.Info("co-access lists known", "lists", n, "took", s.clock.Now().Sub(start))
 	}
 	start = s.clock.Now()
-	n, err = s.Memories.LoadHotKeys()
+	gen := s.Recaller.PlainGeneration()
+	n, err = s.Memories.LoadHot(func(key []byte, h meta.Hot) { s.Recaller.KnowHot(key, h, gen) })
 	switch {
 	case errors.Is(err, base.ErrClosed):
 	case err != nil:

@@ -40,7 +40,7 @@ type Hot struct {
 const hotSize = 24
 
 // HotAbsent reports whether r certainly holds no record of c's hot state
-// (false when unsure: before the open's scan of them, LoadHotKeys).
+// (false when unsure: before the open's scan of them, LoadHot).
 func (m *Store) HotAbsent(r store.Reader, c cid.Cid) bool {
 	var buf [80]byte
 	return m.hotKeys.Absent(append(append(buf[:0], HotPrefix...), c.KeyString()...), r)
@@ -66,14 +66,24 @@ func (h Hot) encode() []byte {
 
 // decodeHot reads a stored Hot of c.
 func decodeHot(c cid.Cid, b []byte) (Hot, error) {
-	if len(b) != hotSize {
+	h, ok := HotValue(b)
+	if !ok {
 		return Hot{}, fmt.Errorf("%w: hot state of %s: %d bytes, want %d", base.ErrCorrupt, c, len(b), hotSize)
+	}
+	return h, nil
+}
+
+// HotValue is the Hot a stored o/ value holds (a commit event's value of
+// a HotPrefix key); ok false when b is not one.
+func HotValue(b []byte) (Hot, bool) {
+	if len(b) != hotSize {
+		return Hot{}, false
 	}
 	return Hot{
 		Importance:     math.Float64frombits(binary.BigEndian.Uint64(b[0:])),
 		AccessCount:    int64(binary.BigEndian.Uint64(b[8:])),
 		LastAccessTick: int64(binary.BigEndian.Uint64(b[16:])),
-	}, nil
+	}, true
 }
 
 // storedHot reads c's o/ record; ok is false when there is none.
@@ -168,27 +178,32 @@ func Write(tx store.Tx, c cid.Cid, m *messages.MemoryMeta) error {
 func UpdateHot(cids []cid.Cid, fn func(*Hot, cid.Cid)) store.Op { return updateHot(cids, fn, nil, nil) }
 
 // UpdateHot is the package's UpdateHot, reading the hot state of a memory
-// whose records the batch has not written from the metadata cache, as
-// the last commit left it: a recall's trace touches a dozen memories, an
-// advance's reinforcement more, and each read o/ from Badger in the
-// committer (6–7% of a recall's and of a long sona's advance's CPU).
+// whose records the batch has not written from the caches, as the last
+// commit left it: a recall's trace touches a dozen memories, an advance's
+// reinforcement more, and each read o/ from Badger in the committer (6–7%
+// of a recall's and of a long sona's advance's CPU).
 func (m *Store) UpdateHot(cids []cid.Cid, fn func(*Hot, cid.Cid)) store.Op {
 	return updateHot(cids, fn, m.committedHot, m.hotKeys)
 }
 
 // committedHot is c's hot state as the last commit left it, from the
-// cache; false when the op's batch wrote c's records or the cache does
-// not hold them.
+// metadata cache or the hot states' (which holds four times as many: the
+// memories the touches' write takes are those recalls returned within
+// recall.touch_flush, most of which the metadata cache no longer holds at
+// 1M memories); false when the op's batch wrote c's records or neither
+// cache holds its o/ record.
 func (m *Store) committedHot(tx store.Tx, c cid.Cid) (Hot, bool) {
-	if !tx.Committed(HotKey(c)) {
+	hk := HotKey(c)
+	if !tx.Committed(hk) {
 		return Hot{}, false
 	}
-	e, ok := m.metas.Lookup(c.KeyString(), Key(c), tx)
-	if !ok {
-		return Hot{}, false
+	key := c.KeyString()
+	if e, ok := m.metas.Lookup(key, Key(c), tx); ok {
+		h, err := e.hotState(c)
+		return h, err == nil
 	}
-	h, err := e.hotState(c)
-	return h, err == nil
+	e, ok := m.hots.Lookup(key, hk, tx)
+	return e.h, ok && e.ok
 }
 
 // hotIn is c's hot state in r, a view: its cached entry's when r sees

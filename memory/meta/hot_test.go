@@ -124,7 +124,7 @@ func TestUpdateKeepsTheHotStateInStep(t *testing.T) {
 }
 
 // Once the store knows which memories have a hot state's record
-// (LoadHotKeys), a read of a memory's metadata looks for that record only
+// (LoadHot), a read of a memory's metadata looks for that record only
 // where there may be one: a record written behind the committer's back
 // for a memory that had none is not seen (Read, which looks, sees it),
 // while records written after the load, by commits it was told of, are.
@@ -156,8 +156,8 @@ func TestMetaKnowsWhichHotRecordsExist(t *testing.T) {
 		return out
 	}
 	withKeys := func(r store.Reader, x cid.Cid) (*messages.MemoryMeta, error) { return read(r, x, m.hotKeys) }
-	if n, err := m.LoadHotKeys(); err != nil || n != 1 {
-		t.Fatalf("LoadHotKeys: %d, %v; want a's record alone", n, err)
+	if n, err := m.LoadHot(nil); err != nil || n != 1 {
+		t.Fatalf("LoadHot: %d, %v; want a's record alone", n, err)
 	}
 	if err := st.WriteBehind(func(txn *badger.Txn) error { return txn.Set(HotKey(b), Hot{AccessCount: 100}.encode()) }); err != nil {
 		t.Fatal(err)
@@ -196,7 +196,8 @@ func TestMetaKnowsWhichHotRecordsExist(t *testing.T) {
 }
 
 // A view's read of a memory's metadata that misses the records' cache
-// takes the hot state from the cache of hot states when that holds it —
+// takes the hot state from the cache of hot states when that holds it, and
+// so does an operation's update of it —
 // a read fills it, a commit's write of a state it holds updates it —
 // instead of reading the o/ record from Badger a second time; a view that
 // does not see the latest write of a hot state reads its own.
@@ -208,7 +209,7 @@ func TestHotStateCachedApartFromTheRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := New(st, 64, config.Default().Recall) // nothing cached
-	if _, err := m.LoadHotKeys(); err != nil {
+	if _, err := m.LoadHot(nil); err != nil {
 		t.Fatal(err)
 	}
 	// behind has Badger hold n as a's hot state, behind the committer (a
@@ -253,5 +254,15 @@ func TestHotStateCachedApartFromTheRecord(t *testing.T) {
 	}
 	if got := metaOf(t, m, a); got.AccessCount != 9 {
 		t.Fatalf("a after the write: %v, want 9", got)
+	}
+	// The committer's UpdateHot takes the state the last commit left from
+	// the hot states' cache too when the records' cache has lost it (the
+	// touches' write of memories recalled half a minute before).
+	behind(500)
+	if err := st.Update(ctx, m.UpdateHot([]cid.Cid{a}, func(h *Hot, _ cid.Cid) { h.AccessCount++ })); err != nil {
+		t.Fatal(err)
+	}
+	if got := metaOf(t, m, a); got.AccessCount != 10 {
+		t.Fatalf("a after an increment: %v, want 10 (9 from the cache, not Badger's 500)", got)
 	}
 }

@@ -164,7 +164,7 @@ type Store struct {
 	metas *store.Cache[*metaEntry]
 	mems  *memCache
 	// hotKeys are the hot states' records (o/) the store holds, once
-	// loaded (LoadHotKeys): a read of a memory's metadata that the cache
+	// loaded (LoadHot): a read of a memory's metadata that the cache
 	// misses then reads its o/ record only when there may be one.
 	hotKeys *store.KeySet
 	// hots are the hot states read lately (hotIn), kept current by the
@@ -185,10 +185,21 @@ func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
 	return m
 }
 
-// LoadHotKeys reads which memories have a record of their hot state (the
-// keys only), after which a read of a memory's metadata reads that record
-// only for them; it returns how many have one.
-func (m *Store) LoadHotKeys() (int, error) { return m.hotKeys.Load(m.st) }
+// LoadHot reads which memories have a record of their hot state, after
+// which a read of a memory's metadata reads that record only for them; it
+// returns how many have one. each, when not nil, is given the CID key
+// (cid.Cid.KeyString's bytes, valid only during the call) and the hot
+// state of every memory that has one; nil reads the keys only.
+func (m *Store) LoadHot(each func(key []byte, h Hot)) (int, error) {
+	if each == nil {
+		return m.hotKeys.Load(m.st)
+	}
+	return m.hotKeys.LoadEach(m.st, func(k, v []byte) {
+		if h, ok := HotValue(v); ok {
+			each(k[len(HotPrefix):], h)
+		}
+	})
+}
 
 // committed tells the caches of commit e's writes: the metadata cache a
 // shard at a time (store.Cache.Apply).
@@ -219,8 +230,7 @@ func (m *Store) committed(e store.Event) {
 			key := k[len(HotPrefix):]
 			ch := store.CacheChange[*metaEntry]{Key: key, Op: store.CacheInvalidate}
 			hc := store.CacheChange[hotEntry]{Key: key, Op: store.CacheInvalidate}
-			c, err := cid.Cast([]byte(key))
-			if h, herr := decodeHot(c, e.Values[i]); err == nil && herr == nil {
+			if h, ok := HotValue(e.Values[i]); ok {
 				ch.Op = store.CachePatch
 				if hots == nil {
 					hots = make([]Hot, len(e.Keys)) // at most a change a key

@@ -254,29 +254,61 @@ func (p *plainMemories) known(id uint64) (f plainFact, s scoreFact, kind string,
 	return f, s, p.kinds[s.kind-1], sonas, true
 }
 
-// forget drops what is kept of vector id; with hot, only its score (a
-// write of its hot state).
-func (p *plainMemories) forget(id uint64, hot bool) {
+// written is a commit's write of a memory's metadata or hot state, as
+// Committed passes them to plainMemories.commit.
+type written struct {
+	id  uint64
+	hot bool     // of its hot state (else of its metadata)
+	ok  bool     // h holds the hot state written (else: deleted or unreadable)
+	h   meta.Hot // hot and ok: the state written
+}
+
+// commit takes a commit's writes, in order, under one lock (the touches'
+// write is up to 1,024 memories' hot states, and recalls share the lock).
+//
+// A write of a memory's metadata drops what is kept of it. A write of its
+// hot state drops its score when deleted; else a known score takes the
+// importance and access tick written, which is what a read of the record
+// would now give it (the touches still buffered are added at use): the
+// touches' write changes no more than these, and Reinforce the
+// importance. Until stop 88 any such write dropped the score, and every
+// memory a recall returns has its touches written within
+// recall.touch_flush (issue 15). Either way a read in a view begun before
+// does not record.
+func (p *plainMemories) commit(ws []written) {
+	if len(ws) == 0 {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.gen++
-	p.grow(id)
-	if hot {
-		p.facts[id].forgot = p.gen
-	} else {
-		p.facts[id] = plainFact{forgot: p.gen}
-	}
-	if id < uint64(len(p.scores)) {
-		p.scores[id] = scoreFact{}
+	for _, w := range ws {
+		p.gen++
+		p.grow(w.id)
+		if !w.hot {
+			p.facts[w.id] = plainFact{forgot: p.gen}
+		} else {
+			p.facts[w.id].forgot = p.gen
+		}
+		if w.id >= uint64(len(p.scores)) {
+			continue
+		}
+		switch s := &p.scores[w.id]; {
+		case !w.hot || !w.ok:
+			*s = scoreFact{}
+		case s.kind != 0:
+			s.importance, s.access, s.fromRecord = w.h.Importance, w.h.LastAccessTick, false
+		}
 	}
 }
 
 // Committed takes a commit's events (store.Store.Subscribe, before the
 // store's first write): a memory whose metadata a commit wrote or deleted
 // is no longer known plain, nor its score known; one whose hot state it
-// wrote (Reinforce, the touches' write), its score.
+// wrote (Reinforce, the touches' write) has its score take what was
+// written (plainMemories.commit).
 func (s *Recaller) Committed(e store.Event) {
-	for _, k := range e.Keys {
+	var ws []written
+	for i, k := range e.Keys {
 		var hot bool
 		switch {
 		case strings.HasPrefix(k, string(meta.Prefix)):
@@ -290,9 +322,14 @@ func (s *Recaller) Committed(e store.Event) {
 		// reused, and a forgotten memory's key no longer has one, which
 		// knownVisible checks.)
 		if id, ok := s.index.ID(k); ok {
-			s.plain.forget(id, hot)
+			w := written{id: id, hot: hot}
+			if hot {
+				w.h, w.ok = meta.HotValue(e.Values[i])
+			}
+			ws = append(ws, w)
 		}
 	}
+	s.plain.commit(ws)
 }
 
 // knownVisible reports whether the memory of vector id, of index key key
@@ -386,6 +423,34 @@ func (s *Recaller) KnowPlainAt(id uint64, raw []byte, gen uint64) {
 	}
 	if f, rs, err := plainFields(raw, s.plain); err == nil {
 		s.plain.keepRecord(id, f, rs, gen)
+	}
+}
+
+// KnowHot takes what the open's load of the hot states' records
+// (meta.Store.LoadHot) read of the memory of CID key, h, in a view begun
+// at generation gen: a score KnowPlain kept from its metadata record takes
+// the importance and access tick that h holds in the record's place, and
+// is no longer read for them (knownCandidate asks meta.Store.HotAbsent of
+// a score from the record alone). At 1M memories, a quarter with a hot
+// state's record, a recall read ~10 candidates' records for nothing but
+// this (issue 15, stop 88).
+func (s *Recaller) KnowHot(key []byte, h meta.Hot, gen uint64) {
+	if s.plain == nil {
+		return
+	}
+	if id, ok := s.index.ID(string(key)); ok {
+		s.plain.knowHot(id, h, gen)
+	}
+}
+
+func (p *plainMemories) knowHot(id uint64, h meta.Hot, gen uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id >= uint64(len(p.scores)) || p.facts[id].forgot > gen {
+		return // nothing kept, or written since the view began
+	}
+	if s := &p.scores[id]; s.kind != 0 && s.fromRecord {
+		s.importance, s.access, s.fromRecord = h.Importance, h.LastAccessTick, false
 	}
 }
 

@@ -3,6 +3,8 @@ package recall_test
 import (
 	"context"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -260,18 +262,25 @@ func TestRecallScoresKnownCandidatesWithoutReading(t *testing.T) {
 		t.Fatalf("%d recalled, want every memory", len(rs))
 	}
 	coldReads := mems.metas.Load() - cold
-	before := mems.metas.Load()
-	warm := same("warm", q)
-	if reads := mems.metas.Load() - before; reads != int64(len(warm)) || len(warm) >= len(rs) {
-		t.Errorf("the warm recall read %d records returning %d of %d candidates (the cold one %d): want only those it returns",
-			reads, len(warm), len(rs), coldReads)
+	// warm recalls q, which returns fewer than every candidate, and wants
+	// only the records of what it returns read.
+	warm := func(when string) {
+		t.Helper()
+		before := mems.metas.Load()
+		warm := same(when, q)
+		if reads := mems.metas.Load() - before; reads != int64(len(warm)) || len(warm) >= len(rs) {
+			t.Errorf("%s: the recall read %d records returning %d of %d candidates (the cold one %d): want only those it returns",
+				when, reads, len(warm), len(rs), coldReads)
+		}
 	}
+	warm("warm")
 	same("warm, every memory", all)
 
-	// a2's importance written: its score is read again.
+	// a2's importance written: its score takes the importance written.
 	if err := s.Store().Update(ctx, meta.UpdateHot([]cid.Cid{m["a2"]}, func(h *meta.Hot, _ cid.Cid) { h.Importance = 0.97 })); err != nil {
 		t.Fatal(err)
 	}
+	warm("after a2's importance")
 	for _, r := range same("after a2's importance", all) {
 		if r.CID == m["a2"] && r.Explain.Importance != 0.97 {
 			t.Errorf("a2's importance %v, want 0.97", r.Explain.Importance)
@@ -298,6 +307,17 @@ func TestRecallScoresKnownCandidatesWithoutReading(t *testing.T) {
 		t.Fatal("a1's touch is not in the buffer: the test tells nothing of it")
 	}
 	same("touched", all)
+
+	// The touches written (recall.touch_flush): the scores take the access
+	// ticks written, and are not read again.
+	if err := s.Memories.FlushTouches(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tick := s.Memories.TouchedTick(m["a1"]); tick != 0 {
+		t.Fatal("a1's touch is still in the buffer after its write")
+	}
+	warm("after the touches' write")
+	same("after the touches' write, every memory", all)
 }
 
 // What the open's scan reads of the records (KnowPlain) scores a
@@ -311,7 +331,10 @@ func TestKnowPlainScoresTheFirstRecall(t *testing.T) {
 	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
 	o, m := contextSona(t, s, clk)
-	if err := s.Store().Update(ctx, meta.UpdateHot([]cid.Cid{m["a2"]}, func(h *meta.Hot, _ cid.Cid) { h.Importance = 0.97 })); err != nil {
+	// Hot states' records: a2's, returned, and a4's, a candidate that is
+	// not.
+	importances := map[cid.Cid]float64{m["a2"]: 0.97, m["a4"]: 0.01}
+	if err := s.Store().Update(ctx, meta.UpdateHot([]cid.Cid{m["a2"], m["a4"]}, func(h *meta.Hot, c cid.Cid) { h.Importance = importances[c] })); err != nil {
 		t.Fatal(err)
 	}
 	// The open loads which memories have a hot state's record in the
@@ -332,17 +355,34 @@ func TestKnowPlainScoresTheFirstRecall(t *testing.T) {
 	cold, coldMems := countingRecaller(s, cfg, clk)
 	known, knownMems := countingRecaller(s, cfg, clk)
 	knowEveryRecord(t, s, known)
+	// hot knows the hot states' records too, as the open's load of them
+	// has recall know (meta.Store.LoadHot, Recaller.KnowHot).
+	hot, hotMems := countingRecaller(s, cfg, clk)
+	knowEveryRecord(t, s, hot)
+	gen := hot.PlainGeneration()
+	if n, err := s.Memories.LoadHot(func(key []byte, h meta.Hot) { hot.KnowHot(key, h, gen) }); err != nil || n != 2 {
+		t.Fatalf("%d hot states' records loaded (%v), want a2's and a4's", n, err)
+	}
 	// Two of the candidates returned: the known recall reads their records
-	// (and a2's, whose hot state has a record), the cold one every
-	// candidate's.
+	// (and a4's, whose hot state has a record), the hot one only theirs,
+	// the cold one every candidate's.
 	q := recall.Query{Sona: o.Sona, Text: "aurora green tyres cello", K: 2, Peek: true, Expand: new(0)}
-	for _, rc := range []*recall.Recaller{cold, known} {
-		if _, _, err := rc.Recall(ctx, q); err != nil {
+	var returned int64
+	for _, rc := range []*recall.Recaller{cold, known, hot} {
+		rs, _, err := rc.Recall(ctx, q)
+		if err != nil {
 			t.Fatal(err)
 		}
+		returned = int64(len(rs))
+		if slices.ContainsFunc(rs, func(r *recall.Recalled) bool { return r.CID == m["a4"] }) {
+			t.Fatal("a4 returned: the test tells nothing of a hot state's record not returned")
+		}
 	}
-	if k, c := knownMems.metas.Load(), coldMems.metas.Load(); k > 3 || k >= c {
+	if k, c := knownMems.metas.Load(), coldMems.metas.Load(); k <= returned || k >= c {
 		t.Errorf("with the scan's knowledge the recall of 2 read %d records, without %d", k, c)
+	}
+	if h := hotMems.metas.Load(); h != returned {
+		t.Errorf("knowing the hot states' records too the recall read %d records, returning %d", h, returned)
 	}
 	// Every memory returned: every candidate's score is seen.
 	q.K = 6
@@ -350,20 +390,66 @@ func TestKnowPlainScoresTheFirstRecall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _, err := known.Recall(ctx, q)
-	if err != nil {
+	if len(want) < 4 {
+		t.Fatalf("%d recalled, want every memory", len(want))
+	}
+	for _, rc := range []*recall.Recaller{known, hot} {
+		got, _, err := rc.Recall(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d recalled, reading every record %d", len(got), len(want))
+		}
+		for i, w := range want {
+			if g := got[i]; g.CID != w.CID || g.Explain != w.Explain {
+				t.Errorf("#%d %s scored %+v, reading every record %s %+v", i, g.CID, g.Explain, w.CID, w.Explain)
+			}
+			if w.CID == m["a2"] && w.Explain.Importance != 0.97 {
+				t.Errorf("a2's importance %v, want 0.97", w.Explain.Importance)
+			}
+		}
+	}
+}
+
+// A reopened store's recall takes the hot states' records into the
+// scores its open's scan read from the metadata records (in the
+// background, with which memories have one).
+func TestOpenKnowsTheHotStates(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clk)
+	_, m := contextSona(t, s, clk)
+	if err := s.Store().Update(ctx, meta.UpdateHot([]cid.Cid{m["a2"]}, func(h *meta.Hot, _ cid.Cid) { h.Importance = 0.97 })); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(want) || len(got) < 4 {
-		t.Fatalf("%d recalled, reading every record %d", len(got), len(want))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
-	for i, w := range want {
-		if g := got[i]; g.CID != w.CID || g.Explain != w.Explain {
-			t.Errorf("#%d %s scored %+v, reading every record %s %+v", i, g.CID, g.Explain, w.CID, w.Explain)
+	s = memorytest.Open(t, cfg, clk)
+	defer s.Close()
+	// Once the set of them answers, every record was read.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var absent bool
+		if err := s.Store().View(func(r store.Reader) error { absent = s.Memories.HotAbsent(r, m["a1"]); return nil }); err != nil {
+			t.Fatal(err)
 		}
-		if w.CID == m["a2"] && w.Explain.Importance != 0.97 {
-			t.Errorf("a2's importance %v, want 0.97", w.Explain.Importance)
+		if absent {
+			break
 		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hot states' records are not known after 10 s")
+		}
+		runtime.Gosched()
+	}
+	// (KnownScore: importance, decay, access tick, kind, sonas, and
+	// whether from the metadata record alone.)
+	if got := strings.Fields(s.Recaller.KnownScore(m["a2"])); len(got) == 0 || got[0] != "0.97" || got[len(got)-1] != "false" {
+		t.Errorf("a2's score: %q, want its hot state's importance, 0.97, not from the metadata record alone", got)
+	}
+	if got := strings.Fields(s.Recaller.KnownScore(m["a1"])); len(got) == 0 || got[len(got)-1] != "true" {
+		t.Errorf("a1's score (no hot state's record): %q, want it from its metadata record", got)
 	}
 }
 

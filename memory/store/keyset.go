@@ -117,9 +117,23 @@ func (s *KeySet) add(h uint64) {
 
 // Load adds every key under the prefix that a view of v holds, after which
 // the set answers (Absent); it returns how many the set holds.
-func (s *KeySet) Load(v Viewer) (int, error) {
+func (s *KeySet) Load(v Viewer) (int, error) { return s.LoadEach(v, nil) }
+
+// LoadEach is Load that gives each, when not nil, every key and its
+// value as the view reads them (valid only during the call).
+func (s *KeySet) LoadEach(v Viewer, each func(k, v []byte)) (int, error) {
 	err := v.View(func(r Reader) error {
-		if err := Keys(r, s.prefix, func(k []byte) { s.add(s.hashOf(k)) }); err != nil {
+		var err error
+		if each == nil {
+			err = Keys(r, s.prefix, func(k []byte) { s.add(s.hashOf(k)) })
+		} else {
+			err = Scan(r, s.prefix, func(k, v []byte) error {
+				s.add(s.hashOf(k))
+				each(k, v)
+				return nil
+			})
+		}
+		if err != nil {
 			return err
 		}
 		// The view sees every commit told before it: the set has their keys.
