@@ -193,10 +193,10 @@ func TestMetricsAppearAndMove(t *testing.T) {
 			t.Errorf("%s missing from /metrics", name)
 		}
 	}
-	// The recalls took turns on the workers (recall.workers: twice the
+	// The recalls took turns on the workers (recall.workers: the
 	// cores), none computing or waiting once they are answered.
-	if v, ok := metric(after, "memoria_recall_workers"); !ok || v != float64(2*runtime.GOMAXPROCS(0)) {
-		t.Errorf("memoria_recall_workers = %v (present %v), want twice GOMAXPROCS", v, ok)
+	if v, ok := metric(after, "memoria_recall_workers"); !ok || v != float64(runtime.GOMAXPROCS(0)) {
+		t.Errorf("memoria_recall_workers = %v (present %v), want GOMAXPROCS", v, ok)
 	}
 	for _, name := range []string{"memoria_recall_workers_busy", "memoria_recall_waiting", "memoria_recall_waits_total", "memoria_recall_wait_seconds_total"} {
 		if _, ok := metric(after, name); !ok {

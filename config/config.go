@@ -454,10 +454,11 @@ type Recall struct {
 	// Workers bounds the recalls that compute at once — REST, MCP and a
 	// chat's own —; more wait their turn, in order (memoria_recall_waiting).
 	// The query's embedding and a reranker's call are not counted: they
-	// wait on other machines. 0: twice the cores the Go runtime uses
+	// wait on other machines. 0: the cores the Go runtime uses
 	// (GOMAXPROCS). More at once than the cores can run left the store's
 	// committer, which every write goes through, waiting its turn behind
-	// them (README, "Recalls take turns").
+	// them, and the clients' next requests behind the server's goroutines
+	// (README, "Recalls take turns").
 	Workers int `yaml:"workers"`
 	// ContextWindow is how many memories on each side of a candidate in
 	// its sona's chain lend it their evidence (recall.paths.context).
@@ -1157,7 +1158,7 @@ func (c *Config) validateRecall(v *validation) {
 		bad("recall.exact_scan_max", "must not be negative, got %d", c.Recall.ExactScanMax)
 	}
 	if c.Recall.Workers < 0 {
-		bad("recall.workers", "must not be negative (0: twice the cores), got %d", c.Recall.Workers)
+		bad("recall.workers", "must not be negative (0: the cores), got %d", c.Recall.Workers)
 	}
 	if c.Recall.SimilarNeighbors < 0 {
 		bad("recall.similar_neighbors", "must not be negative, got %d", c.Recall.SimilarNeighbors)
