@@ -2,18 +2,17 @@ package recall_test
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/meta"
@@ -339,19 +338,7 @@ func TestKnowPlainScoresTheFirstRecall(t *testing.T) {
 	}
 	// The open loads which memories have a hot state's record in the
 	// background: until then every record's score is read.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		var absent bool
-		if err := s.Store().View(func(r store.Reader) error { absent = s.Memories.HotAbsent(r, m["a1"]); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		if absent {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the hot states' records are not known after 10 s")
-		}
-		runtime.Gosched()
-	}
+	hotRecordsKnown(t, s, m["a1"])
 	cold, coldMems := countingRecaller(s, cfg, clk)
 	known, knownMems := countingRecaller(s, cfg, clk)
 	knowEveryRecord(t, s, known)
@@ -429,20 +416,7 @@ func TestOpenKnowsTheHotStates(t *testing.T) {
 	}
 	s = memorytest.Open(t, cfg, clk)
 	defer s.Close()
-	// Once the set of them answers, every record was read.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		var absent bool
-		if err := s.Store().View(func(r store.Reader) error { absent = s.Memories.HotAbsent(r, m["a1"]); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		if absent {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the hot states' records are not known after 10 s")
-		}
-		runtime.Gosched()
-	}
+	hotRecordsKnown(t, s, m["a1"])
 	// (KnownScore: importance, decay, access tick, kind, sonas, and
 	// whether from the metadata record alone.)
 	if got := strings.Fields(s.Recaller.KnownScore(m["a2"])); len(got) == 0 || got[0] != "0.97" || got[len(got)-1] != "false" {
@@ -451,6 +425,20 @@ func TestOpenKnowsTheHotStates(t *testing.T) {
 	if got := strings.Fields(s.Recaller.KnownScore(m["a1"])); len(got) == 0 || got[len(got)-1] != "true" {
 		t.Errorf("a1's score (no hot state's record): %q, want it from its metadata record", got)
 	}
+}
+
+// hotRecordsKnown waits until the open's background load of the hot
+// states' records is done: until s knows that c, which has none, has
+// none (every record has been read by then).
+func hotRecordsKnown(t *testing.T, s *memory.Self, c cid.Cid) {
+	t.Helper()
+	testutil.Eventually(t, "the hot states' records known", func() bool {
+		var absent bool
+		if err := s.Store().View(func(r store.Reader) error { absent = s.Memories.HotAbsent(r, c); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return absent
+	})
 }
 
 // knowEveryRecord has rc know what every metadata record of s says, as
