@@ -27,6 +27,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/memorytest"
@@ -488,14 +489,7 @@ func TestCorruptTableIsNamed(t *testing.T) {
 				if len(ssts) == 0 {
 					t.Fatal("no table")
 				}
-				b, err := os.ReadFile(ssts[0])
-				if err != nil {
-					t.Fatal(err)
-				}
-				b[int(float64(len(b))*where)] ^= 0xff
-				if err := os.WriteFile(ssts[0], b, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				testutil.FlipByte(t, ssts[0], where, 0xff)
 				cfg := memorytest.Config(dir)
 				cfg.Store.VerifyTables = verify
 				s, err := memorytest.OpenWith(memory.Options{Config: cfg})

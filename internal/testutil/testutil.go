@@ -2,6 +2,7 @@
 package testutil
 
 import (
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -95,4 +96,22 @@ func HeapObjects() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapObjects
+}
+
+// FlipByte damages the file at path as a disk or a stray write would: the
+// byte at frac of its length (0 the first; at or past 1, the last) has
+// the bits of mask flipped.
+func FlipByte(t testing.TB, path string, frac float64, mask byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) == 0 {
+		t.Fatalf("%s is empty: nothing to damage", path)
+	}
+	b[min(int(float64(len(b))*frac), len(b)-1)] ^= mask
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

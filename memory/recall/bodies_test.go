@@ -11,6 +11,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -115,14 +116,7 @@ func TestBodySnapshotChecksItsMemories(t *testing.T) {
 		t.Errorf("LoadBodies of another index's ids = %d taken, %d dropped, %v; want all 6 dropped", took, dropped, err)
 	}
 
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 1
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.FlipByte(t, path, 0.5, 1)
 	if _, _, err := rc.LoadBodies(path); err == nil || errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a snapshot with a flipped bit loaded: %v", err)
 	}

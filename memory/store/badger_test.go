@@ -21,6 +21,7 @@ import (
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -164,14 +165,7 @@ func TestUnchangedTablesAreNotCheckedAgain(t *testing.T) {
 	s.Close()
 	want(logs, fmt.Sprintf("in_full=0 unchanged=%d", len(tables)))
 
-	b, err := os.ReadFile(tables[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/3] ^= 0xff
-	if err := os.WriteFile(tables[0], b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.FlipByte(t, tables[0], 1.0/3, 0xff)
 	for _, recordToo := range []bool{false, true} {
 		if recordToo {
 			if err := os.WriteFile(filepath.Join(dir, "memoria.tables"), []byte("{\"format\":"), 0o644); err != nil {

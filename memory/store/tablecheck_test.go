@@ -133,14 +133,7 @@ func TestNewTablesAreCheckedInTheBackground(t *testing.T) {
 	open()
 	fresh := write("a table damaged before its check")[0]
 	path := filepath.Join(dir, fmt.Sprintf("%06s.sst", fresh))
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/3] ^= 0xff
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.FlipByte(t, path, 1.0/3, 0xff)
 	pass()
 	testutil.Eventually(t, "the damaged table logged", func() bool { return strings.Contains(logs.String(), "fails its check") })
 	testutil.Eventually(t, "the pass over", func() bool { return clk.Pending() == 1 })
