@@ -81,6 +81,13 @@ type scoreFact struct {
 	fromRecord bool
 }
 
+// takeHot has s take the importance and access tick of h, the memory's
+// hot state as its o/ record holds it — what a read of its metadata
+// would give the score now — from the record alone no longer.
+func (s *scoreFact) takeHot(h meta.Hot) {
+	s.importance, s.access, s.fromRecord = h.Importance, h.LastAccessTick, false
+}
+
 func newPlainMemories() *plainMemories {
 	return &plainMemories{seed: maphash.MakeSeed(), sonaNo: map[string]uint32{}, kindNo: map[string]uint32{}}
 }
@@ -296,7 +303,7 @@ func (p *plainMemories) commit(ws []written) {
 		case !w.hot || !w.ok:
 			*s = scoreFact{}
 		case s.kind != 0:
-			s.importance, s.access, s.fromRecord = w.h.Importance, w.h.LastAccessTick, false
+			s.takeHot(w.h)
 		}
 	}
 }
@@ -450,7 +457,7 @@ func (p *plainMemories) knowHot(id uint64, h meta.Hot, gen uint64) {
 		return // nothing kept, or written since the view began
 	}
 	if s := &p.scores[id]; s.kind != 0 && s.fromRecord {
-		s.importance, s.access, s.fromRecord = h.Importance, h.LastAccessTick, false
+		s.takeHot(h)
 	}
 }
 
