@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/ipfs/go-cid"
-
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/store"
@@ -78,7 +76,7 @@ func (s *Self) warm(r store.Reader, id uint64) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	c, err := cid.Cast([]byte(key))
+	c, err := base.CID(key)
 	if err != nil {
 		return false, fmt.Errorf("%w: vector index key: %v", base.ErrCorrupt, err)
 	}

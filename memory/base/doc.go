@@ -13,8 +13,9 @@
 //     centroids (Dot, Cosine): one copy each, accumulated in float64 in
 //     index order so that results are the same bits on every run (the one
 //     normalisation is llm.Normalize, where embeddings are made);
-//   - the helpers that build keys (Join, U64, KeyText) and the embeddings'
-//     codec (EncodeVector, DecodeVector: little-endian float32s).
+//   - the helpers that build keys (Join, U64, KeyText), read a key back
+//     as a CID without copying it (CID), and the embeddings' codec
+//     (EncodeVector, DecodeVector: little-endian float32s).
 //
 // It owns no key space and keeps no state.
 package base

@@ -232,7 +232,7 @@ func (w *Writer) Neighbors(vec []float32, sona string, k int, self cid.Cid) ([]m
 	var out []model.Neighbor
 	err := w.st.View(func(r store.Reader) error {
 		for _, h := range hits {
-			c, err := cid.Cast([]byte(h.Key))
+			c, err := base.CID(h.Key)
 			if err != nil {
 				return fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -247,7 +248,7 @@ func (t *touches) flushOp(tx store.Tx) error {
 	t.mu.Unlock()
 	cids := make([]cid.Cid, 0, len(batch.touches))
 	for k := range batch.touches {
-		if c, err := cid.Cast([]byte(k)); err == nil {
+		if c, err := base.CID(k); err == nil {
 			cids = append(cids, c)
 		}
 	}

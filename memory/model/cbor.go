@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"github.com/ipfs/go-cid"
+
+	"github.com/memoria-ai/memoria/memory/base"
 )
 
 // The blocks' DAG-CBOR written directly from the Go structs. The schema
@@ -322,8 +324,10 @@ func (r *cborReader) float() (float64, bool) {
 	return f, true
 }
 
-// cid reads a link whose bytes are its CID's own (a CID that reads back as
-// other bytes is not canonical).
+// cid reads a link: its bytes (after the identity multibase's 0) are one
+// CID's, which the CID shares as a substring of the block's string, as the
+// texts do (a memory's links were an object each, the most numerous of a
+// cache of memories).
 func (r *cborReader) cid() (cid.Cid, bool) {
 	if tag, ok := r.head(cborTag); !ok || tag != cborLink {
 		return cid.Undef, false
@@ -332,11 +336,9 @@ func (r *cborReader) cid() (cid.Cid, bool) {
 	if !ok || len(b) < 2 || b[0] != 0 {
 		return cid.Undef, false
 	}
-	c, err := cid.Cast(b[1:])
-	if err != nil || c.KeyString() != string(b[1:]) {
-		return cid.Undef, false
-	}
-	return c, true
+	end := len(r.s) - len(r.b)
+	c, err := base.CID(r.s[end-len(b)+1 : end])
+	return c, err == nil
 }
 
 // decodeMemoryCBOR decodes block if it is a valid memory in the canonical

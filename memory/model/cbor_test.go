@@ -215,9 +215,9 @@ func TestActEncodeIsIPLDPrimes(t *testing.T) {
 
 // A decoded memory is few objects, which the collector marks while a
 // cache holds it: its member with its optional texts' places in one, its
-// texts substrings of one string, then its parts past the first, its
-// edges and their CIDs (a self memory with a model and a stop reason was
-// eleven objects with two edges).
+// texts and its links' CIDs substrings of one string, then its parts past
+// the first and its edges (a self memory with a model and a stop reason
+// was eleven objects with two edges, then five with the CIDs their own).
 func TestDecodedMemoryIsFewObjects(t *testing.T) {
 	edges := []Edge{{Target: mustCIDOf(t, CodecDagCBOR, []byte("a")), Weight: 0.5}, {Target: mustCIDOf(t, CodecRaw, []byte("b")), Weight: 1}}
 	SortEdges(edges)
@@ -227,8 +227,8 @@ func TestDecodedMemoryIsFewObjects(t *testing.T) {
 		m    *Memory
 		want float64
 	}{
-		{"self", &Memory{Data: Data{Self: &SelfData{Name: "ada", Parts: []Part{{Content: "one", Model: &model}}, StopReason: &stop}}, Edges: edges}, 5},
-		{"self of two parts", &Memory{Data: Data{Self: &SelfData{Name: "ada", Parts: []Part{{Content: "one", Model: &model}, {Content: "two"}}}}, Edges: edges}, 6},
+		{"self", &Memory{Data: Data{Self: &SelfData{Name: "ada", Parts: []Part{{Content: "one", Model: &model}}, StopReason: &stop}}, Edges: edges}, 3},
+		{"self of two parts", &Memory{Data: Data{Self: &SelfData{Name: "ada", Parts: []Part{{Content: "one", Model: &model}, {Content: "two"}}}}, Edges: edges}, 4},
 		{"other", &Memory{Data: Data{Other: &OtherData{Name: &name, Content: "hi"}}, Timestamp: new(int64)}, 2},
 	} {
 		_, block, err := tc.m.Encode()

@@ -10,8 +10,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/ipfs/go-cid"
-
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -165,7 +163,7 @@ func (sc *scorer) place(n *neighbour) error {
 		n.visible, n.time = true, t
 		return nil
 	}
-	c, err := cid.Cast([]byte(n.key))
+	c, err := base.CID(n.key)
 	if err != nil {
 		return fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
 	}

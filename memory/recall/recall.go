@@ -511,7 +511,7 @@ func (s *Recaller) bm25Candidates(ctx context.Context, q Query, n int, backbone 
 			hits := dense()
 			ids := make([]string, 0, len(hits))
 			for _, h := range hits {
-				if c, err := cid.Cast([]byte(h.key)); err == nil {
+				if c, err := base.CID(h.key); err == nil {
 					ids = append(ids, c.String())
 				}
 			}
@@ -866,7 +866,7 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		if r, ok := byKey[key]; ok {
 			return r, nil
 		}
-		c, err := cid.Cast([]byte(key))
+		c, err := base.CID(key)
 		if err != nil {
 			return nil, fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
 		}
@@ -1369,7 +1369,7 @@ func (sc *scorer) denseSimKey(key string) float64 {
 // storedSim is the query's cosine similarity with the stored embedding of
 // the memory of CID key, one the index does not hold (0 without one).
 func (sc *scorer) storedSim(key string) float64 {
-	c, err := cid.Cast([]byte(key))
+	c, err := base.CID(key)
 	if err != nil {
 		return 0
 	}

@@ -90,7 +90,7 @@ func (sc *scorer) bodyNear(n *neighbour, c cid.Cid, meta *messages.MemoryMeta) (
 	}
 	if meta == nil {
 		var err error
-		if c, err = cid.Cast([]byte(n.key)); err != nil {
+		if c, err = base.CID(n.key); err != nil {
 			return body{}, fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
 		}
 		if meta, err = sc.self.memories.MetaIn(sc.txn, c); err != nil {
