@@ -13,10 +13,13 @@ import (
 // CID is the CID whose bytes are key, sharing key's bytes where cid.Cast
 // copies them: a key read back as a CID — from an index's or a cache's
 // map, or a memory's link read from its block — is then no object of its
-// own for the collector to mark while it is kept. It accepts what
-// cid.Cast accepts, with cid.ErrInvalidCid for the rest. key's bytes must
-// not change afterwards (a Go string's never do; one made with
-// unsafe.String from a buffer reused later must not be given).
+// own for the collector to mark while it is kept. What holds the CID holds
+// the bytes key lies in (a chunk of a base.KeyTable, a memory's block):
+// where those are dropped and the CIDs kept, cid.Cast's copy is the
+// lighter. It accepts what cid.Cast accepts, with cid.ErrInvalidCid for
+// the rest. key's bytes must not change afterwards (a Go string's never
+// do; one made with unsafe.String from a buffer reused later must not be
+// given).
 func CID(key string) (cid.Cid, error) {
 	n, err := cidLen(unsafe.Slice(unsafe.StringData(key), len(key)))
 	switch {
@@ -25,8 +28,8 @@ func CID(key string) (cid.Cid, error) {
 	case n != len(key):
 		return cid.Undef, cid.ErrInvalidCid{Err: errors.New("trailing bytes after the CID")}
 	}
-	// A cid.Cid is its bytes as a string, its one field (cidLayout's test
-	// holds that).
+	// A cid.Cid is its bytes as a string, its one field
+	// (TestCIDReadsAsCast holds that).
 	return *(*cid.Cid)(unsafe.Pointer(&key)), nil
 }
 
