@@ -277,8 +277,13 @@ func (r *cborReader) text() (string, bool) {
 	if !ok {
 		return "", false
 	}
+	return r.str(b), true
+}
+
+// str is b, the bytes just read, as the substring of the block's string.
+func (r *cborReader) str(b []byte) string {
 	end := len(r.s) - len(r.b)
-	return r.s[end-len(b) : end], true
+	return r.s[end-len(b) : end]
 }
 
 // key reads the text want (a map key) — false, reading nothing, when the
@@ -336,8 +341,7 @@ func (r *cborReader) cid() (cid.Cid, bool) {
 	if !ok || len(b) < 2 || b[0] != 0 {
 		return cid.Undef, false
 	}
-	end := len(r.s) - len(r.b)
-	c, err := base.CID(r.s[end-len(b)+1 : end])
+	c, err := base.CID(r.str(b)[1:])
 	return c, err == nil
 }
 
