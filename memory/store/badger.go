@@ -131,6 +131,7 @@ func Open(dir string, o Options) (*Store, error) {
 	s.start()
 	s.startGC(o)
 	s.startTableChecks(o)
+	s.startRelease(o)
 	return s, nil
 }
 
