@@ -264,13 +264,6 @@ type Store struct {
 	ValueLogMB int `yaml:"value_log_mb"`
 	// GC is the store's garbage collection in the background.
 	GC StoreGC `yaml:"gc"`
-	// ReleaseMappedEvery is how often the server lets go of the pages of
-	// Badger's tables it maps (memory/store/mapped.go): Badger reads its
-	// tables in place, and a page read once stays in the process's
-	// resident set while its table lives. The page cache keeps them, so a
-	// read that touches one again maps it back without reading the disk.
-	// 0 never. Default 30s; at least 1s.
-	ReleaseMappedEvery Duration `yaml:"release_mapped_every"`
 }
 
 // StoreGC schedules the store's garbage collection (memory/store/gc.go):
@@ -780,20 +773,19 @@ func Default() Config {
 			MaxPathSegments: 1024,
 		},
 		Store: Store{
-			MaxBatch:           1024,
-			DeferFor:           Duration(50 * time.Millisecond),
-			MaxBlockBytes:      1 << 20, // the IPFS block size limit
-			CacheMB:            256,
-			Compression:        "none",
-			MemTableMB:         64,
-			Memtables:          5,
-			MemoryCache:        100_000,
-			Prewarm:            true,
-			MinFreeMB:          256,
-			VerifyTables:       true,
-			ValueLogMB:         256,
-			GC:                 StoreGC{Interval: Duration(10 * time.Minute), DiscardRatio: 0.5},
-			ReleaseMappedEvery: Duration(30 * time.Second),
+			MaxBatch:      1024,
+			DeferFor:      Duration(50 * time.Millisecond),
+			MaxBlockBytes: 1 << 20, // the IPFS block size limit
+			CacheMB:       256,
+			Compression:   "none",
+			MemTableMB:    64,
+			Memtables:     5,
+			MemoryCache:   100_000,
+			Prewarm:       true,
+			MinFreeMB:     256,
+			VerifyTables:  true,
+			ValueLogMB:    256,
+			GC:            StoreGC{Interval: Duration(10 * time.Minute), DiscardRatio: 0.5},
 		},
 		Index: Index{M: 32, EfSearch: 128, EfConstruction: 64, Backlog: 256, TextBacklog: 50_000, HeapVectorsMB: 64, PackMB: 256, Seed: 1, Graph: GraphAuto, SnapshotInterval: Duration(5 * time.Minute)},
 		Recall: Recall{
@@ -1045,9 +1037,6 @@ func (c *Config) validateStore(v *validation) {
 	}
 	if c.Store.GC.Interval < 0 || c.Store.GC.Interval > 0 && c.Store.GC.Interval.D() < time.Second {
 		bad("store.gc.interval", "must be 0 (no background pass) or at least 1s, got %s", c.Store.GC.Interval)
-	}
-	if r := c.Store.ReleaseMappedEvery; r < 0 || r > 0 && r.D() < time.Second {
-		bad("store.release_mapped_every", "must be 0 (never) or at least 1s, got %s", r)
 	}
 	if r := c.Store.GC.DiscardRatio; !(r >= 0.05 && r <= 0.95) {
 		bad("store.gc.discard_ratio", "must be within 0.05..0.95, got %g", r)

@@ -131,7 +131,6 @@ func Open(dir string, o Options) (*Store, error) {
 	s.start()
 	s.startGC(o)
 	s.startTableChecks(o)
-	s.startRelease(o)
 	return s, nil
 }
 

@@ -98,9 +98,6 @@ type Options struct {
 	ValueLogMB int
 	// GC schedules the garbage collection in the background (gc.go).
 	GC GCOptions
-	// ReleaseMappedEvery is how often the process lets go of the pages of
-	// Badger's tables it maps (mapped.go); 0 never.
-	ReleaseMappedEvery time.Duration
 	// Clock times the passes of the garbage collection and the wait of
 	// deferred operations (default: the wall clock).
 	Clock  clock.Clock
@@ -112,19 +109,18 @@ type Options struct {
 // OptionsOf are the store options of the configuration.
 func OptionsOf(c config.Store) Options {
 	return Options{
-		MaxBatch:           c.MaxBatch,
-		DeferFor:           c.DeferFor.D(),
-		CommitInterval:     c.CommitInterval.D(),
-		MaxBlockBytes:      c.MaxBlockBytes,
-		CacheMB:            c.CacheMB,
-		Compression:        compressions[c.Compression],
-		MemTableMB:         c.MemTableMB,
-		Memtables:          c.Memtables,
-		MinFreeBytes:       uint64(c.MinFreeMB) << 20,
-		SkipTableCheck:     !c.VerifyTables,
-		ValueLogMB:         c.ValueLogMB,
-		GC:                 GCOptions{Interval: c.GC.Interval.D(), DiscardRatio: c.GC.DiscardRatio},
-		ReleaseMappedEvery: c.ReleaseMappedEvery.D(),
+		MaxBatch:       c.MaxBatch,
+		DeferFor:       c.DeferFor.D(),
+		CommitInterval: c.CommitInterval.D(),
+		MaxBlockBytes:  c.MaxBlockBytes,
+		CacheMB:        c.CacheMB,
+		Compression:    compressions[c.Compression],
+		MemTableMB:     c.MemTableMB,
+		Memtables:      c.Memtables,
+		MinFreeBytes:   uint64(c.MinFreeMB) << 20,
+		SkipTableCheck: !c.VerifyTables,
+		ValueLogMB:     c.ValueLogMB,
+		GC:             GCOptions{Interval: c.GC.Interval.D(), DiscardRatio: c.GC.DiscardRatio},
 	}
 }
 
@@ -232,11 +228,10 @@ type Store struct {
 	subs     []func(Event) // set before the first write
 	// told counts the commits told to the subscribers, from 1 (see
 	// ToldBefore).
-	told    atomic.Uint64
-	gc      gcState      // the garbage collection (gc.go)
-	release releaseState // the tables' mapped pages let go (mapped.go)
-	tables  tableChecks  // the new tables checked in the background (tablecheck.go)
-	idMu    sync.Mutex   // the identity's creation (backup.go)
+	told   atomic.Uint64
+	gc     gcState     // the garbage collection (gc.go)
+	tables tableChecks // the new tables checked in the background (tablecheck.go)
+	idMu   sync.Mutex  // the identity's creation (backup.go)
 	// The committer's work since the open (CommitStats).
 	commits, committedOps, deferredOps, busyNanos, commitNanos atomic.Uint64
 	batchTimes                                                 [len(BatchBounds) + 1]atomic.Uint64
@@ -628,7 +623,6 @@ func (s *Store) Explain(err error) error {
 func (s *Store) Close() error {
 	s.stopGC() // first: a pass writes through the committer
 	s.stopTableChecks()
-	s.stopRelease()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
