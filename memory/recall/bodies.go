@@ -126,10 +126,15 @@ func (f *bodyFacts) reserve(n int) {
 }
 
 // Appended keeps the body of the memory of vector id (m, of metadata mt)
-// as a committed append wrote it: recall never reads it
-// (chain.Options.OnAppended).
+// as a committed append wrote it, and what mt says of whether recall may
+// see it and of its score: recall reads neither (chain.Options.OnAppended,
+// on the committer after the commit's events, which could not name the
+// memory: its vector id is given out after them).
 func (s *Recaller) Appended(id uint64, m *model.Memory, mt *messages.MemoryMeta) {
 	s.bodies.set(id, bodyOf(m, mt))
+	if s.plain != nil {
+		s.plain.stored(id, mt)
+	}
 }
 
 // The body snapshot (<data>/bodies.snap) is what bodyFacts knew at a

@@ -32,8 +32,10 @@ import (
 // forgets what is kept of it (Recaller.Committed, from the store's commit
 // events), and a read in a view begun before that forget does not record
 // (generations). The open's scan of every memory's metadata fills it
-// (Recaller.KnowPlain), so a restarted server reads no neighbour's
-// metadata either.
+// (Recaller.KnowPlain), and so do a committed append (Recaller.Appended)
+// and a commit of a memory's record (Recaller.Committed), so that neither
+// a restarted server nor the one that grew the store reads a neighbour's
+// metadata.
 type plainMemories struct {
 	mu     sync.RWMutex // recalls read it (visible) many times each
 	seed   maphash.Seed
@@ -64,10 +66,11 @@ type plainFact struct {
 // candidates' records a recall were a fifth of its CPU, and the pages of
 // the metadata's tables they touched much of its RSS (issue 15, stop
 // 85). Kept for a memory of one sona or none, with its plain fact — by
-// recall's reads (record) and the open's scan (KnowPlain) — and dropped
-// by any commit of its metadata or hot state (Recaller.Committed). Its
-// access tick is the stored one with the touches buffered when it was
-// read: a candidate's takes the buffer's since (meta.Store.TouchedTick).
+// recall's reads (record), the open's scan (KnowPlain), its append
+// (Appended) and the commits of its record (Recaller.Committed) — and
+// dropped by a commit that deletes either record. Its access tick is the
+// stored one with the touches buffered when it was read: a candidate's
+// takes the buffer's since (meta.Store.TouchedTick).
 // 32 bytes a memory.
 type scoreFact struct {
 	importance float64
@@ -145,6 +148,20 @@ func (p *plainMemories) generation() uint64 {
 // generation gen, says, unless a write of it was committed since; sona
 // is the recalling sona (the memory's first, for the open's scan).
 func (p *plainMemories) record(id uint64, m *messages.MemoryMeta, sona string, gen uint64) {
+	p.keepMeta(id, m, sona, gen, false)
+}
+
+// stored keeps what m, the metadata a commit stored with the new memory
+// of vector id, says (Recaller.Appended): its own importance and access
+// tick are the memory's while it has no hot state's record, as a record
+// the open's scan reads.
+func (p *plainMemories) stored(id uint64, m *messages.MemoryMeta) {
+	p.keepMeta(id, m, firstOr(m.Sonas), math.MaxUint64, true)
+}
+
+// keepMeta is record, the score's importance and access tick from the
+// record alone when fromRecord (scoreFact).
+func (p *plainMemories) keepMeta(id uint64, m *messages.MemoryMeta, sona string, gen uint64, fromRecord bool) {
 	f := plainFact{plain: !m.Archived && m.ExpiresAt == 0 && m.Insight == nil, backbone: m.Backbone, created: m.CreatedAt}
 	if slices.Contains(m.Sonas, sona) {
 		f.sona = p.hash(sona)
@@ -154,7 +171,7 @@ func (p *plainMemories) record(id uint64, m *messages.MemoryMeta, sona string, g
 	if !p.keepLocked(id, f, gen) || !f.plain || len(m.Sonas) > 1 {
 		return
 	}
-	s := scoreFact{importance: m.Importance, decay: eumas.DecayMultiplier(m.Evaluation), access: m.LastAccessTick}
+	s := scoreFact{importance: m.Importance, decay: eumas.DecayMultiplier(m.Evaluation), access: m.LastAccessTick, fromRecord: fromRecord}
 	if s, ok := numbered(p, s, m.Kind, firstOr(m.Sonas), len(m.Sonas) == 1); ok {
 		p.setScore(id, s)
 	}
@@ -266,20 +283,27 @@ func (p *plainMemories) known(id uint64) (f plainFact, s scoreFact, kind string,
 type written struct {
 	id  uint64
 	hot bool     // of its hot state (else of its metadata)
-	ok  bool     // h holds the hot state written (else: deleted or unreadable)
+	ok  bool     // h, or f and rs, hold what was written (else: deleted or unreadable)
 	h   meta.Hot // hot and ok: the state written
+	// !hot and ok: what the record written says (plainFields)
+	f  plainFact
+	rs recordScore
 }
 
 // commit takes a commit's writes, in order, under one lock (the touches'
 // write is up to 1,024 memories' hot states, and recalls share the lock).
 //
-// A write of a memory's metadata drops what is kept of it. A write of its
-// hot state drops its score when deleted; else a known score takes the
-// importance and access tick written, which is what a read of the record
-// would now give it (the touches still buffered are added at use): the
-// touches' write changes no more than these, and Reinforce the
-// importance. Until stop 88 any such write dropped the score, and every
-// memory a recall returns has its touches written within
+// A write of a memory's metadata has what is kept of it be what the
+// record written says, as the open's scan reads a record (KnowPlain); a
+// delete, or a record it cannot read, drops it. (Until stop 92 every
+// such write dropped it, and a recall read the record again: the
+// evaluator rewrites each new memory's record once it has evaluated it.)
+// A write of its hot state drops its score when deleted; else a known
+// score takes the importance and access tick written, which is what a
+// read of the record would now give it (the touches still buffered are
+// added at use): the touches' write changes no more than these, and
+// Reinforce the importance. Until stop 88 any such write dropped the
+// score, and every memory a recall returns has its touches written within
 // recall.touch_flush (issue 15). Either way a read in a view begun before
 // does not record.
 func (p *plainMemories) commit(ws []written) {
@@ -292,15 +316,25 @@ func (p *plainMemories) commit(ws []written) {
 		p.gen++
 		p.grow(w.id)
 		if !w.hot {
-			p.facts[w.id] = plainFact{forgot: p.gen}
-		} else {
-			p.facts[w.id].forgot = p.gen
+			var s scoreFact
+			if w.ok {
+				s, _ = p.recordScore(w.f, w.rs)
+			} else {
+				w.f = plainFact{}
+			}
+			w.f.forgot = p.gen
+			p.facts[w.id] = w.f
+			if s.kind != 0 || w.id < uint64(len(p.scores)) {
+				p.setScore(w.id, s)
+			}
+			continue
 		}
+		p.facts[w.id].forgot = p.gen
 		if w.id >= uint64(len(p.scores)) {
 			continue
 		}
 		switch s := &p.scores[w.id]; {
-		case !w.hot || !w.ok:
+		case !w.ok:
 			*s = scoreFact{}
 		case s.kind != 0:
 			s.takeHot(w.h)
@@ -309,10 +343,10 @@ func (p *plainMemories) commit(ws []written) {
 }
 
 // Committed takes a commit's events (store.Store.Subscribe, before the
-// store's first write): a memory whose metadata a commit wrote or deleted
-// is no longer known plain, nor its score known; one whose hot state it
-// wrote (Reinforce, the touches' write) has its score take what was
-// written (plainMemories.commit).
+// store's first write): what is known of a memory whose metadata a
+// commit wrote is what the record written says, and nothing once deleted;
+// one whose hot state it wrote (Reinforce, the touches' write) has its
+// score take what was written (plainMemories.commit).
 func (s *Recaller) Committed(e store.Event) {
 	var ws []written
 	for i, k := range e.Keys {
@@ -332,6 +366,10 @@ func (s *Recaller) Committed(e store.Event) {
 			w := written{id: id, hot: hot}
 			if hot {
 				w.h, w.ok = meta.HotValue(e.Values[i])
+			} else if v := e.Values[i]; v != nil {
+				var err error
+				w.f, w.rs, err = plainFields(v, s.plain)
+				w.ok = err == nil
 			}
 			ws = append(ws, w)
 		}
@@ -466,13 +504,25 @@ func (p *plainMemories) knowHot(id uint64, h meta.Hot, gen uint64) {
 func (p *plainMemories) keepRecord(id uint64, f plainFact, rs recordScore, gen uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.keepLocked(id, f, gen) || !f.plain || !rs.ok {
+	if !p.keepLocked(id, f, gen) {
 		return
+	}
+	if s, ok := p.recordScore(f, rs); ok {
+		p.setScore(id, s)
+	}
+}
+
+// recordScore is the score fact of a record plainFields read as f and rs,
+// p.mu held; ok false when it makes none.
+func (p *plainMemories) recordScore(f plainFact, rs recordScore) (scoreFact, bool) {
+	if !f.plain || !rs.ok {
+		return scoreFact{}, false
 	}
 	s := scoreFact{importance: rs.importance, decay: rs.decay, access: rs.access, fromRecord: true}
 	if s, ok := numbered(p, s, rs.kind, rs.sona, rs.sona != nil); ok {
-		p.setScore(id, s)
+		return s, true
 	}
+	return scoreFact{}, false
 }
 
 // recordScore is what plainFields reads of a record's score fact.

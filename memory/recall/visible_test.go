@@ -459,3 +459,102 @@ func knowEveryRecord(t *testing.T, s *memory.Self, rc *recall.Recaller) {
 		t.Fatal(err)
 	}
 }
+
+// The server that appended the memories knows of each what the open's
+// scan would (Recaller.Appended), and of a record a commit rewrote what
+// the record written says (Recaller.Committed): its recall reads the
+// records of what it returns only, and scores as a recaller that reads
+// every record — a memory rewritten with a label as before, one rewritten
+// archived hidden.
+func TestAppendsAndRewritesKnownWithoutReading(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clk)
+	defer s.Close()
+	o, m := contextSona(t, s, clk)
+	hotRecordsKnown(t, s, m["a1"])
+	// The full-text index reads the records it indexes, in the background.
+	settle := func() {
+		t.Helper()
+		if err := s.Text.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle()
+	for name, c := range m {
+		if got := strings.Fields(s.Recaller.KnownScore(c)); len(got) == 0 || got[len(got)-1] != "true" {
+			t.Errorf("%s's score once appended: %q, want it from its metadata record", name, got)
+		}
+	}
+	rewrite := func(c cid.Cid, fn func(*messages.MemoryMeta)) {
+		t.Helper()
+		if err := s.Store().Update(ctx, meta.Update([]cid.Cid{c}, func(mt *messages.MemoryMeta, _ cid.Cid) { fn(mt) })); err != nil {
+			t.Fatal(err)
+		}
+		settle()
+	}
+	metaReads := func() int64 {
+		_, md, _ := s.Memories.CacheStats()
+		return int64(md.Hits + md.Misses)
+	}
+	q := recall.Query{Sona: o.Sona, Text: "aurora green tyres cello", K: 2, Peek: true, Expand: new(0)}
+	// check recalls q: no memory but hidden, whose records are read (as
+	// a candidate and as a neighbour) but not kept as scores, is read
+	// unless returned.
+	check := func(when string, hidden cid.Cid, hiddenReads int64) {
+		t.Helper()
+		before := metaReads()
+		got, _, err := s.Recaller.Recall(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads := metaReads() - before
+		fresh, freshMems := countingRecaller(s, cfg, clk)
+		want, _, err := fresh.Recall(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) || len(got) == 0 {
+			t.Fatalf("%s: %d recalled, a recaller reading every record %d", when, len(got), len(want))
+		}
+		for i, w := range want {
+			if g := got[i]; g.CID != w.CID || g.Score != w.Score || g.Explain != w.Explain || !proto.Equal(g.Meta, w.Meta) {
+				t.Errorf("%s: #%d %s scored %v (%+v), reading every record %s %v (%+v)", when, i, g.CID, g.Score, g.Explain, w.CID, w.Score, w.Explain)
+			}
+			if w.CID == hidden {
+				t.Errorf("%s: %s recalled", when, hidden)
+			}
+		}
+		if n := freshMems.metas.Load(); reads != int64(len(got))+hiddenReads || n <= reads {
+			t.Errorf("%s: the recall read %d records returning %d, %d of the hidden one's wanted (a recaller that knew nothing %d)",
+				when, reads, len(got), hiddenReads, n)
+		}
+		if hidden.Defined() && s.Recaller.KnownScore(hidden) != "" {
+			t.Errorf("%s: the hidden one's score kept: %q", when, s.Recaller.KnownScore(hidden))
+		}
+	}
+	check("appended", cid.Undef, 0)
+	every := q
+	every.K = 6
+	rs, _, err := s.Recaller.Recall(ctx, every)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) < 4 {
+		t.Fatalf("%d recalled, want every memory", len(rs))
+	}
+	// A candidate q does not return, then the best, rewritten.
+	first, third := rs[0].CID, rs[2].CID
+	rewrite(third, func(mt *messages.MemoryMeta) { mt.Labels = map[string]string{"seen": "yes"} })
+	// What is kept of it is what the open's scan of the record written
+	// keeps.
+	scanned, _ := countingRecaller(s, cfg, clk)
+	knowEveryRecord(t, s, scanned)
+	if got, want := s.Recaller.KnownScore(third), scanned.KnownScore(third); got != want || got == "" {
+		t.Errorf("the rewritten record's score %q, the open's scan's %q", got, want)
+	}
+	check("a record rewritten with a label", cid.Undef, 0)
+	rewrite(first, func(mt *messages.MemoryMeta) { mt.Archived = true })
+	check("the best rewritten archived", first, 2)
+}
