@@ -29,12 +29,12 @@ import (
 // the metadata cache.) 32 bytes a memory (32 MB at 1M), never evicted.
 //
 // Metadata is mutable: every committed write of a memory's metadata key
-// forgets what is kept of it (Recaller.Committed, from the store's commit
-// events), and a read in a view begun before that forget does not record
-// (generations). The open's scan of every memory's metadata fills it
-// (Recaller.KnowPlain), and so do a committed append (Recaller.Appended)
-// and a commit of a memory's record (Recaller.Committed), so that neither
-// a restarted server nor the one that grew the store reads a neighbour's
+// replaces what is kept of it by what the record written says, a delete
+// forgets it (Recaller.Committed, from the store's commit events), and a
+// read in a view begun before that write does not record (generations).
+// The open's scan of every memory's metadata fills it (Recaller.KnowPlain),
+// and so does a committed append (Recaller.Appended), so that neither a
+// restarted server nor the one that grew the store reads a neighbour's
 // metadata.
 type plainMemories struct {
 	mu     sync.RWMutex // recalls read it (visible) many times each
