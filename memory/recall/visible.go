@@ -318,7 +318,7 @@ func (p *plainMemories) commit(ws []written) {
 		if !w.hot {
 			var s scoreFact
 			if w.ok {
-				s, _ = p.recordScore(w.f, w.rs)
+				s, _ = p.scoreOfRecord(w.f, w.rs)
 			} else {
 				w.f = plainFact{}
 			}
@@ -507,14 +507,14 @@ func (p *plainMemories) keepRecord(id uint64, f plainFact, rs recordScore, gen u
 	if !p.keepLocked(id, f, gen) {
 		return
 	}
-	if s, ok := p.recordScore(f, rs); ok {
+	if s, ok := p.scoreOfRecord(f, rs); ok {
 		p.setScore(id, s)
 	}
 }
 
-// recordScore is the score fact of a record plainFields read as f and rs,
+// scoreOfRecord is the score fact of a record plainFields read as f and rs,
 // p.mu held; ok false when it makes none.
-func (p *plainMemories) recordScore(f plainFact, rs recordScore) (scoreFact, bool) {
+func (p *plainMemories) scoreOfRecord(f plainFact, rs recordScore) (scoreFact, bool) {
 	if !f.plain || !rs.ok {
 		return scoreFact{}, false
 	}
