@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -42,14 +43,46 @@ type Proc struct {
 	err  error
 }
 
-// FreeAddr returns 127.0.0.1:port with a port free now.
+// FreeAddr returns 127.0.0.1:port with a port free now, taken below the
+// kernel's ephemeral range when it can be. A process restarted on its
+// address (etcd, a member) must find its port free again, and while it
+// is down a port in the range can become the source port of any outgoing
+// connection on the machine (TestEtcdDown's etcd once found its port so
+// taken). The kernel picks source ports only from the range.
 func FreeAddr() (string, error) {
+	if low := ephemeralLow(); low > stablePorts {
+		for range 64 {
+			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(stablePorts+rand.IntN(low-stablePorts)))
+			if ln, err := net.Listen("tcp", addr); err == nil {
+				ln.Close()
+				return addr, nil
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// stablePorts is where FreeAddr's ports start: above the ports services
+// commonly listen on.
+const stablePorts = 10000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux
+// reads it from /proc; 32768, its default, where it cannot).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
+		return 32768
+	}
+	return low
 }
 
 // start runs the process; its output goes to log.
