@@ -10,11 +10,16 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/memoria-ai/memoria/cluster/clusterproc"
 )
 
+// freeAddr is a free client address below the ephemeral range
+// (clusterproc.FreeAddr): TestServesAndRestarts starts a member on it
+// again.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	addr, err := freePort("127.0.0.1")
+	addr, err := clusterproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
