@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/memoria-ai/memoria/cluster/clusterproc"
 	"github.com/memoria-ai/memoria/cluster/etcdembed"
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/llm"
@@ -28,12 +28,10 @@ import (
 
 func startEtcd(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := clusterproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	s, err := etcdembed.Start(etcdembed.Options{Dir: t.TempDir(), Listen: addr, Log: io.Discard})
 	if err != nil {
 		t.Fatal(err)

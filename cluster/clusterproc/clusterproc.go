@@ -78,8 +78,8 @@ func ephemeralLow() int {
 	if err != nil {
 		return 32768
 	}
-	var low, high int
-	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
+	var low int // the range's first number; its last follows
+	if _, err := fmt.Sscan(string(b), &low); err != nil {
 		return 32768
 	}
 	return low
