@@ -26,7 +26,8 @@ func benchCmd(g *globals) *cobra.Command {
 		Use:   "bench [scenario…]",
 		Short: "Measure what users run: a real server on loopback driven over HTTP, beside the references it is judged against",
 		Long: "Start `memoria serve` (this binary) on loopback and drive it over HTTP with many clients, then report\n" +
-			"p50/p99/max latency, throughput, the server's CPU time per operation and its RSS. Scenarios (default: all):\n" +
+			"p50/p99/max latency, throughput, the server's CPU time per operation and its RSS (a window of a minute or\n" +
+			"more also by its tenths). Scenarios (default: all):\n" +
 			"  insert   POST /memories, --clients (64) into as many sonas, on an empty store\n" +
 			"  recall   POST /sona/{uuid}/recall with 1 and 16 clients on a store of each --sizes, queries that hit\n" +
 			"  restart  SIGTERM, then SIGKILL, of a store of each size: until /healthz, until recall is at its steady\n" +

@@ -331,6 +331,10 @@ type Result struct {
 	BuildSeconds *float64 `json:"build_seconds,omitempty"`
 	// Restart are a restart's figures.
 	Restart *RestartFigures `json:"restart,omitempty"`
+	// Stretches are the tenths of a window of a minute or more, in order:
+	// the requests that ended in each, the server's CPU time an operation
+	// over it, its RSS and the memories it held at its end.
+	Stretches []loadgen.Interval `json:"stretches,omitempty"`
 	// Load1 is the machine's 1-minute load average when it ended.
 	Load1         float64  `json:"load1"`
 	ErrorSamples  []string `json:"error_samples,omitempty"`
@@ -584,7 +588,7 @@ func (r *run) scratchServer(ctx context.Context, name string) (srv *loadgen.Serv
 func fromLoad(scenario string, rep *loadgen.Report) Result {
 	res := Result{Scenario: scenario, Path: "http", Clients: rep.Clients, Rate: rep.Rate, Unsent: rep.Unsent, Ops: rep.Requests, Errors: rep.Errors,
 		Seconds: rep.Seconds, PerSecond: rep.PerSecond, CPUMsPerOp: rep.ServerCPUPerRequestMs,
-		ClientCPUMsPerOp: rep.ClientCPUPerRequestMs, ErrorSamples: rep.ErrorSamples}
+		ClientCPUMsPerOp: rep.ClientCPUPerRequestMs, ErrorSamples: rep.ErrorSamples, Stretches: rep.Intervals}
 	if len(rep.Routes) > 0 {
 		res.withRoute(rep.Routes[0])
 	}

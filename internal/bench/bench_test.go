@@ -235,9 +235,18 @@ func TestWriteTable(t *testing.T) {
 	rep.Notes = []string{"a note"}
 	rep.Results = append(rep.Results, Result{Scenario: Advance, Name: "POST /sona/{uuid}/chat", Path: "http", Clients: 64,
 		Rate: 750, Unsent: 12, Ops: 7488, PerSecond: 748.8})
+	tenth := func(perSecond, cpu float64) loadgen.Interval {
+		return loadgen.Interval{PerSecond: perSecond, ServerCPUPerRequestMs: cpu, P99Ms: 900, RSS: 3 << 30}
+	}
+	long := Result{Scenario: Advance, Name: "POST /sona/{uuid}/chat", Path: "http", Clients: 64, Ops: 1000, PerSecond: 174.9}
+	for i := range 10 {
+		long.Stretches = append(long.Stretches, tenth(900-80*float64(i), 2+float64(i)))
+	}
+	long.Stretches = append(long.Stretches, tenth(5, 40)) // in flight at the end
+	rep.Results = append(rep.Results, long)
 	WriteTable(&b, rep)
 	out := b.String()
-	for _, want := range []string{"POST /sona/{uuid}/recall", "hit 0.90", "recall@10 0.900", "300k after SIGTERM", "note: a note", "1→3→2", "of the end's RSS 1 MiB mapped files",
+	for _, want := range []string{"first tenth 900.0 /s 2.00 ms CPU/op, last 180.0 /s 11.00 ms CPU/op p99 900.0 ms RSS 3072 MiB","POST /sona/{uuid}/recall", "hit 0.90", "recall@10 0.900", "300k after SIGTERM", "note: a note", "1→3→2", "of the end's RSS 1 MiB mapped files",
 		"offered 750/s (open loop), 12 due but not sent: the server behind the rate"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
@@ -450,5 +459,13 @@ func TestReadServerTheCommittersSeries(t *testing.T) {
 	}
 	if got, want := writtenNote(map[string]float64{"a/": 300}, nil), "written/op 0.3 KB (a/ 0.3)"; got != want {
 		t.Errorf("note of an older server %q, want %q", got, want)
+	}
+}
+
+func TestWindowsOfAMinuteReportTenths(t *testing.T) {
+	for d, want := range map[time.Duration]time.Duration{15 * time.Second: 0, 59 * time.Second: 0, time.Minute: 6 * time.Second, 300 * time.Second: 30 * time.Second} {
+		if got := tenths(d); got != want {
+			t.Errorf("tenths(%v) = %v, want %v", d, got, want)
+		}
 	}
 }

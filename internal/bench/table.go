@@ -79,6 +79,13 @@ func extras(r Result) string {
 	if r.BuildSeconds != nil {
 		parts = append(parts, fmt.Sprintf("built in %.1f s", *r.BuildSeconds))
 	}
+	if n := min(len(r.Stretches), 10); n > 1 {
+		// The tenth is the last: an eleventh holds only the requests
+		// that were in flight when the window ended.
+		first, last := r.Stretches[0], r.Stretches[n-1]
+		parts = append(parts, fmt.Sprintf("first tenth %.1f /s %.2f ms CPU/op, last %.1f /s %.2f ms CPU/op p99 %.1f ms RSS %.0f MiB",
+			first.PerSecond, first.ServerCPUPerRequestMs, last.PerSecond, last.ServerCPUPerRequestMs, last.P99Ms, mib(last.RSS)))
+	}
 	if r.ServerP50Ms > 0 {
 		parts = append(parts, fmt.Sprintf("server p50 %.2f p99 %.2f ms", r.ServerP50Ms, r.ServerP99Ms))
 	}
