@@ -246,7 +246,7 @@ func TestWriteTable(t *testing.T) {
 	rep.Results = append(rep.Results, long)
 	WriteTable(&b, rep)
 	out := b.String()
-	for _, want := range []string{"first tenth 900.0 /s 2.00 ms CPU/op, last 180.0 /s 11.00 ms CPU/op p99 900.0 ms RSS 3072 MiB","POST /sona/{uuid}/recall", "hit 0.90", "recall@10 0.900", "300k after SIGTERM", "note: a note", "1→3→2", "of the end's RSS 1 MiB mapped files",
+	for _, want := range []string{"first tenth 900.0 /s 2.00 ms CPU/op, last 180.0 /s 11.00 ms CPU/op p99 900.0 ms RSS 3072 MiB", "POST /sona/{uuid}/recall", "hit 0.90", "recall@10 0.900", "300k after SIGTERM", "note: a note", "1→3→2", "of the end's RSS 1 MiB mapped files",
 		"offered 750/s (open loop), 12 due but not sent: the server behind the rate"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
