@@ -221,7 +221,7 @@ func (r *run) measureLoad(ctx context.Context, scenario, phase string, srv *load
 // in (Result.Stretches): a tenth of it from a minute on, else none. Over
 // minutes the store and the sonas grow, and a window's mean hides how
 // its rate and its CPU an operation move: twenty minutes of advances
-// averaged 175 /s while their last two made 71–111 /s (issue 15, stop 94).
+// averaged 175 /s while their last five minutes made 55–111 /s (issue 15, stop 94).
 func tenths(d time.Duration) time.Duration {
 	if d < time.Minute {
 		return 0
