@@ -191,13 +191,7 @@ func (r *run) measure(ctx context.Context, scenario, phase string, srv *loadgen.
 // measureLoad is measure with the window's report (its routes).
 func (r *run) measureLoad(ctx context.Context, scenario, phase string, srv *loadgen.Server, w loadgen.Window, req loadgen.Request) (Result, *loadgen.Report) {
 	if w.Every = tenths(w.Duration); w.Every > 0 {
-		w.Stored = func(ctx context.Context) (int64, error) {
-			h, err := r.client(srv).Health(ctx)
-			if err != nil {
-				return 0, err
-			}
-			return h.Memories, nil
-		}
+		w.Stored = loadgen.StoredIn(r.client(srv))
 	}
 	before := r.readServer(ctx, srv.URL)
 	rep := r.window(ctx, phase, w, req)
@@ -226,8 +220,11 @@ func tenths(d time.Duration) time.Duration {
 	if d < time.Minute {
 		return 0
 	}
-	return d / 10
+	return d / windowTenths
 }
+
+// windowTenths is how many stretches tenths cuts a window into.
+const windowTenths = 10
 
 // serverReading is what the bench reads of a server's /metrics: each
 // cache's hits and misses (memoria_cache_hits_total,

@@ -79,7 +79,7 @@ func extras(r Result) string {
 	if r.BuildSeconds != nil {
 		parts = append(parts, fmt.Sprintf("built in %.1f s", *r.BuildSeconds))
 	}
-	if n := min(len(r.Stretches), 10); n > 1 {
+	if n := min(len(r.Stretches), windowTenths); n > 1 {
 		// The tenth is the last: an eleventh holds only the requests
 		// that were in flight when the window ended.
 		first, last := r.Stretches[0], r.Stretches[n-1]

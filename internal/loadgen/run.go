@@ -261,7 +261,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	w := Window{Clients: o.Clients, Duration: o.Duration, Rate: o.Rate, Seed: o.Seed, Server: o.Server,
-		Every: o.Every, OnInterval: o.OnInterval, Stored: r.stored}
+		Every: o.Every, OnInterval: o.OnInterval, Stored: StoredIn(c)}
 	rep := Drive(ctx, w, r.do)
 	rep.Sonas, rep.Mix = o.Sonas, o.Mix.String()
 	return rep, nil
@@ -671,12 +671,16 @@ func (r *runner) do(ctx context.Context, _ int, rng *rand.Rand) (Op, error) {
 }
 
 // stored is how many memories the server holds (its /healthz).
-func (r *runner) stored(ctx context.Context) (int64, error) {
-	h, err := r.c.Health(ctx)
-	if err != nil {
-		return 0, err
+// StoredIn is a Window's Stored for the server c talks to: the memories
+// its /healthz counts.
+func StoredIn(c *client.Client) func(context.Context) (int64, error) {
+	return func(ctx context.Context) (int64, error) {
+		h, err := c.Health(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return h.Memories, nil
 	}
-	return h.Memories, nil
 }
 
 func (r *runner) insert(ctx context.Context, rng *rand.Rand, sona string) error {
