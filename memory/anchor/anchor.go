@@ -198,14 +198,15 @@ type List struct {
 }
 
 // NewList is the anchor list of st, judging by the rules of c. It
-// subscribes to st's commits: make it before the first write.
+// follows st's commits (the hook's reader must see them): make it before
+// the first write.
 func NewList(st interface {
 	store.Committer
 	store.Viewer
-	Subscribe(func(store.Event))
+	Follow(func(store.Event))
 }, c config.Anchoring) *List {
 	l := &List{store: st, view: st, rules: CompileRules(c)}
-	st.Subscribe(func(e store.Event) {
+	st.Follow(func(e store.Event) {
 		for _, k := range e.Keys {
 			if strings.HasPrefix(k, string(KeyPrefix)) {
 				l.added()

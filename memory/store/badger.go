@@ -109,6 +109,7 @@ func Open(dir string, o Options) (*Store, error) {
 	}
 	eng := &badgerEngine{db: db, dir: dir, notes: notes, tombs: newTombFilter(), tables: tables, hash: base.NewKeyHasher()}
 	eng.version.Store(db.MaxVersion())
+	eng.last.Store(db.MaxVersion())
 	eng.reads.n = map[uint64]int{}
 	eng.settle()
 	if err := eng.tombs.load(db); err != nil {
@@ -282,9 +283,9 @@ func (s *Store) WriteBehind(fn func(*badger.Txn) error) error {
 // While the committer is busy, views share a read transaction (snap):
 // the first view after a commit begins one and offers it to the views
 // after it, and a commit begins one as it starts when there is none, so
-// that views during the commit read what was committed before. Once a
-// commit is done it is replaced, before the commit is told (it misses
-// that commit), by one the committer begins then (renew). While the
+// that views during the commit read what was shown before. Once the
+// commit is told and shown (show), it is replaced by one the committer
+// begins then (renew), which sees the commit. While the
 // committer is idle, or a GC pass runs (gc.go), views begin their own
 // and none is held: a snapshot held in an idle store would keep Badger
 // from dropping the versions it reads (settle).
@@ -312,7 +313,13 @@ type badgerEngine struct {
 	// the lock behind a send to the other — 24 goroutines at any moment
 	// (README, issue 15). One writer needs neither: a commit is readable
 	// once Commit returns, at its version.
-	version atomic.Uint64 // the last commit's: a read begun now reads at it
+	//
+	// A commit is readable by the committer's next transaction as soon as
+	// it is committed (last), and by the views only once it is shown
+	// (version), after the subscribers were told it (Store.tell): a view
+	// then never sees a commit whose changes the caches have not made.
+	version atomic.Uint64 // the last shown commit's: a view begun now reads at it
+	last    atomic.Uint64 // the last commit's: a write transaction begun now reads at it
 	wmu     sync.Mutex    // commits one at a time: the committer's, and writes behind its back
 	reads   readVersions  // the versions read now: Badger keeps what they see
 
@@ -397,9 +404,14 @@ func (r *readVersions) open(latest *atomic.Uint64) (n int, oldest, last uint64) 
 	return n, oldest, last
 }
 
-// read begins a transaction at the latest commit's version; done ends it.
+// read begins a transaction, a view's at the last shown commit's
+// version, a write transaction's at the last commit's; done ends it.
 func (e *badgerEngine) read(update bool) (txn *badger.Txn, done func()) {
-	v := e.reads.begin(&e.version)
+	at := &e.version
+	if update {
+		at = &e.last
+	}
+	v := e.reads.begin(at)
 	txn = e.db.NewTransactionAt(v, update)
 	return txn, func() {
 		txn.Discard()
@@ -409,7 +421,8 @@ func (e *badgerEngine) read(update bool) (txn *badger.Txn, done func()) {
 
 // settle lets Badger drop the versions no read needs any more: its
 // compactions and the value log's collection (gc.go) keep, at or below
-// the oldest version read, only the latest of each key.
+// the oldest version read (or shown, which the next view reads), only
+// the latest of each key.
 func (e *badgerEngine) settle() {
 	_, oldest, _ := e.reads.open(&e.version)
 	e.db.SetDiscardTs(oldest)
@@ -423,19 +436,38 @@ func (e *badgerEngine) update(fn func(*badger.Txn) error) error {
 	if err := fn(txn); err != nil {
 		return err
 	}
-	return e.commitAt(txn)
+	return e.commitAt(txn, true)
 }
 
 // commitAt commits txn at the next version, after every commit before it.
 // Badger applies a failed commit's writes to its tree in part or not at
 // all, and counted it anyway in its own mode: so is its version here.
-func (e *badgerEngine) commitAt(txn *badger.Txn) error {
+//
+// When shown is set, the commit is shown to the views at once — unless a
+// commit before it is not shown yet (the committer's, being told), whose
+// showing then shows this one too: a write behind the committer's back
+// is told to nobody, and must not show a commit that is not told yet.
+func (e *badgerEngine) commitAt(txn *badger.Txn, shown bool) error {
 	e.wmu.Lock()
-	v := e.version.Load() + 1
-	err := txn.CommitAt(v, nil)
-	e.version.Store(v)
-	e.wmu.Unlock()
+	defer e.wmu.Unlock()
+	last := e.last.Load()
+	err := txn.CommitAt(last+1, nil)
+	e.last.Store(last + 1)
+	if shown && e.version.Load() == last {
+		e.version.Store(last + 1)
+	}
 	return err
+}
+
+// show makes the last commit readable by the views, and offers them a
+// snapshot that sees it (renew): the committer's, once it is told
+// (Store.tell), or once it failed.
+func (e *badgerEngine) show() {
+	e.wmu.Lock()
+	e.version.Store(e.last.Load())
+	e.wmu.Unlock()
+	e.renew()
+	e.settle()
 }
 
 // snapshot is a read transaction shared by views; the last one to
@@ -533,9 +565,9 @@ func (e *badgerEngine) done() {
 	e.withdraw()
 }
 
-// renew counts a commit done and, while views share a snapshot, offers
-// them one that sees it, begun at once: withdrawn instead, the views that
-// came next would each begin their own.
+// renew counts a commit done (shown) and, while views share a snapshot,
+// offers them one that sees it, begun at once: withdrawn instead, the
+// views that came next would each begin their own.
 func (e *badgerEngine) renew() {
 	if !e.sharing() {
 		e.done()
@@ -543,7 +575,8 @@ func (e *badgerEngine) renew() {
 	}
 	// Begun before the commit counts as done, so that until the new
 	// snapshot is offered the views share the last one, which misses the
-	// commit, as it may: the commit is told only once this returns.
+	// commit, as it may: the commit is counted told only once this
+	// returns.
 	s := e.snapshot(1)
 	s.commits++
 	e.commits.Add(1)
@@ -681,21 +714,20 @@ func (b *badgerBatch) fits(w *tx) bool {
 
 func (b *badgerBatch) discard() { b.done() }
 
-// commit commits, views reading a snapshot of what was committed before
+// commit commits, views reading a snapshot of what was shown before
 // meanwhile (theirs, or one begun now), which is replaced once the
-// commit is done (renew): it misses the commit, which is told next.
+// commit is told and shown (show). A failed commit is shown at once: it
+// is told to nobody.
 func (b *badgerBatch) commit() error {
 	if s := b.e.snap.Load(); s == nil || s.commits != b.e.commits.Load() {
 		b.e.offer(b.e.snapshot(1))
 	}
-	err := b.e.commitAt(b.txn)
+	err := b.e.commitAt(b.txn, false)
 	b.done()
 	if err != nil {
-		b.e.done()
+		b.e.show()
 		return classifyBadger(err)
 	}
-	b.e.renew()
-	b.e.settle()
 	for i, sp := range &b.spaces {
 		if sp[0] != 0 {
 			b.e.written[i].keys.Add(uint64(sp[0]))
@@ -706,6 +738,7 @@ func (b *badgerBatch) commit() error {
 	// commit (valueLog.write): the values there may not be durable, so the
 	// commit is not acknowledged.
 	if why := b.e.notes.unsynced.Swap(nil); why != nil {
+		b.e.show()
 		return fmt.Errorf("memory: the value log was not synced: %s", *why)
 	}
 	return nil

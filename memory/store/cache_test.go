@@ -418,3 +418,108 @@ func TestCacheKeysAreNotAnObjectEach(t *testing.T) {
 	}
 	runtime.KeepAlive(c)
 }
+
+// A view taken while a commit is told to the subscribers — its number
+// counted or not, the caches changed or not — reads the cache and the
+// store alike: it sees the commit in neither until the subscribers have
+// made its changes, and a follower, told after them, reads it in a view.
+func TestAViewNeverMixesACommitWithWhatItReplaced(t *testing.T) {
+	o := OptionsOf(config.Default().Store)
+	t.Run("badger", func(t *testing.T) {
+		st, err := Open(t.TempDir(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		testViewDuringTell(t, st)
+	})
+	t.Run("memory", func(t *testing.T) {
+		st, err := OpenMemory(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		testViewDuringTell(t, st)
+	})
+}
+
+func testViewDuringTell(t *testing.T, st *Store) {
+	ctx := context.Background()
+	key := []byte("k")
+	c := NewCache[string](64)
+	blocked, release := make(chan struct{}), make(chan struct{})
+	wrote := func(e Event, v string) bool {
+		for i, k := range e.Keys {
+			if k == string(key) && string(e.Values[i]) == v {
+				return true
+			}
+		}
+		return false
+	}
+	// Told first, it holds the committer while the commit of "b" is
+	// being told, before the cache below has made it.
+	st.Subscribe(func(e Event) {
+		if wrote(e, "b") {
+			close(blocked)
+			<-release
+		}
+	})
+	st.Subscribe(func(e Event) {
+		for i, k := range e.Keys {
+			c.Set(k, e.Told, string(e.Values[i]))
+		}
+	})
+	followed := make(chan string, 1)
+	st.Follow(func(e Event) {
+		if wrote(e, "b") {
+			_ = st.View(func(r Reader) error {
+				v, err := r.Get(key)
+				followed <- string(v)
+				return err
+			})
+		}
+	})
+	set := func(v string) Op {
+		return func(tx Tx) error { tx.Set(key, []byte(v)); return nil }
+	}
+	// read is what a view reads of key through the cache (filling it on a
+	// miss, as the caches' owners do) and from the store.
+	read := func() (cached string, hit bool, stored string) {
+		err := st.View(func(r Reader) error {
+			v, err := r.Get(key)
+			stored = string(v)
+			if cached, hit = c.In(string(key), r); !hit && err == nil {
+				c.Fill(string(key), stored, r)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cached, hit, stored
+	}
+	if err := st.Update(ctx, set("a")); err != nil {
+		t.Fatal(err)
+	}
+	if cached, hit, stored := read(); stored != "a" || hit && cached != "a" {
+		t.Fatalf("after a: cached %q (%v), stored %q", cached, hit, stored)
+	}
+	p := st.Submit(set("b"))
+	<-blocked
+	for range 2 { // the first read may fill the cache, the second reads it
+		if cached, hit, stored := read(); stored != "a" || hit && cached != stored {
+			close(release)
+			t.Fatalf("a view while b is told: cached %q (hit %v), stored %q", cached, hit, stored)
+		}
+	}
+	close(release)
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := <-followed; v != "b" {
+		t.Fatalf("the follower's view read %q, not the commit it was told", v)
+	}
+	if cached, hit, stored := read(); stored != "b" || hit && cached != "b" {
+		t.Fatalf("after b: cached %q (%v), stored %q", cached, hit, stored)
+	}
+}

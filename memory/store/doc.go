@@ -12,7 +12,8 @@
 //     post-commit work (OnCommit), for one Op.
 //   - Committer is the only door of writes: Submit, Update, Barrier.
 //   - Event is a durable commit and the keys it wrote, told to Subscribe's
-//     subscribers in commit order (pebble's EventListener): derived
+//     subscribers in commit order (pebble's EventListener), before the
+//     views see it, and to Follow's followers once they do: derived
 //     structures (caches, indexes) follow the store with it.
 //   - Cache is the bounded cache of decoded records that events keep
 //     current: a view's reader knows the commits told before its snapshot
@@ -47,15 +48,18 @@
 //     write-ahead logs are scanned (integrity.go): damage is named, never
 //     read past.
 //   - A view never waits for a commit in flight: it reads a snapshot of
-//     what was committed before (badger.go), which holds everything
-//     acknowledged. Badger runs in its managed mode: each commit is given
-//     the next version, a read begins at the last without waiting, and
+//     what was shown before (badger.go), which holds everything
+//     acknowledged. A commit is shown once its subscribers were told it.
+//     Badger runs in its managed mode: each commit is given the next
+//     version, a view begins at the last shown without waiting, and
 //     Badger keeps what the oldest read open sees. While the committer is
 //     busy, views share snapshots; while it is idle none is held, so none
 //     keeps compactions from dropping garbage.
 //   - Subscribers hear a commit after it is durable and before any of its
 //     operations is acknowledged, so a cache invalidated by an event never
-//     serves a caller what that caller's acknowledged write replaced.
+//     serves a caller what that caller's acknowledged write replaced; and
+//     before any view sees it, so a cache never serves a view an entry
+//     that a commit the view sees replaced.
 //   - The garbage collection (gc.go) writes nothing through the committer:
 //     it flushes Badger's memtables as an operation that writes nothing
 //     (Badger refuses writes meanwhile, so they wait for it), compacts and

@@ -24,6 +24,7 @@ func OpenMemory(o Options) (*Store, error) {
 	}
 	eng := &memEngine{maxTxn: int64(o.MemTableMB) << 20 * 15 / 100}
 	eng.state.Store(&memState{})
+	eng.last.Store(eng.state.Load())
 	s, err := newStore(eng, "(memory)", o)
 	if err != nil {
 		return nil, err
@@ -34,8 +35,12 @@ func OpenMemory(o Options) (*Store, error) {
 }
 
 // memEngine is the in-memory backend.
+//
+// As on Badger, a commit is read by the committer's next transaction at
+// once (last) and by the views once it is shown (state; Store.tell).
 type memEngine struct {
-	state  atomic.Pointer[memState]
+	state  atomic.Pointer[memState] // the last shown: views read it
+	last   atomic.Pointer[memState] // the last committed: write transactions read it
 	maxTxn int64 // bytes of one transaction
 }
 
@@ -52,8 +57,10 @@ func (e *memEngine) view(told uint64, fn func(Reader) error) error {
 }
 
 func (e *memEngine) begin() batch {
-	return &memBatch{eng: e, base: e.state.Load(), writes: map[string]*write{}}
+	return &memBatch{eng: e, base: e.last.Load(), writes: map[string]*write{}}
 }
+
+func (e *memEngine) show() { e.state.Store(e.last.Load()) }
 
 func (e *memEngine) check() error { return nil }
 func (e *memEngine) working(bool) {}
@@ -184,7 +191,7 @@ func (b *memBatch) commit() error {
 		}
 	}
 	next.entries = append(next.entries, old...)
-	b.eng.state.Store(next)
+	b.eng.last.Store(next)
 	b.writes = nil
 	return nil
 }

@@ -156,6 +156,10 @@ type engine interface {
 	check() error
 	// working tells the engine whether the committer has work.
 	working(busy bool)
+	// show makes the last commit readable by views (Store.tell): a
+	// batch's commit is read by the next batch at once, by views only
+	// once shown.
+	show()
 	close() error
 }
 
@@ -226,6 +230,7 @@ type Store struct {
 	closed   bool
 	stopped  chan struct{}
 	subs     []func(Event) // set before the first write
+	follows  []func(Event) // as subs, told once the views see a commit
 	// told counts the commits told to the subscribers, from 1 (see
 	// ToldBefore).
 	told   atomic.Uint64
@@ -437,9 +442,19 @@ type Event struct {
 	Values [][]byte
 }
 
-// Subscribe has fn told of every commit (see Event). fn runs on the
-// committer's goroutine: keep it short. Subscribe before the first write.
+// Subscribe has fn told of every commit (see Event), before the views
+// see it: a cache of what views read, kept current by the events, has
+// made a commit's changes before any view reads the commit (View). fn
+// runs on the committer's goroutine: keep it short. Subscribe before the
+// first write.
 func (s *Store) Subscribe(fn func(Event)) { s.subs = append(s.subs, fn) }
+
+// Follow has fn told of every commit once the views see it, after every
+// Subscribe's fn and before the commit's operations are acknowledged: for
+// a follower that hands a commit's keys to another goroutine, which reads
+// them in a view (a Subscribe's fn told them, that view could miss them).
+// fn runs on the committer's goroutine. Follow before the first write.
+func (s *Store) Follow(fn func(Event)) { s.follows = append(s.follows, fn) }
 
 // Op is one atomic write: it reads and writes through tx, and either all of
 // its writes are applied or none. An Op may be run more than once (when a
@@ -721,10 +736,10 @@ func (s *Store) Barrier(ctx context.Context) error {
 // View runs fn on a consistent snapshot of what is committed.
 //
 // The reader knows how many commits had been told to the subscribers
-// when its snapshot was taken (ToldBefore): it sees at least those. A
-// commit is visible before it is told, and on Badger a snapshot the views
-// share that misses it is withdrawn before (badgerEngine), so counting
-// before the snapshot is taken never counts a commit the snapshot misses.
+// when its snapshot was taken (ToldBefore): it sees at least those, and
+// any commit it sees beyond them was told to them already (tell). So a
+// cache a subscriber keeps serves it no entry that a commit it sees
+// replaced: the entries that commit changed are newer than its count.
 func (s *Store) View(fn func(r Reader) error) error { return s.eng.view(s.told.Load(), fn) }
 
 func (s *Store) commitLoop() {
@@ -942,22 +957,31 @@ func (s *Store) commitBatch(ops []*Pending) {
 	s.acknowledge(nil)
 }
 
-// tell gives the subscribers the event of a durable commit.
+// tell gives the subscribers the event of a durable commit, then shows
+// the commit to the views, then counts it told, then gives the followers
+// the event: a view loads the count before it takes its snapshot (View),
+// and must neither see a commit the subscribers' caches have not made,
+// nor count one it does not see.
 func (s *Store) tell(commit uint64, applied []appliedOp) {
-	told := s.told.Add(1)
-	if len(s.subs) == 0 {
-		return
-	}
-	n := 0
-	for _, a := range applied {
-		n += len(a.keys)
-	}
-	e := Event{Commit: commit, Told: told, Keys: make([]string, 0, n), Values: make([][]byte, 0, n)}
-	for _, a := range applied {
-		e.Keys = append(e.Keys, a.keys...)
-		e.Values = append(e.Values, a.values...)
+	told := s.told.Load() + 1 // the committer alone counts
+	var e Event
+	if len(s.subs)+len(s.follows) > 0 {
+		n := 0
+		for _, a := range applied {
+			n += len(a.keys)
+		}
+		e = Event{Commit: commit, Told: told, Keys: make([]string, 0, n), Values: make([][]byte, 0, n)}
+		for _, a := range applied {
+			e.Keys = append(e.Keys, a.keys...)
+			e.Values = append(e.Values, a.values...)
+		}
 	}
 	for _, fn := range s.subs {
+		fn(e)
+	}
+	s.eng.show()
+	s.told.Store(told)
+	for _, fn := range s.follows {
 		fn(e)
 	}
 }
