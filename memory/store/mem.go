@@ -41,7 +41,7 @@ func OpenMemory(o Options) (*Store, error) {
 type memEngine struct {
 	state  atomic.Pointer[memState] // the last shown: views read it
 	last   atomic.Pointer[memState] // the last committed: write transactions read it
-	maxTxn int64 // bytes of one transaction
+	maxTxn int64                    // bytes of one transaction
 }
 
 // memState is one committed state: entries sorted by key, never modified.
