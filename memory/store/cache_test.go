@@ -203,7 +203,11 @@ func TestCacheSetIsTheCommittedValue(t *testing.T) {
 // Views count the commits told before them: a view taken after a commit
 // was told has a ToldBefore at least its Event.Told, one taken before,
 // less; an operation's reader has 0.
-func TestViewsKnowTheCommitsToldBeforeThem(t *testing.T) {
+func TestViewsKnowTheCommitsToldBeforeThem(t *testing.T) { onBothEngines(t, testToldBefore) }
+
+// onBothEngines runs test on a Badger store and on an in-memory one, each
+// at the defaults.
+func onBothEngines(t *testing.T, test func(*testing.T, *Store)) {
 	o := OptionsOf(config.Default().Store)
 	t.Run("badger", func(t *testing.T) {
 		st, err := Open(t.TempDir(), o)
@@ -211,7 +215,7 @@ func TestViewsKnowTheCommitsToldBeforeThem(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		testToldBefore(t, st)
+		test(t, st)
 	})
 	t.Run("memory", func(t *testing.T) {
 		st, err := OpenMemory(o)
@@ -219,7 +223,7 @@ func TestViewsKnowTheCommitsToldBeforeThem(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		testToldBefore(t, st)
+		test(t, st)
 	})
 }
 
@@ -424,23 +428,7 @@ func TestCacheKeysAreNotAnObjectEach(t *testing.T) {
 // store alike: it sees the commit in neither until the subscribers have
 // made its changes, and a follower, told after them, reads it in a view.
 func TestAViewNeverMixesACommitWithWhatItReplaced(t *testing.T) {
-	o := OptionsOf(config.Default().Store)
-	t.Run("badger", func(t *testing.T) {
-		st, err := Open(t.TempDir(), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		testViewDuringTell(t, st)
-	})
-	t.Run("memory", func(t *testing.T) {
-		st, err := OpenMemory(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		testViewDuringTell(t, st)
-	})
+	onBothEngines(t, testViewDuringTell)
 }
 
 func testViewDuringTell(t *testing.T, st *Store) {
