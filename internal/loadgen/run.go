@@ -670,7 +670,6 @@ func (r *runner) do(ctx context.Context, _ int, rng *rand.Rand) (Op, error) {
 	return op, fmt.Errorf("loadgen: unknown op %q", op)
 }
 
-// stored is how many memories the server holds (its /healthz).
 // StoredIn is a Window's Stored for the server c talks to: the memories
 // its /healthz counts.
 func StoredIn(c *client.Client) func(context.Context) (int64, error) {

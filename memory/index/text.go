@@ -75,8 +75,8 @@ type Options struct {
 
 // New follows the store st for the full-text index in o.Dir: it follows
 // st's commits (store.Store.Follow: the indexer reads them in views), so
-// call it before st's first write, and queues nothing until Open. mems reads the memories it indexes;
-// sonas lists the chains it catches up.
+// call it before st's first write, and queues nothing until Open. mems
+// reads the memories it indexes; sonas lists the chains it catches up.
 func New(st *store.Store, mems *meta.Store, sonas *chain.Sonas, o Options) *Text {
 	t := &Text{st: st, mems: mems, sonas: sonas, o: o, backlog: o.Backlog, done: make(chan struct{}),
 		loaded: make(chan struct{}), closing: make(chan struct{}), latest: map[string]uint64{}}
