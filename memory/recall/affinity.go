@@ -14,7 +14,8 @@ import (
 // hundreds of links a recall, most of them causal links from the
 // responses that drew on a memory (issue 15): a score is found with one
 // lookup, and the keys of the memories reached are cut from a few shared
-// blocks rather than made one string each.
+// blocks rather than made one string each. A key that outlives the
+// recall must be copied out of its block (Recall's add does).
 type reached struct {
 	at    map[string]int32 // key → index in hits
 	hits  []pathHit

@@ -866,7 +866,12 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		if r, ok := byKey[key]; ok {
 			return r, nil
 		}
-		c, err := base.CID(key)
+		// The candidate's CID owns its bytes: a key may lie in a block the
+		// affinity walk cut it from (reached.set), and a CID kept past the
+		// recall — by the word sets (wordSets), in an edge of the response
+		// that drew on it, cached with that memory — held the whole block
+		// (issue 15, stop 97).
+		c, err := base.CID(strings.Clone(key))
 		if err != nil {
 			return nil, fmt.Errorf("%w: index key: %v", base.ErrCorrupt, err)
 		}
