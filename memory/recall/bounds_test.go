@@ -3,17 +3,16 @@ package recall_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"unsafe"
-	"weak"
 
 	"github.com/ipfs/go-cid"
 
 	"github.com/memoria-ai/memoria/config"
 	"github.com/memoria-ai/memoria/internal/clock"
+	"github.com/memoria-ai/memoria/memory"
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -32,7 +31,7 @@ func textMemory(s string) *model.Memory {
 // reached.
 func TestAffinityPathBringsAtMostCandidates(t *testing.T) {
 	const candidates = 5
-	rs := recallAHub(t, func(rc *config.Recall) { rc.Candidates = candidates })
+	_, rs := recallAHub(t, func(rc *config.Recall) { rc.Candidates = candidates })
 	var byAffinity []recall.Explain
 	for _, r := range rs {
 		if r.Explain.Evidence.AffinityRank > 0 {
@@ -58,7 +57,7 @@ func TestAffinityPathBringsAtMostCandidates(t *testing.T) {
 // recallAHub recalls a memory linked to forty others (the i-th of
 // strength 0.9 − i/100: the affinity it lends) by the full-text and
 // affinity paths, with the recall settings set.
-func recallAHub(t *testing.T, set func(*config.Recall)) []*recall.Recalled {
+func recallAHub(t *testing.T, set func(*config.Recall)) (*memory.Self, []*recall.Recalled) {
 	t.Helper()
 	clk := clock.NewFake(memorytest.Epoch)
 	cfg := memorytest.Config(t.TempDir())
@@ -76,40 +75,39 @@ func recallAHub(t *testing.T, set func(*config.Recall)) []*recall.Recalled {
 		t.Fatal(err)
 	}
 	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Affinity: 0.5}, Fusion: "weighted"}
-	// Its trace is not submitted: the touches it would write hold the
-	// memories returned until they are written.
-	rs, _, err := s.Recaller.Recall(context.Background(), recall.Query{Sona: o.Sona, Text: "orchard meeting", K: 100, Paths: &paths, Peek: true, Expand: new(0)})
+	rs, err := memorytest.Recall(s, context.Background(), recall.Query{Sona: o.Sona, Text: "orchard meeting", K: 100, Paths: &paths, Peek: true, Expand: new(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rs
+	return s, rs
 }
 
-// The memories the affinity path brings are returned with CIDs that own
-// their bytes. The walk cuts the keys of all it reaches from shared
-// blocks, and a CID aliasing one kept its whole block alive for as long
-// as it was kept — in an edge of the response that drew on it, cached
-// with that memory: 76 MB of such blocks after three minutes of advances
-// (issue 15, stop 97). Two of them are kept apart here: letting go of one
-// must free its bytes while the other is kept. (The recall folds nothing:
-// the word sets its folding keeps hold the CIDs they met.)
-func TestAffinityHitsOwnTheirCIDs(t *testing.T) {
-	var joined []cid.Cid
-	for _, r := range recallAHub(t, func(rc *config.Recall) { rc.Candidates, rc.Collapse = 5, 0 }) {
-		if r.Explain.Evidence.AffinityRank > 0 {
-			joined = append(joined, r.CID)
+// The memories the affinity path brings are returned with CIDs whose
+// bytes are the vector index's own key. The walk cuts the keys of all it
+// reaches from shared blocks, and a CID aliasing one kept the whole block
+// alive for as long as it was kept — by the word sets, in an edge of the
+// response that drew on it, cached with that memory: 76 MB of such blocks
+// after three minutes of advances (issue 15, stop 97).
+func TestAffinityHitsAreTheIndexsKeys(t *testing.T) {
+	s, rs := recallAHub(t, func(rc *config.Recall) { rc.Candidates = 5 })
+	joined := 0
+	for _, r := range rs {
+		if r.Explain.Evidence.AffinityRank == 0 {
+			continue
+		}
+		joined++
+		key := r.CID.KeyString()
+		id, ok := s.Index().ID(key)
+		if !ok {
+			t.Fatalf("%s: not in the vector index", r.CID)
+		}
+		if own, _ := s.Index().Key(id); unsafe.StringData(own) != unsafe.StringData(key) {
+			t.Errorf("%s: its CID's bytes are not the index's key", r.CID)
 		}
 	}
-	if len(joined) < 2 {
-		t.Fatalf("the affinity path brought %d memories, want 2 or more", len(joined))
+	if joined == 0 {
+		t.Fatal("the affinity path brought nothing")
 	}
-	first, kept := weak.Make(unsafe.StringData(joined[0].KeyString())), joined[1]
-	joined = nil
-	runtime.GC()
-	if first.Value() != nil {
-		t.Fatal("a memory the affinity path brought is still held once let go, while another it brought is kept: their CIDs share their bytes' allocation")
-	}
-	runtime.KeepAlive(kept)
 }
 
 // Expansion reads a bounded number of memories for each it may take:
