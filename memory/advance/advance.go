@@ -339,7 +339,8 @@ func (m *Machine) appendResponse(r Embedded, s State) []Effect {
 	if r.Err != nil {
 		return m.fail(r.Err)
 	}
-	edges := []model.Edge{{Target: m.input.CID, Weight: 1}}
+	// Made to size: the response, edges and all, stays in the memory cache.
+	edges := append(make([]model.Edge, 0, 1+len(m.recalled)), model.Edge{Target: m.input.CID, Weight: 1})
 	for _, rc := range m.recalled {
 		edges = append(edges, model.Edge{Target: rc.CID, Weight: rc.Score})
 	}
