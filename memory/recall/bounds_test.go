@@ -85,9 +85,9 @@ func recallAHub(t *testing.T, set func(*config.Recall)) (*memory.Self, []*recall
 // The memories the affinity path brings are returned with CIDs whose
 // bytes are the vector index's own key. The walk cuts the keys of all it
 // reaches from shared blocks, and a CID aliasing one kept the whole block
-// alive for as long as it was kept — by the word sets, in an edge of the
-// response that drew on it, cached with that memory: 76 MB of such blocks
-// after three minutes of advances (issue 15, stop 97).
+// alive for as long as it was kept — in an edge of the response that drew
+// on it, cached with that memory: 76 MB of such blocks after three minutes
+// of advances (issue 15, stop 97).
 func TestAffinityHitsAreTheIndexsKeys(t *testing.T) {
 	s, rs := recallAHub(t, func(rc *config.Recall) { rc.Candidates = 5 })
 	joined := 0

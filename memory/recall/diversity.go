@@ -1,7 +1,6 @@
 package recall
 
 import (
-	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/vector"
 )
@@ -102,14 +102,17 @@ func wordSet(text string) []uint64 {
 // most of them reached by the recalls before it — computing each set again
 // was a few percent of such a recall's CPU (a sona of 1,000 memories and
 // more, stop 66). Direct-mapped: a slot holds the last memory whose CID hashed to
-// it. The sets are shared and never written.
+// it. The sets are shared and never written. A slot knows its memory by
+// the CID's 128-bit hash (base.KeyHash), not the CID: a CID shares the
+// bytes it was read from (base.CID) — a memory's block, a block of the
+// affinity walk's keys — and kept here, it kept them all (stop 97).
 type wordSets struct {
-	seed  maphash.Seed
+	hash  base.KeyHasher
 	slots []atomic.Pointer[wordSetEntry]
 }
 
 type wordSetEntry struct {
-	key   string // the memory's CID (KeyString)
+	key   base.KeyHash // the memory's CID's
 	words []uint64
 }
 
@@ -118,7 +121,7 @@ type wordSetEntry struct {
 const wordSetSlots = 1 << 14
 
 func newWordSets(slots int) *wordSets {
-	return &wordSets{seed: maphash.MakeSeed(), slots: make([]atomic.Pointer[wordSetEntry], slots)}
+	return &wordSets{hash: base.NewKeyHasher(), slots: make([]atomic.Pointer[wordSetEntry], slots)}
 }
 
 // of is the word set of m, the memory of CID c: kept, or made and kept.
@@ -126,8 +129,8 @@ func (w *wordSets) of(c cid.Cid, m *model.Memory) []uint64 {
 	if w == nil {
 		return wordSet(model.Said(m))
 	}
-	key := c.KeyString()
-	slot := &w.slots[maphash.String(w.seed, key)&uint64(len(w.slots)-1)]
+	key := w.hash.Of(c.KeyString())
+	slot := &w.slots[key[0]&uint64(len(w.slots)-1)]
 	if e := slot.Load(); e != nil && e.key == key {
 		return e.words
 	}

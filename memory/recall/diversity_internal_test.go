@@ -2,13 +2,17 @@ package recall
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
+	"unsafe"
+	"weak"
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
 
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/model"
 )
 
@@ -55,4 +59,29 @@ func TestWordSetsKeepEachMemorysOwn(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// The word sets hold no CID: a CID shares the bytes it was read from (a
+// memory's block, a block of the affinity walk's keys), and a slot that
+// kept it kept them all. A CID the word sets were asked with is freed once
+// no one else holds it.
+func TestWordSetsHoldNoCID(t *testing.T) {
+	w := newWordSets(wordSetSlots)
+	mh, err := multihash.Sum([]byte("the aurora was green"), multihash.SHA2_256, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := string(cid.NewCidV1(cid.DagCBOR, mh).Bytes()) // bytes of its own
+	c, err := base.CID(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := weak.Make(unsafe.StringData(key))
+	w.of(c, &model.Memory{Data: model.Data{Other: &model.OtherData{Content: "the aurora was green"}}})
+	c, key = cid.Undef, ""
+	runtime.GC()
+	if held.Value() != nil {
+		t.Fatal("the word sets hold the CID they were asked with")
+	}
+	runtime.KeepAlive(w)
 }

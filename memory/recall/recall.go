@@ -1206,10 +1206,10 @@ func (sc *scorer) choose(cands []*Recalled, k, budget int) ([]*Recalled, int, er
 // lasting is key, cut by the affinity walk from one of its blocks
 // (reached.set), as a string that may outlive the recall: the vector
 // index's own copy of it (the dense path's keys are too), or a copy of
-// it when the index has none. A CID kept past the recall — by the word
-// sets (wordSets), in an edge of the response that drew on it, cached
-// with that memory — held the walk's whole block: 76 MB of them after
-// three minutes of advances at 1,000 sonas (issue 15, stop 97).
+// it when the index has none. A CID kept past the recall — in an edge of
+// the response that drew on it, cached with that memory; by the word sets
+// until they kept hashes — held the walk's whole block: 76 MB of them
+// after three minutes of advances at 1,000 sonas (issue 15, stop 97).
 func (sc *scorer) lasting(key string) string {
 	if id, ok := sc.self.index.ID(key); ok {
 		if k, ok := sc.self.index.Key(id); ok {
