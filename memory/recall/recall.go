@@ -1203,13 +1203,16 @@ func (sc *scorer) choose(cands []*Recalled, k, budget int) ([]*Recalled, int, er
 	return out, budget, nil
 }
 
-// lasting is key, cut by the affinity walk from one of its blocks
-// (reached.set), as a string that may outlive the recall: the vector
-// index's own copy of it (the dense path's keys are too), or a copy of
-// it when the index has none. A CID kept past the recall — in an edge of
-// the response that drew on it, cached with that memory; by the word sets
-// until they kept hashes — held the walk's whole block: 76 MB of them
-// after three minutes of advances at 1,000 sonas (issue 15, stop 97).
+// lasting is key — cut by the affinity walk from one of its blocks
+// (reached.set), or the bytes of a CID that shares them with what it was
+// read from (an edge's target, a substring of its memory's block) — as a
+// string that may outlive the recall: the vector index's own copy of it
+// (the dense path's keys are too), or a copy of it when the index has
+// none. A candidate's CID is kept past the recall — in an edge of the
+// response that drew on it, cached with that memory; by the word sets
+// until they kept hashes — and held all it shared: 76 MB of the walk's
+// blocks after three minutes of advances at 1,000 sonas (issue 15, stop
+// 97).
 func (sc *scorer) lasting(key string) string {
 	if id, ok := sc.self.index.ID(key); ok {
 		if k, ok := sc.self.index.Key(id); ok {
@@ -1219,6 +1222,14 @@ func (sc *scorer) lasting(key string) string {
 	return strings.Clone(key)
 }
 
+// lastingCID is c with bytes that may outlive the recall (lasting).
+func (sc *scorer) lastingCID(c cid.Cid) cid.Cid {
+	if own, err := base.CID(sc.lasting(c.KeyString())); err == nil {
+		return own
+	}
+	return c
+}
+
 // reach loads a memory reached from a hit along a link, if visible and not
 // yet chosen, scoring it by the path: parent score × strength.
 func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen map[cid.Cid]bool) (*Recalled, error) {
@@ -1226,6 +1237,7 @@ func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen 
 		return nil, nil
 	}
 	chosen[c] = true
+	c = sc.lastingCID(c)
 	r, err := sc.candidate(c)
 	if errors.Is(err, errHidden) {
 		return nil, nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
@@ -97,6 +98,13 @@ func TestRecallExpandsAlongEdgesWithPathScore(t *testing.T) {
 	}
 	if rs[1].Via != recall.ViaHit || rs[0].Via != recall.ViaExpansion || rs[0].Depth != 1 {
 		t.Fatalf("via %s/%s depth %d", rs[1].Via, rs[0].Via, rs[0].Depth)
+	}
+	// The edge's target shares the bytes of the hit's block; the support
+	// comes back with the vector index's own key (stop 97).
+	if id, ok := s.Index().ID(support.KeyString()); !ok {
+		t.Fatal("the support is not in the vector index")
+	} else if own, _ := s.Index().Key(id); unsafe.StringData(own) != unsafe.StringData(rs[0].CID.KeyString()) {
+		t.Error("the support's CID is not the index's key")
 	}
 	want := rs[1].Score * 0.8 * s.Config().Recall.ExpandDecay
 	if d := rs[0].Score - want; d > 1e-12 || d < -1e-12 {
