@@ -78,7 +78,7 @@ func TestWordSetsHoldNoCID(t *testing.T) {
 	}
 	held := weak.Make(unsafe.StringData(key))
 	w.of(c, &model.Memory{Data: model.Data{Other: &model.OtherData{Content: "the aurora was green"}}})
-	c, key = cid.Undef, ""
+	c, key = cid.Undef, "" // let go of them
 	runtime.GC()
 	if held.Value() != nil {
 		t.Fatal("the word sets hold the CID they were asked with")

@@ -1203,16 +1203,14 @@ func (sc *scorer) choose(cands []*Recalled, k, budget int) ([]*Recalled, int, er
 	return out, budget, nil
 }
 
-// lasting is key — cut by the affinity walk from one of its blocks
-// (reached.set), or the bytes of a CID that shares them with what it was
-// read from (an edge's target, a substring of its memory's block) — as a
-// string that may outlive the recall: the vector index's own copy of it
-// (the dense path's keys are too), or a copy of it when the index has
-// none. A candidate's CID is kept past the recall — in an edge of the
-// response that drew on it, cached with that memory; by the word sets
-// until they kept hashes — and held all it shared: 76 MB of the walk's
-// blocks after three minutes of advances at 1,000 sonas (issue 15, stop
-// 97).
+// lasting is key as a string that may outlive the recall: the vector
+// index's own copy of it (as the dense path's keys are), or a copy where
+// the index has none. The key may share its bytes with what it was read
+// from — a block the affinity walk cut its keys from (reached.set), the
+// block of the memory whose edge it is — and a candidate's CID is kept
+// past the recall (in an edge of the response that drew on it, cached
+// with that memory), which kept all of it: 76 MB of the walk's blocks
+// after three minutes of advances at 1,000 sonas (issue 15, stop 97).
 func (sc *scorer) lasting(key string) string {
 	if id, ok := sc.self.index.ID(key); ok {
 		if k, ok := sc.self.index.Key(id); ok {
