@@ -15,7 +15,7 @@ import (
 // responses that drew on a memory (issue 15): a score is found with one
 // lookup, and the keys of the memories reached are cut from a few shared
 // blocks rather than made one string each. A key that outlives the
-// recall must be taken out of its block (scorer.lasting).
+// recall must be taken out of its block (scorer.candidate does).
 type reached struct {
 	at    map[string]int32 // key → index in hits
 	hits  []pathHit

@@ -693,6 +693,7 @@ func (sc *scorer) candidate(c cid.Cid) (*Recalled, error) {
 	}
 	s := sc.self
 	id, hasID := s.index.ID(c.KeyString())
+	c = sc.lasting(c, id, hasID)
 	if hasID {
 		if r, err, ok := sc.knownCandidate(c, id); ok {
 			return r, err
@@ -1036,7 +1037,7 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 		rank = 0
 		for rank < sc.n && len(*ranked) > 0 {
 			h := ranked.pop()
-			r, err := add(sc.lasting(h.key))
+			r, err := add(h.key)
 			if err != nil {
 				return nil, err
 			}
@@ -1203,26 +1204,24 @@ func (sc *scorer) choose(cands []*Recalled, k, budget int) ([]*Recalled, int, er
 	return out, budget, nil
 }
 
-// lasting is key as a string that may outlive the recall: the vector
-// index's own copy of it (as the dense path's keys are), or a copy where
-// the index has none. The key may share its bytes with what it was read
-// from — a block the affinity walk cut its keys from (reached.set), the
-// block of the memory whose edge it is — and a candidate's CID is kept
-// past the recall (in an edge of the response that drew on it, cached
-// with that memory), which kept all of it: 76 MB of the walk's blocks
-// after three minutes of advances at 1,000 sonas (issue 15, stop 97).
-func (sc *scorer) lasting(key string) string {
-	if id, ok := sc.self.index.ID(key); ok {
-		if k, ok := sc.self.index.Key(id); ok {
-			return k
-		}
+// lasting is c, the memory of vector id id when hasID, with bytes that
+// may outlive the recall: the index's own key (as the dense path's keys
+// are), or a copy where the index has none. A candidate's CID may share
+// its bytes with what it was read from — a block the affinity walk cut
+// its keys from (reached.set), the block of the memory whose edge it is —
+// and it is kept past the recall (in an edge of the response that drew on
+// it, cached with that memory), which kept all of it: 76 MB of the walk's
+// blocks after three minutes of advances at 1,000 sonas (issue 15, stop
+// 97).
+func (sc *scorer) lasting(c cid.Cid, id uint64, hasID bool) cid.Cid {
+	key, ok := "", false
+	if hasID {
+		key, ok = sc.self.index.Key(id)
 	}
-	return strings.Clone(key)
-}
-
-// lastingCID is c with bytes that may outlive the recall (lasting).
-func (sc *scorer) lastingCID(c cid.Cid) cid.Cid {
-	if own, err := base.CID(sc.lasting(c.KeyString())); err == nil {
+	if !ok {
+		key = strings.Clone(c.KeyString())
+	}
+	if own, err := base.CID(key); err == nil {
 		return own
 	}
 	return c
@@ -1235,7 +1234,6 @@ func (sc *scorer) reach(c cid.Cid, score float64, via string, depth int, chosen 
 		return nil, nil
 	}
 	chosen[c] = true
-	c = sc.lastingCID(c)
 	r, err := sc.candidate(c)
 	if errors.Is(err, errHidden) {
 		return nil, nil
