@@ -212,6 +212,9 @@ func TestMetricsAppearAndMove(t *testing.T) {
 			t.Errorf("memoria_learning_waiting{what=%q} missing from /metrics", what)
 		}
 	}
+	if _, ok := metric(after, "memoria_links_back_waiting"); !ok {
+		t.Error("memoria_links_back_waiting missing from /metrics")
+	}
 	if _, ok := metric(after, "memoria_actor_mailbox_depth", "actor", "sona"); !ok {
 		t.Errorf("no mailbox depth for sona actors")
 	}

@@ -427,6 +427,14 @@ type Recall struct {
 	// wait. A crash loses what waits (learning, never a memory). 0 writes
 	// each recall's with its trace.
 	CoAccessFlush Duration `yaml:"coaccess_flush"`
+	// LinksHold is how long the links back of a new memory — to the
+	// sona's previous memory, to what a response drew on, to its similar
+	// neighbours — wait in memory (read back into every list given
+	// meanwhile) before the list they go to is written, once for all
+	// that reached it meanwhile. Nothing is lost to a crash: each is in
+	// its new memory's own list too, read again at the next open. 0
+	// writes them with their memory.
+	LinksHold Duration `yaml:"links_hold"`
 	// TouchFlush is how long what recalls change of the memories they
 	// return (one more access, the tick their decay counts from) waits in
 	// memory (read back into every read meanwhile) before one write of
@@ -815,6 +823,7 @@ func Default() Config {
 			CoAccessRate:       0.05,
 			CoAccessPartners:   2,
 			CoAccessFlush:      Duration(5 * time.Second),
+			LinksHold:          Duration(30 * time.Second),
 			TouchFlush:         Duration(30 * time.Second),
 			Dedup:              true,
 			SimilarNeighbors:   3,
@@ -1144,6 +1153,9 @@ func (c *Config) validateRecall(v *validation) {
 	unit("recall.coaccess_rate", c.Recall.CoAccessRate)
 	if c.Recall.CoAccessFlush < 0 || c.Recall.CoAccessFlush.D() > time.Minute {
 		bad("recall.coaccess_flush", "must be within 0..1m, got %s", c.Recall.CoAccessFlush)
+	}
+	if c.Recall.LinksHold < 0 || c.Recall.LinksHold.D() > 10*time.Minute {
+		bad("recall.links_hold", "must be within 0..10m, got %s", c.Recall.LinksHold)
 	}
 	if c.Recall.TouchFlush < 0 || c.Recall.TouchFlush.D() > 5*time.Minute {
 		bad("recall.touch_flush", "must be within 0..5m, got %s", c.Recall.TouchFlush)

@@ -39,7 +39,11 @@ func (s *Self) contributions() []chain.Contribution {
 			return nil
 		},
 		func(tx store.Tx, w *chain.Written) error {
-			return s.Assoc.Append(tx, s.cfg.Threshold, s.cfg.Recall.SimilarNeighbors, w.Append, w.Prev)
+			var logSeq uint64
+			if w.New {
+				logSeq = w.LogSeq
+			}
+			return s.Assoc.Append(tx, s.cfg.Threshold, s.cfg.Recall.SimilarNeighbors, w.Append, w.Prev, logSeq)
 		},
 		func(tx store.Tx, w *chain.Written) error { return s.Living.Archive(tx, w.Sona, w.Item.Archive) },
 		func(tx store.Tx, w *chain.Written) error {

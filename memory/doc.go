@@ -133,12 +133,16 @@
 //	        "memseq" | "commits"        last insertion-log position; commits made (8 BE each:
 //	                                    every group commit counts itself, see integrity.go);
 //	        "heartbeat" | "backbone" |  HeartbeatState (protobuf, memory/living); uuid of the backbone's sona;
-//	        "evalseq" | "anchored"      last insertion-log position evaluated (8 BE); last anchor
-//	                                    (y/ position, 8 bytes BE) the anchor.Sink took
+//	        "evalseq" | "anchored" |    last insertion-log position evaluated (8 BE); last anchor
+//	                                    (y/ position, 8 bytes BE) the anchor.Sink took;
+//	        "linksback"                 the insertion-log position at or below which every
+//	                                    memory's links back are in their targets' lists (8 BE;
+//	                                    memory/assoc/backlinks.go); none: all of them are
 //	a/      memory CID bytes            a link list (memory/assoc/form.go: compact; lists an older
 //	                                    build wrote are Associations, protobuf, until rewritten):
 //	                                    the memory's typed links (causal, similar, sequential,
-//	                                    related), strongest first
+//	                                    related), strongest first; a new memory's links back to it
+//	                                    wait in memory for recall.links_hold before they are written
 //	h/      agent_id 0x00 memory CID    a link list: Hebbian co-access partners, per agent
 //	d/      sona uuid                   similarity statistics of the sona (n, mean, M2 as
 //	                                    8-byte BE each): the emergent thresholds

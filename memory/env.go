@@ -195,6 +195,10 @@ var _ transfer.Env = transferEnv{}
 
 func (transferEnv) ValidateSonaName(name string) error { return chain.ValidateSonaName(name) }
 
+func (e transferEnv) SetLinks(tx store.Tx, c cid.Cid, list *messages.Associations) {
+	e.s.Assoc.Replace(tx, c, list)
+}
+
 func (e transferEnv) Flush(ctx context.Context) error {
 	if err := e.s.Assoc.Flush(ctx); err != nil {
 		return err

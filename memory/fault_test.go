@@ -29,6 +29,7 @@ import (
 	"github.com/memoria-ai/memoria/internal/clock"
 	"github.com/memoria-ai/memoria/internal/testutil"
 	"github.com/memoria-ai/memoria/memory"
+	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/memorytest"
 	"github.com/memoria-ai/memoria/memory/model"
@@ -310,6 +311,57 @@ func TestKillNineLosesNothing(t *testing.T) {
 	s := memorytest.Open(t, memorytest.Config(dir), nil)
 	defer s.Close()
 	holdsAcked(t, s, acked)
+}
+
+// A kill -9 loses no link back held in memory (recall.links_hold): the
+// restart reads them again from the new memories' own lists, and every
+// stored link is then stored both ways.
+func TestKillNineLosesNoLinkBack(t *testing.T) {
+	if os.Getenv(memorytest.ChildEnv) == t.Name() {
+		writerChild(t, memorytest.ChildN())
+		return
+	}
+	dir := t.TempDir()
+	acked := killAfterWrites(t, t.Name(), dir, 200)
+	logs := &memorytest.LogBuffer{}
+	s, err := memorytest.OpenWith(memory.Options{Config: memorytest.Config(dir), Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	memorytest.MustLog(t, logs, "links: the links back of memories after the last written read again")
+	if err := s.Assoc.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stored := func(c cid.Cid) map[cid.Cid]string {
+		out := map[cid.Cid]string{}
+		err := s.Store().View(func(r store.Reader) error {
+			links, err := assoc.Read(r, assoc.Key(c))
+			for _, l := range links {
+				out[l.Target] = l.Type
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	sequential := 0
+	for k := range acked {
+		c, _ := cid.Decode(k)
+		for target, typ := range stored(c) {
+			if back, ok := stored(target)[c]; !ok || back != typ {
+				t.Fatalf("%s links to %s (%s), which does not link back (%q)", c, target, typ, back)
+			}
+			if typ == assoc.Sequential {
+				sequential++
+			}
+		}
+	}
+	if sequential != 2*(len(acked)-1) {
+		t.Fatalf("%d sequential links stored among %d memories of one sona, want %d", sequential, len(acked), 2*(len(acked)-1))
+	}
 }
 
 // A write-ahead log holding more than a memtable of the memtable_mb the

@@ -87,7 +87,7 @@ func (e forgetEnv) Parts() []forget.Part {
 				return err
 			}
 			s.Assoc.Forgotten(b.CIDs())
-			return assoc.Forget(tx, b.CIDs(), agents, b.IsGone)
+			return s.Assoc.Forget(tx, b.CIDs(), agents, b.IsGone)
 		},
 		func(tx store.Tx, b *forget.Batch) error {
 			for _, g := range b.Memories {

@@ -241,6 +241,7 @@ func Open(ctx context.Context, o Options) (*Self, error) {
 	if every := o.Config.Recall.CoAccessFlush.D(); every > 0 {
 		s.Assoc.Buffer(st, assoc.BufferOptions{Every: every, Clock: o.Clock, Logger: o.Logger})
 	}
+	s.Assoc.HoldLinksBack(st, assoc.HoldOptions{Hold: o.Config.Recall.LinksHold.D(), Log: chain.EachLogged, Clock: o.Clock, Logger: o.Logger})
 	if every := o.Config.Recall.TouchFlush.D(); every > 0 {
 		s.Memories.BufferTouches(st, meta.TouchOptions{Every: every, Clock: o.Clock, Logger: o.Logger})
 	}
@@ -325,7 +326,7 @@ func (s *Self) close(snapshot bool) error {
 	// waits in memory.
 	s.store.Barrier(context.Background())
 	if err := s.Assoc.Close(context.Background()); err != nil {
-		s.log.Warn("co-access: the buffered strengthening was not written at close", "err", err)
+		s.log.Warn("links: the links back held or the co-access strengthening buffered were not written at close", "err", err)
 	}
 	if err := s.Memories.CloseTouches(context.Background()); err != nil {
 		s.log.Warn("touches: the buffered touches were not written at close", "err", err)
@@ -428,6 +429,15 @@ func (s *Self) load(ctx context.Context, snap bool) error {
 	})
 	if err != nil {
 		return err
+	}
+	// The links back a crash may have lost (held in memory: assoc's
+	// backlinks.go) are read again from their memories' own lists.
+	again, err := s.Assoc.Recover(ctx, s.store)
+	if err != nil {
+		return fmt.Errorf("links: reading again the links back not written: %w", err)
+	}
+	if again > 0 {
+		s.log.Info("links: the links back of memories after the last written read again", "memories", again)
 	}
 	s.log.Info("self loaded", "sonas", s.Sonas.Count(), "memories", s.memories.Load(),
 		"vectors", vectors, "vector_snapshot", restored, "took", s.clock.Now().Sub(start))

@@ -186,10 +186,18 @@ func open(ctx context.Context, cfg config.Config, log *slog.Logger, o Options, t
 		return metrics.State{Sonas: sonas, Memories: mems, Indexes: self.IndexSizes(), WritesRefused: st.CheckSpace() != nil,
 			TextRebuilds: self.Text.Rebuilds(), RerankFallbacks: self.Recaller.RerankFallbacks(), Disk: diskParts(st, log), Spaces: spaces(st), GC: gcState(st),
 			Caches: caches(self.CacheStats()), VectorFloats: vectorFloats(self.Index()), VectorPacks: self.Index().PackBytes(), Committer: committer(st.CommitStats()),
-			RecallWorkers: recallWorkers(self.Recaller.Workers()),
-			Waiting:       map[string]int64{"coaccess_lists": int64(self.Assoc.Waiting()), "touches": int64(self.Memories.TouchesWaiting())}}
+			RecallWorkers:    recallWorkers(self.Recaller.Workers()),
+			Waiting:          map[string]int64{"coaccess_lists": int64(self.Assoc.Waiting()), "touches": int64(self.Memories.TouchesWaiting())},
+			LinksBackWaiting: linksBackWaiting(self)}
 	})
 	return &App{Config: cfg, Log: log, Self: self, System: sys, API: srv, Metrics: m, Tracing: tracing, Cluster: cl, headroom: headroom}, nil
+}
+
+// linksBackWaiting is how many link lists wait for links back held in
+// memory, for the metrics.
+func linksBackWaiting(self *memory.Self) int64 {
+	lists, _, _ := self.Assoc.LinksBackHeld()
+	return int64(lists)
 }
 
 // recallWorkers are the recalls computing and waiting, for the metrics.

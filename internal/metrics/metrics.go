@@ -272,6 +272,10 @@ type State struct {
 	// Waiting is what recalls left behind that waits in memory to be
 	// written, by what: coaccess_lists, touches (memories).
 	Waiting map[string]int64
+	// LinksBackWaiting is how many link lists wait for the links back
+	// held in memory (recall.links_hold): a crash loses none of them,
+	// which are read again at the next open.
+	LinksBackWaiting int64
 }
 
 // RecallWorkers are the recalls computing (Busy, of Workers) and waiting
@@ -385,6 +389,7 @@ var (
 	waitingDesc   = prometheus.NewDesc("memoria_recall_waiting", "Recalls waiting now for a worker (recall.workers) to compute.", nil, nil)
 	waitsDesc     = prometheus.NewDesc("memoria_recall_waits_total", "Recalls that waited for a worker (recall.workers).", nil, nil)
 	waitSecDesc   = prometheus.NewDesc("memoria_recall_wait_seconds_total", "Seconds the recalls of memoria_recall_waits_total waited, summed.", nil, nil)
+	linksBackDesc = prometheus.NewDesc("memoria_links_back_waiting", "Link lists whose links back from new memories wait in memory to be written (recall.links_hold); a crash loses none: they are read again from the new memories' own lists at the next open.", nil, nil)
 	learningDesc  = prometheus.NewDesc("memoria_learning_waiting", "What recalls left behind that waits in memory to be written, which a crash would lose (learning, never a memory): co-access lists (recall.coaccess_flush), memories' touches (recall.touch_flush).", []string{"what"}, nil)
 )
 
@@ -409,6 +414,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- waitsDesc
 	ch <- waitSecDesc
 	ch <- learningDesc
+	ch <- linksBackDesc
 	ch <- cacheHitsDesc
 	ch <- cacheMissDesc
 	ch <- cacheSizeDesc
@@ -463,6 +469,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for what, n := range st.Waiting {
 		ch <- prometheus.MustNewConstMetric(learningDesc, prometheus.GaugeValue, float64(n), what)
 	}
+	ch <- prometheus.MustNewConstMetric(linksBackDesc, prometheus.GaugeValue, float64(st.LinksBackWaiting))
 	for name, c := range st.Caches {
 		ch <- prometheus.MustNewConstMetric(cacheHitsDesc, prometheus.CounterValue, float64(c.Hits), name)
 		ch <- prometheus.MustNewConstMetric(cacheMissDesc, prometheus.CounterValue, float64(c.Misses), name)

@@ -17,8 +17,10 @@ import (
 // to its strongest edge), and similar to its strong neighbours (up to
 // similarMax of them), those at least as close as the sona's typical
 // nearest neighbour — whose distribution it then joins. The lists are read
-// through g's cache (Graph.Update); g may be nil.
-func (g *Graph) Append(tx store.Tx, t config.Thresholds, similarMax int, a *model.Append, prev *cid.Cid) error {
+// through g's cache (Graph.Update); g may be nil. logSeq is the memory's
+// insertion-log position when it is new (0: an existing memory joins a
+// sona): a new memory's links back may be held (HoldLinksBack).
+func (g *Graph) Append(tx store.Tx, t config.Thresholds, similarMax int, a *model.Append, prev *cid.Cid, logSeq uint64) error {
 	item := a.Item
 	var links []Link
 	if prev != nil {
@@ -58,5 +60,5 @@ func (g *Graph) Append(tx store.Tx, t config.Thresholds, similarMax int, a *mode
 		stats.Add(item.Neighbors[0].Sim)
 		tx.Set(SimStatsKey(a.Sona), EncodeStats(stats))
 	}
-	return g.Put(tx, item.CID, links, a.Now)
+	return g.put(tx, item.CID, links, a.Now, logSeq)
 }

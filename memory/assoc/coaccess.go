@@ -303,21 +303,30 @@ func (g *Graph) Waiting() int {
 	return n
 }
 
-// Flush writes the strengthening buffered so far and waits until it is
-// durable (an export's, a close's).
+// Flush writes the links back held and the strengthening buffered so far
+// and waits until they are durable (an export's, a close's).
 func (g *Graph) Flush(ctx context.Context) error {
+	if g.back != nil {
+		if err := g.back.flush(ctx); err != nil {
+			return err
+		}
+	}
 	if g.buf == nil {
 		return nil
 	}
 	return g.buf.flush(ctx)
 }
 
-// Close writes what is buffered and stops the buffer's timers.
+// Close writes what is buffered and held and stops the buffers' timers.
 func (g *Graph) Close(ctx context.Context) error {
-	if g.buf == nil {
-		return nil
+	var err error
+	if g.back != nil {
+		err = g.back.close(ctx)
 	}
-	err := g.buf.flush(ctx)
+	if g.buf == nil {
+		return err
+	}
+	err = errors.Join(err, g.buf.flush(ctx))
 	b := g.buf
 	b.mu.Lock()
 	b.w.Close()

@@ -9,11 +9,15 @@
 //	h/  agent 0x00 memory CID       a link list: co-access partners for one agent
 //	d/  sona uuid                   SimStats (EncodeStats: n, mean, M2 as 8-byte BE
 //	                                floats): the sona's nearest-neighbour similarities
+//	x/linksback                     the insertion-log position at or below which every
+//	                                memory's links back are written (backlinks.go)
 //
 // Writers: the append contributes a memory's links with Graph.Append
 // (which writes them with Graph.Put, reading each list through the
 // graph's cache unless its batch wrote it, and feeds the sona's d/
-// distribution); recall
+// distribution; a new memory's links back a held Graph keeps in memory
+// a while, read back into every list it gives, and writes in batches:
+// backlinks.go); recall
 // strengthens co-access with Graph.Strengthen (w ← w + rate·(1 − w)),
 // which a buffered Graph (Buffer) keeps in memory, reads back into every
 // list it gives and writes in batches (coaccess.go); living
@@ -30,7 +34,9 @@
 // Invariants: a link list is sorted strongest first (ties by target
 // bytes) and holds at most MaxLinks links — the weakest are forgotten
 // first; strengths are in [0, 1]; a memory never links to itself; Put
-// writes both directions and keeps the stronger of an old and a new link;
+// writes both directions (a new memory's link back perhaps held, and
+// then read back with the list until written) and keeps the stronger of
+// an old and a new link;
 // co-access is per agent, never shared between agents.
 //
 // The thresholds: the running similarity distributions (SimStats,

@@ -196,18 +196,22 @@ func (g *Graph) Update(tx store.Tx, key []byte, now int64, change func(*List)) e
 		return err
 	}
 	change(&l)
-	slices.SortFunc(l.entries, func(a, b Entry) int {
-		if c := cmp.Compare(b.Strength, a.Strength); c != 0 {
-			return c
-		}
-		return bytes.Compare(a.Target, b.Target)
-	})
+	slices.SortFunc(l.entries, strongerFirst)
 	out := appendEntries(make([]byte, 0, len(raw)+64), l.entries[:min(len(l.entries), MaxLinks)])
 	if raw != nil && bytes.Equal(out, raw) {
 		return nil
 	}
 	tx.Set(key, out)
 	return nil
+}
+
+// strongerFirst orders links as a list stores them: strongest first,
+// ties by their targets' bytes.
+func strongerFirst(a, b Entry) int {
+	if c := cmp.Compare(b.Strength, a.Strength); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.Target, b.Target)
 }
 
 // entryLists are the lists Update decodes into: a list of MaxLinks+1
@@ -373,32 +377,35 @@ func Put(tx store.Tx, from cid.Cid, links []Link, now int64) error {
 
 // Put is assoc.Put reading the lists through g's cache (Graph.Update).
 func (g *Graph) Put(tx store.Tx, from cid.Cid, links []Link, now int64) error {
-	keep := func(l *List, to cid.Cid, typ string, strength float64) {
-		if e := l.Find(to); e != nil && e.Strength >= strength {
-			return
-		}
-		e := l.Get(to)
-		e.Type, e.Strength = typ, strength
-	}
+	return g.put(tx, from, links, now, 0)
+}
+
+// put is Put, from being new at insertion-log position logSeq (0: not
+// new): the links back of a new memory are held when g holds them
+// (HoldLinksBack).
+func (g *Graph) put(tx store.Tx, from cid.Cid, links []Link, now int64, logSeq uint64) error {
 	for i := range links {
 		links[i].Strength = math.Max(0, math.Min(1, links[i].Strength))
 	}
 	err := g.Update(tx, Key(from), now, func(list *List) {
 		for _, l := range links {
 			if l.Target != from {
-				keep(list, l.Target, l.Type, l.Strength)
+				keepStronger(list, l.Target, l.Type, l.Strength)
 			}
 		}
 	})
 	if err != nil {
 		return err
 	}
+	if g != nil && g.back != nil && logSeq > 0 {
+		return g.back.put(tx, from, links, now, logSeq)
+	}
 	for _, l := range links {
 		if l.Target == from {
 			continue
 		}
 		err := g.Update(tx, Key(l.Target), now, func(list *List) {
-			keep(list, from, l.Type, l.Strength)
+			keepStronger(list, from, l.Type, l.Strength)
 		})
 		if err != nil {
 			return err
@@ -457,6 +464,7 @@ type Graph struct {
 	coKeys *store.KeySet
 	absent atomic.Uint64 // reads coKeys answered
 	buf    *buffer       // the co-access strengthening not yet written (Buffer)
+	back   *backBuffer   // the links back not yet written (HoldLinksBack)
 	told   atomic.Uint64 // the latest commit told (Event.Told)
 }
 
@@ -505,6 +513,8 @@ func (g *Graph) committed(e store.Event) {
 	for i, k := range e.Keys {
 		if strings.HasPrefix(k, string(KeyAssoc)) || strings.HasPrefix(k, string(KeyCoAccess)) {
 			changes = append(changes, store.CacheChange[[]byte]{Key: k, V: e.Values[i]}) // shared, never modified
+		} else if g.back != nil && k == string(store.KeyMemSeq) && len(e.Values[i]) == 8 {
+			g.back.loggedTo(binary.BigEndian.Uint64(e.Values[i]))
 		}
 	}
 	g.cache.Apply(e.Told, changes, nil)
@@ -517,6 +527,17 @@ func (g *Graph) committed(e store.Event) {
 func (g *Graph) In(r store.Reader, key []byte) ([]Link, error) {
 	if _, op := r.(store.Tx); op {
 		return Read(r, key) // an operation sees its batch's writes
+	}
+	if held := g.heldIn(r, key); len(held) > 0 {
+		var links []Link
+		err := g.walkHeld(r, key, held, func(e Entry) bool {
+			c, err := cid.Cast(e.Target)
+			if err == nil {
+				links = append(links, Link{Target: c, Type: e.Type, Strength: e.Strength})
+			}
+			return true
+		})
+		return links, err
 	}
 	links, err := g.in(r, key)
 	if err == nil && g.buf != nil && bytes.HasPrefix(key, KeyCoAccess) {
@@ -586,6 +607,9 @@ func (g *Graph) Walk(r store.Reader, key []byte, fn func(Entry) bool) error {
 		}
 		return err
 	}
+	if held := g.heldIn(r, key); len(held) > 0 {
+		return g.walkHeld(r, key, held, fn)
+	}
 	raw, err := g.listIn(r, key)
 	if err != nil {
 		return err
@@ -593,6 +617,36 @@ func (g *Graph) Walk(r store.Reader, key []byte, fn func(Entry) bool) error {
 	scratch := getEntries() // room to build a target in, without an allocation a walk
 	defer scratch.put()
 	return eachEntry(raw, &scratch.targets, fn)
+}
+
+// heldIn is the links back held for the list under key that the view r
+// sees (none in an operation, or for a co-access list).
+func (g *Graph) heldIn(r store.Reader, key []byte) []backLink {
+	if _, op := r.(store.Tx); op || g == nil || g.back == nil || !bytes.HasPrefix(key, KeyAssoc) {
+		return nil
+	}
+	return g.back.collect(key, store.ToldBefore(r))
+}
+
+// walkHeld is Walk of a list for which links back are held: the list
+// read in r and decoded, with held applied.
+func (g *Graph) walkHeld(r store.Reader, key []byte, held []backLink, fn func(Entry) bool) error {
+	raw, err := g.listIn(r, key)
+	if err != nil {
+		return err
+	}
+	scratch := getEntries()
+	defer scratch.put()
+	es, err := decodeEntries(raw, scratch.es, &scratch.targets)
+	if err != nil {
+		return err
+	}
+	for _, e := range withHeld(es, held, &scratch.targets) {
+		if !fn(e) {
+			break
+		}
+	}
+	return nil
 }
 
 // Walk is Graph.Walk without a cache.
@@ -663,10 +717,23 @@ func (g *Graph) read(key []byte) ([]Link, error) {
 // partners' lists, which keep the links between memories that stay.
 // isGone also names the memories forgotten before, whose rows are gone.
 func Forget(tx store.Tx, gone []cid.Cid, agents []string, isGone func(cid.Cid) bool) error {
+	return (*Graph)(nil).Forget(tx, gone, agents, isGone)
+}
+
+// Forget is assoc.Forget with the links back g holds: those of a memory
+// gone name partners its stored list does not have yet, and what is held
+// of and toward the memories gone is dropped once tx commits.
+func (g *Graph) Forget(tx store.Tx, gone []cid.Cid, agents []string, isGone func(cid.Cid) bool) error {
 	drop := func(key []byte, c cid.Cid) error {
 		links, err := Read(tx, key)
-		if err != nil || links == nil {
+		if err != nil {
 			return err
+		}
+		if g != nil && g.back != nil && bytes.HasPrefix(key, KeyAssoc) {
+			links = append(links, g.back.forList(c)...)
+		}
+		if links == nil {
+			return nil
 		}
 		tx.Delete(key)
 		for _, l := range links {
@@ -684,6 +751,10 @@ func Forget(tx store.Tx, gone []cid.Cid, agents []string, isGone func(cid.Cid) b
 			}
 		}
 		return nil
+	}
+	if g != nil && g.back != nil {
+		gone := slices.Clone(gone)
+		tx.OnCommit(func() { g.back.forgotten(gone) })
 	}
 	for _, c := range gone {
 		if err := drop(Key(c), c); err != nil {

@@ -106,6 +106,23 @@ func LogEntry(item store.Item) (uint64, cid.Cid, error) {
 	return seq, c, nil
 }
 
+// EachLogged calls fn with each entry of the insertion log after position
+// after, in the log's order, until fn fails.
+func EachLogged(r store.Reader, after uint64, fn func(seq uint64, c cid.Cid) error) error {
+	it := r.NewIterator(store.IterOptions{Prefix: LogPrefix, PrefetchValues: true, PrefetchSize: 256})
+	defer it.Close()
+	for it.Seek(LogKey(after + 1)); it.Valid(); it.Next() {
+		seq, c, err := LogEntry(it.Item())
+		if err != nil {
+			return err
+		}
+		if err := fn(seq, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func decodeLogKey(k []byte) uint64 {
 	var seq uint64
 	for _, b := range k[len(LogPrefix):] {

@@ -968,11 +968,7 @@ func (t *Transfer) restoreOp(tx store.Tx, p *ImportPlan, part []*importMemory) e
 		if err := t.env.SetMeta(tx, im.c, meta); err != nil {
 			return err
 		}
-		if len(im.assoc.Links) == 0 {
-			tx.Delete(assoc.Key(im.c))
-		} else {
-			tx.Set(assoc.Key(im.c), assoc.Marshal(im.assoc))
-		}
+		t.env.SetLinks(tx, im.c, im.assoc)
 		for agent, list := range im.coaccess {
 			tx.Set(assoc.CoAccessKey(agent, im.c), assoc.Marshal(list))
 		}

@@ -69,6 +69,9 @@ type Env interface {
 	// Prepare checks memory m (CID c, encoded as block) with its
 	// embedding and metadata as an append's item.
 	Prepare(m *model.Memory, c cid.Cid, block []byte, vec []float32, meta *messages.MemoryMeta) (*model.Prepared, error)
+	// SetLinks writes, in tx, the typed links of memory c whole (none:
+	// deleted), in place of every link back held for it.
+	SetLinks(tx store.Tx, c cid.Cid, list *messages.Associations)
 	// Flush writes what the self learned and keeps in memory for a while
 	// (the recalls' co-access strengthening, and their touches of the
 	// memories they returned), and waits until it is durable.
