@@ -465,16 +465,15 @@ func keepStronger(list *List, to cid.Cid, typ string, strength float64) {
 	e.Type, e.Strength = typ, strength
 }
 
-// collect returns the links back held for the list under key that a
-// view sees, having seen the commits told before it read the list (told:
+// collect appends to held the links back held for the list under key
+// that a view sees, having seen the commits told before it read the list (told:
 // store.ToldBefore) — those of the flushes whose commits it may not see
 // too — in the order they came; none when key is not a memory's list.
-func (b *backBuffer) collect(key []byte, told uint64) []backLink {
+func (b *backBuffer) collect(key []byte, told uint64, held []backLink) []backLink {
 	to, ok := digestOf(key[len(KeyAssoc):])
 	if !ok {
 		return nil
 	}
-	var held []backLink
 	take := func(ls backLists) {
 		if bl, ok := ls[to]; ok {
 			for _, l := range bl.links {

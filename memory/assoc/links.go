@@ -528,7 +528,8 @@ func (g *Graph) In(r store.Reader, key []byte) ([]Link, error) {
 	if _, op := r.(store.Tx); op {
 		return Read(r, key) // an operation sees its batch's writes
 	}
-	if held := g.heldIn(r, key); len(held) > 0 {
+	var room [16]backLink // most lists wait for fewer
+	if held := g.heldIn(r, key, room[:0]); len(held) > 0 {
 		var links []Link
 		err := g.walkHeld(r, key, held, func(e Entry) bool {
 			c, err := cid.Cast(e.Target)
@@ -607,7 +608,8 @@ func (g *Graph) Walk(r store.Reader, key []byte, fn func(Entry) bool) error {
 		}
 		return err
 	}
-	if held := g.heldIn(r, key); len(held) > 0 {
+	var room [16]backLink // most lists wait for fewer
+	if held := g.heldIn(r, key, room[:0]); len(held) > 0 {
 		return g.walkHeld(r, key, held, fn)
 	}
 	raw, err := g.listIn(r, key)
@@ -619,13 +621,13 @@ func (g *Graph) Walk(r store.Reader, key []byte, fn func(Entry) bool) error {
 	return eachEntry(raw, &scratch.targets, fn)
 }
 
-// heldIn is the links back held for the list under key that the view r
-// sees (none in an operation, or for a co-access list).
-func (g *Graph) heldIn(r store.Reader, key []byte) []backLink {
+// heldIn appends to room the links back held for the list under key that
+// the view r sees (none in an operation, or for a co-access list).
+func (g *Graph) heldIn(r store.Reader, key []byte, room []backLink) []backLink {
 	if _, op := r.(store.Tx); op || g == nil || g.back == nil || !bytes.HasPrefix(key, KeyAssoc) {
 		return nil
 	}
-	return g.back.collect(key, store.ToldBefore(r))
+	return g.back.collect(key, store.ToldBefore(r), room)
 }
 
 // walkHeld is Walk of a list for which links back are held: the list
