@@ -216,9 +216,12 @@ func (g *Graph) Recover(ctx context.Context, c store.Committer) (int, error) {
 		now := b.clock.Now()
 		return b.log(r, mark, func(seq uint64, c cid.Cid) error {
 			from, ok := digestOf(c.Bytes())
+			if !ok {
+				return nil // not a memory's CID: its links back were written at once
+			}
 			raw, err := r.Get(Key(c))
-			if !ok || errors.Is(err, base.ErrNotFound) {
-				return nil // not a memory's CID, forgotten, or no links
+			if errors.Is(err, base.ErrNotFound) {
+				return nil // forgotten, or no links
 			}
 			if err != nil {
 				return err

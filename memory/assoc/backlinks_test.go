@@ -25,11 +25,7 @@ import (
 // links back a graph holds.
 func memoryCID(t testing.TB, name string) cid.Cid {
 	t.Helper()
-	c, err := model.SumCID(model.CodecDagCBOR, []byte(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return cidOfCodec(t, model.CodecDagCBOR, name)
 }
 
 // holding is a store whose graph holds links back, the insertion log its
@@ -44,6 +40,9 @@ type holding struct {
 
 func openHolding(t testing.TB, s *store.Store, log *[]cid.Cid, hold time.Duration, clk clock.Clock) holding {
 	t.Helper()
+	if log == nil {
+		log = new([]cid.Cid)
+	}
 	h := holding{t: t, s: s, g: assoc.NewGraph(s, 64), log: log, writes: new(atomic.Int64)}
 	s.Subscribe(func(e store.Event) {
 		for _, k := range e.Keys {
@@ -280,8 +279,7 @@ func typedStored(t *testing.T, s *store.Store, c cid.Cid) []assoc.Link {
 // and toward it.
 func TestForgettingDropsTheLinksBackHeld(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	var log []cid.Cid
-	h := openHolding(t, openStore(t), &log, time.Hour, clk)
+	h := openHolding(t, openStore(t), nil, time.Hour, clk)
 	x, gone, y := memoryCID(t, "x"), memoryCID(t, "gone"), memoryCID(t, "y")
 	h.put(x, 100)
 	h.put(gone, 101, assoc.Link{Target: x, Type: assoc.Sequential, Strength: 1}) // held for x
@@ -323,8 +321,7 @@ func TestForgettingDropsTheLinksBackHeld(t *testing.T) {
 // memory forgotten (its tombstone).
 func TestAFlushInTheForgettingsBatchLeavesItOut(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	var log []cid.Cid
-	h := openHolding(t, openStore(t), &log, time.Hour, clk)
+	h := openHolding(t, openStore(t), nil, time.Hour, clk)
 	x, gone := memoryCID(t, "x"), memoryCID(t, "gone")
 	h.put(x, 100)
 	h.put(gone, 101, assoc.Link{Target: x, Type: assoc.Sequential, Strength: 1})
@@ -344,35 +341,13 @@ func TestAFlushInTheForgettingsBatchLeavesItOut(t *testing.T) {
 // is given the links back that flush wrote.
 func TestViewOlderThanAFlushKeepsItsLinksBack(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	var log []cid.Cid
-	h := openHolding(t, openStore(t), &log, time.Hour, clk)
+	h := openHolding(t, openStore(t), nil, time.Hour, clk)
 	x, y := memoryCID(t, "x"), memoryCID(t, "y")
 	h.put(x, 100)
 	h.put(y, 101, assoc.Link{Target: x, Type: assoc.Sequential, Strength: 1})
-	viewOpen, flushed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var old []assoc.Link
-	var oldErr error
-	go func() {
-		defer close(done)
-		oldErr = h.s.View(func(r store.Reader) error {
-			close(viewOpen)
-			<-flushed
-			var err error
-			old, err = h.g.In(r, assoc.Key(x))
-			return err
-		})
-	}()
-	<-viewOpen
-	if err := h.g.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	old := readInViewBeforeFlush(t, h.s, h.g, assoc.Key(x))
 	if got := typedStored(t, h.s, x); len(got) != 1 {
 		t.Fatalf("x's stored links after the flush: %v", got)
-	}
-	close(flushed)
-	<-done
-	if oldErr != nil {
-		t.Fatal(oldErr)
 	}
 	if len(old) != 1 || old[0].Target != y {
 		t.Fatalf("x's links in a view older than the flush: %v, want y", old)
@@ -389,8 +364,7 @@ func TestLinksBackAreWrittenAgainAfterAFailure(t *testing.T) {
 	}
 	defer s.Close()
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	var log []cid.Cid
-	h := openHolding(t, s, &log, time.Hour, clk)
+	h := openHolding(t, s, nil, time.Hour, clk)
 	x, y := memoryCID(t, "x"), memoryCID(t, "y")
 	h.put(x, 100)
 	h.put(y, 101, assoc.Link{Target: x, Type: assoc.Sequential, Strength: 1})

@@ -306,15 +306,14 @@ func (g *Graph) Waiting() int {
 // Flush writes the links back held and the strengthening buffered so far
 // and waits until they are durable (an export's, a close's).
 func (g *Graph) Flush(ctx context.Context) error {
+	var err error
 	if g.back != nil {
-		if err := g.back.flush(ctx); err != nil {
-			return err
-		}
+		err = g.back.flush(ctx)
 	}
-	if g.buf == nil {
-		return nil
+	if g.buf != nil {
+		err = errors.Join(err, g.buf.flush(ctx))
 	}
-	return g.buf.flush(ctx)
+	return err
 }
 
 // Close writes what is buffered and held and stops the buffers' timers.

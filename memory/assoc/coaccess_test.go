@@ -347,30 +347,9 @@ func TestViewOlderThanAFlushKeepsItsStrengthening(t *testing.T) {
 	a, c := cidOf(t, "a"), cidOf(t, "c")
 	b.strengthen(t, "agent", []cid.Cid{a, c}, 100)
 	b.strengthen(t, "agent", []cid.Cid{a, c}, 100)
-	viewOpen, flushed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var old []assoc.Link
-	var oldErr error
-	go func() {
-		defer close(done)
-		oldErr = b.s.View(func(r store.Reader) error {
-			close(viewOpen)
-			<-flushed
-			var err error
-			old, err = b.g.In(r, assoc.CoAccessKey("agent", a))
-			return err
-		})
-	}()
-	<-viewOpen
-	if err := b.g.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	old := readInViewBeforeFlush(t, b.s, b.g, assoc.CoAccessKey("agent", a))
 	if got := stored(t, b.s, "agent", a); len(got) != 1 {
 		t.Fatalf("a's stored partners after the flush: %v", got)
-	}
-	close(flushed)
-	<-done
-	if oldErr != nil {
-		t.Fatal(oldErr)
 	}
 	now, err := b.g.CoAccess("agent", a)
 	if err != nil {
@@ -379,6 +358,36 @@ func TestViewOlderThanAFlushKeepsItsStrengthening(t *testing.T) {
 	if len(old) != 1 || len(now) != 1 || old[0].Target != c || old[0].Strength != now[0].Strength {
 		t.Fatalf("a's partners in a view older than the flush %v, in a newer one %v: want c, as strong", old, now)
 	}
+}
+
+// readInViewBeforeFlush reads the list under key through g in a view of
+// s begun before g's Flush, once the flush has committed.
+func readInViewBeforeFlush(t *testing.T, s *store.Store, g *assoc.Graph, key []byte) []assoc.Link {
+	t.Helper()
+	viewOpen, written, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var old []assoc.Link
+	var oldErr error
+	go func() {
+		defer close(done)
+		oldErr = s.View(func(r store.Reader) error {
+			close(viewOpen)
+			<-written
+			var err error
+			old, err = g.In(r, key)
+			return err
+		})
+	}()
+	<-viewOpen
+	err := g.Flush(context.Background())
+	close(written)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if oldErr != nil {
+		t.Fatal(oldErr)
+	}
+	return old
 }
 
 // The buffer numbers the memories its strengthening goes to, in tables it

@@ -35,7 +35,13 @@ func openStore(t *testing.T) *store.Store {
 
 func cidOf(t testing.TB, name string) cid.Cid {
 	t.Helper()
-	c, err := model.SumCID(cid.Raw, []byte(name))
+	return cidOfCodec(t, cid.Raw, name)
+}
+
+// cidOfCodec is the CID of name's bytes as a block of codec.
+func cidOfCodec(t testing.TB, codec uint64, name string) cid.Cid {
+	t.Helper()
+	c, err := model.SumCID(codec, []byte(name))
 	if err != nil {
 		t.Fatal(err)
 	}
