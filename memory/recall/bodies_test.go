@@ -61,8 +61,8 @@ func TestBodySnapshotSparesTheReads(t *testing.T) {
 	}
 	s = memorytest.Open(t, cfg, clk)
 	defer s.Close()
-	cold, coldMems := countingRecaller(s, cfg, clk)
-	known, knownMems := countingRecaller(s, cfg, clk)
+	cold, coldMems := countingRecaller(t, s, cfg, clk)
+	known, knownMems := countingRecaller(t, s, cfg, clk)
 	took, dropped, err := known.LoadBodies(path)
 	if err != nil || took != len(m) || dropped != 0 {
 		t.Fatalf("LoadBodies = %d taken, %d dropped, %v; want the %d memories, none dropped", took, dropped, err, len(m))
@@ -111,7 +111,7 @@ func TestBodySnapshotChecksItsMemories(t *testing.T) {
 	defer s2.Close()
 	memorytest.NewOwner(t, s2, "first").Add(&model.Memory{Data: model.Data{Other: &model.OtherData{Content: "Before anything else."}}}, nil)
 	contextSona(t, s2, clk)
-	rc, _ := countingRecaller(s2, cfg2, clk)
+	rc, _ := countingRecaller(t, s2, cfg2, clk)
 	if took, dropped, err := rc.LoadBodies(path); err != nil || took != 0 || dropped != 6 {
 		t.Errorf("LoadBodies of another index's ids = %d taken, %d dropped, %v; want all 6 dropped", took, dropped, err)
 	}

@@ -119,7 +119,7 @@ func TestExpansionVisitsAreBounded(t *testing.T) {
 	cfg := memorytest.Config(t.TempDir())
 	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
-	rc, mems := countingRecaller(s, cfg, clk)
+	rc, mems := countingRecaller(t, s, cfg, clk)
 	o := memorytest.NewOwner(t, s, "partners")
 	const said = "the lighthouse keeper"
 	hit := o.Add(textMemory(said), nil)

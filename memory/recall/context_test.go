@@ -209,7 +209,7 @@ func TestRecallEvidenceReadsEachBodyOnce(t *testing.T) {
 	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
 	o, m := contextSona(t, s, clk)
-	r, mem := countingRecaller(s, cfg, clk)
+	r, mem := countingRecaller(t, s, cfg, clk)
 	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Affinity: 0.5, Time: 1, Speaker: 1, Session: 1}, Fusion: "weighted"}
 	now := memorytest.Epoch.Add(3 * 24 * time.Hour).Unix()
 	rs, _, err := r.Recall(context.Background(), recall.Query{Sona: o.Sona, Text: "What did Ann see over the fjord two days ago?", Paths: &paths, Peek: true, Expand: new(0), Now: now})

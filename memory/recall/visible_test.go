@@ -45,7 +45,14 @@ func (c *countingMemories) MemoryIn(r store.Reader, id cid.Cid) (*model.Memory, 
 }
 
 // countingRecaller is a recaller of its own over s, counting its reads.
-func countingRecaller(s *memory.Self, cfg config.Config, clk clock.Clock) (*recall.Recaller, *countingMemories) {
+// It subscribes to the store's commits, which must not run meanwhile: the
+// links back s holds since its appends — whose timer a fake clock moved
+// far fires — are written first.
+func countingRecaller(t *testing.T, s *memory.Self, cfg config.Config, clk clock.Clock) (*recall.Recaller, *countingMemories) {
+	t.Helper()
+	if err := s.Assoc.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	mems := &countingMemories{Memories: s.Memories, reads: map[cid.Cid]int{}}
 	cfg.Recall.QueryLogKeep = 0 // the self's recaller keeps the query log: no count of its own to close
 	return recall.New(s.Store(), recall.Env{
@@ -76,7 +83,7 @@ func TestContextKnowsPlainNeighboursWithoutReading(t *testing.T) {
 	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
 	// (Made before the memories are written: it subscribes to the commits.)
-	rc, mems := countingRecaller(s, cfg, clk)
+	rc, mems := countingRecaller(t, s, cfg, clk)
 	o, m := contextSona(t, s, clk)
 
 	// a1 (aurora) and a2 (green) are next to each other in their session:
@@ -120,7 +127,7 @@ func TestContextWithAnExclusionKnowsPlainNeighbours(t *testing.T) {
 	cfg := memorytest.Config(t.TempDir())
 	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
-	rc, mems := countingRecaller(s, cfg, clk)
+	rc, mems := countingRecaller(t, s, cfg, clk)
 	o, m := contextSona(t, s, clk)
 	paths := recall.Paths{Weights: config.PathWeights{BM25: 1, Context: 1}, Fusion: "weighted"}
 	ask := func(exclude ...cid.Cid) (map[cid.Cid]recall.Explain, int64) {
@@ -183,8 +190,8 @@ func TestKnowPlainSparesTheFirstRecall(t *testing.T) {
 	// recall what it is as a neighbour too).
 	two := cfg
 	two.Recall.Candidates = 2
-	cold, coldMems := countingRecaller(s, two, clk)
-	known, knownMems := countingRecaller(s, two, clk)
+	cold, coldMems := countingRecaller(t, s, two, clk)
+	known, knownMems := countingRecaller(t, s, two, clk)
 	knowEveryRecord(t, s, known)
 	// Their times are read (kept by each recaller's chain positions):
 	// once warm, neither reads them again.
@@ -224,7 +231,7 @@ func TestRecallScoresKnownCandidatesWithoutReading(t *testing.T) {
 	cfg := memorytest.Config(t.TempDir())
 	s := memorytest.Open(t, cfg, clk)
 	defer s.Close()
-	rc, mems := countingRecaller(s, cfg, clk)
+	rc, mems := countingRecaller(t, s, cfg, clk)
 	o, m := contextSona(t, s, clk)
 	q := recall.Query{Sona: o.Sona, Text: "aurora green tyres cello", K: 2, Peek: true, Expand: new(0)}
 	all := q
@@ -241,7 +248,7 @@ func TestRecallScoresKnownCandidatesWithoutReading(t *testing.T) {
 	// nothing and reads every record.
 	same := func(when string, q recall.Query) []*recall.Recalled {
 		t.Helper()
-		fresh, _ := countingRecaller(s, cfg, clk)
+		fresh, _ := countingRecaller(t, s, cfg, clk)
 		got := ask(rc, q)
 		sameAsReadingEvery(t, when, got, ask(fresh, q))
 		return got
@@ -330,12 +337,12 @@ func TestKnowPlainScoresTheFirstRecall(t *testing.T) {
 	// The open loads which memories have a hot state's record in the
 	// background: until then every record's score is read.
 	hotRecordsKnown(t, s, m["a1"])
-	cold, coldMems := countingRecaller(s, cfg, clk)
-	known, knownMems := countingRecaller(s, cfg, clk)
+	cold, coldMems := countingRecaller(t, s, cfg, clk)
+	known, knownMems := countingRecaller(t, s, cfg, clk)
 	knowEveryRecord(t, s, known)
 	// hot knows the hot states' records too, as the open's load of them
 	// has recall know (meta.Store.LoadHot, Recaller.KnowHot).
-	hot, hotMems := countingRecaller(s, cfg, clk)
+	hot, hotMems := countingRecaller(t, s, cfg, clk)
 	knowEveryRecord(t, s, hot)
 	gen := hot.PlainGeneration()
 	if n, err := s.Memories.LoadHot(func(key []byte, h meta.Hot) { hot.KnowHot(key, h, gen) }); err != nil || n != 2 {
@@ -501,7 +508,7 @@ func TestAppendsAndRewritesKnownWithoutReading(t *testing.T) {
 			t.Fatal(err)
 		}
 		reads := metaReads() - before
-		fresh, freshMems := countingRecaller(s, cfg, clk)
+		fresh, freshMems := countingRecaller(t, s, cfg, clk)
 		want, _, err := fresh.Recall(ctx, q)
 		if err != nil {
 			t.Fatal(err)
@@ -536,7 +543,7 @@ func TestAppendsAndRewritesKnownWithoutReading(t *testing.T) {
 	rewrite(third, func(mt *messages.MemoryMeta) { mt.Labels = map[string]string{"seen": "yes"} })
 	// What is kept of it is what the open's scan of the record written
 	// keeps.
-	scanned, _ := countingRecaller(s, cfg, clk)
+	scanned, _ := countingRecaller(t, s, cfg, clk)
 	knowEveryRecord(t, s, scanned)
 	if got, want := s.Recaller.KnownScore(third), scanned.KnownScore(third); got != want || got == "" {
 		t.Errorf("the rewritten record's score %q, the open's scan's %q", got, want)
