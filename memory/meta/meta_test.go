@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand"
 	"slices"
@@ -587,6 +588,88 @@ func BenchmarkDecodeMeta(b *testing.B) {
 	for b.Loop() {
 		if _, err := decodeMeta(raw, c); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// propagate leaves out a visit a stronger one of the same memory, queued
+// before it, makes moot: on random graphs whose memories many edges
+// reach, its signal is that of the walk that queues every visit.
+func TestPropagateSkipsOnlyMootVisits(t *testing.T) {
+	everyVisit := func(m *Store, r store.Reader, seeds map[cid.Cid]float64) map[cid.Cid]float64 {
+		type visit struct {
+			c        cid.Cid
+			strength float64
+			depth    int
+		}
+		var queue []visit
+		for _, c := range slices.SortedFunc(maps.Keys(seeds), func(a, b cid.Cid) int { return strings.Compare(a.KeyString(), b.KeyString()) }) {
+			queue = append(queue, visit{c, seeds[c], 0})
+		}
+		signal := map[cid.Cid]float64{}
+		for ; len(queue) > 0; queue = queue[1:] {
+			v := queue[0]
+			if v.strength < m.rc.ImportanceFloor || signal[v.c] >= v.strength {
+				continue
+			}
+			signal[v.c] = v.strength
+			if v.depth == m.rc.ImportanceDepth {
+				continue
+			}
+			mem, err := m.MemoryIn(r, v.c)
+			if err != nil {
+				continue
+			}
+			for _, e := range mem.Edges {
+				queue = append(queue, visit{e.Target, v.strength * m.rc.ImportanceHopDecay, v.depth + 1})
+			}
+		}
+		return signal
+	}
+	st, m := open(t)
+	rng := rand.New(rand.NewSource(7))
+	var mems []cid.Cid
+	for i := range 120 {
+		var targets []cid.Cid
+		for range rng.Intn(8) {
+			if len(mems) > 0 {
+				// Most edges go to a few memories, as a sona's
+				// responses draw on the same ones.
+				c := mems[rng.Intn(min(len(mems), 12))]
+				if rng.Intn(3) == 0 {
+					c = mems[rng.Intn(len(mems))]
+				}
+				if !slices.Contains(targets, c) {
+					targets = append(targets, c)
+				}
+			}
+		}
+		slices.SortFunc(targets, func(a, b cid.Cid) int { return strings.Compare(a.KeyString(), b.KeyString()) })
+		mems = append(mems, put(t, st, fmt.Sprint("memory ", i), &messages.MemoryMeta{Kind: "note"}, targets...))
+	}
+	for _, rc := range []struct {
+		depth        int
+		decay, floor float64
+	}{{2, 0.5, 0.05}, {3, 0.7, 0.01}, {4, 0.9, 0}} {
+		m.rc.ImportanceDepth, m.rc.ImportanceHopDecay, m.rc.ImportanceFloor = rc.depth, rc.decay, rc.floor
+		widest := 0
+		for round := range 40 {
+			var used []Used
+			for range 1 + rng.Intn(6) {
+				used = append(used, Used{CID: mems[len(mems)-1-rng.Intn(40)], Score: 0.1 + rng.Float64()})
+			}
+			seeds := seedsOf(used)
+			st.View(func(r store.Reader) error {
+				got, want := m.propagate(r, seeds), everyVisit(m, r, seeds)
+				widest = max(widest, len(want))
+				if !maps.Equal(got, want) {
+					t.Fatalf("depth %d, round %d: signal of %d memories, want %d: %v, want %v", rc.depth, round, len(got), len(want), got, want)
+				}
+				return nil
+			})
+		}
+		if widest < 20 {
+			t.Fatalf("depth %d: the widest walk reached %d memories", rc.depth, widest)
 		}
 	}
 }
