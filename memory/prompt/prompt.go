@@ -92,31 +92,57 @@ func pageTexts(rs []tiers.RecalledPage) []tiers.PageText {
 }
 
 // fit drops pieces, least valuable first, until the prompt's estimated
-// tokens fit budget.
+// tokens fit budget. Each piece's tokens are counted once and taken off
+// the total as it goes; only the system message, which the mid-term
+// pages and the persona are part of, is counted again when one of them
+// goes. (Rebuilt and counted whole for each piece dropped, a long-lived
+// sona's prompt was 61 KB allocated an advance, issue 15, stop 99.)
 func (p *promptParts) fit(budget int) {
-	over := func() bool { return EstimateTokens(p.messages()) > budget }
-	for over() && len(p.recalled) > 0 {
+	system := messageTokens(p.systemMessage())
+	recalled := make([]int, len(p.recalled))
+	total := system + messageTokens(p.inputMessage())
+	for i, r := range p.recalled {
+		recalled[i] = messageTokens(recalledMessage(r))
+		total += recalled[i]
+	}
+	stm := make([]int, len(p.stm))
+	for i, pg := range p.stm {
+		q, r := stmMessages(pg)
+		stm[i] = messageTokens(q) + messageTokens(r)
+		total += stm[i]
+	}
+	recount := func() { // the system message changed
+		total -= system
+		system = messageTokens(p.systemMessage())
+		total += system
+	}
+	for total > budget && len(p.recalled) > 0 {
 		worst := 0
 		for i, r := range p.recalled {
 			if r.Score < p.recalled[worst].Score {
 				worst = i
 			}
 		}
+		total -= recalled[worst]
 		p.recalled = slices.Delete(p.recalled, worst, worst+1)
+		recalled = slices.Delete(recalled, worst, worst+1)
 	}
-	for over() && len(p.mtm) > 0 {
+	for total > budget && len(p.mtm) > 0 {
 		p.mtm = p.mtm[:len(p.mtm)-1] // best first
+		recount()
 	}
-	for over() && p.persona != nil && (len(p.persona.User.Knowledge) > 0 || len(p.persona.Agent.Traits) > 0) {
+	for total > budget && p.persona != nil && (len(p.persona.User.Knowledge) > 0 || len(p.persona.Agent.Traits) > 0) {
 		if u := &p.persona.User; len(u.Knowledge) >= len(p.persona.Agent.Traits) {
 			u.Knowledge = u.Knowledge[:len(u.Knowledge)-1] // best first
 		} else {
 			a := &p.persona.Agent
 			a.Traits = a.Traits[:len(a.Traits)-1]
 		}
+		recount()
 	}
-	for over() && len(p.stm) > 0 {
-		p.stm = p.stm[1:]
+	for total > budget && len(p.stm) > 0 {
+		total -= stm[0]
+		p.stm, stm = p.stm[1:], stm[1:]
 	}
 }
 
@@ -125,30 +151,54 @@ func (p *promptParts) fit(budget int) {
 func EstimateTokens(msgs []llm.Message) int {
 	n := 0
 	for _, m := range msgs {
-		n += 4 + (utf8.RuneCountInString(m.Content)+utf8.RuneCountInString(m.Name)+3)/4
+		n += messageTokens(m)
 	}
 	return n
 }
 
+// messageTokens is one message's share of EstimateTokens.
+func messageTokens(m llm.Message) int {
+	return 4 + (utf8.RuneCountInString(m.Content)+utf8.RuneCountInString(m.Name)+3)/4
+}
+
 func (p *promptParts) messages() []llm.Message {
 	msgs := make([]llm.Message, 0, len(p.recalled)+2*len(p.stm)+2)
-	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: p.system()})
+	msgs = append(msgs, p.systemMessage())
 	for _, r := range p.recalled {
-		role := llm.RoleUser
-		if r.Memory.Data.Self != nil {
-			role = llm.RoleAssistant
-		}
-		msgs = append(msgs, llm.Message{Role: role, Name: model.Speaker(r.Memory), Content: stamp(r.Time()) + r.Memory.Text()})
+		msgs = append(msgs, recalledMessage(r))
 	}
 	for _, pg := range p.stm {
-		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Name: pg.QName, Content: stamp(pg.Page.T) + pg.Q})
-		role := llm.RoleUser
-		if pg.RSelf {
-			role = llm.RoleAssistant
-		}
-		msgs = append(msgs, llm.Message{Role: role, Name: pg.RName, Content: stamp(pg.Page.T) + pg.R})
+		q, r := stmMessages(pg)
+		msgs = append(msgs, q, r)
 	}
-	return append(msgs, llm.Message{Role: llm.RoleUser, Name: p.in.InputName, Content: p.in.Input})
+	return append(msgs, p.inputMessage())
+}
+
+func (p *promptParts) systemMessage() llm.Message {
+	return llm.Message{Role: llm.RoleSystem, Content: p.system()}
+}
+
+// recalledMessage is a recalled memory as the turn it was.
+func recalledMessage(r *recall.Recalled) llm.Message {
+	role := llm.RoleUser
+	if r.Memory.Data.Self != nil {
+		role = llm.RoleAssistant
+	}
+	return llm.Message{Role: role, Name: model.Speaker(r.Memory), Content: stamp(r.Time()) + r.Memory.Text()}
+}
+
+// stmMessages are a short-term page as its two turns.
+func stmMessages(pg tiers.PageText) (q, r llm.Message) {
+	role := llm.RoleUser
+	if pg.RSelf {
+		role = llm.RoleAssistant
+	}
+	return llm.Message{Role: llm.RoleUser, Name: pg.QName, Content: stamp(pg.Page.T) + pg.Q},
+		llm.Message{Role: role, Name: pg.RName, Content: stamp(pg.Page.T) + pg.R}
+}
+
+func (p *promptParts) inputMessage() llm.Message {
+	return llm.Message{Role: llm.RoleUser, Name: p.in.InputName, Content: p.in.Input}
 }
 
 func stamp(unix int64) string {

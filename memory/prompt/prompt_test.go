@@ -2,6 +2,7 @@ package prompt
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,5 +112,54 @@ func TestPromptNeverDropsTheInputAndIsDeterministic(t *testing.T) {
 	// The fixture was not changed by cutting.
 	if len(tr.Persona.User.Knowledge) != 2 || len(tr.STM) != 2 {
 		t.Fatal("Build modified its input")
+	}
+}
+
+// fit counts each piece once and takes it off as it goes: at every
+// budget, it drops what dropping pieces one by one and counting the whole
+// prompt again each time drops.
+func TestFitDropsWhatCountingTheWholePromptDrops(t *testing.T) {
+	recalled, tr := promptFixture(t)
+	whole := func(in Input) []llm.Message {
+		p := newPromptParts(in)
+		budget := in.ContextTokens - in.MaxTokens
+		over := func() bool { return EstimateTokens(p.messages()) > budget }
+		for over() && len(p.recalled) > 0 {
+			worst := 0
+			for i, r := range p.recalled {
+				if r.Score < p.recalled[worst].Score {
+					worst = i
+				}
+			}
+			p.recalled = slices.Delete(p.recalled, worst, worst+1)
+		}
+		for over() && len(p.mtm) > 0 {
+			p.mtm = p.mtm[:len(p.mtm)-1]
+		}
+		for over() && (len(p.persona.User.Knowledge) > 0 || len(p.persona.Agent.Traits) > 0) {
+			if u := &p.persona.User; len(u.Knowledge) >= len(p.persona.Agent.Traits) {
+				u.Knowledge = u.Knowledge[:len(u.Knowledge)-1]
+			} else {
+				p.persona.Agent.Traits = p.persona.Agent.Traits[:len(p.persona.Agent.Traits)-1]
+			}
+		}
+		for over() && len(p.stm) > 0 {
+			p.stm = p.stm[1:]
+		}
+		return p.messages()
+	}
+	in := Input{SonaName: "Mel", Recalled: recalled, Tiers: tr, Input: "Which agency did I pick?", InputName: "Caroline", MaxTokens: 100}
+	full := EstimateTokens(Build(in).Messages)
+	shapes := map[int]bool{}
+	for budget := 0; budget <= full+1; budget++ {
+		in.ContextTokens = in.MaxTokens + budget
+		got, want := Build(in).Messages, whole(in)
+		if !slices.Equal(got, want) {
+			t.Fatalf("budget %d: %d messages, want %d:\n%v\nwant\n%v", budget, len(got), len(want), got, want)
+		}
+		shapes[len(got)] = true
+	}
+	if len(shapes) < 4 {
+		t.Fatalf("the budgets cut the prompt to %d lengths only", len(shapes))
 	}
 }
