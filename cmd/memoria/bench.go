@@ -59,6 +59,9 @@ func benchCmd(g *globals) *cobra.Command {
 					return fmt.Errorf("--%s: %d is not a positive number", f.name, f.n)
 				}
 			}
+			if o.AdvanceKeep && g.dataDir == "" {
+				return fmt.Errorf("--advance-keep: needs --data DIR, where the advance store is kept")
+			}
 			o.Scenarios = args
 			if o.Sizes, err = parseList(sizes, bench.ParseSize); err != nil {
 				return err
@@ -160,6 +163,7 @@ func benchCmd(g *globals) *cobra.Command {
 	f.Int64Var(&o.Requests, "requests", 0, "end each window of load after this many requests, if --duration has not ended it (0: no limit)")
 	f.Float64Var(&o.Rate, "rate", 0, "offer each window of insert, recall and advance this many requests a second on a fixed schedule (an open loop: a request's latency counts from when it was due; those no client was free to send are reported), instead of each client sending its next once its last is answered (0)")
 	f.IntVar(&o.AdvanceSonas, "advance-sonas", bench.DefaultAdvanceSonas, "sonas the advance scenario chats with")
+	f.BoolVar(&o.AdvanceKeep, "advance-keep", false, "keep the advance scenario's store and sonas in --data DIR/advance-kept; a later run with it chats with the same sonas on that store (a new server), its texts following on")
 	f.IntVar(&o.StoreSonas, "store-sonas", bench.DefaultStoreSonas, "sonas the sized store's memories are spread over")
 	f.IntVar(&o.Queries, "queries", bench.DefaultQueries, "searches of each in-process vector index")
 	f.Int64Var(&o.Seed, "seed", 1, "seed of the texts, queries and workload")

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -450,5 +451,74 @@ func TestBenchCorpusRepeatingTexts(t *testing.T) {
 	build := find(t, rep, bench.Build)[0]
 	if want := "0 of the 61 inserts were folded into a near-duplicate, 1 were of a text another sona holds"; build.StoreSize != 60 || !strings.Contains(build.Note, want) {
 		t.Fatalf("build %+v: want 60 memories, %q", build, want)
+	}
+}
+
+// TestBenchAdvanceKeep: --advance-keep keeps the advance store and its
+// sonas, and a later run chats with the same sonas on it through a new
+// server, its texts following on; a run for another number of sonas, or
+// without --data, is refused in one line and changes nothing.
+func TestBenchAdvanceKeep(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	kept := filepath.Join(data, "advance-kept", "bench-sonas.json")
+	runKept := func(sonas string) (bench.Result, string, string, int) {
+		t.Helper()
+		out, errOut, code := run(t, "bench", "advance", "--json", "--data", data, "--advance-keep", "--duration", "1s", "--advance-sonas", sonas, "--clients", "2")
+		if code != 0 {
+			return bench.Result{}, out, errOut, code
+		}
+		var rep bench.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		r := find(t, &rep, bench.Advance)[0]
+		sane(t, r)
+		return r, out, errOut, code
+	}
+	type keptFile struct {
+		Sonas []string `json:"sonas"`
+		Chats int64    `json:"chats"`
+	}
+	readKept := func() (keptFile, []byte) {
+		t.Helper()
+		b, err := os.ReadFile(kept)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k keptFile
+		if err := json.Unmarshal(b, &k); err != nil {
+			t.Fatal(err)
+		}
+		return k, b
+	}
+	first, _, errOut, code := runKept("5")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	k1, _ := readKept()
+	if len(k1.Sonas) != 5 || k1.Chats < int64(first.Ops) || !strings.Contains(first.Note, "made over HTTP") {
+		t.Fatalf("first run: kept %+v, %d chats, note %q", k1, first.Ops, first.Note)
+	}
+	second, _, errOut, code := runKept("5")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	k2, b2 := readKept()
+	if !slices.Equal(k2.Sonas, k1.Sonas) || k2.Chats < k1.Chats+int64(second.Ops) || second.StoreSize <= first.StoreSize ||
+		!strings.Contains(second.Note, "kept from an earlier run") {
+		t.Fatalf("second run: kept %+v after %+v, store %d after %d, note %q", k2, k1, second.StoreSize, first.StoreSize, second.Note)
+	}
+	for _, args := range [][]string{
+		{"bench", "advance", "--data", data, "--advance-keep", "--duration", "1s", "--advance-sonas", "6", "--clients", "2"},
+		{"bench", "advance", "--advance-keep", "--duration", "1s", "--advance-sonas", "5", "--clients", "2"},
+	} {
+		out, errOut, code := run(t, args...)
+		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code == 0 || len(lines) != 1 || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+		if _, b := readKept(); !bytes.Equal(b, b2) {
+			t.Errorf("%v: the kept sonas changed: %s", args, b)
+		}
 	}
 }

@@ -103,6 +103,13 @@ type Options struct {
 	// over (100, as BenchmarkRecall).
 	AdvanceSonas int
 	StoreSonas   int
+	// AdvanceKeep keeps the advance scenario's store and its sonas in
+	// Dir/advance-kept: a later run with it starts a new server on that
+	// store and chats with the same sonas, its texts following on from the
+	// last run's, so that the advances of sonas grown over earlier runs,
+	// by other binaries or after a restart, can be measured (issue 15,
+	// stop 99: a new server advanced them no faster).
+	AdvanceKeep bool
 	// Queries is how many searches each in-process vector index answers
 	// (200; chromem-go stops after 30 s).
 	Queries int
@@ -201,6 +208,11 @@ func (o *Options) fill() error {
 	if o.Config == nil {
 		d := config.Default()
 		o.Config = &d
+	}
+	if o.AdvanceKeep && o.has(Advance) { // refused before anything runs
+		if _, err := readKeptSonas(filepath.Join(o.Dir, keptAdvanceDir), o.AdvanceSonas); err != nil {
+			return err
+		}
 	}
 	return nil
 }

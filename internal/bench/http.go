@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,24 +142,56 @@ func hasContent(doc []byte, text string) (bool, error) {
 
 // advance measures POST /sona/{uuid}/chat (the offline model unless the
 // server's configuration names another) over AdvanceSonas sonas made on
-// an empty store.
-func (r *run) advance(ctx context.Context) error {
-	srv, stop, err := r.scratchServer(ctx, "advance")
-	if err != nil {
+// an empty store, or kept from an earlier run (AdvanceKeep).
+func (r *run) advance(ctx context.Context) (err error) {
+	var (
+		srv  *loadgen.Server
+		stop func()
+		kept *keptSonas
+	)
+	n := r.o.AdvanceSonas
+	if r.o.AdvanceKeep {
+		dir := filepath.Join(r.o.Dir, keptAdvanceDir)
+		if kept, err = readKeptSonas(dir, n); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if srv, err = r.startServer(ctx, dir); err != nil {
+			return err
+		}
+		stop = func() { srv.Stop(5 * time.Minute) }
+	} else if srv, stop, err = r.scratchServer(ctx, "advance"); err != nil {
 		return err
 	}
 	defer stop()
-	n := r.o.AdvanceSonas
 	most := slices.Max(r.o.clients(Advance))
 	c, closeClient := loadgen.NewClient(srv.URL, r.o.Token, most)
 	defer closeClient()
 	start := time.Now()
-	sonas, err := createSonas(ctx, c, n, "advance-%d", func(m int) { r.progress("advance: sonas", m, n) })
-	if err != nil {
+	var sonas []string
+	var next atomic.Int64
+	continued := kept != nil && len(kept.Sonas) > 0
+	if continued {
+		sonas = kept.Sonas
+		next.Store(kept.Chats)
+	} else if sonas, err = createSonas(ctx, c, n, "advance-%d", func(m int) { r.progress("advance: sonas", m, n) }); err != nil {
 		return err
 	}
+	if kept != nil {
+		kept.Sonas = sonas
+		defer func() { // the texts sent so far: the next run follows on
+			kept.Chats = next.Load()
+			if werr := kept.write(); werr != nil && err == nil {
+				err = werr
+			}
+		}()
+		if err := kept.write(); err != nil { // before the first chat: the sonas are made
+			return err
+		}
+	}
 	made := time.Since(start)
-	var next atomic.Int64
 	for _, clients := range r.o.clients(Advance) {
 		req := func(ctx context.Context, _ int, rng *rand.Rand) (loadgen.Op, error) {
 			_, err := c.Chat(ctx, sonas[rng.IntN(len(sonas))], &messages.ChatRequest{
@@ -171,9 +205,59 @@ func (r *run) advance(ctx context.Context) error {
 			res.StoreSize = int(h.Memories)
 		}
 		res.Note = fmt.Sprintf("%d sonas made over HTTP in %.1f s before the first window; each chat stores 2 memories", n, made.Seconds())
+		if continued {
+			res.Note = fmt.Sprintf("%d sonas kept from an earlier run (--advance-keep), %d chats sent to them before, a new server on their store; each chat stores 2 memories", n, kept.Chats)
+		}
 		r.add(res)
 	}
 	return nil
+}
+
+// keptAdvanceDir is where AdvanceKeep keeps the advance scenario's store
+// in Options.Dir, with its sonas (keptSonasFile).
+const (
+	keptAdvanceDir = "advance-kept"
+	keptSonasFile  = "bench-sonas.json"
+)
+
+// keptSonas are the sonas of a kept advance store and the texts sent to
+// them so far.
+type keptSonas struct {
+	dir   string
+	Sonas []string `json:"sonas"`
+	Chats int64    `json:"chats"`
+}
+
+// readKeptSonas reads the sonas kept in dir (none yet: an empty list),
+// refusing a store kept for another number of them than n.
+func readKeptSonas(dir string, n int) (*keptSonas, error) {
+	k := &keptSonas{dir: dir}
+	b, err := os.ReadFile(filepath.Join(dir, keptSonasFile))
+	if errors.Is(err, os.ErrNotExist) {
+		if _, serr := os.Stat(filepath.Join(dir, "store")); serr == nil {
+			return nil, fmt.Errorf("%w: %s holds a store but not its sonas (%s): remove it to begin again", ErrOptions, dir, keptSonasFile)
+		}
+		return k, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, k); err != nil || len(k.Sonas) == 0 || k.Chats < 0 {
+		return nil, fmt.Errorf("%w: %s: not a list of kept sonas", ErrOptions, filepath.Join(dir, keptSonasFile))
+	}
+	if len(k.Sonas) != n {
+		return nil, fmt.Errorf("%w: the advance store kept in %s has %d sonas, not --advance-sonas %d", ErrOptions, dir, len(k.Sonas), n)
+	}
+	return k, nil
+}
+
+// write records k, whole or not at all.
+func (k *keptSonas) write() error {
+	b, err := json.Marshal(k)
+	if err != nil {
+		return err
+	}
+	return writeWhole(filepath.Join(k.dir, keptSonasFile), b)
 }
 
 // measure runs a window of load on srv and makes its result, with the

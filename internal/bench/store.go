@@ -225,11 +225,17 @@ func (s *store) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := s.r.manifestPath() + ".tmp"
+	return writeWhole(s.r.manifestPath(), b)
+}
+
+// writeWhole writes b to path whole or not at all: a file beside it,
+// renamed over it.
+func writeWhole(path string, b []byte) error {
+	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, s.r.manifestPath())
+	return os.Rename(tmp, path)
 }
 
 // close stops the server (SIGTERM).
