@@ -53,7 +53,7 @@ type Input struct {
 func Build(in Input) llm.Request {
 	p := newPromptParts(in)
 	if in.ContextTokens > 0 {
-		p.fit(in.ContextTokens - in.MaxTokens)
+		return llm.Request{Messages: p.fit(in.ContextTokens - in.MaxTokens), MaxTokens: in.MaxTokens}
 	}
 	return llm.Request{Messages: p.messages(), MaxTokens: in.MaxTokens}
 }
@@ -92,29 +92,35 @@ func pageTexts(rs []tiers.RecalledPage) []tiers.PageText {
 }
 
 // fit drops pieces, least valuable first, until the prompt's estimated
-// tokens fit budget. Each piece's tokens are counted once and taken off
-// the total as it goes; only the system message, which the mid-term
-// pages and the persona are part of, is counted again when one of them
-// goes. (Rebuilt and counted whole for each piece dropped, a long-lived
-// sona's prompt was 61 KB allocated an advance, issue 15, stop 99.)
-func (p *promptParts) fit(budget int) {
-	system := messageTokens(p.systemMessage())
-	recalled := make([]int, len(p.recalled))
-	total := system + messageTokens(p.inputMessage())
+// tokens fit budget, and returns the prompt's messages. Each message is
+// built and counted once, and a piece's tokens are taken off the total as
+// it goes; only the system message, which the mid-term pages and the
+// persona are part of, is built and counted again when one of them goes.
+// (Rebuilt and counted whole for each piece dropped, a long-lived sona's
+// prompt was 61 KB allocated an advance, issue 15, stop 99.)
+func (p *promptParts) fit(budget int) []llm.Message {
+	system, input := p.systemMessage(), p.inputMessage()
+	systemTokens := messageTokens(system)
+	total := systemTokens + messageTokens(input)
+	recalled := make([]llm.Message, len(p.recalled))
+	recalledTokens := make([]int, len(p.recalled))
 	for i, r := range p.recalled {
-		recalled[i] = messageTokens(recalledMessage(r))
-		total += recalled[i]
+		recalled[i] = recalledMessage(r)
+		recalledTokens[i] = messageTokens(recalled[i])
+		total += recalledTokens[i]
 	}
-	stm := make([]int, len(p.stm))
+	stm := make([][2]llm.Message, len(p.stm))
+	stmTokens := make([]int, len(p.stm))
 	for i, pg := range p.stm {
-		q, r := stmMessages(pg)
-		stm[i] = messageTokens(q) + messageTokens(r)
-		total += stm[i]
+		stm[i] = stmMessages(pg)
+		stmTokens[i] = messageTokens(stm[i][0]) + messageTokens(stm[i][1])
+		total += stmTokens[i]
 	}
-	recount := func() { // the system message changed
-		total -= system
-		system = messageTokens(p.systemMessage())
-		total += system
+	rebuild := func() { // the system message changed
+		system = p.systemMessage()
+		total -= systemTokens
+		systemTokens = messageTokens(system)
+		total += systemTokens
 	}
 	for total > budget && len(p.recalled) > 0 {
 		worst := 0
@@ -123,13 +129,14 @@ func (p *promptParts) fit(budget int) {
 				worst = i
 			}
 		}
-		total -= recalled[worst]
+		total -= recalledTokens[worst]
 		p.recalled = slices.Delete(p.recalled, worst, worst+1)
 		recalled = slices.Delete(recalled, worst, worst+1)
+		recalledTokens = slices.Delete(recalledTokens, worst, worst+1)
 	}
 	for total > budget && len(p.mtm) > 0 {
 		p.mtm = p.mtm[:len(p.mtm)-1] // best first
-		recount()
+		rebuild()
 	}
 	for total > budget && p.persona != nil && (len(p.persona.User.Knowledge) > 0 || len(p.persona.Agent.Traits) > 0) {
 		if u := &p.persona.User; len(u.Knowledge) >= len(p.persona.Agent.Traits) {
@@ -138,12 +145,13 @@ func (p *promptParts) fit(budget int) {
 			a := &p.persona.Agent
 			a.Traits = a.Traits[:len(a.Traits)-1]
 		}
-		recount()
+		rebuild()
 	}
 	for total > budget && len(p.stm) > 0 {
-		total -= stm[0]
-		p.stm, stm = p.stm[1:], stm[1:]
+		total -= stmTokens[0]
+		p.stm, stm, stmTokens = p.stm[1:], stm[1:], stmTokens[1:]
 	}
+	return assemble(system, recalled, stm, input)
 }
 
 // EstimateTokens estimates a request's prompt tokens: a token per four
@@ -162,16 +170,26 @@ func messageTokens(m llm.Message) int {
 }
 
 func (p *promptParts) messages() []llm.Message {
-	msgs := make([]llm.Message, 0, len(p.recalled)+2*len(p.stm)+2)
-	msgs = append(msgs, p.systemMessage())
-	for _, r := range p.recalled {
-		msgs = append(msgs, recalledMessage(r))
+	recalled := make([]llm.Message, len(p.recalled))
+	for i, r := range p.recalled {
+		recalled[i] = recalledMessage(r)
 	}
-	for _, pg := range p.stm {
-		q, r := stmMessages(pg)
-		msgs = append(msgs, q, r)
+	stm := make([][2]llm.Message, len(p.stm))
+	for i, pg := range p.stm {
+		stm[i] = stmMessages(pg)
 	}
-	return append(msgs, p.inputMessage())
+	return assemble(p.systemMessage(), recalled, stm, p.inputMessage())
+}
+
+// assemble puts a prompt's messages in their order: the system message,
+// the recalled memories, the short-term pages' turns, the input.
+func assemble(system llm.Message, recalled []llm.Message, stm [][2]llm.Message, input llm.Message) []llm.Message {
+	msgs := make([]llm.Message, 0, len(recalled)+2*len(stm)+2)
+	msgs = append(append(msgs, system), recalled...)
+	for _, turns := range stm {
+		msgs = append(msgs, turns[0], turns[1])
+	}
+	return append(msgs, input)
 }
 
 func (p *promptParts) systemMessage() llm.Message {
@@ -188,13 +206,13 @@ func recalledMessage(r *recall.Recalled) llm.Message {
 }
 
 // stmMessages are a short-term page as its two turns.
-func stmMessages(pg tiers.PageText) (q, r llm.Message) {
+func stmMessages(pg tiers.PageText) [2]llm.Message {
 	role := llm.RoleUser
 	if pg.RSelf {
 		role = llm.RoleAssistant
 	}
-	return llm.Message{Role: llm.RoleUser, Name: pg.QName, Content: stamp(pg.Page.T) + pg.Q},
-		llm.Message{Role: role, Name: pg.RName, Content: stamp(pg.Page.T) + pg.R}
+	return [2]llm.Message{{Role: llm.RoleUser, Name: pg.QName, Content: stamp(pg.Page.T) + pg.Q},
+		{Role: role, Name: pg.RName, Content: stamp(pg.Page.T) + pg.R}}
 }
 
 func (p *promptParts) inputMessage() llm.Message {
