@@ -442,9 +442,14 @@ func (b *backBuffer) flushOp(tx store.Tx) error {
 	return nil
 }
 
-// apply gives es, a list strongest first, the link back l unless it has
-// one to l's memory at least as strong (Put's rule), keeping its order;
-// a target made is built in ts (kept).
+// apply gives es, a list strongest first of at most MaxLinks links, the
+// link back l unless it has one to l's memory at least as strong (Put's
+// rule), keeping its order and its length bound: l goes in only before
+// its last, which then goes. (A link past the bound never comes back
+// within it — a link moves up only as a stronger one to its own memory —,
+// so the list is the one applying every link back, then cutting, gives;
+// grown past the bound, it was copied to a larger array each time.) A
+// target made is built in ts (kept).
 func (l backLink) apply(es []Entry, ts *builtTargets) []Entry {
 	i := slices.IndexFunc(es, func(e Entry) bool { d, ok := digestOf(e.Target); return ok && d == l.from })
 	if i >= 0 {
@@ -455,7 +460,10 @@ func (l backLink) apply(es []Entry, ts *builtTargets) []Entry {
 	}
 	e := Entry{Target: ts.cid(l.from[:]), Type: typeCodes[l.typ], Strength: l.strength, UpdatedAt: l.at}
 	j, _ := slices.BinarySearchFunc(es, e, strongerFirst)
-	return slices.Insert(es, j, e)
+	if j >= MaxLinks {
+		return es
+	}
+	return slices.Insert(es[:min(len(es), MaxLinks-1)], j, e)
 }
 
 // keepStronger gives list the link to to (of typ, strength) unless it has
@@ -499,14 +507,79 @@ func (b *backBuffer) collect(key []byte, told uint64, held []backLink) []backLin
 }
 
 // withHeld returns es, a list as stored, with the links back held
-// applied, strongest first, at most MaxLinks, as their flush will write
-// it; the targets of the links it adds are built in ts. es is the
-// caller's.
+// applied (those that can be in it: heldTop), strongest first, at most
+// MaxLinks, as their flush will write it; the targets of the links it
+// adds are built in ts. es is the caller's.
 func withHeld(es []Entry, held []backLink, ts *builtTargets) []Entry {
+	es = es[:min(len(es), MaxLinks)]
+	if len(held) > MaxLinks {
+		var room [MaxLinks]backLink
+		top := heldTop{links: room[:0]}
+		for _, l := range held {
+			top = top.offer(l)
+		}
+		held = top.links
+	}
 	for _, l := range held {
 		es = l.apply(es, ts)
 	}
-	return es[:min(len(es), MaxLinks)]
+	return es
+}
+
+// heldTop gathers, of links back for one list offered in the order they
+// came, those that can be in the list once they are applied to it: of
+// each memory's, the first of its strongest (a later one no stronger
+// changes nothing: apply), and of those the MaxLinks first in the list's
+// order — strongest first, ties by their memories' digests, as
+// strongerFirst orders their targets. Any other is preceded by MaxLinks
+// links at least as strong, whatever the list held, and cut. A list a
+// sona's responses keep drawing on gathers hundreds while held (a sona
+// advanced twenty times a second, Hold 30 s), and every walk of it
+// applied each of them to the list, in time quadratic in their number
+// (issue 15).
+type heldTop struct {
+	links   []backLink // at most MaxLinks, in no order
+	weakest int        // the last of links in the list's order, once they are MaxLinks
+}
+
+// offer is t given l. (A value, not a pointer's: the room its links
+// are in stays on its caller's stack.)
+func (t heldTop) offer(l backLink) heldTop {
+	full := len(t.links) == MaxLinks
+	if full && !l.before(t.links[t.weakest]) {
+		// After MaxLinks others; or, when its memory's is among them,
+		// no stronger than that one (which comes no later than the last).
+		return t
+	}
+	i := slices.IndexFunc(t.links, func(h backLink) bool { return h.from == l.from })
+	switch {
+	case i >= 0 && l.strength <= t.links[i].strength:
+		return t
+	case i >= 0:
+		t.links[i] = l
+	case !full:
+		t.links = append(t.links, l)
+	default:
+		t.links[t.weakest] = l
+	}
+	if len(t.links) == MaxLinks {
+		t.weakest = 0
+		for j := range t.links {
+			if t.links[t.weakest].before(t.links[j]) {
+				t.weakest = j
+			}
+		}
+	}
+	return t
+}
+
+// before reports whether l comes before o in a list (strongerFirst of
+// their entries).
+func (l backLink) before(o backLink) bool {
+	if l.strength != o.strength {
+		return l.strength > o.strength
+	}
+	return bytes.Compare(l.from[:], o.from[:]) < 0
 }
 
 // all are the lists held, being written and written lately (b.mu held).

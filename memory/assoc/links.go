@@ -528,7 +528,7 @@ func (g *Graph) In(r store.Reader, key []byte) ([]Link, error) {
 	if _, op := r.(store.Tx); op {
 		return Read(r, key) // an operation sees its batch's writes
 	}
-	var room [16]backLink // most lists wait for fewer
+	var room [MaxLinks]backLink // most lists wait for fewer
 	if held := g.heldIn(r, key, room[:0]); len(held) > 0 {
 		var links []Link
 		err := g.walkHeld(r, key, held, func(e Entry) bool {
@@ -608,7 +608,7 @@ func (g *Graph) Walk(r store.Reader, key []byte, fn func(Entry) bool) error {
 		}
 		return err
 	}
-	var room [16]backLink // most lists wait for fewer
+	var room [MaxLinks]backLink // most lists wait for fewer
 	if held := g.heldIn(r, key, room[:0]); len(held) > 0 {
 		return g.walkHeld(r, key, held, fn)
 	}
