@@ -32,10 +32,10 @@ func applyEach(es []Entry, held []backLink) []Entry {
 // TestHeldTopKeepsWhatApplyingEachKeeps: on random lists and links back —
 // memories linking back more than once, with the strengths of others and
 // of the list's own links, targets the links back never name — the list
-// with only heldTop's links applied (withHeld, and heldTop offered every
-// link as collect does), and the list every link is applied to within
-// its bound (apply), are the list every link is applied to, then cut,
-// link for link: target, type, strength and time.
+// with only heldTop's links applied (withHeld, which chooses past
+// MaxLinks, and heldTop offered every link), and the list every link is
+// applied to within its bound (apply), are the list every link is
+// applied to, then cut, link for link: target, type, strength and time.
 func TestHeldTopKeepsWhatApplyingEachKeeps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	digests := make([]digest, 80)
