@@ -445,11 +445,11 @@ func (b *backBuffer) flushOp(tx store.Tx) error {
 // apply gives es, a list strongest first of at most MaxLinks links, the
 // link back l unless it has one to l's memory at least as strong (Put's
 // rule), keeping its order and its length bound: l goes in only before
-// its last, which then goes. (A link past the bound never comes back
-// within it — a link moves up only as a stronger one to its own memory —,
-// so the list is the one applying every link back, then cutting, gives;
-// grown past the bound, it was copied to a larger array each time.) A
-// target made is built in ts (kept).
+// its last, which then goes. (A list's links only move down, but for one
+// a stronger link to its own memory replaces, so a link past the bound
+// never comes back within it: the list is the one applying every link
+// back, then cutting, gives. Grown past the bound, it was copied to a
+// larger array each time.) A target made is built in ts (kept).
 func (l backLink) apply(es []Entry, ts *builtTargets) []Entry {
 	i := slices.IndexFunc(es, func(e Entry) bool { d, ok := digestOf(e.Target); return ok && d == l.from })
 	if i >= 0 {
@@ -533,8 +533,8 @@ func withHeld(es []Entry, held []backLink, ts *builtTargets) []Entry {
 // order — strongest first, ties by their memories' digests, as
 // strongerFirst orders their targets. Any other is preceded by MaxLinks
 // links at least as strong, whatever the list held, and cut. A list a
-// sona's responses keep drawing on gathers hundreds while held (a sona
-// advanced twenty times a second, Hold 30 s), and every walk of it
+// sona's responses keep drawing on gathers tens or more while held (a
+// sona advanced twenty times a second, Hold 30 s), and every read of it
 // applied each of them to the list, in time quadratic in their number
 // (issue 15).
 type heldTop struct {
