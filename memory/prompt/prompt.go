@@ -147,9 +147,9 @@ func (p *promptParts) fit(budget int) []llm.Message {
 		}
 		rebuild()
 	}
-	for total > budget && len(p.stm) > 0 {
+	for total > budget && len(stm) > 0 {
 		total -= stmTokens[0]
-		p.stm, stm, stmTokens = p.stm[1:], stm[1:], stmTokens[1:]
+		stm, stmTokens = stm[1:], stmTokens[1:]
 	}
 	return assemble(system, recalled, stm, input)
 }
