@@ -107,6 +107,11 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("memory: open %s: %w", dir, classifyBadger(err))
 	}
+	if n, err := releaseValueLogPages(dir); err != nil {
+		o.Logger.Warn("store: the value log's pages read at open stay mapped", "err", err)
+	} else if n > 0 {
+		o.Logger.Info("store: released the value log's pages read at open", "mib", n>>20)
+	}
 	eng := &badgerEngine{db: db, dir: dir, notes: notes, tombs: newTombFilter(), tables: tables, hash: base.NewKeyHasher()}
 	eng.version.Store(db.MaxVersion())
 	eng.last.Store(db.MaxVersion())
