@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -107,7 +108,7 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("memory: open %s: %w", dir, classifyBadger(err))
 	}
-	if n, err := releaseValueLogPages(dir); err != nil {
+	if n, err := releaseValueLogPages(dir, math.MaxUint64); err != nil {
 		o.Logger.Warn("store: the value log's pages read at open stay mapped", "err", err)
 	} else if n > 0 {
 		o.Logger.Info("store: released the value log's pages read at open", "mib", n>>20)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/dgraph-io/badger/v4/table"
 
 	"github.com/memoria-ai/memoria/config"
+	"github.com/memoria-ai/memoria/internal/clock"
 )
 
 // TestUnsyncedValueLogFailsTheCommit: Badger only logs a failed sync of
@@ -271,6 +273,129 @@ func TestOpenLeavesNoValueLogPagesMapped(t *testing.T) {
 			}
 			if len(v) != 1536 || v[0] != byte(i) || v[1] != byte(j) || v[1535] != byte(j>>8) {
 				return fmt.Errorf("v/%02d-%04d reads back as %d bytes beginning %x", i, j, len(v), v[:min(2, len(v))])
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWrittenValueLogPagesAreReleased: between the GC passes the pages of
+// the value-log files Badger has finished writing are let go, the newest
+// file's kept; not while more files were rewritten than are gone (one may
+// yet be unmapped); and a real pass's rewrites, once deleted, count as
+// gone. What was let go reads back whole.
+func TestWrittenValueLogPagesAreReleased(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1e9, 0))
+	o := OptionsOf(config.Default().Store)
+	o.MemTableMB, o.ValueLogMB, o.MinFreeBytes = 4, 2, 2<<20
+	o.GC.Interval = time.Hour
+	o.Clock = fake
+	dir := t.TempDir()
+	s, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	write := func(round byte) {
+		for i := range 8 {
+			if err := s.Update(context.Background(), func(tx Tx) error {
+				for j := range 1000 {
+					v := make([]byte, 1536)
+					v[0], v[1], v[2] = byte(i), byte(j), round
+					tx.Set(fmt.Appendf(nil, "v/%02d-%04d", i, j), v)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	abs, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := func() (older, newest int64) {
+		t.Helper()
+		maps, err := mappedFiles(abs, ".vlog")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last uint64
+		for _, m := range maps {
+			fid, _ := valueLogFid(filepath.Base(m.path))
+			last = max(last, fid)
+		}
+		for _, m := range maps {
+			if fid, _ := valueLogFid(filepath.Base(m.path)); fid == last {
+				newest += m.rss
+			} else {
+				older += m.rss
+			}
+		}
+		return older, newest
+	}
+	write(1)
+	older, _ := mapped()
+	if older < 4<<20 {
+		t.Fatalf("%d KiB of finished value-log files mapped after 12 MB written: nothing is checked", older>>10)
+	}
+
+	// A file rewritten and still in the directory: nothing is let go.
+	s.gc.mu.Lock()
+	if err := s.seeValueLog(); err != nil {
+		t.Fatal(err)
+	}
+	s.gc.rewrites++
+	s.gc.mu.Unlock()
+	s.releaseWritten()
+	if now, _ := mapped(); now < older {
+		t.Fatalf("pages let go (%d → %d KiB) while a rewritten file was still there", older>>10, now>>10)
+	}
+
+	// That file gone: the next tick lets go of all but the newest's.
+	s.gc.mu.Lock()
+	s.gc.seen["000000.vlog"] = true
+	s.gc.mu.Unlock()
+	fake.Advance(releaseEvery)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		older, newest := mapped()
+		if older == 0 {
+			if newest == 0 {
+				t.Error("the newest file's pages were let go too")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d KiB of finished value-log files still mapped 10 s after the tick", older>>10)
+		}
+		runtime.Gosched()
+	}
+
+	// A real pass: every value rewritten, the files full of garbage
+	// rewritten by Badger and deleted, which the count sees.
+	write(2)
+	rep, err := s.GC(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rewritten == 0 {
+		t.Fatal("the pass rewrote no value-log file: nothing is checked")
+	}
+	s.releaseWritten()
+	if older, _ := mapped(); older != 0 {
+		t.Errorf("%d KiB of finished value-log files mapped after the pass's rewrites were deleted", older>>10)
+	}
+	for i := range 8 {
+		j := i * 137
+		if err := s.View(func(r Reader) error {
+			v, err := r.Get(fmt.Appendf(nil, "v/%02d-%04d", i, j))
+			if err != nil {
+				return err
+			}
+			if len(v) != 1536 || v[0] != byte(i) || v[1] != byte(j) || v[2] != 2 {
+				return fmt.Errorf("v/%02d-%04d reads back as %d bytes beginning %x", i, j, len(v), v[:min(3, len(v))])
 			}
 			return nil
 		}); err != nil {

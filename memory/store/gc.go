@@ -137,6 +137,15 @@ type gcState struct {
 
 	smu   sync.Mutex
 	stats GCStats
+
+	// The value log's files a pass has had Badger rewrite (rewrites,
+	// those whose rewrite failed included) and every file seen before
+	// one (seen, by name): a file is deleted, and unmapped, only once
+	// rewritten, so while fewer of seen are gone from the directory than
+	// rewrites, one may be unmapped at any moment (releaseWritten). Under
+	// mu.
+	rewrites int
+	seen     map[string]bool
 }
 
 // keyFlush is written and then dropped to have Badger flush its
@@ -179,10 +188,16 @@ func (s *Store) gcLoop() {
 	}()
 	t := s.gc.clock.NewTimer(s.gc.opts.Interval)
 	defer t.Stop()
+	rel := s.gc.clock.NewTimer(releaseEvery)
+	defer rel.Stop()
 	for {
 		select {
 		case <-s.gc.stop:
 			return
+		case <-rel.C():
+			s.releaseWritten()
+			rel.Reset(releaseEvery)
+			continue
 		case <-t.C():
 		}
 		idle := s.idleCompaction()
@@ -316,10 +331,14 @@ func (s *Store) collect(ctx context.Context, force bool, ratio float64) (rep GCR
 			break
 		}
 		e.settle()
+		if err := s.seeValueLog(); err != nil {
+			return rep, fmt.Errorf("memory: gc: %w", err)
+		}
 		err := db.RunValueLogGC(ratio)
 		if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
 			break
 		}
+		s.gc.rewrites++ // failed too: a file may have been rewritten
 		if err != nil {
 			return rep, fmt.Errorf("memory: gc: rewriting the value log: %w", classifyBadger(err))
 		}

@@ -369,11 +369,12 @@ func openPassing(t *testing.T) (*store.Store, *clock.Fake) {
 }
 
 // nextPass moves the clock to the next background pass, once the loop has
-// set its timer: the pass before it is counted before the loop sets the
-// next timer, and a clock moved in between would fire nothing.
+// set its timers (the pass's, and the one that lets the value log's
+// written pages go): the pass before it is counted before the loop sets
+// the next timer, and a clock moved in between would fire nothing.
 func nextPass(t *testing.T, clk *clock.Fake) {
 	t.Helper()
-	testutil.Eventually(t, "the pass's timer", func() bool { return clk.Pending() == 1 })
+	testutil.Eventually(t, "the pass's timer", func() bool { return clk.Pending() == 2 })
 	clk.Advance(10 * time.Minute)
 }
 

@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// releaseValueLogPages lets go of the pages of the value log's files that
-// Badger's open left mapped, and returns their bytes. To find where the
+// releaseValueLogPages lets go of the pages mapped of the value log's
+// files in dir numbered below below, and returns their bytes: at the open
+// (all of them), then every releaseEvery (releaseWritten). To find where the
 // newest file ends, the open reads it whole through its mapping (up to
 // store.value_log_mb, 256 MiB, after a run of inserts), then writes to a
 // new file; the pages it read stayed in the process's resident set for
@@ -20,15 +22,19 @@ import (
 // again, and the embeddings it holds are in the vector index: 238 MiB of
 // a restarted 1M store's RSS (issue 15, stop 101).
 //
-// It must run before anything that may unmap a value-log file starts:
-// Badger deletes one only after a GC pass of ours has rewritten it, so
-// between its open and the store's start every range found here is still
-// that file's mapping when it is advised. MADV_DONTNEED over a shared
+// Nothing may unmap a value-log file between the reading of the mappings
+// and their advice, or another mapping made at the same address since
+// (the Go heap's) would lose its pages: Badger unmaps a file when it
+// deletes it, only once a GC pass of ours has had it rewritten (and the
+// last iterator open then is closed), and when it finishes writing one
+// (it may remap it elsewhere), before it writes the next. So at the open
+// nothing can, and releaseWritten leaves out the newest file and waits
+// for every rewritten file to be gone. MADV_DONTNEED over a shared
 // file mapping takes the pages out of this process's page tables only:
 // the page cache keeps them (dirty ones stay dirty, written back as
 // before), and a later read maps them back without the disk. Without
 // /proc (not Linux) it does nothing.
-func releaseValueLogPages(dir string) (int64, error) {
+func releaseValueLogPages(dir string, below uint64) (int64, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return 0, err
@@ -42,6 +48,9 @@ func releaseValueLogPages(dir string) (int64, error) {
 	}
 	var released int64
 	for _, m := range maps {
+		if fid, ok := valueLogFid(filepath.Base(m.path)); !ok || fid >= below {
+			continue
+		}
 		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_DONTNEED); errno != 0 {
 			return released, fmt.Errorf("madvise %s: %w", filepath.Base(m.path), errno)
 		}
@@ -110,4 +119,86 @@ func mappedFiles(dir, suffix string) ([]mapping, error) {
 		cur = len(out) - 1
 	}
 	return out, sc.Err()
+}
+
+// releaseEvery is how often the pages of the value log's files Badger
+// has finished writing are let go (releaseWritten).
+const releaseEvery = 30 * time.Second
+
+// releaseWritten lets go of the pages mapped of the value log's files
+// Badger no longer writes: it writes the newest through its mapping, and
+// each page written stayed in the process's resident set until the next
+// start (an embedding's 1.5 KB a memory: 1.4 GiB of a server that grew a
+// store to 1M). It runs between the GC passes (gc.mu held: none has
+// Badger rewrite a file meanwhile), and not while a file a pass rewrote
+// is still in the directory: Badger may delete it, unmapping it, once the
+// iterators open at its rewrite are closed.
+func (s *Store) releaseWritten() {
+	s.gc.mu.Lock()
+	defer s.gc.mu.Unlock()
+	names, err := valueLogFiles(s.dir)
+	if err != nil {
+		s.log.Warn("store: listing the value log", "err", err)
+		return
+	}
+	gone := len(s.gc.seen)
+	var newest uint64
+	for _, n := range names {
+		if s.gc.seen[n] {
+			gone--
+		}
+		if fid, ok := valueLogFid(n); ok {
+			newest = max(newest, fid)
+		}
+	}
+	if gone != s.gc.rewrites || newest == 0 {
+		return // a rewritten file may yet be deleted (more gone than rewritten: something else deletes them)
+	}
+	if n, err := releaseValueLogPages(s.dir, newest); err != nil {
+		s.log.Warn("store: the value log's written pages stay mapped", "err", err)
+	} else if n > 0 {
+		s.log.Debug("store: released the value log's written pages", "mib", n>>20)
+	}
+}
+
+// seeValueLog notes the value log's files before a pass has one
+// rewritten (gc.mu held).
+func (s *Store) seeValueLog() error {
+	names, err := valueLogFiles(s.dir)
+	if err != nil {
+		return err
+	}
+	if s.gc.seen == nil {
+		s.gc.seen = map[string]bool{}
+	}
+	for _, n := range names {
+		s.gc.seen[n] = true
+	}
+	return nil
+}
+
+// valueLogFiles are the names of the value log's files in dir.
+func valueLogFiles(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		if _, ok := valueLogFid(e.Name()); ok {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// valueLogFid is the number of the value-log file named name (Badger's
+// "000042.vlog").
+func valueLogFid(name string) (uint64, bool) {
+	num, ok := strings.CutSuffix(name, ".vlog")
+	if !ok {
+		return 0, false
+	}
+	fid, err := strconv.ParseUint(num, 10, 32)
+	return fid, err == nil
 }
