@@ -212,38 +212,48 @@ func TestBlockCacheForCompressedTables(t *testing.T) {
 	}
 }
 
-// TestOpenLeavesNoValueLogPagesMapped: Badger's open reads the newest
-// value-log file whole through its mapping; the store lets those pages go
-// (releaseValueLogPages), and the values read back whole afterwards.
-func TestOpenLeavesNoValueLogPagesMapped(t *testing.T) {
-	if _, err := os.Stat("/proc/self/smaps"); err != nil {
-		t.Fatalf("this test reads the process's mappings from /proc/self/smaps: %v", err)
-	}
-	dir := t.TempDir()
-	s, err := Open(dir, OptionsOf(config.Default().Store))
-	if err != nil {
-		t.Fatal(err)
-	}
+// writeEmbeddings writes 8,000 embeddings of 1.5 KB (12 MB of the value
+// log), each telling its key and round.
+func writeEmbeddings(t *testing.T, s *Store, round byte) {
+	t.Helper()
 	for i := range 8 {
 		if err := s.Update(context.Background(), func(tx Tx) error {
 			for j := range 1000 {
-				vec := make([]byte, 1536) // a value is not copied by Set
-				vec[0], vec[1], vec[1535] = byte(i), byte(j), byte(j>>8)
-				tx.Set(fmt.Appendf(nil, "v/%02d-%04d", i, j), vec)
+				v := make([]byte, 1536) // a value is not copied by Set
+				v[0], v[1], v[2] = byte(i), byte(j), round
+				tx.Set(fmt.Appendf(nil, "v/%02d-%04d", i, j), v)
 			}
 			return nil
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
+}
+
+// checkEmbeddings reads some of writeEmbeddings' embeddings back.
+func checkEmbeddings(t *testing.T, s *Store, round byte) {
+	t.Helper()
+	for i := range 8 {
+		j := i * 137
+		if err := s.View(func(r Reader) error {
+			v, err := r.Get(fmt.Appendf(nil, "v/%02d-%04d", i, j))
+			if err != nil {
+				return err
+			}
+			if len(v) != 1536 || v[0] != byte(i) || v[1] != byte(j) || v[2] != round {
+				return fmt.Errorf("v/%02d-%04d reads back as %d bytes beginning %x", i, j, len(v), v[:min(3, len(v))])
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	s, err = Open(dir, OptionsOf(config.Default().Store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+}
+
+// valueLogMapped is what of the value log of the store in dir is mapped:
+// of its newest file, and of the others.
+func valueLogMapped(t *testing.T, dir string) (older, newest int64) {
+	t.Helper()
 	abs, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -255,30 +265,45 @@ func TestOpenLeavesNoValueLogPagesMapped(t *testing.T) {
 	if len(maps) == 0 {
 		t.Fatal("no value-log file of the store is mapped: nothing is checked")
 	}
-	var rss int64
+	var last uint64
 	for _, m := range maps {
-		rss += m.rss
+		fid, _ := valueLogFid(filepath.Base(m.path))
+		last = max(last, fid)
 	}
-	// The 12 MB written are in the newest file but one (the open begins a
-	// new one), which the open read whole.
-	if rss > 0 {
-		t.Errorf("%d KiB of the value log's pages mapped after the open, want none", rss>>10)
-	}
-	for i := range 8 {
-		j := i * 137
-		if err := s.View(func(r Reader) error {
-			v, err := r.Get(fmt.Appendf(nil, "v/%02d-%04d", i, j))
-			if err != nil {
-				return err
-			}
-			if len(v) != 1536 || v[0] != byte(i) || v[1] != byte(j) || v[1535] != byte(j>>8) {
-				return fmt.Errorf("v/%02d-%04d reads back as %d bytes beginning %x", i, j, len(v), v[:min(2, len(v))])
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
+	for _, m := range maps {
+		if fid, _ := valueLogFid(filepath.Base(m.path)); fid == last {
+			newest += m.rss
+		} else {
+			older += m.rss
 		}
 	}
+	return older, newest
+}
+
+// TestOpenLeavesNoValueLogPagesMapped: Badger's open reads the newest
+// value-log file whole through its mapping; the store lets those pages go
+// (releaseValueLogPages), and the values read back whole.
+func TestOpenLeavesNoValueLogPagesMapped(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, OptionsOf(config.Default().Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeEmbeddings(t, s, 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, OptionsOf(config.Default().Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The 12 MB written are in the newest file but one (the open begins a
+	// new one), which the open read whole.
+	if older, newest := valueLogMapped(t, dir); older+newest > 0 {
+		t.Errorf("%d KiB of the value log's pages mapped after the open, want none", (older+newest)>>10)
+	}
+	checkEmbeddings(t, s, 1)
 }
 
 // TestWrittenValueLogPagesAreReleased: between the GC passes the pages of
@@ -298,46 +323,8 @@ func TestWrittenValueLogPagesAreReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	write := func(round byte) {
-		for i := range 8 {
-			if err := s.Update(context.Background(), func(tx Tx) error {
-				for j := range 1000 {
-					v := make([]byte, 1536)
-					v[0], v[1], v[2] = byte(i), byte(j), round
-					tx.Set(fmt.Appendf(nil, "v/%02d-%04d", i, j), v)
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	abs, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapped := func() (older, newest int64) {
-		t.Helper()
-		maps, err := mappedFiles(abs, ".vlog")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var last uint64
-		for _, m := range maps {
-			fid, _ := valueLogFid(filepath.Base(m.path))
-			last = max(last, fid)
-		}
-		for _, m := range maps {
-			if fid, _ := valueLogFid(filepath.Base(m.path)); fid == last {
-				newest += m.rss
-			} else {
-				older += m.rss
-			}
-		}
-		return older, newest
-	}
-	write(1)
-	older, _ := mapped()
+	writeEmbeddings(t, s, 1)
+	older, _ := valueLogMapped(t, dir)
 	if older < 4<<20 {
 		t.Fatalf("%d KiB of finished value-log files mapped after 12 MB written: nothing is checked", older>>10)
 	}
@@ -350,7 +337,7 @@ func TestWrittenValueLogPagesAreReleased(t *testing.T) {
 	s.gc.rewrites++
 	s.gc.mu.Unlock()
 	s.releaseWritten()
-	if now, _ := mapped(); now < older {
+	if now, _ := valueLogMapped(t, dir); now < older {
 		t.Fatalf("pages let go (%d → %d KiB) while a rewritten file was still there", older>>10, now>>10)
 	}
 
@@ -360,7 +347,7 @@ func TestWrittenValueLogPagesAreReleased(t *testing.T) {
 	s.gc.mu.Unlock()
 	fake.Advance(releaseEvery)
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		older, newest := mapped()
+		older, newest := valueLogMapped(t, dir)
 		if older == 0 {
 			if newest == 0 {
 				t.Error("the newest file's pages were let go too")
@@ -375,7 +362,7 @@ func TestWrittenValueLogPagesAreReleased(t *testing.T) {
 
 	// A real pass: every value rewritten, the files full of garbage
 	// rewritten by Badger and deleted, which the count sees.
-	write(2)
+	writeEmbeddings(t, s, 2)
 	rep, err := s.GC(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
@@ -384,22 +371,8 @@ func TestWrittenValueLogPagesAreReleased(t *testing.T) {
 		t.Fatal("the pass rewrote no value-log file: nothing is checked")
 	}
 	s.releaseWritten()
-	if older, _ := mapped(); older != 0 {
+	if older, _ := valueLogMapped(t, dir); older != 0 {
 		t.Errorf("%d KiB of finished value-log files mapped after the pass's rewrites were deleted", older>>10)
 	}
-	for i := range 8 {
-		j := i * 137
-		if err := s.View(func(r Reader) error {
-			v, err := r.Get(fmt.Appendf(nil, "v/%02d-%04d", i, j))
-			if err != nil {
-				return err
-			}
-			if len(v) != 1536 || v[0] != byte(i) || v[1] != byte(j) || v[2] != 2 {
-				return fmt.Errorf("v/%02d-%04d reads back as %d bytes beginning %x", i, j, len(v), v[:min(3, len(v))])
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	checkEmbeddings(t, s, 2)
 }

@@ -12,9 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// releaseValueLogPages lets go of the pages mapped of the value log's
-// files in dir numbered below below, and returns their bytes: at the open
-// (all of them), then every releaseEvery (releaseWritten). To find where the
+// releaseValueLogPages lets go of the mapped pages of the value-log files
+// in dir whose numbers are under below, and returns their bytes: at the
+// open (all of them), then every releaseEvery (releaseWritten). To find where the
 // newest file ends, the open reads it whole through its mapping (up to
 // store.value_log_mb, 256 MiB, after a run of inserts), then writes to a
 // new file; the pages it read stayed in the process's resident set for
