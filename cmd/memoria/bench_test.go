@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/memoria-ai/memoria/internal/bench"
@@ -370,7 +371,7 @@ func TestBenchKeptStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(other, append(b, 0), 0o755); err != nil {
+	if err := writeExecutable(other, append(b, 0)); err != nil {
 		t.Fatal(err)
 	}
 	rep, errOut, code := runIn(other, "--sizes", "150")
@@ -521,4 +522,15 @@ func TestBenchAdvanceKeep(t *testing.T) {
 			t.Errorf("%v: the kept sonas changed: %s", args, b)
 		}
 	}
+}
+
+// writeExecutable writes an executable file while no child process is
+// forked. A child forked while the file's descriptor is open holds it
+// until the child's own exec, and an exec of the file meanwhile fails with
+// "text file busy" (ETXTBSY; golang.org/issue/22315): the parallel tests
+// start servers all the time, and CI once met it here.
+func writeExecutable(path string, b []byte) error {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	return os.WriteFile(path, b, 0o755)
 }
