@@ -53,7 +53,7 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 		if err != nil {
 			return err
 		}
-		pending, err := s.inbox(txn, sona, STM, 0)
+		pending, err := s.inboxTail(txn, sona, STM, p.STMPages)
 		if err != nil {
 			return err
 		}

@@ -71,7 +71,11 @@ func (s *Store) cachedInboxOf(r store.Reader, sona, tier string) (*cachedInbox, 
 	if _, op := r.(store.Tx); op {
 		return nil, false
 	}
-	return s.inboxes.In(string(inboxPrefix(sona, tier)), r)
+	in, ok := s.inboxes.In(string(inboxPrefix(sona, tier)), r)
+	if ok && len(in.seqs) > 0 {
+		s.starts.seen(sona, tier, in.seqs[0]) // for the reads the cache will not answer
+	}
+	return in, ok
 }
 
 // inboxCommitted patches the cached inboxes with a commit's writes of
@@ -119,10 +123,15 @@ func (in *cachedInbox) works(sona, tier string, limit int) ([]*messages.TierWork
 	if limit > 0 {
 		n = min(n, limit)
 	}
-	out := make([]*messages.TierWork, n)
+	return decodeWorks(sona, tier, in.raws[:n])
+}
+
+// decodeWorks decodes the stored values of an inbox's entries.
+func decodeWorks(sona, tier string, raws [][]byte) ([]*messages.TierWork, error) {
+	out := make([]*messages.TierWork, len(raws))
 	for i := range out {
 		out[i] = &messages.TierWork{}
-		if err := proto.Unmarshal(in.raws[i], out[i]); err != nil {
+		if err := proto.Unmarshal(raws[i], out[i]); err != nil {
 			return nil, fmt.Errorf("%w: %s inbox of %s: %v", base.ErrCorrupt, tier, sona, err)
 		}
 	}

@@ -1083,3 +1083,61 @@ func threeSegments(t *testing.T) (*clock.Fake, *memory.Self, *memorytest.Owner, 
 	memorytest.Settle(t, s, o.Sona)
 	return clk, s, o, rng
 }
+
+// A retrieval shows the newest stm_pages of the STM's pages, those still
+// in its inbox included, and decodes no more of the inbox than those: a
+// sona advanced faster than its STM steps gathers a backlog there, and a
+// retrieval's work does not grow with it (issue 15, stop 102).
+func TestRecallReadsTheTailOfTheSTMBacklog(t *testing.T) {
+	clk := clock.NewFake(memorytest.Epoch)
+	cfg := memorytest.Config(t.TempDir())
+	s := memorytest.Open(t, cfg, clk)
+	t.Cleanup(func() { s.Close() })
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(5))
+	pages := func(n int) {
+		for range n {
+			o.Page(randomWords(rng, 6), randomWords(rng, 6))
+		}
+	}
+	vecs, _ := s.Embed(context.Background(), "a question")
+	recall := func() *tiers.Recall {
+		t.Helper()
+		r, err := s.Tiers.Recall(o.Sona, "a question", vecs[0], 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	check := func(when string, pending int) float64 {
+		t.Helper()
+		v, err := s.Tiers.View(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v.Stm.Pending) != pending {
+			t.Fatalf("%s: %d pages pending, want %d", when, len(v.Stm.Pending), pending)
+		}
+		all := append(v.Stm.Pages, v.Stm.Pending...)
+		want := all[max(0, len(all)-cfg.Tiers.STMPages):]
+		got := recall().STM
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d STM pages retrieved, want %d", when, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].Page.Seq != want[i].Seq {
+				t.Fatalf("%s: STM page %d retrieved is page %d, want %d", when, i, got[i].Page.Seq, want[i].Seq)
+			}
+		}
+		return testing.AllocsPerRun(5, func() { recall() })
+	}
+	pages(3)
+	memorytest.Settle(t, s, o.Sona)
+	pages(10)
+	few := check("10 pending", 10)
+	pages(400)
+	many := check("410 pending", 410)
+	if many > few+100 {
+		t.Fatalf("a retrieval allocated %.0f times with 410 pages pending, %.0f with 10: it decodes the backlog", many, few)
+	}
+}
