@@ -268,3 +268,17 @@ func (s *Store) STMStateRecord(sona string) (raw []byte, err error) {
 func (s *Store) CacheSTMState(sona string, raw []byte) {
 	s.recs.Committed(store.Event{Told: 1, Keys: []string{string(stmKey(sona))}, Values: [][]byte{raw}})
 }
+
+// SetSTMBatch sets how many pages an STM step takes at most (stmBatch).
+func (s *Store) SetSTMBatch(n int) { s.stmBatch = n }
+
+// STMState is sona's STM state as stored, its pages read.
+func (s *Store) STMState(sona string) (*messages.StmState, error) {
+	var stm *messages.StmState
+	err := s.view.View(func(txn store.Reader) error {
+		var err error
+		stm, err = s.stmState(txn, sona)
+		return err
+	})
+	return stm, err
+}

@@ -221,7 +221,8 @@ func TestTiersSurviveReopenExactly(t *testing.T) {
 	for i := range 14 {
 		o.Page(fmt.Sprintf("I ride my bike to work on day %d.", i), fmt.Sprintf("Cycling is healthy, day %d.", i))
 	}
-	// Settle part of the work: some pages stay in the inboxes.
+	// Settle part of the work, a page a step: some pages stay in the inboxes.
+	s.Tiers.SetSTMBatch(1)
 	for range 10 {
 		if _, err := s.Tiers.Step(context.Background(), o.Sona, tiers.STM, tiers.Heuristic{}); err != nil {
 			t.Fatal(err)
@@ -831,11 +832,11 @@ func TestStepsTellWhetherMoreWorkWaits(t *testing.T) {
 		}
 	}
 	rng := rand.New(rand.NewSource(9))
+	s.Tiers.SetSTMBatch(3) // an STM step takes up to three pages
 	pending()
 	o.Page(randomWords(rng, 6), randomWords(rng, 6))
 	o.Page(randomWords(rng, 6), randomWords(rng, 6))
 	pending(tiers.STM)
-	step(tiers.STM, true, true)
 	step(tiers.STM, true, false)
 	step(tiers.STM, false, false)
 	pending()
@@ -844,9 +845,8 @@ func TestStepsTellWhetherMoreWorkWaits(t *testing.T) {
 	for range 8 {
 		o.Page(randomWords(rng, 6), randomWords(rng, 6))
 	}
-	for range 7 {
-		step(tiers.STM, true, true)
-	}
+	step(tiers.STM, true, true)
+	step(tiers.STM, true, true)
 	step(tiers.STM, true, false)
 	pending(tiers.MTM)
 	step(tiers.MTM, true, true)
@@ -1139,5 +1139,106 @@ func TestRecallReadsTheTailOfTheSTMBacklog(t *testing.T) {
 	many := check("410 pending", 410)
 	if many > few+100 {
 		t.Fatalf("a retrieval allocated %.0f times with 410 pages pending, %.0f with 10: it decodes the backlog", many, few)
+	}
+}
+
+// slowModel is the heuristic model taking a while a page, on clk, as a
+// provider's does; it notes what it was asked to chain.
+type slowModel struct {
+	tiers.Heuristic
+	clk   *clock.Fake
+	took  time.Duration
+	asked *[]string
+}
+
+func (m slowModel) Chain(ctx context.Context, in tiers.ChainInput) (*messages.MetaChain, error) {
+	m.clk.Advance(m.took)
+	var prev []uint64
+	for _, p := range in.Prev {
+		prev = append(prev, p.Page.Seq)
+	}
+	*m.asked = append(*m.asked, fmt.Sprintf("page %d after %v: similarity %.6f, threshold %.6f", in.Page.Page.Seq, prev, in.Similarity, in.Threshold))
+	return m.Heuristic.Chain(ctx, in)
+}
+
+// An STM step takes the oldest pages of its inbox, up to its batch, and
+// leaves the tiers as steps of one page each would: the same STM pages
+// with the same meta chains and similarity statistics, the same pages
+// handed on to the MTM, the same events in the same order. A model that
+// takes long a page (a provider's) is given one page a step.
+func TestSTMStepsTakeBatchesAsPagesOneByOne(t *testing.T) {
+	type outcome struct {
+		view   *messages.Tiers
+		stm    *messages.StmState
+		events []tiers.Event
+		more   []bool // each step's More
+		asked  []string
+	}
+	run := func(batch int, took time.Duration) outcome {
+		t.Helper()
+		clk := clock.NewFake(memorytest.Epoch)
+		s := memorytest.Open(t, memorytest.Config(t.TempDir()), clk)
+		defer s.Close()
+		s.Tiers.SetSTMBatch(batch)
+		o := memorytest.NewOwner(t, s, "a")
+		rng := rand.New(rand.NewSource(3))
+		for range 20 {
+			o.Page(randomWords(rng, 6), randomWords(rng, 6))
+		}
+		var out outcome
+		for {
+			res, err := s.Tiers.Step(context.Background(), o.Sona, tiers.STM, slowModel{clk: clk, took: took, asked: &out.asked})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Done {
+				break
+			}
+			for _, e := range res.Events {
+				e.Sona = "" // each run's sona is new
+				out.events = append(out.events, e)
+			}
+			out.more = append(out.more, res.More)
+		}
+		var err error
+		if out.view, err = s.Tiers.View(o.Sona); err != nil {
+			t.Fatal(err)
+		}
+		if out.stm, err = s.Tiers.STMState(o.Sona); err != nil {
+			t.Fatal(err)
+		}
+		out.stm.Version = 0 // a step's, not a page's
+		return out
+	}
+	one := run(1, 0)
+	if len(one.more) != 20 || len(one.view.Stm.Pages) != 7 || len(one.view.Mtm.Pending) != 13 || one.stm.SimN != 19 {
+		t.Fatalf("one page a step: %d steps, %d STM pages, %d handed on, %d similarities", len(one.more), len(one.view.Stm.Pages), len(one.view.Mtm.Pending), one.stm.SimN)
+	}
+	for _, c := range []struct {
+		batch int
+		took  time.Duration
+		more  []bool
+	}{
+		{8, 0, []bool{true, true, false}},
+		{32, 0, []bool{false}},
+		{8, 10 * time.Millisecond, []bool{true, true, true, false}}, // 5 pages in 50 ms
+		{8, time.Second, slices.Repeat([]bool{true}, 19)},
+	} {
+		got := run(c.batch, c.took)
+		if c.took == time.Second {
+			c.more = append(c.more, false)
+		}
+		if !slices.Equal(got.more, c.more) {
+			t.Fatalf("batch %d, %v a page: steps said more %v, want %v", c.batch, c.took, got.more, c.more)
+		}
+		if !proto.Equal(got.view, one.view) || !proto.Equal(got.stm, one.stm) {
+			t.Fatalf("batch %d, %v a page: the tiers differ from one page a step's:\n%v\n%v\n%v\n%v", c.batch, c.took, got.view, one.view, got.stm, one.stm)
+		}
+		if !slices.Equal(got.asked, one.asked) {
+			t.Fatalf("batch %d, %v a page: the model was asked\n%s\nwant\n%s", c.batch, c.took, strings.Join(got.asked, "\n"), strings.Join(one.asked, "\n"))
+		}
+		if !slices.Equal(got.events, one.events) {
+			t.Fatalf("batch %d, %v a page: events %v, want %v", c.batch, c.took, got.events, one.events)
+		}
 	}
 }

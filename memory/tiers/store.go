@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ipfs/go-cid"
 	"google.golang.org/protobuf/proto"
@@ -570,21 +571,39 @@ func (s *Store) putSTM(tx store.Tx, sona string, old, next *messages.StmState) e
 	return store.SetProto(tx, stmKey(sona), head)
 }
 
+// stmBatch is how many pages of its inbox an STM step takes at most, and
+// stmBatchFor how long it goes on taking more (the first page is always
+// taken): a step is a commit, waited for before the next, and a sona
+// advanced faster than one step a commit gathered its pages in the inbox
+// — at two sonas under 64 clients, tens of thousands after two minutes
+// (issue 15, stop 102). A tier model that calls a provider takes longer
+// than stmBatchFor a page, so its steps take one page each, as before.
+const (
+	stmBatch    = 32
+	stmBatchFor = 50 * time.Millisecond
+)
+
+// stepSTM moves the oldest pages of sona's STM inbox into the STM, each
+// linked into the meta chain by model as the one after the page before,
+// in one commit: the pages past the STM's capacity go on to the MTM's
+// inbox. A step that took several pages and failed on one commits those
+// before it; the next step meets the failure with that page first.
 func (s *Store) stepSTM(ctx context.Context, sona string, model Model, background bool) (Step, error) {
 	var (
-		w    *messages.TierWork
+		ws   []*messages.TierWork
 		more bool
 		stm  = &messages.StmState{}
-		prev []PageText
-		pt   PageText
+		prev []PageText // the texts of the STM's pages, as the step moves them
+		pts  []PageText // of ws's pages
 	)
+	batch := s.stmBatch
 	err := s.view.View(func(txn store.Reader) error {
 		var err error
-		if w, more, err = s.oldestWork(txn, sona, STM); err != nil || w == nil {
+		if ws, err = s.inbox(txn, sona, STM, batch+1); err != nil || len(ws) == 0 {
 			return err
 		}
-		if w.GetPage() == nil {
-			return fmt.Errorf("%w: STM inbox entry %d holds no page", base.ErrCorrupt, w.Seq)
+		if more = len(ws) > batch; more {
+			ws = ws[:batch]
 		}
 		if stm, err = s.stmState(txn, sona); err != nil {
 			return err
@@ -596,34 +615,49 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 			}
 			prev = append(prev, t)
 		}
-		pt, err = s.pageText(txn, w.GetPage())
-		return err
-	})
-	if err != nil || w == nil {
-		return Step{}, err
-	}
-	page := w.GetPage()
-	if page.Embedding, err = s.pageVector(page); err != nil {
-		return Step{}, err
-	}
-	stats := assoc.SimStats{N: int64(stm.SimN), Mean: stm.SimMean, M2: stm.SimM2}
-	var sim float64
-	if len(stm.Pages) > 0 {
-		last := stm.Pages[len(stm.Pages)-1]
-		vec := last.Embedding // a state written before embeddings were left out
-		if len(vec) == 0 {
-			if vec, err = s.pageVector(last); err != nil {
-				return Step{}, err
+		for _, w := range ws {
+			if w.GetPage() == nil {
+				return fmt.Errorf("%w: STM inbox entry %d holds no page", base.ErrCorrupt, w.Seq)
 			}
+			t, err := s.pageText(txn, w.GetPage())
+			if err != nil {
+				return err
+			}
+			pts = append(pts, t)
 		}
-		sim = base.Cosine(vec, page.Embedding)
-	}
-	th := assoc.EmergentThreshold(s.cfg.Thresholds, s.cfg.Thresholds.RetrievalBeta, stats, stats.N)
-	if page.MetaChain, err = model.Chain(ctx, ChainInput{Prev: prev, Page: pt, Similarity: sim, Threshold: th.Value}); err != nil {
+		return nil
+	})
+	if err != nil || len(ws) == 0 {
 		return Step{}, err
 	}
 	next := proto.Clone(stm).(*messages.StmState)
-	moved := PushSTM(next, page, s.cfg.Tiers.STMPages)
+	stats := assoc.SimStats{N: int64(stm.SimN), Mean: stm.SimMean, M2: stm.SimM2}
+	res := Step{Done: true}
+	var moved []*messages.Page
+	start := s.clock.Now()
+	taken := 0
+	for i, w := range ws {
+		if i > 0 && s.clock.Since(start) >= stmBatchFor {
+			break
+		}
+		out, err := s.pushSTM(ctx, next, &stats, prev, w.GetPage(), pts[i], model)
+		if err != nil {
+			if i == 0 {
+				return Step{}, err
+			}
+			break
+		}
+		taken++
+		prev = append(prev[len(out):], pts[i])
+		moved = append(moved, out...)
+		res.Events = append(res.Events, Event{Sona: sona, Kind: PageAdded, Page: w.GetPage().Seq})
+		for _, p := range out {
+			res.Events = append(res.Events, Event{Sona: sona, Kind: PageMoved, Page: p.Seq})
+		}
+	}
+	if taken < len(ws) {
+		ws, more = ws[:taken], true
+	}
 	// The state and the MTM inbox keep no page embeddings: they are the
 	// normalised sum of the page's two memory vectors, which the index
 	// holds (pageVector), and were most of the state, written whole on
@@ -634,10 +668,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 	for _, p := range moved {
 		p.Embedding = nil
 	}
-	if len(stm.Pages) > 0 {
-		stats.Add(sim)
-		next.SimN, next.SimMean, next.SimM2 = uint64(stats.N), stats.Mean, stats.M2
-	}
+	next.SimN, next.SimMean, next.SimM2 = uint64(stats.N), stats.Mean, stats.M2
 	next.Version++
 	err = s.commit(ctx, background && !more, func(tx store.Tx) error {
 		// The state's version alone: every change of the STM moves it, so
@@ -649,8 +680,10 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 		if cur.Version != stm.Version {
 			return errConflict
 		}
-		if err := consume(tx, sona, STM, w); err != nil {
-			return err
+		for _, w := range ws {
+			if err := consume(tx, sona, STM, w); err != nil {
+				return err
+			}
 		}
 		for _, p := range moved {
 			if err := s.enqueueTier(tx, sona, MTM, &messages.TierWork{Work: &messages.TierWork_Page{Page: p}}); err != nil {
@@ -662,14 +695,41 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 	if err != nil {
 		return Step{}, err
 	}
-	res := Step{Done: true, More: more, Events: []Event{{Sona: sona, Kind: PageAdded, Page: page.Seq}}}
-	for _, p := range moved {
-		res.Events = append(res.Events, Event{Sona: sona, Kind: PageMoved, Page: p.Seq})
-	}
+	res.More = more
 	if len(moved) > 0 {
 		res.Wake = []string{MTM}
 	}
 	return res, nil
+}
+
+// pushSTM links page (its text pt) into the meta chain after the last of
+// next's pages, whose texts are prev, and pushes it onto next, updating
+// the similarity statistics of successive pages: it returns the pages
+// pushed past the STM's capacity.
+func (s *Store) pushSTM(ctx context.Context, next *messages.StmState, stats *assoc.SimStats, prev []PageText, page *messages.Page, pt PageText, model Model) ([]*messages.Page, error) {
+	var err error
+	if page.Embedding, err = s.pageVector(page); err != nil {
+		return nil, err
+	}
+	var sim float64
+	if len(next.Pages) > 0 {
+		last := next.Pages[len(next.Pages)-1]
+		vec := last.Embedding // a page of this step, or of a state written before embeddings were left out
+		if len(vec) == 0 {
+			if vec, err = s.pageVector(last); err != nil {
+				return nil, err
+			}
+		}
+		sim = base.Cosine(vec, page.Embedding)
+	}
+	th := assoc.EmergentThreshold(s.cfg.Thresholds, s.cfg.Thresholds.RetrievalBeta, *stats, stats.N)
+	if page.MetaChain, err = model.Chain(ctx, ChainInput{Prev: prev, Page: pt, Similarity: sim, Threshold: th.Value}); err != nil {
+		return nil, err
+	}
+	if len(next.Pages) > 0 {
+		stats.Add(sim)
+	}
+	return PushSTM(next, page, s.cfg.Tiers.STMPages), nil
 }
 
 // mtmChange is what one MTM step or visit writes.
@@ -1069,17 +1129,18 @@ type Options struct {
 // durable inboxes, the steps that move work through them, retrieval and
 // the display view.
 type Store struct {
-	store   store.Committer
-	view    store.Viewer
-	env     Env
-	cfg     Options
-	traits  Traits // cfg.Tiers.Traits, their cues indexed
-	clock   clock.Clock
-	segs    *segmentCache
-	dfs     *store.Cache[uint64]       // document frequencies by dfKey (dfcache.go)
-	recs    *store.Records             // states, personas and counters (reccache.go)
-	inboxes *store.Cache[*cachedInbox] // the tiers' inboxes, by inboxPrefix (reccache.go)
-	starts  inboxStart
+	store    store.Committer
+	view     store.Viewer
+	env      Env
+	cfg      Options
+	traits   Traits // cfg.Tiers.Traits, their cues indexed
+	clock    clock.Clock
+	segs     *segmentCache
+	dfs      *store.Cache[uint64]       // document frequencies by dfKey (dfcache.go)
+	recs     *store.Records             // states, personas and counters (reccache.go)
+	inboxes  *store.Cache[*cachedInbox] // the tiers' inboxes, by inboxPrefix (reccache.go)
+	starts   inboxStart
+	stmBatch int // pages an STM step takes at most (stmBatch; tests set it)
 }
 
 // NewStore is the tiers' storage on st. When st reports its commits
@@ -1090,7 +1151,7 @@ func NewStore(st interface {
 	store.Committer
 	store.Viewer
 }, env Env, o Options) *Store {
-	s := &Store{store: st, view: st, env: env, cfg: o, traits: NewTraits(o.Tiers.Traits), clock: clock.Or(o.Clock), segs: newSegmentCache()}
+	s := &Store{store: st, view: st, env: env, cfg: o, traits: NewTraits(o.Tiers.Traits), clock: clock.Or(o.Clock), segs: newSegmentCache(), stmBatch: stmBatch}
 	if sub, ok := st.(interface{ Subscribe(func(store.Event)) }); ok {
 		sub.Subscribe(s.segs.committed)
 		s.dfs = store.NewCache[uint64](dfCacheSize)
