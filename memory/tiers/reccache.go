@@ -79,40 +79,69 @@ func (s *Store) cachedInboxOf(r store.Reader, sona, tier string) (*cachedInbox, 
 }
 
 // inboxCommitted patches the cached inboxes with a commit's writes of
-// their entries (inboxKey: a new entry, or a consumed one deleted).
+// their entries (inboxKey: a new entry, or a consumed one deleted), all
+// of an inbox's at once: an STM step consumes up to stmBatch pages and
+// hands as many on to the MTM, whose inbox a busy sona fills with
+// thousands, and each entry copied the inbox.
 func (s *Store) inboxCommitted(ev store.Event) {
-	type entry struct {
-		seq uint64
-		raw []byte
-	}
 	var changes []store.CacheChange[*cachedInbox]
-	var entries []entry // each change's
+	var entries [][]inboxEntry // each change's
 	for i, k := range ev.Keys {
 		sona, part, rest, ok := tierKey(k)
 		if !ok || part != 'i' || len(rest) < 9 || rest[len(rest)-9] != 0 {
 			continue
 		}
-		tier := rest[:len(rest)-9]
-		changes = append(changes, store.CacheChange[*cachedInbox]{Key: string(inboxPrefix(sona, tier)), Op: store.CachePatch})
-		entries = append(entries, entry{base.DecodeU64([]byte(rest[len(rest)-8:])), ev.Values[i]})
+		key := string(inboxPrefix(sona, rest[:len(rest)-9]))
+		j := slices.IndexFunc(changes, func(c store.CacheChange[*cachedInbox]) bool { return c.Key == key })
+		if j < 0 {
+			j = len(changes)
+			changes = append(changes, store.CacheChange[*cachedInbox]{Key: key, Op: store.CachePatch})
+			entries = append(entries, nil)
+		}
+		entries[j] = append(entries[j], inboxEntry{base.DecodeU64([]byte(rest[len(rest)-8:])), ev.Values[i]})
 	}
 	s.inboxes.Apply(ev.Told, changes, func(i int, in *cachedInbox) *cachedInbox {
-		return in.with(entries[i].seq, entries[i].raw)
+		return in.with(entries[i])
 	})
 }
 
-// with is in with entry seq written as raw, or deleted (raw nil).
-func (in *cachedInbox) with(seq uint64, raw []byte) *cachedInbox {
-	i, found := slices.BinarySearch(in.seqs, seq)
-	out := &cachedInbox{seqs: slices.Clone(in.seqs), raws: slices.Clone(in.raws)}
-	switch {
-	case raw == nil && found:
-		out.seqs, out.raws = slices.Delete(out.seqs, i, i+1), slices.Delete(out.raws, i, i+1)
-	case raw == nil:
-	case found:
-		out.raws[i] = raw
-	default:
-		out.seqs, out.raws = slices.Insert(out.seqs, i, seq), slices.Insert(out.raws, i, raw)
+// inboxEntry is an entry of an inbox written (raw) or deleted (raw nil).
+type inboxEntry struct {
+	seq uint64
+	raw []byte
+}
+
+// with is in with es written and deleted, the later of two of one entry
+// taking effect, in one copy.
+func (in *cachedInbox) with(es []inboxEntry) *cachedInbox {
+	put := make(map[uint64][]byte, len(es))
+	for _, e := range es {
+		put[e.seq] = e.raw
+	}
+	out := &cachedInbox{seqs: make([]uint64, 0, len(in.seqs)+len(es)), raws: make([][]byte, 0, len(in.seqs)+len(es))}
+	keep := func(seq uint64, raw []byte) {
+		out.seqs, out.raws = append(out.seqs, seq), append(out.raws, raw)
+	}
+	var added []uint64 // written, not held before
+	for seq, raw := range put {
+		if _, held := slices.BinarySearch(in.seqs, seq); !held && raw != nil {
+			added = append(added, seq)
+		}
+	}
+	slices.Sort(added)
+	for i, seq := range in.seqs {
+		for len(added) > 0 && added[0] < seq {
+			keep(added[0], put[added[0]])
+			added = added[1:]
+		}
+		if raw, ok := put[seq]; !ok {
+			keep(seq, in.raws[i])
+		} else if raw != nil {
+			keep(seq, raw)
+		}
+	}
+	for _, seq := range added {
+		keep(seq, put[seq])
 	}
 	return out
 }

@@ -50,10 +50,10 @@ type Event struct {
 
 // Step is what one step of a tier did.
 type Step struct {
-	// Done: an inbox entry was consumed; false when the inbox was empty.
+	// Done: inbox entries were consumed; false when the inbox was empty.
 	Done bool
-	// More: the inbox held another entry after the one consumed, when
-	// the step read it. Work enqueued after that read comes with a wake
+	// More: the inbox held another entry after those consumed, when the
+	// step read it. Work enqueued after that read comes with a wake
 	// of its own (the enqueuer wakes the tier once its commit is
 	// durable), so a tier whose step was Done without More can rest
 	// without reading its inbox again.
@@ -362,9 +362,10 @@ func consume(tx store.Tx, sona, tier string, w *messages.TierWork) error {
 	return nil
 }
 
-// Step processes the oldest entry of one tier's inbox of sona with model,
-// durably, as the tier's actor does: when it was the last entry, its
-// write waits for a group commit to share (store.Committer.UpdateDeferred).
+// Step processes the oldest entry of one tier's inbox of sona with model
+// (the STM's oldest entries: stepSTM), durably, as the tier's actor does:
+// when no entry was left behind, its write waits for a group commit to
+// share (store.Committer.UpdateDeferred).
 // A tier's steps must not run concurrently with each other (its actor
 // runs them one at a time); if they do, one of them retries.
 func (s *Store) Step(ctx context.Context, sona, tier string, model Model) (Step, error) {
