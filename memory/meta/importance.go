@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/ipfs/go-cid"
 
@@ -73,18 +74,20 @@ func (m *Store) Reinforce(used []Used) *store.Pending {
 	rc := m.rc
 	seeds := seedsOf(used)
 	var (
-		signal map[cid.Cid]float64
-		rising []cid.Cid
+		rising  []cid.Cid
+		targets = map[cid.Cid]float64{} // rising's signals
 	)
+	w := walks.Get().(*walk)
+	defer walks.Put(w)
 	err := m.st.View(func(r store.Reader) error {
-		signal = m.propagate(r, seeds)
-		for c, target := range signal {
+		for c, target := range m.propagate(r, seeds, w) {
 			h, ok, err := m.hotIn(r, c)
 			if err != nil {
 				return err
 			}
 			if !ok || h.Importance < target { // not stored here: the committer tells
 				rising = append(rising, c)
+				targets[c] = target
 			}
 		}
 		return nil
@@ -94,7 +97,7 @@ func (m *Store) Reinforce(used []Used) *store.Pending {
 	}
 	slices.SortFunc(rising, func(a, b cid.Cid) int { return strings.Compare(a.KeyString(), b.KeyString()) })
 	return m.st.Defer(m.UpdateHot(rising, func(h *Hot, c cid.Cid) {
-		if target := signal[c]; target > h.Importance {
+		if target := targets[c]; target > h.Importance {
 			h.Importance += rc.ImportanceAlpha * (target - h.Importance)
 		}
 	}))
@@ -128,16 +131,18 @@ func seedsOf(used []Used) map[cid.Cid]float64 {
 // and is not queued. A long-lived sona's response reaches the same few
 // hundred memories along many edges: queued each time, the visits were
 // 30 KB allocated an advance at 1,000 sonas (issue 15, stop 99).
-func (m *Store) propagate(r store.Reader, seeds map[cid.Cid]float64) map[cid.Cid]float64 {
+//
+// It walks in w (nil: a new walk), and the signal it returns is w's: it
+// holds until w walks again.
+func (m *Store) propagate(r store.Reader, seeds map[cid.Cid]float64, w *walk) map[cid.Cid]float64 {
 	rc := m.rc
-	signal := map[cid.Cid]float64{}
-	queued := map[cid.Cid]float64{} // the strongest visit of each memory queued
-	type visit struct {
-		c        cid.Cid
-		strength float64
-		depth    int
+	if w == nil {
+		w = newWalk()
 	}
-	var queue []visit
+	clear(w.signal)
+	clear(w.queued)
+	signal, queued, queue := w.signal, w.queued, w.queue[:0]
+	defer func() { w.queue = queue[:0] }()
 	enqueue := func(c cid.Cid, strength float64, depth int) {
 		if strength < rc.ImportanceFloor || queued[c] >= strength {
 			return
@@ -167,6 +172,29 @@ func (m *Store) propagate(r store.Reader, seeds map[cid.Cid]float64) map[cid.Cid
 	}
 	return signal
 }
+
+// walk is propagate's room: its signal, the strongest visit of each
+// memory queued, and its queue, kept for the next walk (walks). A
+// long-lived sona's response reaches hundreds of memories within two
+// hops, and the maps grown anew at each walk were a seventh of the bytes
+// an advance allocated at ten sonas (issue 15, stop 102).
+type walk struct {
+	signal, queued map[cid.Cid]float64
+	queue          []visit
+}
+
+// visit is a memory queued by a walk, with its signal and depth.
+type visit struct {
+	c        cid.Cid
+	strength float64
+	depth    int
+}
+
+func newWalk() *walk {
+	return &walk{signal: map[cid.Cid]float64{}, queued: map[cid.Cid]float64{}}
+}
+
+var walks = sync.Pool{New: func() any { return newWalk() }}
 
 // ReinforceDuplicate reinforces a deduplicated memory: an importance step
 // toward 1 and one more access, as if it had been stored again.

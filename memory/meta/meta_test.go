@@ -454,7 +454,7 @@ func TestReinforceScreenIsExact(t *testing.T) {
 		model := func(used []Used) {
 			var signal map[cid.Cid]float64
 			st.View(func(r store.Reader) error {
-				signal = m.propagate(r, seedsOf(used))
+				signal = m.propagate(r, seedsOf(used), nil)
 				return nil
 			})
 			for c, s := range signal {
@@ -652,6 +652,7 @@ func TestPropagateSkipsOnlyMootVisits(t *testing.T) {
 		decay, floor float64
 	}{{2, 0.5, 0.05}, {3, 0.7, 0.01}, {4, 0.9, 0}} {
 		m.rc.ImportanceDepth, m.rc.ImportanceHopDecay, m.rc.ImportanceFloor = rc.depth, rc.decay, rc.floor
+		w := newWalk() // each round walks in the room of the one before (Reinforce's walks)
 		widest := 0
 		for round := range 40 {
 			var used []Used
@@ -660,7 +661,7 @@ func TestPropagateSkipsOnlyMootVisits(t *testing.T) {
 			}
 			seeds := seedsOf(used)
 			st.View(func(r store.Reader) error {
-				got, want := m.propagate(r, seeds), everyVisit(m, r, seeds)
+				got, want := m.propagate(r, seeds, w), everyVisit(m, r, seeds)
 				widest = max(widest, len(want))
 				if !maps.Equal(got, want) {
 					t.Fatalf("depth %d, round %d: signal of %d memories, want %d: %v, want %v", rc.depth, round, len(got), len(want), got, want)
