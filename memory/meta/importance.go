@@ -176,7 +176,7 @@ func (m *Store) propagate(r store.Reader, seeds map[cid.Cid]float64, w *walk) ma
 // walk is propagate's room: its signal, the strongest visit of each
 // memory queued, and its queue, kept for the next walk (walks). A
 // long-lived sona's response reaches hundreds of memories within two
-// hops, and the maps grown anew at each walk were a seventh of the bytes
+// hops, and the maps grown anew at each walk were a ninth of the bytes
 // an advance allocated at ten sonas (issue 15, stop 102).
 type walk struct {
 	signal, queued map[cid.Cid]float64

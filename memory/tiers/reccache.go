@@ -86,15 +86,19 @@ func (s *Store) cachedInboxOf(r store.Reader, sona, tier string) (*cachedInbox, 
 func (s *Store) inboxCommitted(ev store.Event) {
 	var changes []store.CacheChange[*cachedInbox]
 	var entries [][]inboxEntry // each change's
+	var at map[string]int      // a change's index by its key
 	for i, k := range ev.Keys {
 		sona, part, rest, ok := tierKey(k)
 		if !ok || part != 'i' || len(rest) < 9 || rest[len(rest)-9] != 0 {
 			continue
 		}
 		key := string(inboxPrefix(sona, rest[:len(rest)-9]))
-		j := slices.IndexFunc(changes, func(c store.CacheChange[*cachedInbox]) bool { return c.Key == key })
-		if j < 0 {
-			j = len(changes)
+		j, ok := at[key]
+		if !ok {
+			if at == nil {
+				at = map[string]int{}
+			}
+			j, at[key] = len(changes), len(changes)
 			changes = append(changes, store.CacheChange[*cachedInbox]{Key: key, Op: store.CachePatch})
 			entries = append(entries, nil)
 		}
