@@ -67,23 +67,38 @@ func (a *tierActor) wake(ctx actor.Context) {
 	a.step(ctx)
 }
 
-// step runs one step — the oldest visit to record, else the oldest inbox
-// entry — and goes on while there is work.
+// step runs one step — the visits waiting to be recorded, then the oldest
+// inbox entry — and goes on while there is work.
 func (a *tierActor) step(ctx actor.Context) {
 	if k := a.sys.knobs.TierStep; k != nil {
 		k(a.sona, a.tier, "before")
 	}
 	a.running, a.again = true, false
-	var visit *messages.SegmentsVisited
-	if len(a.visits) > 0 {
-		visit = a.visits[0]
+	// The visits waiting are recorded at once (RecordVisits), and the
+	// step goes on to the inbox: a sona's every advance asks for a visit,
+	// and recorded one a step, first, they kept a busy sona's MTM from
+	// its pages (issue 15, stop 102).
+	var visits []tiers.Visits
+	for _, v := range a.visits {
+		visits = append(visits, tiers.Visits{IDs: v.Ids, At: v.At})
 	}
 	self, model, timeout := a.sys.self, a.sys.tierModel, a.sys.tierTimeout()
 	async(ctx, a.sys, timeout, func(c context.Context) (tiers.Step, error) {
-		if visit != nil {
-			return self.Tiers.VisitSegments(c, a.sona, visit.Ids, visit.At)
+		var seen tiers.Step
+		if len(visits) > 0 {
+			var err error
+			if seen, err = self.Tiers.RecordVisits(c, a.sona, visits); err != nil {
+				return seen, err
+			}
 		}
-		return self.Tiers.Step(c, a.sona, a.tier, model)
+		res, err := self.Tiers.Step(c, a.sona, a.tier, model)
+		res.Events = append(seen.Events, res.Events...)
+		for _, t := range seen.Wake {
+			if !slices.Contains(res.Wake, t) {
+				res.Wake = append(res.Wake, t)
+			}
+		}
+		return res, err
 	}, func(res tiers.Step, err error) {
 		a.running = false
 		if err != nil {
@@ -93,9 +108,7 @@ func (a *tierActor) step(ctx actor.Context) {
 		if k := a.sys.knobs.TierStep; k != nil && res.Done {
 			k(a.sona, a.tier, "after")
 		}
-		if visit != nil {
-			a.visits = a.visits[1:]
-		}
+		a.visits = a.visits[len(visits):]
 		for _, e := range res.Events {
 			a.sys.metrics.TierTransition(e.Kind)
 			a.sys.log.Debug("tier transition", "sona", e.Sona, "tier", a.tier, "kind", e.Kind, "segment", e.Segment, "page", e.Page)
@@ -103,7 +116,7 @@ func (a *tierActor) step(ctx actor.Context) {
 		for _, t := range res.Wake {
 			ctx.Send(ctx.Parent(), &messages.TierWake{Tier: t})
 		}
-		if res.More || visit != nil || a.again || len(a.visits) > 0 {
+		if res.More || a.again || len(a.visits) > 0 {
 			a.step(ctx)
 			return
 		}

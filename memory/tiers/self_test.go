@@ -1242,3 +1242,59 @@ func TestSTMStepsTakeBatchesAsPagesOneByOne(t *testing.T) {
 		}
 	}
 }
+
+// Visits recorded together (RecordVisits, as the mtm actor records those
+// waiting) leave the segments as visits recorded one after the other do:
+// their visit counts and last accesses, the same promotions handed to the
+// LPM, the visits' events in order.
+func TestVisitsRecordedTogetherAsOneByOne(t *testing.T) {
+	type outcome struct {
+		view   *messages.Tiers
+		events []tiers.Event
+	}
+	visits := []tiers.Visits{{IDs: []uint64{1}}, {IDs: []uint64{1, 3}}, {IDs: nil}, {IDs: []uint64{2, 1}}, {IDs: []uint64{1}}, {IDs: []uint64{1, 2}}, {IDs: []uint64{1}}, {IDs: []uint64{3, 1}}}
+	run := func(together bool) outcome {
+		t.Helper()
+		clk, s, o, _ := threeSegments(t)
+		for i := range visits {
+			visits[i].At = clk.Now().Unix() + int64(60*i)
+		}
+		var out outcome
+		keep := func(res tiers.Step, err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range res.Events {
+				e.Sona = ""
+				out.events = append(out.events, e)
+			}
+		}
+		if together {
+			keep(s.Tiers.RecordVisits(context.Background(), o.Sona, visits))
+		} else {
+			for _, v := range visits {
+				keep(s.Tiers.VisitSegments(context.Background(), o.Sona, v.IDs, v.At))
+			}
+		}
+		clk.Set(time.Unix(visits[len(visits)-1].At, 0))
+		var err error
+		if out.view, err = s.Tiers.View(o.Sona); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	one, together := run(false), run(true)
+	if n := count(one.events, tiers.SegmentVisited); n != 11 || count(one.events, tiers.SegmentPromoted) == 0 || len(one.view.Mtm.Promoting) == 0 {
+		t.Fatalf("one by one: %d visits, events %v, %d promotions waiting", n, one.events, len(one.view.Mtm.Promoting))
+	}
+	if !proto.Equal(together.view, one.view) {
+		t.Fatalf("recorded together:\n%v\none by one:\n%v", together.view, one.view)
+	}
+	var visitsOf = func(es []tiers.Event) []tiers.Event {
+		return slices.DeleteFunc(slices.Clone(es), func(e tiers.Event) bool { return e.Kind != tiers.SegmentVisited })
+	}
+	if !slices.Equal(visitsOf(together.events), visitsOf(one.events)) {
+		t.Fatalf("visit events %v, want %v", visitsOf(together.events), visitsOf(one.events))
+	}
+}

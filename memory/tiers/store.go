@@ -983,10 +983,28 @@ func (s *Store) promoteInto(c *mtmChange, res *Step, sona string, segs []*Segmen
 // every segment hot enough. With no ids it only evaluates heat. It must
 // run in step with the MTM's steps (the mtm actor runs both).
 func (s *Store) VisitSegments(ctx context.Context, sona string, ids []uint64, at int64) (Step, error) {
-	return retryConflicts(func() (Step, error) { return s.visitSegments(ctx, sona, ids, at) })
+	return s.RecordVisits(ctx, sona, []Visits{{IDs: ids, At: at}})
 }
 
-func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at int64) (Step, error) {
+// Visits are the segments one retrieval selected, at unix time At.
+type Visits struct {
+	IDs []uint64
+	At  int64
+}
+
+// RecordVisits records several retrievals' visits in one commit, in
+// order, as VisitSegments one after the other would, but for the
+// promotions, evaluated once, after the last. The mtm actor records the
+// visits waiting so: a retrieval of every advance asks for one, and a sona
+// advanced faster than one commit a visit (each deferred, to share a
+// group commit) kept its MTM recording visits, its inbox's pages never
+// taken — at two sonas under 64 clients, ~100 of ~12,700 pages a sona in
+// two minutes (issue 15, stop 102).
+func (s *Store) RecordVisits(ctx context.Context, sona string, vs []Visits) (Step, error) {
+	return retryConflicts(func() (Step, error) { return s.visitSegments(ctx, sona, vs) })
+}
+
+func (s *Store) visitSegments(ctx context.Context, sona string, vs []Visits) (Step, error) {
 	state := &messages.MtmState{}
 	var segs []*Segment
 	gen := s.segs.begin(sona)
@@ -1004,16 +1022,25 @@ func (s *Store) visitSegments(ctx context.Context, sona string, ids []uint64, at
 	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version}
 	var res Step
 	segs = slices.Clone(segs) // shared with the cache: each segment changed is cloned
-	for i, seg := range segs {
-		if slices.Contains(ids, seg.ID) {
-			seg = seg.clone()
-			segs[i] = seg
-			Visit(seg, at)
-			c.visited = append(c.visited, seg)
+	cloned := map[uint64]bool{}
+	at := s.clock.Now().Unix()
+	for _, v := range vs {
+		at = max(at, v.At)
+		for i, seg := range segs {
+			if !slices.Contains(v.IDs, seg.ID) {
+				continue
+			}
+			if !cloned[seg.ID] {
+				cloned[seg.ID] = true
+				seg = seg.clone()
+				segs[i] = seg
+				c.visited = append(c.visited, seg)
+			}
+			Visit(seg, v.At)
 			res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentVisited, Segment: seg.ID})
 		}
 	}
-	if err := s.promoteInto(c, &res, sona, segs, max(at, s.clock.Now().Unix()), nil, 0); err != nil {
+	if err := s.promoteInto(c, &res, sona, segs, at, nil, 0); err != nil {
 		return Step{}, err
 	}
 	if len(c.changed) == 0 && len(c.visited) == 0 {
