@@ -437,8 +437,7 @@ func checkLogs(dir string, log *slog.Logger) (_ []logDamage, replay int64, _ err
 			}
 			wals = append(wals, *d)
 		case strings.HasSuffix(name, ".vlog"):
-			fid, err := strconv.ParseUint(strings.TrimSuffix(name, ".vlog"), 10, 32)
-			if err == nil && (!haveVlog || fid > lastVlog) {
+			if fid, ok := valueLogFid(name); ok && (!haveVlog || fid > lastVlog) {
 				lastVlog, haveVlog = fid, true
 			}
 		}
