@@ -138,8 +138,9 @@ func TestKillingTierActorsLosesNoPage(t *testing.T) {
 		defer mu.Unlock()
 		key := tier + " " + when
 		calls[key]++
-		kill := (key == "mtm before" && calls[key]%4 == 2) || (key == "mtm after" && calls[key]%3 == 1) ||
-			(key == "stm after" && calls[key] == 2) // a step takes the pages waiting: a few steps in all
+		// A step takes the pages waiting: a few steps in all.
+		kill := (key == "mtm before" && calls[key]%2 == 0) || (key == "mtm after" && calls[key]%2 == 1) ||
+			(key == "stm after" && calls[key] == 2)
 		if kill && kills[tier] < 4 {
 			kills[tier]++
 			panic("injected tier crash: " + key)

@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"context"
+	"encoding/binary"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
@@ -269,8 +270,8 @@ func (s *Store) CacheSTMState(sona string, raw []byte) {
 	s.recs.Committed(store.Event{Told: 1, Keys: []string{string(stmKey(sona))}, Values: [][]byte{raw}})
 }
 
-// SetSTMBatch sets how many pages an STM step takes at most (stmBatch).
-func (s *Store) SetSTMBatch(n int) { s.stmBatch = n }
+// SetBatch sets how many pages an STM or MTM step takes at most (tierBatch).
+func (s *Store) SetBatch(n int) { s.batch = n }
 
 // STMState is sona's STM state as stored, its pages read.
 func (s *Store) STMState(sona string) (*messages.StmState, error) {
@@ -281,4 +282,26 @@ func (s *Store) STMState(sona string) (*messages.StmState, error) {
 		return err
 	})
 	return stm, err
+}
+
+// MTMState is sona's MTM state as stored.
+func (s *Store) MTMState(sona string) (*messages.MtmState, error) {
+	st := &messages.MtmState{}
+	err := s.view.View(func(txn store.Reader) error {
+		_, err := s.getProto(txn, mtmKey(sona), st)
+		return err
+	})
+	return st, err
+}
+
+// MTMPagesStored counts the mid-term pages stored of sona, by segment.
+func (s *Store) MTMPagesStored(sona string) (map[uint64]int, error) {
+	out := map[uint64]int{}
+	prefix := base.Join(tierPrefix(sona), []byte("p"))
+	err := s.view.View(func(txn store.Reader) error {
+		return store.Keys(txn, prefix, func(k []byte) {
+			out[binary.BigEndian.Uint64(k[len(prefix):])]++
+		})
+	})
+	return out, err
 }

@@ -80,7 +80,7 @@ func (s *Store) cachedInboxOf(r store.Reader, sona, tier string) (*cachedInbox, 
 
 // inboxCommitted patches the cached inboxes with a commit's writes of
 // their entries (inboxKey: a new entry, or a consumed one deleted), all
-// of an inbox's at once: an STM step consumes up to stmBatch pages and
+// of an inbox's at once: an STM step consumes up to tierBatch pages and
 // hands as many on to the MTM, whose inbox a busy sona fills with
 // thousands, and each entry copied the inbox.
 func (s *Store) inboxCommitted(ev store.Event) {

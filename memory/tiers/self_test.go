@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand"
 	"reflect"
@@ -222,7 +223,7 @@ func TestTiersSurviveReopenExactly(t *testing.T) {
 		o.Page(fmt.Sprintf("I ride my bike to work on day %d.", i), fmt.Sprintf("Cycling is healthy, day %d.", i))
 	}
 	// Settle part of the work, a page a step: some pages stay in the inboxes.
-	s.Tiers.SetSTMBatch(1)
+	s.Tiers.SetBatch(1)
 	for range 10 {
 		if _, err := s.Tiers.Step(context.Background(), o.Sona, tiers.STM, tiers.Heuristic{}); err != nil {
 			t.Fatal(err)
@@ -832,7 +833,7 @@ func TestStepsTellWhetherMoreWorkWaits(t *testing.T) {
 		}
 	}
 	rng := rand.New(rand.NewSource(9))
-	s.Tiers.SetSTMBatch(3) // an STM step takes up to three pages
+	s.Tiers.SetBatch(3) // an STM or MTM step takes up to three pages
 	pending()
 	o.Page(randomWords(rng, 6), randomWords(rng, 6))
 	o.Page(randomWords(rng, 6), randomWords(rng, 6))
@@ -842,15 +843,14 @@ func TestStepsTellWhetherMoreWorkWaits(t *testing.T) {
 	pending()
 	// Past the STM's capacity pages move on to the MTM's inbox, read from
 	// where its reads began (the consumed entries are never seen).
-	for range 8 {
+	for range 9 {
 		o.Page(randomWords(rng, 6), randomWords(rng, 6))
 	}
 	step(tiers.STM, true, true)
 	step(tiers.STM, true, true)
 	step(tiers.STM, true, false)
 	pending(tiers.MTM)
-	step(tiers.MTM, true, true)
-	step(tiers.MTM, true, true)
+	step(tiers.MTM, true, true) // three of the four pages handed on
 	step(tiers.MTM, true, false)
 	pending()
 	// Settle's caller waits for every step: none is deferred.
@@ -1149,6 +1149,7 @@ type slowModel struct {
 	clk   *clock.Fake
 	took  time.Duration
 	asked *[]string
+	fail  *uint64
 }
 
 func (m slowModel) Chain(ctx context.Context, in tiers.ChainInput) (*messages.MetaChain, error) {
@@ -1159,6 +1160,176 @@ func (m slowModel) Chain(ctx context.Context, in tiers.ChainInput) (*messages.Me
 	}
 	*m.asked = append(*m.asked, fmt.Sprintf("page %d after %v: similarity %.6f, threshold %.6f", in.Page.Page.Seq, prev, in.Similarity, in.Threshold))
 	return m.Heuristic.Chain(ctx, in)
+}
+
+// PageKeywords notes the page's words' counts asked for, and how many
+// pages they are of.
+func (m slowModel) PageKeywords(ctx context.Context, in tiers.KeywordInput) ([]tiers.Keyword, error) {
+	m.clk.Advance(m.took)
+	var dfs []string
+	for _, t := range tiers.ContentWords(in.Page.Text()) {
+		dfs = append(dfs, fmt.Sprintf("%s %d", t, in.DF(t)))
+	}
+	*m.asked = append(*m.asked, fmt.Sprintf("keywords of page %d of %d: %v", in.Page.Page.Seq, in.N, dfs))
+	return m.Heuristic.PageKeywords(ctx, in)
+}
+
+// Digest notes the segment it was asked to summarise, and fails once on
+// the page *m.fail (0: none).
+func (m slowModel) Digest(ctx context.Context, in tiers.DigestInput) (string, []string, error) {
+	m.clk.Advance(m.took)
+	if m.fail != nil && *m.fail == in.Page.Page.Seq {
+		*m.fail = 0
+		return "", nil, errors.New("the provider is down")
+	}
+	seg := in.Segment
+	*m.asked = append(*m.asked, fmt.Sprintf("digest of segment %d (%d pages, %v, %q) with page %d", seg.ID, seg.PageCount, seg.Keywords, seg.Summary, in.Page.Page.Seq))
+	return m.Heuristic.Digest(ctx, in)
+}
+
+// An MTM step takes the oldest pages of its inbox, up to its batch, and
+// leaves the tiers as steps of one page each would: each page weighed by
+// the counts of its words among the pages before it, placed among the
+// segments those left, the coldest segments evicted past capacity, the hot
+// ones promoted to the LPM with their pages, the same events in the same
+// order. A page the model fails on ends the step, the pages before it
+// committed; a model that takes long a page (a provider's) is given one
+// page a step.
+func TestMTMStepsTakeBatchesAsPagesOneByOne(t *testing.T) {
+	type outcome struct {
+		view   *messages.Tiers
+		mtm    *messages.MtmState
+		dfs    map[string]uint64
+		stored map[uint64]int // pages stored, by segment
+		events []tiers.Event
+		more   []bool // each step's More
+		failed int    // steps that failed
+		asked  []string
+	}
+	topics := [][]string{
+		{"garden", "tulip", "compost", "seedling", "shovel"},
+		{"violin", "concert", "orchestra", "rehearsal", "melody"},
+		{"harbour", "sailboat", "anchor", "lighthouse", "tide"},
+		{"pottery", "kiln", "glaze", "clay", "wheel"},
+		{"canyon", "trail", "summit", "backpack", "ridge"},
+	}
+	run := func(batch int, took time.Duration, fail uint64) outcome {
+		t.Helper()
+		clk := clock.NewFake(memorytest.Epoch)
+		cfg := memorytest.Config(t.TempDir())
+		cfg.Tiers.MTMSegments = 3 // five topics: the coldest evicted
+		s := memorytest.Open(t, cfg, clk)
+		defer s.Close()
+		o := memorytest.NewOwner(t, s, "a")
+		rng := rand.New(rand.NewSource(8))
+		say := func(words []string) string {
+			var out []string
+			for range 5 {
+				out = append(out, words[rng.Intn(len(words))])
+			}
+			return "I like the " + strings.Join(out, " and the ") + "."
+		}
+		for i := range 47 {
+			topic := topics[(i/4)%len(topics)] // runs of four pages on a topic
+			o.Page(say(topic), say(topic))
+		}
+		// The STM hands its pages past capacity on to the MTM; none stepped yet.
+		for {
+			res, err := s.Tiers.Step(context.Background(), o.Sona, tiers.STM, tiers.Heuristic{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Done {
+				break
+			}
+		}
+		s.Tiers.SetBatch(batch)
+		var out outcome
+		m := slowModel{clk: clk, took: took, asked: &out.asked, fail: &fail}
+		for {
+			res, err := s.Tiers.Step(context.Background(), o.Sona, tiers.MTM, m)
+			if err != nil {
+				out.failed++
+				continue
+			}
+			if !res.Done {
+				break
+			}
+			for _, e := range res.Events {
+				e.Sona = "" // each run's sona is new
+				out.events = append(out.events, e)
+			}
+			out.more = append(out.more, res.More)
+		}
+		var err error
+		if out.view, err = s.Tiers.View(o.Sona); err != nil {
+			t.Fatal(err)
+		}
+		if out.mtm, err = s.Tiers.MTMState(o.Sona); err != nil {
+			t.Fatal(err)
+		}
+		out.mtm.Version = 0 // a step's, not a page's
+		stored, _, _, err := s.Tiers.DocFreqs(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.stored, err = s.Tiers.MTMPagesStored(o.Sona); err != nil {
+			t.Fatal(err)
+		}
+		out.dfs = map[string]uint64{}
+		for k, n := range stored { // by term: each run's sona is new
+			out.dfs[k[strings.Index(k, o.Sona)+len(o.Sona):]] = n
+		}
+		return out
+	}
+	one := run(1, 0, 0)
+	merged, evicted, promoted := count(one.events, tiers.SegmentMerged), count(one.events, tiers.SegmentEvicted), count(one.events, tiers.SegmentPromoted)
+	if len(one.more) != 40 || one.mtm.Pages != 40 || merged == 0 || evicted == 0 || promoted == 0 || len(one.view.Mtm.Promoting) == 0 {
+		t.Fatalf("one page a step: %d steps, %d pages, %d merged, %d evicted, %d promoted, %d promotions waiting", len(one.more), one.mtm.Pages, merged, evicted, promoted, len(one.view.Mtm.Promoting))
+	}
+	ones := map[time.Duration]outcome{0: one}
+	for _, c := range []struct {
+		batch  int
+		took   time.Duration
+		fail   uint64 // the page whose digest fails once
+		more   []bool
+		failed int
+	}{
+		{16, 0, 0, []bool{true, true, false}, 0},
+		{32, 0, 0, []bool{true, false}, 0},
+		{64, 0, 0, []bool{false}, 0},
+		{16, 0, 4, []bool{true, true, true, false}, 0},                     // the fourth page: three pages a step, then on
+		{16, 0, 1, []bool{true, true, false}, 1},                           // the first page: the step fails
+		{16, 10 * time.Millisecond, 0, slices.Repeat([]bool{true}, 13), 0}, // 3 pages in 50 ms
+		{16, time.Second, 0, slices.Repeat([]bool{true}, 39), 0},
+	} {
+		one, ok := ones[c.took] // the pages' times as the model's take them
+		if !ok {
+			one = run(1, c.took, 0)
+			ones[c.took] = one
+		}
+		got := run(c.batch, c.took, c.fail)
+		if c.took > 0 {
+			c.more = append(c.more, false)
+		}
+		if !slices.Equal(got.more, c.more) || got.failed != c.failed {
+			t.Fatalf("batch %d, %v a page, failing at page %d: steps said more %v, %d failed; want %v, %d", c.batch, c.took, c.fail, got.more, got.failed, c.more, c.failed)
+		}
+		if !proto.Equal(got.view, one.view) || !proto.Equal(got.mtm, one.mtm) || !maps.Equal(got.dfs, one.dfs) || !maps.Equal(got.stored, one.stored) {
+			t.Fatalf("batch %d, %v a page, failing at page %d: the tiers differ from one page a step's:\n%v\n%v\n%v\n%v\n%v\n%v\n%v\n%v", c.batch, c.took, c.fail, got.view, one.view, got.mtm, one.mtm, got.dfs, one.dfs, got.stored, one.stored)
+		}
+		asked := one.asked
+		if c.fail != 0 { // the failed page's keywords asked for twice, alike
+			i := slices.IndexFunc(asked, func(a string) bool { return strings.HasPrefix(a, fmt.Sprintf("keywords of page %d of ", c.fail)) })
+			asked = slices.Insert(slices.Clone(asked), i, asked[i])
+		}
+		if !slices.Equal(got.asked, asked) {
+			t.Fatalf("batch %d, %v a page, failing at page %d: the model was asked\n%s\nwant\n%s", c.batch, c.took, c.fail, strings.Join(got.asked, "\n"), strings.Join(asked, "\n"))
+		}
+		if !slices.Equal(got.events, one.events) {
+			t.Fatalf("batch %d, %v a page, failing at page %d: events %v, want %v", c.batch, c.took, c.fail, got.events, one.events)
+		}
+	}
 }
 
 // An STM step takes the oldest pages of its inbox, up to its batch, and
@@ -1179,7 +1350,7 @@ func TestSTMStepsTakeBatchesAsPagesOneByOne(t *testing.T) {
 		clk := clock.NewFake(memorytest.Epoch)
 		s := memorytest.Open(t, memorytest.Config(t.TempDir()), clk)
 		defer s.Close()
-		s.Tiers.SetSTMBatch(batch)
+		s.Tiers.SetBatch(batch)
 		o := memorytest.NewOwner(t, s, "a")
 		rng := rand.New(rand.NewSource(3))
 		for range 20 {

@@ -363,7 +363,8 @@ func consume(tx store.Tx, sona, tier string, w *messages.TierWork) error {
 }
 
 // Step processes the oldest entry of one tier's inbox of sona with model
-// (the STM's oldest entries: stepSTM), durably, as the tier's actor does:
+// (the STM's and the MTM's oldest entries: stepSTM, stepMTM), durably, as
+// the tier's actor does:
 // when no entry was left behind, its write waits for a group commit to
 // share (store.Committer.UpdateDeferred).
 // A tier's steps must not run concurrently with each other (its actor
@@ -572,16 +573,17 @@ func (s *Store) putSTM(tx store.Tx, sona string, old, next *messages.StmState) e
 	return store.SetProto(tx, stmKey(sona), head)
 }
 
-// stmBatch is how many pages of its inbox an STM step takes at most, and
-// stmBatchFor how long it goes on taking more (the first page is always
-// taken): a step is a commit, waited for before the next, and a sona
-// advanced faster than one step a commit gathered its pages in the inbox
-// — at two sonas under 64 clients, ~6,000 each after two minutes (issue
-// 15, stop 102). A tier model that calls a provider takes longer
-// than stmBatchFor a page, so its steps take one page each, as before.
+// tierBatch is how many pages of its inbox an STM or MTM step takes at
+// most, and tierBatchFor how long it goes on taking more (the first page
+// is always taken): a step is a commit, waited for before the next, and a
+// sona advanced faster than one step a commit gathered its pages in the
+// inbox — at two sonas under 64 clients, ~6,000 a sona in the STM's after
+// two minutes, then ~9,000 in the MTM's (issue 15, stops 102 and 103). A
+// tier model that calls a provider takes longer than tierBatchFor a page,
+// so its steps take one page each, as before.
 const (
-	stmBatch    = 32
-	stmBatchFor = 50 * time.Millisecond
+	tierBatch    = 32
+	tierBatchFor = 50 * time.Millisecond
 )
 
 // stepSTM moves the oldest pages of sona's STM inbox into the STM, each
@@ -597,7 +599,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 		prev []PageText // the texts of the STM's pages, as the step moves them
 		pts  []PageText // of ws's pages
 	)
-	batch := s.stmBatch
+	batch := s.batch
 	err := s.view.View(func(txn store.Reader) error {
 		var err error
 		if ws, err = s.inbox(txn, sona, STM, batch+1); err != nil || len(ws) == 0 {
@@ -638,7 +640,7 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 	start := s.clock.Now()
 	taken := 0
 	for i, w := range ws {
-		if i > 0 && s.clock.Since(start) >= stmBatchFor {
+		if i > 0 && s.clock.Since(start) >= tierBatchFor {
 			break
 		}
 		out, err := s.pushSTM(ctx, next, &stats, prev, w.GetPage(), pts[i], model)
@@ -737,13 +739,27 @@ func (s *Store) pushSTM(ctx context.Context, next *messages.StmState, stats *ass
 type mtmChange struct {
 	state    *messages.MtmState
 	base     uint64                // the version it was computed on
-	changed  []*Segment            // headers to write
+	changed  []*Segment            // headers to write, one copy of each
 	visited  []*Segment            // visits to write (visitKey), apart from the headers
-	page     *messages.Page        // a new page, with its segment
-	pageSeg  uint64                //
-	terms    []string              // document frequencies to count
+	pages    []segmentPage         // new pages, each with its segment
+	terms    map[string]uint64     // document frequencies to count up, by how many pages
 	evicted  []uint64              // segments to delete with their pages
 	promoted []*messages.Promotion // to hand to the LPM
+}
+
+// segmentPage is a page new in segment seg.
+type segmentPage struct {
+	seg  uint64
+	page *messages.Page
+}
+
+// change notes seg's header to be written, in place of a copy noted before.
+func (c *mtmChange) change(seg *Segment) {
+	if i := slices.IndexFunc(c.changed, func(o *Segment) bool { return o.ID == seg.ID }); i >= 0 {
+		c.changed[i] = seg
+	} else {
+		c.changed = append(c.changed, seg)
+	}
 }
 
 // commit runs a step's write; lazy (a tier actor's step, no more work in
@@ -758,8 +774,8 @@ func (s *Store) commit(ctx context.Context, lazy bool, op store.Op) error {
 }
 
 // commitMTM writes an MTM change if the MTM is still at its base version,
-// consuming w (when not nil) in the same transaction (lazy: commit).
-func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork, lazy bool, c *mtmChange) error {
+// consuming ws in the same transaction (lazy: commit).
+func (s *Store) commitMTM(ctx context.Context, sona string, ws []*messages.TierWork, lazy bool, c *mtmChange) error {
 	return s.commit(ctx, lazy, func(tx store.Tx) error {
 		cur := &messages.MtmState{}
 		if _, err := s.getProto(tx, mtmKey(sona), cur); err != nil {
@@ -768,7 +784,7 @@ func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork
 		if cur.Version != c.base {
 			return errConflict
 		}
-		if w != nil {
+		for _, w := range ws {
 			if err := consume(tx, sona, MTM, w); err != nil {
 				return err
 			}
@@ -786,18 +802,21 @@ func (s *Store) commitMTM(ctx context.Context, sona string, w *messages.TierWork
 				tx.Set(visitKey(sona, seg.ID), seg.visits())
 			}
 		}
-		if c.page != nil && !slices.Contains(c.evicted, c.pageSeg) {
-			if err := setPage(tx, pageKey(sona, c.pageSeg, c.page.Seq), c.page); err != nil {
+		for _, p := range c.pages {
+			if slices.Contains(c.evicted, p.seg) {
+				continue
+			}
+			if err := setPage(tx, pageKey(sona, p.seg, p.page.Seq), p.page); err != nil {
 				return err
 			}
 		}
-		for _, term := range c.terms {
+		for term, k := range c.terms {
 			key := dfKey(sona, term)
 			n, err := s.docFreq(tx, key)
 			if err != nil {
 				return err
 			}
-			tx.Set(key, base.U64(n+1))
+			tx.Set(key, base.U64(n+k))
 		}
 		for _, id := range c.evicted {
 			tx.Delete(segmentKey(sona, id))
@@ -847,24 +866,31 @@ func (s *Store) promote(segs []*Segment, now int64, pages func(*Segment) ([]*mes
 	return changed, out, nil
 }
 
+// stepMTM places the oldest pages of sona's MTM inbox into its segments,
+// each as a step of its own would (weighed by the document frequencies
+// that the pages before it counted up, placed among the segments as they
+// left them, the coldest evicted past capacity, the segments hot enough
+// promoted), in one commit. A page the model failed ends the step: the
+// pages before it are committed; the next step meets it first.
 func (s *Store) stepMTM(ctx context.Context, sona string, model Model, background bool) (Step, error) {
 	var (
-		w     *messages.TierWork
+		ws    []*messages.TierWork
 		more  bool
 		state = &messages.MtmState{}
 		segs  []*Segment
-		pt    PageText
-		terms []string // the page's distinct terms
+		pts   []PageText
+		terms [][]string // each page's distinct terms
 		df    = map[string]uint64{}
 	)
+	batch := s.batch
 	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
 		var err error
-		if w, more, err = s.oldestWork(txn, sona, MTM); err != nil || w == nil {
+		if ws, err = s.inbox(txn, sona, MTM, batch+1); err != nil || len(ws) == 0 {
 			return err
 		}
-		if w.GetPage() == nil {
-			return fmt.Errorf("%w: MTM inbox entry %d holds no page", base.ErrCorrupt, w.Seq)
+		if more = len(ws) > batch; more {
+			ws = ws[:batch]
 		}
 		if _, err := s.getProto(txn, mtmKey(sona), state); err != nil {
 			return err
@@ -872,81 +898,128 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model, backgroun
 		if segs, err = s.readSegments(txn, sona, gen); err != nil {
 			return err
 		}
-		if pt, err = s.pageText(txn, w.GetPage()); err != nil {
-			return err
-		}
-		terms = ContentWords(pt.Text())
-		if state.Pages == 0 {
-			return nil // the first mid-term page: every count is 0, nothing to read
-		}
-		for _, t := range terms {
-			if df[t], err = s.docFreq(txn, dfKey(sona, t)); err != nil {
+		for _, w := range ws {
+			if w.GetPage() == nil {
+				return fmt.Errorf("%w: MTM inbox entry %d holds no page", base.ErrCorrupt, w.Seq)
+			}
+			pt, err := s.pageText(txn, w.GetPage())
+			if err != nil {
 				return err
+			}
+			pts = append(pts, pt)
+			terms = append(terms, ContentWords(pt.Text()))
+			if state.Pages == 0 {
+				continue // the first mid-term pages: every count is 0, nothing to read
+			}
+			for _, t := range terms[len(terms)-1] {
+				if _, ok := df[t]; ok {
+					continue
+				}
+				if df[t], err = s.docFreq(txn, dfKey(sona, t)); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
 	})
-	if err != nil || w == nil {
+	if err != nil || len(ws) == 0 {
 		return Step{}, err
 	}
+	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version, terms: map[string]uint64{}}
+	res := Step{Done: true}
 	segs = slices.Clone(segs) // shared with the cache: changed below, each segment cloned first
-	page := proto.Clone(w.GetPage()).(*messages.Page)
+	start := s.clock.Now()
+	taken := 0
+	for i, w := range ws {
+		if i > 0 && s.clock.Since(start) >= tierBatchFor {
+			break
+		}
+		next, placed, err := s.placeMTM(ctx, c, &res, sona, segs, w.GetPage(), pts[i], terms[i], df, model)
+		if err != nil {
+			if i == 0 || placed {
+				return Step{}, err
+			}
+			break // this page could not be placed: the pages before it are committed
+		}
+		segs = next
+		taken++
+	}
+	if taken < len(ws) {
+		ws, more = ws[:taken], true
+	}
+	c.state.Version++
+	if err := s.commitMTM(ctx, sona, ws, background && !more, c); err != nil {
+		return Step{}, err
+	}
+	res.More = more
+	return res, nil
+}
+
+// placeMTM places page (its text pt, its distinct terms) among segs,
+// which it returns as they are after it, and adds what that changes to c
+// and res, the terms counted up in df. When the page could not be placed
+// (the model failed, or its vector could not be read), placed is false
+// and c, res, segs and df are as they were; a failure after it was placed
+// (reading a promoted segment's pages) leaves them changed.
+func (s *Store) placeMTM(ctx context.Context, c *mtmChange, res *Step, sona string, segs []*Segment, page *messages.Page, pt PageText, terms []string, df map[string]uint64, model Model) (_ []*Segment, placed bool, _ error) {
+	page = proto.Clone(page).(*messages.Page)
 	if len(page.Embedding) == 0 {
+		var err error
 		if page.Embedding, err = s.pageVector(page); err != nil {
-			return Step{}, err
+			return nil, false, err
 		}
 	}
-	weights, err := model.PageKeywords(ctx, KeywordInput{Page: pt, DF: func(t string) uint64 { return df[t] }, N: state.Pages})
+	weights, err := model.PageKeywords(ctx, KeywordInput{Page: pt, DF: func(t string) uint64 { return df[t] }, N: c.state.Pages})
 	if err != nil {
-		return Step{}, err
+		return nil, false, err
 	}
 	page.Keywords = Terms(weights)
 	now := s.clock.Now().Unix()
 	p := s.cfg.Tiers
-
-	c := &mtmChange{state: proto.Clone(state).(*messages.MtmState), base: state.Version, page: page, terms: terms}
-	res := Step{Done: true, More: more}
+	i, _ := Place(segs, page.Embedding, page.Keywords, p.Theta)
 	var seg *Segment
-	if i, _ := Place(segs, page.Embedding, page.Keywords, p.Theta); i >= 0 {
-		seg = segs[i].clone()
-		segs[i] = seg
+	if i >= 0 {
+		seg = segs[i].clone() // segs' may be shared (segmentCache)
 		Join(seg, page, weights)
-		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentMerged, Segment: seg.ID, Page: page.Seq})
 	} else {
-		c.state.NextSegment++
-		seg = NewSegment(c.state.NextSegment, page, weights, now)
-		segs = append(segs, seg)
-		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentCreated, Segment: seg.ID, Page: page.Seq})
+		seg = NewSegment(c.state.NextSegment+1, page, weights, now)
 	}
 	summary, keywords, err := model.Digest(ctx, DigestInput{Segment: seg, Page: pt})
 	if err != nil {
-		return Step{}, err
+		return nil, false, err
+	}
+	// The page is placed: what follows changes c, res, segs and df.
+	if i >= 0 {
+		segs[i] = seg
+		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentMerged, Segment: seg.ID, Page: page.Seq})
+	} else {
+		c.state.NextSegment++
+		segs = append(segs, seg)
+		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentCreated, Segment: seg.ID, Page: page.Seq})
 	}
 	seg.Summary = summary
 	if keywords != nil {
 		seg.Keywords = NormalizeKeywords(keywords)
 	}
-	c.changed, c.pageSeg = append(c.changed, seg), seg.ID
+	c.change(seg)
+	c.pages = append(c.pages, segmentPage{seg: seg.ID, page: page})
+	for _, t := range terms {
+		df[t]++
+		c.terms[t]++
+	}
+	c.state.Pages++
 	for len(segs) > p.MTMSegments {
 		i := Coldest(segs, now, p)
 		c.evicted = append(c.evicted, segs[i].ID)
 		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentEvicted, Segment: segs[i].ID})
 		segs = slices.Delete(segs, i, i+1)
 	}
-	if err := s.promoteInto(c, &res, sona, segs, now, page, seg.ID); err != nil {
-		return Step{}, err
-	}
-	c.state.Pages++
-	c.state.Version++
-	if err := s.commitMTM(ctx, sona, w, background && !more, c); err != nil {
-		return Step{}, err
-	}
-	return res, nil
+	return segs, true, s.promoteInto(c, res, sona, segs, now)
 }
 
-// promoteInto adds the promotions of segs at now to c and res. A page not
-// yet stored (newPage, of segment newSeg) counts among its segment's.
-func (s *Store) promoteInto(c *mtmChange, res *Step, sona string, segs []*Segment, now int64, newPage *messages.Page, newSeg uint64) error {
+// promoteInto adds the promotions of segs at now to c and res. The pages
+// of c not yet stored count among their segments'.
+func (s *Store) promoteInto(c *mtmChange, res *Step, sona string, segs []*Segment, now int64) error {
 	changed, promos, err := s.promote(segs, now, func(seg *Segment) ([]*messages.Page, error) {
 		var ps []*messages.Page
 		err := s.view.View(func(txn store.Reader) error {
@@ -954,8 +1027,10 @@ func (s *Store) promoteInto(c *mtmChange, res *Step, sona string, segs []*Segmen
 			ps, err = segmentPages(txn, sona, seg.ID)
 			return err
 		})
-		if newPage != nil && seg.ID == newSeg {
-			ps = append(ps, newPage)
+		for _, p := range c.pages {
+			if p.seg == seg.ID {
+				ps = append(ps, p.page)
+			}
 		}
 		return ps, err
 	})
@@ -963,16 +1038,11 @@ func (s *Store) promoteInto(c *mtmChange, res *Step, sona string, segs []*Segmen
 		return err
 	}
 	for _, seg := range changed {
-		// promote changed a copy: it replaces one changed before it.
-		if i := slices.IndexFunc(c.changed, func(o *Segment) bool { return o.ID == seg.ID }); i >= 0 {
-			c.changed[i] = seg
-		} else {
-			c.changed = append(c.changed, seg)
-		}
+		c.change(seg) // promote changed a copy: it replaces one changed before it
 		res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentPromoted, Segment: seg.ID})
 	}
-	c.promoted = promos
-	if len(promos) > 0 {
+	c.promoted = append(c.promoted, promos...)
+	if len(promos) > 0 && !slices.Contains(res.Wake, LPM) {
 		res.Wake = append(res.Wake, LPM)
 	}
 	return nil
@@ -1040,7 +1110,7 @@ func (s *Store) visitSegments(ctx context.Context, sona string, vs []Visits) (St
 			res.Events = append(res.Events, Event{Sona: sona, Kind: SegmentVisited, Segment: seg.ID})
 		}
 	}
-	if err := s.promoteInto(c, &res, sona, segs, at, nil, 0); err != nil {
+	if err := s.promoteInto(c, &res, sona, segs, at); err != nil {
 		return Step{}, err
 	}
 	if len(c.changed) == 0 && len(c.visited) == 0 {
@@ -1157,18 +1227,18 @@ type Options struct {
 // durable inboxes, the steps that move work through them, retrieval and
 // the display view.
 type Store struct {
-	store    store.Committer
-	view     store.Viewer
-	env      Env
-	cfg      Options
-	traits   Traits // cfg.Tiers.Traits, their cues indexed
-	clock    clock.Clock
-	segs     *segmentCache
-	dfs      *store.Cache[uint64]       // document frequencies by dfKey (dfcache.go)
-	recs     *store.Records             // states, personas and counters (reccache.go)
-	inboxes  *store.Cache[*cachedInbox] // the tiers' inboxes, by inboxPrefix (reccache.go)
-	starts   inboxStart
-	stmBatch int // pages an STM step takes at most (stmBatch; tests set it)
+	store   store.Committer
+	view    store.Viewer
+	env     Env
+	cfg     Options
+	traits  Traits // cfg.Tiers.Traits, their cues indexed
+	clock   clock.Clock
+	segs    *segmentCache
+	dfs     *store.Cache[uint64]       // document frequencies by dfKey (dfcache.go)
+	recs    *store.Records             // states, personas and counters (reccache.go)
+	inboxes *store.Cache[*cachedInbox] // the tiers' inboxes, by inboxPrefix (reccache.go)
+	starts  inboxStart
+	batch   int // pages an STM or MTM step takes at most (tierBatch; tests set it)
 }
 
 // NewStore is the tiers' storage on st. When st reports its commits
@@ -1179,7 +1249,7 @@ func NewStore(st interface {
 	store.Committer
 	store.Viewer
 }, env Env, o Options) *Store {
-	s := &Store{store: st, view: st, env: env, cfg: o, traits: NewTraits(o.Tiers.Traits), clock: clock.Or(o.Clock), segs: newSegmentCache(), stmBatch: stmBatch}
+	s := &Store{store: st, view: st, env: env, cfg: o, traits: NewTraits(o.Tiers.Traits), clock: clock.Or(o.Clock), segs: newSegmentCache(), batch: tierBatch}
 	if sub, ok := st.(interface{ Subscribe(func(store.Event)) }); ok {
 		sub.Subscribe(s.segs.committed)
 		s.dfs = store.NewCache[uint64](dfCacheSize)
