@@ -567,9 +567,14 @@ type Tiers struct {
 	Tau         float64  `yaml:"tau"`          // 5 promotion heat
 	TopM        int      `yaml:"top_m"`        // 5 segments
 	TopK        int      `yaml:"top_k"`        // 5 pages (10 in the LoCoMo setting)
-	KBSize      int      `yaml:"kb_size"`      // 100 user KB entries
-	AgentTraits int      `yaml:"agent_traits"` // 100 agent traits
-	LPMTopK     int      `yaml:"lpm_top_k"`    // 10 KB entries and traits recalled
+	// SegmentPages bounds the pages of a selected segment that a retrieval
+	// ranks for top_k: its newest 256. A segment grows without bound (a
+	// topic the conversation keeps coming back to), and each retrieval
+	// would rank all of its pages.
+	SegmentPages int `yaml:"segment_pages"`
+	KBSize       int `yaml:"kb_size"`      // 100 user KB entries
+	AgentTraits  int `yaml:"agent_traits"` // 100 agent traits
+	LPMTopK      int `yaml:"lpm_top_k"`    // 10 KB entries and traits recalled
 	// Traits are the user trait dimensions (90 in three groups by
 	// default, from traits.yaml).
 	Traits []TraitDimension `yaml:"traits"`
@@ -847,7 +852,7 @@ func Default() Config {
 		Tiers: Tiers{
 			STMPages: 7, MTMSegments: 200, Theta: 0.6,
 			Alpha: 1, Beta: 1, Gamma: 1, Mu: Duration(1e7 * time.Second), Tau: 5,
-			TopM: 5, TopK: 5, KBSize: 100, AgentTraits: 100, LPMTopK: 10,
+			TopM: 5, TopK: 5, SegmentPages: 256, KBSize: 100, AgentTraits: 100, LPMTopK: 10,
 			Traits: DefaultTraits(),
 			AgentProfile: map[string]string{
 				"role":      "an assistant with a long-term memory",
@@ -1239,6 +1244,7 @@ func (c *Config) validateTiers(v *validation) {
 	nonNeg("tiers.tau", t.Tau)
 	positive("tiers.top_m", t.TopM)
 	positive("tiers.top_k", t.TopK)
+	positive("tiers.segment_pages", t.SegmentPages)
 	positive("tiers.kb_size", t.KBSize)
 	positive("tiers.agent_traits", t.AgentTraits)
 	if len(t.Traits) == 0 {

@@ -305,3 +305,12 @@ func (s *Store) MTMPagesStored(sona string) (map[uint64]int, error) {
 	})
 	return out, err
 }
+
+// SegmentPages reads the pages of segment seg of sona, oldest first.
+func (s *Store) SegmentPages(sona string, seg uint64) (ps []*messages.Page, err error) {
+	err = s.view.View(func(txn store.Reader) error {
+		ps, err = segmentPages(txn, sona, seg)
+		return err
+	})
+	return ps, err
+}

@@ -2,9 +2,15 @@ package tiers
 
 import (
 	"cmp"
+	"encoding/binary"
+	"fmt"
 	"maps"
+	"math"
 	"slices"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/memory/store"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -90,26 +96,30 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 			}
 			qk = Terms(Keywords(text, df, state.Pages, queryKeywords))
 		}
-		var cands []*messages.Page
-		var owner []uint64
+		var ranked []rankedPage
 		for _, r := range TopSegments(segs, vec, qk, p.TopM) {
 			id := segs[r.Index].ID
 			out.Segments = append(out.Segments, id)
-			ps, err := segmentPages(txn, sona, id)
-			if err != nil {
+			if ranked, err = rankPages(txn, sona, id, vec, p.SegmentPages, ranked); err != nil {
 				return err
-			}
-			for _, pg := range ps {
-				cands = append(cands, pg)
-				owner = append(owner, id)
 			}
 		}
-		for _, r := range TopPages(cands, vec, k) {
-			t, err := s.pageText(txn, cands[r.Index])
+		slices.SortFunc(ranked, func(a, b rankedPage) int { // as TopPages
+			if c := cmp.Compare(b.score, a.score); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.seq, b.seq)
+		})
+		for _, r := range ranked[:min(k, len(ranked))] {
+			pg, err := readPage(txn, sona, r.seg, r.seq)
 			if err != nil {
 				return err
 			}
-			out.MTM = append(out.MTM, RecalledPage{PageText: t, Segment: owner[r.Index], Score: r.Score})
+			t, err := s.pageText(txn, pg)
+			if err != nil {
+				return err
+			}
+			out.MTM = append(out.MTM, RecalledPage{PageText: t, Segment: r.seg, Score: r.score})
 		}
 
 		persona, err := s.readPersona(txn, sona)
@@ -240,4 +250,86 @@ func (s *Store) View(sona string) (*messages.Tiers, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// rankedPage is a mid-term page a retrieval ranks: its similarity with
+// the query, its seq and its segment.
+type rankedPage struct {
+	score    float64
+	seq, seg uint64
+}
+
+// rankPages adds to out the newest n pages of segment seg of sona, each
+// with its cosine similarity with vec (TopPages' score of the page
+// decoded), read from their records' seq and embedding alone: a segment
+// grows with every page that joins it, and a retrieval decodes only the
+// top_k pages of its segments (readPage).
+func rankPages(txn store.Reader, sona string, seg uint64, vec []float32, n int, out []rankedPage) ([]rankedPage, error) {
+	prefix := PagePrefix(sona, seg)
+	it := txn.NewIterator(store.IterOptions{Prefix: prefix, Reverse: true, PrefetchValues: true, PrefetchSize: min(n, 100)})
+	defer it.Close()
+	for it.Seek(append(slices.Clip(prefix), 0xff)); it.Valid() && n > 0; it.Next() {
+		n--
+		err := it.Item().Value(func(v []byte) error {
+			seq, score, err := pageScore(v, vec)
+			if err != nil {
+				return fmt.Errorf("page of segment %d of %s: %w", seg, sona, err)
+			}
+			out = append(out, rankedPage{score: score, seq: seq, seg: seg})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// pageScore reads a page record's seq and its embedding's cosine
+// similarity with vec, decoding nothing else: the embedding is the
+// floats of an older record, or else the packed one (as segmentPages
+// reads it).
+func pageScore(v []byte, vec []float32) (seq uint64, score float64, err error) {
+	var floats []float32
+	var packed []byte
+	for len(v) > 0 {
+		num, typ, n := protowire.ConsumeTag(v)
+		if n < 0 {
+			return 0, 0, fmt.Errorf("%w: a page record: %v", base.ErrCorrupt, protowire.ParseError(n))
+		}
+		v = v[n:]
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			seq, n = protowire.ConsumeVarint(v)
+		case num == 7 && typ == protowire.BytesType: // packed floats
+			var b []byte
+			if b, n = protowire.ConsumeBytes(v); n >= 0 && len(b)%4 != 0 {
+				return 0, 0, fmt.Errorf("%w: a page record's embedding of %d bytes", base.ErrCorrupt, len(b))
+			}
+			if n >= 0 {
+				for ; len(b) >= 4; b = b[4:] {
+					floats = append(floats, math.Float32frombits(binary.LittleEndian.Uint32(b)))
+				}
+			}
+		case num == 7 && typ == protowire.Fixed32Type:
+			var x uint32
+			if x, n = protowire.ConsumeFixed32(v); n >= 0 {
+				floats = append(floats, math.Float32frombits(x))
+			}
+		case num == 10 && typ == protowire.BytesType:
+			packed, n = protowire.ConsumeBytes(v)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, v)
+		}
+		if n < 0 {
+			return 0, 0, fmt.Errorf("%w: a page record: %v", base.ErrCorrupt, protowire.ParseError(n))
+		}
+		v = v[n:]
+	}
+	if len(packed) > 0 {
+		if score, err = packedCosine(packed, vec); err != nil || len(floats) == 0 {
+			return seq, score, err
+		}
+	}
+	return seq, base.Cosine(floats, vec), nil
 }

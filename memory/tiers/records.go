@@ -110,18 +110,47 @@ func PackEmbedding(v []float32) []byte {
 
 // UnpackEmbedding reads what PackEmbedding wrote.
 func UnpackEmbedding(b []byte) ([]float32, error) {
-	if len(b) < 5 {
-		return nil, fmt.Errorf("%w: a packed embedding of %d bytes", base.ErrCorrupt, len(b))
-	}
-	scale := math.Float32frombits(binary.LittleEndian.Uint32(b))
-	if !(scale >= 0) || math.IsInf(float64(scale), 0) {
-		return nil, fmt.Errorf("%w: a packed embedding's scale %v", base.ErrCorrupt, scale)
+	scale, err := packedScale(b)
+	if err != nil {
+		return nil, err
 	}
 	v := make([]float32, len(b)-4)
 	for i, q := range b[4:] {
 		v[i] = float32(int8(q)) * scale
 	}
 	return v, nil
+}
+
+// packedScale is the scale of a packed embedding (PackEmbedding), checked.
+func packedScale(b []byte) (float32, error) {
+	if len(b) < 5 {
+		return 0, fmt.Errorf("%w: a packed embedding of %d bytes", base.ErrCorrupt, len(b))
+	}
+	scale := math.Float32frombits(binary.LittleEndian.Uint32(b))
+	if !(scale >= 0) || math.IsInf(float64(scale), 0) {
+		return 0, fmt.Errorf("%w: a packed embedding's scale %v", base.ErrCorrupt, scale)
+	}
+	return scale, nil
+}
+
+// packedCosine is base.Cosine(UnpackEmbedding(b), vec), to the bit,
+// without unpacking b.
+func packedCosine(b []byte, vec []float32) (float64, error) {
+	scale, err := packedScale(b)
+	if err != nil || len(b)-4 != len(vec) {
+		return 0, err
+	}
+	var dot, na, nb float64
+	for i, q := range b[4:] {
+		x, y := float64(float32(int8(q))*scale), float64(vec[i])
+		dot += x * y
+		na += x * x
+		nb += y * y
+	}
+	if na == 0 || nb == 0 {
+		return 0, nil
+	}
+	return dot / math.Sqrt(na*nb), nil
 }
 
 // visits is s's visit record (t/ uuid "v" id): NVisit and LastAccess, 8

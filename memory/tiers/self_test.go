@@ -1142,6 +1142,74 @@ func TestRecallReadsTheTailOfTheSTMBacklog(t *testing.T) {
 	}
 }
 
+// A retrieval ranks the pages of the segments it selects as TopPages
+// ranks them decoded — but of a segment longer than tiers.segment_pages
+// only its newest that many (a segment grows with every page that joins
+// it).
+func TestRecallRanksTheNewestPagesOfItsSegments(t *testing.T) {
+	topics := [][]string{
+		{"garden", "tulip", "compost", "seedling", "shovel", "hedge"},
+		{"violin", "concert", "orchestra", "rehearsal", "melody", "cello"},
+	}
+	for _, limit := range []int{256, 4} {
+		cfg := memorytest.Config(t.TempDir())
+		cfg.Tiers.SegmentPages = limit
+		s := memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
+		o := memorytest.NewOwner(t, s, "a")
+		rng := rand.New(rand.NewSource(11))
+		say := func(words []string) string {
+			var out []string
+			for range 4 {
+				out = append(out, words[rng.Intn(len(words))])
+			}
+			return "We talked about the " + strings.Join(out, " and the ") + "."
+		}
+		for i := range 47 {
+			topic := topics[(i/10)%len(topics)]
+			o.Page(fmt.Sprintf("%s (%d)", say(topic), i), fmt.Sprintf("%s (%d)", say(topic), i))
+		}
+		memorytest.Settle(t, s, o.Sona)
+		long, bounded := 0, false
+		for q := range 20 {
+			query := say(topics[q%len(topics)])
+			vecs, err := s.Embed(context.Background(), query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.Tiers.Recall(o.Sona, query, vecs[0], 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cands, all []*messages.Page
+			for _, seg := range r.Segments {
+				ps, err := s.Tiers.SegmentPages(o.Sona, seg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				long = max(long, len(ps))
+				all = append(all, ps...)
+				cands = append(cands, ps[max(0, len(ps)-limit):]...)
+			}
+			want := tiers.TopPages(cands, vecs[0], 10)
+			if len(r.MTM) != len(want) || len(want) == 0 {
+				t.Fatalf("limit %d, query %q: %d pages retrieved, want %d", limit, query, len(r.MTM), len(want))
+			}
+			for i, w := range want {
+				if got := r.MTM[i]; got.Page.Seq != cands[w.Index].Seq || got.Score != w.Score || got.Page.Q != cands[w.Index].Q {
+					t.Fatalf("limit %d, query %q: page %d retrieved is %d (%v), want %d (%v)", limit, query, i, got.Page.Seq, got.Score, cands[w.Index].Seq, w.Score)
+				}
+			}
+			if unbounded := tiers.TopPages(all, vecs[0], 10); all[unbounded[0].Index].Seq != r.MTM[0].Page.Seq {
+				bounded = true
+			}
+		}
+		if long <= 4 || bounded != (limit == 4) {
+			t.Fatalf("limit %d: segments of up to %d pages; the bound changed what was retrieved: %v", limit, long, bounded)
+		}
+		s.Close()
+	}
+}
+
 // slowModel is the heuristic model taking a while a page, on clk, as a
 // provider's does; it notes what it was asked to chain.
 type slowModel struct {

@@ -327,24 +327,44 @@ func setPage(tx store.Tx, key []byte, p *messages.Page) error {
 func segmentPages(txn store.Reader, sona string, seg uint64) ([]*messages.Page, error) {
 	var out []*messages.Page
 	err := store.Scan(txn, PagePrefix(sona, seg), func(_, v []byte) error {
-		p := &messages.Page{}
-		if err := proto.Unmarshal(v, p); err != nil {
-			return fmt.Errorf("%w: page of %s: %v", base.ErrCorrupt, sona, err)
+		p, err := decodePage(v, sona)
+		if err == nil {
+			out = append(out, p)
 		}
-		if len(p.Embedding8) > 0 {
-			emb, err := UnpackEmbedding(p.Embedding8)
-			if err != nil {
-				return fmt.Errorf("page %d of %s: %w", p.Seq, sona, err) // corrupt
-			}
-			if len(p.Embedding) == 0 {
-				p.Embedding = emb
-			}
-			p.Embedding8 = nil
-		}
-		out = append(out, p)
-		return nil
+		return err
 	})
 	return out, err
+}
+
+// readPage reads page seq of segment seg of sona, its embedding unpacked.
+func readPage(txn store.Reader, sona string, seg, seq uint64) (*messages.Page, error) {
+	v, err := txn.Get(pageKey(sona, seg, seq))
+	if errors.Is(err, base.ErrNotFound) {
+		return nil, fmt.Errorf("%w: page %d of segment %d of %s is missing", base.ErrCorrupt, seq, seg, sona)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodePage(v, sona)
+}
+
+// decodePage decodes a page record of sona, its embedding unpacked.
+func decodePage(v []byte, sona string) (*messages.Page, error) {
+	p := &messages.Page{}
+	if err := proto.Unmarshal(v, p); err != nil {
+		return nil, fmt.Errorf("%w: page of %s: %v", base.ErrCorrupt, sona, err)
+	}
+	if len(p.Embedding8) > 0 {
+		emb, err := UnpackEmbedding(p.Embedding8)
+		if err != nil {
+			return nil, fmt.Errorf("page %d of %s: %w", p.Seq, sona, err) // corrupt
+		}
+		if len(p.Embedding) == 0 {
+			p.Embedding = emb
+		}
+		p.Embedding8 = nil
+	}
+	return p, nil
 }
 
 // consume checks, inside an op, that the inbox entry w is still there and
