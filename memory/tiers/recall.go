@@ -266,7 +266,10 @@ type rankedPage struct {
 // top_k pages of its segments (readPage).
 func rankPages(txn store.Reader, sona string, seg uint64, vec []float32, n int, out []rankedPage) ([]rankedPage, error) {
 	prefix := PagePrefix(sona, seg)
-	it := txn.NewIterator(store.IterOptions{Prefix: prefix, Reverse: true, PrefetchValues: true, PrefetchSize: min(n, 100)})
+	// No values prefetched: Badger starts a goroutine to copy each (a
+	// fifth of the server's CPU over five minutes at two busy sonas),
+	// where a page's small record is read in place.
+	it := txn.NewIterator(store.IterOptions{Prefix: prefix, Reverse: true})
 	defer it.Close()
 	for it.Seek(append(slices.Clip(prefix), 0xff)); it.Valid() && n > 0; it.Next() {
 		n--
