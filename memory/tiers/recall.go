@@ -266,9 +266,9 @@ type rankedPage struct {
 // top_k pages of its segments (readPage).
 func rankPages(txn store.Reader, sona string, seg uint64, vec []float32, n int, out []rankedPage) ([]rankedPage, error) {
 	prefix := PagePrefix(sona, seg)
-	// No values prefetched: Badger starts a goroutine to copy each (a
-	// fifth of the server's CPU over five minutes at two busy sonas),
-	// where a page's small record is read in place.
+	// No values prefetched: Badger starts a goroutine to copy each (23%
+	// of the server's CPU over five minutes at two busy sonas), where a
+	// page's small record is read in place.
 	it := txn.NewIterator(store.IterOptions{Prefix: prefix, Reverse: true})
 	defer it.Close()
 	for it.Seek(append(slices.Clip(prefix), 0xff)); it.Valid() && n > 0; it.Next() {

@@ -1210,6 +1210,30 @@ func TestRecallRanksTheNewestPagesOfItsSegments(t *testing.T) {
 	}
 }
 
+// stepUntilDone steps tier of sona with m until a step finds no work,
+// and returns the steps' events (their sona left out: each run's is new),
+// each step's More and how many steps failed (a few at most).
+func stepUntilDone(t *testing.T, s *memory.Self, sona, tier string, m tiers.Model) (events []tiers.Event, more []bool, failed int) {
+	t.Helper()
+	for {
+		res, err := s.Tiers.Step(context.Background(), sona, tier, m)
+		if err != nil {
+			if failed++; failed > 10 {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if !res.Done {
+			return events, more, failed
+		}
+		for _, e := range res.Events {
+			e.Sona = ""
+			events = append(events, e)
+		}
+		more = append(more, res.More)
+	}
+}
+
 // slowModel is the heuristic model taking a while a page, on clk, as a
 // provider's does; it notes what it was asked to chain.
 type slowModel struct {
@@ -1314,21 +1338,7 @@ func TestMTMStepsTakeBatchesAsPagesOneByOne(t *testing.T) {
 		s.Tiers.SetBatch(batch)
 		var out outcome
 		m := slowModel{clk: clk, took: took, asked: &out.asked, fail: &fail}
-		for {
-			res, err := s.Tiers.Step(context.Background(), o.Sona, tiers.MTM, m)
-			if err != nil {
-				out.failed++
-				continue
-			}
-			if !res.Done {
-				break
-			}
-			for _, e := range res.Events {
-				e.Sona = "" // each run's sona is new
-				out.events = append(out.events, e)
-			}
-			out.more = append(out.more, res.More)
-		}
+		out.events, out.more, out.failed = stepUntilDone(t, s, o.Sona, tiers.MTM, m)
 		var err error
 		if out.view, err = s.Tiers.View(o.Sona); err != nil {
 			t.Fatal(err)
@@ -1425,19 +1435,9 @@ func TestSTMStepsTakeBatchesAsPagesOneByOne(t *testing.T) {
 			o.Page(randomWords(rng, 6), randomWords(rng, 6))
 		}
 		var out outcome
-		for {
-			res, err := s.Tiers.Step(context.Background(), o.Sona, tiers.STM, slowModel{clk: clk, took: took, asked: &out.asked})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.Done {
-				break
-			}
-			for _, e := range res.Events {
-				e.Sona = "" // each run's sona is new
-				out.events = append(out.events, e)
-			}
-			out.more = append(out.more, res.More)
+		var failed int
+		if out.events, out.more, failed = stepUntilDone(t, s, o.Sona, tiers.STM, slowModel{clk: clk, took: took, asked: &out.asked}); failed != 0 {
+			t.Fatalf("%d steps failed", failed)
 		}
 		var err error
 		if out.view, err = s.Tiers.View(o.Sona); err != nil {
