@@ -273,17 +273,6 @@ func (s *Store) CacheSTMState(sona string, raw []byte) {
 // SetBatch sets how many pages an STM or MTM step takes at most (tierBatch).
 func (s *Store) SetBatch(n int) { s.batch = n }
 
-// STMState is sona's STM state as stored, its pages read.
-func (s *Store) STMState(sona string) (*messages.StmState, error) {
-	var stm *messages.StmState
-	err := s.view.View(func(txn store.Reader) error {
-		var err error
-		stm, err = s.stmState(txn, sona)
-		return err
-	})
-	return stm, err
-}
-
 // MTMState is sona's MTM state as stored.
 func (s *Store) MTMState(sona string) (*messages.MtmState, error) {
 	st := &messages.MtmState{}

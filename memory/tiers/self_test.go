@@ -1157,13 +1157,7 @@ func TestRecallRanksTheNewestPagesOfItsSegments(t *testing.T) {
 		s := memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
 		o := memorytest.NewOwner(t, s, "a")
 		rng := rand.New(rand.NewSource(11))
-		say := func(words []string) string {
-			var out []string
-			for range 4 {
-				out = append(out, words[rng.Intn(len(words))])
-			}
-			return "We talked about the " + strings.Join(out, " and the ") + "."
-		}
+		say := func(words []string) string { return topicSentence(rng, "We talked about the ", words, 4) }
 		for i := range 47 {
 			topic := topics[(i/10)%len(topics)]
 			o.Page(fmt.Sprintf("%s (%d)", say(topic), i), fmt.Sprintf("%s (%d)", say(topic), i))
@@ -1208,6 +1202,16 @@ func TestRecallRanksTheNewestPagesOfItsSegments(t *testing.T) {
 		}
 		s.Close()
 	}
+}
+
+// topicSentence is lead and n words of a topic drawn by rng, joined by
+// "and the".
+func topicSentence(rng *rand.Rand, lead string, words []string, n int) string {
+	var out []string
+	for range n {
+		out = append(out, words[rng.Intn(len(words))])
+	}
+	return lead + strings.Join(out, " and the ") + "."
 }
 
 // stepUntilDone steps tier of sona with m until a step finds no work,
@@ -1314,13 +1318,7 @@ func TestMTMStepsTakeBatchesAsPagesOneByOne(t *testing.T) {
 		defer s.Close()
 		o := memorytest.NewOwner(t, s, "a")
 		rng := rand.New(rand.NewSource(8))
-		say := func(words []string) string {
-			var out []string
-			for range 5 {
-				out = append(out, words[rng.Intn(len(words))])
-			}
-			return "I like the " + strings.Join(out, " and the ") + "."
-		}
+		say := func(words []string) string { return topicSentence(rng, "I like the ", words, 5) }
 		for i := range 47 {
 			topic := topics[(i/4)%len(topics)] // runs of four pages on a topic
 			o.Page(say(topic), say(topic))
@@ -1443,7 +1441,7 @@ func TestSTMStepsTakeBatchesAsPagesOneByOne(t *testing.T) {
 		if out.view, err = s.Tiers.View(o.Sona); err != nil {
 			t.Fatal(err)
 		}
-		if out.stm, err = s.Tiers.STMState(o.Sona); err != nil {
+		if out.stm, err = s.Tiers.StoredSTM(o.Sona); err != nil {
 			t.Fatal(err)
 		}
 		out.stm.Version = 0 // a step's, not a page's

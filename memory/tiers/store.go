@@ -606,6 +606,28 @@ const (
 	tierBatchFor = 50 * time.Millisecond
 )
 
+// inboxPages reads the oldest entries of tier's inbox of sona, up to a
+// step's batch, with the texts of their pages, and whether more wait.
+func (s *Store) inboxPages(txn store.Reader, sona, tier string) (ws []*messages.TierWork, pts []PageText, more bool, err error) {
+	if ws, err = s.inbox(txn, sona, tier, s.batch+1); err != nil || len(ws) == 0 {
+		return nil, nil, false, err
+	}
+	if more = len(ws) > s.batch; more {
+		ws = ws[:s.batch]
+	}
+	for _, w := range ws {
+		if w.GetPage() == nil {
+			return nil, nil, false, fmt.Errorf("%w: %s inbox entry %d holds no page", base.ErrCorrupt, strings.ToUpper(tier), w.Seq)
+		}
+		pt, err := s.pageText(txn, w.GetPage())
+		if err != nil {
+			return nil, nil, false, err
+		}
+		pts = append(pts, pt)
+	}
+	return ws, pts, more, nil
+}
+
 // stepSTM moves the oldest pages of sona's STM inbox into the STM, each
 // linked into the meta chain by model as the one after the page before,
 // in one commit: the pages past the STM's capacity go on to the MTM's
@@ -619,14 +641,10 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 		prev []PageText // the texts of the STM's pages, as the step moves them
 		pts  []PageText // of ws's pages
 	)
-	batch := s.batch
 	err := s.view.View(func(txn store.Reader) error {
 		var err error
-		if ws, err = s.inbox(txn, sona, STM, batch+1); err != nil || len(ws) == 0 {
+		if ws, pts, more, err = s.inboxPages(txn, sona, STM); err != nil || len(ws) == 0 {
 			return err
-		}
-		if more = len(ws) > batch; more {
-			ws = ws[:batch]
 		}
 		if stm, err = s.stmState(txn, sona); err != nil {
 			return err
@@ -637,16 +655,6 @@ func (s *Store) stepSTM(ctx context.Context, sona string, model Model, backgroun
 				return err
 			}
 			prev = append(prev, t)
-		}
-		for _, w := range ws {
-			if w.GetPage() == nil {
-				return fmt.Errorf("%w: STM inbox entry %d holds no page", base.ErrCorrupt, w.Seq)
-			}
-			t, err := s.pageText(txn, w.GetPage())
-			if err != nil {
-				return err
-			}
-			pts = append(pts, t)
 		}
 		return nil
 	})
@@ -902,15 +910,11 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model, backgroun
 		terms [][]string // each page's distinct terms
 		df    = map[string]uint64{}
 	)
-	batch := s.batch
 	gen := s.segs.begin(sona)
 	err := s.view.View(func(txn store.Reader) error {
 		var err error
-		if ws, err = s.inbox(txn, sona, MTM, batch+1); err != nil || len(ws) == 0 {
+		if ws, pts, more, err = s.inboxPages(txn, sona, MTM); err != nil || len(ws) == 0 {
 			return err
-		}
-		if more = len(ws) > batch; more {
-			ws = ws[:batch]
 		}
 		if _, err := s.getProto(txn, mtmKey(sona), state); err != nil {
 			return err
@@ -918,15 +922,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model, backgroun
 		if segs, err = s.readSegments(txn, sona, gen); err != nil {
 			return err
 		}
-		for _, w := range ws {
-			if w.GetPage() == nil {
-				return fmt.Errorf("%w: MTM inbox entry %d holds no page", base.ErrCorrupt, w.Seq)
-			}
-			pt, err := s.pageText(txn, w.GetPage())
-			if err != nil {
-				return err
-			}
-			pts = append(pts, pt)
+		for _, pt := range pts {
 			terms = append(terms, ContentWords(pt.Text()))
 			if state.Pages == 0 {
 				continue // the first mid-term pages: every count is 0, nothing to read
