@@ -107,7 +107,7 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 // the hot ones.
 func (w *world) place(out *strings.Builder, pg *messages.Page, now int64) {
 	for _, s := range w.segs {
-		fmt.Fprintf(out, "  F(page %d, segment %d) = %.4f\n", pg.Seq, s.ID, fscore(s, pg.Embedding, newKeywordSet(pg.Keywords)))
+		fmt.Fprintf(out, "  F(page %d, segment %d) = %.4f\n", pg.Seq, s.ID, fscore(s, newFquery(pg.Embedding, pg.Keywords)))
 	}
 	ws := weights(pg.Keywords...)
 	if i, f := Place(w.segs, pg.Embedding, pg.Keywords, w.p.Theta); i >= 0 {
