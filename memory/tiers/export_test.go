@@ -15,7 +15,9 @@ import (
 // CachedSegments is what the segment cache holds of sona (nil: nothing).
 func (s *Store) CachedSegments(sona string) []*Segment { return s.segs.get(sona) }
 
-// StoredSegments are sona's segments as stored, read past the cache.
+// StoredSegments are sona's segments as stored, read past the cache,
+// each with the scoring the cache makes of a segment it takes: equal to a
+// cached one only if that one's scoring follows its fields.
 func (s *Store) StoredSegments(sona string) ([]*Segment, error) {
 	var segs []*Segment
 	err := s.view.View(func(txn store.Reader) error {
@@ -23,6 +25,9 @@ func (s *Store) StoredSegments(sona string) ([]*Segment, error) {
 		segs, err = segments(txn, sona)
 		return err
 	})
+	for _, seg := range segs {
+		seg.scoring = scoringOf(seg)
+	}
 	return segs, err
 }
 

@@ -24,30 +24,66 @@ func TestFscoreCosineIsTheCosine(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 383, 384, 385} {
 		for range 200 {
 			a, b := vec(n), vec(n)
-			got, want := newFquery(b, nil).cosine(a), base.Cosine(a, b)
+			got, want := newFquery(b, nil).cosine(a, squaredNorm(a)), base.Cosine(a, b)
 			if math.Abs(got-want) > 1e-5 {
 				t.Fatalf("%d dimensions: cosine %v, base.Cosine %v", n, got, want)
 			}
 		}
-		if got := newFquery(vec(n), nil).cosine(make([]float32, n)); got != 0 {
+		if got := newFquery(vec(n), nil).cosine(make([]float32, n), 0); got != 0 {
 			t.Fatalf("%d dimensions: cosine with a zero embedding %v", n, got)
 		}
-		if got := newFquery(make([]float32, n), nil).cosine(vec(n)); got != 0 {
+		if got := newFquery(make([]float32, n), nil).cosine(vec(n), 1); got != 0 {
 			t.Fatalf("%d dimensions: cosine of a zero query %v", n, got)
 		}
-		if got := newFquery(vec(n), nil).cosine(vec(n + 1)); got != 0 {
+		if got := newFquery(vec(n), nil).cosine(vec(n+1), 1); got != 0 {
 			t.Fatalf("%d dimensions: cosine with %d %v", n, n+1, got)
 		}
 	}
-	if got := newFquery(nil, nil).cosine(nil); got != 0 {
+	if got := newFquery(nil, nil).cosine(nil, 0); got != 0 {
 		t.Fatalf("cosine of nothing %v", got)
 	}
 }
 
+// A segment scores the same with the scoring the cache makes of it
+// (its norm, its keywords' hashes) as without, to the bit, for keywords
+// repeated on either side, none, and the same words; a clone has none.
+func TestScoringScoresAsTheSegment(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	words := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprint("w", rng.Intn(12))
+		}
+		return out
+	}
+	vec := func() []float32 {
+		v := make([]float32, 1+rng.Intn(8))
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	for i := range 5000 {
+		seg := &Segment{ID: 1, Keywords: words(rng.Intn(2 * maxKeywords)), Embedding: vec()}
+		q := newFquery(vec(), words(rng.Intn(10)))
+		if i%7 == 0 {
+			q = newFquery(seg.Embedding, seg.Keywords)
+		}
+		want := fscore(seg, q)
+		seg.scoring = scoringOf(seg)
+		if got := fscore(seg, q); got != want {
+			t.Fatalf("case %d: %v scores %v with its scoring, %v without (query %v)", i, seg, got, want, q.keywords)
+		}
+		if seg.clone().scoring != nil {
+			t.Fatal("a clone kept the scoring of what it was cloned from")
+		}
+	}
+}
+
 // BenchmarkPlace places a page among 200 segments (tiers.mtm_segments)
-// of 384 dimensions and ten keywords each: what an MTM step does for each
-// page, and a tier recall (TopSegments) for its query. The segments are
-// made apart from one another, as a sona's are over time.
+// of 384 dimensions and ten keywords each, as an MTM step places each page
+// and a tier recall (TopSegments) ranks for its query: segments as the
+// cache holds them (scored), and as a step's own copies are (fields).
 func BenchmarkPlace(b *testing.B) {
 	rng := rand.New(rand.NewSource(1))
 	vec := func() []float32 {
@@ -64,14 +100,23 @@ func BenchmarkPlace(b *testing.B) {
 		for range 10 {
 			segs[i].Keywords = append(segs[i].Keywords, word())
 		}
-		_ = make([]byte, 64<<10) // apart
 	}
 	keywords := make([]string, 8)
 	for i := range keywords {
 		keywords[i] = word()
 	}
 	q := vec()
-	for b.Loop() {
-		Place(segs, q, keywords, 0.6)
+	b.Run("fields", func(b *testing.B) {
+		for b.Loop() {
+			Place(segs, q, keywords, 0.6)
+		}
+	})
+	for _, seg := range segs {
+		seg.scoring = scoringOf(seg)
 	}
+	b.Run("scored", func(b *testing.B) {
+		for b.Loop() {
+			Place(segs, q, keywords, 0.6)
+		}
+	})
 }

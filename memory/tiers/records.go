@@ -40,6 +40,9 @@ type Segment struct {
 	PageCount       uint64
 	PromotedThrough uint64
 	Promotions      uint64
+	// scoring is what fscore reads of a segment the cache holds, made as
+	// the cache takes it; nil elsewhere, and in a clone.
+	scoring *segmentScoring
 }
 
 // Keyword is a weighted term.
@@ -182,6 +185,7 @@ func (s *Segment) takeVisits(n uint64, lastAccess int64) {
 func (s *Segment) clone() *Segment {
 	c := *s
 	c.Keywords, c.Weights, c.Embedding = slices.Clone(s.Keywords), slices.Clone(s.Weights), slices.Clone(s.Embedding)
+	c.scoring = nil // what fscore reads of it follows its changes
 	return &c
 }
 

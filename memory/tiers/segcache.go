@@ -176,6 +176,7 @@ func patched(segs []*Segment, id, value []byte) (_ []*Segment, ok bool) {
 	if err != nil || seg.ID != n {
 		return nil, false
 	}
+	seg.scoring = scoringOf(seg)
 	if found { // the header keeps its last write's visits: the record may hold later ones
 		seg.takeVisits(out[i].NVisit, out[i].LastAccess)
 		out[i] = seg
@@ -197,6 +198,9 @@ func (s *Store) readSegments(txn store.Reader, sona string, gen uint64) ([]*Segm
 	}
 	segs, err := segments(txn, sona)
 	if err == nil {
+		for _, seg := range segs {
+			seg.scoring = scoringOf(seg)
+		}
 		s.segs.put(sona, segs, gen)
 	}
 	return segs, err

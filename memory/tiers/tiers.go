@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"cmp"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -24,41 +25,45 @@ const (
 var Names = []string{STM, MTM, LPM}
 
 // fquery is what fscore weighs a sona's segments against: a page's (or a
-// query's) embedding with its squared norm, and its keywords, distinct —
-// made once for all the segments of a placement or a tier recall. At two
-// busy sonas fscore was 4.8% of five minutes of advances (issue 15, stop
-// 103): base.Cosine's three sums in float64, an element at a time, half
-// of it, and a hash of every keyword of every segment, whose bytes were
-// rarely in the cache, the other half.
+// query's) embedding with its squared norm, and its keywords, distinct,
+// with their hashes — made once for all the segments of a placement or a
+// tier recall. At two busy sonas fscore was 4.8% of five minutes of
+// advances (issue 15, stop 103): base.Cosine's three sums in float64, an
+// element at a time, half of it, and a hash of every keyword of every
+// segment, whose bytes were rarely in the cache, the other half.
 type fquery struct {
 	vec      []float32
 	norm     float64 // Σ vec²
 	keywords []string
+	hashes   []uint64 // keywords'
 }
 
 func newFquery(vec []float32, keywords []string) *fquery {
-	q := &fquery{vec: vec, keywords: make([]string, 0, len(keywords))}
-	if len(vec) > 0 { // vek32 refuses empty vectors
-		q.norm = float64(vek32.Dot(vec, vec))
-	}
+	q := &fquery{vec: vec, norm: squaredNorm(vec), keywords: make([]string, 0, len(keywords))}
 	for _, k := range keywords {
 		if !slices.Contains(q.keywords, k) {
 			q.keywords = append(q.keywords, k)
+			q.hashes = append(q.hashes, keywordHash(k))
 		}
 	}
 	return q
 }
 
-// cosine is the cosine similarity of emb with q's embedding, summed in
-// float32 with the vector instructions the vector index uses (a seventh
-// of base.Cosine's time at 384 dimensions; the same to ~10⁻⁶): 0 when
-// either is zero, or their lengths differ.
-func (q *fquery) cosine(emb []float32) float64 {
-	if len(emb) != len(q.vec) || len(emb) == 0 || q.norm == 0 {
+// squaredNorm is Σ v², summed in float32 with the vector instructions the
+// vector index uses (the same as float64's to ~10⁻⁶).
+func squaredNorm(v []float32) float64 {
+	if len(v) == 0 { // vek32 refuses empty vectors
 		return 0
 	}
-	norm := float64(vek32.Dot(emb, emb))
-	if norm == 0 {
+	return float64(vek32.Dot(v, v))
+}
+
+// cosine is the cosine similarity of emb, of squared norm norm, with q's
+// embedding, its dot product summed as squaredNorm sums (a seventh of
+// base.Cosine's time at 384 dimensions): 0 when either is zero, or their
+// lengths differ.
+func (q *fquery) cosine(emb []float32, norm float64) float64 {
+	if len(emb) != len(q.vec) || len(emb) == 0 || q.norm == 0 || norm == 0 {
 		return 0
 	}
 	return float64(vek32.Dot(emb, q.vec)) / math.Sqrt(norm*q.norm)
@@ -79,7 +84,21 @@ func (q *fquery) jaccard(keywords []string) float64 {
 			inter++
 		}
 	}
-	union := distinct + len(q.keywords) - inter
+	return ratio(inter, distinct+len(q.keywords)-inter)
+}
+
+// jaccardHashed is jaccard of keywords given by their distinct hashes.
+func (q *fquery) jaccardHashed(hashes []uint64) float64 {
+	inter := 0
+	for _, h := range hashes {
+		if slices.Contains(q.hashes, h) {
+			inter++
+		}
+	}
+	return ratio(inter, len(hashes)+len(q.hashes)-inter)
+}
+
+func ratio(inter, union int) float64 {
 	if union == 0 {
 		return 0
 	}
@@ -87,10 +106,40 @@ func (q *fquery) jaccard(keywords []string) float64 {
 }
 
 // fscore is MemoryOS's page-to-segment (and query-to-segment) score
-// against q, a page's (query's) embedding and keywords.
+// against q, a page's (query's) embedding and keywords: from the
+// segment's scoring when the cache made it one.
 func fscore(seg *Segment, q *fquery) float64 {
-	return q.cosine(seg.Embedding) + q.jaccard(seg.Keywords)
+	if sc := seg.scoring; sc != nil {
+		return q.cosine(seg.Embedding, sc.norm) + q.jaccardHashed(sc.keywords)
+	}
+	return q.cosine(seg.Embedding, squaredNorm(seg.Embedding)) + q.jaccard(seg.Keywords)
 }
+
+// segmentScoring is what fscore reads of a segment the cache holds, made
+// once as the cache takes it (a cached segment never changes): its
+// embedding's squared norm, and its distinct keywords by their hashes
+// (keywordHash) — a cache line a segment, where its keywords' strings
+// were a dozen apart.
+type segmentScoring struct {
+	norm     float64
+	keywords []uint64
+}
+
+func scoringOf(seg *Segment) *segmentScoring {
+	sc := &segmentScoring{norm: squaredNorm(seg.Embedding), keywords: make([]uint64, 0, len(seg.Keywords))}
+	for _, k := range seg.Keywords {
+		if h := keywordHash(k); !slices.Contains(sc.keywords, h) {
+			sc.keywords = append(sc.keywords, h)
+		}
+	}
+	return sc
+}
+
+// keywordHash is a keyword's 64-bit hash, for this process: two keywords
+// would count as one with a chance of 2⁻⁶⁴ a pair.
+func keywordHash(k string) uint64 { return maphash.String(keywordSeed, k) }
+
+var keywordSeed = maphash.MakeSeed()
 
 // Heat is a segment's heat at now (unix seconds).
 func Heat(seg *Segment, now int64, p config.Tiers) float64 {
