@@ -110,7 +110,7 @@ func (s *Store) DocFreqs(sona string) (stored, cached, counted map[string]uint64
 				if err != nil {
 					return err
 				}
-				for _, t := range ContentWords(pt.Content()) {
+				for _, t := range ContentWords(pt.Text()) {
 					counted[string(dfKey(sona, t))]++
 				}
 			}

@@ -291,7 +291,7 @@ func (f *tierForget) terms() error {
 			}
 			return err
 		}
-		for _, t := range ContentWords(pt.Content()) {
+		for _, t := range ContentWords(pt.Text()) {
 			count[t]++
 		}
 	}
@@ -308,7 +308,7 @@ func (f *tierForget) terms() error {
 			if err != nil {
 				return err
 			}
-			for _, t := range ContentWords(pt.Content()) {
+			for _, t := range ContentWords(pt.Text()) {
 				if _, ok := count[t]; ok {
 					left[t] = true
 				}

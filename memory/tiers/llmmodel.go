@@ -78,7 +78,7 @@ func (m *LLMModel) PageKeywords(ctx context.Context, in KeywordInput) ([]Keyword
 	if err != nil {
 		return fallback(ctx, m, "keywords", err, func() ([]Keyword, error) { return Heuristic{}.PageKeywords(ctx, in) })
 	}
-	return Weigh(terms, in.Page.Content(), in.DF, in.N, pageKeywords), nil
+	return Weigh(terms, in.Page.Text(), in.DF, in.N, pageKeywords), nil
 }
 
 // Digest asks for the segment's new summary and keywords.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -135,35 +134,4 @@ func TestLLMModelFallsBackToHeuristic(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
-}
-
-// A page's keywords are what its turns say, not who says them: weighed in
-// the page's lines (PageText.Text), the speakers' names were words of
-// every page of a conversation, and keywords of every segment. A name the
-// turns say is a word like any other.
-func TestPageKeywordsLeaveTheSpeakersOut(t *testing.T) {
-	ctx := context.Background()
-	names := ContentWords("Caroline Mel")
-	has := func(ks []Keyword, term string) bool { return slices.Contains(Terms(ks), term) }
-	ks, err := Heuristic{}.PageKeywords(ctx, KeywordInput{Page: dialogue(1, "The tomatoes are red now.", "Lovely tomatoes."), DF: noDF, N: 3})
-	if err != nil || len(ks) == 0 {
-		t.Fatalf("keywords %v %v", ks, err)
-	}
-	for _, name := range names {
-		if has(ks, name) {
-			t.Fatalf("the speaker %q is a keyword of a page that does not name them: %v", name, Terms(ks))
-		}
-	}
-	ks, _ = Heuristic{}.PageKeywords(ctx, KeywordInput{Page: dialogue(2, "Mel, the tomatoes are red now.", "Lovely."), DF: noDF, N: 3})
-	if !has(ks, names[1]) || has(ks, names[0]) {
-		t.Fatalf("keywords of a page naming Mel: %v", Terms(ks))
-	}
-	// The model's terms are weighed in the turns too: a speaker's name
-	// counts as often as the turns say it.
-	fake := &scripted{replies: map[string]string{"memoria_tiers_keywords": `{"keywords": ["Caroline", "tomatoes"]}`}}
-	page := dialogue(3, "Caroline here: the tomatoes are red, my best tomatoes.", "Lovely.")
-	ks, err = (&LLMModel{LLM: fake}).PageKeywords(ctx, KeywordInput{Page: page, DF: noDF, N: 3})
-	if err != nil || len(ks) != 2 || ks[0].Term != "tomato" || ks[1].Weight >= ks[0].Weight {
-		t.Fatalf("the model's keywords weighed %v %v", ks, err)
-	}
 }

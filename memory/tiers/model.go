@@ -51,14 +51,6 @@ func (p PageText) Lines() []string {
 // Text is the page's lines joined.
 func (p PageText) Text() string { return strings.Join(p.Lines(), "\n") }
 
-// Content is what the page's two turns say, without their speakers: the
-// text its keywords are weighed in and its words counted over. With the
-// speakers' names (Text), every page of a conversation held them, and the
-// heuristic made them keywords of every segment — an overlap every
-// segment's Fscore shared, which gathered unrelated pages into one
-// (issue 15, stop 103).
-func (p PageText) Content() string { return p.Q + "\n" + p.R }
-
 // sentences splits the page into sentences, each prefixed by its speaker.
 func (p PageText) sentences() []string {
 	var out []string
@@ -179,7 +171,7 @@ func chainOf(in ChainInput, linked bool, summary string) *messages.MetaChain {
 
 // PageKeywords weighs the page's terms by TF-IDF.
 func (Heuristic) PageKeywords(_ context.Context, in KeywordInput) ([]Keyword, error) {
-	return Keywords(in.Page.Content(), in.DF, in.N, pageKeywords), nil
+	return Keywords(in.Page.Text(), in.DF, in.N, pageKeywords), nil
 }
 
 // Digest summarises the segment extractively from its summary so far and

@@ -1263,7 +1263,7 @@ func (m slowModel) Chain(ctx context.Context, in tiers.ChainInput) (*messages.Me
 func (m slowModel) PageKeywords(ctx context.Context, in tiers.KeywordInput) ([]tiers.Keyword, error) {
 	m.clk.Advance(m.took)
 	var dfs []string
-	for _, t := range tiers.ContentWords(in.Page.Content()) {
+	for _, t := range tiers.ContentWords(in.Page.Text()) {
 		dfs = append(dfs, fmt.Sprintf("%s %d", t, in.DF(t)))
 	}
 	*m.asked = append(*m.asked, fmt.Sprintf("keywords of page %d of %d: %v", in.Page.Page.Seq, in.N, dfs))

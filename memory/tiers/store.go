@@ -923,7 +923,7 @@ func (s *Store) stepMTM(ctx context.Context, sona string, model Model, backgroun
 			return err
 		}
 		for _, pt := range pts {
-			terms = append(terms, ContentWords(pt.Content()))
+			terms = append(terms, ContentWords(pt.Text()))
 			if state.Pages == 0 {
 				continue // the first mid-term pages: every count is 0, nothing to read
 			}
