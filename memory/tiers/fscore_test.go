@@ -9,9 +9,9 @@ import (
 	"github.com/memoria-ai/memoria/memory/base"
 )
 
-// fscore's cosine is base.Cosine's to within float32's rounding, for embeddings of every length mod four, and 0 wherever
-// base.Cosine's is: a zero embedding on either side, lengths that differ,
-// none at all.
+// fscore's cosine is base.Cosine's to within float32's rounding, for
+// embeddings of every length mod four, and 0 wherever base.Cosine's is: a
+// zero embedding on either side, lengths that differ, none at all.
 func TestFscoreCosineIsTheCosine(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	vec := func(n int) []float32 {
