@@ -44,8 +44,8 @@ func TestFscoreCosineIsTheCosine(t *testing.T) {
 	}
 }
 
-// A segment scores the same with the scoring the cache makes of it
-// (its norm, its keywords' hashes) as without, to the bit, for keywords
+// A segment scores the same with the scoring the cache made of it (its
+// norm, its keywords' hashes) as from its fields, to the bit, for keywords
 // repeated on either side, none, and the same words; a clone has none.
 func TestScoringScoresAsTheSegment(t *testing.T) {
 	rng := rand.New(rand.NewSource(2))
@@ -72,7 +72,7 @@ func TestScoringScoresAsTheSegment(t *testing.T) {
 		want := fscore(seg, q)
 		seg.scoring = scoringOf(seg)
 		if got := fscore(seg, q); got != want {
-			t.Fatalf("case %d: %v scores %v with its scoring, %v without (query %v)", i, seg, got, want, q.keywords)
+			t.Fatalf("case %d: %v scores %v with its scoring, %v without", i, seg, got, want)
 		}
 		if seg.clone().scoring != nil {
 			t.Fatal("a clone kept the scoring of what it was cloned from")

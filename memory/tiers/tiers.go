@@ -25,28 +25,20 @@ const (
 var Names = []string{STM, MTM, LPM}
 
 // fquery is what fscore weighs a sona's segments against: a page's (or a
-// query's) embedding with its squared norm, and its keywords, distinct,
-// with their hashes — made once for all the segments of a placement or a
-// tier recall. At two busy sonas fscore was 4.8% of five minutes of
-// advances (issue 15, stop 103): base.Cosine's three sums in float64, an
-// element at a time, half of it, and a hash of every keyword of every
-// segment, whose bytes were rarely in the cache, the other half.
+// query's) embedding with its squared norm, and its distinct keywords by
+// their hashes — made once for all the segments of a placement or a tier
+// recall. At two busy sonas fscore was 4.8% of five minutes of advances
+// (issue 15, stop 103): base.Cosine's three sums in float64, an element
+// at a time, half of it, and a hash of every keyword of every segment,
+// whose bytes were rarely in the cache, the other half.
 type fquery struct {
-	vec      []float32
-	norm     float64 // Σ vec²
-	keywords []string
-	hashes   []uint64 // keywords'
+	vec    []float32
+	norm   float64  // Σ vec²
+	hashes []uint64 // its keywords' (keywordHashes)
 }
 
 func newFquery(vec []float32, keywords []string) *fquery {
-	q := &fquery{vec: vec, norm: squaredNorm(vec), keywords: make([]string, 0, len(keywords))}
-	for _, k := range keywords {
-		if !slices.Contains(q.keywords, k) {
-			q.keywords = append(q.keywords, k)
-			q.hashes = append(q.hashes, keywordHash(k))
-		}
-	}
-	return q
+	return &fquery{vec: vec, norm: squaredNorm(vec), hashes: keywordHashes(keywords)}
 }
 
 // squaredNorm is Σ v², summed in float32 with the vector instructions the
@@ -69,36 +61,17 @@ func (q *fquery) cosine(emb []float32, norm float64) float64 {
 	return float64(vek32.Dot(emb, q.vec)) / math.Sqrt(norm*q.norm)
 }
 
-// jaccard is |K ∩ q| / |K ∪ q| of the set K of keywords (a segment's: at
-// most maxKeywords, compared in place) and q's; 0 when both are empty.
-// q's few keywords are compared one by one: a string of another length
-// is told apart without its bytes.
-func (q *fquery) jaccard(keywords []string) float64 {
-	distinct, inter := 0, 0
-	for i, k := range keywords {
-		if slices.Contains(keywords[:i], k) {
-			continue
-		}
-		distinct++
-		if slices.Contains(q.keywords, k) {
-			inter++
-		}
-	}
-	return ratio(inter, distinct+len(q.keywords)-inter)
-}
-
-// jaccardHashed is jaccard of keywords given by their distinct hashes.
-func (q *fquery) jaccardHashed(hashes []uint64) float64 {
+// jaccard is |K ∩ q| / |K ∪ q| of the set K of a segment's keywords,
+// given by their distinct hashes (keywordHashes), and q's; 0 when both
+// are empty. q's few are compared one by one.
+func (q *fquery) jaccard(hashes []uint64) float64 {
 	inter := 0
 	for _, h := range hashes {
 		if slices.Contains(q.hashes, h) {
 			inter++
 		}
 	}
-	return ratio(inter, len(hashes)+len(q.hashes)-inter)
-}
-
-func ratio(inter, union int) float64 {
+	union := len(hashes) + len(q.hashes) - inter
 	if union == 0 {
 		return 0
 	}
@@ -107,18 +80,20 @@ func ratio(inter, union int) float64 {
 
 // fscore is MemoryOS's page-to-segment (and query-to-segment) score
 // against q, a page's (query's) embedding and keywords: from the
-// segment's scoring when the cache made it one.
+// segment's scoring when the cache made it one, else from its fields (a
+// step's own copy of a segment it changes).
 func fscore(seg *Segment, q *fquery) float64 {
-	if sc := seg.scoring; sc != nil {
-		return q.cosine(seg.Embedding, sc.norm) + q.jaccardHashed(sc.keywords)
+	sc := seg.scoring
+	if sc == nil {
+		sc = scoringOf(seg)
 	}
-	return q.cosine(seg.Embedding, squaredNorm(seg.Embedding)) + q.jaccard(seg.Keywords)
+	return q.cosine(seg.Embedding, sc.norm) + q.jaccard(sc.keywords)
 }
 
 // segmentScoring is what fscore reads of a segment the cache holds, made
 // once as the cache takes it (a cached segment never changes): its
 // embedding's squared norm, and its distinct keywords by their hashes
-// (keywordHash) — a cache line a segment, where its keywords' strings
+// (keywordHashes) — a cache line a segment, where its keywords' strings
 // were a dozen apart.
 type segmentScoring struct {
 	norm     float64
@@ -126,18 +101,21 @@ type segmentScoring struct {
 }
 
 func scoringOf(seg *Segment) *segmentScoring {
-	sc := &segmentScoring{norm: squaredNorm(seg.Embedding), keywords: make([]uint64, 0, len(seg.Keywords))}
-	for _, k := range seg.Keywords {
-		if h := keywordHash(k); !slices.Contains(sc.keywords, h) {
-			sc.keywords = append(sc.keywords, h)
-		}
-	}
-	return sc
+	return &segmentScoring{norm: squaredNorm(seg.Embedding), keywords: keywordHashes(seg.Keywords)}
 }
 
-// keywordHash is a keyword's 64-bit hash, for this process: two keywords
-// would count as one with a chance of 2⁻⁶⁴ a pair.
-func keywordHash(k string) uint64 { return maphash.String(keywordSeed, k) }
+// keywordHashes are the distinct hashes of keywords, in their order: each
+// a 64-bit hash for this process, two keywords counting as one with a
+// chance of 2⁻⁶⁴ a pair.
+func keywordHashes(keywords []string) []uint64 {
+	out := make([]uint64, 0, len(keywords))
+	for _, k := range keywords {
+		if h := maphash.String(keywordSeed, k); !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
 
 var keywordSeed = maphash.MakeSeed()
 

@@ -372,7 +372,7 @@ func TestHeuristicChain(t *testing.T) {
 	}
 }
 
-// The Jaccard similarity against the query's distinct keywords agrees with the two sets' Jaccard on
+// The Jaccard similarity of keywords' distinct hashes agrees with the two sets' Jaccard on
 // lists with repeated words and empty ones.
 func TestJaccardIsTheSetsJaccard(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
@@ -395,7 +395,7 @@ func TestJaccardIsTheSetsJaccard(t *testing.T) {
 }
 
 // jaccard is a's keywords' Jaccard similarity with b's.
-func jaccard(a, b []string) float64 { return newFquery(nil, b).jaccard(a) }
+func jaccard(a, b []string) float64 { return newFquery(nil, b).jaccard(keywordHashes(a)) }
 
 // jaccardSets is the Jaccard similarity of a's and b's sets, as two maps.
 func jaccardSets(a, b []string) float64 {
@@ -423,16 +423,16 @@ func jaccardSets(a, b []string) float64 {
 }
 
 // BenchmarkJaccard is a segment's ten keywords against a query's six:
-// against the query's distinct keywords made once (as Place and
-// TopSegments do for each of a sona's segments), and as two sets made for
-// each.
+// by their hashes, the query's made once (as Place and TopSegments do for
+// each of a sona's segments) and the segment's as the cache keeps them,
+// and as two sets made for each.
 func BenchmarkJaccard(b *testing.B) {
 	seg := []string{"garden", "tomato", "water", "soil", "sun", "seed", "grow", "leaf", "root", "plant"}
 	query := []string{"how", "water", "tomato", "plant", "often", "summer"}
 	b.Run("query", func(b *testing.B) {
-		q := newFquery(nil, query)
+		q, hashes := newFquery(nil, query), keywordHashes(seg)
 		for b.Loop() {
-			q.jaccard(seg)
+			q.jaccard(hashes)
 		}
 	})
 	b.Run("sets", func(b *testing.B) {
