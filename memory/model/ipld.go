@@ -170,6 +170,33 @@ func (m *Memory) Text() string {
 	return ""
 }
 
+// TextChars is the length of m.Text() in characters
+// (utf8.RuneCountInString), counted without making the text: a recall
+// weighs every candidate it takes against its budget, and joining a self
+// memory's parts to count them was a fortieth of the bytes a long-lived
+// sona's advance allocated (issue 15, stop 105). The separators are ASCII,
+// so no character spans a part's end.
+func (m *Memory) TextChars() int {
+	d := m.Data
+	switch {
+	case d.Self != nil:
+		n := max(len(d.Self.Parts)-1, 0) // the newlines between them
+		for _, p := range d.Self.Parts {
+			n += utf8.RuneCountInString(p.Content)
+		}
+		return n
+	case d.Other != nil:
+		n := utf8.RuneCountInString(d.Other.Content)
+		if d.Other.Name != nil && *d.Other.Name != "" {
+			n += utf8.RuneCountInString(*d.Other.Name) + len(": ")
+		}
+		return n
+	case d.Text != nil:
+		return utf8.RuneCountInString(d.Text.Content)
+	}
+	return utf8.RuneCountInString(m.Text())
+}
+
 // SortEdges sorts edges by target bytes, the canonical order.
 func SortEdges(edges []Edge) {
 	sort.Slice(edges, func(i, j int) bool {

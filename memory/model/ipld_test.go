@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
 	"github.com/ipld/go-ipld-prime/codec/dagcbor"
@@ -382,3 +383,41 @@ func FuzzDecodeMemory(f *testing.F) {
 }
 
 func cidLink(c cid.Cid) datamodel.Link { return cidlink.Link{Cid: c} }
+
+// textCases are memories of every kind, with texts that test counting and
+// splitting: none, empty parts, several parts, multi-byte and invalid
+// UTF-8 (a part ending in half a character), a name.
+func textCases(t *testing.T) []*Memory {
+	t.Helper()
+	name, empty, mime := "Ana", "", "text/plain"
+	file, err := cid.Prefix{Version: 1, Codec: CodecRaw, MhType: multihash.SHA2_256, MhLength: -1}.Sum([]byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"", "word", "two words", "naïve café — 東京", "half \xe6\x97", "\x9d tail", "line\nbreak"}
+	var out []*Memory
+	for _, a := range texts {
+		out = append(out,
+			&Memory{Data: Data{Other: &OtherData{Content: a}}},
+			&Memory{Data: Data{Other: &OtherData{Name: &name, Content: a}}},
+			&Memory{Data: Data{Other: &OtherData{Name: &empty, Content: a}}},
+			&Memory{Data: Data{Text: &TextData{Content: a}}},
+			&Memory{Data: Data{Self: &SelfData{Parts: []Part{{Content: a}}}}})
+		for _, b := range texts {
+			out = append(out, &Memory{Data: Data{Self: &SelfData{Parts: []Part{{Content: a}, {Content: b}, {Content: a + b}}}}})
+		}
+	}
+	return append(out,
+		&Memory{Data: Data{Self: &SelfData{}}},
+		&Memory{Data: Data{File: &FileData{Name: &name, MimeType: &mime, Content: file}}},
+		&Memory{})
+}
+
+// TextChars counts what Text makes.
+func TestTextCharsCountsTheText(t *testing.T) {
+	for i, m := range textCases(t) {
+		if got, want := m.TextChars(), utf8.RuneCountInString(m.Text()); got != want {
+			t.Errorf("case %d (%q): TextChars %d, want %d", i, m.Text(), got, want)
+		}
+	}
+}

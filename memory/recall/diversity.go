@@ -65,8 +65,36 @@ func (c *collapser) add(k collapseKey) {
 // split, sorted and compared, the sets were a tenth of a long sona's
 // recall: every candidate co-access and expansion visit is folded.)
 func wordSet(text string) []uint64 {
+	return sortedSet(appendWords(make([]uint64, 0, len(text)/6+1), text))
+}
+
+// memoryWords is wordSet(model.Said(m)), without joining a self memory's
+// parts into its text: a newline joins them there, which ends a word as
+// a part's end does.
+func memoryWords(m *model.Memory) []uint64 {
+	self := m.Data.Self
+	if self == nil || m.Data.Other != nil { // Said is not the parts
+		return wordSet(model.Said(m))
+	}
+	size := 1
+	for _, p := range self.Parts {
+		size += len(p.Content) / 6
+	}
+	words := make([]uint64, 0, size)
+	for _, p := range self.Parts {
+		words = appendWords(words, p.Content)
+	}
+	return sortedSet(words)
+}
+
+func sortedSet(words []uint64) []uint64 {
+	slices.Sort(words)
+	return slices.Compact(words)
+}
+
+// appendWords appends the hashes of text's words to words.
+func appendWords(words []uint64, text string) []uint64 {
 	const offset, prime = 14695981039346656037, 1099511628211
-	words := make([]uint64, 0, len(text)/6+1)
 	h, in := uint64(offset), false
 	for _, r := range text {
 		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
@@ -92,8 +120,7 @@ func wordSet(text string) []uint64 {
 	if in {
 		words = append(words, h)
 	}
-	slices.Sort(words)
-	return slices.Compact(words)
+	return words
 }
 
 // wordSets keeps the word sets (wordSet of model.Said) of the memories
@@ -127,14 +154,14 @@ func newWordSets(slots int) *wordSets {
 // of is the word set of m, the memory of CID c: kept, or made and kept.
 func (w *wordSets) of(c cid.Cid, m *model.Memory) []uint64 {
 	if w == nil {
-		return wordSet(model.Said(m))
+		return memoryWords(m)
 	}
 	key := w.hash.Of(c.KeyString())
 	slot := &w.slots[key[0]&uint64(len(w.slots)-1)]
 	if e := slot.Load(); e != nil && e.key == key {
 		return e.words
 	}
-	words := wordSet(model.Said(m))
+	words := memoryWords(m)
 	slot.Store(&wordSetEntry{key: key, words: words})
 	return words
 }

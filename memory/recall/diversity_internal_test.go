@@ -85,3 +85,31 @@ func TestWordSetsHoldNoCID(t *testing.T) {
 	}
 	runtime.KeepAlive(w)
 }
+
+// A memory's word set is its Said text's, a self memory's parts read one
+// by one (a newline joins them in the text, and ends a word as a part's
+// end does): with words cut at the parts' ends, repeated across them,
+// empty parts and none; allocating only the set.
+func TestMemoryWordsAreItsSaidTexts(t *testing.T) {
+	parts := []string{"", "Tomatoes", "in the raised bed,", "bed", "naïve CAFÉ", "東京 tokyo", "ends mid", "word"}
+	name := "Ana"
+	var ms []*model.Memory
+	for i := range parts {
+		for j := range parts {
+			ms = append(ms, &model.Memory{Data: model.Data{Self: &model.SelfData{Parts: []model.Part{{Content: parts[i]}, {Content: parts[j]}, {Content: parts[i] + parts[j]}}}}})
+		}
+		ms = append(ms, &model.Memory{Data: model.Data{Other: &model.OtherData{Name: &name, Content: parts[i]}}},
+			&model.Memory{Data: model.Data{Text: &model.TextData{Content: parts[i]}}})
+	}
+	ms = append(ms, &model.Memory{Data: model.Data{Self: &model.SelfData{}}})
+	for _, m := range ms {
+		if got, want := memoryWords(m), wordSet(model.Said(m)); !slices.Equal(got, want) {
+			t.Errorf("%q: %v, want %v", model.Said(m), got, want)
+		}
+	}
+	m := &model.Memory{Data: model.Data{Self: &model.SelfData{Parts: []model.Part{{Content: "which bed did"}, {Content: "I plant the tomatoes in"}}}}}
+	text := model.Said(m)
+	if n, set := testing.AllocsPerRun(100, func() { memoryWords(m) }), testing.AllocsPerRun(100, func() { wordSet(text) }); n != set {
+		t.Errorf("%v allocations a self memory's word set, want %v (its set's, as of its text made already)", n, set)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
 	"go.opentelemetry.io/otel/attribute"
@@ -247,7 +246,7 @@ func Ranked(rs []*Recalled) []*Recalled {
 }
 
 // Chars is the memory's size against the budget: its text in characters.
-func (r *Recalled) Chars() int { return utf8.RuneCountInString(r.Memory.Text()) }
+func (r *Recalled) Chars() int { return r.Memory.TextChars() }
 
 // Time orders memories: the memory's timestamp, else when it was stored.
 func (r *Recalled) Time() int64 { return memoryTime(r.Memory, r.Meta) }
@@ -1046,6 +1045,7 @@ func (sc *scorer) gather(dense, bm25, metric []pathHit, paths Paths) ([]*Recalle
 				r.Explain.Evidence.Affinity, r.Explain.Evidence.AffinityRank = h.score, rank
 			}
 		}
+		sc.scratch.keepHits(affinity.hits)
 		fuseAll()
 		if err := enrich(); err != nil {
 			return nil, err
