@@ -22,13 +22,13 @@ type reached struct {
 	arena []byte // the keys' bytes; a full block is left to the keys in it
 }
 
-// newReached is an empty reached in at (the recall's scratch map, empty),
-// or in a map of its own when at is nil.
-func newReached(at map[string]int32) *reached {
+// newReached is an empty reached in at (the recall's scratch map, empty)
+// and the room of hits, or in a map of its own when at is nil.
+func newReached(at map[string]int32, hits []pathHit) *reached {
 	if at == nil {
 		at = make(map[string]int32, 256)
 	}
-	return &reached{at: at}
+	return &reached{at: at, hits: hits[:0]}
 }
 
 // score is key's best score so far, 0 when it was not reached.
@@ -63,11 +63,14 @@ func (r *reached) of(key string) float64 { return r.score([]byte(key)) }
 func (sc *scorer) affinity(seeds []*Recalled) (*reached, error) {
 	rc := sc.self.cfg.Recall
 	top := seeds[0].Explain.Fused.Relevance
-	var at map[string]int32
+	var (
+		at   map[string]int32
+		hits []pathHit
+	)
 	if sc.scratch != nil {
-		at = sc.scratch.reached
+		at, hits = sc.scratch.reached, sc.scratch.hits
 	}
-	affinity := newReached(at)
+	affinity := newReached(at, hits)
 	type step struct {
 		target string // the CID's bytes
 		score  float64

@@ -73,8 +73,11 @@ func TestAffinityLinkWeights(t *testing.T) {
 // The walk scores what a plain breadth-first walk over decoded lists
 // into a map scores — every memory reached and its best score, on a
 // graph of full lists with every link type and strength — and the hits
-// come out best first as a sort of them all orders them.
+// come out best first as a sort of them all orders them. Every walk but
+// the first reuses the room the one before kept (a recall's scratch),
+// which keeps none of their keys.
 func TestAffinityAsAPlainWalk(t *testing.T) {
+	scratch := evidenceScratches.Get().(*evidenceScratch)
 	rng := rand.New(rand.NewPCG(7, 7))
 	st, g, mems := linkedGraph(t, rng, 300, []string{assoc.Causal, assoc.Similar, assoc.Sequential, assoc.Related, assoc.CoAccess})
 	cfg := config.Default()
@@ -88,7 +91,7 @@ func TestAffinityAsAPlainWalk(t *testing.T) {
 				seeds = append(seeds, &Recalled{CID: mems[rng.IntN(len(mems))], Explain: Explain{Fused: Fused{Relevance: 1 - float64(i)/8}}})
 			}
 			err := st.View(func(txn store.Reader) error {
-				sc := &scorer{self: s, q: &Query{}, txn: txn}
+				sc := &scorer{self: s, q: &Query{}, txn: txn, scratch: scratch}
 				got, err := sc.affinity(seeds)
 				if err != nil {
 					return err
@@ -120,6 +123,17 @@ func TestAffinityAsAPlainWalk(t *testing.T) {
 				}
 				if len(*h) != 0 {
 					t.Fatalf("%d hits left", len(*h))
+				}
+				scratch.keepHits(got.hits) // as a recall does, then its release
+				clear(scratch.reached)
+				kept, left := scratch.hits[:cap(scratch.hits)], 0
+				for _, h := range kept {
+					if h != (pathHit{}) {
+						left++
+					}
+				}
+				if len(kept) < len(want) || left > 0 {
+					t.Fatalf("kept room for %d hits (want at least %d), %d of them not cleared", len(kept), len(want), left)
 				}
 				return nil
 			})
@@ -231,7 +245,8 @@ func BenchmarkAffinity(b *testing.B) {
 			for range min(sc.n, len(*h)) {
 				h.pop()
 			}
-			clear(sc.scratch.reached) // as the recall's release does
+			sc.scratch.keepHits(got.hits) // as the recall does
+			clear(sc.scratch.reached)     // as its release does
 		}
 		return nil
 	})

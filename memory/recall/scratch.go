@@ -20,8 +20,13 @@ type evidenceScratch struct {
 	neighbours map[uint64]*neighbour
 	chains     map[string]chainView
 	bodies     map[string]body
-	reached    map[string]int32  // the affinity walk's (reached.at)
-	places     chunks[neighbour] // the neighbours'
+	reached    map[string]int32 // the affinity walk's (reached.at)
+	// The affinity walk's hits (reached.hits), cleared: a long-lived sona's
+	// walk reaches a couple of thousand memories, and growing their slice
+	// anew was a fourteenth of the bytes its advance allocated (issue 15,
+	// stop 105).
+	hits   []pathHit
+	places chunks[neighbour] // the neighbours'
 	// The candidates': made one by one, they were an eighth of the bytes a
 	// recall allocated at 100,000 memories (README, stop 56).
 	recalled chunks[Recalled]
@@ -83,6 +88,17 @@ func detach(rs []*Recalled) []*Recalled {
 		rs[i] = &copies[i]
 	}
 	return rs
+}
+
+// keepHits keeps the room of an affinity walk's hits for the next recall
+// (when it is not too large), cleared: their keys point into the walk's
+// blocks of keys, which the scratch must not keep.
+func (s *evidenceScratch) keepHits(hits []pathHit) {
+	if s == nil || cap(hits) > maxScratchEntries {
+		return
+	}
+	clear(hits[:cap(hits)])
+	s.hits = hits[:0]
 }
 
 // release clears s and gives it to the next recall.
