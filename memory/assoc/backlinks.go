@@ -480,17 +480,40 @@ func keepStronger(list *List, to cid.Cid, typ string, strength float64) {
 // that a view sees, having seen the commits told before it read the list (told:
 // store.ToldBefore) — those of the flushes whose commits it may not see
 // too — in the order they came; none when key is not a memory's list.
+// Past MaxLinks of them it appends only the MaxLinks that withHeld
+// applies (heldTop, offered each in that order), in held's room: a hot
+// memory's list in a long-lived sona has hundreds waiting, and appending
+// them all grew a new array a walk (a thirtieth of the bytes its advance
+// allocated, issue 15, stop 105).
 func (b *backBuffer) collect(key []byte, told uint64, held []backLink) []backLink {
 	to, ok := digestOf(key[len(KeyAssoc):])
 	if !ok {
 		return nil
 	}
+	start := len(held)
+	var top heldTop // past MaxLinks: those withHeld applies, chosen as they come
+	over := false
 	take := func(ls backLists) {
-		if bl, ok := ls[to]; ok {
-			for _, l := range bl.links {
-				if l.told <= told {
-					held = append(held, l)
+		bl, ok := ls[to]
+		if !ok {
+			return
+		}
+		for _, l := range bl.links {
+			switch {
+			case l.told > told:
+			case over:
+				top = top.offer(l)
+			case len(held)-start < MaxLinks:
+				held = append(held, l)
+			default:
+				// Chosen in held's own room, each read before a write
+				// reaches it: offer writes no further than it has been
+				// offered.
+				over, top = true, heldTop{links: held[start:start]}
+				for _, h := range held[start:] {
+					top = top.offer(h)
 				}
+				top = top.offer(l)
 			}
 		}
 	}
@@ -503,6 +526,9 @@ func (b *backBuffer) collect(key []byte, told uint64, held []backLink) []backLin
 	}
 	take(b.flushing)
 	take(b.held)
+	if over {
+		return held[:start+len(top.links)]
+	}
 	return held
 }
 

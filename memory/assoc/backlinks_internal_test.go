@@ -88,3 +88,70 @@ func TestHeldTopKeepsWhatApplyingEachKeeps(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectKeepsWhatWithHeldApplies: what collect gives a view — links
+// back held, being flushed and flushed but not yet seen, some made after
+// the view, more than MaxLinks and fewer — applied to a list (withHeld) is
+// the list all the links back the view sees give it; collect gives at most
+// MaxLinks, and allocates nothing in room for them.
+func TestCollectKeepsWhatWithHeldApplies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	digests := make([]digest, 60)
+	for i := range digests {
+		for j := range digests[i] {
+			digests[i][j] = byte(rng.IntN(256))
+		}
+	}
+	var to digest
+	key := append(slices.Clip(KeyAssoc), to.cid()...)
+	links := func() *backList {
+		l := &backList{links: make([]backLink, rng.IntN(2*MaxLinks))}
+		for i := range l.links {
+			l.links[i] = backLink{from: digests[rng.IntN(len(digests))], strength: float64(1+rng.IntN(8)) / 8, at: rng.Int64N(100),
+				src: uint64(i), told: uint64(rng.IntN(12)), typ: byte(2 + rng.IntN(5))}
+		}
+		return l
+	}
+	for trial := range 2000 {
+		b := &backBuffer{held: backLists{to: links()}, flushing: backLists{to: links()}}
+		for range rng.IntN(3) {
+			b.written = append(b.written, heldBatch{lists: backLists{to: links(), digests[0]: links()}, told: uint64(rng.IntN(12))})
+		}
+		told := uint64(rng.IntN(12))
+		var seen []backLists
+		for _, h := range b.written {
+			if told < h.told {
+				seen = append(seen, h.lists)
+			}
+		}
+		var all []backLink // every link back the view sees, in order
+		for _, ls := range append(seen, b.flushing, b.held) {
+			for _, l := range ls[to].links {
+				if l.told <= told {
+					all = append(all, l)
+				}
+			}
+		}
+		var es []Entry
+		ts := builtTargets{keep: true}
+		for _, d := range digests[:rng.IntN(MaxLinks)] {
+			es = append(es, Entry{Target: ts.cid(d[:]), Type: typeCodes[2], Strength: float64(1+rng.IntN(8)) / 8, UpdatedAt: rng.Int64N(100)})
+		}
+		slices.SortFunc(es, strongerFirst)
+
+		var room [MaxLinks]backLink
+		got := b.collect(key, told, room[:0])
+		if len(got) > MaxLinks || (len(all) <= MaxLinks && !slices.Equal(got, all)) {
+			t.Fatalf("trial %d: %d links back collected of %d seen: %v", trial, len(got), len(all), got)
+		}
+		want := withHeld(slices.Clone(es), all, &builtTargets{keep: true})
+		if list := withHeld(slices.Clone(es), got, &builtTargets{keep: true}); !slices.EqualFunc(list, want, func(a, b Entry) bool {
+			return bytes.Equal(a.Target, b.Target) && a.Type == b.Type && a.Strength == b.Strength && a.UpdatedAt == b.UpdatedAt
+		}) {
+			t.Fatalf("trial %d (%d links back seen): the list\n%v\nwant\n%v", trial, len(all), list, want)
+		}
+		if n := testing.AllocsPerRun(5, func() { b.collect(key, told, room[:0]) }); n != 0 {
+			t.Fatalf("trial %d: %v allocations collecting %d links back", trial, n, len(all))
+		}
+	}
+}
