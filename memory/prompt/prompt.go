@@ -72,7 +72,12 @@ func newPromptParts(in Input) *promptParts {
 	if t := in.Tiers; t != nil {
 		p.stm, p.mtm, p.persona = t.STM, t.MTM, t.Persona
 		if p.persona != nil {
-			p.persona = p.persona.Clone()
+			// fit cuts the copy's lists, never their facts: a copy of
+			// the struct, not of the facts and their embeddings (a deep
+			// copy was a fiftieth of the bytes a long-lived sona's advance
+			// allocated, issue 15, stop 105).
+			cut := *p.persona
+			p.persona = &cut
 		}
 		shown := map[string]bool{}
 		for _, pg := range append(slices.Clone(t.STM), pageTexts(t.MTM)...) {

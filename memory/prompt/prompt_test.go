@@ -2,6 +2,7 @@ package prompt
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,6 +102,7 @@ func TestPromptGolden(t *testing.T) {
 func TestPromptNeverDropsTheInputAndIsDeterministic(t *testing.T) {
 	recalled, tr := promptFixture(t)
 	in := Input{SonaName: "Mel", Recalled: recalled, Tiers: tr, Input: strings.Repeat("long input ", 200), MaxTokens: 100, ContextTokens: 150}
+	persona := tr.Persona.Clone()
 	a, b := Build(in), Build(in)
 	if fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Fatal("the same input built two prompts")
@@ -110,7 +112,7 @@ func TestPromptNeverDropsTheInputAndIsDeterministic(t *testing.T) {
 		t.Fatalf("over budget the prompt is the system message and the input, got %d messages", len(a.Messages))
 	}
 	// The fixture was not changed by cutting.
-	if len(tr.Persona.User.Knowledge) != 2 || len(tr.STM) != 2 {
+	if len(tr.Persona.User.Knowledge) != 2 || len(tr.STM) != 2 || !reflect.DeepEqual(tr.Persona, persona) {
 		t.Fatal("Build modified its input")
 	}
 }
