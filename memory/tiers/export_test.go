@@ -308,3 +308,22 @@ func (s *Store) SegmentPages(sona string, seg uint64) (ps []*messages.Page, err 
 	})
 	return ps, err
 }
+
+// SharedPersona is sona's persona as a retrieval reads it (shared: decoded
+// once for the record the cache holds).
+func (s *Store) SharedPersona(sona string) (p *Persona, err error) {
+	err = s.view.View(func(txn store.Reader) error {
+		p, err = s.sharedPersona(txn, sona)
+		return err
+	})
+	return p, err
+}
+
+// StoredPersona is sona's persona decoded from its record.
+func (s *Store) StoredPersona(sona string) (p *Persona, err error) {
+	err = s.view.View(func(txn store.Reader) error {
+		p, err = s.readPersona(txn, sona)
+		return err
+	})
+	return p, err
+}

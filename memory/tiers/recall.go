@@ -122,7 +122,7 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 			out.MTM = append(out.MTM, RecalledPage{PageText: t, Segment: r.seg, Score: r.score})
 		}
 
-		persona, err := s.readPersona(txn, sona)
+		persona, err := s.sharedPersona(txn, sona)
 		if err != nil {
 			return err
 		}
@@ -132,12 +132,13 @@ func (s *Store) Recall(sona, text string, vec []float32, k int) (*Recall, error)
 	return out, err
 }
 
-// relevantPersona cuts a persona's knowledge and agent traits to the most
-// relevant to vec, best first, and adds the configured agent profile. It
-// changes persona, the caller's own (read for this retrieval).
+// relevantPersona is persona with its knowledge and agent traits cut to
+// the most relevant to vec, best first, and the configured agent profile.
+// It shares persona's facts, user profile and traits, and changes none.
 func (s *Store) relevantPersona(persona *Persona, vec []float32) *Persona {
 	p := s.cfg.Tiers
-	out := persona
+	out := new(Persona)
+	*out = *persona
 	pick := func(facts []*Fact) []*Fact {
 		var picked []*Fact
 		for _, r := range TopFacts(facts, vec, p.LPMTopK) {

@@ -1,8 +1,12 @@
 package tiers
 
 import (
+	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
+	"sync/atomic"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
@@ -41,6 +45,61 @@ func cachedTierRecord(key string) bool {
 // false when there is none. One that does not decode is base.ErrCorrupt.
 func (s *Store) getProto(r store.Reader, key []byte, m proto.Message) (bool, error) {
 	return s.recs.GetProto(r, key, m)
+}
+
+// personas keeps the personas decoded from the records the cache of tier
+// records holds, for the tier retrievals that read them: every advance's
+// retrieval decoded its sona's whole persona — up to tiers.kb_size facts
+// and agent traits, each with its embedding — to rank them and keep the
+// best lpm_top_k (a long-lived sona's ~50 KB a retrieval, a twentieth of
+// the bytes its advance allocated; issue 15, stop 105). A slot holds the
+// last persona decoded of the sonas whose names hash to it, with the
+// record it was decoded from: a read that gets that very record from the
+// cache (the same bytes, which a commit replaces, never changes) gets the
+// persona decoded. The personas are shared: never modified.
+type personas struct {
+	seed  maphash.Seed
+	slots [personaSlots]atomic.Pointer[decodedPersona]
+}
+
+type decodedPersona struct {
+	sona string
+	raw  []byte // held: no other record can be at its address
+	p    *Persona
+}
+
+// personaSlots is how many decoded personas are kept: a full one is
+// ~150 KB with its record, and the sonas a retrieval reads over and over
+// are the busy few.
+const personaSlots = 64
+
+func newPersonas() *personas { return &personas{seed: maphash.MakeSeed()} }
+
+// sharedPersona is the persona of sona that r sees, shared (see personas):
+// the caller must not modify it. A sona without one has an empty persona.
+func (s *Store) sharedPersona(r store.Reader, sona string) (*Persona, error) {
+	if s.personas == nil {
+		return s.readPersona(r, sona)
+	}
+	key := personaKey(sona)
+	raw, err := s.record(r, key)
+	if errors.Is(err, base.ErrNotFound) {
+		return PersonaOf(&messages.Persona{}), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	slot := &s.personas.slots[maphash.String(s.personas.seed, sona)%personaSlots]
+	if e := slot.Load(); e != nil && e.sona == sona && len(e.raw) == len(raw) && unsafe.SliceData(e.raw) == unsafe.SliceData(raw) {
+		return e.p, nil
+	}
+	rec := &messages.Persona{}
+	if err := proto.Unmarshal(raw, rec); err != nil {
+		return nil, fmt.Errorf("%w: record %q: %v", base.ErrCorrupt, key, err)
+	}
+	p := PersonaOf(rec)
+	slot.Store(&decodedPersona{sona: sona, raw: raw, p: p})
+	return p, nil
 }
 
 // CacheStats are the reads of the cache of tier records (none without one).

@@ -1535,3 +1535,64 @@ func TestVisitsRecordedTogetherAsOneByOne(t *testing.T) {
 		t.Fatalf("visit events %v, want %v", visitsOf(together.events), visitsOf(one.events))
 	}
 }
+
+// A retrieval's persona is decoded once for each record: the same persona
+// read after read while the record stays, a new one once a promotion
+// rewrites it, each what the record decodes to; a retrieval, which cuts
+// its persona's lists, leaves the shared one as it was.
+func TestRetrievalsSharePersonaDecodedOnceARecord(t *testing.T) {
+	clock := clock.NewFake(memorytest.Epoch)
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
+	defer s.Close()
+	o := memorytest.NewOwner(t, s, "a")
+	rng := rand.New(rand.NewSource(1))
+	for range 7 {
+		o.Page(randomWords(rng, 6), randomWords(rng, 6))
+	}
+	memorytest.Settle(t, s, o.Sona)
+	empty, err := s.Tiers.SharedPersona(o.Sona)
+	if err != nil || len(empty.User.Knowledge) != 0 {
+		t.Fatalf("a sona without a persona: %v, %v", empty, err)
+	}
+	check := func(when string) *tiers.Persona {
+		t.Helper()
+		p, err := s.Tiers.SharedPersona(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := s.Tiers.SharedPersona(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := s.Tiers.StoredPersona(o.Sona)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p != again || !reflect.DeepEqual(p, stored) {
+			t.Fatalf("%s: the shared persona %p, then %p, decoded again, or not the record's: %+v, want %+v", when, p, again, p, stored)
+		}
+		return p
+	}
+	var first *tiers.Persona
+	for i, promoted := 0, 0; promoted < 2; i++ {
+		o.Page(fmt.Sprintf("I love my garden and I grow tomatoes and basil there, batch %d.", i),
+			fmt.Sprintf("Your garden tomatoes and basil sound great, batch %d.", i))
+		if count(memorytest.Settle(t, s, o.Sona), tiers.PersonaUpdated) == 0 {
+			continue
+		}
+		promoted++
+		p := check(fmt.Sprintf("promotion %d", promoted))
+		if p == first || len(p.User.Knowledge) == 0 {
+			t.Fatalf("promotion %d: the persona before it kept, or no knowledge: %+v", promoted, p)
+		}
+		first = p
+		vecs, _ := s.Embed(context.Background(), "what grows in the garden")
+		tr, err := s.Tiers.Recall(o.Sona, "what grows in the garden", vecs[0], 0)
+		if err != nil || len(tr.Persona.User.Knowledge) == 0 {
+			t.Fatalf("retrieval: %v, %v", tr, err)
+		}
+		if check("after a retrieval") != p {
+			t.Fatal("a retrieval decoded the persona again")
+		}
+	}
+}

@@ -1243,18 +1243,19 @@ type Options struct {
 // durable inboxes, the steps that move work through them, retrieval and
 // the display view.
 type Store struct {
-	store   store.Committer
-	view    store.Viewer
-	env     Env
-	cfg     Options
-	traits  Traits // cfg.Tiers.Traits, their cues indexed
-	clock   clock.Clock
-	segs    *segmentCache
-	dfs     *store.Cache[uint64]       // document frequencies by dfKey (dfcache.go)
-	recs    *store.Records             // states, personas and counters (reccache.go)
-	inboxes *store.Cache[*cachedInbox] // the tiers' inboxes, by inboxPrefix (reccache.go)
-	starts  inboxStart
-	batch   int // pages an STM or MTM step takes at most (tierBatch; tests set it)
+	store    store.Committer
+	view     store.Viewer
+	env      Env
+	cfg      Options
+	traits   Traits // cfg.Tiers.Traits, their cues indexed
+	clock    clock.Clock
+	segs     *segmentCache
+	dfs      *store.Cache[uint64]       // document frequencies by dfKey (dfcache.go)
+	recs     *store.Records             // states, personas and counters (reccache.go)
+	personas *personas                  // decoded from recs' records, for retrieval (reccache.go)
+	inboxes  *store.Cache[*cachedInbox] // the tiers' inboxes, by inboxPrefix (reccache.go)
+	starts   inboxStart
+	batch    int // pages an STM or MTM step takes at most (tierBatch; tests set it)
 }
 
 // NewStore is the tiers' storage on st. When st reports its commits
@@ -1271,6 +1272,7 @@ func NewStore(st interface {
 		s.dfs = store.NewCache[uint64](dfCacheSize)
 		sub.Subscribe(s.dfCommitted)
 		s.recs = store.NewRecords(recCacheSize, cachedTierRecord)
+		s.personas = newPersonas()
 		sub.Subscribe(s.recs.Committed)
 		s.inboxes = store.NewCache[*cachedInbox](inboxCacheSize)
 		sub.Subscribe(s.inboxCommitted)
