@@ -384,9 +384,9 @@ func FuzzDecodeMemory(f *testing.F) {
 
 func cidLink(c cid.Cid) datamodel.Link { return cidlink.Link{Cid: c} }
 
-// textCases are memories of every kind, with texts that test counting and
-// splitting: none, empty parts, several parts, multi-byte and invalid
-// UTF-8 (a part ending in half a character), a name.
+// textCases are memories of every kind, with texts that test counting
+// their characters: none, empty parts, several parts, multi-byte and
+// invalid UTF-8 (a part ending in half a character), a name.
 func textCases(t *testing.T) []*Memory {
 	t.Helper()
 	name, empty, mime := "Ana", "", "text/plain"

@@ -327,3 +327,9 @@ func (s *Store) StoredPersona(sona string) (p *Persona, err error) {
 	})
 	return p, err
 }
+
+// PersonaDecoded reports whether a decoded persona of sona is kept.
+func (s *Store) PersonaDecoded(sona string) bool {
+	e := s.personas.slot(sona).Load()
+	return e != nil && e.sona == sona
+}

@@ -56,7 +56,11 @@ func (s *Store) getProto(r store.Reader, key []byte, m proto.Message) (bool, err
 // last persona decoded of the sonas whose names hash to it, with the
 // record it was decoded from: a read that gets that very record from the
 // cache (the same bytes, which a commit replaces, never changes) gets the
-// persona decoded. The personas are shared: never modified.
+// persona decoded. The personas are shared: never modified. A commit that
+// rewrites a persona empties its slot (committed), so that what a forget
+// took out of it (the facts its memories stated) is not kept here — a
+// view older than the commit may yet fill the slot with what it read,
+// which no read of the new record is given, until that sona's next.
 type personas struct {
 	seed  maphash.Seed
 	slots [personaSlots]atomic.Pointer[decodedPersona]
@@ -75,6 +79,23 @@ const personaSlots = 64
 
 func newPersonas() *personas { return &personas{seed: maphash.MakeSeed()} }
 
+// slot is sona's slot.
+func (ps *personas) slot(sona string) *atomic.Pointer[decodedPersona] {
+	return &ps.slots[maphash.String(ps.seed, sona)%personaSlots]
+}
+
+// committed empties the slots of the personas a commit wrote or deleted.
+func (ps *personas) committed(ev store.Event) {
+	for _, k := range ev.Keys {
+		if sona, part, rest, ok := tierKey(k); ok && part == 'l' && rest == "" {
+			slot := ps.slot(sona)
+			if e := slot.Load(); e != nil && e.sona == sona {
+				slot.CompareAndSwap(e, nil)
+			}
+		}
+	}
+}
+
 // sharedPersona is the persona of sona that r sees, shared (see personas):
 // the caller must not modify it. A sona without one has an empty persona.
 func (s *Store) sharedPersona(r store.Reader, sona string) (*Persona, error) {
@@ -89,7 +110,7 @@ func (s *Store) sharedPersona(r store.Reader, sona string) (*Persona, error) {
 	if err != nil {
 		return nil, err
 	}
-	slot := &s.personas.slots[maphash.String(s.personas.seed, sona)%personaSlots]
+	slot := s.personas.slot(sona)
 	if e := slot.Load(); e != nil && e.sona == sona && len(e.raw) == len(raw) && unsafe.SliceData(e.raw) == unsafe.SliceData(raw) {
 		return e.p, nil
 	}

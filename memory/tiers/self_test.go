@@ -1538,8 +1538,9 @@ func TestVisitsRecordedTogetherAsOneByOne(t *testing.T) {
 
 // A retrieval's persona is decoded once for each record: the same persona
 // read after read while the record stays, a new one once a promotion
-// rewrites it, each what the record decodes to; a retrieval, which cuts
-// its persona's lists, leaves the shared one as it was.
+// rewrites it, each what the record decodes to, the one before let go at
+// the promotion's commit; a retrieval, which cuts its persona's lists,
+// leaves the shared one as it was.
 func TestRetrievalsSharePersonaDecodedOnceARecord(t *testing.T) {
 	clock := clock.NewFake(memorytest.Epoch)
 	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
@@ -1581,6 +1582,9 @@ func TestRetrievalsSharePersonaDecodedOnceARecord(t *testing.T) {
 			continue
 		}
 		promoted++
+		if s.Tiers.PersonaDecoded(o.Sona) {
+			t.Fatalf("promotion %d: the persona decoded before it still kept", promoted)
+		}
 		p := check(fmt.Sprintf("promotion %d", promoted))
 		if p == first || len(p.User.Knowledge) == 0 {
 			t.Fatalf("promotion %d: the persona before it kept, or no knowledge: %+v", promoted, p)

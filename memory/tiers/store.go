@@ -1273,6 +1273,7 @@ func NewStore(st interface {
 		sub.Subscribe(s.dfCommitted)
 		s.recs = store.NewRecords(recCacheSize, cachedTierRecord)
 		s.personas = newPersonas()
+		sub.Subscribe(s.personas.committed)
 		sub.Subscribe(s.recs.Committed)
 		s.inboxes = store.NewCache[*cachedInbox](inboxCacheSize)
 		sub.Subscribe(s.inboxCommitted)
