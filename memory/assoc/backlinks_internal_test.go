@@ -29,6 +29,17 @@ func applyEach(es []Entry, held []backLink) []Entry {
 	return es[:min(len(es), MaxLinks)]
 }
 
+// randomDigests are n random digests.
+func randomDigests(rng *rand.Rand, n int) []digest {
+	digests := make([]digest, n)
+	for i := range digests {
+		for j := range digests[i] {
+			digests[i][j] = byte(rng.IntN(256))
+		}
+	}
+	return digests
+}
+
 // TestHeldTopKeepsWhatApplyingEachKeeps: on random lists and links back —
 // memories linking back more than once, with the strengths of others and
 // of the list's own links, targets the links back never name — the list
@@ -38,12 +49,7 @@ func applyEach(es []Entry, held []backLink) []Entry {
 // applied to, then cut, link for link: target, type, strength and time.
 func TestHeldTopKeepsWhatApplyingEachKeeps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	digests := make([]digest, 80)
-	for i := range digests {
-		for j := range digests[i] {
-			digests[i][j] = byte(rng.IntN(256))
-		}
-	}
+	digests := randomDigests(rng, 80)
 	strength := func() float64 { return float64(1+rng.IntN(8)) / 8 } // ties are common
 	typ := func() byte { return byte(2 + rng.IntN(5)) }
 	for trial := range 3000 {
@@ -96,12 +102,7 @@ func TestHeldTopKeepsWhatApplyingEachKeeps(t *testing.T) {
 // MaxLinks, and allocates nothing in room for them.
 func TestCollectKeepsWhatWithHeldApplies(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	digests := make([]digest, 60)
-	for i := range digests {
-		for j := range digests[i] {
-			digests[i][j] = byte(rng.IntN(256))
-		}
-	}
+	digests := randomDigests(rng, 60)
 	var to digest
 	key := append(slices.Clip(KeyAssoc), to.cid()...)
 	links := func() *backList {

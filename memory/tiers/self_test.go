@@ -90,18 +90,26 @@ func TestSTMOverflowMovesOnePagePerPageToMTM(t *testing.T) {
 	}
 }
 
-func TestSimilarPagesShareASegmentAndHeatPromotesToPersona(t *testing.T) {
+// withFullSTM opens a store on a fake clock with a sona whose STM holds
+// seven pages of random words, settled: the pages after them reach the
+// MTM one a page.
+func withFullSTM(t *testing.T) (*clock.Fake, *memory.Self, *memorytest.Owner) {
+	t.Helper()
 	clock := clock.NewFake(memorytest.Epoch)
 	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	o := memorytest.NewOwner(t, s, "a")
-	// Seven pages to fill the STM, then five on one topic: they reach the
-	// MTM one per page.
 	rng := rand.New(rand.NewSource(1))
 	for range 7 {
 		o.Page(randomWords(rng, 6), randomWords(rng, 6))
 	}
 	memorytest.Settle(t, s, o.Sona)
+	return clock, s, o
+}
+
+func TestSimilarPagesShareASegmentAndHeatPromotesToPersona(t *testing.T) {
+	// Seven pages to fill the STM, then five on one topic.
+	clock, s, o := withFullSTM(t)
 	var events []tiers.Event
 	for i := range 12 {
 		o.Page(fmt.Sprintf("I love my garden and I grow tomatoes and basil there, batch %d.", i),
@@ -1542,15 +1550,7 @@ func TestVisitsRecordedTogetherAsOneByOne(t *testing.T) {
 // the promotion's commit; a retrieval, which cuts its persona's lists,
 // leaves the shared one as it was.
 func TestRetrievalsSharePersonaDecodedOnceARecord(t *testing.T) {
-	clock := clock.NewFake(memorytest.Epoch)
-	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock)
-	defer s.Close()
-	o := memorytest.NewOwner(t, s, "a")
-	rng := rand.New(rand.NewSource(1))
-	for range 7 {
-		o.Page(randomWords(rng, 6), randomWords(rng, 6))
-	}
-	memorytest.Settle(t, s, o.Sona)
+	_, s, o := withFullSTM(t)
 	empty, err := s.Tiers.SharedPersona(o.Sona)
 	if err != nil || len(empty.User.Knowledge) != 0 {
 		t.Fatalf("a sona without a persona: %v, %v", empty, err)
