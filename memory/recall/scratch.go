@@ -97,7 +97,7 @@ func (s *evidenceScratch) keepHits(hits []pathHit) {
 	if s == nil || cap(hits) > maxScratchEntries {
 		return
 	}
-	clear(hits[:cap(hits)])
+	clear(hits) // past its length, what the last clear left: appends write no further
 	s.hits = hits[:0]
 }
 

@@ -20,15 +20,15 @@ func GetProto(r Reader, key []byte, m proto.Message) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := item.Value(func(v []byte) error { return unmarshalRecord(key, v, m) }); err != nil {
+	if err := item.Value(func(v []byte) error { return UnmarshalRecord(key, v, m) }); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// unmarshalRecord decodes the record v at key into m; one that does not
+// UnmarshalRecord decodes the record v at key into m; one that does not
 // decode is ErrCorrupt.
-func unmarshalRecord(key, v []byte, m proto.Message) error {
+func UnmarshalRecord(key, v []byte, m proto.Message) error {
 	if err := proto.Unmarshal(v, m); err != nil {
 		return fmt.Errorf("%w: record %q: %v", base.ErrCorrupt, key, err)
 	}

@@ -75,7 +75,7 @@ func (c *Records) GetProto(r Reader, key []byte, m proto.Message) (bool, error) 
 	if err != nil {
 		return false, err
 	}
-	if err := unmarshalRecord(key, v, m); err != nil {
+	if err := UnmarshalRecord(key, v, m); err != nil {
 		return false, err
 	}
 	return true, nil

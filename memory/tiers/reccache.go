@@ -115,8 +115,8 @@ func (s *Store) sharedPersona(r store.Reader, sona string) (*Persona, error) {
 		return e.p, nil
 	}
 	rec := &messages.Persona{}
-	if err := proto.Unmarshal(raw, rec); err != nil {
-		return nil, fmt.Errorf("%w: record %q: %v", base.ErrCorrupt, key, err)
+	if err := store.UnmarshalRecord(key, raw, rec); err != nil {
+		return nil, err
 	}
 	p := PersonaOf(rec)
 	slot.Store(&decodedPersona{sona: sona, raw: raw, p: p})
