@@ -69,7 +69,10 @@ type Used struct {
 // leave as it is. A long-lived sona's response reaches hundreds of
 // memories within two hops, of which a few tens rise (issue 15: the walk
 // and the reads of ~650 hot states were a millisecond of the committer's
-// time an advance after 6,500 advances of one sona).
+// time an advance after 6,500 advances of one sona). The view reads the
+// hot state only of a memory not known to hold its signal already: the
+// floors keep what earlier walks read, and the commits keep them
+// (floors.go).
 func (m *Store) Reinforce(used []Used) *store.Pending {
 	rc := m.rc
 	seeds := seedsOf(used)
@@ -80,10 +83,18 @@ func (m *Store) Reinforce(used []Used) *store.Pending {
 	w := walks.Get().(*walk)
 	defer walks.Put(w)
 	err := m.st.View(func(r store.Reader) error {
+		told := store.ToldBefore(r)
 		for c, target := range m.propagate(r, seeds, w) {
+			key := m.floors.hash(c.KeyString())
+			if m.floors.atLeast(key, target) {
+				continue
+			}
 			h, ok, err := m.hotIn(r, c)
 			if err != nil {
 				return err
+			}
+			if ok {
+				m.floors.fill(key, h.Importance, told)
 			}
 			if !ok || h.Importance < target { // not stored here: the committer tells
 				rising = append(rising, c)

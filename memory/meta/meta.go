@@ -173,6 +173,9 @@ type Store struct {
 	// touches are the recalls' touches not yet written, when buffered
 	// (BufferTouches).
 	touches *touches
+	// floors are importances Reinforce read lately, kept by the commits
+	// (floors.go).
+	floors *floors
 }
 
 // New reads the memories of st with caches of cacheSize entries each
@@ -180,7 +183,7 @@ type Store struct {
 // st's commit events, so call it before st's first write.
 func New(st *store.Store, cacheSize int, rc config.Recall) *Store {
 	m := &Store{st: st, rc: rc, metas: store.NewCache[*metaEntry](cacheSize), mems: newMemCache(cacheSize),
-		hots: store.NewCache[hotEntry](hotCacheScale * cacheSize), hotKeys: store.NewKeySet(HotPrefix)}
+		hots: store.NewCache[hotEntry](hotCacheScale * cacheSize), hotKeys: store.NewKeySet(HotPrefix), floors: newFloors()}
 	st.Subscribe(m.committed)
 	return m
 }
@@ -216,6 +219,7 @@ func (m *Store) committed(e store.Event) {
 			// stored (by the text index, the sona's next append, the
 			// neighbours of the next insertions).
 			ch := store.CacheChange[*metaEntry]{Key: k[len(Prefix):], Op: store.CacheInvalidate}
+			m.floors.empty(m.floors.hash(ch.Key), e.Told)
 			if v := e.Values[i]; v != nil {
 				ch.Op, ch.V = store.CacheSet, &metaEntry{raw: v}
 			}
@@ -230,7 +234,10 @@ func (m *Store) committed(e store.Event) {
 			key := k[len(HotPrefix):]
 			ch := store.CacheChange[*metaEntry]{Key: key, Op: store.CacheInvalidate}
 			hc := store.CacheChange[hotEntry]{Key: key, Op: store.CacheInvalidate}
-			if h, ok := HotValue(e.Values[i]); ok {
+			if h, ok := HotValue(e.Values[i]); !ok {
+				m.floors.empty(m.floors.hash(key), e.Told)
+			} else {
+				m.floors.wrote(m.floors.hash(key), h.Importance, e.Told)
 				ch.Op = store.CachePatch
 				if hots == nil {
 					hots = make([]Hot, len(e.Keys)) // at most a change a key
@@ -244,7 +251,9 @@ func (m *Store) committed(e store.Event) {
 			// A forgotten memory leaves the decoded-memory cache (the
 			// only entries that ever leave it but by age).
 			if mh, err := multihash.Cast([]byte(k[len(store.PrefixTombstone):])); err == nil {
-				m.mems.remove(cid.NewCidV1(cid.DagCBOR, mh))
+				c := cid.NewCidV1(cid.DagCBOR, mh)
+				m.mems.remove(c)
+				m.floors.empty(m.floors.hash(c.KeyString()), e.Told)
 			}
 		}
 	}
