@@ -10,8 +10,8 @@ import (
 // to learn that a signal would not raise it. A long-lived sona's response
 // reaches ~700 memories within two hops and raises ~20 of them: the reads
 // of the other hot states through the metadata cache, each a few misses
-// of the processor's caches, were 4.5% of the CPU at two busy sonas over
-// five minutes (issue 15, stop 106).
+// of the processor's caches, were 3.8–4.5% of the CPU at two busy sonas
+// over three to five minutes (issue 15, stops 105 and 106).
 //
 // A slot holds one memory's floor, by a 64-bit hash of its CID (seeded
 // per process), and the commit that last wrote that memory's hot state or
