@@ -91,11 +91,16 @@ func ReportLatencies(b *testing.B, lat []time.Duration) {
 
 // HeapObjects is the heap's live objects after a collection: what a test
 // of a structure's objects for the collector counts before and after.
-func HeapObjects() uint64 {
+func HeapObjects() uint64 { return heapStats().HeapObjects }
+
+// HeapBytes is the bytes of the heap's objects after a collection.
+func HeapBytes() uint64 { return heapStats().HeapAlloc }
+
+func heapStats() runtime.MemStats {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.HeapObjects
+	return m
 }
 
 // FlipByte damages the file at path as a disk or a stray write would: the

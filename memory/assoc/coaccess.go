@@ -407,10 +407,12 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 		return
 	}
 	ids := make([]uint32, len(together)) // each one's number, or maxID when gone
+	partners := -1                       // each one's that are not gone, but itself
 	for i, c := range together {
 		ids[i] = maxID
 		if _, ok := b.gone[c.KeyString()]; !ok {
 			ids[i] = b.targets.id(c.KeyString())
+			partners++
 		}
 	}
 	for ai := range together {
@@ -422,6 +424,10 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 		if old, ok := b.pending[key]; ok {
 			pl = old
 		} else {
+			// Room for its partners at once: appended one by one, a new
+			// list's deltas were a slice of twice the room most of the
+			// time (nine partners in sixteen), and four slices before it.
+			pl.ds = make([]delta, 0, partners)
 			b.order = append(b.order, key)
 		}
 		b.renumber(&pl)

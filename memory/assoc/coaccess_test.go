@@ -713,3 +713,37 @@ func TestBufferedListsAreFewObjects(t *testing.T) {
 		t.Fatalf("x42's partners %v, want y42", got)
 	}
 }
+
+// A new list's deltas are one slice the size of its partners: appended
+// one by one, ten memories recalled together left each of their lists a
+// slice of sixteen deltas for nine (and four slices before it) — at 1M
+// memories under recalls, 72 of the buffer's 128 MB (README, stop 107).
+func TestBufferedListsHoldRoomForTheirPartnersOnly(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	b := openBuffered(t, assoc.BufferOptions{Every: time.Hour, Clock: clk}, store.OptionsOf(config.Default().Store))
+	const groups, size = 2000, 10
+	together := make([][]cid.Cid, groups)
+	for i := range together {
+		for j := range size {
+			together[i] = append(together[i], cidOf(t, fmt.Sprint(i, "/", j)))
+		}
+	}
+	before := testutil.HeapBytes()
+	for _, cs := range together {
+		b.strengthen(t, "agent", cs, 100)
+	}
+	grew := int64(testutil.HeapBytes()) - int64(before)
+	perList := float64(grew) / (groups * size)
+	t.Logf("%d lists of %d partners waiting: %.0f bytes of heap each", groups*size, size-1, perList)
+	if n := b.g.Waiting(); n != groups*size {
+		t.Fatalf("%d lists waiting, want %d", n, groups*size)
+	}
+	// Nine deltas of 16 bytes are 144; the list's place in the map, its
+	// key's in the order and its memory's CID in the table ~130 more.
+	if perList > 320 {
+		t.Fatalf("a list of %d partners takes %.0f bytes of heap", size-1, perList)
+	}
+	if got := partners(t, b.g, cidOf(t, "7/3")); len(got) != size-1 {
+		t.Fatalf("7/3 has %d partners, want %d", len(got), size-1)
+	}
+}
