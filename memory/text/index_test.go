@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -176,6 +177,15 @@ func sameHits(t *testing.T, what string, got, want []Hit) {
 // on two with every document named by Also, after a reopen and after
 // deletes.
 func TestScoresAreExhaustiveBM25(t *testing.T) {
+	t.Run("term ids of 16 bits", func(t *testing.T) { testScores(t, 0) })
+	// A first document of that many terms: the words' ids are 65,536 or
+	// more but for the first few, and documents' runs of either width.
+	t.Run("term ids past 16 bits", func(t *testing.T) { testScores(t, 1<<16-6) })
+}
+
+// testScores runs TestScoresAreExhaustiveBM25 in an index whose first
+// document holds filler terms of no query.
+func testScores(t *testing.T, filler int) {
 	dir := t.TempDir() + "/idx"
 	x, err := Open(dir)
 	if err != nil {
@@ -186,6 +196,13 @@ func TestScoresAreExhaustiveBM25(t *testing.T) {
 	var docs []Doc
 	var ids []string
 	ref := map[string][]string{}
+	if filler > 0 {
+		d := fillerDoc(filler, "s")
+		if err := x.Apply([]Doc{d}, 1); err != nil {
+			t.Fatal(err)
+		}
+		ref[d.ID] = analyze(d.Text)
+	}
 	for i := range 3000 {
 		var b strings.Builder
 		for range 4 + rng.IntN(20) {
@@ -240,19 +257,51 @@ func TestScoresAreExhaustiveBM25(t *testing.T) {
 	}
 	ids = ids[1500:]
 	check("after deletes", x)
-	if x.dead != 0 || len(x.slots) != 1500 {
+	if x.dead != 0 || len(x.slots) != 1500+min(filler, 1) {
 		t.Fatalf("%d dead slots of %d after compaction", x.dead, len(x.slots))
+	}
+	if filler > 0 {
+		wide := 0
+		for i := range x.slots {
+			if x.slots[i].wide {
+				wide++
+			}
+		}
+		if wide == 0 || wide >= len(x.slots)-1 { // the filler's own are under 65,536
+			t.Fatalf("%d of %d documents' runs have ids of 32 bits", wide, len(x.slots))
+		}
 	}
 	// The compaction left the deleted documents' runs behind.
 	terms, sonas, idBytes := 0, 0, 0
 	for i := range x.slots {
-		ids, _ := x.termsOf(&x.slots[i])
-		terms, sonas, idBytes = terms+len(ids), sonas+len(x.sonasOf(&x.slots[i])), idBytes+len(x.idOf(&x.slots[i]))
+		terms += int(x.slots[i].termsLen())
+		sonas, idBytes = sonas+len(x.sonasOf(&x.slots[i])), idBytes+len(x.idOf(&x.slots[i]))
 	}
-	if used(&x.termIDs) != terms || used(&x.termFreqs) != terms || used(&x.sonaRuns) != sonas || used(&x.strs) != idBytes {
-		t.Fatalf("the pools hold %d terms, %d frequencies, %d sonas, %d bytes of ids; the live documents %d, %d, %d",
-			used(&x.termIDs), used(&x.termFreqs), used(&x.sonaRuns), used(&x.strs), terms, sonas, idBytes)
+	if held := used(&x.narrowTerms) + used(&x.wideTerms); held != terms || used(&x.sonaRuns) != sonas || used(&x.strs) != idBytes {
+		t.Fatalf("the pools hold %d terms and frequencies, %d sonas, %d bytes of ids; the live documents %d, %d, %d",
+			held, used(&x.sonaRuns), used(&x.strs), terms, sonas, idBytes)
 	}
+}
+
+// fillerDoc is a document of sona holding terms terms of no query: the
+// first applied to an index, it has the ids under terms, and later terms
+// theirs past it.
+func fillerDoc(terms int, sona string) Doc {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for i := 0; len(seen) < terms; i++ {
+		w := "zz" + strings.Map(func(r rune) rune { // base 26 in letters: no digits to analyse
+			if r <= '9' {
+				return 'a' + r - '0'
+			}
+			return r + 10
+		}, strconv.FormatInt(int64(i), 26))
+		for _, term := range analyze(w) {
+			seen[term] = true
+		}
+		b.WriteString(w + " ")
+	}
+	return Doc{ID: "filler", Text: b.String(), Sonas: []string{sona}}
 }
 
 // A search within a sona holding few of the collection's documents
@@ -262,15 +311,19 @@ func TestScoresAreExhaustiveBM25(t *testing.T) {
 // hold only common ones), as documents join and leave it, are deleted
 // (the slots compacted) and the index is reopened.
 func TestSonaSearchesAreExhaustiveBM25(t *testing.T) {
-	t.Run("sona ids of 16 bits", func(t *testing.T) { testSonaSearches(t, 0) })
+	t.Run("sona ids of 16 bits", func(t *testing.T) { testSonaSearches(t, 0, 0) })
 	// Every sona's id past what a posting holds (postOwner): the walk
 	// reads the slots' owners.
-	t.Run("sona ids past 16 bits", func(t *testing.T) { testSonaSearches(t, postMany) })
+	t.Run("sona ids past 16 bits", func(t *testing.T) { testSonaSearches(t, postMany, 0) })
+	// The documents' terms' ids past 16 bits but for the first few (a
+	// filler document of another sona holds the ids under them).
+	t.Run("term ids past 16 bits", func(t *testing.T) { testSonaSearches(t, 0, 1<<16-6) })
 }
 
 // testSonaSearches runs TestSonaSearchesAreExhaustiveBM25 in an index
-// that knew others sonas before its own.
-func testSonaSearches(t *testing.T, others int) {
+// that knew others sonas before its own, and whose first document holds
+// filler terms.
+func testSonaSearches(t *testing.T, others, filler int) {
 	dir := t.TempDir() + "/idx"
 	x, err := Open(dir)
 	if err != nil {
@@ -284,6 +337,13 @@ func testSonaSearches(t *testing.T, others int) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	words := strings.Fields("garden tomato basil river train lisbon novel lighthouse painting sister dog concert recipe hiking sunset lake city job guitar")
 	ref, sonas := map[string][]string{}, map[string][]string{}
+	if filler > 0 {
+		d := fillerDoc(filler, "filler")
+		if err := x.Apply([]Doc{d}, 1); err != nil {
+			t.Fatal(err)
+		}
+		ref[d.ID], sonas[d.ID] = analyze(d.Text), d.Sonas
+	}
 	var docs []Doc
 	for i := range 3000 {
 		var b strings.Builder

@@ -174,13 +174,13 @@ func (x *Index) snapshot() error {
 		}
 		// Term indexes follow the ids' order, which the renumbering
 		// keeps: deltas from the previous.
-		ids, freqs := x.termsOf(s)
-		e.uint(uint64(len(ids)))
+		terms := x.termsOf(s)
+		e.uint(uint64(terms.n))
 		prev := uint64(0)
-		for i, id := range ids {
-			t := termIdx[id]
+		for i := range terms.n {
+			t := termIdx[terms.id(i)]
 			e.uint(t - prev)
-			e.uint(uint64(freqs[i]))
+			e.uint(uint64(terms.freq(i)))
 			prev = t
 		}
 	}
@@ -294,12 +294,25 @@ func (x *Index) decodeSnapshot(b []byte) error {
 	}
 	for i := range x.slots {
 		o := postOwner(x.owner[i])
-		ids, freqs := x.termsOf(&x.slots[i])
-		for k, id := range ids {
-			x.post[id] = append(x.post[id], posting{slot: uint32(i), freq: freqs[k], owner: o})
+		if s := &x.slots[i]; s.wide {
+			addPostings(x.post, x.wideTerms.get(s.terms, s.termsLen()), s, posting{slot: uint32(i), owner: o})
+		} else {
+			addPostings(x.post, x.narrowTerms.get(s.terms, s.termsLen()), s, posting{slot: uint32(i), owner: o})
 		}
 	}
 	return nil
+}
+
+// addPostings appends p, of slot s, to the postings of s's terms, whose
+// run is run, with each term's frequency.
+func addPostings[T uint16 | uint32](post [][]posting, run []T, s *slot, p posting) {
+	p.freq = 1
+	for k, id := range run[:s.nTerms] {
+		if s.freqs {
+			p.freq = uint16(run[int(s.nTerms)+k])
+		}
+		post[id] = append(post[id], p)
+	}
 }
 
 // Flush makes every batch applied so far durable: it syncs the log, or

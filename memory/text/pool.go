@@ -21,18 +21,26 @@ const chunkLen = 1 << 16
 
 // add adds vals as one run and returns its ref.
 func (p *pool[T]) add(vals []T) uint32 {
-	n := len(p.chunks)
-	if n == 0 || len(p.chunks[n-1])+len(vals) > cap(p.chunks[n-1]) {
-		if n == 1<<16 {
+	ref, run := p.grow(len(vals))
+	copy(run, vals)
+	return ref
+}
+
+// grow adds a run of n zero values and returns its ref and the run, for
+// the caller to fill before it is read.
+func (p *pool[T]) grow(n int) (uint32, []T) {
+	last := len(p.chunks)
+	if last == 0 || len(p.chunks[last-1])+n > cap(p.chunks[last-1]) {
+		if last == 1<<16 {
 			panic("text: a pool of 65,536 chunks is full") // 4G values: past any memory here
 		}
-		p.chunks = append(p.chunks, make([]T, 0, max(chunkLen, len(vals))))
-		n++
+		p.chunks = append(p.chunks, make([]T, 0, max(chunkLen, n)))
+		last++
 	}
-	c := &p.chunks[n-1]
+	c := &p.chunks[last-1]
 	at := len(*c)
-	*c = append(*c, vals...)
-	return uint32(n-1)<<16 | uint32(at)
+	*c = (*c)[:at+n]
+	return uint32(last-1)<<16 | uint32(at), (*c)[at : at+n : at+n]
 }
 
 // get is the run of n values at ref, with no room past its end.

@@ -169,10 +169,10 @@ func (x *Index) expansion(terms []string, fb Feedback) []string {
 			continue
 		}
 		sl := &x.slots[s]
-		ids, freqs := x.termsOf(sl)
-		for j, t := range ids {
-			if !query[t] && x.df[t] > 1 {
-				score[t] += fb.Weights[i] / total * float64(freqs[j]) / float64(sl.length)
+		terms := x.termsOf(sl)
+		for j := range terms.n {
+			if t := terms.id(j); !query[t] && x.df[t] > 1 {
+				score[t] += fb.Weights[i] / total * float64(terms.freq(j)) / float64(sl.length)
 			}
 		}
 	}
@@ -326,23 +326,43 @@ func (x *Index) scoreSlots(ids []uint32, st stats, slots []uint32) *scores {
 	idf, norm := weights(st)
 	for _, n := range slots {
 		s := &x.slots[n]
-		sids, freqs := x.termsOf(s)
-		for i, id := range ids {
-			if id == math.MaxUint32 {
-				continue
-			}
-			k, found := slices.BinarySearch(sids, id)
-			if !found {
-				continue
-			}
-			if sc.matched[n] == 0 {
-				sc.touched = append(sc.touched, n)
-			}
-			sc.sum[n] += term(idf[i], norm, freqs[k], s.length, st.avgLen)
-			sc.matched[n]++
+		var sum float64
+		var matched uint16
+		if s.wide {
+			sum, matched = scoreRun(x.wideTerms.get(s.terms, s.termsLen()), s, ids, idf, norm, st.avgLen)
+		} else {
+			sum, matched = scoreRun(x.narrowTerms.get(s.terms, s.termsLen()), s, ids, idf, norm, st.avgLen)
+		}
+		if matched > 0 {
+			sc.touched = append(sc.touched, n)
+			sc.sum[n], sc.matched[n] = sum, matched
 		}
 	}
 	return sc
+}
+
+// scoreRun is the BM25 of slot s's document, whose run of terms is run,
+// by the terms ids (idf, norm: weights), summed in their order, and how
+// many it holds: one width's loop, as a search within a sona scores each
+// of its documents so.
+func scoreRun[T uint16 | uint32](run []T, s *slot, ids []uint32, idf []float64, norm, avgLen float64) (sum float64, matched uint16) {
+	terms := run[:s.nTerms]
+	for i, id := range ids {
+		if id == math.MaxUint32 || uint64(id) > uint64(^T(0)) {
+			continue // in no document, or in none of this width
+		}
+		k, found := slices.BinarySearch(terms, T(id))
+		if !found {
+			continue
+		}
+		freq := uint16(1)
+		if s.freqs {
+			freq = uint16(run[int(s.nTerms)+k])
+		}
+		sum += term(idf[i], norm, freq, s.length, avgLen)
+		matched++
+	}
+	return sum, matched
 }
 
 // top returns the k best of sc, best first, ties by id, and gives sc
