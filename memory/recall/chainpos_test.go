@@ -54,6 +54,47 @@ func TestChainPositions(t *testing.T) {
 	}
 }
 
+// While a sona's ids ascend its positions are found in its members, no
+// map kept; an id out of order (a memory of another sona's, a memory
+// appended again) turns them into one, every position as before.
+func TestChainPositionsOfAscendingIDs(t *testing.T) {
+	c := newChainPositions()
+	members := make([]uint64, 3, 16)
+	copy(members, []uint64{2, 5, 9})
+	p := c.chain("s", members)
+	check := func(stage string, want map[uint64]int, absent ...uint64) {
+		t.Helper()
+		for vid, at := range want {
+			if got, ok := p.position(vid); !ok || got != at {
+				t.Errorf("%s: position(%d) = %d, %v; want %d", stage, vid, got, ok, at)
+			}
+		}
+		for _, vid := range absent {
+			if got, ok := p.position(vid); ok {
+				t.Errorf("%s: %d is no member but has position %d", stage, vid, got)
+			}
+		}
+	}
+	check("ascending", map[uint64]int{2: 0, 5: 1, 9: 2}, 1, 3, 10)
+	members = append(members, 11, 12)
+	if q := c.chain("s", members); q != p {
+		t.Fatal("an append rebuilt the positions")
+	}
+	check("appended", map[uint64]int{2: 0, 9: 2, 11: 3, 12: 4}, 10, 13)
+	if p.pos != nil {
+		t.Fatalf("a map of %d positions kept for ascending ids", len(p.pos))
+	}
+	// A shorter view does not shrink what is covered.
+	c.chain("s", members[:2])
+	check("a shorter view", map[uint64]int{12: 4})
+	members = append(members, 7, 5) // out of order, then 5 again
+	c.chain("s", members)
+	if p.pos == nil {
+		t.Fatal("ids out of order searched as if they ascended")
+	}
+	check("out of order", map[uint64]int{2: 0, 5: 1, 9: 2, 11: 3, 12: 4, 7: 5}, 3, 13)
+}
+
 // A body kept for a vector id (its time, whether it asks, its speaker) is
 // there for the next recall; speakers are kept once, up to maxSpeakers.
 func TestBodyFacts(t *testing.T) {
