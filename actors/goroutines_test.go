@@ -2,8 +2,11 @@ package actors
 
 import (
 	"bytes"
+	"context"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,4 +128,40 @@ func scheduleHolding(g *goroutines, ran chan struct{}) weak.Pointer[[1 << 16]byt
 		close(ran)
 	})
 	return weak.Make(held)
+}
+
+// The goroutines' work carries labels of its own in the profiles, not
+// those of the goroutine whose Schedule started it (the store's committer
+// or acknowledger, resuming an actor).
+func TestGoroutinesWorkUnderTheirOwnLabels(t *testing.T) {
+	g := newGoroutines()
+	defer g.stop()
+	started, hold := make(chan struct{}), make(chan struct{})
+	defer close(hold)
+	pprof.Do(context.Background(), pprof.Labels("memoria", "committer"), func(context.Context) {
+		g.Schedule(func() { labelledWork(started, hold) })
+	})
+	<-started
+	var b strings.Builder
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, stack := range strings.Split(b.String(), "\n\n") {
+		if !strings.Contains(stack, "labelledWork") {
+			continue
+		}
+		if !strings.Contains(stack, `# labels: {"memoria":"actors"}`) {
+			t.Fatalf("the work runs under other labels:\n%s", stack)
+		}
+		return
+	}
+	t.Fatalf("no goroutine runs the work:\n%s", b.String())
+}
+
+// labelledWork is work whose stack the test finds in the profile.
+//
+//go:noinline
+func labelledWork(started chan<- struct{}, hold <-chan struct{}) {
+	close(started)
+	<-hold
 }
