@@ -407,7 +407,7 @@ func (b *buffer) add(agent string, together []cid.Cid, keep float64, now int64) 
 		return
 	}
 	ids := make([]uint32, len(together)) // each one's number, or maxID when gone
-	partners := -1                       // each one's that are not gone, but itself
+	partners := -1                       // of each list: the memories not gone but its own
 	for i, c := range together {
 		ids[i] = maxID
 		if _, ok := b.gone[c.KeyString()]; !ok {

@@ -12,11 +12,12 @@ import (
 // vector ids, in chain order, append only — in memory (Sonas.Members);
 // this finds, per sona a recall has asked about, the position of each
 // member (sonaChain: in the members themselves while their ids ascend,
-// else in a map built on first use and extended as the chain grows). What the walk reads of each member's body — its
-// time, whether it asks, who speaks — bodyFacts keeps by vector id. Until
-// issue 17 the walk read each memory's associations (its `sequential`
-// links), metadata and body from the store: the larger part of a
-// recall's CPU with the context evidence on.
+// else in a map built on first use and extended as the chain grows).
+// What the walk reads of each member's body — its time, whether it asks,
+// who speaks — bodyFacts keeps by vector id. Until issue 17 the walk read
+// each memory's associations (its `sequential` links), metadata and body
+// from the store: the larger part of a recall's CPU with the context
+// evidence on.
 type chainPositions struct {
 	mu    sync.Mutex
 	sonas map[string]*sonaChain
