@@ -69,7 +69,7 @@ var (
 
 // encodeEval is e's record.
 func encodeEval(e *messages.Evaluation) ([]byte, error) {
-	b, err := proto.Marshal(e)
+	b, err := marshalEval(e)
 	if err != nil {
 		return nil, err
 	}
