@@ -26,20 +26,21 @@ func marshalEval(e *messages.Evaluation) ([]byte, error) {
 	return appendEvaluation(make([]byte, 0, evaluationSize(e)), e), nil
 }
 
-// known reports whether e and the messages in it hold no unknown fields.
+// known reports whether e and the messages in it hold no unknown fields
+// (nor a nil message in a list, which proto.Marshal writes as an empty one).
 func known(e *messages.Evaluation) bool {
 	if len(e.ProtoReflect().GetUnknown()) > 0 {
 		return false
 	}
 	for _, a := range e.Archetypes {
-		if len(a.ProtoReflect().GetUnknown()) > 0 ||
+		if a == nil || len(a.ProtoReflect().GetUnknown()) > 0 ||
 			a.Annotations != nil && len(a.Annotations.ProtoReflect().GetUnknown()) > 0 ||
 			a.Priority != nil && len(a.Priority.ProtoReflect().GetUnknown()) > 0 {
 			return false
 		}
 	}
 	for _, f := range e.Failures {
-		if len(f.ProtoReflect().GetUnknown()) > 0 {
+		if f == nil || len(f.ProtoReflect().GetUnknown()) > 0 {
 			return false
 		}
 	}

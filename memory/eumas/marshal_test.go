@@ -46,6 +46,13 @@ func TestMarshalEvalIsProtoMarshal(t *testing.T) {
 			t.Fatalf("round %d: read back %v (%v), want %v", i, &back, err, e)
 		}
 	}
+	// A nil message in a list is proto.Marshal's (an empty message).
+	nils := &messages.Evaluation{Archetypes: []*messages.ArchetypeEvaluation{nil, {Archetype: "a"}}, Failures: []*messages.EvalFailure{nil}}
+	if got, err := marshalEval(nils); err != nil {
+		t.Fatal(err)
+	} else if want, _ := proto.Marshal(nils); !bytes.Equal(got, want) {
+		t.Fatalf("with nil messages: %x, proto.Marshal %x", got, want)
+	}
 	// Fields this build does not know (a newer one's record) are kept.
 	e := &messages.Evaluation{Evaluator: "heuristic", Archetypes: []*messages.ArchetypeEvaluation{{Archetype: "a"}}}
 	e.Archetypes[0].ProtoReflect().SetUnknown(protowire.AppendString(protowire.AppendTag(nil, 99, protowire.BytesType), "new"))
