@@ -204,53 +204,85 @@ func (x *runs) idOf(s *slot) string { return str(&x.strs, s.id, s.idLen) }
 
 // termsOf are the terms of slot s's document (none once it is dead).
 func (x *runs) termsOf(s *slot) docTerms {
-	t := docTerms{n: int(s.nTerms), freqs: s.freqs, wide: s.wide}
 	if s.wide {
-		t.wideRun = x.wideTerms.get(s.terms, s.termsLen())
-	} else {
-		t.narrowRun = x.narrowTerms.get(s.terms, s.termsLen())
+		return docTerms{wide: x.wideOf(s), isWide: true}
 	}
-	return t
+	return docTerms{narrow: x.narrowOf(s)}
 }
 
-// docTerms are a document's terms as its slot's run holds them: ids
-// ascending, then their frequencies if held. Not to be changed.
-type docTerms struct {
-	narrowRun []uint16 // the run, unless wide
-	wideRun   []uint32 // the run, when wide
-	n         int      // the terms
-	freqs     bool     // the frequencies are held (else each is 1)
-	wide      bool
+// narrowOf and wideOf are slot s's run of terms, of ids of two bytes
+// (unless s.wide) or four.
+func (x *runs) narrowOf(s *slot) termRun[uint16] {
+	return termRun[uint16]{x.narrowTerms.get(s.terms, s.termsLen()), int(s.nTerms), s.freqs}
+}
+
+func (x *runs) wideOf(s *slot) termRun[uint32] {
+	return termRun[uint32]{x.wideTerms.get(s.terms, s.termsLen()), int(s.nTerms), s.freqs}
+}
+
+// termRun is a document's terms as its slot's run holds them: n ids
+// ascending, then their frequencies if freqs (else each is 1). A loop
+// over many documents reads each in a run of its own width (scoreRun,
+// addPostings); docTerms asks the width at each term. Not to be changed.
+type termRun[T uint16 | uint32] struct {
+	run   []T
+	n     int
+	freqs bool
 }
 
 // id is the i-th term's id.
-func (t docTerms) id(i int) uint32 {
-	if t.wide {
-		return t.wideRun[i]
-	}
-	return uint32(t.narrowRun[i])
-}
+func (r termRun[T]) id(i int) uint32 { return uint32(r.run[i]) }
 
 // freq is the i-th term's frequency.
-func (t docTerms) freq(i int) uint16 {
-	switch {
-	case !t.freqs:
+func (r termRun[T]) freq(i int) uint16 {
+	if !r.freqs {
 		return 1
-	case t.wide:
-		return uint16(t.wideRun[t.n+i])
 	}
-	return t.narrowRun[t.n+i]
+	return uint16(r.run[r.n+i])
 }
 
-// find is the place of the term id, if the document holds it.
-func (t docTerms) find(id uint32) (int, bool) {
-	if t.wide {
-		return slices.BinarySearch(t.wideRun[:t.n], id)
-	}
-	if id > math.MaxUint16 {
+// find is the place of the term id, if the document holds it (none past
+// the run's width).
+func (r termRun[T]) find(id uint32) (int, bool) {
+	if uint64(id) > uint64(^T(0)) {
 		return 0, false
 	}
-	return slices.BinarySearch(t.narrowRun[:t.n], uint16(id))
+	return slices.BinarySearch(r.run[:r.n], T(id))
+}
+
+// docTerms are a document's terms, in a run of either width.
+type docTerms struct {
+	narrow termRun[uint16] // unless isWide
+	wide   termRun[uint32] // when isWide
+	isWide bool
+}
+
+func (t docTerms) len() int {
+	if t.isWide {
+		return t.wide.n
+	}
+	return t.narrow.n
+}
+
+func (t docTerms) id(i int) uint32 {
+	if t.isWide {
+		return t.wide.id(i)
+	}
+	return t.narrow.id(i)
+}
+
+func (t docTerms) freq(i int) uint16 {
+	if t.isWide {
+		return t.wide.freq(i)
+	}
+	return t.narrow.freq(i)
+}
+
+func (t docTerms) find(id uint32) (int, bool) {
+	if t.isWide {
+		return t.wide.find(id)
+	}
+	return t.narrow.find(id)
 }
 
 // sonasOf are the sonas of slot s's document, ascending (none once it is
@@ -538,7 +570,7 @@ func postOwner(o uint32) uint16 {
 // it). The caller holds mu.
 func (x *Index) setPostOwners(n uint32, t docTerms) {
 	o := postOwner(x.owner[n])
-	for i := range t.n {
+	for i := range t.len() {
 		ps := x.post[t.id(i)]
 		if i, ok := slices.BinarySearchFunc(ps, n, func(p posting, n uint32) int { return cmp.Compare(p.slot, n) }); ok {
 			ps[i].owner = o
@@ -599,7 +631,7 @@ func (x *Index) relist() {
 // sameTerms reports whether the slot holds exactly a's terms.
 func (x *Index) sameTerms(s *slot, a analysed) bool {
 	terms := x.termsOf(s)
-	if terms.n != len(a.terms) || s.length != a.length {
+	if terms.len() != len(a.terms) || s.length != a.length {
 		return false
 	}
 	for i, t := range a.terms {
@@ -623,7 +655,7 @@ func (x *Index) remove(id string) {
 	}
 	s := &x.slots[n]
 	terms := x.termsOf(s)
-	for i := range terms.n {
+	for i := range terms.len() {
 		x.df[terms.id(i)]--
 	}
 	x.tokens -= uint64(s.length)

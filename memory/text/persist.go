@@ -175,9 +175,9 @@ func (x *Index) snapshot() error {
 		// Term indexes follow the ids' order, which the renumbering
 		// keeps: deltas from the previous.
 		terms := x.termsOf(s)
-		e.uint(uint64(terms.n))
+		e.uint(uint64(terms.len()))
 		prev := uint64(0)
-		for i := range terms.n {
+		for i := range terms.len() {
 			t := termIdx[terms.id(i)]
 			e.uint(t - prev)
 			e.uint(uint64(terms.freq(i)))
@@ -294,24 +294,22 @@ func (x *Index) decodeSnapshot(b []byte) error {
 	}
 	for i := range x.slots {
 		o := postOwner(x.owner[i])
+		p := posting{slot: uint32(i), owner: o}
 		if s := &x.slots[i]; s.wide {
-			addPostings(x.post, x.wideTerms.get(s.terms, s.termsLen()), s, posting{slot: uint32(i), owner: o})
+			addPostings(x.post, x.wideOf(s), p)
 		} else {
-			addPostings(x.post, x.narrowTerms.get(s.terms, s.termsLen()), s, posting{slot: uint32(i), owner: o})
+			addPostings(x.post, x.narrowOf(s), p)
 		}
 	}
 	return nil
 }
 
-// addPostings appends p, of slot s, to the postings of s's terms, whose
-// run is run, with each term's frequency.
-func addPostings[T uint16 | uint32](post [][]posting, run []T, s *slot, p posting) {
-	p.freq = 1
-	for k, id := range run[:s.nTerms] {
-		if s.freqs {
-			p.freq = uint16(run[int(s.nTerms)+k])
-		}
-		post[id] = append(post[id], p)
+// addPostings appends p to the postings of the terms of t, its slot's,
+// with each term's frequency.
+func addPostings[T uint16 | uint32](post [][]posting, t termRun[T], p posting) {
+	for k := range t.n {
+		p.freq = t.freq(k)
+		post[t.id(k)] = append(post[t.id(k)], p)
 	}
 }
 

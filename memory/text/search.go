@@ -170,7 +170,7 @@ func (x *Index) expansion(terms []string, fb Feedback) []string {
 		}
 		sl := &x.slots[s]
 		terms := x.termsOf(sl)
-		for j := range terms.n {
+		for j := range terms.len() {
 			if t := terms.id(j); !query[t] && x.df[t] > 1 {
 				score[t] += fb.Weights[i] / total * float64(terms.freq(j)) / float64(sl.length)
 			}
@@ -329,9 +329,9 @@ func (x *Index) scoreSlots(ids []uint32, st stats, slots []uint32) *scores {
 		var sum float64
 		var matched uint16
 		if s.wide {
-			sum, matched = scoreRun(x.wideTerms.get(s.terms, s.termsLen()), s, ids, idf, norm, st.avgLen)
+			sum, matched = scoreRun(x.wideOf(s), s.length, ids, idf, norm, st.avgLen)
 		} else {
-			sum, matched = scoreRun(x.narrowTerms.get(s.terms, s.termsLen()), s, ids, idf, norm, st.avgLen)
+			sum, matched = scoreRun(x.narrowOf(s), s.length, ids, idf, norm, st.avgLen)
 		}
 		if matched > 0 {
 			sc.touched = append(sc.touched, n)
@@ -341,26 +341,19 @@ func (x *Index) scoreSlots(ids []uint32, st stats, slots []uint32) *scores {
 	return sc
 }
 
-// scoreRun is the BM25 of slot s's document, whose run of terms is run,
+// scoreRun is the BM25 of a document of length tokens, whose terms are t,
 // by the terms ids (idf, norm: weights), summed in their order, and how
 // many it holds: one width's loop, as a search within a sona scores each
 // of its documents so.
-func scoreRun[T uint16 | uint32](run []T, s *slot, ids []uint32, idf []float64, norm, avgLen float64) (sum float64, matched uint16) {
-	terms := run[:s.nTerms]
+func scoreRun[T uint16 | uint32](t termRun[T], length uint32, ids []uint32, idf []float64, norm, avgLen float64) (sum float64, matched uint16) {
 	for i, id := range ids {
-		if id == math.MaxUint32 || uint64(id) > uint64(^T(0)) {
-			continue // in no document, or in none of this width
+		if id == math.MaxUint32 {
+			continue // in no document
 		}
-		k, found := slices.BinarySearch(terms, T(id))
-		if !found {
-			continue
+		if k, found := t.find(id); found {
+			sum += term(idf[i], norm, t.freq(k), length, avgLen)
+			matched++
 		}
-		freq := uint16(1)
-		if s.freqs {
-			freq = uint16(run[int(s.nTerms)+k])
-		}
-		sum += term(idf[i], norm, freq, s.length, avgLen)
-		matched++
 	}
 	return sum, matched
 }
