@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"expvar"
 	"fmt"
 	"log/slog"
 	"os"
@@ -203,6 +204,46 @@ func TestLevelZeroHoldsTheSameBytesWhateverTheMemtable(t *testing.T) {
 // whatever their size, the rest by its size as before;
 // the key spaces report what each keeps there; all reads back after a
 // reopen. A restored store places its values alike.
+// TestBadgerCountsNothingProcessWide: the store's reads and writes leave
+// Badger's expvar counters as they were (its metrics are off: the
+// store's own are on /metrics).
+func TestBadgerCountsNothingProcessWide(t *testing.T) {
+	counters := []string{"badger_get_num_user", "badger_put_num_user", "badger_get_num_memtable", "badger_get_num_lsm", "badger_hit_num_lsm_bloom_filter"}
+	before := make([]string, len(counters))
+	for i, name := range counters {
+		before[i] = expvar.Get(name).String()
+	}
+	dir := t.TempDir()
+	s := openTestStore(t, dir)
+	ctx := context.Background()
+	for i := range 100 {
+		if err := s.Update(ctx, func(tx store.Tx) error {
+			tx.Set([]byte(fmt.Sprintf("x/%03d", i)), []byte("v"))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s = openTestStore(t, dir) // the memtable flushed at the close: reads reach the tables
+	if err := s.View(func(r store.Reader) error {
+		for i := range 200 { // half of them absent
+			if _, err := r.Get([]byte(fmt.Sprintf("x/%03d", i))); err != nil && !errors.Is(err, base.ErrNotFound) {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for i, name := range counters {
+		if after := expvar.Get(name).String(); after != before[i] {
+			t.Errorf("%s: %s before the store's work, %s after", name, before[i], after)
+		}
+	}
+}
+
 func TestValueLogSpaces(t *testing.T) {
 	dir := t.TempDir()
 	s := openTestStore(t, dir)
