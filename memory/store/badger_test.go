@@ -200,10 +200,6 @@ func TestLevelZeroHoldsTheSameBytesWhateverTheMemtable(t *testing.T) {
 	}
 }
 
-// TestValueLogSpaces: the embeddings (v/) go to Badger's value log
-// whatever their size, the rest by its size as before;
-// the key spaces report what each keeps there; all reads back after a
-// reopen. A restored store places its values alike.
 // TestBadgerCountsNothingProcessWide: the store's reads and writes leave
 // Badger's expvar counters as they were (its metrics are off: the
 // store's own are on /metrics).
@@ -244,6 +240,10 @@ func TestBadgerCountsNothingProcessWide(t *testing.T) {
 	}
 }
 
+// TestValueLogSpaces: the embeddings (v/) go to Badger's value log
+// whatever their size, the rest by its size as before;
+// the key spaces report what each keeps there; all reads back after a
+// reopen. A restored store places its values alike.
 func TestValueLogSpaces(t *testing.T) {
 	dir := t.TempDir()
 	s := openTestStore(t, dir)
