@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/memoria-ai/memoria/internal/pbwire"
 )
 
 // The field numbers of opentelemetry-proto (v1.x, stable):
@@ -35,17 +37,17 @@ func encodeRequest(res []attribute.KeyValue, spans []sdktrace.ReadOnlySpan) []by
 		sc.spans = append(sc.spans, s)
 	}
 	var rs []byte
-	rs = message(rs, 1, func(b []byte) []byte { return keyValues(b, 1, res) }) // ResourceSpans.resource
+	rs = pbwire.Message(rs, 1, func(b []byte) []byte { return keyValues(b, 1, res) }) // ResourceSpans.resource
 	for _, sc := range scopes {
-		rs = message(rs, 2, func(b []byte) []byte { // ResourceSpans.scope_spans
-			b = message(b, 1, func(b []byte) []byte { // ScopeSpans.scope
-				b = str(b, 1, sc.name)
-				return str(b, 2, sc.version)
+		rs = pbwire.Message(rs, 2, func(b []byte) []byte { // ResourceSpans.scope_spans
+			b = pbwire.Message(b, 1, func(b []byte) []byte { // ScopeSpans.scope
+				b = pbwire.String(b, 1, sc.name)
+				return pbwire.String(b, 2, sc.version)
 			})
 			for _, s := range sc.spans {
-				b = message(b, 2, func(b []byte) []byte { return span(b, s) })
+				b = pbwire.Message(b, 2, func(b []byte) []byte { return span(b, s) })
 			}
-			return str(b, 3, sc.schema)
+			return pbwire.String(b, 3, sc.schema)
 		})
 	}
 	return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rs)
@@ -55,59 +57,59 @@ func encodeRequest(res []attribute.KeyValue, spans []sdktrace.ReadOnlySpan) []by
 func span(b []byte, s sdktrace.ReadOnlySpan) []byte {
 	sc := s.SpanContext()
 	tid, sid := sc.TraceID(), sc.SpanID()
-	b = bytesField(b, 1, tid[:])
-	b = bytesField(b, 2, sid[:])
-	b = str(b, 3, sc.TraceState().String())
+	b = pbwire.Bytes(b, 1, tid[:])
+	b = pbwire.Bytes(b, 2, sid[:])
+	b = pbwire.String(b, 3, sc.TraceState().String())
 	flags := uint32(sc.TraceFlags()) | 0x100 // SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 	if p := s.Parent(); p.IsValid() {
 		psid := p.SpanID()
-		b = bytesField(b, 4, psid[:])
+		b = pbwire.Bytes(b, 4, psid[:])
 		if p.IsRemote() {
 			flags |= 0x200 // SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 		}
 	}
-	b = str(b, 5, s.Name())
-	b = varint(b, 6, uint64(s.SpanKind())) // the API's kinds have OTLP's numbers
-	b = fixed64(b, 7, unixNano(s.StartTime().UnixNano()))
-	b = fixed64(b, 8, unixNano(s.EndTime().UnixNano()))
+	b = pbwire.String(b, 5, s.Name())
+	b = pbwire.Varint(b, 6, uint64(s.SpanKind())) // the API's kinds have OTLP's numbers
+	b = pbwire.Fixed64(b, 7, unixNano(s.StartTime().UnixNano()))
+	b = pbwire.Fixed64(b, 8, unixNano(s.EndTime().UnixNano()))
 	b = keyValues(b, 9, s.Attributes())
-	b = varint(b, 10, uint64(s.DroppedAttributes()))
+	b = pbwire.Varint(b, 10, uint64(s.DroppedAttributes()))
 	for _, e := range s.Events() {
-		b = message(b, 11, func(b []byte) []byte {
-			b = fixed64(b, 1, unixNano(e.Time.UnixNano()))
-			b = str(b, 2, e.Name)
+		b = pbwire.Message(b, 11, func(b []byte) []byte {
+			b = pbwire.Fixed64(b, 1, unixNano(e.Time.UnixNano()))
+			b = pbwire.String(b, 2, e.Name)
 			b = keyValues(b, 3, e.Attributes)
-			return varint(b, 4, uint64(e.DroppedAttributeCount))
+			return pbwire.Varint(b, 4, uint64(e.DroppedAttributeCount))
 		})
 	}
-	b = varint(b, 12, uint64(s.DroppedEvents()))
+	b = pbwire.Varint(b, 12, uint64(s.DroppedEvents()))
 	for _, l := range s.Links() {
-		b = message(b, 13, func(b []byte) []byte {
+		b = pbwire.Message(b, 13, func(b []byte) []byte {
 			ltid, lsid := l.SpanContext.TraceID(), l.SpanContext.SpanID()
-			b = bytesField(b, 1, ltid[:])
-			b = bytesField(b, 2, lsid[:])
-			b = str(b, 3, l.SpanContext.TraceState().String())
+			b = pbwire.Bytes(b, 1, ltid[:])
+			b = pbwire.Bytes(b, 2, lsid[:])
+			b = pbwire.String(b, 3, l.SpanContext.TraceState().String())
 			b = keyValues(b, 4, l.Attributes)
-			b = varint(b, 5, uint64(l.DroppedAttributeCount))
+			b = pbwire.Varint(b, 5, uint64(l.DroppedAttributeCount))
 			lflags := uint32(l.SpanContext.TraceFlags()) | 0x100
 			if l.SpanContext.IsRemote() {
 				lflags |= 0x200
 			}
-			return fixed32(b, 6, lflags)
+			return pbwire.Fixed32(b, 6, lflags)
 		})
 	}
-	b = varint(b, 14, uint64(s.DroppedLinks()))
+	b = pbwire.Varint(b, 14, uint64(s.DroppedLinks()))
 	if st := s.Status(); st.Code != codes.Unset {
-		b = message(b, 15, func(b []byte) []byte {
-			b = str(b, 2, st.Description)
+		b = pbwire.Message(b, 15, func(b []byte) []byte {
+			b = pbwire.String(b, 2, st.Description)
 			code := uint64(1) // STATUS_CODE_OK
 			if st.Code == codes.Error {
 				code = 2 // STATUS_CODE_ERROR
 			}
-			return varint(b, 3, code)
+			return pbwire.Varint(b, 3, code)
 		})
 	}
-	return fixed32(b, 16, flags)
+	return pbwire.Fixed32(b, 16, flags)
 }
 
 func unixNano(n int64) uint64 { return uint64(max(n, 0)) }
@@ -115,9 +117,9 @@ func unixNano(n int64) uint64 { return uint64(max(n, 0)) }
 // keyValues appends each attribute as a common.v1.KeyValue in field num.
 func keyValues(b []byte, num protowire.Number, kvs []attribute.KeyValue) []byte {
 	for _, kv := range kvs {
-		b = message(b, num, func(b []byte) []byte {
-			b = str(b, 1, string(kv.Key))
-			return message(b, 2, func(b []byte) []byte { return anyValue(b, kv.Value) })
+		b = pbwire.Message(b, num, func(b []byte) []byte {
+			b = pbwire.String(b, 1, string(kv.Key))
+			return pbwire.Message(b, 2, func(b []byte) []byte { return anyValue(b, kv.Value) })
 		})
 	}
 	return b
@@ -127,9 +129,9 @@ func keyValues(b []byte, num protowire.Number, kvs []attribute.KeyValue) []byte 
 // it holds the zero value, so false, 0 and "" stay typed.
 func anyValue(b []byte, v attribute.Value) []byte {
 	array := func(n int, each func(b []byte, i int) []byte) []byte {
-		return message(b, 5, func(b []byte) []byte { // array_value: ArrayValue.values
+		return pbwire.Message(b, 5, func(b []byte) []byte { // array_value: ArrayValue.values
 			for i := range n {
-				b = message(b, 1, func(b []byte) []byte { return each(b, i) })
+				b = pbwire.Message(b, 1, func(b []byte) []byte { return each(b, i) })
 			}
 			return b
 		})
@@ -161,55 +163,7 @@ func anyValue(b []byte, v attribute.Value) []byte {
 		s := v.AsSlice()
 		return array(len(s), func(b []byte, i int) []byte { return anyValue(b, s[i]) })
 	case attribute.MAP:
-		return message(b, 6, func(b []byte) []byte { return keyValues(b, 1, v.AsMap()) }) // kvlist_value
+		return pbwire.Message(b, 6, func(b []byte) []byte { return keyValues(b, 1, v.AsMap()) }) // kvlist_value
 	}
 	return b // EMPTY: an AnyValue with nothing set
-}
-
-// message appends field num holding the message fill writes.
-func message(b []byte, num protowire.Number, fill func([]byte) []byte) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	at := len(b)
-	b = fill(b)
-	n := len(b) - at
-	// Move the body right to make room for its length prefix.
-	size := protowire.SizeVarint(uint64(n))
-	b = append(b, make([]byte, size)...)
-	copy(b[at+size:], b[at:at+n])
-	protowire.AppendVarint(b[at:at], uint64(n))
-	return b
-}
-
-// The scalar fields below are left out at their zero value, as proto3 does.
-
-func str(b []byte, num protowire.Number, s string) []byte {
-	if s == "" {
-		return b
-	}
-	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), s)
-}
-
-func bytesField(b []byte, num protowire.Number, v []byte) []byte {
-	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
-}
-
-func varint(b []byte, num protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return b
-	}
-	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
-}
-
-func fixed64(b []byte, num protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return b
-	}
-	return protowire.AppendFixed64(protowire.AppendTag(b, num, protowire.Fixed64Type), v)
-}
-
-func fixed32(b []byte, num protowire.Number, v uint32) []byte {
-	if v == 0 {
-		return b
-	}
-	return protowire.AppendFixed32(protowire.AppendTag(b, num, protowire.Fixed32Type), v)
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/memoria-ai/memoria/messages"
 )
 
-// marshalEval writes what proto.Marshal writes: evaluations with every
+// appendEval writes what proto.Marshal writes: evaluations with every
 // field of every message set (a field added to the messages and not to
-// marshalEval fails here) or left unset, empty strings, -0 and empty
+// appendEval fails here) or left unset, empty strings, -0 and empty
 // messages, read back equal and as long; with maps of one entry at most,
 // whose order cannot differ, the same bytes.
 func TestMarshalEvalIsProtoMarshal(t *testing.T) {
@@ -27,7 +27,7 @@ func TestMarshalEvalIsProtoMarshal(t *testing.T) {
 			entries = 1
 		}
 		fillMessage(t, e.ProtoReflect(), rng, entries)
-		got, err := marshalEval(e)
+		got, err := appendEval(nil, e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestMarshalEvalIsProtoMarshal(t *testing.T) {
 	}
 	// A nil message in a list is proto.Marshal's (an empty message).
 	nils := &messages.Evaluation{Archetypes: []*messages.ArchetypeEvaluation{nil, {Archetype: "a"}}, Failures: []*messages.EvalFailure{nil}}
-	if got, err := marshalEval(nils); err != nil {
+	if got, err := appendEval(nil, nils); err != nil {
 		t.Fatal(err)
 	} else if want, _ := proto.Marshal(nils); !bytes.Equal(got, want) {
 		t.Fatalf("with nil messages: %x, proto.Marshal %x", got, want)
@@ -56,7 +56,7 @@ func TestMarshalEvalIsProtoMarshal(t *testing.T) {
 	// Fields this build does not know (a newer one's record) are kept.
 	e := &messages.Evaluation{Evaluator: "heuristic", Archetypes: []*messages.ArchetypeEvaluation{{Archetype: "a"}}}
 	e.Archetypes[0].ProtoReflect().SetUnknown(protowire.AppendString(protowire.AppendTag(nil, 99, protowire.BytesType), "new"))
-	got, err := marshalEval(e)
+	got, err := appendEval(nil, e)
 	if err != nil {
 		t.Fatal(err)
 	}

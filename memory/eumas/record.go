@@ -69,15 +69,22 @@ var (
 
 // encodeEval is e's record.
 func encodeEval(e *messages.Evaluation) ([]byte, error) {
-	b, err := marshalEval(e)
+	scratch := evalScratch.Get().(*[]byte)
+	defer evalScratch.Put(scratch)
+	b, err := appendEval((*scratch)[:0], e)
 	if err != nil {
 		return nil, err
 	}
+	*scratch = b
 	rec := make([]byte, 2+s2.MaxEncodedLen(len(b)))
 	rec[0], rec[1] = s2Tag, evalDictID
 	n := len(evalS2Dict().Encode(rec[2:], b)) // into rec[2:], which is large enough
 	return rec[: 2+n : 2+n], nil
 }
+
+// evalScratch holds the protobuf of an evaluation while its record is
+// compressed from it.
+var evalScratch = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // decodeEval reads a record into e.
 func decodeEval(rec []byte, e *messages.Evaluation) error {
