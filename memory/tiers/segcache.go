@@ -29,17 +29,57 @@ import (
 type segmentCache struct {
 	mu    sync.Mutex
 	sonas map[string]*cachedSegments
-	held  int // entries holding segments
+	bytes int // what the entries holding segments hold (segmentBytes)
 }
 
 type cachedSegments struct {
-	gen  uint64
-	segs []*Segment // by ID; nil: not cached
+	gen   uint64
+	segs  []*Segment // by ID; nil: not cached
+	bytes int        // segs' segmentBytes
 }
 
-// maxCachedSonas bounds the sonas whose segments are kept (200 segments
-// of 384 dimensions are about 0.5 MB, their scoring ~25 KB).
-const maxCachedSonas = 256
+// maxCachedBytes bounds what the cached segments hold in the heap
+// (segmentBytes: 200 segments of 384 dimensions are about 0.5 MB, a
+// young sona's one or two some 3 KB). It was a count, 256 sonas: every
+// sona past the 256th read all its segments from Badger and decoded them
+// at each retrieval and step — at 1,000 sonas over 90 s of advances 4%
+// of the CPU —, where 64 MiB holds the segments of every sona of those
+// runs (issue 15, stop 109).
+const maxCachedBytes = 64 << 20
+
+// segmentBytes estimates what seg holds in the heap: its embedding, its
+// texts, its weighted terms and its scoring's keyword hashes, and the
+// headers of all of them.
+func segmentBytes(seg *Segment) int {
+	n := 256 + 4*len(seg.Embedding) + len(seg.Summary)
+	for _, k := range seg.Keywords {
+		n += 16 + len(k) + 8
+	}
+	for _, w := range seg.Weights {
+		n += 24 + len(w.Term)
+	}
+	return n
+}
+
+// sizeIn is what the segment of key id in segs (by ID) holds with its
+// place in the slice (0 when none).
+func sizeIn(segs []*Segment, id []byte) int {
+	if len(id) != 8 {
+		return 0
+	}
+	if i, ok := slices.BinarySearchFunc(segs, binary.BigEndian.Uint64(id), bySegmentID); ok {
+		return 8 + segmentBytes(segs[i])
+	}
+	return 0
+}
+
+func segmentsBytes(segs []*Segment) int {
+	n := 0
+	for _, seg := range segs {
+		n += 8 + segmentBytes(seg)
+	}
+	return n
+}
 
 func newSegmentCache() *segmentCache {
 	return &segmentCache{sonas: map[string]*cachedSegments{}}
@@ -85,20 +125,24 @@ func (c *segmentCache) put(sona string, segs []*Segment, gen uint64) {
 		e = &cachedSegments{}
 		c.sonas[sona] = e
 	}
-	if e.gen != gen || e.segs != nil {
+	size := segmentsBytes(segs)
+	if e.gen != gen || e.segs != nil || size > maxCachedBytes {
 		return
 	}
-	if c.held >= maxCachedSonas {
-		for _, other := range c.sonas { // drop an arbitrary one
-			if other.segs != nil {
-				other.segs = nil
-				c.held--
-				break
-			}
+	for _, other := range c.sonas { // drop arbitrary ones until it fits
+		if c.bytes+size <= maxCachedBytes {
+			break
 		}
+		c.drop(other)
 	}
-	e.segs = segs
-	c.held++
+	e.segs, e.bytes = segs, size
+	c.bytes += size
+}
+
+// drop lets e's segments go.
+func (c *segmentCache) drop(e *cachedSegments) {
+	c.bytes -= e.bytes
+	e.segs, e.bytes = nil, 0
 }
 
 // committed follows the store's commits: the writes of a sona's segment
@@ -121,13 +165,18 @@ func (c *segmentCache) committed(ev store.Event) {
 		if e.segs == nil {
 			continue
 		}
-		if part == 'v' {
+		if part == 'v' { // the visits change no size
 			e.segs, ok = visited(e.segs, []byte(id), ev.Values[i])
 		} else {
+			before := sizeIn(e.segs, []byte(id))
 			e.segs, ok = patched(e.segs, []byte(id), ev.Values[i])
+			// Held as patched, over the bound until a put makes room.
+			grown := sizeIn(e.segs, []byte(id)) - before
+			e.bytes += grown
+			c.bytes += grown
 		}
 		if !ok {
-			c.held--
+			c.drop(e)
 		}
 	}
 }

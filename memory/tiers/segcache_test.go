@@ -3,6 +3,7 @@ package tiers
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -35,8 +36,8 @@ func ids(segs []*Segment) []uint64 {
 // A read whose view began before a commit of the sona's segments never
 // fills the cache with what the commit replaced; a commit patches the
 // segments it writes or deletes into the entry, in a new slice; one it
-// cannot read drops the entry; other keys and sonas leave it be; the
-// number of sonas held is bounded.
+// cannot read drops the entry; other keys and sonas leave it be; what
+// the entries hold is counted, through patches, and bounded.
 func TestSegmentCache(t *testing.T) {
 	c := newSegmentCache()
 	write := func(sona string, seg *Segment) store.Event {
@@ -74,12 +75,44 @@ func TestSegmentCache(t *testing.T) {
 	if got := c.get("b"); got == nil || len(got) != 0 {
 		t.Fatalf("a sona without segments is not cached as such: %v", got)
 	}
-	for i := range 2 * maxCachedSonas {
-		sona := string(rune('c' + i))
-		c.put(sona, segs, c.begin(sona))
+	checkBytes(t, c)
+	big := []*Segment{{ID: 1, Summary: "big", Keywords: []string{"k"}, Embedding: make([]float32, 1<<20)}}
+	for i := range maxCachedBytes / (4 << 20) * 2 {
+		sona := fmt.Sprint("big", i)
+		c.put(sona, big, c.begin(sona))
 	}
-	if c.held > maxCachedSonas {
-		t.Fatalf("%d sonas held", c.held)
+	if c.bytes > maxCachedBytes || c.get("big0") == nil && c.get(fmt.Sprint("big", maxCachedBytes/(4<<20)*2-1)) == nil {
+		t.Fatalf("%d bytes held of at most %d", c.bytes, maxCachedBytes)
+	}
+	checkBytes(t, c)
+	grown := &Segment{ID: 1, Summary: "big", Keywords: []string{"k"}, Embedding: make([]float32, 1<<20+1)}
+	for sona, e := range c.sonas {
+		if e.segs != nil && sona != "b" {
+			c.committed(write(sona, grown))
+			break
+		}
+	}
+	checkBytes(t, c)
+	huge := []*Segment{{ID: 1, Embedding: make([]float32, maxCachedBytes/4)}}
+	c.put("huge", huge, c.begin("huge"))
+	if c.get("huge") != nil {
+		t.Fatal("segments larger than the whole bound were cached")
+	}
+	checkBytes(t, c)
+}
+
+// checkBytes fails unless the bytes c counts are those its entries hold.
+func checkBytes(t *testing.T, c *segmentCache) {
+	t.Helper()
+	sum := 0
+	for sona, e := range c.sonas {
+		if n := segmentsBytes(e.segs); e.bytes != n {
+			t.Fatalf("%s counted as %d bytes, holds %d", sona, e.bytes, n)
+		}
+		sum += e.bytes
+	}
+	if c.bytes != sum {
+		t.Fatalf("the cache counts %d bytes, its entries %d", c.bytes, sum)
 	}
 }
 
