@@ -42,9 +42,9 @@ type cachedSegments struct {
 // (segmentBytes: 200 segments of 384 dimensions are about 0.5 MB, a
 // young sona's one or two some 3 KB). It was a count, 256 sonas: every
 // sona past the 256th read all its segments from Badger and decoded them
-// at each retrieval and step — at 1,000 sonas over 90 s of advances 4%
-// of the CPU —, where 64 MiB holds the segments of every sona of those
-// runs (issue 15, stop 109).
+// at each retrieval and step — at 1,000 sonas over 120 s of advances
+// 3.7% of the CPU —, where 64 MiB holds the segments of every sona of
+// those runs (issue 15, stop 109).
 const maxCachedBytes = 64 << 20
 
 // segmentBytes estimates what seg holds in the heap: its embedding, its
