@@ -376,3 +376,29 @@ func TestWrittenValueLogPagesAreReleased(t *testing.T) {
 	}
 	checkEmbeddings(t, s, 2)
 }
+
+// TestBatchGetCopiesItsPendingWrites: Badger gives a write transaction's
+// read of a key it wrote the value as it was set; the batch's Get copies
+// it, so that an operation that changes what it read does not change
+// what an earlier operation of its batch wrote.
+func TestBatchGetCopiesItsPendingWrites(t *testing.T) {
+	s, err := Open(t.TempDir(), OptionsOf(config.Default().Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := s.eng.(*badgerEngine).begin()
+	defer b.discard()
+	val := []byte("pending")
+	if err := b.set([]byte("m/new"), val); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Get([]byte("m/new"))
+	if err != nil || string(got) != "pending" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	got[0] = 'P'
+	if string(val) != "pending" {
+		t.Fatalf("the batch's read shares its pending write: %q", val)
+	}
+}

@@ -678,3 +678,55 @@ func TestOpsReadTheLogEndWrittenBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestViewGetsAValueOfItsOwn: a view's Get gives a value of the tree in
+// the buffer Badger made for that read, not copied again — one
+// allocation fewer than ValueCopy —, each read its own; a value of the
+// value log copied out of its mapped file, readable once the store is
+// closed.
+func TestViewGetsAValueOfItsOwn(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	kv := map[string][]byte{
+		"m/tree":  bytes.Repeat([]byte{3}, 300),
+		"v/log":   bytes.Repeat([]byte{1}, 1536),
+		"f/large": bytes.Repeat([]byte{5}, 70<<10),
+	}
+	put(t, s, kv)
+	var held [][]byte
+	if err := s.View(func(r store.Reader) error {
+		for k, want := range kv {
+			a, err := r.Get([]byte(k))
+			if err != nil {
+				return err
+			}
+			b, err := r.Get([]byte(k))
+			if err != nil {
+				return err
+			}
+			a[0]++
+			if !bytes.Equal(b, want) {
+				t.Errorf("%s: a second read sees the first's change", k)
+			}
+			a[0]--
+			held = append(held, a)
+		}
+		key := []byte("m/tree")
+		gets := testing.AllocsPerRun(50, func() { _, _ = r.Get(key) })
+		copies := testing.AllocsPerRun(50, func() {
+			it, _ := r.Item(key)
+			_, _ = it.ValueCopy(nil)
+		})
+		if gets >= copies {
+			t.Errorf("Get allocates %v times a read, Item and ValueCopy %v", gets, copies)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for _, v := range held { // read after the value log's files are unmapped
+		if n := bytes.Count(v, v[:1]); n != len(v) {
+			t.Errorf("a value read before the close changed: %d of %d bytes as its first", n, len(v))
+		}
+	}
+}
