@@ -680,11 +680,11 @@ type badgerBatch struct {
 // of its own pending writes as they were set, which the caller must not
 // share.
 func (b *badgerBatch) Get(key []byte) ([]byte, error) {
-	it, err := b.Item(key)
+	item, err := b.item(key)
 	if err != nil {
 		return nil, err
 	}
-	return it.ValueCopy(nil)
+	return badgerItem{item}.ValueCopy(nil)
 }
 
 func (b *badgerBatch) set(key, val []byte) error {
@@ -795,13 +795,12 @@ type badgerReader struct {
 // only within Value's call, and copied; so is every value a batch reads
 // (badgerBatch.Get).
 func (r badgerReader) Get(key []byte) ([]byte, error) {
-	it, err := r.Item(key)
+	item, err := r.item(key)
 	if err != nil {
 		return nil, err
 	}
-	item := it.(badgerItem).Item
 	if InValueLog(item) {
-		return it.ValueCopy(nil)
+		return badgerItem{item}.ValueCopy(nil)
 	}
 	var v []byte
 	err = item.Value(func(b []byte) error {
@@ -812,6 +811,14 @@ func (r badgerReader) Get(key []byte) ([]byte, error) {
 }
 
 func (r badgerReader) Item(key []byte) (Item, error) {
+	item, err := r.item(key)
+	if err != nil {
+		return nil, err
+	}
+	return badgerItem{item}, nil
+}
+
+func (r badgerReader) item(key []byte) (*badger.Item, error) {
 	if r.tombs.absent(key) {
 		return nil, base.ErrNotFound
 	}
@@ -819,10 +826,7 @@ func (r badgerReader) Item(key []byte) (Item, error) {
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, base.ErrNotFound
 	}
-	if err != nil {
-		return nil, classifyBadger(err)
-	}
-	return badgerItem{item}, nil
+	return item, classifyBadger(err)
 }
 
 func (r badgerReader) Has(key []byte) (bool, error) { return hasItem(r, key) }
