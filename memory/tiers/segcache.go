@@ -115,6 +115,7 @@ func (c *segmentCache) put(sona string, segs []*Segment, gen uint64) {
 	if segs == nil {
 		segs = []*Segment{} // cached: none
 	}
+	size := segmentsBytes(segs) // outside the lock the commits' patches wait on
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.sonas[sona]
@@ -125,7 +126,6 @@ func (c *segmentCache) put(sona string, segs []*Segment, gen uint64) {
 		e = &cachedSegments{}
 		c.sonas[sona] = e
 	}
-	size := segmentsBytes(segs)
 	if e.gen != gen || e.segs != nil || size > maxCachedBytes {
 		return
 	}
