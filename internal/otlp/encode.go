@@ -50,7 +50,7 @@ func encodeRequest(res []attribute.KeyValue, spans []sdktrace.ReadOnlySpan) []by
 			return pbwire.String(b, 3, sc.schema)
 		})
 	}
-	return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rs)
+	return pbwire.Bytes(nil, 1, rs)
 }
 
 // span is a trace.v1.Span's fields.
@@ -146,7 +146,7 @@ func anyValue(b []byte, v attribute.Value) []byte {
 	case attribute.STRING:
 		return protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), v.AsString())
 	case attribute.BYTESLICE:
-		return protowire.AppendBytes(protowire.AppendTag(b, 7, protowire.BytesType), v.AsByteSlice())
+		return pbwire.Bytes(b, 7, v.AsByteSlice())
 	case attribute.BOOLSLICE:
 		s := v.AsBoolSlice()
 		return array(len(s), func(b []byte, i int) []byte { return anyValue(b, attribute.BoolValue(s[i])) })
