@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,8 +16,10 @@ import (
 	"github.com/memoria-ai/memoria/memory/assoc"
 	"github.com/memoria-ai/memoria/memory/chain"
 	"github.com/memoria-ai/memoria/memory/memorytest"
+	"github.com/memoria-ai/memoria/memory/meta"
 	"github.com/memoria-ai/memoria/memory/model"
 	"github.com/memoria-ai/memoria/memory/vector"
+	"github.com/memoria-ai/memoria/messages"
 )
 
 func TestDedupOnInsert(t *testing.T) {
@@ -161,6 +164,57 @@ func TestNeighboursAreTheSonasNearest(t *testing.T) {
 				t.Fatalf("neighbours %+v, want %s", got, near)
 			}
 		})
+	}
+}
+
+// A new memory's neighbours leave out the archived ones however many of
+// them are nearest: the index is asked for a few more than wanted, then
+// for more while the archived took their room.
+func TestNeighboursPastArchivedOnes(t *testing.T) {
+	s := memorytest.Open(t, memorytest.Config(t.TempDir()), clock.NewFake(memorytest.Epoch))
+	defer s.Close()
+	o := memorytest.NewOwner(t, s, "notes")
+	var archived []cid.Cid
+	for i := range 7 { // nearer to the query than the rest
+		archived = append(archived, o.Text(fmt.Sprintf("apples grow in the orchard by the river %d", i)))
+	}
+	near := o.Text("apples grow in an orchard")
+	far := o.Text("apples at the market")
+	o.Text("the train to lisbon was late again")
+	vecs, err := s.Embed(context.Background(), "apples grow in the orchard by the river")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Chains.Neighbors(vecs[0], o.Sona, 2, cid.Undef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !slices.Contains(archived, got[0].CID) || !slices.Contains(archived, got[1].CID) {
+		t.Fatalf("before archiving: neighbours %+v, want two of %v", got, archived)
+	}
+	if err := s.Store().Update(context.Background(), meta.Update(archived, func(m *messages.MemoryMeta, _ cid.Cid) { m.Archived = true })); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []int{1, 2, 3} {
+		got, err := s.Chains.Neighbors(vecs[0], o.Sona, k, cid.Undef)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []cid.Cid{near, far}[:min(k, 2)]
+		if k == 3 {
+			want = nil // the third is the train's: any will do, as long as none is archived
+		}
+		if len(got) != k {
+			t.Fatalf("k %d: %d neighbours, want %d", k, len(got), k)
+		}
+		for i, n := range got {
+			if slices.Contains(archived, n.CID) {
+				t.Fatalf("k %d: neighbour %d is archived", k, i)
+			}
+			if i < len(want) && n.CID != want[i] {
+				t.Fatalf("k %d: neighbour %d is %s, want %s", k, i, n.CID, want[i])
+			}
+		}
 	}
 }
 
