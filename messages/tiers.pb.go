@@ -454,13 +454,7 @@ type Fact struct {
 	// tiers.agent_traits traits and is written whole at each LPM step.
 	// Written since stop 112 of issue 15; a record with embedding set is
 	// read from that.
-	Embedding8 []byte `protobuf:"bytes,6,opt,name=embedding8,proto3" json:"embedding8,omitempty"`
-	// Its number in its sona's persona, never given to another of the sona's
-	// facts: the fact is a record of its own (the tiers' "k" key, by id), and
-	// the persona's record lists it by this alone, so that a step writes the
-	// facts it adds, not all it keeps. A persona an older build wrote holds
-	// its facts inline, id 0 until its next change.
-	Id            uint64 `protobuf:"varint,7,opt,name=id,proto3" json:"id,omitempty"`
+	Embedding8    []byte `protobuf:"bytes,6,opt,name=embedding8,proto3" json:"embedding8,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -535,13 +529,6 @@ func (x *Fact) GetEmbedding8() []byte {
 		return x.Embedding8
 	}
 	return nil
-}
-
-func (x *Fact) GetId() uint64 {
-	if x != nil {
-		return x.Id
-	}
-	return 0
 }
 
 // Trait is one of the user's trait dimensions.
@@ -1495,7 +1482,7 @@ const file_memoria_v1_tiers_proto_rawDesc = "" +
 	"\x04heat\x18\x0e \x01(\x01R\x04heat\x12\x1e\n" +
 	"\n" +
 	"embedding8\x18\x0f \x01(\fR\n" +
-	"embedding8\"\xa8\x01\n" +
+	"embedding8\"\x98\x01\n" +
 	"\x04Fact\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
 	"\tembedding\x18\x02 \x03(\x02R\tembedding\x12\f\n" +
@@ -1504,8 +1491,7 @@ const file_memoria_v1_tiers_proto_rawDesc = "" +
 	"\x06source\x18\x05 \x01(\tR\x06source\x12\x1e\n" +
 	"\n" +
 	"embedding8\x18\x06 \x01(\fR\n" +
-	"embedding8\x12\x0e\n" +
-	"\x02id\x18\a \x01(\x04R\x02id\"\x8c\x01\n" +
+	"embedding8\"\x8c\x01\n" +
 	"\x05Trait\x12\x1c\n" +
 	"\tdimension\x18\x01 \x01(\tR\tdimension\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x14\n" +

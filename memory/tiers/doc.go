@@ -60,9 +60,7 @@
 //	      "v" segment (8 BE)        its visits since its last write: N_visit, last access (8 BE each);
 //	                                a reader takes the larger of each and the Segment's (both only grow)
 //	      "p" segment seq (8+8 BE)  Page of a mid-term segment, its embedding packed since stop 84
-//	      "l"                       Persona (user profile, knowledge, traits; agent traits), its facts
-//	                                listed by id since stop 112 (an older build's: inline)
-//	      "k" id (8 BE)             Fact: one of the persona's, its embedding packed (embedding8)
+//	      "l"                       Persona (user profile, knowledge, traits; agent traits)
 //	      "f" term                  document frequency of a term in the mid-term pages (8 BE)
 //	      "i" tier 0x00 seq (8 BE)  TierWork: the tier's durable inbox, oldest first
 //	      "n" counter               page and inbox sequence counters (8 BE)

@@ -338,48 +338,6 @@ func (s *Store) PersonaRecord(sona string) (*messages.Persona, error) {
 	return rec, err
 }
 
-// FactRecords are the records of sona's persona's facts, by id.
-func (s *Store) FactRecords(sona string) (map[uint64]*messages.Fact, error) {
-	out := map[uint64]*messages.Fact{}
-	err := s.view.View(func(txn store.Reader) error {
-		prefix := base.Join(tierPrefix(sona), []byte("k"))
-		it := txn.NewIterator(store.IterOptions{Prefix: prefix})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			f := &messages.Fact{}
-			if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, f) }); err != nil {
-				return err
-			}
-			out[binary.BigEndian.Uint64(it.Item().Key()[len(prefix):])] = f
-		}
-		return nil
-	})
-	return out, err
-}
-
-// SetPersonaInline writes sona's persona as a build before stop 112 of
-// issue 15 did: its facts inline, their embeddings as floats, no record of
-// their own.
-func (s *Store) SetPersonaInline(sona string) error {
-	return s.store.Update(context.Background(), func(tx store.Tx) error {
-		p, err := s.readPersona(tx, sona)
-		if err != nil {
-			return err
-		}
-		inline := func(fs []*Fact) []*messages.Fact {
-			var out []*messages.Fact
-			for _, f := range fs {
-				tx.Delete(factKey(sona, f.ID))
-				out = append(out, &messages.Fact{Text: f.Text, Embedding: f.Embedding, T: f.T, Segment: f.Segment, Source: f.Source})
-			}
-			return out
-		}
-		rec := p.Record()
-		rec.User.Knowledge, rec.Agent.Traits = inline(p.User.Knowledge), inline(p.Agent.Traits)
-		return store.SetProto(tx, personaKey(sona), rec)
-	})
-}
-
 // PersonaDecoded reports whether a decoded persona of sona is kept.
 func (s *Store) PersonaDecoded(sona string) bool {
 	e := s.personas.slot(sona).Load()

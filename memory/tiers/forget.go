@@ -342,26 +342,31 @@ func (f *tierForget) terms() error {
 // lost a page; when a forgotten page had reached the persona, it clears
 // the user profile and the traits' evidence, which keep no provenance.
 func (f *tierForget) persona() error {
-	persona, err := f.s.readPersona(f.tx, f.sona)
+	rec := &messages.Persona{}
+	ok, err := f.s.getProto(f.tx, personaKey(f.sona), rec)
+	if err != nil || !ok {
+		return err
+	}
+	persona, err := PersonaOf(rec)
 	if err != nil {
 		return err
 	}
-	next := persona.Clone()
+	before := persona.Record()
 	drop := func(x *Fact) bool { return f.gone(x.Source) || f.segs[x.Segment] }
-	next.User.Knowledge = slices.DeleteFunc(next.User.Knowledge, drop)
-	next.Agent.Traits = slices.DeleteFunc(next.Agent.Traits, drop)
-	if len(next.facts()) != len(persona.facts()) {
+	persona.User.Knowledge = slices.DeleteFunc(persona.User.Knowledge, drop)
+	persona.Agent.Traits = slices.DeleteFunc(persona.Agent.Traits, drop)
+	if !proto.Equal(before, persona.Record()) {
 		f.facts = true
 	}
 	if f.facts {
-		next.User.Profile = nil
-		for _, t := range next.User.Traits {
+		persona.User.Profile = nil
+		for _, t := range persona.User.Traits {
 			t.Evidence = ""
 		}
 	}
-	if proto.Equal(persona.Record(), next.Record()) {
+	if proto.Equal(before, persona.Record()) {
 		return nil
 	}
-	next.Updates++ // an LPM step computed on the old persona retries
-	return f.s.putPersona(f.tx, f.sona, persona, next)
+	persona.Updates++ // an LPM step computed on the old persona retries
+	return store.SetProto(f.tx, personaKey(f.sona), persona.Record())
 }

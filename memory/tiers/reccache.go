@@ -118,12 +118,9 @@ func (s *Store) sharedPersona(r store.Reader, sona string) (*Persona, error) {
 	if err := store.UnmarshalRecord(key, raw, rec); err != nil {
 		return nil, err
 	}
-	p, missing, err := personaIn(r, sona, rec)
+	p, err := PersonaOf(rec)
 	if err != nil {
 		return nil, err
-	}
-	if missing != 0 { // a record older than r's snapshot (readPersona)
-		return s.readPersona(r, sona)
 	}
 	slot.Store(&decodedPersona{sona: sona, raw: raw, p: p})
 	return p, nil

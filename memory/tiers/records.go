@@ -191,10 +191,9 @@ func (s *Segment) clone() *Segment {
 }
 
 // Persona is the long-term personal memory (LPM) of a sona as the program
-// uses it. Its stored record (t/ uuid "l") is messages.Persona, which
-// lists its facts by id, each fact a record of its own (t/ uuid "k" id,
-// messages.Fact): readPersona reads them at the storage edge, putPersona
-// writes them back; the API shows it through personaView.
+// uses it. Its stored record (t/ uuid "l") is messages.Persona:
+// PersonaOf reads one at the storage edge, Record writes one back; the
+// API shows it through personaView.
 type Persona struct {
 	User  UserPersona
 	Agent AgentPersona
@@ -224,9 +223,6 @@ type AgentPersona struct {
 // Fact is an entry of the user's knowledge base or one of the agent's
 // traits.
 type Fact struct {
-	// ID numbers it in its sona's persona once written (putPersona); 0
-	// before, and in a persona an older build wrote with its facts inline.
-	ID        uint64
 	Text      string
 	Embedding []float32
 	// T is the Unix second it was extracted (or last confirmed).
@@ -249,10 +245,8 @@ type Trait struct {
 	UpdatedAt int64
 }
 
-// PersonaOf reads a stored persona record: its facts by id alone (Fact
-// holding the ID, to be read from their records: personaIn) or, as an
-// older build wrote them, inline, their embeddings packed (embedding8) or
-// as floats.
+// PersonaOf reads a stored persona record: its facts' embeddings packed
+// (embedding8) or, as an older build wrote them, as floats.
 func PersonaOf(rec *messages.Persona) (*Persona, error) {
 	p := &Persona{Updates: rec.GetUpdates()}
 	u, a := rec.GetUser(), rec.GetAgent()
@@ -275,45 +269,27 @@ func PersonaOf(rec *messages.Persona) (*Persona, error) {
 func factsOf(recs []*messages.Fact) ([]*Fact, error) {
 	var out []*Fact
 	for _, f := range recs {
-		x, err := factOf(f)
-		if err != nil {
-			return nil, err
+		x := &Fact{Text: f.GetText(), Embedding: f.GetEmbedding(), T: f.GetT(), Segment: f.GetSegment(), Source: f.GetSource()}
+		if len(x.Embedding) == 0 && len(f.GetEmbedding8()) > 0 {
+			var err error
+			if x.Embedding, err = UnpackEmbedding(f.GetEmbedding8()); err != nil {
+				return nil, fmt.Errorf("fact %q: %w", x.Text, err)
+			}
 		}
 		out = append(out, x)
 	}
 	return out, nil
 }
 
-// factOf reads a stored fact record: its embedding packed (embedding8) or,
-// as an older build wrote it, as floats.
-func factOf(f *messages.Fact) (*Fact, error) {
-	x := &Fact{ID: f.GetId(), Text: f.GetText(), Embedding: f.GetEmbedding(), T: f.GetT(), Segment: f.GetSegment(), Source: f.GetSource()}
-	if len(x.Embedding) == 0 && len(f.GetEmbedding8()) > 0 {
-		var err error
-		if x.Embedding, err = UnpackEmbedding(f.GetEmbedding8()); err != nil {
-			return nil, fmt.Errorf("fact %d %q: %w", x.ID, x.Text, err)
-		}
-	}
-	return x, nil
-}
-
-// Record is the stored record of f, its embedding packed.
-func (f *Fact) Record() *messages.Fact {
-	return &messages.Fact{Id: f.ID, Text: f.Text, Embedding8: PackEmbedding(f.Embedding), T: f.T, Segment: f.Segment, Source: f.Source}
-}
-
-// Record is the stored record of p: its facts by id alone (each written
-// as its own record: putPersona). Its user and agent are always present,
-// as every persona the LPM writes has them.
+// Record is the stored record of p, its facts' embeddings packed. Its
+// user and agent are always present, as every persona the LPM writes has
+// them.
 func (p *Persona) Record() *messages.Persona {
-	rec := &messages.Persona{User: &messages.UserPersona{Profile: maps.Clone(p.User.Profile), Knowledge: factIDs(p.User.Knowledge)},
-		Agent: &messages.AgentPersona{Profile: maps.Clone(p.Agent.Profile), Traits: factIDs(p.Agent.Traits)}, Updates: p.Updates}
+	rec := &messages.Persona{User: &messages.UserPersona{Profile: maps.Clone(p.User.Profile), Knowledge: factRecords(p.User.Knowledge)},
+		Agent: &messages.AgentPersona{Profile: maps.Clone(p.Agent.Profile), Traits: factRecords(p.Agent.Traits)}, Updates: p.Updates}
 	rec.User.Traits = traitRecords(p.User.Traits)
 	return rec
 }
-
-// facts are p's knowledge, then its agent traits.
-func (p *Persona) facts() []*Fact { return append(slices.Clip(p.User.Knowledge), p.Agent.Traits...) }
 
 // traitRecords are the records of ts (as stored and as shown: a trait has
 // no stored-only field).
@@ -325,10 +301,10 @@ func traitRecords(ts []*Trait) []*messages.Trait {
 	return out
 }
 
-func factIDs(fs []*Fact) []*messages.Fact {
+func factRecords(fs []*Fact) []*messages.Fact {
 	var out []*messages.Fact
 	for _, f := range fs {
-		out = append(out, &messages.Fact{Id: f.ID})
+		out = append(out, &messages.Fact{Text: f.Text, Embedding8: PackEmbedding(f.Embedding), T: f.T, Segment: f.Segment, Source: f.Source})
 	}
 	return out
 }
@@ -356,96 +332,12 @@ func cloneFacts(fs []*Fact) []*Fact {
 	return out
 }
 
-// readPersona reads the persona of sona in r with its facts (an empty one
-// when there is none): its record through the cache of tier records, and
-// the facts it lists, each a record of its own, in r — but a view may read
-// in the cache a record older than its snapshot, which lists a fact its
-// snapshot no longer holds (stmState): it then reads the record again past
-// the cache, from its snapshot.
+// readPersona reads the persona of sona; a sona without one has an empty
+// persona.
 func (s *Store) readPersona(r store.Reader, sona string) (*Persona, error) {
-	p, missing, err := readPersonaIn(r, s.recs, sona)
-	if _, op := r.(store.Tx); missing != 0 && err == nil && !op {
-		p, missing, err = readPersonaIn(r, nil, sona)
-	}
-	if err == nil && missing != 0 {
-		err = fmt.Errorf("%w: fact %d of the persona of sona %s is missing", base.ErrCorrupt, missing, sona)
-	}
-	return p, err
-}
-
-// readPersonaIn reads sona's persona in r, its record through recs (nil:
-// past the cache), and the id of the first fact it lists that r does not
-// hold (0: none).
-func readPersonaIn(r store.Reader, recs *store.Records, sona string) (*Persona, uint64, error) {
 	rec := &messages.Persona{}
-	if _, err := recs.GetProto(r, personaKey(sona), rec); err != nil {
-		return nil, 0, err
+	if _, err := s.getProto(r, personaKey(sona), rec); err != nil {
+		return nil, err
 	}
-	return personaIn(r, sona, rec)
-}
-
-// personaIn is the persona of sona's record rec with the records of the
-// facts it lists read in r, and the id of the first that r does not hold
-// (0: none). A fact an older build kept inline is read from rec.
-func personaIn(r store.Reader, sona string, rec *messages.Persona) (*Persona, uint64, error) {
-	p, err := PersonaOf(rec)
-	if err != nil {
-		return nil, 0, err
-	}
-	for _, fs := range [][]*Fact{p.User.Knowledge, p.Agent.Traits} {
-		for i, f := range fs {
-			if f.ID == 0 {
-				continue // inline
-			}
-			m := &messages.Fact{}
-			ok, err := (*store.Records)(nil).GetProto(r, factKey(sona, f.ID), m)
-			if err != nil {
-				return nil, 0, err
-			}
-			if !ok {
-				return p, f.ID, nil
-			}
-			if m.Id != f.ID {
-				return nil, 0, fmt.Errorf("%w: the record of fact %d of sona %s holds fact %d", base.ErrCorrupt, f.ID, sona, m.Id)
-			}
-			if fs[i], err = factOf(m); err != nil {
-				return nil, 0, err
-			}
-		}
-	}
-	return p, 0, nil
-}
-
-// putPersona writes next as sona's persona over old (as readPersona read
-// it): each fact next adds as a record of its own, under the next id of
-// the sona's fact counter; the deletion of those it no longer holds; and
-// its record listing them — every fact when old held them inline. A fact
-// keeps its id, and an id is never given twice, so a fact's record never
-// changes.
-func (s *Store) putPersona(tx store.Tx, sona string, old, next *Persona) error {
-	had := map[uint64]bool{}
-	for _, f := range old.facts() {
-		if f.ID != 0 {
-			had[f.ID] = true
-		}
-	}
-	for _, f := range next.facts() {
-		if !had[f.ID] {
-			if f.ID == 0 {
-				id, err := s.nextCounter(tx, counterKey(sona, counterFact))
-				if err != nil {
-					return err
-				}
-				f.ID = id
-			}
-			if err := store.SetProto(tx, factKey(sona, f.ID), f.Record()); err != nil {
-				return err
-			}
-		}
-		delete(had, f.ID)
-	}
-	for _, id := range slices.Sorted(maps.Keys(had)) {
-		tx.Delete(factKey(sona, id))
-	}
-	return store.SetProto(tx, personaKey(sona), next.Record())
+	return PersonaOf(rec)
 }

@@ -135,17 +135,16 @@ func TestPackEmbedding(t *testing.T) {
 	}
 }
 
-// A stored persona record (as the LPM writes it: user and agent present,
-// its facts by id) and a fact's record read to their domain values and
-// back to the same bytes; a clone shares nothing with what it was cloned
-// from.
+// A stored persona record (as the LPM writes it: user and agent present)
+// reads to its domain value and back to the same bytes; a clone shares
+// nothing with what it was cloned from.
 func TestPersonaRecordRoundTrip(t *testing.T) {
 	det := proto.MarshalOptions{Deterministic: true}
 	for name, rec := range map[string]*messages.Persona{
 		"full": {User: &messages.UserPersona{Profile: map[string]string{"name": "Caroline", "location": "Lisbon"},
-			Knowledge: []*messages.Fact{{Id: 3}, {Id: 1}},
+			Knowledge: []*messages.Fact{{Text: "Caroline paints.", Embedding8: PackEmbedding([]float32{0.6, 0.8}), T: 1700000000, Segment: 3, Source: "bafyq"}},
 			Traits:    []*messages.Trait{{Dimension: "music", Group: "interests", Level: 0.4375, Evidence: "plays", UpdatedAt: 1700000100}}},
-			Agent:   &messages.AgentPersona{Traits: []*messages.Fact{{Id: 2}}},
+			Agent:   &messages.AgentPersona{Traits: []*messages.Fact{{Text: "Mel listens.", Embedding8: PackEmbedding([]float32{1, 0}), T: 1700000200, Segment: 4, Source: "bafyr"}}},
 			Updates: 7},
 		"empty": {User: &messages.UserPersona{}, Agent: &messages.AgentPersona{}},
 	} {
@@ -169,49 +168,66 @@ func TestPersonaRecordRoundTrip(t *testing.T) {
 			AgentTraits: []Statement{{Text: "also new"}}, Traits: []TraitObservation{{Dimension: "music", Level: 0}}},
 			config.Default().Tiers, 9, 1800000000)
 		for _, f := range c.User.Knowledge {
-			f.ID++
+			if len(f.Embedding) > 0 {
+				f.Embedding[0] = 9
+			}
 		}
 		if again, _ := det.Marshal(p.Record()); !bytes.Equal(again, want) {
 			t.Fatalf("%s: changing a clone changed the original: %v", name, p.Record())
 		}
 	}
-	rec := &messages.Fact{Id: 3, Text: "Caroline paints.", Embedding8: PackEmbedding([]float32{0.6, 0.8}), T: 1700000000, Segment: 3, Source: "bafyq"}
-	f, err := factOf(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !proto.Equal(f.Record(), rec) {
-		t.Fatalf("fact record %v, want %v", f.Record(), rec)
-	}
 }
 
-// A fact an older build wrote, inline in its persona's record with its
-// embedding as floats, reads to those floats and is written back packed, a
-// fact of 384 dimensions in under a third of the bytes. A damaged packed
-// embedding is ErrCorrupt.
-func TestFactRecordOfFloats(t *testing.T) {
+// distinct keeps each token's first appearance, in order, for a
+// sentence's few tokens (scanned) as for a long text's (a set).
+// A persona record an older build wrote, its facts' embeddings as floats,
+// reads to those floats and is written back with them packed: a persona
+// of a full knowledge base and as many agent traits at 384 dimensions
+// takes under a third of the bytes. A damaged packed embedding is
+// ErrCorrupt.
+func TestPersonaRecordOfFloats(t *testing.T) {
+	tc := config.Default().Tiers
 	rng := rand.New(rand.NewPCG(1, 2))
-	v := make([]float32, 384)
-	for i := range v {
-		v[i] = float32(rng.NormFloat64())
+	vec := func() []float32 {
+		v := make([]float32, 384)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		llm.Normalize(v)
+		return v
 	}
-	llm.Normalize(v)
-	old := &messages.Fact{Text: "Caroline went hiking in the hills.", Embedding: v, T: 5, Segment: 2, Source: "bafyq"}
-	p, err := PersonaOf(&messages.Persona{User: &messages.UserPersona{Knowledge: []*messages.Fact{old}}})
+	facts := func(n int) []*messages.Fact {
+		var out []*messages.Fact
+		for i := range n {
+			out = append(out, &messages.Fact{Text: fmt.Sprintf("Caroline went hiking in the hills, time %d.", i), Embedding: vec(), T: int64(i), Segment: uint64(i), Source: "bafyq"})
+		}
+		return out
+	}
+	old := &messages.Persona{User: &messages.UserPersona{Knowledge: facts(tc.KBSize)}, Agent: &messages.AgentPersona{Traits: facts(tc.AgentTraits)}, Updates: 3}
+	p, err := PersonaOf(old)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := p.User.Knowledge[0]
-	if f.ID != 0 || f.Text != old.Text || !slices.Equal(f.Embedding, v) {
-		t.Fatalf("read as id %d, %q, floats kept %v; want id 0 and the record's text and floats", f.ID, f.Text, slices.Equal(f.Embedding, v))
+	for i, f := range p.User.Knowledge {
+		if !slices.Equal(f.Embedding, old.User.Knowledge[i].Embedding) {
+			t.Fatalf("fact %d: embedding read as %v, want the record's floats", i, f.Embedding[:4])
+		}
 	}
-	f.ID = 1
-	rec := f.Record()
-	if len(rec.Embedding) != 0 || len(rec.Embedding8) != 4+384 || rec.Id != 1 {
-		t.Fatalf("written with %d floats, %d packed bytes, id %d; want packed alone, id 1", len(rec.Embedding), len(rec.Embedding8), rec.Id)
+	rec := p.Record()
+	for _, f := range append(slices.Clone(rec.User.Knowledge), rec.Agent.Traits...) {
+		if len(f.Embedding) != 0 || len(f.Embedding8) != 4+384 {
+			t.Fatalf("fact %q written with %d floats and %d packed bytes, want packed alone", f.Text, len(f.Embedding), len(f.Embedding8))
+		}
 	}
 	if packed, floats := proto.Size(rec), proto.Size(old); packed*3 > floats {
 		t.Fatalf("the record takes %d bytes packed, %d as floats: want under a third", packed, floats)
+	}
+	again, err := PersonaOf(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(again.Record(), rec) {
+		t.Fatal("a packed record read and written again changed")
 	}
 	if _, err := PersonaOf(&messages.Persona{User: &messages.UserPersona{Knowledge: []*messages.Fact{{Text: "cut", Embedding8: []byte{1, 2}}}}}); !errors.Is(err, base.ErrCorrupt) {
 		t.Fatalf("a damaged packed embedding: %v, want ErrCorrupt", err)

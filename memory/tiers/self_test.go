@@ -800,12 +800,10 @@ func TestMidTermEmbeddingsArePacked(t *testing.T) {
 	}
 }
 
-// A persona's record lists its facts by id, each fact a record of its
-// own, its embedding packed; the records are exactly those it lists. A
-// persona an older build wrote, its facts inline as floats, reads the same
-// and is written so at its next change; re-embedded for another embedder
-// (memoria reindex), the facts are packed again, of its dims.
-func TestPersonaFactsAreRecordsOfTheirOwn(t *testing.T) {
+// The persona's facts are stored with their embeddings packed, and
+// re-embedded for another embedder (memoria reindex) packed again, of its
+// dims.
+func TestPersonaFactsArePacked(t *testing.T) {
 	cfg := memorytest.Config(t.TempDir())
 	s := memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
 	o := memorytest.NewOwner(t, s, "a")
@@ -816,21 +814,14 @@ func TestPersonaFactsAreRecordsOfTheirOwn(t *testing.T) {
 	memorytest.Settle(t, s, o.Sona)
 	// Twelve on one topic: the last five leave the STM for one segment,
 	// promoted at the fifth (TestSimilarPagesShareASegmentAndHeatPromotesToPersona).
-	garden := func(from int) {
-		for i := from; i < from+12; i++ {
-			o.Page(fmt.Sprintf("I love my garden and I grow tomatoes and basil there, batch %d.", i),
-				fmt.Sprintf("Your garden tomatoes and basil sound great, batch %d.", i))
-			memorytest.Settle(t, s, o.Sona)
-		}
+	for i := range 12 {
+		o.Page(fmt.Sprintf("I love my garden and I grow tomatoes and basil there, batch %d.", i),
+			fmt.Sprintf("Your garden tomatoes and basil sound great, batch %d.", i))
+		memorytest.Settle(t, s, o.Sona)
 	}
-	garden(0)
-	facts := func(s *memory.Self, dims int) *tiers.Persona {
+	facts := func(s *memory.Self, dims int) {
 		t.Helper()
 		rec, err := s.Tiers.PersonaRecord(o.Sona)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs, err := s.Tiers.FactRecords(o.Sona)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -838,87 +829,34 @@ func TestPersonaFactsAreRecordsOfTheirOwn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		listed := append(slices.Clone(rec.GetUser().GetKnowledge()), rec.GetAgent().GetTraits()...)
+		stored := append(slices.Clone(rec.GetUser().GetKnowledge()), rec.GetAgent().GetTraits()...)
 		read := append(slices.Clone(p.User.Knowledge), p.Agent.Traits...)
-		if len(listed) == 0 || len(listed) != len(recs) || len(read) != len(listed) {
-			t.Fatalf("the persona lists %d facts, %d records, %d read; want some, as many", len(listed), len(recs), len(read))
+		if len(stored) == 0 {
+			t.Fatal("the persona holds no fact")
 		}
-		for i, f := range listed {
-			r := recs[f.Id]
-			if f.Id == 0 || f.Text != "" || len(f.Embedding)+len(f.Embedding8) != 0 || r == nil {
-				t.Fatalf("fact %d listed as %v, its record %v; want its id alone and a record", i, f, r)
-			}
-			want, err := s.Embed(context.Background(), r.Text)
+		for i, f := range stored {
+			want, err := s.Embed(context.Background(), f.Text)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(r.Embedding) != 0 || len(r.Embedding8) != 4+dims || read[i].Text != r.Text || read[i].ID != f.Id ||
-				base.Cosine(read[i].Embedding, want[0]) < 0.999 {
-				t.Fatalf("fact %d %q stored with %d floats and %d packed bytes, read as %d %q with %d dims; want packed alone, %d dims",
-					f.Id, r.Text, len(r.Embedding), len(r.Embedding8), read[i].ID, read[i].Text, len(read[i].Embedding), dims)
+			if len(f.Embedding) != 0 || len(f.Embedding8) != 4+dims || len(read[i].Embedding) != dims || base.Cosine(read[i].Embedding, want[0]) < 0.999 {
+				t.Fatalf("fact %q stored with %d floats and %d packed bytes, read with %d dims; want packed alone, %d dims",
+					f.Text, len(f.Embedding), len(f.Embedding8), len(read[i].Embedding), dims)
 			}
 		}
-		return p
 	}
-	before := facts(s, 384)
-	// As a build before stop 112 stored it: read the same.
-	if err := s.Tiers.SetPersonaInline(o.Sona); err != nil {
-		t.Fatal(err)
-	}
-	if recs, err := s.Tiers.FactRecords(o.Sona); err != nil || len(recs) != 0 {
-		t.Fatalf("%d fact records left, %v", len(recs), err)
-	}
-	inline, err := s.Tiers.StoredPersona(o.Sona)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, f := range append(slices.Clone(inline.User.Knowledge), inline.Agent.Traits...) {
-		b := append(slices.Clone(before.User.Knowledge), before.Agent.Traits...)[i]
-		if f.ID != 0 || f.Text != b.Text || !slices.Equal(f.Embedding, b.Embedding) || f.Source != b.Source {
-			t.Fatalf("inline fact %d read as %d %q, want %q, its embedding and source", i, f.ID, f.Text, b.Text)
-		}
-	}
-	// The next promotion writes every fact as a record of its own.
-	garden(12)
-	after := facts(s, 384)
-	if after.Updates <= before.Updates {
-		t.Fatalf("no promotion: updates %d after %d", after.Updates, before.Updates)
-	}
+	facts(s, 384)
 	s.Close()
 	emb := llm.NewHashedEmbedder(128)
 	if _, err := memory.Reembed(context.Background(), cfg, emb, nil); err != nil {
 		t.Fatal(err)
 	}
-	s, err = memorytest.OpenWith(memory.Options{Config: cfg, Embedder: emb, Clock: clock.NewFake(memorytest.Epoch)})
+	s, err := memorytest.OpenWith(memory.Options{Config: cfg, Embedder: emb, Clock: clock.NewFake(memorytest.Epoch)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	facts(s, 128)
-	// A forget takes out the records of the facts its memories stated.
-	src := after.User.Knowledge[0].Source
-	if err := s.Store().Update(context.Background(), func(tx store.Tx) error {
-		return s.Tiers.Forget(tx, o.Sona, func(c string) bool { return c == src })
-	}); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := s.Tiers.FactRecords(o.Sona)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for id, r := range recs {
-		if r.Source == src {
-			t.Fatalf("fact %d %q of a forgotten memory is still stored", id, r.Text)
-		}
-	}
-	rec, err := s.Tiers.PersonaRecord(o.Sona)
-	if err != nil {
-		t.Fatal(err)
-	}
-	had := len(after.User.Knowledge) + len(after.Agent.Traits)
-	if n := len(rec.GetUser().GetKnowledge()) + len(rec.GetAgent().GetTraits()); n != len(recs) || n == had {
-		t.Fatalf("after the forget the persona lists %d facts, %d records; want as many, fewer than the %d before", n, len(recs), had)
-	}
 }
 
 // A step tells whether its inbox held more work when it read it (a tier

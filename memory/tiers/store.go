@@ -83,9 +83,6 @@ func pageKey(sona string, seg, seq uint64) []byte {
 	return base.Join(PagePrefix(sona, seg), base.U64(seq))
 }
 func personaKey(sona string) []byte { return base.Join(tierPrefix(sona), []byte("l")) }
-func factKey(sona string, id uint64) []byte {
-	return base.Join(tierPrefix(sona), []byte("k"), base.U64(id))
-}
 func stmPageKey(sona string, seq uint64) []byte {
 	return base.Join(tierPrefix(sona), []byte("S"), base.U64(seq))
 }
@@ -117,9 +114,6 @@ func inboxKey(sona, tier string, seq uint64) []byte {
 
 // counterPage numbers pages; the tier names number their inboxes.
 const counterPage = "page"
-
-// counterFact numbers the persona's facts (putPersona).
-const counterFact = "fact"
 
 // nextCounter takes the next value of a tier counter.
 func (s *Store) nextCounter(tx store.Tx, key []byte) (uint64, error) {
@@ -1210,7 +1204,7 @@ func (s *Store) stepLPM(ctx context.Context, sona string, model Model, backgroun
 		if err := consume(tx, sona, LPM, w); err != nil {
 			return err
 		}
-		return s.putPersona(tx, sona, persona, next)
+		return store.SetProto(tx, personaKey(sona), next.Record())
 	})
 	if err != nil {
 		return Step{}, err

@@ -37,7 +37,7 @@ func personaView(p *Persona, agentProfile map[string]string) *messages.Persona {
 func factViews(fs []*Fact) []*messages.Fact {
 	var out []*messages.Fact
 	for _, f := range fs {
-		out = append(out, &messages.Fact{Id: f.ID, Text: f.Text, T: f.T, Segment: f.Segment, Source: f.Source})
+		out = append(out, &messages.Fact{Text: f.Text, T: f.T, Segment: f.Segment, Source: f.Source})
 	}
 	return out
 }

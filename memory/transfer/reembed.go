@@ -174,8 +174,6 @@ func Reembed(ctx context.Context, st ReembedStore, records Records, emb llm.Embe
 			return &messages.Segment{}
 		case 'l':
 			return &messages.Persona{}
-		case 'k':
-			return &messages.Fact{}
 		case 'i':
 			return &messages.TierWork{}
 		}
