@@ -448,13 +448,7 @@ type Fact struct {
 	// The segment it was extracted from.
 	Segment uint64 `protobuf:"varint,4,opt,name=segment,proto3" json:"segment,omitempty"`
 	// CID of the memory that stated it.
-	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
-	// The embedding packed as a page's embedding8 is (stored only, in place
-	// of embedding): a persona keeps up to tiers.kb_size facts and
-	// tiers.agent_traits traits and is written whole at each LPM step.
-	// Written since stop 112 of issue 15; a record with embedding set is
-	// read from that.
-	Embedding8    []byte `protobuf:"bytes,6,opt,name=embedding8,proto3" json:"embedding8,omitempty"`
+	Source        string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -522,13 +516,6 @@ func (x *Fact) GetSource() string {
 		return x.Source
 	}
 	return ""
-}
-
-func (x *Fact) GetEmbedding8() []byte {
-	if x != nil {
-		return x.Embedding8
-	}
-	return nil
 }
 
 // Trait is one of the user's trait dimensions.
@@ -1482,16 +1469,13 @@ const file_memoria_v1_tiers_proto_rawDesc = "" +
 	"\x04heat\x18\x0e \x01(\x01R\x04heat\x12\x1e\n" +
 	"\n" +
 	"embedding8\x18\x0f \x01(\fR\n" +
-	"embedding8\"\x98\x01\n" +
+	"embedding8\"x\n" +
 	"\x04Fact\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
 	"\tembedding\x18\x02 \x03(\x02R\tembedding\x12\f\n" +
 	"\x01t\x18\x03 \x01(\x03R\x01t\x12\x18\n" +
 	"\asegment\x18\x04 \x01(\x04R\asegment\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\x12\x1e\n" +
-	"\n" +
-	"embedding8\x18\x06 \x01(\fR\n" +
-	"embedding8\"\x8c\x01\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"\x8c\x01\n" +
 	"\x05Trait\x12\x1c\n" +
 	"\tdimension\x18\x01 \x01(\tR\tdimension\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x14\n" +

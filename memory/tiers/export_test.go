@@ -328,16 +328,6 @@ func (s *Store) StoredPersona(sona string) (p *Persona, err error) {
 	return p, err
 }
 
-// PersonaRecord is sona's persona record as stored.
-func (s *Store) PersonaRecord(sona string) (*messages.Persona, error) {
-	rec := &messages.Persona{}
-	err := s.view.View(func(txn store.Reader) error {
-		_, err := s.getProto(txn, personaKey(sona), rec)
-		return err
-	})
-	return rec, err
-}
-
 // PersonaDecoded reports whether a decoded persona of sona is kept.
 func (s *Store) PersonaDecoded(sona string) bool {
 	e := s.personas.slot(sona).Load()

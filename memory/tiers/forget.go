@@ -347,10 +347,7 @@ func (f *tierForget) persona() error {
 	if err != nil || !ok {
 		return err
 	}
-	persona, err := PersonaOf(rec)
-	if err != nil {
-		return err
-	}
+	persona := PersonaOf(rec)
 	before := persona.Record()
 	drop := func(x *Fact) bool { return f.gone(x.Source) || f.segs[x.Segment] }
 	persona.User.Knowledge = slices.DeleteFunc(persona.User.Knowledge, drop)

@@ -105,7 +105,7 @@ func (s *Store) sharedPersona(r store.Reader, sona string) (*Persona, error) {
 	key := personaKey(sona)
 	raw, err := s.record(r, key)
 	if errors.Is(err, base.ErrNotFound) {
-		return PersonaOf(&messages.Persona{})
+		return PersonaOf(&messages.Persona{}), nil
 	}
 	if err != nil {
 		return nil, err
@@ -118,10 +118,7 @@ func (s *Store) sharedPersona(r store.Reader, sona string) (*Persona, error) {
 	if err := store.UnmarshalRecord(key, raw, rec); err != nil {
 		return nil, err
 	}
-	p, err := PersonaOf(rec)
-	if err != nil {
-		return nil, err
-	}
+	p := PersonaOf(rec)
 	slot.Store(&decodedPersona{sona: sona, raw: raw, p: p})
 	return p, nil
 }

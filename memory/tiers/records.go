@@ -81,8 +81,7 @@ func (s *Segment) Record() *messages.Segment {
 	return rec
 }
 
-// PackEmbedding is v as a segment's, a mid-term page's or a persona
-// fact's record keeps it
+// PackEmbedding is v as a segment's or a mid-term page's record keeps it
 // (embedding8): a little-endian float32 scale, the largest component's
 // magnitude over 127, then each component over the scale rounded to a
 // signed byte — 388 bytes at 384 dimensions where the floats took 1,539
@@ -245,45 +244,31 @@ type Trait struct {
 	UpdatedAt int64
 }
 
-// PersonaOf reads a stored persona record: its facts' embeddings packed
-// (embedding8) or, as an older build wrote them, as floats.
-func PersonaOf(rec *messages.Persona) (*Persona, error) {
+// PersonaOf reads a stored persona record.
+func PersonaOf(rec *messages.Persona) *Persona {
 	p := &Persona{Updates: rec.GetUpdates()}
 	u, a := rec.GetUser(), rec.GetAgent()
 	p.User.Profile = maps.Clone(u.GetProfile())
-	var err error
-	if p.User.Knowledge, err = factsOf(u.GetKnowledge()); err != nil {
-		return nil, fmt.Errorf("persona's knowledge: %w", err)
-	}
+	p.User.Knowledge = factsOf(u.GetKnowledge())
 	for _, t := range u.GetTraits() {
 		p.User.Traits = append(p.User.Traits, &Trait{Dimension: t.GetDimension(), Group: t.GetGroup(), Level: t.GetLevel(),
 			Evidence: t.GetEvidence(), UpdatedAt: t.GetUpdatedAt()})
 	}
 	p.Agent.Profile = maps.Clone(a.GetProfile())
-	if p.Agent.Traits, err = factsOf(a.GetTraits()); err != nil {
-		return nil, fmt.Errorf("persona's agent traits: %w", err)
-	}
-	return p, nil
+	p.Agent.Traits = factsOf(a.GetTraits())
+	return p
 }
 
-func factsOf(recs []*messages.Fact) ([]*Fact, error) {
+func factsOf(recs []*messages.Fact) []*Fact {
 	var out []*Fact
 	for _, f := range recs {
-		x := &Fact{Text: f.GetText(), Embedding: f.GetEmbedding(), T: f.GetT(), Segment: f.GetSegment(), Source: f.GetSource()}
-		if len(x.Embedding) == 0 && len(f.GetEmbedding8()) > 0 {
-			var err error
-			if x.Embedding, err = UnpackEmbedding(f.GetEmbedding8()); err != nil {
-				return nil, fmt.Errorf("fact %q: %w", x.Text, err)
-			}
-		}
-		out = append(out, x)
+		out = append(out, &Fact{Text: f.GetText(), Embedding: f.GetEmbedding(), T: f.GetT(), Segment: f.GetSegment(), Source: f.GetSource()})
 	}
-	return out, nil
+	return out
 }
 
-// Record is the stored record of p, its facts' embeddings packed. Its
-// user and agent are always present, as every persona the LPM writes has
-// them.
+// Record is the stored record of p. Its user and agent are always
+// present, as every persona the LPM writes has them.
 func (p *Persona) Record() *messages.Persona {
 	rec := &messages.Persona{User: &messages.UserPersona{Profile: maps.Clone(p.User.Profile), Knowledge: factRecords(p.User.Knowledge)},
 		Agent: &messages.AgentPersona{Profile: maps.Clone(p.Agent.Profile), Traits: factRecords(p.Agent.Traits)}, Updates: p.Updates}
@@ -304,7 +289,7 @@ func traitRecords(ts []*Trait) []*messages.Trait {
 func factRecords(fs []*Fact) []*messages.Fact {
 	var out []*messages.Fact
 	for _, f := range fs {
-		out = append(out, &messages.Fact{Text: f.Text, Embedding8: PackEmbedding(f.Embedding), T: f.T, Segment: f.Segment, Source: f.Source})
+		out = append(out, &messages.Fact{Text: f.Text, Embedding: f.Embedding, T: f.T, Segment: f.Segment, Source: f.Source})
 	}
 	return out
 }
@@ -339,5 +324,5 @@ func (s *Store) readPersona(r store.Reader, sona string) (*Persona, error) {
 	if _, err := s.getProto(r, personaKey(sona), rec); err != nil {
 		return nil, err
 	}
-	return PersonaOf(rec)
+	return PersonaOf(rec), nil
 }

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/memoria-ai/memoria/config"
-	"github.com/memoria-ai/memoria/llm"
 	"github.com/memoria-ai/memoria/memory/base"
 	"github.com/memoria-ai/memoria/messages"
 )
@@ -142,16 +141,13 @@ func TestPersonaRecordRoundTrip(t *testing.T) {
 	det := proto.MarshalOptions{Deterministic: true}
 	for name, rec := range map[string]*messages.Persona{
 		"full": {User: &messages.UserPersona{Profile: map[string]string{"name": "Caroline", "location": "Lisbon"},
-			Knowledge: []*messages.Fact{{Text: "Caroline paints.", Embedding8: PackEmbedding([]float32{0.6, 0.8}), T: 1700000000, Segment: 3, Source: "bafyq"}},
+			Knowledge: []*messages.Fact{{Text: "Caroline paints.", Embedding: []float32{0.6, 0.8}, T: 1700000000, Segment: 3, Source: "bafyq"}},
 			Traits:    []*messages.Trait{{Dimension: "music", Group: "interests", Level: 0.4375, Evidence: "plays", UpdatedAt: 1700000100}}},
-			Agent:   &messages.AgentPersona{Traits: []*messages.Fact{{Text: "Mel listens.", Embedding8: PackEmbedding([]float32{1, 0}), T: 1700000200, Segment: 4, Source: "bafyr"}}},
+			Agent:   &messages.AgentPersona{Traits: []*messages.Fact{{Text: "Mel listens.", Embedding: []float32{1, 0}, T: 1700000200, Segment: 4, Source: "bafyr"}}},
 			Updates: 7},
 		"empty": {User: &messages.UserPersona{}, Agent: &messages.AgentPersona{}},
 	} {
-		p, err := PersonaOf(rec)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := PersonaOf(rec)
 		want, err := det.Marshal(rec)
 		if err != nil {
 			t.Fatal(err)
@@ -180,60 +176,6 @@ func TestPersonaRecordRoundTrip(t *testing.T) {
 
 // distinct keeps each token's first appearance, in order, for a
 // sentence's few tokens (scanned) as for a long text's (a set).
-// A persona record an older build wrote, its facts' embeddings as floats,
-// reads to those floats and is written back with them packed: a persona
-// of a full knowledge base and as many agent traits at 384 dimensions
-// takes under a third of the bytes. A damaged packed embedding is
-// ErrCorrupt.
-func TestPersonaRecordOfFloats(t *testing.T) {
-	tc := config.Default().Tiers
-	rng := rand.New(rand.NewPCG(1, 2))
-	vec := func() []float32 {
-		v := make([]float32, 384)
-		for i := range v {
-			v[i] = float32(rng.NormFloat64())
-		}
-		llm.Normalize(v)
-		return v
-	}
-	facts := func(n int) []*messages.Fact {
-		var out []*messages.Fact
-		for i := range n {
-			out = append(out, &messages.Fact{Text: fmt.Sprintf("Caroline went hiking in the hills, time %d.", i), Embedding: vec(), T: int64(i), Segment: uint64(i), Source: "bafyq"})
-		}
-		return out
-	}
-	old := &messages.Persona{User: &messages.UserPersona{Knowledge: facts(tc.KBSize)}, Agent: &messages.AgentPersona{Traits: facts(tc.AgentTraits)}, Updates: 3}
-	p, err := PersonaOf(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, f := range p.User.Knowledge {
-		if !slices.Equal(f.Embedding, old.User.Knowledge[i].Embedding) {
-			t.Fatalf("fact %d: embedding read as %v, want the record's floats", i, f.Embedding[:4])
-		}
-	}
-	rec := p.Record()
-	for _, f := range append(slices.Clone(rec.User.Knowledge), rec.Agent.Traits...) {
-		if len(f.Embedding) != 0 || len(f.Embedding8) != 4+384 {
-			t.Fatalf("fact %q written with %d floats and %d packed bytes, want packed alone", f.Text, len(f.Embedding), len(f.Embedding8))
-		}
-	}
-	if packed, floats := proto.Size(rec), proto.Size(old); packed*3 > floats {
-		t.Fatalf("the record takes %d bytes packed, %d as floats: want under a third", packed, floats)
-	}
-	again, err := PersonaOf(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !proto.Equal(again.Record(), rec) {
-		t.Fatal("a packed record read and written again changed")
-	}
-	if _, err := PersonaOf(&messages.Persona{User: &messages.UserPersona{Knowledge: []*messages.Fact{{Text: "cut", Embedding8: []byte{1, 2}}}}}); !errors.Is(err, base.ErrCorrupt) {
-		t.Fatalf("a damaged packed embedding: %v, want ErrCorrupt", err)
-	}
-}
-
 func TestDistinct(t *testing.T) {
 	for _, n := range []int{0, 1, 5, 32, 33, 200} {
 		var ts, want []string

@@ -800,65 +800,6 @@ func TestMidTermEmbeddingsArePacked(t *testing.T) {
 	}
 }
 
-// The persona's facts are stored with their embeddings packed, and
-// re-embedded for another embedder (memoria reindex) packed again, of its
-// dims.
-func TestPersonaFactsArePacked(t *testing.T) {
-	cfg := memorytest.Config(t.TempDir())
-	s := memorytest.Open(t, cfg, clock.NewFake(memorytest.Epoch))
-	o := memorytest.NewOwner(t, s, "a")
-	rng := rand.New(rand.NewSource(1))
-	for range 7 {
-		o.Page(randomWords(rng, 6), randomWords(rng, 6))
-	}
-	memorytest.Settle(t, s, o.Sona)
-	// Twelve on one topic: the last five leave the STM for one segment,
-	// promoted at the fifth (TestSimilarPagesShareASegmentAndHeatPromotesToPersona).
-	for i := range 12 {
-		o.Page(fmt.Sprintf("I love my garden and I grow tomatoes and basil there, batch %d.", i),
-			fmt.Sprintf("Your garden tomatoes and basil sound great, batch %d.", i))
-		memorytest.Settle(t, s, o.Sona)
-	}
-	facts := func(s *memory.Self, dims int) {
-		t.Helper()
-		rec, err := s.Tiers.PersonaRecord(o.Sona)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := s.Tiers.StoredPersona(o.Sona)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored := append(slices.Clone(rec.GetUser().GetKnowledge()), rec.GetAgent().GetTraits()...)
-		read := append(slices.Clone(p.User.Knowledge), p.Agent.Traits...)
-		if len(stored) == 0 {
-			t.Fatal("the persona holds no fact")
-		}
-		for i, f := range stored {
-			want, err := s.Embed(context.Background(), f.Text)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(f.Embedding) != 0 || len(f.Embedding8) != 4+dims || len(read[i].Embedding) != dims || base.Cosine(read[i].Embedding, want[0]) < 0.999 {
-				t.Fatalf("fact %q stored with %d floats and %d packed bytes, read with %d dims; want packed alone, %d dims",
-					f.Text, len(f.Embedding), len(f.Embedding8), len(read[i].Embedding), dims)
-			}
-		}
-	}
-	facts(s, 384)
-	s.Close()
-	emb := llm.NewHashedEmbedder(128)
-	if _, err := memory.Reembed(context.Background(), cfg, emb, nil); err != nil {
-		t.Fatal(err)
-	}
-	s, err := memorytest.OpenWith(memory.Options{Config: cfg, Embedder: emb, Clock: clock.NewFake(memorytest.Epoch)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	facts(s, 128)
-}
-
 // A step tells whether its inbox held more work when it read it (a tier
 // rests after a step without More, with no read of an empty inbox), and
 // Pending lists the tiers holding work in one read.

@@ -215,13 +215,13 @@ func Reembed(ctx context.Context, st ReembedStore, records Records, emb llm.Embe
 			if len(x.Embedding) > 0 || len(x.Embedding8) > 0 {
 				x.Embedding, x.Embedding8 = pageVec(x), nil
 			}
-		case *messages.Fact: // written packed, as the LPM writes it
-			if len(x.Embedding) > 0 || len(x.Embedding8) > 0 {
+		case *messages.Fact:
+			if len(x.Embedding) > 0 {
 				vecs, err := embed([]string{x.Text})
 				if err != nil {
 					return err
 				}
-				x.Embedding, x.Embedding8 = nil, tiers.PackEmbedding(vecs[0])
+				x.Embedding = vecs[0]
 			}
 		case *messages.Version:
 			if len(x.Embedding) > 0 {
